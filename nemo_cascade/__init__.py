@@ -1,0 +1,1 @@
+"""nemo-cascade: Cascade RL on Megatron-Core + vLLM."""

@@ -1,0 +1,307 @@
+"""Typed configuration: frozen dataclasses for a whole cascade, plus `key=value` overrides and validation.
+
+A recipe is a Python function returning a :class:`Cascade`; it states only what differs from these
+defaults (``dataclasses.replace``). Nothing here imports torch, megatron or vllm, so configs can be built,
+validated and printed anywhere. User mistakes raise :class:`ConfigError` with one line naming the field.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any, Literal, Optional
+
+
+class ConfigError(ValueError):
+    """A user mistake in a recipe or an override; the message is one line naming the field."""
+
+
+@dataclass(frozen=True)
+class Model:
+    hf_path: str = ""
+    """HF folder (config.json, *.safetensors, tokenizer). The actor is built from it and vLLM serves it."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Parameter/compute dtype of actor and engine. fp32 on CPU; bf16 on GPUs."""
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp: int = 1
+    """Tensor-parallel size of the actor."""
+    pp: int = 1
+    """Pipeline-parallel size of the actor (1F1B schedule)."""
+    micro_batch_size: int = 4
+    """Sequences per microbatch in the actor's forward/backward."""
+    distributed_optimizer: bool = True
+    """Shard optimizer state over data-parallel ranks (Megatron's distributed optimizer)."""
+
+
+@dataclass(frozen=True)
+class Actor:
+    lr: float = 1e-6
+    min_lr: float = 0.0
+    lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    """AdamW betas (0.9, 0.95) for every stage — paper §3.1.1 (SFT, T14) and §4.1.2 (RL)."""
+    adam_eps: float = 1e-8
+    clip_grad: float = 1.0
+    seed: int = 1234
+
+
+@dataclass(frozen=True)
+class Rollout:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    """-1 disables top-k."""
+    max_prompt_tokens: int = 512
+    max_response_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    kv_cache_gib: float = 1.0
+    """KV-cache size on CPU engines (VLLM_CPU_KVCACHE_SPACE)."""
+    gpu_memory_utilization: float = 0.5
+    """Share of GPU memory vLLM may take when colocated with the actor (GPU engines only)."""
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class GRPO:
+    """Group-relative policy optimisation. Defaults are the paper's strict on-policy setting (§4.1.2)."""
+
+    group_size: int = 8
+    """Samples per prompt (G). Paper: 8 for RLHF/IF/math/code, 16 for SWE (T15–T20)."""
+    prompts_per_step: int = 128
+    """Prompts per rollout batch; one optimizer step per batch (strict on-policy, §4.1.2)."""
+    adv_eps: float = 1e-6
+    """Added to the group std in (r − mean)/(std + eps)."""
+    loss_aggregation: Literal["token", "sequence"] = "token"
+    """token: sum over all valid response tokens of the batch ÷ their count (§4.1.2, DAPO-style);
+    sequence: mean over each sequence's tokens, then mean over sequences (bag of tricks, §6.3, T10)."""
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = 0.28
+    """PPO-style clipped ratio bounds. With one update per batch the ratio is 1 and clipping never acts."""
+    kl_coef: float = 0.0
+    """k3 KL to the reference (the stage's starting weights). Paper: 0; 1e-3 in the bag of tricks (§6.3)."""
+    reward_shaping: Literal["none", "zscore_tanh"] = "none"
+    """zscore_tanh: rewards → tanh(group z-score) before advantages (bag of tricks, §6.3, T11)."""
+    drop_zero_variance_groups: bool = True
+    """Drop groups whose rewards are all equal: they carry zero advantage (dynamic filtering, §4.4.2)."""
+    overlong: Literal["none", "filter", "zero"] = "none"
+    """Truncated samples: filter = leave the loss; zero = reward 0; none = scored as they are (§4.5.2)."""
+
+
+@dataclass(frozen=True)
+class Data:
+    source: str = ""
+    """A jsonl/parquet path, or ``synthetic:NAME`` for a generator in nemo_cascade.data.synthetic."""
+    size: int = 0
+    """Synthetic sets: number of rows to generate. File sets: 0 = all rows."""
+    split: Literal["train", "test"] = "train"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str = ""
+    kind: Literal["sft", "grpo"] = "grpo"
+    domain: str = "math"
+    """Reward domain (GRPO) — a key of nemo_cascade.rewards.REWARDS."""
+    data: Data = field(default_factory=Data)
+    steps: int = 10
+    mode: Literal["think", "no_think"] = "no_think"
+    """Thinking mode of the chat template (` /think` or ` /no_think` per user turn, §3.1.2)."""
+    actor: Actor = field(default_factory=Actor)
+    rollout: Rollout = field(default_factory=Rollout)
+    grpo: GRPO = field(default_factory=GRPO)
+    sft_batch_size: int = 32
+    """SFT: sequences per optimizer step."""
+    sft_max_tokens: int = 512
+    """SFT: prompt + response tokens per sequence (longer rows are truncated)."""
+    save_every: int = 0
+    """Checkpoint every N steps (0: only at the end of the stage)."""
+
+
+@dataclass(frozen=True)
+class Cascade:
+    name: str = "run"
+    model: Model = field(default_factory=Model)
+    parallel: Parallel = field(default_factory=Parallel)
+    stages: tuple[Stage, ...] = ()
+    run_root: str = "runs"
+    seed: int = 1234
+    wandb: bool = False
+    """Also log to Weights & Biases (set WANDB_MODE=offline without network). metrics.jsonl is always written."""
+
+
+# ----------------------------------------------------------------------------------------- overrides
+
+def _field_types(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value: str, tp: Any, where: str) -> Any:
+    """Parse a command-line string as `tp`; raise ConfigError naming `where` on failure."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise ConfigError(f"{where}: expected one of {list(choices)}, got {value!r}")
+        return value
+    if origin is typing.Union:  # Optional[X]
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value.lower() in ("none", "null"):
+            return None
+        return _coerce(value, args[0], where)
+    if origin is tuple:
+        return tuple(s for s in value.split(",") if s) if value else ()
+    try:
+        if tp is bool:
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if tp is int:
+            return int(value)
+        if tp is float:
+            return float(value)
+        if tp is str:
+            return value
+    except ValueError:
+        pass
+    raise ConfigError(f"{where}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
+
+
+def _stage_index(cfg: Cascade, key: str, where: str) -> int:
+    names = [s.name for s in cfg.stages]
+    if key in names:
+        return names.index(key)
+    if key.isdigit() and int(key) < len(cfg.stages):
+        return int(key)
+    raise ConfigError(f"{where}: no stage {key!r}; stages are {names}")
+
+
+def _set(obj: Any, path: list[str], value: str, where: str, root: Cascade) -> Any:
+    if isinstance(obj, tuple):  # stages.<name|index>.…
+        idx = _stage_index(root, path[0], where)
+        items = list(obj)
+        items[idx] = _set(items[idx], path[1:], value, where, root)
+        return tuple(items)
+    if not is_dataclass(obj):
+        raise ConfigError(f"{where}: {type(obj).__name__} has no sub-fields")
+    types = _field_types(type(obj))
+    name = path[0]
+    if name not in types:
+        raise ConfigError(f"{where}: unknown key {name!r}; expected one of {sorted(types)}")
+    if len(path) == 1:
+        if is_dataclass(getattr(obj, name)) or isinstance(getattr(obj, name), tuple) and name == "stages":
+            raise ConfigError(f"{where}: {name!r} is a section; set one of its fields ({where}.FIELD=VALUE)")
+        return replace(obj, **{name: _coerce(value, types[name], where)})
+    return replace(obj, **{name: _set(getattr(obj, name), path[1:], value, where, root)})
+
+
+def apply_overrides(cfg: Cascade, overrides: list[str]) -> Cascade:
+    """Apply ``a.b.c=value`` strings. ``stages.NAME.…`` (or an index) addresses one stage;
+    ``stages.*.…`` addresses every stage."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r}: expected KEY=VALUE")
+        key, value = item.split("=", 1)
+        path = key.split(".")
+        if path[0] == "stages" and len(path) > 2 and path[1] == "*":
+            for s in cfg.stages:
+                cfg = _set(cfg, ["stages", s.name, *path[2:]], value, key, cfg)
+        else:
+            cfg = _set(cfg, path, value, key, cfg)
+    return validate(cfg)
+
+
+# ---------------------------------------------------------------------------------------- validation
+
+def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
+    """Check values that types cannot express; raise ConfigError with the offending field."""
+    p = cfg.parallel
+    for name in ("tp", "pp", "micro_batch_size"):
+        if getattr(p, name) < 1:
+            raise ConfigError(f"parallel.{name}: expected an integer >= 1, got {getattr(p, name)}")
+    if world_size is not None and world_size % (p.tp * p.pp) != 0:
+        raise ConfigError(
+            f"parallel.tp × parallel.pp = {p.tp}×{p.pp} must divide the world size {world_size}")
+    if not cfg.stages:
+        raise ConfigError("stages: a cascade needs at least one stage")
+    names = [s.name for s in cfg.stages]
+    for i, s in enumerate(cfg.stages):
+        where = f"stages.{s.name or i}"
+        if not s.name or names.count(s.name) > 1:
+            raise ConfigError(f"{where}.name: every stage needs a unique non-empty name, got {names}")
+        if s.steps < 1:
+            raise ConfigError(f"{where}.steps: expected >= 1, got {s.steps}")
+        if not s.data.source:
+            raise ConfigError(f"{where}.data.source: expected a file path or synthetic:NAME")
+        if s.kind == "grpo":
+            g = s.grpo
+            if g.group_size < 2:
+                raise ConfigError(f"{where}.grpo.group_size: GRPO needs >= 2 samples per prompt, got {g.group_size}")
+            if g.prompts_per_step < 1:
+                raise ConfigError(f"{where}.grpo.prompts_per_step: expected >= 1, got {g.prompts_per_step}")
+            r = s.rollout
+            if r.temperature <= 0:
+                raise ConfigError(f"{where}.rollout.temperature: RL sampling needs > 0, got {r.temperature}")
+            if not 0 < r.top_p <= 1:
+                raise ConfigError(f"{where}.rollout.top_p: expected in (0, 1], got {r.top_p}")
+            if r.max_response_tokens < 1:
+                raise ConfigError(f"{where}.rollout.max_response_tokens: expected >= 1")
+        if s.actor.lr < 0:
+            raise ConfigError(f"{where}.actor.lr: expected >= 0, got {s.actor.lr}")
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------- (de)serialise
+
+def to_dict(cfg: Any) -> Any:
+    if is_dataclass(cfg):
+        return {f.name: to_dict(getattr(cfg, f.name)) for f in fields(cfg)}
+    if isinstance(cfg, tuple):
+        return [to_dict(x) for x in cfg]
+    return cfg
+
+
+def from_dict(cls, data: dict, where: str = "") -> Any:
+    """Inverse of :func:`to_dict`; unknown keys raise ConfigError (used to read a run's config.json)."""
+    types = _field_types(cls)
+    unknown = set(data) - set(types)
+    if unknown:
+        raise ConfigError(f"{where or cls.__name__}: unknown key(s) {sorted(unknown)}")
+    kwargs = {}
+    for name, value in data.items():
+        tp = types[name]
+        if is_dataclass(tp):
+            kwargs[name] = from_dict(tp, value, f"{where}.{name}".strip("."))
+        elif name == "stages":
+            kwargs[name] = tuple(from_dict(Stage, v, f"stages.{i}") for i, v in enumerate(value))
+        elif typing.get_origin(tp) is tuple:
+            kwargs[name] = tuple(value)
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)
+
+
+def dumps(cfg: Cascade) -> str:
+    return json.dumps(to_dict(cfg), indent=2, sort_keys=False)
+
+
+def stage_by_name(cfg: Cascade, name: str) -> Stage:
+    for s in cfg.stages:
+        if s.name == name:
+            return s
+    raise ConfigError(f"--stage: no stage {name!r}; stages are {[s.name for s in cfg.stages]}")
+
+
+__all__ = [
+    "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Stage", "Cascade",
+    "apply_overrides", "validate", "to_dict", "from_dict", "dumps", "stage_by_name", "dataclasses",
+]

