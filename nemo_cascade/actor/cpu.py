@@ -1,0 +1,131 @@
+"""CPU compatibility for megatron-core: lets the real Megatron actor run over gloo on machines without CUDA.
+
+megatron-core assumes CUDA in ~40 places (ENV.md): it allocates with ``device=torch.cuda.current_device()``,
+forks the CUDA RNG for tensor-parallel dropout/init, synchronises streams, and asserts
+``param.type() == "torch.cuda.FloatTensor"`` in the optimizer. This module maps exactly those assumptions
+onto the CPU, and only when CUDA is absent: on a GPU machine :func:`enable` does nothing.
+
+Two parts:
+- module patches: ``torch.cuda.{current_device, synchronize, get/set_rng_state, manual_seed, ...}`` and
+  Megatron's own CUDA-RNG helpers, redirected to the CPU generator;
+- a global ``TorchFunctionMode`` that rewrites ``device="cuda"``, ``.cuda()`` and ``.to("cuda")`` to the CPU
+  and makes ``Tensor.type()`` report ``torch.cuda.*`` for CPU tensors.
+
+The mode slows unrelated torch code (vLLM generation by 10–25 %), so callers suspend it with
+:func:`suspended` around generation.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+log = logging.getLogger(__name__)
+
+_MODE: "_CudaToCpu | None" = None
+
+
+def _is_cuda(device) -> bool:
+    if isinstance(device, torch.device):
+        return device.type == "cuda"
+    if isinstance(device, str):
+        return device.startswith("cuda")
+    return False
+
+
+class _CudaToCpu(TorchFunctionMode):
+    """Rewrites CUDA device requests to CPU inside every torch call."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if _is_cuda(kwargs.get("device")) or isinstance(kwargs.get("device"), int):
+            kwargs["device"] = "cpu"
+        if func is torch.Tensor.cuda:
+            return args[0]
+        if func is torch.Tensor.to:
+            args = tuple("cpu" if _is_cuda(a) else a for a in args)
+        if func is torch.Tensor.type and len(args) == 1 and not kwargs:
+            name = func(*args)  # e.g. "torch.FloatTensor"
+            return name.replace("torch.", "torch.cuda.", 1) if not name.startswith("torch.cuda.") else name
+        return func(*args, **kwargs)
+
+
+def _patch_torch_cuda() -> None:
+    cuda = torch.cuda
+    cuda.current_device = lambda: "cpu"
+    cuda.synchronize = lambda *a, **k: None
+    cuda.empty_cache = lambda *a, **k: None
+    cuda.device_count = lambda: 0
+    cuda.get_rng_state = lambda device="cuda": torch.get_rng_state()
+    cuda.set_rng_state = lambda state, device="cuda": torch.set_rng_state(state)
+    # torch.manual_seed itself calls torch.cuda.manual_seed_all: seed the CPU generator directly.
+    cuda.manual_seed = lambda seed: torch.default_generator.manual_seed(int(seed))
+    cuda.manual_seed_all = lambda seed: None
+    cuda.random.get_rng_state = cuda.get_rng_state
+    cuda.random.set_rng_state = cuda.set_rng_state
+    cuda.current_stream = lambda *a, **k: _NullStream()
+    cuda.default_stream = lambda *a, **k: _NullStream()
+    cuda.max_memory_allocated = lambda *a, **k: 0
+    cuda.memory_allocated = lambda *a, **k: 0
+
+
+class _NullStream:
+    """Stand-in for a CUDA stream: CPU work is synchronous, so waiting is a no-op."""
+
+    def wait_stream(self, *_):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def record_event(self, *_):
+        return None
+
+
+def _patch_megatron_rng() -> None:
+    from megatron.core.tensor_parallel import random as mrandom
+
+    mrandom._get_cuda_rng_state = lambda device="cuda", clone=False, graph_safe=False: torch.get_rng_state()
+    mrandom._set_cuda_rng_state = lambda new_state, device=-1, graph_safe=False: torch.set_rng_state(new_state)
+
+
+def enable() -> bool:
+    """Apply the compat layer if CUDA is absent. Idempotent. Returns True when it is active."""
+    global _MODE
+    if torch.cuda.is_available():
+        return False
+    if _MODE is None:
+        _patch_torch_cuda()
+        _patch_megatron_rng()
+        # On CPU the "CUDA" RNG *is* the CPU RNG, so Megatron's check that forking the model-parallel RNG
+        # left the CPU RNG untouched always fires; it means nothing here.
+        logging.getLogger("megatron.core.tensor_parallel.random").addFilter(
+            lambda record: "CPU RNG state changed" not in record.getMessage())
+        warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
+        _MODE = _CudaToCpu()
+        _MODE.__enter__()
+        log.info("megatron-core CPU compat layer enabled (no CUDA device)")
+    return True
+
+
+def is_enabled() -> bool:
+    return _MODE is not None
+
+
+@contextlib.contextmanager
+def suspended():
+    """Temporarily leave the device-rewriting mode (e.g. around vLLM generation, which it only slows down).
+
+    The module patches stay; only the TorchFunctionMode is popped and pushed back.
+    """
+    if _MODE is None:
+        yield
+        return
+    _MODE.__exit__(None, None, None)
+    try:
+        yield
+    finally:
+        _MODE.__enter__()

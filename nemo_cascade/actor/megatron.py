@@ -1,0 +1,382 @@
+"""The actor: a Megatron-Core GPT model over TP × PP × DP that computes log-probs and takes optimizer steps.
+
+One engine for every stage kind. The stage hands it a whole batch (dict of tensors, leading dim = sequences)
+on every rank; the actor takes its data-parallel slice, cuts microbatches, and runs Megatron's
+forward/backward schedule (1F1B when PP > 1). Loss functions return ``(sum, count, metric_sums)`` per
+microbatch; Megatron (``calculate_per_token_loss``) divides the reduced gradient by the global count.
+
+Alignment used everywhere: ``logprobs_B_T[b, t] = log p(tokens[b, t] | tokens[b, :t])`` for t ≥ 1, 0 at t = 0.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable, Iterator
+
+import torch
+import torch.distributed as dist
+
+from nemo_cascade import config as C
+from nemo_cascade.actor import cpu
+from nemo_cascade.convert import arch as A
+from nemo_cascade.convert import table as T
+from nemo_cascade.convert.hf_io import SafetensorsReader
+
+log = logging.getLogger(__name__)
+
+Batch = dict[str, torch.Tensor]
+LossFn = Callable[[torch.Tensor, Batch], tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]]
+
+
+def init_distributed() -> None:
+    """Join (or create, for a plain `python` run) the default process group: gloo on CPU, NCCL on GPUs."""
+    if dist.is_initialized():
+        return
+    if "RANK" not in os.environ:  # single process, not under torchrun
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(port))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        dist.init_process_group("nccl")
+    else:
+        dist.init_process_group("gloo")
+
+
+@dataclass
+class StepMetrics:
+    loss: float
+    grad_norm: float
+    lr: float
+    tokens: int
+    sums: dict[str, float]
+    """Metric sums reduced over microbatches and data-parallel ranks (divide by a count to average)."""
+
+
+class MegatronActor:
+    """Build from an HF folder, train, and hand out full HF-named weights (for vLLM and exports)."""
+
+    def __init__(self, hf_path: str, parallel: C.Parallel, dtype: str = "float32", seed: int = 1234):
+        from megatron.core import parallel_state as ps
+        from megatron.core import tensor_parallel
+
+        cpu.enable()
+        init_distributed()
+        self.spec = A.read_hf_config(hf_path)
+        A.check_parallel(self.spec, parallel.tp, parallel.pp)
+        world = dist.get_world_size()
+        if world % (parallel.tp * parallel.pp):
+            raise C.ConfigError(f"parallel.tp × parallel.pp = {parallel.tp}×{parallel.pp} must divide "
+                                f"the world size {world}")
+        if not ps.model_parallel_is_initialized():
+            ps.initialize_model_parallel(tensor_model_parallel_size=parallel.tp,
+                                         pipeline_model_parallel_size=parallel.pp)
+        tensor_parallel.model_parallel_cuda_manual_seed(seed)
+        self.ps, self.parallel, self.hf_path = ps, parallel, hf_path
+        self.bf16 = dtype == "bfloat16"
+        self.te = False  # the TE layer spec is the GPU path (issue 6); CPU always uses the local spec
+        self.rules = T.rules_for(self.spec.arch, self.spec.tied_embeddings, te=self.te)
+        self.entries = list(T.expand(self.rules, self.spec.num_layers))
+        self.model = self._build()
+        self.load_hf(hf_path)
+        self.module = self._wrap_ddp()
+        self.optimizer = None
+        self.scheduler = None
+        self._reference: dict[str, torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------------------------------ build
+    @property
+    def tp_rank(self) -> int:
+        return self.ps.get_tensor_model_parallel_rank()
+
+    @property
+    def dp_rank(self) -> int:
+        return self.ps.get_data_parallel_rank()
+
+    @property
+    def dp_size(self) -> int:
+        return self.ps.get_data_parallel_world_size()
+
+    def _layer_spec(self):
+        from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+        return get_gpt_layer_local_spec(qk_layernorm=self.spec.arch == "qwen3", normalization="RMSNorm")
+
+    def _build(self):
+        import torch.nn.functional as F
+        from megatron.core.models.gpt import GPTModel
+        from megatron.core.transformer import TransformerConfig
+
+        kwargs = A.transformer_config_kwargs(self.spec, self.parallel.tp, self.parallel.pp, self.bf16)
+        self.tconfig = TransformerConfig(activation_func=F.silu, **kwargs)
+        model = GPTModel(
+            config=self.tconfig, transformer_layer_spec=self._layer_spec(),
+            pre_process=self.ps.is_pipeline_first_stage(), post_process=self.ps.is_pipeline_last_stage(),
+            **A.gpt_model_kwargs(self.spec),
+        )
+        return model.to(torch.cuda.current_device() if torch.cuda.is_available() else "cpu")
+
+    def _wrap_ddp(self):
+        from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+        from megatron.core.distributed import finalize_model_grads
+
+        ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
+                                            use_distributed_optimizer=self.parallel.distributed_optimizer)
+        module = DistributedDataParallel(self.tconfig, ddp, self.model)
+        self.tconfig.finalize_model_grads_func = finalize_model_grads
+        return module
+
+    # -------------------------------------------------------------------------------- weights in/out
+    def _layer_offset(self) -> int:
+        per_stage = self.spec.num_layers // self.parallel.pp
+        return self.ps.get_pipeline_model_parallel_rank() * per_stage
+
+    def _local_name(self, entry: T.Entry) -> str | None:
+        """This rank's parameter name for a table entry, or None if another PP stage owns it."""
+        if entry.layer is None:
+            return entry.megatron
+        local = entry.layer - self._layer_offset()
+        if not 0 <= local < self.spec.num_layers // self.parallel.pp:
+            return None
+        return entry.megatron.replace(f"layers.{entry.layer}.", f"layers.{local}.", 1)
+
+    def _owned(self) -> Iterator[tuple[T.Entry, torch.nn.Parameter]]:
+        params = dict(self.model.named_parameters())
+        for e in self.entries:
+            name = self._local_name(e)
+            if name is not None and name in params:
+                yield e, params[name]
+        if self.spec.tied_embeddings and "output_layer.weight" in params:
+            # Tied embeddings with PP > 1: the last stage keeps a copy of the embedding as its output layer.
+            emb = next(e for e in self.entries if e.megatron == "embedding.word_embeddings.weight")
+            yield emb, params["output_layer.weight"]
+
+    @torch.no_grad()
+    def load_hf(self, hf_path: str) -> None:
+        """Copy an HF checkpoint into this rank's shards (each rank reads only what it holds)."""
+        reader = SafetensorsReader(hf_path)
+        loaded = set()
+        for entry, param in self._owned():
+            parts = [reader.get(n) for n in entry.hf]
+            full = T.to_megatron(entry, parts, self.spec.geometry)
+            local = T.shard(full, entry.rule.tp, self.tp_rank, self.parallel.tp)
+            if local.shape != param.shape:
+                raise A.ModelFilesError(f"{hf_path}: {entry.hf[0]} has shape {tuple(full.shape)}, which does "
+                                        f"not fit {entry.megatron} {tuple(param.shape)} on TP rank {self.tp_rank}")
+            param.copy_(local.to(param.dtype))
+            loaded.add(id(param))
+        missing = [n for n, p in self.model.named_parameters() if id(p) not in loaded]
+        if missing:
+            raise A.ModelFilesError(f"{hf_path}: no table entry filled Megatron parameters {missing}")
+
+    @torch.no_grad()
+    def iter_hf_weights(self, dtype: torch.dtype | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+        """Yield every HF-named full tensor on every rank (collective: all ranks must iterate fully).
+
+        TP shards are all-gathered within the owning pipeline stage, then broadcast from that stage
+        to all ranks, in the table's fixed order — so every rank's engine receives the whole model.
+        """
+        ps = self.ps
+        owned = {e.megatron: p for e, p in self._owned() if not (p is self._output_copy())}
+        tp_group, pp_group = ps.get_tensor_model_parallel_group(), ps.get_pipeline_model_parallel_group()
+        pp_ranks = dist.get_process_group_ranks(pp_group)
+        for entry in self.entries:
+            owner_stage = self._owner_stage(entry)
+            shape = self._full_shape(entry)
+            if entry.megatron in owned:
+                local = owned[entry.megatron].detach()
+                if self.parallel.tp > 1:
+                    shards = [torch.empty_like(local) for _ in range(self.parallel.tp)]
+                    dist.all_gather(shards, local.contiguous(), group=tp_group)
+                    full = T.unshard(shards, entry.rule.tp)
+                else:
+                    full = local
+            else:
+                full = torch.empty(shape, dtype=self.tconfig.params_dtype)
+            if self.parallel.pp > 1:
+                full = full.contiguous()
+                dist.broadcast(full, src=pp_ranks[owner_stage], group=pp_group)
+            for name, t in T.to_hf(entry, full, self.spec.geometry):
+                yield name, (t if dtype is None else t.to(dtype))
+
+    def _output_copy(self):
+        params = dict(self.model.named_parameters())
+        return params.get("output_layer.weight") if self.spec.tied_embeddings else None
+
+    def _owner_stage(self, entry: T.Entry) -> int:
+        if entry.layer is not None:
+            return entry.layer // (self.spec.num_layers // self.parallel.pp)
+        if entry.megatron.startswith("embedding"):
+            return 0
+        return self.parallel.pp - 1
+
+    def _full_shape(self, entry: T.Entry) -> tuple[int, ...]:
+        s = self.spec
+        qkv = (s.num_attention_heads + 2 * s.num_key_value_heads) * s.head_dim
+        shapes = {
+            "word_embeddings": (s.vocab_size, s.hidden_size), "output_layer": (s.vocab_size, s.hidden_size),
+            "linear_qkv": (qkv, s.hidden_size), "linear_proj": (s.hidden_size, s.num_attention_heads * s.head_dim),
+            "linear_fc1": (2 * s.ffn_hidden_size, s.hidden_size), "linear_fc2": (s.hidden_size, s.ffn_hidden_size),
+            "q_layernorm": (s.head_dim,), "k_layernorm": (s.head_dim,),
+        }
+        for key, shape in shapes.items():
+            if key in entry.megatron:
+                return shape
+        return (s.hidden_size,)  # input/pre-MLP/final RMSNorm weights
+
+    # ------------------------------------------------------------------------------------- optimizer
+    def configure_optimizer(self, actor: C.Actor, total_steps: int) -> None:
+        """A fresh AdamW + LR schedule for a stage (the stage-boundary policy decides when to call it)."""
+        from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+        from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+        ocfg = OptimizerConfig(
+            optimizer="adam", lr=actor.lr, min_lr=actor.min_lr, weight_decay=actor.weight_decay,
+            adam_beta1=actor.adam_beta1, adam_beta2=actor.adam_beta2, adam_eps=actor.adam_eps,
+            clip_grad=actor.clip_grad, bf16=self.bf16, params_dtype=self.tconfig.params_dtype,
+            use_distributed_optimizer=self.parallel.distributed_optimizer,
+        )
+        self.optimizer = get_megatron_optimizer(ocfg, [self.module])
+        decay = max(total_steps, actor.warmup_steps + 1)
+        self.scheduler = OptimizerParamScheduler(
+            self.optimizer, init_lr=0.0 if actor.warmup_steps else actor.lr, max_lr=actor.lr,
+            min_lr=actor.min_lr, lr_warmup_steps=actor.warmup_steps, lr_decay_steps=decay,
+            lr_decay_style=actor.lr_schedule, start_wd=actor.weight_decay, end_wd=actor.weight_decay,
+            wd_incr_steps=decay, wd_incr_style="constant",
+        )
+
+    # --------------------------------------------------------------------------------- fwd / bwd
+    def _microbatches(self, batch: Batch) -> tuple[list[Batch], int]:
+        """This DP rank's slice of the batch, padded with empty rows to whole microbatches."""
+        mbs, dp = self.parallel.micro_batch_size, self.dp_size
+        n = batch["tokens"].shape[0]
+        per_rank = -(-n // dp)
+        per_rank = -(-per_rank // mbs) * mbs
+        padded = {k: _pad_rows(v, per_rank * dp, fill=-1 if k == "row" else 0) for k, v in batch.items()}
+        mine = {k: v[self.dp_rank * per_rank:(self.dp_rank + 1) * per_rank] for k, v in padded.items()}
+        return [{k: v[i:i + mbs] for k, v in mine.items()} for i in range(0, per_rank, mbs)], n
+
+    def _forward_step(self, loss_fn: LossFn, temperature: float, data_iterator, model):
+        mb = next(data_iterator)
+        tokens = mb["tokens"]
+        position_ids = torch.arange(tokens.shape[1]).unsqueeze(0).expand_as(tokens)
+        output = model(tokens, position_ids, attention_mask=None)
+        return output, partial(self._loss, loss_fn, temperature, mb)
+
+    def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, logits: torch.Tensor):
+        logprobs = token_logprobs(logits, mb["tokens"], temperature)
+        num, den, sums = loss_fn(logprobs, mb)
+        report = {"num": num.detach().clone(), "den": torch.as_tensor(den, dtype=torch.float64)}
+        report.update({k: torch.as_tensor(v).detach().double() for k, v in sums.items()})
+        return num, torch.as_tensor(den).to(torch.int), report
+
+    def _run(self, batch: Batch, loss_fn: LossFn, temperature: float, forward_only: bool):
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        mbs, _ = self._microbatches(batch)
+        seq_len = batch["tokens"].shape[1]
+        return get_forward_backward_func()(
+            forward_step_func=partial(self._forward_step, loss_fn, temperature),
+            data_iterator=iter(mbs), model=[self.module], num_microbatches=len(mbs),
+            seq_length=seq_len, micro_batch_size=self.parallel.micro_batch_size, forward_only=forward_only,
+        )
+
+    def _reduce(self, reports: list[dict]) -> dict[str, float]:
+        """Sum microbatch reports over microbatches and DP ranks; share them from the last PP stage."""
+        keys = sorted(reports[0]) if reports else []
+        vec = torch.stack([sum(r[k] for r in reports) for k in keys]) if keys else torch.zeros(0, dtype=torch.float64)
+        dist.all_reduce(vec, group=self.ps.get_data_parallel_group())
+        if self.parallel.pp > 1:
+            last = dist.get_process_group_ranks(self.ps.get_pipeline_model_parallel_group())[-1]
+            obj = [keys]
+            dist.broadcast_object_list(obj, src=last, group=self.ps.get_pipeline_model_parallel_group())
+            keys = obj[0]
+            if vec.numel() != len(keys):
+                vec = torch.zeros(len(keys), dtype=torch.float64)
+            dist.broadcast(vec, src=last, group=self.ps.get_pipeline_model_parallel_group())
+        return {k: float(v) for k, v in zip(keys, vec)}
+
+    def train_step(self, batch: Batch, loss_fn: LossFn, temperature: float = 1.0) -> StepMetrics:
+        """One optimizer step on the whole batch (every rank passes the same full batch)."""
+        assert self.optimizer is not None, "call configure_optimizer() before train_step()"
+        self.module.train()
+        self.module.zero_grad_buffer()
+        self.optimizer.zero_grad()
+        reports = self._run(batch, loss_fn, temperature, forward_only=False)
+        ok, grad_norm, _ = self.optimizer.step()
+        if not ok:
+            raise FloatingPointError("optimizer step skipped: non-finite gradients")
+        self.scheduler.step(increment=1)
+        sums = self._reduce(reports)
+        loss = sums.pop("num") / max(sums["den"], 1.0)
+        lr = self.optimizer.param_groups[0]["lr"]
+        return StepMetrics(loss=loss, grad_norm=float(grad_norm or 0.0), lr=lr, tokens=int(sums["den"]), sums=sums)
+
+    @torch.no_grad()
+    def logprobs(self, tokens_B_T: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+        """Per-token fp32 log-probs of `tokens_B_T` under the current weights, on every rank."""
+        self.module.eval()
+        holder: list[tuple[Batch, torch.Tensor]] = []
+
+        def keep(logprobs, mb):
+            holder.append((mb, logprobs.float()))
+            return logprobs.sum() * 0, torch.tensor(1), {}
+
+        n, T_ = tokens_B_T.shape
+        batch = {"tokens": tokens_B_T, "row": torch.arange(n)}
+        self._run(batch, keep, temperature, forward_only=True)
+        out = torch.zeros(n, T_, dtype=torch.float32)
+        for mb, lp in holder:
+            rows = mb["row"]
+            valid = rows >= 0
+            out[rows[valid]] = lp[valid]
+        # Each DP rank computed its slice (zeros elsewhere), and only the last PP stage has values.
+        dist.all_reduce(out)  # sums disjoint slices; TP ranks hold identical copies, so divide by TP
+        return out / self.parallel.tp if self.parallel.tp > 1 else out
+
+    # ----------------------------------------------------------------------------------- reference
+    def snapshot_reference(self) -> None:
+        """Remember the current weights as the KL reference (the stage's starting policy)."""
+        self._reference = {n: p.detach().clone() for n, p in self.model.named_parameters()}
+
+    @contextmanager
+    def reference_weights(self):
+        """Temporarily swap the reference weights in (for reference log-probs)."""
+        if self._reference is None:
+            raise RuntimeError("no reference snapshot: call snapshot_reference() at the start of the stage")
+        params = dict(self.model.named_parameters())
+        current = {n: p.detach().clone() for n, p in params.items()}
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(self._reference[n])
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for n, p in params.items():
+                    p.copy_(current[n])
+
+
+def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor, temperature: float) -> torch.Tensor:
+    """log softmax(logits / T) at the next token, over the vocabulary sharded across TP ranks.
+
+    Returns [B, T] with position t holding log p(tokens[t] | tokens[:t]) and 0 at t = 0.
+    """
+    from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
+
+    logits = logits_B_T_V[:, :-1].float() / temperature
+    nll = vocab_parallel_cross_entropy(logits.contiguous(), tokens_B_T[:, 1:].contiguous())
+    return torch.nn.functional.pad(-nll, (1, 0))
+
+
+def _pad_rows(t: torch.Tensor, n: int, fill: int = 0) -> torch.Tensor:
+    """Pad to `n` rows. Zero rows have an all-zero loss mask, so they add nothing to sums or counts."""
+    if t.shape[0] >= n:
+        return t
+    return torch.cat([t, torch.full((n - t.shape[0], *t.shape[1:]), fill, dtype=t.dtype)])

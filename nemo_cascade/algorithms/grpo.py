@@ -1,0 +1,334 @@
+"""GRPO math: group-relative advantages, group/sample filters, batch packing and the policy-loss terms.
+
+Everything here is a pure tensor function; nothing imports megatron or vllm.
+
+Alignment convention (the actor relies on it)
+    ``tokens_B_T`` are the input ids (prompt + response, right-padded). The actor returns ``logprobs_B_T``
+    with ``logprobs_B_T[b, t] = log p(tokens_B_T[b, t] | tokens_B_T[b, :t])`` for ``t >= 1`` and 0 at ``t = 0``.
+    ``loss_mask_B_T`` and ``rollout_logprobs_B_T`` are indexed the same way: position ``t`` refers to the
+    token *at* ``t`` being predicted. So a sequence with ``P`` prompt and ``R`` response tokens has mask 1
+    exactly on ``t in [P, P + R)`` and the engine's logprob of response token ``i`` at ``t = P + i``.
+
+Loss normalisation convention
+    The actor runs Megatron with ``calculate_per_token_loss=True``: a loss function returns
+    ``(numerator_sum, denominator_count)`` per microbatch and Megatron divides the summed gradients by the
+    count summed over all microbatches and data-parallel ranks. So the loss functions here return SUMS and
+    COUNTS, never means; the global quotient is the loss of the whole batch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from nemo_cascade.config import GRPO
+from nemo_cascade.types import PromptGroup
+
+Tensor = torch.Tensor
+
+
+# ----------------------------------------------------------------------------------------- advantages
+
+def group_std(rewards_G: Tensor) -> Tensor:
+    """Unbiased (Bessel-corrected, ÷(G−1)) standard deviation of one group; 0 for G ≤ 1.
+
+    Unbiased to match verl's GRPO advantage (``torch.std``), the framework the paper trained with (§4.1.2).
+    """
+    if rewards_G.numel() <= 1:
+        return rewards_G.new_zeros(())
+    return rewards_G.std(unbiased=True)
+
+
+def group_advantages(rewards_G: Tensor, eps: float) -> Tensor:
+    """GRPO advantage of each sample within its group (paper §4.1.2, Eq. 1).
+
+    ``A_i = (r_i − mean(r)) / (std(r) + eps)`` with the unbiased std (:func:`group_std`).
+    A group of size 1 has no baseline to compare with: its advantage is 0 (verl passes the raw reward
+    through instead; with G ≥ 2 enforced by config this only arises after overlong filtering, and a sample
+    with nothing to be compared against carries no group-relative signal). Equal rewards give exactly 0 —
+    not 0/eps of rounding noise in the mean, nor nan when eps = 0. Shape: ``rewards_G`` (G,) → (G,).
+    """
+    if is_zero_variance(rewards_G):
+        return torch.zeros_like(rewards_G)
+    return (rewards_G - rewards_G.mean()) / (group_std(rewards_G) + eps)
+
+
+def shape_rewards_zscore_tanh(rewards_G: Tensor, eps: float) -> Tensor:
+    """Reward shaping of the RLHF "bag of tricks": ``tanh((r − mean) / (std + eps))`` per group (§6.3, T11).
+
+    Bounds every reward to (−1, 1) so a reward model's outliers cannot dominate; the shaped rewards then go
+    through :func:`group_advantages` as usual. Uses the same unbiased std. Shape (G,) → (G,).
+    """
+    return torch.tanh(group_advantages(rewards_G, eps))
+
+
+def no_shaping(rewards_G: Tensor, eps: float) -> Tensor:
+    """Identity shaping (paper default: no shaping with the 72B RM, §4.3)."""
+    return rewards_G
+
+
+SHAPING: dict[str, Callable[[Tensor, float], Tensor]] = {
+    "none": no_shaping, "zscore_tanh": shape_rewards_zscore_tanh}
+
+
+# -------------------------------------------------------------------------------------------- filters
+
+def is_zero_variance(rewards_G: Tensor) -> bool:
+    """True when every reward of the group is equal (or the group has ≤ 1 sample).
+
+    Such a group has advantage 0 for every sample, so it carries no gradient signal; DAPO-style dynamic
+    filtering drops all-correct and all-wrong groups (IF-RL, paper §4.4.2). Exact equality: rewards are
+    produced by the same verifier, so equal outcomes are bit-identical.
+    """
+    return rewards_G.numel() <= 1 or bool((rewards_G == rewards_G[0]).all())
+
+
+def nonzero_variance_groups(rewards_P: Sequence[Tensor]) -> list[int]:
+    """Indices of the groups to keep after dropping zero-variance groups (§4.4.2); order preserved."""
+    return [p for p, rewards_G in enumerate(rewards_P) if not is_zero_variance(rewards_G)]
+
+
+def overlong_none(rewards_G: Tensor, truncated_G: Tensor) -> tuple[Tensor, Tensor]:
+    """Truncated samples are scored as they are (paper: no overlong filtering, e.g. RLHF, T15)."""
+    return rewards_G, torch.ones_like(truncated_G, dtype=torch.bool)
+
+
+def overlong_zero(rewards_G: Tensor, truncated_G: Tensor) -> tuple[Tensor, Tensor]:
+    """Truncated samples get reward 0 and stay in the group (Math RL 32K/40K stages, §4.5.2)."""
+    return torch.where(truncated_G, torch.zeros_like(rewards_G), rewards_G), torch.ones_like(truncated_G)
+
+
+def overlong_filter(rewards_G: Tensor, truncated_G: Tensor) -> tuple[Tensor, Tensor]:
+    """Truncated samples are skipped: they leave the loss AND the group's statistics (Math RL 24K, §4.5.2).
+
+    The paper says overlong samples are "skipped, not given 0" (§4.5.2); DAPO's overlong filtering masks
+    their loss. We also leave them out of the group mean/std: their (usually failing) reward in the baseline
+    would still push the kept samples' advantages up relative to a truncation, i.e. re-introduce the length
+    penalty that filtering is meant to remove. Returns (rewards unchanged, keep_G = not truncated).
+    """
+    return rewards_G, ~truncated_G
+
+
+OVERLONG: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = {
+    "none": overlong_none, "zero": overlong_zero, "filter": overlong_filter}
+
+
+# ---------------------------------------------------------------------------------------------- batch
+
+@dataclass
+class GRPOBatch:
+    """One rollout batch packed for the actor (see the module docstring for the alignment convention).
+
+    ``B`` sequences, right-padded to the batch maximum length ``T``. Empty (``num_sequences == 0``, all
+    tensors with ``B = 0``) when every group was dropped — the caller skips the update.
+    """
+
+    tokens_B_T: Tensor
+    """Input ids, int64, prompt + response then ``pad_id``."""
+    loss_mask_B_T: Tensor
+    """float32 1.0 exactly on trained response positions (token at t is predicted), 0.0 elsewhere."""
+    advantages_B: Tensor
+    """float32 advantage per sequence, broadcast over its response tokens."""
+    rollout_logprobs_B_T: Tensor
+    """float32 engine logprob of the token at t (same positions as the mask), 0.0 elsewhere."""
+    lengths_B: Tensor
+    """int64 unpadded length (prompt + response) of each sequence."""
+    modes_B: list[str] = field(default_factory=list)
+    """Chat-template mode per sequence: ``think`` or ``no_think``."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Rollout statistics (see :func:`make_batch`)."""
+
+    @property
+    def num_sequences(self) -> int:
+        return int(self.tokens_B_T.shape[0])
+
+
+def pack_sequences(prompts_B: Sequence[Sequence[int]], responses_B: Sequence[Sequence[int]], pad_id: int,
+                   response_values_B: Optional[Sequence[Sequence[float]]] = None
+                   ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Pack (prompt, response) token lists into right-padded tensors with the module's alignment.
+
+    Returns ``tokens_B_T`` (int64), ``loss_mask_B_T`` (float32, 1 on ``t in [max(P, 1), P + R)`` — position
+    0 is never predicted), ``values_B_T`` (float32, ``response_values_B[b][i]`` at ``t = P + i``, 0 elsewhere;
+    all 0 when not given) and ``lengths_B`` (int64, P + R). ``T`` = the longest sequence (0 if B = 0).
+    """
+    lengths = [len(p) + len(r) for p, r in zip(prompts_B, responses_B)]
+    B, T = len(lengths), max(lengths, default=0)
+    tokens_B_T = torch.full((B, T), pad_id, dtype=torch.long)
+    mask_B_T = torch.zeros((B, T), dtype=torch.float32)
+    values_B_T = torch.zeros((B, T), dtype=torch.float32)
+    for b, (prompt, response) in enumerate(zip(prompts_B, responses_B)):
+        P, L = len(prompt), lengths[b]
+        tokens_B_T[b, :L] = torch.tensor(list(prompt) + list(response), dtype=torch.long)
+        mask_B_T[b, max(P, 1):L] = 1.0
+        if response_values_B is not None and L > P:
+            values_B_T[b, P:L] = torch.tensor(response_values_B[b], dtype=torch.float32)
+    return tokens_B_T, mask_B_T, values_B_T, torch.tensor(lengths, dtype=torch.long)
+
+
+def _check_group(p: int, group: PromptGroup) -> None:
+    G = group.group_size
+    if len(group.rewards_G) != G:
+        raise ValueError(f"group {p}: {len(group.rewards_G)} rewards for {G} samples (score the groups first)")
+    if len(group.finish_reason_G) != G or len(group.rollout_logprobs_G_T) != G:
+        raise ValueError(f"group {p}: finish_reason_G/rollout_logprobs_G_T must have {G} entries")
+    for i, (tokens, logprobs) in enumerate(zip(group.response_tokens_G_T, group.rollout_logprobs_G_T)):
+        if len(tokens) != len(logprobs):
+            raise ValueError(f"group {p} sample {i}: {len(tokens)} tokens but {len(logprobs)} logprobs")
+    if not group.prompt_tokens:
+        raise ValueError(f"group {p}: empty prompt (the first response token would have no context)")
+
+
+def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
+    """Turn scored groups into a training batch: overlong policy → shaping → zero-variance drop → advantages.
+
+    Per group: ``OVERLONG[cfg.overlong]`` edits rewards / drops truncated samples; if
+    ``cfg.drop_zero_variance_groups`` and the remaining rewards are all equal the group is dropped (§4.4.2);
+    otherwise rewards are shaped (``SHAPING[cfg.reward_shaping]``) and turned into advantages with
+    ``cfg.adv_eps``. Kept samples are packed by :func:`pack_sequences`.
+
+    metrics (over ALL generated samples, before any filter unless stated): ``groups``, ``groups_dropped``
+    (zero variance), ``samples_overlong_filtered``, ``reward_mean``, ``reward_std`` (population std over
+    the batch), ``truncation_rate`` (share of ``length`` finishes), ``response_len_mean`` (tokens),
+    ``num_sequences`` and ``num_loss_tokens`` (of the packed batch).
+    """
+    prompts, responses, logprobs, advantages, modes = [], [], [], [], []
+    all_rewards, all_truncated, all_lengths = [], [], []
+    dropped = filtered = 0
+    for p, group in enumerate(groups):
+        _check_group(p, group)
+        rewards_G = torch.tensor(group.rewards_G, dtype=torch.float64)
+        truncated_G = torch.tensor([f == "length" for f in group.finish_reason_G], dtype=torch.bool)
+        all_rewards.append(rewards_G)
+        all_truncated.append(truncated_G)
+        all_lengths += [len(r) for r in group.response_tokens_G_T]
+
+        rewards_G, keep_G = OVERLONG[cfg.overlong](rewards_G, truncated_G)
+        filtered += int((~keep_G).sum())
+        rewards_K = rewards_G[keep_G]  # K ≤ G kept samples
+        if cfg.drop_zero_variance_groups and is_zero_variance(rewards_K):
+            dropped += 1
+            continue
+        adv_K = group_advantages(SHAPING[cfg.reward_shaping](rewards_K, cfg.adv_eps), cfg.adv_eps)
+        for i, a in zip(keep_G.nonzero().flatten().tolist(), adv_K.tolist()):
+            prompts.append(group.prompt_tokens)
+            responses.append(group.response_tokens_G_T[i])
+            logprobs.append(group.rollout_logprobs_G_T[i])
+            advantages.append(a)
+            modes.append(group.mode)
+
+    tokens_B_T, mask_B_T, rollout_B_T, lengths_B = pack_sequences(prompts, responses, pad_id, logprobs)
+    rewards = torch.cat(all_rewards) if all_rewards else torch.zeros(0, dtype=torch.float64)
+    metrics = {
+        "groups": float(len(groups)),
+        "groups_dropped": float(dropped),
+        "samples_overlong_filtered": float(filtered),
+        "reward_mean": rewards.mean().item() if rewards.numel() else 0.0,
+        "reward_std": rewards.std(unbiased=False).item() if rewards.numel() else 0.0,
+        "truncation_rate": torch.cat(all_truncated).double().mean().item() if all_truncated else 0.0,
+        "response_len_mean": sum(all_lengths) / len(all_lengths) if all_lengths else 0.0,
+        "num_sequences": float(len(prompts)),
+        "num_loss_tokens": float(mask_B_T.sum()),
+    }
+    return GRPOBatch(tokens_B_T, mask_B_T, torch.tensor(advantages, dtype=torch.float32), rollout_B_T,
+                     lengths_B, modes, metrics)
+
+
+# ----------------------------------------------------------------------------------------------- loss
+
+def aggregate_token(loss_B_T: Tensor, valid_B_T: Tensor) -> tuple[Tensor, Tensor]:
+    """Token-level aggregation (paper default, §4.1.2, DAPO-style).
+
+    ``numerator = Σ_{b,t valid} loss[b,t]``, ``denominator = #valid tokens``; globally
+    loss = sum of per-token losses / number of valid tokens in the whole batch.
+    """
+    numerator = torch.where(valid_B_T, loss_B_T, torch.zeros_like(loss_B_T)).sum()
+    return numerator, valid_B_T.sum().to(torch.int)
+
+
+def aggregate_sequence(loss_B_T: Tensor, valid_B_T: Tensor) -> tuple[Tensor, Tensor]:
+    """Sequence-level aggregation (RLHF bag of tricks, §6.3, T10).
+
+    ``numerator = Σ_b mean_{t valid}(loss[b,t])`` over sequences with ≥ 1 valid token, ``denominator`` =
+    number of such sequences; globally loss = mean over sequences of each sequence's mean token loss.
+    """
+    n_B = valid_B_T.sum(dim=1)
+    sum_B = torch.where(valid_B_T, loss_B_T, torch.zeros_like(loss_B_T)).sum(dim=1)
+    has_tokens_B = n_B > 0
+    numerator = (sum_B / n_B.clamp(min=1))[has_tokens_B].sum()
+    return numerator, has_tokens_B.sum().to(torch.int)
+
+
+AGGREGATION: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = {
+    "token": aggregate_token, "sequence": aggregate_sequence}
+
+
+def k3_kl(logprobs_B_T: Tensor, ref_logprobs_B_T: Tensor) -> Tensor:
+    """Schulman's k3 estimator of KL(π ‖ π_ref) per token: ``exp(ref − lp) − (ref − lp) − 1`` (≥ 0)."""
+    log_ratio_B_T = ref_logprobs_B_T - logprobs_B_T
+    return torch.exp(log_ratio_B_T) - log_ratio_B_T - 1.0
+
+
+def _pair(total: Tensor, count: Tensor) -> Tensor:
+    return torch.stack([total.detach().float(), count.detach().float()])
+
+
+def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages_B: Tensor,
+                      mask_B_T: Tensor, cfg: GRPO, ref_logprobs_B_T: Optional[Tensor] = None
+                      ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """Clipped GRPO surrogate (+ optional k3 KL) as ``(numerator, denominator, metrics)``.
+
+    Per valid token (``mask_B_T > 0``), with ``ratio = exp(lp − old)`` and ``A = advantages_B[b]``::
+
+        loss[b,t] = −min(ratio·A, clip(ratio, 1 − clip_eps_low, 1 + clip_eps_high)·A)
+                    + kl_coef · (exp(ref − lp) − (ref − lp) − 1)
+
+    Strict on-policy (§4.1.2): the caller passes ``old = logprobs.detach()``, so ratio ≡ 1, the clip never
+    acts and the gradient is REINFORCE's ``−A·∇lp``; the clip (separate low/high bounds, DAPO) and the KL
+    (1e-3 in the bag of tricks, §6.3) are configured components. No entropy term (coefficient 0, §4.1.2).
+    ``kl_coef > 0`` requires ``ref_logprobs_B_T`` (ValueError otherwise). Aggregation:
+    ``AGGREGATION[cfg.loss_aggregation]``; numerator is a differentiable float32 scalar, denominator an int
+    count (Megatron's ``num_tokens``), never a mean. Masked positions may hold any value (even ±inf).
+
+    metrics: name → detached float32 tensor ``[sum, count]`` over valid tokens (Megatron's reporting
+    format: sum both over microbatches and ranks, then divide) for ``clip_fraction`` (share of tokens
+    where the clipped term is the one used), ``ratio`` (mean ratio) and ``kl`` (mean k3; 0 without ref).
+    """
+    if cfg.kl_coef > 0 and ref_logprobs_B_T is None:
+        raise ValueError(f"policy_loss_terms: kl_coef={cfg.kl_coef} > 0 needs ref_logprobs_B_T")
+    valid_B_T = mask_B_T > 0
+    zeros_B_T = torch.zeros_like(logprobs_B_T, dtype=torch.float32)
+    # Sanitise masked positions first, so exp() never sees padding garbage (0·inf = nan, also in backward).
+    lp_B_T = torch.where(valid_B_T, logprobs_B_T.float(), zeros_B_T)
+    old_B_T = torch.where(valid_B_T, old_logprobs_B_T.float(), zeros_B_T)
+    adv_B_1 = advantages_B.float()[:, None]
+
+    ratio_B_T = torch.exp(lp_B_T - old_B_T)
+    unclipped_B_T = ratio_B_T * adv_B_1
+    clipped_B_T = torch.clamp(ratio_B_T, 1.0 - cfg.clip_eps_low, 1.0 + cfg.clip_eps_high) * adv_B_1
+    loss_B_T = -torch.minimum(unclipped_B_T, clipped_B_T)
+
+    kl_B_T = zeros_B_T
+    if ref_logprobs_B_T is not None:
+        ref_B_T = torch.where(valid_B_T, ref_logprobs_B_T.float(), zeros_B_T)
+        kl_B_T = k3_kl(lp_B_T, ref_B_T)
+    if cfg.kl_coef > 0:
+        loss_B_T = loss_B_T + cfg.kl_coef * kl_B_T
+
+    numerator, denominator = AGGREGATION[cfg.loss_aggregation](loss_B_T, valid_B_T)
+    n_valid = valid_B_T.sum()
+    metrics = {
+        "clip_fraction": _pair((valid_B_T & (clipped_B_T <= unclipped_B_T)).sum(), n_valid),
+        "ratio": _pair(torch.where(valid_B_T, ratio_B_T, zeros_B_T).sum(), n_valid),
+        "kl": _pair(torch.where(valid_B_T, kl_B_T, zeros_B_T).sum(), n_valid),
+    }
+    return numerator, denominator, metrics
+
+
+__all__ = [
+    "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping", "SHAPING",
+    "is_zero_variance", "nonzero_variance_groups", "overlong_none", "overlong_zero", "overlong_filter",
+    "OVERLONG", "pack_sequences", "make_batch", "aggregate_token", "aggregate_sequence", "AGGREGATION",
+    "k3_kl", "policy_loss_terms",
+]

@@ -1,0 +1,157 @@
+"""What an HF ``config.json`` means to Megatron: architecture detection and TransformerConfig arguments.
+
+Supported: Qwen3 dense (Nemotron-Cascade's bases, Qwen3-8B/14B) and Llama (SmolLM2). The Megatron side is
+described as plain keyword dictionaries so this module imports no megatron; ``actor/megatron.py`` turns
+them into a ``TransformerConfig`` and a ``GPTModel``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nemo_cascade.config import ConfigError
+from nemo_cascade.convert.table import Geometry
+
+ARCHITECTURES = {"Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama"}
+
+
+class ModelFilesError(ValueError):
+    """A model folder that cannot be used; the message is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class HFModelSpec:
+    """The facts about an HF checkpoint that conversion and model building need."""
+
+    arch: str
+    hf_architecture: str
+    vocab_size: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int
+    tied_embeddings: bool
+    attention_bias: bool
+    raw: dict
+
+    @property
+    def geometry(self) -> Geometry:
+        return Geometry(self.hidden_size, self.num_attention_heads, self.num_key_value_heads, self.head_dim)
+
+
+def read_hf_config(model_dir: str | Path) -> HFModelSpec:
+    path = Path(model_dir) / "config.json"
+    if not path.is_file():
+        raise ModelFilesError(f"{path}: no such file (expected an HF model folder with config.json)")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ModelFilesError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    return spec_from_dict(raw, str(path))
+
+
+def spec_from_dict(raw: dict, where: str = "config.json") -> HFModelSpec:
+    archs = raw.get("architectures") or []
+    known = [a for a in archs if a in ARCHITECTURES]
+    if not known:
+        raise ModelFilesError(
+            f"{where}: architectures {archs} not supported; expected one of {sorted(ARCHITECTURES)}")
+    try:
+        heads = int(raw["num_attention_heads"])
+        hidden = int(raw["hidden_size"])
+        rope = raw.get("rope_parameters") or {}
+        spec = HFModelSpec(
+            arch=ARCHITECTURES[known[0]],
+            hf_architecture=known[0],
+            vocab_size=int(raw["vocab_size"]),
+            hidden_size=hidden,
+            ffn_hidden_size=int(raw["intermediate_size"]),
+            num_layers=int(raw["num_hidden_layers"]),
+            num_attention_heads=heads,
+            num_key_value_heads=int(raw.get("num_key_value_heads") or heads),
+            head_dim=int(raw.get("head_dim") or hidden // heads),
+            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+            rope_theta=float(raw.get("rope_theta", rope.get("rope_theta", 10000.0))),
+            max_position_embeddings=int(raw.get("max_position_embeddings", 4096)),
+            tied_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            attention_bias=bool(raw.get("attention_bias", False)),
+            raw=raw,
+        )
+    except KeyError as e:
+        raise ModelFilesError(f"{where}: missing field {e.args[0]!r}") from None
+    if spec.attention_bias:
+        raise ModelFilesError(f"{where}: attention_bias=true is not supported (Qwen3/Llama have none)")
+    if spec.num_attention_heads % spec.num_key_value_heads:
+        raise ModelFilesError(f"{where}: num_attention_heads must be a multiple of num_key_value_heads")
+    return spec
+
+
+def check_parallel(spec: HFModelSpec, tp: int, pp: int, where: str = "parallel") -> None:
+    """Shapes that a TP×PP layout must divide; raise a one-line ConfigError naming the field otherwise."""
+    for name, value in (("num_key_value_heads", spec.num_key_value_heads), ("vocab_size", spec.vocab_size),
+                        ("intermediate_size", spec.ffn_hidden_size)):
+        if value % tp:
+            raise ConfigError(f"{where}.tp={tp} must divide the model's {name}={value}")
+    if spec.num_layers % pp:
+        raise ConfigError(f"{where}.pp={pp} must divide the model's num_hidden_layers={spec.num_layers}")
+
+
+def transformer_config_kwargs(spec: HFModelSpec, tp: int, pp: int, bf16: bool) -> dict[str, Any]:
+    """Keyword arguments for megatron.core.transformer.TransformerConfig reproducing the HF model.
+
+    Fusions are off: they need CUDA kernels, and the unfused path is what parity tests compare.
+    """
+    import torch  # local: keeps this module importable without torch for config tooling
+
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    return dict(
+        num_layers=spec.num_layers,
+        hidden_size=spec.hidden_size,
+        ffn_hidden_size=spec.ffn_hidden_size,
+        num_attention_heads=spec.num_attention_heads,
+        num_query_groups=spec.num_key_value_heads,
+        kv_channels=spec.head_dim,
+        layernorm_epsilon=spec.rms_norm_eps,
+        normalization="RMSNorm",
+        gated_linear_unit=True,
+        add_bias_linear=False,
+        add_qkv_bias=False,
+        qk_layernorm=spec.arch == "qwen3",
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        bias_activation_fusion=False,
+        bias_dropout_fusion=False,
+        masked_softmax_fusion=False,
+        persist_layer_norm=False,
+        apply_rope_fusion=False,
+        gradient_accumulation_fusion=False,
+        attention_softmax_in_fp32=True,
+        tensor_model_parallel_size=tp,
+        pipeline_model_parallel_size=pp,
+        params_dtype=dtype,
+        pipeline_dtype=dtype,
+        bf16=bf16,
+        # The GRPO/SFT loss functions return (sum, count); Megatron divides the reduced gradient by the
+        # global count over microbatches and data-parallel ranks — the paper's token-level mean (§4.1.2).
+        calculate_per_token_loss=True,
+    )
+
+
+def gpt_model_kwargs(spec: HFModelSpec) -> dict[str, Any]:
+    """Keyword arguments for megatron.core.models.gpt.GPTModel (besides config/spec/pre/post_process)."""
+    return dict(
+        vocab_size=spec.vocab_size,
+        max_sequence_length=spec.max_position_embeddings,
+        position_embedding_type="rope",
+        rotary_base=int(spec.rope_theta),
+        rotary_percent=1.0,
+        share_embeddings_and_output_weights=spec.tied_embeddings,
+        parallel_output=True,
+    )

@@ -1,0 +1,39 @@
+"""Small random HF checkpoints built from a config: the tiny recipe's base model and the tests' models.
+
+They are real transformers models (Qwen3 or Llama) saved with ``save_pretrained``, so every path — Megatron
+load, vLLM serving, export — treats them exactly like a downloaded checkpoint.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+TINY_SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                  num_key_value_heads=1, head_dim=32, max_position_embeddings=1024)
+"""Smallest shape vLLM's CPU attention accepts (head_dim >= 32, ENV.md)."""
+
+
+def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3", seed: int = 0,
+                       tie_word_embeddings: bool = True, **sizes) -> Path:
+    """Write a randomly initialised HF model folder (config.json + model.safetensors) and return its path."""
+    import torch
+    import transformers
+
+    cfg_cls, model_cls = {
+        "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+    }[arch]
+    kwargs = {**TINY_SIZES, **sizes}
+    if arch == "llama":
+        kwargs.setdefault("rope_theta", 10000.0)
+    config = cfg_cls(vocab_size=vocab_size, tie_word_embeddings=tie_word_embeddings, torch_dtype="float32",
+                     bos_token_id=None, eos_token_id=None, pad_token_id=None, **kwargs)
+    torch.manual_seed(seed)
+    model = model_cls(config).float()
+    # HF initialises norms to 1; perturb them so that conversion bugs (swapped q/k norms) are visible.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    out = Path(out_dir)
+    model.save_pretrained(out, safe_serialization=True)
+    return out

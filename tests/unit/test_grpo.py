@@ -1,0 +1,266 @@
+"""GRPO math against hand-computed values (nemo_cascade.algorithms.grpo)."""
+import math
+
+import pytest
+import torch
+
+from nemo_cascade.algorithms import grpo
+from nemo_cascade.config import GRPO
+from nemo_cascade.types import Prompt, PromptGroup
+
+T = torch.tensor
+NEG_INF = float("-inf")
+
+
+def close(actual, expected, atol=1e-5):
+    torch.testing.assert_close(torch.as_tensor(actual, dtype=torch.float64),
+                               torch.as_tensor(expected, dtype=torch.float64), atol=atol, rtol=0)
+
+
+def group(prompt, responses, rewards, finish=None, mode="no_think"):
+    return PromptGroup(
+        prompt=Prompt(prompt_tokens=prompt, domain="math", label="1", mode=mode),
+        response_tokens_G_T=responses,
+        rollout_logprobs_G_T=[[-0.1 * (k + 1) for k in range(len(r))] for r in responses],
+        finish_reason_G=finish or ["stop"] * len(responses),
+        rewards_G=rewards)
+
+
+# ------------------------------------------------------------------------------------------ advantages
+
+def test_group_advantages_unbiased_std():
+    # mean 0.5; unbiased std sqrt(1/3) = 0.57735 → ±0.5/0.57735 = ±0.866 (population std would give ±1)
+    close(grpo.group_advantages(T([1.0, 0.0, 0.0, 1.0]), eps=0.0), [0.866025, -0.866025, -0.866025, 0.866025])
+    # mean 0.25; squared deviations 0.5625 + 3·0.0625 = 0.75, /3 → std 0.5
+    close(grpo.group_advantages(T([1.0, 0.0, 0.0, 0.0]), eps=0.0), [1.5, -0.5, -0.5, -0.5])
+
+
+def test_group_advantages_eps_singleton_and_constant():
+    # [1, 0]: mean 0.5, std sqrt(0.5) = 0.70711; 0.5 / (0.70711 + 0.5) = sqrt(2) − 1
+    close(grpo.group_advantages(T([1.0, 0.0]), eps=0.5), [0.414214, -0.414214])
+    close(grpo.group_advantages(T([3.0]), eps=1e-6), [0.0])
+    close(grpo.group_advantages(T([2.0, 2.0, 2.0]), eps=1e-6), [0.0, 0.0, 0.0])
+    # exactly 0 for equal rewards: no nan at eps = 0, no rounding noise of the mean amplified by 1/eps
+    assert grpo.group_advantages(T([1.0, 1.0]), eps=0.0).tolist() == [0.0, 0.0]
+    assert grpo.group_advantages(T([0.1] * 7), eps=1e-6).tolist() == [0.0] * 7
+
+
+def test_shape_rewards_zscore_tanh():
+    # [0,1,3]: mean 4/3, std sqrt(7/3) = 1.527525 → z = [−0.872872, −0.218218, 1.091089] → tanh
+    close(grpo.shape_rewards_zscore_tanh(T([0.0, 1.0, 3.0]), eps=0.0), [-0.702830, -0.214819, 0.797275])
+    assert grpo.SHAPING["none"](T([0.0, 7.0]), 1e-6).tolist() == [0.0, 7.0]
+
+
+# --------------------------------------------------------------------------------------------- filters
+
+def test_is_zero_variance_and_group_selection():
+    assert grpo.is_zero_variance(T([1.0, 1.0, 1.0]))
+    assert grpo.is_zero_variance(T([0.0, 0.0]))
+    assert grpo.is_zero_variance(T([5.0]))
+    assert grpo.is_zero_variance(T([]))
+    assert not grpo.is_zero_variance(T([1.0, 0.0]))
+    assert not grpo.is_zero_variance(T([0.5, 0.5, 0.25]))
+    rewards_P = [T([1.0, 1.0]), T([1.0, 0.0]), T([0.0, 0.0]), T([0.5, 0.2])]
+    assert grpo.nonzero_variance_groups(rewards_P) == [1, 3]
+
+
+def test_overlong_policies():
+    rewards_G, truncated_G = T([1.0, 0.5, 1.0]), T([False, True, False])
+    r, keep = grpo.OVERLONG["none"](rewards_G, truncated_G)
+    assert r.tolist() == [1.0, 0.5, 1.0] and keep.tolist() == [True, True, True]
+    r, keep = grpo.OVERLONG["zero"](rewards_G, truncated_G)
+    assert r.tolist() == [1.0, 0.0, 1.0] and keep.tolist() == [True, True, True]
+    r, keep = grpo.OVERLONG["filter"](rewards_G, truncated_G)
+    assert r.tolist() == [1.0, 0.5, 1.0] and keep.tolist() == [True, False, True]
+
+
+# ----------------------------------------------------------------------------------------------- batch
+
+def test_make_batch_shapes_masks_alignment_and_metrics():
+    groups = [
+        group([11, 12], [[21, 22, 23], [24]], [1.0, 0.0], mode="think"),
+        group([13], [[25, 26], [27, 28]], [1.0, 1.0]),  # zero variance → dropped
+    ]
+    batch = grpo.make_batch(groups, GRPO(adv_eps=0.0), pad_id=99)
+    assert batch.num_sequences == 2
+    assert batch.tokens_B_T.tolist() == [[11, 12, 21, 22, 23], [11, 12, 24, 99, 99]]
+    assert batch.tokens_B_T.dtype == torch.long
+    # position t is 1 iff the token at t is a response token (predicted from tokens[:t])
+    assert batch.loss_mask_B_T.tolist() == [[0, 0, 1, 1, 1], [0, 0, 1, 0, 0]]
+    close(batch.rollout_logprobs_B_T, [[0, 0, -0.1, -0.2, -0.3], [0, 0, -0.1, 0, 0]])
+    # [1, 0]: mean 0.5, unbiased std 0.70711 → ±0.70711
+    close(batch.advantages_B, [0.707107, -0.707107])
+    assert batch.lengths_B.tolist() == [5, 3]
+    assert batch.modes_B == ["think", "think"]
+    m = batch.metrics
+    assert (m["groups"], m["groups_dropped"], m["num_sequences"], m["num_loss_tokens"]) == (2, 1, 2, 4)
+    # rewards before dropping [1, 0, 1, 1]: mean 0.75, population std sqrt(0.1875) = 0.433013
+    close(m["reward_mean"], 0.75)
+    close(m["reward_std"], 0.433013)
+    assert m["truncation_rate"] == 0.0
+    assert m["response_len_mean"] == 2.0  # (3 + 1 + 2 + 2) / 4
+
+
+def test_make_batch_keeps_zero_variance_groups_when_asked():
+    groups = [group([1], [[2], [3]], [1.0, 1.0]), group([1], [[4], [5]], [1.0, 0.0])]
+    batch = grpo.make_batch(groups, GRPO(drop_zero_variance_groups=False, adv_eps=0.0), pad_id=0)
+    assert batch.num_sequences == 4 and batch.metrics["groups_dropped"] == 0
+    close(batch.advantages_B, [0.0, 0.0, 0.707107, -0.707107])
+
+
+def test_make_batch_empty_when_every_group_dropped():
+    batch = grpo.make_batch([group([1], [[2], [3]], [0.0, 0.0]), group([1], [[4], [5]], [1.0, 1.0])],
+                            GRPO(), pad_id=0)
+    assert batch.num_sequences == 0
+    assert batch.tokens_B_T.shape == (0, 0) and batch.advantages_B.shape == (0,)
+    assert batch.metrics["groups_dropped"] == 2 and batch.metrics["reward_mean"] == 0.5
+
+
+def test_make_batch_overlong_none_zero_filter():
+    g = lambda: group([7], [[1, 2], [3, 4, 5], [6], [8]], [1.0, 1.0, 0.0, 0.0],
+                      finish=["stop", "length", "stop", "stop"])
+    none = grpo.make_batch([g()], GRPO(overlong="none", adv_eps=0.0), pad_id=0)
+    close(none.advantages_B, [0.866025, 0.866025, -0.866025, -0.866025])
+    # zero: rewards [1, 0, 0, 0] → [1.5, −0.5, −0.5, −0.5]
+    zero = grpo.make_batch([g()], GRPO(overlong="zero", adv_eps=0.0), pad_id=0)
+    close(zero.advantages_B, [1.5, -0.5, -0.5, -0.5])
+    assert zero.num_sequences == 4
+    # filter: the truncated sample leaves the batch and the statistics; [1, 0, 0] → mean 1/3, std 1/sqrt(3)
+    filt = grpo.make_batch([g()], GRPO(overlong="filter", adv_eps=0.0), pad_id=0)
+    close(filt.advantages_B, [1.154701, -0.577350, -0.577350])
+    assert filt.tokens_B_T.tolist() == [[7, 1, 2], [7, 6, 0], [7, 8, 0]]
+    assert filt.metrics["samples_overlong_filtered"] == 1 and filt.metrics["truncation_rate"] == 0.25
+    assert filt.metrics["num_loss_tokens"] == 4
+
+
+def test_make_batch_overlong_filter_can_make_a_group_zero_variance():
+    g = group([7], [[1], [2], [3]], [0.0, 1.0, 0.0], finish=["stop", "length", "stop"])
+    assert grpo.make_batch([g], GRPO(overlong="none"), pad_id=0).num_sequences == 3
+    batch = grpo.make_batch([g], GRPO(overlong="filter"), pad_id=0)
+    assert batch.num_sequences == 0 and batch.metrics["groups_dropped"] == 1
+
+
+def test_make_batch_reward_shaping():
+    g = group([1], [[2], [3], [4]], [0.0, 1.0, 3.0])
+    plain = grpo.make_batch([g], GRPO(adv_eps=0.0), pad_id=0)
+    close(plain.advantages_B, [-0.872872, -0.218218, 1.091089])
+    # z-scores of tanh([−0.702830, −0.214819, 0.797275]): mean −0.040125, std 0.764127
+    shaped = grpo.make_batch([g], GRPO(adv_eps=0.0, reward_shaping="zscore_tanh"), pad_id=0)
+    close(shaped.advantages_B, [-0.866102, -0.228311, 1.094413])
+
+
+def test_make_batch_rejects_unscored_or_inconsistent_groups():
+    with pytest.raises(ValueError, match="rewards"):
+        grpo.make_batch([group([1], [[2], [3]], [])], GRPO(), pad_id=0)
+    bad = group([1], [[2], [3]], [1.0, 0.0])
+    bad.rollout_logprobs_G_T[0] = [-0.1, -0.2]
+    with pytest.raises(ValueError, match="logprobs"):
+        grpo.make_batch([bad], GRPO(), pad_id=0)
+    with pytest.raises(ValueError, match="empty prompt"):
+        grpo.make_batch([group([], [[2], [3]], [1.0, 0.0])], GRPO(), pad_id=0)
+
+
+# ------------------------------------------------------------------------------------------------ loss
+
+# two sequences with 3 and 1 valid tokens; padding positions hold −inf to prove they never leak in
+MASK = T([[0.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+ADV = T([1.0, -2.0])
+
+
+def logprobs_with_padding():
+    return T([[NEG_INF, -0.5, -1.0, -1.5], [NEG_INF, -0.7, NEG_INF, NEG_INF]], requires_grad=True)
+
+
+def test_token_vs_sequence_aggregation_on_policy():
+    lp = logprobs_with_padding()
+    # ratio 1 → per-token loss −A: seq0 three × −1, seq1 one × +2
+    num, den, metrics = grpo.policy_loss_terms(lp, lp.detach(), ADV, MASK, GRPO(loss_aggregation="token"))
+    close(num, -1.0)  # −3 + 2
+    assert int(den) == 4 and den.dtype == torch.int
+    num_s, den_s, _ = grpo.policy_loss_terms(lp, lp.detach(), ADV, MASK, GRPO(loss_aggregation="sequence"))
+    close(num_s, 1.0)  # mean(seq0) −1 + mean(seq1) 2
+    assert int(den_s) == 2
+    close(num / den, -0.25)
+    close(num_s / den_s, 0.5)
+    close(metrics["clip_fraction"], [0.0, 4.0])
+    close(metrics["ratio"], [4.0, 4.0])
+    close(metrics["kl"], [0.0, 4.0])
+
+
+@pytest.mark.parametrize("aggregation, expected_grad", [
+    ("token", [[0, -0.25, -0.25, -0.25], [0, 0.5, 0, 0]]),          # −A / N, N = 4 tokens
+    ("sequence", [[0, -1 / 6, -1 / 6, -1 / 6], [0, 1.0, 0, 0]]),    # −A / (n_b · #sequences)
+])
+def test_gradient_at_ratio_one(aggregation, expected_grad):
+    lp = logprobs_with_padding()
+    num, den, _ = grpo.policy_loss_terms(lp, lp.detach(), ADV, MASK, GRPO(loss_aggregation=aggregation))
+    (num / den).backward()
+    close(lp.grad, expected_grad)
+
+
+def test_sequence_aggregation_skips_sequences_without_tokens():
+    lp = torch.zeros(2, 3)
+    mask = T([[0.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    num, den, _ = grpo.policy_loss_terms(lp, lp, T([3.0, 5.0]), mask, GRPO(loss_aggregation="sequence"))
+    close(num, -3.0)
+    assert int(den) == 1
+
+
+def test_clipping_with_separate_low_and_high_eps():
+    ratios = T([[1.5, 0.5, 1.25], [0.5, 1.5, 0.75]])
+    lp = ratios.log().requires_grad_(True)
+    old = torch.zeros(2, 3)
+    cfg = GRPO(clip_eps_low=0.2, clip_eps_high=0.28)
+    num, den, metrics = grpo.policy_loss_terms(lp, old, T([1.0, -1.0]), torch.ones(2, 3), cfg)
+    # A=+1: 1.5 → clipped at 1.28; 0.5 → 0.5 (low side does not bind for A>0); 1.25 < 1.28 → 1.25
+    # A=−1: 0.5 → clipped at 0.8; 1.5 → 1.5 (high side does not bind for A<0); 0.75 → clipped at 0.8
+    # losses: [−1.28, −0.5, −1.25] + [0.8, 1.5, 0.8] = 0.07
+    close(num, 0.07)
+    assert int(den) == 6
+    close(metrics["clip_fraction"], [3.0, 6.0])
+    close(metrics["ratio"], [6.0, 6.0])
+    num.backward()
+    # clipped tokens get no gradient; unclipped ones −A·ratio
+    close(lp.grad, [[0.0, -0.5, -1.25], [0.0, 1.5, 0.0]])
+    # with a symmetric 0.2, 1.5 and 1.25 are both clipped to 1.2: [−1.2, −0.5, −1.2] + [0.8, 1.5, 0.8] = 0.2
+    num_sym, _, _ = grpo.policy_loss_terms(lp, old, T([1.0, -1.0]), torch.ones(2, 3),
+                                           GRPO(clip_eps_low=0.2, clip_eps_high=0.2))
+    close(num_sym, 0.2)
+
+
+def test_k3_kl_values():
+    # d = ref − lp: ln2 → 2 − ln2 − 1 = 0.306853; −ln2 → 0.5 + ln2 − 1 = 0.193147; 0 → 0
+    lp = T([math.log(0.5), math.log(0.5), -1.0])
+    ref = T([0.0, math.log(0.25), -1.0])
+    close(grpo.k3_kl(lp, ref), [0.306853, 0.193147, 0.0])
+
+
+def test_policy_loss_with_kl():
+    lp = T([[math.log(0.5), math.log(0.5), NEG_INF]], requires_grad=True)
+    ref = T([[0.0, math.log(0.25), 0.0]])
+    mask = T([[1.0, 1.0, 0.0]])
+    cfg = GRPO(kl_coef=0.1)
+    num, den, metrics = grpo.policy_loss_terms(lp, lp.detach(), T([1.0]), mask, cfg, ref_logprobs_B_T=ref)
+    close(num, -2.0 + 0.1 * 0.5)  # −A per token + 0.1 · (0.306853 + 0.193147)
+    assert int(den) == 2
+    close(metrics["kl"], [0.5, 2.0])
+    num.backward()
+    # d k3 / d lp = 1 − exp(ref − lp): 1 − 2 = −1 and 1 − 0.5 = 0.5
+    close(lp.grad, [[-1.0 + 0.1 * -1.0, -1.0 + 0.1 * 0.5, 0.0]])
+    assert torch.isfinite(lp.grad).all()
+
+
+def test_kl_requires_reference():
+    lp = torch.zeros(1, 2)
+    with pytest.raises(ValueError, match="ref_logprobs"):
+        grpo.policy_loss_terms(lp, lp, T([1.0]), torch.ones(1, 2), GRPO(kl_coef=1e-3))
+
+
+def test_make_batch_feeds_policy_loss():
+    groups = [group([5, 6], [[1, 2, 3], [4]], [1.0, 0.0])]
+    batch = grpo.make_batch(groups, GRPO(adv_eps=0.0), pad_id=0)
+    lp = torch.full(batch.tokens_B_T.shape, -0.3, requires_grad=True)
+    num, den, _ = grpo.policy_loss_terms(lp, lp.detach(), batch.advantages_B, batch.loss_mask_B_T, GRPO())
+    # 3 tokens × −0.707107 and 1 token × +0.707107 over 4 tokens
+    close(num, -2 * 0.707107)
+    assert int(den) == 4
