@@ -55,8 +55,9 @@ class StepMetrics:
     grad_norm: float
     lr: float
     tokens: int
-    sums: dict[str, float]
-    """Metric sums reduced over microbatches and data-parallel ranks (divide by a count to average)."""
+    metrics: dict[str, float]
+    """The loss function's metrics reduced over microbatches and data-parallel ranks: scalar sums stay
+    sums, ``[sum, count]`` pairs become means."""
 
 
 class MegatronActor:
@@ -272,8 +273,8 @@ class MegatronActor:
     def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, logits: torch.Tensor):
         logprobs = token_logprobs(logits, mb["tokens"], temperature)
         num, den, sums = loss_fn(logprobs, mb)
-        report = {"num": num.detach().clone(), "den": torch.as_tensor(den, dtype=torch.float64)}
-        report.update({k: torch.as_tensor(v).detach().double() for k, v in sums.items()})
+        report = {"num": num.detach().double().reshape(1), "den": torch.as_tensor(den).double().reshape(1)}
+        report.update({k: torch.as_tensor(v).detach().double().reshape(-1) for k, v in sums.items()})
         return num, torch.as_tensor(den).to(torch.int), report
 
     def _run(self, batch: Batch, loss_fn: LossFn, temperature: float, forward_only: bool):
@@ -288,19 +289,30 @@ class MegatronActor:
         )
 
     def _reduce(self, reports: list[dict]) -> dict[str, float]:
-        """Sum microbatch reports over microbatches and DP ranks; share them from the last PP stage."""
+        """Sum microbatch reports over microbatches and DP ranks; share them from the last PP stage.
+
+        A report value is a scalar sum or a ``[sum, count]`` pair; pairs come back as their mean.
+        """
         keys = sorted(reports[0]) if reports else []
-        vec = torch.stack([sum(r[k] for r in reports) for k in keys]) if keys else torch.zeros(0, dtype=torch.float64)
+        sizes = [reports[0][k].numel() for k in keys]
+        flat = [torch.cat([r[k].reshape(-1) for k in keys]) for r in reports]
+        vec = torch.stack(flat).sum(0) if flat else torch.zeros(0, dtype=torch.float64)
         dist.all_reduce(vec, group=self.ps.get_data_parallel_group())
         if self.parallel.pp > 1:
-            last = dist.get_process_group_ranks(self.ps.get_pipeline_model_parallel_group())[-1]
-            obj = [keys]
-            dist.broadcast_object_list(obj, src=last, group=self.ps.get_pipeline_model_parallel_group())
-            keys = obj[0]
-            if vec.numel() != len(keys):
-                vec = torch.zeros(len(keys), dtype=torch.float64)
-            dist.broadcast(vec, src=last, group=self.ps.get_pipeline_model_parallel_group())
-        return {k: float(v) for k, v in zip(keys, vec)}
+            group = self.ps.get_pipeline_model_parallel_group()
+            last = dist.get_process_group_ranks(group)[-1]
+            meta = [(keys, sizes)]
+            dist.broadcast_object_list(meta, src=last, group=group)
+            keys, sizes = meta[0]
+            if vec.numel() != sum(sizes):
+                vec = torch.zeros(sum(sizes), dtype=torch.float64)
+            dist.broadcast(vec, src=last, group=group)
+        out, i = {}, 0
+        for k, size in zip(keys, sizes):
+            part = vec[i:i + size]
+            out[k] = float(part[0]) if size == 1 else float(part[0] / part[1].clamp(min=1))
+            i += size
+        return out
 
     def train_step(self, batch: Batch, loss_fn: LossFn, temperature: float = 1.0) -> StepMetrics:
         """One optimizer step on the whole batch (every rank passes the same full batch)."""
@@ -313,10 +325,11 @@ class MegatronActor:
         if not ok:
             raise FloatingPointError("optimizer step skipped: non-finite gradients")
         self.scheduler.step(increment=1)
-        sums = self._reduce(reports)
-        loss = sums.pop("num") / max(sums["den"], 1.0)
+        metrics = self._reduce(reports)
+        num, den = metrics.pop("num"), metrics.pop("den")
         lr = self.optimizer.param_groups[0]["lr"]
-        return StepMetrics(loss=loss, grad_norm=float(grad_norm or 0.0), lr=lr, tokens=int(sums["den"]), sums=sums)
+        return StepMetrics(loss=num / max(den, 1.0), grad_norm=float(grad_norm or 0.0), lr=lr, tokens=int(den),
+                           metrics=metrics)
 
     @torch.no_grad()
     def logprobs(self, tokens_B_T: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

@@ -319,7 +319,7 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
     numerator, denominator = AGGREGATION[cfg.loss_aggregation](loss_B_T, valid_B_T)
     n_valid = valid_B_T.sum()
     metrics = {
-        "clip_fraction": _pair((valid_B_T & (clipped_B_T <= unclipped_B_T)).sum(), n_valid),
+        "clip_fraction": _pair((valid_B_T & (clipped_B_T < unclipped_B_T)).sum(), n_valid),
         "ratio": _pair(torch.where(valid_B_T, ratio_B_T, zeros_B_T).sum(), n_valid),
         "kl": _pair(torch.where(valid_B_T, kl_B_T, zeros_B_T).sum(), n_valid),
     }

@@ -1,0 +1,51 @@
+"""TP=2, PP=2, DP=2 and TP2×PP2 reproduce TP=1: losses, grad norms and log-probs over 3 steps (torchrun, gloo)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.dist
+WORKER = Path(__file__).with_name("parity_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_layout(model_dir, tmp_path, nproc, tp, pp):
+    out = tmp_path / f"n{nproc}_tp{tp}_pp{pp}.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_port=0",
+           str(WORKER), str(model_dir), str(out), str(tp), str(pp)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from nemo_cascade.convert.tiny import make_tiny_hf_model
+
+    # 4 layers (PP=2 → 2 per stage), 2 KV groups (TP=2 → 1 per rank), untied output layer is covered by
+    # the Llama conversion tests; here tied embeddings exercise the PP embedding-group path.
+    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny"), vocab_size=256, arch="qwen3",
+                              num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2)
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model, tmp_path_factory):
+    return run_layout(tiny_model, tmp_path_factory.mktemp("ref"), 1, 1, 1)
+
+
+@pytest.mark.parametrize("nproc,tp,pp", [(2, 2, 1), (2, 1, 2), (2, 1, 1), (4, 2, 2)],
+                         ids=["tp2", "pp2", "dp2", "tp2xpp2"])
+def test_layout_matches_tp1(tiny_model, reference, tmp_path, nproc, tp, pp):
+    got = run_layout(tiny_model, tmp_path, nproc, tp, pp)
+    assert reference["roundtrip"] and got["roundtrip"], "HF → Megatron shards → HF must be bit-exact"
+    assert got["tokens"] == reference["tokens"]
+    np.testing.assert_allclose(got["loss"], reference["loss"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got["grad_norm"], reference["grad_norm"], rtol=1e-6)
+    np.testing.assert_allclose(got["initial_logprobs"], reference["initial_logprobs"], atol=1e-5)
+    np.testing.assert_allclose(got["final_logprobs"], reference["final_logprobs"], atol=1e-5)
+    assert len(set(np.round(reference["loss"], 9))) > 1, "losses must change across steps (ratio ≠ 1)"
