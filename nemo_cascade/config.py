@@ -21,6 +21,10 @@ class ConfigError(ValueError):
 class Model:
     hf_path: str = ""
     """HF folder (config.json, *.safetensors, tokenizer). The actor is built from it and vLLM serves it."""
+    build: str = ""
+    """Instead of reading ``hf_path``: build a random-init model of this named shape (a key of
+    ``nemo_cascade.convert.tiny.BUILDERS``, e.g. ``tiny-qwen3``) with a tokenizer trained in code, into
+    ``<run>/base_model``. For CPU demos and tests; no download."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Parameter/compute dtype of actor and engine. fp32 on CPU; bf16 on GPUs."""
 
@@ -31,6 +35,8 @@ class Parallel:
     """Tensor-parallel size of the actor."""
     pp: int = 1
     """Pipeline-parallel size of the actor (1F1B schedule)."""
+    dp: int = 1
+    """Data-parallel size. World size = tp × pp × dp: the number of processes the CLI starts."""
     micro_batch_size: int = 4
     """Sequences per microbatch in the actor's forward/backward."""
     distributed_optimizer: bool = True
@@ -225,12 +231,13 @@ def apply_overrides(cfg: Cascade, overrides: list[str]) -> Cascade:
 def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
     """Check values that types cannot express; raise ConfigError with the offending field."""
     p = cfg.parallel
-    for name in ("tp", "pp", "micro_batch_size"):
+    for name in ("tp", "pp", "dp", "micro_batch_size"):
         if getattr(p, name) < 1:
             raise ConfigError(f"parallel.{name}: expected an integer >= 1, got {getattr(p, name)}")
-    if world_size is not None and world_size % (p.tp * p.pp) != 0:
-        raise ConfigError(
-            f"parallel.tp × parallel.pp = {p.tp}×{p.pp} must divide the world size {world_size}")
+    if world_size is not None and world_size != p.tp * p.pp * p.dp:
+        raise ConfigError(f"parallel: tp × pp × dp = {p.tp}×{p.pp}×{p.dp} must equal the world size {world_size}")
+    if bool(cfg.model.hf_path) == bool(cfg.model.build):
+        raise ConfigError("model: set exactly one of model.hf_path (an HF folder) and model.build (a tiny shape)")
     if not cfg.stages:
         raise ConfigError("stages: a cascade needs at least one stage")
     names = [s.name for s in cfg.stages]

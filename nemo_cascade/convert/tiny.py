@@ -37,3 +37,27 @@ def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3"
     out = Path(out_dir)
     model.save_pretrained(out, safe_serialization=True)
     return out
+
+
+def build_tiny_qwen3(out_dir: str | Path, seed: int = 0) -> Path:
+    """The tiny recipe's base: a ~1M-parameter Qwen3 plus the in-code BPE tokenizer (ChatML, /think flags)."""
+    import json
+
+    from nemo_cascade.data.tokenizer import EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
+
+    out = Path(out_dir)
+    tok = build_tiny_tokenizer(out)
+    eos, pad = tok.convert_tokens_to_ids(EOS_TOKEN), tok.convert_tokens_to_ids(PAD_TOKEN)
+    make_tiny_hf_model(out, vocab_size=len(tok), arch="qwen3", seed=seed, hidden_size=128,
+                       intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                       head_dim=32)
+    for name in ("config.json", "generation_config.json"):
+        path = out / name
+        cfg = json.loads(path.read_text()) if path.is_file() else {}
+        cfg.update(eos_token_id=eos, pad_token_id=pad)
+        path.write_text(json.dumps(cfg, indent=2))
+    return out
+
+
+BUILDERS = {"tiny-qwen3": build_tiny_qwen3}
+"""Named base models that ``Model.build`` can ask for (no download)."""

