@@ -18,7 +18,7 @@ import json
 import logging
 import random
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 from ..config import Data
 from ..types import Prompt

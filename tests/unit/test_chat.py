@@ -1,0 +1,95 @@
+"""Chat template (paper §3.1.2): exact strings for both modes and styles, HF template equality, split_thinking."""
+import pytest
+
+from nemo_cascade.data.chat import JINJA_TEMPLATE, render, split_thinking
+
+CONV = [
+    {"role": "system", "content": "You are helpful."},
+    {"role": "user", "content": "What is 2 + 3?"},
+    {"role": "assistant", "content": "5"},
+    {"role": "user", "content": "And 4 + 4?"},
+]
+
+
+def test_cascade1_no_think_multi_turn_exact():
+    assert render(CONV, "no_think") == (
+        "<|im_start|>system\nYou are helpful.<|im_end|>\n"
+        "<|im_start|>user\nWhat is 2 + 3? /no_think<|im_end|>\n"
+        "<|im_start|>assistant\n5<|im_end|>\n"
+        "<|im_start|>user\nAnd 4 + 4? /no_think<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+def test_cascade1_think_multi_turn_exact():
+    assert render(CONV, "think") == (
+        "<|im_start|>system\nYou are helpful.<|im_end|>\n"
+        "<|im_start|>user\nWhat is 2 + 3? /think<|im_end|>\n"
+        "<|im_start|>assistant\n5<|im_end|>\n"
+        "<|im_start|>user\nAnd 4 + 4? /think<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+def test_cascade1_has_no_empty_think_block_and_per_turn_switch():
+    text = render(CONV, "no_think")
+    assert "<think>" not in text  # §3.1.2: no empty think block in non-thinking mode
+    mixed = [dict(CONV[1], mode="think"), CONV[2], CONV[3]]
+    assert render(mixed, "no_think", add_generation_prompt=False) == (
+        "<|im_start|>user\nWhat is 2 + 3? /think<|im_end|>\n"
+        "<|im_start|>assistant\n5<|im_end|>\n"
+        "<|im_start|>user\nAnd 4 + 4? /no_think<|im_end|>\n"
+    )
+
+
+def test_cascade2_style_exact():
+    conv = CONV[1:]
+    turns = ("<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n5<|im_end|>\n"
+             "<|im_start|>user\nAnd 4 + 4?<|im_end|>\n")
+    assert render(conv, "no_think", style="cascade2") == turns + "<|im_start|>assistant\n<think></think>"
+    assert render(conv, "think", style="cascade2") == turns + "<|im_start|>assistant\n"
+
+
+@pytest.mark.parametrize("bad", [
+    ([{"role": "user", "content": "x"}], "maybe", "cascade1"),
+    ([{"role": "user", "content": "x"}], "think", "cascade3"),
+    ([{"role": "robot", "content": "x"}], "think", "cascade1"),
+    ([{"role": "user", "content": None}], "think", "cascade1"),
+])
+def test_render_rejects_bad_input(bad):
+    messages, mode, style = bad
+    with pytest.raises(ValueError):
+        render(messages, mode, style)
+
+
+def _hf_render(messages, **kwargs):
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rendered, _ = render_jinja_template(conversations=[messages], chat_template=JINJA_TEMPLATE, **kwargs)
+    return rendered[0]
+
+
+@pytest.mark.parametrize("gen", [True, False])
+@pytest.mark.parametrize("mode", ["think", "no_think", None])
+def test_jinja_template_equals_render(mode, gen):
+    kwargs = {} if mode is None else {"mode": mode}
+    expected = render(CONV, mode or "no_think", add_generation_prompt=gen)  # default is no_think
+    assert _hf_render(CONV, add_generation_prompt=gen, **kwargs) == expected
+
+
+def test_jinja_template_per_turn_mode():
+    mixed = [dict(CONV[1], mode="think"), CONV[2], CONV[3]]
+    assert _hf_render(mixed, add_generation_prompt=True) == render(mixed, "no_think")
+
+
+@pytest.mark.parametrize("response, expected", [
+    ("<think>add them</think>\nThe answer is 5.", ("add them", "\nThe answer is 5.", True)),
+    ("\n<think>a</think>b", ("a", "b", True)),
+    ("<think>still going", ("still going", "", False)),
+    ("The answer is 5.", (None, "The answer is 5.", True)),
+    ("Answer <think>x</think> y", (None, "Answer <think>x</think> y", True)),  # must *open* with <think>
+    ("<think></think>5", ("", "5", True)),
+    ("", (None, "", True)),
+])
+def test_split_thinking(response, expected):
+    assert split_thinking(response) == expected
