@@ -112,7 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("recipe", help="recipes/NAME.py[:fn] or package.module:fn")
     run.add_argument("overrides", nargs="*", help="KEY=VALUE, e.g. stages.math.steps=5 parallel.tp=2")
     run.add_argument("--stage", help="run only this stage")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
+    stray = [x for x in extra if x.startswith("-") or "=" not in x]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return {"run": cmd_run}[args.command](args)

@@ -127,8 +127,6 @@ class Stage:
     """SFT: sequences per optimizer step."""
     sft_max_tokens: int = 512
     """SFT: prompt + response tokens per sequence (longer rows are truncated)."""
-    save_every: int = 0
-    """Checkpoint every N steps (0: only at the end of the stage)."""
 
 
 @dataclass(frozen=True)

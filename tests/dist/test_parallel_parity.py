@@ -1,24 +1,19 @@
 """TP=2, PP=2, DP=2 and TP2×PP2 reproduce TP=1: losses, grad norms and log-probs over 3 steps (torchrun, gloo)."""
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.launch import torchrun
+
 pytestmark = pytest.mark.dist
 WORKER = Path(__file__).with_name("parity_worker.py")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_layout(model_dir, tmp_path, nproc, tp, pp):
     out = tmp_path / f"n{nproc}_tp{tp}_pp{pp}.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_port=0",
-           str(WORKER), str(model_dir), str(out), str(tp), str(pp)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    proc = torchrun(WORKER, nproc, model_dir, out, tp, pp, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return json.loads(out.read_text())
 

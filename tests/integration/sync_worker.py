@@ -1,0 +1,55 @@
+"""torchrun worker: train the actor one step, push into the colocated vLLM engine, compare log-probs.
+
+Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP
+Every rank has its own engine; every rank checks that its engine's prompt log-probs for a fixed continuation
+equal the actor's after the push (and differ from the pre-training ones, so a push that did nothing fails).
+"""
+import json
+import sys
+
+import torch
+
+
+def main():
+    model_dir, out, tp = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    import torch.distributed as dist
+
+    from nemo_cascade import config as C
+    from nemo_cascade import weight_sync
+    from nemo_cascade.actor import cpu
+    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.rollout.vllm import RolloutEngine
+
+    world = int(__import__("os").environ.get("WORLD_SIZE", "1"))
+    actor = MegatronActor(model_dir, C.Parallel(tp=tp, dp=world // tp, micro_batch_size=2), seed=3)
+    engine = RolloutEngine(model_dir, C.Rollout(max_response_tokens=8, kv_cache_gib=0.25), "float32", seed=0,
+                           distributed=world > 1, max_model_len=128, around_generate=cpu.suspended)
+    tokens = torch.randint(3, 256, (1, 40), generator=torch.Generator().manual_seed(5))
+    prompt, continuation = tokens[0, :12].tolist(), tokens[0, 12:].tolist()
+    before = engine.score_logprobs(prompt, continuation)
+
+    actor.configure_optimizer(C.Actor(lr=1e-2), total_steps=1)
+    mask = torch.zeros_like(tokens, dtype=torch.float32)
+    mask[:, 12:] = 1
+
+    def loss_fn(logprobs, mb):  # push the continuation's likelihood up: a large, visible weight change
+        return -(logprobs * mb["loss_mask"]).sum(), mb["loss_mask"].sum().int(), {}
+
+    actor.train_step({"tokens": tokens, "loss_mask": mask}, loss_fn)
+    stats = weight_sync.push(actor, engine, bucket_mb=0.05)  # small buckets: many of them
+    after = torch.tensor(engine.score_logprobs(prompt, continuation))
+    expect = actor.logprobs(tokens)[0, 12:]
+    result = {"max_diff": float((after - expect).abs().max()),
+              "moved": float((torch.tensor(before) - expect).abs().max()),
+              "tensors": stats.tensors, "bytes": stats.bytes}
+    results = [None] * world
+    dist.all_gather_object(results, result)
+    if dist.get_rank() == 0:
+        json.dump(results, open(out, "w"))
+    engine.shutdown()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
