@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nemo_cascade import config as C
 from nemo_cascade import ranks
-from nemo_cascade.stage import StageContext, run_grpo, run_sft
+from nemo_cascade.stage import StageContext, pad_id, run_grpo, run_sft
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +126,11 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None) -> Path:
         metrics = MetricsLog(sdir, stage.name, stage.steps, cfg.wandb, cfg.name)
         if stage.kind == "sft":
             examples = load_sft_examples(stage.data, tokenizer, stage.mode, stage.sft_max_tokens)
-            run_sft(StageContext(actor, None, tokenizer.pad_token_id, sdir, metrics), stage, examples)
+            run_sft(StageContext(actor, None, pad_id(tokenizer), sdir, metrics), stage, examples)
         else:
             prompts = load_prompts(stage.data, tokenizer, stage.mode, stage.domain, stage.rollout.max_prompt_tokens)
             engine = engine or _build_engine(cfg, base, cpu)
-            run_grpo(StageContext(actor, engine, tokenizer.pad_token_id, sdir, metrics), stage, prompts)
+            run_grpo(StageContext(actor, engine, pad_id(tokenizer), sdir, metrics), stage, prompts)
         export_hf(actor, sdir / "hf", base)
         weights_from = actor.hf_path = str(sdir / "hf")
         manifest.update(stage.name, status="done", seconds=round(time.time() - started, 1), hf=weights_from)

@@ -25,6 +25,11 @@ class StageContext:
     log: MetricsLog
 
 
+def pad_id(tokenizer) -> int:
+    """Padding never reaches the loss (masked), so any id works; models without a pad token use EOS."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
 def grpo_loss(cfg: C.GRPO, logprobs_B_T, mb):
     """GRPO terms, plus the |actor − rollout| log-prob gap on the trained tokens (a sync/precision check)."""
     num, den, metrics = grpo.policy_loss_terms(logprobs_B_T, logprobs_B_T.detach(), mb["advantages"],
@@ -56,7 +61,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: list) -> None:
         batch = grpo.make_batch(groups_P, stage.grpo, ctx.pad_id)           # advantages, masks, filters
         tensors = {"tokens": batch.tokens_B_T, "loss_mask": batch.loss_mask_B_T,
                    "advantages": batch.advantages_B, "rollout_logprobs": batch.rollout_logprobs_B_T}
-        result = None
+        result = sync = None
         if batch.num_sequences:
             if stage.grpo.kl_coef > 0:
                 with timer("logprobs"), ctx.actor.reference_weights():
@@ -66,17 +71,17 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: list) -> None:
                 result = ctx.actor.train_step(tensors, partial(grpo_loss, stage.grpo), temperature)
             with timer("sync"):
                 sync = weight_sync.push(ctx.actor, ctx.engine)
-        ctx.log.log(step, _grpo_metrics(batch, result, timer, groups_P), progress={
+        ctx.log.log(step, _grpo_metrics(batch, result, sync, timer, groups_P), progress={
             "reward": batch.metrics["reward_mean"], "len": batch.metrics["response_len_mean"]})
     ctx.log.close()
 
 
-def _grpo_metrics(batch, result, timer: PhaseTimer, groups_P) -> dict:
+def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:
     generated = sum(len(t) for g in groups_P for t in g.response_tokens_G_T)
     out = {**batch.metrics, **timer.as_metrics(), "tokens_per_s": generated / max(timer.seconds["generate"], 1e-9)}
     if result is not None:
         out.update(loss=result.loss, grad_norm=result.grad_norm, lr=result.lr, train_tokens=result.tokens,
-                   **result.metrics)
+                   sync_mb=sync.bytes / 1e6, sync_mb_per_s=sync.mb_per_s, **result.metrics)
     return out
 
 

@@ -80,6 +80,8 @@ class MegatronActor:
                                          pipeline_model_parallel_size=parallel.pp)
         tensor_parallel.model_parallel_cuda_manual_seed(seed)
         self.ps, self.parallel, self.hf_path = ps, parallel, hf_path
+        # Batches arrive on the CPU; NCCL collectives need CUDA tensors, gloo CPU ones.
+        self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
         self.bf16 = dtype == "bfloat16"
         self.te = False  # the TE layer spec is the GPU path (issue 6); CPU always uses the local spec
         self.rules = T.rules_for(self.spec.arch, self.spec.tied_embeddings, te=self.te)
@@ -121,7 +123,7 @@ class MegatronActor:
             pre_process=self.ps.is_pipeline_first_stage(), post_process=self.ps.is_pipeline_last_stage(),
             **A.gpt_model_kwargs(self.spec),
         )
-        return model.to(torch.cuda.current_device() if torch.cuda.is_available() else "cpu")
+        return model.to(self.device)
 
     def _wrap_ddp(self):
         from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
@@ -199,7 +201,7 @@ class MegatronActor:
                 else:
                     full = local
             else:
-                full = torch.empty(shape, dtype=self.tconfig.params_dtype)
+                full = torch.empty(shape, dtype=self.tconfig.params_dtype, device=self.device)
             if self.parallel.pp > 1:
                 full = full.contiguous()
                 dist.broadcast(full, src=pp_ranks[owner_stage], group=pp_group)
@@ -264,7 +266,7 @@ class MegatronActor:
         return [{k: v[i:i + mbs] for k, v in mine.items()} for i in range(0, per_rank, mbs)], n
 
     def _forward_step(self, loss_fn: LossFn, temperature: float, data_iterator, model):
-        mb = next(data_iterator)
+        mb = {k: v.to(self.device) for k, v in next(data_iterator).items()}
         tokens = mb["tokens"]
         position_ids = torch.arange(tokens.shape[1]).unsqueeze(0).expand_as(tokens)
         output = model(tokens, position_ids, attention_mask=None)
@@ -273,9 +275,9 @@ class MegatronActor:
     def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, logits: torch.Tensor):
         logprobs = token_logprobs(logits, mb["tokens"], temperature)
         num, den, sums = loss_fn(logprobs, mb)
-        report = {"num": num.detach().double().reshape(1), "den": torch.as_tensor(den).double().reshape(1)}
-        report.update({k: torch.as_tensor(v).detach().double().reshape(-1) for k, v in sums.items()})
-        return num, torch.as_tensor(den).to(torch.int), report
+        report = {"num": num.detach().double().reshape(1).cpu(), "den": torch.as_tensor(den).double().reshape(1).cpu()}
+        report.update({k: torch.as_tensor(v).detach().double().reshape(-1).cpu() for k, v in sums.items()})
+        return num, torch.as_tensor(den).to(device=self.device, dtype=torch.int), report
 
     def _run(self, batch: Batch, loss_fn: LossFn, temperature: float, forward_only: bool):
         from megatron.core.pipeline_parallel import get_forward_backward_func
@@ -296,7 +298,7 @@ class MegatronActor:
         keys = sorted(reports[0]) if reports else []
         sizes = [reports[0][k].numel() for k in keys]
         flat = [torch.cat([r[k].reshape(-1) for k in keys]) for r in reports]
-        vec = torch.stack(flat).sum(0) if flat else torch.zeros(0, dtype=torch.float64)
+        vec = (torch.stack(flat).sum(0) if flat else torch.zeros(0, dtype=torch.float64)).to(self.device)
         dist.all_reduce(vec, group=self.ps.get_data_parallel_group())
         if self.parallel.pp > 1:
             group = self.ps.get_pipeline_model_parallel_group()
@@ -305,7 +307,7 @@ class MegatronActor:
             dist.broadcast_object_list(meta, src=last, group=group)
             keys, sizes = meta[0]
             if vec.numel() != sum(sizes):
-                vec = torch.zeros(sum(sizes), dtype=torch.float64)
+                vec = torch.zeros(sum(sizes), dtype=torch.float64, device=self.device)
             dist.broadcast(vec, src=last, group=group)
         out, i = {}, 0
         for k, size in zip(keys, sizes):
@@ -344,14 +346,14 @@ class MegatronActor:
         n, T_ = tokens_B_T.shape
         batch = {"tokens": tokens_B_T, "row": torch.arange(n)}
         self._run(batch, keep, temperature, forward_only=True)
-        out = torch.zeros(n, T_, dtype=torch.float32)
+        out = torch.zeros(n, T_, dtype=torch.float32, device=self.device)
         for mb, lp in holder:
             rows = mb["row"]
             valid = rows >= 0
             out[rows[valid]] = lp[valid]
         # Each DP rank computed its slice (zeros elsewhere), and only the last PP stage has values.
         dist.all_reduce(out)  # sums disjoint slices; TP ranks hold identical copies, so divide by TP
-        return out / self.parallel.tp if self.parallel.tp > 1 else out
+        return (out / self.parallel.tp if self.parallel.tp > 1 else out).cpu()
 
     # ----------------------------------------------------------------------------------- reference
     def snapshot_reference(self) -> None:

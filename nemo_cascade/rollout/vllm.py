@@ -43,15 +43,23 @@ CPU specifics
     ``VLLM_CPU_KVCACHE_SPACE`` already in the environment (integer GiB) overrides it, as vLLM applies it last.
     ``block_size`` must be a multiple of 32 (CPU attention), eager mode (no torch.compile: start-up time),
     head_dim >= 32 (checked from config.json before the engine starts). Sleep mode frees nothing on CPU.
-    The CPU worker monkey-patches ``torch.set_num_threads`` into a no-op and overwrites ``LOCAL_WORLD_SIZE``
-    and ``LD_PRELOAD`` in ``os.environ``; in-process that would leak into the trainer, so both are restored
-    after the engine starts.
+
+In-process side effects of vLLM 0.32 that this module undoes (they would leak into the colocated trainer)
+    * ``LLM(seed=...)`` re-seeds Python's ``random``, NumPy and torch globally: the RNG states are saved and
+      restored around construction.
+    * The CPU worker replaces ``torch.set_num_threads`` with a no-op (and logs a warning on every call) and
+      overwrites ``LOCAL_WORLD_SIZE`` (with the TP size, 1) in ``os.environ``: both are restored. Other
+      variables it sets (``VLLM_WORKER_MULTIPROC_METHOD=spawn``, ``TORCHINDUCTOR_COMPILE_THREADS=1``, ...) stay.
+    * Shutting the in-process engine down calls ``cleanup_dist_env_and_memory``, which destroys
+      torch.distributed's *default* process group — the actor's. ``shutdown`` suppresses that unless vLLM
+      created the group. Dropping the engine without ``shutdown`` lets vLLM's GC finaliser do the same:
+      always call ``shutdown``.
 
 Hooks
-    ``around_generate``: a context-manager factory entered around every forward pass vLLM runs for
-    ``generate`` and ``score_logprobs`` — pass ``nemo_cascade.actor.cpu.suspended`` to pause the actor's
-    global CPU-compat TorchFunctionMode, which slows vLLM by 10–25 %. It is NOT entered around
-    ``load_weights``: a lazy weights iterator may run actor (Megatron) code that needs that mode.
+    ``around_generate``: a context-manager factory entered around engine construction, ``generate`` and
+    ``score_logprobs`` — pass ``nemo_cascade.actor.cpu.suspended`` to pause the actor's global CPU-compat
+    TorchFunctionMode, which slows vLLM by 10–25 %. It is NOT entered around ``load_weights``: a lazy
+    weights iterator may run actor (Megatron) code that needs that mode.
 """
 from __future__ import annotations
 
@@ -127,6 +135,24 @@ def _preserved_rng():
             torch.cuda.set_rng_state_all(states[3])
 
 
+@contextlib.contextmanager
+def _default_process_group_kept():
+    """Make ``dist.destroy_process_group()`` (no group = everything) a no-op; subgroups are still destroyed."""
+    import torch.distributed as dist
+
+    original = dist.destroy_process_group
+
+    def guarded(group=None):
+        if group is not None and group is not dist.GroupMember.WORLD:
+            original(group)
+
+    dist.destroy_process_group = guarded
+    try:
+        yield
+    finally:
+        dist.destroy_process_group = original
+
+
 def _request_seed(base: int, key: int, rank: int, index: int, n: int) -> int:
     """A 31-bit seed per (base, step, rank, prompt), aligned to a multiple of n: vLLM seeds sample i with
     seed + i, so two prompts' seed ranges either coincide entirely (hash collision, ~n/2^31) or are disjoint."""
@@ -164,7 +190,7 @@ class RolloutEngine:
         self.model_path = str(model_path)
         self.rollout = rollout
         self.distributed = distributed
-        self._around_generate = around_generate
+        self.around_generate = around_generate
         self._calls = 0
         self._rank = 0
         text = hf.get("text_config") or hf
@@ -208,7 +234,8 @@ class RolloutEngine:
         set_num_threads = torch.set_num_threads
         t0 = time.perf_counter()
         try:
-            with _preserved_rng():  # in-process vLLM seeds random/numpy/torch globally: keep the actor's streams
+            # in-process vLLM seeds random/numpy/torch globally: keep the actor's streams
+            with _preserved_rng(), self.around_generate():
                 self.llm = LLM(**kwargs)
         finally:
             torch.set_num_threads = set_num_threads
@@ -217,12 +244,25 @@ class RolloutEngine:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+        self._warm_up()
         self.start_seconds = time.perf_counter() - t0
         if dist.is_initialized():
             self._rank = dist.get_rank()
         self._expected = checkpoint_weight_names(self.model_path)
+        if (hf.get("text_config") or hf).get("tie_word_embeddings", hf.get("tie_word_embeddings")):
+            self._expected -= {"lm_head.weight"}  # vLLM skips it for tied models; an exporter may omit it
         log.info("vLLM engine ready in %.1f s (%s, %s, max_model_len=%d, rank %d)", self.start_seconds,
                  "cpu" if self.on_cpu else "gpu", dtype, self.max_model_len, self._rank)
+
+    def _warm_up(self) -> None:
+        """One 2-token request, so the first rollout step does not pay vLLM's lazy torch.compile of the
+        logprob gather (3–15 s on CPU, depending on the inductor cache)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        with self.around_generate():
+            self.llm.generate([TokensPrompt(prompt_token_ids=[0])],
+                              SamplingParams(max_tokens=2, temperature=1.0, seed=0, logprobs=0), use_tqdm=False)
 
     # ------------------------------------------------------------------------------------------ generate
 
@@ -240,7 +280,8 @@ class RolloutEngine:
         ``sampling`` overrides the engine's Rollout settings for this call (e.g. evaluation temperature).
         ``step`` keys the per-request seeds (default: a per-engine call counter) — pass the training step
         so that a resumed run samples exactly as an uninterrupted one. Response tokens keep EOS / the
-        token that completed a stop string; the text omits them (vLLM's default).
+        token that completed a stop string; the text omits them (vLLM's default) and, being vLLM's incremental
+        detokenisation, also an incomplete UTF-8 sequence at the very end.
         """
         from vllm.inputs import TokensPrompt
 
@@ -256,7 +297,7 @@ class RolloutEngine:
         params = [self._sampling_params(s, n, _request_seed(s.seed, key, self._rank, i, n))
                   for i in range(len(prompts))]
         inputs = [TokensPrompt(prompt_token_ids=list(p.prompt_tokens)) for p in prompts]
-        with self._around_generate():
+        with self.around_generate():
             outputs = self.llm.generate(inputs, params, use_tqdm=False)
         return [self._group(p, out) for p, out in zip(prompts, outputs)]
 
@@ -283,7 +324,7 @@ class RolloutEngine:
             raise ValueError("score_logprobs needs at least one prompt token and one continuation token")
         ids = list(prompt_tokens) + list(continuation_tokens)
         params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
-        with self._around_generate():
+        with self.around_generate():
             (out,) = self.llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
         per_pos = out.prompt_logprobs[len(prompt_tokens):]
         return [float(pos[t].logprob) for pos, t in zip(per_pos, continuation_tokens)]
@@ -349,22 +390,16 @@ class RolloutEngine:
         return True
 
     def shutdown(self) -> None:
-        """Stop the engine and drop vLLM's process groups, so another engine can be built in this process.
-        The default process group is destroyed only if vLLM created it (never the actor's)."""
-        llm = getattr(self, "llm", None)
+        """Stop the engine and tear down vLLM's process groups, so another engine can be built in this
+        process. vLLM 0.32's in-process shutdown also destroys torch.distributed's default group; that is
+        suppressed unless vLLM created the group itself (the actor's group survives)."""
+        llm = self.__dict__.pop("llm", None)
         if llm is None:
             return
-        from vllm.distributed import parallel_state as ps
-
-        llm.llm_engine.engine_core.shutdown()
-        del self.llm
-        ps.destroy_model_parallel()
-        if self._owns_process_group:
-            ps.destroy_distributed_environment()
-        else:  # keep the actor's default group; forget vLLM's world coordinator (a new_group of it)
-            if ps._WORLD is not None:
-                ps._WORLD.destroy()
-            ps._WORLD = None
+        keep = contextlib.nullcontext() if self._owns_process_group else _default_process_group_kept()
+        with keep:
+            llm.llm_engine.engine_core.shutdown()
+        del llm
         import gc
 
         gc.collect()

