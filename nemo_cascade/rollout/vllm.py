@@ -81,6 +81,8 @@ CPU_MIN_HEAD_DIM = 32
 CPU_BLOCK_SIZE = 32
 """KV-cache block (tokens). CPU attention needs a multiple of 32; the smallest one shares the most prompt
 prefix between requests and wastes the least cache on short sequences."""
+CPU_MAX_BATCHED_TOKENS = 1 << 16
+"""Token budget of one CPU engine step (see ``_cpu_kwargs``): caps max_num_seqs for long max_model_len."""
 _GIB = 1 << 30
 _ENV_RESTORED_AFTER_START = ("LOCAL_WORLD_SIZE", "LD_PRELOAD")
 _logged_cpu_sleep = False
@@ -223,12 +225,8 @@ class RolloutEngine:
             # Per-rank generation ("external DP", see module docstring): TP = DP = 1 in a world of W.
             kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1,
                           data_parallel_size=1)
-        if self.on_cpu:
-            kwargs.update(block_size=CPU_BLOCK_SIZE, enforce_eager=True)
-            if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
-                kwargs["kv_cache_memory_bytes"] = int(rollout.kv_cache_gib * _GIB)
-        else:
-            kwargs.update(gpu_memory_utilization=rollout.gpu_memory_utilization, enable_sleep_mode=True)
+        kwargs.update(self._cpu_kwargs() if self.on_cpu else dict(
+            gpu_memory_utilization=rollout.gpu_memory_utilization, enable_sleep_mode=True))
 
         saved_env = {k: os.environ.get(k) for k in _ENV_RESTORED_AFTER_START}
         set_num_threads = torch.set_num_threads
@@ -250,9 +248,22 @@ class RolloutEngine:
             self._rank = dist.get_rank()
         self._expected = checkpoint_weight_names(self.model_path)
         if (hf.get("text_config") or hf).get("tie_word_embeddings", hf.get("tie_word_embeddings")):
-            self._expected -= {"lm_head.weight"}  # vLLM skips it for tied models; an exporter may omit it
+            # Not in a tied checkpoint, but the in-place reload finalises the tied ParallelLMHead as a layer
+            # of its own: without it the head keeps its OLD weights (measured). Senders alias the embedding.
+            self._expected |= {"lm_head.weight"}
         log.info("vLLM engine ready in %.1f s (%s, %s, max_model_len=%d, rank %d)", self.start_seconds,
                  "cpu" if self.on_cpu else "gpu", dtype, self.max_model_len, self._rank)
+
+    def _cpu_kwargs(self) -> dict[str, Any]:
+        """CPU engine settings. Seeded sampling + chunked prefill crashes vLLM 0.32 on CPU (a partially
+        prefilled request rewinds its generator with ``set_offset``, which CPU generators lack), so the token
+        budget fits ``max_num_seqs`` whole sequences: prefill is never chunked."""
+        max_num_seqs = max(1, min(256, CPU_MAX_BATCHED_TOKENS // self.max_model_len))
+        kwargs: dict[str, Any] = dict(block_size=CPU_BLOCK_SIZE, enforce_eager=True, max_num_seqs=max_num_seqs,
+                                      max_num_batched_tokens=max_num_seqs * self.max_model_len)
+        if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+            kwargs["kv_cache_memory_bytes"] = int(self.rollout.kv_cache_gib * _GIB)
+        return kwargs
 
     def _warm_up(self) -> None:
         """One 2-token request, so the first rollout step does not pay vLLM's lazy torch.compile of the

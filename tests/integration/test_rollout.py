@@ -224,6 +224,23 @@ def test_load_weights_changes_logprobs_even_for_cached_prompts(engine, hf_model,
                     _hf_logprobs(hf_model, prompt.prompt_tokens, cont)) <= TOL
 
 
+def test_batch_larger_than_vllms_default_token_budget(engine):
+    """160 seeded requests × 60 prompt tokens (> vLLM's default 4096-token step budget): on CPU a chunked
+    prefill of a seeded request crashed vLLM 0.32 ("CPU Generator does not use offset")."""
+    groups = engine.generate([_prompt(60, i, f"p{i}") for i in range(40)], n=4, step=3)
+    assert len(groups) == 40 and all(g.group_size == 4 for g in groups)
+
+
+def test_tied_push_without_lm_head_is_refused(engine, hf_model):
+    """A tied checkpoint has no lm_head.weight, but vLLM's in-place reload keeps the OLD head without it."""
+    sd = hf_model.state_dict()
+    try:
+        with pytest.raises(RuntimeError, match="weight push incomplete"):
+            engine.load_weights((k, v) for k, v in sd.items() if k != "lm_head.weight")
+    finally:
+        engine.load_weights(sd.items())
+
+
 def test_incomplete_push_raises(engine, hf_model):
     sd = hf_model.state_dict()
     try:
