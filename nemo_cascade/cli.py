@@ -95,6 +95,11 @@ def cmd_run(args) -> int:
 
         out = run_cascade(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), only_stage=args.stage)
         if int(os.environ.get("RANK", 0)) == 0:
+            from nemo_cascade.metrics import summarize
+
+            for stage_dir in sorted((out / "stages").iterdir(), key=lambda p: int(p.name.split("-")[0])):
+                if (stage_dir / "metrics.jsonl").is_file():
+                    print(summarize(stage_dir))
             print(f"done: {out}")
         return 0
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}",

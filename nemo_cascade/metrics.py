@@ -73,3 +73,16 @@ class MetricsLog:
 def read_metrics(stage_dir: Path) -> list[dict]:
     path = Path(stage_dir) / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def summarize(stage_dir: Path, window: int = 10) -> str:
+    """One line per stage for the end of a run: how its headline metric moved from the first to the last
+    ``window`` steps (GRPO: mean reward; SFT: loss)."""
+    rows = read_metrics(stage_dir)
+    key = "reward_mean" if rows and "reward_mean" in rows[0] else "loss"
+    values = [r[key] for r in rows if key in r]
+    if not values:
+        return f"{Path(stage_dir).name}: no steps logged"
+    n = max(1, min(window, len(values) // 2))
+    first, last = sum(values[:n]) / n, sum(values[-n:]) / n
+    return f"{Path(stage_dir).name}: {key} {first:.3f} (first {n} steps) -> {last:.3f} (last {n} steps)"

@@ -14,19 +14,19 @@ def recipe() -> Cascade:
     sft = Stage(
         name="sft", kind="sft",
         data=Data(source="synthetic:arithmetic", split="train", seed=1),
-        steps=250, sft_batch_size=32, sft_max_tokens=96,
+        steps=400, sft_batch_size=32, sft_max_tokens=96,
         actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=20, weight_decay=0.0),
     )
     math = Stage(
         name="math", kind="grpo", domain="math",
         data=Data(source="synthetic:arithmetic", split="test", seed=2),  # held out from SFT
-        steps=30,
-        actor=Actor(lr=5e-5),
+        steps=40,
+        actor=Actor(lr=1e-4),
         rollout=Rollout(temperature=1.0, max_prompt_tokens=64, max_response_tokens=32, kv_cache_gib=1.0),
-        grpo=GRPO(group_size=8, prompts_per_step=16),
+        grpo=GRPO(group_size=8, prompts_per_step=32),
     )
     return Cascade(name="tiny", model=Model(build="tiny-qwen3"), parallel=Parallel(tp=1, pp=1, dp=1,
-                   micro_batch_size=16), stages=(sft, math))
+                   micro_batch_size=64), stages=(sft, math))
 
 
 def two_ranks() -> Cascade:

@@ -39,3 +39,13 @@ def test_sft_batches_cover_each_epoch_once_in_seeded_order():
     b, c = sft_batches(examples, 4, seed=3), sft_batches(examples, 4, seed=3)
     assert [next(b) for _ in range(5)] == [next(c) for _ in range(5)], "same seed, same order"
     assert next(sft_batches(examples, 4, seed=4)) != next(sft_batches(examples, 4, seed=3))
+
+
+def test_summary_reports_first_and_last_window(tmp_path):
+    from nemo_cascade.metrics import summarize
+
+    stage = tmp_path / "1-math"
+    stage.mkdir()
+    rows = [{"step": i, "reward_mean": 0.1 if i < 4 else 0.5} for i in range(8)]
+    (stage / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert summarize(stage, window=4) == "1-math: reward_mean 0.100 (first 4 steps) -> 0.500 (last 4 steps)"
