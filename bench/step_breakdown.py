@@ -52,7 +52,8 @@ def run_one(name: str, steps: int) -> dict:
     from nemo_cascade.data.loader import load_prompts
     from nemo_cascade.metrics import MetricsLog, read_metrics
     from nemo_cascade.rollout.vllm import RolloutEngine
-    from nemo_cascade.stage import StageContext, pad_id, run_grpo
+    from nemo_cascade.data.loader import pad_id
+    from nemo_cascade.stage import StageContext, run_grpo
 
     w = WORK[name]
     with tempfile.TemporaryDirectory() as tmp:

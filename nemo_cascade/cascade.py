@@ -16,7 +16,8 @@ from pathlib import Path
 
 from nemo_cascade import config as C
 from nemo_cascade import ranks
-from nemo_cascade.stage import StageContext, pad_id, run_grpo, run_sft
+from nemo_cascade.data.loader import pad_id
+from nemo_cascade.stage import StageContext, run_grpo, run_sft
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,6 @@
 """ONE stage: the GRPO loop of DESIGN.md (and its SFT sibling), reading like the algorithm."""
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -11,7 +10,7 @@ import torch
 from nemo_cascade import config as C
 from nemo_cascade import ranks, weight_sync
 from nemo_cascade.algorithms import grpo, sft
-from nemo_cascade.data.loader import PromptStream
+from nemo_cascade.data.loader import PromptStream, sft_batches
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import REWARDS, score_groups
 
@@ -23,11 +22,6 @@ class StageContext:
     pad_id: int
     stage_dir: Path
     log: MetricsLog
-
-
-def pad_id(tokenizer) -> int:
-    """Padding never reaches the loss (masked), so any id works; models without a pad token use EOS."""
-    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
 def grpo_loss(cfg: C.GRPO, logprobs_B_T, mb):
@@ -83,18 +77,6 @@ def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:
         out.update(loss=result.loss, grad_norm=result.grad_norm, lr=result.lr, train_tokens=result.tokens,
                    sync_mb=sync.bytes / 1e6, sync_mb_per_s=sync.mb_per_s, **result.metrics)
     return out
-
-
-def sft_batches(examples: list, batch_size: int, seed: int):
-    """Shuffled epochs of examples, batch after batch (epoch e shuffled with seed + e)."""
-    epoch, order = 0, []
-    while True:
-        if len(order) < batch_size:
-            fresh = list(range(len(examples)))
-            random.Random(seed + epoch).shuffle(fresh)
-            order, epoch = order + fresh, epoch + 1
-        yield [examples[i] for i in order[:batch_size]]
-        order = order[batch_size:]
 
 
 def run_sft(ctx: StageContext, stage: C.Stage, examples: list) -> None:

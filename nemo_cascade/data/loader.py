@@ -256,5 +256,22 @@ class PromptStream:
         self._order = self._epoch_order(epoch)
 
 
-__all__ = ["DataError", "PromptList", "load_prompts", "load_sft_examples", "PromptStream",
+def sft_batches(examples: list, batch_size: int, seed: int):
+    """Shuffled epochs of examples, batch after batch (epoch e shuffled with seed + e)."""
+    epoch, order = 0, []
+    while True:
+        if len(order) < batch_size:
+            fresh = list(range(len(examples)))
+            random.Random(seed + epoch).shuffle(fresh)
+            order, epoch = order + fresh, epoch + 1
+        yield [examples[i] for i in order[:batch_size]]
+        order = order[batch_size:]
+
+
+def pad_id(tokenizer) -> int:
+    """Padding never reaches the loss (masked), so any id works; models without a pad token use EOS."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
+__all__ = ["pad_id", "sft_batches", "DataError", "PromptList", "load_prompts", "load_sft_examples", "PromptStream",
            "SYNTHETIC_PREFIX"]

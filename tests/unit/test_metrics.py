@@ -2,7 +2,7 @@
 import json
 
 from nemo_cascade.metrics import MetricsLog, PhaseTimer, read_metrics
-from nemo_cascade.stage import sft_batches
+from nemo_cascade.data.loader import sft_batches
 
 
 def test_phase_timer_accumulates_and_totals():
