@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -287,21 +284,13 @@ def test_prompt_longer_than_model_is_rejected(engine):
 
 # ------------------------------------------------------------------------------------------ 2 ranks
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.dist
 def test_two_ranks_generate_independently_under_torchrun(tiny_qwen3_dir, tmp_path):
     """torchrun, 2 ranks, gloo default group created first (as the actor does); per-rank engines with
     external_launcher: uneven call counts, per-rank weight pushes, the default group survives shutdown."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}",
-           __file__, str(tiny_qwen3_dir), str(tmp_path)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    from tests.launch import torchrun
+
+    proc = torchrun(Path(__file__), 2, tiny_qwen3_dir, tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for r, res in enumerate(results):
