@@ -98,6 +98,7 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None) -> Path:
     from nemo_cascade.convert.export import export_hf
     from nemo_cascade.data.loader import load_prompts, load_sft_examples
     from nemo_cascade.metrics import MetricsLog
+    from nemo_cascade.rewards import VALIDATORS
 
     out = run_dir(cfg)
     if ranks.is_main():
@@ -129,7 +130,8 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None) -> Path:
             examples = load_sft_examples(stage.data, tokenizer, stage.mode, stage.sft_max_tokens)
             run_sft(StageContext(actor, None, pad_id(tokenizer), sdir, metrics), stage, examples)
         else:
-            prompts = load_prompts(stage.data, tokenizer, stage.mode, stage.domain, stage.rollout.max_prompt_tokens)
+            prompts = load_prompts(stage.data, tokenizer, stage.mode, stage.domain, stage.rollout.max_prompt_tokens,
+                                   validate_label=VALIDATORS.get(stage.domain))
             engine = engine or _build_engine(cfg, base, cpu)
             run_grpo(StageContext(actor, engine, pad_id(tokenizer), sdir, metrics), stage, prompts)
         export_hf(actor, sdir / "hf", base)

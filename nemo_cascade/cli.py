@@ -1,4 +1,4 @@
-"""`nemo-cascade run RECIPE [key=value ...] [--stage NAME]`.
+"""`nemo-cascade run RECIPE [key=value ...] [--stage NAME]` and `nemo-cascade eval CHECKPOINT --suite NAME`.
 
 RECIPE is ``recipes/NAME.py`` (its ``recipe()`` function, or ``recipes/NAME.py:function``) or
 ``package.module:function``. The config is resolved and checked in this process first — a user mistake
@@ -22,8 +22,9 @@ from nemo_cascade import config as C
 def _user_errors() -> tuple[type[Exception], ...]:
     from nemo_cascade.convert.arch import ModelFilesError
     from nemo_cascade.data.loader import DataError
+    from nemo_cascade.evaluate.suites import EvalError
 
-    return (C.ConfigError, ModelFilesError, DataError)
+    return (C.ConfigError, ModelFilesError, DataError, EvalError)
 
 
 def load_recipe(spec: str) -> C.Cascade:
@@ -71,11 +72,13 @@ def preflight(cfg: C.Cascade) -> None:
         src = s.data.source
         if not src.startswith("synthetic:") and not Path(src).is_file():
             raise C.ConfigError(f"stages.{s.name}.data.source: {src}: no such file")
-        if s.kind == "grpo":
-            from nemo_cascade.rewards import REWARDS
+        if s.kind == "grpo" and s.domain == "code" and s.reward.sandbox == "bwrap":
+            from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
 
-            if s.domain not in REWARDS:
-                raise C.ConfigError(f"stages.{s.name}.domain: no reward {s.domain!r}; expected one of {sorted(REWARDS)}")
+            try:  # before any process starts: a code stage must not find out after loading a model
+                check_available()
+            except SandboxUnavailable as e:
+                raise C.ConfigError(f"stages.{s.name}.reward.sandbox: {e}") from None
 
 
 def _free_port() -> int:
@@ -110,6 +113,82 @@ def cmd_run(args) -> int:
     return subprocess.call(cmd, env=env)
 
 
+def _count(value: str | None, option: str, minimum: int = 1) -> int | None:
+    """An integer option checked here, so a bad value is one line (argparse would add its usage text)."""
+    from nemo_cascade.evaluate.suites import EvalError
+
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or number < minimum:
+        raise EvalError(f"{option}: expected an integer >= {minimum}, got {value!r}")
+    return number
+
+
+def _data_paths(pairs: list[str]) -> dict[str, str]:
+    from nemo_cascade.evaluate.suites import EvalError, get_suite
+
+    out = {}
+    for pair in pairs:
+        name, sep, path = pair.partition("=")
+        if not sep or not path:
+            raise EvalError(f"--data {pair}: expected SUITE=PATH")
+        get_suite(name)
+        if not Path(path).is_file():
+            raise EvalError(f"--data {pair}: no such file {path}")
+        out[name] = path
+    return out
+
+
+def cmd_eval(args) -> int:
+    """Evaluate a checkpoint on one or more suites (nemo_cascade.evaluate); prints the table, writes eval.json."""
+    from nemo_cascade.evaluate import EvalSettings, evaluate_checkpoint, suite_names
+    from nemo_cascade.evaluate.report import markdown
+
+    names = suite_names(args.suite)
+    settings = EvalSettings(
+        samples=_count(args.samples, "--samples"), max_tokens=_count(args.max_tokens, "--max-tokens"),
+        temperature=args.temperature, top_p=args.top_p, mode=args.mode, template=args.template,
+        limit=_count(args.limit, "--limit") or 0, seed=args.seed, data=_data_paths(args.data),
+        reward_model_url=args.reward_model_url or "", judge_url=args.judge_url or "", sandbox=args.sandbox)
+    results, path = evaluate_checkpoint(
+        args.checkpoint, names, settings, out_dir=Path(args.out) if args.out else None,
+        reward_model=args.reward_model, max_model_len=_count(args.max_model_len, "--max-model-len", 2),
+        kv_cache_gib=args.kv_cache_gib)
+    import json
+
+    print(markdown({**json.loads(path.read_text()), "suites": {n: r.to_json() for n, r in results.items()}}))
+    print(f"wrote {path} ({path.with_suffix('.md').name}, {path.with_suffix('.svg').name})")
+    return 0
+
+
+def _add_eval_parser(sub) -> None:
+    ev = sub.add_parser("eval", help="evaluate a checkpoint on benchmark suites (paper App. B decoding)")
+    ev.add_argument("checkpoint", help="HF model folder, or a run's stage directory (runs/NAME/stages/K-STAGE)")
+    ev.add_argument("--suite", required=True, help="suite name, comma-separated names, or 'all'")
+    ev.add_argument("--limit", help="evaluate only the first N items of each suite")
+    ev.add_argument("--samples", help="K samples per item (default: per suite, e.g. AIME 64, IFEval 8)")
+    ev.add_argument("--max-tokens", help="response budget per sample (default: per suite, 32K or 64K)")
+    ev.add_argument("--temperature", type=float, default=0.6, help="default 0.6 (paper App. B)")
+    ev.add_argument("--top-p", type=float, default=0.95, help="default 0.95 (paper App. B)")
+    ev.add_argument("--mode", choices=["think", "no_think"], help="thinking mode for every suite "
+                    "(default: per suite; IFEval non-thinking)")
+    ev.add_argument("--template", default="cascade1", choices=["cascade1", "cascade2", "model"],
+                    help="prompt template: the project's (training) ChatML, or the model's own chat template")
+    ev.add_argument("--data", action="append", default=[], metavar="SUITE=PATH", help="use another data file")
+    ev.add_argument("--out", help="output folder (default: the stage directory, else runs/eval/<model>)")
+    ev.add_argument("--reward-model-url", help="served reward model for the rlhf suite (vllm serve --runner pooling)")
+    ev.add_argument("--reward-model", help="HF reward-model folder: serve it locally for the rlhf suite")
+    ev.add_argument("--judge-url", help="swe: served judge for Eq. 2's partial credit (default: lexical grade)")
+    ev.add_argument("--sandbox", default="bwrap", choices=["bwrap", "unsafe"], help="code suites' sandbox")
+    ev.add_argument("--max-model-len", help="cap the engine's context (prompt + response tokens)")
+    ev.add_argument("--kv-cache-gib", type=float, default=2.0, help="CPU engines: KV-cache size (GiB)")
+    ev.add_argument("--seed", type=int, default=0)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nemo-cascade", description="Cascade RL on Megatron-Core + vLLM")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -117,16 +196,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("recipe", help="recipes/NAME.py[:fn] or package.module:fn")
     run.add_argument("overrides", nargs="*", help="KEY=VALUE, e.g. stages.math.steps=5 parallel.tp=2")
     run.add_argument("--stage", help="run only this stage")
+    _add_eval_parser(sub)
     args, extra = parser.parse_known_args(argv)
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
-    stray = [x for x in extra if x.startswith("-") or "=" not in x]
+    stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command != "run"]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
-    if extra:
+    if extra and args.command == "run":
         args.overrides = [*args.overrides, *extra]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return {"run": cmd_run}[args.command](args)
+        return {"run": cmd_run, "eval": cmd_eval}[args.command](args)
     except _user_errors() as e:
         print(f"nemo-cascade: error: {e}", file=sys.stderr)
         return 2

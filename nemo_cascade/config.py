@@ -111,6 +111,28 @@ class Data:
 
 
 @dataclass(frozen=True)
+class Reward:
+    """How a GRPO stage scores its samples (nemo_cascade.rewards; paper §4.3–4.7)."""
+    code_switch_penalty: str = "auto"
+    """Reward of a language-mixing sample: a number (e.g. ``-1``), ``batch_min_minus_10``, ``none``, or ``auto``
+    = the paper's value for the domain: math −1 (§4.5), code 0 (§4.6), rlhf batch min − 10 (§4.3.2), else none."""
+    answer_pattern: Optional[str] = None
+    """math: where the final answer is. None = the last ``\\boxed{}`` (§4.5); ``gsm8k``, ``answer_is`` or a regex."""
+    verify_timeout_s: float = 5.0
+    """math: hard wall time per sample in math-verify (its worker is killed after it)."""
+    workers: int = 0
+    """Verifier processes (math) or sandbox runs in flight (code) per rank; 0 = the cores this rank may use."""
+    sandbox: Literal["bwrap", "unsafe"] = "bwrap"
+    """code: run model programs under bubblewrap; ``unsafe`` runs them unsandboxed (trusted code only)."""
+    reward_model_url: str = ""
+    """rlhf (and ifeval with if_rm_bonus): a vLLM server of the Bradley–Terry reward model (§4.2)."""
+    judge_url: str = ""
+    """swe: a vLLM server of the judge LM for P("YES") on partial patches (§4.7, Eq. 2); empty = lexical."""
+    if_rm_bonus: bool = False
+    """ifeval, thinking models: R_IF + sigmoid(group-normalised RM score) when R_IF = 1, else 0 (§4.4.2)."""
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str = ""
     kind: Literal["sft", "grpo"] = "grpo"
@@ -123,6 +145,7 @@ class Stage:
     actor: Actor = field(default_factory=Actor)
     rollout: Rollout = field(default_factory=Rollout)
     grpo: GRPO = field(default_factory=GRPO)
+    reward: Reward = field(default_factory=Reward)
     sft_batch_size: int = 32
     """SFT: sequences per optimizer step."""
     sft_max_tokens: int = 512
@@ -260,9 +283,35 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
                 raise ConfigError(f"{where}.rollout.top_p: expected in (0, 1], got {r.top_p}")
             if r.max_response_tokens < 1:
                 raise ConfigError(f"{where}.rollout.max_response_tokens: expected >= 1")
+            _validate_reward(s, where)
         if s.actor.lr < 0:
             raise ConfigError(f"{where}.actor.lr: expected >= 0, got {s.actor.lr}")
     return cfg
+
+
+REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf")
+"""Keys of nemo_cascade.rewards.REWARDS, listed here so configs validate without importing the verifiers."""
+
+
+def _validate_reward(s: Stage, where: str) -> None:
+    rw = s.reward
+    if s.domain not in REWARD_DOMAINS:
+        raise ConfigError(f"{where}.domain: expected one of {list(REWARD_DOMAINS)}, got {s.domain!r}")
+    penalty = rw.code_switch_penalty
+    if penalty not in ("auto", "none", "batch_min_minus_10"):
+        try:
+            float(penalty)
+        except ValueError:
+            raise ConfigError(f"{where}.reward.code_switch_penalty: expected a number, 'batch_min_minus_10', "
+                              f"'none' or 'auto', got {penalty!r}") from None
+    if rw.verify_timeout_s <= 0:
+        raise ConfigError(f"{where}.reward.verify_timeout_s: expected > 0, got {rw.verify_timeout_s}")
+    if rw.workers < 0:
+        raise ConfigError(f"{where}.reward.workers: expected >= 0 (0 = all cores), got {rw.workers}")
+    if s.domain == "rlhf" and not rw.reward_model_url:
+        raise ConfigError(f"{where}.reward.reward_model_url: the rlhf domain needs a reward-model server URL")
+    if rw.if_rm_bonus and not rw.reward_model_url:
+        raise ConfigError(f"{where}.reward.reward_model_url: if_rm_bonus needs a reward-model server URL")
 
 
 # ---------------------------------------------------------------------------------------- (de)serialise
@@ -307,6 +356,6 @@ def stage_by_name(cfg: Cascade, name: str) -> Stage:
 
 
 __all__ = [
-    "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Stage", "Cascade",
+    "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Reward", "Stage", "Cascade",
     "apply_overrides", "validate", "to_dict", "from_dict", "dumps", "stage_by_name", "dataclasses",
 ]

@@ -12,7 +12,7 @@ from nemo_cascade import ranks, weight_sync
 from nemo_cascade.algorithms import grpo, sft
 from nemo_cascade.data.loader import PromptStream, sft_batches
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
-from nemo_cascade.rewards import REWARDS, score_groups
+from nemo_cascade.rewards import Scorer, apply_code_switch_penalty, resolve_code_switch_penalty, reward_metrics
 
 
 @dataclass
@@ -41,7 +41,8 @@ def sft_loss(logprobs_B_T, mb):
 
 def run_grpo(ctx: StageContext, stage: C.Stage, prompts: list) -> None:
     stream = PromptStream(prompts, seed=stage.data.seed)
-    reward_fn, temperature = REWARDS[stage.domain], stage.rollout.temperature
+    scorer, temperature = Scorer(stage.domain, stage.reward), stage.rollout.temperature
+    penalty = resolve_code_switch_penalty(stage.domain, stage.reward.code_switch_penalty)
     weight_sync.push(ctx.actor, ctx.engine)  # the engine serves this stage's starting weights
     if stage.grpo.kl_coef > 0:
         ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3)
@@ -51,7 +52,8 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: list) -> None:
         with timer("generate"):
             mine = ctx.engine.generate(ranks.my_share(prompts_P), stage.grpo.group_size, stage.rollout, step=step)
         with timer("score"):
-            groups_P = ranks.gather_shares(score_groups(mine, reward_fn))
+            groups_P = ranks.gather_shares(scorer.score(mine))
+            code_switched = apply_code_switch_penalty(groups_P, penalty)  # over the whole batch (§4.3.2)
         batch = grpo.make_batch(groups_P, stage.grpo, ctx.pad_id)           # advantages, masks, filters
         tensors = {"tokens": batch.tokens_B_T, "loss_mask": batch.loss_mask_B_T,
                    "advantages": batch.advantages_B, "rollout_logprobs": batch.rollout_logprobs_B_T}
@@ -65,7 +67,9 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: list) -> None:
                 result = ctx.actor.train_step(tensors, partial(grpo_loss, stage.grpo), temperature)
             with timer("sync"):
                 sync = weight_sync.push(ctx.actor, ctx.engine)
-        ctx.log.log(step, _grpo_metrics(batch, result, sync, timer, groups_P), progress={
+        metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P), **reward_metrics(groups_P),
+                   "code_switched": code_switched / max(sum(g.group_size for g in groups_P), 1)}
+        ctx.log.log(step, metrics, progress={
             "reward": batch.metrics["reward_mean"], "len": batch.metrics["response_len_mean"]})
     ctx.log.close()
 

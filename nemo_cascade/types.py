@@ -42,7 +42,9 @@ class PromptGroup:
     response_text_G: list[str] = field(default_factory=list)
     """Detokenised responses, for the verifiers."""
     rewards_G: list[float] = field(default_factory=list)
-    """Scalar reward per sample; filled by ``rewards.score_groups``. Empty until scored."""
+    """Scalar reward per sample; filled by ``rewards.Scorer.score``. Empty until scored."""
+    reward_details_G: list[dict] = field(default_factory=list)
+    """The verdicts behind each reward (e.g. per-instruction passes), for the batch's reward metrics."""
 
     @property
     def group_size(self) -> int:

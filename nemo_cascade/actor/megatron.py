@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -25,6 +26,11 @@ from nemo_cascade.actor import cpu
 from nemo_cascade.convert import arch as A
 from nemo_cascade.convert import table as T
 from nemo_cascade.convert.hf_io import SafetensorsReader
+
+# megatron-core 0.16's distributed optimizer calls collectives that torch 2.13 marks deprecated; the warning
+# repeats on every step and is megatron's to fix, not the user's.
+warnings.filterwarnings("ignore", category=FutureWarning,
+                        message=r"`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is deprecated")
 
 log = logging.getLogger(__name__)
 

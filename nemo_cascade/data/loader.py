@@ -18,7 +18,7 @@ import json
 import logging
 import random
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from ..config import Data
 from ..types import Prompt
@@ -128,9 +128,11 @@ def _encode(tokenizer, text: str) -> list[int]:
 # ------------------------------------------------------------------------------------------ public
 
 def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_tokens: int,
-                 style: str = "cascade1") -> PromptList:
+                 style: str = "cascade1", validate_label: Optional[Callable[[Any], None]] = None) -> PromptList:
     """Templated, tokenised prompts of ``data_cfg`` (generation prompt included). Prompts longer than
-    ``max_prompt_tokens`` are dropped; their count is ``result.dropped_too_long`` (and logged)."""
+    ``max_prompt_tokens`` are dropped; their count is ``result.dropped_too_long`` (and logged).
+    ``validate_label`` (the domain's, ``rewards.VALIDATORS``) rejects a malformed label here, naming its file
+    and line, rather than mid-training (DESIGN.md "Rewards")."""
     out = PromptList()
     if data_cfg.source.startswith(SYNTHETIC_PREFIX):
         items = [(r["uid"], [{"role": "user", "content": r["question"]}], r["answer"])
@@ -140,7 +142,13 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         items = []
         for lineno, row in _read_jsonl(path, data_cfg.size):
             where = f"{path}:{lineno}"
-            items.append((_uid(row, where, where), _messages(row, where, False), _label(row, where)))
+            label = _label(row, where)
+            if validate_label is not None:
+                try:
+                    validate_label(label)
+                except ValueError as e:
+                    raise DataError(f"{where}: {e}") from None
+            items.append((_uid(row, where, where), _messages(row, where, False), label))
     for uid, messages, label in items:
         ids = _encode(tokenizer, render(messages, mode, style))
         if len(ids) > max_prompt_tokens:

@@ -1,33 +1,39 @@
-"""Reward registry: ``REWARDS[domain](response, label) -> float``, and scoring of rollout groups.
+"""Reward registry: ``REWARDS[domain](response, label) -> float``, label validators, and stage scoring.
 
-One module per domain holds its verifier (DESIGN.md "Rewards"); this package only maps domain names to them
-and fills ``PromptGroup.rewards_G``. A verifier never raises on model output and returns in bounded time for
-any string up to 1 MB.
+One module per domain holds its verifier (DESIGN.md "Rewards"): ``math`` (§4.5), ``ifeval`` (IFEval and IFBench,
+§4.4), ``code`` (sandboxed, §4.6), ``swe`` (§4.7), ``rlhf`` (a served reward model, §4.3). A verifier never
+raises on model output and returns in bounded time for any string up to 1 MB. Training and evaluation both
+score through here: a stage builds a :class:`~.scoring.Scorer` from its ``config.Reward`` (batched, parallel,
+with servers where the domain needs one); ``REWARDS`` holds the self-contained verifiers with default settings
+for one-off use. ``rlhf`` has no entry there: it needs a reward-model server (``Reward.reward_model_url``).
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..types import PromptGroup
-from .math import math_reward
+from . import code, ifeval, math, rlhf, swe
+from .scoring import Scorer, apply_code_switch_penalty, resolve_code_switch_penalty, reward_metrics
 
 RewardFn = Callable[[str, Any], float]
 
 REWARDS: dict[str, RewardFn] = {
-    "math": math_reward,
+    "math": math.math_reward,
+    "ifeval": ifeval.ifeval_reward,
+    "code": code.code_reward,
+    "swe": swe.swe_reward,
 }
-"""Domain → verifier. ifeval / code / swe / rlhf join as their modules land."""
+"""Domain → verifier with default settings (strict IFEval/IFBench verdicts, boxed math, sandboxed code,
+SWE with the lexical grade)."""
+
+VALIDATORS: dict[str, Callable[[Any], None]] = {
+    "math": math.validate_label,
+    "ifeval": ifeval.validate_label,
+    "code": code.validate_label,
+    "swe": swe.validate_label,
+    "rlhf": rlhf.validate_label,
+}
+"""Domain → label check for data loading: a one-line ValueError for a malformed label (DESIGN.md "Rewards")."""
 
 
-def score_groups(groups: list[PromptGroup], reward_fn: RewardFn) -> list[PromptGroup]:
-    """Fill ``rewards_G`` of every group from its ``response_text_G`` and the prompt's label (in place;
-    the groups are also returned). A group without one text per sample is a caller bug: ValueError."""
-    for i, group in enumerate(groups):
-        if len(group.response_text_G) != group.group_size:
-            raise ValueError(f"groups[{i}]: {len(group.response_text_G)} response texts for "
-                             f"{group.group_size} samples; detokenise before scoring")
-        group.rewards_G = [float(reward_fn(text, group.label)) for text in group.response_text_G]
-    return groups
-
-
-__all__ = ["REWARDS", "RewardFn", "score_groups"]
+__all__ = ["REWARDS", "VALIDATORS", "RewardFn", "Scorer", "apply_code_switch_penalty", "reward_metrics",
+           "resolve_code_switch_penalty"]

@@ -88,6 +88,26 @@ _ENV_RESTORED_AFTER_START = ("LOCAL_WORLD_SIZE", "LD_PRELOAD")
 _logged_cpu_sleep = False
 
 
+class _RoutineReloadLogs(logging.Filter):
+    """Drops the lines vLLM logs on every in-place weight reload — after every training step here: its timing,
+    the prefix-cache reset, and "RotaryEmbedding: Failed to load weights" (the rotary cache is computed, not
+    loaded; the reload's completeness is checked against the checkpoint's names in ``load_weights``)."""
+
+    ROUTINE = ("Reloading and processing weights took", "Successfully reset prefix cache",
+               "RotaryEmbedding: Failed to load weights")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(text in message for text in self.ROUTINE)
+
+
+def _quiet_routine_reload_logs() -> None:
+    """Attach the filter to vLLM's handlers (its loggers do not propagate; a handler filter sees them all)."""
+    for handler in logging.getLogger("vllm").handlers:
+        if not any(isinstance(f, _RoutineReloadLogs) for f in handler.filters):
+            handler.addFilter(_RoutineReloadLogs())
+
+
 def _read_hf_config(model_path: str) -> dict:
     """config.json of an HF folder, with a one-line error naming the path when it is missing."""
     folder = Path(model_path)
@@ -243,6 +263,7 @@ class RolloutEngine:
                 else:
                     os.environ[k] = v
         self._warm_up()
+        _quiet_routine_reload_logs()
         self.start_seconds = time.perf_counter() - t0
         if dist.is_initialized():
             self._rank = dist.get_rank()

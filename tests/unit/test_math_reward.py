@@ -1,7 +1,7 @@
 """Math verifier: boxed extraction, normalisation, think handling, robustness to hostile output."""
 import pytest
 
-from nemo_cascade.rewards import REWARDS, score_groups
+from nemo_cascade.rewards import REWARDS, Scorer
 from nemo_cascade.rewards.math import extract_boxed, is_equivalent, math_reward
 from nemo_cascade.types import Prompt, PromptGroup
 
@@ -86,8 +86,9 @@ def test_score_groups():
                         rollout_logprobs_G_T=[[-0.1], [-0.2], [-0.3]],
                         finish_reason_G=["stop", "stop", "length"],
                         response_text_G=["\\boxed{5}", "\\boxed{6}", "<think>\\boxed{5}"])
-    assert score_groups([group], REWARDS["math"]) == [group]
+    assert Scorer("math").score([group]) == [group]
     assert group.rewards_G == [1.0, 0.0, 0.0]
+    assert [d["answer_found"] for d in group.reward_details_G] == [True, True, False]
     group.response_text_G = group.response_text_G[:2]
     with pytest.raises(ValueError, match="detokenise"):
-        score_groups([group], REWARDS["math"])
+        Scorer("math").score([group])

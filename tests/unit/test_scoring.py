@@ -1,0 +1,128 @@
+"""Stage scoring: a Scorer per domain from config.Reward, the batch-level code-switch penalty, reward metrics,
+label validation at load time, and the reward settings' config checks."""
+import json
+
+import pytest
+
+from nemo_cascade import config as C
+from nemo_cascade.data.loader import DataError, load_prompts
+from nemo_cascade.rewards import (VALIDATORS, Scorer, apply_code_switch_penalty, resolve_code_switch_penalty,
+                                  reward_metrics)
+from nemo_cascade.types import Prompt, PromptGroup
+
+
+def group(label, texts, domain="math"):
+    n = len(texts)
+    return PromptGroup(prompt=Prompt(prompt_tokens=[1], domain=domain, label=label),
+                       response_tokens_G_T=[[2]] * n, rollout_logprobs_G_T=[[-0.1]] * n,
+                       finish_reason_G=["stop"] * n, response_text_G=list(texts))
+
+
+@pytest.mark.parametrize("domain, setting, expected", [
+    ("math", "auto", -1.0), ("code", "auto", 0.0), ("rlhf", "auto", "batch_min_minus_10"),
+    ("ifeval", "auto", None), ("swe", "auto", None), ("math", "none", None), ("code", "-0.5", -0.5),
+    ("math", "batch_min_minus_10", "batch_min_minus_10"),
+])
+def test_resolve_code_switch_penalty(domain, setting, expected):
+    assert resolve_code_switch_penalty(domain, setting) == expected
+
+
+def test_math_scorer_fills_rewards_and_details_across_groups():
+    groups = [group("5", ["\\boxed{5}", "no answer"]), group("\\frac12", ["\\boxed{0.5}", "\\boxed{2}"])]
+    Scorer("math").score(groups)
+    assert [g.rewards_G for g in groups] == [[1.0, 0.0], [1.0, 0.0]]
+    assert reward_metrics(groups) == {"answer_found": 0.75}
+
+
+def test_math_scorer_uses_the_configured_answer_pattern():
+    groups = [group("42", ["so #### 42", "\\boxed{42}"])]
+    Scorer("math", C.Reward(answer_pattern="gsm8k")).score(groups)
+    assert groups[0].rewards_G == [1.0, 0.0]
+
+
+def test_ifeval_scorer_reports_per_instruction_pass_rates():
+    label = {"prompt": "Answer in lowercase, no commas.",
+             "instruction_id_list": ["change_case:english_lowercase", "punctuation:no_comma"], "kwargs": [{}, {}]}
+    groups = [group(label, ["all lowercase and no commas here", "Upper Case, With Commas", "lower, but comma"],
+                    domain="ifeval")]
+    Scorer("ifeval").score(groups)
+    assert groups[0].rewards_G == [1.0, 0.0, 0.0]
+    assert reward_metrics(groups) == {"if_pass/change_case:english_lowercase": 2 / 3,
+                                      "if_pass/punctuation:no_comma": 1 / 3}
+
+
+def test_code_scorer_runs_the_sandbox():
+    label = {"tests": [{"input": "2 3\n", "output": "5\n"}]}
+    ok = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    groups = [group(label, [ok, "```python\nprint(6)\n```"], domain="code")]
+    Scorer("code", C.Reward(workers=2)).score(groups)
+    assert groups[0].rewards_G == [1.0, 0.0]
+
+
+def test_code_switch_penalty_spans_the_whole_gathered_batch():
+    a = group("5", ["\\boxed{5}", "首先计算 \\boxed{5}"])
+    b = group("7", ["\\boxed{3}", "\\boxed{7}"])
+    a.rewards_G, b.rewards_G = [2.0, 1.5], [-3.0, 0.5]          # e.g. raw reward-model scores
+    assert apply_code_switch_penalty([a, b], "batch_min_minus_10") == 1
+    assert a.rewards_G == [2.0, -13.0] and b.rewards_G == [-3.0, 0.5]   # min over both groups: −3 − 10
+    c = group("5", ["\\boxed{5}", "首先计算 \\boxed{5}"])
+    Scorer("math").score([c])
+    assert apply_code_switch_penalty([c], -1.0) == 1
+    assert c.rewards_G == [1.0, -1.0]                           # math §4.5: replaced, not decremented
+    assert apply_code_switch_penalty([group("5", ["首先计算"])], None) == 1  # counted, rewards untouched
+
+
+def test_malformed_label_fails_at_load_time_naming_the_line(tmp_path):
+    path = tmp_path / "code.jsonl"
+    rows = [{"prompt": "add", "label": {"tests": [{"input": "1", "output": "1"}]}},
+            {"prompt": "bad", "label": {"tests": [], "time_limit": 5}}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+    class Tok:  # the loader only needs encode()
+        def encode(self, text, add_special_tokens=False):
+            return list(range(len(text.split())))
+
+    with pytest.raises(DataError, match=r"code.jsonl:2: code label: 'tests' must be a non-empty list"):
+        load_prompts(C.Data(source=str(path)), Tok(), "no_think", "code", 512, validate_label=VALIDATORS["code"])
+
+
+def _cfg(**reward):
+    stage = C.Stage(name="s", domain=reward.pop("domain", "math"), data=C.Data(source="synthetic:arithmetic"),
+                    reward=C.Reward(**reward))
+    return C.Cascade(model=C.Model(build="tiny-qwen3"), stages=(stage,))
+
+
+@pytest.mark.parametrize("reward, message", [
+    ({"code_switch_penalty": "minus one"}, "stages.s.reward.code_switch_penalty"),
+    ({"verify_timeout_s": 0}, "stages.s.reward.verify_timeout_s"),
+    ({"workers": -1}, "stages.s.reward.workers"),
+    ({"domain": "rlhf"}, "stages.s.reward.reward_model_url"),
+    ({"domain": "ifeval", "if_rm_bonus": True}, "stages.s.reward.reward_model_url"),
+    ({"domain": "chess"}, "stages.s.domain"),
+])
+def test_reward_settings_are_validated(reward, message):
+    with pytest.raises(C.ConfigError, match=message):
+        C.validate(_cfg(**reward))
+
+
+def test_reward_override_from_the_command_line():
+    cfg = C.apply_overrides(_cfg(), ["stages.s.reward.code_switch_penalty=-2", "stages.s.reward.sandbox=unsafe"])
+    assert cfg.stages[0].reward.code_switch_penalty == "-2" and cfg.stages[0].reward.sandbox == "unsafe"
+    with pytest.raises(C.ConfigError, match="stages.s.reward.sandbox"):
+        C.apply_overrides(_cfg(), ["stages.s.reward.sandbox=docker"])
+
+
+def test_swe_scorer_reports_which_branch_of_eq2_each_sample_took():
+    files = {"pkg/mod.py": "def f(x):\n    return x + 1\n"}
+    golden = ("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1,2 @@\n def f(x):\n-    return x + 1\n"
+              "+    return x + 2\n")
+    label = {"golden_patch": golden, "files": files, "problem_statement": "f should add 2"}
+    VALIDATORS["swe"](label)
+    same = "```diff\n" + golden + "```"
+    other = ("### pkg/mod.py\n<<<<<<< SEARCH\n    return x + 1\n=======\n    return x + 3\n>>>>>>> REPLACE\n")
+    groups = [group(label, [same, "", other, "no edits at all, just prose"], domain="swe")]
+    Scorer("swe").score(groups)
+    rewards = groups[0].rewards_G
+    assert rewards[:2] == [1.0, 0.0] and 0.0 < rewards[2] < 1.0 and rewards[3] == -1.0
+    metrics = reward_metrics(groups)
+    assert metrics["swe/matches_golden"] == metrics["swe/unchanged"] == metrics["swe/graded"] == 0.25
