@@ -193,6 +193,31 @@ def test_rlhf_reward_scores_the_answer_only_or_an_unfinished_response_whole(serv
     assert reward(cases[3][0], msgs) == pytest.approx(got[3], abs=1e-5)
 
 
+def test_ifeval_scorer_adds_the_group_normalised_rm_bonus_for_thinking_models(servers, hf):
+    """§4.4.2: R_IF + sigmoid(ẑ_RM) where every instruction passes, else 0; ẑ over the whole group's RM scores
+    of the answers (after ``</think>``), through the stage's Scorer and the served RM."""
+    from nemo_cascade.config import Reward
+    from nemo_cascade.rewards import Scorer
+    from nemo_cascade.types import Prompt, PromptGroup
+
+    rm, _ = servers
+    label = {"prompt": "Reply in lowercase.", "instruction_id_list": ["change_case:english_lowercase"],
+             "kwargs": [{}]}
+    texts = ["<think>ok</think>sure, here it is", "<think>ok</think>all lowercase words", "<think>x</think>NO."]
+    group = PromptGroup(prompt=Prompt(prompt_tokens=[1], domain="ifeval", label=label, mode="think"),
+                        response_tokens_G_T=[[2]] * 3, rollout_logprobs_G_T=[[-0.1]] * 3,
+                        finish_reason_G=["stop"] * 3, response_text_G=texts)
+    Scorer("ifeval", Reward(if_rm_bonus=True, reward_model_url=rm.url)).score([group])
+    answers = [t.split("</think>")[1] for t in texts]
+    s = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], [{"role": "user", "content": label["prompt"]},
+                                                         {"role": "assistant", "content": a}]) for a in answers])
+    mean = sum(s) / 3
+    std = math.sqrt(sum((x - mean) ** 2 for x in s) / 2)
+    expected = [1 + 1 / (1 + math.exp(-(x - mean) / std)) for x in s[:2]] + [0.0]
+    assert group.rewards_G == pytest.approx(expected, abs=1e-3)
+    assert all(1.0 < r < 2.0 for r in group.rewards_G[:2])
+
+
 # ------------------------------------------------------------------------------------------ judge
 
 def test_judge_p_yes_matches_transformers(servers, hf):
