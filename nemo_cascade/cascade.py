@@ -17,7 +17,7 @@ from pathlib import Path
 from nemo_cascade import config as C
 from nemo_cascade import ranks
 from nemo_cascade.data.loader import pad_id
-from nemo_cascade.stage import StageContext, run_grpo, run_sft
+from nemo_cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +112,15 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None) -> Path:
     for k, stage in enumerate(cfg.stages):
         sdir = stage_dir(cfg, k)
         if (only_stage and stage.name != only_stage) or (not only_stage and manifest.done(stage.name)):
-            if manifest.done(stage.name):  # the next stage starts from this one's final weights
+            if manifest.done(stage.name) and hands_on_policy(stage):  # the next stage starts from these weights
                 weights_from = str(sdir / "hf")
             log.info("stage %s: %s", stage.name, "skipped (done)" if manifest.done(stage.name) else "not selected")
             continue
-        if weights_from != actor.hf_path:  # hand-off: stage k starts from stage k−1's final checkpoint
+        if stage.kind == "reward_model":
+            actor.optimizer = actor.scheduler = None  # free the policy's Adam state; the next policy stage
+            _reward_model_stage(cfg, stage, sdir, weights_from, tokenizer, manifest)  # configures a fresh one
+            continue
+        if weights_from != actor.hf_path:  # hand-off: stage k starts from the last policy stage's checkpoint
             actor.load_hf(weights_from)
             actor.hf_path = weights_from
         if ranks.is_main():
@@ -127,11 +131,11 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None) -> Path:
         actor.configure_optimizer(stage.actor, stage.steps)
         metrics = MetricsLog(sdir, stage.name, stage.steps, cfg.wandb, cfg.name)
         if stage.kind == "sft":
-            examples = load_sft_examples(stage.data, tokenizer, stage.mode, stage.sft_max_tokens)
+            examples = load_sft_examples(stage.data, tokenizer, stage.mode, stage.sft_max_tokens, cfg.chat_style)
             run_sft(StageContext(actor, None, pad_id(tokenizer), sdir, metrics), stage, examples)
         else:
             prompts = load_prompts(stage.data, tokenizer, stage.mode, stage.domain, stage.rollout.max_prompt_tokens,
-                                   validate_label=VALIDATORS.get(stage.domain))
+                                   cfg.chat_style, validate_label=VALIDATORS.get(stage.domain))
             engine = engine or _build_engine(cfg, base, cpu)
             run_grpo(StageContext(actor, engine, pad_id(tokenizer), sdir, metrics), stage, prompts)
         export_hf(actor, sdir / "hf", base)
@@ -142,11 +146,46 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None) -> Path:
     return out
 
 
+def hands_on_policy(stage: C.Stage) -> bool:
+    """Whether a finished stage's weights are the next stage's starting policy. Policy stages (SFT, GRPO)
+    hand on; a reward model does not — it scores later stages (§4.2–4.3), and the stage after it continues
+    from the last *policy* stage's checkpoint."""
+    return stage.kind != "reward_model"
+
+
+def _reward_model_stage(cfg: C.Cascade, stage: C.Stage, sdir: Path, weights_from: str, tokenizer,
+                        manifest: Manifest) -> None:
+    """Train a Bradley–Terry RM (§4.2) from the current policy's weights (its LM head dropped, a new scalar
+    head) and export it to ``sdir/hf`` as an HF *ForSequenceClassification folder (servable by vLLM)."""
+    from functools import partial
+
+    from nemo_cascade.actor.reward_model import RewardModelActor
+    from nemo_cascade.convert.arch import reward_model_config
+    from nemo_cascade.convert.export import export_hf
+    from nemo_cascade.data.preference import load_preference_pairs
+    from nemo_cascade.metrics import MetricsLog
+
+    pairs = load_preference_pairs(stage.data, tokenizer, stage.mode, cfg.chat_style)
+    if ranks.is_main():
+        sdir.mkdir(parents=True, exist_ok=True)
+        (sdir / "metrics.jsonl").unlink(missing_ok=True)
+    started = time.time()
+    manifest.update(stage.name, status="running", started=started, parent=weights_from, kind=stage.kind)
+    rm = RewardModelActor(weights_from, cfg.parallel, cfg.model.dtype, seed=cfg.seed)
+    rm.configure_optimizer(stage.actor, stage.steps)
+    metrics = MetricsLog(sdir, stage.name, stage.steps, cfg.wandb, cfg.name)
+    run_reward_model(StageContext(rm, None, pad_id(tokenizer), sdir, metrics), stage, pairs)
+    export_hf(rm, sdir / "hf", weights_from, config_fn=partial(reward_model_config, pad_token_id=pad_id(tokenizer)))
+    manifest.update(stage.name, status="done", seconds=round(time.time() - started, 1), hf=str(sdir / "hf"))
+
+
 def _build_engine(cfg: C.Cascade, base: str, cpu_compat):
     from nemo_cascade.rollout.vllm import RolloutEngine
 
     grpo_stages = [s for s in cfg.stages if s.kind == "grpo"]
-    max_len = max(s.rollout.max_prompt_tokens + s.rollout.max_response_tokens for s in grpo_stages)
+    # Sized once for the longest request of any stage — with a length curriculum, its longest phase (§4.5.2).
+    max_len = max(s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in C.length_phases(s))
+                  for s in grpo_stages)
     return RolloutEngine(base, grpo_stages[0].rollout, cfg.model.dtype, seed=cfg.seed,
                          distributed=ranks.world()[1] > 1, max_model_len=max_len,
                          around_generate=cpu_compat.suspended)

@@ -63,7 +63,7 @@ class Rollout:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
-    """-1 disables top-k."""
+    """Sample from the k most likely tokens only; -1 disables top-k. Paper: 20 for IF-RL (T16)."""
     max_prompt_tokens: int = 512
     max_response_tokens: int = 256
     stop: tuple[str, ...] = ()
@@ -98,6 +98,17 @@ class GRPO:
     """Drop groups whose rewards are all equal: they carry zero advantage (dynamic filtering, §4.4.2)."""
     overlong: Literal["none", "filter", "zero"] = "none"
     """Truncated samples: filter = leave the loss; zero = reward 0; none = scored as they are (§4.5.2)."""
+    refill_max_rounds: int = 0
+    """Dynamic sampling (DAPO-style, §4.4.2): after zero-variance groups are dropped, generate for as many more
+    prompts as informative groups are missing, up to this many extra rounds, so the update sees
+    ``prompts_per_step`` informative groups. 0 = drop only (the batch shrinks). Needs drop_zero_variance_groups."""
+    epoch_filter: bool = False
+    """Epoch-level prompt filtering (Math RL, §4.5.2): a prompt whose latest group was 0% or 100% correct
+    (correct = reward > 0) leaves the following epochs, each epoch re-admitted with the probabilities below."""
+    readmit_unsolved: float = 0.10
+    """Per-epoch probability that a filtered-out 0%-correct prompt is re-admitted (§4.5.2: 0.10)."""
+    readmit_solved: float = 0.01
+    """Per-epoch probability that a filtered-out 100%-correct prompt is re-admitted (§4.5.2: 0.01)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,9 @@ class Data:
     """Synthetic sets: number of rows to generate. File sets: 0 = all rows."""
     split: Literal["train", "test"] = "train"
     seed: int = 0
+    max_bad_rows: int = 0
+    """Rows that fit no schema of the stage's domain (or whose label fails its check) are skipped and counted up
+    to this many; one more stops loading with the first bad row's file, line and field. 0 = strict."""
 
 
 @dataclass(frozen=True)
@@ -133,23 +147,42 @@ class Reward:
 
 
 @dataclass(frozen=True)
+class LengthPhase:
+    """One phase of a response-length curriculum (Math RL, §4.5.2, T17–T18: 24K filter → 32K zero → 40K zero).
+    On the command line: ``stages.NAME.length_curriculum=STEPS:TOKENS:OVERLONG,...``."""
+    steps: int
+    max_response_tokens: int
+    overlong: Literal["none", "filter", "zero"] = "none"
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str = ""
-    kind: Literal["sft", "grpo"] = "grpo"
+    kind: Literal["sft", "grpo", "reward_model"] = "grpo"
+    """``reward_model``: a Bradley–Terry RM on preference pairs (§4.2), trained from the last policy's weights
+    and exported as an HF *ForSequenceClassification folder; it is not handed on as the next stage's policy."""
     domain: str = "math"
     """Reward domain (GRPO) — a key of nemo_cascade.rewards.REWARDS."""
     data: Data = field(default_factory=Data)
     steps: int = 10
-    mode: Literal["think", "no_think"] = "no_think"
-    """Thinking mode of the chat template (` /think` or ` /no_think` per user turn, §3.1.2)."""
+    mode: Literal["think", "no_think", "half"] = "no_think"
+    """Thinking mode of the chat template (` /think` or ` /no_think` per user turn, §3.1.2). ``half`` (GRPO
+    only): half of every batch's prompts in each mode — the unified model's RLHF (§4.3.2, Fig. 9)."""
     actor: Actor = field(default_factory=Actor)
     rollout: Rollout = field(default_factory=Rollout)
     grpo: GRPO = field(default_factory=GRPO)
     reward: Reward = field(default_factory=Reward)
+    length_curriculum: tuple[LengthPhase, ...] = ()
+    """GRPO: consecutive phases whose steps sum to ``steps``; each phase's max_response_tokens and overlong
+    replace rollout.max_response_tokens and grpo.overlong for its steps (§4.5.2). Empty = one phase."""
     sft_batch_size: int = 32
     """SFT: sequences per optimizer step."""
     sft_max_tokens: int = 512
     """SFT: prompt + response tokens per sequence (longer rows are truncated)."""
+    rm_batch_size: int = 32
+    """reward_model: preference pairs per optimizer step (paper §4.2: 256; LR 2e-6 via actor.lr, 1 epoch)."""
+    rm_max_tokens: int = 512
+    """reward_model: tokens per conversation (prompt + response); longer ones keep their last tokens."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +193,10 @@ class Cascade:
     stages: tuple[Stage, ...] = ()
     run_root: str = "runs"
     seed: int = 1234
+    chat_style: Literal["cascade1", "cascade2"] = "cascade1"
+    """Chat template of every stage (nemo_cascade.data.chat): cascade1 = ChatML with ` /think` or ` /no_think`
+    on each user turn and no empty think block (§3.1.2); cascade2 = no flags, empty ``<think></think>`` for
+    non-thinking ([P2] §3.1.2). One per cascade: SFT teaches the template the RL stages then prompt with."""
     wandb: bool = False
     """Also log to Weights & Biases (set WANDB_MODE=offline without network). metrics.jsonl is always written."""
 
@@ -183,6 +220,8 @@ def _coerce(value: str, tp: Any, where: str) -> Any:
         if value.lower() in ("none", "null"):
             return None
         return _coerce(value, args[0], where)
+    if origin is tuple and typing.get_args(tp)[0] is LengthPhase:
+        return tuple(_length_phase(item, where) for item in value.split(",") if item)
     if origin is tuple:
         return tuple(s for s in value.split(",") if s) if value else ()
     try:
@@ -201,6 +240,15 @@ def _coerce(value: str, tp: Any, where: str) -> Any:
     except ValueError:
         pass
     raise ConfigError(f"{where}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
+
+
+def _length_phase(item: str, where: str) -> LengthPhase:
+    """``STEPS:TOKENS:OVERLONG`` (OVERLONG optional, default none) → LengthPhase."""
+    parts = item.split(":")
+    if len(parts) not in (2, 3):
+        raise ConfigError(f"{where}: expected STEPS:TOKENS:OVERLONG,..., got {item!r}")
+    overlong = _coerce(parts[2] if len(parts) == 3 else "none", Literal["none", "filter", "zero"], where)
+    return LengthPhase(_coerce(parts[0], int, where), _coerce(parts[1], int, where), overlong)
 
 
 def _stage_index(cfg: Cascade, key: str, where: str) -> int:
@@ -224,6 +272,8 @@ def _set(obj: Any, path: list[str], value: str, where: str, root: Cascade) -> An
     name = path[0]
     if name not in types:
         raise ConfigError(f"{where}: unknown key {name!r}; expected one of {sorted(types)}")
+    if len(path) > 1 and isinstance(getattr(obj, name), tuple) and name != "stages":
+        raise ConfigError(f"{where}: set {name!r} as a whole ({'.'.join(where.split('.')[:-len(path) + 1])}=...)")
     if len(path) == 1:
         if is_dataclass(getattr(obj, name)) or isinstance(getattr(obj, name), tuple) and name == "stages":
             raise ConfigError(f"{where}: {name!r} is a section; set one of its fields ({where}.FIELD=VALUE)")
@@ -270,6 +320,11 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
             raise ConfigError(f"{where}.steps: expected >= 1, got {s.steps}")
         if not s.data.source:
             raise ConfigError(f"{where}.data.source: expected a file path or synthetic:NAME")
+        if s.data.max_bad_rows < 0:
+            raise ConfigError(f"{where}.data.max_bad_rows: expected >= 0, got {s.data.max_bad_rows}")
+        if s.mode == "half" and s.kind != "grpo":
+            raise ConfigError(f"{where}.mode: 'half' splits GRPO batches (§4.3.2); a {s.kind} stage needs think "
+                              f"or no_think")
         if s.kind == "grpo":
             g = s.grpo
             if g.group_size < 2:
@@ -284,9 +339,65 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
             if r.max_response_tokens < 1:
                 raise ConfigError(f"{where}.rollout.max_response_tokens: expected >= 1")
             _validate_reward(s, where)
+            _validate_sampling_filters(s, where)
+        if s.kind == "reward_model":
+            _validate_reward_model(s, p, where)
         if s.actor.lr < 0:
             raise ConfigError(f"{where}.actor.lr: expected >= 0, got {s.actor.lr}")
     return cfg
+
+
+def _validate_reward_model(s: Stage, p: Parallel, where: str) -> None:
+    for name in ("rm_batch_size", "rm_max_tokens"):
+        if getattr(s, name) < 1:
+            raise ConfigError(f"{where}.{name}: expected >= 1, got {getattr(s, name)}")
+    if p.micro_batch_size % 2:
+        # A pair's chosen and rejected rows must meet in one microbatch for the BT loss.
+        raise ConfigError(f"parallel.micro_batch_size: a reward_model stage needs an even number of sequences "
+                          f"per microbatch (chosen + rejected), got {p.micro_batch_size}")
+
+
+def _validate_sampling_filters(s: Stage, where: str) -> None:
+    g, r = s.grpo, s.rollout
+    if r.top_k == 0 or r.top_k < -1:
+        raise ConfigError(f"{where}.rollout.top_k: expected -1 (off) or >= 1, got {r.top_k}")
+    if g.refill_max_rounds < 0:
+        raise ConfigError(f"{where}.grpo.refill_max_rounds: expected >= 0, got {g.refill_max_rounds}")
+    if g.refill_max_rounds and not g.drop_zero_variance_groups:
+        raise ConfigError(f"{where}.grpo.refill_max_rounds: refilling replaces dropped groups; it needs "
+                          f"grpo.drop_zero_variance_groups=true")
+    for name in ("readmit_unsolved", "readmit_solved"):
+        if not 0 <= getattr(g, name) <= 1:
+            raise ConfigError(f"{where}.grpo.{name}: expected a probability in [0, 1], got {getattr(g, name)}")
+    if g.epoch_filter and s.domain == "rlhf":
+        raise ConfigError(f"{where}.grpo.epoch_filter: needs a pass/fail reward (correct = reward > 0); "
+                          f"rlhf rewards are reward-model scores")
+    for k, phase in enumerate(s.length_curriculum):
+        if phase.steps < 1 or phase.max_response_tokens < 1:
+            raise ConfigError(f"{where}.length_curriculum.{k}: steps and max_response_tokens must be >= 1, "
+                              f"got {phase.steps}:{phase.max_response_tokens}")
+        if phase.overlong not in ("none", "filter", "zero"):
+            raise ConfigError(f"{where}.length_curriculum.{k}.overlong: expected none, filter or zero, "
+                              f"got {phase.overlong!r}")
+    if s.length_curriculum and sum(p.steps for p in s.length_curriculum) != s.steps:
+        raise ConfigError(f"{where}.length_curriculum: phase steps sum to "
+                          f"{sum(p.steps for p in s.length_curriculum)}, expected steps={s.steps}")
+
+
+def length_phases(stage: Stage) -> tuple[LengthPhase, ...]:
+    """The stage's response-length phases (§4.5.2); without a curriculum, one phase of rollout/grpo settings."""
+    return stage.length_curriculum or (
+        LengthPhase(stage.steps, stage.rollout.max_response_tokens, stage.grpo.overlong),)
+
+
+def phase_at(stage: Stage, step: int) -> tuple[int, LengthPhase]:
+    """``(index, phase)`` in force at ``step`` (phases run back to back in declaration order)."""
+    end = 0
+    for k, phase in enumerate(length_phases(stage)):
+        end += phase.steps
+        if step < end:
+            return k, phase
+    raise ValueError(f"step {step} is past the stage's {end} steps")
 
 
 REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf")
@@ -337,6 +448,9 @@ def from_dict(cls, data: dict, where: str = "") -> Any:
             kwargs[name] = from_dict(tp, value, f"{where}.{name}".strip("."))
         elif name == "stages":
             kwargs[name] = tuple(from_dict(Stage, v, f"stages.{i}") for i, v in enumerate(value))
+        elif typing.get_origin(tp) is tuple and is_dataclass(typing.get_args(tp)[0]):
+            item = typing.get_args(tp)[0]
+            kwargs[name] = tuple(from_dict(item, v, f"{where}.{name}.{i}".strip(".")) for i, v in enumerate(value))
         elif typing.get_origin(tp) is tuple:
             kwargs[name] = tuple(value)
         else:
@@ -356,6 +470,7 @@ def stage_by_name(cfg: Cascade, name: str) -> Stage:
 
 
 __all__ = [
-    "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Reward", "Stage", "Cascade",
-    "apply_overrides", "validate", "to_dict", "from_dict", "dumps", "stage_by_name", "dataclasses",
+    "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Reward", "LengthPhase", "Stage",
+    "Cascade", "length_phases", "phase_at", "apply_overrides", "validate", "to_dict", "from_dict", "dumps",
+    "stage_by_name", "dataclasses",
 ]

@@ -1,16 +1,14 @@
-"""ONE stage: the GRPO loop of DESIGN.md (and its SFT sibling), reading like the algorithm."""
+"""ONE stage: the GRPO loop of DESIGN.md (and its SFT and reward-model siblings), reading like the algorithm."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-import torch
-
 from nemo_cascade import config as C
 from nemo_cascade import ranks, weight_sync
-from nemo_cascade.algorithms import grpo, sft
-from nemo_cascade.data.loader import PromptStream, sft_batches
+from nemo_cascade.algorithms import grpo, reward_model, sft
+from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import Scorer, apply_code_switch_penalty, resolve_code_switch_penalty, reward_metrics
 
@@ -24,51 +22,53 @@ class StageContext:
     log: MetricsLog
 
 
-def grpo_loss(cfg: C.GRPO, logprobs_B_T, mb):
-    """GRPO terms, plus the |actor − rollout| log-prob gap on the trained tokens (a sync/precision check)."""
-    num, den, metrics = grpo.policy_loss_terms(logprobs_B_T, logprobs_B_T.detach(), mb["advantages"],
-                                               mb["loss_mask"], cfg, mb.get("ref_logprobs"))
-    mask = mb["loss_mask"] > 0
-    gap = torch.where(mask, (logprobs_B_T.detach() - mb["rollout_logprobs"]).abs(), torch.zeros(()))
-    metrics["logprob_gap"] = torch.stack([gap.sum(), mask.sum().float()])
-    return num, den, metrics
-
-
 def sft_loss(logprobs_B_T, mb):
     num, den = sft.sft_loss_terms(logprobs_B_T, mb["loss_mask"])
     return num, den, {}
 
 
-def run_grpo(ctx: StageContext, stage: C.Stage, prompts: list) -> None:
-    stream = PromptStream(prompts, seed=stage.data.seed)
+def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> None:
+    g = stage.grpo
+    stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
+                          epoch_filter=(g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None)
     scorer, temperature = Scorer(stage.domain, stage.reward), stage.rollout.temperature
     penalty = resolve_code_switch_penalty(stage.domain, stage.reward.code_switch_penalty)
     weight_sync.push(ctx.actor, ctx.engine)  # the engine serves this stage's starting weights
-    if stage.grpo.kl_coef > 0:
+    if g.kl_coef > 0:
         ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3)
     for step in range(stage.steps):
-        timer = PhaseTimer()
-        prompts_P = stream.next_batch(stage.grpo.prompts_per_step)           # deterministic, resumable
-        with timer("generate"):
-            mine = ctx.engine.generate(ranks.my_share(prompts_P), stage.grpo.group_size, stage.rollout, step=step)
-        with timer("score"):
-            groups_P = ranks.gather_shares(scorer.score(mine))
-            code_switched = apply_code_switch_penalty(groups_P, penalty)  # over the whole batch (§4.3.2)
-        batch = grpo.make_batch(groups_P, stage.grpo, ctx.pad_id)           # advantages, masks, filters
+        timer, switched = PhaseTimer(), []
+        phase, length = C.phase_at(stage, step)                              # length curriculum (§4.5.2)
+        cfg = replace(g, overlong=length.overlong)
+        rollout = replace(stage.rollout, max_response_tokens=length.max_response_tokens)
+
+        def sample(prompts_P, round_):  # one generation round; seeds keyed per (step, round)
+            with timer("generate"):
+                mine = ctx.engine.generate(ranks.my_share(prompts_P), g.group_size, rollout,
+                                           step=step + round_ * stage.steps)
+            with timer("score"):
+                groups = ranks.gather_shares(scorer.score(mine))
+                switched.append(apply_code_switch_penalty(groups, penalty))  # over the round's batch (§4.3.2)
+            return groups
+
+        groups_P, refill = grpo.collect_groups(stream.next_batch, sample, cfg)  # + refill (§4.4.2)
+        stream.record(groups_P)                                                 # epoch filter (§4.5.2)
+        batch = grpo.make_batch(groups_P, cfg, ctx.pad_id)                   # advantages, masks, filters
         tensors = {"tokens": batch.tokens_B_T, "loss_mask": batch.loss_mask_B_T,
                    "advantages": batch.advantages_B, "rollout_logprobs": batch.rollout_logprobs_B_T}
         result = sync = None
         if batch.num_sequences:
-            if stage.grpo.kl_coef > 0:
+            if g.kl_coef > 0:
                 with timer("logprobs"), ctx.actor.reference_weights():
                     tensors["ref_logprobs"] = ctx.actor.logprobs(batch.tokens_B_T, temperature)
             with timer("train"):
                 ctx.engine.sleep()
-                result = ctx.actor.train_step(tensors, partial(grpo_loss, stage.grpo), temperature)
+                result = ctx.actor.train_step(tensors, partial(grpo.actor_loss, cfg), temperature)
             with timer("sync"):
                 sync = weight_sync.push(ctx.actor, ctx.engine)
-        metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P), **reward_metrics(groups_P),
-                   "code_switched": code_switched / max(sum(g.group_size for g in groups_P), 1)}
+        metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P), **reward_metrics(groups_P), **refill,
+                   **stream.metrics(), "phase": phase, "max_response_tokens": length.max_response_tokens,
+                   "code_switched": sum(switched) / max(sum(x.group_size for x in groups_P), 1)}
         ctx.log.log(step, metrics, progress={
             "reward": batch.metrics["reward_mean"], "len": batch.metrics["response_len_mean"]})
     ctx.log.close()
@@ -93,4 +93,23 @@ def run_sft(ctx: StageContext, stage: C.Stage, examples: list) -> None:
         ctx.log.log(step, {"loss": result.loss, "grad_norm": result.grad_norm, "lr": result.lr,
                            "train_tokens": result.tokens, "truncated": batch.num_truncated, **timer.as_metrics()},
                     progress={"loss": result.loss})
+    ctx.log.close()
+
+
+def rm_loss(scores_B_T, mb):
+    return reward_model.bt_loss_terms(scores_B_T, mb["last"], mb["pair_valid"])
+
+
+def run_reward_model(ctx: StageContext, stage: C.Stage, pairs: list) -> None:
+    """Bradley–Terry RM training (§4.2); ``ctx.actor`` is an ``actor.reward_model.RewardModelActor``."""
+    batches = sft_batches(pairs, stage.rm_batch_size, stage.data.seed)  # shuffled epochs of pairs
+    for step in range(stage.steps):
+        timer = PhaseTimer()
+        batch = reward_model.make_pair_batch(next(batches), stage.rm_max_tokens, ctx.pad_id)
+        with timer("train"):
+            result = ctx.actor.train_step(batch.tensors(), rm_loss)
+        acc, margin = result.metrics["accuracy"], result.metrics["margin"]
+        ctx.log.log(step, {"loss": result.loss, "accuracy": acc, "margin_mean": margin, "grad_norm": result.grad_norm,
+                           "lr": result.lr, "pairs": result.tokens, "truncated": batch.num_truncated,
+                           **timer.as_metrics()}, progress={"loss": result.loss, "acc": acc})
     ctx.log.close()

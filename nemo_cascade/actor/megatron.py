@@ -75,7 +75,7 @@ class MegatronActor:
 
         cpu.enable()
         init_distributed()
-        self.spec = A.read_hf_config(hf_path)
+        self.spec = self._read_spec(hf_path)
         A.check_parallel(self.spec, parallel.tp, parallel.pp)
         world = dist.get_world_size()
         if world % (parallel.tp * parallel.pp):
@@ -90,7 +90,7 @@ class MegatronActor:
         self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
         self.bf16 = dtype == "bfloat16"
         self.te = False  # the TE layer spec is the GPU path (issue 6); CPU always uses the local spec
-        self.rules = T.rules_for(self.spec.arch, self.spec.tied_embeddings, te=self.te)
+        self.rules = self._conversion_rules()
         self.entries = list(T.expand(self.rules, self.spec.num_layers))
         self.model = self._build()
         self.load_hf(hf_path)
@@ -111,6 +111,15 @@ class MegatronActor:
     @property
     def dp_size(self) -> int:
         return self.ps.get_data_parallel_world_size()
+
+    def _read_spec(self, hf_path: str) -> A.HFModelSpec:
+        spec = A.read_hf_config(hf_path)
+        if A.is_reward_model(spec):  # a policy needs an LM head; a cascade never hands an RM on as policy
+            raise A.ModelFilesError(f"{hf_path}: {spec.hf_architecture} is a reward model, not a causal LM policy")
+        return spec
+
+    def _conversion_rules(self) -> tuple[T.Rule, ...]:
+        return T.rules_for(self.spec.arch, self.spec.tied_embeddings, te=self.te)
 
     def _layer_spec(self):
         from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
@@ -167,11 +176,17 @@ class MegatronActor:
             yield emb, params["output_layer.weight"]
 
     @torch.no_grad()
-    def load_hf(self, hf_path: str) -> None:
-        """Copy an HF checkpoint into this rank's shards (each rank reads only what it holds)."""
+    def load_hf(self, hf_path: str, optional: frozenset[str] = frozenset()) -> None:
+        """Copy an HF checkpoint into this rank's shards (each rank reads only what it holds).
+
+        Parameters whose HF tensors are all in ``optional`` and absent from the folder keep their values
+        (a reward model's new head when it starts from a causal-LM checkpoint)."""
         reader = SafetensorsReader(hf_path)
         loaded = set()
         for entry, param in self._owned():
+            if set(entry.hf) <= optional and not any(n in reader for n in entry.hf):
+                loaded.add(id(param))
+                continue
             parts = [reader.get(n) for n in entry.hf]
             full = T.to_megatron(entry, parts, self.spec.geometry)
             local = T.shard(full, entry.rule.tp, self.tp_rank, self.parallel.tp)
@@ -279,11 +294,14 @@ class MegatronActor:
         return output, partial(self._loss, loss_fn, temperature, mb)
 
     def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, logits: torch.Tensor):
-        logprobs = token_logprobs(logits, mb["tokens"], temperature)
-        num, den, sums = loss_fn(logprobs, mb)
+        num, den, sums = loss_fn(self._loss_input(logits, mb, temperature), mb)
         report = {"num": num.detach().double().reshape(1).cpu(), "den": torch.as_tensor(den).double().reshape(1).cpu()}
         report.update({k: torch.as_tensor(v).detach().double().reshape(-1).cpu() for k, v in sums.items()})
         return num, torch.as_tensor(den).to(device=self.device, dtype=torch.int), report
+
+    def _loss_input(self, logits: torch.Tensor, mb: Batch, temperature: float) -> torch.Tensor:
+        """What the loss function receives: the policy's per-token log-probs (see token_logprobs)."""
+        return token_logprobs(logits, mb["tokens"], temperature)
 
     def _run(self, batch: Batch, loss_fn: LossFn, temperature: float, forward_only: bool):
         from megatron.core.pipeline_parallel import get_forward_backward_func

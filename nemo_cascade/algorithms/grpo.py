@@ -23,7 +23,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from nemo_cascade.config import GRPO
-from nemo_cascade.types import PromptGroup
+from nemo_cascade.types import Prompt, PromptGroup
 
 Tensor = torch.Tensor
 
@@ -114,6 +114,44 @@ OVERLONG: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = {
     "none": overlong_none, "zero": overlong_zero, "filter": overlong_filter}
 
 
+def _policy_rewards(group: PromptGroup, cfg: GRPO) -> tuple[Tensor, Tensor, Tensor]:
+    """``(rewards_G as scored, rewards_G after the overlong policy, keep_G)`` of one scored group."""
+    rewards_G = torch.tensor(group.rewards_G, dtype=torch.float64)
+    truncated_G = torch.tensor([f == "length" for f in group.finish_reason_G], dtype=torch.bool)
+    return (rewards_G, *OVERLONG[cfg.overlong](rewards_G, truncated_G))
+
+
+def is_informative(group: PromptGroup, cfg: GRPO) -> bool:
+    """True when the group's kept samples (after ``cfg.overlong``) have unequal rewards: a nonzero advantage
+    somewhere, i.e. a gradient signal. This is the group :func:`make_batch` would keep under
+    ``drop_zero_variance_groups`` (§4.4.2)."""
+    _, rewards_G, keep_G = _policy_rewards(group, cfg)
+    return not is_zero_variance(rewards_G[keep_G])
+
+
+def collect_groups(draw: Callable[[int], list[Prompt]], sample: Callable[[list[Prompt], int], list[PromptGroup]],
+                   cfg: GRPO) -> tuple[list[PromptGroup], dict[str, float]]:
+    """One step's scored groups, refilled until ``cfg.prompts_per_step`` are informative (DAPO's dynamic
+    sampling; the paper drops all-correct / all-wrong groups, §4.4.2).
+
+    ``draw(n)`` returns the next ``n`` prompts (the stream); ``sample(prompts, round)`` generates and scores
+    them. Round 0 samples ``prompts_per_step`` prompts. While fewer groups than that are informative
+    (:func:`is_informative`) and fewer than ``cfg.refill_max_rounds`` extra rounds ran, the next round samples
+    exactly the missing number of prompts — so no informative group is ever generated only to be thrown away,
+    and the update never sees more than ``prompts_per_step`` groups. Returns every generated group in draw
+    order (:func:`make_batch` drops the zero-variance ones) and ``{"refill_rounds", "groups_informative"}``.
+    """
+    groups = sample(draw(cfg.prompts_per_step), 0)
+    informative = sum(is_informative(g, cfg) for g in groups)
+    rounds = 0
+    while cfg.drop_zero_variance_groups and informative < cfg.prompts_per_step and rounds < cfg.refill_max_rounds:
+        rounds += 1
+        more = sample(draw(cfg.prompts_per_step - informative), rounds)
+        informative += sum(is_informative(g, cfg) for g in more)
+        groups = groups + more
+    return groups, {"refill_rounds": float(rounds), "groups_informative": float(informative)}
+
+
 # ---------------------------------------------------------------------------------------------- batch
 
 @dataclass
@@ -191,20 +229,18 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
     metrics (over ALL generated samples, before any filter unless stated): ``groups``, ``groups_dropped``
     (zero variance), ``samples_overlong_filtered``, ``reward_mean``, ``reward_std`` (population std over
     the batch), ``truncation_rate`` (share of ``length`` finishes), ``response_len_mean`` (tokens),
-    ``num_sequences`` and ``num_loss_tokens`` (of the packed batch).
+    ``num_sequences`` and ``num_loss_tokens`` (of the packed batch); per chat-template mode present,
+    ``groups/<mode>`` and ``reward_mean/<mode>`` (the half-half batches of §4.3.2).
     """
     prompts, responses, logprobs, advantages, modes = [], [], [], [], []
     all_rewards, all_truncated, all_lengths = [], [], []
     dropped = filtered = 0
     for p, group in enumerate(groups):
         _check_group(p, group)
-        rewards_G = torch.tensor(group.rewards_G, dtype=torch.float64)
-        truncated_G = torch.tensor([f == "length" for f in group.finish_reason_G], dtype=torch.bool)
-        all_rewards.append(rewards_G)
-        all_truncated.append(truncated_G)
+        scored_G, rewards_G, keep_G = _policy_rewards(group, cfg)
+        all_rewards.append(scored_G)
+        all_truncated += [f == "length" for f in group.finish_reason_G]
         all_lengths += [len(r) for r in group.response_tokens_G_T]
-
-        rewards_G, keep_G = OVERLONG[cfg.overlong](rewards_G, truncated_G)
         filtered += int((~keep_G).sum())
         rewards_K = rewards_G[keep_G]  # K ≤ G kept samples
         if cfg.drop_zero_variance_groups and is_zero_variance(rewards_K):
@@ -226,11 +262,15 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
         "samples_overlong_filtered": float(filtered),
         "reward_mean": rewards.mean().item() if rewards.numel() else 0.0,
         "reward_std": rewards.std(unbiased=False).item() if rewards.numel() else 0.0,
-        "truncation_rate": torch.cat(all_truncated).double().mean().item() if all_truncated else 0.0,
+        "truncation_rate": sum(all_truncated) / len(all_truncated) if all_truncated else 0.0,
         "response_len_mean": sum(all_lengths) / len(all_lengths) if all_lengths else 0.0,
         "num_sequences": float(len(prompts)),
         "num_loss_tokens": float(mask_B_T.sum()),
     }
+    for mode in sorted({g.mode for g in groups}):
+        mine = [r for g, r in zip(groups, all_rewards) if g.mode == mode]
+        metrics[f"groups/{mode}"] = float(len(mine))
+        metrics[f"reward_mean/{mode}"] = torch.cat(mine).mean().item()
     return GRPOBatch(tokens_B_T, mask_B_T, torch.tensor(advantages, dtype=torch.float32), rollout_B_T,
                      lengths_B, modes, metrics)
 
@@ -326,9 +366,21 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
     return numerator, denominator, metrics
 
 
+def actor_loss(cfg: GRPO, logprobs_B_T: Tensor, mb: dict) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """The actor's per-microbatch loss for one strict on-policy update (§4.1.2): :func:`policy_loss_terms` with
+    ``old = logprobs.detach()``, plus the metric ``logprob_gap`` — |actor − rollout| log-prob on the trained
+    tokens, ``[sum, count]`` — which checks that vLLM sampled with the weights being trained (weight sync)."""
+    num, den, metrics = policy_loss_terms(logprobs_B_T, logprobs_B_T.detach(), mb["advantages"],
+                                          mb["loss_mask"], cfg, mb.get("ref_logprobs"))
+    mask = mb["loss_mask"] > 0
+    gap = torch.where(mask, (logprobs_B_T.detach() - mb["rollout_logprobs"]).abs(), torch.zeros(()))
+    metrics["logprob_gap"] = torch.stack([gap.sum(), mask.sum().float()])
+    return num, den, metrics
+
+
 __all__ = [
     "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping", "SHAPING",
-    "is_zero_variance", "nonzero_variance_groups", "overlong_none", "overlong_zero", "overlong_filter",
-    "OVERLONG", "pack_sequences", "make_batch", "aggregate_token", "aggregate_sequence", "AGGREGATION",
-    "k3_kl", "policy_loss_terms",
+    "is_zero_variance", "nonzero_variance_groups", "is_informative", "collect_groups", "overlong_none",
+    "overlong_zero", "overlong_filter", "OVERLONG", "pack_sequences", "make_batch", "aggregate_token",
+    "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
 ]

@@ -14,7 +14,10 @@ from typing import Any
 from nemo_cascade.config import ConfigError
 from nemo_cascade.convert.table import Geometry
 
-ARCHITECTURES = {"Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama"}
+SEQUENCE_CLASSIFICATION = {"qwen3": "Qwen3ForSequenceClassification", "llama": "LlamaForSequenceClassification"}
+"""The HF class of a reward model (paper §4.2: backbone + linear head on the last token) per architecture."""
+ARCHITECTURES = {"Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama",
+                 **{cls: arch for arch, cls in SEQUENCE_CLASSIFICATION.items()}}
 
 
 class ModelFilesError(ValueError):
@@ -91,6 +94,25 @@ def spec_from_dict(raw: dict, where: str = "config.json") -> HFModelSpec:
     if spec.num_attention_heads % spec.num_key_value_heads:
         raise ModelFilesError(f"{where}: num_attention_heads must be a multiple of num_key_value_heads")
     return spec
+
+
+def is_reward_model(spec: HFModelSpec) -> bool:
+    return spec.hf_architecture in SEQUENCE_CLASSIFICATION.values()
+
+
+def reward_model_config(raw: dict, pad_token_id: int) -> dict:
+    """The ``config.json`` of a reward model exported from a causal-LM backbone's config ``raw``.
+
+    ``*ForSequenceClassification`` with one label (the BT score); no LM head, so nothing is tied;
+    ``pad_token_id`` set because transformers reads the score at the last non-pad token of each row (and
+    refuses batches without one). vLLM's pooling runner reads the last token of each request, the same
+    position for any input that does not end in the pad token.
+    """
+    spec = spec_from_dict(raw)
+    out = {k: v for k, v in raw.items() if k not in ("num_labels", "id2label", "label2id", "problem_type")}
+    out.update(architectures=[SEQUENCE_CLASSIFICATION[spec.arch]], id2label={"0": "LABEL_0"},
+               label2id={"LABEL_0": 0}, tie_word_embeddings=False, pad_token_id=int(pad_token_id))
+    return out
 
 
 def check_parallel(spec: HFModelSpec, tp: int, pp: int, where: str = "parallel") -> None:

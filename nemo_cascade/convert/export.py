@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -17,8 +18,11 @@ from nemo_cascade.convert.hf_io import copy_side_files, write_sharded
 
 
 def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dtype | None = None,
-              max_shard_bytes: int = 2 << 30) -> Path | None:
-    """Write ``out_dir`` (config.json, safetensors shards + index, tokenizer files). Returns the path on rank 0."""
+              max_shard_bytes: int = 2 << 30, config_fn: Callable[[dict], dict] | None = None) -> Path | None:
+    """Write ``out_dir`` (config.json, safetensors shards + index, tokenizer files). Returns the path on rank 0.
+
+    ``config_fn`` maps the base folder's config to the exported one (the reward model's
+    ``*ForSequenceClassification`` config, ``arch.reward_model_config``); default: unchanged."""
     out = Path(out_dir)
     tensors = actor.iter_hf_weights(dtype=dtype)
     if not ranks.is_main():
@@ -30,6 +34,8 @@ def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dty
     shutil.rmtree(tmp, ignore_errors=True)
     write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
     config = json.loads((Path(base_dir) / "config.json").read_text())
+    if config_fn is not None:
+        config = config_fn(config)
     if dtype is not None:
         config["torch_dtype"] = str(dtype).removeprefix("torch.")
     (tmp / "config.json").write_text(json.dumps(config, indent=2))

@@ -125,11 +125,30 @@ _TE_RENAMES = {
 }
 
 
-def rules_for(arch: str, tied_embeddings: bool, te: bool = False) -> tuple[Rule, ...]:
-    """The rules of one architecture. Tied embeddings have no separate ``lm_head``/``output_layer``."""
+SCORE_HEAD = Rule("output_layer.weight", ("score.weight",), per_layer=False)
+"""The reward model's head (paper §4.2: a linear head on the last hidden state) in place of the LM head:
+Megatron holds it as ``output_layer.weight`` of shape [1, hidden], replicated over TP ranks; HF's
+``*ForSequenceClassification`` (num_labels=1) calls it ``score.weight``."""
+
+HEADS = ("lm", "score")
+
+
+def rules_for(arch: str, tied_embeddings: bool, te: bool = False, head: str = "lm") -> tuple[Rule, ...]:
+    """The rules of one architecture. Tied embeddings have no separate ``lm_head``/``output_layer``.
+    ``head="score"``: the reward model's backbone plus :data:`SCORE_HEAD` instead of any LM head."""
     if arch not in TABLES:
         raise ValueError(f"architecture {arch!r} has no conversion table; known: {sorted(TABLES)}")
-    rules = tuple(r for r in TABLES[arch] if not (tied_embeddings and r.megatron == "output_layer.weight"))
+    if head not in HEADS:
+        raise ValueError(f"head {head!r}: expected one of {list(HEADS)}")
+    rules = []
+    for r in TABLES[arch]:
+        if r.megatron != "output_layer.weight":
+            rules.append(r)
+        elif head == "score":  # the RM never has an LM head, tied or not
+            rules.append(SCORE_HEAD)
+        elif not tied_embeddings:
+            rules.append(r)
+    rules = tuple(rules)
     if te:
         rules = tuple(Rule(_TE_RENAMES.get(r.megatron, r.megatron), r.hf, r.tp, r.reshape, r.per_layer)
                       for r in rules)

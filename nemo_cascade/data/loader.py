@@ -3,13 +3,14 @@ and SFT examples, and serve them in a deterministic, resumable order (:class:`Pr
 
 jsonl rows (one JSON object per line, blank lines skipped):
 
-- the conversation: ``"question"`` or ``"prompt"`` (a string, one user turn) or ``"messages"``
-  (``[{"role", "content"}, ...]``; for prompts the last turn must not be the assistant's);
-- the label: ``"answer"`` (a string or number; numbers become strings) or ``"label"`` (any JSON value);
+- RL prompts: the stage domain's schema (:mod:`.schemas`: the released datasets' fields, e.g. ``problem`` +
+  ``answer`` for math, ``prompt`` + ``instruction_id_list`` + ``kwargs`` for IF), or the project's own shape:
+  the conversation (``"question"``/``"prompt"`` or ``"messages"``) plus ``"label"`` (any JSON value);
 - optional ``"uid"`` (string or integer; default ``FILE:LINE``);
-- SFT only: ``"response"`` (a string), or ``"messages"`` ending with the assistant turn to learn.
+- SFT: the conversation plus ``"response"`` (a string), or ``"messages"`` ending with the assistant turn to learn.
 
-A malformed row raises :class:`DataError` with one line naming the file, the line and the expected field.
+A malformed row raises :class:`DataError` with one line naming the file, the line and the expected field; RL
+prompt sets may instead skip and count up to ``Data.max_bad_rows`` of them (``PromptList.bad_rows``).
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from typing import Any, Callable, Iterator, Optional
 from ..config import Data
 from ..types import Prompt
 from .chat import IM_END, render
+from .schemas import adapt
 from .synthetic import SYNTHETIC, sft_pairs
+from .synthetic_domains import DOMAIN_TASKS
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,11 @@ class PromptList(list):
 
     dropped_too_long: int = 0
     """Rows whose templated prompt exceeded ``max_prompt_tokens``."""
+    bad_rows: int = 0
+    """Rows skipped because they fit no schema of the domain or their label failed its check."""
+    alternate: Optional[list] = None
+    """``mode="half"`` only: the same rows templated in no_think mode, index-aligned with this list (which
+    holds their think templatings). :class:`PromptStream` alternates between the two (§4.3.2)."""
 
 
 # ------------------------------------------------------------------------------------------- rows
@@ -92,17 +100,6 @@ def _messages(row: dict, where: str, for_sft: bool) -> list[dict]:
     return [{k: m[k] for k in ("role", "content", "mode") if k in m} for m in msgs]
 
 
-def _label(row: dict, where: str) -> Any:
-    if "answer" in row:
-        ans = row["answer"]
-        if isinstance(ans, bool) or not isinstance(ans, (str, int, float)):
-            raise DataError(f"{where}: field 'answer' must be a string or number, got {type(ans).__name__}")
-        return ans if isinstance(ans, str) else str(ans)
-    if "label" in row and row["label"] is not None:
-        return row["label"]
-    raise DataError(f"{where}: expected field 'answer' or 'label'")
-
-
 def _uid(row: dict, default: str, where: str) -> str:
     uid = row.get("uid", default)
     if isinstance(uid, bool) or not isinstance(uid, (str, int)):
@@ -112,10 +109,11 @@ def _uid(row: dict, default: str, where: str) -> str:
 
 def _synthetic_rows(data_cfg: Data) -> list[dict]:
     name = data_cfg.source[len(SYNTHETIC_PREFIX):]
-    if name not in SYNTHETIC:
-        raise DataError(f"data.source: unknown synthetic set {name!r}; expected one of {sorted(SYNTHETIC)}")
+    generators = {**SYNTHETIC, **DOMAIN_TASKS}
+    if name not in generators:
+        raise DataError(f"data.source: unknown synthetic set {name!r}; expected one of {sorted(generators)}")
     try:
-        return SYNTHETIC[name](data_cfg.split, data_cfg.size, data_cfg.seed)
+        return generators[name](data_cfg.split, data_cfg.size, data_cfg.seed)
     except ValueError as e:
         raise DataError(f"data.source {data_cfg.source}: {e}") from None
 
@@ -131,30 +129,45 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
                  style: str = "cascade1", validate_label: Optional[Callable[[Any], None]] = None) -> PromptList:
     """Templated, tokenised prompts of ``data_cfg`` (generation prompt included). Prompts longer than
     ``max_prompt_tokens`` are dropped; their count is ``result.dropped_too_long`` (and logged).
+    ``mode="half"`` (the unified model's half-half batches, §4.3.2) templates every row in both modes: the
+    result holds the think prompts and ``result.alternate`` the no_think ones, index-aligned; a row is kept
+    only if both templatings fit (the flags, and cascade2's empty think block, differ in length).
     ``validate_label`` (the domain's, ``rewards.VALIDATORS``) rejects a malformed label here, naming its file
     and line, rather than mid-training (DESIGN.md "Rewards")."""
     out = PromptList()
     if data_cfg.source.startswith(SYNTHETIC_PREFIX):
-        items = [(r["uid"], [{"role": "user", "content": r["question"]}], r["answer"])
-                 for r in _synthetic_rows(data_cfg)]
+        rows = [(f"{data_cfg.source}#{i}", row) for i, row in enumerate(_synthetic_rows(data_cfg))]
     else:
         path = Path(data_cfg.source)
-        items = []
-        for lineno, row in _read_jsonl(path, data_cfg.size):
-            where = f"{path}:{lineno}"
-            label = _label(row, where)
+        rows = [(f"{path}:{lineno}", row) for lineno, row in _read_jsonl(path, data_cfg.size)]
+    items, bad = [], []
+    for where, row in rows:
+        try:  # the released datasets' schemas (data/schemas.py), then the domain's own label check
+            messages, label = adapt(domain, row, where)
             if validate_label is not None:
-                try:
-                    validate_label(label)
-                except ValueError as e:
-                    raise DataError(f"{where}: {e}") from None
-            items.append((_uid(row, where, where), _messages(row, where, False), label))
+                validate_label(label)
+            items.append((_uid(row, where, where), messages, label))
+        except ValueError as e:  # SchemaError, a validator's ValueError, DataError from _uid
+            bad.append(str(e) if str(e).startswith(where) else f"{where}: {e}")
+    out.bad_rows = len(bad)
+    if len(bad) > data_cfg.max_bad_rows:
+        more = f" ({len(bad)} bad rows; data.max_bad_rows={data_cfg.max_bad_rows})" if len(bad) > 1 else ""
+        raise DataError(bad[0] + more)
+    if bad:
+        log.warning("%s: skipped %d bad rows (data.max_bad_rows=%d); first: %s", data_cfg.source, len(bad),
+                    data_cfg.max_bad_rows, bad[0])
+    modes = ("think", "no_think") if mode == "half" else (mode,)
+    if mode == "half":
+        out.alternate = []
     for uid, messages, label in items:
-        ids = _encode(tokenizer, render(messages, mode, style))
-        if len(ids) > max_prompt_tokens:
+        ids = [_encode(tokenizer, render(messages, m, style)) for m in modes]
+        if max(len(x) for x in ids) > max_prompt_tokens:
             out.dropped_too_long += 1
             continue
-        out.append(Prompt(prompt_tokens=ids, domain=domain, label=label, mode=mode, uid=uid))
+        variants = [Prompt(prompt_tokens=x, domain=domain, label=label, mode=m, uid=uid) for x, m in zip(ids, modes)]
+        out.append(variants[0])
+        if mode == "half":
+            out.alternate.append(variants[1])
     _report(data_cfg.source, len(out), out.dropped_too_long, max_prompt_tokens)
     return out
 
@@ -206,62 +219,132 @@ def _report(source: str, kept: int, dropped: int, limit: int) -> None:
 # ------------------------------------------------------------------------------------------ stream
 
 class PromptStream:
-    """Prompts in shuffled epochs, deterministic and resumable.
+    """Prompts in shuffled epochs, deterministic and resumable; optionally in half-half modes (§4.3.2) and
+    with epoch-level filtering (§4.5.2).
 
-    Epoch ``e`` visits every prompt once in the order of ``random.Random(seed + e)``; a batch that runs past
-    the end of an epoch continues into the next. ``state_dict()`` is ``{epoch, position, num_prompts,
-    fingerprint}``: restoring it into a stream over the same prompts draws exactly the batches the original
-    would have drawn next. Restoring into a different prompt set raises DataError (a stage resumed on other
-    data would silently skip or repeat rows).
+    Epoch ``e`` visits every *active* row once in the order of ``random.Random(seed + e)`` (every row is active
+    unless the epoch filter is on); a batch that runs past the end of an epoch continues into the next.
+
+    Half-half (``alternate``, the no_think templatings index-aligned with ``prompts``, see ``load_prompts``):
+    the k-th prompt handed out is row ``i``'s ``prompts[i]`` (think) for even k and ``alternate[i]``
+    (no_think) for odd k. The modes alternate over the whole draw sequence, so any batch of even size holds
+    exactly half of each, and which row gets which mode follows the seeded shuffle.
+
+    Epoch filter (``epoch_filter=(p_unsolved, p_solved)``): :meth:`record` notes each scored group's outcome
+    for its row — unsolved (no sample correct; correct = reward > 0), solved (all correct) or informative.
+    When an epoch starts, rows whose latest outcome is unsolved or solved leave it, except that each is
+    re-admitted with probability ``p_unsolved`` / ``p_solved`` (one draw per filtered row per epoch from
+    ``random.Random`` keyed by seed and epoch). If nothing would remain, every row stays. Outcomes recorded
+    after the next epoch already started (a batch straddling the boundary) count from the epoch after it.
+    Rows are matched by ``Prompt.uid``, which must then be unique.
+
+    ``state_dict()`` holds the position (epoch, position, draws so far), the epoch's active rows, the rows'
+    latest outcomes and a fingerprint of the prompt set: restoring it into a stream over the same prompts
+    draws exactly the batches the original would have drawn next. Restoring into a different prompt set raises
+    DataError (a stage resumed on other data would silently skip or repeat rows).
     """
 
-    def __init__(self, prompts: list[Prompt], seed: int = 0):
+    INFORMATIVE, UNSOLVED, SOLVED = 0, 1, 2
+    """Row outcomes of the epoch filter (never-seen rows count as informative)."""
+
+    def __init__(self, prompts: list[Prompt], seed: int = 0, *, alternate: Optional[list[Prompt]] = None,
+                 epoch_filter: Optional[tuple[float, float]] = None):
         if not prompts:
             raise DataError("PromptStream: no prompts")
-        self._prompts = list(prompts)
-        self._seed = seed
+        if alternate is not None and [p.uid for p in alternate] != [p.uid for p in prompts]:
+            raise DataError("PromptStream: alternate templatings must be index-aligned with the prompts")
+        self._variants = [tuple(v) for v in zip(prompts, alternate)] if alternate else [(p,) for p in prompts]
+        self._seed, self._filter = seed, epoch_filter
+        self._row_of = {p.uid: row for row, p in enumerate(prompts)}
+        if epoch_filter is not None and len(self._row_of) < len(prompts):
+            raise DataError("PromptStream: epoch filtering tracks prompts by uid, but the uids are not unique")
+        self._outcomes = [self.INFORMATIVE] * len(prompts)
+        self._drawn = self._readmitted = 0
+        self._active = list(range(len(prompts)))
         self._epoch, self._position = 0, 0
-        self._order = self._epoch_order(0)
-        self._fingerprint = hashlib.sha256("\n".join(p.uid for p in self._prompts).encode()).hexdigest()[:16]
+        self._order = self._epoch_order()
+        self._fingerprint = hashlib.sha256("\n".join(p.uid for p in prompts).encode()).hexdigest()[:16]
 
-    def _epoch_order(self, epoch: int) -> list[int]:
-        order = list(range(len(self._prompts)))
-        random.Random(self._seed + epoch).shuffle(order)
+    def _epoch_order(self) -> list[int]:
+        order = list(self._active)
+        random.Random(self._seed + self._epoch).shuffle(order)
         return order
+
+    def _start_epoch(self, epoch: int) -> None:
+        self._epoch, self._position = epoch, 0
+        if self._filter is not None:
+            rng = random.Random(f"epoch-filter/{self._seed}/{epoch}")
+            readmit = {self.UNSOLVED: self._filter[0], self.SOLVED: self._filter[1]}
+            active, readmitted = [], 0
+            for row, outcome in enumerate(self._outcomes):
+                if outcome == self.INFORMATIVE:
+                    active.append(row)
+                elif rng.random() < readmit[outcome]:
+                    active.append(row)
+                    readmitted += 1
+            if not active:
+                log.warning("epoch filter: every prompt is solved or unsolved; epoch %d keeps them all", epoch)
+                active, readmitted = list(range(len(self._variants))), 0
+            self._active, self._readmitted = active, readmitted
+        self._order = self._epoch_order()
 
     def __iter__(self) -> Iterator[Prompt]:
         return self
 
     def __next__(self) -> Prompt:
         if self._position == len(self._order):
-            self._epoch, self._position = self._epoch + 1, 0
-            self._order = self._epoch_order(self._epoch)
-        prompt = self._prompts[self._order[self._position]]
+            self._start_epoch(self._epoch + 1)
+        variants = self._variants[self._order[self._position]]
         self._position += 1
-        return prompt
+        self._drawn += 1
+        return variants[(self._drawn - 1) % len(variants)]
 
     def next_batch(self, n: int) -> list[Prompt]:
         """The next ``n`` prompts (crossing into the next epoch when this one runs out)."""
         return [next(self) for _ in range(n)]
+
+    def record(self, groups) -> None:
+        """Note each scored group's outcome for the epoch filter (a no-op without one)."""
+        if self._filter is None:
+            return
+        for group in groups:
+            correct = sum(r > 0 for r in group.rewards_G)
+            self._outcomes[self._row_of[group.prompt.uid]] = (
+                self.UNSOLVED if correct == 0 else self.SOLVED if correct == len(group.rewards_G)
+                else self.INFORMATIVE)
+
+    def metrics(self) -> dict[str, float]:
+        """``epoch``; with the epoch filter also this epoch's ``epoch_filter/{kept,removed,readmitted}`` rows."""
+        out = {"epoch": float(self._epoch)}
+        if self._filter is not None:
+            out.update({"epoch_filter/kept": float(len(self._active)),
+                        "epoch_filter/removed": float(len(self._variants) - len(self._active)),
+                        "epoch_filter/readmitted": float(self._readmitted)})
+        return out
 
     @property
     def epoch(self) -> int:
         return self._epoch
 
     def state_dict(self) -> dict:
-        return {"epoch": self._epoch, "position": self._position, "num_prompts": len(self._prompts),
-                "fingerprint": self._fingerprint}
+        return {"epoch": self._epoch, "position": self._position, "drawn": self._drawn,
+                "active": list(self._active), "outcomes": list(self._outcomes), "readmitted": self._readmitted,
+                "num_prompts": len(self._variants), "fingerprint": self._fingerprint}
 
     def load_state_dict(self, state: dict) -> None:
         for key in ("num_prompts", "fingerprint"):
             if key in state and state[key] != self.state_dict()[key]:
                 raise DataError(f"resume: data {key} {state[key]!r} in the checkpoint differs from "
                                 f"{self.state_dict()[key]!r} of the loaded prompt set")
-        epoch, position = int(state["epoch"]), int(state["position"])
-        if epoch < 0 or not 0 <= position <= len(self._prompts):
+        epoch, position, active = int(state["epoch"]), int(state["position"]), [int(r) for r in state["active"]]
+        n = len(self._variants)
+        if (epoch < 0 or not 0 <= position <= len(active) or not active or not all(0 <= r < n for r in active)
+                or len(state["outcomes"]) != n):
             raise DataError(f"resume: bad data position epoch={epoch} position={position}")
-        self._epoch, self._position = epoch, position
-        self._order = self._epoch_order(epoch)
+        self._epoch, self._position, self._drawn = epoch, position, int(state["drawn"])
+        self._active, self._outcomes = active, [int(o) for o in state["outcomes"]]
+        self._readmitted = int(state["readmitted"])
+        self._order = self._epoch_order()
 
 
 def sft_batches(examples: list, batch_size: int, seed: int):

@@ -44,10 +44,13 @@ def _prompt_messages(row: dict, where: str, keys: tuple[str, ...] = PROMPT_KEYS)
     msgs = row.get("messages")
     if msgs is None:
         raise SchemaError(f"{where}: expected one of {list(keys) + ['messages']}")
-    if (not isinstance(msgs, list) or not msgs
-            or not all(isinstance(m, dict) and m.get("role") in ("system", "user", "assistant")
-                       and isinstance(m.get("content"), str) for m in msgs)):
+    if not isinstance(msgs, list) or not msgs:
         raise SchemaError(f"{where}: field 'messages' must be a non-empty list of {{role, content}} objects")
+    for j, m in enumerate(msgs):
+        if not (isinstance(m, dict) and m.get("role") in ("system", "user", "assistant")
+                and isinstance(m.get("content"), str)):
+            raise SchemaError(f"{where}: field 'messages[{j}]' must be an object with role system|user|assistant "
+                              "and string content")
     if msgs[-1]["role"] == "assistant":
         raise SchemaError(f"{where}: field 'messages' must end with a user turn in an RL prompt set")
     return [{"role": m["role"], "content": m["content"]} for m in msgs]

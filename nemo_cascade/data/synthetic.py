@@ -79,6 +79,12 @@ def sft_pairs(rows: list[dict], mode: str = "no_think") -> list[tuple[list[dict]
         raise ValueError(f"mode must be 'think' or 'no_think', got {mode!r}")
     pairs = []
     for row in rows:
+        if "response" in row:  # the other domains' sets (synthetic_domains) carry a reference response
+            response = row["response"]
+            if mode == "think":
+                response = f"<think>\nI follow the request exactly.\n</think>\n\n{response}"
+            pairs.append(([{"role": "user", "content": row["prompt"]}], response))
+            continue
         work, answer = row.get("solution", ""), row["answer"]
         final = f"The answer is \\boxed{{{answer}}}."
         if mode == "think":

@@ -298,7 +298,9 @@ class RolloutEngine:
 
     # ------------------------------------------------------------------------------------------ generate
 
-    def _sampling_params(self, s: config.Rollout, n: int, seed: int | None):
+    @staticmethod
+    def _sampling_params(s: config.Rollout, n: int, seed: int | None):
+        """vLLM's SamplingParams for one request from the Rollout settings (top-k: -1 = off, e.g. 20 in IF-RL, T16)."""
         from vllm import SamplingParams
 
         return SamplingParams(
@@ -320,6 +322,8 @@ class RolloutEngine:
         s = sampling or self.rollout
         key = self._calls if step is None else step
         self._calls += 1
+        if not prompts:  # a rank's share of a small refill round (ranks.my_share) may be empty
+            return []
         for i, p in enumerate(prompts):
             if not p.prompt_tokens:
                 raise ValueError(f"prompt {p.uid or i}: empty prompt_tokens")

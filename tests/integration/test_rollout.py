@@ -330,3 +330,14 @@ def _two_rank_worker(model_dir: str, out_dir: str) -> None:
 
 if __name__ == "__main__":
     _two_rank_worker(sys.argv[1], sys.argv[2])
+
+
+def test_sampling_params_carry_the_rollout_settings():
+    """top-k (IF-RL: 20, T16), top-p, temperature, length and stop strings reach vLLM's SamplingParams."""
+    from nemo_cascade.rollout.vllm import RolloutEngine
+
+    r = config.Rollout(temperature=0.6, top_p=0.95, top_k=20, max_response_tokens=12, stop=("\n\n",))
+    p = RolloutEngine._sampling_params(r, n=8, seed=64)
+    assert (p.n, p.temperature, p.top_p, p.top_k, p.max_tokens, p.stop, p.seed, p.logprobs) == (
+        8, 0.6, 0.95, 20, 12, ["\n\n"], 64, 0)
+    assert RolloutEngine._sampling_params(config.Rollout(), n=2, seed=None).top_k in (-1, 0)  # vLLM: both = off

@@ -102,3 +102,58 @@ def test_cli_rejects_model_shapes_the_layout_cannot_split(tmp_path):
     assert proc.returncode == 2 and "parallel.tp=2 must divide the model's num_key_value_heads=1" in proc.stderr
     proc = _cli("run", TINY, "model.build=", f"model.hf_path={tmp_path}")
     assert proc.returncode == 2 and "head_dim 16 < 32" in proc.stderr
+
+
+# ------------------------------------------------------------------------------- per-stage GRPO settings
+
+def test_length_curriculum_override_and_phase_lookup(tiny):
+    cfg = C.apply_overrides(tiny, ["stages.math.length_curriculum=30:24:filter,10:32:zero"])
+    math = C.stage_by_name(cfg, "math")
+    assert math.length_curriculum == (C.LengthPhase(30, 24, "filter"), C.LengthPhase(10, 32, "zero"))
+    assert [C.phase_at(math, s)[0] for s in (0, 29, 30, 39)] == [0, 0, 1, 1]
+    assert C.phase_at(math, 30)[1].max_response_tokens == 32
+    with pytest.raises(ValueError, match="past"):
+        C.phase_at(math, 40)
+    assert C.from_dict(C.Cascade, C.to_dict(cfg)) == cfg  # phases survive config.json
+    plain = C.stage_by_name(tiny, "math")  # no curriculum: one phase of rollout/grpo settings
+    assert C.length_phases(plain) == (C.LengthPhase(plain.steps, plain.rollout.max_response_tokens, "none"),)
+    assert C.phase_at(plain, plain.steps - 1) == (0, C.length_phases(plain)[0])
+
+
+def test_grpo_settings_overrides(tiny):
+    cfg = C.apply_overrides(tiny, ["stages.math.mode=half", "stages.math.grpo.refill_max_rounds=3",
+                                   "stages.math.grpo.epoch_filter=true", "stages.math.grpo.readmit_unsolved=0.2",
+                                   "stages.math.rollout.top_k=20", "chat_style=cascade2"])
+    math = C.stage_by_name(cfg, "math")
+    assert (math.mode, math.grpo.refill_max_rounds, math.grpo.epoch_filter) == ("half", 3, True)
+    assert (math.grpo.readmit_unsolved, math.grpo.readmit_solved) == (0.2, 0.01)  # §4.5.2 default kept
+    assert math.rollout.top_k == 20 and cfg.chat_style == "cascade2"
+
+
+@pytest.mark.parametrize("override,message", [
+    ("stages.math.length_curriculum=30:24:filter,5:32:zero",
+     "stages.math.length_curriculum: phase steps sum to 35, expected steps=40"),
+    ("stages.math.length_curriculum=40:24:clip", "stages.math.length_curriculum: expected one of ['none'"),
+    ("stages.math.length_curriculum=40", "stages.math.length_curriculum: expected STEPS:TOKENS:OVERLONG"),
+    ("stages.math.length_curriculum=40:0:zero", "stages.math.length_curriculum.0: steps and max_response_tokens"),
+    ("stages.math.length_curriculum.0.steps=3", "set 'length_curriculum' as a whole"),
+    ("stages.sft.mode=half", "stages.sft.mode: 'half' splits GRPO batches"),
+    ("stages.math.mode=both", "stages.math.mode: expected one of ['think', 'no_think', 'half']"),
+    ("stages.math.grpo.refill_max_rounds=-1", "stages.math.grpo.refill_max_rounds: expected >= 0"),
+    ("stages.math.grpo.readmit_solved=1.5", "stages.math.grpo.readmit_solved: expected a probability"),
+    ("stages.math.rollout.top_k=0", "stages.math.rollout.top_k: expected -1 (off) or >= 1"),
+    ("chat_style=cascade3", "chat_style: expected one of ['cascade1', 'cascade2']"),
+])
+def test_bad_grpo_settings_name_the_field(tiny, override, message):
+    with pytest.raises(C.ConfigError) as e:
+        C.apply_overrides(tiny, [override])
+    assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_refill_needs_the_drop_and_epoch_filter_needs_pass_fail(tiny):
+    with pytest.raises(C.ConfigError, match="refill_max_rounds: refilling replaces dropped groups"):
+        C.apply_overrides(tiny, ["stages.math.grpo.refill_max_rounds=2",
+                                 "stages.math.grpo.drop_zero_variance_groups=false"])
+    with pytest.raises(C.ConfigError, match="epoch_filter: needs a pass/fail reward"):
+        C.apply_overrides(tiny, ["stages.math.domain=rlhf", "stages.math.reward.reward_model_url=http://x",
+                                 "stages.math.grpo.epoch_filter=true"])

@@ -264,3 +264,83 @@ def test_make_batch_feeds_policy_loss():
     # 3 tokens × −0.707107 and 1 token × +0.707107 over 4 tokens
     close(num, -2 * 0.707107)
     assert int(den) == 4
+
+
+# ---------------------------------------------------- dynamic sampling with refill, per-mode metrics (§4.4.2, §4.3.2)
+
+def test_is_informative_follows_the_overlong_policy():
+    # rewards [1, 0, 0]; the 1 was truncated. none: unequal → informative. filter: the truncated sample leaves
+    # the group, [0, 0] remains → zero variance. zero: the truncated 1 becomes 0 → [0, 0, 0] → zero variance.
+    g = group([1, 2], [[3], [4], [5]], [1.0, 0.0, 0.0], finish=["length", "stop", "stop"])
+    assert grpo.is_informative(g, GRPO(overlong="none"))
+    assert not grpo.is_informative(g, GRPO(overlong="filter"))
+    assert not grpo.is_informative(g, GRPO(overlong="zero"))
+
+
+# rewards of prompt k's group: informative (mixed) for k in {1, 3, 4, 6}, zero variance otherwise
+REWARDS_OF = {0: [0, 0], 1: [1, 0], 2: [1, 1], 3: [0, 1], 4: [1, 0], 5: [0, 0], 6: [0, 1], 7: [1, 0]}
+
+
+def _fake_rollout():
+    """A prompt stream over prompts 0, 1, 2, ... and a sampler that 'generates' REWARDS_OF; both record calls."""
+    drawn, calls = [], []
+
+    def draw(n):
+        batch = [Prompt(prompt_tokens=[len(drawn) + i + 1], domain="math", label="1", uid=str(len(drawn) + i))
+                 for i in range(n)]
+        drawn.extend(batch)
+        return batch
+
+    def sample(prompts, round_):
+        calls.append((round_, [int(p.uid) for p in prompts]))
+        return [PromptGroup(prompt=p, response_tokens_G_T=[[7], [8]], rollout_logprobs_G_T=[[-0.1], [-0.2]],
+                            finish_reason_G=["stop", "stop"], rewards_G=[float(r) for r in REWARDS_OF[int(p.uid)]])
+                for p in prompts]
+    return draw, sample, calls
+
+
+def test_collect_groups_refills_exactly_the_missing_groups():
+    draw, sample, calls = _fake_rollout()
+    groups, m = grpo.collect_groups(draw, sample, GRPO(group_size=2, prompts_per_step=4, refill_max_rounds=3))
+    # round 0: prompts 0-3 → informative 1, 3 (2 of 4); round 1 draws the 2 missing: 4 (yes), 5 (no);
+    # round 2 draws 1: 6 (yes) → 4 informative, stop before the round budget (3) is spent
+    assert calls == [(0, [0, 1, 2, 3]), (1, [4, 5]), (2, [6])]
+    assert [g.prompt.uid for g in groups] == ["0", "1", "2", "3", "4", "5", "6"]
+    assert m == {"refill_rounds": 2.0, "groups_informative": 4.0}
+    batch = grpo.make_batch(groups, GRPO(group_size=2, prompts_per_step=4), pad_id=0)
+    assert batch.metrics["groups"] == 7 and batch.metrics["groups_dropped"] == 3
+    assert batch.num_sequences == 4 * 2  # exactly prompts_per_step informative groups of G = 2
+
+
+def test_collect_groups_round_budget_and_drop_only():
+    draw, sample, calls = _fake_rollout()
+    groups, m = grpo.collect_groups(draw, sample, GRPO(group_size=2, prompts_per_step=4, refill_max_rounds=1))
+    assert calls == [(0, [0, 1, 2, 3]), (1, [4, 5])] and len(groups) == 6
+    assert m == {"refill_rounds": 1.0, "groups_informative": 3.0}  # budget spent: the batch stays short
+    draw, sample, calls = _fake_rollout()
+    groups, m = grpo.collect_groups(draw, sample, GRPO(group_size=2, prompts_per_step=4))  # default 0: drop only
+    assert calls == [(0, [0, 1, 2, 3])] and m["refill_rounds"] == 0.0
+
+
+def test_make_batch_reports_reward_per_mode():
+    groups = [group([1], [[2], [3], [4], [5]], [1.0, 0.0, 0.0, 0.0], mode="think"),
+              group([1], [[2], [3], [4], [5]], [1.0, 1.0, 1.0, 0.0], mode="no_think"),
+              group([1], [[2], [3], [4], [5]], [0.0, 0.0, 0.0, 0.0], mode="no_think")]
+    m = grpo.make_batch(groups, GRPO(group_size=4), pad_id=0).metrics
+    # think: 1/4; no_think: 3/8 over both groups (before the zero-variance drop, like reward_mean)
+    assert (m["groups/think"], m["groups/no_think"]) == (1.0, 2.0)
+    close(m["reward_mean/think"], 0.25)
+    close(m["reward_mean/no_think"], 0.375)
+    close(m["reward_mean"], 4 / 12)
+
+
+def test_actor_loss_reports_the_rollout_logprob_gap():
+    logprobs = T([[0.0, -0.5, -1.0, 9.0]], requires_grad=True)
+    mb = {"advantages": T([1.0]), "loss_mask": T([[0.0, 1.0, 1.0, 0.0]]),
+          "rollout_logprobs": T([[0.0, -0.4, -1.3, 0.0]])}
+    num, den, metrics = grpo.actor_loss(GRPO(), logprobs, mb)
+    close(metrics["logprob_gap"], [0.1 + 0.3, 2.0])  # |−0.5 + 0.4| + |−1.0 + 1.3| over the 2 trained tokens
+    close(num, -2.0)  # −ratio·A per trained token, ratio ≡ 1 on-policy
+    assert int(den) == 2
+    num.backward()
+    close(logprobs.grad, [[0.0, -1.0, -1.0, 0.0]])  # REINFORCE: −A·∇lp on the trained tokens only

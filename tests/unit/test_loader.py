@@ -8,7 +8,7 @@ from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, PromptStream, load_prompts, load_sft_examples
 from nemo_cascade.data.synthetic import arithmetic
 from nemo_cascade.data.tokenizer import build_tiny_tokenizer
-from nemo_cascade.types import Prompt
+from nemo_cascade.types import Prompt, PromptGroup
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +64,9 @@ def test_long_prompts_are_dropped_and_counted(tok, tmp_path):
 @pytest.mark.parametrize("line, field", [
     ('{"question": "q", "answer": "1"', "invalid JSON"),
     ('[1, 2]', "JSON object"),
-    ('{"answer": "1"}', "'question', 'prompt' or 'messages'"),
+    ('{"answer": "1"}', "expected one of ['prompt', 'question', 'problem', 'messages']"),
     ('{"question": 5, "answer": "1"}', "'question'"),
-    ('{"question": "q"}', "'answer' or 'label'"),
+    ('{"question": "q"}', "expected field 'answer'"),
     ('{"question": "q", "answer": ["1"]}', "'answer'"),
     ('{"question": "q", "answer": "1", "uid": 1.5}', "'uid'"),
     ('{"messages": "hi", "answer": "1"}', "'messages'"),
@@ -148,3 +148,156 @@ def test_stream_refuses_other_data():
         PromptStream(_prompts(8), seed=0).load_state_dict(state)
     with pytest.raises(DataError, match="no prompts"):
         PromptStream([], seed=0)
+
+
+# ------------------------------------------------------------- half-half modes (§4.3.2), chat style (§3.1.2)
+
+@pytest.mark.parametrize("style", ["cascade1", "cascade2"])
+def test_half_mode_templates_every_row_in_both_modes(tok, style):
+    data = Data(source="synthetic:arithmetic", size=6, split="test", seed=5)
+    prompts = load_prompts(data, tok, "half", "math", 512, style)
+    rows = arithmetic("test", 6, seed=5)
+    assert len(prompts) == len(prompts.alternate) == 6
+    for think, no_think, row in zip(prompts, prompts.alternate, rows):
+        msgs = [{"role": "user", "content": row["question"]}]
+        assert (think.mode, no_think.mode) == ("think", "no_think") and think.uid == no_think.uid == row["uid"]
+        assert tok.decode(think.prompt_tokens) == render(msgs, "think", style)
+        assert tok.decode(no_think.prompt_tokens) == render(msgs, "no_think", style)
+    text = tok.decode(prompts.alternate[0].prompt_tokens)
+    if style == "cascade1":  # flags on the user turn, no empty think block (§3.1.2)
+        assert text.endswith(" /no_think<|im_end|>\n<|im_start|>assistant\n") and "<think>" not in text
+    else:  # Cascade 2: no flags, an empty think block opens a non-thinking answer ([P2] §3.1.2)
+        assert text.endswith("<|im_start|>assistant\n<think></think>") and "/no_think" not in text
+        assert "/think" not in tok.decode(prompts[0].prompt_tokens)
+    assert load_prompts(data, tok, "think", "math", 512).alternate is None
+
+
+def test_half_mode_drops_a_row_when_either_templating_is_too_long(tok, tmp_path):
+    path = _jsonl(tmp_path, [{"question": "What is 1 + 1?", "answer": "2"}, {"question": "q", "answer": "1"}])
+    think_len = len(load_prompts(Data(source=str(path)), tok, "think", "math", 512)[0].prompt_tokens)
+    no_think_len = len(load_prompts(Data(source=str(path)), tok, "no_think", "math", 512)[0].prompt_tokens)
+    assert no_think_len > think_len  # " /no_think" is longer than " /think"
+    assert len(load_prompts(Data(source=str(path)), tok, "think", "math", think_len)) == 2
+    half = load_prompts(Data(source=str(path)), tok, "half", "math", think_len)
+    assert [p.uid for p in half] == [p.uid for p in half.alternate] == [f"{path}:2"] and half.dropped_too_long == 1
+
+
+def _half_stream(n, seed=0):
+    think = [Prompt(prompt_tokens=[i], domain="math", label="", mode="think", uid=f"u{i}") for i in range(n)]
+    no_think = [Prompt(prompt_tokens=[i, 0], domain="math", label="", mode="no_think", uid=f"u{i}") for i in range(n)]
+    return PromptStream(think, seed=seed, alternate=no_think)
+
+
+def test_stream_alternates_modes_so_every_even_batch_is_half_half():
+    stream = _half_stream(7, seed=2)
+    draws = stream.next_batch(3) + stream.next_batch(3) + stream.next_batch(8)  # odd sizes, across epochs
+    assert [p.mode for p in draws] == ["think", "no_think"] * 7
+    for size in (4, 6, 2):  # any even batch, wherever it starts, is exactly half-half
+        batch = stream.next_batch(size)
+        assert sum(p.mode == "think" for p in batch) == size // 2
+    first = _half_stream(7, seed=2).next_batch(7)
+    assert sorted(p.uid for p in first) == [f"u{i}" for i in range(7)]  # still every row once per epoch
+    assert all(p.prompt_tokens == ([int(p.uid[1:])] if p.mode == "think" else [int(p.uid[1:]), 0]) for p in first)
+    with pytest.raises(DataError, match="index-aligned"):
+        PromptStream(_prompts(3), alternate=_prompts(2))
+
+
+# ---------------------------------------------------------------------------- epoch-level filtering (§4.5.2)
+
+def _scored(prompt, rewards):
+    return PromptGroup(prompt=prompt, response_tokens_G_T=[[1]] * len(rewards),
+                       rollout_logprobs_G_T=[[0.0]] * len(rewards), finish_reason_G=["stop"] * len(rewards),
+                       rewards_G=rewards)
+
+
+def _outcome(uid):  # rows 0-2 unsolved (0 %), 3-4 solved (100 %; a -1 penalty is not correct), 5-9 mixed
+    k = int(uid[1:])
+    return [0.0, -1.0, 0.0] if k < 3 else [1.0, 1.0, 1.0] if k < 5 else [1.0, 0.0, -1.0]
+
+
+def _run_epoch(stream, n):
+    batch = stream.next_batch(n)
+    stream.record([_scored(p, _outcome(p.uid)) for p in batch])
+    return batch
+
+
+def test_epoch_filter_removes_solved_and_unsolved_rows_from_the_next_epoch():
+    stream = PromptStream(_prompts(10), seed=1, epoch_filter=(0.0, 0.0))
+    _run_epoch(stream, 10)
+    assert stream.metrics() == {"epoch": 0.0, "epoch_filter/kept": 10.0, "epoch_filter/removed": 0.0,
+                                "epoch_filter/readmitted": 0.0}
+    epoch1 = stream.next_batch(5)
+    assert sorted(p.uid for p in epoch1) == [f"u{i}" for i in range(5, 10)]
+    assert stream.metrics() == {"epoch": 1.0, "epoch_filter/kept": 5.0, "epoch_filter/removed": 5.0,
+                                "epoch_filter/readmitted": 0.0}
+    assert stream.next_batch(1)[0].uid in {f"u{i}" for i in range(5, 10)} and stream.epoch == 2
+    every = PromptStream(_prompts(10), seed=1, epoch_filter=(1.0, 1.0))  # p = 1: all re-admitted
+    _run_epoch(every, 10)
+    assert len({p.uid for p in every.next_batch(10)}) == 10 and every.metrics()["epoch_filter/readmitted"] == 5
+    plain = PromptStream(_prompts(10), seed=1)  # no filter: record is a no-op, order as before
+    _run_epoch(plain, 10)
+    assert len({p.uid for p in plain.next_batch(10)}) == 10 and "epoch_filter/kept" not in plain.metrics()
+
+
+def test_epoch_filter_readmission_rates_are_the_configured_probabilities():
+    prompts = _prompts(4000)  # 0-1999 all wrong, 2000-3999 all right
+    stream = PromptStream(prompts, seed=7, epoch_filter=(0.10, 0.01))
+    stream.record([_scored(p, [0.0, 0.0] if int(p.uid[1:]) < 2000 else [1.0, 1.0]) for p in stream.next_batch(4000)])
+    epoch1 = {int(p.uid[1:]) for p in stream.next_batch(1)} | {int(p.uid[1:]) for p in stream.next_batch(
+        int(stream.metrics()["epoch_filter/kept"]) - 1)}
+    unsolved, solved = sum(k < 2000 for k in epoch1), sum(k >= 2000 for k in epoch1)
+    # Binomial(2000, 0.10): mean 200, sd 13.4; Binomial(2000, 0.01): mean 20, sd 4.4 (seeded: deterministic)
+    assert 160 <= unsolved <= 240 and 8 <= solved <= 32, (unsolved, solved)
+    again = PromptStream(prompts, seed=7, epoch_filter=(0.10, 0.01))
+    again.record([_scored(p, [0.0, 0.0] if int(p.uid[1:]) < 2000 else [1.0, 1.0]) for p in again.next_batch(4000)])
+    assert {int(p.uid[1:]) for p in again.next_batch(len(epoch1))} == epoch1
+
+
+def test_epoch_filter_keeps_everything_rather_than_starve():
+    stream = PromptStream(_prompts(4), seed=0, epoch_filter=(0.0, 0.0))
+    stream.record([_scored(p, [1.0, 1.0]) for p in stream.next_batch(4)])
+    assert len({p.uid for p in stream.next_batch(4)}) == 4 and stream.metrics()["epoch_filter/kept"] == 4
+
+
+def test_epoch_filter_state_resumes_exactly():
+    ref = PromptStream(_prompts(10), seed=3, epoch_filter=(0.5, 0.5))
+    run = PromptStream(_prompts(10), seed=3, epoch_filter=(0.5, 0.5))
+    for s in (ref, run):
+        _run_epoch(s, 10)
+        _run_epoch(s, 2)  # into epoch 1 (filtered)
+    state = json.loads(json.dumps(run.state_dict()))
+    assert "outcomes" in state and "active" in state
+    resumed = PromptStream(_prompts(10), seed=3, epoch_filter=(0.5, 0.5))
+    resumed.load_state_dict(state)
+    assert resumed.metrics() == ref.metrics()
+    for _ in range(6):  # several epochs: the re-admission draws and the outcomes carry over
+        assert [p.uid for p in _run_epoch(resumed, 3)] == [p.uid for p in _run_epoch(ref, 3)]
+        assert resumed.metrics() == ref.metrics()
+
+
+def test_epoch_filter_needs_unique_uids():
+    dup = _prompts(3) + [Prompt(prompt_tokens=[9], domain="math", label="", uid="u0")]
+    with pytest.raises(DataError, match="uids are not unique"):
+        PromptStream(dup, epoch_filter=(0.1, 0.01))
+    PromptStream(dup)  # fine without the filter
+
+
+def test_bad_rows_are_skipped_and_counted_up_to_the_limit(tok, tmp_path, caplog):
+    path = _jsonl(tmp_path, ['{"question": "ok", "answer": "1"}', '{"question": "no answer"}',
+                             '{"problem": "fine too", "answer": 2}', '{"answer": "no prompt"}'])
+    with pytest.raises(DataError, match=r"rows.jsonl:2: expected field 'answer' .*\(2 bad rows; data.max_bad_rows=1\)"):
+        load_prompts(Data(source=str(path), max_bad_rows=1), tok, "no_think", "math", 512)
+    prompts = load_prompts(Data(source=str(path), max_bad_rows=2), tok, "no_think", "math", 512)
+    assert [p.label for p in prompts] == ["1", "2"] and prompts.bad_rows == 2
+    assert "skipped 2 bad rows" in caplog.text
+
+
+def test_domain_synthetic_sets_load_with_their_labels(tok):
+    from nemo_cascade.data.loader import load_sft_examples
+    from nemo_cascade.rewards import VALIDATORS
+
+    for name, domain in (("if_arithmetic", "ifeval"), ("code_arithmetic", "code"), ("bugfix_arithmetic", "swe")):
+        prompts = load_prompts(Data(source=f"synthetic:{name}", size=4), tok, "no_think", domain, 512,
+                               validate_label=VALIDATORS[domain])
+        assert len(prompts) == 4 and all(p.domain == domain for p in prompts)
+        assert len(load_sft_examples(Data(source=f"synthetic:{name}", size=4), tok, "think", 512)) == 4

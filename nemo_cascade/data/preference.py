@@ -1,0 +1,159 @@
+"""Preference pairs for reward-model training (paper §4.2): rows ``{"prompt", "chosen", "rejected"}`` read,
+validated, templated and tokenised; and a synthetic pair generator for CPU-scale runs.
+
+jsonl rows (one JSON object per line, blank lines skipped):
+
+- ``"prompt"``: a string (one user turn) or a list of ``{"role", "content"}`` messages ending with a
+  non-assistant turn (the conversation the two responses reply to);
+- ``"chosen"`` / ``"rejected"``: the preferred and the dispreferred response, strings;
+- optional ``"uid"``.
+
+A malformed row raises :class:`~nemo_cascade.data.loader.DataError` with one line naming the file, the line
+and the field. A pair whose two responses are identical carries no preference (the paper drops HelpSteer3's
+ties, §4.2): it is skipped and counted (``PromptList.dropped_ties``).
+
+Each side is tokenised as the whole conversation with the response as the final assistant turn, rendered by
+the chat template **without** a generation prompt — exactly what the served RM's client sends
+(``rewards.remote.RewardModelClient.score_conversations``), so the RM is trained on the inputs it will score.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from pathlib import Path
+
+from ..config import Data
+from .chat import render
+from .loader import SYNTHETIC_PREFIX, DataError, PromptList, _read_jsonl, _synthetic_rows
+from .synthetic import sft_pairs
+
+log = logging.getLogger(__name__)
+
+_ROLES = ("system", "user", "assistant")
+REJECT_KINDS = ("wrong", "inconsistent", "unboxed")
+"""How a synthetic rejected response differs from the chosen (correct) one: a wrong result stated
+throughout; the right working but a different boxed answer; the right answer without ``\\boxed{}``. Each
+earns 0 from the ``math`` verifier while the chosen response earns 1."""
+
+
+class PairList(PromptList):
+    """``list[(chosen_ids, rejected_ids)]`` that also reports what loading skipped."""
+
+    dropped_ties: int = 0
+    """Rows whose chosen and rejected responses were identical."""
+
+
+# ------------------------------------------------------------------------------------------ rows
+
+def _prompt_messages(value, where: str) -> list[dict]:
+    if isinstance(value, str):
+        if not value:
+            raise DataError(f"{where}: field 'prompt' must be a non-empty string or a list of messages")
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list) or not value:
+        raise DataError(f"{where}: field 'prompt' must be a non-empty string or a list of {{role, content}} objects")
+    for j, m in enumerate(value):
+        if not isinstance(m, dict) or m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
+            raise DataError(f"{where}: field 'prompt[{j}]' must be an object with role system|user|assistant "
+                            f"and string content")
+    if value[-1]["role"] == "assistant":
+        raise DataError(f"{where}: field 'prompt' must not end with an assistant turn (the responses reply to it)")
+    return [{k: m[k] for k in ("role", "content", "mode") if k in m} for m in value]
+
+
+def parse_row(row: dict, where: str) -> tuple[list[dict], str, str]:
+    """``(prompt messages, chosen, rejected)`` of one row, or a one-line DataError naming ``where``."""
+    if "prompt" not in row:
+        raise DataError(f"{where}: expected field 'prompt' (a string or a list of messages)")
+    messages = _prompt_messages(row["prompt"], where)
+    out = []
+    for key in ("chosen", "rejected"):
+        if key not in row:
+            raise DataError(f"{where}: expected field {key!r} (a response string)")
+        if not isinstance(row[key], str):
+            raise DataError(f"{where}: field {key!r} must be a string, got {type(row[key]).__name__}")
+        out.append(row[key])
+    return messages, out[0], out[1]
+
+
+# ------------------------------------------------------------------------------------ synthetic
+
+def _wrong(value: int, rng: random.Random) -> int:
+    """A nearby wrong non-negative result (off by 1..3): close enough that only the arithmetic tells."""
+    candidates = [value + d for d in (-3, -2, -1, 1, 2, 3) if value + d >= 0]
+    return rng.choice(candidates)
+
+
+def arithmetic_pairs(rows: list[dict], mode: str = "no_think", seed: int = 0) -> list[dict]:
+    """Preference rows from synthetic arithmetic rows (``data.synthetic.arithmetic``): the chosen response is
+    the SFT reference answer; the rejected one is a corruption of it, its kind (:data:`REJECT_KINDS`) and
+    wrong value drawn per problem from ``seed`` and the problem's uid, so a row's pair does not depend on
+    which other rows were drawn."""
+    out = []
+    for row, (messages, chosen) in zip(rows, sft_pairs(rows, mode)):
+        rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{row['uid']}".encode()).digest()[:8], "big"))
+        kind = rng.choice(REJECT_KINDS)
+        lhs, value = row["solution"].rsplit(" = ", 1)
+        right, wrong = row["answer"], str(_wrong(int(value), rng))
+        if kind == "wrong":
+            bad = dict(row, answer=wrong, solution=f"{lhs} = {wrong}")
+        elif kind == "inconsistent":
+            bad = dict(row, answer=wrong)
+        else:
+            bad = None
+        rejected = (sft_pairs([bad], mode)[0][1] if bad is not None
+                    else chosen.replace(f"\\boxed{{{right}}}", right))
+        out.append({"uid": row["uid"], "prompt": messages, "chosen": chosen, "rejected": rejected, "kind": kind})
+    return out
+
+
+PREFERENCE_SYNTHETIC = {"arithmetic": arithmetic_pairs}
+"""Synthetic sets that have a preference form: ``synthetic:NAME`` in a reward_model stage."""
+
+
+def preference_rows(data_cfg: Data, mode: str) -> list[tuple[str, list[dict], str, str]]:
+    """``(uid, prompt messages, chosen, rejected)`` per row of a preference source."""
+    if data_cfg.source.startswith(SYNTHETIC_PREFIX):
+        name = data_cfg.source[len(SYNTHETIC_PREFIX):]
+        if name not in PREFERENCE_SYNTHETIC:
+            raise DataError(f"data.source: synthetic set {name!r} has no preference pairs; expected one of "
+                            f"{sorted(PREFERENCE_SYNTHETIC)}")
+        rows = PREFERENCE_SYNTHETIC[name](_synthetic_rows(data_cfg), mode, data_cfg.seed)
+        return [(r["uid"], r["prompt"], r["chosen"], r["rejected"]) for r in rows]
+    path = Path(data_cfg.source)
+    out = []
+    for lineno, row in _read_jsonl(path, data_cfg.size):
+        where = f"{path}:{lineno}"
+        messages, chosen, rejected = parse_row(row, where)
+        out.append((str(row.get("uid", where)), messages, chosen, rejected))
+    return out
+
+
+def load_preference_pairs(data_cfg: Data, tokenizer, mode: str, style: str = "cascade1") -> PairList:
+    """``(chosen_ids, rejected_ids)`` per usable row: each the token ids of the whole conversation (prompt
+    turns + the response as the assistant turn, no generation prompt). Over-long sequences are kept whole here;
+    the batch builder keeps their last tokens (``algorithms.reward_model.make_pair_batch``)."""
+    out = PairList()
+    for uid, messages, chosen, rejected in preference_rows(data_cfg, mode):
+        if chosen == rejected:
+            out.dropped_ties += 1
+            continue
+        out.append(tuple(_encode_conversation(tokenizer, messages, response, mode, style)
+                         for response in (chosen, rejected)))
+    if out.dropped_ties:
+        log.warning("%s: skipped %d pairs whose chosen and rejected responses are identical",
+                    data_cfg.source, out.dropped_ties)
+    if not out:
+        raise DataError(f"{data_cfg.source}: no usable preference pairs")
+    return out
+
+
+def _encode_conversation(tokenizer, messages: list[dict], response: str, mode: str, style: str) -> list[int]:
+    text = render([*messages, {"role": "assistant", "content": response}], mode, style, add_generation_prompt=False)
+    # The template holds every control token; special tokens added here would be a second copy.
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+__all__ = ["PairList", "parse_row", "arithmetic_pairs", "preference_rows", "load_preference_pairs",
+           "REJECT_KINDS", "PREFERENCE_SYNTHETIC"]
