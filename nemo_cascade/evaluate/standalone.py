@@ -1,0 +1,148 @@
+"""Evaluating a checkpoint on disk (``nemo-cascade eval``): find the model, build an engine, run, write.
+
+A checkpoint is an HF model folder (``config.json``, weights, tokenizer) or a run's stage directory
+(``runs/<name>/stages/<k>-<name>/``, whose ``hf/`` holds the stage's export; results then go to that stage
+directory's ``eval.json``, beside its ``metrics.jsonl``). The engine is the project's
+``rollout.vllm.RolloutEngine`` in this process; its context is the longest prompt of the requested suites plus
+the response budget, capped by the model's ``max_position_embeddings`` (and ``max_model_len`` if given).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .. import config
+from .report import provenance, write_eval
+from .runner import EvalSettings, Prepared, check_settings, prepare, run_suite
+from .suites import EvalError, get_suite
+
+log = logging.getLogger(__name__)
+
+EXPECTED = ("expected a Hugging Face model folder (config.json, weights, tokenizer) or a run's stage directory "
+            "(runs/<name>/stages/<k>-<name>/ holding hf/)")
+
+
+def resolve_checkpoint(path: str | Path) -> tuple[Path, Optional[Path]]:
+    """``(HF model folder, stage directory or None)`` for a checkpoint argument; EvalError (one line) otherwise."""
+    p = Path(path)
+    if not p.exists():
+        raise EvalError(f"checkpoint {p}: not found; {EXPECTED}")
+    if (p / "config.json").is_file():
+        stage = p.parent if p.name == "hf" and (p.parent / "metrics.jsonl").is_file() else None
+        return p, stage
+    if (p / "hf" / "config.json").is_file():
+        return p / "hf", p
+    if (p / "manifest.json").is_file() and (p / "stages").is_dir():
+        stages = sorted(str(s) for s in (p / "stages").iterdir() if (s / "hf" / "config.json").is_file())
+        raise EvalError(f"checkpoint {p}: a run directory; pass one of its stages: {stages or 'none finished yet'}")
+    raise EvalError(f"checkpoint {p}: no config.json and no hf/ folder; {EXPECTED}")
+
+
+def check_server(url: str) -> None:
+    """A served model must answer ``/health`` before the evaluation spends its time generating."""
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback/cluster: no proxy
+    try:
+        with opener.open(url.rstrip("/").removesuffix("/v1") + "/health", timeout=10) as resp:
+            if resp.status == 200:
+                return
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise EvalError(f"--reward-model-url {url}: no server answers at /health ({e}); expected a reward model "
+                        f"served by `vllm serve MODEL --runner pooling`") from None
+    raise EvalError(f"--reward-model-url {url}: /health answered {resp.status}")
+
+
+def model_positions(model_dir: Path) -> int:
+    cfg = json.loads((model_dir / "config.json").read_text())
+    text = cfg.get("text_config") or cfg
+    return int(text.get("max_position_embeddings") or 1 << 20)
+
+
+def load_tokenizer(model_dir: Path):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(model_dir))
+    except (OSError, ValueError) as e:
+        raise EvalError(f"checkpoint {model_dir}: cannot load its tokenizer ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:200]}); {EXPECTED}") from None
+
+
+def engine_context(prepared: Sequence[Prepared], positions: int, max_model_len: Optional[int] = None) -> int:
+    """Tokens of context the engine needs: the longest prompt plus the largest response budget, capped by
+    the model's positions and by ``max_model_len``."""
+    need = max(max(len(p.prompt_tokens) for p in prep.prompts) + prep.decoding.max_tokens for prep in prepared)
+    return max(2, min(need, positions, max_model_len or positions))
+
+
+def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "auto", kv_cache_gib: float = 2.0):
+    """The project's rollout engine for evaluation only (no actor in this process)."""
+    from ..rollout.vllm import RolloutEngine
+
+    if dtype == "auto":
+        import torch
+
+        dtype = "bfloat16" if torch.cuda.is_available() else "float32"
+    rollout = config.Rollout(max_prompt_tokens=context, max_response_tokens=1, kv_cache_gib=kv_cache_gib)
+    try:
+        return RolloutEngine(str(model_dir), rollout, dtype, seed=seed, max_model_len=context)
+    except (FileNotFoundError, ValueError) as e:
+        raise EvalError(f"checkpoint {model_dir}: {e}") from None
+
+
+def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings: EvalSettings = EvalSettings(), *,
+                        out_dir: Optional[Path] = None, reward_model: Optional[str] = None,
+                        max_model_len: Optional[int] = None, dtype: str = "auto", kv_cache_gib: float = 2.0
+                        ) -> tuple[dict, Path]:
+    """Run ``suites`` on a checkpoint and write eval.json / eval.md / eval.svg into ``out_dir`` (default: the
+    stage directory, else ``runs/eval/<model folder name>``). ``reward_model``: an HF folder of a reward model
+    to serve for the RLHF suite for the duration of the run (else ``settings.reward_model_url``).
+    Returns ``(results by suite, eval.json path)``."""
+    from dataclasses import replace
+
+    # until it is served, a reward model to start stands in for the server URL it will have
+    pending = replace(settings, reward_model_url=settings.reward_model_url or
+                      ("http://127.0.0.1:1" if reward_model else ""))
+    check_settings(suites, pending)
+    model_dir, stage = resolve_checkpoint(checkpoint)
+    if settings.reward_model_url and any(get_suite(n).pairwise for n in suites):
+        check_server(settings.reward_model_url)
+    if reward_model and not (Path(reward_model) / "config.json").is_file():
+        raise EvalError(f"--reward-model {reward_model}: no config.json; expected an HF reward-model folder")
+    tokenizer = load_tokenizer(model_dir)
+    prepared = [prepare(name, pending, tokenizer) for name in suites]
+    out_dir = Path(out_dir) if out_dir else (stage or Path("runs") / "eval" / model_dir.resolve().name)
+    server = None
+    if reward_model and any(p.suite.pairwise for p in prepared):
+        from ..rewards.serve import VLLMServer
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        server = VLLMServer(reward_model, runner="pooling", log_path=out_dir / "reward_model_server.log")
+        server.launch()  # loads while the policy engine starts
+    engine = None
+    try:
+        context = engine_context(prepared, model_positions(model_dir), max_model_len)
+        engine = build_engine(model_dir, context, settings.seed, dtype, kv_cache_gib)
+        if server is not None:
+            settings = replace(settings, reward_model_url=server.wait_ready().url)
+        started = time.perf_counter()
+        results = {p.suite.name: run_suite(engine, p, settings) for p in prepared}
+        log.info("evaluated %s in %.1f s", ", ".join(suites), time.perf_counter() - started)
+    finally:
+        if engine is not None:
+            engine.shutdown()
+        if server is not None:
+            server.stop()
+    meta = provenance(str(checkpoint), str(model_dir))
+    meta["settings"] = {k: v for k, v in vars(settings).items() if k != "progress"}
+    path = write_eval(out_dir, {name: r.to_json() for name, r in results.items()}, meta)
+    return results, path
+
+
+__all__ = ["resolve_checkpoint", "build_engine", "engine_context", "evaluate_checkpoint", "load_tokenizer",
+           "model_positions"]

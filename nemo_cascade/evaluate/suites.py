@@ -1,0 +1,354 @@
+"""The benchmark suites: which data, which reward domain, which decoding budget and thinking mode.
+
+A :class:`Suite` declares everything a run needs besides the model: the reward domain (a key of
+``nemo_cascade.rewards.REWARDS``; scoring goes through ``rewards.Scorer``, the verifiers training uses), the
+data file and its loader (rows → :class:`Item`: the chat messages, the reward label and, where one exists, a
+reference response), the default thinking mode, samples per item K and response budget, and the metric.
+
+Decoding (paper App. B; PAPER.md §4 "Settings"): temperature 0.6, top-p 0.95 for every suite; K samples per
+item with avg@K as the score — AIME avg@64, IFEval / IFBench avg@8, SWE-bench avg@4, the paper's values;
+response budget 64K tokens ("thinking budget"), 32K for IFEval / IFBench / ArenaHard and for SWE. The unified
+model is evaluated in thinking mode except on IFEval (non-thinking, T2). Suites the paper does not report
+(GSM8K, MATH-500, HumanEval, MBPP, the HH-RLHF proxy) use the same decoding; their K is our choice, stated in
+``Suite.paper``. Every default can be overridden per run (``EvalSettings``; ``nemo-cascade eval --samples``,
+``--max-tokens``, ``--mode``), which a 2-core CPU needs.
+
+Prompts: math suites append the AceMath/AceReason instruction "Please reason step by step, and put your final
+answer within \\boxed{}." (the math reward reads the last ``\\boxed{}``, §4.5); code suites ask for a
+self-contained script in a fenced block (the code reward runs the last Python block, §4.6); SWE uses the
+Agentless repair prompt (:mod:`.swe_tasks`); IFEval / IFBench / RLHF prompts are the dataset's own text.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+from ..config import Reward
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "data"
+
+MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+CODE_INSTRUCTION = "Please provide a self-contained Python script that solves the problem in a markdown code block."
+
+
+class EvalError(ValueError):
+    """A user mistake (unknown suite, missing checkpoint or data file, bad option, malformed data row); the
+    message is one line naming what was expected."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One benchmark question."""
+
+    uid: str
+    """Stable id from the dataset (task id, problem id, row number)."""
+    messages: list
+    """The conversation to answer: ``[{"role": "user", "content": ...}, ...]``, ending with a user turn."""
+    label: Any
+    """The reward label of the suite's domain (DESIGN.md "Rewards")."""
+    reference: Optional[str] = None
+    """A reference response: one that scores full marks (math, code, SWE: the golden solution), or the
+    answer to beat (RLHF). None where the dataset has none (IFEval, IFBench)."""
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    domain: str
+    """Reward domain (``rewards.REWARDS`` / ``rewards.Scorer``)."""
+    description: str
+    load: Callable[[Path], list]
+    """Data file → items (in file order)."""
+    default_data: Callable[[], Path]
+    mode: str
+    """Default thinking mode (` /think` or ` /no_think` on the user turn, §3.1.2)."""
+    samples: int
+    """Default K (samples per item)."""
+    max_tokens: int
+    """Default response budget in tokens."""
+    metric: str
+    """What avg@K measures here, for reports."""
+    paper: str
+    """Where the defaults come from."""
+    pairwise: bool = False
+    """Score = win/tie/loss against the item's reference answer under the reward model (RLHF proxy)."""
+    reward: Reward = field(default_factory=Reward)
+    """Verifier settings (answer pattern, timeouts); the run's sandbox / server settings are merged in."""
+
+
+# ------------------------------------------------------------------------------------------ reading files
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a ``.jsonl`` or ``.jsonl.gz`` file."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        raise EvalError(f"data file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise EvalError(f"{path}: cannot read ({type(e).__name__}: {e})") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise EvalError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(row, dict):
+            raise EvalError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        yield lineno, row
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _field(row: dict, key: str, where: str, kind: type | tuple = str) -> Any:
+    if key not in row or not isinstance(row[key], kind) or isinstance(row[key], bool):
+        raise EvalError(f"{where}: expected field {key!r} ({getattr(kind, '__name__', kind)})")
+    return row[key]
+
+
+def _validated(domain: str, label: Any, where: str) -> Any:
+    from ..rewards import VALIDATORS
+
+    try:
+        VALIDATORS[domain](label)
+    except ValueError as e:
+        raise EvalError(f"{where}: {e}") from None
+    return label
+
+
+def _user(text: str) -> list:
+    return [{"role": "user", "content": text}]
+
+
+# ------------------------------------------------------------------------------------------ loaders
+
+def load_ifeval(path: Path) -> list[Item]:
+    """IFEval ``input_data.jsonl`` / IFBench ``IFBench_test.jsonl`` rows: ``key``, ``prompt``,
+    ``instruction_id_list``, ``kwargs``; the label is the row (the ``ifeval`` domain covers both taxonomies)."""
+    items = []
+    for lineno, row in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        prompt = _field(row, "prompt", where)
+        label = _validated("ifeval", {"prompt": prompt, "instruction_id_list": row.get("instruction_id_list"),
+                                      "kwargs": row.get("kwargs")}, where)
+        items.append(Item(str(row.get("key", lineno)), _user(prompt), label))
+    return items
+
+
+def _math_item(uid: str, problem: str, answer: str, where: str) -> Item:
+    answer = _validated("math", answer.strip(), where)
+    return Item(uid, _user(f"{problem}\n\n{MATH_INSTRUCTION}"), answer, f"The final answer is \\boxed{{{answer}}}.")
+
+
+def load_gsm8k(path: Path) -> list[Item]:
+    """GSM8K rows ``question`` / ``answer``; the label is the number after ``####`` without thousands commas."""
+    items = []
+    for lineno, row in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        solution = _field(row, "answer", where)
+        if "####" not in solution:
+            raise EvalError(f"{where}: field 'answer' has no '#### <number>' final answer")
+        final = solution.rsplit("####", 1)[1].strip().replace(",", "")
+        items.append(_math_item(str(lineno), _field(row, "question", where), final, where))
+    return items
+
+
+def load_math(path: Path) -> list[Item]:
+    """MATH-500 / AIME rows: ``problem`` and ``answer`` (string or integer); uid from ``unique_id`` or ``id``."""
+    items = []
+    for lineno, row in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        answer = _field(row, "answer", where, (str, int))
+        uid = str(row.get("unique_id", row.get("id", lineno)))
+        items.append(_math_item(uid, _field(row, "problem", where), str(answer), where))
+    return items
+
+
+def _fenced(code: str) -> str:
+    return f"```python\n{code.rstrip()}\n```"
+
+
+def load_humaneval(path: Path) -> list[Item]:
+    """HumanEval rows (``task_id``, ``prompt``, ``canonical_solution``, ``test``, ``entry_point``): the model
+    writes the whole function; the label runs the dataset's ``check(candidate)``."""
+    items = []
+    for lineno, row in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        prompt = _field(row, "prompt", where)
+        label = _validated("code", {"test_code": _field(row, "test", where),
+                                    "entry_point": _field(row, "entry_point", where)}, where)
+        text = f"{CODE_INSTRUCTION}\n\n{_fenced(prompt)}"
+        reference = _fenced(prompt + row.get("canonical_solution", ""))
+        items.append(Item(_field(row, "task_id", where), _user(text), label, reference))
+    return items
+
+
+_ASSERT_CALL = re.compile(r"^\s*assert\s+(?:not\s+)?\(?\s*(?:set\(|math\.isclose\()?\s*([A-Za-z_]\w*)\s*\(")
+
+
+def load_mbpp(path: Path) -> list[Item]:
+    """MBPP rows (``task_id``, ``text``, ``code``, ``test_setup_code``, ``test_list``): the prompt shows the
+    task and its three asserts (the MBPP paper's format); the label runs setup code + asserts. The function
+    name (entry point) is the one the first assert calls."""
+    items = []
+    for lineno, row in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        tests = _field(row, "test_list", where, list)
+        match = _ASSERT_CALL.match(tests[0]) if tests and isinstance(tests[0], str) else None
+        if match is None:
+            raise EvalError(f"{where}: field 'test_list' must start with an assert calling the function")
+        test_code = "\n".join([row.get("test_setup_code") or "", *tests]).strip() + "\n"
+        label = _validated("code", {"test_code": test_code, "entry_point": match.group(1)}, where)
+        text = (f"{_field(row, 'text', where)}\nYour code should pass these tests:\n\n" + "\n".join(tests)
+                + f"\n\n{CODE_INSTRUCTION}")
+        reference = _fenced(_field(row, "code", where).replace("\r\n", "\n"))
+        items.append(Item(str(row.get("task_id", lineno)), _user(text), label, reference))
+    return items
+
+
+_HH_TURN = re.compile(r"\n\n(Human|Assistant): ?")
+
+
+def hh_conversation(dialogue: str) -> Optional[list[dict]]:
+    """An HH-RLHF dialogue (``\\n\\nHuman: ...\\n\\nAssistant: ...``) as chat messages, or None when it does not
+    alternate Human/Assistant from a Human turn or has an empty turn."""
+    parts = _HH_TURN.split(dialogue)
+    if parts[0].strip() or len(parts) < 3:
+        return None
+    messages = []
+    for k in range(1, len(parts), 2):
+        role = "user" if parts[k] == "Human" else "assistant"
+        content = parts[k + 1].strip()
+        if not content or (messages and messages[-1]["role"] == role) or (not messages and role != "user"):
+            return None
+        messages.append({"role": role, "content": content})
+    return messages
+
+
+def load_hh_rlhf(path: Path) -> list[Item]:
+    """HH-RLHF pairs: the conversation before the final ``Assistant:`` turn of ``chosen`` is the prompt, the
+    final turn of ``chosen`` is the reference answer to beat. Rows that do not parse (10 of the 2354
+    helpful-base test rows: broken turn structure or an empty turn) are skipped, deterministically."""
+    items = []
+    for lineno, row in read_jsonl(path):
+        messages = hh_conversation(_field(row, "chosen", f"{path}:{lineno}"))
+        if messages is None or len(messages) < 2 or messages[-1]["role"] != "assistant":
+            continue
+        prompt, reference = messages[:-1], messages[-1]["content"]
+        items.append(Item(str(lineno), prompt, _validated("rlhf", {"messages": prompt}, f"{path}:{lineno}"),
+                          reference))
+    return items
+
+
+def _load_swe(path: Path) -> list[Item]:
+    from .swe_tasks import load_swe
+
+    return load_swe(path)
+
+
+# ------------------------------------------------------------------------------------------ the registry
+
+def _repo_file(*parts: str) -> Callable[[], Path]:
+    return lambda: DATA.joinpath(*parts)
+
+
+SWE_BENCH_LITE_SHARED = ROOT.parent / "shared" / "data" / "swe-bench-lite" / "swe_bench_lite_test.jsonl"
+"""The full SWE-bench Lite test file, where a checkout sits beside the project's shared data."""
+SWE_BENCH_LITE_FIXTURE = ROOT / "tests" / "data" / "swe" / "swe_bench_lite_patches.jsonl.gz"
+"""In the repository: all 300 SWE-bench Lite rows with the golden patch and the issue's first 500 characters."""
+
+
+def default_swe_data() -> Path:
+    """SWE-bench Lite (full issues) if the shared data folder is there, else the repository's fixture."""
+    return SWE_BENCH_LITE_SHARED if SWE_BENCH_LITE_SHARED.is_file() else SWE_BENCH_LITE_FIXTURE
+
+
+_PAPER_DECODING = "App. B: T=0.6, top-p 0.95"
+_MATH = Reward()  # last \boxed{} (§4.5), math-verify equivalence
+
+
+SUITES: dict[str, Suite] = {s.name: s for s in (
+    Suite("ifeval", "ifeval", "IFEval, 541 prompts, 25 instruction types (Zhou et al. 2023)", load_ifeval,
+          _repo_file("ifeval", "input_data.jsonl.gz"), mode="no_think", samples=8, max_tokens=32768,
+          metric="prompt-level strict accuracy",
+          paper=f"{_PAPER_DECODING}; prompt-strict avg@8, non-thinking (T2), max 32K"),
+    Suite("ifbench", "ifeval", "IFBench test, 300 prompts, 58 out-of-distribution constraints (Pyatkin et al. 2025)",
+          load_ifeval, _repo_file("ifbench", "IFBench_test.jsonl.gz"), mode="think", samples=8, max_tokens=32768,
+          metric="prompt-level strict accuracy", paper=f"{_PAPER_DECODING}; avg@8, max 32K"),
+    Suite("gsm8k", "math", "GSM8K test, 1319 grade-school word problems (Cobbe et al. 2021)", load_gsm8k,
+          _repo_file("gsm8k", "test.jsonl.gz"), mode="think", samples=1, max_tokens=65536,
+          metric="accuracy (boxed answer, math-verify)",
+          paper=f"{_PAPER_DECODING}, 64K budget; not in the paper, K=1 is our choice", reward=_MATH),
+    Suite("math500", "math", "MATH-500 (Lightman et al. 2023)", load_math, _repo_file("math500", "test.jsonl.gz"),
+          mode="think", samples=4, max_tokens=65536, metric="accuracy (boxed answer, math-verify)",
+          paper=f"{_PAPER_DECODING}, 64K budget; not in the paper, K=4 is our choice", reward=_MATH),
+    Suite("aime24", "math", "AIME 2024 I+II, 30 problems", load_math, _repo_file("aime24", "test.jsonl.gz"),
+          mode="think", samples=64, max_tokens=65536, metric="accuracy (boxed answer, math-verify)",
+          paper=f"{_PAPER_DECODING}; avg@64, 64K budget", reward=_MATH),
+    Suite("aime25", "math", "AIME 2025 I+II, 30 problems", load_math, _repo_file("aime25", "test.jsonl.gz"),
+          mode="think", samples=64, max_tokens=65536, metric="accuracy (boxed answer, math-verify)",
+          paper=f"{_PAPER_DECODING}; avg@64, 64K budget", reward=_MATH),
+    Suite("humaneval", "code", "HumanEval, 164 problems (Chen et al. 2021)", load_humaneval,
+          _repo_file("humaneval", "HumanEval.jsonl.gz"), mode="think", samples=8, max_tokens=65536,
+          metric="pass rate (all tests, sandboxed)",
+          paper=f"{_PAPER_DECODING}, 64K budget; not in the paper, K=8 as for LiveCodeBench"),
+    Suite("mbpp", "code", "MBPP test split, 500 tasks (Austin et al. 2021)", load_mbpp,
+          _repo_file("mbpp", "test.jsonl.gz"), mode="think", samples=4, max_tokens=65536,
+          metric="pass rate (all tests, sandboxed)",
+          paper=f"{_PAPER_DECODING}, 64K budget; not in the paper, K=4 is our choice"),
+    Suite("swe", "swe", "SWE-bench Lite repair (Agentless prompt, files rebuilt from the golden patch's hunks)",
+          _load_swe, default_swe_data, mode="think", samples=4, max_tokens=32768,
+          metric="share of samples equal to the golden patch (Eq. 2 reward 1)",
+          paper=f"{_PAPER_DECODING}; avg@4, 32K budget (SWE-bench Verified, Agentless)"),
+    Suite("rlhf", "rlhf", "HH-RLHF helpful-base test: win rate against the chosen answer under the reward model",
+          load_hh_rlhf, _repo_file("hh-rlhf", "helpful-base", "test.jsonl.gz"), mode="think", samples=1,
+          max_tokens=32768, metric="win rate vs. reference (ties 0.5)",
+          paper=f"{_PAPER_DECODING}, max 32K; an ArenaHard-style proxy (ArenaHard uses a GPT-4 judge)",
+          pairwise=True),
+)}
+"""Every suite by name (``nemo-cascade eval --suite NAME``)."""
+
+
+def get_suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise EvalError(f"--suite {name}: unknown suite; expected one of {sorted(SUITES)} (or 'all')")
+    return SUITES[name]
+
+
+def suite_names(spec: str) -> list[str]:
+    """``NAME``, ``A,B,C`` or ``all`` → suite names (validated, order kept, duplicates dropped)."""
+    names = list(SUITES) if spec.strip() == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise EvalError("--suite: expected a suite name, a comma-separated list or 'all'")
+    for name in names:
+        get_suite(name)
+    return list(dict.fromkeys(names))
+
+
+def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tuple[list[Item], Path]:
+    """The suite's items (the first ``limit`` if > 0) and the file they came from."""
+    path = Path(path) if path else suite.default_data()
+    if not path.is_file():
+        raise EvalError(f"suite {suite.name}: data file not found: {path}")
+    items = suite.load(path)
+    if not items:
+        raise EvalError(f"suite {suite.name}: no items in {path}")
+    return (items[:limit] if limit > 0 else items), path
+
+
+__all__ = ["Item", "Suite", "SUITES", "EvalError", "get_suite", "suite_names", "load_items", "read_jsonl",
+           "file_sha256", "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]
