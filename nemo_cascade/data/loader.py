@@ -14,6 +14,7 @@ prompt sets may instead skip and count up to ``Data.max_bad_rows`` of them (``Pr
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
@@ -52,15 +53,18 @@ class PromptList(list):
 
 # ------------------------------------------------------------------------------------------- rows
 
-def _read_jsonl(path: Path, limit: int) -> list[tuple[int, dict]]:
-    """``(line number, object)`` per non-blank line; the first ``limit`` rows if ``limit > 0``."""
+def read_jsonl(path: Path, limit: int = 0) -> list[tuple[int, dict]]:
+    """``(line number, object)`` per non-blank line of a ``.jsonl`` or ``.jsonl.gz`` file; the first ``limit``
+    rows if ``limit > 0``. Any problem is a one-line DataError naming the file (and line)."""
     if path.suffix == ".parquet":
         raise DataError(f"{path}: parquet sources are not supported yet; convert to jsonl")
+    opener = gzip.open if path.suffix == ".gz" else open
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with opener(path, "rt", encoding="utf-8") as f:
+            lines = f.read().splitlines()
     except FileNotFoundError:
         raise DataError(f"data file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, UnicodeDecodeError, EOFError) as e:
         raise DataError(f"{path}: cannot read ({type(e).__name__}: {e})") from None
     rows = []
     for lineno, line in enumerate(lines, 1):
@@ -139,7 +143,7 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         rows = [(f"{data_cfg.source}#{i}", row) for i, row in enumerate(_synthetic_rows(data_cfg))]
     else:
         path = Path(data_cfg.source)
-        rows = [(f"{path}:{lineno}", row) for lineno, row in _read_jsonl(path, data_cfg.size)]
+        rows = [(f"{path}:{lineno}", row) for lineno, row in read_jsonl(path, data_cfg.size)]
     items, bad = [], []
     for where, row in rows:
         try:  # the released datasets' schemas (data/schemas.py), then the domain's own label check
@@ -178,7 +182,7 @@ def _sft_items(data_cfg: Data, mode: str) -> list[tuple[list[dict], str]]:
         return sft_pairs(_synthetic_rows(data_cfg), mode)
     path = Path(data_cfg.source)
     items = []
-    for lineno, row in _read_jsonl(path, data_cfg.size):
+    for lineno, row in read_jsonl(path, data_cfg.size):
         where = f"{path}:{lineno}"
         messages = _messages(row, where, True)
         if "response" in row:

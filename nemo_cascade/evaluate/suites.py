@@ -20,15 +20,14 @@ Agentless repair prompt (:mod:`.swe_tasks`); IFEval / IFBench / RLHF prompts are
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 from ..config import Reward
+from ..data import loader
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
@@ -84,26 +83,13 @@ class Suite:
 
 # ------------------------------------------------------------------------------------------ reading files
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` for each non-blank line of a ``.jsonl`` or ``.jsonl.gz`` file."""
-    opener = gzip.open if path.suffix == ".gz" else open
+def read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a ``.jsonl`` or ``.jsonl.gz`` file (the data
+    loader's reader, its errors re-raised as EvalError)."""
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        raise EvalError(f"data file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, EOFError) as e:
-        raise EvalError(f"{path}: cannot read ({type(e).__name__}: {e})") from None
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise EvalError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(row, dict):
-            raise EvalError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-        yield lineno, row
+        return loader.read_jsonl(path)
+    except loader.DataError as e:
+        raise EvalError(str(e)) from None
 
 
 def file_sha256(path: Path) -> str:
