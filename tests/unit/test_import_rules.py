@@ -18,7 +18,7 @@ CONFINED = {
 LAYERS = [
     {"cli"}, {"launch"}, {"cascade"}, {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
-     "metrics", "ranks"},
+     "metrics", "ranks", "provenance"},
     {"config", "types"},
 ]
 
