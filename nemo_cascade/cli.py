@@ -93,7 +93,9 @@ def cmd_run(args) -> int:
         C.stage_by_name(cfg, args.stage)
     preflight(cfg)
     world = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.dp
-    if "LOCAL_RANK" in os.environ:  # we are a torchrun worker
+    # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process actor
+    # (tests, notebooks) puts those in os.environ, and a CLI started from there must still launch its own job.
+    if "TORCHELASTIC_RUN_ID" in os.environ:
         from nemo_cascade.cascade import run_cascade
 
         out = run_cascade(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), only_stage=args.stage)

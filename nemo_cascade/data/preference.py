@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..config import Data
 from .chat import render
-from .loader import SYNTHETIC_PREFIX, DataError, PromptList, _read_jsonl, _synthetic_rows
+from .loader import SYNTHETIC_PREFIX, DataError, PromptList, read_jsonl, _synthetic_rows
 from .synthetic import sft_pairs
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ def preference_rows(data_cfg: Data, mode: str) -> list[tuple[str, list[dict], st
         return [(r["uid"], r["prompt"], r["chosen"], r["rejected"]) for r in rows]
     path = Path(data_cfg.source)
     out = []
-    for lineno, row in _read_jsonl(path, data_cfg.size):
+    for lineno, row in read_jsonl(path, data_cfg.size):
         where = f"{path}:{lineno}"
         messages, chosen, rejected = parse_row(row, where)
         out.append((str(row.get("uid", where)), messages, chosen, rejected))
