@@ -55,22 +55,27 @@ def _reference_checker(registry, iid: str, kwargs: dict):
     return checker
 
 
-def test_every_checker_agrees_with_lm_eval(reference, rows):
+def _checker_pairs(reference, rows):
+    """``(row, iid, kwargs, texts, own edits, our instruction, its bound kwargs, lm-eval's checker)`` for every
+    instruction of the corpus that the reference does not randomise."""
     registry, _ = reference
-    seen = collections.defaultdict(set)
-    mismatches = []
     for row, texts, own_edits in rows:
         for iid, kwargs, own in zip(row["instruction_id_list"], row["kwargs"], own_edits):
-            if _randomised_by_reference(iid, kwargs):
-                continue
-            ours, bound = IFEVAL[iid], bind(IFEVAL[iid], kwargs)
-            theirs = _reference_checker(registry, iid, kwargs)
-            for text in _texts_for(iid, texts, own):
-                verdict = _passes(ours, bound, text)
-                expected = bool(text.strip()) and bool(theirs.check_following(text))
-                seen[iid].add(verdict)
-                if verdict != expected:
-                    mismatches.append((row["key"], iid, kwargs, text[:120], expected, verdict))
+            if not _randomised_by_reference(iid, kwargs):
+                yield (row, iid, kwargs, texts, own, IFEVAL[iid], bind(IFEVAL[iid], kwargs),
+                       _reference_checker(registry, iid, kwargs))
+
+
+def test_every_checker_agrees_with_lm_eval(reference, rows):
+    seen = collections.defaultdict(set)
+    mismatches = []
+    for row, iid, kwargs, texts, own, ours, bound, theirs in _checker_pairs(reference, rows):
+        for text in _texts_for(iid, texts, own):
+            verdict = _passes(ours, bound, text)
+            expected = bool(text.strip()) and bool(theirs.check_following(text))
+            seen[iid].add(verdict)
+            if verdict != expected:
+                mismatches.append((row["key"], iid, kwargs, text[:120], expected, verdict))
     assert not mismatches, f"{len(mismatches)} disagreements, first: {mismatches[:5]}"
     assert set(seen) == set(IFEVAL), f"instructions never exercised: {set(IFEVAL) - set(seen)}"
     one_sided = {iid: v for iid, v in seen.items() if v != {True, False}}
@@ -85,23 +90,17 @@ def _chatty(text: str) -> str:
 def test_loose_verdicts_agree_with_lm_eval(reference, rows):
     """Per instruction, the loose verdict (any of the eight variants passes) on the reference response and on
     the instruction's own edits, each wrapped in a chatty first and last line."""
-    registry, _ = reference
     seen = collections.defaultdict(set)
     mismatches = []
-    for row, texts, own_edits in rows:
-        for iid, kwargs, own in zip(row["instruction_id_list"], row["kwargs"], own_edits):
-            if _randomised_by_reference(iid, kwargs):
-                continue
-            ours, bound = IFEVAL[iid], bind(IFEVAL[iid], kwargs)
-            theirs = _reference_checker(registry, iid, kwargs)
-            candidates = [texts[0], *own][: 3 if iid in EXPENSIVE else None]
-            for text in dict.fromkeys(_chatty(t) for t in candidates):
-                variants = loose_variants(text)
-                verdict = any(_passes(ours, bound, v) for v in variants)
-                expected = any(v.strip() and theirs.check_following(v) for v in variants)
-                seen[iid].add(verdict)
-                if verdict != expected:
-                    mismatches.append((row["key"], iid, kwargs, text[:120], expected, verdict))
+    for row, iid, kwargs, texts, own, ours, bound, theirs in _checker_pairs(reference, rows):
+        candidates = [texts[0], *own][: 3 if iid in EXPENSIVE else None]
+        for text in dict.fromkeys(_chatty(t) for t in candidates):
+            variants = loose_variants(text)
+            verdict = any(_passes(ours, bound, v) for v in variants)
+            expected = any(v.strip() and theirs.check_following(v) for v in variants)
+            seen[iid].add(verdict)
+            if verdict != expected:
+                mismatches.append((row["key"], iid, kwargs, text[:120], expected, verdict))
     assert not mismatches, f"{len(mismatches)} disagreements, first: {mismatches[:5]}"
     one_sided = {iid: v for iid, v in seen.items() if v != {True, False}}
     assert set(seen) == set(IFEVAL) and not one_sided, f"loose verdict seen with one value only: {one_sided}"
