@@ -1,0 +1,428 @@
+"""Training checkpoints: atomic, hash-verified snapshots of an actor from which a stage resumes bit for bit.
+
+This module owns the on-disk training state of one stage: model parameters, Megatron optimizer state
+(including the distributed optimizer's DP-sharded Adam moments), the LR scheduler, every RNG, and the
+caller's own JSON state (data-stream position etc.). A resumed run restores all of it, so its final weights
+equal an uninterrupted run's exactly. HF exports for release are ``convert``'s business, not this module's.
+
+Layout of ``ckpt_root/step_{step:06d}/``::
+
+    model_tp{t:02d}_pp{p:02d}.pt   parameters of one TP×PP shard ({name: tensor}); written by its DP rank 0,
+                                   since the DP replicas are identical after every step
+    train_rank{r:05d}.pt           per global rank: optimizer (Megatron state_dict, plus the DP-local
+                                   parameter state for the distributed optimizer), scheduler, RNG states
+    meta.json                      written last by rank 0: format, step, layout, per-rank coordinates,
+                                   the caller's state, and the sha256 of every other file
+
+A checkpoint is written as ``step_X.tmp`` and renamed to ``step_X`` only after every rank has written and
+hashed its files and ``meta.json`` is on disk, so a crash never leaves a folder that looks complete.
+Resuming needs the same parallel layout (TP, PP, DP, optimizer kind); resharding is not supported here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+FORMAT = 1
+META = "meta.json"
+_STEP_DIR = re.compile(r"step_(\d+)")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: one line naming the file and what was expected."""
+
+
+# ------------------------------------------------------------------------------------------------ public
+def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2) -> Path:
+    """Write ``ckpt_root/step_{step:06d}`` (collective: every rank calls it) and return its path.
+
+    ``state`` is the caller's JSON-serialisable resume state (rank 0's copy is stored). Afterwards only the
+    newest ``keep`` checkpoints up to ``step`` remain; checkpoints of later steps belong to an abandoned
+    history (the run was resumed from an older one) and are removed, so :func:`latest` never returns them.
+    """
+    if actor.optimizer is None or actor.scheduler is None:
+        raise CheckpointError("checkpoint.save: the actor has no optimizer; call configure_optimizer() first")
+    if keep < 1 or step < 0:
+        raise CheckpointError(f"checkpoint.save: need step >= 0 and keep >= 1, got step={step}, keep={keep}")
+    try:
+        state_json = json.loads(json.dumps(state))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint.save: state is not JSON-serialisable: {e}") from None
+    root = Path(ckpt_root)
+    final = root / f"step_{step:06d}"
+    tmp = final.with_name(final.name + ".tmp")
+    rank = dist.get_rank()
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)  # a crashed earlier attempt at this step
+        tmp.mkdir(parents=True)
+    dist.barrier()
+    try:
+        hashes, problem = _write_rank_files(tmp, actor), None
+    except OSError as e:  # disk full, quota: report it instead of leaving the other ranks waiting
+        hashes, problem = {}, _one_line(f"{tmp}: rank {rank} could not write its files ({type(e).__name__}: {e})")
+    # Gathering every rank's hashes is the barrier before the rename: no rank reports until its files are
+    # written and fsynced.
+    reports = [None] * dist.get_world_size()
+    dist.all_gather_object(reports, (_coords(actor), hashes, problem))
+    first = next((p for _, _, p in reports if p), None)
+    if first:
+        if rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointError(first)
+    if rank == 0:
+        files = {name: digest for _, h, _ in reports for name, digest in h.items()}
+        meta = {"format": FORMAT, "step": step, **_layout(actor), "ranks": [list(c) for c, _, _ in reports],
+                "optimizers": _optimizer_kinds(actor.optimizer), "state": state_json, "files": files}
+        _write_json(tmp / META, meta)
+        _publish(tmp, final)
+        _prune(root, step, keep)
+    dist.barrier()  # nobody goes on (and maybe crashes) before the checkpoint is visible
+    return final
+
+
+def latest(ckpt_root: str | Path) -> Path | None:
+    """The newest complete checkpoint under ``ckpt_root`` (``.tmp`` folders are ignored), or None."""
+    done = _complete(Path(ckpt_root))
+    return done[-1][1] if done else None
+
+
+def load(ckpt_dir: str | Path, actor) -> tuple[int, dict]:
+    """Verify and restore a checkpoint into ``actor`` (collective); return ``(step, state)``.
+
+    Every rank checks meta.json, the layout and the sha256 of the files it reads before anything is
+    restored; if any rank finds a problem, all ranks raise the same :class:`CheckpointError`.
+    """
+    ckpt = Path(ckpt_dir)
+    problem, meta, loaded = None, None, None
+    try:
+        meta = _verify(ckpt, actor)
+        loaded = _read_rank_files(ckpt, actor)
+    except CheckpointError as e:
+        problem = str(e)
+    except Exception as e:  # anything unforeseen must still reach the other ranks, or they wait forever
+        problem = _one_line(f"{ckpt}: rank {dist.get_rank()}: {type(e).__name__}: {e}")
+    problems = [None] * dist.get_world_size()
+    dist.all_gather_object(problems, problem)
+    first = next((p for p in problems if p), None)
+    if first:
+        raise CheckpointError(first)
+    params, train = loaded
+    _restore_model(actor, params)
+    _restore_optimizer(actor.optimizer, train["optimizer"])
+    actor.scheduler.num_steps = 0  # load_state_dict *adds* the saved step count
+    actor.scheduler.load_state_dict(train["scheduler"])
+    _set_rng(train["rng"])
+    dist.barrier()
+    return meta["step"], meta["state"]
+
+
+# ------------------------------------------------------------------------------------------ layout
+def _coords(actor) -> tuple[int, int, int]:
+    ps = actor.ps
+    return ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank(), ps.get_data_parallel_rank()
+
+
+def _layout(actor) -> dict:
+    world, tp, pp = dist.get_world_size(), actor.parallel.tp, actor.parallel.pp
+    return {"world_size": world, "tp": tp, "pp": pp, "dp": world // (tp * pp),
+            "distributed_optimizer": bool(actor.parallel.distributed_optimizer)}
+
+
+def _rank_files(actor) -> tuple[str, str]:
+    tp, pp, _ = _coords(actor)
+    return f"model_tp{tp:02d}_pp{pp:02d}.pt", f"train_rank{dist.get_rank():05d}.pt"
+
+
+def _sub_optimizers(optimizer) -> list:
+    # get_megatron_optimizer returns a ChainedOptimizer even for one model chunk; its parts are what
+    # carry state_dict / parameter-state APIs.
+    return list(getattr(optimizer, "chained_optimizers", [optimizer]))
+
+
+def _optimizer_kinds(optimizer) -> list[str]:
+    return [type(o).__name__ for o in _sub_optimizers(optimizer)]
+
+
+# ------------------------------------------------------------------------------------------- write
+def _write_rank_files(folder: Path, actor) -> dict[str, str]:
+    """This rank's files in ``folder``; returns {file name: sha256}."""
+    model_file, train_file = _rank_files(actor)
+    out = {}
+    if actor.ps.get_data_parallel_rank() == 0:
+        params = {n: p.detach() for n, p in actor.model.named_parameters()}
+        out[model_file] = _torch_save(params, folder / model_file)
+    train = {"optimizer": _optimizer_state(actor.optimizer), "scheduler": actor.scheduler.state_dict(),
+             "rng": _get_rng()}
+    out[train_file] = _torch_save(train, folder / train_file)
+    return out
+
+
+def _optimizer_state(optimizer) -> list[dict]:
+    """Per sub-optimizer: Megatron's state_dict, plus the distributed optimizer's DP-local parameter state.
+
+    The distributed optimizer's ``state_dict()`` holds only param groups and the step; its fp32 main
+    parameters and Adam moments live in DP-sharded buckets, which ``get_parameter_state_dp_reshardable``
+    returns as-is for this rank (no gather), and ``load_state_dict`` puts back with the matching
+    sharding type.
+    """
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    out = []
+    for sub in _sub_optimizers(optimizer):
+        if not sub.optimizer.state:  # no step taken yet: nothing to keep (and Megatron's state_dict asserts)
+            out.append(None)
+            continue
+        sd = sub.state_dict()
+        if isinstance(sub, DistributedOptimizer):
+            param_state = sub.get_parameter_state_dp_reshardable()
+            # {gbuf index: {dtype: [bucket: [entry per param]]}}; the loader skips entries marked as
+            # padding and expects the mark on every entry, which the getter does not add.
+            for key, by_dtype in param_state.items():
+                if isinstance(key, int):
+                    for entry in (e for buckets in by_dtype.values() for b in buckets for e in b):
+                        entry["padding"] = False
+            sd["param_state"] = param_state
+            sd["param_state_sharding_type"] = "dp_reshardable"
+        out.append(sd)
+    return out
+
+
+def _get_rng() -> dict:
+    from megatron.core import tensor_parallel
+
+    kind, key, pos, has_gauss, gauss = np.random.get_state()
+    rng = {"python": random.getstate(), "torch": torch.get_rng_state(),
+           # numpy's key as a tensor, so the file loads with torch.load(weights_only=True)
+           "numpy": (kind, torch.from_numpy(key.astype(np.int64)), pos, has_gauss, gauss),
+           "tracker": dict(tensor_parallel.get_cuda_rng_tracker().get_states())}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    return rng
+
+
+def _cpu_copy(obj):
+    """Tensors cloned to the CPU: no GPU tensors in files, and a view no longer drags its whole buffer
+    (the distributed optimizer's fp32 shards are views into the DDP parameter buffer) into the file."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _cpu_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_cpu_copy(v) for v in obj)
+    return obj
+
+
+def _torch_save(obj, path: Path) -> str:
+    with open(path, "wb") as f:
+        torch.save(_cpu_copy(obj), f)
+        f.flush()
+        os.fsync(f.fileno())
+    return _sha256(path)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:  # streamed: shards of large models do not fit in memory twice
+        for block in iter(lambda: f.read(1 << 24), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Rename the finished ``.tmp`` folder into place (rank 0). A checkpoint of the same step saved before
+    is moved aside first and deleted only after the new one is visible."""
+    _fsync_dir(tmp)
+    old = final.with_name(final.name + ".old.tmp")
+    if final.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        final.rename(old)
+    tmp.rename(final)
+    _fsync_dir(final.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _complete(root: Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints under ``root`` as (step, path), oldest first."""
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        m = _STEP_DIR.fullmatch(path.name)
+        if m and (path / META).is_file():
+            found.append((int(m.group(1)), path))
+    return sorted(found)
+
+
+def _prune(root: Path, step: int, keep: int) -> None:
+    done = _complete(root)
+    kept = [p for s, p in done if s <= step][-keep:]
+    for _, path in done:
+        if path not in kept:
+            shutil.rmtree(path, ignore_errors=True)
+    for path in root.iterdir():  # leftovers of crashed saves; saves are collective, so none is in flight
+        if path.name.endswith(".tmp") and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+# -------------------------------------------------------------------------------------------- read
+_META_KEYS = ("format", "step", "world_size", "tp", "pp", "dp", "distributed_optimizer", "ranks", "optimizers",
+              "state", "files")
+
+
+def _verify(ckpt: Path, actor) -> dict:
+    """meta.json, the layout and this rank's files; returns meta. Raises CheckpointError on any problem."""
+    if actor.optimizer is None or actor.scheduler is None:
+        raise CheckpointError(f"{ckpt}: the actor has no optimizer to restore into; call configure_optimizer() "
+                              "before checkpoint.load()")
+    meta_path = ckpt / META
+    try:
+        meta = json.loads(meta_path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{meta_path}: no such file (not a complete checkpoint)") from None
+    except (OSError, ValueError) as e:
+        raise CheckpointError(_one_line(f"{meta_path}: unreadable JSON ({type(e).__name__}: {e})")) from None
+    missing = [k for k in _META_KEYS if k not in meta] if isinstance(meta, dict) else list(_META_KEYS)
+    if missing:
+        raise CheckpointError(f"{meta_path}: expected keys {', '.join(missing)} (written by another program?)")
+    if meta["format"] != FORMAT:
+        raise CheckpointError(f"{meta_path}: format {meta['format']}, this version reads format {FORMAT}")
+    _check_layout(meta, actor, meta_path)
+    for name in _rank_files(actor):
+        _check_file(ckpt / name, meta["files"].get(name))
+    return meta
+
+
+def _check_layout(meta: dict, actor, meta_path: Path) -> None:
+    have = _layout(actor)
+    saved = {k: meta[k] for k in have}
+    if saved != have:
+        def fmt(d):
+            return ", ".join(f"{k}={v}" for k, v in d.items())
+        raise CheckpointError(f"{meta_path}: saved with {fmt(saved)}; this run has {fmt(have)} "
+                              "(resume needs the same parallel layout)")
+    rank, coords = dist.get_rank(), list(_coords(actor))
+    if meta["ranks"][rank] != coords:
+        raise CheckpointError(f"{meta_path}: rank {rank} was (tp, pp, dp) = {meta['ranks'][rank]}, now {coords}")
+    kinds = _optimizer_kinds(actor.optimizer)
+    if meta["optimizers"] != kinds:
+        raise CheckpointError(f"{meta_path}: saved optimizers {meta['optimizers']}, this run has {kinds}")
+
+
+def _check_file(path: Path, expected: str | None) -> None:
+    if expected is None:
+        raise CheckpointError(f"{path}: not listed in {META} (expected a sha256 entry for it)")
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such file (expected sha256 {expected})")
+    got = _sha256(path)
+    if got != expected:
+        raise CheckpointError(f"{path}: sha256 {got} does not match {META}'s {expected} (corrupt or replaced)")
+
+
+def _read_rank_files(ckpt: Path, actor) -> tuple[dict, dict]:
+    """Load this rank's (hash-verified) files and check they fit the actor, before anything is changed."""
+    model_file, train_file = _rank_files(actor)
+    params, train = _torch_load(ckpt / model_file), _torch_load(ckpt / train_file)
+    _check_params(actor, params, ckpt / model_file)
+    if not isinstance(train, dict) or {"optimizer", "scheduler", "rng"} - set(train):
+        raise CheckpointError(f"{ckpt / train_file}: expected a dict with optimizer, scheduler and rng")
+    subs = _sub_optimizers(actor.optimizer)
+    if len(train["optimizer"]) != len(subs):
+        raise CheckpointError(f"{ckpt / train_file}: {len(train['optimizer'])} optimizer states, "
+                              f"this actor has {len(subs)} optimizers")
+    _check_schedule(actor.scheduler, train["scheduler"], ckpt / train_file)
+    return params, train
+
+
+def _torch_load(path: Path):
+    # weights_only: the files hold only tensors and plain containers, so nothing executable is unpickled.
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # the hash matched, so this is a format problem; still one line for the user
+        raise CheckpointError(_one_line(f"{path}: cannot be read ({type(e).__name__}: {e})")) from None
+
+
+def _check_params(actor, saved, path: Path) -> None:
+    params = dict(actor.model.named_parameters())
+    if not isinstance(saved, dict) or sorted(saved) != sorted(params):
+        names = set(saved) if isinstance(saved, dict) else set()
+        raise CheckpointError(f"{path}: parameter names differ from the model (missing "
+                              f"{sorted(set(params) - names)}, unexpected {sorted(names - set(params))})")
+    for name, p in params.items():
+        t = saved[name]
+        if t.shape != p.shape or t.dtype != p.dtype:
+            raise CheckpointError(f"{path}: {name} is {tuple(t.shape)} {t.dtype}, expected {tuple(p.shape)} {p.dtype}")
+
+
+def _check_schedule(scheduler, saved: dict, path: Path) -> None:
+    # Megatron would silently prefer the checkpoint's schedule over the configured one; an exact resume
+    # needs them equal, so a difference is an error rather than a surprise.
+    current = {k: v for k, v in scheduler.state_dict().items() if k != "num_steps"}
+    stored = {k: saved.get(k) for k in current}
+    if stored != current:
+        diff = {k: (stored[k], current[k]) for k in current if stored[k] != current[k]}
+        raise CheckpointError(f"{path}: LR schedule differs from the configured one, (saved, configured): {diff}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@torch.no_grad()
+def _restore_model(actor, saved: dict) -> None:
+    for name, p in actor.model.named_parameters():
+        p.copy_(saved[name])  # in place: DDP's parameters are views into its contiguous buffer
+
+
+@torch.no_grad()
+def _restore_optimizer(optimizer, saved: list[dict]) -> None:
+    for sub, sd in zip(_sub_optimizers(optimizer), saved):
+        if sd is None:  # saved before the first step: Adam starts from scratch, from the restored weights
+            sub.optimizer.state.clear()
+            sub.reload_model_params()
+            continue
+        sub.load_state_dict(sd)
+        # Megatron (without TE/Apex) gives every param the *same* step tensor when it rebuilds torch Adam's
+        # state; Adam then increments that one tensor once per param per step and the bias correction is
+        # wrong from the second step on. Each param gets its own copy, as in an uninterrupted run.
+        for st in sub.optimizer.state.values():
+            if isinstance(st.get("step"), torch.Tensor):
+                st["step"] = st["step"].clone()
+
+
+def _set_rng(rng: dict) -> None:
+    from megatron.core import tensor_parallel
+
+    random.setstate(rng["python"])
+    kind, key, pos, has_gauss, gauss = rng["numpy"]
+    np.random.set_state((kind, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(rng["torch"])
+    if torch.cuda.is_available() and "cuda" in rng:
+        torch.cuda.set_rng_state_all(rng["cuda"])
+    tensor_parallel.get_cuda_rng_tracker().set_states(dict(rng["tracker"]))
+
+
+__all__ = ["CheckpointError", "save", "latest", "load"]

@@ -1,0 +1,243 @@
+"""checkpoint.py: save → load → train equals an uninterrupted run bit for bit; verification errors; latest/keep.
+
+One process, world size 1, the tiny recipe's Qwen3 (convert.tiny.BUILDERS) as a real Megatron actor with
+the distributed optimizer (the default) and the plain one. The schedule has warmup + cosine decay and the
+optimizer weight decay, so a wrong scheduler or optimizer restore changes the weights.
+"""
+import json
+import random
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from nemo_cascade import checkpoint as ckpt
+from nemo_cascade import config as C
+from nemo_cascade.algorithms import sft
+
+K, M = 3, 3  # steps before the checkpoint, steps after it
+ACTOR = C.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1, clip_grad=1.0)
+
+
+def sft_loss(logprobs_B_T, mb):  # the SFT stage's loss (stage.sft_loss); stage.py sits above this test's layer
+    num, den = sft.sft_loss_terms(logprobs_B_T, mb["loss_mask"])
+    return num, den, {}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from nemo_cascade.convert.tiny import BUILDERS
+
+    return BUILDERS["tiny-qwen3"](tmp_path_factory.mktemp("tiny-qwen3"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def batches():
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(K + M):
+        tokens = torch.randint(0, 200, (4, 20), generator=g)
+        mask = torch.zeros(4, 20)
+        for b in range(4):  # prompts of different lengths, response to the end of the row
+            mask[b, 3 + b:] = 1.0
+        out.append({"tokens": tokens, "loss_mask": mask})
+    return out
+
+
+def make_actor(model_dir, distributed_optimizer=True, actor_cfg=ACTOR, configure=True):
+    from nemo_cascade.actor.megatron import MegatronActor
+
+    actor = MegatronActor(str(model_dir), C.Parallel(micro_batch_size=2, distributed_optimizer=distributed_optimizer))
+    if configure:
+        actor.configure_optimizer(actor_cfg, total_steps=K + M)
+    return actor
+
+
+def train(actor, batches):
+    for b in batches:
+        actor.train_step(b, sft_loss)
+
+
+def params(actor):
+    return {n: p.detach().clone() for n, p in actor.model.named_parameters()}
+
+
+def rng_draws():
+    from megatron.core import tensor_parallel
+
+    with tensor_parallel.get_cuda_rng_tracker().fork():
+        tracker = torch.rand(3)
+    return [random.random(), float(np.random.rand()), torch.rand(3).tolist(), tracker.tolist()]
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["distopt", "plainopt"])
+def uninterrupted(request, model_dir, batches, tmp_path_factory):
+    """Run A: K steps, save, M more steps. Yields what a resumed run must reproduce."""
+    root = tmp_path_factory.mktemp("ckpt")
+    actor = make_actor(model_dir, request.param)
+    train(actor, batches[:K])
+    at_save = params(actor)
+    path = ckpt.save(root, K, actor, {"position": K, "stage": "sft"})
+    draws = rng_draws()
+    train(actor, batches[K:])
+    return dict(distopt=request.param, root=root, path=path, at_save=at_save, draws=draws, final=params(actor),
+                lr=actor.optimizer.param_groups[0]["lr"], num_steps=actor.scheduler.num_steps, actor=actor)
+
+
+def resume(model_dir, uninterrupted, batches):
+    actor = make_actor(model_dir, uninterrupted["distopt"])
+    step, state = ckpt.load(ckpt.latest(uninterrupted["root"]), actor)
+    draws = rng_draws()
+    train(actor, batches[K:])
+    return actor, step, state, draws
+
+
+def test_resume_is_bit_exact(model_dir, uninterrupted, batches):
+    actor, step, state, draws = resume(model_dir, uninterrupted, batches)
+    assert (step, state) == (K, {"position": K, "stage": "sft"})
+    assert draws == uninterrupted["draws"], "python / numpy / torch / megatron-tracker RNG not restored"
+    final = params(actor)
+    assert not all(torch.equal(final[n], uninterrupted["at_save"][n]) for n in final), "training must move weights"
+    for name, want in uninterrupted["final"].items():
+        assert torch.equal(final[name], want), f"{name} differs after resume"
+    assert actor.optimizer.param_groups[0]["lr"] == uninterrupted["lr"]
+    assert actor.scheduler.num_steps == uninterrupted["num_steps"] == K + M
+
+
+def _skip_optimizer(monkeypatch, actor):
+    monkeypatch.setattr(ckpt, "_restore_optimizer", lambda optimizer, saved: None)
+
+
+def _skip_scheduler(monkeypatch, actor):
+    monkeypatch.setattr(actor.scheduler, "load_state_dict", lambda sd: None)
+
+
+def _shared_adam_step(monkeypatch, actor):
+    """Megatron's own load without the per-param step copy that checkpoint.py adds."""
+    @torch.no_grad()
+    def restore(optimizer, saved):
+        for sub, sd in zip(ckpt._sub_optimizers(optimizer), saved):
+            sub.load_state_dict(sd)
+    monkeypatch.setattr(ckpt, "_restore_optimizer", restore)
+
+
+@pytest.mark.parametrize("sabotage", [_skip_optimizer, _skip_scheduler, _shared_adam_step],
+                         ids=["no-optimizer", "no-scheduler", "shared-adam-step"])
+def test_equality_check_catches_incomplete_restore(model_dir, uninterrupted, batches, monkeypatch, sabotage):
+    """The equality above is sensitive: leaving out one piece of the restore changes the final weights."""
+    if sabotage is _shared_adam_step and not uninterrupted["distopt"]:
+        pytest.skip("only the distributed optimizer rebuilds Adam's state with a shared step tensor")
+    actor = make_actor(model_dir, uninterrupted["distopt"])
+    sabotage(monkeypatch, actor)
+    ckpt.load(uninterrupted["path"], actor)
+    train(actor, batches[K:])
+    final = params(actor)
+    assert not all(torch.equal(final[n], w) for n, w in uninterrupted["final"].items())
+
+
+def test_checkpoint_before_first_step(model_dir, batches, tmp_path):
+    """A checkpoint without Adam state (saved before any step) resets an actor that has already trained."""
+    a = make_actor(model_dir)
+    path = ckpt.save(tmp_path, 0, a, {})
+    train(a, batches[:M])
+    b = make_actor(model_dir)
+    train(b, batches[M:])  # moves weights, Adam moments, step and LR away from the checkpoint
+    assert ckpt.load(path, b) == (0, {})
+    train(b, batches[:M])
+    want = params(a)
+    assert all(torch.equal(p, want[n]) for n, p in params(b).items())
+
+
+def test_load_needs_optimizer_and_same_schedule(model_dir, uninterrupted):
+    actor = make_actor(model_dir, uninterrupted["distopt"], configure=False)
+    with pytest.raises(ckpt.CheckpointError, match="no optimizer"):
+        ckpt.load(uninterrupted["path"], actor)
+    actor.configure_optimizer(C.Actor(**{**ACTOR.__dict__, "lr": 1e-3}), total_steps=K + M)
+    before = params(actor)
+    with pytest.raises(ckpt.CheckpointError, match=r"train_rank00000\.pt: LR schedule differs.*max_lr"):
+        ckpt.load(uninterrupted["path"], actor)
+    assert all(torch.equal(p, before[n]) for n, p in params(actor).items()), "a failed load changed the model"
+
+
+def copy_ckpt(uninterrupted, tmp_path):
+    dst = tmp_path / uninterrupted["path"].name
+    shutil.copytree(uninterrupted["path"], dst)
+    return dst
+
+
+@pytest.mark.parametrize("victim", ["train_rank00000.pt", "model_tp00_pp00.pt"])
+def test_corrupt_or_missing_file_is_named(uninterrupted, tmp_path, victim):
+    actor = uninterrupted["actor"]
+    path = copy_ckpt(uninterrupted, tmp_path)
+    data = bytearray((path / victim).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (path / victim).write_bytes(bytes(data))
+    with pytest.raises(ckpt.CheckpointError, match=rf"{victim}: sha256 \w+ does not match") as err:
+        ckpt.load(path, actor)
+    assert "\n" not in str(err.value)
+    (path / victim).unlink()
+    with pytest.raises(ckpt.CheckpointError, match=rf"{victim}: no such file"):
+        ckpt.load(path, actor)
+    (path / ckpt.META).unlink()
+    with pytest.raises(ckpt.CheckpointError, match=r"meta\.json: no such file"):
+        ckpt.load(path, actor)
+
+
+@pytest.mark.parametrize("key,value,expect", [
+    ("tp", 2, "saved with world_size=1, tp=2"),
+    ("distributed_optimizer", None, "distributed_optimizer="),
+    ("format", 99, "format 99"),
+])
+def test_layout_mismatch(uninterrupted, tmp_path, key, value, expect):
+    path = copy_ckpt(uninterrupted, tmp_path)
+    meta = json.loads((path / ckpt.META).read_text())
+    meta[key] = (not meta[key]) if value is None else value
+    (path / ckpt.META).write_text(json.dumps(meta))
+    with pytest.raises(ckpt.CheckpointError, match=rf"meta\.json: .*{expect}"):
+        ckpt.load(path, uninterrupted["actor"])
+
+
+def test_plain_and_distributed_optimizer_checkpoints_do_not_mix(model_dir, uninterrupted):
+    other = make_actor(model_dir, not uninterrupted["distopt"])
+    with pytest.raises(ckpt.CheckpointError, match="distributed_optimizer=.*this run has"):
+        ckpt.load(uninterrupted["path"], other)
+
+
+def test_latest_ignores_tmp_and_incomplete(uninterrupted, tmp_path):
+    assert ckpt.latest(tmp_path / "none") is None
+    path = copy_ckpt(uninterrupted, tmp_path)
+    crashed = tmp_path / "step_000009.tmp"  # a save that died before the rename
+    crashed.mkdir()
+    (crashed / "train_rank00000.pt").write_bytes(b"\x00" * 10)
+    (tmp_path / "step_000008").mkdir()  # no meta.json: never a finished checkpoint
+    assert ckpt.latest(tmp_path) == path
+
+
+def test_keep_prunes_old_and_abandoned(uninterrupted, tmp_path):
+    actor = uninterrupted["actor"]
+    (tmp_path / "step_000099.tmp").mkdir()  # leftover of a crashed save
+    for step in (1, 2, 3, 4):
+        ckpt.save(tmp_path, step, actor, {"position": step}, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000003", "step_000004"]
+    # Resumed from step 3 and saved step 3 again: the later step 4 is another history and goes.
+    ckpt.save(tmp_path, 3, actor, {"position": 3}, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000003"]
+    meta = json.loads((tmp_path / "step_000003" / ckpt.META).read_text())
+    assert meta["step"] == 3 and meta["state"] == {"position": 3} and meta["tp"] == meta["dp"] == 1
+    assert sorted(meta["files"]) == ["model_tp00_pp00.pt", "train_rank00000.pt"]
+    with pytest.raises(ckpt.CheckpointError, match="not JSON-serialisable"):
+        ckpt.save(tmp_path, 5, actor, {"bad": object()})
+
+
+def test_failed_write_leaves_no_checkpoint(uninterrupted, tmp_path, monkeypatch):
+    actor = uninterrupted["actor"]
+    ckpt.save(tmp_path, 1, actor, {})
+
+    def full_disk(obj, path):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(ckpt, "_torch_save", full_disk)
+    with pytest.raises(ckpt.CheckpointError, match=r"step_000002\.tmp: rank 0 could not write.*No space left"):
+        ckpt.save(tmp_path, 2, actor, {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000001"]
+    assert ckpt.latest(tmp_path) == tmp_path / "step_000001"
