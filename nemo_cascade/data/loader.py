@@ -14,6 +14,7 @@ prompt sets may instead skip and count up to ``Data.max_bad_rows`` of them (``Pr
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -25,6 +26,7 @@ from typing import Any, Callable, Iterator, Optional
 from ..config import Data
 from ..types import Prompt
 from .chat import IM_END, render
+from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
 from .schemas import adapt
 from .synthetic import SYNTHETIC, sft_pairs
 from .synthetic_domains import DOMAIN_TASKS
@@ -114,8 +116,11 @@ def _uid(row: dict, default: str, where: str) -> str:
 def _synthetic_rows(data_cfg: Data) -> list[dict]:
     name = data_cfg.source[len(SYNTHETIC_PREFIX):]
     generators = {**SYNTHETIC, **DOMAIN_TASKS}
+    if name.startswith(RG_PREFIX):  # rg/TASK[?options]: reasoning-gym math tasks (data/reasoning_gym.py)
+        generators[name] = functools.partial(reasoning_gym_rows, name[len(RG_PREFIX):])
     if name not in generators:
-        raise DataError(f"data.source: unknown synthetic set {name!r}; expected one of {sorted(generators)}")
+        raise DataError(f"data.source: unknown synthetic set {name!r}; expected one of {sorted(generators)} "
+                        f"or {RG_PREFIX}TASK")
     try:
         return generators[name](data_cfg.split, data_cfg.size, data_cfg.seed)
     except ValueError as e:
