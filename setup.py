@@ -9,8 +9,9 @@ setup(
     python_requires=">=3.10",
     # The verifiers' own needs (rewards/): math-verify for math; nltk (pinned: 3.10 counts non-ASCII words
     # differently from the reference IFEval/IFBench checkers), langdetect, syllapy, emoji for instruction following.
+    # matplotlib draws a run's report.png (evaluate/cascade_report.py); imported only when the report is built.
     install_requires=["numpy", "packaging", "safetensors", "tqdm", "math-verify", "nltk==3.9.2", "langdetect",
-                      "syllapy==0.8.0", "emoji==2.16.0"],
+                      "syllapy==0.8.0", "emoji==2.16.0", "matplotlib==3.11.2"],
     # Data the verifiers read at run time: NLTK's Punkt model and the IFBench first-token tagger.
     package_data={"nemo_cascade.rewards.ifeval": ["nltk_data/**/*"],
                   "nemo_cascade.rewards.ifeval.ifbench": ["*.tsv.gz", "ATTRIBUTION.md"]},
@@ -22,6 +23,8 @@ setup(
         # lm-eval only as the reference IFEval checkers in the agreement tests (install it with --no-deps).
         "dev": ["pytest", "pytest-timeout", "hypothesis", "immutabledict"],
         "logging": ["wandb"],
+        # synthetic:rg/TASK prompt sets (nemo_cascade/data/reasoning_gym.py); imported only when one is used.
+        "tasks": ["reasoning-gym==0.1.25"],
     },
     entry_points={"console_scripts": ["nemo-cascade=nemo_cascade.cli:main"]},
 )

