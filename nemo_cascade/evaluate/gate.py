@@ -61,6 +61,18 @@ def regressions(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]
     return found
 
 
+def deltas(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]) -> list[dict[str, float]]:
+    """Per row of ``history``: ``suite → avg@K now − avg@K in the latest earlier row that has the suite``; a
+    suite seen for the first time has no entry. "Latest earlier row", not "the row above": a stage that
+    evaluated fewer suites must not hide the change of the next one."""
+    last: dict[str, float] = {}
+    out = []
+    for _, row in history:
+        out.append({s: now - last[s] for s, (now, _) in row.items() if s in last})
+        last.update({s: now for s, (now, _) in row.items()})
+    return out
+
+
 def forgetting_matrix(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]) -> str:
     """Markdown: one row per stage, one column per suite (avg@K in %), as in the paper's T2 / T4–T8."""
     suites = list(dict.fromkeys(s for _, row in history for s in row))
@@ -71,4 +83,4 @@ def forgetting_matrix(history: Sequence[tuple[str, Mapping[str, tuple[float, flo
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Regression", "scores", "load_stage_scores", "regressions", "forgetting_matrix"]
+__all__ = ["Regression", "scores", "load_stage_scores", "regressions", "deltas", "forgetting_matrix"]

@@ -1,0 +1,339 @@
+"""The cascade report of a run directory: ``report.md`` and ``report.png``, rebuilt from its files alone.
+
+Reads ``config.json`` (stage order, kind, domain, steps), ``manifest.json`` (status, seconds, gate verdicts),
+``base/eval.json`` and ``stages/<k>-<name>/{eval.json, metrics.jsonl}``, so it can run at the end of every stage,
+after a crash, or on a copied run directory (``nemo-cascade report RUN_DIR``). The matrix is the paper's
+T2 / T4–T8 with the change against the previous evaluated row, so forgetting and own-domain gains show at a glance.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .gate import deltas, scores
+
+# The headline training number of each stage kind: what the stage optimises (GRPO) or fits (SFT, RM).
+HEADLINE = {"grpo": "reward_mean", "sft": "loss", "reward_model": "accuracy"}
+WINDOW = 10  # steps averaged at each end of a stage in the summary table
+
+
+class ReportError(ValueError):
+    """A run directory the report cannot read; the message names the file."""
+
+
+@dataclass(frozen=True)
+class StageInfo:
+    index: int
+    name: str
+    kind: str
+    domain: str | None  # the reward domain; None for SFT / reward-model stages, whose `domain` means nothing
+    steps: int
+    status: str
+    seconds: float | None
+    gate: dict
+    dir: Path
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    git_sha: str
+    stages: list[StageInfo]
+    history: list[tuple[str, dict[str, tuple[float, float]]]]  # (row label, suite → (avg@K, stderr)), base first
+    suite_domain: dict[str, str]
+    row_domain: dict[str, str | None]  # row label → the domain whose suites that row's stage trained on
+    curves: list[tuple[str, list[int], list[float]]]  # per stage: (headline metric, steps, values); see read_curve
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise ReportError(f"{path}: no such file")
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ReportError(f"{path}: malformed JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise ReportError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def _eval_row(path: Path, suite_domain: dict[str, str]) -> dict[str, tuple[float, float]]:
+    doc = _read_json(path)
+    try:
+        suite_domain.update({s: r["domain"] for s, r in doc["suites"].items()})
+        return scores(doc)
+    except (KeyError, TypeError, AttributeError) as e:
+        detail = f"missing key {e}" if isinstance(e, KeyError) else str(e)
+        raise ReportError(f"{path}: not an eval.json ({detail})") from None
+
+
+def _stages(run_dir: Path, config: dict, manifest: dict) -> list[StageInfo]:
+    """The configured stages in order, with the manifest's status; a stage the manifest lacks is pending."""
+    try:
+        out = []
+        for k, s in enumerate(config["stages"]):
+            entry = manifest.get("stages", {}).get(s["name"], {})
+            kind, seconds, gate = s.get("kind", "grpo"), entry.get("seconds"), entry.get("gate")
+            out.append(StageInfo(k, s["name"], kind, s.get("domain") if kind == "grpo" else None,
+                                 int(s.get("steps", 0)), str(entry.get("status", "pending")),
+                                 float(seconds) if isinstance(seconds, (int, float)) else None,
+                                 gate if isinstance(gate, dict) else {}, run_dir / "stages" / f"{k}-{s['name']}"))
+        return out
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        detail = f"missing key {e}" if isinstance(e, KeyError) else str(e)
+        raise ReportError(f"{run_dir / 'config.json'} / manifest.json: unexpected stages ({detail})") from None
+
+
+def load_run(run_dir: Path) -> Run:
+    """Everything the report shows, read from ``run_dir``; raises :class:`ReportError` naming a bad file."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ReportError(f"{run_dir}: {'not a directory' if run_dir.exists() else 'no such run directory'}")
+    manifest, config = _read_json(run_dir / "manifest.json"), _read_json(run_dir / "config.json")
+    stages = _stages(run_dir, config, manifest)
+    suite_domain: dict[str, str] = {}
+    history, row_domain = [], {}
+    if (run_dir / "base" / "eval.json").is_file():
+        history.append(("base", _eval_row(run_dir / "base" / "eval.json", suite_domain)))
+        row_domain["base"] = None
+    for s in stages:  # a stage without eval.json (pending, or a reward model) is no row
+        if (s.dir / "eval.json").is_file():
+            history.append((s.name, _eval_row(s.dir / "eval.json", suite_domain)))
+            row_domain[s.name] = s.domain
+    return Run(str(manifest.get("name", run_dir.name)), str(manifest.get("git_sha", "")), stages, history,
+               suite_domain, row_domain, [read_curve(s) for s in stages])
+
+
+# ----------------------------------------------------------------------------------------------- text
+
+
+def _points(delta: float) -> str:
+    value = round(100 * delta, 1)
+    return f"{value + 0.0:+.1f}" if value else "+0.0"  # never "-0.0"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table padded to equal widths, so the same text reads in a terminal."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)]) + "\n"
+
+
+def _is_own(run: Run, label: str, suite: str) -> bool:
+    """Does the row's stage train on this suite's domain (an RL stage's reward domain)?"""
+    return run.row_domain[label] is not None and run.suite_domain[suite] == run.row_domain[label]
+
+
+def _cell(row: dict, change: dict, suite: str, fmt: str = " ({})") -> str:
+    """``avg@K`` in % and, where an earlier row has the suite, the change in points formatted by ``fmt``."""
+    if suite not in row:
+        return "–"
+    return f"{100 * row[suite][0]:.1f}" + (fmt.format(_points(change[suite])) if suite in change else "")
+
+
+def _matrix(run: Run, own: str) -> str:
+    """Stage × suite: ``avg@K (Δ vs the previous row)`` in %; ``own`` formats a stage's own-domain cells."""
+    suites = list(dict.fromkeys(s for _, row in run.history for s in row))
+    rows = [[label, *(own.format(_cell(row, change, s)) if s in row and _is_own(run, label, s)
+                      else _cell(row, change, s) for s in suites)]
+            for (label, row), change in zip(run.history, deltas(run.history))]
+    return _table(["stage", *(f"{s} ({run.suite_domain[s]})" for s in suites)], rows)
+
+
+def _own_domain(run: Run) -> list[str]:
+    """One line per RL stage: the change of the suites of its own domain against the row before it."""
+    change = dict(zip((label for label, _ in run.history), deltas(run.history)))
+    lines = []
+    for s in (s for s in run.stages if s.kind == "grpo"):
+        moved = {x: d for x, d in change.get(s.name, {}).items() if run.suite_domain[x] == s.domain}
+        if s.name not in change:
+            text = "not evaluated yet"
+        elif not moved:
+            text = f"no {s.domain} suite in both this row and an earlier one"
+        else:
+            text = ", ".join(f"{x} {_points(d)}" for x, d in moved.items())
+            text += f" (mean {_points(sum(moved.values()) / len(moved))})" if len(moved) > 1 else ""
+        lines.append(f"- `{s.name}` ({s.domain}): {text}")
+    return lines
+
+
+def _regressions(run: Run) -> list[str]:
+    return [f"- `{s.name}` ({s.gate.get('action', '?')}): {r}"
+            for s in run.stages for r in s.gate.get("regressions", [])]
+
+
+def matrix_text(run_dir: Path) -> str:
+    """The forgetting matrix and the own-domain changes as aligned text, for the end-of-run printout."""
+    run = load_run(run_dir)
+    if not run.history:
+        return "no evaluation yet (no base/eval.json, no stages/*/eval.json)\n"
+    own = _own_domain(run)
+    return (_matrix(run, own="{}*") + "* = the stage's own domain; (±x) = points vs the previous row\n"
+            + ("own-domain change:\n" + "\n".join(own) + "\n" if own else ""))
+
+
+def read_curve(stage: StageInfo) -> tuple[str, list[int], list[float]]:
+    """``(metric, steps, values)`` of the stage's headline metric from its metrics.jsonl (empty when absent).
+
+    An unterminated last line is a step cut off by a crash mid-write (metrics.py ends every line with a
+    newline): it is dropped, so a crashed run still gets its report. Any other bad line is an error."""
+    key, path = HEADLINE.get(stage.kind, "loss"), stage.dir / "metrics.jsonl"
+    if not path.is_file():
+        return key, [], []
+    lines = path.read_text().split("\n")[:-1]  # the piece after the last newline is "" or a cut-off line
+    steps, values = [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ReportError(f"{path}:{number}: malformed JSON ({e})") from None
+        value = row.get(key) if isinstance(row, dict) else None
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            step = row.get("step")
+            steps.append(step if isinstance(step, int) else len(steps))
+            values.append(float(value))
+    return key, steps, values
+
+
+def _ends(values: list[float]) -> tuple[float, float, int]:
+    """Means of the first and last ``n`` values, ``n = min(WINDOW, len // 2)``: the windows never overlap."""
+    n = max(1, min(WINDOW, len(values) // 2))
+    return sum(values[:n]) / n, sum(values[-n:]) / n, n
+
+
+def _summary(run: Run) -> str:
+    rows = []
+    for s, (key, _, values) in zip(run.stages, run.curves):
+        first, last, n = _ends(values) if values else (None, None, 0)
+        rows.append([str(s.index), s.name, s.kind, s.domain or "–", f"{len(values)}/{s.steps}", s.status,
+                     "–" if s.seconds is None else f"{s.seconds:.0f}", key,
+                     "–" if first is None else f"{first:.3f}", "–" if last is None else f"{last:.3f}", str(n)])
+    return _table(["#", "stage", "kind", "domain", "steps logged/planned", "status", "seconds", "metric",
+                   "first n mean", "last n mean", "n"], rows)
+
+
+def render_markdown(run: Run, png_name: str = "report.png") -> str:
+    sha = run.git_sha[:12] or "unknown"
+    parts = [f"# Cascade report: {run.name}", "", f"git `{sha}`; built from the files of the run directory "
+             "(`nemo-cascade report RUN_DIR` rebuilds it).", "", "## Forgetting matrix", ""]
+    if run.history:
+        parts += ["avg@K in % after each stage; (±x) = change in points vs the previous evaluated row; **bold** = "
+                  "the stage's own domain (an RL stage's suites of its reward domain). A stage without eval.json "
+                  "(pending, or a reward model, which does not change the policy) has no row.", "",
+                  _matrix(run, own="**{}**"), "### Own-domain change of each RL stage", "",
+                  *(_own_domain(run) or ["- no RL stage"]), ""]
+    else:
+        parts += ["No evaluation yet (no `base/eval.json`, no `stages/*/eval.json`).", ""]
+    parts += ["## Gate regressions", "", *(_regressions(run) or ["None recorded in manifest.json."]), "",
+              "## Stages", "", f"metric: GRPO `{HEADLINE['grpo']}`, SFT `{HEADLINE['sft']}`, reward model "
+              f"`{HEADLINE['reward_model']}`; first / last n mean = over the first and last n ≤ {WINDOW} logged "
+              "steps (n ≤ half the steps, so the two never overlap).",
+              "", _summary(run), f"![]({png_name})", ""]
+    return "\n".join(parts)
+
+
+# ----------------------------------------------------------------------------------------------- figure
+
+
+def _heatmap(ax, run: Run) -> None:
+    """Rows = evaluated rows, columns = suites, colour = change vs the previous row; own-domain cells boxed."""
+    import matplotlib
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    suites = list(dict.fromkeys(s for _, row in run.history for s in row))
+    change = deltas(run.history)
+    delta = np.array([[100 * d[s] if s in d else np.nan for s in suites] for d in change])
+    # Symmetric limits centre the diverging map at 0; at least ±1 point so noise-sized changes stay pale.
+    lim = max(1.0, float(np.nanmax(np.abs(delta)))) if np.isfinite(delta).any() else 1.0
+    cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="#eeeeee")  # grey: no earlier row to compare with
+    image = ax.imshow(np.ma.masked_invalid(delta), cmap=cmap, vmin=-lim, vmax=lim, aspect="auto")
+    for i, (label, row) in enumerate(run.history):
+        for j, s in enumerate(suites):
+            if s not in row:  # white, not the grey of "no earlier row": this stage did not evaluate the suite
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="white", edgecolor="none"))
+            dark = bool(np.isfinite(delta[i, j]) and abs(delta[i, j]) > 0.6 * lim)
+            ax.text(j, i, _cell(row, change[i], s, fmt="\n{}"), ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
+            if s in row and _is_own(run, label, s):
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=2.5))
+    ax.set_xticks(range(len(suites)), [f"{s}\n({run.suite_domain[s]})" for s in suites], fontsize=8)
+    ax.set_yticks(range(len(run.history)), [label + (f"\n[{run.row_domain[label]}]" if run.row_domain[label] else "")
+                                            for label, _ in run.history], fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_xlabel("avg@K in % (change in points vs the previous row); boxed: the stage's own domain", fontsize=9)
+    ax.figure.colorbar(image, ax=ax, shrink=0.7, label="change vs previous row (points)")
+
+
+def _curves(fig, spec, curves: list) -> None:
+    """One small panel per stage with logged steps: the headline metric per step and its moving average."""
+    import numpy as np
+
+    cols = 2 if len(curves) > 1 else 1
+    grid = spec.subgridspec(math.ceil(len(curves) / cols), cols)
+    for i, (stage, key, steps, values) in enumerate(curves):
+        ax = fig.add_subplot(grid[i // cols, i % cols])
+        ax.plot(steps, values, color="C0", alpha=0.35, linewidth=1, marker="." if len(values) < 3 else None)
+        window = max(1, min(WINDOW, len(values) // 5))  # a few points per window, ≤ the summary's window
+        if window > 1:
+            ax.plot(steps[window - 1:], np.convolve(values, np.ones(window) / window, mode="valid"), color="C0",
+                    linewidth=2, label=f"mean of {window} steps")
+            ax.legend(fontsize=6, loc="best")
+        ax.set_title(f"{stage.index} {stage.name} ({stage.kind}{'/' + stage.domain if stage.domain else ''})",
+                     fontsize=9)
+        ax.set_ylabel(key, fontsize=8)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+
+
+def render_png(run: Run, path: Path) -> None:
+    """Heatmap (left) and training curves (right) into ``path``, atomically."""
+    try:  # imported here: `import nemo_cascade.evaluate` must stay light on machines that only train
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ReportError("report.png needs matplotlib (scripts/setup_venv.sh installs it)") from None
+    curves = [(s, *c) for s, c in zip(run.stages, run.curves) if c[2]]
+    suites = len({s for _, row in run.history for s in row})
+    heat_w, curve_w = 3.0 + 1.25 * max(suites, 2), 7.0 if curves else 0.0
+    height = max(4.5, 2.5 + 0.6 * len(run.history), 1.0 + 2.3 * math.ceil(len(curves) / 2))
+    fig = Figure(figsize=(heat_w + curve_w, height), layout="constrained")
+    FigureCanvasAgg(fig)  # Agg explicitly, without pyplot's global state: safe inside a training process
+    grid = fig.add_gridspec(1, 2 if curves else 1, width_ratios=[heat_w, curve_w] if curves else None)
+    ax = fig.add_subplot(grid[0, 0])
+    if run.history:
+        _heatmap(ax, run)
+    else:
+        ax.text(0.5, 0.5, "no evaluation yet", ha="center", va="center")
+        ax.axis("off")
+    if curves:
+        _curves(fig, grid[0, 1], curves)
+    fig.suptitle(f"{run.name} (git {run.git_sha[:12] or 'unknown'})", fontsize=11)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fig.savefig(tmp, format="png", dpi=100)
+    os.replace(tmp, path)
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # per process: two writers never share a tmp file
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def build_report(run_dir: Path) -> tuple[Path, Path]:
+    """Write ``RUN_DIR/report.md`` and ``RUN_DIR/report.png`` from the run directory's files; returns both paths.
+    Raises :class:`ReportError` (one line naming the file) for a missing or unreadable file."""
+    run = load_run(run_dir)
+    md, png = Path(run_dir) / "report.md", Path(run_dir) / "report.png"
+    _write_text(md, render_markdown(run, png.name))
+    render_png(run, png)
+    return md, png
+
+
+__all__ = ["ReportError", "StageInfo", "Run", "load_run", "read_curve", "matrix_text", "render_markdown",
+           "render_png", "build_report"]

@@ -1,0 +1,200 @@
+"""The cascade report (evaluate/cascade_report.py) on a synthetic run directory written with the project's own
+writers (config.dumps, report.write_eval, metrics.MetricsLog): matrix numbers and deltas, own-domain changes,
+gate regressions, stages without eval, the summary table, the PNG, and `nemo-cascade report`'s one-line errors."""
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from nemo_cascade import config as C
+from nemo_cascade.cli import main
+from nemo_cascade.evaluate.cascade_report import ReportError, build_report, load_run, matrix_text, read_curve
+from nemo_cascade.evaluate.gate import deltas
+from nemo_cascade.evaluate.report import write_eval
+from nemo_cascade.metrics import MetricsLog
+
+DOMAIN = {"ifeval": "ifeval", "gsm8k": "math", "math500": "math", "humaneval": "code", "rlhf": "rlhf"}
+# avg@K after each row; the reward-model stage and the unfinished code / swe stages have no eval.json.
+SCORES = {
+    "base": {"ifeval": .300, "gsm8k": .400, "math500": .200, "humaneval": .100, "rlhf": .250},
+    "sft": {"ifeval": .350, "gsm8k": .450, "math500": .250, "humaneval": .150, "rlhf": .300},
+    "rlhf": {"ifeval": .340, "gsm8k": .440, "math500": .260, "humaneval": .150, "rlhf": .400},
+    "ifrl": {"ifeval": .420, "gsm8k": .430, "humaneval": .140, "rlhf": .350},  # math500 not evaluated here
+    "math": {"ifeval": .410, "gsm8k": .500, "math500": .300, "humaneval": .160, "rlhf": .360},
+}
+STAGES = [("sft", "sft", "math", 25), ("rm", "reward_model", "rlhf", 6), ("rlhf", "grpo", "rlhf", 30),
+          ("ifrl", "grpo", "ifeval", 20), ("math", "grpo", "math", 12), ("code", "grpo", "code", 40),
+          ("swe", "grpo", "swe", 10)]
+REGRESSION = "rlhf: 35.0 now vs 40.0 after rlhf (drop 5.0 > 2.0)"
+
+
+def _suite(name: str, score: float, k: int = 4) -> dict:
+    return {"suite": name, "domain": DOMAIN[name], "metric": "accuracy",
+            "decoding": {"temperature": 0.6, "top_p": 0.95, "top_k": -1, "samples": k, "max_tokens": 64,
+                         "mode": "think", "template": "cascade1", "seed": 0, "max_model_len": 128},
+            "data": {"path": "x", "sha256": "0", "items": 50, "limit": 50},
+            "metrics": {f"avg@{k}": score, "stderr": 0.01, f"pass@{k}": score, "mean_reward": score,
+                        "prompt_loose": score, "instruction_strict": score, "instruction_loose": score,
+                        "truncated": 0.0, "mean_response_tokens": 40.0, "too_long": 0},
+            "records": [], "seconds": {"generate": 1.0, "score": 0.1, "total": 1.2}, "reward": {}}
+
+
+def _log(stage_dir, name: str, rows: list[dict]) -> None:
+    log = MetricsLog(stage_dir, name, total_steps=len(rows))
+    for step, row in enumerate(rows):
+        log.log(step, {**row, "time/step": 0.5, "phase": "p0"})
+    log.close()
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    cfg = C.Cascade(name="synthetic", stages=tuple(C.Stage(name=n, kind=k, domain=d, steps=s) for n, k, d, s in STAGES))
+    run = tmp_path / "runs" / "synthetic"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(C.dumps(cfg))
+    status = {"sft": "done", "rm": "done", "rlhf": "done", "ifrl": "done", "math": "done", "code": "running"}
+    stages = {n: {"status": status.get(n, "pending")} for n, *_ in STAGES}
+    for i, n in enumerate(["sft", "rm", "rlhf", "ifrl", "math"]):
+        stages[n]["seconds"] = 100.0 * (i + 1)
+    stages["ifrl"]["gate"] = {"regressions": [REGRESSION], "action": "warn"}
+    stages["math"]["gate"] = {"regressions": [], "action": "warn"}
+    (run / "manifest.json").write_text(json.dumps({"name": "synthetic", "git_sha": "0123456789abcdef0123",
+                                                   "versions": {}, "seed": 1, "base_model": "m", "stages": stages}))
+    meta = {"checkpoint": "ckpt", "git": {"sha": "abc", "dirty": False}, "versions": {}}
+    dirs = {n: run / "stages" / f"{k}-{n}" for k, (n, *_) in enumerate(STAGES)}
+    for row, scores in SCORES.items():
+        write_eval(run / "base" if row == "base" else dirs[row], {s: _suite(s, v) for s, v in scores.items()}, meta)
+    _log(dirs["sft"], "sft", [{"loss": 2.0 - 0.04 * i, "grad_norm": 1.0} for i in range(25)])
+    _log(dirs["rm"], "rm", [{"loss": 0.7, "accuracy": a} for a in [0.5, 0.5, 0.6, 0.7, 0.8, 0.9]])
+    _log(dirs["rlhf"], "rlhf", [{"reward_mean": 0.1 + 0.01 * i} for i in range(30)])
+    _log(dirs["ifrl"], "ifrl", [{"reward_mean": 0.5} for _ in range(20)])
+    _log(dirs["math"], "math", [{"reward_mean": 0.2 + 0.05 * i} for i in range(12)])
+    _log(dirs["code"], "code", [{"reward_mean": 0.3} for _ in range(5)])
+    with (dirs["code"] / "metrics.jsonl").open("a") as f:
+        f.write('{"stage": "code", "step": 5, "rew')  # a crash mid-write: the cut-off line is dropped
+    return run
+
+
+def test_rows_skip_stages_without_eval(run_dir):
+    run = load_run(run_dir)
+    assert [label for label, _ in run.history] == ["base", "sft", "rlhf", "ifrl", "math"]
+    assert run.history[0][1]["gsm8k"] == (0.4, 0.01)
+    assert run.row_domain == {"base": None, "sft": None, "rlhf": "rlhf", "ifrl": "ifeval", "math": "math"}
+
+
+def test_deltas_bridge_a_suite_missing_from_a_row():
+    history = [(n, {s: (v, 0.0) for s, v in row.items()}) for n, row in SCORES.items()]
+    d = deltas(history)
+    assert d[0] == {}
+    assert d[2]["rlhf"] == pytest.approx(0.10)
+    assert d[3] == pytest.approx({"ifeval": 0.08, "gsm8k": -0.01, "humaneval": -0.01, "rlhf": -0.05})
+    assert d[4]["math500"] == pytest.approx(0.04)  # against the rlhf row: ifrl did not evaluate math500
+
+
+def test_matrix_text_numbers_deltas_and_own_domain(run_dir):
+    lines = matrix_text(run_dir).splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header == ["stage", "ifeval (ifeval)", "gsm8k (math)", "math500 (math)", "humaneval (code)", "rlhf (rlhf)"]
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")[1:]]
+             for line in lines[2:7]}
+    assert cells["base"] == ["30.0", "40.0", "20.0", "10.0", "25.0"]
+    assert cells["sft"] == ["35.0 (+5.0)", "45.0 (+5.0)", "25.0 (+5.0)", "15.0 (+5.0)", "30.0 (+5.0)"]
+    assert cells["rlhf"] == ["34.0 (-1.0)", "44.0 (-1.0)", "26.0 (+1.0)", "15.0 (+0.0)", "40.0 (+10.0)*"]
+    assert cells["ifrl"] == ["42.0 (+8.0)*", "43.0 (-1.0)", "–", "14.0 (-1.0)", "35.0 (-5.0)"]
+    assert cells["math"] == ["41.0 (-1.0)", "50.0 (+7.0)*", "30.0 (+4.0)*", "16.0 (+2.0)", "36.0 (+1.0)"]
+    own = lines[lines.index("own-domain change:") + 1:]
+    assert own == ["- `rlhf` (rlhf): rlhf +10.0", "- `ifrl` (ifeval): ifeval +8.0",
+                   "- `math` (math): gsm8k +7.0, math500 +4.0 (mean +5.5)", "- `code` (code): not evaluated yet",
+                   "- `swe` (swe): not evaluated yet"]
+
+
+def test_report_markdown(run_dir):
+    md_path, png_path = build_report(run_dir)
+    assert (md_path, png_path) == (run_dir / "report.md", run_dir / "report.png")
+    md = md_path.read_text()
+    assert md.startswith("# Cascade report: synthetic\n") and "git `0123456789ab`" in md
+    assert "| math  | 41.0 (-1.0)     | **50.0 (+7.0)** | **30.0 (+4.0)** |" in md
+    regressions = md.split("## Gate regressions\n\n")[1].split("\n\n")[0]
+    assert regressions == f"- `ifrl` (warn): {REGRESSION}"
+    summary = {line.split("|")[2].strip(): [c.strip() for c in line.strip().strip("|").split("|")]
+               for line in md.split("## Stages")[1].splitlines() if line.startswith("| ") and "---" not in line}
+    assert summary["sft"] == ["0", "sft", "sft", "–", "25/25", "done", "100", "loss", "1.820", "1.220", "10"]
+    assert summary["rm"] == ["1", "rm", "reward_model", "–", "6/6", "done", "200", "accuracy", "0.533", "0.800", "3"]
+    assert summary["rlhf"][3:] == ["rlhf", "30/30", "done", "300", "reward_mean", "0.145", "0.345", "10"]
+    assert summary["math"][8:] == ["0.325", "0.625", "6"]  # 0.2 + 0.05·mean(0..5), 0.2 + 0.05·mean(6..11)
+    assert summary["code"][4:] == ["5/40", "running", "–", "reward_mean", "0.300", "0.300", "2"]
+    assert summary["swe"][4:] == ["0/10", "pending", "–", "reward_mean", "–", "–", "0"]
+    assert md.rstrip().endswith("![](report.png)")
+    assert not list(run_dir.glob(".*.tmp"))
+
+
+def test_report_png_is_a_real_png(run_dir):
+    _, png = build_report(run_dir)
+    head = png.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", head[16:24])
+    assert 1200 <= width <= 2400 and 450 <= height <= 1200, (width, height)
+    assert png.stat().st_size > 20_000  # a blank canvas of that size compresses to a few KB
+
+
+def test_cut_off_last_line_dropped_but_bad_middle_line_named(run_dir):
+    code = load_run(run_dir).stages[5]
+    assert read_curve(code) == ("reward_mean", [0, 1, 2, 3, 4], [0.3] * 5)
+    path = code.dir / "metrics.jsonl"
+    path.write_text('{"step": 0, "reward_mean": 0.1}\nnot json\n')
+    with pytest.raises(ReportError, match=r"metrics\.jsonl:2: malformed JSON"):
+        read_curve(code)
+
+
+def test_run_without_any_eval_still_reports(run_dir):
+    import shutil
+
+    shutil.rmtree(run_dir / "base")
+    for f in run_dir.glob("stages/*/eval.json"):
+        f.unlink()
+    assert matrix_text(run_dir).startswith("no evaluation yet")
+    md, png = build_report(run_dir)
+    assert "No evaluation yet" in md.read_text() and png.stat().st_size > 0
+
+
+def _cli_error(capsys, run_dir) -> str:
+    assert main(["report", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("nemo-cascade: error: ")
+    return err
+
+
+def test_cli_prints_paths_and_matrix(capsys, run_dir):
+    assert main(["report", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {run_dir / 'report.md'}" in out and str(run_dir / "report.png") in out
+    assert "| math  | 41.0 (-1.0)" in out
+
+
+def test_cli_user_errors_are_one_line(capsys, run_dir, tmp_path):
+    capsys.readouterr()  # the fixture's progress bars
+    assert _cli_error(capsys, tmp_path / "nope").endswith(f"{tmp_path / 'nope'}: no such run directory")
+    (run_dir / "manifest.json").rename(run_dir / "manifest.bak")
+    assert _cli_error(capsys, run_dir).endswith(f"{run_dir / 'manifest.json'}: no such file")
+    (run_dir / "manifest.json").write_text("{\"name\": ")
+    assert f"{run_dir / 'manifest.json'}: malformed JSON (" in _cli_error(capsys, run_dir)
+    (run_dir / "manifest.bak").rename(run_dir / "manifest.json")
+    (run_dir / "config.json").write_text("[1, 2]")
+    assert _cli_error(capsys, run_dir).endswith(f"{run_dir / 'config.json'}: expected a JSON object, got list")
+    (run_dir / "config.json").write_text(json.dumps({"stages": [{"name": "sft"}]}))
+    (run_dir / "stages" / "0-sft" / "eval.json").write_text('{"suites": {"x": {"domain": "math"}}}')
+    assert "0-sft/eval.json: not an eval.json (missing key 'metrics')" in _cli_error(capsys, run_dir)
+    (run_dir / "config.json").write_text(json.dumps({"stages": [{"kind": "sft"}]}))
+    assert "config.json / manifest.json: unexpected stages (missing key 'name')" in _cli_error(capsys, run_dir)
+
+
+def test_importing_the_package_does_not_import_matplotlib():
+    import subprocess
+    import sys
+
+    code = "import sys, nemo_cascade.evaluate, nemo_cascade.cli; assert 'matplotlib' not in sys.modules"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
