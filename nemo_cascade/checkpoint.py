@@ -95,8 +95,12 @@ def latest(ckpt_root: str | Path) -> Path | None:
     return done[-1][1] if done else None
 
 
-def load(ckpt_dir: str | Path, actor) -> tuple[int, dict]:
+def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]:
     """Verify and restore a checkpoint into ``actor`` (collective); return ``(step, state)``.
+
+    ``schedule=False`` keeps the actor's own LR schedule (the checkpoint's must then not match): a stage that
+    carries the previous stage's optimizer (``boundary.optimizer = carry``) takes its Adam state, not its
+    schedule.
 
     Every rank checks meta.json, the layout and the sha256 of the files it reads before anything is
     restored; if any rank finds a problem, all ranks raise the same :class:`CheckpointError`.
@@ -105,7 +109,7 @@ def load(ckpt_dir: str | Path, actor) -> tuple[int, dict]:
     problem, meta, loaded = None, None, None
     try:
         meta = _verify(ckpt, actor)
-        loaded = _read_rank_files(ckpt, actor)
+        loaded = _read_rank_files(ckpt, actor, schedule)
     except CheckpointError as e:
         problem = str(e)
     except Exception as e:  # anything unforeseen must still reach the other ranks, or they wait forever
@@ -118,8 +122,9 @@ def load(ckpt_dir: str | Path, actor) -> tuple[int, dict]:
     params, train = loaded
     _restore_model(actor, params)
     _restore_optimizer(actor.optimizer, train["optimizer"])
-    actor.scheduler.num_steps = 0  # load_state_dict *adds* the saved step count
-    actor.scheduler.load_state_dict(train["scheduler"])
+    if schedule:
+        actor.scheduler.num_steps = 0  # load_state_dict *adds* the saved step count
+        actor.scheduler.load_state_dict(train["scheduler"])
     _set_rng(train["rng"])
     dist.barrier()
     return meta["step"], meta["state"]
@@ -342,7 +347,7 @@ def _check_file(path: Path, expected: str | None) -> None:
         raise CheckpointError(f"{path}: sha256 {got} does not match {META}'s {expected} (corrupt or replaced)")
 
 
-def _read_rank_files(ckpt: Path, actor) -> tuple[dict, dict]:
+def _read_rank_files(ckpt: Path, actor, schedule: bool = True) -> tuple[dict, dict]:
     """Load this rank's (hash-verified) files and check they fit the actor, before anything is changed."""
     model_file, train_file = _rank_files(actor)
     params, train = _torch_load(ckpt / model_file), _torch_load(ckpt / train_file)
@@ -353,7 +358,8 @@ def _read_rank_files(ckpt: Path, actor) -> tuple[dict, dict]:
     if len(train["optimizer"]) != len(subs):
         raise CheckpointError(f"{ckpt / train_file}: {len(train['optimizer'])} optimizer states, "
                               f"this actor has {len(subs)} optimizers")
-    _check_schedule(actor.scheduler, train["scheduler"], ckpt / train_file)
+    if schedule:
+        _check_schedule(actor.scheduler, train["scheduler"], ckpt / train_file)
     return params, train
 
 

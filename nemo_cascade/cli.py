@@ -1,4 +1,5 @@
-"""`nemo-cascade run RECIPE [key=value ...] [--stage NAME]` and `nemo-cascade eval CHECKPOINT --suite NAME`.
+"""`nemo-cascade run RECIPE [key=value ...] [--stage NAME]`, `nemo-cascade eval CHECKPOINT --suite NAME` and
+`nemo-cascade report RUN_DIR`.
 
 RECIPE is ``recipes/NAME.py`` (its ``recipe()`` function, or ``recipes/NAME.py:function``) or
 ``package.module:function``. The config is resolved and checked in this process first — a user mistake
@@ -22,9 +23,10 @@ from nemo_cascade import config as C
 def _user_errors() -> tuple[type[Exception], ...]:
     from nemo_cascade.convert.arch import ModelFilesError
     from nemo_cascade.data.loader import DataError
+    from nemo_cascade.evaluate.cascade_report import ReportError
     from nemo_cascade.evaluate.suites import EvalError
 
-    return (C.ConfigError, ModelFilesError, DataError, EvalError)
+    return (C.ConfigError, ModelFilesError, DataError, EvalError, ReportError)
 
 
 def load_recipe(spec: str) -> C.Cascade:
@@ -51,34 +53,26 @@ def load_recipe(spec: str) -> C.Cascade:
     return cfg
 
 
-def preflight(cfg: C.Cascade) -> None:
-    """Checks that need files, run before any process starts: the model folder, its shapes against the
-    parallel layout and the engine, and every stage's data."""
-    from nemo_cascade.convert.arch import check_parallel, read_hf_config
+def _run_job(cfg: C.Cascade, only_stage: str | None) -> int:
+    """Inside torchrun: the cascade, then (rank 0) each stage's headline metric and the forgetting matrix."""
+    from nemo_cascade.cascade import GateStop, run_cascade, run_dir
 
-    C.validate(cfg)
-    if cfg.model.build:
-        from nemo_cascade.convert.tiny import BUILDERS
+    try:
+        out = run_cascade(cfg, only_stage=only_stage)
+        code = 0
+    except GateStop as e:
+        out, code = run_dir(cfg), 3
+        print(f"stopped by the forgetting gate {e} (gate.on_regression=stop)", file=sys.stderr)
+    if int(os.environ.get("RANK", 0)) == 0:
+        from nemo_cascade.evaluate.cascade_report import matrix_text
+        from nemo_cascade.metrics import summarize
 
-        if cfg.model.build not in BUILDERS:
-            raise C.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected one of {sorted(BUILDERS)}")
-    if cfg.model.hf_path:
-        spec = read_hf_config(cfg.model.hf_path)
-        check_parallel(spec, cfg.parallel.tp, cfg.parallel.pp)
-        if any(s.kind == "grpo" for s in cfg.stages) and spec.head_dim < 32:
-            raise C.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < 32, which vLLM's "
-                                f"CPU attention rejects; use a model with head_dim >= 32")
-    for i, s in enumerate(cfg.stages):
-        src = s.data.source
-        if not src.startswith("synthetic:") and not Path(src).is_file():
-            raise C.ConfigError(f"stages.{s.name}.data.source: {src}: no such file")
-        if s.kind == "grpo" and s.domain == "code" and s.reward.sandbox == "bwrap":
-            from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
-
-            try:  # before any process starts: a code stage must not find out after loading a model
-                check_available()
-            except SandboxUnavailable as e:
-                raise C.ConfigError(f"stages.{s.name}.reward.sandbox: {e}") from None
+        for stage_dir in sorted((out / "stages").iterdir(), key=lambda p: int(p.name.split("-")[0])):
+            if (stage_dir / "metrics.jsonl").is_file():
+                print(summarize(stage_dir))
+        print(matrix_text(out))
+        print(f"done: {out} (report: {out / 'report.md'})")
+    return code
 
 
 def _free_port() -> int:
@@ -88,25 +82,17 @@ def _free_port() -> int:
 
 
 def cmd_run(args) -> int:
+    from nemo_cascade.preflight import check_cascade
+
     cfg = C.apply_overrides(load_recipe(args.recipe), args.overrides)
     if args.stage:
         C.stage_by_name(cfg, args.stage)
-    preflight(cfg)
+    check_cascade(cfg)  # every stage's files, before any process starts
     world = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.dp
     # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process actor
     # (tests, notebooks) puts those in os.environ, and a CLI started from there must still launch its own job.
     if "TORCHELASTIC_RUN_ID" in os.environ:
-        from nemo_cascade.cascade import run_cascade
-
-        out = run_cascade(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), only_stage=args.stage)
-        if int(os.environ.get("RANK", 0)) == 0:
-            from nemo_cascade.metrics import summarize
-
-            for stage_dir in sorted((out / "stages").iterdir(), key=lambda p: int(p.name.split("-")[0])):
-                if (stage_dir / "metrics.jsonl").is_file():
-                    print(summarize(stage_dir))
-            print(f"done: {out}")
-        return 0
+        return _run_job(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage)
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}",
            f"--master_port={_free_port()}", "-m", "nemo_cascade.cli", "run", args.recipe, *args.overrides]
     if args.stage:
@@ -168,6 +154,16 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    """Rebuild RUN_DIR/report.md and report.png from the run directory's files; print the forgetting matrix."""
+    from nemo_cascade.evaluate.cascade_report import build_report, matrix_text
+
+    md, png = build_report(Path(args.run_dir))
+    print(matrix_text(Path(args.run_dir)), end="")
+    print(f"wrote {md} and {png}")
+    return 0
+
+
 def _add_eval_parser(sub) -> None:
     ev = sub.add_parser("eval", help="evaluate a checkpoint on benchmark suites (paper App. B decoding)")
     ev.add_argument("checkpoint", help="HF model folder, or a run's stage directory (runs/NAME/stages/K-STAGE)")
@@ -202,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("overrides", nargs="*", help="KEY=VALUE, e.g. stages.math.steps=5 parallel.tp=2")
     run.add_argument("--stage", help="run only this stage")
     _add_eval_parser(sub)
+    report = sub.add_parser("report", help="rebuild a run's report.md / report.png (forgetting matrix, curves)")
+    report.add_argument("run_dir", help="a run directory, runs/NAME")
     args, extra = parser.parse_known_args(argv)
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
     stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command != "run"]
@@ -211,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = [*args.overrides, *extra]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return {"run": cmd_run, "eval": cmd_eval}[args.command](args)
+        return {"run": cmd_run, "eval": cmd_eval, "report": cmd_report}[args.command](args)
     except _user_errors() as e:
         print(f"nemo-cascade: error: {e}", file=sys.stderr)
         return 2

@@ -140,6 +140,9 @@ class Reward:
     """code: run model programs under bubblewrap; ``unsafe`` runs them unsandboxed (trusted code only)."""
     reward_model_url: str = ""
     """rlhf (and ifeval with if_rm_bonus): a vLLM server of the Bradley–Terry reward model (§4.2)."""
+    reward_model_stage: str = ""
+    """Instead of a URL: the name of an earlier ``reward_model`` stage of this cascade, whose exported RM the
+    cascade serves (a local vLLM server) for this stage — the RM trained in §4.2 scores the RLHF stage (§4.3)."""
     judge_url: str = ""
     """swe: a vLLM server of the judge LM for P("YES") on partial patches (§4.7, Eq. 2); empty = lexical."""
     if_rm_bonus: bool = False
@@ -153,6 +156,47 @@ class LengthPhase:
     steps: int
     max_response_tokens: int
     overlong: Literal["none", "filter", "zero"] = "none"
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What a stage takes over from the stage before it. Its weights always come from the previous policy
+    stage's final checkpoint (§4.1); when KL is on, the reference is that checkpoint too. LR warm-up is
+    ``actor.warmup_steps`` of the new stage."""
+    optimizer: Literal["reset", "carry"] = "reset"
+    """reset: a fresh AdamW (zero moments) per stage; carry: keep the previous stage's Adam moments and step
+    count, with this stage's LR schedule (useful when one stage is split in two)."""
+    data: Literal["reset", "continue"] = "reset"
+    """reset: the prompt stream starts at epoch 0; continue: pick up the previous stage's stream position and
+    epoch-filter state (both stages must read the same prompt set)."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The forgetting gate (§4.1.1, T2/T4–T8): the same eval suites after every stage, a stage × benchmark
+    matrix, and a per-benchmark regression tolerance (evaluate/gate.py)."""
+    suites: tuple[str, ...] = ()
+    """Suites of nemo_cascade.evaluate.suites; empty = no evaluation between stages."""
+    samples: int = 0
+    """K per item; 0 = the suite's default (paper App. B)."""
+    max_tokens: int = 0
+    """Response budget; 0 = the suite's default, cut to the engine's context."""
+    limit: int = 0
+    """First N items of each suite; 0 = all."""
+    temperature: float = 0.6
+    """App. B."""
+    top_p: float = 0.95
+    """App. B."""
+    evaluate_base: bool = True
+    """Also evaluate the starting model, so the first stage has a row to be compared with."""
+    min_drop: float = 0.02
+    """A suite regresses when it falls below its best earlier score by more than this (and by more than
+    ``sigmas`` standard errors); the paper's largest per-stage drops are 2–4 points (PAPER.md §4)."""
+    sigmas: float = 2.0
+    tolerance: tuple[str, ...] = ()
+    """Per-benchmark ``SUITE=DROP`` overrides of min_drop, e.g. ``("aime25=0.05",)``."""
+    on_regression: Literal["warn", "stop"] = "warn"
+    """warn: log and record it in the manifest and report; stop: end the cascade after that stage."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +227,13 @@ class Stage:
     """reward_model: preference pairs per optimizer step (paper §4.2: 256; LR 2e-6 via actor.lr, 1 epoch)."""
     rm_max_tokens: int = 512
     """reward_model: tokens per conversation (prompt + response); longer ones keep their last tokens."""
+    extra_data: tuple[Data, ...] = ()
+    """SFT: more sources mixed into ``data`` (rows concatenated, then shuffled together) — the multi-domain SFT
+    blend of §3 in one stage."""
+    boundary: Boundary = field(default_factory=Boundary)
+    checkpoint_every: int = 25
+    """Save a resumable checkpoint (weights, optimizer, scheduler, RNG, data position) every N steps; a re-run
+    of an interrupted stage continues from the newest one. 0 = only the stage's final export."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +244,9 @@ class Cascade:
     stages: tuple[Stage, ...] = ()
     run_root: str = "runs"
     seed: int = 1234
+    gate: Gate = field(default_factory=Gate)
+    keep_checkpoints: int = 2
+    """Resumable checkpoints kept per stage (older ones are deleted once a newer one is complete)."""
     chat_style: Literal["cascade1", "cascade2"] = "cascade1"
     """Chat template of every stage (nemo_cascade.data.chat): cascade1 = ChatML with ` /think` or ` /no_think`
     on each user turn and no empty think block (§3.1.2); cascade2 = no flags, empty ``<think></think>`` for
@@ -222,6 +276,8 @@ def _coerce(value: str, tp: Any, where: str) -> Any:
         return _coerce(value, args[0], where)
     if origin is tuple and typing.get_args(tp)[0] is LengthPhase:
         return tuple(_length_phase(item, where) for item in value.split(",") if item)
+    if origin is tuple and is_dataclass(typing.get_args(tp)[0]):
+        raise ConfigError(f"{where}: a list of {typing.get_args(tp)[0].__name__} sections; set it in a recipe")
     if origin is tuple:
         return tuple(s for s in value.split(",") if s) if value else ()
     try:
@@ -316,6 +372,9 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
         where = f"stages.{s.name or i}"
         if not s.name or names.count(s.name) > 1:
             raise ConfigError(f"{where}.name: every stage needs a unique non-empty name, got {names}")
+        if s.kind not in STAGE_KINDS:
+            raise ConfigError(f"{where}.kind: unknown stage kind {s.kind!r}; expected one of {list(STAGE_KINDS)}")
+        _validate_handoff(cfg, i, where)
         if s.steps < 1:
             raise ConfigError(f"{where}.steps: expected >= 1, got {s.steps}")
         if not s.data.source:
@@ -344,7 +403,66 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
             _validate_reward_model(s, p, where)
         if s.actor.lr < 0:
             raise ConfigError(f"{where}.actor.lr: expected >= 0, got {s.actor.lr}")
+    _validate_gate(cfg.gate)
+    if cfg.keep_checkpoints < 1:
+        raise ConfigError(f"keep_checkpoints: expected >= 1, got {cfg.keep_checkpoints}")
     return cfg
+
+
+STAGE_KINDS = ("sft", "grpo", "reward_model")
+
+
+def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
+    """What a stage takes from earlier stages: its checkpoint cadence, the data-position hand-over, a served
+    reward model, an SFT mixture."""
+    s = cfg.stages[i]
+    if s.checkpoint_every < 0:
+        raise ConfigError(f"{where}.checkpoint_every: expected >= 0 (0 = no mid-stage checkpoints)")
+    if s.extra_data and s.kind != "sft":
+        raise ConfigError(f"{where}.extra_data: only SFT stages mix sources; a {s.kind} stage reads data")
+    for j, d in enumerate(s.extra_data):
+        if not d.source:
+            raise ConfigError(f"{where}.extra_data.{j}.source: expected a file path or synthetic:NAME")
+    if s.boundary.data == "continue":
+        before = [p for p in cfg.stages[:i] if p.kind == s.kind]
+        if not before or before[-1].data != s.data:
+            raise ConfigError(f"{where}.boundary.data: 'continue' needs an earlier {s.kind} stage with the same data")
+    if s.boundary.optimizer == "carry":
+        prev = cfg.stages[i - 1] if i else None
+        if prev is None or prev.kind == "reward_model" or s.kind == "reward_model":
+            raise ConfigError(f"{where}.boundary.optimizer: 'carry' needs a policy stage right before this policy "
+                              f"stage (a reward model trains its own optimizer)")
+        fixed = ("adam_beta1", "adam_beta2", "adam_eps", "clip_grad")  # the scheduler sets lr and wd
+        changed = [f for f in fixed if getattr(prev.actor, f) != getattr(s.actor, f)]
+        if changed:
+            raise ConfigError(f"{where}.boundary.optimizer: 'carry' keeps the optimizer, so actor.{changed[0]} must "
+                              f"equal stage {prev.name}'s")
+    rm_stage = s.reward.reward_model_stage
+    if rm_stage and rm_stage not in [p.name for p in cfg.stages[:i] if p.kind == "reward_model"]:
+        raise ConfigError(f"{where}.reward.reward_model_stage: {rm_stage!r} is not an earlier reward_model stage; "
+                          f"those are {[p.name for p in cfg.stages[:i] if p.kind == 'reward_model']}")
+
+
+def _validate_gate(g: Gate) -> None:
+    if min(g.samples, g.max_tokens, g.limit) < 0:
+        raise ConfigError("gate: samples, max_tokens and limit must be >= 0 (0 = the suite's default)")
+    if g.min_drop < 0 or g.sigmas < 0:
+        raise ConfigError("gate: min_drop and sigmas must be >= 0")
+    for item in g.tolerance:
+        suite, sep, drop = item.partition("=")
+        try:
+            ok = bool(sep) and suite in g.suites and float(drop) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"gate.tolerance: expected SUITE=DROP with SUITE one of gate.suites {list(g.suites)} "
+                              f"and DROP >= 0, got {item!r}")
+
+
+def tolerances(g: Gate) -> dict[str, float]:
+    """Per-suite ``min_drop``: gate.tolerance overrides, else gate.min_drop."""
+    custom = {k: float(v) for k, _, v in (t.partition("=") for t in g.tolerance)}
+    return {suite: custom.get(suite, g.min_drop) for suite in g.suites}
 
 
 def _validate_reward_model(s: Stage, p: Parallel, where: str) -> None:
@@ -419,10 +537,12 @@ def _validate_reward(s: Stage, where: str) -> None:
         raise ConfigError(f"{where}.reward.verify_timeout_s: expected > 0, got {rw.verify_timeout_s}")
     if rw.workers < 0:
         raise ConfigError(f"{where}.reward.workers: expected >= 0 (0 = all cores), got {rw.workers}")
-    if s.domain == "rlhf" and not rw.reward_model_url:
-        raise ConfigError(f"{where}.reward.reward_model_url: the rlhf domain needs a reward-model server URL")
-    if rw.if_rm_bonus and not rw.reward_model_url:
-        raise ConfigError(f"{where}.reward.reward_model_url: if_rm_bonus needs a reward-model server URL")
+    needs_rm = "the rlhf domain" if s.domain == "rlhf" else "if_rm_bonus" if rw.if_rm_bonus else ""
+    if needs_rm and not (rw.reward_model_url or rw.reward_model_stage):
+        raise ConfigError(f"{where}.reward.reward_model_url: {needs_rm} needs a reward model: a server URL, or "
+                          f"reward.reward_model_stage = an earlier reward_model stage to serve")
+    if rw.reward_model_url and rw.reward_model_stage:
+        raise ConfigError(f"{where}.reward.reward_model_stage: set it or reward.reward_model_url, not both")
 
 
 # ---------------------------------------------------------------------------------------- (de)serialise
@@ -470,7 +590,8 @@ def stage_by_name(cfg: Cascade, name: str) -> Stage:
 
 
 __all__ = [
-    "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Reward", "LengthPhase", "Stage",
+    "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Reward", "LengthPhase", "Boundary",
+    "Gate", "STAGE_KINDS", "tolerances", "Stage",
     "Cascade", "length_phases", "phase_at", "apply_overrides", "validate", "to_dict", "from_dict", "dumps",
     "stage_by_name", "dataclasses",
 ]

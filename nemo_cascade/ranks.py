@@ -39,3 +39,12 @@ def gather_shares(mine: list[T]) -> list[T]:
 def barrier() -> None:
     if world()[1] > 1:
         dist.barrier()
+
+
+def from_main(obj: T) -> T:
+    """Rank 0's ``obj`` on every rank (e.g. the URL of a server only rank 0 started)."""
+    if world()[1] == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]

@@ -5,8 +5,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+from nemo_cascade import checkpoint, ranks, weight_sync
 from nemo_cascade import config as C
-from nemo_cascade import ranks, weight_sync
 from nemo_cascade.algorithms import grpo, reward_model, sft
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
@@ -20,6 +20,42 @@ class StageContext:
     pad_id: int
     stage_dir: Path
     log: MetricsLog
+    saves: "Saves | None" = None
+    data_state: dict | None = None
+    """The previous stage's final data position (``boundary.data = continue``)."""
+
+
+@dataclass
+class Saves:
+    """A stage's resumable checkpoints (checkpoint.py): every ``every`` steps under ``root``, newest ``keep``."""
+    root: Path
+    every: int
+    keep: int
+    resume_from: Path | None = None
+
+    def resume(self, actor, restore_data) -> int:
+        """Load the newest checkpoint (weights, optimizer, scheduler, RNG; the data position through
+        ``restore_data``); returns the step to continue from (0 without one)."""
+        if self.resume_from is None:
+            return 0
+        step, state = checkpoint.load(self.resume_from, actor)
+        restore_data(state["data"])
+        return step + 1
+
+    def after(self, step: int, total: int, actor, data_state: dict) -> None:
+        if self.every and (step + 1) % self.every == 0 and step + 1 < total:
+            checkpoint.save(self.root, step, actor, {"data": data_state}, keep=self.keep)
+
+
+def _start(ctx: StageContext, restore_data) -> int:
+    if ctx.data_state is not None:
+        restore_data(ctx.data_state)  # boundary.data = continue: the previous stage's position
+    return ctx.saves.resume(ctx.actor, restore_data) if ctx.saves else 0
+
+
+def _after(ctx: StageContext, step: int, total: int, data_state: dict) -> None:
+    if ctx.saves:
+        ctx.saves.after(step, total, ctx.actor, data_state)
 
 
 def sft_loss(logprobs_B_T, mb):
@@ -27,16 +63,17 @@ def sft_loss(logprobs_B_T, mb):
     return num, den, {}
 
 
-def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> None:
+def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
     g = stage.grpo
     stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
                           epoch_filter=(g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None)
     scorer, temperature = Scorer(stage.domain, stage.reward), stage.rollout.temperature
     penalty = resolve_code_switch_penalty(stage.domain, stage.reward.code_switch_penalty)
-    weight_sync.push(ctx.actor, ctx.engine)  # the engine serves this stage's starting weights
     if g.kl_coef > 0:
-        ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3)
-    for step in range(stage.steps):
+        ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3), even on resume
+    start = _start(ctx, stream.load_state_dict)
+    weight_sync.push(ctx.actor, ctx.engine)  # the engine serves this stage's starting (or resumed) weights
+    for step in range(start, stage.steps):
         timer, switched = PhaseTimer(), []
         phase, length = C.phase_at(stage, step)                              # length curriculum (§4.5.2)
         cfg = replace(g, overlong=length.overlong)
@@ -71,7 +108,9 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> None:
                    "code_switched": sum(switched) / max(sum(x.group_size for x in groups_P), 1)}
         ctx.log.log(step, metrics, progress={
             "reward": batch.metrics["reward_mean"], "len": batch.metrics["response_len_mean"]})
+        _after(ctx, step, stage.steps, stream.state_dict())
     ctx.log.close()
+    return stream.state_dict()
 
 
 def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:
@@ -83,17 +122,40 @@ def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:
     return out
 
 
-def run_sft(ctx: StageContext, stage: C.Stage, examples: list) -> None:
-    batches = sft_batches(examples, stage.sft_batch_size, stage.data.seed)
-    for step in range(stage.steps):
+class _Drawn:
+    """A batch generator's position: batches drawn so far (its order is a pure function of seed and count)."""
+
+    def __init__(self, batches):
+        self.batches, self.count = batches, 0
+
+    def __next__(self):
+        self.count += 1
+        return next(self.batches)
+
+    def state_dict(self) -> dict:
+        return {"batches": self.count}
+
+    def load_state_dict(self, state: dict) -> None:
+        while self.count < state["batches"]:
+            next(self)
+
+
+def run_sft(ctx: StageContext, stage: C.Stage, examples: list) -> dict:
+    batches = _Drawn(sft_batches(examples, stage.sft_batch_size, stage.data.seed))
+    start = _start(ctx, batches.load_state_dict)
+    for step in range(start, stage.steps):
         timer = PhaseTimer()
-        batch = sft.make_sft_batch(next(batches), stage.sft_max_tokens, ctx.pad_id)
+        batch = sft.pack_sft_batch(next(batches), stage.sft_max_tokens, ctx.pad_id)  # sequence packing
         with timer("train"):
-            result = ctx.actor.train_step({"tokens": batch.tokens_B_T, "loss_mask": batch.loss_mask_B_T}, sft_loss)
+            result = ctx.actor.train_step(batch.tensors(), sft_loss)
+        fill = float((batch.segment_ids_B_T > 0).float().mean())
         ctx.log.log(step, {"loss": result.loss, "grad_norm": result.grad_norm, "lr": result.lr,
-                           "train_tokens": result.tokens, "truncated": batch.num_truncated, **timer.as_metrics()},
+                           "train_tokens": result.tokens, "truncated": batch.num_truncated,
+                           "packed_rows": batch.num_sequences, "packing_fill": fill, **timer.as_metrics()},
                     progress={"loss": result.loss})
+        _after(ctx, step, stage.steps, batches.state_dict())
     ctx.log.close()
+    return batches.state_dict()
 
 
 def rm_loss(scores_B_T, mb):
@@ -102,8 +164,9 @@ def rm_loss(scores_B_T, mb):
 
 def run_reward_model(ctx: StageContext, stage: C.Stage, pairs: list) -> None:
     """Bradley–Terry RM training (§4.2); ``ctx.actor`` is an ``actor.reward_model.RewardModelActor``."""
-    batches = sft_batches(pairs, stage.rm_batch_size, stage.data.seed)  # shuffled epochs of pairs
-    for step in range(stage.steps):
+    batches = _Drawn(sft_batches(pairs, stage.rm_batch_size, stage.data.seed))  # shuffled epochs of pairs
+    start = _start(ctx, batches.load_state_dict)
+    for step in range(start, stage.steps):
         timer = PhaseTimer()
         batch = reward_model.make_pair_batch(next(batches), stage.rm_max_tokens, ctx.pad_id)
         with timer("train"):
@@ -112,4 +175,5 @@ def run_reward_model(ctx: StageContext, stage: C.Stage, pairs: list) -> None:
         ctx.log.log(step, {"loss": result.loss, "accuracy": acc, "margin_mean": margin, "grad_norm": result.grad_norm,
                            "lr": result.lr, "pairs": result.tokens, "truncated": batch.num_truncated,
                            **timer.as_metrics()}, progress={"loss": result.loss, "acc": acc})
+        _after(ctx, step, stage.steps, batches.state_dict())
     ctx.log.close()

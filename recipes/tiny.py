@@ -1,34 +1,71 @@
-"""The tiny cascade: the main CPU job (`make run`). A ~1M-parameter Qwen3 with a tokenizer trained in code is
-warm-started by SFT on synthetic arithmetic, then trained by GRPO on held-out arithmetic prompts with the
-exact-match math reward — the real stack (Megatron-Core actor, colocated vLLM) at laptop scale.
+"""The tiny cascade: the main CPU job (`make run`). Every stage kind of the paper's pipeline (§4.1, Fig. 1) on a
+~1M-parameter Qwen3 with a tokenizer trained in code, on synthetic tasks a model that small can learn:
 
-Only the deltas from nemo_cascade.config defaults are stated; paper values are not used here (this is a
-2-core smoke-scale run), except the algorithmic choices, which are the paper's defaults (§4.1.2).
+SFT (a blend of all domains, §3) → reward model (Bradley–Terry on preference pairs, §4.2) → RLHF scored by that
+RM, served by the cascade (§4.3) → IF-RL (§4.4) → math RL (§4.5) → code RL (§4.6) → SWE RL (§4.7),
+
+with the forgetting gate after every stage (§4.1.1): the held-out split of each domain (data/tiny/, the
+``tiny-*`` suites) evaluated with the paper's decoding (App. B: T=0.6, top-p 0.95), the stage × benchmark
+matrix printed at the end and drawn in report.png.
+
+Only deltas from nemo_cascade.config defaults are stated. Sizes are 2-core smoke scale, not the paper's
+(Tables 14–20 hold those; see recipes/nemotron_cascade_*.py); the algorithmic choices are the paper's defaults
+(§4.1.2: on-policy GRPO, token-level loss, no KL).
 """
 from dataclasses import replace
 
-from nemo_cascade.config import GRPO, Actor, Cascade, Data, Model, Parallel, Rollout, Stage
+from nemo_cascade.config import (GRPO, Actor, Cascade, Data, Gate, Model, Parallel, Reward, Rollout, Stage)
+
+RL_ACTOR = Actor(lr=3e-4)  # a tiny model needs a larger step than the paper's 2e-6 to move in ~20 steps
+RL_ROLLOUT = Rollout(temperature=1.0, max_prompt_tokens=96, max_response_tokens=40, kv_cache_gib=1.0)
+RL_GRPO = GRPO(group_size=8, prompts_per_step=16)
+
+
+def _rl(name: str, domain: str, source: str, steps: int, seed: int, **kw) -> Stage:
+    """A GRPO stage on the train split of a synthetic set (the gate evaluates its held-out split)."""
+    return Stage(name=name, kind="grpo", domain=domain, data=Data(source=source, split="train", seed=seed),
+                 steps=steps, **{"actor": RL_ACTOR, "rollout": RL_ROLLOUT, "grpo": RL_GRPO, **kw})
 
 
 def recipe() -> Cascade:
     sft = Stage(
         name="sft", kind="sft",
         data=Data(source="synthetic:arithmetic", split="train", seed=1),
-        steps=400, sft_batch_size=32, sft_max_tokens=96,
+        extra_data=(Data(source="synthetic:if_arithmetic", split="train", seed=1),
+                    Data(source="synthetic:code_arithmetic", split="train", seed=1),
+                    Data(source="synthetic:bugfix_arithmetic", split="train", seed=1)),
+        steps=600, sft_batch_size=32, sft_max_tokens=256,
         actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=20, weight_decay=0.0),
     )
-    math = Stage(
-        name="math", kind="grpo", domain="math",
-        data=Data(source="synthetic:arithmetic", split="test", seed=2),  # held out from SFT
-        steps=40,
-        actor=Actor(lr=1e-4),
-        rollout=Rollout(temperature=1.0, max_prompt_tokens=64, max_response_tokens=32, kv_cache_gib=1.0),
-        grpo=GRPO(group_size=8, prompts_per_step=32),
+    rm = Stage(name="rm", kind="reward_model", data=Data(source="synthetic:arithmetic", split="train", seed=4),
+               steps=150, rm_batch_size=32, rm_max_tokens=96, actor=Actor(lr=2e-3, warmup_steps=10))
+    stages = (
+        sft, rm,
+        # RLHF optimises a ~1M-parameter RM's score: a gentler step, as reward hacking sets in fast (§4.3)
+        _rl("rlhf", "rlhf", "synthetic:arithmetic", 12, seed=5, reward=Reward(reward_model_stage="rm"),
+            actor=Actor(lr=1e-4)),
+        _rl("ifeval", "ifeval", "synthetic:if_arithmetic", 20, seed=6),
+        _rl("math", "math", "synthetic:arithmetic", 20, seed=2),
+        _rl("code", "code", "synthetic:code_arithmetic", 16, seed=7),
+        _rl("swe", "swe", "synthetic:bugfix_arithmetic", 16, seed=8),
     )
-    return Cascade(name="tiny", model=Model(build="tiny-qwen3"), parallel=Parallel(tp=1, pp=1, dp=1,
-                   micro_batch_size=64), stages=(sft, math))
+    gate = Gate(suites=("tiny-math", "tiny-ifeval", "tiny-code", "tiny-swe", "tiny-rlhf"), samples=4)
+    return Cascade(name="tiny", model=Model(build="tiny-qwen3-cascade"),
+                   parallel=Parallel(tp=1, pp=1, dp=1, micro_batch_size=64), stages=stages, gate=gate)
+
+
+def math_only() -> Cascade:
+    """SFT on arithmetic → math GRPO: the two-stage cascade the integration tests run (minutes on 2 cores)."""
+    sft = Stage(name="sft", kind="sft", data=Data(source="synthetic:arithmetic", split="train", seed=1),
+                steps=400, sft_batch_size=32, sft_max_tokens=96,
+                actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=20, weight_decay=0.0))
+    math = _rl("math", "math", "synthetic:arithmetic", 40, seed=2)
+    math = replace(math, data=replace(math.data, split="test"), rollout=replace(RL_ROLLOUT, max_prompt_tokens=64,
+                   max_response_tokens=32), grpo=GRPO(group_size=8, prompts_per_step=32))
+    return Cascade(name="tiny-math", model=Model(build="tiny-qwen3"), parallel=Parallel(micro_batch_size=64),
+                   stages=(sft, math))
 
 
 def two_ranks() -> Cascade:
-    """The same cascade with a TP=2 actor on 2 processes (each rank runs its own colocated engine)."""
-    return replace(recipe(), name="tiny-tp2", parallel=replace(recipe().parallel, tp=2))
+    """The two-stage cascade with a TP=2 actor on 2 processes (each rank runs its own colocated engine)."""
+    return replace(math_only(), name="tiny-tp2", parallel=replace(math_only().parallel, tp=2))

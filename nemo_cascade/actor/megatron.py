@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from nemo_cascade import config as C
 from nemo_cascade.actor import cpu
+from nemo_cascade.algorithms.sft import segment_causal_mask
 from nemo_cascade.convert import arch as A
 from nemo_cascade.convert import table as T
 from nemo_cascade.convert.hf_io import SafetensorsReader
@@ -255,18 +256,14 @@ class MegatronActor:
         return (s.hidden_size,)  # input/pre-MLP/final RMSNorm weights
 
     # ------------------------------------------------------------------------------------- optimizer
-    def configure_optimizer(self, actor: C.Actor, total_steps: int) -> None:
-        """A fresh AdamW + LR schedule for a stage (the stage-boundary policy decides when to call it)."""
-        from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    def configure_optimizer(self, actor: C.Actor, total_steps: int, carry: bool = False) -> None:
+        """AdamW + this stage's LR schedule. ``carry`` (``boundary.optimizer``): keep the existing optimizer —
+        its Adam moments and step count — and only start the new schedule; otherwise a fresh optimizer."""
+        from megatron.core.optimizer import get_megatron_optimizer
         from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
 
-        ocfg = OptimizerConfig(
-            optimizer="adam", lr=actor.lr, min_lr=actor.min_lr, weight_decay=actor.weight_decay,
-            adam_beta1=actor.adam_beta1, adam_beta2=actor.adam_beta2, adam_eps=actor.adam_eps,
-            clip_grad=actor.clip_grad, bf16=self.bf16, params_dtype=self.tconfig.params_dtype,
-            use_distributed_optimizer=self.parallel.distributed_optimizer,
-        )
-        self.optimizer = get_megatron_optimizer(ocfg, [self.module])
+        if not (carry and self.optimizer is not None):
+            self.optimizer = get_megatron_optimizer(self._optimizer_config(actor), [self.module])
         decay = max(total_steps, actor.warmup_steps + 1)
         self.scheduler = OptimizerParamScheduler(
             self.optimizer, init_lr=0.0 if actor.warmup_steps else actor.lr, max_lr=actor.lr,
@@ -275,13 +272,30 @@ class MegatronActor:
             wd_incr_steps=decay, wd_incr_style="constant",
         )
 
+    def _optimizer_config(self, actor: C.Actor):
+        from megatron.core.optimizer import OptimizerConfig
+
+        return OptimizerConfig(
+            optimizer="adam", lr=actor.lr, min_lr=actor.min_lr, weight_decay=actor.weight_decay,
+            adam_beta1=actor.adam_beta1, adam_beta2=actor.adam_beta2, adam_eps=actor.adam_eps,
+            clip_grad=actor.clip_grad, bf16=self.bf16, params_dtype=self.tconfig.params_dtype,
+            use_distributed_optimizer=self.parallel.distributed_optimizer,
+        )
+
     # --------------------------------------------------------------------------------- fwd / bwd
+    ROWS_TOGETHER = 1
+    """Rows that must stay in one microbatch (a reward model's chosen/rejected pair: 2)."""
+
     def _microbatches(self, batch: Batch) -> tuple[list[Batch], int]:
-        """This DP rank's slice of the batch, padded with empty rows to whole microbatches."""
-        mbs, dp = self.parallel.micro_batch_size, self.dp_size
+        """This DP rank's slice of the batch (DP ranks get equal row counts; empty rows fill up) in microbatches
+        of at most ``micro_batch_size`` rows. Pipeline parallelism sends activations of one fixed shape
+        between stages, so with PP > 1 the last microbatch is padded to full size too; without PP it is not —
+        computing padding rows costs as much as real ones (a 9-row packed SFT batch is not run as 64 rows)."""
+        mbs, dp, together = self.parallel.micro_batch_size, self.dp_size, self.ROWS_TOGETHER
         n = batch["tokens"].shape[0]
-        per_rank = -(-n // dp)
-        per_rank = -(-per_rank // mbs) * mbs
+        per_rank = -(-n // (dp * together)) * together
+        if self.parallel.pp > 1:
+            per_rank = -(-per_rank // mbs) * mbs
         padded = {k: _pad_rows(v, per_rank * dp, fill=-1 if k == "row" else 0) for k, v in batch.items()}
         mine = {k: v[self.dp_rank * per_rank:(self.dp_rank + 1) * per_rank] for k, v in padded.items()}
         return [{k: v[i:i + mbs] for k, v in mine.items()} for i in range(0, per_rank, mbs)], n
@@ -289,8 +303,11 @@ class MegatronActor:
     def _forward_step(self, loss_fn: LossFn, temperature: float, data_iterator, model):
         mb = {k: v.to(self.device) for k, v in next(data_iterator).items()}
         tokens = mb["tokens"]
-        position_ids = torch.arange(tokens.shape[1]).unsqueeze(0).expand_as(tokens)
-        output = model(tokens, position_ids, attention_mask=None)
+        if "segment_ids" in mb:  # packed sequences (algorithms.sft.pack_sft_batch): per-example attention
+            position_ids, mask = mb["position_ids"], segment_causal_mask(mb["segment_ids"])
+        else:
+            position_ids, mask = torch.arange(tokens.shape[1]).unsqueeze(0).expand_as(tokens), None
+        output = model(tokens, position_ids, attention_mask=mask)
         return output, partial(self._loss, loss_fn, temperature, mb)
 
     def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, logits: torch.Tensor):

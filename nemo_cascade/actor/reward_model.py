@@ -52,6 +52,7 @@ class RewardModelActor(MegatronActor):
     ``[B, T]`` (float32) instead of log-probs; :meth:`scores` reads them at given positions."""
 
     HEAD = "score.weight"
+    ROWS_TOGETHER = 2  # a pair's chosen and rejected rows meet in one microbatch for the BT loss
 
     def __init__(self, hf_path: str, parallel: C.Parallel, dtype: str = "float32", seed: int = 1234):
         self._seed = seed

@@ -113,7 +113,7 @@ def _uid(row: dict, default: str, where: str) -> str:
     return str(uid)
 
 
-def _synthetic_rows(data_cfg: Data) -> list[dict]:
+def synthetic_rows(data_cfg: Data) -> list[dict]:
     name = data_cfg.source[len(SYNTHETIC_PREFIX):]
     generators = {**SYNTHETIC, **DOMAIN_TASKS}
     if name.startswith(RG_PREFIX):  # rg/TASK[?options]: reasoning-gym math tasks (data/reasoning_gym.py)
@@ -145,7 +145,7 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     and line, rather than mid-training (DESIGN.md "Rewards")."""
     out = PromptList()
     if data_cfg.source.startswith(SYNTHETIC_PREFIX):
-        rows = [(f"{data_cfg.source}#{i}", row) for i, row in enumerate(_synthetic_rows(data_cfg))]
+        rows = [(f"{data_cfg.source}#{i}", row) for i, row in enumerate(synthetic_rows(data_cfg))]
     else:
         path = Path(data_cfg.source)
         rows = [(f"{path}:{lineno}", row) for lineno, row in read_jsonl(path, data_cfg.size)]
@@ -184,7 +184,7 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
 def _sft_items(data_cfg: Data, mode: str) -> list[tuple[list[dict], str]]:
     """(prompt messages, response) per row of an SFT source."""
     if data_cfg.source.startswith(SYNTHETIC_PREFIX):
-        return sft_pairs(_synthetic_rows(data_cfg), mode)
+        return sft_pairs(synthetic_rows(data_cfg), mode)
     path = Path(data_cfg.source)
     items = []
     for lineno, row in read_jsonl(path, data_cfg.size):
@@ -373,5 +373,5 @@ def pad_id(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
-__all__ = ["pad_id", "sft_batches", "DataError", "PromptList", "load_prompts", "load_sft_examples", "PromptStream",
+__all__ = ["pad_id", "sft_batches", "synthetic_rows", "DataError", "PromptList", "load_prompts", "load_sft_examples", "PromptStream",
            "SYNTHETIC_PREFIX"]

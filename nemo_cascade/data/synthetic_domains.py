@@ -5,11 +5,18 @@ Each generator is ``fn(split, size, seed) -> rows`` like :func:`.synthetic.arith
 reward, so the same set serves the SFT warm-start and the RL stage. Splits are fixed by a hash of the problem,
 never by seed or size, as in :mod:`.synthetic`.
 
-- ``if_arithmetic`` (``ifeval``): an arithmetic question with one IFEval instruction attached (§4.4's verifiable
-  instructions: an end phrase, quotation marks, capitals, lowercase, a postscript, a title, a keyword);
-- ``code_arithmetic`` (``code``): "write ``f(x)`` returning ``x OP k``", checked by asserts in the sandbox (§4.6);
-- ``bugfix_arithmetic`` (``swe``): ``calc.py`` computes ``x OP' k`` where the issue says ``x OP k``; the golden
-  patch fixes the operator; the prompt shows the file, Agentless-style, and asks for a SEARCH/REPLACE edit (§4.7).
+Every task needs a little arithmetic or counting, not only copying from the prompt, so a ~1M-parameter model
+that has seen the format in SFT still gets some held-out problems wrong and RL has room to improve it (a pure
+copy task is solved perfectly by SFT and shows the RL stage nothing):
+
+- ``if_arithmetic`` (``ifeval``): an arithmetic question with two or three IFEval instructions attached that the
+  response must satisfy together (§4.4's verifiable instructions: an end phrase, quotation marks, capitals,
+  lowercase, a postscript, a title, a keyword, exactly N bullet points);
+- ``code_arithmetic`` (``code``): "write ``f(x) = x OP k`` such that ``f(x0) = y0``" — the model works out ``k`` —
+  checked by asserts in the sandbox (§4.6);
+- ``bugfix_arithmetic`` (``swe``): ``calc.py`` computes ``x OP k'`` with a wrong constant; the issue reports
+  ``f(x0)`` and the value it should have, and the model works out the right constant; the prompt shows the
+  file, Agentless-style, and asks for a SEARCH/REPLACE edit (§4.7).
 """
 from __future__ import annotations
 
@@ -19,105 +26,167 @@ import random
 
 from .synthetic import arithmetic
 
-IF_INSTRUCTIONS: list[tuple[str, dict, str]] = [
-    ("startend:end_checker", {"end_phrase": "Is there anything else I can help with?"},
-     "Finish your response with this exact phrase: Is there anything else I can help with?"),
-    ("startend:quotation", {}, "Wrap your entire response with double quotation marks."),
-    ("change_case:english_capital", {}, "Your entire response should be in English, and in all capital letters."),
-    ("change_case:english_lowercase", {}, "Your entire response should be in English, and in all lowercase letters."),
-    ("detectable_content:postscript", {"postscript_marker": "P.S."},
-     "At the end of your response, please explicitly add a postscript starting with P.S."),
-    ("detectable_format:title", {}, "Your answer must contain a title, wrapped in double angular brackets, "
-                                    "such as <<poem of joy>>."),
-    ("keywords:existence", {"keywords": ["result"]}, "Include the keywords result in the response."),
-]
-"""(IFEval instruction id, kwargs, the instruction's wording as in IFEval's prompts)."""
+IF_INSTRUCTIONS: dict[str, list[tuple[str, dict, str]]] = {
+    "body": [("keywords:existence", {"keywords": ["result"]}, "Include the keywords result in the response.")] + [
+        ("detectable_format:number_bullet_lists", {"num_bullets": n},
+         f"Your answer must contain exactly {n} bullet points. Use the markdown bullet points such as:\n"
+         f"* This is point 1.") for n in (2, 3, 4, 5)],
+    "tail": [("startend:end_checker", {"end_phrase": "Is there anything else I can help with?"},
+              "Finish your response with this exact phrase: Is there anything else I can help with?"),
+             ("detectable_content:postscript", {"postscript_marker": "P.S."},
+              "At the end of your response, please explicitly add a postscript starting with P.S.")],
+    "wrap": [("startend:quotation", {}, "Wrap your entire response with double quotation marks."),
+             ("detectable_format:title", {}, "Your answer must contain a title, wrapped in double angular brackets, "
+                                             "such as <<poem of joy>>.")],
+    "case": [("change_case:english_capital", {}, "Your entire response should be in English, and in all capital "
+                                                 "letters."),
+             ("change_case:english_lowercase", {}, "Your entire response should be in English, and in all lowercase "
+                                                   "letters.")],
+}
+"""IFEval instructions (id, kwargs, the wording of IFEval's prompts) by the part of the response they shape;
+a prompt carries two or three, from different parts, so they compose (the response is built body → tail →
+wrap → case)."""
+_CLASHES = {("detectable_format:number_bullet_lists", "startend:quotation")}
+"""Pairs no response satisfies together (a quoted response's first bullet line starts with a quote)."""
 
 
-def _follow(instruction_id: str, base: str) -> str:
-    """A response to ``base`` that follows the instruction."""
-    return {
-        "startend:end_checker": lambda: f"{base} Is there anything else I can help with?",
-        "startend:quotation": lambda: f'"{base}"',
-        "change_case:english_capital": base.upper,
-        "change_case:english_lowercase": base.lower,
-        "detectable_content:postscript": lambda: f"{base}\nP.S. I checked the result twice.",
-        "detectable_format:title": lambda: f"<<the sum>>\n{base}",
-        "keywords:existence": lambda: f"The result: {base}",
-    }[instruction_id]()
+def _follow(chosen: list[tuple[str, dict, str]], base: str) -> str:
+    """A response to ``base`` that follows every chosen instruction."""
+    text = base
+    for iid, kwargs, _ in chosen:
+        if iid == "keywords:existence":
+            text = f"The result: {text}"
+        elif iid == "detectable_format:number_bullet_lists":
+            text = "\n".join([f"* {text}", *["* I checked it."] * (kwargs["num_bullets"] - 1)])
+        elif iid == "startend:end_checker":
+            text = f"{text}\nIs there anything else I can help with?"
+        elif iid == "detectable_content:postscript":
+            text = f"{text}\nP.S. I checked the result twice."
+        elif iid == "startend:quotation":
+            text = f'"{text}"'
+        elif iid == "detectable_format:title":
+            text = f"<<the sum>>\n{text}"
+        else:
+            text = text.upper() if iid == "change_case:english_capital" else text.lower()
+    return text
 
 
 def _pick(key: str, n: int) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % n
 
 
+def _instructions(uid: str) -> list[tuple[str, dict, str]]:
+    """Two or three instructions from different parts, in composition order, fixed by the problem's uid."""
+    parts = list(IF_INSTRUCTIONS)
+    random.Random(f"if:{uid}").shuffle(parts)
+    count = 2 + _pick(f"if-count:{uid}", 2)
+    while True:
+        chosen = [IF_INSTRUCTIONS[p][_pick(f"if:{uid}:{p}", len(IF_INSTRUCTIONS[p]))] for p in parts[:count]]
+        ids = {c[0] for c in chosen}
+        if not any(a in ids and b in ids for a, b in _CLASHES):
+            return sorted(chosen, key=lambda c: list(IF_INSTRUCTIONS).index(_part(c[0])))
+        uid += "'"  # a clashing draw: draw again, deterministically
+
+
+def _part(instruction_id: str) -> str:
+    return next(p for p, items in IF_INSTRUCTIONS.items() if any(i[0] == instruction_id for i in items))
+
+
 def if_arithmetic(split: str, size: int, seed: int) -> list[dict]:
-    """Arithmetic rows with one IFEval instruction each (chosen by a hash of the problem)."""
+    """Arithmetic rows with two or three IFEval instructions each (chosen by a hash of the problem)."""
     rows = []
     for r in arithmetic(split, size, seed):
-        iid, kwargs, wording = IF_INSTRUCTIONS[_pick(r["uid"], len(IF_INSTRUCTIONS))]
-        prompt = f"{r['question']} {wording}"
+        chosen = _instructions(r["uid"])
+        prompt = " ".join([r["question"], *(c[2] for c in chosen)])
         base = f"{r['solution']}. The answer is \\boxed{{{r['answer']}}}."
-        rows.append({"uid": f"if_{r['uid']}", "prompt": prompt, "instruction_id_list": [iid], "kwargs": [kwargs],
-                     "label": {"prompt": prompt, "instruction_id_list": [iid], "kwargs": [kwargs]},
-                     "response": _follow(iid, base)})
+        ids, kwargs = [c[0] for c in chosen], [c[1] for c in chosen]
+        rows.append({"uid": f"if_{r['uid']}", "prompt": prompt, "instruction_id_list": ids, "kwargs": kwargs,
+                     "label": {"prompt": prompt, "instruction_id_list": ids, "kwargs": kwargs},
+                     "response": _follow(chosen, base)})
     return rows
 
 
-CODE_OPS = {"+": "plus", "-": "minus", "*": "times"}
-_APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul}
-MAX_K = 30
-_WRONG = {"+": "-", "-": "+", "*": "+"}
+CODE_OPS = {"+": "plus", "-": "minus"}
+_APPLY = {"+": operator.add, "-": operator.sub}
+MAX_K = 99
+_SHIFTS = (-3, -2, -1, 1, 2, 3)
+"""How far a bug-fix task's wrong constant is from the right one."""
 
 
-def _ops_split(kind: str, split: str) -> list[tuple[str, int]]:
-    """All (op, k) problems of a split, by a hash of the problem (15 % held out)."""
+def _problems(kind: str, split: str) -> list[tuple]:
+    """All problems of a split, by a hash of the problem (15 % held out): (op, k, x0) for code, plus the
+    wrong constant's shift for bug fixes."""
     if split not in ("train", "test"):
         raise ValueError(f"{kind}: split must be 'train' or 'test', got {split!r}")
-    return [(op, k) for op in CODE_OPS for k in range(MAX_K + 1)
-            if ("test" if _pick(f"{kind}:{op}{k}", 100) < 15 else "train") == split]
+    # Code tasks show f(x0) for x0 in 0..3 (x0 = 0 states k outright; 1..3 need a small step of arithmetic), bug
+    # fixes for x0 in 1..9 next to a constant that is off by at most 3: both leave a tiny model room to improve.
+    shifts, inputs = (_SHIFTS, range(1, 10)) if kind == "bugfix_arithmetic" else ((0,), range(4))
+    every = [(op, k, x0, d) for op in CODE_OPS for k in range(MAX_K + 1) for x0 in inputs for d in shifts
+             if k + d >= 0]
+    return [p for p in every if ("test" if _pick(f"{kind}:{p}", 100) < 15 else "train") == split]
 
 
-def _sample(kind: str, split: str, size: int, seed: int) -> list[tuple[str, int]]:
-    pool = _ops_split(kind, split)
+def _sample(kind: str, split: str, size: int, seed: int) -> list[tuple]:
+    pool = _problems(kind, split)
     if size > len(pool):
         raise ValueError(f"{kind}: size {size} exceeds the {len(pool)} {split} problems")
     return random.Random(seed).sample(pool, size if size > 0 else len(pool))
 
 
 def code_arithmetic(split: str, size: int, seed: int) -> list[dict]:
-    """``f(x) = x OP k`` tasks; the label's asserts try five inputs."""
+    """``f(x) = x OP k`` given one example ``f(x0) = y0``: the model must work out ``k``; the label's asserts
+    try five inputs."""
     rows = []
-    for op, k in _sample("code_arithmetic", split, size, seed):
-        prompt = (f"Write a Python function f(x) that returns x {CODE_OPS[op]} {k}. "
-                  "Put the code in a ```python block.")
+    for op, k, x0, _ in _sample("code_arithmetic", split, size, seed):
+        prompt = (f"Write a Python function f(x) that returns x {CODE_OPS[op]} a constant, with "
+                  f"f({x0}) == {_APPLY[op](x0, k)}. Put the code in a ```python block.")
         tests = "\n".join(f"assert f({x}) == {_APPLY[op](x, k)}" for x in (0, 1, 2, 7, 13)) + "\n"
-        rows.append({"uid": f"code:{op}{k}", "prompt": prompt,
+        rows.append({"uid": f"code:{op}{k}@{x0}", "prompt": prompt,
                      "label": {"test_code": tests, "entry_point": "f"},
                      "response": f"```python\ndef f(x):\n    return x {op} {k}\n```"})
     return rows
 
 
 def bugfix_arithmetic(split: str, size: int, seed: int) -> list[dict]:
-    """``calc.py`` returns ``x OP' k`` but should return ``x OP k``; fix it with a SEARCH/REPLACE edit."""
+    """``calc.py`` returns ``x OP k'`` with a wrong constant; the issue gives ``f(x0)``'s wrong and expected
+    values, and the model works out the right constant ``k``; the fix is a SEARCH/REPLACE edit."""
     rows = []
-    for op, k in _sample("bugfix_arithmetic", split, size, seed):
-        wrong = _WRONG[op]
-        before = f"def f(x):\n    return x {wrong} {k}\n"
-        issue = f"f(x) in calc.py should return x {CODE_OPS[op]} {k}, but it returns x {CODE_OPS[wrong]} {k}."
-        patch = (f"--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def f(x):\n-    return x {wrong} {k}\n"
+    for op, k, x0, d in _sample("bugfix_arithmetic", split, size, seed):
+        bad = k + d
+        before = f"def f(x):\n    return x {op} {bad}\n"
+        issue = f"f({x0}) in calc.py returns {_APPLY[op](x0, bad)}, but it should return {_APPLY[op](x0, k)}."
+        patch = (f"--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def f(x):\n-    return x {op} {bad}\n"
                  f"+    return x {op} {k}\n")
         prompt = (f"Issue: {issue}\n\ncalc.py:\n```python\n{before}```\n"
                   "Fix the issue with a SEARCH/REPLACE edit of calc.py.")
-        response = (f"### calc.py\n<<<<<<< SEARCH\n    return x {wrong} {k}\n=======\n    return x {op} {k}\n"
+        response = (f"### calc.py\n<<<<<<< SEARCH\n    return x {op} {bad}\n=======\n    return x {op} {k}\n"
                     ">>>>>>> REPLACE")
-        rows.append({"uid": f"bugfix:{op}{k}", "prompt": prompt,
+        rows.append({"uid": f"bugfix:{op}{bad}->{k}@{x0}", "prompt": prompt,
                      "label": {"golden_patch": patch, "files": {"calc.py": before}, "problem_statement": issue},
                      "response": response})
     return rows
 
 
+def eval_rows(name: str, size: int, seed: int = 0) -> list[dict]:
+    """Held-out rows of a synthetic set in the eval suites' shape ``{"uid", "messages", "label",
+    "reference"}`` (``data/tiny/*.jsonl``; tools/make_tiny_suites.py writes them). ``arithmetic`` rows carry
+    the math label (the answer); ``arithmetic_chat`` the same questions with the rlhf label (the conversation)
+    and the SFT answer as the reference to beat under the reward model."""
+    from .synthetic import arithmetic, sft_pairs
+
+    if name in ("arithmetic", "arithmetic_chat"):
+        rows = arithmetic("test", size, seed)
+        out = []
+        for row, (messages, response) in zip(rows, sft_pairs(rows)):
+            label = row["answer"] if name == "arithmetic" else {"messages": messages}
+            out.append({"uid": row["uid"], "messages": messages, "label": label, "reference": response})
+        return out
+    rows = DOMAIN_TASKS[name]("test", size, seed)
+    return [{"uid": r["uid"], "messages": [{"role": "user", "content": r["prompt"]}], "label": r["label"],
+             "reference": r["response"]} for r in rows]
+
+
 DOMAIN_TASKS = {"if_arithmetic": if_arithmetic, "code_arithmetic": code_arithmetic,
                 "bugfix_arithmetic": bugfix_arithmetic}
 
-__all__ = ["if_arithmetic", "code_arithmetic", "bugfix_arithmetic", "DOMAIN_TASKS", "IF_INSTRUCTIONS"]
+__all__ = ["eval_rows", "if_arithmetic", "code_arithmetic", "bugfix_arithmetic", "DOMAIN_TASKS", "IF_INSTRUCTIONS"]

@@ -46,6 +46,23 @@ def default_corpus() -> list[str]:
     return texts
 
 
+def cascade_corpus() -> list[str]:
+    """:func:`default_corpus` plus the train splits of the other synthetic domains (IF, code, bug-fix) as
+    prompts and responses in both modes — the texts the whole tiny cascade tokenises."""
+    from .synthetic_domains import DOMAIN_TASKS
+
+    texts = default_corpus()
+    for make in DOMAIN_TASKS.values():
+        rows = make("train", 0, 0)
+        for mode in ("no_think", "think"):
+            for messages, response in sft_pairs(rows, mode):
+                texts.append(render(messages, mode) + response + EOS_TOKEN + "\n")
+    return texts
+
+
+CORPORA = {"arithmetic": default_corpus, "cascade": cascade_corpus}
+
+
 def _train(corpus: Iterable[str], vocab_size: int):
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -101,5 +118,5 @@ def _pin_chat_template(out: Path) -> None:
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-__all__ = ["build_tiny_tokenizer", "default_corpus", "SPECIAL_TOKENS", "THINK_TOKENS", "PAD_TOKEN",
+__all__ = ["build_tiny_tokenizer", "default_corpus", "cascade_corpus", "CORPORA", "SPECIAL_TOKENS", "THINK_TOKENS", "PAD_TOKEN",
            "EOS_TOKEN", "PRETOKENIZE_REGEX"]

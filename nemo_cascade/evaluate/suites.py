@@ -240,6 +240,20 @@ def load_hh_rlhf(path: Path) -> list[Item]:
     return items
 
 
+def load_rows(domain: str) -> Callable[[Path], list[Item]]:
+    """The project's own row shape ``{"uid", "messages", "label", "reference"}`` (the tiny suites, written by
+    tools/make_tiny_suites.py), labels checked by ``domain``'s validator."""
+    def load(path: Path) -> list[Item]:
+        items = []
+        for lineno, row in read_jsonl(path):
+            where = f"{path}:{lineno}"
+            messages = _field(row, "messages", where, list)
+            items.append(Item(str(row.get("uid", lineno)), messages, _validated(domain, row.get("label"), where),
+                              row.get("reference")))
+        return items
+    return load
+
+
 def _load_swe(path: Path) -> list[Item]:
     from .swe_tasks import load_swe
 
@@ -306,13 +320,34 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           paper=f"{_PAPER_DECODING}, max 32K; an ArenaHard-style proxy (ArenaHard uses a GPT-4 judge)",
           pairwise=True),
 )}
-"""Every suite by name (``nemo-cascade eval --suite NAME``)."""
+"""Every benchmark by name (``nemo-cascade eval --suite NAME``; ``all`` means these)."""
+
+_TINY = "held-out split of the tiny CPU recipe's synthetic set; not a paper benchmark"
+TINY_SUITES: dict[str, Suite] = {s.name: s for s in (
+    Suite("tiny-math", "math", "arithmetic (data.synthetic), 128 held-out problems", load_rows("math"),
+          _repo_file("tiny", "math.jsonl"), mode="no_think", samples=4, max_tokens=32, metric="accuracy",
+          paper=_TINY),
+    Suite("tiny-ifeval", "ifeval", "arithmetic with two or three IFEval instructions, 128 held-out prompts",
+          load_rows("ifeval"), _repo_file("tiny", "ifeval.jsonl"), mode="no_think", samples=4, max_tokens=48,
+          metric="prompt-level strict accuracy", paper=_TINY),
+    Suite("tiny-code", "code", "write f(x) = x OP k given f(x0) = y0, 64 held-out problems, sandboxed asserts", load_rows("code"),
+          _repo_file("tiny", "code.jsonl"), mode="no_think", samples=4, max_tokens=32, metric="pass rate",
+          paper=_TINY),
+    Suite("tiny-swe", "swe", "fix the constant in calc.py from a reported value (SEARCH/REPLACE), 64 held-out problems",
+          load_rows("swe"), _repo_file("tiny", "swe.jsonl"), mode="no_think", samples=4, max_tokens=48,
+          metric="share of samples equal to the golden patch", paper=_TINY),
+    Suite("tiny-rlhf", "rlhf", "arithmetic questions: win rate against the SFT answer under the cascade's RM",
+          load_rows("rlhf"), _repo_file("tiny", "rlhf.jsonl"), mode="no_think", samples=4, max_tokens=32,
+          metric="win rate vs. reference (ties 0.5)", paper=_TINY, pairwise=True),
+)}
+"""Small suites for the tiny cascade's forgetting gate (recipes/tiny.py); by name only, not in ``all``."""
 
 
 def get_suite(name: str) -> Suite:
-    if name not in SUITES:
-        raise EvalError(f"--suite {name}: unknown suite; expected one of {sorted(SUITES)} (or 'all')")
-    return SUITES[name]
+    if name not in SUITES and name not in TINY_SUITES:
+        raise EvalError(f"--suite {name}: unknown suite; expected one of {sorted(SUITES) + sorted(TINY_SUITES)} "
+                        f"(or 'all')")
+    return SUITES.get(name) or TINY_SUITES[name]
 
 
 def suite_names(spec: str) -> list[str]:
@@ -336,5 +371,5 @@ def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tup
     return (items[:limit] if limit > 0 else items), path
 
 
-__all__ = ["Item", "Suite", "SUITES", "EvalError", "get_suite", "suite_names", "load_items", "read_jsonl",
+__all__ = ["Item", "Suite", "SUITES", "TINY_SUITES", "load_rows", "EvalError", "get_suite", "suite_names", "load_items", "read_jsonl",
            "file_sha256", "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]

@@ -15,7 +15,7 @@ TINY = str(ROOT / "recipes" / "tiny.py")
 
 @pytest.fixture
 def tiny():
-    return load_recipe(TINY)
+    return load_recipe(TINY + ":math_only")
 
 
 def test_overrides_reach_nested_fields(tiny):

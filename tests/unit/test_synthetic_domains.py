@@ -2,7 +2,7 @@
 does not, and the held-out split never shares a problem with the training split."""
 import pytest
 
-from nemo_cascade.data.synthetic_domains import DOMAIN_TASKS
+from nemo_cascade.data.synthetic_domains import DOMAIN_TASKS, IF_INSTRUCTIONS
 from nemo_cascade.rewards import REWARDS, VALIDATORS
 
 DOMAIN = {"if_arithmetic": "ifeval", "code_arithmetic": "code", "bugfix_arithmetic": "swe"}
@@ -46,5 +46,7 @@ def test_splits_are_disjoint_and_seed_only_orders(name):
 
 
 def test_every_if_instruction_is_used():
-    ids = {r["instruction_id_list"][0] for r in DOMAIN_TASKS["if_arithmetic"]("train", 0, 0)}
-    assert len(ids) == 7
+    rows = DOMAIN_TASKS["if_arithmetic"]("train", 0, 0)
+    assert {i for r in rows for i in r["instruction_id_list"]} == {
+        i for part in IF_INSTRUCTIONS.values() for i, _, _ in part}
+    assert {len(r["instruction_id_list"]) for r in rows} == {2, 3}

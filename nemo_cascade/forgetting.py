@@ -1,0 +1,83 @@
+"""The forgetting gate as the cascade runs it: the same suites after every stage, regressions checked, the
+report rebuilt (paper §4.1.1: "later stages do not erase earlier skills", T2 / T4–T8).
+
+After each policy stage the colocated engine already serves the stage's final weights; :class:`Gate` runs
+``cfg.gate.suites`` on it with the paper's evaluation decoding (App. B) and writes the stage directory's
+``eval.json``. The starting model is evaluated too (``RUN_DIR/base/eval.json``) so the first stage has a row
+to be compared with. Suites scored by a reward model (the RLHF win rate) need the cascade's RM: rows evaluated
+before it existed get that column filled in once the RM stage has finished (the policy then still holds the
+weights of the row before). Regressions (``evaluate.gate.regressions``: a drop beyond the suite's tolerance and
+the two estimates' noise) are recorded in the manifest and either logged or end the cascade.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+from nemo_cascade import config as C
+from nemo_cascade import ranks
+from nemo_cascade.evaluate import gate as G
+from nemo_cascade.evaluate.runner import EvalSettings, prepare, run_suite
+from nemo_cascade.evaluate.report import provenance, write_eval
+
+log = logging.getLogger(__name__)
+
+_UNSERVED = "http://127.0.0.1:1"  # stands in for the RM's URL while suites are prepared, before it is served
+
+
+class GateStop(RuntimeError):
+    """The gate found regressions and ``gate.on_regression = stop``."""
+
+
+class Gate:
+    def __init__(self, cfg: C.Cascade, tokenizer, run_dir: Path):
+        g = cfg.gate
+        self.cfg, self.run_dir = g, run_dir
+        self.settings = EvalSettings(samples=g.samples or None, max_tokens=g.max_tokens or None,
+                                     temperature=g.temperature, top_p=g.top_p, limit=g.limit, seed=cfg.seed,
+                                     template=cfg.chat_style, progress=False)
+        pending = replace(self.settings, reward_model_url=_UNSERVED)
+        self.prepared = {name: prepare(name, pending, tokenizer) for name in g.suites}
+        self.tolerance = C.tolerances(g)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.prepared)
+
+    def context_tokens(self) -> int:
+        """The engine context the suites need: the longest prompt plus the largest response budget."""
+        return max((max(len(p.prompt_tokens) for p in prep.prompts) + prep.decoding.max_tokens
+                    for prep in self.prepared.values()), default=0)
+
+    def evaluate(self, engine, out_dir: Path, checkpoint: str, rm_url: str = "", only_pairwise: bool = False
+                 ) -> None:
+        """Run the suites on the weights ``engine`` serves; write ``out_dir/eval.json`` (merged with what is
+        there). Pairwise suites run only when an RM is served (``rm_url``)."""
+        settings = replace(self.settings, reward_model_url=rm_url)
+        names = [n for n, p in self.prepared.items()
+                 if (rm_url or not p.suite.pairwise) and (p.suite.pairwise or not only_pairwise)]
+        if not names:
+            return
+        results = {}
+        for name in names:
+            results[name] = run_suite(engine, self.prepared[name], settings).to_json()
+            log.info("gate %s: %s = %.3f", out_dir.name, name,
+                     results[name]["metrics"][f"avg@{results[name]['decoding']['samples']}"])
+        if ranks.is_main():
+            write_eval(out_dir, results, provenance(checkpoint, checkpoint))
+        ranks.barrier()
+
+    def check(self, row_dirs: list[Path], current: Path) -> list[G.Regression]:
+        """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in order)."""
+        history = G.load_stage_scores(row_dirs)
+        now = G.scores(json.loads((current / "eval.json").read_text()))
+        found = []
+        for suite, tolerance in self.tolerance.items():
+            if suite in now:
+                found += G.regressions(history, {suite: now[suite]}, tolerance, self.cfg.sigmas)
+        return found
+
+
+__all__ = ["Gate", "GateStop"]

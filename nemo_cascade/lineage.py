@@ -1,0 +1,85 @@
+"""``manifest.json``: where every stage's weights came from and what made them.
+
+Lineage (paper §4.1: each stage starts from the previous stage's checkpoint) is what makes a cascade
+auditable: the git SHA and package versions of the code, the seed, the base model, and per stage its status,
+parent checkpoint, the sha256 of its resolved config and of its data, its exported checkpoint, and the
+forgetting gate's verdict. A re-run reads the manifest back: finished stages are skipped, a running one is
+resumed — but only with the config it started with.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+from nemo_cascade import config as C
+from nemo_cascade import ranks
+from nemo_cascade.provenance import git_state, versions
+
+log = logging.getLogger(__name__)
+
+
+def config_hash(obj) -> str:
+    """sha256 of a config section's canonical JSON (a stage, or the whole cascade)."""
+    return hashlib.sha256(json.dumps(C.to_dict(obj), sort_keys=True).encode()).hexdigest()
+
+
+class Manifest:
+    """The run's manifest; only rank 0 writes it (atomically), every rank reads the same decisions."""
+
+    def __init__(self, cfg: C.Cascade, path: Path, base_model: str, data_hashes: dict[str, list[str]]):
+        self.path = path
+        try:
+            old = json.loads(path.read_text()) if path.is_file() else {}
+        except json.JSONDecodeError as e:
+            raise C.ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected the run's "
+                                f"manifest — restore or delete it") from None
+        stages = {s.name: old.get("stages", {}).get(s.name, {"status": "pending"}) for s in cfg.stages}
+        for s in cfg.stages:
+            entry = stages[s.name]
+            entry.update(kind=s.kind, config_sha256=entry.get("config_sha256") or "")
+            if entry.get("status") != "done":  # a finished stage keeps the hashes of the data it trained on
+                entry["data_sha256"] = data_hashes.get(s.name, [])
+            elif entry.get("data_sha256") != data_hashes.get(s.name, entry.get("data_sha256")):
+                log.warning("stage %s: its data changed since it finished; keeping its checkpoint", s.name)
+        self.data = {"name": cfg.name, "git_sha": git_state().get("sha", ""), "versions": versions(),
+                     "seed": cfg.seed, "base_model": base_model, "config_sha256": config_hash(cfg),
+                     "world_size": ranks.world()[1], "stages": stages, "stopped": old.get("stopped", "")}
+        self._write()
+
+    def status(self, stage: str) -> str:
+        return self.data["stages"][stage].get("status", "pending")
+
+    def done(self, stage: str) -> bool:
+        return self.status(stage) == "done"
+
+    def check_resumable(self, stage: C.Stage) -> None:
+        """A stage that was running continues only under the config it started with: resuming a checkpoint with
+        another LR schedule, data or batch size silently trains a model no config describes."""
+        entry = self.data["stages"][stage.name]
+        if entry.get("status") == "running" and entry.get("config_sha256") not in ("", config_hash(stage)):
+            raise C.ConfigError(f"stages.{stage.name}: its config changed since the interrupted run started it "
+                                f"(manifest config_sha256 {entry['config_sha256'][:12]}); restore that config or "
+                                f"delete {self.path.parent / 'stages'}/*-{stage.name} to start it over")
+        if entry.get("status") == "done" and entry.get("config_sha256") not in ("", config_hash(stage)):
+            log.warning("stage %s: finished under a different config; keeping its checkpoint", stage.name)
+
+    def update(self, stage: str, **fields) -> None:
+        self.data["stages"][stage].update(fields)
+        self._write()
+
+    def stop(self, reason: str) -> None:
+        self.data["stopped"] = reason
+        self._write()
+
+    def _write(self) -> None:
+        if ranks.is_main():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.data, indent=2))
+            os.replace(tmp, self.path)
+
+
+__all__ = ["Manifest", "config_hash"]

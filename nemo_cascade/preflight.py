@@ -1,0 +1,124 @@
+"""Whole-cascade validation before anything trains: every check that needs files, run once for all stages.
+
+A cascade is hours to weeks of compute; a stage that finds out at its start that its data file is missing, its
+reward server was never configured, or the sandbox cannot run is a wasted night. :func:`check_cascade` runs in
+the launching process (``nemo-cascade run``) and again in the job before the actor is built, and raises
+``ConfigError`` with one line naming the field or file. It also returns each stage's data fingerprint for the
+lineage manifest.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from nemo_cascade import config as C
+
+CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")
+"""The ChatML control tokens every template of data.chat relies on; each must be one token of the vocabulary."""
+
+
+def data_fingerprint(data: C.Data, where: str) -> str:
+    """sha256 of what a Data section reads: the file's bytes, or a synthetic set's generated rows (generators
+    are deterministic in split/size/seed, so the rows are the data). Missing files and unknown sets raise."""
+    from nemo_cascade.data.loader import SYNTHETIC_PREFIX, DataError, synthetic_rows
+
+    h = hashlib.sha256()
+    if data.source.startswith(SYNTHETIC_PREFIX):
+        try:
+            rows = synthetic_rows(data)
+        except DataError as e:
+            raise C.ConfigError(f"{where}.data.source: {e}") from None
+        h.update(json.dumps(rows, sort_keys=True, default=str).encode())
+        return h.hexdigest()
+    path = Path(data.source)
+    if not path.is_file():
+        raise C.ConfigError(f"{where}.data.source: {path}: no such file")
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_model(cfg: C.Cascade) -> None:
+    """The base model: a known tiny shape, or an HF folder whose shapes fit the parallel layout and vLLM."""
+    from nemo_cascade.convert.arch import check_parallel, read_hf_config
+
+    if cfg.model.build:
+        from nemo_cascade.convert.tiny import BUILDERS
+
+        if cfg.model.build not in BUILDERS:
+            raise C.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected one of {sorted(BUILDERS)}")
+    if cfg.model.hf_path:
+        spec = read_hf_config(cfg.model.hf_path)
+        check_parallel(spec, cfg.parallel.tp, cfg.parallel.pp)
+        if any(s.kind == "grpo" for s in cfg.stages) and spec.head_dim < 32:
+            raise C.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < 32, which vLLM's "
+                                f"CPU attention rejects; use a model with head_dim >= 32")
+
+
+def check_stage_needs(cfg: C.Cascade) -> None:
+    """What stages need beyond data: a sandbox for code rewards, an RM for pairwise gate suites."""
+    for s in cfg.stages:
+        if s.kind == "grpo" and s.domain == "code" and s.reward.sandbox == "bwrap":
+            from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
+
+            try:  # a code stage must not find out after loading a model
+                check_available()
+            except SandboxUnavailable as e:
+                raise C.ConfigError(f"stages.{s.name}.reward.sandbox: {e}") from None
+    if cfg.gate.suites:
+        from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
+
+        for name in cfg.gate.suites:
+            try:
+                suite = get_suite(name)
+                load_items(suite, limit=cfg.gate.limit)
+            except EvalError as e:
+                raise C.ConfigError(f"gate.suites: {e}") from None
+            if suite.pairwise and not any(s.kind == "reward_model" for s in cfg.stages):
+                raise C.ConfigError(f"gate.suites: {name} is scored by a reward model, but the cascade has no "
+                                    f"reward_model stage to serve one")
+
+
+def check_tokenizer(tokenizer, model_dir: str | Path, finished_stage_dirs: list[Path]) -> None:
+    """The tokenizer fits the model (every id has an embedding row, the chat tokens are single tokens), and a
+    finished stage's exported checkpoint carries the same tokenizer as the base — a resumed cascade whose base
+    was swapped would otherwise hand a stage weights trained on other token ids."""
+    model_cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    vocab = model_cfg.get("vocab_size") or model_cfg.get("text_config", {}).get("vocab_size")
+    if vocab is not None and len(tokenizer) > vocab:
+        raise C.ConfigError(f"{model_dir}: the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
+                            f"{vocab}; expected a tokenizer no larger than the embedding")
+    for token in CHAT_TOKENS:
+        if len(tokenizer.encode(token, add_special_tokens=False)) != 1:
+            raise C.ConfigError(f"{model_dir}: {token} is not a single token of the tokenizer; the chat template "
+                                f"(ChatML, §3.1.2) needs it")
+    base = _tokenizer_digest(Path(model_dir))
+    for stage_dir in finished_stage_dirs:
+        theirs = _tokenizer_digest(stage_dir / "hf")
+        if base and theirs and theirs != base:
+            raise C.ConfigError(f"{stage_dir / 'hf'}: its tokenizer differs from the base model's ({model_dir}); "
+                                f"expected the same tokenizer through the whole cascade")
+
+
+def _tokenizer_digest(folder: Path) -> str:
+    path = folder / "tokenizer.json"
+    return hashlib.sha256(json.dumps(json.loads(path.read_text())["model"], sort_keys=True).encode()).hexdigest() \
+        if path.is_file() else ""
+
+
+def check_cascade(cfg: C.Cascade) -> dict[str, list[str]]:
+    """Every file-level check of every stage; returns ``stage name → data fingerprints`` (data, then
+    extra_data) for the manifest. Raises ConfigError (one line) on the first problem."""
+    C.validate(cfg)
+    check_model(cfg)
+    fingerprints = {}
+    for s in cfg.stages:
+        where = f"stages.{s.name}"
+        fingerprints[s.name] = [data_fingerprint(d, where) for d in (s.data, *s.extra_data)]
+    check_stage_needs(cfg)
+    return fingerprints
+
+
+__all__ = ["check_cascade", "check_model", "check_stage_needs", "check_tokenizer", "data_fingerprint", "CHAT_TOKENS"]

@@ -1,0 +1,152 @@
+"""Whole-cascade validation before training (preflight.py, config.validate): stage kinds, data files, reward
+servers, stage hand-over settings, the gate, the tokenizer; each a one-line error naming the field or file.
+And the lineage manifest's resume guard (lineage.py)."""
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from nemo_cascade import config as C
+from nemo_cascade.cli import load_recipe
+from nemo_cascade.lineage import Manifest, config_hash
+from nemo_cascade.preflight import check_cascade, check_tokenizer, data_fingerprint
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_recipe(str(ROOT / "recipes" / "tiny.py"))
+
+
+def _stage(cfg, name, **changes):
+    return replace(cfg, stages=tuple(replace(s, **changes) if s.name == name else s for s in cfg.stages))
+
+
+def _error(cfg) -> str:
+    with pytest.raises(C.ConfigError) as e:
+        check_cascade(cfg)
+    assert "\n" not in str(e.value)
+    return str(e.value)
+
+
+def test_the_tiny_recipe_is_the_whole_pipeline(tiny):
+    """Every stage kind of §4.1 in the paper's order, the RLHF stage scored by the cascade's own RM."""
+    assert [(s.kind, s.domain if s.kind == "grpo" else "") for s in tiny.stages] == [
+        ("sft", ""), ("reward_model", ""), ("grpo", "rlhf"), ("grpo", "ifeval"), ("grpo", "math"),
+        ("grpo", "code"), ("grpo", "swe")]
+    assert C.stage_by_name(tiny, "rlhf").reward.reward_model_stage == "rm"
+    assert {C.stage_by_name(tiny, s).domain for s in ("ifeval", "math", "code", "swe")} <= {
+        __import__("nemo_cascade.evaluate.suites", fromlist=["x"]).get_suite(g).domain for g in tiny.gate.suites}
+    hashes = check_cascade(tiny)
+    assert len(hashes["sft"]) == 4 and all(len(h) == 64 for v in hashes.values() for h in v)
+
+
+def test_unknown_stage_kind(tiny):
+    assert "stages.math.kind: unknown stage kind 'ppo'" in _error(_stage(tiny, "math", kind="ppo"))
+
+
+def test_missing_data_file_names_the_stage(tiny, tmp_path):
+    bad = _stage(tiny, "code", data=C.Data(source=str(tmp_path / "nope.jsonl")))
+    assert f"stages.code.data.source: {tmp_path / 'nope.jsonl'}: no such file" in _error(bad)
+    bad = _stage(tiny, "sft", extra_data=(C.Data(source="synthetic:chess"),))
+    assert "stages.sft.data.source: data.source: unknown synthetic set 'chess'" in _error(bad)
+
+
+def test_a_stage_needing_a_reward_model_without_one(tiny):
+    no_rm = _stage(tiny, "rlhf", reward=C.Reward())
+    assert "stages.rlhf.reward.reward_model_url: the rlhf domain needs a reward model" in _error(no_rm)
+    later = _stage(tiny, "rlhf", reward=C.Reward(reward_model_stage="math"))
+    assert "'math' is not an earlier reward_model stage; those are ['rm']" in _error(later)
+    both = _stage(tiny, "rlhf", reward=C.Reward(reward_model_stage="rm", reward_model_url="http://x"))
+    assert "set it or reward.reward_model_url, not both" in _error(both)
+    bonus = _stage(tiny, "ifeval", reward=C.Reward(if_rm_bonus=True))
+    assert "if_rm_bonus needs a reward model" in _error(bonus)
+
+
+def test_gate_settings(tiny):
+    assert "gate.suites: --suite nope: unknown suite" in _error(replace(tiny, gate=replace(tiny.gate, suites=("nope",))))
+    tol = replace(tiny.gate, tolerance=("tiny-math=x",))
+    assert "gate.tolerance: expected SUITE=DROP" in _error(replace(tiny, gate=tol))
+    assert C.tolerances(replace(tiny.gate, tolerance=("tiny-code=0.1",)))["tiny-code"] == 0.1
+    assert C.tolerances(tiny.gate)["tiny-math"] == tiny.gate.min_drop
+    no_rm = replace(tiny, stages=tuple(s for s in tiny.stages if s.name not in ("rm", "rlhf")))
+    assert "tiny-rlhf is scored by a reward model, but the cascade has no reward_model stage" in _error(no_rm)
+
+
+def test_boundary_policy_checks(tiny):
+    carry = C.Boundary(optimizer="carry")
+    assert "'carry' needs a policy stage right before" in _error(_stage(tiny, "rlhf", boundary=carry))
+    changed = _stage(_stage(tiny, "math", boundary=carry), "math", actor=C.Actor(lr=1e-4, adam_beta2=0.9))
+    assert "actor.adam_beta2 must equal stage ifeval's" in _error(changed)
+    check_cascade(_stage(tiny, "math", boundary=carry))  # same optimizer settings: fine
+    cont = C.Boundary(data="continue")
+    assert "'continue' needs an earlier grpo stage with the same data" in _error(_stage(tiny, "math", boundary=cont))
+    assert "only SFT stages mix sources" in _error(_stage(tiny, "math", extra_data=(C.Data(source="synthetic:arithmetic"),)))
+    assert "checkpoint_every: expected >= 0" in _error(_stage(tiny, "math", checkpoint_every=-1))
+    assert "keep_checkpoints: expected >= 1" in _error(replace(tiny, keep_checkpoints=0))
+
+
+def test_data_fingerprint_follows_the_rows(tmp_path):
+    a = data_fingerprint(C.Data(source="synthetic:arithmetic", size=10, seed=1), "x")
+    assert a == data_fingerprint(C.Data(source="synthetic:arithmetic", size=10, seed=1), "x")
+    assert a != data_fingerprint(C.Data(source="synthetic:arithmetic", size=10, seed=2), "x")
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"question": "q", "label": "1"}\n')
+    before = data_fingerprint(C.Data(source=str(f)), "x")
+    f.write_text('{"question": "q", "label": "2"}\n')
+    assert data_fingerprint(C.Data(source=str(f)), "x") != before
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from nemo_cascade.convert.tiny import BUILDERS
+
+    return BUILDERS["tiny-qwen3"](tmp_path_factory.mktemp("m") / "tiny")
+
+
+def test_tokenizer_mismatch(tiny_model, tmp_path):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    check_tokenizer(tok, tiny_model, [])
+    small = tmp_path / "small"
+    shutil.copytree(tiny_model, small)
+    cfg = json.loads((small / "config.json").read_text())
+    (small / "config.json").write_text(json.dumps({**cfg, "vocab_size": 100}))
+    with pytest.raises(C.ConfigError, match=r"the tokenizer has \d+ tokens but the model's vocab_size is 100"):
+        check_tokenizer(tok, small, [])
+    # a finished stage exported with another tokenizer (the base was swapped between runs)
+    stage = tmp_path / "stages" / "0-sft"
+    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+
+    build_tiny_tokenizer(stage / "hf", ["other text entirely " * 50], vocab_size=300)
+    with pytest.raises(C.ConfigError, match="its tokenizer differs from the base model's"):
+        check_tokenizer(tok, tiny_model, [stage])
+
+
+def test_manifest_refuses_to_resume_a_stage_under_another_config(tiny, tmp_path):
+    path = tmp_path / "manifest.json"
+    m = Manifest(tiny, path, "base", {})
+    math = C.stage_by_name(tiny, "math")
+    m.update("math", status="running", config_sha256=config_hash(math))
+    again = Manifest(tiny, path, "base", {})
+    again.check_resumable(math)  # same config: resumes
+    with pytest.raises(C.ConfigError, match="stages.math: its config changed since the interrupted run started it"):
+        again.check_resumable(replace(math, steps=math.steps + 1))
+    path.write_text("{not json")
+    with pytest.raises(C.ConfigError, match="manifest.json: not valid JSON"):
+        Manifest(tiny, path, "base", {})
+
+
+def test_tiny_suite_files_are_what_the_generator_writes():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_tiny_suites", ROOT / "tools" / "make_tiny_suites.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name, text in module.render_all().items():
+        assert (ROOT / "data" / "tiny" / name).read_text() == text, f"data/tiny/{name} is stale: run the tool"
