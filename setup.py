@@ -11,7 +11,8 @@ setup(
     # differently from the reference IFEval/IFBench checkers), langdetect, syllapy, emoji for instruction following.
     # matplotlib draws a run's report.png (evaluate/cascade_report.py); imported only when the report is built.
     install_requires=["numpy", "packaging", "safetensors", "tqdm", "math-verify", "nltk==3.9.2", "langdetect",
-                      "syllapy==0.8.0", "emoji==2.16.0", "matplotlib==3.11.2"],
+                      "syllapy==0.8.0", "emoji==2.16.0", "matplotlib==3.11.2",
+                      "pyarrow==26.0.1"],
     # Data the verifiers read at run time: NLTK's Punkt model and the IFBench first-token tagger.
     package_data={"nemo_cascade.rewards.ifeval": ["nltk_data/**/*"],
                   "nemo_cascade.rewards.ifeval.ifbench": ["*.tsv.gz", "ATTRIBUTION.md"]},

@@ -167,6 +167,7 @@ class CascadeRun:
         """SFT or GRPO on the shared actor, from the last policy stage's export (§4.1)."""
         from nemo_cascade.convert.export import export_hf
         from nemo_cascade.data.loader import load_prompts, load_sft_examples
+        from nemo_cascade.data.tokenizer import set_chat_template
         from nemo_cascade.metrics import MetricsLog
         from nemo_cascade.rewards import VALIDATORS
 
@@ -186,6 +187,8 @@ class CascadeRun:
             ctx.engine = self._engine()
             data_state = run_grpo(ctx, self._with_served_rm(stage), prompts)
         export_hf(self.actor, sdir / "hf", self.base)
+        if ranks.is_main():  # the export chats the way the cascade trained it (§3.1.2)
+            set_chat_template(sdir / "hf", cfg.chat_style)
         self.weights_from = self.actor.hf_path = str(sdir / "hf")
         self._finish(k, stage, sdir, started, data_state)
 

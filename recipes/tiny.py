@@ -45,9 +45,11 @@ def recipe() -> Cascade:
         _rl("rlhf", "rlhf", "synthetic:arithmetic", 12, seed=5, reward=Reward(reward_model_stage="rm"),
             actor=Actor(lr=1e-4)),
         _rl("ifeval", "ifeval", "synthetic:if_arithmetic", 20, seed=6),
-        _rl("math", "math", "synthetic:arithmetic", 20, seed=2),
-        _rl("code", "code", "synthetic:code_arithmetic", 16, seed=7),
-        _rl("swe", "swe", "synthetic:bugfix_arithmetic", 16, seed=8),
+        _rl("math", "math", "synthetic:arithmetic", 24, seed=2),
+        # code rewards are sparse after SFT (~10 % pass): refill the batch with informative groups (§4.4.2)
+        _rl("code", "code", "synthetic:code_arithmetic", 24, seed=7, actor=Actor(lr=1e-4),
+            grpo=replace(RL_GRPO, refill_max_rounds=2)),
+        _rl("swe", "swe", "synthetic:bugfix_arithmetic", 24, seed=8, actor=Actor(lr=1e-4)),
     )
     gate = Gate(suites=("tiny-math", "tiny-ifeval", "tiny-code", "tiny-swe", "tiny-rlhf"), samples=4)
     return Cascade(name="tiny", model=Model(build="tiny-qwen3-cascade"),

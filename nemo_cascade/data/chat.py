@@ -8,9 +8,9 @@ Two styles:
 - ``cascade2`` (Nemotron-Cascade 2, [P2] §3.1.2): ChatML without flags; non-thinking mode prepends an
   empty ``<think></think>`` block to the assistant turn (here: to the generation prompt).
 
-:func:`render` is the reference implementation; :data:`JINJA_TEMPLATE` is the same cascade1 template as a
-Hugging Face chat template (saved with the tokenizer) so that ``tokenizer.apply_chat_template`` and vLLM's
-chat endpoint produce the identical string. :func:`split_thinking` is the inverse view of a response.
+:func:`render` is the reference implementation; :data:`JINJA_TEMPLATES` holds each style as a Hugging Face
+chat template (saved with the tokenizer of every exported checkpoint) so that ``tokenizer.apply_chat_template``
+and vLLM's chat endpoint produce the identical string. :func:`split_thinking` is the inverse view of a response.
 """
 from __future__ import annotations
 
@@ -51,6 +51,24 @@ JINJA_TEMPLATE = (
     "{{- '<|im_start|>assistant\\n' -}}"
     "{%- endif -%}"
 )
+
+# Cascade-2 as a Jinja chat template: no flags; the generation prompt of a non-thinking turn carries the empty
+# think block. `mode` as above (the per-turn key does not exist here: the mode is the answer's, not the turn's).
+CASCADE2_JINJA_TEMPLATE = (
+    "{%- set _mode = mode if mode is defined else 'no_think' -%}"
+    "{%- if _mode not in ['think', 'no_think'] -%}"
+    "{{- raise_exception('mode must be think or no_think, got ' ~ _mode) -}}"
+    "{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{{- '<think></think>' if _mode == 'no_think' else '' -}}"
+    "{%- endif -%}"
+)
+JINJA_TEMPLATES = {"cascade1": JINJA_TEMPLATE, "cascade2": CASCADE2_JINJA_TEMPLATE}
+"""The HF chat template of each style: an exported checkpoint carries the one its cascade trained with."""
 
 
 def _check_mode(mode: str) -> None:
@@ -111,5 +129,5 @@ def split_thinking(response: str) -> tuple[Optional[str], str, bool]:
     return body[:end], body[end + len(THINK_CLOSE):], True
 
 
-__all__ = ["JINJA_TEMPLATE", "render", "split_thinking", "FLAGS", "EMPTY_THINK", "GENERATION_PROMPT",
+__all__ = ["JINJA_TEMPLATE", "CASCADE2_JINJA_TEMPLATE", "JINJA_TEMPLATES", "render", "split_thinking", "FLAGS", "EMPTY_THINK", "GENERATION_PROMPT",
            "IM_START", "IM_END", "THINK_OPEN", "THINK_CLOSE", "Style"]

@@ -56,10 +56,11 @@ class PromptList(list):
 # ------------------------------------------------------------------------------------------- rows
 
 def read_jsonl(path: Path, limit: int = 0) -> list[tuple[int, dict]]:
-    """``(line number, object)`` per non-blank line of a ``.jsonl`` or ``.jsonl.gz`` file; the first ``limit``
+    """``(line number, object)`` per non-blank line of a ``.jsonl`` or ``.jsonl.gz`` file, or ``(row number,
+    object)`` per row of a ``.parquet`` file (the released datasets' format on the Hub); the first ``limit``
     rows if ``limit > 0``. Any problem is a one-line DataError naming the file (and line)."""
     if path.suffix == ".parquet":
-        raise DataError(f"{path}: parquet sources are not supported yet; convert to jsonl")
+        return _read_parquet(path, limit)
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", encoding="utf-8") as f:
@@ -82,6 +83,21 @@ def read_jsonl(path: Path, limit: int = 0) -> list[tuple[int, dict]]:
         if 0 < limit <= len(rows):
             break
     return rows
+
+
+def _read_parquet(path: Path, limit: int) -> list[tuple[int, dict]]:
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise DataError(f"data file not found: {path}")
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # pyarrow raises ArrowInvalid/OSError subclasses for corrupt or truncated files
+        raise DataError(f"{path}: cannot read as parquet ({type(e).__name__}: {str(e).splitlines()[0][:200]})") \
+            from None
+    if limit > 0:
+        table = table.slice(0, limit)
+    return list(enumerate(table.to_pylist(), 1))
 
 
 def _messages(row: dict, where: str, for_sft: bool) -> list[dict]:

@@ -24,6 +24,7 @@ import hashlib
 import operator
 import random
 
+from .mbpp_tasks import mbpp_bugfix, mbpp_code
 from .synthetic import arithmetic
 
 IF_INSTRUCTIONS: dict[str, list[tuple[str, dict, str]]] = {
@@ -187,6 +188,6 @@ def eval_rows(name: str, size: int, seed: int = 0) -> list[dict]:
 
 
 DOMAIN_TASKS = {"if_arithmetic": if_arithmetic, "code_arithmetic": code_arithmetic,
-                "bugfix_arithmetic": bugfix_arithmetic}
+                "bugfix_arithmetic": bugfix_arithmetic, "mbpp_code": mbpp_code, "mbpp_bugfix": mbpp_bugfix}
 
 __all__ = ["eval_rows", "if_arithmetic", "code_arithmetic", "bugfix_arithmetic", "DOMAIN_TASKS", "IF_INSTRUCTIONS"]

@@ -46,14 +46,18 @@ def default_corpus() -> list[str]:
     return texts
 
 
+TINY_CASCADE_SETS = ("if_arithmetic", "code_arithmetic", "bugfix_arithmetic")
+"""The synthetic sets of recipes/tiny.py besides arithmetic."""
+
+
 def cascade_corpus() -> list[str]:
     """:func:`default_corpus` plus the train splits of the other synthetic domains (IF, code, bug-fix) as
     prompts and responses in both modes — the texts the whole tiny cascade tokenises."""
     from .synthetic_domains import DOMAIN_TASKS
 
     texts = default_corpus()
-    for make in DOMAIN_TASKS.values():
-        rows = make("train", 0, 0)
+    for name in TINY_CASCADE_SETS:  # not every registered set: adding one must not change this tokenizer
+        rows = DOMAIN_TASKS[name]("train", 0, 0)
         for mode in ("no_think", "think"):
             for messages, response in sft_pairs(rows, mode):
                 texts.append(render(messages, mode) + response + EOS_TOKEN + "\n")
@@ -108,15 +112,28 @@ def build_tiny_tokenizer(out_dir: str | os.PathLike, corpus_texts: Optional[Iter
 
 
 def _pin_chat_template(out: Path) -> None:
-    """Keep the template in tokenizer_config.json (older readers only look there) as well as any
-    ``chat_template.jinja`` newer transformers write; both hold the same string. Name the class by its
-    portable name (transformers 5 writes its alias ``TokenizersBackend``, unknown to transformers 4)."""
+    """The cascade1 template (see :func:`set_chat_template`), and the class by its portable name
+    (transformers 5 writes its alias ``TokenizersBackend``, unknown to transformers 4)."""
+    set_chat_template(out, "cascade1")
     cfg_path = out / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text())
-    cfg["chat_template"] = JINJA_TEMPLATE
     cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-__all__ = ["build_tiny_tokenizer", "default_corpus", "cascade_corpus", "CORPORA", "SPECIAL_TOKENS", "THINK_TOKENS", "PAD_TOKEN",
+def set_chat_template(folder: str | os.PathLike, style: str) -> None:
+    """Make an HF folder's chat template ``style``'s (data.chat.JINJA_TEMPLATES): in tokenizer_config.json
+    (older readers only look there) and in ``chat_template.jinja`` (newer transformers prefer it), so both hold
+    the template the model was trained with."""
+    from .chat import JINJA_TEMPLATES
+
+    out = Path(folder)
+    cfg_path = out / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["chat_template"] = JINJA_TEMPLATES[style]
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    (out / "chat_template.jinja").write_text(JINJA_TEMPLATES[style])
+
+
+__all__ = ["build_tiny_tokenizer", "set_chat_template", "default_corpus", "cascade_corpus", "CORPORA", "SPECIAL_TOKENS", "THINK_TOKENS", "PAD_TOKEN",
            "EOS_TOKEN", "PRETOKENIZE_REGEX"]

@@ -28,12 +28,12 @@ from typing import Any, Callable, Optional
 
 from ..config import Reward
 from ..data import loader
+from ..data.mbpp_tasks import CODE_INSTRUCTION, mbpp_task
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
-CODE_INSTRUCTION = "Please provide a self-contained Python script that solves the problem in a markdown code block."
 
 
 class EvalError(ValueError):
@@ -183,24 +183,20 @@ def load_humaneval(path: Path) -> list[Item]:
     return items
 
 
-_ASSERT_CALL = re.compile(r"^\s*assert\s+(?:not\s+)?\(?\s*(?:set\(|math\.isclose\()?\s*([A-Za-z_]\w*)\s*\(")
-
-
 def load_mbpp(path: Path) -> list[Item]:
     """MBPP rows (``task_id``, ``text``, ``code``, ``test_setup_code``, ``test_list``): the prompt shows the
     task and its three asserts (the MBPP paper's format); the label runs setup code + asserts. The function
-    name (entry point) is the one the first assert calls."""
+    name (entry point) is the one the first assert calls. The format is ``data.mbpp_tasks.mbpp_task``'s,
+    shared with the MBPP-derived training set."""
     items = []
     for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"
         tests = _field(row, "test_list", where, list)
-        match = _ASSERT_CALL.match(tests[0]) if tests and isinstance(tests[0], str) else None
-        if match is None:
-            raise EvalError(f"{where}: field 'test_list' must start with an assert calling the function")
-        test_code = "\n".join([row.get("test_setup_code") or "", *tests]).strip() + "\n"
-        label = _validated("code", {"test_code": test_code, "entry_point": match.group(1)}, where)
-        text = (f"{_field(row, 'text', where)}\nYour code should pass these tests:\n\n" + "\n".join(tests)
-                + f"\n\n{CODE_INSTRUCTION}")
+        try:
+            text, label = mbpp_task(_field(row, "text", where), tests, row.get("test_setup_code") or "")
+        except ValueError as e:
+            raise EvalError(f"{where}: {e}") from None
+        label = _validated("code", label, where)
         reference = _fenced(_field(row, "code", where).replace("\r\n", "\n"))
         items.append(Item(str(row.get("task_id", lineno)), _user(text), label, reference))
     return items

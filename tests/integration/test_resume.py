@@ -9,7 +9,6 @@ On CPU the resumed run's final weights must equal the uninterrupted run's bit fo
 logged reward and loss (same data order, same samples).
 """
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -50,8 +49,7 @@ def _run(root):
 
 def _kill_when(root, ready, what: str, timeout: float = 600) -> None:
     """Start the cascade and SIGKILL its whole process group as soon as ``ready()`` holds."""
-    proc = subprocess.Popen(_cmd(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-                            start_new_session=True)
+    proc = subprocess.Popen(_cmd(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     deadline = time.monotonic() + timeout
     try:
         while not ready():
@@ -59,8 +57,22 @@ def _kill_when(root, ready, what: str, timeout: float = 600) -> None:
             assert time.monotonic() < deadline, f"no {what} after {timeout} s"
             time.sleep(0.1)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        _kill_tree(proc)
+
+
+def _kill_tree(proc) -> None:
+    """SIGKILL the launcher and every descendant, as a node failure would: torchrun starts its workers in
+    sessions of their own, so killing the launcher's process group alone would leave the worker training."""
+    import psutil
+
+    family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    for p in family:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    proc.wait()
+    psutil.wait_procs(family, timeout=30)
 
 
 def _checkpointed(stage_dir: Path):

@@ -1,7 +1,7 @@
 """Chat template (paper §3.1.2): exact strings for both modes and styles, HF template equality, split_thinking."""
 import pytest
 
-from nemo_cascade.data.chat import JINJA_TEMPLATE, render, split_thinking
+from nemo_cascade.data.chat import JINJA_TEMPLATE, JINJA_TEMPLATES, render, split_thinking
 
 CONV = [
     {"role": "system", "content": "You are helpful."},
@@ -62,10 +62,10 @@ def test_render_rejects_bad_input(bad):
         render(messages, mode, style)
 
 
-def _hf_render(messages, **kwargs):
+def _hf_render(messages, template=JINJA_TEMPLATE, **kwargs):
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    rendered, _ = render_jinja_template(conversations=[messages], chat_template=JINJA_TEMPLATE, **kwargs)
+    rendered, _ = render_jinja_template(conversations=[messages], chat_template=template, **kwargs)
     return rendered[0]
 
 
@@ -75,6 +75,26 @@ def test_jinja_template_equals_render(mode, gen):
     kwargs = {} if mode is None else {"mode": mode}
     expected = render(CONV, mode or "no_think", add_generation_prompt=gen)  # default is no_think
     assert _hf_render(CONV, add_generation_prompt=gen, **kwargs) == expected
+
+
+@pytest.mark.parametrize("gen", [True, False])
+@pytest.mark.parametrize("mode", ["think", "no_think", None])
+def test_cascade2_jinja_template_equals_render(mode, gen):
+    kwargs = {} if mode is None else {"mode": mode}
+    expected = render(CONV, mode or "no_think", "cascade2", add_generation_prompt=gen)
+    assert _hf_render(CONV, JINJA_TEMPLATES["cascade2"], add_generation_prompt=gen, **kwargs) == expected
+
+
+def test_set_chat_template_switches_an_exported_folder(tmp_path):
+    from transformers import AutoTokenizer
+
+    from nemo_cascade.data.tokenizer import build_tiny_tokenizer, set_chat_template
+
+    build_tiny_tokenizer(tmp_path)
+    set_chat_template(tmp_path, "cascade2")
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    got = tok.apply_chat_template(CONV, tokenize=False, add_generation_prompt=True)
+    assert got == render(CONV, "no_think", "cascade2") and got.endswith("<think></think>")
 
 
 def test_jinja_template_per_turn_mode():

@@ -301,3 +301,22 @@ def test_domain_synthetic_sets_load_with_their_labels(tok):
                                validate_label=VALIDATORS[domain])
         assert len(prompts) == 4 and all(p.domain == domain for p in prompts)
         assert len(load_sft_examples(Data(source=f"synthetic:{name}", size=4), tok, "think", 512)) == 4
+
+
+def test_parquet_sources_read_like_jsonl(tok, tmp_path):
+    """The released datasets ship parquet: a Nemotron-Cascade-RL-Math-shaped file (problem, answer) loads as
+    math prompts; ``size`` limits the rows; a corrupt file is one line naming it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "math.parquet"
+    pq.write_table(pa.table({"problem": ["What is 2 + 3?", "What is 7 - 4?", "What is 1 + 1?"],
+                             "answer": ["5", "3", "2"]}), path)
+    prompts = load_prompts(Data(source=str(path)), tok, "no_think", "math", 256)
+    assert [p.label for p in prompts] == ["5", "3", "2"] and prompts[0].uid == f"{path}:1"
+    assert len(load_prompts(Data(source=str(path), size=2), tok, "no_think", "math", 256)) == 2
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(DataError, match=r"bad.parquet: cannot read as parquet") as e:
+        load_prompts(Data(source=str(bad)), tok, "no_think", "math", 256)
+    assert "\n" not in str(e.value)
