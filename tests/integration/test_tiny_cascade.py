@@ -102,9 +102,11 @@ def test_grpo_stage_settings_reach_the_loop(run):
         assert abs(r["groups/think"] - r["groups/no_think"]) <= 1
         assert r["groups/think"] + r["groups/no_think"] == r["groups"]
         assert {"reward_mean/think", "reward_mean/no_think", "epoch"} <= set(r)
-    trained = [r for s in ("ifeval", "math", "code", "swe")
+    # RLHF's RM scores differ between samples, so its groups always train (60 SFT steps leave the verifiable
+    # domains at reward 0 more often than not: whether they update at this scale is luck)
+    trained = [r for s in ("rlhf", "ifeval", "math", "code", "swe")
                for r in _metrics(run / f"stages/{STAGES.index(s)}-{s}/metrics.jsonl") if "logprob_gap" in r]
-    assert trained, "no GRPO update happened: every group had equal rewards"
+    assert any(r["stage"] == "rlhf" for r in trained), "the RLHF stage made no GRPO update"
     # Strict on-policy with a verified weight sync: vLLM sampled with the very weights the actor trains.
     assert all(r["logprob_gap"] < 1e-4 for r in trained)
 
