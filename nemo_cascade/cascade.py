@@ -105,7 +105,7 @@ class CascadeRun:
                                     f"({self.manifest.data['stopped']}); re-run with gate.on_regression=warn to go on")
             log.warning("continuing a cascade the forgetting gate stopped (%s)", self.manifest.data["stopped"])
             self.manifest.stop("")
-        self.gate = Gate(cfg, self.tokenizer, self.out)
+        self.gate = Gate(cfg, self.tokenizer)
         self.actor = MegatronActor(base, cfg.parallel, cfg.model.dtype, seed=cfg.seed)
         self.engine, self.weights_from = None, base
         self.rows: list[Path] = [self.out / "base"]  # forgetting-matrix rows, in order

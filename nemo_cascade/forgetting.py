@@ -32,9 +32,9 @@ class GateStop(RuntimeError):
 
 
 class Gate:
-    def __init__(self, cfg: C.Cascade, tokenizer, run_dir: Path):
+    def __init__(self, cfg: C.Cascade, tokenizer):
         g = cfg.gate
-        self.cfg, self.run_dir = g, run_dir
+        self.cfg = g
         self.settings = EvalSettings(samples=g.samples or None, max_tokens=g.max_tokens or None,
                                      temperature=g.temperature, top_p=g.top_p, limit=g.limit, seed=cfg.seed,
                                      template=cfg.chat_style, progress=False)
