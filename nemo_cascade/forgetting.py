@@ -21,6 +21,7 @@ from nemo_cascade import ranks
 from nemo_cascade.evaluate import gate as G
 from nemo_cascade.evaluate.runner import EvalSettings, prepare, run_suite
 from nemo_cascade.evaluate.report import provenance, write_eval
+from nemo_cascade.evaluate.standalone import context_needed
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,7 @@ class Gate:
 
     def context_tokens(self) -> int:
         """The engine context the suites need: the longest prompt plus the largest response budget."""
-        return max((max(len(p.prompt_tokens) for p in prep.prompts) + prep.decoding.max_tokens
-                    for prep in self.prepared.values()), default=0)
+        return context_needed(self.prepared.values())
 
     def evaluate(self, engine, out_dir: Path, checkpoint: str, rm_url: str = "", only_pairwise: bool = False
                  ) -> None:

@@ -73,11 +73,15 @@ def load_tokenizer(model_dir: Path):
                         f"{str(e).splitlines()[0][:200]}); {EXPECTED}") from None
 
 
+def context_needed(prepared: Sequence[Prepared]) -> int:
+    """Tokens of context the suites need: the longest prompt plus the largest response budget (0 for none)."""
+    return max((max(len(p.prompt_tokens) for p in prep.prompts) + prep.decoding.max_tokens for prep in prepared),
+               default=0)
+
+
 def engine_context(prepared: Sequence[Prepared], positions: int, max_model_len: Optional[int] = None) -> int:
-    """Tokens of context the engine needs: the longest prompt plus the largest response budget, capped by
-    the model's positions and by ``max_model_len``."""
-    need = max(max(len(p.prompt_tokens) for p in prep.prompts) + prep.decoding.max_tokens for prep in prepared)
-    return max(2, min(need, positions, max_model_len or positions))
+    """:func:`context_needed`, capped by the model's positions and by ``max_model_len``."""
+    return max(2, min(context_needed(prepared), positions, max_model_len or positions))
 
 
 def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "auto", kv_cache_gib: float = 2.0):
@@ -144,5 +148,5 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
     return results, path
 
 
-__all__ = ["resolve_checkpoint", "build_engine", "engine_context", "evaluate_checkpoint", "load_tokenizer",
+__all__ = ["resolve_checkpoint", "build_engine", "context_needed", "engine_context", "evaluate_checkpoint", "load_tokenizer",
            "model_positions"]

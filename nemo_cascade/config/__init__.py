@@ -1,0 +1,19 @@
+"""Typed configuration for a whole cascade (DESIGN.md "Config").
+
+- :mod:`.schema`: the frozen dataclasses a recipe builds (``Cascade`` → ``Stage`` → sections) and helpers that
+  read them;
+- :mod:`.checks`: :func:`validate`, the values that types cannot express;
+- :mod:`.overrides`: ``key=value`` command-line overrides and the JSON form written to a run's config.json.
+
+Nothing here imports torch, megatron or vllm, so configs can be built, validated and printed anywhere.
+"""
+from .checks import validate
+from .overrides import apply_overrides, dumps, from_dict, to_dict
+from .schema import (GRPO, REWARD_DOMAINS, STAGE_KINDS, Actor, Boundary, Cascade, ConfigError, Data, Gate, LengthPhase,
+                     Model, Parallel, Reward, Rollout, Stage, length_phases, phase_at, stage_by_name, tolerances)
+
+__all__ = [
+    "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Reward", "LengthPhase", "Boundary",
+    "Gate", "Stage", "Cascade", "STAGE_KINDS", "REWARD_DOMAINS", "tolerances", "length_phases", "phase_at",
+    "stage_by_name", "apply_overrides", "validate", "to_dict", "from_dict", "dumps",
+]

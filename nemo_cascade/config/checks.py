@@ -1,0 +1,201 @@
+"""Validation of a whole :class:`~.schema.Cascade`: the values that types cannot express (ranges, stage
+hand-offs, the gate, rewards). Every failure is one :class:`~.schema.ConfigError` line naming the field."""
+from __future__ import annotations
+
+from typing import Optional
+
+from .schema import REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, Model, Parallel, Stage
+
+TRANSFORMER_IMPLS = ("auto", "local", "transformer_engine")
+FP8_RECIPES = ("none", "delayed", "current", "blockwise")
+RECOMPUTE = ("none", "selective", "full")
+
+
+def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
+    """Check values that types cannot express; raise ConfigError with the offending field."""
+    p = cfg.parallel
+    validate_parallel_settings(cfg.model, p)
+    if world_size is not None and world_size != p.tp * p.pp * p.cp * p.dp:
+        sizes = ("tp", "pp", "cp", "dp") if p.cp > 1 else ("tp", "pp", "dp")  # cp named only when it is used
+        raise ConfigError(f"parallel: {' × '.join(sizes)} = {'×'.join(str(getattr(p, n)) for n in sizes)} must equal "
+                          f"the world size {world_size}")
+    if bool(cfg.model.hf_path) == bool(cfg.model.build):
+        raise ConfigError("model: set exactly one of model.hf_path (an HF folder) and model.build (a tiny shape)")
+    if not cfg.stages:
+        raise ConfigError("stages: a cascade needs at least one stage")
+    names = [s.name for s in cfg.stages]
+    for i, s in enumerate(cfg.stages):
+        where = f"stages.{s.name or i}"
+        if not s.name or names.count(s.name) > 1:
+            raise ConfigError(f"{where}.name: every stage needs a unique non-empty name, got {names}")
+        if s.kind not in STAGE_KINDS:
+            raise ConfigError(f"{where}.kind: unknown stage kind {s.kind!r}; expected one of {list(STAGE_KINDS)}")
+        _validate_handoff(cfg, i, where)
+        if s.steps < 1:
+            raise ConfigError(f"{where}.steps: expected >= 1, got {s.steps}")
+        if not s.data.source:
+            raise ConfigError(f"{where}.data.source: expected a file path or synthetic:NAME")
+        if s.data.max_bad_rows < 0:
+            raise ConfigError(f"{where}.data.max_bad_rows: expected >= 0, got {s.data.max_bad_rows}")
+        if s.mode == "half" and s.kind != "grpo":
+            raise ConfigError(f"{where}.mode: 'half' splits GRPO batches (§4.3.2); a {s.kind} stage needs think "
+                              f"or no_think")
+        if s.kind == "grpo":
+            g = s.grpo
+            if g.group_size < 2:
+                raise ConfigError(f"{where}.grpo.group_size: GRPO needs >= 2 samples per prompt, got {g.group_size}")
+            if g.prompts_per_step < 1:
+                raise ConfigError(f"{where}.grpo.prompts_per_step: expected >= 1, got {g.prompts_per_step}")
+            r = s.rollout
+            if r.temperature <= 0:
+                raise ConfigError(f"{where}.rollout.temperature: RL sampling needs > 0, got {r.temperature}")
+            if not 0 < r.top_p <= 1:
+                raise ConfigError(f"{where}.rollout.top_p: expected in (0, 1], got {r.top_p}")
+            if r.max_response_tokens < 1:
+                raise ConfigError(f"{where}.rollout.max_response_tokens: expected >= 1")
+            _validate_reward(s, where)
+            _validate_sampling_filters(s, where)
+        if s.kind == "reward_model":
+            _validate_reward_model(s, p, where)
+        if p.cp > 1 and s.kind != "grpo":
+            # SFT rows are packed (per-example attention masks) and the RM reads each row's last token: both need
+            # the whole sequence on one rank; the actor splits sequences over CP ranks only for GRPO batches.
+            raise ConfigError(f"{where}.kind: parallel.cp={p.cp} splits every sequence over ranks, which the actor "
+                              f"supports for grpo stages only, not {s.kind} (set parallel.cp=1)")
+        if s.actor.lr < 0:
+            raise ConfigError(f"{where}.actor.lr: expected >= 0, got {s.actor.lr}")
+    _validate_gate(cfg.gate)
+    if cfg.keep_checkpoints < 1:
+        raise ConfigError(f"keep_checkpoints: expected >= 1, got {cfg.keep_checkpoints}")
+    return cfg
+
+
+def validate_parallel_settings(m: Model, p: Parallel) -> None:
+    """The layout and precision rules that hold on any machine (actor/precision.py adds the machine's: CUDA, TE,
+    compute capability). One ConfigError line naming the field."""
+    for name in ("tp", "pp", "cp", "dp", "micro_batch_size"):
+        if getattr(p, name) < 1:
+            raise ConfigError(f"parallel.{name}: expected an integer >= 1, got {getattr(p, name)}")
+    if p.sequence_parallel and p.tp == 1:
+        raise ConfigError("parallel.sequence_parallel: needs parallel.tp > 1 (it shards the sequence over the "
+                          "tensor-parallel ranks), got tp=1")
+    if p.recompute not in RECOMPUTE:
+        raise ConfigError(f"parallel.recompute: expected one of {list(RECOMPUTE)}, got {p.recompute!r}")
+    if m.transformer_impl not in TRANSFORMER_IMPLS:
+        raise ConfigError(f"model.transformer_impl: expected one of {list(TRANSFORMER_IMPLS)}, "
+                          f"got {m.transformer_impl!r}")
+    if m.fp8 not in FP8_RECIPES:
+        raise ConfigError(f"model.fp8: expected one of {list(FP8_RECIPES)}, got {m.fp8!r}")
+    if m.fp8 != "none" and m.transformer_impl == "local":
+        raise ConfigError(f"model.fp8={m.fp8}: FP8 runs through Transformer Engine layers; "
+                          f"model.transformer_impl='local' cannot use it (set auto or transformer_engine)")
+    if p.cp > 1 and m.transformer_impl == "local":
+        raise ConfigError(f"parallel.cp={p.cp}: context parallelism runs inside Transformer Engine's attention; "
+                          f"model.transformer_impl='local' cannot use it (set auto or transformer_engine)")
+
+
+def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
+    """What a stage takes from earlier stages: its checkpoint cadence, the data-position hand-over, a served
+    reward model, an SFT mixture."""
+    s = cfg.stages[i]
+    if s.checkpoint_every < 0:
+        raise ConfigError(f"{where}.checkpoint_every: expected >= 0 (0 = no mid-stage checkpoints)")
+    if s.extra_data and s.kind != "sft":
+        raise ConfigError(f"{where}.extra_data: only SFT stages mix sources; a {s.kind} stage reads data")
+    for j, d in enumerate(s.extra_data):
+        if not d.source:
+            raise ConfigError(f"{where}.extra_data.{j}.source: expected a file path or synthetic:NAME")
+    if s.boundary.data == "continue":
+        before = [p for p in cfg.stages[:i] if p.kind == s.kind]
+        if not before or before[-1].data != s.data:
+            raise ConfigError(f"{where}.boundary.data: 'continue' needs an earlier {s.kind} stage with the same data")
+    if s.boundary.optimizer == "carry":
+        prev = cfg.stages[i - 1] if i else None
+        if prev is None or prev.kind == "reward_model" or s.kind == "reward_model":
+            raise ConfigError(f"{where}.boundary.optimizer: 'carry' needs a policy stage right before this policy "
+                              f"stage (a reward model trains its own optimizer)")
+        fixed = ("adam_beta1", "adam_beta2", "adam_eps", "clip_grad")  # the scheduler sets lr and wd
+        changed = [f for f in fixed if getattr(prev.actor, f) != getattr(s.actor, f)]
+        if changed:
+            raise ConfigError(f"{where}.boundary.optimizer: 'carry' keeps the optimizer, so actor.{changed[0]} must "
+                              f"equal stage {prev.name}'s")
+    rm_stage = s.reward.reward_model_stage
+    if rm_stage and rm_stage not in [p.name for p in cfg.stages[:i] if p.kind == "reward_model"]:
+        raise ConfigError(f"{where}.reward.reward_model_stage: {rm_stage!r} is not an earlier reward_model stage; "
+                          f"those are {[p.name for p in cfg.stages[:i] if p.kind == 'reward_model']}")
+
+
+def _validate_gate(g: Gate) -> None:
+    if min(g.samples, g.max_tokens, g.limit) < 0:
+        raise ConfigError("gate: samples, max_tokens and limit must be >= 0 (0 = the suite's default)")
+    if g.min_drop < 0 or g.sigmas < 0:
+        raise ConfigError("gate: min_drop and sigmas must be >= 0")
+    for item in g.tolerance:
+        suite, sep, drop = item.partition("=")
+        try:
+            ok = bool(sep) and suite in g.suites and float(drop) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"gate.tolerance: expected SUITE=DROP with SUITE one of gate.suites {list(g.suites)} "
+                              f"and DROP >= 0, got {item!r}")
+
+
+def _validate_reward_model(s: Stage, p: Parallel, where: str) -> None:
+    for name in ("rm_batch_size", "rm_max_tokens"):
+        if getattr(s, name) < 1:
+            raise ConfigError(f"{where}.{name}: expected >= 1, got {getattr(s, name)}")
+    if p.micro_batch_size % 2:
+        # A pair's chosen and rejected rows must meet in one microbatch for the BT loss.
+        raise ConfigError(f"parallel.micro_batch_size: a reward_model stage needs an even number of sequences "
+                          f"per microbatch (chosen + rejected), got {p.micro_batch_size}")
+
+
+def _validate_sampling_filters(s: Stage, where: str) -> None:
+    g, r = s.grpo, s.rollout
+    if r.top_k == 0 or r.top_k < -1:
+        raise ConfigError(f"{where}.rollout.top_k: expected -1 (off) or >= 1, got {r.top_k}")
+    if g.refill_max_rounds < 0:
+        raise ConfigError(f"{where}.grpo.refill_max_rounds: expected >= 0, got {g.refill_max_rounds}")
+    if g.refill_max_rounds and not g.drop_zero_variance_groups:
+        raise ConfigError(f"{where}.grpo.refill_max_rounds: refilling replaces dropped groups; it needs "
+                          f"grpo.drop_zero_variance_groups=true")
+    for name in ("readmit_unsolved", "readmit_solved"):
+        if not 0 <= getattr(g, name) <= 1:
+            raise ConfigError(f"{where}.grpo.{name}: expected a probability in [0, 1], got {getattr(g, name)}")
+    if g.epoch_filter and s.domain == "rlhf":
+        raise ConfigError(f"{where}.grpo.epoch_filter: needs a pass/fail reward (correct = reward > 0); "
+                          f"rlhf rewards are reward-model scores")
+    for k, phase in enumerate(s.length_curriculum):
+        if phase.steps < 1 or phase.max_response_tokens < 1:
+            raise ConfigError(f"{where}.length_curriculum.{k}: steps and max_response_tokens must be >= 1, "
+                              f"got {phase.steps}:{phase.max_response_tokens}")
+        if phase.overlong not in ("none", "filter", "zero"):
+            raise ConfigError(f"{where}.length_curriculum.{k}.overlong: expected none, filter or zero, "
+                              f"got {phase.overlong!r}")
+    if s.length_curriculum and sum(p.steps for p in s.length_curriculum) != s.steps:
+        raise ConfigError(f"{where}.length_curriculum: phase steps sum to "
+                          f"{sum(p.steps for p in s.length_curriculum)}, expected steps={s.steps}")
+
+
+def _validate_reward(s: Stage, where: str) -> None:
+    rw = s.reward
+    if s.domain not in REWARD_DOMAINS:
+        raise ConfigError(f"{where}.domain: expected one of {list(REWARD_DOMAINS)}, got {s.domain!r}")
+    penalty = rw.code_switch_penalty
+    if penalty not in ("auto", "none", "batch_min_minus_10"):
+        try:
+            float(penalty)
+        except ValueError:
+            raise ConfigError(f"{where}.reward.code_switch_penalty: expected a number, 'batch_min_minus_10', "
+                              f"'none' or 'auto', got {penalty!r}") from None
+    if rw.verify_timeout_s <= 0:
+        raise ConfigError(f"{where}.reward.verify_timeout_s: expected > 0, got {rw.verify_timeout_s}")
+    if rw.workers < 0:
+        raise ConfigError(f"{where}.reward.workers: expected >= 0 (0 = all cores), got {rw.workers}")
+    needs_rm = "the rlhf domain" if s.domain == "rlhf" else "if_rm_bonus" if rw.if_rm_bonus else ""
+    if needs_rm and not (rw.reward_model_url or rw.reward_model_stage):
+        raise ConfigError(f"{where}.reward.reward_model_url: {needs_rm} needs a reward model: a server URL, or "
+                          f"reward.reward_model_stage = an earlier reward_model stage to serve")
+    if rw.reward_model_url and rw.reward_model_stage:
+        raise ConfigError(f"{where}.reward.reward_model_stage: set it or reward.reward_model_url, not both")

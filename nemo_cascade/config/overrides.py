@@ -1,0 +1,141 @@
+"""``a.b.c=value`` command-line overrides and the JSON form of a config (a run's ``config.json``)."""
+from __future__ import annotations
+
+import json
+import typing
+from dataclasses import fields, is_dataclass, replace
+from typing import Any, Literal
+
+from .checks import validate
+from .schema import Cascade, ConfigError, LengthPhase, Stage
+
+
+def _field_types(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value: str, tp: Any, where: str) -> Any:
+    """Parse a command-line string as `tp`; raise ConfigError naming `where` on failure."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise ConfigError(f"{where}: expected one of {list(choices)}, got {value!r}")
+        return value
+    if origin is typing.Union:  # Optional[X]
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value.lower() in ("none", "null"):
+            return None
+        return _coerce(value, args[0], where)
+    if origin is tuple and typing.get_args(tp)[0] is LengthPhase:
+        return tuple(_length_phase(item, where) for item in value.split(",") if item)
+    if origin is tuple and is_dataclass(typing.get_args(tp)[0]):
+        raise ConfigError(f"{where}: a list of {typing.get_args(tp)[0].__name__} sections; set it in a recipe")
+    if origin is tuple:
+        return tuple(s for s in value.split(",") if s) if value else ()
+    try:
+        if tp is bool:
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if tp is int:
+            return int(value)
+        if tp is float:
+            return float(value)
+        if tp is str:
+            return value
+    except ValueError:
+        pass
+    raise ConfigError(f"{where}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
+
+
+def _length_phase(item: str, where: str) -> LengthPhase:
+    """``STEPS:TOKENS:OVERLONG`` (OVERLONG optional, default none) → LengthPhase."""
+    parts = item.split(":")
+    if len(parts) not in (2, 3):
+        raise ConfigError(f"{where}: expected STEPS:TOKENS:OVERLONG,..., got {item!r}")
+    overlong = _coerce(parts[2] if len(parts) == 3 else "none", Literal["none", "filter", "zero"], where)
+    return LengthPhase(_coerce(parts[0], int, where), _coerce(parts[1], int, where), overlong)
+
+
+def _stage_index(cfg: Cascade, key: str, where: str) -> int:
+    names = [s.name for s in cfg.stages]
+    if key in names:
+        return names.index(key)
+    if key.isdigit() and int(key) < len(cfg.stages):
+        return int(key)
+    raise ConfigError(f"{where}: no stage {key!r}; stages are {names}")
+
+
+def _set(obj: Any, path: list[str], value: str, where: str, root: Cascade) -> Any:
+    if isinstance(obj, tuple):  # stages.<name|index>.…
+        idx = _stage_index(root, path[0], where)
+        items = list(obj)
+        items[idx] = _set(items[idx], path[1:], value, where, root)
+        return tuple(items)
+    if not is_dataclass(obj):
+        raise ConfigError(f"{where}: {type(obj).__name__} has no sub-fields")
+    types = _field_types(type(obj))
+    name = path[0]
+    if name not in types:
+        raise ConfigError(f"{where}: unknown key {name!r}; expected one of {sorted(types)}")
+    if len(path) > 1 and isinstance(getattr(obj, name), tuple) and name != "stages":
+        raise ConfigError(f"{where}: set {name!r} as a whole ({'.'.join(where.split('.')[:-len(path) + 1])}=...)")
+    if len(path) == 1:
+        if is_dataclass(getattr(obj, name)) or isinstance(getattr(obj, name), tuple) and name == "stages":
+            raise ConfigError(f"{where}: {name!r} is a section; set one of its fields ({where}.FIELD=VALUE)")
+        return replace(obj, **{name: _coerce(value, types[name], where)})
+    return replace(obj, **{name: _set(getattr(obj, name), path[1:], value, where, root)})
+
+
+def apply_overrides(cfg: Cascade, overrides: list[str]) -> Cascade:
+    """Apply ``a.b.c=value`` strings. ``stages.NAME.…`` (or an index) addresses one stage;
+    ``stages.*.…`` addresses every stage."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r}: expected KEY=VALUE")
+        key, value = item.split("=", 1)
+        path = key.split(".")
+        if path[0] == "stages" and len(path) > 2 and path[1] == "*":
+            for s in cfg.stages:
+                cfg = _set(cfg, ["stages", s.name, *path[2:]], value, key, cfg)
+        else:
+            cfg = _set(cfg, path, value, key, cfg)
+    return validate(cfg)
+
+
+def to_dict(cfg: Any) -> Any:
+    if is_dataclass(cfg):
+        return {f.name: to_dict(getattr(cfg, f.name)) for f in fields(cfg)}
+    if isinstance(cfg, tuple):
+        return [to_dict(x) for x in cfg]
+    return cfg
+
+
+def from_dict(cls, data: dict, where: str = "") -> Any:
+    """Inverse of :func:`to_dict`; unknown keys raise ConfigError (used to read a run's config.json)."""
+    types = _field_types(cls)
+    unknown = set(data) - set(types)
+    if unknown:
+        raise ConfigError(f"{where or cls.__name__}: unknown key(s) {sorted(unknown)}")
+    kwargs = {}
+    for name, value in data.items():
+        tp = types[name]
+        if is_dataclass(tp):
+            kwargs[name] = from_dict(tp, value, f"{where}.{name}".strip("."))
+        elif name == "stages":
+            kwargs[name] = tuple(from_dict(Stage, v, f"stages.{i}") for i, v in enumerate(value))
+        elif typing.get_origin(tp) is tuple and is_dataclass(typing.get_args(tp)[0]):
+            item = typing.get_args(tp)[0]
+            kwargs[name] = tuple(from_dict(item, v, f"{where}.{name}.{i}".strip(".")) for i, v in enumerate(value))
+        elif typing.get_origin(tp) is tuple:
+            kwargs[name] = tuple(value)
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)
+
+
+def dumps(cfg: Cascade) -> str:
+    return json.dumps(to_dict(cfg), indent=2, sort_keys=False)

@@ -1,0 +1,301 @@
+"""The cascade's typed configuration: frozen dataclasses, one per section, and small helpers that read them.
+
+A recipe is a Python function returning a :class:`Cascade`; it states only what differs from these
+defaults (``dataclasses.replace``). Nothing here imports torch, megatron or vllm, so configs can be built,
+validated and printed anywhere. User mistakes raise :class:`ConfigError` with one line naming the field.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+
+class ConfigError(ValueError):
+    """A user mistake in a recipe or an override; the message is one line naming the field."""
+
+
+@dataclass(frozen=True)
+class Model:
+    hf_path: str = ""
+    """HF folder (config.json, *.safetensors, tokenizer). The actor is built from it and vLLM serves it."""
+    build: str = ""
+    """Instead of reading ``hf_path``: build a random-init model of this named shape (a key of
+    ``nemo_cascade.convert.tiny.BUILDERS``, e.g. ``tiny-qwen3``) with a tokenizer trained in code, into
+    ``<run>/base_model``. For CPU demos and tests; no download."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Parameter/compute dtype of actor and engine. fp32 on CPU; bf16 on GPUs."""
+    transformer_impl: Literal["auto", "local", "transformer_engine"] = "auto"
+    """The actor's layer spec: Transformer Engine's fused layers, or Megatron-Core's local (unfused) ones.
+    ``auto``: TE when CUDA and ``transformer_engine`` are both present, else local (always local on CPU)."""
+    fp8: Literal["none", "delayed", "current", "blockwise"] = "none"
+    """FP8 training of the actor's linear layers through Transformer Engine (bf16 master weights): delayed
+    scaling (amax history), per-tensor current scaling, or blockwise (1×128 / 128×128) scaling. Needs
+    ``transformer_impl`` TE and Hopper or newer GPUs. The paper does not report its precision (PAPER.md §3)."""
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp: int = 1
+    """Tensor-parallel size of the actor."""
+    pp: int = 1
+    """Pipeline-parallel size of the actor (1F1B schedule)."""
+    dp: int = 1
+    """Data-parallel size. World size = tp × pp × cp × dp: the number of processes the CLI starts."""
+    cp: int = 1
+    """Context-parallel size: each sequence split over ``cp`` ranks (Transformer Engine attention). For the
+    44–56K-token responses of code RL (Table 19). World size = tp × pp × cp × dp."""
+    micro_batch_size: int = 4
+    """Sequences per microbatch in the actor's forward/backward."""
+    distributed_optimizer: bool = True
+    """Shard optimizer state over data-parallel ranks (Megatron's distributed optimizer)."""
+    sequence_parallel: bool = False
+    """Megatron sequence parallelism: norms and dropout on sequence shards of the TP group (needs tp > 1)."""
+    recompute: Literal["none", "selective", "full"] = "none"
+    """Activation recomputation: ``selective`` recomputes core attention, ``full`` every layer (uniform)."""
+
+
+@dataclass(frozen=True)
+class Actor:
+    lr: float = 1e-6
+    min_lr: float = 0.0
+    lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    """AdamW betas (0.9, 0.95) for every stage — paper §3.1.1 (SFT, T14) and §4.1.2 (RL)."""
+    adam_eps: float = 1e-8
+    clip_grad: float = 1.0
+    seed: int = 1234
+
+
+@dataclass(frozen=True)
+class Rollout:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    """Sample from the k most likely tokens only; -1 disables top-k. Paper: 20 for IF-RL (T16)."""
+    max_prompt_tokens: int = 512
+    max_response_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    kv_cache_gib: float = 1.0
+    """KV-cache size on CPU engines (VLLM_CPU_KVCACHE_SPACE)."""
+    gpu_memory_utilization: float = 0.5
+    """Share of GPU memory vLLM may take when colocated with the actor (GPU engines only)."""
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class GRPO:
+    """Group-relative policy optimisation. Defaults are the paper's strict on-policy setting (§4.1.2)."""
+
+    group_size: int = 8
+    """Samples per prompt (G). Paper: 8 for RLHF/IF/math/code, 16 for SWE (T15–T20)."""
+    prompts_per_step: int = 128
+    """Prompts per rollout batch; one optimizer step per batch (strict on-policy, §4.1.2)."""
+    adv_eps: float = 1e-6
+    """Added to the group std in (r − mean)/(std + eps)."""
+    loss_aggregation: Literal["token", "sequence"] = "token"
+    """token: sum over all valid response tokens of the batch ÷ their count (§4.1.2, DAPO-style);
+    sequence: mean over each sequence's tokens, then mean over sequences (bag of tricks, §6.3, T10)."""
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = 0.28
+    """PPO-style clipped ratio bounds. With one update per batch the ratio is 1 and clipping never acts."""
+    kl_coef: float = 0.0
+    """k3 KL to the reference (the stage's starting weights). Paper: 0; 1e-3 in the bag of tricks (§6.3)."""
+    reward_shaping: Literal["none", "zscore_tanh"] = "none"
+    """zscore_tanh: rewards → tanh(group z-score) before advantages (bag of tricks, §6.3, T11)."""
+    drop_zero_variance_groups: bool = True
+    """Drop groups whose rewards are all equal: they carry zero advantage (dynamic filtering, §4.4.2)."""
+    overlong: Literal["none", "filter", "zero"] = "none"
+    """Truncated samples: filter = leave the loss; zero = reward 0; none = scored as they are (§4.5.2)."""
+    refill_max_rounds: int = 0
+    """Dynamic sampling (DAPO-style, §4.4.2): after zero-variance groups are dropped, generate for as many more
+    prompts as informative groups are missing, up to this many extra rounds, so the update sees
+    ``prompts_per_step`` informative groups. 0 = drop only (the batch shrinks). Needs drop_zero_variance_groups."""
+    epoch_filter: bool = False
+    """Epoch-level prompt filtering (Math RL, §4.5.2): a prompt whose latest group was 0% or 100% correct
+    (correct = reward > 0) leaves the following epochs, each epoch re-admitted with the probabilities below."""
+    readmit_unsolved: float = 0.10
+    """Per-epoch probability that a filtered-out 0%-correct prompt is re-admitted (§4.5.2: 0.10)."""
+    readmit_solved: float = 0.01
+    """Per-epoch probability that a filtered-out 100%-correct prompt is re-admitted (§4.5.2: 0.01)."""
+
+
+@dataclass(frozen=True)
+class Data:
+    source: str = ""
+    """A jsonl/parquet path, or ``synthetic:NAME`` for a generator in nemo_cascade.data.synthetic."""
+    size: int = 0
+    """Synthetic sets: number of rows to generate. File sets: 0 = all rows."""
+    split: Literal["train", "test"] = "train"
+    seed: int = 0
+    max_bad_rows: int = 0
+    """Rows that fit no schema of the stage's domain (or whose label fails its check) are skipped and counted up
+    to this many; one more stops loading with the first bad row's file, line and field. 0 = strict."""
+
+
+@dataclass(frozen=True)
+class Reward:
+    """How a GRPO stage scores its samples (nemo_cascade.rewards; paper §4.3–4.7)."""
+    code_switch_penalty: str = "auto"
+    """Reward of a language-mixing sample: a number (e.g. ``-1``), ``batch_min_minus_10``, ``none``, or ``auto``
+    = the paper's value for the domain: math −1 (§4.5), code 0 (§4.6), rlhf batch min − 10 (§4.3.2), else none."""
+    answer_pattern: Optional[str] = None
+    """math: where the final answer is. None = the last ``\\boxed{}`` (§4.5); ``gsm8k``, ``answer_is`` or a regex."""
+    verify_timeout_s: float = 5.0
+    """math: hard wall time per sample in math-verify (its worker is killed after it)."""
+    workers: int = 0
+    """Verifier processes (math) or sandbox runs in flight (code) per rank; 0 = the cores this rank may use."""
+    sandbox: Literal["bwrap", "unsafe"] = "bwrap"
+    """code: run model programs under bubblewrap; ``unsafe`` runs them unsandboxed (trusted code only)."""
+    reward_model_url: str = ""
+    """rlhf (and ifeval with if_rm_bonus): a vLLM server of the Bradley–Terry reward model (§4.2)."""
+    reward_model_stage: str = ""
+    """Instead of a URL: the name of an earlier ``reward_model`` stage of this cascade, whose exported RM the
+    cascade serves (a local vLLM server) for this stage — the RM trained in §4.2 scores the RLHF stage (§4.3)."""
+    judge_url: str = ""
+    """swe: a vLLM server of the judge LM for P("YES") on partial patches (§4.7, Eq. 2); empty = lexical."""
+    if_rm_bonus: bool = False
+    """ifeval, thinking models: R_IF + sigmoid(group-normalised RM score) when R_IF = 1, else 0 (§4.4.2)."""
+
+
+@dataclass(frozen=True)
+class LengthPhase:
+    """One phase of a response-length curriculum (Math RL, §4.5.2, T17–T18: 24K filter → 32K zero → 40K zero).
+    On the command line: ``stages.NAME.length_curriculum=STEPS:TOKENS:OVERLONG,...``."""
+    steps: int
+    max_response_tokens: int
+    overlong: Literal["none", "filter", "zero"] = "none"
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What a stage takes over from the stage before it. Its weights always come from the previous policy
+    stage's final checkpoint (§4.1); when KL is on, the reference is that checkpoint too. LR warm-up is
+    ``actor.warmup_steps`` of the new stage."""
+    optimizer: Literal["reset", "carry"] = "reset"
+    """reset: a fresh AdamW (zero moments) per stage; carry: keep the previous stage's Adam moments and step
+    count, with this stage's LR schedule (useful when one stage is split in two)."""
+    data: Literal["reset", "continue"] = "reset"
+    """reset: the prompt stream starts at epoch 0; continue: pick up the previous stage's stream position and
+    epoch-filter state (both stages must read the same prompt set)."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The forgetting gate (§4.1.1, T2/T4–T8): the same eval suites after every stage, a stage × benchmark
+    matrix, and a per-benchmark regression tolerance (evaluate/gate.py)."""
+    suites: tuple[str, ...] = ()
+    """Suites of nemo_cascade.evaluate.suites; empty = no evaluation between stages."""
+    samples: int = 0
+    """K per item; 0 = the suite's default (paper App. B)."""
+    max_tokens: int = 0
+    """Response budget; 0 = the suite's default, cut to the engine's context."""
+    limit: int = 0
+    """First N items of each suite; 0 = all."""
+    temperature: float = 0.6
+    """App. B."""
+    top_p: float = 0.95
+    """App. B."""
+    evaluate_base: bool = True
+    """Also evaluate the starting model, so the first stage has a row to be compared with."""
+    min_drop: float = 0.02
+    """A suite regresses when it falls below its best earlier score by more than this (and by more than
+    ``sigmas`` standard errors); the paper's largest per-stage drops are 2–4 points (PAPER.md §4)."""
+    sigmas: float = 2.0
+    tolerance: tuple[str, ...] = ()
+    """Per-benchmark ``SUITE=DROP`` overrides of min_drop, e.g. ``("aime25=0.05",)``."""
+    on_regression: Literal["warn", "stop"] = "warn"
+    """warn: log and record it in the manifest and report; stop: end the cascade after that stage."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str = ""
+    kind: Literal["sft", "grpo", "reward_model"] = "grpo"
+    """``reward_model``: a Bradley–Terry RM on preference pairs (§4.2), trained from the last policy's weights
+    and exported as an HF *ForSequenceClassification folder; it is not handed on as the next stage's policy."""
+    domain: str = "math"
+    """Reward domain (GRPO) — a key of nemo_cascade.rewards.REWARDS."""
+    data: Data = field(default_factory=Data)
+    steps: int = 10
+    mode: Literal["think", "no_think", "half"] = "no_think"
+    """Thinking mode of the chat template (` /think` or ` /no_think` per user turn, §3.1.2). ``half`` (GRPO
+    only): half of every batch's prompts in each mode — the unified model's RLHF (§4.3.2, Fig. 9)."""
+    actor: Actor = field(default_factory=Actor)
+    rollout: Rollout = field(default_factory=Rollout)
+    grpo: GRPO = field(default_factory=GRPO)
+    reward: Reward = field(default_factory=Reward)
+    length_curriculum: tuple[LengthPhase, ...] = ()
+    """GRPO: consecutive phases whose steps sum to ``steps``; each phase's max_response_tokens and overlong
+    replace rollout.max_response_tokens and grpo.overlong for its steps (§4.5.2). Empty = one phase."""
+    sft_batch_size: int = 32
+    """SFT: sequences per optimizer step."""
+    sft_max_tokens: int = 512
+    """SFT: prompt + response tokens per sequence (longer rows are truncated)."""
+    rm_batch_size: int = 32
+    """reward_model: preference pairs per optimizer step (paper §4.2: 256; LR 2e-6 via actor.lr, 1 epoch)."""
+    rm_max_tokens: int = 512
+    """reward_model: tokens per conversation (prompt + response); longer ones keep their last tokens."""
+    extra_data: tuple[Data, ...] = ()
+    """SFT: more sources mixed into ``data`` (rows concatenated, then shuffled together) — the multi-domain SFT
+    blend of §3 in one stage."""
+    boundary: Boundary = field(default_factory=Boundary)
+    checkpoint_every: int = 25
+    """Save a resumable checkpoint (weights, optimizer, scheduler, RNG, data position) every N steps; a re-run
+    of an interrupted stage continues from the newest one. 0 = only the stage's final export."""
+
+
+@dataclass(frozen=True)
+class Cascade:
+    name: str = "run"
+    model: Model = field(default_factory=Model)
+    parallel: Parallel = field(default_factory=Parallel)
+    stages: tuple[Stage, ...] = ()
+    run_root: str = "runs"
+    seed: int = 1234
+    gate: Gate = field(default_factory=Gate)
+    keep_checkpoints: int = 2
+    """Resumable checkpoints kept per stage (older ones are deleted once a newer one is complete)."""
+    chat_style: Literal["cascade1", "cascade2"] = "cascade1"
+    """Chat template of every stage (nemo_cascade.data.chat): cascade1 = ChatML with ` /think` or ` /no_think`
+    on each user turn and no empty think block (§3.1.2); cascade2 = no flags, empty ``<think></think>`` for
+    non-thinking ([P2] §3.1.2). One per cascade: SFT teaches the template the RL stages then prompt with."""
+    wandb: bool = False
+    """Also log to Weights & Biases (set WANDB_MODE=offline without network). metrics.jsonl is always written."""
+
+
+STAGE_KINDS = ("sft", "grpo", "reward_model")
+
+REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf")
+"""Keys of nemo_cascade.rewards.REWARDS, listed here so configs validate without importing the verifiers."""
+
+
+def tolerances(g: Gate) -> dict[str, float]:
+    """Per-suite ``min_drop``: gate.tolerance overrides, else gate.min_drop."""
+    custom = {k: float(v) for k, _, v in (t.partition("=") for t in g.tolerance)}
+    return {suite: custom.get(suite, g.min_drop) for suite in g.suites}
+
+
+def length_phases(stage: Stage) -> tuple[LengthPhase, ...]:
+    """The stage's response-length phases (§4.5.2); without a curriculum, one phase of rollout/grpo settings."""
+    return stage.length_curriculum or (
+        LengthPhase(stage.steps, stage.rollout.max_response_tokens, stage.grpo.overlong),)
+
+
+def phase_at(stage: Stage, step: int) -> tuple[int, LengthPhase]:
+    """``(index, phase)`` in force at ``step`` (phases run back to back in declaration order)."""
+    end = 0
+    for k, phase in enumerate(length_phases(stage)):
+        end += phase.steps
+        if step < end:
+            return k, phase
+    raise ValueError(f"step {step} is past the stage's {end} steps")
+
+
+def stage_by_name(cfg: Cascade, name: str) -> Stage:
+    for s in cfg.stages:
+        if s.name == name:
+            return s
+    raise ConfigError(f"--stage: no stage {name!r}; stages are {[s.name for s in cfg.stages]}")
