@@ -21,9 +21,22 @@ from nemo_cascade.provenance import git_state, versions
 log = logging.getLogger(__name__)
 
 
+ENDPOINTS = ("reward_model_url", "judge_url")
+"""Where a served model is reached, not what it computes: a requeued Slurm job serves the same RM on another
+host, and the stage must still resume (docs/launch.md). Left out of the hashes."""
+
+
 def config_hash(obj) -> str:
-    """sha256 of a config section's canonical JSON (a stage, or the whole cascade)."""
-    return hashlib.sha256(json.dumps(C.to_dict(obj), sort_keys=True).encode()).hexdigest()
+    """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without :data:`ENDPOINTS`."""
+    return hashlib.sha256(json.dumps(_without_endpoints(C.to_dict(obj)), sort_keys=True).encode()).hexdigest()
+
+
+def _without_endpoints(tree):
+    if isinstance(tree, dict):
+        return {k: _without_endpoints(v) for k, v in tree.items() if k not in ENDPOINTS}
+    if isinstance(tree, list):
+        return [_without_endpoints(v) for v in tree]
+    return tree
 
 
 class Manifest:

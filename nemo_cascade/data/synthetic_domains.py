@@ -119,9 +119,12 @@ def _problems(kind: str, split: str) -> list[tuple]:
     wrong constant's shift for bug fixes."""
     if split not in ("train", "test"):
         raise ValueError(f"{kind}: split must be 'train' or 'test', got {split!r}")
-    # Code tasks show f(x0) for x0 in 0..3 (x0 = 0 states k outright; 1..3 need a small step of arithmetic), bug
-    # fixes for x0 in 1..9 next to a constant that is off by at most 3: both leave a tiny model room to improve.
-    shifts, inputs = (_SHIFTS, range(1, 10)) if kind == "bugfix_arithmetic" else ((0,), range(4))
+    # Both show f(x0) for x0 in 0..3: x0 = 0 states the right value outright, 1..3 need a small step of arithmetic,
+    # which leaves a tiny model room to improve. Bug fixes put the wrong constant within 3 of the right one. (With
+    # x0 up to 9, the SFT model only learned "shift the constant by 1..3" and guessed the shift: 16.8 % on
+    # tiny-swe, which is 1/6, and 24 RL steps found nothing to reinforce.)
+    shifts = _SHIFTS if kind == "bugfix_arithmetic" else (0,)
+    inputs = range(4)
     every = [(op, k, x0, d) for op in CODE_OPS for k in range(MAX_K + 1) for x0 in inputs for d in shifts
              if k + d >= 0]
     return [p for p in every if ("test" if _pick(f"{kind}:{p}", 100) < 15 else "train") == split]

@@ -135,6 +135,9 @@ def test_manifest_refuses_to_resume_a_stage_under_another_config(tiny, tmp_path)
     m.update("math", status="running", config_sha256=config_hash(math))
     again = Manifest(tiny, path, "base", {})
     again.check_resumable(math)  # same config: resumes
+    # a served RM on another host after a requeue: the same stage (endpoints are not part of the hash)
+    again.check_resumable(replace(math, reward=replace(math.reward, reward_model_url="http://node17:8000",
+                                                       judge_url="http://node18:8001")))
     with pytest.raises(C.ConfigError, match="stages.math: its config changed since the interrupted run started it"):
         again.check_resumable(replace(math, steps=math.steps + 1))
     path.write_text("{not json")
