@@ -106,7 +106,8 @@ class CascadeRun:
             log.warning("continuing a cascade the forgetting gate stopped (%s)", self.manifest.data["stopped"])
             self.manifest.stop("")
         self.gate = Gate(cfg, self.tokenizer)
-        self.actor = MegatronActor(base, cfg.parallel, cfg.model.dtype, seed=cfg.seed)
+        self.actor = MegatronActor(base, cfg.parallel, cfg.model.dtype, seed=cfg.seed,
+                                   transformer_impl=cfg.model.transformer_impl, fp8=cfg.model.fp8)
         self.engine, self.weights_from = None, base
         self.rows: list[Path] = [self.out / "base"]  # forgetting-matrix rows, in order
         self.reward_models: dict[str, Path] = {}     # reward_model stage → its HF export
@@ -207,7 +208,9 @@ class CascadeRun:
         pairs = load_preference_pairs(stage.data, self.tokenizer, stage.mode, self.cfg.chat_style)
         self.actor.optimizer = self.actor.scheduler = None  # free the policy's Adam state while the RM trains
         sdir, saves, start = self._begin(k, stage)
-        rm = RewardModelActor(self.weights_from, self.cfg.parallel, self.cfg.model.dtype, seed=self.cfg.seed)
+        m = self.cfg.model
+        rm = RewardModelActor(self.weights_from, self.cfg.parallel, m.dtype, seed=self.cfg.seed,
+                              transformer_impl=m.transformer_impl, fp8=m.fp8)
         rm.configure_optimizer(stage.actor, stage.steps)
         log_ = MetricsLog(sdir, stage.name, stage.steps, self.cfg.wandb, self.cfg.name, start_step=start)
         run_reward_model(StageContext(rm, None, pad_id(self.tokenizer), sdir, log_, saves), stage, pairs)

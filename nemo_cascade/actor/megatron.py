@@ -1,9 +1,10 @@
-"""The actor: a Megatron-Core GPT model over TP × PP × DP that computes log-probs and takes optimizer steps.
+"""The actor: a Megatron-Core GPT model over TP × PP × CP × DP that computes log-probs and takes optimizer steps.
 
 One engine for every stage kind. The stage hands it a whole batch (dict of tensors, leading dim = sequences)
 on every rank; the actor takes its data-parallel slice, cuts microbatches, and runs Megatron's
 forward/backward schedule (1F1B when PP > 1). Loss functions return ``(sum, count, metric_sums)`` per
-microbatch; Megatron (``calculate_per_token_loss``) divides the reduced gradient by the global count.
+microbatch; Megatron (``calculate_per_token_loss``) divides the reduced gradient by the global count. The layer
+spec (TE or local), FP8, sequence/context parallelism and recompute come from ``actor/precision.py``.
 
 Alignment used everywhere: ``logprobs_B_T[b, t] = log p(tokens[b, t] | tokens[b, :t])`` for t ≥ 1, 0 at t = 0.
 """
@@ -23,6 +24,7 @@ import torch.distributed as dist
 
 from nemo_cascade import config as C
 from nemo_cascade.actor import cpu
+from nemo_cascade.actor import precision as P
 from nemo_cascade.algorithms.sft import segment_causal_mask
 from nemo_cascade.convert import arch as A
 from nemo_cascade.convert import table as T
@@ -70,7 +72,9 @@ class StepMetrics:
 class MegatronActor:
     """Build from an HF folder, train, and hand out full HF-named weights (for vLLM and exports)."""
 
-    def __init__(self, hf_path: str, parallel: C.Parallel, dtype: str = "float32", seed: int = 1234):
+    def __init__(self, hf_path: str, parallel: C.Parallel, dtype: str = "float32", seed: int = 1234, *,
+                 transformer_impl: str = "auto", fp8: str = "none"):
+        """``transformer_impl`` / ``fp8``: ``config.Model``'s fields of those names (actor/precision.py)."""
         from megatron.core import parallel_state as ps
         from megatron.core import tensor_parallel
 
@@ -78,22 +82,27 @@ class MegatronActor:
         init_distributed()
         self.spec = self._read_spec(hf_path)
         A.check_parallel(self.spec, parallel.tp, parallel.pp)
-        world = dist.get_world_size()
-        if world % (parallel.tp * parallel.pp):
-            raise C.ConfigError(f"parallel.tp × parallel.pp = {parallel.tp}×{parallel.pp} must divide "
-                                f"the world size {world}")
+        # TE or local spec, FP8, SP, CP, recompute — checked against this machine before any process group work.
+        self.plan = P.plan(C.Model(dtype=dtype, transformer_impl=transformer_impl, fp8=fp8), parallel)
+        self._check_sequence_split(parallel)
+        world, mp = dist.get_world_size(), parallel.tp * parallel.pp * parallel.cp
+        if world % mp:
+            raise C.ConfigError(f"parallel.tp × parallel.pp × parallel.cp = {parallel.tp}×{parallel.pp}×{parallel.cp} "
+                                f"must divide the world size {world}")
         if not ps.model_parallel_is_initialized():
             ps.initialize_model_parallel(tensor_model_parallel_size=parallel.tp,
-                                         pipeline_model_parallel_size=parallel.pp)
+                                         pipeline_model_parallel_size=parallel.pp,
+                                         context_parallel_size=parallel.cp)
         tensor_parallel.model_parallel_cuda_manual_seed(seed)
         self.ps, self.parallel, self.hf_path = ps, parallel, hf_path
         # Batches arrive on the CPU; NCCL collectives need CUDA tensors, gloo CPU ones.
         self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
         self.bf16 = dtype == "bfloat16"
-        self.te = False  # the TE layer spec is the GPU path (issue 6); CPU always uses the local spec
+        self.te = self.plan.te  # TE's fused norm+linear layers rename two norms per layer (convert.table)
         self.rules = self._conversion_rules()
         self.entries = list(T.expand(self.rules, self.spec.num_layers))
         self.model = self._build()
+        self._gather_sequence_for_head()
         self.load_hf(hf_path)
         self.module = self._wrap_ddp()
         self.optimizer = None
@@ -122,10 +131,15 @@ class MegatronActor:
     def _conversion_rules(self) -> tuple[T.Rule, ...]:
         return T.rules_for(self.spec.arch, self.spec.tied_embeddings, te=self.te)
 
-    def _layer_spec(self):
-        from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    def _check_sequence_split(self, parallel: C.Parallel) -> None:
+        """CP hands the loss function log-probs reassembled over CP ranks (precision.cp_token_logprobs); a
+        subclass with another head output (the reward model's scores) has no such path."""
+        if parallel.cp > 1 and type(self)._loss_input is not MegatronActor._loss_input:
+            raise C.ConfigError(f"parallel.cp={parallel.cp}: {type(self).__name__} reads whole sequences "
+                                f"(its head's output is not per-token log-probs); set parallel.cp=1")
 
-        return get_gpt_layer_local_spec(qk_layernorm=self.spec.arch == "qwen3", normalization="RMSNorm")
+    def _layer_spec(self):
+        return P.layer_spec(self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp)
 
     def _build(self):
         import torch.nn.functional as F
@@ -133,13 +147,30 @@ class MegatronActor:
         from megatron.core.transformer import TransformerConfig
 
         kwargs = A.transformer_config_kwargs(self.spec, self.parallel.tp, self.parallel.pp, self.bf16)
-        self.tconfig = TransformerConfig(activation_func=F.silu, **kwargs)
+        self.tconfig = TransformerConfig(activation_func=F.silu, **kwargs, **self.plan.config_kwargs)
         model = GPTModel(
             config=self.tconfig, transformer_layer_spec=self._layer_spec(),
             pre_process=self.ps.is_pipeline_first_stage(), post_process=self.ps.is_pipeline_last_stage(),
             **A.gpt_model_kwargs(self.spec),
         )
         return model.to(self.device)
+
+    def _gather_sequence_for_head(self) -> None:
+        """With sequence parallelism the final hidden states reach the output layer as this TP rank's sequence
+        shard. Megatron's vocab-parallel LM head all-gathers them itself; any other head (the reward model's
+        :class:`ScoreHead`) is given the whole sequence here. Its backward keeps this rank's shard of the
+        gradient (not a reduce-scatter): every TP rank computes the same head output and loss."""
+        from megatron.core.tensor_parallel import ColumnParallelLinear, gather_from_sequence_parallel_region
+
+        head = getattr(self.model, "output_layer", None)
+        if not self.parallel.sequence_parallel or head is None or isinstance(head, ColumnParallelLinear):
+            return
+
+        def gather(module, args, kwargs):
+            whole = gather_from_sequence_parallel_region(args[0], tensor_parallel_output_grad=False)
+            return (whole, *args[1:]), kwargs
+
+        head.register_forward_pre_hook(gather, with_kwargs=True)
 
     def _wrap_ddp(self):
         from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
@@ -243,6 +274,8 @@ class MegatronActor:
 
     def _full_shape(self, entry: T.Entry) -> tuple[int, ...]:
         s = self.spec
+        if entry.megatron.endswith("layer_norm_weight"):  # TE's fused norm inside linear_qkv / linear_fc1
+            return (s.hidden_size,)
         qkv = (s.num_attention_heads + 2 * s.num_key_value_heads) * s.head_dim
         shapes = {
             "word_embeddings": (s.vocab_size, s.hidden_size), "output_layer": (s.vocab_size, s.hidden_size),
@@ -302,19 +335,47 @@ class MegatronActor:
 
     def _forward_step(self, loss_fn: LossFn, temperature: float, data_iterator, model):
         mb = {k: v.to(self.device) for k, v in next(data_iterator).items()}
-        tokens = mb["tokens"]
-        if "segment_ids" in mb:  # packed sequences (algorithms.sft.pack_sft_batch): per-example attention
-            position_ids, mask = mb["position_ids"], segment_causal_mask(mb["segment_ids"])
-        else:
-            position_ids, mask = torch.arange(tokens.shape[1]).unsqueeze(0).expand_as(tokens), None
-        output = model(tokens, position_ids, attention_mask=mask)
-        return output, partial(self._loss, loss_fn, temperature, mb)
+        inputs = self._model_inputs(mb)
+        cp_labels = inputs.pop("labels", None)
+        output = model(**inputs)
+        return output, partial(self._loss, loss_fn, temperature, mb, cp_labels)
 
-    def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, logits: torch.Tensor):
-        num, den, sums = loss_fn(self._loss_input(logits, mb, temperature), mb)
+    def _model_inputs(self, mb: Batch) -> dict:
+        """What GPTModel gets for a microbatch: tokens right-padded to the plan's sequence multiple (SP, CP and
+        FP8 shard or tile the sequence; the loss sees only the first T positions), with their attention layout.
+        Packed rows (algorithms.sft.pack_sft_batch) attend per example: a block-diagonal mask on the local spec,
+        ``thd`` boundaries on TE (whose causal attention ignores masks). CP: this rank's chunks and labels."""
+        T_pad = P.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
+        tokens = P.pad_seq(mb["tokens"], T_pad)
+        if "segment_ids" in mb:
+            if self.parallel.cp > 1:
+                raise C.ConfigError("parallel.cp > 1 cannot split packed SFT rows (per-example attention); "
+                                    "set parallel.cp=1 for sft stages")
+            segments, positions = P.pad_seq(mb["segment_ids"], T_pad), P.pad_seq(mb["position_ids"], T_pad)
+            if self.te:
+                return P.thd_inputs(tokens, positions, segments)
+            return dict(input_ids=tokens, position_ids=positions, attention_mask=segment_causal_mask(segments))
+        if self.parallel.cp > 1:
+            return P.cp_inputs(tokens, self.parallel.cp, self.ps.get_context_parallel_rank())
+        positions = torch.arange(T_pad, device=tokens.device).unsqueeze(0).expand_as(tokens)
+        return dict(input_ids=tokens, position_ids=positions, attention_mask=_cpu_causal_mask(T_pad, tokens.device))
+
+    def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, cp_labels: torch.Tensor | None,
+              output: torch.Tensor):
+        B, T = mb["tokens"].shape
+        if cp_labels is not None:
+            x = P.cp_token_logprobs(output, cp_labels, T, temperature, self.ps.get_context_parallel_group())
+        else:  # [1, B·T_pad, ·] for thd rows; drop the padded positions
+            x = self._loss_input(output.reshape(B, -1, output.shape[-1])[:, :T], mb, temperature)
+        num, den, sums = loss_fn(x, mb)
         report = {"num": num.detach().double().reshape(1).cpu(), "den": torch.as_tensor(den).double().reshape(1).cpu()}
         report.update({k: torch.as_tensor(v).detach().double().reshape(-1).cpu() for k, v in sums.items()})
-        return num, torch.as_tensor(den).to(device=self.device, dtype=torch.int), report
+        count = torch.as_tensor(den).to(device=self.device, dtype=torch.int)
+        if self.parallel.cp > 1 and self.ps.get_context_parallel_rank() > 0:
+            # Every CP rank computes the same whole-sequence loss; Megatron sums token counts over DP × CP
+            # ranks to scale the gradients, so only one rank of the CP group may count them.
+            count = torch.zeros_like(count)
+        return num, count, report
 
     def _loss_input(self, logits: torch.Tensor, mb: Batch, temperature: float) -> torch.Tensor:
         """What the loss function receives: the policy's per-token log-probs (see token_logprobs)."""
@@ -324,7 +385,8 @@ class MegatronActor:
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
         mbs, _ = self._microbatches(batch)
-        seq_len = batch["tokens"].shape[1]
+        # Pipeline stages exchange activations of this (padded) length; Megatron divides it by cp (and tp with SP).
+        seq_len = P.round_up(batch["tokens"].shape[1], self.plan.seq_multiple)
         return get_forward_backward_func()(
             forward_step_func=partial(self._forward_step, loss_fn, temperature),
             data_iterator=iter(mbs), model=[self.module], num_microbatches=len(mbs),
@@ -393,8 +455,9 @@ class MegatronActor:
             valid = rows >= 0
             out[rows[valid]] = lp[valid]
         # Each DP rank computed its slice (zeros elsewhere), and only the last PP stage has values.
-        dist.all_reduce(out)  # sums disjoint slices; TP ranks hold identical copies, so divide by TP
-        return (out / self.parallel.tp if self.parallel.tp > 1 else out).cpu()
+        dist.all_reduce(out)  # sums disjoint slices; TP and CP ranks hold identical copies, so divide by both
+        copies = self.parallel.tp * self.parallel.cp
+        return (out / copies if copies > 1 else out).cpu()
 
     # ----------------------------------------------------------------------------------- reference
     def snapshot_reference(self) -> None:
@@ -429,6 +492,15 @@ def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor, tempera
     logits = logits_B_T_V[:, :-1].float() / temperature
     nll = vocab_parallel_cross_entropy(logits.contiguous(), tokens_B_T[:, 1:].contiguous())
     return torch.nn.functional.pad(-nll, (1, 0))
+
+
+def _cpu_causal_mask(T: int, device: torch.device) -> torch.Tensor | None:
+    """On CPU, the causal mask Megatron would otherwise build itself (None elsewhere). Its own builder allocates
+    on ``device="cuda"``; the CPU compat mode rewrites that in the forward pass but is not active inside
+    ``backward``, where activation recompute re-runs the attention forward. Same mask, same math."""
+    if not cpu.is_enabled():
+        return None
+    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)[None, None]
 
 
 def _pad_rows(t: torch.Tensor, n: int, fill: int = 0) -> torch.Tensor:

@@ -54,9 +54,10 @@ class RewardModelActor(MegatronActor):
     HEAD = "score.weight"
     ROWS_TOGETHER = 2  # a pair's chosen and rejected rows meet in one microbatch for the BT loss
 
-    def __init__(self, hf_path: str, parallel: C.Parallel, dtype: str = "float32", seed: int = 1234):
+    def __init__(self, hf_path: str, parallel: C.Parallel, dtype: str = "float32", seed: int = 1234, *,
+                 transformer_impl: str = "auto", fp8: str = "none"):
         self._seed = seed
-        super().__init__(hf_path, parallel, dtype, seed)
+        super().__init__(hf_path, parallel, dtype, seed, transformer_impl=transformer_impl, fp8=fp8)
 
     def _read_spec(self, hf_path: str) -> A.HFModelSpec:
         # No LM head, so nothing to tie: the GPTModel is built untied and the table has no lm_head rule.

@@ -85,7 +85,7 @@ RESHAPES: dict[str, tuple[Callable, Callable]] = {
 # ---------------------------------------------------------------------------------------- tables
 # Dense decoder-only models with RMSNorm, SwiGLU and RoPE. Qwen3 adds per-head q/k RMSNorm.
 # Names are for Megatron's local (non-TE) layer spec; TE fuses the pre-attention / pre-MLP norms into the
-# following linear layer, which `te_names` rewrites.
+# following linear layer, which `rules_for(te=True)` renames (_TE_RENAMES).
 
 _DENSE = (
     Rule("embedding.word_embeddings.weight", ("model.embed_tokens.weight",), tp="vocab", per_layer=False),

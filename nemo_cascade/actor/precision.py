@@ -1,0 +1,330 @@
+"""The actor's GPU precision and long-context settings: which layer spec (Transformer Engine or Megatron-Core's
+local one), FP8, sequence parallelism (SP), context parallelism (CP) and activation recompute.
+
+Three parts, all small functions of the config:
+
+- :func:`plan` turns ``Model`` + ``Parallel`` + the machine (:class:`Env`) into a :class:`Plan`: whether TE is
+  used, the extra ``TransformerConfig`` keyword arguments, and the multiple that sequence lengths are padded to.
+  Every impossible combination raises one :class:`~nemo_cascade.config.ConfigError` line naming the field.
+- :func:`layer_spec` builds the Megatron layer spec of that choice.
+- the CP sequence layout: Megatron's load-balanced split of a sequence into ``2 × cp`` chunks (rank r holds
+  chunks r and 2·cp−1−r, as ``megatron.core.utils.get_batch_on_this_cp_rank``), its inverse, and
+  :func:`cp_gather`, which reassembles per-position values over the CP group; plus the ``thd`` (packed
+  sequence) boundaries TE attention needs for packed SFT rows.
+
+Field names are megatron-core 0.16.1's (``transformer_config.py``, ``fp8_utils.get_fp8_recipe``). Nothing here
+imports megatron at module level, so the mappings and every error are unit-testable on any machine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from nemo_cascade import config as C
+from nemo_cascade.config.checks import validate_parallel_settings
+
+FP8_RECIPES = {"delayed": "delayed", "current": "tensorwise", "blockwise": "blockwise"}
+"""``model.fp8`` → ``TransformerConfig.fp8_recipe``. megatron-core calls per-tensor current scaling
+``tensorwise`` (TE's ``Float8CurrentScaling``); blockwise is TE's ``Float8BlockScaling`` (1×128 / 128×128)."""
+
+FP8_MIN_CAPABILITY = {"delayed": (8, 9), "current": (8, 9), "blockwise": (9, 0)}
+"""FP8 tensor cores start at compute capability 8.9 (Ada) / 9.0 (Hopper); TE's blockwise recipe is a Hopper
+kernel (on Blackwell TE would need MXFP8 instead)."""
+
+FP8_MIN_TE = {"delayed": "1.0", "current": "2.2.0.dev0", "blockwise": "2.3.0.dev0"}
+"""The TE versions below which megatron-core 0.16.1's ``get_fp8_recipe`` rejects a recipe."""
+
+FP8_ALIGN = 16
+"""TE's FP8 GEMMs need the token dimension a multiple of 16 (megatron's ``get_fp8_align_size``)."""
+
+RECOMPUTE: dict[str, dict[str, Any]] = {
+    "none": {},
+    # Only the attention core (softmax(QKᵀ)V, the activations quadratic in sequence length) is recomputed.
+    "selective": dict(recompute_granularity="selective", recompute_modules=["core_attn"]),
+    # Every layer keeps only its input and recomputes the rest in backward (uniform, one layer per unit).
+    "full": dict(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1),
+}
+
+
+@dataclass(frozen=True)
+class Env:
+    """What the machine offers: a CUDA device (and its compute capability) and an importable TE."""
+
+    cuda: bool
+    capability: tuple[int, int] | None = None
+    te_version: str | None = None
+    """``transformer_engine.__version__``; None when it is not importable."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The actor's resolved settings."""
+
+    te: bool
+    """Transformer Engine layer spec (fused norm+linear names in the conversion table) instead of local."""
+    config_kwargs: dict[str, Any]
+    """Extra ``TransformerConfig`` keyword arguments (SP, CP, recompute, FP8)."""
+    seq_multiple: int
+    """Microbatch sequence lengths are right-padded to a multiple of this (SP, CP and FP8 shard/tile them)."""
+
+
+def probe() -> Env:
+    """The running machine. TE is imported only where CUDA exists: without it TE is unusable anyway, and on
+    CPU machines it is not installed (its presence breaks megatron-core's imports there, ENV.md)."""
+    if not torch.cuda.is_available():
+        return Env(cuda=False)
+    capability = tuple(torch.cuda.get_device_capability())
+    try:
+        import transformer_engine
+        import transformer_engine.pytorch  # noqa: F401  (the part Megatron uses; fails on a broken install)
+        te_version = str(getattr(transformer_engine, "__version__", "0"))
+    except Exception:  # ImportError, or a TE built against another torch/CUDA
+        te_version = None
+    return Env(cuda=True, capability=capability, te_version=te_version)
+
+
+def use_transformer_engine(model: C.Model, env: Env) -> bool:
+    """``local`` → False; ``transformer_engine`` → True (or an error naming what is missing); ``auto`` → TE
+    exactly when CUDA is present and ``transformer_engine`` imports."""
+    impl = model.transformer_impl
+    if impl == "local":
+        return False
+    if impl == "auto":
+        return env.cuda and env.te_version is not None
+    if impl != "transformer_engine":
+        raise C.ConfigError(f"model.transformer_impl: expected auto, local or transformer_engine, got {impl!r}")
+    if not env.cuda:
+        raise C.ConfigError("model.transformer_impl: 'transformer_engine' needs a CUDA GPU and none is visible "
+                            "(use 'auto' or 'local' on CPU)")
+    if env.te_version is None:
+        raise C.ConfigError("model.transformer_impl: 'transformer_engine' needs the transformer_engine package, "
+                            "which is not importable here (install the gpu extra, or use 'auto' or 'local')")
+    return True
+
+
+def check(model: C.Model, parallel: C.Parallel, env: Env, te: bool) -> None:
+    """Every combination this machine cannot run, as one ConfigError line naming the field (the rules that
+    hold on any machine are config.checks.validate_parallel_settings)."""
+    if model.fp8 != "none":
+        _check_fp8(model.fp8, env, te)
+    if parallel.cp > 1 and not te:
+        raise C.ConfigError(f"parallel.cp={parallel.cp}: context parallelism runs inside Transformer Engine's "
+                            f"attention; it needs a CUDA GPU with transformer_engine and model.transformer_impl "
+                            f"auto or transformer_engine (got {model.transformer_impl!r}, "
+                            f"{'CUDA' if env.cuda else 'no CUDA'}, "
+                            f"{'TE ' + env.te_version if env.te_version else 'no TE'})")
+
+
+def _check_fp8(recipe: str, env: Env, te: bool) -> None:
+    where = f"model.fp8={recipe}"
+    if not env.cuda:
+        raise C.ConfigError(f"{where}: FP8 training needs a CUDA GPU (compute capability >= 8.9) with "
+                            f"transformer_engine; none is visible (set model.fp8=none on CPU)")
+    if not te:
+        raise C.ConfigError(f"{where}: FP8 runs through Transformer Engine layers; it needs transformer_engine "
+                            f"installed and model.transformer_impl auto or transformer_engine")
+    need = FP8_MIN_CAPABILITY[recipe]
+    if env.capability is not None and tuple(env.capability) < need:
+        raise C.ConfigError(f"{where}: needs a GPU of compute capability >= {need[0]}.{need[1]} "
+                            f"({'Hopper' if need >= (9, 0) else 'Ada/Hopper'} or newer); this one is "
+                            f"{env.capability[0]}.{env.capability[1]}")
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        too_old = Version(env.te_version or "0") < Version(FP8_MIN_TE[recipe])
+    except InvalidVersion:  # an unusual local build string: let megatron's own version check speak
+        too_old = False
+    if too_old:
+        raise C.ConfigError(f"{where}: needs transformer_engine >= {FP8_MIN_TE[recipe].split('.dev')[0]}, "
+                            f"found {env.te_version}")
+
+
+def transformer_config_kwargs(model: C.Model, parallel: C.Parallel) -> dict[str, Any]:
+    """The ``TransformerConfig`` fields these settings own (the model's shape comes from convert.arch)."""
+    kwargs: dict[str, Any] = dict(sequence_parallel=parallel.sequence_parallel,
+                                  context_parallel_size=parallel.cp, **RECOMPUTE[parallel.recompute])
+    if model.fp8 != "none":
+        # hybrid: e4m3 for weights and activations, e5m2 (more range) for gradients — the standard training format.
+        kwargs.update(fp8="hybrid", fp8_recipe=FP8_RECIPES[model.fp8])
+        if model.fp8 == "delayed":
+            # Scales from the max |x| of the last 1024 steps (NeMo/Megatron recipes): one outlier batch cannot
+            # overflow the next step, which a history of 1 (megatron's default) allows.
+            kwargs.update(fp8_amax_history_len=1024, fp8_amax_compute_algo="max")
+    return kwargs
+
+
+def seq_multiple(model: C.Model, parallel: C.Parallel) -> int:
+    """Sequence lengths must split evenly: CP cuts a sequence into 2·cp chunks, SP cuts each CP shard over
+    the TP ranks, and FP8 GEMMs need each rank's token count a multiple of 16. A product, not an lcm: the
+    condition is on each rank's shard, not on the whole sequence."""
+    m = 2 * parallel.cp if parallel.cp > 1 else 1
+    if parallel.sequence_parallel:
+        m *= parallel.tp
+    if model.fp8 != "none":
+        m *= FP8_ALIGN
+    return m
+
+
+def plan(model: C.Model, parallel: C.Parallel, env: Env | None = None) -> Plan:
+    """Resolve and check everything for this machine (``env``: :func:`probe` unless given)."""
+    env = probe() if env is None else env
+    validate_parallel_settings(model, parallel)  # the machine-independent rules, shared with config.validate
+    te = use_transformer_engine(model, env)
+    check(model, parallel, env, te)
+    return Plan(te=te, config_kwargs=transformer_config_kwargs(model, parallel),
+                seq_multiple=seq_multiple(model, parallel))
+
+
+# ------------------------------------------------------------------------------------------ layer specs
+
+class LocalRMSNorm(torch.nn.RMSNorm):
+    """The local spec's RMSNorm (megatron's ``WrappedTorchNorm`` builds the same ``torch.nn.RMSNorm``), but
+    usable with sequence parallelism: there each TP rank normalises only its sequence shard, so the weight's
+    gradient is partial. Marking it ``sequence_parallel`` makes ``finalize_model_grads`` sum it over the TP
+    group — exactly what TE and Apex norms do; ``WrappedTorchNorm`` instead refuses SP outright."""
+
+    def __init__(self, config, hidden_size: int, eps: float = 1e-5, **_unused):
+        # In the parameter dtype, like every other weight (megatron's wrapper leaves norms in fp32, so a bf16
+        # actor ran unfused fp32 norms and synced fp32 norm tensors: measured on an H200, docs/performance.md).
+        # The optimizer keeps fp32 master copies of bf16 parameters.
+        super().__init__(hidden_size, eps=eps, dtype=config.params_dtype)
+        self.weight.sequence_parallel = bool(config.sequence_parallel)
+
+
+def layer_spec(te: bool, arch: str, num_layers: int):
+    """The GPT decoder spec for ``GPTModel(transformer_layer_spec=...)``.
+
+    TE: ``get_gpt_layer_with_transformer_engine_spec`` — the pre-attention / pre-MLP norms are fused into
+    ``linear_qkv`` / ``linear_fc1`` (``layer_norm_weight``; convert.table's ``te=True`` names), the final norm
+    is TE's. Local: megatron's local spec with :class:`LocalRMSNorm` for every norm (block-level spec of
+    ``num_layers`` layers — this pipeline stage's — so the final norm is one too). Qwen3 has per-head q/k
+    RMSNorm."""
+    from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_layer_local_spec,
+                                                          get_gpt_layer_with_transformer_engine_spec)
+
+    qk = arch == "qwen3"
+    if te:
+        return get_gpt_layer_with_transformer_engine_spec(qk_layernorm=qk)
+    from megatron.core.transformer.transformer_block import TransformerBlockSubmodules
+
+    layer = get_gpt_layer_local_spec(qk_layernorm=qk, normalization="RMSNorm")
+    sub = layer.submodules
+    sub.input_layernorm = sub.pre_mlp_layernorm = LocalRMSNorm
+    if qk:
+        sub.self_attention.submodules.q_layernorm = sub.self_attention.submodules.k_layernorm = LocalRMSNorm
+    return TransformerBlockSubmodules(layer_specs=[layer] * num_layers, layer_norm=LocalRMSNorm)
+
+
+# ------------------------------------------------------------------------------------ sequence layout
+
+def pad_seq(x: torch.Tensor, length: int, fill: int = 0) -> torch.Tensor:
+    """Right-pad dim 1 to ``length``. Causal attention: padding at the end never changes earlier positions."""
+    if x.shape[1] >= length:
+        return x
+    return torch.nn.functional.pad(x, (0, length - x.shape[1]), value=fill)
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def cp_split(x: torch.Tensor, cp: int, rank: int, dim: int = 1) -> torch.Tensor:
+    """CP rank ``rank``'s part of ``x`` along ``dim``: chunks ``rank`` and ``2·cp−1−rank`` of ``2·cp`` equal
+    chunks. Causal attention makes late chunks costlier; pairing an early with a late chunk balances the ranks
+    (megatron's ``get_batch_on_this_cp_rank``, which TE's ring attention and megatron's RoPE slicing assume)."""
+    if cp == 1:
+        return x
+    chunks = x.chunk(2 * cp, dim=dim)
+    return torch.cat([chunks[rank], chunks[2 * cp - 1 - rank]], dim=dim)
+
+
+def cp_unsplit(parts: list[torch.Tensor], dim: int = 1) -> torch.Tensor:
+    """Inverse of :func:`cp_split`: the whole sequence from every CP rank's part, in rank order."""
+    cp = len(parts)
+    if cp == 1:
+        return parts[0]
+    chunks: list[torch.Tensor | None] = [None] * (2 * cp)
+    for rank, part in enumerate(parts):
+        chunks[rank], chunks[2 * cp - 1 - rank] = part.chunk(2, dim=dim)
+    return torch.cat(chunks, dim=dim)
+
+
+class _GatherSequence(torch.autograd.Function):
+    """Forward: all-gather the CP parts and reassemble the sequence. Backward: this rank's part of the gradient.
+
+    Every CP rank then computes the same whole-sequence loss, so each rank's own positions carry exactly the
+    gradient of that loss (no sum over ranks — that would count it cp times)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
+        ctx.cp, ctx.rank = dist.get_world_size(group), dist.get_rank(group)
+        parts = [torch.empty_like(x) for _ in range(ctx.cp)]
+        dist.all_gather(parts, x.contiguous(), group=group)
+        return cp_unsplit(parts, dim=1)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return cp_split(grad, ctx.cp, ctx.rank, dim=1).contiguous(), None
+
+
+def cp_gather(x_B_L: torch.Tensor, group) -> torch.Tensor:
+    """``[B, T/cp]`` per-position values of this CP rank → ``[B, T]`` in sequence order, differentiable."""
+    if group is None or dist.get_world_size(group) == 1:
+        return x_B_L
+    return _GatherSequence.apply(x_B_L, group)
+
+
+def cp_inputs(tokens_B_T: torch.Tensor, cp: int, rank: int) -> dict:
+    """GPTModel inputs of CP rank ``rank`` for whole (padded) rows: its two chunks of tokens and positions, and
+    the next-token labels of those positions (``labels[t] = tokens[t+1]``) — a chunk's last position predicts a
+    token that lives on another rank, so labels are cut from the whole row, not from the chunk."""
+    positions = torch.arange(tokens_B_T.shape[1], device=tokens_B_T.device).unsqueeze(0).expand_as(tokens_B_T)
+    labels = torch.nn.functional.pad(tokens_B_T[:, 1:], (0, 1))
+    return dict(input_ids=cp_split(tokens_B_T, cp, rank), position_ids=cp_split(positions, cp, rank),
+                attention_mask=None, labels=cp_split(labels, cp, rank))
+
+
+def cp_token_logprobs(logits: torch.Tensor, labels: torch.Tensor, T: int, temperature: float, group) -> torch.Tensor:
+    """Per-token log-probs ``[B, T]`` in ``actor.megatron.token_logprobs``' alignment (position t: log p of
+    token t given the tokens before it; 0 at t = 0) from this CP rank's vocab-parallel logits ``[B, L, V/tp]``:
+    each local position's log-prob of its label, reassembled over the CP group (:func:`cp_gather`), shifted."""
+    from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
+
+    nll = vocab_parallel_cross_entropy((logits.float() / temperature).contiguous(), labels.contiguous())
+    next_lp = cp_gather(-nll, group)
+    return torch.nn.functional.pad(next_lp[:, :T - 1], (1, 0))
+
+
+def thd_inputs(tokens_B_T: torch.Tensor, positions_B_T: torch.Tensor, segments_B_T: torch.Tensor) -> dict:
+    """GPTModel inputs for packed rows on TE: the rows as one ``[1, B·T]`` sequence with example boundaries."""
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    cu, longest = thd_boundaries(segments_B_T)
+    packed = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=longest,
+                             max_seqlen_kv=longest)
+    return dict(input_ids=tokens_B_T.reshape(1, -1), position_ids=positions_B_T.reshape(1, -1),
+                attention_mask=None, packed_seq_params=packed)
+
+
+def thd_boundaries(segment_ids_B_T: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Packed rows as TE's ``thd`` layout: the rows laid end to end, each run of equal segment ids (an example,
+    or a row's padding) one sequence. Returns ``(cu_seqlens int32 [n+1], max_seqlen)``.
+
+    TE's fused attention only honours an explicit attention mask for 'padding'/'arbitrary' mask types; the TE
+    spec is 'causal', so a packed row's block-diagonal mask must be given as sequence boundaries instead."""
+    B, T = segment_ids_B_T.shape
+    flat = segment_ids_B_T.reshape(-1)
+    starts = torch.ones_like(flat, dtype=torch.bool)
+    starts[1:] = flat[1:] != flat[:-1]
+    starts[::T] = True  # a row never continues the previous row's last example
+    idx = starts.nonzero().squeeze(1)
+    cu = torch.cat([idx, torch.tensor([B * T], device=idx.device)]).to(torch.int32)
+    return cu, int((cu[1:] - cu[:-1]).max())
+
+
+__all__ = ["Env", "Plan", "probe", "plan", "check", "use_transformer_engine", "transformer_config_kwargs",
+           "seq_multiple", "layer_spec", "LocalRMSNorm", "pad_seq", "round_up", "cp_split", "cp_unsplit",
+           "cp_gather", "cp_inputs", "cp_token_logprobs", "thd_inputs", "thd_boundaries", "FP8_RECIPES", "RECOMPUTE"]

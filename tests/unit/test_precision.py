@@ -1,0 +1,287 @@
+"""actor/precision.py: config → TE/local spec choice, megatron TransformerConfig fields, sequence padding, the CP
+sequence layout — and one clear ConfigError line for every combination a machine cannot run."""
+from dataclasses import fields, replace
+
+import pytest
+import torch
+
+from nemo_cascade import config as C
+from nemo_cascade.actor import precision as P
+
+CPU = P.Env(cuda=False)
+HOPPER = P.Env(cuda=True, capability=(9, 0), te_version="2.8.0")
+AMPERE = P.Env(cuda=True, capability=(8, 0), te_version="2.8.0")
+ADA = P.Env(cuda=True, capability=(8, 9), te_version="2.8.0")
+NO_TE = P.Env(cuda=True, capability=(9, 0), te_version=None)
+OLD_TE = P.Env(cuda=True, capability=(9, 0), te_version="2.1.0")
+
+
+def model(**kw):
+    return C.Model(**kw)
+
+
+# ------------------------------------------------------------------------------------ spec selection
+
+@pytest.mark.parametrize("impl,env,expected", [
+    ("local", HOPPER, False), ("local", CPU, False),
+    ("auto", CPU, False), ("auto", NO_TE, False), ("auto", HOPPER, True), ("auto", AMPERE, True),
+    ("transformer_engine", HOPPER, True),
+])
+def test_transformer_engine_choice(impl, env, expected):
+    assert P.use_transformer_engine(model(transformer_impl=impl), env) is expected
+
+
+@pytest.mark.parametrize("env,message", [
+    (CPU, "model.transformer_impl: 'transformer_engine' needs a CUDA GPU and none is visible"),
+    (NO_TE, "model.transformer_impl: 'transformer_engine' needs the transformer_engine package, which is not "
+            "importable here"),
+])
+def test_transformer_engine_requested_but_unavailable(env, message):
+    with pytest.raises(C.ConfigError, match="^" + message):
+        P.plan(model(transformer_impl="transformer_engine"), C.Parallel(), env)
+
+
+def test_this_cpu_machine_plans_the_local_spec():
+    assert P.probe() == P.Env(cuda=False), "tests run on CPU machines; TE is only probed where CUDA exists"
+    assert P.plan(model(), C.Parallel()) == P.Plan(te=False, config_kwargs=dict(
+        sequence_parallel=False, context_parallel_size=1), seq_multiple=1)
+
+
+# ------------------------------------------------------------------------------------ mappings
+
+@pytest.mark.parametrize("fp8,recipe", [("delayed", "delayed"), ("current", "tensorwise"), ("blockwise", "blockwise")])
+def test_fp8_maps_to_megatron_recipe(fp8, recipe):
+    kw = P.plan(model(fp8=fp8, dtype="bfloat16"), C.Parallel(), HOPPER).config_kwargs
+    assert kw["fp8"] == "hybrid" and kw["fp8_recipe"] == recipe
+    assert ("fp8_amax_history_len" in kw) == (fp8 == "delayed")
+
+
+@pytest.mark.parametrize("recompute,expected", [
+    ("none", {}),
+    ("selective", dict(recompute_granularity="selective", recompute_modules=["core_attn"])),
+    ("full", dict(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)),
+])
+def test_recompute_maps_to_megatron(recompute, expected):
+    kw = P.transformer_config_kwargs(model(), C.Parallel(recompute=recompute))
+    assert {k: v for k, v in kw.items() if k.startswith("recompute")} == expected
+
+
+def test_parallel_fields_map_to_megatron():
+    kw = P.plan(model(), C.Parallel(tp=2, cp=4, sequence_parallel=True), HOPPER).config_kwargs
+    assert kw["sequence_parallel"] is True and kw["context_parallel_size"] == 4
+
+
+@pytest.mark.parametrize("fp8,recompute,cp,sp", [
+    ("delayed", "full", 1, False), ("current", "selective", 2, True), ("blockwise", "none", 1, True),
+    ("none", "full", 1, True),
+])
+def test_kwargs_are_accepted_by_megatron_transformer_config(fp8, recompute, cp, sp):
+    """The names and values must be megatron-core 0.16.1's: its __post_init__ validates recompute settings."""
+    from megatron.core.transformer import TransformerConfig
+
+    kw = P.transformer_config_kwargs(model(fp8=fp8), C.Parallel(tp=2, cp=cp, sequence_parallel=sp,
+                                                               recompute=recompute))
+    assert set(kw) <= {f.name for f in fields(TransformerConfig)}
+    cfg = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, tensor_model_parallel_size=2,
+                            **kw)
+    assert cfg.context_parallel_size == cp and cfg.sequence_parallel is sp
+    assert cfg.recompute_granularity == (None if recompute == "none" else recompute)
+    assert cfg.fp8 == (None if fp8 == "none" else "hybrid")
+
+
+@pytest.mark.parametrize("fp8,tp,cp,sp,expected", [
+    ("none", 1, 1, False, 1), ("none", 2, 1, False, 1), ("none", 4, 1, True, 4), ("none", 2, 2, False, 4),
+    ("none", 2, 2, True, 8), ("delayed", 1, 1, False, 16), ("current", 2, 2, True, 128),
+])
+def test_sequence_multiple(fp8, tp, cp, sp, expected):
+    assert P.seq_multiple(model(fp8=fp8), C.Parallel(tp=tp, cp=cp, sequence_parallel=sp)) == expected
+
+
+# ------------------------------------------------------------------------------------ every error
+
+@pytest.mark.parametrize("m,p,env,message", [
+    (dict(fp8="delayed"), {}, CPU, "model.fp8=delayed: FP8 training needs a CUDA GPU"),
+    (dict(fp8="current"), {}, NO_TE, "model.fp8=current: FP8 runs through Transformer Engine layers; it needs "
+                                     "transformer_engine installed"),
+    (dict(fp8="delayed", transformer_impl="local"), {}, HOPPER,
+     "model.fp8=delayed: FP8 runs through Transformer Engine layers; model.transformer_impl='local' cannot use it"),
+    (dict(fp8="delayed"), {}, AMPERE, r"model.fp8=delayed: needs a GPU of compute capability >= 8\.9 \(Ada/Hopper "
+                                      r"or newer\); this one is 8\.0"),
+    (dict(fp8="blockwise"), {}, ADA, r"model.fp8=blockwise: needs a GPU of compute capability >= 9\.0 \(Hopper"),
+    (dict(fp8="current"), {}, OLD_TE, r"model.fp8=current: needs transformer_engine >= 2\.2\.0, found 2\.1\.0"),
+    (dict(fp8="blockwise"), {}, OLD_TE, r"model.fp8=blockwise: needs transformer_engine >= 2\.3\.0, found 2\.1\.0"),
+    ({}, dict(cp=2), CPU, "parallel.cp=2: context parallelism runs inside Transformer Engine's attention; it needs "
+                          "a CUDA GPU with transformer_engine"),
+    ({}, dict(cp=2), NO_TE, r"parallel.cp=2: context parallelism .* \(got 'auto', CUDA, no TE\)"),
+    (dict(transformer_impl="local"), dict(cp=2), HOPPER,
+     "parallel.cp=2: context parallelism runs inside Transformer Engine's attention; "
+     "model.transformer_impl='local' cannot use it"),
+    ({}, dict(sequence_parallel=True), HOPPER, r"parallel.sequence_parallel: needs parallel.tp > 1 .*got tp=1"),
+    ({}, dict(recompute="some"), HOPPER, r"parallel.recompute: expected one of \['none', 'selective', 'full'\], "
+                                         r"got 'some'"),
+    ({}, dict(cp=0), HOPPER, "parallel.cp: expected an integer >= 1, got 0"),
+    (dict(fp8="e4m3"), {}, HOPPER, "model.fp8: expected one of"),
+    (dict(transformer_impl="te"), {}, HOPPER, "model.transformer_impl: expected one of"),
+])
+def test_impossible_combinations_are_one_line_config_errors(m, p, env, message):
+    with pytest.raises(C.ConfigError, match="^" + message) as err:
+        P.plan(model(**m), C.Parallel(**p), env)
+    assert "\n" not in str(err.value)
+
+
+def test_fp8_recipes_that_this_hardware_allows():
+    assert P.plan(model(fp8="delayed"), C.Parallel(), ADA).te
+    assert P.plan(model(fp8="current"), C.Parallel(), ADA).te
+    plan = P.plan(model(fp8="blockwise", transformer_impl="transformer_engine"),
+                  C.Parallel(tp=2, cp=2, sequence_parallel=True), HOPPER)
+    assert plan.te and plan.seq_multiple == 2 * 2 * 2 * 16
+
+
+# ------------------------------------------------------------------------------------ config.validate
+
+@pytest.fixture
+def cascade():
+    from nemo_cascade.cli import load_recipe
+    from tests.unit.test_config import TINY
+
+    return load_recipe(TINY + ":math_only")
+
+
+def test_world_size_counts_context_parallel(cascade):
+    cfg = replace(cascade, parallel=replace(cascade.parallel, tp=2, cp=2, dp=2),
+                  stages=tuple(s for s in cascade.stages if s.kind == "grpo"))
+    C.validate(cfg, world_size=8)
+    with pytest.raises(C.ConfigError, match=r"^parallel: tp × pp × cp × dp = 2×1×2×2 must equal the world size 4$"):
+        C.validate(cfg, world_size=4)
+    with pytest.raises(C.ConfigError, match=r"^parallel: tp × pp × dp = 2×1×2 must equal the world size 8$"):
+        C.validate(replace(cfg, parallel=replace(cfg.parallel, cp=1)), world_size=8)
+
+
+def test_validate_runs_the_machine_independent_rules(cascade):
+    with pytest.raises(C.ConfigError, match="^parallel.sequence_parallel: needs parallel.tp > 1"):
+        C.validate(replace(cascade, parallel=replace(cascade.parallel, sequence_parallel=True)))
+    with pytest.raises(C.ConfigError, match="^model.fp8=current: FP8 runs through Transformer Engine"):
+        C.validate(replace(cascade, model=replace(cascade.model, fp8="current", transformer_impl="local")))
+    C.validate(replace(cascade, parallel=replace(cascade.parallel, tp=2, sequence_parallel=True)))
+
+
+def test_context_parallel_only_for_grpo_stages(cascade):
+    assert {s.kind for s in cascade.stages} >= {"sft", "grpo"}
+    with pytest.raises(C.ConfigError, match=r"^stages\.sft\.kind: parallel\.cp=2 splits every sequence over ranks, "
+                                            r"which the actor supports for grpo stages only, not sft"):
+        C.validate(replace(cascade, parallel=replace(cascade.parallel, cp=2)))
+
+
+def test_cli_launches_tp_pp_cp_dp_processes():
+    import inspect
+
+    from nemo_cascade import cli
+
+    assert "world = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.dp" in inspect.getsource(
+        cli.cmd_run)
+
+
+# ------------------------------------------------------------------------------------ sequence layout
+
+class _Group:
+    """What megatron reads from a CP group here: its size and this rank (no process group needed)."""
+
+    def __init__(self, size, rank):
+        self.size, self.rank = (lambda: size), (lambda: rank)
+
+
+@pytest.mark.parametrize("cp", [1, 2, 3, 4])
+def test_cp_split_is_megatrons_layout_and_unsplit_inverts_it(cp, monkeypatch):
+    import megatron.core.utils as mu
+
+    # megatron treats a group as size 1 unless torch.distributed is initialised; read the stand-in directly
+    monkeypatch.setattr(mu, "get_pg_size", lambda g: g.size())
+    monkeypatch.setattr(mu, "get_pg_rank", lambda g: g.rank())
+    x = torch.arange(3 * 8 * cp).reshape(3, 8 * cp)
+    parts = [P.cp_split(x, cp, r) for r in range(cp)]
+    for r, part in enumerate(parts):
+        theirs = mu.get_batch_on_this_cp_rank({"tokens": x.clone()}, cp_group=_Group(cp, r))["tokens"]
+        assert torch.equal(part, theirs)
+    assert torch.equal(P.cp_unsplit(parts), x)
+    if cp == 2:  # chunks 0+3 on rank 0, 1+2 on rank 1: an early and a late chunk each
+        assert parts[0][0].tolist() == [0, 1, 2, 3, 12, 13, 14, 15]
+
+
+def test_cp_gather_without_a_group_is_the_identity():
+    x = torch.randn(2, 5)
+    assert P.cp_gather(x, None) is x
+
+
+def test_thd_boundaries_follow_examples_and_rows():
+    segments = torch.tensor([[1, 1, 2, 2, 2, 0, 0],
+                             [1, 1, 1, 1, 1, 1, 1],
+                             [1, 2, 3, 3, 0, 0, 0]])
+    cu, longest = P.thd_boundaries(segments)
+    assert cu.dtype == torch.int32
+    assert cu.tolist() == [0, 2, 5, 7, 14, 15, 16, 18, 21] and longest == 7
+
+
+def test_pad_seq_and_round_up():
+    x = torch.tensor([[1, 2, 3]])
+    assert P.pad_seq(x, 5).tolist() == [[1, 2, 3, 0, 0]] and P.pad_seq(x, 3) is x
+    assert [P.round_up(n, 4) for n in (1, 4, 5)] == [4, 4, 8]
+
+
+def test_local_spec_norms_support_sequence_parallel():
+    """The local spec's norms are LocalRMSNorm (torch RMSNorm, flagged for SP's TP gradient sum); megatron's
+    WrappedTorchNorm refuses sequence_parallel outright."""
+    from megatron.core.transformer import TransformerConfig
+    from megatron.core.transformer.torch_norm import WrappedTorchNorm
+
+    cfg = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, tensor_model_parallel_size=2,
+                            sequence_parallel=True, normalization="RMSNorm")
+    with pytest.raises(AssertionError, match="sequence parallel not supported"):
+        WrappedTorchNorm(cfg, 64)
+    spec = P.layer_spec(False, "qwen3", num_layers=2)
+    layer = spec.layer_specs[0].submodules
+    assert len(spec.layer_specs) == 2 and spec.layer_norm is P.LocalRMSNorm
+    assert layer.input_layernorm is layer.pre_mlp_layernorm is P.LocalRMSNorm
+    assert layer.self_attention.submodules.q_layernorm is P.LocalRMSNorm
+    norm = P.LocalRMSNorm(cfg, 64, eps=1e-6)
+    assert isinstance(norm, torch.nn.RMSNorm) and norm.weight.sequence_parallel is True and norm.eps == 1e-6
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+def test_te_table_names_are_megatrons_own_te_names(arch):
+    """TE's spec cannot be built without TE, but megatron-core maps local-spec names to TE-spec names itself (the
+    local layer spec's ``sharded_state_dict_keys_map``, used to load TE checkpoints into local models): the
+    table's ``te=True`` names must be exactly that mapping of its local names, and nothing else may change."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+    from nemo_cascade.convert import table as T
+
+    keys_map = get_gpt_layer_local_spec(qk_layernorm=arch == "qwen3", normalization="RMSNorm").submodules \
+        .sharded_state_dict_keys_map
+    local, te = T.rules_for(arch, tied_embeddings=False), T.rules_for(arch, tied_embeddings=False, te=True)
+    renamed = 0
+    for lr, tr in zip(local, te, strict=True):
+        expected = lr.megatron
+        for old, new in keys_map.items():
+            expected = expected.replace("{i}." + old, "{i}." + new)
+        assert tr.megatron == expected and (tr.hf, tr.tp, tr.reshape) == (lr.hf, lr.tp, lr.reshape)
+        renamed += tr.megatron != lr.megatron
+    assert renamed == 2, "input_layernorm → linear_qkv.layer_norm_weight, pre_mlp_layernorm → linear_fc1's"
+
+
+def test_te_fused_norms_have_the_norm_shape():
+    """With PP > 1 a stage that does not own a tensor receives it into a buffer of ``_full_shape``; TE's
+    ``linear_qkv.layer_norm_weight`` is a [hidden] norm, not the [qkv, hidden] linear its name contains."""
+    from types import SimpleNamespace
+
+    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.convert import arch as A
+    from nemo_cascade.convert import table as T
+
+    spec = A.spec_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64,
+                                 intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                 num_key_value_heads=2, head_dim=16))
+    stub = SimpleNamespace(spec=spec)
+    local = list(T.expand(T.rules_for("qwen3", False), 2))
+    te = list(T.expand(T.rules_for("qwen3", False, te=True), 2))
+    for lo, t in zip(local, te, strict=True):
+        assert MegatronActor._full_shape(stub, t) == MegatronActor._full_shape(stub, lo), t.megatron
