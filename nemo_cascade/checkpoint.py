@@ -7,8 +7,8 @@ equal an uninterrupted run's exactly. HF exports for release are ``convert``'s b
 
 Layout of ``ckpt_root/step_{step:06d}/``::
 
-    model_tp{t:02d}_pp{p:02d}.pt   parameters of one TP×PP shard ({name: tensor}); written by its DP rank 0,
-                                   since the DP replicas are identical after every step
+    model_tp{t:02d}_pp{p:02d}.pt   parameters of one TP×PP shard ({name: tensor}); written by its DP rank 0
+                                   (of DP × CP), since the replicas are identical after every step
     train_rank{r:05d}.pt           per global rank: optimizer (Megatron state_dict, plus the DP-local
                                    parameter state for the distributed optimizer), scheduler, RNG states
     meta.json                      written last by rank 0: format, step, layout, per-rank coordinates,
@@ -130,6 +130,58 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
     return meta["step"], meta["state"]
 
 
+# ------------------------------------------------------------------------------------ offline reading
+def read_meta(ckpt_dir: str | Path, keys: tuple[str, ...] = ("format", "tp", "pp", "files")) -> dict:
+    """A complete checkpoint's ``meta.json`` with at least ``keys`` (no process group needed: conversion tools
+    read it too)."""
+    meta_path = Path(ckpt_dir) / META
+    try:
+        meta = json.loads(meta_path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{meta_path}: no such file (not a complete checkpoint)") from None
+    except (OSError, ValueError) as e:
+        raise CheckpointError(_one_line(f"{meta_path}: unreadable JSON ({type(e).__name__}: {e})")) from None
+    if isinstance(meta, dict) and meta.get("weights_only") and "optimizers" in keys:
+        raise CheckpointError(f"{meta_path}: a weights-only checkpoint (convert from-hf) has no optimizer state to "
+                              "resume from; start a stage from an HF folder (model.hf_path) instead")
+    missing = [k for k in keys if k not in meta] if isinstance(meta, dict) else list(keys)
+    if missing:
+        raise CheckpointError(f"{meta_path}: expected keys {', '.join(missing)} (written by another program?)")
+    if meta["format"] != FORMAT:
+        raise CheckpointError(f"{meta_path}: format {meta['format']}, this version reads format {FORMAT}")
+    return meta
+
+
+def read_model_shard(ckpt_dir: str | Path, meta: dict, tp_rank: int, pp_rank: int) -> dict[str, torch.Tensor]:
+    """One TP×PP shard's parameters ``{megatron name: tensor}`` (PP-local layer numbers), sha256-verified."""
+    path = Path(ckpt_dir) / f"model_tp{tp_rank:02d}_pp{pp_rank:02d}.pt"
+    _check_file(path, meta["files"].get(path.name))
+    params = _torch_load(path)
+    if not isinstance(params, dict) or not all(isinstance(t, torch.Tensor) for t in params.values()):
+        raise CheckpointError(f"{path}: expected a dict of parameter name -> tensor")
+    return params
+
+
+def write_weights(ckpt_dir: str | Path, shards: dict[tuple[int, int], dict[str, torch.Tensor]], tp: int, pp: int,
+                  state: dict | None = None) -> Path:
+    """A weights-only checkpoint (model shards + meta.json, no optimizer), atomically, in the layout
+    :func:`read_model_shard` reads: what ``convert from-hf`` writes. It cannot resume training (no optimizer
+    state); :func:`load` says so."""
+    final = Path(ckpt_dir)
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    files = {}
+    for (t, p), params in sorted(shards.items()):
+        name = f"model_tp{t:02d}_pp{p:02d}.pt"
+        files[name] = _torch_save(params, tmp / name)
+    meta = {"format": FORMAT, "step": 0, "world_size": tp * pp, "tp": tp, "pp": pp, "dp": 1, "weights_only": True,
+            "state": state or {}, "files": files}
+    _write_json(tmp / META, meta)
+    _publish(tmp, final)
+    return final
+
+
 # ------------------------------------------------------------------------------------------ layout
 def _coords(actor) -> tuple[int, int, int]:
     ps = actor.ps
@@ -162,7 +214,8 @@ def _write_rank_files(folder: Path, actor) -> dict[str, str]:
     """This rank's files in ``folder``; returns {file name: sha256}."""
     model_file, train_file = _rank_files(actor)
     out = {}
-    if actor.ps.get_data_parallel_rank() == 0:
+    # Context-parallel ranks hold the same parameters as their DP replicas: one writer per TP×PP shard.
+    if actor.ps.get_data_parallel_rank(with_context_parallel=True) == 0:
         params = {n: p.detach() for n, p in actor.model.named_parameters()}
         out[model_file] = _torch_save(params, folder / model_file)
     train = {"optimizer": _optimizer_state(actor.optimizer), "scheduler": actor.scheduler.state_dict(),
@@ -304,17 +357,7 @@ def _verify(ckpt: Path, actor) -> dict:
         raise CheckpointError(f"{ckpt}: the actor has no optimizer to restore into; call configure_optimizer() "
                               "before checkpoint.load()")
     meta_path = ckpt / META
-    try:
-        meta = json.loads(meta_path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{meta_path}: no such file (not a complete checkpoint)") from None
-    except (OSError, ValueError) as e:
-        raise CheckpointError(_one_line(f"{meta_path}: unreadable JSON ({type(e).__name__}: {e})")) from None
-    missing = [k for k in _META_KEYS if k not in meta] if isinstance(meta, dict) else list(_META_KEYS)
-    if missing:
-        raise CheckpointError(f"{meta_path}: expected keys {', '.join(missing)} (written by another program?)")
-    if meta["format"] != FORMAT:
-        raise CheckpointError(f"{meta_path}: format {meta['format']}, this version reads format {FORMAT}")
+    meta = read_meta(ckpt, _META_KEYS)
     _check_layout(meta, actor, meta_path)
     for name in _rank_files(actor):
         _check_file(ckpt / name, meta["files"].get(name))

@@ -1,15 +1,17 @@
-"""`nemo-cascade run RECIPE [key=value ...] [--stage NAME]`, `nemo-cascade eval CHECKPOINT --suite NAME` and
-`nemo-cascade report RUN_DIR`.
+"""`nemo-cascade run RECIPE [key=value ...] [--stage NAME]`, `nemo-cascade eval CHECKPOINT --suite NAME`,
+`nemo-cascade convert to-hf|from-hf|verify ...`, `nemo-cascade report RUN_DIR` and
+`nemo-cascade launch RECIPE --executor local|slurm [--dryrun]` (a nemo-run experiment, launch.py).
 
 RECIPE is ``recipes/NAME.py`` (its ``recipe()`` function, or ``recipes/NAME.py:function``) or
 ``package.module:function``. The config is resolved and checked in this process first — a user mistake
 ends with one line naming the field or file and exit code 2 — then the job runs under torchrun with
-tp × pp × dp processes.
+tp × pp × cp × dp processes.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import importlib.util
 import logging
 import os
@@ -21,12 +23,14 @@ from pathlib import Path
 from nemo_cascade import config as C
 
 def _user_errors() -> tuple[type[Exception], ...]:
+    from nemo_cascade.checkpoint import CheckpointError
     from nemo_cascade.convert.arch import ModelFilesError
+    from nemo_cascade.convert.release import ConvertError
     from nemo_cascade.data.loader import DataError
     from nemo_cascade.evaluate.cascade_report import ReportError
     from nemo_cascade.evaluate.suites import EvalError
 
-    return (C.ConfigError, ModelFilesError, DataError, EvalError, ReportError)
+    return (C.ConfigError, ModelFilesError, DataError, EvalError, ReportError, ConvertError, CheckpointError)
 
 
 def load_recipe(spec: str) -> C.Cascade:
@@ -88,7 +92,7 @@ def cmd_run(args) -> int:
     if args.stage:
         C.stage_by_name(cfg, args.stage)
     check_cascade(cfg)  # every stage's files, before any process starts
-    world = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.dp
+    world = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.dp
     # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process actor
     # (tests, notebooks) puts those in os.environ, and a CLI started from there must still launch its own job.
     if "TORCHELASTIC_RUN_ID" in os.environ:
@@ -147,11 +151,17 @@ def cmd_eval(args) -> int:
         args.checkpoint, names, settings, out_dir=Path(args.out) if args.out else None,
         reward_model=args.reward_model, max_model_len=_count(args.max_model_len, "--max-model-len", 2),
         kv_cache_gib=args.kv_cache_gib)
-    import json
-
     print(markdown({**json.loads(path.read_text()), "suites": {n: r.to_json() for n, r in results.items()}}))
     print(f"wrote {path} ({path.with_suffix('.md').name}, {path.with_suffix('.svg').name})")
     return 0
+
+
+def cmd_launch(args) -> int:
+    """The cascade as a nemo-run experiment: one task per stage, plus its served models (launch.py)."""
+    from nemo_cascade import launch
+
+    cfg = C.apply_overrides(load_recipe(args.recipe), args.overrides)
+    return launch.launch(cfg, launch.spec_from_args(args), dryrun=args.dryrun, out=args.out)
 
 
 def cmd_report(args) -> int:
@@ -162,6 +172,53 @@ def cmd_report(args) -> int:
     print(matrix_text(Path(args.run_dir)), end="")
     print(f"wrote {md} and {png}")
     return 0
+
+
+def cmd_convert(args) -> int:
+    """``to-hf``: a run / stage / checkpoint (any TP × PP) → an HF release folder (+ model card from a run);
+    ``from-hf``: an HF folder → a weights-only checkpoint in a TP × PP layout; ``verify``: load with
+    transformers and compare with a reference folder."""
+    from nemo_cascade.convert import release
+
+    if args.action == "to-hf":
+        source = release.resolve(args.source, base=args.base)
+        out = release.to_hf(source, args.out, dtype=args.dtype, max_shard_bytes=int(args.max_shard_gb * (1 << 30)))
+        print(f"wrote {out} from {source.kind} {source.path}")
+        if source.run_dir is not None and not args.no_card:
+            print(f"wrote {release.write_model_card(out, source)}")
+        if args.verify:
+            reference = source.path if source.kind == "hf" else None
+            print(json.dumps(release.verify(out, reference)))
+    elif args.action == "from-hf":
+        out = release.from_hf(args.source, args.out, tp=args.tp, pp=args.pp)
+        print(f"wrote {out} (weights only, tp={args.tp} pp={args.pp})")
+    else:
+        print(json.dumps(release.verify(args.source, args.reference)))
+    return 0
+
+
+def _add_convert_parser(sub) -> None:
+    conv = sub.add_parser("convert", help="checkpoint ⇄ HF conversion for release (any TP × PP layout)")
+    actions = conv.add_subparsers(dest="action", required=True)
+    to_hf = actions.add_parser("to-hf", help="run / stage / checkpoint → HF folder (config, generation config, "
+                               "tokenizer + chat template, sharded safetensors, model card)")
+    to_hf.add_argument("source", help="runs/NAME (its last policy stage), runs/NAME/stages/K-NAME, a checkpoint "
+                       "folder (step_XXXXXX), or an HF folder")
+    to_hf.add_argument("out", help="output folder (written atomically)")
+    to_hf.add_argument("--base", help="HF folder with the config.json / tokenizer the weights belong to "
+                       "(default: the run's base model)")
+    to_hf.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
+    to_hf.add_argument("--max-shard-gb", type=float, default=5.0, help="safetensors shard size (default 5 GB)")
+    to_hf.add_argument("--no-card", action="store_true", help="do not write README.md (the model card)")
+    to_hf.add_argument("--verify", action="store_true", help="load the result with transformers and generate")
+    from_hf = actions.add_parser("from-hf", help="HF folder → weights-only checkpoint in a TP × PP layout")
+    from_hf.add_argument("source", help="HF folder")
+    from_hf.add_argument("out", help="output checkpoint folder")
+    from_hf.add_argument("--tp", type=int, default=1)
+    from_hf.add_argument("--pp", type=int, default=1)
+    verify = actions.add_parser("verify", help="load an HF folder with transformers; compare with --reference")
+    verify.add_argument("source", help="HF folder")
+    verify.add_argument("--reference", help="HF folder the weights must equal")
 
 
 def _add_eval_parser(sub) -> None:
@@ -190,6 +247,15 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--seed", type=int, default=0)
 
 
+def _add_launch_parser(sub) -> None:
+    from nemo_cascade.launch import add_arguments
+
+    launch = sub.add_parser("launch", help="run a cascade as a nemo-run experiment (local or Slurm), a task per stage")
+    launch.add_argument("recipe", help="recipes/NAME.py[:fn] or package.module:fn")
+    launch.add_argument("overrides", nargs="*", help="KEY=VALUE, as for run")
+    add_arguments(launch)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nemo-cascade", description="Cascade RL on Megatron-Core + vLLM")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -198,18 +264,21 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("overrides", nargs="*", help="KEY=VALUE, e.g. stages.math.steps=5 parallel.tp=2")
     run.add_argument("--stage", help="run only this stage")
     _add_eval_parser(sub)
+    _add_convert_parser(sub)
+    _add_launch_parser(sub)
     report = sub.add_parser("report", help="rebuild a run's report.md / report.png (forgetting matrix, curves)")
     report.add_argument("run_dir", help="a run directory, runs/NAME")
     args, extra = parser.parse_known_args(argv)
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
-    stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command != "run"]
+    stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in ("run", "launch")]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
-    if extra and args.command == "run":
+    if extra and args.command in ("run", "launch"):
         args.overrides = [*args.overrides, *extra]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return {"run": cmd_run, "eval": cmd_eval, "report": cmd_report}[args.command](args)
+        return {"run": cmd_run, "eval": cmd_eval, "report": cmd_report, "convert": cmd_convert,
+                "launch": cmd_launch}[args.command](args)
     except _user_errors() as e:
         print(f"nemo-cascade: error: {e}", file=sys.stderr)
         return 2

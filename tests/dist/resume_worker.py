@@ -35,6 +35,7 @@ def main():
     from nemo_cascade import config as C
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import sft
+    from nemo_cascade.convert.export import export_hf
 
     def loss_fn(logprobs, mb):
         num, den = sft.sft_loss_terms(logprobs, mb["loss_mask"])
@@ -55,6 +56,8 @@ def main():
     t0 = time.perf_counter()
     path = ckpt.save(root, K, a, {"position": K})
     save_s = time.perf_counter() - t0
+    # The actor's own HF export of the saved weights: the offline converter must reproduce it from the shards.
+    export_hf(a, out / "hf_at_save", model_dir)
     for b in batches[K:]:
         a.train_step(b, loss_fn)
     want = {n: p.detach().clone() for n, p in a.model.named_parameters()}

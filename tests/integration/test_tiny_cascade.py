@@ -135,3 +135,22 @@ def test_rerun_skips_finished_stages(run):
     for s in STAGES:
         assert f"stage {s}: skipped (done)" in proc.stderr
     assert len(_metrics(run / "stages/4-math/metrics.jsonl")) == 2
+
+
+def test_release_from_the_run(run, tmp_path):
+    """`convert to-hf RUN`: the last policy stage's weights, the paper's decoding defaults, the trained chat
+    template and a model card whose evaluation table is the run's forgetting matrix."""
+    from nemo_cascade.convert import release
+
+    out = tmp_path / "release"
+    proc = subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "convert", "to-hf", str(run), str(out),
+                           "--verify"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["tensors_equal"] and report["max_logit_diff"] == 0.0
+    card = (out / "README.md").read_text()
+    assert "Forgetting matrix" in card and "stages/6-swe/hf" in card and "(Nemotron-Cascade" in card
+    matrix = [line for line in (run / "report.md").read_text().splitlines() if line.startswith("| ")]
+    assert matrix and all(line in card for line in matrix), "the card's table is the run's report, not retyped"
+    assert json.loads((out / "generation_config.json").read_text())["temperature"] == release.GENERATION_DEFAULTS["temperature"]
+    assert (out / "chat_template.jinja").read_text() == (run / "stages/6-swe/hf/chat_template.jinja").read_text()

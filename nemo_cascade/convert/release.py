@@ -1,0 +1,346 @@
+"""Release conversion, offline: a trainer checkpoint of any TP × PP layout ⇄ an HF folder (issue 6, item 1).
+
+One process, CPU, no process group: the model shards of a checkpoint (``checkpoint.py``'s
+``model_tp{t}_pp{p}.pt``) are merged over TP with the same declarative table that loads HF checkpoints into
+the actor and syncs weights into vLLM (``table.py``), and PP-local layer numbers become global ones. Peak memory
+is one pipeline stage's TP shards plus one output shard.
+
+- :func:`resolve` finds what to convert from a run directory, a stage directory, a checkpoint folder or an
+  HF folder, and the HF folder that supplies config.json and the tokenizer (the run's base model).
+- :func:`to_hf` writes the release folder: config.json with the right ``architectures``, generation_config.json
+  (the paper's App. B decoding, T = 0.6 and top-p 0.95, over the base's), tokenizer files with the chat
+  template the cascade trained with, and safetensors shards with an index. The folder appears atomically.
+- :func:`from_hf` writes a weights-only checkpoint in a given TP × PP layout (for inspecting a model as the
+  actor shards it, and for the round-trip check ``to_hf(from_hf(x)) == x``).
+- :func:`verify` loads the folder with transformers and compares its logits with a reference folder's.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+from nemo_cascade import checkpoint
+from nemo_cascade.convert import arch as A
+from nemo_cascade.convert import table as T
+from nemo_cascade.convert.hf_io import SafetensorsReader, copy_side_files, iter_tensors, write_sharded
+
+GENERATION_DEFAULTS = {"do_sample": True, "temperature": 0.6, "top_p": 0.95}
+"""Decoding written into a release's generation_config.json: the paper's evaluation setting (App. B)."""
+_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
+
+
+class ConvertError(ValueError):
+    """A conversion that cannot be done; the message is one line naming the path and what was expected."""
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str
+    """``checkpoint`` (a step folder with meta.json) or ``hf`` (a folder with safetensors)."""
+    path: Path
+    base: Path
+    """The HF folder whose config.json and tokenizer describe the weights."""
+    chat_style: str = ""
+    """The cascade's chat template style (config ``chat_style``); empty: keep the base's template."""
+    run_dir: Path | None = None
+
+
+# ------------------------------------------------------------------------------------------- resolve
+def resolve(path: str | Path, base: str | Path | None = None) -> Source:
+    """What to convert. ``path`` is a run (``runs/NAME``: its last finished policy stage), a stage
+    (``runs/NAME/stages/K-NAME``: its HF export, else its newest checkpoint), a checkpoint root or step folder,
+    or an HF folder. ``base`` overrides the HF folder that supplies config.json and the tokenizer."""
+    p = Path(path)
+    if not p.exists():
+        raise ConvertError(f"{p}: no such file or directory")
+    run = _run_of(p)
+    chat_style = _run_config(run).get("chat_style", "") if run else ""
+    if run is not None and p == run:
+        p = _last_policy_stage(run)
+    if (p / "hf" / "config.json").is_file():  # a finished stage: its export holds the final weights
+        p = p / "hf"
+    elif (p / "checkpoint").is_dir():
+        p = p / "checkpoint"
+    if not (p / checkpoint.META).is_file() and p.is_dir() and any(p.glob("step_*")):
+        latest = checkpoint.latest(p)
+        if latest is None:
+            raise ConvertError(f"{p}: no complete checkpoint (only .tmp folders: a save was interrupted)")
+        p = latest
+    if (p / checkpoint.META).is_file():
+        kind = "checkpoint"
+    elif (p / "config.json").is_file():
+        kind = "hf"
+    else:
+        raise ConvertError(f"{p}: not a run, stage, checkpoint or HF folder (expected meta.json, config.json, "
+                           f"stages/ or checkpoint/)")
+    if base is not None:
+        base_dir = Path(base)
+    elif kind == "hf":
+        base_dir = p
+    elif run is not None:
+        base_dir = _run_base(run)
+    else:
+        raise ConvertError(f"{p}: a checkpoint outside a run directory needs --base HF_FOLDER (config.json and "
+                           f"tokenizer of the model it was trained from)")
+    if not (base_dir / "config.json").is_file():
+        raise ConvertError(f"{base_dir}: no config.json (expected the HF folder the run started from)")
+    return Source(kind, p, base_dir, chat_style, run)
+
+
+def _run_of(p: Path) -> Path | None:
+    for candidate in [p, *p.parents]:
+        if (candidate / "config.json").is_file() and (candidate / "stages").is_dir():
+            return candidate
+    return None
+
+
+def _run_config(run: Path) -> dict:
+    try:
+        return json.loads((run / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ConvertError(f"{run / 'config.json'}: unreadable ({type(e).__name__}: {e})") from None
+
+
+def _run_base(run: Path) -> Path:
+    model = _run_config(run).get("model", {})
+    return Path(model["hf_path"]) if model.get("hf_path") else run / "base_model"
+
+
+def _last_policy_stage(run: Path) -> Path:
+    """The run's newest policy stage with weights to release (an RM stage is never the release)."""
+    stages = _run_config(run).get("stages", [])
+    for k in reversed(range(len(stages))):
+        s = stages[k]
+        folder = run / "stages" / f"{k}-{s['name']}"
+        if s.get("kind") != "reward_model" and ((folder / "hf" / "config.json").is_file()
+                                                or checkpoint.latest(folder / "checkpoint") is not None):
+            return folder
+    raise ConvertError(f"{run}: no policy stage has an HF export or a checkpoint yet")
+
+
+# ------------------------------------------------------------------------------------ checkpoint → HF
+def checkpoint_tensors(step_dir: str | Path, spec: A.HFModelSpec) -> Iterator[tuple[str, torch.Tensor]]:
+    """HF-named full tensors from a checkpoint's model shards, one pipeline stage's shards in memory at a time.
+    Every saved parameter must be used by the table (a shard of another architecture is an error), except the
+    last pipeline stage's copy of tied embeddings."""
+    step_dir = Path(step_dir)
+    meta = checkpoint.read_meta(step_dir)
+    tp, pp = int(meta["tp"]), int(meta["pp"])
+    if spec.num_layers % pp:
+        raise ConvertError(f"{step_dir}: pp={pp} does not divide the base model's {spec.num_layers} layers "
+                           f"(is --base the model this checkpoint was trained from?)")
+    per_stage = spec.num_layers // pp
+    done: set[str] = set()
+    for p in range(pp):
+        shards = [checkpoint.read_model_shard(step_dir, meta, t, p) for t in range(tp)]
+        te = any(name.endswith("layer_norm_weight") for name in shards[0])
+        head = "score" if _is_score_head(shards[0], spec) else "lm"
+        for entry in T.expand(T.rules_for(spec.arch, spec.tied_embeddings, te=te, head=head), spec.num_layers):
+            local = _local_name(entry, p, per_stage)
+            if local is None or entry.megatron in done or local not in shards[0]:
+                continue
+            missing = [t for t, s in enumerate(shards) if local not in s]
+            if missing:
+                raise ConvertError(f"{step_dir}: {local} is missing from model_tp{missing[0]:02d}_pp{p:02d}.pt")
+            full = T.unshard([s.pop(local) for s in shards], entry.rule.tp)
+            done.add(entry.megatron)
+            try:
+                yield from T.to_hf(entry, full, spec.geometry)
+            except RuntimeError:  # a reshape that does not fit: the base describes another model
+                raise ConvertError(f"{step_dir}: {local} has shape {tuple(full.shape)}, which does not fit the "
+                                   f"base model's geometry (is --base the model this checkpoint was trained "
+                                   f"from?)") from None
+        leftover = sorted(set(shards[0]) - ({"output_layer.weight"} if spec.tied_embeddings else set()))
+        if leftover:
+            raise ConvertError(f"{step_dir}/model_tp00_pp{p:02d}.pt: parameters the {spec.arch} table does not "
+                               f"know: {leftover[:3]} (is --base the model this checkpoint was trained from?)")
+    expected = {e.megatron for e in T.expand(T.rules_for(spec.arch, spec.tied_embeddings, te=False),
+                                             spec.num_layers)}
+    if len(done) < len(expected):
+        raise ConvertError(f"{step_dir}: {len(expected) - len(done)} of the model's {len(expected)} parameters "
+                           f"are in no shard (incomplete checkpoint, or --base has more layers)")
+
+
+def _local_name(entry: T.Entry, p: int, per_stage: int) -> str | None:
+    """The entry's name in pipeline stage ``p``'s shard (PP-local layer number), None if another stage's."""
+    if entry.layer is None:
+        return entry.megatron
+    if entry.layer // per_stage != p:
+        return None
+    return _LAYER.sub(f"decoder.layers.{entry.layer - p * per_stage}.", entry.megatron)
+
+
+def _is_score_head(shard: dict[str, torch.Tensor], spec: A.HFModelSpec) -> bool:
+    head = shard.get("output_layer.weight")
+    return head is not None and head.shape[0] == 1
+
+
+# ------------------------------------------------------------------------------------------ write HF
+def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_bytes: int = 5 << 30) -> Path:
+    """Write the release folder ``out_dir`` from ``source`` (see the module docstring). ``dtype``: ``auto``
+    keeps the stored dtype; ``bfloat16`` / ``float32`` cast."""
+    spec = A.read_hf_config(source.base)
+    if source.kind == "checkpoint":
+        tensors = checkpoint_tensors(source.path, spec)
+    else:
+        tensors = iter_tensors(SafetensorsReader(source.path))
+    cast = {"auto": None, "bfloat16": torch.bfloat16, "float32": torch.float32}[dtype]
+    first_dtype: list[torch.dtype] = []
+
+    def converted():
+        for name, t in tensors:
+            t = t.to(cast) if cast is not None and t.is_floating_point() else t
+            first_dtype[:1] = first_dtype[:1] or [t.dtype]
+            yield name, t
+
+    out = Path(out_dir)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        _write_folder(source, spec, converted(), first_dtype, tmp, max_shard_bytes)
+    except BaseException:  # a bad shard or a full disk: no half-written folder is left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
+def _write_folder(source: Source, spec: A.HFModelSpec, tensors, first_dtype: list, tmp: Path,
+                  max_shard_bytes: int) -> None:
+    weight_map = write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
+    config_src = source.path if source.kind == "hf" else source.base
+    config = json.loads((config_src / "config.json").read_text())
+    if any(name == "score.weight" for name in weight_map) and not A.is_reward_model(spec):
+        config = A.reward_model_config(config, config.get("pad_token_id") or 0)
+    if first_dtype:
+        config["torch_dtype"] = str(first_dtype[0]).removeprefix("torch.")
+    (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    copy_side_files(source.base, tmp)
+    if source.kind == "hf":
+        copy_side_files(source.path, tmp)  # a stage export's own tokenizer files and chat template win
+    _write_generation_config(tmp, config)
+    if source.chat_style:
+        from nemo_cascade.data.tokenizer import set_chat_template
+
+        if (tmp / "tokenizer_config.json").is_file():
+            set_chat_template(tmp, source.chat_style)
+
+
+def _write_generation_config(folder: Path, config: dict) -> None:
+    path = folder / "generation_config.json"
+    generation = json.loads(path.read_text()) if path.is_file() else {}
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        if config.get(key) is not None:
+            generation.setdefault(key, config[key])
+    generation.update(GENERATION_DEFAULTS)
+    path.write_text(json.dumps(generation, indent=2) + "\n")
+
+
+def write_model_card(folder: str | Path, source: Source, name: str = "") -> Path:
+    """``README.md`` for a release from a run: what was trained and how (stages, base, lineage hashes), and the
+    evaluation table taken from the run's own report (the forgetting matrix after every stage), with its
+    heatmap. Numbers are copied from the run's eval files, never typed in."""
+    from nemo_cascade.evaluate.cascade_report import load_run, render_markdown
+
+    if source.run_dir is None:
+        raise ConvertError(f"{source.path}: a model card needs the run directory (its report and manifest)")
+    folder, run = Path(folder), source.run_dir
+    config, manifest = _run_config(run), json.loads((run / "manifest.json").read_text())
+    stages = " → ".join(f"{s['name']} ({s.get('kind', '?')}"
+                        + (f", {s['domain']}" if s.get("kind") == "grpo" else "") + ")" for s in config["stages"])
+    lines = ["---", "library_name: transformers", "tags: [nemo-cascade, cascade-rl]", "---", "",
+             f"# {name or config.get('name', run.name)}", "",
+             "Post-trained with nemo-cascade by Cascade RL (Nemotron-Cascade, arXiv "
+             "2512.13607): domain-wise RL stages run in sequence, each starting from the previous stage's weights, "
+             "with every domain evaluated after every stage.", "",
+             f"- base model: `{manifest.get('base_model', '?')}`",
+             f"- stages: {stages}",
+             f"- released weights: `{source.path.relative_to(run) if source.path.is_relative_to(run) else source.path}`",
+             f"- chat template: `{source.chat_style or 'the base model’s'}`; decoding defaults (generation_config."
+             f"json): temperature {GENERATION_DEFAULTS['temperature']}, top-p {GENERATION_DEFAULTS['top_p']} "
+             "(paper App. B)",
+             f"- lineage: git `{(manifest.get('git_sha') or 'unknown')[:12]}`, config sha256 "
+             f"`{manifest.get('config_sha256', '?')[:16]}`, seed {manifest.get('seed', '?')}", "",
+             "## Evaluation", "", "From the run's report (`nemo-cascade report RUN_DIR`):", ""]
+    report = render_markdown(load_run(run)).split("\n", 1)[1]  # drop the report's own title
+    report = report.replace("\n## ", "\n### ")
+    (folder / "README.md").write_text("\n".join(lines) + report)
+    if (run / "report.png").is_file():
+        shutil.copy2(run / "report.png", folder / "report.png")
+    return folder / "README.md"
+
+
+# ------------------------------------------------------------------------------------------- HF → ckpt
+def from_hf(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, pp: int = 1) -> Path:
+    """A weights-only checkpoint of the HF folder in the actor's TP × PP layout (local layer spec names)."""
+    hf_dir = Path(hf_dir)
+    spec = A.read_hf_config(hf_dir)
+    A.check_parallel(spec, tp, pp, where="convert from-hf: --tp/--pp")
+    reader = SafetensorsReader(hf_dir)
+    head = "score" if A.is_reward_model(spec) else "lm"
+    per_stage = spec.num_layers // pp
+    shards: dict[tuple[int, int], dict[str, torch.Tensor]] = {(t, p): {} for t in range(tp) for p in range(pp)}
+    for entry in T.expand(T.rules_for(spec.arch, spec.tied_embeddings, head=head), spec.num_layers):
+        full = T.to_megatron(entry, [reader.get(h) for h in entry.hf], spec.geometry)
+        stages = [0] if entry.layer is None else [entry.layer // per_stage]
+        if entry.megatron in ("decoder.final_layernorm.weight", "output_layer.weight"):
+            stages = [pp - 1]
+        for p in stages:
+            for t in range(tp):
+                shards[(t, p)][_local_name(entry, p, per_stage)] = T.shard(full, entry.rule.tp, t, tp).clone()
+    return checkpoint.write_weights(out_dir, shards, tp, pp, state={"converted_from": str(hf_dir)})
+
+
+# -------------------------------------------------------------------------------------------- verify
+def verify(folder: str | Path, reference: str | Path | None = None, prompt: str = "What is 2+3?") -> dict:
+    """Load ``folder`` with transformers (fp32) and run ``prompt``; with ``reference``, also compare every
+    tensor and the logits. Returns ``{"tensors_equal", "max_logit_diff", "greedy"}``; raises ConvertError
+    when the folder does not load or differs from the reference."""
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = Path(folder)
+    spec = A.read_hf_config(folder)
+    cls = AutoModelForSequenceClassification if A.is_reward_model(spec) else AutoModelForCausalLM
+    try:
+        model = cls.from_pretrained(str(folder), dtype=torch.float32).eval()
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError) as e:
+        raise ConvertError(f"{folder}: transformers cannot load it ({type(e).__name__}: "
+                           f"{str(e).splitlines()[0][:200]})") from None
+    if tokenizer.chat_template:  # an instruct model answers a chat turn, not raw text
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                            return_tensors="pt", return_dict=True)["input_ids"]
+    else:
+        ids = tokenizer(prompt, return_tensors="pt").input_ids
+    with torch.no_grad():
+        logits = model(ids).logits
+    report = {"tensors_equal": None, "max_logit_diff": None, "greedy": None}
+    if not torch.isfinite(logits).all():
+        raise ConvertError(f"{folder}: non-finite logits on {prompt!r}")
+    if cls is AutoModelForCausalLM:
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=16, do_sample=False)
+        report["greedy"] = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    if reference is not None:
+        a, b = SafetensorsReader(folder), SafetensorsReader(reference)
+        if sorted(a.names()) != sorted(b.names()):
+            raise ConvertError(f"{folder}: tensor names differ from {reference} "
+                               f"({sorted(set(a.names()) ^ set(b.names()))[:3]})")
+        differ = [n for n in a.names() if not torch.equal(a.get(n).float(), b.get(n).float())]
+        ref = cls.from_pretrained(str(reference), dtype=torch.float32).eval()
+        with torch.no_grad():
+            report["max_logit_diff"] = float((ref(ids).logits - logits).abs().max())
+        report["tensors_equal"] = not differ
+    return report
+
+
+__all__ = ["Source", "ConvertError", "GENERATION_DEFAULTS", "resolve", "checkpoint_tensors", "to_hf", "from_hf",
+           "verify", "write_model_card"]
