@@ -1,0 +1,283 @@
+"""Nemotron-Cascade-8B, the unified thinking/instruct model (PAPER.md §1, [MC8]), at the paper's scale:
+
+    [SFT 16K → SFT 32K]  →  RLHF → IF-RL (IFEval, then IFBench taxonomy) → math RL → code RL → SWE RL
+
+Each stage starts from the previous one's checkpoint (§4.1). ``recipe()`` is the RL cascade from an SFT
+checkpoint (the released ``Nemotron-Cascade-8B-SFT`` of [MCI], or your own); ``with_sft()`` adds the two SFT
+stages of Table 14 in front and starts from Qwen3-8B-Base. Both read the environment when called:
+
+- ``NEMO_CASCADE_MODELS`` (default ``models``): HF folders ``Qwen3-8B-Base`` and ``Nemotron-Cascade-8B-SFT``;
+- ``NEMO_CASCADE_DATA`` (default ``data/nemotron-cascade``): one jsonl/parquet file per stage (docs/recipes.md
+  says where each comes from and how to fetch it);
+- ``NEMO_CASCADE_RM_URL``: the served 72B Bradley–Terry RM (recipes/reward_model_72b.py, §4.2) for RLHF and
+  the thinking models' IF reward; ``NEMO_CASCADE_JUDGE_URL``: the served Kimi-Dev-72B judge of SWE RL (Eq. 2).
+
+A paper sub-stage whose temperature or prompt length changes (math 40K at T=0.8, code 48K at T=0.8, SWE input
+16K → 24K) is its own stage that carries the optimizer over (``boundary.optimizer="carry"``): a length phase
+(``LengthPhase``) changes only the response budget and the overlong policy. Sub-stages over the same prompt set
+also continue its stream and epoch-filter state (``boundary.data="continue"``).
+
+"12K", "24K", … are multiples of 1024 tokens (the native context "32K" is 32768, [MCI]). Every number cites its
+source; "ours" marks what the paper does not report. The other paper recipes (8B-Thinking, 14B-Thinking) are
+built from the stage builders below with their own numbers. docs/recipes.md tabulates all of it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from nemo_cascade.config import (GRPO, Actor, Boundary, Cascade, Data, Gate, LengthPhase, Model, Parallel, Reward,
+                                 Rollout, Stage)
+
+K = 1024
+"""The paper's "K" of token lengths (24K = 24576)."""
+
+CARRY = Boundary(optimizer="carry", data="continue")
+"""A later part of one paper stage over the same prompts: Adam moments, step count, prompt stream and epoch-filter
+state go on (the paper numbers these parts' steps continuously, e.g. math 0–190, 190–430, 430–500, T17)."""
+
+GATE_SUITES = ("ifeval", "ifbench", "aime24", "aime25", "humaneval", "mbpp", "swe")
+"""The forgetting gate after every stage (§4.1.1, T2/T4–T8), each suite with the paper's App. B decoding and its
+avg@K. LiveCodeBench, MMLU(-Pro), GPQA and ArenaHard have no suite here: HumanEval/MBPP stand in for code. The
+RM-scored ``rlhf`` suite needs a reward_model stage in the cascade, and the 72B RM is served from outside."""
+
+
+def models_dir() -> str:
+    return os.environ.get("NEMO_CASCADE_MODELS", "models")
+
+
+def data_dir() -> str:
+    return os.environ.get("NEMO_CASCADE_DATA", "data/nemotron-cascade")
+
+
+def rm_url() -> str:
+    """The 72B Bradley–Terry RM (§4.2) served with ``vllm serve RM --runner pooling``; a placeholder by default."""
+    return os.environ.get("NEMO_CASCADE_RM_URL", "http://localhost:8000")
+
+
+def judge_url() -> str:
+    """Kimi-Dev-72B served with ``vllm serve`` for SWE RL's P("YES") (§4.7, Eq. 2); a placeholder by default."""
+    return os.environ.get("NEMO_CASCADE_JUDGE_URL", "http://localhost:8001")
+
+
+def data(path: str) -> Data:
+    return Data(source=f"{data_dir()}/{path}")
+
+
+# ------------------------------------------------------------------------------------------------ SFT (T14)
+
+def sft_stages(steps: tuple[int, int], lrs: tuple[float, float]) -> tuple[Stage, Stage]:
+    """The two SFT stages of §3.1.1 / T14 (same hyperparameters for the unified and thinking models).
+
+    Rows carry their own mode: a user turn with ``"mode": "no_think"`` gets `` /no_think`` (§3.1.2); the rest
+    are thinking rows, which is most of the data (reasoning, tool calling and SWE are thinking only, §3.2–3.3)."""
+    stage1, stage2 = steps
+    lr1, lr2 = lrs
+    actor = Actor(lr_schedule="cosine", min_lr=0.0,  # T14: cosine to 0
+                  weight_decay=1e-4)                 # T14; AdamW β = (0.9, 0.95) is the Actor default
+    general = data("sft-stage-1/general.jsonl")  # §3.2: 2.8M general + 1.2M knowledge samples, both stages
+    sft1 = Stage(
+        name="sft_16k", kind="sft", mode="think", steps=stage1,  # T14: 1 epoch = 20K (8B) / 22K (14B) steps
+        data=general,
+        extra_data=(data("sft-stage-1/math.jsonl"),      # §3.3: 2.77M samples (R1, ≤16K)
+                    data("sft-stage-1/code.jsonl"),      # §3.3: 1.42M samples
+                    data("sft-stage-1/science.jsonl")),  # §3.3: 289K samples
+        sft_batch_size=256,    # T14: global batch 256
+        sft_max_tokens=16 * K,  # T14: stage 1 is 16K
+        actor=replace(actor, lr=lr1, warmup_steps=stage1 // 100),  # T14 max LR; warm-up not reported: ours, 1%
+        checkpoint_every=500,  # ours: an 8B checkpoint with Adam state is ~100 GB
+    )
+    science2 = data("sft-stage-2/science.jsonl")
+    swe = data("sft-swe/swe.jsonl")
+    sft2 = replace(
+        sft1, name="sft_32k", steps=stage2,  # T14: 1 epoch = 32K (8B) / 41K (14B) steps
+        data=general,  # §3.1.1: stage 2 re-uses the general data
+        extra_data=(data("sft-stage-2/math.jsonl"),          # §3.3: 1.88M samples (R1-0528, ≤32K)
+                    data("sft-stage-2/code.jsonl"),          # §3.3: 1.39M samples
+                    science2, science2,                      # §3.3: stage-2 science upsampled 2×
+                    data("sft-stage-2/tool_calling.jsonl"),  # §3.3: 310K conversations, stage 2 only
+                    swe, swe, swe),                          # §3.3: Agentless SWE upsampled 3× in stage 2
+        sft_max_tokens=32 * K,  # T14: stage 2 is 32K
+        actor=replace(actor, lr=lr2, warmup_steps=stage2 // 100),
+    )
+    return sft1, sft2
+
+
+# ------------------------------------------------------------------------------------------------ RL (T15–T20)
+
+RL_ACTOR = Actor(lr=2e-6)
+"""T15–T17: 2e-6. AdamW β = (0.9, 0.95) (§4.1.2) is the default; constant LR, no warm-up, no weight decay and
+gradient clipping 1.0 are not reported (ours: the defaults)."""
+
+RL_GRPO = GRPO(group_size=8, prompts_per_step=128, drop_zero_variance_groups=False)
+"""T15–T19: G = 8; 128 prompts per step for math/code (RLHF/IF: 256). Strict on-policy GRPO with token-level
+loss, KL 0, no reward shaping (§4.1.2) are the defaults. Groups with equal rewards stay in the token mean: the
+paper filters them only in IF-RL (§4.4.2)."""
+
+RL_ROLLOUT = Rollout(top_p=0.95)
+"""T15–T20: top-p 0.95 in every stage; top-k off except IF-RL."""
+
+
+def rl_stage(name: str, domain: str, path: str, steps: int, mode: str, **sections) -> Stage:
+    return Stage(name=name, kind="grpo", domain=domain, data=data(path), steps=steps, mode=mode,
+                 **{"actor": RL_ACTOR, "grpo": RL_GRPO, **sections})
+
+
+def rlhf(steps: int, mode: str) -> Stage:
+    """RLHF (§4.3, T15) on the 72B RM's score of the post-``</think>`` answer (§4.3.2)."""
+    return rl_stage(
+        "rlhf", "rlhf", "rlhf/prompts.jsonl", steps, mode,  # §4.3.1: RM prompts without math / competitive code
+        grpo=replace(RL_GRPO, prompts_per_step=256),  # T15: 256 × 8 (the text says 128)
+        rollout=replace(RL_ROLLOUT, temperature=0.6,  # T15: 0.6 / 0.95
+                        max_prompt_tokens=4 * K,      # not reported: ours
+                        max_response_tokens=12 * K),  # T15: 12K, no overlong filtering (grpo.overlong none)
+        reward=Reward(reward_model_url=rm_url(),           # §4.2–4.3: the 72B Bradley–Terry RM, no shaping
+                      code_switch_penalty="batch_min_minus_10"))  # §4.3.2
+
+
+def if_rl(name: str, path: str, steps: int, mode: str, max_response: int, overlong: str,
+          rm_bonus: bool) -> Stage:
+    """One IF-RL sub-stage (§4.4, T16): IFEval taxonomy first, then IFBench taxonomy."""
+    return rl_stage(
+        name, "ifeval", path, steps, mode,
+        grpo=replace(RL_GRPO, prompts_per_step=256,  # T16: 256 × 8 (the text says 128)
+                     overlong=overlong,
+                     drop_zero_variance_groups=True,  # §4.4.2: dynamic filtering of all-0 / all-1 groups
+                     refill_max_rounds=3),            # §4.4.2 DAPO-style; the number of extra rounds is ours
+        rollout=replace(RL_ROLLOUT, temperature=0.6, top_k=20,  # T16: 0.6 / 0.95, top-k 20
+                        max_prompt_tokens=2 * K,                # not reported: ours
+                        max_response_tokens=max_response),
+        # §4.4.2: thinking models add sigmoid(group-normalised RM score) when every constraint passes
+        reward=Reward(code_switch_penalty="none",  # none reported for IF-RL
+                      if_rm_bonus=rm_bonus, reward_model_url=rm_url() if rm_bonus else ""),
+    )
+
+
+def math_rl(name: str, steps: int, temperature: float, lr: float, phases: tuple[LengthPhase, ...],
+            boundary: Boundary = Boundary()) -> Stage:
+    """Math RL (§4.5, T17–T18) on Nemotron-Cascade-RL-Math with epoch-level filtering (§4.5.2)."""
+    first = phases[0]
+    return rl_stage(
+        name, "math", "rl-math/train.jsonl", steps, "think",  # [DM]: 14,476 problems
+        actor=replace(RL_ACTOR, lr=lr),
+        grpo=replace(RL_GRPO, overlong=first.overlong,  # the phases below set it for their steps
+                     epoch_filter=True),  # §4.5.2: drop 0% / 100% prompts, re-admit at 0.10 / 0.01 (defaults)
+        rollout=replace(RL_ROLLOUT, temperature=temperature,
+                        max_prompt_tokens=2 * K,  # not reported: ours
+                        max_response_tokens=first.max_response_tokens),
+        length_curriculum=phases if len(phases) > 1 else (),
+        reward=Reward(code_switch_penalty="-1"),  # §4.5: −1 for code-switching
+        boundary=boundary,
+    )
+
+
+def code_rl(name: str, steps: int, temperature: float, max_response: int,
+            boundary: Boundary = Boundary()) -> Stage:
+    """Code RL (§4.6, T19): binary pass-all-tests reward in the sandbox, no overlong filtering."""
+    return rl_stage(
+        name, "code", "rl-code/train.jsonl", steps, "think",  # §4.6.1: 9.8K AceReason problems
+        actor=replace(RL_ACTOR, lr=4e-6),  # T19
+        rollout=replace(RL_ROLLOUT, temperature=temperature,
+                        max_prompt_tokens=4 * K,  # not reported: ours
+                        max_response_tokens=max_response),
+        reward=Reward(code_switch_penalty="0"),  # §4.6: 0, because −1 hurt
+        boundary=boundary,
+    )
+
+
+def swe_rl(name: str, steps: int, max_prompt: int, overlong: str, boundary: Boundary = Boundary()) -> Stage:
+    """Agentless code-repair RL (§4.7, T20) with the execution-free reward of Eq. 2 (Kimi-Dev-72B judge)."""
+    return rl_stage(
+        name, "swe", "rl-swe/train.jsonl", steps, "think",  # [DS] Nemotron-Cascade-RL-SWE, prompts ≥ 8K (§4.7)
+        actor=replace(RL_ACTOR, lr=2.5e-6),  # T20
+        grpo=replace(RL_GRPO, group_size=16, overlong=overlong),  # T20: 128 × 16
+        rollout=replace(RL_ROLLOUT, temperature=1.0,  # T20: 1.0 / 0.95
+                        max_prompt_tokens=max_prompt, max_response_tokens=16 * K),  # T20: 16K output
+        reward=Reward(judge_url=judge_url(),  # T12: the semantic (judge) reward was chosen over the lexical one
+                      code_switch_penalty="none"),  # none reported for SWE RL
+        boundary=boundary,
+    )
+
+
+# Math, code and SWE RL run in thinking mode ("think" above; inferred, not stated): the paper confines only IF-RL
+# to one mode for the unified model (non-thinking, §4.4.2), and these stages' 16–48K budgets are reasoning budgets.
+
+def math_8b() -> tuple[Stage, Stage]:
+    """T17 (both 8B models): 24K filter (steps 0–190) → 32K zero (190–430) at T=1.0, then 40K zero (430–500)
+    at T=0.8."""
+    return (
+        math_rl("math", 430, temperature=1.0, lr=2e-6,  # T17 (the text says 2e-6 or 2.5e-6)
+                phases=(LengthPhase(190, 24 * K, "filter"),  # §4.5.2: the 24K "compression" stage skips overlong
+                        LengthPhase(240, 32 * K, "zero"))),  # §4.5.2: 32K, truncated samples score 0
+        math_rl("math_40k", 70, temperature=0.8, lr=2e-6, phases=(LengthPhase(70, 40 * K, "zero"),),
+                boundary=CARRY),  # T17: 430–500 at 40K
+    )
+
+
+def swe_8b() -> tuple[Stage, Stage]:
+    """T20 (both 8B models): input 16K with overlong filtering (steps 0–30), then 24K without (30–60)."""
+    return (
+        swe_rl("swe", 30, max_prompt=16 * K, overlong="filter"),
+        # A longer prompt limit admits more prompts: a new prompt set, so only the optimizer carries over.
+        swe_rl("swe_24k", 30, max_prompt=24 * K, overlong="none",  # T13: 24K was best for the 8B
+               boundary=Boundary(optimizer="carry")),
+    )
+
+
+def rl_stages() -> tuple[Stage, ...]:
+    return (
+        rlhf(800, mode="half"),  # T15: 800 steps (8B); §4.3.2 / Fig. 9: half-half thinking / non-thinking batches
+        # T16 unified: 8K / 8K, no overlong filtering, 2300 + 800 steps, non-thinking only (§4.4.2), IF reward only
+        if_rl("if_ifeval", "rl-if/ifeval_taxonomy.jsonl", 2300, "no_think", 8 * K, "none", rm_bonus=False),
+        if_rl("if_ifbench", "rl-if/ifbench_taxonomy.jsonl", 800, "no_think", 8 * K, "none", rm_bonus=False),
+        *math_8b(),
+        # T19 unified 8B: 90 steps, 44K at T=1.0 then 48K at T=0.8. Where it switches is not reported: ours is
+        # after 64 steps, the thinking models' single-phase length (T19).
+        code_rl("code", 64, temperature=1.0, max_response=44 * K),
+        code_rl("code_48k", 26, temperature=0.8, max_response=48 * K, boundary=CARRY),
+        *swe_8b(),
+    )
+
+
+# ------------------------------------------------------------------------------------------------ the cascade
+
+PARALLEL = Parallel(tp=2, cp=2, dp=2, micro_batch_size=1, sequence_parallel=True, recompute="full")
+"""One 8×H100-80GB node. The paper reports no parallel layout (PAPER.md §3), only 8 nodes for code RL; ours:
+TP 2 × CP 2 (sequences of up to 52K tokens, T19) × DP 2, one sequence per microbatch, full recompute. Actor
+state ≈ 37 GB per GPU (bf16 weights 8 GB, fp32 grads 16 GB, Adam sharded over DP × CP 12 GB); the colocated
+vLLM engine holds a whole bf16 copy (16 GB) and ~20 GB of KV cache (~130K tokens) at 45% of the GPU."""
+
+SFT_PARALLEL = replace(PARALLEL, tp=4, cp=1)
+"""``with_sft()``: the actor splits sequences over CP ranks in GRPO stages only, and a cascade has one layout, so
+a cascade with SFT stages trades CP for TP: TP 4 × DP 2 on the same node (actor ≈ 25 GB per GPU; a 52K-token
+sequence fits without CP under full recompute)."""
+
+ENGINE_MEMORY = 0.45
+"""rollout.gpu_memory_utilization of every GRPO stage (one colocated engine serves them all)."""
+
+
+def cascade(name: str, hf_path: str, parallel: Parallel, stages: tuple[Stage, ...], engine_memory: float,
+            evaluate_base: bool = True) -> Cascade:
+    stages = tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=engine_memory))
+                   if s.kind == "grpo" else s for s in stages)
+    return Cascade(
+        name=name,
+        model=Model(hf_path=hf_path, dtype="bfloat16", transformer_impl="auto"),  # precision not reported: bf16
+        parallel=parallel, stages=stages,
+        gate=Gate(suites=GATE_SUITES, evaluate_base=evaluate_base),  # App. B decoding (Gate defaults), warn only
+        chat_style="cascade1",  # §3.1.2: " /think" / " /no_think" on each user turn, no empty think block
+    )
+
+
+def recipe() -> Cascade:
+    """RLHF → IF-RL → math → code → SWE from an SFT checkpoint ([MCI] releases the paper's)."""
+    return cascade("nemotron-cascade-8b", f"{models_dir()}/Nemotron-Cascade-8B-SFT", PARALLEL, rl_stages(),
+                   ENGINE_MEMORY)
+
+
+def with_sft() -> Cascade:
+    """SFT 16K → SFT 32K (T14) → the RL cascade, from Qwen3-8B-Base (§1)."""
+    sft = sft_stages(steps=(20_000, 32_000), lrs=(5e-5, 2e-5))  # T14, 8B column
+    # The pretrained base does not chat: no gate row before the first SFT stage.
+    return cascade("nemotron-cascade-8b", f"{models_dir()}/Qwen3-8B-Base", SFT_PARALLEL, (*sft, *rl_stages()),
+                   ENGINE_MEMORY, evaluate_base=False)

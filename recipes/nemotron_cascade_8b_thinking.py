@@ -1,0 +1,48 @@
+"""Nemotron-Cascade-8B-Thinking, the thinking-only 8B model (PAPER.md §1, [MC8T]):
+
+    [SFT 16K → SFT 32K]  →  RLHF → IF-RL (IFEval, then IFBench taxonomy) → math RL → code RL → SWE RL
+
+The unified 8B recipe (recipes/nemotron_cascade_8b.py: environment variables, stage builders, parallel plan)
+with the thinking model's deltas: every stage in thinking mode, IF-RL at 8K then 16K with overlong filtering in
+the second sub-stage and the RM bonus in its reward (§4.4.2, T16), and code RL in one phase at T=1.2 (T19).
+SFT (T14), math (T17) and SWE (T20) are the 8B numbers the two 8B models share. ``recipe()`` starts from your
+SFT checkpoint (no 8B-Thinking SFT checkpoint is released); ``with_sft()`` starts from Qwen3-8B-Base.
+"""
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
+
+from nemo_cascade.config import Cascade, Stage
+
+
+# recipes/ is not a package (the CLI loads recipes by path): the 8B recipe's stage builders, as a namespace
+base = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("nemotron_cascade_8b.py"))))
+K = base.K
+
+
+def rl_stages() -> tuple[Stage, ...]:
+    return (
+        base.rlhf(800, mode="think"),  # T15: 800 steps (8B); a thinking-only model
+        # T16 thinking: 8K then 16K, overlong filtering only in the second, 550 + 300 steps (8B-Thinking),
+        # reward R_IF + sigmoid(ẑ_RM) when every constraint passes, else 0 (§4.4.2)
+        base.if_rl("if_ifeval", "rl-if/ifeval_taxonomy.jsonl", 550, "think", 8 * K, "none", rm_bonus=True),
+        base.if_rl("if_ifbench", "rl-if/ifbench_taxonomy.jsonl", 300, "think", 16 * K, "filter", rm_bonus=True),
+        *base.math_8b(),  # T17
+        base.code_rl("code", 64, temperature=1.2, max_response=44 * K),  # T19 8B-Thinking: T=1.2, 44K, 64 steps
+        *base.swe_8b(),  # T20
+    )
+
+
+def recipe() -> Cascade:
+    """RLHF → IF-RL → math → code → SWE from your 8B-Thinking SFT checkpoint (``with_sft()`` makes one)."""
+    return base.cascade("nemotron-cascade-8b-thinking", f"{base.models_dir()}/Nemotron-Cascade-8B-Thinking-SFT",
+                        base.PARALLEL, rl_stages(), base.ENGINE_MEMORY)
+
+
+def with_sft() -> Cascade:
+    """SFT 16K → SFT 32K (T14: the unified model's hyperparameters) → the RL cascade, from Qwen3-8B-Base."""
+    sft = base.sft_stages(steps=(20_000, 32_000), lrs=(5e-5, 2e-5))  # T14, 8B column
+    return base.cascade("nemotron-cascade-8b-thinking", f"{base.models_dir()}/Qwen3-8B-Base", base.SFT_PARALLEL,
+                        (*sft, *rl_stages()), base.ENGINE_MEMORY, evaluate_base=False)

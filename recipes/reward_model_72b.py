@@ -1,0 +1,53 @@
+"""The RLHF reward model of Nemotron-Cascade (PAPER.md §4.2): a Bradley–Terry RM on Qwen2.5-72B-Instruct (a
+linear head on the last hidden state), trained for one epoch on 82K preference pairs. Its HF export
+(``runs/reward-model-72b/stages/0-rm/hf``, a ``*ForSequenceClassification`` folder) is what the policy recipes
+score RLHF with and the thinking models' IF-RL bonus: serve it with ``vllm serve EXPORT --runner pooling`` and
+set ``NEMO_CASCADE_RM_URL`` (recipes/nemotron_cascade_*.py). The policy cascades cannot train it themselves: a
+``reward_model`` stage starts from the policy's weights, and this RM has its own 72B base.
+
+Environment: ``NEMO_CASCADE_MODELS`` (default ``models``) holds ``Qwen2.5-72B-Instruct``; ``NEMO_CASCADE_DATA``
+(default ``data/nemotron-cascade``) holds ``rm/preference_pairs.jsonl`` (rows ``{"prompt", "chosen",
+"rejected"}``; docs/recipes.md says how to build it from HelpSteer2/3 and the synthetic pairs of §4.2).
+"""
+from __future__ import annotations
+
+import os
+
+from nemo_cascade.config import Actor, Cascade, Data, Model, Parallel, Stage
+
+PAIRS = 82_000
+"""§4.2: HelpSteer2 (10K) + HelpSteer3 without ties (36K) + synthetic off-topic pairs = 82K."""
+
+BATCH = 256
+"""§4.2: 256 pairs per step."""
+
+PARALLEL = Parallel(tp=8, pp=4, dp=2, micro_batch_size=2, sequence_parallel=True, recompute="selective")
+"""Eight 8×H100-80GB nodes (64 GPUs); the paper reports no layout (PAPER.md §3): ours. TP 8 inside a node
+(64 query / 8 KV heads), PP 4 (80 layers → 20 per stage), DP 2. Per GPU ≈ 27 GB of state (bf16 weights 4.5 GB,
+fp32 grads 9 GB, Adam sharded over DP 13.6 GB) plus the 1F1B schedule's in-flight microbatches. A microbatch is
+one pair (chosen + rejected must share it for the Bradley–Terry loss)."""
+
+
+def recipe() -> Cascade:
+    models = os.environ.get("NEMO_CASCADE_MODELS", "models")
+    data = os.environ.get("NEMO_CASCADE_DATA", "data/nemotron-cascade")
+    rm = Stage(
+        name="rm", kind="reward_model",
+        data=Data(source=f"{data}/rm/preference_pairs.jsonl"),  # §4.2: HelpSteer2 + HelpSteer3 + synthetic
+        steps=PAIRS // BATCH,  # §4.2: 1 epoch (longer was worse) = 320 steps of 256 pairs
+        rm_batch_size=BATCH,
+        rm_max_tokens=8192,  # not reported: ours (longer conversations keep their last tokens)
+        # §4.2: LR 2e-6, AdamW (β = (0.9, 0.95) as in every stage, §3.1.1); schedule, warm-up and weight decay are
+        # not reported (ours: the defaults, constant LR without decay)
+        actor=Actor(lr=2e-6),
+        # ours: the RM scores the answer after </think> (§4.3.2), so pairs are templated without thinking
+        mode="no_think",
+        checkpoint_every=50,  # ours: a 72B checkpoint with Adam state is ~1 TB
+    )
+    return Cascade(
+        name="reward-model-72b",
+        model=Model(hf_path=f"{models}/Qwen2.5-72B-Instruct",  # §4.2, T3: the best backbone (RewardBench 95.15)
+                    dtype="bfloat16", transformer_impl="auto"),  # precision not reported: bf16
+        parallel=PARALLEL, stages=(rm,),
+        chat_style="cascade1",  # the policies' template (§3.1.2): the RM reads what RLHF shows it
+    )
