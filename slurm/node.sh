@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One node of a multi-node nemo-cascade job. srun starts this once per node (inside the container); it starts
+# torchrun, whose GPUS_PER_NODE ranks join the other nodes' by c10d rendezvous at MASTER_ADDR:MASTER_PORT
+# (the batch step sets MASTER_ADDR to the job's first node) and run `python -m nemo_cascade.cli run ARGS...`.
+# Under torchrun the CLI runs the job in each rank instead of launching its own torchrun (TORCHELASTIC_RUN_ID).
+#
+#   bash slurm/node.sh RECIPE [KEY=VALUE ...] [--stage NAME]
+#
+# Used by slurm/cascade_*.sh and by the nemo-run Slurm tasks (nemo_cascade/launch.py).
+# NODE_SETUP: shell code run first on every node (e.g. "pip install --no-deps -e ."); TORCHRUN: the launcher.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source slurm/env.sh
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if [[ -n ${NODE_SETUP:-} ]]; then
+  eval "$NODE_SETUP"
+fi
+: "${MASTER_ADDR:?is unset: the batch step sets it to the first node of the job}"
+exec ${TORCHRUN:-torchrun} \
+  --nnodes="${SLURM_NNODES:-1}" --nproc_per_node="${GPUS_PER_NODE:-8}" \
+  --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:${MASTER_PORT:-29500}" --rdzv_id="${SLURM_JOB_ID:-nemo-cascade}" \
+  --max_restarts=0 \
+  -m nemo_cascade.cli run "$@"

@@ -1,0 +1,303 @@
+"""slurm/cascade_8b.sh and cascade_14b.sh, run for real with stand-ins for the Slurm commands.
+
+`srun`, `scontrol`, `sbatch` and `torchrun` are shell stubs on PATH that append their argv (and torchrun its
+environment) to files; the stub srun then runs its command as srun would on each node — here once, on this
+machine — so the path sbatch script → srun → slurm/node.sh → torchrun is exercised as written. With
+FAKE_SRUN_SLEEP the stub srun instead waits (a long training step), so the requeue trap can be signalled."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SLURM = ROOT / "slurm"
+SCRIPTS = {"cascade_8b.sh": (1, "recipes/nemotron_cascade_8b.py", "nemotron-cascade-8b"),
+           "cascade_14b.sh": (2, "recipes/nemotron_cascade_14b_thinking.py", "nemotron-cascade-14b-thinking")}
+HOSTS = ("gpu-node-001", "gpu-node-002", "gpu-node-003")
+
+STUBS = {
+    "srun": r"""#!/bin/bash
+if [[ -n ${FAKE_SRUN_SLEEP:-} ]]; then  # the trap first: the test signals once srun.argv exists
+  trap 'echo "srun got TERM" >> "$FAKE_LOG/calls"; kill $child 2>/dev/null; exit 143' TERM
+fi
+printf '%s\n' "$@" > "$FAKE_LOG/srun.argv"
+echo "srun $*" >> "$FAKE_LOG/calls"
+while [[ $# -gt 0 && $1 == -* ]]; do shift; done   # the srun options (all --opt=value): the rest is the command
+if [[ -n ${FAKE_SRUN_SLEEP:-} ]]; then
+  sleep "$FAKE_SRUN_SLEEP" & child=$!
+  wait $child
+  exit 0
+fi
+exec "$@"
+""",
+    "scontrol": r"""#!/bin/bash
+echo "scontrol $*" >> "$FAKE_LOG/calls"
+if [[ $1 == show && $2 == hostnames ]]; then printf '%s\n' """ + " ".join(HOSTS) + r"""; fi
+""",
+    "sbatch": r"""#!/bin/bash
+printf '%s\n' "$@" > "$FAKE_LOG/sbatch.argv"
+echo "sbatch $*" >> "$FAKE_LOG/calls"
+echo "Submitted batch job 4242"
+""",
+    "torchrun": r"""#!/bin/bash
+printf '%s\n' "$@" > "$FAKE_LOG/torchrun.argv"
+env > "$FAKE_LOG/torchrun.env"
+echo "torchrun $*" >> "$FAKE_LOG/calls"
+""",
+}
+
+
+@pytest.fixture
+def harness(tmp_path):
+    """(run, log): run(script, *args, env=..., ...) starts a job script under the stubs; log holds their records."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "log"
+    bin_dir.mkdir()
+    log.mkdir()
+    for name, text in STUBS.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    prefixes = ("SLURM_", "NCCL_", "WANDB_", "TORCH", "VLLM_", "HF_", "CUDA_", "NEMO_CASCADE_")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    base.update(PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_LOG=str(log), RUN_DIR=str(tmp_path / "runs"),
+                REPO_MOUNT=str(ROOT))  # the container path of the checkout = the checkout: the stub srun runs it
+    for k in ("CONTAINER_IMAGE", "CONTAINER", "RUN_NAME", "RECIPE", "REPO_DIR", "DATA_DIR", "MODELS_DIR",
+              "NODES", "ACCOUNT", "PARTITION", "DRY_RUN", "MAX_REQUEUES", "REQUEUE_ON_TERM", "MASTER_ADDR",
+              "CACHE_DIR", "GPUS_PER_NODE", "MASTER_PORT", "NODE_SETUP", "EXTRA_MOUNTS", "WANDB", "TIME", "QOS"):
+        base.pop(k, None)
+
+    def start(script, *args, job=True, nodes=4, env=None, script_path=None):
+        e = dict(base)
+        if job:
+            e.update(SLURM_JOB_ID="777", SLURM_NNODES=str(nodes), SLURM_JOB_NODELIST="gpu-node-[001-004]",
+                     SLURM_SUBMIT_DIR=str(ROOT))
+        e.update(env or {})
+        return subprocess.Popen(["bash", str(script_path or SLURM / script), *args], env=e, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def run(script, *args, **kw):
+        proc = start(script, *args, **kw)
+        out, err = proc.communicate(timeout=60)
+        return proc.returncode, out, err
+
+    run.start = start
+    return run, log
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def _env(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def _sbatch_options(script: str) -> dict[str, str]:
+    opts = {}
+    for line in (SLURM / script).read_text().splitlines():
+        if line.startswith("#SBATCH --"):
+            key, _, value = line[len("#SBATCH --"):].partition("=")
+            opts[key] = value
+    return opts
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in SLURM.glob("*.sh")))
+def test_bash_syntax(script):
+    proc = subprocess.run(["bash", "-n", str(SLURM / script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_sbatch_header(script):
+    opts = _sbatch_options(script)
+    assert opts["nodes"] == str(SCRIPTS[script][0]) and opts["gpus-per-node"] == "8"
+    assert opts["ntasks-per-node"] == "1", "one srun task per node: torchrun starts the node's 8 ranks"
+    assert opts["signal"] == "B:USR1@120", "USR1 to the batch shell only (torchrun would die of it), 2 min ahead"
+    assert "requeue" in opts and opts["open-mode"] == "append" and opts["time"] and opts["job-name"]
+    assert opts["output"]
+    assert os.access(SLURM / script, os.X_OK)
+
+
+def test_scripts_state_only_their_deltas():
+    """The shared parts live in common.sh: the two job scripts differ only in their own settings."""
+    a, b = ((SLURM / s).read_text().splitlines() for s in SCRIPTS)
+    differing = [x for x in set(a) ^ set(b) if not x.startswith("#") or x.startswith("#SBATCH")]
+    assert sorted(differing) == sorted([
+        "#SBATCH --job-name=nemo-cascade-8b", "#SBATCH --job-name=nemo-cascade-14b",
+        "#SBATCH --nodes=1", "#SBATCH --nodes=2",
+        ': "${RECIPE:=recipes/nemotron_cascade_8b.py}"', ': "${RECIPE:=recipes/nemotron_cascade_14b_thinking.py}"',
+        ': "${RUN_NAME:=nemotron-cascade-8b}"', ': "${RUN_NAME:=nemotron-cascade-14b-thinking}"'])
+    for s in SCRIPTS:
+        code = [x for x in (SLURM / s).read_text().splitlines() if not x.startswith("#")]
+        assert not [x for x in code if "srun" in x or "torchrun" in x]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
+    run, log = harness
+    nodes, recipe, name = SCRIPTS[script]
+    code, out, err = run(script, "stages.math.steps=3", nodes=nodes)
+    assert code == 0, err
+    srun = _lines(log / "srun.argv")
+    cut = srun.index("bash")
+    opts, cmd = srun[:cut], srun[cut:]
+    assert f"--nodes={nodes}" in opts and "--ntasks-per-node=1" in opts and "--kill-on-bad-exit=1" in opts
+    assert "--container-image=nvcr.io/nvidia/nemo:25.09" in opts
+    mounts = next(o for o in opts if o.startswith("--container-mounts=")).split("=", 1)[1].split(",")
+    assert mounts == [f"{ROOT}:{ROOT}", f"{tmp_path}/runs:/runs", f"{ROOT}/data:/data", f"{ROOT}/models:/models"]
+    assert f"--container-workdir={ROOT}" in opts
+    assert cmd == ["bash", f"{ROOT}/slurm/node.sh", recipe, "run_root=/runs", f"name={name}", "wandb=true",
+                   "stages.math.steps=3"]
+    assert _lines(log / "torchrun.argv") == [
+        f"--nnodes={nodes}", "--nproc_per_node=8", "--rdzv_backend=c10d", f"--rdzv_endpoint={HOSTS[0]}:29500",
+        "--rdzv_id=777", "--max_restarts=0", "-m", "nemo_cascade.cli", "run", recipe, "run_root=/runs",
+        f"name={name}", "wandb=true", "stages.math.steps=3"]
+    env = _env(log / "torchrun.env")
+    assert env["MASTER_ADDR"] == HOSTS[0] and env["MASTER_PORT"] == "29500"
+    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1" and env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    assert env["NCCL_SOCKET_IFNAME"] == "^lo,docker" and env["NCCL_IB_DISABLE"] == "0"
+    assert env["WANDB_MODE"] == "offline" and env["WANDB_PROJECT"] == "nemo-cascade"
+    assert env["WANDB_RUN_GROUP"] == name and env["WANDB_RESUME"] == "allow"
+    assert env["WANDB_DIR"] == f"/runs/{name}"
+    assert env["VLLM_CACHE_ROOT"] == "/runs/.cache/vllm" and env["HF_HOME"] == "/runs/.cache/huggingface"
+    assert env["PYTHONPATH"].split(":")[0] == str(ROOT)
+    assert env["NEMO_CASCADE_MODELS"] == "/models" and env["NEMO_CASCADE_DATA"] == "/data/nemotron-cascade"
+    assert (tmp_path / "runs").is_dir()
+
+
+def test_settings_by_environment(harness, tmp_path):
+    run, log = harness
+    code, _, err = run("cascade_14b.sh", nodes=2, env={
+        "CONTAINER": "registry.example/cascade:1", "RUN_NAME": "my-run", "DATA_DIR": "/lustre/data",
+        "MODELS_DIR": "/lustre/models", "EXTRA_MOUNTS": "/scratch:/scratch", "NCCL_SOCKET_IFNAME": "ib0",
+        "NCCL_IB_HCA": "mlx5_0,mlx5_3", "WANDB_API_KEY": "k", "WANDB": "0", "GPUS_PER_NODE": "4",
+        "MASTER_PORT": "31000", "RECIPE": "recipes/tiny.py:math_only", "NODE_SETUP": "export FROM_SETUP=yes"})
+    assert code == 0, err
+    opts = _lines(log / "srun.argv")
+    assert "--container-image=registry.example/cascade:1" in opts
+    mounts = next(o for o in opts if o.startswith("--container-mounts="))
+    assert "/lustre/data:/data" in mounts and "/lustre/models:/models" in mounts
+    assert mounts.endswith(",/scratch:/scratch")
+    torchrun = _lines(log / "torchrun.argv")
+    assert "--nproc_per_node=4" in torchrun and "--nnodes=2" in torchrun
+    assert f"--rdzv_endpoint={HOSTS[0]}:31000" in torchrun
+    assert torchrun[-3:] == ["recipes/tiny.py:math_only", "run_root=/runs", "name=my-run"], "WANDB=0: no wandb=true"
+    env = _env(log / "torchrun.env")
+    assert env["NCCL_SOCKET_IFNAME"] == "ib0" and env["NCCL_IB_HCA"] == "mlx5_0,mlx5_3"
+    assert env["WANDB_MODE"] == "online" and env["WANDB_RUN_GROUP"] == "my-run"
+    assert env["FROM_SETUP"] == "yes", "NODE_SETUP runs on the node before torchrun"
+
+
+def test_without_container(harness, tmp_path):
+    run, log = harness
+    code, _, err = run("cascade_8b.sh", env={"CONTAINER_IMAGE": "none", "REPO_MOUNT": ""})
+    assert code == 0, err
+    opts = _lines(log / "srun.argv")
+    assert not [o for o in opts if o.startswith("--container")]
+    assert opts[opts.index("bash") + 1] == f"{ROOT}/slurm/node.sh"
+    assert f"run_root={tmp_path}/runs" in _lines(log / "torchrun.argv"), "no container: the host's runs folder"
+
+
+def test_slurm_runs_a_spooled_copy(harness, tmp_path):
+    """sbatch runs a copy of the script from slurmd's spool folder: common.sh is found via SLURM_SUBMIT_DIR."""
+    run, log = harness
+    spool = tmp_path / "spool" / "job777"
+    spool.mkdir(parents=True)
+    shutil.copy(SLURM / "cascade_8b.sh", spool / "slurm_script")
+    code, _, err = run(None, script_path=spool / "slurm_script")
+    assert code == 0, err
+    assert (log / "torchrun.argv").is_file()
+
+
+def test_outside_a_job_the_script_submits_itself(harness, tmp_path):
+    run, log = harness
+    code, _, err = run("cascade_14b.sh", "stages.sft.steps=1", job=False,
+                       env={"ACCOUNT": "acct", "PARTITION": "batch", "NODES": "2", "TIME": "01:00:00"})
+    assert code == 0, err
+    argv = _lines(log / "sbatch.argv")
+    assert argv == [f"--chdir={ROOT}", f"--output={tmp_path}/runs/slurm-logs/%x-%j.log", "--account=acct",
+                    "--partition=batch", "--nodes=2", "--time=01:00:00", str(SLURM / "cascade_14b.sh"),
+                    "stages.sft.steps=1"]
+    assert (tmp_path / "runs" / "slurm-logs").is_dir(), "Slurm cannot create the log file's folder itself"
+    assert not (log / "srun.argv").exists()
+
+
+def test_dry_run_prints_and_runs_nothing(harness):
+    run, log = harness
+    code, out, err = run("cascade_14b.sh", "x.y=1", env={"DRY_RUN": "1"})
+    assert code == 0, err
+    assert out.startswith("+ srun --nodes=4 --ntasks-per-node=1") and out.rstrip().endswith("wandb=true x.y=1")
+    assert not (log / "srun.argv").exists()
+    code, out, _ = run("cascade_14b.sh", job=False, env={"DRY_RUN": "1", "ACCOUNT": "a"})
+    assert code == 0 and out.startswith("+ sbatch ") and "--account=a" in out and not (log / "sbatch.argv").exists()
+
+
+def test_restart_is_idempotent(harness, tmp_path):
+    """A requeued job runs the same command on the same run folder and leaves the run's files alone."""
+    run, log = harness
+    run_dir = tmp_path / "runs" / "nemotron-cascade-8b"
+    (run_dir / "stages" / "0-sft" / "checkpoint" / "step_000010").mkdir(parents=True)
+    (run_dir / "manifest.json").write_text('{"stages": {"sft": {"status": "running"}}}')
+    before = sorted(str(p) for p in run_dir.rglob("*"))
+    code, _, err = run("cascade_8b.sh")
+    first = _lines(log / "torchrun.argv")
+    code2, _, err2 = run("cascade_8b.sh", env={"SLURM_RESTART_COUNT": "1"})
+    assert code == code2 == 0, err + err2
+    assert _lines(log / "torchrun.argv") == first
+    assert sorted(str(p) for p in run_dir.rglob("*")) == before
+    assert "continuing the existing run" in err2
+
+
+def _start_and_signal(harness, sig, env):
+    run, log = harness
+    proc = run.start("cascade_8b.sh", env={"FAKE_SRUN_SLEEP": "60", **env})
+    deadline = time.monotonic() + 30
+    while not (log / "srun.argv").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.2)  # the batch shell is in `wait` by now
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    calls = _lines(log / "calls")
+    return proc.returncode, [c for c in calls if c.startswith("scontrol requeue")], calls, err
+
+
+def test_usr1_requeues_once(harness):
+    code, requeues, calls, err = _start_and_signal(harness, signal.SIGUSR1, {"SLURM_RESTART_COUNT": "2"})
+    assert requeues == ["scontrol requeue 777"], calls
+    assert "srun got TERM" in calls, "the running step is stopped (its last checkpoint is where the job resumes)"
+    assert code == 0 and "requeueing job 777 (restart 3 of at most 50)" in err
+
+
+def test_usr1_then_the_requeues_term_requeues_once(harness):
+    """scontrol requeue makes Slurm SIGTERM the batch shell: that must not requeue again (REQUEUE_ON_TERM=1)."""
+    run, log = harness
+    proc = run.start("cascade_8b.sh", env={"FAKE_SRUN_SLEEP": "60", "REQUEUE_ON_TERM": "1"})
+    while not (log / "srun.argv").exists():
+        time.sleep(0.05)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGUSR1)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert [c for c in _lines(log / "calls") if c.startswith("scontrol requeue")] == ["scontrol requeue 777"]
+
+
+def test_no_requeue_past_the_maximum(harness):
+    code, requeues, calls, err = _start_and_signal(harness, signal.SIGUSR1,
+                                                   {"SLURM_RESTART_COUNT": "3", "MAX_REQUEUES": "3"})
+    assert requeues == [], calls
+    assert "srun got TERM" in calls and code != 0
+    assert "not requeueing: job 777 was restarted 3 times (MAX_REQUEUES=3)" in err
+
+
+def test_term_requeues_only_when_asked(harness):
+    code, requeues, calls, _ = _start_and_signal(harness, signal.SIGTERM, {})
+    assert requeues == [] and "srun got TERM" in calls and code != 0, "scancel must stop the job"
+
+
+def test_term_requeues_with_requeue_on_term(harness):
+    code, requeues, _, _ = _start_and_signal(harness, signal.SIGTERM, {"REQUEUE_ON_TERM": "1"})
+    assert requeues == ["scontrol requeue 777"] and code == 0
