@@ -65,6 +65,9 @@ def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2) ->
         shutil.rmtree(tmp, ignore_errors=True)  # a crashed earlier attempt at this step
         tmp.mkdir(parents=True)
     dist.barrier()
+    # With parallel.overlap_param_gather the last optimizer step left each DP rank with only its own shard of
+    # the weights current (the next forward would all-gather the rest); the model files need them whole.
+    actor.finish_param_gather()
     try:
         hashes, problem = _write_rank_files(tmp, actor), None
     except OSError as e:  # disk full, quota: report it instead of leaving the other ranks waiting
@@ -156,7 +159,7 @@ def read_model_shard(ckpt_dir: str | Path, meta: dict, tp_rank: int, pp_rank: in
     """One TP×PP shard's parameters ``{megatron name: tensor}`` (PP-local layer numbers), sha256-verified."""
     path = Path(ckpt_dir) / f"model_tp{tp_rank:02d}_pp{pp_rank:02d}.pt"
     _check_file(path, meta["files"].get(path.name))
-    params = _torch_load(path)
+    params = _torch_load(path, mmap=True)
     if not isinstance(params, dict) or not all(isinstance(t, torch.Tensor) for t in params.values()):
         raise CheckpointError(f"{path}: expected a dict of parameter name -> tensor")
     return params
@@ -406,10 +409,11 @@ def _read_rank_files(ckpt: Path, actor, schedule: bool = True) -> tuple[dict, di
     return params, train
 
 
-def _torch_load(path: Path):
+def _torch_load(path: Path, mmap: bool = False):
     # weights_only: the files hold only tensors and plain containers, so nothing executable is unpickled.
+    # mmap: tensors stay in the page cache, read when used (offline conversion of large shards).
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # the hash matched, so this is a format problem; still one line for the user
         raise CheckpointError(_one_line(f"{path}: cannot be read ({type(e).__name__}: {e})")) from None
 

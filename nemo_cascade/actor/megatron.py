@@ -105,6 +105,7 @@ class MegatronActor:
         self._gather_sequence_for_head()
         self.load_hf(hf_path)
         self.module = self._wrap_ddp()
+        self._params_gather_pending = False  # overlap_param_gather: stepped shards not yet all-gathered
         self.optimizer = None
         self.scheduler = None
         self._reference: dict[str, torch.Tensor] | None = None
@@ -148,6 +149,8 @@ class MegatronActor:
 
         kwargs = A.transformer_config_kwargs(self.spec, self.parallel.tp, self.parallel.pp, self.bf16)
         self.tconfig = TransformerConfig(activation_func=F.silu, **kwargs, **self.plan.config_kwargs)
+        for name, value in A.yarn_config_attributes(self.spec).items():  # YaRN RoPE (App. B)
+            setattr(self.tconfig, name, value)
         model = GPTModel(
             config=self.tconfig, transformer_layer_spec=self._layer_spec(),
             pre_process=self.ps.is_pipeline_first_stage(), post_process=self.ps.is_pipeline_last_stage(),
@@ -172,15 +175,45 @@ class MegatronActor:
 
         head.register_forward_pre_hook(gather, with_kwargs=True)
 
+    DDP_BUCKET_SIZE: int | None = None
+    """Parameters per DDP bucket, the unit of overlapped communication (``overlap_grad_reduce`` /
+    ``overlap_param_gather``). None: Megatron's default, max(40M, 1M × dp); tests set it small so that a tiny
+    model has several buckets. Without overlap Megatron uses one bucket whatever this says."""
+
     def _wrap_ddp(self):
         from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
         from megatron.core.distributed import finalize_model_grads
 
-        ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
-                                            use_distributed_optimizer=self.parallel.distributed_optimizer)
+        p = self.parallel
+        ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=p.overlap_grad_reduce,
+                                            overlap_param_gather=p.overlap_param_gather,
+                                            use_distributed_optimizer=p.distributed_optimizer,
+                                            bucket_size=self.DDP_BUCKET_SIZE)
         module = DistributedDataParallel(self.tconfig, ddp, self.model)
+        # finalize_model_grads runs at the end of every forward/backward schedule: module.finish_grad_sync()
+        # (starts the reduce, or with overlap waits for the buckets the backward hooks started), then the SP,
+        # embedding and token-count steps.
         self.tconfig.finalize_model_grads_func = finalize_model_grads
+        if p.overlap_grad_reduce:
+            # As Megatron-LM's training loop (align_grad_reduce on, its default): the schedule runs every
+            # microbatch but the last under no_sync, so a bucket's reduce starts only when the last
+            # microbatch's backward has produced all of its gradients; with PP, stages after the first start
+            # theirs through grad_sync_func after their last backward.
+            self.tconfig.no_sync_func = module.no_sync
+            self.tconfig.grad_sync_func = module.start_grad_sync
         return module
+
+    def finish_param_gather(self) -> None:
+        """Make every rank's parameters whole and current (collective: all ranks call it).
+
+        With ``overlap_param_gather`` the distributed optimizer's step updates only this DP rank's shard of
+        each parameter; the all-gather of the rest is started by the next forward pass's pre-hooks, bucket by
+        bucket, overlapping that forward. Whatever reads weights outside a forward — the weight sync to vLLM
+        and HF export (:meth:`iter_hf_weights`), the KL reference, checkpoints — calls this first (Megatron-LM
+        forces the same sync before it saves or evaluates). A no-op otherwise, and after a forward pass."""
+        if self._params_gather_pending:
+            self.module.start_param_sync(force_sync=True)
+            self._params_gather_pending = False
 
     # -------------------------------------------------------------------------------- weights in/out
     def _layer_offset(self) -> int:
@@ -239,6 +272,7 @@ class MegatronActor:
         to all ranks, in the table's fixed order — so every rank's engine receives the whole model.
         """
         ps = self.ps
+        self.finish_param_gather()
         owned = {e.megatron: p for e, p in self._owned() if not (p is self._output_copy())}
         tp_group, pp_group = ps.get_tensor_model_parallel_group(), ps.get_pipeline_model_parallel_group()
         pp_ranks = dist.get_process_group_ranks(pp_group)
@@ -313,6 +347,8 @@ class MegatronActor:
             adam_beta1=actor.adam_beta1, adam_beta2=actor.adam_beta2, adam_eps=actor.adam_eps,
             clip_grad=actor.clip_grad, bf16=self.bf16, params_dtype=self.tconfig.params_dtype,
             use_distributed_optimizer=self.parallel.distributed_optimizer,
+            # Meant to equal the DDP config's (megatron reads it only for MXFP8 parameter gathers).
+            overlap_param_gather=self.parallel.overlap_param_gather,
         )
 
     # --------------------------------------------------------------------------------- fwd / bwd
@@ -387,11 +423,14 @@ class MegatronActor:
         mbs, _ = self._microbatches(batch)
         # Pipeline stages exchange activations of this (padded) length; Megatron divides it by cp (and tp with SP).
         seq_len = P.round_up(batch["tokens"].shape[1], self.plan.seq_multiple)
-        return get_forward_backward_func()(
+        out = get_forward_backward_func()(
             forward_step_func=partial(self._forward_step, loss_fn, temperature),
             data_iterator=iter(mbs), model=[self.module], num_microbatches=len(mbs),
             seq_length=seq_len, micro_batch_size=self.parallel.micro_batch_size, forward_only=forward_only,
         )
+        # Every module ran its forward, so its pre-hook has waited for (and started) every bucket's gather.
+        self._params_gather_pending = False
+        return out
 
     def _reduce(self, reports: list[dict]) -> dict[str, float]:
         """Sum microbatch reports over microbatches and DP ranks; share them from the last PP stage.
@@ -427,6 +466,8 @@ class MegatronActor:
         self.optimizer.zero_grad()
         reports = self._run(batch, loss_fn, temperature, forward_only=False)
         ok, grad_norm, _ = self.optimizer.step()
+        # overlap_param_gather: the optimizer updated this rank's shards only; the next forward gathers them.
+        self._params_gather_pending = self.parallel.overlap_param_gather
         if not ok:
             raise FloatingPointError("optimizer step skipped: non-finite gradients")
         self.scheduler.step(increment=1)
@@ -462,6 +503,7 @@ class MegatronActor:
     # ----------------------------------------------------------------------------------- reference
     def snapshot_reference(self) -> None:
         """Remember the current weights as the KL reference (the stage's starting policy)."""
+        self.finish_param_gather()
         self._reference = {n: p.detach().clone() for n, p in self.model.named_parameters()}
 
     @contextmanager
@@ -469,6 +511,7 @@ class MegatronActor:
         """Temporarily swap the reference weights in (for reference log-probs)."""
         if self._reference is None:
             raise RuntimeError("no reference snapshot: call snapshot_reference() at the start of the stage")
+        self.finish_param_gather()  # `current` must be the whole stepped weights, not stale gathered copies
         params = dict(self.model.named_parameters())
         current = {n: p.detach().clone() for n, p in params.items()}
         with torch.no_grad():

@@ -79,6 +79,12 @@ def validate_parallel_settings(m: Model, p: Parallel) -> None:
     if p.sequence_parallel and p.tp == 1:
         raise ConfigError("parallel.sequence_parallel: needs parallel.tp > 1 (it shards the sequence over the "
                           "tensor-parallel ranks), got tp=1")
+    if p.overlap_param_gather and not p.distributed_optimizer:
+        raise ConfigError("parallel.overlap_param_gather: needs parallel.distributed_optimizer=true (only the "
+                          "distributed optimizer all-gathers parameters after its step)")
+    if p.overlap_param_gather and not p.overlap_grad_reduce:
+        raise ConfigError("parallel.overlap_param_gather: needs parallel.overlap_grad_reduce=true (as in "
+                          "Megatron-LM, which asserts the same)")
     if p.recompute not in RECOMPUTE:
         raise ConfigError(f"parallel.recompute: expected one of {list(RECOMPUTE)}, got {p.recompute!r}")
     if m.transformer_impl not in TRANSFORMER_IMPLS:

@@ -27,6 +27,10 @@ class Model:
     transformer_impl: Literal["auto", "local", "transformer_engine"] = "auto"
     """The actor's layer spec: Transformer Engine's fused layers, or Megatron-Core's local (unfused) ones.
     ``auto``: TE when CUDA and ``transformer_engine`` are both present, else local (always local on CPU)."""
+    yarn_factor: float = 0.0
+    """YaRN rope scaling written into release configs (``convert to-hf``) for long-context evaluation: paper
+    App. B uses factor 2 (8B) or 3 (14B) over 32768 positions. 0 = none. A base whose config already has YaRN
+    is trained and served with it (the actor reads it from config.json)."""
     fp8: Literal["none", "delayed", "current", "blockwise"] = "none"
     """FP8 training of the actor's linear layers through Transformer Engine (bf16 master weights): delayed
     scaling (amax history), per-tensor current scaling, or blockwise (1×128 / 128×128) scaling. Needs
@@ -52,6 +56,14 @@ class Parallel:
     """Megatron sequence parallelism: norms and dropout on sequence shards of the TP group (needs tp > 1)."""
     recompute: Literal["none", "selective", "full"] = "none"
     """Activation recomputation: ``selective`` recomputes core attention, ``full`` every layer (uniform)."""
+    overlap_grad_reduce: bool = False
+    """Megatron DDP overlaps the data-parallel gradient all-reduce (reduce-scatter with the distributed
+    optimizer) with the backward pass, bucket by bucket, instead of running it after the last microbatch."""
+    overlap_param_gather: bool = False
+    """With the distributed optimizer: the parameter all-gather after an optimizer step is deferred to the next
+    forward pass and overlaps it, bucket by bucket (forward pre-hooks); the actor gathers at once wherever it
+    reads weights outside a forward (weight sync, export, checkpoint, KL reference). Needs
+    ``distributed_optimizer`` and ``overlap_grad_reduce``."""
 
 
 @dataclass(frozen=True)

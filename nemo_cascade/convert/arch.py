@@ -43,6 +43,9 @@ class HFModelSpec:
     tied_embeddings: bool
     attention_bias: bool
     raw: dict
+    yarn: tuple[float, int] | None = None
+    """YaRN rope scaling as ``(factor, original_max_position_embeddings)`` (paper App. B: factor 2 or 3 over
+    Qwen3's 32768), None for plain RoPE."""
 
     @property
     def geometry(self) -> Geometry:
@@ -86,6 +89,7 @@ def spec_from_dict(raw: dict, where: str = "config.json") -> HFModelSpec:
             tied_embeddings=bool(raw.get("tie_word_embeddings", False)),
             attention_bias=bool(raw.get("attention_bias", False)),
             raw=raw,
+            yarn=_yarn(raw, where),
         )
     except KeyError as e:
         raise ModelFilesError(f"{where}: missing field {e.args[0]!r}") from None
@@ -94,6 +98,51 @@ def spec_from_dict(raw: dict, where: str = "config.json") -> HFModelSpec:
     if spec.num_attention_heads % spec.num_key_value_heads:
         raise ModelFilesError(f"{where}: num_attention_heads must be a multiple of num_key_value_heads")
     return spec
+
+
+YARN_DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0}
+"""The YaRN constants transformers and Megatron share by default; other values have no Megatron field here."""
+
+
+def _yarn(raw: dict, where: str) -> tuple[float, int] | None:
+    """The config's rope scaling (``rope_scaling``, or transformers 5's ``rope_parameters``): None for plain
+    RoPE, ``(factor, original_max_position_embeddings)`` for YaRN; any other scaling is an error, because the
+    actor would silently compute other positions than transformers and vLLM."""
+    scaling = raw.get("rope_scaling") or raw.get("rope_parameters") or {}
+    kind = scaling.get("rope_type") or scaling.get("type") or "default"
+    if kind == "default":
+        return None
+    if kind != "yarn":
+        raise ModelFilesError(f"{where}: rope scaling {kind!r} is not supported (plain RoPE or yarn)")
+    odd = {k: scaling[k] for k, v in YARN_DEFAULTS.items() if k in scaling and float(scaling[k]) != v}
+    if odd or scaling.get("attention_factor") is not None or scaling.get("truncate") is False:
+        raise ModelFilesError(f"{where}: yarn settings {odd or 'attention_factor/truncate'} are not supported "
+                              f"(only factor and original_max_position_embeddings)")
+    original = scaling.get("original_max_position_embeddings") or raw.get("max_position_embeddings")
+    return float(scaling["factor"]), int(original)
+
+
+def yarn_config_attributes(spec: HFModelSpec) -> dict[str, Any]:
+    """Attributes GPTModel reads from the TransformerConfig for ``position_embedding_type="yarn"`` (megatron-core
+    keeps them on its MLA config class only, so the actor sets them on the plain one). mscale 1 / mscale_all_dim 0
+    is transformers' default attention factor 0.1·ln(factor) + 1."""
+    if spec.yarn is None:
+        return {}
+    factor, original = spec.yarn
+    return dict(yarn_rotary_scaling_factor=factor, yarn_original_max_position_embeddings=original,
+                yarn_beta_fast=YARN_DEFAULTS["beta_fast"], yarn_beta_slow=YARN_DEFAULTS["beta_slow"],
+                yarn_mscale=1.0, yarn_mscale_all_dim=0.0, yarn_correction_range_round_to_int=True)
+
+
+def with_yarn(raw: dict, factor: float, original: int = 32768) -> dict:
+    """``raw`` (a config.json) with YaRN rope scaling: paper App. B evaluates with factor 2 (8B) or 3 (14B) over
+    Qwen3's native 32768 positions; max_position_embeddings becomes factor × original."""
+    out = {k: v for k, v in raw.items() if k not in ("rope_scaling", "rope_parameters")}
+    rope = {"rope_type": "yarn", "factor": float(factor), "original_max_position_embeddings": int(original)}
+    theta = raw.get("rope_theta", (raw.get("rope_parameters") or {}).get("rope_theta"))
+    out["rope_scaling"] = {**rope, **({"rope_theta": theta} if theta is not None else {})}
+    out["max_position_embeddings"] = int(factor * original)
+    return out
 
 
 def is_reward_model(spec: HFModelSpec) -> bool:
@@ -171,7 +220,7 @@ def gpt_model_kwargs(spec: HFModelSpec) -> dict[str, Any]:
     return dict(
         vocab_size=spec.vocab_size,
         max_sequence_length=spec.max_position_embeddings,
-        position_embedding_type="rope",
+        position_embedding_type="yarn" if spec.yarn else "rope",
         rotary_base=int(spec.rope_theta),
         rotary_percent=1.0,
         share_embeddings_and_output_weights=spec.tied_embeddings,

@@ -2,12 +2,13 @@
 
 One process, CPU, no process group: the model shards of a checkpoint (``checkpoint.py``'s
 ``model_tp{t}_pp{p}.pt``) are merged over TP with the same declarative table that loads HF checkpoints into
-the actor and syncs weights into vLLM (``table.py``), and PP-local layer numbers become global ones. Peak memory
-is one pipeline stage's TP shards plus one output shard.
+the actor and syncs weights into vLLM (``table.py``), and PP-local layer numbers become global ones. Shards are
+memory-mapped, so peak memory is about one output shard plus one merged tensor, not the model.
 
 - :func:`resolve` finds what to convert from a run directory, a stage directory, a checkpoint folder or an
   HF folder, and the HF folder that supplies config.json and the tokenizer (the run's base model).
-- :func:`to_hf` writes the release folder: config.json with the right ``architectures``, generation_config.json
+- :func:`to_hf` writes the release folder: config.json with the right ``architectures`` (and YaRN rope scaling
+  when asked, App. B), generation_config.json
   (the paper's App. B decoding, T = 0.6 and top-p 0.95, over the base's), tokenizer files with the chat
   template the cascade trained with, and safetensors shards with an index. The folder appears atomically.
 - :func:`from_hf` writes a weights-only checkpoint in a given TP × PP layout (for inspecting a model as the
@@ -126,7 +127,7 @@ def _last_policy_stage(run: Path) -> Path:
 
 # ------------------------------------------------------------------------------------ checkpoint → HF
 def checkpoint_tensors(step_dir: str | Path, spec: A.HFModelSpec) -> Iterator[tuple[str, torch.Tensor]]:
-    """HF-named full tensors from a checkpoint's model shards, one pipeline stage's shards in memory at a time.
+    """HF-named full tensors from a checkpoint's model shards (memory-mapped, one pipeline stage at a time).
     Every saved parameter must be used by the table (a shard of another architecture is an error), except the
     last pipeline stage's copy of tied embeddings."""
     step_dir = Path(step_dir)
@@ -182,9 +183,14 @@ def _is_score_head(shard: dict[str, torch.Tensor], spec: A.HFModelSpec) -> bool:
 
 
 # ------------------------------------------------------------------------------------------ write HF
-def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_bytes: int = 5 << 30) -> Path:
+def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_bytes: int = 5 << 30,
+          yarn_factor: float | None = None, yarn_original: int = 32768) -> Path:
     """Write the release folder ``out_dir`` from ``source`` (see the module docstring). ``dtype``: ``auto``
-    keeps the stored dtype; ``bfloat16`` / ``float32`` cast."""
+    keeps the stored dtype; ``bfloat16`` / ``float32`` cast. ``yarn_factor`` (default: the run's
+    ``model.yarn_factor``; 0 = none) writes YaRN rope scaling over ``yarn_original`` positions (App. B)."""
+    if yarn_factor is None:
+        yarn_factor = float(_run_config(source.run_dir).get("model", {}).get("yarn_factor", 0.0)) \
+            if source.run_dir else 0.0
     spec = A.read_hf_config(source.base)
     if source.kind == "checkpoint":
         tensors = checkpoint_tensors(source.path, spec)
@@ -204,6 +210,9 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         _write_folder(source, spec, converted(), first_dtype, tmp, max_shard_bytes)
+        if yarn_factor:
+            config = A.with_yarn(json.loads((tmp / "config.json").read_text()), yarn_factor, yarn_original)
+            (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     except BaseException:  # a bad shard or a full disk: no half-written folder is left behind
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -300,10 +309,18 @@ def from_hf(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, pp: int = 1) -
 
 
 # -------------------------------------------------------------------------------------------- verify
-def verify(folder: str | Path, reference: str | Path | None = None, prompt: str = "What is 2+3?") -> dict:
-    """Load ``folder`` with transformers (fp32) and run ``prompt``; with ``reference``, also compare every
-    tensor and the logits. Returns ``{"tensors_equal", "max_logit_diff", "greedy"}``; raises ConvertError
-    when the folder does not load or differs from the reference."""
+MEGATRON_FP32_TOLERANCE = 1e-5
+"""Largest per-token |Δ log-prob| between the Megatron actor and transformers on the probe batch, both fp32.
+In bf16 the two differ by up to ~1e-2 per token (measured on an H200: 6.7e-3–9.6e-3, the size of transformers'
+own bf16-vs-fp32 difference, 7.9e-3; docs/performance.md), so the check runs in fp32."""
+
+
+def verify(folder: str | Path, reference: str | Path | None = None, prompt: str = "What is 2+3?",
+           megatron: bool = True) -> dict:
+    """Load ``folder`` with transformers (fp32) and run ``prompt`` (greedy); with ``megatron``, build the Megatron
+    actor (TP=1, this process) from the folder and compare its per-token log-probs on a probe batch with
+    transformers' (≤ :data:`MEGATRON_FP32_TOLERANCE`); with ``reference``, also compare every tensor and the
+    logits. Raises ConvertError when the folder does not load or a comparison fails."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     folder = Path(folder)
@@ -322,13 +339,15 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
         ids = tokenizer(prompt, return_tensors="pt").input_ids
     with torch.no_grad():
         logits = model(ids).logits
-    report = {"tensors_equal": None, "max_logit_diff": None, "greedy": None}
+    report = {"tensors_equal": None, "max_logit_diff": None, "greedy": None, "megatron_max_logprob_diff": None}
     if not torch.isfinite(logits).all():
         raise ConvertError(f"{folder}: non-finite logits on {prompt!r}")
     if cls is AutoModelForCausalLM:
         with torch.no_grad():
             out = model.generate(ids, max_new_tokens=16, do_sample=False)
         report["greedy"] = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    if megatron and cls is AutoModelForCausalLM:
+        report["megatron_max_logprob_diff"] = _megatron_logprob_diff(folder, model, spec)
     if reference is not None:
         a, b = SafetensorsReader(folder), SafetensorsReader(reference)
         if sorted(a.names()) != sorted(b.names()):
@@ -339,7 +358,27 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
         with torch.no_grad():
             report["max_logit_diff"] = float((ref(ids).logits - logits).abs().max())
         report["tensors_equal"] = not differ
+        if differ:
+            raise ConvertError(f"{folder}: {len(differ)} tensors differ from {reference} (first: {differ[0]}); "
+                               f"max logit difference {report['max_logit_diff']:.2e}")
     return report
+
+
+def _megatron_logprob_diff(folder: Path, model, spec: A.HFModelSpec) -> float:
+    """Max |Δ| of per-token log-probs, Megatron actor vs transformers ``model``, on a fixed random probe batch."""
+    from nemo_cascade import config as C
+    from nemo_cascade.actor.megatron import MegatronActor
+
+    probe = torch.randint(0, spec.vocab_size, (2, 24), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        logits = model(probe).logits.float()[:, :-1]
+    want = torch.log_softmax(logits, -1).gather(-1, probe[:, 1:, None])[..., 0]
+    got = MegatronActor(str(folder), C.Parallel(), "float32").logprobs(probe, temperature=1.0)[:, 1:]
+    diff = float((got.float() - want).abs().max())
+    if diff > MEGATRON_FP32_TOLERANCE:
+        raise ConvertError(f"{folder}: Megatron's log-probs differ from transformers' by {diff:.2e} "
+                           f"(> {MEGATRON_FP32_TOLERANCE:g} in fp32): the conversion table or config is wrong")
+    return diff
 
 
 __all__ = ["Source", "ConvertError", "GENERATION_DEFAULTS", "resolve", "checkpoint_tensors", "to_hf", "from_hf",

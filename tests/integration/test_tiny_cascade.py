@@ -7,6 +7,7 @@ The math stage also runs the per-stage GRPO settings: half-half thinking modes (
 refill (§4.4.2) and a two-phase response-length curriculum, 8 tokens with overlong filtering then 40 (§4.5.2).
 (That stages improve their own domain needs the full step counts: `make run`, numbers in docs/cascade.md.)"""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,7 +145,9 @@ def test_release_from_the_run(run, tmp_path):
 
     out = tmp_path / "release"
     proc = subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "convert", "to-hf", str(run), str(out),
-                           "--verify"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+                           "--verify"], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                                                                "MASTER_ADDR", "MASTER_PORT")})
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["tensors_equal"] and report["max_logit_diff"] == 0.0

@@ -95,3 +95,37 @@ def test_parallel_layout_must_divide_model(tmp_path):
         check_parallel(spec, tp=2, pp=1)
     with pytest.raises(ConfigError, match=r"parallel.pp=4 must divide the model's num_hidden_layers=2"):
         check_parallel(spec, tp=1, pp=4)
+
+
+def test_yarn_rope_matches_transformers(tmp_path):
+    """A config with YaRN rope scaling (paper App. B: factor 2–3 over 32768) is computed as transformers does —
+    the actor must not silently fall back to plain RoPE; sequences run past the original context."""
+    import transformers
+
+    from nemo_cascade import config as C
+    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.convert.arch import read_hf_config
+    from nemo_cascade.convert.tiny import make_tiny_hf_model
+
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
+    make_tiny_hf_model(tmp_path, vocab_size=320, arch="qwen3", seed=5, rope_scaling=yarn, max_position_embeddings=64)
+    assert read_hf_config(tmp_path).yarn == (4.0, 16)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    tokens = torch.randint(0, 320, (2, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expect = torch.log_softmax(hf(tokens).logits.float()[:, :-1], -1).gather(-1, tokens[:, 1:, None])[..., 0]
+    got = MegatronActor(str(tmp_path), C.Parallel()).logprobs(tokens, temperature=1.0)
+    assert (got[:, 1:] - expect).abs().max().item() <= 1e-5
+
+
+def test_unsupported_rope_scaling_is_one_line():
+    from nemo_cascade.convert.arch import ModelFilesError, spec_from_dict, with_yarn
+
+    base = {"architectures": ["Qwen3ForCausalLM"], "num_attention_heads": 2, "hidden_size": 64, "vocab_size": 8,
+            "intermediate_size": 8, "num_hidden_layers": 1, "max_position_embeddings": 32768, "rope_theta": 1e6}
+    with pytest.raises(ModelFilesError, match="rope scaling 'linear' is not supported"):
+        spec_from_dict({**base, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    with pytest.raises(ModelFilesError, match="yarn settings"):
+        spec_from_dict({**base, "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "beta_fast": 16}})
+    scaled = with_yarn(base, 2.0)  # App. B: 8B evaluates with factor 2 over 32768
+    assert spec_from_dict(scaled).yarn == (2.0, 32768) and scaled["max_position_embeddings"] == 65536

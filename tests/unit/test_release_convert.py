@@ -3,6 +3,7 @@ round-trips bit for bit for tiny Qwen3 and Llama and for SmolLM2-135M, the resul
 the same logits, and bad inputs end in one line. (The dist resume test converts a real actor's TP=2 / PP=2
 checkpoint and compares it with the actor's own export.)"""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,10 @@ from nemo_cascade.convert.hf_io import SafetensorsReader
 from nemo_cascade.convert.tiny import build_tiny_qwen3, make_tiny_hf_model
 
 ROOT = Path(__file__).resolve().parents[2]
+# An in-process actor test before this one leaves RANK / MASTER_PORT in os.environ: a CLI started from here
+# would try to join that process group instead of making its own.
+CLI_ENV = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
 
 
 def _same_tensors(a: Path, b: Path) -> list[str]:
@@ -50,6 +55,7 @@ def test_round_trip_is_exact(request, tmp_path, model, tp, pp):
     if model == "qwen3":  # has a tokenizer: transformers loads the release and gives the same logits
         report = release.verify(out, reference=hf)
         assert report["tensors_equal"] and report["max_logit_diff"] == 0.0
+        assert report["megatron_max_logprob_diff"] <= release.MEGATRON_FP32_TOLERANCE  # the actor agrees
 
 
 def test_shards_hold_what_the_actor_holds(qwen3, tmp_path):
@@ -117,7 +123,7 @@ def test_errors_are_one_line(qwen3, llama, tmp_path):
 
 def test_cli_one_line_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "convert", "to-hf", str(tmp_path / "missing"),
-                           str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+                           str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("nemo-cascade: error: ") and "Traceback" not in proc.stderr
 
@@ -125,12 +131,37 @@ def test_cli_one_line_error(tmp_path):
 def test_cli_round_trip(qwen3, tmp_path):
     run = [sys.executable, "-m", "nemo_cascade.cli", "convert"]
     ok = subprocess.run([*run, "from-hf", str(qwen3), str(tmp_path / "ckpt"), "--tp", "2", "--pp", "2"],
-                        capture_output=True, text=True, cwd=ROOT)
+                        capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
     assert ok.returncode == 0, ok.stderr[-2000:]
     ok = subprocess.run([*run, "to-hf", str(tmp_path / "ckpt"), str(tmp_path / "hf"), "--base", str(qwen3)],
-                        capture_output=True, text=True, cwd=ROOT)
+                        capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
     assert ok.returncode == 0, ok.stderr[-2000:]
     ok = subprocess.run([*run, "verify", str(tmp_path / "hf"), "--reference", str(qwen3)],
-                        capture_output=True, text=True, cwd=ROOT)
+                        capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert json.loads(ok.stdout.strip().splitlines()[-1])["tensors_equal"] is True
+
+
+def test_yarn_in_the_release_config(qwen3, tmp_path):
+    """App. B's long-context evaluation: YaRN factor 2 over 32768 positions lands in config.json; transformers
+    and the actor read it (the actor-vs-transformers check in verify() still holds with YaRN)."""
+    out = release.to_hf(release.resolve(qwen3), tmp_path / "hf", yarn_factor=2.0)
+    config = json.loads((out / "config.json").read_text())
+    assert config["rope_scaling"]["rope_type"] == "yarn" and config["rope_scaling"]["factor"] == 2.0
+    assert config["rope_scaling"]["original_max_position_embeddings"] == 32768
+    assert config["max_position_embeddings"] == 65536
+    report = release.verify(out)
+    assert report["megatron_max_logprob_diff"] <= release.MEGATRON_FP32_TOLERANCE
+
+
+def test_verify_catches_a_wrong_conversion(qwen3, tmp_path):
+    """verify() fails when the weights do not mean what the config says (here: q and k norms swapped)."""
+    from safetensors.torch import load_file, save_file
+
+    out = release.to_hf(release.resolve(qwen3), tmp_path / "hf")
+    tensors = load_file(out / "model.safetensors")
+    q, k = "model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_norm.weight"
+    tensors[q], tensors[k] = tensors[k].clone(), tensors[q].clone()
+    save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(release.ConvertError, match="tensor|differ"):
+        release.verify(out, reference=qwen3, megatron=False)
