@@ -39,6 +39,8 @@ from pathlib import Path
 
 import torch
 
+from nemo_cascade.plan import estimate_bytes
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "gpu_step.jsonl"
 PARTS = ("parity", "gemm", "train", "logprob", "export")
@@ -111,25 +113,8 @@ PRESETS = {
 
 
 # ------------------------------------------------------------------------------------------- memory
-def estimate_bytes(d: Dims, layers: int, micro_batch: int, seq_len: int) -> dict[str, float]:
-    """Peak GPU memory of a bf16 train step of the actor (local spec), by parts, in bytes.
-
-    state: 18 B/param = bf16 param 2 + fp32 grad buffer 4 (grad_reduce_in_fp32) + fp32 master 4 + Adam m, v 8.
-    activations saved for backward, per layer and row: 6·heads·S² (the unfused attention's fp32 softmax output
-    and bf16 probs) + S·(10·ffn + 20·h + 16·heads·hd + 8·kv·hd); per row at the head 16·S·V + 10·S·h (saved
-    cross-entropy softmax plus the logits' bf16/fp32 copies and gradients alive at the start of backward).
-    The per-layer coefficients were measured on the CPU build with saved-tensor hooks (bf16 actor, S = 256 /
-    512 / 1024, each dimension varied); the norms' weights stay fp32 in the bf16 actor (WrappedTorchNorm), so
-    RMSNorm runs unfused and keeps fp32 intermediates, hence the 20·h. The optimizer step adds a 4 B/param
-    temporary (torch's foreach AdamW: sqrt(v)) after the activations are gone.
-    """
-    P = d.params(layers)
-    S, h, hq, kvq = seq_len, d.hidden, d.heads * d.head_dim, d.kv_heads * d.head_dim
-    per_layer = 6 * d.heads * S * S + S * (10 * d.ffn + 20 * h + 16 * hq + 8 * kvq)
-    act = 1.05 * micro_batch * (layers * per_layer + 16 * S * d.vocab + 10 * S * h)
-    state = 18 * P
-    fixed = 2 * 2**30 + 2 * d.heads * S * S * micro_batch  # cuBLAS/NCCL workspaces, Megatron's baddbmm buffer
-    return {"params": P, "state": state, "activations": act, "total": max(state + act, state + 4 * P) + fixed}
+# estimate_bytes (18 B/param of state + the calibrated per-layer activations) lives in nemo_cascade/plan.py, where
+# `nemo-cascade plan` uses the same formula for whole cascades on their parallel layouts.
 
 
 def choose_layers(d: Dims, micro_batch: int, seq_len: int, budget: float) -> int:

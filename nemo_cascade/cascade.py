@@ -298,6 +298,7 @@ class CascadeRun:
 
         weight_sync.push(self.actor, self._engine())  # the actor holds the base weights here
         self.gate.evaluate(self.engine, base_row, self.base)
+        self.engine.sleep()  # the first stage (SFT) trains next
 
     def gate_after(self, k: int, stage: C.Stage) -> None:
         """Evaluate the stage's policy on every suite and compare with the rows before (§4.1.1)."""
@@ -315,6 +316,9 @@ class CascadeRun:
                 self.gate.evaluate(self.engine, sdir, str(sdir / "hf"), self._rm_url(rm) if rm else "")
                 self._judge(stage, sdir)
                 self.rows.append(sdir)
+            # The next stage may train before it generates (SFT, an RM): give the GPU back to the actor. A GRPO
+            # stage's first weight push wakes the engine.
+            self.engine.sleep()
         self._report()
 
     def _judge(self, stage: C.Stage, sdir: Path) -> None:

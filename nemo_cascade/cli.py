@@ -1,6 +1,7 @@
 """`nemo-cascade run RECIPE [key=value ...] [--stage NAME]`, `nemo-cascade eval CHECKPOINT --suite NAME`,
 `nemo-cascade convert to-hf|from-hf|verify ...`, `nemo-cascade report RUN_DIR` and
-`nemo-cascade launch RECIPE --executor local|slurm [--dryrun]` (a nemo-run experiment, launch.py).
+`nemo-cascade launch RECIPE --executor local|slurm [--dryrun]` (a nemo-run experiment, launch.py) and
+`nemo-cascade plan RECIPE [--gpu-memory-gib 80] [--shape NAME]` (a per-GPU memory estimate, plan.py).
 
 RECIPE is ``recipes/NAME.py`` (its ``recipe()`` function, or ``recipes/NAME.py:function``) or
 ``package.module:function``. The config is resolved and checked in this process first — a user mistake
@@ -164,6 +165,27 @@ def cmd_launch(args) -> int:
     return launch.launch(cfg, launch.spec_from_args(args), dryrun=args.dryrun, out=args.out)
 
 
+def cmd_plan(args) -> int:
+    """Per-GPU memory of every stage on the recipe's layout (plan.py). An estimate: exit 0 even when a stage is
+    over, with a WARNING line for it."""
+    from nemo_cascade import plan
+
+    cfg = C.apply_overrides(load_recipe(args.recipe), args.overrides)
+    print(plan.render(plan.plan_cascade(cfg, gpu_gib=args.gpu_memory_gib, shape=args.shape)))
+    return 0
+
+
+def _add_plan_parser(sub) -> None:
+    from nemo_cascade.plan import PRESETS
+
+    plan = sub.add_parser("plan", help="per-GPU memory estimate of every stage: actor state, activations, vLLM engine")
+    plan.add_argument("recipe", help="recipes/NAME.py[:fn] or package.module:fn")
+    plan.add_argument("overrides", nargs="*", help="KEY=VALUE, as for run")
+    plan.add_argument("--gpu-memory-gib", type=float, default=80.0, help="memory per GPU (default 80: H100-80GB)")
+    plan.add_argument("--shape", help=f"model shape preset ({', '.join(PRESETS)}) instead of model.hf_path's "
+                      f"config.json (default: that file, else the preset named by the folder's size, e.g. '14B')")
+
+
 def cmd_report(args) -> int:
     """Rebuild RUN_DIR/report.md and report.png from the run directory's files; print the forgetting matrix."""
     from nemo_cascade.evaluate.cascade_report import build_report, matrix_text
@@ -182,7 +204,8 @@ def cmd_convert(args) -> int:
 
     if args.action == "to-hf":
         source = release.resolve(args.source, base=args.base)
-        out = release.to_hf(source, args.out, dtype=args.dtype, max_shard_bytes=int(args.max_shard_gb * (1 << 30)))
+        out = release.to_hf(source, args.out, dtype=args.dtype, max_shard_bytes=int(args.max_shard_gb * (1 << 30)),
+                            yarn_factor=args.yarn_factor, yarn_original=args.yarn_original)
         print(f"wrote {out} from {source.kind} {source.path}")
         if source.run_dir is not None and not args.no_card:
             print(f"wrote {release.write_model_card(out, source)}")
@@ -210,6 +233,9 @@ def _add_convert_parser(sub) -> None:
     to_hf.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
     to_hf.add_argument("--max-shard-gb", type=float, default=5.0, help="safetensors shard size (default 5 GB)")
     to_hf.add_argument("--no-card", action="store_true", help="do not write README.md (the model card)")
+    to_hf.add_argument("--yarn-factor", type=float, help="YaRN rope scaling in config.json (paper App. B: 2 for "
+                       "8B, 3 for 14B; default: the run's model.yarn_factor, 0 = none)")
+    to_hf.add_argument("--yarn-original", type=int, default=32768, help="positions YaRN scales from (32768)")
     to_hf.add_argument("--verify", action="store_true", help="load the result with transformers and generate")
     from_hf = actions.add_parser("from-hf", help="HF folder → weights-only checkpoint in a TP × PP layout")
     from_hf.add_argument("source", help="HF folder")
@@ -266,19 +292,20 @@ def main(argv: list[str] | None = None) -> int:
     _add_eval_parser(sub)
     _add_convert_parser(sub)
     _add_launch_parser(sub)
+    _add_plan_parser(sub)
     report = sub.add_parser("report", help="rebuild a run's report.md / report.png (forgetting matrix, curves)")
     report.add_argument("run_dir", help="a run directory, runs/NAME")
     args, extra = parser.parse_known_args(argv)
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
-    stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in ("run", "launch")]
+    stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in ("run", "launch", "plan")]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
-    if extra and args.command in ("run", "launch"):
+    if extra and args.command in ("run", "launch", "plan"):
         args.overrides = [*args.overrides, *extra]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return {"run": cmd_run, "eval": cmd_eval, "report": cmd_report, "convert": cmd_convert,
-                "launch": cmd_launch}[args.command](args)
+                "launch": cmd_launch, "plan": cmd_plan}[args.command](args)
     except _user_errors() as e:
         print(f"nemo-cascade: error: {e}", file=sys.stderr)
         return 2

@@ -21,11 +21,13 @@ PAIRS = 82_000
 BATCH = 256
 """§4.2: 256 pairs per step."""
 
-PARALLEL = Parallel(tp=8, pp=4, dp=2, micro_batch_size=2, sequence_parallel=True, recompute="selective")
+PARALLEL = Parallel(tp=8, pp=4, dp=2, micro_batch_size=2, sequence_parallel=True, recompute="full")
 """Eight 8×H100-80GB nodes (64 GPUs); the paper reports no layout (PAPER.md §3): ours. TP 8 inside a node
 (64 query / 8 KV heads), PP 4 (80 layers → 20 per stage), DP 2. Per GPU ≈ 27 GB of state (bf16 weights 4.5 GB,
 fp32 grads 9 GB, Adam sharded over DP 13.6 GB) plus the 1F1B schedule's in-flight microbatches. A microbatch is
-one pair (chosen + rejected must share it for the Bradley–Terry loss)."""
+one pair (chosen + rejected must share it for the Bradley–Terry loss). Full recompute: with selective recompute
+the first pipeline rank holds 4 microbatches × 20 layers of activations, ≈ 137 GiB per GPU by
+`nemo-cascade plan`; full recompute brings it to ≈ 46 GiB."""
 
 
 def recipe() -> Cascade:

@@ -1,0 +1,512 @@
+"""Per-GPU memory of every stage of a cascade on its parallel layout: ``nemo-cascade plan RECIPE``.
+
+An estimate from the model's shape and the config, for planning layouts on 8×H100-80GB nodes before a job
+queues; nothing here imports torch, megatron or vllm at module level, and nothing is measured. Per GPU:
+
+- **actor state**: bf16 parameters (2 B/param), the fp32 gradient buffer (4 B/param: ``grad_reduce_in_fp32``)
+  and the optimizer's fp32 master copy + Adam m, v (12 B/param; 8 with fp32 parameters, which are their own
+  master), i.e. 18 B/param. Parameters and gradients split over TP × PP (the embedding and LM head over TP, on
+  the first / last pipeline stage); Megatron's distributed optimizer shards the optimizer part over DP × CP.
+- **activations** of the stage's longest sequence (GRPO: ``max_prompt_tokens`` + the longest response phase; SFT:
+  ``sft_max_tokens``; reward model: ``rm_max_tokens`` per row, a pair's two rows in one microbatch) ×
+  ``micro_batch_size`` rows, from :func:`layer_activation_bytes` (calibrated on the local spec, see there):
+  TP splits the per-head / FFN parts, sequence parallelism also the hidden-size parts, CP the sequence;
+  ``selective`` recompute drops the unfused attention's S² part, ``full`` keeps one bf16 layer input per layer
+  plus one layer's activations while it is recomputed. 1F1B: pipeline rank r holds pp − r microbatches in
+  flight; the last rank adds the LM head's 16·S·V/TP (vocab-parallel cross-entropy).
+- **the colocated vLLM engine** (``rollout/vllm.py``): each rank runs its own engine (vLLM TP 1) with a whole
+  copy of the weights; it may take ``gpu_memory_utilization`` × GPU memory (one engine serves the cascade, built
+  with the first GRPO stage's ``rollout``), its KV cache is that budget minus the weights, and a token of KV
+  costs 2 × layers × kv_heads × head_dim × 2 bytes. It sleeps (level 1: weights to host memory, KV cache
+  dropped) during the actor's GRPO train step, so a GRPO stage peaks at max(actor state + activations, actor
+  state + the engine's budget). The gate puts it to sleep after evaluating, so an SFT or reward-model stage
+  trained after the engine was built does not pay for it on the GPU.
+- a reward-model stage trains a second actor (the RM) while the policy actor keeps its parameters and gradient
+  buffer (its optimizer is freed: ``cascade.train_reward_model``).
+
+Checked against an H200 (bench/gpu_step.py, 12 Qwen3-8B-shaped layers, 4096 tokens, local spec, no recompute):
+:func:`estimate_bytes` 123.8 GiB, measured peak 112–116 GiB — the numbers run ~7–10 % high.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from nemo_cascade import config as C
+
+GIB = float(1 << 30)
+FIXED_BYTES = 2 * GIB
+"""Per GPU outside the estimate's tensors: CUDA context, cuBLAS and NCCL workspaces."""
+ACTIVATION_MARGIN = 1.05
+"""The calibration's allowance for allocator rounding and short-lived temporaries."""
+GPUS_PER_NODE = 8
+
+
+# --------------------------------------------------------------------------------------------- model shapes
+
+@dataclass(frozen=True)
+class Shape:
+    """The dimensions that memory depends on (field names as bench/gpu_step.py's ``Dims``)."""
+
+    name: str
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    layers: int
+    tied: bool = False
+    qk_norm: bool = True
+    """Per-head q/k RMSNorm (Qwen3)."""
+    qkv_bias: bool = False
+    """Biases on q, k, v (Qwen2 / Qwen2.5)."""
+    hf_architecture: str = "Qwen3ForCausalLM"
+
+    def layer_params(self) -> tuple[int, int]:
+        """``(split over TP, replicated)`` parameters of one decoder layer."""
+        h, q = self.hidden, self.head_dim
+        qkv = (self.heads + 2 * self.kv_heads) * q
+        split = h * qkv + self.heads * q * h + 3 * h * self.ffn + (qkv if self.qkv_bias else 0)
+        return split, 2 * h + (2 * q if self.qk_norm else 0)
+
+    def params(self, layers: int | None = None, lm_head: bool = True) -> int:
+        """All parameters (``layers`` of them; with the LM head, or a reward model's 1×hidden score head)."""
+        L = self.layers if layers is None else layers
+        split, rep = self.layer_params()
+        head = (0 if self.tied else self.vocab * self.hidden) if lm_head else self.hidden
+        return L * (split + rep) + self.vocab * self.hidden + head + self.hidden
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+
+PRESETS = {
+    # huggingface.co/Qwen/Qwen3-8B config.json
+    "qwen3-8b": Shape("Qwen3-8B", hidden=4096, ffn=12288, heads=32, kv_heads=8, head_dim=128, vocab=151936,
+                      layers=36),
+    # huggingface.co/Qwen/Qwen3-14B config.json
+    "qwen3-14b": Shape("Qwen3-14B", hidden=5120, ffn=17408, heads=40, kv_heads=8, head_dim=128, vocab=151936,
+                       layers=40),
+    # huggingface.co/Qwen/Qwen2.5-72B-Instruct config.json (Qwen2ForCausalLM: q/k/v biases, no q/k norm)
+    "qwen2.5-72b": Shape("Qwen2.5-72B", hidden=8192, ffn=29568, heads=64, kv_heads=8, head_dim=128, vocab=152064,
+                         layers=80, qk_norm=False, qkv_bias=True, hf_architecture="Qwen2ForCausalLM"),
+    # convert/tiny.py's build_tiny_qwen3 (vocab: the in-code tokenizer's size, at most 1024)
+    "tiny-qwen3": Shape("tiny Qwen3", hidden=128, ffn=384, heads=4, kv_heads=2, head_dim=32, vocab=1024, layers=4,
+                        tied=True),
+}
+SIZE_PRESETS = {"8": "qwen3-8b", "14": "qwen3-14b", "72": "qwen2.5-72b"}
+"""A size in a model folder's name ('…-14B-…') → the preset of that size (the paper's bases, §1 and §4.2)."""
+_SIZE = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)b(?![a-z0-9])", re.IGNORECASE)
+
+
+def shape_from_config(raw: dict, where: str = "config.json") -> tuple[Shape, str]:
+    """The shape in an HF ``config.json``, and a note when the actor cannot load its architecture."""
+    from nemo_cascade.convert import arch as A  # local: convert.arch pulls in torch (via convert.table)
+
+    archs = raw.get("architectures") or []
+    if any(a in A.ARCHITECTURES for a in archs):
+        s = A.spec_from_dict(raw, where)
+        return Shape(Path(where).parent.name or s.hf_architecture, s.hidden_size, s.ffn_hidden_size,
+                     s.num_attention_heads, s.num_key_value_heads, s.head_dim, s.vocab_size, s.num_layers,
+                     tied=s.tied_embeddings, qk_norm=s.arch == "qwen3", hf_architecture=s.hf_architecture), ""
+    text = raw.get("text_config") or raw
+    try:  # an architecture the actor does not load: read the standard fields anyway, for the estimate
+        heads, hidden = int(text["num_attention_heads"]), int(text["hidden_size"])
+        shape = Shape(Path(where).parent.name or "model", hidden, int(text["intermediate_size"]), heads,
+                      int(text.get("num_key_value_heads") or heads), int(text.get("head_dim") or hidden // heads),
+                      int(text["vocab_size"]), int(text["num_hidden_layers"]),
+                      tied=bool(text.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))),
+                      qk_norm=text.get("model_type") == "qwen3",
+                      qkv_bias=bool(text.get("attention_bias", text.get("model_type") == "qwen2")),
+                      hf_architecture=(archs or ["?"])[0])
+    except (KeyError, TypeError, ValueError) as e:
+        raise A.ModelFilesError(f"{where}: missing or bad field {e.args[0] if e.args else e!s}") from None
+    return shape, unsupported_note(shape)
+
+
+def unsupported_note(shape: Shape) -> str:
+    from nemo_cascade.convert import arch as A
+
+    if shape.hf_architecture in A.ARCHITECTURES:
+        return ""
+    return (f"{shape.hf_architecture} is not an architecture the actor loads (convert/arch.py: "
+            f"{', '.join(sorted(A.ARCHITECTURES))}): the estimate is for its shape only")
+
+
+def resolve_shape(model: C.Model, shape: str | None = None) -> tuple[Shape, str]:
+    """``(shape, where it came from)``: ``--shape`` when given; else ``model.hf_path``'s config.json; else, when
+    that folder does not exist here, the preset whose size its name carries ('8B', '14B', '72B')."""
+    if shape:
+        if shape.lower() not in PRESETS:
+            raise C.ConfigError(f"--shape {shape}: unknown shape; expected one of {sorted(PRESETS)}")
+        return _with_note(PRESETS[shape.lower()], f"preset {shape.lower()} (--shape)")
+    if model.build:
+        if model.build.startswith("tiny-qwen3"):
+            return PRESETS["tiny-qwen3"], f"preset tiny-qwen3 (model.build={model.build})"
+        raise C.ConfigError(f"model.build={model.build}: no shape preset for it; pass --shape NAME "
+                            f"(one of {sorted(PRESETS)})")
+    folder = Path(model.hf_path)
+    if folder.exists():
+        path = folder / "config.json"
+        found, note = shape_from_config(_read_json(path), str(path))
+        return found, str(path) + (f"; {note}" if note else "")
+    sizes = {m.group(1) for m in _SIZE.finditer(folder.name)}
+    known = {SIZE_PRESETS[s] for s in sizes if s in SIZE_PRESETS}
+    if len(known) != 1:
+        why = f"sizes {sorted(sizes)} in its name" if sizes else "no size in its name"
+        raise C.ConfigError(f"model.hf_path {model.hf_path}: no such folder here and {why} to pick a preset from; "
+                            f"pass --shape NAME (one of {sorted(PRESETS)})")
+    name = known.pop()
+    size = next(s for s in sizes if SIZE_PRESETS.get(s) == name)
+    return _with_note(PRESETS[name], f"preset {name}, inferred from '{size}B' in the name of {model.hf_path} "
+                                     f"(no such folder here)")
+
+
+def _read_json(path: Path) -> dict:
+    """config.json as a dict; one ModelFilesError line when it is missing or not JSON (convert.arch's messages,
+    without its architecture check: an architecture the actor does not load is still planned, with a note)."""
+    from nemo_cascade.convert.arch import ModelFilesError
+
+    if not path.is_file():
+        raise ModelFilesError(f"{path}: no such file (expected an HF model folder with config.json)")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ModelFilesError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+
+
+def _with_note(shape: Shape, source: str) -> tuple[Shape, str]:
+    note = unsupported_note(shape)
+    return shape, source + (f"; {note}" if note else "")
+
+
+# --------------------------------------------------------------------------------------------- activations
+
+def layer_activation_bytes(d, seq: float, *, tp: int = 1, sp: bool = False, quadratic: bool = True) -> float:
+    """Bytes one decoder layer saves for backward, per row of ``seq`` tokens (bf16 actor, no recompute).
+
+    ``6·heads·S²`` (the local spec's unfused attention: fp32 softmax output and bf16 probabilities; 0 with
+    ``quadratic=False``: TE's fused attention or selective recompute) + ``S·(10·ffn + 16·heads·hd + 8·kv·hd)``
+    (split over TP) + ``S·20·h`` (norm and residual tensors: split over TP only with sequence parallelism).
+    Measured on the CPU build with saved-tensor hooks (bf16 actor, S = 256 / 512 / 1024, each dimension varied);
+    the norms then ran unfused in fp32 (hence 20·h) — an upper bound for TE's fused norms."""
+    h, hq, kvq = d.hidden, d.heads * d.head_dim, d.kv_heads * d.head_dim
+    out = seq * (10 * d.ffn + 16 * hq + 8 * kvq) / tp + seq * 20 * h / (tp if sp else 1)
+    if quadratic:
+        out += 6 * (d.heads / tp) * seq * seq
+    return out
+
+
+def head_activation_bytes(d, seq: float, *, tp: int = 1, vocab: int | None = None) -> float:
+    """Per row at the LM head: ``16·S·V/TP`` (vocab-parallel logits, their fp32 copy, the saved softmax and the
+    gradients alive at the start of backward) + ``10·S·h``. ``vocab=1``: a reward model's score head."""
+    V = d.vocab if vocab is None else vocab
+    return 16 * seq * V / tp + 10 * seq * d.hidden
+
+
+def estimate_bytes(d, layers: int, micro_batch: int, seq_len: int) -> dict[str, float]:
+    """Peak GPU memory of a bf16 train step of one actor on one GPU (local spec, no parallelism, no recompute),
+    by parts, in bytes — bench/gpu_step.py's plan for how many layers fit.
+
+    state: 18 B/param = bf16 param 2 + fp32 grad buffer 4 (grad_reduce_in_fp32) + fp32 master 4 + Adam m, v 8.
+    activations: :func:`layer_activation_bytes` per layer and row, :func:`head_activation_bytes` per row at the
+    head, × 1.05. The optimizer step adds a 4 B/param temporary (torch's foreach AdamW: sqrt(v)) after the
+    activations are gone. ``d``: anything with ``Shape``'s dimension fields and ``params(layers)``.
+    """
+    P = d.params(layers)
+    S = seq_len
+    act = ACTIVATION_MARGIN * micro_batch * (layers * layer_activation_bytes(d, S) + head_activation_bytes(d, S))
+    state = 18 * P
+    fixed = FIXED_BYTES + 2 * d.heads * S * S * micro_batch  # cuBLAS/NCCL workspaces, Megatron's baddbmm buffer
+    return {"params": P, "state": state, "activations": act, "total": max(state + act, state + 4 * P) + fixed}
+
+
+# --------------------------------------------------------------------------------------------- the plan
+
+@dataclass(frozen=True)
+class StagePlan:
+    """One stage's estimate on the worst GPU (bytes)."""
+
+    name: str
+    kind: str
+    seq: int
+    """The longest sequence the actor trains on (GRPO: the longest request the engine serves)."""
+    seq_text: str
+    actor_state: float
+    activations: float
+    train: float
+    """Actor state + max(activations, optimizer temporary) + fixed + whatever else stays resident."""
+    engine_weights: float | None
+    kv_cache: float | None
+    kv_tokens: int | None
+    rollout: float | None
+    """Generation (GRPO): actor state + the engine's whole budget + fixed."""
+    gpu: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> float:
+        return max(self.train, self.rollout or 0.0)
+
+    @property
+    def kv_short(self) -> bool:
+        return self.kind == "grpo" and self.kv_tokens is not None and self.kv_tokens < self.seq
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.gpu and not self.kv_short
+
+    def verdict(self) -> str:
+        if self.total > self.gpu:
+            return f"OVER by {(self.total - self.gpu) / GIB:.1f} GiB"
+        if self.kv_short:
+            return f"KV cache holds {self.kv_tokens:,} < {self.seq:,} tokens"
+        return f"fits ({(self.gpu - self.total) / GIB:.1f} GiB spare)"
+
+
+@dataclass(frozen=True)
+class CascadePlan:
+    name: str
+    parallel: C.Parallel
+    shape: Shape
+    shape_source: str
+    gpu: float
+    te: bool
+    dtype_bytes: int
+    engine_utilization: float | None
+    engine_context: int
+    """The engine's max_model_len: the longest GRPO request, or the gate's largest budget (+ its prompt)."""
+    stages: tuple[StagePlan, ...]
+
+    @property
+    def world(self) -> int:
+        p = self.parallel
+        return p.tp * p.pp * p.cp * p.dp
+
+    @property
+    def fits(self) -> bool:
+        return all(s.fits for s in self.stages)
+
+
+def _gate_budget(cfg: C.Cascade) -> int:
+    """The response budget of the gate's largest suite (0 without a gate): the engine's context must hold it."""
+    if not cfg.gate.suites:
+        return 0
+    if cfg.gate.max_tokens:
+        return cfg.gate.max_tokens
+    from nemo_cascade.evaluate.suites import get_suite  # torch-free; local: only cascades with a gate need it
+
+    return max(get_suite(name).max_tokens for name in cfg.gate.suites)
+
+
+def _longest(stage: C.Stage) -> tuple[int, str]:
+    if stage.kind == "grpo":
+        prompt = stage.rollout.max_prompt_tokens
+        response = max(p.max_response_tokens for p in C.length_phases(stage))
+        return prompt + response, f"{_tokens(prompt + response)} ({_tokens(prompt)}+{_tokens(response)})"
+    n = stage.sft_max_tokens if stage.kind == "sft" else stage.rm_max_tokens
+    return n, _tokens(n) + (" per row" if stage.kind == "reward_model" else "")
+
+
+def _tokens(n: int) -> str:
+    return f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def _rows_per_step(stage: C.Stage) -> int:
+    if stage.kind == "grpo":
+        return stage.grpo.prompts_per_step * stage.grpo.group_size
+    return stage.sft_batch_size if stage.kind == "sft" else 2 * stage.rm_batch_size
+
+
+def rank_params(d: Shape, tp: int, pp: int, rank: int, lm_head: bool = True) -> float:
+    """Parameters held by a GPU of pipeline rank ``rank``: its layers' share of TP, the embedding (first rank),
+    the final norm and the head (last rank; a tied head is a copy there when pp > 1)."""
+    split, rep = d.layer_params()
+    n = d.layers // pp * (split / tp + rep)
+    embedding = d.vocab * d.hidden / tp
+    if rank == 0:
+        n += embedding
+    if rank == pp - 1:
+        n += d.hidden
+        if not lm_head:
+            n += d.hidden
+        elif not d.tied or pp > 1:
+            n += embedding
+    return n
+
+
+def actor_bytes(d: Shape, p: C.Parallel, *, seq: int, rows_per_step: int, rank: int, te: bool, dtype_bytes: int,
+                lm_head: bool = True) -> dict[str, float]:
+    """One actor's memory on a GPU of pipeline rank ``rank`` during a train step, by parts (bytes)."""
+    P = rank_params(d, p.tp, p.pp, rank, lm_head)
+    shard = p.dp * p.cp if p.distributed_optimizer else 1
+    optimizer = 12 if dtype_bytes == 2 else 8  # fp32 master + Adam m, v (fp32 params are their own master)
+    state = P * (dtype_bytes + 4) + P * optimizer / shard
+    S = math.ceil(seq / p.cp)
+    mb = p.micro_batch_size
+    micro = math.ceil(rows_per_step / (p.dp * mb))
+    in_flight = min(p.pp - rank, micro)  # 1F1B: rank r runs pp − r forwards ahead of its first backward
+    L = d.layers // p.pp
+    quadratic = not te and p.recompute != "selective"
+    scale = dtype_bytes / 2  # the coefficients are bf16's
+    per_layer = scale * layer_activation_bytes(d, S, tp=p.tp, sp=p.sequence_parallel, quadratic=quadratic)
+    if p.recompute == "full":  # each layer keeps its input; one layer's activations exist while it is recomputed
+        layers = in_flight * L * mb * dtype_bytes * S * d.hidden / (p.tp if p.sequence_parallel else 1)
+        layers += mb * per_layer
+    else:
+        layers = in_flight * L * mb * per_layer
+    head = mb * head_activation_bytes(d, S, tp=p.tp, vocab=None if lm_head else 1) if rank == p.pp - 1 else 0.0
+    act = ACTIVATION_MARGIN * (layers + head)
+    fixed = FIXED_BYTES + (0 if te else 2 * (d.heads / p.tp) * S * S * mb)  # + the local spec's baddbmm buffer
+    return {"params": P, "state": state, "activations": act, "optimizer_temp": 4 * P / shard, "fixed": fixed,
+            "train": state + max(act, 4 * P / shard) + fixed}
+
+
+def engine_bytes(d: Shape, utilization: float, gpu: float, dtype_bytes: int) -> dict[str, float]:
+    """The colocated engine of one rank: a whole copy of the weights and the KV cache its budget leaves."""
+    weights = d.params() * dtype_bytes
+    kv = max(utilization * gpu - weights, 0.0)
+    return {"budget": utilization * gpu, "weights": weights, "kv": kv,
+            "kv_tokens": int(kv // d.kv_bytes_per_token(dtype_bytes))}
+
+
+def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | Shape | None = None) -> CascadePlan:
+    """Every stage's per-GPU estimate on ``cfg.parallel``; raises ConfigError (one line) for what cannot be
+    planned: an invalid config, an unknown shape, a layout the shape does not divide."""
+    C.validate(cfg)
+    if gpu_gib <= 0:
+        raise C.ConfigError(f"--gpu-memory-gib: expected > 0, got {gpu_gib}")
+    d, source = (shape, f"given shape {shape.name}") if isinstance(shape, Shape) else resolve_shape(cfg.model, shape)
+    p = cfg.parallel
+    for name, value, by in (("num_key_value_heads", d.kv_heads, p.tp), ("num_attention_heads", d.heads, p.tp),
+                            ("vocab_size", d.vocab, p.tp), ("intermediate_size", d.ffn, p.tp),
+                            ("num_hidden_layers", d.layers, p.pp)):
+        if value % by:
+            field = "pp" if name == "num_hidden_layers" else "tp"
+            raise C.ConfigError(f"parallel.{field}={by} must divide the model's {name}={value} ({d.name})")
+    gpu = gpu_gib * GIB
+    te = cfg.model.transformer_impl != "local"  # auto = TE on a GPU machine with transformer_engine
+    dtype_bytes = 2 if cfg.model.dtype == "bfloat16" else 4
+    grpo = [s for s in cfg.stages if s.kind == "grpo"]
+    gate_on = bool(cfg.gate.suites)
+    # One engine serves the cascade, built from the first GRPO stage's rollout (a gate alone: the default's).
+    util = (grpo[0].rollout if grpo else C.Rollout()).gpu_memory_utilization if grpo or gate_on else None
+    engine = engine_bytes(d, util, gpu, dtype_bytes) if util is not None else None
+    context = max([_longest(s)[0] for s in grpo] + [_gate_budget(cfg)])
+    engine_built = gate_on and cfg.gate.evaluate_base
+    stages = []
+    for s in cfg.stages:
+        seq, seq_text = _longest(s)
+        notes: list[str] = []
+        lm_head = s.kind != "reward_model"
+        ranks = [actor_bytes(d, p, seq=seq, rows_per_step=_rows_per_step(s), rank=r, te=te,
+                             dtype_bytes=dtype_bytes, lm_head=lm_head) for r in sorted({0, p.pp - 1})]
+        if s.kind == "grpo" and s.grpo.kl_coef > 0:  # the KL reference: a copy of the parameters
+            ranks = [{**m, "state": m["state"] + m["params"] * dtype_bytes,
+                      "train": m["train"] + m["params"] * dtype_bytes} for m in ranks]
+            notes.append("KL reference copy in the actor state")
+        extra = 0.0
+        if s.kind == "reward_model":  # the policy actor keeps its parameters and gradient buffer
+            policy = max(rank_params(d, p.tp, p.pp, r) for r in {0, p.pp - 1}) * (dtype_bytes + 4)
+            extra += policy
+            notes.append(f"policy actor resident beside the RM: {policy / GIB:.1f} GiB")
+        engine_w = kv = kv_tokens = rollout = None
+        if s.kind == "grpo":
+            engine_w, kv, kv_tokens = engine["weights"], engine["kv"], engine["kv_tokens"]
+            rollout = max(m["state"] for m in ranks) + engine["budget"] + FIXED_BYTES
+            if s.rollout.gpu_memory_utilization != util:
+                notes.append(f"asks gpu_memory_utilization {s.rollout.gpu_memory_utilization}; the engine was "
+                             f"built with {util} (the first GRPO stage's)")
+            engine_built = True
+        elif engine_built and engine is not None:
+            notes.append("the engine sleeps while this stage trains (the gate puts it to sleep; its weights wait "
+                         "in host memory)")
+        worst = max(ranks, key=lambda m: m["train"])
+        stages.append(StagePlan(
+            name=s.name, kind=s.kind, seq=seq, seq_text=seq_text, actor_state=max(m["state"] for m in ranks),
+            activations=worst["activations"], train=worst["train"] + extra, engine_weights=engine_w, kv_cache=kv,
+            kv_tokens=kv_tokens, rollout=rollout, gpu=gpu, notes=tuple(notes)))
+        engine_built = engine_built or gate_on
+    return CascadePlan(cfg.name, p, d, source, gpu, te, dtype_bytes, util, context, tuple(stages))
+
+
+# --------------------------------------------------------------------------------------------- output
+
+ASSUMPTIONS = (
+    "assumptions: per GPU; actor = bf16 params + fp32 grads + fp32 master & Adam m/v (18 B/param) over TP×PP, "
+    "the optimizer's 12 B/param sharded over DP×CP (distributed optimizer); activations = bench/gpu_step.py's "
+    "calibrated per-layer formula (~7–10 % above an H200's measured peak) for micro_batch_size rows of the "
+    "longest sequence, 1F1B in-flight microbatches, LM head 16·S·V/TP; {attention}; the engine sleeps during "
+    "GRPO train steps and otherwise holds gpu_memory_utilization × GPU (KV cache = that − its weights; vLLM also "
+    "reserves its activation peak and CUDA graphs from it); 2 GiB for CUDA context and workspaces; "
+    "train = state + activations, rollout = state + engine; FP8 not modelled. Estimates, not measurements.")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"
+
+
+def _params(n: float) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.2f} M"
+
+
+def _gib(x: float | None) -> str:
+    return "—" if x is None else f"{x / GIB:.1f}"
+
+
+def render(plan: CascadePlan) -> str:
+    p, d = plan.parallel, plan.shape
+    nodes = math.ceil(plan.world / GPUS_PER_NODE)
+    extras = [x for x, on in (("SP", p.sequence_parallel), (f"recompute {p.recompute}", p.recompute != "none"),
+                              ("distributed optimizer", p.distributed_optimizer)) if on]
+    lines = [
+        f"plan: {plan.name} on {_count(plan.world, 'GPU')} of {plan.gpu / GIB:g} GiB ({_count(nodes, 'node')} of "
+        f"{GPUS_PER_NODE}): actor TP {p.tp} × PP {p.pp} × CP {p.cp} × DP {p.dp}, micro-batch {p.micro_batch_size}"
+        + (f", {', '.join(extras)}" if extras else ""),
+        f"model: {d.name}, {_params(d.params())} params, {d.layers} layers, hidden {d.hidden}, "
+        f"{d.heads}/{d.kv_heads} heads, vocab {d.vocab}; shape from {plan.shape_source}",
+    ]
+    if plan.engine_utilization is not None:
+        e = engine_bytes(d, plan.engine_utilization, plan.gpu, plan.dtype_bytes)
+        lines.append(
+            f"engine: vLLM TP 1 per rank (a whole {e['weights'] / GIB:.1f} GiB copy on each of the "
+            f"{_count(plan.world, 'GPU')}), gpu_memory_utilization {plan.engine_utilization} = "
+            f"{e['budget'] / GIB:.1f} GiB, KV "
+            f"{d.kv_bytes_per_token(plan.dtype_bytes) // 1024} KiB/token → {e['kv_tokens']:,} tokens; "
+            f"max_model_len ≥ {plan.engine_context:,} (longest request or gate budget); asleep it keeps "
+            f"{min(plan.world, GPUS_PER_NODE) * e['weights'] / GIB:.1f} GiB of weights in each node's host memory")
+    lines += ["",
+              "| stage | kind | layout | longest seq | actor state | activations | engine weights | KV cache "
+              "(tokens) | train | rollout | total / GPU | verdict |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    layout = f"TP{p.tp} PP{p.pp} CP{p.cp} DP{p.dp}"
+    for s in plan.stages:
+        kv = "—" if s.kv_cache is None else f"{s.kv_cache / GIB:.1f} ({s.kv_tokens / 1000:.0f}K)"
+        lines.append(f"| {s.name} | {s.kind} | {layout} | {s.seq_text} | {_gib(s.actor_state)} | "
+                     f"{_gib(s.activations)} | {_gib(s.engine_weights)} | {kv} | {_gib(s.train)} | "
+                     f"{_gib(s.rollout)} | {s.total / GIB:.1f} / {plan.gpu / GIB:g} | {s.verdict()} |")
+    lines += ["", "GiB per GPU. " + ASSUMPTIONS.format(
+        attention="TE fused attention (no S² term)" if plan.te else "local spec: unfused attention (6·heads·S² "
+        "per layer unless recompute)")]
+    for s in plan.stages:
+        for note in s.notes:
+            lines.append(f"note: {s.name}: {note}")
+    if plan.engine_utilization is not None:
+        tokens = engine_bytes(d, plan.engine_utilization, plan.gpu, plan.dtype_bytes)["kv_tokens"]
+        if tokens < plan.engine_context:
+            lines.append(f"WARNING: the engine's KV cache holds {tokens:,} tokens, less than its max_model_len "
+                         f"{plan.engine_context:,}: vLLM will refuse to start")
+    for s in plan.stages:
+        if not s.fits:
+            lines.append(f"WARNING: stage {s.name} ({s.kind}): {s.verdict()} — ≈ {s.total / GIB:.1f} GiB per GPU "
+                         f"against {plan.gpu / GIB:g} GiB (an estimate)")
+    return "\n".join(lines)
+
+
+__all__ = ["Shape", "PRESETS", "resolve_shape", "shape_from_config", "layer_activation_bytes",
+           "head_activation_bytes", "estimate_bytes", "rank_params", "actor_bytes", "engine_bytes", "StagePlan",
+           "CascadePlan", "plan_cascade", "render", "GIB"]

@@ -1,0 +1,312 @@
+"""nemo_cascade/plan.py and `nemo-cascade plan`: the per-GPU memory estimate of a cascade's stages.
+
+Hand-computed numbers on a tiny shape, how each parallel dimension moves them, the model-shape sources (config.json,
+presets, a size in the folder's name), and the paper's recipes through the CLI (no model files, no GPU)."""
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from nemo_cascade import config as C
+from nemo_cascade import plan as P
+from nemo_cascade.cli import load_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+GIB = 1 << 30
+ENV = ("NEMO_CASCADE_MODELS", "NEMO_CASCADE_DATA", "NEMO_CASCADE_RM_URL", "NEMO_CASCADE_JUDGE_URL")
+
+# hidden 8, ffn 16, 2 heads / 1 KV head of 4, vocab 32, 2 layers, untied, q/k norms.
+TINY = P.Shape("t", hidden=8, ffn=16, heads=2, kv_heads=1, head_dim=4, vocab=32, layers=2)
+# Per layer: q,k,v 8·(2+2)·4 = 128, o 2·4·8 = 64, MLP 3·8·16 = 384 → 576 split over TP; norms 2·8 + 2·4 = 24.
+# Whole model: 2·600 + embedding 256 + head 256 + final norm 8 = 1720.
+
+
+def one_gpu(**kw) -> C.Parallel:
+    return C.Parallel(**{"tp": 1, "pp": 1, "cp": 1, "dp": 1, "micro_batch_size": 1, **kw})
+
+
+def bytes_of(parallel: C.Parallel, d: P.Shape = TINY, seq: int = 10, te: bool = False, rows: int = 1, **kw) -> dict:
+    ranks = [P.actor_bytes(d, parallel, seq=seq, rows_per_step=rows, rank=r, te=te, dtype_bytes=2, **kw)
+             for r in range(parallel.pp)]
+    return max(ranks, key=lambda m: m["train"])
+
+
+@pytest.fixture(autouse=True)
+def _default_environment(monkeypatch):
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+# ---- hand-computed numbers ------------------------------------------------------------------------------------
+
+def test_tiny_shape_by_hand():
+    assert TINY.layer_params() == (576, 24)
+    assert TINY.params() == 1720
+    assert P.rank_params(TINY, 1, 1, 0) == 1720
+    assert P.rank_params(TINY, 2, 1, 0) == 2 * (288 + 24) + 128 + 8 + 128  # TP splits all but the norms
+    assert TINY.kv_bytes_per_token() == 2 * 2 * 1 * 4 * 2
+    # per layer and row at S = 10: S·(10·16 + 16·8 + 8·4) = 3200, S·20·8 = 1600, 6·2·S² = 1200
+    assert P.layer_activation_bytes(TINY, 10) == 6000
+    assert P.layer_activation_bytes(TINY, 10, quadratic=False) == 4800
+    assert P.layer_activation_bytes(TINY, 10, tp=2) == 1600 + 1600 + 600   # norms stay whole without SP
+    assert P.layer_activation_bytes(TINY, 10, tp=2, sp=True) == 1600 + 800 + 600
+    assert P.head_activation_bytes(TINY, 10) == 16 * 10 * 32 + 10 * 10 * 8
+
+
+def test_one_gpu_train_step_by_hand():
+    m = bytes_of(one_gpu())
+    assert m["state"] == 1720 * (2 + 4 + 12)                  # 18 B/param
+    assert m["activations"] == pytest.approx(1.05 * (2 * 6000 + 5920))
+    assert m["fixed"] == 2 * GIB + 2 * 2 * 10 * 10            # + the local spec's baddbmm buffer
+    assert m["train"] == pytest.approx(m["state"] + m["activations"] + m["fixed"])
+    # the same formula as bench/gpu_step.py's single-GPU estimate
+    e = P.estimate_bytes(TINY, 2, 1, 10)
+    assert (e["params"], e["state"]) == (1720, m["state"])
+    assert e["activations"] == pytest.approx(m["activations"])
+    assert e["total"] == pytest.approx(m["train"])
+
+
+def test_gpu_step_estimate_matches_its_h200_calibration():
+    """12 Qwen3-8B-shaped layers at 4096 tokens (local spec, no recompute): 123.8 GiB estimated, 112–116 measured."""
+    d = replace(P.PRESETS["qwen3-8b"], layers=12)
+    assert P.estimate_bytes(d, 12, 1, 4096)["total"] / GIB == pytest.approx(123.77, abs=0.01)
+
+
+def test_engine_by_hand():
+    d = P.PRESETS["qwen3-8b"]
+    e = P.engine_bytes(d, 0.45, 80 * GIB, 2)
+    assert d.kv_bytes_per_token() == 2 * 36 * 8 * 128 * 2
+    assert e["weights"] == 2 * d.params() and e["budget"] == 0.45 * 80 * GIB
+    assert e["kv"] == 0.45 * 80 * GIB - e["weights"]
+    assert e["kv_tokens"] == int(e["kv"] // (2 * 36 * 8 * 128 * 2))
+    assert P.engine_bytes(d, 0.1, 80 * GIB, 2)["kv_tokens"] == 0  # weights alone exceed the budget
+
+
+# ---- how the layout moves the numbers --------------------------------------------------------------------------
+
+def test_tp_halves_the_parameter_part():
+    d = P.PRESETS["qwen3-8b"]
+    one, two = bytes_of(one_gpu(), d, te=True), bytes_of(one_gpu(tp=2), d, te=True)
+    assert two["params"] == pytest.approx(one["params"] / 2, rel=1e-3)  # only the norms are replicated
+    assert two["state"] == pytest.approx(one["state"] / 2, rel=1e-3)
+    split, rep = TINY.layer_params()
+    replicated = TINY.layers * rep + TINY.hidden
+    assert P.rank_params(TINY, 2, 1, 0) - replicated == (TINY.params() - replicated) / 2
+
+
+def test_dp_shards_only_the_optimizer():
+    one, four = bytes_of(one_gpu()), bytes_of(one_gpu(dp=4))
+    assert four["state"] == 1720 * 6 + 1720 * 12 / 4
+    assert four["activations"] == one["activations"]
+    assert bytes_of(one_gpu(dp=4, distributed_optimizer=False))["state"] == one["state"]
+    # Megatron shards over DP × CP
+    assert bytes_of(one_gpu(cp=4), te=True)["state"] == bytes_of(one_gpu(dp=4), te=True)["state"]
+
+
+def test_full_recompute_lowers_activations():
+    d = P.PRESETS["qwen3-8b"]
+    acts = {r: bytes_of(one_gpu(tp=2, sequence_parallel=True, recompute=r), d, seq=8192)["activations"]
+            for r in ("none", "selective", "full")}
+    assert acts["full"] < acts["selective"] < acts["none"]  # selective drops the local spec's S² attention part
+    te = {r: bytes_of(one_gpu(recompute=r), d, seq=8192, te=True)["activations"] for r in ("none", "full")}
+    assert te["full"] < te["none"] / 3
+    # full: one bf16 input per layer + one layer's activations + the head
+    S = 8192
+    expected = 1.05 * (36 * 2 * S * d.hidden + P.layer_activation_bytes(d, S, quadratic=False)
+                       + P.head_activation_bytes(d, S))
+    assert te["full"] == pytest.approx(expected)
+
+
+def test_cp_splits_the_sequence():
+    d = P.PRESETS["qwen3-14b"]
+    whole = bytes_of(one_gpu(tp=8, sequence_parallel=True), d, seq=30 * 1024, te=True)
+    split = bytes_of(one_gpu(tp=8, sequence_parallel=True, cp=2), d, seq=60 * 1024, te=True)
+    assert split["activations"] == pytest.approx(whole["activations"])
+    doubled = bytes_of(one_gpu(tp=8, sequence_parallel=True), d, seq=60 * 1024, te=True)
+    assert doubled["activations"] == pytest.approx(2 * whole["activations"])  # linear in S without the S² term
+
+
+def test_pipeline_first_rank_holds_pp_microbatches():
+    d = P.PRESETS["qwen3-8b"]
+    p = one_gpu(pp=4)
+    first = P.actor_bytes(d, p, seq=4096, rows_per_step=64, rank=0, te=True, dtype_bytes=2)
+    last = P.actor_bytes(d, p, seq=4096, rows_per_step=64, rank=3, te=True, dtype_bytes=2)
+    per_layer = P.layer_activation_bytes(d, 4096, quadratic=False)
+    assert first["activations"] == pytest.approx(1.05 * 4 * 9 * per_layer)  # 4 in flight × 9 layers
+    assert last["activations"] == pytest.approx(1.05 * (9 * per_layer + P.head_activation_bytes(d, 4096)))
+    few = P.actor_bytes(d, p, seq=4096, rows_per_step=2, rank=0, te=True, dtype_bytes=2)
+    assert few["activations"] == pytest.approx(1.05 * 2 * 9 * per_layer)  # only 2 microbatches exist
+
+
+# ---- model shapes -----------------------------------------------------------------------------------------------
+
+def test_presets_are_the_public_configs():
+    shapes = {name: (s.hidden, s.layers, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab)
+              for name, s in P.PRESETS.items()}
+    assert shapes["qwen3-8b"] == (4096, 36, 32, 8, 128, 12288, 151936)
+    assert shapes["qwen3-14b"] == (5120, 40, 40, 8, 128, 17408, 151936)
+    assert shapes["qwen2.5-72b"] == (8192, 80, 64, 8, 128, 29568, 152064)
+    assert P.PRESETS["qwen3-8b"].params() / 1e9 == pytest.approx(8.19, abs=0.01)
+    assert P.PRESETS["qwen3-14b"].params() / 1e9 == pytest.approx(14.77, abs=0.01)
+    assert P.PRESETS["qwen2.5-72b"].params() / 1e9 == pytest.approx(72.71, abs=0.01)
+
+
+@pytest.mark.parametrize("path,preset", [
+    ("models/Nemotron-Cascade-8B-SFT", "qwen3-8b"), ("/x/Qwen3-8B-Base", "qwen3-8b"),
+    ("models/Nemotron-Cascade-14B-Thinking-SFT", "qwen3-14b"), ("models/Qwen2.5-72B-Instruct", "qwen2.5-72b")])
+def test_absent_folder_names_its_preset(path, preset):
+    shape, source = P.resolve_shape(C.Model(hf_path=path))
+    assert shape == P.PRESETS[preset]
+    assert "no such folder here" in source and preset in source
+    assert ("not an architecture the actor loads" in source) == (preset == "qwen2.5-72b")
+
+
+def test_config_json_wins_over_the_name(tmp_path):
+    folder = tmp_path / "Qwen3-8B-lookalike"
+    folder.mkdir()
+    raw = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+           "vocab_size": 100, "tie_word_embeddings": True}
+    (folder / "config.json").write_text(json.dumps(raw))
+    shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
+    assert (shape.hidden, shape.layers, shape.vocab, shape.tied, shape.qk_norm) == (64, 2, 100, True, True)
+    assert source.endswith("config.json")
+    assert P.resolve_shape(C.Model(hf_path=str(folder)), "qwen3-14b")[0] == P.PRESETS["qwen3-14b"]  # --shape wins
+
+
+def test_architecture_the_actor_does_not_load_is_planned_with_a_note(tmp_path):
+    folder = tmp_path / "Qwen2.5-72B-Instruct"
+    folder.mkdir()
+    raw = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 8192,
+           "intermediate_size": 29568, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+           "vocab_size": 152064, "tie_word_embeddings": False}
+    (folder / "config.json").write_text(json.dumps(raw))
+    shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
+    assert replace(shape, name="") == replace(P.PRESETS["qwen2.5-72b"], name="")
+    assert "Qwen2ForCausalLM is not an architecture the actor loads" in source
+    (folder / "config.json").write_text("{")
+    with pytest.raises(ValueError, match="config.json: not valid JSON"):
+        P.resolve_shape(C.Model(hf_path=str(folder)))
+
+
+def test_unknown_shapes_are_one_line_errors(tmp_path):
+    with pytest.raises(C.ConfigError, match="--shape nope: unknown shape"):
+        P.resolve_shape(C.Model(hf_path="models/Qwen3-8B"), "nope")
+    with pytest.raises(C.ConfigError, match="no size in its name"):
+        P.resolve_shape(C.Model(hf_path=str(tmp_path / "my-model")))
+    with pytest.raises(C.ConfigError, match="pass --shape"):
+        P.resolve_shape(C.Model(hf_path=str(tmp_path / "Qwen3-32B")))  # a size without a preset
+
+
+# ---- cascades ----------------------------------------------------------------------------------------------------
+
+RECIPES = {
+    "8b": "recipes/nemotron_cascade_8b.py", "8b_thinking": "recipes/nemotron_cascade_8b_thinking.py",
+    "14b_thinking": "recipes/nemotron_cascade_14b_thinking.py", "rm_72b": "recipes/reward_model_72b.py"}
+def plan_of(path: str, fn: str = "recipe") -> P.CascadePlan:
+    return P.plan_cascade(load_recipe(f"{ROOT / path}:{fn}"))
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ENV}
+    return subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "plan", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_paper_recipe_plans_through_the_cli(name):
+    proc = cli(RECIPES[name])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cfg = load_recipe(str(ROOT / RECIPES[name]))
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "| stage |" not in line]
+    assert [r.split("|")[1].strip() for r in rows] == [s.name for s in cfg.stages]
+    assert "assumptions:" in proc.stdout and "GPUs of 80 GiB" in proc.stdout
+    assert ("WARNING" in proc.stdout) == (not plan_of(RECIPES[name]).fits)
+
+
+@pytest.mark.parametrize("name,fn", [("8b", "recipe"), ("8b_thinking", "recipe"), ("14b_thinking", "recipe"),
+                                     ("14b_thinking", "single_node"),
+                                     ("rm_72b", "recipe")])
+def test_paper_recipes_fit_on_h100_80gb(name, fn):
+    plan = plan_of(RECIPES[name], fn)
+    over = [f"{s.name}: {s.verdict()} ({s.total / GIB:.1f} GiB)" for s in plan.stages if not s.fits]
+    assert not over, over
+    if plan.engine_utilization is not None:
+        assert P.engine_bytes(plan.shape, plan.engine_utilization, plan.gpu, 2)["kv_tokens"] >= plan.engine_context
+
+
+def test_14b_plan_numbers():
+    """TP 8 × CP 2 on 16 GPUs: ≈ 20.6 GiB of actor state, a 27.5 GiB engine copy, ≈ 134K tokens of KV cache."""
+    plan = plan_of(RECIPES["14b_thinking"])
+    code = next(s for s in plan.stages if s.name == "code")
+    assert code.seq == 4 * 1024 + 56 * 1024
+    assert code.actor_state / GIB == pytest.approx(20.6, abs=0.1)
+    assert code.engine_weights / GIB == pytest.approx(27.5, abs=0.1)
+    assert code.kv_tokens == pytest.approx(134_000, rel=0.01)
+    assert code.rollout == pytest.approx(code.actor_state + 0.6 * 80 * GIB + 2 * GIB)
+
+
+@pytest.mark.parametrize("name", ["8b", "8b_thinking", "14b_thinking"])
+def test_docs_show_the_plans(name):
+    """docs/recipes.md's "Memory plan" section: each policy recipe's header and table as the command prints them."""
+    doc = (ROOT / "docs" / "recipes.md").read_text()
+    section = doc[doc.index("## Memory plan (nemo-cascade plan)"):]
+    head, table = P.render(plan_of(RECIPES[name])).split("\n\n")[:2]
+    assert f"### `{RECIPES[name]}`\n\n```text\n{head}\n```\n\n{table}\n" in section, (
+        "docs/recipes.md is out of date: paste `nemo-cascade plan " + RECIPES[name] + "`'s header and table")
+
+
+def test_sft_after_the_gate_trains_beside_the_sleeping_engine():
+    """with_sft(): the gate after sft_16k builds the engine and puts it to sleep, so sft_32k trains without it."""
+    plan = plan_of(RECIPES["8b"], "with_sft")
+    first, second = plan.stages[:2]
+    assert first.engine_weights is None and second.engine_weights is None
+    assert any("engine sleeps" in n for n in second.notes)
+    assert second.train == pytest.approx(second.actor_state + second.activations + 2 * GIB)
+
+
+def test_reward_model_stage_keeps_the_policy_actor():
+    plan = plan_of(RECIPES["rm_72b"])
+    (rm,) = plan.stages
+    assert rm.engine_weights is None and rm.rollout is None  # no gate, no GRPO stage: no engine
+    assert any("policy actor resident" in n for n in rm.notes)
+
+
+def test_plan_command_errors_are_one_line(tmp_path):
+    for args in ((RECIPES["8b"], "--shape", "nope"), (RECIPES["8b"], f"model.hf_path={tmp_path / 'no-size'}")):
+        proc = cli(*args)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("nemo-cascade: error:"), args
+
+
+@pytest.mark.parametrize("args,message", [
+    (("recipes/missing.py",), "recipe recipes/missing.py: no such file"),
+    ((RECIPES["8b"], "parallel.tp=3", "parallel.dp=1"), "parallel.tp=3 must divide the model's num_key_value_heads=8"),
+    ((RECIPES["8b"], "--shape", "qwen3-14b", "parallel.pp=3"),
+     "parallel.pp=3 must divide the model's num_hidden_layers=40"),
+])
+def test_plan_command_errors_in_process(args, message, capsys, monkeypatch):
+    from nemo_cascade.cli import main
+
+    monkeypatch.chdir(ROOT)
+    assert main(["plan", *args]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nemo-cascade: error:") and message in lines[0], lines
+
+
+def test_plan_overrides_and_gpu_memory():
+    proc = cli(RECIPES["14b_thinking"], "--gpu-memory-gib", "40", "parallel.recompute=none")
+    assert proc.returncode == 0, proc.stderr  # over is a warning, not a failure
+    assert "GPUs of 40 GiB" in proc.stdout and "recompute" not in proc.stdout.splitlines()[0]
+    assert "WARNING: stage" in proc.stdout
+
+
+def test_plan_imports_no_torch():
+    code = ("import sys; import nemo_cascade.plan; "
+            "assert not {'torch', 'megatron', 'vllm'} & set(sys.modules), 'nemo_cascade.plan imports torch'")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
