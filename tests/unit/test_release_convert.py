@@ -55,7 +55,7 @@ def test_round_trip_is_exact(request, tmp_path, model, tp, pp):
     if model == "qwen3":  # has a tokenizer: transformers loads the release and gives the same logits
         report = release.verify(out, reference=hf)
         assert report["tensors_equal"] and report["max_logit_diff"] == 0.0
-        assert report["megatron_max_logprob_diff"] <= release.MEGATRON_FP32_TOLERANCE  # the actor agrees
+        assert report["megatron_max_logprob_diff"] <= 1e-5  # the actor agrees (2 layers: fp32 rounding only)
 
 
 def test_shards_hold_what_the_actor_holds(qwen3, tmp_path):
@@ -97,6 +97,7 @@ def test_smollm2_round_trip(tmp_path):
     out = release.to_hf(release.resolve(ckpt, base=hf), tmp_path / "hf", dtype="auto")
     report = release.verify(out, reference=hf, prompt="What is 2+3?")
     assert report["tensors_equal"] and report["max_logit_diff"] == 0.0
+    assert report["megatron_max_logprob_diff"] <= release.MEGATRON_FP32_TOLERANCE  # measured 2.9e-5
     assert "5" in report["greedy"]  # the sanity check for the extracted model
 
 
