@@ -141,7 +141,7 @@ def checkpoint_tensors(step_dir: str | Path, spec: A.HFModelSpec) -> Iterator[tu
     for p in range(pp):
         shards = [checkpoint.read_model_shard(step_dir, meta, t, p) for t in range(tp)]
         te = any(name.endswith("layer_norm_weight") for name in shards[0])
-        head = "score" if _is_score_head(shards[0], spec) else "lm"
+        head = "score" if _is_score_head(shards[0]) else "lm"
         for entry in T.expand(T.rules_for(spec.arch, spec.tied_embeddings, te=te, head=head), spec.num_layers):
             local = _local_name(entry, p, per_stage)
             if local is None or entry.megatron in done or local not in shards[0]:
@@ -177,7 +177,8 @@ def _local_name(entry: T.Entry, p: int, per_stage: int) -> str | None:
     return _LAYER.sub(f"decoder.layers.{entry.layer - p * per_stage}.", entry.megatron)
 
 
-def _is_score_head(shard: dict[str, torch.Tensor], spec: A.HFModelSpec) -> bool:
+def _is_score_head(shard: dict[str, torch.Tensor]) -> bool:
+    """A reward model's head: one output row (the BT score) instead of the vocabulary."""
     head = shard.get("output_layer.weight")
     return head is not None and head.shape[0] == 1
 

@@ -166,3 +166,20 @@ def test_verify_catches_a_wrong_conversion(qwen3, tmp_path):
     save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(release.ConvertError, match="tensor|differ"):
         release.verify(out, reference=qwen3, megatron=False)
+
+
+def test_reward_model_round_trip(qwen3, tmp_path):
+    """A Bradley–Terry RM (§4.2: backbone + a one-row score head) converts as *ForSequenceClassification."""
+    import transformers
+
+    from nemo_cascade.convert.arch import reward_model_config
+
+    config = reward_model_config(json.loads((qwen3 / "config.json").read_text()), pad_token_id=0)
+    torch.manual_seed(0)
+    rm = transformers.Qwen3ForSequenceClassification(transformers.Qwen3Config(**config)).float()
+    rm.save_pretrained(tmp_path / "rm", safe_serialization=True)
+    ckpt = release.from_hf(tmp_path / "rm", tmp_path / "ckpt", tp=2, pp=2)
+    assert torch.load(ckpt / "model_tp00_pp01.pt", weights_only=True)["output_layer.weight"].shape[0] == 1
+    out = release.to_hf(release.resolve(ckpt, base=tmp_path / "rm"), tmp_path / "hf")
+    assert _same_tensors(out, tmp_path / "rm") == [] and "score.weight" in SafetensorsReader(out).names()
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["Qwen3ForSequenceClassification"]
