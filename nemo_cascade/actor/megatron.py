@@ -319,7 +319,8 @@ class MegatronActor:
         }
         for key, shape in shapes.items():
             if key in entry.megatron:
-                return shape
+                # A linear layer's bias (Qwen2's fused q/k/v bias) has the output dimension only.
+                return shape[:1] if entry.megatron.endswith(".bias") else shape
         return (s.hidden_size,)  # input/pre-MLP/final RMSNorm weights
 
     # ------------------------------------------------------------------------------------- optimizer

@@ -201,11 +201,14 @@ def layer_spec(te: bool, arch: str, num_layers: int):
     ``linear_qkv`` / ``linear_fc1`` (``layer_norm_weight``; convert.table's ``te=True`` names), the final norm
     is TE's. Local: megatron's local spec with :class:`LocalRMSNorm` for every norm (block-level spec of
     ``num_layers`` layers — this pipeline stage's — so the final norm is one too). Qwen3 has per-head q/k
-    RMSNorm."""
+    RMSNorm. (Qwen2's q/k/v biases need no spec change: ``linear_qkv`` gets its bias from
+    ``TransformerConfig.add_qkv_bias``, convert.arch.)"""
     from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_layer_local_spec,
                                                           get_gpt_layer_with_transformer_engine_spec)
 
-    qk = arch == "qwen3"
+    from nemo_cascade.convert.arch import ARCHS
+
+    qk = ARCHS[arch].qk_norm
     if te:
         return get_gpt_layer_with_transformer_engine_spec(qk_layernorm=qk)
     from megatron.core.transformer.transformer_block import TransformerBlockSubmodules

@@ -76,7 +76,7 @@ class RewardModelActor(MegatronActor):
         return model
 
     def load_hf(self, hf_path: str, optional: frozenset[str] = frozenset({HEAD})) -> None:
-        """Backbone from any Qwen3/Llama folder; the head too when the folder is a reward model."""
+        """Backbone from any Qwen3/Qwen2/Llama folder; the head too when the folder is a reward model."""
         super().load_hf(hf_path, optional)
 
     def _full_shape(self, entry: T.Entry) -> tuple[int, ...]:

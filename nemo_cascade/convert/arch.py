@@ -1,6 +1,7 @@
 """What an HF ``config.json`` means to Megatron: architecture detection and TransformerConfig arguments.
 
-Supported: Qwen3 dense (Nemotron-Cascade's bases, Qwen3-8B/14B) and Llama (SmolLM2). The Megatron side is
+Supported: Qwen3 dense (Nemotron-Cascade's bases, Qwen3-8B/14B), Qwen2 / Qwen2.5 (the reward model's base,
+Qwen2.5-72B-Instruct, §4.2) and Llama (SmolLM2). The Megatron side is
 described as plain keyword dictionaries so this module imports no megatron; ``actor/megatron.py`` turns
 them into a ``TransformerConfig`` and a ``GPTModel``.
 """
@@ -14,9 +15,28 @@ from typing import Any
 from nemo_cascade.config import ConfigError
 from nemo_cascade.convert.table import Geometry
 
-SEQUENCE_CLASSIFICATION = {"qwen3": "Qwen3ForSequenceClassification", "llama": "LlamaForSequenceClassification"}
-"""The HF class of a reward model (paper §4.2: backbone + linear head on the last token) per architecture."""
-ARCHITECTURES = {"Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama",
+@dataclass(frozen=True)
+class ArchFacts:
+    """What one architecture's attention looks like beyond the shared dense RMSNorm / SwiGLU / RoPE decoder."""
+
+    causal_lm: str
+    sequence_classification: str
+    """The HF class of a reward model (paper §4.2: backbone + linear head on the last token)."""
+    qk_norm: bool
+    """Per-head RMSNorm on q and k before RoPE (Qwen3)."""
+    qkv_bias: bool
+    """Biases on the q, k and v projections, none on o_proj (Qwen2: transformers' Qwen2Attention builds them
+    with ``bias=True`` whatever the config says; vLLM's qwen2 loads them)."""
+
+
+ARCHS = {
+    "qwen3": ArchFacts("Qwen3ForCausalLM", "Qwen3ForSequenceClassification", qk_norm=True, qkv_bias=False),
+    # §4.2: the RM's base is Qwen2.5-72B-Instruct, whose config.json says Qwen2ForCausalLM.
+    "qwen2": ArchFacts("Qwen2ForCausalLM", "Qwen2ForSequenceClassification", qk_norm=False, qkv_bias=True),
+    "llama": ArchFacts("LlamaForCausalLM", "LlamaForSequenceClassification", qk_norm=False, qkv_bias=False),
+}
+SEQUENCE_CLASSIFICATION = {arch: f.sequence_classification for arch, f in ARCHS.items()}
+ARCHITECTURES = {**{f.causal_lm: arch for arch, f in ARCHS.items()},
                  **{cls: arch for arch, cls in SEQUENCE_CLASSIFICATION.items()}}
 
 
@@ -46,6 +66,14 @@ class HFModelSpec:
     yarn: tuple[float, int] | None = None
     """YaRN rope scaling as ``(factor, original_max_position_embeddings)`` (paper App. B: factor 2 or 3 over
     Qwen3's 32768), None for plain RoPE."""
+
+    @property
+    def qk_norm(self) -> bool:
+        return ARCHS[self.arch].qk_norm
+
+    @property
+    def qkv_bias(self) -> bool:
+        return ARCHS[self.arch].qkv_bias
 
     @property
     def geometry(self) -> Geometry:
@@ -93,11 +121,32 @@ def spec_from_dict(raw: dict, where: str = "config.json") -> HFModelSpec:
         )
     except KeyError as e:
         raise ModelFilesError(f"{where}: missing field {e.args[0]!r}") from None
-    if spec.attention_bias:
-        raise ModelFilesError(f"{where}: attention_bias=true is not supported (Qwen3/Llama have none)")
+    if spec.attention_bias and spec.arch != "qwen2":  # Qwen2 ignores the field (its biases are fixed, see ARCHS)
+        raise ModelFilesError(f"{where}: attention_bias=true is not supported for {spec.hf_architecture} "
+                              f"(it adds q/k/v and o_proj biases; only Qwen2's q/k/v biases are implemented)")
+    _refuse_sliding_window(raw, spec.num_layers, where)
     if spec.num_attention_heads % spec.num_key_value_heads:
         raise ModelFilesError(f"{where}: num_attention_heads must be a multiple of num_key_value_heads")
     return spec
+
+
+def _refuse_sliding_window(raw: dict, num_layers: int, where: str) -> None:
+    """Qwen2/Qwen3 configs may ask for sliding-window attention; the actor computes full causal attention only,
+    so such a model would silently get other outputs than transformers and vLLM. transformers' rule
+    (Qwen2Config/Qwen3Config ``__post_init__``): ``layer_types`` when given, else layer i slides iff
+    ``use_sliding_window`` and ``sliding_window`` is set and ``i >= max_window_layers``. Qwen2.5-72B-Instruct has
+    ``use_sliding_window: false``, so it passes."""
+    types = raw.get("layer_types")
+    if types is not None:
+        field, sliding = "layer_types", [i for i, t in enumerate(types) if t == "sliding_attention"]
+    elif raw.get("use_sliding_window") and raw.get("sliding_window") is not None:
+        # 28: max_window_layers' default in both config classes
+        field, sliding = "use_sliding_window=true", list(range(int(raw.get("max_window_layers", 28)), num_layers))
+    else:
+        field, sliding = "", []
+    if sliding:
+        raise ModelFilesError(f"{where}: {field} asks for sliding-window attention on {len(sliding)} of "
+                              f"{num_layers} layers, which is not supported (only full causal attention)")
 
 
 YARN_DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0}
@@ -193,8 +242,8 @@ def transformer_config_kwargs(spec: HFModelSpec, tp: int, pp: int, bf16: bool) -
         normalization="RMSNorm",
         gated_linear_unit=True,
         add_bias_linear=False,
-        add_qkv_bias=False,
-        qk_layernorm=spec.arch == "qwen3",
+        add_qkv_bias=spec.qkv_bias,
+        qk_layernorm=spec.qk_norm,
         hidden_dropout=0.0,
         attention_dropout=0.0,
         bias_activation_fusion=False,

@@ -46,23 +46,24 @@ class Geometry:
 # ---------------------------------------------------------------------------------------- reshapes
 # QKV: Megatron stores q, k, v interleaved per KV group — for each of the G groups, its (H/G) query heads,
 # then its key head, then its value head — so that a contiguous dim-0 slice holds whole groups and
-# tensor parallelism splits by group (ENV.md).
+# tensor parallelism splits by group (ENV.md). The same reshape serves the fused weight [(H+2G)·d, hidden]
+# and the fused bias [(H+2G)·d] (Qwen2): dim 0 is interleaved, trailing dims ride along.
 
 def _merge_qkv(parts: list[torch.Tensor], g: Geometry) -> torch.Tensor:
     q, k, v = parts
-    groups, d, h = g.num_key_value_heads, g.head_dim, q.shape[-1]
+    groups, d, rest = g.num_key_value_heads, g.head_dim, tuple(q.shape[1:])
     per_group = g.num_attention_heads // groups
     return torch.cat(
-        [q.reshape(groups, per_group * d, h), k.reshape(groups, d, h), v.reshape(groups, d, h)], dim=1
-    ).reshape(-1, h)
+        [q.reshape(groups, per_group * d, *rest), k.reshape(groups, d, *rest), v.reshape(groups, d, *rest)], dim=1
+    ).reshape(-1, *rest)
 
 
 def _split_qkv(t: torch.Tensor, g: Geometry) -> list[torch.Tensor]:
-    groups, d, h = g.num_key_value_heads, g.head_dim, t.shape[-1]
+    groups, d, rest = g.num_key_value_heads, g.head_dim, tuple(t.shape[1:])
     per_group = g.num_attention_heads // groups
-    t = t.reshape(groups, (per_group + 2) * d, h)
+    t = t.reshape(groups, (per_group + 2) * d, *rest)
     q, k, v = torch.split(t, [per_group * d, d, d], dim=1)
-    return [q.reshape(-1, h), k.reshape(-1, h), v.reshape(-1, h)]
+    return [q.reshape(-1, *rest), k.reshape(-1, *rest), v.reshape(-1, *rest)]
 
 
 def _merge_glu(parts: list[torch.Tensor], g: Geometry) -> torch.Tensor:
@@ -83,7 +84,8 @@ RESHAPES: dict[str, tuple[Callable, Callable]] = {
 
 
 # ---------------------------------------------------------------------------------------- tables
-# Dense decoder-only models with RMSNorm, SwiGLU and RoPE. Qwen3 adds per-head q/k RMSNorm.
+# Dense decoder-only models with RMSNorm, SwiGLU and RoPE. Qwen3 adds per-head q/k RMSNorm, Qwen2 biases on the
+# q/k/v projections (convert.arch.ARCHS).
 # Names are for Megatron's local (non-TE) layer spec; TE fuses the pre-attention / pre-MLP norms into the
 # following linear layer, which `rules_for(te=True)` renames (_TE_RENAMES).
 
@@ -114,9 +116,26 @@ _QK_NORM = (
     Rule("decoder.layers.{i}.self_attention.k_layernorm.weight", ("model.layers.{i}.self_attn.k_norm.weight",)),
 )
 
+_QKV_BIAS = Rule(
+    # Megatron's linear_qkv carries one fused bias (TransformerConfig.add_qkv_bias); interleaved per KV group
+    # exactly like the fused weight, so a TP rank's column slice of the bias matches its rows of the weight.
+    "decoder.layers.{i}.self_attention.linear_qkv.bias",
+    ("model.layers.{i}.self_attn.q_proj.bias", "model.layers.{i}.self_attn.k_proj.bias",
+     "model.layers.{i}.self_attn.v_proj.bias"),
+    tp="column", reshape="qkv",
+)
+
+
+def _with_qkv_bias(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    """``rules`` with the bias right after the fused QKV weight: weight sync streams a layer's q/k/v weights and
+    biases together (vLLM finalises its fused qkv_proj once every part of it has arrived)."""
+    return tuple(x for r in rules for x in ((r, _QKV_BIAS) if r.megatron.endswith("linear_qkv.weight") else (r,)))
+
+
 TABLES: dict[str, tuple[Rule, ...]] = {
     "llama": _DENSE,
     "qwen3": _DENSE + _QK_NORM,
+    "qwen2": _with_qkv_bias(_DENSE),
 }
 
 _TE_RENAMES = {

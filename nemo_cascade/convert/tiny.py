@@ -1,6 +1,6 @@
 """Small random HF checkpoints built from a config: the tiny recipe's base model and the tests' models.
 
-They are real transformers models (Qwen3 or Llama) saved with ``save_pretrained``, so every path — Megatron
+They are real transformers models (Qwen3, Qwen2 or Llama) saved with ``save_pretrained``, so every path — Megatron
 load, vLLM serving, export — treats them exactly like a downloaded checkpoint.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3"
 
     cfg_cls, model_cls = {
         "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
         "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
     }[arch]
     kwargs = {**TINY_SIZES, **sizes}
@@ -29,10 +30,11 @@ def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3"
                      bos_token_id=None, eos_token_id=None, pad_token_id=None, **kwargs)
     torch.manual_seed(seed)
     model = model_cls(config).float()
-    # HF initialises norms to 1; perturb them so that conversion bugs (swapped q/k norms) are visible.
+    # HF initialises norms to 1 and biases (Qwen2's q/k/v) to 0; perturb them so that conversion bugs (swapped q/k
+    # norms, a bias not interleaved like its weight) are visible.
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name:
+            if "norm" in name or name.endswith(".bias"):
                 p.add_(0.1 * torch.randn_like(p))
     out = Path(out_dir)
     model.save_pretrained(out, safe_serialization=True)

@@ -41,3 +41,15 @@ def tiny(tmp_path_factory):
                               tie_word_embeddings=False, hidden_size=256, intermediate_size=512,
                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                               max_position_embeddings=4096)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2(tmp_path_factory):
+    """The same shapes as ``tiny`` as a Qwen2 (the RM's base architecture, §4.2: Qwen2.5-72B-Instruct): q/k/v
+    biases (random, non-zero; convert.tiny), no q/k norm. head_dim = hidden / heads, as Qwen2's config implies."""
+    from nemo_cascade.convert.tiny import make_tiny_hf_model
+
+    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny_qwen2_gpu"), vocab_size=512, arch="qwen2", seed=11,
+                              tie_word_embeddings=False, hidden_size=256, intermediate_size=512,
+                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                              max_position_embeddings=4096)

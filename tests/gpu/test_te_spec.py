@@ -25,15 +25,18 @@ def sft_loss(logprobs_B_T, mb):
     return num, den, {}
 
 
-def test_te_parameters_are_the_tables_and_round_trip(te, tiny):
+@pytest.mark.parametrize("model", ["tiny", "tiny_qwen2"])
+def test_te_parameters_are_the_tables_and_round_trip(te, model, request):
     from nemo_cascade.convert.hf_io import SafetensorsReader
 
+    tiny = request.getfixturevalue(model)
     actor = te_actor(tiny)
     assert actor.te and actor.plan.te
     names = {n for n, _ in actor.model.named_parameters()}
     assert names == {e.megatron for e in actor.entries}, "every TE parameter has exactly one table entry"
     assert "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight" in names  # TE's fused input norm
     assert "decoder.layers.0.mlp.linear_fc1.layer_norm_weight" in names
+    assert ("decoder.layers.0.self_attention.linear_qkv.bias" in names) == (model == "tiny_qwen2")
     reader = SafetensorsReader(tiny)
     exported = dict(actor.iter_hf_weights())
     assert sorted(exported) == sorted(reader.names())
@@ -41,12 +44,15 @@ def test_te_parameters_are_the_tables_and_round_trip(te, tiny):
         assert torch.equal(exported[name].cpu(), reader.get(name)), name
 
 
+@pytest.mark.parametrize("model", ["tiny", "tiny_qwen2"])
 @pytest.mark.parametrize("dtype,max_diff,mean_diff", [("float32", 2e-2, 2e-3), ("bfloat16", 0.3, 0.03)])
-def test_te_logprobs_match_transformers(te, tiny, dtype, max_diff, mean_diff):
+def test_te_logprobs_match_transformers(te, model, request, dtype, max_diff, mean_diff):
     """Against transformers in fp32 on the same GPU. bf16 tolerance: a bf16 forward differs from fp32 by up to
     ~0.1 nat per token on these random weights (ENV.md measured ~8e-2 for a bf16 vLLM engine); fp32 leaves room
     for TF32 GEMMs inside TE."""
     import transformers
+
+    tiny = request.getfixturevalue(model)
 
     hf = transformers.AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32).cuda().eval()
     tokens = torch.randint(0, VOCAB, (3, 77), generator=torch.Generator().manual_seed(0))

@@ -24,6 +24,69 @@ def test_qkv_interleaves_per_kv_group():
     assert torch.equal(back["q"], q) and torch.equal(back["k"], k) and torch.equal(back["v"], v)
 
 
+def test_qkv_bias_interleaves_like_the_weight():
+    """Qwen2's fused q/k/v bias is interleaved per KV group exactly as the fused weight's rows, so a TP rank's
+    column slice of the bias belongs to its slice of the weight."""
+    h, d = GEOM.hidden_size, GEOM.head_dim
+    qw, kw, vw = torch.randn(4 * d, h), torch.randn(2 * d, h), torch.randn(2 * d, h)
+    qb, kb, vb = torch.randn(4 * d), torch.randn(2 * d), torch.randn(2 * d)
+    rules = {r.megatron.rsplit(".", 1)[-1]: r for r in T.TABLES["qwen2"] if "linear_qkv" in r.megatron}
+    w_entry, b_entry = (T.Entry("x", ("q", "k", "v"), rules[k], 0) for k in ("weight", "bias"))
+    fused_w, fused_b = T.to_megatron(w_entry, [qw, kw, vw], GEOM), T.to_megatron(b_entry, [qb, kb, vb], GEOM)
+    assert torch.equal(fused_b, torch.cat([qb[0:4], kb[0:2], vb[0:2], qb[4:8], kb[2:4], vb[2:4]]))
+    # Megatron's fused projection equals HF's three projections, interleaved: weight rows and bias agree
+    x = torch.randn(h)
+    assert torch.allclose(fused_w @ x + fused_b, T.to_megatron(b_entry, [qw @ x + qb, kw @ x + kb, vw @ x + vb], GEOM))
+    for r in range(2):
+        assert T.shard(fused_b, rules["bias"].tp, r, 2).shape[0] == T.shard(fused_w, rules["weight"].tp, r, 2).shape[0]
+    back = dict(T.to_hf(b_entry, fused_b, GEOM))
+    assert torch.equal(back["q"], qb) and torch.equal(back["k"], kb) and torch.equal(back["v"], vb)
+
+
+def test_qwen2_table_has_qkv_biases_after_each_qkv_weight():
+    names = [e.megatron for e in T.expand(T.rules_for("qwen2", tied_embeddings=False), 2)]
+    for i in range(2):
+        w = names.index(f"decoder.layers.{i}.self_attention.linear_qkv.weight")
+        assert names[w + 1] == f"decoder.layers.{i}.self_attention.linear_qkv.bias"
+    assert not any("layernorm" in n and "self_attention" in n for n in names)  # no q/k norm
+    assert not any(n.endswith(".bias") for n in (e.megatron for e in T.expand(T.rules_for("qwen3", True), 2)))
+
+
+QWEN25_72B = {  # huggingface.co/Qwen/Qwen2.5-72B-Instruct config.json (the RM's base, §4.2)
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 8192, "initializer_range": 0.02,
+    "intermediate_size": 29568, "max_position_embeddings": 32768, "max_window_layers": 70, "model_type": "qwen2",
+    "num_attention_heads": 64, "num_hidden_layers": 80, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "use_cache": True, "use_sliding_window": False, "vocab_size": 152064}
+
+
+def test_qwen2_configs():
+    from nemo_cascade.convert.arch import reward_model_config, transformer_config_kwargs
+
+    spec = spec_from_dict(QWEN25_72B)
+    assert (spec.arch, spec.qkv_bias, spec.qk_norm, spec.head_dim, spec.rope_theta) == ("qwen2", True, False, 128, 1e6)
+    kwargs = transformer_config_kwargs(spec, tp=8, pp=4, bf16=True)
+    assert kwargs["add_qkv_bias"] and not kwargs["add_bias_linear"] and not kwargs["qk_layernorm"]
+    rm = spec_from_dict(reward_model_config(QWEN25_72B, pad_token_id=0))
+    assert rm.hf_architecture == "Qwen2ForSequenceClassification" and rm.arch == "qwen2"
+    assert spec_from_dict({**QWEN25_72B, "attention_bias": True}).qkv_bias  # Qwen2 ignores the field
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"use_sliding_window": True}, "use_sliding_window=true"),  # layers 70..79 would slide
+    ({"layer_types": ["full_attention"] * 79 + ["sliding_attention"]}, "layer_types"),
+])
+def test_sliding_window_is_refused_in_one_line(change, field):
+    with pytest.raises(ModelFilesError, match=f"config.json: {field} asks for sliding-window attention on") as e:
+        spec_from_dict({**QWEN25_72B, **change})
+    assert "\n" not in str(e.value)
+    # a window that covers no layer is full attention: accepted (transformers' rule: layers >= max_window_layers)
+    assert spec_from_dict({**QWEN25_72B, "use_sliding_window": True, "max_window_layers": 80}).arch == "qwen2"
+    with pytest.raises(ModelFilesError, match="attention_bias=true is not supported for Qwen3ForCausalLM"):
+        spec_from_dict({**QWEN25_72B, "architectures": ["Qwen3ForCausalLM"], "attention_bias": True})
+
+
 @pytest.mark.parametrize("kind", ["column", "row", "vocab", "glu", "replicated"])
 @pytest.mark.parametrize("tp", [1, 2, 4])
 def test_shard_unshard_roundtrip(kind, tp):
@@ -56,9 +119,14 @@ def test_bad_configs_give_one_line_errors(tmp_path):
         spec_from_dict({"architectures": ["LlamaForCausalLM"], "num_attention_heads": 2})
 
 
-@pytest.mark.parametrize("arch,tied", [("qwen3", True), ("llama", False)])
-def test_megatron_matches_transformers(tmp_path, arch, tied):
-    """HF → Megatron → HF is bit-exact, and Megatron's log-probs equal transformers' to ≤ 1e-5 (fp32)."""
+QWEN2_SIZES = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2)
+"""Two KV groups of two query heads (head_dim 32): the q/k/v weight and bias interleaving is not trivial."""
+
+
+@pytest.mark.parametrize("arch,tied,sizes", [("qwen3", True, {}), ("llama", False, {}), ("qwen2", False, QWEN2_SIZES)])
+def test_megatron_matches_transformers(tmp_path, arch, tied, sizes):
+    """HF → Megatron → HF is bit-exact, and Megatron's log-probs equal transformers' to ≤ 1e-5 (fp32). Qwen2: the
+    q/k/v biases are random and non-zero (convert.tiny), so a bias mis-interleaved or dropped changes log-probs."""
     import transformers
 
     from nemo_cascade import config as C
@@ -66,7 +134,7 @@ def test_megatron_matches_transformers(tmp_path, arch, tied):
     from nemo_cascade.convert.hf_io import SafetensorsReader
     from nemo_cascade.convert.tiny import make_tiny_hf_model
 
-    make_tiny_hf_model(tmp_path, vocab_size=320, arch=arch, tie_word_embeddings=tied, seed=3)
+    make_tiny_hf_model(tmp_path, vocab_size=320, arch=arch, tie_word_embeddings=tied, seed=3, **sizes)
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
     tokens = torch.randint(0, 320, (3, 21), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():

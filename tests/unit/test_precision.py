@@ -246,7 +246,7 @@ def test_local_spec_norms_support_sequence_parallel():
     assert isinstance(norm, torch.nn.RMSNorm) and norm.weight.sequence_parallel is True and norm.eps == 1e-6
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+@pytest.mark.parametrize("arch", ["qwen3", "llama", "qwen2"])
 def test_te_table_names_are_megatrons_own_te_names(arch):
     """TE's spec cannot be built without TE, but megatron-core maps local-spec names to TE-spec names itself (the
     local layer spec's ``sharded_state_dict_keys_map``, used to load TE checkpoints into local models): the
@@ -285,3 +285,19 @@ def test_te_fused_norms_have_the_norm_shape():
     te = list(T.expand(T.rules_for("qwen3", False, te=True), 2))
     for lo, t in zip(local, te, strict=True):
         assert MegatronActor._full_shape(stub, t) == MegatronActor._full_shape(stub, lo), t.megatron
+
+
+def test_qkv_bias_has_the_fused_output_shape():
+    """Qwen2's fused q/k/v bias, received by a PP stage that does not own it, is [(H + 2G)·d], not the weight's
+    [(H + 2G)·d, hidden] that its name's ``linear_qkv`` would give."""
+    from types import SimpleNamespace
+
+    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.convert import arch as A
+    from nemo_cascade.convert import table as T
+
+    spec = A.spec_from_dict(dict(architectures=["Qwen2ForCausalLM"], vocab_size=256, hidden_size=128,
+                                 intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                 num_key_value_heads=2))
+    bias = next(e for e in T.expand(T.rules_for("qwen2", False), 2) if e.megatron.endswith("linear_qkv.bias"))
+    assert MegatronActor._full_shape(SimpleNamespace(spec=spec), bias) == ((4 + 2 * 2) * 32,)

@@ -1,6 +1,6 @@
 """Release conversion (convert/release.py, `nemo-cascade convert`): HF → checkpoint in a TP × PP layout → HF
-round-trips bit for bit for tiny Qwen3 and Llama and for SmolLM2-135M, the result loads in transformers with
-the same logits, and bad inputs end in one line. (The dist resume test converts a real actor's TP=2 / PP=2
+round-trips bit for bit for tiny Qwen3, Qwen2 (q/k/v biases) and Llama and for SmolLM2-135M, the result loads
+in transformers with the same logits, and bad inputs end in one line. (The dist resume test converts a real actor's TP=2 / PP=2
 checkpoint and compares it with the actor's own export.)"""
 import json
 import os
@@ -40,7 +40,20 @@ def llama(tmp_path_factory):
                               tie_word_embeddings=False, num_hidden_layers=4, num_key_value_heads=2)
 
 
-@pytest.mark.parametrize("model,tp,pp", [("qwen3", 2, 2), ("qwen3", 1, 1), ("llama", 2, 4), ("llama", 1, 2)])
+@pytest.fixture(scope="module")
+def qwen2(tmp_path_factory):
+    """Qwen2 (the RM's base architecture, §4.2: Qwen2.5-72B-Instruct) with random non-zero q/k/v biases, two KV
+    groups of two query heads, untied, and a tokenizer (so verify() runs transformers and the actor on it)."""
+    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+
+    out = tmp_path_factory.mktemp("qwen2")
+    tok = build_tiny_tokenizer(out)
+    return make_tiny_hf_model(out, vocab_size=len(tok), arch="qwen2", tie_word_embeddings=False, hidden_size=128,
+                              num_attention_heads=4, num_key_value_heads=2, seed=1)
+
+
+@pytest.mark.parametrize("model,tp,pp", [("qwen3", 2, 2), ("qwen3", 1, 1), ("llama", 2, 4), ("llama", 1, 2),
+                                         ("qwen2", 2, 2)])
 def test_round_trip_is_exact(request, tmp_path, model, tp, pp):
     hf = request.getfixturevalue(model)
     ckpt = release.from_hf(hf, tmp_path / "ckpt", tp=tp, pp=pp)
@@ -52,7 +65,7 @@ def test_round_trip_is_exact(request, tmp_path, model, tp, pp):
     assert config["architectures"] == json.loads((hf / "config.json").read_text())["architectures"]
     generation = json.loads((out / "generation_config.json").read_text())
     assert (generation["temperature"], generation["top_p"]) == (0.6, 0.95)  # App. B decoding
-    if model == "qwen3":  # has a tokenizer: transformers loads the release and gives the same logits
+    if model in ("qwen3", "qwen2"):  # has a tokenizer: transformers loads the release and gives the same logits
         report = release.verify(out, reference=hf)
         assert report["tensors_equal"] and report["max_logit_diff"] == 0.0
         assert report["megatron_max_logprob_diff"] <= 1e-5  # the actor agrees (2 layers: fp32 rounding only)
@@ -168,18 +181,27 @@ def test_verify_catches_a_wrong_conversion(qwen3, tmp_path):
         release.verify(out, reference=qwen3, megatron=False)
 
 
-def test_reward_model_round_trip(qwen3, tmp_path):
+@pytest.mark.parametrize("model,cls", [("qwen3", "Qwen3ForSequenceClassification"),
+                                       ("qwen2", "Qwen2ForSequenceClassification")])  # §4.2: the 72B RM is Qwen2
+def test_reward_model_round_trip(request, tmp_path, model, cls):
     """A Bradley–Terry RM (§4.2: backbone + a one-row score head) converts as *ForSequenceClassification."""
     import transformers
 
     from nemo_cascade.convert.arch import reward_model_config
 
-    config = reward_model_config(json.loads((qwen3 / "config.json").read_text()), pad_token_id=0)
+    base = request.getfixturevalue(model)
+    config = reward_model_config(json.loads((base / "config.json").read_text()), pad_token_id=0)
     torch.manual_seed(0)
-    rm = transformers.Qwen3ForSequenceClassification(transformers.Qwen3Config(**config)).float()
+    rm = getattr(transformers, cls)(type(transformers.AutoConfig.from_pretrained(base))(**config)).float()
+    with torch.no_grad():  # HF zeroes linear biases at init: make Qwen2's q/k/v biases tell themselves apart
+        for name, p in rm.named_parameters():
+            if name.endswith(".bias"):
+                p.normal_(0.0, 0.1)
     rm.save_pretrained(tmp_path / "rm", safe_serialization=True)
     ckpt = release.from_hf(tmp_path / "rm", tmp_path / "ckpt", tp=2, pp=2)
     assert torch.load(ckpt / "model_tp00_pp01.pt", weights_only=True)["output_layer.weight"].shape[0] == 1
     out = release.to_hf(release.resolve(ckpt, base=tmp_path / "rm"), tmp_path / "hf")
-    assert _same_tensors(out, tmp_path / "rm") == [] and "score.weight" in SafetensorsReader(out).names()
-    assert json.loads((out / "config.json").read_text())["architectures"] == ["Qwen3ForSequenceClassification"]
+    names = SafetensorsReader(out).names()
+    assert _same_tensors(out, tmp_path / "rm") == [] and "score.weight" in names
+    assert ("model.layers.0.self_attn.q_proj.bias" in names) == (model == "qwen2")
+    assert json.loads((out / "config.json").read_text())["architectures"] == [cls]

@@ -146,7 +146,7 @@ def test_bad_sources(tok, tmp_path):
 def test_score_head_rules_replace_any_lm_head():
     from nemo_cascade.convert import table as T
 
-    for arch, tied in (("qwen3", True), ("llama", False)):
+    for arch, tied in (("qwen3", True), ("llama", False), ("qwen2", False)):
         rules = T.rules_for(arch, tied_embeddings=tied, head="score")
         hf_names = [h for r in rules for h in r.hf]
         assert "score.weight" in hf_names and "lm_head.weight" not in hf_names
@@ -193,9 +193,14 @@ def test_only_policy_stages_hand_on_their_weights():
     assert not hands_on_policy(C.Stage(kind="reward_model"))
 
 
-def test_llama_rm_actor_export_round_trip(tmp_path):
-    """In-process (TP=1): an untied Llama causal LM → RM actor (new seeded head) → export as
-    LlamaForSequenceClassification; transformers' scores equal the actor's (≤ 1e-5, fp32). The folder loads
+@pytest.mark.parametrize("arch,sizes", [
+    ("llama", {}),
+    # §4.2: the RM's base is Qwen2.5-72B-Instruct (Qwen2: q/k/v biases, random and non-zero here)
+    ("qwen2", dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2)),
+])
+def test_rm_actor_export_round_trip(tmp_path, arch, sizes):
+    """In-process (TP=1): an untied causal LM → RM actor (new seeded head) → export as
+    *ForSequenceClassification; transformers' scores equal the actor's (≤ 1e-5, fp32). The folder loads
     back into an RM actor with its head, and is refused as a policy."""
     import transformers
 
@@ -206,7 +211,8 @@ def test_llama_rm_actor_export_round_trip(tmp_path):
     from nemo_cascade.convert.export import export_hf
     from nemo_cascade.convert.tiny import make_tiny_hf_model
 
-    base = make_tiny_hf_model(tmp_path / "base", vocab_size=320, arch="llama", tie_word_embeddings=False, seed=3)
+    base = make_tiny_hf_model(tmp_path / "base", vocab_size=320, arch=arch, tie_word_embeddings=False, seed=3,
+                              **sizes)
     actor = RewardModelActor(str(base), C.Parallel(micro_batch_size=2), seed=5)
     g = torch.Generator().manual_seed(0)
     rows = [torch.randint(1, 320, (n,), generator=g).tolist() for n in (5, 17, 9, 12)]
@@ -215,7 +221,8 @@ def test_llama_rm_actor_export_round_trip(tmp_path):
     export_hf(actor, tmp_path / "rm", base, config_fn=lambda c: reward_model_config(c, 0))
 
     hf = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "rm", dtype=torch.float32).eval()
-    assert type(hf).__name__ == "LlamaForSequenceClassification"
+    assert type(hf).__name__ == {"llama": "LlamaForSequenceClassification",
+                                 "qwen2": "Qwen2ForSequenceClassification"}[arch]
     with torch.no_grad():
         expect = [hf(input_ids=torch.tensor([r])).logits[0, 0].item() for r in rows]
     assert (got - torch.tensor(expect)).abs().max().item() <= 1e-5
