@@ -24,7 +24,7 @@ from nemo_cascade import checkpoint, ranks
 from nemo_cascade import config as C
 from nemo_cascade.data.loader import pad_id
 from nemo_cascade.forgetting import Gate, GateStop
-from nemo_cascade.lineage import Manifest, config_hash
+from nemo_cascade.lineage import Manifest, config_hash, reset_stages, stage_status
 from nemo_cascade.preflight import check_cascade, check_tokenizer
 from nemo_cascade.stage import Saves, StageContext, run_grpo, run_reward_model, run_sft
 
@@ -62,10 +62,18 @@ def hands_on_policy(stage: C.Stage) -> bool:
     return stage.kind != "reward_model"
 
 
-def run_cascade(cfg: C.Cascade, only_stage: str | None = None) -> Path:
+def run_cascade(cfg: C.Cascade, only_stage: str | None = None, retrain: bool = False) -> Path:
     """Run every stage not yet done (or one, by name) in order; returns the run directory. Raises GateStop
-    when the forgetting gate ends the cascade."""
+    when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see :func:`check_selection`."""
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
+    check_selection(cfg, only_stage, retrain)
+    if retrain:
+        from nemo_cascade.actor.megatron import init_distributed
+
+        init_distributed()  # so that rank 0 alone discards, and the others read the manifest after it did
+        if ranks.is_main():
+            discard_for_retrain(cfg, only_stage)
+        ranks.barrier()
     out = run_dir(cfg)
     if ranks.is_main():
         out.mkdir(parents=True, exist_ok=True)
@@ -84,6 +92,56 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None) -> Path:
     finally:
         run.close()
     return out
+
+
+def check_selection(cfg: C.Cascade, only_stage: str | None, retrain: bool = False) -> None:
+    """``run --stage NAME`` trains NAME from the earlier stages' exports. Refused, with one line: before every
+    earlier stage is done (there is nothing to start from), and when NAME is done already — training it again
+    replaces the weights the later stages' lineage starts from, so it takes ``--retrain``, which discards NAME's
+    outputs and every later stage's (:func:`discard_for_retrain`)."""
+    if not only_stage:
+        if retrain:
+            raise C.ConfigError("--retrain: name the stage to train again with --stage NAME")
+        return
+    C.stage_by_name(cfg, only_stage)  # an unknown name: one line
+    names = [s.name for s in cfg.stages]
+    k = names.index(only_stage)
+    manifest = run_dir(cfg) / "manifest.json"
+    status = stage_status(run_dir(cfg))[0]
+    missing = [n for n in names[:k] if status.get(n) != "done"]
+    if missing:
+        raise C.ConfigError(f"--stage {only_stage}: earlier stage(s) {', '.join(missing)} not done in {manifest}; "
+                            f"run without --stage to train every stage not yet done")
+    if status.get(only_stage) != "done":
+        return
+    later = [n for n in names[k + 1:] if status.get(n, "pending") != "pending"]
+    if not retrain:
+        also = f" and the later stage(s) {', '.join(later)}, whose lineage starts from it," if later else ""
+        raise C.ConfigError(f"--stage {only_stage}: already done ({stage_dir(cfg, k) / 'hf'}, {manifest}); "
+                            f"add --retrain to discard its outputs{also} and train it again")
+    stage = cfg.stages[k]
+    if k and stage.boundary.optimizer == "carry" and checkpoint.latest(stage_dir(cfg, k - 1) / "checkpoint") is None:
+        raise C.ConfigError(f"--stage {only_stage} --retrain: it starts from stage {names[k - 1]}'s optimizer state "
+                            f"(boundary.optimizer=carry), which was removed when {only_stage} finished; retrain "
+                            f"{names[k - 1]} first (--stage {names[k - 1]} --retrain) or set "
+                            f"stages.{only_stage}.boundary.optimizer=reset")
+
+
+def discard_for_retrain(cfg: C.Cascade, name: str) -> list[str]:
+    """``--retrain``: when stage ``name`` is done, delete its directory and every later stage's and mark them
+    pending in the manifest (the gate's stop, which came after one of them, is lifted); returns the stages
+    discarded. Nothing happens to a stage that is not done — so a requeued job that repeats ``--retrain``
+    resumes the retraining instead of discarding it again. Rank 0 only."""
+    status = stage_status(run_dir(cfg))[0]
+    if status.get(name) != "done":
+        return []
+    k = [s.name for s in cfg.stages].index(name)
+    gone = [s.name for s in cfg.stages[k:]]
+    for j in range(k, len(cfg.stages)):
+        shutil.rmtree(stage_dir(cfg, j), ignore_errors=True)
+    reset_stages(run_dir(cfg) / "manifest.json", gone)
+    log.warning("--retrain: discarded stage(s) %s of %s", ", ".join(gone), run_dir(cfg))
+    return gone
 
 
 class CascadeRun:
@@ -124,7 +182,8 @@ class CascadeRun:
             sdir = stage_dir(self.cfg, k)
             if hands_on_policy(stage):
                 self.weights_from = str(sdir / "hf")
-                self.rows.append(sdir)
+                if stage.evaluate:
+                    self.rows.append(sdir)
             else:
                 self.reward_models[stage.name] = sdir / "hf"
         log.info("stage %s: %s", stage.name, "skipped (done)" if done else "not selected")
@@ -139,10 +198,9 @@ class CascadeRun:
             sdir.mkdir(parents=True, exist_ok=True)
             if resume is None:
                 shutil.rmtree(sdir / "checkpoint", ignore_errors=True)
-            _keep_metrics_before(sdir / "metrics.jsonl", _step_of(resume) + 1 if resume else 0)
         ranks.barrier()
         self.manifest.update(stage.name, status="running", started=time.time(), parent=self.weights_from,
-                             config_sha256=config_hash(stage), resumed_from=str(resume or ""))
+                             config_sha256=config_hash(stage), resumed_from=str(resume or ""), steps=stage.steps)
         saves = Saves(sdir / "checkpoint", stage.checkpoint_every, self.cfg.keep_checkpoints, resume)
         return sdir, saves, _step_of(resume) + 1 if resume else 0
 
@@ -167,31 +225,40 @@ class CascadeRun:
     def train_policy(self, k: int, stage: C.Stage) -> None:
         """SFT or GRPO on the shared actor, from the last policy stage's export (§4.1)."""
         from nemo_cascade.convert.export import export_hf
-        from nemo_cascade.data.loader import load_prompts, load_sft_examples
         from nemo_cascade.data.tokenizer import set_chat_template
         from nemo_cascade.metrics import MetricsLog
-        from nemo_cascade.rewards import VALIDATORS
 
         cfg, started = self.cfg, time.time()
         self._load_policy()
+        stage, rows = self._policy_data(stage)
         sdir, saves, start = self._begin(k, stage)
         self._configure_optimizer(k, stage)
         log_ = MetricsLog(sdir, stage.name, stage.steps, cfg.wandb, cfg.name, start_step=start)
         ctx = StageContext(self.actor, None, pad_id(self.tokenizer), sdir, log_, saves, self._continued_data(k, stage))
         if stage.kind == "sft":
-            examples = [e for d in (stage.data, *stage.extra_data)
-                        for e in load_sft_examples(d, self.tokenizer, stage.mode, stage.sft_max_tokens, cfg.chat_style)]
-            data_state = run_sft(ctx, stage, examples)
+            data_state = run_sft(ctx, stage, rows)
         else:
-            prompts = load_prompts(stage.data, self.tokenizer, stage.mode, stage.domain,
-                                   stage.rollout.max_prompt_tokens, cfg.chat_style, VALIDATORS.get(stage.domain))
             ctx.engine = self._engine()
-            data_state = run_grpo(ctx, self._with_served_rm(stage), prompts)
+            data_state = run_grpo(ctx, self._with_served_rm(stage), rows)
         export_hf(self.actor, sdir / "hf", self.base)
         if ranks.is_main():  # the export chats the way the cascade trained it (§3.1.2)
             set_chat_template(sdir / "hf", cfg.chat_style)
         self.weights_from = self.actor.hf_path = str(sdir / "hf")
         self._finish(k, stage, sdir, started, data_state)
+
+    def _policy_data(self, stage: C.Stage) -> tuple[C.Stage, list]:
+        """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts — and the stage with
+        its steps resolved: a stage given in ``epochs`` learns its length from its rows here (T14)."""
+        from nemo_cascade.data.loader import load_prompts, load_sft_blend
+        from nemo_cascade.rewards import VALIDATORS
+
+        if stage.kind == "sft":
+            examples = load_sft_blend((stage.data, *stage.extra_data), self.tokenizer, stage.mode,
+                                      stage.sft_max_tokens, self.cfg.chat_style)
+            return C.with_epoch_steps(stage, len(examples)), examples
+        prompts = load_prompts(stage.data, self.tokenizer, stage.mode, stage.domain, stage.rollout.max_prompt_tokens,
+                               self.cfg.chat_style, VALIDATORS.get(stage.domain))
+        return stage, prompts
 
     def train_reward_model(self, k: int, stage: C.Stage) -> None:
         """A Bradley–Terry RM (§4.2) from the current policy's weights (its LM head replaced by a scalar head),
@@ -206,6 +273,7 @@ class CascadeRun:
 
         started = time.time()
         pairs = load_preference_pairs(stage.data, self.tokenizer, stage.mode, self.cfg.chat_style)
+        stage = C.with_epoch_steps(stage, len(pairs))  # §4.2: one epoch over the pairs
         self.actor.optimizer = self.actor.scheduler = None  # free the policy's Adam state while the RM trains
         sdir, saves, start = self._begin(k, stage)
         m = self.cfg.model
@@ -304,13 +372,21 @@ class CascadeRun:
         """Evaluate the stage's policy on every suite and compare with the rows before (§4.1.1)."""
         from nemo_cascade import weight_sync
 
-        if self.gate.enabled:
+        if self.gate.enabled and not stage.evaluate:
+            # A first part of one paper stage (swe before swe_24k, T20): no row and no verdict; the next
+            # evaluated stage is compared with the rows before it. A GRPO stage ends with its engine awake, and the
+            # next stage may train before it generates.
+            log.info("stage %s: no forgetting gate (evaluate = false)", stage.name)
+            if stage.kind == "grpo":
+                self.engine.sleep()
+        elif self.gate.enabled:
             rm = list(self.reward_models)[-1] if self.reward_models else ""
             self._load_policy()
             weight_sync.push(self.actor, self._engine())
+            row = self._policy_row(k)
             if stage.kind == "reward_model":  # fill the RM-scored column of the policy row before
-                if (self.rows[-1] / "eval.json").is_file():
-                    self.gate.evaluate(self.engine, self.rows[-1], self.weights_from, self._rm_url(rm), True)
+                if row is not None and (row / "eval.json").is_file():
+                    self.gate.evaluate(self.engine, row, self.weights_from, self._rm_url(rm), True)
             else:
                 sdir = stage_dir(self.cfg, k)
                 self.gate.evaluate(self.engine, sdir, str(sdir / "hf"), self._rm_url(rm) if rm else "")
@@ -320,6 +396,14 @@ class CascadeRun:
             # stage's first weight push wakes the engine.
             self.engine.sleep()
         self._report()
+
+    def _policy_row(self, k: int) -> Path | None:
+        """The matrix row of the policy that stage k starts from (the last policy stage before it, or the base);
+        None when that stage ran without the gate (``evaluate = false``): no row holds its scores."""
+        before = [j for j in range(k) if hands_on_policy(self.cfg.stages[j])]
+        if not before:
+            return self.out / "base"
+        return stage_dir(self.cfg, before[-1]) if self.cfg.stages[before[-1]].evaluate else None
 
     def _judge(self, stage: C.Stage, sdir: Path) -> None:
         found = self.gate.check([r for r in self.rows if (r / "eval.json").is_file()], sdir)
@@ -351,12 +435,5 @@ def _step_of(ckpt: Path) -> int:
     return int(ckpt.name.split("_")[-1])
 
 
-def _keep_metrics_before(path: Path, step: int) -> None:
-    """A resumed stage re-logs from ``step``: drop the lines the interrupted run wrote from there on."""
-    if not path.is_file():
-        return
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] < step]
-    path.write_text("".join(ln + "\n" for ln in lines))
-
-
-__all__ = ["run_cascade", "run_dir", "stage_dir", "prepare_base_model", "hands_on_policy", "CascadeRun", "GateStop"]
+__all__ = ["run_cascade", "run_dir", "stage_dir", "prepare_base_model", "hands_on_policy", "check_selection",
+           "discard_for_retrain", "CascadeRun", "GateStop"]

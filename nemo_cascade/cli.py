@@ -1,4 +1,4 @@
-"""`nemo-cascade run RECIPE [key=value ...] [--stage NAME]`, `nemo-cascade eval CHECKPOINT --suite NAME`,
+"""`nemo-cascade run RECIPE [key=value ...] [--stage NAME [--retrain]]`, `nemo-cascade eval CHECKPOINT --suite NAME`,
 `nemo-cascade convert to-hf|from-hf|verify ...`, `nemo-cascade report RUN_DIR` and
 `nemo-cascade launch RECIPE --executor local|slurm [--dryrun]` (a nemo-run experiment, launch.py) and
 `nemo-cascade plan RECIPE [--gpu-memory-gib 80] [--shape NAME]` (a per-GPU memory estimate, plan.py).
@@ -58,12 +58,12 @@ def load_recipe(spec: str) -> C.Cascade:
     return cfg
 
 
-def _run_job(cfg: C.Cascade, only_stage: str | None) -> int:
+def _run_job(cfg: C.Cascade, only_stage: str | None, retrain: bool) -> int:
     """Inside torchrun: the cascade, then (rank 0) each stage's headline metric and the forgetting matrix."""
     from nemo_cascade.cascade import GateStop, run_cascade, run_dir
 
     try:
-        out = run_cascade(cfg, only_stage=only_stage)
+        out = run_cascade(cfg, only_stage=only_stage, retrain=retrain)
         code = 0
     except GateStop as e:
         out, code = run_dir(cfg), 3
@@ -97,11 +97,15 @@ def cmd_run(args) -> int:
     # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process actor
     # (tests, notebooks) puts those in os.environ, and a CLI started from there must still launch its own job.
     if "TORCHELASTIC_RUN_ID" in os.environ:
-        return _run_job(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage)
+        return _run_job(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage, args.retrain)
+    if args.stage or args.retrain:  # a finished stage, or one whose earlier stages are not: one line, before torchrun
+        from nemo_cascade.cascade import check_selection
+
+        check_selection(cfg, args.stage, args.retrain)
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}",
            f"--master_port={_free_port()}", "-m", "nemo_cascade.cli", "run", args.recipe, *args.overrides]
     if args.stage:
-        cmd += ["--stage", args.stage]
+        cmd += ["--stage", args.stage] + (["--retrain"] if args.retrain else [])
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, os.cpu_count() // world)))}
     return subprocess.call(cmd, env=env)
 
@@ -288,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a cascade (or one stage of it)")
     run.add_argument("recipe", help="recipes/NAME.py[:fn] or package.module:fn")
     run.add_argument("overrides", nargs="*", help="KEY=VALUE, e.g. stages.math.steps=5 parallel.tp=2")
-    run.add_argument("--stage", help="run only this stage")
+    run.add_argument("--stage", help="run only this stage (its earlier stages must be done)")
+    run.add_argument("--retrain", action="store_true", help="with --stage: if the stage is done, discard its "
+                     "outputs and those of every later stage (their lineage starts from it), then train it again")
     _add_eval_parser(sub)
     _add_convert_parser(sub)
     _add_launch_parser(sub)

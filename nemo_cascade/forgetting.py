@@ -1,7 +1,8 @@
 """The forgetting gate as the cascade runs it: the same suites after every stage, regressions checked, the
 report rebuilt (paper §4.1.1: "later stages do not erase earlier skills", T2 / T4–T8).
 
-After each policy stage the colocated engine already serves the stage's final weights; :class:`Gate` runs
+After each policy stage (but one with ``evaluate = false``: the first part of a paper stage split into several,
+which gets no row) the colocated engine already serves the stage's final weights; :class:`Gate` runs
 ``cfg.gate.suites`` on it with the paper's evaluation decoding (App. B) and writes the stage directory's
 ``eval.json``. The starting model is evaluated too (``RUN_DIR/base/eval.json``) so the first stage has a row
 to be compared with. Suites scored by a reward model (the RLHF win rate) need the cascade's RM: rows evaluated

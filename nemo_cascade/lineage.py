@@ -4,7 +4,8 @@ Lineage (paper §4.1: each stage starts from the previous stage's checkpoint) is
 auditable: the git SHA and package versions of the code, the seed, the base model, and per stage its status,
 parent checkpoint, the sha256 of its resolved config and of its data, its exported checkpoint, and the
 forgetting gate's verdict. A re-run reads the manifest back: finished stages are skipped, a running one is
-resumed — but only with the config it started with.
+resumed — but only with the config it started with; ``run --stage NAME --retrain`` resets a finished stage and
+the ones after it (cascade.discard_for_retrain).
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import hashlib
 import json
 import logging
 import os
+import time
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 from nemo_cascade import config as C
@@ -25,18 +28,33 @@ ENDPOINTS = ("reward_model_url", "judge_url")
 """Where a served model is reached, not what it computes: a requeued Slurm job serves the same RM on another
 host, and the stage must still resume (docs/launch.md). Left out of the hashes."""
 
+AFTER_TRAINING = ("evaluate",)
+"""What the cascade does once a stage has trained (``Stage.evaluate``: the gate), not what the stage trains:
+switching the gate off for an interrupted stage must not stop it from resuming. Left out of the hashes."""
+
+ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
+               "Data": ("min_prompt_tokens", "repeat"), "Stage": ("epochs",)}
+"""Fields added after runs had recorded stage hashes in their manifests, per config class. Each is left out of
+the hash while it holds its default — the value every config written before it existed means — so a stage
+interrupted before the field existed still resumes, and the hash changes only when the field is set."""
+
 
 def config_hash(obj) -> str:
-    """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without :data:`ENDPOINTS`."""
-    return hashlib.sha256(json.dumps(_without_endpoints(C.to_dict(obj)), sort_keys=True).encode()).hexdigest()
+    """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without :data:`ENDPOINTS`
+    and :data:`AFTER_TRAINING`, and without :data:`ADDED_LATER` fields at their defaults."""
+    return hashlib.sha256(json.dumps(_canonical(obj), sort_keys=True).encode()).hexdigest()
 
 
-def _without_endpoints(tree):
-    if isinstance(tree, dict):
-        return {k: _without_endpoints(v) for k, v in tree.items() if k not in ENDPOINTS}
-    if isinstance(tree, list):
-        return [_without_endpoints(v) for v in tree]
-    return tree
+def _canonical(obj):
+    """``config.to_dict(obj)`` less the fields :func:`config_hash` leaves out."""
+    if is_dataclass(obj):
+        later = ADDED_LATER.get(type(obj).__name__, ())
+        return {f.name: _canonical(getattr(obj, f.name)) for f in fields(obj)
+                if f.name not in ENDPOINTS + AFTER_TRAINING
+                and not (f.name in later and getattr(obj, f.name) == f.default)}
+    if isinstance(obj, tuple):
+        return [_canonical(v) for v in obj]
+    return obj
 
 
 class Manifest:
@@ -89,10 +107,38 @@ class Manifest:
 
     def _write(self) -> None:
         if ranks.is_main():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.data, indent=2))
-            os.replace(tmp, self.path)
+            _write_json(self.path, self.data)
 
 
-__all__ = ["Manifest", "config_hash"]
+def _write_json(path: Path, data: dict) -> None:
+    """Atomically: a reader (another rank, a launch task polling the status) sees the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+def stage_status(run_dir: str | Path) -> tuple[dict[str, str], str]:
+    """Per-stage status from a run's manifest.json ({} before the first stage starts) and its stop reason."""
+    path = Path(run_dir) / "manifest.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}, ""
+    except json.JSONDecodeError:  # replaced this instant on a filesystem without atomic rename: read again
+        time.sleep(0.5)
+        data = json.loads(path.read_text())
+    return {k: v.get("status", "pending") for k, v in data.get("stages", {}).items()}, data.get("stopped", "")
+
+
+def reset_stages(path: Path, names: list[str]) -> None:
+    """Mark stages pending again, forgetting their lineage (parent, hashes, export, gate verdict): their outputs
+    were discarded to train them again. The gate's stop is lifted — it came after one of them."""
+    data = json.loads(path.read_text())
+    for name in names:
+        data["stages"][name] = {"status": "pending"}
+    data["stopped"] = ""
+    _write_json(path, data)
+
+
+__all__ = ["Manifest", "config_hash", "stage_status", "reset_stages"]

@@ -1,8 +1,14 @@
 """Where a stage's numbers go: one ``metrics.jsonl`` line per step (always; tests and reports read it), an
-optional Weights & Biases run, a progress bar, and phase timers. Only rank 0 writes."""
+optional Weights & Biases run, a progress bar, and phase timers. Only rank 0 writes.
+
+A stage that resumes from a checkpoint (a requeued Slurm job, a re-run) continues both logs: ``metrics.jsonl``
+loses the lines the interrupted run wrote past the checkpoint, so it ends up as an uninterrupted run's, and the
+W&B run is the same one (its id is kept in the stage directory, ``wandb_id``)."""
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +37,9 @@ class PhaseTimer:
 
 
 class MetricsLog:
+    """The logs of one stage, opened at ``start_step``: 0 for a stage that starts (over), else the step after
+    the checkpoint it resumes from."""
+
     def __init__(self, stage_dir: Path, stage_name: str, total_steps: int, use_wandb: bool = False,
                  run_name: str = "", start_step: int = 0):
         self.main = ranks.is_main()
@@ -38,16 +47,17 @@ class MetricsLog:
         self.stage = stage_name
         self.bar = None
         self.wandb = None
+        self.wandb_from = 0  # steps below it are already in the (resumed) W&B run
         if not self.main:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        keep_before(self.path, start_step)
         from tqdm import tqdm
 
         self.bar = tqdm(total=total_steps, initial=start_step, desc=stage_name, unit="step", dynamic_ncols=True)
         if use_wandb:
-            import wandb
-
-            self.wandb = wandb.init(project="nemo-cascade", name=f"{run_name}/{stage_name}", reinit=True)
+            self.wandb = wandb_run(Path(stage_dir), f"{run_name}/{stage_name}", resume=start_step > 0)
+            self.wandb_from = self.wandb.starting_step
 
     def log(self, step: int, metrics: dict, progress: dict | None = None) -> None:
         if not self.main:
@@ -55,7 +65,9 @@ class MetricsLog:
         row = {"stage": self.stage, "step": step, **metrics}
         with self.path.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        if self.wandb is not None:
+        # A resumed W&B run already holds the steps the interrupted run logged past its checkpoint; W&B drops
+        # steps below its counter anyway, but with a warning each.
+        if self.wandb is not None and step >= self.wandb_from:
             self.wandb.log({f"{self.stage}/{k}": v for k, v in metrics.items()
                             if isinstance(v, (int, float))}, step=step)
         if self.bar is not None:
@@ -68,6 +80,38 @@ class MetricsLog:
             self.bar.close()
         if self.wandb is not None:
             self.wandb.finish()
+
+
+def keep_before(path: Path, step: int) -> None:
+    """A stage that (re)starts at ``step`` logs it and the steps after it again: drop the lines an interrupted
+    run wrote from there on, so that the file equals an uninterrupted run's."""
+    if not path.is_file():
+        return
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] < step]
+    path.write_text("".join(ln + "\n" for ln in lines))
+
+
+WANDB_ID = "wandb_id"
+"""The stage directory's file holding its W&B run id."""
+
+
+def wandb_run(stage_dir: Path, name: str, resume: bool):
+    """The stage's W&B run. A resuming stage logs on into the run whose id it kept in ``stage_dir/wandb_id``
+    (``resume="allow"``: W&B continues that run, or creates it when it has none of that id — offline, or never
+    synced). A stage that starts over gets a new id: W&B keeps a run's steps increasing and would drop the
+    restarted steps. The id is random rather than derived from the run's name or config: a run folder deleted
+    and run again, or the same recipe run elsewhere, must not append to an old W&B run."""
+    import wandb
+
+    path = stage_dir / WANDB_ID
+    run_id = path.read_text().strip() if resume and path.is_file() else ""
+    if not run_id:
+        run_id = secrets.token_hex(8)  # hex: valid in a W&B id (letters, digits, - and _)
+        path.write_text(run_id + "\n")
+    # project: an argument would override WANDB_PROJECT (slurm/env.sh); reinit: a stage that died in this
+    # process (an exception past the stage loop) left its run open
+    return wandb.init(project=os.environ.get("WANDB_PROJECT") or "nemo-cascade", name=name, id=run_id,
+                      resume="allow", reinit="finish_previous")
 
 
 def read_metrics(stage_dir: Path) -> list[dict]:

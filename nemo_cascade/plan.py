@@ -14,10 +14,11 @@ queues; nothing here imports torch, megatron or vllm at module level, and nothin
   ``selective`` recompute drops the unfused attention's S² part, ``full`` keeps one bf16 layer input per layer
   plus one layer's activations while it is recomputed. 1F1B: pipeline rank r holds pp − r microbatches in
   flight; the last rank adds the LM head's 16·S·V/TP (vocab-parallel cross-entropy).
-- **the colocated vLLM engine** (``rollout/vllm.py``): each rank runs its own engine (vLLM TP 1) with a whole
-  copy of the weights; it may take ``gpu_memory_utilization`` × GPU memory (one engine serves the cascade, built
-  with the first GRPO stage's ``rollout``), its KV cache is that budget minus the weights, and a token of KV
-  costs 2 × layers × kv_heads × head_dim × 2 bytes. It sleeps (level 1: weights to host memory, KV cache
+- **the colocated vLLM engine** (``rollout/vllm.py``): ``rollout.tensor_parallel_size`` = t consecutive ranks
+  share an engine, each GPU holding 1/t of its weights (t = 1: a whole copy per rank); it may take
+  ``gpu_memory_utilization`` × GPU memory (one engine serves the cascade, built with the first GRPO stage's
+  ``rollout``), its KV cache is that budget minus the weights, and a token of KV costs
+  2 × layers × kv_heads × head_dim × 2 bytes, the KV heads split over t (replicated once t exceeds them). It sleeps (level 1: weights to host memory, KV cache
   dropped) during the actor's GRPO train step, so a GRPO stage peaks at max(actor state + activations, actor
   state + the engine's budget). The gate puts it to sleep after evaluating, so an SFT or reward-model stage
   trained after the engine was built does not pay for it on the GPU.
@@ -112,7 +113,8 @@ def shape_from_config(raw: dict, where: str = "config.json") -> tuple[Shape, str
         s = A.spec_from_dict(raw, where)
         return Shape(Path(where).parent.name or s.hf_architecture, s.hidden_size, s.ffn_hidden_size,
                      s.num_attention_heads, s.num_key_value_heads, s.head_dim, s.vocab_size, s.num_layers,
-                     tied=s.tied_embeddings, qk_norm=s.arch == "qwen3", hf_architecture=s.hf_architecture), ""
+                     tied=s.tied_embeddings, qk_norm=s.qk_norm, qkv_bias=s.qkv_bias,
+                     hf_architecture=s.hf_architecture), ""
     text = raw.get("text_config") or raw
     try:  # an architecture the actor does not load: read the standard fields anyway, for the estimate
         heads, hidden = int(text["num_attention_heads"]), int(text["hidden_size"])
@@ -278,6 +280,7 @@ class CascadePlan:
     te: bool
     dtype_bytes: int
     engine_utilization: float | None
+    engine_tp: int
     engine_context: int
     """The engine's max_model_len: the longest GRPO request, or the gate's largest budget (+ its prompt)."""
     stages: tuple[StagePlan, ...]
@@ -366,12 +369,14 @@ def actor_bytes(d: Shape, p: C.Parallel, *, seq: int, rows_per_step: int, rank: 
             "train": state + max(act, 4 * P / shard) + fixed}
 
 
-def engine_bytes(d: Shape, utilization: float, gpu: float, dtype_bytes: int) -> dict[str, float]:
-    """The colocated engine of one rank: a whole copy of the weights and the KV cache its budget leaves."""
-    weights = d.params() * dtype_bytes
+def engine_bytes(d: Shape, utilization: float, gpu: float, dtype_bytes: int, tp: int = 1) -> dict[str, float]:
+    """The colocated engine's share on one GPU: 1/tp of the weights, and the KV cache its budget leaves, in
+    tokens of the whole engine (each GPU holds max(1, kv_heads / tp) of a token's KV heads)."""
+    weights = d.params() * dtype_bytes / tp
     kv = max(utilization * gpu - weights, 0.0)
-    return {"budget": utilization * gpu, "weights": weights, "kv": kv,
-            "kv_tokens": int(kv // d.kv_bytes_per_token(dtype_bytes))}
+    per_token = d.kv_bytes_per_token(dtype_bytes) * max(1, d.kv_heads // tp) / d.kv_heads
+    return {"budget": utilization * gpu, "weights": weights, "kv": kv, "kv_tokens": int(kv // per_token),
+            "kv_per_token": per_token}
 
 
 def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | Shape | None = None) -> CascadePlan:
@@ -394,8 +399,13 @@ def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | Shape | Non
     grpo = [s for s in cfg.stages if s.kind == "grpo"]
     gate_on = bool(cfg.gate.suites)
     # One engine serves the cascade, built from the first GRPO stage's rollout (a gate alone: the default's).
-    util = (grpo[0].rollout if grpo else C.Rollout()).gpu_memory_utilization if grpo or gate_on else None
-    engine = engine_bytes(d, util, gpu, dtype_bytes) if util is not None else None
+    first = grpo[0].rollout if grpo else C.Rollout()
+    util = first.gpu_memory_utilization if grpo or gate_on else None
+    engine_tp = first.tensor_parallel_size
+    if d.heads % engine_tp:
+        raise C.ConfigError(f"rollout.tensor_parallel_size={engine_tp} must divide the model's "
+                            f"num_attention_heads={d.heads} ({d.name})")
+    engine = engine_bytes(d, util, gpu, dtype_bytes, engine_tp) if util is not None else None
     context = max([_longest(s)[0] for s in grpo] + [_gate_budget(cfg)])
     engine_built = gate_on and cfg.gate.evaluate_base
     stages = []
@@ -431,7 +441,7 @@ def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | Shape | Non
             activations=worst["activations"], train=worst["train"] + extra, engine_weights=engine_w, kv_cache=kv,
             kv_tokens=kv_tokens, rollout=rollout, gpu=gpu, notes=tuple(notes)))
         engine_built = engine_built or gate_on
-    return CascadePlan(cfg.name, p, d, source, gpu, te, dtype_bytes, util, context, tuple(stages))
+    return CascadePlan(cfg.name, p, d, source, gpu, te, dtype_bytes, util, engine_tp, context, tuple(stages))
 
 
 # --------------------------------------------------------------------------------------------- output
@@ -471,12 +481,15 @@ def render(plan: CascadePlan) -> str:
         f"{d.heads}/{d.kv_heads} heads, vocab {d.vocab}; shape from {plan.shape_source}",
     ]
     if plan.engine_utilization is not None:
-        e = engine_bytes(d, plan.engine_utilization, plan.gpu, plan.dtype_bytes)
+        t = plan.engine_tp
+        e = engine_bytes(d, plan.engine_utilization, plan.gpu, plan.dtype_bytes, t)
+        layout = (f"vLLM TP 1 per rank (a whole {e['weights'] / GIB:.1f} GiB copy on each of the "
+                  f"{_count(plan.world, 'GPU')})" if t == 1 else
+                  f"vLLM TP {t}, {plan.world // t} engines of {t} ranks ({e['weights'] / GIB:.1f} GiB of weights "
+                  f"per GPU)")
         lines.append(
-            f"engine: vLLM TP 1 per rank (a whole {e['weights'] / GIB:.1f} GiB copy on each of the "
-            f"{_count(plan.world, 'GPU')}), gpu_memory_utilization {plan.engine_utilization} = "
-            f"{e['budget'] / GIB:.1f} GiB, KV "
-            f"{d.kv_bytes_per_token(plan.dtype_bytes) // 1024} KiB/token → {e['kv_tokens']:,} tokens; "
+            f"engine: {layout}, gpu_memory_utilization {plan.engine_utilization} = {e['budget'] / GIB:.1f} GiB, "
+            f"KV {e['kv_per_token'] / 1024:g} KiB/token per GPU → {e['kv_tokens']:,} tokens per engine; "
             f"max_model_len ≥ {plan.engine_context:,} (longest request or gate budget); asleep it keeps "
             f"{min(plan.world, GPUS_PER_NODE) * e['weights'] / GIB:.1f} GiB of weights in each node's host memory")
     lines += ["",
@@ -496,7 +509,7 @@ def render(plan: CascadePlan) -> str:
         for note in s.notes:
             lines.append(f"note: {s.name}: {note}")
     if plan.engine_utilization is not None:
-        tokens = engine_bytes(d, plan.engine_utilization, plan.gpu, plan.dtype_bytes)["kv_tokens"]
+        tokens = engine_bytes(d, plan.engine_utilization, plan.gpu, plan.dtype_bytes, plan.engine_tp)["kv_tokens"]
         if tokens < plan.engine_context:
             lines.append(f"WARNING: the engine's KV cache holds {tokens:,} tokens, less than its max_model_len "
                          f"{plan.engine_context:,}: vLLM will refuse to start")

@@ -55,6 +55,16 @@ def check_model(cfg: C.Cascade) -> None:
         if any(s.kind == "grpo" for s in cfg.stages) and spec.head_dim < 32:
             raise C.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < 32, which vLLM's "
                                 f"CPU attention rejects; use a model with head_dim >= 32")
+        for s in cfg.stages:  # a training request is never cut short by the model's length
+            if s.kind != "grpo":
+                continue
+            need = s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in C.length_phases(s))
+            if need > spec.max_position_embeddings:
+                raise C.ConfigError(
+                    f"stages.{s.name}.rollout: max_prompt_tokens + max_response_tokens = {need} exceeds the model's "
+                    f"{spec.max_position_embeddings} positions ({cfg.model.hf_path}/config.json "
+                    f"max_position_embeddings); shorten them, or add YaRN to the base's config.json (App. B: "
+                    f"factor 2 over 32768; convert.arch.with_yarn)")
 
 
 def check_stage_needs(cfg: C.Cascade) -> None:

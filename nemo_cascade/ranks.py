@@ -36,6 +36,16 @@ def gather_shares(mine: list[T]) -> list[T]:
     return [x for part in parts for x in part]
 
 
+def most_over_ranks(value: int) -> int:
+    """The largest ``value`` of any rank, on every rank (e.g. how many collective calls every rank must make)."""
+    rank, size = world()
+    if size == 1:
+        return value
+    parts: list = [None] * size
+    dist.all_gather_object(parts, value)
+    return max(parts)
+
+
 def barrier() -> None:
     if world()[1] > 1:
         dist.barrier()

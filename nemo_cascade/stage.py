@@ -67,7 +67,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
     g = stage.grpo
     stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
                           epoch_filter=(g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None)
-    scorer, temperature = Scorer(stage.domain, stage.reward), stage.rollout.temperature
+    scorer = Scorer(stage.domain, stage.reward)
     penalty = resolve_code_switch_penalty(stage.domain, stage.reward.code_switch_penalty)
     if g.kl_coef > 0:
         ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3), even on resume
@@ -76,8 +76,8 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
     for step in range(start, stage.steps):
         timer, switched = PhaseTimer(), []
         phase, length = C.phase_at(stage, step)                              # length curriculum (§4.5.2)
-        cfg = replace(g, overlong=length.overlong)
-        rollout = replace(stage.rollout, max_response_tokens=length.max_response_tokens)
+        cfg, rollout = replace(g, overlong=length.overlong), C.phase_rollout(stage, length)  # + T (T17–T19)
+        temperature = rollout.temperature  # the actor's log-probs are the sampling policy's (rollout/vllm.py)
 
         def sample(prompts_P, round_):  # one generation round; seeds keyed per (step, round)
             with timer("generate"):
@@ -105,6 +105,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
                 sync = weight_sync.push(ctx.actor, ctx.engine)
         metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P), **reward_metrics(groups_P), **refill,
                    **stream.metrics(), "phase": phase, "max_response_tokens": length.max_response_tokens,
+                   "temperature": temperature,
                    "code_switched": sum(switched) / max(sum(x.group_size for x in groups_P), 1)}
         ctx.log.log(step, metrics, progress={
             "reward": batch.metrics["reward_mean"], "len": batch.metrics["response_len_mean"]})

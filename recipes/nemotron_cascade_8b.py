@@ -12,10 +12,13 @@ stages of Table 14 in front and starts from Qwen3-8B-Base. Both read the environ
 - ``NEMO_CASCADE_RM_URL``: the served 72B Bradley–Terry RM (recipes/reward_model_72b.py, §4.2) for RLHF and
   the thinking models' IF reward; ``NEMO_CASCADE_JUDGE_URL``: the served Kimi-Dev-72B judge of SWE RL (Eq. 2).
 
-A paper sub-stage whose temperature or prompt length changes (math 40K at T=0.8, code 48K at T=0.8, SWE input
-16K → 24K) is its own stage that carries the optimizer over (``boundary.optimizer="carry"``): a length phase
-(``LengthPhase``) changes only the response budget and the overlong policy. Sub-stages over the same prompt set
-also continue its stream and epoch-filter state (``boundary.data="continue"``).
+A paper stage whose response length, overlong policy or temperature changes part-way (math 24K → 32K → 40K at
+T=1.0, 1.0, 0.8, T17; code 44K → 48K at T=1.0 → 0.8, T19) is one stage with a length curriculum whose phases
+carry those settings (``LengthPhase``). One whose prompt limit changes (SWE input 16K → 24K, T20) is two stages:
+a phase cannot change the prompt limit, which decides the prompt set. The first part runs no forgetting gate
+(``evaluate=False``: the paper reports one row per stage, T2) and the second carries the optimizer over
+(``boundary.optimizer="carry"``). IF-RL's two sub-stages (IFEval, then IFBench taxonomy, T16) are two prompt
+sets: two stages, the first without a gate.
 
 "12K", "24K", … are multiples of 1024 tokens (the native context "32K" is 32768, [MCI]). Every number cites its
 source; "ours" marks what the paper does not report. The other paper recipes (8B-Thinking, 14B-Thinking) are
@@ -32,9 +35,10 @@ from nemo_cascade.config import (GRPO, Actor, Boundary, Cascade, Data, Gate, Len
 K = 1024
 """The paper's "K" of token lengths (24K = 24576)."""
 
-CARRY = Boundary(optimizer="carry", data="continue")
-"""A later part of one paper stage over the same prompts: Adam moments, step count, prompt stream and epoch-filter
-state go on (the paper numbers these parts' steps continuously, e.g. math 0–190, 190–430, 430–500, T17)."""
+CARRY = Boundary(optimizer="carry")
+"""The second part of one paper stage split in two (SWE input 16K → 24K, T20): Adam moments and step count go on
+(the paper numbers the parts' steps continuously, 0–30 and 30–60). The longer prompt limit admits more prompts, a
+new prompt set, so the prompt stream starts afresh."""
 
 GATE_SUITES = ("ifeval", "ifbench", "aime24", "aime25", "humaneval", "mbpp", "swe")
 """The forgetting gate after every stage (§4.1.1, T2/T4–T8), each suite with the paper's App. B decoding and its
@@ -60,8 +64,8 @@ def judge_url() -> str:
     return os.environ.get("NEMO_CASCADE_JUDGE_URL", "http://localhost:8001")
 
 
-def data(path: str) -> Data:
-    return Data(source=f"{data_dir()}/{path}")
+def data(path: str, **fields) -> Data:
+    return Data(source=f"{data_dir()}/{path}", **fields)
 
 
 # ------------------------------------------------------------------------------------------------ SFT (T14)
@@ -87,16 +91,14 @@ def sft_stages(steps: tuple[int, int], lrs: tuple[float, float]) -> tuple[Stage,
         actor=replace(actor, lr=lr1, warmup_steps=stage1 // 100),  # T14 max LR; warm-up not reported: ours, 1%
         checkpoint_every=500,  # ours: an 8B checkpoint with Adam state is ~100 GB
     )
-    science2 = data("sft-stage-2/science.jsonl")
-    swe = data("sft-swe/swe.jsonl")
     sft2 = replace(
         sft1, name="sft_32k", steps=stage2,  # T14: 1 epoch = 32K (8B) / 41K (14B) steps
         data=general,  # §3.1.1: stage 2 re-uses the general data
-        extra_data=(data("sft-stage-2/math.jsonl"),          # §3.3: 1.88M samples (R1-0528, ≤32K)
-                    data("sft-stage-2/code.jsonl"),          # §3.3: 1.39M samples
-                    science2, science2,                      # §3.3: stage-2 science upsampled 2×
-                    data("sft-stage-2/tool_calling.jsonl"),  # §3.3: 310K conversations, stage 2 only
-                    swe, swe, swe),                          # §3.3: Agentless SWE upsampled 3× in stage 2
+        extra_data=(data("sft-stage-2/math.jsonl"),                # §3.3: 1.88M samples (R1-0528, ≤32K)
+                    data("sft-stage-2/code.jsonl"),                # §3.3: 1.39M samples
+                    data("sft-stage-2/science.jsonl", repeat=2),   # §3.3: 345K samples, upsampled 2×
+                    data("sft-stage-2/tool_calling.jsonl"),        # §3.3: 310K conversations, stage 2 only
+                    data("sft-swe/swe.jsonl", repeat=3)),          # §3.3: Agentless SWE, upsampled 3× in stage 2
         sft_max_tokens=32 * K,  # T14: stage 2 is 32K
         actor=replace(actor, lr=lr2, warmup_steps=stage2 // 100),
     )
@@ -118,9 +120,20 @@ RL_ROLLOUT = Rollout(top_p=0.95)
 """T15–T20: top-p 0.95 in every stage; top-k off except IF-RL."""
 
 
-def rl_stage(name: str, domain: str, path: str, steps: int, mode: str, **sections) -> Stage:
-    return Stage(name=name, kind="grpo", domain=domain, data=data(path), steps=steps, mode=mode,
-                 **{"actor": RL_ACTOR, "grpo": RL_GRPO, **sections})
+def rl_stage(name: str, domain: str, source: str | Data, steps: int, mode: str, **sections) -> Stage:
+    return Stage(name=name, kind="grpo", domain=domain, data=data(source) if isinstance(source, str) else source,
+                 steps=steps, mode=mode, **{"actor": RL_ACTOR, "grpo": RL_GRPO, **sections})
+
+
+def with_phases(stage: Stage, phases: tuple[LengthPhase, ...]) -> Stage:
+    """``stage`` over ``phases`` run back to back (§4.5.2): its steps are theirs added up, its rollout budget and
+    overlong policy the first phase's (later phases set their own, and their temperature where they change it).
+    One phase is no curriculum."""
+    first = phases[0]
+    return replace(stage, steps=sum(p.steps for p in phases),
+                   rollout=replace(stage.rollout, max_response_tokens=first.max_response_tokens),
+                   grpo=replace(stage.grpo, overlong=first.overlong),
+                   length_curriculum=phases if len(phases) > 1 else ())
 
 
 def rlhf(steps: int, mode: str) -> Stage:
@@ -136,10 +149,10 @@ def rlhf(steps: int, mode: str) -> Stage:
 
 
 def if_rl(name: str, path: str, steps: int, mode: str, max_response: int, overlong: str,
-          rm_bonus: bool) -> Stage:
+          rm_bonus: bool, evaluate: bool = True) -> Stage:
     """One IF-RL sub-stage (§4.4, T16): IFEval taxonomy first, then IFBench taxonomy."""
     return rl_stage(
-        name, "ifeval", path, steps, mode,
+        name, "ifeval", path, steps, mode, evaluate=evaluate,
         grpo=replace(RL_GRPO, prompts_per_step=256,  # T16: 256 × 8 (the text says 128)
                      overlong=overlong,
                      drop_zero_variance_groups=True,  # §4.4.2: dynamic filtering of all-0 / all-1 groups
@@ -153,88 +166,83 @@ def if_rl(name: str, path: str, steps: int, mode: str, max_response: int, overlo
     )
 
 
-def math_rl(name: str, steps: int, temperature: float, lr: float, phases: tuple[LengthPhase, ...],
-            boundary: Boundary = Boundary()) -> Stage:
-    """Math RL (§4.5, T17–T18) on Nemotron-Cascade-RL-Math with epoch-level filtering (§4.5.2)."""
-    first = phases[0]
-    return rl_stage(
-        name, "math", "rl-math/train.jsonl", steps, "think",  # [DM]: 14,476 problems
+def math_rl(temperature: float, lr: float, phases: tuple[LengthPhase, ...]) -> Stage:
+    """Math RL (§4.5, T17–T18) on Nemotron-Cascade-RL-Math with epoch-level filtering (§4.5.2): one stage over
+    its length phases (each sets its budget and overlong policy, and its temperature where it changes)."""
+    return with_phases(rl_stage(
+        "math", "math", "rl-math/train.jsonl", 0, "think",  # [DM]: 14,476 problems
         actor=replace(RL_ACTOR, lr=lr),
-        grpo=replace(RL_GRPO, overlong=first.overlong,  # the phases below set it for their steps
-                     epoch_filter=True),  # §4.5.2: drop 0% / 100% prompts, re-admit at 0.10 / 0.01 (defaults)
+        grpo=replace(RL_GRPO, epoch_filter=True),  # §4.5.2: drop 0% / 100% prompts, re-admit at 0.10 / 0.01
         rollout=replace(RL_ROLLOUT, temperature=temperature,
-                        max_prompt_tokens=2 * K,  # not reported: ours
-                        max_response_tokens=first.max_response_tokens),
-        length_curriculum=phases if len(phases) > 1 else (),
+                        max_prompt_tokens=2 * K),  # not reported: ours
         reward=Reward(code_switch_penalty="-1"),  # §4.5: −1 for code-switching
-        boundary=boundary,
-    )
+    ), phases)
 
 
-def code_rl(name: str, steps: int, temperature: float, max_response: int,
-            boundary: Boundary = Boundary()) -> Stage:
-    """Code RL (§4.6, T19): binary pass-all-tests reward in the sandbox, no overlong filtering."""
-    return rl_stage(
-        name, "code", "rl-code/train.jsonl", steps, "think",  # §4.6.1: 9.8K AceReason problems
+def code_rl(temperature: float, phases: tuple[LengthPhase, ...]) -> Stage:
+    """Code RL (§4.6, T19): binary pass-all-tests reward in the sandbox, no overlong filtering; one stage over its
+    length phases (the unified 8B's two, T19)."""
+    return with_phases(rl_stage(
+        "code", "code", "rl-code/train.jsonl", 0, "think",  # §4.6.1: 9.8K AceReason problems
         actor=replace(RL_ACTOR, lr=4e-6),  # T19
         rollout=replace(RL_ROLLOUT, temperature=temperature,
-                        max_prompt_tokens=4 * K,  # not reported: ours
-                        max_response_tokens=max_response),
+                        max_prompt_tokens=4 * K),  # not reported: ours
         reward=Reward(code_switch_penalty="0"),  # §4.6: 0, because −1 hurt
-        boundary=boundary,
-    )
+    ), phases)
 
 
-def swe_rl(name: str, steps: int, max_prompt: int, overlong: str, boundary: Boundary = Boundary()) -> Stage:
+def swe_rl(name: str, steps: int, max_prompt: int, overlong: str, boundary: Boundary = Boundary(),
+           evaluate: bool = True) -> Stage:
     """Agentless code-repair RL (§4.7, T20) with the execution-free reward of Eq. 2 (Kimi-Dev-72B judge)."""
     return rl_stage(
-        name, "swe", "rl-swe/train.jsonl", steps, "think",  # [DS] Nemotron-Cascade-RL-SWE, prompts ≥ 8K (§4.7)
+        name, "swe", data("rl-swe/train.jsonl",   # [DS] Nemotron-Cascade-RL-SWE
+                          min_prompt_tokens=8 * K),  # §4.7: prompts shorter than 8K are dropped
+        steps, "think",
         actor=replace(RL_ACTOR, lr=2.5e-6),  # T20
         grpo=replace(RL_GRPO, group_size=16, overlong=overlong),  # T20: 128 × 16
         rollout=replace(RL_ROLLOUT, temperature=1.0,  # T20: 1.0 / 0.95
                         max_prompt_tokens=max_prompt, max_response_tokens=16 * K),  # T20: 16K output
         reward=Reward(judge_url=judge_url(),  # T12: the semantic (judge) reward was chosen over the lexical one
                       code_switch_penalty="none"),  # none reported for SWE RL
-        boundary=boundary,
+        boundary=boundary, evaluate=evaluate,
     )
 
 
 # Math, code and SWE RL run in thinking mode ("think" above; inferred, not stated): the paper confines only IF-RL
 # to one mode for the unified model (non-thinking, §4.4.2), and these stages' 16–48K budgets are reasoning budgets.
 
-def math_8b() -> tuple[Stage, Stage]:
-    """T17 (both 8B models): 24K filter (steps 0–190) → 32K zero (190–430) at T=1.0, then 40K zero (430–500)
-    at T=0.8."""
-    return (
-        math_rl("math", 430, temperature=1.0, lr=2e-6,  # T17 (the text says 2e-6 or 2.5e-6)
-                phases=(LengthPhase(190, 24 * K, "filter"),  # §4.5.2: the 24K "compression" stage skips overlong
-                        LengthPhase(240, 32 * K, "zero"))),  # §4.5.2: 32K, truncated samples score 0
-        math_rl("math_40k", 70, temperature=0.8, lr=2e-6, phases=(LengthPhase(70, 40 * K, "zero"),),
-                boundary=CARRY),  # T17: 430–500 at 40K
-    )
+def math_8b() -> Stage:
+    """T17 (both 8B models), 500 steps: 24K filter (steps 0–190) → 32K zero (190–430) at T=1.0, then 40K zero
+    (430–500) at T=0.8."""
+    return math_rl(temperature=1.0, lr=2e-6, phases=(  # T17: T=1.0; LR 2e-6 (the text says 2e-6 or 2.5e-6)
+        LengthPhase(190, 24 * K, "filter"),                 # §4.5.2: the 24K "compression" stage skips overlong
+        LengthPhase(240, 32 * K, "zero"),                   # §4.5.2: 32K, truncated samples score 0
+        LengthPhase(70, 40 * K, "zero", temperature=0.8)))  # T17: 430–500 at 40K and T=0.8
 
 
 def swe_8b() -> tuple[Stage, Stage]:
-    """T20 (both 8B models): input 16K with overlong filtering (steps 0–30), then 24K without (30–60)."""
+    """T20 (both 8B models): input 16K with overlong filtering (steps 0–30), then 24K without (30–60). Two stages:
+    the prompt limit decides the prompt set, which a length phase cannot change."""
     return (
-        swe_rl("swe", 30, max_prompt=16 * K, overlong="filter"),
-        # A longer prompt limit admits more prompts: a new prompt set, so only the optimizer carries over.
+        swe_rl("swe", 30, max_prompt=16 * K, overlong="filter",
+               evaluate=False),  # one paper stage: the gate runs after its second part (T2 has one SWE row)
         swe_rl("swe_24k", 30, max_prompt=24 * K, overlong="none",  # T13: 24K was best for the 8B
-               boundary=Boundary(optimizer="carry")),
+               boundary=CARRY),
     )
 
 
 def rl_stages() -> tuple[Stage, ...]:
     return (
         rlhf(800, mode="half"),  # T15: 800 steps (8B); §4.3.2 / Fig. 9: half-half thinking / non-thinking batches
-        # T16 unified: 8K / 8K, no overlong filtering, 2300 + 800 steps, non-thinking only (§4.4.2), IF reward only
-        if_rl("if_ifeval", "rl-if/ifeval_taxonomy.jsonl", 2300, "no_think", 8 * K, "none", rm_bonus=False),
+        # T16 unified: 8K / 8K, no overlong filtering, 2300 + 800 steps, non-thinking only (§4.4.2), IF reward only;
+        # one paper stage in two prompt sets: the gate runs after the second (T2 has one IF-RL row)
+        if_rl("if_ifeval", "rl-if/ifeval_taxonomy.jsonl", 2300, "no_think", 8 * K, "none", rm_bonus=False,
+              evaluate=False),
         if_rl("if_ifbench", "rl-if/ifbench_taxonomy.jsonl", 800, "no_think", 8 * K, "none", rm_bonus=False),
-        *math_8b(),
+        math_8b(),
         # T19 unified 8B: 90 steps, 44K at T=1.0 then 48K at T=0.8. Where it switches is not reported: ours is
         # after 64 steps, the thinking models' single-phase length (T19).
-        code_rl("code", 64, temperature=1.0, max_response=44 * K),
-        code_rl("code_48k", 26, temperature=0.8, max_response=48 * K, boundary=CARRY),
+        code_rl(temperature=1.0, phases=(LengthPhase(64, 44 * K), LengthPhase(26, 48 * K, temperature=0.8))),
         *swe_8b(),
     )
 
@@ -244,8 +252,8 @@ def rl_stages() -> tuple[Stage, ...]:
 PARALLEL = Parallel(tp=2, cp=2, dp=2, micro_batch_size=1, sequence_parallel=True, recompute="full")
 """One 8×H100-80GB node. The paper reports no parallel layout (PAPER.md §3), only 8 nodes for code RL; ours:
 TP 2 × CP 2 (sequences of up to 52K tokens, T19) × DP 2, one sequence per microbatch, full recompute. Actor
-state ≈ 37 GB per GPU (bf16 weights 8 GB, fp32 grads 16 GB, Adam sharded over DP × CP 12 GB); the colocated
-vLLM engine holds a whole bf16 copy (16 GB) and ~20 GB of KV cache (~130K tokens) at 45% of the GPU."""
+state ≈ 34 GiB per GPU (bf16 weights 7.6 GiB, fp32 grads 15 GiB, Adam sharded over DP × CP 11 GiB), by
+`nemo-cascade plan`; the colocated engine (``ENGINE_TP``, ``ENGINE_MEMORY``) takes 36 GiB beside it."""
 
 SFT_PARALLEL = replace(PARALLEL, tp=4, cp=1)
 """``with_sft()``: the actor splits sequences over CP ranks in GRPO stages only, and a cascade has one layout, so
@@ -253,12 +261,21 @@ a cascade with SFT stages trades CP for TP: TP 4 × DP 2 on the same node (actor
 sequence fits without CP under full recompute)."""
 
 ENGINE_MEMORY = 0.45
-"""rollout.gpu_memory_utilization of every GRPO stage (one colocated engine serves them all)."""
+"""rollout.gpu_memory_utilization of every GRPO stage (one colocated engine serves them all): 36 GiB of an
+80 GiB GPU beside the actor's resident state (`nemo-cascade plan`: 72.3 GiB per GPU while generating)."""
+
+ENGINE_TP = 2
+"""rollout.tensor_parallel_size of every GRPO stage (ours; the paper reports no engine, PAPER.md §3): pairs of
+ranks share one vLLM engine, so each GPU holds half the weights (7.6 GiB instead of 15.3) and half of each
+token's KV heads. `nemo-cascade plan`: 413K KV tokens per engine instead of 151K, about six whole 52K-token code
+requests at once instead of two (four engines: 1.65M tokens per node instead of 1.21M). TP 4 would add only
+13% per node (1.87M) for twice the all-reduce group."""
 
 
 def cascade(name: str, hf_path: str, parallel: Parallel, stages: tuple[Stage, ...], engine_memory: float,
-            evaluate_base: bool = True) -> Cascade:
-    stages = tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=engine_memory))
+            evaluate_base: bool = True, engine_tp: int = ENGINE_TP) -> Cascade:
+    stages = tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=engine_memory,
+                                              tensor_parallel_size=engine_tp))
                    if s.kind == "grpo" else s for s in stages)
     return Cascade(
         name=name,
@@ -281,3 +298,78 @@ def with_sft() -> Cascade:
     # The pretrained base does not chat: no gate row before the first SFT stage.
     return cascade("nemotron-cascade-8b", f"{models_dir()}/Qwen3-8B-Base", SFT_PARALLEL, (*sft, *rl_stages()),
                    ENGINE_MEMORY, evaluate_base=False)
+
+
+# ------------------------------------------------------------------------------------------------ docs/recipes.md
+# Where each field's value comes from, one row per field (in row order) of the tables tools/recipe_docs.py writes
+# into docs/recipes.md: the values come from the built cascades, the citations from here. A new row is one line.
+
+CASCADE_SOURCES = {
+    "name": "",
+    "model.hf_path": "§1: Qwen3 base for `with_sft()`; an SFT checkpoint for the RL-only cascade "
+                     "(`$NEMO_CASCADE_MODELS`)",
+    "model.dtype": "not reported (PAPER.md §3): bf16",
+    "model.transformer_impl": "ours: Transformer Engine layers where installed",
+    "model.fp8": "not reported (PAPER.md §3): no FP8",
+    "parallel.tp": "not reported (PAPER.md §3): ours, see the parallel plans",
+    "parallel.pp": "ours",
+    "parallel.cp": "ours: the actor splits sequences over CP in GRPO stages only, so cascades with SFT use none",
+    "parallel.dp": "ours",
+    "parallel.micro_batch_size": "ours: one long sequence per microbatch",
+    "parallel.sequence_parallel": "ours",
+    "parallel.recompute": "ours: sequences of 12–60K tokens",
+    "parallel.distributed_optimizer": "ours (the default)",
+    "chat_style": "§3.1.2: ` /think` / ` /no_think` on each user turn, no empty think block",
+    "gate.suites": "§4.1.1, T2/T4–T8, App. B decoding; the paper benchmarks this repository has suites for",
+    "gate.evaluate_base": "ours: the RL-only cascade gets the SFT row of T2; a pretrained base gets none",
+    "gate.on_regression": "ours: the paper's per-stage tables show expected drops (IFEval after RLHF)",
+}
+"""The cascade table (a column per recipe function). The thinking recipes share it."""
+
+STAGE_SOURCES = {
+    "domain": "§4.1: SFT → RLHF → IF-RL → math → code → SWE",
+    "mode": "SFT: rows carry their own (§3.1.2); RLHF: half-half (§4.3.2, Fig. 9); IF-RL: non-thinking only "
+            "(§4.4.2); math/code/SWE: thinking (inferred: only IF-RL is restricted)",
+    "steps": "T14 (8B); T15 (8B: 800); T16 unified (2300 + 800; the text differs); T17 (0–500); T19 (90); "
+             "T20 (0–30, 30–60)",
+    "actor.lr": "T14 (8B: 5e-5, 2e-5); T15–T16; T17 (the text says 2e-6 or 2.5e-6); T19; T20",
+    "actor.lr_schedule": "SFT: T14 (cosine to 0); RL: not reported, ours (constant)",
+    "actor.warmup_steps": "not reported: ours (SFT 1% of its steps; RL none)",
+    "actor.weight_decay": "SFT: T14; RL: not reported, ours (0)",
+    "sft_batch_size": "T14: global batch 256",
+    "sft_max_tokens": "T14: stage 1 16K, stage 2 32K",
+    "grpo.prompts_per_step": "T15–T16: 256 (the text says 128); T17, T19, T20: 128",
+    "grpo.group_size": "T15–T19: 8; T20: 16",
+    "rollout.temperature": "T15–T16: 0.6; T17: 1.0 (0.8 in the 40K phase); T19 (unified): 1.0 (0.8 in the 48K "
+                           "phase); T20: 1.0",
+    "rollout.top_p": "T15–T20",
+    "rollout.top_k": "T16: 20 for IF-RL; none reported elsewhere (off)",
+    "rollout.max_prompt_tokens": "T20: SWE input 16K → 24K (T13); the others are not reported: ours",
+    "data.min_prompt_tokens": "§4.7: SWE RL drops prompts shorter than 8K",
+    "rollout.max_response_tokens": "T15: 12K; T16 unified: 8K / 8K; T17: 24K → 32K → 40K; T19 unified: 44K → 48K "
+                                   "(math, code: the first phase's, see curriculum); T20: 16K",
+    "grpo.overlong": "T15–T16 unified: no filtering; T17: filter / zero / zero (§4.5.2; math: the first phase's); "
+                     "T19: none; T20 (8B): filter / none",
+    "length_curriculum": "T17, §4.5.2: 24K filter (0–190) → 32K zero (190–430) → 40K zero at T = 0.8 (430–500); "
+                         "T19 unified: 44K → 48K at T = 0.8, 90 steps (the switch after 64 is ours)",
+    "grpo.kl_coef": "§4.1.2: no KL (1e-3 only in the bag of tricks, §6.3, T10)",
+    "grpo.loss_aggregation": "§4.1.2: token-level (DAPO-style); sequence-level only in the bag of tricks (§6.3)",
+    "grpo.reward_shaping": "§4.3.2: none with the 72B RM (group z-score + tanh only in the bag of tricks, T11)",
+    "grpo.drop_zero_variance_groups": "§4.4.2: dynamic filtering in IF-RL; not reported elsewhere (equal-reward "
+                                      "groups stay in the token mean)",
+    "grpo.refill_max_rounds": "§4.4.2 DAPO-style dynamic sampling; the number of rounds is ours",
+    "grpo.epoch_filter": "§4.5.2: epoch-level filtering of 0% / 100% prompts",
+    "grpo.readmit_unsolved": "§4.5.2: re-admit 0% prompts with p = 0.10",
+    "grpo.readmit_solved": "§4.5.2: re-admit 100% prompts with p = 0.01",
+    "reward.code_switch_penalty": "§4.3.2 (RLHF: batch min − 10), §4.5 (math: −1), §4.6 (code: 0, −1 hurt); none "
+                                  "reported for IF and SWE",
+    "reward.if_rm_bonus": "§4.4.2: the RM bonus is for the thinking models; the unified model's IF reward is R_IF",
+    "evaluate": "ours: no gate between the parts of one paper stage (T2, T4–T8: one row per stage)",
+    "boundary.optimizer": "ours: SWE's 24K part keeps the Adam state (steps 0–30, 30–60, T20); its longer prompt "
+                          "limit admits more prompts, so the prompt stream starts afresh",
+    "rollout.tensor_parallel_size": "not reported (PAPER.md §3): ours, the parallel plans below",
+    "rollout.gpu_memory_utilization": "ours: the parallel plans below",
+    "checkpoint_every": "ours (SFT: fewer ~100 GB checkpoints; RL: the default 25)",
+}
+"""The stage table (a column per stage of ``with_sft()``, which has every stage of ``recipe()``). The thinking
+recipes start from it and replace the rows whose numbers differ."""

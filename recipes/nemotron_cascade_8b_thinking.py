@@ -14,7 +14,7 @@ import runpy
 from pathlib import Path
 from types import SimpleNamespace
 
-from nemo_cascade.config import Cascade, Stage
+from nemo_cascade.config import Cascade, LengthPhase, Stage
 
 
 # recipes/ is not a package (the CLI loads recipes by path): the 8B recipe's stage builders, as a namespace
@@ -27,10 +27,11 @@ def rl_stages() -> tuple[Stage, ...]:
         base.rlhf(800, mode="think"),  # T15: 800 steps (8B); a thinking-only model
         # T16 thinking: 8K then 16K, overlong filtering only in the second, 550 + 300 steps (8B-Thinking),
         # reward R_IF + sigmoid(ẑ_RM) when every constraint passes, else 0 (§4.4.2)
-        base.if_rl("if_ifeval", "rl-if/ifeval_taxonomy.jsonl", 550, "think", 8 * K, "none", rm_bonus=True),
+        base.if_rl("if_ifeval", "rl-if/ifeval_taxonomy.jsonl", 550, "think", 8 * K, "none", rm_bonus=True,
+                   evaluate=False),  # one paper stage in two parts: the gate runs after the second (T2, T4–T8)
         base.if_rl("if_ifbench", "rl-if/ifbench_taxonomy.jsonl", 300, "think", 16 * K, "filter", rm_bonus=True),
-        *base.math_8b(),  # T17
-        base.code_rl("code", 64, temperature=1.2, max_response=44 * K),  # T19 8B-Thinking: T=1.2, 44K, 64 steps
+        base.math_8b(),  # T17
+        base.code_rl(temperature=1.2, phases=(LengthPhase(64, 44 * K),)),  # T19 8B-Thinking: T=1.2, 44K, 64 steps
         *base.swe_8b(),  # T20
     )
 
@@ -46,3 +47,20 @@ def with_sft() -> Cascade:
     sft = base.sft_stages(steps=(20_000, 32_000), lrs=(5e-5, 2e-5))  # T14, 8B column
     return base.cascade("nemotron-cascade-8b-thinking", f"{base.models_dir()}/Qwen3-8B-Base", base.SFT_PARALLEL,
                         (*sft, *rl_stages()), base.ENGINE_MEMORY, evaluate_base=False)
+
+
+# docs/recipes.md (tools/recipe_docs.py): the 8B recipe's citations, with this model's own where its numbers differ
+CASCADE_SOURCES = base.CASCADE_SOURCES
+STAGE_SOURCES = {
+    **base.STAGE_SOURCES,
+    "mode": "SFT: rows carry their own (§3.1.2); RL: a thinking-only model ([MC8T])",
+    "steps": "T14 (8B); T15 (8B: 800); T16 8B-Thinking (550 + 300; the text differs); T17 (0–500); "
+             "T19 (8B-Thinking: 64); T20 (0–30, 30–60)",
+    "rollout.temperature": "T15–T16: 0.6; T17: 1.0 (0.8 in the 40K phase); T19 (8B-Thinking): 1.2; T20: 1.0",
+    "rollout.max_response_tokens": "T15: 12K; T16 thinking: 8K / 16K; T17: 24K → 32K → 40K (math: the first "
+                                   "phase's, see curriculum); T19 (8B-Thinking): 44K; T20: 16K",
+    "grpo.overlong": "T15: no filtering; T16 thinking: no / yes; T17: filter / zero / zero (§4.5.2; math: the "
+                     "first phase's); T19: none; T20 (8B): filter / none",
+    "length_curriculum": "T17, §4.5.2: 24K filter (0–190) → 32K zero (190–430) → 40K zero at T = 0.8 (430–500)",
+    "reward.if_rm_bonus": "§4.4.2: thinking models score R_IF + sigmoid(ẑ_RM) when R_IF = 1, else 0",
+}

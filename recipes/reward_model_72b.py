@@ -16,7 +16,9 @@ import os
 from nemo_cascade.config import Actor, Cascade, Data, Model, Parallel, Stage
 
 PAIRS = 82_000
-"""§4.2: HelpSteer2 (10K) + HelpSteer3 without ties (36K) + synthetic off-topic pairs = 82K."""
+"""§4.2: HelpSteer2 (10K) + HelpSteer3 without ties (36K) + synthetic off-topic pairs = 82K. The stage's length is
+one epoch over the pairs the file holds (``epochs=1``): ⌈82,000 / 256⌉ = 321 steps, resolved when the stage
+starts (its last batch is the 80 pairs left and 176 of the next shuffle)."""
 
 BATCH = 256
 """§4.2: 256 pairs per step."""
@@ -36,7 +38,7 @@ def recipe() -> Cascade:
     rm = Stage(
         name="rm", kind="reward_model",
         data=Data(source=f"{data}/rm/preference_pairs.jsonl"),  # §4.2: HelpSteer2 + HelpSteer3 + synthetic
-        steps=PAIRS // BATCH,  # §4.2: 1 epoch (longer was worse) = 320 steps of 256 pairs
+        epochs=1.0, steps=0,  # §4.2: 1 epoch (longer was worse); steps = ⌈pairs / 256⌉ (82K pairs: 321) at the start
         rm_batch_size=BATCH,
         rm_max_tokens=8192,  # not reported: ours (longer conversations keep their last tokens)
         # §4.2: LR 2e-6, AdamW (β = (0.9, 0.95) as in every stage, §3.1.1); schedule, warm-up and weight decay are
@@ -53,3 +55,34 @@ def recipe() -> Cascade:
         parallel=PARALLEL, stages=(rm,),
         chat_style="cascade1",  # the policies' template (§3.1.2): the RM reads what RLHF shows it
     )
+
+
+# docs/recipes.md (tools/recipe_docs.py): where each field's value comes from, one table row per field
+CASCADE_SOURCES = {
+    "name": "",
+    "model.hf_path": "§4.2, T3: Qwen2.5-72B-Instruct (RewardBench 95.15)",
+    "model.dtype": "not reported: bf16",
+    "model.transformer_impl": "ours",
+    "model.fp8": "not reported: no FP8",
+    "parallel.tp": "not reported: ours (64 query / 8 KV heads)",
+    "parallel.pp": "ours (80 layers, 20 per stage)",
+    "parallel.cp": "the RM reads whole sequences",
+    "parallel.dp": "ours",
+    "parallel.micro_batch_size": "one pair (chosen + rejected) per microbatch",
+    "parallel.sequence_parallel": "ours",
+    "parallel.recompute": "ours (`nemo-cascade plan`: selective needs ≈ 137 GiB per GPU, full ≈ 46 GiB)",
+    "parallel.distributed_optimizer": "ours (the default)",
+    "chat_style": "the policies' template (§3.1.2): the RM reads what RLHF shows it",
+}
+STAGE_SOURCES = {
+    "mode": "ours: the RM scores the answer after `</think>` (§4.3.2), so pairs carry no thinking",
+    "steps": "0: the length is `epochs` (steps = ⌈pairs ÷ 256⌉ when the stage starts: 321 for 82K pairs)",
+    "epochs": "§4.2: 1 epoch of 82K pairs at 256 (longer training was worse)",
+    "actor.lr": "§4.2",
+    "actor.lr_schedule": "not reported: ours (constant)",
+    "actor.warmup_steps": "not reported: ours",
+    "actor.weight_decay": "not reported: ours",
+    "rm_batch_size": "§4.2: 256 pairs",
+    "rm_max_tokens": "not reported: ours (longer conversations keep their last tokens)",
+    "checkpoint_every": "ours: a 72B checkpoint with Adam state is ~1 TB",
+}

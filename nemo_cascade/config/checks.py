@@ -31,12 +31,8 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
         if s.kind not in STAGE_KINDS:
             raise ConfigError(f"{where}.kind: unknown stage kind {s.kind!r}; expected one of {list(STAGE_KINDS)}")
         _validate_handoff(cfg, i, where)
-        if s.steps < 1:
-            raise ConfigError(f"{where}.steps: expected >= 1, got {s.steps}")
-        if not s.data.source:
-            raise ConfigError(f"{where}.data.source: expected a file path or synthetic:NAME")
-        if s.data.max_bad_rows < 0:
-            raise ConfigError(f"{where}.data.max_bad_rows: expected >= 0, got {s.data.max_bad_rows}")
+        _validate_length(s, where)
+        _validate_data(s, where)
         if s.mode == "half" and s.kind != "grpo":
             raise ConfigError(f"{where}.mode: 'half' splits GRPO batches (§4.3.2); a {s.kind} stage needs think "
                               f"or no_think")
@@ -64,10 +60,26 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
                               f"supports for grpo stages only, not {s.kind} (set parallel.cp=1)")
         if s.actor.lr < 0:
             raise ConfigError(f"{where}.actor.lr: expected >= 0, got {s.actor.lr}")
+    _validate_engine(cfg)
     _validate_gate(cfg.gate)
     if cfg.keep_checkpoints < 1:
         raise ConfigError(f"keep_checkpoints: expected >= 1, got {cfg.keep_checkpoints}")
     return cfg
+
+
+def _validate_engine(cfg: Cascade) -> None:
+    """One rollout engine serves every stage (built from the first GRPO stage's rollout): its layout must be the
+    same in all of them, and its TP groups must tile the world."""
+    p = cfg.parallel
+    grpo = [s for s in cfg.stages if s.kind == "grpo"]
+    for s in grpo:
+        t = s.rollout.tensor_parallel_size
+        if t < 1 or (p.tp * p.pp * p.cp * p.dp) % t:
+            raise ConfigError(f"stages.{s.name}.rollout.tensor_parallel_size: expected a divisor of the world size "
+                              f"{p.tp * p.pp * p.cp * p.dp} (parallel tp × pp × cp × dp), got {t}")
+        if t != grpo[0].rollout.tensor_parallel_size:
+            raise ConfigError(f"stages.{s.name}.rollout.tensor_parallel_size: {t} differs from stage {grpo[0].name}'s "
+                              f"{grpo[0].rollout.tensor_parallel_size}; one engine serves every stage")
 
 
 def validate_parallel_settings(m: Model, p: Parallel) -> None:
@@ -131,6 +143,46 @@ def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
                           f"those are {[p.name for p in cfg.stages[:i] if p.kind == 'reward_model']}")
 
 
+def _validate_length(s: Stage, where: str) -> None:
+    """A stage's length: ``steps``, or ``epochs`` over its data (SFT and RM stages) with steps = 0."""
+    if s.epochs < 0:
+        raise ConfigError(f"{where}.epochs: expected >= 0 (0 = the length is steps), got {s.epochs}")
+    if s.epochs and s.kind == "grpo":
+        raise ConfigError(f"{where}.epochs: a grpo stage's length is steps (T15–T20 give steps); epochs are for "
+                          f"sft and reward_model stages")
+    if s.epochs and s.steps:
+        raise ConfigError(f"{where}.epochs: the length is steps or epochs, not both; set steps=0 with "
+                          f"epochs={s.epochs} (got steps={s.steps})")
+    if not s.epochs and s.steps < 1:
+        hint = "" if s.kind == "grpo" else " (or steps=0 with epochs > 0)"
+        raise ConfigError(f"{where}.steps: expected >= 1, got {s.steps}{hint}")
+
+
+def _validate_data(s: Stage, where: str) -> None:
+    """Every Data section of the stage: ``data``, then ``extra_data.J`` (the SFT blend)."""
+    if not s.data.source:
+        raise ConfigError(f"{where}.data.source: expected a file path or synthetic:NAME")
+    # The prompt limit the loader drops long rows at: the engine's for RL prompts, the sequence's for SFT.
+    limit = {"grpo": ("rollout.max_prompt_tokens", s.rollout.max_prompt_tokens),
+             "sft": ("sft_max_tokens", s.sft_max_tokens)}.get(s.kind)
+    for name, d in (("data", s.data), *((f"extra_data.{j}", d) for j, d in enumerate(s.extra_data))):
+        if d.max_bad_rows < 0:
+            raise ConfigError(f"{where}.{name}.max_bad_rows: expected >= 0, got {d.max_bad_rows}")
+        if d.min_prompt_tokens < 0:
+            raise ConfigError(f"{where}.{name}.min_prompt_tokens: expected >= 0, got {d.min_prompt_tokens}")
+        if d.min_prompt_tokens and limit is None:
+            raise ConfigError(f"{where}.{name}.min_prompt_tokens: a {s.kind} stage keeps every row (long ones are "
+                              f"cut to their last tokens); prompt-length drops are for grpo and sft stages")
+        if limit is not None and d.min_prompt_tokens > limit[1]:
+            raise ConfigError(f"{where}.{name}.min_prompt_tokens: {d.min_prompt_tokens} is above {limit[0]}="
+                              f"{limit[1]}, which would drop every row")
+        if not isinstance(d.repeat, int) or d.repeat < 1:  # the rows are listed `repeat` times
+            raise ConfigError(f"{where}.{name}.repeat: expected an integer >= 1, got {d.repeat}")
+        if d.repeat != 1 and s.kind != "sft":
+            raise ConfigError(f"{where}.{name}.repeat: weights a source in an SFT blend (§3.3); a {s.kind} stage "
+                              f"reads one source, so repeat must be 1")
+
+
 def _validate_gate(g: Gate) -> None:
     if min(g.samples, g.max_tokens, g.limit) < 0:
         raise ConfigError("gate: samples, max_tokens and limit must be >= 0 (0 = the suite's default)")
@@ -179,6 +231,9 @@ def _validate_sampling_filters(s: Stage, where: str) -> None:
         if phase.overlong not in ("none", "filter", "zero"):
             raise ConfigError(f"{where}.length_curriculum.{k}.overlong: expected none, filter or zero, "
                               f"got {phase.overlong!r}")
+        if phase.temperature is not None and not phase.temperature > 0:
+            raise ConfigError(f"{where}.length_curriculum.{k}.temperature: RL sampling needs > 0 (or None = "
+                              f"rollout.temperature), got {phase.temperature}")
     if s.length_curriculum and sum(p.steps for p in s.length_curriculum) != s.steps:
         raise ConfigError(f"{where}.length_curriculum: phase steps sum to "
                           f"{sum(p.steps for p in s.length_curriculum)}, expected steps={s.steps}")

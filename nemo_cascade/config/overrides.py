@@ -52,12 +52,19 @@ def _coerce(value: str, tp: Any, where: str) -> Any:
 
 
 def _length_phase(item: str, where: str) -> LengthPhase:
-    """``STEPS:TOKENS:OVERLONG`` (OVERLONG optional, default none) → LengthPhase."""
+    """``STEPS:TOKENS[:OVERLONG][:T<temperature>]`` → LengthPhase (OVERLONG default none, temperature default the
+    stage's): ``70:40960:zero:T0.8``. The ``T`` marks the number as a temperature, so either optional field may
+    come alone (``70:40960:T0.8``) and the three-field form of older command lines reads as before."""
     parts = item.split(":")
-    if len(parts) not in (2, 3):
-        raise ConfigError(f"{where}: expected STEPS:TOKENS:OVERLONG,..., got {item!r}")
-    overlong = _coerce(parts[2] if len(parts) == 3 else "none", Literal["none", "filter", "zero"], where)
-    return LengthPhase(_coerce(parts[0], int, where), _coerce(parts[1], int, where), overlong)
+    if not 2 <= len(parts) <= 4:
+        raise ConfigError(f"{where}: expected STEPS:TOKENS[:OVERLONG][:T<temperature>],..., got {item!r}")
+    temperatures = [x[1:] for x in parts[2:] if x[:1] in ("T", "t")]
+    overlongs = [x for x in parts[2:] if x[:1] not in ("T", "t")]
+    if len(temperatures) > 1 or len(overlongs) > 1:
+        raise ConfigError(f"{where}: expected at most one OVERLONG and one T<temperature> per phase, got {item!r}")
+    overlong = _coerce(overlongs[0] if overlongs else "none", Literal["none", "filter", "zero"], where)
+    temperature = _coerce(temperatures[0], float, f"{where} (T<temperature>)") if temperatures else None
+    return LengthPhase(_coerce(parts[0], int, where), _coerce(parts[1], int, where), overlong, temperature)
 
 
 def _stage_index(cfg: Cascade, key: str, where: str) -> int:

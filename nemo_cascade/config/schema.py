@@ -6,7 +6,8 @@ validated and printed anywhere. User mistakes raise :class:`ConfigError` with on
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Literal, Optional
 
 
@@ -94,6 +95,10 @@ class Rollout:
     """KV-cache size on CPU engines (VLLM_CPU_KVCACHE_SPACE)."""
     gpu_memory_utilization: float = 0.5
     """Share of GPU memory vLLM may take when colocated with the actor (GPU engines only)."""
+    tensor_parallel_size: int = 1
+    """The rollout engine's TP: t consecutive ranks share one vLLM engine sharded t ways, leaving each GPU
+    1/t of the weights and more room for KV cache (long responses: code RL 44–56K tokens, T19). Must divide
+    the world size; 1 = a whole engine per rank. Not reported by the paper (PAPER.md §3): ours."""
     seed: int = 0
 
 
@@ -145,6 +150,13 @@ class Data:
     max_bad_rows: int = 0
     """Rows that fit no schema of the stage's domain (or whose label fails its check) are skipped and counted up
     to this many; one more stops loading with the first bad row's file, line and field. 0 = strict."""
+    min_prompt_tokens: int = 0
+    """Drop rows whose templated prompt is shorter than this many tokens; counted and logged like those over
+    the stage's prompt limit (``rollout.max_prompt_tokens``, SFT ``sft_max_tokens``). SWE RL drops prompts
+    under 8K tokens (§4.7): short ones hold too little of the repository to learn repair from. 0 = keep all."""
+    repeat: int = 1
+    """SFT: how many times this source's rows count in the stage's blend (``data`` + ``extra_data``), each
+    epoch seeing every row ``repeat`` times — stage-2 SFT upsamples science ×2 and SWE ×3 (§3.3)."""
 
 
 @dataclass(frozen=True)
@@ -175,10 +187,15 @@ class Reward:
 @dataclass(frozen=True)
 class LengthPhase:
     """One phase of a response-length curriculum (Math RL, §4.5.2, T17–T18: 24K filter → 32K zero → 40K zero).
-    On the command line: ``stages.NAME.length_curriculum=STEPS:TOKENS:OVERLONG,...``."""
+    On the command line: ``stages.NAME.length_curriculum=STEPS:TOKENS[:OVERLONG][:T<temperature>],...``, e.g.
+    ``190:24576:filter,240:32768:zero,70:40960:zero:T0.8`` (T17's three phases)."""
     steps: int
     max_response_tokens: int
     overlong: Literal["none", "filter", "zero"] = "none"
+    temperature: Optional[float] = None
+    """Sampling temperature of this phase; None = the stage's ``rollout.temperature``. The paper lowers it as
+    responses grow: math 8B 1.0 → 0.8 at 40K (T17), 14B 1.2 → 1.1 (T18), code 8B 1.0 → 0.8 (T19). The actor's
+    log-probs use the same temperature (the policy that sampled is the one the importance ratio is taken of)."""
 
 
 @dataclass(frozen=True)
@@ -232,6 +249,11 @@ class Stage:
     """Reward domain (GRPO) — a key of nemo_cascade.rewards.REWARDS."""
     data: Data = field(default_factory=Data)
     steps: int = 10
+    """Optimizer steps of the stage; 0 when its length is given in ``epochs``."""
+    epochs: float = 0.0
+    """SFT and reward_model stages: the stage's length in passes over its data instead of ``steps`` (which must
+    then be 0): steps = ⌈epochs × rows ÷ batch size⌉, with the rows loaded when the stage starts (after the
+    prompt-length drops and ``Data.repeat``). SFT 1 epoch per stage (T14), the RM 1 epoch (§4.2). 0 = use steps."""
     mode: Literal["think", "no_think", "half"] = "no_think"
     """Thinking mode of the chat template (` /think` or ` /no_think` per user turn, §3.1.2). ``half`` (GRPO
     only): half of every batch's prompts in each mode — the unified model's RLHF (§4.3.2, Fig. 9)."""
@@ -257,6 +279,11 @@ class Stage:
     checkpoint_every: int = 25
     """Save a resumable checkpoint (weights, optimizer, scheduler, RNG, data position) every N steps; a re-run
     of an interrupted stage continues from the newest one. 0 = only the stage's final export."""
+    evaluate: bool = True
+    """Run the forgetting gate after this stage (a row of the matrix, checked for regressions). False for the
+    first parts of one paper stage split into several (SWE RL's 16K-input part before ``swe_24k``, T20; IF-RL's
+    IFEval-taxonomy part before its IFBench part, T16): the paper reports one row per stage (T2, T4–T8), and the
+    next evaluated row is compared with the rows before the split."""
 
 
 @dataclass(frozen=True)
@@ -294,6 +321,23 @@ def length_phases(stage: Stage) -> tuple[LengthPhase, ...]:
     """The stage's response-length phases (§4.5.2); without a curriculum, one phase of rollout/grpo settings."""
     return stage.length_curriculum or (
         LengthPhase(stage.steps, stage.rollout.max_response_tokens, stage.grpo.overlong),)
+
+
+def phase_rollout(stage: Stage, phase: LengthPhase) -> Rollout:
+    """The stage's sampling settings during ``phase``: its response budget and, if it sets one, its temperature
+    (T17–T19 lower the temperature as responses grow)."""
+    temperature = stage.rollout.temperature if phase.temperature is None else phase.temperature
+    return replace(stage.rollout, max_response_tokens=phase.max_response_tokens, temperature=temperature)
+
+
+def with_epoch_steps(stage: Stage, rows: int) -> Stage:
+    """The stage with ``steps`` resolved from ``epochs`` over the ``rows`` it loaded (SFT sequences, RM pairs):
+    ⌈epochs × rows ÷ batch size⌉, at least 1 (T14, §4.2: one epoch). Unchanged when given in steps."""
+    if not stage.epochs:
+        return stage
+    batch = stage.rm_batch_size if stage.kind == "reward_model" else stage.sft_batch_size
+    # -1e-9: 0.1 × 30 ÷ 3 is 1.0000000000000002 in floats, which is one step, not two.
+    return replace(stage, steps=max(1, math.ceil(stage.epochs * rows / batch - 1e-9)))
 
 
 def phase_at(stage: Stage, step: int) -> tuple[int, LengthPhase]:

@@ -46,6 +46,8 @@ class PromptList(list):
 
     dropped_too_long: int = 0
     """Rows whose templated prompt exceeded ``max_prompt_tokens``."""
+    dropped_too_short: int = 0
+    """Rows whose templated prompt is shorter than ``Data.min_prompt_tokens`` (SWE RL: 8K, §4.7)."""
     bad_rows: int = 0
     """Rows skipped because they fit no schema of the domain or their label failed its check."""
     alternate: Optional[list] = None
@@ -153,10 +155,11 @@ def _encode(tokenizer, text: str) -> list[int]:
 def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_tokens: int,
                  style: str = "cascade1", validate_label: Optional[Callable[[Any], None]] = None) -> PromptList:
     """Templated, tokenised prompts of ``data_cfg`` (generation prompt included). Prompts longer than
-    ``max_prompt_tokens`` are dropped; their count is ``result.dropped_too_long`` (and logged).
+    ``max_prompt_tokens`` are dropped; their count is ``result.dropped_too_long`` (and logged); so are prompts
+    shorter than ``data_cfg.min_prompt_tokens`` (``result.dropped_too_short``).
     ``mode="half"`` (the unified model's half-half batches, §4.3.2) templates every row in both modes: the
     result holds the think prompts and ``result.alternate`` the no_think ones, index-aligned; a row is kept
-    only if both templatings fit (the flags, and cascade2's empty think block, differ in length).
+    only if both templatings fit either limit (the flags, and cascade2's empty think block, differ in length).
     ``validate_label`` (the domain's, ``rewards.VALIDATORS``) rejects a malformed label here, naming its file
     and line, rather than mid-training (DESIGN.md "Rewards")."""
     out = PromptList()
@@ -186,15 +189,26 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         out.alternate = []
     for uid, messages, label in items:
         ids = [_encode(tokenizer, render(messages, m, style)) for m in modes]
-        if max(len(x) for x in ids) > max_prompt_tokens:
-            out.dropped_too_long += 1
+        if not _fits(out, [len(x) for x in ids], data_cfg.min_prompt_tokens, max_prompt_tokens):
             continue
         variants = [Prompt(prompt_tokens=x, domain=domain, label=label, mode=m, uid=uid) for x, m in zip(ids, modes)]
         out.append(variants[0])
         if mode == "half":
             out.alternate.append(variants[1])
-    _report(data_cfg.source, len(out), out.dropped_too_long, max_prompt_tokens)
+    _report(data_cfg, out, max_prompt_tokens)
     return out
+
+
+def _fits(out: PromptList, lengths: list[int], floor: int, limit: int) -> bool:
+    """Whether prompts of these token counts (a row's templatings) are within ``[floor, limit]``; counts a drop
+    on ``out``."""
+    if max(lengths) > limit:
+        out.dropped_too_long += 1
+        return False
+    if min(lengths) < floor:
+        out.dropped_too_short += 1
+        return False
+    return True
 
 
 def _sft_items(data_cfg: Data, mode: str) -> list[tuple[list[dict], str]]:
@@ -221,24 +235,44 @@ def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: i
                       style: str = "cascade1") -> PromptList:
     """``(prompt_token_ids, response_token_ids)`` per row; the response ends with ``<|im_end|>`` (the EOS the
     model must learn to emit). Prompt and response are tokenised separately, exactly as a rollout sees them
-    (prompt tokens, then generated tokens). Over-long prompts are dropped and counted as in load_prompts."""
+    (prompt tokens, then generated tokens). Over-long and too-short prompts are dropped and counted as in
+    load_prompts."""
     out = PromptList()
     for messages, response in _sft_items(data_cfg, mode):
         prompt_ids = _encode(tokenizer, render(messages, mode, style))
-        if len(prompt_ids) > max_prompt_tokens:
-            out.dropped_too_long += 1
-            continue
-        out.append((prompt_ids, _encode(tokenizer, response + IM_END)))
-    _report(data_cfg.source, len(out), out.dropped_too_long, max_prompt_tokens)
+        if _fits(out, [len(prompt_ids)], data_cfg.min_prompt_tokens, max_prompt_tokens):
+            out.append((prompt_ids, _encode(tokenizer, response + IM_END)))
+    _report(data_cfg, out, max_prompt_tokens)
     return out
 
 
-def _report(source: str, kept: int, dropped: int, limit: int) -> None:
-    if dropped:
-        log.warning("%s: dropped %d of %d rows whose prompt exceeds %d tokens", source, dropped,
-                    kept + dropped, limit)
+def load_sft_blend(sources: tuple[Data, ...], tokenizer, mode: str, max_prompt_tokens: int,
+                   style: str = "cascade1") -> list:
+    """An SFT stage's examples: every source's rows (``load_sft_examples``), each source ``Data.repeat`` times —
+    the per-source weights of the stage-2 blend (science ×2, SWE ×3, §3.3). ``sft_batches`` shuffles the whole
+    list every epoch, so an epoch sees each row of a ×N source N times."""
+    out = []
+    for d in sources:
+        rows = load_sft_examples(d, tokenizer, mode, max_prompt_tokens, style)
+        out += list(rows) * d.repeat
+        if d.repeat > 1:
+            log.info("%s: %d rows ×%d in the SFT blend", d.source, len(rows), d.repeat)
+    return out
+
+
+def _report(data_cfg: Data, out: PromptList, limit: int) -> None:
+    source, kept, floor = data_cfg.source, len(out), data_cfg.min_prompt_tokens
+    total = kept + out.dropped_too_long + out.dropped_too_short
+    if out.dropped_too_long:
+        log.warning("%s: dropped %d of %d rows whose prompt exceeds %d tokens", source, out.dropped_too_long,
+                    total, limit)
+    if out.dropped_too_short:
+        log.warning("%s: dropped %d of %d rows whose prompt is shorter than data.min_prompt_tokens=%d", source,
+                    out.dropped_too_short, total, floor)
     if kept == 0:
-        raise DataError(f"{source}: no usable rows ({dropped} longer than max_prompt_tokens={limit})")
+        short = f", {out.dropped_too_short} shorter than data.min_prompt_tokens={floor}" if floor else ""
+        raise DataError(f"{source}: no usable rows ({out.dropped_too_long} longer than max_prompt_tokens={limit}"
+                        f"{short})")
 
 
 # ------------------------------------------------------------------------------------------ stream
@@ -389,5 +423,5 @@ def pad_id(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
-__all__ = ["pad_id", "sft_batches", "synthetic_rows", "DataError", "PromptList", "load_prompts", "load_sft_examples", "PromptStream",
-           "SYNTHETIC_PREFIX"]
+__all__ = ["pad_id", "sft_batches", "synthetic_rows", "DataError", "PromptList", "load_prompts", "load_sft_examples",
+           "load_sft_blend", "PromptStream", "SYNTHETIC_PREFIX"]

@@ -30,11 +30,13 @@ class StageInfo:
     name: str
     kind: str
     domain: str | None  # the reward domain; None for SFT / reward-model stages, whose `domain` means nothing
-    steps: int
+    steps: int  # planned: the config's, or for a stage given in epochs the count the manifest recorded at its start
     status: str
     seconds: float | None
     gate: dict
     dir: Path
+    evaluate: bool = True  # Stage.evaluate: False = no gate after it, so no row
+    epochs: float = 0.0    # Stage.epochs: the stage's length before it starts (steps still 0)
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,10 @@ def _stages(run_dir: Path, config: dict, manifest: dict) -> list[StageInfo]:
             entry = manifest.get("stages", {}).get(s["name"], {})
             kind, seconds, gate = s.get("kind", "grpo"), entry.get("seconds"), entry.get("gate")
             out.append(StageInfo(k, s["name"], kind, s.get("domain") if kind == "grpo" else None,
-                                 int(s.get("steps", 0)), str(entry.get("status", "pending")),
+                                 int(entry.get("steps") or s.get("steps", 0)), str(entry.get("status", "pending")),
                                  float(seconds) if isinstance(seconds, (int, float)) else None,
-                                 gate if isinstance(gate, dict) else {}, run_dir / "stages" / f"{k}-{s['name']}"))
+                                 gate if isinstance(gate, dict) else {}, run_dir / "stages" / f"{k}-{s['name']}",
+                                 bool(s.get("evaluate", True)), float(s.get("epochs", 0.0))))
         return out
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         detail = f"missing key {e}" if isinstance(e, KeyError) else str(e)
@@ -150,7 +153,7 @@ def _own_domain(run: Run) -> list[str]:
     for s in (s for s in run.stages if s.kind == "grpo"):
         moved = {x: d for x, d in change.get(s.name, {}).items() if run.suite_domain[x] == s.domain}
         if s.name not in change:
-            text = "not evaluated yet"
+            text = "not evaluated yet" if s.evaluate else "no gate after it (evaluate = false): see the next row"
         elif not moved:
             text = f"no {s.domain} suite in both this row and an earlier one"
         else:
@@ -210,7 +213,8 @@ def _summary(run: Run) -> str:
     rows = []
     for s, (key, _, values) in zip(run.stages, run.curves):
         first, last, n = _ends(values) if values else (None, None, 0)
-        rows.append([str(s.index), s.name, s.kind, s.domain or "–", f"{len(values)}/{s.steps}", s.status,
+        planned = str(s.steps) if s.steps else f"{s.epochs:g} epochs"
+        rows.append([str(s.index), s.name, s.kind, s.domain or "–", f"{len(values)}/{planned}", s.status,
                      "–" if s.seconds is None else f"{s.seconds:.0f}", key,
                      "–" if first is None else f"{first:.3f}", "–" if last is None else f"{last:.3f}", str(n)])
     return _table(["#", "stage", "kind", "domain", "steps logged/planned", "status", "seconds", "metric",
@@ -224,7 +228,8 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
     if run.history:
         parts += ["avg@K in % after each stage; (±x) = change in points vs the previous evaluated row; **bold** = "
                   "the stage's own domain (an RL stage's suites of its reward domain). A stage without eval.json "
-                  "(pending, or a reward model, which does not change the policy) has no row.", "",
+                  "(pending, a reward model, which does not change the policy, or a stage with evaluate = false, "
+                  "the first part of a split stage) has no row.", "",
                   _matrix(run, own="**{}**"), "### Own-domain change of each RL stage", "",
                   *(_own_domain(run) or ["- no RL stage"]), ""]
     else:

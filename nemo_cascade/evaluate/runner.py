@@ -239,6 +239,10 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
         groups.update(zip(chunk, out))
         bar.update(len(chunk))
     bar.close()
+    # With engine TP, generate is collective over the ranks sharing an engine: a rank with fewer chunks than
+    # the others still takes part in their calls, with nothing of its own (rollout/vllm.py).
+    for _ in range(ranks.most_over_ranks(-(-len(fits) // step)) - -(-len(fits) // step)):
+        engine.generate([], d.samples, sampling, step=0)
     return groups
 
 

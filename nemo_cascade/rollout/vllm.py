@@ -17,9 +17,17 @@ Process model
       all-reduces the KV-cache size), so every rank must build the engine at the same time. vLLM reuses an
       already initialised gloo default group (the Megatron actor's); otherwise it initialises one from the
       torchrun env (``env://``). ``data_parallel_size=W`` is the wrong tool: that is vLLM's *model* DP (MoE
-      style), where all DP ranks must step together. TP = W would shard the engine, but the trainer already
-      gathers full weights per rank, and per-rank generation avoids every cross-rank wait on CPU.
-    * All ranks hold full weights; ``load_weights`` reloads only this rank's engine.
+      style), where all DP ranks must step together.
+    * ``rollout.tensor_parallel_size`` = t > 1: ranks [k·t, (k+1)·t) share one engine sharded t ways (vLLM's TP
+      is the innermost axis of its layout), so each GPU holds 1/t of the weights and the rest of its budget
+      becomes KV cache — what lets a 14B policy generate 60K-token responses beside its actor. vLLM's TP is
+      SPMD: every rank of a group must submit the *same* requests. ``generate`` and ``score_logprobs`` therefore
+      gather the group's requests (each rank keeps its own prompts and seeds), run them all on every rank of
+      the group, and return each rank its own share: the trainer's per-rank data flow does not change, but the
+      calls become collective over the group — every rank of a group makes the same number of calls (an
+      empty share included). Weight pushes are unchanged: every rank sends full tensors and vLLM's loaders
+      keep their shard.
+    * With t = 1 all ranks hold full weights; ``load_weights`` reloads only this rank's engine.
 
 Logprobs
     ``logprobs_mode="processed_logprobs"``: the returned log-probability of each sampled token is taken from
@@ -127,6 +135,14 @@ def _head_dim(hf: dict) -> int:
     return int(text["hidden_size"]) // int(text["num_attention_heads"])
 
 
+def model_positions(hf: dict) -> int | None:
+    """How many positions the model serves: config.json's max_position_embeddings, which YaRN configs already
+    scale (``convert.arch.with_yarn``; vLLM applies no factor on top for yarn). None when absent."""
+    text = hf.get("text_config") or hf
+    n = text.get("max_position_embeddings")
+    return int(n) if n else None
+
+
 def checkpoint_weight_names(model_path: str) -> frozenset[str]:
     """Names of the tensors in the folder's safetensors files (HF names, as the engine first loaded them)."""
     from safetensors import safe_open
@@ -182,6 +198,20 @@ def _request_seed(base: int, key: int, rank: int, index: int, n: int) -> int:
     return (int.from_bytes(digest[:8], "little") % (2**31 - n)) // n * n
 
 
+def _engine_group(tp: int):
+    """This rank's gloo group of the ``tp`` consecutive ranks that share one engine (vLLM's TP groups).
+    Gloo on every backend: the group only exchanges requests, which are Python objects."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = None
+    for first in range(0, world, tp):  # new_group is collective: every rank creates every group
+        group = dist.new_group(list(range(first, first + tp)), backend="gloo")
+        if first <= rank < first + tp:
+            mine = group
+    return mine
+
+
 def _finish_reason(reason: str | None) -> types.FinishReason:
     if reason in ("stop", "length"):
         return reason  # type: ignore[return-value]
@@ -215,10 +245,14 @@ class RolloutEngine:
         self.around_generate = around_generate
         self._calls = 0
         self._rank = 0
-        text = hf.get("text_config") or hf
-        self.max_model_len = max_model_len or min(
-            rollout.max_prompt_tokens + rollout.max_response_tokens,
-            int(text.get("max_position_embeddings") or 1 << 30))
+        positions = model_positions(hf) or 1 << 30
+        self.max_model_len = min(max_model_len or rollout.max_prompt_tokens + rollout.max_response_tokens, positions)
+        if max_model_len and max_model_len > positions:
+            # vLLM refuses to start past the model's positions. An evaluation budget may ask for more (App. B: 64K
+            # responses); its requests then stop at the model's length (finish_reason "length").
+            log.warning("max_model_len %d capped at the model's %d positions (max_position_embeddings in %s); "
+                        "longer requests stop there — YaRN (convert.arch.with_yarn) extends it", max_model_len,
+                        positions, Path(model_path) / "config.json")
 
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         import torch
@@ -235,6 +269,10 @@ class RolloutEngine:
         world = dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
         if world > 1 and not distributed:
             raise ValueError(f"world size is {world}: build the rollout engine with distributed=True on every rank")
+        tp = rollout.tensor_parallel_size
+        if tp > 1 and (not distributed or world % tp):
+            raise ValueError(f"rollout.tensor_parallel_size={tp} needs a torchrun world that it divides "
+                             f"(world size is {world})")
         self._owns_process_group = not dist.is_initialized()
 
         kwargs: dict[str, Any] = dict(
@@ -242,8 +280,8 @@ class RolloutEngine:
             max_model_len=self.max_model_len, logprobs_mode="processed_logprobs",
             enable_prefix_caching=True)
         if distributed:
-            # Per-rank generation ("external DP", see module docstring): TP = DP = 1 in a world of W.
-            kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1,
+            # "external DP" of W / t engines, each sharded over t consecutive ranks (see module docstring).
+            kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=tp,
                           data_parallel_size=1)
         kwargs.update(self._cpu_kwargs() if self.on_cpu else dict(
             gpu_memory_utilization=rollout.gpu_memory_utilization, enable_sleep_mode=True))
@@ -267,6 +305,7 @@ class RolloutEngine:
         self.start_seconds = time.perf_counter() - t0
         if dist.is_initialized():
             self._rank = dist.get_rank()
+        self._tp_group = _engine_group(tp) if tp > 1 else None
         self._expected = checkpoint_weight_names(self.model_path)
         if (hf.get("text_config") or hf).get("tie_word_embeddings", hf.get("tie_word_embeddings")):
             # Not in a tied checkpoint, but the in-place reload finalises the tied ParallelLMHead as a layer
@@ -322,20 +361,36 @@ class RolloutEngine:
         s = sampling or self.rollout
         key = self._calls if step is None else step
         self._calls += 1
-        if not prompts:  # a rank's share of a small refill round (ranks.my_share) may be empty
+        # Requests as plain data (uid, token ids, settings, n, seed): the seed is keyed by the rank that owns
+        # the prompt, so a prompt samples the same under any engine TP size.
+        mine = [(p.uid or str(i), list(p.prompt_tokens), s, n, _request_seed(s.seed, key, self._rank, i, n))
+                for i, p in enumerate(prompts)]
+        requests, start = self._group_requests(mine)
+        if not requests:  # a rank's share of a small refill round (ranks.my_share) may be empty
             return []
-        for i, p in enumerate(prompts):
-            if not p.prompt_tokens:
-                raise ValueError(f"prompt {p.uid or i}: empty prompt_tokens")
-            if len(p.prompt_tokens) >= self.max_model_len:
-                raise ValueError(f"prompt {p.uid or i}: {len(p.prompt_tokens)} tokens >= max_model_len "
+        for uid, ids, *_ in requests:  # checked after the exchange, so a whole TP group raises together
+            if not ids:
+                raise ValueError(f"prompt {uid}: empty prompt_tokens")
+            if len(ids) >= self.max_model_len:
+                raise ValueError(f"prompt {uid}: {len(ids)} tokens >= max_model_len "
                                  f"{self.max_model_len}; filter or truncate prompts to rollout.max_prompt_tokens")
-        params = [self._sampling_params(s, n, _request_seed(s.seed, key, self._rank, i, n))
-                  for i in range(len(prompts))]
-        inputs = [TokensPrompt(prompt_token_ids=list(p.prompt_tokens)) for p in prompts]
+        params = [self._sampling_params(s_, n_, seed) for _, _, s_, n_, seed in requests]
+        inputs = [TokensPrompt(prompt_token_ids=ids) for _, ids, *_ in requests]
         with self.around_generate():
             outputs = self.llm.generate(inputs, params, use_tqdm=False)
-        return [self._group(p, out) for p, out in zip(prompts, outputs)]
+        return [self._group(p, out) for p, out in zip(prompts, outputs[start:start + len(prompts)])]
+
+    def _group_requests(self, mine: list) -> tuple[list, int]:
+        """Every request of this rank's engine group, in rank order, and where this rank's start. Without
+        engine TP that is just this rank's own; with TP a (collective) gather over the group."""
+        if self._tp_group is None:
+            return mine, 0
+        import torch.distributed as dist
+
+        parts: list = [None] * dist.get_world_size(self._tp_group)
+        dist.all_gather_object(parts, mine, group=self._tp_group)
+        start = sum(len(part) for part in parts[:dist.get_rank(self._tp_group)])
+        return [r for part in parts for r in part], start
 
     @staticmethod
     def _group(prompt: types.Prompt, out) -> types.PromptGroup:
@@ -358,11 +413,12 @@ class RolloutEngine:
 
         if not prompt_tokens or not continuation_tokens:
             raise ValueError("score_logprobs needs at least one prompt token and one continuation token")
-        ids = list(prompt_tokens) + list(continuation_tokens)
+        requests, start = self._group_requests([(list(prompt_tokens), list(continuation_tokens))])
         params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
         with self.around_generate():
-            (out,) = self.llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
-        per_pos = out.prompt_logprobs[len(prompt_tokens):]
+            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p + c) for p, c in requests], params,
+                                        use_tqdm=False)
+        per_pos = outputs[start].prompt_logprobs[len(prompt_tokens):]
         return [float(pos[t].logprob) for pos, t in zip(per_pos, continuation_tokens)]
 
     # ------------------------------------------------------------------------------------------ weights

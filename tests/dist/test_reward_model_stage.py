@@ -5,6 +5,7 @@ folder), logs loss / accuracy / margin per step, and is not handed on as a polic
 from the SFT stage's checkpoint (paper §4.2–4.3: the RM scores the policy, it does not become it).
 """
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -94,10 +95,17 @@ def test_reward_model_is_not_handed_on_as_the_policy(run):
 
 
 def test_a_rerun_skips_the_finished_rm_and_still_hands_on_the_policy(run):
-    """The resume path: with every stage done, re-running only sft2 must start it from sft's weights again."""
+    """The resume path: with every stage done, re-running only sft2 is refused in one line; with --retrain it
+    starts from sft's weights again (the RM before it is skipped, not handed on)."""
     cmd = [sys.executable, "-m", "nemo_cascade.cli", "run", f"{__file__}:recipe", f"run_root={run.parent}",
            "--stage", "sft2"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                            "MASTER_PORT", "TORCHELASTIC_RUN_ID")}
+    refused = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1].startswith(
+        "nemo-cascade: error: --stage sft2: already done ("), refused.stderr[-2000:]
+    proc = subprocess.run([*cmd, "--retrain"], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     m = json.loads((run / "manifest.json").read_text())
-    assert m["stages"]["sft2"]["parent"] == m["stages"]["sft"]["hf"]
+    assert m["stages"]["sft2"]["status"] == "done" and m["stages"]["sft2"]["parent"] == m["stages"]["sft"]["hf"]
+    assert [json.loads(x)["step"] for x in (run / "stages/2-sft2/metrics.jsonl").read_text().splitlines()] == [0]

@@ -1,7 +1,7 @@
 """torchrun worker: train the actor one step, push into the colocated vLLM engine, compare log-probs.
 
-Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP
-Every rank has its own engine; every rank checks that its engine's prompt log-probs for a fixed continuation
+Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP [ENGINE_TP]
+Every rank has its own engine (or, with ENGINE_TP > 1, a share of one); every rank checks that its engine's prompt log-probs for a fixed continuation
 equal the actor's after the push (and differ from the pre-training ones, so a push that did nothing fails).
 """
 import json
@@ -12,6 +12,7 @@ import torch
 
 def main():
     model_dir, out, tp = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    engine_tp = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     import torch.distributed as dist
 
     from nemo_cascade import config as C
@@ -22,7 +23,7 @@ def main():
 
     world = int(__import__("os").environ.get("WORLD_SIZE", "1"))
     actor = MegatronActor(model_dir, C.Parallel(tp=tp, dp=world // tp, micro_batch_size=2), seed=3)
-    engine = RolloutEngine(model_dir, C.Rollout(max_response_tokens=8, kv_cache_gib=0.25), "float32", seed=0,
+    engine = RolloutEngine(model_dir, C.Rollout(max_response_tokens=8, kv_cache_gib=0.25, tensor_parallel_size=engine_tp), "float32", seed=0,
                            distributed=world > 1, max_model_len=128, around_generate=cpu.suspended)
     tokens = torch.randint(3, 256, (1, 40), generator=torch.Generator().manual_seed(5))
     prompt, continuation = tokens[0, :12].tolist(), tokens[0, 12:].tolist()

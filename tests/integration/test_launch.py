@@ -1,6 +1,6 @@
-"""nemo-run experiments (nemo_cascade/launch.py): the task plan, the stage/serve task entry points, the Slurm
-experiment rendered in a dry run and submitted through a stand-in `sbatch`, and the tiny cascade run for real
-by the local executor."""
+"""nemo-run experiments: the task plan and the stage/serve task entry points (launch_tasks.py), the Slurm
+experiment (launch.py) rendered in a dry run and submitted through a stand-in `sbatch`, and the tiny cascade run
+for real by the local executor."""
 import json
 import os
 import subprocess
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from nemo_cascade import config as C
-from nemo_cascade import launch
+from nemo_cascade import launch, launch_tasks
 from nemo_cascade.cli import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,15 +35,16 @@ def _launch(tmp_path, *args, env=None, timeout=600):
 # ------------------------------------------------------------------------------------------------ the plan
 def test_plan_chains_stages_and_serves_the_cascades_own_rm():
     cfg = load_recipe(TINY)
-    tasks = launch.plan(cfg, "/runs/tiny")
+    tasks = launch_tasks.plan(cfg, "/runs/tiny")
     assert [t.name for t in tasks] == ["sft", "rm", "serve-rm", "rlhf", "ifeval", "math", "code", "swe"]
     by = {t.name: t for t in tasks}
     assert by["sft"].after == () and by["rm"].after == ("sft",) and by["swe"].after == ("code",)
     assert by["serve-rm"].after == ("rm",) and by["rlhf"].after == ("rm",), "Slurm: the stage waits for the URL"
-    assert by["serve-rm"].serve == launch.Serve("/runs/tiny/stages/1-rm/hf", "pooling", "reward_model_url", ("rlhf",))
+    assert by["serve-rm"].serve == launch_tasks.Serve("/runs/tiny/stages/1-rm/hf", "pooling", "reward_model_url",
+                                                      ("rlhf",))
     assert by["rlhf"].servers == (("serve-rm", "reward_model_url"),)
     assert by["math"].earlier == ("sft", "rm", "rlhf", "ifeval")
-    local = {t.name: t for t in launch.plan(cfg, "/r", serve_is_dependency=True)}
+    local = {t.name: t for t in launch_tasks.plan(cfg, "/r", serve_is_dependency=True)}
     assert local["rlhf"].after == ("rm", "serve-rm"), "local: a serve task ends once its server is up"
 
 
@@ -52,13 +53,13 @@ def test_plan_serves_given_reward_model_and_judge():
     external = replace(cfg.stages[2], reward=C.Reward(reward_model_url="http://rm:8000"))
     ifeval = replace(cfg.stages[3], reward=replace(cfg.stages[3].reward, if_rm_bonus=True))
     cfg = replace(cfg, stages=(cfg.stages[0], external, ifeval, *cfg.stages[4:]))  # no RM stage
-    assert [t.name for t in launch.plan(cfg, "/r")] == ["sft", "rlhf", "ifeval", "math", "code", "swe"]
-    tasks = launch.plan(cfg, "/r", reward_model="/models/rm-72b", judge="/models/judge")
+    assert [t.name for t in launch_tasks.plan(cfg, "/r")] == ["sft", "rlhf", "ifeval", "math", "code", "swe"]
+    tasks = launch_tasks.plan(cfg, "/r", reward_model="/models/rm-72b", judge="/models/judge")
     by = {t.name: t for t in tasks}
     assert [t.name for t in tasks] == ["sft", "serve-reward-model", "rlhf", "ifeval", "math", "code",
                                        "serve-judge", "swe"]
     assert by["serve-reward-model"].serve.consumers == ("rlhf", "ifeval") and by["serve-reward-model"].after == ("sft",)
-    assert by["serve-judge"].serve == launch.Serve("/models/judge", "generate", "judge_url", ("swe",))
+    assert by["serve-judge"].serve == launch_tasks.Serve("/models/judge", "generate", "judge_url", ("swe",))
     assert by["serve-judge"].after == ("code",) and by["swe"].servers == (("serve-judge", "judge_url"),)
 
 
@@ -98,23 +99,23 @@ def test_task_skips_done_refuses_early_and_passes_the_served_url(tmp_path, capsy
     record = tmp_path / "argv.json"
     cmd = [sys.executable, "-c", f"import json, sys; json.dump(sys.argv[1:], open({str(record)!r}, 'w'))", "x"]
     _manifest(run_dir, sft="done", rm="running", rlhf="pending")
-    assert launch.run_task(_task_args(run_dir, "sft", cmd)) == 0 and not record.exists()
-    assert launch.run_task(_task_args(run_dir, "rlhf", cmd, earlier=("sft", "rm"))) == 1 and not record.exists()
+    assert launch_tasks.run_task(_task_args(run_dir, "sft", cmd)) == 0 and not record.exists()
+    assert launch_tasks.run_task(_task_args(run_dir, "rlhf", cmd, earlier=("sft", "rm"))) == 1 and not record.exists()
     assert "earlier stage(s) rm not done" in capsys.readouterr().err
     _manifest(run_dir, sft="done", rm="done", rlhf="pending")
-    servers = launch.servers_dir(run_dir, "L1")
+    servers = launch_tasks.servers_dir(run_dir, "L1")
     servers.mkdir(parents=True)
     (servers / "serve-rm.url").write_text("http://node7:31234\n")
     args = _task_args(run_dir, "rlhf", cmd, earlier=("sft", "rm"), server=("serve-rm=reward_model_url",))
-    assert launch.run_task(args) == 0
+    assert launch_tasks.run_task(args) == 0
     assert json.loads(record.read_text()) == ["x", "stages.rlhf.reward.reward_model_url=http://node7:31234",
                                               "stages.rlhf.reward.reward_model_stage="]
     assert (servers / "serve-rm.released.rlhf").is_file(), "a server may stop once its stages are through"
     (servers / "serve-rm.url").unlink()
     (servers / "serve-rm.stopped").write_text("the server exited\n")
-    assert launch.run_task(args) == 1 and "serve-rm stopped: the server exited" in capsys.readouterr().err
+    assert launch_tasks.run_task(args) == 1 and "serve-rm stopped: the server exited" in capsys.readouterr().err
     (run_dir / "manifest.json").write_text(json.dumps({"stages": {"math": {"status": "pending"}}, "stopped": "gate"}))
-    assert launch.run_task(_task_args(run_dir, "math", cmd)) == 3
+    assert launch_tasks.run_task(_task_args(run_dir, "math", cmd)) == 3
 
 
 def test_overrides_the_task_appends_are_accepted_by_the_config():
@@ -149,7 +150,7 @@ def test_serve_publishes_its_url_and_stops_when_its_stages_are_done(tmp_path, mo
     monkeypatch.setattr(serve_mod, "VLLMServer", _FakeServer)
     run_dir = tmp_path / "run"
     _manifest(run_dir, rm="done", rlhf="pending")
-    d = launch.servers_dir(run_dir, "L1")
+    d = launch_tasks.servers_dir(run_dir, "L1")
     args = SimpleNamespace(run_dir=str(run_dir), id="L1", name="serve-rm", model=str(tmp_path), runner="pooling",
                            consumers=["rlhf"], host="127.0.0.1", port=0, dtype="float32", vllm_args="",
                            ready_timeout=30.0, watch_pid=0, poll=0.05, detach=False)
@@ -163,13 +164,13 @@ def test_serve_publishes_its_url_and_stops_when_its_stages_are_done(tmp_path, mo
 
     thread = threading.Thread(target=consumer)
     thread.start()
-    assert launch.run_serve(args) == 0
+    assert launch_tasks.run_serve(args) == 0
     thread.join()
     server = _FakeServer.made[-1]
-    assert seen["url"] == f"http://127.0.0.1:{launch.served_port(str(run_dir), 'serve-rm')}"
+    assert seen["url"] == f"http://127.0.0.1:{launch_tasks.served_port(str(run_dir), 'serve-rm')}"
     assert server.kw["runner"] == "pooling" and server.stopped
     assert not (d / "serve-rm.url").exists() and (d / "serve-rm.stopped").read_text() == "its stages ended\n"
-    assert launch.run_serve(args) == 0 and len(_FakeServer.made) == 1, "stages done: nothing to serve"
+    assert launch_tasks.run_serve(args) == 0 and len(_FakeServer.made) == 1, "stages done: nothing to serve"
 
 
 # ------------------------------------------------------------------------------------------------ nemo-run

@@ -290,17 +290,40 @@ def test_two_ranks_generate_independently_under_torchrun(tiny_qwen3_dir, tmp_pat
     external_launcher: uneven call counts, per-rank weight pushes, the default group survives shutdown."""
     from tests.launch import torchrun
 
-    proc = torchrun(Path(__file__), 2, tiny_qwen3_dir, tmp_path, timeout=600)
+    proc = torchrun(Path(__file__), 2, tiny_qwen3_dir, tmp_path, 1, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for r, res in enumerate(results):
         assert res["group_sizes"] == [2] * (r + 1)
         assert res["score_err"] <= TOL and res["pushed_err"] <= TOL, res
         assert res["default_group_alive"] and res["all_reduce"] == 3.0
+        assert res["max_model_len"] == json.loads((tiny_qwen3_dir / "config.json").read_text())[
+            "max_position_embeddings"]
     assert results[0]["pushed"] != results[1]["pushed"]  # each rank holds its own weights
 
 
-def _two_rank_worker(model_dir: str, out_dir: str) -> None:
+@pytest.mark.dist
+def test_two_ranks_share_a_tensor_parallel_engine(engine, tiny_qwen3_dir, tmp_path):
+    """rollout.tensor_parallel_size=2: both ranks drive one engine sharded over them. Each rank still gets
+    exactly its own prompts' groups — uneven shares included (rank 0's second call is empty, as a small refill
+    round's share can be), log-probs equal transformers' before and after a push, and a prompt samples the
+    same tokens as in the whole-engine-per-rank layout (its seed belongs to its owner rank)."""
+    from tests.launch import torchrun
+
+    proc = torchrun(Path(__file__), 2, tiny_qwen3_dir, tmp_path, 2, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert results[0]["group_sizes"] == [2] and results[1]["group_sizes"] == [2, 2]
+    for r, res in enumerate(results):
+        assert res["uids"] == [f"r{r}c{c}" for c in range(len(res["uids"]))]
+        assert res["score_err"] <= TOL and res["pushed_err"] <= TOL, res
+        assert res["default_group_alive"] and res["all_reduce"] == 3.0
+    assert results[0]["pushed"] == results[1]["pushed"]  # one engine
+    (alone,) = engine.generate([_prompt(10, 0, uid="r0c0")], n=2, step=0)  # a whole engine, rank 0's seeds
+    assert results[0]["tokens"] == [alone.response_tokens_G_T]
+
+
+def _two_rank_worker(model_dir: str, out_dir: str, engine_tp: int) -> None:
     import torch.distributed as dist
     from transformers import AutoModelForCausalLM
 
@@ -308,13 +331,21 @@ def _two_rank_worker(model_dir: str, out_dir: str) -> None:
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
     _load_ascii_ids(model_dir)
-    eng = RolloutEngine(model_dir, ROLLOUT, distributed=True)
+    # An evaluation budget past the model's positions (App. B asks 64K) is capped, not refused by vLLM.
+    eng = RolloutEngine(model_dir, dataclasses.replace(ROLLOUT, tensor_parallel_size=engine_tp), distributed=True,
+                        max_model_len=1 << 20)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    groups = [g for _ in range(rank + 1) for g in eng.generate([_prompt(10, rank)], n=2)]  # uneven calls
+    groups = []
+    for call in range(2):  # rank 0: one prompt, then nothing (with engine TP it still joins rank 1's call)
+        if rank == 1 or call == 0 or engine_tp > 1:
+            mine = [_prompt(10, rank + call, uid=f"r{rank}c{call}")] if rank == 1 or call == 0 else []
+            groups += eng.generate(mine, n=2, step=call)
     prompt, cont = _prompt(40, 1).prompt_tokens, _prompt(6, 2).prompt_tokens
     score_err = _max_err(eng.score_logprobs(prompt, cont), _hf_logprobs(model, prompt, cont))
-    model.load_state_dict(_perturbed(model, 0.05, seed=10 + rank))
+    # whole engines: each rank its own weights; one shared engine: the same weights from both ranks
+    model.load_state_dict(_perturbed(model, 0.05, seed=10 + (rank if engine_tp == 1 else 0)))
     eng.load_weights(model.state_dict().items())
     pushed = eng.score_logprobs(prompt, cont)
     pushed_err = _max_err(pushed, _hf_logprobs(model, prompt, cont))
@@ -323,13 +354,14 @@ def _two_rank_worker(model_dir: str, out_dir: str) -> None:
     x = torch.tensor([rank + 1.0])
     dist.all_reduce(x)
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(dict(
-        group_sizes=[g.group_size for g in groups], score_err=score_err, pushed_err=pushed_err, pushed=pushed,
-        default_group_alive=alive, all_reduce=x.item())))
+        max_model_len=eng.max_model_len, group_sizes=[g.group_size for g in groups], uids=[g.prompt.uid for g in groups],
+        tokens=[g.response_tokens_G_T for g in groups], score_err=score_err, pushed_err=pushed_err,
+        pushed=pushed, default_group_alive=alive, all_reduce=x.item())))
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    _two_rank_worker(sys.argv[1], sys.argv[2])
+    _two_rank_worker(sys.argv[1], sys.argv[2], int(sys.argv[3]))
 
 
 def test_sampling_params_carry_the_rollout_settings():

@@ -1,5 +1,7 @@
 """Weight sync parity: after a training step and a push, vLLM's log-probs equal the actor's (fp32, ≤ 1e-4),
-with a TP=1 and a TP=2 actor (the TP=2 run has two ranks, each with its own engine)."""
+with a TP=1 actor and engine, and a TP=2 actor pushing into a vLLM engine sharded over the same two ranks
+(rollout.tensor_parallel_size=2: each rank sends full tensors, vLLM's loaders keep their shard); and a TP=1
+Qwen2 (its q/k/v biases reach vLLM's fused qkv_proj)."""
 import json
 from pathlib import Path
 
@@ -32,10 +34,26 @@ def tiny_model(tmp_path_factory):
     return make_tiny_hf_model(out, vocab_size=len(tok), arch="qwen3", num_attention_heads=4, num_key_value_heads=2)
 
 
-@pytest.mark.parametrize("nproc,tp", [(1, 1), (2, 2)], ids=["tp1", "tp2"])
-def test_vllm_matches_actor_after_push(tiny_model, tmp_path, nproc, tp):
+@pytest.fixture(scope="module")
+def tiny_qwen2(tmp_path_factory):
+    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+
+    # §4.2: the RM's base is Qwen2.5-72B-Instruct (Qwen2); random non-zero q/k/v biases (convert.tiny) that the
+    # push must deliver into vLLM's fused qkv_proj.
+    out = tmp_path_factory.mktemp("qwen2")
+    tok = build_tiny_tokenizer(out)
+    return make_tiny_hf_model(out, vocab_size=len(tok), arch="qwen2", tie_word_embeddings=False, hidden_size=128,
+                              num_attention_heads=4, num_key_value_heads=2)
+
+
+@pytest.mark.parametrize("model,nproc,tp,engine_tp", [("tiny_model", 1, 1, 1), ("tiny_model", 2, 2, 2),
+                                                      ("tiny_qwen2", 1, 1, 1)],
+                         ids=["tp1", "tp2-engine-tp2", "qwen2-tp1"])
+def test_vllm_matches_actor_after_push(request, tmp_path, model, nproc, tp, engine_tp):
     out = tmp_path / "sync.json"
-    proc = torchrun(Path(__file__).with_name("sync_worker.py"), nproc, tiny_model, out, tp)
+    proc = torchrun(Path(__file__).with_name("sync_worker.py"), nproc, request.getfixturevalue(model), out, tp,
+                    engine_tp)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     for rank, r in enumerate(json.loads(out.read_text())):
         assert r["moved"] > 1e-2, f"rank {rank}: training did not change the log-probs; the test would be vacuous"

@@ -153,3 +153,17 @@ def test_tiny_suite_files_are_what_the_generator_writes():
     spec.loader.exec_module(module)
     for name, text in module.render_all().items():
         assert (ROOT / "data" / "tiny" / name).read_text() == text, f"data/tiny/{name} is stale: run the tool"
+
+
+def test_training_requests_must_fit_the_models_positions(tiny, tiny_model):
+    """A GRPO request longer than the model's positions would be cut short by vLLM: refused before training,
+    with the fix (App. B's YaRN) in the message. The gate's budgets are not checked: they are capped."""
+    from nemo_cascade.preflight import check_model
+
+    cfg = replace(tiny, model=C.Model(hf_path=str(tiny_model)))
+    check_model(cfg)  # 1024 positions hold every tiny request
+    math = next(s for s in cfg.stages if s.kind == "grpo")
+    long = _stage(cfg, math.name, rollout=replace(math.rollout, max_response_tokens=2000))
+    with pytest.raises(C.ConfigError, match=rf"stages.{math.name}.rollout: max_prompt_tokens \+ max_response_tokens "
+                                            rf"= \d+ exceeds the model's 1024 positions .* add YaRN"):
+        check_model(long)

@@ -134,7 +134,8 @@ def test_grpo_settings_overrides(tiny):
     ("stages.math.length_curriculum=30:24:filter,5:32:zero",
      "stages.math.length_curriculum: phase steps sum to 35, expected steps=40"),
     ("stages.math.length_curriculum=40:24:clip", "stages.math.length_curriculum: expected one of ['none'"),
-    ("stages.math.length_curriculum=40", "stages.math.length_curriculum: expected STEPS:TOKENS:OVERLONG"),
+    ("stages.math.length_curriculum=40",
+     "stages.math.length_curriculum: expected STEPS:TOKENS[:OVERLONG][:T<temperature>]"),
     ("stages.math.length_curriculum=40:0:zero", "stages.math.length_curriculum.0: steps and max_response_tokens"),
     ("stages.math.length_curriculum.0.steps=3", "set 'length_curriculum' as a whole"),
     ("stages.sft.mode=half", "stages.sft.mode: 'half' splits GRPO batches"),
@@ -157,3 +158,17 @@ def test_refill_needs_the_drop_and_epoch_filter_needs_pass_fail(tiny):
     with pytest.raises(C.ConfigError, match="epoch_filter: needs a pass/fail reward"):
         C.apply_overrides(tiny, ["stages.math.domain=rlhf", "stages.math.reward.reward_model_url=http://x",
                                  "stages.math.grpo.epoch_filter=true"])
+
+
+def test_engine_tensor_parallel_must_tile_the_world_and_match_across_stages(tiny):
+    """One rollout engine serves every stage; its TP groups are consecutive ranks (rollout/vllm.py)."""
+    cfg = C.apply_overrides(tiny, ["parallel.dp=4", "stages.math.rollout.tensor_parallel_size=2"])
+    assert C.stage_by_name(cfg, "math").rollout.tensor_parallel_size == 2
+    with pytest.raises(C.ConfigError, match=r"stages.math.rollout.tensor_parallel_size: expected a divisor of the "
+                                            r"world size 4 \(parallel tp × pp × cp × dp\), got 3"):
+        C.apply_overrides(cfg, ["stages.math.rollout.tensor_parallel_size=3"])
+    two = replace(cfg, stages=cfg.stages + (replace(C.stage_by_name(cfg, "math"), name="math2",
+                                                    rollout=C.Rollout(tensor_parallel_size=4)),))
+    with pytest.raises(C.ConfigError, match="stages.math2.rollout.tensor_parallel_size: 4 differs from stage "
+                                            "math's 2; one engine serves every stage"):
+        C.validate(two)

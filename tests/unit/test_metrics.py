@@ -1,5 +1,8 @@
-"""metrics.jsonl lines, phase timers, the SFT batch order, and the optional wandb sink (offline)."""
+"""metrics.jsonl lines, phase timers, the SFT batch order, and the optional wandb sink (offline); a resumed stage
+continues both logs."""
 import json
+
+import pytest
 
 from nemo_cascade.metrics import MetricsLog, PhaseTimer, read_metrics
 from nemo_cascade.data.loader import sft_batches
@@ -18,10 +21,21 @@ def test_phase_timer_accumulates_and_totals():
     assert abs(m["time/step"] - (m["time/train"] + m["time/sync"])) < 1e-3
 
 
-def test_metrics_jsonl_and_wandb_offline(tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
+@pytest.fixture
+def offline_wandb(tmp_path, monkeypatch):
+    """W&B offline, writing under tmp_path. wandb reads the environment once per process (its setup singleton):
+    tear it down afterwards, so that the next test's WANDB_DIR counts."""
+    import wandb
+
+    for k, v in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+    wandb.teardown()
+    yield
+    wandb.teardown()
+
+
+def test_metrics_jsonl_and_wandb_offline(tmp_path, offline_wandb):
     log = MetricsLog(tmp_path / "stage", "math", total_steps=2, use_wandb=True, run_name="t")
     log.log(0, {"reward_mean": 0.25, "note": "x"}, progress={"reward": 0.25})
     log.log(1, {"reward_mean": 0.5})
@@ -29,6 +43,33 @@ def test_metrics_jsonl_and_wandb_offline(tmp_path, monkeypatch):
     rows = read_metrics(tmp_path / "stage")
     assert [r["step"] for r in rows] == [0, 1] and rows[1]["reward_mean"] == 0.5 and rows[0]["stage"] == "math"
     assert list(tmp_path.glob("wandb/offline-run-*")), "an offline wandb run directory must exist"
+
+
+def test_a_resumed_stage_continues_its_jsonl_and_its_wandb_run(tmp_path, offline_wandb):
+    """Killed after logging step 3 with its newest checkpoint after step 1, a stage resumes at step 2: the jsonl
+    loses steps 2-3 (logged again), and W&B gets the same run id with resume="allow" — offline, a second run
+    folder of that id, which `wandb sync` uploads into the same run. Starting over (step 0) is a new W&B run."""
+    stage = tmp_path / "stages" / "4-math"
+    log = MetricsLog(stage, "math", total_steps=6, use_wandb=True, run_name="r")
+    for step in range(4):
+        log.log(step, {"reward_mean": step / 10})
+    run_id = log.wandb.id
+    log.close()
+    assert (stage / "wandb_id").read_text().strip() == run_id
+    log = MetricsLog(stage, "math", total_steps=6, use_wandb=True, run_name="r", start_step=2)
+    assert [r["step"] for r in read_metrics(stage)] == [0, 1], "steps past the checkpoint are logged again"
+    assert log.wandb.id == run_id and log.wandb.settings.resume == "allow" and log.wandb.name == "r/math"
+    for step in range(2, 6):
+        log.log(step, {"reward_mean": step / 10})
+    log.close()
+    rows = read_metrics(stage)
+    assert [r["step"] for r in rows] == list(range(6)) and rows[5]["reward_mean"] == 0.5
+    folders = sorted(tmp_path.glob("wandb/offline-run-*"))
+    assert len(folders) == 2 and all((f / f"run-{run_id}.wandb").is_file() for f in folders)
+    log = MetricsLog(stage, "math", total_steps=6, use_wandb=True, run_name="r", start_step=0)
+    assert log.wandb.id != run_id and (stage / "wandb_id").read_text().strip() == log.wandb.id
+    log.close()
+    assert read_metrics(stage) == [], "a stage that starts over logs from step 0 into an empty file"
 
 
 def test_sft_batches_cover_each_epoch_once_in_seeded_order():

@@ -86,6 +86,28 @@ def test_engine_by_hand():
     assert P.engine_bytes(d, 0.1, 80 * GIB, 2)["kv_tokens"] == 0  # weights alone exceed the budget
 
 
+def test_engine_tensor_parallel_by_hand():
+    """rollout.tensor_parallel_size: each GPU holds 1/t of the weights and kv_heads / t of each token's KV
+    (8 KV heads: replicated past t = 8, so a token costs one head per GPU)."""
+    d = P.PRESETS["qwen3-14b"]
+    one, four = P.engine_bytes(d, 0.5, 80 * GIB, 2), P.engine_bytes(d, 0.5, 80 * GIB, 2, tp=4)
+    assert four["weights"] == one["weights"] / 4
+    assert four["kv_per_token"] == d.kv_bytes_per_token() / 4
+    assert four["kv_tokens"] == int((0.5 * 80 * GIB - one["weights"] / 4) // (d.kv_bytes_per_token() / 4))
+    assert four["kv_tokens"] > 4 * one["kv_tokens"]  # a quarter of the cost per token and more room
+    assert P.engine_bytes(d, 0.5, 80 * GIB, 2, tp=16)["kv_per_token"] == d.kv_bytes_per_token() / 8
+
+
+def test_plan_reads_the_engine_tensor_parallel_size():
+    cfg = load_recipe(f"{ROOT / 'recipes/nemotron_cascade_14b_thinking.py'}:single_node")
+    cfg = C.apply_overrides(cfg, ["stages.*.rollout.tensor_parallel_size=4"])
+    text = P.render(P.plan_cascade(cfg))
+    assert "engine: vLLM TP 4, 2 engines of 4 ranks (6.9 GiB of weights per GPU)" in text, text
+    with pytest.raises(C.ConfigError, match="rollout.tensor_parallel_size=3"):
+        P.plan_cascade(C.apply_overrides(cfg, ["parallel.tp=2", "parallel.dp=12",
+                                               "stages.*.rollout.tensor_parallel_size=3"]))
+
+
 # ---- how the layout moves the numbers --------------------------------------------------------------------------
 
 def test_tp_halves_the_parameter_part():
@@ -162,7 +184,7 @@ def test_absent_folder_names_its_preset(path, preset):
     shape, source = P.resolve_shape(C.Model(hf_path=path))
     assert shape == P.PRESETS[preset]
     assert "no such folder here" in source and preset in source
-    assert ("not an architecture the actor loads" in source) == (preset == "qwen2.5-72b")
+    assert "not an architecture the actor loads" not in source
 
 
 def test_config_json_wins_over_the_name(tmp_path):
@@ -178,7 +200,7 @@ def test_config_json_wins_over_the_name(tmp_path):
     assert P.resolve_shape(C.Model(hf_path=str(folder)), "qwen3-14b")[0] == P.PRESETS["qwen3-14b"]  # --shape wins
 
 
-def test_architecture_the_actor_does_not_load_is_planned_with_a_note(tmp_path):
+def test_qwen2_folder_is_planned_with_its_biases(tmp_path):
     folder = tmp_path / "Qwen2.5-72B-Instruct"
     folder.mkdir()
     raw = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 8192,
@@ -186,8 +208,20 @@ def test_architecture_the_actor_does_not_load_is_planned_with_a_note(tmp_path):
            "vocab_size": 152064, "tie_word_embeddings": False}
     (folder / "config.json").write_text(json.dumps(raw))
     shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
-    assert replace(shape, name="") == replace(P.PRESETS["qwen2.5-72b"], name="")
-    assert "Qwen2ForCausalLM is not an architecture the actor loads" in source
+    assert replace(shape, name="") == replace(P.PRESETS["qwen2.5-72b"], name="") and shape.qkv_bias
+    assert source.endswith("config.json")
+
+
+def test_architecture_the_actor_does_not_load_is_planned_with_a_note(tmp_path):
+    folder = tmp_path / "Mistral-7B"
+    folder.mkdir()
+    raw = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
+           "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "vocab_size": 32000, "tie_word_embeddings": False}
+    (folder / "config.json").write_text(json.dumps(raw))
+    shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
+    assert (shape.hidden, shape.layers, shape.kv_heads, shape.head_dim, shape.qk_norm) == (4096, 32, 8, 128, False)
+    assert "MistralForCausalLM is not an architecture the actor loads" in source
     (folder / "config.json").write_text("{")
     with pytest.raises(ValueError, match="config.json: not valid JSON"):
         P.resolve_shape(C.Model(hf_path=str(folder)))
@@ -235,19 +269,28 @@ def test_paper_recipes_fit_on_h100_80gb(name, fn):
     plan = plan_of(RECIPES[name], fn)
     over = [f"{s.name}: {s.verdict()} ({s.total / GIB:.1f} GiB)" for s in plan.stages if not s.fits]
     assert not over, over
-    if plan.engine_utilization is not None:
-        assert P.engine_bytes(plan.shape, plan.engine_utilization, plan.gpu, 2)["kv_tokens"] >= plan.engine_context
+    if plan.engine_utilization is not None:  # one engine (of rollout.tensor_parallel_size ranks) holds a whole request
+        engine = P.engine_bytes(plan.shape, plan.engine_utilization, plan.gpu, 2, plan.engine_tp)
+        assert engine["kv_tokens"] >= plan.engine_context
 
 
 def test_14b_plan_numbers():
-    """TP 8 × CP 2 on 16 GPUs: ≈ 20.6 GiB of actor state, a 27.5 GiB engine copy, ≈ 134K tokens of KV cache."""
+    """TP 8 × CP 2 on 16 GPUs with the engine sharded over pairs of ranks: ≈ 20.6 GiB of actor state, 13.8 GiB of
+    engine weights per GPU (half the 27.5 GiB copy), ≈ 449K tokens of KV cache per engine (134K unsharded)."""
     plan = plan_of(RECIPES["14b_thinking"])
+    assert plan.engine_tp == 2
     code = next(s for s in plan.stages if s.name == "code")
     assert code.seq == 4 * 1024 + 56 * 1024
     assert code.actor_state / GIB == pytest.approx(20.6, abs=0.1)
-    assert code.engine_weights / GIB == pytest.approx(27.5, abs=0.1)
-    assert code.kv_tokens == pytest.approx(134_000, rel=0.01)
+    assert code.engine_weights / GIB == pytest.approx(27.5 / 2, abs=0.1)
+    assert code.kv_tokens == pytest.approx(449_000, rel=0.01)
     assert code.rollout == pytest.approx(code.actor_state + 0.6 * 80 * GIB + 2 * GIB)
+    one = plan_of(RECIPES["14b_thinking"], "single_node")  # one node: the engine over 4 ranks
+    assert one.engine_tp == 4 and one.fits
+    code = next(s for s in one.stages if s.name == "code")
+    assert code.engine_weights / GIB == pytest.approx(27.5 / 4, abs=0.1)
+    assert code.kv_tokens == pytest.approx(868_000, rel=0.01)
+    assert max(s.total for s in one.stages) / GIB == pytest.approx(73.0, abs=0.1)
 
 
 @pytest.mark.parametrize("name", ["8b", "8b_thinking", "14b_thinking"])
