@@ -23,6 +23,9 @@ Label shapes (DESIGN.md "Rewards"), both with an optional ``"time_limit"`` in se
   (HumanEval); otherwise ``test_code`` is a list of asserts (MBPP). ``time_limit`` bounds the whole run.
   Passing means finishing normally and printing a random token the program never sees in its source, so a
   program that calls ``exit(0)`` before the tests run scores 0.
+
+A program longer than ``MAX_PROGRAM_BYTES`` (1 MiB of UTF-8) scores 0 without running: judges cap source
+size (Codeforces: 64 KB), and a 10 MB "program" would otherwise be copied into every test's sandbox.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ from .sandbox import Limits, RunResult, run_python
 DEFAULT_TIME_LIMIT_S = 5.0
 MAX_TIME_LIMIT_S = 60.0
 FLOAT_TOLERANCE = 1e-6
+MAX_PROGRAM_BYTES = 1 << 20
 _PYTHON_TAGS = {"", "python", "py", "python3", "py3"}
 _DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -178,7 +182,7 @@ def code_reward(response: str, label: Any, *, unsafe: bool = False) -> float:
         return 0.0
     _, answer, terminated = split_thinking(response)
     program = extract_program(answer) if terminated else None
-    if program is None:
+    if program is None or len(program.encode("utf-8", "surrogatepass")) > MAX_PROGRAM_BYTES:
         return 0.0
     time_limit = float(label.get("time_limit", DEFAULT_TIME_LIMIT_S))
     if "tests" in label:
@@ -208,4 +212,4 @@ def reward_batch(responses: list[str], labels: list, *, workers: Optional[int] =
 
 
 __all__ = ["code_reward", "reward_batch", "default_workers", "validate_label", "extract_program", "outputs_match",
-           "DEFAULT_TIME_LIMIT_S", "FLOAT_TOLERANCE"]
+           "DEFAULT_TIME_LIMIT_S", "FLOAT_TOLERANCE", "MAX_PROGRAM_BYTES"]

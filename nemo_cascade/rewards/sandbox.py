@@ -3,24 +3,35 @@
 Code RL executes model-written programs thousands of times per step (paper §4.6), so every run is isolated:
 
 - **bubblewrap** (``bwrap``, Debian package ``bubblewrap``): new network namespace (no network), new PID
-  namespace (every process dies with the sandbox), read-only root (``--ro-bind / /``), private size-capped
-  tmpfs on ``/tmp`` (the work dir ``/tmp/work``) and ``/dev/shm``, empty tmpfs over ``/root``, ``/home``,
-  ``$HOME``, the caller's cwd and this project's checkout, cleared environment, ``--die-with-parent``,
-  ``--new-session``. As root, bwrap runs without a user namespace (a namespaced root could remount the
-  read-only binds) and the program is switched by ``setpriv`` to a random unprivileged uid with no
-  capabilities and no-new-privs; as a normal user, bwrap's own user namespace does that job.
+  namespace (every process dies with the sandbox), a root that holds only the OS, read-only (``/usr``,
+  ``/bin``, ``/sbin``, ``/lib*``, ``/etc``) and the interpreter's install prefix: no ``/home``, ``/root``,
+  ``/opt``, ``/var``, ``/run``, ``/mnt`` or ``/work`` — the data, checkpoints and this checkout are not
+  there to read, and host services' unix sockets (which a read-only bind does not stop ``connect()`` to)
+  are not there to reach. Private size-capped tmpfs on ``/tmp`` (the work dir ``/tmp/work``) and
+  ``/dev/shm``; empty tmpfs over ``$HOME``, the caller's cwd and this project's checkout should they lie
+  inside the OS directories; cleared environment, ``--die-with-parent``, ``--new-session``. As root, bwrap
+  runs without a user namespace (a namespaced root could remount the read-only binds) and the program is
+  switched by ``setpriv`` to a random unprivileged uid with no capabilities and no-new-privs; as a normal
+  user, bwrap's own user namespace does that job.
 - **rlimits**, set by ``prlimit`` in the child right before it execs the interpreter (no ``preexec_fn``: it
   can deadlock in a multi-threaded trainer): CPU seconds, address space, processes, file size, open files,
-  no core files.
+  no core files. Address space is per process, so a program that forks could hold ``nproc x memory_bytes``;
+  a **memory watchdog** therefore sums the proportional set size (PSS) of every process of the sandbox
+  (read through the sandbox's own ``/proc``) every ``_MEMORY_POLL_S`` and kills the run when the sum passes
+  ``memory_bytes``. It polls, so a run can overshoot by what it allocates in one period; rlimits still cap
+  the worst case at ``nproc x memory_bytes``.
 - a **wall clock** that SIGKILLs the whole process group (and, in the sandbox, the PID namespace with it),
   and a **cap on captured output**: a program that writes more than ``output_bytes`` is killed, so unbounded
   output never reaches the trainer's memory. Bytes are decoded as UTF-8 with replacement characters.
 
-``unsafe=True`` runs the same command line without bwrap (same rlimits, timeout and cap) for machines where
-bubblewrap cannot run; nothing else falls back to it silently.
+``unsafe=True`` runs the same command line without bwrap (same rlimits, timeout and cap; no memory watchdog)
+for machines where bubblewrap cannot run; nothing else falls back to it silently.
+
+``tests/unit/hostile_programs.py`` holds the attacks these walls are tested against (issue 7).
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import secrets
@@ -40,6 +51,12 @@ WORK_DIR = "/tmp/work"
 INSTALL_HINT = ("bubblewrap (bwrap) is required to run model-written code: install it with "
                 "`apt-get install bubblewrap`, or pass unsafe=True to run it unsandboxed")
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/sys", "/tmp")
+_ROOT_ENTRIES = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+"""The only entries of the host's root the sandbox gets (read-only; a symlink such as ``/bin -> usr/bin``
+stays a symlink). An allow-list, not ``--ro-bind / /``: whatever else the host mounts (data, checkpoints,
+other users' files, service sockets under ``/run``) is absent rather than merely read-only."""
+_MEMORY_POLL_S = 0.1
+"""How often the memory watchdog sums the sandbox's PSS (and how long the output pump may block)."""
 _UID_RANGE = (200_000, 2_000_000_000)
 """Random per-run uids (root only): RLIMIT_NPROC counts per uid, so each sandbox gets its own count."""
 _PRELUDE = ("import builtins, sys; builtins.exit = builtins.quit = sys.exit; sys.argv = ['main.py']; "
@@ -58,7 +75,8 @@ class SandboxUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class Limits:
     """Resource bounds of one run. ``cpu_s`` is rounded up to whole seconds (RLIMIT_CPU's unit); the
-    kernel sends SIGXCPU at ``cpu_s`` and SIGKILL one second later."""
+    kernel sends SIGXCPU at ``cpu_s`` and SIGKILL one second later. ``memory_bytes`` bounds each process's
+    address space and, sandboxed, the memory (PSS) of all the run's processes together."""
     cpu_s: float = 5.0
     wall_s: float = 12.0
     memory_bytes: int = 2 << 30
@@ -79,7 +97,8 @@ class Limits:
 class RunResult:
     """What one run did. ``returncode`` is None when the sandbox killed the program (``killed`` says
     why: ``"wall_timeout"`` or ``"output_limit"``); a death by signal — e.g. SIGXCPU from the CPU limit —
-    keeps its code and sets ``killed="signal:SIGXCPU"``. Streams hold at most ``Limits.output_bytes`` each."""
+    keeps its code and sets ``killed="signal:SIGXCPU"``. ``"memory_limit"``: the sandbox's processes held
+    more than ``Limits.memory_bytes`` together. Streams hold at most ``Limits.output_bytes`` each."""
     returncode: Optional[int]
     stdout: str
     stderr: str
@@ -113,49 +132,73 @@ def _prlimit_argv(limits: Limits) -> list[str]:
             "--core=0", "--"]
 
 
-def _hidden_dirs() -> list[str]:
-    """Directories replaced by an empty tmpfs: homes, the caller's cwd and this project's checkout.
-    A candidate that contains a system directory (say cwd is ``/``) is skipped rather than hiding the OS."""
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _root_binds() -> tuple[list[str], list[str]]:
+    """bwrap arguments that build the sandbox's root from :data:`_ROOT_ENTRIES`, and the (resolved) host
+    directories that are visible in it."""
+    args, visible = [], []
+    for name in _ROOT_ENTRIES:
+        path = "/" + name
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+            visible.append(os.path.realpath(path))
+    return args, visible
+
+
+def _hidden_dirs(visible: list[str]) -> list[str]:
+    """Directories replaced by an empty tmpfs: homes, the caller's cwd and this project's checkout, when
+    they lie inside a ``visible`` directory (anywhere else they are absent already). A candidate that
+    contains a system directory (say cwd is ``/``) is skipped rather than hiding the OS."""
     candidates = {"/root", "/home", os.path.expanduser("~"), os.getcwd()}
     checkout = Path(__file__).resolve().parents[2]
     if (checkout / "setup.py").exists() or (checkout / ".git").exists():
         candidates.add(str(checkout))
     hidden = []
     for path in sorted(os.path.realpath(c) for c in candidates):
-        if not os.path.isdir(path) or any(k == path or k.startswith(path.rstrip("/") + "/") for k in _SYSTEM_DIRS):
+        if not os.path.isdir(path) or any(_under(k, path) for k in _SYSTEM_DIRS):
             continue
-        if not any(path.startswith(h + "/") for h in hidden):
+        if any(_under(path, v) for v in visible) and not any(_under(path, h) for h in hidden):
             hidden.append(path)
     return hidden
 
 
-def _rebind_prefix(python: str, hidden: list[str]) -> list[str]:
-    """Mount the interpreter's install prefix (``<prefix>/bin/python``) back over a hidden directory,
-    creating world-traversable parents so the unprivileged program can reach it."""
+def _rebind_prefix(python: str, visible: list[str], hidden: list[str]) -> list[str]:
+    """Mount the interpreter's install prefix (``<prefix>/bin/python``) when the root lacks it (pyenv under
+    the home, conda under /opt) or hides it, creating world-traversable parents so the unprivileged program
+    can reach it."""
     prefix = str(Path(python).parents[1])
-    parent = next((h for h in hidden if prefix == h or prefix.startswith(h + "/")), None)
+    parent = next((h for h in hidden if _under(prefix, h)), None)
     if parent is None:
-        return []
-    args, cur = [], parent
+        if any(_under(prefix, v) for v in visible):
+            return []
+        parent = "/"
+    args, cur = [], parent.rstrip("/")
     for part in Path(prefix).relative_to(parent).parts[:-1]:
         cur = f"{cur}/{part}"
         args += ["--perms", "0755", "--dir", cur]
     return args + ["--ro-bind", prefix, prefix]
 
 
-def _bwrap_argv(program_fd: int, limits: Limits, python: str, as_root: bool) -> list[str]:
+def _bwrap_argv(program_fd: int, limits: Limits, python: str, as_root: bool, info_fd: int) -> list[str]:
     if as_root:  # no user namespace: a namespaced root keeps CAP_SYS_ADMIN over the sandbox's mounts
         argv = [_tool("bwrap"), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                 "--unshare-cgroup-try"]
     else:
         argv = [_tool("bwrap"), "--unshare-all"]
-    hidden = _hidden_dirs()
-    argv += ["--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+    root, visible = _root_binds()
+    hidden = _hidden_dirs(visible)
+    argv += ["--die-with-parent", "--new-session", "--info-fd", str(info_fd), *root,
+             "--proc", "/proc", "--dev", "/dev",
              "--perms", "1777", "--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp",
              "--perms", "1777", "--size", str(limits.tmpfs_bytes), "--tmpfs", "/dev/shm"]
     for path in hidden:
         argv += ["--perms", "0755", "--tmpfs", path]
-    argv += _rebind_prefix(python, hidden)
+    argv += _rebind_prefix(python, visible, hidden)
     argv += ["--perms", "0777", "--dir", WORK_DIR, "--perms", "0444", "--file", str(program_fd),
              f"{WORK_DIR}/main.py", "--chdir", WORK_DIR, "--clearenv"]
     for key, value in _ENV.items():
@@ -170,25 +213,99 @@ def _bwrap_argv(program_fd: int, limits: Limits, python: str, as_root: bool) -> 
     return argv + _prlimit_argv(limits) + [python, "-I", "-S", "-B", "-c", _PRELUDE]
 
 
-def _pump(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float) -> tuple[bytes, bytes, Optional[str]]:
-    """Feed stdin and collect stdout/stderr until both close, the deadline passes or a stream overflows.
-    Returns (stdout, stderr, kill reason or None)."""
+def _sandbox_pss(init_pid: int) -> Optional[int]:
+    """Bytes of memory (PSS: shared pages split among their sharers, so a fork's copy-on-write pages count
+    once) held by every process of the sandbox whose PID-namespace init is ``init_pid``, read through the
+    sandbox's own /proc. None while that /proc is not yet mounted (bwrap reports the pid before it builds
+    the root) or cannot be read."""
+    proc = f"/proc/{init_pid}/root/proc"
+    try:  # the /proc seen from the init's root is the sandbox's once its pid 1 is that init (and that init
+        # is not in our own PID namespace, as a host process reusing the pid would be)
+        ns = os.stat(f"/proc/{init_pid}/ns/pid").st_ino
+        if os.stat(f"{proc}/1/ns/pid").st_ino != ns or os.stat("/proc/self/ns/pid").st_ino == ns:
+            return None
+        names = os.listdir(proc)
+    except OSError:
+        return None
+    total = 0
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{name}/smaps_rollup", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError, IndexError):  # exited meanwhile, or a zombie with no memory
+            continue
+    return total
+
+
+class _MemoryWatch:
+    """The memory watchdog of one sandboxed run: learns the PID-namespace init from bwrap's ``--info-fd``
+    and, every ``_MEMORY_POLL_S``, compares the sandbox's total PSS with ``limit``."""
+
+    def __init__(self, info_fd: int, limit: int):
+        self.fd, self.limit = info_fd, limit
+        self.info, self.init_pid, self.next_poll = bytearray(), None, 0.0
+
+    def feed(self) -> bool:
+        """Read bwrap's info; False once it is complete (the fd is at EOF)."""
+        data = os.read(self.fd, 4096)
+        if data:
+            self.info += data
+            return True
+        try:
+            self.init_pid = int(json.loads(self.info)["child-pid"])
+        except (ValueError, KeyError, TypeError):  # no info (bwrap failed to start): nothing to watch
+            self.init_pid = None
+        return False
+
+    def over(self, now: float) -> bool:
+        if self.init_pid is None or now < self.next_poll:
+            return False
+        self.next_poll = now + _MEMORY_POLL_S
+        used = _sandbox_pss(self.init_pid)
+        return used is not None and used > self.limit
+
+
+def _pump(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float,
+          watch: Optional[_MemoryWatch]) -> tuple[bytes, bytes, Optional[str]]:
+    """Feed stdin and collect stdout/stderr until the program exits, the deadline passes, a stream
+    overflows or (``watch``) the sandbox holds too much memory. Returns (stdout, stderr, kill reason or None)."""
     sel = selectors.DefaultSelector()
-    chunks = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    chunks = {out_fd: bytearray(), err_fd: bytearray()}
     for fd in chunks:
         sel.register(fd, selectors.EVENT_READ)
+    if watch is not None:
+        sel.register(watch.fd, selectors.EVENT_READ)
     in_fd, sent = proc.stdin.fileno(), 0
     if stdin:
         os.set_blocking(in_fd, False)
         sel.register(in_fd, selectors.EVENT_WRITE)
     else:
         proc.stdin.close()
+
+    def done(reason: Optional[str]) -> tuple[bytes, bytes, Optional[str]]:
+        return bytes(chunks[out_fd]), bytes(chunks[err_fd]), reason
+
     try:
-        while sel.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return bytes(chunks[proc.stdout.fileno()]), bytes(chunks[proc.stderr.fileno()]), "wall_timeout"
-            for key, _ in sel.select(remaining):
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return done("wall_timeout")
+            if watch is not None and watch.over(now):
+                return done("memory_limit")
+            wait_s = min(deadline - now, _MEMORY_POLL_S) if watch is not None else deadline - now
+            if out_fd not in sel.get_map() and err_fd not in sel.get_map():
+                try:  # both streams closed: wait for the exit (a program may close them and keep running)
+                    proc.wait(timeout=wait_s)
+                    return done(None)
+                except subprocess.TimeoutExpired:
+                    continue
+            for key, _ in sel.select(wait_s):
                 fd = key.fd
                 if fd == in_fd:
                     try:
@@ -199,6 +316,10 @@ def _pump(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float)
                         sel.unregister(fd)
                         proc.stdin.close()
                     continue
+                if watch is not None and fd == watch.fd:
+                    if not watch.feed():
+                        sel.unregister(fd)
+                    continue
                 data = os.read(fd, 65536)
                 if not data:
                     sel.unregister(fd)
@@ -207,10 +328,9 @@ def _pump(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float)
                 buf += data[:limits.output_bytes + 1 - len(buf)]
                 if len(buf) > limits.output_bytes:
                     del buf[limits.output_bytes:]
-                    return bytes(chunks[proc.stdout.fileno()]), bytes(chunks[proc.stderr.fileno()]), "output_limit"
+                    return done("output_limit")
     finally:
         sel.close()
-    return bytes(chunks[proc.stdout.fileno()]), bytes(chunks[proc.stderr.fileno()]), None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -223,25 +343,34 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _execute(argv: list[str], stdin: bytes, limits: Limits, pass_fds: tuple[int, ...],
-             cwd: Optional[str], sandboxed: bool) -> RunResult:
+             cwd: Optional[str], info: Optional[tuple[int, int]] = None) -> RunResult:
+    """Run ``argv`` to its end or its limits. ``info``: the (read, write) ends of the pipe passed to bwrap
+    as ``--info-fd`` (sandboxed runs; enables the memory watchdog); both are closed here."""
     start = time.monotonic()
-    # The child is spawned from the calling (pool) thread, and --die-with-parent fires when that *thread*
-    # exits; that is safe because this thread waits for the run to end before it returns.
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            pass_fds=pass_fds, cwd=cwd, env=dict(_ENV, HOME=cwd or WORK_DIR),
-                            start_new_session=True)
+    sandboxed = info is not None
+    watch = _MemoryWatch(info[0], limits.memory_bytes) if sandboxed else None
     try:
-        out, err, reason = _pump(proc, stdin, limits, start + limits.wall_s)
-        if reason is None:
-            try:
-                proc.wait(timeout=max(0.0, start + limits.wall_s - time.monotonic()))
-            except subprocess.TimeoutExpired:  # closed its streams but kept running
-                reason = "wall_timeout"
+        # The child is spawned from the calling (pool) thread, and --die-with-parent fires when that
+        # *thread* exits; that is safe because this thread waits for the run to end before it returns.
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                pass_fds=pass_fds + ((info[1],) if sandboxed else ()), cwd=cwd,
+                                env=dict(_ENV, HOME=cwd or WORK_DIR), start_new_session=True)
+    except BaseException:
+        if sandboxed:
+            os.close(info[0])
+        raise
+    finally:
+        if sandboxed:
+            os.close(info[1])  # bwrap holds the write end now: EOF once it has written its info
+    try:
+        out, err, reason = _pump(proc, stdin, limits, start + limits.wall_s, watch)
     finally:
         _kill_group(proc)
         proc.wait()
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             stream.close()
+        if sandboxed:
+            os.close(info[0])
     code = None if reason else proc.returncode
     if code is not None and (code < 0 or (sandboxed and code > 128)):
         # bwrap reports a signal death of its child as 128 + signo; plain Popen as -signo
@@ -268,7 +397,7 @@ def run_python(source: str, stdin: str = "", limits: Limits = Limits(), *, unsaf
         try:
             Path(work, "main.py").write_bytes(data)
             argv = _prlimit_argv(limits) + [python, "-I", "-S", "-B", "-c", _PRELUDE]
-            return _execute(argv, stdin_bytes, limits, (), work, sandboxed=False)
+            return _execute(argv, stdin_bytes, limits, (), work)
         finally:
             shutil.rmtree(work, onerror=_chmod_and_retry)
     check_available(python)
@@ -276,10 +405,20 @@ def run_python(source: str, stdin: str = "", limits: Limits = Limits(), *, unsaf
     try:
         _write_all(fd, data)
         os.lseek(fd, 0, os.SEEK_SET)
-        argv = _bwrap_argv(fd, limits, python, as_root=os.geteuid() == 0)
-        return _execute(argv, stdin_bytes, limits, (fd,), None, sandboxed=True)
+        return _run_sandboxed(fd, stdin_bytes, limits, python)
     finally:
         os.close(fd)
+
+
+def _run_sandboxed(program_fd: int, stdin: bytes, limits: Limits, python: str) -> RunResult:
+    info = os.pipe()  # bwrap's --info-fd: the sandbox's init pid, for the memory watchdog
+    try:
+        argv = _bwrap_argv(program_fd, limits, python, as_root=os.geteuid() == 0, info_fd=info[1])
+    except BaseException:
+        os.close(info[0])
+        os.close(info[1])
+        raise
+    return _execute(argv, stdin, limits, (program_fd,), None, info)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -310,8 +449,7 @@ def check_available(python: Optional[str] = None) -> None:
     try:
         os.write(fd, b"print('ok')")
         os.lseek(fd, 0, os.SEEK_SET)
-        argv = _bwrap_argv(fd, Limits(wall_s=30.0), python, as_root=os.geteuid() == 0)
-        result = _execute(argv, b"", Limits(wall_s=30.0), (fd,), None, sandboxed=True)
+        result = _run_sandboxed(fd, b"", Limits(wall_s=30.0), python)
     finally:
         os.close(fd)
     if result.stdout.strip() != "ok":

@@ -178,32 +178,8 @@ def test_missing_bwrap_is_one_clear_line(monkeypatch):
     assert code_reward("```python\nprint(1)\n```", label, unsafe=True) == 1.0
 
 
-HOSTILE = {
-    "network": CONNECT.format(port=9) + "print('escaped')",
-    "write_host": f"open({str(REPO / 'escaped.txt')!r}, 'w').write('x'); print('escaped')",
-    "read_shadow": "print(open('/etc/shadow').read()); print('escaped')",
-    "fork_bomb": FORK_BOMB,
-    "memory_bomb": "x = bytearray(1 << 40)\nprint('escaped')",
-    "busy_loop": "while True:\n    pass\n",
-    "sleep": "import time\ntime.sleep(1e9)\n",
-    "flood": "while True:\n    print('escaped' * 100)\n",
-}
-
-
-@pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_programs_score_zero(name):
-    """Each program would print exactly the expected output only if its attack worked."""
-    label = {"tests": [{"input": "", "output": "escaped"}], "time_limit": 1}
-    start = time.monotonic()
-    assert code_reward(f"```python\n{HOSTILE[name]}\n```", label) == 0.0
-    assert time.monotonic() - start < 2 * 1 + 5 + SLACK_S     # the wall clock code.py gives time_limit 1
-    assert not (REPO / "escaped.txt").exists()
-
-
-def test_the_hostile_harness_can_pass():
-    """Control for the test above: a program that prints the expected output scores 1."""
-    label = {"tests": [{"input": "", "output": "escaped"}], "time_limit": 1}
-    assert code_reward("```python\nprint('escaped')\n```", label) == 1.0
+# The hostile-program corpus scored as code (every attack, controls, no survivors, no host changes) is in
+# test_hostile_programs.py.
 
 
 def test_limits_are_validated():
