@@ -143,6 +143,18 @@ def model_positions(hf: dict) -> int | None:
     return int(n) if n else None
 
 
+def _capped_model_len(hf: dict, wanted: int, where: Path) -> int:
+    """``wanted`` within the model's positions. vLLM refuses to start past them; an evaluation budget may ask
+    for more (App. B: 64K responses), and its requests then stop at the model's length (finish_reason
+    "length"). Training requests never get here too long: preflight refuses them."""
+    positions = model_positions(hf)
+    if positions is None or wanted <= positions:
+        return wanted
+    log.warning("max_model_len %d capped at the model's %d positions (max_position_embeddings in %s); longer "
+                "requests stop there — YaRN (convert.arch.with_yarn) extends it", wanted, positions, where)
+    return positions
+
+
 def checkpoint_weight_names(model_path: str) -> frozenset[str]:
     """Names of the tensors in the folder's safetensors files (HF names, as the engine first loaded them)."""
     from safetensors import safe_open
@@ -245,14 +257,8 @@ class RolloutEngine:
         self.around_generate = around_generate
         self._calls = 0
         self._rank = 0
-        positions = model_positions(hf) or 1 << 30
-        self.max_model_len = min(max_model_len or rollout.max_prompt_tokens + rollout.max_response_tokens, positions)
-        if max_model_len and max_model_len > positions:
-            # vLLM refuses to start past the model's positions. An evaluation budget may ask for more (App. B: 64K
-            # responses); its requests then stop at the model's length (finish_reason "length").
-            log.warning("max_model_len %d capped at the model's %d positions (max_position_embeddings in %s); "
-                        "longer requests stop there — YaRN (convert.arch.with_yarn) extends it", max_model_len,
-                        positions, Path(model_path) / "config.json")
+        self.max_model_len = _capped_model_len(hf, max_model_len or rollout.max_prompt_tokens
+                                               + rollout.max_response_tokens, Path(model_path) / "config.json")
 
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         import torch
@@ -275,17 +281,7 @@ class RolloutEngine:
                              f"(world size is {world})")
         self._owns_process_group = not dist.is_initialized()
 
-        kwargs: dict[str, Any] = dict(
-            model=self.model_path, tokenizer=self.model_path, dtype=dtype, seed=seed,
-            max_model_len=self.max_model_len, logprobs_mode="processed_logprobs",
-            enable_prefix_caching=True)
-        if distributed:
-            # "external DP" of W / t engines, each sharded over t consecutive ranks (see module docstring).
-            kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=tp,
-                          data_parallel_size=1)
-        kwargs.update(self._cpu_kwargs() if self.on_cpu else dict(
-            gpu_memory_utilization=rollout.gpu_memory_utilization, enable_sleep_mode=True))
-
+        kwargs = self._llm_kwargs(dtype, seed)
         saved_env = {k: os.environ.get(k) for k in _ENV_RESTORED_AFTER_START}
         set_num_threads = torch.set_num_threads
         t0 = time.perf_counter()
@@ -313,6 +309,19 @@ class RolloutEngine:
             self._expected |= {"lm_head.weight"}
         log.info("vLLM engine ready in %.1f s (%s, %s, max_model_len=%d, rank %d)", self.start_seconds,
                  "cpu" if self.on_cpu else "gpu", dtype, self.max_model_len, self._rank)
+
+    def _llm_kwargs(self, dtype: str, seed: int) -> dict[str, Any]:
+        kwargs: dict[str, Any] = dict(
+            model=self.model_path, tokenizer=self.model_path, dtype=dtype, seed=seed,
+            max_model_len=self.max_model_len, logprobs_mode="processed_logprobs",
+            enable_prefix_caching=True)
+        if self.distributed:
+            # "external DP" of W / t engines, each sharded over t consecutive ranks (see module docstring).
+            kwargs.update(distributed_executor_backend="external_launcher",
+                          tensor_parallel_size=self.rollout.tensor_parallel_size, data_parallel_size=1)
+        kwargs.update(self._cpu_kwargs() if self.on_cpu else dict(
+            gpu_memory_utilization=self.rollout.gpu_memory_utilization, enable_sleep_mode=True))
+        return kwargs
 
     def _cpu_kwargs(self) -> dict[str, Any]:
         """CPU engine settings. Seeded sampling + chunked prefill crashes vLLM 0.32 on CPU (a partially
