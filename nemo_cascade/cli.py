@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import importlib.util
+import inspect
+import json
 import logging
 import os
 import socket
@@ -38,24 +39,40 @@ def load_recipe(spec: str) -> C.Cascade:
     """A recipe is a function returning a Cascade: ``path.py[:fn]`` or ``module:fn`` (default fn: recipe)."""
     target, _, fn = spec.partition(":")
     fn = fn or "recipe"
+    shown, shown_target = (x if x.isprintable() else repr(x) for x in (spec, target))  # errors stay one line
     if target.endswith(".py"):
         path = Path(target)
         if not path.is_file():
-            raise C.ConfigError(f"recipe {target}: no such file")
+            raise C.ConfigError(f"recipe {shown_target}: no such file")
         mod_spec = importlib.util.spec_from_file_location(f"nemo_cascade_recipe_{path.stem}", path)
         module = importlib.util.module_from_spec(mod_spec)
         mod_spec.loader.exec_module(module)
     else:
+        if not target or target.startswith("."):  # importlib: ValueError / TypeError (a relative import)
+            raise C.ConfigError(f"recipe {shown}: expected recipes/NAME.py[:function] or package.module:function")
         try:
             module = importlib.import_module(target)
-        except ImportError as e:
-            raise C.ConfigError(f"recipe {spec}: cannot import module {target!r} ({e})") from None
-    if not callable(getattr(module, fn, None)):
-        raise C.ConfigError(f"recipe {spec}: no function {fn!r} in {target}")
-    cfg = getattr(module, fn)()
+        except (ImportError, ValueError) as e:  # ValueError: a name an import hook cannot map to a path, '/'
+            raise C.ConfigError(f"recipe {shown}: cannot import module {target!r} ({_first_line(e)})") from None
+    recipe = getattr(module, fn, None)
+    if not callable(recipe):
+        raise C.ConfigError(f"recipe {shown}: no function {fn!r} in {shown_target}")
+    try:
+        inspect.signature(recipe).bind()
+    except TypeError:
+        raise C.ConfigError(f"recipe {shown}: {fn}() needs arguments; a recipe is called with none") from None
+    except ValueError:  # no signature (a builtin): let the call decide
+        pass
+    cfg = recipe()
     if not isinstance(cfg, C.Cascade):
-        raise C.ConfigError(f"recipe {spec}: {fn}() returned {type(cfg).__name__}, expected nemo_cascade.config.Cascade")
+        raise C.ConfigError(f"recipe {shown}: {fn}() returned {type(cfg).__name__}, "
+                            f"expected nemo_cascade.config.Cascade")
     return cfg
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).splitlines()
+    return lines[0][:200] if lines else type(e).__name__
 
 
 def _run_job(cfg: C.Cascade, only_stage: str | None, retrain: bool) -> int:

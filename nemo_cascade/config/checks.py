@@ -2,17 +2,86 @@
 hand-offs, the gate, rewards). Every failure is one :class:`~.schema.ConfigError` line naming the field."""
 from __future__ import annotations
 
-from typing import Optional
+import math
+import re
+import typing
+from dataclasses import fields, is_dataclass
+from typing import Any, Literal, Optional
 
 from .schema import REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, Model, Parallel, Stage
 
 TRANSFORMER_IMPLS = ("auto", "local", "transformer_engine")
 FP8_RECIPES = ("none", "delayed", "current", "blockwise")
 RECOMPUTE = ("none", "selective", "full")
+NAMED_ANSWER_PATTERNS = ("gsm8k", "answer_is")
+"""The names ``Reward.answer_pattern`` may take besides a regex: the keys of rewards.math.ANSWER_PATTERNS (a
+test keeps the two equal; config imports nothing from rewards)."""
+
+
+def type_problem(value: Any, tp: Any) -> Optional[str]:
+    """What ``value`` should have been for the annotation ``tp`` (the schema's: bool, int, float, str,
+    Literal, Optional, tuple[X, ...] and sections), or None if it fits. Floats must be finite: a NaN
+    temperature or learning rate passes every ``<``/``>`` range check and poisons the run."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        return None if isinstance(value, str) and value in choices else f"one of {list(choices)}"
+    if origin is typing.Union:  # Optional[X]
+        inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
+        return None if value is None or type_problem(value, inner) is None else f"None or {_describe(inner)}"
+    if origin is tuple:
+        item = typing.get_args(tp)[0]
+        ok = isinstance(value, tuple) and all(type_problem(v, item) is None for v in value)
+        return None if ok else f"a tuple of {_describe(item)}"
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "a number"
+        return None if math.isfinite(value) else "a finite number"
+    if tp is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    if isinstance(tp, type):
+        return None if isinstance(value, tp) else _describe(tp)
+    return None
+
+
+def _describe(tp: Any) -> str:
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
+        tp, getattr(tp, "__name__", str(tp)))
+
+
+def check_types(obj: Any, where: str = "") -> None:
+    """Every field of the config tree ``obj`` has its annotated type (recipes are Python, so nothing else
+    guarantees it); ConfigError naming the first field that does not."""
+    hints = typing.get_type_hints(type(obj))
+    for f in fields(obj):
+        value, name = getattr(obj, f.name), f"{where}.{f.name}".lstrip(".")
+        problem = type_problem(value, hints[f.name])
+        if problem:
+            raise ConfigError(f"{name}: expected {problem}, got {type(value).__name__} {value!r:.80}")
+        if is_dataclass(value):
+            check_types(value, name)
+        elif isinstance(value, tuple):
+            for i, item in enumerate(value):
+                if is_dataclass(item):
+                    label = item.name or i if isinstance(item, Stage) else i
+                    check_types(item, f"{name}.{label}")
 
 
 def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
-    """Check values that types cannot express; raise ConfigError with the offending field."""
+    """Check values that types cannot express, and the types (:func:`check_types`); raise ConfigError with the
+    offending field."""
+    if not isinstance(cfg, Cascade):
+        raise ConfigError(f"config: expected a nemo_cascade.config.Cascade, got {type(cfg).__name__}")
+    try:
+        _validate_values(cfg, world_size)
+    except TypeError:  # a comparison met a value of the wrong type: name its field
+        check_types(cfg)
+        raise
+    check_types(cfg)  # what no comparison touched: a NaN, a string in a flag
+    return cfg
+
+
+def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
     p = cfg.parallel
     validate_parallel_settings(cfg.model, p)
     if world_size is not None and world_size != p.tp * p.pp * p.cp * p.dp:
@@ -23,13 +92,17 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
         raise ConfigError("model: set exactly one of model.hf_path (an HF folder) and model.build (a tiny shape)")
     if not cfg.stages:
         raise ConfigError("stages: a cascade needs at least one stage")
+    _check_name(cfg.name, "name", dots=True)
     names = [s.name for s in cfg.stages]
     for i, s in enumerate(cfg.stages):
-        where = f"stages.{s.name or i}"
+        if s.name:
+            _check_name(s.name, f"stages.{i}.name", dots=False)
         if not s.name or names.count(s.name) > 1:
-            raise ConfigError(f"{where}.name: every stage needs a unique non-empty name, got {names}")
+            raise ConfigError(f"stages.{s.name or i}.name: every stage needs a unique non-empty name, got "
+                              f"{names!r:.200}")
+        where = f"stages.{s.name}"
         if s.kind not in STAGE_KINDS:
-            raise ConfigError(f"{where}.kind: unknown stage kind {s.kind!r}; expected one of {list(STAGE_KINDS)}")
+            raise ConfigError(f"{where}.kind: unknown stage kind {s.kind!r:.80}; expected one of {list(STAGE_KINDS)}")
         _validate_handoff(cfg, i, where)
         _validate_length(s, where)
         _validate_data(s, where)
@@ -64,7 +137,22 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
     _validate_gate(cfg.gate)
     if cfg.keep_checkpoints < 1:
         raise ConfigError(f"keep_checkpoints: expected >= 1, got {cfg.keep_checkpoints}")
-    return cfg
+
+
+_NAME_CHARS = re.compile(r"[\w.-]+")
+MAX_NAME_CHARS = 128
+
+
+def _check_name(name: str, where: str, dots: bool) -> None:
+    """The run's and each stage's name is one directory name of the run (``runs/<name>/stages/<k>-<name>``):
+    letters, digits, ``_`` and ``-`` (and ``.`` in the run's name, not alone or first); a stage's name is
+    also a key of ``stages.NAME.field=value`` overrides, which split at dots."""
+    ok = (0 < len(name) <= MAX_NAME_CHARS and _NAME_CHARS.fullmatch(name) is not None and not name.startswith(".")
+          and (dots or "." not in name))
+    if not ok:
+        allowed = "letters, digits, '_', '-'" + (" and '.' (not first)" if dots else "")
+        raise ConfigError(f"{where}: expected 1-{MAX_NAME_CHARS} characters of {allowed} (it names a directory), "
+                          f"got {name!r:.80}")
 
 
 def _validate_engine(cfg: Cascade) -> None:
@@ -98,12 +186,12 @@ def validate_parallel_settings(m: Model, p: Parallel) -> None:
         raise ConfigError("parallel.overlap_param_gather: needs parallel.overlap_grad_reduce=true (as in "
                           "Megatron-LM, which asserts the same)")
     if p.recompute not in RECOMPUTE:
-        raise ConfigError(f"parallel.recompute: expected one of {list(RECOMPUTE)}, got {p.recompute!r}")
+        raise ConfigError(f"parallel.recompute: expected one of {list(RECOMPUTE)}, got {p.recompute!r:.80}")
     if m.transformer_impl not in TRANSFORMER_IMPLS:
         raise ConfigError(f"model.transformer_impl: expected one of {list(TRANSFORMER_IMPLS)}, "
-                          f"got {m.transformer_impl!r}")
+                          f"got {m.transformer_impl!r:.80}")
     if m.fp8 not in FP8_RECIPES:
-        raise ConfigError(f"model.fp8: expected one of {list(FP8_RECIPES)}, got {m.fp8!r}")
+        raise ConfigError(f"model.fp8: expected one of {list(FP8_RECIPES)}, got {m.fp8!r:.80}")
     if m.fp8 != "none" and m.transformer_impl == "local":
         raise ConfigError(f"model.fp8={m.fp8}: FP8 runs through Transformer Engine layers; "
                           f"model.transformer_impl='local' cannot use it (set auto or transformer_engine)")
@@ -139,7 +227,7 @@ def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
                               f"equal stage {prev.name}'s")
     rm_stage = s.reward.reward_model_stage
     if rm_stage and rm_stage not in [p.name for p in cfg.stages[:i] if p.kind == "reward_model"]:
-        raise ConfigError(f"{where}.reward.reward_model_stage: {rm_stage!r} is not an earlier reward_model stage; "
+        raise ConfigError(f"{where}.reward.reward_model_stage: {rm_stage!r:.80} is not an earlier reward_model stage; "
                           f"those are {[p.name for p in cfg.stages[:i] if p.kind == 'reward_model']}")
 
 
@@ -196,7 +284,7 @@ def _validate_gate(g: Gate) -> None:
             ok = False
         if not ok:
             raise ConfigError(f"gate.tolerance: expected SUITE=DROP with SUITE one of gate.suites {list(g.suites)} "
-                              f"and DROP >= 0, got {item!r}")
+                              f"and DROP >= 0, got {item!r:.80}")
 
 
 def _validate_reward_model(s: Stage, p: Parallel, where: str) -> None:
@@ -230,7 +318,7 @@ def _validate_sampling_filters(s: Stage, where: str) -> None:
                               f"got {phase.steps}:{phase.max_response_tokens}")
         if phase.overlong not in ("none", "filter", "zero"):
             raise ConfigError(f"{where}.length_curriculum.{k}.overlong: expected none, filter or zero, "
-                              f"got {phase.overlong!r}")
+                              f"got {phase.overlong!r:.80}")
         if phase.temperature is not None and not phase.temperature > 0:
             raise ConfigError(f"{where}.length_curriculum.{k}.temperature: RL sampling needs > 0 (or None = "
                               f"rollout.temperature), got {phase.temperature}")
@@ -242,14 +330,25 @@ def _validate_sampling_filters(s: Stage, where: str) -> None:
 def _validate_reward(s: Stage, where: str) -> None:
     rw = s.reward
     if s.domain not in REWARD_DOMAINS:
-        raise ConfigError(f"{where}.domain: expected one of {list(REWARD_DOMAINS)}, got {s.domain!r}")
+        raise ConfigError(f"{where}.domain: expected one of {list(REWARD_DOMAINS)}, got {s.domain!r:.80}")
     penalty = rw.code_switch_penalty
     if penalty not in ("auto", "none", "batch_min_minus_10"):
         try:
             float(penalty)
         except ValueError:
             raise ConfigError(f"{where}.reward.code_switch_penalty: expected a number, 'batch_min_minus_10', "
-                              f"'none' or 'auto', got {penalty!r}") from None
+                              f"'none' or 'auto', got {penalty!r:.80}") from None
+    if penalty not in ("auto", "none", "batch_min_minus_10") and not math.isfinite(float(penalty)):
+        raise ConfigError(f"{where}.reward.code_switch_penalty: expected a finite number, got {penalty!r:.80}")
+    if rw.answer_pattern is not None and rw.answer_pattern not in NAMED_ANSWER_PATTERNS:
+        try:
+            groups = re.compile(rw.answer_pattern).groups
+        except (re.error, RecursionError, OverflowError) as e:
+            raise ConfigError(f"{where}.reward.answer_pattern: not a regex ({e}); or one of "
+                              f"{list(NAMED_ANSWER_PATTERNS)}") from None
+        if groups < 1:
+            raise ConfigError(f"{where}.reward.answer_pattern: the regex needs a group capturing the answer, "
+                              f"e.g. '####\\s*(.+)'; or one of {list(NAMED_ANSWER_PATTERNS)}")
     if rw.verify_timeout_s <= 0:
         raise ConfigError(f"{where}.reward.verify_timeout_s: expected > 0, got {rw.verify_timeout_s}")
     if rw.workers < 0:

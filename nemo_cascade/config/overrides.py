@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 import typing
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import MISSING, fields, is_dataclass, replace
 from typing import Any, Literal
 
-from .checks import validate
+from .checks import type_problem, validate
 from .schema import Cascade, ConfigError, LengthPhase, Stage
 
 
@@ -20,7 +20,7 @@ def _coerce(value: str, tp: Any, where: str) -> Any:
     if origin is Literal:
         choices = typing.get_args(tp)
         if value not in choices:
-            raise ConfigError(f"{where}: expected one of {list(choices)}, got {value!r}")
+            raise ConfigError(f"{where}: expected one of {list(choices)}, got {value!r:.80}")
         return value
     if origin is typing.Union:  # Optional[X]
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -48,7 +48,7 @@ def _coerce(value: str, tp: Any, where: str) -> Any:
             return value
     except ValueError:
         pass
-    raise ConfigError(f"{where}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
+    raise ConfigError(f"{where}: expected {getattr(tp, '__name__', tp)}, got {value!r:.80}")
 
 
 def _length_phase(item: str, where: str) -> LengthPhase:
@@ -57,11 +57,11 @@ def _length_phase(item: str, where: str) -> LengthPhase:
     come alone (``70:40960:T0.8``) and the three-field form of older command lines reads as before."""
     parts = item.split(":")
     if not 2 <= len(parts) <= 4:
-        raise ConfigError(f"{where}: expected STEPS:TOKENS[:OVERLONG][:T<temperature>],..., got {item!r}")
+        raise ConfigError(f"{where}: expected STEPS:TOKENS[:OVERLONG][:T<temperature>],..., got {item!r:.80}")
     temperatures = [x[1:] for x in parts[2:] if x[:1] in ("T", "t")]
     overlongs = [x for x in parts[2:] if x[:1] not in ("T", "t")]
     if len(temperatures) > 1 or len(overlongs) > 1:
-        raise ConfigError(f"{where}: expected at most one OVERLONG and one T<temperature> per phase, got {item!r}")
+        raise ConfigError(f"{where}: expected at most one OVERLONG and one T<temperature> per phase, got {item!r:.80}")
     overlong = _coerce(overlongs[0] if overlongs else "none", Literal["none", "filter", "zero"], where)
     temperature = _coerce(temperatures[0], float, f"{where} (T<temperature>)") if temperatures else None
     return LengthPhase(_coerce(parts[0], int, where), _coerce(parts[1], int, where), overlong, temperature)
@@ -71,7 +71,7 @@ def _stage_index(cfg: Cascade, key: str, where: str) -> int:
     names = [s.name for s in cfg.stages]
     if key in names:
         return names.index(key)
-    if key.isdigit() and int(key) < len(cfg.stages):
+    if key.isdecimal() and int(key) < len(cfg.stages):  # isdigit() would admit '²', which int() refuses
         return int(key)
     raise ConfigError(f"{where}: no stage {key!r}; stages are {names}")
 
@@ -102,14 +102,15 @@ def apply_overrides(cfg: Cascade, overrides: list[str]) -> Cascade:
     ``stages.*.…`` addresses every stage."""
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"override {item!r}: expected KEY=VALUE")
+            raise ConfigError(f"override {item!r:.200}: expected KEY=VALUE")
         key, value = item.split("=", 1)
         path = key.split(".")
+        where = key if key.isprintable() and len(key) <= 200 else f"{key!r:.200}"  # the error stays one line
         if path[0] == "stages" and len(path) > 2 and path[1] == "*":
             for s in cfg.stages:
-                cfg = _set(cfg, ["stages", s.name, *path[2:]], value, key, cfg)
+                cfg = _set(cfg, ["stages", s.name, *path[2:]], value, where, cfg)
         else:
-            cfg = _set(cfg, path, value, key, cfg)
+            cfg = _set(cfg, path, value, where, cfg)
     return validate(cfg)
 
 
@@ -121,26 +122,38 @@ def to_dict(cfg: Any) -> Any:
     return cfg
 
 
-def from_dict(cls, data: dict, where: str = "") -> Any:
-    """Inverse of :func:`to_dict`; unknown keys raise ConfigError (used to read a run's config.json)."""
+def from_dict(cls, data: Any, where: str = "") -> Any:
+    """Inverse of :func:`to_dict` (used to read a run's config.json): missing keys take their defaults; unknown
+    keys, values of the wrong type and missing required fields raise ConfigError naming the field."""
+    name = where or cls.__name__
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name}: expected an object of {cls.__name__} fields, got {type(data).__name__}")
     types = _field_types(cls)
     unknown = set(data) - set(types)
     if unknown:
-        raise ConfigError(f"{where or cls.__name__}: unknown key(s) {sorted(unknown)}")
+        raise ConfigError(f"{name}: unknown key(s) {sorted(map(str, unknown))!r:.200}")
+    missing = [f.name for f in fields(cls) if f.name not in data
+               and f.default is MISSING and f.default_factory is MISSING]
+    if missing:
+        raise ConfigError(f"{name}: missing key(s) {missing}")
     kwargs = {}
-    for name, value in data.items():
-        tp = types[name]
+    for key, value in data.items():
+        tp, at = types[key], f"{where}.{key}".strip(".")
         if is_dataclass(tp):
-            kwargs[name] = from_dict(tp, value, f"{where}.{name}".strip("."))
-        elif name == "stages":
-            kwargs[name] = tuple(from_dict(Stage, v, f"stages.{i}") for i, v in enumerate(value))
-        elif typing.get_origin(tp) is tuple and is_dataclass(typing.get_args(tp)[0]):
-            item = typing.get_args(tp)[0]
-            kwargs[name] = tuple(from_dict(item, v, f"{where}.{name}.{i}".strip(".")) for i, v in enumerate(value))
+            kwargs[key] = from_dict(tp, value, at)
         elif typing.get_origin(tp) is tuple:
-            kwargs[name] = tuple(value)
+            if not isinstance(value, (list, tuple)):
+                raise ConfigError(f"{at}: expected a list, got {type(value).__name__}")
+            item = typing.get_args(tp)[0]
+            if is_dataclass(item):
+                kwargs[key] = tuple(from_dict(item, v, f"{at}.{i}") for i, v in enumerate(value))
+            else:
+                kwargs[key] = tuple(value)
         else:
-            kwargs[name] = value
+            kwargs[key] = value
+        problem = type_problem(kwargs[key], tp)
+        if problem:
+            raise ConfigError(f"{at}: expected {problem}, got {type(value).__name__} {value!r:.80}")
     return cls(**kwargs)
 
 

@@ -148,8 +148,9 @@ class Data:
     split: Literal["train", "test"] = "train"
     seed: int = 0
     max_bad_rows: int = 0
-    """Rows that fit no schema of the stage's domain (or whose label fails its check) are skipped and counted up
-    to this many; one more stops loading with the first bad row's file, line and field. 0 = strict."""
+    """Rows that fit no schema of the stage's domain (or whose label fails its check), and jsonl lines that are
+    not a JSON object in UTF-8, are skipped and counted up to this many (RL prompt sets; SFT and preference
+    sources are strict); one more stops loading with the first bad row's file, line and field. 0 = strict."""
     min_prompt_tokens: int = 0
     """Drop rows whose templated prompt is shorter than this many tokens; counted and logged like those over
     the stage's prompt limit (``rollout.max_prompt_tokens``, SFT ``sft_max_tokens``). SWE RL drops prompts

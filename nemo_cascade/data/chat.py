@@ -14,7 +14,7 @@ and vLLM's chat endpoint produce the identical string. :func:`split_thinking` is
 """
 from __future__ import annotations
 
-from typing import Literal, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence
 
 Style = Literal["cascade1", "cascade2"]
 
@@ -71,9 +71,14 @@ JINJA_TEMPLATES = {"cascade1": JINJA_TEMPLATE, "cascade2": CASCADE2_JINJA_TEMPLA
 """The HF chat template of each style: an exported checkpoint carries the one its cascade trained with."""
 
 
-def _check_mode(mode: str) -> None:
-    if mode not in FLAGS:
-        raise ValueError(f"mode must be 'think' or 'no_think', got {mode!r}")
+def valid_mode(mode: Any) -> bool:
+    """Whether ``mode`` (a render mode, or a user message's own ``"mode"`` key) is ``think`` or ``no_think``."""
+    return isinstance(mode, str) and mode in FLAGS
+
+
+def _check_mode(mode: Any, where: str = "mode") -> None:
+    if not valid_mode(mode):
+        raise ValueError(f"{where} must be 'think' or 'no_think', got {mode!r:.80}")
 
 
 def _turn(role: str, content: str) -> str:
@@ -91,17 +96,21 @@ def render(messages: Sequence[dict], mode: str, style: Style = "cascade1",
     """
     _check_mode(mode)
     if style not in ("cascade1", "cascade2"):
-        raise ValueError(f"style must be 'cascade1' or 'cascade2', got {style!r}")
+        raise ValueError(f"style must be 'cascade1' or 'cascade2', got {style!r:.80}")
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise ValueError(f"messages: expected a list of {{role, content}} dicts, got {type(messages).__name__}")
     parts = []
     for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ValueError(f"messages[{i}]: expected a dict with role and content, got {type(message).__name__}")
         role, content = message.get("role"), message.get("content")
-        if role not in _ROLES:
-            raise ValueError(f"messages[{i}].role: expected one of {list(_ROLES)}, got {role!r}")
+        if not isinstance(role, str) or role not in _ROLES:
+            raise ValueError(f"messages[{i}].role: expected one of {list(_ROLES)}, got {role!r:.80}")
         if not isinstance(content, str):
             raise ValueError(f"messages[{i}].content: expected a string, got {type(content).__name__}")
         if role == "user" and style == "cascade1":
             turn_mode = message.get("mode", mode)
-            _check_mode(turn_mode)
+            _check_mode(turn_mode, f"messages[{i}].mode")
             content = content + FLAGS[turn_mode]
         parts.append(_turn(role, content))
     if add_generation_prompt:
@@ -130,4 +139,4 @@ def split_thinking(response: str) -> tuple[Optional[str], str, bool]:
 
 
 __all__ = ["JINJA_TEMPLATE", "CASCADE2_JINJA_TEMPLATE", "JINJA_TEMPLATES", "render", "split_thinking", "FLAGS", "EMPTY_THINK", "GENERATION_PROMPT",
-           "IM_START", "IM_END", "THINK_OPEN", "THINK_CLOSE", "Style"]
+           "IM_START", "IM_END", "THINK_OPEN", "THINK_CLOSE", "Style", "valid_mode"]

@@ -14,18 +14,20 @@ prompt sets may instead skip and count up to ``Data.max_bad_rows`` of them (``Pr
 """
 from __future__ import annotations
 
+import codecs
 import functools
 import gzip
 import hashlib
 import json
 import logging
 import random
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from ..config import Data
 from ..types import Prompt
-from .chat import IM_END, render
+from .chat import IM_END, render, valid_mode
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
 from .schemas import adapt
 from .synthetic import SYNTHETIC, sft_pairs
@@ -57,34 +59,69 @@ class PromptList(list):
 
 # ------------------------------------------------------------------------------------------- rows
 
-def read_jsonl(path: Path, limit: int = 0) -> list[tuple[int, dict]]:
+def read_jsonl(path: Path, limit: int = 0, bad: Optional[list[tuple[int, str]]] = None) -> list[tuple[int, dict]]:
     """``(line number, object)`` per non-blank line of a ``.jsonl`` or ``.jsonl.gz`` file, or ``(row number,
     object)`` per row of a ``.parquet`` file (the released datasets' format on the Hub); the first ``limit``
-    rows if ``limit > 0``. Any problem is a one-line DataError naming the file (and line)."""
+    rows if ``limit > 0``. Any problem is a one-line DataError naming the file (and line).
+
+    Lines are split at ``\\n`` only (a ``\\r`` before it is JSON whitespace), as JSON Lines defines them:
+    ``str.splitlines`` would also split inside strings holding U+2028, U+0085 or form feeds, which JSON
+    writers leave unescaped. A UTF-8 byte-order mark is ignored. ``bad``: a list that collects ``(line number,
+    message)`` of unreadable lines (invalid UTF-8 or JSON, not an object) instead of raising on the first —
+    a prompt set's ``Data.max_bad_rows`` counts them with the rows that fit no schema."""
     if path.suffix == ".parquet":
         return _read_parquet(path, limit)
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        with opener(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         raise DataError(f"data file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, EOFError) as e:
-        raise DataError(f"{path}: cannot read ({type(e).__name__}: {e})") from None
+    except (OSError, EOFError, zlib.error) as e:  # a directory, no permission, a corrupt or truncated .gz
+        raise DataError(f"{path}: cannot read ({type(e).__name__}: {_first_line(e)})") from None
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
     rows = []
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for lineno, raw in enumerate(data.split(b"\n"), 1):
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(obj, dict):
-            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            obj = _json_object(raw)
+        except ValueError as e:
+            if bad is None:
+                raise DataError(f"{path}:{lineno}: {e}") from None
+            bad.append((lineno, f"{path}:{lineno}: {e}"))
+            continue
+        if obj is None:
+            continue
         rows.append((lineno, obj))
         if 0 < limit <= len(rows):
             break
     return rows
+
+
+def _json_object(raw: bytes) -> Optional[dict]:
+    """One jsonl line as a dict, None if blank; ValueError (one line, without the location) otherwise."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"invalid UTF-8 (byte {e.start + 1}: {raw[e.start:e.start + 1]!r})") from None
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:  # the C scanner recurses per nesting level
+        raise ValueError("invalid JSON (nested too deeply)") from None
+    except ValueError as e:  # a number past Python's int-string limit (4300 digits)
+        raise ValueError(f"invalid JSON ({_first_line(e).split(':')[0]})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).splitlines()
+    return lines[0][:200] if lines else ""
 
 
 def _read_parquet(path: Path, limit: int) -> list[tuple[int, dict]]:
@@ -95,8 +132,7 @@ def _read_parquet(path: Path, limit: int) -> list[tuple[int, dict]]:
     try:
         table = pq.read_table(path)
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError subclasses for corrupt or truncated files
-        raise DataError(f"{path}: cannot read as parquet ({type(e).__name__}: {str(e).splitlines()[0][:200]})") \
-            from None
+        raise DataError(f"{path}: cannot read as parquet ({type(e).__name__}: {_first_line(e)})") from None
     if limit > 0:
         table = table.slice(0, limit)
     return list(enumerate(table.to_pylist(), 1))
@@ -119,6 +155,8 @@ def _messages(row: dict, where: str, for_sft: bool) -> list[dict]:
                 or not isinstance(m.get("content"), str)):
             raise DataError(f"{where}: field 'messages[{j}]' must be an object with role "
                             f"system|user|assistant and string content")
+        if "mode" in m and not valid_mode(m["mode"]):  # a per-turn switch (§3.1.2); render would reject it
+            raise DataError(f"{where}: field 'messages[{j}].mode' must be 'think' or 'no_think'")
     if not for_sft and msgs[-1]["role"] == "assistant":
         raise DataError(f"{where}: field 'messages' must not end with an assistant turn in a prompt set")
     return [{k: m[k] for k in ("role", "content", "mode") if k in m} for m in msgs]
@@ -163,27 +201,29 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     ``validate_label`` (the domain's, ``rewards.VALIDATORS``) rejects a malformed label here, naming its file
     and line, rather than mid-training (DESIGN.md "Rewards")."""
     out = PromptList()
+    bad: list[tuple[int, str]] = []  # (position in the source, one-line message): unreadable lines first
     if data_cfg.source.startswith(SYNTHETIC_PREFIX):
-        rows = [(f"{data_cfg.source}#{i}", row) for i, row in enumerate(synthetic_rows(data_cfg))]
+        rows = [(i, f"{data_cfg.source}#{i}", row) for i, row in enumerate(synthetic_rows(data_cfg))]
     else:
         path = Path(data_cfg.source)
-        rows = [(f"{path}:{lineno}", row) for lineno, row in read_jsonl(path, data_cfg.size)]
-    items, bad = [], []
-    for where, row in rows:
+        rows = [(lineno, f"{path}:{lineno}", row) for lineno, row in read_jsonl(path, data_cfg.size, bad)]
+    items = []
+    for position, where, row in rows:
         try:  # the released datasets' schemas (data/schemas.py), then the domain's own label check
             messages, label = adapt(domain, row, where)
             if validate_label is not None:
                 validate_label(label)
             items.append((_uid(row, where, where), messages, label))
         except ValueError as e:  # SchemaError, a validator's ValueError, DataError from _uid
-            bad.append(str(e) if str(e).startswith(where) else f"{where}: {e}")
+            bad.append((position, str(e) if str(e).startswith(where) else f"{where}: {e}"))
+    bad.sort(key=lambda b: b[0])  # the first bad row in file order is the one an error names
     out.bad_rows = len(bad)
     if len(bad) > data_cfg.max_bad_rows:
         more = f" ({len(bad)} bad rows; data.max_bad_rows={data_cfg.max_bad_rows})" if len(bad) > 1 else ""
-        raise DataError(bad[0] + more)
+        raise DataError(bad[0][1] + more)
     if bad:
         log.warning("%s: skipped %d bad rows (data.max_bad_rows=%d); first: %s", data_cfg.source, len(bad),
-                    data_cfg.max_bad_rows, bad[0])
+                    data_cfg.max_bad_rows, bad[0][1])
     modes = ("think", "no_think") if mode == "half" else (mode,)
     if mode == "half":
         out.alternate = []
@@ -270,9 +310,12 @@ def _report(data_cfg: Data, out: PromptList, limit: int) -> None:
         log.warning("%s: dropped %d of %d rows whose prompt is shorter than data.min_prompt_tokens=%d", source,
                     out.dropped_too_short, total, floor)
     if kept == 0:
+        if total == 0 and not out.bad_rows:
+            raise DataError(f"{source}: no rows (an empty file or data set)")
         short = f", {out.dropped_too_short} shorter than data.min_prompt_tokens={floor}" if floor else ""
+        skipped = f"; {out.bad_rows} bad rows skipped" if out.bad_rows else ""
         raise DataError(f"{source}: no usable rows ({out.dropped_too_long} longer than max_prompt_tokens={limit}"
-                        f"{short})")
+                        f"{short}{skipped})")
 
 
 # ------------------------------------------------------------------------------------------ stream

@@ -24,7 +24,7 @@ import random
 from pathlib import Path
 
 from ..config import Data
-from .chat import render
+from .chat import render, valid_mode
 from .loader import SYNTHETIC_PREFIX, DataError, PromptList, read_jsonl, synthetic_rows
 from .synthetic import sft_pairs
 
@@ -57,6 +57,8 @@ def _prompt_messages(value, where: str) -> list[dict]:
         if not isinstance(m, dict) or m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
             raise DataError(f"{where}: field 'prompt[{j}]' must be an object with role system|user|assistant "
                             f"and string content")
+        if "mode" in m and not valid_mode(m["mode"]):  # a per-turn switch (§3.1.2); render would reject it
+            raise DataError(f"{where}: field 'prompt[{j}].mode' must be 'think' or 'no_think'")
     if value[-1]["role"] == "assistant":
         raise DataError(f"{where}: field 'prompt' must not end with an assistant turn (the responses reply to it)")
     return [{k: m[k] for k in ("role", "content", "mode") if k in m} for m in value]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import math
 import re
 from typing import Any, Optional
 
@@ -62,6 +63,8 @@ def _math(row: dict, where: str) -> tuple[list[dict], Any]:
     answer = row["answer"]
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
         raise SchemaError(f"{where}: field 'answer' must be a string or number, got {type(answer).__name__}")
+    if isinstance(answer, float) and not math.isfinite(answer):  # a missing answer in a pandas-written file
+        raise SchemaError(f"{where}: field 'answer' must be a finite number, got {answer}")
     return _prompt_messages(row, where), answer if isinstance(answer, str) else str(answer)
 
 
@@ -77,16 +80,23 @@ def _ifeval(row: dict, where: str) -> tuple[list[dict], Any]:
     return messages, {"prompt": prompt, "instruction_id_list": row["instruction_id_list"], "kwargs": kwargs}
 
 
+def _json_field(text: str, name: str, where: str) -> Any:
+    """A field that holds JSON as a string (TACO's ``input_output``, SWE file lists), decoded."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"{where}: field {name!r} is a string but not JSON ({e.msg})") from None
+    except (RecursionError, ValueError):  # nested too deeply; a number past Python's int-string limit
+        raise SchemaError(f"{where}: field {name!r} is a string but not JSON that can be read") from None
+
+
 def _code_tests(row: dict, where: str) -> dict:
     if "tests" in row:
         return {"tests": row["tests"]}
     if "input_output" in row:
         io = row["input_output"]
         if isinstance(io, str):
-            try:
-                io = json.loads(io)
-            except json.JSONDecodeError as e:
-                raise SchemaError(f"{where}: field 'input_output' is not JSON ({e.msg})") from None
+            io = _json_field(io, "input_output", where)
         if not (isinstance(io, dict) and isinstance(io.get("inputs"), list) and isinstance(io.get("outputs"), list)
                 and len(io["inputs"]) == len(io["outputs"])):
             raise SchemaError(f"{where}: field 'input_output' must hold equally long 'inputs' and 'outputs' lists")
@@ -97,8 +107,17 @@ def _code_tests(row: dict, where: str) -> dict:
     if "test_code" in row or "test_list" in row:
         code = row.get("test_code")
         if code is None:  # MBPP: a list of asserts (+ optional setup code)
-            code = "\n".join([row.get("test_setup_code") or ""] + list(row["test_list"])).strip() + "\n"
-        return {"test_code": code, "entry_point": row.get("entry_point") or _entry_point(row.get("code"), code)}
+            asserts, setup = row.get("test_list"), row.get("test_setup_code") or ""
+            if not isinstance(asserts, list) or not all(isinstance(a, str) for a in asserts):
+                raise SchemaError(f"{where}: field 'test_list' must be a list of strings (assert statements)")
+            if not isinstance(setup, str):
+                raise SchemaError(f"{where}: field 'test_setup_code' must be a string")
+            code = "\n".join([setup] + asserts).strip() + "\n"
+        if not isinstance(code, str):
+            raise SchemaError(f"{where}: field 'test_code' must be a string, got {type(code).__name__}")
+        solution = row.get("code")
+        entry = row.get("entry_point") or _entry_point(solution if isinstance(solution, str) else None, code)
+        return {"test_code": code, "entry_point": entry}
     raise SchemaError(f"{where}: expected tests as 'tests', 'input_output', or 'test_code' + 'entry_point'")
 
 
@@ -131,10 +150,7 @@ def _code(row: dict, where: str) -> tuple[list[dict], Any]:
 
 def _swe_files(value: Any, where: str) -> dict[str, str]:
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise SchemaError(f"{where}: field 'relevant_file_contents' is a string but not JSON") from None
+        value = _json_field(value, "relevant_file_contents", where)
     if isinstance(value, dict):
         files = value
     elif isinstance(value, list):

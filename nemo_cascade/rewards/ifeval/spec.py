@@ -9,6 +9,7 @@ they carry a value.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
@@ -54,10 +55,12 @@ def relation_holds(count: float, relation: str, threshold: float) -> bool:
 
 
 def _coerce(iid: str, name: str, arg: Arg, value: Any) -> Any:
-    where = f"{iid}: kwarg {name!r}={value!r}"
+    where = f"{iid}: kwarg {name!r}={value!r:.80}"
     if arg.kind in (int, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{where} must be a number")
+        if not math.isfinite(value):  # JSON's NaN / Infinity: no count or threshold
+            raise ValueError(f"{where} must be a finite number")
         if arg.kind is int:
             if value != int(value):
                 raise ValueError(f"{where} must be an integer")

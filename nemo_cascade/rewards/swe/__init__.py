@@ -41,8 +41,9 @@ Rules (each one is a test in tests/unit/test_swe_reward.py):
   leading space are tolerated. A hunk's pre-image (context + removed lines) must match the file modulo
   trailing whitespace at or after the previous hunk, else −1; among several matches the one nearest the
   header's line number wins (how ``patch`` disambiguates). ``--- /dev/null`` creates a file that must not
-  exist; ``+++ /dev/null`` deletes one and must remove all of it. Renames and edits to files not in
-  ``files`` are −1.
+  exist; ``+++ /dev/null`` deletes one and must remove all of it (without a hunk: an empty file, as
+  :func:`render_unified_diff` writes it). A hunk with no line but ``\\ No newline`` markers is malformed.
+  Renames and edits to files not in ``files`` are −1.
 - **Equality** is semantic: both patches are applied and the resulting files compared modulo trailing
   whitespace (each line right-stripped, trailing blank lines dropped, CRLF as LF), so search/replace and
   diff answers, any context size or hunk split, are equal when they make the same change.

@@ -327,6 +327,8 @@ def parse_unified_diff(lines: list[str]) -> list[FileDiff]:
             if not body_line.startswith("\\"):  # "\ No newline at end of file": trailing whitespace here
                 tag = body_line[:1] or " "
                 hunk.lines.append((tag, body_line[1:]))
+        if not hunk.lines:  # only "\ No newline" markers: no edit, so a malformed hunk, not a no-op
+            raise PatchError(f"line {i + 1}: empty hunk")
         diffs[-1].hunks.append(hunk)
         i = end
     return diffs
@@ -360,7 +362,9 @@ def _apply_hunks(lines: list[str], hunks: list[Hunk], path: str) -> None:
 
 
 def _apply_diffs(work: _Workspace, diffs: list[FileDiff]) -> None:
-    if not any(d.hunks for d in diffs):
+    # A /dev/null side without hunks creates or deletes an empty file (how render_unified_diff writes that);
+    # other headers without a hunk edit nothing: prose that happens to hold "--- x" / "+++ y" lines.
+    if not any(d.hunks or (d.old_path is None) != (d.new_path is None) for d in diffs):
         raise PatchError("unified diff without any hunk")
     for diff in diffs:
         if diff.old_path is None and diff.new_path is None:
