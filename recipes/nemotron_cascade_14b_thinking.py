@@ -65,10 +65,14 @@ def rl_stages() -> tuple[Stage, ...]:
     )
 
 
+YARN_FACTOR = 3.0
+"""App. B: the 14B model is evaluated with 64K input and YaRN ×3 (the 8B with ×2); written into its release config."""
+
+
 def recipe() -> Cascade:
     """RLHF → IF-RL → math → code → SWE from your 14B-Thinking SFT checkpoint (``with_sft()`` makes one)."""
     return base.cascade("nemotron-cascade-14b-thinking", f"{base.models_dir()}/Nemotron-Cascade-14B-Thinking-SFT",
-                        PARALLEL, rl_stages(), ENGINE_MEMORY, engine_tp=ENGINE_TP)
+                        PARALLEL, rl_stages(), ENGINE_MEMORY, engine_tp=ENGINE_TP, yarn_factor=YARN_FACTOR)
 
 
 def with_sft() -> Cascade:
@@ -76,7 +80,8 @@ def with_sft() -> Cascade:
     # T14, 14B column: 22K + 41K steps. Its only LR entry is 5e-5, read here as both stages' (8B: 5e-5, 2e-5).
     sft = base.sft_stages(steps=(22_000, 41_000), lrs=(5e-5, 5e-5))
     return base.cascade("nemotron-cascade-14b-thinking", f"{base.models_dir()}/Qwen3-14B-Base", SFT_PARALLEL,
-                        (*sft, *rl_stages()), ENGINE_MEMORY, evaluate_base=False, engine_tp=ENGINE_TP)
+                        (*sft, *rl_stages()), ENGINE_MEMORY, evaluate_base=False, engine_tp=ENGINE_TP,
+                        yarn_factor=YARN_FACTOR)
 
 
 def single_node() -> Cascade:

@@ -273,13 +273,14 @@ requests at once instead of two (four engines: 1.65M tokens per node instead of 
 
 
 def cascade(name: str, hf_path: str, parallel: Parallel, stages: tuple[Stage, ...], engine_memory: float,
-            evaluate_base: bool = True, engine_tp: int = ENGINE_TP) -> Cascade:
+            evaluate_base: bool = True, engine_tp: int = ENGINE_TP, yarn_factor: float = 2.0) -> Cascade:
     stages = tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=engine_memory,
                                               tensor_parallel_size=engine_tp))
                    if s.kind == "grpo" else s for s in stages)
     return Cascade(
         name=name,
-        model=Model(hf_path=hf_path, dtype="bfloat16", transformer_impl="auto"),  # precision not reported: bf16
+        model=Model(hf_path=hf_path, dtype="bfloat16", transformer_impl="auto",  # precision not reported: bf16
+                    yarn_factor=yarn_factor),  # App. B: the release evaluates with YaRN 2 (8B) / 3 (14B)
         parallel=parallel, stages=stages,
         gate=Gate(suites=GATE_SUITES, evaluate_base=evaluate_base),  # App. B decoding (Gate defaults), warn only
         chat_style="cascade1",  # §3.1.2: " /think" / " /no_think" on each user turn, no empty think block
@@ -311,6 +312,8 @@ CASCADE_SOURCES = {
     "model.dtype": "not reported (PAPER.md §3): bf16",
     "model.transformer_impl": "ours: Transformer Engine layers where installed",
     "model.fp8": "not reported (PAPER.md §3): no FP8",
+    "model.yarn_factor": "App. B: evaluation with YaRN ×2 (8B) / ×3 (14B) over 32768 positions, written into the "
+                         "release config.json (`convert to-hf`); training needs it in the base's config.json",
     "parallel.tp": "not reported (PAPER.md §3): ours, see the parallel plans",
     "parallel.pp": "ours",
     "parallel.cp": "ours: the actor splits sequences over CP in GRPO stages only, so cascades with SFT use none",

@@ -297,6 +297,14 @@ def test_the_gate_runs_once_per_paper_stage(model, fn):
     assert evaluated == [*sft, "rlhf", "ifeval", "math", "code", "swe"]
 
 
+@pytest.mark.parametrize("model", POLICY)
+def test_release_configs_get_app_b_yarn(model):
+    """App. B evaluates the 8B models with YaRN ×2 and the 14B with ×3 over 32768 positions: ``convert to-hf``
+    writes model.yarn_factor into the release config.json."""
+    for fn in FUNCTIONS[model]:
+        assert load(POLICY[model], fn).model.yarn_factor == (3.0 if model.startswith("14b") else 2.0)
+
+
 def test_14b_rl_steps_add_up_to_figure_1():
     stages = load(POLICY["14b_thinking"]).stages
     steps = {}
