@@ -12,6 +12,7 @@ import pytest
 from nemo_cascade.rewards import sandbox
 from nemo_cascade.rewards.code import code_reward
 from nemo_cascade.rewards.sandbox import Limits, SandboxUnavailable, run_python
+from tests.unit.hostile_programs import none_left
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = Limits(cpu_s=1, wall_s=3)
@@ -24,27 +25,6 @@ def _named(program: str) -> tuple[str, str]:
     /proc afterwards. Returns (name, program)."""
     name = "nc" + uuid.uuid4().hex[:12]
     return name, f"import ctypes; ctypes.CDLL(None).prctl(15, b'{name}', 0, 0, 0)\n{program}"
-
-
-def _alive(name: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and (entry / "comm").read_text().strip() == name:
-                pids.append(int(entry.name))
-        except OSError:  # the process exited between listing /proc and reading it
-            continue
-    return pids
-
-
-def _none_left(name: str, within_s: float = 5.0) -> bool:
-    """True once no process named ``name`` exists (the kernel tears a PID namespace down asynchronously)."""
-    deadline = time.monotonic() + within_s
-    while _alive(name):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.fixture
@@ -131,7 +111,7 @@ def test_bombs_and_hangs_end_in_bound_and_leave_no_process(program, killed, limi
     assert not result.ok
     if killed:
         assert result.killed == killed, result
-    assert _none_left(name), f"processes named {name} survived the sandbox"
+    assert none_left(name), f"processes named {name} survived the sandbox"
 
 
 def test_memory_bomb_fails_fast():
@@ -160,7 +140,7 @@ def test_unsafe_mode_keeps_rlimits_and_timeouts():
     name, sleeper = _named(SLEEPER)
     asleep = run_python(sleeper, limits=Limits(cpu_s=1, wall_s=1), unsafe=True)
     assert asleep.timed_out and asleep.returncode is None
-    assert _none_left(name)
+    assert none_left(name)
     flood = run_python("while True:\n    print('x' * 999)\n", limits=Limits(wall_s=20, output_bytes=5000), unsafe=True)
     assert flood.killed == "output_limit" and len(flood.stdout) == 5000
 
