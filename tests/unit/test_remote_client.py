@@ -18,6 +18,7 @@ import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Iterator, Optional
 
 import pytest
@@ -291,11 +292,27 @@ def test_serve_argv():
                    served_model_name=None, cpu=True)
 
 
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                if int(stat[stat.rindex(")") + 2:].split()[2]) == pgid:
+                    members.append(int(entry.name))
+    return members
+
+
 def test_process_group_alive_sees_every_member_and_not_zombies():
     # A group leader with a child, like vllm serve and its engine core.
     leader = subprocess.Popen(["sh", "-c", "sleep 60 & wait"], start_new_session=True)
     try:
         assert process_group_alive(leader.pid)
+        # Kill the leader only once sh has forked its sleep; before that the group is the leader alone.
+        deadline = time.monotonic() + 10
+        while len(_group_members(leader.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(_group_members(leader.pid)) >= 2
         os.kill(leader.pid, signal.SIGKILL)  # the leader dies; its child (same group) lives on
         leader.wait(timeout=10)
         assert process_group_alive(leader.pid)
