@@ -23,6 +23,7 @@ from pathlib import Path
 from nemo_cascade import checkpoint, ranks
 from nemo_cascade import config as C
 from nemo_cascade.data.loader import pad_id
+from nemo_cascade.faults import crash_point
 from nemo_cascade.forgetting import Gate, GateStop
 from nemo_cascade.lineage import Manifest, config_hash, reset_stages, stage_status
 from nemo_cascade.preflight import check_cascade, check_tokenizer
@@ -82,12 +83,13 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None, retrain: bool = F
     try:
         run.evaluate_base()
         for k, stage in enumerate(cfg.stages):
-            if not run.selected(k, stage, only_stage):
-                continue
-            if stage.kind == "reward_model":
-                run.train_reward_model(k, stage)
-            else:
-                run.train_policy(k, stage)
+            if run.selected(k, stage, only_stage):
+                if stage.kind == "reward_model":
+                    run.train_reward_model(k, stage)
+                else:
+                    run.train_policy(k, stage)
+            elif run.manifest.gated(stage.name):
+                continue  # done and judged; a run killed between the two judges it now
             run.gate_after(k, stage)
     finally:
         run.close()
@@ -182,10 +184,11 @@ class CascadeRun:
             sdir = stage_dir(self.cfg, k)
             if hands_on_policy(stage):
                 self.weights_from = str(sdir / "hf")
-                if stage.evaluate:
+                if stage.evaluate and self.manifest.gated(stage.name):  # else gate_after adds the row
                     self.rows.append(sdir)
             else:
                 self.reward_models[stage.name] = sdir / "hf"
+            self._clean_up(k, stage)
         log.info("stage %s: %s", stage.name, "skipped (done)" if done else "not selected")
         return False
 
@@ -193,7 +196,8 @@ class CascadeRun:
         """Resume or (re)start stage k's directory; returns it, its checkpoint policy and the first step."""
         sdir = stage_dir(self.cfg, k)
         self.manifest.check_resumable(stage)
-        resume = checkpoint.latest(sdir / "checkpoint") if self.manifest.status(stage.name) == "running" else None
+        running = self.manifest.status(stage.name) == "running"
+        resume = checkpoint.newest_intact(sdir / "checkpoint") if running else None
         if ranks.is_main():
             sdir.mkdir(parents=True, exist_ok=True)
             if resume is None:
@@ -205,21 +209,32 @@ class CascadeRun:
         return sdir, saves, _step_of(resume) + 1 if resume else 0
 
     def _finish(self, k: int, stage: C.Stage, sdir: Path, started: float, data_state: dict | None) -> None:
-        """Record the stage as done. Its mid-stage checkpoints go (the hf/ export supersedes them) — unless the
-        next stage carries this stage's optimizer: then its final state is kept, so that a next stage that is
-        interrupted before its own first checkpoint restarts with the same Adam moments."""
-        carried = k + 1 < len(self.cfg.stages) and self.cfg.stages[k + 1].boundary.optimizer == "carry"
-        if carried:
+        """Record the stage as done (its gate still to run), then clean up after it. A next stage that carries
+        this stage's optimizer gets its final state saved first, so that if it is interrupted before its own
+        first checkpoint it restarts with the same Adam moments."""
+        if self._carried(k):
             checkpoint.save(sdir / "checkpoint", stage.steps - 1, self.actor, {"data": data_state}, keep=1)
-        if ranks.is_main():
-            if data_state is not None:
-                (sdir / "data_state.json").write_text(json.dumps(data_state))
-            if not carried:
-                shutil.rmtree(sdir / "checkpoint", ignore_errors=True)
-            if k and stage.boundary.optimizer == "carry":  # the state this stage carried is no longer needed
-                shutil.rmtree(stage_dir(self.cfg, k - 1) / "checkpoint", ignore_errors=True)
+        if ranks.is_main() and data_state is not None:
+            (sdir / "data_state.json").write_text(json.dumps(data_state))
         self.manifest.update(stage.name, status="done", seconds=round(time.time() - started, 1),
-                             hf=str(sdir / "hf"))
+                             hf=str(sdir / "hf"), gated=False)
+        crash_point("stage.done")
+        self._clean_up(k, stage)
+
+    def _carried(self, k: int) -> bool:
+        return k + 1 < len(self.cfg.stages) and self.cfg.stages[k + 1].boundary.optimizer == "carry"
+
+    def _clean_up(self, k: int, stage: C.Stage) -> None:
+        """A done stage's mid-stage checkpoints go (its hf/ export supersedes them), but not the final state a
+        next stage carries; and the state this stage carried from the one before is no longer needed. Only
+        after the manifest says done (a kill before leaves a resumable stage), and again when a resumed run
+        skips the stage (a kill after leaves the clean-up to it)."""
+        if ranks.is_main():
+            if not self._carried(k):
+                shutil.rmtree(stage_dir(self.cfg, k) / "checkpoint", ignore_errors=True)
+            if k and stage.boundary.optimizer == "carry":
+                shutil.rmtree(stage_dir(self.cfg, k - 1) / "checkpoint", ignore_errors=True)
+        ranks.barrier()
 
     # ------------------------------------------------------------------------------------ stage kinds
     def train_policy(self, k: int, stage: C.Stage) -> None:
@@ -294,11 +309,12 @@ class CascadeRun:
         in_memory = carry and self.actor.optimizer is not None
         self.actor.configure_optimizer(stage.actor, stage.steps, carry=in_memory)
         if carry and not in_memory:
-            kept = checkpoint.latest(stage_dir(self.cfg, k - 1) / "checkpoint")
+            kept = checkpoint.newest_intact(stage_dir(self.cfg, k - 1) / "checkpoint")
             if kept is None:
                 raise C.ConfigError(f"stages.{stage.name}.boundary.optimizer: 'carry' needs stage "
                                     f"{self.cfg.stages[k - 1].name}'s optimizer state, which this run does not have "
-                                    f"(it finished before carrying was configured); re-run that stage or use reset")
+                                    f"(it finished before carrying was configured, or its kept state is damaged); "
+                                    f"re-run that stage or use reset")
             checkpoint.load(kept, self.actor, schedule=False)
 
     def _load_policy(self) -> None:
@@ -395,6 +411,7 @@ class CascadeRun:
             # The next stage may train before it generates (SFT, an RM): give the GPU back to the actor. A GRPO
             # stage's first weight push wakes the engine.
             self.engine.sleep()
+        self.manifest.update(stage.name, gated=True)
         self._report()
 
     def _policy_row(self, k: int) -> Path | None:
@@ -412,6 +429,7 @@ class CascadeRun:
         for r in found:
             log.warning("forgetting gate after %s: %s", stage.name, r)
         if found and action == "stop":
+            self.manifest.update(stage.name, gated=True)
             reason = f"after stage {stage.name}: " + "; ".join(str(r) for r in found)
             self.manifest.stop(reason)
             self._report()

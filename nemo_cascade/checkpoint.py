@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import random
 import re
@@ -32,9 +33,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from nemo_cascade.faults import crash_point
+
 FORMAT = 1
 META = "meta.json"
+REFUSED = ".refused"
 _STEP_DIR = re.compile(r"step_(\d+)")
+log = logging.getLogger(__name__)
 
 
 class CheckpointError(ValueError):
@@ -42,10 +47,11 @@ class CheckpointError(ValueError):
 
 
 # ------------------------------------------------------------------------------------------------ public
-def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2) -> Path:
+def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2, rng: dict | None = None) -> Path:
     """Write ``ckpt_root/step_{step:06d}`` (collective: every rank calls it) and return its path.
 
-    ``state`` is the caller's JSON-serialisable resume state (rank 0's copy is stored). Afterwards only the
+    ``state`` is the caller's JSON-serialisable resume state (rank 0's copy is stored); ``rng`` the RNG states to
+    store (:func:`rng_state` taken earlier; default: the current ones). Afterwards only the
     newest ``keep`` checkpoints up to ``step`` remain; checkpoints of later steps belong to an abandoned
     history (the run was resumed from an older one) and are removed, so :func:`latest` never returns them.
     """
@@ -69,13 +75,14 @@ def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2) ->
     # the weights current (the next forward would all-gather the rest); the model files need them whole.
     actor.finish_param_gather()
     try:
-        hashes, problem = _write_rank_files(tmp, actor), None
+        hashes, problem = _write_rank_files(tmp, actor, rng or rng_state()), None
     except OSError as e:  # disk full, quota: report it instead of leaving the other ranks waiting
         hashes, problem = {}, _one_line(f"{tmp}: rank {rank} could not write its files ({type(e).__name__}: {e})")
     # Gathering every rank's hashes is the barrier before the rename: no rank reports until its files are
     # written and fsynced.
     reports = [None] * dist.get_world_size()
     dist.all_gather_object(reports, (_coords(actor), hashes, problem))
+    crash_point("checkpoint.write")  # every rank's files are on disk; meta.json and the rename are not
     first = next((p for _, _, p in reports if p), None)
     if first:
         if rank == 0:
@@ -96,6 +103,49 @@ def latest(ckpt_root: str | Path) -> Path | None:
     """The newest complete checkpoint under ``ckpt_root`` (``.tmp`` folders are ignored), or None."""
     done = _complete(Path(ckpt_root))
     return done[-1][1] if done else None
+
+
+def newest_intact(ckpt_root: str | Path) -> Path | None:
+    """The newest checkpoint under ``ckpt_root`` whose files are all present and match ``meta.json``'s sha256,
+    or None (collective: the ranks share the hashing, each a slice of the files).
+
+    A damaged one — files missing, truncated or replaced, ``meta.json`` unreadable or naming another step — is
+    refused with one warning line saying what is wrong, renamed ``step_X.refused`` (kept for inspection, never
+    picked again) and the one before it is tried, so a resume loses at most the steps since that one (issue 7).
+    A folder without ``meta.json`` counts as damaged too: :func:`save` never leaves one outside ``.tmp``.
+    A layout that does not fit the run is not damage — every older checkpoint has it too — :func:`load` refuses it.
+    """
+    root = Path(ckpt_root)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    candidates = sorted((int(m.group(1)), p) for p in (root.iterdir() if root.is_dir() else [])
+                        if (m := _STEP_DIR.fullmatch(p.name)) and p.is_dir())
+    for step, path in reversed(candidates):
+        problems = [None] * world
+        dist.all_gather_object(problems, _damage(path, step, rank, world))
+        first = next((p for p in problems if p), None)
+        if first is None:
+            return path
+        log.warning("checkpoint refused, trying the one before it: %s", first)
+        if rank == 0:
+            path.rename(path.with_name(path.name + REFUSED))
+        dist.barrier()
+    return None
+
+
+def _damage(path: Path, step: int, rank: int, world: int) -> str | None:
+    """What is wrong with checkpoint ``path`` in this rank's slice of its files, or None."""
+    try:
+        meta = read_meta(path, _META_KEYS)
+        if meta["step"] != step:
+            raise CheckpointError(f"{path / META}: step {meta['step']}, but the folder is step {step} (moved or copied "
+                                  "over another checkpoint?)")
+        if not isinstance(meta["files"], dict) or not meta["files"]:
+            raise CheckpointError(f"{path / META}: 'files' should map file names to sha256")
+        for name, digest in sorted(meta["files"].items())[rank::world]:
+            _check_file(path / name, digest)
+    except CheckpointError as e:
+        return str(e)
+    return None
 
 
 def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]:
@@ -128,6 +178,11 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
     if schedule:
         actor.scheduler.num_steps = 0  # load_state_dict *adds* the saved step count
         actor.scheduler.load_state_dict(train["scheduler"])
+    else:
+        # The optimizer's state_dict brought back the saved param groups' lr and weight decay (the end of the
+        # previous stage's schedule); this stage's first step must use its own schedule's, as it does when the
+        # optimizer is carried in memory. (Found by the kill-and-resume harness, tests/integration/test_resume.py.)
+        actor.scheduler.step(increment=0)
     _set_rng(train["rng"])
     dist.barrier()
     return meta["step"], meta["state"]
@@ -213,7 +268,7 @@ def _optimizer_kinds(optimizer) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------- write
-def _write_rank_files(folder: Path, actor) -> dict[str, str]:
+def _write_rank_files(folder: Path, actor, rng: dict) -> dict[str, str]:
     """This rank's files in ``folder``; returns {file name: sha256}."""
     model_file, train_file = _rank_files(actor)
     out = {}
@@ -222,7 +277,7 @@ def _write_rank_files(folder: Path, actor) -> dict[str, str]:
         params = {n: p.detach() for n, p in actor.model.named_parameters()}
         out[model_file] = _torch_save(params, folder / model_file)
     train = {"optimizer": _optimizer_state(actor.optimizer), "scheduler": actor.scheduler.state_dict(),
-             "rng": _get_rng()}
+             "rng": rng}
     out[train_file] = _torch_save(train, folder / train_file)
     return out
 
@@ -257,7 +312,8 @@ def _optimizer_state(optimizer) -> list[dict]:
     return out
 
 
-def _get_rng() -> dict:
+def rng_state() -> dict:
+    """Every RNG a resumed run must continue: Python, NumPy, torch (CPU and CUDA) and Megatron's tracker."""
     from megatron.core import tensor_parallel
 
     kind, key, pos, has_gauss, gauss = np.random.get_state()
@@ -478,4 +534,4 @@ def _set_rng(rng: dict) -> None:
     tensor_parallel.get_cuda_rng_tracker().set_states(dict(rng["tracker"]))
 
 
-__all__ = ["CheckpointError", "save", "latest", "load"]
+__all__ = ["CheckpointError", "save", "latest", "newest_intact", "load", "rng_state"]

@@ -17,8 +17,8 @@ import inspect
 import json
 import logging
 import os
+import signal
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,8 +31,13 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from nemo_cascade.data.loader import DataError
     from nemo_cascade.evaluate.cascade_report import ReportError
     from nemo_cascade.evaluate.suites import EvalError
+    from nemo_cascade.rewards.remote import RewardServerError
+    from nemo_cascade.stage import ServerStop
 
-    return (C.ConfigError, ModelFilesError, DataError, EvalError, ReportError, ConvertError, CheckpointError)
+    # A served RM / judge that fails outside a training step (the gate's pairwise suites, `eval`) stops the run
+    # with its one line too; nothing is lost: a done stage's gate runs again on resume.
+    return (C.ConfigError, ModelFilesError, DataError, EvalError, ReportError, ConvertError, CheckpointError,
+            ServerStop, RewardServerError)
 
 
 def load_recipe(spec: str) -> C.Cascade:
@@ -119,12 +124,40 @@ def cmd_run(args) -> int:
         from nemo_cascade.cascade import check_selection
 
         check_selection(cfg, args.stage, args.retrain)
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}",
-           f"--master_port={_free_port()}", "-m", "nemo_cascade.cli", "run", args.recipe, *args.overrides]
+    torchrun = [f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.cli", "run",
+                args.recipe, *args.overrides]
     if args.stage:
-        cmd += ["--stage", args.stage] + (["--retrain"] if args.retrain else [])
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, os.cpu_count() // world)))}
-    return subprocess.call(cmd, env=env)
+        torchrun += ["--stage", args.stage] + (["--retrain"] if args.retrain else [])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, os.cpu_count() // world)))
+    return _torchrun(torchrun)
+
+
+def _torchrun(argv: list[str]) -> int:
+    """torchrun in this process, returning the job's exit code: 0, a failed worker's own code (a user error has
+    printed its one line; torchrun's report of the failure — a launcher traceback and a table — is left out), or
+    128 + N for a worker killed by signal N, or the launcher stopped by it (Slurm's SIGTERM), said in one line."""
+    import logging
+
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    try:
+        run(parse_args(argv))
+    except ChildFailedError as e:
+        rank, failure = min(e.failures.items())
+        if failure.exitcode >= 0:
+            return failure.exitcode
+        # On a line of its own: the dead worker's progress bar may have left the cursor mid-line.
+        print(f"\nnemo-cascade: error: rank {rank} (pid {failure.pid}) was killed by {failure.signal_name()}; "
+              "run the same command again to resume", file=sys.stderr)
+        return 128 - failure.exitcode
+    except SignalException as e:
+        print(f"\nnemo-cascade: error: stopped by {signal.Signals(e.sigval).name}; run the same command again to "
+              "resume", file=sys.stderr)
+        return 128 + int(e.sigval)
+    return 0
 
 
 def _count(value: str | None, option: str, minimum: int = 1) -> int | None:

@@ -23,6 +23,7 @@ from nemo_cascade.evaluate import gate as G
 from nemo_cascade.evaluate.runner import EvalSettings, prepare, run_suite
 from nemo_cascade.evaluate.report import provenance, write_eval
 from nemo_cascade.evaluate.standalone import context_needed
+from nemo_cascade.faults import crash_point
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class Gate:
         results = {}
         for name in names:
             results[name] = run_suite(engine, self.prepared[name], settings).to_json()
+            crash_point("evaluate")
             log.info("gate %s: %s = %.3f", out_dir.name, name,
                      results[name]["metrics"][f"avg@{results[name]['decoding']['samples']}"])
         if ranks.is_main():

@@ -86,6 +86,10 @@ class Manifest:
     def done(self, stage: str) -> bool:
         return self.status(stage) == "done"
 
+    def gated(self, stage: str) -> bool:
+        """Whether a done stage has been through the forgetting gate (manifests written before this flag: yes)."""
+        return self.data["stages"][stage].get("gated", True) is not False
+
     def check_resumable(self, stage: C.Stage) -> None:
         """A stage that was running continues only under the config it started with: resuming a checkpoint with
         another LR schedule, data or batch size silently trains a model no config describes."""

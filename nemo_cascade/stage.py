@@ -9,8 +9,10 @@ from nemo_cascade import checkpoint, ranks, weight_sync
 from nemo_cascade import config as C
 from nemo_cascade.algorithms import grpo, reward_model, sft
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
+from nemo_cascade.faults import crash_point
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import Scorer, apply_code_switch_penalty, resolve_code_switch_penalty, reward_metrics
+from nemo_cascade.rewards.remote import RewardServerError
 
 
 @dataclass
@@ -46,6 +48,37 @@ class Saves:
         if self.every and (step + 1) % self.every == 0 and step + 1 < total:
             checkpoint.save(self.root, step, actor, {"data": data_state}, keep=self.keep)
 
+    def before_stop(self, step: int, start: int, actor, data_state: dict, rng: dict) -> str:
+        """Step ``step`` cannot finish (its reward server is gone): save the state after step ``step - 1`` —
+        ``data_state`` and ``rng`` as they were when ``step`` began — unless a checkpoint of it exists already.
+        A resume then repeats ``step`` exactly; the stop loses no finished step (issue 7). Returns where the
+        state is."""
+        if step == start:  # nothing finished since the checkpoint this run resumed from (or since the start)
+            return f"resumes from {self.resume_from}" if self.resume_from else "nothing to save before step 0"
+        path = self.root / f"step_{step - 1:06d}"
+        if not (self.every and step % self.every == 0):  # the regular save after step - 1 did not happen
+            path = checkpoint.save(self.root, step - 1, actor, {"data": data_state}, keep=self.keep, rng=rng)
+        return f"state after step {step - 1} saved in {path}"
+
+
+class ServerStop(RuntimeError):
+    """A reward or judge server failed after its retries; the stage's state is saved and the run stops."""
+
+
+def _score_on_every_rank(scorer: Scorer, mine: list) -> list:
+    """Score this rank's groups and gather every rank's. A reward server that fails on one rank (after its own
+    bounded retries) fails the step on every rank, so that all of them stop together instead of waiting in a
+    collective for the one that left."""
+    try:
+        scored, failure = scorer.score(mine), ""
+    except RewardServerError as e:
+        scored, failure = [], str(e)
+    parts = ranks.gather_shares([(scored, failure)])
+    failure = next((f for _, f in parts if f), "")
+    if failure:
+        raise RewardServerError(failure)
+    return [group for scored, _ in parts for group in scored]
+
 
 def _start(ctx: StageContext, restore_data) -> int:
     if ctx.data_state is not None:
@@ -75,6 +108,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
     weight_sync.push(ctx.actor, ctx.engine)  # the engine serves this stage's starting (or resumed) weights
     for step in range(start, stage.steps):
         timer, switched = PhaseTimer(), []
+        at_start = stream.state_dict(), checkpoint.rng_state()  # what a stop in this step saves
         phase, length = C.phase_at(stage, step)                              # length curriculum (§4.5.2)
         cfg, rollout = replace(g, overlong=length.overlong), C.phase_rollout(stage, length)  # + T (T17–T19)
         temperature = rollout.temperature  # the actor's log-probs are the sampling policy's (rollout/vllm.py)
@@ -83,12 +117,19 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
             with timer("generate"):
                 mine = ctx.engine.generate(ranks.my_share(prompts_P), g.group_size, rollout,
                                            step=step + round_ * stage.steps)
+            crash_point("generate")
             with timer("score"):
-                groups = ranks.gather_shares(scorer.score(mine))
+                groups = _score_on_every_rank(scorer, mine)
                 switched.append(apply_code_switch_penalty(groups, penalty))  # over the round's batch (§4.3.2)
             return groups
 
-        groups_P, refill = grpo.collect_groups(stream.next_batch, sample, cfg)  # + refill (§4.4.2)
+        try:
+            groups_P, refill = grpo.collect_groups(stream.next_batch, sample, cfg)  # + refill (§4.4.2)
+        except RewardServerError as e:
+            saved = ctx.saves.before_stop(step, start, ctx.actor, *at_start) if ctx.saves else "no checkpoints"
+            ctx.log.close()
+            raise ServerStop(f"{e}; stopped in step {step} of stage {stage.name}, {saved}; run the same command "
+                             "again to resume once the server answers") from None
         stream.record(groups_P)                                                 # epoch filter (§4.5.2)
         batch = grpo.make_batch(groups_P, cfg, ctx.pad_id)                   # advantages, masks, filters
         tensors = {"tokens": batch.tokens_B_T, "loss_mask": batch.loss_mask_B_T,

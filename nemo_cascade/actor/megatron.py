@@ -29,6 +29,7 @@ from nemo_cascade.algorithms.sft import segment_causal_mask
 from nemo_cascade.convert import arch as A
 from nemo_cascade.convert import table as T
 from nemo_cascade.convert.hf_io import SafetensorsReader
+from nemo_cascade.faults import crash_point
 
 # megatron-core 0.16's distributed optimizer calls collectives that torch 2.13 marks deprecated; the warning
 # repeats on every step and is megatron's to fix, not the user's.
@@ -472,6 +473,7 @@ class MegatronActor:
         if not ok:
             raise FloatingPointError("optimizer step skipped: non-finite gradients")
         self.scheduler.step(increment=1)
+        crash_point("train")
         metrics = self._reduce(reports)
         num, den = metrics.pop("num"), metrics.pop("den")
         lr = self.optimizer.param_groups[0]["lr"]

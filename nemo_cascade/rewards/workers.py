@@ -94,20 +94,23 @@ def serve(read_fd: int, write_fd: int) -> None:
         initializer = pickle.loads(initializer_bytes)
         if initializer is not None:
             initializer()
+        hello = ("ready", os.getpid())
     except Exception as exc:
-        replies.send(("error", _describe(exc)))
-        return
-    replies.send(("ready", os.getpid()))
-    while True:
-        if not items.poll(_PARENT_CHECK_S):
-            if os.getppid() != parent:
+        hello = ("error", _describe(exc))
+    try:
+        replies.send(hello)
+        while hello[0] == "ready":
+            if not items.poll(_PARENT_CHECK_S):
+                if os.getppid() != parent:
+                    return
+                continue
+            try:
+                args = items.recv()
+            except EOFError:
                 return
-            continue
-        try:
-            args = items.recv()
-        except EOFError:
-            return
-        replies.send_bytes(_run_item(fn, args))
+            replies.send_bytes(_run_item(fn, args))
+    except (BrokenPipeError, ConnectionResetError):
+        return  # the parent died (killed mid-run): nobody is left to answer, and nothing to say
 
 
 # ----------------------------------------------------------------------------------------- parent side

@@ -1,18 +1,22 @@
-"""Exact resume (issue 5, DESIGN.md "Failure modes": resume that skips or repeats data after a dataset switch).
+"""Kill and resume, and a reward server that dies (issue 7; DESIGN.md "Failure modes"): the cascade SIGKILLed at
+every kind of moment, or stopped by its dead reward model, resumes to the uninterrupted run's bits.
 
-A two-stage cascade (SFT → math GRPO that carries SFT's optimizer, with KL to the stage's start and
-epoch-level prompt filtering over a small prompt set, so a resume crosses epochs) runs once uninterrupted, and
-once SIGKILLed three times — in the middle of SFT once its first checkpoint is on disk, in GRPO's first step
-(before its first checkpoint: the restart must carry SFT's kept optimizer state), and in the middle of GRPO
-once a checkpoint of it is on disk — and re-run after each kill.
-On CPU the resumed run's final weights must equal the uninterrupted run's bit for bit, and so must every
-logged reward and loss (same data order, same samples).
+A reduced cascade — SFT, then RLHF GRPO scored by a served reward model (a real ``vllm serve`` of a tiny
+Bradley–Terry RM, reached through a proxy the test can cut), carrying SFT's optimizer, with KL to the stage's
+start and the forgetting gate on two suites — runs once uninterrupted, and once killed by SIGKILL at each point
+of :data:`KILLS` (``nemo_cascade.faults``: the process dies there, as on a node failure), stopped once by the
+RM going away mid-stage (bounded retries, then one error line and the last finished step saved), and re-run
+after each. On CPU the resumed run's final weights must equal the uninterrupted run's bit for bit, and so must
+every logged number, every gate score and the manifest's stage records. bench/reliability.py runs the same.
 """
+import contextlib
 import json
+import os
 import signal
+import socket
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,64 +24,167 @@ import pytest
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
+KILLS = (
+    ("train:15", "SFT's 15th optimizer step, after its checkpoint of step 9", {"sft": "running"}),
+    ("checkpoint.write:1", "SFT's checkpoint of step 19: files on disk, meta.json and rename not", {"sft": "running"}),
+    ("stage.done:1", "SFT recorded done; its clean-up and gate not run", {"sft": "done"}),
+    ("evaluate:1", "the gate after SFT: one of its two suites evaluated", {"sft": "done"}),
+    ("generate:2", "RLHF's second rollout, before its first checkpoint (the carried Adam state restarts it)",
+     {"sft": "done", "rlhf": "running"}),
+)
+"""(NEMO_CASCADE_CRASH_AT, the moment it is, the manifest's stage status it leaves)."""
+SERVER_DIES_AT = 4
+"""The RLHF step whose scoring finds the reward model gone: after the checkpoint of step 2, so the stop saves 3."""
+
 
 def recipe():
-    from nemo_cascade.config import GRPO, Actor, Boundary, Cascade, Data, Model, Parallel, Rollout, Stage
+    from nemo_cascade.config import GRPO, Actor, Boundary, Cascade, Data, Gate, Model, Parallel, Rollout, Stage
 
     sft = Stage(name="sft", kind="sft", data=Data(source="synthetic:arithmetic", split="train", seed=1), steps=30,
                 sft_batch_size=32, sft_max_tokens=96, checkpoint_every=10,
                 actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=5))
-    math = Stage(name="math", kind="grpo", domain="math", steps=6, checkpoint_every=3,
+    # The RM's URL comes as an override (stages.rlhf.reward.reward_model_url=…); served URLs are not part of a
+    # stage's lineage hash, so a resume may reach its RM elsewhere.
+    rlhf = Stage(name="rlhf", kind="grpo", domain="rlhf", steps=6, checkpoint_every=3,
                  boundary=Boundary(optimizer="carry"),
                  data=Data(source="synthetic:arithmetic", split="test", size=16, seed=2),
                  actor=Actor(lr=1e-4, lr_schedule="cosine", warmup_steps=1),
-                 rollout=Rollout(max_prompt_tokens=64, max_response_tokens=24),
-                 grpo=GRPO(group_size=4, prompts_per_step=8, kl_coef=0.01, epoch_filter=True))
+                 rollout=Rollout(max_prompt_tokens=96, max_response_tokens=24),
+                 grpo=GRPO(group_size=4, prompts_per_step=8, kl_coef=0.01))
+    gate = Gate(suites=("tiny-math", "tiny-ifeval"), samples=1, limit=8, max_tokens=24)
     return Cascade(name="resume", model=Model(build="tiny-qwen3"), parallel=Parallel(micro_batch_size=32),
-                   stages=(sft, math), keep_checkpoints=2)
+                   stages=(sft, rlhf), keep_checkpoints=2, gate=gate)
 
 
-def _cmd(root):
-    return [sys.executable, "-m", "nemo_cascade.cli", "run", f"{__file__}:recipe", f"run_root={root}"]
+class CuttableProxy:
+    """A TCP forwarder to the reward-model server that the test can cut: after ``cut_after(n)``, the n+1-th
+    ``POST /classify`` and every connection after it are reset, as when the server process dies (the client sees
+    the same connection errors). ``restore()`` lets connections through again."""
+
+    def __init__(self, target_port: int):
+        self.target_port, self.limit, self.classified, self.dead = target_port, None, 0, False
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut_after(self, classify_requests: int) -> None:
+        self.limit, self.classified, self.dead = classify_requests, 0, False
+
+    def restore(self) -> None:
+        self.limit, self.dead = None, False
+
+    def _accept(self) -> None:
+        while True:
+            client, _ = self.listener.accept()
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        head = client.recv(65536)
+        if head.startswith(b"POST /classify") and self.limit is not None:
+            self.dead = self.dead or self.classified >= self.limit
+            self.classified += 1
+        if self.dead:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            client.close()  # a reset, as from a port whose server is gone
+            return
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        upstream.sendall(head)
+        threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+        self._pipe(client, upstream)
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 
-def _run(root):
-    proc = subprocess.run(_cmd(root), capture_output=True, text=True, timeout=900, cwd=ROOT)
+@contextlib.contextmanager
+def served_reward_model(folder: Path):
+    """A real ``vllm serve`` of a tiny random Bradley–Terry RM built in ``folder``, behind a :class:`CuttableProxy`
+    (yielded)."""
+    from nemo_cascade.rewards.serve import VLLMServer
+    from tests.integration._remote_helpers import RM_MAX_LEN, build_tiny_reward_model
+
+    path = build_tiny_reward_model(folder)
+    server = VLLMServer(path, runner="pooling", max_model_len=RM_MAX_LEN, log_path=path / "server.log",
+                        single_engine_process=True)
+    try:
+        server.start()
+        yield CuttableProxy(int(server.url.rsplit(":", 1)[1]))
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def reward_model(tmp_path_factory):
+    with served_reward_model(tmp_path_factory.mktemp("rm")) as proxy:
+        yield proxy
+
+
+def _cmd(root, rm_url):
+    return [sys.executable, "-m", "nemo_cascade.cli", "run", f"{__file__}:recipe", f"run_root={root}",
+            f"stages.rlhf.reward.reward_model_url={rm_url}"]
+
+
+def _run(root, rm_url, crash_at: str = "") -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "NEMO_CASCADE_CRASH_AT")}
+    if crash_at:
+        env["NEMO_CASCADE_CRASH_AT"] = crash_at
+    return subprocess.run(_cmd(root, rm_url), capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+
+
+def run_to_end(root: Path, rm_url: str) -> subprocess.CompletedProcess:
+    proc = _run(root, rm_url)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return proc
 
 
-def _kill_when(root, ready, what: str, timeout: float = 600) -> None:
-    """Start the cascade and SIGKILL its whole process group as soon as ``ready()`` holds."""
-    proc = subprocess.Popen(_cmd(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    deadline = time.monotonic() + timeout
+def run_killed(root: Path, rm_url: str, crash_at: str) -> None:
+    """Run until crash point ``crash_at`` kills it: it must die by SIGKILL there, not end or fail otherwise, and
+    say so in one line (128 + 9, as a shell reports it)."""
+    proc = _run(root, rm_url, crash_at)
+    assert proc.returncode == 128 + signal.SIGKILL, f"{crash_at}: rc {proc.returncode}: " + proc.stderr[-4000:]
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("nemo-cascade: error: rank 0 ") and \
+        "killed by SIGKILL" in proc.stderr.rstrip().splitlines()[-1]
+    assert "Traceback" not in proc.stderr
+
+
+def run_until_server_dies(root: Path, proxy: CuttableProxy) -> str:
+    """Run with the RM going away in RLHF step :data:`SERVER_DIES_AT`; returns the run's one error line."""
+    proxy.cut_after(SERVER_DIES_AT)  # this run starts RLHF from step 0 (see KILLS)
     try:
-        while not ready():
-            assert proc.poll() is None, f"the run ended (rc {proc.returncode}) before {what}"
-            assert time.monotonic() < deadline, f"no {what} after {timeout} s"
-            time.sleep(0.1)
+        proc = _run(root, proxy.url)
     finally:
-        _kill_tree(proc)
+        proxy.restore()
+    assert proc.returncode == 2, proc.stderr[-4000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    return proc.stderr.rstrip().splitlines()[-1]
 
 
-def _kill_tree(proc) -> None:
-    """SIGKILL the launcher and every descendant, as a node failure would: torchrun starts its workers in
-    sessions of their own, so killing the launcher's process group alone would leave the worker training."""
-    import psutil
-
-    family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-    for p in family:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
-    proc.wait()
-    psutil.wait_procs(family, timeout=30)
-
-
-def _checkpointed(stage_dir: Path):
-    return lambda: any((p / "meta.json").is_file() for p in (stage_dir / "checkpoint").glob("step_*")
-                       if not p.name.endswith(".tmp"))
+def kill_and_resume(root: Path, proxy: CuttableProxy) -> dict:
+    """Run the recipe under ``root`` killed at each of :data:`KILLS`, stopped by the RM's death, then to its
+    end. Returns what happened: the kill points and the server stop's line."""
+    run = root / "resume"
+    for crash_at, moment, status in KILLS:
+        run_killed(root, proxy.url, crash_at)
+        assert _status(run) == {"rlhf": "pending", **status}, f"after a kill at {crash_at} ({moment})"
+        if crash_at == "checkpoint.write:1":
+            ckpts = sorted(p.name for p in (run / "stages/0-sft/checkpoint").iterdir())
+            assert ckpts == ["step_000009", "step_000019.tmp"], ckpts
+    stop = run_until_server_dies(root, proxy)
+    assert _status(run) == {"sft": "done", "rlhf": "running"}
+    run_to_end(root, proxy.url)
+    return {"kills": [c for c, _, _ in KILLS], "server_stop": stop}
 
 
 def _status(run):
@@ -90,25 +197,44 @@ def _metrics(run, stage):
             for line in (run / "stages" / stage / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_killed_and_resumed_cascade_equals_uninterrupted(tmp_path):
-    straight, broken = tmp_path / "straight", tmp_path / "broken"
-    _run(straight)
-    run = broken / "resume"
-    _kill_when(broken, _checkpointed(run / "stages/0-sft"), "an SFT checkpoint")
-    assert _status(run) == {"sft": "running", "math": "pending"}
-    math_log = run / "stages/1-math/metrics.jsonl"
-    _kill_when(broken, lambda: math_log.is_file() and math_log.read_text().count("\n") >= 1, "a math step")
-    assert _status(run) == {"sft": "done", "math": "running"}
-    assert (run / "stages/0-sft/checkpoint").is_dir(), "SFT keeps its final optimizer state for the carry"
-    _kill_when(broken, _checkpointed(run / "stages/1-math"), "a math checkpoint")
-    proc = _run(broken)
-    assert "stage sft: skipped (done)" in proc.stderr
-    manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["stages"]["math"]["resumed_from"], "the math stage must have resumed from a checkpoint"
+def _scores(row: Path) -> dict:
+    return {name: suite["metrics"] for name, suite in json.loads((row / "eval.json").read_text())["suites"].items()}
 
-    a, b = straight / "resume", run
-    for stage in ("0-sft", "1-math"):
-        assert _metrics(a, stage) == _metrics(b, stage), f"{stage}: the resumed run logged other numbers"
-        assert (a / "stages" / stage / "hf" / "model.safetensors").read_bytes() == \
-            (b / "stages" / stage / "hf" / "model.safetensors").read_bytes(), f"{stage}: weights differ"
+
+def _record(run, stage):
+    entry = json.loads((run / "manifest.json").read_text())["stages"][stage]
+    return {k: entry.get(k) for k in ("status", "gated", "gate", "config_sha256", "data_sha256")}
+
+
+def differences(a: Path, b: Path) -> list[str]:
+    """What differs between two finished runs of the recipe (empty when the resumed one equals the other)."""
+    out = [] if _scores(a / "base") == _scores(b / "base") else ["base: gate scores"]
+    for stage, name in (("0-sft", "sft"), ("1-rlhf", "rlhf")):
+        if _metrics(a, stage) != _metrics(b, stage):
+            out.append(f"{stage}: logged numbers")
+        if (a / "stages" / stage / "hf/model.safetensors").read_bytes() != \
+                (b / "stages" / stage / "hf/model.safetensors").read_bytes():
+            out.append(f"{stage}: weights")
+        if _scores(a / "stages" / stage) != _scores(b / "stages" / stage):
+            out.append(f"{stage}: gate scores")
+        if _record(a, name) != _record(b, name):
+            out.append(f"{stage}: manifest record {_record(a, name)} vs {_record(b, name)}")
+    return out
+
+
+def test_killed_at_every_kind_of_moment_and_resumed_equals_uninterrupted(tmp_path, reward_model):
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    run_to_end(straight, reward_model.url)
+    outcome = kill_and_resume(broken, reward_model)
+
+    stop = outcome["server_stop"]
+    assert stop.startswith(f"nemo-cascade: error: {reward_model.url}/") and "after 4 attempts" in stop, stop
+    assert "stopped in step 4 of stage rlhf, state after step 3 saved in" in stop, stop
+    a, b = straight / "resume", broken / "resume"
+    assert differences(a, b) == []
+    for stage, name in (("0-sft", "sft"), ("1-rlhf", "rlhf")):
+        assert set(_scores(b / "stages" / stage)) == {"tiny-math", "tiny-ifeval"}
+        assert _record(b, name)["status"] == "done" and _record(b, name)["gated"] is True
         assert not (b / "stages" / stage / "checkpoint").exists(), "finished stages' checkpoints are removed"
+    assert json.loads((b / "manifest.json").read_text())["stages"]["rlhf"]["resumed_from"].endswith("step_000003")
+    assert all(m["num_sequences"] for m in _metrics(b, "1-rlhf")), "every RLHF step trains (dense RM scores)"

@@ -241,3 +241,74 @@ def test_failed_write_leaves_no_checkpoint(uninterrupted, tmp_path, monkeypatch)
         ckpt.save(tmp_path, 2, actor, {})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000001"]
     assert ckpt.latest(tmp_path) == tmp_path / "step_000001"
+
+
+def _damage_truncate(path):
+    victim = path / "model_tp00_pp00.pt"
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    return r"model_tp00_pp00\.pt: sha256 \w+ does not match"
+
+
+def _damage_flip(path):
+    victim = path / "train_rank00000.pt"
+    data = bytearray(victim.read_bytes())
+    data[-100] ^= 0x01
+    victim.write_bytes(bytes(data))
+    return r"train_rank00000\.pt: sha256 \w+ does not match"
+
+
+def _damage_missing_meta(path):
+    (path / ckpt.META).unlink()  # a partial copy: save() never leaves a step folder without one
+    return r"meta\.json: no such file"
+
+
+def _damage_other_step(path):
+    meta = json.loads((path / ckpt.META).read_text())
+    meta["step"] = 1  # another step's checkpoint copied over this one
+    (path / ckpt.META).write_text(json.dumps(meta))
+    return r"meta\.json: step 1, but the folder is step 5"
+
+
+@pytest.mark.parametrize("damage", [_damage_truncate, _damage_flip, _damage_missing_meta, _damage_other_step],
+                         ids=["truncated", "bit-flip", "no-meta", "other-step"])
+def test_damaged_newest_is_refused_and_the_one_before_is_used(uninterrupted, tmp_path, damage, caplog):
+    actor = uninterrupted["actor"]
+    ckpt.save(tmp_path, 2, actor, {"position": 2}, keep=3)
+    ckpt.save(tmp_path, 5, actor, {"position": 5}, keep=3)
+    expect = damage(tmp_path / "step_000005")
+    with caplog.at_level("WARNING"):
+        assert ckpt.newest_intact(tmp_path) == tmp_path / "step_000002"
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refused) == 1 and "\n" not in refused[0]
+    assert __import__("re").search(expect, refused[0]), refused[0]
+    # Kept for inspection, never picked again; the good one loads.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000002", "step_000005.refused"]
+    assert ckpt.newest_intact(tmp_path) == tmp_path / "step_000002"
+    assert ckpt.load(tmp_path / "step_000002", actor)[1] == {"position": 2}
+
+
+def test_newest_intact_without_any_good_checkpoint(uninterrupted, tmp_path):
+    assert ckpt.newest_intact(tmp_path / "none") is None
+    ckpt.save(tmp_path, 3, uninterrupted["actor"], {})
+    _damage_flip(tmp_path / "step_000003")
+    assert ckpt.newest_intact(tmp_path) is None  # the stage starts over rather than loading damage
+
+
+def test_save_stores_the_rng_states_it_is_given(model_dir, uninterrupted, tmp_path):
+    # A stop in the middle of a step saves the RNG states the step began with (stage.Saves.before_stop).
+    before = ckpt.rng_state()
+    expected = rng_draws()  # the states move on after the snapshot
+    path = ckpt.save(tmp_path, 1, uninterrupted["actor"], {}, rng=before)
+    ckpt.load(path, make_actor(model_dir, uninterrupted["distopt"]), schedule=False)
+    assert rng_draws() == expected
+
+
+def test_carried_state_trains_at_the_new_schedules_lr(model_dir, uninterrupted):
+    # boundary.optimizer=carry from disk (schedule=False): Adam's moments come back, the old stage's last LR
+    # must not. Regression: the first step of the next stage ran at the previous stage's final LR.
+    saved_lr = uninterrupted["lr"]
+    actor = make_actor(model_dir, uninterrupted["distopt"], actor_cfg=C.Actor(lr=1e-4, warmup_steps=3))
+    ckpt.load(uninterrupted["path"], actor, schedule=False)
+    assert saved_lr > 0
+    assert [g["lr"] for g in actor.optimizer.param_groups] == [0.0] * len(actor.optimizer.param_groups)
+    assert actor.optimizer.param_groups[0]["weight_decay"] == 0.0  # the new Actor's, not the saved 0.1

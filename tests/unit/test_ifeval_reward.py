@@ -202,3 +202,29 @@ def test_if_reward_with_rm_matches_hand_computation():
         if_reward_with_rm([1.0], [1.0, 2.0])
     with pytest.raises(ValueError):
         if_reward_with_rm([1.0, 1.0], [float("nan"), 1.0])
+
+
+@pytest.mark.parametrize("iid,kwargs", [
+    ("keywords:existence", {"keywords": ["(a+)+$"]}),
+    ("keywords:frequency", {"keyword": "a?a?a?a?a?a?aaaaaa", "frequency": 1, "relation": "at least"}),
+    ("keywords:forbidden_words", {"forbidden_words": ["x|(y*)*"]}),
+    ("detectable_content:postscript", {"postscript_marker": r"P\.S\d+"}),
+    ("detectable_format:multiple_sections", {"section_spliter": "(S|s)ection{1,9}", "num_sections": 2}),
+])
+def test_label_patterns_that_can_backtrack_are_refused_in_one_line(iid, kwargs):
+    # A label is data; the reference matches these strings as regexes against a megabyte of model output, so a
+    # nested or repeated quantifier in one row could stall the reward for hours (issue 7).
+    from nemo_cascade.rewards.ifeval import ALL
+    from nemo_cascade.rewards.ifeval.spec import bind
+
+    with pytest.raises(ValueError, match="can backtrack for hours") as err:
+        bind(ALL[iid], kwargs)
+    assert "\n" not in str(err.value) and iid in str(err.value)
+
+
+def test_the_regex_syntax_real_labels_use_still_binds():
+    from nemo_cascade.rewards.ifeval import ALL
+    from nemo_cascade.rewards.ifeval.spec import bind
+
+    bind(ALL["detectable_content:postscript"], {"postscript_marker": "P.P.S"})
+    bind(ALL["keywords:existence"], {"keywords": ["don't", "[Tt]he", "^Dear"]})

@@ -336,6 +336,9 @@ class _Manifest:
     def done(self, name):
         return name in self.done_stages
 
+    def gated(self, name):
+        return True
+
     def update(self, name, **fields):
         self.updates.append((name, fields))
 
@@ -372,7 +375,7 @@ def test_no_gate_after_a_first_part_and_the_next_part_is_checked_against_the_row
     run.gate_after(1, stages[1])                      # math: no evaluation, the engine given back, the report
     assert run.gate.evaluated == [("base", False), ("0-sft", False)]
     assert run.engine.sleeps == 2 and [r.name for r in run.rows] == ["base", "0-sft"] and run.reports == [2, 2]
-    assert not [u for u in run.manifest.updates if u[0] == "math"]  # no gate verdict for it
+    assert [u for u in run.manifest.updates if u[0] == "math"] == [("math", {"gated": True})]  # no verdict
     run.gate_after(2, stages[2])
     assert run.gate.evaluated[-1] == ("2-math_40k", False)
     assert run.gate.checked == [(["base"], "0-sft"), (["base", "0-sft"], "2-math_40k")]

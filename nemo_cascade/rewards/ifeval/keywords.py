@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .spec import RELATIONS, Arg, Instruction, relation_holds
+from .spec import RELATIONS, Arg, Instruction, pattern_problem, relation_holds
 
 
 def _existence(text: str, keywords: list[str]) -> bool:
@@ -32,12 +32,11 @@ def _letter_frequency(text: str, letter: str, let_frequency: int, let_relation: 
     return relation_holds(count, let_relation, let_frequency)
 
 
-def _compiles(*patterns: str):
+def _usable(*patterns: str):
     for pattern in patterns:
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            return f"{pattern!r} is not a valid regular expression ({e})"
+        problem = pattern_problem(pattern)
+        if problem:
+            return f"{pattern!r:.80} {problem}"
     return None
 
 
@@ -47,11 +46,11 @@ def _one_character(letter: str, let_frequency: int, let_relation: str):
 
 INSTRUCTIONS = (
     Instruction("keywords:existence", _existence, {"keywords": Arg(list)},
-                validate=lambda keywords: _compiles(*keywords)),
+                validate=lambda keywords: _usable(*keywords)),
     Instruction("keywords:frequency", _frequency, {
         "keyword": Arg("regex"), "frequency": Arg(int, minimum=0), "relation": Arg(str, choices=RELATIONS)}),
     Instruction("keywords:forbidden_words", _forbidden, {"forbidden_words": Arg(list)},
-                validate=lambda forbidden_words: _compiles(*(r"\b" + w + r"\b" for w in forbidden_words))),
+                validate=lambda forbidden_words: _usable(*forbidden_words)),
     Instruction("keywords:letter_frequency", _letter_frequency, {
         "letter": Arg(str), "let_frequency": Arg(int, minimum=0), "let_relation": Arg(str, choices=RELATIONS)},
         validate=_one_character),

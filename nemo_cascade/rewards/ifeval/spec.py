@@ -79,11 +79,31 @@ def _coerce(iid: str, name: str, arg: Arg, value: Any) -> Any:
     if arg.kind == "regex":
         if not value.strip():
             raise ValueError(f"{where} must not be blank")
-        try:
-            re.compile(value)
-        except re.error as e:
-            raise ValueError(f"{where} is not a valid regular expression ({e})") from None
+        problem = pattern_problem(value)
+        if problem:
+            raise ValueError(f"{where} {problem}")
     return value
+
+
+_BACKTRACKING = re.compile(r"[*+?{}()|\\]")
+
+
+def pattern_problem(pattern: str) -> Optional[str]:
+    """Why a label's string cannot be used as the regular expression the reference checkers make of it, or None.
+
+    The reference matches keywords, markers and splitters *as regexes* against the response. A label is data,
+    and a pattern with quantifiers or groups (``(a+)+$``, ``a?a?a?…aaa``) can backtrack for hours on a
+    megabyte of model output — one data row could stall every reward worker. No IFEval or IFBench label uses
+    regex syntax beyond ``.``, ``^``, ``$`` and ``[...]``; those stay, everything that can nest or repeat goes.
+    """
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return f"is not a valid regular expression ({e})"
+    if _BACKTRACKING.search(pattern):
+        return "uses regex quantifiers, groups, alternation or escapes (* + ? { } ( ) | \\), which can backtrack " \
+               "for hours on model output; labels match words and markers literally"
+    return None
 
 
 def bind(instruction: Instruction, kwargs: Any) -> dict[str, Any]:

@@ -1,0 +1,41 @@
+"""Crash points: named places where a test makes the process die by SIGKILL, as a node failure would.
+
+A resume is only as good as the worst moment to die, and the interesting moments (half a checkpoint on disk,
+a stage marked done but its gate not run) are too short to hit by polling files from outside. So the code
+names them, and ``NEMO_CASCADE_CRASH_AT=NAME[:N]`` kills the process the N-th time (default 1) it reaches
+point ``NAME`` on any rank. Without the variable a crash point is one dictionary lookup.
+
+The points (tests/integration/test_resume.py kills the tiny cascade at each and checks the resumed run ends
+with the uninterrupted run's bits, issue 7):
+
+=====================  ============================================================================
+``generate``           a GRPO step's rollouts are generated, not yet scored or trained on
+``train``              an optimizer step is taken, its step not yet logged or checkpointed
+``checkpoint.write``   every rank's files of a checkpoint are written, ``meta.json`` and the rename not
+``evaluate``           the gate has evaluated one suite of a stage's row, not the others
+``stage.done``         a stage is recorded as done, its checkpoints not yet cleaned up nor its gate run
+=====================  ============================================================================
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "NEMO_CASCADE_CRASH_AT"
+POINTS = ("generate", "train", "checkpoint.write", "evaluate", "stage.done")
+_reached: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    """Die here by SIGKILL if ``NEMO_CASCADE_CRASH_AT`` names this point and this is its N-th visit."""
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    point, _, count = spec.partition(":")
+    if point not in POINTS:
+        raise ValueError(f"{ENV}={spec!r}: unknown crash point {point!r}; expected one of {', '.join(POINTS)}")
+    if point != name:
+        return
+    _reached[name] = _reached.get(name, 0) + 1
+    if _reached[name] == int(count or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
