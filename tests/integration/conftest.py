@@ -39,3 +39,22 @@ def build_tiny_qwen3(out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
 @pytest.fixture(scope="session")
 def tiny_qwen3_dir(tmp_path_factory) -> Path:
     return build_tiny_qwen3(tmp_path_factory.mktemp("tiny_qwen3"))
+
+
+@pytest.fixture(scope="session")
+def tiny_rm_server(tmp_path_factory):
+    """One ``vllm serve`` of the tiny random Bradley–Terry RM (``_remote_helpers``) for every module that needs it
+    (test_remote_rewards, test_resume): start-up dominates those modules on CPU. It is *launched* here, not
+    waited for — a module calls ``wait_ready()``, after launching its own servers, so that they load together."""
+    from nemo_cascade.rewards.serve import VLLMServer, process_group_alive
+    from tests.integration._remote_helpers import RM_MAX_LEN, build_tiny_reward_model
+
+    path = build_tiny_reward_model(tmp_path_factory.mktemp("tiny_rm"))
+    server = VLLMServer(path, runner="pooling", max_model_len=RM_MAX_LEN, log_path=path.parent / "rm.log",
+                        single_engine_process=True)
+    try:
+        yield server.launch()
+    finally:
+        pid = server.proc.pid if server.proc is not None else None
+        server.stop()
+    assert pid is None or not process_group_alive(pid), "the RM server's process group outlived stop()"

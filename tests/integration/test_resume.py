@@ -110,7 +110,7 @@ class CuttableProxy:
 @contextlib.contextmanager
 def served_reward_model(folder: Path):
     """A real ``vllm serve`` of a tiny random Bradley–Terry RM built in ``folder``, behind a :class:`CuttableProxy`
-    (yielded)."""
+    (yielded): the ``tiny_rm_server`` fixture's server, for bench/reliability.py, which runs without pytest."""
     from nemo_cascade.rewards.serve import VLLMServer
     from tests.integration._remote_helpers import RM_MAX_LEN, build_tiny_reward_model
 
@@ -125,9 +125,9 @@ def served_reward_model(folder: Path):
 
 
 @pytest.fixture(scope="module")
-def reward_model(tmp_path_factory):
-    with served_reward_model(tmp_path_factory.mktemp("rm")) as proxy:
-        yield proxy
+def reward_model(tiny_rm_server):
+    """The session's tiny RM server (tests/integration/conftest.py) behind a :class:`CuttableProxy`."""
+    return CuttableProxy(int(tiny_rm_server.wait_ready().url.rsplit(":", 1)[1]))
 
 
 def _cmd(root, rm_url):
