@@ -34,6 +34,16 @@ def build_tiny_reward_model(out_dir: Path, seed: int = 0) -> Path:
     return out_dir
 
 
+def tiny_reward_model_server(folder: Path):
+    """A ``VLLMServer`` (not launched) of a tiny reward model built in ``folder``: the session's shared RM
+    (conftest.py ``tiny_rm_server``) and bench/reliability.py's."""
+    from nemo_cascade.rewards.serve import VLLMServer
+
+    path = build_tiny_reward_model(folder)
+    return VLLMServer(path, runner="pooling", max_model_len=RM_MAX_LEN, log_path=path.parent / "rm.log",
+                      single_engine_process=True)
+
+
 def build_tiny_judge(out_dir: Path, seed: int = 1) -> Path:
     """A random tiny ``Qwen3ForCausalLM`` (the convert.tiny builder) with the project's tiny tokenizer."""
     from nemo_cascade.convert.tiny import make_tiny_hf_model

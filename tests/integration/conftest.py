@@ -46,12 +46,10 @@ def tiny_rm_server(tmp_path_factory):
     """One ``vllm serve`` of the tiny random Bradley–Terry RM (``_remote_helpers``) for every module that needs it
     (test_remote_rewards, test_resume): start-up dominates those modules on CPU. It is *launched* here, not
     waited for — a module calls ``wait_ready()``, after launching its own servers, so that they load together."""
-    from nemo_cascade.rewards.serve import VLLMServer, process_group_alive
-    from tests.integration._remote_helpers import RM_MAX_LEN, build_tiny_reward_model
+    from nemo_cascade.rewards.serve import process_group_alive
+    from tests.integration._remote_helpers import tiny_reward_model_server
 
-    path = build_tiny_reward_model(tmp_path_factory.mktemp("tiny_rm"))
-    server = VLLMServer(path, runner="pooling", max_model_len=RM_MAX_LEN, log_path=path.parent / "rm.log",
-                        single_engine_process=True)
+    server = tiny_reward_model_server(tmp_path_factory.mktemp("tiny_rm"))
     try:
         yield server.launch()
     finally:

@@ -111,12 +111,9 @@ class CuttableProxy:
 def served_reward_model(folder: Path):
     """A real ``vllm serve`` of a tiny random Bradley–Terry RM built in ``folder``, behind a :class:`CuttableProxy`
     (yielded): the ``tiny_rm_server`` fixture's server, for bench/reliability.py, which runs without pytest."""
-    from nemo_cascade.rewards.serve import VLLMServer
-    from tests.integration._remote_helpers import RM_MAX_LEN, build_tiny_reward_model
+    from tests.integration._remote_helpers import tiny_reward_model_server
 
-    path = build_tiny_reward_model(folder)
-    server = VLLMServer(path, runner="pooling", max_model_len=RM_MAX_LEN, log_path=path / "server.log",
-                        single_engine_process=True)
+    server = tiny_reward_model_server(folder)
     try:
         server.start()
         yield CuttableProxy(int(server.url.rsplit(":", 1)[1]))
