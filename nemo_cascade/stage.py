@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 from nemo_cascade import checkpoint, ranks, weight_sync
 from nemo_cascade import config as C
@@ -11,7 +12,8 @@ from nemo_cascade.algorithms import grpo, reward_model, sft
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
 from nemo_cascade.faults import crash_point
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
-from nemo_cascade.rewards import Scorer, apply_code_switch_penalty, resolve_code_switch_penalty, reward_metrics
+from nemo_cascade.rewards import (ScoreAsFinished, Scorer, apply_code_switch_penalty, resolve_code_switch_penalty,
+                                  reward_metrics)
 from nemo_cascade.rewards.remote import RewardServerError
 
 
@@ -65,12 +67,12 @@ class ServerStop(RuntimeError):
     """A reward or judge server failed after its retries; the stage's state is saved and the run stops."""
 
 
-def _score_on_every_rank(scorer: Scorer, mine: list) -> list:
-    """Score this rank's groups and gather every rank's. A reward server that fails on one rank (after its own
-    bounded retries) fails the step on every rank, so that all of them stop together instead of waiting in a
-    collective for the one that left."""
+def _score_on_every_rank(score: Callable[[list], list], mine: list) -> list:
+    """Score this rank's groups (``score(mine)``) and gather every rank's. A reward server that fails on one rank
+    (after its own bounded retries) fails the step on every rank, so that all of them stop together instead of
+    waiting in a collective for the one that left."""
     try:
-        scored, failure = scorer.score(mine), ""
+        scored, failure = score(mine), ""
     except RewardServerError as e:
         scored, failure = [], str(e)
     parts = ranks.gather_shares([(scored, failure)])
@@ -114,13 +116,15 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
         temperature = rollout.temperature  # the actor's log-probs are the sampling policy's (rollout/vllm.py)
 
         def sample(prompts_P, round_):  # one generation round; seeds keyed per (step, round)
-            with timer("generate"):
-                mine = ctx.engine.generate(ranks.my_share(prompts_P), g.group_size, rollout,
-                                           step=step + round_ * stage.steps)
-            crash_point("generate")
-            with timer("score"):
-                groups = _score_on_every_rank(scorer, mine)
-                switched.append(apply_code_switch_penalty(groups, penalty))  # over the round's batch (§4.3.2)
+            # groups are scored while the rest still generate (§4.6.2); "score" times what is left after
+            with ScoreAsFinished(scorer, stage.reward.score_while_generating, g.group_size) as scoring:
+                with timer("generate"):
+                    mine = ctx.engine.generate(ranks.my_share(prompts_P), g.group_size, rollout,
+                                               step=step + round_ * stage.steps, on_group=scoring.on_group)
+                crash_point("generate")
+                with timer("score"):
+                    groups = _score_on_every_rank(scoring.finish, mine)
+            switched.append(apply_code_switch_penalty(groups, penalty))  # over the round's batch (§4.3.2)
             return groups
 
         try:
@@ -132,13 +136,12 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
                              "again to resume once the server answers") from None
         stream.record(groups_P)                                                 # epoch filter (§4.5.2)
         batch = grpo.make_batch(groups_P, cfg, ctx.pad_id)                   # advantages, masks, filters
-        tensors = {"tokens": batch.tokens_B_T, "loss_mask": batch.loss_mask_B_T,
-                   "advantages": batch.advantages_B, "rollout_logprobs": batch.rollout_logprobs_B_T}
+        tensors = batch.tensors()                                # packed rows unless grpo.sequence_packing=false
         result = sync = None
         if batch.num_sequences:
             if g.kl_coef > 0:
                 with timer("logprobs"), ctx.actor.reference_weights():
-                    tensors["ref_logprobs"] = ctx.actor.logprobs(batch.tokens_B_T, temperature)
+                    tensors["ref_logprobs"] = ctx.actor.logprobs(batch.tokens_B_T, temperature, batch.layout())
             with timer("train"):
                 ctx.engine.sleep()
                 result = ctx.actor.train_step(tensors, partial(grpo.actor_loss, cfg), temperature)

@@ -90,7 +90,8 @@ def single_node() -> Cascade:
     engine, about fourteen whole 60K-token code requests at once; 73.0 GiB per GPU while generating). A whole
     engine per rank would hold 82K tokens, one such request, beside its 27.5 GiB copy; one over 2 ranks 344K."""
     cfg = recipe()
-    stages = tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.5, tensor_parallel_size=4))
+    stages = tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.5, tensor_parallel_size=4),
+                           grpo=replace(s.grpo, sequence_packing=True))  # no CP: rows can be packed
                    if s.kind == "grpo" else s for s in cfg.stages)
     return replace(cfg, parallel=replace(PARALLEL, cp=1), stages=stages)
 

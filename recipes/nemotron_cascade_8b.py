@@ -274,8 +274,10 @@ requests at once instead of two (four engines: 1.65M tokens per node instead of 
 
 def cascade(name: str, hf_path: str, parallel: Parallel, stages: tuple[Stage, ...], engine_memory: float,
             evaluate_base: bool = True, engine_tp: int = ENGINE_TP, yarn_factor: float = 2.0) -> Cascade:
+    # Context parallelism splits plain rows only: GRPO rows are packed where the layout has no CP.
     stages = tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=engine_memory,
-                                              tensor_parallel_size=engine_tp))
+                                              tensor_parallel_size=engine_tp),
+                           grpo=replace(s.grpo, sequence_packing=parallel.cp == 1))
                    if s.kind == "grpo" else s for s in stages)
     return Cascade(
         name=name,
@@ -364,6 +366,8 @@ STAGE_SOURCES = {
     "grpo.epoch_filter": "§4.5.2: epoch-level filtering of 0% / 100% prompts",
     "grpo.readmit_unsolved": "§4.5.2: re-admit 0% prompts with p = 0.10",
     "grpo.readmit_solved": "§4.5.2: re-admit 100% prompts with p = 0.01",
+    "grpo.sequence_packing": "ours (training layout, not reported): packed rows where the layout has no CP",
+    "grpo.pack_tokens": "ours: rows as long as the batch's longest sequence",
     "reward.code_switch_penalty": "§4.3.2 (RLHF: batch min − 10), §4.5 (math: −1), §4.6 (code: 0, −1 hurt); none "
                                   "reported for IF and SWE",
     "reward.if_rm_bonus": "§4.4.2: the RM bonus is for the thinking models; the unified model's IF reward is R_IF",

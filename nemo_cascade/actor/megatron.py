@@ -381,14 +381,14 @@ class MegatronActor:
     def _model_inputs(self, mb: Batch) -> dict:
         """What GPTModel gets for a microbatch: tokens right-padded to the plan's sequence multiple (SP, CP and
         FP8 shard or tile the sequence; the loss sees only the first T positions), with their attention layout.
-        Packed rows (algorithms.sft.pack_sft_batch) attend per example: a block-diagonal mask on the local spec,
-        ``thd`` boundaries on TE (whose causal attention ignores masks). CP: this rank's chunks and labels."""
+        Packed rows (sft.pack_sft_batch, grpo.pack_sequences) attend per sequence: a block-diagonal mask on the
+        local spec, ``thd`` boundaries on TE (whose causal attention ignores masks). CP: this rank's chunks and labels."""
         T_pad = P.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
         tokens = P.pad_seq(mb["tokens"], T_pad)
         if "segment_ids" in mb:
             if self.parallel.cp > 1:
-                raise C.ConfigError("parallel.cp > 1 cannot split packed SFT rows (per-example attention); "
-                                    "set parallel.cp=1 for sft stages")
+                raise C.ConfigError("parallel.cp > 1 cannot split packed rows (per-sequence attention); "
+                                    "set parallel.cp=1 for sft stages and grpo.sequence_packing=false")
             segments, positions = P.pad_seq(mb["segment_ids"], T_pad), P.pad_seq(mb["position_ids"], T_pad)
             if self.te:
                 return P.thd_inputs(tokens, positions, segments)
@@ -481,8 +481,9 @@ class MegatronActor:
                            metrics=metrics)
 
     @torch.no_grad()
-    def logprobs(self, tokens_B_T: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-        """Per-token fp32 log-probs of `tokens_B_T` under the current weights, on every rank."""
+    def logprobs(self, tokens_B_T: torch.Tensor, temperature: float = 1.0, layout: Batch | None = None) -> torch.Tensor:
+        """Per-token fp32 log-probs of `tokens_B_T` under the current weights, on every rank. ``layout``: packed
+        rows' ``position_ids`` and ``segment_ids`` (``GRPOBatch.layout()``; absent: one sequence per row)."""
         self.module.eval()
         holder: list[tuple[Batch, torch.Tensor]] = []
 
@@ -491,7 +492,7 @@ class MegatronActor:
             return logprobs.sum() * 0, torch.tensor(1), {}
 
         n, T_ = tokens_B_T.shape
-        batch = {"tokens": tokens_B_T, "row": torch.arange(n)}
+        batch = {"tokens": tokens_B_T, "row": torch.arange(n), **(layout or {})}
         self._run(batch, keep, temperature, forward_only=True)
         out = torch.zeros(n, T_, dtype=torch.float32, device=self.device)
         for mb, lp in holder:

@@ -156,53 +156,115 @@ def collect_groups(draw: Callable[[int], list[Prompt]], sample: Callable[[list[P
 
 @dataclass
 class GRPOBatch:
-    """One rollout batch packed for the actor (see the module docstring for the alignment convention).
+    """One rollout batch laid out for the actor (see the module docstring for the alignment convention).
 
-    ``B`` sequences, right-padded to the batch maximum length ``T``. Empty (``num_sequences == 0``, all
-    tensors with ``B = 0``) when every group was dropped — the caller skips the update.
+    ``S`` kept sequences in ``B`` rows of ``T`` tokens. With ``GRPO.sequence_packing`` several sequences share
+    a row (:func:`pack_rows`): each keeps its own positions and attends only to itself (``segment_ids_B_T``),
+    so a row computes what its sequences would compute in rows of their own, without the padding. Without
+    packing each sequence is a row of its own, right-padded to the longest (``B = S``). Empty
+    (``num_sequences == 0``, all tensors with ``B = 0``) when every group was dropped — the caller skips the
+    update.
     """
 
     tokens_B_T: Tensor
-    """Input ids, int64, prompt + response then ``pad_id``."""
+    """Input ids, int64: prompt + response of each sequence of the row, then ``pad_id``."""
     loss_mask_B_T: Tensor
     """float32 1.0 exactly on trained response positions (token at t is predicted), 0.0 elsewhere."""
-    advantages_B: Tensor
-    """float32 advantage per sequence, broadcast over its response tokens."""
+    advantages_B_T: Tensor
+    """float32 advantage of the sequence each position belongs to (0.0 on padding)."""
     rollout_logprobs_B_T: Tensor
     """float32 engine logprob of the token at t (same positions as the mask), 0.0 elsewhere."""
-    lengths_B: Tensor
-    """int64 unpadded length (prompt + response) of each sequence."""
-    modes_B: list[str] = field(default_factory=list)
-    """Chat-template mode per sequence: ``think`` or ``no_think``."""
+    position_ids_B_T: Tensor
+    """int64 position of each token within its own sequence (RoPE positions restart per sequence)."""
+    segment_ids_B_T: Tensor
+    """int64 1, 2, … numbering the sequences of a row; 0 on padding."""
+    advantages_S: Tensor
+    """float32 advantage per kept sequence, in group order (the order of ``lengths_S`` and ``modes_S``)."""
+    lengths_S: Tensor
+    """int64 unpadded length (prompt + response) of each kept sequence."""
+    modes_S: list[str] = field(default_factory=list)
+    """Chat-template mode per kept sequence: ``think`` or ``no_think``."""
+    packed: bool = False
+    """Rows hold several sequences: the actor needs :meth:`layout` (block-diagonal attention)."""
     metrics: dict[str, float] = field(default_factory=dict)
     """Rollout statistics (see :func:`make_batch`)."""
 
     @property
     def num_sequences(self) -> int:
-        return int(self.tokens_B_T.shape[0])
+        return int(self.lengths_S.shape[0])
+
+    def layout(self) -> dict[str, Tensor]:
+        """What the actor needs besides the tokens to run packed rows (none for one sequence per row, which
+        keeps the plain causal path — the only one context parallelism can split)."""
+        return {"position_ids": self.position_ids_B_T, "segment_ids": self.segment_ids_B_T} if self.packed else {}
+
+    def tensors(self) -> dict[str, Tensor]:
+        """The actor's ``train_step`` batch (:func:`actor_loss` reads it)."""
+        return {"tokens": self.tokens_B_T, "loss_mask": self.loss_mask_B_T, "advantages": self.advantages_B_T,
+                "rollout_logprobs": self.rollout_logprobs_B_T, **self.layout()}
 
 
-def pack_sequences(prompts_B: Sequence[Sequence[int]], responses_B: Sequence[Sequence[int]], pad_id: int,
-                   response_values_B: Optional[Sequence[Sequence[float]]] = None
-                   ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Pack (prompt, response) token lists into right-padded tensors with the module's alignment.
+def pack_rows(lengths_S: Sequence[int], budget: int) -> list[list[int]]:
+    """First-fit decreasing: sequence indices grouped into rows of at most ``budget`` tokens.
 
-    Returns ``tokens_B_T`` (int64), ``loss_mask_B_T`` (float32, 1 on ``t in [max(P, 1), P + R)`` — position
-    0 is never predicted), ``values_B_T`` (float32, ``response_values_B[b][i]`` at ``t = P + i``, 0 elsewhere;
-    all 0 when not given) and ``lengths_B`` (int64, P + R). ``T`` = the longest sequence (0 if B = 0).
+    Longest first, each into the first row with room (ties keep their order, so a batch packs the same way
+    every time); a sequence longer than ``budget`` gets a row of its own. FFD leaves little of a row empty when
+    the sequences are short against the budget; with ``budget`` = the longest sequence, no row is longer than an
+    unpadded batch's, so a microbatch costs no more memory than without packing.
     """
-    lengths = [len(p) + len(r) for p, r in zip(prompts_B, responses_B)]
-    B, T = len(lengths), max(lengths, default=0)
-    tokens_B_T = torch.full((B, T), pad_id, dtype=torch.long)
-    mask_B_T = torch.zeros((B, T), dtype=torch.float32)
-    values_B_T = torch.zeros((B, T), dtype=torch.float32)
-    for b, (prompt, response) in enumerate(zip(prompts_B, responses_B)):
-        P, L = len(prompt), lengths[b]
-        tokens_B_T[b, :L] = torch.tensor(list(prompt) + list(response), dtype=torch.long)
-        mask_B_T[b, max(P, 1):L] = 1.0
-        if response_values_B is not None and L > P:
-            values_B_T[b, P:L] = torch.tensor(response_values_B[b], dtype=torch.float32)
-    return tokens_B_T, mask_B_T, values_B_T, torch.tensor(lengths, dtype=torch.long)
+    rows: list[list[int]] = []
+    free: list[int] = []
+    for s in sorted(range(len(lengths_S)), key=lambda i: -lengths_S[i]):
+        n = lengths_S[s]
+        row = next((r for r, room in enumerate(free) if room >= n), None)
+        if row is None:
+            rows.append([])
+            free.append(budget)
+            row = len(rows) - 1
+        rows[row].append(s)
+        free[row] -= n
+    return rows
+
+
+def pad_share(lengths_S: Sequence[int], rows: int, width: int) -> float:
+    """Share of the ``rows × width`` positions the actor computes that are padding (0 for an empty batch)."""
+    return 1.0 - sum(lengths_S) / (rows * width) if rows * width else 0.0
+
+
+def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]], pad_id: int,
+                   response_values_S: Optional[Sequence[Sequence[float]]] = None,
+                   rows: Optional[Sequence[Sequence[int]]] = None) -> dict[str, Tensor]:
+    """Lay (prompt, response) token lists out in rows with the module's alignment.
+
+    ``rows`` lists the sequence indices of each row (:func:`pack_rows`); by default each sequence is a row of
+    its own. Returns int64 ``tokens_B_T``, ``position_ids_B_T`` (restarting at 0 per sequence),
+    ``segment_ids_B_T`` (1, 2, … per sequence of a row; 0 on padding), ``lengths_S`` (P + R), float32
+    ``loss_mask_B_T`` (1 on a sequence's ``[start + max(P, 1), start + P + R)`` — its first token is never
+    predicted) and ``values_B_T`` (``response_values_S[s][i]`` at response token ``i``, 0 elsewhere), and int64
+    ``row_S`` / ``start_S``: where each sequence went. ``T`` = the longest row (0 if there are none).
+    """
+    lengths = [len(p) + len(r) for p, r in zip(prompts_S, responses_S)]
+    rows = [[s] for s in range(len(lengths))] if rows is None else rows
+    B, T = len(rows), max((sum(lengths[s] for s in row) for row in rows), default=0)
+    out = {"tokens_B_T": torch.full((B, T), pad_id, dtype=torch.long)}
+    out.update({k: torch.zeros((B, T), dtype=torch.long) for k in ("position_ids_B_T", "segment_ids_B_T")})
+    out.update({k: torch.zeros((B, T), dtype=torch.float32) for k in ("loss_mask_B_T", "values_B_T")})
+    row_S, start_S = [0] * len(lengths), [0] * len(lengths)
+    for b, row in enumerate(rows):
+        start = 0
+        for k, s in enumerate(row, 1):
+            P, end = len(prompts_S[s]), start + lengths[s]
+            out["tokens_B_T"][b, start:end] = torch.tensor(list(prompts_S[s]) + list(responses_S[s]), dtype=torch.long)
+            out["position_ids_B_T"][b, start:end] = torch.arange(lengths[s])
+            out["segment_ids_B_T"][b, start:end] = k
+            out["loss_mask_B_T"][b, start + max(P, 1):end] = 1.0
+            if response_values_S is not None and lengths[s] > P:
+                out["values_B_T"][b, start + P:end] = torch.tensor(response_values_S[s], dtype=torch.float32)
+            row_S[s], start_S[s] = b, start
+            start = end
+    out.update(lengths_S=torch.tensor(lengths, dtype=torch.long), row_S=torch.tensor(row_S, dtype=torch.long),
+               start_S=torch.tensor(start_S, dtype=torch.long))
+    return out
 
 
 def _check_group(p: int, group: PromptGroup) -> None:
@@ -224,12 +286,16 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
     Per group: ``OVERLONG[cfg.overlong]`` edits rewards / drops truncated samples; if
     ``cfg.drop_zero_variance_groups`` and the remaining rewards are all equal the group is dropped (§4.4.2);
     otherwise rewards are shaped (``SHAPING[cfg.reward_shaping]``) and turned into advantages with
-    ``cfg.adv_eps``. Kept samples are packed by :func:`pack_sequences`.
+    ``cfg.adv_eps``. Kept samples are laid out by :func:`pack_sequences`: several per row
+    (:func:`pack_rows`, rows of ``max(cfg.pack_tokens, longest sequence)`` tokens) with
+    ``cfg.sequence_packing``, else one per row.
 
     metrics (over ALL generated samples, before any filter unless stated): ``groups``, ``groups_dropped``
     (zero variance), ``samples_overlong_filtered``, ``reward_mean``, ``reward_std`` (population std over
     the batch), ``truncation_rate`` (share of ``length`` finishes), ``response_len_mean`` (tokens),
-    ``num_sequences`` and ``num_loss_tokens`` (of the packed batch); per chat-template mode present,
+    ``num_sequences`` and ``num_loss_tokens`` (of the batch), ``rows``, ``pad_share`` (share of the
+    ``rows × T`` positions that are padding) and ``pad_share_unpacked`` (the same for one sequence per row, the
+    layout without packing — the saving packing makes); per chat-template mode present,
     ``groups/<mode>`` and ``reward_mean/<mode>`` (the half-half batches of §4.3.2).
     """
     prompts, responses, logprobs, advantages, modes = [], [], [], [], []
@@ -254,7 +320,15 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
             advantages.append(a)
             modes.append(group.mode)
 
-    tokens_B_T, mask_B_T, rollout_B_T, lengths_B = pack_sequences(prompts, responses, pad_id, logprobs)
+    lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
+    longest = max(lengths, default=0)
+    rows = pack_rows(lengths, max(cfg.pack_tokens, longest)) if cfg.sequence_packing else None
+    laid = pack_sequences(prompts, responses, pad_id, logprobs, rows)
+    advantages_S = torch.tensor(advantages, dtype=torch.float32)
+    advantages_B_T = torch.zeros_like(laid["values_B_T"])
+    for s, (b, start, n) in enumerate(zip(laid["row_S"].tolist(), laid["start_S"].tolist(), lengths)):
+        advantages_B_T[b, start:start + n] = advantages_S[s]
+    B, T = laid["tokens_B_T"].shape
     rewards = torch.cat(all_rewards) if all_rewards else torch.zeros(0, dtype=torch.float64)
     metrics = {
         "groups": float(len(groups)),
@@ -265,42 +339,56 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
         "truncation_rate": sum(all_truncated) / len(all_truncated) if all_truncated else 0.0,
         "response_len_mean": sum(all_lengths) / len(all_lengths) if all_lengths else 0.0,
         "num_sequences": float(len(prompts)),
-        "num_loss_tokens": float(mask_B_T.sum()),
+        "num_loss_tokens": float(laid["loss_mask_B_T"].sum()),
+        "rows": float(B),
+        "pad_share": pad_share(lengths, B, T),
+        "pad_share_unpacked": pad_share(lengths, len(lengths), longest),
     }
     for mode in sorted({g.mode for g in groups}):
         mine = [r for g, r in zip(groups, all_rewards) if g.mode == mode]
         metrics[f"groups/{mode}"] = float(len(mine))
         metrics[f"reward_mean/{mode}"] = torch.cat(mine).mean().item()
-    return GRPOBatch(tokens_B_T, mask_B_T, torch.tensor(advantages, dtype=torch.float32), rollout_B_T,
-                     lengths_B, modes, metrics)
+    return GRPOBatch(laid["tokens_B_T"], laid["loss_mask_B_T"], advantages_B_T, laid["values_B_T"],
+                     laid["position_ids_B_T"], laid["segment_ids_B_T"], advantages_S, laid["lengths_S"], modes,
+                     packed=cfg.sequence_packing, metrics=metrics)
 
 
 # ----------------------------------------------------------------------------------------------- loss
 
-def aggregate_token(loss_B_T: Tensor, valid_B_T: Tensor) -> tuple[Tensor, Tensor]:
+def aggregate_token(loss_B_T: Tensor, valid_B_T: Tensor, segment_ids_B_T: Optional[Tensor] = None
+                    ) -> tuple[Tensor, Tensor]:
     """Token-level aggregation (paper default, §4.1.2, DAPO-style).
 
     ``numerator = Σ_{b,t valid} loss[b,t]``, ``denominator = #valid tokens``; globally
-    loss = sum of per-token losses / number of valid tokens in the whole batch.
+    loss = sum of per-token losses / number of valid tokens in the whole batch. Rows' sequences do not matter.
     """
     numerator = torch.where(valid_B_T, loss_B_T, torch.zeros_like(loss_B_T)).sum()
     return numerator, valid_B_T.sum().to(torch.int)
 
 
-def aggregate_sequence(loss_B_T: Tensor, valid_B_T: Tensor) -> tuple[Tensor, Tensor]:
+def aggregate_sequence(loss_B_T: Tensor, valid_B_T: Tensor, segment_ids_B_T: Optional[Tensor] = None
+                       ) -> tuple[Tensor, Tensor]:
     """Sequence-level aggregation (RLHF bag of tricks, §6.3, T10).
 
-    ``numerator = Σ_b mean_{t valid}(loss[b,t])`` over sequences with ≥ 1 valid token, ``denominator`` =
-    number of such sequences; globally loss = mean over sequences of each sequence's mean token loss.
+    ``numerator = Σ_s mean_{t valid}(loss[s,t])`` over sequences with ≥ 1 valid token, ``denominator`` =
+    number of such sequences; globally loss = mean over sequences of each sequence's mean token loss. A
+    sequence is a ``(row, segment id)`` pair — packed rows hold several; without ``segment_ids_B_T`` each row
+    is one sequence.
     """
-    n_B = valid_B_T.sum(dim=1)
-    sum_B = torch.where(valid_B_T, loss_B_T, torch.zeros_like(loss_B_T)).sum(dim=1)
-    has_tokens_B = n_B > 0
-    numerator = (sum_B / n_B.clamp(min=1))[has_tokens_B].sum()
-    return numerator, has_tokens_B.sum().to(torch.int)
+    B, T = loss_B_T.shape
+    if segment_ids_B_T is None:
+        segment_ids_B_T = torch.ones((B, T), dtype=torch.long, device=loss_B_T.device)
+    per_row = int(segment_ids_B_T.max()) + 1 if segment_ids_B_T.numel() else 1
+    key = (torch.arange(B, device=loss_B_T.device)[:, None] * per_row + segment_ids_B_T).reshape(-1)
+    masked = torch.where(valid_B_T, loss_B_T, torch.zeros_like(loss_B_T)).reshape(-1)
+    sum_S = masked.new_zeros(B * per_row).index_add(0, key, masked)
+    n_S = torch.zeros(B * per_row, device=loss_B_T.device).index_add(0, key, valid_B_T.reshape(-1).float())
+    has_tokens_S = n_S > 0
+    numerator = (sum_S / n_S.clamp(min=1))[has_tokens_S].sum()
+    return numerator, has_tokens_S.sum().to(torch.int)
 
 
-AGGREGATION: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = {
+AGGREGATION: dict[str, Callable[[Tensor, Tensor, Optional[Tensor]], tuple[Tensor, Tensor]]] = {
     "token": aggregate_token, "sequence": aggregate_sequence}
 
 
@@ -314,12 +402,13 @@ def _pair(total: Tensor, count: Tensor) -> Tensor:
     return torch.stack([total.detach().float(), count.detach().float()])
 
 
-def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages_B: Tensor,
-                      mask_B_T: Tensor, cfg: GRPO, ref_logprobs_B_T: Optional[Tensor] = None
-                      ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages: Tensor,
+                      mask_B_T: Tensor, cfg: GRPO, ref_logprobs_B_T: Optional[Tensor] = None,
+                      segment_ids_B_T: Optional[Tensor] = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """Clipped GRPO surrogate (+ optional k3 KL) as ``(numerator, denominator, metrics)``.
 
-    Per valid token (``mask_B_T > 0``), with ``ratio = exp(lp − old)`` and ``A = advantages_B[b]``::
+    Per valid token (``mask_B_T > 0``), with ``ratio = exp(lp − old)`` and ``A`` its sequence's advantage —
+    ``advantages`` is ``(B,)`` with one sequence per row, or ``(B, T)`` per position (packed rows)::
 
         loss[b,t] = −min(ratio·A, clip(ratio, 1 − clip_eps_low, 1 + clip_eps_high)·A)
                     + kl_coef · (exp(ref − lp) − (ref − lp) − 1)
@@ -329,7 +418,8 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
     (1e-3 in the bag of tricks, §6.3) are configured components. No entropy term (coefficient 0, §4.1.2).
     ``kl_coef > 0`` requires ``ref_logprobs_B_T`` (ValueError otherwise). Aggregation:
     ``AGGREGATION[cfg.loss_aggregation]``; numerator is a differentiable float32 scalar, denominator an int
-    count (Megatron's ``num_tokens``), never a mean. Masked positions may hold any value (even ±inf).
+    count (Megatron's ``num_tokens``), never a mean; ``segment_ids_B_T`` tells sequence aggregation which
+    sequences share a row. Masked positions may hold any value (even ±inf).
 
     metrics: name → detached float32 tensor ``[sum, count]`` over valid tokens (Megatron's reporting
     format: sum both over microbatches and ranks, then divide) for ``clip_fraction`` (share of tokens
@@ -342,11 +432,11 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
     # Sanitise masked positions first, so exp() never sees padding garbage (0·inf = nan, also in backward).
     lp_B_T = torch.where(valid_B_T, logprobs_B_T.float(), zeros_B_T)
     old_B_T = torch.where(valid_B_T, old_logprobs_B_T.float(), zeros_B_T)
-    adv_B_1 = advantages_B.float()[:, None]
+    adv_B_T = advantages.float()[:, None] if advantages.dim() == 1 else advantages.float()  # [B, 1] broadcasts
 
     ratio_B_T = torch.exp(lp_B_T - old_B_T)
-    unclipped_B_T = ratio_B_T * adv_B_1
-    clipped_B_T = torch.clamp(ratio_B_T, 1.0 - cfg.clip_eps_low, 1.0 + cfg.clip_eps_high) * adv_B_1
+    unclipped_B_T = ratio_B_T * adv_B_T
+    clipped_B_T = torch.clamp(ratio_B_T, 1.0 - cfg.clip_eps_low, 1.0 + cfg.clip_eps_high) * adv_B_T
     loss_B_T = -torch.minimum(unclipped_B_T, clipped_B_T)
 
     kl_B_T = zeros_B_T
@@ -356,7 +446,7 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
     if cfg.kl_coef > 0:
         loss_B_T = loss_B_T + cfg.kl_coef * kl_B_T
 
-    numerator, denominator = AGGREGATION[cfg.loss_aggregation](loss_B_T, valid_B_T)
+    numerator, denominator = AGGREGATION[cfg.loss_aggregation](loss_B_T, valid_B_T, segment_ids_B_T)
     n_valid = valid_B_T.sum()
     metrics = {
         "clip_fraction": _pair((valid_B_T & (clipped_B_T < unclipped_B_T)).sum(), n_valid),
@@ -371,7 +461,7 @@ def actor_loss(cfg: GRPO, logprobs_B_T: Tensor, mb: dict) -> tuple[Tensor, Tenso
     ``old = logprobs.detach()``, plus the metric ``logprob_gap`` — |actor − rollout| log-prob on the trained
     tokens, ``[sum, count]`` — which checks that vLLM sampled with the weights being trained (weight sync)."""
     num, den, metrics = policy_loss_terms(logprobs_B_T, logprobs_B_T.detach(), mb["advantages"],
-                                          mb["loss_mask"], cfg, mb.get("ref_logprobs"))
+                                          mb["loss_mask"], cfg, mb.get("ref_logprobs"), mb.get("segment_ids"))
     mask = mb["loss_mask"] > 0
     gap = torch.where(mask, (logprobs_B_T.detach() - mb["rollout_logprobs"]).abs(), torch.zeros(()))
     metrics["logprob_gap"] = torch.stack([gap.sum(), mask.sum().float()])
@@ -381,6 +471,6 @@ def actor_loss(cfg: GRPO, logprobs_B_T: Tensor, mb: dict) -> tuple[Tensor, Tenso
 __all__ = [
     "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping", "SHAPING",
     "is_zero_variance", "nonzero_variance_groups", "is_informative", "collect_groups", "overlong_none",
-    "overlong_zero", "overlong_filter", "OVERLONG", "pack_sequences", "make_batch", "aggregate_token",
-    "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
+    "overlong_zero", "overlong_filter", "OVERLONG", "pack_rows", "pad_share", "pack_sequences", "make_batch",
+    "aggregate_token", "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
 ]

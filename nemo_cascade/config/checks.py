@@ -126,6 +126,12 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
             _validate_sampling_filters(s, where)
         if s.kind == "reward_model":
             _validate_reward_model(s, p, where)
+        if p.cp > 1 and s.kind == "grpo" and s.grpo.sequence_packing:
+            raise ConfigError(f"{where}.grpo.sequence_packing: parallel.cp={p.cp} splits plain rows over ranks, not "
+                              "packed ones (per-sequence attention); set grpo.sequence_packing=false")
+        if s.kind == "grpo" and s.grpo.pack_tokens < 0:
+            raise ConfigError(f"{where}.grpo.pack_tokens: expected >= 0 (0 = the batch's longest sequence), "
+                              f"got {s.grpo.pack_tokens}")
         if p.cp > 1 and s.kind != "grpo":
             # SFT rows are packed (per-example attention masks) and the RM reads each row's last token: both need
             # the whole sequence on one rank; the actor splits sequences over CP ranks only for GRPO batches.

@@ -137,6 +137,13 @@ class GRPO:
     """Per-epoch probability that a filtered-out 0%-correct prompt is re-admitted (§4.5.2: 0.10)."""
     readmit_solved: float = 0.01
     """Per-epoch probability that a filtered-out 100%-correct prompt is re-admitted (§4.5.2: 0.01)."""
+    sequence_packing: bool = True
+    """Pack several rollouts into each row the actor computes (first-fit decreasing, per-sequence attention and
+    positions) instead of one right-padded row each: the same loss without computing the padding. Context
+    parallelism (``parallel.cp > 1``) splits plain rows only: set false there."""
+    pack_tokens: int = 0
+    """Row length with sequence packing; 0 = the batch's longest sequence, so no microbatch is larger than an
+    unpacked one. Larger rows pack tighter but cost more activation memory per microbatch."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,9 @@ class Reward:
     """math: hard wall time per sample in math-verify (its worker is killed after it)."""
     workers: int = 0
     """Verifier processes (math) or sandbox runs in flight (code) per rank; 0 = the cores this rank may use."""
+    score_while_generating: bool = True
+    """Score each group as soon as its samples are done, while the rest of the batch still generates
+    (asynchronous reward computation, §4.6.2); false: score the whole batch after generation. Same rewards."""
     sandbox: Literal["bwrap", "unsafe"] = "bwrap"
     """code: run model programs under bubblewrap; ``unsafe`` runs them unsandboxed (trusted code only)."""
     reward_model_url: str = ""

@@ -10,6 +10,7 @@ after the shares are gathered (:func:`apply_code_switch_penalty`, :func:`reward_
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any, Callable, Sequence
 
@@ -19,6 +20,7 @@ from . import code, language, rlhf, swe
 from .ifeval import if_reward_with_rm, per_instruction
 from .math import MathVerifier
 from .remote import JudgeClient, RewardModelClient
+from .workers import num_cores
 
 BatchVerdicts = Callable[[Sequence[str], Sequence[Any]], tuple[list[float], list[dict]]]
 """(responses, labels) → (one reward per response, one details dict per response)."""
@@ -130,6 +132,54 @@ class Scorer:
             start = end
 
 
+class ScoreAsFinished:
+    """Rewards computed while the batch is still generating: the engine hands each group over as soon as its
+    samples are done (``RolloutEngine.generate(on_group=...)``) and a thread pool scores it, so slow verifiers —
+    code sandboxes, a reward or judge server — overlap with generation instead of following it. This is the
+    asynchronous reward computation of the paper's code RL (§4.6.2: 1172 s → 416 s of verification per batch in
+    verl); ``Reward.score_while_generating`` turns it off (then every group is scored after generation).
+
+    Scores are the verifiers' own, so they do not depend on when a group was scored. Threads: enough groups at
+    once that the verifier's own parallelism (``Reward.workers``, each group's samples side by side) stays
+    about the same as when scoring the whole batch together.
+
+        with ScoreAsFinished(scorer, enabled, group_size) as scoring:
+            groups = engine.generate(prompts, G, on_group=scoring.on_group)
+            scoring.finish(groups)   # waits for the groups in flight, scores any not yet scored
+    """
+
+    def __init__(self, scorer: Scorer, enabled: bool, group_size: int):
+        self.scorer = scorer
+        threads = max(1, (scorer.settings.workers or num_cores()) // max(group_size, 1))
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="score") if enabled else None
+        self._in_flight: dict[int, Future] = {}
+
+    @property
+    def on_group(self) -> Callable[[int, PromptGroup], None] | None:
+        """The engine's callback; None when scoring waits for the whole batch."""
+        return self._submit if self._pool else None
+
+    def _submit(self, index: int, group: PromptGroup) -> None:
+        self._in_flight[index] = self._pool.submit(self.scorer.score, [group])
+
+    def finish(self, groups: list[PromptGroup]) -> list[PromptGroup]:
+        """Every group scored (in place; also returned): waits for those in flight — re-raising what their scoring
+        raised, e.g. ``RewardServerError`` — and scores the rest in one batch."""
+        for future in self._in_flight.values():
+            future.result()
+        rest = [g for i, g in enumerate(groups) if i not in self._in_flight]
+        if rest:
+            self.scorer.score(rest)
+        return groups
+
+    def __enter__(self) -> "ScoreAsFinished":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool:  # after an error elsewhere: drop what has not started, let what runs end
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 def apply_code_switch_penalty(groups: list[PromptGroup], penalty: language.CodeSwitchPenalty) -> int:
     """Replace the reward of every code-switched sample of the whole batch by ``penalty`` (in place); returns
     how many were flagged. Run on the gathered batch: ``batch_min_minus_10`` takes the minimum over it."""
@@ -165,5 +215,5 @@ def reward_metrics(groups: list[PromptGroup]) -> dict[str, float]:
     return out
 
 
-__all__ = ["Scorer", "apply_code_switch_penalty", "reward_metrics", "resolve_code_switch_penalty",
+__all__ = ["Scorer", "ScoreAsFinished", "apply_code_switch_penalty", "reward_metrics", "resolve_code_switch_penalty",
            "AUTO_CODE_SWITCH_PENALTY"]

@@ -356,12 +356,16 @@ class RolloutEngine:
             max_tokens=s.max_response_tokens, stop=list(s.stop) or None, seed=seed, logprobs=0)
 
     def generate(self, prompts: Sequence[types.Prompt], n: int, sampling: config.Rollout | None = None,
-                 *, step: int | None = None) -> list[types.PromptGroup]:
+                 *, step: int | None = None,
+                 on_group: Callable[[int, types.PromptGroup], None] | None = None) -> list[types.PromptGroup]:
         """Sample ``n`` responses per prompt; one PromptGroup per prompt, in order.
 
         ``sampling`` overrides the engine's Rollout settings for this call (e.g. evaluation temperature).
         ``step`` keys the per-request seeds (default: a per-engine call counter) — pass the training step
-        so that a resumed run samples exactly as an uninterrupted one. Response tokens keep EOS / the
+        so that a resumed run samples exactly as an uninterrupted one. ``on_group(index, group)`` is called
+        for each of this rank's prompts as soon as all of its ``n`` samples are done, while the rest still
+        generate (scoring as they finish, rewards.ScoreAsFinished); it gets the objects the call returns.
+        Response tokens keep EOS / the
         token that completed a stop string; the text omits them (vLLM's default) and, being vLLM's incremental
         detokenisation, also an incomplete UTF-8 sequence at the very end.
         """
@@ -385,9 +389,37 @@ class RolloutEngine:
                                  f"{self.max_model_len}; filter or truncate prompts to rollout.max_prompt_tokens")
         params = [self._sampling_params(s_, n_, seed) for _, _, s_, n_, seed in requests]
         inputs = [TokensPrompt(prompt_token_ids=ids) for _, ids, *_ in requests]
+        groups: list[types.PromptGroup | None] = [None] * len(prompts)
+
+        def finished(i: int, out) -> None:  # request i of the engine group; this rank's are [start, start + P)
+            if start <= i < start + len(prompts):
+                groups[i - start] = self._group(prompts[i - start], out)
+                if on_group is not None:
+                    on_group(i - start, groups[i - start])
+
         with self.around_generate():
-            outputs = self.llm.generate(inputs, params, use_tqdm=False)
-        return [self._group(p, out) for p, out in zip(prompts, outputs[start:start + len(prompts)])]
+            self._run_to_completion(inputs, params, finished)
+        return groups
+
+    def _run_to_completion(self, inputs: list, params: list, finished: Callable[[int, Any], None]) -> None:
+        """What ``LLM.generate`` does — queue the requests, step the engine until none is left — written out so
+        that each request's output is handed to ``finished(index, output)`` the moment it completes (with
+        ``n`` samples, when the last of them does), not after the whole batch."""
+        from vllm.sampling_params import RequestOutputKind
+
+        engine, ids = self.llm.llm_engine, [f"rollout-{self._calls}-{i}" for i in range(len(inputs))]
+        index = {request_id: i for i, request_id in enumerate(ids)}
+        try:
+            for request_id, prompt, p in zip(ids, inputs, params):
+                p.output_kind = RequestOutputKind.FINAL_ONLY  # one output per request, once done (as LLM.generate)
+                engine.add_request(request_id, prompt, p)
+            while engine.has_unfinished_requests():
+                for out in engine.step():
+                    if out.finished:
+                        finished(index[out.request_id], out)
+        except BaseException:  # a bad request, or an error in `finished`: leave no request behind in the engine
+            engine.abort_request(ids)
+            raise
 
     def _group_requests(self, mine: list) -> tuple[list, int]:
         """Every request of this rank's engine group, in rank order, and where this rank's start. Without

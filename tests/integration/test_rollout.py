@@ -125,6 +125,25 @@ def test_same_step_reproduces_and_steps_differ(engine):
     assert [g.response_tokens_G_T for g in a] != [g.response_tokens_G_T for g in c]
 
 
+def test_on_group_hands_over_each_group_as_it_finishes(engine):
+    """Scoring while generating (§4.6.2) needs each group the moment its samples are done: the callback gets
+    every prompt's group once, the very objects returned, the same samples as without it — and groups that end
+    early (here: stopping at a common character) arrive while others still generate."""
+    r = dataclasses.replace(ROLLOUT, max_response_tokens=24, stop=tuple("aeiou"))
+    prompts = [_prompt(12, k, str(k)) for k in range(8)]
+    handed, unfinished = {}, []
+
+    def on_group(i, group):
+        handed[i] = group
+        unfinished.append(engine.llm.llm_engine.has_unfinished_requests())
+
+    groups = engine.generate(prompts, n=2, sampling=r, step=4, on_group=on_group)
+    assert sorted(handed) == list(range(8)) and all(handed[i] is g for i, g in enumerate(groups))
+    plain = engine.generate(prompts, n=2, sampling=r, step=4)
+    assert [g.response_tokens_G_T for g in groups] == [g.response_tokens_G_T for g in plain]
+    assert any(unfinished), "no group ended before the others: the test needs a stop that splits them"
+
+
 def test_stop_string_gives_stop(engine):
     """Sample once, pick a character of sample 0's text, resample the same step with it as a stop string:
     the same seed reproduces the sample up to the stop string."""

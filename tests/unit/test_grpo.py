@@ -89,9 +89,9 @@ def test_make_batch_shapes_masks_alignment_and_metrics():
     assert batch.loss_mask_B_T.tolist() == [[0, 0, 1, 1, 1], [0, 0, 1, 0, 0]]
     close(batch.rollout_logprobs_B_T, [[0, 0, -0.1, -0.2, -0.3], [0, 0, -0.1, 0, 0]])
     # [1, 0]: mean 0.5, unbiased std 0.70711 → ±0.70711
-    close(batch.advantages_B, [0.707107, -0.707107])
-    assert batch.lengths_B.tolist() == [5, 3]
-    assert batch.modes_B == ["think", "think"]
+    close(batch.advantages_S, [0.707107, -0.707107])
+    assert batch.lengths_S.tolist() == [5, 3]
+    assert batch.modes_S == ["think", "think"]
     m = batch.metrics
     assert (m["groups"], m["groups_dropped"], m["num_sequences"], m["num_loss_tokens"]) == (2, 1, 2, 4)
     # rewards before dropping [1, 0, 1, 1]: mean 0.75, population std sqrt(0.1875) = 0.433013
@@ -105,14 +105,14 @@ def test_make_batch_keeps_zero_variance_groups_when_asked():
     groups = [group([1], [[2], [3]], [1.0, 1.0]), group([1], [[4], [5]], [1.0, 0.0])]
     batch = grpo.make_batch(groups, GRPO(drop_zero_variance_groups=False, adv_eps=0.0), pad_id=0)
     assert batch.num_sequences == 4 and batch.metrics["groups_dropped"] == 0
-    close(batch.advantages_B, [0.0, 0.0, 0.707107, -0.707107])
+    close(batch.advantages_S, [0.0, 0.0, 0.707107, -0.707107])
 
 
 def test_make_batch_empty_when_every_group_dropped():
     batch = grpo.make_batch([group([1], [[2], [3]], [0.0, 0.0]), group([1], [[4], [5]], [1.0, 1.0])],
                             GRPO(), pad_id=0)
     assert batch.num_sequences == 0
-    assert batch.tokens_B_T.shape == (0, 0) and batch.advantages_B.shape == (0,)
+    assert batch.tokens_B_T.shape == (0, 0) and batch.advantages_S.shape == (0,)
     assert batch.metrics["groups_dropped"] == 2 and batch.metrics["reward_mean"] == 0.5
 
 
@@ -120,14 +120,14 @@ def test_make_batch_overlong_none_zero_filter():
     g = lambda: group([7], [[1, 2], [3, 4, 5], [6], [8]], [1.0, 1.0, 0.0, 0.0],
                       finish=["stop", "length", "stop", "stop"])
     none = grpo.make_batch([g()], GRPO(overlong="none", adv_eps=0.0), pad_id=0)
-    close(none.advantages_B, [0.866025, 0.866025, -0.866025, -0.866025])
+    close(none.advantages_S, [0.866025, 0.866025, -0.866025, -0.866025])
     # zero: rewards [1, 0, 0, 0] → [1.5, −0.5, −0.5, −0.5]
     zero = grpo.make_batch([g()], GRPO(overlong="zero", adv_eps=0.0), pad_id=0)
-    close(zero.advantages_B, [1.5, -0.5, -0.5, -0.5])
+    close(zero.advantages_S, [1.5, -0.5, -0.5, -0.5])
     assert zero.num_sequences == 4
     # filter: the truncated sample leaves the batch and the statistics; [1, 0, 0] → mean 1/3, std 1/sqrt(3)
     filt = grpo.make_batch([g()], GRPO(overlong="filter", adv_eps=0.0), pad_id=0)
-    close(filt.advantages_B, [1.154701, -0.577350, -0.577350])
+    close(filt.advantages_S, [1.154701, -0.577350, -0.577350])
     assert filt.tokens_B_T.tolist() == [[7, 1, 2], [7, 6, 0], [7, 8, 0]]
     assert filt.metrics["samples_overlong_filtered"] == 1 and filt.metrics["truncation_rate"] == 0.25
     assert filt.metrics["num_loss_tokens"] == 4
@@ -143,10 +143,10 @@ def test_make_batch_overlong_filter_can_make_a_group_zero_variance():
 def test_make_batch_reward_shaping():
     g = group([1], [[2], [3], [4]], [0.0, 1.0, 3.0])
     plain = grpo.make_batch([g], GRPO(adv_eps=0.0), pad_id=0)
-    close(plain.advantages_B, [-0.872872, -0.218218, 1.091089])
+    close(plain.advantages_S, [-0.872872, -0.218218, 1.091089])
     # z-scores of tanh([−0.702830, −0.214819, 0.797275]): mean −0.040125, std 0.764127
     shaped = grpo.make_batch([g], GRPO(adv_eps=0.0, reward_shaping="zscore_tanh"), pad_id=0)
-    close(shaped.advantages_B, [-0.866102, -0.228311, 1.094413])
+    close(shaped.advantages_S, [-0.866102, -0.228311, 1.094413])
 
 
 def test_make_batch_rejects_unscored_or_inconsistent_groups():
@@ -260,7 +260,7 @@ def test_make_batch_feeds_policy_loss():
     groups = [group([5, 6], [[1, 2, 3], [4]], [1.0, 0.0])]
     batch = grpo.make_batch(groups, GRPO(adv_eps=0.0), pad_id=0)
     lp = torch.full(batch.tokens_B_T.shape, -0.3, requires_grad=True)
-    num, den, _ = grpo.policy_loss_terms(lp, lp.detach(), batch.advantages_B, batch.loss_mask_B_T, GRPO())
+    num, den, _ = grpo.policy_loss_terms(lp, lp.detach(), batch.advantages_B_T, batch.loss_mask_B_T, GRPO())
     # 3 tokens × −0.707107 and 1 token × +0.707107 over 4 tokens
     close(num, -2 * 0.707107)
     assert int(den) == 4

@@ -233,11 +233,15 @@ class _Engine:
     def __init__(self):
         self.rollouts = []
 
-    def generate(self, prompts, n, rollout, step):
+    def generate(self, prompts, n, rollout, step, on_group=None):
         from nemo_cascade.types import PromptGroup
 
         self.rollouts.append(rollout)
-        return [PromptGroup(p, [[5, 6]] * n, [[-0.5, -0.5]] * n, ["stop"] * n, ["ok"] * n) for p in prompts]
+        groups = [PromptGroup(p, [[5, 6]] * n, [[-0.5, -0.5]] * n, ["stop"] * n, ["ok"] * n) for p in prompts]
+        for i, group in enumerate(groups):
+            if on_group:
+                on_group(i, group)
+        return groups
 
     def sleep(self):
         pass
@@ -254,7 +258,7 @@ class _Actor:
     def reference_weights(self):
         yield
 
-    def logprobs(self, tokens, temperature):
+    def logprobs(self, tokens, temperature, layout=None):
         self.ref_temperatures.append(temperature)
         import torch
 
@@ -269,7 +273,7 @@ class _Actor:
 
 class _Scorer:
     def __init__(self, domain, settings):
-        pass
+        self.settings = settings
 
     def score(self, groups):
         for g in groups:  # half right: every group informative

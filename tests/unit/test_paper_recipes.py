@@ -131,7 +131,10 @@ def test_stage_order_is_the_papers(model, fn):
 @pytest.mark.parametrize("model", POLICY)
 def test_rl_only_recipe_is_with_sft_without_sft(model):
     base, full = load(POLICY[model]), load(POLICY[model], "with_sft")
-    assert base.stages == full.stages[2:]
+    for cfg in (base, full):  # context parallelism splits plain rows only; without it GRPO rows are packed
+        assert {s.grpo.sequence_packing for s in cfg.stages if s.kind == "grpo"} == {cfg.parallel.cp == 1}
+    assert base.stages == tuple(replace(s, grpo=replace(s.grpo, sequence_packing=False)) if s.kind == "grpo" else s
+                                for s in full.stages[2:])
     size = "14B" if model.startswith("14b") else "8B"
     assert full.model.hf_path == f"models/Qwen3-{size}-Base"  # §1
     assert base.model.hf_path.startswith("models/Nemotron-Cascade-") and base.model.hf_path.endswith("-SFT")
@@ -140,8 +143,8 @@ def test_rl_only_recipe_is_with_sft_without_sft(model):
         one = load(POLICY[model], "single_node")
         assert world(one) == GPUS_PER_NODE
         assert {(s.rollout.gpu_memory_utilization, s.rollout.tensor_parallel_size) for s in one.stages} == {(0.5, 4)}
-        same_engine = [replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.6, tensor_parallel_size=2))
-                       for s in one.stages]
+        same_engine = [replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.6, tensor_parallel_size=2),
+                               grpo=replace(s.grpo, sequence_packing=False)) for s in one.stages]
         assert same_engine == list(base.stages)
 
 

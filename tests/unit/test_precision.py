@@ -149,7 +149,8 @@ def cascade():
 
 def test_world_size_counts_context_parallel(cascade):
     cfg = replace(cascade, parallel=replace(cascade.parallel, tp=2, cp=2, dp=2),
-                  stages=tuple(s for s in cascade.stages if s.kind == "grpo"))
+                  stages=tuple(replace(s, grpo=replace(s.grpo, sequence_packing=False))
+                               for s in cascade.stages if s.kind == "grpo"))
     C.validate(cfg, world_size=8)
     with pytest.raises(C.ConfigError, match=r"^parallel: tp × pp × cp × dp = 2×1×2×2 must equal the world size 4$"):
         C.validate(cfg, world_size=4)

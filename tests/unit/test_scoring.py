@@ -126,3 +126,34 @@ def test_swe_scorer_reports_which_branch_of_eq2_each_sample_took():
     assert rewards[:2] == [1.0, 0.0] and 0.0 < rewards[2] < 1.0 and rewards[3] == -1.0
     metrics = reward_metrics(groups)
     assert metrics["swe/matches_golden"] == metrics["swe/unchanged"] == metrics["swe/graded"] == 0.25
+
+
+# --------------------------------------------------------------- scoring while generating (§4.6.2)
+
+def test_scoring_as_finished_scores_handed_over_groups_and_the_rest_alike():
+    from nemo_cascade.rewards import ScoreAsFinished
+
+    def batch():
+        return [group("5", ["\\boxed{5}", "x"]), group("7", ["\\boxed{1}", "\\boxed{7}"]), group("2", ["\\boxed{2}"] * 2)]
+
+    together = Scorer("math").score(batch())
+    for enabled in (True, False):
+        groups = batch()
+        with ScoreAsFinished(Scorer("math", C.Reward(workers=4)), enabled, group_size=2) as scoring:
+            assert (scoring.on_group is None) == (not enabled)
+            if enabled:  # the engine hands over groups 2 and 0 as they finish; group 1 never comes
+                scoring.on_group(2, groups[2])
+                scoring.on_group(0, groups[0])
+            assert scoring.finish(groups) is groups
+        assert [g.rewards_G for g in groups] == [g.rewards_G for g in together] == [[1, 0], [0, 1], [1, 1]]
+        assert [g.reward_details_G for g in groups] == [g.reward_details_G for g in together]
+
+
+def test_scoring_as_finished_raises_what_a_group_s_scoring_raised():
+    from nemo_cascade.rewards import ScoreAsFinished
+
+    bad = group({"tests": "not a list"}, ["print(1)"], domain="code")
+    with ScoreAsFinished(Scorer("code"), True, group_size=1) as scoring:
+        scoring.on_group(0, bad)
+        with pytest.raises(ValueError, match="labels\\[0\\]"):
+            scoring.finish([bad])

@@ -1,0 +1,120 @@
+"""GRPO sequence packing (issue 8): rows packed first-fit decreasing, and the real Megatron actor computing the
+same log-probs, loss and gradients from packed rows as from one padded row per sequence."""
+import pytest
+import torch
+
+from nemo_cascade import config as C
+from nemo_cascade.algorithms import grpo
+from nemo_cascade.config import GRPO
+from nemo_cascade.types import Prompt, PromptGroup
+
+
+def group(prompt, responses, rewards):
+    return PromptGroup(prompt=Prompt(prompt_tokens=prompt, domain="math", label="1"),
+                       response_tokens_G_T=responses,
+                       rollout_logprobs_G_T=[[-0.5] * len(r) for r in responses],
+                       finish_reason_G=["stop"] * len(responses), rewards_G=rewards)
+
+
+def test_pack_rows_first_fit_decreasing():
+    assert grpo.pack_rows([5, 3, 2, 4, 1], budget=5) == [[0], [3, 4], [1, 2]]
+    assert grpo.pack_rows([2, 2, 2], budget=4) == [[0, 1], [2]]  # ties keep their order
+    assert grpo.pack_rows([9, 1], budget=4) == [[0], [1]]          # longer than the budget: a row of its own
+    assert grpo.pack_rows([], budget=4) == []
+    lengths = [int(x) for x in torch.randint(1, 50, (200,), generator=torch.Generator().manual_seed(0))]
+    rows = grpo.pack_rows(lengths, budget=64)
+    assert sorted(s for row in rows for s in row) == list(range(200))
+    assert all(sum(lengths[s] for s in row) <= 64 for row in rows)
+    assert grpo.pad_share(lengths, len(rows), 64) < 0.05
+
+
+def test_make_batch_packs_sequences_with_their_own_positions_and_advantages():
+    groups = [group([11, 12], [[21, 22, 23], [24]], [1.0, 0.0]),   # lengths 5, 3
+              group([13], [[25], [26, 27]], [0.0, 1.0])]           # lengths 2, 3
+    batch = grpo.make_batch(groups, GRPO(adv_eps=0.0), pad_id=99)
+    # budget = longest (5), longest first: 5 alone; 3 opens a row; the next 3 does not fit its 2 left and opens
+    # another; 2 fills the first row with room
+    assert batch.packed and batch.num_sequences == 4
+    assert batch.tokens_B_T.tolist() == [[11, 12, 21, 22, 23], [11, 12, 24, 13, 25], [13, 26, 27, 99, 99]]
+    assert batch.segment_ids_B_T.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 2, 2], [1, 1, 1, 0, 0]]
+    assert batch.position_ids_B_T.tolist() == [[0, 1, 2, 3, 4], [0, 1, 2, 0, 1], [0, 1, 2, 0, 0]]
+    assert batch.loss_mask_B_T.tolist() == [[0, 0, 1, 1, 1], [0, 0, 1, 0, 1], [0, 1, 1, 0, 0]]
+    a = 0.707107
+    torch.testing.assert_close(batch.advantages_B_T, torch.tensor(
+        [[a] * 5, [-a] * 5, [a, a, a, 0, 0]]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(batch.advantages_S, torch.tensor([a, -a, -a, a]), atol=1e-5, rtol=0)
+    assert batch.metrics["rows"] == 3
+    assert batch.metrics["pad_share"] == pytest.approx(1 - 13 / 15)
+    assert batch.metrics["pad_share_unpacked"] == pytest.approx(1 - 13 / 20)
+    assert set(batch.tensors()) == {"tokens", "loss_mask", "advantages", "rollout_logprobs", "position_ids",
+                                    "segment_ids"}
+
+    plain = grpo.make_batch(groups, GRPO(adv_eps=0.0, sequence_packing=False), pad_id=99)
+    assert plain.tokens_B_T.shape == (4, 5) and plain.layout() == {}
+    assert plain.metrics["pad_share"] == plain.metrics["pad_share_unpacked"]
+    wide = grpo.make_batch(groups, GRPO(adv_eps=0.0, pack_tokens=8), pad_id=99)
+    assert wide.tokens_B_T.shape == (2, 8)
+
+
+def test_sequence_aggregation_counts_the_sequences_of_a_packed_row():
+    loss = torch.tensor([[1.0, 3.0, 10.0, 20.0, 0.0]])
+    valid = torch.tensor([[True, True, True, True, False]])
+    segments = torch.tensor([[1, 1, 2, 2, 0]])
+    num, den = grpo.aggregate_sequence(loss, valid, segments)
+    assert (float(num), int(den)) == (2.0 + 15.0, 2)
+    num, den = grpo.aggregate_sequence(loss, valid)  # one sequence per row
+    assert (float(num), int(den)) == (34 / 4, 1)
+
+
+def test_config_refuses_packing_under_context_parallelism():
+    from nemo_cascade.config.checks import validate
+
+    stage = C.Stage(name="math", kind="grpo", domain="math", steps=1, data=C.Data(source="synthetic:arithmetic"))
+    cfg = C.Cascade(name="t", model=C.Model(hf_path="x", transformer_impl="transformer_engine"), stages=(stage,),
+                    parallel=C.Parallel(cp=2, sequence_parallel=False))
+    with pytest.raises(C.ConfigError, match="grpo.sequence_packing"):
+        validate(cfg)
+    bad = C.Cascade(name="t", model=C.Model(hf_path="x"),
+                    stages=(C.Stage(**{**stage.__dict__, "grpo": GRPO(pack_tokens=-1)}),))
+    with pytest.raises(C.ConfigError, match="grpo.pack_tokens"):
+        validate(bad)
+
+
+@pytest.mark.parametrize("aggregation", ["token", "sequence"])
+def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation):
+    from functools import partial
+
+    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.convert.tiny import make_tiny_hf_model
+
+    make_tiny_hf_model(tmp_path, vocab_size=320, arch="qwen3", seed=5)
+    actor = MegatronActor(str(tmp_path), C.Parallel(micro_batch_size=2))
+    actor.configure_optimizer(C.Actor(lr=0.0), 10)  # measure; leave the weights as they are
+    g = torch.Generator().manual_seed(1)
+    randint = lambda n: torch.randint(3, 320, (n,), generator=g).tolist()  # noqa: E731
+    groups = [PromptGroup(prompt=Prompt(prompt_tokens=randint(p), domain="math", label="1"),
+                          response_tokens_G_T=[randint(r) for r in responses],
+                          rollout_logprobs_G_T=[[-1.0] * r for r in responses], finish_reason_G=["stop"] * 3,
+                          rewards_G=[1.0, 0.0, 0.5])
+              for p, responses in ((4, (9, 2, 5)), (7, (3, 11, 1)), (2, (6, 6, 4)))]
+    cfg = GRPO(adv_eps=0.0, loss_aggregation=aggregation)
+    packed = grpo.make_batch(groups, cfg, pad_id=0)
+    plain = grpo.make_batch(groups, GRPO(**{**cfg.__dict__, "sequence_packing": False}), pad_id=0)
+    assert packed.tokens_B_T.shape[0] < plain.tokens_B_T.shape[0], "the test must put several sequences in a row"
+
+    # log-probs: every sequence's own values, wherever packing put it
+    lp_packed = actor.logprobs(packed.tokens_B_T, 0.7, packed.layout())
+    lp_plain = actor.logprobs(plain.tokens_B_T, 0.7)
+    got = lp_packed[packed.loss_mask_B_T > 0].sort().values
+    want = lp_plain[plain.loss_mask_B_T > 0].sort().values
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+    loss = partial(grpo.actor_loss, cfg)
+    a, b = actor.train_step(packed.tensors(), loss, 0.7), actor.train_step(plain.tensors(), loss, 0.7)
+    assert a.tokens == b.tokens
+    # strict on-policy: the loss VALUE is −ΣA/n whatever the log-probs; the gradient and the log-prob gap are not
+    assert a.loss == pytest.approx(b.loss, abs=1e-6) and a.grad_norm == pytest.approx(b.grad_norm, rel=1e-5)
+    assert a.metrics["logprob_gap"] == pytest.approx(b.metrics["logprob_gap"], rel=1e-5)
+    # the layout is what makes it equal: packed rows without it let sequences see each other
+    leaky = {k: v for k, v in packed.tensors().items() if k not in ("position_ids", "segment_ids")}
+    assert abs(actor.train_step(leaky, loss, 0.7).grad_norm - a.grad_norm) > 1e-3
