@@ -12,7 +12,7 @@ world size 1, bf16) on one H100/H200, five parts, one JSON line each (stdout, an
   qk-norm, untied) with fewer layers (full 8B needs ~137 GiB for bf16 params + fp32 grads + fp32 master +
   Adam alone), Megatron's own random init (no download), GRPO train steps through ``train_step``.
 - ``logprob`` the same model's forward-only ``logprobs`` pass.
-- ``export``  the weight-sync gather (``weight_sync.buckets(actor.iter_hf_weights())``: the conversion table,
+- ``export``  the weight-sync gather (``actor.iter_hf_weights()``, gathered in buckets: the conversion table,
   the path ``weight_sync.push`` and ``convert.export.export_hf`` use) into HF-named tensors, on the device and
   to host memory, against a plain flat copy of the same bytes. vLLM is not on the GPU machine: only the
   export side is measured, not the engine's ``load_weights``.
@@ -360,16 +360,14 @@ def _best(fn, repeats: int = 2) -> float:
 
 def export_part(out: Out, actor, a, common: dict) -> None:
     """The sync/export gather against flat copies of the same bytes."""
-    from nemo_cascade import weight_sync
-
     device = actor.device
+    bucket_bytes = int(a.bucket_mb * 1e6) or actor._agreed_bucket_bytes()
     meta = [(n, t.numel() * t.element_size()) for n, t in actor.iter_hf_weights()]
     nbytes = sum(b for _, b in meta)
 
     def to_device():  # weight_sync.push's stream; each tensor copied once, as the engine's param.copy_ would
-        for bucket in weight_sync.buckets(actor.iter_hf_weights(), a.bucket_mb):
-            for _, t in bucket:
-                torch.empty_like(t, memory_format=torch.contiguous_format).copy_(t)
+        for _, t in actor.iter_hf_weights(bucket_bytes=bucket_bytes):
+            torch.empty_like(t, memory_format=torch.contiguous_format).copy_(t)
 
     def to_host():  # convert.hf_io.write_sharded's per-tensor step (export_hf), without the disk write
         for _, t in actor.iter_hf_weights():
@@ -377,7 +375,7 @@ def export_part(out: Out, actor, a, common: dict) -> None:
 
     say(f"export: {len(meta)} tensors, {nbytes / 1e9:.2f} GB")
     record = {"part": "export", **common, "tensors": len(meta), "gb": round(nbytes / 1e9, 3),
-              "bucket_mb": a.bucket_mb}
+              "bucket_mb": round(bucket_bytes / 1e6, 1)}
     flat = torch.empty(nbytes, dtype=torch.uint8, device=device)
     timings = {"gather_to_device": _best(to_device), "flat_device_copy": _best(lambda: flat.clone()),
                "export_to_host": _best(to_host), "flat_d2h_pageable": _best(lambda: flat.cpu())}
@@ -395,7 +393,7 @@ def export_part(out: Out, actor, a, common: dict) -> None:
     if "flat_d2h_pinned" in timings:
         record["host_ratio_vs_pinned"] = round(timings["flat_d2h_pinned"] / timings["export_to_host"], 3)
     record["note"] = ("export side only: vLLM is not installed here, so the engine's load_weights is not "
-                      "measured; gather_to_device = weight_sync.buckets(iter_hf_weights()) with one device copy "
+                      "measured; gather_to_device = iter_hf_weights() (weight sync's buckets) with one device copy "
                       "per tensor; export_to_host = iter_hf_weights() + .contiguous().cpu() per tensor "
                       "(export_hf without the disk write); ratios = flat copy time / gather time (1.0 = at "
                       "the copy limit); best of 2")
@@ -462,7 +460,8 @@ def parse(argv=None):
     p.add_argument("--steps", type=int, help="timed steps (and timed log-prob passes)")
     p.add_argument("--dtype", choices=["bfloat16", "float32"])
     p.add_argument("--loss", choices=["grpo", "sft"], default="grpo")
-    p.add_argument("--bucket-mb", type=float, default=256.0, help="weight_sync bucket size")
+    p.add_argument("--bucket-mb", type=float, default=0.0,
+                   help="weight-gather bucket size (0: weight sync's own, from free memory with a cap)")
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args(argv)
     for k, v in PRESETS[a.preset].items():

@@ -11,6 +11,7 @@ Alignment used everywhere: ``logprobs_B_T[b, t] = log p(tokens[b, t] | tokens[b,
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import warnings
@@ -23,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from nemo_cascade import config as C
+from nemo_cascade.actor import buckets as B
 from nemo_cascade.actor import cpu
 from nemo_cascade.actor import precision as P
 from nemo_cascade.algorithms.sft import segment_causal_mask
@@ -266,35 +268,55 @@ class MegatronActor:
             raise A.ModelFilesError(f"{hf_path}: no table entry filled Megatron parameters {missing}")
 
     @torch.no_grad()
-    def iter_hf_weights(self, dtype: torch.dtype | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+    def iter_hf_weights(self, dtype: torch.dtype | None = None,
+                        bucket_bytes: int | None = None) -> Iterator[tuple[str, torch.Tensor]]:
         """Yield every HF-named full tensor on every rank (collective: all ranks must iterate fully).
 
-        TP shards are all-gathered within the owning pipeline stage, then broadcast from that stage
-        to all ranks, in the table's fixed order — so every rank's engine receives the whole model.
+        Parameters travel in buckets (actor/buckets.py) of at most ``bucket_bytes`` of full tensors — by default
+        a share of the free memory, agreed by all ranks — with one all-gather of the TP shards within the owning
+        pipeline stage and one broadcast from that stage to all ranks per bucket, in the table's fixed order,
+        so every rank's engine receives the whole model.
         """
-        ps = self.ps
         self.finish_param_gather()
         owned = {e.megatron: p for e, p in self._owned() if not (p is self._output_copy())}
-        tp_group, pp_group = ps.get_tensor_model_parallel_group(), ps.get_pipeline_model_parallel_group()
-        pp_ranks = dist.get_process_group_ranks(pp_group)
-        for entry in self.entries:
-            owner_stage = self._owner_stage(entry)
-            shape = self._full_shape(entry)
-            if entry.megatron in owned:
-                local = owned[entry.megatron].detach()
-                if self.parallel.tp > 1:
-                    shards = [torch.empty_like(local) for _ in range(self.parallel.tp)]
-                    dist.all_gather(shards, local.contiguous(), group=tp_group)
-                    full = T.unshard(shards, entry.rule.tp)
-                else:
-                    full = local
-            else:
-                full = torch.empty(shape, dtype=self.tconfig.params_dtype, device=self.device)
-            if self.parallel.pp > 1:
-                full = full.contiguous()
-                dist.broadcast(full, src=pp_ranks[owner_stage], group=pp_group)
-            for name, t in T.to_hf(entry, full, self.spec.geometry):
-                yield name, (t if dtype is None else t.to(dtype))
+        limit = self._agreed_bucket_bytes() if bucket_bytes is None else bucket_bytes
+        size = self.tconfig.params_dtype.itemsize
+        for bucket in B.plan_buckets(self.entries, lambda e: math.prod(self._full_shape(e)) * size,
+                                     self._owner_stage, limit):
+            for entry, full in zip(bucket, self._gather_bucket(bucket, owned)):
+                for name, t in T.to_hf(entry, full, self.spec.geometry):
+                    yield name, (t if dtype is None else t.to(dtype))
+
+    def _agreed_bucket_bytes(self) -> int:
+        """The bucket size every rank can afford: from the smallest free memory of any rank (collective)."""
+        free = torch.tensor([B.free_memory_bytes(self.device)], dtype=torch.int64, device=self.device)
+        dist.all_reduce(free, op=dist.ReduceOp.MIN)
+        return B.bucket_limit(int(free))
+
+    def _gather_bucket(self, bucket: list[T.Entry], owned: dict) -> list[torch.Tensor]:
+        """The full (TP = 1) tensors of one bucket of entries owned by one pipeline stage, on every rank."""
+        ps, tp = self.ps, self.parallel.tp
+        fulls = None
+        if bucket[0].megatron in owned:  # this rank's pipeline stage holds the bucket
+            fulls = [owned[e.megatron].detach() for e in bucket]
+            split = [i for i, e in enumerate(bucket) if tp > 1 and e.rule.tp != "replicated"]
+            if split:  # one all-gather of the concatenated shards instead of one per tensor
+                flat = torch.cat([fulls[i].reshape(-1) for i in split])
+                gathered = torch.empty(tp * flat.numel(), dtype=flat.dtype, device=flat.device)  # flat for gloo
+                dist.all_gather_into_tensor(gathered, flat, group=ps.get_tensor_model_parallel_group())
+                per_rank, offset = gathered.view(tp, -1), 0
+                for i in split:
+                    n, shape = fulls[i].numel(), fulls[i].shape
+                    fulls[i] = T.unshard([r[offset:offset + n].view(shape) for r in per_rank], bucket[i].rule.tp)
+                    offset += n
+        if self.parallel.pp > 1:  # the owning stage broadcasts the bucket's full tensors, concatenated
+            shapes = [self._full_shape(e) for e in bucket]
+            flat = (torch.cat([f.reshape(-1) for f in fulls]) if fulls is not None else
+                    torch.empty(sum(math.prod(s) for s in shapes), dtype=self.tconfig.params_dtype, device=self.device))
+            group = ps.get_pipeline_model_parallel_group()
+            dist.broadcast(flat, src=dist.get_process_group_ranks(group)[self._owner_stage(bucket[0])], group=group)
+            fulls = [part.view(s) for part, s in zip(flat.split([math.prod(s) for s in shapes]), shapes)]
+        return fulls
 
     def _output_copy(self):
         params = dict(self.model.named_parameters())

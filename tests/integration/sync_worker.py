@@ -37,7 +37,7 @@ def main():
         return -(logprobs * mb["loss_mask"]).sum(), mb["loss_mask"].sum().int(), {}
 
     actor.train_step({"tokens": tokens, "loss_mask": mask}, loss_fn)
-    stats = weight_sync.push(actor, engine, bucket_mb=0.05)  # small buckets: many of them
+    stats = weight_sync.push(actor, engine, bucket_bytes=50_000)  # small buckets: many gathers
     after = torch.tensor(engine.score_logprobs(prompt, continuation))
     expect = actor.logprobs(tokens)[0, 12:]
     result = {"max_diff": float((after - expect).abs().max()),

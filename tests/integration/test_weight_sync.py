@@ -7,21 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade.weight_sync import buckets
 from tests.launch import torchrun
 
 pytestmark = pytest.mark.integration
-
-
-def test_buckets_respect_the_size_bound():
-    import torch
-
-    named = [(f"t{i}", torch.zeros(250)) for i in range(10)]  # 1000 bytes each
-    got = list(buckets(iter(named), bucket_mb=0.0025))
-    assert [len(b) for b in got] == [2, 2, 2, 2, 2]
-    assert [n for b in got for n, _ in b] == [n for n, _ in named]
-    big = list(buckets(iter([("big", torch.zeros(10_000))]), bucket_mb=0.001))
-    assert len(big) == 1, "a tensor larger than the bound travels alone"
 
 
 @pytest.fixture(scope="module")
