@@ -53,4 +53,4 @@ def test_only_one_cp_rank_counts_tokens(ranks):
 
 
 def test_packed_rows_are_refused_under_context_parallel(ranks):
-    assert ranks[0]["packed_error"].startswith("parallel.cp > 1 cannot split packed SFT rows")
+    assert ranks[0]["packed_error"].startswith("parallel.cp > 1 cannot split packed rows")

@@ -35,6 +35,9 @@ KILLS = (
 """(NEMO_CASCADE_CRASH_AT, the moment it is, the manifest's stage status it leaves)."""
 SERVER_DIES_AT = 4
 """The RLHF step whose scoring finds the reward model gone: after the checkpoint of step 2, so the stop saves 3."""
+PROMPTS_PER_STEP = 8
+"""RLHF prompts per step. Each group is scored as soon as it is generated (``reward.score_while_generating``,
+§4.6.2): one ``POST /classify`` per group of 4, so a step sends this many."""
 
 
 def recipe():
@@ -50,7 +53,7 @@ def recipe():
                  data=Data(source="synthetic:arithmetic", split="test", size=16, seed=2),
                  actor=Actor(lr=1e-4, lr_schedule="cosine", warmup_steps=1),
                  rollout=Rollout(max_prompt_tokens=96, max_response_tokens=24),
-                 grpo=GRPO(group_size=4, prompts_per_step=8, kl_coef=0.01))
+                 grpo=GRPO(group_size=4, prompts_per_step=PROMPTS_PER_STEP, kl_coef=0.01))
     gate = Gate(suites=("tiny-math", "tiny-ifeval"), samples=1, limit=8, max_tokens=24)
     return Cascade(name="resume", model=Model(build="tiny-qwen3"), parallel=Parallel(micro_batch_size=32),
                    stages=(sft, rlhf), keep_checkpoints=2, gate=gate)
@@ -158,7 +161,7 @@ def run_killed(root: Path, rm_url: str, crash_at: str) -> None:
 
 def run_until_server_dies(root: Path, proxy: CuttableProxy) -> str:
     """Run with the RM going away in RLHF step :data:`SERVER_DIES_AT`; returns the run's one error line."""
-    proxy.cut_after(SERVER_DIES_AT)  # this run starts RLHF from step 0 (see KILLS)
+    proxy.cut_after(SERVER_DIES_AT * PROMPTS_PER_STEP)  # this run starts RLHF from step 0 (see KILLS)
     try:
         proc = _run(root, proxy.url)
     finally:
