@@ -19,14 +19,15 @@ CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")
 
 
 def data_fingerprint(data: C.Data, where: str) -> str:
-    """sha256 of what a Data section reads: the file's bytes, or a synthetic set's generated rows (generators
-    are deterministic in split/size/seed, so the rows are the data). Missing files and unknown sets raise."""
-    from nemo_cascade.data.loader import SYNTHETIC_PREFIX, DataError, synthetic_rows
+    """sha256 of what a Data section reads: the file's bytes, or a synthetic / benchmark set's generated rows
+    (generators are deterministic in split/size/seed, so the rows are the data). Missing files and unknown sets
+    raise."""
+    from nemo_cascade.data.loader import DataError, generated_rows, is_generated
 
     h = hashlib.sha256()
-    if data.source.startswith(SYNTHETIC_PREFIX):
+    if is_generated(data.source):
         try:
-            rows = synthetic_rows(data)
+            rows = generated_rows(data)
         except DataError as e:
             raise C.ConfigError(f"{where}.data.source: {e}") from None
         h.update(json.dumps(rows, sort_keys=True, default=str).encode())
@@ -70,7 +71,7 @@ def check_model(cfg: C.Cascade) -> None:
 def check_stage_needs(cfg: C.Cascade) -> None:
     """What stages need beyond data: a sandbox for code rewards, an RM for pairwise gate suites."""
     for s in cfg.stages:
-        if s.kind == "grpo" and s.domain == "code" and s.reward.sandbox == "bwrap":
+        if s.kind == "grpo" and "code" in C.stage_domains(s) and s.reward.sandbox == "bwrap":
             from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
 
             try:  # a code stage must not find out after loading a model

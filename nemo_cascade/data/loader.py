@@ -1,4 +1,5 @@
-"""Prompt sets: read a ``Data`` source (``synthetic:NAME`` or a jsonl file) into templated, tokenised prompts
+"""Prompt sets: read a ``Data`` source (``synthetic:NAME``, ``benchmark:NAME`` or a jsonl/parquet file) into
+templated, tokenised prompts
 and SFT examples, and serve them in a deterministic, resumable order (:class:`PromptStream`).
 
 jsonl rows (one JSON object per line, blank lines skipped):
@@ -27,6 +28,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from ..config import Data
 from ..types import Prompt
+from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import IM_END, render, valid_mode
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
 from .schemas import adapt
@@ -55,6 +57,18 @@ class PromptList(list):
     alternate: Optional[list] = None
     """``mode="half"`` only: the same rows templated in no_think mode, index-aligned with this list (which
     holds their think templatings). :class:`PromptStream` alternates between the two (§4.3.2)."""
+
+    def extend_with(self, other: "PromptList") -> None:
+        """Append another source's prompts (a stage mixing several, ``Stage.extra_data``), with its counts and
+        its no_think twins."""
+        if self and (self.alternate is None) != (other.alternate is None):
+            raise ValueError("cannot mix half-half prompt lists with single-mode ones")
+        if other.alternate is not None:
+            self.alternate = (self.alternate or []) + list(other.alternate)
+        self.extend(other)
+        self.dropped_too_long += other.dropped_too_long
+        self.dropped_too_short += other.dropped_too_short
+        self.bad_rows += other.bad_rows
 
 
 # ------------------------------------------------------------------------------------------- rows
@@ -169,14 +183,23 @@ def _uid(row: dict, default: str, where: str) -> str:
     return str(uid)
 
 
-def synthetic_rows(data_cfg: Data) -> list[dict]:
-    name = data_cfg.source[len(SYNTHETIC_PREFIX):]
-    generators = {**SYNTHETIC, **DOMAIN_TASKS}
-    if name.startswith(RG_PREFIX):  # rg/TASK[?options]: reasoning-gym math tasks (data/reasoning_gym.py)
-        generators[name] = functools.partial(reasoning_gym_rows, name[len(RG_PREFIX):])
+def is_generated(source: str) -> bool:
+    """Whether a ``Data.source`` names a generator (``synthetic:NAME``, ``benchmark:NAME``) rather than a file."""
+    return source.startswith((SYNTHETIC_PREFIX, BENCHMARK_PREFIX))
+
+
+def generated_rows(data_cfg: Data) -> list[dict]:
+    """The rows of a ``synthetic:NAME`` or ``benchmark:NAME`` source (deterministic in split, size and seed)."""
+    if data_cfg.source.startswith(BENCHMARK_PREFIX):
+        name, generators, other = data_cfg.source[len(BENCHMARK_PREFIX):], dict(BENCHMARK_SETS), ""
+    else:
+        name, generators = data_cfg.source[len(SYNTHETIC_PREFIX):], {**SYNTHETIC, **DOMAIN_TASKS}
+        other = f" or {RG_PREFIX}TASK"
+        if name.startswith(RG_PREFIX):  # rg/TASK[?options]: reasoning-gym math tasks (data/reasoning_gym.py)
+            generators[name] = functools.partial(reasoning_gym_rows, name[len(RG_PREFIX):])
     if name not in generators:
-        raise DataError(f"data.source: unknown synthetic set {name!r}; expected one of {sorted(generators)} "
-                        f"or {RG_PREFIX}TASK")
+        kind = data_cfg.source.split(":", 1)[0]
+        raise DataError(f"data.source: unknown {kind} set {name!r}; expected one of {sorted(generators)}{other}")
     try:
         return generators[name](data_cfg.split, data_cfg.size, data_cfg.seed)
     except ValueError as e:
@@ -202,8 +225,8 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     and line, rather than mid-training (DESIGN.md "Rewards")."""
     out = PromptList()
     bad: list[tuple[int, str]] = []  # (position in the source, one-line message): unreadable lines first
-    if data_cfg.source.startswith(SYNTHETIC_PREFIX):
-        rows = [(i, f"{data_cfg.source}#{i}", row) for i, row in enumerate(synthetic_rows(data_cfg))]
+    if is_generated(data_cfg.source):
+        rows = [(i, f"{data_cfg.source}#{i}", row) for i, row in enumerate(generated_rows(data_cfg))]
     else:
         path = Path(data_cfg.source)
         rows = [(lineno, f"{path}:{lineno}", row) for lineno, row in read_jsonl(path, data_cfg.size, bad)]
@@ -253,8 +276,8 @@ def _fits(out: PromptList, lengths: list[int], floor: int, limit: int) -> bool:
 
 def _sft_items(data_cfg: Data, mode: str) -> list[tuple[list[dict], str]]:
     """(prompt messages, response) per row of an SFT source."""
-    if data_cfg.source.startswith(SYNTHETIC_PREFIX):
-        return sft_pairs(synthetic_rows(data_cfg), mode)
+    if is_generated(data_cfg.source):
+        return sft_pairs(generated_rows(data_cfg), mode)
     path = Path(data_cfg.source)
     items = []
     for lineno, row in read_jsonl(path, data_cfg.size):
@@ -466,5 +489,5 @@ def pad_id(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
-__all__ = ["pad_id", "sft_batches", "synthetic_rows", "DataError", "PromptList", "load_prompts", "load_sft_examples",
-           "load_sft_blend", "PromptStream", "SYNTHETIC_PREFIX"]
+__all__ = ["pad_id", "sft_batches", "DataError", "PromptList", "load_prompts", "load_sft_examples",
+           "load_sft_blend", "PromptStream", "SYNTHETIC_PREFIX", "is_generated", "generated_rows"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..config import Data
 from .chat import render, valid_mode
-from .loader import SYNTHETIC_PREFIX, DataError, PromptList, read_jsonl, synthetic_rows
+from .loader import SYNTHETIC_PREFIX, DataError, PromptList, generated_rows, read_jsonl
 from .synthetic import sft_pairs
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def preference_rows(data_cfg: Data, mode: str) -> list[tuple[str, list[dict], st
         if name not in PREFERENCE_SYNTHETIC:
             raise DataError(f"data.source: synthetic set {name!r} has no preference pairs; expected one of "
                             f"{sorted(PREFERENCE_SYNTHETIC)}")
-        rows = PREFERENCE_SYNTHETIC[name](synthetic_rows(data_cfg), mode, data_cfg.seed)
+        rows = PREFERENCE_SYNTHETIC[name](generated_rows(data_cfg), mode, data_cfg.seed)
         return [(r["uid"], r["prompt"], r["chosen"], r["rejected"]) for r in rows]
     path = Path(data_cfg.source)
     out = []

@@ -28,12 +28,11 @@ from typing import Any, Callable, Optional
 
 from ..config import Reward
 from ..data import loader
+from ..data.benchmark_sets import MATH_INSTRUCTION, gsm8k_final_answer
 from ..data.mbpp_tasks import CODE_INSTRUCTION, mbpp_task
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
-
-MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
 
 class EvalError(ValueError):
@@ -145,10 +144,10 @@ def load_gsm8k(path: Path) -> list[Item]:
     items = []
     for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"
-        solution = _field(row, "answer", where)
-        if "####" not in solution:
-            raise EvalError(f"{where}: field 'answer' has no '#### <number>' final answer")
-        final = solution.rsplit("####", 1)[1].strip().replace(",", "")
+        try:
+            final = gsm8k_final_answer(_field(row, "answer", where))
+        except ValueError as e:
+            raise EvalError(f"{where}: {e}") from None
         items.append(_math_item(str(lineno), _field(row, "question", where), final, where))
     return items
 

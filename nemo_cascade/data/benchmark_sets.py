@@ -1,0 +1,88 @@
+"""Benchmarks' own splits as RL prompt sets, phrased exactly as their evaluation suites phrase them.
+
+``benchmark:NAME`` (``Data(source="benchmark:gsm8k", split="train")``) reads the split's file shipped in ``data/``
+and turns each row into a prompt with its domain's label and a reference response, the ``fn(split, size, seed)
+-> rows`` shape of the synthetic generators (:mod:`.synthetic_domains`):
+
+- ``gsm8k`` (``math``): ``data/gsm8k/{train,test}.jsonl.gz``; the question and the suites' request for a boxed
+  final answer (:data:`MATH_INSTRUCTION`); the label is the number after ``####`` (thousands commas dropped);
+  the response is the worked solution without its ``<<calculator>>`` annotations, ending in ``\\boxed{}``.
+- ``mbpp`` (``code``): ``data/mbpp/{train,test}.jsonl.gz`` (task ids 601–974 and 11–510, the splits of MBPP's
+  README); the task with its asserts (:func:`.mbpp_tasks.mbpp_task`, the ``mbpp`` suite's format); the label runs
+  the asserts in the sandbox; the response is the reference solution.
+
+Training on the train split and evaluating on the suite of the same name (its test split) is the issue-9 setup:
+the model sees the benchmark's own format in RL, never its test problems. ``size`` > 0 takes that many rows in
+a seeded order (``size`` 0: the whole split); asking for more rows than the split holds is an error.
+"""
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import random
+import re
+from pathlib import Path
+
+from .mbpp_tasks import clean_source, mbpp_task
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "data"
+BENCHMARK_PREFIX = "benchmark:"
+MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+"""The math suites' request (evaluate/suites.py): the math verifier reads the last ``\\boxed{}`` (§4.5)."""
+_CALCULATOR = re.compile(r"<<[^<>]*>>")
+
+
+@functools.lru_cache(maxsize=None)
+def _rows(path: Path) -> tuple[dict, ...]:
+    if not path.is_file():
+        raise ValueError(f"{path} is missing (it ships with the repository)")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return tuple(json.loads(line) for line in f if line.strip())
+
+
+def _split_file(name: str, split: str) -> Path:
+    if split not in ("train", "test"):
+        raise ValueError(f"{BENCHMARK_PREFIX}{name}: split must be 'train' or 'test', got {split!r}")
+    return DATA / name / f"{split}.jsonl.gz"
+
+
+def _take(name: str, split: str, rows: list[dict], size: int, seed: int) -> list[dict]:
+    if size > len(rows):
+        raise ValueError(f"{BENCHMARK_PREFIX}{name}: size {size} exceeds the {len(rows)} {split} rows")
+    return random.Random(seed).sample(rows, size if size > 0 else len(rows))
+
+
+def gsm8k_final_answer(solution: str) -> str:
+    """The number after GSM8K's ``####`` marker, without thousands commas; ValueError if there is none."""
+    if "####" not in solution:
+        raise ValueError("field 'answer' has no '#### <number>' final answer")
+    return solution.rsplit("####", 1)[1].strip().replace(",", "")
+
+
+def gsm8k(split: str, size: int, seed: int) -> list[dict]:
+    """GSM8K problems as math prompts (see the module docstring)."""
+    rows = []
+    for k, row in enumerate(_rows(_split_file("gsm8k", split)), 1):
+        answer = gsm8k_final_answer(row["answer"])
+        working = _CALCULATOR.sub("", row["answer"].rsplit("####", 1)[0]).strip()
+        rows.append({"uid": f"gsm8k/{split}/{k}", "prompt": f"{row['question']}\n\n{MATH_INSTRUCTION}",
+                     "label": answer, "response": f"{working}\nThe final answer is \\boxed{{{answer}}}."})
+    return _take("gsm8k", split, rows, size, seed)
+
+
+def mbpp(split: str, size: int, seed: int) -> list[dict]:
+    """MBPP tasks as function-call code prompts (see the module docstring)."""
+    rows = []
+    for task in _rows(_split_file("mbpp", split)):
+        prompt, label = mbpp_task(task["text"], task["test_list"], task.get("test_setup_code") or "")
+        rows.append({"uid": f"mbpp/{task['task_id']}", "prompt": prompt, "label": label,
+                     "response": f"```python\n{clean_source(task['code'])}```"})
+    return _take("mbpp", split, rows, size, seed)
+
+
+BENCHMARK_SETS = {"gsm8k": gsm8k, "mbpp": mbpp}
+"""``benchmark:NAME`` → its generator."""
+
+__all__ = ["BENCHMARK_SETS", "BENCHMARK_PREFIX", "MATH_INSTRUCTION", "gsm8k", "gsm8k_final_answer", "mbpp"]
