@@ -24,6 +24,7 @@ import hashlib
 import operator
 import random
 
+from .if_prompts import if_requests
 from .mbpp_tasks import mbpp_bugfix, mbpp_code
 from .synthetic import arithmetic
 
@@ -191,6 +192,7 @@ def eval_rows(name: str, size: int, seed: int = 0) -> list[dict]:
 
 
 DOMAIN_TASKS = {"if_arithmetic": if_arithmetic, "code_arithmetic": code_arithmetic,
-                "bugfix_arithmetic": bugfix_arithmetic, "mbpp_code": mbpp_code, "mbpp_bugfix": mbpp_bugfix}
+                "bugfix_arithmetic": bugfix_arithmetic, "mbpp_code": mbpp_code, "mbpp_bugfix": mbpp_bugfix,
+                "if_requests": if_requests}  # natural requests with IFEval instructions, for real models
 
 __all__ = ["eval_rows", "if_arithmetic", "code_arithmetic", "bugfix_arithmetic", "DOMAIN_TASKS", "IF_INSTRUCTIONS"]

@@ -6,7 +6,7 @@ from nemo_cascade.data.synthetic_domains import DOMAIN_TASKS, IF_INSTRUCTIONS
 from nemo_cascade.rewards import REWARDS, VALIDATORS
 
 DOMAIN = {"if_arithmetic": "ifeval", "code_arithmetic": "code", "bugfix_arithmetic": "swe", "mbpp_code": "code",
-          "mbpp_bugfix": "swe"}
+          "mbpp_bugfix": "swe", "if_requests": "ifeval"}
 
 
 @pytest.mark.parametrize("name", sorted(DOMAIN_TASKS))
