@@ -264,15 +264,17 @@ class CascadeRun:
     def _policy_data(self, stage: C.Stage) -> tuple[C.Stage, list]:
         """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts — and the stage with
         its steps resolved: a stage given in ``epochs`` learns its length from its rows here (T14)."""
-        from nemo_cascade.data.loader import load_prompts, load_sft_blend
+        from nemo_cascade.data.loader import PromptList, load_prompts, load_sft_blend
         from nemo_cascade.rewards import VALIDATORS
 
         if stage.kind == "sft":
             examples = load_sft_blend((stage.data, *stage.extra_data), self.tokenizer, stage.mode,
                                       stage.sft_max_tokens, self.cfg.chat_style)
             return C.with_epoch_steps(stage, len(examples)), examples
-        prompts = load_prompts(stage.data, self.tokenizer, stage.mode, stage.domain, stage.rollout.max_prompt_tokens,
-                               self.cfg.chat_style, VALIDATORS.get(stage.domain))
+        prompts = PromptList()
+        for data, domain in C.prompt_sources(stage):  # one source, or several domains mixed in one run
+            prompts.extend_with(load_prompts(data, self.tokenizer, stage.mode, domain, stage.rollout.max_prompt_tokens,
+                                             self.cfg.chat_style, VALIDATORS.get(domain)))
         return stage, prompts
 
     def train_reward_model(self, k: int, stage: C.Stage) -> None:

@@ -312,7 +312,7 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--top-p", type=float, default=0.95, help="default 0.95 (paper App. B)")
     ev.add_argument("--mode", choices=["think", "no_think"], help="thinking mode for every suite "
                     "(default: per suite; IFEval non-thinking)")
-    ev.add_argument("--template", default="cascade1", choices=["cascade1", "cascade2", "model"],
+    ev.add_argument("--template", default="cascade1", choices=["cascade1", "cascade2", "chatml", "model"],
                     help="prompt template: the project's (training) ChatML, or the model's own chat template")
     ev.add_argument("--data", action="append", default=[], metavar="SUITE=PATH", help="use another data file")
     ev.add_argument("--out", help="output folder (default: the stage directory, else runs/eval/<model>)")

@@ -69,9 +69,9 @@ def _served_by(cfg: C.Cascade, stage: C.Stage, run_dir: str, reward_model: str,
         j = [s.name for s in cfg.stages].index(rw.reward_model_stage)
         model = f"{run_dir}/stages/{j}-{rw.reward_model_stage}/hf"
         out.append((f"serve-{rw.reward_model_stage}", Serve(model, "pooling", "reward_model_url")))
-    elif reward_model and (stage.domain in RM_DOMAINS or rw.if_rm_bonus):
+    elif reward_model and (set(C.stage_domains(stage)) & set(RM_DOMAINS) or rw.if_rm_bonus):
         out.append(("serve-reward-model", Serve(reward_model, "pooling", "reward_model_url")))
-    if judge and stage.domain == "swe":
+    if judge and "swe" in C.stage_domains(stage):
         out.append(("serve-judge", Serve(judge, "generate", "judge_url")))
     return out
 

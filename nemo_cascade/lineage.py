@@ -33,7 +33,7 @@ AFTER_TRAINING = ("evaluate",)
 switching the gate off for an interrupted stage must not stop it from resuming. Left out of the hashes."""
 
 ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
-               "Data": ("min_prompt_tokens", "repeat"), "Stage": ("epochs",),
+               "Data": ("min_prompt_tokens", "repeat", "domain"), "Stage": ("epochs",),
                "GRPO": ("sequence_packing", "pack_tokens"), "Reward": ("score_while_generating",)}
 """Fields added after runs had recorded stage hashes in their manifests, per config class. Each is left out of
 the hash while it holds its default — the value every config written before it existed means — so a stage

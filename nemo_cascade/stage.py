@@ -12,8 +12,7 @@ from nemo_cascade.algorithms import grpo, reward_model, sft
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
 from nemo_cascade.faults import crash_point
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
-from nemo_cascade.rewards import (ScoreAsFinished, Scorer, apply_code_switch_penalty, resolve_code_switch_penalty,
-                                  reward_metrics)
+from nemo_cascade.rewards import ScoreAsFinished, penalize_code_switching, reward_metrics, stage_scorer
 from nemo_cascade.rewards.remote import RewardServerError
 
 
@@ -102,8 +101,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
     g = stage.grpo
     stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
                           epoch_filter=(g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None)
-    scorer = Scorer(stage.domain, stage.reward)
-    penalty = resolve_code_switch_penalty(stage.domain, stage.reward.code_switch_penalty)
+    scorer = stage_scorer(C.stage_domains(stage), stage.reward)  # one domain, or several mixed in one run
     if g.kl_coef > 0:
         ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3), even on resume
     start = _start(ctx, stream.load_state_dict)
@@ -124,7 +122,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
                 crash_point("generate")
                 with timer("score"):
                     groups = _score_on_every_rank(scoring.finish, mine)
-            switched.append(apply_code_switch_penalty(groups, penalty))  # over the round's batch (§4.3.2)
+            switched.append(penalize_code_switching(groups, stage.reward.code_switch_penalty))  # whole round (§4.3.2)
             return groups
 
         try:

@@ -8,7 +8,7 @@ import typing
 from dataclasses import fields, is_dataclass
 from typing import Any, Literal, Optional
 
-from .schema import REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, Model, Parallel, Stage
+from .schema import REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, Model, Parallel, Stage, stage_domains
 
 TRANSFORMER_IMPLS = ("auto", "local", "transformer_engine")
 FP8_RECIPES = ("none", "delayed", "current", "blockwise")
@@ -106,6 +106,8 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
         _validate_handoff(cfg, i, where)
         _validate_length(s, where)
         _validate_data(s, where)
+        if s.mode == "half" and cfg.chat_style == "chatml":
+            raise ConfigError(f"{where}.mode: 'half' alternates thinking modes (§4.3.2); chat_style=chatml has none")
         if s.mode == "half" and s.kind != "grpo":
             raise ConfigError(f"{where}.mode: 'half' splits GRPO batches (§4.3.2); a {s.kind} stage needs think "
                               f"or no_think")
@@ -212,14 +214,15 @@ def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
     s = cfg.stages[i]
     if s.checkpoint_every < 0:
         raise ConfigError(f"{where}.checkpoint_every: expected >= 0 (0 = no mid-stage checkpoints)")
-    if s.extra_data and s.kind != "sft":
-        raise ConfigError(f"{where}.extra_data: only SFT stages mix sources; a {s.kind} stage reads data")
+    if s.extra_data and s.kind == "reward_model":
+        raise ConfigError(f"{where}.extra_data: sft and grpo stages mix sources; a reward_model stage reads data")
     for j, d in enumerate(s.extra_data):
         if not d.source:
-            raise ConfigError(f"{where}.extra_data.{j}.source: expected a file path or synthetic:NAME")
+            raise ConfigError(f"{where}.extra_data.{j}.source: expected a file path, synthetic:NAME or "
+                              f"benchmark:NAME")
     if s.boundary.data == "continue":
         before = [p for p in cfg.stages[:i] if p.kind == s.kind]
-        if not before or before[-1].data != s.data:
+        if not before or (before[-1].data, before[-1].extra_data) != (s.data, s.extra_data):
             raise ConfigError(f"{where}.boundary.data: 'continue' needs an earlier {s.kind} stage with the same data")
     if s.boundary.optimizer == "carry":
         prev = cfg.stages[i - 1] if i else None
@@ -253,15 +256,21 @@ def _validate_length(s: Stage, where: str) -> None:
 
 
 def _validate_data(s: Stage, where: str) -> None:
-    """Every Data section of the stage: ``data``, then ``extra_data.J`` (the SFT blend)."""
+    """Every Data section of the stage: ``data``, then ``extra_data.J`` (the SFT blend, or mixed-domain prompts)."""
     if not s.data.source:
-        raise ConfigError(f"{where}.data.source: expected a file path or synthetic:NAME")
+        raise ConfigError(f"{where}.data.source: expected a file path, synthetic:NAME or benchmark:NAME")
     # The prompt limit the loader drops long rows at: the engine's for RL prompts, the sequence's for SFT.
     limit = {"grpo": ("rollout.max_prompt_tokens", s.rollout.max_prompt_tokens),
              "sft": ("sft_max_tokens", s.sft_max_tokens)}.get(s.kind)
     for name, d in (("data", s.data), *((f"extra_data.{j}", d) for j, d in enumerate(s.extra_data))):
         if d.max_bad_rows < 0:
             raise ConfigError(f"{where}.{name}.max_bad_rows: expected >= 0, got {d.max_bad_rows}")
+        if d.domain and s.kind != "grpo":
+            raise ConfigError(f"{where}.{name}.domain: only grpo prompts are scored in a domain; a {s.kind} stage "
+                              f"reads its rows as they are (leave it empty)")
+        if d.domain and d.domain not in REWARD_DOMAINS:
+            raise ConfigError(f"{where}.{name}.domain: expected one of {list(REWARD_DOMAINS)} or empty (the "
+                              f"stage's domain), got {d.domain!r:.80}")
         if d.min_prompt_tokens < 0:
             raise ConfigError(f"{where}.{name}.min_prompt_tokens: expected >= 0, got {d.min_prompt_tokens}")
         if d.min_prompt_tokens and limit is None:
@@ -315,7 +324,7 @@ def _validate_sampling_filters(s: Stage, where: str) -> None:
     for name in ("readmit_unsolved", "readmit_solved"):
         if not 0 <= getattr(g, name) <= 1:
             raise ConfigError(f"{where}.grpo.{name}: expected a probability in [0, 1], got {getattr(g, name)}")
-    if g.epoch_filter and s.domain == "rlhf":
+    if g.epoch_filter and "rlhf" in stage_domains(s):
         raise ConfigError(f"{where}.grpo.epoch_filter: needs a pass/fail reward (correct = reward > 0); "
                           f"rlhf rewards are reward-model scores")
     for k, phase in enumerate(s.length_curriculum):
@@ -359,7 +368,7 @@ def _validate_reward(s: Stage, where: str) -> None:
         raise ConfigError(f"{where}.reward.verify_timeout_s: expected > 0, got {rw.verify_timeout_s}")
     if rw.workers < 0:
         raise ConfigError(f"{where}.reward.workers: expected >= 0 (0 = all cores), got {rw.workers}")
-    needs_rm = "the rlhf domain" if s.domain == "rlhf" else "if_rm_bonus" if rw.if_rm_bonus else ""
+    needs_rm = "the rlhf domain" if "rlhf" in stage_domains(s) else "if_rm_bonus" if rw.if_rm_bonus else ""
     if needs_rm and not (rw.reward_model_url or rw.reward_model_stage):
         raise ConfigError(f"{where}.reward.reward_model_url: {needs_rm} needs a reward model: a server URL, or "
                           f"reward.reward_model_stage = an earlier reward_model stage to serve")

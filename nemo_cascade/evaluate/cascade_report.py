@@ -72,6 +72,18 @@ def _eval_row(path: Path, suite_domain: dict[str, str]) -> dict[str, tuple[float
         raise ReportError(f"{path}: not an eval.json ({detail})") from None
 
 
+def _domains(stage: dict) -> str:
+    """A GRPO stage's reward domains as shown: ``math``, or ``ifeval+math+code`` for one that mixes sources of
+    several (``Stage.extra_data`` with ``Data.domain``)."""
+    own = stage.get("domain", "math")
+    extra = [d.get("domain") or own for d in stage.get("extra_data") or []]
+    return "+".join(dict.fromkeys([own, *extra]))
+
+
+def _trains(domains: str | None, domain: str) -> bool:
+    return domains is not None and domain in domains.split("+")
+
+
 def _stages(run_dir: Path, config: dict, manifest: dict) -> list[StageInfo]:
     """The configured stages in order, with the manifest's status; a stage the manifest lacks is pending."""
     try:
@@ -79,7 +91,7 @@ def _stages(run_dir: Path, config: dict, manifest: dict) -> list[StageInfo]:
         for k, s in enumerate(config["stages"]):
             entry = manifest.get("stages", {}).get(s["name"], {})
             kind, seconds, gate = s.get("kind", "grpo"), entry.get("seconds"), entry.get("gate")
-            out.append(StageInfo(k, s["name"], kind, s.get("domain") if kind == "grpo" else None,
+            out.append(StageInfo(k, s["name"], kind, _domains(s) if kind == "grpo" else None,
                                  int(entry.get("steps") or s.get("steps", 0)), str(entry.get("status", "pending")),
                                  float(seconds) if isinstance(seconds, (int, float)) else None,
                                  gate if isinstance(gate, dict) else {}, run_dir / "stages" / f"{k}-{s['name']}",
@@ -127,7 +139,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def _is_own(run: Run, label: str, suite: str) -> bool:
     """Does the row's stage train on this suite's domain (an RL stage's reward domain)?"""
-    return run.row_domain[label] is not None and run.suite_domain[suite] == run.row_domain[label]
+    return _trains(run.row_domain[label], run.suite_domain[suite])
 
 
 def _cell(row: dict, change: dict, suite: str, fmt: str = " ({})") -> str:
@@ -151,7 +163,7 @@ def _own_domain(run: Run) -> list[str]:
     change = dict(zip((label for label, _ in run.history), deltas(run.history)))
     lines = []
     for s in (s for s in run.stages if s.kind == "grpo"):
-        moved = {x: d for x, d in change.get(s.name, {}).items() if run.suite_domain[x] == s.domain}
+        moved = {x: d for x, d in change.get(s.name, {}).items() if _trains(s.domain, run.suite_domain[x])}
         if s.name not in change:
             text = "not evaluated yet" if s.evaluate else "no gate after it (evaluate = false): see the next row"
         elif not moved:

@@ -33,15 +33,16 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from .. import config, types
-from ..data.chat import render
+from ..data.chat import STYLES, render
 from . import metrics as M
 from .suites import EvalError, Item, Suite, file_sha256, get_suite, load_items
 
 log = logging.getLogger(__name__)
 
-TEMPLATES = ("cascade1", "cascade2", "model")
+TEMPLATES = (*STYLES, "model")
 """Prompt templates: the project's chat templates (``data.chat.render``, the one training uses; cascade1 adds
-`` /think`` / `` /no_think`` to each user turn, §3.1.2) or the model's own ``chat_template`` ("model")."""
+`` /think`` / `` /no_think`` to each user turn, §3.1.2; chatml is plain ChatML) or the model's own
+``chat_template`` ("model")."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import code, ifeval, math, rlhf, swe
-from .scoring import ScoreAsFinished, Scorer, apply_code_switch_penalty, resolve_code_switch_penalty, reward_metrics
+from .scoring import (MixedScorer, ScoreAsFinished, Scorer, apply_code_switch_penalty, penalize_code_switching,
+                      resolve_code_switch_penalty, reward_metrics, stage_scorer)
 
 RewardFn = Callable[[str, Any], float]
 
@@ -35,5 +36,5 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
 """Domain → label check for data loading: a one-line ValueError for a malformed label (DESIGN.md "Rewards")."""
 
 
-__all__ = ["REWARDS", "VALIDATORS", "RewardFn", "Scorer", "ScoreAsFinished", "apply_code_switch_penalty", "reward_metrics",
-           "resolve_code_switch_penalty"]
+__all__ = ["REWARDS", "VALIDATORS", "RewardFn", "Scorer", "MixedScorer", "stage_scorer", "ScoreAsFinished",
+           "apply_code_switch_penalty", "penalize_code_switching", "reward_metrics", "resolve_code_switch_penalty"]

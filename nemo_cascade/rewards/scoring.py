@@ -132,6 +132,31 @@ class Scorer:
             start = end
 
 
+class MixedScorer:
+    """Several domains' :class:`Scorer` behind one ``score``: each group is judged by the verifier of its prompt's
+    domain (``Prompt.domain``) — a GRPO stage that mixes domains in one run (``Stage.extra_data``)."""
+
+    def __init__(self, domains: Sequence[str], settings: Reward = Reward()):
+        self.settings = settings
+        self.scorers = {domain: Scorer(domain, settings) for domain in domains}
+
+    def score(self, groups: list[PromptGroup]) -> list[PromptGroup]:
+        """Fill every group's rewards (in place; also returned), one batched call per domain."""
+        by_domain: dict[str, list[PromptGroup]] = defaultdict(list)
+        for group in groups:
+            by_domain[group.prompt.domain].append(group)
+        for domain, some in by_domain.items():
+            if domain not in self.scorers:
+                raise ValueError(f"a prompt of domain {domain!r} in a stage scoring {sorted(self.scorers)}")
+            self.scorers[domain].score(some)
+        return groups
+
+
+def stage_scorer(domains: Sequence[str], settings: Reward = Reward()) -> Scorer | MixedScorer:
+    """What a GRPO stage scores with: its one domain's :class:`Scorer`, or a :class:`MixedScorer` over several."""
+    return Scorer(domains[0], settings) if len(domains) == 1 else MixedScorer(domains, settings)
+
+
 class ScoreAsFinished:
     """Rewards computed while the batch is still generating: the engine hands each group over as soon as its
     samples are done (``RolloutEngine.generate(on_group=...)``) and a thread pool scores it, so slow verifiers —
@@ -148,7 +173,7 @@ class ScoreAsFinished:
             scoring.finish(groups)   # waits for the groups in flight, scores any not yet scored
     """
 
-    def __init__(self, scorer: Scorer, enabled: bool, group_size: int):
+    def __init__(self, scorer: Scorer | MixedScorer, enabled: bool, group_size: int):
         self.scorer = scorer
         threads = max(1, (scorer.settings.workers or num_cores()) // max(group_size, 1))
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="score") if enabled else None
@@ -180,6 +205,17 @@ class ScoreAsFinished:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+def penalize_code_switching(groups: list[PromptGroup], setting: str) -> int:
+    """The stage's ``Reward.code_switch_penalty`` applied to a gathered batch: each domain's groups together
+    with that domain's penalty (``auto``: the paper's per-stage values, which a mixed-domain batch keeps per
+    domain). Returns how many samples were flagged."""
+    by_domain: dict[str, list[PromptGroup]] = defaultdict(list)
+    for group in groups:
+        by_domain[group.prompt.domain].append(group)
+    return sum(apply_code_switch_penalty(some, resolve_code_switch_penalty(domain, setting))
+               for domain, some in by_domain.items())
+
+
 def apply_code_switch_penalty(groups: list[PromptGroup], penalty: language.CodeSwitchPenalty) -> int:
     """Replace the reward of every code-switched sample of the whole batch by ``penalty`` (in place); returns
     how many were flagged. Run on the gathered batch: ``batch_min_minus_10`` takes the minimum over it."""
@@ -196,7 +232,8 @@ def apply_code_switch_penalty(groups: list[PromptGroup], penalty: language.CodeS
 
 def reward_metrics(groups: list[PromptGroup]) -> dict[str, float]:
     """Batch metrics from the verdicts: ``answer_found`` rate (math), ``if_pass/<instruction id>`` pass rates
-    (ifeval: the per-instruction report of §4.4) and ``swe/<outcome>`` shares (which branch of Eq. 2, §4.7)."""
+    (ifeval: the per-instruction report of §4.4), ``swe/<outcome>`` shares (which branch of Eq. 2, §4.7) and, in
+    a mixed-domain batch, ``reward_mean/<domain>`` and ``prompts/<domain>``."""
     found: list[bool] = []
     outcomes: list[str] = []
     passed: dict[str, list[bool]] = defaultdict(list)
@@ -209,11 +246,18 @@ def reward_metrics(groups: list[PromptGroup]) -> dict[str, float]:
             if "outcome" in details:
                 outcomes.append(details["outcome"])
     out = {f"if_pass/{iid}": sum(v) / len(v) for iid, v in sorted(passed.items())}
+    domains = sorted({g.prompt.domain for g in groups})
+    if len(domains) > 1:  # a mixed-domain batch: how each domain fares (and how much of the batch it is)
+        for domain in domains:
+            rewards = [r for g in groups if g.prompt.domain == domain for r in g.rewards_G]
+            out[f"reward_mean/{domain}"] = sum(rewards) / len(rewards)
+            out[f"prompts/{domain}"] = sum(g.prompt.domain == domain for g in groups)
     out.update({f"swe/{o}": outcomes.count(o) / len(outcomes) for o in sorted(set(outcomes))})
     if found:
         out["answer_found"] = sum(found) / len(found)
     return out
 
 
-__all__ = ["Scorer", "ScoreAsFinished", "apply_code_switch_penalty", "reward_metrics", "resolve_code_switch_penalty",
+__all__ = ["Scorer", "MixedScorer", "stage_scorer", "ScoreAsFinished", "penalize_code_switching",
+           "apply_code_switch_penalty", "reward_metrics", "resolve_code_switch_penalty",
            "AUTO_CODE_SWITCH_PENALTY"]

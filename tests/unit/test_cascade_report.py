@@ -110,6 +110,25 @@ def test_matrix_text_numbers_deltas_and_own_domain(run_dir):
                    "- `swe` (swe): not evaluated yet"]
 
 
+def test_a_mixed_domain_stage_owns_every_domain_it_trains(tmp_path):
+    """One GRPO stage over IF + math prompts (extra_data with Data.domain): both domains' suites are its own."""
+    mixed = C.Stage(name="mixed", domain="ifeval", data=C.Data(source="synthetic:if_arithmetic"),
+                    extra_data=(C.Data(source="synthetic:arithmetic", domain="math"),))
+    run = tmp_path / "mixed"
+    run.mkdir()
+    (run / "config.json").write_text(C.dumps(C.Cascade(name="mixed", stages=(mixed,))))
+    (run / "manifest.json").write_text(json.dumps({"name": "mixed", "stages": {"mixed": {"status": "done"}}}))
+    meta = {"checkpoint": "ckpt", "git": {"sha": "abc", "dirty": False}, "versions": {}}
+    for row, (a, b, c) in {"base": (.3, .4, .1), "mixed": (.35, .42, .09)}.items():
+        write_eval(run / ("base" if row == "base" else "stages/0-mixed"),
+                   {"ifeval": _suite("ifeval", a), "gsm8k": _suite("gsm8k", b), "humaneval": _suite("humaneval", c)},
+                   meta)
+    text = matrix_text(run)
+    assert "- `mixed` (ifeval+math): ifeval +5.0, gsm8k +2.0 (mean +3.5)" in text
+    row = next(line for line in text.splitlines() if line.startswith("| mixed"))
+    assert [c.strip() for c in row.strip("|").split("|")] == ["mixed", "35.0 (+5.0)*", "42.0 (+2.0)*", "9.0 (-1.0)"]
+
+
 def test_report_markdown(run_dir):
     md_path, png_path = build_report(run_dir)
     assert (md_path, png_path) == (run_dir / "report.md", run_dir / "report.png")

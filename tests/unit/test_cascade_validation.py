@@ -83,7 +83,16 @@ def test_boundary_policy_checks(tiny):
     check_cascade(_stage(tiny, "math", boundary=carry))  # same optimizer settings: fine
     cont = C.Boundary(data="continue")
     assert "'continue' needs an earlier grpo stage with the same data" in _error(_stage(tiny, "math", boundary=cont))
-    assert "only SFT stages mix sources" in _error(_stage(tiny, "math", extra_data=(C.Data(source="synthetic:arithmetic"),)))
+    assert "a reward_model stage reads data" in _error(_stage(tiny, "rm", extra_data=(C.Data(source="synthetic:arithmetic"),)))
+    mixed = _stage(tiny, "math", extra_data=(C.Data(source="synthetic:code_arithmetic", domain="code"),))
+    check_cascade(mixed)  # a grpo stage may mix domains
+    assert C.stage_domains(next(s for s in mixed.stages if s.name == "math")) == ("math", "code")
+    wrong = _stage(tiny, "math", extra_data=(C.Data(source="synthetic:code_arithmetic", domain="coding"),))
+    assert "stages.math.extra_data.0.domain: expected one of" in _error(wrong)
+    sft_domain = _stage(tiny, "sft", data=C.Data(source="synthetic:arithmetic", domain="math"))
+    assert "stages.sft.data.domain: only grpo prompts are scored in a domain" in _error(sft_domain)
+    with_rlhf = _stage(tiny, "math", extra_data=(C.Data(source="synthetic:arithmetic", domain="rlhf"),))
+    assert "stages.math.reward.reward_model_url: the rlhf domain needs a reward model" in _error(with_rlhf)
     assert "checkpoint_every: expected >= 0" in _error(_stage(tiny, "math", checkpoint_every=-1))
     assert "keep_checkpoints: expected >= 1" in _error(replace(tiny, keep_checkpoints=0))
 

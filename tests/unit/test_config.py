@@ -143,7 +143,7 @@ def test_grpo_settings_overrides(tiny):
     ("stages.math.grpo.refill_max_rounds=-1", "stages.math.grpo.refill_max_rounds: expected >= 0"),
     ("stages.math.grpo.readmit_solved=1.5", "stages.math.grpo.readmit_solved: expected a probability"),
     ("stages.math.rollout.top_k=0", "stages.math.rollout.top_k: expected -1 (off) or >= 1"),
-    ("chat_style=cascade3", "chat_style: expected one of ['cascade1', 'cascade2']"),
+    ("chat_style=cascade3", "chat_style: expected one of ['cascade1', 'cascade2', 'chatml']"),
 ])
 def test_bad_grpo_settings_name_the_field(tiny, override, message):
     with pytest.raises(C.ConfigError) as e:

@@ -62,7 +62,7 @@ def _jinja(messages, style, mode, gen):
 
 @fuzz("chat.render_vs_jinja")
 @given(messages=good_messages, mode=st.sampled_from(["think", "no_think"]),
-       style=st.sampled_from(["cascade1", "cascade2"]), gen=st.booleans())
+       style=st.sampled_from(["cascade1", "cascade2", "chatml"]), gen=st.booleans())
 def test_render_equals_the_jinja_template_on_any_contents(messages, mode, style, gen):
     """Contents holding control tokens, Jinja delimiters or separators are emitted verbatim by both."""
     ran("chat.render_vs_jinja")

@@ -172,6 +172,15 @@ def test_half_mode_templates_every_row_in_both_modes(tok, style):
     assert load_prompts(data, tok, "think", "math", 512).alternate is None
 
 
+def test_chatml_style_is_plain_chatml_in_every_mode(tok):
+    """chatml: an instruct model's own ChatML (SmolLM2): no mode flag, no think block, the mode changes nothing."""
+    data = Data(source="synthetic:arithmetic", size=2, split="test", seed=5)
+    row = arithmetic("test", 2, seed=5)[0]
+    expected = f"<|im_start|>user\n{row['question']}<|im_end|>\n<|im_start|>assistant\n"
+    for mode in ("think", "no_think"):
+        assert tok.decode(load_prompts(data, tok, mode, "math", 512, "chatml")[0].prompt_tokens) == expected
+
+
 def test_half_mode_drops_a_row_when_either_templating_is_too_long(tok, tmp_path):
     path = _jsonl(tmp_path, [{"question": "What is 1 + 1?", "answer": "2"}, {"question": "q", "answer": "1"}])
     think_len = len(load_prompts(Data(source=str(path)), tok, "think", "math", 512)[0].prompt_tokens)

@@ -272,7 +272,7 @@ class _Actor:
 
 
 class _Scorer:
-    def __init__(self, domain, settings):
+    def __init__(self, domains, settings):
         self.settings = settings
 
     def score(self, groups):
@@ -301,7 +301,7 @@ def test_each_length_phase_samples_and_trains_at_its_temperature(monkeypatch, tm
     from nemo_cascade.types import Prompt
     from nemo_cascade.weight_sync import SyncStats
 
-    monkeypatch.setattr(S, "Scorer", _Scorer)
+    monkeypatch.setattr(S, "stage_scorer", _Scorer)
     monkeypatch.setattr(S.weight_sync, "push", lambda actor, engine: SyncStats(1, 1, 1.0))
     stage = C.Stage(name="math", steps=3, rollout=C.Rollout(temperature=1.0, max_response_tokens=8),
                     grpo=C.GRPO(group_size=2, prompts_per_step=2, kl_coef=1e-3),

@@ -6,8 +6,8 @@ import pytest
 
 from nemo_cascade import config as C
 from nemo_cascade.data.loader import DataError, load_prompts
-from nemo_cascade.rewards import (VALIDATORS, Scorer, apply_code_switch_penalty, resolve_code_switch_penalty,
-                                  reward_metrics)
+from nemo_cascade.rewards import (VALIDATORS, MixedScorer, Scorer, apply_code_switch_penalty, penalize_code_switching,
+                                  resolve_code_switch_penalty, reward_metrics, stage_scorer)
 from nemo_cascade.types import Prompt, PromptGroup
 
 
@@ -157,3 +157,28 @@ def test_scoring_as_finished_raises_what_a_group_s_scoring_raised():
         scoring.on_group(0, bad)
         with pytest.raises(ValueError, match="labels\\[0\\]"):
             scoring.finish([bad])
+
+
+def test_mixed_scorer_judges_each_group_in_its_own_domain():
+    """Mixed-domain RL (Stage.extra_data): the same text is right as a math answer and wrong as an IF response."""
+    label = {"prompt": "Answer in lowercase.", "instruction_id_list": ["change_case:english_lowercase"],
+             "kwargs": [{}]}
+    text = "so the answer to this question is clearly \\boxed{5} and that is all there is to it"
+    math_g, if_g = group("5", [text, "\\boxed{6}"]), group(label, [text, "SHOUT"], domain="ifeval")
+    scorer = stage_scorer(("math", "ifeval"), C.Reward())
+    assert isinstance(scorer, MixedScorer) and isinstance(stage_scorer(("math",)), Scorer)
+    scorer.score([math_g, if_g])
+    assert (math_g.rewards_G, if_g.rewards_G) == ([1.0, 0.0], [1.0, 0.0])
+    metrics = reward_metrics([math_g, if_g])
+    assert (metrics["reward_mean/math"], metrics["prompts/ifeval"]) == (0.5, 1)
+    with pytest.raises(ValueError, match="a prompt of domain 'code' in a stage scoring"):
+        scorer.score([group({"tests": []}, ["x"], domain="code")])
+
+
+def test_mixed_batch_gets_each_domain_s_code_switch_penalty():
+    """auto: math −1 (§4.5), code 0 (§4.6), each applied to its own domain's groups of one batch."""
+    mixed = "答案 answer 是 5"
+    math_g, code_g = group("5", [mixed, "\\boxed{5}"]), group({"tests": []}, [mixed, "fine"], domain="code")
+    math_g.rewards_G, code_g.rewards_G = [1.0, 1.0], [1.0, 1.0]
+    assert penalize_code_switching([math_g, code_g], "auto") == 2
+    assert (math_g.rewards_G, code_g.rewards_G) == ([-1.0, 1.0], [0.0, 1.0])
