@@ -6,12 +6,13 @@ Two measurements, both on a finished tiny cascade (``make run``; the bench runs 
    ``pad_share_unpacked`` (the same sequences one per padded row, the layout without packing); the table gives
    each stage's mean over its steps. Exact, not sampled: both come from the same batches.
 2. **Time.** The run's final policy generates one batch of each GRPO stage's prompts with that stage's rollout
-   settings (real lengths); the batch is laid out packed and one sequence per row, and the actor's
-   ``train_step`` (lr 0, so the weights stay put) and ``logprobs`` are timed on both layouts (median of
-   ``--repeats``, after a warm-up), in one process, alternating.
+   settings (real lengths); the batch is laid out one sequence per row and packed into rows of each
+   ``--pack-tokens`` length (``grpo.pack_tokens``; 0 = the batch's longest sequence), and the actor's
+   ``train_step`` (lr 0, so the weights stay put) and ``logprobs`` are timed on every layout (median of
+   ``--repeats``, after a warm-up), in one process.
 
     .venv/bin/python bench/grpo_packing.py                   # runs/tiny (made first when missing)
-    .venv/bin/python bench/grpo_packing.py --run runs/tiny --repeats 5
+    .venv/bin/python bench/grpo_packing.py --run runs/tiny --repeats 5 --pack-tokens 0,384
 
 Appends one JSON line per stage to ``bench/results/grpo_packing.jsonl`` and prints the table.
 """
@@ -55,8 +56,9 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def time_layouts(run: Path, cfg, repeats: int) -> dict[str, dict]:
-    """Per GRPO stage: one real rollout batch, train_step and logprobs timed packed and unpacked."""
+def time_layouts(run: Path, cfg, repeats: int, pack_tokens: list[int], micro_batch: int | None) -> dict[str, dict]:
+    """Per GRPO stage: one real rollout batch, train_step and logprobs timed unpacked and packed into rows of
+    each of ``pack_tokens`` (``grpo.pack_tokens``; 0 = the longest sequence)."""
     from dataclasses import replace
 
     from transformers import AutoTokenizer
@@ -71,7 +73,8 @@ def time_layouts(run: Path, cfg, repeats: int) -> dict[str, dict]:
     grpo_stages = [(k, s) for k, s in enumerate(cfg.stages) if s.kind == "grpo"]
     policy = stage_folder(run, cfg, grpo_stages[-1][0]) / "hf"
     tokenizer = AutoTokenizer.from_pretrained(str(policy))
-    actor = MegatronActor(str(policy), cfg.parallel)
+    parallel = cfg.parallel if micro_batch is None else replace(cfg.parallel, micro_batch_size=micro_batch)
+    actor = MegatronActor(str(policy), parallel)
     actor.configure_optimizer(C.Actor(lr=0.0), 1000)
     longest = max(s.rollout.max_prompt_tokens + s.rollout.max_response_tokens for _, s in grpo_stages)
     engine = RolloutEngine(str(policy), grpo_stages[0][1].rollout, seed=0, max_model_len=longest,
@@ -82,14 +85,18 @@ def time_layouts(run: Path, cfg, repeats: int) -> dict[str, dict]:
         groups = engine.generate(prompts[:stage.grpo.prompts_per_step], stage.grpo.group_size, stage.rollout, step=0)
         for group in groups:  # rewards only decide advantages here; alternate them so that no group is dropped
             group.rewards_G = [float(i % 2) for i in range(group.group_size)]
-        layouts = {name: grpo.make_batch(groups, replace(stage.grpo, sequence_packing=packed), pad_id(tokenizer))
-                   for name, packed in (("packed", True), ("unpacked", False))}
-        row = {"sequences": layouts["packed"].num_sequences}
+        layouts = {"unpacked": grpo.make_batch(groups, replace(stage.grpo, sequence_packing=False), pad_id(tokenizer))}
+        for budget in pack_tokens:  # 0: rows as long as the batch's longest sequence (the default)
+            layouts[f"packed@{budget}"] = grpo.make_batch(
+                groups, replace(stage.grpo, sequence_packing=True, pack_tokens=budget), pad_id(tokenizer))
+        row = {"sequences": layouts["unpacked"].num_sequences}
         for name, batch in layouts.items():
             loss = partial(grpo.actor_loss, stage.grpo)
+            computed = actor.train_step(batch.tensors(), loss).metrics["computed_tokens"]
             row[name] = {
                 "rows": int(batch.tokens_B_T.shape[0]), "T": int(batch.tokens_B_T.shape[1]),
-                "pad_share": round(batch.metrics["pad_share"], 4),
+                # of the positions the actor ran: microbatches of packed rows are cut to their longest row
+                "pad_share": round(1 - float(batch.lengths_S.sum()) / computed, 4),
                 "train_s": round(timed(lambda: actor.train_step(batch.tensors(), loss), repeats), 4),
                 "logprobs_s": round(timed(lambda: actor.logprobs(batch.tokens_B_T, 1.0, batch.layout()), repeats), 4),
             }
@@ -103,30 +110,36 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default=str(DEFAULT_RUN), help="a finished tiny cascade's folder")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pack-tokens", default="0,256,512",
+                        help="row lengths to time (grpo.pack_tokens; 0 = the batch's longest sequence)")
+    parser.add_argument("--micro-batch", type=int, help="rows per microbatch (default: the run's "
+                        "parallel.micro_batch_size)")
     args = parser.parse_args()
+    budgets = [int(x) for x in args.pack_tokens.split(",")]
     run = Path(args.run)
     cfg = ensure_run(run)
     shares = pad_shares(run, cfg)
     if not shares:
         print(f"{run}: no GRPO step logged pad_share (a run from before packing); run it again", file=sys.stderr)
         return 1
-    times = time_layouts(run, cfg, args.repeats)
+    times = time_layouts(run, cfg, args.repeats, budgets, args.micro_batch)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS.open("a") as f:
         for name in times:
-            f.write(json.dumps({"time": stamp, "stage": name, "run": shares.get(name), **times[name]}) + "\n")
-    print(f"\n{'stage':<8} {'run pad share':>22} {'batch':>6} {'rows':>9} {'pad share':>15} "
-          f"{'train s':>15} {'ratio':>6} {'logprobs s':>15} {'ratio':>6}")
-    print(f"{'':<8} {'unpacked → packed':>22} {'seqs':>6} {'unp → p':>9} {'unp → p':>15} {'unp → p':>15} "
-          f"{'':>6} {'unp → p':>15}")
+            f.write(json.dumps({"time": stamp, "stage": name, "run": shares.get(name),
+                                "micro_batch": args.micro_batch or cfg.parallel.micro_batch_size, **times[name]}) + "\n")
+    print(f"\n{'stage':<8} {'run pad share':>18} {'seqs':>5} {'layout':<12} {'rows':>5} {'T':>5} {'pad share':>10} "
+          f"{'train s':>8} {'÷ unp':>6} {'logprobs s':>10} {'÷ unp':>6}")
     for name, t in times.items():
-        s, u, p = shares.get(name, {}), t["unpacked"], t["packed"]
+        s = shares.get(name)
         run_cell = f"{s['pad_share_unpacked']:.1%} → {s['pad_share']:.1%}" if s else "—"
-        print(f"{name:<8} {run_cell:>22} {t['sequences']:>6} {u['rows']:>4}→{p['rows']:<4} "
-              f"{u['pad_share']:6.1%} → {p['pad_share']:5.1%} {u['train_s']:6.3f} → {p['train_s']:6.3f} "
-              f"{p['train_s'] / u['train_s']:6.2f} {u['logprobs_s']:6.3f} → {p['logprobs_s']:6.3f} "
-              f"{p['logprobs_s'] / u['logprobs_s']:6.2f}")
+        u = t["unpacked"]
+        for k, layout in enumerate(x for x in t if x not in ("sequences",)):
+            r = t[layout]
+            print(f"{name if k == 0 else '':<8} {run_cell if k == 0 else '':>18} {t['sequences'] if k == 0 else '':>5} "
+                  f"{layout:<12} {r['rows']:>5} {r['T']:>5} {r['pad_share']:>10.1%} {r['train_s']:>8.3f} "
+                  f"{r['train_s'] / u['train_s']:>6.2f} {r['logprobs_s']:>10.3f} {r['logprobs_s'] / u['logprobs_s']:>6.2f}")
     return 0
 
 

@@ -162,6 +162,8 @@ def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:
     if result is not None:
         out.update(loss=result.loss, grad_norm=result.grad_norm, lr=result.lr, train_tokens=result.tokens,
                    sync_mb=sync.bytes / 1e6, sync_mb_per_s=sync.mb_per_s, **result.metrics)
+        if result.metrics.get("computed_tokens"):  # what the actor ran (microbatches cut to their longest row)
+            out["pad_share"] = 1.0 - float(batch.lengths_S.sum()) / result.metrics["computed_tokens"]
     return out
 
 

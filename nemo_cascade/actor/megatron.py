@@ -383,7 +383,9 @@ class MegatronActor:
         """This DP rank's slice of the batch (DP ranks get equal row counts; empty rows fill up) in microbatches
         of at most ``micro_batch_size`` rows. Pipeline parallelism sends activations of one fixed shape
         between stages, so with PP > 1 the last microbatch is padded to full size too; without PP it is not —
-        computing padding rows costs as much as real ones (a 9-row packed SFT batch is not run as 64 rows)."""
+        computing padding rows costs as much as real ones (a 9-row packed SFT batch is not run as 64 rows) —
+        and a microbatch of packed rows is cut to its longest row: packing lays rows out longest first, so the
+        later microbatches' rows are shorter than the batch's widest and their padding columns are not run."""
         mbs, dp, together = self.parallel.micro_batch_size, self.dp_size, self.ROWS_TOGETHER
         n = batch["tokens"].shape[0]
         per_rank = -(-n // (dp * together)) * together
@@ -391,7 +393,10 @@ class MegatronActor:
             per_rank = -(-per_rank // mbs) * mbs
         padded = {k: _pad_rows(v, per_rank * dp, fill=-1 if k == "row" else 0) for k, v in batch.items()}
         mine = {k: v[self.dp_rank * per_rank:(self.dp_rank + 1) * per_rank] for k, v in padded.items()}
-        return [{k: v[i:i + mbs] for k, v in mine.items()} for i in range(0, per_rank, mbs)], n
+        microbatches = [{k: v[i:i + mbs] for k, v in mine.items()} for i in range(0, per_rank, mbs)]
+        if self.parallel.pp == 1 and "segment_ids" in batch:
+            microbatches = [_trimmed(mb) for mb in microbatches]
+        return microbatches, n
 
     def _forward_step(self, loss_fn: LossFn, temperature: float, data_iterator, model):
         mb = {k: v.to(self.device) for k, v in next(data_iterator).items()}
@@ -428,7 +433,8 @@ class MegatronActor:
         else:  # [1, B·T_pad, ·] for thd rows; drop the padded positions
             x = self._loss_input(output.reshape(B, -1, output.shape[-1])[:, :T], mb, temperature)
         num, den, sums = loss_fn(x, mb)
-        report = {"num": num.detach().double().reshape(1).cpu(), "den": torch.as_tensor(den).double().reshape(1).cpu()}
+        report = {"num": num.detach().double().reshape(1).cpu(), "den": torch.as_tensor(den).double().reshape(1).cpu(),
+                  "computed_tokens": torch.tensor([float(B * T)], dtype=torch.float64)}
         report.update({k: torch.as_tensor(v).detach().double().reshape(-1).cpu() for k, v in sums.items()})
         count = torch.as_tensor(den).to(device=self.device, dtype=torch.int)
         if self.parallel.cp > 1 and self.ps.get_context_parallel_rank() > 0:
@@ -520,7 +526,7 @@ class MegatronActor:
         for mb, lp in holder:
             rows = mb["row"]
             valid = rows >= 0
-            out[rows[valid]] = lp[valid]
+            out[rows[valid], :lp.shape[1]] = lp[valid]  # a trimmed microbatch is narrower than the batch
         # Each DP rank computed its slice (zeros elsewhere), and only the last PP stage has values.
         dist.all_reduce(out)  # sums disjoint slices; TP and CP ranks hold identical copies, so divide by both
         copies = self.parallel.tp * self.parallel.cp
@@ -555,12 +561,20 @@ def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor, tempera
     """log softmax(logits / T) at the next token, over the vocabulary sharded across TP ranks.
 
     Returns [B, T] with position t holding log p(tokens[t] | tokens[:t]) and 0 at t = 0.
+
+    The logits are the step's largest tensor (B·T·V floats). Megatron's cross-entropy works in place — it turns
+    its input into the softmax it keeps for backward — so the model's own output goes in as it is (fp32) or as
+    its one fp32 copy (bf16): no shifted slice, no scaled copy. Every position is scored against the next
+    token (the last one against a wrapped-around label, dropped), and the temperature divides in place.
+    Consumes ``logits_B_T_V`` (the forward's output, which nothing else reads).
     """
     from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
 
-    logits = logits_B_T_V[:, :-1].float() / temperature
-    nll = vocab_parallel_cross_entropy(logits.contiguous(), tokens_B_T[:, 1:].contiguous())
-    return torch.nn.functional.pad(-nll, (1, 0))
+    logits = logits_B_T_V.float().contiguous()  # no copy for a whole fp32 output
+    if temperature != 1.0:
+        logits = logits.div_(temperature)
+    nll = vocab_parallel_cross_entropy(logits, torch.roll(tokens_B_T, -1, dims=1))
+    return torch.nn.functional.pad(-nll[:, :-1], (1, 0))
 
 
 def _cpu_causal_mask(T: int, device: torch.device) -> torch.Tensor | None:
@@ -570,6 +584,15 @@ def _cpu_causal_mask(T: int, device: torch.device) -> torch.Tensor | None:
     if not cpu.is_enabled():
         return None
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)[None, None]
+
+
+def _trimmed(mb: Batch) -> Batch:
+    """A microbatch of packed rows (sequences from position 0, padding after: ``segment_ids`` 0) without the
+    columns that are padding in every row."""
+    T = mb["segment_ids"].shape[1]
+    filled = (mb["segment_ids"] > 0).any(0).nonzero()
+    width = int(filled.max()) + 1 if filled.numel() else 1
+    return {k: v[:, :width] if v.dim() == 2 and v.shape[1] == T else v for k, v in mb.items()}
 
 
 def _pad_rows(t: torch.Tensor, n: int, fill: int = 0) -> torch.Tensor:

@@ -5,6 +5,8 @@ and the lineage manifest are written, and a re-run skips finished stages.
 
 The math stage also runs the per-stage GRPO settings: half-half thinking modes (§4.3.2), dynamic sampling with
 refill (§4.4.2) and a two-phase response-length curriculum, 8 tokens with overlong filtering then 40 (§4.5.2).
+The IF stage mixes in arithmetic prompts scored as math (``Stage.extra_data`` with ``Data.domain``): the
+mixed-domain run that recipes/smollm2_mixed.py compares the cascade with.
 (That stages improve their own domain needs the full step counts: `make run`, numbers in docs/cascade.md.)"""
 import json
 import os
@@ -20,13 +22,26 @@ STAGES = ("sft", "rm", "rlhf", "ifeval", "math", "code", "swe")
 SUITES = ("tiny-math", "tiny-ifeval", "tiny-code", "tiny-swe", "tiny-rlhf")
 REDUCED = ("stages.sft.steps=60", "stages.rm.steps=4", "stages.rlhf.steps=1", "stages.ifeval.steps=1",
            "stages.math.steps=2", "stages.code.steps=1", "stages.swe.steps=1", "stages.*.grpo.prompts_per_step=4",
-           "stages.*.grpo.group_size=4", "stages.math.grpo.prompts_per_step=8", "gate.limit=6", "gate.samples=2",
+           "stages.*.grpo.group_size=4", "stages.math.grpo.prompts_per_step=8", "stages.ifeval.grpo.prompts_per_step=8", "gate.limit=6", "gate.samples=2",
            "stages.math.mode=half", "stages.math.grpo.refill_max_rounds=2",
            "stages.math.length_curriculum=1:8:filter,1:40:zero")
 
 
+def recipe():
+    """recipes/tiny.py with 32 IF prompts and 32 arithmetic ones mixed in its IF stage."""
+    import runpy
+    from dataclasses import replace
+
+    from nemo_cascade.config import Data
+
+    cfg = runpy.run_path(str(ROOT / "recipes" / "tiny.py"))["recipe"]()
+    mixed = Data(source="synthetic:arithmetic", split="train", size=32, seed=9, domain="math")
+    return replace(cfg, stages=tuple(replace(s, data=replace(s.data, size=32), extra_data=(mixed,))
+                                     if s.name == "ifeval" else s for s in cfg.stages))
+
+
 def _run(run_root, *extra):
-    cmd = [sys.executable, "-m", "nemo_cascade.cli", "run", str(ROOT / "recipes" / "tiny.py"),
+    cmd = [sys.executable, "-m", "nemo_cascade.cli", "run", f"{__file__}:recipe",
            f"run_root={run_root}", *REDUCED, *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1200, cwd=ROOT)
 
@@ -110,6 +125,17 @@ def test_grpo_stage_settings_reach_the_loop(run):
     assert any(r["stage"] == "rlhf" for r in trained), "the RLHF stage made no GRPO update"
     # Strict on-policy with a verified weight sync: vLLM sampled with the very weights the actor trains.
     assert all(r["logprob_gap"] < 1e-4 for r in trained)
+
+
+def test_mixed_domain_stage_scores_each_domain_by_its_own_verifier(run):
+    ifeval = _metrics(run / "stages/3-ifeval/metrics.jsonl")
+    assert all(r["prompts/ifeval"] + r["prompts/math"] == r["groups"] for r in ifeval)
+    # math verdicts (answer_found) and IF verdicts (if_pass/…) in one batch
+    assert all({"reward_mean/ifeval", "reward_mean/math", "answer_found"} <= set(r) for r in ifeval)
+    assert all(any(k.startswith("if_pass/") for k in r) for r in ifeval)
+    m = json.loads((run / "manifest.json").read_text())
+    assert len(m["stages"]["ifeval"]["data_sha256"]) == 2
+    assert "- `ifeval` (ifeval+math):" in (run / "report.md").read_text()
 
 
 def test_sft_is_packed(run):

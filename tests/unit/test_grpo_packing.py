@@ -115,6 +115,9 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation):
     # strict on-policy: the loss VALUE is −ΣA/n whatever the log-probs; the gradient and the log-prob gap are not
     assert a.loss == pytest.approx(b.loss, abs=1e-6) and a.grad_norm == pytest.approx(b.grad_norm, rel=1e-5)
     assert a.metrics["logprob_gap"] == pytest.approx(b.metrics["logprob_gap"], rel=1e-5)
+    # microbatches of 2 packed rows are cut to their longest row: the later ones run fewer columns than the batch
+    assert a.metrics["computed_tokens"] < packed.tokens_B_T.numel()
+    assert b.metrics["computed_tokens"] == plain.tokens_B_T.numel()  # unpacked rows keep the batch's width
     # the layout is what makes it equal: packed rows without it let sequences see each other
     leaky = {k: v for k, v in packed.tensors().items() if k not in ("position_ids", "segment_ids")}
     assert abs(actor.train_step(leaky, loss, 0.7).grad_norm - a.grad_norm) > 1e-3
