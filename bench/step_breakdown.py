@@ -42,8 +42,10 @@ def model_dir(name: str, scratch: Path) -> str:
     return str(cached)
 
 
-def run_one(name: str, steps: int) -> dict:
-    """Build actor + engine for one model and run `steps` GRPO steps (plus one warm-up step, not counted)."""
+def run_one(name: str, steps: int, work: dict | None = None) -> dict:
+    """Build actor + engine for one model and run `steps` GRPO steps (plus one warm-up step, not counted).
+
+    ``work`` (prompts, group, max_tokens, micro_batch) defaults to ``WORK[name]``."""
     from transformers import AutoTokenizer
 
     from nemo_cascade import config as C
@@ -55,7 +57,7 @@ def run_one(name: str, steps: int) -> dict:
     from nemo_cascade.data.loader import pad_id
     from nemo_cascade.stage import StageContext, run_grpo
 
-    w = WORK[name]
+    w = work or WORK[name]
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         path = model_dir(name, scratch)
@@ -80,7 +82,19 @@ def run_one(name: str, steps: int) -> dict:
             "phase_s": {p: round(mean(f"time/{p}"), 4) for p in PHASES},
             "step_s": round(mean("time/step"), 4), "gen_tokens_per_s": round(mean("tokens_per_s"), 1),
             "sync_mb": round(mean("sync_mb"), 2), "sync_mb_per_s": round(mean("sync_mb_per_s"), 1),
+            "response_len_mean": round(mean("response_len_mean"), 2), "train_tokens": round(mean("train_tokens")),
+            "gen_tokens": round(sum(r["tokens_per_s"] * r["time/generate"] for r in rows) / len(rows)),
             "wall_s": round(wall, 1)}
+
+
+def in_child(script: str, *args: str) -> dict:
+    """Run ``script *args`` in a fresh process (so vLLM / torch.distributed state does not leak between runs)
+    and return the JSON it printed after ``RESULT ``; RuntimeError with the output's tail if it failed."""
+    proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=ROOT)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if proc.returncode or line is None:
+        raise RuntimeError(proc.stdout[-2000:] + proc.stderr[-4000:])
+    return json.loads(line[len("RESULT "):])
 
 
 def print_table(results: list[dict]) -> None:
@@ -100,15 +114,11 @@ def main() -> int:
     if args.one:
         print("RESULT " + json.dumps(run_one(args.one, args.steps)), flush=True)
         return 0
-    results = []
-    for name in args.models.split(","):
-        proc = subprocess.run([sys.executable, __file__, "--one", name, "--steps", str(args.steps)],
-                              capture_output=True, text=True, cwd=ROOT)
-        line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-        if proc.returncode or line is None:
-            print(proc.stdout[-2000:] + proc.stderr[-4000:], file=sys.stderr)
-            return 1
-        results.append(json.loads(line[len("RESULT "):]))
+    try:
+        results = [in_child(__file__, "--one", name, "--steps", str(args.steps)) for name in args.models.split(",")]
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS.open("a") as f:
         for r in results:

