@@ -1,5 +1,5 @@
 """`nemo-cascade run RECIPE [key=value ...] [--stage NAME [--retrain]]`, `nemo-cascade eval CHECKPOINT --suite NAME`,
-`nemo-cascade convert to-hf|from-hf|verify ...`, `nemo-cascade report RUN_DIR` and
+`nemo-cascade convert to-hf|from-hf|verify ...`, `nemo-cascade report RUN_DIR [RUN_DIR ...]` and
 `nemo-cascade launch RECIPE --executor local|slurm [--dryrun]` (a nemo-run experiment, launch.py) and
 `nemo-cascade plan RECIPE [--gpu-memory-gib 80] [--shape NAME]` (a per-GPU memory estimate, plan.py).
 
@@ -241,11 +241,21 @@ def _add_plan_parser(sub) -> None:
 
 
 def cmd_report(args) -> int:
-    """Rebuild RUN_DIR/report.md and report.png from the run directory's files; print the forgetting matrix."""
+    """Rebuild RUN_DIR/report.md and report.png from the run directory's files and print the forgetting matrix;
+    with several run directories, write their side-by-side comparison (evaluate/compare.py) into --out."""
     from nemo_cascade.evaluate.cascade_report import build_report, matrix_text
 
-    md, png = build_report(Path(args.run_dir))
-    print(matrix_text(Path(args.run_dir)), end="")
+    if len(args.run_dir) > 1:
+        from nemo_cascade.evaluate.compare import build_comparison
+
+        if not args.out:
+            raise C.ConfigError("report: several run directories are compared into --out DIR; give --out")
+        md, png = build_comparison([Path(d) for d in args.run_dir], Path(args.out))
+        print(md.read_text().split("\n![]")[0])
+        print(f"wrote {md} and {png}")
+        return 0
+    md, png = build_report(Path(args.run_dir[0]))
+    print(matrix_text(Path(args.run_dir[0])), end="")
     print(f"wrote {md} and {png}")
     return 0
 
@@ -349,8 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     _add_convert_parser(sub)
     _add_launch_parser(sub)
     _add_plan_parser(sub)
-    report = sub.add_parser("report", help="rebuild a run's report.md / report.png (forgetting matrix, curves)")
-    report.add_argument("run_dir", help="a run directory, runs/NAME")
+    report = sub.add_parser("report", help="rebuild a run's report.md / report.png (forgetting matrix, curves), "
+                                           "or compare several runs side by side")
+    report.add_argument("run_dir", nargs="+", help="a run directory, runs/NAME; several: compare them")
+    report.add_argument("--out", help="with several runs: where comparison.md / comparison.png go")
     args, extra = parser.parse_known_args(argv)
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
     stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in ("run", "launch", "plan")]

@@ -217,3 +217,43 @@ def test_importing_the_package_does_not_import_matplotlib():
     code = "import sys, nemo_cascade.evaluate, nemo_cascade.cli; assert 'matplotlib' not in sys.modules"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _gated_run(root, name, stages, rows):
+    """A run directory whose GRPO stages are gated with the given suite scores (avg@1)."""
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(C.dumps(C.Cascade(name=name, stages=stages)))
+    (run / "manifest.json").write_text(json.dumps({"name": name, "stages": {s.name: {"status": "done"}
+                                                                             for s in stages}}))
+    meta = {"checkpoint": "ckpt", "git": {"sha": "abc", "dirty": False}, "versions": {}}
+    for k, (label, scores) in enumerate(rows):
+        folder = run / "base" if label == "base" else run / "stages" / f"{k - 1}-{label}"
+        write_eval(folder, {s: _suite(s, v, k=1) for s, v in scores.items()}, meta)
+    return run
+
+
+def test_runs_compare_at_equal_rl_steps(tmp_path, capsys):
+    """`report A B --out D`: rows of both runs at the RL steps done by then, finals side by side with the
+    difference in points (issue 9: cascade vs mixed)."""
+    data = C.Data(source="synthetic:arithmetic")
+    cascade = _gated_run(tmp_path, "cascade", (C.Stage(name="if", domain="ifeval", steps=20, data=data),
+                                                C.Stage(name="math", steps=20, data=data)),
+                         [("base", {"ifeval": .2, "gsm8k": .1}), ("if", {"ifeval": .3, "gsm8k": .1}),
+                          ("math", {"ifeval": .28, "gsm8k": .2})])
+    mixed = _gated_run(tmp_path, "mixed", (C.Stage(name="m1", domain="ifeval", steps=20, data=data),
+                                            C.Stage(name="m2", domain="ifeval", steps=20, data=data)),
+                       [("base", {"ifeval": .2, "gsm8k": .1}), ("m1", {"ifeval": .25, "gsm8k": .12}),
+                        ("m2", {"ifeval": .27, "gsm8k": .15})])
+    out = tmp_path / "cmp"
+    assert main(["report", str(cascade), str(mixed), "--out", str(out)]) == 0
+    md = (out / "comparison.md").read_text()
+    ifeval = md.split("## ifeval (ifeval)")[1].split("##")[0]
+    assert "| 20 | 30.0 ± 1.0 (if) | 25.0 ± 1.0 (m1) |" in ifeval and "| 0 | 20.0 ± 1.0 (base) |" in ifeval
+    final = md.split("## Final rows")[1]
+    assert "| gsm8k | 20.0 ± 1.0 | 15.0 ± 1.0 | -5.0 ± 1.4 |" in final
+    assert "cascade (math, 40 steps)" in final
+    assert (out / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "wrote" in capsys.readouterr().out
+    assert main(["report", str(cascade), str(mixed)]) == 2  # several runs need --out
+    assert "give --out" in capsys.readouterr().err

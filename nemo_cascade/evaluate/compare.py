@@ -1,0 +1,129 @@
+"""Runs side by side: the same gate suites after equal amounts of RL, one column per run.
+
+The question a cascade has to answer is whether domain-wise stages beat one RL run over the same domains mixed
+(recipes/smollm2.py against recipes/smollm2_mixed.py, docs/results/smollm2.md). Each run's gate rows (base, then
+every evaluated stage) are placed at the RL steps done by then — the GRPO steps of the stages up to that row —
+so rows of different runs at the same step count compare equal compute. Reads the run directories only
+(:func:`.cascade_report.load_run`), like the single-run report.
+
+    nemo-cascade report runs/smollm2 runs/smollm2-mixed --out docs/results/smollm2
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cascade_report import Run, load_run
+
+
+@dataclass(frozen=True)
+class Point:
+    """One gate row of a run: its label, the RL steps done by then, and ``suite → (avg@K, stderr)``."""
+    label: str
+    steps: int
+    scores: dict[str, tuple[float, float]]
+
+
+def points(run: Run) -> list[Point]:
+    """The run's gate rows in order, each at the GRPO steps of the stages up to it (base: 0)."""
+    done, out = {}, []
+    total = 0
+    for s in run.stages:
+        if s.kind == "grpo":
+            total += s.steps
+        done[s.name] = total
+    for label, row in run.history:
+        out.append(Point(label, 0 if label == "base" else done.get(label, 0), dict(row)))
+    return out
+
+
+def _pct(score: tuple[float, float] | None) -> str:
+    return "–" if score is None else f"{100 * score[0]:.1f} ± {100 * score[1]:.1f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
+def comparison_markdown(runs: list[Run]) -> str:
+    """Per suite (domain), the score of every run at every RL step count any run was evaluated at; then the
+    final rows side by side with the difference of each later run from the first, in points."""
+    suites = list(dict.fromkeys(s for run in runs for _, row in run.history for s in row))
+    per_run = [{p.steps: p for p in points(run)} for run in runs]
+    steps = sorted({k for pts in per_run for k in pts})
+    names = [run.name for run in runs]
+    parts = [f"# {' vs '.join(names)}\n",
+             "avg@K in % ± its standard error, after the RL steps in the first column (each run's gate row there: "
+             "the stage that ended at that step).\n"]
+    for suite in suites:
+        domain = next(run.suite_domain[suite] for run in runs if suite in run.suite_domain)
+        rows = [[str(k), *(f"{_pct(pts[k].scores.get(suite))} ({pts[k].label})" if k in pts else "–"
+                           for pts in per_run)] for k in steps]
+        parts.append(f"\n## {suite} ({domain})\n\n" + _table(["RL steps", *names], rows))
+    finals = [points(run)[-1] if run.history else None for run in runs]
+    rows = []
+    for suite in suites:
+        cells = [p.scores.get(suite) if p else None for p in finals]
+        diffs = []
+        for c in cells[1:]:
+            if c is None or cells[0] is None:
+                diffs.append("–")
+            else:
+                diffs.append(f"{100 * (c[0] - cells[0][0]):+.1f} ± {100 * math.hypot(c[1], cells[0][1]):.1f}")
+        rows.append([suite, *map(_pct, cells), *diffs])
+    head = ["suite", *(f"{run.name} ({p.label}, {p.steps} steps)" if p else run.name for run, p in zip(runs, finals)),
+            *(f"{n} − {names[0]}" for n in names[1:])]
+    parts.append("\n## Final rows\n\n" + _table(head, rows))
+    return "".join(parts)
+
+
+def comparison_png(runs: list[Run], path: Path) -> None:
+    """One panel per suite: avg@K (with ±1 standard error) against RL steps, one line per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    suites = list(dict.fromkeys(s for run in runs for _, row in run.history for s in row))
+    cols = min(4, max(1, len(suites)))
+    rows = -(-len(suites) // cols) or 1
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, suite in zip(axes.flat, suites):
+        for run in runs:
+            pts = [p for p in points(run) if suite in p.scores]
+            xs = [p.steps for p in pts]
+            ys = [100 * p.scores[suite][0] for p in pts]
+            err = [100 * p.scores[suite][1] for p in pts]
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=run.name)
+            for p, y in zip(pts, ys):
+                ax.annotate(p.label, (p.steps, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
+        domain = next(run.suite_domain[suite] for run in runs if suite in run.suite_domain)
+        ax.set(title=f"{suite} ({domain})", xlabel="RL steps", ylabel="avg@K, %")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(suites):]:
+        ax.axis("off")
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def build_comparison(run_dirs: list[Path], out_dir: Path) -> tuple[Path, Path]:
+    """Write ``OUT/comparison.md`` and ``OUT/comparison.png`` for the runs; returns both paths. Raises
+    ``ReportError`` (one line naming the file) for a run directory that cannot be read."""
+    runs = [load_run(Path(d)) for d in run_dirs]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md, png = out_dir / "comparison.md", out_dir / "comparison.png"
+    tmp = md.with_name(f".{md.name}.{os.getpid()}.tmp")
+    tmp.write_text(comparison_markdown(runs) + f"\n![]({png.name})\n")
+    os.replace(tmp, md)
+    comparison_png(runs, png)
+    return md, png
+
+
+__all__ = ["Point", "points", "comparison_markdown", "comparison_png", "build_comparison"]
