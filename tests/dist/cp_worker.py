@@ -53,7 +53,7 @@ def main():
     def loss_fn(lp, mb):
         return (lp * mb["weights"]).sum(), torch.tensor(T), {}
 
-    num, count, report = actor._loss(loss_fn, 0.7, mb, labels, logits)
+    num, count, report = actor._loss(loss_fn, 0.7, mb, labels, None, logits)
     num.backward()
     local_grad = W.grad.clone()
     dist.all_reduce(W.grad)  # Megatron's DDP sums gradients over the data-parallel × CP group
