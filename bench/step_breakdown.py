@@ -97,6 +97,22 @@ def in_child(script: str, *args: str) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+def each_model_in_a_child(script: str, models: str, *args: str, results: Path) -> list[dict] | None:
+    """``script --one MODEL *args`` for each comma-separated model, each in its own process (:func:`in_child`);
+    the results are appended to ``results`` with a timestamp and returned. None (after printing the failed
+    child's output) if one failed."""
+    try:
+        out = [in_child(script, "--one", name, *args) for name in models.split(",")]
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return None
+    results.parent.mkdir(parents=True, exist_ok=True)
+    with results.open("a") as f:
+        for r in out:
+            f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **r}) + "\n")
+    return out
+
+
 def print_table(results: list[dict]) -> None:
     print(f"\n{'model':<9} {'step s':>7} " + " ".join(f"{p:>15}" for p in PHASES) + f" {'sync MB/s':>10} {'gen tok/s':>10}")
     for r in results:
@@ -114,15 +130,9 @@ def main() -> int:
     if args.one:
         print("RESULT " + json.dumps(run_one(args.one, args.steps)), flush=True)
         return 0
-    try:
-        results = [in_child(__file__, "--one", name, "--steps", str(args.steps)) for name in args.models.split(",")]
-    except RuntimeError as e:
-        print(e, file=sys.stderr)
+    results = each_model_in_a_child(__file__, args.models, "--steps", str(args.steps), results=RESULTS)
+    if results is None:
         return 1
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a") as f:
-        for r in results:
-            f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **r}) + "\n")
     print_table(results)
     return 0
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.step_breakdown import in_child, model_dir  # noqa: E402  (same models and child-process pattern)
+from bench.step_breakdown import each_model_in_a_child, model_dir  # noqa: E402  (same models, one process each)
 
 RESULTS = ROOT / "bench" / "results" / "weight_sync.jsonl"
 PARTS = ("push", "actor", "engine", "repack", "memcpy", "memcpy_per_tensor")
@@ -158,16 +158,9 @@ def main() -> int:
     if args.one:
         print("RESULT " + json.dumps(run_one(args.one, args.repeats)), flush=True)
         return 0
-    try:
-        results = [in_child(__file__, "--one", name, "--repeats", str(args.repeats))
-                   for name in args.models.split(",")]
-    except RuntimeError as e:
-        print(e, file=sys.stderr)
+    results = each_model_in_a_child(__file__, args.models, "--repeats", str(args.repeats), results=RESULTS)
+    if results is None:
         return 1
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a") as f:
-        for r in results:
-            f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **r}) + "\n")
     print_table(results)
     return 0
 
