@@ -97,20 +97,32 @@ def in_child(script: str, *args: str) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
-def each_model_in_a_child(script: str, models: str, *args: str, results: Path) -> list[dict] | None:
-    """``script --one MODEL *args`` for each comma-separated model, each in its own process (:func:`in_child`);
-    the results are appended to ``results`` with a timestamp and returned. None (after printing the failed
-    child's output) if one failed."""
+def per_model_main(script: str, description: str, option: str, default: int, run_one, print_table,
+                   results: Path) -> int:
+    """The command line of a bench that measures each model in its own process: ``--models a,b`` and one integer
+    ``option`` (steps, repeats) handed to ``run_one(model, value)``. The parent runs ``script --one MODEL
+    option value`` for each model (:func:`in_child`), appends the JSON results to ``results`` with a timestamp
+    and prints them with ``print_table``; exit 1 (after printing the failed child's output) if one failed."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--models", default="tiny,smollm2")
+    parser.add_argument(option, type=int, default=default)
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: run one model, print JSON
+    args = parser.parse_args()
+    value = getattr(args, option.lstrip("-").replace("-", "_"))
+    if args.one:
+        print("RESULT " + json.dumps(run_one(args.one, value)), flush=True)
+        return 0
     try:
-        out = [in_child(script, "--one", name, *args) for name in models.split(",")]
+        out = [in_child(script, "--one", name, option, str(value)) for name in args.models.split(",")]
     except RuntimeError as e:
         print(e, file=sys.stderr)
-        return None
+        return 1
     results.parent.mkdir(parents=True, exist_ok=True)
     with results.open("a") as f:
         for r in out:
             f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **r}) + "\n")
-    return out
+    print_table(out)
+    return 0
 
 
 def print_table(results: list[dict]) -> None:
@@ -122,19 +134,7 @@ def print_table(results: list[dict]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="tiny,smollm2")
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: run one model, print JSON
-    args = parser.parse_args()
-    if args.one:
-        print("RESULT " + json.dumps(run_one(args.one, args.steps)), flush=True)
-        return 0
-    results = each_model_in_a_child(__file__, args.models, "--steps", str(args.steps), results=RESULTS)
-    if results is None:
-        return 1
-    print_table(results)
-    return 0
+    return per_model_main(__file__, __doc__.splitlines()[0], "--steps", 3, run_one, print_table, RESULTS)
 
 
 if __name__ == "__main__":

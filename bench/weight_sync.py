@@ -26,8 +26,6 @@ read the ratios.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -36,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.step_breakdown import each_model_in_a_child, model_dir  # noqa: E402  (same models, one process each)
+from bench.step_breakdown import model_dir, per_model_main  # noqa: E402  (same models, one process each)
 
 RESULTS = ROOT / "bench" / "results" / "weight_sync.jsonl"
 PARTS = ("push", "actor", "engine", "repack", "memcpy", "memcpy_per_tensor")
@@ -150,19 +148,7 @@ def print_table(results: list[dict]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="tiny,smollm2")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: run one model, print JSON
-    args = parser.parse_args()
-    if args.one:
-        print("RESULT " + json.dumps(run_one(args.one, args.repeats)), flush=True)
-        return 0
-    results = each_model_in_a_child(__file__, args.models, "--repeats", str(args.repeats), results=RESULTS)
-    if results is None:
-        return 1
-    print_table(results)
-    return 0
+    return per_model_main(__file__, __doc__.splitlines()[0], "--repeats", 5, run_one, print_table, RESULTS)
 
 
 if __name__ == "__main__":
