@@ -1,12 +1,16 @@
 """recipes/smollm2.py and recipes/smollm2_mixed.py (issue 9): both pass the whole-cascade checks, the cascade
 runs the paper's order of domains, and the mixed run differs from it only in mixing the domains — same steps,
 same prompts, same settings, same gate — with its segments continuing one run."""
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from nemo_cascade import config as C
 from nemo_cascade.cli import load_recipe
+from nemo_cascade.evaluate.cascade_report import load_run
+from nemo_cascade.evaluate.compare import comparison_markdown, points
 from nemo_cascade.preflight import check_cascade
 
 
@@ -46,3 +50,19 @@ def test_the_mixed_run_is_the_same_work_in_one_run(both):
     assert first.boundary == C.Boundary() and first.actor.warmup_steps == cascade.stages[0].actor.warmup_steps
     assert all(s.boundary == C.Boundary(optimizer="carry", data="continue") and s.actor.warmup_steps == 0
                for s in later), "later segments continue the same optimizer, LR schedule and prompt stream"
+
+
+KEPT_CASCADE = Path(__file__).resolve().parents[2] / "docs" / "results" / "smollm2" / "cascade"
+
+
+def test_the_kept_cascade_run_is_this_recipes_and_still_reads(both):
+    """docs/results/smollm2.md reports the run kept in docs/results/smollm2/cascade (its run directory without
+    weights). It must be the current recipe's run — a changed recipe needs a new run, not old numbers — and stay
+    readable by the report and the comparison the mixed run is measured against."""
+    cascade, _ = both
+    assert json.loads(C.dumps(cascade)) == json.loads((KEPT_CASCADE / "config.json").read_text())
+    run = load_run(KEPT_CASCADE)
+    assert [(s.name, s.status, s.steps) for s in run.stages] == [(n, "done", 20) for n in ("ifeval", "math", "code")]
+    assert [label for label, _ in run.history] == ["base", "ifeval", "math", "code"]
+    assert [p.steps for p in points(run)] == [0, 20, 40, 60]
+    assert "## Final rows" in comparison_markdown([run, run])
