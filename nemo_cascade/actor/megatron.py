@@ -11,27 +11,25 @@ Alignment used everywhere: ``logprobs_B_T[b, t] = log p(tokens[b, t] | tokens[b,
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 
 from nemo_cascade import config as C
-from nemo_cascade.actor import buckets as B
 from nemo_cascade.actor import cpu
+from nemo_cascade.actor.hf_weights import HFWeights
 from nemo_cascade.actor import lm_head as LM
 from nemo_cascade.actor import precision as P
 from nemo_cascade.algorithms.sft import segment_causal_mask
 from nemo_cascade.convert import arch as A
 from nemo_cascade.convert import table as T
-from nemo_cascade.convert.hf_io import SafetensorsReader
 from nemo_cascade.faults import crash_point
 
 # megatron-core 0.16's distributed optimizer calls collectives that torch 2.13 marks deprecated; the warning
@@ -73,7 +71,7 @@ class StepMetrics:
     sums, ``[sum, count]`` pairs become means."""
 
 
-class MegatronActor:
+class MegatronActor(HFWeights):
     """Build from an HF folder, train, and hand out full HF-named weights (for vLLM and exports)."""
 
     def __init__(self, hf_path: str, parallel: C.Parallel, dtype: str = "float32", seed: int = 1234, *,
@@ -229,134 +227,6 @@ class MegatronActor:
         if self._params_gather_pending:
             self.module.start_param_sync(force_sync=True)
             self._params_gather_pending = False
-
-    # -------------------------------------------------------------------------------- weights in/out
-    def _layer_offset(self) -> int:
-        per_stage = self.spec.num_layers // self.parallel.pp
-        return self.ps.get_pipeline_model_parallel_rank() * per_stage
-
-    def _local_name(self, entry: T.Entry) -> str | None:
-        """This rank's parameter name for a table entry, or None if another PP stage owns it."""
-        if entry.layer is None:
-            return entry.megatron
-        local = entry.layer - self._layer_offset()
-        if not 0 <= local < self.spec.num_layers // self.parallel.pp:
-            return None
-        return entry.megatron.replace(f"layers.{entry.layer}.", f"layers.{local}.", 1)
-
-    def _owned(self) -> Iterator[tuple[T.Entry, torch.nn.Parameter]]:
-        params = dict(self.model.named_parameters())
-        for e in self.entries:
-            name = self._local_name(e)
-            if name is not None and name in params:
-                yield e, params[name]
-        if self.spec.tied_embeddings and "output_layer.weight" in params:
-            # Tied embeddings with PP > 1: the last stage keeps a copy of the embedding as its output layer.
-            emb = next(e for e in self.entries if e.megatron == "embedding.word_embeddings.weight")
-            yield emb, params["output_layer.weight"]
-
-    @torch.no_grad()
-    def load_hf(self, hf_path: str, optional: frozenset[str] = frozenset()) -> None:
-        """Copy an HF checkpoint into this rank's shards (each rank reads only what it holds).
-
-        Parameters whose HF tensors are all in ``optional`` and absent from the folder keep their values
-        (a reward model's new head when it starts from a causal-LM checkpoint)."""
-        reader = SafetensorsReader(hf_path)
-        loaded = set()
-        for entry, param in self._owned():
-            if set(entry.hf) <= optional and not any(n in reader for n in entry.hf):
-                loaded.add(id(param))
-                continue
-            parts = [reader.get(n) for n in entry.hf]
-            full = T.to_megatron(entry, parts, self.spec.geometry)
-            local = T.shard(full, entry.rule.tp, self.tp_rank, self.parallel.tp)
-            if local.shape != param.shape:
-                raise A.ModelFilesError(f"{hf_path}: {entry.hf[0]} has shape {tuple(full.shape)}, which does "
-                                        f"not fit {entry.megatron} {tuple(param.shape)} on TP rank {self.tp_rank}")
-            param.copy_(local.to(param.dtype))
-            loaded.add(id(param))
-        missing = [n for n, p in self.model.named_parameters() if id(p) not in loaded]
-        if missing:
-            raise A.ModelFilesError(f"{hf_path}: no table entry filled Megatron parameters {missing}")
-
-    @torch.no_grad()
-    def iter_hf_weights(self, dtype: torch.dtype | None = None,
-                        bucket_bytes: int | None = None) -> Iterator[tuple[str, torch.Tensor]]:
-        """Yield every HF-named full tensor on every rank (collective: all ranks must iterate fully).
-
-        Parameters travel in buckets (actor/buckets.py) of at most ``bucket_bytes`` of full tensors — by default
-        a share of the free memory, agreed by all ranks — with one all-gather of the TP shards within the owning
-        pipeline stage and one broadcast from that stage to all ranks per bucket, in the table's fixed order,
-        so every rank's engine receives the whole model.
-        """
-        self.finish_param_gather()
-        owned = {e.megatron: p for e, p in self._owned() if not (p is self._output_copy())}
-        limit = self._agreed_bucket_bytes() if bucket_bytes is None else bucket_bytes
-        size = self.tconfig.params_dtype.itemsize
-        for bucket in B.plan_buckets(self.entries, lambda e: math.prod(self._full_shape(e)) * size,
-                                     self._owner_stage, limit):
-            for entry, full in zip(bucket, self._gather_bucket(bucket, owned)):
-                for name, t in T.to_hf(entry, full, self.spec.geometry):
-                    yield name, (t if dtype is None else t.to(dtype))
-
-    def _agreed_bucket_bytes(self) -> int:
-        """The bucket size every rank can afford: from the smallest free memory of any rank (collective)."""
-        free = torch.tensor([B.free_memory_bytes(self.device)], dtype=torch.int64, device=self.device)
-        dist.all_reduce(free, op=dist.ReduceOp.MIN)
-        return B.bucket_limit(int(free))
-
-    def _gather_bucket(self, bucket: list[T.Entry], owned: dict) -> list[torch.Tensor]:
-        """The full (TP = 1) tensors of one bucket of entries owned by one pipeline stage, on every rank."""
-        ps, tp = self.ps, self.parallel.tp
-        fulls = None
-        if bucket[0].megatron in owned:  # this rank's pipeline stage holds the bucket
-            fulls = [owned[e.megatron].detach() for e in bucket]
-            split = [i for i, e in enumerate(bucket) if tp > 1 and e.rule.tp != "replicated"]
-            if split:  # one all-gather of the concatenated shards instead of one per tensor
-                flat = torch.cat([fulls[i].reshape(-1) for i in split])
-                gathered = torch.empty(tp * flat.numel(), dtype=flat.dtype, device=flat.device)  # flat for gloo
-                dist.all_gather_into_tensor(gathered, flat, group=ps.get_tensor_model_parallel_group())
-                per_rank, offset = gathered.view(tp, -1), 0
-                for i in split:
-                    n, shape = fulls[i].numel(), fulls[i].shape
-                    fulls[i] = T.unshard([r[offset:offset + n].view(shape) for r in per_rank], bucket[i].rule.tp)
-                    offset += n
-        if self.parallel.pp > 1:  # the owning stage broadcasts the bucket's full tensors, concatenated
-            shapes = [self._full_shape(e) for e in bucket]
-            flat = (torch.cat([f.reshape(-1) for f in fulls]) if fulls is not None else
-                    torch.empty(sum(math.prod(s) for s in shapes), dtype=self.tconfig.params_dtype, device=self.device))
-            group = ps.get_pipeline_model_parallel_group()
-            dist.broadcast(flat, src=dist.get_process_group_ranks(group)[self._owner_stage(bucket[0])], group=group)
-            fulls = [part.view(s) for part, s in zip(flat.split([math.prod(s) for s in shapes]), shapes)]
-        return fulls
-
-    def _output_copy(self):
-        params = dict(self.model.named_parameters())
-        return params.get("output_layer.weight") if self.spec.tied_embeddings else None
-
-    def _owner_stage(self, entry: T.Entry) -> int:
-        if entry.layer is not None:
-            return entry.layer // (self.spec.num_layers // self.parallel.pp)
-        if entry.megatron.startswith("embedding"):
-            return 0
-        return self.parallel.pp - 1
-
-    def _full_shape(self, entry: T.Entry) -> tuple[int, ...]:
-        s = self.spec
-        if entry.megatron.endswith("layer_norm_weight"):  # TE's fused norm inside linear_qkv / linear_fc1
-            return (s.hidden_size,)
-        qkv = (s.num_attention_heads + 2 * s.num_key_value_heads) * s.head_dim
-        shapes = {
-            "word_embeddings": (s.vocab_size, s.hidden_size), "output_layer": (s.vocab_size, s.hidden_size),
-            "linear_qkv": (qkv, s.hidden_size), "linear_proj": (s.hidden_size, s.num_attention_heads * s.head_dim),
-            "linear_fc1": (2 * s.ffn_hidden_size, s.hidden_size), "linear_fc2": (s.hidden_size, s.ffn_hidden_size),
-            "q_layernorm": (s.head_dim,), "k_layernorm": (s.head_dim,),
-        }
-        for key, shape in shapes.items():
-            if key in entry.megatron:
-                # A linear layer's bias (Qwen2's fused q/k/v bias) has the output dimension only.
-                return shape[:1] if entry.megatron.endswith(".bias") else shape
-        return (s.hidden_size,)  # input/pre-MLP/final RMSNorm weights
 
     # ------------------------------------------------------------------------------------- optimizer
     def configure_optimizer(self, actor: C.Actor, total_steps: int, carry: bool = False) -> None:
