@@ -52,16 +52,9 @@ CPU specifics
     ``block_size`` must be a multiple of 32 (CPU attention), eager mode (no torch.compile: start-up time),
     head_dim >= 32 (checked from config.json before the engine starts). Sleep mode frees nothing on CPU.
 
-In-process side effects of vLLM 0.32 that this module undoes (they would leak into the colocated trainer)
-    * ``LLM(seed=...)`` re-seeds Python's ``random``, NumPy and torch globally: the RNG states are saved and
-      restored around construction.
-    * The CPU worker replaces ``torch.set_num_threads`` with a no-op (and logs a warning on every call) and
-      overwrites ``LOCAL_WORLD_SIZE`` (with the TP size, 1) in ``os.environ``: both are restored. Other
-      variables it sets (``VLLM_WORKER_MULTIPROC_METHOD=spawn``, ``TORCHINDUCTOR_COMPILE_THREADS=1``, ...) stay.
-    * Shutting the in-process engine down calls ``cleanup_dist_env_and_memory``, which destroys
-      torch.distributed's *default* process group — the actor's. ``shutdown`` suppresses that unless vLLM
-      created the group. Dropping the engine without ``shutdown`` lets vLLM's GC finaliser do the same:
-      always call ``shutdown``.
+In-process side effects of vLLM 0.32 (re-seeded global RNGs, a no-op ``torch.set_num_threads``, an
+    overwritten ``LOCAL_WORLD_SIZE``, a shutdown that destroys the actor's default process group) are undone by
+    ``engine_start``; always call ``shutdown``, as dropping the engine lets vLLM's finaliser destroy the group.
 
 Hooks
     ``around_generate``: a context-manager factory entered around engine construction, ``generate`` and
@@ -73,7 +66,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import time
@@ -81,126 +73,17 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
 from nemo_cascade import config, types
+from nemo_cascade.rollout import engine_start
 
 log = logging.getLogger(__name__)
 
-CPU_MIN_HEAD_DIM = 32
-"""vLLM's CPU attention kernels reject smaller heads (measured: head_dim 16 fails)."""
 CPU_BLOCK_SIZE = 32
 """KV-cache block (tokens). CPU attention needs a multiple of 32; the smallest one shares the most prompt
 prefix between requests and wastes the least cache on short sequences."""
 CPU_MAX_BATCHED_TOKENS = 1 << 16
 """Token budget of one CPU engine step (see ``_cpu_kwargs``): caps max_num_seqs for long max_model_len."""
 _GIB = 1 << 30
-_ENV_RESTORED_AFTER_START = ("LOCAL_WORLD_SIZE", "LD_PRELOAD")
 _logged_cpu_sleep = False
-
-
-class _RoutineReloadLogs(logging.Filter):
-    """Drops the lines vLLM logs on every in-place weight reload — after every training step here: its timing,
-    the prefix-cache reset, and "RotaryEmbedding: Failed to load weights" (the rotary cache is computed, not
-    loaded; the reload's completeness is checked against the checkpoint's names in ``load_weights``)."""
-
-    ROUTINE = ("Reloading and processing weights took", "Successfully reset prefix cache",
-               "RotaryEmbedding: Failed to load weights")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not any(text in message for text in self.ROUTINE)
-
-
-def _quiet_routine_reload_logs() -> None:
-    """Attach the filter to vLLM's handlers (its loggers do not propagate; a handler filter sees them all)."""
-    for handler in logging.getLogger("vllm").handlers:
-        if not any(isinstance(f, _RoutineReloadLogs) for f in handler.filters):
-            handler.addFilter(_RoutineReloadLogs())
-
-
-def _read_hf_config(model_path: str) -> dict:
-    """config.json of an HF folder, with a one-line error naming the path when it is missing."""
-    folder = Path(model_path)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"model folder not found: {folder}")
-    cfg_file = folder / "config.json"
-    if not cfg_file.is_file():
-        raise FileNotFoundError(f"no config.json in model folder {folder} (expected a Hugging Face model folder)")
-    with open(cfg_file) as f:
-        return json.load(f)
-
-
-def _head_dim(hf: dict) -> int:
-    text = hf.get("text_config") or hf
-    if text.get("head_dim"):
-        return int(text["head_dim"])
-    return int(text["hidden_size"]) // int(text["num_attention_heads"])
-
-
-def model_positions(hf: dict) -> int | None:
-    """How many positions the model serves: config.json's max_position_embeddings, which YaRN configs already
-    scale (``convert.arch.with_yarn``; vLLM applies no factor on top for yarn). None when absent."""
-    text = hf.get("text_config") or hf
-    n = text.get("max_position_embeddings")
-    return int(n) if n else None
-
-
-def _capped_model_len(hf: dict, wanted: int, where: Path) -> int:
-    """``wanted`` within the model's positions. vLLM refuses to start past them; an evaluation budget may ask
-    for more (App. B: 64K responses), and its requests then stop at the model's length (finish_reason
-    "length"). Training requests never get here too long: preflight refuses them."""
-    positions = model_positions(hf)
-    if positions is None or wanted <= positions:
-        return wanted
-    log.warning("max_model_len %d capped at the model's %d positions (max_position_embeddings in %s); longer "
-                "requests stop there — YaRN (convert.arch.with_yarn) extends it", wanted, positions, where)
-    return positions
-
-
-def checkpoint_weight_names(model_path: str) -> frozenset[str]:
-    """Names of the tensors in the folder's safetensors files (HF names, as the engine first loaded them)."""
-    from safetensors import safe_open
-
-    names: set[str] = set()
-    for file in sorted(Path(model_path).glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as f:
-            names.update(f.keys())
-    return frozenset(names)
-
-
-@contextlib.contextmanager
-def _preserved_rng():
-    import random
-
-    import numpy as np
-    import torch
-
-    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
-              torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
-    try:
-        yield
-    finally:
-        random.setstate(states[0])
-        np.random.set_state(states[1])
-        torch.set_rng_state(states[2])
-        if states[3] is not None:
-            torch.cuda.set_rng_state_all(states[3])
-
-
-@contextlib.contextmanager
-def _default_process_group_kept():
-    """Make ``dist.destroy_process_group()`` (no group = everything) a no-op; subgroups are still destroyed."""
-    import torch.distributed as dist
-
-    original = dist.destroy_process_group
-
-    def guarded(group=None):
-        if group is not None and group is not dist.GroupMember.WORLD:
-            original(group)
-
-    dist.destroy_process_group = guarded
-    try:
-        yield
-    finally:
-        dist.destroy_process_group = original
 
 
 def _request_seed(base: int, key: int, rank: int, index: int, n: int) -> int:
@@ -250,65 +133,56 @@ class RolloutEngine:
         max_model_len: int | None = None,
         around_generate: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
     ):
-        hf = _read_hf_config(model_path)  # fail on a bad folder before importing vLLM
+        hf = engine_start.read_hf_config(model_path)  # fail on a bad folder before importing vLLM
         self.model_path = str(model_path)
         self.rollout = rollout
         self.distributed = distributed
         self.around_generate = around_generate
         self._calls = 0
         self._rank = 0
-        self.max_model_len = _capped_model_len(hf, max_model_len or rollout.max_prompt_tokens
-                                               + rollout.max_response_tokens, Path(model_path) / "config.json")
+        self.max_model_len = engine_start.capped_model_len(
+            hf, max_model_len or rollout.max_prompt_tokens + rollout.max_response_tokens,
+            Path(model_path) / "config.json")
 
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        import torch
         import torch.distributed as dist
         from vllm import LLM
         from vllm.platforms import current_platform
 
         self.on_cpu = current_platform.is_cpu()
-        if self.on_cpu and _head_dim(hf) < CPU_MIN_HEAD_DIM:
-            raise ValueError(
-                f"head_dim {_head_dim(hf)} < {CPU_MIN_HEAD_DIM}: vLLM's CPU attention needs head_dim >= "
-                f"{CPU_MIN_HEAD_DIM}; set head_dim (or hidden_size / num_attention_heads) >= {CPU_MIN_HEAD_DIM} "
-                f"in {Path(model_path) / 'config.json'}")
-        world = dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
-        if world > 1 and not distributed:
-            raise ValueError(f"world size is {world}: build the rollout engine with distributed=True on every rank")
-        tp = rollout.tensor_parallel_size
-        if tp > 1 and (not distributed or world % tp):
-            raise ValueError(f"rollout.tensor_parallel_size={tp} needs a torchrun world that it divides "
-                             f"(world size is {world})")
+        if self.on_cpu:
+            engine_start.check_cpu_head_dim(hf, model_path)
+        self._check_world(dist)
         self._owns_process_group = not dist.is_initialized()
 
-        kwargs = self._llm_kwargs(dtype, seed)
-        saved_env = {k: os.environ.get(k) for k in _ENV_RESTORED_AFTER_START}
-        set_num_threads = torch.set_num_threads
         t0 = time.perf_counter()
-        try:
-            # in-process vLLM seeds random/numpy/torch globally: keep the actor's streams
-            with _preserved_rng(), self.around_generate():
-                self.llm = LLM(**kwargs)
-        finally:
-            torch.set_num_threads = set_num_threads
-            for k, v in saved_env.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        # in-process vLLM seeds random/numpy/torch globally and patches torch/os.environ: keep the actor's
+        with engine_start.preserved_rng(), engine_start.restored_process_globals(), self.around_generate():
+            self.llm = LLM(**self._llm_kwargs(dtype, seed))
         self._warm_up()
-        _quiet_routine_reload_logs()
+        engine_start.quiet_routine_reload_logs()
         self.start_seconds = time.perf_counter() - t0
         if dist.is_initialized():
             self._rank = dist.get_rank()
+        tp = rollout.tensor_parallel_size
         self._tp_group = _engine_group(tp) if tp > 1 else None
-        self._expected = checkpoint_weight_names(self.model_path)
-        if (hf.get("text_config") or hf).get("tie_word_embeddings", hf.get("tie_word_embeddings")):
+        self._expected = engine_start.checkpoint_weight_names(self.model_path)
+        if engine_start.ties_embeddings(hf):
             # Not in a tied checkpoint, but the in-place reload finalises the tied ParallelLMHead as a layer
             # of its own: without it the head keeps its OLD weights (measured). Senders alias the embedding.
             self._expected |= {"lm_head.weight"}
         log.info("vLLM engine ready in %.1f s (%s, %s, max_model_len=%d, rank %d)", self.start_seconds,
                  "cpu" if self.on_cpu else "gpu", dtype, self.max_model_len, self._rank)
+
+    def _check_world(self, dist) -> None:
+        """The torchrun world fits the requested layout (module docstring: process model)."""
+        world = dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
+        if world > 1 and not self.distributed:
+            raise ValueError(f"world size is {world}: build the rollout engine with distributed=True on every rank")
+        tp = self.rollout.tensor_parallel_size
+        if tp > 1 and (not self.distributed or world % tp):
+            raise ValueError(f"rollout.tensor_parallel_size={tp} needs a torchrun world that it divides "
+                             f"(world size is {world})")
 
     def _llm_kwargs(self, dtype: str, seed: int) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -529,7 +403,7 @@ class RolloutEngine:
         llm = self.__dict__.pop("llm", None)
         if llm is None:
             return
-        keep = contextlib.nullcontext() if self._owns_process_group else _default_process_group_kept()
+        keep = contextlib.nullcontext() if self._owns_process_group else engine_start.default_process_group_kept()
         with keep:
             llm.llm_engine.engine_core.shutdown()
         del llm

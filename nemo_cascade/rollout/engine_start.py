@@ -1,0 +1,165 @@
+"""What starting a colocated, in-process vLLM engine takes besides ``LLM(...)``: checks on the model folder that
+fail with one line before vLLM is imported, and undoing the process-global side effects of vLLM 0.32's
+in-process engine, which would otherwise leak into the trainer that shares the process.
+
+Side effects undone (read from vLLM's source, each measured):
+    * ``LLM(seed=...)`` re-seeds Python's ``random``, NumPy and torch globally: ``preserved_rng`` saves and
+      restores the RNG states around construction.
+    * The CPU worker replaces ``torch.set_num_threads`` with a no-op (and logs a warning on every call) and
+      overwrites ``LOCAL_WORLD_SIZE`` (with the TP size, 1) in ``os.environ``: ``restored_process_globals``
+      puts both back. Other variables it sets (``VLLM_WORKER_MULTIPROC_METHOD=spawn``,
+      ``TORCHINDUCTOR_COMPILE_THREADS=1``, ...) stay.
+    * Shutting the in-process engine down calls ``cleanup_dist_env_and_memory``, which destroys
+      torch.distributed's *default* process group — the actor's. ``default_process_group_kept`` suppresses
+      that; dropping the engine without ``RolloutEngine.shutdown`` lets vLLM's GC finaliser do the same.
+    * Every in-place weight reload logs routine lines: ``quiet_routine_reload_logs`` filters them.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+CPU_MIN_HEAD_DIM = 32
+"""vLLM's CPU attention kernels reject smaller heads (measured: head_dim 16 fails)."""
+_ENV_RESTORED_AFTER_START = ("LOCAL_WORLD_SIZE", "LD_PRELOAD")
+
+
+def read_hf_config(model_path: str) -> dict:
+    """config.json of an HF folder, with a one-line error naming the path when it is missing."""
+    folder = Path(model_path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model folder not found: {folder}")
+    cfg_file = folder / "config.json"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"no config.json in model folder {folder} (expected a Hugging Face model folder)")
+    with open(cfg_file) as f:
+        return json.load(f)
+
+
+def _text_config(hf: dict) -> dict:
+    return hf.get("text_config") or hf
+
+
+def check_cpu_head_dim(hf: dict, model_path: str) -> None:
+    text = _text_config(hf)
+    head_dim = int(text.get("head_dim") or int(text["hidden_size"]) // int(text["num_attention_heads"]))
+    if head_dim < CPU_MIN_HEAD_DIM:
+        raise ValueError(
+            f"head_dim {head_dim} < {CPU_MIN_HEAD_DIM}: vLLM's CPU attention needs head_dim >= "
+            f"{CPU_MIN_HEAD_DIM}; set head_dim (or hidden_size / num_attention_heads) >= {CPU_MIN_HEAD_DIM} "
+            f"in {Path(model_path) / 'config.json'}")
+
+
+def model_positions(hf: dict) -> int | None:
+    """How many positions the model serves: config.json's max_position_embeddings, which YaRN configs already
+    scale (``convert.arch.with_yarn``; vLLM applies no factor on top for yarn). None when absent."""
+    n = _text_config(hf).get("max_position_embeddings")
+    return int(n) if n else None
+
+
+def capped_model_len(hf: dict, wanted: int, where: Path) -> int:
+    """``wanted`` within the model's positions. vLLM refuses to start past them; an evaluation budget may ask
+    for more (App. B: 64K responses), and its requests then stop at the model's length (finish_reason
+    "length"). Training requests never get here too long: preflight refuses them."""
+    positions = model_positions(hf)
+    if positions is None or wanted <= positions:
+        return wanted
+    log.warning("max_model_len %d capped at the model's %d positions (max_position_embeddings in %s); longer "
+                "requests stop there — YaRN (convert.arch.with_yarn) extends it", wanted, positions, where)
+    return positions
+
+
+def ties_embeddings(hf: dict) -> bool:
+    return bool(_text_config(hf).get("tie_word_embeddings", hf.get("tie_word_embeddings")))
+
+
+def checkpoint_weight_names(model_path: str) -> frozenset[str]:
+    """Names of the tensors in the folder's safetensors files (HF names, as the engine first loaded them)."""
+    from safetensors import safe_open
+
+    names: set[str] = set()
+    for file in sorted(Path(model_path).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as f:
+            names.update(f.keys())
+    return frozenset(names)
+
+
+@contextlib.contextmanager
+def preserved_rng():
+    """Python's, NumPy's and torch's (CPU and CUDA) RNG states as they were on entry, after the block."""
+    import random
+
+    import numpy as np
+    import torch
+
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+              torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+        if states[3] is not None:
+            torch.cuda.set_rng_state_all(states[3])
+
+
+@contextlib.contextmanager
+def restored_process_globals():
+    """``torch.set_num_threads`` and the environment variables vLLM's CPU worker overwrites, as on entry."""
+    import torch
+
+    saved_env = {k: os.environ.get(k) for k in _ENV_RESTORED_AFTER_START}
+    set_num_threads = torch.set_num_threads
+    try:
+        yield
+    finally:
+        torch.set_num_threads = set_num_threads
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def default_process_group_kept():
+    """Make ``dist.destroy_process_group()`` (no group = everything) a no-op; subgroups are still destroyed."""
+    import torch.distributed as dist
+
+    original = dist.destroy_process_group
+
+    def guarded(group=None):
+        if group is not None and group is not dist.GroupMember.WORLD:
+            original(group)
+
+    dist.destroy_process_group = guarded
+    try:
+        yield
+    finally:
+        dist.destroy_process_group = original
+
+
+class _RoutineReloadLogs(logging.Filter):
+    """Drops the lines vLLM logs on every in-place weight reload — after every training step here: its timing,
+    the prefix-cache reset, and "RotaryEmbedding: Failed to load weights" (the rotary cache is computed, not
+    loaded; the reload's completeness is checked against the checkpoint's names in ``load_weights``)."""
+
+    ROUTINE = ("Reloading and processing weights took", "Successfully reset prefix cache",
+               "RotaryEmbedding: Failed to load weights")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(text in message for text in self.ROUTINE)
+
+
+def quiet_routine_reload_logs() -> None:
+    """Attach the filter to vLLM's handlers (its loggers do not propagate; a handler filter sees them all)."""
+    for handler in logging.getLogger("vllm").handlers:
+        if not any(isinstance(f, _RoutineReloadLogs) for f in handler.filters):
+            handler.addFilter(_RoutineReloadLogs())
