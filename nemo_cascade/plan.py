@@ -379,6 +379,19 @@ def engine_bytes(d: Shape, utilization: float, gpu: float, dtype_bytes: int, tp:
             "kv_per_token": per_token}
 
 
+def _check_layout_divides(d: Shape, p: C.Parallel, engine_tp: int) -> None:
+    """The actor's TP/PP and the engine's TP split the model's dimensions evenly (else ConfigError, one line)."""
+    for name, value, by in (("num_key_value_heads", d.kv_heads, p.tp), ("num_attention_heads", d.heads, p.tp),
+                            ("vocab_size", d.vocab, p.tp), ("intermediate_size", d.ffn, p.tp),
+                            ("num_hidden_layers", d.layers, p.pp)):
+        if value % by:
+            field = "pp" if name == "num_hidden_layers" else "tp"
+            raise C.ConfigError(f"parallel.{field}={by} must divide the model's {name}={value} ({d.name})")
+    if d.heads % engine_tp:
+        raise C.ConfigError(f"rollout.tensor_parallel_size={engine_tp} must divide the model's "
+                            f"num_attention_heads={d.heads} ({d.name})")
+
+
 def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | Shape | None = None) -> CascadePlan:
     """Every stage's per-GPU estimate on ``cfg.parallel``; raises ConfigError (one line) for what cannot be
     planned: an invalid config, an unknown shape, a layout the shape does not divide."""
@@ -387,12 +400,6 @@ def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | Shape | Non
         raise C.ConfigError(f"--gpu-memory-gib: expected > 0, got {gpu_gib}")
     d, source = (shape, f"given shape {shape.name}") if isinstance(shape, Shape) else resolve_shape(cfg.model, shape)
     p = cfg.parallel
-    for name, value, by in (("num_key_value_heads", d.kv_heads, p.tp), ("num_attention_heads", d.heads, p.tp),
-                            ("vocab_size", d.vocab, p.tp), ("intermediate_size", d.ffn, p.tp),
-                            ("num_hidden_layers", d.layers, p.pp)):
-        if value % by:
-            field = "pp" if name == "num_hidden_layers" else "tp"
-            raise C.ConfigError(f"parallel.{field}={by} must divide the model's {name}={value} ({d.name})")
     gpu = gpu_gib * GIB
     te = cfg.model.transformer_impl != "local"  # auto = TE on a GPU machine with transformer_engine
     dtype_bytes = 2 if cfg.model.dtype == "bfloat16" else 4
@@ -402,9 +409,7 @@ def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | Shape | Non
     first = grpo[0].rollout if grpo else C.Rollout()
     util = first.gpu_memory_utilization if grpo or gate_on else None
     engine_tp = first.tensor_parallel_size
-    if d.heads % engine_tp:
-        raise C.ConfigError(f"rollout.tensor_parallel_size={engine_tp} must divide the model's "
-                            f"num_attention_heads={d.heads} ({d.name})")
+    _check_layout_divides(d, p, engine_tp)
     engine = engine_bytes(d, util, gpu, dtype_bytes, engine_tp) if util is not None else None
     context = max([_longest(s)[0] for s in grpo] + [_gate_budget(cfg)])
     engine_built = gate_on and cfg.gate.evaluate_base

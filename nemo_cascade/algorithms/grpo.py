@@ -299,14 +299,12 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
     ``groups/<mode>`` and ``reward_mean/<mode>`` (the half-half batches of §4.3.2).
     """
     prompts, responses, logprobs, advantages, modes = [], [], [], [], []
-    all_rewards, all_truncated, all_lengths = [], [], []
+    all_rewards = []
     dropped = filtered = 0
     for p, group in enumerate(groups):
         _check_group(p, group)
         scored_G, rewards_G, keep_G = _policy_rewards(group, cfg)
         all_rewards.append(scored_G)
-        all_truncated += [f == "length" for f in group.finish_reason_G]
-        all_lengths += [len(r) for r in group.response_tokens_G_T]
         filtered += int((~keep_G).sum())
         rewards_K = rewards_G[keep_G]  # K ≤ G kept samples
         if cfg.drop_zero_variance_groups and is_zero_variance(rewards_K):
@@ -329,28 +327,39 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
     for s, (b, start, n) in enumerate(zip(laid["row_S"].tolist(), laid["start_S"].tolist(), lengths)):
         advantages_B_T[b, start:start + n] = advantages_S[s]
     B, T = laid["tokens_B_T"].shape
-    rewards = torch.cat(all_rewards) if all_rewards else torch.zeros(0, dtype=torch.float64)
     metrics = {
-        "groups": float(len(groups)),
+        **_generation_metrics(groups, all_rewards),
         "groups_dropped": float(dropped),
         "samples_overlong_filtered": float(filtered),
-        "reward_mean": rewards.mean().item() if rewards.numel() else 0.0,
-        "reward_std": rewards.std(unbiased=False).item() if rewards.numel() else 0.0,
-        "truncation_rate": sum(all_truncated) / len(all_truncated) if all_truncated else 0.0,
-        "response_len_mean": sum(all_lengths) / len(all_lengths) if all_lengths else 0.0,
         "num_sequences": float(len(prompts)),
         "num_loss_tokens": float(laid["loss_mask_B_T"].sum()),
         "rows": float(B),
         "pad_share": pad_share(lengths, B, T),
         "pad_share_unpacked": pad_share(lengths, len(lengths), longest),
     }
-    for mode in sorted({g.mode for g in groups}):
-        mine = [r for g, r in zip(groups, all_rewards) if g.mode == mode]
-        metrics[f"groups/{mode}"] = float(len(mine))
-        metrics[f"reward_mean/{mode}"] = torch.cat(mine).mean().item()
     return GRPOBatch(laid["tokens_B_T"], laid["loss_mask_B_T"], advantages_B_T, laid["values_B_T"],
                      laid["position_ids_B_T"], laid["segment_ids_B_T"], advantages_S, laid["lengths_S"], modes,
                      packed=cfg.sequence_packing, metrics=metrics)
+
+
+def _generation_metrics(groups: list[PromptGroup], scored: list[Tensor]) -> dict[str, float]:
+    """What was generated, over every sample before any filter: ``scored[p]`` is group p's rewards after the
+    overlong policy (``_policy_rewards``). Per chat-template mode, its groups and mean reward (§4.3.2)."""
+    rewards = torch.cat(scored) if scored else torch.zeros(0, dtype=torch.float64)
+    finishes = [f for g in groups for f in g.finish_reason_G]
+    lengths = [len(r) for g in groups for r in g.response_tokens_G_T]
+    metrics = {
+        "groups": float(len(groups)),
+        "reward_mean": rewards.mean().item() if rewards.numel() else 0.0,
+        "reward_std": rewards.std(unbiased=False).item() if rewards.numel() else 0.0,
+        "truncation_rate": finishes.count("length") / len(finishes) if finishes else 0.0,
+        "response_len_mean": sum(lengths) / len(lengths) if lengths else 0.0,
+    }
+    for mode in sorted({g.mode for g in groups}):
+        mine = [r for g, r in zip(groups, scored) if g.mode == mode]
+        metrics[f"groups/{mode}"] = float(len(mine))
+        metrics[f"reward_mean/{mode}"] = torch.cat(mine).mean().item()
+    return metrics
 
 
 # ----------------------------------------------------------------------------------------------- loss

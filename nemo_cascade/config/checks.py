@@ -112,28 +112,9 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
             raise ConfigError(f"{where}.mode: 'half' splits GRPO batches (§4.3.2); a {s.kind} stage needs think "
                               f"or no_think")
         if s.kind == "grpo":
-            g = s.grpo
-            if g.group_size < 2:
-                raise ConfigError(f"{where}.grpo.group_size: GRPO needs >= 2 samples per prompt, got {g.group_size}")
-            if g.prompts_per_step < 1:
-                raise ConfigError(f"{where}.grpo.prompts_per_step: expected >= 1, got {g.prompts_per_step}")
-            r = s.rollout
-            if r.temperature <= 0:
-                raise ConfigError(f"{where}.rollout.temperature: RL sampling needs > 0, got {r.temperature}")
-            if not 0 < r.top_p <= 1:
-                raise ConfigError(f"{where}.rollout.top_p: expected in (0, 1], got {r.top_p}")
-            if r.max_response_tokens < 1:
-                raise ConfigError(f"{where}.rollout.max_response_tokens: expected >= 1")
-            _validate_reward(s, where)
-            _validate_sampling_filters(s, where)
+            _validate_grpo(s, p, where)
         if s.kind == "reward_model":
             _validate_reward_model(s, p, where)
-        if p.cp > 1 and s.kind == "grpo" and s.grpo.sequence_packing:
-            raise ConfigError(f"{where}.grpo.sequence_packing: parallel.cp={p.cp} splits plain rows over ranks, not "
-                              "packed ones (per-sequence attention); set grpo.sequence_packing=false")
-        if s.kind == "grpo" and s.grpo.pack_tokens < 0:
-            raise ConfigError(f"{where}.grpo.pack_tokens: expected >= 0 (0 = the batch's longest sequence), "
-                              f"got {s.grpo.pack_tokens}")
         if p.cp > 1 and s.kind != "grpo":
             # SFT rows are packed (per-example attention masks) and the RM reads each row's last token: both need
             # the whole sequence on one rank; the actor splits sequences over CP ranks only for GRPO batches.
@@ -145,6 +126,28 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
     _validate_gate(cfg.gate)
     if cfg.keep_checkpoints < 1:
         raise ConfigError(f"keep_checkpoints: expected >= 1, got {cfg.keep_checkpoints}")
+
+
+def _validate_grpo(s: Stage, p: Parallel, where: str) -> None:
+    g, r = s.grpo, s.rollout
+    if g.group_size < 2:
+        raise ConfigError(f"{where}.grpo.group_size: GRPO needs >= 2 samples per prompt, got {g.group_size}")
+    if g.prompts_per_step < 1:
+        raise ConfigError(f"{where}.grpo.prompts_per_step: expected >= 1, got {g.prompts_per_step}")
+    if r.temperature <= 0:
+        raise ConfigError(f"{where}.rollout.temperature: RL sampling needs > 0, got {r.temperature}")
+    if not 0 < r.top_p <= 1:
+        raise ConfigError(f"{where}.rollout.top_p: expected in (0, 1], got {r.top_p}")
+    if r.max_response_tokens < 1:
+        raise ConfigError(f"{where}.rollout.max_response_tokens: expected >= 1")
+    if g.pack_tokens < 0:
+        raise ConfigError(f"{where}.grpo.pack_tokens: expected >= 0 (0 = the batch's longest sequence), "
+                          f"got {g.pack_tokens}")
+    if p.cp > 1 and g.sequence_packing:
+        raise ConfigError(f"{where}.grpo.sequence_packing: parallel.cp={p.cp} splits plain rows over ranks, not "
+                          "packed ones (per-sequence attention); set grpo.sequence_packing=false")
+    _validate_reward(s, where)
+    _validate_sampling_filters(s, where)
 
 
 _NAME_CHARS = re.compile(r"[\w.-]+")
