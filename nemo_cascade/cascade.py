@@ -24,6 +24,7 @@ from nemo_cascade import checkpoint, ranks
 from nemo_cascade import config as C
 from nemo_cascade.data.loader import pad_id
 from nemo_cascade.faults import crash_point
+from nemo_cascade.files import published_folder
 from nemo_cascade.forgetting import Gate, GateStop
 from nemo_cascade.lineage import Manifest, config_hash, reset_stages, stage_status
 from nemo_cascade.preflight import check_cascade, check_tokenizer
@@ -48,10 +49,8 @@ def prepare_base_model(cfg: C.Cascade) -> str:
 
     out = run_dir(cfg) / "base_model"
     if ranks.is_main() and not (out / "config.json").is_file():
-        tmp = out.with_name("base_model.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        BUILDERS[cfg.model.build](tmp, seed=cfg.seed)
-        tmp.rename(out)
+        with published_folder(out, replace=True) as tmp:  # a folder without config.json is an interrupted build
+            BUILDERS[cfg.model.build](tmp, seed=cfg.seed)
     ranks.barrier()
     return str(out)
 

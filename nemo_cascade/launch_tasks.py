@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nemo_cascade import config as C
+from nemo_cascade.files import write_text_atomically
 
 REPO = Path(__file__).resolve().parents[1]
 RM_DOMAINS = ("rlhf",)
@@ -109,12 +110,6 @@ def servers_dir(run_dir: str | Path, launch_id: str) -> Path:
     return Path(run_dir) / "servers" / launch_id
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.rename(path)
-
-
 def wait_for_url(run_dir: str, launch_id: str, task: str, timeout: float, poll: float = 2.0) -> str:
     """The URL a serve task published; raises RuntimeError when it stopped or did not come up in time."""
     d, t0 = servers_dir(run_dir, launch_id), time.monotonic()
@@ -187,7 +182,7 @@ def run_task(args) -> int:
             task = spec.partition("=")[0]
             d = servers_dir(args.run_dir, args.id)
             d.mkdir(parents=True, exist_ok=True)
-            _write(d / f"{task}.released.{args.stage}", f"exit {rc}\n")
+            write_text_atomically(d / f"{task}.released.{args.stage}", f"exit {rc}\n")
     return rc
 
 
@@ -212,7 +207,7 @@ def run_serve(args) -> int:
     try:
         server.start()
         host = "127.0.0.1" if args.host in ("127.0.0.1", "localhost") else socket.gethostname()
-        _write(d / f"{args.name}.url", f"http://{host}:{port}\n")
+        write_text_atomically(d / f"{args.name}.url", f"http://{host}:{port}\n")
         print(f"launch: {args.name} serves {args.model} at http://{host}:{port} for {', '.join(args.consumers)}")
         while not served_out(args.run_dir, args.id, args.name, tuple(args.consumers)):
             if server.proc is None or server.proc.poll() is not None:
@@ -228,7 +223,7 @@ def run_serve(args) -> int:
         raise
     finally:
         (d / f"{args.name}.url").unlink(missing_ok=True)
-        _write(d / f"{args.name}.stopped", why + "\n")
+        write_text_atomically(d / f"{args.name}.stopped", why + "\n")
         server.stop()
         print(f"launch: {args.name} stopped: {why}")
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 from nemo_cascade import config as C
 from nemo_cascade import ranks
+from nemo_cascade.files import write_text_atomically
 from nemo_cascade.provenance import git_state, versions
 
 log = logging.getLogger(__name__)
@@ -119,10 +119,7 @@ class Manifest:
 
 def _write_json(path: Path, data: dict) -> None:
     """Atomically: a reader (another rank, a launch task polling the status) sees the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(data, indent=2))
 
 
 def stage_status(run_dir: str | Path) -> tuple[dict[str, str], str]:

@@ -7,7 +7,6 @@ checkpoint that looks complete.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -15,6 +14,7 @@ import torch
 
 from nemo_cascade import ranks
 from nemo_cascade.convert.hf_io import copy_side_files, write_sharded
+from nemo_cascade.files import published_folder
 
 
 def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dtype | None = None,
@@ -30,17 +30,14 @@ def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dty
             pass
         ranks.barrier()
         return None
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
-    config = json.loads((Path(base_dir) / "config.json").read_text())
-    if config_fn is not None:
-        config = config_fn(config)
-    if dtype is not None:
-        config["torch_dtype"] = str(dtype).removeprefix("torch.")
-    (tmp / "config.json").write_text(json.dumps(config, indent=2))
-    copy_side_files(base_dir, tmp)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    with published_folder(out, replace=True) as tmp:
+        write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
+        config = json.loads((Path(base_dir) / "config.json").read_text())
+        if config_fn is not None:
+            config = config_fn(config)
+        if dtype is not None:
+            config["torch_dtype"] = str(dtype).removeprefix("torch.")
+        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+        copy_side_files(base_dir, tmp)
     ranks.barrier()
     return out

@@ -11,6 +11,7 @@ import importlib.util
 from pathlib import Path
 
 from nemo_cascade.convert.arch import ModelFilesError
+from nemo_cascade.files import published_folder
 
 
 def smollm2_gguf() -> Path:
@@ -37,12 +38,11 @@ def extract_smollm2(out_dir: str | Path) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    tmp = out.with_name(out.name + ".tmp")
-    model.save_pretrained(tmp, safe_serialization=True)
-    tok.save_pretrained(tmp)
     if out.exists():
         raise ModelFilesError(f"{out}: already exists; remove it first")
-    tmp.rename(out)
+    with published_folder(out, replace=False) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
     return out
 
 

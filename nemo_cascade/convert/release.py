@@ -27,6 +27,7 @@ from typing import Iterator
 import torch
 
 from nemo_cascade import checkpoint
+from nemo_cascade.files import published_folder
 from nemo_cascade.convert import arch as A
 from nemo_cascade.convert import table as T
 from nemo_cascade.convert.hf_io import SafetensorsReader, copy_side_files, iter_tensors, write_sharded
@@ -207,19 +208,11 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
             yield name, t
 
     out = Path(out_dir)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with published_folder(out, replace=True) as tmp:  # a bad shard or a full disk leaves no half-written folder
         _write_folder(source, spec, converted(), first_dtype, tmp, max_shard_bytes)
         if yarn_factor:
             config = A.with_yarn(json.loads((tmp / "config.json").read_text()), yarn_factor, yarn_original)
             (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    except BaseException:  # a bad shard or a full disk: no half-written folder is left behind
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
     return out
 
 

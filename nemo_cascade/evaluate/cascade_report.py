@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import replaced_atomically, write_text_atomically
 from .gate import deltas, scores
 
 # The headline training number of each stage kind: what the stage optimises (GRPO) or fits (SFT, RM).
@@ -331,15 +331,8 @@ def render_png(run: Run, path: Path) -> None:
     if curves:
         _curves(fig, grid[0, 1], curves)
     fig.suptitle(f"{run.name} (git {run.git_sha[:12] or 'unknown'})", fontsize=11)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fig.savefig(tmp, format="png", dpi=100)
-    os.replace(tmp, path)
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # per process: two writers never share a tmp file
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with replaced_atomically(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
 
 
 def build_report(run_dir: Path) -> tuple[Path, Path]:
@@ -347,7 +340,7 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     Raises :class:`ReportError` (one line naming the file) for a missing or unreadable file."""
     run = load_run(run_dir)
     md, png = Path(run_dir) / "report.md", Path(run_dir) / "report.png"
-    _write_text(md, render_markdown(run, png.name))
+    write_text_atomically(md, render_markdown(run, png.name))
     render_png(run, png)
     return md, png
 

@@ -11,10 +11,10 @@ so rows of different runs at the same step count compare equal compute. Reads th
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import replaced_atomically, write_text_atomically
 from .cascade_report import Run, load_run
 
 
@@ -107,10 +107,9 @@ def comparison_png(runs: list[Run], path: Path) -> None:
     for ax in list(axes.flat)[len(suites):]:
         ax.axis("off")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fig.savefig(tmp, format="png", dpi=100)
+    with replaced_atomically(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def build_comparison(run_dirs: list[Path], out_dir: Path) -> tuple[Path, Path]:
@@ -119,9 +118,7 @@ def build_comparison(run_dirs: list[Path], out_dir: Path) -> tuple[Path, Path]:
     runs = [load_run(Path(d)) for d in run_dirs]
     out_dir.mkdir(parents=True, exist_ok=True)
     md, png = out_dir / "comparison.md", out_dir / "comparison.png"
-    tmp = md.with_name(f".{md.name}.{os.getpid()}.tmp")
-    tmp.write_text(comparison_markdown(runs) + f"\n![]({png.name})\n")
-    os.replace(tmp, md)
+    write_text_atomically(md, comparison_markdown(runs) + f"\n![]({png.name})\n")
     comparison_png(runs, png)
     return md, png
 

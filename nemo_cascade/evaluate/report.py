@@ -10,12 +10,12 @@ DESIGN.md "Run directory"). The plot is SVG written by hand: no plotting depende
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Mapping
 from xml.sax.saxutils import escape
 
+from ..files import write_text_atomically
 from ..provenance import git_state, versions
 
 def provenance(checkpoint: str, model: str) -> dict:
@@ -32,11 +32,9 @@ def write_eval(out_dir: Path, results: Mapping[str, dict], meta: dict) -> Path:
     old = json.loads(path.read_text()) if path.is_file() else {}
     suites = {**old.get("suites", {}), **{name: {**r, "provenance": meta} for name, r in results.items()}}
     doc = {**meta, "suites": suites}
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
-    os.replace(tmp, path)
-    (out_dir / "eval.md").write_text(markdown(doc))
-    (out_dir / "eval.svg").write_text(svg_bars(doc))
+    write_text_atomically(path, json.dumps(doc, indent=1, ensure_ascii=False))
+    write_text_atomically(out_dir / "eval.md", markdown(doc))
+    write_text_atomically(out_dir / "eval.svg", svg_bars(doc))
     return path
 
 

@@ -19,7 +19,7 @@ LAYERS = [
     {"cli"}, {"launch", "launch_tasks"}, {"cascade", "preflight", "lineage", "forgetting", "plan"}, {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
      "metrics", "ranks", "provenance"},
-    {"config", "types", "faults"},
+    {"config", "types", "faults", "files"},
 ]
 
 
