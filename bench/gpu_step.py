@@ -33,13 +33,14 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 import torch
 
-from nemo_cascade.plan import estimate_bytes
+from nemo_cascade.plan import PRESETS as SHAPES
+from nemo_cascade.plan import Shape, estimate_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "gpu_step.jsonl"
@@ -65,44 +66,29 @@ def gib(n: float) -> float:
     return round(n / 2**30, 2)
 
 
-@dataclass(frozen=True)
-class Dims:
-    hidden: int
-    ffn: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    layers: int
-    rope_theta: float = 1e6
-    tied: bool = False
-
-    def params(self, layers: int | None = None) -> int:
-        L = self.layers if layers is None else layers
-        h, q = self.hidden, self.head_dim
-        per_layer = (h * (self.heads + 2 * self.kv_heads) * q + self.heads * q * h + 3 * h * self.ffn
-                     + 2 * h + 2 * q)
-        return L * per_layer + self.vocab * h * (1 if self.tied else 2) + h
-
-    def matmul_params(self) -> int:
-        """Parameters that take part in a matmul per token: every layer's linears and the LM head (tied or
-        not); not the input embedding (a lookup) nor the norms."""
-        h, q = self.hidden, self.head_dim
-        per_layer = h * (self.heads + 2 * self.kv_heads) * q + self.heads * q * h + 3 * h * self.ffn
-        return self.layers * per_layer + self.vocab * h
-
-    def hf_config(self) -> dict:
-        """The config.json of Qwen3-8B (huggingface.co/Qwen/Qwen3-8B) with these dims."""
-        return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": self.hidden,
-                "intermediate_size": self.ffn, "num_attention_heads": self.heads,
-                "num_key_value_heads": self.kv_heads, "head_dim": self.head_dim, "vocab_size": self.vocab,
-                "num_hidden_layers": self.layers, "rope_theta": self.rope_theta, "rms_norm_eps": 1e-6,
-                "max_position_embeddings": 40960, "tie_word_embeddings": self.tied, "attention_bias": False,
-                "hidden_act": "silu", "torch_dtype": "bfloat16"}
+ROPE_THETA = 1e6
+"""Qwen3-8B's rope θ (huggingface.co/Qwen/Qwen3-8B config.json)."""
 
 
-QWEN3_8B = Dims(hidden=4096, ffn=12288, heads=32, kv_heads=8, head_dim=128, vocab=151936, layers=36)
-TINY = Dims(hidden=128, ffn=384, heads=4, kv_heads=2, head_dim=32, vocab=1024, layers=2)
+def matmul_params(d: Shape) -> int:
+    """Parameters that take part in a matmul per token: every layer's linears and the LM head (tied or not);
+    not the input embedding (a lookup) nor the norms."""
+    h, q = d.hidden, d.head_dim
+    per_layer = h * (d.heads + 2 * d.kv_heads) * q + d.heads * q * h + 3 * h * d.ffn
+    return d.layers * per_layer + d.vocab * h
+
+
+def hf_config(d: Shape) -> dict:
+    """The config.json of Qwen3-8B (huggingface.co/Qwen/Qwen3-8B) with these dims."""
+    return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": d.hidden,
+            "intermediate_size": d.ffn, "num_attention_heads": d.heads, "num_key_value_heads": d.kv_heads,
+            "head_dim": d.head_dim, "vocab_size": d.vocab, "num_hidden_layers": d.layers, "rope_theta": ROPE_THETA,
+            "rms_norm_eps": 1e-6, "max_position_embeddings": 40960, "tie_word_embeddings": d.tied,
+            "attention_bias": False, "hidden_act": "silu", "torch_dtype": "bfloat16"}
+
+
+QWEN3_8B = SHAPES["qwen3-8b"]
+TINY = Shape("tiny Qwen3 dims", hidden=128, ffn=384, heads=4, kv_heads=2, head_dim=32, vocab=1024, layers=2)
 
 PRESETS = {
     "8b": dict(dims=QWEN3_8B, model_name="Qwen3-8B dims", dtype="bfloat16", seq_len=4096, micro_batch=1,
@@ -117,7 +103,7 @@ PRESETS = {
 # `nemo-cascade plan` uses the same formula for whole cascades on their parallel layouts.
 
 
-def choose_layers(d: Dims, micro_batch: int, seq_len: int, budget: float) -> int:
+def choose_layers(d: Shape, micro_batch: int, seq_len: int, budget: float) -> int:
     fits = [L for L in range(1, d.layers + 1) if estimate_bytes(d, L, micro_batch, seq_len)["total"] <= budget]
     if not fits:
         raise SystemExit(f"gpu_step: not even 1 layer fits in {gib(budget)} GiB at micro-batch {micro_batch} × "
@@ -232,7 +218,7 @@ def gemm(out: Out, device: torch.device) -> None:
 
 
 # ---------------------------------------------------------------------------------------- big model
-def build_actor(d: Dims, dtype: str, micro_batch: int, scratch: Path, train: bool):
+def build_actor(d: Shape, dtype: str, micro_batch: int, scratch: Path, train: bool):
     """The project's actor on a config.json only: Megatron's own random init stands in for weights (an
     8B-shaped checkpoint would be ~8–16 GB written and read back for numbers nobody looks at)."""
     from nemo_cascade import config as C
@@ -244,7 +230,7 @@ def build_actor(d: Dims, dtype: str, micro_batch: int, scratch: Path, train: boo
 
     folder = scratch / f"qwen3-{d.layers}l"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(d.hf_config(), indent=2))
+    (folder / "config.json").write_text(json.dumps(hf_config(d), indent=2))
     actor = RandomInitActor(str(folder), C.Parallel(micro_batch_size=micro_batch), dtype=dtype)
     if train:
         actor.configure_optimizer(C.Actor(lr=1e-6), total_steps=100)
@@ -267,12 +253,12 @@ def sft_loss(logprobs_B_T, mb):  # stage.sft_loss (not imported: stage.py pulls 
     return num, den, {}
 
 
-def flops_per_token(d: Dims, seq_len: int, train: bool) -> float:
+def flops_per_token(d: Shape, seq_len: int, train: bool) -> float:
     """6·N (train) or 2·N (forward) with N = matmul parameters, plus attention 12·L·heads·hd·S (train) or
     4·L·heads·hd·S (forward) for the full S×S score matrix (PaLM App. B; the unfused local attention does
     compute all of it, causal masking only discards the upper half)."""
     attn = d.layers * d.heads * d.head_dim * seq_len
-    return (6 * d.matmul_params() + 12 * attn) if train else (2 * d.matmul_params() + 4 * attn)
+    return (6 * matmul_params(d) + 12 * attn) if train else (2 * matmul_params(d) + 4 * attn)
 
 
 FLOPS_FORMULA = ("train: (6*N_matmul + 12*L*heads*head_dim*S) per token; forward: (2*N_matmul + "
@@ -295,14 +281,14 @@ def timed(fn, warmup: int, steps: int) -> tuple[list[float], object]:
     return times, result
 
 
-def throughput(d: Dims, tokens: int, seconds: float, seq_len: int, train: bool) -> dict:
+def throughput(d: Shape, tokens: int, seconds: float, seq_len: int, train: bool) -> dict:
     tflops = flops_per_token(d, seq_len, train) * tokens / seconds / 1e12
     return {"tokens_per_s_per_gpu": round(tokens / seconds, 1), "model_tflops": round(tflops, 1),
             "mfu_vs_measured_peak_790": round(tflops / PEAK_MEASURED_TFLOPS, 3),
             "mfu_vs_theoretical_989": round(tflops / PEAK_THEORETICAL_TFLOPS, 3)}
 
 
-def train_part(out: Out, actor, d: Dims, a, common: dict) -> None:
+def train_part(out: Out, actor, d: Shape, a, common: dict) -> None:
     from nemo_cascade import config as C
     from nemo_cascade.algorithms import grpo
 
@@ -330,7 +316,7 @@ def train_part(out: Out, actor, d: Dims, a, common: dict) -> None:
     out.emit(record)
 
 
-def logprob_part(out: Out, actor, d: Dims, a, common: dict) -> None:
+def logprob_part(out: Out, actor, d: Shape, a, common: dict) -> None:
     rows = a.micro_batch * a.microbatches
     tokens = grpo_batch(rows, a.seq_len, d.vocab, seed=1)["tokens"]
     say(f"logprob: {a.warmup} warm-up + {a.steps} timed passes of {rows} × {a.seq_len} tokens")
@@ -402,7 +388,7 @@ def export_part(out: Out, actor, a, common: dict) -> None:
 
 def big_model(out: Out, parts: set[str], a, device: torch.device, scratch: Path) -> None:
     """Train / logprob / export on the 8B-shaped model; one retry with 2 fewer layers on out-of-memory."""
-    base: Dims = a.dims
+    base: Shape = a.dims
     if a.layers:
         layers = a.layers
     elif device.type == "cuda":

@@ -50,7 +50,7 @@ GPUS_PER_NODE = 8
 
 @dataclass(frozen=True)
 class Shape:
-    """The dimensions that memory depends on (field names as bench/gpu_step.py's ``Dims``)."""
+    """The dimensions that memory depends on (also the model shapes bench/gpu_step.py builds)."""
 
     name: str
     hidden: int
