@@ -190,16 +190,15 @@ def matrix_text(run_dir: Path) -> str:
             + ("own-domain change:\n" + "\n".join(own) + "\n" if own else ""))
 
 
-def read_curve(stage: StageInfo) -> tuple[str, list[int], list[float]]:
-    """``(metric, steps, values)`` of the stage's headline metric from its metrics.jsonl (empty when absent).
+def _metric_rows(path: Path) -> list[dict]:
+    """The logged steps of a metrics.jsonl, in order (empty when the file is absent).
 
     An unterminated last line is a step cut off by a crash mid-write (metrics.py ends every line with a
     newline): it is dropped, so a crashed run still gets its report. Any other bad line is an error."""
-    key, path = HEADLINE.get(stage.kind, "loss"), stage.dir / "metrics.jsonl"
     if not path.is_file():
-        return key, [], []
+        return []
     lines = path.read_text().split("\n")[:-1]  # the piece after the last newline is "" or a cut-off line
-    steps, values = [], []
+    rows = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -207,11 +206,26 @@ def read_curve(stage: StageInfo) -> tuple[str, list[int], list[float]]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise ReportError(f"{path}:{number}: malformed JSON ({e})") from None
-        value = row.get(key) if isinstance(row, dict) else None
-        if isinstance(value, (int, float)) and math.isfinite(value):
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def _number(row: dict, key: str) -> float | None:
+    value = row.get(key)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def read_curve(stage: StageInfo) -> tuple[str, list[int], list[float]]:
+    """``(metric, steps, values)`` of the stage's headline metric from its metrics.jsonl (empty when absent)."""
+    key = HEADLINE.get(stage.kind, "loss")
+    steps, values = [], []
+    for row in _metric_rows(stage.dir / "metrics.jsonl"):
+        value = _number(row, key)
+        if value is not None:
             step = row.get("step")
             steps.append(step if isinstance(step, int) else len(steps))
-            values.append(float(value))
+            values.append(value)
     return key, steps, values
 
 
@@ -233,6 +247,45 @@ def _summary(run: Run) -> str:
                    "first n mean", "last n mean", "n"], rows)
 
 
+def _total(rows: list[dict], key: str) -> float:
+    return sum(v for v in (_number(r, key) for r in rows) if v is not None)
+
+
+def _domain_rewards(rows: list[dict]) -> str:
+    """A mixed-domain stage's mean reward per domain over its first and last n steps, weighted by each step's
+    prompts of that domain (rewards.scoring logs ``reward_mean/<domain>``, ``prompts/<domain>``); "–" for a
+    stage of one domain (its reward is the Stages table's)."""
+    domains = sorted({k.split("/", 1)[1] for r in rows for k in r if k.startswith("prompts/")})
+    n = max(1, min(WINDOW, len(rows) // 2))
+
+    def weighted(window: list[dict], domain: str) -> str:
+        pairs = [(_number(r, f"reward_mean/{domain}"), _number(r, f"prompts/{domain}")) for r in window]
+        pairs = [(v, w) for v, w in pairs if v is not None and w]
+        return f"{sum(v * w for v, w in pairs) / sum(w for _, w in pairs):.3f}" if pairs else "–"
+
+    return "; ".join(f"{d} {weighted(rows[:n], d)} → {weighted(rows[-n:], d)} ({_total(rows, f'prompts/{d}'):.0f} "
+                     f"prompts)" for d in domains) or "–"
+
+
+def _training(run: Run) -> str:
+    """What each GRPO stage's steps did, from its metrics.jsonl: the groups that carried a signal (unequal
+    rewards: the only ones that train, §4.4.2), how many samples hit the length cap, where the time went."""
+    rows = []
+    for s in run.stages:
+        logged = _metric_rows(s.dir / "metrics.jsonl") if s.kind == "grpo" else []
+        if not logged:
+            continue
+        step_s, generate_s = _total(logged, "time/step"), _total(logged, "time/generate")
+        rows.append([s.name, f"{_total(logged, 'groups_informative'):.0f} / {_total(logged, 'groups'):.0f}",
+                     f"{100 * _total(logged, 'truncation_rate') / len(logged):.0f}",
+                     f"{step_s / len(logged):.1f}", f"{100 * generate_s / step_s:.0f}" if step_s else "–",
+                     _domain_rewards(logged)])
+    if not rows:
+        return ""
+    return _table(["stage", "informative groups / generated", "truncated %", "s / step", "generation % of step",
+                   "reward by domain, first n → last n steps"], rows)
+
+
 def render_markdown(run: Run, png_name: str = "report.png") -> str:
     sha = run.git_sha[:12] or "unknown"
     parts = [f"# Cascade report: {run.name}", "", f"git `{sha}`; built from the files of the run directory "
@@ -250,7 +303,14 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
               "## Stages", "", f"metric: GRPO `{HEADLINE['grpo']}`, SFT `{HEADLINE['sft']}`, reward model "
               f"`{HEADLINE['reward_model']}`; first / last n mean = over the first and last n ≤ {WINDOW} logged "
               "steps (n ≤ half the steps, so the two never overlap).",
-              "", _summary(run), f"![]({png_name})", ""]
+              "", _summary(run)]
+    training = _training(run)
+    if training:
+        parts += ["## GRPO steps", "", "informative groups: groups whose rewards differ (the zero-variance rest "
+                  "is dropped, §4.4.2); truncated: share of samples stopped at the response budget, mean over "
+                  "steps; reward by domain: a mixed-domain stage's mean reward per domain (code-switch penalty "
+                  "included), weighted by the domain's prompts in each step.", "", training]
+    parts += [f"![]({png_name})", ""]
     return "\n".join(parts)
 
 

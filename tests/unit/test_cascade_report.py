@@ -129,6 +129,29 @@ def test_a_mixed_domain_stage_owns_every_domain_it_trains(tmp_path):
     assert [c.strip() for c in row.strip("|").split("|")] == ["mixed", "35.0 (+5.0)*", "42.0 (+2.0)*", "9.0 (-1.0)"]
 
 
+def test_grpo_steps_table_shows_signal_truncation_time_and_each_domains_reward(tmp_path):
+    """A mixed-domain stage's rewards per domain, weighted by its prompts in each step (rewards.scoring's
+    reward_mean/<domain>, prompts/<domain>); informative groups summed, truncation averaged over steps."""
+    mixed = C.Stage(name="mixed", domain="ifeval", steps=4, data=C.Data(source="synthetic:if_arithmetic"),
+                    extra_data=(C.Data(source="synthetic:arithmetic", domain="math"),))
+    run = tmp_path / "mixed"
+    run.mkdir()
+    (run / "config.json").write_text(C.dumps(C.Cascade(name="mixed", stages=(mixed,))))
+    (run / "manifest.json").write_text(json.dumps({"name": "mixed", "stages": {"mixed": {"status": "done"}}}))
+    steps = [  # (groups, informative, truncated, generate s, {domain: (reward, prompts)})
+        (4, 1, 0.5, 0.4, {"ifeval": (0.2, 2), "math": (0.0, 2)}), (4, 2, 0.25, 0.3, {"ifeval": (0.5, 3), "math": (1.0, 1)}),
+        (6, 0, 0.0, 0.4, {"ifeval": (0.4, 1)}), (4, 3, 0.25, 0.4, {"ifeval": (0.6, 2), "math": (0.5, 2)})]
+    _log(run / "stages" / "0-mixed", "mixed", [
+        {"reward_mean": 0.0, "groups": g, "groups_informative": i, "truncation_rate": t, "time/generate": gen,
+         **{f"reward_mean/{d}": r for d, (r, _) in per.items()}, **{f"prompts/{d}": n for d, (_, n) in per.items()}}
+        for g, i, t, gen, per in steps])
+    md = build_report(run)[0].read_text()
+    row = next(line for line in md.split("## GRPO steps")[1].splitlines() if line.startswith("| mixed"))
+    # first n = 2 steps: ifeval (0.2·2 + 0.5·3) / 5, math (0·2 + 1·1) / 3; last 2: ifeval (0.4 + 0.6·2) / 3, math 0.5
+    assert [c.strip() for c in row.strip("|").split("|")] == [
+        "mixed", "6 / 18", "25", "0.5", "75", "ifeval 0.380 → 0.533 (8 prompts); math 0.333 → 0.500 (5 prompts)"]
+
+
 def test_report_markdown(run_dir):
     md_path, png_path = build_report(run_dir)
     assert (md_path, png_path) == (run_dir / "report.md", run_dir / "report.png")
@@ -138,7 +161,8 @@ def test_report_markdown(run_dir):
     regressions = md.split("## Gate regressions\n\n")[1].split("\n\n")[0]
     assert regressions == f"- `ifrl` (warn): {REGRESSION}"
     summary = {line.split("|")[2].strip(): [c.strip() for c in line.strip().strip("|").split("|")]
-               for line in md.split("## Stages")[1].splitlines() if line.startswith("| ") and "---" not in line}
+               for line in md.split("## Stages")[1].split("## GRPO steps")[0].splitlines()
+               if line.startswith("| ") and "---" not in line}
     assert summary["sft"] == ["0", "sft", "sft", "–", "25/25", "done", "100", "loss", "1.820", "1.220", "10"]
     assert summary["rm"] == ["1", "rm", "reward_model", "–", "6/6", "done", "200", "accuracy", "0.533", "0.800", "3"]
     assert summary["rlhf"][3:] == ["rlhf", "30/30", "done", "300", "reward_mean", "0.145", "0.345", "10"]
