@@ -52,17 +52,23 @@ def test_the_mixed_run_is_the_same_work_in_one_run(both):
                for s in later), "later segments continue the same optimizer, LR schedule and prompt stream"
 
 
-KEPT_CASCADE = Path(__file__).resolve().parents[2] / "docs" / "results" / "smollm2" / "cascade"
+KEPT = Path(__file__).resolve().parents[2] / "docs" / "results" / "smollm2"
 
 
-def test_the_kept_cascade_run_is_this_recipes_and_still_reads(both):
-    """docs/results/smollm2.md reports the run kept in docs/results/smollm2/cascade (its run directory without
-    weights). It must be the current recipe's run — a changed recipe needs a new run, not old numbers — and stay
-    readable by the report and the comparison the mixed run is measured against."""
-    cascade, _ = both
-    assert json.loads(C.dumps(cascade)) == json.loads((KEPT_CASCADE / "config.json").read_text())
-    run = load_run(KEPT_CASCADE)
-    assert [(s.name, s.status, s.steps) for s in run.stages] == [(n, "done", 20) for n in ("ifeval", "math", "code")]
-    assert [label for label, _ in run.history] == ["base", "ifeval", "math", "code"]
+@pytest.mark.parametrize("which, folder, stages", [
+    (0, "cascade", ("ifeval", "math", "code")), (1, "mixed", ("mixed1", "mixed2", "mixed3"))])
+def test_the_kept_runs_are_these_recipes_and_still_read(both, which, folder, stages):
+    """docs/results/smollm2.md reports the runs kept in docs/results/smollm2/{cascade,mixed} (their run
+    directories without weights). Each must be its current recipe's run — a changed recipe needs a new run, not
+    old numbers — and stay readable by the report and by the comparison that puts the two side by side."""
+    kept = KEPT / folder
+    assert json.loads(C.dumps(both[which])) == json.loads((kept / "config.json").read_text())
+    run = load_run(kept)
+    assert [(s.name, s.status, s.steps) for s in run.stages] == [(n, "done", 20) for n in stages]
+    assert [label for label, _ in run.history] == ["base", *stages]
     assert [p.steps for p in points(run)] == [0, 20, 40, 60]
-    assert "## Final rows" in comparison_markdown([run, run])
+
+
+def test_the_kept_comparison_is_of_the_kept_runs():
+    runs = [load_run(KEPT / folder) for folder in ("cascade", "mixed")]
+    assert (KEPT / "comparison.md").read_text().startswith(comparison_markdown(runs))
