@@ -8,13 +8,13 @@ the response budget, capped by the model's ``max_position_embeddings`` (and ``ma
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 from typing import Optional, Sequence
 
 from .. import config
+from ..rollout import engine_start
 from .report import provenance, write_eval
 from .runner import EvalSettings, Prepared, check_settings, prepare, run_suite
 from .suites import EvalError, get_suite
@@ -58,9 +58,8 @@ def check_server(url: str) -> None:
 
 
 def model_positions(model_dir: Path) -> int:
-    cfg = json.loads((model_dir / "config.json").read_text())
-    text = cfg.get("text_config") or cfg
-    return int(text.get("max_position_embeddings") or 1 << 20)
+    """The positions the model serves (the engine's reading of config.json); 2^20 when it names none."""
+    return engine_start.model_positions(engine_start.read_hf_config(str(model_dir))) or 1 << 20
 
 
 def load_tokenizer(model_dir: Path):
