@@ -28,9 +28,10 @@ ENDPOINTS = ("reward_model_url", "judge_url")
 """Where a served model is reached, not what it computes: a requeued Slurm job serves the same RM on another
 host, and the stage must still resume (docs/launch.md). Left out of the hashes."""
 
-AFTER_TRAINING = ("evaluate",)
-"""What the cascade does once a stage has trained (``Stage.evaluate``: the gate), not what the stage trains:
-switching the gate off for an interrupted stage must not stop it from resuming. Left out of the hashes."""
+AFTER_TRAINING = ("evaluate", "checkpoint_every_minutes")
+"""What the cascade does around training (``Stage.evaluate``: the gate; ``Cascade.checkpoint_every_minutes``: when
+state is saved), not what the stages train: changing either for an interrupted run must not stop it from
+resuming. Left out of the hashes."""
 
 ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
                "Data": ("min_prompt_tokens", "repeat", "domain"), "Stage": ("epochs",),

@@ -126,6 +126,9 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
     _validate_gate(cfg.gate)
     if cfg.keep_checkpoints < 1:
         raise ConfigError(f"keep_checkpoints: expected >= 1, got {cfg.keep_checkpoints}")
+    if cfg.checkpoint_every_minutes < 0:
+        raise ConfigError(f"checkpoint_every_minutes: expected >= 0 (0 = by steps only), "
+                          f"got {cfg.checkpoint_every_minutes}")
 
 
 def _validate_grpo(s: Stage, p: Parallel, where: str) -> None:

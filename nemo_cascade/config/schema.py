@@ -314,6 +314,11 @@ class Cascade:
     gate: Gate = field(default_factory=Gate)
     keep_checkpoints: int = 2
     """Resumable checkpoints kept per stage (older ones are deleted once a newer one is complete)."""
+    checkpoint_every_minutes: float = 30.0
+    """Also save a resumable checkpoint once this much wall time has passed since the stage's last save (or its
+    start), whatever ``Stage.checkpoint_every`` says: at the paper's response lengths one RL step can take tens
+    of minutes, and a job that never reaches its step interval before its time limit would requeue forever
+    without progress. The time is agreed over ranks (rank 0's clock). 0 = by steps only."""
     chat_style: Literal["cascade1", "cascade2", "chatml"] = "cascade1"
     """Chat template of every stage (nemo_cascade.data.chat): cascade1 = ChatML with ` /think` or ` /no_think`
     on each user turn and no empty think block (§3.1.2); cascade2 = no flags, empty ``<think></think>`` for
