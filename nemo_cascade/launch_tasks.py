@@ -15,7 +15,11 @@ the servers it needs. A *serve* task serves a model for the stages that score wi
 - ``--judge PATH``: ``serve-judge`` (generate runner) for the swe stages, as ``reward.judge_url`` (§4.7, Eq. 2).
 
 A serve task starts after the stage before the first stage it serves, publishes its URL under
-``RUN/servers/<launch id>/`` and stops once every stage it serves has ended.
+``RUN/servers/<launch id>/`` and stops once every stage it serves has ended. A stage names the server by that
+file (``reward.reward_model_url=file:RUN/servers/<id>/<task>.url``), not by the URL in it: a serve job requeued
+onto another node publishes a new URL, which the stage's client reads when a request fails
+(rewards/endpoints.py). Without ``--for`` a serve task serves until it is stopped (slurm/serve_model.sh: a model
+served for days, its URL in ``RUN/servers/<name>.url``).
 """
 from __future__ import annotations
 
@@ -168,7 +172,10 @@ def run_task(args) -> int:
         except RuntimeError as e:
             print(f"launch: stage {args.stage}: {e}", file=sys.stderr)
             return 1
-        extra.append(f"stages.{args.stage}.reward.{field}={url}")
+        # The file, not the URL in it: the server may be requeued onto another node while the stage runs.
+        named = f"file:{servers_dir(args.run_dir, args.id) / f'{task}.url'}"
+        print(f"launch: stage {args.stage}: {task} is up at {url} ({named})")
+        extra.append(f"stages.{args.stage}.reward.{field}={named}")
         if field == "reward_model_url":
             extra.append(f"stages.{args.stage}.reward.reward_model_stage=")
     child = subprocess.Popen([*args.command, *extra])
@@ -187,11 +194,16 @@ def run_task(args) -> int:
 
 
 def run_serve(args) -> int:
-    """Serve a model until the stages it serves have ended (``--detach``: in a background process, returning
-    once the server is up, while ``--watch-pid`` lives)."""
+    """Serve a model until the stages it serves have ended, or (no ``--for``) until stopped by a signal
+    (``--detach``: in a background process, returning once the server is up, while ``--watch-pid`` lives)."""
     d = servers_dir(args.run_dir, args.id)
     d.mkdir(parents=True, exist_ok=True)
-    if served_out(args.run_dir, args.id, args.name, tuple(args.consumers)):
+    forever = not args.consumers
+    if not Path(args.model).is_dir():  # compute nodes are offline: a local folder or nothing (no Hub id)
+        print(f"launch: {args.name}: model folder {args.model} does not exist; expected a local Hugging Face model "
+              f"folder (compute nodes do not download)", file=sys.stderr)
+        return 2
+    if not forever and served_out(args.run_dir, args.id, args.name, tuple(args.consumers)):
         print(f"launch: {args.name}: {', '.join(args.consumers)} already done; not serving")
         return 0
     if args.detach:
@@ -207,9 +219,11 @@ def run_serve(args) -> int:
     try:
         server.start()
         host = "127.0.0.1" if args.host in ("127.0.0.1", "localhost") else socket.gethostname()
+        (d / f"{args.name}.stopped").unlink(missing_ok=True)  # a restart (requeue): no longer stopped
         write_text_atomically(d / f"{args.name}.url", f"http://{host}:{port}\n")
-        print(f"launch: {args.name} serves {args.model} at http://{host}:{port} for {', '.join(args.consumers)}")
-        while not served_out(args.run_dir, args.id, args.name, tuple(args.consumers)):
+        print(f"launch: {args.name} serves {args.model} at http://{host}:{port} for "
+              f"{', '.join(args.consumers) or 'as long as it runs'} (URL in {d / (args.name + '.url')})")
+        while forever or not served_out(args.run_dir, args.id, args.name, tuple(args.consumers)):
             if server.proc is None or server.proc.poll() is not None:
                 why = f"the server exited (log {server.log_path})"
                 return 1
@@ -299,11 +313,13 @@ def _entry_parser() -> argparse.ArgumentParser:
     t.add_argument("--server", action="append", default=[], metavar="TASK=FIELD")
     t.add_argument("--wait", type=float, default=4 * 3600.0)
     t.add_argument("command", nargs=argparse.REMAINDER)
-    s = sub.add_parser("serve", help="serve a model for stages of a launched cascade")
-    for name in ("--run-dir", "--id", "--name", "--model"):
+    s = sub.add_parser("serve", help="serve a model for stages of a launched cascade, or until stopped")
+    for name in ("--run-dir", "--name", "--model"):
         s.add_argument(name, required=True)
+    s.add_argument("--id", default="", help="the launch id; empty: the URL goes to RUN_DIR/servers/NAME.url")
     s.add_argument("--runner", choices=["pooling", "generate"], default="pooling")
-    s.add_argument("--for", dest="consumers", type=lambda v: [x for x in v.split(",") if x], required=True)
+    s.add_argument("--for", dest="consumers", type=lambda v: [x for x in v.split(",") if x], default=[],
+                   help="the stages served (comma-separated); none: serve until stopped by a signal")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=0)
     s.add_argument("--dtype", default="float32")

@@ -29,7 +29,9 @@ Transport (:class:`HttpEndpoint`): stdlib only (the rewards package imports on a
 request, bounded retries with exponential backoff on connection errors, timeouts, 5xx, 408 and 429. A 4xx
 answer and a malformed body (bad JSON, wrong shape, NaN) fail at once. Every failure is one
 :class:`RewardServerError` line naming the URL; an unreachable server and a missing route (404: a wrong URL,
-or a judge where a reward model was expected) also say what kind of server should answer there.
+or a judge where a reward model was expected) also say what kind of server should answer there. A URL may
+be ``file:PATH``, the URL file of a long-lived server that restarts elsewhere (rewards/endpoints.py): re-read
+when a request fails, waited for (boundedly) while the server is away.
 """
 from __future__ import annotations
 
@@ -40,10 +42,12 @@ import math
 import socket
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence, Union
+
+from .endpoints import (RESTART_WAIT_S, EndpointError, UrlFile, check_http_url, healthy,
+                        is_file_url)
 
 log = logging.getLogger(__name__)
 
@@ -72,29 +76,74 @@ class HttpEndpoint:
     """POSTs JSON to ``base_url + path`` with a per-request ``timeout`` (seconds) and up to ``retries``
     retries after the first attempt, sleeping ``backoff · 2^i`` (capped at ``max_backoff``) before retry i.
     ``expect`` says what should answer there; it ends the error line of an unreachable server or a missing
-    route (404/405), the two signs of a wrong URL or the wrong kind of server."""
+    route (404/405), the two signs of a wrong URL or the wrong kind of server.
+
+    ``base_url`` may be ``file:PATH``, a file holding the URL of a long-lived server that may restart on
+    another host (rewards/endpoints.py): it is read on first use, and when the retries of a request run out
+    the client waits up to ``restart_wait`` seconds for the file to name a server that answers ``/health``
+    (the same one back, or a new one), then sends the request again."""
 
     def __init__(self, base_url: str, *, expect: str = "a vLLM OpenAI-compatible server (vllm serve)",
                  timeout: float = 120.0, retries: int = 3, backoff: float = 0.5, max_backoff: float = 8.0,
-                 sleep: Callable[[float], None] = time.sleep):
-        url = str(base_url).strip().rstrip("/")
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"server URL {base_url!r}: expected http://HOST:PORT, the root of {expect}")
-        if timeout <= 0 or retries < 0 or backoff < 0:
-            raise ValueError(f"{url}: need timeout > 0, retries >= 0, backoff >= 0; got {timeout}, {retries}, "
-                             f"{backoff}")
-        self.base_url = url[:-3] if url.endswith("/v1") else url  # routes below carry their own /v1
+                 sleep: Callable[[float], None] = time.sleep, restart_wait: float = RESTART_WAIT_S,
+                 poll: float = 5.0):
         self.expect = expect
+        self._source = UrlFile(base_url, expect, poll=poll, sleep=sleep) if is_file_url(base_url) else None
+        self._url = None if self._source else check_http_url(base_url, expect)
+        if timeout <= 0 or retries < 0 or backoff < 0 or restart_wait < 0:
+            raise ValueError(f"{base_url}: need timeout > 0, retries >= 0, backoff >= 0, restart_wait >= 0; got "
+                             f"{timeout}, {retries}, {backoff}, {restart_wait}")
         self.timeout, self.retries, self.backoff, self.max_backoff = timeout, retries, backoff, max_backoff
+        self.restart_wait, self.poll = restart_wait, poll
         self._sleep = sleep
         # Straight to the server: an http_proxy set for the outside world must not carry in-cluster traffic.
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
+    @property
+    def base_url(self) -> str:
+        """The server root requests go to (a ``file:`` endpoint: the URL last read from it, else the file)."""
+        return self._url or str(self._source)
+
     def post(self, path: str, payload: dict) -> Any:
         """The decoded JSON answer; :class:`RewardServerError` when it cannot be had."""
-        url = self.base_url + path
         body = json.dumps(payload).encode()
+        if self._url is None:
+            self._url = self._wait_for_file()
+        ok, answer = self._attempts(path, body)
+        if ok or self._source is None:
+            return self._answer_or_raise(ok, answer, path)
+        first, deadline = answer, time.monotonic() + self.restart_wait
+        while time.monotonic() < deadline:  # a file: server may be restarting, here or on another host
+            url = self._source.read()
+            if url and not healthy(url, timeout=min(self.timeout, 10.0)):
+                if url != self._url:
+                    log.warning("%s: the server moved from %s to %s", self._source, self._url, url)
+                self._url = url
+                ok, answer = self._attempts(path, body)
+                if ok:
+                    return answer
+            self._sleep(self.poll)
+        raise RewardServerError(f"{self.base_url + path} (from {self._source}): unreachable ({first}), and no "
+                                f"healthy server in the file after waiting {self.restart_wait:g} s; expected "
+                                f"{self.expect}")
+
+    def _wait_for_file(self) -> str:
+        try:
+            return self._source.wait(self.restart_wait)
+        except (EndpointError, ValueError) as e:
+            raise RewardServerError(str(e)) from None
+
+    def _answer_or_raise(self, ok: bool, answer: Any, path: str) -> Any:
+        if ok:
+            return answer
+        attempts = f"{self.retries + 1} attempt{'s' if self.retries else ''}"
+        raise RewardServerError(f"{self.base_url + path}: unreachable after {attempts} ({answer}); expected "
+                                f"{self.expect}")
+
+    def _attempts(self, path: str, body: bytes) -> tuple[bool, Any]:
+        """``(True, decoded answer)``, or ``(False, the last transient failure)`` once the retries ran out;
+        what no retry can fix (4xx, a body that is not JSON) raises at once."""
+        url = self.base_url + path
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
@@ -116,11 +165,10 @@ class HttpEndpoint:
                 last = _one_line(getattr(e, "reason", None) or e or type(e).__name__)
             else:
                 try:
-                    return json.loads(raw)
+                    return True, json.loads(raw)
                 except ValueError:
                     raise RewardServerError(f"{url}: answer is not JSON: {_one_line(repr(raw[:200]))}") from None
-        attempts = f"{self.retries + 1} attempt{'s' if self.retries else ''}"
-        raise RewardServerError(f"{url}: unreachable after {attempts} ({last}); expected {self.expect}")
+        return False, last
 
 
 def _error_message(raw: bytes) -> str:

@@ -108,7 +108,8 @@ def test_task_skips_done_refuses_early_and_passes_the_served_url(tmp_path, capsy
     (servers / "serve-rm.url").write_text("http://node7:31234\n")
     args = _task_args(run_dir, "rlhf", cmd, earlier=("sft", "rm"), server=("serve-rm=reward_model_url",))
     assert launch_tasks.run_task(args) == 0
-    assert json.loads(record.read_text()) == ["x", "stages.rlhf.reward.reward_model_url=http://node7:31234",
+    # the URL file, re-read by the stage's client if the server is requeued onto another node
+    assert json.loads(record.read_text()) == ["x", f"stages.rlhf.reward.reward_model_url=file:{servers}/serve-rm.url",
                                               "stages.rlhf.reward.reward_model_stage="]
     assert (servers / "serve-rm.released.rlhf").is_file(), "a server may stop once its stages are through"
     (servers / "serve-rm.url").unlink()
@@ -171,6 +172,38 @@ def test_serve_publishes_its_url_and_stops_when_its_stages_are_done(tmp_path, mo
     assert server.kw["runner"] == "pooling" and server.stopped
     assert not (d / "serve-rm.url").exists() and (d / "serve-rm.stopped").read_text() == "its stages ended\n"
     assert launch_tasks.run_serve(args) == 0 and len(_FakeServer.made) == 1, "stages done: nothing to serve"
+
+
+def test_serve_without_stages_serves_until_stopped_and_refuses_a_missing_folder(tmp_path, monkeypatch, capsys):
+    """slurm/serve_model.sh's server: no --for, its URL in RUN/servers/NAME.url, served until it stops."""
+    import nemo_cascade.rewards.serve as serve_mod
+
+    monkeypatch.setattr(serve_mod, "VLLMServer", _FakeServer)
+    run_dir = tmp_path / "served"
+    d = run_dir / "servers"
+    d.mkdir(parents=True)
+    (d / "rm.stopped").write_text("SIGTERM (an earlier job)\n")
+    args = SimpleNamespace(run_dir=str(run_dir), id="", name="rm", model=str(tmp_path), runner="pooling",
+                           consumers=[], host="127.0.0.1", port=0, dtype="bfloat16", vllm_args="",
+                           ready_timeout=30.0, watch_pid=0, poll=0.05, detach=False)
+    seen = {}
+
+    def crash_the_server():
+        while not (d / "rm.url").is_file():
+            time.sleep(0.02)
+        seen["stopped"] = (d / "rm.stopped").exists()
+        _FakeServer.made[-1].proc.kill()
+
+    thread = threading.Thread(target=crash_the_server)
+    thread.start()
+    assert launch_tasks.run_serve(args) == 1, "only the server's end ends it"
+    thread.join()
+    assert seen == {"stopped": False}, "a restarted server is no longer marked stopped"
+    assert not (d / "rm.url").exists() and "the server exited" in (d / "rm.stopped").read_text()
+    made = len(_FakeServer.made)
+    missing = SimpleNamespace(**{**vars(args), "model": str(tmp_path / "nope")})
+    assert launch_tasks.run_serve(missing) == 2 and len(_FakeServer.made) == made
+    assert "model folder" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------------ nemo-run
