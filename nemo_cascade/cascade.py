@@ -27,7 +27,7 @@ from nemo_cascade.faults import crash_point
 from nemo_cascade.files import published_folder
 from nemo_cascade.forgetting import Gate, GateStop
 from nemo_cascade.lineage import Manifest, config_hash, reset_stages, stage_status
-from nemo_cascade.preflight import check_cascade, check_tokenizer
+from nemo_cascade.preflight import check_cascade, check_endpoints, check_tokenizer, stages_to_run
 from nemo_cascade.stage import Saves, StageContext, run_grpo, run_reward_model, run_sft
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,8 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None, retrain: bool = F
     when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see :func:`check_selection`."""
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
     check_selection(cfg, only_stage, retrain)
+    # Served models answer before anything long runs (the base evaluation takes hours at paper scale).
+    check_endpoints(stages_to_run(cfg, stage_status(run_dir(cfg))[0], only_stage))
     if retrain:
         from nemo_cascade.actor.megatron import init_distributed
 

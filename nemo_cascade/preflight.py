@@ -92,6 +92,56 @@ def check_stage_needs(cfg: C.Cascade) -> None:
                                     f"reward_model stage to serve one")
 
 
+SERVER_WAIT_S = 60.0
+"""How long a configured server may take to answer ``/health`` at the start of a run: a server that is up
+answers at once; a placeholder or dead URL should not cost more than a minute."""
+URL_FILE_WAIT_S = 600.0
+"""How long a ``file:`` URL's file may take to appear: the server job may still be loading its model."""
+
+
+def stages_to_run(cfg: C.Cascade, status: dict[str, str], only_stage: str | None = None) -> list[C.Stage]:
+    """The stages this run will train: ``only_stage`` (even when done: ``--retrain``), else every stage not done."""
+    if only_stage:
+        return [s for s in cfg.stages if s.name == only_stage]
+    return [s for s in cfg.stages if status.get(s.name) != "done"]
+
+
+def served_endpoints(stage: C.Stage) -> list[tuple[str, str]]:
+    """``(Reward field, URL or file:PATH)`` of the served models a GRPO stage scores with."""
+    rw, domains = stage.reward, set(C.stage_domains(stage))
+    if stage.kind != "grpo":
+        return []
+    out = []
+    if rw.reward_model_url and ("rlhf" in domains or rw.if_rm_bonus):
+        out.append(("reward_model_url", rw.reward_model_url))
+    if rw.judge_url and "swe" in domains:
+        out.append(("judge_url", rw.judge_url))
+    return out
+
+
+def check_endpoints(stages: list[C.Stage], *, wait: float | None = None, file_wait: float | None = None,
+                    poll: float = 2.0) -> dict[str, str]:
+    """Every served model the stages score with answers ``/health`` (a ``file:`` URL's file waited for first),
+    so that a placeholder or unreachable URL fails before the hours of the base evaluation and the stages
+    before it, not after. Returns ``{URL or file:PATH: URL}``; ConfigError (one line naming the field) otherwise."""
+    from nemo_cascade.rewards.endpoints import EndpointError, probe
+    from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient
+
+    expect = {"reward_model_url": RewardModelClient.EXPECT, "judge_url": JudgeClient.EXPECT}
+    reached: dict[str, str] = {}
+    wait = SERVER_WAIT_S if wait is None else wait
+    file_wait = URL_FILE_WAIT_S if file_wait is None else file_wait
+    for s in stages:
+        for field, spec in served_endpoints(s):
+            if spec in reached:
+                continue
+            try:
+                reached[spec] = probe(spec, expect[field], wait=wait, file_wait=file_wait, poll=poll)
+            except (EndpointError, ValueError) as e:
+                raise C.ConfigError(f"stages.{s.name}.reward.{field}: {e}") from None
+    return reached
+
+
 def check_tokenizer(tokenizer, model_dir: str | Path, finished_stage_dirs: list[Path]) -> None:
     """The tokenizer fits the model (every id has an embedding row, the chat tokens are single tokens), and a
     finished stage's exported checkpoint carries the same tokenizer as the base — a resumed cascade whose base
@@ -132,4 +182,5 @@ def check_cascade(cfg: C.Cascade) -> dict[str, list[str]]:
     return fingerprints
 
 
-__all__ = ["check_cascade", "check_model", "check_stage_needs", "check_tokenizer", "data_fingerprint", "CHAT_TOKENS"]
+__all__ = ["check_cascade", "check_model", "check_rm_server", "check_stage_needs", "check_tokenizer", "data_fingerprint", "CHAT_TOKENS",
+           "check_endpoints", "served_endpoints", "stages_to_run"]
