@@ -20,7 +20,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from nemo_cascade import checkpoint, ranks
+from nemo_cascade import checkpoint, ranks, stop_request
 from nemo_cascade import config as C
 from nemo_cascade.data.loader import pad_id
 from nemo_cascade.faults import crash_point
@@ -84,6 +84,7 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None, retrain: bool = F
     try:
         run.evaluate_base()
         for k, stage in enumerate(cfg.stages):
+            _stop_if_requested(out, f"before stage {stage.name}")  # a stage's steps watch for it themselves
             if run.selected(k, stage, only_stage):
                 if stage.kind == "reward_model":
                     run.train_reward_model(k, stage)
@@ -91,10 +92,18 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None, retrain: bool = F
                     run.train_policy(k, stage)
             elif run.manifest.gated(stage.name):
                 continue  # done and judged; a run killed between the two judges it now
+            _stop_if_requested(out, f"before the gate after stage {stage.name}")
             run.gate_after(k, stage)
     finally:
         run.close()
     return out
+
+
+def _stop_if_requested(out: Path, where: str) -> None:
+    """End the run here if a stop was requested (stop_request.py); rank 0 looks, every rank stops."""
+    if ranks.from_main(stop_request.requested(out)):
+        raise stop_request.StopRequested(f"stopped on request ({stop_request.reason(out)}) {where}; "
+                                         "run the same command again to continue")
 
 
 def check_selection(cfg: C.Cascade, only_stage: str | None, retrain: bool = False) -> None:
@@ -206,7 +215,8 @@ class CascadeRun:
         ranks.barrier()
         self.manifest.update(stage.name, status="running", started=time.time(), parent=self.weights_from,
                              config_sha256=config_hash(stage), resumed_from=str(resume or ""), steps=stage.steps)
-        saves = Saves(sdir / "checkpoint", stage.checkpoint_every, self.cfg.keep_checkpoints, resume)
+        saves = Saves(sdir / "checkpoint", stage.checkpoint_every, self.cfg.keep_checkpoints, resume,
+                      every_minutes=self.cfg.checkpoint_every_minutes, run_dir=self.out)
         return sdir, saves, _step_of(resume) + 1 if resume else 0
 
     def _finish(self, k: int, stage: C.Stage, sdir: Path, started: float, data_state: dict | None) -> None:

@@ -1,12 +1,13 @@
 """ONE stage: the GRPO loop of DESIGN.md (and its SFT and reward-model siblings), reading like the algorithm."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from nemo_cascade import checkpoint, ranks, weight_sync
+from nemo_cascade import checkpoint, ranks, stop_request, weight_sync
 from nemo_cascade import config as C
 from nemo_cascade.algorithms import grpo, reward_model, sft
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
@@ -30,11 +31,18 @@ class StageContext:
 
 @dataclass
 class Saves:
-    """A stage's resumable checkpoints (checkpoint.py): every ``every`` steps under ``root``, newest ``keep``."""
+    """A stage's resumable checkpoints (checkpoint.py) under ``root``, the newest ``keep`` kept: every ``every``
+    steps, once ``every_minutes`` of wall time have passed since the last save, and when a stop is requested
+    (stop_request.py: the run then ends after the save)."""
     root: Path
     every: int
     keep: int
     resume_from: Path | None = None
+    every_minutes: float = 0.0
+    run_dir: Path | None = None
+    """Where a stop request appears (None: requests are not watched)."""
+    saved_at: float = field(default_factory=time.monotonic)
+    saved_step: int = -1
 
     def resume(self, actor, restore_data) -> int:
         """Load the newest checkpoint (weights, optimizer, scheduler, RNG; the data position through
@@ -43,22 +51,38 @@ class Saves:
             return 0
         step, state = checkpoint.load(self.resume_from, actor)
         restore_data(state["data"])
+        self.saved_step = step
         return step + 1
 
-    def after(self, step: int, total: int, actor, data_state: dict) -> None:
-        if self.every and (step + 1) % self.every == 0 and step + 1 < total:
-            checkpoint.save(self.root, step, actor, {"data": data_state}, keep=self.keep)
+    def after(self, step: int, total: int, actor, data_state: dict, stage: str = "") -> None:
+        """After step ``step``: save if a save is due; raise StopRequested (after saving) on a stop request.
+        Every rank calls it and all take the same decision: the wall clock is rank 0's, a request any rank's."""
+        timed = bool(self.every_minutes) and time.monotonic() - self.saved_at >= 60 * self.every_minutes
+        parts = ranks.gather_shares([(timed, bool(self.run_dir) and stop_request.requested(self.run_dir))])
+        timed, stop = parts[0][0], any(p[1] for p in parts)
+        by_steps = bool(self.every) and (step + 1) % self.every == 0
+        # The last step's state is the stage's export: a save there only serves a stop before the export.
+        if stop or ((by_steps or timed) and step + 1 < total):
+            self._save(step, actor, data_state)
+        if stop:
+            raise stop_request.StopRequested(
+                f"stopped on request ({stop_request.reason(self.run_dir)}) after step {step} of stage {stage}; "
+                f"state saved in {self.root / f'step_{step:06d}'}; run the same command again to continue")
+
+    def _save(self, step: int, actor, data_state: dict, rng: dict | None = None) -> Path:
+        path = checkpoint.save(self.root, step, actor, {"data": data_state}, keep=self.keep, rng=rng)
+        self.saved_at, self.saved_step = time.monotonic(), step
+        return path
 
     def before_stop(self, step: int, start: int, actor, data_state: dict, rng: dict) -> str:
         """Step ``step`` cannot finish (its reward server is gone): save the state after step ``step - 1`` —
         ``data_state`` and ``rng`` as they were when ``step`` began — unless a checkpoint of it exists already.
-        A resume then repeats ``step`` exactly; the stop loses no finished step (issue 7). Returns where the
-        state is."""
+        A resume then repeats ``step`` exactly; the stop loses no finished step. Returns where the state is."""
         if step == start:  # nothing finished since the checkpoint this run resumed from (or since the start)
             return f"resumes from {self.resume_from}" if self.resume_from else "nothing to save before step 0"
         path = self.root / f"step_{step - 1:06d}"
-        if not (self.every and step % self.every == 0):  # the regular save after step - 1 did not happen
-            path = checkpoint.save(self.root, step - 1, actor, {"data": data_state}, keep=self.keep, rng=rng)
+        if self.saved_step != step - 1:  # no save after step - 1 happened
+            path = self._save(step - 1, actor, data_state, rng)
         return f"state after step {step - 1} saved in {path}"
 
 
@@ -89,7 +113,11 @@ def _start(ctx: StageContext, restore_data) -> int:
 
 def _after(ctx: StageContext, step: int, total: int, data_state: dict) -> None:
     if ctx.saves:
-        ctx.saves.after(step, total, ctx.actor, data_state)
+        try:
+            ctx.saves.after(step, total, ctx.actor, data_state, ctx.stage_dir.name)
+        except stop_request.StopRequested:
+            ctx.log.close()
+            raise
 
 
 def sft_loss(logprobs_B_T, mb):

@@ -22,6 +22,8 @@
 #   NODE_SETUP              shell code run on every node before torchrun, e.g. "pip install --no-deps -e ."
 #   MAX_REQUEUES            50: requeues at the time limit before the job stops requeueing itself
 #                           (counted by Slurm's SLURM_RESTART_COUNT, which also counts preemptions)
+#   STOP_GRACE              90: seconds the job waits, after the time-limit signal, for the run to save at the end
+#                           of its current step and stop; then it is stopped (it resumes from its last checkpoint)
 #   REQUEUE_ON_TERM         0; 1 = requeue on SIGTERM too (sites whose preemption cancels instead of requeueing;
 #                           note that scancel also sends SIGTERM)
 #   WANDB                   1: also log to Weights & Biases (wandb=true); 0: only metrics.jsonl
@@ -31,7 +33,12 @@
 #
 # Resume: a requeued or resubmitted job runs `nemo-cascade run` on the same run folder again; the run's
 # manifest.json skips finished stages and the interrupted stage continues from its newest checkpoint
-# (stages.NAME.checkpoint_every). Nothing here deletes or rewrites run files, so a restart is always safe.
+# (stages.NAME.checkpoint_every steps, checkpoint_every_minutes of wall time, and the save on the time-limit
+# signal). Nothing here deletes or rewrites run files but the stop request, so a restart is always safe.
+#
+# The time-limit signal (USR1, 120 s ahead) reaches only this batch shell: torchrun would die of it, and other
+# nodes and the container cannot be signalled from here. So it is handed on as a file, RUN_DIR/RUN_NAME/stop_request,
+# which every rank sees; the ranks save at the end of the current step and stop (nemo_cascade/stop_request.py).
 
 set -euo pipefail
 NC_SLURM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,6 +46,7 @@ NC_SLURM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${REPO_DIR:=$(dirname "$NC_SLURM_DIR")}"
 : "${CONTAINER_IMAGE:=${CONTAINER:-nvcr.io/nvidia/nemo:25.09}}"
 : "${RUN_DIR:=$REPO_DIR/runs}"
+NC_GIVEN_DIRS=${DATA_DIR:+DATA_DIR}" "${MODELS_DIR:+MODELS_DIR}  # set by the user: must exist, container or not
 : "${DATA_DIR:=$REPO_DIR/data}"
 : "${MODELS_DIR:=$REPO_DIR/models}"
 if [[ $CONTAINER_IMAGE == none ]]; then  # no container: the mounts are the host paths themselves
@@ -53,12 +61,13 @@ fi
 : "${MASTER_PORT:=29500}"
 : "${NODE_SETUP:=}"
 : "${MAX_REQUEUES:=50}"
+: "${STOP_GRACE:=90}"
 : "${REQUEUE_ON_TERM:=0}"
 : "${WANDB:=1}"
 : "${LOG_DIR:=$RUN_DIR/slurm-logs}"
 : "${DRY_RUN:=0}"
 export REPO_DIR CONTAINER_IMAGE RUN_DIR DATA_DIR MODELS_DIR REPO_MOUNT RUNS_MOUNT DATA_MOUNT MODELS_MOUNT \
-  EXTRA_MOUNTS RECIPE RUN_NAME GPUS_PER_NODE MASTER_PORT NODE_SETUP MAX_REQUEUES REQUEUE_ON_TERM WANDB
+  EXTRA_MOUNTS RECIPE RUN_NAME GPUS_PER_NODE MASTER_PORT NODE_SETUP MAX_REQUEUES STOP_GRACE REQUEUE_ON_TERM WANDB
 
 nc_log() { echo "[nemo-cascade $(date '+%F %T')] $*" >&2; }
 
@@ -80,6 +89,21 @@ nc_submit() {
   nc_do sbatch "${args[@]}" "$script" "$@"
 }
 
+nc_check_inputs() {  # what would otherwise fail on every node after the job started (or at container mount)
+  local recipe=${RECIPE%%:*} name dirs=$NC_GIVEN_DIRS
+  if [[ $recipe == *.py ]]; then
+    [[ $recipe == /* ]] || recipe=$REPO_DIR/$recipe
+    [[ -f $recipe ]] || nc_fail "RECIPE=$RECIPE: no such file $recipe"
+  fi
+  if [[ $CONTAINER_IMAGE != none ]]; then dirs="DATA_DIR MODELS_DIR"; fi  # pyxis cannot mount what is not there
+  for name in $dirs; do
+    [[ -d ${!name} ]] || nc_fail "$name=${!name}: no such folder (see docs/launch.md, Settings)"
+  done
+  if [[ ! $GPUS_PER_NODE =~ ^[1-9][0-9]*$ ]]; then nc_fail "GPUS_PER_NODE=$GPUS_PER_NODE: expected a positive integer"; fi
+}
+
+nc_fail() { nc_log "error: $*"; exit 2; }
+
 nc_srun_command() {  # the srun → node.sh → torchrun command of this job, into NC_CMD
   local mounts
   NC_CMD=(srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1)
@@ -93,6 +117,7 @@ nc_srun_command() {  # the srun → node.sh → torchrun command of this job, in
 }
 
 nc_run_job() {
+  nc_check_inputs
   source "$NC_SLURM_DIR/env.sh"
   # The rendezvous host: the job's first node (`scontrol show hostnames ... | head -n1`, without the pipe, which
   # under pipefail fails when head exits before scontrol has written every name).
@@ -106,10 +131,12 @@ nc_run_job() {
     nc_log "continuing the existing run: its manifest skips finished stages, its checkpoints resume the current one"
   fi
   if [[ $DRY_RUN == 1 ]]; then nc_do "${NC_CMD[@]}"; return 0; fi
-  mkdir -p "$RUN_DIR"
+  NC_RUN=$RUN_DIR/$RUN_NAME
+  mkdir -p "$NC_RUN"
+  rm -f "$NC_RUN/stop_request"  # an earlier job's request must not stop this one
   # The traps only note the signal: it is handled below, between waits, one at a time — a handler that ran
   # inside another (bash runs a trap between any two commands) could requeue twice.
-  NC_REQUEUED=0 NC_PENDING=()
+  NC_REQUEUED=0 NC_PENDING=() NC_NOT_REQUEUED=
   trap 'NC_PENDING+=(USR1)' USR1
   trap 'NC_PENDING+=(TERM)' TERM
   "${NC_CMD[@]}" &
@@ -142,23 +169,45 @@ nc_wait_step() {  # wait for the srun step; a trapped signal ends `wait` early: 
     nc_log "srun ended (exit $rc); the job is requeued and continues from the run's last checkpoint"
     exit 0
   fi
+  if [[ -n $NC_NOT_REQUEUED ]]; then  # the last line says why the run is left unfinished
+    nc_log "srun ended (exit $rc); not requeued: $NC_NOT_REQUEUED; resubmit the script to continue the run"
+    exit $(( rc ? rc : 1 ))
+  fi
   nc_log "srun ended (exit $rc)"
   exit "$rc"
 }
 
 nc_on_signal() {  # SIGUSR1 (--signal=B:USR1@120: the time limit is near) or SIGTERM (preemption, scancel)
-  local sig=$1 count=${SLURM_RESTART_COUNT:-0}
+  local sig=$1
   if [[ $NC_REQUEUED == 0 && ( $sig == USR1 || $REQUEUE_ON_TERM == 1 ) ]]; then
-    if (( count < MAX_REQUEUES )); then
-      NC_REQUEUED=1
-      nc_log "SIG$sig: requeueing job $SLURM_JOB_ID (restart $((count + 1)) of at most $MAX_REQUEUES)"
-      nc_do scontrol requeue "$SLURM_JOB_ID" || nc_log "scontrol requeue $SLURM_JOB_ID failed"
-    else
-      nc_log "SIG$sig: not requeueing: job $SLURM_JOB_ID was restarted $count times (MAX_REQUEUES=$MAX_REQUEUES);" \
-             "resubmit the script to continue the run"
-    fi
+    NC_REQUEUED=1
+    nc_save_and_stop "$sig"
+    nc_requeue "$sig"
   else
     nc_log "SIG$sig: stopping"
+    kill -TERM "$NC_STEP_PID" 2>/dev/null || true  # srun passes it on to torchrun, which stops its ranks
   fi
-  kill -TERM "$NC_STEP_PID" 2>/dev/null || true  # srun passes it on to torchrun, which stops its ranks
+}
+
+nc_save_and_stop() {  # ask the run to save after its current step; stop it after STOP_GRACE seconds regardless
+  local sig=$1 t
+  nc_log "SIG$sig: the run saves at the end of its current step and stops (waiting at most ${STOP_GRACE}s)"
+  echo "SIG$sig to job $SLURM_JOB_ID" > "$NC_RUN/stop_request.tmp" && mv "$NC_RUN/stop_request.tmp" "$NC_RUN/stop_request"
+  for (( t = 0; t < STOP_GRACE; t++ )); do
+    kill -0 "$NC_STEP_PID" 2>/dev/null || return 0
+    sleep 1
+  done
+  nc_log "no step ended within ${STOP_GRACE}s: stopping it (it resumes from its last checkpoint)"
+  kill -TERM "$NC_STEP_PID" 2>/dev/null || true
+}
+
+nc_requeue() {
+  local sig=$1 count=${SLURM_RESTART_COUNT:-0}
+  if (( count < MAX_REQUEUES )); then
+    nc_log "SIG$sig: requeueing job $SLURM_JOB_ID (restart $((count + 1)) of at most $MAX_REQUEUES)"
+    nc_do scontrol requeue "$SLURM_JOB_ID" || nc_log "scontrol requeue $SLURM_JOB_ID failed"
+  else
+    NC_REQUEUED=0 NC_NOT_REQUEUED="job $SLURM_JOB_ID was restarted $count times (MAX_REQUEUES=$MAX_REQUEUES)"
+    nc_log "SIG$sig: not requeueing: $NC_NOT_REQUEUED"
+  fi
 }

@@ -19,6 +19,12 @@ _nc_default NCCL_IB_TIMEOUT 22            # IB retry timeout 4.096 µs × 2^22 �
 _nc_default NCCL_IB_RETRY_CNT 7
 _nc_default NCCL_DEBUG WARN
 if [[ -n ${NCCL_IB_HCA:-} ]]; then export NCCL_IB_HCA; fi
+# gloo groups (host-side object exchanges, checkpoint bookkeeping) cross nodes too. Gloo takes interface names
+# only, not NCCL's "^exclude" form: a site that names its interfaces for NCCL names them for gloo as well;
+# otherwise gloo uses the interface of the host name's address.
+if [[ -z ${GLOO_SOCKET_IFNAME+set} && $NCCL_SOCKET_IFNAME != [\^=]* ]]; then
+  export GLOO_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME
+fi
 # A rank whose collective fails or times out aborts the job (and so ends the srun step) instead of leaving
 # the other ranks hanging until the time limit.
 _nc_default TORCH_NCCL_ASYNC_ERROR_HANDLING 1

@@ -7,7 +7,9 @@
 #   bash slurm/node.sh RECIPE [KEY=VALUE ...] [--stage NAME]
 #
 # Used by slurm/cascade_*.sh and by the nemo-run Slurm tasks (nemo_cascade/launch.py).
-# NODE_SETUP: shell code run first on every node (e.g. "pip install --no-deps -e ."); TORCHRUN: the launcher.
+# NODE_SETUP: shell code run first on every node (e.g. "pip install --no-deps -e ."); TORCHRUN: the launcher
+# (default: torchrun run by nemo_cascade/torchrun.py, which ends a failed job with one line instead of torchrun's
+# traceback and table in the job log).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source slurm/env.sh
@@ -16,7 +18,7 @@ if [[ -n ${NODE_SETUP:-} ]]; then
   eval "$NODE_SETUP"
 fi
 : "${MASTER_ADDR:?is unset: the batch step sets it to the first node of the job}"
-exec ${TORCHRUN:-torchrun} \
+exec ${TORCHRUN:-python -m nemo_cascade.torchrun} \
   --nnodes="${SLURM_NNODES:-1}" --nproc_per_node="${GPUS_PER_NODE:-8}" \
   --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:${MASTER_PORT:-29500}" --rdzv_id="${SLURM_JOB_ID:-nemo-cascade}" \
   --max_restarts=0 \

@@ -1,4 +1,7 @@
-"""slurm/cascade_8b.sh and cascade_14b.sh, run for real with stand-ins for the Slurm commands.
+"""slurm/cascade_8b.sh and cascade_14b.sh with stand-ins for the Slurm commands: what a real cluster here cannot
+show (tests/slurm runs them on a real one). pyxis/enroot cannot be had on this machine, so the container path's
+srun options are checked here as the scripts write them; so are self-submission, DRY_RUN and the batch shell's
+handling of signals in the orders a real cluster rarely produces on cue.
 
 `srun`, `scontrol`, `sbatch` and `torchrun` are shell stubs on PATH that append their argv (and torchrun its
 environment) to files; the stub srun then runs its command as srun would on each node — here once, on this
@@ -62,9 +65,11 @@ def harness(tmp_path):
         (bin_dir / name).chmod(0o755)
     prefixes = ("SLURM_", "NCCL_", "WANDB_", "TORCH", "VLLM_", "HF_", "CUDA_", "NEMO_CASCADE_")
     base = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    (tmp_path / "models").mkdir()
     base.update(PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_LOG=str(log), RUN_DIR=str(tmp_path / "runs"),
-                REPO_MOUNT=str(ROOT))  # the container path of the checkout = the checkout: the stub srun runs it
-    for k in ("CONTAINER_IMAGE", "CONTAINER", "RUN_NAME", "RECIPE", "REPO_DIR", "DATA_DIR", "MODELS_DIR",
+                REPO_MOUNT=str(ROOT),  # the container path of the checkout = the checkout: the stub srun runs it
+                MODELS_DIR=str(tmp_path / "models"), TORCHRUN="torchrun", STOP_GRACE="1")
+    for k in ("CONTAINER_IMAGE", "CONTAINER", "RUN_NAME", "RECIPE", "REPO_DIR", "DATA_DIR",
               "NODES", "ACCOUNT", "PARTITION", "DRY_RUN", "MAX_REQUEUES", "REQUEUE_ON_TERM", "MASTER_ADDR",
               "CACHE_DIR", "GPUS_PER_NODE", "MASTER_PORT", "NODE_SETUP", "EXTRA_MOUNTS", "WANDB", "TIME", "QOS"):
         base.pop(k, None)
@@ -147,7 +152,7 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
     assert f"--nodes={nodes}" in opts and "--ntasks-per-node=1" in opts and "--kill-on-bad-exit=1" in opts
     assert "--container-image=nvcr.io/nvidia/nemo:25.09" in opts
     mounts = next(o for o in opts if o.startswith("--container-mounts=")).split("=", 1)[1].split(",")
-    assert mounts == [f"{ROOT}:{ROOT}", f"{tmp_path}/runs:/runs", f"{ROOT}/data:/data", f"{ROOT}/models:/models"]
+    assert mounts == [f"{ROOT}:{ROOT}", f"{tmp_path}/runs:/runs", f"{ROOT}/data:/data", f"{tmp_path}/models:/models"]
     assert f"--container-workdir={ROOT}" in opts
     assert cmd == ["bash", f"{ROOT}/slurm/node.sh", recipe, "run_root=/runs", f"name={name}", "wandb=true",
                    "stages.math.steps=3"]
@@ -159,6 +164,7 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
     assert env["MASTER_ADDR"] == HOSTS[0] and env["MASTER_PORT"] == "29500"
     assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1" and env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
     assert env["NCCL_SOCKET_IFNAME"] == "^lo,docker" and env["NCCL_IB_DISABLE"] == "0"
+    assert "GLOO_SOCKET_IFNAME" not in env, "gloo takes no ^exclusions: left to the host name's interface"
     assert env["WANDB_MODE"] == "offline" and env["WANDB_PROJECT"] == "nemo-cascade"
     assert env["WANDB_RUN_GROUP"] == name and env["WANDB_RESUME"] == "allow"
     assert env["WANDB_DIR"] == f"/runs/{name}"
@@ -171,15 +177,15 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
 def test_settings_by_environment(harness, tmp_path):
     run, log = harness
     code, _, err = run("cascade_14b.sh", nodes=2, env={
-        "CONTAINER": "registry.example/cascade:1", "RUN_NAME": "my-run", "DATA_DIR": "/lustre/data",
-        "MODELS_DIR": "/lustre/models", "EXTRA_MOUNTS": "/scratch:/scratch", "NCCL_SOCKET_IFNAME": "ib0",
+        "CONTAINER": "registry.example/cascade:1", "RUN_NAME": "my-run", "DATA_DIR": str(tmp_path),
+        "MODELS_DIR": str(tmp_path / "models"), "EXTRA_MOUNTS": "/scratch:/scratch", "NCCL_SOCKET_IFNAME": "ib0",
         "NCCL_IB_HCA": "mlx5_0,mlx5_3", "WANDB_API_KEY": "k", "WANDB": "0", "GPUS_PER_NODE": "4",
         "MASTER_PORT": "31000", "RECIPE": "recipes/tiny.py:math_only", "NODE_SETUP": "export FROM_SETUP=yes"})
     assert code == 0, err
     opts = _lines(log / "srun.argv")
     assert "--container-image=registry.example/cascade:1" in opts
     mounts = next(o for o in opts if o.startswith("--container-mounts="))
-    assert "/lustre/data:/data" in mounts and "/lustre/models:/models" in mounts
+    assert f"{tmp_path}:/data" in mounts and f"{tmp_path}/models:/models" in mounts
     assert mounts.endswith(",/scratch:/scratch")
     torchrun = _lines(log / "torchrun.argv")
     assert "--nproc_per_node=4" in torchrun and "--nnodes=2" in torchrun
@@ -187,6 +193,7 @@ def test_settings_by_environment(harness, tmp_path):
     assert torchrun[-3:] == ["recipes/tiny.py:math_only", "run_root=/runs", "name=my-run"], "WANDB=0: no wandb=true"
     env = _env(log / "torchrun.env")
     assert env["NCCL_SOCKET_IFNAME"] == "ib0" and env["NCCL_IB_HCA"] == "mlx5_0,mlx5_3"
+    assert env["GLOO_SOCKET_IFNAME"] == "ib0", "gloo groups cross nodes on the interface NCCL is given"
     assert env["WANDB_MODE"] == "online" and env["WANDB_RUN_GROUP"] == "my-run"
     assert env["FROM_SETUP"] == "yes", "NODE_SETUP runs on the node before torchrun"
 

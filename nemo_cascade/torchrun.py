@@ -1,0 +1,42 @@
+"""torchrun in this process, for `nemo-cascade run` on one machine and for slurm/node.sh on each node of a job.
+
+`python -m nemo_cascade.torchrun TORCHRUN_ARGS...` is torchrun with the job's outcome said in one line instead of
+torchrun's failure report (a launcher traceback and a table, printed once per node): a worker's user error has
+printed its own line already; a worker killed by a signal, or the launcher stopped by one, is named.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+
+
+def run_torchrun(argv: list[str]) -> int:
+    """torchrun in this process, returning the job's exit code: 0, a failed worker's own code (a user error has
+    printed its one line; torchrun's report of the failure — a launcher traceback and a table — is left out), or
+    128 + N for a worker killed by signal N, or the launcher stopped by it (Slurm's SIGTERM), said in one line."""
+    import logging
+
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    try:
+        run(parse_args(argv))
+    except ChildFailedError as e:
+        rank, failure = min(e.failures.items())
+        if failure.exitcode >= 0:
+            return failure.exitcode
+        # On a line of its own: the dead worker's progress bar may have left the cursor mid-line.
+        print(f"\nnemo-cascade: error: rank {rank} (pid {failure.pid}) was killed by {failure.signal_name()}; "
+              "run the same command again to resume", file=sys.stderr)
+        return 128 - failure.exitcode
+    except SignalException as e:
+        print(f"\nnemo-cascade: error: stopped by {signal.Signals(e.sigval).name}; run the same command again to "
+              "resume", file=sys.stderr)
+        return 128 + int(e.sigval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_torchrun(sys.argv[1:]))

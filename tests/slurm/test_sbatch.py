@@ -1,0 +1,157 @@
+"""slurm/cascade_8b.sh and cascade_14b.sh on a real Slurm cluster (two slurmd nodes on this machine), with the
+scripts' no-container path and a CPU recipe: torchrun's c10d rendezvous across the two nodes, gloo, a TP=2 tiny
+cascade (SFT → math GRPO) with a gate, run to the end; the time-limit signal in the middle of a stage, the save it
+triggers, the requeue and the resume, bit for bit against the uninterrupted run; MAX_REQUEUES; bad input."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_resume import _metrics, _scores
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+RECIPE = "recipes/tiny.py:two_ranks"  # SFT → math GRPO, TP=2: one rank on each node
+# checkpoint_every=100: no step-interval save, so a resume can only start from the save the signal triggered
+ARGS = ("stages.sft.steps=30", "stages.math.steps=6", "stages.math.checkpoint_every=100", "gate.suites=tiny-math",
+        "gate.limit=8", "gate.samples=1")
+STAGES = ("0-sft", "1-math")
+
+
+def _submit(cluster, script: str, runs: Path, *sbatch: str, env: dict | None = None, args=ARGS) -> str:
+    runs.mkdir(parents=True, exist_ok=True)
+    return cluster.sbatch(*sbatch, f"--output={runs}/job-%j.log", f"slurm/{script}", *args,
+                          env={"RUN_DIR": str(runs), "RECIPE": RECIPE, "RUN_NAME": "tiny", **(env or {})})
+
+
+def _log(runs: Path, job: str) -> str:
+    return (runs / f"job-{job}.log").read_text(errors="replace")
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def straight(cluster, tmp_path_factory):
+    """cascade_8b.sh over two nodes (-N 2 instead of its one), not interrupted: the reference run."""
+    runs = tmp_path_factory.mktemp("straight")
+    job = _submit(cluster, "cascade_8b.sh", runs, "-N2", "--gpus-per-node=1")
+    return job, cluster.wait_done(job, 900), runs
+
+
+def test_cascade_8b_runs_the_cascade_over_two_nodes(straight):
+    job, state, runs = straight
+    log = _log(runs, job)
+    assert state == "COMPLETED", log[-3000:]
+    run = runs / "tiny"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert {k: v["status"] for k, v in manifest["stages"].items()} == {"sft": "done", "math": "done"}
+    assert all(v["gated"] for v in manifest["stages"].values())
+    for stage in STAGES:
+        assert (run / "stages" / stage / "hf" / "model.safetensors").is_file()
+        assert set(_scores(run / "stages" / stage)) == {"tiny-math"}
+    assert [m["step"] for m in _metrics(run, "1-math")] == list(range(6))
+    assert (run / "report.md").is_file()
+    assert f"job {job} (restart 0, at most 50): {RECIPE}" in log and "on 2 node(s) × 1 GPUs" in log
+    assert "rank 1)" in log, "the second node's rank started its engine"
+    assert log.rstrip().endswith("srun ended (exit 0)")
+
+
+def test_time_limit_signal_saves_requeues_and_resumes_bit_exact(cluster, straight, tmp_path):
+    """cascade_14b.sh (two nodes): USR1 to the batch shell in the middle of the math stage — as Slurm sends it
+    before the time limit — makes the ranks save at the end of the current step and stop; the job requeues itself
+    and the rerun resumes from that save. Everything it produces equals the uninterrupted run's."""
+    _, straight_state, straight_runs = straight
+    assert straight_state == "COMPLETED"
+    runs = tmp_path / "runs"
+    job = _submit(cluster, "cascade_14b.sh", runs)
+    metrics = runs / "tiny" / "stages" / "1-math" / "metrics.jsonl"
+    _wait_for(lambda: metrics.is_file() and metrics.read_text().count("\n") >= 1, 600, "the math stage's first step")
+    cluster.cmd("scancel", "--batch", "--signal=USR1", job)
+    state = cluster.wait_done(job, 900)
+    log = _log(runs, job)
+    assert state == "COMPLETED", log[-3000:]
+    assert cluster.restarts(job) == 1
+    assert "SIGUSR1: the run saves at the end of its current step and stops" in log
+    assert f"requeueing job {job} (restart 1 of at most 50)" in log
+    stopped = next(line for line in log.splitlines() if "nemo-cascade: stopped on request" in line)
+    assert f"(SIGUSR1 to job {job})" in stopped and "of stage 1-math; state saved in" in stopped
+    assert "no step ended within" not in log, "the ranks stopped at a step boundary, not by the grace timeout"
+    assert f"job {job} (restart 1, at most 50)" in log and "continuing the existing run" in log
+    a, b = straight_runs / "tiny", runs / "tiny"
+    resumed = json.loads((b / "manifest.json").read_text())["stages"]["math"]["resumed_from"]
+    assert resumed and resumed == stopped.split("state saved in ")[1].split(";")[0]
+    assert _scores(a / "base") == _scores(b / "base")
+    for stage in STAGES:
+        assert _metrics(a, stage) == _metrics(b, stage), stage
+        assert (a / "stages" / stage / "hf/model.safetensors").read_bytes() == \
+            (b / "stages" / stage / "hf/model.safetensors").read_bytes(), stage
+        assert _scores(a / "stages" / stage) == _scores(b / "stages" / stage), stage
+
+
+FAKE_TORCHRUN = r"""#!/bin/bash
+# torchrun's stand-in: a long step that honours the run folder's stop request like the ranks do
+echo "fake torchrun on $(hostname) node $SLURM_NODEID"
+for i in $(seq 600); do
+  if [[ -f $RUN_DIR/$RUN_NAME/stop_request ]]; then echo "stop request seen"; exit 75; fi
+  sleep 0.1
+done
+"""
+
+
+@pytest.fixture
+def fake_torchrun(tmp_path) -> Path:
+    path = tmp_path / "torchrun"
+    path.write_text(FAKE_TORCHRUN)
+    path.chmod(0o755)
+    return path
+
+
+def test_max_requeues_is_honoured_with_a_clear_last_line(cluster, tmp_path, fake_torchrun):
+    runs = tmp_path / "runs"
+    job = _submit(cluster, "cascade_8b.sh", runs, "--gpus-per-node=1",
+                  env={"TORCHRUN": str(fake_torchrun), "MAX_REQUEUES": "0"})
+    _wait_for(lambda: (runs / f"job-{job}.log").is_file() and "fake torchrun" in _log(runs, job), 60, "the step")
+    cluster.cmd("scancel", "--batch", "--signal=USR1", job)
+    assert cluster.wait_done(job, 120) == "FAILED"
+    log = _log(runs, job)
+    assert "stop request seen" in log, "the request reaches the step before the job ends"
+    assert cluster.restarts(job) == 0
+    assert log.rstrip().splitlines()[-1].endswith(
+        f"srun ended (exit 75); not requeued: job {job} was restarted 0 times (MAX_REQUEUES=0); "
+        "resubmit the script to continue the run")
+
+
+@pytest.mark.parametrize("setting, env, expected", [
+    ("RECIPE", {"RECIPE": "recipes/missing.py"}, "error: RECIPE=recipes/missing.py: no such file"),
+    ("MODELS_DIR", {"MODELS_DIR": "/nonexistent/models"}, "error: MODELS_DIR=/nonexistent/models: no such folder"),
+    ("DATA_DIR", {"DATA_DIR": "/nonexistent/data"}, "error: DATA_DIR=/nonexistent/data: no such folder"),
+])
+def test_bad_setting_fails_at_once_in_one_line(cluster, tmp_path, setting, env, expected):
+    runs = tmp_path / "runs"
+    started = time.monotonic()
+    job = _submit(cluster, "cascade_8b.sh", runs, "--gpus-per-node=1", env=env)
+    assert cluster.wait_done(job, 60) == "FAILED"
+    assert time.monotonic() - started < 30
+    lines = _log(runs, job).strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(expected), lines
+
+
+def test_layout_that_does_not_fill_the_nodes_fails_before_a_model_loads(cluster, tmp_path):
+    """TP=2 on one node with one GPU: every rank stops with one line naming both numbers, in seconds."""
+    runs = tmp_path / "runs"
+    started = time.monotonic()
+    job = _submit(cluster, "cascade_8b.sh", runs, "--gpus-per-node=1")
+    assert cluster.wait_done(job, 120) == "FAILED"
+    assert time.monotonic() - started < 90
+    log = _log(runs, job)
+    errors = {line for line in log.splitlines() if "error" in line.lower() and "srun" not in line}
+    assert any("parallel" in e and "world size 1" in e for e in errors), log[-2000:]
+    assert "vLLM engine ready" not in log and "Traceback" not in log
