@@ -1,7 +1,8 @@
 """`nemo-cascade run RECIPE [key=value ...] [--stage NAME [--retrain]]`, `nemo-cascade eval CHECKPOINT --suite NAME`,
 `nemo-cascade convert to-hf|from-hf|verify ...`, `nemo-cascade report RUN_DIR [RUN_DIR ...]` and
 `nemo-cascade launch RECIPE --executor local|slurm [--dryrun]` (a nemo-run experiment, launch.py) and
-`nemo-cascade plan RECIPE [--gpu-memory-gib 80] [--shape NAME]` (a per-GPU memory estimate, plan.py).
+`nemo-cascade plan RECIPE [--gpu-memory-gib 80] [--shape NAME] [--time-limit 04:00:00]` (a per-GPU memory
+estimate, plan.py; step times and checkpoint intervals against a job's time limit, plan_time.py).
 
 RECIPE is ``recipes/NAME.py`` (its ``recipe()`` function, or ``recipes/NAME.py:function``) or
 ``package.module:function``. The config is resolved and checked in this process first — a user mistake
@@ -220,12 +221,20 @@ def cmd_launch(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    """Per-GPU memory of every stage on the recipe's layout (plan.py). An estimate: exit 0 even when a stage is
-    over, with a WARNING line for it."""
+    """Per-GPU memory of every stage on the recipe's layout (plan.py), then each stage's step time and checkpoint
+    interval against ``--time-limit`` (plan_time.py). Estimates: exit 0 even when a stage is over its memory or
+    cannot reach a checkpoint in a job, with a WARNING line for it."""
     from nemo_cascade import plan
 
+    from nemo_cascade import plan_time
+
+    limit_s = plan_time.parse_time_limit(args.time_limit)  # a bad value: one line, before any work
     cfg = C.apply_overrides(load_recipe(args.recipe), args.overrides)
-    print(plan.render(plan.plan_cascade(cfg, gpu_gib=args.gpu_memory_gib, shape=args.shape)))
+    memory = plan.plan_cascade(cfg, gpu_gib=args.gpu_memory_gib, shape=args.shape)
+    print(plan.render(memory))
+    print()
+    times = plan_time.time_plan(cfg, memory, limit_s)
+    print(plan_time.render_times(times, args.time_limit, cfg.checkpoint_every_minutes))
     return 0
 
 
@@ -238,6 +247,8 @@ def _add_plan_parser(sub) -> None:
     plan.add_argument("--gpu-memory-gib", type=float, default=80.0, help="memory per GPU (default 80: H100-80GB)")
     plan.add_argument("--shape", help=f"model shape preset ({', '.join(PRESETS)}) instead of model.hf_path's "
                       f"config.json (default: that file, else the preset named by the folder's size, e.g. '14B')")
+    plan.add_argument("--time-limit", default="04:00:00", help="a job's time limit, [D-]HH:MM:SS, to check each "
+                      "stage's checkpoint interval against (default 04:00:00: the sbatch scripts')")
 
 
 def cmd_report(args) -> int:
