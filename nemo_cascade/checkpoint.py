@@ -10,13 +10,15 @@ Layout of ``ckpt_root/step_{step:06d}/``::
     model_tp{t:02d}_pp{p:02d}.pt   parameters of one TP×PP shard ({name: tensor}); written by its DP rank 0
                                    (of DP × CP), since the replicas are identical after every step
     train_rank{r:05d}.pt           per global rank: optimizer (Megatron state_dict, plus the DP-local
-                                   parameter state for the distributed optimizer), scheduler, RNG states
+                                   parameter state for the distributed optimizer), scheduler, RNG states,
+                                   and the modules' extra state (Transformer Engine's FP8 scaling factors
+                                   and amax history: without them a resumed FP8 run scales differently)
     meta.json                      written last by rank 0: format, step, layout, per-rank coordinates,
                                    the caller's state, and the sha256 of every other file
 
 A checkpoint is written as ``step_X.tmp`` and renamed to ``step_X`` only after every rank has written and
 hashed its files and ``meta.json`` is on disk, so a crash never leaves a folder that looks complete.
-Resuming needs the same parallel layout (TP, PP, DP, optimizer kind); resharding is not supported here.
+Resuming needs the same parallel layout (TP, PP, CP, DP, optimizer kind); resharding is not supported here.
 """
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from nemo_cascade import ranks
+from nemo_cascade.actor import extra_state
 from nemo_cascade.faults import crash_point
 
 FORMAT = 1
@@ -70,18 +74,18 @@ def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2, rn
     if rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)  # a crashed earlier attempt at this step
         tmp.mkdir(parents=True)
-    dist.barrier()
+    ranks.barrier()
     # With parallel.overlap_param_gather the last optimizer step left each DP rank with only its own shard of
     # the weights current (the next forward would all-gather the rest); the model files need them whole.
     actor.finish_param_gather()
     try:
         hashes, problem = _write_rank_files(tmp, actor, rng or rng_state()), None
-    except OSError as e:  # disk full, quota: report it instead of leaving the other ranks waiting
+    except (OSError, ValueError) as e:  # disk full, quota, an unstorable module state: report it instead of
+        # leaving the other ranks waiting
         hashes, problem = {}, _one_line(f"{tmp}: rank {rank} could not write its files ({type(e).__name__}: {e})")
     # Gathering every rank's hashes is the barrier before the rename: no rank reports until its files are
     # written and fsynced.
-    reports = [None] * dist.get_world_size()
-    dist.all_gather_object(reports, (_coords(actor), hashes, problem))
+    reports = ranks.gather_objects((_coords(actor), hashes, problem))
     crash_point("checkpoint.write")  # every rank's files are on disk; meta.json and the rename are not
     first = next((p for _, _, p in reports if p), None)
     if first:
@@ -95,7 +99,7 @@ def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2, rn
         _write_json(tmp / META, meta)
         _publish(tmp, final)
         _prune(root, step, keep)
-    dist.barrier()  # nobody goes on (and maybe crashes) before the checkpoint is visible
+    ranks.barrier()  # nobody goes on (and maybe crashes) before the checkpoint is visible
     return final
 
 
@@ -120,15 +124,14 @@ def newest_intact(ckpt_root: str | Path) -> Path | None:
     candidates = sorted((int(m.group(1)), p) for p in (root.iterdir() if root.is_dir() else [])
                         if (m := _STEP_DIR.fullmatch(p.name)) and p.is_dir())
     for step, path in reversed(candidates):
-        problems = [None] * world
-        dist.all_gather_object(problems, _damage(path, step, rank, world))
+        problems = ranks.gather_objects(_damage(path, step, rank, world))
         first = next((p for p in problems if p), None)
         if first is None:
             return path
         log.warning("checkpoint refused, trying the one before it: %s", first)
         if rank == 0:
             path.rename(path.with_name(path.name + REFUSED))
-        dist.barrier()
+        ranks.barrier()
     return None
 
 
@@ -167,13 +170,12 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
         problem = str(e)
     except Exception as e:  # anything unforeseen must still reach the other ranks, or they wait forever
         problem = _one_line(f"{ckpt}: rank {dist.get_rank()}: {type(e).__name__}: {e}")
-    problems = [None] * dist.get_world_size()
-    dist.all_gather_object(problems, problem)
-    first = next((p for p in problems if p), None)
+    first = next((p for p in ranks.gather_objects(problem) if p), None)
     if first:
         raise CheckpointError(first)
     params, train = loaded
     _restore_model(actor, params)
+    extra_state.restore(actor.model, train.get("extra_state"))
     _restore_optimizer(actor.optimizer, train["optimizer"])
     if schedule:
         actor.scheduler.num_steps = 0  # load_state_dict *adds* the saved step count
@@ -184,7 +186,7 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
         # optimizer is carried in memory. (Found by the kill-and-resume harness, tests/integration/test_resume.py.)
         actor.scheduler.step(increment=0)
     _set_rng(train["rng"])
-    dist.barrier()
+    ranks.barrier()
     return meta["step"], meta["state"]
 
 
@@ -233,8 +235,8 @@ def write_weights(ckpt_dir: str | Path, shards: dict[tuple[int, int], dict[str, 
     for (t, p), params in sorted(shards.items()):
         name = f"model_tp{t:02d}_pp{p:02d}.pt"
         files[name] = _torch_save(params, tmp / name)
-    meta = {"format": FORMAT, "step": 0, "world_size": tp * pp, "tp": tp, "pp": pp, "dp": 1, "weights_only": True,
-            "state": state or {}, "files": files}
+    meta = {"format": FORMAT, "step": 0, "world_size": tp * pp, "tp": tp, "pp": pp, "cp": 1, "dp": 1,
+            "weights_only": True, "state": state or {}, "files": files}
     _write_json(tmp / META, meta)
     _publish(tmp, final)
     return final
@@ -247,9 +249,10 @@ def _coords(actor) -> tuple[int, int, int]:
 
 
 def _layout(actor) -> dict:
-    world, tp, pp = dist.get_world_size(), actor.parallel.tp, actor.parallel.pp
-    return {"world_size": world, "tp": tp, "pp": pp, "dp": world // (tp * pp),
-            "distributed_optimizer": bool(actor.parallel.distributed_optimizer)}
+    """World size = tp × pp × cp × dp (config.Parallel): context-parallel ranks are not data-parallel replicas."""
+    world, p = dist.get_world_size(), actor.parallel
+    return {"world_size": world, "tp": p.tp, "pp": p.pp, "cp": p.cp, "dp": world // (p.tp * p.pp * p.cp),
+            "distributed_optimizer": bool(p.distributed_optimizer)}
 
 
 def _rank_files(actor) -> tuple[str, str]:
@@ -277,7 +280,7 @@ def _write_rank_files(folder: Path, actor, rng: dict) -> dict[str, str]:
         params = {n: p.detach() for n, p in actor.model.named_parameters()}
         out[model_file] = _torch_save(params, folder / model_file)
     train = {"optimizer": _optimizer_state(actor.optimizer), "scheduler": actor.scheduler.state_dict(),
-             "rng": rng}
+             "rng": rng, "extra_state": extra_state.collect(actor.model)}
     out[train_file] = _torch_save(train, folder / train_file)
     return out
 
@@ -425,7 +428,7 @@ def _verify(ckpt: Path, actor) -> dict:
 
 def _check_layout(meta: dict, actor, meta_path: Path) -> None:
     have = _layout(actor)
-    saved = {k: meta[k] for k in have}
+    saved = {k: meta.get(k, 1) if k == "cp" else meta[k] for k in have}  # written before cp was recorded: 1
     if saved != have:
         def fmt(d):
             return ", ".join(f"{k}={v}" for k, v in d.items())
@@ -462,6 +465,9 @@ def _read_rank_files(ckpt: Path, actor, schedule: bool = True) -> tuple[dict, di
                               f"this actor has {len(subs)} optimizers")
     if schedule:
         _check_schedule(actor.scheduler, train["scheduler"], ckpt / train_file)
+    problem = extra_state.check(actor.model, train.get("extra_state"))
+    if problem:
+        raise CheckpointError(f"{ckpt / train_file}: {problem}")
     return params, train
 
 

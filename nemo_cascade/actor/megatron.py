@@ -16,6 +16,7 @@ import socket
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from typing import Callable
 
@@ -23,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from nemo_cascade import config as C
+from nemo_cascade import ranks
 from nemo_cascade.actor import cpu
 from nemo_cascade.actor.hf_weights import HFWeights
 from nemo_cascade.actor import lm_head as LM
@@ -43,8 +45,11 @@ Batch = dict[str, torch.Tensor]
 LossFn = Callable[[torch.Tensor, Batch], tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]]
 
 
-def init_distributed() -> None:
-    """Join (or create, for a plain `python` run) the default process group: gloo on CPU, NCCL on GPUs."""
+def init_distributed(timeout_minutes: float | None = None) -> None:
+    """Join (or create, for a plain `python` run) the default process group: gloo on CPU, NCCL on GPUs; and the
+    gloo group for host-side object exchanges (``ranks.object_group``). Both wait ``timeout_minutes``
+    (``Parallel.collective_timeout_minutes``; None: its default) for a slow rank before giving up — not NCCL's
+    10 minutes, which one rank's long rollout outlasts while the others wait to exchange theirs."""
     if dist.is_initialized():
         return
     if "RANK" not in os.environ:  # single process, not under torchrun
@@ -53,11 +58,14 @@ def init_distributed() -> None:
             port = s.getsockname()[1]
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(port))
+    minutes = C.Parallel.collective_timeout_minutes if timeout_minutes is None else timeout_minutes
+    timeout = timedelta(minutes=minutes)
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-        dist.init_process_group("nccl")
+        dist.init_process_group("nccl", timeout=timeout)
     else:
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", timeout=timeout)
+    ranks.init_object_group(timeout)
 
 
 @dataclass
@@ -81,11 +89,12 @@ class MegatronActor(HFWeights):
         from megatron.core import tensor_parallel
 
         cpu.enable()
-        init_distributed()
+        init_distributed(parallel.collective_timeout_minutes)
         self.spec = self._read_spec(hf_path)
         A.check_parallel(self.spec, parallel.tp, parallel.pp)
         # TE or local spec, FP8, SP, CP, recompute — checked against this machine before any process group work.
-        self.plan = P.plan(C.Model(dtype=dtype, transformer_impl=transformer_impl, fp8=fp8), parallel)
+        self.plan = P.plan(C.Model(dtype=dtype, transformer_impl=transformer_impl, fp8=fp8), parallel,
+                           rope_scaling=self.spec.yarn is not None)
         self._check_sequence_split(parallel)
         world, mp = dist.get_world_size(), parallel.tp * parallel.pp * parallel.cp
         if world % mp:
@@ -345,11 +354,12 @@ class MegatronActor(HFWeights):
 
         mbs, _ = self._microbatches(batch)
         # Pipeline stages exchange activations of this (padded) length; Megatron divides it by cp (and tp with SP).
-        seq_len = P.round_up(batch["tokens"].shape[1], self.plan.seq_multiple)
+        seq_len, rows = P.pipeline_shape(P.round_up(batch["tokens"].shape[1], self.plan.seq_multiple),
+                                         self.parallel.micro_batch_size, thd=self.te and "segment_ids" in batch)
         out = get_forward_backward_func()(
             forward_step_func=partial(self._forward_step, loss_fn, temperature),
             data_iterator=iter(mbs), model=[self.module], num_microbatches=len(mbs),
-            seq_length=seq_len, micro_batch_size=self.parallel.micro_batch_size, forward_only=forward_only,
+            seq_length=seq_len, micro_batch_size=rows, forward_only=forward_only,
         )
         # Every module ran its forward, so its pre-hook has waited for (and started) every bucket's gather.
         self._params_gather_pending = False
@@ -368,9 +378,10 @@ class MegatronActor(HFWeights):
         if self.parallel.pp > 1:
             group = self.ps.get_pipeline_model_parallel_group()
             last = dist.get_process_group_ranks(group)[-1]
-            meta = [(keys, sizes)]
-            dist.broadcast_object_list(meta, src=last, group=group)
-            keys, sizes = meta[0]
+            # The report's layout (names, sizes) is a Python object: it goes over the gloo object group, as
+            # every host-side exchange (nemo_cascade.ranks). Every last stage runs the same loss function.
+            mine = (keys, sizes) if self.ps.is_pipeline_last_stage() else None
+            keys, sizes = next(m for m in ranks.gather_objects(mine) if m is not None)
             if vec.numel() != sum(sizes):
                 vec = torch.zeros(sum(sizes), dtype=torch.float64, device=self.device)
             dist.broadcast(vec, src=last, group=group)

@@ -17,6 +17,9 @@ imports megatron at module level, so the mappings and every error are unit-testa
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +28,8 @@ import torch.distributed as dist
 
 from nemo_cascade import config as C
 from nemo_cascade.config.checks import validate_parallel_settings
+
+log = logging.getLogger(__name__)
 
 FP8_RECIPES = {"delayed": "delayed", "current": "tensorwise", "blockwise": "blockwise"}
 """``model.fp8`` → ``TransformerConfig.fp8_recipe``. megatron-core calls per-tensor current scaling
@@ -57,6 +62,12 @@ class Env:
     capability: tuple[int, int] | None = None
     te_version: str | None = None
     """``transformer_engine.__version__``; None when it is not importable."""
+    te_error: str | None = None
+    """Why an installed ``transformer_engine`` (``importlib.util.find_spec`` finds it) does not import; None
+    when it imports or is not installed."""
+    apex_wgrad: bool = False
+    """Apex's ``fused_weight_gradient_mlp_cuda`` imports (megatron's own flag for it): what megatron's
+    ``ColumnParallelLinear`` — the LM head on every spec — requires for ``gradient_accumulation_fusion``."""
 
 
 @dataclass(frozen=True)
@@ -73,17 +84,29 @@ class Plan:
 
 def probe() -> Env:
     """The running machine. TE is imported only where CUDA exists: without it TE is unusable anyway, and on
-    CPU machines it is not installed (its presence breaks megatron-core's imports there, ENV.md)."""
+    CPU machines it is not installed (its presence breaks megatron-core's imports there, docs/scaling.md)."""
     if not torch.cuda.is_available():
         return Env(cuda=False)
     capability = tuple(torch.cuda.get_device_capability())
+    te_version, te_error = import_transformer_engine()
+    from megatron.core.tensor_parallel import layers  # its import-time probe of apex's wgrad kernel
+
+    return Env(cuda=True, capability=capability, te_version=te_version, te_error=te_error,
+               apex_wgrad=bool(layers._grad_accum_fusion_available))
+
+
+def import_transformer_engine() -> tuple[str | None, str | None]:
+    """``(version, None)`` when TE imports, ``(None, None)`` when it is not installed, and ``(None, reason)``
+    when it is installed but fails to import (built for another torch or CUDA, a missing library): a broken
+    install is reported, never taken for an absent one."""
+    if importlib.util.find_spec("transformer_engine") is None:
+        return None, None
     try:
-        import transformer_engine
-        import transformer_engine.pytorch  # noqa: F401  (the part Megatron uses; fails on a broken install)
-        te_version = str(getattr(transformer_engine, "__version__", "0"))
-    except Exception:  # ImportError, or a TE built against another torch/CUDA
-        te_version = None
-    return Env(cuda=True, capability=capability, te_version=te_version)
+        te = importlib.import_module("transformer_engine")
+        importlib.import_module("transformer_engine.pytorch")  # the part Megatron uses
+    except Exception as e:  # ImportError, OSError from a shared library, a version assert
+        return None, " ".join(f"{type(e).__name__}: {e}".split())[:300]
+    return str(getattr(te, "__version__", "0")), None
 
 
 def use_transformer_engine(model: C.Model, env: Env) -> bool:
@@ -92,6 +115,10 @@ def use_transformer_engine(model: C.Model, env: Env) -> bool:
     impl = model.transformer_impl
     if impl == "local":
         return False
+    if env.cuda and env.te_error and impl in ("auto", "transformer_engine"):
+        raise C.ConfigError(f"model.transformer_impl={impl}: transformer_engine is installed but does not import "
+                            f"({env.te_error}); reinstall it for this torch and CUDA (the gpu extra), or set "
+                            f"model.transformer_impl=local")
     if impl == "auto":
         return env.cuda and env.te_version is not None
     if impl != "transformer_engine":
@@ -168,13 +195,54 @@ def seq_multiple(model: C.Model, parallel: C.Parallel) -> int:
     return m
 
 
-def plan(model: C.Model, parallel: C.Parallel, env: Env | None = None) -> Plan:
+def fusion_kwargs(env: Env, te: bool, rope_scaling: bool = False) -> dict[str, bool]:
+    """Megatron's kernel fusions, each on exactly where this machine has what it runs on (docs/scaling.md,
+    "GPU path: decisions and the source they follow"); all off on CPU, where the unfused path is what the parity
+    tests compare. ``rope_scaling``: the model's RoPE is YaRN-scaled (App. B)."""
+    if not env.cuda:
+        return dict(bias_activation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
+                    apply_rope_fusion=False, gradient_accumulation_fusion=False)
+    return dict(
+        # SwiGLU and bias-dropout-add are megatron's own jit_fuser (torch.compile) functions: any CUDA torch.
+        bias_activation_fusion=True, bias_dropout_fusion=True,
+        # Read only by the local spec's attention, whose causal kernel ignores the explicit block-diagonal mask
+        # of packed rows: on, packed examples would attend to each other. TE's attention never reads it.
+        masked_softmax_fusion=False,
+        # TE's fused RoPE (megatron's TE extension; TE >= 1.4). Its thd form drops YaRN's attention scaling.
+        apply_rope_fusion=te and not rope_scaling and _version_at_least(env.te_version, "1.4"),
+        # Megatron's ColumnParallelLinear (the LM head, on either spec) refuses it without apex's kernel.
+        gradient_accumulation_fusion=env.apex_wgrad,
+    )
+
+
+def _version_at_least(version: str | None, least: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return version is not None and Version(version) >= Version(least)
+    except InvalidVersion:
+        return False
+
+
+def describe(model: C.Model, env: Env, te: bool) -> str:
+    """One line: the layer spec chosen and why (logged when the actor is planned)."""
+    if te:
+        return (f"actor layer spec: transformer_engine (TE {env.te_version}, "
+                f"model.transformer_impl={model.transformer_impl})")
+    why = ("requested" if model.transformer_impl == "local" else
+           "no CUDA" if not env.cuda else "transformer_engine not installed")
+    return f"actor layer spec: local (model.transformer_impl={model.transformer_impl}: {why})"
+
+
+def plan(model: C.Model, parallel: C.Parallel, env: Env | None = None, *, rope_scaling: bool = False) -> Plan:
     """Resolve and check everything for this machine (``env``: :func:`probe` unless given)."""
     env = probe() if env is None else env
     validate_parallel_settings(model, parallel)  # the machine-independent rules, shared with config.validate
     te = use_transformer_engine(model, env)
     check(model, parallel, env, te)
-    return Plan(te=te, config_kwargs=transformer_config_kwargs(model, parallel),
+    log.info("%s", describe(model, env, te))
+    return Plan(te=te, config_kwargs={**transformer_config_kwargs(model, parallel),
+                                      **fusion_kwargs(env, te, rope_scaling)},
                 seq_multiple=seq_multiple(model, parallel))
 
 
@@ -293,10 +361,16 @@ def cp_inputs(tokens_B_T: torch.Tensor, cp: int, rank: int) -> dict:
 def cp_token_logprobs(logits: torch.Tensor, labels: torch.Tensor, T: int, temperature: float, group) -> torch.Tensor:
     """Per-token log-probs ``[B, T]`` in ``actor.megatron.token_logprobs``' alignment (position t: log p of
     token t given the tokens before it; 0 at t = 0) from this CP rank's vocab-parallel logits ``[B, L, V/tp]``:
-    each local position's log-prob of its label, reassembled over the CP group (:func:`cp_gather`), shifted."""
+    each local position's log-prob of its label, reassembled over the CP group (:func:`cp_gather`), shifted.
+
+    Consumes ``logits`` as the non-CP path does (``actor.megatron.token_logprobs``): at most one fp32 copy (of a
+    bf16 output), divided by the temperature in place, which the cross-entropy then turns into its softmax."""
     from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
 
-    nll = vocab_parallel_cross_entropy((logits.float() / temperature).contiguous(), labels.contiguous())
+    logits = logits.float().contiguous()  # no copy for a whole fp32 output
+    if temperature != 1.0:
+        logits = logits.div_(temperature)
+    nll = vocab_parallel_cross_entropy(logits, labels.contiguous())
     next_lp = cp_gather(-nll, group)
     return torch.nn.functional.pad(next_lp[:, :T - 1], (1, 0))
 
@@ -310,6 +384,15 @@ def thd_inputs(tokens_B_T: torch.Tensor, positions_B_T: torch.Tensor, segments_B
                              max_seqlen_kv=longest)
     return dict(input_ids=tokens_B_T.reshape(1, -1), position_ids=positions_B_T.reshape(1, -1),
                 attention_mask=None, packed_seq_params=packed)
+
+
+def pipeline_shape(seq_len: int, micro_batch_size: int, thd: bool) -> tuple[int, int]:
+    """``(seq_length, micro_batch_size)`` for Megatron's pipeline schedule, which sizes the activations sent
+    between stages as ``[seq_length, micro_batch_size, hidden]`` (divided by cp, and tp with SP). Packed rows on
+    TE (:func:`thd_inputs`) run as one ``[1, B·T]`` sequence, so a stage sends ``[B·T, 1, hidden]``: the
+    receiving stage must be told that shape, not ``[T, B, hidden]`` — with B > 1 it would hand TE's ``thd``
+    attention a 4-D tensor. (With PP > 1 every microbatch has exactly ``micro_batch_size`` rows.)"""
+    return (seq_len * micro_batch_size, 1) if thd else (seq_len, micro_batch_size)
 
 
 def thd_boundaries(segment_ids_B_T: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -330,4 +413,5 @@ def thd_boundaries(segment_ids_B_T: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 __all__ = ["Env", "Plan", "probe", "plan", "check", "use_transformer_engine", "transformer_config_kwargs",
            "seq_multiple", "layer_spec", "LocalRMSNorm", "pad_seq", "round_up", "cp_split", "cp_unsplit",
-           "cp_gather", "cp_inputs", "cp_token_logprobs", "thd_inputs", "thd_boundaries", "FP8_RECIPES", "RECOMPUTE"]
+           "cp_gather", "cp_inputs", "cp_token_logprobs", "thd_inputs", "thd_boundaries", "FP8_RECIPES", "RECOMPUTE",
+           "fusion_kwargs", "describe", "import_transformer_engine", "pipeline_shape"]

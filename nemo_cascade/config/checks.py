@@ -13,6 +13,8 @@ from .schema import REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, Mod
 TRANSFORMER_IMPLS = ("auto", "local", "transformer_engine")
 FP8_RECIPES = ("none", "delayed", "current", "blockwise")
 RECOMPUTE = ("none", "selective", "full")
+MAX_COLLECTIVE_TIMEOUT_MINUTES = 7 * 24 * 60
+"""A week: longer than any rollout, and far below what ``datetime.timedelta`` (the process groups' timeout) holds."""
 NAMED_ANSWER_PATTERNS = ("gsm8k", "answer_is")
 """The names ``Reward.answer_pattern`` may take besides a regex: the keys of rewards.math.ANSWER_PATTERNS (a
 test keeps the two equal; config imports nothing from rewards)."""
@@ -199,6 +201,9 @@ def validate_parallel_settings(m: Model, p: Parallel) -> None:
     if p.overlap_param_gather and not p.overlap_grad_reduce:
         raise ConfigError("parallel.overlap_param_gather: needs parallel.overlap_grad_reduce=true (as in "
                           "Megatron-LM, which asserts the same)")
+    if not 0 < p.collective_timeout_minutes <= MAX_COLLECTIVE_TIMEOUT_MINUTES:  # also refuses NaN
+        raise ConfigError(f"parallel.collective_timeout_minutes: expected minutes in (0, "
+                          f"{MAX_COLLECTIVE_TIMEOUT_MINUTES}], got {p.collective_timeout_minutes!r:.80}")
     if p.recompute not in RECOMPUTE:
         raise ConfigError(f"parallel.recompute: expected one of {list(RECOMPUTE)}, got {p.recompute!r:.80}")
     if m.transformer_impl not in TRANSFORMER_IMPLS:

@@ -66,6 +66,12 @@ class Parallel:
     forward pass and overlaps it, bucket by bucket (forward pre-hooks); the actor gathers at once wherever it
     reads weights outside a forward (weight sync, export, checkpoint, KL reference). Needs
     ``distributed_optimizer`` and ``overlap_grad_reduce``."""
+    collective_timeout_minutes: float = 120.0
+    """How long a collective may wait for its slowest rank before the job is aborted: the timeout of the default
+    process group (NCCL's watchdog on GPUs) and of the gloo group that carries host-side object exchanges
+    (``nemo_cascade.ranks``). Every rank generates its share of the rollouts on its own and then exchanges them;
+    with code RL's 44–56K-token responses (Table 19) the fastest rank waits for the slowest far longer than
+    NCCL's 10-minute default, and the watchdog would kill a healthy job. A hung job is still ended, later."""
 
 
 @dataclass(frozen=True)

@@ -226,7 +226,8 @@ def check_parallel(spec: HFModelSpec, tp: int, pp: int, where: str = "parallel")
 def transformer_config_kwargs(spec: HFModelSpec, tp: int, pp: int, bf16: bool) -> dict[str, Any]:
     """Keyword arguments for megatron.core.transformer.TransformerConfig reproducing the HF model.
 
-    Fusions are off: they need CUDA kernels, and the unfused path is what parity tests compare.
+    Kernel fusions are not set here: they depend on the machine (CUDA, TE, apex), so the actor's plan sets
+    them (actor/precision.fusion_kwargs); TransformerConfig's defaults leave them off.
     """
     import torch  # local: keeps this module importable without torch for config tooling
 
@@ -246,12 +247,7 @@ def transformer_config_kwargs(spec: HFModelSpec, tp: int, pp: int, bf16: bool) -
         qk_layernorm=spec.qk_norm,
         hidden_dropout=0.0,
         attention_dropout=0.0,
-        bias_activation_fusion=False,
-        bias_dropout_fusion=False,
-        masked_softmax_fusion=False,
-        persist_layer_norm=False,
-        apply_rope_fusion=False,
-        gradient_accumulation_fusion=False,
+        persist_layer_norm=False,  # apex's persistent LayerNorm kernel: neither spec's RMSNorm uses it
         attention_softmax_in_fp32=True,
         tensor_model_parallel_size=tp,
         pipeline_model_parallel_size=pp,

@@ -72,7 +72,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
-from nemo_cascade import config, types
+from nemo_cascade import config, ranks, types
 from nemo_cascade.rollout import engine_start
 
 log = logging.getLogger(__name__)
@@ -95,13 +95,14 @@ def _request_seed(base: int, key: int, rank: int, index: int, n: int) -> int:
 
 def _engine_group(tp: int):
     """This rank's gloo group of the ``tp`` consecutive ranks that share one engine (vLLM's TP groups).
-    Gloo on every backend: the group only exchanges requests, which are Python objects."""
+    Gloo on every backend: the group only exchanges requests, which are Python objects; with the timeout of
+    every other group (``Parallel.collective_timeout_minutes``), not gloo's default 30 minutes."""
     import torch.distributed as dist
 
     rank, world = dist.get_rank(), dist.get_world_size()
     mine = None
     for first in range(0, world, tp):  # new_group is collective: every rank creates every group
-        group = dist.new_group(list(range(first, first + tp)), backend="gloo")
+        group = dist.new_group(list(range(first, first + tp)), backend="gloo", timeout=ranks.collective_timeout())
         if first <= rank < first + tp:
             mine = group
     return mine

@@ -66,8 +66,10 @@ def main():
         "rank": ps.get_context_parallel_rank(),
         "input_ids": inputs["input_ids"].tolist(), "positions": inputs["position_ids"][0].tolist(),
         "labels": labels.tolist(), "tokens": tokens.tolist(),
-        "logprobs_error": (P.cp_token_logprobs(logits, labels, T, 0.7, ps.get_context_parallel_group()) - ref)
-        .abs().max().item(),
+        # fresh logits: the log-prob path consumes its input in place (as the model's output, which nothing reuses)
+        "logprobs_error": (P.cp_token_logprobs(W[inputs["input_ids"]].detach(), labels, T, 0.7,
+                                               ps.get_context_parallel_group()) - ref.detach()).abs().max().item(),
+        "consumed": not torch.equal(logits, W[inputs["input_ids"]]),
         "loss": num.item(), "ref_loss": (ref * weights).sum().item(),
         "count": int(count), "report_den": float(report["den"][0]),
         "grad_error": (W.grad - ref_grad).abs().max().item(), "grad_norm": ref_grad.norm().item(),

@@ -54,3 +54,9 @@ def test_only_one_cp_rank_counts_tokens(ranks):
 
 def test_packed_rows_are_refused_under_context_parallel(ranks):
     assert ranks[0]["packed_error"].startswith("parallel.cp > 1 cannot split packed rows")
+
+
+def test_cp_logprobs_work_in_place_on_the_logits(ranks):
+    """As the non-CP path: the logits are divided by the temperature in place and consumed by the in-place
+    cross-entropy — no scaled fp32 copy of the step's largest tensor beside them."""
+    assert all(r["consumed"] for r in ranks)

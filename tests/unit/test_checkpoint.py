@@ -312,3 +312,67 @@ def test_carried_state_trains_at_the_new_schedules_lr(model_dir, uninterrupted):
     assert saved_lr > 0
     assert [g["lr"] for g in actor.optimizer.param_groups] == [0.0] * len(actor.optimizer.param_groups)
     assert actor.optimizer.param_groups[0]["weight_decay"] == 0.0  # the new Actor's, not the saved 0.1
+
+
+# ------------------------------------------------------------------------------- module extra state (FP8)
+class FP8Like(torch.nn.Module):
+    """State outside parameters and buffers, kept through ``get/set_extra_state`` as Transformer Engine keeps
+    its FP8 scales and amax history (``_extra_state`` in the state dict)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scales = torch.zeros(4)
+
+    def get_extra_state(self):
+        return self.scales.clone()
+
+    def set_extra_state(self, state):
+        self.scales = state.clone()
+
+
+def _with_fp8_like(actor):
+    actor.model.decoder.add_module("fp8_like", FP8Like())
+    return actor
+
+
+def test_module_extra_state_is_saved_and_restored(model_dir, batches, tmp_path):
+    actor = _with_fp8_like(make_actor(model_dir))
+    train(actor, batches[:1])
+    actor.model.decoder.fp8_like.scales = torch.arange(4.0)
+    path = ckpt.save(tmp_path, 1, actor, {})
+    saved = torch.load(path / "train_rank00000.pt", weights_only=True)["extra_state"]
+    assert set(saved) == {k for k in actor.model.state_dict() if k.endswith("_extra_state")}, \
+        "every _extra_state of the model's state dict is saved"
+    assert torch.equal(saved["decoder.fp8_like._extra_state"], torch.arange(4.0))
+    resumed = _with_fp8_like(make_actor(model_dir))
+    ckpt.load(path, resumed)
+    assert torch.equal(resumed.model.decoder.fp8_like.scales, torch.arange(4.0))
+    with pytest.raises(ckpt.CheckpointError, match=r"train_rank00000\.pt: module extra state differs from the model "
+                                                   r"\(missing \[\], unexpected \['decoder\.fp8_like\._extra_state'\]"):
+        ckpt.load(path, make_actor(model_dir))
+
+
+def test_checkpoint_without_extra_state_still_resumes(uninterrupted, tmp_path):
+    """A checkpoint written before extra state was kept: its weights resume (local spec: nothing is lost)."""
+    path = copy_ckpt(uninterrupted, tmp_path)
+    train_file = path / "train_rank00000.pt"
+    train = torch.load(train_file, weights_only=True)
+    del train["extra_state"]
+    torch.save(train, train_file)
+    meta = json.loads((path / ckpt.META).read_text())
+    meta["files"][train_file.name] = ckpt._sha256(train_file)
+    del meta["cp"]  # also written before cp was recorded
+    (path / ckpt.META).write_text(json.dumps(meta))
+    assert ckpt.load(path, uninterrupted["actor"])[0] == K
+
+
+# ------------------------------------------------------------------------------------- layout metadata
+@pytest.mark.parametrize("tp,pp,cp,world,dp", [(1, 1, 1, 1, 1), (2, 2, 2, 16, 2), (1, 1, 4, 8, 2), (2, 1, 2, 4, 1)])
+def test_layout_counts_context_parallel_ranks_apart_from_data_parallel(monkeypatch, tp, pp, cp, world, dp):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(ckpt.dist, "get_world_size", lambda group=None: world)
+    actor = SimpleNamespace(parallel=C.Parallel(tp=tp, pp=pp, cp=cp, dp=dp))
+    layout = ckpt._layout(actor)
+    assert (layout["cp"], layout["dp"]) == (cp, dp)
+    assert layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"] == layout["world_size"] == world

@@ -44,7 +44,157 @@ def test_transformer_engine_requested_but_unavailable(env, message):
 def test_this_cpu_machine_plans_the_local_spec():
     assert P.probe() == P.Env(cuda=False), "tests run on CPU machines; TE is only probed where CUDA exists"
     assert P.plan(model(), C.Parallel()) == P.Plan(te=False, config_kwargs=dict(
-        sequence_parallel=False, context_parallel_size=1), seq_multiple=1)
+        sequence_parallel=False, context_parallel_size=1, **NO_FUSIONS), seq_multiple=1)
+
+
+NO_FUSIONS = dict(bias_activation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
+                  apply_rope_fusion=False, gradient_accumulation_fusion=False)
+
+
+def test_the_chosen_spec_is_logged_in_one_line(caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger=P.__name__):
+        P.plan(model(), C.Parallel(), CPU)
+        P.plan(model(), C.Parallel(), HOPPER)
+        P.plan(model(), C.Parallel(), NO_TE)
+    assert [r.getMessage() for r in caplog.records] == [
+        "actor layer spec: local (model.transformer_impl=auto: no CUDA)",
+        "actor layer spec: transformer_engine (TE 2.8.0, model.transformer_impl=auto)",
+        "actor layer spec: local (model.transformer_impl=auto: transformer_engine not installed)"]
+
+
+# ------------------------------------------------------------------------------------ a broken TE install
+
+def _broken_te(monkeypatch, sub_module_fails: bool):
+    """transformer_engine 'installed' (find_spec finds it) but failing to import: the package itself, or the
+    ``transformer_engine.pytorch`` part megatron uses (None in sys.modules makes ``import`` raise)."""
+    import importlib.util
+    import sys
+    import types
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "transformer_engine" else real(name, *a))
+    if sub_module_fails:
+        monkeypatch.setitem(sys.modules, "transformer_engine", types.ModuleType("transformer_engine"))
+        monkeypatch.setitem(sys.modules, "transformer_engine.pytorch", None)
+    else:
+        monkeypatch.setitem(sys.modules, "transformer_engine", None)
+
+
+@pytest.mark.parametrize("sub_module_fails", [False, True])
+def test_installed_but_broken_te_is_an_error_not_a_silent_fallback(monkeypatch, sub_module_fails):
+    _broken_te(monkeypatch, sub_module_fails)
+    version, error = P.import_transformer_engine()
+    assert version is None and "Error: import of transformer_engine" in error and "\n" not in error
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    env = P.probe()
+    assert env.cuda and env.te_version is None and env.te_error == error
+    for impl in ("auto", "transformer_engine"):
+        with pytest.raises(C.ConfigError, match=rf"^model\.transformer_impl={impl}: transformer_engine is installed "
+                                                rf"but does not import \(\w+Error: .*\); reinstall it .* or set "
+                                                rf"model\.transformer_impl=local$"):
+            P.plan(model(transformer_impl=impl), C.Parallel(), env)
+    assert not P.plan(model(transformer_impl="local"), C.Parallel(), env).te
+
+
+def test_absent_te_is_not_an_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "transformer_engine" else real(name, *a))
+    assert P.import_transformer_engine() == (None, None)
+    assert not P.plan(model(), C.Parallel(), NO_TE).te
+
+
+# ------------------------------------------------------------------------------------ fusions
+
+APEX = P.Env(cuda=True, capability=(9, 0), te_version="2.8.0", apex_wgrad=True)
+
+
+@pytest.mark.parametrize("env,te,rope_scaling,expected", [
+    (CPU, False, False, {}),
+    (NO_TE, False, False, dict(bias_activation_fusion=True, bias_dropout_fusion=True)),
+    (HOPPER, True, False, dict(bias_activation_fusion=True, bias_dropout_fusion=True, apply_rope_fusion=True)),
+    (HOPPER, False, False, dict(bias_activation_fusion=True, bias_dropout_fusion=True)),  # local spec chosen
+    (HOPPER, True, True, dict(bias_activation_fusion=True, bias_dropout_fusion=True)),    # YaRN: unfused RoPE
+    (P.Env(cuda=True, capability=(9, 0), te_version="1.3"), True, False,
+     dict(bias_activation_fusion=True, bias_dropout_fusion=True)),                         # TE without fused RoPE
+    (APEX, True, False, dict(bias_activation_fusion=True, bias_dropout_fusion=True, apply_rope_fusion=True,
+                             gradient_accumulation_fusion=True)),
+    (replace(APEX, te_version=None), False, False, dict(bias_activation_fusion=True, bias_dropout_fusion=True,
+                                                        gradient_accumulation_fusion=True)),
+])
+def test_fusions_are_on_exactly_where_their_kernels_exist(env, te, rope_scaling, expected):
+    assert P.fusion_kwargs(env, te, rope_scaling) == {**NO_FUSIONS, **expected}
+
+
+def test_plan_carries_the_fusions():
+    assert P.plan(model(), C.Parallel(), APEX).config_kwargs["gradient_accumulation_fusion"] is True
+    assert P.plan(model(), C.Parallel(), HOPPER).config_kwargs["apply_rope_fusion"] is True
+    assert P.plan(model(), C.Parallel(), HOPPER, rope_scaling=True).config_kwargs["apply_rope_fusion"] is False
+    assert P.plan(model(), C.Parallel(), CPU).config_kwargs["bias_activation_fusion"] is False
+
+
+def test_gpu_fusions_without_te_are_accepted_by_megatron():
+    """The fusions a CUDA machine without TE or apex gets pass TransformerConfig's own checks for this repo's
+    MLP (SwiGLU, no bias: megatron's fused SwiGLU is the one it allows)."""
+    import torch.nn.functional as F
+    from megatron.core.transformer import TransformerConfig
+
+    kw = P.fusion_kwargs(NO_TE, te=False)
+    cfg = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, gated_linear_unit=True,
+                            activation_func=F.silu, add_bias_linear=False, **kw)
+    assert cfg.bias_activation_fusion and cfg.bias_dropout_fusion and not cfg.apply_rope_fusion
+
+
+def test_megatron_refuses_gradient_accumulation_fusion_without_apex():
+    """Why ``apex_wgrad`` gates it: megatron's ColumnParallelLinear (every GPTModel's LM head) raises without
+    apex's kernel, whatever the layer spec."""
+    from megatron.core.tensor_parallel import layers
+
+    assert layers._grad_accum_fusion_available is False, "no apex on CPU machines"
+    assert "fused_weight_gradient_mlp_cuda" in inspect_source(layers.ColumnParallelLinear.__init__)
+
+
+def inspect_source(fn) -> str:
+    import inspect
+
+    return inspect.getsource(fn)
+
+
+# ------------------------------------------------------------------------------------ pipeline shapes
+
+@pytest.mark.parametrize("seq_len,mbs,thd,expected", [(64, 4, False, (64, 4)), (64, 4, True, (256, 1)),
+                                                      (64, 1, True, (64, 1))])
+def test_pipeline_shape(seq_len, mbs, thd, expected):
+    assert P.pipeline_shape(seq_len, mbs, thd) == expected
+
+
+@pytest.mark.parametrize("te,packed,expected", [(True, True, (4 * 16, 1)), (True, False, (16, 4)),
+                                                (False, True, (16, 4))])
+def test_pipeline_stages_receive_packed_te_rows_as_one_sequence(monkeypatch, te, packed, expected):
+    """PP > 1, TE, packed rows, micro_batch_size 4: the first stage runs ``[1, 4·T]`` (thd) and sends
+    ``[4·T, 1, hidden]``; the schedule must size the receiving buffers so, or later stages hand TE 4-D input."""
+    from types import SimpleNamespace
+
+    import megatron.core.pipeline_parallel as pp
+
+    from nemo_cascade.actor.megatron import MegatronActor
+
+    seen = {}
+    monkeypatch.setattr(pp, "get_forward_backward_func", lambda: lambda **kw: seen.update(kw) or [])
+    batch = {"tokens": torch.zeros(8, 13, dtype=torch.long)}
+    if packed:
+        batch.update(segment_ids=torch.ones(8, 13, dtype=torch.long), position_ids=torch.zeros(8, 13))
+    stub = SimpleNamespace(te=te, plan=P.Plan(te=te, config_kwargs={}, seq_multiple=16), module=None,
+                           parallel=C.Parallel(pp=2, micro_batch_size=4), _forward_step=lambda *a: None,
+                           _microbatches=lambda b: ([b], 8))
+    MegatronActor._run(stub, batch, None, 1.0, forward_only=True)
+    assert (seen["seq_length"], seen["micro_batch_size"]) == expected
 
 
 # ------------------------------------------------------------------------------------ mappings
