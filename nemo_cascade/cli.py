@@ -192,11 +192,18 @@ def _data_paths(pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_eval(args) -> int:
-    """Evaluate a checkpoint on one or more suites (nemo_cascade.evaluate); prints the table, writes eval.json."""
+    """Evaluate a checkpoint on one or more suites (nemo_cascade.evaluate); prints the table, writes eval.json.
+    Engines over several GPUs (``--tensor-parallel-size`` × ``--data-parallel`` > 1): the command starts itself
+    again under torchrun, one rank per GPU (standalone.py)."""
     from nemo_cascade.evaluate import EvalSettings, evaluate_checkpoint, suite_names
     from nemo_cascade.evaluate.report import markdown
+    from nemo_cascade.evaluate.standalone import check_layout
 
     names = suite_names(args.suite)
+    world = check_layout(args.tensor_parallel_size, args.data_parallel, args.gpu_memory_utilization)
+    if world > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
+        return _torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.cli",
+                          *args.argv])
     settings = EvalSettings(
         samples=_count(args.samples, "--samples"), max_tokens=_count(args.max_tokens, "--max-tokens"),
         temperature=args.temperature, top_p=args.top_p, mode=args.mode, template=args.template,
@@ -206,7 +213,10 @@ def cmd_eval(args) -> int:
     results, path = evaluate_checkpoint(
         args.checkpoint, names, settings, out_dir=Path(args.out) if args.out else None,
         reward_model=args.reward_model, max_model_len=_count(args.max_model_len, "--max-model-len", 2),
-        kv_cache_gib=args.kv_cache_gib)
+        kv_cache_gib=args.kv_cache_gib, tensor_parallel_size=args.tensor_parallel_size,
+        data_parallel=args.data_parallel, gpu_memory_utilization=args.gpu_memory_utilization)
+    if int(os.environ.get("RANK", "0")) != 0:  # rank 0 prints for all
+        return 0
     print(markdown({**json.loads(path.read_text()), "suites": {n: r.to_json() for n, r in results.items()}}))
     print(f"wrote {path} ({path.with_suffix('.md').name}, {path.with_suffix('.svg').name})")
     return 0
@@ -345,6 +355,11 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--sandbox", default="bwrap", choices=["bwrap", "unsafe"], help="code suites' sandbox")
     ev.add_argument("--max-model-len", help="cap the engine's context (prompt + response tokens)")
     ev.add_argument("--kv-cache-gib", type=float, default=2.0, help="CPU engines: KV-cache size (GiB)")
+    ev.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per vLLM engine (default 1)")
+    ev.add_argument("--data-parallel", type=int, default=1, help="engines, each evaluating a share of the items: "
+                    "TP × DP processes under torchrun, one per GPU (default 1)")
+    ev.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="GPU engines: share of each GPU's "
+                    "memory vLLM may take (default 0.9: nothing else runs beside it)")
     ev.add_argument("--seed", type=int, default=0)
 
 
@@ -375,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("run_dir", nargs="+", help="a run directory, runs/NAME; several: compare them")
     report.add_argument("--out", help="with several runs: where comparison.md / comparison.png go")
     args, extra = parser.parse_known_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a command that relaunches itself repeats
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
     stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in ("run", "launch", "plan")]
     if stray:

@@ -5,6 +5,11 @@ A checkpoint is an HF model folder (``config.json``, weights, tokenizer) or a ru
 directory's ``eval.json``, beside its ``metrics.jsonl``). The engine is the project's
 ``rollout.vllm.RolloutEngine`` in this process; its context is the longest prompt of the requested suites plus
 the response budget, capped by the model's ``max_position_embeddings`` (and ``max_model_len`` if given).
+
+An 8B/14B model uses a node's GPUs: ``tensor_parallel_size`` GPUs per engine and ``data_parallel`` engines, one
+process per GPU under torchrun (``nemo-cascade eval`` starts it), each engine taking ``gpu_memory_utilization`` of
+its GPUs (nothing else shares them here, unlike the cascade's colocated engine). Every rank generates and scores
+its share of each suite's items; rank 0 writes the results.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import config
+from .. import config, ranks
 from ..rollout import engine_start
 from .report import provenance, write_eval
 from .runner import EvalSettings, Prepared, check_settings, prepare, run_suite
@@ -83,31 +88,66 @@ def engine_context(prepared: Sequence[Prepared], positions: int, max_model_len: 
     return max(2, min(context_needed(prepared), positions, max_model_len or positions))
 
 
-def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "auto", kv_cache_gib: float = 2.0):
-    """The project's rollout engine for evaluation only (no actor in this process)."""
+def check_layout(tensor_parallel_size: int = 1, data_parallel: int = 1, gpu_memory_utilization: float = 0.9) -> int:
+    """The processes the engines need (TP × DP); EvalError (one line) for a value no engine can take."""
+    for option, value in (("--tensor-parallel-size", tensor_parallel_size), ("--data-parallel", data_parallel)):
+        if not isinstance(value, int) or value < 1:
+            raise EvalError(f"{option}: expected an integer >= 1, got {value!r}")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise EvalError(f"--gpu-memory-utilization: expected a share in (0, 1], got {gpu_memory_utilization}")
+    return tensor_parallel_size * data_parallel
+
+
+def init_ranks(world: int) -> None:
+    """Join this process's torchrun world (one rank per GPU) before the engines start; a single process needs
+    none. The world must be the engines' TP × DP: a mismatch is one line, not a hang inside vLLM."""
+    import os
+
+    started = int(os.environ.get("WORLD_SIZE", "1"))
+    if started != world:
+        raise EvalError(f"the engines need tensor-parallel size × data-parallel = {world} processes, but "
+                        f"{started} were started (torchrun --nproc_per_node); nemo-cascade eval starts them itself")
+    import torch
+    import torch.distributed as dist
+
+    if world == 1 or dist.is_initialized():
+        return
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+
+def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "auto", kv_cache_gib: float = 2.0, *,
+                 tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9):
+    """The project's rollout engine for evaluation only (no actor in this process): sharded over
+    ``tensor_parallel_size`` ranks of the torchrun world (each group of that many ranks one engine)."""
     from ..rollout.vllm import RolloutEngine
 
     if dtype == "auto":
         import torch
 
         dtype = "bfloat16" if torch.cuda.is_available() else "float32"
-    rollout = config.Rollout(max_prompt_tokens=context, max_response_tokens=1, kv_cache_gib=kv_cache_gib)
+    rollout = config.Rollout(max_prompt_tokens=context, max_response_tokens=1, kv_cache_gib=kv_cache_gib,
+                             tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization)
     try:
-        return RolloutEngine(str(model_dir), rollout, dtype, seed=seed, max_model_len=context)
+        return RolloutEngine(str(model_dir), rollout, dtype, seed=seed, max_model_len=context,
+                             distributed=ranks.world()[1] > 1)
     except (FileNotFoundError, ValueError) as e:
         raise EvalError(f"checkpoint {model_dir}: {e}") from None
 
 
 def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings: EvalSettings = EvalSettings(), *,
                         out_dir: Optional[Path] = None, reward_model: Optional[str] = None,
-                        max_model_len: Optional[int] = None, dtype: str = "auto", kv_cache_gib: float = 2.0
+                        max_model_len: Optional[int] = None, dtype: str = "auto", kv_cache_gib: float = 2.0,
+                        tensor_parallel_size: int = 1, data_parallel: int = 1, gpu_memory_utilization: float = 0.9
                         ) -> tuple[dict, Path]:
     """Run ``suites`` on a checkpoint and write eval.json / eval.md / eval.svg into ``out_dir`` (default: the
     stage directory, else ``runs/eval/<model folder name>``). ``reward_model``: an HF folder of a reward model
-    to serve for the RLHF suite for the duration of the run (else ``settings.reward_model_url``).
-    Returns ``(results by suite, eval.json path)``."""
+    to serve for the RLHF suite for the duration of the run (else ``settings.reward_model_url``; rank 0 serves
+    it). Engines: see the module docstring. Returns ``(results by suite, eval.json path)``."""
     from dataclasses import replace
 
+    world = check_layout(tensor_parallel_size, data_parallel, gpu_memory_utilization)
     # until it is served, a reward model to start stands in for the server URL it will have
     pending = replace(settings, reward_model_url=settings.reward_model_url or
                       ("http://127.0.0.1:1" if reward_model else ""))
@@ -120,19 +160,16 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
     tokenizer = load_tokenizer(model_dir)
     prepared = [prepare(name, pending, tokenizer) for name in suites]
     out_dir = Path(out_dir) if out_dir else (stage or Path("runs") / "eval" / model_dir.resolve().name)
-    server = None
-    if reward_model and any(p.suite.pairwise for p in prepared):
-        from ..rewards.serve import VLLMServer
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        server = VLLMServer(reward_model, runner="pooling", log_path=out_dir / "reward_model_server.log")
-        server.launch()  # loads while the policy engine starts
+    init_ranks(world)
+    serve_rm = bool(reward_model) and any(p.suite.pairwise for p in prepared)
+    server = _launch_rm_server(reward_model, out_dir) if serve_rm and ranks.is_main() else None
     engine = None
     try:
         context = engine_context(prepared, model_positions(model_dir), max_model_len)
-        engine = build_engine(model_dir, context, settings.seed, dtype, kv_cache_gib)
-        if server is not None:
-            settings = replace(settings, reward_model_url=server.wait_ready().url)
+        engine = build_engine(model_dir, context, settings.seed, dtype, kv_cache_gib,
+                              tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization)
+        if serve_rm:
+            settings = replace(settings, reward_model_url=ranks.from_main(server.wait_ready().url if server else ""))
         started = time.perf_counter()
         results = {p.suite.name: run_suite(engine, p, settings) for p in prepared}
         log.info("evaluated %s in %.1f s", ", ".join(suites), time.perf_counter() - started)
@@ -143,9 +180,22 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
             server.stop()
     meta = provenance(str(checkpoint), str(model_dir))
     meta["settings"] = {k: v for k, v in vars(settings).items() if k != "progress"}
+    meta["engines"] = {"tensor_parallel_size": tensor_parallel_size, "data_parallel": data_parallel,
+                       "gpu_memory_utilization": gpu_memory_utilization}
+    if not ranks.is_main():  # every rank holds every record; one writes them
+        return results, out_dir / "eval.json"
     path = write_eval(out_dir, {name: r.to_json() for name, r in results.items()}, meta)
     return results, path
 
 
-__all__ = ["resolve_checkpoint", "build_engine", "context_needed", "engine_context", "evaluate_checkpoint", "load_tokenizer",
+def _launch_rm_server(reward_model: str, out_dir: Path):
+    """The RLHF suite's reward model, served while the policy engine starts (rank 0 only)."""
+    from ..rewards.serve import VLLMServer
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    server = VLLMServer(reward_model, runner="pooling", log_path=out_dir / "reward_model_server.log")
+    return server.launch()
+
+
+__all__ = ["resolve_checkpoint", "build_engine", "check_layout", "init_ranks", "context_needed", "engine_context", "evaluate_checkpoint", "load_tokenizer",
            "model_positions"]
