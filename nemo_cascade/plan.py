@@ -18,10 +18,13 @@ queues; nothing here imports torch, megatron or vllm at module level, and nothin
   share an engine, each GPU holding 1/t of its weights (t = 1: a whole copy per rank); it may take
   ``gpu_memory_utilization`` × GPU memory (one engine serves the cascade, built with the first GRPO stage's
   ``rollout``), its KV cache is that budget minus the weights, and a token of KV costs
-  2 × layers × kv_heads × head_dim × 2 bytes, the KV heads split over t (replicated once t exceeds them). It sleeps (level 1: weights to host memory, KV cache
-  dropped) during the actor's GRPO train step, so a GRPO stage peaks at max(actor state + activations, actor
-  state + the engine's budget). The gate puts it to sleep after evaluating, so an SFT or reward-model stage
-  trained after the engine was built does not pay for it on the GPU.
+  2 × layers × kv_heads × head_dim × 2 bytes, the KV heads split over t (replicated once t exceeds them). It
+  sleeps (level 2: weights and KV cache dropped, the next weight push refills them;
+  ``rollout.engine_start.sleep_level``) during the actor's GRPO train step, so a GRPO stage peaks at max(actor
+  state + activations, actor state + the engine's budget). The gate puts it to sleep after evaluating, so an SFT
+  or reward-model stage trained after the engine was built does not pay for it on the GPU.
+- the cascade's own reward-model server (a ``reward_model`` stage's export, served on rank 0's GPU to the end):
+  ``plan_rm`` gives it what the later stages leave.
 - a reward-model stage trains a second actor (the RM) while the policy actor keeps its parameters and gradient
   buffer (its optimizer is freed: ``cascade.train_reward_model``).
 
@@ -33,10 +36,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nemo_cascade import config as C
+
+if TYPE_CHECKING:
+    from nemo_cascade.plan_rm import RMServerPlan
 
 GIB = float(1 << 30)
 FIXED_BYTES = 2 * GIB
@@ -284,6 +291,8 @@ class CascadePlan:
     engine_context: int
     """The engine's max_model_len: the longest GRPO request, or the gate's largest budget (+ its prompt)."""
     stages: tuple[StagePlan, ...]
+    rm_server: RMServerPlan | None = None
+    """The cascade's own reward-model server on rank 0's GPU, when one runs (``plan_rm.plan_rm_server``)."""
 
     @property
     def world(self) -> int:
@@ -438,15 +447,18 @@ def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | Shape | Non
                              f"built with {util} (the first GRPO stage's)")
             engine_built = True
         elif engine_built and engine is not None:
-            notes.append("the engine sleeps while this stage trains (the gate puts it to sleep; its weights wait "
-                         "in host memory)")
+            notes.append("the engine sleeps while this stage trains (the gate puts it to sleep; the next weight "
+                         "push refills it)")
         worst = max(ranks, key=lambda m: m["train"])
         stages.append(StagePlan(
             name=s.name, kind=s.kind, seq=seq, seq_text=seq_text, actor_state=max(m["state"] for m in ranks),
             activations=worst["activations"], train=worst["train"] + extra, engine_weights=engine_w, kv_cache=kv,
             kv_tokens=kv_tokens, rollout=rollout, gpu=gpu, notes=tuple(notes)))
         engine_built = engine_built or gate_on
-    return CascadePlan(cfg.name, p, d, source, gpu, te, dtype_bytes, util, engine_tp, context, tuple(stages))
+    plan = CascadePlan(cfg.name, p, d, source, gpu, te, dtype_bytes, util, engine_tp, context, tuple(stages))
+    from nemo_cascade.plan_rm import plan_rm_server  # local: plan_rm builds on this module
+
+    return replace(plan, rm_server=plan_rm_server(cfg, plan))
 
 
 # --------------------------------------------------------------------------------------------- output
@@ -495,8 +507,8 @@ def render(plan: CascadePlan) -> str:
         lines.append(
             f"engine: {layout}, gpu_memory_utilization {plan.engine_utilization} = {e['budget'] / GIB:.1f} GiB, "
             f"KV {e['kv_per_token'] / 1024:g} KiB/token per GPU → {e['kv_tokens']:,} tokens per engine; "
-            f"max_model_len ≥ {plan.engine_context:,} (longest request or gate budget); asleep it keeps "
-            f"{min(plan.world, GPUS_PER_NODE) * e['weights'] / GIB:.1f} GiB of weights in each node's host memory")
+            f"max_model_len ≥ {plan.engine_context:,} (longest request or gate budget); asleep it holds nothing "
+            f"(level-2 sleep: its {e['weights'] / GIB:.1f} GiB of weights are dropped and pushed again)")
     lines += ["",
               "| stage | kind | layout | longest seq | actor state | activations | engine weights | KV cache "
               "(tokens) | train | rollout | total / GPU | verdict |",
@@ -518,6 +530,8 @@ def render(plan: CascadePlan) -> str:
         if tokens < plan.engine_context:
             lines.append(f"WARNING: the engine's KV cache holds {tokens:,} tokens, less than its max_model_len "
                          f"{plan.engine_context:,}: vLLM will refuse to start")
+    if plan.rm_server is not None:
+        lines.append(("" if plan.rm_server.fits else "WARNING: ") + plan.rm_server.line())
     for s in plan.stages:
         if not s.fits:
             lines.append(f"WARNING: stage {s.name} ({s.kind}): {s.verdict()} — ≈ {s.total / GIB:.1f} GiB per GPU "

