@@ -248,6 +248,24 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    """Is this node ready: one table of checks (doctor.py); exit 2 when a check fails. Under torchrun every rank
+    checks its own GPU and joins one all-reduce; rank 0 prints."""
+    from nemo_cascade import doctor
+
+    if args.overrides and not args.recipe:
+        raise C.ConfigError(f"doctor: {args.overrides[0]}: KEY=VALUE overrides need a RECIPE before them")
+    cfg = C.validate(C.apply_overrides(load_recipe(args.recipe), args.overrides)) if args.recipe else None
+    return doctor.doctor(cfg, args.recipe or "")
+
+
+def _add_doctor_parser(sub) -> None:
+    doc = sub.add_parser("doctor", help="check this node (CUDA, versions, TE/FP8, vLLM, collectives, sandbox, "
+                                        "servers, disk, memory) for a recipe; exit 2 on any failure")
+    doc.add_argument("recipe", nargs="?", help="recipes/NAME.py[:fn] or package.module:fn (optional)")
+    doc.add_argument("overrides", nargs="*", help="KEY=VALUE, as for run")
+
+
 def _add_plan_parser(sub) -> None:
     from nemo_cascade.plan import PRESETS
 
@@ -385,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_convert_parser(sub)
     _add_launch_parser(sub)
     _add_plan_parser(sub)
+    _add_doctor_parser(sub)
     report = sub.add_parser("report", help="rebuild a run's report.md / report.png (forgetting matrix, curves), "
                                            "or compare several runs side by side")
     report.add_argument("run_dir", nargs="+", help="a run directory, runs/NAME; several: compare them")
@@ -392,15 +411,16 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a command that relaunches itself repeats
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
-    stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in ("run", "launch", "plan")]
+    overridable = ("run", "launch", "plan", "doctor")
+    stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in overridable]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
-    if extra and args.command in ("run", "launch", "plan"):
+    if extra and args.command in overridable:
         args.overrides = [*args.overrides, *extra]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return {"run": cmd_run, "eval": cmd_eval, "report": cmd_report, "convert": cmd_convert,
-                "launch": cmd_launch, "plan": cmd_plan}[args.command](args)
+                "launch": cmd_launch, "plan": cmd_plan, "doctor": cmd_doctor}[args.command](args)
     except _user_errors() as e:
         print(f"nemo-cascade: error: {e}", file=sys.stderr)
         return 2
