@@ -389,8 +389,12 @@ def doctor(cfg: C.Cascade | None, recipe: str = "") -> int:
     others: list[Row] = []
     group = None
     if dist.is_initialized():  # objects over gloo: they need no GPU, and NCCL may be what failed
-        group = dist.new_group(backend="gloo")
-        others = _others_failures(rows, group)
+        try:
+            group = dist.new_group(backend="gloo")
+            others = _others_failures(rows, group)
+        except Exception as e:  # a rank whose group never came up: say so rather than end in a traceback
+            group, others = None, [Row(FAIL, "rank exchange", f"{type(e).__name__}: {_one_line(e)}",
+                                       "see the all-reduce row of the ranks that failed it")]
     elif world > 1 and rank != 0:  # the group never came up: each rank says its own failures
         for r in rows:
             if r.status == FAIL:
