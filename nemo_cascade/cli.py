@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from nemo_cascade import config as C
+from nemo_cascade.torchrun import run_torchrun
 
 def _user_errors() -> tuple[type[Exception], ...]:
     from nemo_cascade.checkpoint import CheckpointError
@@ -84,6 +85,7 @@ def _first_line(e: BaseException) -> str:
 def _run_job(cfg: C.Cascade, only_stage: str | None, retrain: bool) -> int:
     """Inside torchrun: the cascade, then (rank 0) each stage's headline metric and the forgetting matrix."""
     from nemo_cascade.cascade import GateStop, run_cascade, run_dir
+    from nemo_cascade.stop_request import EXIT_CODE, StopRequested
 
     try:
         out = run_cascade(cfg, only_stage=only_stage, retrain=retrain)
@@ -91,6 +93,10 @@ def _run_job(cfg: C.Cascade, only_stage: str | None, retrain: bool) -> int:
     except GateStop as e:
         out, code = run_dir(cfg), 3
         print(f"stopped by the forgetting gate {e} (gate.on_regression=stop)", file=sys.stderr)
+    except StopRequested as e:  # saved at a step boundary: the run is resumable, nothing to summarise
+        if int(os.environ.get("RANK", 0)) == 0:
+            print(f"\nnemo-cascade: {e}", file=sys.stderr)
+        return EXIT_CODE
     if int(os.environ.get("RANK", 0)) == 0:
         from nemo_cascade.evaluate.cascade_report import matrix_text
         from nemo_cascade.metrics import summarize
@@ -125,40 +131,25 @@ def cmd_run(args) -> int:
         from nemo_cascade.cascade import check_selection
 
         check_selection(cfg, args.stage, args.retrain)
+    _stop_on_usr1(cfg)
     torchrun = [f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.cli", "run",
                 args.recipe, *args.overrides]
     if args.stage:
         torchrun += ["--stage", args.stage] + (["--retrain"] if args.retrain else [])
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, os.cpu_count() // world)))
-    return _torchrun(torchrun)
+    return run_torchrun(torchrun)
 
 
-def _torchrun(argv: list[str]) -> int:
-    """torchrun in this process, returning the job's exit code: 0, a failed worker's own code (a user error has
-    printed its one line; torchrun's report of the failure — a launcher traceback and a table — is left out), or
-    128 + N for a worker killed by signal N, or the launcher stopped by it (Slurm's SIGTERM), said in one line."""
-    import logging
+def _stop_on_usr1(cfg: C.Cascade) -> None:
+    """SIGUSR1 to ``nemo-cascade run`` saves and stops the run at its next step boundary (as a Slurm job's
+    time-limit signal does): the launcher hands it on as the run folder's stop request, which every rank
+    watches (stop_request.py). An old request is dropped first: it must not stop the run that resumes."""
+    from nemo_cascade import stop_request
+    from nemo_cascade.cascade import run_dir
 
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import parse_args, run
-
-    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
-    try:
-        run(parse_args(argv))
-    except ChildFailedError as e:
-        rank, failure = min(e.failures.items())
-        if failure.exitcode >= 0:
-            return failure.exitcode
-        # On a line of its own: the dead worker's progress bar may have left the cursor mid-line.
-        print(f"\nnemo-cascade: error: rank {rank} (pid {failure.pid}) was killed by {failure.signal_name()}; "
-              "run the same command again to resume", file=sys.stderr)
-        return 128 - failure.exitcode
-    except SignalException as e:
-        print(f"\nnemo-cascade: error: stopped by {signal.Signals(e.sigval).name}; run the same command again to "
-              "resume", file=sys.stderr)
-        return 128 + int(e.sigval)
-    return 0
+    out = run_dir(cfg)
+    stop_request.clear(out)
+    signal.signal(signal.SIGUSR1, lambda *_: stop_request.request(out, "SIGUSR1 to nemo-cascade run"))
 
 
 def _count(value: str | None, option: str, minimum: int = 1) -> int | None:
@@ -202,8 +193,8 @@ def cmd_eval(args) -> int:
     names = suite_names(args.suite)
     world = check_layout(args.tensor_parallel_size, args.data_parallel, args.gpu_memory_utilization)
     if world > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
-        return _torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.cli",
-                          *args.argv])
+        return run_torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.cli",
+                             *args.argv])
     settings = EvalSettings(
         samples=_count(args.samples, "--samples"), max_tokens=_count(args.max_tokens, "--max-tokens"),
         temperature=args.temperature, top_p=args.top_p, mode=args.mode, template=args.template,

@@ -25,7 +25,8 @@ from nemo_cascade import config as C
 from nemo_cascade import launch_tasks
 from nemo_cascade.launch_tasks import REPO, Task, plan, serve_command, served_port, task_command
 
-DEFAULT_IMAGE = "nvcr.io/nvidia/nemo:25.09"
+DEFAULT_IMAGE = str(REPO / "containers" / "nemo-cascade.sqsh")
+"""The project's pinned image (containers/Dockerfile, imported with enroot; docs/launch.md "The container")."""
 
 
 # ------------------------------------------------------------------------------------------------ Slurm
@@ -100,6 +101,7 @@ class Launch:
     vllm_args: str = ""
     wait: float = 4 * 3600.0
     launch_id: str = ""
+    watch: bool = False
 
 
 def _for_executor(cfg: C.Cascade, spec: Launch, site: Site | None) -> tuple[C.Cascade, Launch]:
@@ -234,14 +236,46 @@ def launch(cfg: C.Cascade, spec: Launch, *, dryrun: bool = False, out: str = "")
                     (Path(out) / f"{name}.sh").write_text(text)
             return 0
         exp.run(sequential=False, detach=bool(site))
-    if site:
-        print(f"submitted {len(tasks)} jobs; the run folder is {run_dir} in the container ({site.mounts[1][0]} here)")
-        return 0
+        if site:
+            print(f"submitted {len(tasks)} jobs; the run folder is {run_dir} in the container ({site.mounts[1][0]} "
+                  f"here); status: nemo experiment status {exp._id}")
+            return watch_jobs(exp, tasks) if spec.watch else 0
     from nemo_cascade.lineage import stage_status
 
     status, stopped = stage_status(run_dir)
     print(f"run {run_dir}: " + ", ".join(f"{s.name} {status.get(s.name, 'pending')}" for s in cfg.stages))
     return 3 if stopped else 0 if all(status.get(s.name) == "done" for s in cfg.stages) else 1
+
+
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN")
+
+
+def watch_jobs(exp, tasks: list[Task], poll_s: float = 5.0, timeout_s: float = 7 * 24 * 3600.0) -> int:
+    """Follow the submitted jobs through nemo-run (Slurm's accounting, ``sacct``) until each has ended, printing
+    every change of state; 0 when every job succeeded, else 1 with one line naming the stage that failed and
+    the jobs Slurm cancelled because of it (``afterok`` can no longer be met)."""
+    states: dict[str, str] = {}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        now = {name: str(info["status"]).rsplit(".", 1)[-1] for name, info in exp.status(return_dict=True).items()}
+        for name, state in now.items():
+            if states.get(name) != state:
+                print(f"  {time.strftime('%H:%M:%S')} {name}: {state}", flush=True)
+        states = now
+        if all(state in TERMINAL for state in states.values()):
+            break
+        time.sleep(poll_s)
+    failed = [t.name for t in tasks if states.get(t.name) not in ("SUCCEEDED", "CANCELLED")]
+    cancelled = [t.name for t in tasks if states.get(t.name) == "CANCELLED"]
+    if not failed and not cancelled:
+        print(f"every job succeeded ({', '.join(t.name for t in tasks)})")
+        return 0
+    first = (failed or cancelled)[0]
+    after = f"; cancelled after it: {', '.join(cancelled)}" if failed and cancelled else ""
+    index = [t.name for t in tasks].index(first)
+    print(f"nemo-cascade: error: launch: {first} {states.get(first, 'did not end').lower()}{after} "
+          f"(its log: nemo experiment logs {exp._id} {index})", file=sys.stderr)
+    return 1
 
 
 # ------------------------------------------------------------------------------------------------ command line
@@ -257,12 +291,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--serve-gpus", type=int, default=8, help="slurm: GPUs (vLLM tensor parallel) per served model")
     p.add_argument("--vllm-args", default="", help="extra `vllm serve` arguments for the served models")
     p.add_argument("--wait", type=float, default=4 * 3600.0, help="seconds a stage waits for its servers' URLs")
+    p.add_argument("--watch", action="store_true", help="slurm: after submitting, follow the jobs until they end "
+                   "(exit 1 naming the stage that failed)")
 
 
 def spec_from_args(args) -> Launch:
     return Launch(recipe=args.recipe, overrides=tuple(args.overrides), executor=args.executor,
                   reward_model=args.reward_model, judge=args.judge, serve_gpus=args.serve_gpus,
-                  vllm_args=args.vllm_args, wait=args.wait)
+                  vllm_args=args.vllm_args, wait=args.wait, watch=args.watch)
 
 
 def main(argv: list[str] | None = None) -> int:

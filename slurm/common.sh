@@ -8,7 +8,8 @@
 #                           (`bash slurm/cascade_14b.sh`); with plain sbatch give -A/-p or SBATCH_ACCOUNT/...
 #   NODES TIME              replace the script's #SBATCH --nodes / --time (self-submission; or sbatch -N / -t)
 #   CONTAINER_IMAGE         pyxis/enroot image (alias: CONTAINER); "none" runs on the nodes' own Python
-#                           (default nvcr.io/nvidia/nemo:25.09; it needs vLLM — see NODE_SETUP)
+#                           (default $REPO_DIR/containers/nemo-cascade.sqsh: the project's pinned image, built
+#                           from containers/Dockerfile as docs/launch.md "The container" shows)
 #   REPO_DIR                this checkout on the cluster's shared filesystem (default: where this file is)
 #   RUN_DIR                 folder of runs; the run is $RUN_DIR/$RUN_NAME (default $REPO_DIR/runs)
 #   DATA_DIR MODELS_DIR     prompt data and models (default $REPO_DIR/data, $REPO_DIR/models)
@@ -44,7 +45,7 @@ set -euo pipefail
 NC_SLURM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 : "${REPO_DIR:=$(dirname "$NC_SLURM_DIR")}"
-: "${CONTAINER_IMAGE:=${CONTAINER:-nvcr.io/nvidia/nemo:25.09}}"
+: "${CONTAINER_IMAGE:=${CONTAINER:-$REPO_DIR/containers/nemo-cascade.sqsh}}"
 : "${RUN_DIR:=$REPO_DIR/runs}"
 NC_GIVEN_DIRS=${DATA_DIR:+DATA_DIR}" "${MODELS_DIR:+MODELS_DIR}  # set by the user: must exist, container or not
 : "${DATA_DIR:=$REPO_DIR/data}"
@@ -96,6 +97,10 @@ nc_check_inputs() {  # what would otherwise fail on every node after the job sta
     [[ -f $recipe ]] || nc_fail "RECIPE=$RECIPE: no such file $recipe"
   fi
   if [[ $CONTAINER_IMAGE != none ]]; then dirs="DATA_DIR MODELS_DIR"; fi  # pyxis cannot mount what is not there
+  if [[ $CONTAINER_IMAGE == */* && $CONTAINER_IMAGE != *://* && $CONTAINER_IMAGE == *.sqsh && ! -f $CONTAINER_IMAGE ]]; then
+    nc_fail "CONTAINER_IMAGE=$CONTAINER_IMAGE: no such image file; build it (docs/launch.md, The container)," \
+            "name a registry image, or set CONTAINER_IMAGE=none"
+  fi
   for name in $dirs; do
     [[ -d ${!name} ]] || nc_fail "$name=${!name}: no such folder (see docs/launch.md, Settings)"
   done

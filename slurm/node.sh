@@ -7,6 +7,9 @@
 #   bash slurm/node.sh RECIPE [KEY=VALUE ...] [--stage NAME]
 #
 # Used by slurm/cascade_*.sh and by the nemo-run Slurm tasks (nemo_cascade/launch.py).
+# DOCTOR=1 (default): `nemo-cascade doctor RECIPE [KEY=VALUE...]` first, on every node — a node that fails a check
+# (CUDA, versions, TE/FP8, vLLM's reload API, bubblewrap, the reward-model/judge URLs, disk, memory) ends the job
+# with its table in the log instead of failing later inside the cascade. DOCTOR=0 skips it.
 # NODE_SETUP: shell code run first on every node (e.g. "pip install --no-deps -e ."); TORCHRUN: the launcher
 # (default: torchrun run by nemo_cascade/torchrun.py, which ends a failed job with one line instead of torchrun's
 # traceback and table in the job log).
@@ -18,6 +21,16 @@ if [[ -n ${NODE_SETUP:-} ]]; then
   eval "$NODE_SETUP"
 fi
 : "${MASTER_ADDR:?is unset: the batch step sets it to the first node of the job}"
+if [[ ${DOCTOR:-1} == 1 ]]; then
+  doctor_args=()
+  for arg in "$@"; do  # the recipe and its overrides; not the run's own options (--stage NAME, --retrain)
+    if [[ $arg == --stage || $arg == --retrain || ${prev:-} == --stage ]]; then prev=$arg; continue; fi
+    prev=$arg
+    doctor_args+=("$arg")
+  done
+  python -m nemo_cascade.cli doctor "${doctor_args[@]}" \
+    || { echo "nemo-cascade: error: node $(hostname) failed the checks above (DOCTOR=0 skips them)" >&2; exit 2; }
+fi
 exec ${TORCHRUN:-python -m nemo_cascade.torchrun} \
   --nnodes="${SLURM_NNODES:-1}" --nproc_per_node="${GPUS_PER_NODE:-8}" \
   --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:${MASTER_PORT:-29500}" --rdzv_id="${SLURM_JOB_ID:-nemo-cascade}" \

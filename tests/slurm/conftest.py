@@ -83,7 +83,7 @@ def cluster(tmp_path_factory):
     client = {k: v for k, v in os.environ.items()
               if not k.startswith(("SLURM_", "NCCL_", "WANDB_", "NEMO_CASCADE_", "TORCHELASTIC_"))}
     client.update(SLURM_CONF=str(folder / "slurm.conf"), PATH=f"{VENV_BIN}:{os.environ['PATH']}",
-                  CONTAINER_IMAGE="none", GPUS_PER_NODE="1", WANDB="0", VLLM_CPU_KVCACHE_SPACE="1")
+                  CONTAINER_IMAGE="none", GPUS_PER_NODE="1", WANDB="0", VLLM_CPU_KVCACHE_SPACE="1", DOCTOR="0")
     try:
         yield Cluster(folder, client)
     finally:

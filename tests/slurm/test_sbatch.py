@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_resume import _metrics, _scores
+from tests.slurm.conftest import ROOT
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -40,9 +41,10 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def straight(cluster, tmp_path_factory):
-    """cascade_8b.sh over two nodes (-N 2 instead of its one), not interrupted: the reference run."""
+    """cascade_8b.sh over two nodes (-N 2 instead of its one), not interrupted: the reference run. The nodes'
+    checks (nemo-cascade doctor) run first, as on a cluster; the other jobs here skip them (DOCTOR=0)."""
     runs = tmp_path_factory.mktemp("straight")
-    job = _submit(cluster, "cascade_8b.sh", runs, "-N2", "--gpus-per-node=1")
+    job = _submit(cluster, "cascade_8b.sh", runs, "-N2", "--gpus-per-node=1", env={"DOCTOR": "1"})
     return job, cluster.wait_done(job, 900), runs
 
 
@@ -61,6 +63,9 @@ def test_cascade_8b_runs_the_cascade_over_two_nodes(straight):
     assert (run / "report.md").is_file()
     assert f"job {job} (restart 0, at most 50): {RECIPE}" in log and "on 2 node(s) × 1 GPUs" in log
     assert "rank 1)" in log, "the second node's rank started its engine"
+    doctors = [line for line in log.splitlines() if line.startswith("nemo-cascade doctor: ")]
+    assert len(doctors) == 2 and all("rank 0 of 1, recipe recipes/tiny.py:two_ranks (tiny)" in d for d in doctors)
+    assert log.count("ok      vLLM reload API") == 2 and log.count(" ok, 0 FAIL, ") == 2
     assert log.rstrip().endswith("srun ended (exit 0)")
 
 
@@ -130,7 +135,7 @@ def test_max_requeues_is_honoured_with_a_clear_last_line(cluster, tmp_path, fake
 
 
 @pytest.mark.parametrize("setting, env, expected", [
-    ("RECIPE", {"RECIPE": "recipes/missing.py"}, "error: RECIPE=recipes/missing.py: no such file"),
+    ("RECIPE", {"RECIPE": "recipes/missing.py"}, f"error: RECIPE=recipes/missing.py: no such file {ROOT}/recipes/missing.py"),
     ("MODELS_DIR", {"MODELS_DIR": "/nonexistent/models"}, "error: MODELS_DIR=/nonexistent/models: no such folder"),
     ("DATA_DIR", {"DATA_DIR": "/nonexistent/data"}, "error: DATA_DIR=/nonexistent/data: no such folder"),
 ])
@@ -141,7 +146,7 @@ def test_bad_setting_fails_at_once_in_one_line(cluster, tmp_path, setting, env, 
     assert cluster.wait_done(job, 60) == "FAILED"
     assert time.monotonic() - started < 30
     lines = _log(runs, job).strip().splitlines()
-    assert len(lines) == 1 and lines[0].endswith(expected), lines
+    assert len(lines) == 1 and expected in lines[0], lines
 
 
 def test_layout_that_does_not_fill_the_nodes_fails_before_a_model_loads(cluster, tmp_path):

@@ -66,10 +66,12 @@ def harness(tmp_path):
     prefixes = ("SLURM_", "NCCL_", "WANDB_", "TORCH", "VLLM_", "HF_", "CUDA_", "NEMO_CASCADE_")
     base = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
     (tmp_path / "models").mkdir()
+    (tmp_path / "image.sqsh").write_bytes(b"")
     base.update(PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_LOG=str(log), RUN_DIR=str(tmp_path / "runs"),
                 REPO_MOUNT=str(ROOT),  # the container path of the checkout = the checkout: the stub srun runs it
-                MODELS_DIR=str(tmp_path / "models"), TORCHRUN="torchrun", STOP_GRACE="1")
-    for k in ("CONTAINER_IMAGE", "CONTAINER", "RUN_NAME", "RECIPE", "REPO_DIR", "DATA_DIR",
+                MODELS_DIR=str(tmp_path / "models"), TORCHRUN="torchrun", STOP_GRACE="1", DOCTOR="0",
+                CONTAINER_IMAGE=str(tmp_path / "image.sqsh"))
+    for k in ("CONTAINER", "RUN_NAME", "RECIPE", "REPO_DIR", "DATA_DIR",
               "NODES", "ACCOUNT", "PARTITION", "DRY_RUN", "MAX_REQUEUES", "REQUEUE_ON_TERM", "MASTER_ADDR",
               "CACHE_DIR", "GPUS_PER_NODE", "MASTER_PORT", "NODE_SETUP", "EXTRA_MOUNTS", "WANDB", "TIME", "QOS"):
         base.pop(k, None)
@@ -150,7 +152,7 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
     cut = srun.index("bash")
     opts, cmd = srun[:cut], srun[cut:]
     assert f"--nodes={nodes}" in opts and "--ntasks-per-node=1" in opts and "--kill-on-bad-exit=1" in opts
-    assert "--container-image=nvcr.io/nvidia/nemo:25.09" in opts
+    assert f"--container-image={tmp_path}/image.sqsh" in opts
     mounts = next(o for o in opts if o.startswith("--container-mounts=")).split("=", 1)[1].split(",")
     assert mounts == [f"{ROOT}:{ROOT}", f"{tmp_path}/runs:/runs", f"{ROOT}/data:/data", f"{tmp_path}/models:/models"]
     assert f"--container-workdir={ROOT}" in opts
@@ -174,10 +176,19 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
     assert (tmp_path / "runs").is_dir()
 
 
+def test_default_image_must_be_built_first(harness):
+    run, log = harness
+    code, _, err = run("cascade_8b.sh", env={"CONTAINER_IMAGE": ""})
+    assert code == 2 and not (log / "srun.argv").exists()
+    assert err.strip().endswith(f"error: CONTAINER_IMAGE={ROOT}/containers/nemo-cascade.sqsh: no such image file; "
+                                "build it (docs/launch.md, The container), name a registry image, or set "
+                                "CONTAINER_IMAGE=none"), err
+
+
 def test_settings_by_environment(harness, tmp_path):
     run, log = harness
     code, _, err = run("cascade_14b.sh", nodes=2, env={
-        "CONTAINER": "registry.example/cascade:1", "RUN_NAME": "my-run", "DATA_DIR": str(tmp_path),
+        "CONTAINER_IMAGE": "", "CONTAINER": "registry.example/cascade:1", "RUN_NAME": "my-run", "DATA_DIR": str(tmp_path),
         "MODELS_DIR": str(tmp_path / "models"), "EXTRA_MOUNTS": "/scratch:/scratch", "NCCL_SOCKET_IFNAME": "ib0",
         "NCCL_IB_HCA": "mlx5_0,mlx5_3", "WANDB_API_KEY": "k", "WANDB": "0", "GPUS_PER_NODE": "4",
         "MASTER_PORT": "31000", "RECIPE": "recipes/tiny.py:math_only", "NODE_SETUP": "export FROM_SETUP=yes"})

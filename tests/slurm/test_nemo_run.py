@@ -1,0 +1,56 @@
+"""`nemo-cascade launch RECIPE --executor slurm --watch` through nemo-run's SlurmExecutor (its local tunnel) on a
+real Slurm cluster: one job per stage chained afterok plus the served reward-model job, run for real, their
+states read by nemo-run through Slurm's accounting (sacct); a stage that fails cancels its dependents and the
+launcher's last line names it."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.integration._remote_helpers import build_tiny_reward_model
+from tests.slurm.conftest import ROOT
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def _launch(cluster, tmp_path, recipe: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**cluster.env, "ACCOUNT": "acct", "RUN_DIR": str(tmp_path / "runs"), "RETRIES": "0",
+           "TIME": "00:30:00", "NEMORUN_HOME": str(tmp_path / "nemo_run"), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "launch", recipe, "--executor", "slurm",
+                           "--watch", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+
+
+def _job_states(cluster, name_prefix: str) -> dict[str, str]:
+    out = cluster.cmd("sacct", "-n", "-X", "-P", "-o", "JobName,State")
+    return {n[len(name_prefix):]: s.split()[0] for n, s in (line.split("|") for line in out.splitlines())
+            if n.startswith(name_prefix)}
+
+
+def test_stages_and_served_reward_model_run_as_chained_jobs(cluster, tmp_path):
+    rm = build_tiny_reward_model(tmp_path / "rm")
+    proc = _launch(cluster, tmp_path, "tests/slurm/recipes.py:sft_then_rlhf", "--reward-model", str(rm),
+                   "--serve-gpus", "1", "--vllm-args", "--max-model-len 256")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    lines = proc.stdout.splitlines()
+    for task in ("sft", "serve-reward-model", "rlhf"):
+        assert any(line.endswith(f" {task}: SUCCEEDED") for line in lines), proc.stdout
+    assert "every job succeeded (sft, serve-reward-model, rlhf)" in proc.stdout
+    run = tmp_path / "runs" / "launched"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert {k: v["status"] for k, v in manifest["stages"].items()} == {"sft": "done", "rlhf": "done"}
+    rlhf = [json.loads(x) for x in (run / "stages" / "1-rlhf" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in rlhf] == [0, 1] and all(m["num_sequences"] for m in rlhf), "scored by the served RM"
+    assert _job_states(cluster, "nemo-cascade-launched.") == {
+        "sft": "COMPLETED", "serve-reward-model": "COMPLETED", "rlhf": "COMPLETED"}
+
+
+def test_a_failed_stage_cancels_its_dependents_and_is_named(cluster, tmp_path):
+    # torchrun's stand-in fails at once: the first stage's job fails, the next one's afterok cannot be met
+    proc = _launch(cluster, tmp_path, "recipes/tiny.py:math_only", "gate.suites=", env={"TORCHRUN": "false"})
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("nemo-cascade: error: launch: sft failed; cancelled after it: math (its log: "), last
+    assert _job_states(cluster, "nemo-cascade-tiny-math.") == {"sft": "FAILED", "math": "CANCELLED"}
