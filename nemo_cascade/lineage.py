@@ -33,6 +33,10 @@ AFTER_TRAINING = ("evaluate", "checkpoint_every_minutes")
 state is saved), not what the stages train: changing either for an interrupted run must not stop it from
 resuming. Left out of the hashes."""
 
+PATIENCE = ("collective_timeout_minutes",)
+"""How long ranks wait for each other (``Parallel.collective_timeout_minutes``), not what they compute: a run
+aborted by a collective timeout must resume with a longer one. Left out of the hashes."""
+
 ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
                "Data": ("min_prompt_tokens", "repeat", "domain"), "Stage": ("epochs",),
                "GRPO": ("sequence_packing", "pack_tokens"), "Reward": ("score_while_generating",)}
@@ -44,8 +48,8 @@ neither: they change how rows are laid out and when rewards are computed, not wh
 
 
 def config_hash(obj) -> str:
-    """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without :data:`ENDPOINTS`
-    and :data:`AFTER_TRAINING`, and without :data:`ADDED_LATER` fields at their defaults."""
+    """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without :data:`ENDPOINTS`,
+    :data:`AFTER_TRAINING` and :data:`PATIENCE`, and without :data:`ADDED_LATER` fields at their defaults."""
     return hashlib.sha256(json.dumps(_canonical(obj), sort_keys=True).encode()).hexdigest()
 
 
@@ -54,7 +58,7 @@ def _canonical(obj):
     if is_dataclass(obj):
         later = ADDED_LATER.get(type(obj).__name__, ())
         return {f.name: _canonical(getattr(obj, f.name)) for f in fields(obj)
-                if f.name not in ENDPOINTS + AFTER_TRAINING
+                if f.name not in ENDPOINTS + AFTER_TRAINING + PATIENCE
                 and not (f.name in later and getattr(obj, f.name) == f.default)}
     if isinstance(obj, tuple):
         return [_canonical(v) for v in obj]

@@ -96,3 +96,12 @@ def _tiny():
     from tests.unit.test_config import TINY
 
     return load_recipe(TINY)
+
+
+def test_the_timeout_does_not_change_the_config_hash():
+    """A run aborted by a collective timeout must resume with a longer one (the manifest compares hashes)."""
+    from nemo_cascade.lineage import config_hash
+
+    cfg = _tiny()
+    longer = C.apply_overrides(cfg, ["parallel.collective_timeout_minutes=600"])
+    assert config_hash(longer) == config_hash(cfg)
