@@ -72,7 +72,7 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None, retrain: bool = F
     if retrain:
         from nemo_cascade.actor.megatron import init_distributed
 
-        init_distributed()  # so that rank 0 alone discards, and the others read the manifest after it did
+        init_distributed(cfg.parallel.collective_timeout_minutes)  # rank 0 alone discards; the others read after
         if ranks.is_main():
             discard_for_retrain(cfg, only_stage)
         ranks.barrier()

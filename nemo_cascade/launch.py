@@ -224,6 +224,7 @@ def launch(cfg: C.Cascade, spec: Launch, *, dryrun: bool = False, out: str = "")
     cfg, spec = _for_executor(cfg, spec, site)
     if site:
         slurm_shape(cfg, site.gpus_per_node)  # a layout that does not fill whole nodes: one line, before nemo-run
+        _check_paths_survive_nemo_run(site)
     run, run_dir = _nemo_run(), Path(cfg.run_root) / cfg.name
     with run.Experiment(f"nemo-cascade-{cfg.name}", log_level="WARN") as exp:
         tasks = add_tasks(run, exp, cfg, spec, site, dryrun)
@@ -245,6 +246,18 @@ def launch(cfg: C.Cascade, spec: Launch, *, dryrun: bool = False, out: str = "")
     status, stopped = stage_status(run_dir)
     print(f"run {run_dir}: " + ", ".join(f"{s.name} {status.get(s.name, 'pending')}" for s in cfg.stages))
     return 3 if stopped else 0 if all(status.get(s.name) == "done" for s in cfg.stages) else 1
+
+
+def _check_paths_survive_nemo_run(site: Site) -> None:
+    """nemo-run (0.11) replaces every "/nemo_run" in a rendered sbatch script with the job's folder — its own
+    placeholder — so a path with a folder of that name (NEMORUN_HOME, a mount) would point the job at a folder
+    that does not exist, and Slurm fails it without a log. Refused here in one line instead."""
+    home = os.environ.get("NEMORUN_HOME", "")
+    named = {"NEMORUN_HOME": home, **{f"mount {a}": a for a, _ in site.mounts}}
+    for what, path in named.items():
+        if "/nemo_run" in path:
+            raise C.ConfigError(f"launch: {what}={path}: nemo-run rewrites '/nemo_run' in job scripts; "
+                                f"use a path without a folder named nemo_run")
 
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN")

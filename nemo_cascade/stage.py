@@ -41,7 +41,7 @@ class Saves:
     every_minutes: float = 0.0
     run_dir: Path | None = None
     """Where a stop request appears (None: requests are not watched)."""
-    saved_at: float = field(default_factory=time.monotonic)
+    saved_at: float = field(default_factory=lambda: time.monotonic())  # looked up at call time: tests set the clock
     saved_step: int = -1
 
     def resume(self, actor, restore_data) -> int:

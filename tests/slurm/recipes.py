@@ -11,5 +11,7 @@ def sft_then_rlhf():
 
     cfg = recipe()
     sft, rlhf = cfg.stages
-    rlhf = replace(rlhf, steps=2, checkpoint_every=0, grpo=replace(rlhf.grpo, kl_coef=0.0, prompts_per_step=4))
+    # the URL is the recipe's placeholder: each job is handed the served model's URL file instead
+    rlhf = replace(rlhf, steps=2, checkpoint_every=0, grpo=replace(rlhf.grpo, kl_coef=0.0, prompts_per_step=4),
+                   reward=replace(rlhf.reward, reward_model_url="http://reward-model.invalid:8000"))
     return replace(cfg, name="launched", stages=(replace(sft, steps=10, checkpoint_every=0), rlhf), gate=Gate())

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 def _launch(cluster, tmp_path, recipe: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     env = {**cluster.env, "ACCOUNT": "acct", "RUN_DIR": str(tmp_path / "runs"), "RETRIES": "0",
-           "TIME": "00:30:00", "NEMORUN_HOME": str(tmp_path / "nemo_run"), **(env or {})}
+           "TIME": "00:30:00", "NEMORUN_HOME": str(tmp_path / "nemorun-home"), **(env or {})}
     return subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "launch", recipe, "--executor", "slurm",
                            "--watch", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
 
@@ -47,10 +47,20 @@ def test_stages_and_served_reward_model_run_as_chained_jobs(cluster, tmp_path):
         "sft": "COMPLETED", "serve-reward-model": "COMPLETED", "rlhf": "COMPLETED"}
 
 
+def test_a_folder_named_nemo_run_is_refused_before_submitting(cluster, tmp_path):
+    proc = _launch(cluster, tmp_path, "recipes/tiny.py:math_only", env={"NEMORUN_HOME": str(tmp_path / "nemo_run")})
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+        f"nemo-cascade: error: launch: NEMORUN_HOME={tmp_path / 'nemo_run'}: nemo-run rewrites '/nemo_run' in job "
+        "scripts; use a path without a folder named nemo_run")
+
+
 def test_a_failed_stage_cancels_its_dependents_and_is_named(cluster, tmp_path):
     # torchrun's stand-in fails at once: the first stage's job fails, the next one's afterok cannot be met
     proc = _launch(cluster, tmp_path, "recipes/tiny.py:math_only", "gate.suites=", env={"TORCHRUN": "false"})
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("nemo-cascade: error: launch: sft failed; cancelled after it: math (its log: "), last
-    assert _job_states(cluster, "nemo-cascade-tiny-math.") == {"sft": "FAILED", "math": "CANCELLED"}
+    lines = proc.stdout.splitlines()
+    assert any(line.endswith(" sft: FAILED") for line in lines) and any(line.endswith(" math: CANCELLED")
+                                                                          for line in lines), proc.stdout
+    assert _job_states(cluster, "nemo-cascade-tiny-math.")["sft"] == "FAILED"
