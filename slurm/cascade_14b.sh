@@ -8,7 +8,7 @@
 #   ACCOUNT=acct PARTITION=batch bash slurm/cascade_14b.sh [...]   submits itself with those settings
 #   DRY_RUN=1 bash slurm/cascade_14b.sh                            prints the sbatch command (in a job: srun)
 #
-# Arguments are overrides for `nemo-cascade run` (e.g. stages.math.steps=500). The recipe's parallel
+# Arguments are overrides for `nemo-cascade run` (e.g. checkpoint_every_minutes=20). The recipe's parallel
 # tp × pp × cp × dp must equal nodes × GPUS_PER_NODE: change both together (-N / NODES and parallel.dp=...).
 # The served 72B reward model and SWE judge are not started here: set NEMO_CASCADE_RM_URL and
 # NEMO_CASCADE_JUDGE_URL to running servers (or use `nemo-cascade launch`, which serves them as jobs).

@@ -160,3 +160,24 @@ def test_layout_that_does_not_fill_the_nodes_fails_before_a_model_loads(cluster,
     errors = {line for line in log.splitlines() if "error" in line.lower() and "srun" not in line}
     assert any("parallel" in e and "world size 1" in e for e in errors), log[-2000:]
     assert "vLLM engine ready" not in log and "Traceback" not in log
+
+
+def test_unreachable_reward_model_fails_on_the_nodes_before_a_model_loads(cluster, tmp_path):
+    """The nodes' checks (DOCTOR=1, the default) find the RM URL dead and end the job with the field's name."""
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    runs = tmp_path / "runs"
+    started = time.monotonic()
+    job = _submit(cluster, "cascade_8b.sh", runs, "--gpus-per-node=1",
+                  env={"DOCTOR": "1", "RECIPE": "tests/slurm/recipes.py:sft_then_rlhf"},
+                  args=(f"stages.rlhf.reward.reward_model_url=http://127.0.0.1:{port}",))
+    assert cluster.wait_done(job, 180) == "FAILED"
+    assert time.monotonic() - started < 150
+    log = _log(runs, job)
+    assert f"FAIL    reward-model server       http://127.0.0.1:{port}: no answer at /health" in log, log[-3000:]
+    assert "correct stages.rlhf.reward.reward_model_url" in log
+    assert "failed the checks above (DOCTOR=0 skips them)" in log
+    assert "vLLM engine ready" not in log and "Traceback" not in log

@@ -59,3 +59,68 @@ def test_the_serve_script_settings_and_entry_point_flags_exist():
     assert _flags(entry.split()) <= known
     for flag in _flags(entry.split()):
         assert f"{flag} " in script, f"serve_model.sh does not pass {flag}"
+
+
+# ---------------------------------------------------------------------------------------- every command in launch.md
+SCRIPT_RECIPES = {"cascade_8b.sh": "recipes/nemotron_cascade_8b.py",
+                  "cascade_14b.sh": "recipes/nemotron_cascade_14b_thinking.py"}
+SETTINGS_READ_BY = ("slurm/common.sh", "slurm/env.sh", "slurm/node.sh", "slurm/serve_model.sh",
+                    "nemo_cascade/launch.py", "nemo_cascade/rewards/endpoints.py", "recipes/nemotron_cascade_8b.py",
+                    "recipes/nemotron_cascade_14b_thinking.py", "tools/local_slurm.sh")
+
+
+def _commands(doc: str) -> list[list[str]]:
+    """Every command line in the doc's code blocks (any language): continuation lines joined, a leading `$ `
+    prompt and trailing comments dropped; output lines (a transcript's) are not commands."""
+    out = []
+    for block in re.findall(r"```\w*\n(.*?)```", (ROOT / doc).read_text(), re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip().removeprefix("$ ")
+            if re.match(r"^([A-Z_]+=\S*\s+)*(nemo-cascade|sbatch|bash|tools/local_slurm\.sh)\s", line):
+                out.append(shlex.split(line, comments=True))
+    return out
+
+
+def _overrides_apply(recipe: str, words: list[str]) -> None:
+    from nemo_cascade import config as C
+    from nemo_cascade.cli import load_recipe
+
+    overrides = [w for w in words if re.match(r"^[a-z_][\w.*]*=", w)]
+    C.apply_overrides(load_recipe(recipe), overrides)  # a stage name or key that does not exist: ConfigError
+
+
+def test_every_command_in_launch_md_names_real_scripts_settings_recipes_and_stages(capsys):
+    sources = "".join((ROOT / p).read_text() for p in SETTINGS_READ_BY)
+    seen = set()
+    for words in _commands("docs/launch.md"):
+        env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_]+=", w))
+        for name in env:
+            assert re.search(rf"\b{name}\b", sources), f"launch.md sets {name}, which no script or module reads"
+        words = [w for w in words if w not in (f"{k}={v}" for k, v in env.items())]
+        script = next((w for w in words if w.startswith(("slurm/", "tools/"))), None)
+        if script:
+            assert (ROOT / script).is_file(), f"launch.md runs {script}, which does not exist"
+        if script in (f"slurm/{s}" for s in SCRIPT_RECIPES):
+            recipe = env.get("RECIPE", SCRIPT_RECIPES[script.split("/")[1]])
+            _overrides_apply(recipe, words[words.index(script) + 1:])
+            seen.add("sbatch")
+        elif script == "tools/local_slurm.sh":
+            assert words[words.index(script) + 1] in ("start", "stop", "env", "status")
+            seen.add("local_slurm")
+        elif words[0] == "nemo-cascade" and words[1] in ("run", "launch", "doctor", "plan"):
+            _overrides_apply(words[2], words[3:])
+            seen.add(words[1])
+    assert {"sbatch", "local_slurm", "run", "launch", "doctor"} <= seen, seen
+
+
+def test_stage_folders_named_in_launch_md_are_the_recipes():
+    """`runs/NAME/stages/K-STAGE` in the doc is stage K of a recipe the doc names, under that recipe's run name."""
+    from nemo_cascade.cli import load_recipe
+
+    text = (ROOT / "docs" / "launch.md").read_text()
+    recipes = {cfg.name: cfg for cfg in (load_recipe(r) for r in set(re.findall(r"recipes/[\w.]+\.py(?::\w+)?", text)))}
+    for run, folder in re.findall(r"runs/([\w.-]+)/stages/(\d+-[\w.-]+)", text):
+        cfg = recipes.get(run)
+        assert cfg, f"launch.md names run folder {run}, the name of no recipe it shows"
+        k, name = folder.split("-", 1)
+        assert cfg.stages[int(k)].name == name, f"{run}: stage {k} is {cfg.stages[int(k)].name}, not {name}"
