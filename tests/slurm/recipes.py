@@ -1,17 +1,18 @@
 """Recipes the slurm tier launches as nemo-run experiments (a file inside the checkout, so the jobs can load it)."""
-from dataclasses import replace
-
-from nemo_cascade.config import Gate
+from nemo_cascade.config import GRPO, Actor, Cascade, Data, Model, Parallel, Reward, Rollout, Stage
 
 
-def sft_then_rlhf():
+def sft_then_rlhf() -> Cascade:
     """SFT → RLHF scored by a served reward model (``nemo-cascade launch --reward-model``): two stage jobs and a
-    serve job; shortened from the kill-and-resume test's recipe, without the gate."""
-    from tests.integration.test_resume import recipe
-
-    cfg = recipe()
-    sft, rlhf = cfg.stages
-    # the URL is the recipe's placeholder: each job is handed the served model's URL file instead
-    rlhf = replace(rlhf, steps=2, checkpoint_every=0, grpo=replace(rlhf.grpo, kl_coef=0.0, prompts_per_step=4),
-                   reward=replace(rlhf.reward, reward_model_url="http://reward-model.invalid:8000"))
-    return replace(cfg, name="launched", stages=(replace(sft, steps=10, checkpoint_every=0), rlhf), gate=Gate())
+    serve job, a few steps each, no gate."""
+    sft = Stage(name="sft", kind="sft", data=Data(source="synthetic:arithmetic", split="train", seed=1), steps=10,
+                sft_batch_size=32, sft_max_tokens=96, checkpoint_every=0,
+                actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=5))
+    # The URL is a placeholder: each job is handed the served model's URL file instead.
+    rlhf = Stage(name="rlhf", kind="grpo", domain="rlhf", steps=2, checkpoint_every=0,
+                 data=Data(source="synthetic:arithmetic", split="test", size=16, seed=2),
+                 actor=Actor(lr=1e-4), rollout=Rollout(max_prompt_tokens=96, max_response_tokens=24),
+                 grpo=GRPO(group_size=4, prompts_per_step=4),
+                 reward=Reward(reward_model_url="http://reward-model.invalid:8000"))
+    return Cascade(name="launched", model=Model(build="tiny-qwen3"), parallel=Parallel(micro_batch_size=32),
+                   stages=(sft, rlhf))

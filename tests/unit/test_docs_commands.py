@@ -74,9 +74,13 @@ def _commands(doc: str) -> list[list[str]]:
     prompt and trailing comments dropped; output lines (a transcript's) are not commands."""
     out = []
     for block in re.findall(r"```\w*\n(.*?)```", (ROOT / doc).read_text(), re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            line = line.strip().removeprefix("$ ")
-            if re.match(r"^([A-Z_]+=\S*\s+)*(nemo-cascade|sbatch|bash|tools/local_slurm\.sh)\s", line):
+        lines = [line.strip() for line in block.replace("\\\n", " ").splitlines()]
+        if any(line.startswith("$ ") for line in lines):  # a transcript: only the prompted lines are commands
+            lines = [line for line in lines if line.startswith("$ ")]
+        for line in lines:
+            line = line.removeprefix("$ ")
+            # a command, not an output line that starts with a program's name ("nemo-cascade doctor: vm, …")
+            if re.match(r"^([A-Z_]+=\S*\s+)*(nemo-cascade\s+[a-z-]+(\s|$)|(sbatch|bash|tools/local_slurm\.sh)\s)", line):
                 out.append(shlex.split(line, comments=True))
     return out
 
@@ -114,13 +118,16 @@ def test_every_command_in_launch_md_names_real_scripts_settings_recipes_and_stag
 
 
 def test_stage_folders_named_in_launch_md_are_the_recipes():
-    """`runs/NAME/stages/K-STAGE` in the doc is stage K of a recipe the doc names, under that recipe's run name."""
+    """`runs/NAME/stages/K-STAGE` in the doc is stage K of a recipe the doc names, and NAME that recipe's run name
+    or a RUN_NAME the doc sets."""
     from nemo_cascade.cli import load_recipe
 
     text = (ROOT / "docs" / "launch.md").read_text()
-    recipes = {cfg.name: cfg for cfg in (load_recipe(r) for r in set(re.findall(r"recipes/[\w.]+\.py(?::\w+)?", text)))}
-    for run, folder in re.findall(r"runs/([\w.-]+)/stages/(\d+-[\w.-]+)", text):
-        cfg = recipes.get(run)
-        assert cfg, f"launch.md names run folder {run}, the name of no recipe it shows"
-        k, name = folder.split("-", 1)
-        assert cfg.stages[int(k)].name == name, f"{run}: stage {k} is {cfg.stages[int(k)].name}, not {name}"
+    cfgs = [load_recipe(r) for r in set(re.findall(r"recipes/[\w.]+\.py(?::\w+)?", text))]
+    names = {cfg.name for cfg in cfgs} | set(re.findall(r"\bRUN_NAME=([\w.-]+)", text))
+    folders = {f"{k}-{stage.name}" for cfg in cfgs for k, stage in enumerate(cfg.stages)}
+    found = re.findall(r"runs/([\w.-]+)/stages/(\d+-[\w.-]+)", text)
+    assert found
+    for run, folder in found:
+        assert run in names, f"launch.md names run folder {run}: no recipe or RUN_NAME there has that name"
+        assert folder in folders, f"launch.md names stage folder {folder}: stage of no recipe it shows"
