@@ -385,6 +385,7 @@ def doctor(cfg: C.Cascade | None, recipe: str = "") -> int:
     import torch.distributed as dist
 
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    owned = not dist.is_initialized()  # the all-reduce row makes the group: only then is it ours to end
     rows = run_checks(cfg)
     others: list[Row] = []
     group = None
@@ -405,7 +406,8 @@ def doctor(cfg: C.Cascade | None, recipe: str = "") -> int:
         print(render(rows + others, f"nemo-cascade doctor: {where}, {what}"), flush=True)
     if group is not None:  # a rank exiting 2 makes torchrun kill the rest: not before rank 0 has printed
         dist.barrier(group=group)
-        dist.destroy_process_group()
+        if owned:
+            dist.destroy_process_group()
     return 2 if any(r.status == FAIL for r in rows + others) else 0
 
 

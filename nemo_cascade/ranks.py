@@ -19,7 +19,7 @@ T = TypeVar("T")
 
 _timeout = timedelta(minutes=Parallel.collective_timeout_minutes)
 _group: list = []
-"""``[group]`` once chosen (None inside means the default group, which is gloo already)."""
+"""``[(default group, group)]`` once chosen (group None means the default group, which is gloo already)."""
 
 
 def collective_timeout() -> timedelta:
@@ -40,15 +40,15 @@ def init_object_group(timeout: timedelta) -> None:
     _timeout = timeout
     _group.clear()
     own = needs_own_object_group(dist.get_backend())
-    _group.append(dist.new_group(backend="gloo", timeout=timeout) if own else None)
+    _group.append((dist.group.WORLD, dist.new_group(backend="gloo", timeout=timeout) if own else None))
 
 
 def object_group():
     """The gloo group for host-side exchanges. A default group made elsewhere (a test, a script) gets its
     object group here, at the first exchange — which every rank reaches, since the exchange is collective."""
-    if not _group:
+    if not _group or _group[0][0] is not dist.group.WORLD:  # none yet, or made under a destroyed default group
         init_object_group(_timeout)
-    return _group[0]
+    return _group[0][1]
 
 
 def world() -> tuple[int, int]:

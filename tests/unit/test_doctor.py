@@ -178,7 +178,7 @@ def _rank(rank: int, port: int, out: str) -> None:
 
 
 def test_every_rank_exits_2_when_one_rank_fails_and_rank_0_prints_it(tmp_path):
-    ctx = mp.get_context("fork")  # the children need nothing re-imported
+    ctx = mp.get_context("spawn")  # not fork: this process may hold a process group of its own already
     port = _closed_port()
     procs = [ctx.Process(target=_rank, args=(r, port, str(tmp_path / "r"))) for r in (0, 1)]
     for p in procs:

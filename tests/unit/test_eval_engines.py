@@ -84,7 +84,7 @@ def test_several_gpus_relaunch_the_command_under_torchrun(monkeypatch, hf_folder
 
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
     launched = []
-    launcher = "run_torchrun" if hasattr(cli, "run_torchrun") else "_torchrun"  # (moved to nemo_cascade.torchrun)
+    launcher = "run_torchrun"
     monkeypatch.setattr(cli, launcher, lambda argv: launched.append(argv) or 0)
     argv = ["eval", str(hf_folder), "--suite", "gsm8k", "--tensor-parallel-size", "2", "--data-parallel", "4",
             "--gpu-memory-utilization", "0.8"]
