@@ -53,7 +53,10 @@ def load_recipe(spec: str) -> C.Cascade:
             raise C.ConfigError(f"recipe {shown_target}: no such file")
         mod_spec = importlib.util.spec_from_file_location(f"nemo_cascade_recipe_{path.stem}", path)
         module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
+        try:
+            mod_spec.loader.exec_module(module)
+        except Exception as e:  # the recipe file's own code (a bad import, a syntax error): its line, not a trace
+            raise C.ConfigError(f"recipe {shown}: {_raised_where(e)}") from None
     else:
         if not target or target.startswith("."):  # importlib: ValueError / TypeError (a relative import)
             raise C.ConfigError(f"recipe {shown}: expected recipes/NAME.py[:function] or package.module:function")
@@ -70,11 +73,29 @@ def load_recipe(spec: str) -> C.Cascade:
         raise C.ConfigError(f"recipe {shown}: {fn}() needs arguments; a recipe is called with none") from None
     except ValueError:  # no signature (a builtin): let the call decide
         pass
-    cfg = recipe()
+    try:
+        cfg = recipe()
+    except C.ConfigError:
+        raise  # already one line (a recipe may check its own inputs)
+    except Exception as e:
+        raise C.ConfigError(f"recipe {shown}: {fn}() {_raised_where(e)}") from None
     if not isinstance(cfg, C.Cascade):
         raise C.ConfigError(f"recipe {shown}: {fn}() returned {type(cfg).__name__}, "
                             f"expected nemo_cascade.config.Cascade")
     return cfg
+
+
+def _raised_where(e: BaseException) -> str:
+    """``raised KeyError: 'x' (recipes/mine.py:12)``: the error and the last line of the user's code it came from
+    (a SyntaxError names its own line)."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    ours = [f for f in frames if "/importlib/" not in f.filename and "<frozen" not in f.filename]
+    where = (f"{e.filename}:{e.lineno}" if isinstance(e, SyntaxError) else
+             f"{ours[-1].filename}:{ours[-1].lineno}" if ours else "")
+    message = e.msg if isinstance(e, SyntaxError) else _first_line(e)
+    return f"raised {type(e).__name__}: {message}" + (f" ({where})" if where else "")
 
 
 def _first_line(e: BaseException) -> str:

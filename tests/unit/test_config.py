@@ -74,6 +74,21 @@ def test_recipe_loading_errors(tmp_path):
     assert load_recipe(TINY + ":two_ranks").parallel.tp == 2
 
 
+@pytest.mark.parametrize("text, says", [
+    ("import no_such_module\n", "raised ModuleNotFoundError: No module named 'no_such_module' ({path}:1)"),
+    ("def recipe(:\n", "raised SyntaxError: invalid syntax ({path}:1)"),
+    ("def recipe():\n    return {{}}['stages']\n", "recipe() raised KeyError: 'stages' ({path}:2)"),
+])
+def test_a_recipe_whose_own_code_fails_is_one_line_naming_its_line(tmp_path, text, says):
+    path = tmp_path / "mine.py"
+    path.write_text(text.format())
+    with pytest.raises(C.ConfigError) as e:
+        load_recipe(str(path))
+    assert str(e.value) == f"recipe {path}: " + says.format(path=path)
+    proc = _cli("run", str(path))
+    assert proc.returncode == 2 and proc.stderr.strip() == f"nemo-cascade: error: recipe {path}: " + says.format(path=path)
+
+
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "nemo_cascade.cli", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)

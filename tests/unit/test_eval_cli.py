@@ -11,14 +11,6 @@ from nemo_cascade.evaluate import EvalError, resolve_checkpoint
 from nemo_cascade.evaluate.report import markdown, svg_bars, write_eval
 
 
-@pytest.fixture
-def hf_folder(tmp_path):
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    return folder
-
-
 def _error_line(capsys, argv) -> str:
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()

@@ -13,14 +13,6 @@ from nemo_cascade.evaluate import EvalError
 from nemo_cascade.evaluate import standalone as S
 
 
-@pytest.fixture
-def hf_folder(tmp_path):
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    return folder
-
-
 class _Stop(Exception):
     pass
 
