@@ -61,7 +61,8 @@ for _ in range({children}):
         os._exit(0)
     os.close(w)
     held += os.read(r, 1) == b'1'
-print(held)
+print(held, flush=True)
+time.sleep({hold})  # the parent stays, as a real bomb would: a run that ends at once races the watchdog's sampling
 """
 
 
@@ -70,8 +71,8 @@ def test_memory_watchdog_bounds_forked_children_together():
     256 MB limit. The watchdog (the sandbox's total PSS) kills the run; three children of 32 MB, whose
     copy-on-write pages shared with the parent count once, are left alone."""
     limits = Limits(cpu_s=5, wall_s=60, memory_bytes=256 << 20)
-    bomb = run_python(FORKED_HOLD.format(children=6, mb=64), limits=limits)
+    bomb = run_python(FORKED_HOLD.format(children=6, mb=64, hold=10), limits=limits)
     assert bomb.killed == "memory_limit", bomb
-    small = run_python(FORKED_HOLD.format(children=3, mb=32).replace("time.sleep(60)", "time.sleep(0.5)"),
+    small = run_python(FORKED_HOLD.format(children=3, mb=32, hold=0.5).replace("time.sleep(60)", "time.sleep(0.5)"),
                        limits=limits)
     assert small.ok and small.stdout == "3\n", small
