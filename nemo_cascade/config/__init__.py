@@ -1,4 +1,4 @@
-"""Typed configuration for a whole cascade (DESIGN.md "Config").
+"""Typed configuration for a whole cascade (docs/recipes.md).
 
 - :mod:`.schema`: the frozen dataclasses a recipe builds (``Cascade`` → ``Stage`` → sections) and helpers that
   read them;

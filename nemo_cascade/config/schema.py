@@ -36,7 +36,7 @@ class Model:
     fp8: Literal["none", "delayed", "current", "blockwise"] = "none"
     """FP8 training of the actor's linear layers through Transformer Engine (bf16 master weights): delayed
     scaling (amax history), per-tensor current scaling, or blockwise (1×128 / 128×128) scaling. Needs
-    ``transformer_impl`` TE and Hopper or newer GPUs. The paper does not report its precision (PAPER.md §3)."""
+    ``transformer_impl`` TE and Hopper or newer GPUs. The paper does not report its precision (its §4.1.2 names only verl)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class Rollout:
     tensor_parallel_size: int = 1
     """The rollout engine's TP: t consecutive ranks share one vLLM engine sharded t ways, leaving each GPU
     1/t of the weights and more room for KV cache (long responses: code RL 44–56K tokens, T19). Must divide
-    the world size; 1 = a whole engine per rank. Not reported by the paper (PAPER.md §3): ours."""
+    the world size; 1 = a whole engine per rank. Not reported by the paper: ours."""
     seed: int = 0
 
 
@@ -253,7 +253,7 @@ class Gate:
     """Also evaluate the starting model, so the first stage has a row to be compared with."""
     min_drop: float = 0.02
     """A suite regresses when it falls below its best earlier score by more than this (and by more than
-    ``sigmas`` standard errors); the paper's largest per-stage drops are 2–4 points (PAPER.md §4)."""
+    ``sigmas`` standard errors); the paper's largest per-stage drops are 2–4 points (Tables 2, 4–8)."""
     sigmas: float = 2.0
     tolerance: tuple[str, ...] = ()
     """Per-benchmark ``SUITE=DROP`` overrides of min_drop, e.g. ``("aime25=0.05",)``."""

@@ -5,7 +5,7 @@ The cascade evaluates the same suites after every stage (``runner.evaluate`` wit
 A suite **regresses** when ``best_before − now > max(min_drop, sigmas · √(se_before² + se_now²))``: the drop
 must exceed both a practical threshold and the sampling noise of the two avg@K estimates (their standard
 errors over items, assumed independent). The paper's largest per-stage regressions are 2–4 points
-(ArenaHard after IF-RL, PAPER.md §4), so ``min_drop`` defaults to 0.02.
+(ArenaHard after IF-RL, Tables 2 and 4–8), so ``min_drop`` defaults to 0.02.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ seed, engine context), the data file (path, sha256, items, limit), the metrics, 
 responses / scores / values / finish reasons, and the provenance (checkpoint, git SHA and dirty flag,
 package versions, time). Writing into a folder that already has an ``eval.json`` keeps the suites this run
 did not evaluate, so a stage directory accumulates one file for all suites (``stages/<k>-<name>/eval.json``,
-DESIGN.md "Run directory"). The plot is SVG written by hand: no plotting dependency.
+docs/cascade.md). The plot is SVG written by hand: no plotting dependency.
 """
 from __future__ import annotations
 

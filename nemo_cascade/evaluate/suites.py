@@ -5,7 +5,7 @@ A :class:`Suite` declares everything a run needs besides the model: the reward d
 data file and its loader (rows → :class:`Item`: the chat messages, the reward label and, where one exists, a
 reference response), the default thinking mode, samples per item K and response budget, and the metric.
 
-Decoding (paper App. B; PAPER.md §4 "Settings"): temperature 0.6, top-p 0.95 for every suite; K samples per
+Decoding (paper App. B; docs/evaluation.md): temperature 0.6, top-p 0.95 for every suite; K samples per
 item with avg@K as the score — AIME avg@64, IFEval / IFBench avg@8, SWE-bench avg@4, the paper's values;
 response budget 64K tokens ("thinking budget"), 32K for IFEval / IFBench / ArenaHard and for SWE. The unified
 model is evaluated in thinking mode except on IFEval (non-thinking, T2). Suites the paper does not report
@@ -49,7 +49,7 @@ class Item:
     messages: list
     """The conversation to answer: ``[{"role": "user", "content": ...}, ...]``, ending with a user turn."""
     label: Any
-    """The reward label of the suite's domain (DESIGN.md "Rewards")."""
+    """The reward label of the suite's domain (docs/rewards.md)."""
     reference: Optional[str] = None
     """A reference response: one that scores full marks (math, code, SWE: the golden solution), or the
     answer to beat (RLHF). None where the dataset has none (IFEval, IFBench)."""
