@@ -10,6 +10,7 @@ from typing import Callable
 from nemo_cascade import checkpoint, ranks, stop_request, weight_sync
 from nemo_cascade import config as C
 from nemo_cascade.algorithms import grpo, reward_model, sft
+from nemo_cascade.algorithms.length_curriculum import LengthCurriculum
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
 from nemo_cascade.faults import crash_point
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
@@ -130,14 +131,26 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
     stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
                           epoch_filter=(g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None)
     scorer = stage_scorer(C.stage_domains(stage), stage.reward)  # one domain, or several mixed in one run
+    curriculum = LengthCurriculum(stage)                  # response-length phases (§4.5.2, T17–T19)
     if g.kl_coef > 0:
         ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3), even on resume
-    start = _start(ctx, stream.load_state_dict)
+
+    def state() -> dict:  # what a checkpoint keeps of the data side
+        return {**stream.state_dict(), "length_curriculum": curriculum.state_dict()}
+
+    def restore(saved: dict) -> None:
+        stream.load_state_dict(saved)
+        curriculum.load_state_dict(saved.get("length_curriculum"))
+
+    start = _start(ctx, restore)
+    curriculum.begin(start)
     weight_sync.push(ctx.actor, ctx.engine)  # the engine serves this stage's starting (or resumed) weights
     for step in range(start, stage.steps):
+        if curriculum.finished:
+            break  # the last phase ended early, at its clip ratio (LengthPhase.until_clip_ratio)
         timer, switched = PhaseTimer(), []
-        at_start = stream.state_dict(), checkpoint.rng_state()  # what a stop in this step saves
-        phase, length = C.phase_at(stage, step)                              # length curriculum (§4.5.2)
+        at_start = state(), checkpoint.rng_state()  # what a stop in this step saves
+        phase, length = curriculum.at()
         cfg, rollout = replace(g, overlong=length.overlong), C.phase_rollout(stage, length)  # + T (T17–T19)
         temperature = rollout.temperature  # the actor's log-probs are the sampling policy's (rollout/vllm.py)
 
@@ -162,6 +175,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
                              "again to resume once the server answers") from None
         stream.record(groups_P)                                                 # epoch filter (§4.5.2)
         batch = grpo.make_batch(groups_P, cfg, ctx.pad_id)                   # advantages, masks, filters
+        curriculum.record(step, batch.metrics["truncation_rate"])           # may end the phase (§4.5.2)
         tensors = batch.tensors()                                # packed rows unless grpo.sequence_packing=false
         result = sync = None
         if batch.num_sequences:
@@ -179,7 +193,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
                    "code_switched": sum(switched) / max(sum(x.group_size for x in groups_P), 1)}
         ctx.log.log(step, metrics, progress={
             "reward": batch.metrics["reward_mean"], "len": batch.metrics["response_len_mean"]})
-        _after(ctx, step, stage.steps, stream.state_dict())
+        _after(ctx, step, stage.steps, state())
     ctx.log.close()
     return stream.state_dict()
 

@@ -242,17 +242,10 @@ class MegatronActor(HFWeights):
         """AdamW + this stage's LR schedule. ``carry`` (``boundary.optimizer``): keep the existing optimizer —
         its Adam moments and step count — and only start the new schedule; otherwise a fresh optimizer."""
         from megatron.core.optimizer import get_megatron_optimizer
-        from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
 
         if not (carry and self.optimizer is not None):
             self.optimizer = get_megatron_optimizer(self._optimizer_config(actor), [self.module])
-        decay = max(total_steps, actor.warmup_steps + 1)
-        self.scheduler = OptimizerParamScheduler(
-            self.optimizer, init_lr=0.0 if actor.warmup_steps else actor.lr, max_lr=actor.lr,
-            min_lr=actor.min_lr, lr_warmup_steps=actor.warmup_steps, lr_decay_steps=decay,
-            lr_decay_style=actor.lr_schedule, start_wd=actor.weight_decay, end_wd=actor.weight_decay,
-            wd_incr_steps=decay, wd_incr_style="constant",
-        )
+        self.scheduler = lr_scheduler(self.optimizer, actor, total_steps)
 
     def _optimizer_config(self, actor: C.Actor):
         from megatron.core.optimizer import OptimizerConfig
@@ -459,6 +452,20 @@ class MegatronActor(HFWeights):
             with torch.no_grad():
                 for n, p in params.items():
                     p.copy_(current[n])
+
+
+def lr_scheduler(optimizer, actor: C.Actor, total_steps: int):
+    """Megatron's LR / weight-decay scheduler for one stage: warm-up to ``actor.lr``, then ``lr_schedule`` decay
+    to ``min_lr`` over ``actor.lr_decay_steps`` (0 = the stage's ``total_steps``; T14's horizon question)."""
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+    decay = max(actor.lr_decay_steps or total_steps, actor.warmup_steps + 1)
+    return OptimizerParamScheduler(
+        optimizer, init_lr=0.0 if actor.warmup_steps else actor.lr, max_lr=actor.lr,
+        min_lr=actor.min_lr, lr_warmup_steps=actor.warmup_steps, lr_decay_steps=decay,
+        lr_decay_style=actor.lr_schedule, start_wd=actor.weight_decay, end_wd=actor.weight_decay,
+        wd_incr_steps=decay, wd_incr_style="constant",
+    )
 
 
 def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor, temperature: float) -> torch.Tensor:

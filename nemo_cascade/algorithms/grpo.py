@@ -121,12 +121,20 @@ def _policy_rewards(group: PromptGroup, cfg: GRPO) -> tuple[Tensor, Tensor, Tens
     return (rewards_G, *OVERLONG[cfg.overlong](rewards_G, truncated_G))
 
 
+def statistics_rewards(rewards_G: Tensor, keep_G: Tensor, cfg: GRPO) -> Tensor:
+    """The rewards a group's mean and std (and its zero-variance test) are taken over: the kept samples, or with
+    ``cfg.overlong_filter_stats == "all"`` every sample, a filtered one leaving the loss only (DAPO's masking).
+    The paper says only that overlong samples are "skipped" (§4.5.2); docs/recipes.md ("Ambiguities, decided")
+    gives the choice."""
+    return rewards_G if cfg.overlong_filter_stats == "all" else rewards_G[keep_G]
+
+
 def is_informative(group: PromptGroup, cfg: GRPO) -> bool:
-    """True when the group's kept samples (after ``cfg.overlong``) have unequal rewards: a nonzero advantage
-    somewhere, i.e. a gradient signal. This is the group :func:`make_batch` would keep under
-    ``drop_zero_variance_groups`` (§4.4.2)."""
+    """True when the group's statistics rewards (:func:`statistics_rewards`) are unequal and a sample is kept:
+    a nonzero advantage somewhere in the loss, i.e. a gradient signal. This is the group :func:`make_batch`
+    would keep under ``drop_zero_variance_groups`` (§4.4.2)."""
     _, rewards_G, keep_G = _policy_rewards(group, cfg)
-    return not is_zero_variance(rewards_G[keep_G])
+    return bool(keep_G.any()) and not is_zero_variance(statistics_rewards(rewards_G, keep_G, cfg))
 
 
 def collect_groups(draw: Callable[[int], list[Prompt]], sample: Callable[[list[Prompt], int], list[PromptGroup]],
@@ -306,11 +314,12 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
         scored_G, rewards_G, keep_G = _policy_rewards(group, cfg)
         all_rewards.append(scored_G)
         filtered += int((~keep_G).sum())
-        rewards_K = rewards_G[keep_G]  # K ≤ G kept samples
-        if cfg.drop_zero_variance_groups and is_zero_variance(rewards_K):
+        stats_rewards = statistics_rewards(rewards_G, keep_G, cfg)  # the K ≤ G kept samples, or all G
+        if cfg.drop_zero_variance_groups and (is_zero_variance(stats_rewards) or not keep_G.any()):
             dropped += 1
             continue
-        adv_K = group_advantages(SHAPING[cfg.reward_shaping](rewards_K, cfg.adv_eps), cfg.adv_eps)
+        adv = group_advantages(SHAPING[cfg.reward_shaping](stats_rewards, cfg.adv_eps), cfg.adv_eps)
+        adv_K = adv[keep_G] if cfg.overlong_filter_stats == "all" else adv
         for i, a in zip(keep_G.nonzero().flatten().tolist(), adv_K.tolist()):
             prompts.append(group.prompt_tokens)
             responses.append(group.response_tokens_G_T[i])
@@ -479,7 +488,8 @@ def actor_loss(cfg: GRPO, logprobs_B_T: Tensor, mb: dict) -> tuple[Tensor, Tenso
 
 __all__ = [
     "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping", "SHAPING",
-    "is_zero_variance", "nonzero_variance_groups", "is_informative", "collect_groups", "overlong_none",
+    "is_zero_variance", "nonzero_variance_groups", "is_informative", "statistics_rewards", "collect_groups",
+    "overlong_none",
     "overlong_zero", "overlong_filter", "OVERLONG", "pack_rows", "pad_share", "pack_sequences", "make_batch",
     "aggregate_token", "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
 ]

@@ -124,6 +124,9 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
                               f"supports for grpo stages only, not {s.kind} (set parallel.cp=1)")
         if s.actor.lr < 0:
             raise ConfigError(f"{where}.actor.lr: expected >= 0, got {s.actor.lr}")
+        if s.actor.lr_decay_steps < 0:
+            raise ConfigError(f"{where}.actor.lr_decay_steps: expected >= 0 (0 = the stage's steps), "
+                              f"got {s.actor.lr_decay_steps}")
     _validate_engine(cfg)
     _validate_gate(cfg.gate)
     if cfg.keep_checkpoints < 1:
@@ -348,6 +351,9 @@ def _validate_sampling_filters(s: Stage, where: str) -> None:
         if phase.temperature is not None and not phase.temperature > 0:
             raise ConfigError(f"{where}.length_curriculum.{k}.temperature: RL sampling needs > 0 (or None = "
                               f"rollout.temperature), got {phase.temperature}")
+        if not 0 <= phase.until_clip_ratio < 1:
+            raise ConfigError(f"{where}.length_curriculum.{k}.until_clip_ratio: expected a share in [0, 1) "
+                              f"(0 = run all its steps), got {phase.until_clip_ratio}")
     if s.length_curriculum and sum(p.steps for p in s.length_curriculum) != s.steps:
         raise ConfigError(f"{where}.length_curriculum: phase steps sum to "
                           f"{sum(p.steps for p in s.length_curriculum)}, expected steps={s.steps}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import typing
 from dataclasses import MISSING, fields, is_dataclass, replace
 from typing import Any, Literal
@@ -52,19 +53,25 @@ def _coerce(value: str, tp: Any, where: str) -> Any:
 
 
 def _length_phase(item: str, where: str) -> LengthPhase:
-    """``STEPS:TOKENS[:OVERLONG][:T<temperature>]`` → LengthPhase (OVERLONG default none, temperature default the
-    stage's): ``70:40960:zero:T0.8``. The ``T`` marks the number as a temperature, so either optional field may
-    come alone (``70:40960:T0.8``) and the three-field form of older command lines reads as before."""
+    """``STEPS:TOKENS[:OVERLONG][:T<temperature>][:C<clip ratio>]`` → LengthPhase (OVERLONG default none,
+    temperature default the stage's, no clip-ratio end): ``70:40960:zero:T0.8``, ``190:24576:filter:C0.1``. The
+    ``T`` / ``C`` mark the numbers, so each optional field may come alone and older command lines read as before."""
+    expected = "STEPS:TOKENS[:OVERLONG][:T<temperature>][:C<clip ratio>]"
     parts = item.split(":")
-    if not 2 <= len(parts) <= 4:
-        raise ConfigError(f"{where}: expected STEPS:TOKENS[:OVERLONG][:T<temperature>],..., got {item!r:.80}")
-    temperatures = [x[1:] for x in parts[2:] if x[:1] in ("T", "t")]
-    overlongs = [x for x in parts[2:] if x[:1] not in ("T", "t")]
-    if len(temperatures) > 1 or len(overlongs) > 1:
-        raise ConfigError(f"{where}: expected at most one OVERLONG and one T<temperature> per phase, got {item!r:.80}")
+    if not 2 <= len(parts) <= 5:
+        raise ConfigError(f"{where}: expected {expected},..., got {item!r:.80}")
+    # ``C`` marks a number only (``C0.1``), so a misspelt OVERLONG such as ``clip`` is named as one.
+    marks = {x: ("C" if x[:1] in "Cc" and re.fullmatch(r"[0-9.]+", x[1:]) else "T" if x[:1] in "Tt" else "")
+             for x in parts[2:]}
+    marked = {m: [x[1:] for x in parts[2:] if marks[x] == m] for m in ("T", "C")}
+    overlongs = [x for x in parts[2:] if not marks[x]]
+    if len(marked["T"]) > 1 or len(marked["C"]) > 1 or len(overlongs) > 1:
+        raise ConfigError(f"{where}: expected at most one OVERLONG, one T<temperature> and one C<clip ratio> per "
+                          f"phase, got {item!r:.80}")
     overlong = _coerce(overlongs[0] if overlongs else "none", Literal["none", "filter", "zero"], where)
-    temperature = _coerce(temperatures[0], float, f"{where} (T<temperature>)") if temperatures else None
-    return LengthPhase(_coerce(parts[0], int, where), _coerce(parts[1], int, where), overlong, temperature)
+    temperature = _coerce(marked["T"][0], float, f"{where} (T<temperature>)") if marked["T"] else None
+    clip = _coerce(marked["C"][0], float, f"{where} (C<clip ratio>)") if marked["C"] else 0.0
+    return LengthPhase(_coerce(parts[0], int, where), _coerce(parts[1], int, where), overlong, temperature, clip)
 
 
 def _stage_index(cfg: Cascade, key: str, where: str) -> int:

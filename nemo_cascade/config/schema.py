@@ -80,6 +80,11 @@ class Actor:
     min_lr: float = 0.0
     lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
     warmup_steps: int = 0
+    lr_decay_steps: int = 0
+    """Horizon of the cosine / linear decay from ``lr`` to ``min_lr``; 0 = the stage's own steps, so the LR
+    reaches ``min_lr`` at its last step ("cosine schedule to 0", T14). T14 also lists "Max Steps 100K" beside
+    the 20K / 32K steps SFT trains: ``100000`` here decays over that horizon instead (LR still ≈ 0.9 × max after
+    20K steps). Decided in docs/recipes.md ("Ambiguities, decided")."""
     weight_decay: float = 0.0
     adam_beta1: float = 0.9
     adam_beta2: float = 0.95
@@ -133,6 +138,10 @@ class GRPO:
     """Drop groups whose rewards are all equal: they carry zero advantage (dynamic filtering, §4.4.2)."""
     overlong: Literal["none", "filter", "zero"] = "none"
     """Truncated samples: filter = leave the loss; zero = reward 0; none = scored as they are (§4.5.2)."""
+    overlong_filter_stats: Literal["kept", "all"] = "kept"
+    """With ``overlong = filter``, what a filtered sample's reward still counts for: ``kept`` = nothing, it leaves
+    the loss and its group's mean/std; ``all`` = it leaves the loss only, its reward stays in the group's
+    mean/std (DAPO's loss mask). The paper says "skipped" (§4.5.2); docs/recipes.md says why ``kept``."""
     refill_max_rounds: int = 0
     """Dynamic sampling (DAPO-style, §4.4.2): after zero-variance groups are dropped, generate for as many more
     prompts as informative groups are missing, up to this many extra rounds, so the update sees
@@ -209,7 +218,7 @@ class Reward:
 @dataclass(frozen=True)
 class LengthPhase:
     """One phase of a response-length curriculum (Math RL, §4.5.2, T17–T18: 24K filter → 32K zero → 40K zero).
-    On the command line: ``stages.NAME.length_curriculum=STEPS:TOKENS[:OVERLONG][:T<temperature>],...``, e.g.
+    On the command line: ``stages.NAME.length_curriculum=STEPS:TOKENS[:OVERLONG][:T<temperature>][:C<clip ratio>],...``, e.g.
     ``190:24576:filter,240:32768:zero,70:40960:zero:T0.8`` (T17's three phases)."""
     steps: int
     max_response_tokens: int
@@ -218,6 +227,12 @@ class LengthPhase:
     """Sampling temperature of this phase; None = the stage's ``rollout.temperature``. The paper lowers it as
     responses grow: math 8B 1.0 → 0.8 at 40K (T17), 14B 1.2 → 1.1 (T18), code 8B 1.0 → 0.8 (T19). The actor's
     log-probs use the same temperature (the policy that sampled is the one the importance ratio is taken of)."""
+    until_clip_ratio: float = 0.0
+    """End the phase early, once the clip ratio — the share of samples truncated at ``max_response_tokens`` —
+    averaged over the phase's last 5 steps is at most this; ``steps`` is then the phase's maximum and the stage
+    ends when its last phase does. 0 = the phase runs exactly ``steps`` steps. The paper runs each math phase
+    "until clip-ratio reaches 10%" (§4.5.2) yet reports fixed step ranges (T17–T18); the recipes keep the
+    steps (docs/recipes.md, "Ambiguities, decided"). On the command line: ``:C0.1``."""
 
 
 @dataclass(frozen=True)

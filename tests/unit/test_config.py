@@ -150,7 +150,7 @@ def test_grpo_settings_overrides(tiny):
      "stages.math.length_curriculum: phase steps sum to 35, expected steps=40"),
     ("stages.math.length_curriculum=40:24:clip", "stages.math.length_curriculum: expected one of ['none'"),
     ("stages.math.length_curriculum=40",
-     "stages.math.length_curriculum: expected STEPS:TOKENS[:OVERLONG][:T<temperature>]"),
+     "stages.math.length_curriculum: expected STEPS:TOKENS[:OVERLONG][:T<temperature>][:C<clip ratio>]"),
     ("stages.math.length_curriculum=40:0:zero", "stages.math.length_curriculum.0: steps and max_response_tokens"),
     ("stages.math.length_curriculum.0.steps=3", "set 'length_curriculum' as a whole"),
     ("stages.sft.mode=half", "stages.sft.mode: 'half' splits GRPO batches"),

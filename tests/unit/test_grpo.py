@@ -140,6 +140,25 @@ def test_make_batch_overlong_filter_can_make_a_group_zero_variance():
     assert batch.num_sequences == 0 and batch.metrics["groups_dropped"] == 1
 
 
+def test_overlong_filter_stats_all_masks_the_loss_only():
+    """``overlong_filter_stats=all``: the truncated sample leaves the loss but its reward stays in the group's
+    mean/std — the same advantages as no filtering, for the kept samples only."""
+    g = lambda: group([7], [[1, 2], [3, 4, 5], [6], [8]], [1.0, 1.0, 0.0, 0.0],
+                      finish=["stop", "length", "stop", "stop"])
+    cfg = GRPO(overlong="filter", overlong_filter_stats="all", adv_eps=0.0)
+    batch = grpo.make_batch([g()], cfg, pad_id=0)
+    close(batch.advantages_S, [0.866025, -0.866025, -0.866025])
+    assert batch.tokens_B_T.tolist() == [[7, 1, 2], [7, 6, 0], [7, 8, 0]]
+    # A group whose kept samples agree still carries signal when the filtered one differs …
+    h = group([7], [[1], [2], [3]], [0.0, 1.0, 0.0], finish=["stop", "length", "stop"])
+    assert grpo.is_informative(h, cfg) and not grpo.is_informative(h, GRPO(overlong="filter"))
+    close(grpo.make_batch([h], cfg, pad_id=0).advantages_S, [-0.577350, -0.577350])
+    # … and a group with every sample filtered carries none.
+    every = group([7], [[1], [2]], [0.0, 1.0], finish=["length", "length"])
+    assert not grpo.is_informative(every, cfg)
+    assert grpo.make_batch([every], cfg, pad_id=0).metrics["groups_dropped"] == 1
+
+
 def test_make_batch_reward_shaping():
     g = group([1], [[2], [3], [4]], [0.0, 1.0, 3.0])
     plain = grpo.make_batch([g], GRPO(adv_eps=0.0), pad_id=0)
