@@ -323,10 +323,20 @@ def cmd_convert(args) -> int:
                             yarn_factor=args.yarn_factor, yarn_original=args.yarn_original)
         print(f"wrote {out} from {source.kind} {source.path}")
         if source.run_dir is not None and not args.no_card:
-            print(f"wrote {release.write_model_card(out, source)}")
+            card = release.write_model_card(out, source, license=args.license, base_model=args.base_model,
+                                            datasets=tuple(args.dataset))
+            print(f"wrote {card}")
         if args.verify:
             reference = source.path if source.kind == "hf" else None
             print(json.dumps(release.verify(out, reference)))
+    elif args.action == "check":
+        from nemo_cascade.convert.model_card import check_release_folder
+
+        problems = check_release_folder(Path(args.folder))
+        for problem in problems:
+            print(f"{args.folder}/{problem}", file=sys.stderr)
+        print(f"{args.folder}: {'ready to upload' if not problems else f'{len(problems)} problem(s)'}")
+        return 1 if problems else 0
     elif args.action == "from-hf":
         out = release.from_hf(args.source, args.out, tp=args.tp, pp=args.pp)
         print(f"wrote {out} (weights only, tp={args.tp} pp={args.pp})")
@@ -352,6 +362,14 @@ def _add_convert_parser(sub) -> None:
                        "8B, 3 for 14B; default: the run's model.yarn_factor, 0 = none)")
     to_hf.add_argument("--yarn-original", type=int, default=32768, help="positions YaRN scales from (32768)")
     to_hf.add_argument("--verify", action="store_true", help="load the result with transformers and generate")
+    to_hf.add_argument("--license", help="the card's hub license id (default: the base model card's, else unknown)")
+    to_hf.add_argument("--base-model", help="the card's base_model, a hub id ORG/NAME (default: what the base "
+                       "folder says it is: its HF cache path or config _name_or_path)")
+    to_hf.add_argument("--dataset", action="append", default=[], help="a hub dataset id the run trained on, for the "
+                       "card's datasets (repeat for several)")
+    check = actions.add_parser("check", help="offline checks a release folder passes before `hf upload`: the card's "
+                               "front matter, hub ids, shards named by the index, no temporary or oversized files")
+    check.add_argument("folder")
     from_hf = actions.add_parser("from-hf", help="HF folder → weights-only checkpoint in a TP × PP layout")
     from_hf.add_argument("source", help="HF folder")
     from_hf.add_argument("out", help="output checkpoint folder")

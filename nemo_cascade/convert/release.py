@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -247,10 +246,13 @@ def _write_generation_config(folder: Path, config: dict) -> None:
     path.write_text(json.dumps(generation, indent=2) + "\n")
 
 
-def write_model_card(folder: str | Path, source: Source, name: str = "") -> Path:
-    """``README.md`` for a release from a run: what was trained and how (stages, base, lineage hashes), and the
+def write_model_card(folder: str | Path, source: Source, name: str = "", *, license: str | None = None,
+                     base_model: str | None = None, datasets: tuple[str, ...] = ()) -> Path:
+    """``README.md`` for a release from a run: hub front matter (``convert/model_card.py``), what was trained and
+    how (stages, base, lineage hashes), the paper's numbers beside the run's where the benchmarks match, and the
     evaluation table taken from the run's own report (the forgetting matrix after every stage), with its
-    heatmap. Numbers are copied from the run's eval files, never typed in."""
+    heatmap. Numbers are copied from the run's eval files and the paper's tables, never typed in per release."""
+    from nemo_cascade.convert import model_card
     from nemo_cascade.evaluate.cascade_report import load_run, render_markdown
 
     if source.run_dir is None:
@@ -259,26 +261,36 @@ def write_model_card(folder: str | Path, source: Source, name: str = "") -> Path
     config, manifest = _run_config(run), json.loads((run / "manifest.json").read_text())
     stages = " → ".join(f"{s['name']} ({s.get('kind', '?')}"
                         + (f", {s['domain']}" if s.get("kind") == "grpo" else "") + ")" for s in config["stages"])
-    lines = ["---", "library_name: transformers", "tags: [nemo-cascade, cascade-rl]", "---", "",
-             f"# {name or config.get('name', run.name)}", "",
-             "Post-trained with nemo-cascade by Cascade RL (Nemotron-Cascade, arXiv "
+    try:
+        metadata = model_card.card_metadata(_run_base(run), license=license, base_model=base_model,
+                                            datasets=datasets, reward_model=_is_reward_model(folder))
+    except ValueError as e:
+        raise ConvertError(str(e)) from None
+    intro = ["Post-trained with nemo-cascade by Cascade RL (Nemotron-Cascade, arXiv "
              "2512.13607): domain-wise RL stages run in sequence, each starting from the previous stage's weights, "
              "with every domain evaluated after every stage.", "",
-             f"- base model: `{manifest.get('base_model', '?')}`",
+             f"- base model: `{metadata.get('base_model') or manifest.get('base_model', '?')}`",
              f"- stages: {stages}",
              f"- released weights: `{source.path.relative_to(run) if source.path.is_relative_to(run) else source.path}`",
              f"- chat template: `{source.chat_style or 'the base model’s'}`; decoding defaults (generation_config."
              f"json): temperature {GENERATION_DEFAULTS['temperature']}, top-p {GENERATION_DEFAULTS['top_p']} "
              "(paper App. B)",
              f"- lineage: git `{(manifest.get('git_sha') or 'unknown')[:12]}`, config sha256 "
-             f"`{manifest.get('config_sha256', '?')[:16]}`, seed {manifest.get('seed', '?')}", "",
-             "## Evaluation", "", "From the run's report (`nemo-cascade report RUN_DIR`):", ""]
-    report = render_markdown(load_run(run)).split("\n", 1)[1]  # drop the report's own title
-    report = report.replace("\n## ", "\n### ")
-    (folder / "README.md").write_text("\n".join(lines) + report)
-    if (run / "report.png").is_file():
-        shutil.copy2(run / "report.png", folder / "report.png")
-    return folder / "README.md"
+             f"`{manifest.get('config_sha256', '?')[:16]}`, seed {manifest.get('seed', '?')}"]
+    report = load_run(run)
+    markdown = render_markdown(report).split("\n", 1)[1].replace("\n## ", "\n### ")  # drop the report's title
+    return model_card.write_model_card(
+        folder, title=name or config.get("name", run.name), intro=intro, report_markdown=markdown,
+        metadata=metadata, comparison=model_card.paper_comparison(config.get("name", ""), report.history),
+        report_png=run / "report.png")
+
+
+def _is_reward_model(folder: Path) -> bool:
+    try:
+        architectures = json.loads((folder / "config.json").read_text()).get("architectures") or []
+    except (OSError, ValueError):
+        return False
+    return any(a.endswith("ForSequenceClassification") for a in architectures)
 
 
 # ------------------------------------------------------------------------------------------- HF → ckpt

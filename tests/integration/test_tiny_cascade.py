@@ -167,14 +167,22 @@ def test_rerun_skips_finished_stages(run):
 def test_release_from_the_run(run, tmp_path):
     """`convert to-hf RUN`: the last policy stage's weights, the paper's decoding defaults, the trained chat
     template and a model card whose evaluation table is the run's forgetting matrix."""
+    from huggingface_hub import ModelCard
+
     from nemo_cascade.convert import release
 
     out = tmp_path / "release"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                             "MASTER_PORT")}
     proc = subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "convert", "to-hf", str(run), str(out),
-                           "--verify"], capture_output=True, text=True, timeout=600, cwd=ROOT,
-                          env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
-                                                                                "MASTER_ADDR", "MASTER_PORT")})
+                           "--verify", "--license", "apache-2.0", "--dataset", "openai/gsm8k"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    front = ModelCard.load(out / "README.md").data
+    assert (front.license, front.datasets, front.pipeline_tag) == ("apache-2.0", ["openai/gsm8k"], "text-generation")
+    check = subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "convert", "check", str(out)],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert check.returncode == 0 and "ready to upload" in check.stdout, check.stdout + check.stderr[-2000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["tensors_equal"] and report["max_logit_diff"] == 0.0
     card = (out / "README.md").read_text()
