@@ -172,11 +172,33 @@ def _tokenizer_digest(folder: Path) -> str:
         if path.is_file() else ""
 
 
+def check_inputs_exist(cfg: C.Cascade) -> None:
+    """Every stage's data files, all at once: one line naming each missing one and, when a later stage has a
+    released checkpoint (``Stage.released_after``), the recipe that starts after the missing ones."""
+    from nemo_cascade.data.loader import is_generated
+
+    missing, last = [], -1
+    for k, s in enumerate(cfg.stages):
+        for j, d in enumerate((s.data, *s.extra_data)):
+            if not is_generated(d.source) and not Path(d.source).is_file():
+                missing.append(f"stages.{s.name}.{'data' if j == 0 else f'extra_data.{j - 1}'}.source: {d.source}: "
+                               f"no such file")
+                last = k
+    if not missing:
+        return
+    way = next((s for s in cfg.stages[last:] if s.released_after), None)
+    hint = (f"stage {way.name} has a released checkpoint: `nemo-cascade run {way.released_after}` starts after it "
+            f"and needs none of these" if way else "docs/recipes.md (Data) says where each file comes from")
+    count = f"{len(missing)} input files missing: " if len(missing) > 1 else ""
+    raise C.ConfigError(f"{count}{', '.join(missing)}; {hint}")
+
+
 def check_cascade(cfg: C.Cascade) -> dict[str, list[str]]:
     """Every file-level check of every stage; returns ``stage name → data fingerprints`` (data, then
     extra_data) for the manifest. Raises ConfigError (one line) on the first problem."""
     C.validate(cfg)
     check_model(cfg)
+    check_inputs_exist(cfg)
     fingerprints = {}
     for s in cfg.stages:
         where = f"stages.{s.name}"
@@ -199,6 +221,6 @@ def check_rm_server(cfg: C.Cascade, gpu_gib: float | None = None) -> str | None:
     return line
 
 
-__all__ = ["check_cascade", "check_model", "check_rm_server", "check_stage_needs", "check_tokenizer",
-           "data_fingerprint", "CHAT_TOKENS",
-           "check_endpoints", "served_endpoints", "stages_to_run"]
+__all__ = ["check_cascade", "check_inputs_exist", "check_model", "check_rm_server", "check_stage_needs",
+           "check_tokenizer", "data_fingerprint", "CHAT_TOKENS", "check_endpoints", "served_endpoints",
+           "stages_to_run"]

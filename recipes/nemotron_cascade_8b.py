@@ -291,16 +291,58 @@ def cascade(name: str, hf_path: str, parallel: Parallel, stages: tuple[Stage, ..
 
 def recipe() -> Cascade:
     """RLHF → IF-RL → math → code → SWE from an SFT checkpoint ([MCI] releases the paper's)."""
-    return cascade("nemotron-cascade-8b", f"{models_dir()}/Nemotron-Cascade-8B-SFT", PARALLEL, rl_stages(),
-                   ENGINE_MEMORY)
+    return cascade("nemotron-cascade-8b", f"{models_dir()}/Nemotron-Cascade-8B-SFT", PARALLEL,
+                   _marked(rl_stages()), ENGINE_MEMORY)
+
+
+RELEASED = {"rlhf": ("RLHF", "from_rlhf"), "if_ifbench": ("IFRL", "from_if_rl"), "math": ("MathRL", "from_math_rl"),
+            "code": ("CodeRL", "from_code_rl")}
+"""Stage → (the [MCI] checkpoint of the policy after it, the recipe function that starts from it). [MCI] releases
+the 8B's SFT, RLHF, IF-RL, math-RL and code-RL checkpoints, so a run can skip the stages whose data was never
+released (RLHF prompts, code-RL problems): preflight names these when an input is missing."""
+
+
+def _marked(stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
+    return tuple(replace(s, released_after=f"recipes/nemotron_cascade_8b.py:{RELEASED[s.name][1]}")
+                 if s.name in RELEASED else s for s in stages)
+
+
+def _after(stage: str) -> Cascade:
+    """The cascade's stages after ``stage``, from the released checkpoint of the policy after it
+    (``$NEMO_CASCADE_MODELS/Nemotron-Cascade-8B-<RLHF|IFRL|MathRL|CodeRL>``); its gate's first row is that
+    checkpoint's, the matching row of T2."""
+    stages = _marked(rl_stages())
+    later = stages[[s.name for s in stages].index(stage) + 1:]
+    return cascade(f"nemotron-cascade-8b-from-{RELEASED[stage][0].lower()}",
+                   f"{models_dir()}/Nemotron-Cascade-8B-{RELEASED[stage][0]}", PARALLEL, later, ENGINE_MEMORY)
+
+
+def from_rlhf() -> Cascade:
+    """IF-RL → math → code → SWE from the released RLHF checkpoint: no RLHF prompts, no reward model."""
+    return _after("rlhf")
+
+
+def from_if_rl() -> Cascade:
+    """Math → code → SWE from the released IF-RL checkpoint."""
+    return _after("if_ifbench")
+
+
+def from_math_rl() -> Cascade:
+    """Code → SWE from the released math-RL checkpoint."""
+    return _after("math")
+
+
+def from_code_rl() -> Cascade:
+    """SWE RL alone from the released code-RL checkpoint: no code-RL problems (never released) needed."""
+    return _after("code")
 
 
 def with_sft() -> Cascade:
     """SFT 16K → SFT 32K (T14) → the RL cascade, from Qwen3-8B-Base (§1)."""
     sft = sft_stages(steps=(20_000, 32_000), lrs=(5e-5, 2e-5))  # T14, 8B column
     # The pretrained base does not chat: no gate row before the first SFT stage.
-    return cascade("nemotron-cascade-8b", f"{models_dir()}/Qwen3-8B-Base", SFT_PARALLEL, (*sft, *rl_stages()),
-                   ENGINE_MEMORY, evaluate_base=False)
+    return cascade("nemotron-cascade-8b", f"{models_dir()}/Qwen3-8B-Base", SFT_PARALLEL,
+                   (*sft, *_marked(rl_stages())), ENGINE_MEMORY, evaluate_base=False)
 
 
 # ------------------------------------------------------------------------------------------------ docs/recipes.md

@@ -322,6 +322,10 @@ class Stage:
     first parts of one paper stage split into several (SWE RL's 16K-input part before ``swe_24k``, T20; IF-RL's
     IFEval-taxonomy part before its IFBench part, T16): the paper reports one row per stage (T2, T4–T8), and the
     next evaluated row is compared with the rows before the split."""
+    released_after: str = ""
+    """A recipe (``FILE.py:function``) that starts after this stage from a released checkpoint of its policy;
+    when an input of this stage or an earlier one is missing, preflight names it as the way around (the 8B's
+    intermediate checkpoints: after RLHF, IF-RL, math RL and code RL)."""
 
 
 @dataclass(frozen=True)

@@ -94,9 +94,11 @@ def card_metadata(base_folder: Path, *, license: Optional[str] = None, base_mode
 def paper_comparison(cascade_name: str, history: list[tuple[str, dict[str, tuple[float, float]]]]) -> list[str]:
     """Markdown lines: the run's last evaluated row beside the paper's numbers on the same benchmarks (empty when
     the cascade is not one of the paper's models or no suite matches)."""
-    if cascade_name not in PAPER_RESULTS or not history:
+    # the recipes that start from a released checkpoint (``…-from-rlhf``) end in the same model
+    key = cascade_name.split("-from-")[0]
+    if key not in PAPER_RESULTS or not history:
         return []
-    source, paper = PAPER_RESULTS[cascade_name]
+    source, paper = PAPER_RESULTS[key]
     row_name, row = history[-1]
     shared = [s for s in paper if s in row]
     if not shared:

@@ -53,6 +53,7 @@ def test_the_paper_comparison_shows_matching_benchmarks_only():
     lines = M.paper_comparison("nemotron-cascade-8b", history)
     assert "| ifeval | 88.5 ± 1.2 | 90.2 |" in lines and "| aime25 | 79.0 ± 2.0 | 80.1 |" in lines
     assert not any("mbpp" in line for line in lines)
+    assert M.paper_comparison("nemotron-cascade-8b-from-rlhf", history) == lines
     assert M.paper_comparison("tiny", history) == [] and M.paper_comparison("nemotron-cascade-8b", []) == []
 
 
