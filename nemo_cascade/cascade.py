@@ -291,11 +291,8 @@ class CascadeRun:
     def train_reward_model(self, k: int, stage: C.Stage) -> None:
         """A Bradley–Terry RM (§4.2) from the current policy's weights (its LM head replaced by a scalar head),
         exported as an HF *ForSequenceClassification folder that vLLM serves for later stages."""
-        from functools import partial
-
         from nemo_cascade.actor.reward_model import RewardModelActor
-        from nemo_cascade.convert.arch import reward_model_config
-        from nemo_cascade.convert.export import export_hf
+        from nemo_cascade.convert.export import export_reward_model
         from nemo_cascade.data.preference import load_preference_pairs
         from nemo_cascade.metrics import MetricsLog
 
@@ -310,8 +307,8 @@ class CascadeRun:
         rm.configure_optimizer(stage.actor, stage.steps)
         log_ = MetricsLog(sdir, stage.name, stage.steps, self.cfg.wandb, self.cfg.name, start_step=start)
         run_reward_model(StageContext(rm, None, pad_id(self.tokenizer), sdir, log_, saves), stage, pairs)
-        export_hf(rm, sdir / "hf", self.weights_from,
-                  config_fn=partial(reward_model_config, pad_token_id=pad_id(self.tokenizer)))
+        # its chat template: the rendering its pairs were trained with (data/rm_input.py), not the base's
+        export_reward_model(rm, sdir / "hf", self.weights_from, pad_id(self.tokenizer), stage.mode, self.cfg.chat_style)
         self.reward_models[stage.name] = sdir / "hf"
         self._finish(k, stage, sdir, started, None)
 

@@ -3,7 +3,9 @@ linear head on the last hidden state), trained for one epoch on 82K preference p
 (``runs/reward-model-72b/stages/0-rm/hf``, a ``*ForSequenceClassification`` folder) is what the policy recipes
 score RLHF with and the thinking models' IF-RL bonus: serve it with ``vllm serve EXPORT --runner pooling`` and
 set ``NEMO_CASCADE_RM_URL`` (recipes/nemotron_cascade_*.py). The policy cascades cannot train it themselves: a
-``reward_model`` stage starts from the policy's weights, and this RM has its own 72B base.
+``reward_model`` stage starts from the policy's weights, and this RM has its own 72B base. The export's chat template
+is the rendering its pairs were trained with (cascade1, `` /no_think`` flags; ``data/rm_input.py``), not
+Qwen2.5-72B-Instruct's, and the client renders with it too (§4.3: the RM scores what it learned).
 
 Environment: ``NEMO_CASCADE_MODELS`` (default ``models``) holds ``Qwen2.5-72B-Instruct``; ``NEMO_CASCADE_DATA``
 (default ``data/nemotron-cascade``) holds ``rm/preference_pairs.jsonl`` (rows ``{"prompt", "chosen",

@@ -7,22 +7,29 @@ checkpoint that looks complete.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 import torch
 
 from nemo_cascade import ranks
+from nemo_cascade.convert.arch import reward_model_config
 from nemo_cascade.convert.hf_io import copy_side_files, write_sharded
+from nemo_cascade.data.rm_input import rm_chat_template
+from nemo_cascade.data.tokenizer import write_chat_template
 from nemo_cascade.files import published_folder
 
 
 def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dtype | None = None,
-              max_shard_bytes: int = 2 << 30, config_fn: Callable[[dict], dict] | None = None) -> Path | None:
+              max_shard_bytes: int = 2 << 30, config_fn: Callable[[dict], dict] | None = None,
+              chat_template: str | None = None) -> Path | None:
     """Write ``out_dir`` (config.json, safetensors shards + index, tokenizer files). Returns the path on rank 0.
 
     ``config_fn`` maps the base folder's config to the exported one (the reward model's
-    ``*ForSequenceClassification`` config, ``arch.reward_model_config``); default: unchanged."""
+    ``*ForSequenceClassification`` config, ``arch.reward_model_config``); default: unchanged.
+    ``chat_template``: replaces the base's chat template in the exported tokenizer files (written before the
+    folder is published, so it never appears with the base's); default: the base's, copied."""
     out = Path(out_dir)
     tensors = actor.iter_hf_weights(dtype=dtype)
     if not ranks.is_main():
@@ -39,5 +46,16 @@ def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dty
             config["torch_dtype"] = str(dtype).removeprefix("torch.")
         (tmp / "config.json").write_text(json.dumps(config, indent=2))
         copy_side_files(base_dir, tmp)
+        if chat_template is not None:
+            write_chat_template(tmp, chat_template)
     ranks.barrier()
     return out
+
+
+def export_reward_model(actor, out_dir: str | Path, base_dir: str | Path, pad_token_id: int, mode: str,
+                        style: str) -> Path | None:
+    """Export a Bradley–Terry RM (§4.2) as a ``*ForSequenceClassification`` folder whose chat template renders
+    conversations exactly as its training pairs were rendered (``data.rm_input``: ``style`` in ``mode``), not
+    the base model's template: any server of the folder then shows the RM the format it learned (§4.3)."""
+    return export_hf(actor, out_dir, base_dir, config_fn=partial(reward_model_config, pad_token_id=pad_token_id),
+                     chat_template=rm_chat_template(mode, style))

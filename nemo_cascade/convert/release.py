@@ -50,6 +50,8 @@ class Source:
     chat_style: str = ""
     """The cascade's chat template style (config ``chat_style``); empty: keep the base's template."""
     run_dir: Path | None = None
+    rm_mode: str = ""
+    """A ``reward_model`` stage's mode: its release chats as its pairs were rendered (``data.rm_input``, §4.2)."""
 
 
 # ------------------------------------------------------------------------------------------- resolve
@@ -62,6 +64,7 @@ def resolve(path: str | Path, base: str | Path | None = None) -> Source:
         raise ConvertError(f"{p}: no such file or directory")
     run = _run_of(p)
     chat_style = _run_config(run).get("chat_style", "") if run else ""
+    rm_mode = _rm_stage_mode(run, p) if run else ""
     if run is not None and p == run:
         p = _last_policy_stage(run)
     if (p / "hf" / "config.json").is_file():  # a finished stage: its export holds the final weights
@@ -91,7 +94,7 @@ def resolve(path: str | Path, base: str | Path | None = None) -> Source:
                            f"tokenizer of the model it was trained from)")
     if not (base_dir / "config.json").is_file():
         raise ConvertError(f"{base_dir}: no config.json (expected the HF folder the run started from)")
-    return Source(kind, p, base_dir, chat_style, run)
+    return Source(kind, p, base_dir, chat_style, run, rm_mode)
 
 
 def _run_of(p: Path) -> Path | None:
@@ -106,6 +109,15 @@ def _run_config(run: Path) -> dict:
         return json.loads((run / "config.json").read_text())
     except (OSError, ValueError) as e:
         raise ConvertError(f"{run / 'config.json'}: unreadable ({type(e).__name__}: {e})") from None
+
+
+def _rm_stage_mode(run: Path, p: Path) -> str:
+    """The mode of the ``reward_model`` stage ``p`` lies in (its folder, export or checkpoint), else empty."""
+    for k, s in enumerate(_run_config(run).get("stages", [])):
+        folder = run / "stages" / f"{k}-{s.get('name')}"
+        if s.get("kind") == "reward_model" and (p == folder or folder in p.parents):
+            return s.get("mode", "no_think")
+    return ""
 
 
 def _run_base(run: Path) -> Path:
@@ -230,9 +242,12 @@ def _write_folder(source: Source, spec: A.HFModelSpec, tensors, first_dtype: lis
         copy_side_files(source.path, tmp)  # a stage export's own tokenizer files and chat template win
     _write_generation_config(tmp, config)
     if source.chat_style:
-        from nemo_cascade.data.tokenizer import set_chat_template
+        from nemo_cascade.data.rm_input import rm_chat_template
+        from nemo_cascade.data.tokenizer import set_chat_template, write_chat_template
 
-        if (tmp / "tokenizer_config.json").is_file():
+        if (tmp / "tokenizer_config.json").is_file() and source.rm_mode:  # an RM: its training rendering
+            write_chat_template(tmp, rm_chat_template(source.rm_mode, source.chat_style))
+        elif (tmp / "tokenizer_config.json").is_file():
             set_chat_template(tmp, source.chat_style)
 
 

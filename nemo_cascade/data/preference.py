@@ -13,8 +13,9 @@ and the field. A pair whose two responses are identical carries no preference (t
 ties, §4.2): it is skipped and counted (``PromptList.dropped_ties``).
 
 Each side is tokenised as the whole conversation with the response as the final assistant turn, rendered by
-the chat template **without** a generation prompt — exactly what the served RM's client sends
-(``rewards.remote.RewardModelClient.score_conversations``), so the RM is trained on the inputs it will score.
+:func:`~nemo_cascade.data.rm_input.render_rm_input` (the chat template, **no** generation prompt) — the one
+rendering the exported RM's chat template and the served RM's client
+(``rewards.remote.RewardModelClient.score_conversations``) also use, so the RM scores the inputs it learned.
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ import random
 from pathlib import Path
 
 from ..config import Data
-from .chat import render, valid_mode
+from .chat import valid_mode
 from .loader import SYNTHETIC_PREFIX, DataError, PromptList, generated_rows, read_jsonl
+from .rm_input import render_rm_input
 from .synthetic import sft_pairs
 
 log = logging.getLogger(__name__)
@@ -152,7 +154,7 @@ def load_preference_pairs(data_cfg: Data, tokenizer, mode: str, style: str = "ca
 
 
 def _encode_conversation(tokenizer, messages: list[dict], response: str, mode: str, style: str) -> list[int]:
-    text = render([*messages, {"role": "assistant", "content": response}], mode, style, add_generation_prompt=False)
+    text = render_rm_input([*messages, {"role": "assistant", "content": response}], mode, style)
     # The template holds every control token; special tokens added here would be a second copy.
     return list(tokenizer.encode(text, add_special_tokens=False))
 

@@ -127,13 +127,19 @@ def set_chat_template(folder: str | os.PathLike, style: str) -> None:
     the template the model was trained with."""
     from .chat import JINJA_TEMPLATES
 
+    write_chat_template(folder, JINJA_TEMPLATES[style])
+
+
+def write_chat_template(folder: str | os.PathLike, template: str) -> None:
+    """Make ``template`` an HF folder's chat template, in both places a reader may look (see
+    :func:`set_chat_template`); the exported reward model's is ``data.rm_input.rm_chat_template``."""
     out = Path(folder)
     cfg_path = out / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text())
-    cfg["chat_template"] = JINJA_TEMPLATES[style]
+    cfg["chat_template"] = template
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-    (out / "chat_template.jinja").write_text(JINJA_TEMPLATES[style])
+    (out / "chat_template.jinja").write_text(template)
 
 
-__all__ = ["build_tiny_tokenizer", "set_chat_template", "default_corpus", "cascade_corpus", "CORPORA", "SPECIAL_TOKENS", "THINK_TOKENS", "PAD_TOKEN",
+__all__ = ["build_tiny_tokenizer", "set_chat_template", "write_chat_template", "default_corpus", "cascade_corpus", "CORPORA", "SPECIAL_TOKENS", "THINK_TOKENS", "PAD_TOKEN",
            "EOS_TOKEN", "PRETOKENIZE_REGEX"]

@@ -3,10 +3,14 @@
 Two scores, one transport:
 
 - :class:`RewardModelClient` — a Bradley–Terry reward model's scalar (paper §4.2: a linear head on the last
-  hidden state; §4.3 uses it as the RLHF reward). Inputs are rendered with the **server's** tokenizer and chat
-  template (``/tokenize``), then scored many per request through ``/classify`` with ``use_activation=false``,
-  which returns the raw logit — the default applies a sigmoid (vLLM 0.32, ENV.md). A BT score is meant to be
-  compared across responses; the sigmoid would squash it.
+  hidden state; §4.3 uses it as the RLHF reward). The client renders each conversation itself with
+  ``data.rm_input.render_rm_input``, the rendering the RM stage trained on, and the server only tokenises the
+  text (``/tokenize``: the folder's tokenizer is the training one) — its chat template never shapes a scored
+  input. Which (style, mode) the RM was trained with is read once from the server: the exported RM's chat
+  template renders a probe conversation as exactly one of the RM renderings, else the server is refused (an RM
+  folder carrying its base model's template). The ids are scored many per request through ``/classify`` with
+  ``use_activation=false``, which returns the raw logit — the default applies a sigmoid (vLLM 0.32). A BT
+  score is meant to be compared across responses; the sigmoid would squash it.
 - :class:`JudgeClient` — a judge LM's P("YES") (SWE reward, paper §4.7 Eq. 2, Kimi-Dev-72B). Tokenizers may
   split a word (" YES" → " Y" + "ES"; ENV.md), so reading the top logprobs of the first generated token is
   wrong in general. Instead P("YES") = Σ over spellings v of P(tokens(v) | prompt), each by the chain rule:
@@ -46,6 +50,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence, Union
 
+from ..data.rm_input import PROBE, RM_RENDERINGS, render_rm_input
 from .endpoints import (RESTART_WAIT_S, EndpointError, UrlFile, check_http_url, healthy,
                         is_file_url)
 
@@ -254,11 +259,39 @@ class RewardModelClient(_ServedModel):
     def __init__(self, url: str, model: Optional[str] = None, *, batch_size: int = 32, concurrency: int = 4,
                  **http):
         super().__init__(url, model, batch_size, concurrency, **http)
+        self._rendering: Optional[tuple[str, str]] = None
+
+    def rendering(self) -> tuple[str, str]:
+        """The ``(style, mode)`` of ``data.rm_input.RM_RENDERINGS`` the served RM was trained with, read once:
+        the server renders ``rm_input.PROBE`` with its chat template (the exported RM's is its training
+        rendering, ``rm_input.rm_chat_template``) and the token ids must equal those of exactly one
+        rendering's text. Otherwise a one-line :class:`RewardServerError` quoting what the server rendered."""
+        if self._rendering is None:
+            served, _ = self.tokenize(list(PROBE), add_generation_prompt=False)
+            found = [r for r in RM_RENDERINGS if self._text_ids(render_rm_input(PROBE, r[1], r[0])) == served]
+            if len(found) != 1:
+                shown = self.http.post("/detokenize", self._payload(tokens=served))
+                text = shown.get("prompt") if isinstance(shown, dict) else shown
+                raise RewardServerError(
+                    f"{self.http.base_url}: the served reward model's chat template renders a conversation as "
+                    f"{_one_line(repr(text), 160)}, not as a reward_model stage trains (data.rm_input: cascade1 "
+                    f"with /think or /no_think flags, or plain ChatML); serve an RM exported by its reward_model "
+                    f"stage (its folder carries that rendering as its chat template)")
+            self._rendering = found[0]
+        return self._rendering
+
+    def _text_ids(self, text: str) -> list[int]:
+        """The server tokenizer's ids of an RM input, no special tokens added: as the training pairs were
+        encoded (``data.preference``); the rendered text holds every control token itself."""
+        return self.tokenize(text, add_generation_prompt=False, special=False)[0]
 
     def score_conversations(self, conversations: Sequence[Messages]) -> list[float]:
         """One score per conversation (``[{"role", "content"}, ...]``, ending with the assistant turn to
-        judge), rendered with the served model's chat template, no generation prompt."""
-        return self._score_ids(self._map(lambda c: self.tokenize(c, add_generation_prompt=False), conversations))
+        judge), rendered here by ``render_rm_input`` in the served RM's training rendering (:meth:`rendering`)."""
+        style, mode = self.rendering()
+        texts = [render_rm_input(c, mode, style) for c in conversations]
+        return self._score_ids(self._map(lambda t: self.tokenize(t, add_generation_prompt=False, special=False),
+                                         texts))
 
     def score_texts(self, texts: Sequence[str]) -> list[float]:
         """One score per already-formatted string (tokenized by the server, special tokens added)."""

@@ -5,7 +5,7 @@ so the policy is not rewarded for how its reasoning reads; a thinking response t
 ``</think>`` is scored **whole** (thinking included), which the RM scores low, and so penalises unfinished
 responses without a special case. The RM (paper §4.2: Qwen2.5-72B-Instruct + a linear head, BT loss) is
 queried through :class:`nemo_cascade.rewards.remote.RewardModelClient`: the label's conversation plus the
-answer as the final assistant turn, rendered by the RM's own chat template on the server. No reward shaping
+answer as the final assistant turn, rendered as the RM's training pairs were (``data.rm_input``). No reward shaping
 (paper §4.3: none with the 72B RM). The RLHF code-switch penalty (batch min − 10) is applied by the
 language-mixing module, not here.
 

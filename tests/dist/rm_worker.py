@@ -1,10 +1,13 @@
 """torchrun worker for the reward-model tests: a Bradley–Terry actor trained 3 steps on fixed pairs, its
 scores, and its HF export, in one parallel layout.
 
-Run: torchrun --nproc_per_node=N tests/dist/rm_worker.py MODEL_DIR OUT_DIR TP PP
-Writes OUT_DIR/rm (the exported *ForSequenceClassification folder) and, on rank 0, OUT_DIR/result.json with
-per-step losses / grad norms / metrics, the scores before and after training of fixed evaluation sequences,
-and those sequences.
+Run: torchrun --nproc_per_node=N tests/dist/rm_worker.py MODEL_DIR OUT_DIR TP PP [MODE STYLE]
+Writes OUT_DIR/rm (the exported *ForSequenceClassification folder, its chat template the RM rendering of
+STYLE in MODE, default cascade1 / no_think) and, on rank 0, OUT_DIR/result.json with per-step losses / grad
+norms / metrics, the scores before and after training of fixed evaluation sequences, and those sequences.
+If OUT_DIR/conversations.json exists (a list of conversations, each ending with an assistant turn), the
+trained actor also scores them as the RM stage reads its pairs — ``data.preference.load_preference_pairs``,
+then the batch builder and the forward — into ``conversation_scores``.
 """
 import json
 import sys
@@ -15,13 +18,14 @@ import torch
 
 def main():
     model_dir, out, tp, pp = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    mode, style = sys.argv[5:7] if len(sys.argv) > 5 else ("no_think", "cascade1")
     import torch.distributed as dist
 
     from nemo_cascade import config as C
     from nemo_cascade.actor.reward_model import RewardModelActor
     from nemo_cascade.algorithms.reward_model import bt_loss_terms, make_pair_batch
-    from nemo_cascade.convert.arch import read_hf_config, reward_model_config
-    from nemo_cascade.convert.export import export_hf
+    from nemo_cascade.convert.arch import read_hf_config
+    from nemo_cascade.convert.export import export_reward_model
 
     pad = 0
     vocab = read_hf_config(model_dir).vocab_size
@@ -48,15 +52,40 @@ def main():
     actor.configure_optimizer(C.Actor(lr=1e-3, clip_grad=1.0, adam_eps=1e-4), total_steps=3)
     steps = [actor.train_step(batch.tensors(), loss_fn) for _ in range(3)]
     final = actor.scores(ev.tokens_B_T, ev.last_B)
-    export_hf(actor, out / "rm", model_dir, config_fn=lambda c: reward_model_config(c, pad))
+    conversation_scores = _conversation_scores(actor, model_dir, out, mode, style, pad)
+    export_reward_model(actor, out / "rm", model_dir, pad, mode, style)
     if dist.get_rank() == 0:
         json.dump({"loss": [s.loss for s in steps], "grad_norm": [s.grad_norm for s in steps],
                    "pairs": [s.tokens for s in steps], "accuracy": [s.metrics["accuracy"] for s in steps],
                    "margin": [s.metrics["margin"] for s in steps], "truncated": batch.num_truncated,
-                   "initial_scores": initial.tolist(), "final_scores": final.tolist(), "eval_rows": eval_rows},
+                   "initial_scores": initial.tolist(), "final_scores": final.tolist(), "eval_rows": eval_rows,
+                   "conversation_scores": conversation_scores},
                   open(out / "result.json", "w"))
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _conversation_scores(actor, model_dir, out, mode, style, pad):
+    """The actor's scores of OUT_DIR/conversations.json read as preference rows (each conversation's last turn
+    the chosen response, a fixed rejected one), through the RM stage's own loading and batching; None without
+    the file."""
+    path = out / "conversations.json"
+    if not path.is_file():
+        return None
+    from transformers import AutoTokenizer
+
+    from nemo_cascade import config as C
+    from nemo_cascade.algorithms.reward_model import make_pair_batch
+    from nemo_cascade.data.preference import load_preference_pairs
+
+    import torch.distributed as dist
+
+    rows = out / f"conversation_pairs.rank{dist.get_rank()}.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": c[:-1], "chosen": c[-1]["content"], "rejected": "\x00"}) + "\n"
+                            for c in json.loads(path.read_text())))
+    pairs = load_preference_pairs(C.Data(source=str(rows)), AutoTokenizer.from_pretrained(model_dir), mode, style)
+    batch = make_pair_batch(pairs, max_tokens=10_000, pad_id=pad)
+    return actor.scores(batch.tokens_B_T, batch.last_B)[0::2].tolist()  # the chosen rows
 
 
 if __name__ == "__main__":

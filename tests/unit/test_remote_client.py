@@ -194,6 +194,53 @@ def test_inputs_over_the_context_keep_their_last_tokens():
         assert fake.requests[-1][1]["input"] == [[6, 7, 8, 9]] and client.truncated == 1
 
 
+# ------------------------------------------------------------------------------------ the RM's rendering
+
+# /tokenize answers while the client reads the served RM's rendering: the server's rendering of the probe (by
+# its chat template), then the ids of each rendering of data.rm_input.RM_RENDERINGS (cascade1 think, cascade1
+# no_think, plain ChatML); the probe rendered as the second one = an RM trained in cascade1 / no_think.
+PROBE_ANSWERS = [(200, tokenize_answer([2, 2])), (200, tokenize_answer([1, 1])), (200, tokenize_answer([2, 2])),
+                 (200, tokenize_answer([3, 3]))]
+
+
+def test_conversations_are_rendered_by_the_client_in_the_served_rms_training_rendering():
+    """The server's chat template only tells which rendering the RM was trained with (§4.2): the client renders
+    every conversation itself (data.rm_input.render_rm_input) and the server tokenises that text, adding no
+    special tokens — as the RM stage encoded its pairs."""
+    from nemo_cascade.data.rm_input import PROBE, render_rm_input
+
+    conv = [{"role": "system", "content": "s"}, {"role": "user", "content": "q", "mode": "think"},
+            {"role": "assistant", "content": "a \ud800"}]
+    script = {"/tokenize": PROBE_ANSWERS + [(200, tokenize_answer([7, 8]))],
+              "/classify": [(200, classify_answer([0.25]))]}
+    with ScriptedServer(script) as fake:
+        client = RewardModelClient(fake.url)
+        assert client.score_conversations([conv]) == [0.25]
+        assert client.score_conversations([conv]) == [0.25]  # the rendering is read once
+        assert client.rendering() == ("cascade1", "no_think")
+    sent = [body for path, body in fake.requests if path == "/tokenize"]
+    assert sent[0]["messages"] == list(PROBE) and sent[0]["add_generation_prompt"] is False
+    renderings = [("cascade1", "think"), ("cascade1", "no_think"), ("chatml", "no_think")]
+    assert [b["prompt"] for b in sent[1:4]] == [render_rm_input(PROBE, m, s) for s, m in renderings]
+    scored = sent[4:]
+    assert len(scored) == 2 and all("messages" not in b and b["add_special_tokens"] is False for b in scored)
+    assert scored[0]["prompt"] == render_rm_input(conv, "no_think", "cascade1").replace("\ud800", "?")
+    assert fake.requests[-1] == ("/classify", {"input": [[7, 8]], "use_activation": False})
+
+
+def test_a_served_rm_whose_template_is_not_a_training_rendering_is_refused_in_one_line():
+    """An RM folder exported with its base model's chat template (a default system prompt, no flags) would be
+    scored on a format it never saw: refused, quoting what the server rendered."""
+    script = {"/tokenize": [(200, tokenize_answer([9, 9]))] + PROBE_ANSWERS[1:],
+              "/detokenize": [(200, json.dumps({"prompt": "<|im_start|>system\nYou are Qwen<|im_end|>"}).encode())]}
+    with ScriptedServer(script) as fake:
+        with pytest.raises(RewardServerError, match="not as a reward_model stage trains") as err:
+            RewardModelClient(fake.url).score_conversations([[{"role": "user", "content": "q"},
+                                                              {"role": "assistant", "content": "a"}]])
+        assert "You are Qwen" in one_line_naming(err, fake.url)
+        assert fake.calls("/classify") == 0
+
+
 # ------------------------------------------------------------------------------------ garbage answers
 
 GARBAGE = {

@@ -105,7 +105,7 @@ def test_pairs_are_templated_conversations(tok, tmp_path):
     expected = render([{"role": "user", "content": "What is 1 + 1?"}, {"role": "assistant", "content": "2"}],
                       "no_think", add_generation_prompt=False)
     assert tok.decode(pairs[0][0]) == expected
-    # ...which is what the served RM's client sends: the tokenizer's own chat template, no generation prompt.
+    # ...the RM rendering (data.rm_input), which the tiny tokenizer's cascade1 template also gives in no_think mode.
     conv = msgs + [{"role": "assistant", "content": "Go away."}]
     assert pairs[1][1] == tok.apply_chat_template(conv, tokenize=True, add_generation_prompt=False,
                                                   return_dict=False)
