@@ -45,6 +45,9 @@ the hash while it holds its default — the value every config written before it
 interrupted before the field existed still resumes, and the hash changes only when the field is set.
 (``GRPO.sequence_packing`` and ``Reward.score_while_generating`` default to on although runs before them did
 neither: they change how rows are laid out and when rewards are computed, not what is trained.)"""
+ADDED_LATER["Reward"] += ("code_switch_rule", "code_switch_script")
+# The code-switch rule's default (auto: the paper's rule per stage, §4.3.2, §4.5.2) replaced a fixed Latin test
+# that was a bug against the paper, as a verifier fix is: a stage resumed across it keeps its hash.
 
 
 def config_hash(obj) -> str:

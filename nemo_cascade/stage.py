@@ -163,7 +163,9 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
                 crash_point("generate")
                 with timer("score"):
                     groups = _score_on_every_rank(scoring.finish, mine)
-            switched.append(penalize_code_switching(groups, stage.reward.code_switch_penalty))  # whole round (§4.3.2)
+            rw = stage.reward  # whole round (§4.3.2); the rule reads each group's prompt (§4.3.2, §4.5.2)
+            switched.append(penalize_code_switching(groups, rw.code_switch_penalty, rw.code_switch_rule,
+                                                    rw.code_switch_script))
             return groups
 
         try:

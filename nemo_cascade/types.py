@@ -26,6 +26,10 @@ class Prompt:
     """Thinking mode the prompt was templated with (` /think` or ` /no_think` flag in the user turn)."""
     uid: str = ""
     """Stable id of the source row, for logs, epoch-level filtering and resume checks."""
+    user_text: str = ""
+    """The prompt's user turns as written (joined by blank lines, no template): the code-switch rule reads the
+    prompt's language from them (``rewards.language.reply_scripts``, §4.3.2, §4.5.2). Empty: unknown, and the
+    prompt counts as written in ``Reward.code_switch_script``."""
 
 
 @dataclass

@@ -193,6 +193,16 @@ class Reward:
     code_switch_penalty: str = "auto"
     """Reward of a language-mixing sample: a number (e.g. ``-1``), ``batch_min_minus_10``, ``none``, or ``auto``
     = the paper's value for the domain: math −1 (§4.5), code 0 (§4.6), rlhf batch min − 10 (§4.3.2), else none."""
+    code_switch_rule: Literal["auto", "english_prompt_only", "prompt_language", "fixed_script"] = "auto"
+    """Which samples count as language-mixing (nemo_cascade.rewards.language): ``english_prompt_only`` — a
+    non-Latin script in the answer to a purely English (Latin-script) prompt; other prompts never (§4.3.2);
+    ``prompt_language`` — a script in the answer that its prompt's language does not use (§4.5.2);
+    ``fixed_script`` — any script outside ``code_switch_script``, the prompt unread; ``auto`` = the paper's rule
+    for the domain: rlhf english_prompt_only, else prompt_language."""
+    code_switch_script: Literal["latin", "chinese", "japanese", "korean", "cyrillic", "greek", "arabic", "hebrew",
+                                "devanagari", "thai"] = "latin"
+    """The language of ``fixed_script``, and the one a prompt without prose letters (only math or code) is taken
+    to be in (the keys of rewards.language.EXPECTED_SCRIPTS)."""
     answer_pattern: Optional[str] = None
     """math: where the final answer is. None = the last ``\\boxed{}`` (§4.5); ``gsm8k``, ``answer_is`` or a regex."""
     verify_timeout_s: float = 5.0

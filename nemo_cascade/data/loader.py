@@ -254,7 +254,9 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         ids = [_encode(tokenizer, render(messages, m, style)) for m in modes]
         if not _fits(out, [len(x) for x in ids], data_cfg.min_prompt_tokens, max_prompt_tokens):
             continue
-        variants = [Prompt(prompt_tokens=x, domain=domain, label=label, mode=m, uid=uid) for x, m in zip(ids, modes)]
+        user_text = "\n\n".join(m["content"] for m in messages if m["role"] == "user")  # code-switch rule's input
+        variants = [Prompt(prompt_tokens=x, domain=domain, label=label, mode=m, uid=uid, user_text=user_text)
+                    for x, m in zip(ids, modes)]
         out.append(variants[0])
         if mode == "half":
             out.alternate.append(variants[1])

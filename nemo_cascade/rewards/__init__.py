@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from . import code, ifeval, math, rlhf, swe
 from .scoring import (MixedScorer, ScoreAsFinished, Scorer, apply_code_switch_penalty, penalize_code_switching,
-                      resolve_code_switch_penalty, reward_metrics, stage_scorer)
+                      resolve_code_switch_penalty, resolve_code_switch_rule, reward_metrics, stage_scorer)
 
 RewardFn = Callable[[str, Any], float]
 
@@ -37,4 +37,5 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
 
 
 __all__ = ["REWARDS", "VALIDATORS", "RewardFn", "Scorer", "MixedScorer", "stage_scorer", "ScoreAsFinished",
-           "apply_code_switch_penalty", "penalize_code_switching", "reward_metrics", "resolve_code_switch_penalty"]
+           "apply_code_switch_penalty", "penalize_code_switching", "reward_metrics", "resolve_code_switch_penalty",
+           "resolve_code_switch_rule"]

@@ -30,8 +30,15 @@ AUTO_CODE_SWITCH_PENALTY: dict[str, language.CodeSwitchPenalty] = {
     "code": 0.0,                                 # §4.6 / T19: 0, because −1 hurt
     "rlhf": language.BATCH_MIN_MINUS_10,         # §4.3.2
 }
-"""``code_switch_penalty="auto"``: the paper's per-stage values (PAPER.md, "Code-switching penalties differ by
-stage"); the paper sets none for IF-RL and SWE RL."""
+"""``code_switch_penalty="auto"``: the paper's per-stage values (§4.3.2, §4.5, §4.6 / T19); the paper sets none
+for IF-RL and SWE RL."""
+
+AUTO_CODE_SWITCH_RULE: dict[str, str] = {
+    "rlhf": "english_prompt_only",               # §4.3.2: "when the prompt is purely in English"
+    "math": "prompt_language",                   # §4.5.2: "different from the original prompt's language"
+}
+"""``code_switch_rule="auto"``: the paper's rule per domain; every other domain (code, whose penalty is 0 by
+T19, and IF / SWE, which the paper gives none) takes math's, the one that reads the prompt's language."""
 
 
 def resolve_code_switch_penalty(domain: str, setting: str) -> language.CodeSwitchPenalty:
@@ -43,6 +50,11 @@ def resolve_code_switch_penalty(domain: str, setting: str) -> language.CodeSwitc
     if setting == language.BATCH_MIN_MINUS_10:
         return setting
     return float(setting)
+
+
+def resolve_code_switch_rule(domain: str, setting: str) -> str:
+    """The rule (:data:`language.CODE_SWITCH_RULES`) a ``Reward.code_switch_rule`` string stands for in ``domain``."""
+    return AUTO_CODE_SWITCH_RULE.get(domain, "prompt_language") if setting == "auto" else setting
 
 
 def _without_details(batch_fn: Callable[[Sequence[str], Sequence[Any]], list[float]]) -> BatchVerdicts:
@@ -205,21 +217,36 @@ class ScoreAsFinished:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def penalize_code_switching(groups: list[PromptGroup], setting: str) -> int:
+def penalize_code_switching(groups: list[PromptGroup], setting: str, rule: str = "auto",
+                            script: str = "latin") -> int:
     """The stage's ``Reward.code_switch_penalty`` applied to a gathered batch: each domain's groups together
-    with that domain's penalty (``auto``: the paper's per-stage values, which a mixed-domain batch keeps per
-    domain). Returns how many samples were flagged."""
+    with that domain's penalty and rule (``auto``: the paper's per-stage values and rules, which a mixed-domain
+    batch keeps per domain; ``script`` is ``Reward.code_switch_script``). Returns how many samples were
+    flagged."""
     by_domain: dict[str, list[PromptGroup]] = defaultdict(list)
     for group in groups:
         by_domain[group.prompt.domain].append(group)
-    return sum(apply_code_switch_penalty(some, resolve_code_switch_penalty(domain, setting))
+    return sum(apply_code_switch_penalty(some, resolve_code_switch_penalty(domain, setting),
+                                         resolve_code_switch_rule(domain, rule), script)
                for domain, some in by_domain.items())
 
 
-def apply_code_switch_penalty(groups: list[PromptGroup], penalty: language.CodeSwitchPenalty) -> int:
-    """Replace the reward of every code-switched sample of the whole batch by ``penalty`` (in place); returns
-    how many were flagged. Run on the gathered batch: ``batch_min_minus_10`` takes the minimum over it."""
-    flags = [language.is_code_switched(text) for g in groups for text in g.response_text_G]
+def code_switch_flags(groups: list[PromptGroup], rule: str = "prompt_language", script: str = "latin") -> list[bool]:
+    """Whether each sample of ``groups`` (in order) is code-switched under ``rule``: its group's prompt
+    (``Prompt.user_text``) is read once for the scripts its replies may use (:func:`language.reply_scripts`)."""
+    flags: list[bool] = []
+    for group in groups:
+        scripts = language.reply_scripts(group.prompt.user_text, rule, script)
+        flags += [scripts is not None and language.is_code_switched(text, scripts) for text in group.response_text_G]
+    return flags
+
+
+def apply_code_switch_penalty(groups: list[PromptGroup], penalty: language.CodeSwitchPenalty,
+                              rule: str = "prompt_language", script: str = "latin") -> int:
+    """Replace the reward of every code-switched sample of the whole batch (under ``rule``, :func:`code_switch_flags`)
+    by ``penalty`` (in place); returns how many were flagged. Run on the gathered batch: ``batch_min_minus_10``
+    takes the minimum over it."""
+    flags = code_switch_flags(groups, rule, script)
     if penalty is None or not any(flags):
         return sum(flags)
     rewards = language.apply_code_switch_penalty([r for g in groups for r in g.rewards_G], flags, penalty)
@@ -259,5 +286,5 @@ def reward_metrics(groups: list[PromptGroup]) -> dict[str, float]:
 
 
 __all__ = ["Scorer", "MixedScorer", "stage_scorer", "ScoreAsFinished", "penalize_code_switching",
-           "apply_code_switch_penalty", "reward_metrics", "resolve_code_switch_penalty",
-           "AUTO_CODE_SWITCH_PENALTY"]
+           "apply_code_switch_penalty", "code_switch_flags", "reward_metrics", "resolve_code_switch_penalty",
+           "resolve_code_switch_rule", "AUTO_CODE_SWITCH_PENALTY", "AUTO_CODE_SWITCH_RULE"]

@@ -360,13 +360,18 @@ def test_huge_and_unicode_diffs_score_in_range():
     ["$", "$$", "`", "```", "\\(", "\\)", "\\[", "\\]", "\\frac", "中文", "ab", "\n", "Привет", "α", "𝑥",
      " "]), max_size=40).map("".join)), script=st.sampled_from(sorted(language.EXPECTED_SCRIPTS)),
        rewards=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=4),
-       penalty=st.one_of(st.none(), st.floats(-10, 10), st.just(language.BATCH_MIN_MINUS_10)))
-def test_code_switch_detector_and_penalty_on_any_text(text, script, rewards, penalty):
+       penalty=st.one_of(st.none(), st.floats(-10, 10), st.just(language.BATCH_MIN_MINUS_10)),
+       rule=st.sampled_from(language.CODE_SWITCH_RULES))
+def test_code_switch_detector_and_penalty_on_any_text(text, script, rewards, penalty, rule):
     ran("language.code_switch")
     foreign, letters = language.foreign_letter_counts(text, script)
     assert 0 <= foreign <= letters
     flag = language.is_code_switched(text, script)
     assert flag in (True, False)
+    allowed = language.reply_scripts(text, rule, script)  # the same text as a prompt: data, never an error
+    assert allowed is None or "latin" in allowed
+    echo = language.is_code_switched_reply(text, text, rule, script)
+    assert echo in (True, False) and not (rule == "prompt_language" and echo)  # a prompt's own language passes
     out = language.apply_code_switch_penalty(rewards, [flag] * len(rewards), penalty)
     assert len(out) == len(rewards) and all(math.isfinite(r) for r in out)
 

@@ -11,9 +11,9 @@ from nemo_cascade.rewards import (VALIDATORS, MixedScorer, Scorer, apply_code_sw
 from nemo_cascade.types import Prompt, PromptGroup
 
 
-def group(label, texts, domain="math"):
+def group(label, texts, domain="math", user_text=""):
     n = len(texts)
-    return PromptGroup(prompt=Prompt(prompt_tokens=[1], domain=domain, label=label),
+    return PromptGroup(prompt=Prompt(prompt_tokens=[1], domain=domain, label=label, user_text=user_text),
                        response_tokens_G_T=[[2]] * n, rollout_logprobs_G_T=[[-0.1]] * n,
                        finish_reason_G=["stop"] * n, response_text_G=list(texts))
 
@@ -94,6 +94,8 @@ def _cfg(**reward):
 
 @pytest.mark.parametrize("reward, message", [
     ({"code_switch_penalty": "minus one"}, "stages.s.reward.code_switch_penalty"),
+    ({"code_switch_rule": "chinese_only"}, "stages.s.reward.code_switch_rule: expected one of .*english_prompt_only"),
+    ({"code_switch_script": "klingon"}, "stages.s.reward.code_switch_script: expected one of .*'chinese'"),
     ({"verify_timeout_s": 0}, "stages.s.reward.verify_timeout_s"),
     ({"workers": -1}, "stages.s.reward.workers"),
     ({"domain": "rlhf"}, "stages.s.reward.reward_model_url"),
@@ -101,8 +103,9 @@ def _cfg(**reward):
     ({"domain": "chess"}, "stages.s.domain"),
 ])
 def test_reward_settings_are_validated(reward, message):
-    with pytest.raises(C.ConfigError, match=message):
+    with pytest.raises(C.ConfigError, match=message) as error:
         C.validate(_cfg(**reward))
+    assert "\n" not in str(error.value)
 
 
 def test_reward_override_from_the_command_line():
@@ -110,6 +113,13 @@ def test_reward_override_from_the_command_line():
     assert cfg.stages[0].reward.code_switch_penalty == "-2" and cfg.stages[0].reward.sandbox == "unsafe"
     with pytest.raises(C.ConfigError, match="stages.s.reward.sandbox"):
         C.apply_overrides(_cfg(), ["stages.s.reward.sandbox=docker"])
+    cfg = C.apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=fixed_script",
+                                     "stages.s.reward.code_switch_script=japanese"])
+    assert (cfg.stages[0].reward.code_switch_rule, cfg.stages[0].reward.code_switch_script) == ("fixed_script",
+                                                                                                 "japanese")
+    with pytest.raises(C.ConfigError, match="stages.s.reward.code_switch_rule") as error:
+        C.apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=english"])
+    assert "\n" not in str(error.value)
 
 
 def test_swe_scorer_reports_which_branch_of_eq2_each_sample_took():
@@ -182,3 +192,81 @@ def test_mixed_batch_gets_each_domain_s_code_switch_penalty():
     math_g.rewards_G, code_g.rewards_G = [1.0, 1.0], [1.0, 1.0]
     assert penalize_code_switching([math_g, code_g], "auto") == 2
     assert (math_g.rewards_G, code_g.rewards_G) == ([-1.0, 1.0], [0.0, 1.0])
+
+
+# ---- the code-switch rule reads the prompt (§4.3.2, §4.5.2) ---------------------------------------------------
+
+EN_PROMPT = "Write a short note thanking a colleague for their help."
+ZH_PROMPT = "请写一段简短的感谢信，感谢同事的帮助。"
+JA_PROMPT = "同僚の助けに感謝する短いメモを書いてください。"
+RU_PROMPT = "Напишите короткую записку с благодарностью коллеге."
+ZH_CODE_PROMPT = "请解释这段代码的作用：\n```python\nprint(sum(range(10)))\n```"
+
+
+def test_rlhf_penalty_spares_answers_to_non_english_prompts():
+    """§4.3.2: batch min − 10 only "when the prompt is purely in English" and the answer is not. A Chinese
+    answer to a Chinese prompt (the RLHF prompts are partly multilingual) keeps its reward-model score."""
+    zh = group({"prompt": ZH_PROMPT}, ["谢谢你的帮助，我非常感激。", "Thank you, 非常感谢!"], "rlhf", ZH_PROMPT)
+    ja = group({"prompt": JA_PROMPT}, ["助けてくれてありがとうございました。"], "rlhf", JA_PROMPT)
+    ru = group({"prompt": RU_PROMPT}, ["Спасибо за помощь!"], "rlhf", RU_PROMPT)
+    code = group({"prompt": ZH_CODE_PROMPT}, ["这段代码打印 45。"], "rlhf", ZH_CODE_PROMPT)
+    en = group({"prompt": EN_PROMPT}, ["Thanks so much for your help!", "Thanks, 非常感谢 for the help!"],
+               "rlhf", EN_PROMPT)
+    zh.rewards_G, ja.rewards_G, ru.rewards_G, code.rewards_G, en.rewards_G = [1.5, 0.5], [2.0], [1.0], [0.2], \
+        [3.0, -2.0]
+    assert penalize_code_switching([zh, ja, ru, code, en], "auto") == 1
+    assert (zh.rewards_G, ja.rewards_G, ru.rewards_G, code.rewards_G) == ([1.5, 0.5], [2.0], [1.0], [0.2])
+    assert en.rewards_G == [3.0, -12.0]                    # the batch's minimum (−2) − 10
+
+
+def test_fixed_script_rule_keeps_the_old_behaviour():
+    zh = group({"prompt": ZH_PROMPT}, ["谢谢你的帮助，我非常感激。"], "rlhf", ZH_PROMPT)
+    zh.rewards_G = [1.0]
+    assert penalize_code_switching([zh], "auto", "fixed_script") == 1
+    assert zh.rewards_G == [-9.0]
+    zh.rewards_G = [1.0]
+    assert penalize_code_switching([zh], "auto", "fixed_script", "chinese") == 0
+
+
+MATH_ZH = "已知 2x + 3 = 7，求 x 的值。"
+MATH_EN = "Given 2x + 3 = 7, find x."
+
+
+def test_math_penalty_checks_the_answer_against_the_problem_s_language():
+    """§4.5.2: −1 for a response in a language other than the problem's, scored by the math Scorer a stage uses
+    and the stage's own settings (auto penalty −1 and auto rule)."""
+    zh = group("2", ["两边减 3 再除以 2，所以 x = 2，答案 \\boxed{2}", "Вычтем 3 и разделим на 2: \\boxed{2}",
+                     "两边减 3 (subtract 3) 再除以 2: \\boxed{2}"], user_text=MATH_ZH)
+    en = group("2", ["Subtract 3 and halve: \\boxed{2}", "Subtract 3, 然后除以 2: \\boxed{2}"], user_text=MATH_EN)
+    Scorer("math").score([zh, en])
+    settings = C.Reward()
+    assert penalize_code_switching([zh, en], settings.code_switch_penalty, settings.code_switch_rule,
+                                   settings.code_switch_script) == 2
+    assert zh.rewards_G == [1.0, -1.0, 1.0]               # Chinese fine (English words neutral); Russian not
+    assert en.rewards_G == [1.0, -1.0]
+
+
+def test_loaded_prompts_carry_their_user_turns_to_the_rule(tmp_path):
+    """The prompt text the rule reads comes from the data: every user turn (not the system prompt, not the
+    template), for each templating of a half-half prompt set."""
+    path = tmp_path / "rlhf.jsonl"
+    rows = [{"messages": [{"role": "system", "content": "You are a helpful assistant."},
+                          {"role": "user", "content": "你好，请介绍一下你自己。"},
+                          {"role": "assistant", "content": "我是一个助手。"},
+                          {"role": "user", "content": "continue"}]},
+            {"prompt": EN_PROMPT}]
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+
+    class Tok:
+        def encode(self, text, add_special_tokens=False):
+            return list(range(len(text.split())))
+
+    prompts = load_prompts(C.Data(source=str(path)), Tok(), "half", "rlhf", 512)
+    assert [p.user_text for p in prompts] == ["你好，请介绍一下你自己。\n\ncontinue", EN_PROMPT]
+    assert [p.user_text for p in prompts.alternate] == [p.user_text for p in prompts]
+    answers = ["我很高兴认识你。", "Glad to meet you, 很高兴认识你."]
+    groups = [PromptGroup(prompt=p, response_tokens_G_T=[[2]], rollout_logprobs_G_T=[[-0.1]],
+                          finish_reason_G=["stop"], response_text_G=[a], rewards_G=[1.0])
+              for p, a in zip(prompts, answers)]
+    assert penalize_code_switching(groups, "auto") == 1   # the Chinese conversation's answer is not flagged
+    assert [g.rewards_G for g in groups] == [[1.0], [-9.0]]
