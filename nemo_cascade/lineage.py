@@ -28,10 +28,10 @@ ENDPOINTS = ("reward_model_url", "judge_url")
 """Where a served model is reached, not what it computes: a requeued Slurm job serves the same RM on another
 host, and the stage must still resume (docs/launch.md). Left out of the hashes."""
 
-AFTER_TRAINING = ("evaluate", "checkpoint_every_minutes")
+AFTER_TRAINING = ("evaluate", "checkpoint_every_minutes", "released_after")
 """What the cascade does around training (``Stage.evaluate``: the gate; ``Cascade.checkpoint_every_minutes``: when
-state is saved), not what the stages train: changing either for an interrupted run must not stop it from
-resuming. Left out of the hashes."""
+state is saved; ``Stage.released_after``: a hint preflight gives), not what the stages train: changing any of them
+for an interrupted run must not stop it from resuming. Left out of the hashes."""
 
 PATIENCE = ("collective_timeout_minutes",)
 """How long ranks wait for each other (``Parallel.collective_timeout_minutes``), not what they compute: a run
@@ -46,6 +46,8 @@ interrupted before the field existed still resumes, and the hash changes only wh
 (``GRPO.sequence_packing`` and ``Reward.score_while_generating`` default to on although runs before them did
 neither: they change how rows are laid out and when rewards are computed, not what is trained.)"""
 ADDED_LATER["Reward"] += ("code_switch_rule", "code_switch_script")
+ADDED_LATER.update(Actor=("lr_decay_steps",), GRPO=ADDED_LATER["GRPO"] + ("overlong_filter_stats",),
+                   LengthPhase=ADDED_LATER["LengthPhase"] + ("until_clip_ratio",))
 # The code-switch rule's default (auto: the paper's rule per stage, §4.3.2, §4.5.2) replaced a fixed Latin test
 # that was a bug against the paper, as a verifier fix is: a stage resumed across it keeps its hash.
 

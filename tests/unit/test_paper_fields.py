@@ -66,9 +66,9 @@ def test_length_curriculum_string_form(tiny, text, phase):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("stages.math.length_curriculum=40:32:T0.8:T0.9", "at most one OVERLONG and one T<temperature>"),
-    ("stages.math.length_curriculum=40:32:zero:filter", "at most one OVERLONG and one T<temperature>"),
-    ("stages.math.length_curriculum=40:32:zero:T0.8:x", "expected STEPS:TOKENS[:OVERLONG][:T<temperature>]"),
+    ("stages.math.length_curriculum=40:32:T0.8:T0.9", "at most one OVERLONG, one T<temperature> and one C<clip ratio>"),
+    ("stages.math.length_curriculum=40:32:zero:filter", "at most one OVERLONG, one T<temperature> and one C<clip ratio>"),
+    ("stages.math.length_curriculum=40:32:zero:T0.8:C0.1:x", "expected STEPS:TOKENS[:OVERLONG][:T<temperature>]"),
     ("stages.math.length_curriculum=40:32:Thot", "stages.math.length_curriculum (T<temperature>): expected float"),
     ("stages.math.length_curriculum=20:32,20:40:T0", "stages.math.length_curriculum.1.temperature: RL sampling "
                                                      "needs > 0"),
