@@ -3,8 +3,9 @@
 ``ifeval_reward(response, label) -> float`` is the ``ifeval`` domain's verifier: 1.0 iff the response follows
 every instruction of a row ``{"prompt", "instruction_id_list", "kwargs"}`` (strict; ``ifeval_reward_loose`` for
 the loose verdicts). ``per_instruction`` gives the verdicts one by one for pass rates, ``validate_label`` rejects
-malformed rows at load time, and ``if_reward_with_rm`` is the thinking-model reward with a reward-model bonus
-(§4.4.2).
+malformed rows at load time (``validate_training_label`` also refuses IFBench test ids in training data unless
+``Data.allow_eval_instructions``), and ``if_reward_with_rm`` is the thinking-model reward with a reward-model
+bonus (§4.4.2).
 
 Taxonomies (``taxonomy``): IF-RL trains on IFEval (``IFEVAL``, 25 ids), then on IFBench-Train (``IFBENCH_TRAIN``,
 the 29 training constraints of the released IF-RLVR data, §4.4.2) — together ``TRAINING``; the IFBench *test*
@@ -22,9 +23,9 @@ test_ifbench_agreement.py, test_ifbench_train_agreement.py). Runtime needs ``nlt
 define "sentence" and "word"), ``langdetect``, ``syllapy`` and ``emoji``; nothing is downloaded.
 """
 from .reward import (bind_label, if_reward_with_rm, ifeval_reward, ifeval_reward_loose, instruction_pass_rates,
-                     judged_text, loose_variants, per_instruction, validate_label)
+                     judged_text, loose_variants, per_instruction, validate_label, validate_training_label)
 from .taxonomy import ALL, EVALUATION_ONLY, IFBENCH, IFBENCH_TRAIN, IFEVAL, TRAINING
 
-__all__ = ["ifeval_reward", "ifeval_reward_loose", "per_instruction", "validate_label",
+__all__ = ["ifeval_reward", "ifeval_reward_loose", "per_instruction", "validate_label", "validate_training_label",
            "bind_label", "instruction_pass_rates", "if_reward_with_rm", "loose_variants", "judged_text",
            "IFEVAL", "IFBENCH", "IFBENCH_TRAIN", "TRAINING", "EVALUATION_ONLY", "ALL"]
