@@ -1,5 +1,5 @@
 """Every checker of the registries (IFEval, IFBench and IFBench-Train, paper §4.4) returns a bool for a megabyte of
-random or hostile text, without raising (DESIGN.md "Rewards": any string up to 1 MB, in bounded time).
+random or hostile text, without raising (docs/rewards.md: any string up to 1 MB, in bounded time).
 
 The checkers are called directly, not through the reward's exception guard, so a raise fails the test. The
 time is printed (run with ``-s`` to see it) and not asserted: tests never assert on wall time. The timeout is
