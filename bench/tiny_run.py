@@ -40,7 +40,7 @@ def policy_before(run: Path, cfg, k: int) -> Path:
 def stage_prompts(cfg, stage, tokenizer) -> list:
     """A GRPO stage's prompts, loaded as the cascade loads them."""
     from nemo_cascade.data.loader import load_prompts
-    from nemo_cascade.rewards import VALIDATORS
+    from nemo_cascade.rewards import training_validator
 
     return load_prompts(stage.data, tokenizer, stage.mode, stage.domain, stage.rollout.max_prompt_tokens,
-                        cfg.chat_style, VALIDATORS.get(stage.domain))
+                        cfg.chat_style, training_validator(stage.domain, stage.data, f"stages.{stage.name}.data"))

@@ -276,16 +276,17 @@ class CascadeRun:
         """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts — and the stage with
         its steps resolved: a stage given in ``epochs`` learns its length from its rows here (T14)."""
         from nemo_cascade.data.loader import PromptList, load_prompts, load_sft_blend
-        from nemo_cascade.rewards import VALIDATORS
+        from nemo_cascade.rewards import training_validator
 
         if stage.kind == "sft":
             examples = load_sft_blend((stage.data, *stage.extra_data), self.tokenizer, stage.mode,
                                       stage.sft_max_tokens, self.cfg.chat_style)
             return C.with_epoch_steps(stage, len(examples)), examples
         prompts = PromptList()
-        for data, domain in C.prompt_sources(stage):  # one source, or several domains mixed in one run
+        for j, (data, domain) in enumerate(C.prompt_sources(stage)):  # one source, or several domains in one run
+            where = f"stages.{stage.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
             prompts.extend_with(load_prompts(data, self.tokenizer, stage.mode, domain, stage.rollout.max_prompt_tokens,
-                                             self.cfg.chat_style, VALIDATORS.get(domain)))
+                                             self.cfg.chat_style, training_validator(domain, data, where)))
         return stage, prompts
 
     def train_reward_model(self, k: int, stage: C.Stage) -> None:

@@ -38,7 +38,7 @@ PATIENCE = ("collective_timeout_minutes",)
 aborted by a collective timeout must resume with a longer one. Left out of the hashes."""
 
 ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
-               "Data": ("min_prompt_tokens", "repeat", "domain"), "Stage": ("epochs",),
+               "Data": ("min_prompt_tokens", "repeat", "domain", "allow_eval_instructions"), "Stage": ("epochs",),
                "GRPO": ("sequence_packing", "pack_tokens"), "Reward": ("score_while_generating",)}
 """Fields added after runs had recorded stage hashes in their manifests, per config class. Each is left out of
 the hash while it holds its default — the value every config written before it existed means — so a stage
@@ -46,10 +46,10 @@ interrupted before the field existed still resumes, and the hash changes only wh
 (``GRPO.sequence_packing`` and ``Reward.score_while_generating`` default to on although runs before them did
 neither: they change how rows are laid out and when rewards are computed, not what is trained.)"""
 ADDED_LATER["Reward"] += ("code_switch_rule", "code_switch_script")
-ADDED_LATER.update(Actor=("lr_decay_steps",), GRPO=ADDED_LATER["GRPO"] + ("overlong_filter_stats",),
-                   LengthPhase=ADDED_LATER["LengthPhase"] + ("until_clip_ratio",))
 # The code-switch rule's default (auto: the paper's rule per stage, §4.3.2, §4.5.2) replaced a fixed Latin test
 # that was a bug against the paper, as a verifier fix is: a stage resumed across it keeps its hash.
+ADDED_LATER.update(Actor=("lr_decay_steps",), GRPO=ADDED_LATER["GRPO"] + ("overlong_filter_stats",),
+                   LengthPhase=ADDED_LATER["LengthPhase"] + ("until_clip_ratio",))
 
 
 def config_hash(obj) -> str:

@@ -8,9 +8,11 @@ lineage manifest.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
+import zlib
 from pathlib import Path
 
 from nemo_cascade import config as C
@@ -93,6 +95,51 @@ def check_stage_needs(cfg: C.Cascade) -> None:
             if suite.pairwise and not any(s.kind == "reward_model" for s in cfg.stages):
                 raise C.ConfigError(f"gate.suites: {name} is scored by a reward model, but the cascade has no "
                                     f"reward_model stage to serve one")
+
+
+def check_instruction_taxonomy(cfg: C.Cascade) -> None:
+    """IF-RL prompt files hold no IFBench *test* instruction id unless their source allows it (§4.4.2:
+    IF-RL trains on IFEval and IFBench-Train; ``Data.allow_eval_instructions``). The loader refuses such a row
+    when the stage starts; found here, it stops the cascade before its first stage rather than days later.
+
+    A file none of whose bytes spell a test id is passed without parsing. Otherwise its rows are read as the
+    loader reads them and the first refused one is named; rows that fit no schema are left to the loader,
+    which counts them against ``Data.max_bad_rows`` when the stage starts.
+    """
+    import re
+
+    from nemo_cascade.data.loader import DataError, is_generated, read_jsonl
+    from nemo_cascade.data.schemas import RefusedRow, adapt
+    from nemo_cascade.rewards import training_validator
+    from nemo_cascade.rewards.ifeval import EVALUATION_ONLY
+
+    spelled = re.compile("|".join(re.escape(i) for i in sorted(EVALUATION_ONLY)).encode())
+    for s in cfg.stages:
+        if s.kind != "grpo":
+            continue
+        for j, (data, domain) in enumerate(C.prompt_sources(s)):
+            path, where = Path(data.source), f"stages.{s.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
+            if domain != "ifeval" or data.allow_eval_instructions or is_generated(data.source):
+                continue
+            if path.suffix != ".parquet":
+                try:
+                    with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+                        if not spelled.search(f.read()):
+                            continue
+                except (OSError, EOFError, zlib.error):
+                    pass  # unreadable: read_jsonl below names the problem
+            validate = training_validator(domain, data, where)
+            try:
+                rows = read_jsonl(path, data.size, bad=[])
+            except DataError as e:
+                raise C.ConfigError(f"{where}.source: {e}") from None
+            for line, row in rows:
+                try:
+                    validate(adapt(domain, row, f"{path}:{line}")[1])
+                except RefusedRow as e:
+                    raise C.ConfigError(f"{path}:{line}: {e}") from None
+                except ValueError:
+                    continue  # malformed: the loader's to count or refuse (Data.max_bad_rows)
 
 
 SERVER_WAIT_S = 60.0
@@ -203,6 +250,7 @@ def check_cascade(cfg: C.Cascade) -> dict[str, list[str]]:
     for s in cfg.stages:
         where = f"stages.{s.name}"
         fingerprints[s.name] = [data_fingerprint(d, where) for d in (s.data, *s.extra_data)]
+    check_instruction_taxonomy(cfg)
     check_stage_needs(cfg)
     check_rm_server(cfg)
     return fingerprints
@@ -223,4 +271,4 @@ def check_rm_server(cfg: C.Cascade, gpu_gib: float | None = None) -> str | None:
 
 __all__ = ["check_cascade", "check_inputs_exist", "check_model", "check_rm_server", "check_stage_needs",
            "check_tokenizer", "data_fingerprint", "CHAT_TOKENS", "check_endpoints", "served_endpoints",
-           "stages_to_run"]
+           "stages_to_run", "check_instruction_taxonomy"]

@@ -285,6 +285,9 @@ def _validate_data(s: Stage, where: str) -> None:
         if d.domain and d.domain not in REWARD_DOMAINS:
             raise ConfigError(f"{where}.{name}.domain: expected one of {list(REWARD_DOMAINS)} or empty (the "
                               f"stage's domain), got {d.domain!r:.80}")
+        if d.allow_eval_instructions and (s.kind != "grpo" or (d.domain or s.domain) != "ifeval"):
+            raise ConfigError(f"{where}.{name}.allow_eval_instructions: only IF-RL prompts (a grpo source of "
+                              f"domain ifeval) hold instruction ids; leave it false here")
         if d.min_prompt_tokens < 0:
             raise ConfigError(f"{where}.{name}.min_prompt_tokens: expected >= 0, got {d.min_prompt_tokens}")
         if d.min_prompt_tokens and limit is None:

@@ -185,6 +185,10 @@ class Data:
     """GRPO: the reward domain this source's prompts are read and scored in; empty = the stage's ``domain``. A
     stage whose ``extra_data`` name other domains trains them all in one run: mixed-domain RL, the baseline
     the cascade's domain-wise stages are compared with (docs/results/smollm2.md)."""
+    allow_eval_instructions: bool = False
+    """IF-RL (``ifeval``) prompts: allow instruction ids of the IFBench *test* taxonomy, which is for evaluation
+    only. Off, a row holding one stops loading with its file, line and id: IF-RL trains on IFEval, then on
+    IFBench-Train (§4.4.2), and training on the test constraints leaks into the ``ifbench`` suite's score."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from ..types import Prompt
 from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import IM_END, render, valid_mode
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
-from .schemas import adapt
+from .schemas import RefusedRow, adapt
 from .synthetic import SYNTHETIC, sft_pairs
 from .synthetic_domains import DOMAIN_TASKS
 
@@ -237,6 +237,8 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
             if validate_label is not None:
                 validate_label(label)
             items.append((_uid(row, where, where), messages, label))
+        except RefusedRow as e:  # not a bad row: a setting decides, so max_bad_rows does not skip it
+            raise DataError(f"{where}: {e}") from None
         except ValueError as e:  # SchemaError, a validator's ValueError, DataError from _uid
             bad.append((position, str(e) if str(e).startswith(where) else f"{where}: {e}"))
     bad.sort(key=lambda b: b[0])  # the first bad row in file order is the one an error names

@@ -5,8 +5,11 @@ prompt + label contract (DESIGN.md "Rewards": one label shape per domain).
 
 - ``math`` — nvidia/Nemotron-Cascade-RL-Math: ``problem`` (or ``question`` / ``prompt`` / ``messages``) and
   ``answer`` (a string or number; the reference the math verifier compares with, §4.5).
-- ``ifeval`` — instruction-following RL (IFEval / IFBench / IF-RLVR style): ``prompt`` (or ``messages``),
-  ``instruction_id_list`` and ``kwargs``; the label is ``{"prompt", "instruction_id_list", "kwargs"}`` (§4.4).
+- ``ifeval`` — instruction-following RL (IFEval / IFBench style): ``prompt`` (or ``messages``),
+  ``instruction_id_list`` and ``kwargs``; or the released IF-RLVR rows (allenai/IF_multi_constraints_upto5,
+  the IFBench-Train sub-stage of §4.4.2): ``messages`` and ``ground_truth``, a Python-literal (or JSON) string
+  of ``[{"instruction_id": [...], "kwargs": [...]}]``. The label is ``{"prompt", "instruction_id_list",
+  "kwargs"}`` (§4.4) either way.
 - ``code`` — ``question`` / ``prompt`` / ``problem`` plus tests in one of: ``tests`` (``[{"input", "output"}]``),
   ``input_output`` (TACO / APPS: a JSON string or object ``{"inputs": [...], "outputs": [...]}``), or
   ``test_code`` + ``entry_point`` (HumanEval / MBPP style); optional ``time_limit`` seconds (§4.6).
@@ -22,6 +25,7 @@ reports such rows (``Data.max_bad_rows``) instead of failing on the first one wh
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import json
 import math
@@ -33,6 +37,12 @@ PROMPT_KEYS = ("prompt", "question", "problem")
 
 class SchemaError(ValueError):
     """A row that does not fit its domain's schema; the message names the row and the expected field."""
+
+
+class RefusedRow(ValueError):
+    """A well-formed row that the stage's settings refuse, e.g. an IFBench *test* instruction id in IF-RL
+    training data (§4.4.2); the message names the setting that allows it. Loading stops at it whatever
+    ``Data.max_bad_rows`` allows: skipping it would hide a choice the recipe has to make."""
 
 
 def _prompt_messages(row: dict, where: str, keys: tuple[str, ...] = PROMPT_KEYS) -> list[dict]:
@@ -69,15 +79,64 @@ def _math(row: dict, where: str) -> tuple[list[dict], Any]:
 
 
 def _ifeval(row: dict, where: str) -> tuple[list[dict], Any]:
+    if "ground_truth" in row and "instruction_id_list" not in row:
+        return _if_rlvr(row, where)
     for key in ("instruction_id_list", "kwargs"):
         if key not in row:
-            raise SchemaError(f"{where}: expected field {key!r}")
+            raise SchemaError(f"{where}: expected field {key!r} (or the IF-RLVR field 'ground_truth')")
     messages = _prompt_messages(row, where, ("prompt",))
     prompt = row.get("prompt") or messages[-1]["content"]
-    # IFBench rows may carry null kwargs values: the checkers treat a missing kwarg as its default.
-    kwargs = [{k: v for k, v in (kw or {}).items() if v is not None} if isinstance(kw, dict) else kw
-              for kw in row["kwargs"]] if isinstance(row["kwargs"], list) else row["kwargs"]
-    return messages, {"prompt": prompt, "instruction_id_list": row["instruction_id_list"], "kwargs": kwargs}
+    return messages, {"prompt": prompt, "instruction_id_list": row["instruction_id_list"],
+                      "kwargs": _without_nulls(row["kwargs"])}
+
+
+def _without_nulls(kwargs: Any) -> Any:
+    # IFBench and IF-RLVR rows carry null kwargs values (and null kwargs): the checkers treat a missing kwarg
+    # as its default. Anything else is left for the label check to reject.
+    if not isinstance(kwargs, list):
+        return kwargs
+    return [{k: v for k, v in kw.items() if v is not None} if isinstance(kw, dict) else kw for kw in kwargs]
+
+
+def _literal(text: str) -> Any:
+    """A Python literal (``ast.literal_eval``: data only, nothing runs) or else JSON; ValueError if neither."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        raise ValueError("neither a Python literal nor JSON") from None
+
+
+def _if_rlvr(row: dict, where: str) -> tuple[list[dict], Any]:
+    """An IF-RLVR row: ``messages`` and ``ground_truth`` = ``"[{'instruction_id': [...], 'kwargs': [...]}]"``.
+
+    The reference verifier reads the list's first entry (itself a dict, or a JSON string of one); a list of
+    several would silently drop constraints there, so here it must hold exactly one.
+    """
+    expected = "a string holding [{'instruction_id': [...], 'kwargs': [...]}]"
+    truth = row["ground_truth"]
+    if not isinstance(truth, str):
+        raise SchemaError(f"{where}: field 'ground_truth' must be {expected}, got {type(truth).__name__}")
+    try:
+        value = _literal(truth)
+        if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+            value = [_literal(value[0])]
+    except ValueError as e:
+        raise SchemaError(f"{where}: field 'ground_truth' must be {expected}: {e}") from None
+    if isinstance(value, dict):
+        value = [value]
+    if not (isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict)):
+        raise SchemaError(f"{where}: field 'ground_truth' must be {expected} (one dict in the list)")
+    constraints = value[0]
+    for key in ("instruction_id", "kwargs"):
+        if key not in constraints:
+            raise SchemaError(f"{where}: field 'ground_truth' has no {key!r}; expected {expected}")
+    messages = _prompt_messages(row, where, ("prompt",))
+    return messages, {"prompt": messages[-1]["content"], "instruction_id_list": constraints["instruction_id"],
+                      "kwargs": _without_nulls(constraints["kwargs"])}
 
 
 def _json_field(text: str, name: str, where: str) -> Any:
@@ -199,4 +258,4 @@ def adapt(domain: str, row: dict, where: str) -> tuple[list[dict], Any]:
     return ADAPTERS[domain](row, where)
 
 
-__all__ = ["adapt", "ADAPTERS", "SchemaError"]
+__all__ = ["adapt", "ADAPTERS", "SchemaError", "RefusedRow"]

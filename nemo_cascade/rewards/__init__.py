@@ -9,8 +9,10 @@ for one-off use. ``rlhf`` has no entry there: it needs a reward-model server (``
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Callable, Optional
 
+from ..config import Data
 from . import code, ifeval, math, rlhf, swe
 from .scoring import (MixedScorer, ScoreAsFinished, Scorer, apply_code_switch_penalty, penalize_code_switching,
                       resolve_code_switch_penalty, resolve_code_switch_rule, reward_metrics, stage_scorer)
@@ -36,6 +38,17 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
 """Domain → label check for data loading: a one-line ValueError for a malformed label (DESIGN.md "Rewards")."""
 
 
-__all__ = ["REWARDS", "VALIDATORS", "RewardFn", "Scorer", "MixedScorer", "stage_scorer", "ScoreAsFinished",
-           "apply_code_switch_penalty", "penalize_code_switching", "reward_metrics", "resolve_code_switch_penalty",
-           "resolve_code_switch_rule"]
+def training_validator(domain: str, data: Data, where: str = "data") -> Optional[Callable[[Any], None]]:
+    """The label check of a source a stage *trains* on (``where``: its config path, e.g.
+    ``stages.if_ifbench.data``): the domain's :data:`VALIDATORS` entry, except that IF-RL rows may hold IFBench
+    *test* instruction ids only with ``data.allow_eval_instructions`` (§4.4.2; ``ifeval.validate_training_label``).
+    Evaluation suites keep :data:`VALIDATORS`."""
+    if domain == "ifeval":
+        return partial(ifeval.validate_training_label, allow_eval_instructions=data.allow_eval_instructions,
+                       setting=f"{where}.allow_eval_instructions")
+    return VALIDATORS.get(domain)
+
+
+__all__ = ["REWARDS", "VALIDATORS", "training_validator", "RewardFn", "Scorer", "MixedScorer", "stage_scorer",
+           "ScoreAsFinished", "apply_code_switch_penalty", "penalize_code_switching", "reward_metrics",
+           "resolve_code_switch_penalty", "resolve_code_switch_rule"]

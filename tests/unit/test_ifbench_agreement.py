@@ -1,4 +1,4 @@
-"""Our IFBench verdicts equal the published reference verdicts (paper §4.4, second IF-RL sub-stage).
+"""Our IFBench verdicts equal the published reference verdicts (paper §4.4, the IFBench evaluation).
 
 allenai/IFBench publishes the strict and loose verdicts of its evaluator (at c94da020) on 294 sample responses
 (data/ifbench). 290 of them join the current test file by prompt (4 prompts were reworded later, so their

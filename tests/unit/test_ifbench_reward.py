@@ -1,4 +1,4 @@
-"""IFBench checkers (paper §4.4, second IF-RL sub-stage): a hand-checked followed / not-followed pair for each of
+"""IFBench checkers (paper §4.4, the IFBench evaluation): a hand-checked followed / not-followed pair for each of
 the 58 instruction ids (including the reference evaluator's quirks, which decide verdicts), label validation,
 the offline first-token tagger, the partial tokenisation shortcuts, and pass rates. The comparison with the
 published reference verdicts is in test_ifbench_agreement.py."""

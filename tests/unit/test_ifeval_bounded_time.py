@@ -1,5 +1,5 @@
-"""Every checker of both registries (IFEval and IFBench, paper §4.4) returns a bool for a megabyte of random or
-hostile text, without raising (DESIGN.md "Rewards": any string up to 1 MB, in bounded time).
+"""Every checker of the registries (IFEval, IFBench and IFBench-Train, paper §4.4) returns a bool for a megabyte of
+random or hostile text, without raising (docs/rewards.md: any string up to 1 MB, in bounded time).
 
 The checkers are called directly, not through the reward's exception guard, so a raise fails the test. The
 time is printed (run with ``-s`` to see it) and not asserted: tests never assert on wall time. The timeout is
@@ -8,6 +8,7 @@ takes hours, not seconds.
 """
 from __future__ import annotations
 
+import json
 import random
 import string
 import time
@@ -45,6 +46,10 @@ def _one_label_per_instruction() -> dict[str, dict]:
     for row in rows + ifbench_rows():
         for iid, kw in zip(row["instruction_id_list"], row["kwargs"]):
             kwargs.setdefault(iid, kw)
+    train_cases = Path(__file__).resolve().parents[1] / "data" / "ifbench_train" / "reference_verdicts.jsonl"
+    for line in train_cases.read_text(encoding="utf-8").splitlines():
+        case = json.loads(line)
+        kwargs.setdefault(case["instruction_id"], case["kwargs"])
     return kwargs
 
 

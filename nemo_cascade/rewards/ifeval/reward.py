@@ -16,8 +16,9 @@ import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ...data.chat import split_thinking
+from ...data.schemas import RefusedRow
 from .spec import Instruction, bind
-from .taxonomy import ALL
+from .taxonomy import ALL, EVALUATION_ONLY
 
 logger = logging.getLogger(__name__)
 Registry = Mapping[str, Instruction]
@@ -50,6 +51,25 @@ def bind_label(label: Any, registry: Registry = ALL) -> list[tuple[Instruction, 
 def validate_label(label: Any, registry: Registry = ALL) -> None:
     """Raise a one-line ValueError if ``label`` is not a well-formed IFEval/IFBench row (call at load time)."""
     bind_label(label, registry)
+
+
+def validate_training_label(label: Any, *, allow_eval_instructions: bool = False,
+                            setting: str = "data.allow_eval_instructions") -> None:
+    """:func:`validate_label` for a row an IF-RL stage trains on (§4.4.2: IFEval, then IFBench-Train).
+
+    A well-formed label whose ids include one of the IFBench *test* taxonomy (``taxonomy.EVALUATION_ONLY``) is
+    refused with :class:`~nemo_cascade.data.schemas.RefusedRow` — training on the evaluation's constraints
+    leaks into the ``ifbench`` suite's score — unless ``allow_eval_instructions`` (the source's
+    ``Data.allow_eval_instructions``; ``setting`` is its config path, named in the message).
+    """
+    bind_label(label, ALL)
+    if allow_eval_instructions:
+        return
+    held = [iid for iid in label["instruction_id_list"] if iid in EVALUATION_ONLY]
+    if held:
+        raise RefusedRow(f"ifeval label: instruction id {held[0]!r} is in the IFBench test taxonomy, which is for "
+                         f"evaluation only (IF-RL trains on IFEval and IFBench-Train, §4.4.2); set {setting}=true "
+                         f"to train on it")
 
 
 def loose_variants(text: str) -> list[str]:
@@ -91,7 +111,11 @@ def per_instruction(response: str, label: Any, *, loose: bool = False, registry:
 
 
 def ifeval_reward(response: str, label: Any, *, loose: bool = False) -> float:
-    """1.0 iff the response follows every instruction of the label (paper §4.4: R_IF), else 0.0."""
+    """1.0 iff the response follows every instruction of the label (paper §4.4: R_IF), else 0.0.
+
+    All or nothing, as the paper's R_IF (§4.4.2: the thinking models' RM bonus needs R_IF = 1). The IF-RLVR
+    verifier of open-instruct, which the released IF-RLVR data was made for, averages instead (the fraction of
+    instructions followed); that is deliberately not what is trained here."""
     return 1.0 if all(per_instruction(response, label, loose=loose)) else 0.0
 
 
@@ -149,5 +173,5 @@ def if_reward_with_rm(r_if_G: Sequence[float], rm_scores_G: Sequence[float], eps
     return [float(r) + _sigmoid(z) if r == 1 else 0.0 for r, z in zip(r_if_G, z_G)]
 
 
-__all__ = ["bind_label", "validate_label", "per_instruction", "ifeval_reward", "ifeval_reward_loose",
-           "instruction_pass_rates", "if_reward_with_rm", "loose_variants", "judged_text"]
+__all__ = ["bind_label", "validate_label", "validate_training_label", "per_instruction", "ifeval_reward",
+           "ifeval_reward_loose", "instruction_pass_rates", "if_reward_with_rm", "loose_variants", "judged_text"]

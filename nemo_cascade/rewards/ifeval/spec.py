@@ -22,9 +22,10 @@ RELATIONS = ("less than", "at least")
 class Arg:
     """One keyword argument of an instruction.
 
-    ``kind`` is ``int``, ``float``, ``str``, ``list`` (a list of strings) or ``"regex"`` (a string that the
-    reference checkers use as a regular expression, so it must compile). ``int`` accepts integral floats
-    (IFBench stores counts as ``13.0``). ``choices`` restricts a ``str``; ``minimum`` bounds a number.
+    ``kind`` is ``int``, ``float``, ``str``, ``list`` (a list of strings), ``"regex"`` (a string that the
+    reference checkers use as a regular expression, so it must compile) or ``"text"`` (a string that must not be
+    blank: where the reference draws a random word for an empty one, a label must name it). ``int`` accepts
+    integral floats (IFBench stores counts as ``13.0``). ``choices`` restricts a ``str``; ``minimum`` bounds a number.
     """
 
     kind: Any
@@ -76,6 +77,8 @@ def _coerce(iid: str, name: str, arg: Arg, value: Any) -> Any:
         raise ValueError(f"{where} must be a string")
     if arg.choices and value not in arg.choices:
         raise ValueError(f"{where} must be one of {list(arg.choices)}")
+    if arg.kind == "text" and not value.strip():
+        raise ValueError(f"{where} must not be blank")
     if arg.kind == "regex":
         if not value.strip():
             raise ValueError(f"{where} must not be blank")

@@ -1,5 +1,6 @@
 """The IFBench instruction taxonomy (Pyatkin et al. 2025, "Generalizing Verifiable Instruction Following"):
-the 58 instruction ids of the IFBench test set, the registry of the paper's second IF-RL sub-stage (§4.4).
+the 58 instruction ids of the IFBench test set, which the ``ifbench`` suite evaluates (paper §4.4; evaluation
+only: the second IF-RL sub-stage trains on the separate IFBench-Train taxonomy, ``..ifbench_train``, §4.4.2).
 
 Verdicts reproduce the IFBench evaluator that produced the published reference results (allenai/IFBench at
 c94da020, the version whose ``eval/`` files were generated with it); ``tests/unit/test_ifbench_agreement.py``

@@ -1,5 +1,5 @@
 """IFBench's ``count:*`` instructions: how many words, unique words, numbers, names, pronouns, conjunctions,
-keywords and punctuation marks a response holds (paper §4.4, IFBench sub-stage).
+keywords and punctuation marks a response holds (paper §4.4, the IFBench evaluation).
 
 Verdicts follow the IFBench evaluator that produced the published reference results (allenai/IFBench at
 c94da020). Its notions of "word" differ between instructions and are kept as they are, since a different

@@ -1,5 +1,5 @@
 """IFBench's ``custom:*`` instructions: one-off tasks whose answer format (and partly content) is checked —
-CSV tables, sorted lists, reversed text, counting (paper §4.4, IFBench sub-stage).
+CSV tables, sorted lists, reversed text, counting (paper §4.4, the IFBench evaluation).
 
 Each checker states the rule of the reference evaluator (allenai/IFBench at c94da020); where that rule is
 laxer or stricter than the prompt's wording, the rule wins, since it defines the benchmark's verdicts.

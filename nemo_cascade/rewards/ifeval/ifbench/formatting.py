@@ -1,5 +1,5 @@
 """IFBench's ``format:*`` instructions: layout and markup — bullets, indentation, quotes, brackets, emoji,
-fixed options and templates, title case (paper §4.4, IFBench sub-stage).
+fixed options and templates, title case (paper §4.4, the IFBench evaluation).
 
 Verdicts follow the reference evaluator (allenai/IFBench at c94da020), including its shortcuts (e.g.
 ``sub-bullets`` only asks that every ``*`` is followed by a ``-`` somewhere before the next ``*``); each

@@ -1,5 +1,5 @@
 """IFBench's ``ratio:*`` instructions: stop-word share, character-trigram overlap with a reference text, and
-the mix and lengths of sentences (paper §4.4, IFBench sub-stage).
+the mix and lengths of sentences (paper §4.4, the IFBench evaluation).
 
 "Sentence" here is the rule-based splitter (:func:`.text.rule_sentences`) and a sentence's type is its last
 character (``.``, ``?``, ``!``), as in the reference evaluator (allenai/IFBench at c94da020). Percentages are

@@ -1,6 +1,6 @@
 """IFBench's ``sentence:*`` and ``repeat:*`` instructions: per-sentence constraints (a keyword in the n-th
-sentence, growing lengths, growing alliteration) and repeating (part of) the request (paper §4.4, IFBench
-sub-stage).
+sentence, growing lengths, growing alliteration) and repeating (part of) the request (paper §4.4, the IFBench
+evaluation).
 
 Sentences are the rule-based splitter's (:func:`.text.rule_sentences`), as in the reference evaluator
 (allenai/IFBench at c94da020).

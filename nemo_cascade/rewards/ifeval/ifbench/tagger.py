@@ -1,6 +1,6 @@
 """The part-of-speech tag NLTK's ``pos_tag`` gives the *first* token of a text, offline.
 
-IFBench's ``words:start_verb`` (paper §4.4, IFBench sub-stage) passes when ``nltk.pos_tag(word_tokenize(text))``
+IFBench's ``words:start_verb`` (paper §4.4, the IFBench evaluation) passes when ``nltk.pos_tag(word_tokenize(text))``
 tags the first token as a verb (``VB*``). NLTK's English tagger is an averaged perceptron (Honnibal's design)
 whose model (``averaged_perceptron_tagger_eng``, ~5.7 MB) NLTK downloads at run time, which cannot happen here.
 

@@ -1,7 +1,7 @@
 """Text measurements shared by the IFBench checkers: punctuation stripping, the rule-based sentence splitter,
 English stop words and NLTK word tokens.
 
-IFBench (Pyatkin et al. 2025, the second IF-RL sub-stage of paper §4.4) measures text in several different
+IFBench (Pyatkin et al. 2025; its test set is the IF evaluation of paper §4.4) measures text in several different
 ways, and a verdict only matches the reference evaluator if each checker uses the same one:
 
 * "punctuation" is Python's ``string.punctuation`` (ASCII only), removed with ``str.translate`` or trimmed

@@ -1,5 +1,5 @@
 """IFBench's ``words:*`` instructions: constraints on each word — its first letter, vowels, consonants,
-length, syllables, repetitions, position and part of speech (paper §4.4, IFBench sub-stage).
+length, syllables, repetitions, position and part of speech (paper §4.4, the IFBench evaluation).
 
 Verdicts follow the reference evaluator (allenai/IFBench at c94da020): "words" are whitespace pieces, mostly
 with ASCII punctuation removed first; sentences are the rule-based splitter's; ``start_verb``,
