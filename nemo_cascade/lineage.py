@@ -45,6 +45,7 @@ the hash while it holds its default — the value every config written before it
 interrupted before the field existed still resumes, and the hash changes only when the field is set.
 (``GRPO.sequence_packing`` and ``Reward.score_while_generating`` default to on although runs before them did
 neither: they change how rows are laid out and when rewards are computed, not what is trained.)"""
+ADDED_LATER["Gate"] = ("mode", "yarn", "max_input_tokens")  # the gate's thinking mode and App. B's YaRN / input
 
 
 def config_hash(obj) -> str:
