@@ -367,8 +367,8 @@ def _add_convert_parser(sub) -> None:
     to_hf.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
     to_hf.add_argument("--max-shard-gb", type=float, default=5.0, help="safetensors shard size (default 5 GB)")
     to_hf.add_argument("--no-card", action="store_true", help="do not write README.md (the model card)")
-    to_hf.add_argument("--yarn-factor", type=float, help="YaRN rope scaling in config.json (paper App. B: 2 for "
-                       "8B, 3 for 14B; default: the run's model.yarn_factor, 0 = none)")
+    to_hf.add_argument("--yarn-factor", type=float, help="YaRN rope scaling in config.json (paper App. B: 2; "
+                       "default: the run's model.yarn_factor, 0 = none)")
     to_hf.add_argument("--yarn-original", type=int, default=32768, help="positions YaRN scales from (32768)")
     to_hf.add_argument("--verify", action="store_true", help="load the result with transformers and generate")
     from_hf = actions.add_parser("from-hf", help="HF folder → weights-only checkpoint in a TP × PP layout")

@@ -31,8 +31,9 @@ class Model:
     ``auto``: TE when CUDA and ``transformer_engine`` are both present, else local (always local on CPU)."""
     yarn_factor: float = 0.0
     """YaRN rope scaling written into release configs (``convert to-hf``) for long-context evaluation: paper
-    App. B uses factor 2 (8B) or 3 (14B) over 32768 positions. 0 = none. A base whose config already has YaRN
-    is trained and served with it (the actor reads it from config.json)."""
+    App. B uses factor 2 over 32768 positions (only the 14B's SWE-bench run 3, a suite setting: ``gate.yarn``).
+    0 = none. A base whose config already has YaRN is trained and served with it (the actor reads it from
+    config.json)."""
     fp8: Literal["none", "delayed", "current", "blockwise"] = "none"
     """FP8 training of the actor's linear layers through Transformer Engine (bf16 master weights): delayed
     scaling (amax history), per-tensor current scaling, or blockwise (1×128 / 128×128) scaling. Needs
