@@ -20,8 +20,8 @@ re-implements a verifier: IFEval's loose and instruction-level numbers come from
 Seeds: a chunk of items is one ``generate`` call whose request seeds derive from ``EvalSettings.seed``, the
 suite name and the chunk's first item (``RolloutEngine`` adds the rank and the prompt's place in the call), so
 a run is reproducible for a fixed ``chunk_items`` and world size. A prompt that does not fit the engine's
-context (``len(prompt) >= max_model_len``) is not generated: its K samples score 0 and are counted as
-``too_long`` in the results, never dropped silently.
+context (``len(prompt) >= max_model_len``) or exceeds the suite's input limit (App. B: SWE-bench 32K / 64K) is
+not generated: its K samples score 0 and are counted as ``too_long`` in the results, never dropped silently.
 """
 from __future__ import annotations
 
