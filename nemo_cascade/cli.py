@@ -203,6 +203,24 @@ def _data_paths(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _per_suite(pairs: list[str], option: str, kind: type, minimum: float) -> dict:
+    """``SUITE=VALUE`` options (``--yarn``, ``--max-input-tokens``) as a dict, each value checked here (one line)."""
+    from nemo_cascade.evaluate.suites import EvalError, get_suite
+
+    out = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if not sep or value is None or not value >= minimum:
+            raise EvalError(f"{option} {pair}: expected SUITE=VALUE with a {kind.__name__} >= {minimum:g}")
+        get_suite(name)
+        out[name] = value
+    return out
+
+
 def cmd_eval(args) -> int:
     """Evaluate a checkpoint on one or more suites (nemo_cascade.evaluate); prints the table, writes eval.json.
     Engines over several GPUs (``--tensor-parallel-size`` × ``--data-parallel`` > 1): the command starts itself
@@ -221,7 +239,8 @@ def cmd_eval(args) -> int:
         temperature=args.temperature, top_p=args.top_p, mode=args.mode, template=args.template,
         limit=_count(args.limit, "--limit") or 0, seed=args.seed, data=_data_paths(args.data),
         reward_model_url=args.reward_model_url or "", judge_url=args.judge_url or "", sandbox=args.sandbox,
-        answer_pattern=args.answer_pattern)
+        answer_pattern=args.answer_pattern, yarn=_per_suite(args.yarn, "--yarn", float, 1),
+        max_input_tokens=_per_suite(args.max_input_tokens, "--max-input-tokens", int, 0))
     results, path = evaluate_checkpoint(
         args.checkpoint, names, settings, out_dir=Path(args.out) if args.out else None,
         reward_model=args.reward_model, max_model_len=_count(args.max_model_len, "--max-model-len", 2),
@@ -358,8 +377,8 @@ def _add_convert_parser(sub) -> None:
     to_hf.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
     to_hf.add_argument("--max-shard-gb", type=float, default=5.0, help="safetensors shard size (default 5 GB)")
     to_hf.add_argument("--no-card", action="store_true", help="do not write README.md (the model card)")
-    to_hf.add_argument("--yarn-factor", type=float, help="YaRN rope scaling in config.json (paper App. B: 2 for "
-                       "8B, 3 for 14B; default: the run's model.yarn_factor, 0 = none)")
+    to_hf.add_argument("--yarn-factor", type=float, help="YaRN rope scaling in config.json (paper App. B: 2; "
+                       "default: the run's model.yarn_factor, 0 = none)")
     to_hf.add_argument("--yarn-original", type=int, default=32768, help="positions YaRN scales from (32768)")
     to_hf.add_argument("--verify", action="store_true", help="load the result with transformers and generate")
     to_hf.add_argument("--license", help="the card's hub license id (default: the base model card's, else unknown)")
@@ -380,17 +399,47 @@ def _add_convert_parser(sub) -> None:
     verify.add_argument("--reference", help="HF folder the weights must equal")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with an epilog built only when the help is printed (``epilog_from``): eval's suite list reads the
+    suite registry, whose package imports torch — seconds no other command should pay at start."""
+
+    def __init__(self, *args, epilog_from=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epilog_from = epilog_from
+
+    def format_help(self) -> str:
+        if self.epilog_from is not None:
+            self.epilog = self.epilog_from()
+        return super().format_help()
+
+
+def _suites_epilog() -> str:
+    """Every registered suite, one line each (``evaluate.suites.help_lines``): a new suite appears by being
+    registered."""
+    from nemo_cascade.evaluate.suites import help_lines
+
+    return ("suites ('all' = every one but the tiny-*; the mode shown is the unified model's, T2: pass --mode "
+            "think for a thinking-only model, App. B):\n" + "\n".join(f"  {line}" for line in help_lines()))
+
+
 def _add_eval_parser(sub) -> None:
-    ev = sub.add_parser("eval", help="evaluate a checkpoint on benchmark suites (paper App. B decoding)")
+    ev = sub.add_parser("eval", help="evaluate a checkpoint on benchmark suites (paper App. B decoding)",
+                        epilog_from=_suites_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     ev.add_argument("checkpoint", help="HF model folder, or a run's stage directory (runs/NAME/stages/K-STAGE)")
-    ev.add_argument("--suite", required=True, help="suite name, comma-separated names, or 'all'")
+    ev.add_argument("--suite", required=True, help="suite name, comma-separated names, or 'all' (listed below)")
     ev.add_argument("--limit", help="evaluate only the first N items of each suite")
     ev.add_argument("--samples", help="K samples per item (default: per suite, e.g. AIME 64, IFEval 8)")
     ev.add_argument("--max-tokens", help="response budget per sample (default: per suite, 32K or 64K)")
     ev.add_argument("--temperature", type=float, default=0.6, help="default 0.6 (paper App. B)")
     ev.add_argument("--top-p", type=float, default=0.95, help="default 0.95 (paper App. B)")
-    ev.add_argument("--mode", choices=["think", "no_think"], help="thinking mode for every suite "
-                    "(default: per suite; IFEval non-thinking)")
+    ev.add_argument("--mode", choices=["think", "no_think"], help="thinking mode for every suite (default: per "
+                    "suite, the unified model's modes of T2: IFEval non-thinking; thinking-only models: think)")
+    ev.add_argument("--yarn", action="append", default=[], metavar="SUITE=FACTOR", help="YaRN factor the engine "
+                    "serves the model with for that suite (default: 2 for every paper suite, App. B; the 14B's "
+                    "SWE-bench: swe=3; 1 = none); suites of different factors get one engine each")
+    ev.add_argument("--max-input-tokens", action="append", default=[], metavar="SUITE=TOKENS", help="longest "
+                    "prompt generated for that suite; longer ones score 0 as too_long (default: swe 32768, App. B; "
+                    "the 14B's SWE-bench: swe=65536; 0 = the engine's context only)")
     ev.add_argument("--template", default="cascade1", choices=["cascade1", "cascade2", "chatml", "model"],
                     help="prompt template: the project's (training) ChatML, or the model's own chat template")
     ev.add_argument("--data", action="append", default=[], metavar="SUITE=PATH", help="use another data file")
@@ -421,7 +470,7 @@ def _add_launch_parser(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nemo-cascade", description="Cascade RL on Megatron-Core + vLLM")
+    parser = _Parser(prog="nemo-cascade", description="Cascade RL on Megatron-Core + vLLM")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a cascade (or one stage of it)")
     run.add_argument("recipe", help="recipes/NAME.py[:fn] or package.module:fn")

@@ -4,11 +4,16 @@ report rebuilt (paper §4.1.1: "later stages do not erase earlier skills", T2 / 
 After each policy stage (but one with ``evaluate = false``: the first part of a paper stage split into several,
 which gets no row) the colocated engine already serves the stage's final weights; :class:`Gate` runs
 ``cfg.gate.suites`` on it with the paper's evaluation decoding (App. B) and writes the stage directory's
-``eval.json``. The starting model is evaluated too (``RUN_DIR/base/eval.json``) so the first stage has a row
-to be compared with. Suites scored by a reward model (the RLHF win rate) need the cascade's RM: rows evaluated
-before it existed get that column filled in once the RM stage has finished (the policy then still holds the
-weights of the row before). Regressions (``evaluate.gate.regressions``: a drop beyond the suite's tolerance and
-the two estimates' noise) are recorded in the manifest and either logged or end the cascade.
+``eval.json``; ``gate.mode`` picks the thinking mode (the unified model's per-suite modes of T2, or thinking for
+every suite for the thinking-only models, App. B). The colocated engine serves the rope scaling the actor trains
+with (config.json's), whatever YaRN factor a suite asks for (App. B: 2; the 14B's SWE-bench 3): every row is
+evaluated alike, each suite's eval.json records both factors, a mismatch is logged once, and ``nemo-cascade eval``
+on the stage directory evaluates it with the suites' own factors. The starting model is evaluated too
+(``RUN_DIR/base/eval.json``) so the first stage has a row to be compared with. Suites scored by a reward model
+(the RLHF win rate) need the cascade's RM: rows evaluated before it existed get that column filled in once the RM
+stage has finished (the policy then still holds the weights of the row before). Regressions
+(``evaluate.gate.regressions``: a drop beyond the suite's tolerance and the two estimates' noise) are recorded in
+the manifest and either logged or end the cascade.
 """
 from __future__ import annotations
 
@@ -30,6 +35,11 @@ log = logging.getLogger(__name__)
 _UNSERVED = "http://127.0.0.1:1"  # stands in for the RM's URL while suites are prepared, before it is served
 
 
+def _per_suite(items: tuple[str, ...], kind: type) -> dict:
+    """``("SUITE=VALUE", ...)`` (gate.yarn, gate.max_input_tokens; checked by config validation) as a dict."""
+    return {suite: kind(value) for suite, _, value in (item.partition("=") for item in items)}
+
+
 class GateStop(RuntimeError):
     """The gate found regressions and ``gate.on_regression = stop``."""
 
@@ -38,12 +48,21 @@ class Gate:
     def __init__(self, cfg: C.Cascade, tokenizer):
         g = cfg.gate
         self.cfg = g
-        self.settings = EvalSettings(samples=g.samples or None, max_tokens=g.max_tokens or None,
-                                     temperature=g.temperature, top_p=g.top_p, limit=g.limit, seed=cfg.seed,
-                                     template=cfg.chat_style, progress=False)
+        self.settings = self.settings_for(cfg)
         pending = replace(self.settings, reward_model_url=_UNSERVED)
         self.prepared = {name: prepare(name, pending, tokenizer) for name in g.suites}
         self.tolerance = C.tolerances(g)
+        self.warned: set[str] = set()  # suites whose YaRN factor the colocated engine does not serve, logged once
+
+    @staticmethod
+    def settings_for(cfg: C.Cascade) -> EvalSettings:
+        """The evaluation settings of ``cfg.gate``: App. B decoding, its thinking mode (``suite``: each suite's
+        own, T2's for the unified model) and per-suite YaRN factors and input limits."""
+        g = cfg.gate
+        return EvalSettings(samples=g.samples or None, max_tokens=g.max_tokens or None, temperature=g.temperature,
+                            top_p=g.top_p, limit=g.limit, seed=cfg.seed, template=cfg.chat_style, progress=False,
+                            mode=None if g.mode == "suite" else g.mode, yarn=_per_suite(g.yarn, float),
+                            max_input_tokens=_per_suite(g.max_input_tokens, int))
 
     @property
     def enabled(self) -> bool:
@@ -65,6 +84,13 @@ class Gate:
         results = {}
         for name in names:
             results[name] = run_suite(engine, self.prepared[name], settings).to_json()
+            decoding = results[name]["decoding"]
+            if decoding["engine_yarn_factor"] != decoding["yarn_factor"] and name not in self.warned:
+                self.warned.add(name)
+                # The colocated engine serves the rope the actor trains with; App. B's factor needs
+                # `nemo-cascade eval` on the stage directory (docs/evaluation.md). Rows stay comparable.
+                log.warning("gate %s: %s evaluated with YaRN %g (the training engine's), not the suite's %g",
+                            out_dir.name, name, decoding["engine_yarn_factor"], decoding["yarn_factor"])
             crash_point("evaluate")
             log.info("gate %s: %s = %.3f", out_dir.name, name,
                      results[name]["metrics"][f"avg@{results[name]['decoding']['samples']}"])

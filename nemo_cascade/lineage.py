@@ -50,6 +50,7 @@ ADDED_LATER["Reward"] += ("code_switch_rule", "code_switch_script")
 # that was a bug against the paper, as a verifier fix is: a stage resumed across it keeps its hash.
 ADDED_LATER.update(Actor=("lr_decay_steps",), GRPO=ADDED_LATER["GRPO"] + ("overlong_filter_stats",),
                    LengthPhase=ADDED_LATER["LengthPhase"] + ("until_clip_ratio",))
+ADDED_LATER["Gate"] = ("mode", "yarn", "max_input_tokens")  # the gate's thinking mode and App. B's YaRN / input
 
 
 def config_hash(obj) -> str:

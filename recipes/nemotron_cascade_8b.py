@@ -273,7 +273,8 @@ requests at once instead of two (four engines: 1.65M tokens per node instead of 
 
 
 def cascade(name: str, hf_path: str, parallel: Parallel, stages: tuple[Stage, ...], engine_memory: float,
-            evaluate_base: bool = True, engine_tp: int = ENGINE_TP, yarn_factor: float = 2.0) -> Cascade:
+            evaluate_base: bool = True, engine_tp: int = ENGINE_TP, yarn_factor: float = 2.0,
+            gate: Gate = Gate()) -> Cascade:
     # Context parallelism splits plain rows only: GRPO rows are packed where the layout has no CP.
     stages = tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=engine_memory,
                                               tensor_parallel_size=engine_tp),
@@ -282,9 +283,11 @@ def cascade(name: str, hf_path: str, parallel: Parallel, stages: tuple[Stage, ..
     return Cascade(
         name=name,
         model=Model(hf_path=hf_path, dtype="bfloat16", transformer_impl="auto",  # precision not reported: bf16
-                    yarn_factor=yarn_factor),  # App. B: the release evaluates with YaRN 2 (8B) / 3 (14B)
+                    yarn_factor=yarn_factor),  # App. B: the release evaluates with YaRN 2
         parallel=parallel, stages=stages,
-        gate=Gate(suites=GATE_SUITES, evaluate_base=evaluate_base),  # App. B decoding (Gate defaults), warn only
+        # App. B decoding (Gate defaults), warn only; the unified model in T2's modes (gate.mode = suite: IFEval
+        # non-thinking, the rest thinking), each suite at YaRN 2 (its default); ``gate``: a model's deltas
+        gate=replace(gate, suites=GATE_SUITES, evaluate_base=evaluate_base),
         chat_style="cascade1",  # §3.1.2: " /think" / " /no_think" on each user turn, no empty think block
     )
 
@@ -356,8 +359,8 @@ CASCADE_SOURCES = {
     "model.dtype": "not reported (PAPER.md §3): bf16",
     "model.transformer_impl": "ours: Transformer Engine layers where installed",
     "model.fp8": "not reported (PAPER.md §3): no FP8",
-    "model.yarn_factor": "App. B: evaluation with YaRN ×2 (8B) / ×3 (14B) over 32768 positions, written into the "
-                         "release config.json (`convert to-hf`); training needs it in the base's config.json",
+    "model.yarn_factor": "App. B: evaluation with YaRN ×2 over 32768 positions, written into the release "
+                         "config.json (`convert to-hf`); training needs it in the base's config.json",
     "parallel.tp": "not reported (PAPER.md §3): ours, see the parallel plans",
     "parallel.pp": "ours",
     "parallel.cp": "ours: the actor splits sequences over CP in GRPO stages only, so cascades with SFT use none",
@@ -369,6 +372,8 @@ CASCADE_SOURCES = {
     "chat_style": "§3.1.2: ` /think` / ` /no_think` on each user turn, no empty think block",
     "gate.suites": "§4.1.1, T2/T4–T8, App. B decoding; the paper benchmarks this repository has suites for",
     "gate.evaluate_base": "ours: the RL-only cascade gets the SFT row of T2; a pretrained base gets none",
+    "gate.mode": "App. B, T2: the unified model per suite (IFEval non-thinking, the rest thinking); "
+                 "thinking-only models: thinking everywhere (T1, T8)",
     "gate.on_regression": "ours: the paper's per-stage tables show expected drops (IFEval after RLHF)",
 }
 """The cascade table (a column per recipe function). The thinking recipes share it."""

@@ -14,7 +14,7 @@ import runpy
 from pathlib import Path
 from types import SimpleNamespace
 
-from nemo_cascade.config import Cascade, LengthPhase, Stage
+from nemo_cascade.config import Cascade, Gate, LengthPhase, Stage
 
 
 # recipes/ is not a package (the CLI loads recipes by path): the 8B recipe's stage builders, as a namespace
@@ -36,17 +36,21 @@ def rl_stages() -> tuple[Stage, ...]:
     )
 
 
+GATE = Gate(mode="think")
+"""App. B: a thinking-only model is evaluated in thinking mode on every suite, IFEval included (T1, T8)."""
+
+
 def recipe() -> Cascade:
     """RLHF → IF-RL → math → code → SWE from your 8B-Thinking SFT checkpoint (``with_sft()`` makes one)."""
     return base.cascade("nemotron-cascade-8b-thinking", f"{base.models_dir()}/Nemotron-Cascade-8B-Thinking-SFT",
-                        base.PARALLEL, rl_stages(), base.ENGINE_MEMORY)
+                        base.PARALLEL, rl_stages(), base.ENGINE_MEMORY, gate=GATE)
 
 
 def with_sft() -> Cascade:
     """SFT 16K → SFT 32K (T14: the unified model's hyperparameters) → the RL cascade, from Qwen3-8B-Base."""
     sft = base.sft_stages(steps=(20_000, 32_000), lrs=(5e-5, 2e-5))  # T14, 8B column
     return base.cascade("nemotron-cascade-8b-thinking", f"{base.models_dir()}/Qwen3-8B-Base", base.SFT_PARALLEL,
-                        (*sft, *rl_stages()), base.ENGINE_MEMORY, evaluate_base=False)
+                        (*sft, *rl_stages()), base.ENGINE_MEMORY, evaluate_base=False, gate=GATE)
 
 
 # docs/recipes.md (tools/recipe_docs.py): the 8B recipe's citations, with this model's own where its numbers differ

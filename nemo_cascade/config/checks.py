@@ -317,6 +317,17 @@ def _validate_gate(g: Gate) -> None:
         if not ok:
             raise ConfigError(f"gate.tolerance: expected SUITE=DROP with SUITE one of gate.suites {list(g.suites)} "
                               f"and DROP >= 0, got {item!r:.80}")
+    for name, kind, least in (("yarn", float, 1), ("max_input_tokens", int, 0)):
+        for item in getattr(g, name):
+            suite, sep, value = item.partition("=")
+            try:
+                ok = bool(sep) and suite in g.suites and kind(value) >= least
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ConfigError(f"gate.{name}: expected SUITE={'FACTOR' if kind is float else 'TOKENS'} with "
+                                  f"SUITE one of gate.suites {list(g.suites)} and a {kind.__name__} >= {least}, "
+                                  f"got {item!r:.80}")
 
 
 def _validate_reward_model(s: Stage, p: Parallel, where: str) -> None:

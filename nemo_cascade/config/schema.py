@@ -31,8 +31,9 @@ class Model:
     ``auto``: TE when CUDA and ``transformer_engine`` are both present, else local (always local on CPU)."""
     yarn_factor: float = 0.0
     """YaRN rope scaling written into release configs (``convert to-hf``) for long-context evaluation: paper
-    App. B uses factor 2 (8B) or 3 (14B) over 32768 positions. 0 = none. A base whose config already has YaRN
-    is trained and served with it (the actor reads it from config.json)."""
+    App. B uses factor 2 over 32768 positions (only the 14B's SWE-bench run 3, a suite setting: ``gate.yarn``).
+    0 = none. A base whose config already has YaRN is trained and served with it (the actor reads it from
+    config.json)."""
     fp8: Literal["none", "delayed", "current", "blockwise"] = "none"
     """FP8 training of the actor's linear layers through Transformer Engine (bf16 master weights): delayed
     scaling (amax history), per-tensor current scaling, or blockwise (1×128 / 128×128) scaling. Needs
@@ -288,6 +289,17 @@ class Gate:
     """Per-benchmark ``SUITE=DROP`` overrides of min_drop, e.g. ``("aime25=0.05",)``."""
     on_regression: Literal["warn", "stop"] = "warn"
     """warn: log and record it in the manifest and report; stop: end the cascade after that stage."""
+    mode: Literal["suite", "think", "no_think"] = "suite"
+    """Thinking mode of the suites: ``suite`` = each suite's own, the modes T2 reports for the unified model
+    (IFEval non-thinking, the rest thinking); ``think`` = every suite in thinking mode, as the thinking-only
+    models are evaluated (App. B; T1, T8)."""
+    yarn: tuple[str, ...] = ()
+    """Per-suite ``SUITE=FACTOR`` overrides of the suite's YaRN factor (App. B: 2 for every benchmark; the 14B's
+    SWE-bench 3). ``nemo-cascade eval`` starts an engine per factor; the cascade's colocated engine serves the
+    rope the actor trains with, and eval.json records the factor each suite got (docs/evaluation.md)."""
+    max_input_tokens: tuple[str, ...] = ()
+    """Per-suite ``SUITE=TOKENS`` overrides of the suite's longest generated prompt (App. B: SWE-bench 32K for
+    the 8B, 64K for the 14B)."""
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ re-implements a verifier: IFEval's loose and instruction-level numbers come from
 Seeds: a chunk of items is one ``generate`` call whose request seeds derive from ``EvalSettings.seed``, the
 suite name and the chunk's first item (``RolloutEngine`` adds the rank and the prompt's place in the call), so
 a run is reproducible for a fixed ``chunk_items`` and world size. A prompt that does not fit the engine's
-context (``len(prompt) >= max_model_len``) is not generated: its K samples score 0 and are counted as
-``too_long`` in the results, never dropped silently.
+context (``len(prompt) >= max_model_len``) or exceeds the suite's input limit (App. B: SWE-bench 32K / 64K) is
+not generated: its K samples score 0 and are counted as ``too_long`` in the results, never dropped silently.
 """
 from __future__ import annotations
 
@@ -59,7 +59,13 @@ class EvalSettings:
     """Paper App. B."""
     top_k: int = -1
     mode: Optional[str] = None
-    """``think`` / ``no_think`` for every suite (default: per suite, IFEval non-thinking)."""
+    """``think`` / ``no_think`` for every suite (default: per suite, the unified model's modes of T2: IFEval
+    non-thinking, the rest thinking). Thinking-only models: ``think`` (App. B, T1/T8)."""
+    yarn: Mapping[str, float] = field(default_factory=dict)
+    """Suite name → YaRN factor replacing the suite's (App. B: 2; the 14B's SWE-bench 3; 1 = none)."""
+    max_input_tokens: Mapping[str, int] = field(default_factory=dict)
+    """Suite name → longest prompt generated, replacing the suite's (App. B: SWE-bench 32K, the 14B's 64K;
+    0 = only the engine's context)."""
     template: str = "cascade1"
     limit: int = 0
     """Evaluate only the first N items of each suite (0 = all)."""
@@ -98,6 +104,13 @@ class Decoding:
     seed: int
     max_model_len: int = 0
     """The engine's context (prompt + response tokens); 0 until an engine is known."""
+    yarn_factor: float = 1.0
+    """The suite's YaRN factor (App. B): the engine that evaluates it should serve the model with it."""
+    max_input_tokens: int = 0
+    """Longer prompts are not generated (``too_long``); 0 = only the engine's context limits them."""
+    engine_yarn_factor: float = 0.0
+    """The YaRN factor the engine served the model with (1: none); 0 until an engine is known. It differs from
+    ``yarn_factor`` only on an engine that was not built for the suite (the cascade's colocated one)."""
 
 
 @dataclass
@@ -141,6 +154,12 @@ def decoding_for(suite: Suite, settings: EvalSettings) -> Decoding:
     samples = suite.samples if settings.samples is None else settings.samples
     max_tokens = suite.max_tokens if settings.max_tokens is None else settings.max_tokens
     mode = settings.mode or suite.mode
+    yarn = float(settings.yarn.get(suite.name, suite.yarn_factor))
+    max_input = settings.max_input_tokens.get(suite.name, suite.max_input_tokens)
+    if not yarn >= 1:
+        raise EvalError(f"--yarn {suite.name}={yarn:g}: expected a YaRN factor >= 1 (1 = none)")
+    if not isinstance(max_input, int) or isinstance(max_input, bool) or max_input < 0:
+        raise EvalError(f"--max-input-tokens {suite.name}={max_input}: expected an integer >= 0 (0 = no limit)")
     if samples < 1:
         raise EvalError(f"--samples: expected an integer >= 1, got {samples}")
     if max_tokens < 1:
@@ -153,7 +172,7 @@ def decoding_for(suite: Suite, settings: EvalSettings) -> Decoding:
         raise EvalError(f"decoding: expected temperature > 0 and top_p in (0, 1], got {settings.temperature}, "
                         f"{settings.top_p}")
     return Decoding(settings.temperature, settings.top_p, settings.top_k, samples, max_tokens, mode,
-                    settings.template, settings.seed)
+                    settings.template, settings.seed, yarn_factor=yarn, max_input_tokens=max_input)
 
 
 def check_settings(suites: Sequence[str], settings: EvalSettings) -> None:
@@ -169,6 +188,12 @@ def check_settings(suites: Sequence[str], settings: EvalSettings) -> None:
                 MathVerifier(settings.answer_pattern)
             except ValueError as e:
                 raise EvalError(f"--answer-pattern: {e}") from None
+    for option, overrides in (("--yarn", settings.yarn), ("--max-input-tokens", settings.max_input_tokens)):
+        for name in overrides:
+            try:
+                get_suite(name)
+            except EvalError as e:
+                raise EvalError(f"{option} {name}=...: {e}") from None
     if settings.limit < 0 or settings.chunk_items < 1:
         raise EvalError(f"limit must be >= 0 and chunk_items >= 1, got {settings.limit}, {settings.chunk_items}")
 
@@ -212,6 +237,13 @@ def _chunk_key(suite: str, start: int) -> int:
     return int.from_bytes(hashlib.sha256(f"eval/{suite}/{start}".encode()).digest()[:4], "little") >> 1
 
 
+def fits_input(prompt_tokens: int, decoding: Decoding, max_model_len: int) -> bool:
+    """Whether a prompt is generated: shorter than the engine's context and no longer than the suite's input
+    limit (App. B: SWE-bench 32K / 64K); otherwise its samples score 0 as ``too_long``."""
+    limit = decoding.max_input_tokens
+    return prompt_tokens < max_model_len and (not limit or prompt_tokens <= limit)
+
+
 def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, settings: EvalSettings,
                         timings: dict) -> dict[int, types.PromptGroup]:
     """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per chunk)."""
@@ -222,7 +254,7 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
     d = prep.decoding
     sampling = config.Rollout(temperature=d.temperature, top_p=d.top_p, top_k=d.top_k,
                               max_prompt_tokens=engine.max_model_len, max_response_tokens=d.max_tokens, seed=d.seed)
-    fits = [i for i in indices if len(prep.prompts[i].prompt_tokens) < engine.max_model_len]
+    fits = [i for i in indices if fits_input(len(prep.prompts[i].prompt_tokens), d, engine.max_model_len)]
     groups: dict[int, types.PromptGroup] = {}
     bar = tqdm(total=len(indices), desc=f"{prep.suite.name} K={d.samples}", unit="item", dynamic_ncols=True,
                disable=not (settings.progress and ranks.is_main()))
@@ -307,7 +339,8 @@ def run_suite(engine, prep: Prepared, settings: EvalSettings) -> SuiteResult:
         timings["score"] += time.perf_counter() - t1
     records = ranks.gather_shares(records)
     timings["total"] = time.perf_counter() - t0
-    decoding = asdict(replace(prep.decoding, max_model_len=engine.max_model_len))
+    decoding = asdict(replace(prep.decoding, max_model_len=engine.max_model_len,
+                              engine_yarn_factor=float(engine.yarn_factor)))
     data = {"path": str(prep.data_path), "sha256": file_sha256(prep.data_path), "items": len(records),
             "limit": settings.limit}
     return SuiteResult(prep.suite.name, prep.suite.domain, prep.suite.metric, decoding, data,
@@ -370,4 +403,4 @@ def evaluate(engine, tokenizer, suites: Sequence[str], settings: EvalSettings = 
 
 
 __all__ = ["EvalSettings", "Decoding", "Prepared", "SuiteResult", "TEMPLATES", "prepare", "run_suite",
-           "evaluate", "suite_metrics", "decoding_for", "render_prompt", "check_settings"]
+           "evaluate", "suite_metrics", "decoding_for", "render_prompt", "check_settings", "fits_input"]

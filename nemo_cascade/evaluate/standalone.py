@@ -3,8 +3,13 @@
 A checkpoint is an HF model folder (``config.json``, weights, tokenizer) or a run's stage directory
 (``runs/<name>/stages/<k>-<name>/``, whose ``hf/`` holds the stage's export; results then go to that stage
 directory's ``eval.json``, beside its ``metrics.jsonl``). The engine is the project's
-``rollout.vllm.RolloutEngine`` in this process; its context is the longest prompt of the requested suites plus
-the response budget, capped by the model's ``max_position_embeddings`` (and ``max_model_len`` if given).
+``rollout.vllm.RolloutEngine`` in this process, serving the model with the suites' YaRN factor over its native
+positions (App. B: 2 for every benchmark, 3 for the 14B's 64K-input SWE-bench run): suites that need different
+factors are evaluated by one engine each, started in turn (:func:`yarn_groups`, in the order the suites were
+asked for; the engine before is shut down first). An engine's context is the longest prompt its suites generate
+(within each suite's input limit) plus the largest response budget, capped by the positions the factor gives
+(and by ``max_model_len`` if given). A run's stage directory is evaluated with its run's gate settings (thinking
+mode, per-suite YaRN and input limits) where the command line leaves them open (:func:`with_run_gate`).
 
 An 8B/14B model uses a node's GPUs: ``tensor_parallel_size`` GPUs per engine and ``data_parallel`` engines, one
 process per GPU under torchrun (``nemo-cascade eval`` starts it), each engine taking ``gpu_memory_utilization`` of
@@ -13,8 +18,10 @@ its share of each suite's items; rank 0 writes the results.
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -46,6 +53,32 @@ def resolve_checkpoint(path: str | Path) -> tuple[Path, Optional[Path]]:
     raise EvalError(f"checkpoint {p}: no config.json and no hf/ folder; {EXPECTED}")
 
 
+def run_gate(stage: Optional[Path]) -> Optional[config.Gate]:
+    """The forgetting-gate settings of the run a stage directory belongs to (the run's resolved config.json,
+    ``runs/<name>/config.json``), or None for a checkpoint outside a run."""
+    if stage is None or not (stage.parent.parent / "config.json").is_file():
+        return None
+    path = stage.parent.parent / "config.json"
+    try:
+        gate = config.from_dict(config.Gate, json.loads(path.read_text()).get("gate", {}), "gate")
+        with_run_gate(EvalSettings(), gate)  # its SUITE=VALUE items parse
+        return gate
+    except (OSError, ValueError, AttributeError) as e:
+        raise EvalError(f"{path}: unreadable run config ({type(e).__name__}: {e})") from None
+
+
+def with_run_gate(settings: EvalSettings, gate: Optional[config.Gate]) -> EvalSettings:
+    """``settings`` with the run's gate deciding what the command line left open: the thinking mode (a
+    thinking recipe's ``think``, App. B) and the per-suite YaRN factors and input limits (the 14B's SWE-bench:
+    64K input, YaRN 3); options given on the command line win."""
+    if gate is None:
+        return settings
+    pairs = lambda items, kind: {k: kind(v) for k, _, v in (i.partition("=") for i in items)}  # noqa: E731
+    return replace(settings, mode=settings.mode or (None if gate.mode == "suite" else gate.mode),
+                   yarn={**pairs(gate.yarn, float), **settings.yarn},
+                   max_input_tokens={**pairs(gate.max_input_tokens, int), **settings.max_input_tokens})
+
+
 def check_server(url: str) -> None:
     """A served model must answer ``/health`` before the evaluation spends its time generating."""
     import urllib.error
@@ -62,9 +95,27 @@ def check_server(url: str) -> None:
     raise EvalError(f"--reward-model-url {url}: /health answered {resp.status}")
 
 
-def model_positions(model_dir: Path) -> int:
-    """The positions the model serves (the engine's reading of config.json); 2^20 when it names none."""
-    return engine_start.model_positions(engine_start.read_hf_config(str(model_dir))) or 1 << 20
+def model_positions(model_dir: Path, yarn_factor: Optional[float] = None) -> int:
+    """The positions the model serves (the engine's reading of config.json, after the rescaling to
+    ``yarn_factor`` if given: ``engine_start.yarn_overrides``); 2^20 when it names none."""
+    hf = engine_start.read_hf_config(str(model_dir))
+    if yarn_factor is not None:
+        try:
+            overrides = engine_start.yarn_overrides(hf, yarn_factor, model_dir / "config.json")
+            hf = engine_start.with_overrides(hf, overrides)
+        except ValueError as e:
+            raise EvalError(str(e)) from None  # names config.json
+    return engine_start.model_positions(hf) or 1 << 20
+
+
+def yarn_groups(prepared: Sequence[Prepared]) -> list[tuple[float, list[Prepared]]]:
+    """The engines an evaluation starts: ``(YaRN factor, its suites)`` per distinct factor, in the order the
+    suites come (App. B: one engine at factor 2 for every suite but the 14B's SWE-bench, which gets its own at
+    3). One engine serves one rope scaling, so a suite is never evaluated at another suite's factor."""
+    groups: dict[float, list[Prepared]] = {}
+    for prep in prepared:
+        groups.setdefault(prep.decoding.yarn_factor, []).append(prep)
+    return list(groups.items())
 
 
 def load_tokenizer(model_dir: Path):
@@ -78,9 +129,13 @@ def load_tokenizer(model_dir: Path):
 
 
 def context_needed(prepared: Sequence[Prepared]) -> int:
-    """Tokens of context the suites need: the longest prompt plus the largest response budget (0 for none)."""
-    return max((max(len(p.prompt_tokens) for p in prep.prompts) + prep.decoding.max_tokens for prep in prepared),
-               default=0)
+    """Tokens of context the suites need: the longest prompt each generates (within its input limit, App. B)
+    plus its response budget, the largest over suites (0 for none)."""
+    def longest(prep: Prepared) -> int:
+        limit = prep.decoding.max_input_tokens
+        return max((n for n in (len(p.prompt_tokens) for p in prep.prompts) if not limit or n <= limit), default=0)
+
+    return max((longest(prep) + prep.decoding.max_tokens for prep in prepared), default=0)
 
 
 def engine_context(prepared: Sequence[Prepared], positions: int, max_model_len: Optional[int] = None) -> int:
@@ -118,9 +173,11 @@ def init_ranks(world: int) -> None:
 
 
 def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "auto", kv_cache_gib: float = 2.0, *,
-                 tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9):
+                 tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
+                 yarn_factor: Optional[float] = None):
     """The project's rollout engine for evaluation only (no actor in this process): sharded over
-    ``tensor_parallel_size`` ranks of the torchrun world (each group of that many ranks one engine)."""
+    ``tensor_parallel_size`` ranks of the torchrun world (each group of that many ranks one engine), serving
+    the model with YaRN ``yarn_factor`` over its native positions (App. B; None: config.json's rope)."""
     from ..rollout.vllm import RolloutEngine
 
     if dtype == "auto":
@@ -131,7 +188,7 @@ def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "aut
                              tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization)
     try:
         return RolloutEngine(str(model_dir), rollout, dtype, seed=seed, max_model_len=context,
-                             distributed=ranks.world()[1] > 1)
+                             distributed=ranks.world()[1] > 1, yarn_factor=yarn_factor)
     except (FileNotFoundError, ValueError) as e:
         raise EvalError(f"checkpoint {model_dir}: {e}") from None
 
@@ -145,34 +202,46 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
     stage directory, else ``runs/eval/<model folder name>``). ``reward_model``: an HF folder of a reward model
     to serve for the RLHF suite for the duration of the run (else ``settings.reward_model_url``; rank 0 serves
     it). Engines: see the module docstring. Returns ``(results by suite, eval.json path)``."""
-    from dataclasses import replace
-
     world = check_layout(tensor_parallel_size, data_parallel, gpu_memory_utilization)
     # until it is served, a reward model to start stands in for the server URL it will have
     pending = replace(settings, reward_model_url=settings.reward_model_url or
                       ("http://127.0.0.1:1" if reward_model else ""))
     check_settings(suites, pending)
     model_dir, stage = resolve_checkpoint(checkpoint)
+    gate = run_gate(stage)
+    settings, pending = with_run_gate(settings, gate), with_run_gate(pending, gate)
+    check_settings(suites, pending)
     if settings.reward_model_url and any(get_suite(n).pairwise for n in suites):
         check_server(settings.reward_model_url)
     if reward_model and not (Path(reward_model) / "config.json").is_file():
         raise EvalError(f"--reward-model {reward_model}: no config.json; expected an HF reward-model folder")
     tokenizer = load_tokenizer(model_dir)
     prepared = [prepare(name, pending, tokenizer) for name in suites]
+    # one engine per rope scaling (App. B), each sized for its suites; a model that cannot be rescaled is one line
+    engines = [(factor, group, engine_context(group, model_positions(model_dir, factor), max_model_len))
+               for factor, group in yarn_groups(prepared)]
     out_dir = Path(out_dir) if out_dir else (stage or Path("runs") / "eval" / model_dir.resolve().name)
     init_ranks(world)
     serve_rm = bool(reward_model) and any(p.suite.pairwise for p in prepared)
     server = _launch_rm_server(reward_model, out_dir) if serve_rm and ranks.is_main() else None
     engine = None
+    results = {}
     try:
-        context = engine_context(prepared, model_positions(model_dir), max_model_len)
-        engine = build_engine(model_dir, context, settings.seed, dtype, kv_cache_gib,
-                              tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization)
-        if serve_rm:
-            settings = replace(settings, reward_model_url=ranks.from_main(server.wait_ready().url if server else ""))
-        started = time.perf_counter()
-        results = {p.suite.name: run_suite(engine, p, settings) for p in prepared}
-        log.info("evaluated %s in %.1f s", ", ".join(suites), time.perf_counter() - started)
+        for factor, group, context in engines:
+            engine = build_engine(model_dir, context, settings.seed, dtype, kv_cache_gib,
+                                  tensor_parallel_size=tensor_parallel_size,
+                                  gpu_memory_utilization=gpu_memory_utilization, yarn_factor=factor)
+            if serve_rm:  # loaded while the first engine started
+                url = ranks.from_main(server.wait_ready().url if server else "")
+                settings = replace(settings, reward_model_url=url)
+                serve_rm = False
+            started = time.perf_counter()
+            results.update({p.suite.name: run_suite(engine, p, settings) for p in group})
+            log.info("evaluated %s with YaRN %g in %.1f s", ", ".join(p.suite.name for p in group), factor,
+                     time.perf_counter() - started)
+            engine.shutdown()
+            engine = None
+        results = {name: results[name] for name in suites}
     finally:
         if engine is not None:
             engine.shutdown()
@@ -198,4 +267,4 @@ def _launch_rm_server(reward_model: str, out_dir: Path):
 
 
 __all__ = ["resolve_checkpoint", "build_engine", "check_layout", "init_ranks", "context_needed", "engine_context", "evaluate_checkpoint", "load_tokenizer",
-           "model_positions"]
+           "model_positions", "yarn_groups", "run_gate", "with_run_gate"]

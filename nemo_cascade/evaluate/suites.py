@@ -7,11 +7,15 @@ reference response), the default thinking mode, samples per item K and response 
 
 Decoding (paper App. B; docs/evaluation.md): temperature 0.6, top-p 0.95 for every suite; K samples per
 item with avg@K as the score — AIME avg@64, IFEval / IFBench avg@8, SWE-bench avg@4, the paper's values;
-response budget 64K tokens ("thinking budget"), 32K for IFEval / IFBench / ArenaHard and for SWE. The unified
-model is evaluated in thinking mode except on IFEval (non-thinking, T2). Suites the paper does not report
-(GSM8K, MATH-500, HumanEval, MBPP, the HH-RLHF proxy) use the same decoding; their K is our choice, stated in
-``Suite.paper``. Every default can be overridden per run (``EvalSettings``; ``nemo-cascade eval --samples``,
-``--max-tokens``, ``--mode``), which a 2-core CPU needs.
+response budget 64K tokens ("thinking budget"), 32K for IFEval / IFBench / ArenaHard and for SWE. A suite's
+``mode`` is the one the paper reports for the unified model: thinking except on IFEval (non-thinking, T2); the
+thinking-only models are evaluated in thinking mode on every suite (T1, T8: ``--mode think``, a thinking
+recipe's ``gate.mode``). The engine serves the model with YaRN factor 2 over its native positions for every
+paper suite, and SWE-bench prompts may be 32K tokens long (App. B); the 14B's SWE-bench evaluation takes 64K
+input with YaRN 3, which its recipe states (``gate.yarn``, ``gate.max_input_tokens``). Suites the paper does
+not report (GSM8K, MATH-500, HumanEval, MBPP, the HH-RLHF proxy) use the same decoding; their K is our choice,
+stated in ``Suite.paper``. Every default can be overridden per run (``EvalSettings``; ``nemo-cascade eval
+--samples``, ``--max-tokens``, ``--mode``, ``--yarn``, ``--max-input-tokens``), which a 2-core CPU needs.
 
 Prompts: math suites append the AceMath/AceReason instruction "Please reason step by step, and put your final
 answer within \\boxed{}." (the math reward reads the last ``\\boxed{}``, §4.5); code suites ask for a
@@ -55,6 +59,12 @@ class Item:
     answer to beat (RLHF). None where the dataset has none (IFEval, IFBench)."""
 
 
+YARN_FACTOR = 2.0
+"""App. B: every benchmark is evaluated with YaRN factor 2 over the model's 32768 native positions."""
+SWE_INPUT_TOKENS = 32768
+"""App. B: SWE-bench's input for the 8B models (the 14B's is 64K, with YaRN 3: its recipe says so)."""
+
+
 @dataclass(frozen=True)
 class Suite:
     name: str
@@ -78,6 +88,13 @@ class Suite:
     """Score = win/tie/loss against the item's reference answer under the reward model (RLHF proxy)."""
     reward: Reward = field(default_factory=Reward)
     """Verifier settings (answer pattern, timeouts); the run's sandbox / server settings are merged in."""
+    yarn_factor: float = YARN_FACTOR
+    """YaRN rope scaling the engine serves the model with for this suite, over the model's native positions
+    (App. B: factor 2 over 32768 for every benchmark; the 14B's 64K-input SWE-bench run 3, a recipe's
+    ``gate.yarn`` or ``eval --yarn``). 1 = the model's own RoPE, no scaling."""
+    max_input_tokens: int = 0
+    """The longest prompt generated (App. B: SWE-bench input 32K for the 8B, 64K for the 14B); a longer one
+    scores 0 and is counted as ``too_long``. 0 = only the engine's context limits it."""
 
 
 # ------------------------------------------------------------------------------------------ reading files
@@ -308,7 +325,8 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("swe", "swe", "SWE-bench Lite repair (Agentless prompt, files rebuilt from the golden patch's hunks)",
           _load_swe, default_swe_data, mode="think", samples=4, max_tokens=32768,
           metric="share of samples equal to the golden patch (Eq. 2 reward 1)",
-          paper=f"{_PAPER_DECODING}; avg@4, 32K budget (SWE-bench Verified, Agentless)"),
+          paper=f"{_PAPER_DECODING}; avg@4, 32K budget, input 32K (SWE-bench Verified, Agentless)",
+          max_input_tokens=SWE_INPUT_TOKENS),
     Suite("rlhf", "rlhf", "HH-RLHF helpful-base test: win rate against the chosen answer under the reward model",
           load_hh_rlhf, _repo_file("hh-rlhf", "helpful-base", "test.jsonl.gz"), mode="think", samples=1,
           max_tokens=32768, metric="win rate vs. reference (ties 0.5)",
@@ -318,22 +336,23 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
 """Every benchmark by name (``nemo-cascade eval --suite NAME``; ``all`` means these)."""
 
 _TINY = "held-out split of the tiny CPU recipe's synthetic set; not a paper benchmark"
+_NO_YARN = 1.0  # the tiny models' own RoPE: their suites are not App. B's long evaluations
 TINY_SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("tiny-math", "math", "arithmetic (data.synthetic), 128 held-out problems", load_rows("math"),
           _repo_file("tiny", "math.jsonl"), mode="no_think", samples=4, max_tokens=32, metric="accuracy",
-          paper=_TINY),
+          paper=_TINY, yarn_factor=_NO_YARN),
     Suite("tiny-ifeval", "ifeval", "arithmetic with two or three IFEval instructions, 128 held-out prompts",
           load_rows("ifeval"), _repo_file("tiny", "ifeval.jsonl"), mode="no_think", samples=4, max_tokens=48,
-          metric="prompt-level strict accuracy", paper=_TINY),
+          metric="prompt-level strict accuracy", paper=_TINY, yarn_factor=_NO_YARN),
     Suite("tiny-code", "code", "write f(x) = x OP k given f(x0) = y0, 64 held-out problems, sandboxed asserts", load_rows("code"),
           _repo_file("tiny", "code.jsonl"), mode="no_think", samples=4, max_tokens=32, metric="pass rate",
-          paper=_TINY),
+          paper=_TINY, yarn_factor=_NO_YARN),
     Suite("tiny-swe", "swe", "fix the constant in calc.py from a reported value (SEARCH/REPLACE), 64 held-out problems",
           load_rows("swe"), _repo_file("tiny", "swe.jsonl"), mode="no_think", samples=4, max_tokens=48,
-          metric="share of samples equal to the golden patch", paper=_TINY),
+          metric="share of samples equal to the golden patch", paper=_TINY, yarn_factor=_NO_YARN),
     Suite("tiny-rlhf", "rlhf", "arithmetic questions: win rate against the SFT answer under the cascade's RM",
           load_rows("rlhf"), _repo_file("tiny", "rlhf.jsonl"), mode="no_think", samples=4, max_tokens=32,
-          metric="win rate vs. reference (ties 0.5)", paper=_TINY, pairwise=True),
+          metric="win rate vs. reference (ties 0.5)", paper=_TINY, pairwise=True, yarn_factor=_NO_YARN),
 )}
 """Small suites for the tiny cascade's forgetting gate (recipes/tiny.py); by name only, not in ``all``."""
 
@@ -343,6 +362,18 @@ def get_suite(name: str) -> Suite:
         raise EvalError(f"--suite {name}: unknown suite; expected one of {sorted(SUITES) + sorted(TINY_SUITES)} "
                         f"(or 'all')")
     return SUITES.get(name) or TINY_SUITES[name]
+
+
+def help_lines() -> list[str]:
+    """One line per registered suite (``SUITES``, then ``TINY_SUITES``) for ``nemo-cascade eval --help``: name,
+    description, and the defaults a run gets (mode, K, response budget, YaRN, input limit)."""
+    lines = []
+    for suite in (*SUITES.values(), *TINY_SUITES.values()):
+        extra = f", input <= {suite.max_input_tokens}" if suite.max_input_tokens else ""
+        yarn = f"YaRN x{suite.yarn_factor:g}" if suite.yarn_factor > 1 else "no YaRN"
+        lines.append(f"{suite.name}: {suite.description} [{suite.mode}, K={suite.samples}, "
+                     f"max {suite.max_tokens} tokens, {yarn}{extra}]")
+    return lines
 
 
 def suite_names(spec: str) -> list[str]:
@@ -366,5 +397,6 @@ def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tup
     return (items[:limit] if limit > 0 else items), path
 
 
-__all__ = ["Item", "Suite", "SUITES", "TINY_SUITES", "load_rows", "EvalError", "get_suite", "suite_names", "load_items", "read_jsonl",
+__all__ = ["Item", "Suite", "SUITES", "TINY_SUITES", "YARN_FACTOR", "SWE_INPUT_TOKENS", "help_lines", "load_rows",
+           "EvalError", "get_suite", "suite_names", "load_items", "read_jsonl",
            "file_sha256", "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]

@@ -144,6 +144,65 @@ def model_positions(hf: dict) -> int | None:
     return int(n) if n else None
 
 
+def _rope(hf: dict) -> tuple[str, dict]:
+    """``(rope type, its parameters)`` of a config.json: ``rope_scaling`` (transformers 4) or ``rope_parameters``
+    (transformers 5); ``default`` for plain RoPE."""
+    scaling = hf.get("rope_scaling") or hf.get("rope_parameters") or {}
+    return str(scaling.get("rope_type") or scaling.get("type") or "default"), dict(scaling)
+
+
+def yarn_factor(hf: dict) -> float:
+    """The YaRN factor config.json serves the model with; 1.0 for plain RoPE (and for other rope types)."""
+    kind, scaling = _rope(_text_config(hf))
+    return float(scaling.get("factor") or 1.0) if kind == "yarn" else 1.0
+
+
+def native_positions(hf: dict) -> int | None:
+    """The positions the model was trained for: YaRN's ``original_max_position_embeddings`` where config.json
+    already scales (a release config, ``convert.arch.with_yarn``), else ``max_position_embeddings``."""
+    text = _text_config(hf)
+    kind, scaling = _rope(text)
+    if kind == "yarn" and scaling.get("original_max_position_embeddings"):
+        return int(scaling["original_max_position_embeddings"])
+    return model_positions(hf)
+
+
+def yarn_overrides(hf: dict, factor: float, where: Path) -> dict:
+    """vLLM ``hf_overrides`` that serve the model with YaRN ``factor`` over its native positions (App. B: factor 2
+    for every benchmark, 3 for the 14B's 64K-input SWE-bench run); ``factor`` 1 = plain RoPE. Empty when
+    config.json already says so. vLLM takes ``max_position_embeddings`` as the scaled length for YaRN (it
+    multiplies only other rope types' lengths by their factor), and sets a dict-valued override as the whole
+    attribute, so ``rope_parameters`` carries ``rope_theta`` too. ValueError (one line) for a config this cannot
+    rescale: another rope type (llama3, linear, ...), a nested ``text_config``, or no positions."""
+    factor = float(factor)
+    if factor < 1:
+        raise ValueError(f"YaRN factor {factor:g}: expected >= 1 (1 = the model's own RoPE)")
+    kind, scaling = _rope(hf)
+    native = native_positions(hf)
+    if factor == yarn_factor(hf) and (kind == "yarn" or factor == 1.0):
+        return {}
+    if "text_config" in hf or kind not in ("default", "yarn") or not native:
+        problem = ("its rope lives in a nested text_config" if "text_config" in hf else
+                   f"its rope type is {kind!r}" if kind not in ("default", "yarn") else "it names no positions")
+        raise ValueError(f"{where}: cannot serve it with YaRN factor {factor:g}: {problem}; evaluate it with "
+                         f"YaRN factor 1 (no rescaling: eval --yarn SUITE=1)")
+    theta = hf.get("rope_theta", scaling.get("rope_theta", 10000.0))
+    kept = {k: v for k, v in scaling.items()
+            if k not in ("type", "rope_type", "factor", "original_max_position_embeddings", "rope_theta")}
+    if factor == 1.0:
+        rope = {"rope_type": "default", "rope_theta": theta}
+    else:
+        rope = {**kept, "rope_type": "yarn", "factor": factor, "original_max_position_embeddings": native,
+                "rope_theta": theta}
+    return {"max_position_embeddings": int(native * factor), "rope_parameters": rope}
+
+
+def with_overrides(hf: dict, overrides: dict) -> dict:
+    """config.json as the engine reads it after ``hf_overrides`` (top-level keys replaced)."""
+    out = {k: v for k, v in hf.items() if not (overrides and k in ("rope_scaling", "rope_parameters"))}
+    return {**out, **overrides}
+
+
 def capped_model_len(hf: dict, wanted: int, where: Path) -> int:
     """``wanted`` within the model's positions. vLLM refuses to start past them; an evaluation budget may ask
     for more (App. B: 64K responses), and its requests then stop at the model's length (finish_reason

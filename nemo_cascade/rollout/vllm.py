@@ -120,7 +120,9 @@ class RolloutEngine:
 
     ``dtype`` is the engine's parameter dtype ("float32" on CPU, "bfloat16" on GPUs); ``seed`` seeds the
     engine itself, per-request sampling seeds come from ``rollout.seed``. ``max_model_len`` defaults to
-    ``rollout.max_prompt_tokens + rollout.max_response_tokens``.
+    ``rollout.max_prompt_tokens + rollout.max_response_tokens``. ``yarn_factor`` (evaluation engines only, App.
+    B): serve the model with YaRN of this factor over its native positions instead of config.json's rope
+    (``engine_start.yarn_overrides``; vLLM ``hf_overrides``); None = config.json's, as training must.
     """
 
     def __init__(
@@ -133,8 +135,14 @@ class RolloutEngine:
         distributed: bool = False,
         max_model_len: int | None = None,
         around_generate: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+        yarn_factor: float | None = None,
     ):
         hf = engine_start.read_hf_config(model_path)  # fail on a bad folder before importing vLLM
+        self.hf_overrides = ({} if yarn_factor is None else
+                             engine_start.yarn_overrides(hf, yarn_factor, Path(model_path) / "config.json"))
+        hf = engine_start.with_overrides(hf, self.hf_overrides)
+        self.yarn_factor = engine_start.yarn_factor(hf)
+        """The YaRN factor the engine serves the model with (1.0: none)."""
         self.model_path = str(model_path)
         self.rollout = rollout
         self.distributed = distributed
@@ -175,8 +183,8 @@ class RolloutEngine:
             # Not in a tied checkpoint, but the in-place reload finalises the tied ParallelLMHead as a layer
             # of its own: without it the head keeps its OLD weights (measured). Senders alias the embedding.
             self._expected |= {"lm_head.weight"}
-        log.info("vLLM engine ready in %.1f s (%s, %s, max_model_len=%d, rank %d)", self.start_seconds,
-                 "cpu" if self.on_cpu else "gpu", dtype, self.max_model_len, self._rank)
+        log.info("vLLM engine ready in %.1f s (%s, %s, max_model_len=%d, YaRN %g, rank %d)", self.start_seconds,
+                 "cpu" if self.on_cpu else "gpu", dtype, self.max_model_len, self.yarn_factor, self._rank)
 
     def _check_world(self, dist) -> None:
         """The torchrun world fits the requested layout (module docstring: process model)."""
@@ -193,6 +201,8 @@ class RolloutEngine:
             model=self.model_path, tokenizer=self.model_path, dtype=dtype, seed=seed,
             max_model_len=self.max_model_len, logprobs_mode="processed_logprobs",
             enable_prefix_caching=True)
+        if self.hf_overrides:
+            kwargs["hf_overrides"] = self.hf_overrides
         if self.distributed:
             # "external DP" of W / t engines, each sharded over t consecutive ranks (see module docstring).
             kwargs.update(distributed_executor_backend="external_launcher",

@@ -65,10 +65,12 @@ def test_evaluate_checkpoint_builds_its_engine_with_the_layout(monkeypatch, hf_f
 
     monkeypatch.setattr(S, "load_tokenizer", lambda _: Tokenizer())
     monkeypatch.setattr(S, "build_engine", fake_build)
+    (hf_folder / "config.json").write_text(json.dumps({"max_position_embeddings": 32768}))
     with pytest.raises(_Stop):
         S.evaluate_checkpoint(hf_folder, ["gsm8k"], E.EvalSettings(limit=2), out_dir=hf_folder / "out",
                               tensor_parallel_size=1, data_parallel=1, gpu_memory_utilization=0.7)
-    assert seen == {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.7, "model_dir": hf_folder}
+    assert seen == {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.7, "model_dir": hf_folder,
+                    "yarn_factor": 2.0}, "App. B: GSM8K at YaRN 2"
 
 
 def test_several_gpus_relaunch_the_command_under_torchrun(monkeypatch, hf_folder):

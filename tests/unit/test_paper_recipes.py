@@ -302,10 +302,43 @@ def test_the_gate_runs_once_per_paper_stage(model, fn):
 
 @pytest.mark.parametrize("model", POLICY)
 def test_release_configs_get_app_b_yarn(model):
-    """App. B evaluates the 8B models with YaRN ×2 and the 14B with ×3 over 32768 positions: ``convert to-hf``
-    writes model.yarn_factor into the release config.json."""
+    """App. B evaluates every benchmark with YaRN ×2 over 32768 positions — the 14B too, but for its 64K-input
+    SWE-bench run (×3, a suite setting: see the next test): ``convert to-hf`` writes ×2 into every release
+    config.json."""
     for fn in FUNCTIONS[model]:
-        assert load(POLICY[model], fn).model.yarn_factor == (3.0 if model.startswith("14b") else 2.0)
+        assert load(POLICY[model], fn).model.yarn_factor == 2.0
+
+
+@pytest.mark.parametrize("model", POLICY)
+def test_each_gate_suite_gets_app_b_yarn_and_input(model):
+    """App. B: YaRN ×2 for every suite; SWE-bench input 32K (8B models) or 64K with YaRN ×3 (the 14B). The
+    factor and input limit each gate suite is prepared with, as the recipe's gate decides them."""
+    from nemo_cascade.evaluate.runner import decoding_for
+    from nemo_cascade.evaluate.suites import get_suite
+    from nemo_cascade.forgetting import Gate
+
+    for fn in FUNCTIONS[model]:
+        cfg = load(POLICY[model], fn)
+        decoding = {s: decoding_for(get_suite(s), Gate.settings_for(cfg)) for s in cfg.gate.suites}
+        got = {s: (d.yarn_factor, d.max_input_tokens) for s, d in decoding.items()}
+        swe = (3.0, 64 * 1024) if model.startswith("14b") else (2.0, 32 * 1024)
+        assert got == {**{s: (2.0, 0) for s in cfg.gate.suites}, "swe": swe}, fn
+
+
+@pytest.mark.parametrize("model", POLICY)
+def test_each_gate_suite_runs_in_the_mode_the_paper_reports(model):
+    """App. B / T2: the unified 8B is gated on IFEval in non-thinking mode and on every other suite in thinking
+    mode; the thinking-only models (T1, T8) in thinking mode on every suite, IFEval included."""
+    from nemo_cascade.evaluate.runner import decoding_for
+    from nemo_cascade.evaluate.suites import get_suite
+    from nemo_cascade.forgetting import Gate
+
+    for fn in FUNCTIONS[model]:
+        cfg = load(POLICY[model], fn)
+        settings = Gate.settings_for(cfg)
+        modes = {s: decoding_for(get_suite(s), settings).mode for s in cfg.gate.suites}
+        unified = {s: "no_think" if s == "ifeval" else "think" for s in cfg.gate.suites}
+        assert modes == (unified if model == "8b" else {s: "think" for s in cfg.gate.suites}), fn
 
 
 def test_14b_rl_steps_add_up_to_figure_1():
