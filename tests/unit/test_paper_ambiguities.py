@@ -32,8 +32,12 @@ ROWS = _rows()
 
 
 def _value(cfg: C.Cascade, path: str):
-    _, stage, *attrs = path.split(".")
-    value = C.stage_by_name(cfg, stage)
+    head, *attrs = path.split(".")
+    value = cfg
+    if head == "stages":
+        value, attrs = C.stage_by_name(cfg, attrs[0]), attrs[1:]
+    else:
+        attrs = [head, *attrs]
     for a in attrs:
         value = getattr(value, a)
     return value
@@ -42,7 +46,7 @@ def _value(cfg: C.Cascade, path: str):
 def test_the_section_lists_the_known_ambiguities():
     questions = " ".join(q for q, _, _ in ROWS)
     for topic in ("horizon", "first IF-RL sub-stage", "second SWE RL stage", "code RL temperature",
-                  "truncated sample's group", "length phase ends", "refills"):
+                  "truncated sample's group", "length phase ends", "refills", "SWE-bench evaluation"):
         assert topic in questions, topic
 
 
