@@ -379,6 +379,9 @@ def _validate_reward(s: Stage, where: str) -> None:
         raise ConfigError(f"{where}.reward.verify_timeout_s: expected > 0, got {rw.verify_timeout_s}")
     if rw.workers < 0:
         raise ConfigError(f"{where}.reward.workers: expected >= 0 (0 = all cores), got {rw.workers}")
+    if rw.judge_reasoning_tokens < 0:
+        raise ConfigError(f"{where}.reward.judge_reasoning_tokens: expected >= 0 (0 = the judge answers at once), "
+                          f"got {rw.judge_reasoning_tokens}")
     needs_rm = "the rlhf domain" if "rlhf" in stage_domains(s) else "if_rm_bonus" if rw.if_rm_bonus else ""
     if needs_rm and not (rw.reward_model_url or rw.reward_model_stage):
         raise ConfigError(f"{where}.reward.reward_model_url: {needs_rm} needs a reward model: a server URL, or "

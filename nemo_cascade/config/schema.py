@@ -202,6 +202,10 @@ class Reward:
     cascade serves (a local vLLM server) for this stage — the RM trained in §4.2 scores the RLHF stage (§4.3)."""
     judge_url: str = ""
     """swe: a vLLM server of the judge LM for P("YES") on partial patches (§4.7, Eq. 2); empty = lexical."""
+    judge_reasoning_tokens: int = 0
+    """swe judge: 0 = read P("YES") right after ``<judgement>`` appended to the judge's prompt (a judge that answers
+    at once, as App. C.2's prompt asks); N > 0 = a reasoning judge first writes up to N tokens (greedy) until it
+    opens ``<judgement>``, and P("YES") is read after it there (rewards/remote.py JudgeClient)."""
     if_rm_bonus: bool = False
     """ifeval, thinking models: R_IF + sigmoid(group-normalised RM score) when R_IF = 1, else 0 (§4.4.2)."""
 
