@@ -38,7 +38,8 @@ PATIENCE = ("collective_timeout_minutes",)
 aborted by a collective timeout must resume with a longer one. Left out of the hashes."""
 
 ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
-               "Data": ("min_prompt_tokens", "repeat", "domain"), "Stage": ("epochs",),
+               "Data": ("min_prompt_tokens", "repeat", "domain", "swe_max_files", "swe_min_noisy_files"),
+               "Stage": ("epochs",),
                "GRPO": ("sequence_packing", "pack_tokens"),
                "Reward": ("score_while_generating", "judge_reasoning_tokens")}
 """Fields added after runs had recorded stage hashes in their manifests, per config class. Each is left out of

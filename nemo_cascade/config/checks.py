@@ -290,6 +290,11 @@ def _validate_data(s: Stage, where: str) -> None:
         if limit is not None and d.min_prompt_tokens > limit[1]:
             raise ConfigError(f"{where}.{name}.min_prompt_tokens: {d.min_prompt_tokens} is above {limit[0]}="
                               f"{limit[1]}, which would drop every row")
+        if d.swe_max_files < 1:
+            raise ConfigError(f"{where}.{name}.swe_max_files: expected >= 1, got {d.swe_max_files}")
+        if not 0 <= d.swe_min_noisy_files < d.swe_max_files:  # the ground truth takes at least one file
+            raise ConfigError(f"{where}.{name}.swe_min_noisy_files: expected 0 to swe_max_files - 1 = "
+                              f"{d.swe_max_files - 1}, got {d.swe_min_noisy_files}")
         if not isinstance(d.repeat, int) or d.repeat < 1:  # the rows are listed `repeat` times
             raise ConfigError(f"{where}.{name}.repeat: expected an integer >= 1, got {d.repeat}")
         if d.repeat != 1 and s.kind != "sft":

@@ -172,6 +172,13 @@ class Data:
     repeat: int = 1
     """SFT: how many times this source's rows count in the stage's blend (``data`` + ``extra_data``), each
     epoch seeing every row ``repeat`` times — stage-2 SFT upsamples science ×2 and SWE ×3 (§3.3)."""
+    swe_max_files: int = 5
+    """swe rows with localized ``candidate_files``: the most files a built repair prompt shows, ground truth and
+    noisy together (§4.7.1: at most 5; data/swe_prompts.py)."""
+    swe_min_noisy_files: int = 1
+    """swe rows with localized ``candidate_files``: a row whose prompt cannot show this many noisy files next to
+    its ground truth within ``rollout.max_prompt_tokens`` is dropped (§4.7.1: when none fits). 0 keeps
+    ground-truth-only prompts."""
     domain: str = ""
     """GRPO: the reward domain this source's prompts are read and scored in; empty = the stage's ``domain``. A
     stage whose ``extra_data`` name other domains trains them all in one run: mixed-domain RL, the baseline
