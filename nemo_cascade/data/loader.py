@@ -227,7 +227,7 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     result holds the think prompts and ``result.alternate`` the no_think ones, index-aligned; a row is kept
     only if both templatings fit either limit (the flags, and cascade2's empty think block, differ in length).
     ``validate_label`` (the domain's, ``rewards.VALIDATORS``) rejects a malformed label here, naming its file
-    and line, rather than mid-training (DESIGN.md "Rewards").
+    and line, rather than mid-training (docs/rewards.md).
     SWE rows with localized candidate files get their §4.7.1 prompt built here, for this ``max_prompt_tokens``
     (:mod:`.swe_prompts`): a stage with a longer limit shows the same instance with more noisy files, and the
     counts the loader (and preflight) report are those of the real prompts. Rows that fit no such prompt are

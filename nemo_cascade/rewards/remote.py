@@ -13,7 +13,7 @@ Two scores, one transport:
   it after the prefix: appended to the rendered prompt (a judge that answers at once, the default), or — with
   ``reasoning_tokens`` N > 0, for a judge that reasons first — after the judge's own greedy continuation of up
   to N tokens, stopped where it opens the prefix (``stop``), with the prefix appended (also when the budget ran
-  out before it: the verdict is then forced). Tokenizers may split a word (" YES" → " Y" + "ES"; ENV.md), so
+  out before it: the verdict is then forced). Tokenizers may split a word (" YES" → " Y" + "ES"), so
   reading the top logprobs of one token is wrong in general. Instead P("YES") = Σ over spellings v of
   P(tokens(v) | context), each by the chain rule:
   round k asks ``/v1/completions`` (``max_tokens=1``) for the logprob of v's k-th token after the prompt and
