@@ -38,8 +38,11 @@ PATIENCE = ("collective_timeout_minutes",)
 aborted by a collective timeout must resume with a longer one. Left out of the hashes."""
 
 ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
-               "Data": ("min_prompt_tokens", "repeat", "domain", "allow_eval_instructions"), "Stage": ("epochs",),
-               "GRPO": ("sequence_packing", "pack_tokens"), "Reward": ("score_while_generating",)}
+               "Data": ("min_prompt_tokens", "repeat", "domain", "allow_eval_instructions", "swe_max_files",
+                        "swe_min_noisy_files"),
+               "Stage": ("epochs",),
+               "GRPO": ("sequence_packing", "pack_tokens"),
+               "Reward": ("score_while_generating", "judge_reasoning_tokens")}
 """Fields added after runs had recorded stage hashes in their manifests, per config class. Each is left out of
 the hash while it holds its default — the value every config written before it existed means — so a stage
 interrupted before the field existed still resumes, and the hash changes only when the field is set.

@@ -296,6 +296,11 @@ def _validate_data(s: Stage, where: str) -> None:
         if limit is not None and d.min_prompt_tokens > limit[1]:
             raise ConfigError(f"{where}.{name}.min_prompt_tokens: {d.min_prompt_tokens} is above {limit[0]}="
                               f"{limit[1]}, which would drop every row")
+        if d.swe_max_files < 1:
+            raise ConfigError(f"{where}.{name}.swe_max_files: expected >= 1, got {d.swe_max_files}")
+        if not 0 <= d.swe_min_noisy_files < d.swe_max_files:  # the ground truth takes at least one file
+            raise ConfigError(f"{where}.{name}.swe_min_noisy_files: expected 0 to swe_max_files - 1 = "
+                              f"{d.swe_max_files - 1}, got {d.swe_min_noisy_files}")
         if not isinstance(d.repeat, int) or d.repeat < 1:  # the rows are listed `repeat` times
             raise ConfigError(f"{where}.{name}.repeat: expected an integer >= 1, got {d.repeat}")
         if d.repeat != 1 and s.kind != "sft":
@@ -399,6 +404,9 @@ def _validate_reward(s: Stage, where: str) -> None:
         raise ConfigError(f"{where}.reward.verify_timeout_s: expected > 0, got {rw.verify_timeout_s}")
     if rw.workers < 0:
         raise ConfigError(f"{where}.reward.workers: expected >= 0 (0 = all cores), got {rw.workers}")
+    if rw.judge_reasoning_tokens < 0:
+        raise ConfigError(f"{where}.reward.judge_reasoning_tokens: expected >= 0 (0 = the judge answers at once), "
+                          f"got {rw.judge_reasoning_tokens}")
     needs_rm = "the rlhf domain" if "rlhf" in stage_domains(s) else "if_rm_bonus" if rw.if_rm_bonus else ""
     if needs_rm and not (rw.reward_model_url or rw.reward_model_stage):
         raise ConfigError(f"{where}.reward.reward_model_url: {needs_rm} needs a reward model: a server URL, or "

@@ -182,6 +182,13 @@ class Data:
     repeat: int = 1
     """SFT: how many times this source's rows count in the stage's blend (``data`` + ``extra_data``), each
     epoch seeing every row ``repeat`` times — stage-2 SFT upsamples science ×2 and SWE ×3 (§3.3)."""
+    swe_max_files: int = 5
+    """swe rows with localized ``candidate_files``: the most files a built repair prompt shows, ground truth and
+    noisy together (§4.7.1: at most 5; data/swe_prompts.py)."""
+    swe_min_noisy_files: int = 1
+    """swe rows with localized ``candidate_files``: a row whose prompt cannot show this many noisy files next to
+    its ground truth within ``rollout.max_prompt_tokens`` is dropped (§4.7.1: when none fits). 0 keeps
+    ground-truth-only prompts."""
     domain: str = ""
     """GRPO: the reward domain this source's prompts are read and scored in; empty = the stage's ``domain``. A
     stage whose ``extra_data`` name other domains trains them all in one run: mixed-domain RL, the baseline
@@ -226,6 +233,10 @@ class Reward:
     cascade serves (a local vLLM server) for this stage — the RM trained in §4.2 scores the RLHF stage (§4.3)."""
     judge_url: str = ""
     """swe: a vLLM server of the judge LM for P("YES") on partial patches (§4.7, Eq. 2); empty = lexical."""
+    judge_reasoning_tokens: int = 0
+    """swe judge: 0 = read P("YES") right after ``<judgement>`` appended to the judge's prompt (a judge that answers
+    at once, as App. C.2's prompt asks); N > 0 = a reasoning judge first writes up to N tokens (greedy) until it
+    opens ``<judgement>``, and P("YES") is read after it there (rewards/remote.py JudgeClient)."""
     if_rm_bonus: bool = False
     """ifeval, thinking models: R_IF + sigmoid(group-normalised RM score) when R_IF = 1, else 0 (§4.4.2)."""
 

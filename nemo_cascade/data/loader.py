@@ -32,6 +32,7 @@ from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import IM_END, render, valid_mode
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
 from .schemas import RefusedRow, adapt
+from .swe_prompts import PromptBudget
 from .synthetic import SYNTHETIC, sft_pairs
 from .synthetic_domains import DOMAIN_TASKS
 
@@ -52,6 +53,9 @@ class PromptList(list):
     """Rows whose templated prompt exceeded ``max_prompt_tokens``."""
     dropped_too_short: int = 0
     """Rows whose templated prompt is shorter than ``Data.min_prompt_tokens`` (SWE RL: 8K, §4.7)."""
+    dropped_no_context: int = 0
+    """SWE rows with localized candidate files whose ground truth plus ``Data.swe_min_noisy_files`` noisy file(s)
+    do not fit ``max_prompt_tokens`` in at most ``Data.swe_max_files`` files (§4.7.1: the instance is dropped)."""
     bad_rows: int = 0
     """Rows skipped because they fit no schema of the domain or their label failed its check."""
     alternate: Optional[list] = None
@@ -68,6 +72,7 @@ class PromptList(list):
         self.extend(other)
         self.dropped_too_long += other.dropped_too_long
         self.dropped_too_short += other.dropped_too_short
+        self.dropped_no_context += other.dropped_no_context
         self.bad_rows += other.bad_rows
 
 
@@ -222,7 +227,11 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     result holds the think prompts and ``result.alternate`` the no_think ones, index-aligned; a row is kept
     only if both templatings fit either limit (the flags, and cascade2's empty think block, differ in length).
     ``validate_label`` (the domain's, ``rewards.VALIDATORS``) rejects a malformed label here, naming its file
-    and line, rather than mid-training (DESIGN.md "Rewards")."""
+    and line, rather than mid-training (docs/rewards.md).
+    SWE rows with localized candidate files get their §4.7.1 prompt built here, for this ``max_prompt_tokens``
+    (:mod:`.swe_prompts`): a stage with a longer limit shows the same instance with more noisy files, and the
+    counts the loader (and preflight) report are those of the real prompts. Rows that fit no such prompt are
+    counted in ``result.dropped_no_context``."""
     out = PromptList()
     bad: list[tuple[int, str]] = []  # (position in the source, one-line message): unreadable lines first
     if is_generated(data_cfg.source):
@@ -230,10 +239,15 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     else:
         path = Path(data_cfg.source)
         rows = [(lineno, f"{path}:{lineno}", row) for lineno, row in read_jsonl(path, data_cfg.size, bad)]
+    modes = ("think", "no_think") if mode == "half" else (mode,)
+    swe_budget = _swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens) if domain == "swe" else None
     items = []
     for position, where, row in rows:
         try:  # the released datasets' schemas (data/schemas.py), then the domain's own label check
-            messages, label = adapt(domain, row, where)
+            messages, label = adapt(domain, row, where, swe_budget)
+            if messages is None:  # an SWE row whose §4.7.1 prompt fits no context: dropped, not bad
+                out.dropped_no_context += 1
+                continue
             if validate_label is not None:
                 validate_label(label)
             items.append((_uid(row, where, where), messages, label))
@@ -249,7 +263,6 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     if bad:
         log.warning("%s: skipped %d bad rows (data.max_bad_rows=%d); first: %s", data_cfg.source, len(bad),
                     data_cfg.max_bad_rows, bad[0][1])
-    modes = ("think", "no_think") if mode == "half" else (mode,)
     if mode == "half":
         out.alternate = []
     for uid, messages, label in items:
@@ -264,6 +277,16 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
             out.alternate.append(variants[1])
     _report(data_cfg, out, max_prompt_tokens)
     return out
+
+
+def _swe_budget(data_cfg: Data, tokenizer, modes: tuple[str, ...], style: str, limit: int) -> PromptBudget:
+    """The §4.7.1 prompt budget of an SWE source: the stage's limit, counted on the templated prompt in every
+    mode it is rendered in (the longest must fit), the source's seed and file limits."""
+    def count_tokens(text: str) -> int:
+        messages = [{"role": "user", "content": text}]
+        return max(len(_encode(tokenizer, render(messages, m, style))) for m in modes)
+
+    return PromptBudget(limit, count_tokens, data_cfg.seed, data_cfg.swe_max_files, data_cfg.swe_min_noisy_files)
 
 
 def _fits(out: PromptList, lengths: list[int], floor: int, limit: int) -> bool:
@@ -329,7 +352,11 @@ def load_sft_blend(sources: tuple[Data, ...], tokenizer, mode: str, max_prompt_t
 
 def _report(data_cfg: Data, out: PromptList, limit: int) -> None:
     source, kept, floor = data_cfg.source, len(out), data_cfg.min_prompt_tokens
-    total = kept + out.dropped_too_long + out.dropped_too_short
+    total = kept + out.dropped_too_long + out.dropped_too_short + out.dropped_no_context
+    if out.dropped_no_context:
+        log.warning("%s: dropped %d of %d SWE rows whose ground-truth files and %d localized file(s) do not fit %d "
+                    "tokens in %d files (§4.7.1)", source, out.dropped_no_context, total,
+                    data_cfg.swe_min_noisy_files, limit, data_cfg.swe_max_files)
     if out.dropped_too_long:
         log.warning("%s: dropped %d of %d rows whose prompt exceeds %d tokens", source, out.dropped_too_long,
                     total, limit)
@@ -341,8 +368,10 @@ def _report(data_cfg: Data, out: PromptList, limit: int) -> None:
             raise DataError(f"{source}: no rows (an empty file or data set)")
         short = f", {out.dropped_too_short} shorter than data.min_prompt_tokens={floor}" if floor else ""
         skipped = f"; {out.bad_rows} bad rows skipped" if out.bad_rows else ""
+        context = (f", {out.dropped_no_context} fitting no ground truth + {data_cfg.swe_min_noisy_files} localized "
+                   f"file(s) in data.swe_max_files={data_cfg.swe_max_files}" if out.dropped_no_context else "")
         raise DataError(f"{source}: no usable rows ({out.dropped_too_long} longer than max_prompt_tokens={limit}"
-                        f"{short}{skipped})")
+                        f"{short}{context}{skipped})")
 
 
 # ------------------------------------------------------------------------------------------ stream

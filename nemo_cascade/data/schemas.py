@@ -16,12 +16,18 @@ prompt + label contract (DESIGN.md "Rewards": one label shape per domain).
 - ``swe`` — nvidia/Nemotron-Cascade-RL-SWE: ``instance_id``, ``prompt`` (the Agentless repair prompt, or
   ``problem_statement``), ``golden_patch`` (or ``patch``) and ``relevant_file_contents`` (``{path: content}``
   or ``[{"file_path"/"path", "content"}]``); the label is ``{"golden_patch", "files", "problem_statement"}``
-  (§4.7).
+  (§4.7). A row without ``prompt`` gets the Agentless repair prompt of its files built here. A row with
+  ``candidate_files`` (the localizer's files in rank order, ``[{"path"/"file_path", "content"}]``) beside its
+  ground-truth files (``golden_files``, else ``relevant_file_contents``) and its issue (``problem_statement``
+  or ``issue``) gets the §4.7.1 prompt built for the stage's prompt limit (:mod:`.swe_prompts`): ground truth
+  plus noisy files up to the limit, at most 5, shuffled; such a row must not also carry a ``prompt``.
 - ``rlhf`` — ``prompt`` or ``messages``; the label is the conversation the answer replies to (§4.3).
 
 A row already in the project's own shape (``label`` present) passes through unchanged. A row that fits no
 schema raises :class:`SchemaError` (one line naming ``where`` and the field expected); the loader counts and
 reports such rows (``Data.max_bad_rows``) instead of failing on the first one when the user allows it.
+An SWE row whose §4.7.1 prompt fits nothing comes back as ``(None, None)``: not a bad row, a dropped one (the
+loader counts it in ``PromptList.dropped_no_context``).
 """
 from __future__ import annotations
 
@@ -31,6 +37,8 @@ import json
 import math
 import re
 from typing import Any, Optional
+
+from .swe_prompts import PromptBudget, build_repair_prompt, render_repair_prompt
 
 PROMPT_KEYS = ("prompt", "question", "problem")
 
@@ -207,9 +215,11 @@ def _code(row: dict, where: str) -> tuple[list[dict], Any]:
     return _prompt_messages(row, where, ("question", "prompt", "problem", "text")), label
 
 
-def _swe_files(value: Any, where: str) -> dict[str, str]:
+def _swe_files(value: Any, where: str, name: str = "relevant_file_contents") -> dict[str, str]:
+    """``{path: content}`` from a mapping, a list of ``{"file_path"/"path", "content"}`` items (order kept), or
+    either one as a JSON string."""
     if isinstance(value, str):
-        value = _json_field(value, "relevant_file_contents", where)
+        value = _json_field(value, name, where)
     if isinstance(value, dict):
         files = value
     elif isinstance(value, list):
@@ -217,26 +227,58 @@ def _swe_files(value: Any, where: str) -> dict[str, str]:
         for item in value:
             path = item.get("file_path", item.get("path")) if isinstance(item, dict) else None
             if not isinstance(path, str) or not isinstance(item.get("content"), str):
-                raise SchemaError(f"{where}: 'relevant_file_contents' items must be {{file_path, content}}")
+                raise SchemaError(f"{where}: {name!r} items must be {{file_path, content}}")
             files[path] = item["content"]
     else:
-        raise SchemaError(f"{where}: field 'relevant_file_contents' must map paths to file contents")
+        raise SchemaError(f"{where}: field {name!r} must map paths to file contents")
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise SchemaError(f"{where}: field 'relevant_file_contents' must map string paths to string contents")
+        raise SchemaError(f"{where}: field {name!r} must map string paths to string contents")
     return files
 
 
-def _swe(row: dict, where: str) -> tuple[list[dict], Any]:
+def _swe_candidates(value: Any, where: str) -> list[tuple[str, str]]:
+    """The localizer's files as ``(path, content)`` in rank order: a list (a mapping has no rank order to trust),
+    or a JSON string of one."""
+    if isinstance(value, str):
+        value = _json_field(value, "candidate_files", where)
+    if not isinstance(value, list):
+        raise SchemaError(f"{where}: field 'candidate_files' must be a list of {{path, content}} in the "
+                          "localizer's rank order")
+    return list(_swe_files(value, where, "candidate_files").items())
+
+
+def _swe(row: dict, where: str, budget: Optional[PromptBudget] = None) -> tuple[Optional[list[dict]], Any]:
     patch = row.get("golden_patch", row.get("patch"))
     if not isinstance(patch, str) or not patch.strip():
         raise SchemaError(f"{where}: expected field 'golden_patch' (a unified diff)")
-    if "relevant_file_contents" not in row and "files" not in row:
-        raise SchemaError(f"{where}: expected field 'relevant_file_contents' (the files the patch edits)")
-    files = _swe_files(row.get("relevant_file_contents", row.get("files")), where)
-    statement = row.get("problem_statement", row.get("prompt"))
+    key = next((k for k in ("golden_files", "relevant_file_contents", "files") if k in row), None)
+    if key is None:
+        raise SchemaError(f"{where}: expected field 'relevant_file_contents' or 'golden_files' (the files the patch "
+                          "edits)")
+    files = _swe_files(row[key], where, key)
+    statement = row.get("problem_statement", row.get("issue", row.get("prompt")))
     if not isinstance(statement, str):
         raise SchemaError(f"{where}: expected field 'problem_statement' or 'prompt' (the issue text)")
-    messages = _prompt_messages(row, where, ("prompt", "problem_statement"))
+    if "candidate_files" in row:  # §4.7.1: ground truth + localized noisy files, built for the stage's limit
+        if "prompt" in row:
+            raise SchemaError(f"{where}: field 'prompt' with 'candidate_files': the prompt is built from the "
+                              "candidate files here; give one or the other")
+        if not statement.strip():
+            raise SchemaError(f"{where}: field 'problem_statement' must be a non-empty string")
+        budget = budget or PromptBudget(None, len)
+        instance = row.get("instance_id", where)
+        built = build_repair_prompt(statement, files, _swe_candidates(row["candidate_files"], where), budget.limit,
+                                    budget.count_tokens, budget.rng(str(instance)), budget.max_files,
+                                    budget.min_noisy_files)
+        if built is None:
+            return None, None
+        messages, files = [{"role": "user", "content": built.text}], built.files
+    elif "prompt" in row:  # the released set's own Agentless prompt
+        messages = _prompt_messages(row, where, ("prompt",))
+    else:  # the issue alone would show the model no code: the repair prompt of the files (§4.7.1's variant (a))
+        if not statement.strip():
+            raise SchemaError(f"{where}: field 'problem_statement' must be a non-empty string")
+        messages = [{"role": "user", "content": render_repair_prompt(statement, sorted(files.items()))}]
     return messages, {"golden_patch": patch, "files": files, "problem_statement": statement}
 
 
@@ -248,13 +290,18 @@ def _rlhf(row: dict, where: str) -> tuple[list[dict], Any]:
 ADAPTERS = {"math": _math, "ifeval": _ifeval, "code": _code, "swe": _swe, "rlhf": _rlhf}
 
 
-def adapt(domain: str, row: dict, where: str) -> tuple[list[dict], Any]:
+def adapt(domain: str, row: dict, where: str,
+          swe_budget: Optional[PromptBudget] = None) -> tuple[Optional[list[dict]], Any]:
     """``(prompt messages, label)`` of one row of ``domain``'s RL data; :class:`SchemaError` if it fits no
-    schema. A row with a ``label`` field is taken as already in the project's shape."""
+    schema. A row with a ``label`` field is taken as already in the project's shape. ``swe_budget``: the
+    stage's prompt limit and token counter for SWE rows whose prompt is built here (§4.7.1; None = no limit);
+    ``(None, None)`` when such a row fits no prompt (dropped, not bad)."""
     if domain not in ADAPTERS:
         raise SchemaError(f"{where}: no row schema for domain {domain!r}; expected one of {sorted(ADAPTERS)}")
     if "label" in row and row["label"] is not None:
         return _prompt_messages(row, where), row["label"]
+    if domain == "swe":
+        return _swe(row, where, swe_budget)
     return ADAPTERS[domain](row, where)
 
 

@@ -23,49 +23,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from ..data.swe_prompts import REPAIR_PROMPT, render_repair_prompt
 from .suites import EvalError, Item, read_jsonl
 
 GIT_CONTEXT_LINES = 3
 """git diff's default context: a hunk that ends with fewer unchanged lines ends at the end of its file."""
 
-REPAIR_PROMPT = """We are currently solving the following issue within our repository. Here is the issue text:
---- BEGIN ISSUE ---
-{issue}
---- END ISSUE ---
-
-Below are some code segments, each from a relevant file. One or more of these files may contain bugs. \
-A line of the form "... lines A-B omitted ..." stands for lines of the file that are not shown.
-
---- BEGIN FILE ---
-{files}
---- END FILE ---
-
-Please first localize the bug based on the issue statement, and then generate *SEARCH/REPLACE* edits to fix \
-the issue.
-
-Every *SEARCH/REPLACE* edit must use this format:
-1. The file path
-2. The start of search block: <<<<<<< SEARCH
-3. A contiguous chunk of lines to search for in the existing source code
-4. The dividing line: =======
-5. The lines to replace into the source code
-6. The end of the replace block: >>>>>>> REPLACE
-
-Here is an example:
-
-```python
-### mathweb/flask/app.py
-<<<<<<< SEARCH
-from flask import Flask
-=======
-import math
-from flask import Flask
->>>>>>> REPLACE
-```
-
-Please note that the *SEARCH/REPLACE* edit REQUIRES PROPER INDENTATION. If you would like to add the line \
-'        print(x)', you must fully write that out, with all those spaces before the code!
-Wrap the *SEARCH/REPLACE* edit in blocks ```python...```."""
+OMITTED_NOTE = 'A line of the form "... lines A-B omitted ..." stands for lines of the file that are not shown.'
+"""The repair prompt's note on the rebuilt files' gap markers."""
 
 
 def _repo_path(path: Optional[str]) -> Optional[str]:
@@ -114,8 +79,9 @@ def rebuild_files(patch: str) -> dict[str, str]:
 
 
 def repair_prompt(issue: str, files: dict[str, str]) -> str:
-    shown = "\n".join(f"### {path}\n{content.rstrip()}\n" for path, content in sorted(files.items()))
-    return REPAIR_PROMPT.format(issue=issue.strip(), files=shown.rstrip())
+    """Agentless's repair prompt (the training prompts' template, ``data/swe_prompts.py``) showing ``files`` in
+    path order, with the note on omitted lines."""
+    return render_repair_prompt(issue, sorted(files.items()), OMITTED_NOTE)
 
 
 def load_swe(path: Path) -> list[Item]:

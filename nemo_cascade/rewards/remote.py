@@ -11,9 +11,15 @@ Two scores, one transport:
   folder carrying its base model's template). The ids are scored many per request through ``/classify`` with
   ``use_activation=false``, which returns the raw logit — the default applies a sigmoid (vLLM 0.32). A BT
   score is meant to be compared across responses; the sigmoid would squash it.
-- :class:`JudgeClient` — a judge LM's P("YES") (SWE reward, paper §4.7 Eq. 2, Kimi-Dev-72B). Tokenizers may
-  split a word (" YES" → " Y" + "ES"; ENV.md), so reading the top logprobs of the first generated token is
-  wrong in general. Instead P("YES") = Σ over spellings v of P(tokens(v) | prompt), each by the chain rule:
+- :class:`JudgeClient` — a judge LM's P("YES") (SWE reward, paper §4.7 Eq. 2, Kimi-Dev-72B). The word is
+  read where the judge writes it: App. C.2's judge answers ``<judgement>YES</judgement>``, so the first
+  generated token is ``<`` of the tag, not the verdict. ``p_yes(prompts, answer_prefix="<judgement>")`` reads
+  it after the prefix: appended to the rendered prompt (a judge that answers at once, the default), or — with
+  ``reasoning_tokens`` N > 0, for a judge that reasons first — after the judge's own greedy continuation of up
+  to N tokens, stopped where it opens the prefix (``stop``), with the prefix appended (also when the budget ran
+  out before it: the verdict is then forced). Tokenizers may split a word (" YES" → " Y" + "ES"), so
+  reading the top logprobs of one token is wrong in general. Instead P("YES") = Σ over spellings v of
+  P(tokens(v) | context), each by the chain rule:
   round k asks ``/v1/completions`` (``max_tokens=1``) for the logprob of v's k-th token after the prompt and
   v's first k-1 tokens, named explicitly with ``logprob_token_ids`` (exact, not limited to the top-k). With a
   judge whose tokenizer holds each spelling as one token that is a single request per prompt, one prefill;
@@ -321,17 +327,21 @@ class RewardModelClient(_ServedModel):
 
 class JudgeClient(_ServedModel):
     """P("YES") from a judge LM served with ``--runner generate`` (see the module docstring for the method).
-    ``yes`` lists the spellings whose probabilities add up: "YES" after a chat generation prompt,
-    " YES" after a raw "Answer:" prompt."""
+    ``yes`` lists the spellings whose probabilities add up: "YES" after a chat generation prompt or a tag,
+    " YES" after a raw "Answer:" prompt. ``reasoning_tokens``: 0 for a judge that answers at once; N > 0 lets
+    the judge write up to N tokens before the answer prefix (``Reward.judge_reasoning_tokens``)."""
 
     EXPECT = "a judge LM served by `vllm serve MODEL --runner generate`"
 
     def __init__(self, url: str, model: Optional[str] = None, *, yes: Sequence[str] = ("YES", " YES"),
-                 batch_size: int = 32, concurrency: int = 4, **http):
+                 reasoning_tokens: int = 0, batch_size: int = 32, concurrency: int = 4, **http):
         super().__init__(url, model, batch_size, concurrency, **http)
         if not yes or not all(isinstance(v, str) and v for v in yes):
             raise ValueError(f"yes must be non-empty strings, got {yes!r}")
+        if reasoning_tokens < 0:
+            raise ValueError(f"reasoning_tokens must be >= 0, got {reasoning_tokens}")
         self.yes = tuple(yes)
+        self.reasoning_tokens = reasoning_tokens
         self._yes_ids: Optional[list[list[int]]] = None
 
     def yes_token_ids(self) -> list[list[int]]:
@@ -345,14 +355,36 @@ class JudgeClient(_ServedModel):
             self._yes_ids = ids
         return self._yes_ids
 
-    def p_yes(self, prompts: Sequence[Prompt]) -> list[float]:
+    def p_yes(self, prompts: Sequence[Prompt], *, answer_prefix: str = "") -> list[float]:
         """P(YES) per prompt: a string (sent as is, special tokens added like ``/v1/completions``) or a
-        conversation (rendered with the judge's chat template plus its generation prompt)."""
+        conversation (rendered with the judge's chat template plus its generation prompt), read right after
+        ``answer_prefix`` (e.g. ``"<judgement>"``; empty: at the first generated token) — after the judge's
+        reasoning when ``reasoning_tokens`` > 0, which needs a prefix to stop at."""
+        if self.reasoning_tokens and not answer_prefix:
+            raise ValueError("a reasoning judge (reasoning_tokens > 0) needs the answer_prefix it writes before "
+                             "its verdict, e.g. '<judgement>'")
+        if not prompts:
+            return []
         yes_ids = self.yes_token_ids()
-        room = max(len(v) for v in yes_ids)  # the longest spelling must fit after the prompt
+        room = max(len(v) for v in yes_ids)  # the longest spelling must fit after the context
+        prefix_ids = (self.tokenize(answer_prefix, add_generation_prompt=False, special=False)[0]
+                      if answer_prefix else [])
         tokenized = self._map(lambda p: self.tokenize(p, add_generation_prompt=True), prompts)
-        prompt_ids = [self._keep_last(ids, max_len - room) for ids, max_len in tokenized]
-        logp = [[0.0] * len(yes_ids) for _ in prompts]  # log P(spelling v | prompt i)
+        reserve = room + len(prefix_ids) + self.reasoning_tokens  # what must fit after the prompt
+        if tokenized and tokenized[0][1] <= reserve:  # one server: one max_model_len
+            raise ValueError(f"{self.http.base_url}: the judge's max_model_len {tokenized[0][1]} leaves no room for "
+                             f"a prompt before {reserve} tokens of reasoning, answer prefix and answer")
+        prompt_ids = [self._keep_last(ids, max_len - reserve) for ids, max_len in tokenized]
+        if self.reasoning_tokens:
+            reasoning = self._reason(prompt_ids, answer_prefix)
+            tails = self._map(lambda text: self.tokenize(text + answer_prefix, add_generation_prompt=False,
+                                                         special=False)[0], reasoning)
+        else:
+            tails = [prefix_ids] * len(prompts)
+        # A re-tokenized reasoning may come out a little longer than the tokens generated: keep the last ones
+        # (not counted again in ``truncated``: the input was counted if its prompt was cut).
+        prompt_ids = [(ids + tail)[-(max_len - room):] for ids, tail, (_, max_len) in zip(prompt_ids, tails, tokenized)]
+        logp = [[0.0] * len(yes_ids) for _ in prompts]  # log P(spelling v | context i)
         for depth in range(room):
             # One context per (prompt, token prefix) still needing its next token; spellings may share one.
             wanted: dict[tuple[int, tuple[int, ...]], set[int]] = {}
@@ -368,6 +400,28 @@ class JudgeClient(_ServedModel):
                     if depth < len(v) and tuple(v[:depth]) == prefix:
                         logp[i][k] += lps[v[depth]]
         return [min(1.0, sum(math.exp(x) for x in row)) for row in logp]
+
+    def _reason(self, prompt_ids: list[list[int]], stop: str) -> list[str]:
+        """The judge's greedy continuation of each prompt, up to ``reasoning_tokens`` tokens, without the ``stop``
+        text and what would follow it (vLLM cuts the text at a stop string). Greedy, so no seed is needed."""
+        def generate(chunk: list[list[int]]) -> list[str]:
+            resp = self.http.post("/v1/completions", self._payload(
+                prompt=chunk, max_tokens=self.reasoning_tokens, temperature=0.0, stop=[stop]))
+            url = self.http.base_url + "/v1/completions"
+            choices = resp.get("choices") if isinstance(resp, dict) else None
+            if not isinstance(choices, list) or len(choices) != len(chunk):
+                raise _garbage(url, f"expected {len(chunk)} choices, got {resp!r:.200}")
+            out: list[Optional[str]] = [None] * len(chunk)
+            for choice in choices:
+                index = choice.get("index") if isinstance(choice, dict) else None
+                text = choice.get("text") if isinstance(choice, dict) else None
+                if not (isinstance(index, int) and 0 <= index < len(chunk) and out[index] is None
+                        and isinstance(text, str)):
+                    raise _garbage(url, f"bad or repeated choice index, or no text, in {choice!r:.200}")
+                out[index] = text
+            return out  # type: ignore[return-value]  # every index filled exactly once
+
+        return [text for chunk in self._map(generate, self._chunks(prompt_ids)) for text in chunk]
 
     def _next_token_logprobs(self, contexts: list[tuple[list[int], list[int]]]) -> list[dict[int, float]]:
         """For each ``(context ids, wanted ids)``: the log-probability of each wanted id as the next token."""

@@ -92,7 +92,8 @@ def _batch_verdicts(domain: str, settings: Reward) -> BatchVerdicts:
     if domain == "rlhf":
         return _without_details(rlhf.RLHFReward(RewardModelClient(settings.reward_model_url)).batch)
     if domain == "swe":  # Eq. 2's "otherwise" case: the judge's P("YES") if a server is set, else lexical
-        grader = swe.JudgeGrader(JudgeClient(settings.judge_url)) if settings.judge_url else None
+        grader = (swe.JudgeGrader(JudgeClient(settings.judge_url, reasoning_tokens=settings.judge_reasoning_tokens))
+                  if settings.judge_url else None)
         return swe.SWEReward(grader).verdicts
     raise ValueError(f"no verifier for reward domain {domain!r}")
 

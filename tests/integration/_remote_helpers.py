@@ -8,8 +8,9 @@ SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_att
 """vLLM's CPU attention needs head_dim >= 32 (ENV.md)."""
 RM_MAX_LEN = 256
 """The reward model's served context: small, so one test can overflow it cheaply."""
-JUDGE_MAX_LEN = 1024
-"""The judge's served context: the SWE judge prompt (~750 tiny-tokenizer tokens) fits whole."""
+JUDGE_MAX_LEN = 2048
+"""The judge's served context: the SWE judge prompt of App. C.2's elements (~1,550 tiny-tokenizer tokens for the
+end-to-end test's case) fits whole."""
 
 
 def build_tiny_reward_model(out_dir: Path, seed: int = 0) -> Path:
@@ -45,12 +46,24 @@ def tiny_reward_model_server(folder: Path):
 
 
 def build_tiny_judge(out_dir: Path, seed: int = 1) -> Path:
-    """A random tiny ``Qwen3ForCausalLM`` (the convert.tiny builder) with the project's tiny tokenizer."""
+    """A random tiny ``Qwen3ForCausalLM`` (the convert.tiny builder) with the project's tiny tokenizer. Its (tied)
+    embeddings are redrawn wide (std 0.5): with the default 0.02 the next-token distribution is nearly uniform
+    whatever the context, and reading P(YES) at the wrong position would go unnoticed."""
+    import torch
+    import transformers
+
     from nemo_cascade.convert.tiny import make_tiny_hf_model
     from nemo_cascade.data.tokenizer import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer(out_dir)
-    return make_tiny_hf_model(out_dir, vocab_size=len(tok), seed=seed, **SIZES)
+    sizes = {**SIZES, "max_position_embeddings": JUDGE_MAX_LEN}  # the judge prompt is longer than the RM's inputs
+    make_tiny_hf_model(out_dir, vocab_size=len(tok), seed=seed, **sizes)
+    model = transformers.AutoModelForCausalLM.from_pretrained(out_dir, dtype="float32")
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.normal_(0.0, 0.5)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    return out_dir
 
 
 def hf_reward_scores(model, token_id_lists: list[list[int]]) -> list[float]:

@@ -279,7 +279,7 @@ def test_judge_keeps_the_last_tokens_of_an_overlong_prompt(servers, hf):
     _, judge = servers
     tok = hf["tok"]
     client = JudgeClient(judge.url, yes=("YES",))
-    prompt = "context " * 200 + "Resolved? Answer:"
+    prompt = "context " * 400 + "Resolved? Answer:"
     ids = tok(prompt)["input_ids"]
     room = len(tok("YES", add_special_tokens=False)["input_ids"])  # the spelling's tokens must fit after it
     assert len(ids) > JUDGE_MAX_LEN
@@ -296,11 +296,13 @@ def test_judge_refuses_overlapping_spellings(servers):
 
 def test_swe_reward_judge_path_end_to_end(servers, hf):
     """Paper §4.7 Eq. 2 with the semantic grade: SWEReward(JudgeGrader(JudgeClient)) against the served judge;
-    a candidate that applies, changes the code and differs from the golden patch gets the judge's P(YES)."""
+    a candidate that applies, changes the code and differs from the golden patch gets the judge's P(YES), asked
+    with App. C.2's prompt and read where the judge writes its verdict: after ``<judgement>``."""
     from nemo_cascade.rewards.swe import GradingCase, JudgeGrader, SWEReward, apply_answer, judge_prompt
     from nemo_cascade.rewards.swe.diffs import normalized
 
     _, judge = servers
+    tok = hf["tok"]
     files = {"calc.py": "def add(a, b):\n    return a + b + 1\n\n\ndef sub(a, b):\n    return a - b\n"}
     label = {"problem_statement": "add(2, 3) returns 6 instead of 5.", "files": files,
              "golden_patch": "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
@@ -320,16 +322,54 @@ def test_swe_reward_judge_path_end_to_end(servers, hf):
     assert len(rec.sizes("/v1/completions")) == 4  # one batched round per token of the longest YES spelling
 
     golden = normalized(apply_answer(responses[0], files))
-    ref = []
+    tag = tok("<judgement>", add_special_tokens=False)["input_ids"]
+    ref, first_token = [], []
     for answer in graded:
-        case = GradingCase(label["problem_statement"], files, golden, normalized(apply_answer(answer, files)))
-        ids = chat_ids(hf["tok"], judge_prompt(case.problem_statement, *case.diffs()), add_generation_prompt=True)
-        assert len(ids) <= JUDGE_MAX_LEN - 4  # whole prompt, no truncation
-        ref.append(p_yes_reference(hf, ids, client.yes))
+        case = GradingCase(label["problem_statement"], normalized(files), golden,
+                           normalized(apply_answer(answer, files)))
+        ids = chat_ids(tok, judge_prompt(case.problem_statement, case.before, *case.diffs()),
+                       add_generation_prompt=True)
+        assert len(ids) + len(tag) <= JUDGE_MAX_LEN - 4  # whole prompt, no truncation
+        ref.append(p_yes_reference(hf, ids + tag, client.yes))
+        first_token.append(p_yes_reference(hf, ids, client.yes))
     assert [scores[0], scores[3], scores[4], scores[5]] == [1.0, 0.0, -1.0, -1.0]
-    for s, r in zip([scores[1], scores[2]], ref):
+    for s, r, f in zip([scores[1], scores[2]], ref, first_token):
         assert 0.0 < s < 1.0 and abs(math.log(s) - math.log(r)) < 1e-4, (scores, ref)
+        assert abs(math.log(r) - math.log(f)) > 0.1  # read at the first generated token it would differ
     assert client.truncated == 0
+
+
+def test_reasoning_judge_reads_yes_after_its_greedy_continuation(servers, hf):
+    """``reasoning_tokens`` N: the judge's greedy continuation (up to N tokens, cut where it opens the answer
+    prefix) comes before the prefix; P(YES) is read after both — compared with transformers' greedy decoding."""
+    import torch
+
+    _, judge = servers
+    tok, model = hf["tok"], hf["judge"]
+    chats = [[{"role": "user", "content": "Does the patch fix the issue? Answer <judgement>YES</judgement>."}],
+             [{"role": "system", "content": "You are a judge."}, {"role": "user", "content": "Same fix?"}]]
+    n = 12
+    client = JudgeClient(judge.url, yes=("YES",), reasoning_tokens=n)
+    rec = Recorder(client)
+    served = client.p_yes(chats, answer_prefix="<judgement>")
+    rounds = len(client.yes_token_ids()[0])  # the chain rule: one read round per token of YES
+    assert rec.sizes("/v1/completions") == [2] * (1 + rounds)  # one generation round, then the read rounds
+    for chat, s in zip(chats, served):
+        ids = chat_ids(tok, chat, add_generation_prompt=True)
+        out = list(ids)
+        with torch.no_grad():
+            for _ in range(n):
+                nxt = int(model(input_ids=torch.tensor([out])).logits[0, -1].argmax())
+                if nxt == tok.eos_token_id:
+                    break
+                out.append(nxt)
+        text = tok.decode(out[len(ids):], skip_special_tokens=True).split("<judgement>")[0]
+        tail = tok(text + "<judgement>", add_special_tokens=False)["input_ids"]
+        ref = p_yes_reference(hf, ids + tail, ("YES",))
+        assert abs(math.log(s) - math.log(ref)) < 1e-4, (s, ref, text)
+        tag = tok("<judgement>", add_special_tokens=False)["input_ids"]
+        without = p_yes_reference(hf, ids + tag, ("YES",))
+        assert text and abs(math.log(ref) - math.log(without)) > 1e-3  # 10× the tolerance: the reasoning counts
 
 
 # ------------------------------------------------------------------------------ the wrong server or model

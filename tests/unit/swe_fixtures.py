@@ -167,3 +167,26 @@ def alternative_fix_answer(instance: Instance) -> str:
 def has_added_line(instance: Instance) -> bool:
     return any(line[1:].strip() for hunks in instance.hunks.values() for h in hunks for line in h.lines
                if line[0] == "+")
+
+
+def localized_rows(instances: list[Instance], rows: int, candidates: int = 8, max_file_chars: int = 6000) -> list[dict]:
+    """Training rows in the §4.7.1 shape (``golden_files`` + ``candidate_files`` in rank order) for the first
+    ``rows`` instances whose files are all under ``max_file_chars``: the ground truth is an instance's rebuilt
+    files; its "localized" noisy files are the rebuilt files of the other such instances of the same repository
+    (real code of that repository the golden patch does not touch), in fixture order."""
+    small = [inst for inst in instances if all(len(text) <= max_file_chars for text in inst.files.values())]
+    out = []
+    for inst in small:
+        repo = inst.instance_id.split("__")[0]
+        noisy: list[dict] = []
+        for other in small:
+            if other is inst or other.instance_id.split("__")[0] != repo:
+                continue
+            noisy += [{"path": path, "content": text} for path, text in other.files.items()
+                      if path not in inst.files and path not in {n["path"] for n in noisy}]
+        if len(noisy) >= candidates:
+            out.append({"instance_id": inst.instance_id, "problem_statement": inst.problem_statement,
+                        "patch": inst.patch, "golden_files": dict(inst.files), "candidate_files": noisy[:candidates]})
+        if len(out) == rows:
+            break
+    return out

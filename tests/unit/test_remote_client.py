@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import socket
@@ -291,6 +292,57 @@ def test_judge_asks_for_the_exact_logprobs_of_the_yes_tokens():
     assert p == pytest.approx(0.6065306597, abs=1e-9)  # exp(-0.5)
     assert sent == [{"prompt": [[3, 4]], "max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "logprobs": 1,
                      "logprob_token_ids": [9], "return_tokens_as_token_ids": True}]
+
+
+def _logprobs_answer(lps: dict[int, float]) -> bytes:
+    return json.dumps({"choices": [{"index": 0, "logprobs": {"top_logprobs": [
+        {f"token_id:{t}": lp for t, lp in lps.items()}]}}]}).encode()
+
+
+def test_judge_reads_yes_after_the_answer_prefix():
+    """App. C.2's judge writes ``<judgement>YES</judgement>``: P(YES) is read at the token after the tag, i.e.
+    the context sent is the prompt's tokens followed by the tag's, not the prompt alone (the first generated
+    token would be the tag's ``<``)."""
+    script = {"/tokenize": [(200, tokenize_answer([9])), (200, tokenize_answer([7, 8])),
+                            (200, tokenize_answer([3, 4]))],
+              "/v1/completions": [(200, _logprobs_answer({9: -0.25}))]}
+    with ScriptedServer(script) as fake:
+        [p] = JudgeClient(fake.url, yes=("YES",)).p_yes(["q"], answer_prefix="<judgement>")
+        tokenized = [body for path, body in fake.requests if path == "/tokenize"]
+        [sent] = [body for path, body in fake.requests if path == "/v1/completions"]
+    assert tokenized[1] == {"prompt": "<judgement>", "add_special_tokens": False}
+    assert sent["prompt"] == [[3, 4, 7, 8]] and sent["max_tokens"] == 1
+    assert p == pytest.approx(math.exp(-0.25))
+
+
+def test_a_reasoning_judge_is_read_after_its_own_continuation_up_to_the_prefix():
+    """``reasoning_tokens`` N > 0: the judge first continues the prompt greedily for up to N tokens, stopped at the
+    answer prefix; P(YES) is read after that continuation plus the prefix."""
+    script = {"/tokenize": [(200, tokenize_answer([9])), (200, tokenize_answer([7, 8])),
+                            (200, tokenize_answer([3, 4])), (200, tokenize_answer([5, 6, 7, 8]))],
+              "/v1/completions": [
+                  (200, json.dumps({"choices": [{"index": 0, "text": "The fix matches. ",
+                                                 "finish_reason": "stop"}]}).encode()),
+                  (200, _logprobs_answer({9: -0.5}))]}
+    with ScriptedServer(script) as fake:
+        client = JudgeClient(fake.url, yes=("YES",), reasoning_tokens=16)
+        [p] = client.p_yes([[{"role": "user", "content": "q"}]], answer_prefix="<judgement>")
+        tokenized = [body for path, body in fake.requests if path == "/tokenize"]
+        generate, read = [body for path, body in fake.requests if path == "/v1/completions"]
+    assert generate == {"prompt": [[3, 4]], "max_tokens": 16, "temperature": 0.0, "stop": ["<judgement>"]}
+    assert tokenized[3] == {"prompt": "The fix matches. <judgement>", "add_special_tokens": False}
+    assert read["prompt"] == [[3, 4, 5, 6, 7, 8]] and read["logprob_token_ids"] == [9]
+    assert p == pytest.approx(math.exp(-0.5))
+    with pytest.raises(ValueError, match="needs the answer_prefix"):
+        client.p_yes(["q"])
+
+
+def test_a_judge_context_too_small_for_its_reasoning_is_refused():
+    script = {"/tokenize": [(200, tokenize_answer([9])), (200, tokenize_answer([7, 8])),
+                            (200, tokenize_answer([3, 4], max_model_len=64))]}
+    with ScriptedServer(script) as fake:
+        with pytest.raises(ValueError, match="max_model_len 64 leaves no room"):
+            JudgeClient(fake.url, yes=("YES",), reasoning_tokens=64).p_yes(["q"], answer_prefix="<judgement>")
 
 
 # ------------------------------------------------------------------------------------ rlhf labels and text

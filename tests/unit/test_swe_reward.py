@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade.rewards.swe import (MAX_EDITS, MAX_JUDGE_SECTION_CHARS, MAX_SEQUENCE_ITEMS, GradingCase,
-                                      JudgeGrader, LexicalGrader, PatchError, SWEReward, apply_answer,
+from nemo_cascade.rewards.swe import (MAX_EDITS, MAX_JUDGE_FILES_CHARS, MAX_JUDGE_SECTION_CHARS, MAX_SEQUENCE_ITEMS,
+                                      GradingCase, JudgeGrader, LexicalGrader, PatchError, SWEReward, apply_answer,
                                       changed_regions, export_swebench_predictions, golden_contents,
                                       judge_prompt, lexical_similarity, model_patch, normalize_content,
                                       reward_batch, swe_reward, validate_label)
@@ -285,26 +285,43 @@ def test_wrong_replacement_of_the_right_line_scores_two_thirds():
 # ------------------------------------------------------------------ the judge
 
 class ScriptedJudge:
-    """A YesProbability with fixed answers that records its calls. It stands in for a judge *model* so the
-    batching can be checked offline; JudgeClient itself is tested against a served model in
-    tests/integration."""
+    """A YesProbability with fixed answers that records its calls (prompts and answer prefix). It stands in for a
+    judge *model* so the batching can be checked offline; JudgeClient itself is tested against a served model
+    in tests/integration."""
 
     def __init__(self, answers):
-        self.answers, self.calls = list(answers), []
+        self.answers, self.calls, self.prefixes = list(answers), [], []
 
-    def p_yes(self, prompts):
+    def p_yes(self, prompts, *, answer_prefix=""):
         self.calls.append(list(prompts))
+        self.prefixes.append(answer_prefix)
         return list(self.answers)
 
 
-def test_judge_prompt_shows_issue_both_patches_and_asks_last():
-    [message] = judge_prompt("f adds one", "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n", "CANDIDATE DIFF")
-    text = message["content"]
-    assert message["role"] == "user"
-    assert text.index("f adds one") < text.index("-a\n+b") < text.index("CANDIDATE DIFF")
-    assert text.endswith("Answer with one word: YES or NO.")
-    long = judge_prompt("issue", "g" * (MAX_JUDGE_SECTION_CHARS + 5), "c")[0]["content"]
-    assert "[... 5 more characters cut]" in long and long.endswith("YES or NO.")
+def test_judge_prompt_holds_app_c2_elements_in_order():
+    """App. C.2: a system turn asking for ``<judgement>YES</judgement>`` / ``<judgement>NO</judgement>``, and a user
+    turn with the issue, the relevant files' contents, the edit format, the golden and the candidate patch,
+    in that order, the question last."""
+    files = {"pkg/b.py": "B_CONTENT = 1\n", "pkg/a.py": "A_CONTENT = 2\n", "pkg/new.py": None}
+    system, user = judge_prompt("f adds one", files, "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n", "CANDIDATE DIFF")
+    assert (system["role"], user["role"]) == ("system", "user")
+    assert "<judgement>YES</judgement>" in system["content"] and "<judgement>NO</judgement>" in system["content"]
+    text = user["content"]
+    order = ["## Issue", "f adds one", "## Relevant file contents", "### pkg/a.py", "A_CONTENT = 2",
+             "### pkg/b.py", "B_CONTENT = 1", "### pkg/new.py", "## Edit format", "unified diff", "## Golden patch",
+             "-a\n+b", "## Candidate patch", "CANDIDATE DIFF", "<judgement>YES</judgement> or "]
+    at = [text.index(piece) for piece in order]
+    assert at == sorted(at), [piece for piece, i in zip(order, at)]
+    assert text.endswith("<judgement>NO</judgement>.")
+    assert "new file" in text[text.index("### pkg/new.py"):text.index("## Edit format")]
+
+
+def test_judge_prompt_sections_are_bounded():
+    long = judge_prompt("issue", {}, "g" * (MAX_JUDGE_SECTION_CHARS + 5), "c")[1]["content"]
+    assert "[... 5 more characters cut]" in long and long.endswith("<judgement>NO</judgement>.")
+    many = {f"f{i}.py": "x" * MAX_JUDGE_SECTION_CHARS for i in range(10)}
+    text = judge_prompt("issue", many, "g", "c")[1]["content"]
+    assert len(text) < MAX_JUDGE_FILES_CHARS + 4 * MAX_JUDGE_SECTION_CHARS and "## Candidate patch" in text
 
 
 def test_judge_grades_only_the_undecided_samples_in_one_call():
@@ -314,11 +331,14 @@ def test_judge_grades_only_the_undecided_samples_in_one_call():
                  sr("pkg/other.py", "A = 1\n", "A = 0\n")]
     assert reward.reward_batch(responses, [LABEL] * 5) == [1.0, 0.25, 0.0, -1.0, 1.0]  # 1.7 clamped to 1
     assert len(judge.calls) == 1 and len(judge.calls[0]) == 2
-    first = judge.calls[0][0][0]["content"]
+    assert judge.prefixes == ["<judgement>"]  # P(YES) is read at the verdict, after the tag (App. C.2)
+    first = judge.calls[0][0][1]["content"]
     assert LABEL["problem_statement"] in first
     assert "-    return x + 1\n+    return x + 2\n" in first  # golden, as a canonical diff
     assert "-    return x + 1\n+    return x * 2\n" in first  # candidate (given as search/replace)
-    assert "+A = 0" in judge.calls[0][1][0]["content"]
+    assert FILES["pkg/mod.py"].rstrip() in first  # the touched file's contents before the patches
+    assert "pkg/other.py" not in first  # a file neither patch touches is not shown
+    assert "+A = 0" in judge.calls[0][1][1]["content"]
 
 
 def test_judge_is_not_called_when_eq2_decides_everything():

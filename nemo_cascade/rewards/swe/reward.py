@@ -26,6 +26,9 @@ SWE-bench Lite have at most a few hundred items, so only runaway answers cross i
 MAX_JUDGE_SECTION_CHARS = 20_000
 """Each of issue, golden and candidate patch is cut to this many characters in the judge prompt, so one
 runaway patch cannot push the issue out of the judge's context (the judge client keeps the last tokens)."""
+MAX_JUDGE_FILES_CHARS = 60_000
+"""The relevant files' contents together are cut to this many characters in the judge prompt (each file also to
+:data:`MAX_JUDGE_SECTION_CHARS`)."""
 
 
 # ------------------------------------------------------------------ labels
@@ -110,22 +113,37 @@ Prompt = Union[str, Sequence[dict]]
 
 
 class YesProbability(Protocol):
-    """A judge model's P("YES") per prompt (``nemo_cascade.rewards.remote.JudgeClient`` is one)."""
+    """A judge model's P("YES") per prompt, read right after ``answer_prefix`` where the judge writes its verdict
+    (``nemo_cascade.rewards.remote.JudgeClient`` is one)."""
 
-    def p_yes(self, prompts: Sequence[Prompt]) -> list[float]: ...
+    def p_yes(self, prompts: Sequence[Prompt], *, answer_prefix: str = "") -> list[float]: ...
 
+
+JUDGEMENT_OPEN = "<judgement>"
+"""App. C.2: the judge answers ``<judgement>YES</judgement>`` or ``<judgement>NO</judgement>``; P("YES") is read at
+the token after this tag (``JudgeGrader`` passes it as the client's ``answer_prefix``)."""
+
+JUDGE_SYSTEM = """\
+You are an expert software engineer who reviews patches. You are given an issue reported in a code repository, \
+the contents of the relevant source files, a golden patch written by the repository's maintainers that resolves \
+the issue, and a candidate patch. Judge whether the candidate patch resolves the issue as the golden patch does. \
+Respond only with <judgement>YES</judgement> if it does or <judgement>NO</judgement> if it does not."""
+"""The judge's system prompt (App. C.2 elements; the wording is reconstructed, see :func:`judge_prompt`)."""
 
 JUDGE_TEMPLATE = """\
-You review patches for a software repository. A reference patch written by the maintainers is known to \
-resolve the issue below. Decide whether the candidate patch resolves the issue in the same way: it must fix \
-the reported behaviour as the reference does and would pass the same tests. Differences in naming, \
-comments, formatting or code structure do not matter; a missing part of the fix, a wrong fix or an extra \
-change in behaviour does.
-
 ## Issue
 {issue}
 
-## Reference patch
+## Relevant file contents
+{files}
+
+## Edit format
+Both patches are unified diffs against the files above. `--- a/PATH` and `+++ b/PATH` name the file (`/dev/null` \
+when it is created or deleted); each hunk starts with `@@ -A,B +C,D @@` (B lines from line A of the original, D \
+lines from line C of the patched file); lines starting with `-` are removed, lines starting with `+` are added and \
+lines starting with a space are unchanged context.
+
+## Golden patch
 ```diff
 {golden}
 ```
@@ -135,7 +153,11 @@ change in behaviour does.
 {candidate}
 ```
 
-Does the candidate patch resolve the issue like the reference patch? Answer with one word: YES or NO."""
+Does the candidate patch resolve the issue as the golden patch does? It must fix the reported behaviour and would \
+pass the same tests. Differences in naming, comments, formatting or code structure do not matter; a missing part of \
+the fix, a wrong fix or an extra change in behaviour does. Answer with <judgement>YES</judgement> or \
+<judgement>NO</judgement>."""
+"""The judge's user turn: issue, file contents, edit format, golden patch, candidate patch, then the question."""
 
 
 def _cut(text: str, limit: int = MAX_JUDGE_SECTION_CHARS) -> str:
@@ -144,24 +166,49 @@ def _cut(text: str, limit: int = MAX_JUDGE_SECTION_CHARS) -> str:
     return text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
 
 
-def judge_prompt(problem_statement: str, golden_diff: str, candidate_diff: str) -> list[dict]:
-    """The judge conversation (one user turn; the judge's chat template adds its generation prompt, after
-    which the client reads P("YES")). The question comes last so it survives truncation."""
-    text = JUDGE_TEMPLATE.format(issue=_cut(problem_statement.strip()), golden=_cut(golden_diff.rstrip("\n")),
-                                 candidate=_cut(candidate_diff.rstrip("\n")))
-    return [{"role": "user", "content": text}]
+def _file_sections(files: Mapping[str, Optional[str]]) -> str:
+    """Each file (path order) as ``### path`` and its content fenced, each cut to MAX_JUDGE_SECTION_CHARS and
+    all of them to MAX_JUDGE_FILES_CHARS; a file that does not exist yet is said to be new."""
+    parts = []
+    for path in sorted(files):
+        text = files[path]
+        if text is None:
+            parts.append(f"### {path}\n(does not exist before the patches: a new file)")
+        else:
+            parts.append(f"### {path}\n```\n{_cut(text.rstrip())}\n```")
+    return _cut("\n\n".join(parts), MAX_JUDGE_FILES_CHARS) if parts else "(none)"
+
+
+def judge_prompt(problem_statement: str, files: Mapping[str, Optional[str]], golden_diff: str,
+                 candidate_diff: str) -> list[dict]:
+    """The judge conversation of App. C.2: a system turn (the reviewer's task and the answer format) and a user
+    turn with the issue, the relevant files' contents (``files``: ``{path: content before the patches}``, None
+    for a file one of them creates), how the patches are written, the golden patch and the candidate patch, in
+    that order, the question last. The judge's chat template adds its generation prompt; the client reads
+    P("YES") after :data:`JUDGEMENT_OPEN`.
+
+    What is verbatim and what is not: the elements, their order and the answer format
+    ``<judgement>YES</judgement>`` / ``<judgement>NO</judgement>`` are App. C.2's; the sentences around them are
+    ours (the appendix's wording could not be consulted). Both patches are shown as canonical unified diffs of
+    normalised contents (so the judge sees the change, not how the policy spelled it), hence the edit format
+    describes unified diffs. Every section is cut to :data:`MAX_JUDGE_SECTION_CHARS` (the files together to
+    :data:`MAX_JUDGE_FILES_CHARS`) so a runaway input cannot push the rest out of the judge's context."""
+    text = JUDGE_TEMPLATE.format(issue=_cut(problem_statement.strip()), files=_file_sections(files),
+                                 golden=_cut(golden_diff.rstrip("\n")), candidate=_cut(candidate_diff.rstrip("\n")))
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": text}]
 
 
 class JudgeGrader:
     """Paper §4.7's semantic grade: a judge model's P("YES") that the candidate resolves the issue like the
-    golden patch (the paper used Kimi-Dev-72B). One ``p_yes`` call per batch for every case."""
+    golden patch (the paper used Kimi-Dev-72B), read at the verdict after ``<judgement>`` (App. C.2). One
+    ``p_yes`` call per batch for every case."""
 
     def __init__(self, judge: YesProbability):
         self.judge = judge
 
     def grade(self, cases: Sequence[GradingCase]) -> list[float]:
-        prompts = [judge_prompt(c.problem_statement, *c.diffs()) for c in cases]
-        scores = self.judge.p_yes(prompts) if prompts else []
+        prompts = [judge_prompt(c.problem_statement, c.before, *c.diffs()) for c in cases]
+        scores = self.judge.p_yes(prompts, answer_prefix=JUDGEMENT_OPEN) if prompts else []
         if len(scores) != len(prompts):
             raise RuntimeError(f"judge returned {len(scores)} scores for {len(prompts)} prompts")
         return [min(1.0, max(0.0, float(s))) for s in scores]
@@ -286,4 +333,5 @@ def export_swebench_predictions(path: Union[str, os.PathLike], rows: Iterable[Ma
 __all__ = ["validate_label", "golden_contents", "SWEReward", "OUTCOMES", "swe_reward", "reward_batch", "Grader",
            "GradingCase", "LexicalGrader", "JudgeGrader", "YesProbability", "judge_prompt", "JUDGE_TEMPLATE",
            "lexical_similarity", "model_patch", "export_swebench_predictions", "PARSE_FAILURE", "UNCHANGED",
-           "MATCHES_GOLDEN", "MAX_SEQUENCE_ITEMS", "MAX_JUDGE_SECTION_CHARS"]
+           "MATCHES_GOLDEN", "MAX_SEQUENCE_ITEMS", "MAX_JUDGE_SECTION_CHARS", "MAX_JUDGE_FILES_CHARS", "JUDGE_SYSTEM",
+           "JUDGEMENT_OPEN"]

@@ -1,0 +1,147 @@
+"""SWE RL repair prompts (paper §4.7.1): the issue and the files to edit in the Agentless repair prompt, with the
+context each instance gets decided by the stage's prompt limit.
+
+§4.7.1 builds a repair prompt from the **ground-truth files** (those the golden patch edits) mixed with
+**noisy files** the localizer (DeepSeek-R1-0528, §7.1) ranked as relevant: at most 5 files in all, in shuffled
+order, as many as fit the maximum prompt length. The limit is the stage's ``rollout.max_prompt_tokens``, so the
+8B's input curriculum (16K → 24K, T13/T20) shows the same instance with more noisy files in its second part,
+and the 14B's 32K stage with more again. :func:`build_repair_prompt` does it:
+
+1. the ground-truth files, always (all of them, before any noisy file);
+2. noisy files in the localizer's rank order, each added if the templated prompt still fits ``budget_tokens``
+   (one that does not fit is skipped and the next one tried), until ``max_files`` files are shown;
+3. an instance that cannot show at least ``min_noisy_files`` noisy files (default 1: "an instance is dropped
+   when no noisy file fits") — including one whose ground truth alone is too long — is dropped (None);
+4. the shown files are shuffled with the caller's seeded ``rng`` (one per instance and data seed), so the
+   ground truth is not always first and a resumed run rebuilds exactly the same prompts.
+
+The prompt text is Agentless's repair prompt (Xia et al. 2024, "Agentless: Demystifying LLM-based Software
+Engineering Agents", github.com/OpenAutoCoder/Agentless, MIT), whose search/replace format the SWE reward
+parses (``rewards/swe``); the evaluation suite (``evaluate/swe_tasks.py``) renders the same template.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional, Sequence
+
+MAX_FILES = 5
+"""§4.7.1: a repair prompt shows at most five files (ground truth and noisy together)."""
+MIN_NOISY_FILES = 1
+"""§4.7.1: an instance is dropped when not even one localized noisy file fits next to its ground truth."""
+
+REPAIR_PROMPT = """We are currently solving the following issue within our repository. Here is the issue text:
+--- BEGIN ISSUE ---
+{issue}
+--- END ISSUE ---
+
+Below are some code segments, each from a relevant file. One or more of these files may contain bugs.\
+{note}
+
+--- BEGIN FILE ---
+{files}
+--- END FILE ---
+
+Please first localize the bug based on the issue statement, and then generate *SEARCH/REPLACE* edits to fix \
+the issue.
+
+Every *SEARCH/REPLACE* edit must use this format:
+1. The file path
+2. The start of search block: <<<<<<< SEARCH
+3. A contiguous chunk of lines to search for in the existing source code
+4. The dividing line: =======
+5. The lines to replace into the source code
+6. The end of the replace block: >>>>>>> REPLACE
+
+Here is an example:
+
+```python
+### mathweb/flask/app.py
+<<<<<<< SEARCH
+from flask import Flask
+=======
+import math
+from flask import Flask
+>>>>>>> REPLACE
+```
+
+Please note that the *SEARCH/REPLACE* edit REQUIRES PROPER INDENTATION. If you would like to add the line \
+'        print(x)', you must fully write that out, with all those spaces before the code!
+Wrap the *SEARCH/REPLACE* edit in blocks ```python...```."""
+"""Agentless's repair prompt. ``{note}`` follows the files' introduction (the evaluation suite explains its
+"... lines A-B omitted ..." markers there; training prompts show whole files and leave it empty)."""
+
+
+def render_repair_prompt(issue: str, files: Sequence[tuple[str, str]], note: str = "") -> str:
+    """The repair prompt showing ``files`` (``(path, content)``) in the given order, each as ``### path`` and
+    its content — the ``### path`` line the search/replace answer names its file with."""
+    shown = "\n".join(f"### {path}\n{content.rstrip()}\n" for path, content in files)
+    return REPAIR_PROMPT.format(issue=issue.strip(), note=f" {note}" if note else "", files=shown.rstrip())
+
+
+@dataclass(frozen=True)
+class RepairPrompt:
+    """A built repair prompt: its text and the files it shows, in prompt order (the reward applies the answer's
+    edits to exactly these; an edit to a noisy file is a change the golden patch does not make)."""
+    text: str
+    files: dict[str, str]
+    noisy: int
+    """How many of ``files`` are localized noisy files (the rest are the ground truth)."""
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    """What :func:`build_repair_prompt` needs from the stage that loads the rows: the prompt limit, how to count
+    a prompt's tokens as the rollout engine will see it (templated, generation prompt included), the data seed
+    of the shuffle, and the §4.7.1 file limits (``Data.swe_max_files``, ``Data.swe_min_noisy_files``)."""
+    limit: Optional[int]
+    """``rollout.max_prompt_tokens``; None = no limit (the first ``max_files`` files)."""
+    count_tokens: Callable[[str], int]
+    seed: int = 0
+    max_files: int = MAX_FILES
+    min_noisy_files: int = MIN_NOISY_FILES
+
+    def rng(self, instance: str) -> random.Random:
+        """The shuffle's generator for one instance: fixed by the data seed and the instance id (a string seed
+        is hashed with SHA-512, independent of PYTHONHASHSEED), so every load builds the same prompt."""
+        return random.Random(f"swe-prompt:{self.seed}:{instance}")
+
+
+def build_repair_prompt(issue: str, golden_files: Mapping[str, str], candidate_files: Sequence[tuple[str, str]],
+                        budget_tokens: Optional[int], count_tokens: Callable[[str], int], rng: random.Random,
+                        max_files: int = MAX_FILES, min_noisy_files: int = MIN_NOISY_FILES) -> Optional[RepairPrompt]:
+    """The §4.7.1 repair prompt of one instance (steps in the module docstring), or None when it is dropped.
+
+    ``golden_files``: ``{path: content}`` of the files the golden patch edits. ``candidate_files``: the
+    localizer's ``(path, content)`` in rank order; a ground-truth path among them is not counted twice.
+    ``count_tokens(text)``: the tokens of ``text`` as the engine's prompt. ``budget_tokens``: the prompt
+    limit (None: no limit). Every returned prompt has ``count_tokens(text) <= budget_tokens``."""
+    def fits(shown: Sequence[tuple[str, str]]) -> bool:
+        return budget_tokens is None or count_tokens(render_repair_prompt(issue, shown)) <= budget_tokens
+
+    truth = list(golden_files.items())
+    if len(truth) + min_noisy_files > max_files or not fits(truth):
+        return None
+    noisy: list[tuple[str, str]] = []
+    seen = set(golden_files)
+    for path, content in candidate_files:
+        if len(truth) + len(noisy) >= max_files:
+            break
+        if path in seen:
+            continue
+        seen.add(path)
+        if fits(truth + noisy + [(path, content)]):
+            noisy.append((path, content))
+    while len(noisy) >= min_noisy_files:
+        shown = truth + noisy
+        rng.shuffle(shown)
+        # Counted in selection order above; another order can merge tokens differently at a file boundary, so
+        # the shuffled prompt is counted again and the last noisy file given up in the rare case it no longer fits.
+        if fits(shown):
+            return RepairPrompt(render_repair_prompt(issue, shown), dict(shown), len(noisy))
+        noisy.pop()
+    return None
+
+
+__all__ = ["MAX_FILES", "MIN_NOISY_FILES", "REPAIR_PROMPT", "PromptBudget", "RepairPrompt", "build_repair_prompt",
+           "render_repair_prompt"]
