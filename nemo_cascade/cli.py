@@ -12,6 +12,7 @@ tp × pp × cp × dp processes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -164,19 +165,22 @@ def cmd_run(args) -> int:
         return run_torchrun(torchrun)
 
 
+@contextlib.contextmanager
 def _hold_run_folder(run_dir: Path, command: str):
     """The run folder's lock (run_lock.py) for a ``with`` block: taken by the launcher, inherited by its workers
     (the environment names it); under a torchrun that did not take it (slurm/node.sh), rank 0 takes it — a
     refusal there ends that rank with exit 2, and torchrun stops the others."""
-    import contextlib
-
     from nemo_cascade import run_lock
 
     if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("RANK", 0)) != 0:
-        return contextlib.nullcontext()
-    lock = run_lock.acquire(run_dir, command)
-    os.environ[run_lock.ENV] = lock.env_value  # torchrun's workers, launch's tasks: they run under this lock
-    return lock
+        yield None
+        return
+    with run_lock.acquire(run_dir, command) as lock:
+        os.environ[run_lock.ENV] = lock.env_value  # torchrun's workers, launch's tasks: they run under this lock
+        try:
+            yield lock
+        finally:
+            os.environ.pop(run_lock.ENV, None)
 
 
 def _stop_on_usr1(cfg: C.Cascade) -> None:
@@ -240,12 +244,9 @@ def cmd_eval(args) -> int:
 def _hold_stage_folder(args):
     """``eval`` writing into a run's stage folder (``--out``, or by default the stage evaluated) holds the run
     folder's lock, so it never writes beside a run of that folder (nor a run starts beside it)."""
-    import contextlib
-
     from nemo_cascade.evaluate.standalone import resolve_checkpoint
-    from nemo_cascade.run_lock import LOCK_NAME
-
     from nemo_cascade.evaluate.suites import EvalError
+    from nemo_cascade.run_lock import LOCK_NAME
 
     try:
         out = Path(args.out) if args.out else resolve_checkpoint(args.checkpoint)[1]
@@ -284,14 +285,10 @@ def cmd_launch(args) -> int:
     from nemo_cascade import launch
 
     cfg = C.apply_overrides(load_recipe(args.recipe), args.overrides)
-    if args.dryrun:
-        return launch.launch(cfg, launch.spec_from_args(args), dryrun=True, out=args.out)
-    # local: held while the tasks run (they inherit it); Slurm: a live holder refuses the submission, and each
-    # job's rank 0 takes the lock itself (slurm/node.sh)
-    with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade launch") as lock:
-        if args.executor != "local" and lock is not None:
-            lock.release()
-        return launch.launch(cfg, launch.spec_from_args(args), dryrun=False, out=args.out)
+    if args.dryrun or args.executor != "local":  # Slurm: each job's rank 0 takes the lock (slurm/node.sh)
+        return launch.launch(cfg, launch.spec_from_args(args), dryrun=args.dryrun, out=args.out)
+    with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade launch"):  # the tasks inherit it
+        return launch.launch(cfg, launch.spec_from_args(args), out=args.out)
 
 
 def cmd_plan(args) -> int:
