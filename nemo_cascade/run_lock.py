@@ -199,6 +199,7 @@ def _stop_this_process(line: str) -> None:
 
 def _create(name: Path, candidate: Path) -> bool:
     """Create ``name`` atomically with the candidate's content; False if it exists."""
+    links = os.stat(candidate).st_nlink  # the takeover guard may already be a link of it
     try:
         os.link(candidate, name)
         return True
@@ -208,7 +209,7 @@ def _create(name: Path, candidate: Path) -> bool:
         if e.errno in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):  # no hard links here
             return _create_exclusive(name, candidate.read_bytes())
         try:  # NFS: the reply to a retried link can be lost though the link was made
-            if os.stat(candidate).st_nlink == 2:
+            if os.stat(candidate).st_nlink > links:
                 return True
         except OSError:
             pass
