@@ -117,7 +117,8 @@ def main() -> int:
     ms = [round(s * 1000, 1) for s in bound if s is not None]
     record = {"date": time.strftime("%Y-%m-%d"), "host": platform.node(), "load1": round(os.getloadavg()[0], 1),
               "workers": {"bound_gone": len(ms), "bound_tried": len(bound),
-                          "gone_ms_median": statistics.median(ms) if ms else None, "gone_ms_max": max(ms, default=None),
+                          "gone_ms_median": statistics.median(ms) if ms else None,
+                          "gone_ms_max": max(ms, default=None),
                           "unbound_still_alive_after_3s": sum(s is None for s in control), "unbound_tried": len(control)},
               "lock": lock_answers()}
     print(json.dumps(record, indent=1))
