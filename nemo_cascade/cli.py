@@ -12,6 +12,7 @@ tp × pp × cp × dp processes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -34,12 +35,13 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from nemo_cascade.evaluate.cascade_report import ReportError
     from nemo_cascade.evaluate.suites import EvalError
     from nemo_cascade.rewards.remote import RewardServerError
+    from nemo_cascade.run_lock import RunLocked
     from nemo_cascade.stage import ServerStop
 
     # A served RM / judge that fails outside a training step (the gate's pairwise suites, `eval`) stops the run
     # with its one line too; nothing is lost: a done stage's gate runs again on resume.
     return (C.ConfigError, ModelFilesError, DataError, EvalError, ReportError, ConvertError, CheckpointError,
-            ServerStop, RewardServerError)
+            ServerStop, RewardServerError, RunLocked)
 
 
 def load_recipe(spec: str) -> C.Cascade:
@@ -147,18 +149,38 @@ def cmd_run(args) -> int:
     # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process actor
     # (tests, notebooks) puts those in os.environ, and a CLI started from there must still launch its own job.
     if "TORCHELASTIC_RUN_ID" in os.environ:
-        return _run_job(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage, args.retrain)
+        with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # slurm/node.sh: rank 0 holds
+            return _run_job(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage, args.retrain)
     if args.stage or args.retrain:  # a finished stage, or one whose earlier stages are not: one line, before torchrun
         from nemo_cascade.cascade import check_selection
 
         check_selection(cfg, args.stage, args.retrain)
-    _stop_on_usr1(cfg)
-    torchrun = [f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.cli", "run",
-                args.recipe, *args.overrides]
-    if args.stage:
-        torchrun += ["--stage", args.stage] + (["--retrain"] if args.retrain else [])
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, os.cpu_count() // world)))
-    return run_torchrun(torchrun)
+    with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # before anything is written
+        _stop_on_usr1(cfg)
+        torchrun = [f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.cli", "run",
+                    args.recipe, *args.overrides]
+        if args.stage:
+            torchrun += ["--stage", args.stage] + (["--retrain"] if args.retrain else [])
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, os.cpu_count() // world)))
+        return run_torchrun(torchrun)
+
+
+@contextlib.contextmanager
+def _hold_run_folder(run_dir: Path, command: str):
+    """The run folder's lock (run_lock.py) for a ``with`` block: taken by the launcher, inherited by its workers
+    (the environment names it); under a torchrun that did not take it (slurm/node.sh), rank 0 takes it — a
+    refusal there ends that rank with exit 2, and torchrun stops the others."""
+    from nemo_cascade import run_lock
+
+    if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("RANK", 0)) != 0:
+        yield None
+        return
+    with run_lock.acquire(run_dir, command) as lock:
+        os.environ[run_lock.ENV] = lock.env_value  # torchrun's workers, launch's tasks: they run under this lock
+        try:
+            yield lock
+        finally:
+            os.environ.pop(run_lock.ENV, None)
 
 
 def _stop_on_usr1(cfg: C.Cascade) -> None:
@@ -225,15 +247,39 @@ def cmd_eval(args) -> int:
     """Evaluate a checkpoint on one or more suites (nemo_cascade.evaluate); prints the table, writes eval.json.
     Engines over several GPUs (``--tensor-parallel-size`` × ``--data-parallel`` > 1): the command starts itself
     again under torchrun, one rank per GPU (standalone.py)."""
-    from nemo_cascade.evaluate import EvalSettings, evaluate_checkpoint, suite_names
-    from nemo_cascade.evaluate.report import markdown
+    from nemo_cascade.evaluate import suite_names
     from nemo_cascade.evaluate.standalone import check_layout
 
     names = suite_names(args.suite)
     world = check_layout(args.tensor_parallel_size, args.data_parallel, args.gpu_memory_utilization)
-    if world > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
-        return run_torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.cli",
-                             *args.argv])
+    with _hold_stage_folder(args):
+        if world > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
+            return run_torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m",
+                                 "nemo_cascade.cli", *args.argv])
+        return _evaluate(args, names)
+
+
+def _hold_stage_folder(args):
+    """``eval`` writing into a run's stage folder (``--out``, or by default the stage evaluated) holds the run
+    folder's lock, so it never writes beside a run of that folder (nor a run starts beside it)."""
+    from nemo_cascade.evaluate.standalone import resolve_checkpoint
+    from nemo_cascade.evaluate.suites import EvalError
+    from nemo_cascade.run_lock import LOCK_NAME
+
+    try:
+        out = Path(args.out) if args.out else resolve_checkpoint(args.checkpoint)[1]
+    except EvalError:
+        return contextlib.nullcontext()  # said in its turn, after the options' own checks
+    run = out.absolute().parent.parent if out is not None and out.absolute().parent.name == "stages" else None
+    if run is None or not ((run / "manifest.json").is_file() or (run / LOCK_NAME).exists()):
+        return contextlib.nullcontext()
+    return _hold_run_folder(run, "nemo-cascade eval")
+
+
+def _evaluate(args, names: list[str]) -> int:
+    from nemo_cascade.evaluate import EvalSettings, evaluate_checkpoint
+    from nemo_cascade.evaluate.report import markdown
+
     settings = EvalSettings(
         samples=_count(args.samples, "--samples"), max_tokens=_count(args.max_tokens, "--max-tokens"),
         temperature=args.temperature, top_p=args.top_p, mode=args.mode, template=args.template,
@@ -258,7 +304,10 @@ def cmd_launch(args) -> int:
     from nemo_cascade import launch
 
     cfg = C.apply_overrides(load_recipe(args.recipe), args.overrides)
-    return launch.launch(cfg, launch.spec_from_args(args), dryrun=args.dryrun, out=args.out)
+    if args.dryrun or args.executor != "local":  # Slurm: each job's rank 0 takes the lock (slurm/node.sh)
+        return launch.launch(cfg, launch.spec_from_args(args), dryrun=args.dryrun, out=args.out)
+    with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade launch"):  # the tasks inherit it
+        return launch.launch(cfg, launch.spec_from_args(args), out=args.out)
 
 
 def cmd_plan(args) -> int:
@@ -487,6 +536,10 @@ def main(argv: list[str] | None = None) -> int:
                                            "or compare several runs side by side")
     report.add_argument("run_dir", nargs="+", help="a run directory, runs/NAME; several: compare them")
     report.add_argument("--out", help="with several runs: where comparison.md / comparison.png go")
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun worker: it must not outlive its launcher (lifeline.py)
+        from nemo_cascade import lifeline
+
+        lifeline.bind_worker()
     args, extra = parser.parse_known_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a command that relaunches itself repeats
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.

@@ -6,8 +6,11 @@ printed its own line already; a worker killed by a signal, or the launcher stopp
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
+
+from nemo_cascade import lifeline
 
 
 def run_torchrun(argv: list[str]) -> int:
@@ -21,15 +24,19 @@ def run_torchrun(argv: list[str]) -> int:
     from torch.distributed.run import parse_args, run
 
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    os.environ[lifeline.AGENT_PID_ENV] = str(os.getpid())  # each worker checks it still has this parent
+    oom_before = lifeline.oom_kills()
     try:
         run(parse_args(argv))
     except ChildFailedError as e:
         rank, failure = min(e.failures.items())
         if failure.exitcode >= 0:
             return failure.exitcode
-        # On a line of its own: the dead worker's progress bar may have left the cursor mid-line.
-        print(f"\nnemo-cascade: error: rank {rank} (pid {failure.pid}) was killed by {failure.signal_name()}; "
-              "run the same command again to resume", file=sys.stderr)
+        # torchrun has stopped the other ranks by now. On a line of its own: the dead worker's progress bar may
+        # have left the cursor mid-line.
+        why = lifeline.killed_why(failure.signal_name(), oom_before, lifeline.oom_kills())
+        print(f"\nnemo-cascade: error: rank {rank} (pid {failure.pid}) was killed by {why}; "
+              "run the same command again to resume from its last checkpoint", file=sys.stderr)
         return 128 - failure.exitcode
     except SignalException as e:
         print(f"\nnemo-cascade: error: stopped by {signal.Signals(e.sigval).name}; run the same command again to "
@@ -39,4 +46,6 @@ def run_torchrun(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # On a Slurm node (slurm/node.sh execs this): stop, and so stop the workers, when the step's process dies.
+    lifeline.die_with_parent(signal.SIGTERM)
     sys.exit(run_torchrun(sys.argv[1:]))
