@@ -418,12 +418,14 @@ def cmd_data(args) -> int:
 
     generator = None
     if args.generator_url:
-        from nemo_cascade.prepare.offtopic import GeneratorSettings
+        from nemo_cascade.prepare.offtopic import DEFAULT_PAIRS, GeneratorSettings
 
         if not args.generator_model:
             raise C.ConfigError("--generator-url: also give --generator-model (the model the server serves)")
         generator = GeneratorSettings(args.generator_url, args.generator_model, args.rewriter_model or "",
-                                      args.weak_model or "", args.synthetic_pairs, args.generator_workers)
+                                      args.weak_model or "",
+                                      DEFAULT_PAIRS if args.synthetic_pairs is None else args.synthetic_pairs,
+                                      args.generator_workers)
     manifest, paths = prepare_command(args.stage, Path(args.out), source_dir=args.source_dir,
                                       max_bad_rows=args.max_bad_rows, force=args.force, generator=generator)
     print(summary(manifest, paths))
@@ -432,8 +434,6 @@ def cmd_data(args) -> int:
 
 
 def _add_data_parser(sub) -> None:
-    from nemo_cascade.prepare.offtopic import DEFAULT_PAIRS
-
     data = sub.add_parser("data", help="prepare the recipes' data files (docs/recipes.md \"Data\")")
     actions = data.add_subparsers(dest="action", required=True)
     prep = actions.add_parser("prepare", help="download, convert, check and decontaminate a stage's files, with a "
@@ -451,8 +451,8 @@ def _add_data_parser(sub) -> None:
     prep.add_argument("--generator-model", help="rm: the model answering the prompts (chosen)")
     prep.add_argument("--rewriter-model", help="rm: the model rewriting prompts off-topic (default: generator)")
     prep.add_argument("--weak-model", help="rm: the model answering the rewrites (rejected; default: generator)")
-    prep.add_argument("--synthetic-pairs", type=int, default=DEFAULT_PAIRS, help=f"rm: how many synthetic pairs "
-                      f"(default {DEFAULT_PAIRS}: §4.2's 82K less the HelpSteer pairs)")
+    prep.add_argument("--synthetic-pairs", type=int, help="rm: how many synthetic pairs (default 36000: §4.2's 82K "
+                      "less the HelpSteer pairs)")
     prep.add_argument("--generator-workers", type=int, default=8, help="rm: pairs generated at a time (default 8)")
 
 
