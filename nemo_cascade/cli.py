@@ -2,7 +2,8 @@
 `nemo-cascade convert to-hf|from-hf|verify ...`, `nemo-cascade report RUN_DIR [RUN_DIR ...]` and
 `nemo-cascade launch RECIPE --executor local|slurm [--dryrun]` (a nemo-run experiment, launch.py) and
 `nemo-cascade plan RECIPE [--gpu-memory-gib 80] [--shape NAME] [--time-limit 04:00:00]` (a per-GPU memory
-estimate, plan.py; step times and checkpoint intervals against a job's time limit, plan_time.py).
+estimate, plan.py; step times and checkpoint intervals against a job's time limit, plan_time.py) and
+`nemo-cascade data prepare STAGE|all --out DIR` (the recipes' data files, prepare/).
 
 RECIPE is ``recipes/NAME.py`` (its ``recipe()`` function, or ``recipes/NAME.py:function``) or
 ``package.module:function``. The config is resolved and checked in this process first — a user mistake
@@ -509,6 +510,50 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--seed", type=int, default=0)
 
 
+def cmd_data(args) -> int:
+    """``data prepare``: the recipes' data files from the released and public sets (nemo_cascade/prepare)."""
+    from nemo_cascade.prepare import prepare_command, summary
+
+    generator = None
+    if args.generator_url:
+        from nemo_cascade.prepare.offtopic import DEFAULT_PAIRS, GeneratorSettings
+
+        if not args.generator_model:
+            raise C.ConfigError("--generator-url: also give --generator-model (the model the server serves)")
+        generator = GeneratorSettings(args.generator_url, args.generator_model, args.rewriter_model or "",
+                                      args.weak_model or "",
+                                      DEFAULT_PAIRS if args.synthetic_pairs is None else args.synthetic_pairs,
+                                      args.generator_workers)
+    manifest, paths = prepare_command(args.stage, Path(args.out), source_dir=args.source_dir,
+                                      max_bad_rows=args.max_bad_rows, force=args.force, generator=generator)
+    print(summary(manifest, paths))
+    print(f"wrote {Path(args.out) / 'manifest.json'}")
+    return 0
+
+
+def _add_data_parser(sub) -> None:
+    data = sub.add_parser("data", help="prepare the recipes' data files (docs/recipes.md \"Data\")")
+    actions = data.add_subparsers(dest="action", required=True)
+    prep = actions.add_parser("prepare", help="download, convert, check and decontaminate a stage's files, with a "
+                              "manifest (sha256 per file); resumable")
+    prep.add_argument("stage", help="sft-stage-1, sft-stage-2, sft-swe, rlhf, rl-if, rl-math, rl-code, rl-swe, rm, "
+                      "a comma-separated list, or all")
+    prep.add_argument("--out", required=True, help="the data folder the recipes read ($NEMO_CASCADE_DATA)")
+    prep.add_argument("--source-dir", help="already downloaded datasets as DIR/ORG/NAME/... (huggingface-cli "
+                      "download ORG/NAME --repo-type dataset --local-dir DIR/ORG/NAME); default: download")
+    prep.add_argument("--max-bad-rows", type=int, default=0, help="skip and count up to N malformed source rows "
+                      "per file (default 0: the first one stops with its file and line)")
+    prep.add_argument("--force", action="store_true", help="write every file again, even those up to date")
+    prep.add_argument("--generator-url", help="rm: an OpenAI-compatible server for the synthetic off-topic pairs "
+                      "(paper App. C.1); without it the RM file holds the HelpSteer pairs only")
+    prep.add_argument("--generator-model", help="rm: the model answering the prompts (chosen)")
+    prep.add_argument("--rewriter-model", help="rm: the model rewriting prompts off-topic (default: generator)")
+    prep.add_argument("--weak-model", help="rm: the model answering the rewrites (rejected; default: generator)")
+    prep.add_argument("--synthetic-pairs", type=int, help="rm: how many synthetic pairs (default 36000: §4.2's 82K "
+                      "less the HelpSteer pairs)")
+    prep.add_argument("--generator-workers", type=int, default=8, help="rm: pairs generated at a time (default 8)")
+
+
 def _add_launch_parser(sub) -> None:
     from nemo_cascade.launch import add_arguments
 
@@ -532,6 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_launch_parser(sub)
     _add_plan_parser(sub)
     _add_doctor_parser(sub)
+    _add_data_parser(sub)
     report = sub.add_parser("report", help="rebuild a run's report.md / report.png (forgetting matrix, curves), "
                                            "or compare several runs side by side")
     report.add_argument("run_dir", nargs="+", help="a run directory, runs/NAME; several: compare them")
@@ -552,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return {"run": cmd_run, "eval": cmd_eval, "report": cmd_report, "convert": cmd_convert,
-                "launch": cmd_launch, "plan": cmd_plan, "doctor": cmd_doctor}[args.command](args)
+                "launch": cmd_launch, "plan": cmd_plan, "doctor": cmd_doctor, "data": cmd_data}[args.command](args)
     except _user_errors() as e:
         print(f"nemo-cascade: error: {e}", file=sys.stderr)
         return 2

@@ -306,19 +306,20 @@ def _sft_items(data_cfg: Data, mode: str) -> list[tuple[list[dict], str]]:
     if is_generated(data_cfg.source):
         return sft_pairs(generated_rows(data_cfg), mode)
     path = Path(data_cfg.source)
-    items = []
-    for lineno, row in read_jsonl(path, data_cfg.size):
-        where = f"{path}:{lineno}"
-        messages = _messages(row, where, True)
-        if "response" in row:
-            if not isinstance(row["response"], str):
-                raise DataError(f"{where}: field 'response' must be a string")
-            items.append((messages, row["response"]))
-        elif messages[-1]["role"] == "assistant" and len(messages) > 1:
-            items.append((messages[:-1], messages[-1]["content"]))
-        else:
-            raise DataError(f"{where}: expected field 'response' or 'messages' ending with an assistant turn")
-    return items
+    return [sft_example(row, f"{path}:{lineno}") for lineno, row in read_jsonl(path, data_cfg.size)]
+
+
+def sft_example(row: dict, where: str) -> tuple[list[dict], str]:
+    """(prompt messages, response) of one SFT row, or a one-line DataError naming ``where`` (also the check
+    ``nemo-cascade data prepare`` runs on the SFT files it writes)."""
+    messages = _messages(row, where, True)
+    if "response" in row:
+        if not isinstance(row["response"], str):
+            raise DataError(f"{where}: field 'response' must be a string")
+        return messages, row["response"]
+    if messages[-1]["role"] == "assistant" and len(messages) > 1:
+        return messages[:-1], messages[-1]["content"]
+    raise DataError(f"{where}: expected field 'response' or 'messages' ending with an assistant turn")
 
 
 def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: int,
@@ -522,5 +523,5 @@ def pad_id(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
-__all__ = ["pad_id", "sft_batches", "DataError", "PromptList", "load_prompts", "load_sft_examples",
+__all__ = ["pad_id", "sft_batches", "sft_example", "DataError", "PromptList", "load_prompts", "load_sft_examples",
            "load_sft_blend", "PromptStream", "SYNTHETIC_PREFIX", "is_generated", "generated_rows"]

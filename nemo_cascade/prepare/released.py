@@ -1,0 +1,174 @@
+"""Rows of the released Nemotron-Cascade sets (and the IF-RLVR set) in the shapes the recipes read.
+
+- SFT (``nvidia/Nemotron-Cascade-SFT-Stage-1``, ``-Stage-2``, ``-SFT-SWE``; §3.2–3.3): ``messages``. Each user
+  turn gets ``"mode"``: the `` /think`` / `` /no_think`` flag it ends with (removed from the text: the template
+  adds it back, §3.1.2), else the row's ``reasoning`` field (``on``/``off``), else whether the assistant turn
+  answering it opens with a ``<think>`` block — thinking responses are R1's, non-thinking ones V3's (§3.2).
+  Tool-calling rows (§3.3) become plain chat: ``tools`` → a system turn listing them in ``<tools></tools>``, an
+  assistant's ``tool_calls`` → ``<tool_call>{"name", "arguments"}</tool_call>`` lines, a ``tool`` turn → a user
+  turn in ``<tool_response></tool_response>`` (§3.1.2's tool format, as Qwen3 renders it).
+- IF-RL (§4.4.1): ``nvidia/Nemotron-Cascade-RL-Instruction-Following`` rows (``prompt`` as text or messages,
+  ``instruction_id_list``, ``kwargs``) split by taxonomy: every id IFEval's → ``ifeval_taxonomy.jsonl``,
+  otherwise ``ifbench_taxonomy.jsonl``; the IF-RLVR rows of Pyatkin et al. (``allenai/IF_multi_constraints_upto5``:
+  ``messages``, ``ground_truth`` = ``[{"instruction_id": [...], "kwargs": [...]}]`` as a Python literal) go to the
+  second sub-stage's file. A row naming an instruction no checker here implements is dropped
+  (``unsupported_instruction``): it could never be rewarded.
+- Math (``nvidia/Nemotron-Cascade-RL-Math``) and SWE (``nvidia/Nemotron-Cascade-RL-SWE``) rows are kept as
+  released; the schema check is the loader's.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any, Union
+
+from ..data.schemas import SchemaError
+from .sources import Drop
+
+_FLAG = re.compile(r"\s*/(no_think|think)\s*$")
+
+
+# ------------------------------------------------------------------------------------------------- SFT
+
+def _tool_text(call: Any) -> str:
+    fn = call.get("function", call) if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise SchemaError("field 'tool_calls' items must name a function")
+    arguments = fn.get("arguments", {})
+    if isinstance(arguments, str):  # OpenAI style: arguments as a JSON string
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            pass
+    return "<tool_call>\n" + json.dumps({"name": fn["name"], "arguments": arguments}, ensure_ascii=False) + \
+        "\n</tool_call>"
+
+
+def _chat_turns(row: dict) -> list[dict]:
+    msgs = row.get("messages")
+    if isinstance(msgs, str):
+        try:
+            msgs = json.loads(msgs)
+        except json.JSONDecodeError:
+            raise SchemaError("field 'messages' is a string but not JSON") from None
+    if not isinstance(msgs, list) or not msgs:
+        raise SchemaError("expected field 'messages' (a non-empty list of {role, content})")
+    out = []
+    tools = row.get("tools")
+    if isinstance(tools, str) and tools.strip():
+        tools = json.loads(tools)
+    if tools:
+        listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+        out.append({"role": "system", "content": f"<tools>\n{listing}\n</tools>"})
+    for j, m in enumerate(msgs):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise SchemaError(f"field 'messages[{j}]' must be an object with a role")
+        role, content = m["role"], m.get("content") or ""
+        if not isinstance(content, str):
+            raise SchemaError(f"field 'messages[{j}].content' must be a string")
+        if role == "tool":
+            out.append({"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"})
+        elif role == "assistant" and m.get("tool_calls"):
+            calls = "\n".join(_tool_text(c) for c in m["tool_calls"])
+            out.append({"role": "assistant", "content": f"{content}\n{calls}".lstrip("\n")})
+        elif role == "system" and out and out[0]["role"] == "system" and j == 0:
+            out[0]["content"] = f"{content}\n\n{out[0]['content']}"
+        else:
+            out.append({"role": role, "content": content})
+    return out
+
+
+def sft_row(row: dict, where: str) -> dict:
+    """A released SFT row as ``{"messages": [...], "source"?, "generator"?}`` with each user turn's mode."""
+    turns = _chat_turns(row)
+    reasoning = row.get("reasoning")
+    for i, turn in enumerate(turns):
+        if turn["role"] != "user":
+            continue
+        flag = _FLAG.search(turn["content"])
+        if flag:
+            turn["content"], turn["mode"] = turn["content"][:flag.start()], flag.group(1)
+        elif reasoning in ("on", "off"):
+            turn["mode"] = "think" if reasoning == "on" else "no_think"
+        else:
+            reply = next((t["content"] for t in turns[i + 1:] if t["role"] == "assistant"), "")
+            turn["mode"] = "think" if reply.lstrip().startswith("<think>") else "no_think"
+    out = {"messages": turns}
+    out.update({k: row[k] for k in ("source", "generator", "category") if isinstance(row.get(k), str)})
+    return out
+
+
+def sft_mode(row: dict) -> str:
+    """The mode of the response an SFT row teaches (its last user turn's), for the manifest's split counts."""
+    return next((t.get("mode", "think") for t in reversed(row["messages"]) if t["role"] == "user"), "think")
+
+
+# ------------------------------------------------------------------------------------------------ IF-RL
+
+def _instruction_registries():
+    from ..rewards.ifeval.taxonomy import ALL, IFEVAL
+
+    return IFEVAL, ALL
+
+
+def _if_label(row: dict, where: str) -> tuple[Union[str, list], list, list]:
+    """``(prompt text or messages, instruction ids, kwargs)`` of a Cascade IF row or an IF-RLVR row."""
+    if "ground_truth" in row:  # IF-RLVR: messages + a Python-literal ground truth
+        truth = row["ground_truth"]
+        if isinstance(truth, str):
+            try:
+                truth = ast.literal_eval(truth)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                raise SchemaError(f"{where}: field 'ground_truth' is not a literal list of "
+                                  "{instruction_id, kwargs}") from None
+        truth = truth[0] if isinstance(truth, list) and len(truth) == 1 else truth
+        if not isinstance(truth, dict) or "instruction_id" not in truth:
+            raise SchemaError(f"{where}: field 'ground_truth' must hold {{'instruction_id': [...], 'kwargs': [...]}}")
+        ids, kwargs = truth["instruction_id"], truth.get("kwargs") or [None] * len(truth["instruction_id"])
+        prompt = row.get("messages", row.get("prompt"))
+    else:
+        for key in ("prompt", "instruction_id_list", "kwargs"):
+            if key not in row:
+                raise SchemaError(f"{where}: expected field {key!r}")
+        prompt, ids, kwargs = row["prompt"], row["instruction_id_list"], row["kwargs"]
+    if isinstance(ids, str):
+        ids = json.loads(ids)
+    if isinstance(kwargs, str):
+        kwargs = json.loads(kwargs)
+    if not isinstance(ids, list) or not isinstance(kwargs, list) or len(ids) != len(kwargs):
+        raise SchemaError(f"{where}: instruction ids and kwargs must be lists of equal length")
+    return prompt, ids, [{k: v for k, v in kw.items() if v is not None} if isinstance(kw, dict) else {}
+                         for kw in kwargs]
+
+
+def if_row(taxonomy: str):
+    """Converter for one IF file: ``ifeval`` keeps rows whose ids are all IFEval's, ``ifbench`` the others
+    (and every IF-RLVR row)."""
+    def convert(row: dict, where: str):
+        prompt, ids, kwargs = _if_label(row, where)
+        ifeval_ids, known = _instruction_registries()
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            return Drop("unsupported_instruction")
+        in_ifeval = all(i in ifeval_ids for i in ids) and "ground_truth" not in row
+        if in_ifeval != (taxonomy == "ifeval"):
+            return Drop("other_taxonomy")
+        out: dict = {"instruction_id_list": ids, "kwargs": kwargs}
+        if isinstance(prompt, list):
+            out["messages"] = [{"role": m.get("role"), "content": m.get("content")} for m in prompt
+                               if isinstance(m, dict)]
+            if out["messages"] and out["messages"][-1]["role"] == "assistant":
+                out["messages"] = out["messages"][:-1]  # an SFT-style row: the prompt is what precedes the answer
+        else:
+            out["prompt"] = prompt
+        return out
+    return convert
+
+
+def as_released(row: dict, where: str) -> dict:
+    """Math / SWE rows: kept as released (the loader reads these fields)."""
+    return row
+
+
+__all__ = ["sft_row", "sft_mode", "if_row", "as_released"]

@@ -1,0 +1,267 @@
+"""The driver of ``nemo-cascade data prepare``: every output file of the chosen stages, streamed from its sources
+through conversion, the loaders' own schema checks, de-duplication and decontamination into a file written
+atomically, with its entry in ``manifest.json``.
+
+Manifest (``OUT/manifest.json``, rewritten atomically after each file): per file its rows, sha256 and bytes,
+the sources (dataset, subset, split, revision when downloaded, files, rows read), rows dropped per reason
+(``decontaminated:<eval set>``, ``duplicate``, ``tie``, ``math``, ...), bad rows skipped, and per kind extra
+counts (SFT ``modes``: the thinking / non-thinking split; code ``call_based``); and the evaluation sets the
+index was built from. Resuming: a file whose entry has the same fingerprint (sources and their files, the
+index, this code's version) and whose sha256 still matches is skipped, so an interrupted ``all`` goes on
+where it stopped.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+from ..data.loader import DataError, sft_example
+from ..data.preference import parse_row
+from ..data.schemas import adapt
+from ..evaluate.suites import file_sha256
+from ..files import replaced_atomically, write_text_atomically
+from .code_sources import check_call_based, is_call_based
+from .decontam import EvalIndex, normalised
+from .released import sft_mode
+from .sources import Bad, Drop, PrepareError, Source, count_rows, locate, stream
+from .stages import Output
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+"""Bumped when a conversion changes what a file holds: older manifest entries are then redone."""
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A source that is produced rather than downloaded (App. C.1's synthetic pairs)."""
+    dataset: str
+    revision: str
+    """What produced it (models, settings): recorded and part of the fingerprint."""
+    rows: Callable[[], Iterator]
+    subset: str = ""
+    split: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.dataset
+
+
+@dataclass
+class Settings:
+    out: Path
+    source_dir: Optional[Path] = None
+    max_bad_rows: int = 0
+    force: bool = False
+    progress: Optional[bool] = None
+    """tqdm bars: None = on a terminal only."""
+
+
+@dataclass
+class _Counts:
+    rows: int = 0
+    bad: int = 0
+    first_bad: str = ""
+    dropped: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def drop(self, reason: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    def count(self, key: str, sub: Optional[str] = None) -> None:
+        if sub is None:
+            self.extra[key] = self.extra.get(key, 0) + 1
+        else:
+            bucket = self.extra.setdefault(key, {})
+            bucket[sub] = bucket.get(sub, 0) + 1
+
+
+# ----------------------------------------------------------------------------------------- checking rows
+
+def _user_texts(messages: list[dict]) -> list[str]:
+    return [m["content"] for m in messages if m["role"] == "user"]
+
+
+def check_row(kind: str, row: dict, where: str) -> tuple[list[str], Any]:
+    """Run the loader's own check of ``kind`` on a row about to be written (ValueError if it fails) and return
+    ``(prompt texts to decontaminate, label)``."""
+    if kind == "sft":
+        messages, _ = sft_example(row, where)
+        return _user_texts(messages), None
+    if kind == "pairs":
+        messages, chosen, rejected = parse_row(row, where)
+        return _user_texts(messages), (chosen, rejected)
+    if kind == "code" and is_call_based(row):
+        check_call_based(row, where)
+        return [row["question"]], row["input_output"]
+    from ..rewards import VALIDATORS
+
+    messages, label = adapt(kind, row, where)
+    try:
+        VALIDATORS[kind](label)
+    except ValueError as e:
+        raise DataError(f"{where}: {e}") from None
+    if kind == "swe":  # the issue, not the files the prompt quotes (no benchmark text is code)
+        return [label["problem_statement"]], label
+    return _user_texts(messages), label
+
+
+def _dedup_key(mode: str, texts: list[str], label: Any) -> Optional[bytes]:
+    if not mode:
+        return None
+    key = "\n".join(normalised(t) for t in texts)
+    if mode == "row":
+        key += "\n" + json.dumps(label, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.blake2b(key.encode(), digest_size=16).digest()
+
+
+# ------------------------------------------------------------------------------------------------ files
+
+def read_manifest(out: Path) -> dict:
+    path = out / MANIFEST
+    if not path.is_file():
+        return {"files": {}}
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PrepareError(f"{path}: not JSON ({e}); remove it to prepare every file again") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise PrepareError(f"{path}: expected an object with 'files'; remove it to prepare every file again")
+    return manifest
+
+
+def _located(output: Output, source_dir: Optional[Path]) -> list[tuple[Any, list[Path], Optional[str]]]:
+    out = []
+    for part in output.parts:
+        if isinstance(part.source, Generated):
+            out.append((part, [], part.source.revision))
+        else:
+            files, revision = locate(part.source, source_dir)
+            out.append((part, files, revision))
+    return out
+
+
+def _fingerprint(output: Output, located, index: EvalIndex) -> str:
+    parts = [[p.source.dataset, p.source.subset, p.source.split, revision,
+              [[f.name, f.stat().st_size] for f in files]] for p, files, revision in located]
+    key = json.dumps({"version": VERSION, "path": output.path, "kind": output.kind, "dedup": output.dedup,
+                      "parts": parts, "index": index.digest()}, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _up_to_date(out: Path, entry: Optional[dict], fingerprint: str) -> bool:
+    path = out / entry["path"] if entry else None
+    return bool(entry and entry.get("fingerprint") == fingerprint and path.is_file()
+                and file_sha256(path) == entry.get("sha256"))
+
+
+def _rows_of(part, files: list[Path]) -> Iterator:
+    return part.source.rows() if isinstance(part.source, Generated) else stream(files)
+
+
+def write_output(stage: str, output: Output, settings: Settings, index: EvalIndex, located,
+                 fingerprint: str) -> dict:
+    """Write one output file (atomically) and return its manifest entry."""
+    from tqdm import tqdm
+
+    counts, seen, sources = _Counts(), set(), []
+    target = settings.out / output.path
+    sha = hashlib.sha256()
+    with replaced_atomically(target) as tmp, open(tmp, "wb") as f:
+        for part, files, revision in located:
+            read = 0
+            bar = tqdm(total=count_rows(files) if files else None, desc=f"{output.path} <- {part.source.label}",
+                       unit="row", dynamic_ncols=True, disable=(not settings.progress) if settings.progress
+                       is not None else None)
+            for where, row in part.convert(_rows_of(part, files)):
+                read += 1
+                bar.update(1)
+                if isinstance(row, Drop):
+                    counts.drop(row.reason)
+                    continue
+                if not isinstance(row, Bad):
+                    try:
+                        texts, label = check_row(output.kind, row, where)
+                    except ValueError as e:
+                        row = Bad(str(e) if str(e).startswith(where) else f"{where}: {e}")
+                if isinstance(row, Bad):
+                    counts.bad += 1
+                    counts.first_bad = counts.first_bad or row.message
+                    if counts.bad > settings.max_bad_rows:
+                        more = f" (--max-bad-rows={settings.max_bad_rows})" if settings.max_bad_rows else ""
+                        raise PrepareError(row.message + more)
+                    continue
+                key = _dedup_key(output.dedup, texts, label)
+                if key is not None:
+                    if key in seen:
+                        counts.drop("duplicate")
+                        continue
+                    seen.add(key)
+                leak = index.match(texts)
+                if leak is not None:
+                    counts.drop(f"decontaminated:{leak}")
+                    continue
+                if output.kind == "sft":
+                    counts.count("modes", sft_mode(row))
+                elif output.kind == "code" and is_call_based(row):
+                    counts.count("call_based")
+                counts.count("rows_per_source", part.source.label)
+                data = (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
+                f.write(data)
+                sha.update(data)
+                counts.rows += 1
+            bar.close()
+            sources.append({"dataset": part.source.dataset, "subset": part.source.subset,
+                            "split": part.source.split, "revision": revision, "files": [str(p) for p in files],
+                            "rows_read": read})
+        if counts.rows == 0:  # before the rename: an empty file never replaces a good one
+            raise PrepareError(f"{output.path}: no rows left from "
+                               f"{', '.join(p.source.label for p, _, _ in located)} (dropped: {counts.dropped or 'none'})")
+    if counts.bad:
+        log.warning("%s: skipped %d bad rows (--max-bad-rows=%d); first: %s", output.path, counts.bad,
+                    settings.max_bad_rows, counts.first_bad)
+    return {"stage": stage, "path": output.path, "kind": output.kind, "rows": counts.rows, "sha256": sha.hexdigest(),
+            "bytes": target.stat().st_size, "fingerprint": fingerprint, "sources": sources,
+            "dropped": dict(sorted(counts.dropped.items())), "bad_rows": counts.bad,
+            "first_bad_row": counts.first_bad, **counts.extra}
+
+
+def prepare(stages: dict[str, tuple[Output, ...]], settings: Settings, index: EvalIndex) -> dict:
+    """Prepare every output of ``stages`` (name → outputs) into ``settings.out``; returns the manifest."""
+    settings.out.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(settings.out)
+    manifest["decontamination"] = {"n": 9, "eval_sets": index.stats}
+    for stage, outputs in stages.items():
+        for output in outputs:
+            located = _located(output, settings.source_dir)
+            fingerprint = _fingerprint(output, located, index)
+            entry = manifest["files"].get(output.path)
+            if not settings.force and _up_to_date(settings.out, entry, fingerprint):
+                log.info("%s: up to date (%d rows), skipped", output.path, entry["rows"])
+                continue
+            entry = write_output(stage, output, settings, index, located, fingerprint)
+            manifest["files"][output.path] = entry
+            write_text_atomically(settings.out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+            log.info("%s: %d rows; dropped %s", output.path, entry["rows"], entry["dropped"] or "none")
+    write_text_atomically(settings.out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return manifest
+
+
+def summary(manifest: dict, paths: list[str]) -> str:
+    """One line per output file: rows, drops, sha256 prefix."""
+    lines = []
+    for path in paths:
+        e = manifest["files"][path]
+        dropped = ", ".join(f"{k} {v}" for k, v in e["dropped"].items()) or "none"
+        lines.append(f"{path}: {e['rows']} rows (dropped: {dropped}; bad rows: {e['bad_rows']}) sha256 "
+                     f"{e['sha256'][:12]}")
+    return "\n".join(lines)
+
+
+__all__ = ["Generated", "Settings", "prepare", "write_output", "check_row", "read_manifest", "summary", "VERSION",
+           "MANIFEST", "Source"]
