@@ -11,8 +11,9 @@
   ``instruction_id_list``, ``kwargs``) split by taxonomy: every id IFEval's → ``ifeval_taxonomy.jsonl``,
   otherwise ``ifbench_taxonomy.jsonl``; the IF-RLVR rows of Pyatkin et al. (``allenai/IF_multi_constraints_upto5``:
   ``messages``, ``ground_truth`` = ``[{"instruction_id": [...], "kwargs": [...]}]`` as a Python literal) go to the
-  second sub-stage's file. A row naming an instruction no checker here implements is dropped
-  (``unsupported_instruction``): it could never be rewarded.
+  second sub-stage's file (IFEval and IFBench-Train ids). A row naming an IFBench *test* id is dropped
+  (``evaluation_only_instruction``: training on it would leak into the IFBench evaluation, §4.4.2), and one naming
+  an instruction no checker here implements (``unsupported_instruction``): it could never be rewarded.
 - Math (``nvidia/Nemotron-Cascade-RL-Math``) and SWE (``nvidia/Nemotron-Cascade-RL-SWE``) rows are kept as
   released; the schema check is the loader's.
 """
@@ -107,9 +108,9 @@ def sft_mode(row: dict) -> str:
 # ------------------------------------------------------------------------------------------------ IF-RL
 
 def _instruction_registries():
-    from ..rewards.ifeval.taxonomy import ALL, IFEVAL
+    from ..rewards.ifeval.taxonomy import EVALUATION_ONLY, IFEVAL, TRAINING
 
-    return IFEVAL, ALL
+    return IFEVAL, TRAINING, EVALUATION_ONLY
 
 
 def _if_label(row: dict, where: str) -> tuple[Union[str, list], list, list]:
@@ -147,9 +148,10 @@ def if_row(taxonomy: str):
     (and every IF-RLVR row)."""
     def convert(row: dict, where: str):
         prompt, ids, kwargs = _if_label(row, where)
-        ifeval_ids, known = _instruction_registries()
-        unknown = [i for i in ids if i not in known]
-        if unknown:
+        ifeval_ids, known, evaluation_only = _instruction_registries()
+        if any(i in evaluation_only for i in ids):
+            return Drop("evaluation_only_instruction")  # IFBench test ids: training on them leaks (§4.4.2)
+        if any(i not in known for i in ids):
             return Drop("unsupported_instruction")
         in_ifeval = all(i in ifeval_ids for i in ids) and "ground_truth" not in row
         if in_ifeval != (taxonomy == "ifeval"):
