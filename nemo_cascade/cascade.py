@@ -42,17 +42,40 @@ def stage_dir(cfg: C.Cascade, index: int) -> Path:
 
 
 def prepare_base_model(cfg: C.Cascade) -> str:
-    """The HF folder the cascade starts from: the given one, or a tiny model built once into the run dir."""
-    if cfg.model.hf_path:
-        return cfg.model.hf_path
-    from nemo_cascade.convert.tiny import BUILDERS
+    """The HF folder the cascade starts from: the given one, or a tiny model built once into the run dir; with
+    ``model.yarn_factor``, a view of it in ``<run>/base_model`` whose config.json adds that YaRN scaling (links to
+    the same weights and tokenizer), so the actor, the engine and every stage export use it (App. B)."""
+    from nemo_cascade.convert.arch import with_recipe_yarn
+    from nemo_cascade.convert.hf_io import linked_with_config
 
     out = run_dir(cfg) / "base_model"
+    if cfg.model.hf_path:
+        raw = json.loads((Path(cfg.model.hf_path) / "config.json").read_text())
+        config = with_recipe_yarn(raw, cfg.model.yarn_factor)
+        if config == raw:
+            return cfg.model.hf_path
+        if ranks.is_main() and not _same_config(out, config):
+            with published_folder(out, replace=True) as tmp:
+                linked_with_config(cfg.model.hf_path, tmp, config)
+        ranks.barrier()
+        return str(out)
+    from nemo_cascade.convert.tiny import BUILDERS
+
     if ranks.is_main() and not (out / "config.json").is_file():
         with published_folder(out, replace=True) as tmp:  # a folder without config.json is an interrupted build
             BUILDERS[cfg.model.build](tmp, seed=cfg.seed)
+            if cfg.model.yarn_factor:
+                raw = json.loads((tmp / "config.json").read_text())
+                (tmp / "config.json").write_text(json.dumps(with_recipe_yarn(raw, cfg.model.yarn_factor), indent=2))
     ranks.barrier()
     return str(out)
+
+
+def _same_config(folder: Path, config: dict) -> bool:
+    try:
+        return json.loads((folder / "config.json").read_text()) == config
+    except (OSError, ValueError):
+        return False
 
 
 def hands_on_policy(stage: C.Stage) -> bool:

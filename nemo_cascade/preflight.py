@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 from nemo_cascade import config as C
@@ -48,7 +49,7 @@ def data_fingerprint(data: C.Data, where: str) -> str:
 
 def check_model(cfg: C.Cascade) -> None:
     """The base model: a known tiny shape, or an HF folder whose shapes fit the parallel layout and vLLM."""
-    from nemo_cascade.convert.arch import check_parallel, read_hf_config
+    from nemo_cascade.convert.arch import check_parallel, read_hf_config, with_recipe_yarn
 
     if cfg.model.build:
         from nemo_cascade.convert.tiny import BUILDERS
@@ -57,6 +58,10 @@ def check_model(cfg: C.Cascade) -> None:
             raise C.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected one of {sorted(BUILDERS)}")
     if cfg.model.hf_path:
         spec = read_hf_config(cfg.model.hf_path)
+        if cfg.model.yarn_factor:  # the run trains and serves a view with YaRN (cascade.prepare_base_model)
+            raw = json.loads((Path(cfg.model.hf_path) / "config.json").read_text())
+            spec = replace(spec, max_position_embeddings=with_recipe_yarn(raw, cfg.model.yarn_factor)[
+                "max_position_embeddings"])
         check_parallel(spec, cfg.parallel.tp, cfg.parallel.pp)
         if any(s.kind == "grpo" for s in cfg.stages) and spec.head_dim < 32:
             raise C.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < 32, which vLLM's "
@@ -69,8 +74,8 @@ def check_model(cfg: C.Cascade) -> None:
                 raise C.ConfigError(
                     f"stages.{s.name}.rollout: max_prompt_tokens + max_response_tokens = {need} exceeds the model's "
                     f"{spec.max_position_embeddings} positions ({cfg.model.hf_path}/config.json "
-                    f"max_position_embeddings); shorten them, or add YaRN to the base's config.json (App. B: "
-                    f"factor 2 over 32768; convert.arch.with_yarn)")
+                    f"max_position_embeddings); shorten them, or set model.yarn_factor (App. B: factor 2 over "
+                    f"32768 positions)")
 
 
 def check_stage_needs(cfg: C.Cascade) -> None:

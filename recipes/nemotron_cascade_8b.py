@@ -359,8 +359,8 @@ CASCADE_SOURCES = {
     "model.dtype": "not reported (PAPER.md §3): bf16",
     "model.transformer_impl": "ours: Transformer Engine layers where installed",
     "model.fp8": "not reported (PAPER.md §3): no FP8",
-    "model.yarn_factor": "App. B: evaluation with YaRN ×2 over 32768 positions, written into the release "
-                         "config.json (`convert to-hf`); training needs it in the base's config.json",
+    "model.yarn_factor": "App. B: YaRN ×2 over 32768 positions; the run trains and serves with it "
+                         "(`<run>/base_model`) and every export carries it",
     "parallel.tp": "not reported (PAPER.md §3): ours, see the parallel plans",
     "parallel.pp": "ours",
     "parallel.cp": "ours: the actor splits sequences over CP in GRPO stages only, so cascades with SFT use none",

@@ -30,10 +30,10 @@ class Model:
     """The actor's layer spec: Transformer Engine's fused layers, or Megatron-Core's local (unfused) ones.
     ``auto``: TE when CUDA and ``transformer_engine`` are both present, else local (always local on CPU)."""
     yarn_factor: float = 0.0
-    """YaRN rope scaling written into release configs (``convert to-hf``) for long-context evaluation: paper
-    App. B uses factor 2 over 32768 positions (only the 14B's SWE-bench run 3, a suite setting: ``gate.yarn``).
-    0 = none. A base whose config already has YaRN is trained and served with it (the actor reads it from
-    config.json)."""
+    """YaRN rope scaling over the model's native positions, for the whole run: ``<run>/base_model`` is a view of
+    ``hf_path`` whose config.json adds it (weights linked), which the actor, the engine, every stage export and the
+    release read. Paper App. B: factor 2 over 32768 positions (the 14B's SWE-bench evaluation 3, a suite setting:
+    ``gate.yarn``). 0 = the base's own config (one that already has YaRN keeps it)."""
     fp8: Literal["none", "delayed", "current", "blockwise"] = "none"
     """FP8 training of the actor's linear layers through Transformer Engine (bf16 master weights): delayed
     scaling (amax history), per-tensor current scaling, or blockwise (1×128 / 128×128) scaling. Needs

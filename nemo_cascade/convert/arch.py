@@ -194,6 +194,18 @@ def with_yarn(raw: dict, factor: float, original: int = 32768) -> dict:
     return out
 
 
+def with_recipe_yarn(raw: dict, factor: float) -> dict:
+    """The config a cascade trains and serves with ``model.yarn_factor``: YaRN ``factor`` over the model's native
+    positions (a config that already scales keeps its ``original_max_position_embeddings``); ``raw`` unchanged for
+    factor 0. App. B: factor 2 over Qwen3's 32768 positions, so 40–60K-token requests fit."""
+    if not factor:
+        return raw
+    scaling = raw.get("rope_scaling") or raw.get("rope_parameters") or {}
+    scaled = (scaling.get("rope_type") or scaling.get("type")) == "yarn"
+    native = int(scaling.get("original_max_position_embeddings") or 0) if scaled else 0
+    return with_yarn(raw, factor, native or int(raw["max_position_embeddings"]))
+
+
 def is_reward_model(spec: HFModelSpec) -> bool:
     return spec.hf_architecture in SEQUENCE_CLASSIFICATION.values()
 

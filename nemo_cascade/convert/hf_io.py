@@ -100,6 +100,16 @@ def copy_side_files(src_dir: str | Path, out_dir: str | Path) -> None:
             shutil.copy2(src, Path(out_dir) / name)
 
 
+def linked_with_config(src_dir: str | Path, out_dir: str | Path, config: dict) -> None:
+    """Fill ``out_dir`` with symlinks to every file of the HF folder ``src_dir`` but its config.json, and
+    ``config`` as config.json: the same weights and tokenizer read with another config (no copy of the weights)."""
+    src, out = Path(src_dir).resolve(), Path(out_dir)
+    for entry in src.iterdir():
+        if entry.name != "config.json":
+            (out / entry.name).symlink_to(entry)
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+
+
 def iter_tensors(reader: SafetensorsReader) -> Iterator[tuple[str, torch.Tensor]]:
     for name in reader.names():
         yield name, reader.get(name)
