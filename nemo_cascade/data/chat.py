@@ -171,7 +171,8 @@ def assistant_text(message: Mapping) -> str:
     return content + tool_calls_text(message.get("tool_calls") or (), bool(content))
 
 
-def _check_message(i: int, message: Any) -> None:
+def check_message(i: int, message: Any) -> None:
+    """A one-line ValueError naming ``messages[i]`` (and its field) unless ``message`` is a well-formed turn."""
     if not isinstance(message, Mapping):
         raise ValueError(f"messages[{i}]: expected a dict with role and content, got {type(message).__name__}")
     role, content = message.get("role"), message.get("content")
@@ -223,7 +224,7 @@ def render(messages: Sequence[dict], mode: str, style: Style = "cascade1",
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ValueError(f"messages: expected a list of {{role, content}} dicts, got {type(messages).__name__}")
     for i, message in enumerate(messages):
-        _check_message(i, message)
+        check_message(i, message)
     if tools is not None and (isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence)):
         raise ValueError(f"tools: expected a list of tool definitions, got {type(tools).__name__}")
     parts, skip_first = [], False
@@ -274,4 +275,4 @@ def split_thinking(response: str) -> tuple[Optional[str], str, bool]:
 
 __all__ = ["JINJA_TEMPLATE", "CASCADE2_JINJA_TEMPLATE", "CHATML_JINJA_TEMPLATE", "JINJA_TEMPLATES", "STYLES", "render", "split_thinking", "FLAGS", "EMPTY_THINK", "GENERATION_PROMPT",
            "IM_START", "IM_END", "THINK_OPEN", "THINK_CLOSE", "Style", "valid_mode", "assistant_text",
-           "tool_calls_text", "TOOLS_PREAMBLE", "TOOLS_POSTAMBLE"]
+           "tool_calls_text", "check_message", "TOOLS_PREAMBLE", "TOOLS_POSTAMBLE"]
