@@ -20,23 +20,23 @@ from __future__ import annotations
 import bisect
 import codecs
 import functools
-import itertools
 import gzip
 import hashlib
+import itertools
 import json
 import logging
 import random
 import zlib
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
 from ..config import Data
 from ..types import Prompt
-from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from . import sft_cache
+from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import render
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
 from .rows import DataError, first_line as _first_line, json_object
@@ -494,4 +494,5 @@ def pad_id(tokenizer) -> int:
 
 
 __all__ = ["pad_id", "sft_batches", "DataError", "PromptList", "load_prompts", "load_sft_examples",
-           "load_sft_blend", "SFTBlend", "check_bad_rows", "PromptStream", "SYNTHETIC_PREFIX", "is_generated", "generated_rows"]
+           "load_sft_blend", "SFTBlend", "check_bad_rows", "PromptStream", "SYNTHETIC_PREFIX", "is_generated",
+           "generated_rows"]

@@ -10,8 +10,8 @@ jsonl rows (one JSON object per line, blank lines skipped):
 
 A malformed row raises :class:`~nemo_cascade.data.loader.DataError` with one line naming the file, the line
 and the field; up to ``Data.max_bad_rows`` of them (and unreadable lines) are skipped and counted instead
-(``PairList.bad_rows``), as in every loader. A pair whose two responses are identical carries no preference (the paper drops HelpSteer3's
-ties, §4.2): it is skipped and counted (``PromptList.dropped_ties``).
+(``PairList.bad_rows``), as in every loader. A pair whose two responses are identical carries no preference
+(the paper drops HelpSteer3's ties, §4.2): it is skipped and counted (``PromptList.dropped_ties``).
 
 Each side is tokenised as the whole conversation with the response as the final assistant turn, rendered by
 :func:`~nemo_cascade.data.rm_input.render_rm_input` (the chat template, **no** generation prompt) — the one

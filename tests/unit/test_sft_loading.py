@@ -39,7 +39,8 @@ def _rows(n):
             out.append({"tools": json.dumps(TOOLS), "messages": [
                 {"role": "user", "content": f"Add {i} and 1"},
                 {"role": "assistant", "content": None,
-                 "tool_calls": [{"type": "function", "function": {"name": "add", "arguments": f'{{"a": {i}, "b": 1}}'}}]},
+                 "tool_calls": [{"type": "function",
+                                 "function": {"name": "add", "arguments": f'{{"a": {i}, "b": 1}}'}}]},
                 {"role": "tool", "content": str(i + 1)},
                 {"role": "assistant", "content": f"It is {i + 1}."}]})
     return out
