@@ -303,7 +303,8 @@ class CascadeRun:
 
         if stage.kind == "sft":
             examples = load_sft_blend((stage.data, *stage.extra_data), self.tokenizer, stage.mode,
-                                      stage.sft_max_tokens, self.cfg.chat_style)
+                                      stage.sft_max_tokens, self.cfg.chat_style,
+                                      cache_fallback=run_dir(self.cfg) / "data_cache")  # read-only data folders
             return C.with_epoch_steps(stage, len(examples)), examples
         prompts = PromptList()
         for j, (data, domain) in enumerate(C.prompt_sources(stage)):  # one source, or several domains in one run

@@ -37,6 +37,11 @@ PATIENCE = ("collective_timeout_minutes",)
 """How long ranks wait for each other (``Parallel.collective_timeout_minutes``), not what they compute: a run
 aborted by a collective timeout must resume with a longer one. Left out of the hashes."""
 
+HOW_READ = ("cache",)
+"""How a data file is read (``Data.cache``: the tokenized cache or the whole file in memory), not what is read:
+the same tokens either way (tests/unit/test_sft_loading.py), so switching it must not block a resume. Left out
+of the hashes."""
+
 ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
                "Data": ("min_prompt_tokens", "repeat", "domain", "allow_eval_instructions", "swe_max_files",
                         "swe_min_noisy_files"),
@@ -58,7 +63,8 @@ ADDED_LATER["Gate"] = ("mode", "yarn", "max_input_tokens")  # the gate's thinkin
 
 def config_hash(obj) -> str:
     """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without :data:`ENDPOINTS`,
-    :data:`AFTER_TRAINING` and :data:`PATIENCE`, and without :data:`ADDED_LATER` fields at their defaults."""
+    :data:`AFTER_TRAINING`, :data:`PATIENCE` and :data:`HOW_READ`, and without :data:`ADDED_LATER` fields at
+    their defaults."""
     return hashlib.sha256(json.dumps(_canonical(obj), sort_keys=True).encode()).hexdigest()
 
 
@@ -67,7 +73,7 @@ def _canonical(obj):
     if is_dataclass(obj):
         later = ADDED_LATER.get(type(obj).__name__, ())
         return {f.name: _canonical(getattr(obj, f.name)) for f in fields(obj)
-                if f.name not in ENDPOINTS + AFTER_TRAINING + PATIENCE
+                if f.name not in ENDPOINTS + AFTER_TRAINING + PATIENCE + HOW_READ
                 and not (f.name in later and getattr(obj, f.name) == f.default)}
     if isinstance(obj, tuple):
         return [_canonical(v) for v in obj]

@@ -172,9 +172,10 @@ class Data:
     split: Literal["train", "test"] = "train"
     seed: int = 0
     max_bad_rows: int = 0
-    """Rows that fit no schema of the stage's domain (or whose label fails its check), and jsonl lines that are
-    not a JSON object in UTF-8, are skipped and counted up to this many (RL prompt sets; SFT and preference
-    sources are strict); one more stops loading with the first bad row's file, line and field. 0 = strict."""
+    """Rows that fit no schema of the stage's domain (or whose label fails its check; an SFT or preference row
+    of the wrong shape), and jsonl lines that are not a JSON object in UTF-8, are skipped and counted up to this
+    many, by every loader (RL prompts, SFT, preference pairs); one more stops loading with the first bad row's
+    file, line and field. 0 = strict."""
     min_prompt_tokens: int = 0
     """Drop rows whose templated prompt is shorter than this many tokens; counted and logged like those over
     the stage's prompt limit (``rollout.max_prompt_tokens``, SFT ``sft_max_tokens``). SWE RL drops prompts
@@ -197,6 +198,10 @@ class Data:
     """IF-RL (``ifeval``) prompts: allow instruction ids of the IFBench *test* taxonomy, which is for evaluation
     only. Off, a row holding one stops loading with its file, line and id: IF-RL trains on IFEval, then on
     IFBench-Train (§4.4.2), and training on the test constraints leaks into the ``ifbench`` suite's score."""
+    cache: bool = True
+    """SFT files: tokenize once, in shares over the ranks, into a cache beside the data (``.nemo_cascade_cache/``;
+    ``<run dir>/data_cache/`` when the data folder is read-only) that restarts and later stages map instead of
+    re-tokenizing (data/sft_cache.py). false: every rank reads and tokenizes the whole file in memory."""
 
 
 @dataclass(frozen=True)

@@ -8,30 +8,40 @@ jsonl rows (one JSON object per line, blank lines skipped):
   ``answer`` for math, ``prompt`` + ``instruction_id_list`` + ``kwargs`` for IF), or the project's own shape:
   the conversation (``"question"``/``"prompt"`` or ``"messages"``) plus ``"label"`` (any JSON value);
 - optional ``"uid"`` (string or integer; default ``FILE:LINE``);
-- SFT: the conversation plus ``"response"`` (a string), or ``"messages"`` ending with the assistant turn to learn.
+- SFT: the conversation plus ``"response"`` (a string), or ``"messages"`` ending with the assistant turn to learn;
+  tool conversations (``tools``, ``tool_calls``, ``tool`` turns) as :mod:`.sft_rows` describes. SFT files are
+  tokenized once into a cache, in shares over the ranks (:mod:`.sft_cache`).
 
-A malformed row raises :class:`DataError` with one line naming the file, the line and the expected field; RL
-prompt sets may instead skip and count up to ``Data.max_bad_rows`` of them (``PromptList.bad_rows``).
+A malformed row raises :class:`DataError` with one line naming the file, the line and the expected field; every
+loader may instead skip and count up to ``Data.max_bad_rows`` of them (``PromptList.bad_rows``).
 """
 from __future__ import annotations
 
+import bisect
 import codecs
 import functools
 import gzip
 import hashlib
+import itertools
 import json
 import logging
 import random
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+import numpy as np
+
 from ..config import Data
 from ..types import Prompt
+from . import sft_cache
 from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
-from .chat import IM_END, render, valid_mode
+from .chat import render
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
+from .rows import DataError, first_line as _first_line, json_object
 from .schemas import RefusedRow, adapt
+from .sft_rows import parse_sft_row, sft_texts
 from .swe_prompts import PromptBudget
 from .synthetic import SYNTHETIC, sft_pairs
 from .synthetic_domains import DOMAIN_TASKS
@@ -39,11 +49,6 @@ from .synthetic_domains import DOMAIN_TASKS
 log = logging.getLogger(__name__)
 
 SYNTHETIC_PREFIX = "synthetic:"
-_MISSING = object()
-
-
-class DataError(ValueError):
-    """A bad data source or row; the message is one line naming the file, line and field."""
 
 
 class PromptList(list):
@@ -103,7 +108,7 @@ def read_jsonl(path: Path, limit: int = 0, bad: Optional[list[tuple[int, str]]] 
     rows = []
     for lineno, raw in enumerate(data.split(b"\n"), 1):
         try:
-            obj = _json_object(raw)
+            obj = json_object(raw)
         except ValueError as e:
             if bad is None:
                 raise DataError(f"{path}:{lineno}: {e}") from None
@@ -115,32 +120,6 @@ def read_jsonl(path: Path, limit: int = 0, bad: Optional[list[tuple[int, str]]] 
         if 0 < limit <= len(rows):
             break
     return rows
-
-
-def _json_object(raw: bytes) -> Optional[dict]:
-    """One jsonl line as a dict, None if blank; ValueError (one line, without the location) otherwise."""
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"invalid UTF-8 (byte {e.start + 1}: {raw[e.start:e.start + 1]!r})") from None
-    if not line.strip():
-        return None
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"invalid JSON ({e.msg} at column {e.colno})") from None
-    except RecursionError:  # the C scanner recurses per nesting level
-        raise ValueError("invalid JSON (nested too deeply)") from None
-    except ValueError as e:  # a number past Python's int-string limit (4300 digits)
-        raise ValueError(f"invalid JSON ({_first_line(e).split(':')[0]})") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-    return obj
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).splitlines()
-    return lines[0][:200] if lines else ""
 
 
 def _read_parquet(path: Path, limit: int) -> list[tuple[int, dict]]:
@@ -155,30 +134,6 @@ def _read_parquet(path: Path, limit: int) -> list[tuple[int, dict]]:
     if limit > 0:
         table = table.slice(0, limit)
     return list(enumerate(table.to_pylist(), 1))
-
-
-def _messages(row: dict, where: str, for_sft: bool) -> list[dict]:
-    """The conversation of a row as chat messages (validated)."""
-    for key in ("question", "prompt"):
-        if key in row:
-            if not isinstance(row[key], str) or not row[key]:
-                raise DataError(f"{where}: field {key!r} must be a non-empty string")
-            return [{"role": "user", "content": row[key]}]
-    msgs = row.get("messages", _MISSING)
-    if msgs is _MISSING:
-        raise DataError(f"{where}: expected field 'question', 'prompt' or 'messages'")
-    if not isinstance(msgs, list) or not msgs:
-        raise DataError(f"{where}: field 'messages' must be a non-empty list of {{role, content}} objects")
-    for j, m in enumerate(msgs):
-        if (not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant")
-                or not isinstance(m.get("content"), str)):
-            raise DataError(f"{where}: field 'messages[{j}]' must be an object with role "
-                            f"system|user|assistant and string content")
-        if "mode" in m and not valid_mode(m["mode"]):  # a per-turn switch (§3.1.2); render would reject it
-            raise DataError(f"{where}: field 'messages[{j}].mode' must be 'think' or 'no_think'")
-    if not for_sft and msgs[-1]["role"] == "assistant":
-        raise DataError(f"{where}: field 'messages' must not end with an assistant turn in a prompt set")
-    return [{k: m[k] for k in ("role", "content", "mode") if k in m} for m in msgs]
 
 
 def _uid(row: dict, default: str, where: str) -> str:
@@ -257,12 +212,7 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
             bad.append((position, str(e) if str(e).startswith(where) else f"{where}: {e}"))
     bad.sort(key=lambda b: b[0])  # the first bad row in file order is the one an error names
     out.bad_rows = len(bad)
-    if len(bad) > data_cfg.max_bad_rows:
-        more = f" ({len(bad)} bad rows; data.max_bad_rows={data_cfg.max_bad_rows})" if len(bad) > 1 else ""
-        raise DataError(bad[0][1] + more)
-    if bad:
-        log.warning("%s: skipped %d bad rows (data.max_bad_rows=%d); first: %s", data_cfg.source, len(bad),
-                    data_cfg.max_bad_rows, bad[0][1])
+    check_bad_rows(data_cfg, len(bad), bad[0][1] if bad else None)
     if mode == "half":
         out.alternate = []
     for uid, messages, label in items:
@@ -301,54 +251,107 @@ def _fits(out: PromptList, lengths: list[int], floor: int, limit: int) -> bool:
     return True
 
 
-def _sft_items(data_cfg: Data, mode: str) -> list[tuple[list[dict], str]]:
-    """(prompt messages, response) per row of an SFT source."""
+def _sft_items(data_cfg: Data, mode: str, bad: list) -> list[tuple[list[dict], str, Optional[list]]]:
+    """(prompt messages, response, tools) per row of an SFT source, the whole file read in memory (the path
+    without a cache); bad rows go to ``bad`` as (line, message)."""
     if is_generated(data_cfg.source):
-        return sft_pairs(generated_rows(data_cfg), mode)
+        return [(m, r, None) for m, r in sft_pairs(generated_rows(data_cfg), mode)]
     path = Path(data_cfg.source)
-    return [sft_example(row, f"{path}:{lineno}") for lineno, row in read_jsonl(path, data_cfg.size)]
+    items = []
+    for lineno, row in read_jsonl(path, data_cfg.size, bad):
+        try:
+            items.append(parse_sft_row(row, f"{path}:{lineno}"))
+        except DataError as e:
+            bad.append((lineno, str(e)))
+    return items
 
 
-def sft_example(row: dict, where: str) -> tuple[list[dict], str]:
-    """(prompt messages, response) of one SFT row, or a one-line DataError naming ``where`` (also the check
-    ``nemo-cascade data prepare`` runs on the SFT files it writes)."""
-    messages = _messages(row, where, True)
-    if "response" in row:
-        if not isinstance(row["response"], str):
-            raise DataError(f"{where}: field 'response' must be a string")
-        return messages, row["response"]
-    if messages[-1]["role"] == "assistant" and len(messages) > 1:
-        return messages[:-1], messages[-1]["content"]
-    raise DataError(f"{where}: expected field 'response' or 'messages' ending with an assistant turn")
+def check_bad_rows(data_cfg: Data, count: int, first: Optional[str]) -> None:
+    """``Data.max_bad_rows`` for any loader: more than that many bad rows stop loading with the first one's
+    one-line message (and the count); fewer are logged."""
+    if count > data_cfg.max_bad_rows:
+        more = f" ({count} bad rows; data.max_bad_rows={data_cfg.max_bad_rows})" if count > 1 else ""
+        raise DataError(first + more)
+    if count:
+        log.warning("%s: skipped %d bad rows (data.max_bad_rows=%d); first: %s", data_cfg.source, count,
+                    data_cfg.max_bad_rows, first)
 
 
 def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: int,
-                      style: str = "cascade1") -> PromptList:
+                      style: str = "cascade1", cache_fallback: Optional[Path] = None):
     """``(prompt_token_ids, response_token_ids)`` per row; the response ends with ``<|im_end|>`` (the EOS the
     model must learn to emit). Prompt and response are tokenised separately, exactly as a rollout sees them
     (prompt tokens, then generated tokens). Over-long and too-short prompts are dropped and counted as in
-    load_prompts."""
-    out = PromptList()
-    for messages, response in _sft_items(data_cfg, mode):
-        prompt_ids = _encode(tokenizer, render(messages, mode, style))
+    load_prompts; bad rows are skipped and counted up to ``data_cfg.max_bad_rows``.
+
+    A file source with ``data_cfg.cache`` is read in shares over the ranks and tokenized once into the cache
+    (``data.sft_cache``: beside the data, else under ``cache_fallback``, the run dir's ``data_cache``); the
+    result is then a memory-mapped :class:`~.sft_cache.TokenizedSFT` holding the same lists. Otherwise (and
+    for generated sources) every rank reads and tokenizes the whole source in memory (a ``PromptList``)."""
+    cached = None
+    if data_cfg.cache and not is_generated(data_cfg.source):
+        cached = sft_cache.load(Path(data_cfg.source), tokenizer, mode, style, data_cfg.size, cache_fallback)
+    if cached is not None:
+        rows, manifest = cached
+        parts = manifest["parts"]
+        count = sum(part["bad_rows"] for part in parts)
+        check_bad_rows(data_cfg, count, next((part["first_bad"] for part in parts if part["first_bad"]), None))
+        lens = rows.prompt_lens
+        too_long, too_short = lens > max_prompt_tokens, lens < data_cfg.min_prompt_tokens
+        out = rows.kept(np.flatnonzero(~too_long & ~too_short))
+        out.dropped_too_long = int(too_long.sum())
+        out.dropped_too_short = int((too_short & ~too_long).sum())
+        out.bad_rows = count
+        _report(data_cfg, out, max_prompt_tokens)
+        return out
+    out, bad = PromptList(), []
+    items = _sft_items(data_cfg, mode, bad)
+    bad.sort(key=lambda b: b[0])
+    check_bad_rows(data_cfg, len(bad), bad[0][1] if bad else None)
+    out.bad_rows = len(bad)
+    for messages, response, tools in items:
+        prompt, response = sft_texts(messages, response, tools, mode, style)
+        prompt_ids = _encode(tokenizer, prompt)
         if _fits(out, [len(prompt_ids)], data_cfg.min_prompt_tokens, max_prompt_tokens):
-            out.append((prompt_ids, _encode(tokenizer, response + IM_END)))
+            out.append((prompt_ids, _encode(tokenizer, response)))
     _report(data_cfg, out, max_prompt_tokens)
     return out
 
 
+class SFTBlend(Sequence):
+    """Several sources' examples back to back, each ``repeat`` times, without copying them."""
+
+    def __init__(self, parts: list[tuple[Sequence, int]]):
+        self._parts = [(rows, len(rows) * repeat) for rows, repeat in parts]
+        self._ends = list(itertools.accumulate(n for _, n in self._parts))
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        k = bisect.bisect_right(self._ends, i)
+        rows, _ = self._parts[k]
+        return rows[(i - (self._ends[k - 1] if k else 0)) % len(rows)]
+
+
 def load_sft_blend(sources: tuple[Data, ...], tokenizer, mode: str, max_prompt_tokens: int,
-                   style: str = "cascade1") -> list:
+                   style: str = "cascade1", cache_fallback: Optional[Path] = None) -> SFTBlend:
     """An SFT stage's examples: every source's rows (``load_sft_examples``), each source ``Data.repeat`` times —
     the per-source weights of the stage-2 blend (science ×2, SWE ×3, §3.3). ``sft_batches`` shuffles the whole
-    list every epoch, so an epoch sees each row of a ×N source N times."""
-    out = []
+    blend every epoch, so an epoch sees each row of a ×N source N times."""
+    parts = []
     for d in sources:
-        rows = load_sft_examples(d, tokenizer, mode, max_prompt_tokens, style)
-        out += list(rows) * d.repeat
+        rows = load_sft_examples(d, tokenizer, mode, max_prompt_tokens, style, cache_fallback)
+        parts.append((rows, d.repeat))
         if d.repeat > 1:
             log.info("%s: %d rows ×%d in the SFT blend", d.source, len(rows), d.repeat)
-    return out
+    return SFTBlend(parts)
 
 
 def _report(data_cfg: Data, out: PromptList, limit: int) -> None:
@@ -523,5 +526,6 @@ def pad_id(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
-__all__ = ["pad_id", "sft_batches", "sft_example", "DataError", "PromptList", "load_prompts", "load_sft_examples",
-           "load_sft_blend", "PromptStream", "SYNTHETIC_PREFIX", "is_generated", "generated_rows"]
+__all__ = ["pad_id", "sft_batches", "DataError", "PromptList", "load_prompts", "load_sft_examples",
+           "load_sft_blend", "SFTBlend", "check_bad_rows", "PromptStream", "SYNTHETIC_PREFIX", "is_generated",
+           "generated_rows"]

@@ -9,8 +9,9 @@ jsonl rows (one JSON object per line, blank lines skipped):
 - optional ``"uid"``.
 
 A malformed row raises :class:`~nemo_cascade.data.loader.DataError` with one line naming the file, the line
-and the field. A pair whose two responses are identical carries no preference (the paper drops HelpSteer3's
-ties, §4.2): it is skipped and counted (``PromptList.dropped_ties``).
+and the field; up to ``Data.max_bad_rows`` of them (and unreadable lines) are skipped and counted instead
+(``PairList.bad_rows``), as in every loader. A pair whose two responses are identical carries no preference
+(the paper drops HelpSteer3's ties, §4.2): it is skipped and counted (``PromptList.dropped_ties``).
 
 Each side is tokenised as the whole conversation with the response as the final assistant turn, rendered by
 :func:`~nemo_cascade.data.rm_input.render_rm_input` (the chat template, **no** generation prompt) — the one
@@ -23,10 +24,11 @@ import hashlib
 import logging
 import random
 from pathlib import Path
+from typing import Optional
 
 from ..config import Data
 from .chat import valid_mode
-from .loader import SYNTHETIC_PREFIX, DataError, PromptList, generated_rows, read_jsonl
+from .loader import SYNTHETIC_PREFIX, DataError, PromptList, check_bad_rows, generated_rows, read_jsonl
 from .rm_input import render_rm_input
 from .synthetic import sft_pairs
 
@@ -116,8 +118,9 @@ PREFERENCE_SYNTHETIC = {"arithmetic": arithmetic_pairs}
 """Synthetic sets that have a preference form: ``synthetic:NAME`` in a reward_model stage."""
 
 
-def preference_rows(data_cfg: Data, mode: str) -> list[tuple[str, list[dict], str, str]]:
-    """``(uid, prompt messages, chosen, rejected)`` per row of a preference source."""
+def preference_rows(data_cfg: Data, mode: str, bad: Optional[list] = None) -> list[tuple[str, list[dict], str, str]]:
+    """``(uid, prompt messages, chosen, rejected)`` per row of a preference source. ``bad``: a list that collects
+    ``(line, message)`` of unreadable or malformed rows instead of raising on the first."""
     if data_cfg.source.startswith(SYNTHETIC_PREFIX):
         name = data_cfg.source[len(SYNTHETIC_PREFIX):]
         if name not in PREFERENCE_SYNTHETIC:
@@ -127,9 +130,15 @@ def preference_rows(data_cfg: Data, mode: str) -> list[tuple[str, list[dict], st
         return [(r["uid"], r["prompt"], r["chosen"], r["rejected"]) for r in rows]
     path = Path(data_cfg.source)
     out = []
-    for lineno, row in read_jsonl(path, data_cfg.size):
+    for lineno, row in read_jsonl(path, data_cfg.size, bad):
         where = f"{path}:{lineno}"
-        messages, chosen, rejected = parse_row(row, where)
+        try:
+            messages, chosen, rejected = parse_row(row, where)
+        except DataError as e:
+            if bad is None:
+                raise
+            bad.append((lineno, str(e)))
+            continue
         out.append((str(row.get("uid", where)), messages, chosen, rejected))
     return out
 
@@ -138,8 +147,12 @@ def load_preference_pairs(data_cfg: Data, tokenizer, mode: str, style: str = "ca
     """``(chosen_ids, rejected_ids)`` per usable row: each the token ids of the whole conversation (prompt
     turns + the response as the assistant turn, no generation prompt). Over-long sequences are kept whole here;
     the batch builder keeps their last tokens (``algorithms.reward_model.make_pair_batch``)."""
-    out = PairList()
-    for uid, messages, chosen, rejected in preference_rows(data_cfg, mode):
+    out, bad = PairList(), []
+    rows = preference_rows(data_cfg, mode, bad)
+    bad.sort(key=lambda b: b[0])
+    check_bad_rows(data_cfg, len(bad), bad[0][1] if bad else None)  # the same rule as every loader
+    out.bad_rows = len(bad)
+    for uid, messages, chosen, rejected in rows:
         if chosen == rejected:
             out.dropped_ties += 1
             continue

@@ -11,7 +11,8 @@ prompt + label contract (DESIGN.md "Rewards": one label shape per domain).
   of ``[{"instruction_id": [...], "kwargs": [...]}]``. The label is ``{"prompt", "instruction_id_list",
   "kwargs"}`` (§4.4) either way.
 - ``code`` — ``question`` / ``prompt`` / ``problem`` plus tests in one of: ``tests`` (``[{"input", "output"}]``),
-  ``input_output`` (TACO / APPS: a JSON string or object ``{"inputs": [...], "outputs": [...]}``), or
+  ``input_output`` (TACO / APPS: a JSON string or object ``{"inputs": [...], "outputs": [...]}``, with
+  ``fn_name`` for call-based problems, and ``starter_code`` telling a ``class Solution`` method), or
   ``test_code`` + ``entry_point`` (HumanEval / MBPP style); optional ``time_limit`` seconds (§4.6).
 - ``swe`` — nvidia/Nemotron-Cascade-RL-SWE: ``instance_id``, ``prompt`` (the Agentless repair prompt, or
   ``problem_statement``), ``golden_patch`` (or ``patch``) and ``relevant_file_contents`` (``{path: content}``
@@ -167,9 +168,8 @@ def _code_tests(row: dict, where: str) -> dict:
         if not (isinstance(io, dict) and isinstance(io.get("inputs"), list) and isinstance(io.get("outputs"), list)
                 and len(io["inputs"]) == len(io["outputs"])):
             raise SchemaError(f"{where}: field 'input_output' must hold equally long 'inputs' and 'outputs' lists")
-        if "fn_name" in io:
-            raise SchemaError(f"{where}: call-based 'input_output' (fn_name) is not supported; use "
-                              "'test_code' + 'entry_point'")
+        if "fn_name" in io:  # call-based: call fn_name(*inputs[i]), compare with outputs[i] (rewards/code.py)
+            return _call_tests(row, io, where)
         return {"tests": [{"input": _text(i), "output": _text(o)} for i, o in zip(io["inputs"], io["outputs"])]}
     if "test_code" in row or "test_list" in row:
         code = row.get("test_code")
@@ -186,6 +186,23 @@ def _code_tests(row: dict, where: str) -> dict:
         entry = row.get("entry_point") or _entry_point(solution if isinstance(solution, str) else None, code)
         return {"test_code": code, "entry_point": entry}
     raise SchemaError(f"{where}: expected tests as 'tests', 'input_output', or 'test_code' + 'entry_point'")
+
+
+_SOLUTION_CLASS = re.compile(r"^class\s+Solution\b", re.MULTILINE)
+
+
+def _call_tests(row: dict, io: dict, where: str) -> dict:
+    """TACO/APPS call-based tests: each input a list of arguments; ``Solution().fn_name`` when the row's
+    ``starter_code`` defines ``class Solution`` (LeetCode-style problems), else the top-level function."""
+    fn = io["fn_name"]
+    if not isinstance(fn, str) or not fn.isidentifier():
+        raise SchemaError(f"{where}: field 'input_output.fn_name' must be a Python identifier")
+    if not all(isinstance(args, list) for args in io["inputs"]):
+        raise SchemaError(f"{where}: field 'input_output.inputs' must hold a list of arguments per test")
+    starter = row.get("starter_code")
+    cls = "Solution" if isinstance(starter, str) and _SOLUTION_CLASS.search(starter) else None
+    return {"call_tests": [{"args": a, "output": o} for a, o in zip(io["inputs"], io["outputs"])],
+            "fn_name": fn, "class_name": cls}
 
 
 _DEF = re.compile(r"^def\s+([A-Za-z_]\w*)\s*\(", re.MULTILINE)

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from ..data.loader import DataError, sft_example
+from ..data.loader import DataError
+from ..data.sft_rows import parse_sft_row
 from ..data.preference import parse_row
 from ..data.schemas import adapt
 from ..evaluate.suites import file_sha256
@@ -91,7 +92,7 @@ def check_row(kind: str, row: dict, where: str) -> tuple[list[str], Any]:
     """Run the loader's own check of ``kind`` on a row about to be written (ValueError if it fails) and return
     ``(prompt texts to decontaminate, label)``."""
     if kind == "sft":
-        messages, _ = sft_example(row, where)
+        messages, _, _ = parse_sft_row(row, where)
         return _user_texts(messages), None
     if kind == "pairs":
         messages, chosen, rejected = parse_row(row, where)

@@ -24,12 +24,25 @@ Label shapes (DESIGN.md "Rewards"), both with an optional ``"time_limit"`` in se
   Passing means finishing normally and printing a random token the program never sees in its source, so a
   program that calls ``exit(0)`` before the tests run scores 0.
 
+- call-based (TACO / APPS rows whose ``input_output`` names ``fn_name``): ``{"fn_name": str, "call_tests":
+  [{"args": [...], "output": value}], "class_name": "Solution" | None}``. One run executes the program, then
+  calls ``fn_name(*args)`` for each test in order — ``Solution().fn_name(*args)`` when ``class_name`` is set
+  (the row's starter code defines the class, LeetCode style), else the top-level function — stopping at the
+  first failure; ``time_limit`` bounds the whole run, as for the function-call labels. Comparison, as APPS's
+  harness does it: tuples count as lists (JSON has no tuples), and the return value must equal the expected
+  value, or its first element when the expected value is a non-empty list (TACO/APPS wrap a single return
+  value in a list); numbers compare like stdout tokens (:func:`outputs_match`: integers exactly, floats within
+  1e-6), and ``True`` is not ``1``. Only plain JSON-like values count (``int``, ``float``, ``str``, ``bool``,
+  ``None``, ``list``, ``tuple``, ``dict`` exactly): an object whose ``__eq__`` says yes to everything scores 0.
+  Passing also needs the random token, as above.
+
 A program longer than ``MAX_PROGRAM_BYTES`` (1 MiB of UTF-8) scores 0 without running: judges cap source
 size (Codeforces: 64 KB), and a 10 MB "program" would otherwise be copied into every test's sandbox.
 """
 from __future__ import annotations
 
 import ast
+import json
 import math
 import os
 import re
@@ -55,10 +68,10 @@ def validate_label(label: Any) -> None:
     """Raise ValueError (one line) unless ``label`` is a well-formed code label."""
     if not isinstance(label, dict):
         raise ValueError(f"code label: expected a dict, got {type(label).__name__}")
-    has_tests, has_code = "tests" in label, "test_code" in label
-    if has_tests == has_code:
-        raise ValueError("code label: needs exactly one of 'tests' (stdin/stdout) or 'test_code' "
-                         f"(function call), got keys {sorted(label)}")
+    has_tests, has_code, has_calls = "tests" in label, "test_code" in label, "call_tests" in label
+    if has_tests + has_code + has_calls != 1:
+        raise ValueError("code label: needs exactly one of 'tests' (stdin/stdout), 'test_code' (function call) or "
+                         f"'call_tests' (call-based, fn_name), got keys {sorted(label)}")
     limit = label.get("time_limit", DEFAULT_TIME_LIMIT_S)
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit <= MAX_TIME_LIMIT_S:
         raise ValueError(f"code label: time_limit must be a number in (0, {MAX_TIME_LIMIT_S:g}] seconds, "
@@ -71,6 +84,9 @@ def validate_label(label: Any) -> None:
             if not (isinstance(test, dict) and isinstance(test.get("input"), str)
                     and isinstance(test.get("output"), str)):
                 raise ValueError(f"code label: tests[{i}] must be {{'input': str, 'output': str}}, got {test!r:.80}")
+        return
+    if has_calls:
+        _validate_calls(label)
         return
     test_code, entry = label["test_code"], label.get("entry_point")
     if not isinstance(test_code, str) or not test_code.strip():
@@ -170,6 +186,80 @@ def _passes_call(program: str, label: dict, time_limit: float, unsafe: bool) -> 
     return result.ok and result.stdout.rstrip("\n").endswith("\n" + token)
 
 
+def _validate_calls(label: dict) -> None:
+    tests, fn, cls = label["call_tests"], label.get("fn_name"), label.get("class_name")
+    if not isinstance(fn, str) or not fn.isidentifier():
+        raise ValueError(f"code label: 'fn_name' must be a Python identifier, got {fn!r:.80}")
+    if cls is not None and not (isinstance(cls, str) and cls.isidentifier()):
+        raise ValueError(f"code label: 'class_name' must be a Python identifier or null, got {cls!r:.80}")
+    if not isinstance(tests, list) or not tests:
+        raise ValueError("code label: 'call_tests' must be a non-empty list of {'args': list, 'output': value}")
+    for i, test in enumerate(tests):
+        if not (isinstance(test, dict) and isinstance(test.get("args"), list) and "output" in test):
+            raise ValueError(f"code label: call_tests[{i}] must be {{'args': list, 'output': value}}, got {test!r:.80}")
+
+
+_CALL_HARNESS = '''\
+import json, math, os, sys
+_token = sys.stdin.readline().strip()
+_tests = json.loads(%(tests)r)
+_type, _len, _isinstance, _zip, _float, _abs, _isfinite = type, len, isinstance, zip, float, abs, math.isfinite
+_PLAIN = (int, float, str, bool, type(None), list, tuple, dict)
+_TOL = %(tolerance)r
+
+
+def _plain(v):  # only JSON-like values: no object with its own __eq__
+    t = _type(v)
+    if t in (list, tuple):
+        return all(_plain(x) for x in v)
+    if t is dict:
+        return all(_type(k) is str and _plain(x) for k, x in v.items())
+    return t in _PLAIN
+
+
+def _same(got, want):
+    if _type(got) is tuple:
+        got = list(got)
+    if _type(got) is list and _type(want) is list:
+        return _len(got) == _len(want) and all(_same(a, b) for a, b in _zip(got, want))
+    if _type(got) is dict and _type(want) is dict:
+        return got.keys() == want.keys() and all(_same(got[k], want[k]) for k in want)
+    if _type(got) is bool or _type(want) is bool:
+        return _type(got) is _type(want) and got == want
+    if _type(got) in (int, float) and _type(want) in (int, float):
+        if _type(got) is int and _type(want) is int:
+            return got == want
+        return (_isfinite(got) and _isfinite(want)
+                and _abs(_float(got) - _float(want)) <= _TOL * max(1.0, _abs(_float(want))))
+    return _type(got) is _type(want) and got == want
+
+
+_ns = {"__name__": "__solution__", "__builtins__": __builtins__}
+exec(compile(%(program)r, "solution.py", "exec"), _ns)
+_cls = %(class_name)r
+_fn = getattr(_ns[_cls](), %(fn_name)r) if _cls else _ns[%(fn_name)r]
+for _test in _tests:
+    _got, _want = _fn(*_test["args"]), _test["output"]
+    if not (_plain(_got) and (_same(_got, _want)
+                              or (_type(_want) is list and _want and _same(_got, _want[0])))):
+        os._exit(3)
+sys.stdout.flush()
+os.write(1, ("\\n" + _token + "\\n").encode())
+os._exit(0)
+'''
+"""Call-based runner (TACO/APPS ``fn_name``): the comparison rule is the module docstring's. The tests are
+decoded and the helpers bound before the program runs, so rebinding builtins or ``json`` changes nothing."""
+
+
+def _passes_calls(program: str, label: dict, time_limit: float, unsafe: bool) -> bool:
+    token = secrets.token_hex(16)
+    harness = _CALL_HARNESS % {"program": program, "tests": json.dumps(label["call_tests"]),
+                               "fn_name": label["fn_name"], "class_name": label.get("class_name"),
+                               "tolerance": FLOAT_TOLERANCE}
+    result: RunResult = run_python(harness, token + "\n", _limits(time_limit), unsafe=unsafe)
+    return result.ok and result.stdout.rstrip("\n").endswith("\n" + token)
+
+
 def code_reward(response: str, label: Any, *, unsafe: bool = False) -> float:
     """REWARDS["code"]: 1.0 iff the answer's program passes all tests of ``label``, else 0.0.
 
@@ -187,6 +277,8 @@ def code_reward(response: str, label: Any, *, unsafe: bool = False) -> float:
     time_limit = float(label.get("time_limit", DEFAULT_TIME_LIMIT_S))
     if "tests" in label:
         return 1.0 if _passes_stdio(program, label["tests"], time_limit, unsafe) else 0.0
+    if "call_tests" in label:
+        return 1.0 if _passes_calls(program, label, time_limit, unsafe) else 0.0
     return 1.0 if _passes_call(program, label, time_limit, unsafe) else 0.0
 
 

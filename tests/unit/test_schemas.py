@@ -50,7 +50,19 @@ def test_taco_input_output_rows():
                      "time_limit": 2}
     VALIDATORS["code"](label)
     with pytest.raises(SchemaError, match="fn_name"):
-        adapt("code", {"question": "q", "input_output": {"inputs": [], "outputs": [], "fn_name": "f"}}, "taco:2")
+        adapt("code", {"question": "q", "input_output": {"inputs": [], "outputs": [], "fn_name": "2f"}}, "taco:2")
+
+
+def test_taco_call_based_rows_become_call_tests():
+    io = {"fn_name": "add", "inputs": [[1, 2], [[1], [2, 3]]], "outputs": [[3], [[1, 2, 3]]]}
+    _, label = adapt("code", {"question": "Add.", "input_output": json.dumps(io)}, "taco:3")
+    assert label == {"call_tests": [{"args": [1, 2], "output": [3]}, {"args": [[1], [2, 3]], "output": [[1, 2, 3]]}],
+                     "fn_name": "add", "class_name": None}
+    VALIDATORS["code"](label)
+    leet = {"question": "Add.", "input_output": io, "starter_code": "class Solution:\n    def add(self, a, b):\n"}
+    assert adapt("code", leet, "taco:4")[1]["class_name"] == "Solution"
+    with pytest.raises(SchemaError, match=r"taco:5: field 'input_output.inputs' must hold a list of arguments"):
+        adapt("code", {"question": "q", "input_output": dict(io, inputs=["1 2", [1]])}, "taco:5")
 
 
 def test_swe_rows_in_both_file_layouts():

@@ -1,0 +1,119 @@
+"""SFT loading at scale: rows/s and peak memory (RSS) of loading a synthetic SFT file, before and after the
+tokenized cache.
+
+Three loads of the same file, each in a fresh process so its peak RSS is its own:
+
+- ``before``: ``Data(cache=False)`` — the path every load took before the cache: the whole file read, every
+  row parsed and tokenized one by one into Python lists, in every rank, at every restart;
+- ``first``: the cached path's first load: the file streamed, tokenized in batches (the fast tokenizer's
+  batch encoder) into the cache (``data/sft_cache.py``), then memory-mapped;
+- ``second``: a restart or the next stage: the cache entry found by the file's recorded hash and mapped.
+
+The rows mix single-turn, multi-turn and tool-calling conversations; the tokenizer is the tiny byte-level BPE
+(data/tokenizer.py), so the token counts are larger than a 150K-vocabulary tokenizer's. ``touch_s`` is the time
+to build every row's token lists once from the loaded result (the reads an epoch of batches makes). One
+process, so one share: with N ranks each tokenizes 1/N of the file. Results are appended to
+``bench/results/loader_scale.jsonl``.
+
+    .venv/bin/python bench/loader_scale.py [--rows 1000000]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "bench" / "results" / "loader_scale.jsonl"
+TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add two integers",
+                                           "parameters": {"type": "object", "properties": {
+                                               "a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
+
+
+def write_rows(path: Path, n: int) -> None:
+    with open(path, "w") as f:
+        for i in range(n):
+            kind = i % 4
+            if kind < 2:
+                row = {"question": f"What is {i} + {i % 97}? Show the steps.",
+                       "response": f"<think>Add {i} and {i % 97}.</think>The sum is \\boxed{{{i + i % 97}}}."}
+            elif kind == 2:
+                row = {"messages": [{"role": "system", "content": "Answer briefly."},
+                                    {"role": "user", "content": f"Count to {i % 9}."},
+                                    {"role": "assistant", "content": " ".join(map(str, range(i % 9)))},
+                                    {"role": "user", "content": "And backwards?"},
+                                    {"role": "assistant", "content": " ".join(map(str, range(i % 9, -1, -1)))}]}
+            else:
+                row = {"tools": TOOLS, "messages": [
+                    {"role": "user", "content": f"Add {i} and 7"},
+                    {"role": "assistant", "content": None,
+                     "tool_calls": [{"name": "add", "arguments": {"a": i, "b": 7}}]},
+                    {"role": "tool", "content": str(i + 7)},
+                    {"role": "assistant", "content": f"It is {i + 7}."}]}
+            f.write(json.dumps(row) + "\n")
+
+
+def child(path: str, tok_dir: str, cache: bool) -> None:
+    """One load in this process; prints its measurements as JSON."""
+    import resource
+
+    from transformers import AutoTokenizer
+
+    from nemo_cascade.config import Data
+    from nemo_cascade.data.loader import load_sft_examples
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    rows = load_sft_examples(Data(source=path, cache=cache), tok, "think", 1 << 20)
+    load_s = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    tokens = sum(len(p) + len(r) for p, r in rows)
+    touch_s = time.perf_counter() - start
+    print(json.dumps({"rows": len(rows), "tokens": tokens, "load_s": load_s, "touch_s": touch_s,
+                      "peak_rss_mb": peak / 1024, "rss_before_load_mb": base / 1024}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args.child[0], args.child[1], args.child[2] == "1")
+
+    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path, tok_dir = Path(tmp) / "sft.jsonl", Path(tmp) / "tok"
+        write_rows(path, args.rows)
+        build_tiny_tokenizer(tok_dir)
+        out = {}
+        for name, cache in (("before", False), ("first", True), ("second", True)):
+            done = subprocess.run([sys.executable, __file__, "--child", str(path), str(tok_dir), "1" if cache else "0"],
+                                  check=True, capture_output=True, text=True)
+            out[name] = json.loads(done.stdout.strip().splitlines()[-1])
+            r = out[name]
+            print(f"{name:>6}: {r['rows']} rows in {r['load_s']:.1f} s = {r['rows'] / r['load_s']:,.0f} rows/s, "
+                  f"peak RSS {r['peak_rss_mb']:.0f} MB, touch every row {r['touch_s']:.1f} s", flush=True)
+        assert out["before"]["tokens"] == out["first"]["tokens"] == out["second"]["tokens"]
+        b = out["before"]
+        for name in ("first", "second"):
+            r = out[name]
+            print(f"{name} vs before: {b['load_s'] / r['load_s']:.1f}x faster load, "
+                  f"{b['peak_rss_mb'] / r['peak_rss_mb']:.1f}x less peak RSS")
+        record = {"bench": "loader_scale", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows": args.rows,
+                  "file_mb": path.stat().st_size / 2**20, **out}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""The tokenized-SFT cache: a data file is read and tokenized once, in shares over the ranks, and every later
+load (a restart, the next stage, another run on the same data) maps the stored tokens instead.
+
+Where (:func:`cache_root`): ``.nemo_cascade_cache/`` beside the data file when its folder is writable, else
+``<run dir>/data_cache/`` (the loader's ``fallback``; a read-only dataset mount), else nothing is stored and
+the file is tokenized in memory. Every rank must see the same folder (a shared file system: the data or run
+dir of a multi-node job is one already).
+
+What (the entry's name is a hash of all of it, :func:`entry_key`): the data file's sha256 — remembered per
+file with its size and mtime (``sources/``), so an unchanged file is not re-hashed, and a touched but
+unchanged file hashes to the same entry — the tokenizer's digest (its serialized vocabulary, merges, added
+tokens), the chat style's template text, the mode, ``Data.size`` and :data:`CACHE_FORMAT`. Length limits and
+``Data.max_bad_rows`` are applied at load time, so a stage with other limits reuses the entry.
+
+How: share ``k`` of ``n`` (``data.rows.Share``) is tokenized by rank ``k`` into ``part-k.tokens`` (int32,
+prompt then response of each row, back to back), ``part-k.offsets.npy`` and ``part-k.prompt_lens.npy``, in a
+temporary folder that rank 0 renames to the entry's name once every part is written (with ``manifest.json``:
+the rows, bad-row counts and first bad row of each part) — a reader never sees a half-written entry. Loading
+memory-maps the parts: the examples are a :class:`TokenizedSFT` view that builds a row's token lists when the
+batch builder asks for it, and the ranks of a node share the pages.
+"""
+from __future__ import annotations
+
+import array
+import hashlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .. import ranks
+from ..files import write_text_atomically
+from .chat import JINJA_TEMPLATES
+from .rows import DataError, Share, share_count
+from .sft_rows import parse_sft_row, sft_texts
+
+log = logging.getLogger(__name__)
+
+CACHE_DIR = ".nemo_cascade_cache"
+CACHE_FORMAT = 1
+"""Bumped whenever the rows → tokens mapping changes in a way the key does not see."""
+BATCH_ROWS = 512
+"""Rows tokenized per call of the (Rust, multi-threaded) batch encoder."""
+_PLACE = "\x00where\x00"
+"""Stands for ``FILE:LINE`` while a row is parsed; a bad row's message gets its real line (rows.Share.where)."""
+
+
+class TokenizedSFT(Sequence):
+    """``(prompt_ids, response_ids)`` lists per kept row, read from memory-mapped parts on demand; carries the
+    loader's counts like ``PromptList``."""
+
+    dropped_too_long = dropped_too_short = bad_rows = 0
+
+    def __init__(self, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], keep: Optional[np.ndarray] = None):
+        self._parts = parts
+        counts = [len(p[2]) for p in parts]
+        self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.prompt_lens = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int32)
+        self._keep = np.arange(len(self.prompt_lens), dtype=np.int64) if keep is None else keep
+
+    def kept(self, keep: np.ndarray) -> "TokenizedSFT":
+        """The same parts, only rows ``keep`` (indices into all rows)."""
+        return TokenizedSFT(self._parts, self._keep[keep])
+
+    def __len__(self) -> int:
+        return len(self._keep)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        row = int(self._keep[i])
+        part = int(np.searchsorted(self._starts, row, side="right")) - 1
+        tokens, offsets, prompt_lens = self._parts[part]
+        local = row - int(self._starts[part])
+        begin, end, plen = int(offsets[local]), int(offsets[local + 1]), int(prompt_lens[local])
+        ids = tokens[begin:end].tolist()
+        return ids[:plen], ids[plen:]
+
+
+# -------------------------------------------------------------------------------------------- keys
+
+def cache_root(path: Path, fallback: Optional[Path]) -> Optional[Path]:
+    """``.nemo_cascade_cache`` beside ``path`` when a file can be created there, else ``fallback`` (or None).
+    Tried rather than asked (``os.access``): root passes every permission check, not a read-only mount."""
+    beside = path.parent / CACHE_DIR
+    try:
+        beside.mkdir(exist_ok=True)
+        with tempfile.TemporaryFile(dir=beside):
+            pass
+        return beside
+    except OSError:
+        return fallback
+
+
+def file_sha256(path: Path, root: Path) -> str:
+    """The file's sha256; taken from ``root/sources/`` when the file's size and mtime are the ones it was
+    hashed at, else computed (and remembered)."""
+    st = path.stat()
+    stamp = root / "sources" / f"{path.name}.{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}.json"
+    try:
+        known = json.loads(stamp.read_text())
+        if known["size"] == st.st_size and known["mtime_ns"] == st.st_mtime_ns:
+            return known["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            digest.update(block)
+    sha = digest.hexdigest()
+    write_text_atomically(stamp, json.dumps({"path": str(path.resolve()), "size": st.st_size,
+                                             "mtime_ns": st.st_mtime_ns, "sha256": sha}) + "\n")
+    return sha
+
+
+def tokenizer_digest(tokenizer) -> Optional[str]:
+    """A hash of everything that decides a tokenizer's ids: its class and its serialized backend (vocabulary,
+    merges, normaliser, pre-tokenizer, added tokens); the sorted vocabulary for a slow tokenizer. None for an
+    object that shows neither (nothing is cached for it: its ids could change unseen)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        body = backend.to_str()
+    elif callable(getattr(tokenizer, "get_vocab", None)):
+        body = json.dumps(sorted(tokenizer.get_vocab().items()))
+    else:
+        return None
+    return hashlib.sha256(f"{type(tokenizer).__name__}\n{body}".encode()).hexdigest()
+
+
+def _encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
+    """``tokenizer.encode(text, add_special_tokens=False)`` of each text; one call of a fast tokenizer's batch
+    encoder (the same ids, computed in Rust threads)."""
+    if getattr(tokenizer, "backend_tokenizer", None) is not None:
+        return tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return [list(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
+
+
+def entry_key(source_sha: str, tokenizer, mode: str, style: str, size: int) -> str:
+    settings = {"format": CACHE_FORMAT, "kind": "sft", "source": source_sha, "tokenizer": tokenizer_digest(tokenizer),
+                "template": JINJA_TEMPLATES[style], "style": style, "mode": mode, "size": size}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ build
+
+def tokenize_share(share: Share, tokenizer, mode: str, style: str, out: Path, progress: bool = False) -> dict:
+    """Tokenize one share into ``out/part-K.*``; returns the part's summary (rows, tokens, bad rows and the
+    first bad row's one-line message)."""
+    from tqdm import tqdm
+
+    k = share.index
+    offsets, plens = array.array("q", [0]), array.array("i")
+    bad: list[tuple[int, str]] = []
+    pending: list[tuple[str, str]] = []
+    bar = tqdm(desc=f"tokenizing {share.path.name}", unit=" rows", disable=not progress, mininterval=5.0)
+
+    def flush(f) -> None:
+        prompts = [p for p, _ in pending]
+        ids = _encode_batch(tokenizer, prompts + [r for _, r in pending])
+        n = len(pending)
+        for prompt, response in zip(ids[:n], ids[n:]):
+            f.write(np.asarray(prompt + response, dtype=np.int32).tobytes())
+            plens.append(len(prompt))
+            offsets.append(offsets[-1] + len(prompt) + len(response))
+        bar.update(n)
+        pending.clear()
+
+    with open(out / f"part-{k}.tokens", "wb") as f:
+        for line, row in share.rows(bad):
+            try:
+                pending.append(sft_texts(*parse_sft_row(row, _PLACE), mode, style))
+            except ValueError as e:  # the row's shape, or a mode/template error from render
+                msg = str(e)
+                where = share.where(line)
+                bad.append((line, where + msg[len(_PLACE):] if msg.startswith(_PLACE) else f"{where}: {msg}"))
+                continue
+            if len(pending) >= BATCH_ROWS:
+                flush(f)
+        if pending:
+            flush(f)
+    bar.close()
+    np.save(out / f"part-{k}.offsets.npy", np.frombuffer(offsets, dtype=np.int64))
+    np.save(out / f"part-{k}.prompt_lens.npy", np.frombuffer(plens, dtype=np.int32))
+    bad.sort()
+    return {"part": k, "rows": len(plens), "tokens": offsets[-1], "bad_rows": len(bad),
+            "first_bad": bad[0][1] if bad else None}
+
+
+def _publish(tmp: Path, entry: Path, manifest: dict) -> None:
+    """Write the manifest last and rename the folder into place; a concurrent run that published the same
+    entry first wins (same key, same content)."""
+    write_text_atomically(tmp / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+    try:
+        tmp.rename(entry)
+    except OSError:
+        if not (entry / "manifest.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def open_entry(entry: Path) -> tuple[TokenizedSFT, dict]:
+    manifest = json.loads((entry / "manifest.json").read_text())
+    parts = []
+    for part in manifest["parts"]:
+        k = part["part"]
+        tokens = (np.memmap(entry / f"part-{k}.tokens", dtype=np.int32, mode="r") if part["tokens"]
+                  else np.zeros(0, np.int32))
+        offsets = np.load(entry / f"part-{k}.offsets.npy", mmap_mode="r")
+        plens = np.load(entry / f"part-{k}.prompt_lens.npy")
+        if len(tokens) != part["tokens"] or len(plens) != part["rows"] or len(offsets) != part["rows"] + 1:
+            raise DataError(f"{entry}: part {k} does not match its manifest; delete the folder to rebuild it")
+        parts.append((tokens, offsets, plens))
+    return TokenizedSFT(parts), manifest
+
+
+def load(path: Path, tokenizer, mode: str, style: str, size: int, fallback: Optional[Path]
+         ) -> Optional[tuple[TokenizedSFT, dict]]:
+    """Every row of ``path`` tokenized (all rows, no length filter) and the manifest, from the cache or built
+    into it now (collective: every rank calls it). None when there is nowhere to store a cache."""
+    rank, world = ranks.world()
+    found = None
+    if rank == 0:
+        if not path.is_file():
+            found = ("error", f"data file not found: {path}")
+        else:
+            root = cache_root(path, fallback)
+            if root is not None and tokenizer_digest(tokenizer) is not None:
+                key = entry_key(file_sha256(path, root), tokenizer, mode, style, size)
+                entry = root / f"{path.name}.{key[:24]}"
+                found = ("entry", str(entry), (entry / "manifest.json").is_file())
+    found = ranks.from_main(found)
+    if found is None:
+        return None
+    if found[0] == "error":
+        raise DataError(found[1])
+    entry, ready = Path(found[1]), found[2]
+    if not ready:
+        shares = 1 if size else share_count(path, world)
+        tmp = ranks.from_main(str(entry.with_name(f".{entry.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")))
+        if rank == 0:
+            Path(tmp).mkdir(parents=True)
+            log.info("%s: tokenizing into %s (%d shares)", path, entry, shares)
+        ranks.barrier()
+        summary = None
+        if rank < shares:
+            try:
+                summary = tokenize_share(Share(path, rank, shares, limit=size), tokenizer, mode, style, Path(tmp),
+                                         progress=rank == 0)
+            except DataError as e:
+                summary = {"error": str(e)}
+        summaries = ranks.gather_objects(summary)
+        failure = None
+        if rank == 0:
+            done = [s for s in summaries if s is not None]
+            failure = next((s["error"] for s in done if "error" in s), None)
+            if failure is None:
+                _publish(Path(tmp), entry, {"format": CACHE_FORMAT, "source": str(path), "mode": mode,
+                                            "style": style, "size": size, "parts": done})
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
+        failure = ranks.from_main(failure)
+        if failure is not None:
+            raise DataError(failure)
+    if not (entry / "manifest.json").is_file():
+        raise DataError(f"{entry}: the data cache is not visible on rank {rank}; it must be on a file system every "
+                       "rank sees")
+    return open_entry(entry)
+
+
+__all__ = ["TokenizedSFT", "load", "open_entry", "tokenize_share", "cache_root", "file_sha256",
+           "tokenizer_digest", "entry_key", "CACHE_DIR", "CACHE_FORMAT"]
