@@ -1,4 +1,4 @@
-"""Reliability figures (issue 7): hostile programs tried / contained, fuzz cases run, kill points / equal resumes.
+"""Reliability figures: hostile programs tried / contained, fuzz cases run, kill points / equal resumes.
 
 Each figure is measured by running the same harness the tests use, not counted from the test files:
 

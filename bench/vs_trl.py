@@ -1,4 +1,4 @@
-"""The same GRPO work through nemo-cascade and through TRL's GRPOTrainer, side by side in one run (issue 8).
+"""The same GRPO work through nemo-cascade and through TRL's GRPOTrainer, side by side in one run.
 
 Both sides get the same model, the same prompts (the synthetic arithmetic test split, templated by the model's
 chat template: TRL receives the rendered text), the same group size, prompts per step, response length,

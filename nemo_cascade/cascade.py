@@ -1,7 +1,7 @@
 """The cascade: stages in order, each starting from the previous policy stage's weights (paper §4.1), with
 the forgetting gate after every stage (§4.1.1) and exact resume.
 
-Owns the run directory (DESIGN.md): ``config.json`` (resolved), ``manifest.json`` (lineage, lineage.py),
+Owns the run directory (docs/architecture.md): ``config.json`` (resolved), ``manifest.json`` (lineage, lineage.py),
 ``base/eval.json``, ``stages/<k>-<name>/{metrics.jsonl, eval.json, checkpoint/, data_state.json, hf/}``,
 ``report.md``, ``report.png``; and the components every stage shares: the one actor, the one rollout engine,
 the reward-model servers of the cascade's own RMs.

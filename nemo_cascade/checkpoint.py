@@ -115,7 +115,7 @@ def newest_intact(ckpt_root: str | Path) -> Path | None:
 
     A damaged one — files missing, truncated or replaced, ``meta.json`` unreadable or naming another step — is
     refused with one warning line saying what is wrong, renamed ``step_X.refused`` (kept for inspection, never
-    picked again) and the one before it is tried, so a resume loses at most the steps since that one (issue 7).
+    picked again) and the one before it is tried, so a resume loses at most the steps since that one.
     A folder without ``meta.json`` counts as damaged too: :func:`save` never leaves one outside ``.tmp``.
     A layout that does not fit the run is not damage — every older checkpoint has it too — :func:`load` refuses it.
     """

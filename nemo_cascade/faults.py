@@ -6,7 +6,7 @@ names them, and ``NEMO_CASCADE_CRASH_AT=NAME[:N]`` kills the process the N-th ti
 point ``NAME`` on any rank. Without the variable a crash point is one dictionary lookup.
 
 The points (tests/integration/test_resume.py kills the tiny cascade at each and checks the resumed run ends
-with the uninterrupted run's bits, issue 7):
+with the uninterrupted run's bits):
 
 =====================  ============================================================================
 ``generate``           a GRPO step's rollouts are generated, not yet scored or trained on

@@ -6,7 +6,7 @@
 local: one after the other), and a *serve* task wherever a stage scores with a served model. Every task runs
 through ``python -m nemo_cascade.launch task|serve`` (launch_tasks.main).
 
-This is the only module that imports ``nemo_run`` (DESIGN.md), and only inside the functions that build the
+This is the only module that imports ``nemo_run`` (docs/architecture.md), and only inside the functions that build the
 experiment: the ``task`` / ``serve`` entry points run in containers without nemo-run. Slurm settings come from
 the environment variables of slurm/common.sh (ACCOUNT, PARTITION, CONTAINER_IMAGE, RUN_DIR, ...; docs/launch.md).
 """

@@ -1,4 +1,4 @@
-"""ONE stage: the GRPO loop of DESIGN.md (and its SFT and reward-model siblings), reading like the algorithm."""
+"""ONE stage: the GRPO loop (and its SFT and reward-model siblings), reading like the algorithm."""
 from __future__ import annotations
 
 import time

@@ -21,7 +21,7 @@ class Prompt:
     domain: str
     """Reward domain: a key of ``nemo_cascade.rewards.REWARDS`` (``math``, ``ifeval``, ``code``, ``swe``, ``rlhf``)."""
     label: Any
-    """What the domain's reward needs to judge a response (see DESIGN.md: one shape per domain)."""
+    """What the domain's reward needs to judge a response (docs/architecture.md: one shape per domain)."""
     mode: Mode = "no_think"
     """Thinking mode the prompt was templated with (` /think` or ` /no_think` flag in the user turn)."""
     uid: str = ""

@@ -1,4 +1,4 @@
-"""Nemotron-Cascade-14B-Thinking (PAPER.md §1, [MC14]); no unified 14B was trained ("resource constraints"):
+"""Nemotron-Cascade-14B-Thinking (§1; the model card [MC14]); no unified 14B was trained ("resource constraints"):
 
     [SFT 16K → SFT 32K]  →  RLHF → IF-RL (IFEval, then IFBench taxonomy) → math RL → code RL → SWE RL
 
@@ -25,7 +25,7 @@ K = base.K
 
 PARALLEL = Parallel(tp=8, cp=2, dp=1, micro_batch_size=1, sequence_parallel=True, recompute="full")
 """Two 8×H100-80GB nodes (16 GPUs): TP 8 inside a node, CP 2 across the two (code RL's 60K-token sequences,
-T19). Not reported by the paper (PAPER.md §3); ours. Actor state ≈ 20.6 GiB per GPU (bf16 weights 3.4 GiB, fp32
+T19). Not reported by the paper (§3); ours. Actor state ≈ 20.6 GiB per GPU (bf16 weights 3.4 GiB, fp32
 grads 6.9 GiB, Adam sharded over CP 10.3 GiB) by `nemo-cascade plan`, which leaves the colocated engine 60% of
 the GPU (``ENGINE_MEMORY``, ``ENGINE_TP``). ``single_node()`` fits the same cascade on 8 GPUs; two nodes give
 twice the rollout and training throughput."""
@@ -40,7 +40,7 @@ ENGINE_MEMORY = 0.6
 70.6 GiB per GPU while generating)."""
 
 ENGINE_TP = 2
-"""rollout.tensor_parallel_size (ours; the paper reports no engine, PAPER.md §3): pairs of ranks share one vLLM
+"""rollout.tensor_parallel_size (ours; the paper reports no engine, §3): pairs of ranks share one vLLM
 engine, so each GPU holds half the weights (13.8 GiB instead of 27.5) and half of each token's KV heads.
 `nemo-cascade plan`: 449K KV tokens per engine instead of 134K, about seven whole 60K-token code requests at once
 instead of two (eight engines: 3.6M tokens over the 16 GPUs instead of 2.1M). TP 4 would add 20% (4.3M) for twice

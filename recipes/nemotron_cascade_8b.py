@@ -1,4 +1,4 @@
-"""Nemotron-Cascade-8B, the unified thinking/instruct model (PAPER.md §1, [MC8]), at the paper's scale:
+"""Nemotron-Cascade-8B, the unified thinking/instruct model (§1; the model card [MC8]), at the paper's scale:
 
     [SFT 16K → SFT 32K]  →  RLHF → IF-RL (IFEval, then IFBench taxonomy) → math RL → code RL → SWE RL
 
@@ -250,7 +250,7 @@ def rl_stages() -> tuple[Stage, ...]:
 # ------------------------------------------------------------------------------------------------ the cascade
 
 PARALLEL = Parallel(tp=2, cp=2, dp=2, micro_batch_size=1, sequence_parallel=True, recompute="full")
-"""One 8×H100-80GB node. The paper reports no parallel layout (PAPER.md §3), only 8 nodes for code RL; ours:
+"""One 8×H100-80GB node. The paper reports no parallel layout (§3), only 8 nodes for code RL; ours:
 TP 2 × CP 2 (sequences of up to 52K tokens, T19) × DP 2, one sequence per microbatch, full recompute. Actor
 state ≈ 34 GiB per GPU (bf16 weights 7.6 GiB, fp32 grads 15 GiB, Adam sharded over DP × CP 11 GiB), by
 `nemo-cascade plan`; the colocated engine (``ENGINE_TP``, ``ENGINE_MEMORY``) takes 36 GiB beside it."""
@@ -265,7 +265,7 @@ ENGINE_MEMORY = 0.45
 80 GiB GPU beside the actor's resident state (`nemo-cascade plan`: 72.3 GiB per GPU while generating)."""
 
 ENGINE_TP = 2
-"""rollout.tensor_parallel_size of every GRPO stage (ours; the paper reports no engine, PAPER.md §3): pairs of
+"""rollout.tensor_parallel_size of every GRPO stage (ours; the paper reports no engine, §3): pairs of
 ranks share one vLLM engine, so each GPU holds half the weights (7.6 GiB instead of 15.3) and half of each
 token's KV heads. `nemo-cascade plan`: 413K KV tokens per engine instead of 151K, about six whole 52K-token code
 requests at once instead of two (four engines: 1.65M tokens per node instead of 1.21M). TP 4 would add only
@@ -356,12 +356,12 @@ CASCADE_SOURCES = {
     "name": "",
     "model.hf_path": "§1: Qwen3 base for `with_sft()`; an SFT checkpoint for the RL-only cascade "
                      "(`$NEMO_CASCADE_MODELS`)",
-    "model.dtype": "not reported (PAPER.md §3): bf16",
+    "model.dtype": "not reported (§3): bf16",
     "model.transformer_impl": "ours: Transformer Engine layers where installed",
-    "model.fp8": "not reported (PAPER.md §3): no FP8",
+    "model.fp8": "not reported (§3): no FP8",
     "model.yarn_factor": "App. B: YaRN ×2 over 32768 positions; the run trains and serves with it "
                          "(`<run>/base_model`) and every export carries it",
-    "parallel.tp": "not reported (PAPER.md §3): ours, see the parallel plans",
+    "parallel.tp": "not reported (§3): ours, see the parallel plans",
     "parallel.pp": "ours",
     "parallel.cp": "ours: the actor splits sequences over CP in GRPO stages only, so cascades with SFT use none",
     "parallel.dp": "ours",
@@ -421,7 +421,7 @@ STAGE_SOURCES = {
     "evaluate": "ours: no gate between the parts of one paper stage (T2, T4–T8: one row per stage)",
     "boundary.optimizer": "ours: SWE's 24K part keeps the Adam state (steps 0–30, 30–60, T20); its longer prompt "
                           "limit admits more prompts, so the prompt stream starts afresh",
-    "rollout.tensor_parallel_size": "not reported (PAPER.md §3): ours, the parallel plans below",
+    "rollout.tensor_parallel_size": "not reported (§3): ours, the parallel plans below",
     "rollout.gpu_memory_utilization": "ours: the parallel plans below",
     "checkpoint_every": "ours (SFT: fewer ~100 GB checkpoints; RL: the default 25)",
 }

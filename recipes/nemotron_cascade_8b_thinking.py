@@ -1,4 +1,4 @@
-"""Nemotron-Cascade-8B-Thinking, the thinking-only 8B model (PAPER.md §1, [MC8T]):
+"""Nemotron-Cascade-8B-Thinking, the thinking-only 8B model (§1; the model card [MC8T]):
 
     [SFT 16K → SFT 32K]  →  RLHF → IF-RL (IFEval, then IFBench taxonomy) → math RL → code RL → SWE RL
 

@@ -1,4 +1,4 @@
-"""The RLHF reward model of Nemotron-Cascade (PAPER.md §4.2): a Bradley–Terry RM on Qwen2.5-72B-Instruct (a
+"""The RLHF reward model of Nemotron-Cascade (§4.2): a Bradley–Terry RM on Qwen2.5-72B-Instruct (a
 linear head on the last hidden state), trained for one epoch on 82K preference pairs. Its HF export
 (``runs/reward-model-72b/stages/0-rm/hf``, a ``*ForSequenceClassification`` folder) is what the policy recipes
 score RLHF with and the thinking models' IF-RL bonus: serve it with ``vllm serve EXPORT --runner pooling`` and
@@ -26,7 +26,7 @@ BATCH = 256
 """§4.2: 256 pairs per step."""
 
 PARALLEL = Parallel(tp=8, pp=4, dp=2, micro_batch_size=2, sequence_parallel=True, recompute="full")
-"""Eight 8×H100-80GB nodes (64 GPUs); the paper reports no layout (PAPER.md §3): ours. TP 8 inside a node
+"""Eight 8×H100-80GB nodes (64 GPUs); the paper reports no layout (§3): ours. TP 8 inside a node
 (64 query / 8 KV heads), PP 4 (80 layers → 20 per stage), DP 2. Per GPU ≈ 27 GB of state (bf16 weights 4.5 GB,
 fp32 grads 9 GB, Adam sharded over DP 13.6 GB) plus the 1F1B schedule's in-flight microbatches. A microbatch is
 one pair (chosen + rejected must share it for the Bradley–Terry loss). Full recompute: with selective recompute

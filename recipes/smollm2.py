@@ -1,4 +1,4 @@
-"""Cascade RL on a real model on CPU: SmolLM2-135M-Instruct, IF-RL → math RL (GSM8K) → code RL (MBPP) (issue 9).
+"""Cascade RL on a real model on CPU: SmolLM2-135M-Instruct, IF-RL → math RL (GSM8K) → code RL (MBPP).
 
 The paper's order of domain-wise stages (§4.1: RLHF → IF-RL → math → code → SWE, each from the previous stage's
 checkpoint) on the domains a 135M model can be measured on, evaluated before and after every stage on held-out

@@ -1,7 +1,7 @@
 """The baseline for recipes/smollm2.py: the same RL steps, prompts and settings with every domain mixed in one run.
 
 The paper argues that domain-wise stages train better than one RL run over a mixture of domains (§4.1, §7) but
-reports no such comparison (PAPER.md; no cascade-vs-joint ablation in arXiv 2512.13607 v2). This recipe is that
+reports no such comparison (no cascade-vs-joint ablation in arXiv 2512.13607 v2). This recipe is that
 run on CPU: one GRPO policy trained for ``sum(STEPS)`` steps on the union of the three domains' prompts
 (``Stage.extra_data`` with ``Data.domain``: each group scored by its own domain's verifier and code-switch
 penalty), shuffled together, so every batch mixes IF, math and code prompts in about equal shares.

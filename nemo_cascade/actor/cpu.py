@@ -1,6 +1,6 @@
 """CPU compatibility for megatron-core: lets the real Megatron actor run over gloo on machines without CUDA.
 
-megatron-core assumes CUDA in ~40 places (ENV.md): it allocates with ``device=torch.cuda.current_device()``,
+megatron-core assumes CUDA in ~40 places (docs/install.md): it allocates with ``device=torch.cuda.current_device()``,
 forks the CUDA RNG for tensor-parallel dropout/init, synchronises streams, and asserts
 ``param.type() == "torch.cuda.FloatTensor"`` in the optimizer. This module maps exactly those assumptions
 onto the CPU, and only when CUDA is absent: on a GPU machine :func:`enable` does nothing.

@@ -1,6 +1,6 @@
 """Bradley–Terry reward-model math: the pairwise loss on scalar scores, and preference-pair batch packing.
 
-Paper §4.2 (PAPER.md "Reward model for RLHF"): the RM is the policy backbone with a linear head on the last
+Paper §4.2: the RM is the policy backbone with a linear head on the last
 hidden state, trained with the Bradley–Terry loss on (prompt, chosen, rejected) pairs. With ``r = score of
 the last token of prompt + response``,
 

@@ -1,4 +1,4 @@
-"""Release conversion, offline: a trainer checkpoint of any TP × PP layout ⇄ an HF folder (issue 6, item 1).
+"""Release conversion, offline: a trainer checkpoint of any TP × PP layout ⇄ an HF folder.
 
 One process, CPU, no process group: the model shards of a checkpoint (``checkpoint.py``'s
 ``model_tp{t}_pp{p}.pt``) are merged over TP with the same declarative table that loads HF checkpoints into

@@ -46,7 +46,7 @@ class Geometry:
 # ---------------------------------------------------------------------------------------- reshapes
 # QKV: Megatron stores q, k, v interleaved per KV group — for each of the G groups, its (H/G) query heads,
 # then its key head, then its value head — so that a contiguous dim-0 slice holds whole groups and
-# tensor parallelism splits by group (ENV.md). The same reshape serves the fused weight [(H+2G)·d, hidden]
+# tensor parallelism splits by group (docs/install.md). The same reshape serves the fused weight [(H+2G)·d, hidden]
 # and the fused bias [(H+2G)·d] (Qwen2): dim 0 is interleaved, trailing dims ride along.
 
 def _merge_qkv(parts: list[torch.Tensor], g: Geometry) -> torch.Tensor:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 TINY_SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
                   num_key_value_heads=1, head_dim=32, max_position_embeddings=1024)
-"""Smallest shape vLLM's CPU attention accepts (head_dim >= 32, ENV.md)."""
+"""Smallest shape vLLM's CPU attention accepts (head_dim >= 32, docs/install.md)."""
 
 
 def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3", seed: int = 0,

@@ -2,7 +2,7 @@
 
 Three styles:
 
-- ``cascade1`` (Nemotron-Cascade, paper §3.1.2, Fig. 3; PAPER.md §1 "Mode control"): ChatML, and the
+- ``cascade1`` (Nemotron-Cascade, paper §3.1.2, Fig. 3): ChatML, and the
   flag `` /think`` or `` /no_think`` appended to **every** user turn so the mode can switch per turn.
   There is no ``enable_thinking`` switch and **no** empty ``<think></think>`` block in non-thinking mode.
 - ``cascade2`` (Nemotron-Cascade 2, [P2] §3.1.2): ChatML without flags; non-thinking mode prepends an
@@ -260,7 +260,7 @@ def split_thinking(response: str) -> tuple[Optional[str], str, bool]:
 
     A response that opens with ``<think>`` (leading whitespace allowed) is a thinking response: ``thinking``
     is the text up to the first ``</think>`` and ``answer`` the text after it. If ``</think>`` is missing the
-    thinking never ended: ``(thinking, "", False)`` — verifiers score that 0 (DESIGN.md "Rewards").
+    thinking never ended: ``(thinking, "", False)`` — verifiers score that 0 (docs/rewards.md).
     Any other response is a plain answer: ``(None, response, True)``.
     """
     body = response.lstrip()

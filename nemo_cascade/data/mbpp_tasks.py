@@ -1,8 +1,8 @@
-"""MBPP-derived prompt sets for CPU-scale code and SWE stages (issue 5, item 6), and the MBPP prompt format.
+"""MBPP-derived prompt sets for CPU-scale code and SWE stages, and the MBPP prompt format.
 
 Two generators with the ``fn(split, size, seed) -> rows`` signature of :mod:`.synthetic_domains`, addressed
 as ``synthetic:mbpp_code`` and ``synthetic:mbpp_bugfix``; rows carry ``uid``, ``prompt``, the domain's
-``label`` (DESIGN.md "Rewards") and a ``response`` that earns full reward, so one set serves SFT and RL:
+``label`` (docs/rewards.md) and a ``response`` that earns full reward, so one set serves SFT and RL:
 
 - ``mbpp_code`` (``code``, §4.6): the task text and its asserts, phrased as the MBPP eval suite phrases them
   (:func:`mbpp_task`, shared with ``evaluate.suites.load_mbpp``); the label runs setup code + asserts in the

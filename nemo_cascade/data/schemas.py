@@ -1,5 +1,5 @@
 """Row schemas of the released Nemotron-Cascade datasets (and the common public ones), mapped to the project's
-prompt + label contract (DESIGN.md "Rewards": one label shape per domain).
+prompt + label contract (docs/architecture.md "Rewards": one label shape per domain).
 
 ``adapt(domain, row, where) -> (messages, label)`` reads one jsonl row of a domain's RL data:
 

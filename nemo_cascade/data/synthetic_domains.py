@@ -1,7 +1,7 @@
-"""Synthetic prompt sets for the cascade's other domains, sized for a tiny model on CPU (issue 5, item 6).
+"""Synthetic prompt sets for the cascade's other domains, sized for a tiny model on CPU.
 
 Each generator is ``fn(split, size, seed) -> rows`` like :func:`.synthetic.arithmetic` and is addressed as
-``synthetic:NAME``. Rows carry their domain's label (DESIGN.md "Rewards") and a ``response`` that earns full
+``synthetic:NAME``. Rows carry their domain's label (docs/rewards.md) and a ``response`` that earns full
 reward, so the same set serves the SFT warm-start and the RL stage. Splits are fixed by a hash of the problem,
 never by seed or size, as in :mod:`.synthetic`.
 

@@ -278,15 +278,14 @@ def _repo_file(*parts: str) -> Callable[[], Path]:
     return lambda: DATA.joinpath(*parts)
 
 
-SWE_BENCH_LITE_SHARED = ROOT.parent / "shared" / "data" / "swe-bench-lite" / "swe_bench_lite_test.jsonl"
-"""The full SWE-bench Lite test file, where a checkout sits beside the project's shared data."""
+SWE_BENCH_LITE = DATA / "swe-bench-lite" / "test.jsonl.gz"
+"""SWE-bench Lite's 300 test instances with their full issues (data/swe-bench-lite/ATTRIBUTION.md)."""
 SWE_BENCH_LITE_FIXTURE = ROOT / "tests" / "data" / "swe" / "swe_bench_lite_patches.jsonl.gz"
-"""In the repository: all 300 SWE-bench Lite rows with the golden patch and the issue's first 500 characters."""
+"""For fast tests: the same 300 rows with the golden patch and the issue's first 500 characters."""
 
 
 def default_swe_data() -> Path:
-    """SWE-bench Lite (full issues) if the shared data folder is there, else the repository's fixture."""
-    return SWE_BENCH_LITE_SHARED if SWE_BENCH_LITE_SHARED.is_file() else SWE_BENCH_LITE_FIXTURE
+    return SWE_BENCH_LITE
 
 
 _PAPER_DECODING = "App. B: T=0.6, top-p 0.95"

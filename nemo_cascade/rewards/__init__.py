@@ -1,6 +1,6 @@
 """Reward registry: ``REWARDS[domain](response, label) -> float``, label validators, and stage scoring.
 
-One module per domain holds its verifier (DESIGN.md "Rewards"): ``math`` (§4.5), ``ifeval`` (IFEval and IFBench,
+One module per domain holds its verifier (docs/rewards.md): ``math`` (§4.5), ``ifeval`` (IFEval and IFBench,
 §4.4), ``code`` (sandboxed, §4.6), ``swe`` (§4.7), ``rlhf`` (a served reward model, §4.3). A verifier never
 raises on model output and returns in bounded time for any string up to 1 MB. Training and evaluation both
 score through here: a stage builds a :class:`~.scoring.Scorer` from its ``config.Reward`` (batched, parallel,
@@ -35,7 +35,7 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "swe": swe.validate_label,
     "rlhf": rlhf.validate_label,
 }
-"""Domain → label check for data loading: a one-line ValueError for a malformed label (DESIGN.md "Rewards")."""
+"""Domain → label check for data loading: a one-line ValueError for a malformed label (docs/rewards.md)."""
 
 
 def training_validator(domain: str, data: Data, where: str = "data") -> Optional[Callable[[Any], None]]:

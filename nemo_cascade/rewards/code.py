@@ -9,7 +9,7 @@ Python (```` ```python ````, ```` ```py ````, ```` ```python3 ````, ```` ``` ```
 language (sample output, C++) are skipped, and a block whose closing fence is missing (a truncated answer)
 does not count. Thinking responses: only the text after ``</think>`` is read; no ``</think>`` scores 0.
 
-Label shapes (DESIGN.md "Rewards"), both with an optional ``"time_limit"`` in seconds (default 5):
+Label shapes (docs/rewards.md), both with an optional ``"time_limit"`` in seconds (default 5):
 
 - stdin/stdout (TACO / APPS / Codeforces / LiveCodeBench): ``{"tests": [{"input": str, "output": str}]}``.
   Each test is one run with ``input`` on stdin, stopping at the first failure. ``time_limit`` is the CPU

@@ -1,6 +1,6 @@
 """The RLHF reward: a served Bradley–Terry reward model's score of the final answer in its conversation.
 
-Paper §4.3.2 (PAPER.md "RLHF"): the reward is the RM score of the answer only — the text after ``</think>`` —
+Paper §4.3.2: the reward is the RM score of the answer only — the text after ``</think>`` —
 so the policy is not rewarded for how its reasoning reads; a thinking response that never closed its
 ``</think>`` is scored **whole** (thinking included), which the RM scores low, and so penalises unfinished
 responses without a special case. The RM (paper §4.2: Qwen2.5-72B-Instruct + a linear head, BT loss) is
@@ -9,7 +9,7 @@ answer as the final assistant turn, rendered as the RM's training pairs were (``
 (paper §4.3: none with the 72B RM). The RLHF code-switch penalty (batch min − 10) is applied by the
 language-mixing module, not here.
 
-Label (DESIGN.md "Rewards"): ``{"prompt": str}`` or ``{"messages": [{"role", "content"}, ...]}`` — the
+Label (docs/rewards.md): ``{"prompt": str}`` or ``{"messages": [{"role", "content"}, ...]}`` — the
 conversation the answer replies to, ending with a user turn. :func:`validate_label` checks it at data-loading
 time; the reward functions never raise on the response text (a server failure raises
 :class:`~nemo_cascade.rewards.remote.RewardServerError`: that is infrastructure, not model output).

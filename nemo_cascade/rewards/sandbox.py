@@ -27,7 +27,7 @@ Code RL executes model-written programs thousands of times per step (paper §4.6
 ``unsafe=True`` runs the same command line without bwrap (same rlimits, timeout and cap; no memory watchdog)
 for machines where bubblewrap cannot run; nothing else falls back to it silently.
 
-``tests/unit/hostile_programs.py`` holds the attacks these walls are tested against (issue 7).
+``tests/unit/hostile_programs.py`` holds the attacks these walls are tested against.
 """
 from __future__ import annotations
 

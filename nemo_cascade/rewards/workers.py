@@ -2,7 +2,7 @@
 
 Why processes that are killed, not threads or signal alarms: a verifier fed model output can spin forever
 inside C code or sympy (``10^{10^{10^{10}}}``), and ``signal.alarm`` works only in the main thread of the
-main interpreter (ENV.md "math-verify"), so neither a thread nor an in-process timeout can stop it. Here each
+main interpreter (docs/install.md), so neither a thread nor an in-process timeout can stop it. Here each
 item runs in a worker process; an item that overruns its timeout gets its worker SIGKILLed, the item is
 reported as ``"timeout"``, and a fresh worker takes the slot. A worker that dies mid-item (segfault,
 ``os._exit``, OOM kill) is reported as ``"crashed"`` and replaced the same way.

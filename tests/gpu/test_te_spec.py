@@ -48,7 +48,7 @@ def test_te_parameters_are_the_tables_and_round_trip(te, model, request):
 @pytest.mark.parametrize("dtype,max_diff,mean_diff", [("float32", 2e-2, 2e-3), ("bfloat16", 0.3, 0.03)])
 def test_te_logprobs_match_transformers(te, model, request, dtype, max_diff, mean_diff):
     """Against transformers in fp32 on the same GPU. bf16 tolerance: a bf16 forward differs from fp32 by up to
-    ~0.1 nat per token on these random weights (ENV.md measured ~8e-2 for a bf16 vLLM engine); fp32 leaves room
+    ~0.1 nat per token on these random weights (docs/install.md: ~8e-2 for a bf16 vLLM engine); fp32 leaves room
     for TF32 GEMMs inside TE."""
     import transformers
 

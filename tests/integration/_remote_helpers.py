@@ -5,7 +5,7 @@ from pathlib import Path
 
 SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
              head_dim=32, max_position_embeddings=1024)
-"""vLLM's CPU attention needs head_dim >= 32 (ENV.md)."""
+"""vLLM's CPU attention needs head_dim >= 32 (docs/install.md)."""
 RM_MAX_LEN = 256
 """The reward model's served context: small, so one test can overflow it cheaply."""
 JUDGE_MAX_LEN = 2048

@@ -1,4 +1,4 @@
-"""Kill and resume, and a reward server that dies (issue 7; DESIGN.md "Failure modes"): the cascade SIGKILLed at
+"""Kill and resume, and a reward server that dies (docs/reliability.md): the cascade SIGKILLed at
 every kind of moment, or stopped by its dead reward model, resumes to the uninterrupted run's bits.
 
 A reduced cascade — SFT, then RLHF GRPO scored by a served reward model (a real ``vllm serve`` of a tiny

@@ -1,5 +1,5 @@
 """Shared settings of the fuzz tier (tests/unit/test_fuzz_*.py): hypothesis settings per target and a tally of
-the cases each target ran, so ``bench/reliability.py`` can report "fuzz cases run" (issue 7).
+the cases each target ran, so ``bench/reliability.py`` can report "fuzz cases run".
 
 Every fuzz test is deterministic (``derandomize=True``: the examples follow from the test's name, no database)
 and bounded (``max_examples`` per target below), so the whole tier is reproducible and its cost fixed.
@@ -58,7 +58,7 @@ def ran(target: str, n: int = 1) -> None:
 
 
 def one_line(message: str) -> bool:
-    """A user-facing error message is one line (DESIGN.md "Contracts": one clear line on bad input)."""
+    """A user-facing error message is one line (docs/architecture.md, "Contracts": one clear line on bad input)."""
     return "\n" not in message and "\r" not in message and message.strip() != ""
 
 

@@ -1,4 +1,4 @@
-"""The hostile-program corpus: attacks a model-written program can try on the code reward (issue 7), and
+"""The hostile-program corpus: attacks a model-written program can try on the code reward, and
 the harness that runs them and decides, for each, whether it was contained.
 
 :data:`CORPUS` is the table: name → :class:`Attack` (the program, and what "escaped" would mean). Every

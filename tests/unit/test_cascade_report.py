@@ -259,7 +259,7 @@ def _gated_run(root, name, stages, rows):
 
 def test_runs_compare_at_equal_rl_steps(tmp_path, capsys):
     """`report A B --out D`: rows of both runs at the RL steps done by then, finals side by side with the
-    difference in points (issue 9: cascade vs mixed)."""
+    difference in points (cascade vs mixed)."""
     data = C.Data(source="synthetic:arithmetic")
     cascade = _gated_run(tmp_path, "cascade", (C.Stage(name="if", domain="ifeval", steps=20, data=data),
                                                 C.Stage(name="math", steps=20, data=data)),

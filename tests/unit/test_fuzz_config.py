@@ -1,6 +1,6 @@
 """Fuzz tier, config: random ``KEY=VALUE`` overrides, mutated config.json documents and recipe specs end as a
 one-line ConfigError or a config whose every field has its type (finite floats, safe names) — never another
-exception (issue 7, "bad inputs"; DESIGN.md "Contracts": one clear line on bad input)."""
+exception (docs/architecture.md, "Contracts": one clear line on bad input)."""
 from __future__ import annotations
 
 import json

@@ -2,7 +2,7 @@
 separators, deep nesting, huge lines), parquet rows with nulls and NaNs, SFT and preference rows, and the
 released-dataset schemas. Each source ends as a one-line DataError naming ``file:line`` (and the field), or as
 rows — and with ``Data.max_bad_rows`` the bad ones are counted: N rows with K bad give N − K prompts and
-``bad_rows == K``, never a silent drop (issue 7, "bad inputs")."""
+``bad_rows == K``, never a silent drop."""
 from __future__ import annotations
 
 import codecs

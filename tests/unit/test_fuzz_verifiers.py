@@ -1,4 +1,4 @@
-"""Fuzz tier, verifiers (DESIGN.md "Rewards": a verifier never raises on model output; any string up to 1 MB
+"""Fuzz tier, verifiers (docs/architecture.md, "Contracts": a verifier never raises on model output; any string up to 1 MB
 returns a score in bounded time): random unicode, megabyte strings and pathological LaTeX into the math
 verifier; random labels and random or huge text into the IFEval/IFBench reward; malformed, unicode and huge
 diffs into the SWE diff parser and reward (and a round trip: any change, rendered as a diff, applies back to

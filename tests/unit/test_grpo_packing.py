@@ -1,4 +1,4 @@
-"""GRPO sequence packing (issue 8): rows packed first-fit decreasing, and the real Megatron actor computing the
+"""GRPO sequence packing: rows packed first-fit decreasing, and the real Megatron actor computing the
 same log-probs, loss and gradients from packed rows as from one padded row per sequence."""
 import pytest
 import torch

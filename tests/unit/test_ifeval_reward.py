@@ -213,7 +213,7 @@ def test_if_reward_with_rm_matches_hand_computation():
 ])
 def test_label_patterns_that_can_backtrack_are_refused_in_one_line(iid, kwargs):
     # A label is data; the reference matches these strings as regexes against a megabyte of model output, so a
-    # nested or repeated quantifier in one row could stall the reward for hours (issue 7).
+    # nested or repeated quantifier in one row could stall the reward for hours.
     from nemo_cascade.rewards.ifeval import ALL
     from nemo_cascade.rewards.ifeval.spec import bind
 

@@ -1,4 +1,4 @@
-"""DESIGN.md's dependency rules, enforced: who may import megatron / vllm / nemo_run, and nothing imports upward."""
+"""docs/architecture.md's dependency rules, enforced: who may import megatron / vllm / nemo_run, and nothing imports upward."""
 import ast
 import subprocess
 import sys

@@ -1,6 +1,6 @@
 """The paper's recipes (recipes/nemotron_cascade_*.py, recipes/reward_model_72b.py): they build and validate
 without model files, GPUs or network, round-trip through config.json's form, run their stages in the paper's
-order, carry the paper's numbers (PAPER.md: T14–T20, §4.2–4.7; the expected values below are copied from there,
+order, carry the paper's numbers (T14–T20, §4.2–4.7; the expected values below are copied from the paper's tables,
 not from the recipes), and docs/recipes.md's tables are what tools/recipe_docs.py generates from them."""
 import difflib
 import importlib.util
@@ -32,7 +32,7 @@ SHAPES = {  # (query heads, KV heads, layers) of the HF configs; no model files 
     "Qwen3-8B": (32, 8, 36), "Qwen3-14B": (40, 8, 40), "Qwen2.5-72B": (64, 8, 80)}
 GPUS_PER_NODE = 8
 
-# ---- the paper's numbers, per model (PAPER.md §2 "Hyperparameters", T14–T20) ------------------------------------
+# ---- the paper's numbers, per model (T14–T20) ------------------------------------
 # math / code phases in order: (steps, max response, overlong, temperature); SWE parts: (steps, max prompt, overlong)
 PAPER = {
     "8b": dict(

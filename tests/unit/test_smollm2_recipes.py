@@ -1,4 +1,4 @@
-"""recipes/smollm2.py and recipes/smollm2_mixed.py (issue 9): both pass the whole-cascade checks, the cascade
+"""recipes/smollm2.py and recipes/smollm2_mixed.py: both pass the whole-cascade checks, the cascade
 runs the paper's order of domains, and the mixed run differs from it only in mixing the domains — same steps,
 same prompts, same settings, same gate — with its segments continuing one run."""
 import json

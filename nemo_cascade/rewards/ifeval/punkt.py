@@ -3,7 +3,7 @@ how NLTK (and lm-eval) find it.
 
 NLTK ≥ 3.9 reads Punkt models as plain text (``tokenizers/punkt_tab/english/{abbrev_types.txt,
 collocations.tab, sent_starters.txt, ortho_context.tab}`` under an NLTK data root) and would otherwise
-download them, which cannot happen here (DESIGN.md: nothing downloads at run time). The four files in
+download them, which cannot happen here (nothing downloads at run time). The four files in
 ``nltk_data/`` beside this module are the English model of NLTK's ``punkt_tab`` package (Kiss & Strunk 2006,
 trained on the WSJ; see ``nltk_data/ATTRIBUTION.md``). The same model is what lm-eval's IFEval checkers load,
 so sentence counts agree with the reference evaluator.

@@ -6,7 +6,7 @@ strict checks the response as is; loose passes an instruction if *any* of eight 
 response with its first line, its last line or both removed, each with and without ``*`` characters. A
 blank (variant of a) response never passes.
 
-Thinking responses (DESIGN.md "Rewards"): only the text after ``</think>`` is judged, with the whitespace
+Thinking responses (docs/rewards.md): only the text after ``</think>`` is judged, with the whitespace
 that separates it from the thinking removed; a response whose thinking never closed fails every instruction.
 """
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _passes(instruction: Instruction, kwargs: dict, text: str) -> bool:
         return False
     try:
         return bool(instruction.check(text, **kwargs))
-    except Exception:  # noqa: BLE001 — a verifier must never raise on model output (DESIGN.md "Rewards")
+    except Exception:  # noqa: BLE001 — a verifier must never raise on model output (docs/rewards.md)
         logger.warning("checker %s raised on a %d-character response; counted as not followed",
                        instruction.id, len(text), exc_info=True)
         return False

@@ -1,6 +1,6 @@
 """The SWE reward: an execution-free score of an Agentless-style repair answer against the golden patch.
 
-Paper §4.7, Eq. 2 (PAPER.md "SWE RL"): the answer's edits are applied to the prompt's files and scored
+Paper §4.7, Eq. 2: the answer's edits are applied to the prompt's files and scored
 
 - **−1** if the answer cannot be parsed or its edits cannot be applied;
 - **1** if the patched files equal the golden patch's (the paper: Unidiff lexical similarity = 1);
@@ -11,7 +11,7 @@ Paper §4.7, Eq. 2 (PAPER.md "SWE RL"): the answer's edits are applied to the pr
   and read at the verdict after ``<judgement>``; or, with no judge server, :func:`lexical_similarity`
   (``LexicalGrader``, the default).
 
-Label (DESIGN.md "Rewards"): ``{"golden_patch": str, "files": {path: content}, "problem_statement": str}``;
+Label (docs/rewards.md): ``{"golden_patch": str, "files": {path: content}, "problem_statement": str}``;
 ``files`` are the files shown in the prompt, paths relative to the repository root. :func:`validate_label`
 (data-loading time) also applies the golden patch: a golden patch that does not apply or changes nothing is
 a one-line ValueError, never a mid-training surprise.
@@ -19,7 +19,7 @@ a one-line ValueError, never a mid-training surprise.
 Rules (each one is a test in tests/unit/test_swe_reward.py):
 
 - **Answer text.** A response opening with ``<think>`` is judged only after ``</think>``. Without
-  ``</think>`` it scores ``unterminated_score``, by default **−1**, not DESIGN.md's generic 0: Eq. 2 gives
+  ``</think>`` it scores ``unterminated_score``, by default **−1**, not the generic 0 of other domains: Eq. 2 gives
   an answer that cannot be parsed −1, and a 0 (= "left the code unchanged", better than a failed edit)
   would reward running out of tokens over attempting a fix. ``SWEReward(unterminated_score=0.0)`` restores
   the DESIGN rule. A non-string response scores −1.
