@@ -38,13 +38,16 @@ PATIENCE = ("collective_timeout_minutes",)
 aborted by a collective timeout must resume with a longer one. Left out of the hashes."""
 
 ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
-               "Data": ("min_prompt_tokens", "repeat", "domain"), "Stage": ("epochs",),
+               "Data": ("min_prompt_tokens", "repeat", "domain", "math_instruction"), "Stage": ("epochs",),
                "GRPO": ("sequence_packing", "pack_tokens"), "Reward": ("score_while_generating",)}
 """Fields added after runs had recorded stage hashes in their manifests, per config class. Each is left out of
 the hash while it holds its default — the value every config written before it existed means — so a stage
 interrupted before the field existed still resumes, and the hash changes only when the field is set.
 (``GRPO.sequence_packing`` and ``Reward.score_while_generating`` default to on although runs before them did
-neither: they change how rows are laid out and when rewards are computed, not what is trained.)"""
+neither: they change how rows are laid out and when rewards are computed, not what is trained.
+``Data.math_instruction`` is the exception that changes prompts: a math file of bare problems, interrupted
+before it existed, resumes asking for the boxed answer its reward always needed; every generated math set
+already asked.)"""
 
 
 def config_hash(obj) -> str:

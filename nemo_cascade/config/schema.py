@@ -176,6 +176,11 @@ class Data:
     """GRPO: the reward domain this source's prompts are read and scored in; empty = the stage's ``domain``. A
     stage whose ``extra_data`` name other domains trains them all in one run: mixed-domain RL, the baseline
     the cascade's domain-wise stages are compared with (docs/results/smollm2.md)."""
+    math_instruction: str = "Please reason step by step, and put your final answer within \\boxed{}."
+    """math prompts: appended to the problem after a blank line (``data.math_prompt``), the phrasing the math
+    evaluation suites use, so RL trains on the prompt it is evaluated with. The released math RL set holds bare
+    problems and the reward reads the last ``\\boxed{}`` (§4.5); this is the AceMath / AceReason request for it.
+    A prompt that already asks for ``\\boxed`` is kept as it is; "" keeps every row as it is."""
 
 
 @dataclass(frozen=True)

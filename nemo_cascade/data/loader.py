@@ -30,6 +30,7 @@ from ..config import Data
 from ..types import Prompt
 from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import IM_END, render, valid_mode
+from .math_prompt import with_math_instruction
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
 from .schemas import adapt
 from .synthetic import SYNTHETIC, sft_pairs
@@ -222,7 +223,8 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     result holds the think prompts and ``result.alternate`` the no_think ones, index-aligned; a row is kept
     only if both templatings fit either limit (the flags, and cascade2's empty think block, differ in length).
     ``validate_label`` (the domain's, ``rewards.VALIDATORS``) rejects a malformed label here, naming its file
-    and line, rather than mid-training (DESIGN.md "Rewards")."""
+    and line, rather than mid-training (DESIGN.md "Rewards"). Math prompts are phrased as the math suites
+    phrase theirs (``data_cfg.math_instruction``, :mod:`.math_prompt`)."""
     out = PromptList()
     bad: list[tuple[int, str]] = []  # (position in the source, one-line message): unreadable lines first
     if is_generated(data_cfg.source):
@@ -234,6 +236,8 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     for position, where, row in rows:
         try:  # the released datasets' schemas (data/schemas.py), then the domain's own label check
             messages, label = adapt(domain, row, where)
+            if domain == "math":  # the suites' request for a boxed answer (data/math_prompt.py, §4.5)
+                messages = with_math_instruction(messages, data_cfg.math_instruction)
             if validate_label is not None:
                 validate_label(label)
             items.append((_uid(row, where, where), messages, label))
