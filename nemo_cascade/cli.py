@@ -221,7 +221,7 @@ def cmd_eval(args) -> int:
         temperature=args.temperature, top_p=args.top_p, mode=args.mode, template=args.template,
         limit=_count(args.limit, "--limit") or 0, seed=args.seed, data=_data_paths(args.data),
         reward_model_url=args.reward_model_url or "", judge_url=args.judge_url or "", sandbox=args.sandbox,
-        answer_pattern=args.answer_pattern)
+        answer_pattern=args.answer_pattern, math_grader=args.math_grader)
     results, path = evaluate_checkpoint(
         args.checkpoint, names, settings, out_dir=Path(args.out) if args.out else None,
         reward_model=args.reward_model, max_model_len=_count(args.max_model_len, "--max-model-len", 2),
@@ -382,6 +382,8 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--judge-url", help="swe: served judge for Eq. 2's partial credit (default: lexical grade)")
     ev.add_argument("--answer-pattern", help="math suites: answer_is, gsm8k or a regex instead of the last "
                     "\\boxed{} (the training reward's rule)")
+    ev.add_argument("--math-grader", default="math_verify", choices=["math_verify", "rule"],
+                    help="math suites: math-verify, or the AceMath-style rule grader the paper used (§4.5)")
     ev.add_argument("--sandbox", default="bwrap", choices=["bwrap", "unsafe"], help="code suites' sandbox")
     ev.add_argument("--max-model-len", help="cap the engine's context (prompt + response tokens)")
     ev.add_argument("--kv-cache-gib", type=float, default=2.0, help="CPU engines: KV-cache size (GiB)")

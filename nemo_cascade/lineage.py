@@ -39,7 +39,7 @@ aborted by a collective timeout must resume with a longer one. Left out of the h
 
 ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
                "Data": ("min_prompt_tokens", "repeat", "domain", "math_instruction"), "Stage": ("epochs",),
-               "GRPO": ("sequence_packing", "pack_tokens"), "Reward": ("score_while_generating",)}
+               "GRPO": ("sequence_packing", "pack_tokens"), "Reward": ("score_while_generating", "math_grader")}
 """Fields added after runs had recorded stage hashes in their manifests, per config class. Each is left out of
 the hash while it holds its default — the value every config written before it existed means — so a stage
 interrupted before the field existed still resumes, and the hash changes only when the field is set.

@@ -192,7 +192,12 @@ class Reward:
     answer_pattern: Optional[str] = None
     """math: where the final answer is. None = the last ``\\boxed{}`` (§4.5); ``gsm8k``, ``answer_is`` or a regex."""
     verify_timeout_s: float = 5.0
-    """math: hard wall time per sample in math-verify (its worker is killed after it)."""
+    """math: hard wall time per sample in the grader (its worker is killed after it)."""
+    math_grader: Literal["math_verify", "rule"] = "math_verify"
+    """math: who decides that the boxed answer equals the reference. ``math_verify`` (default: HF math-verify,
+    stricter on numbers, 50 ≠ 0.5); ``rule`` = an AceMath-style rule grader, the verifier the paper trained math
+    RL with (§4.5): normalised strings, numbers within 1e-4 relative (×100 / ÷100 for percentages), then sympy
+    (``rewards.math_rule``). docs/rewards.md measures how often they disagree."""
     workers: int = 0
     """Verifier processes (math) or sandbox runs in flight (code) per rank; 0 = the cores this rank may use."""
     score_while_generating: bool = True

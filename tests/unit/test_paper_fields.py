@@ -154,6 +154,7 @@ def test_setting_a_new_field_changes_the_hash_except_the_gate_switch():
         replace(math, length_curriculum=(C.LengthPhase(5, 24, "filter"), C.LengthPhase(5, 32, "zero", 0.8))),
         replace(math, data=replace(math.data, min_prompt_tokens=8192)),
         replace(math, data=replace(math.data, math_instruction="")),
+        replace(math, reward=replace(math.reward, math_grader="rule")),
         replace(math, rollout=replace(math.rollout, tensor_parallel_size=2)),
         replace(sft, extra_data=(C.Data(source="b.jsonl", repeat=2),)),
         replace(sft, steps=0, epochs=1.0),
