@@ -194,10 +194,11 @@ class Reward:
     verify_timeout_s: float = 5.0
     """math: hard wall time per sample in the grader (its worker is killed after it)."""
     math_grader: Literal["math_verify", "rule"] = "math_verify"
-    """math: who decides that the boxed answer equals the reference. ``math_verify`` (default: HF math-verify,
-    stricter on numbers, 50 ≠ 0.5); ``rule`` = an AceMath-style rule grader, the verifier the paper trained math
-    RL with (§4.5): normalised strings, numbers within 1e-4 relative (×100 / ÷100 for percentages), then sympy
-    (``rewards.math_rule``). docs/rewards.md measures how often they disagree."""
+    """math: who decides that the boxed answer equals the reference. ``rule`` = an AceMath-style rule grader, the
+    kind of verifier the paper trained math RL with (§4.5): normalised strings, numbers within 1e-4 relative
+    (×100 / ÷100 for percentages), then sympy (``rewards.math_rule``). Default ``math_verify`` (HF math-verify):
+    the rule grader's extra matches on model output are percentage / tolerance false positives (``12,500`` for
+    125), and every earlier run trained with math-verify; docs/rewards.md measures where they disagree."""
     workers: int = 0
     """Verifier processes (math) or sandbox runs in flight (code) per rank; 0 = the cores this rank may use."""
     score_while_generating: bool = True

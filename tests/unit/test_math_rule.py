@@ -209,3 +209,31 @@ def test_evaluation_takes_the_grader():
     assert _reward_settings(get_suite("math500"), EvalSettings()).math_grader == "math_verify"
     with pytest.raises(EvalError, match="--math-grader"):
         check_settings(["gsm8k"], EvalSettings(math_grader="acemath"))
+
+
+def test_agreement_bench_reports_the_disagreeing_answers(tmp_path, capsys):
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("agreement", Path(__file__).parents[2] / "bench"
+                                                  / "math_grader_agreement.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    records = [{"uid": "1", "label": "0.5", "responses": ["so \\boxed{50}", "so \\boxed{50}"]},  # a duplicate
+               {"uid": "2", "label": "7", "responses": ["The answer is 7.", "I guess 3 or 4"]},
+               {"uid": "3", "label": "(1,2)", "responses": ["\\boxed{\\{1,2\\}}", "\\boxed{}"]}]
+    run = {"suites": {"math500": {"domain": "math", "records": records},
+                      "ifeval": {"domain": "ifeval", "records": [{"uid": "x", "label": {}, "responses": ["hi"]}]}}}
+    (tmp_path / "eval.json").write_text(json.dumps(run))
+    out = tmp_path / "agreement.json"
+    assert bench.main([str(tmp_path / "eval.json"), "--out", str(out), "--no-references", "--timeout-s", "5"]) == 0
+    result = json.loads(out.read_text())
+    # the duplicate response counts once; the empty box falls back to a stated answer or number, here none
+    assert result["responses"] == {"math500/boxed": 2, "math500/last number": 1, "math500/none": 1,
+                                   "math500/stated": 1}
+    rows = {(t["source"]): t for t in result["table"]}
+    assert [rows["boxed"][k] for k in ("n", "agree", "rule_only", "math_verify_only")] == [2, 0, 1, 1]
+    assert [(d["answer"], d["reference"], d["math_verify"], d["rule"]) for d in result["disagreements"]] == [
+        ("50", "0.5", False, True), ("\\{1,2\\}", "(1,2)", True, False)]
+    assert rows["stated"]["both_correct"] == 1 and rows["last number"]["agree"] == 1
+    assert "`50`, reference `0.5`" in capsys.readouterr().out
