@@ -4,7 +4,8 @@ prompt + label contract (DESIGN.md "Rewards": one label shape per domain).
 ``adapt(domain, row, where) -> (messages, label)`` reads one jsonl row of a domain's RL data:
 
 - ``math`` — nvidia/Nemotron-Cascade-RL-Math: ``problem`` (or ``question`` / ``prompt`` / ``messages``) and
-  ``answer`` (a string or number; the reference the math verifier compares with, §4.5).
+  ``answer`` (a string or number; the reference the math verifier compares with, §4.5). The problems are bare:
+  the loader appends the request for a boxed answer (``Data.math_instruction``, :mod:`.math_prompt`).
 - ``ifeval`` — instruction-following RL (IFEval / IFBench / IF-RLVR style): ``prompt`` (or ``messages``),
   ``instruction_id_list`` and ``kwargs``; the label is ``{"prompt", "instruction_id_list", "kwargs"}`` (§4.4).
 - ``code`` — ``question`` / ``prompt`` / ``problem`` plus tests in one of: ``tests`` (``[{"input", "output"}]``),

@@ -14,17 +14,17 @@ This module is our own implementation of that recipe (no code is shared with tho
 2. equal as text after normalising (case and spaces ignored) → equal;
 3. both numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``) → equal iff within 1e-4 relative of the
    reference or, as AceMath allows for percentages, of the reference × 100 or ÷ 100 (so ``50`` matches ``0.5``
-   and ``50\\%`` matches ``0.5``; math-verify refuses the former);
+   and ``50\\%`` matches ``0.5``; math-verify refuses the former); two integers must be equal exactly (ours:
+   the toolkit's tolerance would accept a count of 1000001 for 1000000);
 4. tuples, intervals and lists (split at top-level commas): tuples and intervals element by element, in order,
    with the same brackets (``(1,2]`` ≠ ``[1,2]``); sets ``\\{…\\}``, bare lists ``1, 2`` and unions
-   (``\\cup``) as multisets, in any order;
-5. two equations ``a = b``: equal when ``lhs − rhs`` agree up to sign;
-6. otherwise sympy: both parsed from LaTeX (latex2sympy2_extended, an ANTLR parser — never ``eval``, so
+   (``\\cup``) as multisets, in any order; a lone answer matches a one-element set;
+5. otherwise sympy: both parsed from LaTeX (latex2sympy2_extended, an ANTLR parser — never ``eval``, so
    model text runs no code) and equal when ``a == b``, ``simplify(a − b) == 0`` (matrices entrywise), or both
-   are numbers within 1e-4 relative.
+   are numbers within 1e-4 relative; two equations ``a = b`` when ``lhs − rhs`` agree up to sign.
 
-Anything that cannot be parsed is not equal; :func:`grade` never raises on model output. Steps 1–5 are
-linear scans or bounded by the input length; step 6 may run for as long as sympy takes (``10^{10^{10}}``), so
+Anything that cannot be parsed is not equal; :func:`grade` never raises on model output. Steps 1–4 are
+linear scans or bounded by the input length; step 5 may run for as long as sympy takes (``10^{10^{10}}``), so
 the reward runs :func:`grade` in killable worker processes with a per-sample timeout (``rewards.workers``,
 ``Reward.verify_timeout_s``), as it runs math-verify. Inputs longer than :data:`MAX_CHARS` are compared as
 text only.
@@ -313,7 +313,7 @@ def _symbolic_equal(pred: str, ref: str) -> bool:
 # --------------------------------------------------------------------------------------------- grading
 
 def _equal(pred: str, ref: str, scaled: bool) -> bool:
-    """Steps 2–6 of the module docstring on two normalised strings."""
+    """Steps 2–5 of the module docstring on two normalised strings."""
     if not pred or not ref:
         return False
     if _compact(pred) == _compact(ref):
