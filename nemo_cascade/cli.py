@@ -287,7 +287,8 @@ def _evaluate(args, names: list[str]) -> int:
         limit=_count(args.limit, "--limit") or 0, seed=args.seed, data=_data_paths(args.data),
         reward_model_url=args.reward_model_url or "", judge_url=args.judge_url or "", sandbox=args.sandbox,
         answer_pattern=args.answer_pattern, yarn=_per_suite(args.yarn, "--yarn", float, 1),
-        max_input_tokens=_per_suite(args.max_input_tokens, "--max-input-tokens", int, 0))
+        max_input_tokens=_per_suite(args.max_input_tokens, "--max-input-tokens", int, 0),
+        math_grader=args.math_grader)
     results, path = evaluate_checkpoint(
         args.checkpoint, names, settings, out_dir=Path(args.out) if args.out else None,
         reward_model=args.reward_model, max_model_len=_count(args.max_model_len, "--max-model-len", 2),
@@ -499,6 +500,8 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--judge-url", help="swe: served judge for Eq. 2's partial credit (default: lexical grade)")
     ev.add_argument("--answer-pattern", help="math suites: answer_is, gsm8k or a regex instead of the last "
                     "\\boxed{} (the training reward's rule)")
+    ev.add_argument("--math-grader", default="math_verify", choices=["math_verify", "rule"],
+                    help="math suites: math-verify, or the AceMath-style rule grader the paper used (§4.5)")
     ev.add_argument("--sandbox", default="bwrap", choices=["bwrap", "unsafe"], help="code suites' sandbox")
     ev.add_argument("--max-model-len", help="cap the engine's context (prompt + response tokens)")
     ev.add_argument("--kv-cache-gib", type=float, default=2.0, help="CPU engines: KV-cache size (GiB)")

@@ -44,15 +44,18 @@ of the hashes."""
 
 ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
                "Data": ("min_prompt_tokens", "repeat", "domain", "allow_eval_instructions", "swe_max_files",
-                        "swe_min_noisy_files"),
+                        "swe_min_noisy_files", "math_instruction"),
                "Stage": ("epochs",),
                "GRPO": ("sequence_packing", "pack_tokens"),
-               "Reward": ("score_while_generating", "judge_reasoning_tokens")}
+               "Reward": ("score_while_generating", "judge_reasoning_tokens", "math_grader")}
 """Fields added after runs had recorded stage hashes in their manifests, per config class. Each is left out of
 the hash while it holds its default — the value every config written before it existed means — so a stage
 interrupted before the field existed still resumes, and the hash changes only when the field is set.
 (``GRPO.sequence_packing`` and ``Reward.score_while_generating`` default to on although runs before them did
-neither: they change how rows are laid out and when rewards are computed, not what is trained.)"""
+neither: they change how rows are laid out and when rewards are computed, not what is trained.
+``Data.math_instruction`` is the exception that changes prompts: a math file of bare problems, interrupted
+before it existed, resumes asking for the boxed answer its reward always needed; every generated math set
+already asked.)"""
 ADDED_LATER["Reward"] += ("code_switch_rule", "code_switch_script")
 # The code-switch rule's default (auto: the paper's rule per stage, §4.3.2, §4.5.2) replaced a fixed Latin test
 # that was a bug against the paper, as a verifier fix is: a stage resumed across it keeps its hash.

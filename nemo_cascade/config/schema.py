@@ -202,6 +202,11 @@ class Data:
     """SFT files: tokenize once, in shares over the ranks, into a cache beside the data (``.nemo_cascade_cache/``;
     ``<run dir>/data_cache/`` when the data folder is read-only) that restarts and later stages map instead of
     re-tokenizing (data/sft_cache.py). false: every rank reads and tokenizes the whole file in memory."""
+    math_instruction: str = "Please reason step by step, and put your final answer within \\boxed{}."
+    """math prompts: appended to the problem after a blank line (``data.math_prompt``), the phrasing the math
+    evaluation suites use, so RL trains on the prompt it is evaluated with. The released math RL set holds bare
+    problems and the reward reads the last ``\\boxed{}`` (§4.5); this is the AceMath / AceReason request for it.
+    A prompt that already asks for ``\\boxed`` is kept as it is; "" keeps every row as it is."""
 
 
 @dataclass(frozen=True)
@@ -223,7 +228,13 @@ class Reward:
     answer_pattern: Optional[str] = None
     """math: where the final answer is. None = the last ``\\boxed{}`` (§4.5); ``gsm8k``, ``answer_is`` or a regex."""
     verify_timeout_s: float = 5.0
-    """math: hard wall time per sample in math-verify (its worker is killed after it)."""
+    """math: hard wall time per sample in the grader (its worker is killed after it)."""
+    math_grader: Literal["math_verify", "rule"] = "math_verify"
+    """math: who decides that the boxed answer equals the reference. ``rule`` = an AceMath-style rule grader, the
+    kind of verifier the paper trained math RL with (§4.5): normalised strings, numbers within 1e-4 relative
+    (×100 / ÷100 for percentages), then sympy (``rewards.math_rule``). Default ``math_verify`` (HF math-verify):
+    the rule grader's extra matches on model output are percentage / tolerance false positives (``12,500`` for
+    125), and every earlier run trained with math-verify; docs/rewards.md measures where they disagree."""
     workers: int = 0
     """Verifier processes (math) or sandbox runs in flight (code) per rank; 0 = the cores this rank may use."""
     score_while_generating: bool = True

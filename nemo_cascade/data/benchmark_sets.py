@@ -5,8 +5,8 @@ and turns each row into a prompt with its domain's label and a reference respons
 -> rows`` shape of the synthetic generators (:mod:`.synthetic_domains`):
 
 - ``gsm8k`` (``math``): ``data/gsm8k/{train,test}.jsonl.gz``; the question and the suites' request for a boxed
-  final answer (:data:`MATH_INSTRUCTION`); the label is the number after ``####`` (thousands commas dropped);
-  the response is the worked solution without its ``<<calculator>>`` annotations, ending in ``\\boxed{}``.
+  final answer (:func:`.math_prompt.math_prompt`, which the suites use too); the label is the number after
+  ``####`` (thousands commas dropped); the response is the worked solution without its ``<<calculator>>`` annotations, ending in ``\\boxed{}``.
 - ``mbpp`` (``code``): ``data/mbpp/{train,test}.jsonl.gz`` (task ids 601–974 and 11–510, the splits of MBPP's
   README); the task with its asserts (:func:`.mbpp_tasks.mbpp_task`, the ``mbpp`` suite's format); the label runs
   the asserts in the sandbox; the response is the reference solution.
@@ -24,13 +24,12 @@ import random
 import re
 from pathlib import Path
 
+from .math_prompt import MATH_INSTRUCTION, math_prompt
 from .mbpp_tasks import clean_source, mbpp_task
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 BENCHMARK_PREFIX = "benchmark:"
-MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
-"""The math suites' request (evaluate/suites.py): the math verifier reads the last ``\\boxed{}`` (§4.5)."""
 _CALCULATOR = re.compile(r"<<[^<>]*>>")
 
 
@@ -67,7 +66,7 @@ def gsm8k(split: str, size: int, seed: int) -> list[dict]:
     for k, row in enumerate(_rows(_split_file("gsm8k", split)), 1):
         answer = gsm8k_final_answer(row["answer"])
         working = _CALCULATOR.sub("", row["answer"].rsplit("####", 1)[0]).strip()
-        rows.append({"uid": f"gsm8k/{split}/{k}", "prompt": f"{row['question']}\n\n{MATH_INSTRUCTION}",
+        rows.append({"uid": f"gsm8k/{split}/{k}", "prompt": math_prompt(row["question"]),
                      "label": answer, "response": f"{working}\nThe final answer is \\boxed{{{answer}}}."})
     return _take("gsm8k", split, rows, size, seed)
 

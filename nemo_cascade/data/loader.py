@@ -38,6 +38,7 @@ from ..types import Prompt
 from . import sft_cache
 from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import render
+from .math_prompt import with_math_instruction
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
 from .rows import DataError, first_line as _first_line, json_object
 from .schemas import RefusedRow, adapt
@@ -186,7 +187,9 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     SWE rows with localized candidate files get their §4.7.1 prompt built here, for this ``max_prompt_tokens``
     (:mod:`.swe_prompts`): a stage with a longer limit shows the same instance with more noisy files, and the
     counts the loader (and preflight) report are those of the real prompts. Rows that fit no such prompt are
-    counted in ``result.dropped_no_context``."""
+    counted in ``result.dropped_no_context``.
+    Math prompts are phrased as the math suites phrase theirs (``data_cfg.math_instruction``,
+    :mod:`.math_prompt`)."""
     out = PromptList()
     bad: list[tuple[int, str]] = []  # (position in the source, one-line message): unreadable lines first
     if is_generated(data_cfg.source):
@@ -203,6 +206,8 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
             if messages is None:  # an SWE row whose §4.7.1 prompt fits no context: dropped, not bad
                 out.dropped_no_context += 1
                 continue
+            if domain == "math":  # the suites' request for a boxed answer (data/math_prompt.py, §4.5)
+                messages = with_math_instruction(messages, data_cfg.math_instruction)
             if validate_label is not None:
                 validate_label(label)
             items.append((_uid(row, where, where), messages, label))

@@ -4,7 +4,8 @@ prompt + label contract (docs/architecture.md "Rewards": one label shape per dom
 ``adapt(domain, row, where) -> (messages, label)`` reads one jsonl row of a domain's RL data:
 
 - ``math`` — nvidia/Nemotron-Cascade-RL-Math: ``problem`` (or ``question`` / ``prompt`` / ``messages``) and
-  ``answer`` (a string or number; the reference the math verifier compares with, §4.5).
+  ``answer`` (a string or number; the reference the math verifier compares with, §4.5). The problems are bare:
+  the loader appends the request for a boxed answer (``Data.math_instruction``, :mod:`.math_prompt`).
 - ``ifeval`` — instruction-following RL (IFEval / IFBench style): ``prompt`` (or ``messages``),
   ``instruction_id_list`` and ``kwargs``; or the released IF-RLVR rows (allenai/IF_multi_constraints_upto5,
   the IFBench-Train sub-stage of §4.4.2): ``messages`` and ``ground_truth``, a Python-literal (or JSON) string

@@ -81,6 +81,8 @@ class EvalSettings:
     """Math suites: where the final answer is (``config.Reward.answer_pattern``): None = the last
     ``\\boxed{}`` as in training (§4.5); ``answer_is`` ("the answer is 42"), ``gsm8k`` ("#### 42") or a regex
     for models not trained to box their answer."""
+    math_grader: str = "math_verify"
+    """Math suites: ``math_verify`` or the AceMath-style ``rule`` grader (``config.Reward.math_grader``, §4.5)."""
     sandbox: str = "bwrap"
     """Code suites: run programs under bubblewrap (``unsafe``: unsandboxed, trusted code only)."""
     workers: int = 0
@@ -194,6 +196,10 @@ def check_settings(suites: Sequence[str], settings: EvalSettings) -> None:
                 get_suite(name)
             except EvalError as e:
                 raise EvalError(f"{option} {name}=...: {e}") from None
+    from ..rewards.math import GRADERS
+
+    if settings.math_grader not in GRADERS:
+        raise EvalError(f"--math-grader: expected one of {list(GRADERS)}, got {settings.math_grader!r}")
     if settings.limit < 0 or settings.chunk_items < 1:
         raise EvalError(f"limit must be >= 0 and chunk_items >= 1, got {settings.limit}, {settings.chunk_items}")
 
@@ -227,7 +233,9 @@ def _reward_settings(suite: Suite, settings: EvalSettings) -> config.Reward:
         raise EvalError(f"suite {suite.name}: needs a served reward model (--reward-model-url URL, or "
                         f"--reward-model HF_FOLDER to start one)")
     pattern = settings.answer_pattern if suite.domain == "math" else None
+    grader = settings.math_grader if suite.domain == "math" else suite.reward.math_grader
     return replace(suite.reward, answer_pattern=pattern or suite.reward.answer_pattern, sandbox=settings.sandbox,
+                   math_grader=grader,
                    workers=settings.workers,
                    reward_model_url=settings.reward_model_url if suite.domain == "rlhf" else "",
                    judge_url=settings.judge_url if suite.domain == "swe" else "")

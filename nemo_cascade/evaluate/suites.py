@@ -18,7 +18,8 @@ stated in ``Suite.paper``. Every default can be overridden per run (``EvalSettin
 --samples``, ``--max-tokens``, ``--mode``, ``--yarn``, ``--max-input-tokens``), which a 2-core CPU needs.
 
 Prompts: math suites append the AceMath/AceReason instruction "Please reason step by step, and put your final
-answer within \\boxed{}." (the math reward reads the last ``\\boxed{}``, §4.5); code suites ask for a
+answer within \\boxed{}." (the math reward reads the last ``\\boxed{}``, §4.5), phrased by
+``data.math_prompt.math_prompt`` as the training rows are (``Data.math_instruction``'s default); code suites ask for a
 self-contained script in a fenced block (the code reward runs the last Python block, §4.6); SWE uses the
 Agentless repair prompt (:mod:`.swe_tasks`); IFEval / IFBench / RLHF prompts are the dataset's own text.
 """
@@ -32,7 +33,8 @@ from typing import Any, Callable, Optional
 
 from ..config import Reward
 from ..data import loader
-from ..data.benchmark_sets import MATH_INSTRUCTION, gsm8k_final_answer
+from ..data.benchmark_sets import gsm8k_final_answer
+from ..data.math_prompt import MATH_INSTRUCTION, math_prompt
 from ..data.mbpp_tasks import CODE_INSTRUCTION, mbpp_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,7 +155,7 @@ def load_ifeval(path: Path) -> list[Item]:
 
 def _math_item(uid: str, problem: str, answer: str, where: str) -> Item:
     answer = _validated("math", answer.strip(), where)
-    return Item(uid, _user(f"{problem}\n\n{MATH_INSTRUCTION}"), answer, f"The final answer is \\boxed{{{answer}}}.")
+    return Item(uid, _user(math_prompt(problem)), answer, f"The final answer is \\boxed{{{answer}}}.")
 
 
 def load_gsm8k(path: Path) -> list[Item]:

@@ -4,16 +4,18 @@ Paper §4.5 (Math RL reward): the ``\\boxed{}`` answer after ``</think>``, check
 Three steps, each replaceable on its own:
 
 1. the answer text. A thinking response is judged only after ``</think>`` and scores 0 if it never closed
-   (DESIGN.md "Rewards", §3.1.2). The answer is the last complete ``\\boxed{...}`` (:func:`extract_boxed`)
+   (§3.1.2). The answer is the last complete ``\\boxed{...}`` (:func:`extract_boxed`)
    or, configured with :func:`math_reward_with`, the last match of an answer pattern
    (:data:`ANSWER_PATTERNS`: GSM8K's ``#### 42``, "The answer is 42", or any regex with one group);
 2. a fast exact check in this process (:func:`is_equivalent`: equal after :func:`normalize`, or equal as
    exact numbers), so the common trivial match pays no inter-process round trip;
-3. otherwise math-verify decides (fractions, decimals, percentages, LaTeX, sets, intervals, tuples, matrices,
-   equations such as ``x=5`` vs ``5``, symbolic expressions) in killable worker processes with a hard
-   per-sample timeout (:mod:`.workers`). math-verify's own timeouts use ``signal.alarm``, which fails outside
-   the main thread (ENV.md), so they are switched off and a stuck sample's worker is killed instead. A sample
-   that times out, crashes its worker or makes math-verify raise scores 0.
+3. otherwise the grader decides (``Reward.math_grader``): math-verify (the default: fractions, decimals,
+   percentages, LaTeX, sets, intervals, tuples, matrices, equations such as ``x=5`` vs ``5``, symbolic
+   expressions) or the AceMath-style rule grader the paper used (:mod:`.math_rule`), in killable worker
+   processes with a hard per-sample timeout (:mod:`.workers`). math-verify's own timeouts use
+   ``signal.alarm``, which fails outside the main thread, so they are switched off and a stuck sample's
+   worker is killed instead. A sample that times out, crashes its worker or makes the grader raise scores 0.
+   docs/rewards.md measures where the two graders disagree on model-written answers.
 
 math-verify's semantics, pinned by tests/unit/test_math_verify.py: a reference ``50\\%`` accepts ``50\\%``,
 ``50`` and ``0.5``, and a reference ``50`` or ``0.5`` accepts ``50\\%`` (the percent sign may be dropped or
@@ -24,7 +26,7 @@ equal either way round.
 
 Bounded time on any string up to 1 MB: extraction and the exact check are linear scans in this process;
 answers or references longer than :data:`MAX_VERIFY_CHARS` get only the exact check (no real answer is that
-long: the longest MATH-500 answer has 53 characters); all math-verify work runs under the timeout.
+long: the longest MATH-500 answer has 53 characters); all grader work runs under the timeout.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from math import isfinite
 from typing import Any, Optional, Sequence
 
 from ..data.chat import split_thinking
+from . import math_rule
 from .workers import WorkerPool, shared_pool
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -52,6 +55,10 @@ ANSWER_PATTERNS: dict[str, str] = {
 }
 """Named answer patterns for :func:`math_reward_with`: group 1 is the answer, the last match counts. Both are
 linear on any input (``.+`` runs to the end of the line, so matches cannot overlap)."""
+
+GRADERS = ("math_verify", "rule")
+"""Who decides equivalence behind the exact check (``Reward.math_grader``): math-verify, or the AceMath-style
+rule grader of :mod:`.math_rule` (§4.5: the paper trained with AceMath's rule verifier)."""
 
 _TOKENS = re.compile(r"\\(?:boxed|fbox) *\{|\{|\}")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:/\d+)?")
@@ -200,14 +207,19 @@ class MathVerifier:
 
     ``answer_pattern``: None for the last ``\\boxed{}`` (paper §4.5), a name from :data:`ANSWER_PATTERNS`,
     or a regex whose group 1 is the answer (the last match counts). ``timeout_s``: hard wall time per sample
-    in math-verify. ``num_workers``: pool size (default: the cores this process may use); verifiers with the
-    same size share one pool, started on the first sample that needs it and stopped at exit.
+    in the grader. ``num_workers``: pool size (default: the cores this process may use); verifiers with the
+    same grader and size share one pool, started on the first sample that needs it and stopped at exit.
+    ``grader``: one of :data:`GRADERS` — ``math_verify`` or the AceMath-style ``rule`` grader
+    (:func:`.math_rule.grade`), both behind the same extraction, exact check, workers and timeout.
     """
 
     def __init__(self, answer_pattern: Optional[str] = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 num_workers: Optional[int] = None):
+                 num_workers: Optional[int] = None, grader: str = "math_verify"):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if grader not in GRADERS:
+            raise ValueError(f"math grader must be one of {list(GRADERS)}, got {grader!r}")
+        self.grader = grader
         self.answer_pattern = answer_pattern
         self.timeout_s = timeout_s
         self.num_workers = num_workers
@@ -224,6 +236,9 @@ class MathVerifier:
         return extract_boxed(answer) if self.pattern is None else extract_by_pattern(answer, self.pattern)
 
     def pool(self) -> WorkerPool:
+        if self.grader == "rule":
+            return shared_pool(math_rule.grade, self.num_workers, initializer=math_rule.load_rule_grader,
+                               memory_limit_mb=WORKER_MEMORY_MB)
         return shared_pool(verify_equivalence, self.num_workers, initializer=load_math_verify,
                            memory_limit_mb=WORKER_MEMORY_MB)
 
@@ -235,12 +250,20 @@ class MathVerifier:
         the worker pool together, so they are verified in parallel."""
         if len(responses) != len(labels):
             raise ValueError(f"{len(responses)} responses but {len(labels)} labels")
-        scores = [0.0] * len(responses)
+        return self.score_answers([self.extract_answer(r) for r in responses], labels)
+
+    def score_answers(self, answers: Sequence[Optional[str]], labels: Sequence[Any]) -> list[float]:
+        """Scores of final answers already extracted (None: no answer, 0) against ``labels``: the exact check,
+        then the grader in the worker pool. :meth:`reward_batch` after extraction; the grader comparison
+        (bench/math_grader_agreement.py) grades answers found other ways through the same path."""
+        if len(answers) != len(labels):
+            raise ValueError(f"{len(answers)} answers but {len(labels)} labels")
+        scores = [0.0] * len(answers)
         pending: list[tuple[str, str]] = []
         pending_index: list[int] = []
-        for i, (response, label) in enumerate(zip(responses, labels)):
-            answer, reference = self.extract_answer(response), str(label)
-            if answer is None:
+        for i, (answer, label) in enumerate(zip(answers, labels)):
+            reference = str(label)
+            if not isinstance(answer, str):
                 continue
             if is_equivalent(answer, reference):
                 scores[i] = 1.0
@@ -268,10 +291,11 @@ def _compile_answer_pattern(answer_pattern: str) -> re.Pattern:
 
 
 def math_reward_with(answer_pattern: Optional[str] = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                     num_workers: Optional[int] = None) -> MathVerifier:
-    """A math reward for another answer format or timeout, e.g. ``math_reward_with("gsm8k")`` scores the
-    last ``#### 42`` line and ``math_reward_with(r"Final: (.+)")`` a custom one. See :class:`MathVerifier`."""
-    return MathVerifier(answer_pattern, timeout_s, num_workers)
+                     num_workers: Optional[int] = None, grader: str = "math_verify") -> MathVerifier:
+    """A math reward for another answer format, timeout or grader, e.g. ``math_reward_with("gsm8k")`` scores
+    the last ``#### 42`` line, ``math_reward_with(r"Final: (.+)")`` a custom one and
+    ``math_reward_with(grader="rule")`` the last box with the AceMath-style grader. See :class:`MathVerifier`."""
+    return MathVerifier(answer_pattern, timeout_s, num_workers, grader)
 
 
 _DEFAULT = MathVerifier()
@@ -290,4 +314,4 @@ def reward_batch(responses: Sequence[str], labels: Sequence[Any]) -> list[float]
 
 __all__ = ["extract_boxed", "extract_by_pattern", "normalize", "is_equivalent", "validate_label",
            "verify_equivalence", "load_math_verify", "MathVerifier", "math_reward_with", "math_reward",
-           "reward_batch", "ANSWER_PATTERNS", "DEFAULT_TIMEOUT_S", "MAX_VERIFY_CHARS"]
+           "reward_batch", "ANSWER_PATTERNS", "DEFAULT_TIMEOUT_S", "MAX_VERIFY_CHARS", "GRADERS"]

@@ -62,7 +62,8 @@ def _without_details(batch_fn: Callable[[Sequence[str], Sequence[Any]], list[flo
 
 
 def _math(settings: Reward) -> BatchVerdicts:
-    verifier = MathVerifier(settings.answer_pattern, settings.verify_timeout_s, settings.workers or None)
+    verifier = MathVerifier(settings.answer_pattern, settings.verify_timeout_s, settings.workers or None,
+                            settings.math_grader)
 
     def verdicts(responses, labels):
         details = [{"answer_found": verifier.extract_answer(r) is not None} for r in responses]

@@ -44,7 +44,8 @@ def test_jsonl_prompt_shapes(tok, tmp_path):
          "label": {"tests": []}},
         "",
     ])
-    prompts = load_prompts(Data(source=str(path)), tok, "no_think", "math", 512)
+    # the rows' own text (the math request is test_math_prompt.py's subject)
+    prompts = load_prompts(Data(source=str(path), math_instruction=""), tok, "no_think", "math", 512)
     assert [p.uid for p in prompts] == ["a", f"{path}:2", f"{path}:3"]
     assert [p.label for p in prompts] == ["2", "4", {"tests": []}]
     assert tok.decode(prompts[0].prompt_tokens) == render([{"role": "user", "content": "What is 1 + 1?"}],

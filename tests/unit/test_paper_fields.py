@@ -153,6 +153,8 @@ def test_setting_a_new_field_changes_the_hash_except_the_gate_switch():
     changed = [
         replace(math, length_curriculum=(C.LengthPhase(5, 24, "filter"), C.LengthPhase(5, 32, "zero", 0.8))),
         replace(math, data=replace(math.data, min_prompt_tokens=8192)),
+        replace(math, data=replace(math.data, math_instruction="")),
+        replace(math, reward=replace(math.reward, math_grader="rule")),
         replace(math, rollout=replace(math.rollout, tensor_parallel_size=2)),
         replace(sft, extra_data=(C.Data(source="b.jsonl", repeat=2),)),
         replace(sft, steps=0, epochs=1.0),
@@ -190,7 +192,9 @@ def test_short_prompts_are_dropped_and_counted_like_long_ones(tok, tmp_path, cap
     questions = ["hi", "what is one plus one", "count " * 10, "word " * 200]
     floor, limit = _prompt_len(tok, questions[1], "no_think"), _prompt_len(tok, questions[2], "no_think")
     path = _jsonl(tmp_path, [{"question": q, "answer": "1", "response": "1"} for q in questions])
-    prompts = load_prompts(C.Data(source=path, min_prompt_tokens=floor), tok, "no_think", "math", limit)
+    bare = ""  # the lengths are measured on the bare questions: no math request appended (data.math_instruction)
+    prompts = load_prompts(C.Data(source=path, min_prompt_tokens=floor, math_instruction=bare), tok, "no_think",
+                           "math", limit)
     assert [p.uid for p in prompts] == [f"{path}:2", f"{path}:3"]  # both bounds are inclusive
     assert (prompts.dropped_too_short, prompts.dropped_too_long) == (1, 1)
     assert f"dropped 1 of 4 rows whose prompt is shorter than data.min_prompt_tokens={floor}" in caplog.text
@@ -198,7 +202,8 @@ def test_short_prompts_are_dropped_and_counted_like_long_ones(tok, tmp_path, cap
     assert len(examples) == 2 and (examples.dropped_too_short, examples.dropped_too_long) == (1, 1)
     with pytest.raises(DataError, match=rf"no usable rows \(1 longer than max_prompt_tokens={limit}, 3 shorter "
                                         rf"than data.min_prompt_tokens={limit + 1}\)"):
-        load_prompts(C.Data(source=path, min_prompt_tokens=limit + 1), tok, "no_think", "math", limit)
+        load_prompts(C.Data(source=path, min_prompt_tokens=limit + 1, math_instruction=bare), tok, "no_think", "math",
+                     limit)
 
 
 def test_half_mode_keeps_a_row_only_if_both_templatings_reach_the_minimum(tok, tmp_path):
@@ -208,7 +213,7 @@ def test_half_mode_keeps_a_row_only_if_both_templatings_reach_the_minimum(tok, t
     think, no_think = _prompt_len(tok, question, "think"), _prompt_len(tok, question, "no_think")
     assert think != no_think, "the flags differ in length, which this test relies on"
     data = C.Data(source=_jsonl(tmp_path, [{"question": question, "answer": "2"}]),
-                  min_prompt_tokens=max(think, no_think))
+                  min_prompt_tokens=max(think, no_think), math_instruction="")  # lengths of the bare question
     assert len(load_prompts(data, tok, "think" if think > no_think else "no_think", "math", 64)) == 1
     with pytest.raises(DataError, match="1 shorter than data.min_prompt_tokens"):
         load_prompts(data, tok, "half", "math", 64)  # the shorter templating is under the minimum
