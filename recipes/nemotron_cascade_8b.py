@@ -175,7 +175,8 @@ def math_rl(temperature: float, lr: float, phases: tuple[LengthPhase, ...]) -> S
         grpo=replace(RL_GRPO, epoch_filter=True),  # §4.5.2: drop 0% / 100% prompts, re-admit at 0.10 / 0.01
         rollout=replace(RL_ROLLOUT, temperature=temperature,
                         max_prompt_tokens=2 * K),  # not reported: ours
-        reward=Reward(code_switch_penalty="-1"),  # §4.5: −1 for code-switching
+        reward=Reward(code_switch_penalty="-1",  # §4.5: −1 for code-switching
+                      math_grader="rule"),  # §4.5: AceMath's rule-based verifier (rewards/math_rule.py)
     ), phases)
 
 
@@ -417,6 +418,8 @@ STAGE_SOURCES = {
     "grpo.pack_tokens": "ours: rows as long as the batch's longest sequence",
     "reward.code_switch_penalty": "§4.3.2 (RLHF: batch min − 10), §4.5 (math: −1), §4.6 (code: 0, −1 hurt); none "
                                   "reported for IF and SWE",
+    "reward.math_grader": "§4.5: the answer is checked by AceMath's rule-based verifier (an AceMath-style grader, "
+                          "rewards/math_rule.py)",
     "reward.if_rm_bonus": "§4.4.2: the RM bonus is for the thinking models; the unified model's IF reward is R_IF",
     "evaluate": "ours: no gate between the parts of one paper stage (T2, T4–T8: one row per stage)",
     "boundary.optimizer": "ours: SWE's 24K part keeps the Adam state (steps 0–30, 30–60, T20); its longer prompt "

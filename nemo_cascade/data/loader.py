@@ -361,10 +361,11 @@ def load_sft_blend(sources: tuple[Data, ...], tokenizer, mode: str, max_prompt_t
 
 def _report(data_cfg: Data, out: PromptList, limit: int) -> None:
     source, kept, floor = data_cfg.source, len(out), data_cfg.min_prompt_tokens
-    total = kept + out.dropped_too_long + out.dropped_too_short + out.dropped_no_context
-    if out.dropped_no_context:
+    no_context = getattr(out, "dropped_no_context", 0)  # SWE prompt sets only (§4.7.1); SFT sets have none
+    total = kept + out.dropped_too_long + out.dropped_too_short + no_context
+    if no_context:
         log.warning("%s: dropped %d of %d SWE rows whose ground-truth files and %d localized file(s) do not fit %d "
-                    "tokens in %d files (§4.7.1)", source, out.dropped_no_context, total,
+                    "tokens in %d files (§4.7.1)", source, no_context, total,
                     data_cfg.swe_min_noisy_files, limit, data_cfg.swe_max_files)
     if out.dropped_too_long:
         log.warning("%s: dropped %d of %d rows whose prompt exceeds %d tokens", source, out.dropped_too_long,
@@ -377,8 +378,8 @@ def _report(data_cfg: Data, out: PromptList, limit: int) -> None:
             raise DataError(f"{source}: no rows (an empty file or data set)")
         short = f", {out.dropped_too_short} shorter than data.min_prompt_tokens={floor}" if floor else ""
         skipped = f"; {out.bad_rows} bad rows skipped" if out.bad_rows else ""
-        context = (f", {out.dropped_no_context} fitting no ground truth + {data_cfg.swe_min_noisy_files} localized "
-                   f"file(s) in data.swe_max_files={data_cfg.swe_max_files}" if out.dropped_no_context else "")
+        context = (f", {no_context} fitting no ground truth + {data_cfg.swe_min_noisy_files} localized "
+                   f"file(s) in data.swe_max_files={data_cfg.swe_max_files}" if no_context else "")
         raise DataError(f"{source}: no usable rows ({out.dropped_too_long} longer than max_prompt_tokens={limit}"
                         f"{short}{context}{skipped})")
 
