@@ -18,15 +18,12 @@ loader may instead skip and count up to ``Data.max_bad_rows`` of them (``PromptL
 from __future__ import annotations
 
 import bisect
-import codecs
 import functools
-import gzip
 import hashlib
 import itertools
 import json
 import logging
 import random
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -40,7 +37,7 @@ from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import render
 from .math_prompt import with_math_instruction
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
-from .rows import DataError, first_line as _first_line, json_object
+from .rows import DataError, Share
 from .schemas import RefusedRow, adapt
 from .sft_rows import parse_sft_row, sft_texts
 from .swe_prompts import PromptBudget
@@ -94,47 +91,7 @@ def read_jsonl(path: Path, limit: int = 0, bad: Optional[list[tuple[int, str]]] 
     writers leave unescaped. A UTF-8 byte-order mark is ignored. ``bad``: a list that collects ``(line number,
     message)`` of unreadable lines (invalid UTF-8 or JSON, not an object) instead of raising on the first —
     a prompt set's ``Data.max_bad_rows`` counts them with the rows that fit no schema."""
-    if path.suffix == ".parquet":
-        return _read_parquet(path, limit)
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise DataError(f"data file not found: {path}") from None
-    except (OSError, EOFError, zlib.error) as e:  # a directory, no permission, a corrupt or truncated .gz
-        raise DataError(f"{path}: cannot read ({type(e).__name__}: {_first_line(e)})") from None
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
-    rows = []
-    for lineno, raw in enumerate(data.split(b"\n"), 1):
-        try:
-            obj = json_object(raw)
-        except ValueError as e:
-            if bad is None:
-                raise DataError(f"{path}:{lineno}: {e}") from None
-            bad.append((lineno, f"{path}:{lineno}: {e}"))
-            continue
-        if obj is None:
-            continue
-        rows.append((lineno, obj))
-        if 0 < limit <= len(rows):
-            break
-    return rows
-
-
-def _read_parquet(path: Path, limit: int) -> list[tuple[int, dict]]:
-    import pyarrow.parquet as pq
-
-    if not path.is_file():
-        raise DataError(f"data file not found: {path}")
-    try:
-        table = pq.read_table(path)
-    except Exception as e:  # pyarrow raises ArrowInvalid/OSError subclasses for corrupt or truncated files
-        raise DataError(f"{path}: cannot read as parquet ({type(e).__name__}: {_first_line(e)})") from None
-    if limit > 0:
-        table = table.slice(0, limit)
-    return list(enumerate(table.to_pylist(), 1))
+    return list(Share(path, limit=limit).rows(bad))  # one share: the whole file, in order
 
 
 def _uid(row: dict, default: str, where: str) -> str:

@@ -52,11 +52,9 @@ def test_every_recipe_file_is_written_and_loads_through_the_real_loaders(prepare
         elif kind == "pairs":
             assert len(load_preference_pairs(Data(source=source), tok, "think")) == manifest["files"][path]["rows"]
         else:
-            # call-based code rows are kept (the loader's support for them is separate) and counted
-            skipped = manifest["files"][path].get("call_based", 0)
-            prompts = load_prompts(Data(source=source, max_bad_rows=skipped), tok, "think", kind, 4096,
-                                   validate_label=VALIDATORS[kind])
-            assert len(prompts) == manifest["files"][path]["rows"] - skipped and prompts.bad_rows == skipped
+            # call-based code rows (fn_name) load too: the code reward calls the function in the sandbox
+            prompts = load_prompts(Data(source=source), tok, "think", kind, 4096, validate_label=VALIDATORS[kind])
+            assert len(prompts) == manifest["files"][path]["rows"] and prompts.bad_rows == 0
 
 
 def test_decontamination_drops_a_planted_gsm8k_question_and_a_9gram_overlap(prepared):
