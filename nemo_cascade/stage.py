@@ -126,6 +126,25 @@ def sft_loss(logprobs_B_T, mb):
     return num, den, {}
 
 
+def _data_state(stream: PromptStream, curriculum: LengthCurriculum) -> dict:
+    """What a GRPO checkpoint keeps of the data side: the prompt stream's position and the length phases."""
+    return {**stream.state_dict(), "length_curriculum": curriculum.state_dict()}
+
+
+def _resume_grpo(ctx: StageContext, stream: PromptStream, curriculum: LengthCurriculum) -> int:
+    """Restore the data side (the previous stage's stream under ``boundary.data = continue``, then this stage's
+    checkpoint, whose state wins) and return the step to start at."""
+    saved: dict = {}
+
+    def restore(state: dict) -> None:
+        stream.load_state_dict(state)
+        saved["phases"] = state.get("length_curriculum")  # absent from a boundary's state: derived from the step
+
+    start = _start(ctx, restore)
+    curriculum.begin(start, saved.get("phases"))
+    return start
+
+
 def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
     g = stage.grpo
     stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
@@ -134,22 +153,13 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
     curriculum = LengthCurriculum(stage)                  # response-length phases (§4.5.2, T17–T19)
     if g.kl_coef > 0:
         ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3), even on resume
-
-    def state() -> dict:  # what a checkpoint keeps of the data side
-        return {**stream.state_dict(), "length_curriculum": curriculum.state_dict()}
-
-    def restore(saved: dict) -> None:
-        stream.load_state_dict(saved)
-        curriculum.load_state_dict(saved.get("length_curriculum"))
-
-    start = _start(ctx, restore)
-    curriculum.begin(start)
+    start = _resume_grpo(ctx, stream, curriculum)
     weight_sync.push(ctx.actor, ctx.engine)  # the engine serves this stage's starting (or resumed) weights
     for step in range(start, stage.steps):
         if curriculum.finished:
             break  # the last phase ended early, at its clip ratio (LengthPhase.until_clip_ratio)
         timer, switched = PhaseTimer(), []
-        at_start = state(), checkpoint.rng_state()  # what a stop in this step saves
+        at_start = _data_state(stream, curriculum), checkpoint.rng_state()  # what a stop in this step saves
         phase, length = curriculum.at()
         cfg, rollout = replace(g, overlong=length.overlong), C.phase_rollout(stage, length)  # + T (T17–T19)
         temperature = rollout.temperature  # the actor's log-probs are the sampling policy's (rollout/vllm.py)
@@ -195,7 +205,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
                    "code_switched": sum(switched) / max(sum(x.group_size for x in groups_P), 1)}
         ctx.log.log(step, metrics, progress={
             "reward": batch.metrics["reward_mean"], "len": batch.metrics["response_len_mean"]})
-        _after(ctx, step, stage.steps, state())
+        _after(ctx, step, stage.steps, _data_state(stream, curriculum))
     ctx.log.close()
     return stream.state_dict()
 

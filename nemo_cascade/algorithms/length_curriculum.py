@@ -26,7 +26,6 @@ class LengthCurriculum:
         self.phases = C.length_phases(stage)
         self.starts = [0]          # the step each phase began at, so far (one more entry once the last ends)
         self.recent: list[float] = []  # the current phase's last clip ratios (at most CLIP_RATIO_WINDOW)
-        self._saved: Optional[dict] = None
 
     @property
     def finished(self) -> bool:
@@ -51,14 +50,9 @@ class LengthCurriculum:
     def state_dict(self) -> dict:
         return {"starts": list(self.starts), "recent": list(self.recent)}
 
-    def load_state_dict(self, state: Optional[dict]) -> None:
-        """The boundaries saved with a checkpoint (None: saved without them); they apply at :meth:`begin`."""
-        self._saved = state
-
-    def begin(self, step: int) -> None:
-        """The stage starts (or resumes) at ``step``: restore the loaded boundaries or, for a checkpoint saved
-        without them (phases that all run their steps), derive them from ``step``."""
-        state, self._saved = self._saved, None
+    def begin(self, step: int, state: Optional[dict]) -> None:
+        """The stage starts (or resumes) at ``step``: restore ``state`` (:meth:`state_dict`, saved with the
+        checkpoint) or, without it (a checkpoint of phases that all run their steps), derive it from ``step``."""
         if state is None:
             self.starts, end = [0], 0
             for phase in self.phases:

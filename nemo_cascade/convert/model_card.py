@@ -9,6 +9,7 @@ before ``hf upload`` (docs/release.md).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -26,6 +27,8 @@ PAPER_RESULTS: dict[str, tuple[str, dict[str, float]]] = {
 evaluates the same way (avg@k pass@1, App. B): IFEval prompt-strict, IFBench, AIME 2024 / 2025. SWE-bench here
 is Lite, the paper's Verified, so it is not listed."""
 
+log = logging.getLogger(__name__)
+
 TAGS = ("nemo-cascade", "cascade-rl", "reasoning")
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _CACHE_DIR = re.compile(r"models--([\w.-]+)--([\w.-]+)")
@@ -38,7 +41,9 @@ def _front_matter(readme: Path) -> dict:
 
     try:
         return metadata_load(readme) or {} if readme.is_file() else {}
-    except Exception:  # noqa: BLE001 — a base folder's malformed card only loses its defaults
+    except Exception as e:  # noqa: BLE001 — a base folder's malformed card only loses its defaults, said once
+        log.warning("%s: front matter unreadable (%s); license and base_model need --license / --base-model",
+                    readme, str(e).splitlines()[0] if str(e) else type(e).__name__)
         return {}
 
 

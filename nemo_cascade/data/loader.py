@@ -187,7 +187,7 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         out.append(variants[0])
         if mode == "half":
             out.alternate.append(variants[1])
-    _report(data_cfg, out, max_prompt_tokens)
+    _report(data_cfg, out, max_prompt_tokens, out.dropped_no_context)
     return out
 
 
@@ -316,9 +316,10 @@ def load_sft_blend(sources: tuple[Data, ...], tokenizer, mode: str, max_prompt_t
     return SFTBlend(parts)
 
 
-def _report(data_cfg: Data, out: PromptList, limit: int) -> None:
+def _report(data_cfg: Data, out, limit: int, no_context: int = 0) -> None:
+    """Log what a loader dropped and why; DataError when nothing is left. ``no_context``: SWE rows whose §4.7.1
+    prompt fits no context (prompt sets only)."""
     source, kept, floor = data_cfg.source, len(out), data_cfg.min_prompt_tokens
-    no_context = getattr(out, "dropped_no_context", 0)  # SWE prompt sets only (§4.7.1); SFT sets have none
     total = kept + out.dropped_too_long + out.dropped_too_short + no_context
     if no_context:
         log.warning("%s: dropped %d of %d SWE rows whose ground-truth files and %d localized file(s) do not fit %d "

@@ -121,11 +121,18 @@ def _literal(text: str) -> Any:
 
 
 def _if_rlvr(row: dict, where: str) -> tuple[list[dict], Any]:
-    """An IF-RLVR row: ``messages`` and ``ground_truth`` = ``"[{'instruction_id': [...], 'kwargs': [...]}]"``.
+    """An IF-RLVR row: ``messages`` and ``ground_truth`` (:func:`if_rlvr_constraints`)."""
+    constraints = if_rlvr_constraints(row, where)
+    messages = _prompt_messages(row, where, ("prompt",))
+    return messages, {"prompt": messages[-1]["content"], "instruction_id_list": constraints["instruction_id"],
+                      "kwargs": _without_nulls(constraints["kwargs"])}
 
-    The reference verifier reads the list's first entry (itself a dict, or a JSON string of one); a list of
-    several would silently drop constraints there, so here it must hold exactly one.
-    """
+
+def if_rlvr_constraints(row: dict, where: str) -> dict:
+    """``{"instruction_id": [...], "kwargs": [...]}`` of an IF-RLVR row's ``ground_truth``, a string holding
+    ``[{'instruction_id': [...], 'kwargs': [...]}]`` (a Python literal or JSON). The reference verifier reads the
+    list's first entry (itself a dict, or a JSON string of one); a list of several would silently drop
+    constraints there, so here it must hold exactly one. SchemaError (one line) otherwise."""
     expected = "a string holding [{'instruction_id': [...], 'kwargs': [...]}]"
     truth = row["ground_truth"]
     if not isinstance(truth, str):
@@ -144,9 +151,7 @@ def _if_rlvr(row: dict, where: str) -> tuple[list[dict], Any]:
     for key in ("instruction_id", "kwargs"):
         if key not in constraints:
             raise SchemaError(f"{where}: field 'ground_truth' has no {key!r}; expected {expected}")
-    messages = _prompt_messages(row, where, ("prompt",))
-    return messages, {"prompt": messages[-1]["content"], "instruction_id_list": constraints["instruction_id"],
-                      "kwargs": _without_nulls(constraints["kwargs"])}
+    return constraints
 
 
 def _json_field(text: str, name: str, where: str) -> Any:
@@ -323,4 +328,4 @@ def adapt(domain: str, row: dict, where: str,
     return ADAPTERS[domain](row, where)
 
 
-__all__ = ["adapt", "ADAPTERS", "SchemaError", "RefusedRow"]
+__all__ = ["adapt", "ADAPTERS", "SchemaError", "RefusedRow", "if_rlvr_constraints"]

@@ -19,12 +19,11 @@
 """
 from __future__ import annotations
 
-import ast
 import json
 import re
 from typing import Any, Union
 
-from ..data.schemas import SchemaError
+from ..data.schemas import SchemaError, if_rlvr_constraints
 from .sources import Drop
 
 _FLAG = re.compile(r"\s*/(no_think|think)\s*$")
@@ -115,18 +114,9 @@ def _instruction_registries():
 
 def _if_label(row: dict, where: str) -> tuple[Union[str, list], list, list]:
     """``(prompt text or messages, instruction ids, kwargs)`` of a Cascade IF row or an IF-RLVR row."""
-    if "ground_truth" in row:  # IF-RLVR: messages + a Python-literal ground truth
-        truth = row["ground_truth"]
-        if isinstance(truth, str):
-            try:
-                truth = ast.literal_eval(truth)
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                raise SchemaError(f"{where}: field 'ground_truth' is not a literal list of "
-                                  "{instruction_id, kwargs}") from None
-        truth = truth[0] if isinstance(truth, list) and len(truth) == 1 else truth
-        if not isinstance(truth, dict) or "instruction_id" not in truth:
-            raise SchemaError(f"{where}: field 'ground_truth' must hold {{'instruction_id': [...], 'kwargs': [...]}}")
-        ids, kwargs = truth["instruction_id"], truth.get("kwargs") or [None] * len(truth["instruction_id"])
+    if "ground_truth" in row:  # IF-RLVR: messages + a Python-literal ground truth, read as the loader reads it
+        truth = if_rlvr_constraints(row, where)
+        ids, kwargs = truth["instruction_id"], truth["kwargs"] or [None] * len(truth["instruction_id"])
         prompt = row.get("messages", row.get("prompt"))
     else:
         for key in ("prompt", "instruction_id_list", "kwargs"):

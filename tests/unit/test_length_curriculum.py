@@ -51,16 +51,14 @@ def test_state_resumes_mid_phase_bit_for_bit():
     first = LengthCurriculum(stage)
     part = _run(first, ratios[:4])
     resumed = LengthCurriculum(stage)
-    resumed.load_state_dict(first.state_dict())
-    resumed.begin(4)
+    resumed.begin(4, first.state_dict())
     assert part + _run(resumed, ratios[4:], start=4) == whole
 
 
 def test_a_checkpoint_without_the_state_derives_fixed_boundaries_from_the_step():
     stage = _stage(C.LengthPhase(3, 24), C.LengthPhase(2, 32))
     c = LengthCurriculum(stage)
-    c.load_state_dict(None)
-    c.begin(4)
+    c.begin(4, None)
     assert c.at()[0] == 1 and not c.finished
     c.record(4, 0.0)
     assert c.finished
@@ -68,9 +66,8 @@ def test_a_checkpoint_without_the_state_derives_fixed_boundaries_from_the_step()
 
 def test_a_state_that_does_not_fit_the_stage_is_one_line():
     c = LengthCurriculum(_stage(C.LengthPhase(3, 24), C.LengthPhase(2, 32)))
-    c.load_state_dict({"starts": [0, 3, 5, 9], "recent": []})
     with pytest.raises(DataError) as e:
-        c.begin(5)
+        c.begin(5, {"starts": [0, 3, 5, 9], "recent": []})
     assert "\n" not in str(e.value) and "length-curriculum" in str(e.value)
 
 
