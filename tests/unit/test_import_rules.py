@@ -16,7 +16,7 @@ CONFINED = {
 }
 # Layers, top to bottom: a module may import only from its own layer or below.
 LAYERS = [
-    {"cli"}, {"launch", "launch_tasks", "doctor", "torchrun"},
+    {"cli", "cli_tools"}, {"launch", "launch_tasks", "doctor", "torchrun"},
     {"cascade", "preflight", "lineage", "forgetting", "plan", "plan_rm", "plan_time", "prepare"}, {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
      "metrics", "ranks", "provenance"},
