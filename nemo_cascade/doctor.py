@@ -219,12 +219,15 @@ def check_sandbox(cfg: C.Cascade | None) -> Row:
 
 
 def _needs_sandbox(cfg: C.Cascade) -> bool:
-    if any(s.kind == "grpo" and "code" in C.stage_domains(s) and s.reward.sandbox == "bwrap" for s in cfg.stages):
-        return True
     from nemo_cascade.evaluate.suites import EvalError, get_suite
+    from nemo_cascade.rewards.domains import DOMAINS
 
+    sandboxed = lambda domain: domain in DOMAINS and DOMAINS[domain].sandbox  # noqa: E731
+    if any(s.kind == "grpo" and any(map(sandboxed, C.stage_domains(s))) and s.reward.sandbox == "bwrap"
+           for s in cfg.stages):
+        return True
     try:
-        return any(get_suite(name).domain == "code" for name in cfg.gate.suites)
+        return any(sandboxed(get_suite(name).domain) for name in cfg.gate.suites)
     except EvalError:  # validate() has checked the names; an unknown one cannot need a sandbox
         return False
 

@@ -40,10 +40,6 @@ from nemo_cascade import lifeline
 from nemo_cascade.files import write_text_atomically
 
 REPO = Path(__file__).resolve().parents[1]
-RM_DOMAINS = ("rlhf",)
-"""Domains scored by a reward model (besides ifeval with ``reward.if_rm_bonus``)."""
-
-
 @dataclass(frozen=True)
 class Serve:
     """A served model: which HF folder, how, and for which stages (as which ``reward`` field)."""
@@ -68,16 +64,19 @@ class Task:
 def _served_by(cfg: C.Cascade, stage: C.Stage, run_dir: str, reward_model: str,
                judge: str) -> list[tuple[str, Serve]]:
     """The served models a stage scores with, as (serve task name, Serve without consumers)."""
+    from nemo_cascade.rewards.domains import DOMAINS  # here: planning a launch needs no verifier until now
+
     out, rw = [], stage.reward
     if stage.kind != "grpo":
         return out
+    servers = {f for d in C.stage_domains(stage) for f in DOMAINS[d].servers}  # RewardDomain.servers
     if rw.reward_model_stage:  # the cascade's own RM: serve that stage's export
         j = [s.name for s in cfg.stages].index(rw.reward_model_stage)
         model = f"{run_dir}/stages/{j}-{rw.reward_model_stage}/hf"
         out.append((f"serve-{rw.reward_model_stage}", Serve(model, "pooling", "reward_model_url")))
-    elif reward_model and (set(C.stage_domains(stage)) & set(RM_DOMAINS) or rw.if_rm_bonus):
+    elif reward_model and ("reward_model_url" in servers or rw.if_rm_bonus):
         out.append(("serve-reward-model", Serve(reward_model, "pooling", "reward_model_url")))
-    if judge and "swe" in C.stage_domains(stage):
+    if judge and "judge_url" in servers:
         out.append(("serve-judge", Serve(judge, "generate", "judge_url")))
     return out
 

@@ -80,8 +80,11 @@ def check_model(cfg: C.Cascade) -> None:
 
 def check_stage_needs(cfg: C.Cascade) -> None:
     """What stages need beyond data: a sandbox for code rewards, an RM for pairwise gate suites."""
+    from nemo_cascade.rewards.domains import DOMAINS
+
     for s in cfg.stages:
-        if s.kind == "grpo" and "code" in C.stage_domains(s) and s.reward.sandbox == "bwrap":
+        if (s.kind == "grpo" and any(DOMAINS[d].sandbox for d in C.stage_domains(s))  # names checked by validate()
+                and s.reward.sandbox == "bwrap"):
             from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
 
             try:  # a code stage must not find out after loading a model
@@ -163,15 +166,15 @@ def stages_to_run(cfg: C.Cascade, status: dict[str, str], only_stage: str | None
 
 def served_endpoints(stage: C.Stage) -> list[tuple[str, str]]:
     """``(Reward field, URL or file:PATH)`` of the served models a GRPO stage scores with."""
-    rw, domains = stage.reward, set(C.stage_domains(stage))
+    from nemo_cascade.rewards.domains import DOMAINS
+
+    rw = stage.reward
     if stage.kind != "grpo":
         return []
-    out = []
-    if rw.reward_model_url and ("rlhf" in domains or rw.if_rm_bonus):
-        out.append(("reward_model_url", rw.reward_model_url))
-    if rw.judge_url and "swe" in domains:
-        out.append(("judge_url", rw.judge_url))
-    return out
+    fields = {f for d in C.stage_domains(stage) for f in DOMAINS[d].servers}
+    if rw.if_rm_bonus:  # IF-RL's reward-model bonus (§4.4.2)
+        fields.add("reward_model_url")
+    return [(f, getattr(rw, f)) for f in ("reward_model_url", "judge_url") if f in fields and getattr(rw, f)]
 
 
 def check_endpoints(stages: list[C.Stage], *, wait: float | None = None, file_wait: float | None = None,

@@ -19,7 +19,7 @@ class Prompt:
     prompt_tokens: list[int]
     """Token ids of the fully templated prompt (chat template applied, generation prompt included)."""
     domain: str
-    """Reward domain: a key of ``nemo_cascade.rewards.REWARDS`` (``math``, ``ifeval``, ``code``, ``swe``, ``rlhf``)."""
+    """Reward domain: a key of ``nemo_cascade.rewards.DOMAINS`` (``math``, ``ifeval``, ``code``, ``swe``, ``rlhf``)."""
     label: Any
     """What the domain's reward needs to judge a response (docs/architecture.md: one shape per domain)."""
     mode: Mode = "no_think"

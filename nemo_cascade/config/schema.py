@@ -336,7 +336,7 @@ class Stage:
     """``reward_model``: a Bradley–Terry RM on preference pairs (§4.2), trained from the last policy's weights
     and exported as an HF *ForSequenceClassification folder; it is not handed on as the next stage's policy."""
     domain: str = "math"
-    """Reward domain (GRPO) — a key of nemo_cascade.rewards.REWARDS."""
+    """Reward domain (GRPO) — a key of nemo_cascade.rewards.DOMAINS."""
     data: Data = field(default_factory=Data)
     steps: int = 10
     """Optimizer steps of the stage; 0 when its length is given in ``epochs``."""
@@ -409,7 +409,8 @@ class Cascade:
 STAGE_KINDS = ("sft", "grpo", "reward_model")
 
 REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf")
-"""Keys of nemo_cascade.rewards.REWARDS, listed here so configs validate without importing the verifiers."""
+"""Keys of nemo_cascade.rewards.DOMAINS, listed here so configs validate without importing the verifiers
+(config sits below rewards); tests/unit/test_reward_domain_registry.py checks that the two agree."""
 
 
 def tolerances(g: Gate) -> dict[str, float]:

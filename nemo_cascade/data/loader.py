@@ -35,7 +35,6 @@ from ..types import Prompt
 from . import sft_cache
 from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import render
-from .math_prompt import with_math_instruction
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
 from .rows import DataError, Share
 from .schemas import RefusedRow, adapt
@@ -155,7 +154,11 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         path = Path(data_cfg.source)
         rows = [(lineno, f"{path}:{lineno}", row) for lineno, row in read_jsonl(path, data_cfg.size, bad)]
     modes = ("think", "no_think") if mode == "half" else (mode,)
-    swe_budget = _swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens) if domain == "swe" else None
+    from ..rewards.domains import DOMAINS  # when called: the registry's modules import data (schemas.adapt)
+
+    spec = DOMAINS.get(domain)  # None: adapt() names the unknown domain on every row
+    budgeted = spec is not None and spec.prompt_budget
+    swe_budget = _swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens) if budgeted else None
     items = []
     for position, where, row in rows:
         try:  # the released datasets' schemas (data/schemas.py), then the domain's own label check
@@ -163,8 +166,8 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
             if messages is None:  # an SWE row whose §4.7.1 prompt fits no context: dropped, not bad
                 out.dropped_no_context += 1
                 continue
-            if domain == "math":  # the suites' request for a boxed answer (data/math_prompt.py, §4.5)
-                messages = with_math_instruction(messages, data_cfg.math_instruction)
+            if spec.phrase:  # math: the suites' request for a boxed answer (data/math_prompt.py, §4.5)
+                messages = spec.phrase(messages, data_cfg)
             if validate_label is not None:
                 validate_label(label)
             items.append((_uid(row, where, where), messages, label))

@@ -25,6 +25,9 @@ prompt + label contract (docs/architecture.md "Rewards": one label shape per dom
   plus noisy files up to the limit, at most 5, shuffled; such a row must not also carry a ``prompt``.
 - ``rlhf`` — ``prompt`` or ``messages``; the label is the conversation the answer replies to (§4.3).
 
+Each domain's adapter is its ``RewardDomain.adapt`` (``rewards.DOMAINS``); :func:`adapt` dispatches through the
+registry, which it imports when called (the domain modules import their adapters from here, so a module-level
+import either way would be a cycle).
 A row already in the project's own shape (``label`` present) passes through unchanged. A row that fits no
 schema raises :class:`SchemaError` (one line naming ``where`` and the field expected); the loader counts and
 reports such rows (``Data.max_bad_rows``) instead of failing on the first one when the user allows it.
@@ -77,7 +80,7 @@ def _prompt_messages(row: dict, where: str, keys: tuple[str, ...] = PROMPT_KEYS)
     return [{"role": m["role"], "content": m["content"]} for m in msgs]
 
 
-def _math(row: dict, where: str) -> tuple[list[dict], Any]:
+def adapt_math(row: dict, where: str) -> tuple[list[dict], Any]:
     if "answer" not in row:
         raise SchemaError(f"{where}: expected field 'answer' (the reference final answer)")
     answer = row["answer"]
@@ -88,7 +91,7 @@ def _math(row: dict, where: str) -> tuple[list[dict], Any]:
     return _prompt_messages(row, where), answer if isinstance(answer, str) else str(answer)
 
 
-def _ifeval(row: dict, where: str) -> tuple[list[dict], Any]:
+def adapt_ifeval(row: dict, where: str) -> tuple[list[dict], Any]:
     if "ground_truth" in row and "instruction_id_list" not in row:
         return _if_rlvr(row, where)
     for key in ("instruction_id_list", "kwargs"):
@@ -231,7 +234,7 @@ def _text(value: Any) -> str:
     return "\n".join(map(str, value)) + "\n" if isinstance(value, list) else str(value)
 
 
-def _code(row: dict, where: str) -> tuple[list[dict], Any]:
+def adapt_code(row: dict, where: str) -> tuple[list[dict], Any]:
     label = _code_tests(row, where)
     if "time_limit" in row and row["time_limit"] is not None:
         label["time_limit"] = row["time_limit"]
@@ -270,7 +273,7 @@ def _swe_candidates(value: Any, where: str) -> list[tuple[str, str]]:
     return list(_swe_files(value, where, "candidate_files").items())
 
 
-def _swe(row: dict, where: str, budget: Optional[PromptBudget] = None) -> tuple[Optional[list[dict]], Any]:
+def adapt_swe(row: dict, where: str, budget: Optional[PromptBudget] = None) -> tuple[Optional[list[dict]], Any]:
     patch = row.get("golden_patch", row.get("patch"))
     if not isinstance(patch, str) or not patch.strip():
         raise SchemaError(f"{where}: expected field 'golden_patch' (a unified diff)")
@@ -305,27 +308,28 @@ def _swe(row: dict, where: str, budget: Optional[PromptBudget] = None) -> tuple[
     return messages, {"golden_patch": patch, "files": files, "problem_statement": statement}
 
 
-def _rlhf(row: dict, where: str) -> tuple[list[dict], Any]:
+def adapt_rlhf(row: dict, where: str) -> tuple[list[dict], Any]:
     messages = _prompt_messages(row, where, ("prompt", "question"))
     return messages, {"messages": messages}
 
 
-ADAPTERS = {"math": _math, "ifeval": _ifeval, "code": _code, "swe": _swe, "rlhf": _rlhf}
-
-
 def adapt(domain: str, row: dict, where: str,
           swe_budget: Optional[PromptBudget] = None) -> tuple[Optional[list[dict]], Any]:
-    """``(prompt messages, label)`` of one row of ``domain``'s RL data; :class:`SchemaError` if it fits no
-    schema. A row with a ``label`` field is taken as already in the project's shape. ``swe_budget``: the
-    stage's prompt limit and token counter for SWE rows whose prompt is built here (§4.7.1; None = no limit);
-    ``(None, None)`` when such a row fits no prompt (dropped, not bad)."""
-    if domain not in ADAPTERS:
-        raise SchemaError(f"{where}: no row schema for domain {domain!r}; expected one of {sorted(ADAPTERS)}")
+    """``(prompt messages, label)`` of one row of ``domain``'s RL data, read by the domain's adapter
+    (``RewardDomain.adapt``, ``rewards.DOMAINS``); :class:`SchemaError` if it fits no schema. A row with a
+    ``label`` field is taken as already in the project's shape. ``swe_budget``: the stage's prompt limit and
+    token counter for rows whose prompt is built here (``RewardDomain.prompt_budget``: SWE, §4.7.1; None = no
+    limit); ``(None, None)`` when such a row fits no prompt (dropped, not bad)."""
+    # Looked up when called: the registry's domain modules import their adapters from here (module docstring).
+    from ..rewards.domains import DOMAINS
+
+    spec = DOMAINS.get(domain)
+    if spec is None:
+        raise SchemaError(f"{where}: no row schema for domain {domain!r}; expected one of {sorted(DOMAINS)}")
     if "label" in row and row["label"] is not None:
         return _prompt_messages(row, where), row["label"]
-    if domain == "swe":
-        return _swe(row, where, swe_budget)
-    return ADAPTERS[domain](row, where)
+    return spec.adapt(row, where, swe_budget) if spec.prompt_budget else spec.adapt(row, where)
 
 
-__all__ = ["adapt", "ADAPTERS", "SchemaError", "RefusedRow", "if_rlvr_constraints"]
+__all__ = ["adapt", "adapt_math", "adapt_ifeval", "adapt_code", "adapt_swe", "adapt_rlhf", "SchemaError",
+           "RefusedRow", "if_rlvr_constraints"]

@@ -45,11 +45,11 @@ def _pct(x: float) -> str:
 def _notes(r: dict) -> str:
     m = r["metrics"]
     notes = []
-    if r["domain"] == "ifeval":
-        notes.append(f"prompt loose {_pct(m['prompt_loose'])}, instr. strict {_pct(m['instruction_strict'])}, "
-                     f"instr. loose {_pct(m['instruction_loose'])}")
-    if r["domain"] == "swe" and m["mean_reward"] is not None:
-        notes.append(f"mean Eq. 2 reward {m['mean_reward']:.3f}")
+    from ..rewards.domains import DOMAINS  # the domain's own notes (IFEval's other numbers, SWE's Eq. 2 mean)
+
+    domain = DOMAINS.get(r["domain"])
+    if domain is not None and domain.report_notes is not None:
+        notes += domain.report_notes(m)
     if m.get("bt_win_prob") is not None:
         notes.append(f"BT P(win) {_pct(m['bt_win_prob'])}")
     if m["truncated"] is not None:

@@ -182,14 +182,13 @@ def check_settings(suites: Sequence[str], settings: EvalSettings) -> None:
     for name in suites:
         suite = get_suite(name)
         decoding_for(suite, settings)
-        _reward_settings(suite, settings)
-        if suite.domain == "math" and settings.answer_pattern:
-            from ..rewards.math import MathVerifier
-
+        reward = _reward_settings(suite, settings)
+        check = _domain(suite).check_eval_reward
+        if check is not None:
             try:
-                MathVerifier(settings.answer_pattern)
+                check(reward)
             except ValueError as e:
-                raise EvalError(f"--answer-pattern: {e}") from None
+                raise EvalError(str(e)) from None
     for option, overrides in (("--yarn", settings.yarn), ("--max-input-tokens", settings.max_input_tokens)):
         for name in overrides:
             try:
@@ -228,17 +227,25 @@ def prepare(name: str, settings: EvalSettings, tokenizer) -> Prepared:
 
 # ------------------------------------------------------------------------------------------ running
 
+def _domain(suite: Suite):
+    """The suite's :class:`~nemo_cascade.rewards.RewardDomain` (suites are checked against the registry in
+    tests, so a suite naming no domain is a programming error)."""
+    from ..rewards.domains import get_domain
+
+    return get_domain(suite.domain)
+
+
 def _reward_settings(suite: Suite, settings: EvalSettings) -> config.Reward:
-    if suite.domain == "rlhf" and not settings.reward_model_url:
-        raise EvalError(f"suite {suite.name}: needs a served reward model (--reward-model-url URL, or "
-                        f"--reward-model HF_FOLDER to start one)")
-    pattern = settings.answer_pattern if suite.domain == "math" else None
-    grader = settings.math_grader if suite.domain == "math" else suite.reward.math_grader
-    return replace(suite.reward, answer_pattern=pattern or suite.reward.answer_pattern, sandbox=settings.sandbox,
-                   math_grader=grader,
-                   workers=settings.workers,
-                   reward_model_url=settings.reward_model_url if suite.domain == "rlhf" else "",
-                   judge_url=settings.judge_url if suite.domain == "swe" else "")
+    """The suite's verifier settings with the run's: sandbox and workers for every suite, and the options its
+    domain reads (``RewardDomain.eval_options``; an empty one keeps the suite's). Server URLs reach only the
+    domains that use them."""
+    domain = _domain(suite)
+    required, what = domain.eval_requires
+    if required and not getattr(settings, required):
+        raise EvalError(f"suite {suite.name}: needs {what}")
+    options = {name: getattr(settings, name) or getattr(suite.reward, name) for name in domain.eval_options}
+    return replace(suite.reward, sandbox=settings.sandbox, workers=settings.workers,
+                   **{"reward_model_url": "", "judge_url": "", **options})
 
 
 def _chunk_key(suite: str, start: int) -> int:
@@ -291,7 +298,8 @@ def _record(prep: Prepared, i: int, group: Optional[types.PromptGroup]) -> dict:
     item, k = prep.items[i], prep.decoding.samples
     rec: dict[str, Any] = {"uid": item.uid, "prompt": item.messages[-1]["content"],
                            "prompt_tokens": len(prep.prompts[i].prompt_tokens)}
-    if prep.suite.domain in ("math", "ifeval"):
+    domain = _domain(prep.suite)
+    if domain.record_label:
         rec["label"] = item.label
     if group is None:
         rec.update(too_long=True, responses=[""] * k, scores=[None] * k, values=[0.0] * k, correct=[False] * k,
@@ -299,16 +307,12 @@ def _record(prep: Prepared, i: int, group: Optional[types.PromptGroup]) -> dict:
         return rec
     rec.update(too_long=False, responses=group.response_text_G, scores=group.rewards_G,
                finish_reasons=list(group.finish_reason_G), response_tokens=[len(t) for t in group.response_tokens_G_T])
-    if prep.suite.domain != "ifeval":  # ifeval's details are the strict verdicts, kept as a list below
-        rec["details"] = group.reward_details_G
+    rec["details"] = group.reward_details_G
     if not prep.suite.pairwise:  # a sample is correct iff it earns the full reward (1; SWE: equal to golden)
         rec["correct"] = [s >= 1.0 for s in group.rewards_G]
         rec["values"] = [float(c) for c in rec["correct"]]
-    if prep.suite.domain == "ifeval":
-        from ..rewards.ifeval import per_instruction
-
-        rec["instructions_strict"] = [per_instruction(r, item.label) for r in group.response_text_G]
-        rec["instructions_loose"] = [per_instruction(r, item.label, loose=True) for r in group.response_text_G]
+    if domain.eval_record is not None:  # e.g. ifeval: per-instruction strict and loose verdicts
+        domain.eval_record(rec, item.label, group.response_text_G)
     return rec
 
 
@@ -358,14 +362,16 @@ def run_suite(engine, prep: Prepared, settings: EvalSettings) -> SuiteResult:
 
 def suite_metrics(suite: Suite, records: list[dict]) -> dict:
     """Headline numbers (:func:`metrics.summarize`) plus what the domain adds: IFEval/IFBench prompt- and
-    instruction-level strict/loose accuracy and per-instruction pass rates, SWE Eq. 2 outcome shares, RLHF
-    Bradley–Terry preference; and for every suite the mean reward, truncation and length statistics."""
+    instruction-level strict/loose accuracy and per-instruction pass rates, SWE Eq. 2 outcome shares
+    (``RewardDomain.eval_metrics``), RLHF Bradley–Terry preference; and for every suite the mean reward,
+    truncation and length statistics."""
     out = M.summarize([r["values"] for r in records], [r["correct"] for r in records])
     out["too_long"] = sum(r["too_long"] for r in records)
     if suite.pairwise:
         out["win_rate"] = out[f"avg@{len(records[0]['values'])}"]
-    if suite.domain == "ifeval":
-        out.update(_ifeval_metrics(records))
+    domain_metrics = _domain(suite).eval_metrics
+    if domain_metrics is not None:
+        out.update(domain_metrics(records))
     samples = [(r, j) for r in records if not r["too_long"] for j in range(len(r["scores"]))]
     if not samples:  # every prompt too long: nothing was generated, so there is nothing to average
         out.update(mean_reward=None, truncated=None, mean_response_tokens=None)
@@ -374,33 +380,10 @@ def suite_metrics(suite: Suite, records: list[dict]) -> dict:
     out["mean_reward"] = sum(r["scores"][j] for r, j in samples) / n
     out["truncated"] = sum(r["finish_reasons"][j] == "length" for r, j in samples) / n
     out["mean_response_tokens"] = sum(r["response_tokens"][j] for r, j in samples) / n
-    if suite.domain == "swe":
-        outcomes = [r["details"][j].get("outcome") for r, j in samples]
-        out.update({f"swe/{o}": outcomes.count(o) / n for o in sorted(set(outcomes) - {None})})
     if suite.pairwise:
         out["bt_win_prob"] = sum(r["bt_win_prob"][j] for r, j in samples) / n
         scored = [r["reference_score"] for r in records if not r["too_long"]]
         out["mean_reference_score"] = sum(scored) / max(len(scored), 1)
-    return out
-
-
-def _ifeval_metrics(records: list[dict]) -> dict:
-    """IFEval's four numbers (Zhou et al. 2023, §3): prompt-level = share of samples following every
-    instruction; instruction-level = followed instructions / all instructions (micro average over samples).
-    Too-long items count as failing every instruction."""
-    from ..rewards.ifeval import instruction_pass_rates
-
-    out = {}
-    for kind in ("strict", "loose"):
-        verdicts = []
-        for r in records:
-            ids = r["label"]["instruction_id_list"]
-            for v in r.get(f"instructions_{kind}") or [[False] * len(ids)] * len(r["values"]):
-                verdicts.append((ids, v))
-        out[f"prompt_{kind}"] = sum(all(v) for _, v in verdicts) / len(verdicts)
-        out[f"instruction_{kind}"] = sum(sum(v) for _, v in verdicts) / sum(len(v) for _, v in verdicts)
-        if kind == "strict":
-            out["instructions"] = instruction_pass_rates(verdicts)
     return out
 
 

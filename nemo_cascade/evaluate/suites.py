@@ -1,7 +1,7 @@
 """The benchmark suites: which data, which reward domain, which decoding budget and thinking mode.
 
 A :class:`Suite` declares everything a run needs besides the model: the reward domain (a key of
-``nemo_cascade.rewards.REWARDS``; scoring goes through ``rewards.Scorer``, the verifiers training uses), the
+``nemo_cascade.rewards.DOMAINS``; scoring goes through ``rewards.Scorer``, the verifiers training uses), the
 data file and its loader (rows → :class:`Item`: the chat messages, the reward label and, where one exists, a
 reference response), the default thinking mode, samples per item K and response budget, and the metric.
 
@@ -71,7 +71,7 @@ SWE_INPUT_TOKENS = 32768
 class Suite:
     name: str
     domain: str
-    """Reward domain (``rewards.REWARDS`` / ``rewards.Scorer``)."""
+    """Reward domain (``rewards.DOMAINS`` / ``rewards.Scorer``)."""
     description: str
     load: Callable[[Path], list]
     """Data file → items (in file order)."""

@@ -50,7 +50,10 @@ import secrets
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
+from ..config import Reward
 from ..data.chat import split_thinking
+from ..data.schemas import adapt_code
+from .reward_domain import BatchVerdicts, RewardDomain, without_details
 from .sandbox import Limits, RunResult, run_python
 
 DEFAULT_TIME_LIMIT_S = 5.0
@@ -303,5 +306,18 @@ def reward_batch(responses: list[str], labels: list, *, workers: Optional[int] =
         return list(pool.map(lambda pair: code_reward(*pair, unsafe=unsafe), zip(responses, labels)))
 
 
-__all__ = ["code_reward", "reward_batch", "default_workers", "validate_label", "extract_program", "outputs_match",
+def batch_verdicts(settings: Reward) -> BatchVerdicts:
+    """The stage's sandboxed runs (``Reward.workers`` in flight; ``sandbox="unsafe"`` runs unsandboxed)."""
+    return without_details(lambda responses, labels: reward_batch(
+        responses, labels, workers=settings.workers or None, unsafe=settings.sandbox == "unsafe"))
+
+
+DOMAIN = RewardDomain("code", adapt_code, validate_label, batch_verdicts, reward=code_reward,
+                      code_switch_penalty=0.0,  # §4.6 / T19: 0, because −1 hurt
+                      sandbox=True)
+"""The code domain (§4.6): the answer's last Python block against the row's tests, sandboxed."""
+
+
+__all__ = ["DOMAIN", "batch_verdicts", "code_reward", "reward_batch", "default_workers", "validate_label",
+           "extract_program", "outputs_match",
            "DEFAULT_TIME_LIMIT_S", "FLOAT_TOLERANCE", "MAX_PROGRAM_BYTES"]

@@ -37,8 +37,12 @@ from fractions import Fraction
 from math import isfinite
 from typing import Any, Optional, Sequence
 
+from ..config import Data, Reward
 from ..data.chat import split_thinking
+from ..data.math_prompt import with_math_instruction
+from ..data.schemas import adapt_math
 from . import math_rule
+from .reward_domain import BatchVerdicts, RewardDomain
 from .workers import WorkerPool, shared_pool
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -312,6 +316,41 @@ def reward_batch(responses: Sequence[str], labels: Sequence[Any]) -> list[float]
     return _DEFAULT.reward_batch(responses, labels)
 
 
-__all__ = ["extract_boxed", "extract_by_pattern", "normalize", "is_equivalent", "validate_label",
+def batch_verdicts(settings: Reward) -> BatchVerdicts:
+    """The stage's math verifier (``Reward.answer_pattern``, ``verify_timeout_s``, ``workers``, ``math_grader``);
+    details say whether an answer was found at all (the ``answer_found`` metric)."""
+    verifier = MathVerifier(settings.answer_pattern, settings.verify_timeout_s, settings.workers or None,
+                            settings.math_grader)
+
+    def verdicts(responses, labels):
+        details = [{"answer_found": verifier.extract_answer(r) is not None} for r in responses]
+        return verifier.reward_batch(responses, labels), details
+    return verdicts
+
+
+def _answer_found(details: list[dict]) -> dict[str, float]:
+    found = [d["answer_found"] for d in details if "answer_found" in d]
+    return {"answer_found": sum(found) / len(found)} if found else {}
+
+
+def _check_eval_reward(settings: Reward) -> None:
+    try:
+        MathVerifier(settings.answer_pattern)
+    except ValueError as e:
+        raise ValueError(f"--answer-pattern: {e}") from None
+
+
+DOMAIN = RewardDomain(
+    "math", adapt_math, validate_label, batch_verdicts, reward=math_reward,
+    code_switch_penalty=-1.0,                    # §4.5: "−1 for code-switching"
+    code_switch_rule="prompt_language",          # §4.5.2: "different from the original prompt's language"
+    phrase=lambda messages, data: with_math_instruction(messages, data.math_instruction),  # the suites' wording
+    batch_metrics=_answer_found,
+    eval_options=("answer_pattern", "math_grader"), check_eval_reward=_check_eval_reward, record_label=True)
+"""The math domain (§4.5): boxed answers against a reference, math-verify or the AceMath-style rule grader."""
+
+
+__all__ = ["DOMAIN", "batch_verdicts", "extract_boxed", "extract_by_pattern", "normalize",
+           "is_equivalent", "validate_label",
            "verify_equivalence", "load_math_verify", "MathVerifier", "math_reward_with", "math_reward",
            "reward_batch", "ANSWER_PATTERNS", "DEFAULT_TIMEOUT_S", "MAX_VERIFY_CHARS", "GRADERS"]

@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Sequence
 
+from ..config import Reward
 from ..data.chat import split_thinking
+from ..data.schemas import adapt_rlhf
+from .language import BATCH_MIN_MINUS_10
+from .remote import RewardModelClient
+from .reward_domain import BatchVerdicts, RewardDomain, without_details
 
 _ROLES = ("system", "user", "assistant")
 
@@ -93,5 +98,21 @@ class RLHFReward:
         return rlhf_reward_batch(responses, labels, self.client)
 
 
-__all__ = ["validate_label", "scored_text", "rlhf_conversation", "rlhf_reward_batch", "RLHFReward",
+def batch_verdicts(settings: Reward) -> BatchVerdicts:
+    """The served reward model at ``Reward.reward_model_url``."""
+    return without_details(RLHFReward(RewardModelClient(settings.reward_model_url)).batch)
+
+
+DOMAIN = RewardDomain(
+    "rlhf", adapt_rlhf, validate_label, batch_verdicts,
+    code_switch_penalty=BATCH_MIN_MINUS_10,      # §4.3.2
+    code_switch_rule="english_prompt_only",      # §4.3.2: "when the prompt is purely in English"
+    servers=("reward_model_url",), eval_options=("reward_model_url",),
+    eval_requires=("reward_model_url", "a served reward model (--reward-model-url URL, or --reward-model "
+                                       "HF_FOLDER to start one)"))
+"""The RLHF domain (§4.3): a served Bradley–Terry reward model's score of the final answer."""
+
+
+__all__ = ["DOMAIN", "batch_verdicts", "validate_label", "scored_text", "rlhf_conversation",
+           "rlhf_reward_batch", "RLHFReward",
            "ConversationScorer"]

@@ -11,40 +11,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
 from typing import Any, Callable, Sequence
 
 from ..config import Reward
 from ..types import PromptGroup
-from . import code, language, rlhf, swe
-from .ifeval import if_reward_with_rm, per_instruction
-from .math import MathVerifier
-from .remote import JudgeClient, RewardModelClient
+from . import language
+from .domains import DOMAINS, get_domain
+from .reward_domain import BatchVerdicts
 from .workers import num_cores
-
-BatchVerdicts = Callable[[Sequence[str], Sequence[Any]], tuple[list[float], list[dict]]]
-"""(responses, labels) → (one reward per response, one details dict per response)."""
-
-AUTO_CODE_SWITCH_PENALTY: dict[str, language.CodeSwitchPenalty] = {
-    "math": -1.0,                                # §4.5: "−1 for code-switching"
-    "code": 0.0,                                 # §4.6 / T19: 0, because −1 hurt
-    "rlhf": language.BATCH_MIN_MINUS_10,         # §4.3.2
-}
-"""``code_switch_penalty="auto"``: the paper's per-stage values (§4.3.2, §4.5, §4.6 / T19); the paper sets none
-for IF-RL and SWE RL."""
-
-AUTO_CODE_SWITCH_RULE: dict[str, str] = {
-    "rlhf": "english_prompt_only",               # §4.3.2: "when the prompt is purely in English"
-    "math": "prompt_language",                   # §4.5.2: "different from the original prompt's language"
-}
-"""``code_switch_rule="auto"``: the paper's rule per domain; every other domain (code, whose penalty is 0 by
-T19, and IF / SWE, which the paper gives none) takes math's, the one that reads the prompt's language."""
 
 
 def resolve_code_switch_penalty(domain: str, setting: str) -> language.CodeSwitchPenalty:
-    """The penalty a ``Reward.code_switch_penalty`` string stands for in ``domain``."""
+    """The penalty a ``Reward.code_switch_penalty`` string stands for in ``domain`` (``auto``: the domain's
+    ``RewardDomain.code_switch_penalty``, the paper's per-stage value: §4.3.2, §4.5, §4.6 / T19)."""
     if setting == "auto":
-        return AUTO_CODE_SWITCH_PENALTY.get(domain)
+        return DOMAINS[domain].code_switch_penalty if domain in DOMAINS else None
     if setting == "none":
         return None
     if setting == language.BATCH_MIN_MINUS_10:
@@ -53,50 +34,19 @@ def resolve_code_switch_penalty(domain: str, setting: str) -> language.CodeSwitc
 
 
 def resolve_code_switch_rule(domain: str, setting: str) -> str:
-    """The rule (:data:`language.CODE_SWITCH_RULES`) a ``Reward.code_switch_rule`` string stands for in ``domain``."""
-    return AUTO_CODE_SWITCH_RULE.get(domain, "prompt_language") if setting == "auto" else setting
-
-
-def _without_details(batch_fn: Callable[[Sequence[str], Sequence[Any]], list[float]]) -> BatchVerdicts:
-    return lambda responses, labels: (batch_fn(responses, labels), [{} for _ in responses])
-
-
-def _math(settings: Reward) -> BatchVerdicts:
-    verifier = MathVerifier(settings.answer_pattern, settings.verify_timeout_s, settings.workers or None,
-                            settings.math_grader)
-
-    def verdicts(responses, labels):
-        details = [{"answer_found": verifier.extract_answer(r) is not None} for r in responses]
-        return verifier.reward_batch(responses, labels), details
-    return verdicts
-
-
-def _ifeval(responses: Sequence[str], labels: Sequence[Any]) -> tuple[list[float], list[dict]]:
-    """R_IF = 1 iff every instruction passes (strict verdicts, §4.4); details keep each instruction's verdict
-    for the per-instruction pass rates."""
-    scores, details = [], []
-    for response, label in zip(responses, labels):
-        verdicts = per_instruction(response, label)
-        scores.append(1.0 if all(verdicts) else 0.0)
-        details.append({"instructions": dict(zip(label["instruction_id_list"], verdicts))})
-    return scores, details
+    """The rule (:data:`language.CODE_SWITCH_RULES`) a ``Reward.code_switch_rule`` string stands for in ``domain``
+    (``auto``: the domain's ``RewardDomain.code_switch_rule``; the prompt-language rule for one it does not know)."""
+    if setting != "auto":
+        return setting
+    return DOMAINS[domain].code_switch_rule if domain in DOMAINS else "prompt_language"
 
 
 def _batch_verdicts(domain: str, settings: Reward) -> BatchVerdicts:
-    if domain == "math":
-        return _math(settings)
-    if domain == "ifeval":
-        return _ifeval
-    if domain == "code":
-        return _without_details(partial(code.reward_batch, workers=settings.workers or None,
-                                        unsafe=settings.sandbox == "unsafe"))
-    if domain == "rlhf":
-        return _without_details(rlhf.RLHFReward(RewardModelClient(settings.reward_model_url)).batch)
-    if domain == "swe":  # Eq. 2's "otherwise" case: the judge's P("YES") if a server is set, else lexical
-        grader = (swe.JudgeGrader(JudgeClient(settings.judge_url, reasoning_tokens=settings.judge_reasoning_tokens))
-                  if settings.judge_url else None)
-        return swe.SWEReward(grader).verdicts
-    raise ValueError(f"no verifier for reward domain {domain!r}")
+    try:
+        spec = get_domain(domain)
+    except ValueError:
+        raise ValueError(f"no verifier for reward domain {domain!r}") from None
+    return spec.verdicts(settings)
 
 
 class Scorer:
@@ -106,9 +56,8 @@ class Scorer:
     def __init__(self, domain: str, settings: Reward = Reward()):
         self.domain, self.settings = domain, settings
         self._verdicts = _batch_verdicts(domain, settings)
-        self._rm = None
-        if domain == "ifeval" and settings.if_rm_bonus:
-            self._rm = rlhf.RLHFReward(RewardModelClient(settings.reward_model_url))
+        bonus = DOMAINS[domain].group_bonus
+        self._bonus = bonus(settings) if bonus else None
 
     def score(self, groups: list[PromptGroup]) -> list[PromptGroup]:
         """Fill ``rewards_G`` and ``reward_details_G`` of every group (in place; also returned)."""
@@ -126,24 +75,9 @@ class Scorer:
             group.rewards_G = [float(s) for s in scores[start:end]]
             group.reward_details_G = details[start:end]
             start = end
-        if self._rm is not None:
-            self._add_rm_bonus(groups)
+        if self._bonus is not None:
+            self._bonus(groups)
         return groups
-
-    def _add_rm_bonus(self, groups: list[PromptGroup]) -> None:
-        """§4.4.2, thinking models: R_IF + sigmoid(group-normalised RM score) where R_IF = 1. Only groups with a
-        passing sample ask the reward model; the others stay all 0."""
-        todo = [g for g in groups if any(r == 1.0 for r in g.rewards_G)]
-        if not todo:
-            return
-        responses = [text for g in todo for text in g.response_text_G]
-        labels = [{"prompt": g.label["prompt"]} for g in todo for _ in range(g.group_size)]
-        rm_scores = self._rm.batch(responses, labels)
-        start = 0
-        for group in todo:
-            end = start + group.group_size
-            group.rewards_G = if_reward_with_rm(group.rewards_G, rm_scores[start:end])
-            start = end
 
 
 class MixedScorer:
@@ -260,33 +194,24 @@ def apply_code_switch_penalty(groups: list[PromptGroup], penalty: language.CodeS
 
 
 def reward_metrics(groups: list[PromptGroup]) -> dict[str, float]:
-    """Batch metrics from the verdicts: ``answer_found`` rate (math), ``if_pass/<instruction id>`` pass rates
-    (ifeval: the per-instruction report of §4.4), ``swe/<outcome>`` shares (which branch of Eq. 2, §4.7) and, in
-    a mixed-domain batch, ``reward_mean/<domain>`` and ``prompts/<domain>``."""
-    found: list[bool] = []
-    outcomes: list[str] = []
-    passed: dict[str, list[bool]] = defaultdict(list)
-    for group in groups:
-        for details in group.reward_details_G:
-            if "answer_found" in details:
-                found.append(details["answer_found"])
-            for iid, ok in details.get("instructions", {}).items():
-                passed[iid].append(ok)
-            if "outcome" in details:
-                outcomes.append(details["outcome"])
-    out = {f"if_pass/{iid}": sum(v) / len(v) for iid, v in sorted(passed.items())}
+    """Batch metrics from the verdicts: each domain's ``RewardDomain.batch_metrics`` over its samples' details
+    (``answer_found`` rate for math, ``if_pass/<instruction id>`` pass rates for ifeval — the per-instruction
+    report of §4.4 —, ``swe/<outcome>`` shares for swe: which branch of Eq. 2, §4.7) and, in a mixed-domain
+    batch, ``reward_mean/<domain>`` and ``prompts/<domain>``."""
+    out: dict[str, float] = {}
     domains = sorted({g.prompt.domain for g in groups})
-    if len(domains) > 1:  # a mixed-domain batch: how each domain fares (and how much of the batch it is)
-        for domain in domains:
-            rewards = [r for g in groups if g.prompt.domain == domain for r in g.rewards_G]
+    for domain in domains:
+        some = [g for g in groups if g.prompt.domain == domain]
+        metrics = DOMAINS[domain].batch_metrics if domain in DOMAINS else None
+        if metrics is not None:
+            out.update(metrics([d for g in some for d in g.reward_details_G]))
+        if len(domains) > 1:  # a mixed-domain batch: how each domain fares (and how much of the batch it is)
+            rewards = [r for g in some for r in g.rewards_G]
             out[f"reward_mean/{domain}"] = sum(rewards) / len(rewards)
-            out[f"prompts/{domain}"] = sum(g.prompt.domain == domain for g in groups)
-    out.update({f"swe/{o}": outcomes.count(o) / len(outcomes) for o in sorted(set(outcomes))})
-    if found:
-        out["answer_found"] = sum(found) / len(found)
+            out[f"prompts/{domain}"] = len(some)
     return out
 
 
 __all__ = ["Scorer", "MixedScorer", "stage_scorer", "ScoreAsFinished", "penalize_code_switching",
            "apply_code_switch_penalty", "code_switch_flags", "reward_metrics", "resolve_code_switch_penalty",
-           "resolve_code_switch_rule", "AUTO_CODE_SWITCH_PENALTY", "AUTO_CODE_SWITCH_RULE"]
+           "resolve_code_switch_rule", "BatchVerdicts"]

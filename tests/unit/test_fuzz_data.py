@@ -17,8 +17,8 @@ from nemo_cascade.config import Data
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts, load_sft_examples, read_jsonl
 from nemo_cascade.data.preference import load_preference_pairs
-from nemo_cascade.data.schemas import ADAPTERS, SchemaError, adapt
-from nemo_cascade.rewards import VALIDATORS
+from nemo_cascade.data.schemas import SchemaError, adapt
+from nemo_cascade.rewards import DOMAINS, VALIDATORS
 
 from .fuzz_budget import fuzz, one_line, ran
 
@@ -271,7 +271,7 @@ schema_rows = st.dictionaries(st.sampled_from(SCHEMA_KEYS), field_values, max_si
 
 
 @fuzz("data.schemas")
-@given(domain=st.sampled_from(sorted(ADAPTERS)), row=schema_rows)
+@given(domain=st.sampled_from(sorted(DOMAINS)), row=schema_rows)
 def test_schemas_and_label_checks_raise_only_one_line_value_errors(domain, row):
     ran("data.schemas")
     try:

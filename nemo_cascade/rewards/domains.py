@@ -1,0 +1,38 @@
+"""The registry of reward domains: ``DOMAINS[name]`` is that domain's :class:`~.reward_domain.RewardDomain`.
+
+Each domain module defines its own entry (``DOMAIN``, at the end of ``math.py``, ``code.py``, ``rlhf.py``, and in
+``ifeval/domain.py``, ``swe/domain.py``); this module only collects them. Import direction: the domain modules
+import their row adapters from ``data.schemas`` (rewards already reads ``data``: chat templates, RM renderings);
+``data.schemas.adapt`` finds a domain's adapter here only when called, so importing either package first works.
+``config.REWARD_DOMAINS`` lists the same names for config validation (config sits below rewards and cannot
+import this); tests/unit/test_reward_domain_registry.py fails when the two differ.
+"""
+from __future__ import annotations
+
+from . import code, math, rlhf
+from .ifeval import domain as ifeval
+from .reward_domain import RewardDomain
+from .swe import domain as swe
+
+DOMAINS: dict[str, RewardDomain] = {d.name: d for d in (math.DOMAIN, ifeval.DOMAIN, code.DOMAIN, swe.DOMAIN,
+                                                        rlhf.DOMAIN)}
+"""Every reward domain by name, in the cascade's order of first use."""
+
+
+def register(domain: RewardDomain) -> RewardDomain:
+    """Add ``domain`` to :data:`DOMAINS` (a domain defined outside this package, or in a test); a name already
+    taken is a ValueError. Returns it."""
+    if domain.name in DOMAINS:
+        raise ValueError(f"reward domain {domain.name!r} is already registered")
+    DOMAINS[domain.name] = domain
+    return domain
+
+
+def get_domain(name: str) -> RewardDomain:
+    """The domain called ``name``; a one-line ValueError naming the known ones otherwise."""
+    if name not in DOMAINS:
+        raise ValueError(f"no reward domain {name!r}; expected one of {sorted(DOMAINS)}")
+    return DOMAINS[name]
+
+
+__all__ = ["DOMAINS", "RewardDomain", "register", "get_domain"]
