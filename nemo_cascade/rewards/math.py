@@ -37,7 +37,7 @@ from fractions import Fraction
 from math import isfinite
 from typing import Any, Optional, Sequence
 
-from ..config import Data, Reward
+from ..config import Reward
 from ..data.chat import split_thinking
 from ..data.math_prompt import with_math_instruction
 from ..data.schemas import adapt_math

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from ..config import Reward
 from ..types import PromptGroup

@@ -2,6 +2,8 @@
 a domain defined in a test alone loads rows, validates labels, scores through the stage scorer, sets its code-switch
 default and reports its metrics — in training and in evaluation — without any other module edited."""
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +15,7 @@ from nemo_cascade.evaluate.suites import SUITES, TINY_SUITES, Suite, load_rows
 from nemo_cascade.rewards import (DOMAINS, REWARDS, VALIDATORS, RewardDomain, penalize_code_switching, register,
                                   resolve_code_switch_rule, reward_metrics, stage_scorer, training_validator)
 from nemo_cascade.rewards.reward_domain import without_details
-from nemo_cascade.types import PromptGroup
+from nemo_cascade.types import Prompt, PromptGroup
 
 
 def test_the_registry_holds_exactly_the_config_s_domains():
@@ -125,3 +127,22 @@ def test_a_registered_domain_s_suite_reports_its_metrics(toy, tmp_path):
 def test_a_name_is_registered_once(toy):
     with pytest.raises(ValueError, match="'toy' is already registered"):
         register(TOY)
+
+
+def test_the_docs_worked_example_is_a_working_domain():
+    """docs/rewards.md "Adding a reward domain": its module, run as nemo_cascade/rewards/reverse.py would be."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "rewards.md").read_text()
+    code = re.search(r"```python\n(# nemo_cascade/rewards/reverse\.py.*?)```", text, re.S).group(1)
+    module = {"__name__": "nemo_cascade.rewards.reverse", "__package__": "nemo_cascade.rewards"}
+    exec(compile(code, "docs/rewards.md", "exec"), module)
+    register(module["DOMAIN"])
+    try:
+        messages, label = adapt("reverse", {"word": "abc"}, "r.jsonl:1")
+        VALIDATORS["reverse"](label)
+        prompt = Prompt(prompt_tokens=[1], domain="reverse", label=label, user_text=messages[-1]["content"])
+        groups = [PromptGroup(prompt=prompt, response_tokens_G_T=[[1], [1]], rollout_logprobs_G_T=[[0.0], [0.0]],
+                              finish_reason_G=["stop"] * 2, response_text_G=["cba", "abc"])]
+        stage_scorer(["reverse"]).score(groups)
+        assert groups[0].rewards_G == [1.0, 0.0] and reward_metrics(groups) == {"reverse/exact": 0.5}
+    finally:
+        del DOMAINS["reverse"]
