@@ -75,15 +75,17 @@ def matmul_params(d: ModelShape) -> int:
     """Parameters that take part in a matmul per token: every layer's linears and the LM head (tied or not);
     not the input embedding (a lookup) nor the norms."""
     h, q = d.hidden_size, d.head_dim
-    per_layer = h * (d.num_attention_heads + 2 * d.num_key_value_heads) * q + d.num_attention_heads * q * h + 3 * h * d.ffn_hidden_size
+    heads, kv = d.num_attention_heads, d.num_key_value_heads
+    per_layer = h * (heads + 2 * kv) * q + heads * q * h + 3 * h * d.ffn_hidden_size
     return d.num_layers * per_layer + d.vocab_size * h
 
 
 def hf_config(d: ModelShape) -> dict:
     """The config.json of Qwen3-8B (huggingface.co/Qwen/Qwen3-8B) with these dims."""
     return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": d.hidden_size,
-            "intermediate_size": d.ffn_hidden_size, "num_attention_heads": d.num_attention_heads, "num_key_value_heads": d.num_key_value_heads,
-            "head_dim": d.head_dim, "vocab_size": d.vocab_size, "num_hidden_layers": d.num_layers, "rope_theta": ROPE_THETA,
+            "intermediate_size": d.ffn_hidden_size, "num_attention_heads": d.num_attention_heads,
+            "num_key_value_heads": d.num_key_value_heads, "head_dim": d.head_dim, "vocab_size": d.vocab_size,
+            "num_hidden_layers": d.num_layers, "rope_theta": ROPE_THETA,
             "rms_norm_eps": 1e-6, "max_position_embeddings": 40960, "tie_word_embeddings": d.tied_embeddings,
             "attention_bias": False, "hidden_act": "silu", "torch_dtype": "bfloat16"}
 

@@ -165,7 +165,8 @@ def estimate_bytes(d, layers: int, micro_batch: int, seq_len: int) -> dict[str, 
     S = seq_len
     act = ACTIVATION_MARGIN * micro_batch * (layers * layer_activation_bytes(d, S) + head_activation_bytes(d, S))
     state = 18 * P
-    fixed = FIXED_BYTES + 2 * d.num_attention_heads * S * S * micro_batch  # cuBLAS/NCCL workspaces, Megatron's baddbmm buffer
+    # cuBLAS/NCCL workspaces, Megatron's baddbmm buffer
+    fixed = FIXED_BYTES + 2 * d.num_attention_heads * S * S * micro_batch
     return {"params": P, "state": state, "activations": act, "total": max(state + act, state + 4 * P) + fixed}
 
 
@@ -308,7 +309,8 @@ def actor_bytes(d: ModelShape, p: C.Parallel, *, seq: int, rows_per_step: int, r
         layers = in_flight * L * mb * per_layer
     head = mb * head_activation_bytes(d, S, tp=p.tp, vocab=None if lm_head else 1) if rank == p.pp - 1 else 0.0
     act = ACTIVATION_MARGIN * (layers + head)
-    fixed = FIXED_BYTES + (0 if te else 2 * (d.num_attention_heads / p.tp) * S * S * mb)  # + the local spec's baddbmm buffer
+    # + the local spec's baddbmm buffer
+    fixed = FIXED_BYTES + (0 if te else 2 * (d.num_attention_heads / p.tp) * S * S * mb)
     return {"params": P, "state": state, "activations": act, "optimizer_temp": 4 * P / shard, "fixed": fixed,
             "train": state + max(act, 4 * P / shard) + fixed}
 
@@ -325,7 +327,8 @@ def engine_bytes(d: ModelShape, utilization: float, gpu: float, dtype_bytes: int
 
 def _check_layout_divides(d: ModelShape, p: C.Parallel, engine_tp: int) -> None:
     """The actor's TP/PP and the engine's TP split the model's dimensions evenly (else ConfigError, one line)."""
-    for name, value, by in (("num_key_value_heads", d.num_key_value_heads, p.tp), ("num_attention_heads", d.num_attention_heads, p.tp),
+    for name, value, by in (("num_key_value_heads", d.num_key_value_heads, p.tp),
+                            ("num_attention_heads", d.num_attention_heads, p.tp),
                             ("vocab_size", d.vocab_size, p.tp), ("intermediate_size", d.ffn_hidden_size, p.tp),
                             ("num_hidden_layers", d.num_layers, p.pp)):
         if value % by:
@@ -342,7 +345,8 @@ def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | ModelShape 
     C.validate(cfg)
     if gpu_gib <= 0:
         raise C.ConfigError(f"--gpu-memory-gib: expected > 0, got {gpu_gib}")
-    d, source = (shape, f"given shape {shape.name}") if isinstance(shape, ModelShape) else resolve_shape(cfg.model, shape)
+    d, source = ((shape, f"given shape {shape.name}") if isinstance(shape, ModelShape)
+                 else resolve_shape(cfg.model, shape))
     p = cfg.parallel
     gpu = gpu_gib * GIB
     te = cfg.model.transformer_impl != "local"  # auto = TE on a GPU machine with transformer_engine

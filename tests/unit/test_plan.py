@@ -169,7 +169,8 @@ def test_pipeline_first_rank_holds_pp_microbatches():
 # ---- model shapes -----------------------------------------------------------------------------------------------
 
 def test_presets_are_the_public_configs():
-    shapes = {name: (s.hidden_size, s.num_layers, s.num_attention_heads, s.num_key_value_heads, s.head_dim, s.ffn_hidden_size, s.vocab_size)
+    shapes = {name: (s.hidden_size, s.num_layers, s.num_attention_heads, s.num_key_value_heads, s.head_dim,
+                     s.ffn_hidden_size, s.vocab_size)
               for name, s in P.PRESETS.items()}
     assert shapes["qwen3-8b"] == (4096, 36, 32, 8, 128, 12288, 151936)
     assert shapes["qwen3-14b"] == (5120, 40, 40, 8, 128, 17408, 151936)
@@ -197,7 +198,8 @@ def test_config_json_wins_over_the_name(tmp_path):
            "vocab_size": 100, "tie_word_embeddings": True}
     (folder / "config.json").write_text(json.dumps(raw))
     shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
-    assert (shape.hidden_size, shape.num_layers, shape.vocab_size, shape.tied_embeddings, shape.qk_norm) == (64, 2, 100, True, True)
+    assert (shape.hidden_size, shape.num_layers, shape.vocab_size, shape.tied_embeddings, shape.qk_norm) == (
+        64, 2, 100, True, True)
     assert source.endswith("config.json")
     assert P.resolve_shape(C.Model(hf_path=str(folder)), "qwen3-14b")[0] == P.PRESETS["qwen3-14b"]  # --shape wins
 
@@ -222,7 +224,8 @@ def test_architecture_the_actor_does_not_load_is_planned_with_a_note(tmp_path):
            "vocab_size": 32000, "tie_word_embeddings": False}
     (folder / "config.json").write_text(json.dumps(raw))
     shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
-    assert (shape.hidden_size, shape.num_layers, shape.num_key_value_heads, shape.head_dim, shape.qk_norm) == (4096, 32, 8, 128, False)
+    assert (shape.hidden_size, shape.num_layers, shape.num_key_value_heads, shape.head_dim, shape.qk_norm) == (
+        4096, 32, 8, 128, False)
     assert "MistralForCausalLM is not an architecture the actor loads" in source
     (folder / "config.json").write_text("{")
     with pytest.raises(ValueError, match="config.json: not valid JSON"):
