@@ -40,7 +40,8 @@ from pathlib import Path
 import torch
 
 from nemo_cascade.plan import PRESETS as SHAPES
-from nemo_cascade.plan import Shape, estimate_bytes
+from nemo_cascade.convert.shape import ModelShape
+from nemo_cascade.plan import estimate_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "gpu_step.jsonl"
@@ -70,25 +71,28 @@ ROPE_THETA = 1e6
 """Qwen3-8B's rope θ (huggingface.co/Qwen/Qwen3-8B config.json)."""
 
 
-def matmul_params(d: Shape) -> int:
+def matmul_params(d: ModelShape) -> int:
     """Parameters that take part in a matmul per token: every layer's linears and the LM head (tied or not);
     not the input embedding (a lookup) nor the norms."""
-    h, q = d.hidden, d.head_dim
-    per_layer = h * (d.heads + 2 * d.kv_heads) * q + d.heads * q * h + 3 * h * d.ffn
-    return d.layers * per_layer + d.vocab * h
+    h, q = d.hidden_size, d.head_dim
+    heads, kv = d.num_attention_heads, d.num_key_value_heads
+    per_layer = h * (heads + 2 * kv) * q + heads * q * h + 3 * h * d.ffn_hidden_size
+    return d.num_layers * per_layer + d.vocab_size * h
 
 
-def hf_config(d: Shape) -> dict:
+def hf_config(d: ModelShape) -> dict:
     """The config.json of Qwen3-8B (huggingface.co/Qwen/Qwen3-8B) with these dims."""
-    return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": d.hidden,
-            "intermediate_size": d.ffn, "num_attention_heads": d.heads, "num_key_value_heads": d.kv_heads,
-            "head_dim": d.head_dim, "vocab_size": d.vocab, "num_hidden_layers": d.layers, "rope_theta": ROPE_THETA,
-            "rms_norm_eps": 1e-6, "max_position_embeddings": 40960, "tie_word_embeddings": d.tied,
+    return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": d.hidden_size,
+            "intermediate_size": d.ffn_hidden_size, "num_attention_heads": d.num_attention_heads,
+            "num_key_value_heads": d.num_key_value_heads, "head_dim": d.head_dim, "vocab_size": d.vocab_size,
+            "num_hidden_layers": d.num_layers, "rope_theta": ROPE_THETA,
+            "rms_norm_eps": 1e-6, "max_position_embeddings": 40960, "tie_word_embeddings": d.tied_embeddings,
             "attention_bias": False, "hidden_act": "silu", "torch_dtype": "bfloat16"}
 
 
 QWEN3_8B = SHAPES["qwen3-8b"]
-TINY = Shape("tiny Qwen3 dims", hidden=128, ffn=384, heads=4, kv_heads=2, head_dim=32, vocab=1024, layers=2)
+TINY = ModelShape("tiny Qwen3 dims", hidden_size=128, ffn_hidden_size=384, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=32, vocab_size=1024, num_layers=2)
 
 PRESETS = {
     "8b": dict(dims=QWEN3_8B, model_name="Qwen3-8B dims", dtype="bfloat16", seq_len=4096, micro_batch=1,
@@ -103,8 +107,8 @@ PRESETS = {
 # `nemo-cascade plan` uses the same formula for whole cascades on their parallel layouts.
 
 
-def choose_layers(d: Shape, micro_batch: int, seq_len: int, budget: float) -> int:
-    fits = [L for L in range(1, d.layers + 1) if estimate_bytes(d, L, micro_batch, seq_len)["total"] <= budget]
+def choose_layers(d: ModelShape, micro_batch: int, seq_len: int, budget: float) -> int:
+    fits = [L for L in range(1, d.num_layers + 1) if estimate_bytes(d, L, micro_batch, seq_len)["total"] <= budget]
     if not fits:
         raise SystemExit(f"gpu_step: not even 1 layer fits in {gib(budget)} GiB at micro-batch {micro_batch} × "
                          f"{seq_len} tokens; lower --seq-len or --micro-batch")
@@ -218,7 +222,7 @@ def gemm(out: Out, device: torch.device) -> None:
 
 
 # ---------------------------------------------------------------------------------------- big model
-def build_actor(d: Shape, dtype: str, micro_batch: int, scratch: Path, train: bool):
+def build_actor(d: ModelShape, dtype: str, micro_batch: int, scratch: Path, train: bool):
     """The project's actor on a config.json only: Megatron's own random init stands in for weights (an
     8B-shaped checkpoint would be ~8–16 GB written and read back for numbers nobody looks at)."""
     from nemo_cascade import config as C
@@ -228,7 +232,7 @@ def build_actor(d: Shape, dtype: str, micro_batch: int, scratch: Path, train: bo
         def load_hf(self, hf_path, optional=frozenset()):
             pass  # keep Megatron's initialisation (normal, std 0.02)
 
-    folder = scratch / f"qwen3-{d.layers}l"
+    folder = scratch / f"qwen3-{d.num_layers}l"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(hf_config(d), indent=2))
     actor = RandomInitActor(str(folder), C.Parallel(micro_batch_size=micro_batch), dtype=dtype)
@@ -253,11 +257,11 @@ def sft_loss(logprobs_B_T, mb):  # stage.sft_loss (not imported: stage.py pulls 
     return num, den, {}
 
 
-def flops_per_token(d: Shape, seq_len: int, train: bool) -> float:
+def flops_per_token(d: ModelShape, seq_len: int, train: bool) -> float:
     """6·N (train) or 2·N (forward) with N = matmul parameters, plus attention 12·L·heads·hd·S (train) or
     4·L·heads·hd·S (forward) for the full S×S score matrix (PaLM App. B; the unfused local attention does
     compute all of it, causal masking only discards the upper half)."""
-    attn = d.layers * d.heads * d.head_dim * seq_len
+    attn = d.num_layers * d.num_attention_heads * d.head_dim * seq_len
     return (6 * matmul_params(d) + 12 * attn) if train else (2 * matmul_params(d) + 4 * attn)
 
 
@@ -281,19 +285,19 @@ def timed(fn, warmup: int, steps: int) -> tuple[list[float], object]:
     return times, result
 
 
-def throughput(d: Shape, tokens: int, seconds: float, seq_len: int, train: bool) -> dict:
+def throughput(d: ModelShape, tokens: int, seconds: float, seq_len: int, train: bool) -> dict:
     tflops = flops_per_token(d, seq_len, train) * tokens / seconds / 1e12
     return {"tokens_per_s_per_gpu": round(tokens / seconds, 1), "model_tflops": round(tflops, 1),
             "mfu_vs_measured_peak_790": round(tflops / PEAK_MEASURED_TFLOPS, 3),
             "mfu_vs_theoretical_989": round(tflops / PEAK_THEORETICAL_TFLOPS, 3)}
 
 
-def train_part(out: Out, actor, d: Shape, a, common: dict) -> None:
+def train_part(out: Out, actor, d: ModelShape, a, common: dict) -> None:
     from nemo_cascade import config as C
     from nemo_cascade.algorithms import grpo
 
     rows = a.micro_batch * a.microbatches
-    batch = grpo_batch(rows, a.seq_len, d.vocab)
+    batch = grpo_batch(rows, a.seq_len, d.vocab_size)
     loss_fn = partial(grpo.actor_loss, C.GRPO()) if a.loss == "grpo" else sft_loss
     if a.loss == "sft":
         batch = {k: batch[k] for k in ("tokens", "loss_mask")}
@@ -312,13 +316,13 @@ def train_part(out: Out, actor, d: Shape, a, common: dict) -> None:
                       memory_after_steps_gib=gib(torch.cuda.memory_allocated()),  # + Adam state (lazy)
                       peak_memory_allocated_gib=gib(torch.cuda.max_memory_allocated()),
                       peak_memory_reserved_gib=gib(torch.cuda.max_memory_reserved()),
-                      peak_estimate_gib=gib(estimate_bytes(d, d.layers, a.micro_batch, a.seq_len)["total"]))
+                      peak_estimate_gib=gib(estimate_bytes(d, d.num_layers, a.micro_batch, a.seq_len)["total"]))
     out.emit(record)
 
 
-def logprob_part(out: Out, actor, d: Shape, a, common: dict) -> None:
+def logprob_part(out: Out, actor, d: ModelShape, a, common: dict) -> None:
     rows = a.micro_batch * a.microbatches
-    tokens = grpo_batch(rows, a.seq_len, d.vocab, seed=1)["tokens"]
+    tokens = grpo_batch(rows, a.seq_len, d.vocab_size, seed=1)["tokens"]
     say(f"logprob: {a.warmup} warm-up + {a.steps} timed passes of {rows} × {a.seq_len} tokens")
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -388,23 +392,23 @@ def export_part(out: Out, actor, a, common: dict) -> None:
 
 def big_model(out: Out, parts: set[str], a, device: torch.device, scratch: Path) -> None:
     """Train / logprob / export on the 8B-shaped model; one retry with 2 fewer layers on out-of-memory."""
-    base: Shape = a.dims
+    base: ModelShape = a.dims
     if a.layers:
         layers = a.layers
     elif device.type == "cuda":
         budget = a.mem_fraction * torch.cuda.get_device_properties(device).total_memory
-        full = estimate_bytes(base, base.layers, a.micro_batch, a.seq_len)
+        full = estimate_bytes(base, base.num_layers, a.micro_batch, a.seq_len)
         layers = choose_layers(base, a.micro_batch, a.seq_len, budget)
-        out.emit({"part": "memory_plan", "full_model_layers": base.layers, "full_model_params": full["params"],
+        out.emit({"part": "memory_plan", "full_model_layers": base.num_layers, "full_model_params": full["params"],
                   "full_model_state_gib": gib(full["state"]), "full_model_train_estimate_gib": gib(full["total"]),
                   "budget_gib": gib(budget), "chosen_layers": layers,
                   "chosen_estimate": {k: gib(v) if k != "params" else v for k, v in
                                       estimate_bytes(base, layers, a.micro_batch, a.seq_len).items()},
                   "note": "state = 18 B/param (bf16 param, fp32 grad, fp32 master, Adam m+v); see estimate_bytes"})
     else:
-        layers = base.layers
+        layers = base.num_layers
     for attempt in range(2):
-        d = replace(base, layers=layers)
+        d = replace(base, num_layers=layers)
         common = {"model": f"{a.model_name}, {layers} layers, random init", "layers": layers,
                   "params": d.params(), "dtype": a.dtype, "seq_len": a.seq_len, "micro_batch": a.micro_batch}
         try:

@@ -33,7 +33,6 @@ Checked against an H200 (bench/gpu_step.py, 12 Qwen3-8B-shaped layers, 4096 toke
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, replace
@@ -41,6 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nemo_cascade import config as C
+from nemo_cascade.convert.shape import (ARCHITECTURES, ModelShape, any_shape_from_dict, load_config_json,
+                                        shape_from_dict)
 
 if TYPE_CHECKING:
     from nemo_cascade.plan_rm import RMServerPlan
@@ -55,98 +56,45 @@ GPUS_PER_NODE = 8
 
 # --------------------------------------------------------------------------------------------- model shapes
 
-@dataclass(frozen=True)
-class Shape:
-    """The dimensions that memory depends on (also the model shapes bench/gpu_step.py builds)."""
-
-    name: str
-    hidden: int
-    ffn: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    layers: int
-    tied: bool = False
-    qk_norm: bool = True
-    """Per-head q/k RMSNorm (Qwen3)."""
-    qkv_bias: bool = False
-    """Biases on q, k, v (Qwen2 / Qwen2.5)."""
-    hf_architecture: str = "Qwen3ForCausalLM"
-
-    def layer_params(self) -> tuple[int, int]:
-        """``(split over TP, replicated)`` parameters of one decoder layer."""
-        h, q = self.hidden, self.head_dim
-        qkv = (self.heads + 2 * self.kv_heads) * q
-        split = h * qkv + self.heads * q * h + 3 * h * self.ffn + (qkv if self.qkv_bias else 0)
-        return split, 2 * h + (2 * q if self.qk_norm else 0)
-
-    def params(self, layers: int | None = None, lm_head: bool = True) -> int:
-        """All parameters (``layers`` of them; with the LM head, or a reward model's 1×hidden score head)."""
-        L = self.layers if layers is None else layers
-        split, rep = self.layer_params()
-        head = (0 if self.tied else self.vocab * self.hidden) if lm_head else self.hidden
-        return L * (split + rep) + self.vocab * self.hidden + head + self.hidden
-
-    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
-
-
 PRESETS = {
     # huggingface.co/Qwen/Qwen3-8B config.json
-    "qwen3-8b": Shape("Qwen3-8B", hidden=4096, ffn=12288, heads=32, kv_heads=8, head_dim=128, vocab=151936,
-                      layers=36),
+    "qwen3-8b": ModelShape("Qwen3-8B", hidden_size=4096, ffn_hidden_size=12288, num_attention_heads=32,
+                           num_key_value_heads=8, head_dim=128, vocab_size=151936, num_layers=36),
     # huggingface.co/Qwen/Qwen3-14B config.json
-    "qwen3-14b": Shape("Qwen3-14B", hidden=5120, ffn=17408, heads=40, kv_heads=8, head_dim=128, vocab=151936,
-                       layers=40),
+    "qwen3-14b": ModelShape("Qwen3-14B", hidden_size=5120, ffn_hidden_size=17408, num_attention_heads=40,
+                            num_key_value_heads=8, head_dim=128, vocab_size=151936, num_layers=40),
     # huggingface.co/Qwen/Qwen2.5-72B-Instruct config.json (Qwen2ForCausalLM: q/k/v biases, no q/k norm)
-    "qwen2.5-72b": Shape("Qwen2.5-72B", hidden=8192, ffn=29568, heads=64, kv_heads=8, head_dim=128, vocab=152064,
-                         layers=80, qk_norm=False, qkv_bias=True, hf_architecture="Qwen2ForCausalLM"),
+    "qwen2.5-72b": ModelShape("Qwen2.5-72B", hidden_size=8192, ffn_hidden_size=29568, num_attention_heads=64,
+                              num_key_value_heads=8, head_dim=128, vocab_size=152064, num_layers=80, qk_norm=False,
+                              qkv_bias=True, hf_architecture="Qwen2ForCausalLM"),
     # convert/tiny.py's build_tiny_qwen3 (vocab: the in-code tokenizer's size, at most 1024)
-    "tiny-qwen3": Shape("tiny Qwen3", hidden=128, ffn=384, heads=4, kv_heads=2, head_dim=32, vocab=1024, layers=4,
-                        tied=True),
+    "tiny-qwen3": ModelShape("tiny Qwen3", hidden_size=128, ffn_hidden_size=384, num_attention_heads=4,
+                             num_key_value_heads=2, head_dim=32, vocab_size=1024, num_layers=4, tied_embeddings=True),
 }
+"""Named shapes: convert/shape.py's ModelShape, the type a config.json is read into (parameter counts included)."""
 SIZE_PRESETS = {"8": "qwen3-8b", "14": "qwen3-14b", "72": "qwen2.5-72b"}
 """A size in a model folder's name ('…-14B-…') → the preset of that size (the paper's bases, §1 and §4.2)."""
 _SIZE = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)b(?![a-z0-9])", re.IGNORECASE)
 
 
-def shape_from_config(raw: dict, where: str = "config.json") -> tuple[Shape, str]:
-    """The shape in an HF ``config.json``, and a note when the actor cannot load its architecture."""
-    from nemo_cascade.convert import arch as A  # local: convert.arch pulls in torch (via convert.table)
-
+def shape_from_config(raw: dict, where: str = "config.json") -> tuple[ModelShape, str]:
+    """The shape in an HF ``config.json``, and a note when the actor cannot load its architecture (its standard
+    fields are read anyway, for the estimate)."""
     archs = raw.get("architectures") or []
-    if any(a in A.ARCHITECTURES for a in archs):
-        s = A.spec_from_dict(raw, where)
-        return Shape(Path(where).parent.name or s.hf_architecture, s.hidden_size, s.ffn_hidden_size,
-                     s.num_attention_heads, s.num_key_value_heads, s.head_dim, s.vocab_size, s.num_layers,
-                     tied=s.tied_embeddings, qk_norm=s.qk_norm, qkv_bias=s.qkv_bias,
-                     hf_architecture=s.hf_architecture), ""
-    text = raw.get("text_config") or raw
-    try:  # an architecture the actor does not load: read the standard fields anyway, for the estimate
-        heads, hidden = int(text["num_attention_heads"]), int(text["hidden_size"])
-        shape = Shape(Path(where).parent.name or "model", hidden, int(text["intermediate_size"]), heads,
-                      int(text.get("num_key_value_heads") or heads), int(text.get("head_dim") or hidden // heads),
-                      int(text["vocab_size"]), int(text["num_hidden_layers"]),
-                      tied=bool(text.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))),
-                      qk_norm=text.get("model_type") == "qwen3",
-                      qkv_bias=bool(text.get("attention_bias", text.get("model_type") == "qwen2")),
-                      hf_architecture=(archs or ["?"])[0])
-    except (KeyError, TypeError, ValueError) as e:
-        raise A.ModelFilesError(f"{where}: missing or bad field {e.args[0] if e.args else e!s}") from None
+    if any(a in ARCHITECTURES for a in archs):
+        return shape_from_dict(raw, where), ""
+    shape = any_shape_from_dict(raw, where)
     return shape, unsupported_note(shape)
 
 
-def unsupported_note(shape: Shape) -> str:
-    from nemo_cascade.convert import arch as A
-
-    if shape.hf_architecture in A.ARCHITECTURES:
+def unsupported_note(shape: ModelShape) -> str:
+    if shape.hf_architecture in ARCHITECTURES:
         return ""
-    return (f"{shape.hf_architecture} is not an architecture the actor loads (convert/arch.py: "
-            f"{', '.join(sorted(A.ARCHITECTURES))}): the estimate is for its shape only")
+    return (f"{shape.hf_architecture} is not an architecture the actor loads (convert/shape.py: "
+            f"{', '.join(sorted(ARCHITECTURES))}): the estimate is for its shape only")
 
 
-def resolve_shape(model: C.Model, shape: str | None = None) -> tuple[Shape, str]:
+def resolve_shape(model: C.Model, shape: str | None = None) -> tuple[ModelShape, str]:
     """``(shape, where it came from)``: ``--shape`` when given; else ``model.hf_path``'s config.json; else, when
     that folder does not exist here, the preset whose size its name carries ('8B', '14B', '72B')."""
     if shape:
@@ -161,7 +109,7 @@ def resolve_shape(model: C.Model, shape: str | None = None) -> tuple[Shape, str]
     folder = Path(model.hf_path)
     if folder.exists():
         path = folder / "config.json"
-        found, note = shape_from_config(_read_json(path), str(path))
+        found, note = shape_from_config(load_config_json(path), str(path))
         return found, str(path) + (f"; {note}" if note else "")
     sizes = {m.group(1) for m in _SIZE.finditer(folder.name)}
     known = {SIZE_PRESETS[s] for s in sizes if s in SIZE_PRESETS}
@@ -175,20 +123,7 @@ def resolve_shape(model: C.Model, shape: str | None = None) -> tuple[Shape, str]
                                      f"(no such folder here)")
 
 
-def _read_json(path: Path) -> dict:
-    """config.json as a dict; one ModelFilesError line when it is missing or not JSON (convert.arch's messages,
-    without its architecture check: an architecture the actor does not load is still planned, with a note)."""
-    from nemo_cascade.convert.arch import ModelFilesError
-
-    if not path.is_file():
-        raise ModelFilesError(f"{path}: no such file (expected an HF model folder with config.json)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ModelFilesError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-
-
-def _with_note(shape: Shape, source: str) -> tuple[Shape, str]:
+def _with_note(shape: ModelShape, source: str) -> tuple[ModelShape, str]:
     note = unsupported_note(shape)
     return shape, source + (f"; {note}" if note else "")
 
@@ -203,18 +138,18 @@ def layer_activation_bytes(d, seq: float, *, tp: int = 1, sp: bool = False, quad
     (split over TP) + ``S·20·h`` (norm and residual tensors: split over TP only with sequence parallelism).
     Measured on the CPU build with saved-tensor hooks (bf16 actor, S = 256 / 512 / 1024, each dimension varied);
     the norms then ran unfused in fp32 (hence 20·h) — an upper bound for TE's fused norms."""
-    h, hq, kvq = d.hidden, d.heads * d.head_dim, d.kv_heads * d.head_dim
-    out = seq * (10 * d.ffn + 16 * hq + 8 * kvq) / tp + seq * 20 * h / (tp if sp else 1)
+    h, hq, kvq = d.hidden_size, d.num_attention_heads * d.head_dim, d.num_key_value_heads * d.head_dim
+    out = seq * (10 * d.ffn_hidden_size + 16 * hq + 8 * kvq) / tp + seq * 20 * h / (tp if sp else 1)
     if quadratic:
-        out += 6 * (d.heads / tp) * seq * seq
+        out += 6 * (d.num_attention_heads / tp) * seq * seq
     return out
 
 
 def head_activation_bytes(d, seq: float, *, tp: int = 1, vocab: int | None = None) -> float:
     """Per row at the LM head: ``16·S·V/TP`` (vocab-parallel logits, their fp32 copy, the saved softmax and the
     gradients alive at the start of backward) + ``10·S·h``. ``vocab=1``: a reward model's score head."""
-    V = d.vocab if vocab is None else vocab
-    return 16 * seq * V / tp + 10 * seq * d.hidden
+    V = d.vocab_size if vocab is None else vocab
+    return 16 * seq * V / tp + 10 * seq * d.hidden_size
 
 
 def estimate_bytes(d, layers: int, micro_batch: int, seq_len: int) -> dict[str, float]:
@@ -224,13 +159,14 @@ def estimate_bytes(d, layers: int, micro_batch: int, seq_len: int) -> dict[str, 
     state: 18 B/param = bf16 param 2 + fp32 grad buffer 4 (grad_reduce_in_fp32) + fp32 master 4 + Adam m, v 8.
     activations: :func:`layer_activation_bytes` per layer and row, :func:`head_activation_bytes` per row at the
     head, × 1.05. The optimizer step adds a 4 B/param temporary (torch's foreach AdamW: sqrt(v)) after the
-    activations are gone. ``d``: anything with ``Shape``'s dimension fields and ``params(layers)``.
+    activations are gone. ``d``: anything with ``ModelShape``'s dimension fields and ``params(layers)``.
     """
     P = d.params(layers)
     S = seq_len
     act = ACTIVATION_MARGIN * micro_batch * (layers * layer_activation_bytes(d, S) + head_activation_bytes(d, S))
     state = 18 * P
-    fixed = FIXED_BYTES + 2 * d.heads * S * S * micro_batch  # cuBLAS/NCCL workspaces, Megatron's baddbmm buffer
+    # cuBLAS/NCCL workspaces, Megatron's baddbmm buffer
+    fixed = FIXED_BYTES + 2 * d.num_attention_heads * S * S * micro_batch
     return {"params": P, "state": state, "activations": act, "total": max(state + act, state + 4 * P) + fixed}
 
 
@@ -281,7 +217,7 @@ class StagePlan:
 class CascadePlan:
     name: str
     parallel: C.Parallel
-    shape: Shape
+    shape: ModelShape
     shape_source: str
     gpu: float
     te: bool
@@ -334,24 +270,24 @@ def _rows_per_step(stage: C.Stage) -> int:
     return stage.sft_batch_size if stage.kind == "sft" else 2 * stage.rm_batch_size
 
 
-def rank_params(d: Shape, tp: int, pp: int, rank: int, lm_head: bool = True) -> float:
+def rank_params(d: ModelShape, tp: int, pp: int, rank: int, lm_head: bool = True) -> float:
     """Parameters held by a GPU of pipeline rank ``rank``: its layers' share of TP, the embedding (first rank),
     the final norm and the head (last rank; a tied head is a copy there when pp > 1)."""
     split, rep = d.layer_params()
-    n = d.layers // pp * (split / tp + rep)
-    embedding = d.vocab * d.hidden / tp
+    n = d.num_layers // pp * (split / tp + rep)
+    embedding = d.vocab_size * d.hidden_size / tp
     if rank == 0:
         n += embedding
     if rank == pp - 1:
-        n += d.hidden
+        n += d.hidden_size
         if not lm_head:
-            n += d.hidden
-        elif not d.tied or pp > 1:
+            n += d.hidden_size
+        elif not d.tied_embeddings or pp > 1:
             n += embedding
     return n
 
 
-def actor_bytes(d: Shape, p: C.Parallel, *, seq: int, rows_per_step: int, rank: int, te: bool, dtype_bytes: int,
+def actor_bytes(d: ModelShape, p: C.Parallel, *, seq: int, rows_per_step: int, rank: int, te: bool, dtype_bytes: int,
                 lm_head: bool = True) -> dict[str, float]:
     """One actor's memory on a GPU of pipeline rank ``rank`` during a train step, by parts (bytes)."""
     P = rank_params(d, p.tp, p.pp, rank, lm_head)
@@ -362,52 +298,55 @@ def actor_bytes(d: Shape, p: C.Parallel, *, seq: int, rows_per_step: int, rank: 
     mb = p.micro_batch_size
     micro = math.ceil(rows_per_step / (p.dp * mb))
     in_flight = min(p.pp - rank, micro)  # 1F1B: rank r runs pp − r forwards ahead of its first backward
-    L = d.layers // p.pp
+    L = d.num_layers // p.pp
     quadratic = not te and p.recompute != "selective"
     scale = dtype_bytes / 2  # the coefficients are bf16's
     per_layer = scale * layer_activation_bytes(d, S, tp=p.tp, sp=p.sequence_parallel, quadratic=quadratic)
     if p.recompute == "full":  # each layer keeps its input; one layer's activations exist while it is recomputed
-        layers = in_flight * L * mb * dtype_bytes * S * d.hidden / (p.tp if p.sequence_parallel else 1)
+        layers = in_flight * L * mb * dtype_bytes * S * d.hidden_size / (p.tp if p.sequence_parallel else 1)
         layers += mb * per_layer
     else:
         layers = in_flight * L * mb * per_layer
     head = mb * head_activation_bytes(d, S, tp=p.tp, vocab=None if lm_head else 1) if rank == p.pp - 1 else 0.0
     act = ACTIVATION_MARGIN * (layers + head)
-    fixed = FIXED_BYTES + (0 if te else 2 * (d.heads / p.tp) * S * S * mb)  # + the local spec's baddbmm buffer
+    # + the local spec's baddbmm buffer
+    fixed = FIXED_BYTES + (0 if te else 2 * (d.num_attention_heads / p.tp) * S * S * mb)
     return {"params": P, "state": state, "activations": act, "optimizer_temp": 4 * P / shard, "fixed": fixed,
             "train": state + max(act, 4 * P / shard) + fixed}
 
 
-def engine_bytes(d: Shape, utilization: float, gpu: float, dtype_bytes: int, tp: int = 1) -> dict[str, float]:
+def engine_bytes(d: ModelShape, utilization: float, gpu: float, dtype_bytes: int, tp: int = 1) -> dict[str, float]:
     """The colocated engine's share on one GPU: 1/tp of the weights, and the KV cache its budget leaves, in
     tokens of the whole engine (each GPU holds max(1, kv_heads / tp) of a token's KV heads)."""
     weights = d.params() * dtype_bytes / tp
     kv = max(utilization * gpu - weights, 0.0)
-    per_token = d.kv_bytes_per_token(dtype_bytes) * max(1, d.kv_heads // tp) / d.kv_heads
+    per_token = d.kv_bytes_per_token(dtype_bytes) * max(1, d.num_key_value_heads // tp) / d.num_key_value_heads
     return {"budget": utilization * gpu, "weights": weights, "kv": kv, "kv_tokens": int(kv // per_token),
             "kv_per_token": per_token}
 
 
-def _check_layout_divides(d: Shape, p: C.Parallel, engine_tp: int) -> None:
+def _check_layout_divides(d: ModelShape, p: C.Parallel, engine_tp: int) -> None:
     """The actor's TP/PP and the engine's TP split the model's dimensions evenly (else ConfigError, one line)."""
-    for name, value, by in (("num_key_value_heads", d.kv_heads, p.tp), ("num_attention_heads", d.heads, p.tp),
-                            ("vocab_size", d.vocab, p.tp), ("intermediate_size", d.ffn, p.tp),
-                            ("num_hidden_layers", d.layers, p.pp)):
+    for name, value, by in (("num_key_value_heads", d.num_key_value_heads, p.tp),
+                            ("num_attention_heads", d.num_attention_heads, p.tp),
+                            ("vocab_size", d.vocab_size, p.tp), ("intermediate_size", d.ffn_hidden_size, p.tp),
+                            ("num_hidden_layers", d.num_layers, p.pp)):
         if value % by:
             field = "pp" if name == "num_hidden_layers" else "tp"
             raise C.ConfigError(f"parallel.{field}={by} must divide the model's {name}={value} ({d.name})")
-    if d.heads % engine_tp:
+    if d.num_attention_heads % engine_tp:
         raise C.ConfigError(f"rollout.tensor_parallel_size={engine_tp} must divide the model's "
-                            f"num_attention_heads={d.heads} ({d.name})")
+                            f"num_attention_heads={d.num_attention_heads} ({d.name})")
 
 
-def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | Shape | None = None) -> CascadePlan:
+def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | ModelShape | None = None) -> CascadePlan:
     """Every stage's per-GPU estimate on ``cfg.parallel``; raises ConfigError (one line) for what cannot be
     planned: an invalid config, an unknown shape, a layout the shape does not divide."""
     C.validate(cfg)
     if gpu_gib <= 0:
         raise C.ConfigError(f"--gpu-memory-gib: expected > 0, got {gpu_gib}")
-    d, source = (shape, f"given shape {shape.name}") if isinstance(shape, Shape) else resolve_shape(cfg.model, shape)
+    d, source = ((shape, f"given shape {shape.name}") if isinstance(shape, ModelShape)
+                 else resolve_shape(cfg.model, shape))
     p = cfg.parallel
     gpu = gpu_gib * GIB
     te = cfg.model.transformer_impl != "local"  # auto = TE on a GPU machine with transformer_engine
@@ -494,8 +433,8 @@ def render(plan: CascadePlan) -> str:
         f"plan: {plan.name} on {_count(plan.world, 'GPU')} of {plan.gpu / GIB:g} GiB ({_count(nodes, 'node')} of "
         f"{GPUS_PER_NODE}): actor TP {p.tp} × PP {p.pp} × CP {p.cp} × DP {p.dp}, micro-batch {p.micro_batch_size}"
         + (f", {', '.join(extras)}" if extras else ""),
-        f"model: {d.name}, {_params(d.params())} params, {d.layers} layers, hidden {d.hidden}, "
-        f"{d.heads}/{d.kv_heads} heads, vocab {d.vocab}; shape from {plan.shape_source}",
+        f"model: {d.name}, {_params(d.params())} params, {d.num_layers} layers, hidden {d.hidden_size}, "
+        f"{d.num_attention_heads}/{d.num_key_value_heads} heads, vocab {d.vocab_size}; shape from {plan.shape_source}",
     ]
     if plan.engine_utilization is not None:
         t = plan.engine_tp
@@ -539,6 +478,6 @@ def render(plan: CascadePlan) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Shape", "PRESETS", "resolve_shape", "shape_from_config", "layer_activation_bytes",
+__all__ = ["PRESETS", "resolve_shape", "shape_from_config", "layer_activation_bytes",
            "head_activation_bytes", "estimate_bytes", "rank_params", "actor_bytes", "engine_bytes", "StagePlan",
            "CascadePlan", "plan_cascade", "render", "GIB"]

@@ -95,7 +95,7 @@ def rm_server_kwargs(cfg: C.Cascade, rm_folder: str, gpu_gib: float | None = Non
     model's dtype always; on a GPU (``gpu_gib``, default: this machine's) also the planned share and a
     ``max_model_len`` of the engine's context within the model's positions. ConfigError (one line) when the
     actor and engine leave nothing for it."""
-    from nemo_cascade.rollout.engine_start import model_positions, read_hf_config
+    from nemo_cascade.rollout.engine_start import model_positions, read_served_shape
 
     gpu_gib = gpu_gib if gpu_gib is not None else gpu_gib_here()
     if gpu_gib is None:
@@ -104,7 +104,7 @@ def rm_server_kwargs(cfg: C.Cascade, rm_folder: str, gpu_gib: float | None = Non
     if rm is None or rm.share <= 0:
         raise C.ConfigError("no GPU memory left for the reward-model server on rank 0"
                             + (f": {rm.line()}" if rm else " (the cascade serves no reward model of its own)"))
-    positions = model_positions(read_hf_config(rm_folder))
+    positions = model_positions(read_served_shape(rm_folder))
     return {"dtype": cfg.model.dtype, "gpu_memory_utilization": rm.share,
             "max_model_len": min(rm.context, positions) if positions else rm.context}
 

@@ -49,7 +49,7 @@ def data_fingerprint(data: C.Data, where: str) -> str:
 
 def check_model(cfg: C.Cascade) -> None:
     """The base model: a known tiny shape, or an HF folder whose shapes fit the parallel layout and vLLM."""
-    from nemo_cascade.convert.arch import check_parallel, read_hf_config, with_recipe_yarn
+    from nemo_cascade.convert.arch import DEFAULT_POSITIONS, check_parallel, read_hf_config, with_recipe_yarn
 
     if cfg.model.build:
         from nemo_cascade.convert.tiny import BUILDERS
@@ -70,10 +70,11 @@ def check_model(cfg: C.Cascade) -> None:
             if s.kind != "grpo":
                 continue
             need = s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in C.length_phases(s))
-            if need > spec.max_position_embeddings:
+            positions = spec.max_position_embeddings or DEFAULT_POSITIONS  # what the actor builds
+            if need > positions:
                 raise C.ConfigError(
                     f"stages.{s.name}.rollout: max_prompt_tokens + max_response_tokens = {need} exceeds the model's "
-                    f"{spec.max_position_embeddings} positions ({cfg.model.hf_path}/config.json "
+                    f"{positions} positions ({cfg.model.hf_path}/config.json "
                     f"max_position_embeddings); shorten them, or set model.yarn_factor (App. B: factor 2 over "
                     f"32768 positions)")
 

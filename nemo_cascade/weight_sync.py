@@ -31,7 +31,11 @@ def push(actor, engine, bucket_bytes: int | None = None) -> SyncStats:
     ``bucket_bytes``: full tensors gathered per collective (default: from the free memory, with a cap)."""
     start = time.perf_counter()
     counted = {"tensors": 0, "bytes": 0}
-    tied = actor.spec.tied_embeddings
+    # The conversion table decides the names the engine needs beyond the checkpoint's (the tied head: vLLM's
+    # in-place reload finalises the tied ParallelLMHead as a layer of its own and keeps the OLD head without it).
+    aliases: dict[str, list[str]] = {}
+    for alias, original in actor.table.engine_aliases.items():
+        aliases.setdefault(original, []).append(alias)
 
     def stream() -> Iterator[tuple[str, torch.Tensor]]:
         # The actor's dtype is the engine's (both come from Model.dtype); vLLM casts if they ever differ.
@@ -39,11 +43,8 @@ def push(actor, engine, bucket_bytes: int | None = None) -> SyncStats:
             counted["tensors"] += 1
             counted["bytes"] += t.numel() * t.element_size()
             yield name, t
-            if tied and name == "model.embed_tokens.weight":
-                # vLLM's in-place reload finalises the tied ParallelLMHead as a layer of its own: without
-                # its own copy of the embedding it keeps the OLD output weights (measured: garbage text
-                # after a push), although the checkpoint itself has no lm_head.weight.
-                yield "lm_head.weight", t
+            for alias in aliases.get(name, ()):
+                yield alias, t
 
     engine.wake_up(["weights"])
     engine.load_weights(stream())  # raises if any parameter the engine serves was not sent

@@ -3,8 +3,9 @@ full HF tensors on every rank for weight sync, export and release — both throu
 (convert/table.py), the one place that maps HF tensors to Megatron parameters.
 
 A mixin of :class:`~nemo_cascade.actor.megatron.MegatronActor`, kept apart so the actor module holds the model,
-its schedule and its losses. It reads the actor's ``spec``, ``parallel``, ``ps``, ``entries``, ``model``,
-``tp_rank``, ``device``, ``tconfig`` and ``finish_param_gather``.
+its schedule and its losses. It reads the actor's ``spec``, ``parallel``, ``ps``, ``table`` (convert.table.Table:
+every name, full shape, owning pipeline stage and tied-embedding decision comes from it), ``model``, ``tp_rank``,
+``device``, ``tconfig`` and ``finish_param_gather``.
 """
 from __future__ import annotations
 
@@ -38,14 +39,14 @@ class HFWeights:
 
     def _owned(self) -> Iterator[tuple[T.Entry, torch.nn.Parameter]]:
         params = dict(self.model.named_parameters())
-        for e in self.entries:
+        for e in self.table.entries:
             name = self._local_name(e)
             if name is not None and name in params:
                 yield e, params[name]
-        if self.spec.tied_embeddings and "output_layer.weight" in params:
-            # Tied embeddings with PP > 1: the last stage keeps a copy of the embedding as its output layer.
-            emb = next(e for e in self.entries if e.megatron == "embedding.word_embeddings.weight")
-            yield emb, params["output_layer.weight"]
+        by_megatron = {e.megatron: e for e in self.table.entries}
+        for copy, original in self.table.megatron_copies.items():  # tied embeddings, PP > 1: the last stage's
+            if copy in params:
+                yield by_megatron[original], params[copy]
 
     @torch.no_grad()
     def load_hf(self, hf_path: str, optional: frozenset[str] = frozenset()) -> None:
@@ -54,13 +55,14 @@ class HFWeights:
         Parameters whose HF tensors are all in ``optional`` and absent from the folder keep their values
         (a reward model's new head when it starts from a causal-LM checkpoint)."""
         reader = SafetensorsReader(hf_path)
+        self.table.check_known_hf(reader.names(), hf_path)
         loaded = set()
         for entry, param in self._owned():
             if set(entry.hf) <= optional and not any(n in reader for n in entry.hf):
                 loaded.add(id(param))
                 continue
             parts = [reader.get(n) for n in entry.hf]
-            full = T.to_megatron(entry, parts, self.spec.geometry)
+            full = T.to_megatron(entry, parts, self.spec)
             local = T.shard(full, entry.rule.tp, self.tp_rank, self.parallel.tp)
             if local.shape != param.shape:
                 raise A.ModelFilesError(f"{hf_path}: {entry.hf[0]} has shape {tuple(full.shape)}, which does "
@@ -82,13 +84,14 @@ class HFWeights:
         so every rank's engine receives the whole model.
         """
         self.finish_param_gather()
-        owned = {e.megatron: p for e, p in self._owned() if not (p is self._output_copy())}
+        copies = {id(p) for p in self._megatron_copies()}
+        owned = {e.megatron: p for e, p in self._owned() if id(p) not in copies}
         limit = self._agreed_bucket_bytes() if bucket_bytes is None else bucket_bytes
         size = self.tconfig.params_dtype.itemsize
-        for bucket in B.plan_buckets(self.entries, lambda e: math.prod(self._full_shape(e)) * size,
+        for bucket in B.plan_buckets(list(self.table.entries), lambda e: math.prod(self._full_shape(e)) * size,
                                      self._owner_stage, limit):
             for entry, full in zip(bucket, self._gather_bucket(bucket, owned)):
-                for name, t in T.to_hf(entry, full, self.spec.geometry):
+                for name, t in T.to_hf(entry, full, self.spec):
                     yield name, (t if dtype is None else t.to(dtype))
 
     def _agreed_bucket_bytes(self) -> int:
@@ -122,30 +125,12 @@ class HFWeights:
             fulls = [part.view(s) for part, s in zip(flat.split([math.prod(s) for s in shapes]), shapes)]
         return fulls
 
-    def _output_copy(self):
+    def _megatron_copies(self) -> list[torch.nn.Parameter]:
         params = dict(self.model.named_parameters())
-        return params.get("output_layer.weight") if self.spec.tied_embeddings else None
+        return [params[name] for name in self.table.megatron_copies if name in params]
 
     def _owner_stage(self, entry: T.Entry) -> int:
-        if entry.layer is not None:
-            return entry.layer // (self.spec.num_layers // self.parallel.pp)
-        if entry.megatron.startswith("embedding"):
-            return 0
-        return self.parallel.pp - 1
+        return self.table.owner_stage(entry, self.parallel.pp)
 
     def _full_shape(self, entry: T.Entry) -> tuple[int, ...]:
-        s = self.spec
-        if entry.megatron.endswith("layer_norm_weight"):  # TE's fused norm inside linear_qkv / linear_fc1
-            return (s.hidden_size,)
-        qkv = (s.num_attention_heads + 2 * s.num_key_value_heads) * s.head_dim
-        shapes = {
-            "word_embeddings": (s.vocab_size, s.hidden_size), "output_layer": (s.vocab_size, s.hidden_size),
-            "linear_qkv": (qkv, s.hidden_size), "linear_proj": (s.hidden_size, s.num_attention_heads * s.head_dim),
-            "linear_fc1": (2 * s.ffn_hidden_size, s.hidden_size), "linear_fc2": (s.hidden_size, s.ffn_hidden_size),
-            "q_layernorm": (s.head_dim,), "k_layernorm": (s.head_dim,),
-        }
-        for key, shape in shapes.items():
-            if key in entry.megatron:
-                # A linear layer's bias (Qwen2's fused q/k/v bias) has the output dimension only.
-                return shape[:1] if entry.megatron.endswith(".bias") else shape
-        return (s.hidden_size,)  # input/pre-MLP/final RMSNorm weights
+        return self.table.full_shape(entry)

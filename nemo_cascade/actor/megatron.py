@@ -110,8 +110,8 @@ class MegatronActor(HFWeights):
         self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
         self.bf16 = dtype == "bfloat16"
         self.te = self.plan.te  # TE's fused norm+linear layers rename two norms per layer (convert.table)
-        self.rules = self._conversion_rules()
-        self.entries = list(T.expand(self.rules, self.spec.num_layers))
+        self.table = self._conversion_table()
+        self.entries = list(self.table.entries)
         self.model = self._build()
         self._gather_sequence_for_head()
         self._head_input = self._select_head_input()
@@ -135,14 +135,14 @@ class MegatronActor(HFWeights):
     def dp_size(self) -> int:
         return self.ps.get_data_parallel_world_size()
 
-    def _read_spec(self, hf_path: str) -> A.HFModelSpec:
+    def _read_spec(self, hf_path: str) -> A.ModelShape:
         spec = A.read_hf_config(hf_path)
         if A.is_reward_model(spec):  # a policy needs an LM head; a cascade never hands an RM on as policy
             raise A.ModelFilesError(f"{hf_path}: {spec.hf_architecture} is a reward model, not a causal LM policy")
         return spec
 
-    def _conversion_rules(self) -> tuple[T.Rule, ...]:
-        return T.rules_for(self.spec.arch, self.spec.tied_embeddings, te=self.te)
+    def _conversion_table(self) -> T.Table:
+        return T.table_for(self.spec, te=self.te)
 
     def _check_sequence_split(self, parallel: C.Parallel) -> None:
         """CP hands the loss function log-probs reassembled over CP ranks (precision.cp_token_logprobs); a

@@ -59,12 +59,12 @@ class RewardModelActor(MegatronActor):
         self._seed = seed
         super().__init__(hf_path, parallel, dtype, seed, transformer_impl=transformer_impl, fp8=fp8)
 
-    def _read_spec(self, hf_path: str) -> A.HFModelSpec:
+    def _read_spec(self, hf_path: str) -> A.ModelShape:
         # No LM head, so nothing to tie: the GPTModel is built untied and the table has no lm_head rule.
         return dataclasses.replace(A.read_hf_config(hf_path), tied_embeddings=False)
 
-    def _conversion_rules(self) -> tuple[T.Rule, ...]:
-        return T.rules_for(self.spec.arch, tied_embeddings=False, te=self.te, head="score")
+    def _conversion_table(self) -> T.Table:
+        return T.table_for(self.spec, te=self.te, head="score")
 
     def _build(self):
         model = super()._build()
@@ -78,11 +78,6 @@ class RewardModelActor(MegatronActor):
     def load_hf(self, hf_path: str, optional: frozenset[str] = frozenset({HEAD})) -> None:
         """Backbone from any Qwen3/Qwen2/Llama folder; the head too when the folder is a reward model."""
         super().load_hf(hf_path, optional)
-
-    def _full_shape(self, entry: T.Entry) -> tuple[int, ...]:
-        if entry.hf == (self.HEAD,):
-            return (1, self.spec.hidden_size)
-        return super()._full_shape(entry)
 
     def _loss_input(self, logits: torch.Tensor, mb: Batch, temperature: float) -> torch.Tensor:
         """GPTModel returns the head's output as ``[B, T, 1]``: the loss gets the scores ``[B, T]``."""

@@ -138,7 +138,7 @@ def _last_policy_stage(run: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------ checkpoint → HF
-def checkpoint_tensors(step_dir: str | Path, spec: A.HFModelSpec) -> Iterator[tuple[str, torch.Tensor]]:
+def checkpoint_tensors(step_dir: str | Path, spec: A.ModelShape) -> Iterator[tuple[str, torch.Tensor]]:
     """HF-named full tensors from a checkpoint's model shards (memory-mapped, one pipeline stage at a time).
     Every saved parameter must be used by the table (a shard of another architecture is an error), except the
     last pipeline stage's copy of tied embeddings."""
@@ -154,7 +154,8 @@ def checkpoint_tensors(step_dir: str | Path, spec: A.HFModelSpec) -> Iterator[tu
         shards = [checkpoint.read_model_shard(step_dir, meta, t, p) for t in range(tp)]
         te = any(name.endswith("layer_norm_weight") for name in shards[0])
         head = "score" if _is_score_head(shards[0]) else "lm"
-        for entry in T.expand(T.rules_for(spec.arch, spec.tied_embeddings, te=te, head=head), spec.num_layers):
+        table = T.table_for(spec, te=te, head=head)
+        for entry in table.entries:
             local = _local_name(entry, p, per_stage)
             if local is None or entry.megatron in done or local not in shards[0]:
                 continue
@@ -164,17 +165,16 @@ def checkpoint_tensors(step_dir: str | Path, spec: A.HFModelSpec) -> Iterator[tu
             full = T.unshard([s.pop(local) for s in shards], entry.rule.tp)
             done.add(entry.megatron)
             try:
-                yield from T.to_hf(entry, full, spec.geometry)
+                yield from T.to_hf(entry, full, spec)
             except RuntimeError:  # a reshape that does not fit: the base describes another model
                 raise ConvertError(f"{step_dir}: {local} has shape {tuple(full.shape)}, which does not fit the "
                                    f"base model's geometry (is --base the model this checkpoint was trained "
                                    f"from?)") from None
-        leftover = sorted(set(shards[0]) - ({"output_layer.weight"} if spec.tied_embeddings else set()))
+        leftover = sorted(set(shards[0]) - set(table.megatron_copies))
         if leftover:
             raise ConvertError(f"{step_dir}/model_tp00_pp{p:02d}.pt: parameters the {spec.arch} table does not "
                                f"know: {leftover[:3]} (is --base the model this checkpoint was trained from?)")
-    expected = {e.megatron for e in T.expand(T.rules_for(spec.arch, spec.tied_embeddings, te=False),
-                                             spec.num_layers)}
+    expected = {e.megatron for e in T.table_for(spec).entries}
     if len(done) < len(expected):
         raise ConvertError(f"{step_dir}: {len(expected) - len(done)} of the model's {len(expected)} parameters "
                            f"are in no shard (incomplete checkpoint, or --base has more layers)")
@@ -227,7 +227,7 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
     return out
 
 
-def _write_folder(source: Source, spec: A.HFModelSpec, tensors, first_dtype: list, tmp: Path,
+def _write_folder(source: Source, spec: A.ModelShape, tensors, first_dtype: list, tmp: Path,
                   max_shard_bytes: int) -> None:
     weight_map = write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
     config_src = source.path if source.kind == "hf" else source.base
@@ -318,14 +318,13 @@ def from_hf(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, pp: int = 1) -
     head = "score" if A.is_reward_model(spec) else "lm"
     per_stage = spec.num_layers // pp
     shards: dict[tuple[int, int], dict[str, torch.Tensor]] = {(t, p): {} for t in range(tp) for p in range(pp)}
-    for entry in T.expand(T.rules_for(spec.arch, spec.tied_embeddings, head=head), spec.num_layers):
-        full = T.to_megatron(entry, [reader.get(h) for h in entry.hf], spec.geometry)
-        stages = [0] if entry.layer is None else [entry.layer // per_stage]
-        if entry.megatron in ("decoder.final_layernorm.weight", "output_layer.weight"):
-            stages = [pp - 1]
-        for p in stages:
-            for t in range(tp):
-                shards[(t, p)][_local_name(entry, p, per_stage)] = T.shard(full, entry.rule.tp, t, tp).clone()
+    table = T.table_for(spec, head=head)
+    table.check_known_hf(reader.names(), str(hf_dir))
+    for entry in table.entries:
+        full = T.to_megatron(entry, [reader.get(h) for h in entry.hf], spec)
+        p = table.owner_stage(entry, pp)
+        for t in range(tp):
+            shards[(t, p)][_local_name(entry, p, per_stage)] = T.shard(full, entry.rule.tp, t, tp).clone()
     return checkpoint.write_weights(out_dir, shards, tp, pp, state={"converted_from": str(hf_dir)})
 
 
@@ -387,7 +386,7 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
     return report
 
 
-def _megatron_logprob_diff(folder: Path, model, spec: A.HFModelSpec) -> float:
+def _megatron_logprob_diff(folder: Path, model, spec: A.ModelShape) -> float:
     """Max |Δ| of per-token log-probs, Megatron actor vs transformers ``model``, on a fixed random probe batch."""
     from nemo_cascade import config as C
     from nemo_cascade.actor.megatron import MegatronActor

@@ -98,7 +98,7 @@ def check_server(url: str) -> None:
 def model_positions(model_dir: Path, yarn_factor: Optional[float] = None) -> int:
     """The positions the model serves (the engine's reading of config.json, after the rescaling to
     ``yarn_factor`` if given: ``engine_start.yarn_overrides``); 2^20 when it names none."""
-    hf = engine_start.read_hf_config(str(model_dir))
+    hf = engine_start.read_served_shape(str(model_dir))
     if yarn_factor is not None:
         try:
             overrides = engine_start.yarn_overrides(hf, yarn_factor, model_dir / "config.json")

@@ -31,6 +31,7 @@ from typing import Iterable
 from packaging.version import InvalidVersion, Version
 
 from nemo_cascade import config as C
+from nemo_cascade.convert.shape import ModelShape, any_shape_from_dict
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +112,10 @@ def sleep_level(vllm_version: str) -> int:
     return 2 if Version(v.base_version) >= LEVEL2_SLEEP_FROM else 1
 
 
-def read_hf_config(model_path: str) -> dict:
-    """config.json of an HF folder, with a one-line error naming the path when it is missing."""
+def read_served_shape(model_path: str) -> ModelShape:
+    """The shape of the model an engine serves (any architecture vLLM loads: ``convert.shape.any_shape_from_dict``
+    without required dimensions), with a one-line error naming the path when the folder or config.json is
+    missing."""
     folder = Path(model_path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder not found: {folder}")
@@ -120,103 +123,86 @@ def read_hf_config(model_path: str) -> dict:
     if not cfg_file.is_file():
         raise FileNotFoundError(f"no config.json in model folder {folder} (expected a Hugging Face model folder)")
     with open(cfg_file) as f:
-        return json.load(f)
+        return served_shape(json.load(f), str(cfg_file))
 
 
-def _text_config(hf: dict) -> dict:
-    return hf.get("text_config") or hf
+def served_shape(hf: dict, where: str = "config.json") -> ModelShape:
+    """A config.json's shape as an engine reads it (:func:`read_served_shape`)."""
+    return any_shape_from_dict(hf, where, dims=False)
 
 
-def check_cpu_head_dim(hf: dict, model_path: str) -> None:
-    text = _text_config(hf)
-    head_dim = int(text.get("head_dim") or int(text["hidden_size"]) // int(text["num_attention_heads"]))
-    if head_dim < CPU_MIN_HEAD_DIM:
+def check_cpu_head_dim(shape: ModelShape, model_path: str) -> None:
+    if 0 < shape.head_dim < CPU_MIN_HEAD_DIM:
         raise ValueError(
-            f"head_dim {head_dim} < {CPU_MIN_HEAD_DIM}: vLLM's CPU attention needs head_dim >= "
+            f"head_dim {shape.head_dim} < {CPU_MIN_HEAD_DIM}: vLLM's CPU attention needs head_dim >= "
             f"{CPU_MIN_HEAD_DIM}; set head_dim (or hidden_size / num_attention_heads) >= {CPU_MIN_HEAD_DIM} "
             f"in {Path(model_path) / 'config.json'}")
 
 
-def model_positions(hf: dict) -> int | None:
+def model_positions(shape: ModelShape) -> int | None:
     """How many positions the model serves: config.json's max_position_embeddings, which YaRN configs already
     scale (``convert.arch.with_yarn``; vLLM applies no factor on top for yarn). None when absent."""
-    n = _text_config(hf).get("max_position_embeddings")
-    return int(n) if n else None
+    return shape.max_position_embeddings
 
 
-def _rope(hf: dict) -> tuple[str, dict]:
-    """``(rope type, its parameters)`` of a config.json: ``rope_scaling`` (transformers 4) or ``rope_parameters``
-    (transformers 5); ``default`` for plain RoPE."""
-    scaling = hf.get("rope_scaling") or hf.get("rope_parameters") or {}
-    return str(scaling.get("rope_type") or scaling.get("type") or "default"), dict(scaling)
-
-
-def yarn_factor(hf: dict) -> float:
+def yarn_factor(shape: ModelShape) -> float:
     """The YaRN factor config.json serves the model with; 1.0 for plain RoPE (and for other rope types)."""
-    kind, scaling = _rope(_text_config(hf))
-    return float(scaling.get("factor") or 1.0) if kind == "yarn" else 1.0
+    return shape.yarn[0] if shape.yarn else 1.0
 
 
-def native_positions(hf: dict) -> int | None:
+def native_positions(shape: ModelShape) -> int | None:
     """The positions the model was trained for: YaRN's ``original_max_position_embeddings`` where config.json
     already scales (a release config, ``convert.arch.with_yarn``), else ``max_position_embeddings``."""
-    text = _text_config(hf)
-    kind, scaling = _rope(text)
-    if kind == "yarn" and scaling.get("original_max_position_embeddings"):
-        return int(scaling["original_max_position_embeddings"])
-    return model_positions(hf)
+    return (shape.yarn[1] if shape.yarn else 0) or model_positions(shape)
 
 
-def yarn_overrides(hf: dict, factor: float, where: Path) -> dict:
+def yarn_overrides(shape: ModelShape, factor: float, where: Path) -> dict:
     """vLLM ``hf_overrides`` that serve the model with YaRN ``factor`` over its native positions (App. B: factor 2
     for every benchmark, 3 for the 14B's 64K-input SWE-bench run); ``factor`` 1 = plain RoPE. Empty when
     config.json already says so. vLLM takes ``max_position_embeddings`` as the scaled length for YaRN (it
     multiplies only other rope types' lengths by their factor), and sets a dict-valued override as the whole
-    attribute, so ``rope_parameters`` carries ``rope_theta`` too. ValueError (one line) for a config this cannot
-    rescale: another rope type (llama3, linear, ...), a nested ``text_config``, or no positions."""
+    attribute, so ``rope_parameters`` carries ``rope_theta`` too (the rest is written from ``shape.raw``).
+    ValueError (one line) for a config this cannot rescale: another rope type (llama3, linear, ...), a nested
+    ``text_config``, or no positions."""
     factor = float(factor)
     if factor < 1:
         raise ValueError(f"YaRN factor {factor:g}: expected >= 1 (1 = the model's own RoPE)")
-    kind, scaling = _rope(hf)
-    native = native_positions(hf)
-    if factor == yarn_factor(hf) and (kind == "yarn" or factor == 1.0):
+    hf, kind = shape.raw, shape.rope_type
+    native = native_positions(shape)
+    if factor == yarn_factor(shape) and (kind == "yarn" or factor == 1.0):
         return {}
     if "text_config" in hf or kind not in ("default", "yarn") or not native:
         problem = ("its rope lives in a nested text_config" if "text_config" in hf else
                    f"its rope type is {kind!r}" if kind not in ("default", "yarn") else "it names no positions")
         raise ValueError(f"{where}: cannot serve it with YaRN factor {factor:g}: {problem}; evaluate it with "
                          f"YaRN factor 1 (no rescaling: eval --yarn SUITE=1)")
-    theta = hf.get("rope_theta", scaling.get("rope_theta", 10000.0))
+    scaling = hf.get("rope_scaling") or hf.get("rope_parameters") or {}
     kept = {k: v for k, v in scaling.items()
             if k not in ("type", "rope_type", "factor", "original_max_position_embeddings", "rope_theta")}
     if factor == 1.0:
-        rope = {"rope_type": "default", "rope_theta": theta}
+        rope = {"rope_type": "default", "rope_theta": shape.rope_theta}
     else:
         rope = {**kept, "rope_type": "yarn", "factor": factor, "original_max_position_embeddings": native,
-                "rope_theta": theta}
+                "rope_theta": shape.rope_theta}
     return {"max_position_embeddings": int(native * factor), "rope_parameters": rope}
 
 
-def with_overrides(hf: dict, overrides: dict) -> dict:
-    """config.json as the engine reads it after ``hf_overrides`` (top-level keys replaced)."""
-    out = {k: v for k, v in hf.items() if not (overrides and k in ("rope_scaling", "rope_parameters"))}
-    return {**out, **overrides}
+def with_overrides(shape: ModelShape, overrides: dict) -> ModelShape:
+    """The shape the engine serves after ``hf_overrides`` (top-level keys of config.json replaced)."""
+    hf = {k: v for k, v in shape.raw.items() if not (overrides and k in ("rope_scaling", "rope_parameters"))}
+    return served_shape({**hf, **overrides}, shape.name)
 
 
-def capped_model_len(hf: dict, wanted: int, where: Path) -> int:
+def capped_model_len(shape: ModelShape, wanted: int, where: Path) -> int:
     """``wanted`` within the model's positions. vLLM refuses to start past them; an evaluation budget may ask
     for more (App. B: 64K responses), and its requests then stop at the model's length (finish_reason
     "length"). Training requests never get here too long: preflight refuses them."""
-    positions = model_positions(hf)
+    positions = model_positions(shape)
     if positions is None or wanted <= positions:
         return wanted
     log.warning("max_model_len %d capped at the model's %d positions (max_position_embeddings in %s); longer "
                 "requests stop there — YaRN (convert.arch.with_yarn) extends it", wanted, positions, where)
     return positions
-
-
-def ties_embeddings(hf: dict) -> bool:
-    return bool(_text_config(hf).get("tie_word_embeddings", hf.get("tie_word_embeddings")))
 
 
 def checkpoint_weight_names(model_path: str) -> frozenset[str]:

@@ -137,7 +137,7 @@ class RolloutEngine:
         around_generate: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
         yarn_factor: float | None = None,
     ):
-        hf = engine_start.read_hf_config(model_path)  # fail on a bad folder before importing vLLM
+        hf = engine_start.read_served_shape(model_path)  # fail on a bad folder before importing vLLM
         self.hf_overrides = ({} if yarn_factor is None else
                              engine_start.yarn_overrides(hf, yarn_factor, Path(model_path) / "config.json"))
         hf = engine_start.with_overrides(hf, self.hf_overrides)
@@ -179,10 +179,11 @@ class RolloutEngine:
         tp = rollout.tensor_parallel_size
         self._tp_group = _engine_group(tp) if tp > 1 else None
         self._expected = engine_start.checkpoint_weight_names(self.model_path)
-        if engine_start.ties_embeddings(hf):
-            # Not in a tied checkpoint, but the in-place reload finalises the tied ParallelLMHead as a layer
-            # of its own: without it the head keeps its OLD weights (measured). Senders alias the embedding.
-            self._expected |= {"lm_head.weight"}
+        # Not in a tied checkpoint, but the in-place reload finalises the tied ParallelLMHead as a layer of its
+        # own: without it the head keeps its OLD weights (measured). The table names it; senders alias it.
+        from nemo_cascade.convert.table import tied_head_aliases  # torch: imported with vLLM above
+
+        self._expected |= set(tied_head_aliases(hf.tied_embeddings))
         log.info("vLLM engine ready in %.1f s (%s, %s, max_model_len=%d, YaRN %g, rank %d)", self.start_seconds,
                  "cpu" if self.on_cpu else "gpu", dtype, self.max_model_len, self.yarn_factor, self._rank)
 

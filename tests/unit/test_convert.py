@@ -3,10 +3,12 @@ import pytest
 import torch
 
 from nemo_cascade.convert import table as T
-from nemo_cascade.convert.arch import ModelFilesError, read_hf_config, spec_from_dict
+from nemo_cascade.convert.arch import ModelFilesError, read_hf_config, shape_from_dict
 from nemo_cascade.config import ConfigError
+from nemo_cascade.convert.shape import ModelShape
 
-GEOM = T.Geometry(hidden_size=8, num_attention_heads=4, num_key_value_heads=2, head_dim=2)
+GEOM = ModelShape("g", vocab_size=16, hidden_size=8, ffn_hidden_size=16, num_layers=1, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=2)
 
 
 def test_qkv_interleaves_per_kv_group():
@@ -64,13 +66,13 @@ QWEN25_72B = {  # huggingface.co/Qwen/Qwen2.5-72B-Instruct config.json (the RM's
 def test_qwen2_configs():
     from nemo_cascade.convert.arch import reward_model_config, transformer_config_kwargs
 
-    spec = spec_from_dict(QWEN25_72B)
+    spec = shape_from_dict(QWEN25_72B)
     assert (spec.arch, spec.qkv_bias, spec.qk_norm, spec.head_dim, spec.rope_theta) == ("qwen2", True, False, 128, 1e6)
     kwargs = transformer_config_kwargs(spec, tp=8, pp=4, bf16=True)
     assert kwargs["add_qkv_bias"] and not kwargs["add_bias_linear"] and not kwargs["qk_layernorm"]
-    rm = spec_from_dict(reward_model_config(QWEN25_72B, pad_token_id=0))
+    rm = shape_from_dict(reward_model_config(QWEN25_72B, pad_token_id=0))
     assert rm.hf_architecture == "Qwen2ForSequenceClassification" and rm.arch == "qwen2"
-    assert spec_from_dict({**QWEN25_72B, "attention_bias": True}).qkv_bias  # Qwen2 ignores the field
+    assert shape_from_dict({**QWEN25_72B, "attention_bias": True}).qkv_bias  # Qwen2 ignores the field
 
 
 @pytest.mark.parametrize("change,field", [
@@ -79,12 +81,12 @@ def test_qwen2_configs():
 ])
 def test_sliding_window_is_refused_in_one_line(change, field):
     with pytest.raises(ModelFilesError, match=f"config.json: {field} asks for sliding-window attention on") as e:
-        spec_from_dict({**QWEN25_72B, **change})
+        shape_from_dict({**QWEN25_72B, **change})
     assert "\n" not in str(e.value)
     # a window that covers no layer is full attention: accepted (transformers' rule: layers >= max_window_layers)
-    assert spec_from_dict({**QWEN25_72B, "use_sliding_window": True, "max_window_layers": 80}).arch == "qwen2"
+    assert shape_from_dict({**QWEN25_72B, "use_sliding_window": True, "max_window_layers": 80}).arch == "qwen2"
     with pytest.raises(ModelFilesError, match="attention_bias=true is not supported for Qwen3ForCausalLM"):
-        spec_from_dict({**QWEN25_72B, "architectures": ["Qwen3ForCausalLM"], "attention_bias": True})
+        shape_from_dict({**QWEN25_72B, "architectures": ["Qwen3ForCausalLM"], "attention_bias": True})
 
 
 @pytest.mark.parametrize("kind", ["column", "row", "vocab", "glu", "replicated"])
@@ -114,9 +116,9 @@ def test_bad_configs_give_one_line_errors(tmp_path):
     with pytest.raises(ModelFilesError, match="config.json: no such file"):
         read_hf_config(tmp_path)
     with pytest.raises(ModelFilesError, match="not supported"):
-        spec_from_dict({"architectures": ["GPT2LMHeadModel"]})
+        shape_from_dict({"architectures": ["GPT2LMHeadModel"]})
     with pytest.raises(ModelFilesError, match="missing field 'hidden_size'"):
-        spec_from_dict({"architectures": ["LlamaForCausalLM"], "num_attention_heads": 2})
+        shape_from_dict({"architectures": ["LlamaForCausalLM"], "num_attention_heads": 2})
 
 
 QWEN2_SIZES = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2)
@@ -187,13 +189,13 @@ def test_yarn_rope_matches_transformers(tmp_path):
 
 
 def test_unsupported_rope_scaling_is_one_line():
-    from nemo_cascade.convert.arch import ModelFilesError, spec_from_dict, with_yarn
+    from nemo_cascade.convert.arch import ModelFilesError, shape_from_dict, with_yarn
 
     base = {"architectures": ["Qwen3ForCausalLM"], "num_attention_heads": 2, "hidden_size": 64, "vocab_size": 8,
             "intermediate_size": 8, "num_hidden_layers": 1, "max_position_embeddings": 32768, "rope_theta": 1e6}
     with pytest.raises(ModelFilesError, match="rope scaling 'linear' is not supported"):
-        spec_from_dict({**base, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+        shape_from_dict({**base, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
     with pytest.raises(ModelFilesError, match="yarn settings"):
-        spec_from_dict({**base, "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "beta_fast": 16}})
+        shape_from_dict({**base, "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "beta_fast": 16}})
     scaled = with_yarn(base, 2.0)  # App. B: 8B evaluates with factor 2 over 32768
-    assert spec_from_dict(scaled).yarn == (2.0, 32768) and scaled["max_position_embeddings"] == 65536
+    assert shape_from_dict(scaled).yarn == (2.0, 32768) and scaled["max_position_embeddings"] == 65536

@@ -78,21 +78,21 @@ def test_yarn_overrides_rescale_a_plain_rope_config():
     """The engine-start arguments for factor 2 / 3 over Qwen3's 32768 positions (App. B): vLLM reads YaRN's
     max_position_embeddings as already scaled and takes rope_parameters whole (rope_theta kept)."""
     where = Path("m/config.json")
-    assert ES.yarn_overrides(QWEN3, 2, where) == {
+    assert ES.yarn_overrides(ES.served_shape(QWEN3), 2, where) == {
         "max_position_embeddings": 65536,
         "rope_parameters": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32768,
                             "rope_theta": 1000000.0}}
-    three = ES.yarn_overrides(QWEN3, 3, where)
+    three = ES.yarn_overrides(ES.served_shape(QWEN3), 3, where)
     assert three["max_position_embeddings"] == 98304 and three["rope_parameters"]["factor"] == 3.0
-    assert ES.yarn_overrides(QWEN3, 1, where) == {}, "factor 1: config.json as it is"
-    served = ES.with_overrides(QWEN3, three)
+    assert ES.yarn_overrides(ES.served_shape(QWEN3), 1, where) == {}, "factor 1: config.json as it is"
+    served = ES.with_overrides(ES.served_shape(QWEN3), three)
     assert (ES.yarn_factor(served), ES.native_positions(served), ES.model_positions(served)) == (3.0, 32768, 98304)
 
 
 def test_yarn_overrides_of_a_release_config_scale_from_its_native_positions():
     """A release config.json already carries YaRN ×2 (``convert to-hf``, model.yarn_factor): the 14B's SWE-bench
     run rescales to ×3 over the same 32768 native positions, not over the scaled 65536; ×1 undoes it."""
-    release = with_yarn(QWEN3, 2.0)
+    release = ES.served_shape(with_yarn(QWEN3, 2.0))
     where = Path("m/config.json")
     assert ES.yarn_factor(release) == 2.0 and ES.native_positions(release) == 32768
     assert ES.yarn_overrides(release, 2, where) == {}
@@ -112,7 +112,7 @@ def test_yarn_overrides_of_a_release_config_scale_from_its_native_positions():
 ])
 def test_configs_that_cannot_be_rescaled_are_one_line(hf, factor, expected):
     with pytest.raises(ValueError) as err:
-        ES.yarn_overrides(hf, factor, Path("m/config.json"))
+        ES.yarn_overrides(ES.served_shape(hf), factor, Path("m/config.json"))
     assert expected in str(err.value) and "\n" not in str(err.value)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from nemo_cascade import config as C
 from nemo_cascade import plan as P
+from nemo_cascade.convert.shape import ModelShape
 from nemo_cascade.cli import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +21,8 @@ GIB = 1 << 30
 ENV = ("NEMO_CASCADE_MODELS", "NEMO_CASCADE_DATA", "NEMO_CASCADE_RM_URL", "NEMO_CASCADE_JUDGE_URL")
 
 # hidden 8, ffn 16, 2 heads / 1 KV head of 4, vocab 32, 2 layers, untied, q/k norms.
-TINY = P.Shape("t", hidden=8, ffn=16, heads=2, kv_heads=1, head_dim=4, vocab=32, layers=2)
+TINY = ModelShape("t", hidden_size=8, ffn_hidden_size=16, num_attention_heads=2, num_key_value_heads=1, head_dim=4,
+                  vocab_size=32, num_layers=2)
 # Per layer: q,k,v 8·(2+2)·4 = 128, o 2·4·8 = 64, MLP 3·8·16 = 384 → 576 split over TP; norms 2·8 + 2·4 = 24.
 # Whole model: 2·600 + embedding 256 + head 256 + final norm 8 = 1720.
 
@@ -29,7 +31,7 @@ def one_gpu(**kw) -> C.Parallel:
     return C.Parallel(**{"tp": 1, "pp": 1, "cp": 1, "dp": 1, "micro_batch_size": 1, **kw})
 
 
-def bytes_of(parallel: C.Parallel, d: P.Shape = TINY, seq: int = 10, te: bool = False, rows: int = 1, **kw) -> dict:
+def bytes_of(parallel: C.Parallel, d: ModelShape = TINY, seq: int = 10, te: bool = False, rows: int = 1, **kw) -> dict:
     ranks = [P.actor_bytes(d, parallel, seq=seq, rows_per_step=rows, rank=r, te=te, dtype_bytes=2, **kw)
              for r in range(parallel.pp)]
     return max(ranks, key=lambda m: m["train"])
@@ -72,7 +74,7 @@ def test_one_gpu_train_step_by_hand():
 
 def test_gpu_step_estimate_matches_its_h200_calibration():
     """12 Qwen3-8B-shaped layers at 4096 tokens (local spec, no recompute): 123.8 GiB estimated, 112–116 measured."""
-    d = replace(P.PRESETS["qwen3-8b"], layers=12)
+    d = replace(P.PRESETS["qwen3-8b"], num_layers=12)
     assert P.estimate_bytes(d, 12, 1, 4096)["total"] / GIB == pytest.approx(123.77, abs=0.01)
 
 
@@ -116,7 +118,7 @@ def test_tp_halves_the_parameter_part():
     assert two["params"] == pytest.approx(one["params"] / 2, rel=1e-3)  # only the norms are replicated
     assert two["state"] == pytest.approx(one["state"] / 2, rel=1e-3)
     split, rep = TINY.layer_params()
-    replicated = TINY.layers * rep + TINY.hidden
+    replicated = TINY.num_layers * rep + TINY.hidden_size
     assert P.rank_params(TINY, 2, 1, 0) - replicated == (TINY.params() - replicated) / 2
 
 
@@ -138,7 +140,7 @@ def test_full_recompute_lowers_activations():
     assert te["full"] < te["none"] / 3
     # full: one bf16 input per layer + one layer's activations + the head
     S = 8192
-    expected = 1.05 * (36 * 2 * S * d.hidden + P.layer_activation_bytes(d, S, quadratic=False)
+    expected = 1.05 * (36 * 2 * S * d.hidden_size + P.layer_activation_bytes(d, S, quadratic=False)
                        + P.head_activation_bytes(d, S))
     assert te["full"] == pytest.approx(expected)
 
@@ -167,7 +169,8 @@ def test_pipeline_first_rank_holds_pp_microbatches():
 # ---- model shapes -----------------------------------------------------------------------------------------------
 
 def test_presets_are_the_public_configs():
-    shapes = {name: (s.hidden, s.layers, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab)
+    shapes = {name: (s.hidden_size, s.num_layers, s.num_attention_heads, s.num_key_value_heads, s.head_dim,
+                     s.ffn_hidden_size, s.vocab_size)
               for name, s in P.PRESETS.items()}
     assert shapes["qwen3-8b"] == (4096, 36, 32, 8, 128, 12288, 151936)
     assert shapes["qwen3-14b"] == (5120, 40, 40, 8, 128, 17408, 151936)
@@ -195,7 +198,8 @@ def test_config_json_wins_over_the_name(tmp_path):
            "vocab_size": 100, "tie_word_embeddings": True}
     (folder / "config.json").write_text(json.dumps(raw))
     shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
-    assert (shape.hidden, shape.layers, shape.vocab, shape.tied, shape.qk_norm) == (64, 2, 100, True, True)
+    assert (shape.hidden_size, shape.num_layers, shape.vocab_size, shape.tied_embeddings, shape.qk_norm) == (
+        64, 2, 100, True, True)
     assert source.endswith("config.json")
     assert P.resolve_shape(C.Model(hf_path=str(folder)), "qwen3-14b")[0] == P.PRESETS["qwen3-14b"]  # --shape wins
 
@@ -220,7 +224,8 @@ def test_architecture_the_actor_does_not_load_is_planned_with_a_note(tmp_path):
            "vocab_size": 32000, "tie_word_embeddings": False}
     (folder / "config.json").write_text(json.dumps(raw))
     shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
-    assert (shape.hidden, shape.layers, shape.kv_heads, shape.head_dim, shape.qk_norm) == (4096, 32, 8, 128, False)
+    assert (shape.hidden_size, shape.num_layers, shape.num_key_value_heads, shape.head_dim, shape.qk_norm) == (
+        4096, 32, 8, 128, False)
     assert "MistralForCausalLM is not an architecture the actor loads" in source
     (folder / "config.json").write_text("{")
     with pytest.raises(ValueError, match="config.json: not valid JSON"):

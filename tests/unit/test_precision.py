@@ -428,14 +428,14 @@ def test_te_fused_norms_have_the_norm_shape():
     from nemo_cascade.convert import arch as A
     from nemo_cascade.convert import table as T
 
-    spec = A.spec_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64,
+    spec = A.shape_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64,
                                  intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                  num_key_value_heads=2, head_dim=16))
-    stub = SimpleNamespace(spec=spec)
-    local = list(T.expand(T.rules_for("qwen3", False), 2))
-    te = list(T.expand(T.rules_for("qwen3", False, te=True), 2))
-    for lo, t in zip(local, te, strict=True):
-        assert MegatronActor._full_shape(stub, t) == MegatronActor._full_shape(stub, lo), t.megatron
+    local, te = T.table_for(spec), T.table_for(spec, te=True)
+    for lo, t in zip(local.entries, te.entries, strict=True):
+        assert te.full_shape(t) == local.full_shape(lo), t.megatron
+    stub = SimpleNamespace(table=te)  # the actor asks the table
+    assert [MegatronActor._full_shape(stub, t) for t in te.entries] == [local.full_shape(e) for e in local.entries]
 
 
 def test_qkv_bias_has_the_fused_output_shape():
@@ -447,8 +447,9 @@ def test_qkv_bias_has_the_fused_output_shape():
     from nemo_cascade.convert import arch as A
     from nemo_cascade.convert import table as T
 
-    spec = A.spec_from_dict(dict(architectures=["Qwen2ForCausalLM"], vocab_size=256, hidden_size=128,
+    spec = A.shape_from_dict(dict(architectures=["Qwen2ForCausalLM"], vocab_size=256, hidden_size=128,
                                  intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                  num_key_value_heads=2))
-    bias = next(e for e in T.expand(T.rules_for("qwen2", False), 2) if e.megatron.endswith("linear_qkv.bias"))
-    assert MegatronActor._full_shape(SimpleNamespace(spec=spec), bias) == ((4 + 2 * 2) * 32,)
+    table = T.table_for(spec)
+    bias = next(e for e in table.entries if e.megatron.endswith("linear_qkv.bias"))
+    assert MegatronActor._full_shape(SimpleNamespace(table=table), bias) == ((4 + 2 * 2) * 32,)

@@ -157,7 +157,7 @@ def test_score_head_rules_replace_any_lm_head():
 
 
 def test_reward_model_config_is_a_one_label_sequence_classifier():
-    from nemo_cascade.convert.arch import is_reward_model, reward_model_config, spec_from_dict
+    from nemo_cascade.convert.arch import is_reward_model, reward_model_config, shape_from_dict
 
     raw = {"architectures": ["LlamaForCausalLM"], "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
            "num_hidden_layers": 2, "num_attention_heads": 2, "tie_word_embeddings": True, "pad_token_id": None}
@@ -165,8 +165,8 @@ def test_reward_model_config_is_a_one_label_sequence_classifier():
     assert out["architectures"] == ["LlamaForSequenceClassification"] and out["id2label"] == {"0": "LABEL_0"}
     assert out["pad_token_id"] == 7 and out["tie_word_embeddings"] is False
     assert raw["architectures"] == ["LlamaForCausalLM"]  # the base config is not modified
-    spec = spec_from_dict(out)
-    assert spec.arch == "llama" and is_reward_model(spec) and not is_reward_model(spec_from_dict(raw))
+    spec = shape_from_dict(out)
+    assert spec.arch == "llama" and is_reward_model(spec) and not is_reward_model(shape_from_dict(raw))
 
 
 def test_config_reward_model_stage_validation():
