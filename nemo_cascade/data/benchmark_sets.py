@@ -11,7 +11,7 @@ and turns each row into a prompt with its domain's label and a reference respons
   README); the task with its asserts (:func:`.mbpp_tasks.mbpp_task`, the ``mbpp`` suite's format); the label runs
   the asserts in the sandbox; the response is the reference solution.
 
-Training on the train split and evaluating on the suite of the same name (its test split) is the issue-9 setup:
+Training on the train split and evaluating on the suite of the same name (its test split) is the held-out setup of the SmolLM2 recipes:
 the model sees the benchmark's own format in RL, never its test problems. ``size`` > 0 takes that many rows in
 a seeded order (``size`` 0: the whole split); asking for more rows than the split holds is an error.
 """

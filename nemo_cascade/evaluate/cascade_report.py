@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..files import replaced_atomically, write_text_atomically
 from .gate import deltas, scores
+from .paired import ALPHA, PairedTest, item_values, p_text, paired_test
 
 # The headline training number of each stage kind: what the stage optimises (GRPO) or fits (SFT, RM).
 HEADLINE = {"grpo": "reward_mean", "sft": "loss", "reward_model": "accuracy"}
@@ -48,6 +49,23 @@ class Run:
     suite_domain: dict[str, str]
     row_domain: dict[str, str | None]  # row label → the domain whose suites that row's stage trained on
     curves: list[tuple[str, list[int], list[float]]]  # per stage: (headline metric, steps, values); see read_curve
+    items: dict[str, dict[str, tuple[dict[str, float], bool]]] = field(default_factory=dict)
+    """Row label → suite → :func:`.paired.item_values`."""
+
+    def tests(self) -> list[dict[str, PairedTest]]:
+        """Per row of ``history``: ``suite → paired test against the latest earlier row with the suite`` (the
+        rows :func:`.gate.deltas` compares), on the items both rows scored; none where they share no item (an
+        eval.json without records)."""
+        last, out = {}, []
+        for label, _ in self.history:
+            row, tests = self.items.get(label, {}), {}
+            for suite, values in row.items():
+                test = paired_test(last[suite], values) if suite in last else None
+                if test is not None and test.items:
+                    tests[suite] = test
+            out.append(tests)
+            last.update(row)
+        return out
 
 
 def _read_json(path: Path) -> dict:
@@ -62,11 +80,13 @@ def _read_json(path: Path) -> dict:
     return doc
 
 
-def _eval_row(path: Path, suite_domain: dict[str, str]) -> dict[str, tuple[float, float]]:
+def _eval_row(path: Path, suite_domain: dict[str, str]
+              ) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[dict[str, float], bool]]]:
+    """``(suite → (avg@K, stderr), suite → per-item values)`` of one eval.json."""
     doc = _read_json(path)
     try:
         suite_domain.update({s: r["domain"] for s, r in doc["suites"].items()})
-        return scores(doc)
+        return scores(doc), {s: item_values(r) for s, r in doc["suites"].items()}
     except (KeyError, TypeError, AttributeError) as e:
         detail = f"missing key {e}" if isinstance(e, KeyError) else str(e)
         raise ReportError(f"{path}: not an eval.json ({detail})") from None
@@ -110,16 +130,16 @@ def load_run(run_dir: Path) -> Run:
     manifest, config = _read_json(run_dir / "manifest.json"), _read_json(run_dir / "config.json")
     stages = _stages(run_dir, config, manifest)
     suite_domain: dict[str, str] = {}
-    history, row_domain = [], {}
-    if (run_dir / "base" / "eval.json").is_file():
-        history.append(("base", _eval_row(run_dir / "base" / "eval.json", suite_domain)))
-        row_domain["base"] = None
-    for s in stages:  # a stage without eval.json (pending, or a reward model) is no row
-        if (s.dir / "eval.json").is_file():
-            history.append((s.name, _eval_row(s.dir / "eval.json", suite_domain)))
-            row_domain[s.name] = s.domain
+    history, row_domain, items = [], {}, {}
+    rows = [("base", run_dir / "base" / "eval.json", None)]
+    rows += [(s.name, s.dir / "eval.json", s.domain) for s in stages]  # no eval.json (pending, an RM): no row
+    for label, path, domain in rows:
+        if path.is_file():
+            row, items[label] = _eval_row(path, suite_domain)
+            history.append((label, row))
+            row_domain[label] = domain
     return Run(str(manifest.get("name", run_dir.name)), str(manifest.get("git_sha", "")), stages, history,
-               suite_domain, row_domain, [read_curve(s) for s in stages])
+               suite_domain, row_domain, [read_curve(s) for s in stages], items)
 
 
 # ----------------------------------------------------------------------------------------------- text
@@ -142,25 +162,32 @@ def _is_own(run: Run, label: str, suite: str) -> bool:
     return _trains(run.row_domain[label], run.suite_domain[suite])
 
 
-def _cell(row: dict, change: dict, suite: str, fmt: str = " ({})") -> str:
-    """``avg@K`` in % and, where an earlier row has the suite, the change in points formatted by ``fmt``."""
+def _cell(row: dict, change: dict, suite: str, fmt: str = " ({})", test: PairedTest | None = None) -> str:
+    """``avg@K`` in % and, where an earlier row has the suite, the change in points formatted by ``fmt`` (with
+    the paired test's p-value when ``test`` is given)."""
     if suite not in row:
         return "–"
-    return f"{100 * row[suite][0]:.1f}" + (fmt.format(_points(change[suite])) if suite in change else "")
+    if suite not in change:
+        return f"{100 * row[suite][0]:.1f}"
+    moved = _points(change[suite]) + (f", p {p_text(test.p)}" if test is not None else "")
+    return f"{100 * row[suite][0]:.1f}" + fmt.format(moved)
 
 
 def _matrix(run: Run, own: str) -> str:
     """Stage × suite: ``avg@K (Δ vs the previous row)`` in %; ``own`` formats a stage's own-domain cells."""
     suites = list(dict.fromkeys(s for _, row in run.history for s in row))
-    rows = [[label, *(own.format(_cell(row, change, s)) if s in row and _is_own(run, label, s)
-                      else _cell(row, change, s) for s in suites)]
-            for (label, row), change in zip(run.history, deltas(run.history))]
+    rows = []
+    for (label, row), change, tests in zip(run.history, deltas(run.history), run.tests()):
+        cells = [_cell(row, change, s, test=tests.get(s)) for s in suites]
+        rows.append([label, *(own.format(c) if s in row and _is_own(run, label, s) else c
+                              for s, c in zip(suites, cells))])
     return _table(["stage", *(f"{s} ({run.suite_domain[s]})" for s in suites)], rows)
 
 
 def _own_domain(run: Run) -> list[str]:
     """One line per RL stage: the change of the suites of its own domain against the row before it."""
     change = dict(zip((label for label, _ in run.history), deltas(run.history)))
+    tests = dict(zip((label for label, _ in run.history), run.tests()))
     lines = []
     for s in (s for s in run.stages if s.kind == "grpo"):
         moved = {x: d for x, d in change.get(s.name, {}).items() if _trains(s.domain, run.suite_domain[x])}
@@ -169,10 +196,14 @@ def _own_domain(run: Run) -> list[str]:
         elif not moved:
             text = f"no {s.domain} suite in both this row and an earlier one"
         else:
-            text = ", ".join(f"{x} {_points(d)}" for x, d in moved.items())
+            text = ", ".join(f"{x} {_points(d)}{_significance(tests[s.name].get(x))}" for x, d in moved.items())
             text += f" (mean {_points(sum(moved.values()) / len(moved))})" if len(moved) > 1 else ""
         lines.append(f"- `{s.name}` ({s.domain}): {text}")
     return lines
+
+
+def _significance(test: PairedTest | None) -> str:
+    return "" if test is None else f" (p {p_text(test.p)}, {test.verdict})"
 
 
 def _regressions(run: Run) -> list[str]:
@@ -186,7 +217,8 @@ def matrix_text(run_dir: Path) -> str:
     if not run.history:
         return "no evaluation yet (no base/eval.json, no stages/*/eval.json)\n"
     own = _own_domain(run)
-    return (_matrix(run, own="{}*") + "* = the stage's own domain; (±x) = points vs the previous row\n"
+    return (_matrix(run, own="{}*") + "* = the stage's own domain; (±x, p) = points vs the previous row and the "
+            f"paired test's p-value (significant below {ALPHA})\n"
             + ("own-domain change:\n" + "\n".join(own) + "\n" if own else ""))
 
 
@@ -291,7 +323,9 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
     parts = [f"# Cascade report: {run.name}", "", f"git `{sha}`; built from the files of the run directory "
              "(`nemo-cascade report RUN_DIR` rebuilds it).", "", "## Forgetting matrix", ""]
     if run.history:
-        parts += ["avg@K in % after each stage; (±x) = change in points vs the previous evaluated row; **bold** = "
+        parts += ["avg@K in % after each stage; (±x, p) = change in points vs the previous evaluated row and the p-value "
+                  "of a paired test on the items both rows scored (exact McNemar with one sample per item, else a "
+                  f"paired bootstrap): a change is called a gain or a regression only at p < {ALPHA}; **bold** = "
                   "the stage's own domain (an RL stage's suites of its reward domain). A stage without eval.json "
                   "(pending, a reward model, which does not change the policy, or a stage with evaluate = false, "
                   "the first part of a split stage) has no row.", "",

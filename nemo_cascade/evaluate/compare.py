@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..files import replaced_atomically, write_text_atomically
 from .cascade_report import Run, load_run
+from .paired import ALPHA, p_text, paired_test
 
 
 @dataclass(frozen=True)
@@ -67,16 +68,24 @@ def comparison_markdown(runs: list[Run]) -> str:
     rows = []
     for suite in suites:
         cells = [p.scores.get(suite) if p else None for p in finals]
+        items = [run.items.get(p.label, {}).get(suite) if p else None for run, p in zip(runs, finals)]
         diffs = []
-        for c in cells[1:]:
+        for c, values in zip(cells[1:], items[1:]):
             if c is None or cells[0] is None:
                 diffs.append("–")
-            else:
-                diffs.append(f"{100 * (c[0] - cells[0][0]):+.1f} ± {100 * math.hypot(c[1], cells[0][1]):.1f}")
+                continue
+            text = f"{100 * (c[0] - cells[0][0]):+.1f} ± {100 * math.hypot(c[1], cells[0][1]):.1f}"
+            test = paired_test(items[0], values) if values is not None and items[0] is not None else None
+            if test is not None and test.items:  # none without item records to pair
+                text += f" (p {p_text(test.p)}, {test.items} items, {test.verdict})"
+            diffs.append(text)
         rows.append([suite, *map(_pct, cells), *diffs])
     head = ["suite", *(f"{run.name} ({p.label}, {p.steps} steps)" if p else run.name for run, p in zip(runs, finals)),
             *(f"{n} − {names[0]}" for n in names[1:])]
-    parts.append("\n## Final rows\n\n" + _table(head, rows))
+    parts.append("\n## Final rows\n\nDifferences in points ± the unpaired standard error, then the p-value of a paired "
+                 "test on the items both final rows scored (exact McNemar with one sample per item, else a paired "
+                 f"bootstrap): a difference is called a gain or a regression only at p < {ALPHA}.\n\n"
+                 + _table(head, rows))
     return "".join(parts)
 
 

@@ -1,4 +1,4 @@
-"""Issue 7: every hostile program of the corpus (``hostile_programs.CORPUS``: fork and memory bombs, CPU
+"""Every hostile program of the corpus (``hostile_programs.CORPUS``: fork and memory bombs, CPU
 spin, sleepers, floods, non-UTF-8 output, a 10 MB program, huge argv, writes and reads outside the work dir,
 symlink and hard-link escapes, TCP/UDP/DNS/unix-socket egress, killing the parent, daemons) is contained when
 scored as code: it scores 0, ends within its wall clock, leaves no process and changes no host file, and the

