@@ -10,7 +10,8 @@ jsonl rows (one JSON object per line, blank lines skipped):
 - optional ``"uid"`` (string or integer; default ``FILE:LINE``);
 - SFT: the conversation plus ``"response"`` (a string), or ``"messages"`` ending with the assistant turn to learn;
   tool conversations (``tools``, ``tool_calls``, ``tool`` turns) as :mod:`.sft_rows` describes. SFT files are
-  tokenized once into a cache, in shares over the ranks (:mod:`.sft_cache`).
+  tokenized once into a cache, in shares over the ranks (:mod:`.sft_cache`); so are RL prompt files
+  (:mod:`.prompt_cache`).
 
 A malformed row raises :class:`DataError` with one line naming the file, the line and the expected field; every
 loader may instead skip and count up to ``Data.max_bad_rows`` of them (``PromptList.bad_rows``).

@@ -225,14 +225,15 @@ class CachedPrompts(Sequence):
         part, local = self._parts[k], row - int(self._starts[k])
         at = local * len(self._modes) + self._variant
         ids = part["tokens"][int(part["offsets"][at]):int(part["offsets"][at + 1])].tolist()
-        record = bytes(part["meta"][int(part["meta_offsets"][local]):int(part["meta_offsets"][local + 1])])
-        text, label = json.loads(record.decode())
+        text, label = json.loads(part["meta"][int(part["meta_offsets"][local]):int(part["meta_offsets"][local + 1])]
+                                 .tobytes())
         return Prompt(prompt_tokens=ids, domain=self._domain, label=label, mode=self._modes[self._variant],
                       uid=part["uids"][local], user_text=text)
 
 
 def _map(path: Path, dtype, count: int) -> np.ndarray:
-    return np.memmap(path, dtype=dtype, mode="r") if count else np.zeros(0, dtype)
+    # a plain ndarray over the mapping: slicing an np.memmap runs its Python-level __array_finalize__ per row
+    return np.memmap(path, dtype=dtype, mode="r").view(np.ndarray) if count else np.zeros(0, dtype)
 
 
 def open_prompts(entry: Path, domain: str, mode: str) -> tuple[list[dict], dict]:
@@ -243,9 +244,9 @@ def open_prompts(entry: Path, domain: str, mode: str) -> tuple[list[dict], dict]
     for summary in manifest["parts"]:
         k, rows = summary["part"], summary["rows"]
         part = {"rows": rows, "tokens": _map(entry / f"part-{k}.tokens", np.int32, summary["tokens"]),
-                "offsets": np.load(entry / f"part-{k}.offsets.npy", mmap_mode="r"),
+                "offsets": np.load(entry / f"part-{k}.offsets.npy", mmap_mode="r").view(np.ndarray),
                 "meta": _map(entry / f"part-{k}.meta", np.uint8, summary["meta_bytes"]),
-                "meta_offsets": np.load(entry / f"part-{k}.meta_offsets.npy", mmap_mode="r"),
+                "meta_offsets": np.load(entry / f"part-{k}.meta_offsets.npy", mmap_mode="r").view(np.ndarray),
                 "uids": json.loads((entry / f"part-{k}.uids.json").read_text())}
         if (len(part["tokens"]) != summary["tokens"] or len(part["offsets"]) != rows * len(modes) + 1
                 or len(part["meta"]) != summary["meta_bytes"] or len(part["meta_offsets"]) != rows + 1

@@ -1,5 +1,7 @@
-"""The tokenized-SFT cache: a data file is read and tokenized once, in shares over the ranks, and every later
-load (a restart, the next stage, another run on the same data) maps the stored tokens instead.
+"""The tokenized data cache: a data file is read and tokenized once, in shares over the ranks, and every later
+load (a restart, the next stage, another run on the same data) maps the stored tokens instead. SFT files are
+stored here; RL prompt sets use the same entries, keys and publishing (:func:`cached_entry`) with their own
+parts (:mod:`.prompt_cache`).
 
 Where (:func:`cache_root`): ``.nemo_cascade_cache/`` beside the data file when its folder is writable, else
 ``<run dir>/data_cache/`` (the loader's ``fallback``; a read-only dataset mount), else nothing is stored and
@@ -15,7 +17,8 @@ tokens), the chat style's template text, the mode, ``Data.size`` and :data:`CACH
 How: share ``k`` of ``n`` (``data.rows.Share``) is tokenized by rank ``k`` into ``part-k.tokens`` (int32,
 prompt then response of each row, back to back), ``part-k.offsets.npy`` and ``part-k.prompt_lens.npy``, in a
 temporary folder that rank 0 renames to the entry's name once every part is written (with ``manifest.json``:
-the rows, bad-row counts and first bad row of each part) — a reader never sees a half-written entry. Loading
+the rows, bad-row counts and first bad row of each part, and every file's size) — a reader never sees a
+half-written entry, and an entry whose files no longer have their recorded sizes is removed and rebuilt. Loading
 memory-maps the parts: the examples are a :class:`TokenizedSFT` view that builds a row's token lists when the
 batch builder asks for it, and the ranks of a node share the pages.
 """
