@@ -230,7 +230,10 @@ def _intact(entry: Path) -> bool:
         pass
     log.warning("%s: damaged data cache entry; rebuilding it", entry)
     doomed = entry.with_name(f".{entry.name}.{os.getpid()}-{secrets.token_hex(4)}.damaged")
-    entry.rename(doomed)  # out of the way first, so no reader opens it while it is being removed
+    try:
+        entry.rename(doomed)  # out of the way first, so no reader opens it while it is being removed
+    except OSError:  # another run moved it first
+        return False
     shutil.rmtree(doomed, ignore_errors=True)
     return False
 
@@ -316,6 +319,7 @@ def cached_entry(path: Path, tokenizer, settings: dict, size: int, fallback: Opt
                                             "parts": done})
             else:
                 shutil.rmtree(tmp, ignore_errors=True)
+        ranks.barrier()  # no rank looks for the entry before rank 0 has published it
         if failure is not None:
             raise DataError(failure)
     if not (entry / "manifest.json").is_file():
