@@ -142,15 +142,16 @@ def main() -> None:
             r = out[name]
             print(f"{name:>6}: {r['rows']} rows in {r['load_s']:.1f} s = {r['rows'] / r['load_s']:,.0f} rows/s, "
                   f"peak RSS {r['peak_rss_mb']:.0f} MB, touch every row {r['touch_s']:.1f} s"
-                  + (f", start a PromptStream {r['stream_s']:.2f} s (peak RSS then {r['peak_rss_with_stream_mb']:.0f} MB)"
-                     if "stream_s" in r else ""), flush=True)
+                  + (f", start a PromptStream {r['stream_s']:.2f} s "
+                     f"(peak RSS then {r['peak_rss_with_stream_mb']:.0f} MB)" if "stream_s" in r else ""), flush=True)
         assert out["before"]["tokens"] == out["first"]["tokens"] == out["second"]["tokens"]
         b = out["before"]
         for name in ("first", "second"):
             r = out[name]
             print(f"{name} vs before: {b['load_s'] / r['load_s']:.1f}x faster load, "
                   f"{b['peak_rss_mb'] / r['peak_rss_mb']:.1f}x less peak RSS")
-        record = {"bench": "loader_scale", "kind": args.kind, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows": args.rows,
+        record = {"bench": "loader_scale", "kind": args.kind, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                  "rows": args.rows,
                   "file_mb": path.stat().st_size / 2**20, **out}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with open(RESULTS, "a") as f:

@@ -203,7 +203,8 @@ def test_a_refused_row_stops_loading_and_caches_nothing(tok, tmp_path):
     messages = []
     for cache in (False, True):
         with pytest.raises(DataError) as e:
-            load_prompts(C.Data(source=str(path), cache=cache), tok, "no_think", "ifeval", 512, validate_label=validator)
+            load_prompts(C.Data(source=str(path), cache=cache), tok, "no_think", "ifeval", 512,
+                         validate_label=validator)
         messages.append(str(e.value))
     assert messages[0] == messages[1] and messages[0].startswith(f"{path}:1: ")
     assert _entries(tmp_path) == []
