@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import hashlib
 import json
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -120,17 +122,34 @@ def _validator_name(validate_label) -> Optional[str]:
     return name + (json.dumps(bound, sort_keys=True, default=str) if bound else "")
 
 
+def _code_digest(validate_label) -> str:
+    """A hash of the source of the modules that turn a row into a prompt and a label (the adapters, the math
+    instruction, the SWE prompt builder, the chat template code, this module, the label check's module): a
+    change to any of them invalidates the entries it would have built differently, with no format bump."""
+    from . import chat, math_prompt, schemas, swe_prompts
+
+    modules = [schemas, math_prompt, swe_prompts, chat, sys.modules[__name__]]
+    func = getattr(validate_label, "func", validate_label)
+    if func is not None and getattr(sys.modules.get(func.__module__), "__file__", None):
+        modules.append(sys.modules[func.__module__])
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update(Path(module.__file__).read_bytes())
+    return digest.hexdigest()
+
+
 def prompt_settings(data_cfg: Data, domain: str, mode: str, style: str, max_prompt_tokens: int,
                     validate_label) -> dict:
     """What decides a prompt entry's tokens and labels besides the file and the tokenizer: every ``Data`` field
     not applied at load time (so a field added later is in the key unless listed in :data:`READ_AT_LOAD`) —
     the source as written included, since a row's default uid is ``SOURCE:LINE`` — the domain, mode, template,
-    label check and, for SWE, the prompt limit."""
+    label check, the code that builds prompts and, for SWE, the prompt limit."""
     swe = domain == "swe"
     fields = {k: v for k, v in dataclasses.asdict(data_cfg).items()
               if k not in READ_AT_LOAD and (swe or k not in SWE_ONLY)}
     return {"kind": "prompts", "data": fields, "domain": domain, "mode": mode, "style": style,
             "template": JINJA_TEMPLATES[style], "validator": _validator_name(validate_label),
+            "code": _code_digest(validate_label),
             "max_prompt_tokens": max_prompt_tokens if swe else None}
 
 

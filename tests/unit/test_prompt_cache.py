@@ -231,3 +231,21 @@ def test_labels_json_cannot_store_exactly_are_loaded_in_memory(tok, tmp_path):
     got = load_prompts(C.Data(source=str(path)), tok, "no_think", "math", 512)
     assert not isinstance(got, prompt_cache.CachedPrompts) and got[0].label == [("a", 2)]
     assert _entries(tmp_path) == []
+
+
+def test_a_change_to_the_code_that_builds_prompts_gets_its_own_entry(tok, tmp_path, monkeypatch):
+    """The label check's module stands for every module the key hashes (schemas, chat, math_prompt, ...)."""
+    import importlib
+
+    path = _write(tmp_path / "math.jsonl", _math_rows(4))
+    module = tmp_path / "lib" / "my_check.py"
+    module.parent.mkdir()
+    module.write_text("def check(label):\n    pass\n")
+    monkeypatch.syspath_prepend(str(module.parent))
+    check = importlib.import_module("my_check").check
+    load_prompts(C.Data(source=str(path)), tok, "no_think", "math", 512, validate_label=check)
+    load_prompts(C.Data(source=str(path)), tok, "no_think", "math", 512, validate_label=check)
+    assert len(_entries(tmp_path)) == 1
+    module.write_text("def check(label):\n    pass  # edited\n")
+    load_prompts(C.Data(source=str(path)), tok, "no_think", "math", 512, validate_label=check)
+    assert len(_entries(tmp_path)) == 2
