@@ -306,11 +306,17 @@ class CascadeRun:
                                       stage.sft_max_tokens, self.cfg.chat_style,
                                       cache_fallback=run_dir(self.cfg) / "data_cache")  # read-only data folders
             return C.with_epoch_steps(stage, len(examples)), examples
-        prompts = PromptList()
+        sets = []
         for j, (data, domain) in enumerate(C.prompt_sources(stage)):  # one source, or several domains in one run
             where = f"stages.{stage.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
-            prompts.extend_with(load_prompts(data, self.tokenizer, stage.mode, domain, stage.rollout.max_prompt_tokens,
-                                             self.cfg.chat_style, training_validator(domain, data, where)))
+            sets.append(load_prompts(data, self.tokenizer, stage.mode, domain, stage.rollout.max_prompt_tokens,
+                                     self.cfg.chat_style, training_validator(domain, data, where),
+                                     cache_fallback=run_dir(self.cfg) / "data_cache"))
+        if len(sets) == 1:
+            return stage, sets[0]  # a cached prompt set stays mapped (data/prompt_cache.py)
+        prompts = PromptList()  # mixed domains: the sets' prompts built and joined in memory
+        for part in sets:
+            prompts.extend_with(part)
         return stage, prompts
 
     def train_reward_model(self, k: int, stage: C.Stage) -> None:

@@ -199,9 +199,10 @@ class Data:
     only. Off, a row holding one stops loading with its file, line and id: IF-RL trains on IFEval, then on
     IFBench-Train (§4.4.2), and training on the test constraints leaks into the ``ifbench`` suite's score."""
     cache: bool = True
-    """SFT files: tokenize once, in shares over the ranks, into a cache beside the data (``.nemo_cascade_cache/``;
-    ``<run dir>/data_cache/`` when the data folder is read-only) that restarts and later stages map instead of
-    re-tokenizing (data/sft_cache.py). false: every rank reads and tokenizes the whole file in memory."""
+    """SFT and RL prompt files: tokenize once, in shares over the ranks, into a cache beside the data
+    (``.nemo_cascade_cache/``; ``<run dir>/data_cache/`` when the data folder is read-only) that restarts and later
+    stages map instead of re-tokenizing (data/sft_cache.py, data/prompt_cache.py). false: every rank reads and
+    tokenizes the whole file in memory."""
     math_instruction: str = "Please reason step by step, and put your final answer within \\boxed{}."
     """math prompts: appended to the problem after a blank line (``data.math_prompt``), the phrasing the math
     evaluation suites use, so RL trains on the prompt it is evaluated with. The released math RL set holds bare

@@ -10,7 +10,8 @@ jsonl rows (one JSON object per line, blank lines skipped):
 - optional ``"uid"`` (string or integer; default ``FILE:LINE``);
 - SFT: the conversation plus ``"response"`` (a string), or ``"messages"`` ending with the assistant turn to learn;
   tool conversations (``tools``, ``tool_calls``, ``tool`` turns) as :mod:`.sft_rows` describes. SFT files are
-  tokenized once into a cache, in shares over the ranks (:mod:`.sft_cache`).
+  tokenized once into a cache, in shares over the ranks (:mod:`.sft_cache`); so are RL prompt files
+  (:mod:`.prompt_cache`).
 
 A malformed row raises :class:`DataError` with one line naming the file, the line and the expected field; every
 loader may instead skip and count up to ``Data.max_bad_rows`` of them (``PromptList.bad_rows``).
@@ -32,14 +33,15 @@ import numpy as np
 
 from ..config import Data
 from ..types import Prompt
-from . import sft_cache
+from . import prompt_cache, sft_cache
 from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import render
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
 from .rows import DataError, Share
-from .schemas import RefusedRow, adapt
+from .prompt_cache import CachedPrompts, prompt_item, user_text
+from .prompt_cache import encode as _encode
+from .schemas import RefusedRow
 from .sft_rows import parse_sft_row, sft_texts
-from .swe_prompts import PromptBudget
 from .synthetic import SYNTHETIC, sft_pairs
 from .synthetic_domains import DOMAIN_TASKS
 
@@ -93,13 +95,6 @@ def read_jsonl(path: Path, limit: int = 0, bad: Optional[list[tuple[int, str]]] 
     return list(Share(path, limit=limit).rows(bad))  # one share: the whole file, in order
 
 
-def _uid(row: dict, default: str, where: str) -> str:
-    uid = row.get("uid", default)
-    if isinstance(uid, bool) or not isinstance(uid, (str, int)):
-        raise DataError(f"{where}: field 'uid' must be a string or integer")
-    return str(uid)
-
-
 def is_generated(source: str) -> bool:
     """Whether a ``Data.source`` names a generator (``synthetic:NAME``, ``benchmark:NAME``) rather than a file."""
     return source.startswith((SYNTHETIC_PREFIX, BENCHMARK_PREFIX))
@@ -123,15 +118,11 @@ def generated_rows(data_cfg: Data) -> list[dict]:
         raise DataError(f"data.source {data_cfg.source}: {e}") from None
 
 
-def _encode(tokenizer, text: str) -> list[int]:
-    # The template already holds every control token; a BOS/EOS added here would be a second copy.
-    return list(tokenizer.encode(text, add_special_tokens=False))
-
-
 # ------------------------------------------------------------------------------------------ public
 
 def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_tokens: int,
-                 style: str = "cascade1", validate_label: Optional[Callable[[Any], None]] = None) -> PromptList:
+                 style: str = "cascade1", validate_label: Optional[Callable[[Any], None]] = None,
+                 cache_fallback: Optional[Path] = None):
     """Templated, tokenised prompts of ``data_cfg`` (generation prompt included). Prompts longer than
     ``max_prompt_tokens`` are dropped; their count is ``result.dropped_too_long`` (and logged); so are prompts
     shorter than ``data_cfg.min_prompt_tokens`` (``result.dropped_too_short``).
@@ -145,7 +136,17 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     counts the loader (and preflight) report are those of the real prompts. Rows that fit no such prompt are
     counted in ``result.dropped_no_context``.
     Math prompts are phrased as the math suites phrase theirs (``data_cfg.math_instruction``,
-    :mod:`.math_prompt`)."""
+    :mod:`.math_prompt`).
+
+    A file source with ``data_cfg.cache`` is read in shares over the ranks and tokenized once into the data
+    cache (:mod:`.prompt_cache`: beside the data, else under ``cache_fallback``); the result is then a
+    :class:`~.prompt_cache.CachedPrompts` that builds the same ``Prompt`` objects when they are drawn.
+    Otherwise (and for generated sources) every rank reads and tokenizes the whole source (a ``PromptList``)."""
+    if data_cfg.cache and not is_generated(data_cfg.source):
+        cached = prompt_cache.load(data_cfg, tokenizer, mode, domain, max_prompt_tokens, style, validate_label,
+                                   cache_fallback)
+        if cached is not None:
+            return _cached_prompts(data_cfg, max_prompt_tokens, *cached)
     out = PromptList()
     bad: list[tuple[int, str]] = []  # (position in the source, one-line message): unreadable lines first
     if is_generated(data_cfg.source):
@@ -154,27 +155,21 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         path = Path(data_cfg.source)
         rows = [(lineno, f"{path}:{lineno}", row) for lineno, row in read_jsonl(path, data_cfg.size, bad)]
     modes = ("think", "no_think") if mode == "half" else (mode,)
-    from ..rewards.domains import DOMAINS  # when called: the registry's modules import data (schemas.adapt)
-
-    spec = DOMAINS.get(domain)  # None: adapt() names the unknown domain on every row
-    budgeted = spec is not None and spec.prompt_budget
-    swe_budget = _swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens) if budgeted else None
+    budget = (prompt_cache.swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens)
+              if prompt_cache.budgeted(domain) else None)
     items = []
     for position, where, row in rows:
-        try:  # the released datasets' schemas (data/schemas.py), then the domain's own label check
-            messages, label = adapt(domain, row, where, swe_budget)
-            if messages is None:  # an SWE row whose §4.7.1 prompt fits no context: dropped, not bad
-                out.dropped_no_context += 1
-                continue
-            if spec.phrase:  # math: the suites' request for a boxed answer (data/math_prompt.py, §4.5)
-                messages = spec.phrase(messages, data_cfg)
-            if validate_label is not None:
-                validate_label(label)
-            items.append((_uid(row, where, where), messages, label))
+        try:
+            item = prompt_item(domain, row, where, data_cfg, validate_label, budget)
         except RefusedRow as e:  # not a bad row: a setting decides, so max_bad_rows does not skip it
             raise DataError(f"{where}: {e}") from None
-        except ValueError as e:  # SchemaError, a validator's ValueError, DataError from _uid
+        except ValueError as e:  # SchemaError, a validator's ValueError, a bad uid
             bad.append((position, str(e) if str(e).startswith(where) else f"{where}: {e}"))
+            continue
+        if item is None:  # an SWE row whose §4.7.1 prompt fits no context: dropped, not bad
+            out.dropped_no_context += 1
+            continue
+        items.append(item)
     bad.sort(key=lambda b: b[0])  # the first bad row in file order is the one an error names
     out.bad_rows = len(bad)
     check_bad_rows(data_cfg, len(bad), bad[0][1] if bad else None)
@@ -184,8 +179,8 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         ids = [_encode(tokenizer, render(messages, m, style)) for m in modes]
         if not _fits(out, [len(x) for x in ids], data_cfg.min_prompt_tokens, max_prompt_tokens):
             continue
-        user_text = "\n\n".join(m["content"] for m in messages if m["role"] == "user")  # code-switch rule's input
-        variants = [Prompt(prompt_tokens=x, domain=domain, label=label, mode=m, uid=uid, user_text=user_text)
+        text = user_text(messages)  # the code-switch rule's input
+        variants = [Prompt(prompt_tokens=x, domain=domain, label=label, mode=m, uid=uid, user_text=text)
                     for x, m in zip(ids, modes)]
         out.append(variants[0])
         if mode == "half":
@@ -194,14 +189,22 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     return out
 
 
-def _swe_budget(data_cfg: Data, tokenizer, modes: tuple[str, ...], style: str, limit: int) -> PromptBudget:
-    """The §4.7.1 prompt budget of an SWE source: the stage's limit, counted on the templated prompt in every
-    mode it is rendered in (the longest must fit), the source's seed and file limits."""
-    def count_tokens(text: str) -> int:
-        messages = [{"role": "user", "content": text}]
-        return max(len(_encode(tokenizer, render(messages, m, style))) for m in modes)
-
-    return PromptBudget(limit, count_tokens, data_cfg.seed, data_cfg.swe_max_files, data_cfg.swe_min_noisy_files)
+def _cached_prompts(data_cfg: Data, limit: int, every: CachedPrompts, manifest: dict) -> CachedPrompts:
+    """The rows of a cached prompt set within the length limits, with the in-memory path's counts, bad-row
+    check and report."""
+    parts = manifest["parts"]
+    count = sum(part["bad_rows"] for part in parts)
+    check_bad_rows(data_cfg, count, next((part["first_bad"] for part in parts if part["first_bad"]), None))
+    lens = prompt_cache.lengths(every)
+    too_long = lens.max(axis=1, initial=0) > limit
+    too_short = lens.min(axis=1, initial=1 << 62) < data_cfg.min_prompt_tokens
+    out = prompt_cache.kept(every, np.flatnonzero(~too_long & ~too_short))
+    out.dropped_too_long = int(too_long.sum())
+    out.dropped_too_short = int((too_short & ~too_long).sum())
+    out.dropped_no_context = sum(part["no_context"] for part in parts)
+    out.bad_rows = count
+    _report(data_cfg, out, limit, out.dropped_no_context)
+    return out
 
 
 def _fits(out: PromptList, lengths: list[int], floor: int, limit: int) -> bool:
@@ -376,15 +379,17 @@ class PromptStream:
     INFORMATIVE, UNSOLVED, SOLVED = 0, 1, 2
     """Row outcomes of the epoch filter (never-seen rows count as informative)."""
 
-    def __init__(self, prompts: list[Prompt], seed: int = 0, *, alternate: Optional[list[Prompt]] = None,
+    def __init__(self, prompts: Sequence[Prompt], seed: int = 0, *, alternate: Optional[Sequence[Prompt]] = None,
                  epoch_filter: Optional[tuple[float, float]] = None):
-        if not prompts:
+        if not len(prompts):
             raise DataError("PromptStream: no prompts")
-        if alternate is not None and [p.uid for p in alternate] != [p.uid for p in prompts]:
+        uids = _uids(prompts)  # a cached set lists them without building its prompts (data/prompt_cache.py)
+        if alternate is not None and _uids(alternate) != uids:
             raise DataError("PromptStream: alternate templatings must be index-aligned with the prompts")
-        self._variants = [tuple(v) for v in zip(prompts, alternate)] if alternate else [(p,) for p in prompts]
+        self._sets = (prompts, alternate) if alternate else (prompts,)  # prompts are built only when drawn
+        self._n = len(prompts)
         self._seed, self._filter = seed, epoch_filter
-        self._row_of = {p.uid: row for row, p in enumerate(prompts)}
+        self._row_of = {uid: row for row, uid in enumerate(uids)}
         if epoch_filter is not None and len(self._row_of) < len(prompts):
             raise DataError("PromptStream: epoch filtering tracks prompts by uid, but the uids are not unique")
         self._outcomes = [self.INFORMATIVE] * len(prompts)
@@ -392,7 +397,7 @@ class PromptStream:
         self._active = list(range(len(prompts)))
         self._epoch, self._position = 0, 0
         self._order = self._epoch_order()
-        self._fingerprint = hashlib.sha256("\n".join(p.uid for p in prompts).encode()).hexdigest()[:16]
+        self._fingerprint = hashlib.sha256("\n".join(uids).encode()).hexdigest()[:16]
 
     def _epoch_order(self) -> list[int]:
         order = list(self._active)
@@ -413,7 +418,7 @@ class PromptStream:
                     readmitted += 1
             if not active:
                 log.warning("epoch filter: every prompt is solved or unsolved; epoch %d keeps them all", epoch)
-                active, readmitted = list(range(len(self._variants))), 0
+                active, readmitted = list(range(self._n)), 0
             self._active, self._readmitted = active, readmitted
         self._order = self._epoch_order()
 
@@ -423,10 +428,10 @@ class PromptStream:
     def __next__(self) -> Prompt:
         if self._position == len(self._order):
             self._start_epoch(self._epoch + 1)
-        variants = self._variants[self._order[self._position]]
+        row = self._order[self._position]
         self._position += 1
         self._drawn += 1
-        return variants[(self._drawn - 1) % len(variants)]
+        return self._sets[(self._drawn - 1) % len(self._sets)][row]
 
     def next_batch(self, n: int) -> list[Prompt]:
         """The next ``n`` prompts (crossing into the next epoch when this one runs out)."""
@@ -447,7 +452,7 @@ class PromptStream:
         out = {"epoch": float(self._epoch)}
         if self._filter is not None:
             out.update({"epoch_filter/kept": float(len(self._active)),
-                        "epoch_filter/removed": float(len(self._variants) - len(self._active)),
+                        "epoch_filter/removed": float(self._n - len(self._active)),
                         "epoch_filter/readmitted": float(self._readmitted)})
         return out
 
@@ -458,7 +463,7 @@ class PromptStream:
     def state_dict(self) -> dict:
         return {"epoch": self._epoch, "position": self._position, "drawn": self._drawn,
                 "active": list(self._active), "outcomes": list(self._outcomes), "readmitted": self._readmitted,
-                "num_prompts": len(self._variants), "fingerprint": self._fingerprint}
+                "num_prompts": self._n, "fingerprint": self._fingerprint}
 
     def load_state_dict(self, state: dict) -> None:
         for key in ("num_prompts", "fingerprint"):
@@ -466,7 +471,7 @@ class PromptStream:
                 raise DataError(f"resume: data {key} {state[key]!r} in the checkpoint differs from "
                                 f"{self.state_dict()[key]!r} of the loaded prompt set")
         epoch, position, active = int(state["epoch"]), int(state["position"]), [int(r) for r in state["active"]]
-        n = len(self._variants)
+        n = self._n
         if (epoch < 0 or not 0 <= position <= len(active) or not active or not all(0 <= r < n for r in active)
                 or len(state["outcomes"]) != n):
             raise DataError(f"resume: bad data position epoch={epoch} position={position}")
@@ -474,6 +479,11 @@ class PromptStream:
         self._active, self._outcomes = active, [int(o) for o in state["outcomes"]]
         self._readmitted = int(state["readmitted"])
         self._order = self._epoch_order()
+
+
+def _uids(prompts: Sequence[Prompt]) -> list[str]:
+    uids = getattr(prompts, "uids", None)
+    return list(uids) if uids is not None else [p.uid for p in prompts]
 
 
 def sft_batches(examples: list, batch_size: int, seed: int):

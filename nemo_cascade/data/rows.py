@@ -64,7 +64,10 @@ def share_count(path: Path, wanted: int) -> int:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return max(1, min(wanted, pq.ParquetFile(path).num_row_groups))
+        try:
+            return max(1, min(wanted, pq.ParquetFile(path).num_row_groups))
+        except Exception as e:  # ArrowInvalid / OSError for a corrupt or truncated file, as Share._parquet reads it
+            raise DataError(f"{path}: cannot read as parquet ({type(e).__name__}: {first_line(e)})") from None
     return max(1, wanted)
 
 

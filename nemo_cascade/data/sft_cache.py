@@ -1,5 +1,7 @@
-"""The tokenized-SFT cache: a data file is read and tokenized once, in shares over the ranks, and every later
-load (a restart, the next stage, another run on the same data) maps the stored tokens instead.
+"""The tokenized data cache: a data file is read and tokenized once, in shares over the ranks, and every later
+load (a restart, the next stage, another run on the same data) maps the stored tokens instead. SFT files are
+stored here; RL prompt sets use the same entries, keys and publishing (:func:`cached_entry`) with their own
+parts (:mod:`.prompt_cache`).
 
 Where (:func:`cache_root`): ``.nemo_cascade_cache/`` beside the data file when its folder is writable, else
 ``<run dir>/data_cache/`` (the loader's ``fallback``; a read-only dataset mount), else nothing is stored and
@@ -15,7 +17,8 @@ tokens), the chat style's template text, the mode, ``Data.size`` and :data:`CACH
 How: share ``k`` of ``n`` (``data.rows.Share``) is tokenized by rank ``k`` into ``part-k.tokens`` (int32,
 prompt then response of each row, back to back), ``part-k.offsets.npy`` and ``part-k.prompt_lens.npy``, in a
 temporary folder that rank 0 renames to the entry's name once every part is written (with ``manifest.json``:
-the rows, bad-row counts and first bad row of each part) — a reader never sees a half-written entry. Loading
+the rows, bad-row counts and first bad row of each part, and every file's size) — a reader never sees a
+half-written entry, and an entry whose files no longer have their recorded sizes is removed and rebuilt. Loading
 memory-maps the parts: the examples are a :class:`TokenizedSFT` view that builds a row's token lists when the
 batch builder asks for it, and the ranks of a node share the pages.
 """
@@ -31,7 +34,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -44,8 +47,9 @@ from .sft_rows import parse_sft_row, sft_texts
 log = logging.getLogger(__name__)
 
 CACHE_DIR = ".nemo_cascade_cache"
-CACHE_FORMAT = 1
-"""Bumped whenever the rows → tokens mapping changes in a way the key does not see."""
+CACHE_FORMAT = 2
+"""Bumped whenever the rows → tokens mapping changes in a way the key does not see (2: manifests list their
+files' sizes, checked before an entry is used)."""
 BATCH_ROWS = 512
 """Rows tokenized per call of the (Rust, multi-threaded) batch encoder."""
 _PLACE = "\x00where\x00"
@@ -134,7 +138,7 @@ def tokenizer_digest(tokenizer) -> Optional[str]:
     return hashlib.sha256(f"{type(tokenizer).__name__}\n{body}".encode()).hexdigest()
 
 
-def _encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
+def encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
     """``tokenizer.encode(text, add_special_tokens=False)`` of each text; one call of a fast tokenizer's batch
     encoder (the same ids, computed in Rust threads)."""
     if getattr(tokenizer, "backend_tokenizer", None) is not None:
@@ -142,10 +146,16 @@ def _encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
     return [list(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
 
 
-def entry_key(source_sha: str, tokenizer, mode: str, style: str, size: int) -> str:
-    settings = {"format": CACHE_FORMAT, "kind": "sft", "source": source_sha, "tokenizer": tokenizer_digest(tokenizer),
-                "template": JINJA_TEMPLATES[style], "style": style, "mode": mode, "size": size}
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+def entry_key(source_sha: str, tokenizer, settings: dict) -> str:
+    """The entry's name: a hash of the file's content, the tokenizer and ``settings`` — every other input that
+    decides the stored tokens (the kind of entry, the template, mode, size; a prompt set's domain settings)."""
+    key = {"format": CACHE_FORMAT, "source": source_sha, "tokenizer": tokenizer_digest(tokenizer), **settings}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def sft_settings(mode: str, style: str, size: int) -> dict:
+    """What decides an SFT entry's tokens besides the file and the tokenizer."""
+    return {"kind": "sft", "template": JINJA_TEMPLATES[style], "style": style, "mode": mode, "size": size}
 
 
 # ------------------------------------------------------------------------------------------ build
@@ -163,7 +173,7 @@ def tokenize_share(share: Share, tokenizer, mode: str, style: str, out: Path, pr
 
     def flush(f) -> None:
         prompts = [p for p, _ in pending]
-        ids = _encode_batch(tokenizer, prompts + [r for _, r in pending])
+        ids = encode_batch(tokenizer, prompts + [r for _, r in pending])
         n = len(pending)
         for prompt, response in zip(ids[:n], ids[n:]):
             f.write(np.asarray(prompt + response, dtype=np.int32).tobytes())
@@ -196,6 +206,7 @@ def tokenize_share(share: Share, tokenizer, mode: str, style: str, out: Path, pr
 def _publish(tmp: Path, entry: Path, manifest: dict) -> None:
     """Write the manifest last and rename the folder into place; a concurrent run that published the same
     entry first wins (same key, same content)."""
+    manifest = {**manifest, "files": {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}}
     write_text_atomically(tmp / "manifest.json", json.dumps(manifest, indent=1) + "\n")
     try:
         tmp.rename(entry)
@@ -203,6 +214,28 @@ def _publish(tmp: Path, entry: Path, manifest: dict) -> None:
         if not (entry / "manifest.json").is_file():
             raise
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _intact(entry: Path) -> bool:
+    """Whether a published entry is whole: its manifest parses and every file it lists has the size it was
+    written with. A damaged entry (a file truncated, deleted or replaced after publishing) is never read: it is
+    removed here and built again."""
+    if not entry.exists():
+        return False
+    try:
+        files = json.loads((entry / "manifest.json").read_text())["files"]
+        if all((entry / name).stat().st_size == size for name, size in files.items()):
+            return True
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    log.warning("%s: damaged data cache entry; rebuilding it", entry)
+    doomed = entry.with_name(f".{entry.name}.{os.getpid()}-{secrets.token_hex(4)}.damaged")
+    try:
+        entry.rename(doomed)  # out of the way first, so no reader opens it while it is being removed
+    except OSError:  # another run moved it first
+        return False
+    shutil.rmtree(doomed, ignore_errors=True)
+    return False
 
 
 def open_entry(entry: Path) -> tuple[TokenizedSFT, dict]:
@@ -224,17 +257,30 @@ def load(path: Path, tokenizer, mode: str, style: str, size: int, fallback: Opti
          ) -> Optional[tuple[TokenizedSFT, dict]]:
     """Every row of ``path`` tokenized (all rows, no length filter) and the manifest, from the cache or built
     into it now (collective: every rank calls it). None when there is nowhere to store a cache."""
+    entry = cached_entry(path, tokenizer, sft_settings(mode, style, size), size, fallback,
+                         lambda share, out, progress: tokenize_share(share, tokenizer, mode, style, out, progress))
+    return None if entry is None else open_entry(entry)
+
+
+def cached_entry(path: Path, tokenizer, settings: dict, size: int, fallback: Optional[Path],
+                 tokenize: Callable[[Share, Path, bool], dict]) -> Optional[Path]:
+    """The cache entry of ``path`` under ``settings`` (:func:`entry_key`), built now if there is none
+    (collective: every rank calls it): rank ``k`` runs ``tokenize(share k, folder, progress)``, which writes
+    ``part-k.*`` into the temporary folder and returns the part's summary (``rows``, ``bad_rows``,
+    ``first_bad``, or ``error``: a one-line DataError message that stops loading on every rank); rank 0
+    publishes the folder with the manifest. ``size`` > 0 (the file's first rows) is read in one share. None when
+    there is nowhere to store a cache or the tokenizer has no digest."""
     rank, world = ranks.world()
     found = None
     if rank == 0:
-        if not path.is_file():
+        if not path.exists():
             found = ("error", f"data file not found: {path}")
-        else:
+        elif path.is_file():  # else (a folder, a device) nothing is cached: the in-memory reader names the problem
             root = cache_root(path, fallback)
             if root is not None and tokenizer_digest(tokenizer) is not None:
-                key = entry_key(file_sha256(path, root), tokenizer, mode, style, size)
+                key = entry_key(file_sha256(path, root), tokenizer, settings)
                 entry = root / f"{path.name}.{key[:24]}"
-                found = ("entry", str(entry), (entry / "manifest.json").is_file())
+                found = ("entry", str(entry), _intact(entry))
     found = ranks.from_main(found)
     if found is None:
         return None
@@ -251,28 +297,36 @@ def load(path: Path, tokenizer, mode: str, style: str, size: int, fallback: Opti
         summary = None
         if rank < shares:
             try:
-                summary = tokenize_share(Share(path, rank, shares, limit=size), tokenizer, mode, style, Path(tmp),
-                                         progress=rank == 0)
+                summary = tokenize(Share(path, rank, shares, limit=size), Path(tmp), rank == 0)
             except DataError as e:
                 summary = {"error": str(e)}
+            except BaseException:  # interrupted: nothing half-written stays behind (a killed rank leaves a
+                shutil.rmtree(tmp, ignore_errors=True)  # hidden .tmp folder no lookup ever opens)
+                raise
         summaries = ranks.gather_objects(summary)
-        failure = None
+        done = [s for s in summaries if s is not None]
+        uncacheable = next((s["uncacheable"] for s in done if "uncacheable" in s), None)
+        failure = next((s["error"] for s in done if "error" in s), None)
+        if uncacheable is not None and failure is None:  # every rank sees the same summaries: all return None
+            if rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+                log.warning("%s: not cached, loaded in memory: %s", path, uncacheable)
+            return None
         if rank == 0:
-            done = [s for s in summaries if s is not None]
-            failure = next((s["error"] for s in done if "error" in s), None)
             if failure is None:
-                _publish(Path(tmp), entry, {"format": CACHE_FORMAT, "source": str(path), "mode": mode,
-                                            "style": style, "size": size, "parts": done})
+                _publish(Path(tmp), entry, {"format": CACHE_FORMAT, "source": str(path), "size": size,
+                                            **{k: v for k, v in settings.items() if k != "template"},
+                                            "parts": done})
             else:
                 shutil.rmtree(tmp, ignore_errors=True)
-        failure = ranks.from_main(failure)
+        ranks.barrier()  # no rank looks for the entry before rank 0 has published it
         if failure is not None:
             raise DataError(failure)
     if not (entry / "manifest.json").is_file():
         raise DataError(f"{entry}: the data cache is not visible on rank {rank}; it must be on a file system every "
                        "rank sees")
-    return open_entry(entry)
+    return entry
 
 
-__all__ = ["TokenizedSFT", "load", "open_entry", "tokenize_share", "cache_root", "file_sha256",
-           "tokenizer_digest", "entry_key", "CACHE_DIR", "CACHE_FORMAT"]
+__all__ = ["TokenizedSFT", "load", "cached_entry", "open_entry", "tokenize_share", "cache_root", "file_sha256",
+           "tokenizer_digest", "entry_key", "sft_settings", "encode_batch", "CACHE_DIR", "CACHE_FORMAT"]
