@@ -12,6 +12,7 @@ from nemo_cascade import config as C
 from nemo_cascade.algorithms import grpo, reward_model, sft
 from nemo_cascade.algorithms.length_curriculum import LengthCurriculum
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
+from nemo_cascade.errors import CascadeError
 from nemo_cascade.faults import crash_point
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import ScoreAsFinished, penalize_code_switching, reward_metrics, stage_scorer
@@ -87,7 +88,7 @@ class Saves:
         return f"state after step {step - 1} saved in {path}"
 
 
-class ServerStop(RuntimeError):
+class ServerStop(CascadeError, RuntimeError):
     """A reward or judge server failed after its retries; the stage's state is saved and the run stops."""
 
 

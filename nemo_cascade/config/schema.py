@@ -10,8 +10,10 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal, Optional
 
+from ..errors import CascadeError
 
-class ConfigError(ValueError):
+
+class ConfigError(CascadeError, ValueError):
     """A user mistake in a recipe or an override; the message is one line naming the field."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from nemo_cascade.config import ConfigError
 from nemo_cascade.convert.table import Geometry
+from nemo_cascade.errors import CascadeError
 
 @dataclass(frozen=True)
 class ArchFacts:
@@ -40,7 +41,7 @@ ARCHITECTURES = {**{f.causal_lm: arch for arch, f in ARCHS.items()},
                  **{cls: arch for arch, cls in SEQUENCE_CLASSIFICATION.items()}}
 
 
-class ModelFilesError(ValueError):
+class ModelFilesError(CascadeError, ValueError):
     """A model folder that cannot be used; the message is one line naming the file."""
 
 

@@ -14,13 +14,14 @@ from pathlib import Path
 
 from ..files import replaced_atomically, write_text_atomically
 from .gate import deltas, scores
+from ..errors import CascadeError
 
 # The headline training number of each stage kind: what the stage optimises (GRPO) or fits (SFT, RM).
 HEADLINE = {"grpo": "reward_mean", "sft": "loss", "reward_model": "accuracy"}
 WINDOW = 10  # steps averaged at each end of a stage in the summary table
 
 
-class ReportError(ValueError):
+class ReportError(CascadeError, ValueError):
     """A run directory the report cannot read; the message names the file."""
 
 
