@@ -9,7 +9,7 @@ from typing import Callable
 
 from nemo_cascade import checkpoint, ranks, stop_request, weight_sync
 from nemo_cascade import config as C
-from nemo_cascade.algorithms import grpo, reward_model, sft
+from nemo_cascade.algorithms import grpo, packing, reward_model, sft
 from nemo_cascade.algorithms.length_curriculum import LengthCurriculum
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
 from nemo_cascade.errors import CascadeError
@@ -245,7 +245,7 @@ def run_sft(ctx: StageContext, stage: C.Stage, examples: list) -> dict:
     start = _start(ctx, batches.load_state_dict)
     for step in range(start, stage.steps):
         timer = PhaseTimer()
-        batch = sft.pack_sft_batch(next(batches), stage.sft_max_tokens, ctx.pad_id)  # sequence packing
+        batch = packing.pack_sft_batch(next(batches), stage.sft_max_tokens, ctx.pad_id)  # sequence packing
         with timer("train"):
             result = ctx.actor.train_step(batch.tensors(), sft_loss)
         fill = float((batch.segment_ids_B_T > 0).float().mean())
