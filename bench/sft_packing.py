@@ -2,7 +2,7 @@
 
 The same 32 examples of the tiny cascade's SFT blend (arithmetic, IF, code and bug-fix tasks, recipes/tiny.py)
 go through the real Megatron actor's ``train_step`` twice: packed into rows of ``--max-tokens``
-(``algorithms.sft.pack_sft_batch``: block-diagonal attention, positions restarting per example) and each in a
+(``algorithms.packing.pack_sft_batch``: block-diagonal attention, positions restarting per example) and each in a
 row of its own padded to the longest (what packing replaces). Both compute the same loss
 (tests/unit/test_sft_packing_parity.py); the ratio of their step times is what packing buys. Results are
 appended to ``bench/results/sft_packing.jsonl``.
@@ -38,7 +38,7 @@ def main() -> None:
     from nemo_cascade import config as C
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.algorithms.sft import pack_sft_batch
+    from nemo_cascade.algorithms.packing import pack_sft_batch
     from nemo_cascade.convert.tiny import BUILDERS
     from nemo_cascade.data.loader import load_sft_examples
     from nemo_cascade.stage import sft_loss

@@ -37,6 +37,7 @@ import torch.distributed as dist
 
 from nemo_cascade import ranks
 from nemo_cascade.actor import extra_state
+from nemo_cascade.errors import CascadeError
 from nemo_cascade.faults import crash_point
 
 FORMAT = 1
@@ -46,7 +47,7 @@ _STEP_DIR = re.compile(r"step_(\d+)")
 log = logging.getLogger(__name__)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(CascadeError, ValueError):
     """A checkpoint that cannot be used: one line naming the file and what was expected."""
 
 

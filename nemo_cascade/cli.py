@@ -28,23 +28,8 @@ from pathlib import Path
 
 from nemo_cascade import config as C
 from nemo_cascade.cli_tools import add_convert_parser, add_data_parser, cmd_convert, cmd_data
+from nemo_cascade.errors import CascadeError
 from nemo_cascade.torchrun import run_torchrun
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    from nemo_cascade.checkpoint import CheckpointError
-    from nemo_cascade.convert.arch import ModelFilesError
-    from nemo_cascade.convert.release import ConvertError
-    from nemo_cascade.data.loader import DataError
-    from nemo_cascade.evaluate.cascade_report import ReportError
-    from nemo_cascade.evaluate.suites import EvalError
-    from nemo_cascade.rewards.remote import RewardServerError
-    from nemo_cascade.run_lock import RunLocked
-    from nemo_cascade.stage import ServerStop
-
-    # A served RM / judge that fails outside a training step (the gate's pairwise suites, `eval`) stops the run
-    # with its one line too; nothing is lost: a done stage's gate runs again on resume.
-    return (C.ConfigError, ModelFilesError, DataError, EvalError, ReportError, ConvertError, CheckpointError,
-            ServerStop, RewardServerError, RunLocked)
 
 
 def load_recipe(spec: str) -> C.Cascade:
@@ -491,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"run": cmd_run, "eval": cmd_eval, "report": cmd_report, "convert": cmd_convert,
                 "launch": cmd_launch, "plan": cmd_plan, "doctor": cmd_doctor, "data": cmd_data}[args.command](args)
-    except _user_errors() as e:
+    except CascadeError as e:  # every user-facing error (nemo_cascade.errors); a served RM / judge that fails
+        # outside a training step stops the run with its one line too: a done stage's gate runs again on resume.
         print(f"nemo-cascade: error: {e}", file=sys.stderr)
         return 2
 

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from .errors import CascadeError
+
 LOCK_NAME = "run.lock"
 BEAT_S = 5.0
 """Seconds between the holder's heartbeats (a ``utime`` of the lock: one metadata write)."""
@@ -49,7 +51,7 @@ ENV = "NEMO_CASCADE_RUN_LOCK"
 """``<lock path>:<token>`` in the environment of the holder's children: they run under its lock."""
 
 
-class RunLocked(Exception):
+class RunLocked(CascadeError):
     """The run folder is held by another live process (one line naming it), or cannot be locked."""
 
 

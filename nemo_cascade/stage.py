@@ -1,4 +1,4 @@
-"""ONE stage: the GRPO loop (and its SFT and reward-model siblings), reading like the algorithm."""
+"""ONE stage: the GRPO loop, and the supervised loop of SFT and reward-model stages, reading like the algorithm."""
 from __future__ import annotations
 
 import time
@@ -9,9 +9,10 @@ from typing import Callable
 
 from nemo_cascade import checkpoint, ranks, stop_request, weight_sync
 from nemo_cascade import config as C
-from nemo_cascade.algorithms import grpo, reward_model, sft
+from nemo_cascade.algorithms import grpo, packing, reward_model, sft
 from nemo_cascade.algorithms.length_curriculum import LengthCurriculum
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
+from nemo_cascade.errors import CascadeError
 from nemo_cascade.faults import crash_point
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import ScoreAsFinished, penalize_code_switching, reward_metrics, stage_scorer
@@ -87,7 +88,7 @@ class Saves:
         return f"state after step {step - 1} saved in {path}"
 
 
-class ServerStop(RuntimeError):
+class ServerStop(CascadeError, RuntimeError):
     """A reward or judge server failed after its retries; the stage's state is saved and the run stops."""
 
 
@@ -239,40 +240,52 @@ class _Drawn:
             next(self)
 
 
-def run_sft(ctx: StageContext, stage: C.Stage, examples: list) -> dict:
-    batches = _Drawn(sft_batches(examples, stage.sft_batch_size, stage.data.seed))
+def run_supervised(ctx: StageContext, stage: C.Stage, rows: list, batch_size: int,
+                   step_fn: Callable[[list, PhaseTimer], tuple[dict, dict]]) -> dict:
+    """The loop of the supervised stages (SFT, reward model): shuffled epochs of ``rows`` in batches of
+    ``batch_size`` (``sft_batches``, seeded by ``stage.data.seed``), one actor step per batch, its metrics
+    logged, checkpoints / resume / stop requests (:class:`Saves`). ``step_fn(batch, timer)`` trains on one
+    batch (timing ``train`` in ``timer``) and returns its metrics and the progress bar's. Returns the data
+    position (batches drawn)."""
+    batches = _Drawn(sft_batches(rows, batch_size, stage.data.seed))
     start = _start(ctx, batches.load_state_dict)
     for step in range(start, stage.steps):
         timer = PhaseTimer()
-        batch = sft.pack_sft_batch(next(batches), stage.sft_max_tokens, ctx.pad_id)  # sequence packing
-        with timer("train"):
-            result = ctx.actor.train_step(batch.tensors(), sft_loss)
-        fill = float((batch.segment_ids_B_T > 0).float().mean())
-        ctx.log.log(step, {"loss": result.loss, "grad_norm": result.grad_norm, "lr": result.lr,
-                           "train_tokens": result.tokens, "truncated": batch.num_truncated,
-                           "packed_rows": batch.num_sequences, "packing_fill": fill, **timer.as_metrics()},
-                    progress={"loss": result.loss})
+        metrics, progress = step_fn(next(batches), timer)
+        ctx.log.log(step, {**metrics, **timer.as_metrics()}, progress=progress)
         _after(ctx, step, stage.steps, batches.state_dict())
     ctx.log.close()
     return batches.state_dict()
+
+
+def _sft_step(ctx: StageContext, stage: C.Stage, examples: list, timer: PhaseTimer) -> tuple[dict, dict]:
+    batch = packing.pack_sft_batch(examples, stage.sft_max_tokens, ctx.pad_id)  # sequence packing
+    with timer("train"):
+        result = ctx.actor.train_step(batch.tensors(), sft_loss)
+    fill = float((batch.segment_ids_B_T > 0).float().mean())
+    return ({"loss": result.loss, "grad_norm": result.grad_norm, "lr": result.lr, "train_tokens": result.tokens,
+             "truncated": batch.num_truncated, "packed_rows": batch.num_sequences, "packing_fill": fill},
+            {"loss": result.loss})
+
+
+def run_sft(ctx: StageContext, stage: C.Stage, examples: list) -> dict:
+    return run_supervised(ctx, stage, examples, stage.sft_batch_size, partial(_sft_step, ctx, stage))
 
 
 def rm_loss(scores_B_T, mb):
     return reward_model.bt_loss_terms(scores_B_T, mb["last"], mb["pair_valid"])
 
 
+def _rm_step(ctx: StageContext, stage: C.Stage, pairs: list, timer: PhaseTimer) -> tuple[dict, dict]:
+    batch = reward_model.make_pair_batch(pairs, stage.rm_max_tokens, ctx.pad_id)
+    with timer("train"):
+        result = ctx.actor.train_step(batch.tensors(), rm_loss)
+    acc, margin = result.metrics["accuracy"], result.metrics["margin"]
+    return ({"loss": result.loss, "accuracy": acc, "margin_mean": margin, "grad_norm": result.grad_norm,
+             "lr": result.lr, "pairs": result.tokens, "truncated": batch.num_truncated},
+            {"loss": result.loss, "acc": acc})
+
+
 def run_reward_model(ctx: StageContext, stage: C.Stage, pairs: list) -> None:
     """Bradley–Terry RM training (§4.2); ``ctx.actor`` is an ``actor.reward_model.RewardModelActor``."""
-    batches = _Drawn(sft_batches(pairs, stage.rm_batch_size, stage.data.seed))  # shuffled epochs of pairs
-    start = _start(ctx, batches.load_state_dict)
-    for step in range(start, stage.steps):
-        timer = PhaseTimer()
-        batch = reward_model.make_pair_batch(next(batches), stage.rm_max_tokens, ctx.pad_id)
-        with timer("train"):
-            result = ctx.actor.train_step(batch.tensors(), rm_loss)
-        acc, margin = result.metrics["accuracy"], result.metrics["margin"]
-        ctx.log.log(step, {"loss": result.loss, "accuracy": acc, "margin_mean": margin, "grad_norm": result.grad_norm,
-                           "lr": result.lr, "pairs": result.tokens, "truncated": batch.num_truncated,
-                           **timer.as_metrics()}, progress={"loss": result.loss, "acc": acc})
-        _after(ctx, step, stage.steps, batches.state_dict())
-    ctx.log.close()
+    run_supervised(ctx, stage, pairs, stage.rm_batch_size, partial(_rm_step, ctx, stage))  # shuffled epochs of pairs

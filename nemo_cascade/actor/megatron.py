@@ -29,7 +29,7 @@ from nemo_cascade.actor import cpu
 from nemo_cascade.actor.hf_weights import HFWeights
 from nemo_cascade.actor import lm_head as LM
 from nemo_cascade.actor import precision as P
-from nemo_cascade.algorithms.sft import segment_causal_mask
+from nemo_cascade.algorithms.packing import segment_causal_mask
 from nemo_cascade.convert import arch as A
 from nemo_cascade.convert import table as T
 from nemo_cascade.faults import crash_point
@@ -301,7 +301,7 @@ class MegatronActor(HFWeights):
     def _model_inputs(self, mb: Batch) -> dict:
         """What GPTModel gets for a microbatch: tokens right-padded to the plan's sequence multiple (SP, CP and
         FP8 shard or tile the sequence; the loss sees only the first T positions), with their attention layout.
-        Packed rows (sft.pack_sft_batch, grpo.pack_sequences) attend per sequence: a block-diagonal mask on the
+        Packed rows (packing.pack_sft_batch, packing.pack_sequences) attend per sequence: a block-diagonal mask on the
         local spec, ``thd`` boundaries on TE (whose causal attention ignores masks). CP: this rank's chunks and labels."""
         T_pad = P.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
         tokens = P.pad_seq(mb["tokens"], T_pad)

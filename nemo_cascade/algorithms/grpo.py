@@ -1,4 +1,5 @@
-"""GRPO math: group-relative advantages, group/sample filters, batch packing and the policy-loss terms.
+"""GRPO math: group-relative advantages, group/sample filters, the batch (packed by :mod:`.packing`) and the
+policy-loss terms.
 
 Everything here is a pure tensor function; nothing imports megatron or vllm.
 
@@ -22,6 +23,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from nemo_cascade.algorithms.packing import pack_rows, pack_sequences, pad_share
 from nemo_cascade.config import GRPO
 from nemo_cascade.types import Prompt, PromptGroup
 
@@ -210,69 +212,6 @@ class GRPOBatch:
         """The actor's ``train_step`` batch (:func:`actor_loss` reads it)."""
         return {"tokens": self.tokens_B_T, "loss_mask": self.loss_mask_B_T, "advantages": self.advantages_B_T,
                 "rollout_logprobs": self.rollout_logprobs_B_T, **self.layout()}
-
-
-def pack_rows(lengths_S: Sequence[int], budget: int) -> list[list[int]]:
-    """First-fit decreasing: sequence indices grouped into rows of at most ``budget`` tokens.
-
-    Longest first, each into the first row with room (ties keep their order, so a batch packs the same way
-    every time); a sequence longer than ``budget`` gets a row of its own. FFD leaves little of a row empty when
-    the sequences are short against the budget; with ``budget`` = the longest sequence, no row is longer than an
-    unpadded batch's, so a microbatch costs no more memory than without packing.
-    """
-    rows: list[list[int]] = []
-    free: list[int] = []
-    for s in sorted(range(len(lengths_S)), key=lambda i: -lengths_S[i]):
-        n = lengths_S[s]
-        row = next((r for r, room in enumerate(free) if room >= n), None)
-        if row is None:
-            rows.append([])
-            free.append(budget)
-            row = len(rows) - 1
-        rows[row].append(s)
-        free[row] -= n
-    return rows
-
-
-def pad_share(lengths_S: Sequence[int], rows: int, width: int) -> float:
-    """Share of the ``rows × width`` positions the actor computes that are padding (0 for an empty batch)."""
-    return 1.0 - sum(lengths_S) / (rows * width) if rows * width else 0.0
-
-
-def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]], pad_id: int,
-                   response_values_S: Optional[Sequence[Sequence[float]]] = None,
-                   rows: Optional[Sequence[Sequence[int]]] = None) -> dict[str, Tensor]:
-    """Lay (prompt, response) token lists out in rows with the module's alignment.
-
-    ``rows`` lists the sequence indices of each row (:func:`pack_rows`); by default each sequence is a row of
-    its own. Returns int64 ``tokens_B_T``, ``position_ids_B_T`` (restarting at 0 per sequence),
-    ``segment_ids_B_T`` (1, 2, … per sequence of a row; 0 on padding), ``lengths_S`` (P + R), float32
-    ``loss_mask_B_T`` (1 on a sequence's ``[start + max(P, 1), start + P + R)`` — its first token is never
-    predicted) and ``values_B_T`` (``response_values_S[s][i]`` at response token ``i``, 0 elsewhere), and int64
-    ``row_S`` / ``start_S``: where each sequence went. ``T`` = the longest row (0 if there are none).
-    """
-    lengths = [len(p) + len(r) for p, r in zip(prompts_S, responses_S)]
-    rows = [[s] for s in range(len(lengths))] if rows is None else rows
-    B, T = len(rows), max((sum(lengths[s] for s in row) for row in rows), default=0)
-    out = {"tokens_B_T": torch.full((B, T), pad_id, dtype=torch.long)}
-    out.update({k: torch.zeros((B, T), dtype=torch.long) for k in ("position_ids_B_T", "segment_ids_B_T")})
-    out.update({k: torch.zeros((B, T), dtype=torch.float32) for k in ("loss_mask_B_T", "values_B_T")})
-    row_S, start_S = [0] * len(lengths), [0] * len(lengths)
-    for b, row in enumerate(rows):
-        start = 0
-        for k, s in enumerate(row, 1):
-            P, end = len(prompts_S[s]), start + lengths[s]
-            out["tokens_B_T"][b, start:end] = torch.tensor(list(prompts_S[s]) + list(responses_S[s]), dtype=torch.long)
-            out["position_ids_B_T"][b, start:end] = torch.arange(lengths[s])
-            out["segment_ids_B_T"][b, start:end] = k
-            out["loss_mask_B_T"][b, start + max(P, 1):end] = 1.0
-            if response_values_S is not None and lengths[s] > P:
-                out["values_B_T"][b, start + P:end] = torch.tensor(response_values_S[s], dtype=torch.float32)
-            row_S[s], start_S[s] = b, start
-            start = end
-    out.update(lengths_S=torch.tensor(lengths, dtype=torch.long), row_S=torch.tensor(row_S, dtype=torch.long),
-               start_S=torch.tensor(start_S, dtype=torch.long))
-    return out
 
 
 def _check_group(p: int, group: PromptGroup) -> None:
@@ -490,6 +429,6 @@ __all__ = [
     "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping", "SHAPING",
     "is_zero_variance", "nonzero_variance_groups", "is_informative", "statistics_rewards", "collect_groups",
     "overlong_none",
-    "overlong_zero", "overlong_filter", "OVERLONG", "pack_rows", "pad_share", "pack_sequences", "make_batch",
+    "overlong_zero", "overlong_filter", "OVERLONG", "make_batch",
     "aggregate_token", "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
 ]

@@ -8,11 +8,13 @@ import typing
 from dataclasses import fields, is_dataclass
 from typing import Any, Literal, Optional
 
-from .schema import REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, Model, Parallel, Stage, stage_domains
+from .schema import (REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, LengthPhase, Model, Parallel, Stage,
+                     literal_values, stage_domains)
 
-TRANSFORMER_IMPLS = ("auto", "local", "transformer_engine")
-FP8_RECIPES = ("none", "delayed", "current", "blockwise")
-RECOMPUTE = ("none", "selective", "full")
+TRANSFORMER_IMPLS = literal_values(Model, "transformer_impl")
+FP8_RECIPES = literal_values(Model, "fp8")
+RECOMPUTE = literal_values(Parallel, "recompute")
+OVERLONG = literal_values(LengthPhase, "overlong")
 MAX_COLLECTIVE_TIMEOUT_MINUTES = 7 * 24 * 60
 """A week: longer than any rollout, and far below what ``datetime.timedelta`` (the process groups' timeout) holds."""
 NAMED_ANSWER_PATTERNS = ("gsm8k", "answer_is")
@@ -364,8 +366,9 @@ def _validate_sampling_filters(s: Stage, where: str) -> None:
         if phase.steps < 1 or phase.max_response_tokens < 1:
             raise ConfigError(f"{where}.length_curriculum.{k}: steps and max_response_tokens must be >= 1, "
                               f"got {phase.steps}:{phase.max_response_tokens}")
-        if phase.overlong not in ("none", "filter", "zero"):
-            raise ConfigError(f"{where}.length_curriculum.{k}.overlong: expected none, filter or zero, "
+        if phase.overlong not in OVERLONG:
+            raise ConfigError(f"{where}.length_curriculum.{k}.overlong: expected {', '.join(OVERLONG[:-1])} or "
+                              f"{OVERLONG[-1]}, "
                               f"got {phase.overlong!r:.80}")
         if phase.temperature is not None and not phase.temperature > 0:
             raise ConfigError(f"{where}.length_curriculum.{k}.temperature: RL sampling needs > 0 (or None = "

@@ -68,7 +68,7 @@ def _length_phase(item: str, where: str) -> LengthPhase:
     if len(marked["T"]) > 1 or len(marked["C"]) > 1 or len(overlongs) > 1:
         raise ConfigError(f"{where}: expected at most one OVERLONG, one T<temperature> and one C<clip ratio> per "
                           f"phase, got {item!r:.80}")
-    overlong = _coerce(overlongs[0] if overlongs else "none", Literal["none", "filter", "zero"], where)
+    overlong = _coerce(overlongs[0] if overlongs else "none", typing.get_type_hints(LengthPhase)["overlong"], where)
     temperature = _coerce(marked["T"][0], float, f"{where} (T<temperature>)") if marked["T"] else None
     clip = _coerce(marked["C"][0], float, f"{where} (C<clip ratio>)") if marked["C"] else 0.0
     return LengthPhase(_coerce(parts[0], int, where), _coerce(parts[1], int, where), overlong, temperature, clip)

@@ -7,11 +7,14 @@ validated and printed anywhere. User mistakes raise :class:`ConfigError` with on
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass, field, replace
 from typing import Literal, Optional
 
+from ..errors import CascadeError
 
-class ConfigError(ValueError):
+
+class ConfigError(CascadeError, ValueError):
     """A user mistake in a recipe or an override; the message is one line naming the field."""
 
 
@@ -407,7 +410,13 @@ class Cascade:
     """Also log to Weights & Biases (set WANDB_MODE=offline without network). metrics.jsonl is always written."""
 
 
-STAGE_KINDS = ("sft", "grpo", "reward_model")
+def literal_values(cls: type, name: str) -> tuple[str, ...]:
+    """The values the ``Literal`` annotation of field ``name`` of section ``cls`` allows: the field's annotation is
+    their one declaration, and constants and checks elsewhere derive from it instead of listing them again."""
+    return typing.get_args(typing.get_type_hints(cls)[name])
+
+
+STAGE_KINDS = literal_values(Stage, "kind")
 
 REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf")
 """Keys of nemo_cascade.rewards.DOMAINS, listed here so configs validate without importing the verifiers

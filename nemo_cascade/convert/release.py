@@ -30,13 +30,14 @@ from nemo_cascade.files import published_folder
 from nemo_cascade.convert import arch as A
 from nemo_cascade.convert import table as T
 from nemo_cascade.convert.hf_io import SafetensorsReader, copy_side_files, iter_tensors, write_sharded
+from nemo_cascade.errors import CascadeError
 
 GENERATION_DEFAULTS = {"do_sample": True, "temperature": 0.6, "top_p": 0.95}
 """Decoding written into a release's generation_config.json: the paper's evaluation setting (App. B)."""
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
 
 
-class ConvertError(ValueError):
+class ConvertError(CascadeError, ValueError):
     """A conversion that cannot be done; the message is one line naming the path and what was expected."""
 
 

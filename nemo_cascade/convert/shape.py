@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nemo_cascade.errors import CascadeError
+
 
 @dataclass(frozen=True)
 class ArchFacts:
@@ -48,7 +50,7 @@ YARN_DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0}
 """The YaRN constants transformers and Megatron share by default; other values have no Megatron field here."""
 
 
-class ModelFilesError(ValueError):
+class ModelFilesError(CascadeError, ValueError):
     """A model folder that cannot be used; the message is one line naming the file."""
 
 

@@ -18,10 +18,12 @@ and vLLM's chat endpoint produce the identical string. :func:`split_thinking` is
 from __future__ import annotations
 
 import json
+import typing
 from typing import Any, Literal, Mapping, Optional, Sequence
 
 Style = Literal["cascade1", "cascade2", "chatml"]
-STYLES = ("cascade1", "cascade2", "chatml")
+STYLES: tuple[str, ...] = typing.get_args(Style)
+"""The styles, from :data:`Style` (``Cascade.chat_style`` declares the same; tests/unit/test_literal_enums.py)."""
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"

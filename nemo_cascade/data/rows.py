@@ -19,10 +19,12 @@ import zlib
 from pathlib import Path
 from typing import Iterator, Optional
 
+from ..errors import CascadeError
+
 _BLOCK = 1 << 24
 
 
-class DataError(ValueError):
+class DataError(CascadeError, ValueError):
     """A bad data source or row; the message is one line naming the file, line and field."""
 
 

@@ -44,11 +44,12 @@ import re
 from typing import Any, Optional
 
 from .swe_prompts import PromptBudget, build_repair_prompt, render_repair_prompt
+from ..errors import CascadeError
 
 PROMPT_KEYS = ("prompt", "question", "problem")
 
 
-class SchemaError(ValueError):
+class SchemaError(CascadeError, ValueError):
     """A row that does not fit its domain's schema; the message names the row and the expected field."""
 
 

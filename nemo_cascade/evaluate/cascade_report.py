@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import CascadeError
 from ..files import replaced_atomically, write_text_atomically
 from .gate import deltas, scores
 from .paired import ALPHA, PairedTest, item_values, p_text, paired_test
@@ -21,7 +22,7 @@ HEADLINE = {"grpo": "reward_mean", "sft": "loss", "reward_model": "accuracy"}
 WINDOW = 10  # steps averaged at each end of a stage in the summary table
 
 
-class ReportError(ValueError):
+class ReportError(CascadeError, ValueError):
     """A run directory the report cannot read; the message names the file."""
 
 

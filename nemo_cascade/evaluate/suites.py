@@ -36,12 +36,13 @@ from ..data import loader
 from ..data.benchmark_sets import gsm8k_final_answer
 from ..data.math_prompt import MATH_INSTRUCTION, math_prompt
 from ..data.mbpp_tasks import CODE_INSTRUCTION, mbpp_task
+from ..errors import CascadeError
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 
 
-class EvalError(ValueError):
+class EvalError(CascadeError, ValueError):
     """A user mistake (unknown suite, missing checkpoint or data file, bad option, malformed data row); the
     message is one line naming what was expected."""
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import re
+import typing
 import unicodedata
 from typing import Collection, Literal, Optional, Sequence, Union
 
@@ -96,7 +97,7 @@ _LANGUAGE_OF_SCRIPT = {"han": "chinese", "kana": "japanese", "hangul": "korean",
 (hangul and han), han alone Chinese. Latin and Greek are judged apart (:func:`prompt_scripts`)."""
 
 CodeSwitchRule = Literal["english_prompt_only", "prompt_language", "fixed_script"]
-CODE_SWITCH_RULES: tuple[str, ...] = ("english_prompt_only", "prompt_language", "fixed_script")
+CODE_SWITCH_RULES: tuple[str, ...] = typing.get_args(CodeSwitchRule)
 """Which responses a stage checks, and against what (module docstring): RLHF's rule (§4.3.2), Math RL's
 (§4.5.2), or one fixed language for every response."""
 

@@ -37,7 +37,7 @@ from fractions import Fraction
 from math import isfinite
 from typing import Any, Optional, Sequence
 
-from ..config import Reward
+from ..config import Reward, literal_values
 from ..data.chat import split_thinking
 from ..data.math_prompt import with_math_instruction
 from ..data.schemas import adapt_math
@@ -60,7 +60,7 @@ ANSWER_PATTERNS: dict[str, str] = {
 """Named answer patterns for :func:`math_reward_with`: group 1 is the answer, the last match counts. Both are
 linear on any input (``.+`` runs to the end of the line, so matches cannot overlap)."""
 
-GRADERS = ("math_verify", "rule")
+GRADERS = literal_values(Reward, "math_grader")
 """Who decides equivalence behind the exact check (``Reward.math_grader``): math-verify, or the AceMath-style
 rule grader of :mod:`.math_rule` (§4.5: the paper trained with AceMath's rule verifier)."""
 

@@ -59,6 +59,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from ..data.rm_input import PROBE, RM_RENDERINGS, render_rm_input
 from .endpoints import (RESTART_WAIT_S, EndpointError, UrlFile, check_http_url, healthy,
                         is_file_url)
+from ..errors import CascadeError
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ _TOKEN_KEY = "token_id:"
 _MAX_ERROR_CHARS = 300
 
 
-class RewardServerError(RuntimeError):
+class RewardServerError(CascadeError, RuntimeError):
     """The reward/judge server is unreachable after retries, refused a request, or answered garbage."""
 
 

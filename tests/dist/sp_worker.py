@@ -16,7 +16,7 @@ import torch
 def policy_run(model_dir, parallel):
     from nemo_cascade import config as C
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.algorithms import grpo, sft
+    from nemo_cascade.algorithms import grpo, packing, sft
 
     actor = MegatronActor(model_dir, parallel, seed=7, transformer_impl="local")  # TE's SP: tests/gpu
     norms = [n for n, p in actor.model.named_parameters() if getattr(p, "sequence_parallel", False)]
@@ -39,7 +39,7 @@ def policy_run(model_dir, parallel):
     final = actor.logprobs(tokens)
     examples = [(torch.randint(1, 256, (3 + i,), generator=g).tolist(),
                  torch.randint(1, 256, (5 + 2 * i,), generator=g).tolist()) for i in range(5)]
-    packed = sft.pack_sft_batch(examples, max_tokens=19, pad_id=0)  # rows of 8+11, 14, 17, 19 (cut)
+    packed = packing.pack_sft_batch(examples, max_tokens=19, pad_id=0)  # rows of 8+11, 14, 17, 19 (cut)
     sft_step = actor.train_step(packed.tensors(), lambda lp, mb: (*sft.sft_loss_terms(lp, mb["loss_mask"]), {}))
     return {"sp_params": norms, "initial": initial.tolist(), "final": final.tolist(),
             "loss": [s.loss for s in steps], "grad_norm": [s.grad_norm for s in steps],

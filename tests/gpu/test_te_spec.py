@@ -98,7 +98,7 @@ def test_te_packed_rows_attend_per_example(te, sharp):
     """TE's causal attention ignores attention masks, so packed rows go through the thd layout. Per trained
     token, the packed log-probs equal each example's own (up to bf16 noise: fused attention has no fp32 thd
     kernel), far closer than the same rows attended as plain causal sequences (the leak the layout prevents)."""
-    from nemo_cascade.algorithms.sft import pack_sft_batch
+    from nemo_cascade.algorithms.packing import pack_sft_batch
 
     actor = te_actor(sharp, dtype="bfloat16")
     actor.configure_optimizer(C.Actor(lr=0.0), 10)  # measure only

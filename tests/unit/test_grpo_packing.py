@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from nemo_cascade import config as C
-from nemo_cascade.algorithms import grpo
+from nemo_cascade.algorithms import grpo, packing
 from nemo_cascade.config import GRPO
 from nemo_cascade.types import Prompt, PromptGroup
 
@@ -17,15 +17,15 @@ def group(prompt, responses, rewards):
 
 
 def test_pack_rows_first_fit_decreasing():
-    assert grpo.pack_rows([5, 3, 2, 4, 1], budget=5) == [[0], [3, 4], [1, 2]]
-    assert grpo.pack_rows([2, 2, 2], budget=4) == [[0, 1], [2]]  # ties keep their order
-    assert grpo.pack_rows([9, 1], budget=4) == [[0], [1]]          # longer than the budget: a row of its own
-    assert grpo.pack_rows([], budget=4) == []
+    assert packing.pack_rows([5, 3, 2, 4, 1], budget=5) == [[0], [3, 4], [1, 2]]
+    assert packing.pack_rows([2, 2, 2], budget=4) == [[0, 1], [2]]  # ties keep their order
+    assert packing.pack_rows([9, 1], budget=4) == [[0], [1]]          # longer than the budget: a row of its own
+    assert packing.pack_rows([], budget=4) == []
     lengths = [int(x) for x in torch.randint(1, 50, (200,), generator=torch.Generator().manual_seed(0))]
-    rows = grpo.pack_rows(lengths, budget=64)
+    rows = packing.pack_rows(lengths, budget=64)
     assert sorted(s for row in rows for s in row) == list(range(200))
     assert all(sum(lengths[s] for s in row) <= 64 for row in rows)
-    assert grpo.pad_share(lengths, len(rows), 64) < 0.05
+    assert packing.pad_share(lengths, len(rows), 64) < 0.05
 
 
 def test_make_batch_packs_sequences_with_their_own_positions_and_advantages():

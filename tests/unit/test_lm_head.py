@@ -7,7 +7,7 @@ import torch
 
 from nemo_cascade import config as C
 from nemo_cascade.actor import lm_head as LM
-from nemo_cascade.algorithms import grpo, sft
+from nemo_cascade.algorithms import grpo, packing, sft
 from nemo_cascade.types import Prompt, PromptGroup
 
 
@@ -59,7 +59,7 @@ def test_grpo_step_equals_the_whole_sequence_head(actor, packed):
 
 
 def test_sft_step_equals_the_whole_sequence_head(actor):
-    batch = sft.pack_sft_batch([([5, 6, 7, 8], [9, 10, 11]), ([12, 13], [14, 15, 16, 17])], 16, 0).tensors()
+    batch = packing.pack_sft_batch([([5, 6, 7, 8], [9, 10, 11]), ([12, 13], [14, 15, 16, 17])], 16, 0).tensors()
     (full, _), (picked, rows) = (_step(actor, batch, lambda lp, mb: (*sft.sft_loss_terms(lp, mb["loss_mask"]), {}),
                                        whole) for whole in (True, False))
     assert picked.loss == pytest.approx(full.loss, abs=1e-6) and picked.grad_norm == pytest.approx(full.grad_norm,

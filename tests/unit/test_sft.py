@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from nemo_cascade.algorithms.sft import pack_sft_batch, segment_causal_mask, sft_loss_terms
+from nemo_cascade.algorithms.packing import pack_sft_batch, segment_causal_mask
+from nemo_cascade.algorithms.sft import sft_loss_terms
 
 T = torch.tensor
 NEG_INF = float("-inf")

@@ -4,7 +4,7 @@ loss of the same examples each in a row of its own — and differs when the mask
 import torch
 
 from nemo_cascade import config as C
-from nemo_cascade.algorithms.sft import pack_sft_batch
+from nemo_cascade.algorithms.packing import pack_sft_batch
 from nemo_cascade.stage import sft_loss
 
 

@@ -1,0 +1,148 @@
+"""Sequence packing, one module for every stage that packs: which sequences share a row (:func:`pack_rows`),
+how a row is laid out (:func:`pack_sequences`), SFT's truncate-and-pack (:func:`pack_sft_batch`) and the
+attention mask the actor builds from a packed row (:func:`segment_causal_mask`).
+
+A packed row holds several sequences end to end, then padding. Each keeps its own positions (restarting at 0)
+and attends only to itself (``segment_ids_B_T``: 1, 2, … per sequence of a row, 0 on padding), so a row computes
+exactly what its sequences would compute in rows of their own, without the padding.
+
+Alignment convention (the one of :mod:`.grpo` and :mod:`.sft`; the actor relies on it)
+    ``logprobs_B_T[b, t] = log p(tokens_B_T[b, t] | tokens_B_T[b, :t])``; ``loss_mask_B_T`` is 1 exactly on a
+    sequence's response tokens ``[start + P, start + P + R)`` for ``P`` prompt and ``R`` response tokens, except
+    a sequence's first token, which has no context and is never predicted.
+
+GRPO packs first-fit decreasing (the tightest rows for a batch it lays out at once); SFT packs in the order
+of its examples, each row closed once the next example does not fit — :func:`pack_rows` does both.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+
+Tensor = torch.Tensor
+
+
+def pack_rows(lengths_S: Sequence[int], budget: int, in_order: bool = False) -> list[list[int]]:
+    """Sequence indices grouped into rows of at most ``budget`` tokens; a sequence longer than ``budget`` gets a
+    row of its own.
+
+    Default, first-fit decreasing: longest first, each into the first row with room (ties keep their order, so
+    a batch packs the same way every time). FFD leaves little of a row empty when the sequences are short
+    against the budget; with ``budget`` = the longest sequence, no row is longer than an unpadded batch's, so a
+    microbatch costs no more memory than without packing. ``in_order``: the sequences in their order, each into
+    the last row if it has room, else into a new row (next fit: rows hold consecutive sequences).
+    """
+    order = range(len(lengths_S)) if in_order else sorted(range(len(lengths_S)), key=lambda i: -lengths_S[i])
+    rows: list[list[int]] = []
+    free: list[int] = []
+    for s in order:
+        n = lengths_S[s]
+        candidates = range(max(len(rows) - 1, 0), len(rows)) if in_order else range(len(rows))
+        row = next((r for r in candidates if free[r] >= n), None)
+        if row is None:
+            rows.append([])
+            free.append(budget)
+            row = len(rows) - 1
+        rows[row].append(s)
+        free[row] -= n
+    return rows
+
+
+def pad_share(lengths_S: Sequence[int], rows: int, width: int) -> float:
+    """Share of the ``rows × width`` positions the actor computes that are padding (0 for an empty batch)."""
+    return 1.0 - sum(lengths_S) / (rows * width) if rows * width else 0.0
+
+
+def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]], pad_id: int,
+                   response_values_S: Optional[Sequence[Sequence[float]]] = None,
+                   rows: Optional[Sequence[Sequence[int]]] = None) -> dict[str, Tensor]:
+    """Lay (prompt, response) token lists out in rows with the module's alignment.
+
+    ``rows`` lists the sequence indices of each row (:func:`pack_rows`); by default each sequence is a row of
+    its own. Returns int64 ``tokens_B_T``, ``position_ids_B_T`` (restarting at 0 per sequence),
+    ``segment_ids_B_T`` (1, 2, … per sequence of a row; 0 on padding), ``lengths_S`` (P + R), float32
+    ``loss_mask_B_T`` (1 on a sequence's ``[start + max(P, 1), start + P + R)`` — its first token is never
+    predicted) and ``values_B_T`` (``response_values_S[s][i]`` at response token ``i``, 0 elsewhere), and int64
+    ``row_S`` / ``start_S``: where each sequence went. ``T`` = the longest row (0 if there are none).
+    """
+    lengths = [len(p) + len(r) for p, r in zip(prompts_S, responses_S)]
+    rows = [[s] for s in range(len(lengths))] if rows is None else rows
+    B, T = len(rows), max((sum(lengths[s] for s in row) for row in rows), default=0)
+    out = {"tokens_B_T": torch.full((B, T), pad_id, dtype=torch.long)}
+    out.update({k: torch.zeros((B, T), dtype=torch.long) for k in ("position_ids_B_T", "segment_ids_B_T")})
+    out.update({k: torch.zeros((B, T), dtype=torch.float32) for k in ("loss_mask_B_T", "values_B_T")})
+    row_S, start_S = [0] * len(lengths), [0] * len(lengths)
+    for b, row in enumerate(rows):
+        start = 0
+        for k, s in enumerate(row, 1):
+            P, end = len(prompts_S[s]), start + lengths[s]
+            out["tokens_B_T"][b, start:end] = torch.tensor(list(prompts_S[s]) + list(responses_S[s]), dtype=torch.long)
+            out["position_ids_B_T"][b, start:end] = torch.arange(lengths[s])
+            out["segment_ids_B_T"][b, start:end] = k
+            out["loss_mask_B_T"][b, start + max(P, 1):end] = 1.0
+            if response_values_S is not None and lengths[s] > P:
+                out["values_B_T"][b, start + P:end] = torch.tensor(response_values_S[s], dtype=torch.float32)
+            row_S[s], start_S[s] = b, start
+            start = end
+    out.update(lengths_S=torch.tensor(lengths, dtype=torch.long), row_S=torch.tensor(row_S, dtype=torch.long),
+               start_S=torch.tensor(start_S, dtype=torch.long))
+    return out
+
+
+@dataclass
+class PackedSFTBatch:
+    """SFT examples packed end to end into rows of at most ``max_tokens`` (:func:`pack_sft_batch`): no padding
+    compute for short examples; the actor turns ``segment_ids_B_T`` into a block-diagonal causal mask."""
+
+    tokens_B_T: Tensor
+    """Input ids, int64: example after example, then ``pad_id``."""
+    loss_mask_B_T: Tensor
+    """float32 1.0 on kept response tokens (the module's alignment convention)."""
+    position_ids_B_T: Tensor
+    """int64 position of each token within its own example (RoPE positions)."""
+    segment_ids_B_T: Tensor
+    """int64 1, 2, … numbering the examples of a row; 0 on padding."""
+    num_examples: int
+    num_truncated: int = 0
+
+    @property
+    def num_sequences(self) -> int:
+        return int(self.tokens_B_T.shape[0])
+
+    def tensors(self) -> dict[str, Tensor]:
+        return {"tokens": self.tokens_B_T, "loss_mask": self.loss_mask_B_T, "position_ids": self.position_ids_B_T,
+                "segment_ids": self.segment_ids_B_T}
+
+
+def pack_sft_batch(examples: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int,
+                   pad_id: int) -> PackedSFTBatch:
+    """Pack ``(prompt_tokens, response_tokens)`` examples, in order, into rows of ``max_tokens``: an example
+    that does not fit the current row's remaining space starts a new row (``pack_rows(..., in_order=True)``, so
+    a batch packs the same way every time). Examples longer than ``max_tokens`` are truncated from the right:
+    the response tail goes first, and only a prompt that alone exceeds ``max_tokens`` is cut itself (that
+    example then has no trained token).
+    ``T`` = the longest row. The loss over a packed batch equals the loss over the same examples unpacked."""
+    if max_tokens < 1:
+        raise ValueError(f"pack_sft_batch: max_tokens must be >= 1, got {max_tokens}")
+    kept = [(list(prompt) + list(response))[:max_tokens] for prompt, response in examples]
+    prompt_lengths = [min(len(prompt), len(ids)) for (prompt, _), ids in zip(examples, kept)]
+    truncated = sum(len(p) + len(r) > max_tokens for p, r in examples)
+    rows = pack_rows([len(ids) for ids in kept], max_tokens, in_order=True)
+    laid = pack_sequences([ids[:P] for ids, P in zip(kept, prompt_lengths)],
+                          [ids[P:] for ids, P in zip(kept, prompt_lengths)], pad_id, rows=rows)
+    return PackedSFTBatch(laid["tokens_B_T"], laid["loss_mask_B_T"], laid["position_ids_B_T"],
+                          laid["segment_ids_B_T"], len(examples), int(truncated))
+
+
+def segment_causal_mask(segment_ids_B_T: Tensor) -> Tensor:
+    """``[B, 1, T, T]`` bool, True where attention is *blocked* (Megatron's convention): query t may see key
+    s only when s ≤ t and both belong to the same example (padding, segment 0, sees only padding)."""
+    T = segment_ids_B_T.shape[1]
+    same = segment_ids_B_T.unsqueeze(2) == segment_ids_B_T.unsqueeze(1)
+    causal = torch.ones((T, T), dtype=torch.bool, device=segment_ids_B_T.device).tril()
+    return ~(same & causal).unsqueeze(1)
+
+
+__all__ = ["pack_rows", "pad_share", "pack_sequences", "PackedSFTBatch", "pack_sft_batch", "segment_causal_mask"]
