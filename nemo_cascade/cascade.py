@@ -426,7 +426,7 @@ class CascadeRun:
 
         weight_sync.push(self.actor, self._engine())  # the actor holds the base weights here
         self.gate.evaluate(self.engine, base_row, self.base)
-        events.info("base: evaluated (%s)", ", ".join(self.gate.prepared))
+        events.info("base: evaluated (%s)", base_row / "eval.json")
         self.engine.sleep()  # the first stage (SFT) trains next
 
     def gate_after(self, k: int, stage: C.Stage) -> None:

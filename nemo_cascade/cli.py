@@ -154,7 +154,8 @@ def cmd_run(args) -> int:
     # (tests, notebooks) puts those in os.environ, and a CLI started from there must still launch its own job.
     if "TORCHELASTIC_RUN_ID" in os.environ:
         rank = int(os.environ.get("RANK", 0))  # the chatter of Megatron, vLLM, TE: into the run's log (console.py)
-        console.to_log(console.log_path(Path(cfg.run_root) / cfg.name, rank), args.verbose, rank)
+        if args.own_process:
+            console.to_log(console.log_path(Path(cfg.run_root) / cfg.name, rank), args.verbose, rank)
         with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # slurm/node.sh: rank 0 holds
             return _run_job(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage, args.retrain)
     if args.stage or args.retrain:  # a finished stage, or one whose earlier stages are not: one line, before torchrun
@@ -255,14 +256,18 @@ def cmd_eval(args) -> int:
     Engines over several GPUs (``--tensor-parallel-size`` × ``--data-parallel`` > 1): the command starts itself
     again under torchrun, one rank per GPU (standalone.py)."""
     from nemo_cascade.evaluate import suite_names
-    from nemo_cascade.evaluate.standalone import check_layout
+    from nemo_cascade.evaluate.standalone import check_layout, output_folder
 
     names = suite_names(args.suite)
     world = check_layout(args.tensor_parallel_size, args.data_parallel, args.gpu_memory_utilization)
+    out = output_folder(args.checkpoint, args.out)  # its logs/ takes vLLM's start-up log (console.py)
     with _hold_stage_folder(args):
         if world > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
             return run_torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m",
-                                 "nemo_cascade.cli", *args.argv])
+                                 "nemo_cascade.cli", *args.argv], run_dir=None if args.verbose else out)
+        if args.own_process:
+            rank = int(os.environ.get("RANK", 0))
+            console.to_log(console.log_path(out, rank), args.verbose, rank)
         return _evaluate(args, names)
 
 
@@ -302,8 +307,9 @@ def _evaluate(args, names: list[str]) -> int:
         data_parallel=args.data_parallel, gpu_memory_utilization=args.gpu_memory_utilization)
     if int(os.environ.get("RANK", "0")) != 0:  # rank 0 prints for all
         return 0
-    print(markdown({**json.loads(path.read_text()), "suites": {n: r.to_json() for n, r in results.items()}}))
-    print(f"wrote {path} ({path.with_suffix('.md').name}, {path.with_suffix('.svg').name})")
+    print(markdown({**json.loads(path.read_text()), "suites": {n: r.to_json() for n, r in results.items()}}),
+          file=console.out())
+    print(f"wrote {path} ({path.with_suffix('.md').name}, {path.with_suffix('.svg').name})", file=console.out())
     return 0
 
 
@@ -452,6 +458,8 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="GPU engines: share of each GPU's "
                     "memory vLLM may take (default 0.9: nothing else runs beside it)")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--verbose", action="store_true", help="also show vLLM's logs and warnings on the console "
+                    "(by default they go only to OUT/logs/rank<R>.log)")
 
 
 def _add_launch_parser(sub) -> None:
@@ -493,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         lifeline.bind_worker()
     args, extra = parser.parse_known_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a command that relaunches itself repeats
+    args.own_process = argv is None  # the process is this command: its output may go to a log (console.py)
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
     overridable = ("run", "launch", "plan", "doctor")
     stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in overridable]
