@@ -260,8 +260,8 @@ def cmd_eval(args) -> int:
 
     names = suite_names(args.suite)
     world = check_layout(args.tensor_parallel_size, args.data_parallel, args.gpu_memory_utilization)
-    out = output_folder(args.checkpoint, args.out)  # its logs/ takes vLLM's start-up log (console.py)
     with _hold_stage_folder(args):
+        out = output_folder(args.checkpoint, args.out)  # its logs/ takes vLLM's start-up log (console.py)
         if world > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
             return run_torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m",
                                  "nemo_cascade.cli", *args.argv], run_dir=None if args.verbose else out)
