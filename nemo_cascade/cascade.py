@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nemo_cascade import checkpoint, ranks, stop_request
+from nemo_cascade.console import events
 from nemo_cascade import config as C
 from nemo_cascade.data.loader import pad_id
 from nemo_cascade.faults import crash_point
@@ -222,7 +223,7 @@ class CascadeRun:
             else:
                 self.reward_models[stage.name] = sdir / "hf"
             self._clean_up(k, stage)
-        log.info("stage %s: %s", stage.name, "skipped (done)" if done else "not selected")
+        events.info("stage %s: %s", stage.name, "skipped (done)" if done else "not selected")
         return False
 
     def _begin(self, k: int, stage: C.Stage) -> tuple[Path, Saves, int]:
@@ -240,6 +241,11 @@ class CascadeRun:
                              config_sha256=config_hash(stage), resumed_from=str(resume or ""), steps=stage.steps)
         saves = Saves(sdir / "checkpoint", stage.checkpoint_every, self.cfg.keep_checkpoints, resume,
                       every_minutes=self.cfg.checkpoint_every_minutes, run_dir=self.out)
+        if resume:
+            events.info("stage %s: resumed at step %d of %d (%s)", stage.name, _step_of(resume) + 1, stage.steps,
+                        resume)
+        else:
+            events.info("stage %s: started (%d steps, %s)", stage.name, stage.steps, stage.kind)
         return sdir, saves, _step_of(resume) + 1 if resume else 0
 
     def _finish(self, k: int, stage: C.Stage, sdir: Path, started: float, data_state: dict | None) -> None:
@@ -252,6 +258,7 @@ class CascadeRun:
             (sdir / "data_state.json").write_text(json.dumps(data_state))
         self.manifest.update(stage.name, status="done", seconds=round(time.time() - started, 1),
                              hf=str(sdir / "hf"), gated=False)
+        events.info("stage %s: done in %.0f s (%s)", stage.name, time.time() - started, sdir / "hf")
         crash_point("stage.done")
         self._clean_up(k, stage)
 
@@ -425,6 +432,7 @@ class CascadeRun:
 
         weight_sync.push(self.actor, self._engine())  # the actor holds the base weights here
         self.gate.evaluate(self.engine, base_row, self.base)
+        events.info("base: evaluated (%s)", base_row / "eval.json")
         self.engine.sleep()  # the first stage (SFT) trains next
 
     def gate_after(self, k: int, stage: C.Stage) -> None:
@@ -435,25 +443,27 @@ class CascadeRun:
             # A first part of one paper stage (swe before swe_24k, T20): no row and no verdict; the next
             # evaluated stage is compared with the rows before it. A GRPO stage ends with its engine awake, and the
             # next stage may train before it generates.
-            log.info("stage %s: no forgetting gate (evaluate = false)", stage.name)
+            events.info("stage %s: no forgetting gate (evaluate = false)", stage.name)
             if stage.kind == "grpo":
                 self.engine.sleep()
         elif self.gate.enabled:
             rm = list(self.reward_models)[-1] if self.reward_models else ""
             self._load_policy()
             weight_sync.push(self.actor, self._engine())
-            row = self._policy_row(k)
+            row, found = self._policy_row(k), []
             if stage.kind == "reward_model":  # fill the RM-scored column of the policy row before
                 if row is not None and (row / "eval.json").is_file():
                     self.gate.evaluate(self.engine, row, self.weights_from, self._rm_url(rm), True)
             else:
                 sdir = stage_dir(self.cfg, k)
                 self.gate.evaluate(self.engine, sdir, str(sdir / "hf"), self._rm_url(rm) if rm else "")
-                self._judge(stage, sdir)
+                found = self._judge(stage, sdir)
                 self.rows.append(sdir)
             # The next stage may train before it generates (SFT, an RM): give the GPU back to the actor. A GRPO
             # stage's first weight push wakes the engine.
             self.engine.sleep()
+            events.info("stage %s: gated, %s", stage.name,
+                        f"{len(found)} regression(s) (gate.on_regression=warn)" if found else "no regression")
         self.manifest.update(stage.name, gated=True)
         self._report()
 
@@ -465,18 +475,19 @@ class CascadeRun:
             return self.out / "base"
         return stage_dir(self.cfg, before[-1]) if self.cfg.stages[before[-1]].evaluate else None
 
-    def _judge(self, stage: C.Stage, sdir: Path) -> None:
+    def _judge(self, stage: C.Stage, sdir: Path) -> list:
         found = self.gate.check([r for r in self.rows if (r / "eval.json").is_file()], sdir)
         action = self.cfg.gate.on_regression
         self.manifest.update(stage.name, gate={"regressions": [str(r) for r in found], "action": action})
         for r in found:
-            log.warning("forgetting gate after %s: %s", stage.name, r)
+            events.warning("stage %s: regression: %s", stage.name, r)
         if found and action == "stop":
             self.manifest.update(stage.name, gated=True)
             reason = f"after stage {stage.name}: " + "; ".join(str(r) for r in found)
             self.manifest.stop(reason)
             self._report()
             raise GateStop(reason)
+        return found
 
     def _report(self) -> None:
         if ranks.is_main():

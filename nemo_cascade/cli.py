@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from nemo_cascade import config as C
+from nemo_cascade import console
 from nemo_cascade.cli_tools import add_convert_parser, add_data_parser, cmd_convert, cmd_data
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.torchrun import run_torchrun
@@ -103,10 +104,10 @@ def _run_job(cfg: C.Cascade, only_stage: str | None, retrain: bool) -> int:
         code = 0
     except GateStop as e:
         out, code = run_dir(cfg), 3
-        print(f"stopped by the forgetting gate {e} (gate.on_regression=stop)", file=sys.stderr)
+        print(f"stopped by the forgetting gate {e} (gate.on_regression=stop)", file=console.stream())
     except StopRequested as e:  # saved at a step boundary: the run is resumable, nothing to summarise
         if int(os.environ.get("RANK", 0)) == 0:
-            print(f"\nnemo-cascade: {e}", file=sys.stderr)
+            print(f"\nnemo-cascade: {e}", file=console.stream())
         return EXIT_CODE
     if int(os.environ.get("RANK", 0)) == 0:
         from nemo_cascade.evaluate.cascade_report import matrix_text
@@ -114,9 +115,9 @@ def _run_job(cfg: C.Cascade, only_stage: str | None, retrain: bool) -> int:
 
         for stage_dir in sorted((out / "stages").iterdir(), key=lambda p: int(p.name.split("-")[0])):
             if (stage_dir / "metrics.jsonl").is_file():
-                print(summarize(stage_dir))
-        print(matrix_text(out))
-        print(f"done: {out} (report: {out / 'report.md'})")
+                print(summarize(stage_dir), file=console.out())
+        print(matrix_text(out), file=console.out())
+        print(f"done: {out} (report: {out / 'report.md'})", file=console.out())
     return code
 
 
@@ -137,6 +138,9 @@ def cmd_run(args) -> int:
     # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process actor
     # (tests, notebooks) puts those in os.environ, and a CLI started from there must still launch its own job.
     if "TORCHELASTIC_RUN_ID" in os.environ:
+        rank = int(os.environ.get("RANK", 0))  # the chatter of Megatron, vLLM, TE: into the run's log (console.py)
+        if args.own_process:
+            console.to_log(console.log_path(Path(cfg.run_root) / cfg.name, rank), args.verbose, rank)
         with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # slurm/node.sh: rank 0 holds
             return _run_job(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage, args.retrain)
     if args.stage or args.retrain:  # a finished stage, or one whose earlier stages are not: one line, before torchrun
@@ -149,8 +153,9 @@ def cmd_run(args) -> int:
                     args.recipe, *args.overrides]
         if args.stage:
             torchrun += ["--stage", args.stage] + (["--retrain"] if args.retrain else [])
+        torchrun += ["--verbose"] if args.verbose else []
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, os.cpu_count() // world)))
-        return run_torchrun(torchrun)
+        return run_torchrun(torchrun, run_dir=None if args.verbose else Path(cfg.run_root) / cfg.name)
 
 
 @contextlib.contextmanager
@@ -236,14 +241,18 @@ def cmd_eval(args) -> int:
     Engines over several GPUs (``--tensor-parallel-size`` × ``--data-parallel`` > 1): the command starts itself
     again under torchrun, one rank per GPU (standalone.py)."""
     from nemo_cascade.evaluate import suite_names
-    from nemo_cascade.evaluate.standalone import check_layout
+    from nemo_cascade.evaluate.standalone import check_layout, output_folder
 
     names = suite_names(args.suite)
     world = check_layout(args.tensor_parallel_size, args.data_parallel, args.gpu_memory_utilization)
     with _hold_stage_folder(args):
+        out = output_folder(args.checkpoint, args.out)  # its logs/ takes vLLM's start-up log (console.py)
         if world > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
             return run_torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m",
-                                 "nemo_cascade.cli", *args.argv])
+                                 "nemo_cascade.cli", *args.argv], run_dir=None if args.verbose else out)
+        if args.own_process:
+            rank = int(os.environ.get("RANK", 0))
+            console.to_log(console.log_path(out, rank), args.verbose, rank)
         return _evaluate(args, names)
 
 
@@ -283,8 +292,9 @@ def _evaluate(args, names: list[str]) -> int:
         data_parallel=args.data_parallel, gpu_memory_utilization=args.gpu_memory_utilization)
     if int(os.environ.get("RANK", "0")) != 0:  # rank 0 prints for all
         return 0
-    print(markdown({**json.loads(path.read_text()), "suites": {n: r.to_json() for n, r in results.items()}}))
-    print(f"wrote {path} ({path.with_suffix('.md').name}, {path.with_suffix('.svg').name})")
+    print(markdown({**json.loads(path.read_text()), "suites": {n: r.to_json() for n, r in results.items()}}),
+          file=console.out())
+    print(f"wrote {path} ({path.with_suffix('.md').name}, {path.with_suffix('.svg').name})", file=console.out())
     return 0
 
 
@@ -329,8 +339,9 @@ def cmd_doctor(args) -> int:
 
 
 def _add_doctor_parser(sub) -> None:
-    doc = sub.add_parser("doctor", help="check this node (CUDA, versions, TE/FP8, vLLM, collectives, sandbox, "
-                                        "servers, disk, memory) for a recipe; exit 2 on any failure")
+    doc = sub.add_parser("doctor", help="check this node is ready for a recipe (exit 2: not)",
+                         description="check this node (CUDA, versions, TE/FP8, vLLM, collectives, sandbox, "
+                                     "servers, disk, memory) for a recipe; exit 2 on any failure")
     doc.add_argument("recipe", nargs="?", help="recipes/NAME.py[:fn] or package.module:fn (optional)")
     doc.add_argument("overrides", nargs="*", help="KEY=VALUE, as for run")
 
@@ -338,7 +349,9 @@ def _add_doctor_parser(sub) -> None:
 def _add_plan_parser(sub) -> None:
     from nemo_cascade.plan import PRESETS
 
-    plan = sub.add_parser("plan", help="per-GPU memory estimate of every stage: actor state, activations, vLLM engine")
+    plan = sub.add_parser("plan", help="per-GPU memory and step time of every stage",
+                          description="per-GPU memory estimate of every stage (actor state, activations, vLLM "
+                                      "engine), then step times and checkpoint intervals against a time limit")
     plan.add_argument("recipe", help="recipes/NAME.py[:fn] or package.module:fn")
     plan.add_argument("overrides", nargs="*", help="KEY=VALUE, as for run")
     plan.add_argument("--gpu-memory-gib", type=float, default=80.0, help="memory per GPU (default 80: H100-80GB)")
@@ -392,7 +405,8 @@ def _suites_epilog() -> str:
 
 
 def _add_eval_parser(sub) -> None:
-    ev = sub.add_parser("eval", help="evaluate a checkpoint on benchmark suites (paper App. B decoding)",
+    ev = sub.add_parser("eval", help="evaluate a checkpoint on benchmark suites",
+                        description="evaluate a checkpoint on benchmark suites (paper App. B decoding)",
                         epilog_from=_suites_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     ev.add_argument("checkpoint", help="HF model folder, or a run's stage directory (runs/NAME/stages/K-STAGE)")
     ev.add_argument("--suite", required=True, help="suite name, comma-separated names, or 'all' (listed below)")
@@ -429,12 +443,15 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="GPU engines: share of each GPU's "
                     "memory vLLM may take (default 0.9: nothing else runs beside it)")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--verbose", action="store_true", help="also show vLLM's logs and warnings on the console "
+                    "(by default they go only to OUT/logs/rank<R>.log)")
 
 
 def _add_launch_parser(sub) -> None:
     from nemo_cascade.launch import add_arguments
 
-    launch = sub.add_parser("launch", help="run a cascade as a nemo-run experiment (local or Slurm), a task per stage")
+    launch = sub.add_parser("launch", help="run a cascade with nemo-run (local or Slurm)",
+                            description="run a cascade as a nemo-run experiment (local or Slurm), a task per stage")
     launch.add_argument("recipe", help="recipes/NAME.py[:fn] or package.module:fn")
     launch.add_argument("overrides", nargs="*", help="KEY=VALUE, as for run")
     add_arguments(launch)
@@ -442,21 +459,25 @@ def _add_launch_parser(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="nemo-cascade", description="Cascade RL on Megatron-Core + vLLM")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # One line per command in --help (the details are in each command's own --help).
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
     run = sub.add_parser("run", help="run a cascade (or one stage of it)")
     run.add_argument("recipe", help="recipes/NAME.py[:fn] or package.module:fn")
     run.add_argument("overrides", nargs="*", help="KEY=VALUE, e.g. stages.math.steps=5 parallel.tp=2")
     run.add_argument("--stage", help="run only this stage (its earlier stages must be done)")
     run.add_argument("--retrain", action="store_true", help="with --stage: if the stage is done, discard its "
                      "outputs and those of every later stage (their lineage starts from it), then train it again")
+    run.add_argument("--verbose", action="store_true", help="also show Megatron's, vLLM's and TE's logs and warnings "
+                     "on the console (by default they go only to RUN_DIR/logs/rank<R>.log)")
     _add_eval_parser(sub)
     add_convert_parser(sub)
     _add_launch_parser(sub)
     _add_plan_parser(sub)
     _add_doctor_parser(sub)
     add_data_parser(sub)
-    report = sub.add_parser("report", help="rebuild a run's report.md / report.png (forgetting matrix, curves), "
-                                           "or compare several runs side by side")
+    report = sub.add_parser("report", help="rebuild a run's report, or compare several runs",
+                            description="rebuild a run's report.md / report.png (forgetting matrix, curves), "
+                                        "or compare several runs side by side")
     report.add_argument("run_dir", nargs="+", help="a run directory, runs/NAME; several: compare them")
     report.add_argument("--out", help="with several runs: where comparison.md / comparison.png go")
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun worker: it must not outlive its launcher (lifeline.py)
@@ -465,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         lifeline.bind_worker()
     args, extra = parser.parse_known_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a command that relaunches itself repeats
+    args.own_process = argv is None  # the process is this command: its output may go to a log (console.py)
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
     overridable = ("run", "launch", "plan", "doctor")
     stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in overridable]
@@ -478,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
                 "launch": cmd_launch, "plan": cmd_plan, "doctor": cmd_doctor, "data": cmd_data}[args.command](args)
     except CascadeError as e:  # every user-facing error (nemo_cascade.errors); a served RM / judge that fails
         # outside a training step stops the run with its one line too: a done stage's gate runs again on resume.
-        print(f"nemo-cascade: error: {e}", file=sys.stderr)
+        print(f"nemo-cascade: error: {e}", file=console.stream())
         return 2
 
 

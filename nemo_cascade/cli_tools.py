@@ -45,7 +45,8 @@ def cmd_convert(args) -> int:
 
 
 def add_convert_parser(sub) -> None:
-    conv = sub.add_parser("convert", help="checkpoint ⇄ HF conversion for release (any TP × PP layout)")
+    conv = sub.add_parser("convert", help="Megatron checkpoint ⇄ HF folder, release checks",
+                          description="checkpoint ⇄ HF conversion for release (any TP × PP layout)")
     actions = conv.add_subparsers(dest="action", required=True)
     to_hf = actions.add_parser("to-hf", help="run / stage / checkpoint → HF folder (config, generation config, "
                                "tokenizer + chat template, sharded safetensors, model card)")
@@ -101,7 +102,8 @@ def cmd_data(args) -> int:
 
 
 def add_data_parser(sub) -> None:
-    data = sub.add_parser("data", help="prepare the recipes' data files (docs/recipes.md \"Data\")")
+    data = sub.add_parser("data", help="prepare the recipes' data files (data prepare)",
+                          description="prepare the recipes' data files (docs/recipes.md \"Data\")")
     actions = data.add_subparsers(dest="action", required=True)
     prep = actions.add_parser("prepare", help="download, convert, check and decontaminate a stage's files, with a "
                               "manifest (sha256 per file); resumable")

@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from nemo_cascade import ranks
+from nemo_cascade import console, ranks
 
 
 class PhaseTimer:
@@ -54,7 +54,8 @@ class MetricsLog:
         keep_before(self.path, start_step)
         from tqdm import tqdm
 
-        self.bar = tqdm(total=total_steps, initial=start_step, desc=stage_name, unit="step", dynamic_ncols=True)
+        self.bar = tqdm(total=total_steps, initial=start_step, desc=stage_name, unit="step", dynamic_ncols=True,
+                        file=console.stream())
         if use_wandb:
             self.wandb = wandb_run(Path(stage_dir), f"{run_name}/{stage_name}", resume=start_step > 0)
             self.wandb_from = self.wandb.starting_step

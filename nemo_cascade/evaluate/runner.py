@@ -264,7 +264,7 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
     """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per chunk)."""
     from tqdm import tqdm
 
-    from .. import ranks
+    from .. import console, ranks
 
     d = prep.decoding
     sampling = config.Rollout(temperature=d.temperature, top_p=d.top_p, top_k=d.top_k,
@@ -272,7 +272,7 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
     fits = [i for i in indices if fits_input(len(prep.prompts[i].prompt_tokens), d, engine.max_model_len)]
     groups: dict[int, types.PromptGroup] = {}
     bar = tqdm(total=len(indices), desc=f"{prep.suite.name} K={d.samples}", unit="item", dynamic_ncols=True,
-               disable=not (settings.progress and ranks.is_main()))
+               disable=not (settings.progress and ranks.is_main()), file=console.stream())
     bar.update(len(indices) - len(fits))  # too long: nothing to generate
     step = max(1, settings.chunk_items)
     for start in range(0, len(fits), step):

@@ -53,6 +53,12 @@ def resolve_checkpoint(path: str | Path) -> tuple[Path, Optional[Path]]:
     raise EvalError(f"checkpoint {p}: no config.json and no hf/ folder; {EXPECTED}")
 
 
+def output_folder(checkpoint: str | Path, out: Optional[str | Path] = None) -> Path:
+    """Where an evaluation writes: ``out``, else the stage directory evaluated, else ``runs/eval/<model folder>``."""
+    model_dir, stage = resolve_checkpoint(checkpoint)
+    return Path(out) if out else (stage or Path("runs") / "eval" / model_dir.resolve().name)
+
+
 def run_gate(stage: Optional[Path]) -> Optional[config.Gate]:
     """The forgetting-gate settings of the run a stage directory belongs to (the run's resolved config.json,
     ``runs/<name>/config.json``), or None for a checkpoint outside a run."""
@@ -220,7 +226,7 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
     # one engine per rope scaling (App. B), each sized for its suites; a model that cannot be rescaled is one line
     engines = [(factor, group, engine_context(group, model_positions(model_dir, factor), max_model_len))
                for factor, group in yarn_groups(prepared)]
-    out_dir = Path(out_dir) if out_dir else (stage or Path("runs") / "eval" / model_dir.resolve().name)
+    out_dir = output_folder(checkpoint, out_dir)
     init_ranks(world)
     serve_rm = bool(reward_model) and any(p.suite.pairwise for p in prepared)
     server = _launch_rm_server(reward_model, out_dir) if serve_rm and ranks.is_main() else None

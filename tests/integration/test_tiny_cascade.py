@@ -52,6 +52,7 @@ def run(tmp_path_factory):
     proc = _run(root)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     (root / "tiny" / "stdout.txt").write_text(proc.stdout)
+    (root / "tiny" / "stderr.txt").write_text(proc.stderr)
     return root / "tiny"
 
 
@@ -156,12 +157,34 @@ def test_exports_load_in_transformers(run):
     assert changed, "the exported weights must be the trained ones, not the base model's"
 
 
+# Third-party chatter a person should not have to read between the progress bars (console.py): Megatron's
+# gradient-bucket listing and config reprs, TE / Apex fallback warnings, vLLM's start-up log.
+CHATTER = ("Params for bucket", "Setting up optimizer with config", "DistributedDataParallelConfig(",
+           "Apex are not installed", "Apex is not installed", "Initializing a V1 LLM engine")
+
+
+def test_console_shows_stage_events_and_the_log_holds_the_chatter(run):
+    console = (run / "stdout.txt").read_text() + (run / "stderr.txt").read_text()
+    for text in CHATTER:
+        assert text not in console, f"{text!r} on the console"
+    events = [line for line in console.replace("\r", "\n").splitlines() if " stage " in line or " base: " in line]
+    for s in STAGES:
+        for event in ("started", "done in", "gated"):
+            assert sum(f"stage {s}: {event}" in x for x in events) == 1, f"stage {s}: {event}\n" + "\n".join(events)
+    assert sum("base: evaluated" in x for x in events) == 1
+    log = (run / "logs" / "rank0.log").read_text()
+    for text in CHATTER:
+        assert text in log, f"{text!r} missing from {run / 'logs' / 'rank0.log'}"
+    assert "stage sft: started" in log, "the log has the events too"
+
+
 def test_rerun_skips_finished_stages(run):
-    proc = _run(run.parent)
+    proc = _run(run.parent, "--verbose")  # --verbose: the chatter comes back to the console
     assert proc.returncode == 0, proc.stderr[-4000:]
     for s in STAGES:
         assert f"stage {s}: skipped (done)" in proc.stderr
     assert len(_metrics(run / "stages/4-math/metrics.jsonl")) == 2
+    assert "Params for bucket" in proc.stderr and "Apex is not installed" in proc.stderr
 
 
 def test_release_from_the_run(run, tmp_path):

@@ -79,7 +79,7 @@ def test_several_gpus_relaunch_the_command_under_torchrun(monkeypatch, hf_folder
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
     launched = []
     launcher = "run_torchrun"
-    monkeypatch.setattr(cli, launcher, lambda argv: launched.append(argv) or 0)
+    monkeypatch.setattr(cli, launcher, lambda argv, **_: launched.append(argv) or 0)
     argv = ["eval", str(hf_folder), "--suite", "gsm8k", "--tensor-parallel-size", "2", "--data-parallel", "4",
             "--gpu-memory-utilization", "0.8"]
     assert main(argv) == 0

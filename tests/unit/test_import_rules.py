@@ -20,7 +20,7 @@ LAYERS = [
     {"cascade", "preflight", "lineage", "forgetting", "plan", "plan_rm", "plan_time", "prepare"}, {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
      "metrics", "ranks", "provenance"},
-    {"config", "types", "faults", "files", "stop_request", "run_lock", "lifeline", "errors"},
+    {"config", "types", "faults", "files", "stop_request", "run_lock", "lifeline", "console", "errors"},
 ]
 
 

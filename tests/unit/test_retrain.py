@@ -98,7 +98,7 @@ def test_retrain_discards_the_stage_and_every_later_one_once(cfg):
 def test_cli_refuses_in_one_line_and_hands_retrain_to_the_job(cfg, tmp_path, capsys, monkeypatch):
     _run(cfg, sft="done", rm="done")
     started = []
-    monkeypatch.setattr(cli, "run_torchrun", lambda argv: started.append(argv) or 0)
+    monkeypatch.setattr(cli, "run_torchrun", lambda argv, **_: started.append(argv) or 0)
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
     args = ["run", TINY, f"run_root={cfg.run_root}", "--stage", "rm"]
     assert cli.main(args) == 2 and not started
