@@ -109,13 +109,15 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None, retrain: bool = F
         run.evaluate_base()
         for k, stage in enumerate(cfg.stages):
             _stop_if_requested(out, f"before stage {stage.name}")  # a stage's steps watch for it themselves
-            if run.selected(k, stage, only_stage):
+            if run.runs_now(stage, only_stage):
                 if stage.kind == "reward_model":
                     run.train_reward_model(k, stage)
                 else:
                     run.train_policy(k, stage)
-            elif run.manifest.gated(stage.name):
-                continue  # done and judged; a run killed between the two judges it now
+            else:
+                run.skip(k, stage)
+                if run.manifest.gated(stage.name):
+                    continue  # done and judged; a run killed between the two judges it now
             _stop_if_requested(out, f"before the gate after stage {stage.name}")
             run.gate_after(k, stage)
     finally:
@@ -209,11 +211,14 @@ class CascadeRun:
         self.urls: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------------ stage order
-    def selected(self, k: int, stage: C.Stage, only_stage: str | None) -> bool:
-        """Whether stage k runs now; a finished stage that is skipped still hands on what it made."""
+    def runs_now(self, stage: C.Stage, only_stage: str | None) -> bool:
+        """Whether the stage trains in this invocation: the one ``--stage`` names, or else every unfinished one."""
+        return only_stage == stage.name or (not only_stage and not self.manifest.done(stage.name))
+
+    def skip(self, k: int, stage: C.Stage) -> None:
+        """Pass over stage k; a finished one still hands on what it made (its policy and gate row, or its reward
+        model) and has its checkpoints cleaned up."""
         done = self.manifest.done(stage.name)
-        if only_stage == stage.name or (not only_stage and not done):
-            return True
         if done:
             sdir = stage_dir(self.cfg, k)
             if hands_on_policy(stage):
@@ -224,7 +229,6 @@ class CascadeRun:
                 self.reward_models[stage.name] = sdir / "hf"
             self._clean_up(k, stage)
         events.info("stage %s: %s", stage.name, "skipped (done)" if done else "not selected")
-        return False
 
     def _begin(self, k: int, stage: C.Stage) -> tuple[Path, Saves, int]:
         """Resume or (re)start stage k's directory; returns it, its checkpoint policy and the first step."""

@@ -161,8 +161,8 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
             break  # the last phase ended early, at its clip ratio (LengthPhase.until_clip_ratio)
         timer, switched = PhaseTimer(), []
         at_start = _data_state(stream, curriculum), checkpoint.rng_state()  # what a stop in this step saves
-        phase, length = curriculum.at()
-        cfg, rollout = replace(g, overlong=length.overlong), C.phase_rollout(stage, length)  # + T (T17–T19)
+        phase_index, phase = curriculum.at()
+        cfg, rollout = replace(g, overlong=phase.overlong), C.phase_rollout(stage, phase)  # + T (T17–T19)
         temperature = rollout.temperature  # the actor's log-probs are the sampling policy's (rollout/vllm.py)
 
         def sample(prompts_P, round_):  # one generation round; seeds keyed per (step, round)
@@ -201,7 +201,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
             with timer("sync"):
                 sync = weight_sync.push(ctx.actor, ctx.engine)
         metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P), **reward_metrics(groups_P), **refill,
-                   **stream.metrics(), "phase": phase, "max_response_tokens": length.max_response_tokens,
+                   **stream.metrics(), "phase": phase_index, "max_response_tokens": phase.max_response_tokens,
                    "temperature": temperature,
                    "code_switched": sum(switched) / max(sum(x.group_size for x in groups_P), 1)}
         ctx.log.log(step, metrics, progress={

@@ -394,8 +394,10 @@ def test_no_gate_after_a_first_part_and_the_next_part_is_checked_against_the_row
 def test_a_finished_unevaluated_stage_adds_no_row_on_resume(monkeypatch, tmp_path):
     stages = (C.Stage(name="sft", kind="sft"), C.Stage(name="math", evaluate=False), C.Stage(name="math_40k"))
     run = _run(monkeypatch, tmp_path, stages, done=("sft", "math"))
-    assert not run.selected(0, stages[0], None) and not run.selected(1, stages[1], None)
-    assert run.selected(2, stages[2], None)
+    assert not run.runs_now(stages[0], None) and not run.runs_now(stages[1], None) and run.runs_now(stages[2], None)
+    assert [r.name for r in run.rows] == ["base"] and not run.weights_from.endswith("hf")  # asking acts on nothing
+    run.skip(0, stages[0])
+    run.skip(1, stages[1])
     assert [r.name for r in run.rows] == ["base", "0-sft"] and run.weights_from.endswith("1-math/hf")
 
 
