@@ -275,7 +275,7 @@ def _hold_stage_folder(args):
 
 def _evaluate(args, names: list[str]) -> int:
     from nemo_cascade.evaluate import EvalSettings, evaluate_checkpoint
-    from nemo_cascade.evaluate.report import markdown
+    from nemo_cascade.evaluate.eval_output import markdown
 
     settings = EvalSettings(
         samples=_count(args.samples, "--samples"), max_tokens=_count(args.max_tokens, "--max-tokens"),

@@ -12,7 +12,7 @@ on the stage directory evaluates it with the suites' own factors. The starting m
 (``RUN_DIR/base/eval.json``) so the first stage has a row to be compared with. Suites scored by a reward model
 (the RLHF win rate) need the cascade's RM: rows evaluated before it existed get that column filled in once the RM
 stage has finished (the policy then still holds the weights of the row before). Regressions
-(``evaluate.gate.regressions``: a drop beyond the suite's tolerance and the two estimates' noise) are recorded in
+(``evaluate.stage_scores.regressions``: a drop beyond the suite's tolerance and the two estimates' noise) are recorded in
 the manifest and either logged or end the cascade.
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 
 from nemo_cascade import config as C
 from nemo_cascade import ranks
-from nemo_cascade.evaluate import gate as G
+from nemo_cascade.evaluate import stage_scores
 from nemo_cascade.evaluate.runner import EvalSettings, prepare, run_suite
-from nemo_cascade.evaluate.report import provenance, write_eval
+from nemo_cascade.evaluate.eval_output import provenance, write_eval
 from nemo_cascade.evaluate.standalone import context_needed
 from nemo_cascade.faults import crash_point
 
@@ -98,14 +98,14 @@ class Gate:
             write_eval(out_dir, results, provenance(checkpoint, checkpoint))
         ranks.barrier()
 
-    def check(self, row_dirs: list[Path], current: Path) -> list[G.Regression]:
+    def check(self, row_dirs: list[Path], current: Path) -> list[stage_scores.Regression]:
         """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in order)."""
-        history = G.load_stage_scores(row_dirs)
-        now = G.scores(json.loads((current / "eval.json").read_text()))
+        history = stage_scores.load_stage_scores(row_dirs)
+        now = stage_scores.scores(json.loads((current / "eval.json").read_text()))
         found = []
         for suite, tolerance in self.tolerance.items():
             if suite in now:
-                found += G.regressions(history, {suite: now[suite]}, tolerance, self.cfg.sigmas)
+                found += stage_scores.regressions(history, {suite: now[suite]}, tolerance, self.cfg.sigmas)
         return found
 
 

@@ -297,7 +297,7 @@ class Boundary:
 @dataclass(frozen=True)
 class Gate:
     """The forgetting gate (§4.1.1, T2/T4–T8): the same eval suites after every stage, a stage × benchmark
-    matrix, and a per-benchmark regression tolerance (evaluate/gate.py)."""
+    matrix, and a per-benchmark regression tolerance (evaluate/stage_scores.py)."""
     suites: tuple[str, ...] = ()
     """Suites of nemo_cascade.evaluate.suites; empty = no evaluation between stages."""
     samples: int = 0

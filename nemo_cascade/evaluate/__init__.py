@@ -2,8 +2,8 @@
 
 The suites (:mod:`.suites`) — IFEval, IFBench, GSM8K, MATH-500, AIME 2024/2025, HumanEval, MBPP, SWE-bench Lite
 repair, and an HH-RLHF win rate under the served reward model — generate with the project's vLLM rollout
-engine and score with the training rewards (``rewards.Scorer``); :mod:`.metrics` holds avg@K, pass@K and the
-win-rate arithmetic, :mod:`.report` the eval.json / markdown / SVG outputs, :mod:`.gate` the forgetting check
+engine and score with the training rewards (``rewards.Scorer``); :mod:`.estimators` holds avg@K, pass@K and the
+win-rate arithmetic, :mod:`.eval_output` the eval.json / markdown / SVG outputs, :mod:`.stage_scores` the forgetting check
 between stages, :mod:`.cascade_report` a run's report.md / report.png (matplotlib imported only to draw the PNG).
 Entry points: :func:`evaluate` (an engine that already serves the weights, e.g. the cascade's colocated one) and
 :func:`evaluate_checkpoint` (a checkpoint folder; ``nemo-cascade eval``).
@@ -11,8 +11,8 @@ Entry points: :func:`evaluate` (an engine that already serves the weights, e.g. 
 This package imports vLLM only through ``rollout`` and only when an engine is built.
 """
 from .cascade_report import ReportError, build_report, matrix_text
-from .gate import Regression, forgetting_matrix, regressions
-from .metrics import avg_at_k, pass_at_k, pass_at_k_item, standard_error
+from .stage_scores import Regression, forgetting_matrix, regressions
+from .estimators import avg_at_k, pass_at_k, pass_at_k_item, standard_error
 from .runner import EvalSettings, SuiteResult, evaluate, prepare, run_suite
 from .standalone import evaluate_checkpoint, resolve_checkpoint
 from .suites import SUITES, EvalError, Item, Suite, get_suite, load_items, suite_names

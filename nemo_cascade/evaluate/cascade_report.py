@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import CascadeError
 from ..files import replaced_atomically, write_text_atomically
-from .gate import deltas, scores
+from .stage_scores import deltas, scores
 from .paired import ALPHA, PairedTest, item_values, p_text, paired_test
 
 # The headline training number of each stage kind: what the stage optimises (GRPO) or fits (SFT, RM).
@@ -55,7 +55,7 @@ class Run:
 
     def tests(self) -> list[dict[str, PairedTest]]:
         """Per row of ``history``: ``suite → paired test against the latest earlier row with the suite`` (the
-        rows :func:`.gate.deltas` compares), on the items both rows scored; none where they share no item (an
+        rows :func:`.stage_scores.deltas` compares), on the items both rows scored; none where they share no item (an
         eval.json without records)."""
         last, out = {}, []
         for label, _ in self.history:

@@ -8,7 +8,7 @@ Two entry points:
   own engine, and all ranks receive every record (``ranks.gather_shares``).
 - :func:`evaluate_checkpoint` — a checkpoint on disk (an HF folder or a run's stage directory): builds the
   engine (and, for the RLHF suite, optionally starts the reward-model server), runs, writes ``eval.json``,
-  ``eval.md`` and ``eval.svg`` (:mod:`.report`). ``nemo-cascade eval`` calls it.
+  ``eval.md`` and ``eval.svg`` (:mod:`.eval_output`). ``nemo-cascade eval`` calls it.
 
 Generation is ``rollout.vllm.RolloutEngine.generate`` (the training path: same sampler, same processed
 logprobs, same detokenisation) with the paper's evaluation decoding (App. B: T=0.6, top-p 0.95, K samples per
@@ -34,7 +34,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .. import config, types
 from ..data.chat import STYLES, render
-from . import metrics as M
+from . import estimators
 from .suites import EvalError, Item, Suite, file_sha256, get_suite, load_items
 
 log = logging.getLogger(__name__)
@@ -327,9 +327,9 @@ def _add_pairwise(prep: Prepared, indices: list[int], records: list[dict], setti
     ref_scores = reward.batch([item.reference for _, item in todo], [item.label for _, item in todo]) if todo else []
     for (rec, _), ref in zip(todo, ref_scores):
         rec["reference_score"] = ref
-        rec["values"] = [M.pairwise_outcome(s, ref) for s in rec["scores"]]
+        rec["values"] = [estimators.pairwise_outcome(s, ref) for s in rec["scores"]]
         rec["correct"] = [v == 1.0 for v in rec["values"]]
-        rec["bt_win_prob"] = [M.bt_preference(s, ref) for s in rec["scores"]]
+        rec["bt_win_prob"] = [estimators.bt_preference(s, ref) for s in rec["scores"]]
 
 
 def run_suite(engine, prep: Prepared, settings: EvalSettings) -> SuiteResult:
@@ -365,7 +365,7 @@ def suite_metrics(suite: Suite, records: list[dict]) -> dict:
     instruction-level strict/loose accuracy and per-instruction pass rates, SWE Eq. 2 outcome shares
     (``RewardDomain.eval_metrics``), RLHF Bradley–Terry preference; and for every suite the mean reward,
     truncation and length statistics."""
-    out = M.summarize([r["values"] for r in records], [r["correct"] for r in records])
+    out = estimators.summarize([r["values"] for r in records], [r["correct"] for r in records])
     out["too_long"] = sum(r["too_long"] for r in records)
     if suite.pairwise:
         out["win_rate"] = out[f"avg@{len(records[0]['values'])}"]

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 from .. import config, ranks
 from ..rollout import engine_start
-from .report import provenance, write_eval
+from .eval_output import provenance, write_eval
 from .runner import EvalSettings, Prepared, check_settings, prepare, run_suite
 from .suites import EvalError, get_suite
 

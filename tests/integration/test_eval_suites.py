@@ -21,7 +21,7 @@ pytest.importorskip("vllm")
 from nemo_cascade import types  # noqa: E402
 from nemo_cascade.config import Reward  # noqa: E402
 from nemo_cascade.evaluate import SUITES, EvalSettings, evaluate, prepare  # noqa: E402
-from nemo_cascade.evaluate.report import write_eval  # noqa: E402
+from nemo_cascade.evaluate.eval_output import write_eval  # noqa: E402
 from nemo_cascade.evaluate.runner import _add_pairwise, _record  # noqa: E402
 from nemo_cascade.evaluate.standalone import build_engine, engine_context, load_tokenizer  # noqa: E402
 from nemo_cascade.evaluate.suites import SWE_BENCH_LITE_FIXTURE  # noqa: E402

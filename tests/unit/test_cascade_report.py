@@ -11,8 +11,8 @@ import pytest
 from nemo_cascade import config as C
 from nemo_cascade.cli import main
 from nemo_cascade.evaluate.cascade_report import ReportError, build_report, load_run, matrix_text, read_curve
-from nemo_cascade.evaluate.gate import deltas
-from nemo_cascade.evaluate.report import write_eval
+from nemo_cascade.evaluate.stage_scores import deltas
+from nemo_cascade.evaluate.eval_output import write_eval
 from nemo_cascade.metrics import MetricsLog
 
 DOMAIN = {"ifeval": "ifeval", "gsm8k": "math", "math500": "math", "humaneval": "code", "rlhf": "rlhf"}

@@ -8,7 +8,7 @@ import pytest
 
 from nemo_cascade.cli import main
 from nemo_cascade.evaluate import EvalError, resolve_checkpoint
-from nemo_cascade.evaluate.report import markdown, svg_bars, write_eval
+from nemo_cascade.evaluate.eval_output import markdown, svg_bars, write_eval
 
 
 def _error_line(capsys, argv) -> str:

@@ -3,7 +3,7 @@ each suite, the per-benchmark tolerance overriding gate.min_drop, and the noise 
 import pytest
 
 from nemo_cascade import config as C
-from nemo_cascade.evaluate.report import write_eval
+from nemo_cascade.evaluate.eval_output import write_eval
 from nemo_cascade.forgetting import Gate
 
 

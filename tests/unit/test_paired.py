@@ -14,7 +14,7 @@ from nemo_cascade.evaluate.cascade_report import load_run, matrix_text
 from nemo_cascade.evaluate.compare import comparison_markdown
 from nemo_cascade.evaluate.paired import (PairedTest, item_values, mcnemar_exact, p_text, paired_bootstrap,
                                           paired_test)
-from nemo_cascade.evaluate.report import write_eval
+from nemo_cascade.evaluate.eval_output import write_eval
 
 
 def _enumerated_mcnemar(b: int, c: int) -> float:

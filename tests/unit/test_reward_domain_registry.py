@@ -10,7 +10,7 @@ import pytest
 from nemo_cascade import config as C
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.data.schemas import SchemaError, adapt
-from nemo_cascade.evaluate import report, runner
+from nemo_cascade.evaluate import eval_output, runner
 from nemo_cascade.evaluate.suites import SUITES, TINY_SUITES, Suite, load_rows
 from nemo_cascade.rewards import (DOMAINS, REWARDS, VALIDATORS, RewardDomain, penalize_code_switching, register,
                                   resolve_code_switch_rule, reward_metrics, stage_scorer, training_validator)
@@ -121,7 +121,7 @@ def test_a_registered_domain_s_suite_reports_its_metrics(toy, tmp_path):
                                    "seconds": {"total": 1.0}, "decoding": {
                                        "samples": 2, "mode": "no_think", "temperature": 0.6, "top_p": 0.95,
                                        "max_tokens": 8}}}}
-    assert "1 toy records" in report.markdown(doc)
+    assert "1 toy records" in eval_output.markdown(doc)
 
 
 def test_a_name_is_registered_once(toy):
