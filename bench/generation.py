@@ -257,11 +257,13 @@ def measure(model: str, specs: list[str], repeats: int) -> list[dict]:
                 w.ask("run")  # warm-up
             rates = {w.spec: [] for w in workers}
             tokens = {w.spec: [] for w in workers}
-            for _ in range(repeats):
+            for k in range(repeats):
                 for w in workers:
                     r = w.ask("run")
                     rates[w.spec].append(r["tokens"] / r["seconds"])
                     tokens[w.spec].append(r["tokens"])
+                    print(f"round {k + 1}/{repeats} {w.spec}: {r['tokens']} tokens in {r['seconds']:.1f} s",
+                          file=sys.stderr, flush=True)
             gaps = {w.spec: w.ask("gap")["gap"] for w in workers}
         finally:
             for w in workers:
