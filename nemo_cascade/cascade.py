@@ -397,7 +397,7 @@ class CascadeRun:
             # With a length curriculum, its longest phase (§4.5.2).
             need = [s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in C.length_phases(s)) for s in grpo]
             rollout = grpo[0].rollout if grpo else C.Rollout()
-            self.engine = RolloutEngine(self.base, rollout, self.cfg.model.dtype, seed=self.cfg.seed,
+            self.engine = RolloutEngine(self.base, rollout, C.engine_dtype(self.cfg.model, rollout), seed=self.cfg.seed,
                                         distributed=ranks.world()[1] > 1,
                                         max_model_len=max(need + [self.gate.context_tokens()]),
                                         around_generate=cpu.suspended)

@@ -62,6 +62,9 @@ ADDED_LATER["Reward"] += ("code_switch_rule", "code_switch_script")
 ADDED_LATER.update(Actor=("lr_decay_steps",), GRPO=ADDED_LATER["GRPO"] + ("overlong_filter_stats",),
                    LengthPhase=ADDED_LATER["LengthPhase"] + ("until_clip_ratio",))
 ADDED_LATER["Gate"] = ("mode", "yarn", "max_input_tokens")  # the gate's thinking mode and App. B's YaRN / input
+ADDED_LATER["Rollout"] += ("dtype",)
+# The engine's dtype changes what is sampled, so it is hashed once set; at its default (auto: the actor's dtype,
+# what every engine ran in before it existed) a stage interrupted before it existed resumes.
 
 
 def config_hash(obj) -> str:

@@ -262,6 +262,10 @@ def check_cascade(cfg: C.Cascade) -> dict[str, list[str]]:
     check_instruction_taxonomy(cfg)
     check_stage_needs(cfg)
     check_rm_server(cfg)
+    from nemo_cascade.rewards.serve import is_vllm_cpu
+    from nemo_cascade.rollout.engine_dtype import check_cpu_engine_dtype
+
+    check_cpu_engine_dtype(cfg, on_cpu=is_vllm_cpu())  # bf16 sampling needs a CPU with bf16 instructions
     return fingerprints
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import torch
 
@@ -26,8 +26,18 @@ class SyncStats:
         return self.bytes / 1e6 / max(self.seconds, 1e-9)
 
 
+def in_dtype(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor]]:
+    """Each tensor in ``dtype``, converted once where it lives (``Tensor.to`` keeps the device: on GPUs the cast
+    runs there, before vLLM's loaders see it) and passed through untouched when it already is. Converting before
+    the engine halves what vLLM's layerwise reload buffers for an fp32 actor and a bf16 engine (docs/scaling.md,
+    "GPU path": the reload holds every tensor of a layer until the layer is complete)."""
+    for name, t in named:
+        yield name, (t if t.dtype == dtype else t.to(dtype))
+
+
 def push(actor, engine, bucket_bytes: int | None = None) -> SyncStats:
-    """Copy the actor's current weights into the engine in place (collective over all actor ranks).
+    """Copy the actor's current weights into the engine in place (collective over all actor ranks), in the
+    engine's dtype (``engine.dtype``: ``rollout.dtype``, e.g. an fp32 actor into a bf16 engine).
     ``bucket_bytes``: full tensors gathered per collective (default: from the free memory, with a cap)."""
     start = time.perf_counter()
     counted = {"tensors": 0, "bytes": 0}
@@ -36,10 +46,11 @@ def push(actor, engine, bucket_bytes: int | None = None) -> SyncStats:
     aliases: dict[str, list[str]] = {}
     for alias, original in actor.table.engine_aliases.items():
         aliases.setdefault(original, []).append(alias)
+    dtype = getattr(torch, engine.dtype)
 
     def stream() -> Iterator[tuple[str, torch.Tensor]]:
-        # The actor's dtype is the engine's (both come from Model.dtype); vLLM casts if they ever differ.
-        for name, t in actor.iter_hf_weights(bucket_bytes=bucket_bytes):  # gathered bucket by bucket
+        # gathered bucket by bucket; bytes counted as sent, in the engine's dtype
+        for name, t in in_dtype(actor.iter_hf_weights(bucket_bytes=bucket_bytes), dtype):
             counted["tensors"] += 1
             counted["bytes"] += t.numel() * t.element_size()
             yield name, t

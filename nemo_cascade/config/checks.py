@@ -9,7 +9,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any, Literal, Optional
 
 from .schema import (REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, LengthPhase, Model, Parallel, Stage,
-                     literal_values, stage_domains)
+                     engine_dtype, literal_values, stage_domains)
 
 TRANSFORMER_IMPLS = literal_values(Model, "transformer_impl")
 FP8_RECIPES = literal_values(Model, "fp8")
@@ -189,6 +189,9 @@ def _validate_engine(cfg: Cascade) -> None:
         if t != grpo[0].rollout.tensor_parallel_size:
             raise ConfigError(f"stages.{s.name}.rollout.tensor_parallel_size: {t} differs from stage {grpo[0].name}'s "
                               f"{grpo[0].rollout.tensor_parallel_size}; one engine serves every stage")
+        if engine_dtype(cfg.model, s.rollout) != engine_dtype(cfg.model, grpo[0].rollout):
+            raise ConfigError(f"stages.{s.name}.rollout.dtype: {s.rollout.dtype} differs from stage {grpo[0].name}'s "
+                              f"{grpo[0].rollout.dtype} (model.dtype {cfg.model.dtype}); one engine serves every stage")
 
 
 def validate_parallel_settings(m: Model, p: Parallel) -> None:

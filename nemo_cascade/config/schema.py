@@ -116,6 +116,12 @@ class Rollout:
     1/t of the weights and more room for KV cache (long responses: code RL 44–56K tokens, T19). Must divide
     the world size; 1 = a whole engine per rank. Not reported by the paper: ours."""
     seed: int = 0
+    dtype: Literal["auto", "bfloat16", "float32"] = "auto"
+    """The rollout engine's parameter/compute dtype: ``auto`` = the actor's (``model.dtype``). ``bfloat16`` beside an
+    fp32 actor samples as GPU runs do (bf16 engine, fp32 master weights): each push converts every tensor once, on
+    its device, and the strict on-policy loss still uses the actor's own log-probs; the engine-vs-actor gap is
+    ``logprob_gap`` in every step's metrics. One engine serves every stage, so all GRPO stages must agree.
+    Measurements: docs/performance.md (bench/generation.py). Not reported by the paper: ours."""
 
 
 @dataclass(frozen=True)
@@ -421,6 +427,11 @@ STAGE_KINDS = literal_values(Stage, "kind")
 REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf")
 """Keys of nemo_cascade.rewards.DOMAINS, listed here so configs validate without importing the verifiers
 (config sits below rewards); tests/unit/test_reward_domain_registry.py checks that the two agree."""
+
+
+def engine_dtype(model: Model, rollout: Rollout) -> str:
+    """The rollout engine's dtype: ``rollout.dtype``, with ``auto`` meaning the actor's (``model.dtype``)."""
+    return model.dtype if rollout.dtype == "auto" else rollout.dtype
 
 
 def tolerances(g: Gate) -> dict[str, float]:

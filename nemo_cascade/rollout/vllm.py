@@ -118,7 +118,8 @@ class RolloutEngine:
     """A colocated vLLM engine: ``generate`` prompts (token ids) into groups with per-token logprobs,
     ``load_weights`` from the actor in place, ``sleep``/``wake_up`` around training.
 
-    ``dtype`` is the engine's parameter dtype ("float32" on CPU, "bfloat16" on GPUs); ``seed`` seeds the
+    ``dtype`` is the engine's parameter dtype (``config.engine_dtype``: ``rollout.dtype``, ``auto`` = the actor's);
+    ``seed`` seeds the
     engine itself, per-request sampling seeds come from ``rollout.seed``. ``max_model_len`` defaults to
     ``rollout.max_prompt_tokens + rollout.max_response_tokens``. ``yarn_factor`` (evaluation engines only, App.
     B): serve the model with YaRN of this factor over its native positions instead of config.json's rope
@@ -145,6 +146,8 @@ class RolloutEngine:
         """The YaRN factor the engine serves the model with (1.0: none)."""
         self.model_path = str(model_path)
         self.rollout = rollout
+        self.dtype = dtype
+        """The engine's parameter dtype name: what ``weight_sync.push`` converts the actor's tensors to."""
         self.distributed = distributed
         self.around_generate = around_generate
         self._calls = 0
@@ -386,6 +389,15 @@ class RolloutEngine:
                 f"(e.g. {sorted(missing)[:3]}); the engine now mixes old and new weights")
         self._weights_dropped = False
         log.debug("loaded %d tensors into vLLM in %.3f s", len(seen), time.perf_counter() - t0)
+
+    def weight_dtypes(self) -> dict[str, int]:
+        """``dtype name → parameter count`` of the weights this rank's engine serves: what a push left there."""
+        def count(worker):
+            out: dict[str, int] = {}
+            for p in worker.model_runner.model.parameters():
+                out[str(p.dtype).removeprefix("torch.")] = out.get(str(p.dtype).removeprefix("torch."), 0) + 1
+            return out
+        return self.llm.collective_rpc(count)[0]
 
     # ------------------------------------------------------------------------------------------ memory
 

@@ -1,6 +1,6 @@
 """torchrun worker: train the actor one step, push into the colocated vLLM engine, compare log-probs.
 
-Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP [ENGINE_TP]
+Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP [ENGINE_TP [ENGINE_DTYPE]]
 Every rank has its own engine (or, with ENGINE_TP > 1, a share of one); every rank checks that its engine's prompt log-probs for a fixed continuation
 equal the actor's after the push (and differ from the pre-training ones, so a push that did nothing fails).
 """
@@ -13,6 +13,7 @@ import torch
 def main():
     model_dir, out, tp = sys.argv[1], sys.argv[2], int(sys.argv[3])
     engine_tp = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    engine_dtype = sys.argv[5] if len(sys.argv) > 5 else "float32"  # the actor stays fp32
     import torch.distributed as dist
 
     from nemo_cascade import config as C
@@ -23,7 +24,7 @@ def main():
 
     world = int(__import__("os").environ.get("WORLD_SIZE", "1"))
     actor = MegatronActor(model_dir, C.Parallel(tp=tp, dp=world // tp, micro_batch_size=2), seed=3)
-    engine = RolloutEngine(model_dir, C.Rollout(max_response_tokens=8, kv_cache_gib=0.25, tensor_parallel_size=engine_tp), "float32", seed=0,
+    engine = RolloutEngine(model_dir, C.Rollout(max_response_tokens=8, kv_cache_gib=0.25, tensor_parallel_size=engine_tp), engine_dtype, seed=0,
                            distributed=world > 1, max_model_len=128, around_generate=cpu.suspended)
     tokens = torch.randint(3, 256, (1, 40), generator=torch.Generator().manual_seed(5))
     prompt, continuation = tokens[0, :12].tolist(), tokens[0, 12:].tolist()
@@ -42,7 +43,8 @@ def main():
     expect = actor.logprobs(tokens)[0, 12:]
     result = {"max_diff": float((after - expect).abs().max()),
               "moved": float((torch.tensor(before) - expect).abs().max()),
-              "tensors": stats.tensors, "bytes": stats.bytes}
+              "tensors": stats.tensors, "bytes": stats.bytes, "weight_dtypes": engine.weight_dtypes(),
+              "mean_diff": float((after - expect).abs().mean())}
     results = [None] * world
     dist.all_gather_object(results, result)
     if dist.get_rank() == 0:

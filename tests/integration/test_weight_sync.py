@@ -1,7 +1,9 @@
 """Weight sync parity: after a training step and a push, vLLM's log-probs equal the actor's (fp32, ≤ 1e-4),
 with a TP=1 actor and engine, and a TP=2 actor pushing into a vLLM engine sharded over the same two ranks
 (rollout.tensor_parallel_size=2: each rank sends full tensors, vLLM's loaders keep their shard); and a TP=1
-Qwen2 (its q/k/v biases reach vLLM's fused qkv_proj)."""
+Qwen2 (its q/k/v biases reach vLLM's fused qkv_proj); and an fp32 actor pushing into a bf16 engine
+(``rollout.dtype=bfloat16``): the push converts every tensor, the engine serves bf16 weights, and its log-probs
+match the actor's within bf16's precision."""
 import json
 from pathlib import Path
 
@@ -47,3 +49,15 @@ def test_vllm_matches_actor_after_push(request, tmp_path, model, nproc, tp, engi
         assert r["moved"] > 1e-2, f"rank {rank}: training did not change the log-probs; the test would be vacuous"
         assert r["max_diff"] <= 1e-4, f"rank {rank}: vLLM differs from the actor by {r['max_diff']}"
         assert r["tensors"] > 10
+
+
+def test_fp32_actor_into_bf16_engine(tmp_path, tiny_model):
+    out = tmp_path / "sync.json"
+    proc = torchrun(Path(__file__).with_name("sync_worker.py"), 1, tiny_model, out, 1, 1, "bfloat16")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    (r,) = json.loads(out.read_text())
+    assert set(r["weight_dtypes"]) == {"bfloat16"}, r["weight_dtypes"]
+    # bf16 keeps 8 mantissa bits (relative error 2^-9 per weight): the log-probs agree to a few 1e-2, not 1e-4 —
+    # and the training step moved them by far more, so a push that left the old weights would fail
+    assert r["mean_diff"] <= 2e-2 and r["max_diff"] <= 1e-1, r
+    assert r["moved"] > 10 * r["max_diff"], r
