@@ -74,12 +74,12 @@ def parse_variant(spec: str) -> tuple[str, str, dict, dict]:
 def _prompts(model: str, path: str):
     from transformers import AutoTokenizer
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.data.loader import load_prompts
 
     w = SHAPES[model]
     tok = AutoTokenizer.from_pretrained(path)
-    data = C.Data(source=w["source"], split="train", size=w["prompts"] * 4, seed=0)
+    data = config.Data(source=w["source"], split="train", size=w["prompts"] * 4, seed=0)
     return tok, list(load_prompts(data, tok, "no_think", "math", w["max_prompt"]))[:w["prompts"]]
 
 
@@ -165,11 +165,11 @@ class HFVariant:
 
 def worker(model: str, spec: str, path: str) -> None:
     """Build one variant, then answer each ``run`` line on stdin with ``RESULT {json}`` (``gap`` after a run)."""
-    from nemo_cascade import config as C
+    from nemo_cascade import config
 
     kind, dtype, settings, _ = parse_variant(spec)
     w = SHAPES[model]
-    rollout = C.Rollout(temperature=1.0, max_prompt_tokens=w["max_prompt"], max_response_tokens=w["max_tokens"],
+    rollout = config.Rollout(temperature=1.0, max_prompt_tokens=w["max_prompt"], max_response_tokens=w["max_tokens"],
                         kv_cache_gib=w["kv_cache_gib"])
     tok, prompts = _prompts(model, path)
     v = (EngineVariant(model, path, dtype, settings, rollout, tok, prompts) if kind == "engine"

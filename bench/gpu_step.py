@@ -161,7 +161,7 @@ def parity(out: Out, device: torch.device, scratch: Path) -> bool:
     """Actor vs HF per-token log-probs on two tiny Qwen3 models; returns True when fp32 agrees to PARITY_TOL."""
     from transformers import Qwen3ForCausalLM
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.convert.tiny import BUILDERS, make_tiny_hf_model
 
@@ -179,7 +179,7 @@ def parity(out: Out, device: torch.device, scratch: Path) -> bool:
         lp = {}
         for dtype in ("float32", "bfloat16"):
             say(f"parity {name} {dtype}")
-            actor = MegatronActor(str(path), C.Parallel(micro_batch_size=2), dtype=dtype)
+            actor = MegatronActor(str(path), config.Parallel(micro_batch_size=2), dtype=dtype)
             lp[f"actor_{dtype}"] = actor.logprobs(tokens)
             del actor
             free()
@@ -225,7 +225,7 @@ def gemm(out: Out, device: torch.device) -> None:
 def build_actor(d: ModelShape, dtype: str, micro_batch: int, scratch: Path, train: bool):
     """The project's actor on a config.json only: Megatron's own random init stands in for weights (an
     8B-shaped checkpoint would be ~8–16 GB written and read back for numbers nobody looks at)."""
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
 
     class RandomInitActor(MegatronActor):
@@ -235,9 +235,9 @@ def build_actor(d: ModelShape, dtype: str, micro_batch: int, scratch: Path, trai
     folder = scratch / f"qwen3-{d.num_layers}l"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(hf_config(d), indent=2))
-    actor = RandomInitActor(str(folder), C.Parallel(micro_batch_size=micro_batch), dtype=dtype)
+    actor = RandomInitActor(str(folder), config.Parallel(micro_batch_size=micro_batch), dtype=dtype)
     if train:
-        actor.configure_optimizer(C.Actor(lr=1e-6), total_steps=100)
+        actor.configure_optimizer(config.Actor(lr=1e-6), total_steps=100)
     return actor
 
 
@@ -293,12 +293,12 @@ def throughput(d: ModelShape, tokens: int, seconds: float, seq_len: int, train: 
 
 
 def train_part(out: Out, actor, d: ModelShape, a, common: dict) -> None:
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.algorithms import grpo
 
     rows = a.micro_batch * a.microbatches
     batch = grpo_batch(rows, a.seq_len, d.vocab_size)
-    loss_fn = partial(grpo.actor_loss, C.GRPO()) if a.loss == "grpo" else sft_loss
+    loss_fn = partial(grpo.actor_loss, config.GRPO()) if a.loss == "grpo" else sft_loss
     if a.loss == "sft":
         batch = {k: batch[k] for k in ("tokens", "loss_mask")}
     if torch.cuda.is_available():

@@ -63,7 +63,7 @@ def time_layouts(run: Path, cfg, repeats: int, pack_tokens: list[int], micro_bat
 
     from transformers import AutoTokenizer
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import grpo
@@ -75,7 +75,7 @@ def time_layouts(run: Path, cfg, repeats: int, pack_tokens: list[int], micro_bat
     tokenizer = AutoTokenizer.from_pretrained(str(policy))
     parallel = cfg.parallel if micro_batch is None else replace(cfg.parallel, micro_batch_size=micro_batch)
     actor = MegatronActor(str(policy), parallel)
-    actor.configure_optimizer(C.Actor(lr=0.0), 1000)
+    actor.configure_optimizer(config.Actor(lr=0.0), 1000)
     longest = max(s.rollout.max_prompt_tokens + s.rollout.max_response_tokens for _, s in grpo_stages)
     engine = RolloutEngine(str(policy), grpo_stages[0][1].rollout, seed=0, max_model_len=longest,
                            around_generate=cpu.suspended)

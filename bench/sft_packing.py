@@ -35,7 +35,7 @@ def main() -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms.packing import pack_sft_batch
@@ -47,10 +47,10 @@ def main() -> None:
     model = BUILDERS["tiny-qwen3-cascade"](Path(tempfile.mkdtemp()) / "tiny")
     tok = AutoTokenizer.from_pretrained(model)
     examples = [e for name in ("arithmetic", "if_arithmetic", "code_arithmetic", "bugfix_arithmetic")
-                for e in load_sft_examples(C.Data(source=f"synthetic:{name}"), tok, "no_think", args.max_tokens)]
+                for e in load_sft_examples(config.Data(source=f"synthetic:{name}"), tok, "no_think", args.max_tokens)]
     random.Random(0).shuffle(examples)
-    actor = MegatronActor(str(model), C.Parallel(micro_batch_size=64))
-    actor.configure_optimizer(C.Actor(lr=1e-4), 1000)
+    actor = MegatronActor(str(model), config.Parallel(micro_batch_size=64))
+    actor.configure_optimizer(config.Actor(lr=1e-4), 1000)
     batches = [examples[i * args.batch:(i + 1) * args.batch] for i in range(args.steps + 1)]
 
     def timed(make) -> tuple[float, int, int]:

@@ -42,7 +42,7 @@ def model_dir(spec: str) -> Path:
 
 def stage_settings(args):
     """``(Data, domain, Rollout, group size, chat style, mode)`` from the recipe's stage or the flags."""
-    from nemo_cascade import config as C
+    from nemo_cascade import config
 
     if args.recipe:
         from nemo_cascade.cli import load_recipe
@@ -56,7 +56,7 @@ def stage_settings(args):
                                                cascade.chat_style)
         mode = stage.mode
     else:
-        data, domain, rollout, group, style, mode = C.Data(), "math", C.Rollout(), 4, "chatml", "no_think"
+        data, domain, rollout, group, style, mode = config.Data(), "math", config.Rollout(), 4, "chatml", "no_think"
     data = replace(data, source=args.source or data.source, split=args.split or data.split, seed=args.seed,
                    size=args.prompts)
     rollout = replace(rollout, **{k: v for k, v in (("max_response_tokens", args.max_tokens),

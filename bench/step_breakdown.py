@@ -48,7 +48,7 @@ def run_one(name: str, steps: int, work: dict | None = None) -> dict:
     ``work`` (prompts, group, max_tokens, micro_batch) defaults to ``WORK[name]``."""
     from transformers import AutoTokenizer
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.data.loader import load_prompts
@@ -62,12 +62,12 @@ def run_one(name: str, steps: int, work: dict | None = None) -> dict:
         scratch = Path(tmp)
         path = model_dir(name, scratch)
         tok = AutoTokenizer.from_pretrained(path)
-        rollout = C.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"])
-        stage = C.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
-                        data=C.Data(source="synthetic:arithmetic", split="test"), actor=C.Actor(lr=1e-5),
-                        rollout=rollout, grpo=C.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
+        rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"])
+        stage = config.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
+                        data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=1e-5),
+                        rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
                                                      drop_zero_variance_groups=False))
-        actor = MegatronActor(path, C.Parallel(micro_batch_size=w["micro_batch"]))
+        actor = MegatronActor(path, config.Parallel(micro_batch_size=w["micro_batch"]))
         actor.configure_optimizer(stage.actor, stage.steps)
         engine = RolloutEngine(path, rollout, seed=0, max_model_len=256, around_generate=cpu.suspended)
         prompts = load_prompts(stage.data, tok, "no_think", "math", rollout.max_prompt_tokens)

@@ -16,13 +16,13 @@ DEFAULT_RUN = ROOT / "runs" / "tiny"
 
 def ensure_run(run: Path):
     """The run's resolved config (``config.Cascade``); runs the tiny cascade into ``run`` first if it has none."""
-    from nemo_cascade import config as C
+    from nemo_cascade import config
 
     if not (run / "manifest.json").is_file():
         print(f"{run} holds no finished run: running the tiny cascade first (about 16 min)", flush=True)
         subprocess.run([str(ROOT / ".venv" / "bin" / "nemo-cascade"), "run", str(ROOT / "recipes" / "tiny.py"),
                         f"run_root={run.parent}"], check=True, cwd=ROOT)
-    return C.from_dict(C.Cascade, json.loads((run / "config.json").read_text()))
+    return config.from_dict(config.Cascade, json.loads((run / "config.json").read_text()))
 
 
 def stage_folder(run: Path, cfg, k: int) -> Path:

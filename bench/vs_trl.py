@@ -82,11 +82,11 @@ def _site_packages(python: Path) -> Path:
 def _prompts(path: str, max_prompt_tokens: int = 128):
     from transformers import AutoTokenizer
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.data.loader import load_prompts
 
     tok = AutoTokenizer.from_pretrained(path)
-    data = C.Data(source="synthetic:arithmetic", split="test")
+    data = config.Data(source="synthetic:arithmetic", split="test")
     return tok, load_prompts(data, tok, "no_think", "math", max_prompt_tokens)
 
 
@@ -96,7 +96,7 @@ def _peak_rss_mb() -> float:
 
 # ------------------------------------------------------------------------------------------- the sides
 def run_nemo(name: str, steps: int, scratch: Path) -> dict:
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.data.loader import pad_id
@@ -107,12 +107,12 @@ def run_nemo(name: str, steps: int, scratch: Path) -> dict:
     w = WORK[name]
     path = model_dir(name, scratch)
     tok, prompts = _prompts(path)
-    rollout = C.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"])
-    stage = C.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
-                    data=C.Data(source="synthetic:arithmetic", split="test"), actor=C.Actor(lr=w["lr"]),
-                    rollout=rollout, grpo=C.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
+    rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"])
+    stage = config.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
+                    data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=w["lr"]),
+                    rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
                                                  drop_zero_variance_groups=False))
-    actor = MegatronActor(path, C.Parallel(micro_batch_size=w["prompts"] * w["group"]))
+    actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]))
     actor.configure_optimizer(stage.actor, stage.steps)
     engine = RolloutEngine(path, rollout, seed=0, max_model_len=256, around_generate=cpu.suspended)
     log = MetricsLog(scratch / "stage", "bench", stage.steps)

@@ -69,7 +69,7 @@ def packed_shapes(engine) -> list[tuple[int, int]]:
 def run_one(name: str, repeats: int) -> dict:
     import torch
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade import weight_sync
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
@@ -77,8 +77,8 @@ def run_one(name: str, repeats: int) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = model_dir(name, Path(tmp))
-        actor = MegatronActor(path, C.Parallel())
-        engine = RolloutEngine(path, C.Rollout(max_prompt_tokens=128, max_response_tokens=64), seed=0,
+        actor = MegatronActor(path, config.Parallel())
+        engine = RolloutEngine(path, config.Rollout(max_prompt_tokens=128, max_response_tokens=64), seed=0,
                                max_model_len=256, around_generate=cpu.suspended)
         tied = actor.spec.tied_embeddings
         weight_sync.push(actor, engine)  # warm-up

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from nemo_cascade import checkpoint, ranks, stop_request
 from nemo_cascade.console import events
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.data.loader import pad_id
 from nemo_cascade.faults import crash_point
 from nemo_cascade.files import published_folder
@@ -34,15 +34,15 @@ from nemo_cascade.stage import Saves, StageContext, run_grpo, run_reward_model, 
 log = logging.getLogger(__name__)
 
 
-def run_dir(cfg: C.Cascade) -> Path:
+def run_dir(cfg: config.Cascade) -> Path:
     return Path(cfg.run_root) / cfg.name
 
 
-def stage_dir(cfg: C.Cascade, index: int) -> Path:
+def stage_dir(cfg: config.Cascade, index: int) -> Path:
     return run_dir(cfg) / "stages" / f"{index}-{cfg.stages[index].name}"
 
 
-def prepare_base_model(cfg: C.Cascade) -> str:
+def prepare_base_model(cfg: config.Cascade) -> str:
     """The HF folder the cascade starts from: the given one, or a tiny model built once into the run dir; with
     ``model.yarn_factor``, a view of it in ``<run>/base_model`` whose config.json adds that YaRN scaling (links to
     the same weights and tokenizer), so the actor, the engine and every stage export use it (App. B)."""
@@ -52,12 +52,12 @@ def prepare_base_model(cfg: C.Cascade) -> str:
     out = run_dir(cfg) / "base_model"
     if cfg.model.hf_path:
         raw = json.loads((Path(cfg.model.hf_path) / "config.json").read_text())
-        config = with_recipe_yarn(raw, cfg.model.yarn_factor)
-        if config == raw:
+        hf_config = with_recipe_yarn(raw, cfg.model.yarn_factor)
+        if hf_config == raw:
             return cfg.model.hf_path
-        if ranks.is_main() and not _same_config(out, config):
+        if ranks.is_main() and not _same_config(out, hf_config):
             with published_folder(out, replace=True) as tmp:
-                linked_with_config(cfg.model.hf_path, tmp, config)
+                linked_with_config(cfg.model.hf_path, tmp, hf_config)
         ranks.barrier()
         return str(out)
     from nemo_cascade.convert.tiny import BUILDERS
@@ -72,21 +72,21 @@ def prepare_base_model(cfg: C.Cascade) -> str:
     return str(out)
 
 
-def _same_config(folder: Path, config: dict) -> bool:
+def _same_config(folder: Path, hf_config: dict) -> bool:
     try:
-        return json.loads((folder / "config.json").read_text()) == config
+        return json.loads((folder / "config.json").read_text()) == hf_config
     except (OSError, ValueError):
         return False
 
 
-def hands_on_policy(stage: C.Stage) -> bool:
+def hands_on_policy(stage: config.Stage) -> bool:
     """Whether a finished stage's weights are the next stage's starting policy. Policy stages (SFT, GRPO)
     hand on; a reward model does not — it scores later stages (§4.2–4.3), and the stage after it continues
     from the last *policy* stage's checkpoint."""
     return stage.kind != "reward_model"
 
 
-def run_cascade(cfg: C.Cascade, only_stage: str | None = None, retrain: bool = False) -> Path:
+def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: bool = False) -> Path:
     """Run every stage not yet done (or one, by name) in order; returns the run directory. Raises GateStop
     when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see :func:`check_selection`."""
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
@@ -103,7 +103,7 @@ def run_cascade(cfg: C.Cascade, only_stage: str | None = None, retrain: bool = F
     out = run_dir(cfg)
     if ranks.is_main():
         out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(C.dumps(cfg))
+        (out / "config.json").write_text(config.dumps(cfg))
     run = CascadeRun(cfg, prepare_base_model(cfg), data_hashes)
     try:
         run.evaluate_base()
@@ -132,40 +132,40 @@ def _stop_if_requested(out: Path, where: str) -> None:
                                          "run the same command again to continue")
 
 
-def check_selection(cfg: C.Cascade, only_stage: str | None, retrain: bool = False) -> None:
+def check_selection(cfg: config.Cascade, only_stage: str | None, retrain: bool = False) -> None:
     """``run --stage NAME`` trains NAME from the earlier stages' exports. Refused, with one line: before every
     earlier stage is done (there is nothing to start from), and when NAME is done already — training it again
     replaces the weights the later stages' lineage starts from, so it takes ``--retrain``, which discards NAME's
     outputs and every later stage's (:func:`discard_for_retrain`)."""
     if not only_stage:
         if retrain:
-            raise C.ConfigError("--retrain: name the stage to train again with --stage NAME")
+            raise config.ConfigError("--retrain: name the stage to train again with --stage NAME")
         return
-    C.stage_by_name(cfg, only_stage)  # an unknown name: one line
+    config.stage_by_name(cfg, only_stage)  # an unknown name: one line
     names = [s.name for s in cfg.stages]
     k = names.index(only_stage)
     manifest = run_dir(cfg) / "manifest.json"
     status = stage_status(run_dir(cfg))[0]
     missing = [n for n in names[:k] if status.get(n) != "done"]
     if missing:
-        raise C.ConfigError(f"--stage {only_stage}: earlier stage(s) {', '.join(missing)} not done in {manifest}; "
+        raise config.ConfigError(f"--stage {only_stage}: earlier stage(s) {', '.join(missing)} not done in {manifest}; "
                             f"run without --stage to train every stage not yet done")
     if status.get(only_stage) != "done":
         return
     later = [n for n in names[k + 1:] if status.get(n, "pending") != "pending"]
     if not retrain:
         also = f" and the later stage(s) {', '.join(later)}, whose lineage starts from it," if later else ""
-        raise C.ConfigError(f"--stage {only_stage}: already done ({stage_dir(cfg, k) / 'hf'}, {manifest}); "
+        raise config.ConfigError(f"--stage {only_stage}: already done ({stage_dir(cfg, k) / 'hf'}, {manifest}); "
                             f"add --retrain to discard its outputs{also} and train it again")
     stage = cfg.stages[k]
     if k and stage.boundary.optimizer == "carry" and checkpoint.latest(stage_dir(cfg, k - 1) / "checkpoint") is None:
-        raise C.ConfigError(f"--stage {only_stage} --retrain: it starts from stage {names[k - 1]}'s optimizer state "
+        raise config.ConfigError(f"--stage {only_stage} --retrain: it starts from stage {names[k - 1]}'s optimizer state "
                             f"(boundary.optimizer=carry), which was removed when {only_stage} finished; retrain "
                             f"{names[k - 1]} first (--stage {names[k - 1]} --retrain) or set "
                             f"stages.{only_stage}.boundary.optimizer=reset")
 
 
-def discard_for_retrain(cfg: C.Cascade, name: str) -> list[str]:
+def discard_for_retrain(cfg: config.Cascade, name: str) -> list[str]:
     """``--retrain``: when stage ``name`` is done, delete its directory and every later stage's and mark them
     pending in the manifest (the gate's stop, which came after one of them, is lifted); returns the stages
     discarded. Nothing happens to a stage that is not done — so a requeued job that repeats ``--retrain``
@@ -185,7 +185,7 @@ def discard_for_retrain(cfg: C.Cascade, name: str) -> list[str]:
 class CascadeRun:
     """One execution of a cascade: the shared actor / engine / RM servers and the stage hand-offs."""
 
-    def __init__(self, cfg: C.Cascade, base: str, data_hashes: dict[str, list[str]]):
+    def __init__(self, cfg: config.Cascade, base: str, data_hashes: dict[str, list[str]]):
         from transformers import AutoTokenizer
 
         from nemo_cascade.actor.megatron import MegatronActor
@@ -197,7 +197,7 @@ class CascadeRun:
         check_tokenizer(self.tokenizer, base, done)
         if self.manifest.data["stopped"]:
             if cfg.gate.on_regression == "stop":
-                raise C.ConfigError(f"{self.manifest.path}: the forgetting gate stopped this cascade "
+                raise config.ConfigError(f"{self.manifest.path}: the forgetting gate stopped this cascade "
                                     f"({self.manifest.data['stopped']}); re-run with gate.on_regression=warn to go on")
             log.warning("continuing a cascade the forgetting gate stopped (%s)", self.manifest.data["stopped"])
             self.manifest.stop("")
@@ -211,11 +211,11 @@ class CascadeRun:
         self.urls: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------------ stage order
-    def runs_now(self, stage: C.Stage, only_stage: str | None) -> bool:
+    def runs_now(self, stage: config.Stage, only_stage: str | None) -> bool:
         """Whether the stage trains in this invocation: the one ``--stage`` names, or else every unfinished one."""
         return only_stage == stage.name or (not only_stage and not self.manifest.done(stage.name))
 
-    def skip(self, k: int, stage: C.Stage) -> None:
+    def skip(self, k: int, stage: config.Stage) -> None:
         """Pass over stage k; a finished one still hands on what it made (its policy and gate row, or its reward
         model) and has its checkpoints cleaned up."""
         done = self.manifest.done(stage.name)
@@ -230,7 +230,7 @@ class CascadeRun:
             self._clean_up(k, stage)
         events.info("stage %s: %s", stage.name, "skipped (done)" if done else "not selected")
 
-    def _begin(self, k: int, stage: C.Stage) -> tuple[Path, Saves, int]:
+    def _begin(self, k: int, stage: config.Stage) -> tuple[Path, Saves, int]:
         """Resume or (re)start stage k's directory; returns it, its checkpoint policy and the first step."""
         sdir = stage_dir(self.cfg, k)
         self.manifest.check_resumable(stage)
@@ -252,7 +252,7 @@ class CascadeRun:
             events.info("stage %s: started (%d steps, %s)", stage.name, stage.steps, stage.kind)
         return sdir, saves, _step_of(resume) + 1 if resume else 0
 
-    def _finish(self, k: int, stage: C.Stage, sdir: Path, started: float, data_state: dict | None) -> None:
+    def _finish(self, k: int, stage: config.Stage, sdir: Path, started: float, data_state: dict | None) -> None:
         """Record the stage as done (its gate still to run), then clean up after it. A next stage that carries
         this stage's optimizer gets its final state saved first, so that if it is interrupted before its own
         first checkpoint it restarts with the same Adam moments."""
@@ -269,7 +269,7 @@ class CascadeRun:
     def _carried(self, k: int) -> bool:
         return k + 1 < len(self.cfg.stages) and self.cfg.stages[k + 1].boundary.optimizer == "carry"
 
-    def _clean_up(self, k: int, stage: C.Stage) -> None:
+    def _clean_up(self, k: int, stage: config.Stage) -> None:
         """A done stage's mid-stage checkpoints go (its hf/ export supersedes them), but not the final state a
         next stage carries; and the state this stage carried from the one before is no longer needed. Only
         after the manifest says done (a kill before leaves a resumable stage), and again when a resumed run
@@ -282,7 +282,7 @@ class CascadeRun:
         ranks.barrier()
 
     # ------------------------------------------------------------------------------------ stage kinds
-    def train_policy(self, k: int, stage: C.Stage) -> None:
+    def train_policy(self, k: int, stage: config.Stage) -> None:
         """SFT or GRPO on the shared actor, from the last policy stage's export (§4.1)."""
         from nemo_cascade.convert.export import export_hf
         from nemo_cascade.data.tokenizer import set_chat_template
@@ -306,7 +306,7 @@ class CascadeRun:
         self.weights_from = self.actor.hf_path = str(sdir / "hf")
         self._finish(k, stage, sdir, started, data_state)
 
-    def _policy_data(self, stage: C.Stage) -> tuple[C.Stage, list]:
+    def _policy_data(self, stage: config.Stage) -> tuple[config.Stage, list]:
         """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts — and the stage with
         its steps resolved: a stage given in ``epochs`` learns its length from its rows here (T14)."""
         from nemo_cascade.data.loader import PromptList, load_prompts, load_sft_blend
@@ -316,9 +316,9 @@ class CascadeRun:
             examples = load_sft_blend((stage.data, *stage.extra_data), self.tokenizer, stage.mode,
                                       stage.sft_max_tokens, self.cfg.chat_style,
                                       cache_fallback=run_dir(self.cfg) / "data_cache")  # read-only data folders
-            return C.with_epoch_steps(stage, len(examples)), examples
+            return config.with_epoch_steps(stage, len(examples)), examples
         sets = []
-        for j, (data, domain) in enumerate(C.prompt_sources(stage)):  # one source, or several domains in one run
+        for j, (data, domain) in enumerate(config.prompt_sources(stage)):  # one source, or several domains in one run
             where = f"stages.{stage.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
             sets.append(load_prompts(data, self.tokenizer, stage.mode, domain, stage.rollout.max_prompt_tokens,
                                      self.cfg.chat_style, training_validator(domain, data, where),
@@ -330,7 +330,7 @@ class CascadeRun:
             prompts.extend_with(part)
         return stage, prompts
 
-    def train_reward_model(self, k: int, stage: C.Stage) -> None:
+    def train_reward_model(self, k: int, stage: config.Stage) -> None:
         """A Bradley–Terry RM (§4.2) from the current policy's weights (its LM head replaced by a scalar head),
         exported as an HF *ForSequenceClassification folder that vLLM serves for later stages."""
         from nemo_cascade.actor.reward_model import RewardModelActor
@@ -340,7 +340,7 @@ class CascadeRun:
 
         started = time.time()
         pairs = load_preference_pairs(stage.data, self.tokenizer, stage.mode, self.cfg.chat_style)
-        stage = C.with_epoch_steps(stage, len(pairs))  # §4.2: one epoch over the pairs
+        stage = config.with_epoch_steps(stage, len(pairs))  # §4.2: one epoch over the pairs
         self.actor.optimizer = self.actor.scheduler = None  # free the policy's Adam state while the RM trains
         sdir, saves, start = self._begin(k, stage)
         m = self.cfg.model
@@ -354,7 +354,7 @@ class CascadeRun:
         self.reward_models[stage.name] = sdir / "hf"
         self._finish(k, stage, sdir, started, None)
 
-    def _configure_optimizer(self, k: int, stage: C.Stage) -> None:
+    def _configure_optimizer(self, k: int, stage: config.Stage) -> None:
         """A fresh optimizer, or (``boundary.optimizer = carry``) the previous stage's: still in memory when
         that stage ran in this process, else restored from the final state it kept (see ``_finish``)."""
         carry = stage.boundary.optimizer == "carry"
@@ -363,7 +363,7 @@ class CascadeRun:
         if carry and not in_memory:
             kept = checkpoint.newest_intact(stage_dir(self.cfg, k - 1) / "checkpoint")
             if kept is None:
-                raise C.ConfigError(f"stages.{stage.name}.boundary.optimizer: 'carry' needs stage "
+                raise config.ConfigError(f"stages.{stage.name}.boundary.optimizer: 'carry' needs stage "
                                     f"{self.cfg.stages[k - 1].name}'s optimizer state, which this run does not have "
                                     f"(it finished before carrying was configured, or its kept state is damaged); "
                                     f"re-run that stage or use reset")
@@ -375,14 +375,14 @@ class CascadeRun:
             self.actor.load_hf(self.weights_from)
             self.actor.hf_path = self.weights_from
 
-    def _continued_data(self, k: int, stage: C.Stage) -> dict | None:
+    def _continued_data(self, k: int, stage: config.Stage) -> dict | None:
         """``boundary.data = continue``: the data position the previous stage of the same kind ended at."""
         if stage.boundary.data != "continue":
             return None
         j = max(i for i in range(k) if self.cfg.stages[i].kind == stage.kind)
         path = stage_dir(self.cfg, j) / "data_state.json"
         if not path.is_file():
-            raise C.ConfigError(f"stages.{stage.name}.boundary.data: 'continue' needs {path}; run stage "
+            raise config.ConfigError(f"stages.{stage.name}.boundary.data: 'continue' needs {path}; run stage "
                                 f"{self.cfg.stages[j].name} first")
         return json.loads(path.read_text())
 
@@ -395,9 +395,9 @@ class CascadeRun:
 
             grpo = [s for s in self.cfg.stages if s.kind == "grpo"]
             # With a length curriculum, its longest phase (§4.5.2).
-            need = [s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in C.length_phases(s)) for s in grpo]
-            rollout = grpo[0].rollout if grpo else C.Rollout()
-            self.engine = RolloutEngine(self.base, rollout, C.engine_dtype(self.cfg.model, rollout), seed=self.cfg.seed,
+            need = [s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in config.length_phases(s)) for s in grpo]
+            rollout = grpo[0].rollout if grpo else config.Rollout()
+            self.engine = RolloutEngine(self.base, rollout, config.engine_dtype(self.cfg.model, rollout), seed=self.cfg.seed,
                                         distributed=ranks.world()[1] > 1,
                                         max_model_len=max(need + [self.gate.context_tokens()]),
                                         around_generate=cpu.suspended)
@@ -421,7 +421,7 @@ class CascadeRun:
             self.urls[name] = ranks.from_main(url)
         return self.urls[name]
 
-    def _with_served_rm(self, stage: C.Stage) -> C.Stage:
+    def _with_served_rm(self, stage: config.Stage) -> config.Stage:
         if not stage.reward.reward_model_stage:
             return stage
         url = self._rm_url(stage.reward.reward_model_stage)
@@ -439,7 +439,7 @@ class CascadeRun:
         events.info("base: evaluated (%s)", base_row / "eval.json")
         self.engine.sleep()  # the first stage (SFT) trains next
 
-    def gate_after(self, k: int, stage: C.Stage) -> None:
+    def gate_after(self, k: int, stage: config.Stage) -> None:
         """Evaluate the stage's policy on every suite and compare with the rows before (§4.1.1)."""
         from nemo_cascade import weight_sync
 
@@ -479,7 +479,7 @@ class CascadeRun:
             return self.out / "base"
         return stage_dir(self.cfg, before[-1]) if self.cfg.stages[before[-1]].evaluate else None
 
-    def _judge(self, stage: C.Stage, sdir: Path) -> list:
+    def _judge(self, stage: config.Stage, sdir: Path) -> list:
         found = self.gate.check([r for r in self.rows if (r / "eval.json").is_file()], sdir)
         action = self.cfg.gate.on_regression
         self.manifest.update(stage.name, gate={"regressions": [str(r) for r in found], "action": action})

@@ -26,14 +26,14 @@ import socket
 import sys
 from pathlib import Path
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade import console
 from nemo_cascade.cli_tools import add_convert_parser, add_data_parser, cmd_convert, cmd_data
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.torchrun import run_torchrun
 
 
-def load_recipe(spec: str) -> C.Cascade:
+def load_recipe(spec: str) -> config.Cascade:
     """A recipe is a function returning a Cascade: ``path.py[:fn]`` or ``module:fn`` (default fn: recipe)."""
     target, _, fn = spec.partition(":")
     fn = fn or "recipe"
@@ -41,37 +41,37 @@ def load_recipe(spec: str) -> C.Cascade:
     if target.endswith(".py"):
         path = Path(target)
         if not path.is_file():
-            raise C.ConfigError(f"recipe {shown_target}: no such file")
+            raise config.ConfigError(f"recipe {shown_target}: no such file")
         mod_spec = importlib.util.spec_from_file_location(f"nemo_cascade_recipe_{path.stem}", path)
         module = importlib.util.module_from_spec(mod_spec)
         try:
             mod_spec.loader.exec_module(module)
         except Exception as e:  # the recipe file's own code (a bad import, a syntax error): its line, not a trace
-            raise C.ConfigError(f"recipe {shown}: {_raised_where(e)}") from None
+            raise config.ConfigError(f"recipe {shown}: {_raised_where(e)}") from None
     else:
         if not target or target.startswith("."):  # importlib: ValueError / TypeError (a relative import)
-            raise C.ConfigError(f"recipe {shown}: expected recipes/NAME.py[:function] or package.module:function")
+            raise config.ConfigError(f"recipe {shown}: expected recipes/NAME.py[:function] or package.module:function")
         try:
             module = importlib.import_module(target)
         except (ImportError, ValueError) as e:  # ValueError: a name an import hook cannot map to a path, '/'
-            raise C.ConfigError(f"recipe {shown}: cannot import module {target!r} ({_first_line(e)})") from None
+            raise config.ConfigError(f"recipe {shown}: cannot import module {target!r} ({_first_line(e)})") from None
     recipe = getattr(module, fn, None)
     if not callable(recipe):
-        raise C.ConfigError(f"recipe {shown}: no function {fn!r} in {shown_target}")
+        raise config.ConfigError(f"recipe {shown}: no function {fn!r} in {shown_target}")
     try:
         inspect.signature(recipe).bind()
     except TypeError:
-        raise C.ConfigError(f"recipe {shown}: {fn}() needs arguments; a recipe is called with none") from None
+        raise config.ConfigError(f"recipe {shown}: {fn}() needs arguments; a recipe is called with none") from None
     except ValueError:  # no signature (a builtin): let the call decide
         pass
     try:
         cfg = recipe()
-    except C.ConfigError:
+    except config.ConfigError:
         raise  # already one line (a recipe may check its own inputs)
     except Exception as e:
-        raise C.ConfigError(f"recipe {shown}: {fn}() {_raised_where(e)}") from None
-    if not isinstance(cfg, C.Cascade):
-        raise C.ConfigError(f"recipe {shown}: {fn}() returned {type(cfg).__name__}, "
+        raise config.ConfigError(f"recipe {shown}: {fn}() {_raised_where(e)}") from None
+    if not isinstance(cfg, config.Cascade):
+        raise config.ConfigError(f"recipe {shown}: {fn}() returned {type(cfg).__name__}, "
                             f"expected nemo_cascade.config.Cascade")
     return cfg
 
@@ -94,7 +94,7 @@ def _first_line(e: BaseException) -> str:
     return lines[0][:200] if lines else type(e).__name__
 
 
-def _run_job(cfg: C.Cascade, only_stage: str | None, retrain: bool) -> int:
+def _run_job(cfg: config.Cascade, only_stage: str | None, retrain: bool) -> int:
     """Inside torchrun: the cascade, then (rank 0) each stage's headline metric and the forgetting matrix."""
     from nemo_cascade.cascade import GateStop, run_cascade, run_dir
     from nemo_cascade.stop_request import EXIT_CODE, StopRequested
@@ -130,9 +130,9 @@ def _free_port() -> int:
 def cmd_run(args) -> int:
     from nemo_cascade.preflight import check_cascade
 
-    cfg = C.apply_overrides(load_recipe(args.recipe), args.overrides)
+    cfg = config.apply_overrides(load_recipe(args.recipe), args.overrides)
     if args.stage:
-        C.stage_by_name(cfg, args.stage)
+        config.stage_by_name(cfg, args.stage)
     check_cascade(cfg)  # every stage's files, before any process starts
     world = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.dp
     # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process actor
@@ -142,7 +142,7 @@ def cmd_run(args) -> int:
         if args.own_process:
             console.to_log(console.log_path(Path(cfg.run_root) / cfg.name, rank), args.verbose, rank)
         with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # slurm/node.sh: rank 0 holds
-            return _run_job(C.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage, args.retrain)
+            return _run_job(config.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage, args.retrain)
     if args.stage or args.retrain:  # a finished stage, or one whose earlier stages are not: one line, before torchrun
         from nemo_cascade.cascade import check_selection
 
@@ -176,7 +176,7 @@ def _hold_run_folder(run_dir: Path, command: str):
             os.environ.pop(run_lock.ENV, None)
 
 
-def _stop_on_usr1(cfg: C.Cascade) -> None:
+def _stop_on_usr1(cfg: config.Cascade) -> None:
     """SIGUSR1 to ``nemo-cascade run`` saves and stops the run at its next step boundary (as a Slurm job's
     time-limit signal does): the launcher hands it on as the run folder's stop request, which every rank
     watches (stop_request.py). An old request is dropped first: it must not stop the run that resumes."""
@@ -302,7 +302,7 @@ def cmd_launch(args) -> int:
     """The cascade as a nemo-run experiment: one task per stage, plus its served models (launch.py)."""
     from nemo_cascade import launch
 
-    cfg = C.apply_overrides(load_recipe(args.recipe), args.overrides)
+    cfg = config.apply_overrides(load_recipe(args.recipe), args.overrides)
     if args.dryrun or args.executor != "local":  # Slurm: each job's rank 0 takes the lock (slurm/node.sh)
         return launch.launch(cfg, launch.spec_from_args(args), dryrun=args.dryrun, out=args.out)
     with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade launch"):  # the tasks inherit it
@@ -318,7 +318,7 @@ def cmd_plan(args) -> int:
     from nemo_cascade import plan_time
 
     limit_s = plan_time.parse_time_limit(args.time_limit)  # a bad value: one line, before any work
-    cfg = C.apply_overrides(load_recipe(args.recipe), args.overrides)
+    cfg = config.apply_overrides(load_recipe(args.recipe), args.overrides)
     memory = plan.plan_cascade(cfg, gpu_gib=args.gpu_memory_gib, shape=args.shape)
     print(plan.render(memory))
     print()
@@ -333,8 +333,8 @@ def cmd_doctor(args) -> int:
     from nemo_cascade import doctor
 
     if args.overrides and not args.recipe:
-        raise C.ConfigError(f"doctor: {args.overrides[0]}: KEY=VALUE overrides need a RECIPE before them")
-    cfg = C.validate(C.apply_overrides(load_recipe(args.recipe), args.overrides)) if args.recipe else None
+        raise config.ConfigError(f"doctor: {args.overrides[0]}: KEY=VALUE overrides need a RECIPE before them")
+    cfg = config.validate(config.apply_overrides(load_recipe(args.recipe), args.overrides)) if args.recipe else None
     return doctor.doctor(cfg, args.recipe or "")
 
 
@@ -370,7 +370,7 @@ def cmd_report(args) -> int:
         from nemo_cascade.evaluate.compare import build_comparison
 
         if not args.out:
-            raise C.ConfigError("report: several run directories are compared into --out DIR; give --out")
+            raise config.ConfigError("report: several run directories are compared into --out DIR; give --out")
         md, png = build_comparison([Path(d) for d in args.run_dir], Path(args.out))
         print(md.read_text().split("\n![]")[0])
         print(f"wrote {md} and {png}")

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 
 
 def cmd_convert(args) -> int:
@@ -89,7 +89,7 @@ def cmd_data(args) -> int:
         from nemo_cascade.prepare.offtopic import DEFAULT_PAIRS, GeneratorSettings
 
         if not args.generator_model:
-            raise C.ConfigError("--generator-url: also give --generator-model (the model the server serves)")
+            raise config.ConfigError("--generator-url: also give --generator-model (the model the server serves)")
         generator = GeneratorSettings(args.generator_url, args.generator_model, args.rewriter_model or "",
                                       args.weak_model or "",
                                       DEFAULT_PAIRS if args.synthetic_pairs is None else args.synthetic_pairs,

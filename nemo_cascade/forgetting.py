@@ -22,7 +22,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade import ranks
 from nemo_cascade.evaluate import stage_scores
 from nemo_cascade.evaluate.runner import EvalSettings, prepare, run_suite
@@ -45,17 +45,17 @@ class GateStop(RuntimeError):
 
 
 class Gate:
-    def __init__(self, cfg: C.Cascade, tokenizer):
+    def __init__(self, cfg: config.Cascade, tokenizer):
         g = cfg.gate
         self.cfg = g
         self.settings = self.settings_for(cfg)
         pending = replace(self.settings, reward_model_url=_UNSERVED)
         self.prepared = {name: prepare(name, pending, tokenizer) for name in g.suites}
-        self.tolerance = C.tolerances(g)
+        self.tolerance = config.tolerances(g)
         self.warned: set[str] = set()  # suites whose YaRN factor the colocated engine does not serve, logged once
 
     @staticmethod
-    def settings_for(cfg: C.Cascade) -> EvalSettings:
+    def settings_for(cfg: config.Cascade) -> EvalSettings:
         """The evaluation settings of ``cfg.gate``: App. B decoding, its thinking mode (``suite``: each suite's
         own, T2's for the unified model) and per-suite YaRN factors and input limits."""
         g = cfg.gate

@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade import launch_tasks
 from nemo_cascade.launch_tasks import REPO, Task, plan, serve_command, served_port, task_command
 
@@ -30,14 +30,14 @@ DEFAULT_IMAGE = str(REPO / "containers" / "nemo-cascade.sqsh")
 
 
 # ------------------------------------------------------------------------------------------------ Slurm
-def slurm_shape(cfg: C.Cascade, gpus_per_node: int) -> tuple[int, int]:
+def slurm_shape(cfg: config.Cascade, gpus_per_node: int) -> tuple[int, int]:
     """(nodes, GPUs per node) for the actor's tp × pp × cp × dp ranks."""
     p = cfg.parallel
     world = p.tp * p.pp * p.cp * p.dp
     if world <= gpus_per_node:
         return 1, world
     if world % gpus_per_node:
-        raise C.ConfigError(f"parallel: tp × pp × cp × dp = {world} ranks do not fill whole nodes of "
+        raise config.ConfigError(f"parallel: tp × pp × cp × dp = {world} ranks do not fill whole nodes of "
                             f"{gpus_per_node} GPUs (GPUS_PER_NODE); change parallel.dp")
     return world // gpus_per_node, gpus_per_node
 
@@ -82,7 +82,7 @@ class Site:
             numbers = {k: int(get(k.upper(), str(getattr(cls, k))))
                        for k in ("gpus_per_node", "master_port", "retries")}
         except ValueError as e:
-            raise C.ConfigError(f"launch: GPUS_PER_NODE, MASTER_PORT and RETRIES must be integers ({e})") from None
+            raise config.ConfigError(f"launch: GPUS_PER_NODE, MASTER_PORT and RETRIES must be integers ({e})") from None
         return cls(account=get("ACCOUNT"), partition=get("PARTITION"), qos=get("QOS"), time=get("TIME", cls.time),
                    image=image, mounts=tuple(mounts), node_setup=get("NODE_SETUP"), wandb=get("WANDB", "1") == "1",
                    **numbers)
@@ -104,7 +104,7 @@ class Launch:
     watch: bool = False
 
 
-def _for_executor(cfg: C.Cascade, spec: Launch, site: Site | None) -> tuple[C.Cascade, Launch]:
+def _for_executor(cfg: config.Cascade, spec: Launch, site: Site | None) -> tuple[config.Cascade, Launch]:
     """The recipe path and run folder as the tasks see them (Slurm: inside the container); W&B on when WANDB=1,
     as in the sbatch scripts."""
     keys = {o.split("=", 1)[0] for o in spec.overrides}
@@ -153,7 +153,7 @@ def _slurm_executor(run, site: Site, name: str, nodes: int, gpus: int, after: tu
     return executor
 
 
-def add_tasks(run, exp, cfg: C.Cascade, spec: Launch, site: Site | None, dryrun: bool = False) -> list[Task]:
+def add_tasks(run, exp, cfg: config.Cascade, spec: Launch, site: Site | None, dryrun: bool = False) -> list[Task]:
     """Add the plan's tasks to the (entered) nemo_run.Experiment ``exp``; ``site`` None: local executor."""
     run_dir = str(Path(cfg.run_root) / cfg.name)
     python, cwd = ("python", site.repo_mount) if site else (sys.executable, str(REPO))
@@ -184,7 +184,7 @@ def _nemo_run():
             warnings.simplefilter("ignore")
             import nemo_run
     except ImportError as e:
-        raise C.ConfigError(f"launch: nemo-run is not importable ({e}); install it as scripts/setup_venv.sh does "
+        raise config.ConfigError(f"launch: nemo-run is not importable ({e}); install it as scripts/setup_venv.sh does "
                             f"(pip install nemo-run==0.11.1, then --no-deps leptonai==0.27.3 anyio==4.16.0)") from None
     return nemo_run
 
@@ -211,15 +211,15 @@ def plan_table(tasks: list[Task]) -> str:
         for t in tasks)
 
 
-def launch(cfg: C.Cascade, spec: Launch, *, dryrun: bool = False, out: str = "") -> int:
+def launch(cfg: config.Cascade, spec: Launch, *, dryrun: bool = False, out: str = "") -> int:
     """Dry-run the experiment (print, and write to ``out``, each task's scripts) or run it: Slurm submits and
     returns; local runs every task and returns 0 when the manifest shows every stage done (3: gate stop)."""
     site = Site.from_env() if spec.executor == "slurm" else None
     if site and not dryrun and not site.account:
-        raise C.ConfigError("launch: set ACCOUNT (the Slurm account) for --executor slurm")
+        raise config.ConfigError("launch: set ACCOUNT (the Slurm account) for --executor slurm")
     for path in (spec.reward_model, spec.judge) if not site else ():
         if path and not Path(path).is_dir():
-            raise C.ConfigError(f"launch: {path}: no such model folder")
+            raise config.ConfigError(f"launch: {path}: no such model folder")
     spec = replace(spec, launch_id=spec.launch_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     cfg, spec = _for_executor(cfg, spec, site)
     if site:
@@ -256,7 +256,7 @@ def _check_paths_survive_nemo_run(site: Site) -> None:
     named = {"NEMORUN_HOME": home, **{f"mount {a}": a for a, _ in site.mounts}}
     for what, path in named.items():
         if "/nemo_run" in path:
-            raise C.ConfigError(f"launch: {what}={path}: nemo-run rewrites '/nemo_run' in job scripts; "
+            raise config.ConfigError(f"launch: {what}={path}: nemo-run rewrites '/nemo_run' in job scripts; "
                                 f"use a path without a folder named nemo_run")
 
 

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade import lifeline
 from nemo_cascade.files import write_text_atomically
 
@@ -61,7 +61,7 @@ class Task:
 
 
 # ------------------------------------------------------------------------------------------------ the plan
-def _served_by(cfg: C.Cascade, stage: C.Stage, run_dir: str, reward_model: str,
+def _served_by(cfg: config.Cascade, stage: config.Stage, run_dir: str, reward_model: str,
                judge: str) -> list[tuple[str, Serve]]:
     """The served models a stage scores with, as (serve task name, Serve without consumers)."""
     from nemo_cascade.rewards.domains import DOMAINS  # here: planning a launch needs no verifier until now
@@ -69,7 +69,7 @@ def _served_by(cfg: C.Cascade, stage: C.Stage, run_dir: str, reward_model: str,
     out, rw = [], stage.reward
     if stage.kind != "grpo":
         return out
-    servers = {f for d in C.stage_domains(stage) for f in DOMAINS[d].servers}  # RewardDomain.servers
+    servers = {f for d in config.stage_domains(stage) for f in DOMAINS[d].servers}  # RewardDomain.servers
     if rw.reward_model_stage:  # the cascade's own RM: serve that stage's export
         j = [s.name for s in cfg.stages].index(rw.reward_model_stage)
         model = f"{run_dir}/stages/{j}-{rw.reward_model_stage}/hf"
@@ -81,7 +81,7 @@ def _served_by(cfg: C.Cascade, stage: C.Stage, run_dir: str, reward_model: str,
     return out
 
 
-def plan(cfg: C.Cascade, run_dir: str, *, reward_model: str = "", judge: str = "",
+def plan(cfg: config.Cascade, run_dir: str, *, reward_model: str = "", judge: str = "",
          serve_is_dependency: bool = False) -> list[Task]:
     """The tasks in submission order: each stage after the one before it; a serve task after the stage before
     the first stage it serves. ``serve_is_dependency`` (local): a stage also starts after its serve tasks, which

@@ -16,7 +16,7 @@ import time
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade import ranks
 from nemo_cascade.files import write_text_atomically
 from nemo_cascade.provenance import git_state, versions
@@ -89,12 +89,12 @@ def _canonical(obj):
 class Manifest:
     """The run's manifest; only rank 0 writes it (atomically), every rank reads the same decisions."""
 
-    def __init__(self, cfg: C.Cascade, path: Path, base_model: str, data_hashes: dict[str, list[str]]):
+    def __init__(self, cfg: config.Cascade, path: Path, base_model: str, data_hashes: dict[str, list[str]]):
         self.path = path
         try:
             old = json.loads(path.read_text()) if path.is_file() else {}
         except json.JSONDecodeError as e:
-            raise C.ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected the run's "
+            raise config.ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected the run's "
                                 f"manifest — restore or delete it") from None
         stages = {s.name: old.get("stages", {}).get(s.name, {"status": "pending"}) for s in cfg.stages}
         for s in cfg.stages:
@@ -119,12 +119,12 @@ class Manifest:
         """Whether a done stage has been through the forgetting gate (manifests written before this flag: yes)."""
         return self.data["stages"][stage].get("gated", True) is not False
 
-    def check_resumable(self, stage: C.Stage) -> None:
+    def check_resumable(self, stage: config.Stage) -> None:
         """A stage that was running continues only under the config it started with: resuming a checkpoint with
         another LR schedule, data or batch size silently trains a model no config describes."""
         entry = self.data["stages"][stage.name]
         if entry.get("status") == "running" and entry.get("config_sha256") not in ("", config_hash(stage)):
-            raise C.ConfigError(f"stages.{stage.name}: its config changed since the interrupted run started it "
+            raise config.ConfigError(f"stages.{stage.name}: its config changed since the interrupted run started it "
                                 f"(manifest config_sha256 {entry['config_sha256'][:12]}); restore that config or "
                                 f"delete {self.path.parent / 'stages'}/*-{stage.name} to start it over")
         if entry.get("status") == "done" and entry.get("config_sha256") not in ("", config_hash(stage)):

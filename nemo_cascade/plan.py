@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.convert.shape import (ARCHITECTURES, ModelShape, any_shape_from_dict, load_config_json,
                                         shape_from_dict)
 
@@ -94,17 +94,17 @@ def unsupported_note(shape: ModelShape) -> str:
             f"{', '.join(sorted(ARCHITECTURES))}): the estimate is for its shape only")
 
 
-def resolve_shape(model: C.Model, shape: str | None = None) -> tuple[ModelShape, str]:
+def resolve_shape(model: config.Model, shape: str | None = None) -> tuple[ModelShape, str]:
     """``(shape, where it came from)``: ``--shape`` when given; else ``model.hf_path``'s config.json; else, when
     that folder does not exist here, the preset whose size its name carries ('8B', '14B', '72B')."""
     if shape:
         if shape.lower() not in PRESETS:
-            raise C.ConfigError(f"--shape {shape}: unknown shape; expected one of {sorted(PRESETS)}")
+            raise config.ConfigError(f"--shape {shape}: unknown shape; expected one of {sorted(PRESETS)}")
         return _with_note(PRESETS[shape.lower()], f"preset {shape.lower()} (--shape)")
     if model.build:
         if model.build.startswith("tiny-qwen3"):
             return PRESETS["tiny-qwen3"], f"preset tiny-qwen3 (model.build={model.build})"
-        raise C.ConfigError(f"model.build={model.build}: no shape preset for it; pass --shape NAME "
+        raise config.ConfigError(f"model.build={model.build}: no shape preset for it; pass --shape NAME "
                             f"(one of {sorted(PRESETS)})")
     folder = Path(model.hf_path)
     if folder.exists():
@@ -115,7 +115,7 @@ def resolve_shape(model: C.Model, shape: str | None = None) -> tuple[ModelShape,
     known = {SIZE_PRESETS[s] for s in sizes if s in SIZE_PRESETS}
     if len(known) != 1:
         why = f"sizes {sorted(sizes)} in its name" if sizes else "no size in its name"
-        raise C.ConfigError(f"model.hf_path {model.hf_path}: no such folder here and {why} to pick a preset from; "
+        raise config.ConfigError(f"model.hf_path {model.hf_path}: no such folder here and {why} to pick a preset from; "
                             f"pass --shape NAME (one of {sorted(PRESETS)})")
     name = known.pop()
     size = next(s for s in sizes if SIZE_PRESETS.get(s) == name)
@@ -216,7 +216,7 @@ class StagePlan:
 @dataclass(frozen=True)
 class CascadePlan:
     name: str
-    parallel: C.Parallel
+    parallel: config.Parallel
     shape: ModelShape
     shape_source: str
     gpu: float
@@ -240,7 +240,7 @@ class CascadePlan:
         return all(s.fits for s in self.stages)
 
 
-def _gate_budget(cfg: C.Cascade) -> int:
+def _gate_budget(cfg: config.Cascade) -> int:
     """The response budget of the gate's largest suite (0 without a gate): the engine's context must hold it."""
     if not cfg.gate.suites:
         return 0
@@ -251,10 +251,10 @@ def _gate_budget(cfg: C.Cascade) -> int:
     return max(get_suite(name).max_tokens for name in cfg.gate.suites)
 
 
-def _longest(stage: C.Stage) -> tuple[int, str]:
+def _longest(stage: config.Stage) -> tuple[int, str]:
     if stage.kind == "grpo":
         prompt = stage.rollout.max_prompt_tokens
-        response = max(p.max_response_tokens for p in C.length_phases(stage))
+        response = max(p.max_response_tokens for p in config.length_phases(stage))
         return prompt + response, f"{_tokens(prompt + response)} ({_tokens(prompt)}+{_tokens(response)})"
     n = stage.sft_max_tokens if stage.kind == "sft" else stage.rm_max_tokens
     return n, _tokens(n) + (" per row" if stage.kind == "reward_model" else "")
@@ -264,7 +264,7 @@ def _tokens(n: int) -> str:
     return f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else str(n)
 
 
-def _rows_per_step(stage: C.Stage) -> int:
+def _rows_per_step(stage: config.Stage) -> int:
     if stage.kind == "grpo":
         return stage.grpo.prompts_per_step * stage.grpo.group_size
     return stage.sft_batch_size if stage.kind == "sft" else 2 * stage.rm_batch_size
@@ -287,7 +287,7 @@ def rank_params(d: ModelShape, tp: int, pp: int, rank: int, lm_head: bool = True
     return n
 
 
-def actor_bytes(d: ModelShape, p: C.Parallel, *, seq: int, rows_per_step: int, rank: int, te: bool, dtype_bytes: int,
+def actor_bytes(d: ModelShape, p: config.Parallel, *, seq: int, rows_per_step: int, rank: int, te: bool, dtype_bytes: int,
                 lm_head: bool = True) -> dict[str, float]:
     """One actor's memory on a GPU of pipeline rank ``rank`` during a train step, by parts (bytes)."""
     P = rank_params(d, p.tp, p.pp, rank, lm_head)
@@ -325,7 +325,7 @@ def engine_bytes(d: ModelShape, utilization: float, gpu: float, dtype_bytes: int
             "kv_per_token": per_token}
 
 
-def _check_layout_divides(d: ModelShape, p: C.Parallel, engine_tp: int) -> None:
+def _check_layout_divides(d: ModelShape, p: config.Parallel, engine_tp: int) -> None:
     """The actor's TP/PP and the engine's TP split the model's dimensions evenly (else ConfigError, one line)."""
     for name, value, by in (("num_key_value_heads", d.num_key_value_heads, p.tp),
                             ("num_attention_heads", d.num_attention_heads, p.tp),
@@ -333,18 +333,18 @@ def _check_layout_divides(d: ModelShape, p: C.Parallel, engine_tp: int) -> None:
                             ("num_hidden_layers", d.num_layers, p.pp)):
         if value % by:
             field = "pp" if name == "num_hidden_layers" else "tp"
-            raise C.ConfigError(f"parallel.{field}={by} must divide the model's {name}={value} ({d.name})")
+            raise config.ConfigError(f"parallel.{field}={by} must divide the model's {name}={value} ({d.name})")
     if d.num_attention_heads % engine_tp:
-        raise C.ConfigError(f"rollout.tensor_parallel_size={engine_tp} must divide the model's "
+        raise config.ConfigError(f"rollout.tensor_parallel_size={engine_tp} must divide the model's "
                             f"num_attention_heads={d.num_attention_heads} ({d.name})")
 
 
-def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | ModelShape | None = None) -> CascadePlan:
+def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0, shape: str | ModelShape | None = None) -> CascadePlan:
     """Every stage's per-GPU estimate on ``cfg.parallel``; raises ConfigError (one line) for what cannot be
     planned: an invalid config, an unknown shape, a layout the shape does not divide."""
-    C.validate(cfg)
+    config.validate(cfg)
     if gpu_gib <= 0:
-        raise C.ConfigError(f"--gpu-memory-gib: expected > 0, got {gpu_gib}")
+        raise config.ConfigError(f"--gpu-memory-gib: expected > 0, got {gpu_gib}")
     d, source = ((shape, f"given shape {shape.name}") if isinstance(shape, ModelShape)
                  else resolve_shape(cfg.model, shape))
     p = cfg.parallel
@@ -354,7 +354,7 @@ def plan_cascade(cfg: C.Cascade, gpu_gib: float = 80.0, shape: str | ModelShape 
     grpo = [s for s in cfg.stages if s.kind == "grpo"]
     gate_on = bool(cfg.gate.suites)
     # One engine serves the cascade, built from the first GRPO stage's rollout (a gate alone: the default's).
-    first = grpo[0].rollout if grpo else C.Rollout()
+    first = grpo[0].rollout if grpo else config.Rollout()
     util = first.gpu_memory_utilization if grpo or gate_on else None
     engine_tp = first.tensor_parallel_size
     _check_layout_divides(d, p, engine_tp)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.plan import GIB, CascadePlan, plan_cascade
 
 RM_SERVER_PROCESS_BYTES = 1 * GIB
@@ -58,7 +58,7 @@ def rm_server_share(left: float, gpu: float, servers: int = 1) -> float:
     return min(math.floor(part / gpu * 100) / 100, VLLM_DEFAULT_SHARE)
 
 
-def served_reward_models(cfg: C.Cascade) -> list[int]:
+def served_reward_models(cfg: config.Cascade) -> list[int]:
     """Indices of the reward_model stages the cascade serves itself: every one when the forgetting gate runs (each
     gate after an RM stage scores with the latest RM), else those a GRPO stage names in reward.reward_model_stage."""
     named = {s.reward.reward_model_stage for s in cfg.stages if s.kind == "grpo"}
@@ -66,7 +66,7 @@ def served_reward_models(cfg: C.Cascade) -> list[int]:
             if s.kind == "reward_model" and (bool(cfg.gate.suites) or s.name in named)]
 
 
-def plan_rm_server(cfg: C.Cascade, plan: CascadePlan) -> RMServerPlan | None:
+def plan_rm_server(cfg: config.Cascade, plan: CascadePlan) -> RMServerPlan | None:
     """The server's share from what rank 0 has left at the peak of every stage after the first served RM stage
     (the server lives to the cascade's end; with no stage after it, that stage's own peak). Its context is the
     engine's: the longest request any stage or gate suite makes. None when the cascade serves no RM itself."""
@@ -90,7 +90,7 @@ def gpu_gib_here() -> float | None:
     return torch.cuda.get_device_properties(0).total_memory / GIB
 
 
-def rm_server_kwargs(cfg: C.Cascade, rm_folder: str, gpu_gib: float | None = None) -> dict:
+def rm_server_kwargs(cfg: config.Cascade, rm_folder: str, gpu_gib: float | None = None) -> dict:
     """Keyword arguments for ``rewards.serve.VLLMServer`` serving the cascade's own RM from ``rm_folder``: the
     model's dtype always; on a GPU (``gpu_gib``, default: this machine's) also the planned share and a
     ``max_model_len`` of the engine's context within the model's positions. ConfigError (one line) when the
@@ -102,14 +102,14 @@ def rm_server_kwargs(cfg: C.Cascade, rm_folder: str, gpu_gib: float | None = Non
         return {"dtype": cfg.model.dtype}
     rm = plan_cascade(cfg, gpu_gib).rm_server
     if rm is None or rm.share <= 0:
-        raise C.ConfigError("no GPU memory left for the reward-model server on rank 0"
+        raise config.ConfigError("no GPU memory left for the reward-model server on rank 0"
                             + (f": {rm.line()}" if rm else " (the cascade serves no reward model of its own)"))
     positions = model_positions(read_served_shape(rm_folder))
     return {"dtype": cfg.model.dtype, "gpu_memory_utilization": rm.share,
             "max_model_len": min(rm.context, positions) if positions else rm.context}
 
 
-def rm_server_verdict(cfg: C.Cascade, gpu_gib: float | None = None) -> str | None:
+def rm_server_verdict(cfg: config.Cascade, gpu_gib: float | None = None) -> str | None:
     """One line for preflight: whether the cascade's RM server fits on rank 0's GPU (``gpu_gib``, default: this
     machine's; None without a GPU or without an RM server of the cascade's own)."""
     gpu_gib = gpu_gib if gpu_gib is not None else gpu_gib_here()
@@ -117,7 +117,7 @@ def rm_server_verdict(cfg: C.Cascade, gpu_gib: float | None = None) -> str | Non
         return None
     try:
         rm = plan_cascade(cfg, gpu_gib).rm_server
-    except C.ConfigError as e:  # a shape the planner cannot resolve: say so rather than stop the run
+    except config.ConfigError as e:  # a shape the planner cannot resolve: say so rather than stop the run
         return f"reward-model server: no memory estimate ({e})"
     return rm.line() if rm else None
 

@@ -27,7 +27,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.plan import CascadePlan, engine_bytes
 
 DEFAULT_TIME_LIMIT = "04:00:00"
@@ -92,11 +92,11 @@ def parse_time_limit(text: str) -> float:
     """Seconds in a Slurm time limit ``[D-]HH:MM:SS``; ConfigError (one line) otherwise."""
     m = re.fullmatch(r"(?:(\d+)-)?(\d+):([0-5]\d):([0-5]\d)", str(text).strip())
     if not m:
-        raise C.ConfigError(f"--time-limit {text!r}: expected HH:MM:SS or D-HH:MM:SS (as sbatch --time)")
+        raise config.ConfigError(f"--time-limit {text!r}: expected HH:MM:SS or D-HH:MM:SS (as sbatch --time)")
     days, hours, minutes, seconds = (int(g or 0) for g in m.groups())
     total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
     if total <= 0:
-        raise C.ConfigError(f"--time-limit {text}: expected a positive time")
+        raise config.ConfigError(f"--time-limit {text}: expected a positive time")
     return float(total)
 
 
@@ -131,18 +131,18 @@ def save_every(checkpoint_every: int, minutes: float, step_s: float, stage_steps
     return min(options, key=lambda o: o[0])
 
 
-def _tokens_per_step(stage: C.Stage) -> tuple[float, int, int]:
+def _tokens_per_step(stage: config.Stage) -> tuple[float, int, int]:
     """``(tokens trained per step, prompt tokens, response tokens)`` (the last two for GRPO only)."""
     if stage.kind == "grpo":
         prompt = stage.rollout.max_prompt_tokens
-        response = max(p.max_response_tokens for p in C.length_phases(stage))
+        response = max(p.max_response_tokens for p in config.length_phases(stage))
         return stage.grpo.prompts_per_step * stage.grpo.group_size * (prompt + response), prompt, response
     if stage.kind == "sft":
         return stage.sft_batch_size * stage.sft_max_tokens, 0, 0
     return 2 * stage.rm_batch_size * stage.rm_max_tokens, 0, 0
 
 
-def stage_time(stage: C.Stage, plan: CascadePlan, minutes: float, budget_s: float, hw: Hardware = H100
+def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s: float, hw: Hardware = H100
                ) -> StageTime:
     """One stage's step time and save interval on the plan's layout (its shape, world, engine)."""
     d = plan.shape
@@ -161,7 +161,7 @@ def stage_time(stage: C.Stage, plan: CascadePlan, minutes: float, budget_s: floa
     return StageTime(stage.name, stage.kind, tokens, train, generate, steps, by, budget_s)
 
 
-def time_plan(cfg: C.Cascade, plan: CascadePlan, time_limit_s: float, hw: Hardware = H100) -> list[StageTime]:
+def time_plan(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float, hw: Hardware = H100) -> list[StageTime]:
     budget = time_limit_s - STARTUP_S - SIGNAL_LEAD_S
     return [stage_time(s, plan, cfg.checkpoint_every_minutes, budget, hw) for s in cfg.stages]
 

@@ -16,7 +16,7 @@ import zlib
 from dataclasses import replace
 from pathlib import Path
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")
 """The ChatML control tokens every template of data.chat relies on; each must be one token of the vocabulary."""
 
 
-def data_fingerprint(data: C.Data, where: str) -> str:
+def data_fingerprint(data: config.Data, where: str) -> str:
     """sha256 of what a Data section reads: the file's bytes, or a synthetic / benchmark set's generated rows
     (generators are deterministic in split/size/seed, so the rows are the data). Missing files and unknown sets
     raise."""
@@ -35,19 +35,19 @@ def data_fingerprint(data: C.Data, where: str) -> str:
         try:
             rows = generated_rows(data)
         except DataError as e:
-            raise C.ConfigError(f"{where}.data.source: {e}") from None
+            raise config.ConfigError(f"{where}.data.source: {e}") from None
         h.update(json.dumps(rows, sort_keys=True, default=str).encode())
         return h.hexdigest()
     path = Path(data.source)
     if not path.is_file():
-        raise C.ConfigError(f"{where}.data.source: {path}: no such file")
+        raise config.ConfigError(f"{where}.data.source: {path}: no such file")
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
 
 
-def check_model(cfg: C.Cascade) -> None:
+def check_model(cfg: config.Cascade) -> None:
     """The base model: a known tiny shape, or an HF folder whose shapes fit the parallel layout and vLLM."""
     from nemo_cascade.convert.arch import DEFAULT_POSITIONS, check_parallel, read_hf_config, with_recipe_yarn
 
@@ -55,7 +55,7 @@ def check_model(cfg: C.Cascade) -> None:
         from nemo_cascade.convert.tiny import BUILDERS
 
         if cfg.model.build not in BUILDERS:
-            raise C.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected one of {sorted(BUILDERS)}")
+            raise config.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected one of {sorted(BUILDERS)}")
     if cfg.model.hf_path:
         spec = read_hf_config(cfg.model.hf_path)
         if cfg.model.yarn_factor:  # the run trains and serves a view with YaRN (cascade.prepare_base_model)
@@ -64,34 +64,34 @@ def check_model(cfg: C.Cascade) -> None:
                 "max_position_embeddings"])
         check_parallel(spec, cfg.parallel.tp, cfg.parallel.pp)
         if any(s.kind == "grpo" for s in cfg.stages) and spec.head_dim < 32:
-            raise C.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < 32, which vLLM's "
+            raise config.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < 32, which vLLM's "
                                 f"CPU attention rejects; use a model with head_dim >= 32")
         for s in cfg.stages:  # a training request is never cut short by the model's length
             if s.kind != "grpo":
                 continue
-            need = s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in C.length_phases(s))
+            need = s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in config.length_phases(s))
             positions = spec.max_position_embeddings or DEFAULT_POSITIONS  # what the actor builds
             if need > positions:
-                raise C.ConfigError(
+                raise config.ConfigError(
                     f"stages.{s.name}.rollout: max_prompt_tokens + max_response_tokens = {need} exceeds the model's "
                     f"{positions} positions ({cfg.model.hf_path}/config.json "
                     f"max_position_embeddings); shorten them, or set model.yarn_factor (App. B: factor 2 over "
                     f"32768 positions)")
 
 
-def check_stage_needs(cfg: C.Cascade) -> None:
+def check_stage_needs(cfg: config.Cascade) -> None:
     """What stages need beyond data: a sandbox for code rewards, an RM for pairwise gate suites."""
     from nemo_cascade.rewards.domains import DOMAINS
 
     for s in cfg.stages:
-        if (s.kind == "grpo" and any(DOMAINS[d].sandbox for d in C.stage_domains(s))  # names checked by validate()
+        if (s.kind == "grpo" and any(DOMAINS[d].sandbox for d in config.stage_domains(s))  # names checked by validate()
                 and s.reward.sandbox == "bwrap"):
             from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
 
             try:  # a code stage must not find out after loading a model
                 check_available()
             except SandboxUnavailable as e:
-                raise C.ConfigError(f"stages.{s.name}.reward.sandbox: {e}") from None
+                raise config.ConfigError(f"stages.{s.name}.reward.sandbox: {e}") from None
     if cfg.gate.suites:
         from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
 
@@ -100,13 +100,13 @@ def check_stage_needs(cfg: C.Cascade) -> None:
                 suite = get_suite(name)
                 load_items(suite, limit=cfg.gate.limit)
             except EvalError as e:
-                raise C.ConfigError(f"gate.suites: {e}") from None
+                raise config.ConfigError(f"gate.suites: {e}") from None
             if suite.pairwise and not any(s.kind == "reward_model" for s in cfg.stages):
-                raise C.ConfigError(f"gate.suites: {name} is scored by a reward model, but the cascade has no "
+                raise config.ConfigError(f"gate.suites: {name} is scored by a reward model, but the cascade has no "
                                     f"reward_model stage to serve one")
 
 
-def check_instruction_taxonomy(cfg: C.Cascade) -> None:
+def check_instruction_taxonomy(cfg: config.Cascade) -> None:
     """IF-RL prompt files hold no IFBench *test* instruction id unless their source allows it (§4.4.2:
     IF-RL trains on IFEval and IFBench-Train; ``Data.allow_eval_instructions``). The loader refuses such a row
     when the stage starts; found here, it stops the cascade before its first stage rather than days later.
@@ -126,7 +126,7 @@ def check_instruction_taxonomy(cfg: C.Cascade) -> None:
     for s in cfg.stages:
         if s.kind != "grpo":
             continue
-        for j, (data, domain) in enumerate(C.prompt_sources(s)):
+        for j, (data, domain) in enumerate(config.prompt_sources(s)):
             path, where = Path(data.source), f"stages.{s.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
             if domain != "ifeval" or data.allow_eval_instructions or is_generated(data.source):
                 continue
@@ -141,12 +141,12 @@ def check_instruction_taxonomy(cfg: C.Cascade) -> None:
             try:
                 rows = read_jsonl(path, data.size, bad=[])
             except DataError as e:
-                raise C.ConfigError(f"{where}.source: {e}") from None
+                raise config.ConfigError(f"{where}.source: {e}") from None
             for line, row in rows:
                 try:
                     validate(adapt(domain, row, f"{path}:{line}")[1])
                 except RefusedRow as e:
-                    raise C.ConfigError(f"{path}:{line}: {e}") from None
+                    raise config.ConfigError(f"{path}:{line}: {e}") from None
                 except ValueError:
                     continue  # malformed: the loader's to count or refuse (Data.max_bad_rows)
 
@@ -158,27 +158,27 @@ URL_FILE_WAIT_S = 600.0
 """How long a ``file:`` URL's file may take to appear: the server job may still be loading its model."""
 
 
-def stages_to_run(cfg: C.Cascade, status: dict[str, str], only_stage: str | None = None) -> list[C.Stage]:
+def stages_to_run(cfg: config.Cascade, status: dict[str, str], only_stage: str | None = None) -> list[config.Stage]:
     """The stages this run will train: ``only_stage`` (even when done: ``--retrain``), else every stage not done."""
     if only_stage:
         return [s for s in cfg.stages if s.name == only_stage]
     return [s for s in cfg.stages if status.get(s.name) != "done"]
 
 
-def served_endpoints(stage: C.Stage) -> list[tuple[str, str]]:
+def served_endpoints(stage: config.Stage) -> list[tuple[str, str]]:
     """``(Reward field, URL or file:PATH)`` of the served models a GRPO stage scores with."""
     from nemo_cascade.rewards.domains import DOMAINS
 
     rw = stage.reward
     if stage.kind != "grpo":
         return []
-    fields = {f for d in C.stage_domains(stage) for f in DOMAINS[d].servers}
+    fields = {f for d in config.stage_domains(stage) for f in DOMAINS[d].servers}
     if rw.if_rm_bonus:  # IF-RL's reward-model bonus (§4.4.2)
         fields.add("reward_model_url")
     return [(f, getattr(rw, f)) for f in ("reward_model_url", "judge_url") if f in fields and getattr(rw, f)]
 
 
-def check_endpoints(stages: list[C.Stage], *, wait: float | None = None, file_wait: float | None = None,
+def check_endpoints(stages: list[config.Stage], *, wait: float | None = None, file_wait: float | None = None,
                     poll: float = 2.0) -> dict[str, str]:
     """Every served model the stages score with answers ``/health`` (a ``file:`` URL's file waited for first),
     so that a placeholder or unreachable URL fails before the hours of the base evaluation and the stages
@@ -197,7 +197,7 @@ def check_endpoints(stages: list[C.Stage], *, wait: float | None = None, file_wa
             try:
                 reached[spec] = probe(spec, expect[field], wait=wait, file_wait=file_wait, poll=poll)
             except (EndpointError, ValueError) as e:
-                raise C.ConfigError(f"stages.{s.name}.reward.{field}: {e}") from None
+                raise config.ConfigError(f"stages.{s.name}.reward.{field}: {e}") from None
     return reached
 
 
@@ -208,17 +208,17 @@ def check_tokenizer(tokenizer, model_dir: str | Path, finished_stage_dirs: list[
     model_cfg = json.loads((Path(model_dir) / "config.json").read_text())
     vocab = model_cfg.get("vocab_size") or model_cfg.get("text_config", {}).get("vocab_size")
     if vocab is not None and len(tokenizer) > vocab:
-        raise C.ConfigError(f"{model_dir}: the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
+        raise config.ConfigError(f"{model_dir}: the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
                             f"{vocab}; expected a tokenizer no larger than the embedding")
     for token in CHAT_TOKENS:
         if len(tokenizer.encode(token, add_special_tokens=False)) != 1:
-            raise C.ConfigError(f"{model_dir}: {token} is not a single token of the tokenizer; the chat template "
+            raise config.ConfigError(f"{model_dir}: {token} is not a single token of the tokenizer; the chat template "
                                 f"(ChatML, §3.1.2) needs it")
     base = _tokenizer_digest(Path(model_dir))
     for stage_dir in finished_stage_dirs:
         theirs = _tokenizer_digest(stage_dir / "hf")
         if base and theirs and theirs != base:
-            raise C.ConfigError(f"{stage_dir / 'hf'}: its tokenizer differs from the base model's ({model_dir}); "
+            raise config.ConfigError(f"{stage_dir / 'hf'}: its tokenizer differs from the base model's ({model_dir}); "
                                 f"expected the same tokenizer through the whole cascade")
 
 
@@ -228,7 +228,7 @@ def _tokenizer_digest(folder: Path) -> str:
         if path.is_file() else ""
 
 
-def check_inputs_exist(cfg: C.Cascade) -> None:
+def check_inputs_exist(cfg: config.Cascade) -> None:
     """Every stage's data files, all at once: one line naming each missing one and, when a later stage has a
     released checkpoint (``Stage.released_after``), the recipe that starts after the missing ones."""
     from nemo_cascade.data.loader import is_generated
@@ -246,13 +246,13 @@ def check_inputs_exist(cfg: C.Cascade) -> None:
     hint = (f"stage {way.name} has a released checkpoint: `nemo-cascade run {way.released_after}` starts after it "
             f"and needs none of these" if way else "docs/recipes.md (Data) says where each file comes from")
     count = f"{len(missing)} input files missing: " if len(missing) > 1 else ""
-    raise C.ConfigError(f"{count}{', '.join(missing)}; {hint}")
+    raise config.ConfigError(f"{count}{', '.join(missing)}; {hint}")
 
 
-def check_cascade(cfg: C.Cascade) -> dict[str, list[str]]:
+def check_cascade(cfg: config.Cascade) -> dict[str, list[str]]:
     """Every file-level check of every stage; returns ``stage name → data fingerprints`` (data, then
     extra_data) for the manifest. Raises ConfigError (one line) on the first problem."""
-    C.validate(cfg)
+    config.validate(cfg)
     check_model(cfg)
     check_inputs_exist(cfg)
     fingerprints = {}
@@ -269,7 +269,7 @@ def check_cascade(cfg: C.Cascade) -> dict[str, list[str]]:
     return fingerprints
 
 
-def check_rm_server(cfg: C.Cascade, gpu_gib: float | None = None) -> str | None:
+def check_rm_server(cfg: config.Cascade, gpu_gib: float | None = None) -> str | None:
     """Say in one line (logged; a warning when it does not fit) whether the cascade's own reward-model server
     fits on rank 0's GPU beside the actor and the engine (``plan_rm``); returns the line, None when there is no
     such server or no GPU here (``gpu_gib``: the GPU's memory, default this machine's). An estimate: it never

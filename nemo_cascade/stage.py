@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from nemo_cascade import checkpoint, ranks, stop_request, weight_sync
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.algorithms import grpo, packing, reward_model, sft
 from nemo_cascade.algorithms.length_curriculum import LengthCurriculum
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
@@ -146,11 +146,11 @@ def _resume_grpo(ctx: StageContext, stream: PromptStream, curriculum: LengthCurr
     return start
 
 
-def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
+def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dict:
     g = stage.grpo
     stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
                           epoch_filter=(g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None)
-    scorer = stage_scorer(C.stage_domains(stage), stage.reward)  # one domain, or several mixed in one run
+    scorer = stage_scorer(config.stage_domains(stage), stage.reward)  # one domain, or several mixed in one run
     curriculum = LengthCurriculum(stage)                  # response-length phases (§4.5.2, T17–T19)
     if g.kl_coef > 0:
         ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3), even on resume
@@ -162,7 +162,7 @@ def run_grpo(ctx: StageContext, stage: C.Stage, prompts: PromptList) -> dict:
         timer, switched = PhaseTimer(), []
         at_start = _data_state(stream, curriculum), checkpoint.rng_state()  # what a stop in this step saves
         phase_index, phase = curriculum.at()
-        cfg, rollout = replace(g, overlong=phase.overlong), C.phase_rollout(stage, phase)  # + T (T17–T19)
+        cfg, rollout = replace(g, overlong=phase.overlong), config.phase_rollout(stage, phase)  # + T (T17–T19)
         temperature = rollout.temperature  # the actor's log-probs are the sampling policy's (rollout/vllm.py)
 
         def sample(prompts_P, round_):  # one generation round; seeds keyed per (step, round)
@@ -240,7 +240,7 @@ class _Drawn:
             next(self)
 
 
-def run_supervised(ctx: StageContext, stage: C.Stage, rows: list, batch_size: int,
+def run_supervised(ctx: StageContext, stage: config.Stage, rows: list, batch_size: int,
                    step_fn: Callable[[list, PhaseTimer], tuple[dict, dict]]) -> dict:
     """The loop of the supervised stages (SFT, reward model): shuffled epochs of ``rows`` in batches of
     ``batch_size`` (``sft_batches``, seeded by ``stage.data.seed``), one actor step per batch, its metrics
@@ -258,7 +258,7 @@ def run_supervised(ctx: StageContext, stage: C.Stage, rows: list, batch_size: in
     return batches.state_dict()
 
 
-def _sft_step(ctx: StageContext, stage: C.Stage, examples: list, timer: PhaseTimer) -> tuple[dict, dict]:
+def _sft_step(ctx: StageContext, stage: config.Stage, examples: list, timer: PhaseTimer) -> tuple[dict, dict]:
     batch = packing.pack_sft_batch(examples, stage.sft_max_tokens, ctx.pad_id)  # sequence packing
     with timer("train"):
         result = ctx.actor.train_step(batch.tensors(), sft_loss)
@@ -268,7 +268,7 @@ def _sft_step(ctx: StageContext, stage: C.Stage, examples: list, timer: PhaseTim
             {"loss": result.loss})
 
 
-def run_sft(ctx: StageContext, stage: C.Stage, examples: list) -> dict:
+def run_sft(ctx: StageContext, stage: config.Stage, examples: list) -> dict:
     return run_supervised(ctx, stage, examples, stage.sft_batch_size, partial(_sft_step, ctx, stage))
 
 
@@ -276,7 +276,7 @@ def rm_loss(scores_B_T, mb):
     return reward_model.bt_loss_terms(scores_B_T, mb["last"], mb["pair_valid"])
 
 
-def _rm_step(ctx: StageContext, stage: C.Stage, pairs: list, timer: PhaseTimer) -> tuple[dict, dict]:
+def _rm_step(ctx: StageContext, stage: config.Stage, pairs: list, timer: PhaseTimer) -> tuple[dict, dict]:
     batch = reward_model.make_pair_batch(pairs, stage.rm_max_tokens, ctx.pad_id)
     with timer("train"):
         result = ctx.actor.train_step(batch.tensors(), rm_loss)
@@ -286,6 +286,6 @@ def _rm_step(ctx: StageContext, stage: C.Stage, pairs: list, timer: PhaseTimer) 
             {"loss": result.loss, "acc": acc})
 
 
-def run_reward_model(ctx: StageContext, stage: C.Stage, pairs: list) -> None:
+def run_reward_model(ctx: StageContext, stage: config.Stage, pairs: list) -> None:
     """Bradley–Terry RM training (§4.2); ``ctx.actor`` is an ``actor.reward_model.RewardModelActor``."""
     run_supervised(ctx, stage, pairs, stage.rm_batch_size, partial(_rm_step, ctx, stage))  # shuffled epochs of pairs

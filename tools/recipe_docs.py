@@ -32,7 +32,7 @@ from functools import reduce
 from pathlib import Path
 from typing import Any, Callable
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "recipes.md"
@@ -53,11 +53,11 @@ def _get(obj: Any, path: str) -> Any:
     return reduce(getattr, path.split("."), obj)
 
 
-def _changed(stage: C.Stage, path: str) -> bool:
-    return _get(stage, path) != _get(C.Stage(kind=stage.kind), path)
+def _changed(stage: config.Stage, path: str) -> bool:
+    return _get(stage, path) != _get(config.Stage(kind=stage.kind), path)
 
 
-SHOWN: dict[str, Callable[[C.Stage, str], bool]] = {
+SHOWN: dict[str, Callable[[config.Stage, str], bool]] = {
     # Fields a stage table shows only where a recipe uses them; a field not listed here has a value in every stage
     # whose kind reads it (see `shown`).
     "length_curriculum": _changed,
@@ -88,7 +88,7 @@ def kinds_reading(path: str) -> tuple[str, ...] | None:
     return None
 
 
-def shown(stage: C.Stage, path: str) -> bool:
+def shown(stage: config.Stage, path: str) -> bool:
     kinds = kinds_reading(path)
     if kinds is not None and stage.kind not in kinds:
         return False
@@ -104,7 +104,7 @@ def text(value: Any) -> str:
         return re.sub(r"e([+-])0+(\d)", r"e\1\2", repr(value))  # 2e-06 → 2e-6
     if isinstance(value, tuple):
         return ",".join(text(v) for v in value)
-    if isinstance(value, C.LengthPhase):  # STEPS:TOKENS:OVERLONG[:T<temperature>] (config/overrides.py)
+    if isinstance(value, config.LengthPhase):  # STEPS:TOKENS:OVERLONG[:T<temperature>] (config/overrides.py)
         out = f"{value.steps}:{value.max_response_tokens}:{value.overlong}"
         return out if value.temperature is None else f"{out}:T{text(value.temperature)}"
     if is_dataclass(value):
@@ -134,13 +134,13 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def cascade_table(cascades: dict[str, C.Cascade], sources: dict[str, str], where: str) -> list[str]:
+def cascade_table(cascades: dict[str, config.Cascade], sources: dict[str, str], where: str) -> list[str]:
     rows = [[f"`{path}`", *(cell(_value(c, path, where), path) for c in cascades.values()), source]
             for path, source in sources.items()]
     return _table(["field", *(f"`{fn}()`" for fn in cascades), "source"], rows)
 
 
-def stage_table(cfg: C.Cascade, sources: dict[str, str], where: str) -> list[str]:
+def stage_table(cfg: config.Cascade, sources: dict[str, str], where: str) -> list[str]:
     rows = []
     for path, source in sources.items():
         cells = []
@@ -148,7 +148,7 @@ def stage_table(cfg: C.Cascade, sources: dict[str, str], where: str) -> list[str
             value = _value(stage, path, where)
             if shown(stage, path):
                 cells.append(cell(value, path))
-            elif value == _get(C.Stage(kind=stage.kind), path):
+            elif value == _get(config.Stage(kind=stage.kind), path):
                 cells.append("—")
             else:  # "—" says "the default": never hide a value the recipe sets
                 raise RecipeDocError(f"{where}: stage {stage.name!r} sets {path} = {value!r}, which its table would "
@@ -181,12 +181,12 @@ class Recipes:
             self.modules[path] = runpy.run_path(str(file))
         return self.modules[path]
 
-    def cascade(self, path: str, fn: str) -> C.Cascade:
+    def cascade(self, path: str, fn: str) -> config.Cascade:
         module = self.module(path)
         if not callable(module.get(fn)):
             raise RecipeDocError(f"{path}: no function {fn}()")
         cfg = module[fn]()
-        if not isinstance(cfg, C.Cascade):
+        if not isinstance(cfg, config.Cascade):
             raise RecipeDocError(f"{path}: {fn}() returned {type(cfg).__name__}, not a Cascade")
         return cfg
 

@@ -15,9 +15,9 @@ from typing import Iterator
 import torch
 import torch.distributed as dist
 
-from nemo_cascade.actor import buckets as B
-from nemo_cascade.convert import arch as A
-from nemo_cascade.convert import table as T
+from nemo_cascade.actor import buckets
+from nemo_cascade.convert import arch
+from nemo_cascade.convert import table
 from nemo_cascade.convert.hf_io import SafetensorsReader
 
 
@@ -28,7 +28,7 @@ class HFWeights:
         per_stage = self.spec.num_layers // self.parallel.pp
         return self.ps.get_pipeline_model_parallel_rank() * per_stage
 
-    def _local_name(self, entry: T.Entry) -> str | None:
+    def _local_name(self, entry: table.Entry) -> str | None:
         """This rank's parameter name for a table entry, or None if another PP stage owns it."""
         if entry.layer is None:
             return entry.megatron
@@ -37,7 +37,7 @@ class HFWeights:
             return None
         return entry.megatron.replace(f"layers.{entry.layer}.", f"layers.{local}.", 1)
 
-    def _owned(self) -> Iterator[tuple[T.Entry, torch.nn.Parameter]]:
+    def _owned(self) -> Iterator[tuple[table.Entry, torch.nn.Parameter]]:
         params = dict(self.model.named_parameters())
         for e in self.table.entries:
             name = self._local_name(e)
@@ -62,16 +62,16 @@ class HFWeights:
                 loaded.add(id(param))
                 continue
             parts = [reader.get(n) for n in entry.hf]
-            full = T.to_megatron(entry, parts, self.spec)
-            local = T.shard(full, entry.rule.tp, self.tp_rank, self.parallel.tp)
+            full = table.to_megatron(entry, parts, self.spec)
+            local = table.shard(full, entry.rule.tp, self.tp_rank, self.parallel.tp)
             if local.shape != param.shape:
-                raise A.ModelFilesError(f"{hf_path}: {entry.hf[0]} has shape {tuple(full.shape)}, which does "
+                raise arch.ModelFilesError(f"{hf_path}: {entry.hf[0]} has shape {tuple(full.shape)}, which does "
                                         f"not fit {entry.megatron} {tuple(param.shape)} on TP rank {self.tp_rank}")
             param.copy_(local.to(param.dtype))
             loaded.add(id(param))
         missing = [n for n, p in self.model.named_parameters() if id(p) not in loaded]
         if missing:
-            raise A.ModelFilesError(f"{hf_path}: no table entry filled Megatron parameters {missing}")
+            raise arch.ModelFilesError(f"{hf_path}: no table entry filled Megatron parameters {missing}")
 
     @torch.no_grad()
     def iter_hf_weights(self, dtype: torch.dtype | None = None,
@@ -88,19 +88,19 @@ class HFWeights:
         owned = {e.megatron: p for e, p in self._owned() if id(p) not in copies}
         limit = self._agreed_bucket_bytes() if bucket_bytes is None else bucket_bytes
         size = self.tconfig.params_dtype.itemsize
-        for bucket in B.plan_buckets(list(self.table.entries), lambda e: math.prod(self._full_shape(e)) * size,
+        for bucket in buckets.plan_buckets(list(self.table.entries), lambda e: math.prod(self._full_shape(e)) * size,
                                      self._owner_stage, limit):
             for entry, full in zip(bucket, self._gather_bucket(bucket, owned)):
-                for name, t in T.to_hf(entry, full, self.spec):
+                for name, t in table.to_hf(entry, full, self.spec):
                     yield name, (t if dtype is None else t.to(dtype))
 
     def _agreed_bucket_bytes(self) -> int:
         """The bucket size every rank can afford: from the smallest free memory of any rank (collective)."""
-        free = torch.tensor([B.free_memory_bytes(self.device)], dtype=torch.int64, device=self.device)
+        free = torch.tensor([buckets.free_memory_bytes(self.device)], dtype=torch.int64, device=self.device)
         dist.all_reduce(free, op=dist.ReduceOp.MIN)
-        return B.bucket_limit(int(free))
+        return buckets.bucket_limit(int(free))
 
-    def _gather_bucket(self, bucket: list[T.Entry], owned: dict) -> list[torch.Tensor]:
+    def _gather_bucket(self, bucket: list[table.Entry], owned: dict) -> list[torch.Tensor]:
         """The full (TP = 1) tensors of one bucket of entries owned by one pipeline stage, on every rank."""
         ps, tp = self.ps, self.parallel.tp
         fulls = None
@@ -114,7 +114,7 @@ class HFWeights:
                 per_rank, offset = gathered.view(tp, -1), 0
                 for i in split:
                     n, shape = fulls[i].numel(), fulls[i].shape
-                    fulls[i] = T.unshard([r[offset:offset + n].view(shape) for r in per_rank], bucket[i].rule.tp)
+                    fulls[i] = table.unshard([r[offset:offset + n].view(shape) for r in per_rank], bucket[i].rule.tp)
                     offset += n
         if self.parallel.pp > 1:  # the owning stage broadcasts the bucket's full tensors, concatenated
             shapes = [self._full_shape(e) for e in bucket]
@@ -129,8 +129,8 @@ class HFWeights:
         params = dict(self.model.named_parameters())
         return [params[name] for name in self.table.megatron_copies if name in params]
 
-    def _owner_stage(self, entry: T.Entry) -> int:
+    def _owner_stage(self, entry: table.Entry) -> int:
         return self.table.owner_stage(entry, self.parallel.pp)
 
-    def _full_shape(self, entry: T.Entry) -> tuple[int, ...]:
+    def _full_shape(self, entry: table.Entry) -> tuple[int, ...]:
         return self.table.full_shape(entry)

@@ -23,15 +23,15 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade import ranks
 from nemo_cascade.actor import cpu
 from nemo_cascade.actor.hf_weights import HFWeights
 from nemo_cascade.actor import lm_head as LM
-from nemo_cascade.actor import precision as P
+from nemo_cascade.actor import precision
 from nemo_cascade.algorithms.packing import segment_causal_mask
-from nemo_cascade.convert import arch as A
-from nemo_cascade.convert import table as T
+from nemo_cascade.convert import arch
+from nemo_cascade.convert import table
 from nemo_cascade.faults import crash_point
 
 # megatron-core 0.16's distributed optimizer calls collectives that torch 2.13 marks deprecated; the warning
@@ -58,7 +58,7 @@ def init_distributed(timeout_minutes: float | None = None) -> None:
             port = s.getsockname()[1]
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(port))
-    minutes = C.Parallel.collective_timeout_minutes if timeout_minutes is None else timeout_minutes
+    minutes = config.Parallel.collective_timeout_minutes if timeout_minutes is None else timeout_minutes
     timeout = timedelta(minutes=minutes)
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
@@ -82,7 +82,7 @@ class StepMetrics:
 class MegatronActor(HFWeights):
     """Build from an HF folder, train, and hand out full HF-named weights (for vLLM and exports)."""
 
-    def __init__(self, hf_path: str, parallel: C.Parallel, dtype: str = "float32", seed: int = 1234, *,
+    def __init__(self, hf_path: str, parallel: config.Parallel, dtype: str = "float32", seed: int = 1234, *,
                  transformer_impl: str = "auto", fp8: str = "none"):
         """``transformer_impl`` / ``fp8``: ``config.Model``'s fields of those names (actor/precision.py)."""
         from megatron.core import parallel_state as ps
@@ -91,14 +91,14 @@ class MegatronActor(HFWeights):
         cpu.enable()
         init_distributed(parallel.collective_timeout_minutes)
         self.spec = self._read_spec(hf_path)
-        A.check_parallel(self.spec, parallel.tp, parallel.pp)
+        arch.check_parallel(self.spec, parallel.tp, parallel.pp)
         # TE or local spec, FP8, SP, CP, recompute — checked against this machine before any process group work.
-        self.plan = P.plan(C.Model(dtype=dtype, transformer_impl=transformer_impl, fp8=fp8), parallel,
+        self.plan = precision.plan(config.Model(dtype=dtype, transformer_impl=transformer_impl, fp8=fp8), parallel,
                            rope_scaling=self.spec.yarn is not None)
         self._check_sequence_split(parallel)
         world, mp = dist.get_world_size(), parallel.tp * parallel.pp * parallel.cp
         if world % mp:
-            raise C.ConfigError(f"parallel.tp × parallel.pp × parallel.cp = {parallel.tp}×{parallel.pp}×{parallel.cp} "
+            raise config.ConfigError(f"parallel.tp × parallel.pp × parallel.cp = {parallel.tp}×{parallel.pp}×{parallel.cp} "
                                 f"must divide the world size {world}")
         if not ps.model_parallel_is_initialized():
             ps.initialize_model_parallel(tensor_model_parallel_size=parallel.tp,
@@ -135,38 +135,38 @@ class MegatronActor(HFWeights):
     def dp_size(self) -> int:
         return self.ps.get_data_parallel_world_size()
 
-    def _read_spec(self, hf_path: str) -> A.ModelShape:
-        spec = A.read_hf_config(hf_path)
-        if A.is_reward_model(spec):  # a policy needs an LM head; a cascade never hands an RM on as policy
-            raise A.ModelFilesError(f"{hf_path}: {spec.hf_architecture} is a reward model, not a causal LM policy")
+    def _read_spec(self, hf_path: str) -> arch.ModelShape:
+        spec = arch.read_hf_config(hf_path)
+        if arch.is_reward_model(spec):  # a policy needs an LM head; a cascade never hands an RM on as policy
+            raise arch.ModelFilesError(f"{hf_path}: {spec.hf_architecture} is a reward model, not a causal LM policy")
         return spec
 
-    def _conversion_table(self) -> T.Table:
-        return T.table_for(self.spec, te=self.te)
+    def _conversion_table(self) -> table.Table:
+        return table.table_for(self.spec, te=self.te)
 
-    def _check_sequence_split(self, parallel: C.Parallel) -> None:
+    def _check_sequence_split(self, parallel: config.Parallel) -> None:
         """CP hands the loss function log-probs reassembled over CP ranks (precision.cp_token_logprobs); a
         subclass with another head output (the reward model's scores) has no such path."""
         if parallel.cp > 1 and type(self)._loss_input is not MegatronActor._loss_input:
-            raise C.ConfigError(f"parallel.cp={parallel.cp}: {type(self).__name__} reads whole sequences "
+            raise config.ConfigError(f"parallel.cp={parallel.cp}: {type(self).__name__} reads whole sequences "
                                 f"(its head's output is not per-token log-probs); set parallel.cp=1")
 
     def _layer_spec(self):
-        return P.layer_spec(self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp)
+        return precision.layer_spec(self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp)
 
     def _build(self):
         import torch.nn.functional as F
         from megatron.core.models.gpt import GPTModel
         from megatron.core.transformer import TransformerConfig
 
-        kwargs = A.transformer_config_kwargs(self.spec, self.parallel.tp, self.parallel.pp, self.bf16)
+        kwargs = arch.transformer_config_kwargs(self.spec, self.parallel.tp, self.parallel.pp, self.bf16)
         self.tconfig = TransformerConfig(activation_func=F.silu, **kwargs, **self.plan.config_kwargs)
-        for name, value in A.yarn_config_attributes(self.spec).items():  # YaRN RoPE (App. B)
+        for name, value in arch.yarn_config_attributes(self.spec).items():  # YaRN RoPE (App. B)
             setattr(self.tconfig, name, value)
         model = GPTModel(
             config=self.tconfig, transformer_layer_spec=self._layer_spec(),
             pre_process=self.ps.is_pipeline_first_stage(), post_process=self.ps.is_pipeline_last_stage(),
-            **A.gpt_model_kwargs(self.spec),
+            **arch.gpt_model_kwargs(self.spec),
         )
         return model.to(self.device)
 
@@ -238,7 +238,7 @@ class MegatronActor(HFWeights):
             self._params_gather_pending = False
 
     # ------------------------------------------------------------------------------------- optimizer
-    def configure_optimizer(self, actor: C.Actor, total_steps: int, carry: bool = False) -> None:
+    def configure_optimizer(self, actor: config.Actor, total_steps: int, carry: bool = False) -> None:
         """AdamW + this stage's LR schedule. ``carry`` (``boundary.optimizer``): keep the existing optimizer —
         its Adam moments and step count — and only start the new schedule; otherwise a fresh optimizer."""
         from megatron.core.optimizer import get_megatron_optimizer
@@ -247,7 +247,7 @@ class MegatronActor(HFWeights):
             self.optimizer = get_megatron_optimizer(self._optimizer_config(actor), [self.module])
         self.scheduler = lr_scheduler(self.optimizer, actor, total_steps)
 
-    def _optimizer_config(self, actor: C.Actor):
+    def _optimizer_config(self, actor: config.Actor):
         from megatron.core.optimizer import OptimizerConfig
 
         return OptimizerConfig(
@@ -288,7 +288,7 @@ class MegatronActor(HFWeights):
         cp_labels = inputs.pop("labels", None)
         selection = None
         if self._head_input is not None and "loss_mask" in mb:  # the loss reads the trained tokens only
-            T_pad = P.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
+            T_pad = precision.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
             selection = LM.select(mb["loss_mask"], T_pad, thd="packed_seq_params" in inputs)
             self._head_input.selection = selection
         try:
@@ -303,18 +303,18 @@ class MegatronActor(HFWeights):
         FP8 shard or tile the sequence; the loss sees only the first T positions), with their attention layout.
         Packed rows (packing.pack_sft_batch, packing.pack_sequences) attend per sequence: a block-diagonal mask on the
         local spec, ``thd`` boundaries on TE (whose causal attention ignores masks). CP: this rank's chunks and labels."""
-        T_pad = P.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
-        tokens = P.pad_seq(mb["tokens"], T_pad)
+        T_pad = precision.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
+        tokens = precision.pad_seq(mb["tokens"], T_pad)
         if "segment_ids" in mb:
             if self.parallel.cp > 1:
-                raise C.ConfigError("parallel.cp > 1 cannot split packed rows (per-sequence attention); "
+                raise config.ConfigError("parallel.cp > 1 cannot split packed rows (per-sequence attention); "
                                     "set parallel.cp=1 for sft stages and grpo.sequence_packing=false")
-            segments, positions = P.pad_seq(mb["segment_ids"], T_pad), P.pad_seq(mb["position_ids"], T_pad)
+            segments, positions = precision.pad_seq(mb["segment_ids"], T_pad), precision.pad_seq(mb["position_ids"], T_pad)
             if self.te:
-                return P.thd_inputs(tokens, positions, segments)
+                return precision.thd_inputs(tokens, positions, segments)
             return dict(input_ids=tokens, position_ids=positions, attention_mask=segment_causal_mask(segments))
         if self.parallel.cp > 1:
-            return P.cp_inputs(tokens, self.parallel.cp, self.ps.get_context_parallel_rank())
+            return precision.cp_inputs(tokens, self.parallel.cp, self.ps.get_context_parallel_rank())
         positions = torch.arange(T_pad, device=tokens.device).unsqueeze(0).expand_as(tokens)
         return dict(input_ids=tokens, position_ids=positions, attention_mask=_cpu_causal_mask(T_pad, tokens.device))
 
@@ -324,7 +324,7 @@ class MegatronActor(HFWeights):
         if selection is not None:  # logits of the predicting positions only: [1, N, V]
             x = LM.token_logprobs(output, mb["tokens"], selection, temperature)
         elif cp_labels is not None:
-            x = P.cp_token_logprobs(output, cp_labels, T, temperature, self.ps.get_context_parallel_group())
+            x = precision.cp_token_logprobs(output, cp_labels, T, temperature, self.ps.get_context_parallel_group())
         else:  # [1, B·T_pad, ·] for thd rows; drop the padded positions
             x = self._loss_input(output.reshape(B, -1, output.shape[-1])[:, :T], mb, temperature)
         num, den, sums = loss_fn(x, mb)
@@ -347,7 +347,7 @@ class MegatronActor(HFWeights):
 
         mbs, _ = self._microbatches(batch)
         # Pipeline stages exchange activations of this (padded) length; Megatron divides it by cp (and tp with SP).
-        seq_len, rows = P.pipeline_shape(P.round_up(batch["tokens"].shape[1], self.plan.seq_multiple),
+        seq_len, rows = precision.pipeline_shape(precision.round_up(batch["tokens"].shape[1], self.plan.seq_multiple),
                                          self.parallel.micro_batch_size, thd=self.te and "segment_ids" in batch)
         out = get_forward_backward_func()(
             forward_step_func=partial(self._forward_step, loss_fn, temperature),
@@ -454,7 +454,7 @@ class MegatronActor(HFWeights):
                     p.copy_(current[n])
 
 
-def lr_scheduler(optimizer, actor: C.Actor, total_steps: int):
+def lr_scheduler(optimizer, actor: config.Actor, total_steps: int):
     """Megatron's LR / weight-decay scheduler for one stage: warm-up to ``actor.lr``, then ``lr_schedule`` decay
     to ``min_lr`` over ``actor.lr_decay_steps`` (0 = the stage's ``total_steps``; T14's horizon question)."""
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from nemo_cascade import config as C
+from nemo_cascade.config import ConfigError, Model, Parallel
 from nemo_cascade.config.checks import validate_parallel_settings
 
 log = logging.getLogger(__name__)
@@ -109,36 +109,36 @@ def import_transformer_engine() -> tuple[str | None, str | None]:
     return str(getattr(te, "__version__", "0")), None
 
 
-def use_transformer_engine(model: C.Model, env: Env) -> bool:
+def use_transformer_engine(model: Model, env: Env) -> bool:
     """``local`` → False; ``transformer_engine`` → True (or an error naming what is missing); ``auto`` → TE
     exactly when CUDA is present and ``transformer_engine`` imports."""
     impl = model.transformer_impl
     if impl == "local":
         return False
     if env.cuda and env.te_error and impl in ("auto", "transformer_engine"):
-        raise C.ConfigError(f"model.transformer_impl={impl}: transformer_engine is installed but does not import "
+        raise ConfigError(f"model.transformer_impl={impl}: transformer_engine is installed but does not import "
                             f"({env.te_error}); reinstall it for this torch and CUDA (the gpu extra), or set "
                             f"model.transformer_impl=local")
     if impl == "auto":
         return env.cuda and env.te_version is not None
     if impl != "transformer_engine":
-        raise C.ConfigError(f"model.transformer_impl: expected auto, local or transformer_engine, got {impl!r}")
+        raise ConfigError(f"model.transformer_impl: expected auto, local or transformer_engine, got {impl!r}")
     if not env.cuda:
-        raise C.ConfigError("model.transformer_impl: 'transformer_engine' needs a CUDA GPU and none is visible "
+        raise ConfigError("model.transformer_impl: 'transformer_engine' needs a CUDA GPU and none is visible "
                             "(use 'auto' or 'local' on CPU)")
     if env.te_version is None:
-        raise C.ConfigError("model.transformer_impl: 'transformer_engine' needs the transformer_engine package, "
+        raise ConfigError("model.transformer_impl: 'transformer_engine' needs the transformer_engine package, "
                             "which is not importable here (install the gpu extra, or use 'auto' or 'local')")
     return True
 
 
-def check(model: C.Model, parallel: C.Parallel, env: Env, te: bool) -> None:
+def check(model: Model, parallel: Parallel, env: Env, te: bool) -> None:
     """Every combination this machine cannot run, as one ConfigError line naming the field (the rules that
     hold on any machine are config.checks.validate_parallel_settings)."""
     if model.fp8 != "none":
         _check_fp8(model.fp8, env, te)
     if parallel.cp > 1 and not te:
-        raise C.ConfigError(f"parallel.cp={parallel.cp}: context parallelism runs inside Transformer Engine's "
+        raise ConfigError(f"parallel.cp={parallel.cp}: context parallelism runs inside Transformer Engine's "
                             f"attention; it needs a CUDA GPU with transformer_engine and model.transformer_impl "
                             f"auto or transformer_engine (got {model.transformer_impl!r}, "
                             f"{'CUDA' if env.cuda else 'no CUDA'}, "
@@ -148,14 +148,14 @@ def check(model: C.Model, parallel: C.Parallel, env: Env, te: bool) -> None:
 def _check_fp8(recipe: str, env: Env, te: bool) -> None:
     where = f"model.fp8={recipe}"
     if not env.cuda:
-        raise C.ConfigError(f"{where}: FP8 training needs a CUDA GPU (compute capability >= 8.9) with "
+        raise ConfigError(f"{where}: FP8 training needs a CUDA GPU (compute capability >= 8.9) with "
                             f"transformer_engine; none is visible (set model.fp8=none on CPU)")
     if not te:
-        raise C.ConfigError(f"{where}: FP8 runs through Transformer Engine layers; it needs transformer_engine "
+        raise ConfigError(f"{where}: FP8 runs through Transformer Engine layers; it needs transformer_engine "
                             f"installed and model.transformer_impl auto or transformer_engine")
     need = FP8_MIN_CAPABILITY[recipe]
     if env.capability is not None and tuple(env.capability) < need:
-        raise C.ConfigError(f"{where}: needs a GPU of compute capability >= {need[0]}.{need[1]} "
+        raise ConfigError(f"{where}: needs a GPU of compute capability >= {need[0]}.{need[1]} "
                             f"({'Hopper' if need >= (9, 0) else 'Ada/Hopper'} or newer); this one is "
                             f"{env.capability[0]}.{env.capability[1]}")
     from packaging.version import InvalidVersion, Version
@@ -165,11 +165,11 @@ def _check_fp8(recipe: str, env: Env, te: bool) -> None:
     except InvalidVersion:  # an unusual local build string: let megatron's own version check speak
         too_old = False
     if too_old:
-        raise C.ConfigError(f"{where}: needs transformer_engine >= {FP8_MIN_TE[recipe].split('.dev')[0]}, "
+        raise ConfigError(f"{where}: needs transformer_engine >= {FP8_MIN_TE[recipe].split('.dev')[0]}, "
                             f"found {env.te_version}")
 
 
-def transformer_config_kwargs(model: C.Model, parallel: C.Parallel) -> dict[str, Any]:
+def transformer_config_kwargs(model: Model, parallel: Parallel) -> dict[str, Any]:
     """The ``TransformerConfig`` fields these settings own (the model's shape comes from convert.arch)."""
     kwargs: dict[str, Any] = dict(sequence_parallel=parallel.sequence_parallel,
                                   context_parallel_size=parallel.cp, **RECOMPUTE[parallel.recompute])
@@ -183,7 +183,7 @@ def transformer_config_kwargs(model: C.Model, parallel: C.Parallel) -> dict[str,
     return kwargs
 
 
-def seq_multiple(model: C.Model, parallel: C.Parallel) -> int:
+def seq_multiple(model: Model, parallel: Parallel) -> int:
     """Sequence lengths must split evenly: CP cuts a sequence into 2·cp chunks, SP cuts each CP shard over
     the TP ranks, and FP8 GEMMs need each rank's token count a multiple of 16. A product, not an lcm: the
     condition is on each rank's shard, not on the whole sequence."""
@@ -224,7 +224,7 @@ def _version_at_least(version: str | None, least: str) -> bool:
         return False
 
 
-def describe(model: C.Model, env: Env, te: bool) -> str:
+def describe(model: Model, env: Env, te: bool) -> str:
     """One line: the layer spec chosen and why (logged when the actor is planned)."""
     if te:
         return (f"actor layer spec: transformer_engine (TE {env.te_version}, "
@@ -234,7 +234,7 @@ def describe(model: C.Model, env: Env, te: bool) -> str:
     return f"actor layer spec: local (model.transformer_impl={model.transformer_impl}: {why})"
 
 
-def plan(model: C.Model, parallel: C.Parallel, env: Env | None = None, *, rope_scaling: bool = False) -> Plan:
+def plan(model: Model, parallel: Parallel, env: Env | None = None, *, rope_scaling: bool = False) -> Plan:
     """Resolve and check everything for this machine (``env``: :func:`probe` unless given)."""
     env = probe() if env is None else env
     validate_parallel_settings(model, parallel)  # the machine-independent rules, shared with config.validate

@@ -25,10 +25,10 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.actor.megatron import Batch, MegatronActor
-from nemo_cascade.convert import arch as A
-from nemo_cascade.convert import table as T
+from nemo_cascade.convert import arch
+from nemo_cascade.convert import table
 
 
 class ScoreHead(torch.nn.Module):
@@ -54,17 +54,17 @@ class RewardModelActor(MegatronActor):
     HEAD = "score.weight"
     ROWS_TOGETHER = 2  # a pair's chosen and rejected rows meet in one microbatch for the BT loss
 
-    def __init__(self, hf_path: str, parallel: C.Parallel, dtype: str = "float32", seed: int = 1234, *,
+    def __init__(self, hf_path: str, parallel: config.Parallel, dtype: str = "float32", seed: int = 1234, *,
                  transformer_impl: str = "auto", fp8: str = "none"):
         self._seed = seed
         super().__init__(hf_path, parallel, dtype, seed, transformer_impl=transformer_impl, fp8=fp8)
 
-    def _read_spec(self, hf_path: str) -> A.ModelShape:
+    def _read_spec(self, hf_path: str) -> arch.ModelShape:
         # No LM head, so nothing to tie: the GPTModel is built untied and the table has no lm_head rule.
-        return dataclasses.replace(A.read_hf_config(hf_path), tied_embeddings=False)
+        return dataclasses.replace(arch.read_hf_config(hf_path), tied_embeddings=False)
 
-    def _conversion_table(self) -> T.Table:
-        return T.table_for(self.spec, te=self.te, head="score")
+    def _conversion_table(self) -> table.Table:
+        return table.table_for(self.spec, te=self.te, head="score")
 
     def _build(self):
         model = super()._build()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import config as C
+from .. import config
 from ..data.loader import DataError
 
 CLIP_RATIO_WINDOW = 5
@@ -22,8 +22,8 @@ a few points from batch to batch, and a phase should not end on one lucky batch.
 class LengthCurriculum:
     """``at()`` the phase in force for the next step; ``record(step, clip_ratio)`` after each step."""
 
-    def __init__(self, stage: C.Stage):
-        self.phases = C.length_phases(stage)
+    def __init__(self, stage: config.Stage):
+        self.phases = config.length_phases(stage)
         self.starts = [0]          # the step each phase began at, so far (one more entry once the last ends)
         self.recent: list[float] = []  # the current phase's last clip ratios (at most CLIP_RATIO_WINDOW)
 
@@ -31,7 +31,7 @@ class LengthCurriculum:
     def finished(self) -> bool:
         return len(self.starts) > len(self.phases)
 
-    def at(self) -> tuple[int, C.LengthPhase]:
+    def at(self) -> tuple[int, config.LengthPhase]:
         """``(index, phase)`` for the next step."""
         k = len(self.starts) - 1
         return k, self.phases[k]

@@ -27,8 +27,8 @@ import torch
 
 from nemo_cascade import checkpoint
 from nemo_cascade.files import published_folder
-from nemo_cascade.convert import arch as A
-from nemo_cascade.convert import table as T
+from nemo_cascade.convert import arch
+from nemo_cascade.convert import table
 from nemo_cascade.convert.hf_io import SafetensorsReader, copy_side_files, iter_tensors, write_sharded
 from nemo_cascade.errors import CascadeError
 
@@ -139,7 +139,7 @@ def _last_policy_stage(run: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------ checkpoint → HF
-def checkpoint_tensors(step_dir: str | Path, spec: A.ModelShape) -> Iterator[tuple[str, torch.Tensor]]:
+def checkpoint_tensors(step_dir: str | Path, spec: arch.ModelShape) -> Iterator[tuple[str, torch.Tensor]]:
     """HF-named full tensors from a checkpoint's model shards (memory-mapped, one pipeline stage at a time).
     Every saved parameter must be used by the table (a shard of another architecture is an error), except the
     last pipeline stage's copy of tied embeddings."""
@@ -155,33 +155,33 @@ def checkpoint_tensors(step_dir: str | Path, spec: A.ModelShape) -> Iterator[tup
         shards = [checkpoint.read_model_shard(step_dir, meta, t, p) for t in range(tp)]
         te = any(name.endswith("layer_norm_weight") for name in shards[0])
         head = "score" if _is_score_head(shards[0]) else "lm"
-        table = T.table_for(spec, te=te, head=head)
-        for entry in table.entries:
+        conversion = table.table_for(spec, te=te, head=head)
+        for entry in conversion.entries:
             local = _local_name(entry, p, per_stage)
             if local is None or entry.megatron in done or local not in shards[0]:
                 continue
             missing = [t for t, s in enumerate(shards) if local not in s]
             if missing:
                 raise ConvertError(f"{step_dir}: {local} is missing from model_tp{missing[0]:02d}_pp{p:02d}.pt")
-            full = T.unshard([s.pop(local) for s in shards], entry.rule.tp)
+            full = table.unshard([s.pop(local) for s in shards], entry.rule.tp)
             done.add(entry.megatron)
             try:
-                yield from T.to_hf(entry, full, spec)
+                yield from table.to_hf(entry, full, spec)
             except RuntimeError:  # a reshape that does not fit: the base describes another model
                 raise ConvertError(f"{step_dir}: {local} has shape {tuple(full.shape)}, which does not fit the "
                                    f"base model's geometry (is --base the model this checkpoint was trained "
                                    f"from?)") from None
-        leftover = sorted(set(shards[0]) - set(table.megatron_copies))
+        leftover = sorted(set(shards[0]) - set(conversion.megatron_copies))
         if leftover:
             raise ConvertError(f"{step_dir}/model_tp00_pp{p:02d}.pt: parameters the {spec.arch} table does not "
                                f"know: {leftover[:3]} (is --base the model this checkpoint was trained from?)")
-    expected = {e.megatron for e in T.table_for(spec).entries}
+    expected = {e.megatron for e in table.table_for(spec).entries}
     if len(done) < len(expected):
         raise ConvertError(f"{step_dir}: {len(expected) - len(done)} of the model's {len(expected)} parameters "
                            f"are in no shard (incomplete checkpoint, or --base has more layers)")
 
 
-def _local_name(entry: T.Entry, p: int, per_stage: int) -> str | None:
+def _local_name(entry: table.Entry, p: int, per_stage: int) -> str | None:
     """The entry's name in pipeline stage ``p``'s shard (PP-local layer number), None if another stage's."""
     if entry.layer is None:
         return entry.megatron
@@ -205,7 +205,7 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
     if yarn_factor is None:
         yarn_factor = float(_run_config(source.run_dir).get("model", {}).get("yarn_factor", 0.0)) \
             if source.run_dir else 0.0
-    spec = A.read_hf_config(source.base)
+    spec = arch.read_hf_config(source.base)
     if source.kind == "checkpoint":
         tensors = checkpoint_tensors(source.path, spec)
     else:
@@ -223,18 +223,18 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
     with published_folder(out, replace=True) as tmp:  # a bad shard or a full disk leaves no half-written folder
         _write_folder(source, spec, converted(), first_dtype, tmp, max_shard_bytes)
         if yarn_factor:
-            config = A.with_yarn(json.loads((tmp / "config.json").read_text()), yarn_factor, yarn_original)
+            config = arch.with_yarn(json.loads((tmp / "config.json").read_text()), yarn_factor, yarn_original)
             (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out
 
 
-def _write_folder(source: Source, spec: A.ModelShape, tensors, first_dtype: list, tmp: Path,
+def _write_folder(source: Source, spec: arch.ModelShape, tensors, first_dtype: list, tmp: Path,
                   max_shard_bytes: int) -> None:
     weight_map = write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
     config_src = source.path if source.kind == "hf" else source.base
     config = json.loads((config_src / "config.json").read_text())
-    if any(name == "score.weight" for name in weight_map) and not A.is_reward_model(spec):
-        config = A.reward_model_config(config, config.get("pad_token_id") or 0)
+    if any(name == "score.weight" for name in weight_map) and not arch.is_reward_model(spec):
+        config = arch.reward_model_config(config, config.get("pad_token_id") or 0)
     if first_dtype:
         config["torch_dtype"] = str(first_dtype[0]).removeprefix("torch.")
     (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -313,19 +313,19 @@ def _is_reward_model(folder: Path) -> bool:
 def from_hf(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, pp: int = 1) -> Path:
     """A weights-only checkpoint of the HF folder in the actor's TP × PP layout (local layer spec names)."""
     hf_dir = Path(hf_dir)
-    spec = A.read_hf_config(hf_dir)
-    A.check_parallel(spec, tp, pp, where="convert from-hf: --tp/--pp")
+    spec = arch.read_hf_config(hf_dir)
+    arch.check_parallel(spec, tp, pp, where="convert from-hf: --tp/--pp")
     reader = SafetensorsReader(hf_dir)
-    head = "score" if A.is_reward_model(spec) else "lm"
+    head = "score" if arch.is_reward_model(spec) else "lm"
     per_stage = spec.num_layers // pp
     shards: dict[tuple[int, int], dict[str, torch.Tensor]] = {(t, p): {} for t in range(tp) for p in range(pp)}
-    table = T.table_for(spec, head=head)
-    table.check_known_hf(reader.names(), str(hf_dir))
-    for entry in table.entries:
-        full = T.to_megatron(entry, [reader.get(h) for h in entry.hf], spec)
-        p = table.owner_stage(entry, pp)
+    conversion = table.table_for(spec, head=head)
+    conversion.check_known_hf(reader.names(), str(hf_dir))
+    for entry in conversion.entries:
+        full = table.to_megatron(entry, [reader.get(h) for h in entry.hf], spec)
+        p = conversion.owner_stage(entry, pp)
         for t in range(tp):
-            shards[(t, p)][_local_name(entry, p, per_stage)] = T.shard(full, entry.rule.tp, t, tp).clone()
+            shards[(t, p)][_local_name(entry, p, per_stage)] = table.shard(full, entry.rule.tp, t, tp).clone()
     return checkpoint.write_weights(out_dir, shards, tp, pp, state={"converted_from": str(hf_dir)})
 
 
@@ -347,8 +347,8 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     folder = Path(folder)
-    spec = A.read_hf_config(folder)
-    cls = AutoModelForSequenceClassification if A.is_reward_model(spec) else AutoModelForCausalLM
+    spec = arch.read_hf_config(folder)
+    cls = AutoModelForSequenceClassification if arch.is_reward_model(spec) else AutoModelForCausalLM
     try:
         model = cls.from_pretrained(str(folder), dtype=torch.float32).eval()
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
@@ -387,16 +387,16 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
     return report
 
 
-def _megatron_logprob_diff(folder: Path, model, spec: A.ModelShape) -> float:
+def _megatron_logprob_diff(folder: Path, model, spec: arch.ModelShape) -> float:
     """Max |Δ| of per-token log-probs, Megatron actor vs transformers ``model``, on a fixed random probe batch."""
-    from nemo_cascade import config as C
+    from nemo_cascade.config import Parallel
     from nemo_cascade.actor.megatron import MegatronActor
 
     probe = torch.randint(0, spec.vocab_size, (2, 24), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         logits = model(probe).logits.float()[:, :-1]
     want = torch.log_softmax(logits, -1).gather(-1, probe[:, 1:, None])[..., 0]
-    got = MegatronActor(str(folder), C.Parallel(), "float32").logprobs(probe, temperature=1.0)[:, 1:]
+    got = MegatronActor(str(folder), Parallel(), "float32").logprobs(probe, temperature=1.0)[:, 1:]
     diff = float((got.float() - want).abs().max())
     if diff > MEGATRON_FP32_TOLERANCE:
         raise ConvertError(f"{folder}: Megatron's log-probs differ from transformers' by {diff:.2e} "

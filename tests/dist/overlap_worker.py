@@ -43,11 +43,11 @@ class Trace:
     outstanding afterwards, called from inside autograd's backward)."""
 
     def __init__(self):
-        from megatron.core.distributed.param_and_grad_buffer import _ParamAndGradBucketGroup as G
+        from megatron.core.distributed.param_and_grad_buffer import _ParamAndGradBucketGroup
 
         self.events: list[tuple[str, int, bool, bool]] = []
         for name in ("start_grad_sync", "finish_grad_sync", "start_param_sync", "finish_param_sync"):
-            self._wrap(G, name)
+            self._wrap(_ParamAndGradBucketGroup, name)
 
     def _wrap(self, cls, name):
         original = getattr(cls, name)
@@ -69,20 +69,20 @@ def main():
     import torch.distributed as dist
 
     from nemo_cascade import checkpoint as ckpt
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import grpo
 
     MegatronActor.DDP_BUCKET_SIZE = BUCKET_SIZE
     trace = Trace()
-    cfg = C.GRPO()
+    cfg = config.GRPO()
 
     def loss_fn(logprobs, mb):
         return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"], mb["loss_mask"], cfg)
 
     for mode, fields in MODES.items():
-        actor = MegatronActor(model_dir, C.Parallel(pp=pp, micro_batch_size=2, **fields), seed=7)
-        actor.configure_optimizer(C.Actor(lr=1e-3, clip_grad=1.0, weight_decay=0.01), total_steps=4)
+        actor = MegatronActor(model_dir, config.Parallel(pp=pp, micro_batch_size=2, **fields), seed=7)
+        actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=1.0, weight_decay=0.01), total_steps=4)
         actor.snapshot_reference()
         trace.events.clear()
         steps, logprobs, events = [], {}, []

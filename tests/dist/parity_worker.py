@@ -14,12 +14,12 @@ def main():
     model_dir, out, tp, pp = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     import torch.distributed as dist
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import grpo
     from nemo_cascade.convert.hf_io import SafetensorsReader
 
-    actor = MegatronActor(model_dir, C.Parallel(tp=tp, pp=pp, micro_batch_size=2), seed=7)
+    actor = MegatronActor(model_dir, config.Parallel(tp=tp, pp=pp, micro_batch_size=2), seed=7)
     reader = SafetensorsReader(model_dir)
     # the whole model in one bucket per pipeline stage, and every tensor in a bucket of its own
     exports = [dict(actor.iter_hf_weights(bucket_bytes=b)) for b in (1 << 40, 1)]
@@ -33,7 +33,7 @@ def main():
     for b in range(n):  # prompts of different lengths, responses to the end of the row
         mask[b, 4 + b:length - b] = 1.0
     batch = {"tokens": tokens, "loss_mask": mask, "advantages": torch.randn(n, generator=g)}
-    cfg = C.GRPO()
+    cfg = config.GRPO()
 
     initial_logprobs = actor.logprobs(tokens, temperature=0.7)
     batch["old_logprobs"] = initial_logprobs  # ratio ≠ 1 from step 2 on, so the clipped path is exercised
@@ -41,7 +41,7 @@ def main():
     def loss_fn(logprobs, mb):
         return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"], mb["loss_mask"], cfg)
 
-    actor.configure_optimizer(C.Actor(lr=1e-3, clip_grad=1.0), total_steps=3)
+    actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=1.0), total_steps=3)
     steps = [actor.train_step(batch, loss_fn, temperature=0.7) for _ in range(3)]
     final_logprobs = actor.logprobs(tokens)
     if dist.get_rank() == 0:

@@ -32,7 +32,7 @@ def main():
     import torch.distributed as dist
 
     from nemo_cascade import checkpoint as ckpt
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import sft
     from nemo_cascade.convert.export import export_hf
@@ -41,8 +41,8 @@ def main():
         num, den = sft.sft_loss_terms(logprobs, mb["loss_mask"])
         return num, den, {}
 
-    cfg = C.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1, clip_grad=1.0)
-    parallel = C.Parallel(tp=tp, pp=pp, micro_batch_size=1)  # distributed optimizer: the default
+    cfg = config.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1, clip_grad=1.0)
+    parallel = config.Parallel(tp=tp, pp=pp, micro_batch_size=1)  # distributed optimizer: the default
     batches, root = make_batches(), out / "ckpt"
 
     def fresh():

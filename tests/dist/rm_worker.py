@@ -21,7 +21,7 @@ def main():
     mode, style = sys.argv[5:7] if len(sys.argv) > 5 else ("no_think", "cascade1")
     import torch.distributed as dist
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.reward_model import RewardModelActor
     from nemo_cascade.algorithms.reward_model import bt_loss_terms, make_pair_batch
     from nemo_cascade.convert.arch import read_hf_config
@@ -29,7 +29,7 @@ def main():
 
     pad = 0
     vocab = read_hf_config(model_dir).vocab_size
-    actor = RewardModelActor(model_dir, C.Parallel(tp=tp, pp=pp, micro_batch_size=2), seed=7)
+    actor = RewardModelActor(model_dir, config.Parallel(tp=tp, pp=pp, micro_batch_size=2), seed=7)
     g = torch.Generator().manual_seed(0)
 
     def seq(n):  # no pad id inside a sequence: transformers reads the score at the last non-pad token
@@ -49,7 +49,7 @@ def main():
 
     # adam_eps well above float noise: Adam's first steps move every weight by ~lr·sign(g), so a weight whose
     # gradient is 0 up to rounding (which differs between layouts) would otherwise move by ±lr at random.
-    actor.configure_optimizer(C.Actor(lr=1e-3, clip_grad=1.0, adam_eps=1e-4), total_steps=3)
+    actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=1.0, adam_eps=1e-4), total_steps=3)
     steps = [actor.train_step(batch.tensors(), loss_fn) for _ in range(3)]
     final = actor.scores(ev.tokens_B_T, ev.last_B)
     conversation_scores = _conversation_scores(actor, model_dir, out, mode, style, pad)
@@ -74,7 +74,7 @@ def _conversation_scores(actor, model_dir, out, mode, style, pad):
         return None
     from transformers import AutoTokenizer
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.algorithms.reward_model import make_pair_batch
     from nemo_cascade.data.preference import load_preference_pairs
 
@@ -83,7 +83,7 @@ def _conversation_scores(actor, model_dir, out, mode, style, pad):
     rows = out / f"conversation_pairs.rank{dist.get_rank()}.jsonl"
     rows.write_text("".join(json.dumps({"prompt": c[:-1], "chosen": c[-1]["content"], "rejected": "\x00"}) + "\n"
                             for c in json.loads(path.read_text())))
-    pairs = load_preference_pairs(C.Data(source=str(rows)), AutoTokenizer.from_pretrained(model_dir), mode, style)
+    pairs = load_preference_pairs(config.Data(source=str(rows)), AutoTokenizer.from_pretrained(model_dir), mode, style)
     batch = make_pair_batch(pairs, max_tokens=10_000, pad_id=pad)
     return actor.scores(batch.tokens_B_T, batch.last_B)[0::2].tolist()  # the chosen rows
 

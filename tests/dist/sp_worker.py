@@ -14,7 +14,7 @@ import torch
 
 
 def policy_run(model_dir, parallel):
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import grpo, packing, sft
 
@@ -27,14 +27,14 @@ def policy_run(model_dir, parallel):
     for b in range(n):
         mask[b, 4 + b:length - b] = 1.0
     batch = {"tokens": tokens, "loss_mask": mask, "advantages": torch.randn(n, generator=g)}
-    cfg = C.GRPO()
+    cfg = config.GRPO()
     initial = actor.logprobs(tokens, temperature=0.7)
     batch["old_logprobs"] = initial
 
     def loss_fn(logprobs, mb):
         return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"], mb["loss_mask"], cfg)
 
-    actor.configure_optimizer(C.Actor(lr=1e-3, clip_grad=1.0), total_steps=4)
+    actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=1.0), total_steps=4)
     steps = [actor.train_step(batch, loss_fn, temperature=0.7) for _ in range(3)]
     final = actor.logprobs(tokens)
     examples = [(torch.randint(1, 256, (3 + i,), generator=g).tolist(),
@@ -47,7 +47,7 @@ def policy_run(model_dir, parallel):
 
 
 def reward_model_run(model_dir, parallel):
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.reward_model import RewardModelActor
     from nemo_cascade.algorithms.reward_model import bt_loss_terms, make_pair_batch
 
@@ -57,7 +57,7 @@ def reward_model_run(model_dir, parallel):
               torch.randint(1, 256, (15 - i,), generator=g).tolist()) for i in range(4)]
     batch = make_pair_batch(pairs, max_tokens=15, pad_id=0)
     scores = actor.scores(batch.tokens_B_T, batch.last_B)
-    actor.configure_optimizer(C.Actor(lr=1e-3, clip_grad=1.0, adam_eps=1e-4), total_steps=2)
+    actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=1.0, adam_eps=1e-4), total_steps=2)
     steps = [actor.train_step(batch.tensors(), lambda s, mb: bt_loss_terms(s, mb["last"], mb["pair_valid"]))
              for _ in range(2)]
     return {"scores": scores.tolist(), "loss": [s.loss for s in steps], "grad_norm": [s.grad_norm for s in steps]}
@@ -67,11 +67,11 @@ def main():
     model_dir, out = sys.argv[1], sys.argv[2]
     import torch.distributed as dist
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
 
     result = {}
     for sp in (False, True):
-        parallel = C.Parallel(tp=2, micro_batch_size=2, sequence_parallel=sp)
+        parallel = config.Parallel(tp=2, micro_batch_size=2, sequence_parallel=sp)
         result[f"sp={sp}"] = {"policy": policy_run(model_dir, parallel), "rm": reward_model_run(model_dir, parallel)}
     if dist.get_rank() == 0:
         json.dump(result, open(out, "w"))

@@ -15,11 +15,11 @@ def main():
     tp, cp, sp = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
     import torch.distributed as dist
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import grpo
 
-    parallel = C.Parallel(tp=tp, cp=cp, dp=2 // (tp * cp), sequence_parallel=sp, micro_batch_size=2)
+    parallel = config.Parallel(tp=tp, cp=cp, dp=2 // (tp * cp), sequence_parallel=sp, micro_batch_size=2)
     actor = MegatronActor(model_dir, parallel, dtype="bfloat16", seed=7, transformer_impl="transformer_engine")
     g = torch.Generator().manual_seed(0)
     n, length = 4, 250
@@ -30,12 +30,12 @@ def main():
     batch = {"tokens": tokens, "loss_mask": mask, "advantages": torch.randn(n, generator=g)}
     initial = actor.logprobs(tokens, temperature=0.9)
     batch["old_logprobs"] = initial
-    cfg = C.GRPO()
+    cfg = config.GRPO()
 
     def loss_fn(logprobs, mb):
         return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"], mb["loss_mask"], cfg)
 
-    actor.configure_optimizer(C.Actor(lr=1e-4, clip_grad=1.0), total_steps=2)
+    actor.configure_optimizer(config.Actor(lr=1e-4, clip_grad=1.0), total_steps=2)
     steps = [actor.train_step(batch, loss_fn, temperature=0.9) for _ in range(2)]
     final = actor.logprobs(tokens)
     if dist.get_rank() == 0:

@@ -5,7 +5,7 @@ module: tests/unit/test_checkpoint.py)."""
 import pytest
 import torch
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from tests.gpu.test_te_spec import VOCAB, sft_loss, te_actor
 
 
@@ -19,7 +19,7 @@ def _batch(seed):
 
 def _fp8_actor(tiny):
     actor = te_actor(tiny, dtype="bfloat16", fp8="delayed")
-    actor.configure_optimizer(C.Actor(lr=1e-3), total_steps=6)
+    actor.configure_optimizer(config.Actor(lr=1e-3), total_steps=6)
     return actor
 
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 
 VOCAB = 512
 
@@ -14,7 +14,7 @@ VOCAB = 512
 def te_actor(model_dir, dtype="float32", fp8="none", **parallel):
     from nemo_cascade.actor.megatron import MegatronActor
 
-    return MegatronActor(str(model_dir), C.Parallel(micro_batch_size=2, **parallel), dtype=dtype, seed=7,
+    return MegatronActor(str(model_dir), config.Parallel(micro_batch_size=2, **parallel), dtype=dtype, seed=7,
                          transformer_impl="transformer_engine", fp8=fp8)
 
 
@@ -101,7 +101,7 @@ def test_te_packed_rows_attend_per_example(te, sharp):
     from nemo_cascade.algorithms.packing import pack_sft_batch
 
     actor = te_actor(sharp, dtype="bfloat16")
-    actor.configure_optimizer(C.Actor(lr=0.0), 10)  # measure only
+    actor.configure_optimizer(config.Actor(lr=0.0), 10)  # measure only
     g = torch.Generator().manual_seed(0)
     def draw(n):
         return torch.randint(3, VOCAB, (n,), generator=g).tolist()
@@ -131,13 +131,13 @@ def test_te_packed_rows_attend_per_example(te, sharp):
 def test_fp8_train_steps_fit_a_repeated_batch(te, tiny, recipe):
     from packaging.version import Version
 
-    from nemo_cascade.actor import precision as P
+    from nemo_cascade.actor import precision
 
-    need = P.FP8_MIN_CAPABILITY[recipe]
+    need = precision.FP8_MIN_CAPABILITY[recipe]
     if torch.cuda.get_device_capability() < need:
         pytest.skip(f"fp8={recipe} needs compute capability >= {need}")
-    if Version(te) < Version(P.FP8_MIN_TE[recipe]):
-        pytest.skip(f"fp8={recipe} needs transformer_engine >= {P.FP8_MIN_TE[recipe]}, found {te}")
+    if Version(te) < Version(precision.FP8_MIN_TE[recipe]):
+        pytest.skip(f"fp8={recipe} needs transformer_engine >= {precision.FP8_MIN_TE[recipe]}, found {te}")
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, VOCAB, (4, 128), generator=g)
     mask = torch.ones(4, 128)
@@ -145,13 +145,13 @@ def test_fp8_train_steps_fit_a_repeated_batch(te, tiny, recipe):
     batch = {"tokens": tokens, "loss_mask": mask}
 
     bf16 = te_actor(tiny, dtype="bfloat16")
-    bf16.configure_optimizer(C.Actor(lr=0.0), 1)
+    bf16.configure_optimizer(config.Actor(lr=0.0), 1)
     bf16_loss = bf16.train_step(batch, sft_loss).loss
     del bf16
 
     actor = te_actor(tiny, dtype="bfloat16", fp8=recipe)
-    assert actor.tconfig.fp8 == "hybrid" and actor.tconfig.fp8_recipe == P.FP8_RECIPES[recipe]
-    actor.configure_optimizer(C.Actor(lr=1e-3), total_steps=12)
+    assert actor.tconfig.fp8 == "hybrid" and actor.tconfig.fp8_recipe == precision.FP8_RECIPES[recipe]
+    actor.configure_optimizer(config.Actor(lr=1e-3), total_steps=12)
     losses = [actor.train_step(batch, sft_loss).loss for _ in range(12)]
     assert all(math.isfinite(x) for x in losses), losses
     assert losses[0] != bf16_loss, "FP8 GEMMs must change the numbers (is FP8 really on?)"

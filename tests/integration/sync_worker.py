@@ -16,21 +16,21 @@ def main():
     engine_dtype = sys.argv[5] if len(sys.argv) > 5 else "float32"  # the actor stays fp32
     import torch.distributed as dist
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade import weight_sync
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.rollout.vllm import RolloutEngine
 
     world = int(__import__("os").environ.get("WORLD_SIZE", "1"))
-    actor = MegatronActor(model_dir, C.Parallel(tp=tp, dp=world // tp, micro_batch_size=2), seed=3)
-    engine = RolloutEngine(model_dir, C.Rollout(max_response_tokens=8, kv_cache_gib=0.25, tensor_parallel_size=engine_tp), engine_dtype, seed=0,
+    actor = MegatronActor(model_dir, config.Parallel(tp=tp, dp=world // tp, micro_batch_size=2), seed=3)
+    engine = RolloutEngine(model_dir, config.Rollout(max_response_tokens=8, kv_cache_gib=0.25, tensor_parallel_size=engine_tp), engine_dtype, seed=0,
                            distributed=world > 1, max_model_len=128, around_generate=cpu.suspended)
     tokens = torch.randint(3, 256, (1, 40), generator=torch.Generator().manual_seed(5))
     prompt, continuation = tokens[0, :12].tolist(), tokens[0, 12:].tolist()
     before = engine.score_logprobs(prompt, continuation)
 
-    actor.configure_optimizer(C.Actor(lr=1e-2), total_steps=1)
+    actor.configure_optimizer(config.Actor(lr=1e-2), total_steps=1)
     mask = torch.zeros_like(tokens, dtype=torch.float32)
     mask[:, 12:] = 1
 

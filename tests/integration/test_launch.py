@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade import launch, launch_tasks
 from nemo_cascade.cli import load_recipe
 
@@ -50,7 +50,7 @@ def test_plan_chains_stages_and_serves_the_cascades_own_rm():
 
 def test_plan_serves_given_reward_model_and_judge():
     cfg = load_recipe(TINY)
-    external = replace(cfg.stages[2], reward=C.Reward(reward_model_url="http://rm:8000"))
+    external = replace(cfg.stages[2], reward=config.Reward(reward_model_url="http://rm:8000"))
     ifeval = replace(cfg.stages[3], reward=replace(cfg.stages[3].reward, if_rm_bonus=True))
     cfg = replace(cfg, stages=(cfg.stages[0], external, ifeval, *cfg.stages[4:]))  # no RM stage
     assert [t.name for t in launch_tasks.plan(cfg, "/r")] == ["sft", "rlhf", "ifeval", "math", "code", "swe"]
@@ -68,7 +68,7 @@ def test_slurm_shape():
     assert launch.slurm_shape(cfg, 8) == (1, 1)
     big = replace(cfg, parallel=replace(cfg.parallel, tp=4, pp=2, dp=8))
     assert launch.slurm_shape(big, 8) == (8, 8)
-    with pytest.raises(C.ConfigError, match="whole nodes"):
+    with pytest.raises(config.ConfigError, match="whole nodes"):
         launch.slurm_shape(replace(cfg, parallel=replace(cfg.parallel, tp=4, dp=3)), 8)
 
 
@@ -121,9 +121,9 @@ def test_task_skips_done_refuses_early_and_passes_the_served_url(tmp_path, capsy
 
 def test_overrides_the_task_appends_are_accepted_by_the_config():
     cfg = load_recipe(TINY)
-    out = C.apply_overrides(cfg, ["stages.rlhf.reward.reward_model_url=http://node7:31234",
+    out = config.apply_overrides(cfg, ["stages.rlhf.reward.reward_model_url=http://node7:31234",
                                   "stages.rlhf.reward.reward_model_stage="])
-    assert C.stage_by_name(out, "rlhf").reward.reward_model_url == "http://node7:31234"
+    assert config.stage_by_name(out, "rlhf").reward.reward_model_url == "http://node7:31234"
 
 
 class _FakeServer:

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import main
 from nemo_cascade.evaluate.cascade_report import ReportError, build_report, load_run, matrix_text, read_curve
 from nemo_cascade.evaluate.stage_scores import deltas
@@ -50,10 +50,10 @@ def _log(stage_dir, name: str, rows: list[dict]) -> None:
 
 @pytest.fixture
 def run_dir(tmp_path):
-    cfg = C.Cascade(name="synthetic", stages=tuple(C.Stage(name=n, kind=k, domain=d, steps=s) for n, k, d, s in STAGES))
+    cfg = config.Cascade(name="synthetic", stages=tuple(config.Stage(name=n, kind=k, domain=d, steps=s) for n, k, d, s in STAGES))
     run = tmp_path / "runs" / "synthetic"
     run.mkdir(parents=True)
-    (run / "config.json").write_text(C.dumps(cfg))
+    (run / "config.json").write_text(config.dumps(cfg))
     status = {"sft": "done", "rm": "done", "rlhf": "done", "ifrl": "done", "math": "done", "code": "running"}
     stages = {n: {"status": status.get(n, "pending")} for n, *_ in STAGES}
     for i, n in enumerate(["sft", "rm", "rlhf", "ifrl", "math"]):
@@ -112,11 +112,11 @@ def test_matrix_text_numbers_deltas_and_own_domain(run_dir):
 
 def test_a_mixed_domain_stage_owns_every_domain_it_trains(tmp_path):
     """One GRPO stage over IF + math prompts (extra_data with Data.domain): both domains' suites are its own."""
-    mixed = C.Stage(name="mixed", domain="ifeval", data=C.Data(source="synthetic:if_arithmetic"),
-                    extra_data=(C.Data(source="synthetic:arithmetic", domain="math"),))
+    mixed = config.Stage(name="mixed", domain="ifeval", data=config.Data(source="synthetic:if_arithmetic"),
+                    extra_data=(config.Data(source="synthetic:arithmetic", domain="math"),))
     run = tmp_path / "mixed"
     run.mkdir()
-    (run / "config.json").write_text(C.dumps(C.Cascade(name="mixed", stages=(mixed,))))
+    (run / "config.json").write_text(config.dumps(config.Cascade(name="mixed", stages=(mixed,))))
     (run / "manifest.json").write_text(json.dumps({"name": "mixed", "stages": {"mixed": {"status": "done"}}}))
     meta = {"checkpoint": "ckpt", "git": {"sha": "abc", "dirty": False}, "versions": {}}
     for row, (a, b, c) in {"base": (.3, .4, .1), "mixed": (.35, .42, .09)}.items():
@@ -132,11 +132,11 @@ def test_a_mixed_domain_stage_owns_every_domain_it_trains(tmp_path):
 def test_grpo_steps_table_shows_signal_truncation_time_and_each_domains_reward(tmp_path):
     """A mixed-domain stage's rewards per domain, weighted by its prompts in each step (rewards.scoring's
     reward_mean/<domain>, prompts/<domain>); informative groups summed, truncation averaged over steps."""
-    mixed = C.Stage(name="mixed", domain="ifeval", steps=4, data=C.Data(source="synthetic:if_arithmetic"),
-                    extra_data=(C.Data(source="synthetic:arithmetic", domain="math"),))
+    mixed = config.Stage(name="mixed", domain="ifeval", steps=4, data=config.Data(source="synthetic:if_arithmetic"),
+                    extra_data=(config.Data(source="synthetic:arithmetic", domain="math"),))
     run = tmp_path / "mixed"
     run.mkdir()
-    (run / "config.json").write_text(C.dumps(C.Cascade(name="mixed", stages=(mixed,))))
+    (run / "config.json").write_text(config.dumps(config.Cascade(name="mixed", stages=(mixed,))))
     (run / "manifest.json").write_text(json.dumps({"name": "mixed", "stages": {"mixed": {"status": "done"}}}))
     steps = [  # (groups, informative, truncated, generate s, {domain: (reward, prompts)})
         (4, 1, 0.5, 0.4, {"ifeval": (0.2, 2), "math": (0.0, 2)}), (4, 2, 0.25, 0.3, {"ifeval": (0.5, 3), "math": (1.0, 1)}),
@@ -247,7 +247,7 @@ def _gated_run(root, name, stages, rows):
     """A run directory whose GRPO stages are gated with the given suite scores (avg@1)."""
     run = root / name
     run.mkdir(parents=True)
-    (run / "config.json").write_text(C.dumps(C.Cascade(name=name, stages=stages)))
+    (run / "config.json").write_text(config.dumps(config.Cascade(name=name, stages=stages)))
     (run / "manifest.json").write_text(json.dumps({"name": name, "stages": {s.name: {"status": "done"}
                                                                              for s in stages}}))
     meta = {"checkpoint": "ckpt", "git": {"sha": "abc", "dirty": False}, "versions": {}}
@@ -260,13 +260,13 @@ def _gated_run(root, name, stages, rows):
 def test_runs_compare_at_equal_rl_steps(tmp_path, capsys):
     """`report A B --out D`: rows of both runs at the RL steps done by then, finals side by side with the
     difference in points (cascade vs mixed)."""
-    data = C.Data(source="synthetic:arithmetic")
-    cascade = _gated_run(tmp_path, "cascade", (C.Stage(name="if", domain="ifeval", steps=20, data=data),
-                                                C.Stage(name="math", steps=20, data=data)),
+    data = config.Data(source="synthetic:arithmetic")
+    cascade = _gated_run(tmp_path, "cascade", (config.Stage(name="if", domain="ifeval", steps=20, data=data),
+                                                config.Stage(name="math", steps=20, data=data)),
                          [("base", {"ifeval": .2, "gsm8k": .1}), ("if", {"ifeval": .3, "gsm8k": .1}),
                           ("math", {"ifeval": .28, "gsm8k": .2})])
-    mixed = _gated_run(tmp_path, "mixed", (C.Stage(name="m1", domain="ifeval", steps=20, data=data),
-                                            C.Stage(name="m2", domain="ifeval", steps=20, data=data)),
+    mixed = _gated_run(tmp_path, "mixed", (config.Stage(name="m1", domain="ifeval", steps=20, data=data),
+                                            config.Stage(name="m2", domain="ifeval", steps=20, data=data)),
                        [("base", {"ifeval": .2, "gsm8k": .1}), ("m1", {"ifeval": .25, "gsm8k": .12}),
                         ("m2", {"ifeval": .27, "gsm8k": .15})])
     out = tmp_path / "cmp"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import load_recipe
 from nemo_cascade.lineage import Manifest, config_hash
 from nemo_cascade.preflight import check_cascade, check_tokenizer, data_fingerprint
@@ -25,7 +25,7 @@ def _stage(cfg, name, **changes):
 
 
 def _error(cfg) -> str:
-    with pytest.raises(C.ConfigError) as e:
+    with pytest.raises(config.ConfigError) as e:
         check_cascade(cfg)
     assert "\n" not in str(e.value)
     return str(e.value)
@@ -36,8 +36,8 @@ def test_the_tiny_recipe_is_the_whole_pipeline(tiny):
     assert [(s.kind, s.domain if s.kind == "grpo" else "") for s in tiny.stages] == [
         ("sft", ""), ("reward_model", ""), ("grpo", "rlhf"), ("grpo", "ifeval"), ("grpo", "math"),
         ("grpo", "code"), ("grpo", "swe")]
-    assert C.stage_by_name(tiny, "rlhf").reward.reward_model_stage == "rm"
-    assert {C.stage_by_name(tiny, s).domain for s in ("ifeval", "math", "code", "swe")} <= {
+    assert config.stage_by_name(tiny, "rlhf").reward.reward_model_stage == "rm"
+    assert {config.stage_by_name(tiny, s).domain for s in ("ifeval", "math", "code", "swe")} <= {
         __import__("nemo_cascade.evaluate.suites", fromlist=["x"]).get_suite(g).domain for g in tiny.gate.suites}
     hashes = check_cascade(tiny)
     assert len(hashes["sft"]) == 4 and all(len(h) == 64 for v in hashes.values() for h in v)
@@ -48,20 +48,20 @@ def test_unknown_stage_kind(tiny):
 
 
 def test_missing_data_file_names_the_stage(tiny, tmp_path):
-    bad = _stage(tiny, "code", data=C.Data(source=str(tmp_path / "nope.jsonl")))
+    bad = _stage(tiny, "code", data=config.Data(source=str(tmp_path / "nope.jsonl")))
     assert f"stages.code.data.source: {tmp_path / 'nope.jsonl'}: no such file" in _error(bad)
-    bad = _stage(tiny, "sft", extra_data=(C.Data(source="synthetic:chess"),))
+    bad = _stage(tiny, "sft", extra_data=(config.Data(source="synthetic:chess"),))
     assert "stages.sft.data.source: data.source: unknown synthetic set 'chess'" in _error(bad)
 
 
 def test_a_stage_needing_a_reward_model_without_one(tiny):
-    no_rm = _stage(tiny, "rlhf", reward=C.Reward())
+    no_rm = _stage(tiny, "rlhf", reward=config.Reward())
     assert "stages.rlhf.reward.reward_model_url: the rlhf domain needs a reward model" in _error(no_rm)
-    later = _stage(tiny, "rlhf", reward=C.Reward(reward_model_stage="math"))
+    later = _stage(tiny, "rlhf", reward=config.Reward(reward_model_stage="math"))
     assert "'math' is not an earlier reward_model stage; those are ['rm']" in _error(later)
-    both = _stage(tiny, "rlhf", reward=C.Reward(reward_model_stage="rm", reward_model_url="http://x"))
+    both = _stage(tiny, "rlhf", reward=config.Reward(reward_model_stage="rm", reward_model_url="http://x"))
     assert "set it or reward.reward_model_url, not both" in _error(both)
-    bonus = _stage(tiny, "ifeval", reward=C.Reward(if_rm_bonus=True))
+    bonus = _stage(tiny, "ifeval", reward=config.Reward(if_rm_bonus=True))
     assert "if_rm_bonus needs a reward model" in _error(bonus)
 
 
@@ -69,43 +69,43 @@ def test_gate_settings(tiny):
     assert "gate.suites: --suite nope: unknown suite" in _error(replace(tiny, gate=replace(tiny.gate, suites=("nope",))))
     tol = replace(tiny.gate, tolerance=("tiny-math=x",))
     assert "gate.tolerance: expected SUITE=DROP" in _error(replace(tiny, gate=tol))
-    assert C.tolerances(replace(tiny.gate, tolerance=("tiny-code=0.1",)))["tiny-code"] == 0.1
-    assert C.tolerances(tiny.gate)["tiny-math"] == tiny.gate.min_drop
+    assert config.tolerances(replace(tiny.gate, tolerance=("tiny-code=0.1",)))["tiny-code"] == 0.1
+    assert config.tolerances(tiny.gate)["tiny-math"] == tiny.gate.min_drop
     no_rm = replace(tiny, stages=tuple(s for s in tiny.stages if s.name not in ("rm", "rlhf")))
     assert "tiny-rlhf is scored by a reward model, but the cascade has no reward_model stage" in _error(no_rm)
 
 
 def test_boundary_policy_checks(tiny):
-    carry = C.Boundary(optimizer="carry")
+    carry = config.Boundary(optimizer="carry")
     assert "'carry' needs a policy stage right before" in _error(_stage(tiny, "rlhf", boundary=carry))
-    changed = _stage(_stage(tiny, "math", boundary=carry), "math", actor=C.Actor(lr=1e-4, adam_beta2=0.9))
+    changed = _stage(_stage(tiny, "math", boundary=carry), "math", actor=config.Actor(lr=1e-4, adam_beta2=0.9))
     assert "actor.adam_beta2 must equal stage ifeval's" in _error(changed)
     check_cascade(_stage(tiny, "math", boundary=carry))  # same optimizer settings: fine
-    cont = C.Boundary(data="continue")
+    cont = config.Boundary(data="continue")
     assert "'continue' needs an earlier grpo stage with the same data" in _error(_stage(tiny, "math", boundary=cont))
-    assert "a reward_model stage reads data" in _error(_stage(tiny, "rm", extra_data=(C.Data(source="synthetic:arithmetic"),)))
-    mixed = _stage(tiny, "math", extra_data=(C.Data(source="synthetic:code_arithmetic", domain="code"),))
+    assert "a reward_model stage reads data" in _error(_stage(tiny, "rm", extra_data=(config.Data(source="synthetic:arithmetic"),)))
+    mixed = _stage(tiny, "math", extra_data=(config.Data(source="synthetic:code_arithmetic", domain="code"),))
     check_cascade(mixed)  # a grpo stage may mix domains
-    assert C.stage_domains(next(s for s in mixed.stages if s.name == "math")) == ("math", "code")
-    wrong = _stage(tiny, "math", extra_data=(C.Data(source="synthetic:code_arithmetic", domain="coding"),))
+    assert config.stage_domains(next(s for s in mixed.stages if s.name == "math")) == ("math", "code")
+    wrong = _stage(tiny, "math", extra_data=(config.Data(source="synthetic:code_arithmetic", domain="coding"),))
     assert "stages.math.extra_data.0.domain: expected one of" in _error(wrong)
-    sft_domain = _stage(tiny, "sft", data=C.Data(source="synthetic:arithmetic", domain="math"))
+    sft_domain = _stage(tiny, "sft", data=config.Data(source="synthetic:arithmetic", domain="math"))
     assert "stages.sft.data.domain: only grpo prompts are scored in a domain" in _error(sft_domain)
-    with_rlhf = _stage(tiny, "math", extra_data=(C.Data(source="synthetic:arithmetic", domain="rlhf"),))
+    with_rlhf = _stage(tiny, "math", extra_data=(config.Data(source="synthetic:arithmetic", domain="rlhf"),))
     assert "stages.math.reward.reward_model_url: the rlhf domain needs a reward model" in _error(with_rlhf)
     assert "checkpoint_every: expected >= 0" in _error(_stage(tiny, "math", checkpoint_every=-1))
     assert "keep_checkpoints: expected >= 1" in _error(replace(tiny, keep_checkpoints=0))
 
 
 def test_data_fingerprint_follows_the_rows(tmp_path):
-    a = data_fingerprint(C.Data(source="synthetic:arithmetic", size=10, seed=1), "x")
-    assert a == data_fingerprint(C.Data(source="synthetic:arithmetic", size=10, seed=1), "x")
-    assert a != data_fingerprint(C.Data(source="synthetic:arithmetic", size=10, seed=2), "x")
+    a = data_fingerprint(config.Data(source="synthetic:arithmetic", size=10, seed=1), "x")
+    assert a == data_fingerprint(config.Data(source="synthetic:arithmetic", size=10, seed=1), "x")
+    assert a != data_fingerprint(config.Data(source="synthetic:arithmetic", size=10, seed=2), "x")
     f = tmp_path / "d.jsonl"
     f.write_text('{"question": "q", "label": "1"}\n')
-    before = data_fingerprint(C.Data(source=str(f)), "x")
+    before = data_fingerprint(config.Data(source=str(f)), "x")
     f.write_text('{"question": "q", "label": "2"}\n')
-    assert data_fingerprint(C.Data(source=str(f)), "x") != before
+    assert data_fingerprint(config.Data(source=str(f)), "x") != before
 
 
 @pytest.fixture(scope="module")
@@ -126,31 +126,31 @@ def test_tokenizer_mismatch(tiny_model, tmp_path):
     shutil.copytree(tiny_model, small)
     cfg = json.loads((small / "config.json").read_text())
     (small / "config.json").write_text(json.dumps({**cfg, "vocab_size": 100}))
-    with pytest.raises(C.ConfigError, match=r"the tokenizer has \d+ tokens but the model's vocab_size is 100"):
+    with pytest.raises(config.ConfigError, match=r"the tokenizer has \d+ tokens but the model's vocab_size is 100"):
         check_tokenizer(tok, small, [])
     # a finished stage exported with another tokenizer (the base was swapped between runs)
     stage = tmp_path / "stages" / "0-sft"
     from nemo_cascade.data.tokenizer import build_tiny_tokenizer
 
     build_tiny_tokenizer(stage / "hf", ["other text entirely " * 50], vocab_size=300)
-    with pytest.raises(C.ConfigError, match="its tokenizer differs from the base model's"):
+    with pytest.raises(config.ConfigError, match="its tokenizer differs from the base model's"):
         check_tokenizer(tok, tiny_model, [stage])
 
 
 def test_manifest_refuses_to_resume_a_stage_under_another_config(tiny, tmp_path):
     path = tmp_path / "manifest.json"
     m = Manifest(tiny, path, "base", {})
-    math = C.stage_by_name(tiny, "math")
+    math = config.stage_by_name(tiny, "math")
     m.update("math", status="running", config_sha256=config_hash(math))
     again = Manifest(tiny, path, "base", {})
     again.check_resumable(math)  # same config: resumes
     # a served RM on another host after a requeue: the same stage (endpoints are not part of the hash)
     again.check_resumable(replace(math, reward=replace(math.reward, reward_model_url="http://node17:8000",
                                                        judge_url="http://node18:8001")))
-    with pytest.raises(C.ConfigError, match="stages.math: its config changed since the interrupted run started it"):
+    with pytest.raises(config.ConfigError, match="stages.math: its config changed since the interrupted run started it"):
         again.check_resumable(replace(math, steps=math.steps + 1))
     path.write_text("{not json")
-    with pytest.raises(C.ConfigError, match="manifest.json: not valid JSON"):
+    with pytest.raises(config.ConfigError, match="manifest.json: not valid JSON"):
         Manifest(tiny, path, "base", {})
 
 
@@ -169,11 +169,11 @@ def test_training_requests_must_fit_the_models_positions(tiny, tiny_model):
     with the fix (App. B's YaRN) in the message. The gate's budgets are not checked: they are capped."""
     from nemo_cascade.preflight import check_model
 
-    cfg = replace(tiny, model=C.Model(hf_path=str(tiny_model)))
+    cfg = replace(tiny, model=config.Model(hf_path=str(tiny_model)))
     check_model(cfg)  # 1024 positions hold every tiny request
     math = next(s for s in cfg.stages if s.kind == "grpo")
     long = _stage(cfg, math.name, rollout=replace(math.rollout, max_response_tokens=2000))
-    with pytest.raises(C.ConfigError, match=rf"stages.{math.name}.rollout: max_prompt_tokens \+ max_response_tokens "
+    with pytest.raises(config.ConfigError, match=rf"stages.{math.name}.rollout: max_prompt_tokens \+ max_response_tokens "
                                             rf"= \d+ exceeds the model's 1024 positions .* set model.yarn_factor"):
         check_model(long)
     check_model(replace(long, model=replace(long.model, yarn_factor=3.0)))  # 3072 positions with YaRN ×3
@@ -185,7 +185,7 @@ def test_the_recipes_yarn_factor_is_what_the_run_trains_and_serves(tiny, tiny_mo
     from nemo_cascade.cascade import prepare_base_model
     from nemo_cascade.convert.arch import read_hf_config
 
-    plain = replace(tiny, run_root=str(tmp_path), model=C.Model(hf_path=str(tiny_model)))
+    plain = replace(tiny, run_root=str(tmp_path), model=config.Model(hf_path=str(tiny_model)))
     assert prepare_base_model(plain) == str(tiny_model)
     scaled = replace(plain, model=replace(plain.model, yarn_factor=2.0))
     folder = Path(prepare_base_model(scaled))

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from nemo_cascade import checkpoint as ckpt
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.algorithms import sft
 
 K, M = 3, 3  # steps before the checkpoint, steps after it
-ACTOR = C.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1, clip_grad=1.0)
+ACTOR = config.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1, clip_grad=1.0)
 
 
 def sft_loss(logprobs_B_T, mb):  # the SFT stage's loss (stage.sft_loss); stage.py sits above this test's layer
@@ -48,7 +48,7 @@ def batches():
 def make_actor(model_dir, distributed_optimizer=True, actor_cfg=ACTOR, configure=True):
     from nemo_cascade.actor.megatron import MegatronActor
 
-    actor = MegatronActor(str(model_dir), C.Parallel(micro_batch_size=2, distributed_optimizer=distributed_optimizer))
+    actor = MegatronActor(str(model_dir), config.Parallel(micro_batch_size=2, distributed_optimizer=distributed_optimizer))
     if configure:
         actor.configure_optimizer(actor_cfg, total_steps=K + M)
     return actor
@@ -153,7 +153,7 @@ def test_load_needs_optimizer_and_same_schedule(model_dir, uninterrupted):
     actor = make_actor(model_dir, uninterrupted["distopt"], configure=False)
     with pytest.raises(ckpt.CheckpointError, match="no optimizer"):
         ckpt.load(uninterrupted["path"], actor)
-    actor.configure_optimizer(C.Actor(**{**ACTOR.__dict__, "lr": 1e-3}), total_steps=K + M)
+    actor.configure_optimizer(config.Actor(**{**ACTOR.__dict__, "lr": 1e-3}), total_steps=K + M)
     before = params(actor)
     with pytest.raises(ckpt.CheckpointError, match=r"train_rank00000\.pt: LR schedule differs.*max_lr"):
         ckpt.load(uninterrupted["path"], actor)
@@ -307,7 +307,7 @@ def test_carried_state_trains_at_the_new_schedules_lr(model_dir, uninterrupted):
     # boundary.optimizer=carry from disk (schedule=False): Adam's moments come back, the old stage's last LR
     # must not. Regression: the first step of the next stage ran at the previous stage's final LR.
     saved_lr = uninterrupted["lr"]
-    actor = make_actor(model_dir, uninterrupted["distopt"], actor_cfg=C.Actor(lr=1e-4, warmup_steps=3))
+    actor = make_actor(model_dir, uninterrupted["distopt"], actor_cfg=config.Actor(lr=1e-4, warmup_steps=3))
     ckpt.load(uninterrupted["path"], actor, schedule=False)
     assert saved_lr > 0
     assert [g["lr"] for g in actor.optimizer.param_groups] == [0.0] * len(actor.optimizer.param_groups)
@@ -372,7 +372,7 @@ def test_layout_counts_context_parallel_ranks_apart_from_data_parallel(monkeypat
     from types import SimpleNamespace
 
     monkeypatch.setattr(ckpt.dist, "get_world_size", lambda group=None: world)
-    actor = SimpleNamespace(parallel=C.Parallel(tp=tp, pp=pp, cp=cp, dp=dp))
+    actor = SimpleNamespace(parallel=config.Parallel(tp=tp, pp=pp, cp=cp, dp=dp))
     layout = ckpt._layout(actor)
     assert (layout["cp"], layout["dp"]) == (cp, dp)
     assert layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"] == layout["world_size"] == world

@@ -9,14 +9,14 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade import ranks
 
 
 @pytest.fixture
 def calls(monkeypatch):
     """torch.distributed as seen by init_distributed, recording instead of creating process groups."""
-    from nemo_cascade.actor import megatron as M
+    from nemo_cascade.actor import megatron
 
     made: list = []
     state = {"backend": None}
@@ -35,30 +35,30 @@ def calls(monkeypatch):
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(ranks, "_group", [])
     monkeypatch.setattr(ranks, "_timeout", ranks._timeout)
-    return M, made
+    return megatron, made
 
 
 def test_the_default_fits_the_papers_rollouts():
-    assert C.Parallel().collective_timeout_minutes == 120.0
+    assert config.Parallel().collective_timeout_minutes == 120.0
     assert ranks.collective_timeout() >= timedelta(minutes=120), "NCCL's 10 minutes is what aborted long rollouts"
 
 
 def test_gpu_nccl_default_group_and_a_gloo_object_group_with_the_same_timeout(calls, monkeypatch):
-    M, made = calls
+    megatron, made = calls
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    M.init_distributed(90)
+    megatron.init_distributed(90)
     t = timedelta(minutes=90)
     assert made == [("init", "nccl", t), ("new_group", "gloo", t)]
     assert ranks.object_group() == "gloo-group" and ranks.collective_timeout() == t
-    M.init_distributed(5)  # already initialized: nothing new
+    megatron.init_distributed(5)  # already initialized: nothing new
     assert len(made) == 2
 
 
 def test_cpu_reuses_the_gloo_default_group(calls, monkeypatch):
-    M, made = calls
+    megatron, made = calls
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    M.init_distributed()  # no setting given: the config's default
-    t = timedelta(minutes=C.Parallel.collective_timeout_minutes)
+    megatron.init_distributed()  # no setting given: the config's default
+    t = timedelta(minutes=config.Parallel.collective_timeout_minutes)
     assert made == [("init", "gloo", t)]
     assert ranks.object_group() is None, "None = the default group, which is gloo here"
 
@@ -80,15 +80,15 @@ def test_needs_own_object_group(backend, own):
 def test_bad_timeouts_are_one_line_config_errors(value):
     from nemo_cascade.config.checks import validate_parallel_settings
 
-    with pytest.raises(C.ConfigError, match=r"^parallel\.collective_timeout_minutes: expected minutes in \(0, "
+    with pytest.raises(config.ConfigError, match=r"^parallel\.collective_timeout_minutes: expected minutes in \(0, "
                                             r"10080\], got "):
-        validate_parallel_settings(C.Model(), replace(C.Parallel(), collective_timeout_minutes=value))
+        validate_parallel_settings(config.Model(), replace(config.Parallel(), collective_timeout_minutes=value))
 
 
 def test_timeout_is_a_setting_of_the_config_tree():
-    cfg = C.apply_overrides(_tiny(), ["parallel.collective_timeout_minutes=240"])
+    cfg = config.apply_overrides(_tiny(), ["parallel.collective_timeout_minutes=240"])
     assert cfg.parallel.collective_timeout_minutes == 240
-    C.validate(cfg)
+    config.validate(cfg)
 
 
 def _tiny():
@@ -103,5 +103,5 @@ def test_the_timeout_does_not_change_the_config_hash():
     from nemo_cascade.lineage import config_hash
 
     cfg = _tiny()
-    longer = C.apply_overrides(cfg, ["parallel.collective_timeout_minutes=600"])
+    longer = config.apply_overrides(cfg, ["parallel.collective_timeout_minutes=600"])
     assert config_hash(longer) == config_hash(cfg)

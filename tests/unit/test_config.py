@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,13 +19,13 @@ def tiny():
 
 
 def test_overrides_reach_nested_fields(tiny):
-    cfg = C.apply_overrides(tiny, ["stages.math.steps=5", "parallel.tp=2", "stages.1.rollout.temperature=0.6",
+    cfg = config.apply_overrides(tiny, ["stages.math.steps=5", "parallel.tp=2", "stages.1.rollout.temperature=0.6",
                                    "stages.*.actor.lr=1e-4", "wandb=true", "stages.math.grpo.overlong=filter"])
-    math = C.stage_by_name(cfg, "math")
+    math = config.stage_by_name(cfg, "math")
     assert math.steps == 5 and cfg.parallel.tp == 2 and math.rollout.temperature == 0.6
     assert all(s.actor.lr == 1e-4 for s in cfg.stages) and cfg.wandb is True
     assert math.grpo.overlong == "filter"
-    assert C.stage_by_name(tiny, "math").steps != 5, "the original config is frozen and unchanged"
+    assert config.stage_by_name(tiny, "math").steps != 5, "the original config is frozen and unchanged"
 
 
 @pytest.mark.parametrize("override,message", [
@@ -41,35 +41,35 @@ def test_overrides_reach_nested_fields(tiny):
     ("wandb=maybe", "wandb: expected bool"),
 ])
 def test_bad_overrides_name_the_field(tiny, override, message):
-    with pytest.raises(C.ConfigError) as e:
-        C.apply_overrides(tiny, [override])
+    with pytest.raises(config.ConfigError) as e:
+        config.apply_overrides(tiny, [override])
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
 def test_validate_model_and_world(tiny):
-    with pytest.raises(C.ConfigError, match="exactly one of model.hf_path"):
-        C.validate(replace(tiny, model=C.Model(hf_path="x", build="tiny-qwen3")))
-    with pytest.raises(C.ConfigError, match=r"tp × pp × dp = 1×1×1 must equal the world size 2"):
-        C.validate(tiny, world_size=2)
-    with pytest.raises(C.ConfigError, match="unique non-empty name"):
-        C.validate(replace(tiny, stages=(tiny.stages[0], tiny.stages[0])))
+    with pytest.raises(config.ConfigError, match="exactly one of model.hf_path"):
+        config.validate(replace(tiny, model=config.Model(hf_path="x", build="tiny-qwen3")))
+    with pytest.raises(config.ConfigError, match=r"tp × pp × dp = 1×1×1 must equal the world size 2"):
+        config.validate(tiny, world_size=2)
+    with pytest.raises(config.ConfigError, match="unique non-empty name"):
+        config.validate(replace(tiny, stages=(tiny.stages[0], tiny.stages[0])))
 
 
 def test_dict_roundtrip(tiny):
-    assert C.from_dict(C.Cascade, C.to_dict(tiny)) == tiny
-    bad = C.to_dict(tiny)
+    assert config.from_dict(config.Cascade, config.to_dict(tiny)) == tiny
+    bad = config.to_dict(tiny)
     bad["stages"][0]["rollout"]["temprature"] = 1.0
-    with pytest.raises(C.ConfigError, match=r"stages.0.rollout: unknown key\(s\) \['temprature'\]"):
-        C.from_dict(C.Cascade, bad)
+    with pytest.raises(config.ConfigError, match=r"stages.0.rollout: unknown key\(s\) \['temprature'\]"):
+        config.from_dict(config.Cascade, bad)
 
 
 def test_recipe_loading_errors(tmp_path):
-    with pytest.raises(C.ConfigError, match="no such file"):
+    with pytest.raises(config.ConfigError, match="no such file"):
         load_recipe(str(tmp_path / "missing.py"))
-    with pytest.raises(C.ConfigError, match="no function 'nope'"):
+    with pytest.raises(config.ConfigError, match="no function 'nope'"):
         load_recipe(TINY + ":nope")
     (tmp_path / "bad.py").write_text("def recipe():\n    return 3\n")
-    with pytest.raises(C.ConfigError, match="returned int, expected nemo_cascade.config.Cascade"):
+    with pytest.raises(config.ConfigError, match="returned int, expected nemo_cascade.config.Cascade"):
         load_recipe(str(tmp_path / "bad.py"))
     assert load_recipe(TINY + ":two_ranks").parallel.tp == 2
 
@@ -82,7 +82,7 @@ def test_recipe_loading_errors(tmp_path):
 def test_a_recipe_whose_own_code_fails_is_one_line_naming_its_line(tmp_path, text, says):
     path = tmp_path / "mine.py"
     path.write_text(text.format())
-    with pytest.raises(C.ConfigError) as e:
+    with pytest.raises(config.ConfigError) as e:
         load_recipe(str(path))
     assert str(e.value) == f"recipe {path}: " + says.format(path=path)
     proc = _cli("run", str(path))
@@ -122,24 +122,24 @@ def test_cli_rejects_model_shapes_the_layout_cannot_split(tmp_path):
 # ------------------------------------------------------------------------------- per-stage GRPO settings
 
 def test_length_curriculum_override_and_phase_lookup(tiny):
-    cfg = C.apply_overrides(tiny, ["stages.math.length_curriculum=30:24:filter,10:32:zero"])
-    math = C.stage_by_name(cfg, "math")
-    assert math.length_curriculum == (C.LengthPhase(30, 24, "filter"), C.LengthPhase(10, 32, "zero"))
-    assert [C.phase_at(math, s)[0] for s in (0, 29, 30, 39)] == [0, 0, 1, 1]
-    assert C.phase_at(math, 30)[1].max_response_tokens == 32
+    cfg = config.apply_overrides(tiny, ["stages.math.length_curriculum=30:24:filter,10:32:zero"])
+    math = config.stage_by_name(cfg, "math")
+    assert math.length_curriculum == (config.LengthPhase(30, 24, "filter"), config.LengthPhase(10, 32, "zero"))
+    assert [config.phase_at(math, s)[0] for s in (0, 29, 30, 39)] == [0, 0, 1, 1]
+    assert config.phase_at(math, 30)[1].max_response_tokens == 32
     with pytest.raises(ValueError, match="past"):
-        C.phase_at(math, 40)
-    assert C.from_dict(C.Cascade, C.to_dict(cfg)) == cfg  # phases survive config.json
-    plain = C.stage_by_name(tiny, "math")  # no curriculum: one phase of rollout/grpo settings
-    assert C.length_phases(plain) == (C.LengthPhase(plain.steps, plain.rollout.max_response_tokens, "none"),)
-    assert C.phase_at(plain, plain.steps - 1) == (0, C.length_phases(plain)[0])
+        config.phase_at(math, 40)
+    assert config.from_dict(config.Cascade, config.to_dict(cfg)) == cfg  # phases survive config.json
+    plain = config.stage_by_name(tiny, "math")  # no curriculum: one phase of rollout/grpo settings
+    assert config.length_phases(plain) == (config.LengthPhase(plain.steps, plain.rollout.max_response_tokens, "none"),)
+    assert config.phase_at(plain, plain.steps - 1) == (0, config.length_phases(plain)[0])
 
 
 def test_grpo_settings_overrides(tiny):
-    cfg = C.apply_overrides(tiny, ["stages.math.mode=half", "stages.math.grpo.refill_max_rounds=3",
+    cfg = config.apply_overrides(tiny, ["stages.math.mode=half", "stages.math.grpo.refill_max_rounds=3",
                                    "stages.math.grpo.epoch_filter=true", "stages.math.grpo.readmit_unsolved=0.2",
                                    "stages.math.rollout.top_k=20", "chat_style=cascade2"])
-    math = C.stage_by_name(cfg, "math")
+    math = config.stage_by_name(cfg, "math")
     assert (math.mode, math.grpo.refill_max_rounds, math.grpo.epoch_filter) == ("half", 3, True)
     assert (math.grpo.readmit_unsolved, math.grpo.readmit_solved) == (0.2, 0.01)  # §4.5.2 default kept
     assert math.rollout.top_k == 20 and cfg.chat_style == "cascade2"
@@ -161,29 +161,29 @@ def test_grpo_settings_overrides(tiny):
     ("chat_style=cascade3", "chat_style: expected one of ['cascade1', 'cascade2', 'chatml']"),
 ])
 def test_bad_grpo_settings_name_the_field(tiny, override, message):
-    with pytest.raises(C.ConfigError) as e:
-        C.apply_overrides(tiny, [override])
+    with pytest.raises(config.ConfigError) as e:
+        config.apply_overrides(tiny, [override])
     assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
 def test_refill_needs_the_drop_and_epoch_filter_needs_pass_fail(tiny):
-    with pytest.raises(C.ConfigError, match="refill_max_rounds: refilling replaces dropped groups"):
-        C.apply_overrides(tiny, ["stages.math.grpo.refill_max_rounds=2",
+    with pytest.raises(config.ConfigError, match="refill_max_rounds: refilling replaces dropped groups"):
+        config.apply_overrides(tiny, ["stages.math.grpo.refill_max_rounds=2",
                                  "stages.math.grpo.drop_zero_variance_groups=false"])
-    with pytest.raises(C.ConfigError, match="epoch_filter: needs a pass/fail reward"):
-        C.apply_overrides(tiny, ["stages.math.domain=rlhf", "stages.math.reward.reward_model_url=http://x",
+    with pytest.raises(config.ConfigError, match="epoch_filter: needs a pass/fail reward"):
+        config.apply_overrides(tiny, ["stages.math.domain=rlhf", "stages.math.reward.reward_model_url=http://x",
                                  "stages.math.grpo.epoch_filter=true"])
 
 
 def test_engine_tensor_parallel_must_tile_the_world_and_match_across_stages(tiny):
     """One rollout engine serves every stage; its TP groups are consecutive ranks (rollout/vllm.py)."""
-    cfg = C.apply_overrides(tiny, ["parallel.dp=4", "stages.math.rollout.tensor_parallel_size=2"])
-    assert C.stage_by_name(cfg, "math").rollout.tensor_parallel_size == 2
-    with pytest.raises(C.ConfigError, match=r"stages.math.rollout.tensor_parallel_size: expected a divisor of the "
+    cfg = config.apply_overrides(tiny, ["parallel.dp=4", "stages.math.rollout.tensor_parallel_size=2"])
+    assert config.stage_by_name(cfg, "math").rollout.tensor_parallel_size == 2
+    with pytest.raises(config.ConfigError, match=r"stages.math.rollout.tensor_parallel_size: expected a divisor of the "
                                             r"world size 4 \(parallel tp × pp × cp × dp\), got 3"):
-        C.apply_overrides(cfg, ["stages.math.rollout.tensor_parallel_size=3"])
-    two = replace(cfg, stages=cfg.stages + (replace(C.stage_by_name(cfg, "math"), name="math2",
-                                                    rollout=C.Rollout(tensor_parallel_size=4)),))
-    with pytest.raises(C.ConfigError, match="stages.math2.rollout.tensor_parallel_size: 4 differs from stage "
+        config.apply_overrides(cfg, ["stages.math.rollout.tensor_parallel_size=3"])
+    two = replace(cfg, stages=cfg.stages + (replace(config.stage_by_name(cfg, "math"), name="math2",
+                                                    rollout=config.Rollout(tensor_parallel_size=4)),))
+    with pytest.raises(config.ConfigError, match="stages.math2.rollout.tensor_parallel_size: 4 differs from stage "
                                             "math's 2; one engine serves every stage"):
-        C.validate(two)
+        config.validate(two)

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from nemo_cascade.convert import table as T
+from nemo_cascade.convert import table
 from nemo_cascade.convert.arch import ModelFilesError, read_hf_config, shape_from_dict
 from nemo_cascade.config import ConfigError
 from nemo_cascade.convert.shape import ModelShape
@@ -16,13 +16,13 @@ def test_qkv_interleaves_per_kv_group():
     q = torch.arange(4 * d * h, dtype=torch.float32).reshape(4 * d, h)
     k = -torch.arange(2 * d * h, dtype=torch.float32).reshape(2 * d, h) - 1
     v = 1000 + torch.arange(2 * d * h, dtype=torch.float32).reshape(2 * d, h)
-    rule = next(r for r in T.TABLES["qwen3"] if "linear_qkv" in r.megatron)
-    entry = T.Entry("x", ("q", "k", "v"), rule, 0)
-    fused = T.to_megatron(entry, [q, k, v], GEOM)
+    rule = next(r for r in table.TABLES["qwen3"] if "linear_qkv" in r.megatron)
+    entry = table.Entry("x", ("q", "k", "v"), rule, 0)
+    fused = table.to_megatron(entry, [q, k, v], GEOM)
     # group 0 = q heads 0,1 then k head 0 then v head 0; group 1 likewise.
     expect = torch.cat([q[0:4], k[0:2], v[0:2], q[4:8], k[2:4], v[2:4]])
     assert torch.equal(fused, expect)
-    back = dict(T.to_hf(entry, fused, GEOM))
+    back = dict(table.to_hf(entry, fused, GEOM))
     assert torch.equal(back["q"], q) and torch.equal(back["k"], k) and torch.equal(back["v"], v)
 
 
@@ -32,26 +32,26 @@ def test_qkv_bias_interleaves_like_the_weight():
     h, d = GEOM.hidden_size, GEOM.head_dim
     qw, kw, vw = torch.randn(4 * d, h), torch.randn(2 * d, h), torch.randn(2 * d, h)
     qb, kb, vb = torch.randn(4 * d), torch.randn(2 * d), torch.randn(2 * d)
-    rules = {r.megatron.rsplit(".", 1)[-1]: r for r in T.TABLES["qwen2"] if "linear_qkv" in r.megatron}
-    w_entry, b_entry = (T.Entry("x", ("q", "k", "v"), rules[k], 0) for k in ("weight", "bias"))
-    fused_w, fused_b = T.to_megatron(w_entry, [qw, kw, vw], GEOM), T.to_megatron(b_entry, [qb, kb, vb], GEOM)
+    rules = {r.megatron.rsplit(".", 1)[-1]: r for r in table.TABLES["qwen2"] if "linear_qkv" in r.megatron}
+    w_entry, b_entry = (table.Entry("x", ("q", "k", "v"), rules[k], 0) for k in ("weight", "bias"))
+    fused_w, fused_b = table.to_megatron(w_entry, [qw, kw, vw], GEOM), table.to_megatron(b_entry, [qb, kb, vb], GEOM)
     assert torch.equal(fused_b, torch.cat([qb[0:4], kb[0:2], vb[0:2], qb[4:8], kb[2:4], vb[2:4]]))
     # Megatron's fused projection equals HF's three projections, interleaved: weight rows and bias agree
     x = torch.randn(h)
-    assert torch.allclose(fused_w @ x + fused_b, T.to_megatron(b_entry, [qw @ x + qb, kw @ x + kb, vw @ x + vb], GEOM))
+    assert torch.allclose(fused_w @ x + fused_b, table.to_megatron(b_entry, [qw @ x + qb, kw @ x + kb, vw @ x + vb], GEOM))
     for r in range(2):
-        assert T.shard(fused_b, rules["bias"].tp, r, 2).shape[0] == T.shard(fused_w, rules["weight"].tp, r, 2).shape[0]
-    back = dict(T.to_hf(b_entry, fused_b, GEOM))
+        assert table.shard(fused_b, rules["bias"].tp, r, 2).shape[0] == table.shard(fused_w, rules["weight"].tp, r, 2).shape[0]
+    back = dict(table.to_hf(b_entry, fused_b, GEOM))
     assert torch.equal(back["q"], qb) and torch.equal(back["k"], kb) and torch.equal(back["v"], vb)
 
 
 def test_qwen2_table_has_qkv_biases_after_each_qkv_weight():
-    names = [e.megatron for e in T.expand(T.rules_for("qwen2", tied_embeddings=False), 2)]
+    names = [e.megatron for e in table.expand(table.rules_for("qwen2", tied_embeddings=False), 2)]
     for i in range(2):
         w = names.index(f"decoder.layers.{i}.self_attention.linear_qkv.weight")
         assert names[w + 1] == f"decoder.layers.{i}.self_attention.linear_qkv.bias"
     assert not any("layernorm" in n and "self_attention" in n for n in names)  # no q/k norm
-    assert not any(n.endswith(".bias") for n in (e.megatron for e in T.expand(T.rules_for("qwen3", True), 2)))
+    assert not any(n.endswith(".bias") for n in (e.megatron for e in table.expand(table.rules_for("qwen3", True), 2)))
 
 
 QWEN25_72B = {  # huggingface.co/Qwen/Qwen2.5-72B-Instruct config.json (the RM's base, §4.2)
@@ -93,23 +93,23 @@ def test_sliding_window_is_refused_in_one_line(change, field):
 @pytest.mark.parametrize("tp", [1, 2, 4])
 def test_shard_unshard_roundtrip(kind, tp):
     full = torch.randn(16, 8)
-    shards = [T.shard(full, kind, r, tp) for r in range(tp)]
-    assert torch.equal(T.unshard(shards, kind), full)
+    shards = [table.shard(full, kind, r, tp) for r in range(tp)]
+    assert torch.equal(table.unshard(shards, kind), full)
 
 
 def test_glu_shard_holds_gate_and_up_slices():
     gate, up = torch.zeros(4, 2), torch.ones(4, 2)
-    local = T.shard(torch.cat([gate, up]), "glu", rank=1, size=2)
+    local = table.shard(torch.cat([gate, up]), "glu", rank=1, size=2)
     assert torch.equal(local, torch.cat([gate[2:], up[2:]]))
 
 
 def test_tied_embeddings_drop_output_layer_and_te_renames():
-    tied = T.rules_for("qwen3", tied_embeddings=True)
+    tied = table.rules_for("qwen3", tied_embeddings=True)
     assert not any(r.megatron == "output_layer.weight" for r in tied)
-    te = T.rules_for("llama", tied_embeddings=False, te=True)
+    te = table.rules_for("llama", tied_embeddings=False, te=True)
     assert any(r.megatron.endswith("linear_qkv.layer_norm_weight") for r in te)
     with pytest.raises(ValueError, match="no conversion table"):
-        T.rules_for("gpt2", False)
+        table.rules_for("gpt2", False)
 
 
 def test_bad_configs_give_one_line_errors(tmp_path):
@@ -131,7 +131,7 @@ def test_megatron_matches_transformers(tmp_path, arch, tied, sizes):
     q/k/v biases are random and non-zero (convert.tiny), so a bias mis-interleaved or dropped changes log-probs."""
     import transformers
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.convert.hf_io import SafetensorsReader
     from nemo_cascade.convert.tiny import make_tiny_hf_model
@@ -143,7 +143,7 @@ def test_megatron_matches_transformers(tmp_path, arch, tied, sizes):
         logits = hf(tokens).logits.float()
     expect = torch.log_softmax(logits[:, :-1] / 0.8, -1).gather(-1, tokens[:, 1:, None])[..., 0]
 
-    actor = MegatronActor(str(tmp_path), C.Parallel())
+    actor = MegatronActor(str(tmp_path), config.Parallel())
     got = actor.logprobs(tokens, temperature=0.8)
     assert torch.all(got[:, 0] == 0)
     assert (got[:, 1:] - expect).abs().max().item() <= 1e-5
@@ -172,7 +172,7 @@ def test_yarn_rope_matches_transformers(tmp_path):
     the actor must not silently fall back to plain RoPE; sequences run past the original context."""
     import transformers
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.convert.arch import read_hf_config
     from nemo_cascade.convert.tiny import make_tiny_hf_model
@@ -184,7 +184,7 @@ def test_yarn_rope_matches_transformers(tmp_path):
     tokens = torch.randint(0, 320, (2, 40), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expect = torch.log_softmax(hf(tokens).logits.float()[:, :-1], -1).gather(-1, tokens[:, 1:, None])[..., 0]
-    got = MegatronActor(str(tmp_path), C.Parallel()).logprobs(tokens, temperature=1.0)
+    got = MegatronActor(str(tmp_path), config.Parallel()).logprobs(tokens, temperature=1.0)
     assert (got[:, 1:] - expect).abs().max().item() <= 1e-5
 
 

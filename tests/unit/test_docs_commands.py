@@ -86,11 +86,11 @@ def _commands(doc: str) -> list[list[str]]:
 
 
 def _overrides_apply(recipe: str, words: list[str]) -> None:
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.cli import load_recipe
 
     overrides = [w for w in words if re.match(r"^[a-z_][\w.*]*=", w)]
-    C.apply_overrides(load_recipe(recipe), overrides)  # a stage name or key that does not exist: ConfigError
+    config.apply_overrides(load_recipe(recipe), overrides)  # a stage name or key that does not exist: ConfigError
 
 
 def test_every_command_in_launch_md_names_real_scripts_settings_recipes_and_stages(capsys):

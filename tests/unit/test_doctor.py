@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import cli, doctor
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.actor import precision
 from nemo_cascade.rewards import sandbox
 
@@ -101,14 +101,14 @@ def test_pins_come_from_the_extras_not_from_code():
 
 
 def test_fp8_on_cpu_fails_naming_the_field(node):
-    cfg = C.validate(C.apply_overrides(cli.load_recipe(TINY), ["model.fp8=delayed"]))
+    cfg = config.validate(config.apply_overrides(cli.load_recipe(TINY), ["model.fp8=delayed"]))
     row = doctor.check_te(cfg, precision.Env(cuda=False))
     assert row.status == "FAIL" and row.detail.startswith("model.fp8=delayed: FP8 training needs a CUDA GPU")
     assert "change the field the line names" in row.fix
 
 
 def test_fp8_capability_on_a_gpu_env():
-    cfg = C.validate(C.apply_overrides(cli.load_recipe(TINY), ["model.fp8=blockwise"]))
+    cfg = config.validate(config.apply_overrides(cli.load_recipe(TINY), ["model.fp8=blockwise"]))
     ada = doctor.check_te(cfg, precision.Env(cuda=True, capability=(8, 9), te_version="2.8.0"))
     hopper = doctor.check_te(cfg, precision.Env(cuda=True, capability=(9, 0), te_version="2.8.0"))
     assert ada.status == "FAIL" and "compute capability >= 9.0" in ada.detail
@@ -122,13 +122,13 @@ def test_sandbox_failure_and_not_needed(monkeypatch):
     monkeypatch.setattr(sandbox, "check_available", refuse)
     row = doctor.check_sandbox(cli.load_recipe(TINY))
     assert row.status == "FAIL" and "Permission denied" in row.detail and "bubblewrap" in row.fix
-    math_only = C.Cascade(name="m", model=C.Model(build="tiny-qwen3"), stages=(C.Stage(name="math", kind="grpo",
-                          domain="math", data=C.Data(source="synthetic:arithmetic")),))
+    math_only = config.Cascade(name="m", model=config.Model(build="tiny-qwen3"), stages=(config.Stage(name="math", kind="grpo",
+                          domain="math", data=config.Data(source="synthetic:arithmetic")),))
     assert doctor.check_sandbox(math_only).status == "n/a"
 
 
 def test_disk_too_small_for_the_checkpoints(node, monkeypatch, tmp_path):
-    cfg = C.validate(C.apply_overrides(cli.load_recipe(TINY), node))
+    cfg = config.validate(config.apply_overrides(cli.load_recipe(TINY), node))
     shape, _ = doctor._shape(cfg)
     need, _ = doctor.disk_need(cfg, shape.params())
     monkeypatch.setattr(doctor.shutil, "disk_usage", lambda path: type("Usage", (), {"free": int(need) - 1})())
@@ -195,7 +195,7 @@ def test_vllm_without_the_in_place_reload_fails(monkeypatch):
     from nemo_cascade.rollout import engine_start
 
     def old_vllm():
-        raise C.ConfigError("vLLM 0.8.0 cannot reload weights in place (GPUModelRunner has reload_weights(self))")
+        raise config.ConfigError("vLLM 0.8.0 cannot reload weights in place (GPUModelRunner has reload_weights(self))")
 
     monkeypatch.setattr(engine_start, "check_reload_api", old_vllm)
     row = doctor.check_vllm_reload()

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import load_recipe
 from nemo_cascade.lineage import _canonical, config_hash
-from nemo_cascade.rollout import engine_dtype as E
+from nemo_cascade.rollout import engine_dtype
 from nemo_cascade.weight_sync import in_dtype
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ def tiny():
 
 
 def _one_line_error(fn) -> str:
-    with pytest.raises(C.ConfigError) as e:
+    with pytest.raises(config.ConfigError) as e:
         fn()
     assert "\n" not in str(e.value)
     return str(e.value)
@@ -30,27 +30,27 @@ def _one_line_error(fn) -> str:
 @pytest.mark.parametrize("model,rollout,want", [("float32", "auto", "float32"), ("bfloat16", "auto", "bfloat16"),
                                                 ("float32", "bfloat16", "bfloat16"), ("bfloat16", "float32", "float32")])
 def test_auto_is_the_actors_dtype_and_an_explicit_one_wins(model, rollout, want):
-    assert C.engine_dtype(C.Model(dtype=model), C.Rollout(dtype=rollout)) == want
+    assert config.engine_dtype(config.Model(dtype=model), config.Rollout(dtype=rollout)) == want
 
 
 def test_the_override_sets_it_and_a_bad_value_is_one_line(tiny):
-    cfg = C.apply_overrides(tiny, ["stages.math.rollout.dtype=bfloat16"])
-    assert C.engine_dtype(cfg.model, C.stage_by_name(cfg, "math").rollout) == "bfloat16"
-    assert "rollout.dtype" in _one_line_error(lambda: C.apply_overrides(tiny, ["stages.math.rollout.dtype=fp16"]))
+    cfg = config.apply_overrides(tiny, ["stages.math.rollout.dtype=bfloat16"])
+    assert config.engine_dtype(cfg.model, config.stage_by_name(cfg, "math").rollout) == "bfloat16"
+    assert "rollout.dtype" in _one_line_error(lambda: config.apply_overrides(tiny, ["stages.math.rollout.dtype=fp16"]))
 
 
 def test_grpo_stages_must_agree_on_the_one_engine_dtype(tiny):
-    math = C.stage_by_name(tiny, "math")
+    math = config.stage_by_name(tiny, "math")
     second = replace(math, name="math2", rollout=replace(math.rollout, dtype="bfloat16"))
     cfg = replace(tiny, stages=tiny.stages + (second,))
-    msg = _one_line_error(lambda: C.validate(cfg))
+    msg = _one_line_error(lambda: config.validate(cfg))
     assert msg.startswith("stages.math2.rollout.dtype: bfloat16 differs from stage math's auto")
     # auto beside the same explicit dtype is the same engine
-    C.validate(replace(cfg, stages=tiny.stages + (replace(second, rollout=replace(math.rollout, dtype="float32")),)))
+    config.validate(replace(cfg, stages=tiny.stages + (replace(second, rollout=replace(math.rollout, dtype="float32")),)))
 
 
 def test_stage_hash_unchanged_at_auto_and_changed_when_set(tiny):
-    math = C.stage_by_name(tiny, "math")
+    math = config.stage_by_name(tiny, "math")
     assert "dtype" not in _canonical(math)["rollout"]
     bf16 = replace(math, rollout=replace(math.rollout, dtype="bfloat16"))
     assert config_hash(bf16) != config_hash(math)  # a resume must not switch what samples
@@ -72,8 +72,8 @@ def test_cpu_flags_reads_x86_and_arm_cpuinfo(tmp_path):
     x86.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 avx512_vnni\n\nprocessor\t: 1\nflags\t: fpu\n")
     arm = tmp_path / "arm"
     arm.write_text("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n")
-    assert "avx512_bf16" in E.cpu_flags(x86) and "bf16" in E.cpu_flags(arm)
-    assert E.cpu_flags(tmp_path / "absent") == set()
+    assert "avx512_bf16" in engine_dtype.cpu_flags(x86) and "bf16" in engine_dtype.cpu_flags(arm)
+    assert engine_dtype.cpu_flags(tmp_path / "absent") == set()
 
 
 @pytest.mark.parametrize("arch,flags,ok", [
@@ -81,16 +81,16 @@ def test_cpu_flags_reads_x86_and_arm_cpuinfo(tmp_path):
     ("x86_64", {"avx2", "avx512f"}, False), ("aarch64", {"asimd", "bf16"}, True), ("aarch64", {"asimd"}, False),
     ("ppc64le", {"altivec"}, True), ("x86_64", set(), True)])
 def test_cpu_bf16_problem(arch, flags, ok):
-    assert (E.cpu_bf16_problem(arch, flags) is None) == ok
+    assert (engine_dtype.cpu_bf16_problem(arch, flags) is None) == ok
 
 
 def test_preflight_refuses_bf16_sampling_on_a_cpu_without_bf16(tiny):
-    bf16 = C.apply_overrides(tiny, ["stages.math.rollout.dtype=bfloat16"])
-    msg = _one_line_error(lambda: E.check_cpu_engine_dtype(bf16, on_cpu=True, arch="x86_64", flags={"avx2"}))
+    bf16 = config.apply_overrides(tiny, ["stages.math.rollout.dtype=bfloat16"])
+    msg = _one_line_error(lambda: engine_dtype.check_cpu_engine_dtype(bf16, on_cpu=True, arch="x86_64", flags={"avx2"}))
     assert msg.startswith("stages.math.rollout.dtype: bfloat16, but this x86_64 CPU has no bf16 instructions")
     auto_bf16 = replace(tiny, model=replace(tiny.model, dtype="bfloat16"))
     assert "rollout.dtype=auto (model.dtype)" in _one_line_error(
-        lambda: E.check_cpu_engine_dtype(auto_bf16, on_cpu=True, arch="x86_64", flags={"avx2"}))
-    E.check_cpu_engine_dtype(bf16, on_cpu=False, arch="x86_64", flags={"avx2"})  # a CUDA engine: not a CPU's business
-    E.check_cpu_engine_dtype(bf16, on_cpu=True, arch="x86_64", flags={"avx512_bf16"})
-    E.check_cpu_engine_dtype(tiny, on_cpu=True, arch="x86_64", flags={"avx2"})  # fp32 sampling runs anywhere
+        lambda: engine_dtype.check_cpu_engine_dtype(auto_bf16, on_cpu=True, arch="x86_64", flags={"avx2"}))
+    engine_dtype.check_cpu_engine_dtype(bf16, on_cpu=False, arch="x86_64", flags={"avx2"})  # a CUDA engine: not a CPU's business
+    engine_dtype.check_cpu_engine_dtype(bf16, on_cpu=True, arch="x86_64", flags={"avx512_bf16"})
+    engine_dtype.check_cpu_engine_dtype(tiny, on_cpu=True, arch="x86_64", flags={"avx2"})  # fp32 sampling runs anywhere

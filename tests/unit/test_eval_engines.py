@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-import nemo_cascade.evaluate as E
+from nemo_cascade import evaluate
 import nemo_cascade.rollout.vllm as rollout_vllm
 from nemo_cascade.cli import main
 from nemo_cascade.evaluate import EvalError
-from nemo_cascade.evaluate import standalone as S
+from nemo_cascade.evaluate import standalone
 
 
 class _Stop(Exception):
@@ -25,12 +25,12 @@ def test_the_layout_reaches_the_engine_constructor(monkeypatch, hf_folder):
         return "engine"
 
     monkeypatch.setattr(rollout_vllm, "RolloutEngine", fake_engine)
-    assert S.build_engine(hf_folder, 4096, dtype="bfloat16", tensor_parallel_size=4,
+    assert standalone.build_engine(hf_folder, 4096, dtype="bfloat16", tensor_parallel_size=4,
                           gpu_memory_utilization=0.85) == "engine"
     r = made["rollout"]
     assert (r.tensor_parallel_size, r.gpu_memory_utilization, r.max_prompt_tokens) == (4, 0.85, 4096)
     assert made["max_model_len"] == 4096 and made["distributed"] is False, "one process: no torchrun world"
-    S.build_engine(hf_folder, 512, dtype="float32")
+    standalone.build_engine(hf_folder, 512, dtype="float32")
     assert (made["rollout"].tensor_parallel_size, made["rollout"].gpu_memory_utilization) == (1, 0.9)
 
 
@@ -41,15 +41,15 @@ def test_the_layout_reaches_the_engine_constructor(monkeypatch, hf_folder):
 ])
 def test_bad_layouts_are_one_line(layout, expected):
     with pytest.raises(EvalError) as err:
-        S.check_layout(*layout)
+        standalone.check_layout(*layout)
     assert str(err.value) == expected
-    assert S.check_layout(2, 4, 0.8) == 8
+    assert standalone.check_layout(2, 4, 0.8) == 8
 
 
 def test_a_world_that_does_not_match_the_engines_is_refused(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(EvalError, match=r"need tensor-parallel size × data-parallel = 4 processes, but 2 were"):
-        S.init_ranks(4)
+        standalone.init_ranks(4)
 
 
 def test_evaluate_checkpoint_builds_its_engine_with_the_layout(monkeypatch, hf_folder):
@@ -63,11 +63,11 @@ def test_evaluate_checkpoint_builds_its_engine_with_the_layout(monkeypatch, hf_f
         seen.update(layout, model_dir=model_dir)
         raise _Stop
 
-    monkeypatch.setattr(S, "load_tokenizer", lambda _: Tokenizer())
-    monkeypatch.setattr(S, "build_engine", fake_build)
+    monkeypatch.setattr(standalone, "load_tokenizer", lambda _: Tokenizer())
+    monkeypatch.setattr(standalone, "build_engine", fake_build)
     (hf_folder / "config.json").write_text(json.dumps({"max_position_embeddings": 32768}))
     with pytest.raises(_Stop):
-        S.evaluate_checkpoint(hf_folder, ["gsm8k"], E.EvalSettings(limit=2), out_dir=hf_folder / "out",
+        standalone.evaluate_checkpoint(hf_folder, ["gsm8k"], evaluate.EvalSettings(limit=2), out_dir=hf_folder / "out",
                               tensor_parallel_size=1, data_parallel=1, gpu_memory_utilization=0.7)
     assert seen == {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.7, "model_dir": hf_folder,
                     "yarn_factor": 2.0}, "App. B: GSM8K at YaRN 2"
@@ -99,7 +99,7 @@ def test_under_torchrun_each_rank_evaluates_with_the_layout(monkeypatch, hf_fold
         path.write_text(json.dumps({"suites": {}}))
         return {}, path
 
-    monkeypatch.setattr(E, "evaluate_checkpoint", fake_evaluate)
+    monkeypatch.setattr(evaluate, "evaluate_checkpoint", fake_evaluate)
     assert main(["eval", str(hf_folder), "--suite", "gsm8k", "--tensor-parallel-size", "2",
                  "--data-parallel", "2"]) == 0
     assert (seen["tensor_parallel_size"], seen["data_parallel"], seen["gpu_memory_utilization"]) == (2, 2, 0.9)

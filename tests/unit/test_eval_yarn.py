@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import main
 from nemo_cascade.convert.arch import with_yarn
 from nemo_cascade.evaluate import EvalError, EvalSettings, get_suite, prepare
@@ -35,7 +35,7 @@ def tok(tmp_path_factory):
     return build_tiny_tokenizer(tmp_path_factory.mktemp("yarn_tok"))
 
 
-def _recipe(name: str, fn: str = "recipe") -> C.Cascade:
+def _recipe(name: str, fn: str = "recipe") -> config.Cascade:
     return runpy.run_path(str(ROOT / "recipes" / f"{name}.py"))[fn]()
 
 
@@ -141,7 +141,7 @@ def test_a_stage_directory_is_evaluated_with_its_runs_gate_settings(tmp_path):
     run = tmp_path / "runs" / "14b"
     stage = run / "stages" / "5-swe"
     stage.mkdir(parents=True)
-    (run / "config.json").write_text(C.dumps(_recipe("nemotron_cascade_14b_thinking")))
+    (run / "config.json").write_text(config.dumps(_recipe("nemotron_cascade_14b_thinking")))
     gate = run_gate(stage)
     settings = with_run_gate(EvalSettings(), gate)
     assert (settings.mode, dict(settings.yarn), dict(settings.max_input_tokens)) == ("think", {"swe": 3.0},
@@ -157,24 +157,24 @@ def test_a_stage_directory_is_evaluated_with_its_runs_gate_settings(tmp_path):
 # ------------------------------------------------------------------------------------------ config and CLI
 
 @pytest.mark.parametrize("gate, expected", [
-    (C.Gate(suites=("swe",), yarn=("swe=0.5",)), "gate.yarn: expected SUITE=FACTOR with SUITE one of gate.suites"),
-    (C.Gate(suites=("swe",), yarn=("gsm8k=2",)), "gate.yarn: expected SUITE=FACTOR"),
-    (C.Gate(suites=("swe",), max_input_tokens=("swe=lots",)), "gate.max_input_tokens: expected SUITE=TOKENS"),
-    (C.Gate(suites=("swe",), mode="fast"), "gate.mode"),
+    (config.Gate(suites=("swe",), yarn=("swe=0.5",)), "gate.yarn: expected SUITE=FACTOR with SUITE one of gate.suites"),
+    (config.Gate(suites=("swe",), yarn=("gsm8k=2",)), "gate.yarn: expected SUITE=FACTOR"),
+    (config.Gate(suites=("swe",), max_input_tokens=("swe=lots",)), "gate.max_input_tokens: expected SUITE=TOKENS"),
+    (config.Gate(suites=("swe",), mode="fast"), "gate.mode"),
 ])
 def test_bad_gate_settings_are_one_config_error(gate, expected):
     tiny = _recipe("tiny")
-    assert C.validate(tiny) is tiny
-    with pytest.raises(C.ConfigError) as err:
-        C.validate(replace(tiny, gate=gate))
+    assert config.validate(tiny) is tiny
+    with pytest.raises(config.ConfigError) as err:
+        config.validate(replace(tiny, gate=gate))
     assert expected in str(err.value) and "\n" not in str(err.value)
 
 
 def test_gate_settings_take_overrides():
-    tiny = replace(_recipe("tiny"), gate=C.Gate(suites=("swe", "ifeval")))
-    cfg = C.apply_overrides(tiny, ["gate.mode=think", "gate.yarn=swe=3", "gate.max_input_tokens=swe=65536"])
+    tiny = replace(_recipe("tiny"), gate=config.Gate(suites=("swe", "ifeval")))
+    cfg = config.apply_overrides(tiny, ["gate.mode=think", "gate.yarn=swe=3", "gate.max_input_tokens=swe=65536"])
     assert (cfg.gate.mode, cfg.gate.yarn, cfg.gate.max_input_tokens) == ("think", ("swe=3",), ("swe=65536",))
-    assert C.validate(cfg) is cfg
+    assert config.validate(cfg) is cfg
 
 
 @pytest.mark.parametrize("argv, expected", [

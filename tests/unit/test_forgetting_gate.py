@@ -2,7 +2,7 @@
 each suite, the per-benchmark tolerance overriding gate.min_drop, and the noise term."""
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.evaluate.eval_output import write_eval
 from nemo_cascade.forgetting import Gate
 
@@ -37,8 +37,8 @@ def _rows(tmp_path, scores: dict[str, dict[str, float]]):
 
 
 def test_regression_against_the_best_earlier_row_with_per_suite_tolerance(tmp_path, tokenizer):
-    gate_cfg = C.Gate(suites=("tiny-math", "tiny-code"), min_drop=0.05, tolerance=("tiny-code=0.20",))
-    gate = Gate(C.Cascade(gate=gate_cfg), tokenizer)
+    gate_cfg = config.Gate(suites=("tiny-math", "tiny-code"), min_drop=0.05, tolerance=("tiny-code=0.20",))
+    gate = Gate(config.Cascade(gate=gate_cfg), tokenizer)
     rows = _rows(tmp_path, {
         "base": {"tiny-math": 0.10, "tiny-code": 0.10},
         "sft": {"tiny-math": 0.60, "tiny-code": 0.70},
@@ -49,12 +49,12 @@ def test_regression_against_the_best_earlier_row_with_per_suite_tolerance(tmp_pa
     assert [(r.suite, r.best_stage, r.best, r.now) for r in found] == [("tiny-math", "sft", 0.60, 0.50),
                                                                         ("tiny-code", "sft", 0.70, 0.40)]
     assert gate.check(rows[:3], rows[3]) == []
-    strict = Gate(C.Cascade(gate=C.Gate(suites=("tiny-math", "tiny-code"), min_drop=0.01)), tokenizer)
+    strict = Gate(config.Cascade(gate=config.Gate(suites=("tiny-math", "tiny-code"), min_drop=0.01)), tokenizer)
     assert [r.suite for r in strict.check(rows[:3], rows[3])] == ["tiny-math", "tiny-code"]
 
 
 def test_the_gate_sizes_the_engine_for_its_suites(tmp_path, tokenizer):
-    gate = Gate(C.Cascade(gate=C.Gate(suites=("tiny-swe",), max_tokens=50)), tokenizer)
+    gate = Gate(config.Cascade(gate=config.Gate(suites=("tiny-swe",), max_tokens=50)), tokenizer)
     longest = max(len(p.prompt_tokens) for p in gate.prepared["tiny-swe"].prompts)
     assert gate.context_tokens() == longest + 50
-    assert not Gate(C.Cascade(), tokenizer).enabled
+    assert not Gate(config.Cascade(), tokenizer).enabled

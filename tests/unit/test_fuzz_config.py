@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import load_recipe
 from nemo_cascade.config.checks import check_types
 
@@ -35,8 +35,8 @@ def _paths(cls, prefix: str = "") -> list[str]:
     return out
 
 
-STAGE_FIELDS = _paths(C.Stage)
-KEYS = ([k for k in _paths(C.Cascade)] + [f"stages.{s}.{k}" for s in ("math", "sft", "0", "1", "*")
+STAGE_FIELDS = _paths(config.Stage)
+KEYS = ([k for k in _paths(config.Cascade)] + [f"stages.{s}.{k}" for s in ("math", "sft", "0", "1", "*")
                                            for k in STAGE_FIELDS])
 TRICKY_VALUES = ["", "nan", "NaN", "inf", "-inf", "1e999", "-0", "0", "1", "-1", "2", "0.5", "true", "false",
                  "none", "null", "None", "yes", "filter", "zero", "think", "half", "grpo", "sft", "reward_model",
@@ -60,10 +60,10 @@ overrides = st.one_of(
     st.lists(st.one_of(pairs, st.text(max_size=20)), min_size=1, max_size=2))  # anything on the command line
 
 
-def _assert_clean_config(cfg: C.Cascade) -> None:
+def _assert_clean_config(cfg: config.Cascade) -> None:
     check_types(cfg)  # every field has its annotated type; floats are finite
-    doc = json.dumps(C.to_dict(cfg), allow_nan=False)  # config.json cannot carry a NaN
-    assert C.from_dict(C.Cascade, json.loads(doc)) == cfg
+    doc = json.dumps(config.to_dict(cfg), allow_nan=False)  # config.json cannot carry a NaN
+    assert config.from_dict(config.Cascade, json.loads(doc)) == cfg
 
 
 @fuzz("config.apply_overrides")
@@ -71,8 +71,8 @@ def _assert_clean_config(cfg: C.Cascade) -> None:
 def test_random_overrides_end_in_one_line_or_a_clean_config(items):
     ran("config.apply_overrides")
     try:
-        cfg = C.apply_overrides(TINY, items)
-    except C.ConfigError as e:
+        cfg = config.apply_overrides(TINY, items)
+    except config.ConfigError as e:
         message = str(e)
         assert one_line(message) and ": " in message, message
         return
@@ -95,10 +95,10 @@ def test_override_fixes_found_by_fuzzing():
     }
     for item, message in cases.items():
         ran("config.apply_overrides")
-        with pytest.raises(C.ConfigError) as e:
-            C.apply_overrides(TINY, [item])
+        with pytest.raises(config.ConfigError) as e:
+            config.apply_overrides(TINY, [item])
         assert message in str(e.value) and one_line(str(e.value)), (item, str(e.value))
-    ok = C.apply_overrides(TINY, ["stages.math.reward.answer_pattern=gsm8k", "name=run-1.b", "stages.١.actor.lr=0.5"])
+    ok = config.apply_overrides(TINY, ["stages.math.reward.answer_pattern=gsm8k", "name=run-1.b", "stages.١.actor.lr=0.5"])
     assert ok.name == "run-1.b" and ok.stages[1].actor.lr == 0.5  # '١' is a decimal digit: stage 1
 
 
@@ -128,8 +128,8 @@ def _leaf_paths(doc, prefix=()) -> list[tuple]:
     return out
 
 
-BASE_DOC = C.to_dict(replace(TINY, stages=(*TINY.stages[:1], replace(
-    TINY.stages[-1], length_curriculum=(C.LengthPhase(TINY.stages[-1].steps, 64),)))))
+BASE_DOC = config.to_dict(replace(TINY, stages=(*TINY.stages[:1], replace(
+    TINY.stages[-1], length_curriculum=(config.LengthPhase(TINY.stages[-1].steps, 64),)))))
 DOC_PATHS = _leaf_paths(BASE_DOC)
 
 
@@ -161,8 +161,8 @@ def mutated_docs(draw):
 def test_mutated_config_json_ends_in_one_line_or_a_typed_config(doc):
     ran("config.from_dict")
     try:
-        cfg = C.from_dict(C.Cascade, doc)
-    except C.ConfigError as e:
+        cfg = config.from_dict(config.Cascade, doc)
+    except config.ConfigError as e:
         assert one_line(str(e)), str(e)
         return
     check_types(cfg)
@@ -185,8 +185,8 @@ def test_from_dict_fixes_found_by_fuzzing():
         ran("config.from_dict")
         bad = json.loads(json.dumps(doc))
         mutate(bad)
-        with pytest.raises(C.ConfigError) as e:
-            C.from_dict(C.Cascade, bad)
+        with pytest.raises(config.ConfigError) as e:
+            config.from_dict(config.Cascade, bad)
         assert message in str(e.value) and one_line(str(e.value)), (message, str(e.value))
 
 
@@ -221,17 +221,17 @@ def test_recipe_specs_end_in_one_line_or_a_cascade(tmp_path_factory, spec):
         spec = str(folder / spec[1:])
     try:
         cfg = load_recipe(spec)
-    except C.ConfigError as e:
+    except config.ConfigError as e:
         assert one_line(str(e)) and str(e).startswith("recipe "), str(e)
         return
-    assert isinstance(cfg, C.Cascade)
+    assert isinstance(cfg, config.Cascade)
 
 
 def test_recipe_spec_fixes_found_by_fuzzing():
     for spec, message in [("", "expected recipes/NAME.py"), (".", "expected recipes/NAME.py"),
                           ("..x:f", "expected recipes/NAME.py"), ("json:dumps", "dumps() needs arguments")]:
         ran("config.load_recipe")
-        with pytest.raises(C.ConfigError, match=re.escape(message)):
+        with pytest.raises(config.ConfigError, match=re.escape(message)):
             load_recipe(spec)
 
 
@@ -242,8 +242,8 @@ def test_megabyte_override_values_end_in_a_short_line_or_a_clean_config(key):
     ran("config.apply_overrides")
     for value in ("9" * MB, "é" * MB, "(" * MB):
         try:
-            cfg = C.apply_overrides(TINY, [f"{key}={value}"])
-        except C.ConfigError as e:
+            cfg = config.apply_overrides(TINY, [f"{key}={value}"])
+        except config.ConfigError as e:
             assert one_line(str(e)) and len(str(e)) < 1000, str(e)[:300]
         else:
             _assert_clean_config(cfg)

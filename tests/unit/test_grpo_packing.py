@@ -3,7 +3,7 @@ same log-probs, loss and gradients from packed rows as from one padded row per s
 import pytest
 import torch
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.algorithms import grpo, packing
 from nemo_cascade.config import GRPO
 from nemo_cascade.types import Prompt, PromptGroup
@@ -69,14 +69,14 @@ def test_sequence_aggregation_counts_the_sequences_of_a_packed_row():
 def test_config_refuses_packing_under_context_parallelism():
     from nemo_cascade.config.checks import validate
 
-    stage = C.Stage(name="math", kind="grpo", domain="math", steps=1, data=C.Data(source="synthetic:arithmetic"))
-    cfg = C.Cascade(name="t", model=C.Model(hf_path="x", transformer_impl="transformer_engine"), stages=(stage,),
-                    parallel=C.Parallel(cp=2, sequence_parallel=False))
-    with pytest.raises(C.ConfigError, match="grpo.sequence_packing"):
+    stage = config.Stage(name="math", kind="grpo", domain="math", steps=1, data=config.Data(source="synthetic:arithmetic"))
+    cfg = config.Cascade(name="t", model=config.Model(hf_path="x", transformer_impl="transformer_engine"), stages=(stage,),
+                    parallel=config.Parallel(cp=2, sequence_parallel=False))
+    with pytest.raises(config.ConfigError, match="grpo.sequence_packing"):
         validate(cfg)
-    bad = C.Cascade(name="t", model=C.Model(hf_path="x"),
-                    stages=(C.Stage(**{**stage.__dict__, "grpo": GRPO(pack_tokens=-1)}),))
-    with pytest.raises(C.ConfigError, match="grpo.pack_tokens"):
+    bad = config.Cascade(name="t", model=config.Model(hf_path="x"),
+                    stages=(config.Stage(**{**stage.__dict__, "grpo": GRPO(pack_tokens=-1)}),))
+    with pytest.raises(config.ConfigError, match="grpo.pack_tokens"):
         validate(bad)
 
 
@@ -88,8 +88,8 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation):
     from nemo_cascade.convert.tiny import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=320, arch="qwen3", seed=5)
-    actor = MegatronActor(str(tmp_path), C.Parallel(micro_batch_size=2))
-    actor.configure_optimizer(C.Actor(lr=0.0), 10)  # measure; leave the weights as they are
+    actor = MegatronActor(str(tmp_path), config.Parallel(micro_batch_size=2))
+    actor.configure_optimizer(config.Actor(lr=0.0), 10)  # measure; leave the weights as they are
     g = torch.Generator().manual_seed(1)
     randint = lambda n: torch.randint(3, 320, (n,), generator=g).tolist()  # noqa: E731
     groups = [PromptGroup(prompt=Prompt(prompt_tokens=randint(p), domain="math", label="1"),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.data.schemas import SchemaError, adapt
 from nemo_cascade.data.tokenizer import build_tiny_tokenizer
@@ -29,7 +29,7 @@ def tok(tmp_path_factory):
 
 
 def _load(tok, path, **data):
-    cfg = C.Data(source=str(path), **data)
+    cfg = config.Data(source=str(path), **data)
     return load_prompts(cfg, tok, "no_think", "ifeval", 4096,
                         validate_label=training_validator("ifeval", cfg, "stages.if_ifbench.data"))
 
@@ -107,29 +107,29 @@ def test_a_test_taxonomy_id_in_training_data_is_refused_naming_file_row_id_and_s
 
 def test_evaluation_keeps_the_test_taxonomy():
     VALIDATORS["ifeval"](TEST_ID_ROW)  # the ifbench suite's rows validate as before
-    training_validator("ifeval", C.Data(allow_eval_instructions=True))(TEST_ID_ROW)
+    training_validator("ifeval", config.Data(allow_eval_instructions=True))(TEST_ID_ROW)
     with pytest.raises(ValueError, match="data.allow_eval_instructions=true"):
-        training_validator("ifeval", C.Data())(TEST_ID_ROW)
-    assert training_validator("math", C.Data()) is VALIDATORS["math"]
+        training_validator("ifeval", config.Data())(TEST_ID_ROW)
+    assert training_validator("math", config.Data()) is VALIDATORS["math"]
 
 
 def test_the_setting_is_given_on_the_command_line_and_refused_where_no_instruction_ids_are_read():
     from nemo_cascade.cli import load_recipe
 
     tiny = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py"))
-    cfg = C.apply_overrides(tiny, ["stages.ifeval.data.allow_eval_instructions=true"])
-    assert C.stage_by_name(cfg, "ifeval").data.allow_eval_instructions
-    with pytest.raises(C.ConfigError) as e:
-        C.apply_overrides(tiny, ["stages.math.data.allow_eval_instructions=true"])
+    cfg = config.apply_overrides(tiny, ["stages.ifeval.data.allow_eval_instructions=true"])
+    assert config.stage_by_name(cfg, "ifeval").data.allow_eval_instructions
+    with pytest.raises(config.ConfigError) as e:
+        config.apply_overrides(tiny, ["stages.math.data.allow_eval_instructions=true"])
     assert str(e.value).startswith("stages.math.data.allow_eval_instructions: only IF-RL prompts")
-    with pytest.raises(C.ConfigError, match=r"^stages\.sft\.data\.allow_eval_instructions"):
-        C.apply_overrides(tiny, ["stages.sft.data.allow_eval_instructions=true"])
+    with pytest.raises(config.ConfigError, match=r"^stages\.sft\.data\.allow_eval_instructions"):
+        config.apply_overrides(tiny, ["stages.sft.data.allow_eval_instructions=true"])
 
 
 def test_the_setting_leaves_the_stage_hash_of_earlier_runs_alone_until_it_is_set():
     from nemo_cascade.lineage import _canonical, config_hash
 
-    stage = C.Stage(name="if_ifbench", domain="ifeval", data=C.Data(source="rows.jsonl"))
+    stage = config.Stage(name="if_ifbench", domain="ifeval", data=config.Data(source="rows.jsonl"))
     allowed = replace(stage, data=replace(stage.data, allow_eval_instructions=True))
     # A manifest written before the field existed hashed the stage without it; setting it is a new config.
     assert "allow_eval_instructions" not in _canonical(stage)["data"]
@@ -147,11 +147,11 @@ def test_preflight_refuses_a_test_taxonomy_id_before_the_cascade_starts(tmp_path
     with_test_id.write_text(ROWS.read_text() + json.dumps(TEST_ID_ROW) + "\n")
 
     def ifeval_source(path, **data):
-        return C.apply_overrides(tiny, [f"stages.ifeval.data.source={path}",
+        return config.apply_overrides(tiny, [f"stages.ifeval.data.source={path}",
                                         *(f"stages.ifeval.data.{k}={v}" for k, v in data.items())])
 
     check_cascade(ifeval_source(train))  # IFEval + IFBench-Train ids only
-    with pytest.raises(C.ConfigError) as e:
+    with pytest.raises(config.ConfigError) as e:
         check_cascade(ifeval_source(with_test_id))
     text = str(e.value)
     assert text.startswith(f"{with_test_id}:6: ") and "'count:numbers'" in text and "\n" not in text

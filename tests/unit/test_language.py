@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.rewards.language import (BATCH_MIN_MINUS_10, CODE_SWITCH_RULES, EXPECTED_SCRIPTS, OTHER_SCRIPT,
                                            apply_code_switch_penalty, foreign_letter_counts, is_code_switched,
                                            is_code_switched_reply, prompt_scripts, reply_scripts,
@@ -236,6 +236,6 @@ def test_megabyte_of_hostile_prompt_is_linear():
 def test_config_languages_are_the_detector_s():
     """Reward.code_switch_script's choices are EXPECTED_SCRIPTS's keys, and code_switch_rule's are the rules plus
     auto (config imports nothing from rewards, so this test keeps them equal)."""
-    hints = typing.get_type_hints(C.Reward)
+    hints = typing.get_type_hints(config.Reward)
     assert set(typing.get_args(hints["code_switch_script"])) == set(EXPECTED_SCRIPTS)
     assert set(typing.get_args(hints["code_switch_rule"])) == {"auto", *CODE_SWITCH_RULES}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.config import checks
 from nemo_cascade.config.schema import literal_values
 from nemo_cascade.data import chat
@@ -21,7 +21,7 @@ PKG = Path(__file__).resolve().parents[2] / "nemo_cascade"
 
 def _config_literals() -> set[frozenset[str]]:
     """The value sets of every Literal field of the config tree."""
-    found, todo = set(), [C.Cascade]
+    found, todo = set(), [config.Cascade]
     while todo:
         cls = todo.pop()
         for name, tp in typing.get_type_hints(cls).items():
@@ -34,10 +34,10 @@ def _config_literals() -> set[frozenset[str]]:
 
 
 @pytest.mark.parametrize("constant,cls,name", [
-    (C.STAGE_KINDS, C.Stage, "kind"), (checks.TRANSFORMER_IMPLS, C.Model, "transformer_impl"),
-    (checks.FP8_RECIPES, C.Model, "fp8"), (checks.RECOMPUTE, C.Parallel, "recompute"),
-    (checks.OVERLONG, C.LengthPhase, "overlong"), (math_reward.GRADERS, C.Reward, "math_grader"),
-    (chat.STYLES, C.Cascade, "chat_style"),
+    (config.STAGE_KINDS, config.Stage, "kind"), (checks.TRANSFORMER_IMPLS, config.Model, "transformer_impl"),
+    (checks.FP8_RECIPES, config.Model, "fp8"), (checks.RECOMPUTE, config.Parallel, "recompute"),
+    (checks.OVERLONG, config.LengthPhase, "overlong"), (math_reward.GRADERS, config.Reward, "math_grader"),
+    (chat.STYLES, config.Cascade, "chat_style"),
 ])
 def test_constants_equal_their_fields_literal(constant, cls, name):
     assert constant == typing.get_args(typing.get_type_hints(cls)[name]) == literal_values(cls, name)
@@ -46,7 +46,7 @@ def test_constants_equal_their_fields_literal(constant, cls, name):
 def test_module_literals_and_their_tuples_agree():
     assert chat.STYLES == typing.get_args(chat.Style)
     assert language.CODE_SWITCH_RULES == typing.get_args(language.CodeSwitchRule)
-    assert {"auto", *language.CODE_SWITCH_RULES} == set(literal_values(C.Reward, "code_switch_rule"))
+    assert {"auto", *language.CODE_SWITCH_RULES} == set(literal_values(config.Reward, "code_switch_rule"))
 
 
 def _string_collections(path: Path):

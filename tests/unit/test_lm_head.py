@@ -5,7 +5,7 @@ from functools import partial
 import pytest
 import torch
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.actor import lm_head as LM
 from nemo_cascade.algorithms import grpo, packing, sft
 from nemo_cascade.types import Prompt, PromptGroup
@@ -18,8 +18,8 @@ def actor(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("lm_head")
     make_tiny_hf_model(path, vocab_size=320, arch="qwen3", seed=3)
-    actor = MegatronActor(str(path), C.Parallel(micro_batch_size=3))
-    actor.configure_optimizer(C.Actor(lr=0.0), 10)  # measure; the weights stay put
+    actor = MegatronActor(str(path), config.Parallel(micro_batch_size=3))
+    actor.configure_optimizer(config.Actor(lr=0.0), 10)  # measure; the weights stay put
     return actor
 
 
@@ -48,7 +48,7 @@ def _step(actor, batch, loss, whole_head: bool):
 
 @pytest.mark.parametrize("packed", [True, False])
 def test_grpo_step_equals_the_whole_sequence_head(actor, packed):
-    cfg = C.GRPO(adv_eps=0.0, sequence_packing=packed)
+    cfg = config.GRPO(adv_eps=0.0, sequence_packing=packed)
     batch = grpo.make_batch(_groups(), cfg, pad_id=0)
     loss = partial(grpo.actor_loss, cfg)
     (full, full_rows), (picked, picked_rows) = (_step(actor, batch.tensors(), loss, whole) for whole in (True, False))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.actor.megatron import lr_scheduler
 from nemo_cascade.cli import load_recipe
 from nemo_cascade.config.overrides import apply_overrides
@@ -13,7 +13,7 @@ from nemo_cascade.config.overrides import apply_overrides
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _lr_after(actor: C.Actor, total_steps: int, steps: int) -> float:
+def _lr_after(actor: config.Actor, total_steps: int, steps: int) -> float:
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=actor.lr)
     scheduler = lr_scheduler(optimizer, actor, total_steps)
     for _ in range(steps):
@@ -21,7 +21,7 @@ def _lr_after(actor: C.Actor, total_steps: int, steps: int) -> float:
     return optimizer.param_groups[0]["lr"]
 
 
-SFT = C.Actor(lr=5e-5, lr_schedule="cosine", warmup_steps=200)
+SFT = config.Actor(lr=5e-5, lr_schedule="cosine", warmup_steps=200)
 
 
 def test_default_horizon_is_the_stage_and_reaches_min_lr_at_its_last_step():
@@ -29,7 +29,7 @@ def test_default_horizon_is_the_stage_and_reaches_min_lr_at_its_last_step():
 
 
 def test_lr_decay_steps_sets_a_longer_horizon():
-    actor = C.Actor(lr=5e-5, lr_schedule="cosine", warmup_steps=200, lr_decay_steps=100_000)
+    actor = config.Actor(lr=5e-5, lr_schedule="cosine", warmup_steps=200, lr_decay_steps=100_000)
     # Megatron's cosine: progress over the steps after warm-up.
     progress = (20_000 - 200) / (100_000 - 200)
     expected = 5e-5 * 0.5 * (math.cos(math.pi * progress) + 1)
@@ -39,6 +39,6 @@ def test_lr_decay_steps_sets_a_longer_horizon():
 
 def test_negative_horizon_is_refused_in_one_line():
     cfg = load_recipe(str(ROOT / "recipes" / "tiny.py"))
-    with pytest.raises(C.ConfigError) as e:
-        C.validate(apply_overrides(cfg, ["stages.sft.actor.lr_decay_steps=-1"]))
+    with pytest.raises(config.ConfigError) as e:
+        config.validate(apply_overrides(cfg, ["stages.sft.actor.lr_decay_steps=-1"]))
     assert "\n" not in str(e.value) and "stages.sft.actor.lr_decay_steps" in str(e.value)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.data.benchmark_sets import gsm8k
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import load_prompts
@@ -40,7 +40,7 @@ def test_training_row_and_evaluation_item_render_the_same_user_message(tmp_path,
     items, path = load_items(get_suite(suite), limit=3)
     key = "question" if suite == "gsm8k" else "problem"
     rows = [{"problem": r[key], "answer": item.label} for r, item in zip(_first_rows(path, 3), items)]
-    prompts = load_prompts(C.Data(source=_write(tmp_path, rows)), tok, "think", "math", 4096)
+    prompts = load_prompts(config.Data(source=_write(tmp_path, rows)), tok, "think", "math", 4096)
     assert len(prompts) == 3
     for prompt, item in zip(prompts, items):
         assert item.messages[-1]["content"].endswith(INSTRUCTION)
@@ -50,7 +50,7 @@ def test_training_row_and_evaluation_item_render_the_same_user_message(tmp_path,
 
 
 def test_the_default_is_the_suites_phrasing():
-    assert MATH_INSTRUCTION == INSTRUCTION == C.Data().math_instruction
+    assert MATH_INSTRUCTION == INSTRUCTION == config.Data().math_instruction
     assert math_prompt("What is 1+1?") == f"What is 1+1?\n\n{INSTRUCTION}"
     assert get_suite("math500").load(ROOT / "data" / "math500" / "test.jsonl.gz")[0].messages[-1]["content"] == \
         math_prompt(_first_rows(ROOT / "data" / "math500" / "test.jsonl.gz", 1)[0]["problem"])
@@ -78,7 +78,7 @@ def test_a_prompt_that_asks_already_is_not_asked_twice(tmp_path, tok):
     assert with_math_instruction(system) == system
     rows = [{"problem": asked, "answer": "5"}, {"messages": system, "answer": "5"}, {"problem": "What is 2+3?",
                                                                                    "answer": "5"}]
-    prompts = load_prompts(C.Data(source=_write(tmp_path, rows)), tok, "no_think", "math", 4096)
+    prompts = load_prompts(config.Data(source=_write(tmp_path, rows)), tok, "no_think", "math", 4096)
     texts = [tok.decode(p.prompt_tokens) for p in prompts]
     assert [t.count("\\boxed") for t in texts] == [1, 1, 1]
     assert texts[2].count(INSTRUCTION) == 1
@@ -94,8 +94,8 @@ def test_the_last_user_turn_is_phrased_and_the_input_is_kept():
 
 def test_setting_the_instruction(tmp_path, tok):
     path = _write(tmp_path, [{"problem": "What is 2+3?", "answer": "5"}])
-    as_is = load_prompts(C.Data(source=path, math_instruction=""), tok, "no_think", "math", 4096)
-    custom = load_prompts(C.Data(source=path, math_instruction="Box it: \\boxed{}."), tok, "no_think", "math", 4096)
+    as_is = load_prompts(config.Data(source=path, math_instruction=""), tok, "no_think", "math", 4096)
+    custom = load_prompts(config.Data(source=path, math_instruction="Box it: \\boxed{}."), tok, "no_think", "math", 4096)
     assert "\\boxed" not in tok.decode(as_is[0].prompt_tokens)
     assert "What is 2+3?\n\nBox it: \\boxed{}." in tok.decode(custom[0].prompt_tokens)
 
@@ -103,16 +103,16 @@ def test_setting_the_instruction(tmp_path, tok):
 def test_other_domains_are_not_phrased(tmp_path, tok):
     path = tmp_path / "rlhf.jsonl"
     path.write_text(json.dumps({"prompt": "Tell me about otters."}) + "\n")
-    prompts = load_prompts(C.Data(source=str(path)), tok, "no_think", "rlhf", 4096)
+    prompts = load_prompts(config.Data(source=str(path)), tok, "no_think", "rlhf", 4096)
     assert "\\boxed" not in tok.decode(prompts[0].prompt_tokens)
 
 
 def test_the_setting_is_a_data_field():
-    cfg = C.Cascade(model=C.Model(build="tiny-qwen3"),
-                    stages=(C.Stage(name="s", data=C.Data(source="synthetic:arithmetic")),))
-    changed = C.apply_overrides(cfg, ["stages.s.data.math_instruction=Think, then box: \\boxed{}."])
+    cfg = config.Cascade(model=config.Model(build="tiny-qwen3"),
+                    stages=(config.Stage(name="s", data=config.Data(source="synthetic:arithmetic")),))
+    changed = config.apply_overrides(cfg, ["stages.s.data.math_instruction=Think, then box: \\boxed{}."])
     assert changed.stages[0].data.math_instruction == "Think, then box: \\boxed{}."
-    bad = C.to_dict(cfg)
+    bad = config.to_dict(cfg)
     bad["stages"][0]["data"]["math_instructions"] = ""
-    with pytest.raises(C.ConfigError, match=r"stages.0.data: unknown key\(s\) \['math_instructions'\]"):
-        C.from_dict(C.Cascade, bad)
+    with pytest.raises(config.ConfigError, match=r"stages.0.data: unknown key\(s\) \['math_instructions'\]"):
+        config.from_dict(config.Cascade, bad)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.rewards import Scorer
 from nemo_cascade.rewards.math import MathVerifier, is_equivalent, math_reward_with
 from nemo_cascade.rewards.math_rule import as_number, grade, normalize
@@ -186,18 +186,18 @@ def test_stage_scorer_uses_the_configured_grader():
     labels = ["0.5", "18", "0.5"]
     default = [_group(l, [t]) for l, t in zip(labels, texts)]
     rule = [_group(l, [t]) for l, t in zip(labels, texts)]
-    Scorer("math", C.Reward()).score(default)
-    Scorer("math", C.Reward(math_grader="rule")).score(rule)
+    Scorer("math", config.Reward()).score(default)
+    Scorer("math", config.Reward(math_grader="rule")).score(rule)
     assert [g.rewards_G for g in default] == [[0.0], [0.0], [1.0]]
     assert [g.rewards_G for g in rule] == [[1.0], [1.0], [1.0]]
 
 
 def test_grader_setting_is_checked_and_overridable():
-    stage = C.Stage(name="s", data=C.Data(source="synthetic:arithmetic"))
-    cfg = C.Cascade(model=C.Model(build="tiny-qwen3"), stages=(stage,))
-    assert C.apply_overrides(cfg, ["stages.s.reward.math_grader=rule"]).stages[0].reward.math_grader == "rule"
-    with pytest.raises(C.ConfigError, match="stages.s.reward.math_grader") as e:
-        C.apply_overrides(cfg, ["stages.s.reward.math_grader=acemath"])
+    stage = config.Stage(name="s", data=config.Data(source="synthetic:arithmetic"))
+    cfg = config.Cascade(model=config.Model(build="tiny-qwen3"), stages=(stage,))
+    assert config.apply_overrides(cfg, ["stages.s.reward.math_grader=rule"]).stages[0].reward.math_grader == "rule"
+    with pytest.raises(config.ConfigError, match="stages.s.reward.math_grader") as e:
+        config.apply_overrides(cfg, ["stages.s.reward.math_grader=acemath"])
     assert "\n" not in str(e.value)
 
 

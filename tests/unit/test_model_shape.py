@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from nemo_cascade import config as C
-from nemo_cascade import plan as P
-from nemo_cascade.convert import table as T
+from nemo_cascade import config
+from nemo_cascade import plan
+from nemo_cascade.convert import table
 from nemo_cascade.convert.arch import ModelFilesError, read_hf_config
 from nemo_cascade.convert.hf_io import SafetensorsReader
 from nemo_cascade.convert.shape import ModelShape
@@ -24,7 +24,7 @@ def _one_shape_everywhere(folder) -> ModelShape:
     """The actor's, the planner's and the engine's reading of one folder: one type, one geometry, and the
     parameter count of the tensors actually in it."""
     actor = read_hf_config(folder)
-    planned, _ = P.resolve_shape(C.Model(hf_path=str(folder)))
+    planned, _ = plan.resolve_shape(config.Model(hf_path=str(folder)))
     served = ES.read_served_shape(str(folder))
     assert type(actor) is type(planned) is type(served) is ModelShape
     assert actor == planned == served
@@ -40,7 +40,7 @@ def test_named_shape_is_the_type_read_from_config_json(tmp_path):
 
     folder = build_tiny_qwen3_cascade(tmp_path / "tiny", seed=0)
     read = _one_shape_everywhere(folder)
-    preset = P.PRESETS["tiny-qwen3"]
+    preset = plan.PRESETS["tiny-qwen3"]
     assert isinstance(preset, ModelShape) and read.tied_embeddings and read.vocab_size <= preset.vocab_size
     same_vocab = replace(preset, vocab_size=read.vocab_size)
     assert read == same_vocab, "the preset describes the model convert/tiny.py builds"
@@ -62,34 +62,34 @@ def _shape(tied: bool) -> ModelShape:
 
 
 def test_tied_embeddings_are_decided_by_the_table():
-    tied, untied = T.table_for(_shape(True)), T.table_for(_shape(False))
+    tied, untied = table.table_for(_shape(True)), table.table_for(_shape(False))
     assert "lm_head.weight" not in tied.by_hf and "lm_head.weight" in untied.by_hf
     assert tied.engine_aliases == {"lm_head.weight": "model.embed_tokens.weight"} and untied.engine_aliases == {}
     assert tied.megatron_copies == {"output_layer.weight": "embedding.word_embeddings.weight"}
     assert untied.megatron_copies == {}
-    rm = T.table_for(_shape(True), head="score")  # a reward model's head is never the embedding
+    rm = table.table_for(_shape(True), head="score")  # a reward model's head is never the embedding
     assert rm.engine_aliases == {} and rm.megatron_copies == {} and "score.weight" in rm.by_hf
     # a tied checkpoint that carries lm_head.weight anyway, and saved rotary buffers, are known, not read
     tied.check_known_hf(list(tied.by_hf) + ["lm_head.weight", "model.layers.1.self_attn.rotary_emb.inv_freq"], "m")
 
 
 def test_full_shapes_and_stages_come_from_the_table():
-    table = T.table_for(_shape(False))
-    shapes = {e.megatron: table.full_shape(e) for e in table.entries}
+    conversion = table.table_for(_shape(False))
+    shapes = {e.megatron: conversion.full_shape(e) for e in conversion.entries}
     assert shapes["embedding.word_embeddings.weight"] == (32, 8) == shapes["output_layer.weight"]
     assert shapes["decoder.layers.1.self_attention.linear_qkv.weight"] == ((2 + 2) * 4, 8)
     assert shapes["decoder.layers.0.mlp.linear_fc1.weight"] == (32, 8)
     assert shapes["decoder.layers.0.self_attention.q_layernorm.weight"] == (4,)
-    stages = {e.megatron: table.owner_stage(e, 2) for e in table.entries}
+    stages = {e.megatron: conversion.owner_stage(e, 2) for e in conversion.entries}
     assert stages["embedding.word_embeddings.weight"] == 0 and stages["output_layer.weight"] == 1
     assert stages["decoder.final_layernorm.weight"] == 1 and stages["decoder.layers.1.mlp.linear_fc2.weight"] == 1
 
 
 def test_unknown_tensor_is_refused_in_one_line():
-    table = T.table_for(_shape(False))
-    names = list(table.by_hf) + ["model.layers.0.self_attn.o_proj.bias"]
-    with pytest.raises(T.UnknownTensorError) as err:
-        table.check_known_hf(names, "m/model.safetensors")
+    conversion = table.table_for(_shape(False))
+    names = list(conversion.by_hf) + ["model.layers.0.self_attn.o_proj.bias"]
+    with pytest.raises(table.UnknownTensorError) as err:
+        conversion.check_known_hf(names, "m/model.safetensors")
     msg = str(err.value)
     assert msg.startswith("m/model.safetensors: tensor 'model.layers.0.self_attn.o_proj.bias'") and "\n" not in msg
 
@@ -108,5 +108,5 @@ def test_actor_loads_names_only_through_the_table(tmp_path):
     tensors["model.layers.0.self_attn.o_proj.weight_scale"] = torch.ones(1)
     save_file(tensors, str(file), metadata={"format": "pt"})
     with pytest.raises(ModelFilesError) as err:
-        MegatronActor(str(tmp_path), C.Parallel())
+        MegatronActor(str(tmp_path), config.Parallel())
     assert "'model.layers.0.self_attn.o_proj.weight_scale'" in str(err.value) and "\n" not in str(err.value)

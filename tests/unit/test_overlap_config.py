@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
-from nemo_cascade.actor import precision as P
+from nemo_cascade.config import Cascade, ConfigError, Model, Parallel, apply_overrides, from_dict, to_dict, validate
+from nemo_cascade.actor import precision
 from nemo_cascade.cli import load_recipe
 from nemo_cascade.config.checks import validate_parallel_settings
 
@@ -19,7 +19,7 @@ NEEDS_GRAD = ("parallel.overlap_param_gather: needs parallel.overlap_grad_reduce
 
 
 def test_defaults_are_off():
-    p = C.Parallel()
+    p = Parallel()
     assert (p.overlap_grad_reduce, p.overlap_param_gather) == (False, False)
 
 
@@ -30,8 +30,8 @@ def test_defaults_are_off():
     dict(overlap_grad_reduce=True, overlap_param_gather=True, tp=2, pp=2, sequence_parallel=True),
 ])
 def test_valid_combinations(fields):
-    validate_parallel_settings(C.Model(), C.Parallel(**fields))
-    P.plan(C.Model(), C.Parallel(**fields), P.Env(cuda=False))  # gloo runs both overlaps on CPU
+    validate_parallel_settings(Model(), Parallel(**fields))
+    precision.plan(Model(), Parallel(**fields), precision.Env(cuda=False))  # gloo runs both overlaps on CPU
 
 
 @pytest.mark.parametrize("fields,message", [
@@ -40,23 +40,23 @@ def test_valid_combinations(fields):
     (dict(overlap_param_gather=True), NEEDS_GRAD),
 ])
 def test_invalid_combinations_name_the_field(fields, message):
-    with pytest.raises(C.ConfigError) as e:
-        validate_parallel_settings(C.Model(), C.Parallel(**fields))
+    with pytest.raises(ConfigError) as e:
+        validate_parallel_settings(Model(), Parallel(**fields))
     assert str(e.value) == message and "\n" not in message
-    with pytest.raises(C.ConfigError, match="^parallel.overlap_param_gather: "):  # the actor checks before building
-        P.plan(C.Model(), C.Parallel(**fields), P.Env(cuda=False))
+    with pytest.raises(ConfigError, match="^parallel.overlap_param_gather: "):  # the actor checks before building
+        precision.plan(Model(), Parallel(**fields), precision.Env(cuda=False))
 
 
 def test_overrides_and_validate():
     tiny = load_recipe(TINY + ":math_only")
-    cfg = C.apply_overrides(tiny, ["parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true"])
+    cfg = apply_overrides(tiny, ["parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true"])
     assert cfg.parallel.overlap_grad_reduce and cfg.parallel.overlap_param_gather
-    C.validate(cfg)
-    with pytest.raises(C.ConfigError, match="^parallel.overlap_param_gather: needs parallel.overlap_grad_reduce"):
-        C.validate(C.apply_overrides(tiny, ["parallel.overlap_param_gather=true"]))
-    with pytest.raises(C.ConfigError, match="^parallel.overlap_param_gather: needs parallel.distributed_optimizer"):
-        C.validate(replace(cfg, parallel=replace(cfg.parallel, distributed_optimizer=False)))
-    assert C.from_dict(C.Cascade, C.to_dict(cfg)) == cfg
+    validate(cfg)
+    with pytest.raises(ConfigError, match="^parallel.overlap_param_gather: needs parallel.overlap_grad_reduce"):
+        validate(apply_overrides(tiny, ["parallel.overlap_param_gather=true"]))
+    with pytest.raises(ConfigError, match="^parallel.overlap_param_gather: needs parallel.distributed_optimizer"):
+        validate(replace(cfg, parallel=replace(cfg.parallel, distributed_optimizer=False)))
+    assert from_dict(Cascade, to_dict(cfg)) == cfg
 
 
 def test_actor_wires_megatron(monkeypatch):
@@ -65,7 +65,7 @@ def test_actor_wires_megatron(monkeypatch):
     from megatron.core.distributed import DistributedDataParallelConfig
     from megatron.core.transformer import TransformerConfig
 
-    from nemo_cascade.actor import megatron as M
+    from nemo_cascade.actor import megatron
 
     made = {}
 
@@ -84,8 +84,8 @@ def test_actor_wires_megatron(monkeypatch):
     monkeypatch.setattr(D, "DistributedDataParallel", FakeDDP)
     for fields, synced in [(dict(), False), (dict(overlap_grad_reduce=True), True),
                            (dict(overlap_grad_reduce=True, overlap_param_gather=True), True)]:
-        actor = M.MegatronActor.__new__(M.MegatronActor)
-        actor.parallel, actor.model = C.Parallel(**fields), None
+        actor = megatron.MegatronActor.__new__(megatron.MegatronActor)
+        actor.parallel, actor.model = Parallel(**fields), None
         actor.tconfig = TransformerConfig(num_layers=1, hidden_size=8, num_attention_heads=1)
         module = actor._wrap_ddp()
         ddp: DistributedDataParallelConfig = made["ddp"]

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.evaluate.cascade_report import load_run, matrix_text
 from nemo_cascade.evaluate.compare import comparison_markdown
 from nemo_cascade.evaluate.paired import (PairedTest, item_values, mcnemar_exact, p_text, paired_bootstrap,
@@ -87,10 +87,10 @@ def _suite(name: str, domain: str, correct: list[int]) -> dict:
 
 
 def _run(tmp_path, name: str, rows: dict[str, tuple[list[int], list[int]]]):
-    stages = tuple(C.Stage(name=n, kind="grpo", domain="math", steps=10) for n in rows if n != "base")
+    stages = tuple(config.Stage(name=n, kind="grpo", domain="math", steps=10) for n in rows if n != "base")
     run = tmp_path / name
     run.mkdir()
-    (run / "config.json").write_text(C.dumps(C.Cascade(name=name, stages=stages)))
+    (run / "config.json").write_text(config.dumps(config.Cascade(name=name, stages=stages)))
     (run / "manifest.json").write_text(json.dumps({"name": name, "stages": {s.name: {"status": "done"}
                                                                              for s in stages}}))
     meta = {"checkpoint": "ckpt", "git": {"sha": "abc", "dirty": False}, "versions": {}}

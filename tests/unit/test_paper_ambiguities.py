@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,11 +31,11 @@ def _rows() -> list[tuple[str, str, str]]:
 ROWS = _rows()
 
 
-def _value(cfg: C.Cascade, path: str):
+def _value(cfg: config.Cascade, path: str):
     head, *attrs = path.split(".")
     value = cfg
     if head == "stages":
-        value, attrs = C.stage_by_name(cfg, attrs[0]), attrs[1:]
+        value, attrs = config.stage_by_name(cfg, attrs[0]), attrs[1:]
     else:
         attrs = [head, *attrs]
     for a in attrs:
@@ -54,5 +54,5 @@ def test_the_section_lists_the_known_ambiguities():
 def test_the_other_reading_is_one_valid_override_away(question, recipe, override):
     cfg = load_recipe(str(ROOT / recipe))
     path, value = override.split("=", 1)
-    changed = C.validate(C.apply_overrides(cfg, [override]))
+    changed = config.validate(config.apply_overrides(cfg, [override]))
     assert _value(changed, path) != _value(cfg, path), f"{question}: the recipe already has {override}"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import load_recipe
 from nemo_cascade.lineage import config_hash
 
@@ -24,7 +24,7 @@ def tiny():
 
 
 def _error(cfg_or_fn) -> str:
-    with pytest.raises(C.ConfigError) as e:
+    with pytest.raises(config.ConfigError) as e:
         cfg_or_fn()
     assert "\n" not in str(e.value)
     return str(e.value)
@@ -33,36 +33,36 @@ def _error(cfg_or_fn) -> str:
 # ------------------------------------------------------------------------------------------------- config
 
 def test_overrides_set_every_new_field_and_survive_the_json_round_trip(tiny):
-    cfg = C.apply_overrides(tiny, [
+    cfg = config.apply_overrides(tiny, [
         "stages.math.data.min_prompt_tokens=16", "stages.sft.data.repeat=3", "stages.sft.evaluate=false",
         "stages.sft.steps=0", "stages.sft.epochs=1.5", "stages.math.length_curriculum=30:24:filter,10:32:zero:T0.8"])
-    sft, math = C.stage_by_name(cfg, "sft"), C.stage_by_name(cfg, "math")
+    sft, math = config.stage_by_name(cfg, "sft"), config.stage_by_name(cfg, "math")
     assert math.data.min_prompt_tokens == 16 and sft.data.repeat == 3
     assert (sft.evaluate, sft.steps, sft.epochs, math.evaluate) == (False, 0, 1.5, True)
-    assert math.length_curriculum == (C.LengthPhase(30, 24, "filter"), C.LengthPhase(10, 32, "zero", 0.8))
-    assert C.from_dict(C.Cascade, json.loads(C.dumps(cfg))) == cfg
+    assert math.length_curriculum == (config.LengthPhase(30, 24, "filter"), config.LengthPhase(10, 32, "zero", 0.8))
+    assert config.from_dict(config.Cascade, json.loads(config.dumps(cfg))) == cfg
 
 
 def test_a_config_json_written_before_the_fields_existed_still_loads(tiny):
-    old = C.to_dict(tiny)
+    old = config.to_dict(tiny)
     for s in old["stages"]:
         for key in ("evaluate", "epochs"):
             del s[key]
         for key in ("min_prompt_tokens", "repeat"):
             del s["data"][key]
-    assert C.from_dict(C.Cascade, old) == tiny
+    assert config.from_dict(config.Cascade, old) == tiny
 
 
 @pytest.mark.parametrize("text,phase", [
-    ("40:32", C.LengthPhase(40, 32, "none", None)),
-    ("40:32:zero", C.LengthPhase(40, 32, "zero", None)),          # the three-field form reads as before
-    ("40:32:T0.8", C.LengthPhase(40, 32, "none", 0.8)),
-    ("40:32:filter:T1.2", C.LengthPhase(40, 32, "filter", 1.2)),
-    ("40:32:t1.1:zero", C.LengthPhase(40, 32, "zero", 1.1)),
+    ("40:32", config.LengthPhase(40, 32, "none", None)),
+    ("40:32:zero", config.LengthPhase(40, 32, "zero", None)),          # the three-field form reads as before
+    ("40:32:T0.8", config.LengthPhase(40, 32, "none", 0.8)),
+    ("40:32:filter:T1.2", config.LengthPhase(40, 32, "filter", 1.2)),
+    ("40:32:t1.1:zero", config.LengthPhase(40, 32, "zero", 1.1)),
 ])
 def test_length_curriculum_string_form(tiny, text, phase):
-    cfg = C.apply_overrides(tiny, [f"stages.math.length_curriculum={text}"])
-    assert C.stage_by_name(cfg, "math").length_curriculum == (phase,)
+    cfg = config.apply_overrides(tiny, [f"stages.math.length_curriculum={text}"])
+    assert config.stage_by_name(cfg, "math").length_curriculum == (phase,)
 
 
 @pytest.mark.parametrize("override,message", [
@@ -86,44 +86,44 @@ def test_length_curriculum_string_form(tiny, text, phase):
     ("stages.sft.data.repeat=2.5", "stages.sft.data.repeat: expected int"),
 ])
 def test_bad_values_name_the_field(tiny, override, message):
-    assert message in _error(lambda: C.apply_overrides(tiny, [override]))
+    assert message in _error(lambda: config.apply_overrides(tiny, [override]))
 
 
 def test_extra_data_and_reward_model_sources_are_checked_too():
     full = load_recipe(TINY)
-    sft = C.stage_by_name(full, "sft")
+    sft = config.stage_by_name(full, "sft")
     blend = replace(sft, extra_data=(*sft.extra_data[:1], replace(sft.extra_data[1], repeat=0)))
     cfg = replace(full, stages=tuple(blend if s.name == "sft" else s for s in full.stages))
-    assert "stages.sft.extra_data.1.repeat: expected an integer >= 1, got 0" in _error(lambda: C.validate(cfg))
+    assert "stages.sft.extra_data.1.repeat: expected an integer >= 1, got 0" in _error(lambda: config.validate(cfg))
     blend = replace(sft, extra_data=(replace(sft.extra_data[0], repeat=2.5),))
     cfg = replace(full, stages=tuple(blend if s.name == "sft" else s for s in full.stages))
-    assert "stages.sft.extra_data.0.repeat: expected an integer >= 1, got 2.5" in _error(lambda: C.validate(cfg))
-    rm = C.stage_by_name(full, "rm")
+    assert "stages.sft.extra_data.0.repeat: expected an integer >= 1, got 2.5" in _error(lambda: config.validate(cfg))
+    rm = config.stage_by_name(full, "rm")
     cfg = replace(full, stages=tuple(replace(rm, data=replace(rm.data, min_prompt_tokens=8)) if s.name == "rm"
                                      else s for s in full.stages))
-    assert "stages.rm.data.min_prompt_tokens: a reward_model stage keeps every row" in _error(lambda: C.validate(cfg))
+    assert "stages.rm.data.min_prompt_tokens: a reward_model stage keeps every row" in _error(lambda: config.validate(cfg))
     epochs = replace(full, stages=tuple(replace(s, steps=0, epochs=1.0) if s.kind != "grpo" else s
                                         for s in full.stages))
-    assert C.validate(epochs) is epochs  # SFT and RM stages may be given in epochs
+    assert config.validate(epochs) is epochs  # SFT and RM stages may be given in epochs
 
 
 def test_epochs_resolve_to_steps_over_the_loaded_rows():
-    sft = C.Stage(name="sft", kind="sft", steps=0, epochs=1.0, sft_batch_size=32)
-    assert C.with_epoch_steps(sft, 100).steps == 4           # ⌈100 / 32⌉: the last batch wraps into epoch 2
-    assert C.with_epoch_steps(sft, 64).steps == 2
-    assert C.with_epoch_steps(sft, 1).steps == 1
-    assert C.with_epoch_steps(replace(sft, epochs=1.5), 64).steps == 3
-    assert C.with_epoch_steps(replace(sft, epochs=0.1, sft_batch_size=3), 30).steps == 1  # not 2 by rounding
-    rm = C.Stage(name="rm", kind="reward_model", steps=0, epochs=1.0, rm_batch_size=256)
-    assert C.with_epoch_steps(rm, 82_000).steps == 321       # §4.2: 82K pairs, batch 256, one epoch
-    given = C.Stage(name="s", kind="sft", steps=7)
-    assert C.with_epoch_steps(given, 10_000) is given
+    sft = config.Stage(name="sft", kind="sft", steps=0, epochs=1.0, sft_batch_size=32)
+    assert config.with_epoch_steps(sft, 100).steps == 4           # ⌈100 / 32⌉: the last batch wraps into epoch 2
+    assert config.with_epoch_steps(sft, 64).steps == 2
+    assert config.with_epoch_steps(sft, 1).steps == 1
+    assert config.with_epoch_steps(replace(sft, epochs=1.5), 64).steps == 3
+    assert config.with_epoch_steps(replace(sft, epochs=0.1, sft_batch_size=3), 30).steps == 1  # not 2 by rounding
+    rm = config.Stage(name="rm", kind="reward_model", steps=0, epochs=1.0, rm_batch_size=256)
+    assert config.with_epoch_steps(rm, 82_000).steps == 321       # §4.2: 82K pairs, batch 256, one epoch
+    given = config.Stage(name="s", kind="sft", steps=7)
+    assert config.with_epoch_steps(given, 10_000) is given
 
 
 def test_phase_rollout_takes_the_phase_temperature_or_the_stage_one():
-    stage = C.Stage(rollout=C.Rollout(temperature=1.2, max_response_tokens=8, top_p=0.95))
-    hot = C.phase_rollout(stage, C.LengthPhase(5, 28_672, "filter"))
-    cool = C.phase_rollout(stage, C.LengthPhase(5, 40_960, "zero", 1.1))     # T18: 14B 1.2 → 1.1
+    stage = config.Stage(rollout=config.Rollout(temperature=1.2, max_response_tokens=8, top_p=0.95))
+    hot = config.phase_rollout(stage, config.LengthPhase(5, 28_672, "filter"))
+    cool = config.phase_rollout(stage, config.LengthPhase(5, 40_960, "zero", 1.1))     # T18: 14B 1.2 → 1.1
     assert (hot.temperature, hot.max_response_tokens, hot.top_p) == (1.2, 28_672, 0.95)
     assert (cool.temperature, cool.max_response_tokens, cool.top_p) == (1.1, 40_960, 0.95)
 
@@ -131,9 +131,9 @@ def test_phase_rollout_takes_the_phase_temperature_or_the_stage_one():
 # ------------------------------------------------------------------------------------------------- hashes
 
 def _hashed_stages():
-    math = C.Stage(name="math", data=C.Data(source="x.jsonl"),
-                   length_curriculum=(C.LengthPhase(5, 24, "filter"), C.LengthPhase(5, 32, "zero")))
-    sft = C.Stage(name="sft", kind="sft", data=C.Data(source="a.jsonl"), extra_data=(C.Data(source="b.jsonl"),))
+    math = config.Stage(name="math", data=config.Data(source="x.jsonl"),
+                   length_curriculum=(config.LengthPhase(5, 24, "filter"), config.LengthPhase(5, 32, "zero")))
+    sft = config.Stage(name="sft", kind="sft", data=config.Data(source="a.jsonl"), extra_data=(config.Data(source="b.jsonl"),))
     return math, sft
 
 
@@ -144,19 +144,19 @@ def test_stage_hashes_of_configs_written_before_the_new_fields_are_unchanged():
     math, sft = _hashed_stages()
     assert config_hash(math) == "33469b76d2e6863416b2f99bfa81cdf4c20ed9d4310c0288a2d29f8edb82870c"
     assert config_hash(sft) == "dad41ff51121d6160d249bd2633473929e7d705180dad6ee63a71cdca5275b76"
-    cascade = C.Cascade(name="t", model=C.Model(build="tiny-qwen3"), stages=(math, sft))
+    cascade = config.Cascade(name="t", model=config.Model(build="tiny-qwen3"), stages=(math, sft))
     assert config_hash(cascade) == "f78bcf731e7dfe05e9efdc70989ef4f574eee1679883cf9779d69e846fef40c9"
 
 
 def test_setting_a_new_field_changes_the_hash_except_the_gate_switch():
     math, sft = _hashed_stages()
     changed = [
-        replace(math, length_curriculum=(C.LengthPhase(5, 24, "filter"), C.LengthPhase(5, 32, "zero", 0.8))),
+        replace(math, length_curriculum=(config.LengthPhase(5, 24, "filter"), config.LengthPhase(5, 32, "zero", 0.8))),
         replace(math, data=replace(math.data, min_prompt_tokens=8192)),
         replace(math, data=replace(math.data, math_instruction="")),
         replace(math, reward=replace(math.reward, math_grader="rule")),
         replace(math, rollout=replace(math.rollout, tensor_parallel_size=2)),
-        replace(sft, extra_data=(C.Data(source="b.jsonl", repeat=2),)),
+        replace(sft, extra_data=(config.Data(source="b.jsonl", repeat=2),)),
         replace(sft, steps=0, epochs=1.0),
     ]
     hashes = {config_hash(s) for s in changed} | {config_hash(math), config_hash(sft)}
@@ -193,16 +193,16 @@ def test_short_prompts_are_dropped_and_counted_like_long_ones(tok, tmp_path, cap
     floor, limit = _prompt_len(tok, questions[1], "no_think"), _prompt_len(tok, questions[2], "no_think")
     path = _jsonl(tmp_path, [{"question": q, "answer": "1", "response": "1"} for q in questions])
     bare = ""  # the lengths are measured on the bare questions: no math request appended (data.math_instruction)
-    prompts = load_prompts(C.Data(source=path, min_prompt_tokens=floor, math_instruction=bare), tok, "no_think",
+    prompts = load_prompts(config.Data(source=path, min_prompt_tokens=floor, math_instruction=bare), tok, "no_think",
                            "math", limit)
     assert [p.uid for p in prompts] == [f"{path}:2", f"{path}:3"]  # both bounds are inclusive
     assert (prompts.dropped_too_short, prompts.dropped_too_long) == (1, 1)
     assert f"dropped 1 of 4 rows whose prompt is shorter than data.min_prompt_tokens={floor}" in caplog.text
-    examples = load_sft_examples(C.Data(source=path, min_prompt_tokens=floor), tok, "no_think", limit)
+    examples = load_sft_examples(config.Data(source=path, min_prompt_tokens=floor), tok, "no_think", limit)
     assert len(examples) == 2 and (examples.dropped_too_short, examples.dropped_too_long) == (1, 1)
     with pytest.raises(DataError, match=rf"no usable rows \(1 longer than max_prompt_tokens={limit}, 3 shorter "
                                         rf"than data.min_prompt_tokens={limit + 1}\)"):
-        load_prompts(C.Data(source=path, min_prompt_tokens=limit + 1, math_instruction=bare), tok, "no_think", "math",
+        load_prompts(config.Data(source=path, min_prompt_tokens=limit + 1, math_instruction=bare), tok, "no_think", "math",
                      limit)
 
 
@@ -212,7 +212,7 @@ def test_half_mode_keeps_a_row_only_if_both_templatings_reach_the_minimum(tok, t
     question = "what is one plus one"
     think, no_think = _prompt_len(tok, question, "think"), _prompt_len(tok, question, "no_think")
     assert think != no_think, "the flags differ in length, which this test relies on"
-    data = C.Data(source=_jsonl(tmp_path, [{"question": question, "answer": "2"}]),
+    data = config.Data(source=_jsonl(tmp_path, [{"question": question, "answer": "2"}]),
                   min_prompt_tokens=max(think, no_think), math_instruction="")  # lengths of the bare question
     assert len(load_prompts(data, tok, "think" if think > no_think else "no_think", "math", 64)) == 1
     with pytest.raises(DataError, match="1 shorter than data.min_prompt_tokens"):
@@ -224,7 +224,7 @@ def test_sft_blend_counts_a_source_repeat_times(tok, tmp_path):
 
     a = _jsonl(tmp_path, [{"question": f"a{i}", "response": "x"} for i in range(3)], "a.jsonl")
     b = _jsonl(tmp_path, [{"question": f"b{i}", "response": "y"} for i in range(2)], "b.jsonl")
-    blend = load_sft_blend((C.Data(source=a), C.Data(source=b, repeat=3)), tok, "no_think", 64)
+    blend = load_sft_blend((config.Data(source=a), config.Data(source=b, repeat=3)), tok, "no_think", 64)
     assert len(blend) == 3 + 3 * 2
     prompts = [tuple(p) for p, _ in blend]
     assert all(prompts.count(p) == (3 if tok.decode(list(p)).count("b") else 1) for p in prompts)
@@ -301,19 +301,20 @@ class _Log:
 def test_each_length_phase_samples_and_trains_at_its_temperature(monkeypatch, tmp_path):
     """T17: the 40K phase samples at 0.8; the actor's log-probs (the loss and the KL reference) must be taken at
     the temperature the engine sampled with, else the importance ratio compares two different policies."""
-    from nemo_cascade import stage as S
+    from nemo_cascade import weight_sync
+    from nemo_cascade.stage import StageContext, run_grpo
     from nemo_cascade.data.loader import PromptList
     from nemo_cascade.types import Prompt
     from nemo_cascade.weight_sync import SyncStats
 
-    monkeypatch.setattr(S, "stage_scorer", _Scorer)
-    monkeypatch.setattr(S.weight_sync, "push", lambda actor, engine: SyncStats(1, 1, 1.0))
-    stage = C.Stage(name="math", steps=3, rollout=C.Rollout(temperature=1.0, max_response_tokens=8),
-                    grpo=C.GRPO(group_size=2, prompts_per_step=2, kl_coef=1e-3),
-                    length_curriculum=(C.LengthPhase(2, 8, "filter"), C.LengthPhase(1, 16, "zero", 0.8)))
+    monkeypatch.setattr("nemo_cascade.stage.stage_scorer", _Scorer)
+    monkeypatch.setattr(weight_sync, "push", lambda actor, engine: SyncStats(1, 1, 1.0))
+    stage = config.Stage(name="math", steps=3, rollout=config.Rollout(temperature=1.0, max_response_tokens=8),
+                    grpo=config.GRPO(group_size=2, prompts_per_step=2, kl_coef=1e-3),
+                    length_curriculum=(config.LengthPhase(2, 8, "filter"), config.LengthPhase(1, 16, "zero", 0.8)))
     prompts = PromptList(Prompt([1, 2, 3], "math", "1", uid=str(i)) for i in range(4))
     engine, actor, log = _Engine(), _Actor(), _Log()
-    S.run_grpo(S.StageContext(actor, engine, 0, tmp_path, log), stage, prompts)
+    run_grpo(StageContext(actor, engine, 0, tmp_path, log), stage, prompts)
     assert [(r.temperature, r.max_response_tokens) for r in engine.rollouts] == [(1.0, 8), (1.0, 8), (0.8, 16)]
     assert actor.train_temperatures == actor.ref_temperatures == [1.0, 1.0, 0.8]
     assert [(m["phase"], m["temperature"], m["max_response_tokens"]) for m in log.rows] == [
@@ -363,7 +364,7 @@ class _Sleeper:
 def _run(monkeypatch, tmp_path, stages, done=()):
     from nemo_cascade import cascade, weight_sync
 
-    cfg = C.Cascade(name="split", run_root=str(tmp_path), stages=stages)
+    cfg = config.Cascade(name="split", run_root=str(tmp_path), stages=stages)
     run = object.__new__(cascade.CascadeRun)  # the gate's bookkeeping, without building an actor or an engine
     run.cfg, run.base, run.out = cfg, "base-model", cascade.run_dir(cfg)
     run.gate, run.manifest, run.engine = _Gate(), _Manifest(done), _Sleeper()
@@ -378,7 +379,7 @@ def _run(monkeypatch, tmp_path, stages, done=()):
 
 
 def test_no_gate_after_a_first_part_and_the_next_part_is_checked_against_the_rows_before(monkeypatch, tmp_path):
-    stages = (C.Stage(name="sft", kind="sft"), C.Stage(name="math", evaluate=False), C.Stage(name="math_40k"))
+    stages = (config.Stage(name="sft", kind="sft"), config.Stage(name="math", evaluate=False), config.Stage(name="math_40k"))
     run = _run(monkeypatch, tmp_path, stages)
     run.gate_after(0, stages[0])
     run.gate_after(1, stages[1])                      # math: no evaluation, the engine given back, the report
@@ -392,7 +393,7 @@ def test_no_gate_after_a_first_part_and_the_next_part_is_checked_against_the_row
 
 
 def test_a_finished_unevaluated_stage_adds_no_row_on_resume(monkeypatch, tmp_path):
-    stages = (C.Stage(name="sft", kind="sft"), C.Stage(name="math", evaluate=False), C.Stage(name="math_40k"))
+    stages = (config.Stage(name="sft", kind="sft"), config.Stage(name="math", evaluate=False), config.Stage(name="math_40k"))
     run = _run(monkeypatch, tmp_path, stages, done=("sft", "math"))
     assert not run.runs_now(stages[0], None) and not run.runs_now(stages[1], None) and run.runs_now(stages[2], None)
     assert [r.name for r in run.rows] == ["base"] and not run.weights_from.endswith("hf")  # asking acts on nothing
@@ -405,8 +406,8 @@ def test_a_finished_unevaluated_stage_adds_no_row_on_resume(monkeypatch, tmp_pat
 def test_a_reward_model_fills_the_rm_column_only_of_the_policy_it_follows(monkeypatch, tmp_path, evaluated):
     """The RM stage scores the current policy's pairwise suites into that policy's row; when the policy stage
     before it had no gate, there is no such row — and the row before it holds other weights."""
-    stages = (C.Stage(name="sft", kind="sft"), C.Stage(name="ifrl", evaluate=evaluated),
-              C.Stage(name="rm", kind="reward_model"))
+    stages = (config.Stage(name="sft", kind="sft"), config.Stage(name="ifrl", evaluate=evaluated),
+              config.Stage(name="rm", kind="reward_model"))
     run = _run(monkeypatch, tmp_path, stages)
     run.gate_after(0, stages[0])
     run.gate_after(1, stages[1])
@@ -432,11 +433,11 @@ def test_report_of_a_split_stage_and_a_stage_in_epochs(tmp_path):
     from nemo_cascade.evaluate.cascade_report import load_run, render_markdown
     from nemo_cascade.evaluate.eval_output import write_eval
 
-    stages = (C.Stage(name="sft", kind="sft", steps=0, epochs=1.0), C.Stage(name="math", evaluate=False),
-              C.Stage(name="math_40k", steps=5), C.Stage(name="sft2", kind="sft", steps=0, epochs=2.0))
+    stages = (config.Stage(name="sft", kind="sft", steps=0, epochs=1.0), config.Stage(name="math", evaluate=False),
+              config.Stage(name="math_40k", steps=5), config.Stage(name="sft2", kind="sft", steps=0, epochs=2.0))
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.json").write_text(C.dumps(C.Cascade(name="split", stages=stages)))
+    (run / "config.json").write_text(config.dumps(config.Cascade(name="split", stages=stages)))
     manifest = {"sft": {"status": "done", "steps": 7}, "math": {"status": "done"},
                 "math_40k": {"status": "done"}, "sft2": {"status": "pending"}}
     (run / "manifest.json").write_text(json.dumps({"name": "split", "stages": manifest}))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,24 +76,24 @@ def _default_environment(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-def load(path: str, fn: str = "recipe") -> C.Cascade:
+def load(path: str, fn: str = "recipe") -> config.Cascade:
     return load_recipe(f"{ROOT / path}:{fn}")
 
 
-def world(cfg: C.Cascade) -> int:
+def world(cfg: config.Cascade) -> int:
     p = cfg.parallel
     return p.tp * p.pp * p.cp * p.dp
 
 
-def domain_stages(cfg: C.Cascade, domain: str) -> list[C.Stage]:
+def domain_stages(cfg: config.Cascade, domain: str) -> list[config.Stage]:
     return [s for s in cfg.stages if s.kind == "grpo" and s.domain == domain]
 
 
-def phases(cfg: C.Cascade, domain: str) -> list[tuple]:
+def phases(cfg: config.Cascade, domain: str) -> list[tuple]:
     """(steps, max response, overlong, temperature, max prompt) of every length phase of the domain's stages, with
     the temperature the phase samples at (its own, or its stage's)."""
-    return [(p.steps, p.max_response_tokens, p.overlong, C.phase_rollout(s, p).temperature,
-             s.rollout.max_prompt_tokens) for s in domain_stages(cfg, domain) for p in C.length_phases(s)]
+    return [(p.steps, p.max_response_tokens, p.overlong, config.phase_rollout(s, p).temperature,
+             s.rollout.max_prompt_tokens) for s in domain_stages(cfg, domain) for p in config.length_phases(s)]
 
 
 # ---- build, validate, serialise ------------------------------------------------------------------------------
@@ -101,10 +101,10 @@ def phases(cfg: C.Cascade, domain: str) -> list[tuple]:
 @pytest.mark.parametrize("path,fn", ALL)
 def test_recipe_builds_validates_and_round_trips(path, fn):
     cfg = load(path, fn)
-    assert C.validate(cfg, world_size=world(cfg)) is cfg
-    with pytest.raises(C.ConfigError, match="world size"):
-        C.validate(cfg, world_size=world(cfg) + 1)
-    assert C.from_dict(C.Cascade, json.loads(C.dumps(cfg))) == cfg
+    assert config.validate(cfg, world_size=world(cfg)) is cfg
+    with pytest.raises(config.ConfigError, match="world size"):
+        config.validate(cfg, world_size=world(cfg) + 1)
+    assert config.from_dict(config.Cascade, json.loads(config.dumps(cfg))) == cfg
     assert cfg.model.hf_path and not cfg.model.build
     assert (cfg.model.dtype, cfg.model.transformer_impl) == ("bfloat16", "auto")
     assert cfg.chat_style == "cascade1"  # §3.1.2
@@ -155,11 +155,11 @@ def test_paths_and_servers_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("NEMO_CASCADE_RM_URL", "http://rm-node:8000")
     monkeypatch.setenv("NEMO_CASCADE_JUDGE_URL", "http://judge-node:8001")
     cfg = load(POLICY["8b_thinking"], "with_sft")
-    C.validate(cfg, world_size=world(cfg))
+    config.validate(cfg, world_size=world(cfg))
     assert cfg.model.hf_path == "/nonexistent/models/Qwen3-8B-Base"
     for s in cfg.stages:
         assert all(d.source.startswith("/nonexistent/data/") for d in (s.data, *s.extra_data))
-    assert C.stage_by_name(cfg, "rlhf").reward.reward_model_url == "http://rm-node:8000"
+    assert config.stage_by_name(cfg, "rlhf").reward.reward_model_url == "http://rm-node:8000"
     assert {s.reward.reward_model_url for s in domain_stages(cfg, "ifeval")} == {"http://rm-node:8000"}
     assert {s.reward.judge_url for s in domain_stages(cfg, "swe")} == {"http://judge-node:8001"}
     rm = load(RM)
@@ -214,7 +214,7 @@ def test_rlhf_follows_table_15(model):
 
 
 def test_only_the_unified_model_trains_half_half():
-    modes = {m: C.stage_by_name(load(POLICY[m]), "rlhf").mode for m in POLICY}
+    modes = {m: config.stage_by_name(load(POLICY[m]), "rlhf").mode for m in POLICY}
     assert modes == {"8b": "half", "8b_thinking": "think", "14b_thinking": "think"}
     unified = load(POLICY["8b"])
     assert {s.mode for s in domain_stages(unified, "ifeval")} == {"no_think"}  # §4.4.2
@@ -253,7 +253,7 @@ def test_math_rl_length_curriculum(model):
     assert s.grpo.epoch_filter and (s.grpo.readmit_unsolved, s.grpo.readmit_solved) == (0.10, 0.01)  # §4.5.2
     assert s.reward.code_switch_penalty == "-1"  # §4.5
     assert s.data.source.endswith("rl-math/train.jsonl")
-    assert s.boundary == C.Boundary() and s.evaluate
+    assert s.boundary == config.Boundary() and s.evaluate
 
 
 @pytest.mark.parametrize("model", POLICY)
@@ -283,7 +283,7 @@ def test_swe_rl_follows_table_20(model):
         assert s.reward.judge_url  # Eq. 2's judge (T12: semantic reward)
         assert s.data.min_prompt_tokens == 8 * K  # §4.7: prompts shorter than 8K are dropped
         assert not s.length_curriculum
-    assert all(s.boundary == C.Boundary(optimizer="carry") for s in stages[1:])  # a new prompt set
+    assert all(s.boundary == config.Boundary(optimizer="carry") for s in stages[1:])  # a new prompt set
 
 
 @pytest.mark.parametrize("model", POLICY)
@@ -368,7 +368,7 @@ def test_reward_model_follows_section_4_2():
     assert rm.kind == "reward_model"
     assert (rm.rm_batch_size, rm.actor.lr) == (256, 2e-6)
     assert (rm.epochs, rm.steps) == (1, 0)  # §4.2: one epoch (longer training was worse)
-    assert C.with_epoch_steps(rm, 82_000).steps == 321  # 82K pairs / 256 = 320.3 → 321 steps
+    assert config.with_epoch_steps(rm, 82_000).steps == 321  # 82K pairs / 256 = 320.3 → 321 steps
     assert cfg.model.hf_path.endswith("/Qwen2.5-72B-Instruct")
     assert world(cfg) > GPUS_PER_NODE, "a 72B RM trains on several nodes"
 
@@ -486,11 +486,11 @@ def test_cells_follow_the_docs_conventions():
     assert recipe_docs.cell(True, "grpo.epoch_filter") == "`true`"
     assert recipe_docs.cell(24 * K, "rollout.max_response_tokens") == "`24576` 24K"
     assert recipe_docs.cell(1000, "rollout.max_prompt_tokens") == "`1000`"
-    phases = (C.LengthPhase(190, 24 * K, "filter"), C.LengthPhase(310, 32 * K, "zero", temperature=0.8))
+    phases = (config.LengthPhase(190, 24 * K, "filter"), config.LengthPhase(310, 32 * K, "zero", temperature=0.8))
     text = recipe_docs.cell(phases, "length_curriculum")
     assert text == "`190:24576:filter,310:32768:zero:T0.8`"
-    cfg = C.apply_overrides(load(POLICY["8b"]), [f"stages.math.length_curriculum={text.strip('`')}"])
-    assert C.stage_by_name(cfg, "math").length_curriculum == phases, "the command line's form"
+    cfg = config.apply_overrides(load(POLICY["8b"]), [f"stages.math.length_curriculum={text.strip('`')}"])
+    assert config.stage_by_name(cfg, "math").length_curriculum == phases, "the command line's form"
     assert recipe_docs.cell(("ifeval", "aime24"), "gate.suites") == "`ifeval,aime24`"
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
-from nemo_cascade import plan as P
+from nemo_cascade import config
+from nemo_cascade.plan import CascadePlan, PRESETS, actor_bytes, engine_bytes, estimate_bytes, head_activation_bytes, layer_activation_bytes, plan_cascade, rank_params, render, resolve_shape
 from nemo_cascade.convert.shape import ModelShape
 from nemo_cascade.cli import load_recipe
 
@@ -27,12 +27,12 @@ TINY = ModelShape("t", hidden_size=8, ffn_hidden_size=16, num_attention_heads=2,
 # Whole model: 2·600 + embedding 256 + head 256 + final norm 8 = 1720.
 
 
-def one_gpu(**kw) -> C.Parallel:
-    return C.Parallel(**{"tp": 1, "pp": 1, "cp": 1, "dp": 1, "micro_batch_size": 1, **kw})
+def one_gpu(**kw) -> config.Parallel:
+    return config.Parallel(**{"tp": 1, "pp": 1, "cp": 1, "dp": 1, "micro_batch_size": 1, **kw})
 
 
-def bytes_of(parallel: C.Parallel, d: ModelShape = TINY, seq: int = 10, te: bool = False, rows: int = 1, **kw) -> dict:
-    ranks = [P.actor_bytes(d, parallel, seq=seq, rows_per_step=rows, rank=r, te=te, dtype_bytes=2, **kw)
+def bytes_of(parallel: config.Parallel, d: ModelShape = TINY, seq: int = 10, te: bool = False, rows: int = 1, **kw) -> dict:
+    ranks = [actor_bytes(d, parallel, seq=seq, rows_per_step=rows, rank=r, te=te, dtype_bytes=2, **kw)
              for r in range(parallel.pp)]
     return max(ranks, key=lambda m: m["train"])
 
@@ -48,15 +48,15 @@ def _default_environment(monkeypatch):
 def test_tiny_shape_by_hand():
     assert TINY.layer_params() == (576, 24)
     assert TINY.params() == 1720
-    assert P.rank_params(TINY, 1, 1, 0) == 1720
-    assert P.rank_params(TINY, 2, 1, 0) == 2 * (288 + 24) + 128 + 8 + 128  # TP splits all but the norms
+    assert rank_params(TINY, 1, 1, 0) == 1720
+    assert rank_params(TINY, 2, 1, 0) == 2 * (288 + 24) + 128 + 8 + 128  # TP splits all but the norms
     assert TINY.kv_bytes_per_token() == 2 * 2 * 1 * 4 * 2
     # per layer and row at S = 10: S·(10·16 + 16·8 + 8·4) = 3200, S·20·8 = 1600, 6·2·S² = 1200
-    assert P.layer_activation_bytes(TINY, 10) == 6000
-    assert P.layer_activation_bytes(TINY, 10, quadratic=False) == 4800
-    assert P.layer_activation_bytes(TINY, 10, tp=2) == 1600 + 1600 + 600   # norms stay whole without SP
-    assert P.layer_activation_bytes(TINY, 10, tp=2, sp=True) == 1600 + 800 + 600
-    assert P.head_activation_bytes(TINY, 10) == 16 * 10 * 32 + 10 * 10 * 8
+    assert layer_activation_bytes(TINY, 10) == 6000
+    assert layer_activation_bytes(TINY, 10, quadratic=False) == 4800
+    assert layer_activation_bytes(TINY, 10, tp=2) == 1600 + 1600 + 600   # norms stay whole without SP
+    assert layer_activation_bytes(TINY, 10, tp=2, sp=True) == 1600 + 800 + 600
+    assert head_activation_bytes(TINY, 10) == 16 * 10 * 32 + 10 * 10 * 8
 
 
 def test_one_gpu_train_step_by_hand():
@@ -66,7 +66,7 @@ def test_one_gpu_train_step_by_hand():
     assert m["fixed"] == 2 * GIB + 2 * 2 * 10 * 10            # + the local spec's baddbmm buffer
     assert m["train"] == pytest.approx(m["state"] + m["activations"] + m["fixed"])
     # the same formula as bench/gpu_step.py's single-GPU estimate
-    e = P.estimate_bytes(TINY, 2, 1, 10)
+    e = estimate_bytes(TINY, 2, 1, 10)
     assert (e["params"], e["state"]) == (1720, m["state"])
     assert e["activations"] == pytest.approx(m["activations"])
     assert e["total"] == pytest.approx(m["train"])
@@ -74,52 +74,52 @@ def test_one_gpu_train_step_by_hand():
 
 def test_gpu_step_estimate_matches_its_h200_calibration():
     """12 Qwen3-8B-shaped layers at 4096 tokens (local spec, no recompute): 123.8 GiB estimated, 112–116 measured."""
-    d = replace(P.PRESETS["qwen3-8b"], num_layers=12)
-    assert P.estimate_bytes(d, 12, 1, 4096)["total"] / GIB == pytest.approx(123.77, abs=0.01)
+    d = replace(PRESETS["qwen3-8b"], num_layers=12)
+    assert estimate_bytes(d, 12, 1, 4096)["total"] / GIB == pytest.approx(123.77, abs=0.01)
 
 
 def test_engine_by_hand():
-    d = P.PRESETS["qwen3-8b"]
-    e = P.engine_bytes(d, 0.45, 80 * GIB, 2)
+    d = PRESETS["qwen3-8b"]
+    e = engine_bytes(d, 0.45, 80 * GIB, 2)
     assert d.kv_bytes_per_token() == 2 * 36 * 8 * 128 * 2
     assert e["weights"] == 2 * d.params() and e["budget"] == 0.45 * 80 * GIB
     assert e["kv"] == 0.45 * 80 * GIB - e["weights"]
     assert e["kv_tokens"] == int(e["kv"] // (2 * 36 * 8 * 128 * 2))
-    assert P.engine_bytes(d, 0.1, 80 * GIB, 2)["kv_tokens"] == 0  # weights alone exceed the budget
+    assert engine_bytes(d, 0.1, 80 * GIB, 2)["kv_tokens"] == 0  # weights alone exceed the budget
 
 
 def test_engine_tensor_parallel_by_hand():
     """rollout.tensor_parallel_size: each GPU holds 1/t of the weights and kv_heads / t of each token's KV
     (8 KV heads: replicated past t = 8, so a token costs one head per GPU)."""
-    d = P.PRESETS["qwen3-14b"]
-    one, four = P.engine_bytes(d, 0.5, 80 * GIB, 2), P.engine_bytes(d, 0.5, 80 * GIB, 2, tp=4)
+    d = PRESETS["qwen3-14b"]
+    one, four = engine_bytes(d, 0.5, 80 * GIB, 2), engine_bytes(d, 0.5, 80 * GIB, 2, tp=4)
     assert four["weights"] == one["weights"] / 4
     assert four["kv_per_token"] == d.kv_bytes_per_token() / 4
     assert four["kv_tokens"] == int((0.5 * 80 * GIB - one["weights"] / 4) // (d.kv_bytes_per_token() / 4))
     assert four["kv_tokens"] > 4 * one["kv_tokens"]  # a quarter of the cost per token and more room
-    assert P.engine_bytes(d, 0.5, 80 * GIB, 2, tp=16)["kv_per_token"] == d.kv_bytes_per_token() / 8
+    assert engine_bytes(d, 0.5, 80 * GIB, 2, tp=16)["kv_per_token"] == d.kv_bytes_per_token() / 8
 
 
 def test_plan_reads_the_engine_tensor_parallel_size():
     cfg = load_recipe(f"{ROOT / 'recipes/nemotron_cascade_14b_thinking.py'}:single_node")
-    cfg = C.apply_overrides(cfg, ["stages.*.rollout.tensor_parallel_size=4"])
-    text = P.render(P.plan_cascade(cfg))
+    cfg = config.apply_overrides(cfg, ["stages.*.rollout.tensor_parallel_size=4"])
+    text = render(plan_cascade(cfg))
     assert "engine: vLLM TP 4, 2 engines of 4 ranks (6.9 GiB of weights per GPU)" in text, text
-    with pytest.raises(C.ConfigError, match="rollout.tensor_parallel_size=3"):
-        P.plan_cascade(C.apply_overrides(cfg, ["parallel.tp=2", "parallel.dp=12",
+    with pytest.raises(config.ConfigError, match="rollout.tensor_parallel_size=3"):
+        plan_cascade(config.apply_overrides(cfg, ["parallel.tp=2", "parallel.dp=12",
                                                "stages.*.rollout.tensor_parallel_size=3"]))
 
 
 # ---- how the layout moves the numbers --------------------------------------------------------------------------
 
 def test_tp_halves_the_parameter_part():
-    d = P.PRESETS["qwen3-8b"]
+    d = PRESETS["qwen3-8b"]
     one, two = bytes_of(one_gpu(), d, te=True), bytes_of(one_gpu(tp=2), d, te=True)
     assert two["params"] == pytest.approx(one["params"] / 2, rel=1e-3)  # only the norms are replicated
     assert two["state"] == pytest.approx(one["state"] / 2, rel=1e-3)
     split, rep = TINY.layer_params()
     replicated = TINY.num_layers * rep + TINY.hidden_size
-    assert P.rank_params(TINY, 2, 1, 0) - replicated == (TINY.params() - replicated) / 2
+    assert rank_params(TINY, 2, 1, 0) - replicated == (TINY.params() - replicated) / 2
 
 
 def test_dp_shards_only_the_optimizer():
@@ -132,7 +132,7 @@ def test_dp_shards_only_the_optimizer():
 
 
 def test_full_recompute_lowers_activations():
-    d = P.PRESETS["qwen3-8b"]
+    d = PRESETS["qwen3-8b"]
     acts = {r: bytes_of(one_gpu(tp=2, sequence_parallel=True, recompute=r), d, seq=8192)["activations"]
             for r in ("none", "selective", "full")}
     assert acts["full"] < acts["selective"] < acts["none"]  # selective drops the local spec's S² attention part
@@ -140,13 +140,13 @@ def test_full_recompute_lowers_activations():
     assert te["full"] < te["none"] / 3
     # full: one bf16 input per layer + one layer's activations + the head
     S = 8192
-    expected = 1.05 * (36 * 2 * S * d.hidden_size + P.layer_activation_bytes(d, S, quadratic=False)
-                       + P.head_activation_bytes(d, S))
+    expected = 1.05 * (36 * 2 * S * d.hidden_size + layer_activation_bytes(d, S, quadratic=False)
+                       + head_activation_bytes(d, S))
     assert te["full"] == pytest.approx(expected)
 
 
 def test_cp_splits_the_sequence():
-    d = P.PRESETS["qwen3-14b"]
+    d = PRESETS["qwen3-14b"]
     whole = bytes_of(one_gpu(tp=8, sequence_parallel=True), d, seq=30 * 1024, te=True)
     split = bytes_of(one_gpu(tp=8, sequence_parallel=True, cp=2), d, seq=60 * 1024, te=True)
     assert split["activations"] == pytest.approx(whole["activations"])
@@ -155,14 +155,14 @@ def test_cp_splits_the_sequence():
 
 
 def test_pipeline_first_rank_holds_pp_microbatches():
-    d = P.PRESETS["qwen3-8b"]
+    d = PRESETS["qwen3-8b"]
     p = one_gpu(pp=4)
-    first = P.actor_bytes(d, p, seq=4096, rows_per_step=64, rank=0, te=True, dtype_bytes=2)
-    last = P.actor_bytes(d, p, seq=4096, rows_per_step=64, rank=3, te=True, dtype_bytes=2)
-    per_layer = P.layer_activation_bytes(d, 4096, quadratic=False)
+    first = actor_bytes(d, p, seq=4096, rows_per_step=64, rank=0, te=True, dtype_bytes=2)
+    last = actor_bytes(d, p, seq=4096, rows_per_step=64, rank=3, te=True, dtype_bytes=2)
+    per_layer = layer_activation_bytes(d, 4096, quadratic=False)
     assert first["activations"] == pytest.approx(1.05 * 4 * 9 * per_layer)  # 4 in flight × 9 layers
-    assert last["activations"] == pytest.approx(1.05 * (9 * per_layer + P.head_activation_bytes(d, 4096)))
-    few = P.actor_bytes(d, p, seq=4096, rows_per_step=2, rank=0, te=True, dtype_bytes=2)
+    assert last["activations"] == pytest.approx(1.05 * (9 * per_layer + head_activation_bytes(d, 4096)))
+    few = actor_bytes(d, p, seq=4096, rows_per_step=2, rank=0, te=True, dtype_bytes=2)
     assert few["activations"] == pytest.approx(1.05 * 2 * 9 * per_layer)  # only 2 microbatches exist
 
 
@@ -171,21 +171,21 @@ def test_pipeline_first_rank_holds_pp_microbatches():
 def test_presets_are_the_public_configs():
     shapes = {name: (s.hidden_size, s.num_layers, s.num_attention_heads, s.num_key_value_heads, s.head_dim,
                      s.ffn_hidden_size, s.vocab_size)
-              for name, s in P.PRESETS.items()}
+              for name, s in PRESETS.items()}
     assert shapes["qwen3-8b"] == (4096, 36, 32, 8, 128, 12288, 151936)
     assert shapes["qwen3-14b"] == (5120, 40, 40, 8, 128, 17408, 151936)
     assert shapes["qwen2.5-72b"] == (8192, 80, 64, 8, 128, 29568, 152064)
-    assert P.PRESETS["qwen3-8b"].params() / 1e9 == pytest.approx(8.19, abs=0.01)
-    assert P.PRESETS["qwen3-14b"].params() / 1e9 == pytest.approx(14.77, abs=0.01)
-    assert P.PRESETS["qwen2.5-72b"].params() / 1e9 == pytest.approx(72.71, abs=0.01)
+    assert PRESETS["qwen3-8b"].params() / 1e9 == pytest.approx(8.19, abs=0.01)
+    assert PRESETS["qwen3-14b"].params() / 1e9 == pytest.approx(14.77, abs=0.01)
+    assert PRESETS["qwen2.5-72b"].params() / 1e9 == pytest.approx(72.71, abs=0.01)
 
 
 @pytest.mark.parametrize("path,preset", [
     ("models/Nemotron-Cascade-8B-SFT", "qwen3-8b"), ("/x/Qwen3-8B-Base", "qwen3-8b"),
     ("models/Nemotron-Cascade-14B-Thinking-SFT", "qwen3-14b"), ("models/Qwen2.5-72B-Instruct", "qwen2.5-72b")])
 def test_absent_folder_names_its_preset(path, preset):
-    shape, source = P.resolve_shape(C.Model(hf_path=path))
-    assert shape == P.PRESETS[preset]
+    shape, source = resolve_shape(config.Model(hf_path=path))
+    assert shape == PRESETS[preset]
     assert "no such folder here" in source and preset in source
     assert "not an architecture the actor loads" not in source
 
@@ -197,11 +197,11 @@ def test_config_json_wins_over_the_name(tmp_path):
            "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
            "vocab_size": 100, "tie_word_embeddings": True}
     (folder / "config.json").write_text(json.dumps(raw))
-    shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
+    shape, source = resolve_shape(config.Model(hf_path=str(folder)))
     assert (shape.hidden_size, shape.num_layers, shape.vocab_size, shape.tied_embeddings, shape.qk_norm) == (
         64, 2, 100, True, True)
     assert source.endswith("config.json")
-    assert P.resolve_shape(C.Model(hf_path=str(folder)), "qwen3-14b")[0] == P.PRESETS["qwen3-14b"]  # --shape wins
+    assert resolve_shape(config.Model(hf_path=str(folder)), "qwen3-14b")[0] == PRESETS["qwen3-14b"]  # --shape wins
 
 
 def test_qwen2_folder_is_planned_with_its_biases(tmp_path):
@@ -211,8 +211,8 @@ def test_qwen2_folder_is_planned_with_its_biases(tmp_path):
            "intermediate_size": 29568, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
            "vocab_size": 152064, "tie_word_embeddings": False}
     (folder / "config.json").write_text(json.dumps(raw))
-    shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
-    assert replace(shape, name="") == replace(P.PRESETS["qwen2.5-72b"], name="") and shape.qkv_bias
+    shape, source = resolve_shape(config.Model(hf_path=str(folder)))
+    assert replace(shape, name="") == replace(PRESETS["qwen2.5-72b"], name="") and shape.qkv_bias
     assert source.endswith("config.json")
 
 
@@ -223,22 +223,22 @@ def test_architecture_the_actor_does_not_load_is_planned_with_a_note(tmp_path):
            "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
            "vocab_size": 32000, "tie_word_embeddings": False}
     (folder / "config.json").write_text(json.dumps(raw))
-    shape, source = P.resolve_shape(C.Model(hf_path=str(folder)))
+    shape, source = resolve_shape(config.Model(hf_path=str(folder)))
     assert (shape.hidden_size, shape.num_layers, shape.num_key_value_heads, shape.head_dim, shape.qk_norm) == (
         4096, 32, 8, 128, False)
     assert "MistralForCausalLM is not an architecture the actor loads" in source
     (folder / "config.json").write_text("{")
     with pytest.raises(ValueError, match="config.json: not valid JSON"):
-        P.resolve_shape(C.Model(hf_path=str(folder)))
+        resolve_shape(config.Model(hf_path=str(folder)))
 
 
 def test_unknown_shapes_are_one_line_errors(tmp_path):
-    with pytest.raises(C.ConfigError, match="--shape nope: unknown shape"):
-        P.resolve_shape(C.Model(hf_path="models/Qwen3-8B"), "nope")
-    with pytest.raises(C.ConfigError, match="no size in its name"):
-        P.resolve_shape(C.Model(hf_path=str(tmp_path / "my-model")))
-    with pytest.raises(C.ConfigError, match="pass --shape"):
-        P.resolve_shape(C.Model(hf_path=str(tmp_path / "Qwen3-32B")))  # a size without a preset
+    with pytest.raises(config.ConfigError, match="--shape nope: unknown shape"):
+        resolve_shape(config.Model(hf_path="models/Qwen3-8B"), "nope")
+    with pytest.raises(config.ConfigError, match="no size in its name"):
+        resolve_shape(config.Model(hf_path=str(tmp_path / "my-model")))
+    with pytest.raises(config.ConfigError, match="pass --shape"):
+        resolve_shape(config.Model(hf_path=str(tmp_path / "Qwen3-32B")))  # a size without a preset
 
 
 # ---- cascades ----------------------------------------------------------------------------------------------------
@@ -246,8 +246,8 @@ def test_unknown_shapes_are_one_line_errors(tmp_path):
 RECIPES = {
     "8b": "recipes/nemotron_cascade_8b.py", "8b_thinking": "recipes/nemotron_cascade_8b_thinking.py",
     "14b_thinking": "recipes/nemotron_cascade_14b_thinking.py", "rm_72b": "recipes/reward_model_72b.py"}
-def plan_of(path: str, fn: str = "recipe") -> P.CascadePlan:
-    return P.plan_cascade(load_recipe(f"{ROOT / path}:{fn}"))
+def plan_of(path: str, fn: str = "recipe") -> CascadePlan:
+    return plan_cascade(load_recipe(f"{ROOT / path}:{fn}"))
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -276,7 +276,7 @@ def test_paper_recipes_fit_on_h100_80gb(name, fn):
     over = [f"{s.name}: {s.verdict()} ({s.total / GIB:.1f} GiB)" for s in plan.stages if not s.fits]
     assert not over, over
     if plan.engine_utilization is not None:  # one engine (of rollout.tensor_parallel_size ranks) holds a whole request
-        engine = P.engine_bytes(plan.shape, plan.engine_utilization, plan.gpu, 2, plan.engine_tp)
+        engine = engine_bytes(plan.shape, plan.engine_utilization, plan.gpu, 2, plan.engine_tp)
         assert engine["kv_tokens"] >= plan.engine_context
 
 
@@ -304,7 +304,7 @@ def test_docs_show_the_plans(name):
     """docs/recipes.md's "Memory plan" section: each policy recipe's header and table as the command prints them."""
     doc = (ROOT / "docs" / "recipes.md").read_text()
     section = doc[doc.index("## Memory plan (nemo-cascade plan)"):]
-    head, table = P.render(plan_of(RECIPES[name])).split("\n\n")[:2]
+    head, table = render(plan_of(RECIPES[name])).split("\n\n")[:2]
     assert f"### `{RECIPES[name]}`\n\n```text\n{head}\n```\n\n{table}\n" in section, (
         "docs/recipes.md is out of date: paste `nemo-cascade plan " + RECIPES[name] + "`'s header and table")
 

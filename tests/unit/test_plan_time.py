@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
-from nemo_cascade import plan as P
-from nemo_cascade import plan_time as T
+from nemo_cascade import config
+from nemo_cascade import plan
+from nemo_cascade import plan_time
 from nemo_cascade.cli import load_recipe, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,62 +16,62 @@ EIGHT_B = "recipes/nemotron_cascade_8b.py"
 
 
 def test_time_limits_parse_like_sbatch_and_bad_ones_are_one_line():
-    assert T.parse_time_limit("04:00:00") == 4 * 3600
-    assert T.parse_time_limit("1-02:30:15") == 26 * 3600 + 30 * 60 + 15
+    assert plan_time.parse_time_limit("04:00:00") == 4 * 3600
+    assert plan_time.parse_time_limit("1-02:30:15") == 26 * 3600 + 30 * 60 + 15
     for bad in ("4h", "04:00", "00:61:00", "00:00:00", ""):
-        with pytest.raises(C.ConfigError, match="--time-limit") as err:
-            T.parse_time_limit(bad)
+        with pytest.raises(config.ConfigError, match="--time-limit") as err:
+            plan_time.parse_time_limit(bad)
         assert "\n" not in str(err.value)
 
 
 def test_the_default_time_limit_is_the_sbatch_scripts():
     for script in ("cascade_8b.sh", "cascade_14b.sh"):
-        assert f"#SBATCH --time={T.DEFAULT_TIME_LIMIT}\n" in (ROOT / "slurm" / script).read_text()
+        assert f"#SBATCH --time={plan_time.DEFAULT_TIME_LIMIT}\n" in (ROOT / "slurm" / script).read_text()
 
 
 def test_train_seconds_is_six_flops_per_param_and_token_at_the_mfu():
-    hw = T.Hardware(peak_flops=1e15, mfu=0.5)
+    hw = plan_time.Hardware(peak_flops=1e15, mfu=0.5)
     # 6 · 8e9 · 1e6 = 4.8e16 FLOPs over 8 GPUs × 1e15 × 0.5 = 4e15 FLOP/s → 12 s
-    assert T.train_seconds(8e9, 1e6, 8, hw) == pytest.approx(12.0)
-    assert T.train_seconds(8e9, 1e6, 8, hw, flops_per_token=8.0) == pytest.approx(16.0)  # + a KL reference
+    assert plan_time.train_seconds(8e9, 1e6, 8, hw) == pytest.approx(12.0)
+    assert plan_time.train_seconds(8e9, 1e6, 8, hw, flops_per_token=8.0) == pytest.approx(16.0)  # + a KL reference
 
 
 def test_decode_is_memory_bound_in_waves_of_what_the_kv_cache_holds():
-    hw = T.Hardware(hbm_bytes_per_s=2e12, bandwidth_share=0.5, max_seqs=256)  # 1e12 B/s achieved
+    hw = plan_time.Hardware(hbm_bytes_per_s=2e12, bandwidth_share=0.5, max_seqs=256)  # 1e12 B/s achieved
     # mean context 1000 + 2000/2 = 2000 tokens; 40,000 KV tokens hold 20 sequences → 5 waves for 100;
     # an iteration reads 8e9 B of weights + 20 · 2000 · 1e5 B of KV = 1.2e10 B → 12 ms; 5 · 2000 · 12 ms = 120 s
     kw = dict(prompt=1000, response=2000, weight_bytes=8e9, kv_bytes_per_token=1e5, hw=hw)
-    assert T.decode_seconds(sequences=100, kv_tokens=40_000, **kw) == pytest.approx(120.0)
+    assert plan_time.decode_seconds(sequences=100, kv_tokens=40_000, **kw) == pytest.approx(120.0)
     # max_num_seqs caps a roomy cache: 10 at once → 10 waves of (8e9 + 10 · 2000 · 1e5 = 1e10 B → 10 ms) · 2000
     capped = replace(hw, max_seqs=10)
-    assert T.decode_seconds(sequences=100, kv_tokens=10**9, **{**kw, "hw": capped}) == pytest.approx(200.0)
+    assert plan_time.decode_seconds(sequences=100, kv_tokens=10**9, **{**kw, "hw": capped}) == pytest.approx(200.0)
     # fewer sequences than room: one wave of 3 → (8e9 + 3 · 2000 · 1e5 = 8.6e9 B → 8.6 ms) · 2000 = 17.2 s
-    assert T.decode_seconds(sequences=3, kv_tokens=40_000, **kw) == pytest.approx(17.2)
-    assert T.decode_seconds(sequences=0, kv_tokens=40_000, **kw) == 0.0
+    assert plan_time.decode_seconds(sequences=3, kv_tokens=40_000, **kw) == pytest.approx(17.2)
+    assert plan_time.decode_seconds(sequences=0, kv_tokens=40_000, **kw) == 0.0
 
 
 def test_saves_come_by_steps_or_minutes_whichever_first():
-    assert T.save_every(25, 30.0, 60.0, 1000) == (25, "steps")       # 30 min / 60 s = 30 steps > 25
-    assert T.save_every(25, 30.0, 600.0, 1000) == (3, "minutes")     # 1800 / 600 = 3 steps
-    assert T.save_every(25, 30.0, 700.0, 1000) == (3, "minutes")     # a save needs a step to end: ⌈1800/700⌉
-    assert T.save_every(25, 30.0, 7200.0, 1000) == (1, "minutes")    # a 2 h step: every step, still 2 h
-    assert T.save_every(0, 0.0, 10.0, 7) == (7, "stage end")         # both off: only the stage's export
-    assert T.save_every(25, 0.0, 10.0, 7) == (7, "stage end")
+    assert plan_time.save_every(25, 30.0, 60.0, 1000) == (25, "steps")       # 30 min / 60 s = 30 steps > 25
+    assert plan_time.save_every(25, 30.0, 600.0, 1000) == (3, "minutes")     # 1800 / 600 = 3 steps
+    assert plan_time.save_every(25, 30.0, 700.0, 1000) == (3, "minutes")     # a save needs a step to end: ⌈1800/700⌉
+    assert plan_time.save_every(25, 30.0, 7200.0, 1000) == (1, "minutes")    # a 2 h step: every step, still 2 h
+    assert plan_time.save_every(0, 0.0, 10.0, 7) == (7, "stage end")         # both off: only the stage's export
+    assert plan_time.save_every(25, 0.0, 10.0, 7) == (7, "stage end")
 
 
 def test_a_stage_adds_generation_and_training_on_the_plans_layout():
     cfg = load_recipe(f"{ROOT / EIGHT_B}")
-    memory = P.plan_cascade(cfg)
-    math_stage = C.stage_by_name(cfg, "math")
-    t = T.stage_time(math_stage, memory, 30.0, budget_s=3 * 3600)
+    memory = plan.plan_cascade(cfg)
+    math_stage = config.stage_by_name(cfg, "math")
+    t = plan_time.stage_time(math_stage, memory, 30.0, budget_s=3 * 3600)
     prompt, response = math_stage.rollout.max_prompt_tokens, max(p.max_response_tokens for p in
-                                                                 C.length_phases(math_stage))
+                                                                 config.length_phases(math_stage))
     rows = math_stage.grpo.prompts_per_step * math_stage.grpo.group_size
     assert t.tokens == rows * (prompt + response)
     assert t.train_s == pytest.approx(6 * memory.shape.params() * t.tokens / (8 * 989e12 * 0.35))
-    e = P.engine_bytes(memory.shape, memory.engine_utilization, memory.gpu, 2, memory.engine_tp)
+    e = plan.engine_bytes(memory.shape, memory.engine_utilization, memory.gpu, 2, memory.engine_tp)
     engines = 8 // memory.engine_tp
-    assert t.generate_s == pytest.approx(T.decode_seconds(
+    assert t.generate_s == pytest.approx(plan_time.decode_seconds(
         sequences=math.ceil(rows / engines), prompt=prompt, response=response, weight_bytes=e["weights"],
         kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"]))
     assert t.save_steps == max(1, math.ceil(1800 / t.step_s)) and t.saved_by == "minutes"

@@ -5,19 +5,19 @@ from dataclasses import fields, replace
 import pytest
 import torch
 
-from nemo_cascade import config as C
-from nemo_cascade.actor import precision as P
+from nemo_cascade import config
+from nemo_cascade.actor import precision
 
-CPU = P.Env(cuda=False)
-HOPPER = P.Env(cuda=True, capability=(9, 0), te_version="2.8.0")
-AMPERE = P.Env(cuda=True, capability=(8, 0), te_version="2.8.0")
-ADA = P.Env(cuda=True, capability=(8, 9), te_version="2.8.0")
-NO_TE = P.Env(cuda=True, capability=(9, 0), te_version=None)
-OLD_TE = P.Env(cuda=True, capability=(9, 0), te_version="2.1.0")
+CPU = precision.Env(cuda=False)
+HOPPER = precision.Env(cuda=True, capability=(9, 0), te_version="2.8.0")
+AMPERE = precision.Env(cuda=True, capability=(8, 0), te_version="2.8.0")
+ADA = precision.Env(cuda=True, capability=(8, 9), te_version="2.8.0")
+NO_TE = precision.Env(cuda=True, capability=(9, 0), te_version=None)
+OLD_TE = precision.Env(cuda=True, capability=(9, 0), te_version="2.1.0")
 
 
 def model(**kw):
-    return C.Model(**kw)
+    return config.Model(**kw)
 
 
 # ------------------------------------------------------------------------------------ spec selection
@@ -28,7 +28,7 @@ def model(**kw):
     ("transformer_engine", HOPPER, True),
 ])
 def test_transformer_engine_choice(impl, env, expected):
-    assert P.use_transformer_engine(model(transformer_impl=impl), env) is expected
+    assert precision.use_transformer_engine(model(transformer_impl=impl), env) is expected
 
 
 @pytest.mark.parametrize("env,message", [
@@ -37,13 +37,13 @@ def test_transformer_engine_choice(impl, env, expected):
             "importable here"),
 ])
 def test_transformer_engine_requested_but_unavailable(env, message):
-    with pytest.raises(C.ConfigError, match="^" + message):
-        P.plan(model(transformer_impl="transformer_engine"), C.Parallel(), env)
+    with pytest.raises(config.ConfigError, match="^" + message):
+        precision.plan(model(transformer_impl="transformer_engine"), config.Parallel(), env)
 
 
 def test_this_cpu_machine_plans_the_local_spec():
-    assert P.probe() == P.Env(cuda=False), "tests run on CPU machines; TE is only probed where CUDA exists"
-    assert P.plan(model(), C.Parallel()) == P.Plan(te=False, config_kwargs=dict(
+    assert precision.probe() == precision.Env(cuda=False), "tests run on CPU machines; TE is only probed where CUDA exists"
+    assert precision.plan(model(), config.Parallel()) == precision.Plan(te=False, config_kwargs=dict(
         sequence_parallel=False, context_parallel_size=1, **NO_FUSIONS), seq_multiple=1)
 
 
@@ -54,10 +54,10 @@ NO_FUSIONS = dict(bias_activation_fusion=False, bias_dropout_fusion=False, maske
 def test_the_chosen_spec_is_logged_in_one_line(caplog):
     import logging
 
-    with caplog.at_level(logging.INFO, logger=P.__name__):
-        P.plan(model(), C.Parallel(), CPU)
-        P.plan(model(), C.Parallel(), HOPPER)
-        P.plan(model(), C.Parallel(), NO_TE)
+    with caplog.at_level(logging.INFO, logger=precision.__name__):
+        precision.plan(model(), config.Parallel(), CPU)
+        precision.plan(model(), config.Parallel(), HOPPER)
+        precision.plan(model(), config.Parallel(), NO_TE)
     assert [r.getMessage() for r in caplog.records] == [
         "actor layer spec: local (model.transformer_impl=auto: no CUDA)",
         "actor layer spec: transformer_engine (TE 2.8.0, model.transformer_impl=auto)",
@@ -86,18 +86,18 @@ def _broken_te(monkeypatch, sub_module_fails: bool):
 @pytest.mark.parametrize("sub_module_fails", [False, True])
 def test_installed_but_broken_te_is_an_error_not_a_silent_fallback(monkeypatch, sub_module_fails):
     _broken_te(monkeypatch, sub_module_fails)
-    version, error = P.import_transformer_engine()
+    version, error = precision.import_transformer_engine()
     assert version is None and "Error: import of transformer_engine" in error and "\n" not in error
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
-    env = P.probe()
+    env = precision.probe()
     assert env.cuda and env.te_version is None and env.te_error == error
     for impl in ("auto", "transformer_engine"):
-        with pytest.raises(C.ConfigError, match=rf"^model\.transformer_impl={impl}: transformer_engine is installed "
+        with pytest.raises(config.ConfigError, match=rf"^model\.transformer_impl={impl}: transformer_engine is installed "
                                                 rf"but does not import \(\w+Error: .*\); reinstall it .* or set "
                                                 rf"model\.transformer_impl=local$"):
-            P.plan(model(transformer_impl=impl), C.Parallel(), env)
-    assert not P.plan(model(transformer_impl="local"), C.Parallel(), env).te
+            precision.plan(model(transformer_impl=impl), config.Parallel(), env)
+    assert not precision.plan(model(transformer_impl="local"), config.Parallel(), env).te
 
 
 def test_absent_te_is_not_an_error(monkeypatch):
@@ -106,13 +106,13 @@ def test_absent_te_is_not_an_error(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "transformer_engine" else real(name, *a))
-    assert P.import_transformer_engine() == (None, None)
-    assert not P.plan(model(), C.Parallel(), NO_TE).te
+    assert precision.import_transformer_engine() == (None, None)
+    assert not precision.plan(model(), config.Parallel(), NO_TE).te
 
 
 # ------------------------------------------------------------------------------------ fusions
 
-APEX = P.Env(cuda=True, capability=(9, 0), te_version="2.8.0", apex_wgrad=True)
+APEX = precision.Env(cuda=True, capability=(9, 0), te_version="2.8.0", apex_wgrad=True)
 
 
 @pytest.mark.parametrize("env,te,rope_scaling,expected", [
@@ -121,7 +121,7 @@ APEX = P.Env(cuda=True, capability=(9, 0), te_version="2.8.0", apex_wgrad=True)
     (HOPPER, True, False, dict(bias_activation_fusion=True, bias_dropout_fusion=True, apply_rope_fusion=True)),
     (HOPPER, False, False, dict(bias_activation_fusion=True, bias_dropout_fusion=True)),  # local spec chosen
     (HOPPER, True, True, dict(bias_activation_fusion=True, bias_dropout_fusion=True)),    # YaRN: unfused RoPE
-    (P.Env(cuda=True, capability=(9, 0), te_version="1.3"), True, False,
+    (precision.Env(cuda=True, capability=(9, 0), te_version="1.3"), True, False,
      dict(bias_activation_fusion=True, bias_dropout_fusion=True)),                         # TE without fused RoPE
     (APEX, True, False, dict(bias_activation_fusion=True, bias_dropout_fusion=True, apply_rope_fusion=True,
                              gradient_accumulation_fusion=True)),
@@ -129,14 +129,14 @@ APEX = P.Env(cuda=True, capability=(9, 0), te_version="2.8.0", apex_wgrad=True)
                                                         gradient_accumulation_fusion=True)),
 ])
 def test_fusions_are_on_exactly_where_their_kernels_exist(env, te, rope_scaling, expected):
-    assert P.fusion_kwargs(env, te, rope_scaling) == {**NO_FUSIONS, **expected}
+    assert precision.fusion_kwargs(env, te, rope_scaling) == {**NO_FUSIONS, **expected}
 
 
 def test_plan_carries_the_fusions():
-    assert P.plan(model(), C.Parallel(), APEX).config_kwargs["gradient_accumulation_fusion"] is True
-    assert P.plan(model(), C.Parallel(), HOPPER).config_kwargs["apply_rope_fusion"] is True
-    assert P.plan(model(), C.Parallel(), HOPPER, rope_scaling=True).config_kwargs["apply_rope_fusion"] is False
-    assert P.plan(model(), C.Parallel(), CPU).config_kwargs["bias_activation_fusion"] is False
+    assert precision.plan(model(), config.Parallel(), APEX).config_kwargs["gradient_accumulation_fusion"] is True
+    assert precision.plan(model(), config.Parallel(), HOPPER).config_kwargs["apply_rope_fusion"] is True
+    assert precision.plan(model(), config.Parallel(), HOPPER, rope_scaling=True).config_kwargs["apply_rope_fusion"] is False
+    assert precision.plan(model(), config.Parallel(), CPU).config_kwargs["bias_activation_fusion"] is False
 
 
 def test_gpu_fusions_without_te_are_accepted_by_megatron():
@@ -145,7 +145,7 @@ def test_gpu_fusions_without_te_are_accepted_by_megatron():
     import torch.nn.functional as F
     from megatron.core.transformer import TransformerConfig
 
-    kw = P.fusion_kwargs(NO_TE, te=False)
+    kw = precision.fusion_kwargs(NO_TE, te=False)
     cfg = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, gated_linear_unit=True,
                             activation_func=F.silu, add_bias_linear=False, **kw)
     assert cfg.bias_activation_fusion and cfg.bias_dropout_fusion and not cfg.apply_rope_fusion
@@ -171,7 +171,7 @@ def inspect_source(fn) -> str:
 @pytest.mark.parametrize("seq_len,mbs,thd,expected", [(64, 4, False, (64, 4)), (64, 4, True, (256, 1)),
                                                       (64, 1, True, (64, 1))])
 def test_pipeline_shape(seq_len, mbs, thd, expected):
-    assert P.pipeline_shape(seq_len, mbs, thd) == expected
+    assert precision.pipeline_shape(seq_len, mbs, thd) == expected
 
 
 @pytest.mark.parametrize("te,packed,expected", [(True, True, (4 * 16, 1)), (True, False, (16, 4)),
@@ -190,8 +190,8 @@ def test_pipeline_stages_receive_packed_te_rows_as_one_sequence(monkeypatch, te,
     batch = {"tokens": torch.zeros(8, 13, dtype=torch.long)}
     if packed:
         batch.update(segment_ids=torch.ones(8, 13, dtype=torch.long), position_ids=torch.zeros(8, 13))
-    stub = SimpleNamespace(te=te, plan=P.Plan(te=te, config_kwargs={}, seq_multiple=16), module=None,
-                           parallel=C.Parallel(pp=2, micro_batch_size=4), _forward_step=lambda *a: None,
+    stub = SimpleNamespace(te=te, plan=precision.Plan(te=te, config_kwargs={}, seq_multiple=16), module=None,
+                           parallel=config.Parallel(pp=2, micro_batch_size=4), _forward_step=lambda *a: None,
                            _microbatches=lambda b: ([b], 8))
     MegatronActor._run(stub, batch, None, 1.0, forward_only=True)
     assert (seen["seq_length"], seen["micro_batch_size"]) == expected
@@ -201,7 +201,7 @@ def test_pipeline_stages_receive_packed_te_rows_as_one_sequence(monkeypatch, te,
 
 @pytest.mark.parametrize("fp8,recipe", [("delayed", "delayed"), ("current", "tensorwise"), ("blockwise", "blockwise")])
 def test_fp8_maps_to_megatron_recipe(fp8, recipe):
-    kw = P.plan(model(fp8=fp8, dtype="bfloat16"), C.Parallel(), HOPPER).config_kwargs
+    kw = precision.plan(model(fp8=fp8, dtype="bfloat16"), config.Parallel(), HOPPER).config_kwargs
     assert kw["fp8"] == "hybrid" and kw["fp8_recipe"] == recipe
     assert ("fp8_amax_history_len" in kw) == (fp8 == "delayed")
 
@@ -212,12 +212,12 @@ def test_fp8_maps_to_megatron_recipe(fp8, recipe):
     ("full", dict(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)),
 ])
 def test_recompute_maps_to_megatron(recompute, expected):
-    kw = P.transformer_config_kwargs(model(), C.Parallel(recompute=recompute))
+    kw = precision.transformer_config_kwargs(model(), config.Parallel(recompute=recompute))
     assert {k: v for k, v in kw.items() if k.startswith("recompute")} == expected
 
 
 def test_parallel_fields_map_to_megatron():
-    kw = P.plan(model(), C.Parallel(tp=2, cp=4, sequence_parallel=True), HOPPER).config_kwargs
+    kw = precision.plan(model(), config.Parallel(tp=2, cp=4, sequence_parallel=True), HOPPER).config_kwargs
     assert kw["sequence_parallel"] is True and kw["context_parallel_size"] == 4
 
 
@@ -229,7 +229,7 @@ def test_kwargs_are_accepted_by_megatron_transformer_config(fp8, recompute, cp, 
     """The names and values must be megatron-core 0.16.1's: its __post_init__ validates recompute settings."""
     from megatron.core.transformer import TransformerConfig
 
-    kw = P.transformer_config_kwargs(model(fp8=fp8), C.Parallel(tp=2, cp=cp, sequence_parallel=sp,
+    kw = precision.transformer_config_kwargs(model(fp8=fp8), config.Parallel(tp=2, cp=cp, sequence_parallel=sp,
                                                                recompute=recompute))
     assert set(kw) <= {f.name for f in fields(TransformerConfig)}
     cfg = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, tensor_model_parallel_size=2,
@@ -244,7 +244,7 @@ def test_kwargs_are_accepted_by_megatron_transformer_config(fp8, recompute, cp, 
     ("none", 2, 2, True, 8), ("delayed", 1, 1, False, 16), ("current", 2, 2, True, 128),
 ])
 def test_sequence_multiple(fp8, tp, cp, sp, expected):
-    assert P.seq_multiple(model(fp8=fp8), C.Parallel(tp=tp, cp=cp, sequence_parallel=sp)) == expected
+    assert precision.seq_multiple(model(fp8=fp8), config.Parallel(tp=tp, cp=cp, sequence_parallel=sp)) == expected
 
 
 # ------------------------------------------------------------------------------------ every error
@@ -274,16 +274,16 @@ def test_sequence_multiple(fp8, tp, cp, sp, expected):
     (dict(transformer_impl="te"), {}, HOPPER, "model.transformer_impl: expected one of"),
 ])
 def test_impossible_combinations_are_one_line_config_errors(m, p, env, message):
-    with pytest.raises(C.ConfigError, match="^" + message) as err:
-        P.plan(model(**m), C.Parallel(**p), env)
+    with pytest.raises(config.ConfigError, match="^" + message) as err:
+        precision.plan(model(**m), config.Parallel(**p), env)
     assert "\n" not in str(err.value)
 
 
 def test_fp8_recipes_that_this_hardware_allows():
-    assert P.plan(model(fp8="delayed"), C.Parallel(), ADA).te
-    assert P.plan(model(fp8="current"), C.Parallel(), ADA).te
-    plan = P.plan(model(fp8="blockwise", transformer_impl="transformer_engine"),
-                  C.Parallel(tp=2, cp=2, sequence_parallel=True), HOPPER)
+    assert precision.plan(model(fp8="delayed"), config.Parallel(), ADA).te
+    assert precision.plan(model(fp8="current"), config.Parallel(), ADA).te
+    plan = precision.plan(model(fp8="blockwise", transformer_impl="transformer_engine"),
+                  config.Parallel(tp=2, cp=2, sequence_parallel=True), HOPPER)
     assert plan.te and plan.seq_multiple == 2 * 2 * 2 * 16
 
 
@@ -301,26 +301,26 @@ def test_world_size_counts_context_parallel(cascade):
     cfg = replace(cascade, parallel=replace(cascade.parallel, tp=2, cp=2, dp=2),
                   stages=tuple(replace(s, grpo=replace(s.grpo, sequence_packing=False))
                                for s in cascade.stages if s.kind == "grpo"))
-    C.validate(cfg, world_size=8)
-    with pytest.raises(C.ConfigError, match=r"^parallel: tp × pp × cp × dp = 2×1×2×2 must equal the world size 4$"):
-        C.validate(cfg, world_size=4)
-    with pytest.raises(C.ConfigError, match=r"^parallel: tp × pp × dp = 2×1×2 must equal the world size 8$"):
-        C.validate(replace(cfg, parallel=replace(cfg.parallel, cp=1)), world_size=8)
+    config.validate(cfg, world_size=8)
+    with pytest.raises(config.ConfigError, match=r"^parallel: tp × pp × cp × dp = 2×1×2×2 must equal the world size 4$"):
+        config.validate(cfg, world_size=4)
+    with pytest.raises(config.ConfigError, match=r"^parallel: tp × pp × dp = 2×1×2 must equal the world size 8$"):
+        config.validate(replace(cfg, parallel=replace(cfg.parallel, cp=1)), world_size=8)
 
 
 def test_validate_runs_the_machine_independent_rules(cascade):
-    with pytest.raises(C.ConfigError, match="^parallel.sequence_parallel: needs parallel.tp > 1"):
-        C.validate(replace(cascade, parallel=replace(cascade.parallel, sequence_parallel=True)))
-    with pytest.raises(C.ConfigError, match="^model.fp8=current: FP8 runs through Transformer Engine"):
-        C.validate(replace(cascade, model=replace(cascade.model, fp8="current", transformer_impl="local")))
-    C.validate(replace(cascade, parallel=replace(cascade.parallel, tp=2, sequence_parallel=True)))
+    with pytest.raises(config.ConfigError, match="^parallel.sequence_parallel: needs parallel.tp > 1"):
+        config.validate(replace(cascade, parallel=replace(cascade.parallel, sequence_parallel=True)))
+    with pytest.raises(config.ConfigError, match="^model.fp8=current: FP8 runs through Transformer Engine"):
+        config.validate(replace(cascade, model=replace(cascade.model, fp8="current", transformer_impl="local")))
+    config.validate(replace(cascade, parallel=replace(cascade.parallel, tp=2, sequence_parallel=True)))
 
 
 def test_context_parallel_only_for_grpo_stages(cascade):
     assert {s.kind for s in cascade.stages} >= {"sft", "grpo"}
-    with pytest.raises(C.ConfigError, match=r"^stages\.sft\.kind: parallel\.cp=2 splits every sequence over ranks, "
+    with pytest.raises(config.ConfigError, match=r"^stages\.sft\.kind: parallel\.cp=2 splits every sequence over ranks, "
                                             r"which the actor supports for grpo stages only, not sft"):
-        C.validate(replace(cascade, parallel=replace(cascade.parallel, cp=2)))
+        config.validate(replace(cascade, parallel=replace(cascade.parallel, cp=2)))
 
 
 def test_cli_launches_tp_pp_cp_dp_processes():
@@ -349,33 +349,33 @@ def test_cp_split_is_megatrons_layout_and_unsplit_inverts_it(cp, monkeypatch):
     monkeypatch.setattr(mu, "get_pg_size", lambda g: g.size())
     monkeypatch.setattr(mu, "get_pg_rank", lambda g: g.rank())
     x = torch.arange(3 * 8 * cp).reshape(3, 8 * cp)
-    parts = [P.cp_split(x, cp, r) for r in range(cp)]
+    parts = [precision.cp_split(x, cp, r) for r in range(cp)]
     for r, part in enumerate(parts):
         theirs = mu.get_batch_on_this_cp_rank({"tokens": x.clone()}, cp_group=_Group(cp, r))["tokens"]
         assert torch.equal(part, theirs)
-    assert torch.equal(P.cp_unsplit(parts), x)
+    assert torch.equal(precision.cp_unsplit(parts), x)
     if cp == 2:  # chunks 0+3 on rank 0, 1+2 on rank 1: an early and a late chunk each
         assert parts[0][0].tolist() == [0, 1, 2, 3, 12, 13, 14, 15]
 
 
 def test_cp_gather_without_a_group_is_the_identity():
     x = torch.randn(2, 5)
-    assert P.cp_gather(x, None) is x
+    assert precision.cp_gather(x, None) is x
 
 
 def test_thd_boundaries_follow_examples_and_rows():
     segments = torch.tensor([[1, 1, 2, 2, 2, 0, 0],
                              [1, 1, 1, 1, 1, 1, 1],
                              [1, 2, 3, 3, 0, 0, 0]])
-    cu, longest = P.thd_boundaries(segments)
+    cu, longest = precision.thd_boundaries(segments)
     assert cu.dtype == torch.int32
     assert cu.tolist() == [0, 2, 5, 7, 14, 15, 16, 18, 21] and longest == 7
 
 
 def test_pad_seq_and_round_up():
     x = torch.tensor([[1, 2, 3]])
-    assert P.pad_seq(x, 5).tolist() == [[1, 2, 3, 0, 0]] and P.pad_seq(x, 3) is x
-    assert [P.round_up(n, 4) for n in (1, 4, 5)] == [4, 4, 8]
+    assert precision.pad_seq(x, 5).tolist() == [[1, 2, 3, 0, 0]] and precision.pad_seq(x, 3) is x
+    assert [precision.round_up(n, 4) for n in (1, 4, 5)] == [4, 4, 8]
 
 
 def test_local_spec_norms_support_sequence_parallel():
@@ -388,12 +388,12 @@ def test_local_spec_norms_support_sequence_parallel():
                             sequence_parallel=True, normalization="RMSNorm")
     with pytest.raises(AssertionError, match="sequence parallel not supported"):
         WrappedTorchNorm(cfg, 64)
-    spec = P.layer_spec(False, "qwen3", num_layers=2)
+    spec = precision.layer_spec(False, "qwen3", num_layers=2)
     layer = spec.layer_specs[0].submodules
-    assert len(spec.layer_specs) == 2 and spec.layer_norm is P.LocalRMSNorm
-    assert layer.input_layernorm is layer.pre_mlp_layernorm is P.LocalRMSNorm
-    assert layer.self_attention.submodules.q_layernorm is P.LocalRMSNorm
-    norm = P.LocalRMSNorm(cfg, 64, eps=1e-6)
+    assert len(spec.layer_specs) == 2 and spec.layer_norm is precision.LocalRMSNorm
+    assert layer.input_layernorm is layer.pre_mlp_layernorm is precision.LocalRMSNorm
+    assert layer.self_attention.submodules.q_layernorm is precision.LocalRMSNorm
+    norm = precision.LocalRMSNorm(cfg, 64, eps=1e-6)
     assert isinstance(norm, torch.nn.RMSNorm) and norm.weight.sequence_parallel is True and norm.eps == 1e-6
 
 
@@ -404,11 +404,11 @@ def test_te_table_names_are_megatrons_own_te_names(arch):
     table's ``te=True`` names must be exactly that mapping of its local names, and nothing else may change."""
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
-    from nemo_cascade.convert import table as T
+    from nemo_cascade.convert import table
 
     keys_map = get_gpt_layer_local_spec(qk_layernorm=arch == "qwen3", normalization="RMSNorm").submodules \
         .sharded_state_dict_keys_map
-    local, te = T.rules_for(arch, tied_embeddings=False), T.rules_for(arch, tied_embeddings=False, te=True)
+    local, te = table.rules_for(arch, tied_embeddings=False), table.rules_for(arch, tied_embeddings=False, te=True)
     renamed = 0
     for lr, tr in zip(local, te, strict=True):
         expected = lr.megatron
@@ -425,13 +425,13 @@ def test_te_fused_norms_have_the_norm_shape():
     from types import SimpleNamespace
 
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.convert import arch as A
-    from nemo_cascade.convert import table as T
+    from nemo_cascade.convert.arch import shape_from_dict
+    from nemo_cascade.convert import table
 
-    spec = A.shape_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64,
+    spec = shape_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64,
                                  intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                  num_key_value_heads=2, head_dim=16))
-    local, te = T.table_for(spec), T.table_for(spec, te=True)
+    local, te = table.table_for(spec), table.table_for(spec, te=True)
     for lo, t in zip(local.entries, te.entries, strict=True):
         assert te.full_shape(t) == local.full_shape(lo), t.megatron
     stub = SimpleNamespace(table=te)  # the actor asks the table
@@ -444,12 +444,12 @@ def test_qkv_bias_has_the_fused_output_shape():
     from types import SimpleNamespace
 
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.convert import arch as A
-    from nemo_cascade.convert import table as T
+    from nemo_cascade.convert.arch import shape_from_dict
+    from nemo_cascade.convert import table
 
-    spec = A.shape_from_dict(dict(architectures=["Qwen2ForCausalLM"], vocab_size=256, hidden_size=128,
+    spec = shape_from_dict(dict(architectures=["Qwen2ForCausalLM"], vocab_size=256, hidden_size=128,
                                  intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                  num_key_value_heads=2))
-    table = T.table_for(spec)
-    bias = next(e for e in table.entries if e.megatron.endswith("linear_qkv.bias"))
-    assert MegatronActor._full_shape(SimpleNamespace(table=table), bias) == ((4 + 2 * 2) * 32,)
+    conversion = table.table_for(spec)
+    bias = next(e for e in conversion.entries if e.megatron.endswith("linear_qkv.bias"))
+    assert MegatronActor._full_shape(SimpleNamespace(table=conversion), bias) == ((4 + 2 * 2) * 32,)

@@ -4,7 +4,7 @@ log-probs as none — and the recompute path is really taken (Megatron's checkpo
 import pytest
 import torch
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.algorithms import grpo
 
 
@@ -31,7 +31,7 @@ def run(model_dir, recompute, monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(tensor_parallel, "checkpoint", counting)
-    actor = MegatronActor(model_dir, C.Parallel(micro_batch_size=2, distributed_optimizer=False, recompute=recompute),
+    actor = MegatronActor(model_dir, config.Parallel(micro_batch_size=2, distributed_optimizer=False, recompute=recompute),
                           seed=7)
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 256, (4, 17), generator=g)
@@ -41,9 +41,9 @@ def run(model_dir, recompute, monkeypatch):
     batch["old_logprobs"] = actor.logprobs(tokens) - 0.05  # ratio ≠ 1: the clipped objective's full path
 
     def loss_fn(lp, mb):
-        return grpo.policy_loss_terms(lp, mb["old_logprobs"], mb["advantages"], mb["loss_mask"], C.GRPO())
+        return grpo.policy_loss_terms(lp, mb["old_logprobs"], mb["advantages"], mb["loss_mask"], config.GRPO())
 
-    actor.configure_optimizer(C.Actor(lr=1e-3, clip_grad=0.0), total_steps=2)
+    actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=0.0), total_steps=2)
     first = actor.train_step(batch, loss_fn)
     grads = {n: p.main_grad.detach().clone() for n, p in actor.model.named_parameters()}
     second = actor.train_step(batch, loss_fn)

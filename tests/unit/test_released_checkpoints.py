@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import load_recipe
 from nemo_cascade.preflight import check_inputs_exist
 
@@ -32,21 +32,21 @@ def test_preflight_names_every_missing_file_and_the_recipe_that_avoids_them(tmp_
         if s.name not in ("rlhf", "code"):
             Path(s.data.source).parent.mkdir(parents=True, exist_ok=True)
             Path(s.data.source).write_text("{}\n")
-    with pytest.raises(C.ConfigError) as e:
+    with pytest.raises(config.ConfigError) as e:
         check_inputs_exist(cfg)
     message = str(e.value)
     assert "\n" not in message and message.startswith("2 input files missing: ")
     assert "stages.rlhf.data.source" in message and "stages.code.data.source" in message
     assert "nemo-cascade run recipes/nemotron_cascade_8b.py:from_code_rl" in message
-    only_rlhf = C.apply_overrides(cfg, [f"stages.code.data.source={tmp_path / 'rlhf-x.jsonl'}"])
+    only_rlhf = config.apply_overrides(cfg, [f"stages.code.data.source={tmp_path / 'rlhf-x.jsonl'}"])
     Path(tmp_path / "rlhf-x.jsonl").write_text("{}\n")
-    with pytest.raises(C.ConfigError, match=r"recipes/nemotron_cascade_8b.py:from_rlhf"):
+    with pytest.raises(config.ConfigError, match=r"recipes/nemotron_cascade_8b.py:from_rlhf"):
         check_inputs_exist(only_rlhf)
 
 
 def test_without_a_released_checkpoint_the_hint_is_the_data_docs(tmp_path, monkeypatch):
     monkeypatch.setenv("NEMO_CASCADE_DATA", str(tmp_path))
     cfg = load_recipe(str(ROOT / "recipes" / "nemotron_cascade_14b_thinking.py"))
-    with pytest.raises(C.ConfigError) as e:
+    with pytest.raises(config.ConfigError) as e:
         check_inputs_exist(cfg)
     assert f"{len(cfg.stages)} input files missing" in str(e.value) and "docs/recipes.md (Data)" in str(e.value)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import cli
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cascade import check_selection, discard_for_retrain, stage_dir
 from nemo_cascade.checkpoint import META
 from nemo_cascade.lineage import Manifest
@@ -36,7 +36,7 @@ def _run(cfg, stopped="", **status):
 
 
 def _refusal(cfg, stage, retrain=False) -> str:
-    with pytest.raises(C.ConfigError) as e:
+    with pytest.raises(config.ConfigError) as e:
         check_selection(cfg, stage, retrain)
     assert "\n" not in str(e.value)
     return str(e.value)

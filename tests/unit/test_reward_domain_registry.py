@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.data.schemas import SchemaError, adapt
 from nemo_cascade.evaluate import eval_output, runner
@@ -21,7 +21,7 @@ from nemo_cascade.types import Prompt, PromptGroup
 def test_the_registry_holds_exactly_the_config_s_domains():
     """config.REWARD_DOMAINS is what configs validate against (config cannot import the registry): a domain added
     to one and not the other fails here."""
-    assert set(DOMAINS) == set(C.REWARD_DOMAINS)
+    assert set(DOMAINS) == set(config.REWARD_DOMAINS)
     assert all(name == d.name for name, d in DOMAINS.items())
 
 
@@ -81,15 +81,15 @@ class Tok:  # the loader only needs encode()
 def test_a_registered_domain_runs_end_to_end(toy, tmp_path):
     path = tmp_path / "toy.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in ({"word": "abc"}, {"word": "stressed"})) + "\n")
-    prompts = load_prompts(C.Data(source=str(path)), Tok(), "no_think", "toy", 512,
-                           validate_label=training_validator("toy", C.Data()))
+    prompts = load_prompts(config.Data(source=str(path)), Tok(), "no_think", "toy", 512,
+                           validate_label=training_validator("toy", config.Data()))
     assert [p.label for p in prompts] == [{"reversed": "cba"}, {"reversed": "desserts"}]
     assert VALIDATORS["toy"] is _validate and "toy" not in REWARDS
 
     groups = [PromptGroup(prompt=p, response_tokens_G_T=[[1], [1]], rollout_logprobs_G_T=[[0.0], [0.0]],
                           finish_reason_G=["stop"] * 2, response_text_G=texts)
               for p, texts in zip(prompts, (["cba", "abc"], ["desserts", "desserts"]))]
-    stage_scorer(["toy"], C.Reward()).score(groups)
+    stage_scorer(["toy"], config.Reward()).score(groups)
     assert [g.rewards_G for g in groups] == [[1.0, 0.0], [1.0, 1.0]]
     assert reward_metrics(groups) == {"toy/exact": 0.75}
     assert resolve_code_switch_rule("toy", "auto") == "fixed_script"
@@ -103,7 +103,7 @@ def test_a_registered_domain_s_rows_and_labels_fail_in_one_line(toy, tmp_path):
     path = tmp_path / "toy.jsonl"
     path.write_text(json.dumps({"prompt": "p", "label": {"reversed": 3}}) + "\n")
     with pytest.raises(DataError, match=r"toy.jsonl:1: toy label: expected"):
-        load_prompts(C.Data(source=str(path)), Tok(), "no_think", "toy", 512, validate_label=VALIDATORS["toy"])
+        load_prompts(config.Data(source=str(path)), Tok(), "no_think", "toy", 512, validate_label=VALIDATORS["toy"])
 
 
 def test_a_registered_domain_s_suite_reports_its_metrics(toy, tmp_path):

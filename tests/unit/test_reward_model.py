@@ -144,16 +144,16 @@ def test_bad_sources(tok, tmp_path):
 # ------------------------------------------------------------------------------- conversion, config
 
 def test_score_head_rules_replace_any_lm_head():
-    from nemo_cascade.convert import table as T
+    from nemo_cascade.convert import table
 
     for arch, tied in (("qwen3", True), ("llama", False), ("qwen2", False)):
-        rules = T.rules_for(arch, tied_embeddings=tied, head="score")
+        rules = table.rules_for(arch, tied_embeddings=tied, head="score")
         hf_names = [h for r in rules for h in r.hf]
         assert "score.weight" in hf_names and "lm_head.weight" not in hf_names
-        assert [r for r in rules if r.megatron == "output_layer.weight"] == [T.SCORE_HEAD]
-        assert T.SCORE_HEAD.tp == "replicated"
+        assert [r for r in rules if r.megatron == "output_layer.weight"] == [table.SCORE_HEAD]
+        assert table.SCORE_HEAD.tp == "replicated"
     with pytest.raises(ValueError, match="head 'value'"):
-        T.rules_for("qwen3", False, head="value")
+        table.rules_for("qwen3", False, head="value")
 
 
 def test_reward_model_config_is_a_one_label_sequence_classifier():
@@ -170,27 +170,27 @@ def test_reward_model_config_is_a_one_label_sequence_classifier():
 
 
 def test_config_reward_model_stage_validation():
-    from nemo_cascade import config as C
+    from nemo_cascade import config
 
-    rm = C.Stage(name="rm", kind="reward_model", data=C.Data(source="synthetic:arithmetic"))
-    cfg = C.Cascade(model=C.Model(build="tiny-qwen3"), stages=(rm,))
-    assert C.validate(cfg) is cfg
-    assert C.apply_overrides(cfg, ["stages.rm.rm_batch_size=8"]).stages[0].rm_batch_size == 8
-    with pytest.raises(C.ConfigError, match=r"^parallel.micro_batch_size: a reward_model stage needs an even") as e:
-        C.apply_overrides(cfg, ["parallel.micro_batch_size=3"])
+    rm = config.Stage(name="rm", kind="reward_model", data=config.Data(source="synthetic:arithmetic"))
+    cfg = config.Cascade(model=config.Model(build="tiny-qwen3"), stages=(rm,))
+    assert config.validate(cfg) is cfg
+    assert config.apply_overrides(cfg, ["stages.rm.rm_batch_size=8"]).stages[0].rm_batch_size == 8
+    with pytest.raises(config.ConfigError, match=r"^parallel.micro_batch_size: a reward_model stage needs an even") as e:
+        config.apply_overrides(cfg, ["parallel.micro_batch_size=3"])
     assert "\n" not in str(e.value)
-    with pytest.raises(C.ConfigError, match=r"^stages.rm.rm_max_tokens: expected >= 1"):
-        C.apply_overrides(cfg, ["stages.rm.rm_max_tokens=0"])
-    with pytest.raises(C.ConfigError, match="expected one of"):
-        C.apply_overrides(cfg, ["stages.rm.kind=critic"])
+    with pytest.raises(config.ConfigError, match=r"^stages.rm.rm_max_tokens: expected >= 1"):
+        config.apply_overrides(cfg, ["stages.rm.rm_max_tokens=0"])
+    with pytest.raises(config.ConfigError, match="expected one of"):
+        config.apply_overrides(cfg, ["stages.rm.kind=critic"])
 
 
 def test_only_policy_stages_hand_on_their_weights():
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.cascade import hands_on_policy
 
-    assert hands_on_policy(C.Stage(kind="sft")) and hands_on_policy(C.Stage(kind="grpo"))
-    assert not hands_on_policy(C.Stage(kind="reward_model"))
+    assert hands_on_policy(config.Stage(kind="sft")) and hands_on_policy(config.Stage(kind="grpo"))
+    assert not hands_on_policy(config.Stage(kind="reward_model"))
 
 
 @pytest.mark.parametrize("arch,sizes", [
@@ -204,7 +204,7 @@ def test_rm_actor_export_round_trip(tmp_path, arch, sizes):
     back into an RM actor with its head, and is refused as a policy."""
     import transformers
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.actor.reward_model import RewardModelActor
     from nemo_cascade.convert.arch import ModelFilesError, reward_model_config
@@ -213,7 +213,7 @@ def test_rm_actor_export_round_trip(tmp_path, arch, sizes):
 
     base = make_tiny_hf_model(tmp_path / "base", vocab_size=320, arch=arch, tie_word_embeddings=False, seed=3,
                               **sizes)
-    actor = RewardModelActor(str(base), C.Parallel(micro_batch_size=2), seed=5)
+    actor = RewardModelActor(str(base), config.Parallel(micro_batch_size=2), seed=5)
     g = torch.Generator().manual_seed(0)
     rows = [torch.randint(1, 320, (n,), generator=g).tolist() for n in (5, 17, 9, 12)]
     batch = make_pair_batch([(rows[0], rows[1]), (rows[2], rows[3])], 64, pad_id=0)
@@ -228,7 +228,7 @@ def test_rm_actor_export_round_trip(tmp_path, arch, sizes):
     assert (got - torch.tensor(expect)).abs().max().item() <= 1e-5
     assert got.abs().max().item() > 1e-3  # the seeded head is not zero
 
-    again = RewardModelActor(str(tmp_path / "rm"), C.Parallel(micro_batch_size=2), seed=99)  # head from the folder
+    again = RewardModelActor(str(tmp_path / "rm"), config.Parallel(micro_batch_size=2), seed=99)  # head from the folder
     assert torch.allclose(again.scores(batch.tokens_B_T, batch.last_B), got, atol=1e-6)
     with pytest.raises(ModelFilesError, match="is a reward model, not a causal LM policy"):
-        MegatronActor(str(tmp_path / "rm"), C.Parallel())
+        MegatronActor(str(tmp_path / "rm"), config.Parallel())

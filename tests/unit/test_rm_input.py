@@ -86,7 +86,7 @@ def test_the_exported_rm_carries_the_training_rendering_not_the_bases_template(t
 
     import transformers
 
-    from nemo_cascade import config as C
+    from nemo_cascade import config
     from nemo_cascade.actor.reward_model import RewardModelActor
     from nemo_cascade.convert.export import export_reward_model
     from nemo_cascade.convert.tiny import build_tiny_qwen3
@@ -97,13 +97,13 @@ def test_the_exported_rm_carries_the_training_rendering_not_the_bases_template(t
     write_chat_template(base, INSTRUCT_TEMPLATE)
     base_tok = transformers.AutoTokenizer.from_pretrained(base)
     mode, style = "think", "cascade1"
-    export_reward_model(RewardModelActor(str(base), C.Parallel(micro_batch_size=2), seed=1), tmp_path / "rm", base,
+    export_reward_model(RewardModelActor(str(base), config.Parallel(micro_batch_size=2), seed=1), tmp_path / "rm", base,
                         0, mode, style)
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "rm")
     rows = tmp_path / "pairs.jsonl"
     rows.write_text("".join(json.dumps({"prompt": c[:-1], "chosen": c[-1]["content"], "rejected": "x\x00"}) + "\n"
                             for c in CONVERSATIONS))
-    trained = [chosen for chosen, _ in load_preference_pairs(C.Data(source=str(rows)), base_tok, mode, style)]
+    trained = [chosen for chosen, _ in load_preference_pairs(config.Data(source=str(rows)), base_tok, mode, style)]
     for c, ids in zip(CONVERSATIONS, trained):
         text = render_rm_input(c, mode, style)
         assert base_tok.apply_chat_template(c, tokenize=False) != text  # the base's template differs

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
-from nemo_cascade import plan as P
-from nemo_cascade import plan_rm as R
+from nemo_cascade import config
+from nemo_cascade.plan import plan_cascade, render
+from nemo_cascade import plan_rm
 from nemo_cascade import preflight
 from nemo_cascade.cli import load_recipe
 from nemo_cascade.rewards.serve import serve_argv
@@ -18,11 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 GIB = float(1 << 30)
 
 
-def tiny() -> C.Cascade:
+def tiny() -> config.Cascade:
     return load_recipe(str(ROOT / "recipes" / "tiny.py"))
 
 
-def gpu_tiny() -> C.Cascade:
+def gpu_tiny() -> config.Cascade:
     """The tiny cascade as a GPU run would state it (bf16)."""
     cfg = tiny()
     return replace(cfg, model=replace(cfg.model, dtype="bfloat16"))
@@ -32,38 +32,38 @@ def gpu_tiny() -> C.Cascade:
 
 def test_share_is_what_is_left_less_the_process_overhead_floored_to_a_percent():
     gpu = 80 * GIB
-    assert R.rm_server_share(9 * GIB, gpu) == 0.1                      # (9 − 1) / 80 = 0.1
-    assert R.rm_server_share(9.9 * GIB, gpu) == 0.11                   # 8.9 / 80 = 0.11125 → 0.11
-    assert R.rm_server_share(17 * GIB, gpu, servers=2) == 0.09         # (8.5 − 1) / 80 = 0.09375 → 0.09
-    assert R.rm_server_share(0.5 * GIB, gpu) == 0.0                    # less than its own overhead
-    assert R.rm_server_share(-3 * GIB, gpu) == 0.0                     # over already: nothing left
-    assert R.rm_server_share(80 * GIB, gpu) == R.VLLM_DEFAULT_SHARE    # alone on the GPU: vLLM's default at most
+    assert plan_rm.rm_server_share(9 * GIB, gpu) == 0.1                      # (9 − 1) / 80 = 0.1
+    assert plan_rm.rm_server_share(9.9 * GIB, gpu) == 0.11                   # 8.9 / 80 = 0.11125 → 0.11
+    assert plan_rm.rm_server_share(17 * GIB, gpu, servers=2) == 0.09         # (8.5 − 1) / 80 = 0.09375 → 0.09
+    assert plan_rm.rm_server_share(0.5 * GIB, gpu) == 0.0                    # less than its own overhead
+    assert plan_rm.rm_server_share(-3 * GIB, gpu) == 0.0                     # over already: nothing left
+    assert plan_rm.rm_server_share(80 * GIB, gpu) == plan_rm.VLLM_DEFAULT_SHARE    # alone on the GPU: vLLM's default at most
 
 
 def test_served_reward_models_follow_the_gate_and_the_stages_that_name_them():
     cfg = tiny()
     k = next(i for i, s in enumerate(cfg.stages) if s.kind == "reward_model")
-    assert R.served_reward_models(cfg) == [k]
+    assert plan_rm.served_reward_models(cfg) == [k]
     no_gate = replace(cfg, gate=replace(cfg.gate, suites=()))
-    assert R.served_reward_models(no_gate) == [k]  # the rlhf stage names it
+    assert plan_rm.served_reward_models(no_gate) == [k]  # the rlhf stage names it
     unnamed = replace(no_gate, stages=tuple(
         replace(s, reward=replace(s.reward, reward_model_stage="", reward_model_url="http://rm"))
         if s.reward.reward_model_stage else s for s in no_gate.stages))
-    assert R.served_reward_models(unnamed) == []
+    assert plan_rm.served_reward_models(unnamed) == []
 
 
 def test_plan_leaves_the_later_stages_their_peak_and_sizes_what_the_server_needs():
     cfg = gpu_tiny()
-    plan = P.plan_cascade(cfg, gpu_gib=80)
+    plan = plan_cascade(cfg, gpu_gib=80)
     rm = plan.rm_server
-    k = R.served_reward_models(cfg)[0]
+    k = plan_rm.served_reward_models(cfg)[0]
     assert rm is not None and rm.stage == cfg.stages[k].name and rm.dtype == "bfloat16"
     assert rm.left == pytest.approx(plan.gpu - max(s.total for s in plan.stages[k + 1:]))
     d = plan.shape
     assert rm.need == pytest.approx(d.params(lm_head=False) * 2 + d.kv_bytes_per_token(2) * plan.engine_context
-                                    + R.RM_SERVER_RUNTIME_BYTES)
-    assert rm.share == R.rm_server_share(rm.left, plan.gpu) and rm.fits
-    assert "reward-model server (rm, bfloat16) on rank 0's GPU fits" in P.render(plan)
+                                    + plan_rm.RM_SERVER_RUNTIME_BYTES)
+    assert rm.share == plan_rm.rm_server_share(rm.left, plan.gpu) and rm.fits
+    assert "reward-model server (rm, bfloat16) on rank 0's GPU fits" in render(plan)
 
 
 def test_a_full_gpu_leaves_the_server_nothing_and_the_plan_says_so():
@@ -72,11 +72,11 @@ def test_a_full_gpu_leaves_the_server_nothing_and_the_plan_says_so():
     cfg = gpu_tiny()
     full = replace(cfg, stages=tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.99))
                                      for s in cfg.stages))
-    plan = P.plan_cascade(full, gpu_gib=8)
+    plan = plan_cascade(full, gpu_gib=8)
     assert plan.rm_server.share == 0 and not plan.rm_server.fits
-    assert "WARNING: reward-model server (rm, bfloat16) on rank 0's GPU does NOT fit" in P.render(plan)
-    with pytest.raises(C.ConfigError, match="no GPU memory left for the reward-model server"):
-        R.rm_server_kwargs(full, "/nonexistent", gpu_gib=8)
+    assert "WARNING: reward-model server (rm, bfloat16) on rank 0's GPU does NOT fit" in render(plan)
+    with pytest.raises(config.ConfigError, match="no GPU memory left for the reward-model server"):
+        plan_rm.rm_server_kwargs(full, "/nonexistent", gpu_gib=8)
 
 
 # ---- what VLLMServer gets --------------------------------------------------------------------------------
@@ -89,16 +89,16 @@ def _rm_folder(tmp_path: Path, positions: int) -> str:
 
 def test_server_kwargs_on_a_gpu_carry_the_dtype_share_and_context(tmp_path):
     cfg = gpu_tiny()
-    rm = P.plan_cascade(cfg, gpu_gib=80).rm_server
-    kw = R.rm_server_kwargs(cfg, _rm_folder(tmp_path, 1 << 20), gpu_gib=80)
+    rm = plan_cascade(cfg, gpu_gib=80).rm_server
+    kw = plan_rm.rm_server_kwargs(cfg, _rm_folder(tmp_path, 1 << 20), gpu_gib=80)
     assert kw == {"dtype": "bfloat16", "gpu_memory_utilization": rm.share, "max_model_len": rm.context}
-    short = R.rm_server_kwargs(cfg, _rm_folder(tmp_path, 64), gpu_gib=80)
+    short = plan_rm.rm_server_kwargs(cfg, _rm_folder(tmp_path, 64), gpu_gib=80)
     assert short["max_model_len"] == 64  # never past the model's positions: vLLM would refuse to start
 
 
 def test_server_kwargs_without_a_gpu_are_the_dtype_alone(monkeypatch):
-    monkeypatch.setattr(R, "gpu_gib_here", lambda: None)
-    assert R.rm_server_kwargs(tiny(), "/nonexistent") == {"dtype": "float32"}
+    monkeypatch.setattr(plan_rm, "gpu_gib_here", lambda: None)
+    assert plan_rm.rm_server_kwargs(tiny(), "/nonexistent") == {"dtype": "float32"}
 
 
 def test_serve_flags_dtype_and_share_on_gpu_only():
@@ -130,5 +130,5 @@ def test_preflight_says_in_one_line_whether_it_fits(caplog):
 
 
 def test_preflight_without_a_gpu_says_nothing(monkeypatch):
-    monkeypatch.setattr(R, "gpu_gib_here", lambda: None)
+    monkeypatch.setattr(plan_rm, "gpu_gib_here", lambda: None)
     assert preflight.check_rm_server(tiny()) is None

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.rewards import (VALIDATORS, MixedScorer, Scorer, apply_code_switch_penalty, penalize_code_switching,
                                   resolve_code_switch_penalty, reward_metrics, stage_scorer)
@@ -36,7 +36,7 @@ def test_math_scorer_fills_rewards_and_details_across_groups():
 
 def test_math_scorer_uses_the_configured_answer_pattern():
     groups = [group("42", ["so #### 42", "\\boxed{42}"])]
-    Scorer("math", C.Reward(answer_pattern="gsm8k")).score(groups)
+    Scorer("math", config.Reward(answer_pattern="gsm8k")).score(groups)
     assert groups[0].rewards_G == [1.0, 0.0]
 
 
@@ -55,7 +55,7 @@ def test_code_scorer_runs_the_sandbox():
     label = {"tests": [{"input": "2 3\n", "output": "5\n"}]}
     ok = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
     groups = [group(label, [ok, "```python\nprint(6)\n```"], domain="code")]
-    Scorer("code", C.Reward(workers=2)).score(groups)
+    Scorer("code", config.Reward(workers=2)).score(groups)
     assert groups[0].rewards_G == [1.0, 0.0]
 
 
@@ -83,13 +83,13 @@ def test_malformed_label_fails_at_load_time_naming_the_line(tmp_path):
             return list(range(len(text.split())))
 
     with pytest.raises(DataError, match=r"code.jsonl:2: code label: 'tests' must be a non-empty list"):
-        load_prompts(C.Data(source=str(path)), Tok(), "no_think", "code", 512, validate_label=VALIDATORS["code"])
+        load_prompts(config.Data(source=str(path)), Tok(), "no_think", "code", 512, validate_label=VALIDATORS["code"])
 
 
 def _cfg(**reward):
-    stage = C.Stage(name="s", domain=reward.pop("domain", "math"), data=C.Data(source="synthetic:arithmetic"),
-                    reward=C.Reward(**reward))
-    return C.Cascade(model=C.Model(build="tiny-qwen3"), stages=(stage,))
+    stage = config.Stage(name="s", domain=reward.pop("domain", "math"), data=config.Data(source="synthetic:arithmetic"),
+                    reward=config.Reward(**reward))
+    return config.Cascade(model=config.Model(build="tiny-qwen3"), stages=(stage,))
 
 
 @pytest.mark.parametrize("reward, message", [
@@ -103,22 +103,22 @@ def _cfg(**reward):
     ({"domain": "chess"}, "stages.s.domain"),
 ])
 def test_reward_settings_are_validated(reward, message):
-    with pytest.raises(C.ConfigError, match=message) as error:
-        C.validate(_cfg(**reward))
+    with pytest.raises(config.ConfigError, match=message) as error:
+        config.validate(_cfg(**reward))
     assert "\n" not in str(error.value)
 
 
 def test_reward_override_from_the_command_line():
-    cfg = C.apply_overrides(_cfg(), ["stages.s.reward.code_switch_penalty=-2", "stages.s.reward.sandbox=unsafe"])
+    cfg = config.apply_overrides(_cfg(), ["stages.s.reward.code_switch_penalty=-2", "stages.s.reward.sandbox=unsafe"])
     assert cfg.stages[0].reward.code_switch_penalty == "-2" and cfg.stages[0].reward.sandbox == "unsafe"
-    with pytest.raises(C.ConfigError, match="stages.s.reward.sandbox"):
-        C.apply_overrides(_cfg(), ["stages.s.reward.sandbox=docker"])
-    cfg = C.apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=fixed_script",
+    with pytest.raises(config.ConfigError, match="stages.s.reward.sandbox"):
+        config.apply_overrides(_cfg(), ["stages.s.reward.sandbox=docker"])
+    cfg = config.apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=fixed_script",
                                      "stages.s.reward.code_switch_script=japanese"])
     assert (cfg.stages[0].reward.code_switch_rule, cfg.stages[0].reward.code_switch_script) == ("fixed_script",
                                                                                                  "japanese")
-    with pytest.raises(C.ConfigError, match="stages.s.reward.code_switch_rule") as error:
-        C.apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=english"])
+    with pytest.raises(config.ConfigError, match="stages.s.reward.code_switch_rule") as error:
+        config.apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=english"])
     assert "\n" not in str(error.value)
 
 
@@ -149,7 +149,7 @@ def test_scoring_as_finished_scores_handed_over_groups_and_the_rest_alike():
     together = Scorer("math").score(batch())
     for enabled in (True, False):
         groups = batch()
-        with ScoreAsFinished(Scorer("math", C.Reward(workers=4)), enabled, group_size=2) as scoring:
+        with ScoreAsFinished(Scorer("math", config.Reward(workers=4)), enabled, group_size=2) as scoring:
             assert (scoring.on_group is None) == (not enabled)
             if enabled:  # the engine hands over groups 2 and 0 as they finish; group 1 never comes
                 scoring.on_group(2, groups[2])
@@ -175,7 +175,7 @@ def test_mixed_scorer_judges_each_group_in_its_own_domain():
              "kwargs": [{}]}
     text = "so the answer to this question is clearly \\boxed{5} and that is all there is to it"
     math_g, if_g = group("5", [text, "\\boxed{6}"]), group(label, [text, "SHOUT"], domain="ifeval")
-    scorer = stage_scorer(("math", "ifeval"), C.Reward())
+    scorer = stage_scorer(("math", "ifeval"), config.Reward())
     assert isinstance(scorer, MixedScorer) and isinstance(stage_scorer(("math",)), Scorer)
     scorer.score([math_g, if_g])
     assert (math_g.rewards_G, if_g.rewards_G) == ([1.0, 0.0], [1.0, 0.0])
@@ -239,7 +239,7 @@ def test_math_penalty_checks_the_answer_against_the_problem_s_language():
                      "两边减 3 (subtract 3) 再除以 2: \\boxed{2}"], user_text=MATH_ZH)
     en = group("2", ["Subtract 3 and halve: \\boxed{2}", "Subtract 3, 然后除以 2: \\boxed{2}"], user_text=MATH_EN)
     Scorer("math").score([zh, en])
-    settings = C.Reward()
+    settings = config.Reward()
     assert penalize_code_switching([zh, en], settings.code_switch_penalty, settings.code_switch_rule,
                                    settings.code_switch_script) == 2
     assert zh.rewards_G == [1.0, -1.0, 1.0]               # Chinese fine (English words neutral); Russian not
@@ -261,7 +261,7 @@ def test_loaded_prompts_carry_their_user_turns_to_the_rule(tmp_path):
         def encode(self, text, add_special_tokens=False):
             return list(range(len(text.split())))
 
-    prompts = load_prompts(C.Data(source=str(path)), Tok(), "half", "rlhf", 512)
+    prompts = load_prompts(config.Data(source=str(path)), Tok(), "half", "rlhf", 512)
     assert [p.user_text for p in prompts] == ["你好，请介绍一下你自己。\n\ncontinue", EN_PROMPT]
     assert [p.user_text for p in prompts.alternate] == [p.user_text for p in prompts]
     answers = ["我很高兴认识你。", "Glad to meet you, 很高兴认识你."]

@@ -3,7 +3,7 @@ packed batch (block-diagonal causal attention, positions restarting per example)
 loss of the same examples each in a row of its own — and differs when the mask is left out."""
 import torch
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.algorithms.packing import pack_sft_batch
 from nemo_cascade.stage import sft_loss
 
@@ -13,8 +13,8 @@ def test_packed_loss_equals_unpacked(tmp_path):
     from nemo_cascade.convert.tiny import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=320, arch="qwen3", seed=5)
-    actor = MegatronActor(str(tmp_path), C.Parallel(micro_batch_size=8))
-    actor.configure_optimizer(C.Actor(lr=0.0), 10)  # measure the loss; leave the weights as they are
+    actor = MegatronActor(str(tmp_path), config.Parallel(micro_batch_size=8))
+    actor.configure_optimizer(config.Actor(lr=0.0), 10)  # measure the loss; leave the weights as they are
     g = torch.Generator().manual_seed(0)
     examples = [(torch.randint(3, 320, (p,), generator=g).tolist(), torch.randint(3, 320, (r,), generator=g).tolist())
                 for p, r in ((5, 7), (3, 4), (9, 2), (4, 6), (2, 9))]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.cli import load_recipe
 from nemo_cascade.evaluate.cascade_report import load_run
 from nemo_cascade.evaluate.compare import comparison_markdown, points
@@ -28,7 +28,7 @@ def test_both_recipes_pass_the_cascade_checks(both):
 
 def test_the_cascade_runs_if_then_math_then_code(both):
     cascade, _ = both
-    assert [(s.name, C.stage_domains(s)) for s in cascade.stages] == [
+    assert [(s.name, config.stage_domains(s)) for s in cascade.stages] == [
         ("ifeval", ("ifeval",)), ("math", ("math",)), ("code", ("code",))]  # §4.1: IF-RL → math RL → code RL
     assert [s.data.source for s in cascade.stages] == ["synthetic:if_requests", "benchmark:gsm8k", "benchmark:mbpp"]
     assert all(s.data.split == "train" for s in cascade.stages)
@@ -41,15 +41,15 @@ def test_the_mixed_run_is_the_same_work_in_one_run(both):
     assert [s.steps for s in mixed.stages] == [s.steps for s in cascade.stages]  # gated at the same step counts
     sources = {(replace(s.data, domain=""), s.domain) for s in cascade.stages}
     for segment in mixed.stages:
-        assert {(replace(d, domain=""), domain) for d, domain in C.prompt_sources(segment)} == sources
+        assert {(replace(d, domain=""), domain) for d, domain in config.prompt_sources(segment)} == sources
         for section in ("rollout", "grpo", "reward", "mode"):
             assert getattr(segment, section) == getattr(cascade.stages[0], section)
         assert replace(segment.actor, warmup_steps=0) == replace(cascade.stages[0].actor, warmup_steps=0)
     for section in ("model", "parallel", "gate", "chat_style"):
         assert getattr(mixed, section) == getattr(cascade, section)
     first, *later = mixed.stages
-    assert first.boundary == C.Boundary() and first.actor.warmup_steps == cascade.stages[0].actor.warmup_steps
-    assert all(s.boundary == C.Boundary(optimizer="carry", data="continue") and s.actor.warmup_steps == 0
+    assert first.boundary == config.Boundary() and first.actor.warmup_steps == cascade.stages[0].actor.warmup_steps
+    assert all(s.boundary == config.Boundary(optimizer="carry", data="continue") and s.actor.warmup_steps == 0
                for s in later), "later segments continue the same optimizer, LR schedule and prompt stream"
 
 
@@ -63,7 +63,7 @@ def test_the_kept_runs_are_these_recipes_and_still_read(both, which, folder, sta
     directories without weights). Each must be its current recipe's run — a changed recipe needs a new run, not
     old numbers — and stay readable by the report and by the comparison that puts the two side by side."""
     kept = KEPT / folder
-    recorded = C.from_dict(C.Cascade, json.loads((kept / "config.json").read_text()))
+    recorded = config.from_dict(config.Cascade, json.loads((kept / "config.json").read_text()))
     # Equal as the lineage compares configs: settings added since that change no training (when state is saved,
     # how long a collective may wait) are filled in at their defaults and left out, as in a resumed run's check.
     assert config_hash(recorded) == config_hash(both[which])

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config as C
-from nemo_cascade import stage as S
+from nemo_cascade import config
+from nemo_cascade import stage
 from nemo_cascade import stop_request
 
 
@@ -21,25 +21,25 @@ def saved(monkeypatch):
         steps.append(step)
         return Path(root) / f"step_{step:06d}"
 
-    monkeypatch.setattr(S.checkpoint, "save", save)
+    monkeypatch.setattr(stage.checkpoint, "save", save)
     return steps
 
 
-def _run(saves: S.Saves, total: int, before_step=lambda step: None) -> list[int]:
+def _run(saves: stage.Saves, total: int, before_step=lambda step: None) -> list[int]:
     for step in range(total):
         before_step(step)
         saves.after(step, total, actor=None, data_state={"pos": step}, stage="1-math")
 
 
 def test_saves_every_n_steps_but_not_after_the_last(tmp_path, saved):
-    _run(S.Saves(tmp_path, every=3, keep=2, run_dir=tmp_path), total=9)
+    _run(stage.Saves(tmp_path, every=3, keep=2, run_dir=tmp_path), total=9)
     assert saved == [2, 5], "step 8 is the last: the stage's export follows it"
 
 
 def test_saves_by_wall_time(tmp_path, saved, monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr(S.time, "monotonic", lambda: clock[0])
-    saves = S.Saves(tmp_path, every=0, keep=2, every_minutes=10, run_dir=tmp_path)
+    monkeypatch.setattr(stage.time, "monotonic", lambda: clock[0])
+    saves = stage.Saves(tmp_path, every=0, keep=2, every_minutes=10, run_dir=tmp_path)
 
     def tick(step):  # each step takes 4 minutes
         clock[0] += 240
@@ -55,7 +55,7 @@ def test_a_stop_request_saves_that_step_and_stops(tmp_path, saved):
             stop_request.request(tmp_path, "SIGUSR1 to job 7")
 
     with pytest.raises(stop_request.StopRequested) as e:
-        _run(S.Saves(tmp_path / "checkpoint", every=2, keep=2, run_dir=tmp_path), total=10,
+        _run(stage.Saves(tmp_path / "checkpoint", every=2, keep=2, run_dir=tmp_path), total=10,
              before_step=request_at_3)
     assert saved == [1, 3]
     assert str(e.value) == (f"stopped on request (SIGUSR1 to job 7) after step 3 of stage 1-math; state saved in "
@@ -66,12 +66,12 @@ def test_a_stop_request_at_the_last_step_still_saves(tmp_path, saved):
     """Without the save the last step's work would be lost: the export comes after the check."""
     stop_request.request(tmp_path, "x")
     with pytest.raises(stop_request.StopRequested):
-        S.Saves(tmp_path, every=0, keep=2, run_dir=tmp_path).after(4, 5, None, {})
+        stage.Saves(tmp_path, every=0, keep=2, run_dir=tmp_path).after(4, 5, None, {})
     assert saved == [4]
 
 
 def test_before_stop_saves_only_what_is_not_saved_yet(tmp_path, saved):
-    saves = S.Saves(tmp_path, every=2, keep=2, run_dir=tmp_path)
+    saves = stage.Saves(tmp_path, every=2, keep=2, run_dir=tmp_path)
     _run(saves, total=4)  # saves step 1
     assert "state after step 1 saved in" in saves.before_stop(2, 0, None, {}, {}) and saved == [1]
     assert "state after step 2 saved in" in saves.before_stop(3, 0, None, {}, {}) and saved == [1, 2]
@@ -80,7 +80,7 @@ def test_before_stop_saves_only_what_is_not_saved_yet(tmp_path, saved):
 def test_the_launcher_turns_sigusr1_into_a_request_and_drops_an_old_one(tmp_path, monkeypatch):
     from nemo_cascade import cli
 
-    cfg = C.Cascade(name="r", run_root=str(tmp_path))
+    cfg = config.Cascade(name="r", run_root=str(tmp_path))
     stop_request.request(tmp_path / "r", "an earlier job's")
     previous = signal.getsignal(signal.SIGUSR1)
     try:

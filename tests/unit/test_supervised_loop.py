@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from nemo_cascade import config as C
-from nemo_cascade import stage as S
+from nemo_cascade import config
+from nemo_cascade.stage import StageContext, run_supervised
 from nemo_cascade.metrics import MetricsLog
 
 
 def _run(tmp_path, steps: int, data_state: dict | None = None):
-    stage = C.Stage(name="sup", kind="sft", steps=steps, data=C.Data(seed=7))
+    stage = config.Stage(name="sup", kind="sft", steps=steps, data=config.Data(seed=7))
     seen = []
 
     def step_fn(batch, timer):
@@ -19,8 +19,8 @@ def _run(tmp_path, steps: int, data_state: dict | None = None):
         return {"loss": float(sum(batch)), "rows": len(batch)}, {"loss": float(sum(batch))}
 
     log = MetricsLog(tmp_path, stage.name, stage.steps)
-    ctx = S.StageContext(actor=None, engine=None, pad_id=0, stage_dir=tmp_path, log=log, data_state=data_state)
-    state = S.run_supervised(ctx, stage, list(range(10)), 4, step_fn)
+    ctx = StageContext(actor=None, engine=None, pad_id=0, stage_dir=tmp_path, log=log, data_state=data_state)
+    state = run_supervised(ctx, stage, list(range(10)), 4, step_fn)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     return state, seen, rows
 

