@@ -170,7 +170,7 @@ def worker(model: str, spec: str, path: str) -> None:
     kind, dtype, settings, _ = parse_variant(spec)
     w = SHAPES[model]
     rollout = config.Rollout(temperature=1.0, max_prompt_tokens=w["max_prompt"], max_response_tokens=w["max_tokens"],
-                        kv_cache_gib=w["kv_cache_gib"])
+                             kv_cache_gib=w["kv_cache_gib"])
     tok, prompts = _prompts(model, path)
     v = (EngineVariant(model, path, dtype, settings, rollout, tok, prompts) if kind == "engine"
          else HFVariant(model, path, dtype, rollout, tok, prompts))

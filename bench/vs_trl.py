@@ -109,9 +109,9 @@ def run_nemo(name: str, steps: int, scratch: Path) -> dict:
     tok, prompts = _prompts(path)
     rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"])
     stage = config.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
-                    data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=w["lr"]),
-                    rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
-                                                 drop_zero_variance_groups=False))
+                         data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=w["lr"]),
+                         rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
+                                                      drop_zero_variance_groups=False))
     actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]))
     actor.configure_optimizer(stage.actor, stage.steps)
     engine = RolloutEngine(path, rollout, seed=0, max_model_len=256, around_generate=cpu.suspended)

@@ -149,20 +149,20 @@ def check_selection(cfg: config.Cascade, only_stage: str | None, retrain: bool =
     missing = [n for n in names[:k] if status.get(n) != "done"]
     if missing:
         raise config.ConfigError(f"--stage {only_stage}: earlier stage(s) {', '.join(missing)} not done in {manifest}; "
-                            f"run without --stage to train every stage not yet done")
+                                 f"run without --stage to train every stage not yet done")
     if status.get(only_stage) != "done":
         return
     later = [n for n in names[k + 1:] if status.get(n, "pending") != "pending"]
     if not retrain:
         also = f" and the later stage(s) {', '.join(later)}, whose lineage starts from it," if later else ""
         raise config.ConfigError(f"--stage {only_stage}: already done ({stage_dir(cfg, k) / 'hf'}, {manifest}); "
-                            f"add --retrain to discard its outputs{also} and train it again")
+                                 f"add --retrain to discard its outputs{also} and train it again")
     stage = cfg.stages[k]
     if k and stage.boundary.optimizer == "carry" and checkpoint.latest(stage_dir(cfg, k - 1) / "checkpoint") is None:
         raise config.ConfigError(f"--stage {only_stage} --retrain: it starts from stage {names[k - 1]}'s optimizer state "
-                            f"(boundary.optimizer=carry), which was removed when {only_stage} finished; retrain "
-                            f"{names[k - 1]} first (--stage {names[k - 1]} --retrain) or set "
-                            f"stages.{only_stage}.boundary.optimizer=reset")
+                                 f"(boundary.optimizer=carry), which was removed when {only_stage} finished; retrain "
+                                 f"{names[k - 1]} first (--stage {names[k - 1]} --retrain) or set "
+                                 f"stages.{only_stage}.boundary.optimizer=reset")
 
 
 def discard_for_retrain(cfg: config.Cascade, name: str) -> list[str]:
@@ -198,7 +198,7 @@ class CascadeRun:
         if self.manifest.data["stopped"]:
             if cfg.gate.on_regression == "stop":
                 raise config.ConfigError(f"{self.manifest.path}: the forgetting gate stopped this cascade "
-                                    f"({self.manifest.data['stopped']}); re-run with gate.on_regression=warn to go on")
+                                         f"({self.manifest.data['stopped']}); re-run with gate.on_regression=warn to go on")
             log.warning("continuing a cascade the forgetting gate stopped (%s)", self.manifest.data["stopped"])
             self.manifest.stop("")
         self.gate = Gate(cfg, self.tokenizer)
@@ -364,9 +364,9 @@ class CascadeRun:
             kept = checkpoint.newest_intact(stage_dir(self.cfg, k - 1) / "checkpoint")
             if kept is None:
                 raise config.ConfigError(f"stages.{stage.name}.boundary.optimizer: 'carry' needs stage "
-                                    f"{self.cfg.stages[k - 1].name}'s optimizer state, which this run does not have "
-                                    f"(it finished before carrying was configured, or its kept state is damaged); "
-                                    f"re-run that stage or use reset")
+                                         f"{self.cfg.stages[k - 1].name}'s optimizer state, which this run does not have "
+                                         f"(it finished before carrying was configured, or its kept state is damaged); "
+                                         f"re-run that stage or use reset")
             checkpoint.load(kept, self.actor, schedule=False)
 
     def _load_policy(self) -> None:
@@ -383,7 +383,7 @@ class CascadeRun:
         path = stage_dir(self.cfg, j) / "data_state.json"
         if not path.is_file():
             raise config.ConfigError(f"stages.{stage.name}.boundary.data: 'continue' needs {path}; run stage "
-                                f"{self.cfg.stages[j].name} first")
+                                     f"{self.cfg.stages[j].name} first")
         return json.loads(path.read_text())
 
     # ------------------------------------------------------------------------------------ shared parts

@@ -72,7 +72,7 @@ def load_recipe(spec: str) -> config.Cascade:
         raise config.ConfigError(f"recipe {shown}: {fn}() {_raised_where(e)}") from None
     if not isinstance(cfg, config.Cascade):
         raise config.ConfigError(f"recipe {shown}: {fn}() returned {type(cfg).__name__}, "
-                            f"expected nemo_cascade.config.Cascade")
+                                 f"expected nemo_cascade.config.Cascade")
     return cfg
 
 

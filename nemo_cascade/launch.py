@@ -38,7 +38,7 @@ def slurm_shape(cfg: config.Cascade, gpus_per_node: int) -> tuple[int, int]:
         return 1, world
     if world % gpus_per_node:
         raise config.ConfigError(f"parallel: tp × pp × cp × dp = {world} ranks do not fill whole nodes of "
-                            f"{gpus_per_node} GPUs (GPUS_PER_NODE); change parallel.dp")
+                                 f"{gpus_per_node} GPUs (GPUS_PER_NODE); change parallel.dp")
     return world // gpus_per_node, gpus_per_node
 
 
@@ -185,7 +185,7 @@ def _nemo_run():
             import nemo_run
     except ImportError as e:
         raise config.ConfigError(f"launch: nemo-run is not importable ({e}); install it as scripts/setup_venv.sh does "
-                            f"(pip install nemo-run==0.11.1, then --no-deps leptonai==0.27.3 anyio==4.16.0)") from None
+                                 f"(pip install nemo-run==0.11.1, then --no-deps leptonai==0.27.3 anyio==4.16.0)") from None
     return nemo_run
 
 
@@ -257,7 +257,7 @@ def _check_paths_survive_nemo_run(site: Site) -> None:
     for what, path in named.items():
         if "/nemo_run" in path:
             raise config.ConfigError(f"launch: {what}={path}: nemo-run rewrites '/nemo_run' in job scripts; "
-                                f"use a path without a folder named nemo_run")
+                                     f"use a path without a folder named nemo_run")
 
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN")

@@ -95,7 +95,7 @@ class Manifest:
             old = json.loads(path.read_text()) if path.is_file() else {}
         except json.JSONDecodeError as e:
             raise config.ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected the run's "
-                                f"manifest — restore or delete it") from None
+                                     f"manifest — restore or delete it") from None
         stages = {s.name: old.get("stages", {}).get(s.name, {"status": "pending"}) for s in cfg.stages}
         for s in cfg.stages:
             entry = stages[s.name]
@@ -125,8 +125,8 @@ class Manifest:
         entry = self.data["stages"][stage.name]
         if entry.get("status") == "running" and entry.get("config_sha256") not in ("", config_hash(stage)):
             raise config.ConfigError(f"stages.{stage.name}: its config changed since the interrupted run started it "
-                                f"(manifest config_sha256 {entry['config_sha256'][:12]}); restore that config or "
-                                f"delete {self.path.parent / 'stages'}/*-{stage.name} to start it over")
+                                     f"(manifest config_sha256 {entry['config_sha256'][:12]}); restore that config or "
+                                     f"delete {self.path.parent / 'stages'}/*-{stage.name} to start it over")
         if entry.get("status") == "done" and entry.get("config_sha256") not in ("", config_hash(stage)):
             log.warning("stage %s: finished under a different config; keeping its checkpoint", stage.name)
 

@@ -105,7 +105,7 @@ def resolve_shape(model: config.Model, shape: str | None = None) -> tuple[ModelS
         if model.build.startswith("tiny-qwen3"):
             return PRESETS["tiny-qwen3"], f"preset tiny-qwen3 (model.build={model.build})"
         raise config.ConfigError(f"model.build={model.build}: no shape preset for it; pass --shape NAME "
-                            f"(one of {sorted(PRESETS)})")
+                                 f"(one of {sorted(PRESETS)})")
     folder = Path(model.hf_path)
     if folder.exists():
         path = folder / "config.json"
@@ -116,7 +116,7 @@ def resolve_shape(model: config.Model, shape: str | None = None) -> tuple[ModelS
     if len(known) != 1:
         why = f"sizes {sorted(sizes)} in its name" if sizes else "no size in its name"
         raise config.ConfigError(f"model.hf_path {model.hf_path}: no such folder here and {why} to pick a preset from; "
-                            f"pass --shape NAME (one of {sorted(PRESETS)})")
+                                 f"pass --shape NAME (one of {sorted(PRESETS)})")
     name = known.pop()
     size = next(s for s in sizes if SIZE_PRESETS.get(s) == name)
     return _with_note(PRESETS[name], f"preset {name}, inferred from '{size}B' in the name of {model.hf_path} "
@@ -336,7 +336,7 @@ def _check_layout_divides(d: ModelShape, p: config.Parallel, engine_tp: int) -> 
             raise config.ConfigError(f"parallel.{field}={by} must divide the model's {name}={value} ({d.name})")
     if d.num_attention_heads % engine_tp:
         raise config.ConfigError(f"rollout.tensor_parallel_size={engine_tp} must divide the model's "
-                            f"num_attention_heads={d.num_attention_heads} ({d.name})")
+                                 f"num_attention_heads={d.num_attention_heads} ({d.name})")
 
 
 def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0, shape: str | ModelShape | None = None) -> CascadePlan:

@@ -103,7 +103,7 @@ def rm_server_kwargs(cfg: config.Cascade, rm_folder: str, gpu_gib: float | None 
     rm = plan_cascade(cfg, gpu_gib).rm_server
     if rm is None or rm.share <= 0:
         raise config.ConfigError("no GPU memory left for the reward-model server on rank 0"
-                            + (f": {rm.line()}" if rm else " (the cascade serves no reward model of its own)"))
+                                 + (f": {rm.line()}" if rm else " (the cascade serves no reward model of its own)"))
     positions = model_positions(read_served_shape(rm_folder))
     return {"dtype": cfg.model.dtype, "gpu_memory_utilization": rm.share,
             "max_model_len": min(rm.context, positions) if positions else rm.context}

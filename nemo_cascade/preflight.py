@@ -65,7 +65,7 @@ def check_model(cfg: config.Cascade) -> None:
         check_parallel(spec, cfg.parallel.tp, cfg.parallel.pp)
         if any(s.kind == "grpo" for s in cfg.stages) and spec.head_dim < 32:
             raise config.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < 32, which vLLM's "
-                                f"CPU attention rejects; use a model with head_dim >= 32")
+                                     f"CPU attention rejects; use a model with head_dim >= 32")
         for s in cfg.stages:  # a training request is never cut short by the model's length
             if s.kind != "grpo":
                 continue
@@ -103,7 +103,7 @@ def check_stage_needs(cfg: config.Cascade) -> None:
                 raise config.ConfigError(f"gate.suites: {e}") from None
             if suite.pairwise and not any(s.kind == "reward_model" for s in cfg.stages):
                 raise config.ConfigError(f"gate.suites: {name} is scored by a reward model, but the cascade has no "
-                                    f"reward_model stage to serve one")
+                                         f"reward_model stage to serve one")
 
 
 def check_instruction_taxonomy(cfg: config.Cascade) -> None:
@@ -209,17 +209,17 @@ def check_tokenizer(tokenizer, model_dir: str | Path, finished_stage_dirs: list[
     vocab = model_cfg.get("vocab_size") or model_cfg.get("text_config", {}).get("vocab_size")
     if vocab is not None and len(tokenizer) > vocab:
         raise config.ConfigError(f"{model_dir}: the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
-                            f"{vocab}; expected a tokenizer no larger than the embedding")
+                                 f"{vocab}; expected a tokenizer no larger than the embedding")
     for token in CHAT_TOKENS:
         if len(tokenizer.encode(token, add_special_tokens=False)) != 1:
             raise config.ConfigError(f"{model_dir}: {token} is not a single token of the tokenizer; the chat template "
-                                f"(ChatML, §3.1.2) needs it")
+                                     f"(ChatML, §3.1.2) needs it")
     base = _tokenizer_digest(Path(model_dir))
     for stage_dir in finished_stage_dirs:
         theirs = _tokenizer_digest(stage_dir / "hf")
         if base and theirs and theirs != base:
             raise config.ConfigError(f"{stage_dir / 'hf'}: its tokenizer differs from the base model's ({model_dir}); "
-                                f"expected the same tokenizer through the whole cascade")
+                                     f"expected the same tokenizer through the whole cascade")
 
 
 def _tokenizer_digest(folder: Path) -> str:

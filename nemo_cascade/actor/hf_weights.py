@@ -66,7 +66,7 @@ class HFWeights:
             local = table.shard(full, entry.rule.tp, self.tp_rank, self.parallel.tp)
             if local.shape != param.shape:
                 raise arch.ModelFilesError(f"{hf_path}: {entry.hf[0]} has shape {tuple(full.shape)}, which does "
-                                        f"not fit {entry.megatron} {tuple(param.shape)} on TP rank {self.tp_rank}")
+                                           f"not fit {entry.megatron} {tuple(param.shape)} on TP rank {self.tp_rank}")
             param.copy_(local.to(param.dtype))
             loaded.add(id(param))
         missing = [n for n, p in self.model.named_parameters() if id(p) not in loaded]
@@ -89,7 +89,7 @@ class HFWeights:
         limit = self._agreed_bucket_bytes() if bucket_bytes is None else bucket_bytes
         size = self.tconfig.params_dtype.itemsize
         for bucket in buckets.plan_buckets(list(self.table.entries), lambda e: math.prod(self._full_shape(e)) * size,
-                                     self._owner_stage, limit):
+                                           self._owner_stage, limit):
             for entry, full in zip(bucket, self._gather_bucket(bucket, owned)):
                 for name, t in table.to_hf(entry, full, self.spec):
                     yield name, (t if dtype is None else t.to(dtype))

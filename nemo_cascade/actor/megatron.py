@@ -94,12 +94,12 @@ class MegatronActor(HFWeights):
         arch.check_parallel(self.spec, parallel.tp, parallel.pp)
         # TE or local spec, FP8, SP, CP, recompute — checked against this machine before any process group work.
         self.plan = precision.plan(config.Model(dtype=dtype, transformer_impl=transformer_impl, fp8=fp8), parallel,
-                           rope_scaling=self.spec.yarn is not None)
+                                   rope_scaling=self.spec.yarn is not None)
         self._check_sequence_split(parallel)
         world, mp = dist.get_world_size(), parallel.tp * parallel.pp * parallel.cp
         if world % mp:
             raise config.ConfigError(f"parallel.tp × parallel.pp × parallel.cp = {parallel.tp}×{parallel.pp}×{parallel.cp} "
-                                f"must divide the world size {world}")
+                                     f"must divide the world size {world}")
         if not ps.model_parallel_is_initialized():
             ps.initialize_model_parallel(tensor_model_parallel_size=parallel.tp,
                                          pipeline_model_parallel_size=parallel.pp,
@@ -149,7 +149,7 @@ class MegatronActor(HFWeights):
         subclass with another head output (the reward model's scores) has no such path."""
         if parallel.cp > 1 and type(self)._loss_input is not MegatronActor._loss_input:
             raise config.ConfigError(f"parallel.cp={parallel.cp}: {type(self).__name__} reads whole sequences "
-                                f"(its head's output is not per-token log-probs); set parallel.cp=1")
+                                     f"(its head's output is not per-token log-probs); set parallel.cp=1")
 
     def _layer_spec(self):
         return precision.layer_spec(self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp)
@@ -308,7 +308,7 @@ class MegatronActor(HFWeights):
         if "segment_ids" in mb:
             if self.parallel.cp > 1:
                 raise config.ConfigError("parallel.cp > 1 cannot split packed rows (per-sequence attention); "
-                                    "set parallel.cp=1 for sft stages and grpo.sequence_packing=false")
+                                         "set parallel.cp=1 for sft stages and grpo.sequence_packing=false")
             segments, positions = precision.pad_seq(mb["segment_ids"], T_pad), precision.pad_seq(mb["position_ids"], T_pad)
             if self.te:
                 return precision.thd_inputs(tokens, positions, segments)
@@ -348,7 +348,7 @@ class MegatronActor(HFWeights):
         mbs, _ = self._microbatches(batch)
         # Pipeline stages exchange activations of this (padded) length; Megatron divides it by cp (and tp with SP).
         seq_len, rows = precision.pipeline_shape(precision.round_up(batch["tokens"].shape[1], self.plan.seq_multiple),
-                                         self.parallel.micro_batch_size, thd=self.te and "segment_ids" in batch)
+                                                 self.parallel.micro_batch_size, thd=self.te and "segment_ids" in batch)
         out = get_forward_backward_func()(
             forward_step_func=partial(self._forward_step, loss_fn, temperature),
             data_iterator=iter(mbs), model=[self.module], num_microbatches=len(mbs),

@@ -117,18 +117,18 @@ def use_transformer_engine(model: Model, env: Env) -> bool:
         return False
     if env.cuda and env.te_error and impl in ("auto", "transformer_engine"):
         raise ConfigError(f"model.transformer_impl={impl}: transformer_engine is installed but does not import "
-                            f"({env.te_error}); reinstall it for this torch and CUDA (the gpu extra), or set "
-                            f"model.transformer_impl=local")
+                          f"({env.te_error}); reinstall it for this torch and CUDA (the gpu extra), or set "
+                          f"model.transformer_impl=local")
     if impl == "auto":
         return env.cuda and env.te_version is not None
     if impl != "transformer_engine":
         raise ConfigError(f"model.transformer_impl: expected auto, local or transformer_engine, got {impl!r}")
     if not env.cuda:
         raise ConfigError("model.transformer_impl: 'transformer_engine' needs a CUDA GPU and none is visible "
-                            "(use 'auto' or 'local' on CPU)")
+                          "(use 'auto' or 'local' on CPU)")
     if env.te_version is None:
         raise ConfigError("model.transformer_impl: 'transformer_engine' needs the transformer_engine package, "
-                            "which is not importable here (install the gpu extra, or use 'auto' or 'local')")
+                          "which is not importable here (install the gpu extra, or use 'auto' or 'local')")
     return True
 
 
@@ -139,25 +139,25 @@ def check(model: Model, parallel: Parallel, env: Env, te: bool) -> None:
         _check_fp8(model.fp8, env, te)
     if parallel.cp > 1 and not te:
         raise ConfigError(f"parallel.cp={parallel.cp}: context parallelism runs inside Transformer Engine's "
-                            f"attention; it needs a CUDA GPU with transformer_engine and model.transformer_impl "
-                            f"auto or transformer_engine (got {model.transformer_impl!r}, "
-                            f"{'CUDA' if env.cuda else 'no CUDA'}, "
-                            f"{'TE ' + env.te_version if env.te_version else 'no TE'})")
+                          f"attention; it needs a CUDA GPU with transformer_engine and model.transformer_impl "
+                          f"auto or transformer_engine (got {model.transformer_impl!r}, "
+                          f"{'CUDA' if env.cuda else 'no CUDA'}, "
+                          f"{'TE ' + env.te_version if env.te_version else 'no TE'})")
 
 
 def _check_fp8(recipe: str, env: Env, te: bool) -> None:
     where = f"model.fp8={recipe}"
     if not env.cuda:
         raise ConfigError(f"{where}: FP8 training needs a CUDA GPU (compute capability >= 8.9) with "
-                            f"transformer_engine; none is visible (set model.fp8=none on CPU)")
+                          f"transformer_engine; none is visible (set model.fp8=none on CPU)")
     if not te:
         raise ConfigError(f"{where}: FP8 runs through Transformer Engine layers; it needs transformer_engine "
-                            f"installed and model.transformer_impl auto or transformer_engine")
+                          f"installed and model.transformer_impl auto or transformer_engine")
     need = FP8_MIN_CAPABILITY[recipe]
     if env.capability is not None and tuple(env.capability) < need:
         raise ConfigError(f"{where}: needs a GPU of compute capability >= {need[0]}.{need[1]} "
-                            f"({'Hopper' if need >= (9, 0) else 'Ada/Hopper'} or newer); this one is "
-                            f"{env.capability[0]}.{env.capability[1]}")
+                          f"({'Hopper' if need >= (9, 0) else 'Ada/Hopper'} or newer); this one is "
+                          f"{env.capability[0]}.{env.capability[1]}")
     from packaging.version import InvalidVersion, Version
 
     try:
@@ -166,7 +166,7 @@ def _check_fp8(recipe: str, env: Env, te: bool) -> None:
         too_old = False
     if too_old:
         raise ConfigError(f"{where}: needs transformer_engine >= {FP8_MIN_TE[recipe].split('.dev')[0]}, "
-                            f"found {env.te_version}")
+                          f"found {env.te_version}")
 
 
 def transformer_config_kwargs(model: Model, parallel: Parallel) -> dict[str, Any]:

@@ -68,7 +68,7 @@ def main():
         "labels": labels.tolist(), "tokens": tokens.tolist(),
         # fresh logits: the log-prob path consumes its input in place (as the model's output, which nothing reuses)
         "logprobs_error": (precision.cp_token_logprobs(W[inputs["input_ids"]].detach(), labels, T, 0.7,
-                                               ps.get_context_parallel_group()) - ref.detach()).abs().max().item(),
+                                                       ps.get_context_parallel_group()) - ref.detach()).abs().max().item(),
         "consumed": not torch.equal(logits, W[inputs["input_ids"]]),
         "loss": num.item(), "ref_loss": (ref * weights).sum().item(),
         "count": int(count), "report_den": float(report["den"][0]),

@@ -113,7 +113,7 @@ def test_matrix_text_numbers_deltas_and_own_domain(run_dir):
 def test_a_mixed_domain_stage_owns_every_domain_it_trains(tmp_path):
     """One GRPO stage over IF + math prompts (extra_data with Data.domain): both domains' suites are its own."""
     mixed = config.Stage(name="mixed", domain="ifeval", data=config.Data(source="synthetic:if_arithmetic"),
-                    extra_data=(config.Data(source="synthetic:arithmetic", domain="math"),))
+                         extra_data=(config.Data(source="synthetic:arithmetic", domain="math"),))
     run = tmp_path / "mixed"
     run.mkdir()
     (run / "config.json").write_text(config.dumps(config.Cascade(name="mixed", stages=(mixed,))))
@@ -133,7 +133,7 @@ def test_grpo_steps_table_shows_signal_truncation_time_and_each_domains_reward(t
     """A mixed-domain stage's rewards per domain, weighted by its prompts in each step (rewards.scoring's
     reward_mean/<domain>, prompts/<domain>); informative groups summed, truncation averaged over steps."""
     mixed = config.Stage(name="mixed", domain="ifeval", steps=4, data=config.Data(source="synthetic:if_arithmetic"),
-                    extra_data=(config.Data(source="synthetic:arithmetic", domain="math"),))
+                         extra_data=(config.Data(source="synthetic:arithmetic", domain="math"),))
     run = tmp_path / "mixed"
     run.mkdir()
     (run / "config.json").write_text(config.dumps(config.Cascade(name="mixed", stages=(mixed,))))

@@ -20,7 +20,7 @@ def tiny():
 
 def test_overrides_reach_nested_fields(tiny):
     cfg = config.apply_overrides(tiny, ["stages.math.steps=5", "parallel.tp=2", "stages.1.rollout.temperature=0.6",
-                                   "stages.*.actor.lr=1e-4", "wandb=true", "stages.math.grpo.overlong=filter"])
+                                        "stages.*.actor.lr=1e-4", "wandb=true", "stages.math.grpo.overlong=filter"])
     math = config.stage_by_name(cfg, "math")
     assert math.steps == 5 and cfg.parallel.tp == 2 and math.rollout.temperature == 0.6
     assert all(s.actor.lr == 1e-4 for s in cfg.stages) and cfg.wandb is True
@@ -137,8 +137,8 @@ def test_length_curriculum_override_and_phase_lookup(tiny):
 
 def test_grpo_settings_overrides(tiny):
     cfg = config.apply_overrides(tiny, ["stages.math.mode=half", "stages.math.grpo.refill_max_rounds=3",
-                                   "stages.math.grpo.epoch_filter=true", "stages.math.grpo.readmit_unsolved=0.2",
-                                   "stages.math.rollout.top_k=20", "chat_style=cascade2"])
+                                        "stages.math.grpo.epoch_filter=true", "stages.math.grpo.readmit_unsolved=0.2",
+                                        "stages.math.rollout.top_k=20", "chat_style=cascade2"])
     math = config.stage_by_name(cfg, "math")
     assert (math.mode, math.grpo.refill_max_rounds, math.grpo.epoch_filter) == ("half", 3, True)
     assert (math.grpo.readmit_unsolved, math.grpo.readmit_solved) == (0.2, 0.01)  # §4.5.2 default kept
@@ -169,10 +169,10 @@ def test_bad_grpo_settings_name_the_field(tiny, override, message):
 def test_refill_needs_the_drop_and_epoch_filter_needs_pass_fail(tiny):
     with pytest.raises(config.ConfigError, match="refill_max_rounds: refilling replaces dropped groups"):
         config.apply_overrides(tiny, ["stages.math.grpo.refill_max_rounds=2",
-                                 "stages.math.grpo.drop_zero_variance_groups=false"])
+                                      "stages.math.grpo.drop_zero_variance_groups=false"])
     with pytest.raises(config.ConfigError, match="epoch_filter: needs a pass/fail reward"):
         config.apply_overrides(tiny, ["stages.math.domain=rlhf", "stages.math.reward.reward_model_url=http://x",
-                                 "stages.math.grpo.epoch_filter=true"])
+                                      "stages.math.grpo.epoch_filter=true"])
 
 
 def test_engine_tensor_parallel_must_tile_the_world_and_match_across_stages(tiny):

@@ -26,7 +26,7 @@ def test_the_layout_reaches_the_engine_constructor(monkeypatch, hf_folder):
 
     monkeypatch.setattr(rollout_vllm, "RolloutEngine", fake_engine)
     assert standalone.build_engine(hf_folder, 4096, dtype="bfloat16", tensor_parallel_size=4,
-                          gpu_memory_utilization=0.85) == "engine"
+                                   gpu_memory_utilization=0.85) == "engine"
     r = made["rollout"]
     assert (r.tensor_parallel_size, r.gpu_memory_utilization, r.max_prompt_tokens) == (4, 0.85, 4096)
     assert made["max_model_len"] == 4096 and made["distributed"] is False, "one process: no torchrun world"
@@ -68,7 +68,7 @@ def test_evaluate_checkpoint_builds_its_engine_with_the_layout(monkeypatch, hf_f
     (hf_folder / "config.json").write_text(json.dumps({"max_position_embeddings": 32768}))
     with pytest.raises(_Stop):
         standalone.evaluate_checkpoint(hf_folder, ["gsm8k"], evaluate.EvalSettings(limit=2), out_dir=hf_folder / "out",
-                              tensor_parallel_size=1, data_parallel=1, gpu_memory_utilization=0.7)
+                                       tensor_parallel_size=1, data_parallel=1, gpu_memory_utilization=0.7)
     assert seen == {"tensor_parallel_size": 1, "gpu_memory_utilization": 0.7, "model_dir": hf_folder,
                     "yarn_factor": 2.0}, "App. B: GSM8K at YaRN 2"
 

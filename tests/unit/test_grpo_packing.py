@@ -71,11 +71,11 @@ def test_config_refuses_packing_under_context_parallelism():
 
     stage = config.Stage(name="math", kind="grpo", domain="math", steps=1, data=config.Data(source="synthetic:arithmetic"))
     cfg = config.Cascade(name="t", model=config.Model(hf_path="x", transformer_impl="transformer_engine"), stages=(stage,),
-                    parallel=config.Parallel(cp=2, sequence_parallel=False))
+                         parallel=config.Parallel(cp=2, sequence_parallel=False))
     with pytest.raises(config.ConfigError, match="grpo.sequence_packing"):
         validate(cfg)
     bad = config.Cascade(name="t", model=config.Model(hf_path="x"),
-                    stages=(config.Stage(**{**stage.__dict__, "grpo": GRPO(pack_tokens=-1)}),))
+                         stages=(config.Stage(**{**stage.__dict__, "grpo": GRPO(pack_tokens=-1)}),))
     with pytest.raises(config.ConfigError, match="grpo.pack_tokens"):
         validate(bad)
 

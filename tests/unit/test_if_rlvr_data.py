@@ -148,7 +148,7 @@ def test_preflight_refuses_a_test_taxonomy_id_before_the_cascade_starts(tmp_path
 
     def ifeval_source(path, **data):
         return config.apply_overrides(tiny, [f"stages.ifeval.data.source={path}",
-                                        *(f"stages.ifeval.data.{k}={v}" for k, v in data.items())])
+                                             *(f"stages.ifeval.data.{k}={v}" for k, v in data.items())])
 
     check_cascade(ifeval_source(train))  # IFEval + IFBench-Train ids only
     with pytest.raises(config.ConfigError) as e:

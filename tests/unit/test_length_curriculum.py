@@ -8,7 +8,7 @@ from nemo_cascade.data.loader import DataError
 
 def _stage(*phases: config.LengthPhase) -> config.Stage:
     return config.Stage(name="math", kind="grpo", steps=sum(p.steps for p in phases), length_curriculum=phases,
-                   data=config.Data(source="synthetic:arithmetic"))
+                        data=config.Data(source="synthetic:arithmetic"))
 
 
 def _run(curriculum: LengthCurriculum, ratios, start: int = 0) -> list[int]:

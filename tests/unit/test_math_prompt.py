@@ -109,7 +109,7 @@ def test_other_domains_are_not_phrased(tmp_path, tok):
 
 def test_the_setting_is_a_data_field():
     cfg = config.Cascade(model=config.Model(build="tiny-qwen3"),
-                    stages=(config.Stage(name="s", data=config.Data(source="synthetic:arithmetic")),))
+                         stages=(config.Stage(name="s", data=config.Data(source="synthetic:arithmetic")),))
     changed = config.apply_overrides(cfg, ["stages.s.data.math_instruction=Think, then box: \\boxed{}."])
     assert changed.stages[0].data.math_instruction == "Think, then box: \\boxed{}."
     bad = config.to_dict(cfg)

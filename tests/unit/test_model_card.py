@@ -61,7 +61,7 @@ def test_a_written_card_passes_the_offline_check_and_problems_are_named(tmp_path
     folder = tmp_path / "release"
     folder.mkdir()
     meta = model_card.card_metadata(_base(tmp_path), license="apache-2.0", base_model="Qwen/Qwen3-8B-Base",
-                           datasets=["nvidia/Nemotron-Cascade-RL-Math"])
+                                    datasets=["nvidia/Nemotron-Cascade-RL-Math"])
     model_card.write_model_card(folder, title="x", intro=["trained"], report_markdown="| a | b |\n", metadata=meta)
     (folder / "model-00001-of-00001.safetensors").write_bytes(b"x")
     (folder / "model.safetensors.index.json").write_text(json.dumps(

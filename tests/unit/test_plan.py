@@ -107,7 +107,7 @@ def test_plan_reads_the_engine_tensor_parallel_size():
     assert "engine: vLLM TP 4, 2 engines of 4 ranks (6.9 GiB of weights per GPU)" in text, text
     with pytest.raises(config.ConfigError, match="rollout.tensor_parallel_size=3"):
         plan_cascade(config.apply_overrides(cfg, ["parallel.tp=2", "parallel.dp=12",
-                                               "stages.*.rollout.tensor_parallel_size=3"]))
+                                                  "stages.*.rollout.tensor_parallel_size=3"]))
 
 
 # ---- how the layout moves the numbers --------------------------------------------------------------------------

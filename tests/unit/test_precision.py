@@ -283,7 +283,7 @@ def test_fp8_recipes_that_this_hardware_allows():
     assert precision.plan(model(fp8="delayed"), config.Parallel(), ADA).te
     assert precision.plan(model(fp8="current"), config.Parallel(), ADA).te
     plan = precision.plan(model(fp8="blockwise", transformer_impl="transformer_engine"),
-                  config.Parallel(tp=2, cp=2, sequence_parallel=True), HOPPER)
+                          config.Parallel(tp=2, cp=2, sequence_parallel=True), HOPPER)
     assert plan.te and plan.seq_multiple == 2 * 2 * 2 * 16
 
 

@@ -88,7 +88,7 @@ def test_malformed_label_fails_at_load_time_naming_the_line(tmp_path):
 
 def _cfg(**reward):
     stage = config.Stage(name="s", domain=reward.pop("domain", "math"), data=config.Data(source="synthetic:arithmetic"),
-                    reward=config.Reward(**reward))
+                         reward=config.Reward(**reward))
     return config.Cascade(model=config.Model(build="tiny-qwen3"), stages=(stage,))
 
 
@@ -114,7 +114,7 @@ def test_reward_override_from_the_command_line():
     with pytest.raises(config.ConfigError, match="stages.s.reward.sandbox"):
         config.apply_overrides(_cfg(), ["stages.s.reward.sandbox=docker"])
     cfg = config.apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=fixed_script",
-                                     "stages.s.reward.code_switch_script=japanese"])
+                                          "stages.s.reward.code_switch_script=japanese"])
     assert (cfg.stages[0].reward.code_switch_rule, cfg.stages[0].reward.code_switch_script) == ("fixed_script",
                                                                                                  "japanese")
     with pytest.raises(config.ConfigError, match="stages.s.reward.code_switch_rule") as error:
