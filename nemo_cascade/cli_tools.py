@@ -93,7 +93,7 @@ def cmd_data(args) -> int:
         generator = GeneratorSettings(args.generator_url, args.generator_model, args.rewriter_model or "",
                                       args.weak_model or "",
                                       DEFAULT_PAIRS if args.synthetic_pairs is None else args.synthetic_pairs,
-                                      args.generator_workers)
+                                      args.generator_workers, args.generator_max_tokens)
     manifest, paths = prepare_command(args.stage, Path(args.out), source_dir=args.source_dir,
                                       max_bad_rows=args.max_bad_rows, force=args.force, generator=generator)
     print(summary(manifest, paths))
@@ -123,6 +123,8 @@ def add_data_parser(sub) -> None:
     prep.add_argument("--synthetic-pairs", type=int, help="rm: how many synthetic pairs (default 36000: §4.2's 82K "
                       "less the HelpSteer pairs)")
     prep.add_argument("--generator-workers", type=int, default=8, help="rm: pairs generated at a time (default 8)")
+    prep.add_argument("--generator-max-tokens", type=int, default=4096,
+                      help="rm: the longest generation the server is asked for (default 4096)")
 
 
 __all__ = ["cmd_convert", "cmd_data", "add_convert_parser", "add_data_parser"]

@@ -108,16 +108,17 @@ class OffTopicPairs:
     """Generates (or reads back) the pairs; :meth:`rows` is the ``(where, row)`` stream of a run source."""
 
     def __init__(self, settings: GeneratorSettings, source_dir: Optional[Path], work: Path):
-        if settings.pairs < 1 or settings.workers < 1:
-            raise PrepareError(f"--synthetic-pairs and --generator-workers must be >= 1, got {settings.pairs}, "
-                               f"{settings.workers}")
+        if settings.pairs < 1 or settings.workers < 1 or settings.max_tokens < 1:
+            raise PrepareError(f"--synthetic-pairs, --generator-workers and --generator-max-tokens must be >= 1, got "
+                               f"{settings.pairs}, {settings.workers}, {settings.max_tokens}")
         self.settings, self.source_dir, self.work = settings, source_dir, work
 
     def _chat(self, endpoint, model: str, messages: list[dict]) -> str:
         from ..rewards.remote import RewardServerError
 
         s = self.settings
-        answer = endpoint.post("/v1/chat/completions", {"model": model, "messages": messages,
+        # Seeded per request: a pair generated again (a lost work file) is the same pair.
+        answer = endpoint.post("/v1/chat/completions", {"model": model, "messages": messages, "seed": s.seed,
                                                         "max_tokens": s.max_tokens, "temperature": s.temperature})
         try:
             return answer["choices"][0]["message"]["content"] or ""

@@ -389,6 +389,38 @@ def test_a_client_pointed_at_the_wrong_kind_of_server_says_what_it_expected(serv
 
 # ------------------------------------------------------------------------- a server killed mid-test (last)
 
+def test_off_topic_pairs_come_from_a_served_chat_model_and_resume_without_it(servers, tmp_path, capsys):
+    """App. C.1 through `data prepare rm --generator-url`: three chat requests per pair to the served model (rewrite
+    the prompt off topic, answer it, answer the rewrite), every answer kept in the work file, each pair either in
+    the RM file as its own source or counted as a drop with its reason (the random tiny model mostly writes
+    whitespace, so its pairs are dropped as empty), and a second run reads the pairs back without the server."""
+    import json
+
+    from nemo_cascade.cli import main
+    from nemo_cascade.prepare.offtopic import pair_row
+
+    _, judge = servers
+    fixtures = Path(__file__).resolve().parents[1] / "data" / "prepare"
+    out = tmp_path / "prepared"
+    argv = ["data", "prepare", "rm", "--out", str(out), "--source-dir", str(fixtures), "--generator-model",
+            judge.served_model(), "--synthetic-pairs", "3", "--generator-workers", "2", "--generator-max-tokens", "16"]
+    assert main([*argv, "--generator-url", judge.url]) == 0
+    work_file = out / ".work" / "rm-offtopic.jsonl"
+    work = [json.loads(line) for line in work_file.read_text().splitlines()]
+    assert len(work) == 3 and len({w["prompt"] for w in work}) == 3
+    assert all(w["chosen"] for w in work)  # the server answered (the rewrite and its answer may be empty)
+    built = [pair_row(w["prompt"], w["rewritten"], w["chosen"], w["rejected"]) for w in work]
+    kept = [b for b in built if isinstance(b, dict)]
+    entry = json.loads((out / "manifest.json").read_text())["files"]["rm/preference_pairs.jsonl"]
+    assert entry["rows_per_source"].get("synthetic:off-topic", 0) == len(kept)
+    for reason in {b.reason for b in built if not isinstance(b, dict)}:
+        assert entry["dropped"][reason] >= sum(getattr(b, "reason", None) == reason for b in built)
+    assert "synthetic:off-topic" in json.dumps(entry["sources"])
+    capsys.readouterr()
+    assert main([*argv, "--generator-url", "http://127.0.0.1:9", "--force"]) == 0  # nothing asked: no server needed
+    assert [json.loads(line) for line in work_file.read_text().splitlines()] == work
+
+
 def test_server_killed_mid_test_fails_after_bounded_retries(servers):
     _, judge = servers
     sleeps = []
