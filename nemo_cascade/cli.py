@@ -29,6 +29,7 @@ from pathlib import Path
 from nemo_cascade import config
 from nemo_cascade import console
 from nemo_cascade.cli_tools import add_convert_parser, add_data_parser, cmd_convert, cmd_data
+from nemo_cascade.data.chat import STYLES
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.torchrun import run_torchrun
 
@@ -415,7 +416,8 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--max-tokens", help="response budget per sample (default: per suite, 32K or 64K)")
     ev.add_argument("--temperature", type=float, default=0.6, help="default 0.6 (paper App. B)")
     ev.add_argument("--top-p", type=float, default=0.95, help="default 0.95 (paper App. B)")
-    ev.add_argument("--mode", choices=["think", "no_think"], help="thinking mode for every suite (default: per "
+    modes = [m for m in config.literal_values(config.Gate, "mode") if m != "suite"]  # "suite": the default
+    ev.add_argument("--mode", choices=modes, help="thinking mode for every suite (default: per "
                     "suite, the unified model's modes of T2: IFEval non-thinking; thinking-only models: think)")
     ev.add_argument("--yarn", action="append", default=[], metavar="SUITE=FACTOR", help="YaRN factor the engine "
                     "serves the model with for that suite (default: 2 for every paper suite, App. B; the 14B's "
@@ -423,7 +425,7 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--max-input-tokens", action="append", default=[], metavar="SUITE=TOKENS", help="longest "
                     "prompt generated for that suite; longer ones score 0 as too_long (default: swe 32768, App. B; "
                     "the 14B's SWE-bench: swe=65536; 0 = the engine's context only)")
-    ev.add_argument("--template", default="cascade1", choices=["cascade1", "cascade2", "chatml", "model"],
+    ev.add_argument("--template", default="cascade1", choices=[*STYLES, "model"],
                     help="prompt template: the project's (training) ChatML, or the model's own chat template")
     ev.add_argument("--data", action="append", default=[], metavar="SUITE=PATH", help="use another data file")
     ev.add_argument("--out", help="output folder (default: the stage directory, else runs/eval/<model>)")
@@ -432,9 +434,10 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--judge-url", help="swe: served judge for Eq. 2's partial credit (default: lexical grade)")
     ev.add_argument("--answer-pattern", help="math suites: answer_is, gsm8k or a regex instead of the last "
                     "\\boxed{} (the training reward's rule)")
-    ev.add_argument("--math-grader", default="math_verify", choices=["math_verify", "rule"],
+    ev.add_argument("--math-grader", default="math_verify", choices=config.literal_values(config.Reward, "math_grader"),
                     help="math suites: math-verify, or the AceMath-style rule grader the paper used (§4.5)")
-    ev.add_argument("--sandbox", default="bwrap", choices=["bwrap", "unsafe"], help="code suites' sandbox")
+    ev.add_argument("--sandbox", default="bwrap", choices=config.literal_values(config.Reward, "sandbox"),
+                    help="code suites' sandbox")
     ev.add_argument("--max-model-len", help="cap the engine's context (prompt + response tokens)")
     ev.add_argument("--kv-cache-gib", type=float, default=2.0, help="CPU engines: KV-cache size (GiB)")
     ev.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per vLLM engine (default 1)")
