@@ -23,6 +23,8 @@ docs/results/smollm2.md holds the measured results and the commands.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nemo_cascade.config import GRPO, Actor, Cascade, Data, Gate, Model, Parallel, Rollout, Stage
 
 STEPS = {"ifeval": 20, "math": 20, "code": 20}
@@ -70,3 +72,36 @@ def base(name: str, stages: tuple[Stage, ...]) -> Cascade:
 
 def recipe() -> Cascade:
     return base("smollm2", tuple(rl_stage(domain, domain, STEPS[domain], SOURCES[domain]) for domain in STEPS))
+
+
+GATE_ITEMS_PAIRED = 250
+"""Items per gate suite when rows are compared item by item (evaluate/paired.py): 250 (HumanEval has 164, all
+taken) lets a paired test settle changes of a few points, which 80 items cannot."""
+
+SFT_SOURCES = (
+    Data(source="benchmark:gsm8k", split="train", size=1200, seed=21),
+    Data(source="benchmark:mbpp", split="train", seed=22, repeat=2),
+    Data(source="synthetic:if_requests", split="train", size=1200, seed=23),
+)
+"""The SFT blend (§3: SFT before any RL), training splits only, each row with a reference response that earns full
+reward: GSM8K worked solutions ending in ``\\boxed{}``, MBPP's 374 train programs in fenced blocks (×2: the smallest
+set), and IF requests with responses their own checkers pass (data/if_prompts.py). CPU scale: 1,200 + 748 + 1,200
+rows, one epoch."""
+SFT = Stage(name="sft", kind="sft", data=SFT_SOURCES[0], extra_data=SFT_SOURCES[1:], steps=0, epochs=1.0,
+            sft_batch_size=16, sft_max_tokens=RESPONSE_TOKENS + 224, checkpoint_every=20,
+            actor=Actor(lr=2e-5, min_lr=2e-6, lr_schedule="cosine", warmup_steps=10))
+"""CPU scale (the paper's SFT is 2 stages of 1–3 epochs over millions of rows at 16K–32K tokens, T14)."""
+
+
+def with_sft() -> Cascade:
+    """SFT on the blend first, as the paper's cascade starts (§3), then the same RL stages: every RL stage then
+    starts from a model that writes the answer formats its verifier reads. ``bench/solve_rate.py --recipe
+    recipes/smollm2.py:with_sft --stage math --model <the sft stage's hf folder>`` measures what each stage's
+    prompts give it to learn from before it runs."""
+    return sft_first(recipe(), "smollm2-sft")
+
+
+def sft_first(cascade: Cascade, name: str) -> Cascade:
+    """``cascade`` with :data:`SFT` before its stages and the paired-test gate size."""
+    return replace(cascade, name=name, stages=(SFT, *cascade.stages),
+                   gate=replace(cascade.gate, limit=GATE_ITEMS_PAIRED))

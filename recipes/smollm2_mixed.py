@@ -37,3 +37,8 @@ def recipe() -> Cascade:
     segments = [cascade.rl_stage(f"mixed{k + 1}", first, steps, sources[first], extra_data=extra, **(later if k else {}))
                 for k, steps in enumerate(cascade.STEPS.values())]
     return cascade.base("smollm2-mixed", tuple(segments))
+
+
+def with_sft() -> Cascade:
+    """The twin of recipes/smollm2.py:with_sft: the same SFT stage, then the mixed segments."""
+    return cascade.sft_first(recipe(), "smollm2-mixed-sft")

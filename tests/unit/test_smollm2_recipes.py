@@ -53,6 +53,21 @@ def test_the_mixed_run_is_the_same_work_in_one_run(both):
                for s in later), "later segments continue the same optimizer, LR schedule and prompt stream"
 
 
+def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(both):
+    cascade, mixed = both
+    sft_cascade = load_recipe("recipes/smollm2.py:with_sft")
+    sft_mixed = load_recipe("recipes/smollm2_mixed.py:with_sft")
+    for with_sft, without in ((sft_cascade, cascade), (sft_mixed, mixed)):
+        check_cascade(with_sft)
+        first, *rest = with_sft.stages
+        assert first.kind == "sft" and tuple(rest) == without.stages  # §3: SFT first, then the RL stages as before
+        assert all(d.split == "train" for d in (first.data, *first.extra_data))
+        assert with_sft.gate.limit >= 250 and with_sft.gate.suites == without.gate.suites
+    assert sft_cascade.stages[0] == sft_mixed.stages[0] and sft_cascade.gate == sft_mixed.gate
+    blend = {d.source for d in (sft_cascade.stages[0].data, *sft_cascade.stages[0].extra_data)}
+    assert blend == {"benchmark:gsm8k", "benchmark:mbpp", "synthetic:if_requests"}
+
+
 KEPT = Path(__file__).resolve().parents[2] / "docs" / "results" / "smollm2"
 
 
