@@ -74,6 +74,10 @@ class StageTime:
     ``stage end`` (the stage's export)."""
     budget_s: float
     """What one job has for steps: time limit − start-up − the signal's lead."""
+    steps: int = 0
+    """The stage's optimizer steps (0: given in epochs, known only once its data is loaded)."""
+    gpus: int = 0
+    """GPUs the stage runs on (the plan's world size)."""
 
     @property
     def step_s(self) -> float:
@@ -86,6 +90,15 @@ class StageTime:
     @property
     def reaches_checkpoint(self) -> bool:
         return self.interval_s <= self.budget_s
+
+    @property
+    def stage_s(self) -> float | None:
+        """The whole stage's steps (None for a stage given in epochs)."""
+        return self.steps * self.step_s if self.steps else None
+
+    @property
+    def gpu_hours(self) -> float | None:
+        return None if self.stage_s is None else self.stage_s * self.gpus / 3600
 
 
 def parse_time_limit(text: str) -> float:
@@ -158,7 +171,7 @@ def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s:
         generate = decode_seconds(sequences=sequences, prompt=prompt, response=response, weight_bytes=e["weights"],
                                   kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], hw=hw)
     steps, by = save_every(stage.checkpoint_every, minutes, train + generate, stage.steps)
-    return StageTime(stage.name, stage.kind, tokens, train, generate, steps, by, budget_s)
+    return StageTime(stage.name, stage.kind, tokens, train, generate, steps, by, budget_s, stage.steps, plan.world)
 
 
 def time_plan(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float, hw: Hardware = H100) -> list[StageTime]:
@@ -179,6 +192,8 @@ ASSUMPTIONS = (
 
 
 def _duration(seconds: float) -> str:
+    if seconds >= 3 * 86400:
+        return f"{seconds / 86400:.1f} d"
     if seconds >= 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
@@ -196,14 +211,16 @@ def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Ha
     budget = times[0].budget_s if times else 0.0
     lines = [f"time: a job of {time_limit} has ≈ {_duration(budget)} for steps; saves every "
              f"checkpoint_every steps or after {minutes:g} min (checkpoint_every_minutes), whichever comes first",
-             "", "| stage | kind | tokens / step | generate | train | step | save every | interval | verdict |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "", "| stage | kind | tokens / step | generate | train | step | save every | interval | verdict | steps "
+             "| stage time | GPU-hours |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in times:
         verdict = "reaches a checkpoint" if t.reaches_checkpoint else "NO CHECKPOINT in a job"
         gen = _duration(t.generate_s) if t.kind == "grpo" else "—"
         lines.append(f"| {t.name} | {t.kind} | {_count(t.tokens)} | {gen} | {_duration(t.train_s)} | "
                      f"{_duration(t.step_s)} | {t.save_steps} step{'s' * (t.save_steps != 1)} ({t.saved_by}) | "
-                     f"{_duration(t.interval_s)} | {verdict} |")
+                     f"{_duration(t.interval_s)} | {verdict} | {t.steps or 'epochs'} | "
+                     f"{'—' if t.stage_s is None else _duration(t.stage_s)} | "
+                     f"{'—' if t.gpu_hours is None else f'{t.gpu_hours:,.0f}'} |")
     lines += ["", ASSUMPTIONS.format(gpu=hw.name, peak=hw.peak_flops / 1e12, mfu=hw.mfu, bw=hw.bandwidth_share,
                                      hbm=hw.hbm_bytes_per_s / 1e12, seqs=hw.max_seqs, startup=STARTUP_S / 60,
                                      lead=SIGNAL_LEAD_S)]

@@ -76,12 +76,18 @@ def test_a_stage_adds_generation_and_training_on_the_plans_layout():
         kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"]))
     assert t.save_steps == max(1, math.ceil(1800 / t.step_s)) and t.saved_by == "minutes"
     assert t.reaches_checkpoint == (t.interval_s <= 3 * 3600)
+    assert t.steps == math_stage.steps and t.gpus == memory.world == 8
+    assert t.stage_s == pytest.approx(math_stage.steps * t.step_s)
+    assert t.gpu_hours == pytest.approx(math_stage.steps * t.step_s * 8 / 3600)
+    epochs = plan_time.stage_time(config.Stage(name="sft", kind="sft", steps=0, epochs=1.0), memory, 30.0, 3600)
+    assert epochs.stage_s is None and epochs.gpu_hours is None  # its steps are known once its data is loaded
 
 
 def test_the_cli_prints_the_times_and_warns_where_a_job_cannot_save(capsys):
     assert main(["plan", EIGHT_B, "--time-limit", "00:30:00"]) == 0
     out = capsys.readouterr().out
     assert "time: a job of 00:30:00 has ≈ 18.0 min for steps" in out and "time assumptions:" in out
+    assert "| steps | stage time | GPU-hours |" in out
     warned = re.findall(r"^WARNING: stage (\S+): its first save comes after", out, re.M)
     assert warned and "rlhf" in warned and "raise --time-limit" in out
     assert main(["plan", EIGHT_B, "--time-limit", "1-00:00:00"]) == 0
