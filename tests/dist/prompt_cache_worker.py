@@ -42,6 +42,7 @@ def main():
     results = ranks.gather_objects(result)
     if rank == 0:
         (folder / "result.json").write_text(json.dumps(results))
+    dist.barrier()  # no rank tears the group down while another still uses it (gloo: "connection closed" errors)
     dist.destroy_process_group()
 
 
