@@ -38,6 +38,11 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
 
     cluster.cmd("scancel", "--batch", "--signal=USR1", job)  # the time limit is near
     _wait_for(lambda: cluster.restarts(job) == 1, 120, "the requeue")
+    log_file = runs / f"serve-{job}.log"
+    # The restarted job's own line first: until then the URL file may still be the stopping server's, and a
+    # cancel sent while the job waits to restart can sit in REQUEUED.
+    _wait_for(lambda: f"job {job} (restart 1, at most 50): serving" in log_file.read_text(errors="replace"), 300,
+              "the restarted job")
     _wait_for(lambda: url_file.is_file() and _health(url_file.read_text().strip()) == 200, 300,
               "the restarted server's URL")
     cluster.cmd("scancel", job)
