@@ -51,7 +51,7 @@ def run_vllm(args) -> dict:
     from dataclasses import replace
 
     from nemo_cascade.evaluate import prepare, run_suite
-    from nemo_cascade.evaluate.standalone import build_engine, engine_context, load_tokenizer, model_positions
+    from nemo_cascade.tooling.standalone import build_engine, engine_context, load_tokenizer, model_positions
 
     path = model_dir(args.model)
     settings, prep = _prepared(args, load_tokenizer(path))
@@ -74,7 +74,7 @@ def run_hf(args) -> dict:
     from transformers import AutoModelForCausalLM
 
     from nemo_cascade import types
-    from nemo_cascade.evaluate.standalone import load_tokenizer
+    from nemo_cascade.tooling.standalone import load_tokenizer
     from nemo_cascade.rewards import Scorer
 
     path = model_dir(args.model)

@@ -3,8 +3,8 @@
 # cluster node in the project's container). Each part runs with its own time limit, one after the other, and a
 # failure does not stop the rest:
 #
-#   doctor         python -m nemo_cascade.cli doctor                 (under torchrun over every GPU when >= 2)
-#   doctor-recipe  python -m nemo_cascade.cli doctor RECIPE          (default recipes/tiny.py)
+#   doctor         python -m nemo_cascade.tooling.cli doctor                 (under torchrun over every GPU when >= 2)
+#   doctor-recipe  python -m nemo_cascade.tooling.cli doctor RECIPE          (default recipes/tiny.py)
 #   pytest         python -m pytest tests/gpu -q -rs                 (TE/FP8 parity, FP8 checkpoint, 2-GPU layouts)
 #   step           python bench/gpu_step.py --preset 8b              (HF parity, GEMM peak, actor train/logprob/export)
 #
@@ -377,12 +377,12 @@ def main():
         parts = []
         for name in a.parts:
             if name == "doctor":
-                cli = ["-m", "nemo_cascade.cli", "doctor"]
+                cli = ["-m", "nemo_cascade.tooling.cli", "doctor"]
                 cmd = ([PY, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}", *cli]
                        if cuda and gpus >= 2 else [PY, *cli])
                 parts.append(run_part("doctor", cmd, a.timeout_doctor, deadline, a.logs, env, parse_doctor))
             elif name == "doctor-recipe":
-                cmd = [PY, "-m", "nemo_cascade.cli", "doctor", a.recipe]
+                cmd = [PY, "-m", "nemo_cascade.tooling.cli", "doctor", a.recipe]
                 parts.append(run_part("doctor-recipe", cmd, a.timeout_doctor, deadline, a.logs, env, parse_doctor))
             elif name == "pytest":
                 if not cuda:

@@ -47,8 +47,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     args = parser.parse_args()
 
-    from nemo_cascade.prepare import decontam, prepare_command
-    from nemo_cascade.prepare.stages import STAGES
+    from nemo_cascade.tooling.prepare import decontam, prepare_command
+    from nemo_cascade.tooling.prepare.stages import STAGES
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "src"

@@ -36,7 +36,7 @@ def stage_settings(args):
     from nemo_cascade import config
 
     if args.recipe:
-        from nemo_cascade.cli import load_recipe
+        from nemo_cascade.tooling.cli import load_recipe
 
         cascade = load_recipe(args.recipe)
         stage = next((s for s in cascade.stages if s.name == args.stage), None)
@@ -57,7 +57,7 @@ def stage_settings(args):
 
 def measure(args) -> dict:
     from nemo_cascade.data.loader import load_prompts
-    from nemo_cascade.evaluate.standalone import build_engine, load_tokenizer
+    from nemo_cascade.tooling.standalone import build_engine, load_tokenizer
     from nemo_cascade.rewards import stage_scorer
 
     data, domain, rollout, group, style, mode = stage_settings(args)

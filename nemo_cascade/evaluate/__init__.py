@@ -5,8 +5,8 @@ repair, and an HH-RLHF win rate under the served reward model — generate with 
 engine and score with the training rewards (``rewards.Scorer``); :mod:`.estimators` holds avg@K, pass@K and the
 win-rate arithmetic, :mod:`.eval_output` the eval.json / markdown / SVG outputs, :mod:`.stage_scores` the forgetting check
 between stages, :mod:`.cascade_report` a run's report.md / report.png (matplotlib imported only to draw the PNG).
-Entry points: :func:`evaluate` (an engine that already serves the weights, e.g. the cascade's colocated one) and
-:func:`evaluate_checkpoint` (a checkpoint folder; ``nemo-cascade eval``).
+Entry point: :func:`evaluate` (an engine that already serves the weights, e.g. the cascade's colocated one);
+``nemo-cascade eval`` of a checkpoint folder builds its own engine around it (``tooling/standalone.py``).
 
 This package imports vLLM only through ``rollout`` and only when an engine is built.
 """
@@ -14,10 +14,9 @@ from .cascade_report import ReportError, build_report, matrix_text
 from .stage_scores import Regression, forgetting_matrix, regressions
 from .estimators import avg_at_k, pass_at_k, pass_at_k_item, standard_error
 from .runner import EvalSettings, SuiteResult, evaluate, prepare, run_suite
-from .standalone import evaluate_checkpoint, resolve_checkpoint
 from .suites import SUITES, EvalError, Item, Suite, get_suite, load_items, suite_names
 
-__all__ = ["SUITES", "Suite", "Item", "EvalError", "EvalSettings", "SuiteResult", "evaluate", "evaluate_checkpoint",
-           "prepare", "run_suite", "resolve_checkpoint", "get_suite", "suite_names", "load_items", "avg_at_k",
+__all__ = ["SUITES", "Suite", "Item", "EvalError", "EvalSettings", "SuiteResult", "evaluate",
+           "prepare", "run_suite", "get_suite", "suite_names", "load_items", "avg_at_k",
            "pass_at_k", "pass_at_k_item", "standard_error", "regressions", "forgetting_matrix", "Regression",
            "build_report", "matrix_text", "ReportError"]

@@ -393,5 +393,16 @@ def evaluate(engine, tokenizer, suites: Sequence[str], settings: EvalSettings = 
     return {name: run_suite(engine, prepare(name, settings, tokenizer), settings) for name in suites}
 
 
+def context_needed(prepared: Sequence[Prepared]) -> int:
+    """Tokens of context the suites need: the longest prompt each generates (within its input limit, App. B)
+    plus its response budget, the largest over suites (0 for none)."""
+    def longest(prep: Prepared) -> int:
+        limit = prep.decoding.max_input_tokens
+        return max((n for n in (len(p.prompt_tokens) for p in prep.prompts) if not limit or n <= limit), default=0)
+
+    return max((longest(prep) + prep.decoding.max_tokens for prep in prepared), default=0)
+
+
 __all__ = ["EvalSettings", "Decoding", "Prepared", "SuiteResult", "TEMPLATES", "prepare", "run_suite",
-           "evaluate", "suite_metrics", "decoding_for", "render_prompt", "check_settings", "fits_input"]
+           "evaluate", "suite_metrics", "decoding_for", "render_prompt", "check_settings", "fits_input",
+           "context_needed"]

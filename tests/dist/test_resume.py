@@ -37,7 +37,7 @@ def test_resume_equals_uninterrupted(model_dir, tmp_path, tp, pp, model_files):
     errors = {r["error"] for r in result["ranks"]}
     assert len(errors) == 1 and "train_rank00001.pt: sha256" in errors.pop(), result["ranks"]
     # Offline release conversion of the TP/PP-sharded checkpoint equals the actor's own gathered export.
-    from nemo_cascade.convert import release
+    from nemo_cascade.tooling import release
     from nemo_cascade.convert.hf_io import SafetensorsReader
 
     out = release.to_hf(release.resolve(tmp_path / "ckpt" / "step_000003", base=model_dir), tmp_path / "release")

@@ -33,7 +33,7 @@ def recipe():
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
-    cmd = [sys.executable, "-m", "nemo_cascade.cli", "run", f"{__file__}:recipe", f"run_root={root}"]
+    cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe", f"run_root={root}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return root / "rm"
@@ -97,7 +97,7 @@ def test_reward_model_is_not_handed_on_as_the_policy(run):
 def test_a_rerun_skips_the_finished_rm_and_still_hands_on_the_policy(run):
     """The resume path: with every stage done, re-running only sft2 is refused in one line; with --retrain it
     starts from sft's weights again (the RM before it is skipped, not handed on)."""
-    cmd = [sys.executable, "-m", "nemo_cascade.cli", "run", f"{__file__}:recipe", f"run_root={run.parent}",
+    cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe", f"run_root={run.parent}",
            "--stage", "sft2"]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                             "MASTER_PORT", "TORCHELASTIC_RUN_ID")}

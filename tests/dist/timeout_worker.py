@@ -42,6 +42,7 @@ def main():
     results = ranks.gather_objects(result)
     if rank == 0:
         json.dump(results, open(out, "w"))
+    dist.barrier()  # no rank tears the groups down while another still uses them (gloo aborts at exit otherwise)
     dist.destroy_process_group()
 
 

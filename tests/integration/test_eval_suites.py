@@ -23,7 +23,7 @@ from nemo_cascade.config import Reward  # noqa: E402
 from nemo_cascade.evaluate import SUITES, EvalSettings, evaluate, prepare  # noqa: E402
 from nemo_cascade.evaluate.eval_output import write_eval  # noqa: E402
 from nemo_cascade.evaluate.runner import _add_pairwise, _record  # noqa: E402
-from nemo_cascade.evaluate.standalone import build_engine, engine_context, load_tokenizer  # noqa: E402
+from nemo_cascade.tooling.standalone import build_engine, engine_context, load_tokenizer  # noqa: E402
 from nemo_cascade.evaluate.suites import SWE_BENCH_LITE_FIXTURE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,7 +121,7 @@ def test_cli_runs_every_suite_and_writes_the_reports(stack, tmp_path):
     _, _, url, policy = stack
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "nemo_cascade.cli", "eval", str(policy), "--suite", "all", "--limit", "3",
+        [sys.executable, "-m", "nemo_cascade.tooling.cli", "eval", str(policy), "--suite", "all", "--limit", "3",
          "--samples", "1", "--max-tokens", "8", "--data", f"swe={SWE_BENCH_LITE_FIXTURE}", "--reward-model-url",
          url, "--out", str(out), "--kv-cache-gib", "0.25"], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -10,8 +10,9 @@ import pytest
 pytestmark = pytest.mark.integration
 pytest.importorskip("vllm")
 
-from nemo_cascade.evaluate import EvalSettings, evaluate_checkpoint  # noqa: E402
-from nemo_cascade.evaluate.standalone import build_engine  # noqa: E402
+from nemo_cascade.evaluate import EvalSettings  # noqa: E402
+from nemo_cascade.tooling.standalone import evaluate_checkpoint  # noqa: E402
+from nemo_cascade.tooling.standalone import build_engine  # noqa: E402
 
 NATIVE = 512
 """The tiny Qwen3's max_position_embeddings (tests/integration/conftest.py), plain RoPE."""

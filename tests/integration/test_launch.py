@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade import launch, launch_tasks
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling import launch, launch_tasks
+from nemo_cascade.tooling.cli import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "recipes" / "tiny.py")
@@ -28,7 +28,7 @@ def _nemo_run_env(tmp_path, **extra):
 
 
 def _launch(tmp_path, *args, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "nemo_cascade.launch", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.launch", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=timeout, env=_nemo_run_env(tmp_path, **(env or {})))
 
 
@@ -228,7 +228,7 @@ def test_slurm_dry_run_renders_one_sbatch_per_task_with_dependencies(tmp_path):
         assert "/lustre/runs:/runs" in t and "/lustre/data:/data" in t and f"{ROOT}:/workspace/nemo-cascade" in t
         assert 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)' in t
         assert "cd /workspace/nemo-cascade\nsource slurm/env.sh\n" in t
-        task = next(line for line in t.splitlines() if line.startswith("exec python -m nemo_cascade.launch task"))
+        task = next(line for line in t.splitlines() if line.startswith("exec python -m nemo_cascade.tooling.launch task"))
         assert f"--stage {stage} " in task and ("--earlier" not in task if k == 0 else
                                                 f"--earlier {','.join(TINY_STAGES[:k])} " in task)
         assert task.endswith(f"-- bash slurm/node.sh /workspace/nemo-cascade/recipes/tiny.py --stage {stage} "
@@ -236,7 +236,7 @@ def test_slurm_dry_run_renders_one_sbatch_per_task_with_dependencies(tmp_path):
     assert "--server serve-rm=reward_model_url" in text["rlhf"]
     serve = text["serve-rm"]
     assert "#SBATCH --dependency='afterok:<rm>'" in serve and "#SBATCH --gpus-per-node=8" in serve
-    assert ("exec python -m nemo_cascade.launch serve --run-dir /runs/tiny" in serve
+    assert ("exec python -m nemo_cascade.tooling.launch serve --run-dir /runs/tiny" in serve
             and "--model /runs/tiny/stages/1-rm/hf --runner pooling --for rlhf --host 0.0.0.0" in serve)
     assert "--vllm-args '--tensor-parallel-size 8'" in serve
     assert not list((tmp_path / "nemorun_home").glob("experiments/*/*")), "a dry run leaves no experiment behind"

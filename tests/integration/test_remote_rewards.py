@@ -396,8 +396,8 @@ def test_off_topic_pairs_come_from_a_served_chat_model_and_resume_without_it(ser
     whitespace, so its pairs are dropped as empty), and a second run reads the pairs back without the server."""
     import json
 
-    from nemo_cascade.cli import main
-    from nemo_cascade.prepare.offtopic import pair_row
+    from nemo_cascade.tooling.cli import main
+    from nemo_cascade.tooling.prepare.offtopic import pair_row
 
     _, judge = servers
     fixtures = Path(__file__).resolve().parents[1] / "data" / "prepare"

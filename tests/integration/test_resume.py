@@ -131,7 +131,7 @@ def reward_model(tiny_rm_server):
 
 
 def _cmd(root, rm_url):
-    return [sys.executable, "-m", "nemo_cascade.cli", "run", f"{__file__}:recipe", f"run_root={root}",
+    return [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe", f"run_root={root}",
             f"stages.rlhf.reward.reward_model_url={rm_url}"]
 
 

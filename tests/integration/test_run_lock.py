@@ -34,7 +34,7 @@ def _start(root: Path, mark: str) -> subprocess.Popen:
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "NEMO_CASCADE_CRASH_AT",
                         "TORCHELASTIC_RUN_ID", "NEMO_CASCADE_RUN_LOCK")}
     env[MARK] = mark
-    return subprocess.Popen([sys.executable, "-m", "nemo_cascade.cli", "run", *ARGS, f"run_root={root}"], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "nemo_cascade.tooling.cli", "run", *ARGS, f"run_root={root}"], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -41,7 +41,7 @@ def recipe():
 
 
 def _run(run_root, *extra):
-    cmd = [sys.executable, "-m", "nemo_cascade.cli", "run", f"{__file__}:recipe",
+    cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe",
            f"run_root={run_root}", *REDUCED, *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1200, cwd=ROOT)
 
@@ -192,18 +192,18 @@ def test_release_from_the_run(run, tmp_path):
     template and a model card whose evaluation table is the run's forgetting matrix."""
     from huggingface_hub import ModelCard
 
-    from nemo_cascade.convert import release
+    from nemo_cascade.tooling import release
 
     out = tmp_path / "release"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                              "MASTER_PORT")}
-    proc = subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "convert", "to-hf", str(run), str(out),
+    proc = subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", "convert", "to-hf", str(run), str(out),
                            "--verify", "--license", "apache-2.0", "--dataset", "openai/gsm8k"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     front = ModelCard.load(out / "README.md").data
     assert (front.license, front.datasets, front.pipeline_tag) == ("apache-2.0", ["openai/gsm8k"], "text-generation")
-    check = subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "convert", "check", str(out)],
+    check = subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", "convert", "check", str(out)],
                            capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert check.returncode == 0 and "ready to upload" in check.stdout, check.stdout + check.stderr[-2000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 def _launch(cluster, tmp_path, recipe: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     env = {**cluster.env, "ACCOUNT": "acct", "RUN_DIR": str(tmp_path / "runs"), "RETRIES": "0",
            "TIME": "00:30:00", "NEMORUN_HOME": str(tmp_path / "nemorun-home"), **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "launch", recipe, "--executor", "slurm",
+    proc = subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", "launch", recipe, "--executor", "slurm",
                            "--watch", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     (tmp_path / "launch.out").write_text(proc.stdout + proc.stderr)  # kept with the test's folder
     return proc

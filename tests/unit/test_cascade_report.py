@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade.cli import main
+from nemo_cascade.tooling.cli import main
 from nemo_cascade.evaluate.cascade_report import ReportError, build_report, load_run, matrix_text, read_curve
 from nemo_cascade.evaluate.stage_scores import deltas
 from nemo_cascade.evaluate.eval_output import write_eval
@@ -238,7 +238,7 @@ def test_importing_the_package_does_not_import_matplotlib():
     import subprocess
     import sys
 
-    code = "import sys, nemo_cascade.evaluate, nemo_cascade.cli; assert 'matplotlib' not in sys.modules"
+    code = "import sys, nemo_cascade.evaluate, nemo_cascade.tooling.cli; assert 'matplotlib' not in sys.modules"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
 

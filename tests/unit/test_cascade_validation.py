@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.lineage import Manifest, config_hash
 from nemo_cascade.preflight import check_cascade, check_tokenizer, data_fingerprint
 

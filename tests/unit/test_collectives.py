@@ -92,7 +92,7 @@ def test_timeout_is_a_setting_of_the_config_tree():
 
 
 def _tiny():
-    from nemo_cascade.cli import load_recipe
+    from nemo_cascade.tooling.cli import load_recipe
     from tests.unit.test_config import TINY
 
     return load_recipe(TINY)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "recipes" / "tiny.py")
@@ -90,7 +90,7 @@ def test_a_recipe_whose_own_code_fails_is_one_line_naming_its_line(tmp_path, tex
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "nemo_cascade.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
 
 

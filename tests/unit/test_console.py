@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import cli
+from nemo_cascade.tooling import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ("run", "eval", "convert", "launch", "plan", "doctor", "data", "report")

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade.cli import main
-from nemo_cascade.launch_tasks import _entry_parser
+from nemo_cascade.tooling.cli import main
+from nemo_cascade.tooling.launch_tasks import _entry_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("docs/launch.md", "docs/scaling.md")
@@ -53,7 +53,7 @@ def test_the_serve_script_settings_and_entry_point_flags_exist():
     for line in lines:
         for name in re.findall(r"\b([A-Z_]+)=", line.split("sbatch")[0]):
             assert f"${{{name}" in script or f"{name}=" in script, f"serve_model.sh reads no {name}"
-    entry = re.search(r"`python -m nemo_cascade\.launch serve ([^`]*)`", doc).group(1)
+    entry = re.search(r"`python -m nemo_cascade\.tooling\.launch serve ([^`]*)`", doc).group(1)
     serve = _entry_parser()._subparsers._group_actions[0].choices["serve"]
     known = {s for a in serve._actions for s in a.option_strings}
     assert _flags(entry.split()) <= known
@@ -65,7 +65,7 @@ def test_the_serve_script_settings_and_entry_point_flags_exist():
 SCRIPT_RECIPES = {"cascade_8b.sh": "recipes/nemotron_cascade_8b.py",
                   "cascade_14b.sh": "recipes/nemotron_cascade_14b_thinking.py"}
 SETTINGS_READ_BY = ("slurm/common.sh", "slurm/env.sh", "slurm/node.sh", "slurm/serve_model.sh",
-                    "nemo_cascade/launch.py", "nemo_cascade/rewards/endpoints.py", "recipes/nemotron_cascade_8b.py",
+                    "nemo_cascade/tooling/launch.py", "nemo_cascade/rewards/endpoints.py", "recipes/nemotron_cascade_8b.py",
                     "recipes/nemotron_cascade_14b_thinking.py", "tools/local_slurm.sh")
 
 
@@ -87,7 +87,7 @@ def _commands(doc: str) -> list[list[str]]:
 
 def _overrides_apply(recipe: str, words: list[str]) -> None:
     from nemo_cascade import config
-    from nemo_cascade.cli import load_recipe
+    from nemo_cascade.tooling.cli import load_recipe
 
     overrides = [w for w in words if re.match(r"^[a-z_][\w.*]*=", w)]
     config.apply_overrides(load_recipe(recipe), overrides)  # a stage name or key that does not exist: ConfigError
@@ -120,7 +120,7 @@ def test_every_command_in_launch_md_names_real_scripts_settings_recipes_and_stag
 def test_stage_folders_named_in_launch_md_are_the_recipes():
     """`runs/NAME/stages/K-STAGE` in the doc is stage K of a recipe the doc names, and NAME that recipe's run name
     or a RUN_NAME the doc sets."""
-    from nemo_cascade.cli import load_recipe
+    from nemo_cascade.tooling.cli import load_recipe
 
     text = (ROOT / "docs" / "launch.md").read_text()
     cfgs = [load_recipe(r) for r in set(re.findall(r"recipes/[\w.]+\.py(?::\w+)?", text))]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import cli, doctor
+from nemo_cascade.tooling import cli, doctor
 from nemo_cascade import config
 from nemo_cascade.actor import precision
 from nemo_cascade.rewards import sandbox

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nemo_cascade import config
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.lineage import _canonical, config_hash
 from nemo_cascade.rollout import engine_dtype
 from nemo_cascade.weight_sync import in_dtype

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from nemo_cascade import cli
+from nemo_cascade.tooling import cli
 from nemo_cascade.checkpoint import CheckpointError
 from nemo_cascade.config import ConfigError
 from nemo_cascade.convert.arch import ModelFilesError
-from nemo_cascade.convert.release import ConvertError
+from nemo_cascade.tooling.release import ConvertError
 from nemo_cascade.data.loader import DataError
 from nemo_cascade.data.schemas import SchemaError
 from nemo_cascade.errors import CascadeError

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from nemo_cascade.cli import main
-from nemo_cascade.evaluate import EvalError, resolve_checkpoint
+from nemo_cascade.tooling.cli import main
+from nemo_cascade.evaluate import EvalError
+from nemo_cascade.tooling.standalone import resolve_checkpoint
 from nemo_cascade.evaluate.eval_output import markdown, svg_bars, write_eval
 
 

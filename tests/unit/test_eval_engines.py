@@ -8,9 +8,9 @@ import pytest
 
 from nemo_cascade import evaluate
 import nemo_cascade.rollout.vllm as rollout_vllm
-from nemo_cascade.cli import main
+from nemo_cascade.tooling.cli import main
 from nemo_cascade.evaluate import EvalError
-from nemo_cascade.evaluate import standalone
+from nemo_cascade.tooling import standalone
 
 
 class _Stop(Exception):
@@ -74,7 +74,7 @@ def test_evaluate_checkpoint_builds_its_engine_with_the_layout(monkeypatch, hf_f
 
 
 def test_several_gpus_relaunch_the_command_under_torchrun(monkeypatch, hf_folder):
-    import nemo_cascade.cli as cli
+    import nemo_cascade.tooling.cli as cli
 
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
     launched = []
@@ -84,7 +84,7 @@ def test_several_gpus_relaunch_the_command_under_torchrun(monkeypatch, hf_folder
             "--gpu-memory-utilization", "0.8"]
     assert main(argv) == 0
     (cmd,) = launched
-    assert cmd[0] == "--nproc_per_node=8" and cmd[2:5] == ["-m", "nemo_cascade.cli", "eval"]
+    assert cmd[0] == "--nproc_per_node=8" and cmd[2:5] == ["-m", "nemo_cascade.tooling.cli", "eval"]
     assert cmd[4:] == argv, "each rank runs the same command"
 
 

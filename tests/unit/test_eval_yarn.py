@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade.cli import main
+from nemo_cascade.tooling.cli import main
 from nemo_cascade.convert.arch import with_yarn
 from nemo_cascade.evaluate import EvalError, EvalSettings, get_suite, prepare
-from nemo_cascade.evaluate.runner import decoding_for, fits_input
-from nemo_cascade.evaluate.standalone import context_needed, run_gate, with_run_gate, yarn_groups
+from nemo_cascade.evaluate.runner import context_needed, decoding_for, fits_input
+from nemo_cascade.tooling.standalone import run_gate, with_run_gate, yarn_groups
 from nemo_cascade.evaluate.suites import SUITES, TINY_SUITES
 from nemo_cascade.forgetting import Gate
 from nemo_cascade.rollout import engine_start as ES

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from nemo_cascade import config
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.config.checks import check_types
 
 from .fuzz_budget import fuzz, one_line, ran
@@ -196,7 +196,7 @@ _RECIPE_FILES = {
     "returns_none.py": "def recipe():\n    return None\n",
     "needs_args.py": "def recipe(scale):\n    return scale\n",
     "not_callable.py": "recipe = 3\n",
-    "good.py": f"from nemo_cascade.cli import load_recipe\n\ndef recipe():\n"
+    "good.py": f"from nemo_cascade.tooling.cli import load_recipe\n\ndef recipe():\n"
                f"    return load_recipe({str(ROOT / 'recipes' / 'tiny.py')!r} + ':math_only')\n",
 }
 spec_text = st.text(st.sampled_from(list("abc_.:/ \x00é²-")), max_size=12)

@@ -119,7 +119,7 @@ def fake_python(tmp_path, modules=None, gpus=2, doctor_sleep=0.0, step_rc=0):
             f.write(" ".join(args) + "\\n")
         if args[:1] == ["-c"]:
             print({json.dumps(probe)!r})
-        elif "nemo_cascade.cli" in args:
+        elif "nemo_cascade.tooling.cli" in args:
             time.sleep({doctor_sleep})
             print({DOCTOR_TABLE!r}, end="")
             sys.exit(2)
@@ -142,8 +142,8 @@ def test_gpu_branches_read_each_parts_output(tmp_path):
     check_shape(report, names)
     parts = {p["name"]: p for p in report["parts"]}
     calls = (tmp_path / "calls.txt").read_text()
-    assert "-m torch.distributed.run --standalone --nproc_per_node=2 -m nemo_cascade.cli doctor\n" in calls
-    assert "-m nemo_cascade.cli doctor recipes/tiny.py\n" in calls
+    assert "-m torch.distributed.run --standalone --nproc_per_node=2 -m nemo_cascade.tooling.cli doctor\n" in calls
+    assert "-m nemo_cascade.tooling.cli doctor recipes/tiny.py\n" in calls
     assert "bench/gpu_step.py --preset 8b --only parity,gemm,train\n" in calls
 
     doctor = parts["doctor"]
@@ -187,7 +187,7 @@ def test_missing_modules_skip_their_parts(tmp_path):
     r, report = run(tmp_path, "--parts", "doctor,pytest,step", python=shim)
     check_shape(report, ["doctor", "pytest", "step"])
     doctor, tests, step = report["parts"]
-    assert doctor["command"].endswith("-m nemo_cascade.cli doctor") and "torch.distributed.run" not in doctor["command"]
+    assert doctor["command"].endswith("-m nemo_cascade.tooling.cli doctor") and "torch.distributed.run" not in doctor["command"]
     assert tests["status"] == "skipped" and "pytest is not importable" in tests["reason"]
     assert step["status"] == "skipped" and step["reason"].startswith("megatron-core not importable")
 

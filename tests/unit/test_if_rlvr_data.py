@@ -114,7 +114,7 @@ def test_evaluation_keeps_the_test_taxonomy():
 
 
 def test_the_setting_is_given_on_the_command_line_and_refused_where_no_instruction_ids_are_read():
-    from nemo_cascade.cli import load_recipe
+    from nemo_cascade.tooling.cli import load_recipe
 
     tiny = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py"))
     cfg = config.apply_overrides(tiny, ["stages.ifeval.data.allow_eval_instructions=true"])
@@ -137,7 +137,7 @@ def test_the_setting_leaves_the_stage_hash_of_earlier_runs_alone_until_it_is_set
 
 
 def test_preflight_refuses_a_test_taxonomy_id_before_the_cascade_starts(tmp_path):
-    from nemo_cascade.cli import load_recipe
+    from nemo_cascade.tooling.cli import load_recipe
     from nemo_cascade.preflight import check_cascade
 
     tiny = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py"))

@@ -12,23 +12,28 @@ PKG = Path(__file__).resolve().parents[2] / "nemo_cascade"
 CONFINED = {
     "megatron": ("actor/", "convert/", "checkpoint.py", "weight_sync.py"),
     "vllm": ("rollout/", "weight_sync.py"),
-    "nemo_run": ("launch.py",),
+    "nemo_run": ("tooling/launch.py",),
 }
-# Layers, top to bottom: a module may import only from its own layer or below.
+# The training core's layers, top to bottom: a module may import only from its own layer or below.
 LAYERS = [
-    {"cli", "cli_tools"}, {"launch", "launch_tasks", "doctor", "torchrun"},
-    {"cascade", "preflight", "lineage", "forgetting", "plan", "plan_rm", "plan_time", "prepare"}, {"stage"},
+    {"cascade", "preflight", "lineage", "forgetting", "plan", "plan_rm", "torchrun"}, {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
      "metrics", "ranks", "provenance"},
     {"config", "types", "faults", "files", "stop_request", "run_lock", "lifeline", "console", "errors"},
 ]
+# The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other way round.
+TOOLING_LAYERS = [
+    {"cli", "cli_tools"}, {"launch", "launch_tasks", "doctor"},
+    {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"},
+]
 
 
-def _layer(name: str) -> int:
-    for i, layer in enumerate(LAYERS):
+def _layer(name: str, layers=LAYERS) -> int:
+    for i, layer in enumerate(layers):
         if name in layer:
             return i
-    raise AssertionError(f"nemo_cascade.{name} is in no layer of the import rules; add it to LAYERS")
+    where = "TOOLING_LAYERS" if layers is TOOLING_LAYERS else "LAYERS"
+    raise AssertionError(f"{name} is in no layer of the import rules; add it to {where}")
 
 
 def _imports(path: Path):
@@ -50,17 +55,37 @@ MODULES = sorted(p for p in PKG.rglob("*.py"))
 @pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(PKG)) for p in MODULES])
 def test_confined_and_downward_imports(path):
     rel = str(path.relative_to(PKG))
-    own = rel.split("/")[0].removesuffix(".py")
+    parts = rel.removesuffix(".py").split("/")
+    tooling = parts[0] == "tooling"
+    own = parts[1] if tooling and len(parts) > 1 else parts[0]
     if own == "__init__":
         return
     for name in _imports(path):
         top = name.split(".")[0]
         if top in CONFINED:
             assert rel.startswith(CONFINED[top]), f"{rel} imports {name}; {top} is allowed only in {CONFINED[top]}"
-        if top == "nemo_cascade" and "." in name:
-            target = name.split(".")[1]
-            if target != own:
-                assert _layer(target) >= _layer(own), f"{rel} imports upward: {name}"
+        if top != "nemo_cascade" or "." not in name:
+            continue
+        target = name.split(".")[1:]
+        if target[0] == "tooling":
+            assert tooling, f"{rel} imports {name}: the training core never imports the tooling"
+            if len(target) > 1 and target[1] != own:
+                assert _layer(target[1], TOOLING_LAYERS) >= _layer(own, TOOLING_LAYERS), \
+                    f"{rel} imports upward: {name}"
+        elif not tooling and target[0] != own:
+            assert _layer(target[0]) >= _layer(own), f"{rel} imports upward: {name}"
+
+
+def test_every_core_module_has_a_layer():
+    """A new core module must be placed in LAYERS (else the rule above would not see it import upward)."""
+    for path in PKG.iterdir():
+        name = path.name.removesuffix(".py")
+        if name not in ("__init__", "__pycache__", "tooling") and (path.suffix == ".py" or path.is_dir()):
+            _layer(name)
+    for path in (PKG / "tooling").iterdir():
+        name = path.name.removesuffix(".py")
+        if name not in ("__init__", "__pycache__") and (path.suffix == ".py" or path.is_dir()):
+            _layer(name, TOOLING_LAYERS)
 
 
 def test_light_modules_import_without_megatron_or_vllm():
@@ -73,7 +98,7 @@ def test_light_modules_import_without_megatron_or_vllm():
         "sys.meta_path.insert(0, Block())\n"
         "import nemo_cascade.config, nemo_cascade.types, nemo_cascade.algorithms.grpo, nemo_cascade.algorithms.sft\n"
         "import nemo_cascade.rewards, nemo_cascade.data.loader, nemo_cascade.data.chat, nemo_cascade.convert.table\n"
-        "import nemo_cascade.cli\n"
+        "import nemo_cascade.tooling.cli\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -7,7 +7,7 @@ import torch
 
 from nemo_cascade import config
 from nemo_cascade.actor.megatron import lr_scheduler
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.config.overrides import apply_overrides
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ import json
 import pytest
 from huggingface_hub import ModelCard
 
-from nemo_cascade.convert import model_card
+from nemo_cascade.tooling import model_card
 
 
 def _base(tmp_path, card: str = "", config: dict | None = None, name: str = "base"):

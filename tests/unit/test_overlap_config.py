@@ -8,7 +8,7 @@ import pytest
 
 from nemo_cascade.config import Cascade, ConfigError, Model, Parallel, apply_overrides, from_dict, to_dict, validate
 from nemo_cascade.actor import precision
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.config.checks import validate_parallel_settings
 
 TINY = str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py")

@@ -11,7 +11,7 @@ import pytest
 
 from nemo_cascade import config
 from nemo_cascade.evaluate.cascade_report import load_run, matrix_text
-from nemo_cascade.evaluate.compare import comparison_markdown
+from nemo_cascade.tooling.compare import comparison_markdown
 from nemo_cascade.evaluate.paired import (PairedTest, item_values, mcnemar_exact, p_text, paired_bootstrap,
                                           paired_test)
 from nemo_cascade.evaluate.eval_output import write_eval

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.lineage import config_hash
 
 ROOT = Path(__file__).resolve().parents[2]

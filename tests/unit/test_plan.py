@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade.plan import CascadePlan, PRESETS, actor_bytes, engine_bytes, estimate_bytes, head_activation_bytes, layer_activation_bytes, plan_cascade, rank_params, render, resolve_shape
+from nemo_cascade.plan import (CascadePlan, PRESETS, actor_bytes, engine_bytes, estimate_bytes, head_activation_bytes,
+                               layer_activation_bytes, plan_cascade, rank_params, resolve_shape)
+from nemo_cascade.tooling.plan_table import render
 from nemo_cascade.convert.shape import ModelShape
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 1 << 30
@@ -252,7 +254,7 @@ def plan_of(path: str, fn: str = "recipe") -> CascadePlan:
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ENV}
-    return subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "plan", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", "plan", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -339,7 +341,7 @@ def test_plan_command_errors_are_one_line(tmp_path):
      "parallel.pp=3 must divide the model's num_hidden_layers=40"),
 ])
 def test_plan_command_errors_in_process(args, message, capsys, monkeypatch):
-    from nemo_cascade.cli import main
+    from nemo_cascade.tooling.cli import main
 
     monkeypatch.chdir(ROOT)
     assert main(["plan", *args]) == 2

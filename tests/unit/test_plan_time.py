@@ -1,4 +1,4 @@
-"""plan_time.py: step time and checkpoint interval against a job's time limit, against hand-computed numbers."""
+"""tooling/plan_time.py: step time and checkpoint interval against a job's time limit, against hand-computed numbers."""
 import math
 import re
 from dataclasses import replace
@@ -8,8 +8,8 @@ import pytest
 
 from nemo_cascade import config
 from nemo_cascade import plan
-from nemo_cascade import plan_time
-from nemo_cascade.cli import load_recipe, main
+from nemo_cascade.tooling import plan_time
+from nemo_cascade.tooling.cli import load_recipe, main
 
 ROOT = Path(__file__).resolve().parents[2]
 EIGHT_B = "recipes/nemotron_cascade_8b.py"

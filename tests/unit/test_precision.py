@@ -291,7 +291,7 @@ def test_fp8_recipes_that_this_hardware_allows():
 
 @pytest.fixture
 def cascade():
-    from nemo_cascade.cli import load_recipe
+    from nemo_cascade.tooling.cli import load_recipe
     from tests.unit.test_config import TINY
 
     return load_recipe(TINY + ":math_only")
@@ -326,7 +326,7 @@ def test_context_parallel_only_for_grpo_stages(cascade):
 def test_cli_launches_tp_pp_cp_dp_processes():
     import inspect
 
-    from nemo_cascade import cli
+    from nemo_cascade.tooling import cli
 
     assert "world = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.dp" in inspect.getsource(
         cli.cmd_run)

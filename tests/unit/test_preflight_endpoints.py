@@ -8,7 +8,7 @@ import pytest
 
 from nemo_cascade import config
 from nemo_cascade import preflight
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.preflight import check_endpoints, served_endpoints, stages_to_run
 from tests.unit.test_served_endpoints import HealthyServer, closed_port_url
 

@@ -15,10 +15,10 @@ from nemo_cascade.config import Data
 from nemo_cascade.data.loader import load_prompts, load_sft_examples
 from nemo_cascade.data.preference import load_preference_pairs
 from nemo_cascade.data.tokenizer import build_tiny_tokenizer
-from nemo_cascade.prepare import PrepareError, prepare_command
-from nemo_cascade.prepare.decontam import EvalIndex, build_index
-from nemo_cascade.prepare.helpsteer import math_or_contest
-from nemo_cascade.prepare.offtopic import pair_row, rewrite_request
+from nemo_cascade.tooling.prepare import PrepareError, prepare_command
+from nemo_cascade.tooling.prepare.decontam import EvalIndex, build_index
+from nemo_cascade.tooling.prepare.helpsteer import math_or_contest
+from nemo_cascade.tooling.prepare.offtopic import pair_row, rewrite_request
 from nemo_cascade.rewards import VALIDATORS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,7 +193,7 @@ def test_a_malformed_source_row_is_one_line_or_a_counted_skip(tmp_path):
 
 def test_cli_errors_are_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    cli = [sys.executable, "-m", "nemo_cascade.cli", "data", "prepare"]
+    cli = [sys.executable, "-m", "nemo_cascade.tooling.cli", "data", "prepare"]
     bad = subprocess.run(cli + ["rl-math", "--out", str(tmp_path / "a"), "--source-dir", str(_with_bad_math_row(tmp_path))],
                          capture_output=True, text=True, env=env)
     offline = subprocess.run(cli + ["rl-math", "--out", str(tmp_path / "b")], capture_output=True, text=True, env=env)
@@ -236,8 +236,8 @@ def test_documented_prepare_commands_name_real_stages_and_flags(capsys):
     import re
     import shlex
 
-    from nemo_cascade.cli import main
-    from nemo_cascade.prepare import STAGES
+    from nemo_cascade.tooling.cli import main
+    from nemo_cascade.tooling.prepare import STAGES
 
     blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "docs" / "recipes.md").read_text(), re.S)
     lines = [line.split("#")[0] for b in blocks for line in b.splitlines() if "data prepare" in line]

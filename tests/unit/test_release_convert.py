@@ -1,4 +1,4 @@
-"""Release conversion (convert/release.py, `nemo-cascade convert`): HF → checkpoint in a TP × PP layout → HF
+"""Release conversion (tooling/release.py, `nemo-cascade convert`): HF → checkpoint in a TP × PP layout → HF
 round-trips bit for bit for tiny Qwen3, Qwen2 (q/k/v biases) and Llama and for SmolLM2-135M, the result loads
 in transformers with the same logits, and bad inputs end in one line. (The dist resume test converts a real actor's TP=2 / PP=2
 checkpoint and compares it with the actor's own export.)"""
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from nemo_cascade.checkpoint import CheckpointError
-from nemo_cascade.convert import release
+from nemo_cascade.tooling import release
 from nemo_cascade.convert.hf_io import SafetensorsReader
 from nemo_cascade.convert.tiny import build_tiny_qwen3, make_tiny_hf_model
 
@@ -136,14 +136,14 @@ def test_errors_are_one_line(qwen3, llama, tmp_path):
 
 
 def test_cli_one_line_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "nemo_cascade.cli", "convert", "to-hf", str(tmp_path / "missing"),
+    proc = subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", "convert", "to-hf", str(tmp_path / "missing"),
                            str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("nemo-cascade: error: ") and "Traceback" not in proc.stderr
 
 
 def test_cli_round_trip(qwen3, tmp_path):
-    run = [sys.executable, "-m", "nemo_cascade.cli", "convert"]
+    run = [sys.executable, "-m", "nemo_cascade.tooling.cli", "convert"]
     ok = subprocess.run([*run, "from-hf", str(qwen3), str(tmp_path / "ckpt"), "--tp", "2", "--pp", "2"],
                         capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
     assert ok.returncode == 0, ok.stderr[-2000:]

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.preflight import check_inputs_exist
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import cli
+from nemo_cascade.tooling import cli
 from nemo_cascade import config
 from nemo_cascade.cascade import check_selection, discard_for_retrain, stage_dir
 from nemo_cascade.checkpoint import META

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade.plan import plan_cascade, render
+from nemo_cascade.plan import plan_cascade
+from nemo_cascade.tooling.plan_table import render
 from nemo_cascade import plan_rm
 from nemo_cascade import preflight
-from nemo_cascade.cli import load_recipe
+from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.rewards.serve import serve_argv
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -165,7 +165,7 @@ def test_the_runs_own_processes_inherit_the_lock(tmp_path, monkeypatch):
 
 def _cli(*args, env=None):
     env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in ("RANK", "TORCHELASTIC_RUN_ID")}
-    return subprocess.run([sys.executable, "-m", "nemo_cascade.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", *args], capture_output=True, text=True,
                           cwd=ROOT, env=env, timeout=300)
 
 

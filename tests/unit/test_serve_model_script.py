@@ -1,5 +1,5 @@
 """slurm/serve_model.sh run for real under the stand-in Slurm commands of test_slurm_scripts.py: the model check,
-the srun → container → ``python -m nemo_cascade.launch serve`` command, and the requeue at the time limit."""
+the srun → container → ``python -m nemo_cascade.tooling.launch serve`` command, and the requeue at the time limit."""
 import signal
 import time
 
@@ -60,7 +60,7 @@ def test_the_job_serves_from_the_container_and_publishes_into_the_run_folder(har
     srun = _lines(log / "srun.argv")
     assert srun[:3] == ["--nodes=1", "--ntasks=1", "--kill-on-bad-exit=1"]
     argv = _lines(log / "python.argv")
-    assert argv[:3] == ["-m", "nemo_cascade.launch", "serve"]
+    assert argv[:3] == ["-m", "nemo_cascade.tooling.launch", "serve"]
     opts = dict(zip(argv[3::2], argv[4::2]))
     assert opts["--run-dir"] == str(runs / "served") and opts["--name"] == "judge" and opts["--model"] == str(model)
     assert opts["--runner"] == "generate" and opts["--host"] == "0.0.0.0" and opts["--dtype"] == "bfloat16"

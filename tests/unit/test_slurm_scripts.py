@@ -160,7 +160,7 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
                    "stages.math.steps=3"]
     assert _lines(log / "torchrun.argv") == [
         f"--nnodes={nodes}", "--nproc_per_node=8", "--rdzv_backend=c10d", f"--rdzv_endpoint={HOSTS[0]}:29500",
-        "--rdzv_id=777", "--max_restarts=0", "-m", "nemo_cascade.cli", "run", recipe, "run_root=/runs",
+        "--rdzv_id=777", "--max_restarts=0", "-m", "nemo_cascade.tooling.cli", "run", recipe, "run_root=/runs",
         f"name={name}", "wandb=true", "stages.math.steps=3"]
     env = _env(log / "torchrun.env")
     assert env["MASTER_ADDR"] == HOSTS[0] and env["MASTER_PORT"] == "29500"

@@ -78,7 +78,7 @@ def test_before_stop_saves_only_what_is_not_saved_yet(tmp_path, saved):
 
 
 def test_the_launcher_turns_sigusr1_into_a_request_and_drops_an_old_one(tmp_path, monkeypatch):
-    from nemo_cascade import cli
+    from nemo_cascade.tooling import cli
 
     cfg = config.Cascade(name="r", run_root=str(tmp_path))
     stop_request.request(tmp_path / "r", "an earlier job's")

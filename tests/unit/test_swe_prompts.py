@@ -250,7 +250,7 @@ def _instance(instance_id: str) -> fx.Instance:
 def test_bad_settings_name_the_field(override, message):
     from pathlib import Path
 
-    from nemo_cascade.cli import load_recipe
+    from nemo_cascade.tooling.cli import load_recipe
 
     tiny = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py") + ":math_only")
     with pytest.raises(config.ConfigError) as err:

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from . import code_sources, helpsteer, released
-from .sources import PrepareError, Source, per_row
+from nemo_cascade.tooling.prepare import code_sources, helpsteer, released
+from nemo_cascade.tooling.prepare.sources import PrepareError, Source, per_row
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
-from ..data.loader import DataError
+from nemo_cascade.data.loader import DataError
 
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
 SPLITS = ("train", "validation", "test", "dev")

@@ -23,8 +23,8 @@ import json
 import re
 from typing import Any, Union
 
-from ..data.schemas import SchemaError, if_rlvr_constraints
-from .sources import Drop
+from nemo_cascade.data.schemas import SchemaError, if_rlvr_constraints
+from nemo_cascade.tooling.prepare.sources import Drop
 
 _FLAG = re.compile(r"\s*/(no_think|think)\s*$")
 
@@ -107,7 +107,7 @@ def sft_mode(row: dict) -> str:
 # ------------------------------------------------------------------------------------------------ IF-RL
 
 def _instruction_registries():
-    from ..rewards.ifeval.taxonomy import EVALUATION_ONLY, IFEVAL, TRAINING
+    from nemo_cascade.rewards.ifeval.taxonomy import EVALUATION_ONLY, IFEVAL, TRAINING
 
     return IFEVAL, TRAINING, EVALUATION_ONLY
 

@@ -1,5 +1,5 @@
 """The tasks of a launched cascade (launch.py builds the nemo-run experiment from them): which tasks, after
-which, and their entry points, ``python -m nemo_cascade.launch task|serve``. Nothing here imports nemo_run: the
+which, and their entry points, ``python -m nemo_cascade.tooling.launch task|serve``. Nothing here imports nemo_run: the
 entry points run inside the job containers, where it is not installed.
 
 A *stage* task runs ``nemo-cascade run RECIPE --stage NAME`` for its stage, after the stage before it. It exits at
@@ -278,8 +278,8 @@ def _alive(pid: int) -> bool:
 # ------------------------------------------------------------------------------------------------ commands
 def task_command(python: str, run_dir: str, launch_id: str, task: Task, stage_cmd: list[str],
                  wait: float) -> list[str]:
-    """``python -m nemo_cascade.launch task ... -- STAGE_CMD`` for a stage task."""
-    cmd = [python, "-m", "nemo_cascade.launch", "task", "--run-dir", run_dir, "--id", launch_id,
+    """``python -m nemo_cascade.tooling.launch task ... -- STAGE_CMD`` for a stage task."""
+    cmd = [python, "-m", "nemo_cascade.tooling.launch", "task", "--run-dir", run_dir, "--id", launch_id,
            "--stage", task.stage, "--wait", str(int(wait))]
     if task.earlier:
         cmd += ["--earlier", ",".join(task.earlier)]
@@ -291,8 +291,8 @@ def task_command(python: str, run_dir: str, launch_id: str, task: Task, stage_cm
 def serve_command(python: str, run_dir: str, launch_id: str, name: str, serve: Serve, *, host: str, dtype: str,
                   vllm_args: str = "", ready_timeout: float = 600, watch_pid: int = 0, port: int = 0,
                   detach: bool = False) -> list[str]:
-    """``python -m nemo_cascade.launch serve ...`` for a serve task."""
-    cmd = [python, "-m", "nemo_cascade.launch", "serve", "--run-dir", run_dir, "--id", launch_id, "--name", name,
+    """``python -m nemo_cascade.tooling.launch serve ...`` for a serve task."""
+    cmd = [python, "-m", "nemo_cascade.tooling.launch", "serve", "--run-dir", run_dir, "--id", launch_id, "--name", name,
            "--model", serve.model, "--runner", serve.runner, "--for", ",".join(serve.consumers), "--host", host,
            "--dtype", dtype, "--ready-timeout", str(int(ready_timeout))]
     cmd += ["--vllm-args", vllm_args] if vllm_args else []
@@ -304,7 +304,7 @@ def serve_command(python: str, run_dir: str, launch_id: str, name: str, serve: S
 
 # ------------------------------------------------------------------------------------------------ entry points
 def _entry_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m nemo_cascade.launch", description="task entry points")
+    p = argparse.ArgumentParser(prog="python -m nemo_cascade.tooling.launch", description="task entry points")
     sub = p.add_subparsers(dest="what", required=True)
     t = sub.add_parser("task", help="run one stage of a launched cascade (see module docstring)")
     t.add_argument("--run-dir", required=True)

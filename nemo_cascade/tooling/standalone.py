@@ -25,11 +25,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import config, ranks
-from ..rollout import engine_start
-from .eval_output import provenance, write_eval
-from .runner import EvalSettings, Prepared, check_settings, prepare, run_suite
-from .suites import EvalError, get_suite
+from nemo_cascade import config, ranks
+from nemo_cascade.rollout import engine_start
+from nemo_cascade.evaluate.eval_output import provenance, write_eval
+from nemo_cascade.evaluate.runner import EvalSettings, Prepared, check_settings, context_needed, prepare, run_suite
+from nemo_cascade.evaluate.suites import EvalError, get_suite
 
 log = logging.getLogger(__name__)
 
@@ -134,16 +134,6 @@ def load_tokenizer(model_dir: Path):
                         f"{str(e).splitlines()[0][:200]}); {EXPECTED}") from None
 
 
-def context_needed(prepared: Sequence[Prepared]) -> int:
-    """Tokens of context the suites need: the longest prompt each generates (within its input limit, App. B)
-    plus its response budget, the largest over suites (0 for none)."""
-    def longest(prep: Prepared) -> int:
-        limit = prep.decoding.max_input_tokens
-        return max((n for n in (len(p.prompt_tokens) for p in prep.prompts) if not limit or n <= limit), default=0)
-
-    return max((longest(prep) + prep.decoding.max_tokens for prep in prepared), default=0)
-
-
 def engine_context(prepared: Sequence[Prepared], positions: int, max_model_len: Optional[int] = None) -> int:
     """:func:`context_needed`, capped by the model's positions and by ``max_model_len``."""
     return max(2, min(context_needed(prepared), positions, max_model_len or positions))
@@ -184,7 +174,7 @@ def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "aut
     """The project's rollout engine for evaluation only (no actor in this process): sharded over
     ``tensor_parallel_size`` ranks of the torchrun world (each group of that many ranks one engine), serving
     the model with YaRN ``yarn_factor`` over its native positions (App. B; None: config.json's rope)."""
-    from ..rollout.vllm import RolloutEngine
+    from nemo_cascade.rollout.vllm import RolloutEngine
 
     if dtype == "auto":
         import torch
@@ -265,12 +255,12 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
 
 def _launch_rm_server(reward_model: str, out_dir: Path):
     """The RLHF suite's reward model, served while the policy engine starts (rank 0 only)."""
-    from ..rewards.serve import VLLMServer
+    from nemo_cascade.rewards.serve import VLLMServer
 
     out_dir.mkdir(parents=True, exist_ok=True)
     server = VLLMServer(reward_model, runner="pooling", log_path=out_dir / "reward_model_server.log")
     return server.launch()
 
 
-__all__ = ["resolve_checkpoint", "build_engine", "check_layout", "init_ranks", "context_needed", "engine_context", "evaluate_checkpoint", "load_tokenizer",
+__all__ = ["resolve_checkpoint", "build_engine", "check_layout", "init_ranks", "engine_context", "evaluate_checkpoint", "load_tokenizer",
            "model_positions", "yarn_groups", "run_gate", "with_run_gate"]

@@ -15,10 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from .decontam import build_index
-from .run import Generated, Settings, prepare, summary
-from .sources import PrepareError
-from .stages import STAGES, Part, stage_names, with_extra_part
+from nemo_cascade.tooling.prepare.decontam import build_index
+from nemo_cascade.tooling.prepare.run import Generated, Settings, prepare, summary
+from nemo_cascade.tooling.prepare.sources import PrepareError
+from nemo_cascade.tooling.prepare.stages import STAGES, Part, stage_names, with_extra_part
 
 
 def prepare_command(spec: str, out: Path, *, source_dir: Optional[Path] = None, max_bad_rows: int = 0,
@@ -34,7 +34,7 @@ def prepare_command(spec: str, out: Path, *, source_dir: Optional[Path] = None, 
     if generator is not None:
         if "rm" not in stages:
             raise PrepareError("--generator-url: the synthetic pairs belong to the 'rm' stage; prepare rm (or all)")
-        from .offtopic import OffTopicPairs
+        from nemo_cascade.tooling.prepare.offtopic import OffTopicPairs
 
         pairs = OffTopicPairs(generator, source_dir, Path(out) / ".work" / "rm-offtopic.jsonl")
         part = Part(Generated("synthetic:off-topic", generator.revision, pairs.rows), lambda rows: rows)

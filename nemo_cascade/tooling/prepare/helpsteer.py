@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import Iterator, Optional, Union
 
-from ..data.schemas import SchemaError
-from .sources import Bad, Drop
+from nemo_cascade.data.schemas import SchemaError
+from nemo_cascade.tooling.prepare.sources import Bad, Drop
 
 HS2_KEYS = ("helpfulness", "correctness", "coherence")
 """HelpSteer2 attributes that order a pair, most important first."""

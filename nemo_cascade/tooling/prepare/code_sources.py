@@ -24,10 +24,10 @@ import json
 import re
 from typing import Any
 
-from ..data.mbpp_tasks import CODE_INSTRUCTION
-from ..data.schemas import SchemaError
-from ..rewards.code import MAX_TIME_LIMIT_S
-from .sources import Drop
+from nemo_cascade.data.mbpp_tasks import CODE_INSTRUCTION
+from nemo_cascade.data.schemas import SchemaError
+from nemo_cascade.rewards.code import MAX_TIME_LIMIT_S
+from nemo_cascade.tooling.prepare.sources import Drop
 
 _INTERACTIVE = re.compile(r"\binteractive (problem|task)\b|\binteraction protocol\b", re.I)
 _SECONDS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|second|seconds)?\s*$", re.I)

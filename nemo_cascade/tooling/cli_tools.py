@@ -14,7 +14,7 @@ def cmd_convert(args) -> int:
     """``to-hf``: a run / stage / checkpoint (any TP × PP) → an HF release folder (+ model card from a run);
     ``from-hf``: an HF folder → a weights-only checkpoint in a TP × PP layout; ``verify``: load with
     transformers and compare with a reference folder."""
-    from nemo_cascade.convert import release
+    from nemo_cascade.tooling import release
 
     if args.action == "to-hf":
         source = release.resolve(args.source, base=args.base)
@@ -29,7 +29,7 @@ def cmd_convert(args) -> int:
             reference = source.path if source.kind == "hf" else None
             print(json.dumps(release.verify(out, reference)))
     elif args.action == "check":
-        from nemo_cascade.convert.model_card import check_release_folder
+        from nemo_cascade.tooling.model_card import check_release_folder
 
         problems = check_release_folder(Path(args.folder))
         for problem in problems:
@@ -82,11 +82,11 @@ def add_convert_parser(sub) -> None:
 
 def cmd_data(args) -> int:
     """``data prepare``: the recipes' data files from the released and public sets (nemo_cascade/prepare)."""
-    from nemo_cascade.prepare import prepare_command, summary
+    from nemo_cascade.tooling.prepare import prepare_command, summary
 
     generator = None
     if args.generator_url:
-        from nemo_cascade.prepare.offtopic import DEFAULT_PAIRS, GeneratorSettings
+        from nemo_cascade.tooling.prepare.offtopic import DEFAULT_PAIRS, GeneratorSettings
 
         if not args.generator_model:
             raise config.ConfigError("--generator-url: also give --generator-model (the model the server serves)")

@@ -19,17 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from ..data.loader import DataError
-from ..data.sft_rows import parse_sft_row
-from ..data.preference import parse_row
-from ..data.schemas import adapt
-from ..evaluate.suites import file_sha256
-from ..files import replaced_atomically, write_text_atomically
-from .code_sources import check_call_based, is_call_based
-from .decontam import EvalIndex, normalised
-from .released import sft_mode
-from .sources import Bad, Drop, PrepareError, Source, count_rows, locate, stream
-from .stages import Output
+from nemo_cascade.data.loader import DataError
+from nemo_cascade.data.sft_rows import parse_sft_row
+from nemo_cascade.data.preference import parse_row
+from nemo_cascade.data.schemas import adapt
+from nemo_cascade.evaluate.suites import file_sha256
+from nemo_cascade.files import replaced_atomically, write_text_atomically
+from nemo_cascade.tooling.prepare.code_sources import check_call_based, is_call_based
+from nemo_cascade.tooling.prepare.decontam import EvalIndex, normalised
+from nemo_cascade.tooling.prepare.released import sft_mode
+from nemo_cascade.tooling.prepare.sources import Bad, Drop, PrepareError, Source, count_rows, locate, stream
+from nemo_cascade.tooling.prepare.stages import Output
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def check_row(kind: str, row: dict, where: str) -> tuple[list[str], Any]:
     if kind == "code" and is_call_based(row):
         check_call_based(row, where)
         return [row["question"]], row["input_output"]
-    from ..rewards import VALIDATORS
+    from nemo_cascade.rewards import VALIDATORS
 
     messages, label = adapt(kind, row, where)
     try:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from .helpsteer import hs2_prompt
-from .sources import Bad, Drop, PrepareError, Source, locate, stream
+from nemo_cascade.tooling.prepare.helpsteer import hs2_prompt
+from nemo_cascade.tooling.prepare.sources import Bad, Drop, PrepareError, Source, locate, stream
 
 DEFAULT_PAIRS = 36_000
 REWRITE_INSTRUCTION = (
@@ -114,7 +114,7 @@ class OffTopicPairs:
         self.settings, self.source_dir, self.work = settings, source_dir, work
 
     def _chat(self, endpoint, model: str, messages: list[dict]) -> str:
-        from ..rewards.remote import RewardServerError
+        from nemo_cascade.rewards.remote import RewardServerError
 
         s = self.settings
         # Seeded per request: a pair generated again (a lost work file) is the same pair.
@@ -150,7 +150,7 @@ class OffTopicPairs:
         """Every selected pair's generations, generating the missing ones (appended as they finish)."""
         from tqdm import tqdm
 
-        from ..rewards.remote import HttpEndpoint
+        from nemo_cascade.rewards.remote import HttpEndpoint
 
         s = self.settings
         prompts = rm_prompts(self.source_dir)

@@ -1,10 +1,10 @@
 """nemo-run experiments for a cascade: one task per stage, in cascade order, plus a task per served model.
 
-``python -m nemo_cascade.launch RECIPE --executor local|slurm [--dryrun] [KEY=VALUE ...]`` (the same as
+``python -m nemo_cascade.tooling.launch RECIPE --executor local|slurm [--dryrun] [KEY=VALUE ...]`` (the same as
 ``nemo-cascade launch ...``) builds a ``nemo_run.Experiment`` from the tasks of launch_tasks.py: each stage's
 ``nemo-cascade run RECIPE --stage NAME`` starting after the stage before it (Slurm: ``afterok`` job dependencies;
 local: one after the other), and a *serve* task wherever a stage scores with a served model. Every task runs
-through ``python -m nemo_cascade.launch task|serve`` (launch_tasks.main).
+through ``python -m nemo_cascade.tooling.launch task|serve`` (launch_tasks.main).
 
 This is the only module that imports ``nemo_run`` (docs/architecture.md), and only inside the functions that build the
 experiment: the ``task`` / ``serve`` entry points run in containers without nemo-run. Slurm settings come from
@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nemo_cascade import config
-from nemo_cascade import launch_tasks
-from nemo_cascade.launch_tasks import REPO, Task, plan, serve_command, served_port, task_command
+from nemo_cascade.tooling import launch_tasks
+from nemo_cascade.tooling.launch_tasks import REPO, Task, plan, serve_command, served_port, task_command
 
 DEFAULT_IMAGE = str(REPO / "containers" / "nemo-cascade.sqsh")
 """The project's pinned image (containers/Dockerfile, imported with enroot; docs/launch.md "The container")."""
@@ -168,7 +168,7 @@ def add_tasks(run, exp, cfg: config.Cascade, spec: Launch, site: Site | None, dr
                                 port=served_port(run_dir, t.name), watch_pid=0 if site else os.getpid(),
                                 detach=not site)
         else:
-            launcher = ["bash", "slurm/node.sh"] if site else [python, "-m", "nemo_cascade.cli", "run"]
+            launcher = ["bash", "slurm/node.sh"] if site else [python, "-m", "nemo_cascade.tooling.cli", "run"]
             cmd = task_command(python, run_dir, spec.launch_id, t,
                                [*launcher, spec.recipe, "--stage", t.stage, *spec.overrides], spec.wait)
         executor = (_slurm_executor(run, site, cfg.name, *((1, spec.serve_gpus) if t.serve else (nodes, gpus)),
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         return launch_tasks.main(argv)
     # RECIPE ...: the CLI resolves the recipe and the overrides (one line per user mistake), then calls
     # launch() — cli sits above this module, so hand over to it as a process rather than import it.
-    os.execv(sys.executable, [sys.executable, "-m", "nemo_cascade.cli", "launch", *argv])
+    os.execv(sys.executable, [sys.executable, "-m", "nemo_cascade.tooling.cli", "launch", *argv])
     return 0  # not reached
 
 

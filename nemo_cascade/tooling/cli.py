@@ -28,7 +28,7 @@ from pathlib import Path
 
 from nemo_cascade import config
 from nemo_cascade import console
-from nemo_cascade.cli_tools import add_convert_parser, add_data_parser, cmd_convert, cmd_data
+from nemo_cascade.tooling.cli_tools import add_convert_parser, add_data_parser, cmd_convert, cmd_data
 from nemo_cascade.data.chat import STYLES
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.torchrun import run_torchrun
@@ -150,7 +150,7 @@ def cmd_run(args) -> int:
         check_selection(cfg, args.stage, args.retrain)
     with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # before anything is written
         _stop_on_usr1(cfg)
-        torchrun = [f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.cli", "run",
+        torchrun = [f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.tooling.cli", "run",
                     args.recipe, *args.overrides]
         if args.stage:
             torchrun += ["--stage", args.stage] + (["--retrain"] if args.retrain else [])
@@ -242,7 +242,7 @@ def cmd_eval(args) -> int:
     Engines over several GPUs (``--tensor-parallel-size`` × ``--data-parallel`` > 1): the command starts itself
     again under torchrun, one rank per GPU (standalone.py)."""
     from nemo_cascade.evaluate import suite_names
-    from nemo_cascade.evaluate.standalone import check_layout, output_folder
+    from nemo_cascade.tooling.standalone import check_layout, output_folder
 
     names = suite_names(args.suite)
     world = check_layout(args.tensor_parallel_size, args.data_parallel, args.gpu_memory_utilization)
@@ -250,7 +250,7 @@ def cmd_eval(args) -> int:
         out = output_folder(args.checkpoint, args.out)  # its logs/ takes vLLM's start-up log (console.py)
         if world > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
             return run_torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m",
-                                 "nemo_cascade.cli", *args.argv], run_dir=None if args.verbose else out)
+                                 "nemo_cascade.tooling.cli", *args.argv], run_dir=None if args.verbose else out)
         if args.own_process:
             rank = int(os.environ.get("RANK", 0))
             console.to_log(console.log_path(out, rank), args.verbose, rank)
@@ -260,7 +260,7 @@ def cmd_eval(args) -> int:
 def _hold_stage_folder(args):
     """``eval`` writing into a run's stage folder (``--out``, or by default the stage evaluated) holds the run
     folder's lock, so it never writes beside a run of that folder (nor a run starts beside it)."""
-    from nemo_cascade.evaluate.standalone import resolve_checkpoint
+    from nemo_cascade.tooling.standalone import resolve_checkpoint
     from nemo_cascade.evaluate.suites import EvalError
     from nemo_cascade.run_lock import LOCK_NAME
 
@@ -275,7 +275,8 @@ def _hold_stage_folder(args):
 
 
 def _evaluate(args, names: list[str]) -> int:
-    from nemo_cascade.evaluate import EvalSettings, evaluate_checkpoint
+    from nemo_cascade.evaluate import EvalSettings
+    from nemo_cascade.tooling.standalone import evaluate_checkpoint
     from nemo_cascade.evaluate.eval_output import markdown
 
     settings = EvalSettings(
@@ -301,7 +302,7 @@ def _evaluate(args, names: list[str]) -> int:
 
 def cmd_launch(args) -> int:
     """The cascade as a nemo-run experiment: one task per stage, plus its served models (launch.py)."""
-    from nemo_cascade import launch
+    from nemo_cascade.tooling import launch
 
     cfg = config.apply_overrides(load_recipe(args.recipe), args.overrides)
     if args.dryrun or args.executor != "local":  # Slurm: each job's rank 0 takes the lock (slurm/node.sh)
@@ -311,17 +312,16 @@ def cmd_launch(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    """Per-GPU memory of every stage on the recipe's layout (plan.py), then each stage's step time and checkpoint
+    """Per-GPU memory of every stage on the recipe's layout (plan.py, printed by plan_table.py), then each stage's step time and checkpoint
     interval against ``--time-limit`` (plan_time.py). Estimates: exit 0 even when a stage is over its memory or
     cannot reach a checkpoint in a job, with a WARNING line for it."""
     from nemo_cascade import plan
-
-    from nemo_cascade import plan_time
+    from nemo_cascade.tooling import plan_table, plan_time
 
     limit_s = plan_time.parse_time_limit(args.time_limit)  # a bad value: one line, before any work
     cfg = config.apply_overrides(load_recipe(args.recipe), args.overrides)
     memory = plan.plan_cascade(cfg, gpu_gib=args.gpu_memory_gib, shape=args.shape)
-    print(plan.render(memory))
+    print(plan_table.render(memory))
     print()
     times = plan_time.time_plan(cfg, memory, limit_s)
     print(plan_time.render_times(times, args.time_limit, cfg.checkpoint_every_minutes))
@@ -331,7 +331,7 @@ def cmd_plan(args) -> int:
 def cmd_doctor(args) -> int:
     """Is this node ready: one table of checks (doctor.py); exit 2 when a check fails. Under torchrun every rank
     checks its own GPU and joins one all-reduce; rank 0 prints."""
-    from nemo_cascade import doctor
+    from nemo_cascade.tooling import doctor
 
     if args.overrides and not args.recipe:
         raise config.ConfigError(f"doctor: {args.overrides[0]}: KEY=VALUE overrides need a RECIPE before them")
@@ -368,7 +368,7 @@ def cmd_report(args) -> int:
     from nemo_cascade.evaluate.cascade_report import build_report, matrix_text
 
     if len(args.run_dir) > 1:
-        from nemo_cascade.evaluate.compare import build_comparison
+        from nemo_cascade.tooling.compare import build_comparison
 
         if not args.out:
             raise config.ConfigError("report: several run directories are compared into --out DIR; give --out")
@@ -451,7 +451,7 @@ def _add_eval_parser(sub) -> None:
 
 
 def _add_launch_parser(sub) -> None:
-    from nemo_cascade.launch import add_arguments
+    from nemo_cascade.tooling.launch import add_arguments
 
     launch = sub.add_parser("launch", help="run a cascade with nemo-run (local or Slurm)",
                             description="run a cascade as a nemo-run experiment (local or Slurm), a task per stage")

@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import replaced_atomically, write_text_atomically
-from .cascade_report import Run, load_run
-from .paired import ALPHA, p_text, paired_test
+from nemo_cascade.files import replaced_atomically, write_text_atomically
+from nemo_cascade.evaluate.cascade_report import Run, load_run
+from nemo_cascade.evaluate.paired import ALPHA, p_text, paired_test
 
 
 @dataclass(frozen=True)

@@ -268,7 +268,7 @@ def write_model_card(folder: str | Path, source: Source, name: str = "", *, lice
     how (stages, base, lineage hashes), the paper's numbers beside the run's where the benchmarks match, and the
     evaluation table taken from the run's own report (the forgetting matrix after every stage), with its
     heatmap. Numbers are copied from the run's eval files and the paper's tables, never typed in per release."""
-    from nemo_cascade.convert import model_card
+    from nemo_cascade.tooling import model_card
     from nemo_cascade.evaluate.cascade_report import load_run, render_markdown
 
     if source.run_dir is None:

@@ -59,7 +59,7 @@ def ngram_hashes(tokens: list[str], n: int = N) -> Iterable[int]:
 def phrasing_patterns() -> list[re.Pattern]:
     """IFEval's instruction wordings (``data.if_prompts.WORDINGS``) as patterns over normalised text, each slot
     (``{n}``, ``{phrase}``, ...) standing for up to 8 words, whatever value an item put there."""
-    from ..data.if_prompts import WORDINGS
+    from nemo_cascade.data.if_prompts import WORDINGS
 
     out = []
     for wordings in WORDINGS.values():
@@ -71,7 +71,7 @@ def phrasing_patterns() -> list[re.Pattern]:
 
 def wording_ngrams() -> set[int]:
     """Hashed 9-grams of the runs of fixed text between the slots of IFEval's instruction wordings."""
-    from ..data.if_prompts import WORDINGS
+    from nemo_cascade.data.if_prompts import WORDINGS
 
     return {h for ws in WORDINGS.values() for w in ws for run in _SLOT.split(w) for h in ngram_hashes(words(run))}
 
@@ -92,7 +92,7 @@ def _phrasing_words(tokens: list[str], patterns: list[re.Pattern]) -> list[bool]
 
 
 def _hh_human_turns(row: dict) -> list[str]:
-    from ..evaluate.suites import hh_conversation
+    from nemo_cascade.evaluate.suites import hh_conversation
 
     turns = hh_conversation(row.get("chosen", "")) or []
     return [t["content"] for t in turns if t["role"] == "user"]
@@ -185,8 +185,8 @@ class EvalIndex:
 def build_index(suites: Optional[list[str]] = None) -> EvalIndex:
     """The index over the shipped evaluation sets (every suite of :data:`EVAL_TEXTS` by default), each read from
     its suite's default file. A missing file is an error: decontamination must not silently skip a set."""
-    from ..evaluate.suites import SUITES, file_sha256
-    from ..data.loader import DataError, read_jsonl
+    from nemo_cascade.evaluate.suites import SUITES, file_sha256
+    from nemo_cascade.data.loader import DataError, read_jsonl
 
     index = EvalIndex()
     for name in suites or list(EVAL_TEXTS):
