@@ -70,7 +70,7 @@ def pinned_requirements(extra: str) -> tuple[list, str]:
     install's metadata goes stale when the pins change), else the installed package's metadata."""
     from packaging.requirements import Requirement
 
-    setup_py = Path(__file__).resolve().parents[1] / "setup.py"
+    setup_py = Path(__file__).resolve().parents[2] / "setup.py"
     if setup_py.is_file():
         for node in ast.walk(ast.parse(setup_py.read_text())):
             if isinstance(node, ast.keyword) and node.arg == "extras_require":

@@ -39,7 +39,7 @@ from nemo_cascade import config
 from nemo_cascade import lifeline
 from nemo_cascade.files import write_text_atomically
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
 class Serve:
     """A served model: which HF folder, how, and for which stages (as which ``reward`` field)."""

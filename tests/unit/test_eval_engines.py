@@ -99,7 +99,7 @@ def test_under_torchrun_each_rank_evaluates_with_the_layout(monkeypatch, hf_fold
         path.write_text(json.dumps({"suites": {}}))
         return {}, path
 
-    monkeypatch.setattr(evaluate, "evaluate_checkpoint", fake_evaluate)
+    monkeypatch.setattr(standalone, "evaluate_checkpoint", fake_evaluate)
     assert main(["eval", str(hf_folder), "--suite", "gsm8k", "--tensor-parallel-size", "2",
                  "--data-parallel", "2"]) == 0
     assert (seen["tensor_parallel_size"], seen["data_parallel"], seen["gpu_memory_utilization"]) == (2, 2, 0.9)
