@@ -17,28 +17,17 @@ a seeded order (``size`` 0: the whole split); asking for more rows than the spli
 """
 from __future__ import annotations
 
-import functools
-import gzip
-import json
 import random
 import re
 from pathlib import Path
 
 from .math_prompt import MATH_INSTRUCTION, math_prompt
-from .mbpp_tasks import clean_source, mbpp_task
+from .mbpp_tasks import mbpp_row, read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 BENCHMARK_PREFIX = "benchmark:"
 _CALCULATOR = re.compile(r"<<[^<>]*>>")
-
-
-@functools.lru_cache(maxsize=None)
-def _rows(path: Path) -> tuple[dict, ...]:
-    if not path.is_file():
-        raise ValueError(f"{path} is missing (it ships with the repository)")
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return tuple(json.loads(line) for line in f if line.strip())
 
 
 def _split_file(name: str, split: str) -> Path:
@@ -63,7 +52,7 @@ def gsm8k_final_answer(solution: str) -> str:
 def gsm8k(split: str, size: int, seed: int) -> list[dict]:
     """GSM8K problems as math prompts (see the module docstring)."""
     rows = []
-    for k, row in enumerate(_rows(_split_file("gsm8k", split)), 1):
+    for k, row in enumerate(read_rows(_split_file("gsm8k", split)), 1):
         answer = gsm8k_final_answer(row["answer"])
         working = _CALCULATOR.sub("", row["answer"].rsplit("####", 1)[0]).strip()
         rows.append({"uid": f"gsm8k/{split}/{k}", "prompt": math_prompt(row["question"]),
@@ -73,11 +62,7 @@ def gsm8k(split: str, size: int, seed: int) -> list[dict]:
 
 def mbpp(split: str, size: int, seed: int) -> list[dict]:
     """MBPP tasks as function-call code prompts (see the module docstring)."""
-    rows = []
-    for task in _rows(_split_file("mbpp", split)):
-        prompt, label = mbpp_task(task["text"], task["test_list"], task.get("test_setup_code") or "")
-        rows.append({"uid": f"mbpp/{task['task_id']}", "prompt": prompt, "label": label,
-                     "response": f"```python\n{clean_source(task['code'])}```"})
+    rows = [mbpp_row(task, f"mbpp/{task['task_id']}") for task in read_rows(_split_file("mbpp", split))]
     return _take("mbpp", split, rows, size, seed)
 
 

@@ -78,7 +78,10 @@ def split_of(task_id) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _read(path: Path) -> tuple[dict, ...]:
+def read_rows(path: Path) -> tuple[dict, ...]:
+    """The rows of a ``.jsonl.gz`` file shipped in ``data/`` (read once per process)."""
+    if not path.is_file():
+        raise ValueError(f"{path} is missing (it ships with the repository)")
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return tuple(json.loads(line) for line in f if line.strip())
 
@@ -96,18 +99,20 @@ def _sample(name: str, rows, split: str, size: int, seed: int) -> list[dict]:
 
 def mbpp_code(split: str, size: int, seed: int) -> list[dict]:
     """MBPP tasks as function-call code prompts; the response is the reference solution."""
-    rows = []
-    for task in _sample("mbpp_code", _read(MBPP_FILE), split, size, seed):
-        prompt, label = mbpp_task(task["text"], task["test_list"], task.get("test_setup_code") or "")
-        rows.append({"uid": f"mbpp_code/{task['task_id']}", "prompt": prompt, "label": label,
-                     "response": f"```python\n{clean_source(task['code'])}```"})
-    return rows
+    return [mbpp_row(task, f"mbpp_code/{task['task_id']}")
+            for task in _sample("mbpp_code", read_rows(MBPP_FILE), split, size, seed)]
+
+
+def mbpp_row(task: dict, uid: str) -> dict:
+    """An MBPP task as a code prompt row whose response is the reference solution (also ``benchmark:mbpp``)."""
+    prompt, label = mbpp_task(task["text"], task["test_list"], task.get("test_setup_code") or "")
+    return {"uid": uid, "prompt": prompt, "label": label, "response": f"```python\n{clean_source(task['code'])}```"}
 
 
 def mbpp_bugfix(split: str, size: int, seed: int) -> list[dict]:
     """MBPP solutions with one injected bug each (precomputed, see the module docstring), as SWE repair
     prompts; the response is the SEARCH/REPLACE edit that restores the reference."""
-    return [dict(row) for row in _sample("mbpp_bugfix", _read(BUGFIX_FILE), split, size, seed)]
+    return [dict(row) for row in _sample("mbpp_bugfix", read_rows(BUGFIX_FILE), split, size, seed)]
 
 
 # ------------------------------------------------------------------------------------------ bug injection
@@ -271,8 +276,8 @@ def _row(task: dict, buggy: str, fixed: str, description: str, failure: tuple[in
 
 def mbpp_tasks() -> tuple[dict, ...]:
     """The MBPP rows the sets derive from (``data/mbpp/test.jsonl.gz``)."""
-    return _read(MBPP_FILE)
+    return read_rows(MBPP_FILE)
 
 
-__all__ = ["mbpp_code", "mbpp_bugfix", "mbpp_task", "mbpp_tasks", "bugfix_row", "mutants", "first_failure",
+__all__ = ["mbpp_code", "mbpp_bugfix", "mbpp_task", "mbpp_row", "read_rows", "mbpp_tasks", "bugfix_row", "mutants", "first_failure",
            "clean_source", "split_of", "CODE_INSTRUCTION", "MBPP_FILE", "BUGFIX_FILE", "TEST_PERCENT"]

@@ -182,9 +182,14 @@ def _defines_check(test_code: str) -> bool:
 
 
 def _passes_call(program: str, label: dict, time_limit: float, unsafe: bool) -> bool:
-    token = secrets.token_hex(16)
     harness = _HARNESS % {"program": program, "tests": label["test_code"],
                           "call_check": _defines_check(label["test_code"]), "entry": label["entry_point"]}
+    return _prints_token(harness, time_limit, unsafe)
+
+
+def _prints_token(harness: str, time_limit: float, unsafe: bool) -> bool:
+    """Whether ``harness`` (``_HARNESS`` or ``_CALL_HARNESS``) ran to the end: only then it prints its stdin token."""
+    token = secrets.token_hex(16)
     result: RunResult = run_python(harness, token + "\n", _limits(time_limit), unsafe=unsafe)
     return result.ok and result.stdout.rstrip("\n").endswith("\n" + token)
 
@@ -255,12 +260,10 @@ decoded and the helpers bound before the program runs, so rebinding builtins or 
 
 
 def _passes_calls(program: str, label: dict, time_limit: float, unsafe: bool) -> bool:
-    token = secrets.token_hex(16)
     harness = _CALL_HARNESS % {"program": program, "tests": json.dumps(label["call_tests"]),
                                "fn_name": label["fn_name"], "class_name": label.get("class_name"),
                                "tolerance": FLOAT_TOLERANCE}
-    result: RunResult = run_python(harness, token + "\n", _limits(time_limit), unsafe=unsafe)
-    return result.ok and result.stdout.rstrip("\n").endswith("\n" + token)
+    return _prints_token(harness, time_limit, unsafe)
 
 
 def code_reward(response: str, label: Any, *, unsafe: bool = False) -> float:

@@ -25,8 +25,8 @@ FILE_SCHEME = "file:"
 RESTART_WAIT_S = 1800.0
 """How long a client waits for a ``file:`` server to come back after a failure: a requeue (Slurm's
 requeue delay, ~2 min) plus loading a 72B model onto a fresh node (minutes)."""
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-"""In-cluster traffic: an http_proxy set for the outside world must not carry it."""
+DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""In-cluster and loopback traffic: an http_proxy set for the outside world must not carry it."""
 
 
 class EndpointError(RuntimeError):
@@ -90,7 +90,7 @@ class UrlFile:
 def healthy(url: str, timeout: float = 5.0) -> str:
     """'' when ``url/health`` answers 200, else why not (one line)."""
     try:
-        with _DIRECT.open(url + "/health", timeout=timeout) as resp:
+        with DIRECT_OPENER.open(url + "/health", timeout=timeout) as resp:
             return "" if resp.status == 200 else f"/health answered HTTP {resp.status}"
     except urllib.error.HTTPError as e:
         return f"/health answered HTTP {e.code}"
@@ -119,4 +119,5 @@ def probe(spec: str, expect: str, *, wait: float = 60.0, file_wait: float = 600.
             url = source.read() or url
 
 
-__all__ = ["EndpointError", "UrlFile", "is_file_url", "check_http_url", "healthy", "probe", "RESTART_WAIT_S"]
+__all__ = ["EndpointError", "UrlFile", "is_file_url", "check_http_url", "healthy", "probe", "RESTART_WAIT_S",
+           "DIRECT_OPENER"]

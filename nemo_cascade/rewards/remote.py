@@ -57,7 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence, Union
 
 from ..data.rm_input import PROBE, RM_RENDERINGS, render_rm_input
-from .endpoints import (RESTART_WAIT_S, EndpointError, UrlFile, check_http_url, healthy,
+from .endpoints import (DIRECT_OPENER, RESTART_WAIT_S, EndpointError, UrlFile, check_http_url, healthy,
                         is_file_url)
 from ..errors import CascadeError
 
@@ -108,8 +108,6 @@ class HttpEndpoint:
         self.timeout, self.retries, self.backoff, self.max_backoff = timeout, retries, backoff, max_backoff
         self.restart_wait, self.poll = restart_wait, poll
         self._sleep = sleep
-        # Straight to the server: an http_proxy set for the outside world must not carry in-cluster traffic.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     @property
     def base_url(self) -> str:
@@ -162,7 +160,7 @@ class HttpEndpoint:
                 self._sleep(min(self.backoff * 2 ** (attempt - 1), self.max_backoff))
             req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
             try:
-                with self._opener.open(req, timeout=self.timeout) as resp:
+                with DIRECT_OPENER.open(req, timeout=self.timeout) as resp:
                     raw = resp.read()
             except urllib.error.HTTPError as e:
                 detail = _error_message(e.read())
@@ -256,6 +254,24 @@ class _ServedModel:
     def _chunks(self, items: Sequence) -> list:
         return [items[i:i + self.batch_size] for i in range(0, len(items), self.batch_size)]
 
+    def _post_indexed(self, path: str, payload: dict, key: str, count: int, read: Callable[[str, dict, int], Any]
+                      ) -> list:
+        """POST ``payload`` and return ``read(url, item, index)`` for the ``count`` items of the answer's ``key``
+        list, in index order: vLLM's ``/classify`` and ``/v1/completions`` number their items, and every index
+        must come exactly once (a malformed answer is a one-line :class:`RewardServerError`)."""
+        resp = self.http.post(path, payload)
+        url = self.http.base_url + path
+        items = resp.get(key) if isinstance(resp, dict) else None
+        if not isinstance(items, list) or len(items) != count:
+            raise _garbage(url, f"expected {count} items in {key!r}, got {resp!r:.200}")
+        out: list = [None] * count
+        for item in items:
+            index = item.get("index") if isinstance(item, dict) else None
+            if not (isinstance(index, int) and 0 <= index < count and out[index] is None):
+                raise _garbage(url, f"bad or repeated index in {item!r:.200}")
+            out[index] = read(url, item, index)
+        return out
+
 
 class RewardModelClient(_ServedModel):
     """Raw Bradley–Terry scores from a server started with ``--runner pooling`` (``/classify``), at most
@@ -309,21 +325,14 @@ class RewardModelClient(_ServedModel):
         return [s for chunk in self._map(self._classify, self._chunks(inputs)) for s in chunk]
 
     def _classify(self, inputs: list[list[int]]) -> list[float]:
-        resp = self.http.post("/classify", self._payload(input=inputs, use_activation=False))
-        url = self.http.base_url + "/classify"
-        data = resp.get("data") if isinstance(resp, dict) else None
-        if not isinstance(data, list) or len(data) != len(inputs):
-            raise _garbage(url, f"expected {len(inputs)} items in 'data', got {resp!r:.200}")
-        scores: list[Optional[float]] = [None] * len(inputs)
-        for item in data:
-            index = item.get("index") if isinstance(item, dict) else None
-            probs = item.get("probs") if isinstance(item, dict) else None
-            if not (isinstance(index, int) and 0 <= index < len(inputs) and scores[index] is None):
-                raise _garbage(url, f"bad or repeated index in {item!r:.200}")
+        def score(url: str, item: dict, index: int) -> float:
+            probs = item.get("probs")
             if not (isinstance(probs, list) and len(probs) == 1 and _finite(probs[0])):
                 raise _garbage(url, f"expected one finite score (a num_labels=1 reward model), got {probs!r:.200}")
-            scores[index] = float(probs[0])
-        return scores  # type: ignore[return-value]  # every index filled exactly once
+            return float(probs[0])
+
+        return self._post_indexed("/classify", self._payload(input=inputs, use_activation=False), "data",
+                                  len(inputs), score)
 
 
 class JudgeClient(_ServedModel):
@@ -405,42 +414,24 @@ class JudgeClient(_ServedModel):
     def _reason(self, prompt_ids: list[list[int]], stop: str) -> list[str]:
         """The judge's greedy continuation of each prompt, up to ``reasoning_tokens`` tokens, without the ``stop``
         text and what would follow it (vLLM cuts the text at a stop string). Greedy, so no seed is needed."""
+        def text_of(url: str, choice: dict, index: int) -> str:
+            if not isinstance(choice.get("text"), str):
+                raise _garbage(url, f"no text in {choice!r:.200}")
+            return choice["text"]
+
         def generate(chunk: list[list[int]]) -> list[str]:
-            resp = self.http.post("/v1/completions", self._payload(
-                prompt=chunk, max_tokens=self.reasoning_tokens, temperature=0.0, stop=[stop]))
-            url = self.http.base_url + "/v1/completions"
-            choices = resp.get("choices") if isinstance(resp, dict) else None
-            if not isinstance(choices, list) or len(choices) != len(chunk):
-                raise _garbage(url, f"expected {len(chunk)} choices, got {resp!r:.200}")
-            out: list[Optional[str]] = [None] * len(chunk)
-            for choice in choices:
-                index = choice.get("index") if isinstance(choice, dict) else None
-                text = choice.get("text") if isinstance(choice, dict) else None
-                if not (isinstance(index, int) and 0 <= index < len(chunk) and out[index] is None
-                        and isinstance(text, str)):
-                    raise _garbage(url, f"bad or repeated choice index, or no text, in {choice!r:.200}")
-                out[index] = text
-            return out  # type: ignore[return-value]  # every index filled exactly once
+            payload = self._payload(prompt=chunk, max_tokens=self.reasoning_tokens, temperature=0.0, stop=[stop])
+            return self._post_indexed("/v1/completions", payload, "choices", len(chunk), text_of)
 
         return [text for chunk in self._map(generate, self._chunks(prompt_ids)) for text in chunk]
 
     def _next_token_logprobs(self, contexts: list[tuple[list[int], list[int]]]) -> list[dict[int, float]]:
         """For each ``(context ids, wanted ids)``: the log-probability of each wanted id as the next token."""
         wanted = sorted({t for _, ids in contexts for t in ids})
-        resp = self.http.post("/v1/completions", self._payload(
-            prompt=[ctx for ctx, _ in contexts], max_tokens=1, temperature=1.0, top_p=1.0, logprobs=1,
-            logprob_token_ids=wanted, return_tokens_as_token_ids=True))
-        url = self.http.base_url + "/v1/completions"
-        choices = resp.get("choices") if isinstance(resp, dict) else None
-        if not isinstance(choices, list) or len(choices) != len(contexts):
-            raise _garbage(url, f"expected {len(contexts)} choices, got {resp!r:.200}")
-        out: list[Optional[dict[int, float]]] = [None] * len(contexts)
-        for choice in choices:
-            index = choice.get("index") if isinstance(choice, dict) else None
-            if not (isinstance(index, int) and 0 <= index < len(contexts) and out[index] is None):
-                raise _garbage(url, f"bad or repeated choice index in {choice!r:.200}")
-            out[index] = _parse_top_logprobs(url, choice, contexts[index][1])
-        return out  # type: ignore[return-value]
+        payload = self._payload(prompt=[ctx for ctx, _ in contexts], max_tokens=1, temperature=1.0, top_p=1.0,
+                                logprobs=1, logprob_token_ids=wanted, return_tokens_as_token_ids=True)
+        return self._post_indexed("/v1/completions", payload, "choices", len(contexts),
+                                  lambda url, choice, index: _parse_top_logprobs(url, choice, contexts[index][1]))
 
 
 def _parse_top_logprobs(url: str, choice: dict, wanted: list[int]) -> dict[int, float]:

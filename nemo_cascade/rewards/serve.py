@@ -24,10 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Optional, Sequence
+
+from .endpoints import DIRECT_OPENER, healthy
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,6 @@ LOG_TAIL_CHARS = 3000
 _EXCEPTION_LINE = re.compile(r"^(?:(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b|[\w ]+: error): .*$", re.M)
 """A Python traceback's last line ("ValueError: ...", "huggingface_hub.errors.HFValidationError: ...") or an
 argparse error ("vllm serve: error: unrecognized arguments: ...")."""
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-"""Loopback requests must not go through an http_proxy from the environment."""
 
 
 class ServerStartError(RuntimeError):
@@ -263,17 +261,13 @@ class VLLMServer:
                 raise self._start_error(f"exited with code {code} before becoming healthy")
             if time.monotonic() - t0 > self.ready_timeout:
                 raise self._start_error(f"not healthy after {self.ready_timeout:.0f} s")
-            try:
-                with _DIRECT.open(self.url + "/health", timeout=2.0) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass  # not listening yet
+            if not healthy(self.url, timeout=2.0):  # else not listening yet
+                return
             time.sleep(0.5)
 
     def served_model(self) -> str:
         """The model name the server reports at ``/v1/models`` (what requests may put in ``"model"``)."""
-        with _DIRECT.open(self.url + "/v1/models", timeout=10.0) as resp:
+        with DIRECT_OPENER.open(self.url + "/v1/models", timeout=10.0) as resp:
             return json.loads(resp.read())["data"][0]["id"]
 
     def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
