@@ -21,11 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from nemo_cascade import checkpoint, ranks, stop_request
+from nemo_cascade.base_model import prepare_base_model
 from nemo_cascade.console import events
 from nemo_cascade import config
 from nemo_cascade.data.loader import pad_id
 from nemo_cascade.faults import crash_point
-from nemo_cascade.files import published_folder
 from nemo_cascade.forgetting import Gate, GateStop
 from nemo_cascade.lineage import Manifest, config_hash, reset_stages, stage_status
 from nemo_cascade.preflight import check_cascade, check_endpoints, check_tokenizer, stages_to_run
@@ -40,43 +40,6 @@ def run_dir(cfg: config.Cascade) -> Path:
 
 def stage_dir(cfg: config.Cascade, index: int) -> Path:
     return run_dir(cfg) / "stages" / f"{index}-{cfg.stages[index].name}"
-
-
-def prepare_base_model(cfg: config.Cascade) -> str:
-    """The HF folder the cascade starts from: the given one, or a tiny model built once into the run dir; with
-    ``model.yarn_factor``, a view of it in ``<run>/base_model`` whose config.json adds that YaRN scaling (links to
-    the same weights and tokenizer), so the actor, the engine and every stage export use it (App. B)."""
-    from nemo_cascade.convert.arch import with_recipe_yarn
-    from nemo_cascade.convert.hf_io import linked_with_config
-
-    out = run_dir(cfg) / "base_model"
-    if cfg.model.hf_path:
-        raw = json.loads((Path(cfg.model.hf_path) / "config.json").read_text())
-        hf_config = with_recipe_yarn(raw, cfg.model.yarn_factor)
-        if hf_config == raw:
-            return cfg.model.hf_path
-        if ranks.is_main() and not _same_config(out, hf_config):
-            with published_folder(out, replace=True) as tmp:
-                linked_with_config(cfg.model.hf_path, tmp, hf_config)
-        ranks.barrier()
-        return str(out)
-    from nemo_cascade.convert.tiny import BUILDERS
-
-    if ranks.is_main() and not (out / "config.json").is_file():
-        with published_folder(out, replace=True) as tmp:  # a folder without config.json is an interrupted build
-            BUILDERS[cfg.model.build](tmp, seed=cfg.seed)
-            if cfg.model.yarn_factor:
-                raw = json.loads((tmp / "config.json").read_text())
-                (tmp / "config.json").write_text(json.dumps(with_recipe_yarn(raw, cfg.model.yarn_factor), indent=2))
-    ranks.barrier()
-    return str(out)
-
-
-def _same_config(folder: Path, hf_config: dict) -> bool:
-    try:
-        return json.loads((folder / "config.json").read_text()) == hf_config
-    except (OSError, ValueError):
-        return False
 
 
 def hands_on_policy(stage: config.Stage) -> bool:
@@ -104,7 +67,7 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
     if ranks.is_main():
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(config.dumps(cfg))
-    run = CascadeRun(cfg, prepare_base_model(cfg), data_hashes)
+    run = CascadeRun(cfg, prepare_base_model(cfg, out), data_hashes)
     try:
         run.evaluate_base()
         for k, stage in enumerate(cfg.stages):
@@ -511,5 +474,5 @@ def _step_of(ckpt: Path) -> int:
     return int(ckpt.name.split("_")[-1])
 
 
-__all__ = ["run_cascade", "run_dir", "stage_dir", "prepare_base_model", "hands_on_policy", "check_selection",
-           "discard_for_retrain", "CascadeRun", "GateStop"]
+__all__ = ["run_cascade", "run_dir", "stage_dir", "hands_on_policy", "check_selection", "discard_for_retrain",
+           "CascadeRun", "GateStop"]

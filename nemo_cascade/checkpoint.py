@@ -3,7 +3,8 @@
 This module owns the on-disk training state of one stage: model parameters, Megatron optimizer state
 (including the distributed optimizer's DP-sharded Adam moments), the LR scheduler, every RNG, and the
 caller's own JSON state (data-stream position etc.). A resumed run restores all of it, so its final weights
-equal an uninterrupted run's exactly. HF exports for release are ``convert``'s business, not this module's.
+equal an uninterrupted run's exactly. HF exports for release are ``convert``'s business, not this module's;
+what Megatron's optimizer state is made of (its parts, the distributed optimizer's shards) ``actor/adam.py``'s.
 
 Layout of ``ckpt_root/step_{step:06d}/``::
 
@@ -36,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from nemo_cascade import ranks
-from nemo_cascade.actor import extra_state
+from nemo_cascade.actor import adam, extra_state
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.faults import crash_point
 
@@ -96,7 +97,7 @@ def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2, rn
     if rank == 0:
         files = {name: digest for _, h, _ in reports for name, digest in h.items()}
         meta = {"format": FORMAT, "step": step, **_layout(actor), "ranks": [list(c) for c, _, _ in reports],
-                "optimizers": _optimizer_kinds(actor.optimizer), "state": state_json, "files": files}
+                "optimizers": adam.kinds(actor.optimizer), "state": state_json, "files": files}
         _write_json(tmp / META, meta)
         _publish(tmp, final)
         _prune(root, step, keep)
@@ -177,7 +178,7 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
     params, train = loaded
     _restore_model(actor, params)
     extra_state.restore(actor.model, train.get("extra_state"))
-    _restore_optimizer(actor.optimizer, train["optimizer"])
+    adam.restore(actor.optimizer, train["optimizer"])
     if schedule:
         actor.scheduler.num_steps = 0  # load_state_dict *adds* the saved step count
         actor.scheduler.load_state_dict(train["scheduler"])
@@ -261,16 +262,6 @@ def _rank_files(actor) -> tuple[str, str]:
     return f"model_tp{tp:02d}_pp{pp:02d}.pt", f"train_rank{dist.get_rank():05d}.pt"
 
 
-def _sub_optimizers(optimizer) -> list:
-    # get_megatron_optimizer returns a ChainedOptimizer even for one model chunk; its parts are what
-    # carry state_dict / parameter-state APIs.
-    return list(getattr(optimizer, "chained_optimizers", [optimizer]))
-
-
-def _optimizer_kinds(optimizer) -> list[str]:
-    return [type(o).__name__ for o in _sub_optimizers(optimizer)]
-
-
 # ------------------------------------------------------------------------------------------- write
 def _write_rank_files(folder: Path, actor, rng: dict) -> dict[str, str]:
     """This rank's files in ``folder``; returns {file name: sha256}."""
@@ -280,39 +271,9 @@ def _write_rank_files(folder: Path, actor, rng: dict) -> dict[str, str]:
     if actor.ps.get_data_parallel_rank(with_context_parallel=True) == 0:
         params = {n: p.detach() for n, p in actor.model.named_parameters()}
         out[model_file] = _torch_save(params, folder / model_file)
-    train = {"optimizer": _optimizer_state(actor.optimizer), "scheduler": actor.scheduler.state_dict(),
+    train = {"optimizer": adam.checkpoint_state(actor.optimizer), "scheduler": actor.scheduler.state_dict(),
              "rng": rng, "extra_state": extra_state.collect(actor.model)}
     out[train_file] = _torch_save(train, folder / train_file)
-    return out
-
-
-def _optimizer_state(optimizer) -> list[dict]:
-    """Per sub-optimizer: Megatron's state_dict, plus the distributed optimizer's DP-local parameter state.
-
-    The distributed optimizer's ``state_dict()`` holds only param groups and the step; its fp32 main
-    parameters and Adam moments live in DP-sharded buckets, which ``get_parameter_state_dp_reshardable``
-    returns as-is for this rank (no gather), and ``load_state_dict`` puts back with the matching
-    sharding type.
-    """
-    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
-
-    out = []
-    for sub in _sub_optimizers(optimizer):
-        if not sub.optimizer.state:  # no step taken yet: nothing to keep (and Megatron's state_dict asserts)
-            out.append(None)
-            continue
-        sd = sub.state_dict()
-        if isinstance(sub, DistributedOptimizer):
-            param_state = sub.get_parameter_state_dp_reshardable()
-            # {gbuf index: {dtype: [bucket: [entry per param]]}}; the loader skips entries marked as
-            # padding and expects the mark on every entry, which the getter does not add.
-            for key, by_dtype in param_state.items():
-                if isinstance(key, int):
-                    for entry in (e for buckets in by_dtype.values() for b in buckets for e in b):
-                        entry["padding"] = False
-            sd["param_state"] = param_state
-            sd["param_state_sharding_type"] = "dp_reshardable"
-        out.append(sd)
     return out
 
 
@@ -438,7 +399,7 @@ def _check_layout(meta: dict, actor, meta_path: Path) -> None:
     rank, coords = dist.get_rank(), list(_coords(actor))
     if meta["ranks"][rank] != coords:
         raise CheckpointError(f"{meta_path}: rank {rank} was (tp, pp, dp) = {meta['ranks'][rank]}, now {coords}")
-    kinds = _optimizer_kinds(actor.optimizer)
+    kinds = adam.kinds(actor.optimizer)
     if meta["optimizers"] != kinds:
         raise CheckpointError(f"{meta_path}: saved optimizers {meta['optimizers']}, this run has {kinds}")
 
@@ -460,7 +421,7 @@ def _read_rank_files(ckpt: Path, actor, schedule: bool = True) -> tuple[dict, di
     _check_params(actor, params, ckpt / model_file)
     if not isinstance(train, dict) or {"optimizer", "scheduler", "rng"} - set(train):
         raise CheckpointError(f"{ckpt / train_file}: expected a dict with optimizer, scheduler and rng")
-    subs = _sub_optimizers(actor.optimizer)
+    subs = adam.parts(actor.optimizer)
     if len(train["optimizer"]) != len(subs):
         raise CheckpointError(f"{ckpt / train_file}: {len(train['optimizer'])} optimizer states, "
                               f"this actor has {len(subs)} optimizers")
@@ -511,22 +472,6 @@ def _one_line(text: str) -> str:
 def _restore_model(actor, saved: dict) -> None:
     for name, p in actor.model.named_parameters():
         p.copy_(saved[name])  # in place: DDP's parameters are views into its contiguous buffer
-
-
-@torch.no_grad()
-def _restore_optimizer(optimizer, saved: list[dict]) -> None:
-    for sub, sd in zip(_sub_optimizers(optimizer), saved):
-        if sd is None:  # saved before the first step: Adam starts from scratch, from the restored weights
-            sub.optimizer.state.clear()
-            sub.reload_model_params()
-            continue
-        sub.load_state_dict(sd)
-        # Megatron (without TE/Apex) gives every param the *same* step tensor when it rebuilds torch Adam's
-        # state; Adam then increments that one tensor once per param per step and the bias correction is
-        # wrong from the second step on. Each param gets its own copy, as in an uninterrupted run.
-        for st in sub.optimizer.state.values():
-            if isinstance(st.get("step"), torch.Tensor):
-                st["step"] = st["step"].clone()
 
 
 def _set_rng(rng: dict) -> None:

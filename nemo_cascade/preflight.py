@@ -58,7 +58,7 @@ def check_model(cfg: config.Cascade) -> None:
             raise config.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected one of {sorted(BUILDERS)}")
     if cfg.model.hf_path:
         spec = read_hf_config(cfg.model.hf_path)
-        if cfg.model.yarn_factor:  # the run trains and serves a view with YaRN (cascade.prepare_base_model)
+        if cfg.model.yarn_factor:  # the run trains and serves a view with YaRN (base_model.prepare_base_model)
             raw = json.loads((Path(cfg.model.hf_path) / "config.json").read_text())
             spec = replace(spec, max_position_embeddings=with_recipe_yarn(raw, cfg.model.yarn_factor)[
                 "max_position_embeddings"])

@@ -127,6 +127,17 @@ def sft_loss(logprobs_B_T, mb):
     return num, den, {}
 
 
+def _stop_for_server(ctx: StageContext, stage: config.Stage, error: RewardServerError, step: int, start: int,
+                     at_start: tuple[dict, dict]) -> ServerStop:
+    """Step ``step`` cannot finish (a reward server failed after its retries): save the state it began with
+    (``at_start``: data position and RNG, :meth:`Saves.before_stop`), close the log, and return the error that
+    ends the run; the same command resumes once the server answers."""
+    saved = ctx.saves.before_stop(step, start, ctx.actor, *at_start) if ctx.saves else "no checkpoints"
+    ctx.log.close()
+    return ServerStop(f"{error}; stopped in step {step} of stage {stage.name}, {saved}; run the same command "
+                      "again to resume once the server answers")
+
+
 def _data_state(stream: PromptStream, curriculum: LengthCurriculum) -> dict:
     """What a GRPO checkpoint keeps of the data side: the prompt stream's position and the length phases."""
     return {**stream.state_dict(), "length_curriculum": curriculum.state_dict()}
@@ -182,10 +193,7 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
         try:
             groups_P, refill = grpo.collect_groups(stream.next_batch, sample, cfg)  # + refill (§4.4.2)
         except RewardServerError as e:
-            saved = ctx.saves.before_stop(step, start, ctx.actor, *at_start) if ctx.saves else "no checkpoints"
-            ctx.log.close()
-            raise ServerStop(f"{e}; stopped in step {step} of stage {stage.name}, {saved}; run the same command "
-                             "again to resume once the server answers") from None
+            raise _stop_for_server(ctx, stage, e, step, start, at_start) from None
         stream.record(groups_P)                                                 # epoch filter (§4.5.2)
         batch = grpo.make_batch(groups_P, cfg, ctx.pad_id)                   # advantages, masks, filters
         curriculum.record(step, batch.metrics["truncation_rate"])           # may end the phase (§4.5.2)

@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from nemo_cascade import config
 from nemo_cascade import ranks
-from nemo_cascade.actor import cpu
+from nemo_cascade.actor import adam, cpu
 from nemo_cascade.actor.hf_weights import HFWeights
 from nemo_cascade.actor import lm_head as LM
 from nemo_cascade.actor import precision
@@ -239,25 +239,11 @@ class MegatronActor(HFWeights):
 
     # ------------------------------------------------------------------------------------- optimizer
     def configure_optimizer(self, actor: config.Actor, total_steps: int, carry: bool = False) -> None:
-        """AdamW + this stage's LR schedule. ``carry`` (``boundary.optimizer``): keep the existing optimizer —
-        its Adam moments and step count — and only start the new schedule; otherwise a fresh optimizer."""
-        from megatron.core.optimizer import get_megatron_optimizer
-
+        """AdamW + this stage's LR schedule (actor/adam.py). ``carry`` (``boundary.optimizer``): keep the existing
+        optimizer — its Adam moments and step count — and only start the new schedule; otherwise a fresh one."""
         if not (carry and self.optimizer is not None):
-            self.optimizer = get_megatron_optimizer(self._optimizer_config(actor), [self.module])
-        self.scheduler = lr_scheduler(self.optimizer, actor, total_steps)
-
-    def _optimizer_config(self, actor: config.Actor):
-        from megatron.core.optimizer import OptimizerConfig
-
-        return OptimizerConfig(
-            optimizer="adam", lr=actor.lr, min_lr=actor.min_lr, weight_decay=actor.weight_decay,
-            adam_beta1=actor.adam_beta1, adam_beta2=actor.adam_beta2, adam_eps=actor.adam_eps,
-            clip_grad=actor.clip_grad, bf16=self.bf16, params_dtype=self.tconfig.params_dtype,
-            use_distributed_optimizer=self.parallel.distributed_optimizer,
-            # Meant to equal the DDP config's (megatron reads it only for MXFP8 parameter gathers).
-            overlap_param_gather=self.parallel.overlap_param_gather,
-        )
+            self.optimizer = adam.build(self.module, actor, self.parallel, self.bf16, self.tconfig.params_dtype)
+        self.scheduler = adam.lr_scheduler(self.optimizer, actor, total_steps)
 
     # --------------------------------------------------------------------------------- fwd / bwd
     ROWS_TOGETHER = 1
@@ -452,20 +438,6 @@ class MegatronActor(HFWeights):
             with torch.no_grad():
                 for n, p in params.items():
                     p.copy_(current[n])
-
-
-def lr_scheduler(optimizer, actor: config.Actor, total_steps: int):
-    """Megatron's LR / weight-decay scheduler for one stage: warm-up to ``actor.lr``, then ``lr_schedule`` decay
-    to ``min_lr`` over ``actor.lr_decay_steps`` (0 = the stage's ``total_steps``; T14's horizon question)."""
-    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
-
-    decay = max(actor.lr_decay_steps or total_steps, actor.warmup_steps + 1)
-    return OptimizerParamScheduler(
-        optimizer, init_lr=0.0 if actor.warmup_steps else actor.lr, max_lr=actor.lr,
-        min_lr=actor.min_lr, lr_warmup_steps=actor.warmup_steps, lr_decay_steps=decay,
-        lr_decay_style=actor.lr_schedule, start_wd=actor.weight_decay, end_wd=actor.weight_decay,
-        wd_incr_steps=decay, wd_incr_style="constant",
-    )
 
 
 def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor, temperature: float) -> torch.Tensor:

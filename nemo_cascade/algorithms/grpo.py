@@ -271,9 +271,7 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
     rows = pack_rows(lengths, max(cfg.pack_tokens, longest)) if cfg.sequence_packing else None
     laid = pack_sequences(prompts, responses, pad_id, logprobs, rows)
     advantages_S = torch.tensor(advantages, dtype=torch.float32)
-    advantages_B_T = torch.zeros_like(laid["values_B_T"])
-    for s, (b, start, n) in enumerate(zip(laid["row_S"].tolist(), laid["start_S"].tolist(), lengths)):
-        advantages_B_T[b, start:start + n] = advantages_S[s]
+    advantages_B_T = _spread_over_tokens(advantages_S, laid, lengths)
     B, T = laid["tokens_B_T"].shape
     metrics = {
         **_generation_metrics(groups, all_rewards),
@@ -288,6 +286,15 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
     return GRPOBatch(laid["tokens_B_T"], laid["loss_mask_B_T"], advantages_B_T, laid["values_B_T"],
                      laid["position_ids_B_T"], laid["segment_ids_B_T"], advantages_S, laid["lengths_S"], modes,
                      packed=cfg.sequence_packing, metrics=metrics)
+
+
+def _spread_over_tokens(advantages_S: Tensor, laid: dict[str, Tensor], lengths: list[int]) -> Tensor:
+    """Each sequence's advantage on every position it occupies in the laid-out rows (:func:`pack_sequences`:
+    sequence s fills ``row_S[s]`` from ``start_S[s]`` for ``lengths[s]`` tokens); zero on padding."""
+    advantages_B_T = torch.zeros_like(laid["values_B_T"])
+    for s, (b, start, n) in enumerate(zip(laid["row_S"].tolist(), laid["start_S"].tolist(), lengths)):
+        advantages_B_T[b, start:start + n] = advantages_S[s]
+    return advantages_B_T
 
 
 def _generation_metrics(groups: list[PromptGroup], scored: list[Tensor]) -> dict[str, float]:

@@ -108,6 +108,16 @@ def _engine_group(tp: int):
     return mine
 
 
+def _pushed_weight_names(model_path: str, tied_embeddings: bool) -> frozenset[str]:
+    """The HF names a weight push must cover (``expected_weight_names``): the folder's tensors, plus a tied
+    head's alias. That alias is not in a tied checkpoint, but the in-place reload finalises the tied
+    ParallelLMHead as a layer of its own: without it the head keeps its OLD weights (measured). The table names
+    it; senders alias it."""
+    from nemo_cascade.convert.table import tied_head_aliases  # torch: the engine has imported it with vLLM
+
+    return engine_start.checkpoint_weight_names(model_path) | set(tied_head_aliases(tied_embeddings))
+
+
 def _finish_reason(reason: str | None) -> types.FinishReason:
     if reason in ("stop", "length"):
         return reason  # type: ignore[return-value]
@@ -181,12 +191,7 @@ class RolloutEngine:
             self._rank = dist.get_rank()
         tp = rollout.tensor_parallel_size
         self._tp_group = _engine_group(tp) if tp > 1 else None
-        self._expected = engine_start.checkpoint_weight_names(self.model_path)
-        # Not in a tied checkpoint, but the in-place reload finalises the tied ParallelLMHead as a layer of its
-        # own: without it the head keeps its OLD weights (measured). The table names it; senders alias it.
-        from nemo_cascade.convert.table import tied_head_aliases  # torch: imported with vLLM above
-
-        self._expected |= set(tied_head_aliases(hf.tied_embeddings))
+        self._expected = _pushed_weight_names(self.model_path, hf.tied_embeddings)
         log.info("vLLM engine ready in %.1f s (%s, %s, max_model_len=%d, YaRN %g, rank %d)", self.start_seconds,
                  "cpu" if self.on_cpu else "gpu", dtype, self.max_model_len, self.yarn_factor, self._rank)
 

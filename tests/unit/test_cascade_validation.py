@@ -182,19 +182,21 @@ def test_training_requests_must_fit_the_models_positions(tiny, tiny_model):
 def test_the_recipes_yarn_factor_is_what_the_run_trains_and_serves(tiny, tiny_model, tmp_path):
     """``model.yarn_factor`` makes the run's base a view of the HF folder whose config.json adds YaRN over the
     model's native positions (App. B), the weights linked, not copied; without it the folder is used as is."""
-    from nemo_cascade.cascade import prepare_base_model
+    from nemo_cascade.base_model import prepare_base_model
+    from nemo_cascade.cascade import run_dir
     from nemo_cascade.convert.arch import read_hf_config
 
     plain = replace(tiny, run_root=str(tmp_path), model=config.Model(hf_path=str(tiny_model)))
-    assert prepare_base_model(plain) == str(tiny_model)
+    assert prepare_base_model(plain, run_dir(plain)) == str(tiny_model)
     scaled = replace(plain, model=replace(plain.model, yarn_factor=2.0))
-    folder = Path(prepare_base_model(scaled))
+    folder = Path(prepare_base_model(scaled, run_dir(scaled)))
     assert folder == tmp_path / tiny.name / "base_model"
     spec = read_hf_config(folder)
     assert spec.yarn == (2.0, 1024) and spec.max_position_embeddings == 2048
     weights = [p for p in folder.iterdir() if p.suffix == ".safetensors"]
     assert weights and all(p.is_symlink() and p.resolve().parent == tiny_model.resolve() for p in weights)
     assert json.loads((tiny_model / "config.json").read_text()).get("rope_scaling") is None, "the source is untouched"
-    assert prepare_base_model(scaled) == str(folder)  # the second call finds it made
+    assert prepare_base_model(scaled, run_dir(scaled)) == str(folder)  # the second call finds it made
     thrice = replace(scaled, model=replace(scaled.model, yarn_factor=3.0))
-    assert read_hf_config(prepare_base_model(thrice)).yarn == (3.0, 1024), "a changed factor remakes the view"
+    remade = read_hf_config(prepare_base_model(thrice, run_dir(thrice)))
+    assert remade.yarn == (3.0, 1024), "a changed factor remakes the view"

@@ -14,6 +14,7 @@ import torch
 
 from nemo_cascade import checkpoint as ckpt
 from nemo_cascade import config
+from nemo_cascade.actor import adam
 from nemo_cascade.algorithms import sft
 
 K, M = 3, 3  # steps before the checkpoint, steps after it
@@ -106,7 +107,7 @@ def test_resume_is_bit_exact(model_dir, uninterrupted, batches):
 
 
 def _skip_optimizer(monkeypatch, actor):
-    monkeypatch.setattr(ckpt, "_restore_optimizer", lambda optimizer, saved: None)
+    monkeypatch.setattr(adam, "restore", lambda optimizer, saved: None)
 
 
 def _skip_scheduler(monkeypatch, actor):
@@ -114,12 +115,12 @@ def _skip_scheduler(monkeypatch, actor):
 
 
 def _shared_adam_step(monkeypatch, actor):
-    """Megatron's own load without the per-param step copy that checkpoint.py adds."""
+    """Megatron's own load without the per-param step copy that actor/adam.py adds."""
     @torch.no_grad()
     def restore(optimizer, saved):
-        for sub, sd in zip(ckpt._sub_optimizers(optimizer), saved):
+        for sub, sd in zip(adam.parts(optimizer), saved):
             sub.load_state_dict(sd)
-    monkeypatch.setattr(ckpt, "_restore_optimizer", restore)
+    monkeypatch.setattr(adam, "restore", restore)
 
 
 @pytest.mark.parametrize("sabotage", [_skip_optimizer, _skip_scheduler, _shared_adam_step],

@@ -16,7 +16,7 @@ CONFINED = {
 }
 # The training core's layers, top to bottom: a module may import only from its own layer or below.
 LAYERS = [
-    {"cascade", "preflight", "lineage", "forgetting", "plan", "plan_rm", "torchrun"}, {"stage"},
+    {"cascade", "base_model", "preflight", "lineage", "forgetting", "plan", "plan_rm", "torchrun"}, {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
      "metrics", "ranks", "provenance"},
     {"config", "types", "faults", "files", "stop_request", "run_lock", "lifeline", "console", "errors"},

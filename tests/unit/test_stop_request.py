@@ -5,12 +5,14 @@ import os
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from nemo_cascade import config
 from nemo_cascade import stage
 from nemo_cascade import stop_request
+from nemo_cascade.rewards.remote import RewardServerError
 
 
 @pytest.fixture
@@ -75,6 +77,20 @@ def test_before_stop_saves_only_what_is_not_saved_yet(tmp_path, saved):
     _run(saves, total=4)  # saves step 1
     assert "state after step 1 saved in" in saves.before_stop(2, 0, None, {}, {}) and saved == [1]
     assert "state after step 2 saved in" in saves.before_stop(3, 0, None, {}, {}) and saved == [1, 2]
+
+
+def test_a_failed_reward_server_saves_the_state_its_step_began_with(tmp_path, saved):
+    """A reward server gone after its retries in step 4 (stage._stop_for_server): the state after step 3 is saved,
+    the metrics log closed, and the run ends with one line saying where the state is and how to resume."""
+    closed = []
+    ctx = stage.StageContext(None, None, 0, tmp_path, SimpleNamespace(close=lambda: closed.append(True)),
+                             stage.Saves(tmp_path / "checkpoint", every=0, keep=2))
+    error = stage._stop_for_server(ctx, SimpleNamespace(name="rlhf"), RewardServerError("http://rm/classify: gone"),
+                                   4, 0, ({"pos": 4}, {}))
+    assert isinstance(error, stage.ServerStop) and saved == [3] and closed == [True]
+    assert str(error) == (f"http://rm/classify: gone; stopped in step 4 of stage rlhf, state after step 3 saved in "
+                          f"{tmp_path / 'checkpoint' / 'step_000003'}; run the same command again to resume once the "
+                          "server answers")
 
 
 def test_the_launcher_turns_sigusr1_into_a_request_and_drops_an_old_one(tmp_path, monkeypatch):

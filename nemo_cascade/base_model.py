@@ -1,0 +1,51 @@
+"""The HF folder a cascade starts from: the recipe's model folder as it is, a view of it whose config.json adds
+the recipe's YaRN scaling (App. B), or a tiny model built once into the run directory (docs/architecture.md,
+"Run directory")."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nemo_cascade import config, ranks
+from nemo_cascade.files import published_folder
+
+
+def prepare_base_model(cfg: config.Cascade, run_dir: Path) -> str:
+    """The HF folder the cascade with run directory ``run_dir`` starts from: the given one, or a tiny model
+    built once into the run dir; with ``model.yarn_factor``, a view of it in ``<run>/base_model`` whose
+    config.json adds that YaRN scaling (links to the same weights and tokenizer), so the actor, the engine and
+    every stage export use it (App. B)."""
+    from nemo_cascade.convert.arch import with_recipe_yarn
+    from nemo_cascade.convert.hf_io import linked_with_config
+
+    out = run_dir / "base_model"
+    if cfg.model.hf_path:
+        raw = json.loads((Path(cfg.model.hf_path) / "config.json").read_text())
+        hf_config = with_recipe_yarn(raw, cfg.model.yarn_factor)
+        if hf_config == raw:
+            return cfg.model.hf_path
+        if ranks.is_main() and not _same_config(out, hf_config):
+            with published_folder(out, replace=True) as tmp:
+                linked_with_config(cfg.model.hf_path, tmp, hf_config)
+        ranks.barrier()
+        return str(out)
+    from nemo_cascade.convert.tiny import BUILDERS
+
+    if ranks.is_main() and not (out / "config.json").is_file():
+        with published_folder(out, replace=True) as tmp:  # a folder without config.json is an interrupted build
+            BUILDERS[cfg.model.build](tmp, seed=cfg.seed)
+            if cfg.model.yarn_factor:
+                raw = json.loads((tmp / "config.json").read_text())
+                (tmp / "config.json").write_text(json.dumps(with_recipe_yarn(raw, cfg.model.yarn_factor), indent=2))
+    ranks.barrier()
+    return str(out)
+
+
+def _same_config(folder: Path, hf_config: dict) -> bool:
+    try:
+        return json.loads((folder / "config.json").read_text()) == hf_config
+    except (OSError, ValueError):
+        return False
+
+
+__all__ = ["prepare_base_model"]
