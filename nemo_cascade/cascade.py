@@ -27,7 +27,7 @@ from nemo_cascade import config
 from nemo_cascade.data.loader import pad_id
 from nemo_cascade.faults import crash_point
 from nemo_cascade.forgetting import Gate, GateStop
-from nemo_cascade.lineage import Manifest, config_hash, reset_stages, stage_status
+from nemo_cascade.lineage import Manifest, reset_stages, stage_status
 from nemo_cascade.preflight import check_cascade, check_endpoints, check_tokenizer, stages_to_run
 from nemo_cascade.stage import Saves, StageContext, run_grpo, run_reward_model, run_sft
 
@@ -205,7 +205,8 @@ class CascadeRun:
                 shutil.rmtree(sdir / "checkpoint", ignore_errors=True)
         ranks.barrier()
         self.manifest.update(stage.name, status="running", started=time.time(), parent=self.weights_from,
-                             config_sha256=config_hash(stage), resumed_from=str(resume or ""), steps=stage.steps)
+                             config_sha256=self.manifest.config_hash(stage), resumed_from=str(resume or ""),
+                             steps=stage.steps)
         saves = Saves(sdir / "checkpoint", stage.checkpoint_every, self.cfg.keep_checkpoints, resume,
                       every_minutes=self.cfg.checkpoint_every_minutes, run_dir=self.out)
         if resume:

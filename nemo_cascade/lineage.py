@@ -5,7 +5,9 @@ auditable: the git SHA and package versions of the code, the seed, the base mode
 parent checkpoint, the sha256 of its resolved config and of its data, its exported checkpoint, and the
 forgetting gate's verdict. A re-run reads the manifest back: finished stages are skipped, a running one is
 resumed — but only with the config it started with; ``run --stage NAME --retrain`` resets a finished stage and
-the ones after it (cascade.discard_for_retrain).
+the ones after it (cascade.discard_for_retrain). The manifest records the config schema version the run was
+created with (``config.SCHEMA_VERSION``; none recorded: 1), and its hashes are computed under that version, so
+fields added to the config since do not block a resume while they hold their defaults (config/versions.py).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from nemo_cascade import config
 from nemo_cascade import ranks
+from nemo_cascade.config.versions import added_after
 from nemo_cascade.files import write_text_atomically
 from nemo_cascade.provenance import git_state, versions
 
@@ -42,47 +45,24 @@ HOW_READ = ("cache",)
 the same tokens either way (tests/unit/test_sft_loading.py), so switching it must not block a resume. Left out
 of the hashes."""
 
-ADDED_LATER = {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
-               "Data": ("min_prompt_tokens", "repeat", "domain", "allow_eval_instructions", "swe_max_files",
-                        "swe_min_noisy_files", "math_instruction"),
-               "Stage": ("epochs",),
-               "GRPO": ("sequence_packing", "pack_tokens"),
-               "Reward": ("score_while_generating", "judge_reasoning_tokens", "math_grader")}
-"""Fields added after runs had recorded stage hashes in their manifests, per config class. Each is left out of
-the hash while it holds its default — the value every config written before it existed means — so a stage
-interrupted before the field existed still resumes, and the hash changes only when the field is set.
-(``GRPO.sequence_packing`` and ``Reward.score_while_generating`` default to on although runs before them did
-neither: they change how rows are laid out and when rewards are computed, not what is trained.
-``Data.math_instruction`` is the exception that changes prompts: a math file of bare problems, interrupted
-before it existed, resumes asking for the boxed answer its reward always needed; every generated math set
-already asked.)"""
-ADDED_LATER["Reward"] += ("code_switch_rule", "code_switch_script")
-# The code-switch rule's default (auto: the paper's rule per stage, §4.3.2, §4.5.2) replaced a fixed Latin test
-# that was a bug against the paper, as a verifier fix is: a stage resumed across it keeps its hash.
-ADDED_LATER.update(Actor=("lr_decay_steps",), GRPO=ADDED_LATER["GRPO"] + ("overlong_filter_stats",),
-                   LengthPhase=ADDED_LATER["LengthPhase"] + ("until_clip_ratio",))
-ADDED_LATER["Gate"] = ("mode", "yarn", "max_input_tokens")  # the gate's thinking mode and App. B's YaRN / input
-ADDED_LATER["Rollout"] += ("dtype",)
-# The engine's dtype changes what is sampled, so it is hashed once set; at its default (auto: the actor's dtype,
-# what every engine ran in before it existed) a stage interrupted before it existed resumes.
 
-
-def config_hash(obj) -> str:
+def config_hash(obj, schema_version: int = config.SCHEMA_VERSION) -> str:
     """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without :data:`ENDPOINTS`,
-    :data:`AFTER_TRAINING`, :data:`PATIENCE` and :data:`HOW_READ`, and without :data:`ADDED_LATER` fields at
-    their defaults."""
-    return hashlib.sha256(json.dumps(_canonical(obj), sort_keys=True).encode()).hexdigest()
+    :data:`AFTER_TRAINING`, :data:`PATIENCE` and :data:`HOW_READ`, and without the fields added after
+    ``schema_version`` (``config.FIELDS_ADDED``) while they hold their defaults: a manifest's hashes are computed
+    under the version it was created with, so a stage it recorded before a field existed still resumes."""
+    return hashlib.sha256(json.dumps(_canonical(obj, schema_version), sort_keys=True).encode()).hexdigest()
 
 
-def _canonical(obj):
-    """``config.to_dict(obj)`` less the fields :func:`config_hash` leaves out."""
+def _canonical(obj, schema_version: int = config.SCHEMA_VERSION):
+    """``config.to_dict(obj)`` less the fields :func:`config_hash` leaves out under ``schema_version``."""
     if is_dataclass(obj):
-        later = ADDED_LATER.get(type(obj).__name__, ())
-        return {f.name: _canonical(getattr(obj, f.name)) for f in fields(obj)
+        later = added_after(schema_version).get(type(obj).__name__, ())
+        return {f.name: _canonical(getattr(obj, f.name), schema_version) for f in fields(obj)
                 if f.name not in ENDPOINTS + AFTER_TRAINING + PATIENCE + HOW_READ
                 and not (f.name in later and getattr(obj, f.name) == f.default)}
     if isinstance(obj, tuple):
-        return [_canonical(v) for v in obj]
+        return [_canonical(v, schema_version) for v in obj]
     return obj
 
 
@@ -91,11 +71,11 @@ class Manifest:
 
     def __init__(self, cfg: config.Cascade, path: Path, base_model: str, data_hashes: dict[str, list[str]]):
         self.path = path
-        try:
-            old = json.loads(path.read_text()) if path.is_file() else {}
-        except json.JSONDecodeError as e:
-            raise config.ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected the run's "
-                                     f"manifest — restore or delete it") from None
+        old = _read_manifest(path)
+        # The version the run was created with, kept on every rewrite: its stored stage hashes were computed
+        # under it. Only a new run folder records the current one.
+        self.schema_version = config.schema_version_of(old, str(path)) if old is not None else config.SCHEMA_VERSION
+        old = old or {}
         stages = {s.name: old.get("stages", {}).get(s.name, {"status": "pending"}) for s in cfg.stages}
         for s in cfg.stages:
             entry = stages[s.name]
@@ -104,10 +84,16 @@ class Manifest:
                 entry["data_sha256"] = data_hashes.get(s.name, [])
             elif entry.get("data_sha256") != data_hashes.get(s.name, entry.get("data_sha256")):
                 log.warning("stage %s: its data changed since it finished; keeping its checkpoint", s.name)
-        self.data = {"name": cfg.name, "git_sha": git_state().get("sha", ""), "versions": versions(),
-                     "seed": cfg.seed, "base_model": base_model, "config_sha256": config_hash(cfg),
-                     "world_size": ranks.world()[1], "stages": stages, "stopped": old.get("stopped", "")}
+        self.data = {"schema_version": self.schema_version, "name": cfg.name, "git_sha": git_state().get("sha", ""),
+                     "versions": versions(), "seed": cfg.seed, "base_model": base_model,
+                     "config_sha256": self.config_hash(cfg), "world_size": ranks.world()[1], "stages": stages,
+                     "stopped": old.get("stopped", "")}
         self._write()
+
+    def config_hash(self, section) -> str:
+        """:func:`config_hash` under this manifest's schema version: the hash to record for a stage and to
+        compare with the recorded one."""
+        return config_hash(section, self.schema_version)
 
     def status(self, stage: str) -> str:
         return self.data["stages"][stage].get("status", "pending")
@@ -123,11 +109,11 @@ class Manifest:
         """A stage that was running continues only under the config it started with: resuming a checkpoint with
         another LR schedule, data or batch size silently trains a model no config describes."""
         entry = self.data["stages"][stage.name]
-        if entry.get("status") == "running" and entry.get("config_sha256") not in ("", config_hash(stage)):
+        if entry.get("status") == "running" and entry.get("config_sha256") not in ("", self.config_hash(stage)):
             raise config.ConfigError(f"stages.{stage.name}: its config changed since the interrupted run started it "
                                      f"(manifest config_sha256 {entry['config_sha256'][:12]}); restore that config or "
                                      f"delete {self.path.parent / 'stages'}/*-{stage.name} to start it over")
-        if entry.get("status") == "done" and entry.get("config_sha256") not in ("", config_hash(stage)):
+        if entry.get("status") == "done" and entry.get("config_sha256") not in ("", self.config_hash(stage)):
             log.warning("stage %s: finished under a different config; keeping its checkpoint", stage.name)
 
     def update(self, stage: str, **fields) -> None:
@@ -141,6 +127,21 @@ class Manifest:
     def _write(self) -> None:
         if ranks.is_main():
             _write_json(self.path, self.data)
+
+
+def _read_manifest(path: Path) -> dict | None:
+    """The manifest at ``path`` (None when there is none yet); one ConfigError line when it is not a manifest."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise config.ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected the run's "
+                                 f"manifest — restore or delete it") from None
+    if not isinstance(data, dict):
+        raise config.ConfigError(f"{path}: expected the run's manifest (a JSON object), got {type(data).__name__}; "
+                                 f"restore or delete it")
+    return data
 
 
 def _write_json(path: Path, data: dict) -> None:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from .checks import type_problem, validate
 from .schema import Cascade, ConfigError, LengthPhase, Stage
+from .versions import SCHEMA_VERSION, schema_version_of
 
 
 def _field_types(cls) -> dict[str, Any]:
@@ -131,10 +132,14 @@ def to_dict(cfg: Any) -> Any:
 
 def from_dict(cls, data: Any, where: str = "") -> Any:
     """Inverse of :func:`to_dict` (used to read a run's config.json): missing keys take their defaults; unknown
-    keys, values of the wrong type and missing required fields raise ConfigError naming the field."""
+    keys, values of the wrong type and missing required fields raise ConfigError naming the field. A cascade's
+    ``schema_version`` (:func:`dumps` writes it) is checked and dropped: every version's fields read the same."""
     name = where or cls.__name__
     if not isinstance(data, dict):
         raise ConfigError(f"{name}: expected an object of {cls.__name__} fields, got {type(data).__name__}")
+    if cls is Cascade and "schema_version" in data:
+        schema_version_of(data, where or "config.json")
+        data = {k: v for k, v in data.items() if k != "schema_version"}
     types = _field_types(cls)
     unknown = set(data) - set(types)
     if unknown:
@@ -165,4 +170,6 @@ def from_dict(cls, data: Any, where: str = "") -> Any:
 
 
 def dumps(cfg: Cascade) -> str:
-    return json.dumps(to_dict(cfg), indent=2, sort_keys=False)
+    """A run's config.json: the resolved config and the schema version it was written with."""
+    return json.dumps({"schema_version": SCHEMA_VERSION, **to_dict(cfg)}, indent=2, sort_keys=False)
+

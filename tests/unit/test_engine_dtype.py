@@ -51,9 +51,10 @@ def test_grpo_stages_must_agree_on_the_one_engine_dtype(tiny):
 
 def test_stage_hash_unchanged_at_auto_and_changed_when_set(tiny):
     math = config.stage_by_name(tiny, "math")
-    assert "dtype" not in _canonical(math)["rollout"]
+    before = 5  # the schema version before rollout.dtype existed (config.FIELDS_ADDED[6])
+    assert "dtype" not in _canonical(math, before)["rollout"]
     bf16 = replace(math, rollout=replace(math.rollout, dtype="bfloat16"))
-    assert config_hash(bf16) != config_hash(math)  # a resume must not switch what samples
+    assert config_hash(bf16, before) != config_hash(math, before)  # a resume must not switch what samples
 
 
 def test_push_converts_each_tensor_once_and_passes_matching_ones_through():

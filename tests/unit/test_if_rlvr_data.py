@@ -131,9 +131,10 @@ def test_the_setting_leaves_the_stage_hash_of_earlier_runs_alone_until_it_is_set
 
     stage = config.Stage(name="if_ifbench", domain="ifeval", data=config.Data(source="rows.jsonl"))
     allowed = replace(stage, data=replace(stage.data, allow_eval_instructions=True))
-    # A manifest written before the field existed hashed the stage without it; setting it is a new config.
-    assert "allow_eval_instructions" not in _canonical(stage)["data"]
-    assert config_hash(stage) != config_hash(allowed)
+    # A manifest written before the field existed (schema version 1) hashed the stage without it; setting it is
+    # a new config.
+    assert "allow_eval_instructions" not in _canonical(stage, 1)["data"]
+    assert config_hash(stage, 1) != config_hash(allowed, 1)
 
 
 def test_preflight_refuses_a_test_taxonomy_id_before_the_cascade_starts(tmp_path):

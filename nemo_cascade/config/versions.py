@@ -1,0 +1,73 @@
+"""The config schema's version: which fields each version added (docs/cascade.md, "Adding a config field").
+
+A run's ``manifest.json`` records the schema version the run was created with, and its stage hashes
+(``lineage.config_hash``) are computed under it: a field that version did not have is left out of a hash while it
+holds its default — the value every config written before the field existed means — so a stage interrupted
+before the field existed still resumes, and its hash changes only when the field is set. A manifest written
+without a version is version 1 (every manifest written before versions were recorded). A new run records
+:data:`SCHEMA_VERSION`, so its hashes cover every field.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .schema import ConfigError
+
+SCHEMA_VERSION = 6
+"""The newest version: the one a new run's manifest.json and every config.json record."""
+
+FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
+    # Fields added after runs had recorded stage hashes in their manifests. GRPO.sequence_packing and
+    # Reward.score_while_generating default to on although runs before them did neither: they change how rows
+    # are laid out and when rewards are computed, not what is trained. Data.math_instruction is the exception
+    # that changes prompts: a math file of bare problems, interrupted before it existed, resumes asking for the
+    # boxed answer its reward always needed; every generated math set already asked.
+    2: {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
+        "Data": ("min_prompt_tokens", "repeat", "domain", "allow_eval_instructions", "swe_max_files",
+                 "swe_min_noisy_files", "math_instruction"),
+        "Stage": ("epochs",),
+        "GRPO": ("sequence_packing", "pack_tokens"),
+        "Reward": ("score_while_generating", "judge_reasoning_tokens", "math_grader")},
+    # The code-switch rule's default (auto: the paper's rule per stage, §4.3.2, §4.5.2) replaced a fixed Latin
+    # test that was a bug against the paper, as a verifier fix is: a stage resumed across it keeps its hash.
+    3: {"Reward": ("code_switch_rule", "code_switch_script")},
+    # An explicit LR decay length, the filter's statistics over kept or all groups, a length phase that ends at a
+    # clip ratio: each default is what every stage did before it existed.
+    4: {"Actor": ("lr_decay_steps",), "GRPO": ("overlong_filter_stats",), "LengthPhase": ("until_clip_ratio",)},
+    # The gate's thinking mode and App. B's YaRN / input limit: at their defaults the gate evaluates as before.
+    5: {"Gate": ("mode", "yarn", "max_input_tokens")},
+    # The engine's dtype changes what is sampled, so it is hashed once set; at its default (auto: the actor's
+    # dtype, what every engine ran in before it existed) a stage interrupted before it existed resumes.
+    6: {"Rollout": ("dtype",)},
+}
+"""Per schema version, per config class, the fields that version added; version 1 is every field not named
+here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION`` bumped
+(tests/unit/test_schema_versions.py checks)."""
+
+
+@lru_cache(maxsize=None)
+def added_after(version: int) -> dict[str, frozenset[str]]:
+    """Per config class, the fields added after schema ``version``: the ones a hash under that version leaves
+    out while they hold their defaults."""
+    out: dict[str, set[str]] = {}
+    for added, classes in FIELDS_ADDED.items():
+        if added > version:
+            for cls, names in classes.items():
+                out.setdefault(cls, set()).update(names)
+    return {cls: frozenset(names) for cls, names in out.items()}
+
+
+def schema_version_of(data: dict, where: str) -> int:
+    """The ``schema_version`` a manifest.json or config.json (``data``, read from ``where``) records; 1 when it
+    records none. One ConfigError line for a version this code does not know: its hashes and fields mean
+    something this code cannot reproduce."""
+    version = data.get("schema_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ConfigError(f"{where}: schema_version: expected an integer >= 1, got {version!r:.40}")
+    if version > SCHEMA_VERSION:
+        raise ConfigError(f"{where}: schema version {version} is newer than this nemo-cascade's ({SCHEMA_VERSION}); "
+                          f"update nemo-cascade")
+    return version
+
+
+__all__ = ["SCHEMA_VERSION", "FIELDS_ADDED", "added_after", "schema_version_of"]
