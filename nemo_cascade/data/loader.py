@@ -1,6 +1,6 @@
 """Prompt sets: read a ``Data`` source (``synthetic:NAME``, ``benchmark:NAME`` or a jsonl/parquet file) into
 templated, tokenised prompts
-and SFT examples, and serve them in a deterministic, resumable order (:class:`PromptStream`).
+and SFT examples; :class:`~.prompt_stream.PromptStream` serves prompts in a deterministic, resumable order.
 
 jsonl rows (one JSON object per line, blank lines skipped):
 
@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import bisect
 import functools
-import hashlib
 import itertools
 import json
 import logging
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -40,6 +39,7 @@ from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
 from .rows import DataError, Share
 from .prompt_cache import CachedPrompts, prompt_item, user_text
 from .prompt_cache import encode as _encode
+from .prompt_stream import PromptStream
 from .schemas import RefusedRow
 from .sft_rows import parse_sft_row, sft_texts
 from .synthetic import SYNTHETIC, sft_pairs
@@ -157,19 +157,7 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     modes = ("think", "no_think") if mode == "half" else (mode,)
     budget = (prompt_cache.swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens)
               if prompt_cache.budgeted(domain) else None)
-    items = []
-    for position, where, row in rows:
-        try:
-            item = prompt_item(domain, row, where, data_cfg, validate_label, budget)
-        except RefusedRow as e:  # not a bad row: a setting decides, so max_bad_rows does not skip it
-            raise DataError(f"{where}: {e}") from None
-        except ValueError as e:  # SchemaError, a validator's ValueError, a bad uid
-            bad.append((position, str(e) if str(e).startswith(where) else f"{where}: {e}"))
-            continue
-        if item is None:  # an SWE row whose §4.7.1 prompt fits no context: dropped, not bad
-            out.dropped_no_context += 1
-            continue
-        items.append(item)
+    items = _adapted_rows(rows, domain, data_cfg, validate_label, budget, out, bad)
     bad.sort(key=lambda b: b[0])  # the first bad row in file order is the one an error names
     out.bad_rows = len(bad)
     check_bad_rows(data_cfg, len(bad), bad[0][1] if bad else None)
@@ -187,6 +175,28 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
             out.alternate.append(variants[1])
     _report(data_cfg, out, max_prompt_tokens, out.dropped_no_context)
     return out
+
+
+def _adapted_rows(rows: list[tuple[int, str, dict]], domain: str, data_cfg: Data,
+                  validate_label: Optional[Callable[[Any], None]], budget, out: PromptList,
+                  bad: list[tuple[int, str]]) -> list[tuple]:
+    """``(uid, messages, label)`` per row of a prompt source that fits the domain's schema (``prompt_item``);
+    a row that does not goes to ``bad`` as (position, one-line message), an SWE row that fits no context is
+    counted on ``out``."""
+    items = []
+    for position, where, row in rows:
+        try:
+            item = prompt_item(domain, row, where, data_cfg, validate_label, budget)
+        except RefusedRow as e:  # not a bad row: a setting decides, so max_bad_rows does not skip it
+            raise DataError(f"{where}: {e}") from None
+        except ValueError as e:  # SchemaError, a validator's ValueError, a bad uid
+            bad.append((position, str(e) if str(e).startswith(where) else f"{where}: {e}"))
+            continue
+        if item is None:  # an SWE row whose §4.7.1 prompt fits no context: dropped, not bad
+            out.dropped_no_context += 1
+            continue
+        items.append(item)
+    return items
 
 
 def _cached_prompts(data_cfg: Data, limit: int, every: CachedPrompts, manifest: dict) -> CachedPrompts:
@@ -346,144 +356,6 @@ def _report(data_cfg: Data, out, limit: int, no_context: int = 0) -> None:
                    f"file(s) in data.swe_max_files={data_cfg.swe_max_files}" if no_context else "")
         raise DataError(f"{source}: no usable rows ({out.dropped_too_long} longer than max_prompt_tokens={limit}"
                         f"{short}{context}{skipped})")
-
-
-# ------------------------------------------------------------------------------------------ stream
-
-class PromptStream:
-    """Prompts in shuffled epochs, deterministic and resumable; optionally in half-half modes (§4.3.2) and
-    with epoch-level filtering (§4.5.2).
-
-    Epoch ``e`` visits every *active* row once in the order of ``random.Random(seed + e)`` (every row is active
-    unless the epoch filter is on); a batch that runs past the end of an epoch continues into the next.
-
-    Half-half (``alternate``, the no_think templatings index-aligned with ``prompts``, see ``load_prompts``):
-    the k-th prompt handed out is row ``i``'s ``prompts[i]`` (think) for even k and ``alternate[i]``
-    (no_think) for odd k. The modes alternate over the whole draw sequence, so any batch of even size holds
-    exactly half of each, and which row gets which mode follows the seeded shuffle.
-
-    Epoch filter (``epoch_filter=(p_unsolved, p_solved)``): :meth:`record` notes each scored group's outcome
-    for its row — unsolved (no sample correct; correct = reward > 0), solved (all correct) or informative.
-    When an epoch starts, rows whose latest outcome is unsolved or solved leave it, except that each is
-    re-admitted with probability ``p_unsolved`` / ``p_solved`` (one draw per filtered row per epoch from
-    ``random.Random`` keyed by seed and epoch). If nothing would remain, every row stays. Outcomes recorded
-    after the next epoch already started (a batch straddling the boundary) count from the epoch after it.
-    Rows are matched by ``Prompt.uid``, which must then be unique.
-
-    ``state_dict()`` holds the position (epoch, position, draws so far), the epoch's active rows, the rows'
-    latest outcomes and a fingerprint of the prompt set: restoring it into a stream over the same prompts
-    draws exactly the batches the original would have drawn next. Restoring into a different prompt set raises
-    DataError (a stage resumed on other data would silently skip or repeat rows).
-    """
-
-    INFORMATIVE, UNSOLVED, SOLVED = 0, 1, 2
-    """Row outcomes of the epoch filter (never-seen rows count as informative)."""
-
-    def __init__(self, prompts: Sequence[Prompt], seed: int = 0, *, alternate: Optional[Sequence[Prompt]] = None,
-                 epoch_filter: Optional[tuple[float, float]] = None):
-        if not len(prompts):
-            raise DataError("PromptStream: no prompts")
-        uids = _uids(prompts)  # a cached set lists them without building its prompts (data/prompt_cache.py)
-        if alternate is not None and _uids(alternate) != uids:
-            raise DataError("PromptStream: alternate templatings must be index-aligned with the prompts")
-        self._sets = (prompts, alternate) if alternate else (prompts,)  # prompts are built only when drawn
-        self._n = len(prompts)
-        self._seed, self._filter = seed, epoch_filter
-        self._row_of = {uid: row for row, uid in enumerate(uids)}
-        if epoch_filter is not None and len(self._row_of) < len(prompts):
-            raise DataError("PromptStream: epoch filtering tracks prompts by uid, but the uids are not unique")
-        self._outcomes = [self.INFORMATIVE] * len(prompts)
-        self._drawn = self._readmitted = 0
-        self._active = list(range(len(prompts)))
-        self._epoch, self._position = 0, 0
-        self._order = self._epoch_order()
-        self._fingerprint = hashlib.sha256("\n".join(uids).encode()).hexdigest()[:16]
-
-    def _epoch_order(self) -> list[int]:
-        order = list(self._active)
-        random.Random(self._seed + self._epoch).shuffle(order)
-        return order
-
-    def _start_epoch(self, epoch: int) -> None:
-        self._epoch, self._position = epoch, 0
-        if self._filter is not None:
-            rng = random.Random(f"epoch-filter/{self._seed}/{epoch}")
-            readmit = {self.UNSOLVED: self._filter[0], self.SOLVED: self._filter[1]}
-            active, readmitted = [], 0
-            for row, outcome in enumerate(self._outcomes):
-                if outcome == self.INFORMATIVE:
-                    active.append(row)
-                elif rng.random() < readmit[outcome]:
-                    active.append(row)
-                    readmitted += 1
-            if not active:
-                log.warning("epoch filter: every prompt is solved or unsolved; epoch %d keeps them all", epoch)
-                active, readmitted = list(range(self._n)), 0
-            self._active, self._readmitted = active, readmitted
-        self._order = self._epoch_order()
-
-    def __iter__(self) -> Iterator[Prompt]:
-        return self
-
-    def __next__(self) -> Prompt:
-        if self._position == len(self._order):
-            self._start_epoch(self._epoch + 1)
-        row = self._order[self._position]
-        self._position += 1
-        self._drawn += 1
-        return self._sets[(self._drawn - 1) % len(self._sets)][row]
-
-    def next_batch(self, n: int) -> list[Prompt]:
-        """The next ``n`` prompts (crossing into the next epoch when this one runs out)."""
-        return [next(self) for _ in range(n)]
-
-    def record(self, groups) -> None:
-        """Note each scored group's outcome for the epoch filter (a no-op without one)."""
-        if self._filter is None:
-            return
-        for group in groups:
-            correct = sum(r > 0 for r in group.rewards_G)
-            self._outcomes[self._row_of[group.prompt.uid]] = (
-                self.UNSOLVED if correct == 0 else self.SOLVED if correct == len(group.rewards_G)
-                else self.INFORMATIVE)
-
-    def metrics(self) -> dict[str, float]:
-        """``epoch``; with the epoch filter also this epoch's ``epoch_filter/{kept,removed,readmitted}`` rows."""
-        out = {"epoch": float(self._epoch)}
-        if self._filter is not None:
-            out.update({"epoch_filter/kept": float(len(self._active)),
-                        "epoch_filter/removed": float(self._n - len(self._active)),
-                        "epoch_filter/readmitted": float(self._readmitted)})
-        return out
-
-    @property
-    def epoch(self) -> int:
-        return self._epoch
-
-    def state_dict(self) -> dict:
-        return {"epoch": self._epoch, "position": self._position, "drawn": self._drawn,
-                "active": list(self._active), "outcomes": list(self._outcomes), "readmitted": self._readmitted,
-                "num_prompts": self._n, "fingerprint": self._fingerprint}
-
-    def load_state_dict(self, state: dict) -> None:
-        for key in ("num_prompts", "fingerprint"):
-            if key in state and state[key] != self.state_dict()[key]:
-                raise DataError(f"resume: data {key} {state[key]!r} in the checkpoint differs from "
-                                f"{self.state_dict()[key]!r} of the loaded prompt set")
-        epoch, position, active = int(state["epoch"]), int(state["position"]), [int(r) for r in state["active"]]
-        n = self._n
-        if (epoch < 0 or not 0 <= position <= len(active) or not active or not all(0 <= r < n for r in active)
-                or len(state["outcomes"]) != n):
-            raise DataError(f"resume: bad data position epoch={epoch} position={position}")
-        self._epoch, self._position, self._drawn = epoch, position, int(state["drawn"])
-        self._active, self._outcomes = active, [int(o) for o in state["outcomes"]]
-        self._readmitted = int(state["readmitted"])
-        self._order = self._epoch_order()
-
-
-def _uids(prompts: Sequence[Prompt]) -> list[str]:
-    uids = getattr(prompts, "uids", None)
-    return list(uids) if uids is not None else [p.uid for p in prompts]
 
 
 def sft_batches(examples: list, batch_size: int, seed: int):

@@ -3,7 +3,7 @@ into the data cache (the same entries, keys and atomic publishing as SFT files: 
 later load — a restart, the next stage on the same data — maps the stored tokens instead of parsing the file.
 
 Why every rank maps the whole set rather than keeping only its share of rows: a GRPO step's prompts are drawn
-from one seeded global order that every rank computes (``loader.PromptStream``: shuffled epochs, half-half
+from one seeded global order that every rank computes (``prompt_stream.PromptStream``: shuffled epochs, half-half
 modes, the epoch filter keyed by uid), and each rank then generates its contiguous slice of that step's
 prompts (``ranks.my_share``). Which rows a rank needs changes every step, so each rank reads only its share of
 the *file* (to tokenize it) and then maps every part; a node's ranks share the pages.

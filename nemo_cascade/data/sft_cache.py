@@ -265,6 +265,21 @@ def load(path: Path, tokenizer, mode: str, style: str, size: int, fallback: Opti
     return None if entry is None else open_entry(entry)
 
 
+def _find_entry(path: Path, tokenizer, settings: dict, fallback: Optional[Path]) -> Optional[tuple]:
+    """Rank 0's look-up for :func:`cached_entry`: ``("entry", folder, intact)``, ``("error", one-line message)``
+    for a missing file, or None when nothing is cached (no cache root, no tokenizer digest, not a file)."""
+    if not path.exists():
+        return ("error", f"data file not found: {path}")
+    if not path.is_file():  # a folder, a device: nothing is cached, the in-memory reader names the problem
+        return None
+    root = cache_root(path, fallback)
+    if root is None or tokenizer_digest(tokenizer) is None:
+        return None
+    key = entry_key(file_sha256(path, root), tokenizer, settings)
+    entry = root / f"{path.name}.{key[:24]}"
+    return ("entry", str(entry), _intact(entry))
+
+
 def cached_entry(path: Path, tokenizer, settings: dict, size: int, fallback: Optional[Path],
                  tokenize: Callable[[Share, Path, bool], dict]) -> Optional[Path]:
     """The cache entry of ``path`` under ``settings`` (:func:`entry_key`), built now if there is none
@@ -274,17 +289,7 @@ def cached_entry(path: Path, tokenizer, settings: dict, size: int, fallback: Opt
     publishes the folder with the manifest. ``size`` > 0 (the file's first rows) is read in one share. None when
     there is nowhere to store a cache or the tokenizer has no digest."""
     rank, world = ranks.world()
-    found = None
-    if rank == 0:
-        if not path.exists():
-            found = ("error", f"data file not found: {path}")
-        elif path.is_file():  # else (a folder, a device) nothing is cached: the in-memory reader names the problem
-            root = cache_root(path, fallback)
-            if root is not None and tokenizer_digest(tokenizer) is not None:
-                key = entry_key(file_sha256(path, root), tokenizer, settings)
-                entry = root / f"{path.name}.{key[:24]}"
-                found = ("entry", str(entry), _intact(entry))
-    found = ranks.from_main(found)
+    found = ranks.from_main(_find_entry(path, tokenizer, settings, fallback) if rank == 0 else None)
     if found is None:
         return None
     if found[0] == "error":

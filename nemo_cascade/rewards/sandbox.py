@@ -270,6 +270,20 @@ class _MemoryWatch:
         return used is not None and used > self.limit
 
 
+def _feed_stdin(proc: subprocess.Popen, sel: selectors.BaseSelector, stdin: bytes, sent: int) -> int:
+    """Write the next chunk of ``stdin`` to the program's non-blocking pipe; once all of it is written (or the
+    program stopped reading), stop watching the pipe and close it. Returns the bytes written so far."""
+    fd = proc.stdin.fileno()
+    try:
+        sent += os.write(fd, stdin[sent:sent + 65536])
+    except BrokenPipeError:  # the program exited or closed stdin without reading it all
+        sent = len(stdin)
+    if sent >= len(stdin):
+        sel.unregister(fd)
+        proc.stdin.close()
+    return sent
+
+
 def _pump(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float,
           watch: Optional[_MemoryWatch]) -> tuple[bytes, bytes, Optional[str]]:
     """Feed stdin and collect stdout/stderr until the program exits, the deadline passes, a stream
@@ -308,13 +322,7 @@ def _pump(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float,
             for key, _ in sel.select(wait_s):
                 fd = key.fd
                 if fd == in_fd:
-                    try:
-                        sent += os.write(fd, stdin[sent:sent + 65536])
-                    except BrokenPipeError:  # the program exited or closed stdin without reading it all
-                        sent = len(stdin)
-                    if sent >= len(stdin):
-                        sel.unregister(fd)
-                        proc.stdin.close()
+                    sent = _feed_stdin(proc, sel, stdin, sent)
                     continue
                 if watch is not None and fd == watch.fd:
                     if not watch.feed():

@@ -189,16 +189,11 @@ def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "aut
         raise EvalError(f"checkpoint {model_dir}: {e}") from None
 
 
-def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings: EvalSettings = EvalSettings(), *,
-                        out_dir: Optional[Path] = None, reward_model: Optional[str] = None,
-                        max_model_len: Optional[int] = None, dtype: str = "auto", kv_cache_gib: float = 2.0,
-                        tensor_parallel_size: int = 1, data_parallel: int = 1, gpu_memory_utilization: float = 0.9
-                        ) -> tuple[dict, Path]:
-    """Run ``suites`` on a checkpoint and write eval.json / eval.md / eval.svg into ``out_dir`` (default: the
-    stage directory, else ``runs/eval/<model folder name>``). ``reward_model``: an HF folder of a reward model
-    to serve for the RLHF suite for the duration of the run (else ``settings.reward_model_url``; rank 0 serves
-    it). Engines: see the module docstring. Returns ``(results by suite, eval.json path)``."""
-    world = check_layout(tensor_parallel_size, data_parallel, gpu_memory_utilization)
+def _checked_settings(checkpoint: str | Path, suites: Sequence[str], settings: EvalSettings,
+                      reward_model: Optional[str]) -> tuple[Path, EvalSettings, EvalSettings]:
+    """The model folder, the settings completed by the run's gate (:func:`with_run_gate`), and ``pending``: the
+    same settings as they are checked and suites prepared before a reward model to serve has its URL. Every
+    mistake (options, checkpoint, reward-model server or folder) is one line here, before anything loads."""
     # until it is served, a reward model to start stands in for the server URL it will have
     pending = replace(settings, reward_model_url=settings.reward_model_url or
                       ("http://127.0.0.1:1" if reward_model else ""))
@@ -211,6 +206,20 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
         check_server(settings.reward_model_url)
     if reward_model and not (Path(reward_model) / "config.json").is_file():
         raise EvalError(f"--reward-model {reward_model}: no config.json; expected an HF reward-model folder")
+    return model_dir, settings, pending
+
+
+def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings: EvalSettings = EvalSettings(), *,
+                        out_dir: Optional[Path] = None, reward_model: Optional[str] = None,
+                        max_model_len: Optional[int] = None, dtype: str = "auto", kv_cache_gib: float = 2.0,
+                        tensor_parallel_size: int = 1, data_parallel: int = 1, gpu_memory_utilization: float = 0.9
+                        ) -> tuple[dict, Path]:
+    """Run ``suites`` on a checkpoint and write eval.json / eval.md / eval.svg into ``out_dir`` (default: the
+    stage directory, else ``runs/eval/<model folder name>``). ``reward_model``: an HF folder of a reward model
+    to serve for the RLHF suite for the duration of the run (else ``settings.reward_model_url``; rank 0 serves
+    it). Engines: see the module docstring. Returns ``(results by suite, eval.json path)``."""
+    world = check_layout(tensor_parallel_size, data_parallel, gpu_memory_utilization)
+    model_dir, settings, pending = _checked_settings(checkpoint, suites, settings, reward_model)
     tokenizer = load_tokenizer(model_dir)
     prepared = [prepare(name, pending, tokenizer) for name in suites]
     # one engine per rope scaling (App. B), each sized for its suites; a model that cannot be rescaled is one line

@@ -165,6 +165,45 @@ def _rows_of(part, files: list[Path]) -> Iterator:
     return part.source.rows() if isinstance(part.source, Generated) else stream(files)
 
 
+def _kept(output: Output, part, where: str, row, counts: _Counts, seen: set, index: EvalIndex,
+          settings: Settings) -> bool:
+    """Whether a converted row goes into the file. A ``Drop``, a bad row (``Bad``, or one the loader's own check
+    refuses; more than ``--max-bad-rows`` of them stop with the first one's line), a duplicate and a row that
+    matches an evaluation set are counted in ``counts`` and left out; a kept row is counted per SFT mode,
+    call-based code and source."""
+    if isinstance(row, Drop):
+        counts.drop(row.reason)
+        return False
+    if not isinstance(row, Bad):
+        try:
+            texts, label = check_row(output.kind, row, where)
+        except ValueError as e:
+            row = Bad(str(e) if str(e).startswith(where) else f"{where}: {e}")
+    if isinstance(row, Bad):
+        counts.bad += 1
+        counts.first_bad = counts.first_bad or row.message
+        if counts.bad > settings.max_bad_rows:
+            more = f" (--max-bad-rows={settings.max_bad_rows})" if settings.max_bad_rows else ""
+            raise PrepareError(row.message + more)
+        return False
+    key = _dedup_key(output.dedup, texts, label)
+    if key is not None:
+        if key in seen:
+            counts.drop("duplicate")
+            return False
+        seen.add(key)
+    leak = index.match(texts)
+    if leak is not None:
+        counts.drop(f"decontaminated:{leak}")
+        return False
+    if output.kind == "sft":
+        counts.count("modes", sft_mode(row))
+    elif output.kind == "code" and is_call_based(row):
+        counts.count("call_based")
+    counts.count("rows_per_source", part.source.label)
+    return True
+
+
 def write_output(stage: str, output: Output, settings: Settings, index: EvalIndex, located,
                  fingerprint: str) -> dict:
     """Write one output file (atomically) and return its manifest entry."""
@@ -182,36 +221,8 @@ def write_output(stage: str, output: Output, settings: Settings, index: EvalInde
             for where, row in part.convert(_rows_of(part, files)):
                 read += 1
                 bar.update(1)
-                if isinstance(row, Drop):
-                    counts.drop(row.reason)
+                if not _kept(output, part, where, row, counts, seen, index, settings):
                     continue
-                if not isinstance(row, Bad):
-                    try:
-                        texts, label = check_row(output.kind, row, where)
-                    except ValueError as e:
-                        row = Bad(str(e) if str(e).startswith(where) else f"{where}: {e}")
-                if isinstance(row, Bad):
-                    counts.bad += 1
-                    counts.first_bad = counts.first_bad or row.message
-                    if counts.bad > settings.max_bad_rows:
-                        more = f" (--max-bad-rows={settings.max_bad_rows})" if settings.max_bad_rows else ""
-                        raise PrepareError(row.message + more)
-                    continue
-                key = _dedup_key(output.dedup, texts, label)
-                if key is not None:
-                    if key in seen:
-                        counts.drop("duplicate")
-                        continue
-                    seen.add(key)
-                leak = index.match(texts)
-                if leak is not None:
-                    counts.drop(f"decontaminated:{leak}")
-                    continue
-                if output.kind == "sft":
-                    counts.count("modes", sft_mode(row))
-                elif output.kind == "code" and is_call_based(row):
-                    counts.count("call_based")
-                counts.count("rows_per_source", part.source.label)
                 data = (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
                 f.write(data)
                 sha.update(data)
