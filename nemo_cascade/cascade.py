@@ -22,6 +22,7 @@ from pathlib import Path
 
 from nemo_cascade import checkpoint, ranks, stop_request
 from nemo_cascade.console import events
+from nemo_cascade.convert.shape import load_config_json
 from nemo_cascade import config
 from nemo_cascade.data.loader import pad_id
 from nemo_cascade.faults import crash_point
@@ -51,7 +52,7 @@ def prepare_base_model(cfg: config.Cascade) -> str:
 
     out = run_dir(cfg) / "base_model"
     if cfg.model.hf_path:
-        raw = json.loads((Path(cfg.model.hf_path) / "config.json").read_text())
+        raw = load_config_json(Path(cfg.model.hf_path) / "config.json")
         hf_config = with_recipe_yarn(raw, cfg.model.yarn_factor)
         if hf_config == raw:
             return cfg.model.hf_path
@@ -66,7 +67,7 @@ def prepare_base_model(cfg: config.Cascade) -> str:
         with published_folder(out, replace=True) as tmp:  # a folder without config.json is an interrupted build
             BUILDERS[cfg.model.build](tmp, seed=cfg.seed)
             if cfg.model.yarn_factor:
-                raw = json.loads((tmp / "config.json").read_text())
+                raw = load_config_json(tmp / "config.json")
                 (tmp / "config.json").write_text(json.dumps(with_recipe_yarn(raw, cfg.model.yarn_factor), indent=2))
     ranks.barrier()
     return str(out)
@@ -74,7 +75,7 @@ def prepare_base_model(cfg: config.Cascade) -> str:
 
 def _same_config(folder: Path, hf_config: dict) -> bool:
     try:
-        return json.loads((folder / "config.json").read_text()) == hf_config
+        return load_config_json(folder / "config.json") == hf_config
     except (OSError, ValueError):
         return False
 
