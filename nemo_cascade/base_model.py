@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from nemo_cascade import config, ranks
+from nemo_cascade.convert.shape import load_config_json
 from nemo_cascade.files import published_folder
 
 
@@ -20,7 +21,7 @@ def prepare_base_model(cfg: config.Cascade, run_dir: Path) -> str:
 
     out = run_dir / "base_model"
     if cfg.model.hf_path:
-        raw = json.loads((Path(cfg.model.hf_path) / "config.json").read_text())
+        raw = load_config_json(Path(cfg.model.hf_path) / "config.json")
         hf_config = with_recipe_yarn(raw, cfg.model.yarn_factor)
         if hf_config == raw:
             return cfg.model.hf_path
@@ -35,7 +36,7 @@ def prepare_base_model(cfg: config.Cascade, run_dir: Path) -> str:
         with published_folder(out, replace=True) as tmp:  # a folder without config.json is an interrupted build
             BUILDERS[cfg.model.build](tmp, seed=cfg.seed)
             if cfg.model.yarn_factor:
-                raw = json.loads((tmp / "config.json").read_text())
+                raw = load_config_json(tmp / "config.json")
                 (tmp / "config.json").write_text(json.dumps(with_recipe_yarn(raw, cfg.model.yarn_factor), indent=2))
     ranks.barrier()
     return str(out)
@@ -43,7 +44,7 @@ def prepare_base_model(cfg: config.Cascade, run_dir: Path) -> str:
 
 def _same_config(folder: Path, hf_config: dict) -> bool:
     try:
-        return json.loads((folder / "config.json").read_text()) == hf_config
+        return load_config_json(folder / "config.json") == hf_config
     except (OSError, ValueError):
         return False
 

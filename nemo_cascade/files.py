@@ -5,14 +5,21 @@ rewrites it. ``os.replace`` is atomic on POSIX within one file system, so a read
 new one. The temporary name carries the process id, so two processes writing the same file never share one,
 and it starts with a dot, so a crash leaves nothing that looks like a result. Checkpoints need more (fsync,
 hashes, a folder published last): ``checkpoint.py`` does that itself.
+
+And the one reader of a JSON document (:func:`read_json`): every format the run reads (an HF folder's
+config.json, eval.json, a run's or a cache entry's manifest.json) is a JSON object read through it, so a missing
+or malformed file ends in one line naming it and what was expected (docs/architecture.md "Command line").
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
+
+from .errors import CascadeError
 
 
 @contextlib.contextmanager
@@ -52,3 +59,45 @@ def published_folder(out: str | Path, *, replace: bool) -> Iterator[Path]:
         tmp.rename(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class FileFormatError(CascadeError, ValueError):
+    """A missing or malformed file; the message is one line naming it and what was expected."""
+
+
+_JSON_KINDS = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+
+
+def json_kind(value: Any) -> str:
+    """The JSON name of a parsed value's type (``object``, ``array``, ``number``, ...)."""
+    return next((name for kind, name in _JSON_KINDS.items() if type(value) is kind), "number")
+
+
+def read_json(path: str | Path, what: str, *, missing_ok: bool = False, expected: type = dict,
+              error: type[Exception] = FileFormatError) -> Any:
+    """The JSON document at ``path``, whose top level is an ``expected`` (a dict: a JSON object).
+
+    ``what`` completes "expected ..." in the messages. A missing file is an empty ``expected`` if
+    ``missing_ok`` (the call sites that start one, like a first eval.json), else an ``error``; so is an
+    unreadable, non-UTF-8 or non-JSON file, or one of another top-level type. ``error`` is a CascadeError
+    subclass (each format keeps the class its callers catch); its message is one line naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        if missing_ok:
+            return expected()
+        raise error(f"{path}: no such file (expected {what})") from None
+    except OSError as e:  # a directory, no permission
+        raise error(f"{path}: cannot read ({type(e).__name__}); expected {what}") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not valid UTF-8 (byte {e.start + 1}); expected {what}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected {what}") from None
+    except (RecursionError, ValueError) as e:  # nested too deeply; a number past Python's int-string limit
+        raise error(f"{path}: not valid JSON ({type(e).__name__}); expected {what}") from None
+    if not isinstance(doc, expected):
+        raise error(f"{path}: expected {what} (a JSON {json_kind(expected())}), got a JSON {json_kind(doc)}")
+    return doc

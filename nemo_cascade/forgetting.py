@@ -17,7 +17,6 @@ the manifest and either logged or end the cascade.
 """
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +25,7 @@ from nemo_cascade import config
 from nemo_cascade import ranks
 from nemo_cascade.evaluate import stage_scores
 from nemo_cascade.evaluate.runner import EvalSettings, context_needed, prepare, run_suite
-from nemo_cascade.evaluate.eval_output import provenance, write_eval
+from nemo_cascade.evaluate.eval_output import provenance, read_eval, write_eval
 from nemo_cascade.faults import crash_point
 
 log = logging.getLogger(__name__)
@@ -100,7 +99,7 @@ class Gate:
     def check(self, row_dirs: list[Path], current: Path) -> list[stage_scores.Regression]:
         """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in order)."""
         history = stage_scores.load_stage_scores(row_dirs)
-        now = stage_scores.scores(json.loads((current / "eval.json").read_text()))
+        now = stage_scores.scores(read_eval(current / "eval.json"))
         found = []
         for suite, tolerance in self.tolerance.items():
             if suite in now:

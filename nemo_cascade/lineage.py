@@ -21,7 +21,7 @@ from pathlib import Path
 from nemo_cascade import config
 from nemo_cascade import ranks
 from nemo_cascade.config.versions import added_after
-from nemo_cascade.files import write_text_atomically
+from nemo_cascade.files import read_json, write_text_atomically
 from nemo_cascade.provenance import git_state, versions
 
 log = logging.getLogger(__name__)
@@ -71,11 +71,11 @@ class Manifest:
 
     def __init__(self, cfg: config.Cascade, path: Path, base_model: str, data_hashes: dict[str, list[str]]):
         self.path = path
-        old = _read_manifest(path)
+        new = not path.is_file()
+        old = read_manifest(path, missing_ok=True)
         # The version the run was created with, kept on every rewrite: its stored stage hashes were computed
         # under it. Only a new run folder records the current one.
-        self.schema_version = config.schema_version_of(old, str(path)) if old is not None else config.SCHEMA_VERSION
-        old = old or {}
+        self.schema_version = config.SCHEMA_VERSION if new else config.schema_version_of(old, str(path))
         stages = {s.name: old.get("stages", {}).get(s.name, {"status": "pending"}) for s in cfg.stages}
         for s in cfg.stages:
             entry = stages[s.name]
@@ -129,47 +129,37 @@ class Manifest:
             _write_json(self.path, self.data)
 
 
-def _read_manifest(path: Path) -> dict | None:
-    """The manifest at ``path`` (None when there is none yet); one ConfigError line when it is not a manifest."""
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise config.ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected the run's "
-                                 f"manifest — restore or delete it") from None
-    if not isinstance(data, dict):
-        raise config.ConfigError(f"{path}: expected the run's manifest (a JSON object), got {type(data).__name__}; "
-                                 f"restore or delete it")
-    return data
-
-
 def _write_json(path: Path, data: dict) -> None:
     """Atomically: a reader (another rank, a launch task polling the status) sees the old file or the new one."""
     write_text_atomically(path, json.dumps(data, indent=2))
+
+
+def read_manifest(path: Path, *, missing_ok: bool = False) -> dict:
+    """The one reader of a run's manifest.json (``{}`` for a missing one if ``missing_ok``: before the first
+    stage starts); a one-line ConfigError when it is missing, not JSON or not an object."""
+    return read_json(path, "the run's manifest — restore or delete it", missing_ok=missing_ok,
+                     error=config.ConfigError)
 
 
 def stage_status(run_dir: str | Path) -> tuple[dict[str, str], str]:
     """Per-stage status from a run's manifest.json ({} before the first stage starts) and its stop reason."""
     path = Path(run_dir) / "manifest.json"
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}, ""
-    except json.JSONDecodeError:  # replaced this instant on a filesystem without atomic rename: read again
+        data = read_manifest(path, missing_ok=True)
+    except config.ConfigError:  # replaced this instant on a filesystem without atomic rename: read again
         time.sleep(0.5)
-        data = json.loads(path.read_text())
+        data = read_manifest(path, missing_ok=True)
     return {k: v.get("status", "pending") for k, v in data.get("stages", {}).items()}, data.get("stopped", "")
 
 
 def reset_stages(path: Path, names: list[str]) -> None:
     """Mark stages pending again, forgetting their lineage (parent, hashes, export, gate verdict): their outputs
     were discarded to train them again. The gate's stop is lifted — it came after one of them."""
-    data = json.loads(path.read_text())
+    data = read_manifest(path)
     for name in names:
         data["stages"][name] = {"status": "pending"}
     data["stopped"] = ""
     _write_json(path, data)
 
 
-__all__ = ["Manifest", "config_hash", "stage_status", "reset_stages"]
+__all__ = ["Manifest", "config_hash", "read_manifest", "stage_status", "reset_stages"]

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from nemo_cascade import console, ranks
+from nemo_cascade.data.rows import DataError, read_jsonl
+from nemo_cascade.errors import CascadeError
 
 
 class PhaseTimer:
@@ -88,8 +90,8 @@ def keep_before(path: Path, step: int) -> None:
     run wrote from there on, so that the file equals an uninterrupted run's."""
     if not path.is_file():
         return
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] < step]
-    path.write_text("".join(ln + "\n" for ln in lines))
+    rows = [row for row in metric_rows(path) if row["step"] < step]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))  # as log() wrote them
 
 
 WANDB_ID = "wandb_id"
@@ -115,9 +117,26 @@ def wandb_run(stage_dir: Path, name: str, resume: bool):
                       resume="allow", reinit="finish_previous")
 
 
+def metric_rows(path: Path, *, missing_ok: bool = False, error: type[CascadeError] = DataError) -> list[dict]:
+    """The one reader of a metrics.jsonl: the logged steps in order (``[]`` for a missing file if
+    ``missing_ok``). An unterminated last line that is not JSON is a step cut off by a crash mid-write (log()
+    ends every line with a newline): it is dropped, so a crashed run still resumes and reports. Any other bad
+    line is a one-line ``error`` naming ``FILE:LINE``."""
+    path = Path(path)
+    if missing_ok and not path.is_file():
+        return []
+    bad: list[tuple[int, str]] = []
+    rows = [row for _, row in read_jsonl(path, bad=bad, error=error)]
+    if bad:
+        text = path.read_bytes()
+        cut_off = not text.endswith(b"\n") and bad[-1][0] == text.count(b"\n") + 1
+        if len(bad) > 1 or not cut_off:
+            raise error(bad[0][1])
+    return rows
+
+
 def read_metrics(stage_dir: Path) -> list[dict]:
-    path = Path(stage_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return metric_rows(Path(stage_dir) / "metrics.jsonl")
 
 
 def summarize(stage_dir: Path, window: int = 10) -> str:

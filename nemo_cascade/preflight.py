@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nemo_cascade import config
+from nemo_cascade.convert.shape import load_config_json
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def check_model(cfg: config.Cascade) -> None:
     if cfg.model.hf_path:
         spec = read_hf_config(cfg.model.hf_path)
         if cfg.model.yarn_factor:  # the run trains and serves a view with YaRN (base_model.prepare_base_model)
-            raw = json.loads((Path(cfg.model.hf_path) / "config.json").read_text())
+            raw = load_config_json(Path(cfg.model.hf_path) / "config.json")
             spec = replace(spec, max_position_embeddings=with_recipe_yarn(raw, cfg.model.yarn_factor)[
                 "max_position_embeddings"])
         check_parallel(spec, cfg.parallel.tp, cfg.parallel.pp)
@@ -117,7 +118,8 @@ def check_instruction_taxonomy(cfg: config.Cascade) -> None:
     """
     import re
 
-    from nemo_cascade.data.loader import DataError, is_generated, read_jsonl
+    from nemo_cascade.data.loader import DataError, is_generated
+    from nemo_cascade.data.rows import read_jsonl
     from nemo_cascade.data.schemas import RefusedRow, adapt
     from nemo_cascade.rewards import training_validator
     from nemo_cascade.rewards.ifeval import EVALUATION_ONLY
@@ -205,7 +207,7 @@ def check_tokenizer(tokenizer, model_dir: str | Path, finished_stage_dirs: list[
     """The tokenizer fits the model (every id has an embedding row, the chat tokens are single tokens), and a
     finished stage's exported checkpoint carries the same tokenizer as the base — a resumed cascade whose base
     was swapped would otherwise hand a stage weights trained on other token ids."""
-    model_cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    model_cfg = load_config_json(Path(model_dir) / "config.json")
     vocab = model_cfg.get("vocab_size") or model_cfg.get("text_config", {}).get("vocab_size")
     if vocab is not None and len(tokenizer) > vocab:
         raise config.ConfigError(f"{model_dir}: the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "

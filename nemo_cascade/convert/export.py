@@ -16,6 +16,7 @@ import torch
 from nemo_cascade import ranks
 from nemo_cascade.convert.arch import reward_model_config
 from nemo_cascade.convert.hf_io import copy_side_files, write_sharded
+from nemo_cascade.convert.shape import load_config_json
 from nemo_cascade.data.rm_input import rm_chat_template
 from nemo_cascade.data.tokenizer import write_chat_template
 from nemo_cascade.files import published_folder
@@ -39,7 +40,7 @@ def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dty
         return None
     with published_folder(out, replace=True) as tmp:
         write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
-        config = json.loads((Path(base_dir) / "config.json").read_text())
+        config = load_config_json(Path(base_dir) / "config.json")
         if config_fn is not None:
             config = config_fn(config)
         if dtype is not None:

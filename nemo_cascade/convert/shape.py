@@ -14,11 +14,11 @@ No torch, megatron or vllm: the planner and the config tooling import it on any 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nemo_cascade.errors import CascadeError
+from nemo_cascade.files import read_json
 
 
 @dataclass(frozen=True)
@@ -123,15 +123,12 @@ class ModelShape:
 
 # ---------------------------------------------------------------------------------------------- reading
 
-def load_config_json(path: str | Path) -> dict:
-    """A config.json as a dict; one ModelFilesError line when it is missing or not JSON."""
+def load_config_json(path: str | Path, *, missing_ok: bool = False) -> dict:
+    """The one reader of an HF model folder's JSON configs (config.json, and the same for its
+    tokenizer_config.json and generation_config.json): a dict, ``{}`` for a missing file if ``missing_ok``; one
+    ModelFilesError line when it is missing, not JSON or not an object."""
     path = Path(path)
-    if not path.is_file():
-        raise ModelFilesError(f"{path}: no such file (expected an HF model folder with config.json)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ModelFilesError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    return read_json(path, f"an HF model folder with {path.name}", missing_ok=missing_ok, error=ModelFilesError)
 
 
 def read_hf_config(model_dir: str | Path) -> ModelShape:

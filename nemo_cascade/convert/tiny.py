@@ -50,6 +50,8 @@ def build_tiny_qwen3(out_dir: str | Path, seed: int = 0, corpus: str = "arithmet
 
     from nemo_cascade.data.tokenizer import CORPORA, EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
 
+    from .shape import load_config_json
+
     out = Path(out_dir)
     tok = build_tiny_tokenizer(out, CORPORA[corpus](), vocab_size=vocab_size)
     eos, pad = tok.convert_tokens_to_ids(EOS_TOKEN), tok.convert_tokens_to_ids(PAD_TOKEN)
@@ -58,7 +60,7 @@ def build_tiny_qwen3(out_dir: str | Path, seed: int = 0, corpus: str = "arithmet
                        head_dim=32)
     for name in ("config.json", "generation_config.json"):
         path = out / name
-        cfg = json.loads(path.read_text()) if path.is_file() else {}
+        cfg = load_config_json(path, missing_ok=True)
         cfg.update(eos_token_id=eos, pad_token_id=pad)
         path.write_text(json.dumps(cfg, indent=2))
     return out

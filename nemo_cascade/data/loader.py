@@ -36,7 +36,7 @@ from . import prompt_cache, sft_cache
 from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import render
 from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
-from .rows import DataError, Share
+from .rows import DataError, read_jsonl
 from .prompt_cache import CachedPrompts, prompt_item, user_text
 from .prompt_cache import encode as _encode
 from .prompt_stream import PromptStream
@@ -81,19 +81,6 @@ class PromptList(list):
 
 
 # ------------------------------------------------------------------------------------------- rows
-
-def read_jsonl(path: Path, limit: int = 0, bad: Optional[list[tuple[int, str]]] = None) -> list[tuple[int, dict]]:
-    """``(line number, object)`` per non-blank line of a ``.jsonl`` or ``.jsonl.gz`` file, or ``(row number,
-    object)`` per row of a ``.parquet`` file (the released datasets' format on the Hub); the first ``limit``
-    rows if ``limit > 0``. Any problem is a one-line DataError naming the file (and line).
-
-    Lines are split at ``\\n`` only (a ``\\r`` before it is JSON whitespace), as JSON Lines defines them:
-    ``str.splitlines`` would also split inside strings holding U+2028, U+0085 or form feeds, which JSON
-    writers leave unescaped. A UTF-8 byte-order mark is ignored. ``bad``: a list that collects ``(line number,
-    message)`` of unreadable lines (invalid UTF-8 or JSON, not an object) instead of raising on the first —
-    a prompt set's ``Data.max_bad_rows`` counts them with the rows that fit no schema."""
-    return list(Share(path, limit=limit).rows(bad))  # one share: the whole file, in order
-
 
 def is_generated(source: str) -> bool:
     """Whether a ``Data.source`` names a generator (``synthetic:NAME``, ``benchmark:NAME``) rather than a file."""

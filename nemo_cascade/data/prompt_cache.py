@@ -274,7 +274,7 @@ def _map(path: Path, dtype, count: int) -> np.ndarray:
 
 def open_prompts(entry: Path, domain: str, mode: str) -> tuple[list[dict], dict]:
     """The mapped parts of a prompt entry and its manifest; DataError if a part does not match the manifest."""
-    manifest = json.loads((entry / "manifest.json").read_text())
+    manifest = sft_cache.read_manifest(entry)
     modes = ("think", "no_think") if mode == "half" else (mode,)
     parts = []
     for summary in manifest["parts"]:

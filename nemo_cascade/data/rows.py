@@ -179,4 +179,24 @@ class Share:
             raise DataError(f"{self.path}: cannot read as parquet ({type(e).__name__}: {first_line(e)})") from None
 
 
-__all__ = ["Share", "DataError", "RowError", "json_object", "first_line", "share_count"]
+def read_jsonl(path: Path, limit: int = 0, bad: Optional[list[tuple[int, str]]] = None,
+               error: type[CascadeError] = DataError) -> list[tuple[int, dict]]:
+    """The one reader of a jsonl file: ``(line number, object)`` per non-blank line of a ``.jsonl`` or
+    ``.jsonl.gz`` file, or ``(row number, object)`` per row of a ``.parquet`` file (the released datasets' format
+    on the Hub); the first ``limit`` rows if ``limit > 0``. Any problem is a one-line ``error`` (DataError, or
+    the class the caller's users catch, e.g. an eval suite's EvalError) naming the file (and line).
+
+    Lines are split at ``\\n`` only (a ``\\r`` before it is JSON whitespace), as JSON Lines defines them:
+    ``str.splitlines`` would also split inside strings holding U+2028, U+0085 or form feeds, which JSON
+    writers leave unescaped. A UTF-8 byte-order mark is ignored. ``bad``: a list that collects ``(line number,
+    message)`` of unreadable lines (invalid UTF-8 or JSON, not an object) instead of raising on the first —
+    a prompt set's ``Data.max_bad_rows`` counts them with the rows that fit no schema."""
+    try:
+        return list(Share(path, limit=limit).rows(bad))  # one share: the whole file, in order
+    except DataError as e:
+        if error is DataError:
+            raise
+        raise error(str(e)) from None
+
+
+__all__ = ["Share", "DataError", "RowError", "json_object", "first_line", "share_count", "read_jsonl"]

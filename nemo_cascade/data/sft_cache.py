@@ -39,7 +39,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .. import ranks
-from ..files import write_text_atomically
+from ..files import read_json, write_text_atomically
 from .chat import JINJA_TEMPLATES
 from .rows import DataError, Share, share_count
 from .sft_rows import parse_sft_row, sft_texts
@@ -219,6 +219,13 @@ def _publish(tmp: Path, entry: Path, manifest: dict) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def read_manifest(entry: Path) -> dict:
+    """The one reader of a data cache entry's manifest.json (SFT rows here, RL prompts in prompt_cache): a
+    one-line DataError (a ValueError, which _intact catches) when it is missing, not JSON or not an object."""
+    return read_json(entry / "manifest.json", "a data cache entry's manifest; delete the folder to rebuild it",
+                     error=DataError)
+
+
 def _intact(entry: Path) -> bool:
     """Whether a published entry is whole: its manifest parses and every file it lists has the size it was
     written with. A damaged entry (a file truncated, deleted or replaced after publishing) is never read: it is
@@ -226,7 +233,7 @@ def _intact(entry: Path) -> bool:
     if not entry.exists():
         return False
     try:
-        files = json.loads((entry / "manifest.json").read_text())["files"]
+        files = read_manifest(entry)["files"]
         if all((entry / name).stat().st_size == size for name, size in files.items()):
             return True
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -242,7 +249,7 @@ def _intact(entry: Path) -> bool:
 
 
 def open_entry(entry: Path) -> tuple[TokenizedSFT, dict]:
-    manifest = json.loads((entry / "manifest.json").read_text())
+    manifest = read_manifest(entry)
     parts = []
     for part in manifest["parts"]:
         k = part["part"]

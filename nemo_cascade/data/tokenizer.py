@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional
 
+from ..convert.shape import load_config_json
 from .chat import JINJA_TEMPLATE, render
 from .synthetic import arithmetic, sft_pairs
 
@@ -116,7 +117,7 @@ def _pin_chat_template(out: Path) -> None:
     (transformers 5 writes its alias ``TokenizersBackend``, unknown to transformers 4)."""
     set_chat_template(out, "cascade1")
     cfg_path = out / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text())
+    cfg = load_config_json(cfg_path)
     cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
@@ -135,7 +136,7 @@ def write_chat_template(folder: str | os.PathLike, template: str) -> None:
     :func:`set_chat_template`); the exported reward model's is ``data.rm_input.rm_chat_template``."""
     out = Path(folder)
     cfg_path = out / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text())
+    cfg = load_config_json(cfg_path)
     cfg["chat_template"] = template
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     (out / "chat_template.jinja").write_text(template)

@@ -7,13 +7,14 @@ T2 / T4–T8 with the change against the previous evaluated row, so forgetting a
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CascadeError
-from ..files import replaced_atomically, write_text_atomically
+from ..files import read_json, replaced_atomically, write_text_atomically
+from ..metrics import metric_rows
+from .eval_output import read_eval
 from .stage_scores import deltas, scores
 from .paired import ALPHA, PairedTest, item_values, p_text, paired_test
 
@@ -69,22 +70,10 @@ class Run:
         return out
 
 
-def _read_json(path: Path) -> dict:
-    if not path.is_file():
-        raise ReportError(f"{path}: no such file")
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ReportError(f"{path}: malformed JSON ({e})") from None
-    if not isinstance(doc, dict):
-        raise ReportError(f"{path}: expected a JSON object, got {type(doc).__name__}")
-    return doc
-
-
 def _eval_row(path: Path, suite_domain: dict[str, str]
               ) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[dict[str, float], bool]]]:
     """``(suite → (avg@K, stderr), suite → per-item values)`` of one eval.json."""
-    doc = _read_json(path)
+    doc = read_eval(path, error=ReportError)
     try:
         suite_domain.update({s: r["domain"] for s, r in doc["suites"].items()})
         return scores(doc), {s: item_values(r) for s, r in doc["suites"].items()}
@@ -128,7 +117,8 @@ def load_run(run_dir: Path) -> Run:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ReportError(f"{run_dir}: {'not a directory' if run_dir.exists() else 'no such run directory'}")
-    manifest, config = _read_json(run_dir / "manifest.json"), _read_json(run_dir / "config.json")
+    manifest = read_json(run_dir / "manifest.json", "the run's manifest", error=ReportError)
+    config = read_json(run_dir / "config.json", "the run's resolved config", error=ReportError)
     stages = _stages(run_dir, config, manifest)
     suite_domain: dict[str, str] = {}
     history, row_domain, items = [], {}, {}
@@ -223,27 +213,6 @@ def matrix_text(run_dir: Path) -> str:
             + ("own-domain change:\n" + "\n".join(own) + "\n" if own else ""))
 
 
-def _metric_rows(path: Path) -> list[dict]:
-    """The logged steps of a metrics.jsonl, in order (empty when the file is absent).
-
-    An unterminated last line is a step cut off by a crash mid-write (metrics.py ends every line with a
-    newline): it is dropped, so a crashed run still gets its report. Any other bad line is an error."""
-    if not path.is_file():
-        return []
-    lines = path.read_text().split("\n")[:-1]  # the piece after the last newline is "" or a cut-off line
-    rows = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ReportError(f"{path}:{number}: malformed JSON ({e})") from None
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
-
-
 def _number(row: dict, key: str) -> float | None:
     value = row.get(key)
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
@@ -253,7 +222,7 @@ def read_curve(stage: StageInfo) -> tuple[str, list[int], list[float]]:
     """``(metric, steps, values)`` of the stage's headline metric from its metrics.jsonl (empty when absent)."""
     key = HEADLINE.get(stage.kind, "loss")
     steps, values = [], []
-    for row in _metric_rows(stage.dir / "metrics.jsonl"):
+    for row in metric_rows(stage.dir / "metrics.jsonl", missing_ok=True, error=ReportError):
         value = _number(row, key)
         if value is not None:
             step = row.get("step")
@@ -305,7 +274,7 @@ def _training(run: Run) -> str:
     rewards: the only ones that train, §4.4.2), how many samples hit the length cap, where the time went."""
     rows = []
     for s in run.stages:
-        logged = _metric_rows(s.dir / "metrics.jsonl") if s.kind == "grpo" else []
+        logged = metric_rows(s.dir / "metrics.jsonl", missing_ok=True, error=ReportError) if s.kind == "grpo" else []
         if not logged:
             continue
         step_s, generate_s = _total(logged, "time/step"), _total(logged, "time/generate")

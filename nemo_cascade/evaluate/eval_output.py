@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Mapping
 from xml.sax.saxutils import escape
 
-from ..files import write_text_atomically
+from ..errors import CascadeError
+from ..files import read_json, write_text_atomically
 from ..provenance import git_state, versions
+from .suites import EvalError
 
 def provenance(checkpoint: str, model: str) -> dict:
     return {"checkpoint": str(checkpoint), "model": str(model), "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -29,13 +31,20 @@ def write_eval(out_dir: Path, results: Mapping[str, dict], meta: dict) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "eval.json"
-    old = json.loads(path.read_text()) if path.is_file() else {}
+    old = read_eval(path, missing_ok=True)
     suites = {**old.get("suites", {}), **{name: {**r, "provenance": meta} for name, r in results.items()}}
     doc = {**meta, "suites": suites}
     write_text_atomically(path, json.dumps(doc, indent=1, ensure_ascii=False))
     write_text_atomically(out_dir / "eval.md", markdown(doc))
     write_text_atomically(out_dir / "eval.svg", svg_bars(doc))
     return path
+
+
+def read_eval(path: Path, *, missing_ok: bool = False, error: type[CascadeError] = EvalError) -> dict:
+    """The one reader of an eval.json (``{}`` for a missing file if ``missing_ok``): a JSON object, or a one-line
+    ``error`` naming the file (the run's report passes its ReportError)."""
+    return read_json(path, "an eval.json (the suites' results, written by write_eval)", missing_ok=missing_ok,
+                     error=error)
 
 
 def _pct(x: float) -> str:
@@ -107,4 +116,4 @@ def svg_bars(doc: dict, width: int = 720) -> str:
     return "\n".join(parts) + "\n"
 
 
-__all__ = ["provenance", "write_eval", "markdown", "svg_bars"]
+__all__ = ["provenance", "write_eval", "read_eval", "markdown", "svg_bars"]

@@ -9,11 +9,12 @@ errors over items, assumed independent). The paper's largest per-stage regressio
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
+
+from .eval_output import read_eval
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def scores(eval_doc: Mapping) -> dict[str, tuple[float, float]]:
 
 def load_stage_scores(stage_dirs: Sequence[Path]) -> list[tuple[str, dict[str, tuple[float, float]]]]:
     """``(stage name, scores)`` for each stage directory holding an eval.json, in the given order."""
-    return [(Path(d).name, scores(json.loads((Path(d) / "eval.json").read_text())))
+    return [(Path(d).name, scores(read_eval(Path(d) / "eval.json")))
             for d in stage_dirs if (Path(d) / "eval.json").is_file()]
 
 

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..config import Reward
-from ..data import loader
 from ..data.benchmark_sets import gsm8k_final_answer
 from ..data.math_prompt import MATH_INSTRUCTION, math_prompt
 from ..data.mbpp_tasks import CODE_INSTRUCTION, mbpp_task
+from ..data.rows import read_jsonl
 from ..errors import CascadeError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,15 +102,6 @@ class Suite:
 
 # ------------------------------------------------------------------------------------------ reading files
 
-def read_jsonl(path: Path) -> list[tuple[int, dict]]:
-    """``(line number, object)`` for each non-blank line of a ``.jsonl`` or ``.jsonl.gz`` file (the data
-    loader's reader, its errors re-raised as EvalError)."""
-    try:
-        return loader.read_jsonl(path)
-    except loader.DataError as e:
-        raise EvalError(str(e)) from None
-
-
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -145,7 +136,7 @@ def load_ifeval(path: Path) -> list[Item]:
     """IFEval ``input_data.jsonl`` / IFBench ``IFBench_test.jsonl`` rows: ``key``, ``prompt``,
     ``instruction_id_list``, ``kwargs``; the label is the row (the ``ifeval`` domain covers both taxonomies)."""
     items = []
-    for lineno, row in read_jsonl(path):
+    for lineno, row in read_jsonl(path, error=EvalError):
         where = f"{path}:{lineno}"
         prompt = _field(row, "prompt", where)
         label = _validated("ifeval", {"prompt": prompt, "instruction_id_list": row.get("instruction_id_list"),
@@ -162,7 +153,7 @@ def _math_item(uid: str, problem: str, answer: str, where: str) -> Item:
 def load_gsm8k(path: Path) -> list[Item]:
     """GSM8K rows ``question`` / ``answer``; the label is the number after ``####`` without thousands commas."""
     items = []
-    for lineno, row in read_jsonl(path):
+    for lineno, row in read_jsonl(path, error=EvalError):
         where = f"{path}:{lineno}"
         try:
             final = gsm8k_final_answer(_field(row, "answer", where))
@@ -175,7 +166,7 @@ def load_gsm8k(path: Path) -> list[Item]:
 def load_math(path: Path) -> list[Item]:
     """MATH-500 / AIME rows: ``problem`` and ``answer`` (string or integer); uid from ``unique_id`` or ``id``."""
     items = []
-    for lineno, row in read_jsonl(path):
+    for lineno, row in read_jsonl(path, error=EvalError):
         where = f"{path}:{lineno}"
         answer = _field(row, "answer", where, (str, int))
         uid = str(row.get("unique_id", row.get("id", lineno)))
@@ -191,7 +182,7 @@ def load_humaneval(path: Path) -> list[Item]:
     """HumanEval rows (``task_id``, ``prompt``, ``canonical_solution``, ``test``, ``entry_point``): the model
     writes the whole function; the label runs the dataset's ``check(candidate)``."""
     items = []
-    for lineno, row in read_jsonl(path):
+    for lineno, row in read_jsonl(path, error=EvalError):
         where = f"{path}:{lineno}"
         prompt = _field(row, "prompt", where)
         label = _validated("code", {"test_code": _field(row, "test", where),
@@ -208,7 +199,7 @@ def load_mbpp(path: Path) -> list[Item]:
     name (entry point) is the one the first assert calls. The format is ``data.mbpp_tasks.mbpp_task``'s,
     shared with the MBPP-derived training set."""
     items = []
-    for lineno, row in read_jsonl(path):
+    for lineno, row in read_jsonl(path, error=EvalError):
         where = f"{path}:{lineno}"
         tests = _field(row, "test_list", where, list)
         try:
@@ -245,7 +236,7 @@ def load_hh_rlhf(path: Path) -> list[Item]:
     final turn of ``chosen`` is the reference answer to beat. Rows that do not parse (10 of the 2354
     helpful-base test rows: broken turn structure or an empty turn) are skipped, deterministically."""
     items = []
-    for lineno, row in read_jsonl(path):
+    for lineno, row in read_jsonl(path, error=EvalError):
         messages = hh_conversation(_field(row, "chosen", f"{path}:{lineno}"))
         if messages is None or len(messages) < 2 or messages[-1]["role"] != "assistant":
             continue
@@ -260,7 +251,7 @@ def load_rows(domain: str) -> Callable[[Path], list[Item]]:
     tools/make_tiny_suites.py), labels checked by ``domain``'s validator."""
     def load(path: Path) -> list[Item]:
         items = []
-        for lineno, row in read_jsonl(path):
+        for lineno, row in read_jsonl(path, error=EvalError):
             where = f"{path}:{lineno}"
             messages = _field(row, "messages", where, list)
             items.append(Item(str(row.get("uid", lineno)), messages, _validated(domain, row.get("label"), where),
@@ -400,5 +391,5 @@ def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tup
 
 
 __all__ = ["Item", "Suite", "SUITES", "TINY_SUITES", "YARN_FACTOR", "SWE_INPUT_TOKENS", "help_lines", "load_rows",
-           "EvalError", "get_suite", "suite_names", "load_items", "read_jsonl",
+           "EvalError", "get_suite", "suite_names", "load_items",
            "file_sha256", "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..data.swe_prompts import REPAIR_PROMPT, render_repair_prompt
-from .suites import EvalError, Item, read_jsonl
+from ..data.rows import read_jsonl
+from .suites import EvalError, Item
 
 GIT_CONTEXT_LINES = 3
 """git diff's default context: a hunk that ends with fewer unchanged lines ends at the end of its file."""
@@ -91,7 +92,7 @@ def load_swe(path: Path) -> list[Item]:
     from ..rewards import VALIDATORS
 
     items = []
-    for lineno, row in read_jsonl(path):
+    for lineno, row in read_jsonl(path, error=EvalError):
         where = f"{path}:{lineno}"
         patch = row.get("golden_patch", row.get("patch"))
         issue = row.get("problem_statement")

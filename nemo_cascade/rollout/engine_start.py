@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import inspect
-import json
 import logging
 import os
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Iterable
 from packaging.version import InvalidVersion, Version
 
 from nemo_cascade import config
-from nemo_cascade.convert.shape import ModelShape, any_shape_from_dict
+from nemo_cascade.convert.shape import ModelShape, any_shape_from_dict, load_config_json
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +121,7 @@ def read_served_shape(model_path: str) -> ModelShape:
     cfg_file = folder / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"no config.json in model folder {folder} (expected a Hugging Face model folder)")
-    with open(cfg_file) as f:
-        return served_shape(json.load(f), str(cfg_file))
+    return served_shape(load_config_json(cfg_file), str(cfg_file))
 
 
 def served_shape(hf: dict, where: str = "config.json") -> ModelShape:

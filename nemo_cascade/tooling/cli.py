@@ -17,7 +17,6 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
-import json
 import logging
 import os
 import signal
@@ -276,7 +275,7 @@ def _hold_stage_folder(args):
 def _evaluate(args, names: list[str]) -> int:
     from nemo_cascade.evaluate import EvalSettings
     from nemo_cascade.tooling.standalone import evaluate_checkpoint
-    from nemo_cascade.evaluate.eval_output import markdown
+    from nemo_cascade.evaluate.eval_output import markdown, read_eval
 
     settings = EvalSettings(
         samples=_count(args.samples, "--samples"), max_tokens=_count(args.max_tokens, "--max-tokens"),
@@ -293,7 +292,7 @@ def _evaluate(args, names: list[str]) -> int:
         data_parallel=args.data_parallel, gpu_memory_utilization=args.gpu_memory_utilization)
     if int(os.environ.get("RANK", "0")) != 0:  # rank 0 prints for all
         return 0
-    print(markdown({**json.loads(path.read_text()), "suites": {n: r.to_json() for n, r in results.items()}}),
+    print(markdown({**read_eval(path), "suites": {n: r.to_json() for n, r in results.items()}}),
           file=console.out())
     print(f"wrote {path} ({path.with_suffix('.md').name}, {path.with_suffix('.svg').name})", file=console.out())
     return 0

@@ -15,6 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Optional, Sequence
 
+from nemo_cascade.convert.shape import load_config_json
+
 PAPER_RESULTS: dict[str, tuple[str, dict[str, float]]] = {
     "nemotron-cascade-8b": ("Nemotron-Cascade-8B, T1 / T2 (final row)",
                             {"ifeval": 90.2, "ifbench": 40.8, "aime24": 89.5, "aime25": 80.1}),
@@ -56,7 +58,7 @@ def base_model_id(base_folder: Path) -> Optional[str]:
             return f"{found.group(1)}/{found.group(2)}"
     config = base_folder / "config.json"
     try:
-        name = json.loads(config.read_text()).get("_name_or_path", "") if config.is_file() else ""
+        name = load_config_json(config, missing_ok=True).get("_name_or_path", "")
     except (OSError, ValueError, AttributeError):
         name = ""
     return name if isinstance(name, str) and _HUB_ID.fullmatch(name) and not Path(name).exists() else None

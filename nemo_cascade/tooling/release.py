@@ -30,6 +30,7 @@ from nemo_cascade.files import published_folder
 from nemo_cascade.convert import arch
 from nemo_cascade.convert import table
 from nemo_cascade.convert.hf_io import SafetensorsReader, copy_side_files, iter_tensors, write_sharded
+from nemo_cascade.convert.shape import load_config_json
 from nemo_cascade.errors import CascadeError
 
 GENERATION_DEFAULTS = {"do_sample": True, "temperature": 0.6, "top_p": 0.95}
@@ -223,7 +224,7 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
     with published_folder(out, replace=True) as tmp:  # a bad shard or a full disk leaves no half-written folder
         _write_folder(source, spec, converted(), first_dtype, tmp, max_shard_bytes)
         if yarn_factor:
-            config = arch.with_yarn(json.loads((tmp / "config.json").read_text()), yarn_factor, yarn_original)
+            config = arch.with_yarn(load_config_json(tmp / "config.json"), yarn_factor, yarn_original)
             (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out
 
@@ -232,7 +233,7 @@ def _write_folder(source: Source, spec: arch.ModelShape, tensors, first_dtype: l
                   max_shard_bytes: int) -> None:
     weight_map = write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
     config_src = source.path if source.kind == "hf" else source.base
-    config = json.loads((config_src / "config.json").read_text())
+    config = load_config_json(config_src / "config.json")
     if any(name == "score.weight" for name in weight_map) and not arch.is_reward_model(spec):
         config = arch.reward_model_config(config, config.get("pad_token_id") or 0)
     if first_dtype:
@@ -254,7 +255,7 @@ def _write_folder(source: Source, spec: arch.ModelShape, tensors, first_dtype: l
 
 def _write_generation_config(folder: Path, config: dict) -> None:
     path = folder / "generation_config.json"
-    generation = json.loads(path.read_text()) if path.is_file() else {}
+    generation = load_config_json(path, missing_ok=True)
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
         if config.get(key) is not None:
             generation.setdefault(key, config[key])
@@ -270,11 +271,12 @@ def write_model_card(folder: str | Path, source: Source, name: str = "", *, lice
     heatmap. Numbers are copied from the run's eval files and the paper's tables, never typed in per release."""
     from nemo_cascade.tooling import model_card
     from nemo_cascade.evaluate.cascade_report import load_run, render_markdown
+    from nemo_cascade.lineage import read_manifest
 
     if source.run_dir is None:
         raise ConvertError(f"{source.path}: a model card needs the run directory (its report and manifest)")
     folder, run = Path(folder), source.run_dir
-    config, manifest = _run_config(run), json.loads((run / "manifest.json").read_text())
+    config, manifest = _run_config(run), read_manifest(run / "manifest.json")
     stages = " → ".join(f"{s['name']} ({s.get('kind', '?')}"
                         + (f", {s['domain']}" if s.get("kind") == "grpo" else "") + ")" for s in config["stages"])
     try:
@@ -303,7 +305,7 @@ def write_model_card(folder: str | Path, source: Source, name: str = "", *, lice
 
 def _is_reward_model(folder: Path) -> bool:
     try:
-        architectures = json.loads((folder / "config.json").read_text()).get("architectures") or []
+        architectures = load_config_json(folder / "config.json").get("architectures") or []
     except (OSError, ValueError):
         return False
     return any(a.endswith("ForSequenceClassification") for a in architectures)

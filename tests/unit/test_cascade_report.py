@@ -187,7 +187,7 @@ def test_cut_off_last_line_dropped_but_bad_middle_line_named(run_dir):
     assert read_curve(code) == ("reward_mean", [0, 1, 2, 3, 4], [0.3] * 5)
     path = code.dir / "metrics.jsonl"
     path.write_text('{"step": 0, "reward_mean": 0.1}\nnot json\n')
-    with pytest.raises(ReportError, match=r"metrics\.jsonl:2: malformed JSON"):
+    with pytest.raises(ReportError, match=r"metrics\.jsonl:2: invalid JSON"):
         read_curve(code)
 
 
@@ -221,12 +221,12 @@ def test_cli_user_errors_are_one_line(capsys, run_dir, tmp_path):
     capsys.readouterr()  # the fixture's progress bars
     assert _cli_error(capsys, tmp_path / "nope").endswith(f"{tmp_path / 'nope'}: no such run directory")
     (run_dir / "manifest.json").rename(run_dir / "manifest.bak")
-    assert _cli_error(capsys, run_dir).endswith(f"{run_dir / 'manifest.json'}: no such file")
+    assert _cli_error(capsys, run_dir).endswith(f"{run_dir / 'manifest.json'}: no such file (expected the run's manifest)")
     (run_dir / "manifest.json").write_text("{\"name\": ")
-    assert f"{run_dir / 'manifest.json'}: malformed JSON (" in _cli_error(capsys, run_dir)
+    assert f"{run_dir / 'manifest.json'}: not valid JSON (" in _cli_error(capsys, run_dir)
     (run_dir / "manifest.bak").rename(run_dir / "manifest.json")
     (run_dir / "config.json").write_text("[1, 2]")
-    assert _cli_error(capsys, run_dir).endswith(f"{run_dir / 'config.json'}: expected a JSON object, got list")
+    assert _cli_error(capsys, run_dir).endswith(f"{run_dir / 'config.json'}: expected the run's resolved config (a JSON object), got a JSON array")
     (run_dir / "config.json").write_text(json.dumps({"stages": [{"name": "sft"}]}))
     (run_dir / "stages" / "0-sft" / "eval.json").write_text('{"suites": {"x": {"domain": "math"}}}')
     assert "0-sft/eval.json: not an eval.json (missing key 'metrics')" in _cli_error(capsys, run_dir)
