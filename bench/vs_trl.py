@@ -21,6 +21,13 @@ ratios from one run are what to read.
 
     .venv/bin/python bench/vs_trl.py                       # tiny Qwen3 and SmolLM2-135M-Instruct
     .venv/bin/python bench/vs_trl.py --models tiny --steps 5
+    .venv/bin/python bench/vs_trl.py --engine-dtype float32 # our engine in fp32 (TRL's stays at vLLM's choice)
+
+Engine precision: TRL 1.16 builds its colocated ``LLM`` without a dtype, so vLLM's ``auto`` picks it from the
+model's config.json — and vLLM's ``auto`` serves a float32 checkpoint in bfloat16 where the CPU supports it (this
+one does). Both models' config.json say float32, so TRL's engine samples in bf16 while its HF model trains in fp32.
+``--engine-dtype`` (default ``bfloat16``) sets ours (``rollout.dtype``); each side reports the dtype its engine
+actually ran in, and the table says when they differ.
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,7 +103,7 @@ def _peak_rss_mb() -> float:
 
 
 # ------------------------------------------------------------------------------------------- the sides
-def run_nemo(name: str, steps: int, scratch: Path) -> dict:
+def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str) -> dict:
     from nemo_cascade import config
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
@@ -107,7 +115,8 @@ def run_nemo(name: str, steps: int, scratch: Path) -> dict:
     w = WORK[name]
     path = model_dir(name, scratch)
     tok, prompts = _prompts(path)
-    rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"])
+    rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"],
+                             dtype=engine_dtype)
     stage = config.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
                          data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=w["lr"]),
                          rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
@@ -118,11 +127,13 @@ def run_nemo(name: str, steps: int, scratch: Path) -> dict:
     log = MetricsLog(scratch / "stage", "bench", stage.steps)
     run_grpo(StageContext(actor, engine, pad_id(tok), scratch / "stage", log), stage, prompts)
     rows = read_metrics(scratch / "stage")[1:]  # the warm-up step is not counted
+    ran_in = str(engine.llm.llm_engine.model_config.dtype).removeprefix("torch.")
     engine.shutdown()
     step_s = [r["time/step"] for r in rows]
     tokens = [r["response_len_mean"] * w["prompts"] * w["group"] for r in rows]
     return {"step_s": step_s, "gen_tokens": tokens, "reward_mean": [r["reward_mean"] for r in rows],
-            "peak_rss_mb": round(_peak_rss_mb(), 1)}
+            "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in,
+            "generate_s": [r["time/generate"] for r in rows]}
 
 
 def _sync_by_reload() -> None:
@@ -147,7 +158,7 @@ def _sync_by_reload() -> None:
     VLLMGeneration.sync_weights = sync_weights
 
 
-def run_trl(name: str, steps: int, scratch: Path) -> dict:
+def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str) -> dict:
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -189,20 +200,22 @@ def run_trl(name: str, steps: int, scratch: Path) -> dict:
     trainer = GRPOTrainer(model=path, reward_funcs=math_reward, args=cfg, callbacks=[timer],
                           train_dataset=Dataset.from_list(rows), processing_class=tok)
     trainer.train()
+    ran_in = str(trainer.vllm_generation.llm.llm_engine.model_config.dtype).removeprefix("torch.")
     return {"step_s": timer.times[1:], "gen_tokens": generated[1:], "reward_mean": rewards[1:],
-            "peak_rss_mb": round(_peak_rss_mb(), 1)}
+            "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in}
 
 
 # ------------------------------------------------------------------------------------------------- main
-def _child(side: str, name: str, steps: int) -> None:
+def _child(side: str, name: str, steps: int, engine_dtype: str) -> None:
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: its RSS counts
     with tempfile.TemporaryDirectory(prefix=f"vs-trl-{side}-") as tmp:
-        result = (run_nemo if side == "nemo" else run_trl)(name, steps, Path(tmp))
+        result = (run_nemo if side == "nemo" else run_trl)(name, steps, Path(tmp), engine_dtype)
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def _side(python: str, side: str, name: str, steps: int) -> dict:
-    proc = subprocess.run([python, __file__, "--side", side, "--models", name, "--steps", str(steps)],
+def _side(python: str, side: str, name: str, steps: int, engine_dtype: str) -> dict:
+    proc = subprocess.run([python, __file__, "--side", side, "--models", name, "--steps", str(steps),
+                           "--engine-dtype", engine_dtype],
                           capture_output=True, text=True, cwd=ROOT)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode or line is None:
@@ -213,41 +226,55 @@ def _side(python: str, side: str, name: str, steps: int) -> dict:
     return r
 
 
+def _print_record(r: dict) -> None:
+    print(f"\n{'model':<8} {'side':<13} {'step s':>8} {'gen tok/s':>10} {'peak RSS MB':>12} {'reward':>7}")
+    for side in ("nemo", "trl"):
+        s = r[side]
+        print(f"{r['model']:<8} {('nemo-cascade' if side == 'nemo' else 'TRL ' + TRL_VERSION):<13} "
+              f"{s['mean_step_s']:8.3f} {s['tokens_per_s']:10.1f} {s['peak_rss_mb']:12.0f} "
+              f"{sum(s['reward_mean']) / len(s['reward_mean']):7.3f}  engine {s['engine_dtype']}")
+    print(f"{r['model']:<8} {'ratio':<13} {r['step_time_ratio']:8.2f} {r['tokens_per_s_ratio']:10.2f} "
+          f"{r['peak_rss_ratio']:12.2f}   (nemo-cascade ÷ TRL; target step time ≤ 0.50 with RSS ≤ 1.00)", flush=True)
+    if r["nemo"]["engine_dtype"] != r["trl"]["engine_dtype"]:
+        print(f"{r['model']:<8} NOTE: the engines ran in different dtypes — not equal work", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="tiny,smollm2")
     parser.add_argument("--steps", type=int, default=4, help="measured steps per side (after one warm-up step)")
     parser.add_argument("--setup", action="store_true", help="only create .venv-bench")
+    parser.add_argument("--engine-dtype", default="bfloat16", choices=("bfloat16", "float32", "auto"),
+                        help="our engine's rollout.dtype (TRL's is vLLM's auto choice; see the module docstring)")
+    parser.add_argument("--runs", type=int, default=3, help="rounds over the models; the ratio's median and spread")
     parser.add_argument("--side", choices=("nemo", "trl"), help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args()
     if args.side:
-        _child(args.side, args.models, args.steps)
+        _child(args.side, args.models, args.steps, args.engine_dtype)
         return 0
     trl_python = str(ensure_bench_venv())
     if args.setup:
         return 0
     records = []
+    for run in range(args.runs):  # rounds over the models: a slow spell of the machine falls on both sides of one
+        for name in args.models.split(","):
+            nemo = _side(sys.executable, "nemo", name, args.steps, args.engine_dtype)
+            trl = _side(trl_python, "trl", name, args.steps, args.engine_dtype)
+            record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": name, "steps": args.steps, "run": run,
+                      **WORK[name], "engine_dtype": args.engine_dtype, "nemo": nemo, "trl": trl,
+                      "step_time_ratio": nemo["mean_step_s"] / trl["mean_step_s"],
+                      "tokens_per_s_ratio": nemo["tokens_per_s"] / trl["tokens_per_s"],
+                      "peak_rss_ratio": nemo["peak_rss_mb"] / trl["peak_rss_mb"]}
+            RESULTS.parent.mkdir(parents=True, exist_ok=True)
+            with RESULTS.open("a") as f:  # each record as it comes: a long bench stopped midway keeps its rounds
+                f.write(json.dumps(record) + "\n")
+            records.append(record)
+            _print_record(record)
     for name in args.models.split(","):
-        nemo = _side(sys.executable, "nemo", name, args.steps)
-        trl = _side(trl_python, "trl", name, args.steps)
-        records.append({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": name, "steps": args.steps,
-                        **WORK[name], "nemo": nemo, "trl": trl,
-                        "step_time_ratio": nemo["mean_step_s"] / trl["mean_step_s"],
-                        "tokens_per_s_ratio": nemo["tokens_per_s"] / trl["tokens_per_s"],
-                        "peak_rss_ratio": nemo["peak_rss_mb"] / trl["peak_rss_mb"]})
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
-    print(f"\n{'model':<8} {'side':<13} {'step s':>8} {'gen tok/s':>10} {'peak RSS MB':>12} {'reward':>7}")
-    for r in records:
-        for side in ("nemo", "trl"):
-            s = r[side]
-            print(f"{r['model']:<8} {('nemo-cascade' if side == 'nemo' else 'TRL ' + TRL_VERSION):<13} "
-                  f"{s['mean_step_s']:8.3f} {s['tokens_per_s']:10.1f} {s['peak_rss_mb']:12.0f} "
-                  f"{sum(s['reward_mean']) / len(s['reward_mean']):7.3f}")
-        print(f"{r['model']:<8} {'ratio':<13} {r['step_time_ratio']:8.2f} {r['tokens_per_s_ratio']:10.2f} "
-              f"{r['peak_rss_ratio']:12.2f}   (nemo-cascade ÷ TRL; target step time ≤ 0.70 with RSS ≤ 1.00)")
+        ratios = sorted(r["step_time_ratio"] for r in records if r["model"] == name)
+        rss = sorted(r["peak_rss_ratio"] for r in records if r["model"] == name)
+        print(f"{name:<8} step-time ratio median {statistics.median(ratios):.2f} (min {ratios[0]:.2f}, max "
+              f"{ratios[-1]:.2f}, {len(ratios)} runs); RSS ratio median {statistics.median(rss):.2f}")
     return 0
 
 

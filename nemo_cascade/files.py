@@ -74,30 +74,30 @@ def json_kind(value: Any) -> str:
 
 
 def read_json(path: str | Path, what: str, *, missing_ok: bool = False, expected: type = dict,
-              error: type[Exception] = FileFormatError) -> Any:
+              error: type[Exception] = FileFormatError, hint: str = "") -> Any:
     """The JSON document at ``path``, whose top level is an ``expected`` (a dict: a JSON object).
 
-    ``what`` completes "expected ..." in the messages. A missing file is an empty ``expected`` if
+    ``what`` completes "expected ..." in the messages, ``hint`` (what to do) ends them. A missing file is an empty ``expected`` if
     ``missing_ok`` (the call sites that start one, like a first eval.json), else an ``error``; so is an
     unreadable, non-UTF-8 or non-JSON file, or one of another top-level type. ``error`` is a CascadeError
     subclass (each format keeps the class its callers catch); its message is one line naming the file."""
-    path = Path(path)
+    path, hint = Path(path), f"; {hint}" if hint else ""
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         if missing_ok:
             return expected()
-        raise error(f"{path}: no such file (expected {what})") from None
+        raise error(f"{path}: no such file (expected {what}){hint}") from None
     except OSError as e:  # a directory, no permission
-        raise error(f"{path}: cannot read ({type(e).__name__}); expected {what}") from None
+        raise error(f"{path}: cannot read ({type(e).__name__}); expected {what}{hint}") from None
     except UnicodeDecodeError as e:
-        raise error(f"{path}: not valid UTF-8 (byte {e.start + 1}); expected {what}") from None
+        raise error(f"{path}: not valid UTF-8 (byte {e.start + 1}); expected {what}{hint}") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise error(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected {what}") from None
+        raise error(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected {what}{hint}") from None
     except (RecursionError, ValueError) as e:  # nested too deeply; a number past Python's int-string limit
-        raise error(f"{path}: not valid JSON ({type(e).__name__}); expected {what}") from None
+        raise error(f"{path}: not valid JSON ({type(e).__name__}); expected {what}{hint}") from None
     if not isinstance(doc, expected):
-        raise error(f"{path}: expected {what} (a JSON {json_kind(expected())}), got a JSON {json_kind(doc)}")
+        raise error(f"{path}: expected {what} (a JSON {json_kind(expected())}), got a JSON {json_kind(doc)}{hint}")
     return doc

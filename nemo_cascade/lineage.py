@@ -137,8 +137,8 @@ def _write_json(path: Path, data: dict) -> None:
 def read_manifest(path: Path, *, missing_ok: bool = False) -> dict:
     """The one reader of a run's manifest.json (``{}`` for a missing one if ``missing_ok``: before the first
     stage starts); a one-line ConfigError when it is missing, not JSON or not an object."""
-    return read_json(path, "the run's manifest — restore or delete it", missing_ok=missing_ok,
-                     error=config.ConfigError)
+    return read_json(path, "the run's manifest", missing_ok=missing_ok, error=config.ConfigError,
+                     hint="restore or delete it")
 
 
 def stage_status(run_dir: str | Path) -> tuple[dict[str, str], str]:

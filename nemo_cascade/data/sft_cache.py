@@ -222,8 +222,8 @@ def _publish(tmp: Path, entry: Path, manifest: dict) -> None:
 def read_manifest(entry: Path) -> dict:
     """The one reader of a data cache entry's manifest.json (SFT rows here, RL prompts in prompt_cache): a
     one-line DataError (a ValueError, which _intact catches) when it is missing, not JSON or not an object."""
-    return read_json(entry / "manifest.json", "a data cache entry's manifest; delete the folder to rebuild it",
-                     error=DataError)
+    return read_json(entry / "manifest.json", "a data cache entry's manifest", error=DataError,
+                     hint="delete the folder to rebuild it")
 
 
 def _intact(entry: Path) -> bool:

@@ -140,7 +140,7 @@ def test_run_manifest_reader(tmp_path):
     path.write_text("[]")
     with pytest.raises(ConfigError) as err:
         read_manifest(path)
-    assert _one_line(err).endswith("(a JSON object), got a JSON array")
+    assert _one_line(err).endswith("(a JSON object), got a JSON array; restore or delete it")
     path.write_text(json.dumps({"stages": {"sft": {"status": "done"}}, "stopped": "gate"}))
     assert stage_status(tmp_path) == ({"sft": "done"}, "gate")
     reset_stages(path, ["sft"])

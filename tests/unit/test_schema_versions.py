@@ -181,7 +181,7 @@ def test_a_manifest_of_a_newer_version_is_refused_in_one_line(tiny, tmp_path):
         assert _one_line(lambda: Manifest(tiny, path, "base", {})).startswith(
             f"{path}: schema_version: expected an integer >= 1")
     path.write_text("[]")
-    assert "expected the run's manifest (a JSON object), got list" in _one_line(lambda: Manifest(tiny, path, "b", {}))
+    assert "expected the run's manifest (a JSON object), got a JSON array; restore or delete it" in _one_line(lambda: Manifest(tiny, path, "b", {}))
 
 
 # ------------------------------------------------------------------------------------------ config.json
