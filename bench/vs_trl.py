@@ -123,7 +123,8 @@ def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str) -> dict:
                                                       drop_zero_variance_groups=False))
     actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]))
     actor.configure_optimizer(stage.actor, stage.steps)
-    engine = RolloutEngine(path, rollout, seed=0, max_model_len=256, around_generate=cpu.suspended)
+    dtype = config.engine_dtype(config.Model(dtype="float32"), rollout)  # the bench's actor is fp32, as on CPU
+    engine = RolloutEngine(path, rollout, dtype, seed=0, max_model_len=256, around_generate=cpu.suspended)
     log = MetricsLog(scratch / "stage", "bench", stage.steps)
     run_grpo(StageContext(actor, engine, pad_id(tok), scratch / "stage", log), stage, prompts)
     rows = read_metrics(scratch / "stage")[1:]  # the warm-up step is not counted

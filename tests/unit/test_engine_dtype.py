@@ -95,3 +95,34 @@ def test_preflight_refuses_bf16_sampling_on_a_cpu_without_bf16(tiny):
     engine_dtype.check_cpu_engine_dtype(bf16, on_cpu=False, arch="x86_64", flags={"avx2"})  # a CUDA engine: not a CPU's business
     engine_dtype.check_cpu_engine_dtype(bf16, on_cpu=True, arch="x86_64", flags={"avx512_bf16"})
     engine_dtype.check_cpu_engine_dtype(tiny, on_cpu=True, arch="x86_64", flags={"avx2"})  # fp32 sampling runs anywhere
+
+
+# ------------------------------------------------------------------------------------------- AMX permission
+def test_only_a_bf16_engine_on_an_amx_cpu_asks_for_amx():
+    assert engine_dtype.amx_permission_needed("bfloat16", amx_tile_supported=True)
+    assert not engine_dtype.amx_permission_needed("float32", amx_tile_supported=True)
+    assert not engine_dtype.amx_permission_needed("bfloat16", amx_tile_supported=False)
+
+
+def test_amx_permission_is_requested_and_a_refusal_is_one_line(monkeypatch):
+    asked = []
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    monkeypatch.setattr(torch.cpu, "_init_amx", lambda: asked.append(1) or True)
+    engine_dtype.request_amx_permission("bfloat16")
+    engine_dtype.request_amx_permission("float32")
+    assert asked == [1], "asked once, for bf16 only"
+    monkeypatch.setattr(torch.cpu, "_init_amx", lambda: False)
+    with pytest.raises(engine_dtype.AMXPermissionError, match=r"^rollout.dtype: bfloat16 .* set rollout.dtype=float32$"):
+        engine_dtype.request_amx_permission("bfloat16")
+
+
+def test_a_bf16_server_on_an_amx_cpu_is_refused_in_one_line(monkeypatch):
+    """A served model's engine runs in a worker vLLM starts fresh, where the permission cannot be asked for."""
+    from nemo_cascade.rewards import serve
+
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    serve._check_cpu_serving_dtype("float32")
+    with pytest.raises(ValueError, match=r"^vllm serve --dtype bfloat16 on this CPU: .*; serve in float32$"):
+        serve._check_cpu_serving_dtype("bfloat16")
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    serve._check_cpu_serving_dtype("bfloat16")
