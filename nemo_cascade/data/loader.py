@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-import json
 import logging
 import random
 from collections.abc import Sequence
