@@ -9,7 +9,7 @@ setup(
     python_requires=">=3.10",
     # The verifiers' own needs (rewards/): math-verify for math; nltk (pinned: 3.10 counts non-ASCII words
     # differently from the reference IFEval/IFBench checkers), langdetect, syllapy, emoji for instruction following.
-    # matplotlib draws a run's report.png (evaluate/cascade_report.py); imported only when the report is built.
+    # matplotlib draws a run's report.png (tooling/report.py); imported only when the report is built.
     install_requires=["numpy", "packaging", "safetensors", "tqdm", "math-verify", "nltk==3.9.2", "langdetect",
                       "syllapy==0.8.0", "emoji==2.16.0", "matplotlib==3.11.2",
                       "pyarrow==26.0.1"],

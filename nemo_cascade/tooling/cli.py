@@ -97,9 +97,10 @@ def _run_job(cfg: config.Cascade, only_stage: str | None, retrain: bool) -> int:
     """Inside torchrun: the cascade, then (rank 0) each stage's headline metric and the forgetting matrix."""
     from nemo_cascade.cascade import GateStop, run_cascade, run_dir
     from nemo_cascade.stop_request import EXIT_CODE, StopRequested
+    from nemo_cascade.tooling.report import build_report, matrix_text
 
     try:
-        out = run_cascade(cfg, only_stage=only_stage, retrain=retrain)
+        out = run_cascade(cfg, only_stage=only_stage, retrain=retrain, report=build_report)
         code = 0
     except GateStop as e:
         out, code = run_dir(cfg), 3
@@ -109,7 +110,6 @@ def _run_job(cfg: config.Cascade, only_stage: str | None, retrain: bool) -> int:
             print(f"\nnemo-cascade: {e}", file=console.stream())
         return EXIT_CODE
     if int(os.environ.get("RANK", 0)) == 0:
-        from nemo_cascade.evaluate.cascade_report import matrix_text
         from nemo_cascade.metrics import summarize
 
         for stage_dir in sorted((out / "stages").iterdir(), key=lambda p: int(p.name.split("-")[0])):
@@ -339,8 +339,8 @@ def cmd_doctor(args) -> int:
 
 def cmd_report(args) -> int:
     """Rebuild RUN_DIR/report.md and report.png from the run directory's files and print the forgetting matrix;
-    with several run directories, write their side-by-side comparison (evaluate/compare.py) into --out."""
-    from nemo_cascade.evaluate.cascade_report import build_report, matrix_text
+    with several run directories, write their side-by-side comparison (tooling/compare.py) into --out."""
+    from nemo_cascade.tooling.report import build_report, matrix_text
 
     if len(args.run_dir) > 1:
         from nemo_cascade.tooling.compare import build_comparison

@@ -4,7 +4,7 @@ The question a cascade has to answer is whether domain-wise stages beat one RL r
 (recipes/smollm2.py against recipes/smollm2_mixed.py, docs/results/smollm2.md). Each run's gate rows (base, then
 every evaluated stage) are placed at the RL steps done by then — the GRPO steps of the stages up to that row —
 so rows of different runs at the same step count compare equal compute. Reads the run directories only
-(:func:`.cascade_report.load_run`), like the single-run report.
+(:func:`.report.load_run`), like the single-run report.
 
     nemo-cascade report runs/smollm2 runs/smollm2-mixed --out docs/results/smollm2
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nemo_cascade.files import replaced_atomically, write_text_atomically
-from nemo_cascade.evaluate.cascade_report import Run, load_run
-from nemo_cascade.evaluate.paired import ALPHA, p_text, paired_test
+from nemo_cascade.tooling.report import Run, load_run
+from nemo_cascade.tooling.paired import ALPHA, p_text, paired_test
 
 
 @dataclass(frozen=True)

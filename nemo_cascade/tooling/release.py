@@ -270,7 +270,7 @@ def write_model_card(folder: str | Path, source: Source, name: str = "", *, lice
     evaluation table taken from the run's own report (the forgetting matrix after every stage), with its
     heatmap. Numbers are copied from the run's eval files and the paper's tables, never typed in per release."""
     from nemo_cascade.tooling import model_card
-    from nemo_cascade.evaluate.cascade_report import load_run, render_markdown
+    from nemo_cascade.tooling.report import load_run, render_markdown
     from nemo_cascade.lineage import read_manifest
 
     if source.run_dir is None:

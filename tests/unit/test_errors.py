@@ -13,7 +13,7 @@ from nemo_cascade.tooling.release import ConvertError
 from nemo_cascade.data.loader import DataError
 from nemo_cascade.data.schemas import SchemaError
 from nemo_cascade.errors import CascadeError
-from nemo_cascade.evaluate.cascade_report import ReportError
+from nemo_cascade.tooling.report import ReportError
 from nemo_cascade.evaluate.suites import EvalError
 from nemo_cascade.rewards.remote import RewardServerError
 from nemo_cascade.run_lock import RunLocked

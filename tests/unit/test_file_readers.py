@@ -11,7 +11,7 @@ from nemo_cascade.convert.shape import ModelFilesError, load_config_json
 from nemo_cascade.data import sft_cache
 from nemo_cascade.data.rows import DataError, read_jsonl
 from nemo_cascade.errors import CascadeError
-from nemo_cascade.evaluate.cascade_report import ReportError
+from nemo_cascade.tooling.report import ReportError
 from nemo_cascade.evaluate.eval_output import read_eval
 from nemo_cascade.evaluate.suites import EvalError
 from nemo_cascade.files import FileFormatError, read_json

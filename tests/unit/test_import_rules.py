@@ -24,7 +24,7 @@ LAYERS = [
 # The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other way round.
 TOOLING_LAYERS = [
     {"cli", "cli_parser", "cli_tools"}, {"launch", "launch_tasks", "doctor"},
-    {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"},
+    {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"}, {"report"}, {"paired"},
 ]
 
 

@@ -432,7 +432,7 @@ def _suite(score: float) -> dict:
 
 
 def test_report_of_a_split_stage_and_a_stage_in_epochs(tmp_path):
-    from nemo_cascade.evaluate.cascade_report import load_run, render_markdown
+    from nemo_cascade.tooling.report import load_run, render_markdown
     from nemo_cascade.evaluate.eval_output import write_eval
 
     stages = (config.Stage(name="sft", kind="sft", steps=0, epochs=1.0), config.Stage(name="math", evaluate=False),

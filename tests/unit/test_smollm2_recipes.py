@@ -9,7 +9,7 @@ import pytest
 
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
-from nemo_cascade.evaluate.cascade_report import load_run
+from nemo_cascade.tooling.report import load_run
 from nemo_cascade.tooling.compare import comparison_markdown, points
 from nemo_cascade.lineage import config_hash
 from nemo_cascade.preflight import check_cascade

@@ -11,12 +11,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CascadeError
-from ..files import read_json, replaced_atomically, write_text_atomically
-from ..metrics import metric_rows
-from .eval_output import read_eval
-from .stage_scores import deltas, scores
-from .paired import ALPHA, PairedTest, item_values, p_text, paired_test
+from nemo_cascade.errors import CascadeError
+from nemo_cascade.files import read_json, replaced_atomically, write_text_atomically
+from nemo_cascade.metrics import metric_rows
+from nemo_cascade.evaluate.eval_output import read_eval
+from nemo_cascade.evaluate.stage_scores import deltas, scores
+from nemo_cascade.tooling.paired import ALPHA, PairedTest, item_values, p_text, paired_test
 
 # The headline training number of each stage kind: what the stage optimises (GRPO) or fits (SFT, RM).
 HEADLINE = {"grpo": "reward_mean", "sft": "loss", "reward_model": "accuracy"}

@@ -1,4 +1,4 @@
-"""The cascade report (evaluate/cascade_report.py) on a synthetic run directory written with the project's own
+"""The cascade report (tooling/report.py) on a synthetic run directory written with the project's own
 writers (config.dumps, report.write_eval, metrics.MetricsLog): matrix numbers and deltas, own-domain changes,
 gate regressions, stages without eval, the summary table, the PNG, and `nemo-cascade report`'s one-line errors."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import main
-from nemo_cascade.evaluate.cascade_report import ReportError, build_report, load_run, matrix_text, read_curve
+from nemo_cascade.tooling.report import ReportError, build_report, load_run, matrix_text, read_curve
 from nemo_cascade.evaluate.stage_scores import deltas
 from nemo_cascade.evaluate.eval_output import write_eval
 from nemo_cascade.metrics import MetricsLog

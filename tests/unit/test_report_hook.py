@@ -1,0 +1,64 @@
+"""The run report is tooling behind a hook: the core calls the hook it is given with the run folder (rank 0 only),
+calls nothing without one, and `nemo-cascade run` hands it the tooling's build_report."""
+import pytest
+
+from nemo_cascade import cascade, config, ranks
+from nemo_cascade.stop_request import EXIT_CODE, StopRequested
+from nemo_cascade.tooling import cli
+from nemo_cascade.tooling.report import build_report
+
+
+def _run(tmp_path, report):
+    """A CascadeRun with only what ``_report`` reads: no actor, engine or tokenizer is built."""
+    run = object.__new__(cascade.CascadeRun)
+    run.out, run.report = tmp_path / "run", report
+    return run
+
+
+def test_the_hook_gets_the_run_folder_on_rank_0_only(tmp_path, monkeypatch):
+    called = []
+    run = _run(tmp_path, called.append)
+    monkeypatch.setattr(ranks, "is_main", lambda: True)
+    run._report()
+    assert called == [tmp_path / "run"]
+    monkeypatch.setattr(ranks, "is_main", lambda: False)
+    run._report()
+    assert called == [tmp_path / "run"]
+
+
+def test_without_a_hook_no_report_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(ranks, "is_main", lambda: True)
+    _run(tmp_path, None)._report()
+    assert not (tmp_path / "run").exists()
+
+
+def test_run_cascade_hands_the_hook_to_the_run(tmp_path, monkeypatch):
+    class Started(Exception):
+        pass
+
+    def fake_run(cfg, base, data_hashes, report=None):
+        raise Started(report)
+
+    monkeypatch.setattr(cascade, "check_cascade", lambda cfg: {})
+    monkeypatch.setattr(cascade, "check_endpoints", lambda stages: {})
+    monkeypatch.setattr(cascade, "prepare_base_model", lambda cfg, out: "base-model")
+    monkeypatch.setattr(cascade, "CascadeRun", fake_run)
+    monkeypatch.setattr(ranks, "is_main", lambda: True)
+    cfg = config.Cascade(name="hook", run_root=str(tmp_path), stages=(config.Stage(name="sft", kind="sft"),))
+    hook = lambda out: None  # noqa: E731
+    with pytest.raises(Started) as started:
+        cascade.run_cascade(cfg, report=hook)
+    assert started.value.args == (hook,)
+
+
+def test_the_run_command_passes_the_tooling_report(monkeypatch):
+    seen = {}
+
+    def fake_run_cascade(cfg, only_stage=None, retrain=False, report=None):
+        seen["report"] = report
+        raise StopRequested("stopped on request")  # ends _run_job before it reads a run folder
+
+    monkeypatch.setattr(cascade, "run_cascade", fake_run_cascade)
+    monkeypatch.setenv("RANK", "1")
+    assert cli._run_job(config.Cascade(name="hook"), None, False) == EXIT_CODE
+    assert seen["report"] is build_report
