@@ -128,7 +128,7 @@ def main() -> None:
     if args.child:
         return (child_rl if args.kind == "rl" else child)(args.child[0], args.child[1], args.child[2] == "1")
 
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
         path, tok_dir = Path(tmp) / f"{args.kind}.jsonl", Path(tmp) / "tok"
