@@ -12,9 +12,9 @@ from .rows import DataError
 
 SYNTHETIC_PREFIX, BENCHMARK_PREFIX = "synthetic:", "benchmark:"
 GENERATED_PREFIXES = (SYNTHETIC_PREFIX, BENCHMARK_PREFIX)
-REGISTERED_BY = ("nemo_cascade.tooling.demo_data.register() registers the demo sets; the nemo-cascade command "
+REGISTERED_BY = ("nemo_cascade.tooling.demo_data.register() registers the demo ones; the nemo-cascade command "
                  "calls it")
-"""Named in the error for a source under a prefix nothing registered sets under (a process that skipped it)."""
+"""What the one-line error names when nothing is registered at all (a process that skipped the registration)."""
 
 _SETS: dict[str, dict[str, Callable[..., list[dict]]]] = {p: {} for p in GENERATED_PREFIXES}
 _FAMILIES: dict[str, dict[str, Callable[..., list[dict]]]] = {p: {} for p in GENERATED_PREFIXES}
