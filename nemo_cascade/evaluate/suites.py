@@ -387,6 +387,7 @@ def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tup
     return (items[:limit] if limit > 0 else items), path
 
 
-__all__ = ["Item", "Suite", "SUITES", "REGISTERED_SUITES", "register_suite", "gsm8k_final_answer", "YARN_FACTOR", "SWE_INPUT_TOKENS", "help_lines", "load_rows",
+__all__ = ["Item", "Suite", "SUITES", "REGISTERED_SUITES", "register_suite", "gsm8k_final_answer", "YARN_FACTOR",
+           "SWE_INPUT_TOKENS", "help_lines", "load_rows",
            "EvalError", "get_suite", "suite_names", "load_items",
            "file_sha256", "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]

@@ -52,7 +52,7 @@ def test_layout_matches_tp1(tiny_model, reference, tmp_path, nproc, tp, pp):
 def tiny_qwen2(tmp_path_factory):
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
-    # §4.2: the RM's base is Qwen2.5-72B-Instruct (Qwen2). Random non-zero q/k/v biases (demo_data.tiny_models), untied.
+    # §4.2: the RM's base is Qwen2.5-72B-Instruct (Qwen2). Random non-zero q/k/v biases (tiny_models.py), untied.
     return make_tiny_hf_model(tmp_path_factory.mktemp("qwen2"), vocab_size=256, arch="qwen2", seed=2,
                               tie_word_embeddings=False, num_hidden_layers=4, hidden_size=128,
                               num_attention_heads=4, num_key_value_heads=2)

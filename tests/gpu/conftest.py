@@ -46,7 +46,7 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_qwen2(tmp_path_factory):
     """The same shapes as ``tiny`` as a Qwen2 (the RM's base architecture, §4.2: Qwen2.5-72B-Instruct): q/k/v
-    biases (random, non-zero; demo_data.tiny_models), no q/k norm. head_dim = hidden / heads, as Qwen2's config implies."""
+    biases (random, non-zero; tiny_models.py), no q/k norm. head_dim = hidden / heads, as Qwen2's config implies."""
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     return make_tiny_hf_model(tmp_path_factory.mktemp("tiny_qwen2_gpu"), vocab_size=512, arch="qwen2", seed=11,

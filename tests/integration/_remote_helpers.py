@@ -46,7 +46,7 @@ def tiny_reward_model_server(folder: Path):
 
 
 def build_tiny_judge(out_dir: Path, seed: int = 1) -> Path:
-    """A random tiny ``Qwen3ForCausalLM`` (the demo_data.tiny_models builder) with the project's tiny tokenizer. Its (tied)
+    """A random tiny ``Qwen3ForCausalLM`` (the tiny_models.py builder) with the project's tiny tokenizer. Its (tied)
     embeddings are redrawn wide (std 0.5): with the default 0.02 the next-token distribution is nearly uniform
     whatever the context, and reading P(YES) at the wrong position would go unnoticed."""
     import torch

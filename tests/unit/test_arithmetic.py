@@ -1,4 +1,4 @@
-"""Synthetic arithmetic (tooling.demo_data): correct answers, held-out split, determinism, SFT pairs the math reward accepts."""
+"""Synthetic arithmetic (demo_data): correct answers, held-out split, determinism, SFT pairs the math reward accepts."""
 import re
 
 import pytest

@@ -128,7 +128,7 @@ QWEN2_SIZES = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2
 @pytest.mark.parametrize("arch,tied,sizes", [("qwen3", True, {}), ("llama", False, {}), ("qwen2", False, QWEN2_SIZES)])
 def test_megatron_matches_transformers(tmp_path, arch, tied, sizes):
     """HF → Megatron → HF is bit-exact, and Megatron's log-probs equal transformers' to ≤ 1e-5 (fp32). Qwen2: the
-    q/k/v biases are random and non-zero (demo_data.tiny_models), so a bias mis-interleaved or dropped changes log-probs."""
+    q/k/v biases are random and non-zero (tiny_models.py), so a bias mis-interleaved or dropped changes log-probs."""
     import transformers
 
     from nemo_cascade import config

@@ -34,7 +34,7 @@ def _one_shape_everywhere(folder) -> ModelShape:
 
 
 def test_named_shape_is_the_type_read_from_config_json(tmp_path):
-    """The planner's tiny-qwen3 preset is what nemo_cascade/tooling/demo_data/tiny_models.py builds: same type, equal (its vocabulary is the
+    """The planner's tiny-qwen3 preset is what demo_data/tiny_models.py builds: same type, equal (its vocabulary is the
     tokenizer's upper bound), and its parameter count is the real folder's (tied: no lm_head.weight in it)."""
     from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3_cascade
 
@@ -43,7 +43,7 @@ def test_named_shape_is_the_type_read_from_config_json(tmp_path):
     preset = plan.PRESETS["tiny-qwen3"]
     assert isinstance(preset, ModelShape) and read.tied_embeddings and read.vocab_size <= preset.vocab_size
     same_vocab = replace(preset, vocab_size=read.vocab_size)
-    assert read == same_vocab, "the preset describes the model nemo_cascade/tooling/demo_data/tiny_models.py builds"
+    assert read == same_vocab, "the preset describes the model demo_data/tiny_models.py builds"
     assert same_vocab.params() == _numel(folder)
 
 
