@@ -32,7 +32,7 @@ setup(
         "dev": ["pytest", "pytest-timeout", "hypothesis", "immutabledict"],
         # 0.19.10: wandb.init(reinit="finish_previous") (metrics.py)
         "logging": ["wandb>=0.19.10"],
-        # synthetic:rg/TASK prompt sets (nemo_cascade/data/reasoning_gym.py); imported only when one is used.
+        # synthetic:rg/TASK prompt sets (tooling/demo_data/reasoning_gym.py); imported only when one is used.
         "tasks": ["reasoning-gym==0.1.25"],
     },
     entry_points={"console_scripts": ["nemo-cascade=nemo_cascade.tooling.cli:main"]},

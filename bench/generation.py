@@ -76,6 +76,9 @@ def _prompts(model: str, path: str):
 
     from nemo_cascade import config
     from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.tooling import demo_data
+
+    demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads
 
     w = SHAPES[model]
     tok = AutoTokenizer.from_pretrained(path)

@@ -4,7 +4,7 @@ The project's actor (``nemo_cascade.actor.megatron.MegatronActor``: Megatron-Cor
 world size 1, bf16) on one H100/H200, five parts, one JSON line each (stdout, and appended to
 ``bench/results/gpu_step.jsonl``):
 
-- ``parity``  tiny Qwen3 (convert/tiny.py's ``tiny-qwen3``, tied; and an untied twin) loaded into the actor;
+- ``parity``  tiny Qwen3 (demo_data/tiny_models.py's ``tiny-qwen3``, tied; and an untied twin) loaded into the actor;
   per-token log-probs of a fixed batch against HF ``Qwen3ForCausalLM`` on the same device, fp32 and bf16.
   Exit 1 at the end if an fp32 max |diff| exceeds 1e-3 (the other parts still run).
 - ``gemm``    a plain bf16 8192³ matmul: what this GPU's cuBLAS reaches, to read the MFU against.
@@ -163,7 +163,7 @@ def parity(out: Out, device: torch.device, scratch: Path) -> bool:
 
     from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.convert.tiny import BUILDERS, make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import BUILDERS, make_tiny_hf_model
 
     # Parity means IEEE fp32 on both sides: no TF32 in matmuls (torch's default, stated here for certainty).
     torch.backends.cuda.matmul.allow_tf32 = False

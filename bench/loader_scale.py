@@ -15,9 +15,9 @@ in think mode and tokenized; ``touch_s`` is then building every row's ``Prompt``
 ``stream_s`` starting a ``PromptStream`` over the set (every rank does both at every start).
 
 The SFT rows mix single-turn, multi-turn and tool-calling conversations; the tokenizer is the tiny byte-level BPE
-(data/tokenizer.py), so the token counts are larger than a 150K-vocabulary tokenizer's. ``touch_s`` is the time
-to build every row's token lists once from the loaded result (the reads an epoch of batches makes). One
-process, so one share: with N ranks each tokenizes 1/N of the file. Results are appended to
+(tooling/demo_data/tiny_tokenizer.py), so the token counts are larger than a 150K-vocabulary tokenizer's.
+``touch_s`` is the time to build every row's token lists once from the loaded result (the reads an epoch of
+batches makes). One process, so one share: with N ranks each tokenizes 1/N of the file. Results are appended to
 ``bench/results/loader_scale.jsonl``.
 
     .venv/bin/python bench/loader_scale.py [--rows 1000000] [--kind sft|rl]
@@ -128,7 +128,7 @@ def main() -> None:
     if args.child:
         return (child_rl if args.kind == "rl" else child)(args.child[0], args.child[1], args.child[2] == "1")
 
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
         path, tok_dir = Path(tmp) / f"{args.kind}.jsonl", Path(tmp) / "tok"

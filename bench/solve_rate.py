@@ -59,6 +59,9 @@ def measure(args) -> dict:
     from nemo_cascade.data.loader import load_prompts
     from nemo_cascade.tooling.standalone import build_engine, load_tokenizer
     from nemo_cascade.rewards import stage_scorer
+    from nemo_cascade.tooling import demo_data
+
+    demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads
 
     data, domain, rollout, group, style, mode = stage_settings(args)
     path = model_dir(args.model)

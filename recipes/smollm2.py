@@ -85,7 +85,7 @@ SFT_SOURCES = (
 )
 """The SFT blend (§3: SFT before any RL), training splits only, each row with a reference response that earns full
 reward: GSM8K worked solutions ending in ``\\boxed{}``, MBPP's 374 train programs in fenced blocks (×2: the smallest
-set), and IF requests with responses their own checkers pass (data/if_prompts.py). CPU scale: 1,200 + 748 + 1,200
+set), and IF requests with responses their own checkers pass (demo_data/if_prompts.py). CPU scale: 1,200 + 748 + 1,200
 rows, one epoch."""
 SFT = Stage(name="sft", kind="sft", data=SFT_SOURCES[0], extra_data=SFT_SOURCES[1:], steps=0, epochs=1.0,
             sft_batch_size=16, sft_max_tokens=RESPONSE_TOKENS + 224, checkpoint_every=20,

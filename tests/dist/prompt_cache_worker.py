@@ -17,7 +17,7 @@ def main():
     from nemo_cascade.config import Data
     from nemo_cascade.data import sft_cache
     from nemo_cascade.data.loader import load_prompts
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     folder = Path(sys.argv[1])
     dist.init_process_group("gloo")

@@ -17,7 +17,7 @@ MODES = ("plain", "grad", "plain_do", "grad_do", "grad_gather_do")
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     model_dir = make_tiny_hf_model(tmp_path_factory.mktemp("tiny"), vocab_size=256)
     out = tmp_path_factory.mktemp("overlap")
@@ -110,7 +110,7 @@ def test_parameter_gather_overlaps_the_next_forward(runs):
 def test_pipeline_parallel_overlap(tmp_path):
     """PP=2 × DP=2: the 1F1B schedule's no_sync / grad_sync_func path (stages after the first start their
     reduce after their last backward) and the embedding bucket of the tied head."""
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     model_dir = make_tiny_hf_model(tmp_path / "tiny4", vocab_size=256, num_hidden_layers=4)
     proc = torchrun(WORKER, 4, model_dir, tmp_path / "out", 2, timeout=900)

@@ -21,7 +21,7 @@ def run_layout(model_dir, tmp_path, nproc, tp, pp):
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     # 4 layers (PP=2 → 2 per stage), 2 KV groups (TP=2 → 1 per rank), untied output layer is covered by
     # the Llama conversion tests; here tied embeddings exercise the PP embedding-group path.
@@ -50,9 +50,9 @@ def test_layout_matches_tp1(tiny_model, reference, tmp_path, nproc, tp, pp):
 
 @pytest.fixture(scope="module")
 def tiny_qwen2(tmp_path_factory):
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
-    # §4.2: the RM's base is Qwen2.5-72B-Instruct (Qwen2). Random non-zero q/k/v biases (convert.tiny), untied.
+    # §4.2: the RM's base is Qwen2.5-72B-Instruct (Qwen2). Random non-zero q/k/v biases (tiny_models.py), untied.
     return make_tiny_hf_model(tmp_path_factory.mktemp("qwen2"), vocab_size=256, arch="qwen2", seed=2,
                               tie_word_embeddings=False, num_hidden_layers=4, hidden_size=128,
                               num_attention_heads=4, num_key_value_heads=2)

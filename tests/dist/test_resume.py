@@ -15,7 +15,7 @@ WORKER = Path(__file__).with_name("resume_worker.py")
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    from nemo_cascade.convert.tiny import BUILDERS
+    from nemo_cascade.tooling.demo_data.tiny_models import BUILDERS
 
     return BUILDERS["tiny-qwen3"](tmp_path_factory.mktemp("tiny-qwen3"), seed=0)
 

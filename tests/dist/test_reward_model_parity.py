@@ -17,7 +17,7 @@ WORKER = Path(__file__).with_name("rm_worker.py")
 def base(tmp_path_factory):
     """The tiny recipe's causal LM (tied embeddings, 4 layers, 2 KV groups) with its tokenizer: the RM starts
     from a policy checkpoint, whose LM head it drops."""
-    from nemo_cascade.convert.tiny import build_tiny_qwen3
+    from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3
 
     return build_tiny_qwen3(tmp_path_factory.mktemp("base"))
 

@@ -49,8 +49,7 @@ def test_reward_model_learns_held_out_preferences(run):
 
     from nemo_cascade.algorithms.reward_model import pair_accuracy
     from nemo_cascade.data.chat import render
-    from nemo_cascade.data.preference import arithmetic_pairs
-    from nemo_cascade.data.synthetic import arithmetic
+    from nemo_cascade.tooling.demo_data.arithmetic import arithmetic, arithmetic_pairs
 
     rows = _metrics(run / "stages/1-rm/metrics.jsonl")
     assert [r["step"] for r in rows] == list(range(RM_STEPS))

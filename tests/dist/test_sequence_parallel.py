@@ -15,7 +15,7 @@ WORKER = Path(__file__).with_name("sp_worker.py")
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     model = make_tiny_hf_model(tmp_path_factory.mktemp("tiny"), vocab_size=256, arch="qwen3",
                                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)

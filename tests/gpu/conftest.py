@@ -35,7 +35,7 @@ def te():
 def tiny(tmp_path_factory):
     """A random Qwen3 whose shapes suit FP8 GEMMs (every dim a multiple of 128, head_dim 64) and TP=2 / CP=2:
     2 layers, 4 heads, 2 KV groups, untied LM head (so both output-layer paths are used across the tier)."""
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     return make_tiny_hf_model(tmp_path_factory.mktemp("tiny_gpu"), vocab_size=512, arch="qwen3", seed=11,
                               tie_word_embeddings=False, hidden_size=256, intermediate_size=512,
@@ -46,8 +46,8 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_qwen2(tmp_path_factory):
     """The same shapes as ``tiny`` as a Qwen2 (the RM's base architecture, §4.2: Qwen2.5-72B-Instruct): q/k/v
-    biases (random, non-zero; convert.tiny), no q/k norm. head_dim = hidden / heads, as Qwen2's config implies."""
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    biases (random, non-zero; tiny_models.py), no q/k norm. head_dim = hidden / heads, as Qwen2's config implies."""
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     return make_tiny_hf_model(tmp_path_factory.mktemp("tiny_qwen2_gpu"), vocab_size=512, arch="qwen2", seed=11,
                               tie_word_embeddings=False, hidden_size=256, intermediate_size=512,

@@ -20,7 +20,7 @@ def build_tiny_reward_model(out_dir: Path, seed: int = 0) -> Path:
     import torch
     import transformers
 
-    from nemo_cascade.data.tokenizer import EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer(out_dir)
     cfg = transformers.Qwen3Config(vocab_size=len(tok), num_labels=1, tie_word_embeddings=False,
@@ -46,14 +46,14 @@ def tiny_reward_model_server(folder: Path):
 
 
 def build_tiny_judge(out_dir: Path, seed: int = 1) -> Path:
-    """A random tiny ``Qwen3ForCausalLM`` (the convert.tiny builder) with the project's tiny tokenizer. Its (tied)
+    """A random tiny ``Qwen3ForCausalLM`` (the tiny_models.py builder) with the project's tiny tokenizer. Its (tied)
     embeddings are redrawn wide (std 0.5): with the default 0.02 the next-token distribution is nearly uniform
     whatever the context, and reading P(YES) at the wrong position would go unnoticed."""
     import torch
     import transformers
 
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer(out_dir)
     sizes = {**SIZES, "max_position_embeddings": JUDGE_MAX_LEN}  # the judge prompt is longer than the RM's inputs

@@ -18,7 +18,7 @@ def build_tiny_qwen3(out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from nemo_cascade.data.tokenizer import EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

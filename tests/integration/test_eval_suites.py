@@ -39,7 +39,7 @@ def _settings(url: str, **kw) -> EvalSettings:
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    from nemo_cascade.convert.tiny import build_tiny_qwen3
+    from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3
     from tests.integration._remote_helpers import build_tiny_reward_model
 
     policy = build_tiny_qwen3(tmp_path_factory.mktemp("policy"))

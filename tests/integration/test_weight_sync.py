@@ -16,8 +16,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     out = tmp_path_factory.mktemp("tiny")
     tok = build_tiny_tokenizer(out)
@@ -26,10 +26,10 @@ def tiny_model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_qwen2(tmp_path_factory):
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
-    # §4.2: the RM's base is Qwen2.5-72B-Instruct (Qwen2); random non-zero q/k/v biases (convert.tiny) that the
+    # §4.2: the RM's base is Qwen2.5-72B-Instruct (Qwen2); random non-zero q/k/v biases (tiny_models.py) that the
     # push must deliver into vLLM's fused qkv_proj.
     out = tmp_path_factory.mktemp("qwen2")
     tok = build_tiny_tokenizer(out)

@@ -6,11 +6,12 @@ import json
 import pytest
 
 from nemo_cascade.config import Data
-from nemo_cascade.data.benchmark_sets import DATA, gsm8k, gsm8k_final_answer, mbpp
-from nemo_cascade.data.loader import DataError, generated_rows, load_prompts
-from nemo_cascade.evaluate.suites import get_suite, load_items
+from nemo_cascade.data.generated import rows as generated_rows
+from nemo_cascade.data.loader import DataError, load_prompts
+from nemo_cascade.evaluate.suites import get_suite, gsm8k_final_answer, load_items
 from nemo_cascade.rewards import REWARDS, VALIDATORS
 from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
+from nemo_cascade.tooling.demo_data.benchmark_sets import DATA, gsm8k, mbpp
 
 SETS = {"gsm8k": (gsm8k, "math", 7473, 1319), "mbpp": (mbpp, "code", 374, 500)}
 
@@ -77,7 +78,7 @@ def test_size_and_seed_sample_and_bad_requests_fail_in_one_line():
 
 
 def test_loads_as_prompts(tmp_path):
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer(tmp_path)
     prompts = load_prompts(Data(source="benchmark:gsm8k", split="train", size=8, seed=0), tok, "no_think", "math",

@@ -110,7 +110,7 @@ def test_data_fingerprint_follows_the_rows(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from nemo_cascade.convert.tiny import BUILDERS
+    from nemo_cascade.tooling.demo_data.tiny_models import BUILDERS
 
     return BUILDERS["tiny-qwen3"](tmp_path_factory.mktemp("m") / "tiny")
 
@@ -130,7 +130,7 @@ def test_tokenizer_mismatch(tiny_model, tmp_path):
         check_tokenizer(tok, small, [])
     # a finished stage exported with another tokenizer (the base was swapped between runs)
     stage = tmp_path / "stages" / "0-sft"
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     build_tiny_tokenizer(stage / "hf", ["other text entirely " * 50], vocab_size=300)
     with pytest.raises(config.ConfigError, match="its tokenizer differs from the base model's"):

@@ -88,7 +88,8 @@ def test_cascade2_jinja_template_equals_render(mode, gen):
 def test_set_chat_template_switches_an_exported_folder(tmp_path):
     from transformers import AutoTokenizer
 
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer, set_chat_template
+    from nemo_cascade.data.tokenizer import set_chat_template
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     build_tiny_tokenizer(tmp_path)
     set_chat_template(tmp_path, "cascade2")
@@ -165,7 +166,7 @@ def test_tool_conversation_equals_the_jinja_twin(style, mode, gen, with_tools):
 def test_exported_tokenizer_applies_tools_like_render(tmp_path):
     from transformers import AutoTokenizer
 
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     build_tiny_tokenizer(tmp_path)
     tok = AutoTokenizer.from_pretrained(tmp_path)

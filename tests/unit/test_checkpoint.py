@@ -1,6 +1,6 @@
 """checkpoint.py: save → load → train equals an uninterrupted run bit for bit; verification errors; latest/keep.
 
-One process, world size 1, the tiny recipe's Qwen3 (convert.tiny.BUILDERS) as a real Megatron actor with
+One process, world size 1, the tiny recipe's Qwen3 (demo_data.tiny_models.BUILDERS) as a real Megatron actor with
 the distributed optimizer (the default) and the plain one. The schedule has warmup + cosine decay and the
 optimizer weight decay, so a wrong scheduler or optimizer restore changes the weights.
 """
@@ -28,7 +28,7 @@ def sft_loss(logprobs_B_T, mb):  # the SFT stage's loss (stage.sft_loss); stage.
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    from nemo_cascade.convert.tiny import BUILDERS
+    from nemo_cascade.tooling.demo_data.tiny_models import BUILDERS
 
     return BUILDERS["tiny-qwen3"](tmp_path_factory.mktemp("tiny-qwen3"), seed=0)
 

@@ -110,7 +110,7 @@ def test_cli_user_errors_are_one_line(args, message):
 
 
 def test_cli_rejects_model_shapes_the_layout_cannot_split(tmp_path):
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=256, head_dim=16, num_attention_heads=4, num_key_value_heads=1)
     proc = _cli("run", TINY, "model.build=", f"model.hf_path={tmp_path}", "parallel.tp=2")

@@ -128,13 +128,13 @@ QWEN2_SIZES = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2
 @pytest.mark.parametrize("arch,tied,sizes", [("qwen3", True, {}), ("llama", False, {}), ("qwen2", False, QWEN2_SIZES)])
 def test_megatron_matches_transformers(tmp_path, arch, tied, sizes):
     """HF → Megatron → HF is bit-exact, and Megatron's log-probs equal transformers' to ≤ 1e-5 (fp32). Qwen2: the
-    q/k/v biases are random and non-zero (convert.tiny), so a bias mis-interleaved or dropped changes log-probs."""
+    q/k/v biases are random and non-zero (tiny_models.py), so a bias mis-interleaved or dropped changes log-probs."""
     import transformers
 
     from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.convert.hf_io import SafetensorsReader
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=320, arch=arch, tie_word_embeddings=tied, seed=3, **sizes)
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
@@ -157,7 +157,7 @@ def test_megatron_matches_transformers(tmp_path, arch, tied, sizes):
 
 def test_parallel_layout_must_divide_model(tmp_path):
     from nemo_cascade.convert.arch import check_parallel
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=256, arch="qwen3")
     spec = read_hf_config(tmp_path)
@@ -175,7 +175,7 @@ def test_yarn_rope_matches_transformers(tmp_path):
     from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.convert.arch import read_hf_config
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
     make_tiny_hf_model(tmp_path, vocab_size=320, arch="qwen3", seed=5, rope_scaling=yarn, max_position_embeddings=64)

@@ -19,7 +19,7 @@ SIZES = {"ifeval": 541, "ifbench": 300, "gsm8k": 1319, "math500": 500, "aime24":
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     return build_tiny_tokenizer(tmp_path_factory.mktemp("eval_tok"))
 

@@ -18,7 +18,8 @@ from nemo_cascade.convert.arch import with_yarn
 from nemo_cascade.evaluate import EvalError, EvalSettings, get_suite, prepare
 from nemo_cascade.evaluate.runner import context_needed, decoding_for, fits_input
 from nemo_cascade.tooling.standalone import run_gate, with_run_gate, yarn_groups
-from nemo_cascade.evaluate.suites import SUITES, TINY_SUITES
+from nemo_cascade.evaluate.suites import SUITES
+from nemo_cascade.tooling.demo_data.tiny_suites import TINY_SUITES
 from nemo_cascade.forgetting import Gate
 from nemo_cascade.rollout import engine_start as ES
 
@@ -30,7 +31,7 @@ QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "max_position_embeddings": 32768
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     return build_tiny_tokenizer(tmp_path_factory.mktemp("yarn_tok"))
 
@@ -47,7 +48,7 @@ def test_every_paper_suite_defaults_to_yarn_2_and_swe_to_32k_input():
         d = decoding_for(suite, EvalSettings())
         assert d.yarn_factor == 2.0, name
         assert d.max_input_tokens == (32768 if name == "swe" else 0), name
-    assert all(s.yarn_factor == 1.0 for s in TINY_SUITES.values()), "tiny suites: the tiny model's own RoPE"
+    assert all(s.yarn_factor == 1.0 for s in TINY_SUITES), "tiny suites: the tiny model's own RoPE"
     d = decoding_for(get_suite("swe"), EvalSettings(yarn={"swe": 3.0}, max_input_tokens={"swe": 65536}))
     assert (d.yarn_factor, d.max_input_tokens) == (3.0, 65536)
 
@@ -193,7 +194,7 @@ def test_eval_help_lists_every_suite_on_one_line(capsys):
     with pytest.raises(SystemExit):
         main(["eval", "--help"])
     out = capsys.readouterr().out.partition("\nsuites (")[2]
-    for name, suite in {**SUITES, **TINY_SUITES}.items():
+    for name, suite in {**SUITES, **{s.name: s for s in TINY_SUITES}}.items():
         lines = [line for line in out.splitlines() if line.startswith(f"  {name}: ")]
         assert len(lines) == 1, name
         assert suite.description in lines[0] and f"[{suite.mode}, K={suite.samples}," in lines[0]

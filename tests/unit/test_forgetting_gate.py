@@ -21,7 +21,7 @@ def _suite(score: float, stderr: float = 0.0, k: int = 4) -> dict:
 def tokenizer(tmp_path_factory):
     from transformers import AutoTokenizer
 
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     out = tmp_path_factory.mktemp("tok")
     build_tiny_tokenizer(out)

@@ -85,7 +85,7 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation):
     from functools import partial
 
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=320, arch="qwen3", seed=5)
     actor = MegatronActor(str(tmp_path), config.Parallel(micro_batch_size=2))

@@ -1,4 +1,4 @@
-"""synthetic:if_requests (data/if_prompts.py): every row is satisfiable (its reference passes the project's IFEval
+"""synthetic:if_requests (demo_data/if_prompts.py): every row is satisfiable (its reference passes the project's IFEval
 checkers), splits are fixed by the request, instruction pairs respect the clash table, no IFEval prompt is
 reused, and the set loads through the prompt loader."""
 import gzip
@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade.config import Data
-from nemo_cascade.data.if_prompts import CLASHES, GROUPS, SLOTS, TEMPLATES, if_requests, requests, split_of
+from nemo_cascade.tooling.demo_data.if_prompts import (CLASHES, GROUPS, SLOTS, TEMPLATES, if_requests, requests,
+                                                      split_of)
 from nemo_cascade.data.loader import load_prompts, load_sft_examples
-from nemo_cascade.data.synthetic_domains import DOMAIN_TASKS
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+from nemo_cascade.tooling.demo_data.synthetic_domains import DOMAIN_TASKS
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 from nemo_cascade.rewards import REWARDS, VALIDATORS
 from nemo_cascade.rewards.ifeval import IFEVAL, per_instruction, validate_label
 

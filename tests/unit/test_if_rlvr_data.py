@@ -14,7 +14,7 @@ import pytest
 from nemo_cascade import config
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.data.schemas import SchemaError, adapt
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 from nemo_cascade.rewards import VALIDATORS, Scorer, reward_metrics, training_validator
 from nemo_cascade.types import PromptGroup
 

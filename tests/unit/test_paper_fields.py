@@ -171,7 +171,7 @@ def test_setting_a_new_field_changes_the_hash_except_the_gate_switch():
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     return build_tiny_tokenizer(tmp_path_factory.mktemp("tok"))
 

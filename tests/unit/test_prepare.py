@@ -14,7 +14,7 @@ import pytest
 from nemo_cascade.config import Data
 from nemo_cascade.data.loader import load_prompts, load_sft_examples
 from nemo_cascade.data.preference import load_preference_pairs
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 from nemo_cascade.tooling.prepare import PrepareError, prepare_command
 from nemo_cascade.tooling.prepare.decontam import EvalIndex, build_index
 from nemo_cascade.tooling.prepare.helpsteer import math_or_contest

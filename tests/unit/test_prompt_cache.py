@@ -14,7 +14,7 @@ from nemo_cascade import config
 from nemo_cascade.data import prompt_cache, sft_cache
 from nemo_cascade.data.loader import DataError, PromptStream, load_prompts
 from nemo_cascade.data.rows import Share
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 from nemo_cascade.rewards import VALIDATORS, training_validator
 
 from . import swe_fixtures as fx

@@ -9,11 +9,11 @@ from decimal import Decimal
 import pytest
 
 from nemo_cascade.config import Data
-from nemo_cascade.data import reasoning_gym as rgsets
+from nemo_cascade.tooling.demo_data import reasoning_gym as rgsets
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts, load_sft_examples
-from nemo_cascade.data.synthetic import sft_pairs
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+from nemo_cascade.data.generated import sft_pairs
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 from nemo_cascade.rewards import REWARDS, VALIDATORS
 
 reasoning_gym = pytest.importorskip("reasoning_gym")
@@ -67,7 +67,7 @@ def test_deterministic_per_seed_and_across_processes():
     first = rgsets.rows("basic_arithmetic", "train", 20, 3)
     assert rgsets.rows("basic_arithmetic", "train", 20, 3) == first
     assert rgsets.rows("basic_arithmetic", "train", 20, 4) != first
-    code = ("import json; from nemo_cascade.data.reasoning_gym import rows, SUPPORTED_NAMES\n"
+    code = ("import json; from nemo_cascade.tooling.demo_data.reasoning_gym import rows, SUPPORTED_NAMES\n"
             "print(json.dumps({t: rows(t, 'test', 5, 3) for t in SUPPORTED_NAMES}))")
     # a hash seed other than this process's (random unless PYTHONHASHSEED is set): set/dict order of strings
     # inside a generator would show up here

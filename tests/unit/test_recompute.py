@@ -10,7 +10,7 @@ from nemo_cascade.algorithms import grpo
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     return str(make_tiny_hf_model(tmp_path_factory.mktemp("tiny"), vocab_size=256, arch="qwen3", seed=3,
                                   num_hidden_layers=2))

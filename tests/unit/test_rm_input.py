@@ -89,7 +89,7 @@ def test_the_exported_rm_carries_the_training_rendering_not_the_bases_template(t
     from nemo_cascade import config
     from nemo_cascade.actor.reward_model import RewardModelActor
     from nemo_cascade.convert.export import export_reward_model
-    from nemo_cascade.convert.tiny import build_tiny_qwen3
+    from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3
     from nemo_cascade.data.preference import load_preference_pairs
     from nemo_cascade.data.tokenizer import write_chat_template
 

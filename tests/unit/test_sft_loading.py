@@ -13,7 +13,7 @@ from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_sft_blend, load_sft_examples
 from nemo_cascade.data.preference import load_preference_pairs
 from nemo_cascade.data.rows import Share
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {
     "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}]

@@ -10,7 +10,7 @@ from nemo_cascade.stage import sft_loss
 
 def test_packed_loss_equals_unpacked(tmp_path):
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.convert.tiny import make_tiny_hf_model
+    from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=320, arch="qwen3", seed=5)
     actor = MegatronActor(str(tmp_path), config.Parallel(micro_batch_size=8))

@@ -19,7 +19,7 @@ from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.data.schemas import SchemaError, adapt
 from nemo_cascade.data.swe_prompts import build_repair_prompt, render_repair_prompt
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 from nemo_cascade.rewards import VALIDATORS
 from nemo_cascade.rewards.swe import swe_reward
 

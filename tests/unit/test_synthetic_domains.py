@@ -2,7 +2,7 @@
 does not, and the held-out split never shares a problem with the training split."""
 import pytest
 
-from nemo_cascade.data.synthetic_domains import DOMAIN_TASKS, IF_INSTRUCTIONS
+from nemo_cascade.tooling.demo_data.synthetic_domains import DOMAIN_TASKS, IF_INSTRUCTIONS
 from nemo_cascade.rewards import REWARDS, VALIDATORS
 
 DOMAIN = {"if_arithmetic": "ifeval", "code_arithmetic": "code", "bugfix_arithmetic": "swe", "mbpp_code": "code",

@@ -4,8 +4,9 @@ import json
 import pytest
 
 from nemo_cascade.data.chat import render
-from nemo_cascade.data.synthetic import arithmetic, sft_pairs
-from nemo_cascade.data.tokenizer import build_tiny_tokenizer, default_corpus
+from nemo_cascade.data.generated import sft_pairs
+from nemo_cascade.tooling.demo_data.arithmetic import arithmetic
+from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer, default_corpus
 
 
 @pytest.fixture(scope="module")

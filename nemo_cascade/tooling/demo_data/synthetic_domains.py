@@ -1,9 +1,9 @@
 """Synthetic prompt sets for the cascade's other domains, sized for a tiny model on CPU.
 
-Each generator is ``fn(split, size, seed) -> rows`` like :func:`.synthetic.arithmetic` and is addressed as
+Each generator is ``fn(split, size, seed) -> rows`` like :func:`.arithmetic.arithmetic` and is addressed as
 ``synthetic:NAME``. Rows carry their domain's label (docs/rewards.md) and a ``response`` that earns full
 reward, so the same set serves the SFT warm-start and the RL stage. Splits are fixed by a hash of the problem,
-never by seed or size, as in :mod:`.synthetic`.
+never by seed or size, as in :mod:`.arithmetic`.
 
 Every task needs a little arithmetic or counting, not only copying from the prompt, so a ~1M-parameter model
 that has seen the format in SFT still gets some held-out problems wrong and RL has room to improve it (a pure
@@ -24,9 +24,11 @@ import hashlib
 import operator
 import random
 
+from nemo_cascade.data.generated import sft_pairs
+
+from .arithmetic import arithmetic
 from .if_prompts import if_requests
-from .mbpp_tasks import mbpp_bugfix, mbpp_code
-from .synthetic import arithmetic
+from .mbpp_sets import mbpp_bugfix, mbpp_code
 
 IF_INSTRUCTIONS: dict[str, list[tuple[str, dict, str]]] = {
     "body": [("keywords:existence", {"keywords": ["result"]}, "Include the keywords result in the response.")] + [
@@ -177,8 +179,6 @@ def eval_rows(name: str, size: int, seed: int = 0) -> list[dict]:
     "reference"}`` (``data/tiny/*.jsonl``; tools/make_tiny_suites.py writes them). ``arithmetic`` rows carry
     the math label (the answer); ``arithmetic_chat`` the same questions with the rlhf label (the conversation)
     and the SFT answer as the reference to beat under the reward model."""
-    from .synthetic import arithmetic, sft_pairs
-
     if name in ("arithmetic", "arithmetic_chat"):
         rows = arithmetic("test", size, seed)
         out = []

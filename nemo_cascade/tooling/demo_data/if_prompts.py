@@ -405,7 +405,7 @@ def requests() -> list[tuple[str, str, str, bool]]:
 
 def if_requests(split: str, size: int, seed: int) -> list[dict]:
     """``size`` rows of ``split`` ("train" | "test"; ``size <= 0``: all, in a seeded order). More rows than the
-    split holds is a ValueError, as in :func:`.synthetic.arithmetic`."""
+    split holds is a ValueError, as in :func:`.arithmetic.arithmetic`."""
     if split not in ("train", "test"):
         raise ValueError(f"if_requests: split must be 'train' or 'test', got {split!r}")
     pool = [row for r in requests() if split_of(_base_uid(r[0])) == split for row in _rows_of(*r)]

@@ -6,13 +6,14 @@ import json
 import pytest
 
 from nemo_cascade.config import Data
-from nemo_cascade.data import mbpp_tasks
 from nemo_cascade.data.loader import load_prompts, load_sft_examples
-from nemo_cascade.data.mbpp_tasks import (BUGFIX_FILE, BUGGY_FILE_NAME, bugfix_row, first_failure, mbpp_bugfix,
-                                          mbpp_code, mbpp_task, mutants, split_of)
-from nemo_cascade.data.synthetic_domains import DOMAIN_TASKS
+from nemo_cascade.data.mbpp_tasks import mbpp_task
 from nemo_cascade.rewards import REWARDS, VALIDATORS
 from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
+from nemo_cascade.tooling.demo_data import mbpp_sets
+from nemo_cascade.tooling.demo_data.mbpp_sets import (BUGFIX_FILE, BUGGY_FILE_NAME, bugfix_row, first_failure,
+                                                      mbpp_bugfix, mbpp_code, mutants, split_of)
+from nemo_cascade.tooling.demo_data.synthetic_domains import DOMAIN_TASKS
 
 GENERATORS = {"mbpp_code": (mbpp_code, "code"), "mbpp_bugfix": (mbpp_bugfix, "swe")}
 
@@ -27,13 +28,13 @@ def sandbox():
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
-    from nemo_cascade.data.tokenizer import build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     return build_tiny_tokenizer(tmp_path_factory.mktemp("mbpp_tok"))
 
 
 def _tasks_by_id():
-    return {t["task_id"]: t for t in mbpp_tasks.mbpp_tasks()}
+    return {t["task_id"]: t for t in mbpp_sets.mbpp_tasks()}
 
 
 @pytest.mark.parametrize("name", sorted(GENERATORS))
@@ -55,7 +56,7 @@ def test_code_references_pass_and_a_wrong_program_fails(sandbox):
 
 
 def test_code_prompt_is_the_mbpp_suite_format():
-    task = next(t for t in mbpp_tasks.mbpp_tasks() if t["task_id"] == 11)
+    task = next(t for t in mbpp_sets.mbpp_tasks() if t["task_id"] == 11)
     prompt, label = mbpp_task(task["text"], task["test_list"])
     assert prompt.startswith(task["text"] + "\nYour code should pass these tests:\n\nassert remove_Occ(")
     assert label == {"test_code": "\n".join(task["test_list"]) + "\n", "entry_point": "remove_Occ"}

@@ -1,10 +1,11 @@
-"""Synthetic arithmetic: correct answers, held-out split, determinism, SFT pairs the math reward accepts."""
+"""Synthetic arithmetic (demo_data): correct answers, held-out split, determinism, SFT pairs the math reward accepts."""
 import re
 
 import pytest
 
-from nemo_cascade.data.synthetic import SYNTHETIC, arithmetic, sft_pairs
+from nemo_cascade.data.generated import sft_pairs
 from nemo_cascade.rewards.math import math_reward
+from nemo_cascade.tooling.demo_data.arithmetic import arithmetic
 
 QUESTION = re.compile(r"What is (\d+) ([+-]) (\d+)\? Put the final answer in \\boxed\{\}\.")
 
@@ -62,5 +63,9 @@ def test_sft_pair_text():
     assert sft_pairs([row])[0][1] == "23 + 45 = 68. The answer is \\boxed{68}."
 
 
-def test_registry():
-    assert SYNTHETIC["arithmetic"] is arithmetic
+def test_registered_as_synthetic_arithmetic():
+    from nemo_cascade.config import Data
+    from nemo_cascade.data import generated
+
+    data = Data(source="synthetic:arithmetic", split="test", size=20, seed=3)
+    assert generated.rows(data) == arithmetic("test", 20, seed=3)

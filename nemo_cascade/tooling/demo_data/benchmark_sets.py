@@ -5,10 +5,10 @@ and turns each row into a prompt with its domain's label and a reference respons
 -> rows`` shape of the synthetic generators (:mod:`.synthetic_domains`):
 
 - ``gsm8k`` (``math``): ``data/gsm8k/{train,test}.jsonl.gz``; the question and the suites' request for a boxed
-  final answer (:func:`.math_prompt.math_prompt`, which the suites use too); the label is the number after
+  final answer (``data.math_prompt.math_prompt``, which the suites use too); the label is the number after
   ``####`` (thousands commas dropped); the response is the worked solution without its ``<<calculator>>`` annotations, ending in ``\\boxed{}``.
 - ``mbpp`` (``code``): ``data/mbpp/{train,test}.jsonl.gz`` (task ids 601–974 and 11–510, the splits of MBPP's
-  README); the task with its asserts (:func:`.mbpp_tasks.mbpp_task`, the ``mbpp`` suite's format); the label runs
+  README); the task with its asserts (``data.mbpp_tasks.mbpp_task``, the ``mbpp`` suite's format); the label runs
   the asserts in the sandbox; the response is the reference solution.
 
 Training on the train split and evaluating on the suite of the same name (its test split) is the held-out setup of the SmolLM2 recipes:
@@ -21,12 +21,13 @@ import random
 import re
 from pathlib import Path
 
-from .math_prompt import MATH_INSTRUCTION, math_prompt
-from .mbpp_tasks import mbpp_row, read_rows
+from nemo_cascade.data.generated import BENCHMARK_PREFIX
+from nemo_cascade.data.math_prompt import MATH_INSTRUCTION, math_prompt
+from nemo_cascade.data.mbpp_tasks import mbpp_row, read_rows
+from nemo_cascade.evaluate.suites import gsm8k_final_answer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "data"
-BENCHMARK_PREFIX = "benchmark:"
 _CALCULATOR = re.compile(r"<<[^<>]*>>")
 
 
@@ -40,13 +41,6 @@ def _take(name: str, split: str, rows: list[dict], size: int, seed: int) -> list
     if size > len(rows):
         raise ValueError(f"{BENCHMARK_PREFIX}{name}: size {size} exceeds the {len(rows)} {split} rows")
     return random.Random(seed).sample(rows, size if size > 0 else len(rows))
-
-
-def gsm8k_final_answer(solution: str) -> str:
-    """The number after GSM8K's ``####`` marker, without thousands commas; ValueError if there is none."""
-    if "####" not in solution:
-        raise ValueError("field 'answer' has no '#### <number>' final answer")
-    return solution.rsplit("####", 1)[1].strip().replace(",", "")
 
 
 def gsm8k(split: str, size: int, seed: int) -> list[dict]:
@@ -69,4 +63,4 @@ def mbpp(split: str, size: int, seed: int) -> list[dict]:
 BENCHMARK_SETS = {"gsm8k": gsm8k, "mbpp": mbpp}
 """``benchmark:NAME`` → its generator."""
 
-__all__ = ["BENCHMARK_SETS", "BENCHMARK_PREFIX", "MATH_INSTRUCTION", "gsm8k", "gsm8k_final_answer", "mbpp"]
+__all__ = ["BENCHMARK_SETS", "MATH_INSTRUCTION", "gsm8k", "mbpp"]

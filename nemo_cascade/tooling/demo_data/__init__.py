@@ -1,0 +1,38 @@
+"""The demo data beside the training core: the generated prompt sets of the CPU-scale recipes (recipes/tiny.py,
+recipes/smollm2*.py), the tiny cascade's eval suites and the base models built without a download. The core only
+knows them through its registries; :func:`register` fills those, and every entry point that reads a config
+(the ``nemo-cascade`` command, its torchrun workers, the tests' session) calls it first.
+"""
+from __future__ import annotations
+
+_registered = False
+
+
+def register() -> None:
+    """Register every demo set, suite and base model under its config name (idempotent): ``synthetic:arithmetic``
+    (and its preference pairs), the synthetic-domain sets, ``synthetic:rg/TASK``, ``benchmark:gsm8k`` and
+    ``benchmark:mbpp``; the tiny-* suites; ``model.build`` tiny-qwen3, tiny-qwen3-cascade, smollm2-135m-instruct."""
+    global _registered
+    if _registered:
+        return
+    from nemo_cascade.base_model import register_builder
+    from nemo_cascade.data import generated
+    from nemo_cascade.evaluate.suites import register_suite
+
+    from . import arithmetic, benchmark_sets, reasoning_gym, synthetic_domains, tiny_models, tiny_suites
+
+    generated.register("synthetic:arithmetic", arithmetic.arithmetic)
+    for name, fn in synthetic_domains.DOMAIN_TASKS.items():
+        generated.register(f"synthetic:{name}", fn)
+    generated.register_family(f"synthetic:{reasoning_gym.RG_PREFIX}", reasoning_gym.rows)
+    for name, fn in benchmark_sets.BENCHMARK_SETS.items():
+        generated.register(f"benchmark:{name}", fn)
+    generated.register_preference("synthetic:arithmetic", arithmetic.arithmetic_pairs)
+    for suite in tiny_suites.TINY_SUITES:
+        register_suite(suite)
+    for name, fn in tiny_models.BUILDERS.items():
+        register_builder(name, fn)
+    _registered = True
+
+
+__all__ = ["register"]
