@@ -65,7 +65,7 @@ def worker_outlives(bind: bool) -> float | None:
 
 
 def lock_answers() -> dict:
-    from nemo_cascade.run_lock import LOCK_NAME, RunLocked, acquire, me
+    from nemo_cascade.tooling.run_lock import LOCK_NAME, RunLocked, acquire, me
 
     def timed(fn) -> float:
         t0 = time.perf_counter()

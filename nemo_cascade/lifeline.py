@@ -8,7 +8,7 @@ into the run folder. Every link of the chain is therefore tied to its parent wit
 
 - a worker (``nemo-cascade run``/``eval`` under torchrun) gets SIGKILL when its torchrun agent dies
   (:func:`bind_worker`) — the agent is the launcher itself for ``nemo-cascade run`` on one machine, and
-  ``python -m nemo_cascade.torchrun`` on each Slurm node. SIGKILL, not SIGTERM: the worker may be inside a
+  ``python -m nemo_cascade.tooling.torchrun`` on each Slurm node. SIGKILL, not SIGTERM: the worker may be inside a
   collective or a library that handles SIGTERM its own way; a SIGKILLed run resumes from its last checkpoint
   like any other kill (docs/reliability.md);
 - torchrun on a Slurm node, and a launch task's ``nemo-cascade run``, get SIGTERM when their parent dies, so
@@ -30,7 +30,7 @@ import signal
 import sys
 
 AGENT_PID_ENV = "NEMO_CASCADE_AGENT_PID"
-"""Set by nemo_cascade.torchrun to its own PID before it starts workers: the parent a worker expects."""
+"""Set by nemo_cascade.tooling.torchrun to its own PID before it starts workers: the parent a worker expects."""
 _PR_SET_PDEATHSIG = 1
 
 

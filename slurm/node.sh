@@ -11,7 +11,7 @@
 # (CUDA, versions, TE/FP8, vLLM's reload API, bubblewrap, the reward-model/judge URLs, disk, memory) ends the job
 # with its table in the log instead of failing later inside the cascade. DOCTOR=0 skips it.
 # NODE_SETUP: shell code run first on every node (e.g. "pip install --no-deps -e ."); TORCHRUN: the launcher
-# (default: torchrun run by nemo_cascade/torchrun.py, which ends a failed job with one line instead of torchrun's
+# (default: torchrun run by nemo_cascade/tooling/torchrun.py, which ends a failed job with one line instead of torchrun's
 # traceback and table in the job log).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -31,7 +31,7 @@ if [[ ${DOCTOR:-1} == 1 ]]; then
   python -m nemo_cascade.tooling.cli doctor "${doctor_args[@]}" \
     || { echo "nemo-cascade: error: node $(hostname) failed the checks above (DOCTOR=0 skips them)" >&2; exit 2; }
 fi
-exec ${TORCHRUN:-python -m nemo_cascade.torchrun} \
+exec ${TORCHRUN:-python -m nemo_cascade.tooling.torchrun} \
   --nnodes="${SLURM_NNODES:-1}" --nproc_per_node="${GPUS_PER_NODE:-8}" \
   --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:${MASTER_PORT:-29500}" --rdzv_id="${SLURM_JOB_ID:-nemo-cascade}" \
   --max_restarts=0 \

@@ -3,13 +3,14 @@
 - :mod:`.schema`: the frozen dataclasses a recipe builds (``Cascade`` → ``Stage`` → sections) and helpers that
   read them;
 - :mod:`.checks`: :func:`validate`, the values that types cannot express;
-- :mod:`.overrides`: ``key=value`` command-line overrides and the JSON form written to a run's config.json;
+- :mod:`.serialize`: the JSON form written to a run's config.json and read back (the command line's ``key=value``
+  overrides are the CLI's: ``tooling/overrides.py``);
 - :mod:`.versions`: the schema version a run records and the fields each version added (its stage hashes).
 
 Nothing here imports torch, megatron or vllm, so configs can be built, validated and printed anywhere.
 """
 from .checks import validate
-from .overrides import apply_overrides, dumps, from_dict, to_dict
+from .serialize import dumps, from_dict, to_dict
 from .schema import (GRPO, REWARD_DOMAINS, STAGE_KINDS, Actor, Boundary, Cascade, ConfigError, Data, Gate, LengthPhase,
                      Model, Parallel, Reward, Rollout, Stage, engine_dtype, length_phases, literal_values, phase_at,
                      phase_rollout, prompt_sources, stage_by_name, stage_domains, tolerances, with_epoch_steps)
@@ -18,6 +19,6 @@ from .versions import FIELDS_ADDED, SCHEMA_VERSION, schema_version_of
 __all__ = [
     "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Reward", "LengthPhase", "Boundary",
     "Gate", "Stage", "Cascade", "STAGE_KINDS", "REWARD_DOMAINS", "tolerances", "length_phases", "phase_at",
-    "phase_rollout", "with_epoch_steps", "stage_by_name", "prompt_sources", "stage_domains", "apply_overrides", "validate", "to_dict", "from_dict",
+    "phase_rollout", "with_epoch_steps", "stage_by_name", "prompt_sources", "stage_domains", "validate", "to_dict", "from_dict",
     "dumps", "literal_values", "engine_dtype", "SCHEMA_VERSION", "FIELDS_ADDED", "schema_version_of",
 ]

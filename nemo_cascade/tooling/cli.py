@@ -24,13 +24,14 @@ import socket
 import sys
 from pathlib import Path
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade import console
-from nemo_cascade.tooling import demo_data
+from nemo_cascade.tooling import demo_data, worker_log
 from nemo_cascade.tooling.cli_parser import build_parser
 from nemo_cascade.tooling.cli_tools import cmd_convert, cmd_data
 from nemo_cascade.errors import CascadeError
-from nemo_cascade.torchrun import run_torchrun
+from nemo_cascade.tooling.torchrun import run_torchrun
 
 
 def load_recipe(spec: str) -> config.Cascade:
@@ -130,7 +131,7 @@ def _free_port() -> int:
 def cmd_run(args) -> int:
     from nemo_cascade.preflight import check_cascade
 
-    cfg = config.apply_overrides(load_recipe(args.recipe), args.overrides)
+    cfg = apply_overrides(load_recipe(args.recipe), args.overrides)
     if args.stage:
         config.stage_by_name(cfg, args.stage)
     check_cascade(cfg)  # every stage's files, before any process starts
@@ -138,9 +139,9 @@ def cmd_run(args) -> int:
     # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process actor
     # (tests, notebooks) puts those in os.environ, and a CLI started from there must still launch its own job.
     if "TORCHELASTIC_RUN_ID" in os.environ:
-        rank = int(os.environ.get("RANK", 0))  # the chatter of Megatron, vLLM, TE: into the run's log (console.py)
+        rank = int(os.environ.get("RANK", 0))  # the chatter of Megatron, vLLM, TE: into the run's log (worker_log.py)
         if args.own_process:
-            console.to_log(console.log_path(Path(cfg.run_root) / cfg.name, rank), args.verbose, rank)
+            worker_log.to_log(worker_log.log_path(Path(cfg.run_root) / cfg.name, rank), args.verbose, rank)
         with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # slurm/node.sh: rank 0 holds
             return _run_job(config.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage, args.retrain)
     if args.stage or args.retrain:  # a finished stage, or one whose earlier stages are not: one line, before torchrun
@@ -163,7 +164,7 @@ def _hold_run_folder(run_dir: Path, command: str):
     """The run folder's lock (run_lock.py) for a ``with`` block: taken by the launcher, inherited by its workers
     (the environment names it); under a torchrun that did not take it (slurm/node.sh), rank 0 takes it — a
     refusal there ends that rank with exit 2, and torchrun stops the others."""
-    from nemo_cascade import run_lock
+    from nemo_cascade.tooling import run_lock
 
     if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("RANK", 0)) != 0:
         yield None
@@ -246,13 +247,13 @@ def cmd_eval(args) -> int:
     names = suite_names(args.suite)
     world = check_layout(args.tensor_parallel_size, args.data_parallel, args.gpu_memory_utilization)
     with _hold_stage_folder(args):
-        out = output_folder(args.checkpoint, args.out)  # its logs/ takes vLLM's start-up log (console.py)
+        out = output_folder(args.checkpoint, args.out)  # its logs/ takes vLLM's start-up log (worker_log.py)
         if world > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
             return run_torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m",
                                  "nemo_cascade.tooling.cli", *args.argv], run_dir=None if args.verbose else out)
         if args.own_process:
             rank = int(os.environ.get("RANK", 0))
-            console.to_log(console.log_path(out, rank), args.verbose, rank)
+            worker_log.to_log(worker_log.log_path(out, rank), args.verbose, rank)
         return _evaluate(args, names)
 
 
@@ -261,7 +262,7 @@ def _hold_stage_folder(args):
     folder's lock, so it never writes beside a run of that folder (nor a run starts beside it)."""
     from nemo_cascade.tooling.standalone import resolve_checkpoint
     from nemo_cascade.evaluate.suites import EvalError
-    from nemo_cascade.run_lock import LOCK_NAME
+    from nemo_cascade.tooling.run_lock import LOCK_NAME
 
     try:
         out = Path(args.out) if args.out else resolve_checkpoint(args.checkpoint)[1]
@@ -303,7 +304,7 @@ def cmd_launch(args) -> int:
     """The cascade as a nemo-run experiment: one task per stage, plus its served models (launch.py)."""
     from nemo_cascade.tooling import launch
 
-    cfg = config.apply_overrides(load_recipe(args.recipe), args.overrides)
+    cfg = apply_overrides(load_recipe(args.recipe), args.overrides)
     if args.dryrun or args.executor != "local":  # Slurm: each job's rank 0 takes the lock (slurm/node.sh)
         return launch.launch(cfg, launch.spec_from_args(args), dryrun=args.dryrun, out=args.out)
     with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade launch"):  # the tasks inherit it
@@ -318,7 +319,7 @@ def cmd_plan(args) -> int:
     from nemo_cascade.tooling import plan_table, plan_time
 
     limit_s = plan_time.parse_time_limit(args.time_limit)  # a bad value: one line, before any work
-    cfg = config.apply_overrides(load_recipe(args.recipe), args.overrides)
+    cfg = apply_overrides(load_recipe(args.recipe), args.overrides)
     memory = plan.plan_cascade(cfg, gpu_gib=args.gpu_memory_gib, shape=args.shape)
     print(plan_table.render(memory))
     print()
@@ -334,7 +335,7 @@ def cmd_doctor(args) -> int:
 
     if args.overrides and not args.recipe:
         raise config.ConfigError(f"doctor: {args.overrides[0]}: KEY=VALUE overrides need a RECIPE before them")
-    cfg = config.validate(config.apply_overrides(load_recipe(args.recipe), args.overrides)) if args.recipe else None
+    cfg = config.validate(apply_overrides(load_recipe(args.recipe), args.overrides)) if args.recipe else None
     return doctor.doctor(cfg, args.recipe or "")
 
 
@@ -369,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         lifeline.bind_worker()
     args, extra = parser.parse_known_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a command that relaunches itself repeats
-    args.own_process = argv is None  # the process is this command: its output may go to a log (console.py)
+    args.own_process = argv is None  # the process is this command: its output may go to a log (worker_log.py)
     # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
     overridable = ("run", "launch", "plan", "doctor")
     stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in overridable]

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling import launch, launch_tasks
 from nemo_cascade.tooling.cli import load_recipe
@@ -121,7 +122,7 @@ def test_task_skips_done_refuses_early_and_passes_the_served_url(tmp_path, capsy
 
 def test_overrides_the_task_appends_are_accepted_by_the_config():
     cfg = load_recipe(TINY)
-    out = config.apply_overrides(cfg, ["stages.rlhf.reward.reward_model_url=http://node7:31234",
+    out = apply_overrides(cfg, ["stages.rlhf.reward.reward_model_url=http://node7:31234",
                                        "stages.rlhf.reward.reward_model_stage="])
     assert config.stage_by_name(out, "rlhf").reward.reward_model_url == "http://node7:31234"
 

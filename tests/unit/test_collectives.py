@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade import ranks
 
@@ -86,7 +87,7 @@ def test_bad_timeouts_are_one_line_config_errors(value):
 
 
 def test_timeout_is_a_setting_of_the_config_tree():
-    cfg = config.apply_overrides(_tiny(), ["parallel.collective_timeout_minutes=240"])
+    cfg = apply_overrides(_tiny(), ["parallel.collective_timeout_minutes=240"])
     assert cfg.parallel.collective_timeout_minutes == 240
     config.validate(cfg)
 
@@ -103,5 +104,5 @@ def test_the_timeout_does_not_change_the_config_hash():
     from nemo_cascade.lineage import config_hash
 
     cfg = _tiny()
-    longer = config.apply_overrides(cfg, ["parallel.collective_timeout_minutes=600"])
+    longer = apply_overrides(cfg, ["parallel.collective_timeout_minutes=600"])
     assert config_hash(longer) == config_hash(cfg)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
 
@@ -19,7 +20,7 @@ def tiny():
 
 
 def test_overrides_reach_nested_fields(tiny):
-    cfg = config.apply_overrides(tiny, ["stages.math.steps=5", "parallel.tp=2", "stages.1.rollout.temperature=0.6",
+    cfg = apply_overrides(tiny, ["stages.math.steps=5", "parallel.tp=2", "stages.1.rollout.temperature=0.6",
                                         "stages.*.actor.lr=1e-4", "wandb=true", "stages.math.grpo.overlong=filter"])
     math = config.stage_by_name(cfg, "math")
     assert math.steps == 5 and cfg.parallel.tp == 2 and math.rollout.temperature == 0.6
@@ -42,7 +43,7 @@ def test_overrides_reach_nested_fields(tiny):
 ])
 def test_bad_overrides_name_the_field(tiny, override, message):
     with pytest.raises(config.ConfigError) as e:
-        config.apply_overrides(tiny, [override])
+        apply_overrides(tiny, [override])
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
@@ -122,7 +123,7 @@ def test_cli_rejects_model_shapes_the_layout_cannot_split(tmp_path):
 # ------------------------------------------------------------------------------- per-stage GRPO settings
 
 def test_length_curriculum_override_and_phase_lookup(tiny):
-    cfg = config.apply_overrides(tiny, ["stages.math.length_curriculum=30:24:filter,10:32:zero"])
+    cfg = apply_overrides(tiny, ["stages.math.length_curriculum=30:24:filter,10:32:zero"])
     math = config.stage_by_name(cfg, "math")
     assert math.length_curriculum == (config.LengthPhase(30, 24, "filter"), config.LengthPhase(10, 32, "zero"))
     assert [config.phase_at(math, s)[0] for s in (0, 29, 30, 39)] == [0, 0, 1, 1]
@@ -136,7 +137,7 @@ def test_length_curriculum_override_and_phase_lookup(tiny):
 
 
 def test_grpo_settings_overrides(tiny):
-    cfg = config.apply_overrides(tiny, ["stages.math.mode=half", "stages.math.grpo.refill_max_rounds=3",
+    cfg = apply_overrides(tiny, ["stages.math.mode=half", "stages.math.grpo.refill_max_rounds=3",
                                         "stages.math.grpo.epoch_filter=true", "stages.math.grpo.readmit_unsolved=0.2",
                                         "stages.math.rollout.top_k=20", "chat_style=cascade2"])
     math = config.stage_by_name(cfg, "math")
@@ -162,26 +163,26 @@ def test_grpo_settings_overrides(tiny):
 ])
 def test_bad_grpo_settings_name_the_field(tiny, override, message):
     with pytest.raises(config.ConfigError) as e:
-        config.apply_overrides(tiny, [override])
+        apply_overrides(tiny, [override])
     assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
 def test_refill_needs_the_drop_and_epoch_filter_needs_pass_fail(tiny):
     with pytest.raises(config.ConfigError, match="refill_max_rounds: refilling replaces dropped groups"):
-        config.apply_overrides(tiny, ["stages.math.grpo.refill_max_rounds=2",
+        apply_overrides(tiny, ["stages.math.grpo.refill_max_rounds=2",
                                       "stages.math.grpo.drop_zero_variance_groups=false"])
     with pytest.raises(config.ConfigError, match="epoch_filter: needs a pass/fail reward"):
-        config.apply_overrides(tiny, ["stages.math.domain=rlhf", "stages.math.reward.reward_model_url=http://x",
+        apply_overrides(tiny, ["stages.math.domain=rlhf", "stages.math.reward.reward_model_url=http://x",
                                       "stages.math.grpo.epoch_filter=true"])
 
 
 def test_engine_tensor_parallel_must_tile_the_world_and_match_across_stages(tiny):
     """One rollout engine serves every stage; its TP groups are consecutive ranks (rollout/vllm.py)."""
-    cfg = config.apply_overrides(tiny, ["parallel.dp=4", "stages.math.rollout.tensor_parallel_size=2"])
+    cfg = apply_overrides(tiny, ["parallel.dp=4", "stages.math.rollout.tensor_parallel_size=2"])
     assert config.stage_by_name(cfg, "math").rollout.tensor_parallel_size == 2
     with pytest.raises(config.ConfigError, match=r"stages.math.rollout.tensor_parallel_size: expected a divisor of the "
                                             r"world size 4 \(parallel tp × pp × cp × dp\), got 3"):
-        config.apply_overrides(cfg, ["stages.math.rollout.tensor_parallel_size=3"])
+        apply_overrides(cfg, ["stages.math.rollout.tensor_parallel_size=3"])
     two = replace(cfg, stages=cfg.stages + (replace(config.stage_by_name(cfg, "math"), name="math2",
                                                     rollout=config.Rollout(tensor_parallel_size=4)),))
     with pytest.raises(config.ConfigError, match="stages.math2.rollout.tensor_parallel_size: 4 differs from stage "

@@ -1,4 +1,4 @@
-"""What a person reads: ``console.to_log`` sends a worker's output (print, C-level writes, warnings, other
+"""What a person reads: ``worker_log.to_log`` sends a worker's output (print, C-level writes, warnings, other
 libraries' log records) to the run's log file and keeps stage events, our warnings and errors on the console;
 ``nemo-cascade --help`` lists every command on one line; setup shows no pip resolver ERROR it settles itself."""
 import os
@@ -18,8 +18,9 @@ COMMANDS = ("run", "eval", "convert", "launch", "plan", "doctor", "data", "repor
 WORKER = textwrap.dedent("""
     import logging, os, sys, warnings
     from nemo_cascade import console
-    logging.basicConfig(level=logging.INFO, format=console.RECORD_FORMAT)
-    console.to_log(sys.argv[1], verbose=sys.argv[2] == "verbose", rank=0)
+    from nemo_cascade.tooling import worker_log
+    logging.basicConfig(level=logging.INFO, format=worker_log.RECORD_FORMAT)
+    worker_log.to_log(sys.argv[1], verbose=sys.argv[2] == "verbose", rank=0)
     console.events.info("stage sft: started (3 steps, sft)")
     logging.getLogger("megatron.core.distributed.param_and_grad_buffer").info(
         "Number of buckets for gradient all-reduce / reduce-scatter: 1\\nParams for bucket 1 (8 elements)")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade.tooling.cli import main
 from nemo_cascade.tooling.launch_tasks import _entry_parser
 
@@ -90,7 +91,7 @@ def _overrides_apply(recipe: str, words: list[str]) -> None:
     from nemo_cascade.tooling.cli import load_recipe
 
     overrides = [w for w in words if re.match(r"^[a-z_][\w.*]*=", w)]
-    config.apply_overrides(load_recipe(recipe), overrides)  # a stage name or key that does not exist: ConfigError
+    apply_overrides(load_recipe(recipe), overrides)  # a stage name or key that does not exist: ConfigError
 
 
 def test_every_command_in_launch_md_names_real_scripts_settings_recipes_and_stages(capsys):

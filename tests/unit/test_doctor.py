@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade.tooling import cli, doctor
 from nemo_cascade import config
 from nemo_cascade.actor import precision
@@ -101,14 +102,14 @@ def test_pins_come_from_the_extras_not_from_code():
 
 
 def test_fp8_on_cpu_fails_naming_the_field(node):
-    cfg = config.validate(config.apply_overrides(cli.load_recipe(TINY), ["model.fp8=delayed"]))
+    cfg = config.validate(apply_overrides(cli.load_recipe(TINY), ["model.fp8=delayed"]))
     row = doctor.check_te(cfg, precision.Env(cuda=False))
     assert row.status == "FAIL" and row.detail.startswith("model.fp8=delayed: FP8 training needs a CUDA GPU")
     assert "change the field the line names" in row.fix
 
 
 def test_fp8_capability_on_a_gpu_env():
-    cfg = config.validate(config.apply_overrides(cli.load_recipe(TINY), ["model.fp8=blockwise"]))
+    cfg = config.validate(apply_overrides(cli.load_recipe(TINY), ["model.fp8=blockwise"]))
     ada = doctor.check_te(cfg, precision.Env(cuda=True, capability=(8, 9), te_version="2.8.0"))
     hopper = doctor.check_te(cfg, precision.Env(cuda=True, capability=(9, 0), te_version="2.8.0"))
     assert ada.status == "FAIL" and "compute capability >= 9.0" in ada.detail
@@ -128,7 +129,7 @@ def test_sandbox_failure_and_not_needed(monkeypatch):
 
 
 def test_disk_too_small_for_the_checkpoints(node, monkeypatch, tmp_path):
-    cfg = config.validate(config.apply_overrides(cli.load_recipe(TINY), node))
+    cfg = config.validate(apply_overrides(cli.load_recipe(TINY), node))
     shape, _ = doctor._shape(cfg)
     need, _ = doctor.disk_need(cfg, shape.params())
     monkeypatch.setattr(doctor.shutil, "disk_usage", lambda path: type("Usage", (), {"free": int(need) - 1})())

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.lineage import _canonical, config_hash
@@ -34,9 +35,9 @@ def test_auto_is_the_actors_dtype_and_an_explicit_one_wins(model, rollout, want)
 
 
 def test_the_override_sets_it_and_a_bad_value_is_one_line(tiny):
-    cfg = config.apply_overrides(tiny, ["stages.math.rollout.dtype=bfloat16"])
+    cfg = apply_overrides(tiny, ["stages.math.rollout.dtype=bfloat16"])
     assert config.engine_dtype(cfg.model, config.stage_by_name(cfg, "math").rollout) == "bfloat16"
-    assert "rollout.dtype" in _one_line_error(lambda: config.apply_overrides(tiny, ["stages.math.rollout.dtype=fp16"]))
+    assert "rollout.dtype" in _one_line_error(lambda: apply_overrides(tiny, ["stages.math.rollout.dtype=fp16"]))
 
 
 def test_grpo_stages_must_agree_on_the_one_engine_dtype(tiny):
@@ -86,7 +87,7 @@ def test_cpu_bf16_problem(arch, flags, ok):
 
 
 def test_preflight_refuses_bf16_sampling_on_a_cpu_without_bf16(tiny):
-    bf16 = config.apply_overrides(tiny, ["stages.math.rollout.dtype=bfloat16"])
+    bf16 = apply_overrides(tiny, ["stages.math.rollout.dtype=bfloat16"])
     msg = _one_line_error(lambda: engine_dtype.check_cpu_engine_dtype(bf16, on_cpu=True, arch="x86_64", flags={"avx2"}))
     assert msg.startswith("stages.math.rollout.dtype: bfloat16, but this x86_64 CPU has no bf16 instructions")
     auto_bf16 = replace(tiny, model=replace(tiny.model, dtype="bfloat16"))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import main
 from nemo_cascade.convert.arch import with_yarn
@@ -173,7 +174,7 @@ def test_bad_gate_settings_are_one_config_error(gate, expected):
 
 def test_gate_settings_take_overrides():
     tiny = replace(_recipe("tiny"), gate=config.Gate(suites=("swe", "ifeval")))
-    cfg = config.apply_overrides(tiny, ["gate.mode=think", "gate.yarn=swe=3", "gate.max_input_tokens=swe=65536"])
+    cfg = apply_overrides(tiny, ["gate.mode=think", "gate.yarn=swe=3", "gate.max_input_tokens=swe=65536"])
     assert (cfg.gate.mode, cfg.gate.yarn, cfg.gate.max_input_tokens) == ("think", ("swe=3",), ("swe=65536",))
     assert config.validate(cfg) is cfg
 

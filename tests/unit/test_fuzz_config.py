@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.config.checks import check_types
@@ -71,7 +72,7 @@ def _assert_clean_config(cfg: config.Cascade) -> None:
 def test_random_overrides_end_in_one_line_or_a_clean_config(items):
     ran("config.apply_overrides")
     try:
-        cfg = config.apply_overrides(TINY, items)
+        cfg = apply_overrides(TINY, items)
     except config.ConfigError as e:
         message = str(e)
         assert one_line(message) and ": " in message, message
@@ -96,9 +97,9 @@ def test_override_fixes_found_by_fuzzing():
     for item, message in cases.items():
         ran("config.apply_overrides")
         with pytest.raises(config.ConfigError) as e:
-            config.apply_overrides(TINY, [item])
+            apply_overrides(TINY, [item])
         assert message in str(e.value) and one_line(str(e.value)), (item, str(e.value))
-    ok = config.apply_overrides(TINY, ["stages.math.reward.answer_pattern=gsm8k", "name=run-1.b", "stages.١.actor.lr=0.5"])
+    ok = apply_overrides(TINY, ["stages.math.reward.answer_pattern=gsm8k", "name=run-1.b", "stages.١.actor.lr=0.5"])
     assert ok.name == "run-1.b" and ok.stages[1].actor.lr == 0.5  # '١' is a decimal digit: stage 1
 
 
@@ -242,7 +243,7 @@ def test_megabyte_override_values_end_in_a_short_line_or_a_clean_config(key):
     ran("config.apply_overrides")
     for value in ("9" * MB, "é" * MB, "(" * MB):
         try:
-            cfg = config.apply_overrides(TINY, [f"{key}={value}"])
+            cfg = apply_overrides(TINY, [f"{key}={value}"])
         except config.ConfigError as e:
             assert one_line(str(e)) and len(str(e)) < 1000, str(e)[:300]
         else:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.data.schemas import SchemaError, adapt
@@ -117,13 +118,13 @@ def test_the_setting_is_given_on_the_command_line_and_refused_where_no_instructi
     from nemo_cascade.tooling.cli import load_recipe
 
     tiny = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py"))
-    cfg = config.apply_overrides(tiny, ["stages.ifeval.data.allow_eval_instructions=true"])
+    cfg = apply_overrides(tiny, ["stages.ifeval.data.allow_eval_instructions=true"])
     assert config.stage_by_name(cfg, "ifeval").data.allow_eval_instructions
     with pytest.raises(config.ConfigError) as e:
-        config.apply_overrides(tiny, ["stages.math.data.allow_eval_instructions=true"])
+        apply_overrides(tiny, ["stages.math.data.allow_eval_instructions=true"])
     assert str(e.value).startswith("stages.math.data.allow_eval_instructions: only IF-RL prompts")
     with pytest.raises(config.ConfigError, match=r"^stages\.sft\.data\.allow_eval_instructions"):
-        config.apply_overrides(tiny, ["stages.sft.data.allow_eval_instructions=true"])
+        apply_overrides(tiny, ["stages.sft.data.allow_eval_instructions=true"])
 
 
 def test_the_setting_leaves_the_stage_hash_of_earlier_runs_alone_until_it_is_set():
@@ -148,7 +149,7 @@ def test_preflight_refuses_a_test_taxonomy_id_before_the_cascade_starts(tmp_path
     with_test_id.write_text(ROWS.read_text() + json.dumps(TEST_ID_ROW) + "\n")
 
     def ifeval_source(path, **data):
-        return config.apply_overrides(tiny, [f"stages.ifeval.data.source={path}",
+        return apply_overrides(tiny, [f"stages.ifeval.data.source={path}",
                                              *(f"stages.ifeval.data.{k}={v}" for k, v in data.items())])
 
     check_cascade(ifeval_source(train))  # IFEval + IFBench-Train ids only

@@ -16,7 +16,7 @@ import syllapy  # noqa: F401
 from nemo_cascade.rewards.ifeval import (IFBENCH, IFEVAL, ifeval_reward, instruction_pass_rates, per_instruction,
                                          validate_label)
 from nemo_cascade.rewards.ifeval.ifbench.tagger import first_token_features, first_token_tag
-from nemo_cascade.rewards.ifeval.ifbench.tagger_build import reachable
+from nemo_cascade.tooling.ifbench_tagger import reachable
 from nemo_cascade.rewards.ifeval.ifbench.text import ENGLISH_STOPWORDS, head_word_tokens, last_word_tokens
 
 from .ifbench_data import ifbench_rows
@@ -191,7 +191,7 @@ def test_first_token_tag_matches_nltk_full_model(text, tag):
 
 
 def test_shipped_tagger_subset_holds_every_feature_the_first_token_uses():
-    # tagger_build keeps the model rows that `reachable` accepts; the runtime must not need any other.
+    # ifbench_tagger keeps the model rows that `reachable` accepts; the runtime must not need any other.
     for tokens in (["Write"], ["Write", "a"], ["1999", "was", "a", "year"], ["", "-x", "well-known"]):
         assert all(reachable(f) for f in first_token_features(tokens)), tokens
 

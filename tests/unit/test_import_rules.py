@@ -16,16 +16,18 @@ CONFINED = {
 }
 # The training core's layers, top to bottom: a module may import only from its own layer or below.
 LAYERS = [
-    {"cascade", "base_model", "preflight", "lineage", "forgetting", "plan", "plan_rm", "torchrun"}, {"stage"},
+    {"cascade", "base_model", "preflight", "lineage", "forgetting", "plan", "plan_rm"}, {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
      "metrics", "ranks", "provenance"},
-    {"config", "types", "faults", "files", "stop_request", "run_lock", "lifeline", "console", "errors"},
+    {"config", "types", "faults", "files", "stop_request", "lifeline", "console", "errors"},
 ]
 # The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other way round.
 TOOLING_LAYERS = [
     {"cli", "cli_parser", "cli_tools"}, {"launch", "launch_tasks", "doctor"},
     {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"}, {"report"}, {"paired"},
-    {"demo_data"},  # the demo sets, suites and tiny models: they import only the core, whose registries they fill
+    # the demo sets, suites and tiny models (they import only the core, whose registries they fill), the launcher's
+    # torchrun and run lock, the IFBench tagger's build script, the command line's key=value overrides, where a worker's output goes
+    {"demo_data", "torchrun", "run_lock", "ifbench_tagger", "overrides", "worker_log"},
 ]
 
 

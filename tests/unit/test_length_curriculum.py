@@ -1,6 +1,7 @@
 """Length phases that end at a clip ratio (LengthPhase.until_clip_ratio, §4.5.2) and their resumable state."""
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.algorithms.length_curriculum import CLIP_RATIO_WINDOW, LengthCurriculum
 from nemo_cascade.data.loader import DataError
@@ -73,8 +74,8 @@ def test_a_state_that_does_not_fit_the_stage_is_one_line():
 
 def test_the_command_line_form_and_its_check():
     tiny = config.Cascade(name="t", model=config.Model(build="tiny"), stages=(_stage(config.LengthPhase(40, 24)),))
-    cfg = config.apply_overrides(tiny, ["stages.math.length_curriculum=30:24:filter:C0.1,10:32:zero:T0.8"])
+    cfg = apply_overrides(tiny, ["stages.math.length_curriculum=30:24:filter:C0.1,10:32:zero:T0.8"])
     assert cfg.stages[0].length_curriculum == (config.LengthPhase(30, 24, "filter", None, 0.1),
                                               config.LengthPhase(10, 32, "zero", 0.8, 0.0))
     with pytest.raises(config.ConfigError, match=r"length_curriculum.0.until_clip_ratio: expected a share in \[0, 1\)"):
-        config.apply_overrides(tiny, ["stages.math.length_curriculum=30:24:C1.5,10:32"])
+        apply_overrides(tiny, ["stages.math.length_curriculum=30:24:C1.5,10:32"])

@@ -8,7 +8,7 @@ import torch
 from nemo_cascade import config
 from nemo_cascade.actor.adam import lr_scheduler
 from nemo_cascade.tooling.cli import load_recipe
-from nemo_cascade.config.overrides import apply_overrides
+from nemo_cascade.tooling.overrides import apply_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 

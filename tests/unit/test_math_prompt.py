@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.demo_data.benchmark_sets import gsm8k
 from nemo_cascade.data.chat import render
@@ -110,7 +111,7 @@ def test_other_domains_are_not_phrased(tmp_path, tok):
 def test_the_setting_is_a_data_field():
     cfg = config.Cascade(model=config.Model(build="tiny-qwen3"),
                          stages=(config.Stage(name="s", data=config.Data(source="synthetic:arithmetic")),))
-    changed = config.apply_overrides(cfg, ["stages.s.data.math_instruction=Think, then box: \\boxed{}."])
+    changed = apply_overrides(cfg, ["stages.s.data.math_instruction=Think, then box: \\boxed{}."])
     assert changed.stages[0].data.math_instruction == "Think, then box: \\boxed{}."
     bad = config.to_dict(cfg)
     bad["stages"][0]["data"]["math_instructions"] = ""

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.rewards import Scorer
 from nemo_cascade.rewards.math import MathVerifier, is_equivalent, math_reward_with
@@ -195,9 +196,9 @@ def test_stage_scorer_uses_the_configured_grader():
 def test_grader_setting_is_checked_and_overridable():
     stage = config.Stage(name="s", data=config.Data(source="synthetic:arithmetic"))
     cfg = config.Cascade(model=config.Model(build="tiny-qwen3"), stages=(stage,))
-    assert config.apply_overrides(cfg, ["stages.s.reward.math_grader=rule"]).stages[0].reward.math_grader == "rule"
+    assert apply_overrides(cfg, ["stages.s.reward.math_grader=rule"]).stages[0].reward.math_grader == "rule"
     with pytest.raises(config.ConfigError, match="stages.s.reward.math_grader") as e:
-        config.apply_overrides(cfg, ["stages.s.reward.math_grader=acemath"])
+        apply_overrides(cfg, ["stages.s.reward.math_grader=acemath"])
     assert "\n" not in str(e.value)
 
 

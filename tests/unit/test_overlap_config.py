@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade.config import Cascade, ConfigError, Model, Parallel, apply_overrides, from_dict, to_dict, validate
+from nemo_cascade.tooling.overrides import apply_overrides
+from nemo_cascade.config import Cascade, ConfigError, Model, Parallel, from_dict, to_dict, validate
 from nemo_cascade.actor import precision
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.config.checks import validate_parallel_settings

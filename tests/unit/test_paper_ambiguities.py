@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
 
@@ -54,5 +55,5 @@ def test_the_section_lists_the_known_ambiguities():
 def test_the_other_reading_is_one_valid_override_away(question, recipe, override):
     cfg = load_recipe(str(ROOT / recipe))
     path, value = override.split("=", 1)
-    changed = config.validate(config.apply_overrides(cfg, [override]))
+    changed = config.validate(apply_overrides(cfg, [override]))
     assert _value(changed, path) != _value(cfg, path), f"{question}: the recipe already has {override}"

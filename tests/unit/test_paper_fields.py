@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.lineage import config_hash
@@ -33,7 +34,7 @@ def _error(cfg_or_fn) -> str:
 # ------------------------------------------------------------------------------------------------- config
 
 def test_overrides_set_every_new_field_and_survive_the_json_round_trip(tiny):
-    cfg = config.apply_overrides(tiny, [
+    cfg = apply_overrides(tiny, [
         "stages.math.data.min_prompt_tokens=16", "stages.sft.data.repeat=3", "stages.sft.evaluate=false",
         "stages.sft.steps=0", "stages.sft.epochs=1.5", "stages.math.length_curriculum=30:24:filter,10:32:zero:T0.8"])
     sft, math = config.stage_by_name(cfg, "sft"), config.stage_by_name(cfg, "math")
@@ -61,7 +62,7 @@ def test_a_config_json_written_before_the_fields_existed_still_loads(tiny):
     ("40:32:t1.1:zero", config.LengthPhase(40, 32, "zero", 1.1)),
 ])
 def test_length_curriculum_string_form(tiny, text, phase):
-    cfg = config.apply_overrides(tiny, [f"stages.math.length_curriculum={text}"])
+    cfg = apply_overrides(tiny, [f"stages.math.length_curriculum={text}"])
     assert config.stage_by_name(cfg, "math").length_curriculum == (phase,)
 
 
@@ -86,7 +87,7 @@ def test_length_curriculum_string_form(tiny, text, phase):
     ("stages.sft.data.repeat=2.5", "stages.sft.data.repeat: expected int"),
 ])
 def test_bad_values_name_the_field(tiny, override, message):
-    assert message in _error(lambda: config.apply_overrides(tiny, [override]))
+    assert message in _error(lambda: apply_overrides(tiny, [override]))
 
 
 def test_extra_data_and_reward_model_sources_are_checked_too():

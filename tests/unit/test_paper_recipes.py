@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
 
@@ -489,7 +490,7 @@ def test_cells_follow_the_docs_conventions():
     phases = (config.LengthPhase(190, 24 * K, "filter"), config.LengthPhase(310, 32 * K, "zero", temperature=0.8))
     text = recipe_docs.cell(phases, "length_curriculum")
     assert text == "`190:24576:filter,310:32768:zero:T0.8`"
-    cfg = config.apply_overrides(load(POLICY["8b"]), [f"stages.math.length_curriculum={text.strip('`')}"])
+    cfg = apply_overrides(load(POLICY["8b"]), [f"stages.math.length_curriculum={text.strip('`')}"])
     assert config.stage_by_name(cfg, "math").length_curriculum == phases, "the command line's form"
     assert recipe_docs.cell(("ifeval", "aime24"), "gate.suites") == "`ifeval,aime24`"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.plan import (CascadePlan, PRESETS, actor_bytes, engine_bytes, estimate_bytes, head_activation_bytes,
                                layer_activation_bytes, plan_cascade, rank_params, resolve_shape)
@@ -104,11 +105,11 @@ def test_engine_tensor_parallel_by_hand():
 
 def test_plan_reads_the_engine_tensor_parallel_size():
     cfg = load_recipe(f"{ROOT / 'recipes/nemotron_cascade_14b_thinking.py'}:single_node")
-    cfg = config.apply_overrides(cfg, ["stages.*.rollout.tensor_parallel_size=4"])
+    cfg = apply_overrides(cfg, ["stages.*.rollout.tensor_parallel_size=4"])
     text = render(plan_cascade(cfg))
     assert "engine: vLLM TP 4, 2 engines of 4 ranks (6.9 GiB of weights per GPU)" in text, text
     with pytest.raises(config.ConfigError, match="rollout.tensor_parallel_size=3"):
-        plan_cascade(config.apply_overrides(cfg, ["parallel.tp=2", "parallel.dp=12",
+        plan_cascade(apply_overrides(cfg, ["parallel.tp=2", "parallel.dp=12",
                                                   "stages.*.rollout.tensor_parallel_size=3"]))
 
 

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.preflight import check_inputs_exist
@@ -38,7 +39,7 @@ def test_preflight_names_every_missing_file_and_the_recipe_that_avoids_them(tmp_
     assert "\n" not in message and message.startswith("2 input files missing: ")
     assert "stages.rlhf.data.source" in message and "stages.code.data.source" in message
     assert "nemo-cascade run recipes/nemotron_cascade_8b.py:from_code_rl" in message
-    only_rlhf = config.apply_overrides(cfg, [f"stages.code.data.source={tmp_path / 'rlhf-x.jsonl'}"])
+    only_rlhf = apply_overrides(cfg, [f"stages.code.data.source={tmp_path / 'rlhf-x.jsonl'}"])
     Path(tmp_path / "rlhf-x.jsonl").write_text("{}\n")
     with pytest.raises(config.ConfigError, match=r"recipes/nemotron_cascade_8b.py:from_rlhf"):
         check_inputs_exist(only_rlhf)

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade.algorithms.reward_model import bt_loss_terms, make_pair_batch, pair_accuracy
 from nemo_cascade.config import Data
 from nemo_cascade.data.chat import render
@@ -175,14 +176,14 @@ def test_config_reward_model_stage_validation():
     rm = config.Stage(name="rm", kind="reward_model", data=config.Data(source="synthetic:arithmetic"))
     cfg = config.Cascade(model=config.Model(build="tiny-qwen3"), stages=(rm,))
     assert config.validate(cfg) is cfg
-    assert config.apply_overrides(cfg, ["stages.rm.rm_batch_size=8"]).stages[0].rm_batch_size == 8
+    assert apply_overrides(cfg, ["stages.rm.rm_batch_size=8"]).stages[0].rm_batch_size == 8
     with pytest.raises(config.ConfigError, match=r"^parallel.micro_batch_size: a reward_model stage needs an even") as e:
-        config.apply_overrides(cfg, ["parallel.micro_batch_size=3"])
+        apply_overrides(cfg, ["parallel.micro_batch_size=3"])
     assert "\n" not in str(e.value)
     with pytest.raises(config.ConfigError, match=r"^stages.rm.rm_max_tokens: expected >= 1"):
-        config.apply_overrides(cfg, ["stages.rm.rm_max_tokens=0"])
+        apply_overrides(cfg, ["stages.rm.rm_max_tokens=0"])
     with pytest.raises(config.ConfigError, match="expected one of"):
-        config.apply_overrides(cfg, ["stages.rm.kind=critic"])
+        apply_overrides(cfg, ["stages.rm.kind=critic"])
 
 
 def test_only_policy_stages_hand_on_their_weights():

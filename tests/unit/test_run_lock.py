@@ -1,4 +1,4 @@
-"""One writer per run folder (nemo_cascade/run_lock.py): a second holder is refused naming the first, a dead
+"""One writer per run folder (nemo_cascade/tooling/run_lock.py): a second holder is refused naming the first, a dead
 holder's lock is taken over — at once on this machine (its PID), after missed heartbeats from another host —
 and contenders for a stale lock never both win."""
 import json
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import run_lock
-from nemo_cascade.run_lock import LOCK_NAME, RunLocked, acquire, me
+from nemo_cascade.tooling import run_lock
+from nemo_cascade.tooling.run_lock import LOCK_NAME, RunLocked, acquire, me
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.rewards import (VALIDATORS, MixedScorer, Scorer, apply_code_switch_penalty, penalize_code_switching,
@@ -109,16 +110,16 @@ def test_reward_settings_are_validated(reward, message):
 
 
 def test_reward_override_from_the_command_line():
-    cfg = config.apply_overrides(_cfg(), ["stages.s.reward.code_switch_penalty=-2", "stages.s.reward.sandbox=unsafe"])
+    cfg = apply_overrides(_cfg(), ["stages.s.reward.code_switch_penalty=-2", "stages.s.reward.sandbox=unsafe"])
     assert cfg.stages[0].reward.code_switch_penalty == "-2" and cfg.stages[0].reward.sandbox == "unsafe"
     with pytest.raises(config.ConfigError, match="stages.s.reward.sandbox"):
-        config.apply_overrides(_cfg(), ["stages.s.reward.sandbox=docker"])
-    cfg = config.apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=fixed_script",
+        apply_overrides(_cfg(), ["stages.s.reward.sandbox=docker"])
+    cfg = apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=fixed_script",
                                           "stages.s.reward.code_switch_script=japanese"])
     assert (cfg.stages[0].reward.code_switch_rule, cfg.stages[0].reward.code_switch_script) == ("fixed_script",
                                                                                                  "japanese")
     with pytest.raises(config.ConfigError, match="stages.s.reward.code_switch_rule") as error:
-        config.apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=english"])
+        apply_overrides(_cfg(), ["stages.s.reward.code_switch_rule=english"])
     assert "\n" not in str(error.value)
 
 

@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts
@@ -254,7 +255,7 @@ def test_bad_settings_name_the_field(override, message):
 
     tiny = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py") + ":math_only")
     with pytest.raises(config.ConfigError) as err:
-        config.apply_overrides(tiny, [override])
+        apply_overrides(tiny, [override])
     assert message in str(err.value) and "\n" not in str(err.value)
 
 

@@ -8,7 +8,7 @@ The first token's tag depends on little: the tagger looks the token up in its ta
 scores a fixed set of features, which at position 0 involve only the first three tokens and the sentence-start
 markers. ``first_token_tagger.tsv.gz`` beside this module holds exactly the model entries those features can
 reach (the tag dictionary, the classes, and 32,403 of the 75,447 weight rows), so this module computes the
-same tag as the full model for every input. ``tagger_build.py`` makes the file from NLTK's model;
+same tag as the full model for every input. ``tooling/ifbench_tagger.py`` makes the file from NLTK's model;
 ``ATTRIBUTION.md`` says where that came from and how it was verified.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """torchrun in this process, for `nemo-cascade run` on one machine and for slurm/node.sh on each node of a job.
 
-`python -m nemo_cascade.torchrun TORCHRUN_ARGS...` is torchrun with the job's outcome said in one line instead of
+`python -m nemo_cascade.tooling.torchrun TORCHRUN_ARGS...` is torchrun with the job's outcome said in one line instead of
 torchrun's failure report (a launcher traceback and a table, printed once per node): a worker's user error has
 printed its own line already; a worker killed by a signal, or the launcher stopped by one, is named.
 """
@@ -11,14 +11,15 @@ import signal
 import sys
 from pathlib import Path
 
-from nemo_cascade import console, lifeline
+from nemo_cascade import lifeline
+from nemo_cascade.tooling import worker_log
 
 
 def run_torchrun(argv: list[str], run_dir: Path | None = None) -> int:
     """torchrun in this process, returning the job's exit code: 0, a failed worker's own code (a user error has
     printed its one line; torchrun's report of the failure — a launcher traceback and a table — is left out), or
     128 + N for a worker killed by signal N, or the launcher stopped by it (Slurm's SIGTERM), said in one line —
-    naming the dead worker's log file when the workers write theirs into ``run_dir`` (console.py)."""
+    naming the dead worker's log file when the workers write theirs into ``run_dir`` (worker_log.py)."""
     import logging
 
     from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -37,7 +38,7 @@ def run_torchrun(argv: list[str], run_dir: Path | None = None) -> int:
         # torchrun has stopped the other ranks by now. On a line of its own: the dead worker's progress bar may
         # have left the cursor mid-line.
         why = lifeline.killed_why(failure.signal_name(), oom_before, lifeline.oom_kills())
-        where = f" (its output: {console.log_path(run_dir, rank)})" if run_dir else ""
+        where = f" (its output: {worker_log.log_path(run_dir, rank)})" if run_dir else ""
         print(f"\nnemo-cascade: error: rank {rank} (pid {failure.pid}) was killed by {why}{where}; "
               "run the same command again to resume from its last checkpoint", file=sys.stderr)
         return 128 - failure.exitcode

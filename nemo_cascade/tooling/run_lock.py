@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import CascadeError
+from nemo_cascade.errors import CascadeError
 
 LOCK_NAME = "run.lock"
 BEAT_S = 5.0

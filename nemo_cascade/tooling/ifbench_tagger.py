@@ -1,6 +1,6 @@
 """Builds ``first_token_tagger.tsv.gz`` (see :mod:`.tagger`) from NLTK's English perceptron tagger model.
 
-    python -m nemo_cascade.rewards.ifeval.ifbench.tagger_build NLTK_TAGGER_DIR
+    python -m nemo_cascade.tooling.ifbench_tagger NLTK_TAGGER_DIR
 
 ``NLTK_TAGGER_DIR`` is an unpacked ``averaged_perceptron_tagger_eng`` package of nltk_data (its
 ``*.weights.json``, ``*.tagdict.json`` and ``*.classes.json``). Kept in the package so that the shipped file
@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from .tagger import MODEL_FILE, START, START2, WEIGHT_SCALE
+from nemo_cascade.rewards.ifeval.ifbench.tagger import MODEL_FILE, START, START2, WEIGHT_SCALE
 
 # Features that can fire at position 0: those naming the token or the two after it (any value, end markers
 # included), and the start-marker context (one value each). Every other feature needs a real preceding token.
@@ -36,7 +36,7 @@ def build(tagger_dir: Path, out: Path = MODEL_FILE) -> Path:
     classes = sorted(json.loads((tagger_dir / f"{stem}.classes.json").read_text()))
     index = {label: i for i, label in enumerate(classes)}
     lines = [f"# First-token subset of NLTK's {stem}; weights.json sha256 "
-             f"{hashlib.sha256(raw_weights).hexdigest()}. Built by nemo_cascade.rewards.ifeval.ifbench.tagger_build.",
+             f"{hashlib.sha256(raw_weights).hexdigest()}. Built by nemo_cascade.tooling.ifbench_tagger.",
              "C\t" + "\t".join(classes)]
     lines += [f"D\t{word}\t{tag}" for word, tag in tagdict.items()]
     for feature, row in weights.items():
@@ -55,5 +55,5 @@ def build(tagger_dir: Path, out: Path = MODEL_FILE) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m nemo_cascade.rewards.ifeval.ifbench.tagger_build NLTK_TAGGER_DIR")
+        sys.exit("usage: python -m nemo_cascade.tooling.ifbench_tagger NLTK_TAGGER_DIR")
     print(build(Path(sys.argv[1])))

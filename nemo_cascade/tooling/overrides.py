@@ -1,19 +1,14 @@
-"""``a.b.c=value`` command-line overrides and the JSON form of a config (a run's ``config.json``)."""
+"""``a.b.c=value`` command-line overrides of a recipe (``nemo-cascade run RECIPE key=value ...``): each string is
+parsed as its field's type and the result validated; a bad key or value is one ConfigError line naming it."""
 from __future__ import annotations
 
-import json
 import re
 import typing
-from dataclasses import MISSING, fields, is_dataclass, replace
+from dataclasses import is_dataclass, replace
 from typing import Any, Literal
 
-from .checks import type_problem, validate
-from .schema import Cascade, ConfigError, LengthPhase, Stage
-from .versions import SCHEMA_VERSION, schema_version_of
-
-
-def _field_types(cls) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+from nemo_cascade.config import Cascade, ConfigError, LengthPhase, validate
+from nemo_cascade.config.serialize import field_types
 
 
 def _coerce(value: str, tp: Any, where: str) -> Any:
@@ -92,7 +87,7 @@ def _set(obj: Any, path: list[str], value: str, where: str, root: Cascade) -> An
         return tuple(items)
     if not is_dataclass(obj):
         raise ConfigError(f"{where}: {type(obj).__name__} has no sub-fields")
-    types = _field_types(type(obj))
+    types = field_types(type(obj))
     name = path[0]
     if name not in types:
         raise ConfigError(f"{where}: unknown key {name!r}; expected one of {sorted(types)}")
@@ -122,54 +117,4 @@ def apply_overrides(cfg: Cascade, overrides: list[str]) -> Cascade:
     return validate(cfg)
 
 
-def to_dict(cfg: Any) -> Any:
-    if is_dataclass(cfg):
-        return {f.name: to_dict(getattr(cfg, f.name)) for f in fields(cfg)}
-    if isinstance(cfg, tuple):
-        return [to_dict(x) for x in cfg]
-    return cfg
-
-
-def from_dict(cls, data: Any, where: str = "") -> Any:
-    """Inverse of :func:`to_dict` (used to read a run's config.json): missing keys take their defaults; unknown
-    keys, values of the wrong type and missing required fields raise ConfigError naming the field. A cascade's
-    ``schema_version`` (:func:`dumps` writes it) is checked and dropped: every version's fields read the same."""
-    name = where or cls.__name__
-    if not isinstance(data, dict):
-        raise ConfigError(f"{name}: expected an object of {cls.__name__} fields, got {type(data).__name__}")
-    if cls is Cascade and "schema_version" in data:
-        schema_version_of(data, where or "config.json")
-        data = {k: v for k, v in data.items() if k != "schema_version"}
-    types = _field_types(cls)
-    unknown = set(data) - set(types)
-    if unknown:
-        raise ConfigError(f"{name}: unknown key(s) {sorted(map(str, unknown))!r:.200}")
-    missing = [f.name for f in fields(cls) if f.name not in data
-               and f.default is MISSING and f.default_factory is MISSING]
-    if missing:
-        raise ConfigError(f"{name}: missing key(s) {missing}")
-    kwargs = {}
-    for key, value in data.items():
-        tp, at = types[key], f"{where}.{key}".strip(".")
-        if is_dataclass(tp):
-            kwargs[key] = from_dict(tp, value, at)
-        elif typing.get_origin(tp) is tuple:
-            if not isinstance(value, (list, tuple)):
-                raise ConfigError(f"{at}: expected a list, got {type(value).__name__}")
-            item = typing.get_args(tp)[0]
-            if is_dataclass(item):
-                kwargs[key] = tuple(from_dict(item, v, f"{at}.{i}") for i, v in enumerate(value))
-            else:
-                kwargs[key] = tuple(value)
-        else:
-            kwargs[key] = value
-        problem = type_problem(kwargs[key], tp)
-        if problem:
-            raise ConfigError(f"{at}: expected {problem}, got {type(value).__name__} {value!r:.80}")
-    return cls(**kwargs)
-
-
-def dumps(cfg: Cascade) -> str:
-    """A run's config.json: the resolved config and the schema version it was written with."""
-    return json.dumps({"schema_version": SCHEMA_VERSION, **to_dict(cfg)}, indent=2, sort_keys=False)
-
+__all__ = ["apply_overrides"]
