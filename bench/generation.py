@@ -14,7 +14,8 @@ One model (the tiny Qwen3 built in code, or SmolLM2-135M-Instruct) at its recipe
 
 and the variants run INTERLEAVED (v1, v2, ..., v1, v2, ...) for ``--repeats`` rounds after one warm-up round, so
 the load of other users of the machine falls on all of them alike: read the ratios (median of the rounds, each
-variant over the first), not the absolute tokens/s. Each engine variant also reports the log-prob gap: mean |engine
+variant over the first), not the absolute tokens/s. ``start s`` is each variant's start-up (process, model load,
+engine build and its compilation where the variant compiles), timed alone. Each engine variant also reports the log-prob gap: mean |engine
 − fp32 reference| of its sampled tokens' log-probs (vLLM's processed log-probs at the sampling temperature; the
 reference is the model in fp32 through transformers, which the actor matches to ~1e-6 — what ``logprob_gap``
 measures in training). Results are appended to ``bench/results/generation.jsonl``.
@@ -252,10 +253,12 @@ def measure(model: str, specs: list[str], repeats: int) -> list[dict]:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = model_dir(model, Path(tmp))
-        workers = []
+        workers, start_s = [], {}
         try:
-            for i, spec in enumerate(specs):  # built one after another: start-up is not measured
+            for i, spec in enumerate(specs):  # built one after another, so each start-up is timed alone
+                started = time.perf_counter()
                 workers.append(Worker(model, spec, path, Path(tmp) / f"worker{i}.log"))
+                start_s[spec] = round(time.perf_counter() - started, 1)
             for w in workers:
                 w.ask("run")  # warm-up
             rates = {w.spec: [] for w in workers}
@@ -276,7 +279,7 @@ def measure(model: str, specs: list[str], repeats: int) -> list[dict]:
     return [{"model": model, **{k: v for k, v in SHAPES[model].items() if k != "kv_cache_gib"}, "variant": s,
              "tokens_per_s": [round(x, 1) for x in rates[s]], "median_tokens_per_s": round(statistics.median(rates[s]), 1),
              "tokens": tokens[s], "ratio_to_first": round(statistics.median(rates[s]) / base, 3),
-             "logprob_gap": gaps[s]} for s in specs]
+             "logprob_gap": gaps[s], "start_s": start_s[s]} for s in specs]
 
 
 def main() -> int:
@@ -313,10 +316,11 @@ def main() -> int:
             f.write(json.dumps({"time": stamp, "load1": round(os.getloadavg()[0], 2), **r}) + "\n")
     print(f"\n{args.model}: {SHAPES[args.model]['prompts']} prompts x {SHAPES[args.model]['group']} samples, "
           f"<= {SHAPES[args.model]['max_tokens']} tokens; {args.repeats} interleaved rounds (median)")
-    print(f"{'variant':<58} {'tok/s':>8} {'x first':>8} {'logprob gap':>12}")
+    print(f"{'variant':<58} {'tok/s':>8} {'x first':>8} {'logprob gap':>12} {'start s':>8}")
     for r in rows:
         gap = "—" if r["logprob_gap"] is None else f"{r['logprob_gap']:.2e}"
-        print(f"{r['variant']:<58} {r['median_tokens_per_s']:8.1f} {r['ratio_to_first']:8.3f} {gap:>12}")
+        print(f"{r['variant']:<58} {r['median_tokens_per_s']:8.1f} {r['ratio_to_first']:8.3f} {gap:>12} "
+              f"{r['start_s']:8.1f}")
     return 0
 
 
