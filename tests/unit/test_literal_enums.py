@@ -63,9 +63,9 @@ def _string_collections(path: Path):
             yield node.lineno, frozenset(e.value for e in node.elts)
 
 
-@pytest.mark.parametrize("rel", ["config/schema.py", "config/checks.py", "config/overrides.py", "rewards/math.py",
+@pytest.mark.parametrize("rel", ["config/schema.py", "config/checks.py", "config/serialize.py", "rewards/math.py",
                                  "data/chat.py", "rewards/language.py", "tooling/cli.py",
-                                 "tooling/cli_parser.py"])
+                                 "tooling/cli_parser.py", "tooling/overrides.py"])
 def test_no_second_declaration_of_a_config_literal(rel):
     literals = _config_literals() | {frozenset(typing.get_args(chat.Style)),
                                      frozenset(typing.get_args(language.CodeSwitchRule))}
