@@ -192,6 +192,9 @@ def _validate_engine(cfg: Cascade) -> None:
         if engine_dtype(cfg.model, s.rollout) != engine_dtype(cfg.model, grpo[0].rollout):
             raise ConfigError(f"stages.{s.name}.rollout.dtype: {s.rollout.dtype} differs from stage {grpo[0].name}'s "
                               f"{grpo[0].rollout.dtype} (model.dtype {cfg.model.dtype}); one engine serves every stage")
+        if s.rollout.compile != grpo[0].rollout.compile:
+            raise ConfigError(f"stages.{s.name}.rollout.compile: {s.rollout.compile} differs from stage {grpo[0].name}'s "
+                              f"{grpo[0].rollout.compile}; one engine serves every stage")
 
 
 def validate_parallel_settings(m: Model, p: Parallel) -> None:

@@ -122,6 +122,11 @@ class Rollout:
     its device, and the strict on-policy loss still uses the actor's own log-probs; the engine-vs-actor gap is
     ``logprob_gap`` in every step's metrics. One engine serves every stage, so all GRPO stages must agree.
     Measurements: docs/performance.md (bench/generation.py). Not reported by the paper: ours."""
+    compile: Literal["auto", "on", "off"] = "auto"
+    """vLLM's compiled mode (``on``: torch.compile of the model, CUDA graphs on GPU) or eager execution (``off``).
+    ``auto``: eager on CPU, compiled on GPU (vLLM's default). On 2 CPU cores compiling made SmolLM2 generate
+    1.24–1.29× faster but cost ~110 s at each engine start (docs/performance.md): worth it for a run of hours,
+    not for a test. One engine serves every stage, so all GRPO stages must agree. Not reported by the paper: ours."""
 
 
 @dataclass(frozen=True)
@@ -428,6 +433,12 @@ STAGE_KINDS = literal_values(Stage, "kind")
 REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf")
 """Keys of nemo_cascade.rewards.DOMAINS, listed here so configs validate without importing the verifiers
 (config sits below rewards); tests/unit/test_reward_domain_registry.py checks that the two agree."""
+
+
+def engine_eager(rollout: Rollout, on_cpu: bool) -> bool:
+    """Whether the rollout engine runs eagerly (vLLM ``enforce_eager``): ``rollout.compile``, ``auto`` meaning eager
+    on CPU only."""
+    return rollout.compile == "off" or (rollout.compile == "auto" and on_cpu)
 
 
 def engine_dtype(model: Model, rollout: Rollout) -> str:

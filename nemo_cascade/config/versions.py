@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from .schema import ConfigError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The newest version: the one a new run's manifest.json and every config.json record."""
 
 FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
@@ -39,6 +39,10 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # The engine's dtype changes what is sampled, so it is hashed once set; at its default (auto: the actor's
     # dtype, what every engine ran in before it existed) a stage interrupted before it existed resumes.
     6: {"Rollout": ("dtype",)},
+    # Compiled or eager engine: once set it is hashed (compiled kernels may round differently, so samples can
+    # differ); at its default (auto: eager on CPU, compiled on GPU, how every engine ran before it existed) a stage
+    # interrupted before it existed resumes.
+    7: {"Rollout": ("compile",)},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not named
 here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION`` bumped

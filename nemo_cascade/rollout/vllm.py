@@ -218,7 +218,8 @@ class RolloutEngine:
             kwargs.update(distributed_executor_backend="external_launcher",
                           tensor_parallel_size=self.rollout.tensor_parallel_size, data_parallel_size=1)
         kwargs.update(self._cpu_kwargs() if self.on_cpu else dict(
-            gpu_memory_utilization=self.rollout.gpu_memory_utilization, enable_sleep_mode=True))
+            gpu_memory_utilization=self.rollout.gpu_memory_utilization, enable_sleep_mode=True,
+            enforce_eager=config.engine_eager(self.rollout, False)))
         return kwargs
 
     def _cpu_kwargs(self) -> dict[str, Any]:
@@ -226,7 +227,8 @@ class RolloutEngine:
         prefilled request rewinds its generator with ``set_offset``, which CPU generators lack), so the token
         budget fits ``max_num_seqs`` whole sequences: prefill is never chunked."""
         max_num_seqs = max(1, min(256, CPU_MAX_BATCHED_TOKENS // self.max_model_len))
-        kwargs: dict[str, Any] = dict(block_size=CPU_BLOCK_SIZE, enforce_eager=True, max_num_seqs=max_num_seqs,
+        kwargs: dict[str, Any] = dict(block_size=CPU_BLOCK_SIZE, enforce_eager=config.engine_eager(self.rollout, True),
+                                      max_num_seqs=max_num_seqs,
                                       max_num_batched_tokens=max_num_seqs * self.max_model_len)
         if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
             kwargs["kv_cache_memory_bytes"] = int(self.rollout.kv_cache_gib * _GIB)

@@ -38,8 +38,10 @@ OLD_ADDED_LATER = {
 
 
 def _old_canonical(obj):
+    """lineage's old rule; a field added after version 6 did not exist then, so at its default it is absent."""
     if is_dataclass(obj):
-        later = OLD_ADDED_LATER.get(type(obj).__name__, ())
+        name = type(obj).__name__
+        later = (*OLD_ADDED_LATER.get(name, ()), *added_after(6).get(name, ()))
         return {f.name: _old_canonical(getattr(obj, f.name)) for f in fields(obj)
                 if f.name not in NOT_HASHED and not (f.name in later and getattr(obj, f.name) == f.default)}
     if isinstance(obj, tuple):
@@ -61,7 +63,9 @@ def _with_newer_fields_set(stage: config.Stage) -> config.Stage:
 # ------------------------------------------------------------------------------------------ the versions
 
 def test_version_one_leaves_out_exactly_what_added_later_did():
-    assert {cls: set(names) for cls, names in added_after(1).items()} == \
+    """Versions 2–6 together are the old rule (versions were introduced at 6); later ones only add to it."""
+    since_six = added_after(6)
+    assert {cls: set(names) - since_six.get(cls, set()) for cls, names in added_after(1).items()} == \
         {cls: set(names) for cls, names in OLD_ADDED_LATER.items()}
     assert added_after(config.SCHEMA_VERSION) == {}
 
@@ -206,7 +210,7 @@ def test_a_config_json_of_a_newer_version_is_refused_in_one_line(tiny):
 
 # ------------------------------------------------------------------------------------------ new fields
 
-SNAPSHOT_VERSION = 6
+SNAPSHOT_VERSION = 7
 SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
     "Cascade": "name model parallel stages run_root seed gate keep_checkpoints checkpoint_every_minutes chat_style "
                "wandb",
@@ -220,7 +224,7 @@ SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
     "Actor": "lr min_lr lr_schedule warmup_steps lr_decay_steps weight_decay adam_beta1 adam_beta2 adam_eps "
              "clip_grad seed",
     "Rollout": "temperature top_p top_k max_prompt_tokens max_response_tokens stop kv_cache_gib "
-               "gpu_memory_utilization tensor_parallel_size seed dtype",
+               "gpu_memory_utilization tensor_parallel_size seed dtype compile",
     "GRPO": "group_size prompts_per_step adv_eps loss_aggregation clip_eps_low clip_eps_high kl_coef reward_shaping "
             "drop_zero_variance_groups overlong overlong_filter_stats refill_max_rounds epoch_filter "
             "readmit_unsolved readmit_solved sequence_packing pack_tokens",
@@ -299,15 +303,18 @@ def test_a_new_field_without_a_version_is_named_with_what_to_do():
     assert len(problems) == 1 and problems[0].startswith("Rollout.prefix_caching: a new config field")
     assert "add it to FIELDS_ADDED[SCHEMA_VERSION + 1]" in problems[0] and "bump SCHEMA_VERSION" in problems[0]
     # put into an existing version instead of a new one
-    sneaked = {**config.FIELDS_ADDED, 6: {"Rollout": ("dtype", "prefix_caching")}}
-    problems = _unregistered(rollout, SNAPSHOT, SNAPSHOT_VERSION, sneaked, config.SCHEMA_VERSION)
-    assert any(p.startswith("FIELDS_ADDED[6] gained Rollout.prefix_caching") for p in problems)
+    v = config.SCHEMA_VERSION
+    newest = config.FIELDS_ADDED[v]
+    sneaked = {**config.FIELDS_ADDED, v: {**newest, "Rollout": (*newest.get("Rollout", ()), "prefix_caching")}}
+    problems = _unregistered(rollout, SNAPSHOT, SNAPSHOT_VERSION, sneaked, v)
+    assert any(p.startswith(f"FIELDS_ADDED[{v}] gained Rollout.prefix_caching") for p in problems)
     # the right way: a new version, and the snapshot catches up
-    bumped = {**config.FIELDS_ADDED, 7: {"Rollout": ("prefix_caching",)}}
-    problems = _unregistered(rollout, SNAPSHOT, SNAPSHOT_VERSION, bumped, 7)
-    assert len(problems) == 1 and problems[0].startswith("SNAPSHOT is at schema version 6 but SCHEMA_VERSION is 7")
+    bumped = {**config.FIELDS_ADDED, v + 1: {"Rollout": ("prefix_caching",)}}
+    problems = _unregistered(rollout, SNAPSHOT, SNAPSHOT_VERSION, bumped, v + 1)
+    assert len(problems) == 1 and problems[0].startswith(f"SNAPSHOT is at schema version {v} but SCHEMA_VERSION "
+                                                         f"is {v + 1}")
     caught_up = {**SNAPSHOT, "Rollout": SNAPSHOT["Rollout"] + " prefix_caching"}
-    assert _unregistered(rollout, caught_up, 7, bumped, 7) == []
+    assert _unregistered(rollout, caught_up, v + 1, bumped, v + 1) == []
     # a field that changes nothing a stage trains needs no version
     assert _unregistered({**now, "Cascade": now["Cascade"] | {"evaluate"}}, SNAPSHOT, SNAPSHOT_VERSION,
                          config.FIELDS_ADDED, config.SCHEMA_VERSION) == []
