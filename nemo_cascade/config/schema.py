@@ -123,10 +123,8 @@ class Rollout:
     ``logprob_gap`` in every step's metrics. One engine serves every stage, so all GRPO stages must agree.
     Measurements: docs/performance.md (bench/generation.py). Not reported by the paper: ours."""
     compile: Literal["auto", "on", "off"] = "auto"
-    """vLLM's compiled mode (``on``: torch.compile of the model, CUDA graphs on GPU) or eager execution (``off``).
-    ``auto``: eager on CPU, compiled on GPU (vLLM's default). On 2 CPU cores compiling made SmolLM2 generate
-    1.24–1.29× faster but cost ~110 s at each engine start (docs/performance.md): worth it for a run of hours,
-    not for a test. One engine serves every stage, so all GRPO stages must agree. Not reported by the paper: ours."""
+    """vLLM compiled (``on``: torch.compile, CUDA graphs on GPU) or eager (``off``); ``auto``: eager on CPU, where
+    compiling costs minutes per engine start (docs/performance.md), compiled on GPU. Same in every GRPO stage. Ours."""
 
 
 @dataclass(frozen=True)
@@ -436,8 +434,7 @@ REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf")
 
 
 def engine_eager(rollout: Rollout, on_cpu: bool) -> bool:
-    """Whether the rollout engine runs eagerly (vLLM ``enforce_eager``): ``rollout.compile``, ``auto`` meaning eager
-    on CPU only."""
+    """vLLM's ``enforce_eager`` for ``rollout.compile`` (``auto``: eager on CPU only)."""
     return rollout.compile == "off" or (rollout.compile == "auto" and on_cpu)
 
 

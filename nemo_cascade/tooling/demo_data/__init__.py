@@ -5,16 +5,12 @@ knows them through its registries; :func:`register` fills those, and every entry
 """
 from __future__ import annotations
 
-_registered = False
-
 
 def register() -> None:
     """Register every demo set, suite and base model under its config name (idempotent): ``synthetic:arithmetic``
     (and its preference pairs), the synthetic-domain sets, ``synthetic:rg/TASK``, ``benchmark:gsm8k`` and
-    ``benchmark:mbpp``; the tiny-* suites; ``model.build`` tiny-qwen3, tiny-qwen3-cascade, smollm2-135m-instruct."""
-    global _registered
-    if _registered:
-        return
+    ``benchmark:mbpp``; the tiny-* suites; ``model.build`` tiny-qwen3, tiny-qwen3-cascade, smollm2-135m-instruct.
+    Idempotent because every registry takes the same function or suite again as a no-op."""
     from nemo_cascade.base_model import register_builder
     from nemo_cascade.data import generated
     from nemo_cascade.evaluate.suites import register_suite
@@ -32,7 +28,6 @@ def register() -> None:
         register_suite(suite)
     for name, fn in tiny_models.BUILDERS.items():
         register_builder(name, fn)
-    _registered = True
 
 
 __all__ = ["register"]
