@@ -28,6 +28,10 @@ model's config.json — and vLLM's ``auto`` serves a float32 checkpoint in bfloa
 one does). Both models' config.json say float32, so TRL's engine samples in bf16 while its HF model trains in fp32.
 ``--engine-dtype`` (default ``bfloat16``) sets ours (``rollout.dtype``); each side reports the dtype its engine
 actually ran in, and the table says when they differ.
+
+Engine mode: TRL builds its ``LLM`` without ``enforce_eager``, so its engine runs vLLM's compiled mode.
+``--engine-compile`` (default ``on``) sets ours (``rollout.compile``) to the same; the warm-up step and the
+engine's start-up are not counted on either side.
 """
 from __future__ import annotations
 
@@ -106,7 +110,7 @@ def _peak_rss_mb() -> float:
 
 
 # ------------------------------------------------------------------------------------------- the sides
-def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str) -> dict:
+def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str) -> dict:
     from nemo_cascade import config
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
@@ -119,7 +123,7 @@ def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str) -> dict:
     path = model_dir(name, scratch)
     tok, prompts = _prompts(path)
     rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"],
-                             dtype=engine_dtype)
+                             dtype=engine_dtype, compile=engine_compile)
     stage = config.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
                          data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=w["lr"]),
                          rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
@@ -131,13 +135,17 @@ def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str) -> dict:
     log = MetricsLog(scratch / "stage", "bench", stage.steps)
     run_grpo(StageContext(actor, engine, pad_id(tok), scratch / "stage", log), stage, prompts)
     rows = read_metrics(scratch / "stage")[1:]  # the warm-up step is not counted
-    ran_in = str(engine.llm.llm_engine.model_config.dtype).removeprefix("torch.")
+    ran_in, eager = str(engine.llm.llm_engine.model_config.dtype).removeprefix("torch."), _eager(engine.llm)
     engine.shutdown()
     step_s = [r["time/step"] for r in rows]
     tokens = [r["response_len_mean"] * w["prompts"] * w["group"] for r in rows]
     return {"step_s": step_s, "gen_tokens": tokens, "reward_mean": [r["reward_mean"] for r in rows],
             "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in,
-            "generate_s": [r["time/generate"] for r in rows]}
+            "generate_s": [r["time/generate"] for r in rows], "engine_eager": eager}
+
+
+def _eager(llm) -> bool:
+    return bool(llm.llm_engine.model_config.enforce_eager)
 
 
 def _sync_by_reload() -> None:
@@ -162,7 +170,7 @@ def _sync_by_reload() -> None:
     VLLMGeneration.sync_weights = sync_weights
 
 
-def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str) -> dict:
+def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str) -> dict:
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -206,20 +214,21 @@ def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str) -> dict:
     trainer.train()
     ran_in = str(trainer.vllm_generation.llm.llm_engine.model_config.dtype).removeprefix("torch.")
     return {"step_s": timer.times[1:], "gen_tokens": generated[1:], "reward_mean": rewards[1:],
-            "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in}
+            "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in,
+            "engine_eager": _eager(trainer.vllm_generation.llm)}
 
 
 # ------------------------------------------------------------------------------------------------- main
-def _child(side: str, name: str, steps: int, engine_dtype: str) -> None:
+def _child(side: str, name: str, steps: int, engine_dtype: str, engine_compile: str) -> None:
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: its RSS counts
     with tempfile.TemporaryDirectory(prefix=f"vs-trl-{side}-") as tmp:
-        result = (run_nemo if side == "nemo" else run_trl)(name, steps, Path(tmp), engine_dtype)
+        result = (run_nemo if side == "nemo" else run_trl)(name, steps, Path(tmp), engine_dtype, engine_compile)
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def _side(python: str, side: str, name: str, steps: int, engine_dtype: str) -> dict:
+def _side(python: str, side: str, name: str, steps: int, engine_dtype: str, engine_compile: str) -> dict:
     proc = subprocess.run([python, __file__, "--side", side, "--models", name, "--steps", str(steps),
-                           "--engine-dtype", engine_dtype],
+                           "--engine-dtype", engine_dtype, "--engine-compile", engine_compile],
                           capture_output=True, text=True, cwd=ROOT)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode or line is None:
@@ -236,11 +245,14 @@ def _print_record(r: dict) -> None:
         s = r[side]
         print(f"{r['model']:<8} {('nemo-cascade' if side == 'nemo' else 'TRL ' + TRL_VERSION):<13} "
               f"{s['mean_step_s']:8.3f} {s['tokens_per_s']:10.1f} {s['peak_rss_mb']:12.0f} "
-              f"{sum(s['reward_mean']) / len(s['reward_mean']):7.3f}  engine {s['engine_dtype']}")
+              f"{sum(s['reward_mean']) / len(s['reward_mean']):7.3f}  engine {s['engine_dtype']}"
+              f"{', eager' if s.get('engine_eager') else ', compiled'}")
     print(f"{r['model']:<8} {'ratio':<13} {r['step_time_ratio']:8.2f} {r['tokens_per_s_ratio']:10.2f} "
           f"{r['peak_rss_ratio']:12.2f}   (nemo-cascade ÷ TRL; target step time ≤ 0.50 with RSS ≤ 1.00)", flush=True)
     if r["nemo"]["engine_dtype"] != r["trl"]["engine_dtype"]:
         print(f"{r['model']:<8} NOTE: the engines ran in different dtypes — not equal work", flush=True)
+    if r["nemo"].get("engine_eager") != r["trl"].get("engine_eager"):
+        print(f"{r['model']:<8} NOTE: one engine ran eager, the other compiled", flush=True)
 
 
 def main() -> int:
@@ -250,11 +262,13 @@ def main() -> int:
     parser.add_argument("--setup", action="store_true", help="only create .venv-bench")
     parser.add_argument("--engine-dtype", default="bfloat16", choices=("bfloat16", "float32", "auto"),
                         help="our engine's rollout.dtype (TRL's is vLLM's auto choice; see the module docstring)")
+    parser.add_argument("--engine-compile", default="on", choices=("on", "off", "auto"),
+                        help="our engine's rollout.compile (TRL's engine runs compiled)")
     parser.add_argument("--runs", type=int, default=3, help="rounds over the models; the ratio's median and spread")
     parser.add_argument("--side", choices=("nemo", "trl"), help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args()
     if args.side:
-        _child(args.side, args.models, args.steps, args.engine_dtype)
+        _child(args.side, args.models, args.steps, args.engine_dtype, args.engine_compile)
         return 0
     trl_python = str(ensure_bench_venv())
     if args.setup:
@@ -262,10 +276,11 @@ def main() -> int:
     records = []
     for run in range(args.runs):  # rounds over the models: a slow spell of the machine falls on both sides of one
         for name in args.models.split(","):
-            nemo = _side(sys.executable, "nemo", name, args.steps, args.engine_dtype)
-            trl = _side(trl_python, "trl", name, args.steps, args.engine_dtype)
+            nemo = _side(sys.executable, "nemo", name, args.steps, args.engine_dtype, args.engine_compile)
+            trl = _side(trl_python, "trl", name, args.steps, args.engine_dtype, args.engine_compile)
             record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": name, "steps": args.steps, "run": run,
-                      **WORK[name], "engine_dtype": args.engine_dtype, "nemo": nemo, "trl": trl,
+                      **WORK[name], "engine_dtype": args.engine_dtype,
+                      "engine_compile": args.engine_compile, "nemo": nemo, "trl": trl,
                       "step_time_ratio": nemo["mean_step_s"] / trl["mean_step_s"],
                       "tokens_per_s_ratio": nemo["tokens_per_s"] / trl["tokens_per_s"],
                       "peak_rss_ratio": nemo["peak_rss_mb"] / trl["peak_rss_mb"]}
