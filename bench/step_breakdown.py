@@ -101,13 +101,13 @@ def in_child(script: str, *args: str) -> dict:
 
 
 def per_model_main(script: str, description: str, option: str, default: int, run_one, print_table,
-                   results: Path) -> int:
+                   results: Path, models: str = "tiny,smollm2") -> int:
     """The command line of a bench that measures each model in its own process: ``--models a,b`` and one integer
     ``option`` (steps, repeats) handed to ``run_one(model, value)``. The parent runs ``script --one MODEL
     option value`` for each model (:func:`in_child`), appends the JSON results to ``results`` with a timestamp
     and prints them with ``print_table``; exit 1 (after printing the failed child's output) if one failed."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--models", default="tiny,smollm2")
+    parser.add_argument("--models", default=models)
     parser.add_argument(option, type=int, default=default)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: run one model, print JSON
     args = parser.parse_args()

