@@ -203,17 +203,6 @@ def capped_model_len(shape: ModelShape, wanted: int, where: Path) -> int:
     return positions
 
 
-def checkpoint_weight_names(model_path: str) -> frozenset[str]:
-    """Names of the tensors in the folder's safetensors files (HF names, as the engine first loaded them)."""
-    from safetensors import safe_open
-
-    names: set[str] = set()
-    for file in sorted(Path(model_path).glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as f:
-            names.update(f.keys())
-    return frozenset(names)
-
-
 @contextlib.contextmanager
 def preserved_rng():
     """Python's, NumPy's and torch's (CPU and CUDA) RNG states as they were on entry, after the block."""

@@ -69,11 +69,12 @@ import hashlib
 import logging
 import os
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
 from nemo_cascade import config, ranks, types
-from nemo_cascade.rollout import engine_dtype, engine_start
+from nemo_cascade.rollout import engine_dtype, engine_start, packed_reload
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ prefix between requests and wastes the least cache on short sequences."""
 CPU_MAX_BATCHED_TOKENS = 1 << 16
 """Token budget of one CPU engine step (see ``_cpu_kwargs``): caps max_num_seqs for long max_model_len."""
 _GIB = 1 << 30
-_logged_cpu_sleep = False
+_logged_cpu_noops: set[str] = set()  # sleep / wake_up: each logged once per process
 
 
 def _request_seed(base: int, key: int, rank: int, index: int, n: int) -> int:
@@ -113,9 +114,10 @@ def _pushed_weight_names(model_path: str, tied_embeddings: bool) -> frozenset[st
     head's alias. That alias is not in a tied checkpoint, but the in-place reload finalises the tied
     ParallelLMHead as a layer of its own: without it the head keeps its OLD weights (measured). The table names
     it; senders alias it."""
-    from nemo_cascade.convert.table import tied_head_aliases  # torch: the engine has imported it with vLLM
+    from nemo_cascade.convert.hf_io import SafetensorsReader  # torch: the engine has imported it with vLLM
+    from nemo_cascade.convert.table import tied_head_aliases
 
-    return engine_start.checkpoint_weight_names(model_path) | set(tied_head_aliases(tied_embeddings))
+    return frozenset(SafetensorsReader(model_path).names()) | set(tied_head_aliases(tied_embeddings))
 
 
 def _finish_reason(reason: str | None) -> types.FinishReason:
@@ -375,10 +377,11 @@ class RolloutEngine:
         """Reload the weights in place from HF-named tensors (any dtype; vLLM casts), then drop the prefix
         cache (its KV was computed with the old weights).
 
-        Send the whole model in ONE call — a lazy generator that streams buckets is fine. vLLM's in-place
-        reload processes a fused layer (qkv, gate_up) once all of its parts arrived; a layer split across
-        two calls would be finalised with garbage in its missing parts. Raises if any expected name was
-        not sent. After an exception the engine's weights are undefined: push again.
+        Send the whole model in ONE call — a lazy generator that streams buckets is fine. On GPUs vLLM's
+        in-place reload processes a fused layer (qkv, gate_up) once all of its parts arrived, and on CPUs the
+        layers are repacked once the call has loaded them (rollout/packed_reload.py); a model split across two
+        calls would be finalised with garbage in its missing parts. Raises if any expected name was not sent.
+        After an exception the engine's weights are undefined: push again.
         """
         seen: set[str] = set()
 
@@ -388,7 +391,10 @@ class RolloutEngine:
                 yield name, tensor
 
         t0 = time.perf_counter()
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": _recorded()})
+        if self.on_cpu:  # straight into the packed kernels (rollout/packed_reload.py)
+            self.llm.collective_rpc(packed_reload.reload_packed, args=(_recorded(),))
+        else:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": _recorded()})
         self.llm.reset_prefix_cache()
         missing = self._expected - seen
         if missing:
@@ -401,11 +407,8 @@ class RolloutEngine:
     def weight_dtypes(self) -> dict[str, int]:
         """``dtype name → parameter count`` of the weights this rank's engine serves: what a push left there."""
         def count(worker):
-            out: dict[str, int] = {}
-            for p in worker.model_runner.model.parameters():
-                out[str(p.dtype).removeprefix("torch.")] = out.get(str(p.dtype).removeprefix("torch."), 0) + 1
-            return out
-        return self.llm.collective_rpc(count)[0]
+            return Counter(str(p.dtype).removeprefix("torch.") for p in worker.model_runner.model.parameters())
+        return dict(self.llm.collective_rpc(count)[0])
 
     # ------------------------------------------------------------------------------------------ memory
 
@@ -434,13 +437,10 @@ class RolloutEngine:
             self.llm.wake_up(tags=[tag])
 
     def _cpu_noop(self, what: str) -> bool:
-        global _logged_cpu_sleep
-        if not self.on_cpu:
-            return False
-        if not _logged_cpu_sleep:
+        if self.on_cpu and what not in _logged_cpu_noops:
             log.info("vLLM %s is a no-op on CPU: sleep mode frees nothing there", what)
-            _logged_cpu_sleep = True
-        return True
+            _logged_cpu_noops.add(what)
+        return self.on_cpu
 
     def shutdown(self) -> None:
         """Stop the engine and tear down vLLM's process groups, so another engine can be built in this
