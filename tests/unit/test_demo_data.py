@@ -3,6 +3,7 @@ through the core's registry byte-identical to the generators' (the preflight dat
 manifests hash these rows: a pinned hash below changing means every such run's data changed)."""
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,15 @@ def test_suites_and_builders_registered_and_register_is_idempotent():
 def test_another_function_under_a_taken_name_is_refused():
     with pytest.raises(ValueError, match="already registered"):
         generated.register("synthetic:arithmetic", lambda split, size, seed: [])
+
+
+@pytest.mark.parametrize("build", sorted(tiny_models.BUILDERS))
+def test_every_builder_fills_the_folder_a_fresh_run_hands_it(tmp_path, build):
+    """A fresh run builds its base model into an empty temporary folder (base_model.prepare_base_model publishes
+    it whole as <run>/base_model): every registered builder must write into that folder, not refuse it."""
+    from nemo_cascade.base_model import prepare_base_model
+    from nemo_cascade.config import Cascade, Model
+
+    out = Path(prepare_base_model(Cascade(model=Model(build=build)), tmp_path))
+    assert out == tmp_path / "base_model" and (out / "config.json").is_file()
+    assert list(out.glob("*.safetensors")) and [p.name for p in tmp_path.iterdir()] == ["base_model"]

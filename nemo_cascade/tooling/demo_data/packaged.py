@@ -38,9 +38,9 @@ def extract_smollm2(out_dir: str | Path) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    if out.exists():
+    if out.exists() and any(out.iterdir()):
         raise ModelFilesError(f"{out}: already exists; remove it first")
-    with published_folder(out, replace=False) as tmp:
+    with published_folder(out, replace=True) as tmp:  # an empty `out` is the folder a model builder is handed
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
     return out
