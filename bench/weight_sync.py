@@ -82,6 +82,7 @@ def run_one(name_dtype: str, repeats: int) -> dict:
 
     name, _, dtype = name_dtype.partition(":")
     dtype = dtype or "float32"
+    engine_torch_dtype = getattr(torch, dtype)
     with tempfile.TemporaryDirectory() as tmp:
         path = model_dir(name, Path(tmp))
         actor = MegatronActor(path, config.Parallel())
@@ -107,7 +108,7 @@ def run_one(name_dtype: str, repeats: int) -> dict:
 
         sent = []
         for n, t in kept:  # pre-materialised: contiguous, owned, in the engine's dtype; the alias as push sends it
-            t = t.to(getattr(torch, dtype)).contiguous()
+            t = t.to(engine_torch_dtype).contiguous()
             sent.append((n, t))
             if tied and n == "model.embed_tokens.weight":
                 sent.append(("lm_head.weight", t))
@@ -119,7 +120,7 @@ def run_one(name_dtype: str, repeats: int) -> dict:
             packed = []
             for n, k in packed_shapes(engine):
                 layer = torch.nn.Module()
-                layer.weight = torch.nn.Parameter(torch.randn(n, k, dtype=getattr(torch, dtype)), requires_grad=False)
+                layer.weight = torch.nn.Parameter(torch.randn(n, k, dtype=engine_torch_dtype), requires_grad=False)
                 packed.append(layer)
             times["repack"] = _times(lambda: [dispatch_cpu_unquantized_gemm(m, remove_weight=False) for m in packed],
                                      repeats)
@@ -129,12 +130,12 @@ def run_one(name_dtype: str, repeats: int) -> dict:
             dst.copy_(src)  # touch the destination's pages
             times["memcpy"] = _times(lambda: dst.copy_(src), repeats)
             del src, dst
-            n_params = model_bytes // getattr(torch, dtype).itemsize
-            src, dst = torch.randn(n_params), torch.empty(n_params, dtype=getattr(torch, dtype))
+            n_params = model_bytes // engine_torch_dtype.itemsize
+            src, dst = torch.randn(n_params), torch.empty(n_params, dtype=engine_torch_dtype)
             dst.copy_(src)
             times["convert"] = _times(lambda: dst.copy_(src), repeats)
             del src, dst
-            srcs = [torch.randn(t.shape, dtype=getattr(torch, dtype)) for _, t in kept]
+            srcs = [torch.randn(t.shape, dtype=engine_torch_dtype) for _, t in kept]
             dsts = [torch.empty_like(s) for s in srcs]
 
             def per_tensor():
@@ -153,7 +154,7 @@ def run_one(name_dtype: str, repeats: int) -> dict:
             "tensors": n_tensors, "bytes": model_bytes, "repeats": repeats,
             "threads": torch.get_num_threads(),
             "best_s": {k: round(best[k], 5) for k in PARTS},
-            "median_s": {k: round(statistics.median(times[k]), 5) for k in PARTS},
+            "median_s": {k: round(median[k], 5) for k in PARTS},
             "mb_per_s": {k: round(mbs[k], 1) for k in PARTS},
             "ratio_to_memcpy": {k: round(mbs[k] / mbs["memcpy"], 4) for k in PARTS if k != "memcpy"}}
 
