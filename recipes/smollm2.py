@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nemo_cascade.config import GRPO, Actor, Cascade, Data, Gate, Model, Parallel, Rollout, Stage
+from nemo_cascade.tooling.demo_data.tiny_suites import LEG_COUNTING
 
 STEPS = {"ifeval": 20, "math": 20, "code": 20}
 """Rollout steps per stage (CPU scale; the paper's are 120–3100, T15–T20). A step is about 70 s here."""
@@ -78,34 +79,51 @@ GATE_ITEMS_PAIRED = 250
 """Items per gate suite when rows are compared item by item (tooling/paired.py): 250 (HumanEval has 164, all
 taken) lets a paired test settle changes of a few points, which 80 items cannot."""
 
+WORD_MATH = Data(source=f"synthetic:{LEG_COUNTING}", split="train", size=PROMPTS_PER_DOMAIN // 2, seed=14,
+                 domain="math")
+"""Easy arithmetic word problems beside GSM8K in the math stage (reasoning-gym's leg counting, one or two kinds of
+animal): after SFT a 135M model solves only a few percent of GSM8K, so a stage on GSM8K alone has almost no group
+with a right answer to learn from (§4.4.2's filtering drops them all). Half the math prompts are these; the gate's
+``leg-counting`` suite is their held-out test split."""
+SFT_MATH = Data(source="benchmark:gsm8k", split="train", size=PROMPTS_PER_DOMAIN // 2, seed=12)
+"""GSM8K's half of the math prompts after SFT."""
+
 SFT_SOURCES = (
-    Data(source="benchmark:gsm8k", split="train", size=1200, seed=21),
-    Data(source="benchmark:mbpp", split="train", seed=22, repeat=2),
-    Data(source="synthetic:if_requests", split="train", size=1200, seed=23),
+    Data(source="benchmark:gsm8k", split="train", size=160, seed=21),
+    Data(source=f"synthetic:{LEG_COUNTING}", split="train", size=160, seed=24),
+    Data(source="benchmark:mbpp", split="train", seed=22),
+    Data(source="synthetic:if_requests", split="train", size=160, seed=23),
 )
 """The SFT blend (§3: SFT before any RL), training splits only, each row with a reference response that earns full
-reward: GSM8K worked solutions ending in ``\\boxed{}``, MBPP's 374 train programs in fenced blocks (×2: the smallest
-set), and IF requests with responses their own checkers pass (demo_data/if_prompts.py). CPU scale: 1,200 + 748 + 1,200
-rows, one epoch."""
+reward: GSM8K worked solutions ending in ``\\boxed{}``, leg counting worked out animal by animal, MBPP's 374 train
+programs in fenced blocks, and IF requests with responses their own checkers pass (demo_data/if_prompts.py). CPU
+scale: 160 + 160 + 374 + 160 rows, one epoch (54 steps of 16)."""
 SFT = Stage(name="sft", kind="sft", data=SFT_SOURCES[0], extra_data=SFT_SOURCES[1:], steps=0, epochs=1.0,
             sft_batch_size=16, sft_max_tokens=RESPONSE_TOKENS + 224, checkpoint_every=20,
-            actor=Actor(lr=2e-5, min_lr=2e-6, lr_schedule="cosine", warmup_steps=10))
-"""CPU scale (the paper's SFT is 2 stages of 1–3 epochs over millions of rows at 16K–32K tokens, T14). 197 steps;
-measured on 2 cores at 27–51 s a step (32 s on average over the first 9), about 1 h 45 min for the epoch."""
+            actor=Actor(lr=2e-5, min_lr=2e-6, lr_schedule="cosine", warmup_steps=5))
+"""CPU scale (the paper's SFT is 2 stages of 1–3 epochs over millions of rows at 16K–32K tokens, T14): 54 steps,
+about half a minute each on 2 cores."""
+SFT_RL_SOURCES = {**SOURCES, "math": SFT_MATH}
+"""The RL stages' prompts after SFT: as without SFT, but math is half GSM8K (:data:`SFT_MATH`) and half
+:data:`WORD_MATH`, the extra source of the math stage (and of every mixed segment)."""
+SFT_RL_EXTRA = {"math": (WORD_MATH,)}
 
 
 def with_sft() -> Cascade:
-    """SFT on the blend first, as the paper's cascade starts (§3), then the same RL stages: every RL stage then
-    starts from a model that writes the answer formats its verifier reads. ``bench/solve_rate.py --recipe
+    """SFT on the blend first, as the paper's cascade starts (§3), then the RL stages: every RL stage then starts
+    from a model that writes the answer formats its verifier reads. ``bench/solve_rate.py --recipe
     recipes/smollm2.py:with_sft --stage math --model <the sft stage's hf folder>`` measures what each stage's
-    prompts give it to learn from before it runs."""
-    return sft_first(recipe(), "smollm2-sft")
+    prompts give it to learn from."""
+    stages = tuple(rl_stage(d, d, STEPS[d], SFT_RL_SOURCES[d], extra_data=SFT_RL_EXTRA.get(d, ())) for d in STEPS)
+    return sft_first(base("smollm2-sft", stages), "smollm2-sft")
 
 
 def sft_first(cascade: Cascade, name: str) -> Cascade:
-    """``cascade`` with :data:`SFT` before its stages, the paired-test gate size, and the faster CPU engine: bf16
-    sampling and vLLM's compiled mode (docs/performance.md: 1.57× and a further 1.24× the tokens/s of the eager fp32
-    engine on this model; the actor, its loss and log-probs stay fp32, §4.1.2's strict on-policy update). On a CPU
-    without bf16 instructions the preflight says so in one line: add ``stages.*.rollout.dtype=float32``."""
+    """``cascade`` with :data:`SFT` before its stages, the paired-test gate size with the leg-counting suite, and
+    the faster CPU engine: bf16 sampling and vLLM's compiled mode (docs/performance.md: 1.57× and a further 1.24×
+    the tokens/s of the eager fp32 engine on this model; the actor, its loss and log-probs stay fp32, §4.1.2's
+    strict on-policy update). On a CPU without bf16 instructions the preflight says so in one line: add
+    ``stages.*.rollout.dtype=float32``."""
     stages = tuple(replace(s, rollout=replace(s.rollout, dtype="bfloat16", compile="on")) for s in cascade.stages)
-    return replace(cascade, name=name, stages=(SFT, *stages), gate=replace(cascade.gate, limit=GATE_ITEMS_PAIRED))
+    gate = replace(cascade.gate, limit=GATE_ITEMS_PAIRED, suites=(*cascade.gate.suites, "leg-counting"))
+    return replace(cascade, name=name, stages=(SFT, *stages), gate=gate)

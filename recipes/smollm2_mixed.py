@@ -29,16 +29,21 @@ ONE_RUN = Boundary(optimizer="carry", data="continue")
 """Segments after the first continue the same run."""
 
 
-def recipe() -> Cascade:
-    sources = cascade.SOURCES
+def recipe(name: str = "smollm2-mixed", sources: dict | None = None, extra: dict | None = None) -> Cascade:
+    """The cascade's stages as segments of one run over all of ``sources`` (domain → its first prompt source) and
+    ``extra`` (domain → further sources of that domain); the defaults are recipes/smollm2.py:recipe's."""
+    sources, extra = sources or cascade.SOURCES, extra or {}
     first, *rest = sources  # the stage's own domain, then the others as extra sources with their domains
-    extra = tuple(replace(sources[domain], domain=domain) for domain in rest)
+    others = tuple(replace(sources[domain], domain=domain) for domain in rest)
+    extras = tuple(replace(d, domain=domain) for domain in sources for d in extra.get(domain, ()))
     later = dict(boundary=ONE_RUN, actor=replace(cascade.ACTOR, warmup_steps=0))
-    segments = [cascade.rl_stage(f"mixed{k + 1}", first, steps, sources[first], extra_data=extra, **(later if k else {}))
+    segments = [cascade.rl_stage(f"mixed{k + 1}", first, steps, sources[first], extra_data=(*others, *extras),
+                                 **(later if k else {}))
                 for k, steps in enumerate(cascade.STEPS.values())]
-    return cascade.base("smollm2-mixed", tuple(segments))
+    return cascade.base(name, tuple(segments))
 
 
 def with_sft() -> Cascade:
-    """The twin of recipes/smollm2.py:with_sft: the same SFT stage, then the mixed segments."""
-    return cascade.sft_first(recipe(), "smollm2-mixed-sft")
+    """The twin of recipes/smollm2.py:with_sft: the same SFT stage, prompts and gate, then the mixed segments."""
+    return cascade.sft_first(recipe("smollm2-mixed-sft", cascade.SFT_RL_SOURCES, cascade.SFT_RL_EXTRA),
+                             "smollm2-mixed-sft")

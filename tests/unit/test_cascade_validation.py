@@ -160,8 +160,8 @@ def test_tiny_suite_files_are_what_the_generator_writes():
     spec = importlib.util.spec_from_file_location("make_tiny_suites", ROOT / "tools" / "make_tiny_suites.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    for name, text in module.render_all().items():
-        assert (ROOT / "data" / "tiny" / name).read_text() == text, f"data/tiny/{name} is stale: run the tool"
+    for path, text in module.render_all().items():
+        assert (ROOT / "data" / path).read_text() == text, f"data/{path} is stale: run the tool"
 
 
 def test_training_requests_must_fit_the_models_positions(tiny, tiny_model):

@@ -65,8 +65,8 @@ def test_arithmetic_preference_pairs(mode, pinned):
 
 def test_suites_and_builders_registered_and_register_is_idempotent():
     demo_data.register()  # the session has registered already: a second call changes nothing
-    assert list(REGISTERED_SUITES) == ["tiny-math", "tiny-ifeval", "tiny-code", "tiny-swe", "tiny-rlhf"]
-    assert tuple(REGISTERED_SUITES.values()) == tiny_suites.TINY_SUITES
+    assert list(REGISTERED_SUITES) == ["tiny-math", "tiny-ifeval", "tiny-code", "tiny-swe", "tiny-rlhf", "leg-counting"]
+    assert tuple(REGISTERED_SUITES.values()) == tiny_suites.TINY_SUITES + tiny_suites.WORD_MATH_SUITES
     assert BUILDERS == tiny_models.BUILDERS
     assert sorted(BUILDERS) == ["smollm2-135m-instruct", "tiny-qwen3", "tiny-qwen3-cascade"]
 

@@ -110,3 +110,13 @@ def test_load_prompts_and_sft_examples_through_the_loader(tok):
     assert len(examples) == 4
     prompt_ids, response_ids = examples[0]
     assert "\\boxed{" in tok.decode(response_ids) and "Put the final answer in" in tok.decode(prompt_ids)
+
+
+def test_leg_counting_is_worked_out_animal_by_animal_to_the_generators_total():
+    """The SFT response names each animal's legs and adds them up; its last number is reasoning-gym's own answer."""
+    for row in rgsets.rows("leg_counting?min_animals=1&max_animals=2&max_instances=3", "train", 60, 0):
+        steps = row["solution"]
+        assert steps.split(" = ")[-1].split()[0] == row["answer"] or steps.endswith(f"has {row['answer']} legs")
+        if " + " in steps:  # two kinds of animal: the sum of the two products
+            terms = steps.rsplit(". ", 1)[1].split(" = ")[0].split(" + ")
+            assert sum(map(int, terms)) == int(row["answer"]), steps

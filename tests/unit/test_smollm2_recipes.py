@@ -63,13 +63,22 @@ def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(bot
         # a CPU without bf16 instructions: the files are checked with the default engine on any CPU)
         default_engine = [replace(s, rollout=replace(s.rollout, dtype="auto", compile="auto")) for s in rest]
         check_cascade(replace(with_sft, stages=(first, *default_engine)))
-        assert first.kind == "sft" and default_engine == list(without.stages)
+        assert first.kind == "sft" and [replace(s, data=None, extra_data=()) for s in default_engine] == [
+            replace(s, data=None, extra_data=()) for s in without.stages]
         assert {(s.rollout.dtype, s.rollout.compile) for s in rest} == {("bfloat16", "on")}
         assert all(d.split == "train" for d in (first.data, *first.extra_data))
-        assert with_sft.gate.limit >= 250 and with_sft.gate.suites == without.gate.suites
+        assert with_sft.gate.limit >= 250 and with_sft.gate.suites == (*without.gate.suites, "leg-counting")
     assert sft_cascade.stages[0] == sft_mixed.stages[0] and sft_cascade.gate == sft_mixed.gate
-    blend = {d.source for d in (sft_cascade.stages[0].data, *sft_cascade.stages[0].extra_data)}
-    assert blend == {"benchmark:gsm8k", "benchmark:mbpp", "synthetic:if_requests"}
+    blend = {d.source.partition("?")[0] for d in (sft_cascade.stages[0].data, *sft_cascade.stages[0].extra_data)}
+    assert blend == {"benchmark:gsm8k", "synthetic:rg/leg_counting", "benchmark:mbpp", "synthetic:if_requests"}
+    # math after SFT: half GSM8K, half the easy word problems whose test split is the gate's leg-counting suite
+    math = next(s for s in sft_cascade.stages if s.kind == "grpo" and s.domain == "math")
+    assert [(d.source.partition("?")[0], d.size) for d, _ in config.prompt_sources(math)] == [
+        ("benchmark:gsm8k", 120), ("synthetic:rg/leg_counting", 120)]
+    # the mixed twin trains on exactly the cascade's prompts, each with its domain
+    cascade_sources = {(replace(d, domain=""), dom) for s in sft_cascade.stages[1:] for d, dom in config.prompt_sources(s)}
+    for segment in sft_mixed.stages[1:]:
+        assert {(replace(d, domain=""), dom) for d, dom in config.prompt_sources(segment)} == cascade_sources
 
 
 KEPT = Path(__file__).resolve().parents[2] / "docs" / "results" / "smollm2"

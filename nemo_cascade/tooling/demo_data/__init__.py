@@ -9,7 +9,7 @@ from __future__ import annotations
 def register() -> None:
     """Register every demo set, suite and base model under its config name (idempotent): ``synthetic:arithmetic``
     (and its preference pairs), the synthetic-domain sets, ``synthetic:rg/TASK``, ``benchmark:gsm8k`` and
-    ``benchmark:mbpp``; the tiny-* suites; ``model.build`` tiny-qwen3, tiny-qwen3-cascade, smollm2-135m-instruct.
+    ``benchmark:mbpp``; the tiny-* suites and leg-counting; ``model.build`` tiny-qwen3, tiny-qwen3-cascade, smollm2-135m-instruct.
     Idempotent because every registry takes the same function or suite again as a no-op."""
     from nemo_cascade.base_model import register_builder
     from nemo_cascade.data import generated
@@ -24,7 +24,7 @@ def register() -> None:
     for name, fn in benchmark_sets.BENCHMARK_SETS.items():
         generated.register(f"benchmark:{name}", fn)
     generated.register_preference("synthetic:arithmetic", arithmetic.arithmetic_pairs)
-    for suite in tiny_suites.TINY_SUITES:
+    for suite in (*tiny_suites.TINY_SUITES, *tiny_suites.WORD_MATH_SUITES):
         register_suite(suite)
     for name, fn in tiny_models.BUILDERS.items():
         register_builder(name, fn)

@@ -133,14 +133,31 @@ def entries(spec: str, split: str, size: int, seed: int) -> list[dict]:
 
 def _solution(entry: dict) -> str:
     """Worked steps for SFT where reasoning-gym has them: gsm_symbolic's chain of thought (less its
-    ``#### N`` line: the answer goes in ``\\boxed{}``), or the expression the arithmetic tasks evaluate."""
+    ``#### N`` line: the answer goes in ``\\boxed{}``), the expression the arithmetic tasks evaluate, or for
+    leg_counting each animal's legs times its count and the sum (from the generator's own leg table)."""
     meta = entry.get("metadata", {})
+    if meta.get("source_dataset") == "leg_counting":
+        return _leg_steps(meta["animals"])
     if isinstance(meta.get("answer_cot"), str):
         steps = [line for line in meta["answer_cot"].splitlines() if not line.startswith("####")]
         return "\n".join(steps).strip().rstrip(".")  # sft_pairs adds ". The answer is ..."
     if isinstance(meta.get("expression"), str):
         return f"{meta['expression']} = {entry['answer']}"
     return ""
+
+
+def _leg_steps(animals: dict[str, int]) -> str:
+    """``"2 cows have 2 × 4 = 8 legs. 1 spider has 8 legs. 8 + 8 = 16"``: what a small model needs to learn, the
+    legs of each animal and the arithmetic, written out (the generator's answer is the bare total)."""
+    from reasoning_gym.arithmetic.leg_counting import ANIMALS
+
+    parts, totals = [], []
+    for name, count in animals.items():
+        legs = ANIMALS[name]
+        totals.append(count * legs)
+        parts.append(f"1 {name} has {legs} legs" if count == 1 else f"{count} {name}s have {count} × {legs} = {count * legs} legs")
+    steps = ". ".join(parts)
+    return steps if len(totals) == 1 else f"{steps}. {' + '.join(map(str, totals))} = {sum(totals)}"
 
 
 def _row(task: str, entry: dict) -> dict:

@@ -26,6 +26,7 @@ import random
 
 from nemo_cascade.data.generated import sft_pairs
 
+from . import reasoning_gym
 from .arithmetic import arithmetic
 from .if_prompts import if_requests
 from .mbpp_sets import mbpp_bugfix, mbpp_code
@@ -177,13 +178,14 @@ def bugfix_arithmetic(split: str, size: int, seed: int) -> list[dict]:
 def eval_rows(name: str, size: int, seed: int = 0) -> list[dict]:
     """Held-out rows of a synthetic set in the eval suites' shape ``{"uid", "messages", "label",
     "reference"}`` (``data/tiny/*.jsonl``; tools/make_tiny_suites.py writes them). ``arithmetic`` rows carry
-    the math label (the answer); ``arithmetic_chat`` the same questions with the rlhf label (the conversation)
+    the math label (the answer), as do ``rg/TASK`` specs (reasoning-gym's test split); ``arithmetic_chat`` the same questions with the rlhf label (the conversation)
     and the SFT answer as the reference to beat under the reward model."""
-    if name in ("arithmetic", "arithmetic_chat"):
-        rows = arithmetic("test", size, seed)
+    if name in ("arithmetic", "arithmetic_chat") or name.startswith(reasoning_gym.RG_PREFIX):
+        rows = (reasoning_gym.rows(name.removeprefix(reasoning_gym.RG_PREFIX), "test", size, seed)
+                if name.startswith(reasoning_gym.RG_PREFIX) else arithmetic("test", size, seed))
         out = []
         for row, (messages, response) in zip(rows, sft_pairs(rows)):
-            label = row["answer"] if name == "arithmetic" else {"messages": messages}
+            label = {"messages": messages} if name == "arithmetic_chat" else row["answer"]
             out.append({"uid": row["uid"], "messages": messages, "label": label, "reference": response})
         return out
     rows = DOMAIN_TASKS[name]("test", size, seed)

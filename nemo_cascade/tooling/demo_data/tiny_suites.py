@@ -1,5 +1,6 @@
-"""The tiny cascade's evaluation suites (recipes/tiny.py's forgetting gate): held-out rows of the synthetic sets,
-written to ``data/tiny/*.jsonl`` by tools/make_tiny_suites.py and read in the project's own row shape
+"""The evaluation suites of the CPU recipes' generated sets: the tiny cascade's (recipes/tiny.py's forgetting gate)
+and the SmolLM2 recipes' easy word problems, held-out rows written to ``data/tiny/*.jsonl`` and
+``data/leg_counting/test.jsonl`` by tools/make_tiny_suites.py and read in the project's own row shape
 (``evaluate.suites.load_rows``). :func:`nemo_cascade.tooling.demo_data.register` registers them.
 """
 from __future__ import annotations
@@ -36,4 +37,17 @@ TINY_SUITES: tuple[Suite, ...] = (
 """Small suites for the tiny cascade's forgetting gate (recipes/tiny.py); by name only, not in ``all``;
 registered in this order (``nemo-cascade eval --help`` lists them so)."""
 
-__all__ = ["TINY_SUITES"]
+LEG_COUNTING = "rg/leg_counting?min_animals=1&max_animals=2&max_instances=3"
+"""reasoning-gym's leg-counting word problems at their easiest (one or two kinds of animal, one to three of each):
+math a 135M model can learn after SFT, where GSM8K stays out of its reach (recipes/smollm2.py:with_sft)."""
+LEG_COUNTING_ITEMS = 250
+WORD_MATH_SUITES: tuple[Suite, ...] = (
+    Suite("leg-counting", "math", f"reasoning-gym {LEG_COUNTING}, {LEG_COUNTING_ITEMS} held-out problems",
+          load_rows("math"), lambda: DATA / "leg_counting" / "test.jsonl", mode="no_think", samples=1,
+          max_tokens=224, metric="accuracy", paper="held-out split of a reasoning-gym generator; not a paper benchmark",
+          yarn_factor=_NO_YARN),
+)
+"""The held-out side of the SmolLM2 recipes' easy math prompts (``synthetic:`` + :data:`LEG_COUNTING`, train split):
+the test split of the same generator (reasoning_gym.split_of keeps them disjoint)."""
+
+__all__ = ["TINY_SUITES", "WORD_MATH_SUITES", "LEG_COUNTING", "LEG_COUNTING_ITEMS"]
