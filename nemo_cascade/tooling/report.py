@@ -278,7 +278,9 @@ def _training(run: Run) -> str:
         if not logged:
             continue
         step_s, generate_s = _total(logged, "time/step"), _total(logged, "time/generate")
-        rows.append([s.name, f"{_total(logged, 'groups_informative'):.0f} / {_total(logged, 'groups'):.0f}",
+        informative, groups = _total(logged, "groups_informative"), _total(logged, "groups")
+        weak = " (below a third: little signal)" if groups and informative < groups / 3 else ""
+        rows.append([s.name, f"{informative:.0f} / {groups:.0f}{weak}",
                      f"{100 * _total(logged, 'truncation_rate') / len(logged):.0f}",
                      f"{step_s / len(logged):.1f}", f"{100 * generate_s / step_s:.0f}" if step_s else "–",
                      _domain_rewards(logged)])

@@ -152,6 +152,21 @@ def test_grpo_steps_table_shows_signal_truncation_time_and_each_domains_reward(t
         "mixed", "6 / 18", "25", "0.5", "75", "ifeval 0.380 → 0.533 (8 prompts); math 0.333 → 0.500 (5 prompts)"]
 
 
+def test_a_stage_with_informative_groups_below_a_third_is_flagged(tmp_path):
+    """A stage where fewer than a third of the groups carried a signal says so in its row (most of
+    its steps trained on little); exactly a third is not flagged (the test above)."""
+    math = config.Stage(name="math", domain="math", steps=2, data=config.Data(source="synthetic:arithmetic"))
+    run = tmp_path / "weak"
+    run.mkdir()
+    (run / "config.json").write_text(config.dumps(config.Cascade(name="weak", stages=(math,))))
+    (run / "manifest.json").write_text(json.dumps({"name": "weak", "stages": {"math": {"status": "done"}}}))
+    _log(run / "stages" / "0-math", "math", [{"reward_mean": 0.1, "groups": 6, "groups_informative": i,
+                                              "truncation_rate": 0.0, "time/generate": 0.2} for i in (1, 2)])
+    row = next(line for line in build_report(run)[0].read_text().split("## GRPO steps")[1].splitlines()
+               if line.startswith("| math"))
+    assert row.split("|")[2].strip() == "3 / 12 (below a third: little signal)"
+
+
 def test_report_markdown(run_dir):
     md_path, png_path = build_report(run_dir)
     assert (md_path, png_path) == (run_dir / "report.md", run_dir / "report.png")
