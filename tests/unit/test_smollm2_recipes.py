@@ -76,7 +76,8 @@ def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(bot
     assert [(d.source.partition("?")[0], d.size) for d, _ in config.prompt_sources(math)] == [
         ("benchmark:gsm8k", 120), ("synthetic:rg/leg_counting", 120)]
     # the mixed twin trains on exactly the cascade's prompts, each with its domain
-    cascade_sources = {(replace(d, domain=""), dom) for s in sft_cascade.stages[1:] for d, dom in config.prompt_sources(s)}
+    cascade_sources = {(replace(d, domain=""), dom)
+                       for s in sft_cascade.stages[1:] for d, dom in config.prompt_sources(s)}
     for segment in sft_mixed.stages[1:]:
         assert {(replace(d, domain=""), dom) for d, dom in config.prompt_sources(segment)} == cascade_sources
 

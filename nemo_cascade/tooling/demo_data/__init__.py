@@ -9,7 +9,8 @@ from __future__ import annotations
 def register() -> None:
     """Register every demo set, suite and base model under its config name (idempotent): ``synthetic:arithmetic``
     (and its preference pairs), the synthetic-domain sets, ``synthetic:rg/TASK``, ``benchmark:gsm8k`` and
-    ``benchmark:mbpp``; the tiny-* suites and leg-counting; ``model.build`` tiny-qwen3, tiny-qwen3-cascade, smollm2-135m-instruct.
+    ``benchmark:mbpp``; the tiny-* suites and leg-counting; ``model.build`` tiny-qwen3, tiny-qwen3-cascade,
+    smollm2-135m-instruct.
     Idempotent because every registry takes the same function or suite again as a no-op."""
     from nemo_cascade.base_model import register_builder
     from nemo_cascade.data import generated

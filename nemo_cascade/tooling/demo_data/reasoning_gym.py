@@ -155,7 +155,8 @@ def _leg_steps(animals: dict[str, int]) -> str:
     for name, count in animals.items():
         legs = ANIMALS[name]
         totals.append(count * legs)
-        parts.append(f"1 {name} has {legs} legs" if count == 1 else f"{count} {name}s have {count} × {legs} = {count * legs} legs")
+        parts.append(f"1 {name} has {legs} legs" if count == 1
+                     else f"{count} {name}s have {count} × {legs} = {count * legs} legs")
     steps = ". ".join(parts)
     return steps if len(totals) == 1 else f"{steps}. {' + '.join(map(str, totals))} = {sum(totals)}"
 

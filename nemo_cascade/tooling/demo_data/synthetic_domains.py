@@ -178,8 +178,9 @@ def bugfix_arithmetic(split: str, size: int, seed: int) -> list[dict]:
 def eval_rows(name: str, size: int, seed: int = 0) -> list[dict]:
     """Held-out rows of a synthetic set in the eval suites' shape ``{"uid", "messages", "label",
     "reference"}`` (``data/tiny/*.jsonl``; tools/make_tiny_suites.py writes them). ``arithmetic`` rows carry
-    the math label (the answer), as do ``rg/TASK`` specs (reasoning-gym's test split); ``arithmetic_chat`` the same questions with the rlhf label (the conversation)
-    and the SFT answer as the reference to beat under the reward model."""
+    the math label (the answer), as do ``rg/TASK`` specs (reasoning-gym's test split); ``arithmetic_chat`` the
+    same questions with the rlhf label (the conversation) and the SFT answer as the reference to beat under the
+    reward model."""
     if name in ("arithmetic", "arithmetic_chat") or name.startswith(reasoning_gym.RG_PREFIX):
         rows = (reasoning_gym.rows(name.removeprefix(reasoning_gym.RG_PREFIX), "test", size, seed)
                 if name.startswith(reasoning_gym.RG_PREFIX) else arithmetic("test", size, seed))
