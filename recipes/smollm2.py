@@ -102,7 +102,7 @@ SFT = Stage(name="sft", kind="sft", data=SFT_SOURCES[0], extra_data=SFT_SOURCES[
             sft_batch_size=16, sft_max_tokens=RESPONSE_TOKENS + 224, checkpoint_every=20,
             actor=Actor(lr=2e-5, min_lr=2e-6, lr_schedule="cosine", warmup_steps=5))
 """CPU scale (the paper's SFT is 2 stages of 1–3 epochs over millions of rows at 16K–32K tokens, T14): 54 steps,
-about half a minute each on 2 cores."""
+29 minutes on 2 cores (measured; the whole with_sft run took 2 h 21 min, docs/results/smollm2.md)."""
 SFT_RL_SOURCES = {**SOURCES, "math": SFT_MATH}
 """The RL stages' prompts after SFT: as without SFT, but math is half GSM8K (:data:`SFT_MATH`) and half
 :data:`WORD_MATH`, the extra source of the math stage (and of every mixed segment)."""
