@@ -35,7 +35,7 @@ def recipe(name: str = "smollm2-mixed", sources: dict | None = None, extra: dict
     sources, extra = sources or cascade.SOURCES, extra or {}
     first, *rest = sources  # the stage's own domain, then the others as extra sources with their domains
     others = tuple(replace(sources[domain], domain=domain) for domain in rest)
-    extras = tuple(replace(d, domain=domain) for domain in sources for d in extra.get(domain, ()))
+    extras = tuple(replace(d, domain=domain) for domain, more in extra.items() for d in more)
     later = dict(boundary=ONE_RUN, actor=replace(cascade.ACTOR, warmup_steps=0))
     segments = [cascade.rl_stage(f"mixed{k + 1}", first, steps, sources[first], extra_data=(*others, *extras),
                                  **(later if k else {}))

@@ -85,10 +85,10 @@ def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(bot
 KEPT = Path(__file__).resolve().parents[2] / "docs" / "results" / "smollm2"
 
 
-KEPT_RUNS = [  # (recipe, folder under docs/results/smollm2, its stages, the RL stages' steps)
-    ("recipes/smollm2.py", "cascade", ("ifeval", "math", "code"), 20),
-    ("recipes/smollm2_mixed.py", "mixed", ("mixed1", "mixed2", "mixed3"), 20),
-    ("recipes/smollm2.py:with_sft", "sft-cascade", ("sft", "ifeval", "math", "code"), 20),
+KEPT_RUNS = [  # (recipe, folder under docs/results/smollm2, its stages, RL steps at each gated row)
+    ("recipes/smollm2.py", "cascade", ("ifeval", "math", "code"), [0, 20, 40, 60]),
+    ("recipes/smollm2_mixed.py", "mixed", ("mixed1", "mixed2", "mixed3"), [0, 20, 40, 60]),
+    ("recipes/smollm2.py:with_sft", "sft-cascade", ("sft", "ifeval", "math", "code"), [0, 0, 20, 40, 60]),
 ]
 
 
@@ -106,8 +106,9 @@ def test_the_kept_runs_are_these_recipes_and_still_read(spec, folder, stages, rl
     assert [config_hash(s) for s in recorded.stages] == [config_hash(s) for s in current.stages]
     run = load_run(kept)
     assert [(s.name, s.status) for s in run.stages] == [(n, "done") for n in stages]
-    assert all(s.steps == rl_steps for s in run.stages if s.kind == "grpo")
+    assert all(s.steps == 20 for s in run.stages if s.kind == "grpo")
     assert [label for label, _ in run.history] == ["base", *stages]
+    assert [p.steps for p in points(run)] == rl_steps  # the SFT row sits at 0 RL steps, beside the base row
 
 
 def test_the_kept_comparison_is_of_the_kept_runs():

@@ -181,17 +181,17 @@ def eval_rows(name: str, size: int, seed: int = 0) -> list[dict]:
     the math label (the answer), as do ``rg/TASK`` specs (reasoning-gym's test split); ``arithmetic_chat`` the
     same questions with the rlhf label (the conversation) and the SFT answer as the reference to beat under the
     reward model."""
-    if name in ("arithmetic", "arithmetic_chat") or name.startswith(reasoning_gym.RG_PREFIX):
-        rows = (reasoning_gym.rows(name.removeprefix(reasoning_gym.RG_PREFIX), "test", size, seed)
-                if name.startswith(reasoning_gym.RG_PREFIX) else arithmetic("test", size, seed))
-        out = []
-        for row, (messages, response) in zip(rows, sft_pairs(rows)):
-            label = {"messages": messages} if name == "arithmetic_chat" else row["answer"]
-            out.append({"uid": row["uid"], "messages": messages, "label": label, "reference": response})
-        return out
-    rows = DOMAIN_TASKS[name]("test", size, seed)
-    return [{"uid": r["uid"], "messages": [{"role": "user", "content": r["prompt"]}], "label": r["label"],
-             "reference": r["response"]} for r in rows]
+    if name.startswith(reasoning_gym.RG_PREFIX):
+        rows = reasoning_gym.rows(name.removeprefix(reasoning_gym.RG_PREFIX), "test", size, seed)
+    elif name in ("arithmetic", "arithmetic_chat"):
+        rows = arithmetic("test", size, seed)
+    else:
+        rows = DOMAIN_TASKS[name]("test", size, seed)
+        return [{"uid": r["uid"], "messages": [{"role": "user", "content": r["prompt"]}], "label": r["label"],
+                 "reference": r["response"]} for r in rows]
+    return [{"uid": row["uid"], "messages": messages, "reference": response,
+             "label": {"messages": messages} if name == "arithmetic_chat" else row["answer"]}
+            for row, (messages, response) in zip(rows, sft_pairs(rows))]
 
 
 DOMAIN_TASKS = {"if_arithmetic": if_arithmetic, "code_arithmetic": code_arithmetic,
