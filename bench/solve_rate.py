@@ -8,12 +8,13 @@ rewards). A stage is worth running when the mean is roughly 10–60 % and at lea
 informative. Results are appended to ``bench/results/solve_rate.jsonl``.
 
     .venv/bin/python bench/solve_rate.py --model smollm2 --source benchmark:gsm8k --domain math
-    .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/export --source benchmark:mbpp \\
+    .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/hf --source benchmark:mbpp \\
         --domain code --prompts 64 --samples 4 --max-tokens 224
     .venv/bin/python bench/solve_rate.py --model smollm2 --recipe recipes/smollm2.py --stage math
 
-``--recipe/--stage`` take the source, domain, sampling and prompt limit from a recipe's stage (the values the run
-will use); the other flags override them.
+``--recipe/--stage`` take the sources, domains, sampling and prompt limit from a recipe's stage (the values the
+run will use), one result row per source (the stage's ``data``, then each ``extra_data`` source); the other flags
+override them, and ``--source`` measures that one source instead.
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ from eval_speed import model_dir  # noqa: E402  (bench/ is the script's own fold
 
 
 def stage_settings(args):
-    """``(Data, domain, Rollout, group size, chat style, mode)`` from the recipe's stage or the flags."""
+    """``([(Data, domain), ...], Rollout, group size, chat style, mode)``: every prompt source of the recipe's stage
+    (its ``data``, then each ``extra_data`` source with its own domain), or the one source the flags name."""
     from nemo_cascade import config
 
     if args.recipe:
@@ -43,37 +45,46 @@ def stage_settings(args):
         if stage is None or stage.kind != "grpo":
             raise SystemExit(f"--stage: expected a GRPO stage of {args.recipe}, one of "
                              f"{[s.name for s in cascade.stages if s.kind == 'grpo']}")
-        data, domain, rollout, group, style = (stage.data, stage.domain, stage.rollout, stage.grpo.group_size,
-                                               cascade.chat_style)
-        mode = stage.mode
+        sources = [(stage.data, stage.domain), *((d, d.domain or stage.domain) for d in stage.extra_data)]
+        rollout, group, style, mode = stage.rollout, stage.grpo.group_size, cascade.chat_style, stage.mode
     else:
-        data, domain, rollout, group, style, mode = config.Data(), "math", config.Rollout(), 4, "chatml", "no_think"
-    data = replace(data, source=args.source or data.source, split=args.split or data.split, seed=args.seed,
-                   size=args.prompts)
+        sources = [(config.Data(), "math")]
+        rollout, group, style, mode = config.Rollout(), 4, "chatml", "no_think"
+    if args.source:  # one source instead of the stage's: its first source's settings, the flag's file
+        sources = [(replace(sources[0][0], source=args.source), sources[0][1])]
+    sources = [(replace(data, split=args.split or data.split, seed=args.seed, size=args.prompts),
+                args.domain or domain) for data, domain in sources]
     rollout = replace(rollout, **{k: v for k, v in (("max_response_tokens", args.max_tokens),
                                                     ("temperature", args.temperature)) if v is not None})
-    return data, args.domain or domain, rollout, args.samples or group, args.style or style, args.mode or mode
+    return sources, rollout, args.samples or group, args.style or style, args.mode or mode
 
 
-def measure(args) -> dict:
-    from nemo_cascade.data.loader import load_prompts
+def measure(args) -> list[dict]:
+    """One result row per prompt source, all sampled from one engine."""
     from nemo_cascade.tooling.standalone import build_engine, load_tokenizer
-    from nemo_cascade.rewards import stage_scorer
     from nemo_cascade.tooling import demo_data
 
     demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads
 
-    data, domain, rollout, group, style, mode = stage_settings(args)
+    sources, rollout, group, style, mode = stage_settings(args)
     path = model_dir(args.model)
     tokenizer = load_tokenizer(path)
-    prompts = list(load_prompts(data, tokenizer, mode, domain, rollout.max_prompt_tokens, style=style))
-    engine = build_engine(path, rollout.max_prompt_tokens + rollout.max_response_tokens, data.seed)
+    engine = build_engine(path, rollout.max_prompt_tokens + rollout.max_response_tokens, args.seed)
     try:
-        t0 = time.perf_counter()
-        groups = engine.generate(prompts, group, rollout, step=0)
-        generate_s = time.perf_counter() - t0
+        return [measure_source(args, engine, tokenizer, data, domain, rollout, group, style, mode)
+                for data, domain in sources]
     finally:
         engine.shutdown()
+
+
+def measure_source(args, engine, tokenizer, data, domain, rollout, group, style, mode) -> dict:
+    from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.rewards import stage_scorer
+
+    prompts = list(load_prompts(data, tokenizer, mode, domain, rollout.max_prompt_tokens, style=style))
+    t0 = time.perf_counter()
+    groups = engine.generate(prompts, group, rollout, step=0)
+    generate_s = time.perf_counter() - t0
     stage_scorer([domain]).score(groups)
     rewards = [g.rewards_G for g in groups]
     solved = [[r >= args.solved_at for r in rs] for rs in rewards]
@@ -110,14 +121,15 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if bool(args.recipe) != bool(args.stage):
         p.error("--recipe and --stage go together")
-    row = measure(args)
+    rows = measure(args)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS.open("a") as f:
-        f.write(json.dumps(row) + "\n")
-    print(f"{row['source']} ({row['domain']}) on {row['model']}: mean reward {row['mean_reward']:.3f}, "
-          f"solved {100 * row['solved_share']:.0f} % of samples, {100 * row['solved_once']:.0f} % of prompts at "
-          f"least once, {100 * row['solved_always']:.0f} % every time; informative groups "
-          f"{100 * row['informative_groups']:.0f} % (want >= 33 %); truncated {100 * row['truncated']:.0f} %")
+        f.writelines(json.dumps(row) + "\n" for row in rows)
+    for row in rows:
+        print(f"{row['source']} ({row['domain']}) on {row['model']}: mean reward {row['mean_reward']:.3f}, "
+              f"solved {100 * row['solved_share']:.0f} % of samples, {100 * row['solved_once']:.0f} % of prompts at "
+              f"least once, {100 * row['solved_always']:.0f} % every time; informative groups "
+              f"{100 * row['informative_groups']:.0f} % (want >= 33 %); truncated {100 * row['truncated']:.0f} %")
     return 0
 
 
