@@ -49,43 +49,47 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
 
 
+def _difference(run0: Run, p0: Point | None, run: Run, p: Point | None, suite: str) -> str:
+    """``run``'s score minus ``run0``'s at these two gate rows, in points ± the unpaired standard error, then the
+    paired test on the items both rows scored; ``–`` where either row lacks the suite."""
+    first, other = (p0.scores.get(suite) if p0 else None), (p.scores.get(suite) if p else None)
+    if first is None or other is None:
+        return "–"
+    text = f"{100 * (other[0] - first[0]):+.1f} ± {100 * math.hypot(other[1], first[1]):.1f}"
+    items0, items = run0.items.get(p0.label, {}).get(suite), run.items.get(p.label, {}).get(suite)
+    test = paired_test(items0, items) if items0 is not None and items is not None else None
+    if test is not None and test.items:  # none without item records to pair
+        text += f" (p {p_text(test.p)}, {test.items} items, {test.verdict})"
+    return text
+
+
 def comparison_markdown(runs: list[Run]) -> str:
-    """Per suite (domain), the score of every run at every RL step count any run was evaluated at; then the
-    final rows side by side with the difference of each later run from the first, in points."""
+    """Per suite (domain), the score of every run at every RL step count any run was evaluated at, with each later
+    run's paired difference from the first at that step; then the final rows side by side the same way."""
     suites = list(dict.fromkeys(s for run in runs for _, row in run.history for s in row))
     per_run = [{p.steps: p for p in points(run)} for run in runs]
     steps = sorted({k for pts in per_run for k in pts})
     names = [run.name for run in runs]
+    differences = [f"{n} − {names[0]}" for n in names[1:]]
     parts = [f"# {' vs '.join(names)}\n",
              "avg@K in % ± its standard error, after the RL steps in the first column (each run's gate row there: "
-             "the stage that ended at that step).\n"]
+             "the stage that ended at that step). Differences in points ± the unpaired standard error, then the "
+             "p-value of a paired test on the items both rows scored (exact McNemar with one sample per item, else a "
+             f"paired bootstrap): a difference is called a gain or a regression only at p < {ALPHA}.\n"]
     for suite in suites:
         domain = next(run.suite_domain[suite] for run in runs if suite in run.suite_domain)
         rows = [[str(k), *(f"{_pct(pts[k].scores.get(suite))} ({pts[k].label})" if k in pts else "–"
-                           for pts in per_run)] for k in steps]
-        parts.append(f"\n## {suite} ({domain})\n\n" + _table(["RL steps", *names], rows))
+                           for pts in per_run),
+                 *(_difference(runs[0], per_run[0].get(k), run, pts.get(k), suite)
+                   for run, pts in zip(runs[1:], per_run[1:]))] for k in steps]
+        parts.append(f"\n## {suite} ({domain})\n\n" + _table(["RL steps", *names, *differences], rows))
     finals = [points(run)[-1] if run.history else None for run in runs]
-    rows = []
-    for suite in suites:
-        cells = [p.scores.get(suite) if p else None for p in finals]
-        items = [run.items.get(p.label, {}).get(suite) if p else None for run, p in zip(runs, finals)]
-        diffs = []
-        for c, values in zip(cells[1:], items[1:]):
-            if c is None or cells[0] is None:
-                diffs.append("–")
-                continue
-            text = f"{100 * (c[0] - cells[0][0]):+.1f} ± {100 * math.hypot(c[1], cells[0][1]):.1f}"
-            test = paired_test(items[0], values) if values is not None and items[0] is not None else None
-            if test is not None and test.items:  # none without item records to pair
-                text += f" (p {p_text(test.p)}, {test.items} items, {test.verdict})"
-            diffs.append(text)
-        rows.append([suite, *map(_pct, cells), *diffs])
+    rows = [[suite, *(_pct(p.scores.get(suite) if p else None) for p in finals),
+             *(_difference(runs[0], finals[0], run, p, suite) for run, p in zip(runs[1:], finals[1:]))]
+            for suite in suites]
     head = ["suite", *(f"{run.name} ({p.label}, {p.steps} steps)" if p else run.name for run, p in zip(runs, finals)),
-            *(f"{n} − {names[0]}" for n in names[1:])]
-    parts.append("\n## Final rows\n\nDifferences in points ± the unpaired standard error, then the p-value of a paired "
-                 "test on the items both final rows scored (exact McNemar with one sample per item, else a paired "
-                 f"bootstrap): a difference is called a gain or a regression only at p < {ALPHA}.\n\n"
-                 + _table(head, rows))
+            *differences]
+    parts.append("\n## Final rows\n\n" + _table(head, rows))
     return "".join(parts)
 
 

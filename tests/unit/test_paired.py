@@ -118,6 +118,12 @@ def test_report_and_comparison_show_p_values(tmp_path):
     assert load_run(cascade).tests()[1]["ifeval"].p == pytest.approx(mcnemar_exact(4, 6))
 
     mixed = _run(tmp_path, "mixed", {"base": (base_math, base_if), "mixed": (base_math, after_if)})
-    final = comparison_markdown([load_run(cascade), load_run(mixed)]).split("## Final rows")[1]
+    md = comparison_markdown([load_run(cascade), load_run(mixed)])
+    final = md.split("## Final rows")[1]
     line = next(x for x in final.splitlines() if x.startswith("| gsm8k"))
     assert f"(p {p_text(mcnemar_exact(5, 30))}, 300 items, regression)" in line
+    # every step of the per-suite tables pairs the two runs too: the same base (p 1), then the 10-step rows
+    steps = md.split("## gsm8k (math)")[1].split("##")[0].splitlines()
+    row = {x.split("|")[1].strip(): x for x in steps if x.startswith("| ")}
+    assert row["0"].endswith("+0.0 ± 2.8 (p 1.000, 300 items, no significant change) |")
+    assert f"(p {p_text(mcnemar_exact(5, 30))}, 300 items, regression)" in row["10"]
