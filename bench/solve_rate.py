@@ -15,6 +15,13 @@ informative. Results are appended to ``bench/results/solve_rate.jsonl``.
 ``--recipe/--stage`` take the sources, domains, sampling and prompt limit from a recipe's stage (the values the
 run will use), one result row per source (the stage's ``data``, then each ``extra_data`` source); the other flags
 override them, and ``--source`` measures that one source instead.
+
+``--keep FILE`` turns the measurement into the paper's offline difficulty filter (§4.6): the source's rows whose
+prompt was solved by at least one sample and not by all of them (``--keep-solved LOW HIGH`` to choose) are written
+to FILE, a jsonl prompt source of their own for a recipe's ``Data.source``:
+
+    .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/hf --source benchmark:mbpp \
+        --domain code --prompts 374 --samples 8 --keep data/smollm2/mbpp_train_solvable.jsonl
 """
 from __future__ import annotations
 
@@ -60,13 +67,16 @@ def stage_settings(args):
 
 
 def measure(args) -> list[dict]:
-    """One result row per prompt source, all sampled from one engine."""
+    """One result row per prompt source, all sampled from one engine; with ``--keep``, also writes the source's
+    rows whose solved count lies in ``--keep-solved``."""
     from nemo_cascade.tooling.standalone import build_engine, load_tokenizer
     from nemo_cascade.tooling import demo_data
 
     demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads
 
     sources, rollout, group, style, mode = stage_settings(args)
+    if args.keep and len(sources) > 1:
+        raise SystemExit(f"--keep: the stage has {len(sources)} prompt sources; name one with --source")
     path = model_dir(args.model)
     tokenizer = load_tokenizer(path)
     engine = build_engine(path, rollout.max_prompt_tokens + rollout.max_response_tokens, args.seed)
@@ -79,6 +89,7 @@ def measure(args) -> list[dict]:
 
 def measure_source(args, engine, tokenizer, data, domain, rollout, group, style, mode) -> dict:
     from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.files import write_text_atomically
     from nemo_cascade.rewards import stage_scorer
 
     prompts = list(load_prompts(data, tokenizer, mode, domain, rollout.max_prompt_tokens, style=style))
@@ -89,6 +100,12 @@ def measure_source(args, engine, tokenizer, data, domain, rollout, group, style,
     rewards = [g.rewards_G for g in groups]
     solved = [[r >= args.solved_at for r in rs] for rs in rewards]
     informative = sum(len(set(rs)) > 1 for rs in rewards)
+    kept = {}
+    if args.keep:
+        low, high = args.keep_solved or (1, group - 1)
+        rows = kept_rows(data, {g.prompt.uid: sum(s) for g, s in zip(groups, solved)}, low, high)
+        write_text_atomically(Path(args.keep), "".join(json.dumps(row) + "\n" for row in rows))
+        kept = {"kept": len(rows), "kept_solved": [low, high], "kept_file": args.keep}
     return {"model": str(args.model), "source": data.source, "split": data.split, "domain": domain,
             "prompts": len(groups), "samples": group, "max_tokens": rollout.max_response_tokens,
             "temperature": rollout.temperature,
@@ -99,7 +116,26 @@ def measure_source(args, engine, tokenizer, data, domain, rollout, group, style,
             "informative_groups": round(informative / max(1, len(groups)), 4),
             "truncated": round(sum(f == "length" for g in groups for f in g.finish_reason_G)
                                / max(1, group * len(groups)), 4),
-            "generate_s": round(generate_s, 1), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "generate_s": round(generate_s, 1), "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **kept}
+
+
+def source_rows(data) -> list[dict]:
+    """The source's rows as the loader reads them (the same size and seed), each with the uid its prompt gets."""
+    from nemo_cascade.data.generated import is_generated, rows as generated_rows
+    from nemo_cascade.data.rows import read_jsonl
+
+    if is_generated(data.source):
+        return [{**row, "uid": str(row.get("uid", f"{data.source}#{i}"))} for i, row in enumerate(generated_rows(data))]
+    path = Path(data.source)
+    return [{**row, "uid": str(row.get("uid", f"{path}:{n}"))} for n, row in read_jsonl(path, data.size)]
+
+
+def kept_rows(data, solved: dict[str, int], low: int, high: int) -> list[dict]:
+    """The offline difficulty filter of the paper's code RL data (§4.6: problems every sample of a weaker model
+    solves, and problems no sample of a stronger one solves, are removed): the rows of ``data`` whose prompt was
+    solved by between ``low`` and ``high`` of its samples, in source order. Rows that were not sampled (too long
+    for the prompt limit) are left out."""
+    return [row for row in source_rows(data) if low <= solved.get(row["uid"], -1) <= high]
 
 
 def main(argv=None) -> int:
@@ -118,9 +154,16 @@ def main(argv=None) -> int:
     p.add_argument("--mode", help="think or no_think (default: the stage's, or no_think)")
     p.add_argument("--seed", type=int, default=0, help="which prompts are drawn (default 0)")
     p.add_argument("--solved-at", type=float, default=1.0, help="a sample counts as solved at this reward")
+    p.add_argument("--keep", metavar="FILE", help="write the source's rows solved by --keep-solved samples to this "
+                   "jsonl file (a prompt source of their own: the difficulty filter of §4.6)")
+    p.add_argument("--keep-solved", type=int, nargs=2, metavar=("LOW", "HIGH"),
+                   help="with --keep: solved by at least LOW and at most HIGH samples (default 1 and samples - 1: "
+                   "the prompts whose groups train)")
     args = p.parse_args(argv)
     if bool(args.recipe) != bool(args.stage):
         p.error("--recipe and --stage go together")
+    if args.keep_solved and not args.keep:
+        p.error("--keep-solved goes with --keep")
     rows = measure(args)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS.open("a") as f:
@@ -129,7 +172,8 @@ def main(argv=None) -> int:
         print(f"{row['source']} ({row['domain']}) on {row['model']}: mean reward {row['mean_reward']:.3f}, "
               f"solved {100 * row['solved_share']:.0f} % of samples, {100 * row['solved_once']:.0f} % of prompts at "
               f"least once, {100 * row['solved_always']:.0f} % every time; informative groups "
-              f"{100 * row['informative_groups']:.0f} % (want >= 33 %); truncated {100 * row['truncated']:.0f} %")
+              f"{100 * row['informative_groups']:.0f} % (want >= 33 %); truncated {100 * row['truncated']:.0f} %"
+              + (f"; kept {row['kept']} rows in {row['kept_file']}" if "kept" in row else ""))
     return 0
 
 

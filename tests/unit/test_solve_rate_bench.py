@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import importlib.util
 import sys
 from pathlib import Path
@@ -48,3 +49,24 @@ def test_source_flag_replaces_the_stage_sources_with_one(solve_rate):
     sources, *_ = solve_rate.stage_settings(flags(recipe=f"{root}/recipes/smollm2.py:with_sft", stage="math",
                                                   source="benchmark:mbpp", domain="code", temperature=0.6))
     assert [(d.source, domain) for d, domain in sources] == [("benchmark:mbpp", "code")]
+
+
+@pytest.mark.parametrize("source, domain", [("benchmark:gsm8k", "math"), ("benchmark:mbpp", "code")])
+def test_kept_rows_load_back_as_exactly_the_kept_prompts(solve_rate, tmp_path, source, domain):
+    """The difficulty filter's file is a prompt source whose prompts are the kept ones, token for token (the math
+    request for a boxed answer is not added twice), with their uids and labels."""
+    from nemo_cascade.config import Data
+    from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer(tmp_path)
+    data = Data(source=source, split="train", size=12, seed=3)
+    prompts = load_prompts(data, tok, "no_think", domain, 4096)
+    solved = {p.uid: k % 5 for k, p in enumerate(prompts)}  # 0..4 of 4 samples
+    rows = solve_rate.kept_rows(data, solved, 1, 3)
+    assert [r["uid"] for r in rows] == [p.uid for p in prompts if 1 <= solved[p.uid] <= 3] and rows
+    path = tmp_path / "kept.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    again = load_prompts(Data(source=str(path), cache=False), tok, "no_think", domain, 4096)
+    kept = [p for p in prompts if 1 <= solved[p.uid] <= 3]
+    assert [(p.uid, p.prompt_tokens, p.label) for p in again] == [(p.uid, p.prompt_tokens, p.label) for p in kept]
