@@ -193,6 +193,25 @@ def _own_domain(run: Run) -> list[str]:
     return lines
 
 
+def _kept_to_the_end(run: Run) -> list[str]:
+    """One line per RL stage evaluated before the last row: its own-domain suites after it against the last row,
+    paired on the same items — did the later stages keep what this one learned (the question the cascade's
+    per-stage gates are there to answer, §4.1)?"""
+    scores, (last, final) = dict(run.history), run.history[-1]
+    lines = []
+    for s in (s for s in run.stages if s.kind == "grpo" and s.name in scores and s.name != last):
+        own = [x for x in scores[s.name] if _trains(s.domain, run.suite_domain[x]) and x in final]
+        parts = []
+        for x in own:
+            before, after = run.items.get(s.name, {}).get(x), run.items.get(last, {}).get(x)
+            test = paired_test(before, after) if before is not None and after is not None else None
+            parts.append(f"{x} {100 * scores[s.name][x][0]:.1f} → {100 * final[x][0]:.1f} "
+                         f"({_points(final[x][0] - scores[s.name][x][0])}"
+                         + (f", p {p_text(test.p)}, {test.verdict})" if test is not None and test.items else ")"))
+        lines.append(f"- `{s.name}` ({s.domain}) to `{last}`: " + (", ".join(parts) or f"no {s.domain} suite in both rows"))
+    return lines
+
+
 def _significance(test: PairedTest | None) -> str:
     return "" if test is None else f" (p {p_text(test.p)}, {test.verdict})"
 
@@ -303,6 +322,10 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
                   "the first part of a split stage) has no row.", "",
                   _matrix(run, own="**{}**"), "### Own-domain change of each RL stage", "",
                   *(_own_domain(run) or ["- no RL stage"]), ""]
+        kept = _kept_to_the_end(run)
+        if kept:
+            parts += ["### Each RL stage's own domain at the end", "", "the stage's own-domain suites after it "
+                      "against the last row, paired on the same items: did the later stages keep it?", "", *kept, ""]
     else:
         parts += ["No evaluation yet (no `base/eval.json`, no `stages/*/eval.json`).", ""]
     parts += ["## Gate regressions", "", *(_regressions(run) or ["None recorded in manifest.json."]), "",

@@ -127,3 +127,17 @@ def test_report_and_comparison_show_p_values(tmp_path):
     row = {x.split("|")[1].strip(): x for x in steps if x.startswith("| ")}
     assert row["0"].endswith("+0.0 ± 2.8 (p 1.000, 300 items, no significant change) |")
     assert f"(p {p_text(mcnemar_exact(5, 30))}, 300 items, regression)" in row["10"]
+
+
+def test_report_pairs_each_stages_own_domain_with_the_last_row(tmp_path):
+    """Did the later stages keep what a stage learned? Its own-domain suite after it against the last row."""
+    from nemo_cascade.tooling.report import render_markdown
+
+    base, learned = [0] * 200, [1] * 40 + [0] * 160
+    forgotten = [0] * 30 + [1] * 10 + [0] * 160  # 30 of the 40 lost, none gained: McNemar p = 2 / 2**30
+    run = _run(tmp_path, "cascade", {"base": (base, base), "math": (learned, base), "later": (forgotten, base)})
+    md = render_markdown(load_run(run))
+    section = md.split("### Each RL stage's own domain at the end")[1].split("##")[0]
+    assert f"- `math` (math) to `later`: gsm8k 20.0 → 5.0 (-15.0, p {p_text(mcnemar_exact(30, 0))}, regression)" \
+        in section
+    assert "`later`" not in section.split("to `later`")[1]  # the last row is not compared with itself
