@@ -89,6 +89,7 @@ KEPT_RUNS = [  # (recipe, folder under docs/results/smollm2, its stages, RL step
     ("recipes/smollm2.py", "cascade", ("ifeval", "math", "code"), [0, 20, 40, 60]),
     ("recipes/smollm2_mixed.py", "mixed", ("mixed1", "mixed2", "mixed3"), [0, 20, 40, 60]),
     ("recipes/smollm2.py:with_sft", "sft-cascade", ("sft", "ifeval", "math", "code"), [0, 0, 20, 40, 60]),
+    ("recipes/smollm2_mixed.py:with_sft", "sft-mixed", ("sft", "mixed1", "mixed2", "mixed3"), [0, 0, 20, 40, 60]),
 ]
 
 
@@ -111,6 +112,7 @@ def test_the_kept_runs_are_these_recipes_and_still_read(spec, folder, stages, rl
     assert [p.steps for p in points(run)] == rl_steps  # the SFT row sits at 0 RL steps, beside the base row
 
 
-def test_the_kept_comparison_is_of_the_kept_runs():
-    runs = [load_run(KEPT / folder) for folder in ("cascade", "mixed")]
-    assert (KEPT / "comparison.md").read_text().startswith(comparison_markdown(runs))
+@pytest.mark.parametrize("folders, out", [(("cascade", "mixed"), "."), (("sft-cascade", "sft-mixed"), "sft-comparison")])
+def test_the_kept_comparisons_are_of_the_kept_runs(folders, out):
+    runs = [load_run(KEPT / folder) for folder in folders]
+    assert (KEPT / out / "comparison.md").read_text().startswith(comparison_markdown(runs))
