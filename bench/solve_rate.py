@@ -20,7 +20,7 @@ override them, and ``--source`` measures that one source instead.
 prompt was solved by at least one sample and not by all of them (``--keep-solved LOW HIGH`` to choose) are written
 to FILE, a jsonl prompt source of their own for a recipe's ``Data.source``:
 
-    .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/hf --source benchmark:mbpp \
+    .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/hf --source benchmark:mbpp \\
         --domain code --prompts 374 --samples 8 --keep data/smollm2/mbpp_train_solvable.jsonl
 """
 from __future__ import annotations

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nemo_cascade.files import replaced_atomically, write_text_atomically
-from nemo_cascade.tooling.report import Run, load_run
-from nemo_cascade.tooling.paired import ALPHA, p_text, paired_test
+from nemo_cascade.tooling.report import Run, load_run, paired_rows
+from nemo_cascade.tooling.paired import ALPHA, p_text
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,8 @@ def _difference(run0: Run, p0: Point | None, run: Run, p: Point | None, suite: s
     if first is None or other is None:
         return "–"
     text = f"{100 * (other[0] - first[0]):+.1f} ± {100 * math.hypot(other[1], first[1]):.1f}"
-    items0, items = run0.items.get(p0.label, {}).get(suite), run.items.get(p.label, {}).get(suite)
-    test = paired_test(items0, items) if items0 is not None and items is not None else None
-    if test is not None and test.items:  # none without item records to pair
+    test = paired_rows(run0, p0.label, run, p.label, suite)
+    if test is not None:  # none without item records to pair
         text += f" (p {p_text(test.p)}, {test.items} items, {test.verdict})"
     return text
 

@@ -193,6 +193,14 @@ def _own_domain(run: Run) -> list[str]:
     return lines
 
 
+def paired_rows(run_a: Run, label_a: str, run_b: Run, label_b: str, suite: str) -> PairedTest | None:
+    """The paired test of ``suite`` from row ``label_a`` of ``run_a`` to row ``label_b`` of ``run_b`` (the same run or
+    two), on the items both scored; None where either row has no item records for it or they share no item."""
+    before, after = run_a.items.get(label_a, {}).get(suite), run_b.items.get(label_b, {}).get(suite)
+    test = paired_test(before, after) if before is not None and after is not None else None
+    return test if test is not None and test.items else None
+
+
 def _kept_to_the_end(run: Run) -> list[str]:
     """One line per RL stage evaluated before the last row: its own-domain suites after it against the last row,
     paired on the same items — did the later stages keep what this one learned (the question the cascade's
@@ -203,12 +211,12 @@ def _kept_to_the_end(run: Run) -> list[str]:
         own = [x for x in scores[s.name] if _trains(s.domain, run.suite_domain[x]) and x in final]
         parts = []
         for x in own:
-            before, after = run.items.get(s.name, {}).get(x), run.items.get(last, {}).get(x)
-            test = paired_test(before, after) if before is not None and after is not None else None
+            test = paired_rows(run, s.name, run, last, x)
             parts.append(f"{x} {100 * scores[s.name][x][0]:.1f} → {100 * final[x][0]:.1f} "
                          f"({_points(final[x][0] - scores[s.name][x][0])}"
-                         + (f", p {p_text(test.p)}, {test.verdict})" if test is not None and test.items else ")"))
-        lines.append(f"- `{s.name}` ({s.domain}) to `{last}`: " + (", ".join(parts) or f"no {s.domain} suite in both rows"))
+                         + (f", p {p_text(test.p)}, {test.verdict})" if test is not None else ")"))
+        lines.append(f"- `{s.name}` ({s.domain}) to `{last}`: "
+                     + (", ".join(parts) or f"no {s.domain} suite in both rows"))
     return lines
 
 
@@ -434,5 +442,5 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     return md, png
 
 
-__all__ = ["ReportError", "StageInfo", "Run", "load_run", "read_curve", "matrix_text", "render_markdown",
-           "render_png", "build_report"]
+__all__ = ["ReportError", "StageInfo", "Run", "load_run", "paired_rows", "read_curve", "matrix_text",
+           "render_markdown", "render_png", "build_report"]

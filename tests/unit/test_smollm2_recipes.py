@@ -112,7 +112,8 @@ def test_the_kept_runs_are_these_recipes_and_still_read(spec, folder, stages, rl
     assert [p.steps for p in points(run)] == rl_steps  # the SFT row sits at 0 RL steps, beside the base row
 
 
-@pytest.mark.parametrize("folders, out", [(("cascade", "mixed"), "."), (("sft-cascade", "sft-mixed"), "sft-comparison")])
+@pytest.mark.parametrize("folders, out", [(("cascade", "mixed"), "."),
+                                          (("sft-cascade", "sft-mixed"), "sft-comparison")])
 def test_the_kept_comparisons_are_of_the_kept_runs(folders, out):
     runs = [load_run(KEPT / folder) for folder in folders]
     assert (KEPT / out / "comparison.md").read_text().startswith(comparison_markdown(runs))

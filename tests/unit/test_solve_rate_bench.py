@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
