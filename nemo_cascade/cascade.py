@@ -56,14 +56,16 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
     """Run every stage not yet done (or one, by name) in order; returns the run directory. Raises GateStop
     when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see :func:`check_selection`.
     ``report`` is called on rank 0 with the run folder after every stage's gate and when the gate stops the run."""
+    from nemo_cascade.actor.megatron import init_distributed
+
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
     check_selection(cfg, only_stage, retrain)
     # Served models answer before anything long runs (the base evaluation takes hours at paper scale).
     check_endpoints(stages_to_run(cfg, stage_status(run_dir(cfg))[0], only_stage))
-    if retrain:
-        from nemo_cascade.actor.megatron import init_distributed
-
-        init_distributed(cfg.parallel.collective_timeout_minutes)  # rank 0 alone discards; the others read after
+    # Every rank joins the process group before anything is written: until then each rank takes itself for
+    # rank 0, and two ranks building the base model into one folder replace it under each other's reads.
+    init_distributed(cfg.parallel.collective_timeout_minutes)
+    if retrain:  # rank 0 alone discards; the others read after
         if ranks.is_main():
             discard_for_retrain(cfg, only_stage)
         ranks.barrier()

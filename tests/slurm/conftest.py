@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "local_slurm.sh"
 VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
 PORT_BASE = "26800"  # not the tool's default: a developer's own local cluster may be running beside the tests
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
 
 
 @dataclass
@@ -49,11 +50,23 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             state = self.state(job)
-            if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
+            if state in ENDED:
                 return state
             time.sleep(1.0)
         self.cmd("scancel", job, check=False)
         raise AssertionError(f"job {job} did not end within {timeout:.0f}s (last state {self.state(job)})")
+
+    def wait_for(self, predicate, timeout: float, what: str, job: str, log: Path, *, running: bool = True) -> None:
+        """Wait until ``predicate()`` holds. While ``running``, a job that ends first fails the test at once; either
+        failure shows the end of the job's ``log`` (not ten minutes of waiting on a job that died)."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            state = self.state(job)
+            if (running and state in ENDED) or time.monotonic() > deadline:
+                why = f"job {job} ended ({state})" if state in ENDED else f"not within {timeout:.0f}s ({state})"
+                tail = log.read_text(errors="replace")[-3000:] if log.is_file() else f"{log}: not written"
+                raise AssertionError(f"{what}: {why}\n{tail}")
+            time.sleep(0.5)
 
     def restarts(self, job: str) -> int:
         return int(self.cmd("scontrol", "show", "job", job, "-o").split("Restarts=")[1].split()[0])

@@ -37,13 +37,6 @@ def _worker_logs(runs: Path) -> str:
     return "".join(p.read_text(errors="replace") for p in sorted(runs.glob("*/logs/rank*.log")))
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
-        time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def straight(cluster, tmp_path_factory):
     """cascade_8b.sh over two nodes (-N 2 instead of its one), not interrupted: the reference run. The nodes'
@@ -84,7 +77,8 @@ def test_time_limit_signal_saves_requeues_and_resumes_bit_exact(cluster, straigh
     runs = tmp_path / "runs"
     job = _submit(cluster, "cascade_14b.sh", runs)
     metrics = runs / "tiny" / "stages" / "1-math" / "metrics.jsonl"
-    _wait_for(lambda: metrics.is_file() and metrics.read_text().count("\n") >= 1, 600, "the math stage's first step")
+    cluster.wait_for(lambda: metrics.is_file() and metrics.read_text().count("\n") >= 1, 600,
+                     "the math stage's first step", job, runs / f"job-{job}.log")
     cluster.cmd("scancel", "--batch", "--signal=USR1", job)
     state = cluster.wait_done(job, 900)
     log = _log(runs, job)
@@ -129,7 +123,8 @@ def test_max_requeues_is_honoured_with_a_clear_last_line(cluster, tmp_path, fake
     runs = tmp_path / "runs"
     job = _submit(cluster, "cascade_8b.sh", runs, "--gpus-per-node=1",
                   env={"TORCHRUN": str(fake_torchrun), "MAX_REQUEUES": "0"})
-    _wait_for(lambda: (runs / f"job-{job}.log").is_file() and "fake torchrun" in _log(runs, job), 60, "the step")
+    cluster.wait_for(lambda: (runs / f"job-{job}.log").is_file() and "fake torchrun" in _log(runs, job), 60,
+                     "the step", job, runs / f"job-{job}.log")
     cluster.cmd("scancel", "--batch", "--signal=USR1", job)
     assert cluster.wait_done(job, 120) == "FAILED"
     log = _log(runs, job)

@@ -10,7 +10,6 @@ import urllib.request
 import pytest
 
 from tests.integration._remote_helpers import RM_MAX_LEN, build_tiny_reward_model
-from tests.slurm.test_sbatch import _wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -28,6 +27,11 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
                          "--max-model-len", str(RM_MAX_LEN),
                          env={"MODEL": str(rm), "NAME": "rm", "RUN_DIR": str(runs), "DTYPE": "float32"})
     url_file = runs / "served" / "servers" / "rm.url"
+    log_file = runs / f"serve-{job}.log"
+
+    def _wait_for(predicate, timeout: float, what: str, running: bool = True) -> None:
+        cluster.wait_for(predicate, timeout, what, job, log_file, running=running)
+
     _wait_for(url_file.is_file, 300, "the server's URL file")
     first = url_file.read_text().strip()
     assert _health(first) == 200
@@ -38,7 +42,6 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
 
     cluster.cmd("scancel", "--batch", "--signal=USR1", job)  # the time limit is near
     _wait_for(lambda: cluster.restarts(job) == 1, 120, "the requeue")
-    log_file = runs / f"serve-{job}.log"
     # The restarted job's own line first: until then the URL file may still be the stopping server's, and a
     # cancel sent while the job waits to restart can sit in REQUEUED.
     _wait_for(lambda: f"job {job} (restart 1, at most 50): serving" in log_file.read_text(errors="replace"), 300,
@@ -47,7 +50,7 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
               "the restarted server's URL")
     cluster.cmd("scancel", job)
     assert cluster.wait_done(job, 120) == "CANCELLED"
-    _wait_for(lambda: not url_file.exists(), 30, "the URL file's removal when the server stops")
+    _wait_for(lambda: not url_file.exists(), 30, "the URL file's removal when the server stops", running=False)
     log = (runs / f"serve-{job}.log").read_text()
     assert f"SIGUSR1: requeueing job {job} (restart 1 of at most 50)" in log
     assert f"job {job} (restart 1, at most 50): serving {rm}" in log

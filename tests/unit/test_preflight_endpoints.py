@@ -86,3 +86,25 @@ def test_the_cascade_probes_before_anything_runs(tiny, tmp_path, monkeypatch):
     with pytest.raises(config.ConfigError, match="stages.rlhf.reward.reward_model_url: .*no answer at /health"):
         cascade.run_cascade(cfg)
     assert not (tmp_path / cfg.name).exists()
+
+
+def test_every_rank_joins_the_process_group_before_the_run_folder_is_written(tiny, tmp_path, monkeypatch):
+    """Before ``init_distributed`` every rank takes itself for rank 0: two ranks that built the base model into one
+    folder replaced it under each other's tokenizer read (a two-node job failed that way). So run_cascade joins the
+    group first, and only then writes config.json and prepares the base model."""
+    from nemo_cascade import cascade
+    from nemo_cascade.actor import megatron
+
+    order = []
+    cfg = replace(tiny, run_root=str(tmp_path))
+    monkeypatch.setattr(megatron, "init_distributed", lambda minutes=None: order.append(
+        ("joined", (tmp_path / cfg.name / "config.json").exists())))
+
+    def prepare(cfg, out):
+        order.append(("base model", (out / "config.json").exists()))
+        raise KeyboardInterrupt  # the actor and the engine are not this test's business
+
+    monkeypatch.setattr(cascade, "prepare_base_model", prepare)
+    with pytest.raises(KeyboardInterrupt):
+        cascade.run_cascade(cfg)
+    assert order == [("joined", False), ("base model", True)]
