@@ -295,11 +295,12 @@ class CascadeRun:
             sets.append(load_prompts(data, self.tokenizer, stage.mode, domain, stage.rollout.max_prompt_tokens,
                                      self.cfg.chat_style, training_validator(domain, data, where),
                                      cache_fallback=run_dir(self.cfg) / "data_cache"))
-        if len(sets) == 1:
+        sources = [data for data, _ in config.prompt_sources(stage)]
+        if len(sets) == 1 and sources[0].repeat == 1:
             return stage, sets[0]  # a cached prompt set stays mapped (data/prompt_cache.py)
-        prompts = PromptList()  # mixed domains: the sets' prompts built and joined in memory
-        for part in sets:
-            prompts.extend_with(part)
+        prompts = PromptList()  # mixed domains or repeated sources: the prompts built and joined in memory
+        for part, data in zip(sets, sources):
+            prompts.extend_with(part, data.repeat)
         return stage, prompts
 
     def train_reward_model(self, k: int, stage: config.Stage) -> None:

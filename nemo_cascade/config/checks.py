@@ -311,9 +311,9 @@ def _validate_data(s: Stage, where: str) -> None:
                               f"{d.swe_max_files - 1}, got {d.swe_min_noisy_files}")
         if not isinstance(d.repeat, int) or d.repeat < 1:  # the rows are listed `repeat` times
             raise ConfigError(f"{where}.{name}.repeat: expected an integer >= 1, got {d.repeat}")
-        if d.repeat != 1 and s.kind != "sft":
-            raise ConfigError(f"{where}.{name}.repeat: weights a source in an SFT blend (§3.3); a {s.kind} stage "
-                              f"reads one source, so repeat must be 1")
+        if d.repeat != 1 and s.kind not in ("sft", "grpo"):
+            raise ConfigError(f"{where}.{name}.repeat: weights a source in an SFT blend or a GRPO prompt pool; a "
+                              f"{s.kind} stage reads one source once, so repeat must be 1")
 
 
 def _validate_gate(g: Gate) -> None:

@@ -195,7 +195,9 @@ class Data:
     under 8K tokens (§4.7): short ones hold too little of the repository to learn repair from. 0 = keep all."""
     repeat: int = 1
     """SFT: how many times this source's rows count in the stage's blend (``data`` + ``extra_data``), each
-    epoch seeing every row ``repeat`` times — stage-2 SFT upsamples science ×2 and SWE ×3 (§3.3)."""
+    epoch seeing every row ``repeat`` times — stage-2 SFT upsamples science ×2 and SWE ×3 (§3.3). GRPO: how many
+    times they enter the stage's prompt pool (each copy with its own uid), so that a mixed-domain run draws a
+    small source as often as a large one (docs/results/smollm2.md's filtered twin)."""
     swe_max_files: int = 5
     """swe rows with localized ``candidate_files``: the most files a built repair prompt shows, ground truth and
     noisy together (§4.7.1: at most 5; data/swe_prompts.py)."""

@@ -24,6 +24,7 @@ import itertools
 import logging
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -60,18 +61,25 @@ class PromptList(list):
     """``mode="half"`` only: the same rows templated in no_think mode, index-aligned with this list (which
     holds their think templatings). :class:`PromptStream` alternates between the two (§4.3.2)."""
 
-    def extend_with(self, other: "PromptList") -> None:
+    def extend_with(self, other: "PromptList", times: int = 1) -> None:
         """Append another source's prompts (a stage mixing several, ``Stage.extra_data``), with its counts and
-        its no_think twins."""
+        its no_think twins; ``times`` copies of them (``Data.repeat``), each copy after the first with uids of
+        its own (``<uid>@copy2``, ...: the epoch filter tracks rows by uid)."""
         if self and (self.alternate is None) != (other.alternate is None):
             raise ValueError("cannot mix half-half prompt lists with single-mode ones")
-        if other.alternate is not None:
-            self.alternate = (self.alternate or []) + list(other.alternate)
-        self.extend(other)
+        for listing in range(1, times + 1):
+            if other.alternate is not None:
+                self.alternate = (self.alternate or []) + _copies(other.alternate, listing)
+            self.extend(_copies(other, listing))
         self.dropped_too_long += other.dropped_too_long
         self.dropped_too_short += other.dropped_too_short
         self.dropped_no_context += other.dropped_no_context
         self.bad_rows += other.bad_rows
+
+
+def _copies(prompts, listing: int) -> list:
+    """The ``listing``-th listing of ``prompts`` in a pool: the prompts themselves, then copies renamed by uid."""
+    return list(prompts) if listing == 1 else [replace(p, uid=f"{p.uid}@copy{listing}") for p in prompts]
 
 
 # ------------------------------------------------------------------------------------------ public

@@ -200,3 +200,31 @@ def test_the_recipes_yarn_factor_is_what_the_run_trains_and_serves(tiny, tiny_mo
     thrice = replace(scaled, model=replace(scaled.model, yarn_factor=3.0))
     remade = read_hf_config(prepare_base_model(thrice, run_dir(thrice)))
     assert remade.yarn == (3.0, 1024), "a changed factor remakes the view"
+
+
+def test_a_repeated_grpo_source_is_listed_that_many_times_in_the_pool(tiny, tiny_model, tmp_path):
+    """``Data.repeat`` in a GRPO stage: a small source (4 rows, ×3) enters the pool as often as a larger one (12
+    rows), each copy under its own uid so that the epoch filter can tell them apart."""
+    from transformers import AutoTokenizer
+
+    from nemo_cascade.cascade import CascadeRun
+    from nemo_cascade.data.loader import PromptStream
+
+    math = config.stage_by_name(tiny, "math")
+    larger = replace(math.data, size=12, seed=math.data.seed + 1)
+    cfg = _stage(tiny, "math", data=replace(math.data, size=4, repeat=3), extra_data=(larger,))
+    check_cascade(cfg)
+    rm = config.stage_by_name(tiny, "rm")
+    assert "stages.rm.data.repeat: weights a source in an SFT blend or a GRPO prompt pool" in _error(
+        _stage(tiny, "rm", data=replace(rm.data, repeat=2)))
+    run = object.__new__(CascadeRun)  # what loading the prompts needs: the config and the tokenizer
+    run.cfg, run.tokenizer = replace(cfg, run_root=str(tmp_path)), AutoTokenizer.from_pretrained(tiny_model)
+    _, pool = run._policy_data(config.stage_by_name(cfg, "math"))
+    assert len(pool) == 24 and not any("@copy" in p.uid for p in pool[12:]), "the larger source once"
+    first, *copies = [pool[k * 4:(k + 1) * 4] for k in range(3)]
+    for n, copy in enumerate(copies, start=2):
+        assert [p.prompt_tokens for p in copy] == [p.prompt_tokens for p in first]
+        assert [p.uid for p in copy] == [f"{p.uid}@copy{n}" for p in first]
+    PromptStream(pool, epoch_filter=(0.0, 0.0))  # refuses a pool whose uids repeat
+    _, alone = run._policy_data(replace(config.stage_by_name(cfg, "math"), extra_data=()))
+    assert len(alone) == 12, "a repeated single source is listed three times too"

@@ -78,7 +78,6 @@ def test_length_curriculum_string_form(tiny, text, phase):
                                               "rollout.max_prompt_tokens=64"),
     ("stages.sft.data.min_prompt_tokens=97", "stages.sft.data.min_prompt_tokens: 97 is above sft_max_tokens=96"),
     ("stages.sft.data.repeat=0", "stages.sft.data.repeat: expected an integer >= 1, got 0"),
-    ("stages.math.data.repeat=2", "stages.math.data.repeat: weights a source in an SFT blend"),
     ("stages.sft.epochs=1", "stages.sft.epochs: the length is steps or epochs, not both; set steps=0"),
     ("stages.sft.epochs=-1", "stages.sft.epochs: expected >= 0"),
     ("stages.sft.steps=0", "stages.sft.steps: expected >= 1, got 0 (or steps=0 with epochs > 0)"),
