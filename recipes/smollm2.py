@@ -19,6 +19,8 @@ recipes/smollm2_mixed.py — the same steps and data in one mixed-domain run —
     .venv/bin/nemo-cascade run recipes/smollm2.py            # about 2 h on 2 cores; resumes where it stopped
     .venv/bin/nemo-cascade report runs/smollm2
 
+Variants: ``with_sft`` puts an SFT stage first (§3) and gates 250 items for paired tests; ``filtered`` starts RL
+from that SFT model on math and code prompts it sometimes solves (§4.6's difficulty filter).
 docs/results/smollm2.md holds the measured results and the commands.
 """
 from __future__ import annotations
@@ -119,11 +121,41 @@ def with_sft() -> Cascade:
 
 
 def sft_first(cascade: Cascade, name: str) -> Cascade:
-    """``cascade`` with :data:`SFT` before its stages, the paired-test gate size with the leg-counting suite, and
-    the faster CPU engine: bf16 sampling and vLLM's compiled mode (docs/performance.md: 1.57× and a further 1.24×
-    the tokens/s of the eager fp32 engine on this model; the actor, its loss and log-probs stay fp32, §4.1.2's
-    strict on-policy update). On a CPU without bf16 instructions the preflight says so in one line: add
-    ``stages.*.rollout.dtype=float32``."""
+    """``cascade`` with :data:`SFT` before its stages, measured as :func:`paired` says."""
+    cascade = paired(cascade)
+    return replace(cascade, name=name, stages=(SFT, *cascade.stages))
+
+
+def paired(cascade: Cascade) -> Cascade:
+    """``cascade`` with the paired-test gate size and the leg-counting suite, and the faster CPU engine: bf16
+    sampling and vLLM's compiled mode (docs/performance.md: 1.57× and a further 1.24× the tokens/s of the eager fp32
+    engine on this model; the actor, its loss and log-probs stay fp32, §4.1.2's strict on-policy update). On a CPU
+    without bf16 instructions the preflight says so in one line: add ``stages.*.rollout.dtype=float32``."""
     stages = tuple(replace(s, rollout=replace(s.rollout, dtype="bfloat16", compile="on")) for s in cascade.stages)
     gate = replace(cascade.gate, limit=GATE_ITEMS_PAIRED, suites=(*cascade.gate.suites, "leg-counting"))
-    return replace(cascade, name=name, stages=(SFT, *stages), gate=gate)
+    return replace(cascade, stages=stages, gate=gate)
+
+
+SFT_EXPORT = "runs/smollm2-sft/stages/0-sft/hf"
+"""The SFT stage's export of :func:`with_sft` (``nemo-cascade run recipes/smollm2.py:with_sft --stage sft``): the
+model the filtered variant's RL starts from, and the model whose samples chose its prompts."""
+SOLVABLE = {
+    "math": Data(source="data/smollm2/leg_counting_train_solvable.jsonl", seed=14, repeat=2),
+    "code": Data(source="data/smollm2/mbpp_train_solvable.jsonl", seed=13, repeat=10),
+}
+"""The math and code prompts the SFT model sometimes solves: the paper's offline difficulty filter (§4.6: drop what
+every sample solves and what none does), applied with the model the stages train. ``bench/solve_rate.py --keep``
+sampled 8 answers at T = 1.0 for each candidate and kept the rows solved by 1 to 7 of them: 147 of 480 leg-counting
+train problems, 26 of MBPP's 362 train tasks that fit the prompt limit (data/smollm2/README.md). ``repeat`` lists
+them 2× and 10× in the pool, so that the mixed twin draws each domain about as often as the 240 IF requests (294,
+260, 240); within one cascade stage it changes only how the shuffled pool is laid out."""
+FILTERED_RL_SOURCES = {"ifeval": SOURCES["ifeval"], **SOLVABLE}
+"""IF-RL's prompts as before, math and code from :data:`SOLVABLE`."""
+
+
+def filtered() -> Cascade:
+    """RL from :func:`with_sft`'s SFT model on prompts it sometimes solves, so that every stage has groups to learn
+    from: the same three RL stages, gate and engine as ``with_sft``, each stage's prompts from
+    :data:`FILTERED_RL_SOURCES`. Run ``with_sft``'s SFT stage first (:data:`SFT_EXPORT`)."""
+    stages = tuple(rl_stage(d, d, STEPS[d], FILTERED_RL_SOURCES[d]) for d in STEPS)
+    return replace(paired(base("smollm2-filtered", stages)), model=Model(hf_path=SFT_EXPORT))

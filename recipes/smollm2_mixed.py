@@ -47,3 +47,9 @@ def with_sft() -> Cascade:
     """The twin of recipes/smollm2.py:with_sft: the same SFT stage, prompts and gate, then the mixed segments."""
     return cascade.sft_first(recipe("smollm2-mixed-sft", cascade.SFT_RL_SOURCES, cascade.SFT_RL_EXTRA),
                              "smollm2-mixed-sft")
+
+
+def filtered() -> Cascade:
+    """The twin of recipes/smollm2.py:filtered: from the same SFT model, on the same filtered prompts and gate."""
+    mixed = cascade.paired(recipe("smollm2-mixed-filtered", cascade.FILTERED_RL_SOURCES))
+    return replace(mixed, model=cascade.Model(hf_path=cascade.SFT_EXPORT))

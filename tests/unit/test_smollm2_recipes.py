@@ -82,7 +82,8 @@ def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(bot
         assert {(replace(d, domain=""), dom) for d, dom in config.prompt_sources(segment)} == cascade_sources
 
 
-KEPT = Path(__file__).resolve().parents[2] / "docs" / "results" / "smollm2"
+ROOT = Path(__file__).resolve().parents[2]
+KEPT = ROOT / "docs" / "results" / "smollm2"
 
 
 KEPT_RUNS = [  # (recipe, folder under docs/results/smollm2, its stages, RL steps at each gated row)
@@ -117,3 +118,38 @@ def test_the_kept_runs_are_these_recipes_and_still_read(spec, folder, stages, rl
 def test_the_kept_comparisons_are_of_the_kept_runs(folders, out):
     runs = [load_run(KEPT / folder) for folder in folders]
     assert (KEPT / out / "comparison.md").read_text().startswith(comparison_markdown(runs))
+
+
+def test_filtered_trains_the_sft_model_on_training_rows_it_sometimes_solves():
+    """recipes/smollm2.py:filtered and its mixed twin: RL from with_sft's SFT export, the same stages, gate and
+    engine as with_sft, math and code prompts from the difficulty-filtered files — rows of the training splits only
+    (never an item of the gate's held-out suites) — and each domain drawn equally often in the mixed run."""
+    from nemo_cascade.cascade import stage_dir
+    from nemo_cascade.data.rows import read_jsonl
+
+    sft, cascade, mixed = (load_recipe(spec) for spec in (
+        "recipes/smollm2.py:with_sft", "recipes/smollm2.py:filtered", "recipes/smollm2_mixed.py:filtered"))
+    export = str(stage_dir(replace(sft, run_root="runs"), 0) / "hf")
+    assert cascade.model == mixed.model == config.Model(hf_path=export) and sft.stages[0].kind == "sft"
+    for cfg in (cascade, mixed):  # every check but the SFT export's presence: the same shape, built
+        check_cascade(replace(cfg, model=sft.model))
+        assert cfg.gate == sft.gate and cfg.chat_style == sft.chat_style
+    assert [replace(s, data=None, extra_data=()) for s in cascade.stages] == [
+        replace(s, data=None, extra_data=()) for s in sft.stages[1:]]
+    sources = {s.domain: s.data for s in cascade.stages}
+    assert sources["ifeval"] == config.stage_by_name(sft, "ifeval").data
+    # the filtered files hold train rows only: MBPP train task ids, leg-counting problems not in its test split
+    code_rows = [row for _, row in read_jsonl(Path(sources["code"].source))]
+    assert code_rows and all(601 <= int(row["uid"].split("/")[1]) <= 974 for row in code_rows)
+    held_out = {row["messages"][0]["content"] for _, row in read_jsonl(ROOT / "data" / "leg_counting" / "test.jsonl")}
+    math_rows = [row for _, row in read_jsonl(Path(sources["math"].source))]
+    assert math_rows and not {row["question"] for row in math_rows} & held_out
+    # the mixed run: the cascade's prompts, each domain's pool listed to about the same size
+    cascade_sources = {(replace(d, domain=""), dom) for s in cascade.stages for d, dom in config.prompt_sources(s)}
+    pools = {}
+    for segment in mixed.stages:
+        assert {(replace(d, domain=""), dom) for d, dom in config.prompt_sources(segment)} == cascade_sources
+    for data, domain in config.prompt_sources(mixed.stages[0]):
+        rows = data.size or sum(1 for _ in read_jsonl(Path(data.source)))
+        pools[domain] = rows * data.repeat
+    assert max(pools.values()) <= 1.25 * min(pools.values()), pools
