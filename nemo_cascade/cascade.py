@@ -65,14 +65,13 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
     # Every rank joins the process group before anything is written: until then each rank takes itself for
     # rank 0, and two ranks building the base model into one folder replace it under each other's reads.
     init_distributed(cfg.parallel.collective_timeout_minutes)
-    if retrain:  # rank 0 alone discards; the others read after
-        if ranks.is_main():
-            discard_for_retrain(cfg, only_stage)
-        ranks.barrier()
     out = run_dir(cfg)
     if ranks.is_main():
+        if retrain:
+            discard_for_retrain(cfg, only_stage)
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(config.dumps(cfg))
+    ranks.barrier()  # the others read the run folder after rank 0 has discarded and written
     run = CascadeRun(cfg, prepare_base_model(cfg, out), data_hashes, report)
     try:
         run.evaluate_base()
@@ -295,11 +294,10 @@ class CascadeRun:
             sets.append(load_prompts(data, self.tokenizer, stage.mode, domain, stage.rollout.max_prompt_tokens,
                                      self.cfg.chat_style, training_validator(domain, data, where),
                                      cache_fallback=run_dir(self.cfg) / "data_cache"))
-        sources = [data for data, _ in config.prompt_sources(stage)]
-        if len(sets) == 1 and sources[0].repeat == 1:
+        if len(sets) == 1 and stage.data.repeat == 1:
             return stage, sets[0]  # a cached prompt set stays mapped (data/prompt_cache.py)
         prompts = PromptList()  # mixed domains or repeated sources: the prompts built and joined in memory
-        for part, data in zip(sets, sources):
+        for part, data in zip(sets, (stage.data, *stage.extra_data)):
             prompts.extend_with(part, data.repeat)
         return stage, prompts
 

@@ -67,19 +67,15 @@ class PromptList(list):
         its own (``<uid>@copy2``, ...: the epoch filter tracks rows by uid)."""
         if self and (self.alternate is None) != (other.alternate is None):
             raise ValueError("cannot mix half-half prompt lists with single-mode ones")
-        for listing in range(1, times + 1):
-            if other.alternate is not None:
-                self.alternate = (self.alternate or []) + _copies(other.alternate, listing)
-            self.extend(_copies(other, listing))
-        self.dropped_too_long += other.dropped_too_long
-        self.dropped_too_short += other.dropped_too_short
-        self.dropped_no_context += other.dropped_no_context
-        self.bad_rows += other.bad_rows
 
+        def listed(prompts):  # the prompts themselves, then copies renamed by uid
+            return [replace(p, uid=f"{p.uid}@copy{n}") if n > 1 else p for n in range(1, times + 1) for p in prompts]
 
-def _copies(prompts, listing: int) -> list:
-    """The ``listing``-th listing of ``prompts`` in a pool: the prompts themselves, then copies renamed by uid."""
-    return list(prompts) if listing == 1 else [replace(p, uid=f"{p.uid}@copy{listing}") for p in prompts]
+        if other.alternate is not None:
+            self.alternate = (self.alternate or []) + listed(other.alternate)
+        self.extend(listed(other))
+        for count in ("dropped_too_long", "dropped_too_short", "dropped_no_context", "bad_rows"):  # once, not per copy
+            setattr(self, count, getattr(self, count) + getattr(other, count))
 
 
 # ------------------------------------------------------------------------------------------ public
