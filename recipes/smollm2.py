@@ -158,4 +158,9 @@ def filtered() -> Cascade:
     from: the same three RL stages, gate and engine as ``with_sft``, each stage's prompts from
     :data:`FILTERED_RL_SOURCES`. Run ``with_sft``'s SFT stage first (:data:`SFT_EXPORT`)."""
     stages = tuple(rl_stage(d, d, STEPS[d], FILTERED_RL_SOURCES[d]) for d in STEPS)
-    return replace(paired(base("smollm2-filtered", stages)), model=Model(hf_path=SFT_EXPORT))
+    return from_sft_export(base("smollm2-filtered", stages))
+
+
+def from_sft_export(cascade: Cascade) -> Cascade:
+    """``cascade`` started from :data:`SFT_EXPORT` instead of the shipped model, measured as :func:`paired` says."""
+    return replace(paired(cascade), model=Model(hf_path=SFT_EXPORT))

@@ -51,5 +51,4 @@ def with_sft() -> Cascade:
 
 def filtered() -> Cascade:
     """The twin of recipes/smollm2.py:filtered: from the same SFT model, on the same filtered prompts and gate."""
-    mixed = cascade.paired(recipe("smollm2-mixed-filtered", cascade.FILTERED_RL_SOURCES))
-    return replace(mixed, model=cascade.Model(hf_path=cascade.SFT_EXPORT))
+    return cascade.from_sft_export(recipe("smollm2-mixed-filtered", cascade.FILTERED_RL_SOURCES))

@@ -194,10 +194,8 @@ class Data:
     the stage's prompt limit (``rollout.max_prompt_tokens``, SFT ``sft_max_tokens``). SWE RL drops prompts
     under 8K tokens (§4.7): short ones hold too little of the repository to learn repair from. 0 = keep all."""
     repeat: int = 1
-    """SFT: how many times this source's rows count in the stage's blend (``data`` + ``extra_data``), each
-    epoch seeing every row ``repeat`` times — stage-2 SFT upsamples science ×2 and SWE ×3 (§3.3). GRPO: how many
-    times they enter the stage's prompt pool (each copy with its own uid), so that a mixed-domain run draws a
-    small source as often as a large one (docs/results/smollm2.md's filtered twin)."""
+    """Times this source's rows count in an SFT blend (every epoch sees each row ``repeat`` times; stage-2 SFT: science
+    ×2, SWE ×3, §3.3) or in a GRPO prompt pool (each copy its own uid: a mixed-domain run balancing a small source)."""
     swe_max_files: int = 5
     """swe rows with localized ``candidate_files``: the most files a built repair prompt shows, ground truth and
     noisy together (§4.7.1: at most 5; data/swe_prompts.py)."""
