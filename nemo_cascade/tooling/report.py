@@ -220,6 +220,18 @@ def _kept_to_the_end(run: Run) -> list[str]:
     return lines
 
 
+def _paired_drops(run: Run) -> list[str]:
+    """One line per row with a suite that fell against the row before at p < ALPHA (the matrix's paired test),
+    own domain or not: the report's regressions, which the gate's unpaired rule may not have recorded."""
+    lines = []
+    for (label, _), change, tests in zip(run.history, deltas(run.history), run.tests()):
+        drops = [f"{suite} {_points(change[suite])} (p {p_text(test.p)})" for suite, test in tests.items()
+                 if test.verdict == "regression"]
+        if drops:
+            lines.append(f"- after `{label}`: " + ", ".join(drops))
+    return lines
+
+
 def _significance(test: PairedTest | None) -> str:
     return "" if test is None else f" (p {p_text(test.p)}, {test.verdict})"
 
@@ -336,7 +348,11 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
                       "against the last row, paired on the same items: did the later stages keep it?", "", *kept, ""]
     else:
         parts += ["No evaluation yet (no `base/eval.json`, no `stages/*/eval.json`).", ""]
-    parts += ["## Gate regressions", "", *(_regressions(run) or ["None recorded in manifest.json."]), "",
+    parts += ["## Gate regressions", "", "the gate's rule (manifest.json; `gate.on_regression` acts on it): a suite "
+              "below its best earlier score by more than max(`gate.min_drop`, `gate.sigmas` unpaired standard errors "
+              "of the two scores).", "", *(_regressions(run) or ["None recorded in manifest.json."]), "",
+              f"Drops against the row before at p < {ALPHA} (the matrix's paired test: it can call a drop significant "
+              "that is smaller than the gate's rule needs):", "", *(_paired_drops(run) or ["- none"]), "",
               "## Stages", "", f"metric: GRPO `{HEADLINE['grpo']}`, SFT `{HEADLINE['sft']}`, reward model "
               f"`{HEADLINE['reward_model']}`; first / last n mean = over the first and last n ≤ {WINDOW} logged "
               "steps (n ≤ half the steps, so the two never overlap).",

@@ -141,3 +141,7 @@ def test_report_pairs_each_stages_own_domain_with_the_last_row(tmp_path):
     assert f"- `math` (math) to `later`: gsm8k 20.0 → 5.0 (-15.0, p {p_text(mcnemar_exact(30, 0))}, regression)" \
         in section
     assert "`later`" not in section.split("to `later`")[1]  # the last row is not compared with itself
+    # the gate recorded nothing (no manifest regressions here); the paired drop is still listed as one
+    drops = md.split("Drops against the row before at p < 0.05")[1].split("##")[0]
+    assert f"- after `later`: gsm8k -15.0 (p {p_text(mcnemar_exact(30, 0))})" in drops
+    assert "after `math`" not in drops  # a gain is not a drop

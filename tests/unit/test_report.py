@@ -173,7 +173,7 @@ def test_report_markdown(run_dir):
     md = md_path.read_text()
     assert md.startswith("# Cascade report: synthetic\n") and "git `0123456789ab`" in md
     assert "| math  | 41.0 (-1.0)     | **50.0 (+7.0)** | **30.0 (+4.0)** |" in md
-    regressions = md.split("## Gate regressions\n\n")[1].split("\n\n")[0]
+    regressions = md.split("## Gate regressions\n\n")[1].split("\n\n")[1]
     assert regressions == f"- `ifrl` (warn): {REGRESSION}"
     summary = {line.split("|")[2].strip(): [c.strip() for c in line.strip().strip("|").split("|")]
                for line in md.split("## Stages")[1].split("## GRPO steps")[0].splitlines()
