@@ -92,6 +92,7 @@ KEPT_RUNS = [  # (recipe, folder under docs/results/smollm2, its stages, RL step
     ("recipes/smollm2.py:with_sft", "sft-cascade", ("sft", "ifeval", "math", "code"), [0, 0, 20, 40, 60]),
     ("recipes/smollm2_mixed.py:with_sft", "sft-mixed", ("sft", "mixed1", "mixed2", "mixed3"), [0, 0, 20, 40, 60]),
     ("recipes/smollm2.py:filtered", "filtered-cascade", ("ifeval", "math", "code"), [0, 20, 40, 60]),
+    ("recipes/smollm2_mixed.py:filtered", "filtered-mixed", ("mixed1", "mixed2", "mixed3"), [0, 20, 40, 60]),
 ]
 
 
@@ -116,7 +117,8 @@ def test_the_kept_runs_are_these_recipes_and_still_read(spec, folder, stages, rl
 
 @pytest.mark.parametrize("folders, out", [(("cascade", "mixed"), "."),
                                           (("sft-cascade", "sft-mixed"), "sft-comparison"),
-                                          (("sft-cascade", "filtered-cascade"), "filtered-vs-unfiltered")])
+                                          (("sft-cascade", "filtered-cascade"), "filtered-vs-unfiltered"),
+                                          (("filtered-cascade", "filtered-mixed"), "filtered-comparison")])
 def test_the_kept_comparisons_are_of_the_kept_runs(folders, out):
     runs = [load_run(KEPT / folder) for folder in folders]
     assert (KEPT / out / "comparison.md").read_text().startswith(comparison_markdown(runs))
