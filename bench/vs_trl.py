@@ -32,6 +32,11 @@ actually ran in, and the table says when they differ.
 Engine mode: TRL builds its ``LLM`` without ``enforce_eager``, so its engine runs vLLM's compiled mode.
 ``--engine-compile`` (default ``on``) sets ours (``rollout.compile``) to the same; the warm-up step and the
 engine's start-up are not counted on either side.
+
+Training precision: ``--train-dtype`` (default ``float32``) sets both trainers alike. ``bfloat16`` is each side's
+own mixed precision with fp32 master weights: ours builds the Megatron actor in bf16 (``model.dtype=bfloat16``, as
+the GPU recipes; the optimizer keeps fp32 main parameters and gradients), TRL gets ``bf16=True`` (its HF model
+stays fp32 and runs under ``torch.autocast`` in bf16). With a bf16 actor our engine's ``auto`` is bf16 too.
 """
 from __future__ import annotations
 
@@ -110,7 +115,7 @@ def _peak_rss_mb() -> float:
 
 
 # ------------------------------------------------------------------------------------------- the sides
-def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str) -> dict:
+def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str, train_dtype: str) -> dict:
     from nemo_cascade import config
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
@@ -128,9 +133,9 @@ def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str, engine_com
                          data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=w["lr"]),
                          rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
                                                       drop_zero_variance_groups=False))
-    actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]))
+    actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]), dtype=train_dtype)
     actor.configure_optimizer(stage.actor, stage.steps)
-    dtype = config.engine_dtype(config.Model(dtype="float32"), rollout)  # the bench's actor is fp32, as on CPU
+    dtype = config.engine_dtype(config.Model(dtype=train_dtype), rollout)
     engine = RolloutEngine(path, rollout, dtype, seed=0, max_model_len=256, around_generate=cpu.suspended)
     log = MetricsLog(scratch / "stage", "bench", stage.steps)
     run_grpo(StageContext(actor, engine, pad_id(tok), scratch / "stage", log), stage, prompts)
@@ -170,7 +175,7 @@ def _sync_by_reload() -> None:
     VLLMGeneration.sync_weights = sync_weights
 
 
-def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str) -> dict:
+def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str, train_dtype: str) -> dict:
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -203,7 +208,8 @@ def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_comp
             self.times.append(time.perf_counter() - self._t0)
 
     batch = w["prompts"] * w["group"]
-    cfg = GRPOConfig(output_dir=str(scratch / "trl"), use_vllm=True, vllm_mode="colocate", use_cpu=True, bf16=False,
+    cfg = GRPOConfig(output_dir=str(scratch / "trl"), use_vllm=True, vllm_mode="colocate", use_cpu=True,
+                     bf16=train_dtype == "bfloat16",
                      per_device_train_batch_size=batch, num_generations=w["group"], steps_per_generation=1,
                      max_completion_length=w["max_tokens"], temperature=1.0, learning_rate=w["lr"], beta=0.0,
                      max_steps=steps + 1, logging_steps=1, save_strategy="no", report_to=[],
@@ -219,16 +225,19 @@ def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_comp
 
 
 # ------------------------------------------------------------------------------------------------- main
-def _child(side: str, name: str, steps: int, engine_dtype: str, engine_compile: str) -> None:
+def _child(side: str, name: str, steps: int, engine_dtype: str, engine_compile: str, train_dtype: str) -> None:
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: its RSS counts
     with tempfile.TemporaryDirectory(prefix=f"vs-trl-{side}-") as tmp:
-        result = (run_nemo if side == "nemo" else run_trl)(name, steps, Path(tmp), engine_dtype, engine_compile)
+        result = (run_nemo if side == "nemo" else run_trl)(name, steps, Path(tmp), engine_dtype, engine_compile,
+                                                             train_dtype)
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def _side(python: str, side: str, name: str, steps: int, engine_dtype: str, engine_compile: str) -> dict:
+def _side(python: str, side: str, name: str, steps: int, engine_dtype: str, engine_compile: str,
+          train_dtype: str) -> dict:
     proc = subprocess.run([python, __file__, "--side", side, "--models", name, "--steps", str(steps),
-                           "--engine-dtype", engine_dtype, "--engine-compile", engine_compile],
+                           "--engine-dtype", engine_dtype, "--engine-compile", engine_compile,
+                           "--train-dtype", train_dtype],
                           capture_output=True, text=True, cwd=ROOT)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode or line is None:
@@ -240,7 +249,8 @@ def _side(python: str, side: str, name: str, steps: int, engine_dtype: str, engi
 
 
 def _print_record(r: dict) -> None:
-    print(f"\n{'model':<8} {'side':<13} {'step s':>8} {'gen tok/s':>10} {'peak RSS MB':>12} {'reward':>7}")
+    print(f"\n{'model':<8} {'side':<13} {'step s':>8} {'gen tok/s':>10} {'peak RSS MB':>12} {'reward':>7}"
+          f"   (both trainers in {r.get('train_dtype', 'float32')})")
     for side in ("nemo", "trl"):
         s = r[side]
         print(f"{r['model']:<8} {('nemo-cascade' if side == 'nemo' else 'TRL ' + TRL_VERSION):<13} "
@@ -264,11 +274,13 @@ def main() -> int:
                         help="our engine's rollout.dtype (TRL's is vLLM's auto choice; see the module docstring)")
     parser.add_argument("--engine-compile", default="on", choices=("on", "off", "auto"),
                         help="our engine's rollout.compile (TRL's engine runs compiled)")
+    parser.add_argument("--train-dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="both trainers' precision: fp32, or each side's bf16 mixed precision (docstring)")
     parser.add_argument("--runs", type=int, default=3, help="rounds over the models; the ratio's median and spread")
     parser.add_argument("--side", choices=("nemo", "trl"), help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args()
     if args.side:
-        _child(args.side, args.models, args.steps, args.engine_dtype, args.engine_compile)
+        _child(args.side, args.models, args.steps, args.engine_dtype, args.engine_compile, args.train_dtype)
         return 0
     trl_python = str(ensure_bench_venv())
     if args.setup:
@@ -276,11 +288,12 @@ def main() -> int:
     records = []
     for run in range(args.runs):  # rounds over the models: a slow spell of the machine falls on both sides of one
         for name in args.models.split(","):
-            nemo = _side(sys.executable, "nemo", name, args.steps, args.engine_dtype, args.engine_compile)
-            trl = _side(trl_python, "trl", name, args.steps, args.engine_dtype, args.engine_compile)
+            sides = (name, args.steps, args.engine_dtype, args.engine_compile, args.train_dtype)
+            nemo = _side(sys.executable, "nemo", *sides)
+            trl = _side(trl_python, "trl", *sides)
             record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": name, "steps": args.steps, "run": run,
                       **WORK[name], "engine_dtype": args.engine_dtype,
-                      "engine_compile": args.engine_compile, "nemo": nemo, "trl": trl,
+                      "engine_compile": args.engine_compile, "train_dtype": args.train_dtype, "nemo": nemo, "trl": trl,
                       "step_time_ratio": nemo["mean_step_s"] / trl["mean_step_s"],
                       "tokens_per_s_ratio": nemo["tokens_per_s"] / trl["tokens_per_s"],
                       "peak_rss_ratio": nemo["peak_rss_mb"] / trl["peak_rss_mb"]}

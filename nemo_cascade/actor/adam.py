@@ -33,12 +33,10 @@ def lr_scheduler(optimizer, actor: config.Actor, total_steps: int):
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
 
     decay = max(actor.lr_decay_steps or total_steps, actor.warmup_steps + 1)
-    return OptimizerParamScheduler(
-        optimizer, init_lr=0.0 if actor.warmup_steps else actor.lr, max_lr=actor.lr,
-        min_lr=actor.min_lr, lr_warmup_steps=actor.warmup_steps, lr_decay_steps=decay,
-        lr_decay_style=actor.lr_schedule, start_wd=actor.weight_decay, end_wd=actor.weight_decay,
-        wd_incr_steps=decay, wd_incr_style="constant",
-    )
+    return OptimizerParamScheduler(optimizer, init_lr=0.0 if actor.warmup_steps else actor.lr, max_lr=actor.lr,
+                                   min_lr=actor.min_lr, lr_warmup_steps=actor.warmup_steps, lr_decay_steps=decay,
+                                   lr_decay_style=actor.lr_schedule, start_wd=actor.weight_decay,
+                                   end_wd=actor.weight_decay, wd_incr_steps=decay, wd_incr_style="constant")
 
 
 # ------------------------------------------------------------------------------- checkpoint state

@@ -56,8 +56,7 @@ def init_distributed(timeout_minutes: float | None = None) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(port))
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     minutes = config.Parallel.collective_timeout_minutes if timeout_minutes is None else timeout_minutes
     timeout = timedelta(minutes=minutes)
     if torch.cuda.is_available():

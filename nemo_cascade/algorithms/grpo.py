@@ -435,7 +435,6 @@ def actor_loss(cfg: GRPO, logprobs_B_T: Tensor, mb: dict) -> tuple[Tensor, Tenso
 __all__ = [
     "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping", "SHAPING",
     "is_zero_variance", "nonzero_variance_groups", "is_informative", "statistics_rewards", "collect_groups",
-    "overlong_none",
-    "overlong_zero", "overlong_filter", "OVERLONG", "make_batch",
+    "overlong_none", "overlong_zero", "overlong_filter", "OVERLONG", "make_batch",
     "aggregate_token", "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
 ]

@@ -138,18 +138,10 @@ class RolloutEngine:
     (``engine_start.yarn_overrides``; vLLM ``hf_overrides``); None = config.json's, as training must.
     """
 
-    def __init__(
-        self,
-        model_path: str,
-        rollout: config.Rollout,
-        dtype: str = "float32",
-        seed: int = 0,
-        *,
-        distributed: bool = False,
-        max_model_len: int | None = None,
-        around_generate: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
-        yarn_factor: float | None = None,
-    ):
+    def __init__(self, model_path: str, rollout: config.Rollout, dtype: str = "float32", seed: int = 0, *,
+                 distributed: bool = False, max_model_len: int | None = None,
+                 around_generate: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+                 yarn_factor: float | None = None):
         hf = engine_start.read_served_shape(model_path)  # fail on a bad folder before importing vLLM
         self.hf_overrides = ({} if yarn_factor is None else
                              engine_start.yarn_overrides(hf, yarn_factor, Path(model_path) / "config.json"))
@@ -209,10 +201,9 @@ class RolloutEngine:
                              f"(world size is {world})")
 
     def _llm_kwargs(self, dtype: str, seed: int) -> dict[str, Any]:
-        kwargs: dict[str, Any] = dict(
-            model=self.model_path, tokenizer=self.model_path, dtype=dtype, seed=seed,
-            max_model_len=self.max_model_len, logprobs_mode="processed_logprobs",
-            enable_prefix_caching=True)
+        kwargs: dict[str, Any] = dict(model=self.model_path, tokenizer=self.model_path, dtype=dtype, seed=seed,
+                                      max_model_len=self.max_model_len, logprobs_mode="processed_logprobs",
+                                      enable_prefix_caching=True)
         if self.hf_overrides:
             kwargs["hf_overrides"] = self.hf_overrides
         if self.distributed:
@@ -253,9 +244,8 @@ class RolloutEngine:
         """vLLM's SamplingParams for one request from the Rollout settings (top-k: -1 = off, e.g. 20 in IF-RL, T16)."""
         from vllm import SamplingParams
 
-        return SamplingParams(
-            n=n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
-            max_tokens=s.max_response_tokens, stop=list(s.stop) or None, seed=seed, logprobs=0)
+        return SamplingParams(n=n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
+                              max_tokens=s.max_response_tokens, stop=list(s.stop) or None, seed=seed, logprobs=0)
 
     def generate(self, prompts: Sequence[types.Prompt], n: int, sampling: config.Rollout | None = None,
                  *, step: int | None = None,
