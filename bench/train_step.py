@@ -31,6 +31,23 @@ from bench.step_breakdown import model_dir  # noqa: E402  (the same models as th
 
 RESULTS = ROOT / "bench" / "results" / "train_step.jsonl"
 ROWS, TOKENS, TRAINED = 16, 112, 64
+COLLECTIVES = ("dist_reduce_scatter_func", "dist_all_gather_func")  # Megatron's grad-buffer collectives
+
+
+def collective_ways() -> dict[str, dict]:
+    """The two ways Megatron's grad-buffer collectives can run over one rank, as ``{way: {name: function}}``:
+    ``shortcut`` (actor/cpu.py's identity, installed once the compat layer is on) and ``gloo`` (what it wraps)."""
+    from megatron.core.distributed import param_and_grad_buffer as buffers
+
+    wrapped = {n: getattr(buffers, n) for n in COLLECTIVES}
+    return {"shortcut": wrapped, "gloo": {n: f.identity_over_one_rank for n, f in wrapped.items()}}
+
+
+def use_collectives(funcs: dict) -> None:
+    from megatron.core.distributed import param_and_grad_buffer as buffers
+
+    for name, fn in funcs.items():
+        setattr(buffers, name, fn)
 
 
 def measure(model: str, dtype: str, steps: int) -> dict:
@@ -39,7 +56,6 @@ def measure(model: str, dtype: str, steps: int) -> dict:
     from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import grpo
-    from megatron.core.distributed import param_and_grad_buffer as buffers
 
     with tempfile.TemporaryDirectory(prefix="train-step-") as tmp:
         path = model_dir(model, Path(tmp))
@@ -52,14 +68,12 @@ def measure(model: str, dtype: str, steps: int) -> dict:
     batch = {"tokens": torch.randint(0, vocab, (ROWS, TOKENS), generator=g), "loss_mask": mask,
              "advantages": torch.randn(ROWS, generator=g), "rollout_logprobs": torch.zeros(ROWS, TOKENS)}
     loss_fn = partial(grpo.actor_loss, config.GRPO())
-    wrapped = {n: getattr(buffers, n) for n in ("dist_reduce_scatter_func", "dist_all_gather_func")}
-    ways = {"shortcut": wrapped, "gloo": {n: f.identity_over_one_rank for n, f in wrapped.items()}}
+    ways = collective_ways()
     actor.train_step(batch, loss_fn)  # warm-up: Adam state, first-touch allocations
     times: dict[str, list[float]] = {way: [] for way in ways}
     for i in range(steps):
         for way, funcs in ways.items():
-            for name, fn in funcs.items():
-                setattr(buffers, name, fn)
+            use_collectives(funcs)
             t0 = time.perf_counter()
             actor.train_step(batch, loss_fn)
             times[way].append(round(time.perf_counter() - t0, 3))

@@ -138,10 +138,9 @@ def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str, engine_com
     actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]), dtype=train_dtype)
     actor.configure_optimizer(stage.actor, stage.steps)
     if os.environ.get(COLLECTIVES_ENV) == "gloo":  # --our-collectives gloo: as before the one-rank shortcut
-        from megatron.core.distributed import param_and_grad_buffer as buffers
+        from bench.train_step import collective_ways, use_collectives
 
-        for name in ("dist_reduce_scatter_func", "dist_all_gather_func"):
-            setattr(buffers, name, getattr(buffers, name).identity_over_one_rank)
+        use_collectives(collective_ways()["gloo"])
     dtype = config.engine_dtype(config.Model(dtype=train_dtype), rollout)
     engine = RolloutEngine(path, rollout, dtype, seed=0, max_model_len=256, around_generate=cpu.suspended)
     log = MetricsLog(scratch / "stage", "bench", stage.steps)
