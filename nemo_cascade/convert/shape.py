@@ -166,8 +166,7 @@ def shape_from_dict(raw: dict, where: str = "config.json") -> ModelShape:
     archs = raw.get("architectures") or []
     known = [a for a in archs if a in ARCHITECTURES]
     if not known:
-        raise ModelFilesError(
-            f"{where}: architectures {archs} not supported; expected one of {sorted(ARCHITECTURES)}")
+        raise ModelFilesError(f"{where}: architectures {archs} not supported; expected one of {sorted(ARCHITECTURES)}")
     facts = ARCHS[ARCHITECTURES[known[0]]]
     try:
         heads = int(raw["num_attention_heads"])

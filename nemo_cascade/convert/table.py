@@ -51,9 +51,8 @@ def _merge_qkv(parts: list[torch.Tensor], g: ModelShape) -> torch.Tensor:
     q, k, v = parts
     groups, d, rest = g.num_key_value_heads, g.head_dim, tuple(q.shape[1:])
     per_group = g.num_attention_heads // groups
-    return torch.cat(
-        [q.reshape(groups, per_group * d, *rest), k.reshape(groups, d, *rest), v.reshape(groups, d, *rest)], dim=1
-    ).reshape(-1, *rest)
+    return torch.cat([q.reshape(groups, per_group * d, *rest), k.reshape(groups, d, *rest),
+                      v.reshape(groups, d, *rest)], dim=1).reshape(-1, *rest)
 
 
 def _split_qkv(t: torch.Tensor, g: ModelShape) -> list[torch.Tensor]:
@@ -86,11 +85,8 @@ DIMS: dict[str, Callable[[ModelShape], int]] = {
 }
 """What a rule's ``dims`` mean for a model shape."""
 
-RESHAPES: dict[str, tuple[Callable, Callable]] = {
-    "identity": (lambda parts, g: parts[0], lambda t, g: [t]),
-    "qkv": (_merge_qkv, _split_qkv),
-    "glu": (_merge_glu, _split_glu),
-}
+RESHAPES: dict[str, tuple[Callable, Callable]] = {"identity": (lambda parts, g: parts[0], lambda t, g: [t]),
+                                                  "qkv": (_merge_qkv, _split_qkv), "glu": (_merge_glu, _split_glu)}
 
 
 # ---------------------------------------------------------------------------------------- tables
@@ -147,11 +143,7 @@ def _with_qkv_bias(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
     return tuple(x for r in rules for x in ((r, _QKV_BIAS) if r.megatron.endswith("linear_qkv.weight") else (r,)))
 
 
-TABLES: dict[str, tuple[Rule, ...]] = {
-    "llama": _DENSE,
-    "qwen3": _DENSE + _QK_NORM,
-    "qwen2": _with_qkv_bias(_DENSE),
-}
+TABLES: dict[str, tuple[Rule, ...]] = {"llama": _DENSE, "qwen3": _DENSE + _QK_NORM, "qwen2": _with_qkv_bias(_DENSE)}
 
 _TE_RENAMES = {
     "decoder.layers.{i}.input_layernorm.weight": "decoder.layers.{i}.self_attention.linear_qkv.layer_norm_weight",

@@ -330,8 +330,7 @@ def cached_entry(path: Path, tokenizer, settings: dict, size: int, fallback: Opt
         if rank == 0:
             if failure is None:
                 _publish(Path(tmp), entry, {"format": CACHE_FORMAT, "source": str(path), "size": size,
-                                            **{k: v for k, v in settings.items() if k != "template"},
-                                            "parts": done})
+                                            **{k: v for k, v in settings.items() if k != "template"}, "parts": done})
             else:
                 shutil.rmtree(tmp, ignore_errors=True)
         ranks.barrier()  # no rank looks for the entry before rank 0 has published it

@@ -403,6 +403,5 @@ def context_needed(prepared: Sequence[Prepared]) -> int:
     return max((longest(prep) + prep.decoding.max_tokens for prep in prepared), default=0)
 
 
-__all__ = ["EvalSettings", "Decoding", "Prepared", "SuiteResult", "TEMPLATES", "prepare", "run_suite",
-           "evaluate", "suite_metrics", "decoding_for", "render_prompt", "check_settings", "fits_input",
-           "context_needed"]
+__all__ = ["EvalSettings", "Decoding", "Prepared", "SuiteResult", "TEMPLATES", "prepare", "run_suite", "evaluate",
+           "suite_metrics", "decoding_for", "render_prompt", "check_settings", "fits_input", "context_needed"]

@@ -247,8 +247,7 @@ def load_hh_rlhf(path: Path) -> list[Item]:
         if messages is None or len(messages) < 2 or messages[-1]["role"] != "assistant":
             continue
         prompt, reference = messages[:-1], messages[-1]["content"]
-        items.append(Item(str(lineno), prompt, _validated("rlhf", {"messages": prompt}, f"{path}:{lineno}"),
-                          reference))
+        items.append(Item(str(lineno), prompt, _validated("rlhf", {"messages": prompt}, f"{path}:{lineno}"), reference))
     return items
 
 

@@ -322,5 +322,4 @@ DOMAIN = RewardDomain("code", adapt_code, validate_label, batch_verdicts, reward
 
 
 __all__ = ["DOMAIN", "batch_verdicts", "code_reward", "reward_batch", "default_workers", "validate_label",
-           "extract_program", "outputs_match",
-           "DEFAULT_TIME_LIMIT_S", "FLOAT_TOLERANCE", "MAX_PROGRAM_BYTES"]
+           "extract_program", "outputs_match", "DEFAULT_TIME_LIMIT_S", "FLOAT_TOLERANCE", "MAX_PROGRAM_BYTES"]

@@ -57,8 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence, Union
 
 from ..data.rm_input import PROBE, RM_RENDERINGS, render_rm_input
-from .endpoints import (DIRECT_OPENER, RESTART_WAIT_S, EndpointError, UrlFile, check_http_url, healthy,
-                        is_file_url)
+from .endpoints import DIRECT_OPENER, RESTART_WAIT_S, EndpointError, UrlFile, check_http_url, healthy, is_file_url
 from ..errors import CascadeError
 
 log = logging.getLogger(__name__)
@@ -313,8 +312,7 @@ class RewardModelClient(_ServedModel):
         judge), rendered here by ``render_rm_input`` in the served RM's training rendering (:meth:`rendering`)."""
         style, mode = self.rendering()
         texts = [render_rm_input(c, mode, style) for c in conversations]
-        return self._score_ids(self._map(lambda t: self.tokenize(t, add_generation_prompt=False, special=False),
-                                         texts))
+        return self._score_ids(self._map(lambda t: self.tokenize(t, add_generation_prompt=False, special=False), texts))
 
     def score_texts(self, texts: Sequence[str]) -> list[float]:
         """One score per already-formatted string (tokenized by the server, special tokens added)."""

@@ -113,6 +113,5 @@ DOMAIN = RewardDomain(
 """The RLHF domain (§4.3): a served Bradley–Terry reward model's score of the final answer."""
 
 
-__all__ = ["DOMAIN", "batch_verdicts", "validate_label", "scored_text", "rlhf_conversation",
-           "rlhf_reward_batch", "RLHFReward",
-           "ConversationScorer"]
+__all__ = ["DOMAIN", "batch_verdicts", "validate_label", "scored_text", "rlhf_conversation", "rlhf_reward_batch",
+           "RLHFReward", "ConversationScorer"]

@@ -384,9 +384,8 @@ def _execute(argv: list[str], stdin: bytes, limits: Limits, pass_fds: tuple[int,
         # bwrap reports a signal death of its child as 128 + signo; plain Popen as -signo
         signo = -code if code < 0 else code - 128
         reason = f"signal:{signal.Signals(signo).name}" if signo in signal.valid_signals() else None
-    return RunResult(returncode=code, stdout=out.decode("utf-8", "replace"),
-                     stderr=err.decode("utf-8", "replace"), timed_out=reason == "wall_timeout",
-                     killed=reason, elapsed_s=time.monotonic() - start)
+    return RunResult(returncode=code, stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
+                     timed_out=reason == "wall_timeout", killed=reason, elapsed_s=time.monotonic() - start)
 
 
 def run_python(source: str, stdin: str = "", limits: Limits = Limits(), *, unsafe: bool = False,

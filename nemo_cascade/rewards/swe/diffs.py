@@ -147,5 +147,4 @@ def normalized(contents: Contents) -> dict[str, Optional[str]]:
     return {path: normalize_content(text) for path, text in contents.items()}
 
 
-__all__ = ["Contents", "normalize_content", "normalized", "changed_paths", "changed_regions",
-           "render_unified_diff"]
+__all__ = ["Contents", "normalize_content", "normalized", "changed_paths", "changed_regions", "render_unified_diff"]

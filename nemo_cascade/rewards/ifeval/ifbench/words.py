@@ -17,8 +17,7 @@ from .text import drop_punctuation, head_word_tokens, last_word_tokens, rule_sen
 _ALPHABET = string.ascii_lowercase
 _VOWELS = frozenset("aeiou")
 _CONSONANTS = frozenset("bcdfghjklmnpqrstvwxyz")
-_PRIMES = frozenset({2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89,
-                     97})
+_PRIMES = frozenset({2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97})
 """Primes up to 97 only: a longer word fails even if its length is prime, as in the reference."""
 
 
