@@ -35,11 +35,7 @@ _END = object()
 
 
 def _is_cuda(device) -> bool:
-    if isinstance(device, torch.device):
-        return device.type == "cuda"
-    if isinstance(device, str):
-        return device.startswith("cuda")
-    return False
+    return isinstance(device, (torch.device, str)) and str(device).startswith("cuda")
 
 
 class _CudaToCpu(TorchFunctionMode):

@@ -152,10 +152,8 @@ class RolloutEngine:
         self.rollout = rollout
         self.dtype = dtype
         """The engine's parameter dtype name: what ``weight_sync.push`` converts the actor's tensors to."""
-        self.distributed = distributed
-        self.around_generate = around_generate
-        self._calls = 0
-        self._rank = 0
+        self.distributed, self.around_generate = distributed, around_generate
+        self._calls = self._rank = 0
         self.max_model_len = engine_start.capped_model_len(
             hf, max_model_len or rollout.max_prompt_tokens + rollout.max_response_tokens,
             Path(model_path) / "config.json")
@@ -181,6 +179,7 @@ class RolloutEngine:
             self.llm = LLM(**self._llm_kwargs(dtype, seed))
         self._warm_up()
         engine_start.quiet_routine_reload_logs()
+        engine_start.skip_logprob_token_strings()
         self.start_seconds = time.perf_counter() - t0
         if dist.is_initialized():
             self._rank = dist.get_rank()

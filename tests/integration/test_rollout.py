@@ -114,6 +114,24 @@ def test_generate_shapes_and_length_finish(engine, tokenizer):
     assert groups[0].response_tokens_G_T != groups[1].response_tokens_G_T
 
 
+def test_log_prob_token_strings_are_not_decoded_but_the_text_still_is(engine, tokenizer):
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.v1.engine.logprobs import LogprobsProcessor
+
+    from nemo_cascade.rollout import engine_start
+
+    engine_start.skip_logprob_token_strings()  # a second engine in the process: the wrapper is not wrapped again
+    wrapper = LogprobsProcessor.__dict__["from_new_request"].__func__
+    assert wrapper.__closure__[0].cell_contents.__name__ == "from_new_request", "the wrapper wrapped itself"
+    params = SamplingParams(max_tokens=8, temperature=1.0, seed=0, logprobs=0, ignore_eos=True)
+    (out,) = engine.llm.generate([TokensPrompt(prompt_token_ids=_prompt(12).prompt_tokens)], params, use_tqdm=False)
+    sample = out.outputs[0]
+    assert [next(iter(pos.values())).decoded_token for pos in sample.logprobs] == [None] * 8
+    assert sample.text and sample.text.rstrip("\ufffd") == tokenizer.decode(
+        sample.token_ids, skip_special_tokens=True).rstrip("\ufffd")
+
+
 def test_same_step_reproduces_and_steps_differ(engine):
     prompts = [_prompt(20, 5), _prompt(20, 5)]  # identical prompts still get different seeds
     a = engine.generate(prompts, n=3, step=11)
