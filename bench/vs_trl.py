@@ -183,8 +183,9 @@ def _sync_by_reload() -> None:
 
 
 def _time_trl_generation() -> list[float]:
-    """Seconds TRL's vLLM generation takes in each step (a new entry per step, from the step's first callback), to
-    set against our ``time/generate``: where the two steps differ, generation or the rest."""
+    """Seconds TRL's vLLM generation takes in each step (a new entry per step, from the step's first callback; the
+    first entry holds any generation before the first step), to set against our ``time/generate``: where the two
+    steps differ, generation or the rest."""
     from trl.generation.vllm_generation import VLLMGeneration
 
     seconds: list[float] = [0.0]
@@ -248,7 +249,7 @@ def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_comp
     trainer.train()
     ran_in = str(trainer.vllm_generation.llm.llm_engine.model_config.dtype).removeprefix("torch.")
     return {"step_s": timer.times[1:], "gen_tokens": generated[1:], "reward_mean": rewards[1:],
-            "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in, "generate_s": generate_s[1:],
+            "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in, "generate_s": generate_s[2:],
             "engine_eager": _eager(trainer.vllm_generation.llm)}
 
 
