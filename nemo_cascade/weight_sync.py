@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import torch
 
@@ -26,16 +26,6 @@ class SyncStats:
         return self.bytes / 1e6 / max(self.seconds, 1e-9)
 
 
-def in_dtype(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor]]:
-    """Each tensor in ``dtype``, converted once where it lives (``Tensor.to`` keeps the device: on GPUs the cast
-    runs there, before vLLM's loaders see it) and passed through untouched when it already is. Converting before
-    the engine halves what vLLM's layerwise reload buffers for an fp32 actor and a bf16 engine (docs/scaling.md,
-    "GPU path": the reload holds every tensor of a layer until the layer is complete). A CPU engine's load
-    (rollout/packed_reload.py) buffers nothing, and its copy into the engine's weights converts in the same pass."""
-    for name, t in named:
-        yield name, (t if t.dtype == dtype else t.to(dtype))
-
-
 def push(actor, engine, bucket_bytes: int | None = None) -> SyncStats:
     """Copy the actor's current weights into the engine in place (collective over all actor ranks), in the
     engine's dtype (``engine.dtype``: ``rollout.dtype``, e.g. an fp32 actor into a bf16 engine).
@@ -47,19 +37,14 @@ def push(actor, engine, bucket_bytes: int | None = None) -> SyncStats:
     aliases: dict[str, list[str]] = {}
     for alias, original in actor.table.engine_aliases.items():
         aliases.setdefault(original, []).append(alias)
-    dtype = getattr(torch, engine.dtype)
-    weights = actor.iter_hf_weights(bucket_bytes=bucket_bytes)
-    if not engine.on_cpu:  # a CPU engine converts while it copies into its weights: one pass, no new tensor
-        weights = in_dtype(weights, dtype)
+    itemsize = getattr(torch, engine.dtype).itemsize  # bytes counted in the engine's dtype (it converts on load)
 
     def stream() -> Iterator[tuple[str, torch.Tensor]]:
-        # gathered bucket by bucket; bytes counted as they land, in the engine's dtype
-        for name, t in weights:
+        for name, t in actor.iter_hf_weights(bucket_bytes=bucket_bytes):  # gathered bucket by bucket
             counted["tensors"] += 1
-            counted["bytes"] += t.numel() * dtype.itemsize
-            yield name, t
-            for alias in aliases.get(name, ()):
-                yield alias, t
+            counted["bytes"] += t.numel() * itemsize
+            for sent_as in (name, *aliases.get(name, ())):
+                yield sent_as, t
 
     engine.wake_up(["weights"])
     engine.load_weights(stream())  # raises if any parameter the engine serves was not sent

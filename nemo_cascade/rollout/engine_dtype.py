@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import torch
 
@@ -33,6 +34,20 @@ def torch_dtype(name: str) -> torch.dtype:
     if name not in TORCH_DTYPES:
         raise ValueError(f"engine dtype: expected one of {sorted(TORCH_DTYPES)}, got {name!r}")
     return TORCH_DTYPES[name]
+
+
+def in_dtype(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor]]:
+    """Each tensor in ``dtype``, converted once where it lives (``Tensor.to`` keeps the device: on GPUs the cast
+    runs there, before vLLM's loaders see it) and passed through untouched when it already is. Converting before
+    the engine halves what vLLM's layerwise reload buffers for an fp32 actor and a bf16 engine (docs/scaling.md,
+    "GPU path": the reload holds every tensor of a layer until the layer is complete). A CPU engine's load
+    (rollout/packed_reload.py) buffers nothing, and its copy into the engine's weights converts in the same pass,
+    so ``RolloutEngine.load_weights`` calls this for GPU engines only. A tensor sent again under another name
+    right after (the tied head's alias, ``weight_sync.push``) is not converted twice."""
+    src = out = None
+    for name, t in named:
+        src, out = (src, out) if t is src else (t, t if t.dtype == dtype else t.to(dtype))
+        yield name, out
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:

@@ -363,8 +363,8 @@ class RolloutEngine:
         return self._expected
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        """Reload the weights in place from HF-named tensors (any dtype; vLLM casts), then drop the prefix
-        cache (its KV was computed with the old weights).
+        """Reload the weights in place from HF-named tensors of any dtype (a GPU engine converts each on its device
+        first, ``engine_dtype.in_dtype``; a CPU engine while copying), then drop the prefix cache (old weights' KV).
 
         Send the whole model in ONE call — a lazy generator that streams buckets is fine. On GPUs vLLM's
         in-place reload processes a fused layer (qkv, gate_up) once all of its parts arrived, and on CPUs the
@@ -384,7 +384,8 @@ class RolloutEngine:
             if self.on_cpu:  # straight into the packed kernels (rollout/packed_reload.py)
                 self.llm.collective_rpc(packed_reload.reload_packed, args=(_recorded(),))
             else:
-                self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": _recorded()})
+                converted = engine_dtype.in_dtype(_recorded(), engine_dtype.torch_dtype(self.dtype))
+                self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": converted})
         self.llm.reset_prefix_cache()
         missing = self._expected - seen
         if missing:

@@ -11,7 +11,6 @@ from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.lineage import _canonical, config_hash
 from nemo_cascade.rollout import engine_dtype
-from nemo_cascade.weight_sync import in_dtype
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,13 +59,15 @@ def test_stage_hash_unchanged_at_auto_and_changed_when_set(tiny):
 
 def test_push_converts_each_tensor_once_and_passes_matching_ones_through():
     a, b = torch.randn(4, 3), torch.randn(5).to(torch.bfloat16)
-    out = list(in_dtype([("a", a), ("b", b)], torch.bfloat16))
+    out = list(engine_dtype.in_dtype([("a", a), ("b", b)], torch.bfloat16))
     assert [n for n, _ in out] == ["a", "b"]
     assert out[0][1].dtype == torch.bfloat16 and torch.equal(out[0][1], a.to(torch.bfloat16))
     assert out[0][1].device == a.device
     assert out[1][1] is b  # already the engine's dtype: no copy
-    back = list(in_dtype([("a", a)], torch.float32))
+    back = list(engine_dtype.in_dtype([("a", a)], torch.float32))
     assert back[0][1] is a  # an fp32 engine beside an fp32 actor (the default) copies nothing
+    tied = list(engine_dtype.in_dtype([("embed", a), ("lm_head", a)], torch.bfloat16))
+    assert tied[1][1] is tied[0][1]  # the tied head's alias reuses the converted tensor
 
 
 def test_cpu_flags_reads_x86_and_arm_cpuinfo(tmp_path):

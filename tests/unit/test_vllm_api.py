@@ -4,6 +4,7 @@ import contextlib
 import inspect
 
 import pytest
+import torch
 
 from nemo_cascade import config
 from nemo_cascade.rollout import engine_start
@@ -75,7 +76,7 @@ class FakeLLM:
         self.calls.append(("sleep", level))
 
     def collective_rpc(self, method, kwargs):
-        self.calls.append((method, [name for name, _ in kwargs["weights_iterator"]]))
+        self.calls.append((method, [(name, t.dtype) for name, t in kwargs["weights_iterator"]]))
 
     def reset_prefix_cache(self):
         self.calls.append(("reset_prefix_cache",))
@@ -86,6 +87,7 @@ def _engine(level: int):
 
     engine = RolloutEngine.__new__(RolloutEngine)  # no vLLM engine: only the sleep / push bookkeeping
     engine.llm, engine.on_cpu, engine.sleep_level, engine._weights_dropped = FakeLLM(), False, level, False
+    engine.dtype = "bfloat16"
     engine._expected, engine.around_generate = frozenset({"w"}), contextlib.nullcontext
     return engine
 
@@ -98,8 +100,14 @@ def test_level_2_sleep_blocks_generation_until_a_push():
         engine.generate([], 1)
     with pytest.raises(RuntimeError, match="slept at level 2"):
         engine.score_logprobs([1], [2])
-    engine.load_weights(iter([("w", None)]))
+    engine.load_weights(iter([("w", torch.zeros(2))]))
     assert not engine._weights_dropped
+
+
+def test_a_gpu_engine_converts_each_tensor_to_its_dtype_before_vllms_loaders():
+    engine = _engine(1)
+    engine.load_weights(iter([("w", torch.zeros(2)), ("extra", torch.zeros(1, dtype=torch.bfloat16))]))
+    assert engine.llm.calls[0] == ("reload_weights", [("w", torch.bfloat16), ("extra", torch.bfloat16)])
 
 
 def test_level_1_sleep_keeps_the_weights():
