@@ -262,11 +262,14 @@ def default_process_group_kept():
 
 class _RoutineReloadLogs(logging.Filter):
     """Drops the lines vLLM logs on every in-place weight reload — after every training step here: its timing,
-    the prefix-cache reset, and "RotaryEmbedding: Failed to load weights" (the rotary cache is computed, not
-    loaded; the reload's completeness is checked against the checkpoint's names in ``load_weights``)."""
+    the prefix-cache reset, "RotaryEmbedding: Failed to load weights" (the rotary cache is computed, not
+    loaded; the reload's completeness is checked against the checkpoint's names in ``load_weights``), and a
+    warning per tensor when fp32 tensors load into a bf16 engine — the model folder at start, every CPU push (the
+    loaders' copy converts them by design, ``rollout.dtype``; 123 lines a push for SmolLM2, whose printing took
+    a tenth of the push's time)."""
 
     ROUTINE = ("Reloading and processing weights took", "Successfully reset prefix cache",
-               "RotaryEmbedding: Failed to load weights")
+               "RotaryEmbedding: Failed to load weights", "Attempted to load weight")
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -274,10 +277,12 @@ class _RoutineReloadLogs(logging.Filter):
 
 
 def quiet_routine_reload_logs() -> None:
-    """Attach the filter to vLLM's handlers (its loggers do not propagate; a handler filter sees them all)."""
-    for handler in logging.getLogger("vllm").handlers:
-        if not any(isinstance(f, _RoutineReloadLogs) for f in handler.filters):
-            handler.addFilter(_RoutineReloadLogs())
+    """Attach the filter to vLLM's handlers (its loggers do not propagate; a handler filter sees them all) and to
+    its weight loaders' logger: that one's dtype warning also comes while the engine loads the model folder,
+    before the engine's start replaced the handlers (call this before and after building it)."""
+    for target in (*logging.getLogger("vllm").handlers, logging.getLogger("vllm.model_executor.models.utils")):
+        if not any(isinstance(f, _RoutineReloadLogs) for f in target.filters):
+            target.addFilter(_RoutineReloadLogs())
 
 
 def skip_logprob_token_strings() -> None:
