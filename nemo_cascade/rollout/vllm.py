@@ -174,8 +174,8 @@ class RolloutEngine:
         self._owns_process_group = not dist.is_initialized()
 
         t0 = time.perf_counter()
-        # in-process vLLM seeds random/numpy/torch globally and patches torch/os.environ: keep the actor's
         engine_start.quiet_routine_reload_logs()
+        # in-process vLLM seeds random/numpy/torch globally and patches torch/os.environ: keep the actor's
         with engine_start.preserved_rng(), engine_start.restored_process_globals(), self.around_generate():
             self.llm = LLM(**self._llm_kwargs(dtype, seed))
         self._warm_up()
