@@ -1,5 +1,5 @@
-"""``rollout.dtype``: the engine's precision resolved from the config, the push's conversion to it, its place in the
-stage hash, and preflight's refusal of bf16 sampling on a CPU without bf16 instructions."""
+"""``rollout.dtype``: the engine's precision resolved from the config, the conversion a GPU engine applies on load,
+its place in the stage hash, and preflight's refusal of bf16 sampling on a CPU without bf16 instructions."""
 from dataclasses import replace
 from pathlib import Path
 
@@ -57,7 +57,7 @@ def test_stage_hash_unchanged_at_auto_and_changed_when_set(tiny):
     assert config_hash(bf16, before) != config_hash(math, before)  # a resume must not switch what samples
 
 
-def test_push_converts_each_tensor_once_and_passes_matching_ones_through():
+def test_gpu_engine_load_converts_each_tensor_once_and_passes_matching_ones_through():
     a, b = torch.randn(4, 3), torch.randn(5).to(torch.bfloat16)
     out = list(engine_dtype.in_dtype([("a", a), ("b", b)], torch.bfloat16))
     assert [n for n, _ in out] == ["a", "b"]
