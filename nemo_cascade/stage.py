@@ -1,6 +1,7 @@
 """ONE stage: the GRPO loop, and the supervised loop of SFT and reward-model stages, reading like the algorithm."""
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -17,6 +18,8 @@ from nemo_cascade.faults import crash_point
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import ScoreAsFinished, penalize_code_switching, reward_metrics, stage_scorer
 from nemo_cascade.rewards.remote import RewardServerError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -158,7 +161,7 @@ def _resume_grpo(ctx: StageContext, stream: PromptStream, curriculum: LengthCurr
 
 
 def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dict:
-    g = stage.grpo
+    g = grpo_layout(stage.grpo, te=ctx.actor.te)
     stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
                           epoch_filter=(g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None)
     scorer = stage_scorer(config.stage_domains(stage), stage.reward)  # one domain, or several mixed in one run
@@ -219,6 +222,15 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
     return stream.state_dict()
 
 
+def grpo_layout(g: config.GRPO, te: bool) -> config.GRPO:
+    """The stage's GRPO settings as the actor can run them: Transformer Engine's packed attention sees whole
+    sequences only, so there samples keep their own copy of the prompt (``GRPO.share_prompts``)."""
+    if not (g.share_prompts and g.sequence_packing and te):
+        return g
+    log.info("grpo.share_prompts: off on Transformer Engine (its packed attention sees whole sequences only)")
+    return replace(g, share_prompts=False)
+
+
 def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:
     generated = sum(len(t) for g in groups_P for t in g.response_tokens_G_T)
     out = {**batch.metrics, **timer.as_metrics(), "tokens_per_s": generated / max(timer.seconds["generate"], 1e-9)}
@@ -226,7 +238,7 @@ def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:
         out.update(loss=result.loss, grad_norm=result.grad_norm, lr=result.lr, train_tokens=result.tokens,
                    sync_mb=sync.bytes / 1e6, sync_mb_per_s=sync.mb_per_s, **result.metrics)
         if result.metrics.get("computed_tokens"):  # what the actor ran (microbatches cut to their longest row)
-            out["pad_share"] = 1.0 - float(batch.lengths_S.sum()) / result.metrics["computed_tokens"]
+            out["pad_share"] = 1.0 - float((batch.segment_ids_B_T > 0).sum()) / result.metrics["computed_tokens"]
     return out
 
 

@@ -113,6 +113,8 @@ class MegatronActor(HFWeights):
         self.model = self._build()
         self._gather_sequence_for_head()
         self._head_input = self._select_head_input()
+        self._rope_positions: torch.Tensor | None = None
+        self._rope_at_positions()
         self.load_hf(hf_path)
         self.module = self._wrap_ddp()
         self._params_gather_pending = False  # overlap_param_gather: stepped shards not yet all-gathered
@@ -150,7 +152,8 @@ class MegatronActor(HFWeights):
                                      f"(its head's output is not per-token log-probs); set parallel.cp=1")
 
     def _layer_spec(self):
-        return precision.layer_spec(self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp)
+        return precision.layer_spec(self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp,
+                                    self.plan.fused_attention)
 
     def _build(self):
         import torch.nn.functional as F
@@ -177,6 +180,24 @@ class MegatronActor(HFWeights):
         if not isinstance(head, ColumnParallelLinear) or self.parallel.sequence_parallel or self.parallel.cp > 1:
             return None  # no head on this pipeline stage, another head (a reward model's), or a split sequence
         return LM.HeadInput(head)
+
+    def _rope_at_positions(self) -> None:
+        """Megatron's RoPE rotates by column index, which is right for a packed row only because attention is
+        relative and every sequence's columns are consecutive; a sample that shares its prompt
+        (``GRPO.share_prompts``) sits columns away from it. While ``_rope_positions`` ([B, T]) is set, each
+        token's rotation is looked up at its own position in the same table (positions never exceed columns)."""
+        rope = getattr(self.model, "rotary_pos_emb", None)
+        if rope is None or self.te:
+            return
+
+        def at_positions(module, args, output):
+            if self._rope_positions is None:
+                return output
+            emb, rest = (output[0], output[1:]) if isinstance(output, tuple) else (output, None)  # YaRN: + mscale
+            emb = emb[:, 0, 0][self._rope_positions.t()].unsqueeze(2)  # [T, 1, 1, d] → [T, B, 1, d]
+            return emb if rest is None else (emb, *rest)
+
+        rope.register_forward_hook(at_positions)
 
     def _gather_sequence_for_head(self) -> None:
         """With sequence parallelism the final hidden states reach the output layer as this TP rank's sequence
@@ -275,9 +296,12 @@ class MegatronActor(HFWeights):
             T_pad = precision.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
             selection = LM.select(mb["loss_mask"], T_pad, thd="packed_seq_params" in inputs)
             self._head_input.selection = selection
+        if "prefix_ids" in mb:  # samples sharing a prompt: RoPE at their positions, not their columns
+            self._rope_positions = inputs["position_ids"]
         try:
             output = model(**inputs)
         finally:
+            self._rope_positions = None
             if self._head_input is not None:
                 self._head_input.selection = None
         return output, partial(self._loss, loss_fn, temperature, mb, cp_labels, selection)
@@ -285,8 +309,9 @@ class MegatronActor(HFWeights):
     def _model_inputs(self, mb: Batch) -> dict:
         """What GPTModel gets for a microbatch: tokens right-padded to the plan's sequence multiple (SP, CP and
         FP8 shard or tile the sequence; the loss sees only the first T positions), with their attention layout.
-        Packed rows (packing.pack_sft_batch, packing.pack_sequences) attend per sequence: a block-diagonal mask on the
-        local spec, ``thd`` boundaries on TE (whose causal attention ignores masks). CP: this rank's chunks and labels."""
+        Packed rows (packing.pack_sft_batch, packing.pack_sequences) attend per sequence (and to a shared prompt,
+        ``prefix_ids``): a block-diagonal mask on the local spec, ``thd`` boundaries on TE (whose causal attention
+        ignores masks). CP: this rank's chunks and labels."""
         T_pad = precision.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
         tokens = precision.pad_seq(mb["tokens"], T_pad)
         if "segment_ids" in mb:
@@ -294,9 +319,13 @@ class MegatronActor(HFWeights):
                 raise config.ConfigError("parallel.cp > 1 cannot split packed rows (per-sequence attention); "
                                          "set parallel.cp=1 for sft stages and grpo.sequence_packing=false")
             segments, positions = precision.pad_seq(mb["segment_ids"], T_pad), precision.pad_seq(mb["position_ids"], T_pad)
+            shared = precision.pad_seq(mb["prefix_ids"], T_pad) if "prefix_ids" in mb else None
+            if self.te and shared is not None:
+                raise config.ConfigError("grpo.share_prompts: Transformer Engine's packed attention cannot let a "
+                                         "sample see a shared prompt; lay samples out whole on TE")
             if self.te:
                 return precision.thd_inputs(tokens, positions, segments)
-            return dict(input_ids=tokens, position_ids=positions, attention_mask=segment_causal_mask(segments))
+            return dict(input_ids=tokens, position_ids=positions, attention_mask=segment_causal_mask(segments, shared))
         if self.parallel.cp > 1:
             return precision.cp_inputs(tokens, self.parallel.cp, self.ps.get_context_parallel_rank())
         positions = torch.arange(T_pad, device=tokens.device).unsqueeze(0).expand_as(tokens)

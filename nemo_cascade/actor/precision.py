@@ -80,6 +80,8 @@ class Plan:
     """Extra ``TransformerConfig`` keyword arguments (SP, CP, recompute, FP8)."""
     seq_multiple: int
     """Microbatch sequence lengths are right-padded to a multiple of this (SP, CP and FP8 shard/tile them)."""
+    fused_attention: bool = False
+    """Local spec: torch's fused attention (:mod:`.fused_attention`; fp32 on CPU) instead of Megatron's unfused."""
 
 
 def probe() -> Env:
@@ -240,10 +242,11 @@ def plan(model: Model, parallel: Parallel, env: Env | None = None, *, rope_scali
     validate_parallel_settings(model, parallel)  # the machine-independent rules, shared with config.validate
     te = use_transformer_engine(model, env)
     check(model, parallel, env, te)
-    log.info("%s", describe(model, env, te))
+    fused = not te and not env.cuda and model.dtype == "float32"
+    log.info("%s%s", describe(model, env, te), "; core attention: torch's fused (fp32 on CPU)" if fused else "")
     return Plan(te=te, config_kwargs={**transformer_config_kwargs(model, parallel),
                                       **fusion_kwargs(env, te, rope_scaling)},
-                seq_multiple=seq_multiple(model, parallel))
+                seq_multiple=seq_multiple(model, parallel), fused_attention=fused)
 
 
 # ------------------------------------------------------------------------------------------ layer specs
@@ -262,13 +265,14 @@ class LocalRMSNorm(torch.nn.RMSNorm):
         self.weight.sequence_parallel = bool(config.sequence_parallel)
 
 
-def layer_spec(te: bool, arch: str, num_layers: int):
+def layer_spec(te: bool, arch: str, num_layers: int, fused_attention: bool = False):
     """The GPT decoder spec for ``GPTModel(transformer_layer_spec=...)``.
 
     TE: ``get_gpt_layer_with_transformer_engine_spec`` — the pre-attention / pre-MLP norms are fused into
     ``linear_qkv`` / ``linear_fc1`` (``layer_norm_weight``; convert.table's ``te=True`` names), the final norm
     is TE's. Local: megatron's local spec with :class:`LocalRMSNorm` for every norm (block-level spec of
-    ``num_layers`` layers — this pipeline stage's — so the final norm is one too). Qwen3 has per-head q/k
+    ``num_layers`` layers — this pipeline stage's — so the final norm is one too), its core attention torch's
+    fused one with ``fused_attention`` (:class:`Plan`). Qwen3 has per-head q/k
     RMSNorm. (Qwen2's q/k/v biases need no spec change: ``linear_qkv`` gets its bias from
     ``TransformerConfig.add_qkv_bias``, convert.arch.)"""
     from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_layer_local_spec,
@@ -286,6 +290,10 @@ def layer_spec(te: bool, arch: str, num_layers: int):
     sub.input_layernorm = sub.pre_mlp_layernorm = LocalRMSNorm
     if qk:
         sub.self_attention.submodules.q_layernorm = sub.self_attention.submodules.k_layernorm = LocalRMSNorm
+    if fused_attention:
+        from nemo_cascade.actor.fused_attention import FusedAttention
+
+        sub.self_attention.submodules.core_attention = FusedAttention
     return TransformerBlockSubmodules(layer_specs=[layer] * num_layers, layer_norm=LocalRMSNorm)
 
 

@@ -18,12 +18,13 @@ Loss normalisation convention
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import torch
 
-from nemo_cascade.algorithms.packing import pack_rows, pack_sequences, pad_share
+from nemo_cascade.algorithms.packing import pack_rows, pack_sequences, pad_share, share_prompts
 from nemo_cascade.config import GRPO
 from nemo_cascade.types import Prompt, PromptGroup
 
@@ -186,7 +187,9 @@ class GRPOBatch:
     position_ids_B_T: Tensor
     """int64 position of each token within its own sequence (RoPE positions restart per sequence)."""
     segment_ids_B_T: Tensor
-    """int64 1, 2, … numbering the sequences of a row; 0 on padding."""
+    """int64 1, 2, … numbering the sequences (and shared prompts) of a row; 0 on padding."""
+    prefix_ids_B_T: Tensor
+    """int64 on a sample that shares its prompt (``GRPO.share_prompts``), the segment id of that prompt; else 0."""
     advantages_S: Tensor
     """float32 advantage per kept sequence, in group order (the order of ``lengths_S`` and ``modes_S``)."""
     lengths_S: Tensor
@@ -204,8 +207,12 @@ class GRPOBatch:
 
     def layout(self) -> dict[str, Tensor]:
         """What the actor needs besides the tokens to run packed rows (none for one sequence per row, which
-        keeps the plain causal path — the only one context parallelism can split)."""
-        return {"position_ids": self.position_ids_B_T, "segment_ids": self.segment_ids_B_T} if self.packed else {}
+        keeps the plain causal path — the only one context parallelism can split); ``prefix_ids`` where samples
+        share a prompt."""
+        if not self.packed:
+            return {}
+        shared = {"prefix_ids": self.prefix_ids_B_T} if bool((self.prefix_ids_B_T > 0).any()) else {}
+        return {"position_ids": self.position_ids_B_T, "segment_ids": self.segment_ids_B_T, **shared}
 
     def tensors(self) -> dict[str, Tensor]:
         """The actor's ``train_step`` batch (:func:`actor_loss` reads it)."""
@@ -234,14 +241,16 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
     otherwise rewards are shaped (``SHAPING[cfg.reward_shaping]``) and turned into advantages with
     ``cfg.adv_eps``. Kept samples are laid out by :func:`pack_sequences`: several per row
     (:func:`pack_rows`, rows of ``max(cfg.pack_tokens, longest sequence)`` tokens) with
-    ``cfg.sequence_packing``, else one per row.
+    ``cfg.sequence_packing``, else one per row; with ``cfg.share_prompts`` too, a group's samples that fit in
+    one row share one copy of their prompt (:func:`share_prompts`; ``pack_tokens`` 0: a whole group each).
 
     metrics (over ALL generated samples, before any filter unless stated): ``groups``, ``groups_dropped``
     (zero variance), ``samples_overlong_filtered``, ``reward_mean``, ``reward_std`` (population std over
     the batch), ``truncation_rate`` (share of ``length`` finishes), ``response_len_mean`` (tokens),
     ``num_sequences`` and ``num_loss_tokens`` (of the batch), ``rows``, ``pad_share`` (share of the
-    ``rows × T`` positions that are padding) and ``pad_share_unpacked`` (the same for one sequence per row, the
-    layout without packing — the saving packing makes); per chat-template mode present,
+    ``rows × T`` positions that are padding), ``pad_share_unpacked`` (the same for one sequence per row, the
+    layout without packing — the saving packing makes) and ``shared_prompt_saving`` (share of the sequences'
+    tokens not laid out because samples share their prompt); per chat-template mode present,
     ``groups/<mode>`` and ``reward_mean/<mode>`` (the half-half batches of §4.3.2).
     """
     prompts, responses, logprobs, advantages, modes = [], [], [], [], []
@@ -267,11 +276,19 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
 
     lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
     longest = max(lengths, default=0)
-    rows = pack_rows(lengths, max(cfg.pack_tokens, longest)) if cfg.sequence_packing else None
+    rows = None
+    if cfg.sequence_packing:
+        budget = max(cfg.pack_tokens, longest)
+        units, unit_lengths = list(range(len(lengths))), lengths
+        if cfg.share_prompts:  # pack_tokens 0: each group's samples in one unit, rows as long as the longest
+            units, unit_lengths = share_prompts(prompts, responses, budget if cfg.pack_tokens else sys.maxsize)
+            budget = max([budget, *unit_lengths])
+        rows = [[units[u] for u in row] for row in pack_rows(unit_lengths, budget)]
     laid = pack_sequences(prompts, responses, pad_id, logprobs, rows)
     advantages_S = torch.tensor(advantages, dtype=torch.float32)
-    advantages_B_T = _spread_over_tokens(advantages_S, laid, lengths)
+    advantages_B_T = _spread_over_tokens(advantages_S, laid)
     B, T = laid["tokens_B_T"].shape
+    laid_tokens = int((laid["segment_ids_B_T"] > 0).sum())
     metrics = {
         **_generation_metrics(groups, all_rewards),
         "groups_dropped": float(dropped),
@@ -279,19 +296,22 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
         "num_sequences": float(len(prompts)),
         "num_loss_tokens": float(laid["loss_mask_B_T"].sum()),
         "rows": float(B),
-        "pad_share": pad_share(lengths, B, T),
+        "pad_share": pad_share([laid_tokens], B, T),
         "pad_share_unpacked": pad_share(lengths, len(lengths), longest),
+        "shared_prompt_saving": 1.0 - laid_tokens / sum(lengths) if lengths else 0.0,
     }
     return GRPOBatch(laid["tokens_B_T"], laid["loss_mask_B_T"], advantages_B_T, laid["values_B_T"],
-                     laid["position_ids_B_T"], laid["segment_ids_B_T"], advantages_S, laid["lengths_S"], modes,
+                     laid["position_ids_B_T"], laid["segment_ids_B_T"], laid["prefix_ids_B_T"], advantages_S,
+                     laid["lengths_S"], modes,
                      packed=cfg.sequence_packing, metrics=metrics)
 
 
-def _spread_over_tokens(advantages_S: Tensor, laid: dict[str, Tensor], lengths: list[int]) -> Tensor:
-    """Each sequence's advantage on every position it occupies in the laid-out rows (:func:`pack_sequences`:
-    sequence s fills ``row_S[s]`` from ``start_S[s]`` for ``lengths[s]`` tokens); zero on padding."""
+def _spread_over_tokens(advantages_S: Tensor, laid: dict[str, Tensor]) -> Tensor:
+    """Each sequence's advantage on every position of its own segment in the laid-out rows
+    (:func:`pack_sequences`: ``row_S[s]`` from ``start_S[s]`` for ``span_S[s]`` tokens); zero on padding and
+    on a shared prompt."""
     advantages_B_T = torch.zeros_like(laid["values_B_T"])
-    for s, (b, start, n) in enumerate(zip(laid["row_S"].tolist(), laid["start_S"].tolist(), lengths)):
+    for s, (b, start, n) in enumerate(zip(*(laid[k].tolist() for k in ("row_S", "start_S", "span_S")))):
         advantages_B_T[b, start:start + n] = advantages_S[s]
     return advantages_B_T
 

@@ -55,39 +55,85 @@ def pad_share(lengths_S: Sequence[int], rows: int, width: int) -> float:
     return 1.0 - sum(lengths_S) / (rows * width) if rows * width else 0.0
 
 
+def share_prompts(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]],
+                  budget: int) -> tuple[list, list[int]]:
+    """Consecutive sequences with the same prompt (a GRPO group's samples) combined into units that share one
+    copy of it, each unit within ``budget`` tokens where it holds more than one sequence; returns the units
+    (a sequence index, or a tuple of them) and their lengths, for :func:`pack_rows` and :func:`pack_sequences`.
+
+    A unit of k samples lays its prompt out once but its last token (positions 0 … P−2), then per sample that
+    last token and the response (positions P−1 …), which attends to the shared part and to itself
+    (:func:`segment_causal_mask`): P − 1 + Σ(R + 1) tokens instead of Σ(P + R), each sample's values the same.
+    A one-token prompt has nothing to share."""
+    units: list = []
+    lengths: list[int] = []
+    for s, (prompt, response) in enumerate(zip(prompts_S, responses_S)):
+        grow = len(response) + 1
+        if units and len(prompt) > 1 and list(prompt) == list(prompts_S[s - 1]) and lengths[-1] + grow <= budget:
+            units[-1] = (*_members(units[-1]), s)
+            lengths[-1] += grow
+        else:
+            units.append(s)
+            lengths.append(len(prompt) + len(response))
+    return units, lengths
+
+
+def _members(unit) -> tuple[int, ...]:
+    return unit if isinstance(unit, tuple) else (unit,)
+
+
+def _first(unit) -> int:
+    return _members(unit)[0]
+
+
 def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]], pad_id: int,
                    response_values_S: Optional[Sequence[Sequence[float]]] = None,
-                   rows: Optional[Sequence[Sequence[int]]] = None) -> dict[str, Tensor]:
+                   rows: Optional[Sequence[Sequence]] = None) -> dict[str, Tensor]:
     """Lay (prompt, response) token lists out in rows with the module's alignment.
 
-    ``rows`` lists the sequence indices of each row (:func:`pack_rows`); by default each sequence is a row of
-    its own. Returns int64 ``tokens_B_T``, ``position_ids_B_T`` (restarting at 0 per sequence),
-    ``segment_ids_B_T`` (1, 2, … per sequence of a row; 0 on padding), ``lengths_S`` (P + R), float32
-    ``loss_mask_B_T`` (1 on a sequence's ``[start + max(P, 1), start + P + R)`` — its first token is never
-    predicted) and ``values_B_T`` (``response_values_S[s][i]`` at response token ``i``, 0 elsewhere), and int64
-    ``row_S`` / ``start_S``: where each sequence went. ``T`` = the longest row (0 if there are none).
+    ``rows`` lists the units of each row (:func:`pack_rows`): a sequence index, or a tuple of indices whose
+    sequences share one copy of their prompt (:func:`share_prompts`); by default each sequence is a row of its
+    own. Returns int64 ``tokens_B_T``, ``position_ids_B_T`` (restarting at 0 per sequence),
+    ``segment_ids_B_T`` (1, 2, … per sequence — and per shared prompt — of a row; 0 on padding),
+    ``prefix_ids_B_T`` (on a sample that shares its prompt, the segment id of that prompt; 0 elsewhere),
+    ``lengths_S`` (P + R), float32 ``loss_mask_B_T`` (1 on a sequence's response tokens; a sequence's first
+    token is never predicted) and ``values_B_T`` (``response_values_S[s][i]`` at response token ``i``, 0
+    elsewhere), and int64 ``row_S`` / ``start_S`` / ``span_S``: where each sequence's own segment went. ``T`` =
+    the longest row (0 if there are none).
     """
     lengths = [len(p) + len(r) for p, r in zip(prompts_S, responses_S)]
     rows = [[s] for s in range(len(lengths))] if rows is None else rows
-    B, T = len(rows), max((sum(lengths[s] for s in row) for row in rows), default=0)
+    laid = lambda unit: len(prompts_S[_first(unit)]) - 1 + sum(len(responses_S[s]) + 1 for s in _members(unit))  # noqa: E731
+    B, T = len(rows), max((sum(laid(u) for u in row) for row in rows), default=0)
     out = {"tokens_B_T": torch.full((B, T), pad_id, dtype=torch.long)}
-    out.update({k: torch.zeros((B, T), dtype=torch.long) for k in ("position_ids_B_T", "segment_ids_B_T")})
+    out.update({k: torch.zeros((B, T), dtype=torch.long) for k in ("position_ids_B_T", "segment_ids_B_T",
+                                                                     "prefix_ids_B_T")})
     out.update({k: torch.zeros((B, T), dtype=torch.float32) for k in ("loss_mask_B_T", "values_B_T")})
-    row_S, start_S = [0] * len(lengths), [0] * len(lengths)
+    where = {k: [0] * len(lengths) for k in ("row_S", "start_S", "span_S")}
     for b, row in enumerate(rows):
-        start = 0
-        for k, s in enumerate(row, 1):
-            P, end = len(prompts_S[s]), start + lengths[s]
-            out["tokens_B_T"][b, start:end] = torch.tensor(list(prompts_S[s]) + list(responses_S[s]), dtype=torch.long)
-            out["position_ids_B_T"][b, start:end] = torch.arange(lengths[s])
-            out["segment_ids_B_T"][b, start:end] = k
-            out["loss_mask_B_T"][b, start + max(P, 1):end] = 1.0
-            if response_values_S is not None and lengths[s] > P:
-                out["values_B_T"][b, start + P:end] = torch.tensor(response_values_S[s], dtype=torch.float32)
-            row_S[s], start_S[s] = b, start
-            start = end
-    out.update(lengths_S=torch.tensor(lengths, dtype=torch.long), row_S=torch.tensor(row_S, dtype=torch.long),
-               start_S=torch.tensor(start_S, dtype=torch.long))
+        start = segment = 0
+        for unit in row:
+            prompt, prefix = list(prompts_S[_first(unit)]), 0
+            if isinstance(unit, tuple) and len(unit) > 1:  # the shared part, once: the prompt but its last token
+                segment, prefix, end = segment + 1, segment + 1, start + len(prompt) - 1
+                out["tokens_B_T"][b, start:end] = torch.tensor(prompt[:-1], dtype=torch.long)
+                out["position_ids_B_T"][b, start:end] = torch.arange(end - start)
+                out["segment_ids_B_T"][b, start:end] = segment
+                start, prompt = end, prompt[-1:]
+            for s in _members(unit):
+                P, first, end = len(prompt), len(prompts_S[s]) - len(prompt), start + len(prompt) + len(responses_S[s])
+                segment += 1
+                out["tokens_B_T"][b, start:end] = torch.tensor(prompt + list(responses_S[s]), dtype=torch.long)
+                out["position_ids_B_T"][b, start:end] = torch.arange(first, first + end - start)
+                out["segment_ids_B_T"][b, start:end] = segment
+                out["prefix_ids_B_T"][b, start:end] = prefix
+                out["loss_mask_B_T"][b, start + max(P, 1):end] = 1.0
+                if response_values_S is not None and end > start + P:
+                    out["values_B_T"][b, start + P:end] = torch.tensor(response_values_S[s], dtype=torch.float32)
+                where["row_S"][s], where["start_S"][s], where["span_S"][s] = b, start, end - start
+                start = end
+    out.update(lengths_S=torch.tensor(lengths, dtype=torch.long),
+               **{k: torch.tensor(v, dtype=torch.long) for k, v in where.items()})
     return out
 
 
@@ -136,13 +182,16 @@ def pack_sft_batch(examples: Sequence[tuple[Sequence[int], Sequence[int]]], max_
                           laid["segment_ids_B_T"], len(examples), int(truncated))
 
 
-def segment_causal_mask(segment_ids_B_T: Tensor) -> Tensor:
+def segment_causal_mask(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor] = None) -> Tensor:
     """``[B, 1, T, T]`` bool, True where attention is *blocked* (Megatron's convention): query t may see key
-    s only when s ≤ t and both belong to the same example (padding, segment 0, sees only padding)."""
+    s only when s ≤ t and both belong to the same example (padding, segment 0, sees only padding) — or s is in
+    the shared prompt t's sample continues (``prefix_ids_B_T``, :func:`share_prompts`)."""
     T = segment_ids_B_T.shape[1]
     same = segment_ids_B_T.unsqueeze(2) == segment_ids_B_T.unsqueeze(1)
+    if prefix_ids_B_T is not None:
+        same |= (prefix_ids_B_T.unsqueeze(2) == segment_ids_B_T.unsqueeze(1)) & (prefix_ids_B_T.unsqueeze(2) > 0)
     causal = torch.ones((T, T), dtype=torch.bool, device=segment_ids_B_T.device).tril()
     return ~(same & causal).unsqueeze(1)
 
 
-__all__ = ["pack_rows", "pad_share", "pack_sequences", "PackedSFTBatch", "pack_sft_batch", "segment_causal_mask"]
+__all__ = ["pack_rows", "pad_share", "share_prompts", "pack_sequences", "PackedSFTBatch", "pack_sft_batch", "segment_causal_mask"]

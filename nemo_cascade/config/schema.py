@@ -171,8 +171,14 @@ class GRPO:
     positions) instead of one right-padded row each: the same loss without computing the padding. Context
     parallelism (``parallel.cp > 1``) splits plain rows only: set false there."""
     pack_tokens: int = 0
-    """Row length with sequence packing; 0 = the batch's longest sequence, so no microbatch is larger than an
-    unpacked one. Larger rows pack tighter but cost more activation memory per microbatch."""
+    """Row length with sequence packing; 0 = the batch's longest sequence (with ``share_prompts``: its longest
+    group laid out sharing its prompt). Larger rows pack tighter but cost more activation memory per microbatch."""
+    share_prompts: bool = True
+    """With sequence packing, a group's samples in one row (up to ``pack_tokens``; 0: the whole group) share one
+    copy of their prompt: computed once, each sample attending to it — the same loss and gradients from fewer
+    tokens. Local attention spec only (the actor's per-sample mask, whose cost grows with the row's length
+    squared where attention is unfused: bound it with ``pack_tokens``); Transformer Engine's packed attention
+    sees whole sequences only, so there each sample keeps its own copy (logged)."""
 
 
 @dataclass(frozen=True)

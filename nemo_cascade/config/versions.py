@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from .schema import ConfigError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The newest version: the one a new run's manifest.json and every config.json record."""
 
 FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
@@ -43,6 +43,9 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # differ); at its default (auto: eager on CPU, compiled on GPU, how every engine ran before it existed) a stage
     # interrupted before it existed resumes.
     7: {"Rollout": ("compile",)},
+    # Samples sharing their prompt's tokens in a packed row change how rows are laid out, not what is trained
+    # (as sequence packing in version 2), and they need rows longer than the default's to combine any.
+    8: {"GRPO": ("share_prompts",)},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not named
 here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION`` bumped

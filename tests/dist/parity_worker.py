@@ -36,6 +36,7 @@ def main():
     cfg = config.GRPO()
 
     initial_logprobs = actor.logprobs(tokens, temperature=0.7)
+    shared, plain = shared_prompt_logprobs(actor, tokens)
     batch["old_logprobs"] = initial_logprobs  # ratio ≠ 1 from step 2 on, so the clipped path is exercised
 
     def loss_fn(logprobs, mb):
@@ -47,10 +48,29 @@ def main():
     if dist.get_rank() == 0:
         json.dump({"loss": [s.loss for s in steps], "grad_norm": [s.grad_norm for s in steps],
                    "tokens": [s.tokens for s in steps], "roundtrip": roundtrip,
-                   "initial_logprobs": initial_logprobs.tolist(), "final_logprobs": final_logprobs.tolist()},
+                   "initial_logprobs": initial_logprobs.tolist(), "final_logprobs": final_logprobs.tolist(),
+                   "shared_prompt_logprobs": shared, "plain_logprobs": plain},
                   open(out, "w"))
     dist.barrier()
     dist.destroy_process_group()
+
+
+def shared_prompt_logprobs(actor, tokens):
+    """The trained tokens' log-probs of two groups laid out sharing their prompts (GRPO.share_prompts: RoPE at
+    positions, per-sample masks, on every shard and stage) and one sequence per row, each sorted."""
+    from nemo_cascade import config
+    from nemo_cascade.algorithms import grpo
+    from nemo_cascade.types import Prompt, PromptGroup
+
+    groups = [PromptGroup(Prompt(prompt_tokens=row[:5 + k].tolist(), domain="math", label="1"),
+                          [tokens[k + 2 + i, :3 + 2 * i].tolist() for i in range(3)], [[-1.0] * (3 + 2 * i) for i in range(3)],
+                          ["stop"] * 3, rewards_G=[1.0, 0.0, 0.5]) for k, row in enumerate(tokens[:2])]
+    out = []
+    for cfg in (config.GRPO(), config.GRPO(sequence_packing=False)):
+        batch = grpo.make_batch(groups, cfg, pad_id=0)
+        lp = actor.logprobs(batch.tokens_B_T, 0.7, batch.layout())
+        out.append(lp[batch.loss_mask_B_T > 0].sort().values.tolist())
+    return out
 
 
 if __name__ == "__main__":

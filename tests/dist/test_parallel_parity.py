@@ -1,4 +1,5 @@
-"""DP=2 and TP2×PP2 reproduce TP=1: losses, grad norms and log-probs over 3 steps (torchrun, gloo);
+"""DP=2 and TP2×PP2 reproduce TP=1: losses, grad norms and log-probs over 3 steps (torchrun, gloo), and samples
+sharing their prompt in a packed row the log-probs of one sequence per row;
 a Qwen2 (q/k/v biases: TP-sharded, gathered and broadcast over PP like the fused weight) at TP2×PP2."""
 import json
 from pathlib import Path
@@ -46,6 +47,9 @@ def test_layout_matches_tp1(tiny_model, reference, tmp_path, nproc, tp, pp):
     np.testing.assert_allclose(got["initial_logprobs"], reference["initial_logprobs"], atol=1e-5)
     np.testing.assert_allclose(got["final_logprobs"], reference["final_logprobs"], atol=1e-5)
     assert len(set(np.round(reference["loss"], 9))) > 1, "losses must change across steps (ratio ≠ 1)"
+    # samples sharing their prompt in a row (GRPO.share_prompts) compute what one sequence per row does
+    for run in (reference, got):
+        np.testing.assert_allclose(run["shared_prompt_logprobs"], run["plain_logprobs"], atol=1e-5)
 
 
 @pytest.fixture(scope="module")

@@ -81,7 +81,7 @@ def test_make_batch_shapes_masks_alignment_and_metrics():
         group([11, 12], [[21, 22, 23], [24]], [1.0, 0.0], mode="think"),
         group([13], [[25, 26], [27, 28]], [1.0, 1.0]),  # zero variance → dropped
     ]
-    batch = grpo.make_batch(groups, GRPO(adv_eps=0.0), pad_id=99)
+    batch = grpo.make_batch(groups, GRPO(adv_eps=0.0, share_prompts=False), pad_id=99)
     assert batch.num_sequences == 2
     assert batch.tokens_B_T.tolist() == [[11, 12, 21, 22, 23], [11, 12, 24, 99, 99]]
     assert batch.tokens_B_T.dtype == torch.long

@@ -31,7 +31,7 @@ def test_pack_rows_first_fit_decreasing():
 def test_make_batch_packs_sequences_with_their_own_positions_and_advantages():
     groups = [group([11, 12], [[21, 22, 23], [24]], [1.0, 0.0]),   # lengths 5, 3
               group([13], [[25], [26, 27]], [0.0, 1.0])]           # lengths 2, 3
-    batch = grpo.make_batch(groups, GRPO(adv_eps=0.0), pad_id=99)
+    batch = grpo.make_batch(groups, GRPO(adv_eps=0.0, share_prompts=False), pad_id=99)
     # budget = longest (5), longest first: 5 alone; 3 opens a row; the next 3 does not fit its 2 left and opens
     # another; 2 fills the first row with room
     assert batch.packed and batch.num_sequences == 4
@@ -46,14 +46,49 @@ def test_make_batch_packs_sequences_with_their_own_positions_and_advantages():
     assert batch.metrics["rows"] == 3
     assert batch.metrics["pad_share"] == pytest.approx(1 - 13 / 15)
     assert batch.metrics["pad_share_unpacked"] == pytest.approx(1 - 13 / 20)
+    assert batch.metrics["shared_prompt_saving"] == 0.0
     assert set(batch.tensors()) == {"tokens", "loss_mask", "advantages", "rollout_logprobs", "position_ids",
                                     "segment_ids"}
 
     plain = grpo.make_batch(groups, GRPO(adv_eps=0.0, sequence_packing=False), pad_id=99)
     assert plain.tokens_B_T.shape == (4, 5) and plain.layout() == {}
     assert plain.metrics["pad_share"] == plain.metrics["pad_share_unpacked"]
-    wide = grpo.make_batch(groups, GRPO(adv_eps=0.0, pack_tokens=8), pad_id=99)
+    wide = grpo.make_batch(groups, GRPO(adv_eps=0.0, pack_tokens=8, share_prompts=False), pad_id=99)
     assert wide.tokens_B_T.shape == (2, 8)
+
+
+def test_a_groups_samples_share_one_copy_of_their_prompt():
+    """GRPO.share_prompts: the prompt but its last token once, then per sample that token and its response,
+    positions continuing the prompt's; each sample sees the shared part and itself, never another sample."""
+    groups = [group([11, 12, 13], [[21, 22], [23]], [1.0, 0.0]),   # shared: 2 + (1 + 2) + (1 + 1) = 7 tokens
+              group([14], [[24], [25, 26]], [0.0, 1.0])]           # a one-token prompt has nothing to share
+    batch = grpo.make_batch(groups, GRPO(adv_eps=0.0), pad_id=99)
+    assert batch.tokens_B_T.tolist() == [[11, 12, 13, 21, 22, 13, 23], [14, 25, 26, 14, 24, 99, 99]]
+    assert batch.position_ids_B_T.tolist() == [[0, 1, 2, 3, 4, 2, 3], [0, 1, 2, 0, 1, 0, 0]]
+    assert batch.segment_ids_B_T.tolist() == [[1, 1, 2, 2, 2, 3, 3], [1, 1, 1, 2, 2, 0, 0]]
+    assert batch.prefix_ids_B_T.tolist() == [[0, 0, 1, 1, 1, 1, 1], [0] * 7]
+    assert batch.loss_mask_B_T.tolist() == [[0, 0, 0, 1, 1, 0, 1], [0, 1, 1, 0, 1, 0, 0]]
+    assert batch.rollout_logprobs_B_T.tolist() == [[0, 0, 0, -0.5, -0.5, 0, -0.5], [0, -0.5, -0.5, 0, -0.5, 0, 0]]
+    a = 0.707107
+    torch.testing.assert_close(batch.advantages_B_T, torch.tensor(
+        [[0, 0, a, a, a, -a, -a], [a, a, a, -a, -a, 0, 0]]), atol=1e-5, rtol=0)
+    assert batch.layout().keys() == {"position_ids", "segment_ids", "prefix_ids"}
+    assert batch.metrics["shared_prompt_saving"] == pytest.approx(1 - 12 / 14)  # 5 + 4 + 2 + 3 laid as 7 + 5
+    allowed = ~packing.segment_causal_mask(batch.segment_ids_B_T, batch.prefix_ids_B_T)[0, 0]
+    assert allowed[5].tolist() == [True, True, False, False, False, True, False]  # the 2nd sample's first token
+    assert allowed[4].tolist() == [True, True, True, True, True, False, False]
+    # rows of at most pack_tokens: a sample that does not fit joins no unit and keeps its own prompt
+    tight = grpo.make_batch(groups[:1], GRPO(adv_eps=0.0, pack_tokens=6), pad_id=99)
+    assert tight.prefix_ids_B_T.max() == 0 and tight.metrics["shared_prompt_saving"] == 0.0
+
+
+def test_transformer_engine_runs_whole_sequences(caplog):
+    from nemo_cascade.stage import grpo_layout
+
+    assert grpo_layout(GRPO(), te=False) == GRPO()
+    with caplog.at_level("INFO", logger="nemo_cascade.stage"):
+        assert grpo_layout(GRPO(), te=True) == GRPO(share_prompts=False)
+    assert "grpo.share_prompts: off on Transformer Engine" in caplog.text
 
 
 def test_sequence_aggregation_counts_the_sequences_of_a_packed_row():
@@ -80,8 +115,8 @@ def test_config_refuses_packing_under_context_parallelism():
         validate(bad)
 
 
-@pytest.mark.parametrize("aggregation", ["token", "sequence"])
-def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation):
+@pytest.mark.parametrize("aggregation,share", [("token", True), ("sequence", True), ("token", False)])
+def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation, share):
     from functools import partial
 
     from nemo_cascade.actor.megatron import MegatronActor
@@ -97,8 +132,9 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation):
                           rollout_logprobs_G_T=[[-1.0] * r for r in responses], finish_reason_G=["stop"] * 3,
                           rewards_G=[1.0, 0.0, 0.5])
               for p, responses in ((4, (9, 2, 5)), (7, (3, 11, 1)), (2, (6, 6, 4)))]
-    cfg = GRPO(adv_eps=0.0, loss_aggregation=aggregation)
+    cfg = GRPO(adv_eps=0.0, loss_aggregation=aggregation, share_prompts=share)
     packed = grpo.make_batch(groups, cfg, pad_id=0)
+    assert (packed.metrics["shared_prompt_saving"] > 0.1) == share
     plain = grpo.make_batch(groups, GRPO(**{**cfg.__dict__, "sequence_packing": False}), pad_id=0)
     assert packed.tokens_B_T.shape[0] < plain.tokens_B_T.shape[0], "the test must put several sequences in a row"
 
@@ -119,5 +155,5 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation):
     assert a.metrics["computed_tokens"] < packed.tokens_B_T.numel()
     assert b.metrics["computed_tokens"] == plain.tokens_B_T.numel()  # unpacked rows keep the batch's width
     # the layout is what makes it equal: packed rows without it let sequences see each other
-    leaky = {k: v for k, v in packed.tensors().items() if k not in ("position_ids", "segment_ids")}
+    leaky = {k: v for k, v in packed.tensors().items() if k not in ("position_ids", "segment_ids", "prefix_ids")}
     assert abs(actor.train_step(leaky, loss, 0.7).grad_norm - a.grad_norm) > 1e-3

@@ -255,6 +255,8 @@ class _Engine:
 
 
 class _Actor:
+    te = False  # the local attention spec (GRPO.share_prompts applies)
+
     def __init__(self):
         self.train_temperatures, self.ref_temperatures = [], []
 

@@ -44,7 +44,22 @@ def test_transformer_engine_requested_but_unavailable(env, message):
 def test_this_cpu_machine_plans_the_local_spec():
     assert precision.probe() == precision.Env(cuda=False), "tests run on CPU machines; TE is only probed where CUDA exists"
     assert precision.plan(model(), config.Parallel()) == precision.Plan(te=False, config_kwargs=dict(
-        sequence_parallel=False, context_parallel_size=1, **NO_FUSIONS), seq_multiple=1)
+        sequence_parallel=False, context_parallel_size=1, **NO_FUSIONS), seq_multiple=1, fused_attention=True)
+
+
+def test_torchs_fused_attention_only_for_fp32_on_cpu():
+    """Measured on CPU (docs/performance.md): torch's fused kernel is ~2x Megatron's unfused attention in fp32 and
+    several times slower in bf16; on GPUs the spec's own attention stays (TE's, or the local one)."""
+    assert precision.plan(model(), config.Parallel(), CPU).fused_attention
+    assert not precision.plan(model(dtype="bfloat16"), config.Parallel(), CPU).fused_attention
+    assert not precision.plan(model(), config.Parallel(), HOPPER).fused_attention
+    assert not precision.plan(model(), config.Parallel(), NO_TE).fused_attention
+    from nemo_cascade.actor.fused_attention import FusedAttention
+
+    fused, unfused = (precision.layer_spec(False, "qwen3", 2, fused_attention=f).layer_specs[0].submodules
+                      for f in (True, False))
+    assert fused.self_attention.submodules.core_attention is FusedAttention
+    assert unfused.self_attention.submodules.core_attention is not FusedAttention
 
 
 NO_FUSIONS = dict(bias_activation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
@@ -59,7 +74,7 @@ def test_the_chosen_spec_is_logged_in_one_line(caplog):
         precision.plan(model(), config.Parallel(), HOPPER)
         precision.plan(model(), config.Parallel(), NO_TE)
     assert [r.getMessage() for r in caplog.records] == [
-        "actor layer spec: local (model.transformer_impl=auto: no CUDA)",
+        "actor layer spec: local (model.transformer_impl=auto: no CUDA); core attention: torch's fused (fp32 on CPU)",
         "actor layer spec: transformer_engine (TE 2.8.0, model.transformer_impl=auto)",
         "actor layer spec: local (model.transformer_impl=auto: transformer_engine not installed)"]
 

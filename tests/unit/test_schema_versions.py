@@ -210,7 +210,7 @@ def test_a_config_json_of_a_newer_version_is_refused_in_one_line(tiny):
 
 # ------------------------------------------------------------------------------------------ new fields
 
-SNAPSHOT_VERSION = 7
+SNAPSHOT_VERSION = 8
 SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
     "Cascade": "name model parallel stages run_root seed gate keep_checkpoints checkpoint_every_minutes chat_style "
                "wandb",
@@ -227,7 +227,7 @@ SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
                "gpu_memory_utilization tensor_parallel_size seed dtype compile",
     "GRPO": "group_size prompts_per_step adv_eps loss_aggregation clip_eps_low clip_eps_high kl_coef reward_shaping "
             "drop_zero_variance_groups overlong overlong_filter_stats refill_max_rounds epoch_filter "
-            "readmit_unsolved readmit_solved sequence_packing pack_tokens",
+            "readmit_unsolved readmit_solved sequence_packing pack_tokens share_prompts",
     "Reward": "code_switch_penalty code_switch_rule code_switch_script answer_pattern verify_timeout_s math_grader "
               "workers score_while_generating sandbox reward_model_url reward_model_stage judge_url "
               "judge_reasoning_tokens if_rm_bonus",
