@@ -7,7 +7,8 @@ Two measurements, both on a finished tiny cascade (``make run``; the bench runs 
    each stage's mean over its steps. Exact, not sampled: both come from the same batches.
 2. **Time.** The run's final policy generates one batch of each GRPO stage's prompts with that stage's rollout
    settings (real lengths); the batch is laid out one sequence per row and packed into rows of each
-   ``--pack-tokens`` length (``grpo.pack_tokens``; 0 = the batch's longest sequence), and the actor's
+   ``--pack-tokens`` length (``grpo.pack_tokens``; 0 = the batch's longest sequence), with each sample's own
+   prompt (``packed@``) and with a group's samples sharing one (``shared@``, ``grpo.share_prompts``), and the actor's
    ``train_step`` (lr 0, so the weights stay put) and ``logprobs`` are timed on every layout (median of
    ``--repeats``, after a warm-up), in one process.
 
@@ -86,9 +87,10 @@ def time_layouts(run: Path, cfg, repeats: int, pack_tokens: list[int], micro_bat
         for group in groups:  # rewards only decide advantages here; alternate them so that no group is dropped
             group.rewards_G = [float(i % 2) for i in range(group.group_size)]
         layouts = {"unpacked": grpo.make_batch(groups, replace(stage.grpo, sequence_packing=False), pad_id(tokenizer))}
-        for budget in pack_tokens:  # 0: rows as long as the batch's longest sequence (the default)
-            layouts[f"packed@{budget}"] = grpo.make_batch(
-                groups, replace(stage.grpo, sequence_packing=True, pack_tokens=budget), pad_id(tokenizer))
+        for budget in pack_tokens:  # 0: rows as long as the batch's longest sequence (or group, shared)
+            for share in (False, True):  # grpo.share_prompts: a group's samples share one copy of their prompt
+                layouts[f"{'shared' if share else 'packed'}@{budget}"] = grpo.make_batch(groups, replace(
+                    stage.grpo, sequence_packing=True, pack_tokens=budget, share_prompts=share), pad_id(tokenizer))
         row = {"sequences": layouts["unpacked"].num_sequences}
         for name, batch in layouts.items():
             loss = partial(grpo.actor_loss, stage.grpo)
@@ -96,7 +98,7 @@ def time_layouts(run: Path, cfg, repeats: int, pack_tokens: list[int], micro_bat
             row[name] = {
                 "rows": int(batch.tokens_B_T.shape[0]), "T": int(batch.tokens_B_T.shape[1]),
                 # of the positions the actor ran: microbatches of packed rows are cut to their longest row
-                "pad_share": round(1 - float(batch.lengths_S.sum()) / computed, 4),
+                "pad_share": round(1 - float((batch.segment_ids_B_T > 0).sum()) / computed, 4),
                 "train_s": round(timed(lambda: actor.train_step(batch.tensors(), loss), repeats), 4),
                 "logprobs_s": round(timed(lambda: actor.logprobs(batch.tokens_B_T, 1.0, batch.layout()), repeats), 4),
             }

@@ -67,27 +67,3 @@ def bind_worker() -> None:
 def die_with_parent_preexec() -> None:
     """``preexec_fn`` for a child that must stop (SIGTERM) when the process starting it dies."""
     die_with_parent(signal.SIGTERM)
-
-
-def oom_kills(vmstat: str = "/proc/vmstat") -> int | None:
-    """The kernel's count of processes its out-of-memory killer has killed (``oom_kill`` in /proc/vmstat, Linux
-    4.13+; machine-wide, also inside containers); None where it is not available."""
-    try:
-        with open(vmstat) as f:
-            for line in f:
-                name, _, value = line.partition(" ")
-                if name == "oom_kill":
-                    return int(value)
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def killed_why(signal_name: str, oom_before: int | None, oom_after: int | None) -> str:
-    """Why a worker died of ``signal_name``, for its one line: a SIGKILL while the OOM killer's count rose is
-    named as (very likely) out of memory."""
-    if signal_name == "SIGKILL" and oom_before is not None and oom_after is not None and oom_after > oom_before:
-        n = oom_after - oom_before
-        return (f"SIGKILL, most likely by the kernel's out-of-memory killer ({n} kill{'s' if n > 1 else ''} "
-                f"counted in /proc/vmstat meanwhile)")
-    return signal_name

@@ -8,6 +8,7 @@ lineage manifest.
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -139,12 +140,10 @@ def check_instruction_taxonomy(cfg: config.Cascade) -> None:
             if domain != "ifeval" or data.allow_eval_instructions or is_generated(data.source):
                 continue
             if path.suffix != ".parquet":
-                try:
+                with contextlib.suppress(OSError, EOFError, zlib.error):  # unreadable: read_jsonl names it below
                     with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
                         if not spelled.search(f.read()):
                             continue
-                except (OSError, EOFError, zlib.error):
-                    pass  # unreadable: read_jsonl below names the problem
             validate = training_validator(domain, data, where)
             try:
                 rows = read_jsonl(path, data.size, bad=[])

@@ -2,6 +2,7 @@
 (cascade.py) and by every eval.json (evaluate/eval_output.py) so a number can be traced to the code that made it."""
 from __future__ import annotations
 
+import contextlib
 import platform
 import subprocess
 from importlib import metadata
@@ -15,10 +16,8 @@ def versions() -> dict:
     """``{"python": ..., package: version}`` for the installed packages of :data:`PACKAGES`."""
     out = {"python": platform.python_version()}
     for pkg in PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            pass
     return out
 
 

@@ -1,7 +1,6 @@
 """ONE stage: the GRPO loop, and the supervised loop of SFT and reward-model stages, reading like the algorithm."""
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -18,8 +17,6 @@ from nemo_cascade.faults import crash_point
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import ScoreAsFinished, penalize_code_switching, reward_metrics, stage_scorer
 from nemo_cascade.rewards.remote import RewardServerError
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -161,7 +158,7 @@ def _resume_grpo(ctx: StageContext, stream: PromptStream, curriculum: LengthCurr
 
 
 def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dict:
-    g = grpo_layout(stage.grpo, te=ctx.actor.te)
+    g = replace(stage.grpo, share_prompts=stage.grpo.share_prompts and not ctx.actor.te)  # TE: whole sequences
     stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
                           epoch_filter=(g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None)
     scorer = stage_scorer(config.stage_domains(stage), stage.reward)  # one domain, or several mixed in one run
@@ -220,15 +217,6 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
         _after(ctx, step, stage.steps, _data_state(stream, curriculum))
     ctx.log.close()
     return stream.state_dict()
-
-
-def grpo_layout(g: config.GRPO, te: bool) -> config.GRPO:
-    """The stage's GRPO settings as the actor can run them: Transformer Engine's packed attention sees whole
-    sequences only, so there samples keep their own copy of the prompt (``GRPO.share_prompts``)."""
-    if not (g.share_prompts and g.sequence_packing and te):
-        return g
-    log.info("grpo.share_prompts: off on Transformer Engine (its packed attention sees whole sequences only)")
-    return replace(g, share_prompts=False)
 
 
 def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:

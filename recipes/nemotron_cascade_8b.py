@@ -416,6 +416,8 @@ STAGE_SOURCES = {
     "grpo.readmit_solved": "§4.5.2: re-admit 100% prompts with p = 0.01",
     "grpo.sequence_packing": "ours (training layout, not reported): packed rows where the layout has no CP",
     "grpo.pack_tokens": "ours: rows as long as the batch's longest sequence",
+    "grpo.share_prompts": "ours (training layout): a group's samples share one prompt copy on the local spec; "
+                          "off on Transformer Engine (these recipes' GPUs)",
     "reward.code_switch_penalty": "§4.3.2 (RLHF: batch min − 10), §4.5 (math: −1), §4.6 (code: 0, −1 hurt); none "
                                   "reported for IF and SWE",
     "reward.math_grader": "§4.5: the answer is checked by AceMath's rule-based verifier (an AceMath-style grader, "

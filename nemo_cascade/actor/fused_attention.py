@@ -13,23 +13,17 @@ from megatron.core.transformer.dot_product_attention import DotProductAttention
 class FusedAttention(DotProductAttention):
     """Megatron's ``DotProductAttention`` (its constructor: heads per TP rank, softmax scale) with the forward of
     ``F.scaled_dot_product_attention``: the same inputs ``[s, b, heads, dim]``, the same mask convention (True =
-    blocked: the causal or per-sequence block-diagonal mask the actor builds; None = causal) and output
-    ``[s, b, heads · dim]``. The options only the unfused path implements are refused, not ignored."""
+    blocked: on CPU the actor always builds it, causal or per sequence) and output ``[s, b, heads · dim]``. The
+    options only the unfused path implements are refused, not ignored."""
 
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
-        unsupported = {"attention_dropout": config.attention_dropout > 0, "softmax_type": self.softmax_offset is not None,
-                       "apply_query_key_layer_scaling": config.apply_query_key_layer_scaling,
-                       "window_size": config.window_size is not None}
-        if any(unsupported.values()):
-            raise NotImplementedError(f"FusedAttention: {[k for k, v in unsupported.items() if v]} needs Megatron's "
-                                      "unfused DotProductAttention")
+        assert not (config.attention_dropout or config.apply_query_key_layer_scaling or config.window_size is not None
+                    or self.softmax_offset is not None), "dropout, layer scaling, windows, offsets: unfused only"
 
     def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
                 packed_seq_params=None):
         assert attention_bias is None and packed_seq_params is None, "the local spec takes neither"
         q, k, v = (x.permute(1, 2, 0, 3) for x in (query, key, value))  # [b, heads, s, dim]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if attention_mask is None else ~attention_mask,
-                                             is_causal=attention_mask is None, scale=self.softmax_scale,
-                                             enable_gqa=True)
+        out = F.scaled_dot_product_attention(q, k, v, ~attention_mask, scale=self.softmax_scale, enable_gqa=True)
         return out.permute(2, 0, 1, 3).reshape(out.shape[2], out.shape[0], -1)

@@ -113,8 +113,8 @@ class MegatronActor(HFWeights):
         self.model = self._build()
         self._gather_sequence_for_head()
         self._head_input = self._select_head_input()
-        self._rope_positions: torch.Tensor | None = None
-        self._rope_at_positions()
+        rope = getattr(self.model, "rotary_pos_emb", None)
+        self._rope = precision.RopeAtPositions(rope) if rope is not None and not self.te else None
         self.load_hf(hf_path)
         self.module = self._wrap_ddp()
         self._params_gather_pending = False  # overlap_param_gather: stepped shards not yet all-gathered
@@ -151,10 +151,6 @@ class MegatronActor(HFWeights):
             raise config.ConfigError(f"parallel.cp={parallel.cp}: {type(self).__name__} reads whole sequences "
                                      f"(its head's output is not per-token log-probs); set parallel.cp=1")
 
-    def _layer_spec(self):
-        return precision.layer_spec(self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp,
-                                    self.plan.fused_attention)
-
     def _build(self):
         import torch.nn.functional as F
         from megatron.core.models.gpt import GPTModel
@@ -165,7 +161,8 @@ class MegatronActor(HFWeights):
         for name, value in arch.yarn_config_attributes(self.spec).items():  # YaRN RoPE (App. B)
             setattr(self.tconfig, name, value)
         model = GPTModel(
-            config=self.tconfig, transformer_layer_spec=self._layer_spec(),
+            config=self.tconfig, transformer_layer_spec=precision.layer_spec(
+                self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp, self.plan.fused_attention),
             pre_process=self.ps.is_pipeline_first_stage(), post_process=self.ps.is_pipeline_last_stage(),
             **arch.gpt_model_kwargs(self.spec),
         )
@@ -180,24 +177,6 @@ class MegatronActor(HFWeights):
         if not isinstance(head, ColumnParallelLinear) or self.parallel.sequence_parallel or self.parallel.cp > 1:
             return None  # no head on this pipeline stage, another head (a reward model's), or a split sequence
         return LM.HeadInput(head)
-
-    def _rope_at_positions(self) -> None:
-        """Megatron's RoPE rotates by column index, which is right for a packed row only because attention is
-        relative and every sequence's columns are consecutive; a sample that shares its prompt
-        (``GRPO.share_prompts``) sits columns away from it. While ``_rope_positions`` ([B, T]) is set, each
-        token's rotation is looked up at its own position in the same table (positions never exceed columns)."""
-        rope = getattr(self.model, "rotary_pos_emb", None)
-        if rope is None or self.te:
-            return
-
-        def at_positions(module, args, output):
-            if self._rope_positions is None:
-                return output
-            emb, rest = (output[0], output[1:]) if isinstance(output, tuple) else (output, None)  # YaRN: + mscale
-            emb = emb[:, 0, 0][self._rope_positions.t()].unsqueeze(2)  # [T, 1, 1, d] → [T, B, 1, d]
-            return emb if rest is None else (emb, *rest)
-
-        rope.register_forward_hook(at_positions)
 
     def _gather_sequence_for_head(self) -> None:
         """With sequence parallelism the final hidden states reach the output layer as this TP rank's sequence
@@ -297,11 +276,12 @@ class MegatronActor(HFWeights):
             selection = LM.select(mb["loss_mask"], T_pad, thd="packed_seq_params" in inputs)
             self._head_input.selection = selection
         if "prefix_ids" in mb:  # samples sharing a prompt: RoPE at their positions, not their columns
-            self._rope_positions = inputs["position_ids"]
+            self._rope.positions = inputs["position_ids"]
         try:
             output = model(**inputs)
         finally:
-            self._rope_positions = None
+            if self._rope is not None:
+                self._rope.positions = None
             if self._head_input is not None:
                 self._head_input.selection = None
         return output, partial(self._loss, loss_fn, temperature, mb, cp_labels, selection)
@@ -320,10 +300,8 @@ class MegatronActor(HFWeights):
                                          "set parallel.cp=1 for sft stages and grpo.sequence_packing=false")
             segments, positions = precision.pad_seq(mb["segment_ids"], T_pad), precision.pad_seq(mb["position_ids"], T_pad)
             shared = precision.pad_seq(mb["prefix_ids"], T_pad) if "prefix_ids" in mb else None
-            if self.te and shared is not None:
-                raise config.ConfigError("grpo.share_prompts: Transformer Engine's packed attention cannot let a "
-                                         "sample see a shared prompt; lay samples out whole on TE")
-            if self.te:
+            if self.te:  # its packed attention sees whole sequences: stage.grpo_layout keeps prompts unshared there
+                assert shared is None, "Transformer Engine's packed attention cannot share a prompt"
                 return precision.thd_inputs(tokens, positions, segments)
             return dict(input_ids=tokens, position_ids=positions, attention_mask=segment_causal_mask(segments, shared))
         if self.parallel.cp > 1:

@@ -10,7 +10,8 @@ Three parts, all small functions of the config:
 - the CP sequence layout: Megatron's load-balanced split of a sequence into ``2 × cp`` chunks (rank r holds
   chunks r and 2·cp−1−r, as ``megatron.core.utils.get_batch_on_this_cp_rank``), its inverse, and
   :func:`cp_gather`, which reassembles per-position values over the CP group; plus the ``thd`` (packed
-  sequence) boundaries TE attention needs for packed SFT rows.
+  sequence) boundaries TE attention needs for packed SFT rows, and RoPE at positions for rows whose samples
+  share a prompt (:class:`RopeAtPositions`).
 
 Field names are megatron-core 0.16.1's (``transformer_config.py``, ``fp8_utils.get_fp8_recipe``). Nothing here
 imports megatron at module level, so the mappings and every error are unit-testable on any machine.
@@ -299,6 +300,24 @@ def layer_spec(te: bool, arch: str, num_layers: int, fused_attention: bool = Fal
 
 # ------------------------------------------------------------------------------------ sequence layout
 
+class RopeAtPositions:
+    """Megatron's RoPE rotates by column, which is right for packed rows only because attention is relative and a
+    sequence's columns are consecutive; a sample sharing its prompt (``GRPO.share_prompts``) sits columns away
+    from it. While ``positions`` ([B, T]) is set, each token's rotation is looked up at its own position in the
+    same table (a position never exceeds its column), through a forward hook on the rotary module."""
+
+    def __init__(self, rope: torch.nn.Module):
+        self.positions: torch.Tensor | None = None
+        rope.register_forward_hook(self._at_positions)
+
+    def _at_positions(self, module, args, output):
+        if self.positions is None:
+            return output
+        emb, rest = (output[0], output[1:]) if isinstance(output, tuple) else (output, None)  # YaRN: + mscale
+        emb = emb[:, 0, 0][self.positions.t()].unsqueeze(2)  # [T, 1, 1, d] → [T, B, 1, d]
+        return emb if rest is None else (emb, *rest)
+
+
 def pad_seq(x: torch.Tensor, length: int, fill: int = 0) -> torch.Tensor:
     """Right-pad dim 1 to ``length``. Causal attention: padding at the end never changes earlier positions."""
     if x.shape[1] >= length:
@@ -420,6 +439,6 @@ def thd_boundaries(segment_ids_B_T: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 
 __all__ = ["Env", "Plan", "probe", "plan", "check", "use_transformer_engine", "transformer_config_kwargs",
-           "seq_multiple", "layer_spec", "LocalRMSNorm", "pad_seq", "round_up", "cp_split", "cp_unsplit",
-           "cp_gather", "cp_inputs", "cp_token_logprobs", "thd_inputs", "thd_boundaries", "FP8_RECIPES", "RECOMPUTE",
-           "fusion_kwargs", "describe", "import_transformer_engine", "pipeline_shape"]
+           "seq_multiple", "layer_spec", "LocalRMSNorm", "RopeAtPositions", "pad_seq", "round_up", "cp_split",
+           "cp_unsplit", "cp_gather", "cp_inputs", "cp_token_logprobs", "thd_inputs", "thd_boundaries", "FP8_RECIPES",
+           "RECOMPUTE", "fusion_kwargs", "describe", "import_transformer_engine", "pipeline_shape"]

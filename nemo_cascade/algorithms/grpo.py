@@ -18,13 +18,12 @@ Loss normalisation convention
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import torch
 
-from nemo_cascade.algorithms.packing import pack_rows, pack_sequences, pad_share, share_prompts
+from nemo_cascade.algorithms.packing import pack_rows_of, pack_sequences, pad_share
 from nemo_cascade.config import GRPO
 from nemo_cascade.types import Prompt, PromptGroup
 
@@ -209,10 +208,9 @@ class GRPOBatch:
         """What the actor needs besides the tokens to run packed rows (none for one sequence per row, which
         keeps the plain causal path — the only one context parallelism can split); ``prefix_ids`` where samples
         share a prompt."""
-        if not self.packed:
-            return {}
-        shared = {"prefix_ids": self.prefix_ids_B_T} if bool((self.prefix_ids_B_T > 0).any()) else {}
-        return {"position_ids": self.position_ids_B_T, "segment_ids": self.segment_ids_B_T, **shared}
+        shared = {"prefix_ids": self.prefix_ids_B_T} if bool(self.prefix_ids_B_T.any()) else {}
+        rows = {"position_ids": self.position_ids_B_T, "segment_ids": self.segment_ids_B_T}
+        return {**rows, **shared} if self.packed else {}
 
     def tensors(self) -> dict[str, Tensor]:
         """The actor's ``train_step`` batch (:func:`actor_loss` reads it)."""
@@ -239,20 +237,16 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
     Per group: ``OVERLONG[cfg.overlong]`` edits rewards / drops truncated samples; if
     ``cfg.drop_zero_variance_groups`` and the remaining rewards are all equal the group is dropped (§4.4.2);
     otherwise rewards are shaped (``SHAPING[cfg.reward_shaping]``) and turned into advantages with
-    ``cfg.adv_eps``. Kept samples are laid out by :func:`pack_sequences`: several per row
-    (:func:`pack_rows`, rows of ``max(cfg.pack_tokens, longest sequence)`` tokens) with
-    ``cfg.sequence_packing``, else one per row; with ``cfg.share_prompts`` too, a group's samples that fit in
-    one row share one copy of their prompt (:func:`share_prompts`; ``pack_tokens`` 0: a whole group each).
+    ``cfg.adv_eps``. Kept samples are laid out by :func:`pack_sequences`: several per row with
+    ``cfg.sequence_packing`` (:func:`pack_rows_of`: ``cfg.pack_tokens``, ``cfg.share_prompts``), else one per row.
 
     metrics (over ALL generated samples, before any filter unless stated): ``groups``, ``groups_dropped``
     (zero variance), ``samples_overlong_filtered``, ``reward_mean``, ``reward_std`` (population std over
     the batch), ``truncation_rate`` (share of ``length`` finishes), ``response_len_mean`` (tokens),
-    ``num_sequences`` and ``num_loss_tokens`` (of the batch), ``rows``, ``pad_share`` (share of the
-    ``rows × T`` positions that are padding), ``pad_share_unpacked`` (the same for one sequence per row, the
-    layout without packing — the saving packing makes) and ``shared_prompt_saving`` (share of the sequences'
-    tokens not laid out because samples share their prompt); per chat-template mode present,
-    ``groups/<mode>`` and ``reward_mean/<mode>`` (the half-half batches of §4.3.2).
-    """
+    ``num_sequences`` and ``num_loss_tokens`` (of the batch), ``rows``, ``pad_share`` (of the ``rows × T``
+    positions), ``pad_share_unpacked`` (one sequence per row), ``shared_prompt_saving`` (of the sequences'
+    tokens, not laid out: shared prompts); per chat-template mode, ``groups/<mode>`` and ``reward_mean/<mode>``
+    (the half-half batches of §4.3.2)."""
     prompts, responses, logprobs, advantages, modes = [], [], [], [], []
     all_rewards = []
     dropped = filtered = 0
@@ -276,14 +270,7 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
 
     lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
     longest = max(lengths, default=0)
-    rows = None
-    if cfg.sequence_packing:
-        budget = max(cfg.pack_tokens, longest)
-        units, unit_lengths = list(range(len(lengths))), lengths
-        if cfg.share_prompts:  # pack_tokens 0: each group's samples in one unit, rows as long as the longest
-            units, unit_lengths = share_prompts(prompts, responses, budget if cfg.pack_tokens else sys.maxsize)
-            budget = max([budget, *unit_lengths])
-        rows = [[units[u] for u in row] for row in pack_rows(unit_lengths, budget)]
+    rows = pack_rows_of(prompts, responses, cfg.pack_tokens, cfg.share_prompts) if cfg.sequence_packing else None
     laid = pack_sequences(prompts, responses, pad_id, logprobs, rows)
     advantages_S = torch.tensor(advantages, dtype=torch.float32)
     advantages_B_T = _spread_over_tokens(advantages_S, laid)

@@ -16,6 +16,7 @@ of its examples, each row closed once the next example does not fit — :func:`p
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -59,31 +60,32 @@ def share_prompts(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequ
                   budget: int) -> tuple[list, list[int]]:
     """Consecutive sequences with the same prompt (a GRPO group's samples) combined into units that share one
     copy of it, each unit within ``budget`` tokens where it holds more than one sequence; returns the units
-    (a sequence index, or a tuple of them) and their lengths, for :func:`pack_rows` and :func:`pack_sequences`.
+    (tuples of sequence indices) and their lengths, for :func:`pack_rows` and :func:`pack_sequences`.
 
     A unit of k samples lays its prompt out once but its last token (positions 0 … P−2), then per sample that
     last token and the response (positions P−1 …), which attends to the shared part and to itself
     (:func:`segment_causal_mask`): P − 1 + Σ(R + 1) tokens instead of Σ(P + R), each sample's values the same.
-    A one-token prompt has nothing to share."""
-    units: list = []
+    A one-token prompt has nothing to share; a ``budget`` of 0 shares none."""
+    units: list[tuple[int, ...]] = []
     lengths: list[int] = []
     for s, (prompt, response) in enumerate(zip(prompts_S, responses_S)):
-        grow = len(response) + 1
-        if units and len(prompt) > 1 and list(prompt) == list(prompts_S[s - 1]) and lengths[-1] + grow <= budget:
-            units[-1] = (*_members(units[-1]), s)
-            lengths[-1] += grow
+        fits = units and lengths[-1] + len(response) < budget
+        if fits and len(prompt) > 1 and list(prompt) == list(prompts_S[s - 1]):
+            units[-1], lengths[-1] = (*units[-1], s), lengths[-1] + len(response) + 1
         else:
-            units.append(s)
+            units.append((s,))
             lengths.append(len(prompt) + len(response))
     return units, lengths
 
 
-def _members(unit) -> tuple[int, ...]:
-    return unit if isinstance(unit, tuple) else (unit,)
-
-
-def _first(unit) -> int:
-    return _members(unit)[0]
+def pack_rows_of(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]], pack_tokens: int,
+                 share: bool) -> list[list]:
+    """GRPO's rows for :func:`pack_sequences`: first-fit decreasing into rows of ``max(pack_tokens, longest
+    sequence)`` tokens; with ``share``, of units sharing their prompt (:func:`share_prompts`; ``pack_tokens`` 0:
+    a whole group each, rows as long as the longest)."""
+    budget = max([pack_tokens, *(len(p) + len(r) for p, r in zip(prompts_S, responses_S))])
+    units, lengths = share_prompts(prompts_S, responses_S, (budget if pack_tokens else sys.maxsize) if share else 0)
+    return [[units[u] for u in row] for row in pack_rows(lengths, max([budget, *lengths]))]
 
 
 def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]], pad_id: int,
@@ -102,9 +104,10 @@ def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Seq
     the longest row (0 if there are none).
     """
     lengths = [len(p) + len(r) for p, r in zip(prompts_S, responses_S)]
-    rows = [[s] for s in range(len(lengths))] if rows is None else rows
-    laid = lambda unit: len(prompts_S[_first(unit)]) - 1 + sum(len(responses_S[s]) + 1 for s in _members(unit))  # noqa: E731
-    B, T = len(rows), max((sum(laid(u) for u in row) for row in rows), default=0)
+    rows = [[u if isinstance(u, tuple) else (u,) for u in row] for row in (rows or [[s] for s in range(len(lengths))])]
+    B = len(rows)
+    T = max((sum(len(prompts_S[u[0]]) - 1 + sum(len(responses_S[s]) + 1 for s in u) for u in row) for row in rows),
+            default=0)
     out = {"tokens_B_T": torch.full((B, T), pad_id, dtype=torch.long)}
     out.update({k: torch.zeros((B, T), dtype=torch.long) for k in ("position_ids_B_T", "segment_ids_B_T",
                                                                      "prefix_ids_B_T")})
@@ -113,14 +116,14 @@ def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Seq
     for b, row in enumerate(rows):
         start = segment = 0
         for unit in row:
-            prompt, prefix = list(prompts_S[_first(unit)]), 0
-            if isinstance(unit, tuple) and len(unit) > 1:  # the shared part, once: the prompt but its last token
+            prompt, prefix = list(prompts_S[unit[0]]), 0
+            if len(unit) > 1:  # the shared part, once: the prompt but its last token
                 segment, prefix, end = segment + 1, segment + 1, start + len(prompt) - 1
                 out["tokens_B_T"][b, start:end] = torch.tensor(prompt[:-1], dtype=torch.long)
                 out["position_ids_B_T"][b, start:end] = torch.arange(end - start)
                 out["segment_ids_B_T"][b, start:end] = segment
                 start, prompt = end, prompt[-1:]
-            for s in _members(unit):
+            for s in unit:
                 P, first, end = len(prompt), len(prompts_S[s]) - len(prompt), start + len(prompt) + len(responses_S[s])
                 segment += 1
                 out["tokens_B_T"][b, start:end] = torch.tensor(prompt + list(responses_S[s]), dtype=torch.long)
@@ -194,4 +197,5 @@ def segment_causal_mask(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor
     return ~(same & causal).unsqueeze(1)
 
 
-__all__ = ["pack_rows", "pad_share", "share_prompts", "pack_sequences", "PackedSFTBatch", "pack_sft_batch", "segment_causal_mask"]
+__all__ = ["pack_rows", "pad_share", "share_prompts", "pack_rows_of", "pack_sequences", "PackedSFTBatch",
+           "pack_sft_batch", "segment_causal_mask"]

@@ -85,6 +85,12 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
     return cfg
 
 
+def _at_least(field: str, value, least, note: str = "") -> None:
+    """One line naming ``field`` unless ``value >= least`` (``note``: what the least value means)."""
+    if value < least:
+        raise ConfigError(f"{field}: expected >= {least}{f' ({note})' if note else ''}, got {value}")
+
+
 def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
     p = cfg.parallel
     validate_parallel_settings(cfg.model, p)
@@ -124,35 +130,25 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
             # the whole sequence on one rank; the actor splits sequences over CP ranks only for GRPO batches.
             raise ConfigError(f"{where}.kind: parallel.cp={p.cp} splits every sequence over ranks, which the actor "
                               f"supports for grpo stages only, not {s.kind} (set parallel.cp=1)")
-        if s.actor.lr < 0:
-            raise ConfigError(f"{where}.actor.lr: expected >= 0, got {s.actor.lr}")
-        if s.actor.lr_decay_steps < 0:
-            raise ConfigError(f"{where}.actor.lr_decay_steps: expected >= 0 (0 = the stage's steps), "
-                              f"got {s.actor.lr_decay_steps}")
+        _at_least(f"{where}.actor.lr", s.actor.lr, 0)
+        _at_least(f"{where}.actor.lr_decay_steps", s.actor.lr_decay_steps, 0, "0 = the stage's steps")
     _validate_engine(cfg)
     _validate_gate(cfg.gate)
-    if cfg.keep_checkpoints < 1:
-        raise ConfigError(f"keep_checkpoints: expected >= 1, got {cfg.keep_checkpoints}")
-    if cfg.checkpoint_every_minutes < 0:
-        raise ConfigError(f"checkpoint_every_minutes: expected >= 0 (0 = by steps only), "
-                          f"got {cfg.checkpoint_every_minutes}")
+    _at_least("keep_checkpoints", cfg.keep_checkpoints, 1)
+    _at_least("checkpoint_every_minutes", cfg.checkpoint_every_minutes, 0, "0 = by steps only")
 
 
 def _validate_grpo(s: Stage, p: Parallel, where: str) -> None:
     g, r = s.grpo, s.rollout
     if g.group_size < 2:
         raise ConfigError(f"{where}.grpo.group_size: GRPO needs >= 2 samples per prompt, got {g.group_size}")
-    if g.prompts_per_step < 1:
-        raise ConfigError(f"{where}.grpo.prompts_per_step: expected >= 1, got {g.prompts_per_step}")
+    _at_least(f"{where}.grpo.prompts_per_step", g.prompts_per_step, 1)
     if r.temperature <= 0:
         raise ConfigError(f"{where}.rollout.temperature: RL sampling needs > 0, got {r.temperature}")
     if not 0 < r.top_p <= 1:
         raise ConfigError(f"{where}.rollout.top_p: expected in (0, 1], got {r.top_p}")
-    if r.max_response_tokens < 1:
-        raise ConfigError(f"{where}.rollout.max_response_tokens: expected >= 1")
-    if g.pack_tokens < 0:
-        raise ConfigError(f"{where}.grpo.pack_tokens: expected >= 0 (0 = the batch's longest sequence), "
-                          f"got {g.pack_tokens}")
+    _at_least(f"{where}.rollout.max_response_tokens", r.max_response_tokens, 1)
+    _at_least(f"{where}.grpo.pack_tokens", g.pack_tokens, 0, "0 = the batch's longest sequence")
     if p.cp > 1 and g.sequence_packing:
         raise ConfigError(f"{where}.grpo.sequence_packing: parallel.cp={p.cp} splits plain rows over ranks, not "
                           "packed ones (per-sequence attention); set grpo.sequence_packing=false")
@@ -234,8 +230,7 @@ def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
     """What a stage takes from earlier stages: its checkpoint cadence, the data-position hand-over, a served
     reward model, an SFT mixture."""
     s = cfg.stages[i]
-    if s.checkpoint_every < 0:
-        raise ConfigError(f"{where}.checkpoint_every: expected >= 0 (0 = no mid-stage checkpoints)")
+    _at_least(f"{where}.checkpoint_every", s.checkpoint_every, 0, "0 = no mid-stage checkpoints")
     if s.extra_data and s.kind == "reward_model":
         raise ConfigError(f"{where}.extra_data: sft and grpo stages mix sources; a reward_model stage reads data")
     for j, d in enumerate(s.extra_data):
@@ -264,8 +259,7 @@ def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
 
 def _validate_length(s: Stage, where: str) -> None:
     """A stage's length: ``steps``, or ``epochs`` over its data (SFT and RM stages) with steps = 0."""
-    if s.epochs < 0:
-        raise ConfigError(f"{where}.epochs: expected >= 0 (0 = the length is steps), got {s.epochs}")
+    _at_least(f"{where}.epochs", s.epochs, 0, "0 = the length is steps")
     if s.epochs and s.kind == "grpo":
         raise ConfigError(f"{where}.epochs: a grpo stage's length is steps (T15–T20 give steps); epochs are for "
                           f"sft and reward_model stages")
@@ -285,8 +279,7 @@ def _validate_data(s: Stage, where: str) -> None:
     limit = {"grpo": ("rollout.max_prompt_tokens", s.rollout.max_prompt_tokens),
              "sft": ("sft_max_tokens", s.sft_max_tokens)}.get(s.kind)
     for name, d in (("data", s.data), *((f"extra_data.{j}", d) for j, d in enumerate(s.extra_data))):
-        if d.max_bad_rows < 0:
-            raise ConfigError(f"{where}.{name}.max_bad_rows: expected >= 0, got {d.max_bad_rows}")
+        _at_least(f"{where}.{name}.max_bad_rows", d.max_bad_rows, 0)
         if d.domain and s.kind != "grpo":
             raise ConfigError(f"{where}.{name}.domain: only grpo prompts are scored in a domain; a {s.kind} stage "
                               f"reads its rows as they are (leave it empty)")
@@ -296,16 +289,14 @@ def _validate_data(s: Stage, where: str) -> None:
         if d.allow_eval_instructions and (s.kind != "grpo" or (d.domain or s.domain) != "ifeval"):
             raise ConfigError(f"{where}.{name}.allow_eval_instructions: only IF-RL prompts (a grpo source of "
                               f"domain ifeval) hold instruction ids; leave it false here")
-        if d.min_prompt_tokens < 0:
-            raise ConfigError(f"{where}.{name}.min_prompt_tokens: expected >= 0, got {d.min_prompt_tokens}")
+        _at_least(f"{where}.{name}.min_prompt_tokens", d.min_prompt_tokens, 0)
         if d.min_prompt_tokens and limit is None:
             raise ConfigError(f"{where}.{name}.min_prompt_tokens: a {s.kind} stage keeps every row (long ones are "
                               f"cut to their last tokens); prompt-length drops are for grpo and sft stages")
         if limit is not None and d.min_prompt_tokens > limit[1]:
             raise ConfigError(f"{where}.{name}.min_prompt_tokens: {d.min_prompt_tokens} is above {limit[0]}="
                               f"{limit[1]}, which would drop every row")
-        if d.swe_max_files < 1:
-            raise ConfigError(f"{where}.{name}.swe_max_files: expected >= 1, got {d.swe_max_files}")
+        _at_least(f"{where}.{name}.swe_max_files", d.swe_max_files, 1)
         if not 0 <= d.swe_min_noisy_files < d.swe_max_files:  # the ground truth takes at least one file
             raise ConfigError(f"{where}.{name}.swe_min_noisy_files: expected 0 to swe_max_files - 1 = "
                               f"{d.swe_max_files - 1}, got {d.swe_min_noisy_files}")
@@ -321,16 +312,8 @@ def _validate_gate(g: Gate) -> None:
         raise ConfigError("gate: samples, max_tokens and limit must be >= 0 (0 = the suite's default)")
     if g.min_drop < 0 or g.sigmas < 0:
         raise ConfigError("gate: min_drop and sigmas must be >= 0")
-    for item in g.tolerance:
-        suite, sep, drop = item.partition("=")
-        try:
-            ok = bool(sep) and suite in g.suites and float(drop) >= 0
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ConfigError(f"gate.tolerance: expected SUITE=DROP with SUITE one of gate.suites {list(g.suites)} "
-                              f"and DROP >= 0, got {item!r:.80}")
-    for name, kind, least in (("yarn", float, 1), ("max_input_tokens", int, 0)):
+    for name, what, kind, least in (("tolerance", "DROP", float, 0), ("yarn", "FACTOR", float, 1),
+                                    ("max_input_tokens", "TOKENS", int, 0)):
         for item in getattr(g, name):
             suite, sep, value = item.partition("=")
             try:
@@ -338,15 +321,13 @@ def _validate_gate(g: Gate) -> None:
             except ValueError:
                 ok = False
             if not ok:
-                raise ConfigError(f"gate.{name}: expected SUITE={'FACTOR' if kind is float else 'TOKENS'} with "
-                                  f"SUITE one of gate.suites {list(g.suites)} and a {kind.__name__} >= {least}, "
-                                  f"got {item!r:.80}")
+                raise ConfigError(f"gate.{name}: expected SUITE={what} with SUITE one of gate.suites {list(g.suites)} "
+                                  f"and {what} a {kind.__name__} >= {least}, got {item!r:.80}")
 
 
 def _validate_reward_model(s: Stage, p: Parallel, where: str) -> None:
     for name in ("rm_batch_size", "rm_max_tokens"):
-        if getattr(s, name) < 1:
-            raise ConfigError(f"{where}.{name}: expected >= 1, got {getattr(s, name)}")
+        _at_least(f"{where}.{name}", getattr(s, name), 1)
     if p.micro_batch_size % 2:
         # A pair's chosen and rejected rows must meet in one microbatch for the BT loss.
         raise ConfigError(f"parallel.micro_batch_size: a reward_model stage needs an even number of sequences "
@@ -357,8 +338,7 @@ def _validate_sampling_filters(s: Stage, where: str) -> None:
     g, r = s.grpo, s.rollout
     if r.top_k == 0 or r.top_k < -1:
         raise ConfigError(f"{where}.rollout.top_k: expected -1 (off) or >= 1, got {r.top_k}")
-    if g.refill_max_rounds < 0:
-        raise ConfigError(f"{where}.grpo.refill_max_rounds: expected >= 0, got {g.refill_max_rounds}")
+    _at_least(f"{where}.grpo.refill_max_rounds", g.refill_max_rounds, 0)
     if g.refill_max_rounds and not g.drop_zero_variance_groups:
         raise ConfigError(f"{where}.grpo.refill_max_rounds: refilling replaces dropped groups; it needs "
                           f"grpo.drop_zero_variance_groups=true")
@@ -411,11 +391,8 @@ def _validate_reward(s: Stage, where: str) -> None:
                               f"e.g. '####\\s*(.+)'; or one of {list(NAMED_ANSWER_PATTERNS)}")
     if rw.verify_timeout_s <= 0:
         raise ConfigError(f"{where}.reward.verify_timeout_s: expected > 0, got {rw.verify_timeout_s}")
-    if rw.workers < 0:
-        raise ConfigError(f"{where}.reward.workers: expected >= 0 (0 = all cores), got {rw.workers}")
-    if rw.judge_reasoning_tokens < 0:
-        raise ConfigError(f"{where}.reward.judge_reasoning_tokens: expected >= 0 (0 = the judge answers at once), "
-                          f"got {rw.judge_reasoning_tokens}")
+    _at_least(f"{where}.reward.workers", rw.workers, 0, "0 = all cores")
+    _at_least(f"{where}.reward.judge_reasoning_tokens", rw.judge_reasoning_tokens, 0, "0 = the judge answers at once")
     needs_rm = "the rlhf domain" if "rlhf" in stage_domains(s) else "if_rm_bonus" if rw.if_rm_bonus else ""
     if needs_rm and not (rw.reward_model_url or rw.reward_model_stage):
         raise ConfigError(f"{where}.reward.reward_model_url: {needs_rm} needs a reward model: a server URL, or "

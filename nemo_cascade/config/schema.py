@@ -167,25 +167,19 @@ class GRPO:
     readmit_solved: float = 0.01
     """Per-epoch probability that a filtered-out 100%-correct prompt is re-admitted (§4.5.2: 0.01)."""
     sequence_packing: bool = True
-    """Pack several rollouts into each row the actor computes (first-fit decreasing, per-sequence attention and
-    positions) instead of one right-padded row each: the same loss without computing the padding. Context
-    parallelism (``parallel.cp > 1``) splits plain rows only: set false there."""
+    """Several rollouts per row the actor computes (first-fit decreasing, per-sequence attention and positions), not
+    one padded row each: the same loss without the padding. Not with ``parallel.cp > 1`` (plain rows only)."""
     pack_tokens: int = 0
-    """Row length with sequence packing; 0 = the batch's longest sequence (with ``share_prompts``: its longest
-    group laid out sharing its prompt). Larger rows pack tighter but cost more activation memory per microbatch."""
+    """Row length with sequence packing; 0 = the batch's longest sequence (or group, with ``share_prompts``)."""
     share_prompts: bool = True
-    """With sequence packing, a group's samples in one row (up to ``pack_tokens``; 0: the whole group) share one
-    copy of their prompt: computed once, each sample attending to it — the same loss and gradients from fewer
-    tokens. Local attention spec only (the actor's per-sample mask, whose cost grows with the row's length
-    squared where attention is unfused: bound it with ``pack_tokens``); Transformer Engine's packed attention
-    sees whole sequences only, so there each sample keeps its own copy (logged)."""
+    """Packed samples of one prompt share one copy of it per row: the same loss from fewer tokens; local attention
+    spec only (off on Transformer Engine). docs/performance.md, "Samples sharing their prompt"."""
 
 
 @dataclass(frozen=True)
 class Data:
     source: str = ""
-    """A jsonl/parquet path, or ``synthetic:NAME`` / ``benchmark:NAME`` for a set registered in
-    nemo_cascade.data.generated."""
+    """A jsonl/parquet path, or ``synthetic:NAME`` / ``benchmark:NAME`` (sets registered in data.generated)."""
     size: int = 0
     """Synthetic sets: number of rows to generate. File sets: 0 = all rows."""
     split: Literal["train", "test"] = "train"

@@ -5,7 +5,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import torch
 
@@ -108,8 +108,3 @@ def linked_with_config(src_dir: str | Path, out_dir: str | Path, config: dict) -
         if entry.name != "config.json":
             (out / entry.name).symlink_to(entry)
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-
-
-def iter_tensors(reader: SafetensorsReader) -> Iterator[tuple[str, torch.Tensor]]:
-    for name in reader.names():
-        yield name, reader.get(name)

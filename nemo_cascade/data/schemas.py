@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import json
 import math
 import re
@@ -114,10 +115,8 @@ def _without_nulls(kwargs: Any) -> Any:
 
 def _literal(text: str) -> Any:
     """A Python literal (``ast.literal_eval``: data only, nothing runs) or else JSON; ValueError if neither."""
-    try:
+    with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        pass
     try:
         return json.loads(text)
     except (ValueError, RecursionError):  # JSONDecodeError is a ValueError

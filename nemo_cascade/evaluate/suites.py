@@ -25,6 +25,7 @@ Agentless repair prompt (:mod:`.swe_tasks`); IFEval / IFBench / RLHF prompts are
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -131,17 +132,23 @@ def _user(text: str) -> list:
 
 # ------------------------------------------------------------------------------------------ loaders
 
-def load_ifeval(path: Path) -> list[Item]:
+def _per_row(item: Callable[[dict, str, int], Optional[Item]]) -> Callable[[Path], list[Item]]:
+    """A loader of a jsonl file from ``item(row, where, lineno)`` (``where``: ``path:line``; None skips the row)."""
+    @functools.wraps(item)
+    def load(path: Path) -> list[Item]:
+        items = (item(row, f"{path}:{lineno}", lineno) for lineno, row in read_jsonl(path, error=EvalError))
+        return [i for i in items if i is not None]
+    return load
+
+
+@_per_row
+def load_ifeval(row: dict, where: str, lineno: int) -> Item:
     """IFEval ``input_data.jsonl`` / IFBench ``IFBench_test.jsonl`` rows: ``key``, ``prompt``,
     ``instruction_id_list``, ``kwargs``; the label is the row (the ``ifeval`` domain covers both taxonomies)."""
-    items = []
-    for lineno, row in read_jsonl(path, error=EvalError):
-        where = f"{path}:{lineno}"
-        prompt = _field(row, "prompt", where)
-        label = _validated("ifeval", {"prompt": prompt, "instruction_id_list": row.get("instruction_id_list"),
-                                      "kwargs": row.get("kwargs")}, where)
-        items.append(Item(str(row.get("key", lineno)), _user(prompt), label))
-    return items
+    prompt = _field(row, "prompt", where)
+    label = _validated("ifeval", {"prompt": prompt, "instruction_id_list": row.get("instruction_id_list"),
+                                  "kwargs": row.get("kwargs")}, where)
+    return Item(str(row.get("key", lineno)), _user(prompt), label)
 
 
 def _math_item(uid: str, problem: str, answer: str, where: str) -> Item:
@@ -156,66 +163,52 @@ def gsm8k_final_answer(solution: str) -> str:
     return solution.rsplit("####", 1)[1].strip().replace(",", "")
 
 
-def load_gsm8k(path: Path) -> list[Item]:
+@_per_row
+def load_gsm8k(row: dict, where: str, lineno: int) -> Item:
     """GSM8K rows ``question`` / ``answer``; the label is the number after ``####`` without thousands commas."""
-    items = []
-    for lineno, row in read_jsonl(path, error=EvalError):
-        where = f"{path}:{lineno}"
-        try:
-            final = gsm8k_final_answer(_field(row, "answer", where))
-        except ValueError as e:
-            raise EvalError(f"{where}: {e}") from None
-        items.append(_math_item(str(lineno), _field(row, "question", where), final, where))
-    return items
+    try:
+        final = gsm8k_final_answer(_field(row, "answer", where))
+    except ValueError as e:
+        raise EvalError(f"{where}: {e}") from None
+    return _math_item(str(lineno), _field(row, "question", where), final, where)
 
 
-def load_math(path: Path) -> list[Item]:
+@_per_row
+def load_math(row: dict, where: str, lineno: int) -> Item:
     """MATH-500 / AIME rows: ``problem`` and ``answer`` (string or integer); uid from ``unique_id`` or ``id``."""
-    items = []
-    for lineno, row in read_jsonl(path, error=EvalError):
-        where = f"{path}:{lineno}"
-        answer = _field(row, "answer", where, (str, int))
-        uid = str(row.get("unique_id", row.get("id", lineno)))
-        items.append(_math_item(uid, _field(row, "problem", where), str(answer), where))
-    return items
+    answer = _field(row, "answer", where, (str, int))
+    uid = str(row.get("unique_id", row.get("id", lineno)))
+    return _math_item(uid, _field(row, "problem", where), str(answer), where)
 
 
 def _fenced(code: str) -> str:
     return f"```python\n{code.rstrip()}\n```"
 
 
-def load_humaneval(path: Path) -> list[Item]:
+@_per_row
+def load_humaneval(row: dict, where: str, lineno: int) -> Item:
     """HumanEval rows (``task_id``, ``prompt``, ``canonical_solution``, ``test``, ``entry_point``): the model
     writes the whole function; the label runs the dataset's ``check(candidate)``."""
-    items = []
-    for lineno, row in read_jsonl(path, error=EvalError):
-        where = f"{path}:{lineno}"
-        prompt = _field(row, "prompt", where)
-        label = _validated("code", {"test_code": _field(row, "test", where),
-                                    "entry_point": _field(row, "entry_point", where)}, where)
-        text = f"{CODE_INSTRUCTION}\n\n{_fenced(prompt)}"
-        reference = _fenced(prompt + row.get("canonical_solution", ""))
-        items.append(Item(_field(row, "task_id", where), _user(text), label, reference))
-    return items
+    prompt = _field(row, "prompt", where)
+    label = _validated("code", {"test_code": _field(row, "test", where),
+                                "entry_point": _field(row, "entry_point", where)}, where)
+    text = f"{CODE_INSTRUCTION}\n\n{_fenced(prompt)}"
+    return Item(_field(row, "task_id", where), _user(text), label, _fenced(prompt + row.get("canonical_solution", "")))
 
 
-def load_mbpp(path: Path) -> list[Item]:
+@_per_row
+def load_mbpp(row: dict, where: str, lineno: int) -> Item:
     """MBPP rows (``task_id``, ``text``, ``code``, ``test_setup_code``, ``test_list``): the prompt shows the
     task and its three asserts (the MBPP paper's format); the label runs setup code + asserts. The function
     name (entry point) is the one the first assert calls. The format is ``data.mbpp_tasks.mbpp_task``'s,
     shared with the MBPP-derived training set."""
-    items = []
-    for lineno, row in read_jsonl(path, error=EvalError):
-        where = f"{path}:{lineno}"
-        tests = _field(row, "test_list", where, list)
-        try:
-            text, label = mbpp_task(_field(row, "text", where), tests, row.get("test_setup_code") or "")
-        except ValueError as e:
-            raise EvalError(f"{where}: {e}") from None
-        label = _validated("code", label, where)
-        reference = _fenced(_field(row, "code", where).replace("\r\n", "\n"))
-        items.append(Item(str(row.get("task_id", lineno)), _user(text), label, reference))
-    return items
+    tests = _field(row, "test_list", where, list)
+    try:
+        text, label = mbpp_task(_field(row, "text", where), tests, row.get("test_setup_code") or "")
+    except ValueError as e:
+        raise EvalError(f"{where}: {e}") from None
+    reference = _fenced(_field(row, "code", where).replace("\r\n", "\n"))
+    return Item(str(row.get("task_id", lineno)), _user(text), _validated("code", label, where), reference)
 
 
 _HH_TURN = re.compile(r"\n\n(Human|Assistant): ?")
@@ -237,32 +230,26 @@ def hh_conversation(dialogue: str) -> Optional[list[dict]]:
     return messages
 
 
-def load_hh_rlhf(path: Path) -> list[Item]:
+@_per_row
+def load_hh_rlhf(row: dict, where: str, lineno: int) -> Optional[Item]:
     """HH-RLHF pairs: the conversation before the final ``Assistant:`` turn of ``chosen`` is the prompt, the
     final turn of ``chosen`` is the reference answer to beat. Rows that do not parse (10 of the 2354
     helpful-base test rows: broken turn structure or an empty turn) are skipped, deterministically."""
-    items = []
-    for lineno, row in read_jsonl(path, error=EvalError):
-        messages = hh_conversation(_field(row, "chosen", f"{path}:{lineno}"))
-        if messages is None or len(messages) < 2 or messages[-1]["role"] != "assistant":
-            continue
-        prompt, reference = messages[:-1], messages[-1]["content"]
-        items.append(Item(str(lineno), prompt, _validated("rlhf", {"messages": prompt}, f"{path}:{lineno}"), reference))
-    return items
+    messages = hh_conversation(_field(row, "chosen", where))
+    if messages is None or len(messages) < 2 or messages[-1]["role"] != "assistant":
+        return None
+    prompt = messages[:-1]
+    return Item(str(lineno), prompt, _validated("rlhf", {"messages": prompt}, where), messages[-1]["content"])
 
 
 def load_rows(domain: str) -> Callable[[Path], list[Item]]:
     """The project's own row shape ``{"uid", "messages", "label", "reference"}`` (the tiny suites, written by
     tools/make_tiny_suites.py), labels checked by ``domain``'s validator."""
-    def load(path: Path) -> list[Item]:
-        items = []
-        for lineno, row in read_jsonl(path, error=EvalError):
-            where = f"{path}:{lineno}"
-            messages = _field(row, "messages", where, list)
-            items.append(Item(str(row.get("uid", lineno)), messages, _validated(domain, row.get("label"), where),
-                              row.get("reference")))
-        return items
-    return load
+    def item(row: dict, where: str, lineno: int) -> Item:
+        messages = _field(row, "messages", where, list)
+        return Item(str(row.get("uid", lineno)), messages, _validated(domain, row.get("label"), where),
+                    row.get("reference"))
+    return _per_row(item)
 
 
 def _load_swe(path: Path) -> list[Item]:

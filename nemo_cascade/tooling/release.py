@@ -29,7 +29,7 @@ from nemo_cascade import checkpoint
 from nemo_cascade.files import published_folder
 from nemo_cascade.convert import arch
 from nemo_cascade.convert import table
-from nemo_cascade.convert.hf_io import SafetensorsReader, copy_side_files, iter_tensors, write_sharded
+from nemo_cascade.convert.hf_io import SafetensorsReader, copy_side_files, write_sharded
 from nemo_cascade.convert.shape import load_config_json
 from nemo_cascade.errors import CascadeError
 
@@ -210,7 +210,8 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
     if source.kind == "checkpoint":
         tensors = checkpoint_tensors(source.path, spec)
     else:
-        tensors = iter_tensors(SafetensorsReader(source.path))
+        reader = SafetensorsReader(source.path)
+        tensors = ((name, reader.get(name)) for name in reader.names())
     cast = {"auto": None, "bfloat16": torch.bfloat16, "float32": torch.float32}[dtype]
     first_dtype: list[torch.dtype] = []
 

@@ -28,7 +28,7 @@ def run_torchrun(argv: list[str], run_dir: Path | None = None) -> int:
 
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
     os.environ[lifeline.AGENT_PID_ENV] = str(os.getpid())  # each worker checks it still has this parent
-    oom_before = lifeline.oom_kills()
+    oom_before = oom_kills()
     try:
         run(parse_args(argv))
     except ChildFailedError as e:
@@ -37,7 +37,7 @@ def run_torchrun(argv: list[str], run_dir: Path | None = None) -> int:
             return failure.exitcode
         # torchrun has stopped the other ranks by now. On a line of its own: the dead worker's progress bar may
         # have left the cursor mid-line.
-        why = lifeline.killed_why(failure.signal_name(), oom_before, lifeline.oom_kills())
+        why = killed_why(failure.signal_name(), oom_before, oom_kills())
         where = f" (its output: {worker_log.log_path(run_dir, rank)})" if run_dir else ""
         print(f"\nnemo-cascade: error: rank {rank} (pid {failure.pid}) was killed by {why}{where}; "
               "run the same command again to resume from its last checkpoint", file=sys.stderr)
@@ -47,6 +47,30 @@ def run_torchrun(argv: list[str], run_dir: Path | None = None) -> int:
               "resume", file=sys.stderr)
         return 128 + int(e.sigval)
     return 0
+
+
+def oom_kills(vmstat: str = "/proc/vmstat") -> int | None:
+    """The kernel's count of processes its out-of-memory killer has killed (``oom_kill`` in /proc/vmstat, Linux
+    4.13+; machine-wide, also inside containers); None where it is not available."""
+    try:
+        with open(vmstat) as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def killed_why(signal_name: str, oom_before: int | None, oom_after: int | None) -> str:
+    """Why a worker died of ``signal_name``, for its one line: a SIGKILL while the OOM killer's count rose is
+    named as (very likely) out of memory."""
+    if signal_name == "SIGKILL" and oom_before is not None and oom_after is not None and oom_after > oom_before:
+        n = oom_after - oom_before
+        return (f"SIGKILL, most likely by the kernel's out-of-memory killer ({n} kill{'s' if n > 1 else ''} "
+                f"counted in /proc/vmstat meanwhile)")
+    return signal_name
 
 
 if __name__ == "__main__":

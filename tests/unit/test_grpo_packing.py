@@ -82,39 +82,6 @@ def test_a_groups_samples_share_one_copy_of_their_prompt():
     assert tight.prefix_ids_B_T.max() == 0 and tight.metrics["shared_prompt_saving"] == 0.0
 
 
-def test_transformer_engine_runs_whole_sequences(caplog):
-    from nemo_cascade.stage import grpo_layout
-
-    assert grpo_layout(GRPO(), te=False) == GRPO()
-    with caplog.at_level("INFO", logger="nemo_cascade.stage"):
-        assert grpo_layout(GRPO(), te=True) == GRPO(share_prompts=False)
-    assert "grpo.share_prompts: off on Transformer Engine" in caplog.text
-
-
-def test_sequence_aggregation_counts_the_sequences_of_a_packed_row():
-    loss = torch.tensor([[1.0, 3.0, 10.0, 20.0, 0.0]])
-    valid = torch.tensor([[True, True, True, True, False]])
-    segments = torch.tensor([[1, 1, 2, 2, 0]])
-    num, den = grpo.aggregate_sequence(loss, valid, segments)
-    assert (float(num), int(den)) == (2.0 + 15.0, 2)
-    num, den = grpo.aggregate_sequence(loss, valid)  # one sequence per row
-    assert (float(num), int(den)) == (34 / 4, 1)
-
-
-def test_config_refuses_packing_under_context_parallelism():
-    from nemo_cascade.config.checks import validate
-
-    stage = config.Stage(name="math", kind="grpo", domain="math", steps=1, data=config.Data(source="synthetic:arithmetic"))
-    cfg = config.Cascade(name="t", model=config.Model(hf_path="x", transformer_impl="transformer_engine"), stages=(stage,),
-                         parallel=config.Parallel(cp=2, sequence_parallel=False))
-    with pytest.raises(config.ConfigError, match="grpo.sequence_packing"):
-        validate(cfg)
-    bad = config.Cascade(name="t", model=config.Model(hf_path="x"),
-                         stages=(config.Stage(**{**stage.__dict__, "grpo": GRPO(pack_tokens=-1)}),))
-    with pytest.raises(config.ConfigError, match="grpo.pack_tokens"):
-        validate(bad)
-
-
 @pytest.mark.parametrize("aggregation,share", [("token", True), ("sequence", True), ("token", False)])
 def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation, share):
     from functools import partial

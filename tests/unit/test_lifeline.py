@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import lifeline
+from nemo_cascade.tooling import torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
 # The launcher stand-in: starts a "worker" in a new session (as torchrun does), prints its PID, waits forever.
@@ -70,10 +71,10 @@ def test_a_worker_whose_launcher_is_already_gone_exits():
 def test_a_sigkill_while_the_oom_killer_ran_is_named(tmp_path):
     vmstat = tmp_path / "vmstat"
     vmstat.write_text("pgfault 10\noom_kill 3\n")
-    assert lifeline.oom_kills(str(vmstat)) == 3
-    assert lifeline.oom_kills(str(tmp_path / "none")) is None
-    assert lifeline.killed_why("SIGKILL", 3, 3) == "SIGKILL"
-    assert lifeline.killed_why("SIGKILL", 3, None) == "SIGKILL"
-    assert lifeline.killed_why("SIGSEGV", 3, 4) == "SIGSEGV"
-    assert lifeline.killed_why("SIGKILL", 3, 4) == ("SIGKILL, most likely by the kernel's out-of-memory killer "
+    assert torchrun.oom_kills(str(vmstat)) == 3
+    assert torchrun.oom_kills(str(tmp_path / "none")) is None
+    assert torchrun.killed_why("SIGKILL", 3, 3) == "SIGKILL"
+    assert torchrun.killed_why("SIGKILL", 3, None) == "SIGKILL"
+    assert torchrun.killed_why("SIGSEGV", 3, 4) == "SIGSEGV"
+    assert torchrun.killed_why("SIGKILL", 3, 4) == ("SIGKILL, most likely by the kernel's out-of-memory killer "
                                                     "(1 kill counted in /proc/vmstat meanwhile)")

@@ -258,7 +258,7 @@ class _Actor:
     te = False  # the local attention spec (GRPO.share_prompts applies)
 
     def __init__(self):
-        self.train_temperatures, self.ref_temperatures = [], []
+        self.train_temperatures, self.ref_temperatures, self.trained = [], [], []
 
     def snapshot_reference(self):
         pass
@@ -277,6 +277,7 @@ class _Actor:
         from types import SimpleNamespace
 
         self.train_temperatures.append(temperature)
+        self.trained.append(tensors)
         return SimpleNamespace(loss=0.0, grad_norm=0.0, lr=1e-6, tokens=1, metrics={})
 
 
@@ -323,6 +324,27 @@ def test_each_length_phase_samples_and_trains_at_its_temperature(monkeypatch, tm
     assert actor.train_temperatures == actor.ref_temperatures == [1.0, 1.0, 0.8]
     assert [(m["phase"], m["temperature"], m["max_response_tokens"]) for m in log.rows] == [
         (0, 1.0, 8), (0, 1.0, 8), (1, 0.8, 16)]
+    assert all("prefix_ids" in t for t in actor.trained)  # a group's samples share their prompt (local spec)
+
+
+def test_samples_keep_their_own_prompt_on_transformer_engine(monkeypatch, tmp_path):
+    """GRPO.share_prompts needs the local spec's per-sample mask: on TE (whose packed attention sees whole
+    sequences) the stage lays each sample out with its own prompt."""
+    from nemo_cascade import weight_sync
+    from nemo_cascade.data.loader import PromptList
+    from nemo_cascade.stage import StageContext, run_grpo
+    from nemo_cascade.types import Prompt
+    from nemo_cascade.weight_sync import SyncStats
+
+    monkeypatch.setattr("nemo_cascade.stage.stage_scorer", _Scorer)
+    monkeypatch.setattr(weight_sync, "push", lambda actor, engine: SyncStats(1, 1, 1.0))
+    stage = config.Stage(name="math", steps=1, rollout=config.Rollout(max_response_tokens=8),
+                         grpo=config.GRPO(group_size=2, prompts_per_step=2))
+    actor = _Actor()
+    actor.te = True
+    run_grpo(StageContext(actor, _Engine(), 0, tmp_path, _Log()), stage,
+             PromptList(Prompt([1, 2, 3], "math", "1", uid=str(i)) for i in range(2)))
+    assert len(actor.trained) == 1 and "segment_ids" in actor.trained[0] and "prefix_ids" not in actor.trained[0]
 
 
 # ------------------------------------------------------------------------------------------- the gate

@@ -1,0 +1,113 @@
+"""The actor's GRPO training step with each sample's own prompt and with a group's samples sharing one copy of it.
+
+Builds the Megatron actor (TP=1, as every CPU run) for the tiny Qwen3 or SmolLM2-135M-Instruct in one precision,
+and a batch shaped like bench/vs_trl.py's step for that model (its prompts per step, group size and response
+budget; prompts of the synthetic arithmetic set's length, responses of 80-100 % of the budget, random tokens),
+laid out three ways by ``grpo.make_batch``: one sequence per row (``unpacked``), packed rows with each sample's
+own prompt (``packed``: ``grpo.share_prompts=false``) and packed rows whose samples share their prompt
+(``shared``: the default; ``--pack-tokens`` bounds the rows, 0 = a whole group per row). ``train_step`` is timed
+on each layout in turn, ``--repeats`` rounds after a warm-up (lr 0: the weights stay put), so a slow spell of a
+shared machine falls on all of them. Prints per layout the tokens laid out, the median step and its ratio to
+``unpacked``, and the loss and gradient norm (equal up to rounding: the layouts compute the same loss); appends
+one record to ``bench/results/shared_prompts.jsonl``.
+
+    .venv/bin/python bench/shared_prompts.py                            # tiny, fp32
+    .venv/bin/python bench/shared_prompts.py --model smollm2 --dtype bfloat16 --repeats 5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.step_breakdown import model_dir  # noqa: E402
+from bench.vs_trl import WORK  # noqa: E402  (one step's work per model, as the TRL comparison runs it)
+
+RESULTS = ROOT / "bench" / "results" / "shared_prompts.jsonl"
+PROMPT_TOKENS = {"tiny": 28, "smollm2": 32}
+"""Templated prompt lengths of the synthetic arithmetic test split (bench/vs_trl.py's prompts): 27-29, 31-33."""
+
+
+def groups_like_vs_trl(model: str, vocab: int, seed: int = 0) -> list:
+    from nemo_cascade.types import Prompt, PromptGroup
+
+    w, rng = WORK[model], random.Random(seed)
+    token = lambda: rng.randrange(3, vocab)  # noqa: E731
+    groups = []
+    for p in range(w["prompts"]):
+        prompt = [token() for _ in range(PROMPT_TOKENS[model] + p % 2)]
+        lengths = [rng.randint(int(0.8 * w["max_tokens"]), w["max_tokens"]) for _ in range(w["group"])]
+        groups.append(PromptGroup(Prompt(prompt_tokens=prompt, domain="math", label="1"),
+                                  [[token() for _ in range(n)] for n in lengths], [[-1.0] * n for n in lengths],
+                                  ["stop"] * w["group"], rewards_G=[float(i % 2) for i in range(w["group"])]))
+    return groups
+
+
+def measure(model: str, dtype: str, repeats: int, pack_tokens: int) -> dict:
+    from nemo_cascade import config
+    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.algorithms import grpo
+
+    w = WORK[model]
+    with tempfile.TemporaryDirectory(prefix="shared-prompts-") as tmp:
+        path = model_dir(model, Path(tmp))
+        vocab = json.loads((Path(path) / "config.json").read_text())["vocab_size"]
+        actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]), dtype=dtype)
+    actor.configure_optimizer(config.Actor(lr=0.0), total_steps=1000)
+    cfg = config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"], adv_eps=0.0, pack_tokens=pack_tokens)
+    groups = groups_like_vs_trl(model, vocab)
+    layouts = {"unpacked": replace(cfg, sequence_packing=False), "packed": replace(cfg, share_prompts=False),
+               "shared": cfg}
+    batches = {name: grpo.make_batch(groups, c, pad_id=0) for name, c in layouts.items()}
+    loss_fn = partial(grpo.actor_loss, cfg)
+    seconds: dict[str, list[float]] = {name: [] for name in batches}
+    last = {}
+    for name, batch in batches.items():  # warm-up: first-touch allocations of each shape
+        actor.train_step(batch.tensors(), loss_fn)
+    for i in range(repeats):
+        for name, batch in batches.items():
+            t0 = time.perf_counter()
+            last[name] = actor.train_step(batch.tensors(), loss_fn)
+            seconds[name].append(round(time.perf_counter() - t0, 4))
+        print(f"  round {i + 1}/{repeats}: " + ", ".join(f"{n} {s[-1]:.3f} s" for n, s in seconds.items()),
+              file=sys.stderr, flush=True)
+    median = {name: statistics.median(s) for name, s in seconds.items()}
+    return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": model, "dtype": dtype, "pack_tokens": pack_tokens,
+            "work": w, "layouts": {name: {
+                "rows": int(b.tokens_B_T.shape[0]), "T": int(b.tokens_B_T.shape[1]),
+                "tokens": int((b.segment_ids_B_T > 0).sum()), "step_s": seconds[name],
+                "median_s": median[name], "vs_unpacked": round(median[name] / median["unpacked"], 3),
+                "loss": last[name].loss, "grad_norm": last[name].grad_norm} for name, b in batches.items()}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny", choices=tuple(WORK))
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--pack-tokens", type=int, default=0, help="grpo.pack_tokens (0: a whole group per row)")
+    args = parser.parse_args()
+    record = measure(args.model, args.dtype, args.repeats, args.pack_tokens)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    print(f"\n{args.model} {args.dtype}, pack_tokens {args.pack_tokens}: {args.repeats} rounds")
+    print(f"{'layout':<9} {'rows':>5} {'T':>5} {'tokens':>7} {'median s':>9} {'÷ unpacked':>10} {'loss':>12} "
+          f"{'grad norm':>12}")
+    for name, r in record["layouts"].items():
+        print(f"{name:<9} {r['rows']:>5} {r['T']:>5} {r['tokens']:>7} {r['median_s']:>9.3f} {r['vs_unpacked']:>10.2f} "
+              f"{r['loss']:>12.6g} {r['grad_norm']:>12.6g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
