@@ -7,12 +7,14 @@ laid out three ways by ``grpo.make_batch``: one sequence per row (``unpacked``),
 own prompt (``packed``: ``grpo.share_prompts=false``) and packed rows whose samples share their prompt
 (``shared``: the default; ``--pack-tokens`` bounds the rows, 0 = a whole group per row). ``train_step`` is timed
 on each layout in turn, ``--repeats`` rounds after a warm-up (lr 0: the weights stay put), so a slow spell of a
-shared machine falls on all of them. Prints per layout the tokens laid out, the median step and its ratio to
-``unpacked``, and the loss and gradient norm (equal up to rounding: the layouts compute the same loss); appends
-one record to ``bench/results/shared_prompts.jsonl``.
+shared machine falls on all of them. ``--attention unfused`` swaps torch's fused attention of an fp32 actor on
+CPU back for Megatron's unfused one, to measure what it saves. Prints per layout the tokens laid out, the median
+step and its ratio to ``unpacked``, and the loss and gradient norm (equal up to rounding: the layouts compute
+the same loss); appends one record to ``bench/results/shared_prompts.jsonl``.
 
     .venv/bin/python bench/shared_prompts.py                            # tiny, fp32
     .venv/bin/python bench/shared_prompts.py --model smollm2 --dtype bfloat16 --repeats 5
+    .venv/bin/python bench/shared_prompts.py --attention unfused          # tiny, fp32, Megatron's attention
 """
 from __future__ import annotations
 
@@ -52,10 +54,15 @@ def groups_like_vs_trl(model: str, vocab: int, seed: int = 0) -> list:
     return groups
 
 
-def measure(model: str, dtype: str, repeats: int, pack_tokens: int) -> dict:
+def measure(model: str, dtype: str, repeats: int, pack_tokens: int, attention: str = "plan") -> dict:
     from nemo_cascade import config
+    from nemo_cascade.actor import precision
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import grpo
+
+    if attention == "unfused":  # what an fp32 actor on CPU ran before torch's fused attention (for comparison)
+        planned = precision.plan
+        precision.plan = lambda *a, **k: replace(planned(*a, **k), fused_attention=False)
 
     w = WORK[model]
     with tempfile.TemporaryDirectory(prefix="shared-prompts-") as tmp:
@@ -81,8 +88,9 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int) -> dict:
         print(f"  round {i + 1}/{repeats}: " + ", ".join(f"{n} {s[-1]:.3f} s" for n, s in seconds.items()),
               file=sys.stderr, flush=True)
     median = {name: statistics.median(s) for name, s in seconds.items()}
+    fused = actor.plan.fused_attention
     return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": model, "dtype": dtype, "pack_tokens": pack_tokens,
-            "work": w, "layouts": {name: {
+            "attention": "torch fused" if fused else "megatron unfused", "work": w, "layouts": {name: {
                 "rows": int(b.tokens_B_T.shape[0]), "T": int(b.tokens_B_T.shape[1]),
                 "tokens": int((b.segment_ids_B_T > 0).sum()), "step_s": seconds[name],
                 "median_s": median[name], "vs_unpacked": round(median[name] / median["unpacked"], 3),
@@ -95,12 +103,15 @@ def main() -> int:
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pack-tokens", type=int, default=0, help="grpo.pack_tokens (0: a whole group per row)")
+    parser.add_argument("--attention", default="plan", choices=("plan", "unfused"),
+                        help="the actor's plan (torch's fused attention for fp32 on CPU), or Megatron's unfused")
     args = parser.parse_args()
-    record = measure(args.model, args.dtype, args.repeats, args.pack_tokens)
+    record = measure(args.model, args.dtype, args.repeats, args.pack_tokens, args.attention)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS.open("a") as f:
         f.write(json.dumps(record) + "\n")
-    print(f"\n{args.model} {args.dtype}, pack_tokens {args.pack_tokens}: {args.repeats} rounds")
+    print(f"\n{args.model} {args.dtype}, {record['attention']} attention, pack_tokens {args.pack_tokens}: "
+          f"{args.repeats} rounds")
     print(f"{'layout':<9} {'rows':>5} {'T':>5} {'tokens':>7} {'median s':>9} {'÷ unpacked':>10} {'loss':>12} "
           f"{'grad norm':>12}")
     for name, r in record["layouts"].items():
