@@ -300,7 +300,7 @@ class MegatronActor(HFWeights):
                                          "set parallel.cp=1 for sft stages and grpo.sequence_packing=false")
             segments, positions = precision.pad_seq(mb["segment_ids"], T_pad), precision.pad_seq(mb["position_ids"], T_pad)
             shared = precision.pad_seq(mb["prefix_ids"], T_pad) if "prefix_ids" in mb else None
-            if self.te:  # its packed attention sees whole sequences: stage.grpo_layout keeps prompts unshared there
+            if self.te:  # its packed attention sees whole sequences: run_grpo keeps prompts unshared there
                 assert shared is None, "Transformer Engine's packed attention cannot share a prompt"
                 return precision.thd_inputs(tokens, positions, segments)
             return dict(input_ids=tokens, position_ids=positions, attention_mask=segment_causal_mask(segments, shared))

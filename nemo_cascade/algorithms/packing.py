@@ -12,7 +12,9 @@ Alignment convention (the one of :mod:`.grpo` and :mod:`.sft`; the actor relies 
     a sequence's first token, which has no context and is never predicted.
 
 GRPO packs first-fit decreasing (the tightest rows for a batch it lays out at once); SFT packs in the order
-of its examples, each row closed once the next example does not fit — :func:`pack_rows` does both.
+of its examples, each row closed once the next example does not fit — :func:`pack_rows` does both. A GRPO
+group's samples may share one copy of their prompt in a row (:func:`share_prompts`): each then continues the
+prompt's positions and attends to it as well as to itself.
 """
 from __future__ import annotations
 

@@ -63,8 +63,9 @@ def shared_prompt_logprobs(actor, tokens):
     from nemo_cascade.types import Prompt, PromptGroup
 
     groups = [PromptGroup(Prompt(prompt_tokens=row[:5 + k].tolist(), domain="math", label="1"),
-                          [tokens[k + 2 + i, :3 + 2 * i].tolist() for i in range(3)], [[-1.0] * (3 + 2 * i) for i in range(3)],
-                          ["stop"] * 3, rewards_G=[1.0, 0.0, 0.5]) for k, row in enumerate(tokens[:2])]
+                          [tokens[k + 2 + i, :3 + 2 * i].tolist() for i in range(3)],
+                          [[-1.0] * (3 + 2 * i) for i in range(3)], ["stop"] * 3, rewards_G=[1.0, 0.0, 0.5])
+              for k, row in enumerate(tokens[:2])]
     out = []
     for cfg in (config.GRPO(), config.GRPO(sequence_packing=False)):
         batch = grpo.make_batch(groups, cfg, pad_id=0)
