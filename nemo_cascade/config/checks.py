@@ -148,7 +148,7 @@ def _validate_grpo(s: Stage, p: Parallel, where: str) -> None:
     if not 0 < r.top_p <= 1:
         raise ConfigError(f"{where}.rollout.top_p: expected in (0, 1], got {r.top_p}")
     _at_least(f"{where}.rollout.max_response_tokens", r.max_response_tokens, 1)
-    _at_least(f"{where}.grpo.pack_tokens", g.pack_tokens, 0, "0 = the batch's longest sequence")
+    _at_least(f"{where}.grpo.pack_tokens", g.pack_tokens, 0, "0 = the batch's longest sequence or group")
     if p.cp > 1 and g.sequence_packing:
         raise ConfigError(f"{where}.grpo.sequence_packing: parallel.cp={p.cp} splits plain rows over ranks, not "
                           "packed ones (per-sequence attention); set grpo.sequence_packing=false")

