@@ -23,7 +23,6 @@ Resuming needs the same parallel layout (TP, PP, CP, DP, optimizer kind); reshar
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -39,6 +38,7 @@ import torch.distributed as dist
 from nemo_cascade import ranks
 from nemo_cascade.actor import adam, extra_state
 from nemo_cascade.errors import CascadeError
+from nemo_cascade.files import file_sha256
 from nemo_cascade.faults import crash_point
 
 FORMAT = 1
@@ -308,15 +308,7 @@ def _torch_save(obj, path: Path) -> str:
         torch.save(_cpu_copy(obj), f)
         f.flush()
         os.fsync(f.fileno())
-    return _sha256(path)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:  # streamed: shards of large models do not fit in memory twice
-        for block in iter(lambda: f.read(1 << 24), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -409,7 +401,7 @@ def _check_file(path: Path, expected: str | None) -> None:
         raise CheckpointError(f"{path}: not listed in {META} (expected a sha256 entry for it)")
     if not path.is_file():
         raise CheckpointError(f"{path}: no such file (expected sha256 {expected})")
-    got = _sha256(path)
+    got = file_sha256(path)
     if got != expected:
         raise CheckpointError(f"{path}: sha256 {got} does not match {META}'s {expected} (corrupt or replaced)")
 

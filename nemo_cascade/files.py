@@ -13,6 +13,7 @@ or malformed file ends in one line naming it and what was expected (docs/archite
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -33,6 +34,12 @@ def replaced_atomically(path: str | Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The file's sha256, read in blocks (model shards do not fit in memory twice)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def write_text_atomically(path: str | Path, text: str) -> None:

@@ -100,11 +100,8 @@ class Gate:
         """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in order)."""
         history = stage_scores.load_stage_scores(row_dirs)
         now = stage_scores.scores(read_eval(current / "eval.json"))
-        found = []
-        for suite, tolerance in self.tolerance.items():
-            if suite in now:
-                found += stage_scores.regressions(history, {suite: now[suite]}, tolerance, self.cfg.sigmas)
-        return found
+        return [found for suite, tolerance in self.tolerance.items() if suite in now
+                for found in stage_scores.regressions(history, {suite: now[suite]}, tolerance, self.cfg.sigmas)]
 
 
 __all__ = ["Gate", "GateStop"]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nemo_cascade import config
 from nemo_cascade.convert.shape import load_config_json
+from nemo_cascade.files import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +45,7 @@ def data_fingerprint(data: config.Data, where: str) -> str:
     path = Path(data.source)
     if not path.is_file():
         raise config.ConfigError(f"{where}.data.source: {path}: no such file")
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)
 
 
 def check_model(cfg: config.Cascade) -> None:

@@ -354,8 +354,7 @@ def _validate_sampling_filters(s: Stage, where: str) -> None:
                               f"got {phase.steps}:{phase.max_response_tokens}")
         if phase.overlong not in OVERLONG:
             raise ConfigError(f"{where}.length_curriculum.{k}.overlong: expected {', '.join(OVERLONG[:-1])} or "
-                              f"{OVERLONG[-1]}, "
-                              f"got {phase.overlong!r:.80}")
+                              f"{OVERLONG[-1]}, got {phase.overlong!r:.80}")
         if phase.temperature is not None and not phase.temperature > 0:
             raise ConfigError(f"{where}.length_curriculum.{k}.temperature: RL sampling needs > 0 (or None = "
                               f"rollout.temperature), got {phase.temperature}")

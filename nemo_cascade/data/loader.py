@@ -36,10 +36,9 @@ from . import prompt_cache, sft_cache
 from .chat import render
 from .generated import is_generated, rows as generated_rows, sft_pairs
 from .rows import DataError, read_jsonl
-from .prompt_cache import CachedPrompts, prompt_item, user_text
+from .prompt_cache import user_text
 from .prompt_cache import encode as _encode
 from .prompt_stream import PromptStream
-from .schemas import RefusedRow
 from .sft_rows import parse_sft_row, sft_texts
 
 log = logging.getLogger(__name__)
@@ -105,8 +104,12 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     if data_cfg.cache and not is_generated(data_cfg.source):
         cached = prompt_cache.load(data_cfg, tokenizer, mode, domain, max_prompt_tokens, style, validate_label,
                                    cache_fallback)
-        if cached is not None:
-            return _cached_prompts(data_cfg, max_prompt_tokens, *cached)
+        if cached is not None:  # the rows within the length limits, with the in-memory path's counts and report
+            every, manifest = cached
+            out = _cached_rows(data_cfg, max_prompt_tokens, manifest, every.lengths(), every)
+            out.dropped_no_context = sum(part["no_context"] for part in manifest["parts"])
+            _report(data_cfg, out, max_prompt_tokens, out.dropped_no_context)
+            return out
     out = PromptList()
     bad: list[tuple[int, str]] = []  # (position in the source, one-line message): unreadable lines first
     if is_generated(data_cfg.source):
@@ -117,7 +120,9 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     modes = ("think", "no_think") if mode == "half" else (mode,)
     budget = (prompt_cache.swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens)
               if prompt_cache.budgeted(domain) else None)
-    items = _adapted_rows(rows, domain, data_cfg, validate_label, budget, out, bad)
+    items = [item for _, item in prompt_cache.adapted_rows(rows, domain, data_cfg, validate_label, budget, bad)]
+    out.dropped_no_context = sum(item is None for item in items)  # SWE rows whose §4.7.1 prompt fits no context
+    items = [item for item in items if item is not None]
     bad.sort(key=lambda b: b[0])  # the first bad row in file order is the one an error names
     out.bad_rows = len(bad)
     check_bad_rows(data_cfg, len(bad), bad[0][1] if bad else None)
@@ -137,43 +142,18 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     return out
 
 
-def _adapted_rows(rows: list[tuple[int, str, dict]], domain: str, data_cfg: Data,
-                  validate_label: Optional[Callable[[Any], None]], budget, out: PromptList,
-                  bad: list[tuple[int, str]]) -> list[tuple]:
-    """``(uid, messages, label)`` per row of a prompt source that fits the domain's schema (``prompt_item``);
-    a row that does not goes to ``bad`` as (position, one-line message), an SWE row that fits no context is
-    counted on ``out``."""
-    items = []
-    for position, where, row in rows:
-        try:
-            item = prompt_item(domain, row, where, data_cfg, validate_label, budget)
-        except RefusedRow as e:  # not a bad row: a setting decides, so max_bad_rows does not skip it
-            raise DataError(f"{where}: {e}") from None
-        except ValueError as e:  # SchemaError, a validator's ValueError, a bad uid
-            bad.append((position, str(e) if str(e).startswith(where) else f"{where}: {e}"))
-            continue
-        if item is None:  # an SWE row whose §4.7.1 prompt fits no context: dropped, not bad
-            out.dropped_no_context += 1
-            continue
-        items.append(item)
-    return items
-
-
-def _cached_prompts(data_cfg: Data, limit: int, every: CachedPrompts, manifest: dict) -> CachedPrompts:
-    """The rows of a cached prompt set within the length limits, with the in-memory path's counts, bad-row
-    check and report."""
+def _cached_rows(data_cfg: Data, limit: int, manifest: dict, lens: np.ndarray, every):
+    """The rows of a cache entry (``every``: a :class:`~.prompt_cache.CachedPrompts` or
+    :class:`~.sft_cache.TokenizedSFT`) whose prompts (``lens``: ``[rows, templatings]`` token counts) are within
+    the length limits, with the drops and bad rows counted (the bad-row check applied)."""
     parts = manifest["parts"]
     count = sum(part["bad_rows"] for part in parts)
     check_bad_rows(data_cfg, count, next((part["first_bad"] for part in parts if part["first_bad"]), None))
-    lens = prompt_cache.lengths(every)
-    too_long = lens.max(axis=1, initial=0) > limit
-    too_short = lens.min(axis=1, initial=1 << 62) < data_cfg.min_prompt_tokens
-    out = prompt_cache.kept(every, np.flatnonzero(~too_long & ~too_short))
+    too_long, too_short = lens.max(axis=1) > limit, lens.min(axis=1) < data_cfg.min_prompt_tokens
+    out = every.kept(np.flatnonzero(~too_long & ~too_short))
     out.dropped_too_long = int(too_long.sum())
     out.dropped_too_short = int((too_short & ~too_long).sum())
-    out.dropped_no_context = sum(part["no_context"] for part in parts)
     out.bad_rows = count
-    _report(data_cfg, out, limit, out.dropped_no_context)
     return out
 
 
@@ -231,15 +211,7 @@ def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: i
         cached = sft_cache.load(Path(data_cfg.source), tokenizer, mode, style, data_cfg.size, cache_fallback)
     if cached is not None:
         rows, manifest = cached
-        parts = manifest["parts"]
-        count = sum(part["bad_rows"] for part in parts)
-        check_bad_rows(data_cfg, count, next((part["first_bad"] for part in parts if part["first_bad"]), None))
-        lens = rows.prompt_lens
-        too_long, too_short = lens > max_prompt_tokens, lens < data_cfg.min_prompt_tokens
-        out = rows.kept(np.flatnonzero(~too_long & ~too_short))
-        out.dropped_too_long = int(too_long.sum())
-        out.dropped_too_short = int((too_short & ~too_long).sum())
-        out.bad_rows = count
+        out = _cached_rows(data_cfg, max_prompt_tokens, manifest, rows.prompt_lens[:, None], rows)
         _report(data_cfg, out, max_prompt_tokens)
         return out
     out, bad = PromptList(), []

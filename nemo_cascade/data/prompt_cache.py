@@ -35,9 +35,9 @@ import hashlib
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, BinaryIO, Callable, Optional
 
 import numpy as np
 
@@ -110,6 +110,23 @@ def prompt_item(domain: str, row: dict, where: str, data_cfg: Data, validate_lab
     return str(uid), messages, label
 
 
+def adapted_rows(rows: Iterable[tuple[int, str, dict]], domain: str, data_cfg: Data, validate_label,
+                 budget: Optional[PromptBudget], bad: list[tuple[int, str]]) -> Iterator[tuple[str, Optional[tuple]]]:
+    """``(where, prompt_item)`` per ``(position, where, row)`` of a prompt source that fits the domain's schema
+    (the item None for an SWE row that fits no context), for the in-memory loader and the cache's shares alike;
+    a row that does not goes to ``bad`` as (position, one-line message). A row a setting refuses stops loading
+    (DataError; in a cache share, on every rank: ``sft_cache.cached_entry``)."""
+    for position, where, row in rows:
+        try:
+            item = prompt_item(domain, row, where, data_cfg, validate_label, budget)
+        except RefusedRow as e:  # not a bad row: a setting decides, so max_bad_rows does not skip it
+            raise DataError(f"{where}: {e}") from None
+        except ValueError as e:  # SchemaError, a validator's ValueError, a bad uid
+            bad.append((position, str(e) if str(e).startswith(where) else f"{where}: {e}"))
+            continue
+        yield where, item
+
+
 def user_text(messages: list[dict]) -> str:
     """The user turns as written, the code-switch rule's input (``Prompt.user_text``)."""
     return "\n\n".join(m["content"] for m in messages if m["role"] == "user")
@@ -176,51 +193,39 @@ def tokenize_share(share: Share, tokenizer, data_cfg: Data, domain: str, mode: s
                    max_prompt_tokens: int, validate_label, out: Path, progress: bool = False) -> dict:
     """Adapt, template and tokenize one share into ``out/part-K.*``; returns the part's summary (rows, tokens,
     bad rows and the first one's message, SWE rows dropped for no context). Raises :class:`Uncacheable`."""
-    from tqdm import tqdm
-
     k, modes = share.index, (("think", "no_think") if mode == "half" else (mode,))
     budget = swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens) if budgeted(domain) else None
     offsets, meta_offsets = array.array("q", [0]), array.array("q", [0])
     uids: list[str] = []
     bad: list[tuple[int, str]] = []
-    pending: list[list[dict]] = []
     no_context = 0
-    bar = tqdm(desc=f"tokenizing {share.path.name}", unit=" rows", disable=not progress, mininterval=5.0)
 
-    def flush(f) -> None:
+    def stored(where: str, item: Optional[tuple]) -> Optional[list[dict]]:
+        """The row's messages to tokenize, its uid and meta record stored; None for an SWE row that fits no
+        context."""
+        nonlocal no_context
+        if item is None:
+            no_context += 1
+            return None
+        uid, messages, label = item
+        if not _json_exact(label):
+            raise Uncacheable(f"{where}: its label ({type(label).__name__}) does not round-trip through JSON")
+        record = json.dumps([user_text(messages), label], ensure_ascii=False).encode()
+        meta.write(record)
+        meta_offsets.append(meta_offsets[-1] + len(record))
+        uids.append(uid)
+        return messages
+
+    def encode(f: BinaryIO, pending: list[list[dict]]) -> None:
         texts = [render(messages, m, style) for messages in pending for m in modes]
         for ids in sft_cache.encode_batch(tokenizer, texts):
             f.write(np.asarray(ids, dtype=np.int32).tobytes())
             offsets.append(offsets[-1] + len(ids))
-        bar.update(len(pending))
-        pending.clear()
 
-    with open(out / f"part-{k}.tokens", "wb") as f, open(out / f"part-{k}.meta", "wb") as meta:
-        for line, row in share.rows(bad):
-            where = share.where(line)
-            try:
-                item = prompt_item(domain, row, where, data_cfg, validate_label, budget)
-            except RefusedRow as e:  # stops loading on every rank (sft_cache.cached_entry)
-                raise DataError(f"{where}: {e}") from None
-            except ValueError as e:  # SchemaError, a validator's ValueError, a bad uid
-                bad.append((line, str(e) if str(e).startswith(where) else f"{where}: {e}"))
-                continue
-            if item is None:
-                no_context += 1
-                continue
-            uid, messages, label = item
-            if not _json_exact(label):
-                raise Uncacheable(f"{where}: its label ({type(label).__name__}) does not round-trip through JSON")
-            record = json.dumps([user_text(messages), label], ensure_ascii=False).encode()
-            meta.write(record)
-            meta_offsets.append(meta_offsets[-1] + len(record))
-            uids.append(uid)
-            pending.append(messages)
-            if len(pending) >= sft_cache.BATCH_ROWS:
-                flush(f)
-        if pending:
-            flush(f)
-    bar.close()
+    rows = ((line, share.where(line), row) for line, row in share.rows(bad))
+    with open(out / f"part-{k}.meta", "wb") as meta:
+        items = (stored(*item) for item in adapted_rows(rows, domain, data_cfg, validate_label, budget, bad))
+        sft_cache.tokenize_rows(share, out, progress, items, encode)
     np.save(out / f"part-{k}.offsets.npy", np.frombuffer(offsets, dtype=np.int64))
     np.save(out / f"part-{k}.meta_offsets.npy", np.frombuffer(meta_offsets, dtype=np.int64))
     write_text_atomically(out / f"part-{k}.uids.json", json.dumps(uids, ensure_ascii=False))
@@ -252,6 +257,19 @@ class CachedPrompts(Sequence):
     def uids(self) -> list[str]:
         every = [u for p in self._parts for u in p["uids"]]
         return [every[i] for i in self._keep.tolist()]
+
+    def lengths(self) -> np.ndarray:
+        """``[rows, modes]`` token counts of every row's templatings, from the offsets alone."""
+        n = len(self._modes)
+        return np.concatenate([np.diff(np.asarray(p["offsets"])).reshape(-1, n) for p in self._parts]
+                              ) if self._parts else np.zeros((0, n), np.int64)
+
+    def kept(self, keep: np.ndarray) -> CachedPrompts:
+        """Rows ``keep`` (indices into every row), with their no_think twins under ``mode="half"``."""
+        out = CachedPrompts(self._parts, self._domain, self._modes, keep)
+        if len(self._modes) == 2:
+            out.alternate = CachedPrompts(self._parts, self._domain, self._modes, keep, variant=1)
+        return out
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -316,20 +334,5 @@ def load(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_tokens: i
     return every, manifest
 
 
-def lengths(prompts: CachedPrompts) -> np.ndarray:
-    """``[rows, modes]`` token counts of every row's templatings, from the offsets alone."""
-    n = len(prompts._modes)
-    return np.concatenate([np.diff(np.asarray(p["offsets"])).reshape(-1, n) for p in prompts._parts]
-                          ) if prompts._parts else np.zeros((0, n), np.int64)
-
-
-def kept(prompts: CachedPrompts, keep: np.ndarray) -> CachedPrompts:
-    """Rows ``keep`` (indices into every row), with their no_think twins under ``mode="half"``."""
-    out = CachedPrompts(prompts._parts, prompts._domain, prompts._modes, keep)
-    if len(prompts._modes) == 2:
-        out.alternate = CachedPrompts(prompts._parts, prompts._domain, prompts._modes, keep, variant=1)
-    return out
-
-
 __all__ = ["CachedPrompts", "load", "open_prompts", "tokenize_share", "prompt_settings", "prompt_item",
-           "swe_budget", "budgeted", "encode", "user_text", "lengths", "kept", "Uncacheable"]
+           "adapted_rows", "swe_budget", "budgeted", "encode", "user_text", "Uncacheable"]

@@ -25,7 +25,9 @@ batch builder asks for it, and the ranks of a node share the pages.
 from __future__ import annotations
 
 import array
+import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -34,12 +36,12 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Optional
+from typing import BinaryIO, Callable, Iterable, Optional
 
 import numpy as np
 
 from .. import ranks
-from ..files import read_json, write_text_atomically
+from ..files import file_sha256, read_json, write_text_atomically
 from .chat import JINJA_TEMPLATES
 from .rows import DataError, Share, share_count
 from .sft_rows import parse_sft_row, sft_texts
@@ -103,22 +105,16 @@ def cache_root(path: Path, fallback: Optional[Path]) -> Optional[Path]:
         return fallback
 
 
-def file_sha256(path: Path, root: Path) -> str:
+def remembered_sha256(path: Path, root: Path) -> str:
     """The file's sha256; taken from ``root/sources/`` when the file's size and mtime are the ones it was
     hashed at, else computed (and remembered)."""
     st = path.stat()
     stamp = root / "sources" / f"{path.name}.{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}.json"
-    try:
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         known = json.loads(stamp.read_text())
         if known["size"] == st.st_size and known["mtime_ns"] == st.st_mtime_ns:
             return known["sha256"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 24), b""):
-            digest.update(block)
-    sha = digest.hexdigest()
+    sha = file_sha256(path)
     write_text_atomically(stamp, json.dumps({"path": str(path.resolve()), "size": st.st_size,
                                              "mtime_ns": st.st_mtime_ns, "sha256": sha}) + "\n")
     return sha
@@ -160,45 +156,48 @@ def sft_settings(mode: str, style: str, size: int) -> dict:
 
 # ------------------------------------------------------------------------------------------ build
 
-def tokenize_share(share: Share, tokenizer, mode: str, style: str, out: Path, progress: bool = False) -> dict:
-    """Tokenize one share into ``out/part-K.*``; returns the part's summary (rows, tokens, bad rows and the
-    first bad row's one-line message)."""
+def tokenize_rows(share: Share, out: Path, progress: bool, items: Iterable,
+                  encode: Callable[[BinaryIO, list], None]) -> None:
+    """The loop both caches tokenize a share with: ``items``, one per row of ``share`` (None for a row skipped),
+    handed to ``encode(tokens_file, items)`` :data:`BATCH_ROWS` at a time, the tokens written to
+    ``out/part-K.tokens``; a progress bar on the console when ``progress``."""
     from tqdm import tqdm
 
     from nemo_cascade import console
 
+    kept = (item for item in items if item is not None)
+    with tqdm(desc=f"tokenizing {share.path.name}", unit=" rows", disable=not progress, mininterval=5.0,
+              file=console.stream()) as bar, open(out / f"part-{share.index}.tokens", "wb") as f:
+        while batch := list(itertools.islice(kept, BATCH_ROWS)):
+            encode(f, batch)
+            bar.update(len(batch))
+
+
+def tokenize_share(share: Share, tokenizer, mode: str, style: str, out: Path, progress: bool = False) -> dict:
+    """Tokenize one share into ``out/part-K.*``; returns the part's summary (rows, tokens, bad rows and the
+    first bad row's one-line message)."""
     k = share.index
     offsets, plens = array.array("q", [0]), array.array("i")
     bad: list[tuple[int, str]] = []
-    pending: list[tuple[str, str]] = []
-    bar = tqdm(desc=f"tokenizing {share.path.name}", unit=" rows", disable=not progress, mininterval=5.0,
-               file=console.stream())
 
-    def flush(f) -> None:
-        prompts = [p for p, _ in pending]
-        ids = encode_batch(tokenizer, prompts + [r for _, r in pending])
+    def texts(line: int, row: dict) -> Optional[tuple[str, str]]:
+        try:
+            return sft_texts(*parse_sft_row(row, _PLACE), mode, style)
+        except ValueError as e:  # the row's shape, or a mode/template error from render
+            msg = str(e)
+            where = share.where(line)
+            bad.append((line, where + msg[len(_PLACE):] if msg.startswith(_PLACE) else f"{where}: {msg}"))
+            return None
+
+    def encode(f: BinaryIO, pending: list[tuple[str, str]]) -> None:
         n = len(pending)
+        ids = encode_batch(tokenizer, [p for p, _ in pending] + [r for _, r in pending])
         for prompt, response in zip(ids[:n], ids[n:]):
             f.write(np.asarray(prompt + response, dtype=np.int32).tobytes())
             plens.append(len(prompt))
             offsets.append(offsets[-1] + len(prompt) + len(response))
-        bar.update(n)
-        pending.clear()
 
-    with open(out / f"part-{k}.tokens", "wb") as f:
-        for line, row in share.rows(bad):
-            try:
-                pending.append(sft_texts(*parse_sft_row(row, _PLACE), mode, style))
-            except ValueError as e:  # the row's shape, or a mode/template error from render
-                msg = str(e)
-                where = share.where(line)
-                bad.append((line, where + msg[len(_PLACE):] if msg.startswith(_PLACE) else f"{where}: {msg}"))
-                continue
-            if len(pending) >= BATCH_ROWS:
-                flush(f)
-        if pending:
-            flush(f)
-    bar.close()
+    tokenize_rows(share, out, progress, (texts(line, row) for line, row in share.rows(bad)), encode)
     np.save(out / f"part-{k}.offsets.npy", np.frombuffer(offsets, dtype=np.int64))
     np.save(out / f"part-{k}.prompt_lens.npy", np.frombuffer(plens, dtype=np.int32))
     bad.sort()
@@ -232,12 +231,10 @@ def _intact(entry: Path) -> bool:
     removed here and built again."""
     if not entry.exists():
         return False
-    try:
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
         files = read_manifest(entry)["files"]
         if all((entry / name).stat().st_size == size for name, size in files.items()):
             return True
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
     log.warning("%s: damaged data cache entry; rebuilding it", entry)
     doomed = entry.with_name(f".{entry.name}.{os.getpid()}-{secrets.token_hex(4)}.damaged")
     try:
@@ -282,7 +279,7 @@ def _find_entry(path: Path, tokenizer, settings: dict, fallback: Optional[Path])
     root = cache_root(path, fallback)
     if root is None or tokenizer_digest(tokenizer) is None:
         return None
-    key = entry_key(file_sha256(path, root), tokenizer, settings)
+    key = entry_key(remembered_sha256(path, root), tokenizer, settings)
     entry = root / f"{path.name}.{key[:24]}"
     return ("entry", str(entry), _intact(entry))
 
@@ -342,5 +339,6 @@ def cached_entry(path: Path, tokenizer, settings: dict, size: int, fallback: Opt
     return entry
 
 
-__all__ = ["TokenizedSFT", "load", "cached_entry", "open_entry", "tokenize_share", "cache_root", "file_sha256",
-           "tokenizer_digest", "entry_key", "sft_settings", "encode_batch", "CACHE_DIR", "CACHE_FORMAT"]
+__all__ = ["TokenizedSFT", "load", "cached_entry", "open_entry", "tokenize_share", "tokenize_rows", "cache_root",
+           "remembered_sha256", "tokenizer_digest", "entry_key", "sft_settings", "encode_batch", "CACHE_DIR",
+           "CACHE_FORMAT"]

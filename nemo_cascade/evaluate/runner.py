@@ -35,7 +35,8 @@ from typing import Any, Mapping, Optional, Sequence
 from .. import config, types
 from ..data.chat import STYLES, render
 from . import estimators
-from .suites import EvalError, Item, Suite, file_sha256, get_suite, load_items
+from ..files import file_sha256
+from .suites import EvalError, Item, Suite, get_suite, load_items
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,6 @@ Agentless repair prompt (:mod:`.swe_tasks`); IFEval / IFBench / RLHF prompts are
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,14 +100,6 @@ class Suite:
 
 
 # ------------------------------------------------------------------------------------------ reading files
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def _field(row: dict, key: str, where: str, kind: type | tuple = str) -> Any:
     if key not in row or not isinstance(row[key], kind) or isinstance(row[key], bool):
@@ -376,4 +367,4 @@ def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tup
 __all__ = ["Item", "Suite", "SUITES", "REGISTERED_SUITES", "register_suite", "gsm8k_final_answer", "YARN_FACTOR",
            "SWE_INPUT_TOKENS", "help_lines", "load_rows",
            "EvalError", "get_suite", "suite_names", "load_items",
-           "file_sha256", "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]
+           "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]

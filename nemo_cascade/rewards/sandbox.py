@@ -31,6 +31,7 @@ for machines where bubblewrap cannot run; nothing else falls back to it silently
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -344,10 +345,8 @@ def _pump(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float,
 def _kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the run's process group. In the sandbox, killing bwrap also kills its PID namespace
     (``--die-with-parent`` on the namespace's init); unsandboxed, a program that left the group escapes."""
-    try:
+    with contextlib.suppress(ProcessLookupError):  # the whole group has already exited and been reaped
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # the whole group has already exited and been reaped: nothing to kill
-        return
 
 
 def _execute(argv: list[str], stdin: bytes, limits: Limits, pass_fds: tuple[int, ...],

@@ -100,13 +100,10 @@ def _engine_group(tp: int):
     every other group (``Parallel.collective_timeout_minutes``), not gloo's default 30 minutes."""
     import torch.distributed as dist
 
-    rank, world = dist.get_rank(), dist.get_world_size()
-    mine = None
-    for first in range(0, world, tp):  # new_group is collective: every rank creates every group
-        group = dist.new_group(list(range(first, first + tp)), backend="gloo", timeout=ranks.collective_timeout())
-        if first <= rank < first + tp:
-            mine = group
-    return mine
+    # new_group is collective: every rank creates every group
+    groups = [dist.new_group(list(range(first, first + tp)), backend="gloo", timeout=ranks.collective_timeout())
+              for first in range(0, dist.get_world_size(), tp)]
+    return groups[dist.get_rank() // tp]
 
 
 def _pushed_weight_names(model_path: str, tied_embeddings: bool) -> frozenset[str]:

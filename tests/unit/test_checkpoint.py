@@ -16,6 +16,7 @@ from nemo_cascade import checkpoint as ckpt
 from nemo_cascade import config
 from nemo_cascade.actor import adam
 from nemo_cascade.algorithms import sft
+from nemo_cascade.files import file_sha256
 
 K, M = 3, 3  # steps before the checkpoint, steps after it
 ACTOR = config.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1, clip_grad=1.0)
@@ -361,7 +362,7 @@ def test_checkpoint_without_extra_state_still_resumes(uninterrupted, tmp_path):
     del train["extra_state"]
     torch.save(train, train_file)
     meta = json.loads((path / ckpt.META).read_text())
-    meta["files"][train_file.name] = ckpt._sha256(train_file)
+    meta["files"][train_file.name] = file_sha256(train_file)
     del meta["cp"]  # also written before cp was recorded
     (path / ckpt.META).write_text(json.dumps(meta))
     assert ckpt.load(path, uninterrupted["actor"])[0] == K

@@ -7,6 +7,7 @@ the markdown divider ``***`` (with one optional whitespace character either side
 """
 from __future__ import annotations
 
+import itertools
 import re
 
 from .spec import RELATIONS, Arg, Instruction, relation_holds
@@ -37,12 +38,7 @@ def _first_word(paragraph: str) -> str:
     """The paragraph's first whitespace-separated word, leading quotes removed, cut at the first punctuation
     mark, lower-cased character by character."""
     word = paragraph.split()[0].lstrip("'").lstrip('"')
-    out = []
-    for ch in word:
-        if ch in _FIRST_WORD_STOP:
-            break
-        out.append(ch.lower())
-    return "".join(out)
+    return "".join(ch.lower() for ch in itertools.takewhile(lambda ch: ch not in _FIRST_WORD_STOP, word))
 
 
 def _nth_paragraph_first_word(text: str, num_paragraphs: int, nth_paragraph: int, first_word: str) -> bool:

@@ -22,12 +22,9 @@ def _two_responses(text: str) -> bool:
     """Exactly two different non-blank answers separated by six asterisks; blank text is allowed only before
     the first or after the last separator."""
     parts = text.split(_TWO_RESPONSES_SEPARATOR)
-    answers = []
-    for i, part in enumerate(parts):
-        if part.strip():
-            answers.append(part)
-        elif 0 < i < len(parts) - 1:
-            return False
+    if not all(part.strip() for part in parts[1:-1]):
+        return False
+    answers = [part for part in parts if part.strip()]
     return len(answers) == 2 and answers[0].strip() != answers[1].strip()
 
 

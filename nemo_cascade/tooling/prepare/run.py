@@ -23,7 +23,7 @@ from nemo_cascade.data.loader import DataError
 from nemo_cascade.data.sft_rows import parse_sft_row
 from nemo_cascade.data.preference import parse_row
 from nemo_cascade.data.schemas import adapt
-from nemo_cascade.evaluate.suites import file_sha256
+from nemo_cascade.files import file_sha256
 from nemo_cascade.files import replaced_atomically, write_text_atomically
 from nemo_cascade.tooling.prepare.code_sources import check_call_based, is_call_based
 from nemo_cascade.tooling.prepare.decontam import EvalIndex, normalised
