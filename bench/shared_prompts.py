@@ -5,16 +5,19 @@ and a batch shaped like bench/vs_trl.py's step for that model (its prompts per s
 budget; prompts of the synthetic arithmetic set's length, responses of 80-100 % of the budget, random tokens),
 laid out three ways by ``grpo.make_batch``: one sequence per row (``unpacked``), packed rows with each sample's
 own prompt (``packed``: ``grpo.share_prompts=false``) and packed rows whose samples share their prompt
-(``shared``: the default; ``--pack-tokens`` bounds the rows, 0 = a whole group per row). ``train_step`` is timed
+(``shared``: the default; ``--pack-tokens`` bounds the rows, 0 = a whole group per row). On CPU the actor attends
+packed rows block by block (``fused_attention.attend_by_block``) where that computes at most half of the mask's
+score cells; ``shared+mask`` runs the shared rows through the block-diagonal mask instead (torch's fused kernel
+in fp32, Megatron's unfused attention in bf16), to measure what the blocks save. ``train_step`` is timed
 on each layout in turn, ``--repeats`` rounds after a warm-up (lr 0: the weights stay put), so a slow spell of a
-shared machine falls on all of them. ``--attention unfused`` swaps torch's fused attention of an fp32 actor on
-CPU back for Megatron's unfused one, to measure what it saves. Prints per layout the tokens laid out, the median
-step and its ratio to ``unpacked``, and the loss and gradient norm (equal up to rounding: the layouts compute
-the same loss); appends one record to ``bench/results/shared_prompts.jsonl``.
+shared machine falls on all of them. ``--attention unfused`` swaps torch's fused attention on CPU back for
+Megatron's unfused one throughout (masks, no blocks), to measure what it saves. Prints per layout the tokens
+laid out, the median step and its ratio to ``unpacked``, and the loss and gradient norm (equal up to rounding:
+the layouts compute the same loss); appends one record to ``bench/results/shared_prompts.jsonl``.
 
     .venv/bin/python bench/shared_prompts.py                            # tiny, fp32
     .venv/bin/python bench/shared_prompts.py --model smollm2 --dtype bfloat16 --repeats 5
-    .venv/bin/python bench/shared_prompts.py --attention unfused          # tiny, fp32, Megatron's attention
+    .venv/bin/python bench/shared_prompts.py --attention unfused          # tiny, fp32, Megatron's attention only
 """
 from __future__ import annotations
 
@@ -56,7 +59,7 @@ def groups_like_vs_trl(model: str, vocab: int, seed: int = 0) -> list:
 
 def measure(model: str, dtype: str, repeats: int, pack_tokens: int, attention: str = "plan") -> dict:
     from nemo_cascade import config
-    from nemo_cascade.actor import precision
+    from nemo_cascade.actor import megatron, precision
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import grpo
 
@@ -74,23 +77,32 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int, attention: s
     groups = groups_like_vs_trl(model, vocab)
     layouts = {"unpacked": replace(cfg, sequence_packing=False), "packed": replace(cfg, share_prompts=False),
                "shared": cfg}
+    if actor.plan.fused_attention:  # the shared rows through the block-diagonal mask, as on the GPU local spec
+        layouts["shared+mask"] = cfg
     batches = {name: grpo.make_batch(groups, c, pad_id=0) for name, c in layouts.items()}
     loss_fn = partial(grpo.actor_loss, cfg)
     seconds: dict[str, list[float]] = {name: [] for name in batches}
     last = {}
-    for name, batch in batches.items():  # warm-up: first-touch allocations of each shape
-        actor.train_step(batch.tensors(), loss_fn)
+
+    def step(name: str):
+        megatron.BLOCK_CELLS_AT_MOST = 0.0 if name.endswith("+mask") else by_block
+        return actor.train_step(batches[name].tensors(), loss_fn)
+
+    by_block = megatron.BLOCK_CELLS_AT_MOST
+    for name in batches:  # warm-up: first-touch allocations of each shape
+        step(name)
     for i in range(repeats):
-        for name, batch in batches.items():
+        for name in batches:
             t0 = time.perf_counter()
-            last[name] = actor.train_step(batch.tensors(), loss_fn)
+            last[name] = step(name)
             seconds[name].append(round(time.perf_counter() - t0, 4))
         print(f"  round {i + 1}/{repeats}: " + ", ".join(f"{n} {s[-1]:.3f} s" for n, s in seconds.items()),
               file=sys.stderr, flush=True)
     median = {name: statistics.median(s) for name, s in seconds.items()}
+    megatron.BLOCK_CELLS_AT_MOST = by_block
     fused = actor.plan.fused_attention
     return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": model, "dtype": dtype, "pack_tokens": pack_tokens,
-            "attention": "torch fused" if fused else "megatron unfused", "work": w, "layouts": {name: {
+            "attention": "torch fused, blocks" if fused else "megatron unfused", "work": w, "layouts": {name: {
                 "rows": int(b.tokens_B_T.shape[0]), "T": int(b.tokens_B_T.shape[1]),
                 "tokens": int((b.segment_ids_B_T > 0).sum()), "step_s": seconds[name],
                 "median_s": median[name], "vs_unpacked": round(median[name] / median["unpacked"], 3),
@@ -104,7 +116,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pack-tokens", type=int, default=0, help="grpo.pack_tokens (0: a whole group per row)")
     parser.add_argument("--attention", default="plan", choices=("plan", "unfused"),
-                        help="the actor's plan (torch's fused attention for fp32 on CPU), or Megatron's unfused")
+                        help="the actor's plan (torch's fused attention on CPU), or Megatron's unfused throughout")
     args = parser.parse_args()
     record = measure(args.model, args.dtype, args.repeats, args.pack_tokens, args.attention)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -112,10 +124,10 @@ def main() -> int:
         f.write(json.dumps(record) + "\n")
     print(f"\n{args.model} {args.dtype}, {record['attention']} attention, pack_tokens {args.pack_tokens}: "
           f"{args.repeats} rounds")
-    print(f"{'layout':<9} {'rows':>5} {'T':>5} {'tokens':>7} {'median s':>9} {'÷ unpacked':>10} {'loss':>12} "
+    print(f"{'layout':<11} {'rows':>5} {'T':>5} {'tokens':>7} {'median s':>9} {'÷ unpacked':>10} {'loss':>12} "
           f"{'grad norm':>12}")
     for name, r in record["layouts"].items():
-        print(f"{name:<9} {r['rows']:>5} {r['T']:>5} {r['tokens']:>7} {r['median_s']:>9.3f} {r['vs_unpacked']:>10.2f} "
+        print(f"{name:<11} {r['rows']:>5} {r['T']:>5} {r['tokens']:>7} {r['median_s']:>9.3f} {r['vs_unpacked']:>10.2f} "
               f"{r['loss']:>12.6g} {r['grad_norm']:>12.6g}")
     return 0
 

@@ -82,7 +82,7 @@ class Plan:
     seq_multiple: int
     """Microbatch sequence lengths are right-padded to a multiple of this (SP, CP and FP8 shard/tile them)."""
     fused_attention: bool = False
-    """Local spec: torch's fused attention (:mod:`.fused_attention`; fp32 on CPU) instead of Megatron's unfused."""
+    """Local spec on CPU: torch's fused attention (:mod:`.fused_attention`), packed rows block by block."""
 
 
 def probe() -> Env:
@@ -243,8 +243,9 @@ def plan(model: Model, parallel: Parallel, env: Env | None = None, *, rope_scali
     validate_parallel_settings(model, parallel)  # the machine-independent rules, shared with config.validate
     te = use_transformer_engine(model, env)
     check(model, parallel, env, te)
-    fused = not te and not env.cuda and model.dtype == "float32"
-    log.info("%s%s", describe(model, env, te), "; core attention: torch's fused (fp32 on CPU)" if fused else "")
+    fused = not te and not env.cuda
+    attention = "; core attention: torch's fused, by block in packed rows" if fused else ""
+    log.info("%s%s", describe(model, env, te), attention)
     return Plan(te=te, config_kwargs={**transformer_config_kwargs(model, parallel),
                                       **fusion_kwargs(env, te, rope_scaling)},
                 seq_multiple=seq_multiple(model, parallel), fused_attention=fused)

@@ -199,5 +199,49 @@ def segment_causal_mask(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor
     return ~(same & causal).unsqueeze(1)
 
 
+@dataclass
+class AttentionBlocks:
+    """The attention of packed rows as one small dense block per segment instead of a ``[T, T]`` mask per row,
+    of which a row of many sequences computes mostly blocked cells. Tokens are numbered ``t · B + b`` (Megatron's
+    ``[s, b, ...]`` activations flattened); block ``u`` holds its segment's queries in order and, as keys, the
+    shared prompt it continues (if any) followed by the segment itself."""
+
+    query_index_U_Q: Tensor
+    """The block's i-th query token (0 past the segment's end: computed, never written back)."""
+    key_index_U_K: Tensor
+    """The block's j-th key token (0 past its keys: always blocked)."""
+    allowed_U_1_Q_K: Tensor
+    """True where query i may attend to key j (``F.scaled_dot_product_attention``'s convention); a position past
+    the segment's end attends to key 0 only, so no softmax row is empty."""
+    real_UQ: Tensor
+    """Which of the flattened ``[U · Q]`` query slots are real tokens (those written back)."""
+
+
+def attention_blocks(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor] = None) -> AttentionBlocks:
+    """:class:`AttentionBlocks` for the rows :func:`segment_causal_mask` describes, with the same attention:
+    a segment's token attends causally to its segment and to all of the shared prompt it continues; padding
+    (segment 0) is in no block. Relies on :func:`pack_sequences`' layout: segments contiguous, numbered in
+    column order, a shared prompt before the samples that continue it."""
+    (B, T), S = segment_ids_B_T.shape, int(segment_ids_B_T.max()) + 1
+    real = segment_ids_B_T > 0
+    keys_U, block_N, n_U = torch.unique_consecutive((torch.arange(B).unsqueeze(1) * S + segment_ids_B_T)[real],
+                                                    return_inverse=True, return_counts=True)  # (row, segment)
+    slot_N = torch.arange(len(block_N)) - (n_U.cumsum(0) - n_U)[block_N]  # a block's tokens are consecutive
+    Q = int(n_U.max())
+    query_U_Q = torch.zeros((len(n_U), Q + 1), dtype=torch.long)  # + an unused column, 0, for the gathers
+    query_U_Q[block_N, slot_N] = (torch.arange(T) * B + torch.arange(B).unsqueeze(1))[real]
+    prefix_U = torch.zeros_like(n_U)
+    if prefix_ids_B_T is not None:
+        prefix_U[block_N] = prefix_ids_B_T[real]
+    prompt_U = torch.where(prefix_U > 0, torch.searchsorted(keys_U, keys_U - keys_U % S + prefix_U), 0)
+    m_U = torch.where(prefix_U > 0, n_U[prompt_U], 0)  # keys from the shared prompt, then the block's own
+    j, m, n = torch.arange(int((m_U + n_U).max())), m_U.unsqueeze(1), n_U.unsqueeze(1)
+    key_U_K = torch.where(j < m, query_U_Q[prompt_U.unsqueeze(1), j.clamp(max=Q)], query_U_Q.gather(
+        1, (j - m).clamp(0, Q)))
+    i, j, m, n = torch.arange(Q).view(1, Q, 1), j.view(1, 1, -1), m.unsqueeze(2), n.unsqueeze(2)
+    allowed = (i < n) & ((j < m) | (j - m <= i)) | (i >= n) & (j == 0)
+    return AttentionBlocks(query_U_Q[:, :Q], key_U_K, allowed.unsqueeze(1), (torch.arange(Q) < n).reshape(-1))
+
+
 __all__ = ["pack_rows", "pad_share", "share_prompts", "pack_rows_of", "pack_sequences", "PackedSFTBatch",
-           "pack_sft_batch", "segment_causal_mask"]
+           "pack_sft_batch", "segment_causal_mask", "AttentionBlocks", "attention_blocks"]

@@ -105,7 +105,10 @@ def transformer_config_kwargs(spec: ModelShape, tp: int, pp: int, bf16: bool) ->
         hidden_dropout=0.0,
         attention_dropout=0.0,
         persist_layer_norm=False,  # apex's persistent LayerNorm kernel: neither spec's RMSNorm uses it
-        attention_softmax_in_fp32=True,
+        # Megatron's unfused attention with bf16 scores: torch's softmax kernels (CPU and CUDA) accumulate in fp32
+        # and round once, so skipping Megatron's fp32 copies of the [b, heads, s, s] scores leaves the forward
+        # bit-identical; the backward reads the bf16 probabilities, as Megatron's fused softmax kernel does.
+        attention_softmax_in_fp32=False,
         tensor_model_parallel_size=tp,
         pipeline_model_parallel_size=pp,
         params_dtype=dtype,

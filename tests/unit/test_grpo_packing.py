@@ -82,11 +82,55 @@ def test_a_groups_samples_share_one_copy_of_their_prompt():
     assert tight.prefix_ids_B_T.max() == 0 and tight.metrics["shared_prompt_saving"] == 0.0
 
 
-@pytest.mark.parametrize("aggregation,share", [("token", True), ("sequence", True), ("token", False)])
-def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation, share):
+@pytest.mark.parametrize("share", [True, False])
+def test_attention_by_block_is_the_block_diagonal_masks_attention(share):
+    """packing.attention_blocks + fused_attention.attend_by_block compute, on every real token, what torch's
+    attention computes under segment_causal_mask — values and gradients, grouped-query K/V — and zero on padding;
+    a bf16 input runs its blocks in fp32 and is rounded once."""
+    from nemo_cascade.actor.fused_attention import attend_by_block
+
+    g = torch.Generator().manual_seed(3)
+    groups = [group(list(range(3, 3 + p)), [list(range(5, 5 + r)) for r in rs], [1.0, 0.0, 0.5][:len(rs)])
+              for p, rs in ((5, (4, 1, 6)), (1, (3, 2)), (8, (2, 7, 3)))]
+    batch = grpo.make_batch(groups, GRPO(adv_eps=0.0, share_prompts=share), pad_id=0)
+    segments, prefix = batch.segment_ids_B_T, batch.prefix_ids_B_T
+    assert (batch.metrics["shared_prompt_saving"] > 0) == share and (segments == 0).any() and segments.max() > 1
+    blocks = packing.attention_blocks(segments, prefix)
+    assert blocks.real_UQ.sum() == (segments > 0).sum(), "every real token is one block's query, once"
+    B, T = segments.shape
+    q, k, v = (torch.randn(T, B, h, 8, generator=g, requires_grad=True) for h in (4, 2, 2))
+    weight = torch.randn(T, B, 32, generator=g) * (segments.t() > 0).unsqueeze(2)  # padding outputs are never read
+
+    def dense(q, k, v):
+        allowed = ~packing.segment_causal_mask(segments, prefix)
+        out = torch.nn.functional.scaled_dot_product_attention(*(x.permute(1, 2, 0, 3) for x in (q, k, v)), allowed,
+                                                               scale=0.3, enable_gqa=True)
+        return out.permute(2, 0, 1, 3).reshape(T, B, 32)
+
+    want = dense(q, k, v)
+    want_grads = torch.autograd.grad((want * weight).sum(), (q, k, v))
+    got = attend_by_block(q, k, v, blocks, scale=0.3)
+    got_grads = torch.autograd.grad((got * weight).sum(), (q, k, v))
+    real = (segments.t() > 0).unsqueeze(2)
+    torch.testing.assert_close(got * real, want * real, atol=1e-6, rtol=0)
+    assert (got[~real.expand_as(got)] == 0).all()
+    for x, y in zip(got_grads, want_grads):
+        torch.testing.assert_close(x, y, atol=1e-6, rtol=0)
+    low = attend_by_block(*(x.detach().bfloat16() for x in (q, k, v)), blocks, scale=0.3)
+    assert low.dtype == torch.bfloat16
+    torch.testing.assert_close(low.float() * real, dense(*(x.detach().bfloat16().float() for x in (q, k, v))) * real,
+                               atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("aggregation,share,by_block", [("token", True, True), ("sequence", True, False),
+                                                       ("token", False, True), ("token", False, False)])
+def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggregation, share, by_block):
     from functools import partial
 
+    from nemo_cascade.actor import megatron
     from nemo_cascade.actor.megatron import MegatronActor
+
+    monkeypatch.setattr(megatron, "BLOCK_CELLS_AT_MOST", float("inf") if by_block else 0.0)
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=320, arch="qwen3", seed=5)
@@ -104,6 +148,8 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, aggregation, share):
     assert (packed.metrics["shared_prompt_saving"] > 0.1) == share
     plain = grpo.make_batch(groups, GRPO(**{**cfg.__dict__, "sequence_packing": False}), pad_id=0)
     assert packed.tokens_B_T.shape[0] < plain.tokens_B_T.shape[0], "the test must put several sequences in a row"
+    layout = actor._packed_attention(packed.segment_ids_B_T, packed.prefix_ids_B_T if share else None)
+    assert isinstance(layout, packing.AttentionBlocks) == by_block
 
     # log-probs: every sequence's own values, wherever packing put it
     lp_packed = actor.logprobs(packed.tokens_B_T, 0.7, packed.layout())

@@ -47,11 +47,12 @@ def test_this_cpu_machine_plans_the_local_spec():
         sequence_parallel=False, context_parallel_size=1, **NO_FUSIONS), seq_multiple=1, fused_attention=True)
 
 
-def test_torchs_fused_attention_only_for_fp32_on_cpu():
-    """Measured on CPU (docs/performance.md): torch's fused kernel is ~2x Megatron's unfused attention in fp32 and
-    several times slower in bf16; on GPUs the spec's own attention stays (TE's, or the local one)."""
+def test_torchs_fused_attention_only_on_cpu():
+    """Measured on CPU (docs/performance.md): torch's fused kernel is ~2x Megatron's unfused attention in fp32, and
+    packed rows by block beat the block-diagonal mask in either precision; on GPUs the spec's own attention stays
+    (TE's, or the local one)."""
     assert precision.plan(model(), config.Parallel(), CPU).fused_attention
-    assert not precision.plan(model(dtype="bfloat16"), config.Parallel(), CPU).fused_attention
+    assert precision.plan(model(dtype="bfloat16"), config.Parallel(), CPU).fused_attention
     assert not precision.plan(model(), config.Parallel(), HOPPER).fused_attention
     assert not precision.plan(model(), config.Parallel(), NO_TE).fused_attention
     from nemo_cascade.actor.fused_attention import FusedAttention
@@ -60,6 +61,26 @@ def test_torchs_fused_attention_only_for_fp32_on_cpu():
                       for f in (True, False))
     assert fused.self_attention.submodules.core_attention is FusedAttention
     assert unfused.self_attention.submodules.core_attention is not FusedAttention
+
+
+def test_bf16_attention_softmax_needs_no_fp32_copies():
+    """attention_softmax_in_fp32 is off (convert.arch): torch's softmax accumulates bf16 scores in fp32 and rounds
+    once, so Megatron's unfused softmax gives the same bf16 probabilities without copying the scores to fp32."""
+    from megatron.core.fusions.fused_softmax import FusedScaleMaskSoftmax
+    from megatron.core.transformer.enums import AttnMaskType
+    from megatron.core.transformer.utils import attention_mask_func
+
+    from nemo_cascade.convert import arch
+    from nemo_cascade.convert.shape import shape_from_dict
+
+    spec = shape_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64, num_hidden_layers=2,
+                                intermediate_size=128, num_attention_heads=4, num_key_value_heads=2))
+    assert arch.transformer_config_kwargs(spec, 1, 1, bf16=True)["attention_softmax_in_fp32"] is False
+    scores = (torch.randn(2, 4, 64, 64, generator=torch.Generator().manual_seed(0)) * 4).bfloat16()
+    blocked = torch.ones(64, 64, dtype=torch.bool).triu(1).expand(2, 1, 64, 64)
+    probs = [FusedScaleMaskSoftmax(False, True, AttnMaskType.causal, False, attention_mask_func, in_fp32, None)(
+        scores, blocked) for in_fp32 in (True, False)]
+    assert probs[0].dtype == probs[1].dtype == torch.bfloat16 and torch.equal(probs[0], probs[1])
 
 
 NO_FUSIONS = dict(bias_activation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
@@ -74,7 +95,8 @@ def test_the_chosen_spec_is_logged_in_one_line(caplog):
         precision.plan(model(), config.Parallel(), HOPPER)
         precision.plan(model(), config.Parallel(), NO_TE)
     assert [r.getMessage() for r in caplog.records] == [
-        "actor layer spec: local (model.transformer_impl=auto: no CUDA); core attention: torch's fused (fp32 on CPU)",
+        "actor layer spec: local (model.transformer_impl=auto: no CUDA); "
+        "core attention: torch's fused, by block in packed rows",
         "actor layer spec: transformer_engine (TE 2.8.0, model.transformer_impl=auto)",
         "actor layer spec: local (model.transformer_impl=auto: transformer_engine not installed)"]
 
