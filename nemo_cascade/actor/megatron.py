@@ -81,7 +81,7 @@ class StepMetrics:
 BLOCK_CELLS_AT_MOST = 0.5
 """Packed rows attend by block (fused_attention.attend_by_block) where the blocks compute at most this share of
 the mask's score cells: at 1 (a sequence per row) the gathers cost 3-8 %, at 0.2 (a group sharing its prompt)
-blocks save 11-16 % of the tiny model's train step (docs/performance.md)."""
+blocks save 11-14 % of the tiny model's train step (docs/performance.md)."""
 
 
 class MegatronActor(HFWeights):
