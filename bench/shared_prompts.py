@@ -59,9 +59,9 @@ def groups_like_vs_trl(model: str, vocab: int, seed: int = 0) -> list:
 
 def measure(model: str, dtype: str, repeats: int, pack_tokens: int, attention: str = "plan") -> dict:
     from nemo_cascade import config
-    from nemo_cascade.actor import megatron, precision
+    from nemo_cascade.actor import precision
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.algorithms import grpo
+    from nemo_cascade.algorithms import grpo, packing
 
     if attention == "unfused":  # what an fp32 actor on CPU ran before torch's fused attention (for comparison)
         planned = precision.plan
@@ -85,10 +85,10 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int, attention: s
     last = {}
 
     def step(name: str):
-        megatron.BLOCK_CELLS_AT_MOST = 0.0 if name.endswith("+mask") else by_block
+        packing.BLOCK_CELLS_AT_MOST = 0.0 if name.endswith("+mask") else by_block
         return actor.train_step(batches[name].tensors(), loss_fn)
 
-    by_block = megatron.BLOCK_CELLS_AT_MOST
+    by_block = packing.BLOCK_CELLS_AT_MOST
     for name in batches:  # warm-up: first-touch allocations of each shape
         step(name)
     for i in range(repeats):
@@ -99,7 +99,7 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int, attention: s
         print(f"  round {i + 1}/{repeats}: " + ", ".join(f"{n} {s[-1]:.3f} s" for n, s in seconds.items()),
               file=sys.stderr, flush=True)
     median = {name: statistics.median(s) for name, s in seconds.items()}
-    megatron.BLOCK_CELLS_AT_MOST = by_block
+    packing.BLOCK_CELLS_AT_MOST = by_block
     fused = actor.plan.fused_attention
     return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": model, "dtype": dtype, "pack_tokens": pack_tokens,
             "attention": "torch fused, blocks" if fused else "megatron unfused", "work": w, "layouts": {name: {

@@ -29,7 +29,7 @@ from nemo_cascade.actor import adam, cpu
 from nemo_cascade.actor.hf_weights import HFWeights
 from nemo_cascade.actor import lm_head as LM
 from nemo_cascade.actor import precision
-from nemo_cascade.algorithms.packing import attention_blocks, segment_causal_mask
+from nemo_cascade.algorithms.packing import packed_attention
 from nemo_cascade.convert import arch
 from nemo_cascade.convert import table
 from nemo_cascade.faults import crash_point
@@ -76,12 +76,6 @@ class StepMetrics:
     metrics: dict[str, float]
     """The loss function's metrics reduced over microbatches and data-parallel ranks: scalar sums stay
     sums, ``[sum, count]`` pairs become means."""
-
-
-BLOCK_CELLS_AT_MOST = 0.5
-"""Packed rows attend by block (fused_attention.attend_by_block) where the blocks compute at most this share of
-the mask's score cells: at 1 (a sequence per row) the gathers cost 3-8 %, at 0.2 (a group sharing its prompt)
-blocks save 11-14 % of the tiny model's train step (docs/performance.md)."""
 
 
 class MegatronActor(HFWeights):
@@ -309,21 +303,12 @@ class MegatronActor(HFWeights):
             if self.te:  # its packed attention sees whole sequences: run_grpo keeps prompts unshared there
                 assert shared is None, "Transformer Engine's packed attention cannot share a prompt"
                 return precision.thd_inputs(tokens, positions, segments)
-            mask = self._packed_attention(segments, shared)
+            mask = packed_attention(segments, shared, by_block=self.plan.fused_attention)
             return dict(input_ids=tokens, position_ids=positions, attention_mask=mask)
         if self.parallel.cp > 1:
             return precision.cp_inputs(tokens, self.parallel.cp, self.ps.get_context_parallel_rank())
         positions = torch.arange(T_pad, device=tokens.device).unsqueeze(0).expand_as(tokens)
         return dict(input_ids=tokens, position_ids=positions, attention_mask=_cpu_causal_mask(T_pad, tokens.device))
-
-    def _packed_attention(self, segments: torch.Tensor, shared: torch.Tensor | None):
-        """The block-diagonal mask, or on CPU the same attention block by block where that computes few enough of
-        its score cells (:data:`BLOCK_CELLS_AT_MOST`)."""
-        mask = segment_causal_mask(segments, shared)
-        if not self.plan.fused_attention or not segments.any():  # (a DP rank's filler rows hold no sequence)
-            return mask
-        blocks = attention_blocks(segments, shared)
-        return blocks if blocks.allowed_U_1_Q_K.numel() <= BLOCK_CELLS_AT_MOST * mask.numel() else mask
 
     def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, cp_labels: torch.Tensor | None,
               selection: "LM.Selection | None", output: torch.Tensor):

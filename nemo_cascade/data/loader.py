@@ -104,12 +104,8 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     if data_cfg.cache and not is_generated(data_cfg.source):
         cached = prompt_cache.load(data_cfg, tokenizer, mode, domain, max_prompt_tokens, style, validate_label,
                                    cache_fallback)
-        if cached is not None:  # the rows within the length limits, with the in-memory path's counts and report
-            every, manifest = cached
-            out = _cached_rows(data_cfg, max_prompt_tokens, manifest, every.lengths(), every)
-            out.dropped_no_context = sum(part["no_context"] for part in manifest["parts"])
-            _report(data_cfg, out, max_prompt_tokens, out.dropped_no_context)
-            return out
+        if cached is not None:
+            return _cached_prompts(data_cfg, max_prompt_tokens, *cached)
     out = PromptList()
     bad: list[tuple[int, str]] = []  # (position in the source, one-line message): unreadable lines first
     if is_generated(data_cfg.source):
@@ -139,6 +135,14 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         if mode == "half":
             out.alternate.append(variants[1])
     _report(data_cfg, out, max_prompt_tokens, out.dropped_no_context)
+    return out
+
+
+def _cached_prompts(data_cfg: Data, limit: int, every, manifest: dict):
+    """The rows of a cached prompt set within the length limits, with the in-memory path's counts and report."""
+    out = _cached_rows(data_cfg, limit, manifest, every.lengths(), every)
+    out.dropped_no_context = sum(part["no_context"] for part in manifest["parts"])
+    _report(data_cfg, out, limit, out.dropped_no_context)
     return out
 
 

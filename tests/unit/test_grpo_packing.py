@@ -127,10 +127,9 @@ def test_attention_by_block_is_the_block_diagonal_masks_attention(share):
 def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggregation, share, by_block):
     from functools import partial
 
-    from nemo_cascade.actor import megatron
     from nemo_cascade.actor.megatron import MegatronActor
 
-    monkeypatch.setattr(megatron, "BLOCK_CELLS_AT_MOST", float("inf") if by_block else 0.0)
+    monkeypatch.setattr(packing, "BLOCK_CELLS_AT_MOST", float("inf") if by_block else 0.0)
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=320, arch="qwen3", seed=5)
@@ -148,7 +147,8 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggrega
     assert (packed.metrics["shared_prompt_saving"] > 0.1) == share
     plain = grpo.make_batch(groups, GRPO(**{**cfg.__dict__, "sequence_packing": False}), pad_id=0)
     assert packed.tokens_B_T.shape[0] < plain.tokens_B_T.shape[0], "the test must put several sequences in a row"
-    layout = actor._packed_attention(packed.segment_ids_B_T, packed.prefix_ids_B_T if share else None)
+    layout = packing.packed_attention(packed.segment_ids_B_T, packed.prefix_ids_B_T if share else None,
+                                      by_block=actor.plan.fused_attention)
     assert isinstance(layout, packing.AttentionBlocks) == by_block
 
     # log-probs: every sequence's own values, wherever packing put it
