@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from tests.tolerance import Net, assert_within
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,8 +127,11 @@ def test_grpo_stage_settings_reach_the_loop(run):
     trained = [r for s in ("rlhf", "ifeval", "math", "code", "swe")
                for r in _metrics(run / f"stages/{STAGES.index(s)}-{s}/metrics.jsonl") if "logprob_gap" in r]
     assert any(r["stage"] == "rlhf" for r in trained), "the RLHF stage made no GRPO update"
-    # Strict on-policy with a verified weight sync: vLLM sampled with the very weights the actor trains.
-    assert all(r["logprob_gap"] < 1e-4 for r in trained)
+    # Strict on-policy with a verified weight sync: vLLM sampled with the very weights the actor trains; their
+    # log-probs differ by the order of fp32 sums only (rows of at most 96 + 40 tokens, tests/tolerance.py).
+    net = Net.of(run / "base_model", 96 + 40)
+    assert_within(max(r["logprob_gap"] for r in trained), torch.float32, net.forward_terms(),
+                  what="actor vs engine log-prob gap")
 
 
 def test_mixed_domain_stage_scores_each_domain_by_its_own_verifier(run):

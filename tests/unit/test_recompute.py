@@ -6,6 +6,7 @@ import torch
 
 from nemo_cascade import config
 from nemo_cascade.algorithms import grpo
+from tests.tolerance import Net, assert_close
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +62,13 @@ def test_recompute_gives_the_same_loss_and_gradients(model_dir, reference, recom
     losses, grads, logprobs, calls = run(model_dir, recompute, monkeypatch)
     ref_losses, ref_grads, ref_logprobs, ref_calls = reference
     assert ref_calls == 0 and calls > 0, f"recompute={recompute} must go through Megatron's checkpoint function"
-    assert losses == pytest.approx(ref_losses, rel=1e-6, abs=1e-7)
+    # The recomputed forward is the same arithmetic, but the backward may reach it in another order (full
+    # recompute re-enters each layer): tests/tolerance.py's bounds for 4 rows of 17 tokens.
+    net, tokens = Net.of(model_dir, 17), 4 * 17
+    for k, (loss, ref_loss) in enumerate(zip(losses, ref_losses)):
+        assert_close(loss, ref_loss, torch.float32, net.terms_after(k, tokens), relative=True, what=f"loss {k}")
     assert set(grads) == set(ref_grads)
     for name, g in grads.items():
-        torch.testing.assert_close(g, ref_grads[name], rtol=1e-5, atol=1e-7, msg=lambda m: f"{name}: {m}")
+        assert_close(g, ref_grads[name], torch.float32, net.step_terms(tokens), what=f"{name}'s gradient")
     assert max(g.abs().max().item() for g in grads.values()) > 0, "gradients must be non-zero for this to mean much"
-    torch.testing.assert_close(logprobs, ref_logprobs, rtol=0, atol=1e-5)
+    assert_close(logprobs, ref_logprobs, torch.float32, net.terms_after(2, tokens), what="log-probs")

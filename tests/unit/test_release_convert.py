@@ -15,6 +15,7 @@ from nemo_cascade.checkpoint import CheckpointError
 from nemo_cascade.tooling import release
 from nemo_cascade.convert.hf_io import SafetensorsReader
 from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3, make_tiny_hf_model
+from tests.tolerance import Net, bound
 
 ROOT = Path(__file__).resolve().parents[2]
 # An in-process actor test before this one leaves RANK / MASTER_PORT in os.environ: a CLI started from here
@@ -68,7 +69,8 @@ def test_round_trip_is_exact(request, tmp_path, model, tp, pp):
     if model in ("qwen3", "qwen2"):  # has a tokenizer: transformers loads the release and gives the same logits
         report = release.verify(out, reference=hf)
         assert report["tensors_equal"] and report["max_logit_diff"] == 0.0
-        assert report["megatron_max_logprob_diff"] <= 1e-5  # the actor agrees (2 layers: fp32 rounding only)
+        net = Net.of(out, 24)  # release.verify's probe: 2 rows of 24 tokens; the actor agrees to fp32 rounding
+        assert report["megatron_max_logprob_diff"] <= bound(torch.float32, net.forward_terms())
 
 
 def test_shards_hold_what_the_actor_holds(qwen3, tmp_path):
