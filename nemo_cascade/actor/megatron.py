@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from nemo_cascade import config
+from nemo_cascade import config, cpu_math
 from nemo_cascade import ranks
 from nemo_cascade.actor import adam, cpu
 from nemo_cascade.actor.hf_weights import HFWeights
@@ -88,6 +88,7 @@ class MegatronActor(HFWeights):
         from megatron.core import tensor_parallel
 
         cpu.enable()
+        cpu_math.settle_vector_math()  # before the first forward runs MKL's vector math on several threads
         init_distributed(parallel.collective_timeout_minutes)
         self.spec = self._read_spec(hf_path)
         arch.check_parallel(self.spec, parallel.tp, parallel.pp)

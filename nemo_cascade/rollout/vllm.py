@@ -73,7 +73,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
-from nemo_cascade import config, ranks, types
+from nemo_cascade import config, cpu_math, ranks, types
 from nemo_cascade.rollout import engine_dtype, engine_start, packed_reload
 
 log = logging.getLogger(__name__)
@@ -167,6 +167,7 @@ class RolloutEngine:
         if self.on_cpu:
             engine_start.check_cpu_head_dim(hf, model_path)
             engine_dtype.request_amx_permission(dtype)
+            cpu_math.settle_vector_math()
         self._check_world(dist)
         self._owns_process_group = not dist.is_initialized()
 
