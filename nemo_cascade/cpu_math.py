@@ -1,14 +1,10 @@
-"""Deterministic elementwise math on CPU: MKL's vector math library picks its kernels before any thread races it.
+"""Deterministic elementwise math on CPU: MKL's vector math picks its kernels before threads race to it.
 
-torch's CPU wheels send contiguous float ``cos``, ``sin``, ``exp``, ``log``, ``sqrt``, ``tanh``, ``erf``... to MKL's
-vector math (VML), each OpenMP thread on its own chunk, asking for the high-accuracy kernels. MKL 2024.2 (the
-one torch 2.13's wheel links) chooses each function's kernel lazily, at its first call; when that first call
-runs on several threads at once, one thread can run a low-accuracy kernel for its chunk of that one call. On an
-Intel Xeon with AMX this changed RoPE's cosines for half the positions of the first step of one process in
-twenty to thirty, by up to 5·10⁻⁵ rad, and so that step's loss in the 7th digit (docs/testing.md, "What is
-bit-exact"). Calling every such function once on one element, on one thread, settles the choice for the whole
-process; later calls run the kernel they always run. (Seen on an Intel Xeon; MKL dispatches otherwise on AMD
-CPUs, and there the calls cost as little.)
+torch sends float ``cos``, ``sin``, ``exp``, ``log``... to MKL's vector math, each OpenMP thread on its own chunk;
+MKL 2024.2 picks a function's kernel at its first call, and when two threads make that call together one of
+them can run a low-accuracy kernel for its chunk. That changed the first step of one process in about 25 on
+an Intel Xeon (docs/testing.md, "Tolerances, and what is bit-exact"). One call per function on one element
+settles it.
 """
 from __future__ import annotations
 
@@ -24,7 +20,7 @@ _settled = False
 def settle_vector_math() -> bool:
     """Call each of :data:`VML_FUNCTIONS` once, on a one-element fp32 and fp64 tensor (a size no kernel splits
     over threads), so that MKL has chosen every kernel before any op runs them on several threads. Once per
-    process; a no-op without MKL. Returns whether it ran now."""
+    process (a forked child inherits it); a no-op without MKL. Returns whether it ran now."""
     global _settled
     if _settled or not torch.backends.mkl.is_available():
         return False

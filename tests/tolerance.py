@@ -20,8 +20,8 @@ import torch
 
 SIGMAS = 4.0
 """How many random-walk widths apart two orders may land. Blocked and pairwise sums round less than a random
-walk: the largest difference measured in the suite is three quarters of a width (docs/testing.md). Four leave
-room for kernels not met yet and still fail real defects (one weight matrix off by 10⁻³ moves the tiny model's
+walk: the largest difference measured in the suite is 1.8 widths, 0.44 of its bound (docs/testing.md). Four
+leave room for kernels not met yet and still fail real defects (one weight matrix off by 10⁻³ moves the tiny model's
 log-probs by 4.5 bounds; a value bias's gradient counted twice moves a grad norm by 6·10⁻³, 80 bounds; a
 shard in the wrong place moves log-probs by 10⁻¹)."""
 

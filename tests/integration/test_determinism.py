@@ -1,7 +1,7 @@
 """The same stage started in several fresh processes on this machine gives the same bits: every logged number of
 its steps (times aside) and every byte of its export. This is what makes a resumed run equal the uninterrupted
 one; whatever the CPU family, the process's first computations must take the same path as any later ones
-(docs/testing.md, "What is bit-exact")."""
+(docs/testing.md, "Tolerances, and what is bit-exact")."""
 import hashlib
 import json
 import os

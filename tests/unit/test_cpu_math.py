@@ -1,5 +1,5 @@
-"""MKL's vector math is settled once per process, on one element of each precision, before any actor or CPU
-engine computes (nemo_cascade/cpu_math.py; the race it prevents is in docs/testing.md)."""
+"""MKL's vector math is settled once per process, on one element of each precision, before an actor, a CPU
+engine or a served model computes (nemo_cascade/cpu_math.py; the race it prevents is in docs/testing.md)."""
 import torch
 
 from nemo_cascade import cpu_math
@@ -35,3 +35,12 @@ def test_the_actor_settles_it_before_its_first_forward(tmp_path, monkeypatch):
     monkeypatch.setattr(MegatronActor, "load_hf", lambda self, path: order.append("weights"))
     MegatronActor(str(make_tiny_hf_model(tmp_path, vocab_size=256)), config.Parallel())
     assert order == ["settled", "weights"]
+
+
+def test_a_served_model_settles_it_before_vllm_starts():
+    """The served RM / judge process (rewards/serve.py) settles it before vLLM forks its engine, which inherits
+    the settled choice."""
+    from nemo_cascade.rewards import serve
+
+    code = serve._CHILD_CODE
+    assert code.index("settle_vector_math()") < code.index("from vllm.entrypoints.cli.main import main")

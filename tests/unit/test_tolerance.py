@@ -1,8 +1,8 @@
 """The suite's tolerance rule (tests/tolerance.py) against real kernel choices: the tiny actor's log-probs,
 losses and grad norms computed with the kernels this CPU picks, and again with the ones another CPU family
-gets — MKL's GEMMs limited to AVX2 (what MKL runs on AMD EPYC), ATen's own kernels to AVX2, oneDNN to AVX-512
-without AMX — agree within the rule's bounds. On either family this exercises both kinds of kernels. The
-bounds are not vacuous: a weight moved by one part in a thousand fails them."""
+gets — MKL's GEMMs limited to AVX2 (which MKL is reported to pick on AMD CPUs), ATen's own kernels to AVX2,
+oneDNN to AVX-512 without AMX — agree within the rule's bounds. On either family this exercises both kinds of
+kernels. The bounds are not vacuous: one weight matrix off by one part in a thousand fails them."""
 import json
 import os
 import subprocess
