@@ -1,26 +1,28 @@
-"""Deterministic elementwise math on CPU: MKL's vector math picks its kernels before threads race to it.
+"""Deterministic elementwise math on CPU: MKL's vector math picks its kernels before threads race.
 
-torch sends float ``cos``, ``sin``, ``exp``, ``log``... to MKL's vector math, each OpenMP thread on its own chunk;
-MKL 2024.2 picks a function's kernel at its first call, and when two threads make that call together one of
-them can run a low-accuracy kernel for its chunk. That changed the first step of one process in about 25 on
-an Intel Xeon (docs/testing.md, "Tolerances, and what is bit-exact"). One call per function on one element
-settles it.
+torch sends float ``cos``, ``sin``, ``exp``, ``log``... to MKL's vector math, each OpenMP thread
+on its own chunk. MKL 2024.2 picks a function's kernel at its first call; when two threads make
+that call together, one of them can run a low-accuracy kernel for its chunk. That changed the
+first step of one process in about 25 on an Intel Xeon (docs/testing.md, "Tolerances, and what
+is bit-exact"). One call per function on one element settles it.
 """
 from __future__ import annotations
 
 import torch
 
-VML_FUNCTIONS = ("acos", "asin", "atan", "cos", "erf", "erfc", "erfinv", "exp", "log", "log10", "log2", "sin",
-                 "sqrt", "tan", "tanh", "trunc")
-"""The torch functions ATen implements with MKL's VML (``aten/src/ATen/cpu/vml.h``), in fp32 and fp64 alike."""
+VML_FUNCTIONS = ("acos", "asin", "atan", "cos", "erf", "erfc", "erfinv", "exp", "log", "log10",
+                 "log2", "sin", "sqrt", "tan", "tanh", "trunc")
+"""The torch functions ATen implements with MKL's VML (``aten/src/ATen/cpu/vml.h``), fp32 and
+fp64 alike."""
 
 _settled = False
 
 
 def settle_vector_math() -> bool:
-    """Call each of :data:`VML_FUNCTIONS` once, on a one-element fp32 and fp64 tensor (a size no kernel splits
-    over threads), so that MKL has chosen every kernel before any op runs them on several threads. Once per
-    process (a forked child inherits it); a no-op without MKL. Returns whether it ran now."""
+    """Call each of :data:`VML_FUNCTIONS` once on a one-element fp32 and fp64 tensor (a size no
+    kernel splits over threads), so that MKL has chosen every kernel before any op runs them on
+    several threads. Once per process (a forked child inherits it); a no-op without MKL.
+    Returns whether it ran now."""
     global _settled
     if _settled or not torch.backends.mkl.is_available():
         return False

@@ -88,7 +88,7 @@ class MegatronActor(HFWeights):
         from megatron.core import tensor_parallel
 
         cpu.enable()
-        cpu_math.settle_vector_math()  # before the first forward runs MKL's vector math on several threads
+        cpu_math.settle_vector_math()  # before a forward runs MKL's vector math on two threads
         init_distributed(parallel.collective_timeout_minutes)
         self.spec = self._read_spec(hf_path)
         arch.check_parallel(self.spec, parallel.tp, parallel.pp)

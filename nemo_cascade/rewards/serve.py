@@ -56,7 +56,7 @@ _md.version = _version
 if __name__ == "__main__":
     from nemo_cascade.cpu_math import settle_vector_math
 
-    settle_vector_math()  # before vLLM forks its engine and computes on several threads (cpu_math.py)
+    settle_vector_math()  # before vLLM forks its engine and computes (cpu_math.py)
     from vllm.entrypoints.cli.main import main
     sys.argv = ["vllm"] + sys.argv[1:]
     main()

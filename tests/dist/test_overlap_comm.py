@@ -17,10 +17,19 @@ MODES = ("plain", "grad", "plain_do", "grad_do", "grad_gather_do")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def model_dir(tmp_path_factory):
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
-    model_dir = make_tiny_hf_model(tmp_path_factory.mktemp("tiny"), vocab_size=256)
+    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny"), vocab_size=256)
+
+
+@pytest.fixture(scope="module")
+def net(model_dir):
+    return Net.of(model_dir, 20)  # overlap_worker.py: 4 steps of 6, 8, 10 and 7 rows of 20 tokens
+
+
+@pytest.fixture(scope="module")
+def runs(model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("overlap")
     proc = torchrun(WORKER, 2, model_dir, out, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -36,29 +45,22 @@ def tensors(run: dict) -> dict[str, torch.Tensor]:
     return out
 
 
-# overlap_worker.py: the tiny model (TINY_SIZES, 256 tokens), 4 steps of 6, 8, 10 and 7 rows of 20 tokens.
-STEPS, TOKENS = 4, 10 * 20
+STEPS, TOKENS = 4, 10 * 20  # the largest of overlap_worker.py's batches
 
 
-def tiny_net() -> Net:
-    from nemo_cascade.tooling.demo_data.tiny_models import TINY_SIZES as size
-
-    return Net(size["num_hidden_layers"], size["hidden_size"], size["intermediate_size"], seq=20, vocab=256)
-
-
-def assert_same(got: dict, want: dict, exact: bool) -> None:
-    """``exact``: the same sums in the same order, so the same bits. Otherwise the grad norm is summed shard by
+def assert_same(got: dict, want: dict, net: Net | None = None) -> None:
+    """Without ``net``: the same sums in the same order, so the same bits. With it, the grad norm is summed shard by
     shard in another order, which reaches every weight through the clipping: tests/tolerance.py's bound for
     numbers that all four steps' additions lead to."""
     a, b = tensors(got), tensors(want)
     assert sorted(a) == sorted(b)
     assert got["tokens"] == want["tokens"]
     for name in a:
-        if exact:
+        if net is None:
             assert torch.equal(a[name], b[name]), name
         else:
             assert_close(a[name].double().numpy(), b[name].double().numpy(), torch.float32,
-                         tiny_net().terms_after(STEPS, TOKENS), relative=name in ("loss", "grad_norm"), what=name)
+                         net.terms_after(STEPS, TOKENS), relative=name in ("loss", "grad_norm"), what=name)
 
 
 def test_runs_train(runs):
@@ -73,18 +75,18 @@ def test_runs_train(runs):
 
 
 def test_overlap_grad_reduce_is_exact(runs):
-    assert_same(runs["grad"], runs["plain"], exact=True)
+    assert_same(runs["grad"], runs["plain"])
 
 
-def test_overlap_with_distributed_optimizer(runs):
+def test_overlap_with_distributed_optimizer(runs, net):
     # The distributed optimizer shards every bucket over the DP ranks and sums the grad norm shard by shard:
     # with 4 buckets instead of 1 the shards, and so the summation order, differ — rounding only (measured:
     # grad norms 1.5e-7 relative, weights <= 1e-7, log-probs <= 9.5e-7; PP=2: weights 1.7e-7).
-    assert_same(runs["grad_do"], runs["plain_do"], exact=False)
+    assert_same(runs["grad_do"], runs["plain_do"], net)
     # Same buckets: deferring the parameter all-gather to the next forward changes nothing at all.
-    assert_same(runs["grad_gather_do"], runs["grad_do"], exact=True)
+    assert_same(runs["grad_gather_do"], runs["grad_do"])
     # And the distributed optimizer itself agrees with the plain one.
-    assert_same(runs["plain_do"], runs["plain"], exact=False)
+    assert_same(runs["plain_do"], runs["plain"], net)
 
 
 def _calls(step_events, name):
@@ -131,6 +133,6 @@ def test_pipeline_parallel_overlap(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     runs = {m: torch.load(tmp_path / "out" / f"{m}.pt") for m in MODES}
     assert runs["grad"]["bucket_groups"] > 1 and len(set(np.round(runs["plain"]["loss"], 9))) == 4
-    assert_same(runs["grad"], runs["plain"], exact=True)
-    assert_same(runs["grad_do"], runs["plain_do"], exact=False)
-    assert_same(runs["grad_gather_do"], runs["grad_do"], exact=True)
+    assert_same(runs["grad"], runs["plain"])
+    assert_same(runs["grad_do"], runs["plain_do"], Net.of(model_dir, 20))
+    assert_same(runs["grad_gather_do"], runs["grad_do"])
