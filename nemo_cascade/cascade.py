@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import time
 from dataclasses import replace
@@ -31,7 +32,11 @@ from nemo_cascade.faults import crash_point
 from nemo_cascade.forgetting import Gate, GateStop
 from nemo_cascade.lineage import Manifest, reset_stages, stage_status
 from nemo_cascade.preflight import check_cascade, check_endpoints, check_tokenizer, stages_to_run
-from nemo_cascade.stage import Saves, StageContext, run_grpo, run_reward_model, run_sft
+from nemo_cascade.deadline import Deadline, job_end_time
+from nemo_cascade.evaluate.runner import GateStopped
+from nemo_cascade.saves import Saves
+from nemo_cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
+from nemo_cascade.step_rollouts import StepRollouts
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +177,9 @@ class CascadeRun:
             log.warning("continuing a cascade the forgetting gate stopped (%s)", self.manifest.data["stopped"])
             self.manifest.stop("")
         self.gate = Gate(cfg, self.tokenizer)
+        self.deadline = Deadline(ranks.from_main(job_end_time() if ranks.is_main() else None),
+                                 cfg.stop_margin_seconds)
+        events.info("time limit: %s", self.deadline.describe(os.environ.get("STOP_GRACE", "")))
         self.actor = MegatronActor(base, cfg.parallel, cfg.model.dtype, seed=cfg.seed,
                                    transformer_impl=cfg.model.transformer_impl, fp8=cfg.model.fp8)
         self.engine, self.weights_from = None, base
@@ -210,12 +218,17 @@ class CascadeRun:
             sdir.mkdir(parents=True, exist_ok=True)
             if resume is None:
                 shutil.rmtree(sdir / "checkpoint", ignore_errors=True)
+            if not running:  # a first start or a restart: groups of an earlier try had other weights
+                shutil.rmtree(sdir / "rollouts", ignore_errors=True)
         ranks.barrier()
         self.manifest.update(stage.name, status="running", started=time.time(), parent=self.weights_from,
                              config_sha256=self.manifest.config_hash(stage), resumed_from=str(resume or ""),
                              steps=stage.steps)
+        rollouts = StepRollouts(sdir / "rollouts", f"{self.manifest.config_hash(stage)}/seed{stage.rollout.seed}",
+                                self.cfg.rollout_checkpoint_seconds) if stage.kind == "grpo" else None
         saves = Saves(sdir / "checkpoint", stage.checkpoint_every, self.cfg.keep_checkpoints, resume,
-                      every_minutes=self.cfg.checkpoint_every_minutes, run_dir=self.out)
+                      every_minutes=self.cfg.checkpoint_every_minutes, run_dir=self.out, deadline=self.deadline,
+                      rollouts=rollouts)
         if resume:
             events.info("stage %s: resumed at step %d of %d (%s)", stage.name, _step_of(resume) + 1, stage.steps,
                         resume)
@@ -246,6 +259,7 @@ class CascadeRun:
         after the manifest says done (a kill before leaves a resumable stage), and again when a resumed run
         skips the stage (a kill after leaves the clean-up to it)."""
         if ranks.is_main():
+            shutil.rmtree(stage_dir(self.cfg, k) / "rollouts", ignore_errors=True)
             if not self._carried(k):
                 shutil.rmtree(stage_dir(self.cfg, k) / "checkpoint", ignore_errors=True)
             if k and stage.boundary.optimizer == "carry":
@@ -406,7 +420,7 @@ class CascadeRun:
         from nemo_cascade import weight_sync
 
         weight_sync.push(self.actor, self._engine())  # the actor holds the base weights here
-        self.gate.evaluate(self.engine, base_row, self.base)
+        self._evaluate_row(base_row, self.base)
         events.info("base: evaluated (%s)", base_row / "eval.json")
         self.engine.sleep()  # the first stage (SFT) trains next
 
@@ -428,10 +442,10 @@ class CascadeRun:
             row, found = self._policy_row(k), []
             if stage.kind == "reward_model":  # fill the RM-scored column of the policy row before
                 if row is not None and (row / "eval.json").is_file():
-                    self.gate.evaluate(self.engine, row, self.weights_from, self._rm_url(rm), True)
+                    self._evaluate_row(row, self.weights_from, self._rm_url(rm), True)
             else:
                 sdir = stage_dir(self.cfg, k)
-                self.gate.evaluate(self.engine, sdir, str(sdir / "hf"), self._rm_url(rm) if rm else "")
+                self._evaluate_row(sdir, str(sdir / "hf"), self._rm_url(rm) if rm else "")
                 found = self._judge(stage, sdir)
                 self.rows.append(sdir)
             # The next stage may train before it generates (SFT, an RM): give the GPU back to the actor. A GRPO
@@ -441,6 +455,21 @@ class CascadeRun:
                         f"{len(found)} regression(s) (gate.on_regression=warn)" if found else "no regression")
         self.manifest.update(stage.name, gated=True)
         self._report()
+
+    def _evaluate_row(self, row: Path, weights: str, rm_url: str = "", only_pairwise: bool = False) -> None:
+        """The gate's suites on one row; a stop request or the job's end stops it between chunks of items, the
+        finished ones kept (evaluate/row_progress.py), and the run ends as after a training step."""
+        def stop_due() -> bool:
+            return stop_request.requested(self.out) or self.deadline.due()
+
+        try:
+            self.gate.evaluate(self.engine, row, weights, rm_url, only_pairwise, stop_due)
+        except GateStopped as e:
+            why = (f"on request ({stop_request.reason(self.out)})" if stop_request.requested(self.out) else
+                   f"before the job's end ({self.deadline.describe()})")
+            raise stop_request.StopRequested(
+                f"stopped {why} in the gate of {row.name}, {e}; its finished items are kept in "
+                f"{row / 'eval_partial'}; run the same command again to continue") from None
 
     def _policy_row(self, k: int) -> Path | None:
         """The matrix row of the policy that stage k starts from (the last policy stage before it, or the base);

@@ -18,14 +18,16 @@ the manifest and either logged or end the cascade.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Callable
 
 from nemo_cascade import config
 from nemo_cascade import ranks
 from nemo_cascade.evaluate import stage_scores
 from nemo_cascade.evaluate.runner import EvalSettings, context_needed, prepare, run_suite
 from nemo_cascade.evaluate.eval_output import provenance, read_eval, write_eval
+from nemo_cascade.evaluate.row_progress import RowProgress
 from nemo_cascade.faults import crash_point
 
 log = logging.getLogger(__name__)
@@ -70,18 +72,24 @@ class Gate:
         """The engine context the suites need: the longest prompt plus the largest response budget."""
         return context_needed(self.prepared.values())
 
-    def evaluate(self, engine, out_dir: Path, checkpoint: str, rm_url: str = "", only_pairwise: bool = False
-                 ) -> None:
-        """Run the suites on the weights ``engine`` serves; write ``out_dir/eval.json`` (merged with what is
-        there). Pairwise suites run only when an RM is served (``rm_url``)."""
+    def evaluate(self, engine, out_dir: Path, checkpoint: str, rm_url: str = "", only_pairwise: bool = False,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        """Run the suites on the weights ``engine`` serves (those of the folder ``checkpoint``); write
+        ``out_dir/eval.json`` (merged with what is there). Pairwise suites run only when an RM is served
+        (``rm_url``). Finished chunks and suites are kept in ``out_dir/eval_partial`` until then
+        (evaluate/row_progress.py): a row stopped by ``should_stop`` (``GateStopped``) or killed resumes there."""
         settings = replace(self.settings, reward_model_url=rm_url)
         names = [n for n, p in self.prepared.items()
                  if (rm_url or not p.suite.pairwise) and (p.suite.pairwise or not only_pairwise)]
         if not names:
             return
+        progress, key = RowProgress(out_dir, checkpoint), {**asdict(settings), "reward_model_url": bool(rm_url)}
         results = {}
         for name in names:
-            results[name] = run_suite(engine, self.prepared[name], settings).to_json()
+            results[name] = progress.suite(name, key)
+            if results[name] is None:
+                results[name] = run_suite(engine, self.prepared[name], settings, progress, should_stop).to_json()
+                progress.save_suite(name, key, results[name])
             decoding = results[name]["decoding"]
             if decoding["engine_yarn_factor"] != decoding["yarn_factor"] and name not in self.warned:
                 self.warned.add(name)
@@ -95,6 +103,7 @@ class Gate:
         if ranks.is_main():
             write_eval(out_dir, results, provenance(checkpoint, checkpoint))
         ranks.barrier()
+        progress.remove()
 
     def check(self, row_dirs: list[Path], current: Path) -> list[stage_scores.Regression]:
         """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in order)."""

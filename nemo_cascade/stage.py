@@ -1,8 +1,7 @@
 """ONE stage: the GRPO loop, and the supervised loop of SFT and reward-model stages, reading like the algorithm."""
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -17,6 +16,7 @@ from nemo_cascade.faults import crash_point
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import ScoreAsFinished, penalize_code_switching, reward_metrics, stage_scorer
 from nemo_cascade.rewards.remote import RewardServerError
+from nemo_cascade.saves import Saves
 
 
 @dataclass
@@ -31,80 +31,31 @@ class StageContext:
     """The previous stage's final data position (``boundary.data = continue``)."""
 
 
-@dataclass
-class Saves:
-    """A stage's resumable checkpoints (checkpoint.py) under ``root``, the newest ``keep`` kept: every ``every``
-    steps, once ``every_minutes`` of wall time have passed since the last save, and when a stop is requested
-    (stop_request.py: the run then ends after the save)."""
-    root: Path
-    every: int
-    keep: int
-    resume_from: Path | None = None
-    every_minutes: float = 0.0
-    run_dir: Path | None = None
-    """Where a stop request appears (None: requests are not watched)."""
-    saved_at: float = field(default_factory=lambda: time.monotonic())  # looked up at call time: tests set the clock
-    saved_step: int = -1
-
-    def resume(self, actor, restore_data) -> int:
-        """Load the newest checkpoint (weights, optimizer, scheduler, RNG; the data position through
-        ``restore_data``); returns the step to continue from (0 without one)."""
-        if self.resume_from is None:
-            return 0
-        step, state = checkpoint.load(self.resume_from, actor)
-        restore_data(state["data"])
-        self.saved_step = step
-        return step + 1
-
-    def after(self, step: int, total: int, actor, data_state: dict, stage: str = "") -> None:
-        """After step ``step``: save if a save is due; raise StopRequested (after saving) on a stop request.
-        Every rank calls it and all take the same decision: the wall clock is rank 0's, a request any rank's."""
-        timed = bool(self.every_minutes) and time.monotonic() - self.saved_at >= 60 * self.every_minutes
-        parts = ranks.gather_shares([(timed, bool(self.run_dir) and stop_request.requested(self.run_dir))])
-        timed, stop = parts[0][0], any(p[1] for p in parts)
-        by_steps = bool(self.every) and (step + 1) % self.every == 0
-        # The last step's state is the stage's export: a save there only serves a stop before the export.
-        if stop or ((by_steps or timed) and step + 1 < total):
-            self._save(step, actor, data_state)
-        if stop:
-            raise stop_request.StopRequested(
-                f"stopped on request ({stop_request.reason(self.run_dir)}) after step {step} of stage {stage}; "
-                f"state saved in {self.root / f'step_{step:06d}'}; run the same command again to continue")
-
-    def _save(self, step: int, actor, data_state: dict, rng: dict | None = None) -> Path:
-        path = checkpoint.save(self.root, step, actor, {"data": data_state}, keep=self.keep, rng=rng)
-        self.saved_at, self.saved_step = time.monotonic(), step
-        return path
-
-    def before_stop(self, step: int, start: int, actor, data_state: dict, rng: dict) -> str:
-        """Step ``step`` cannot finish (its reward server is gone): save the state after step ``step - 1`` —
-        ``data_state`` and ``rng`` as they were when ``step`` began — unless a checkpoint of it exists already.
-        A resume then repeats ``step`` exactly; the stop loses no finished step. Returns where the state is."""
-        if step == start:  # nothing finished since the checkpoint this run resumed from (or since the start)
-            return f"resumes from {self.resume_from}" if self.resume_from else "nothing to save before step 0"
-        path = self.root / f"step_{step - 1:06d}"
-        if self.saved_step != step - 1:  # no save after step - 1 happened
-            path = self._save(step - 1, actor, data_state, rng)
-        return f"state after step {step - 1} saved in {path}"
-
-
 class ServerStop(CascadeError, RuntimeError):
     """A reward or judge server failed after its retries; the stage's state is saved and the run stops."""
 
 
-def _score_on_every_rank(score: Callable[[list], list], mine: list) -> list:
-    """Score this rank's groups (``score(mine)``) and gather every rank's. A reward server that fails on one rank
-    (after its own bounded retries) fails the step on every rank, so that all of them stop together instead of
-    waiting in a collective for the one that left."""
+def _score_on_every_rank(score: Callable[[list], list | None], mine: list | None) -> list | None:
+    """Score this rank's groups (``score(mine)``) and gather every rank's; None on every rank when a rank's
+    generation or scoring stopped on a stop request (``mine`` or ``score``'s result None there), so that all
+    stop together. A reward server that
+    fails on one rank (after its own bounded retries) fails the step on every rank, so that all of them stop
+    together instead of waiting in a collective for the one that left."""
     try:
-        scored, failure = score(mine), ""
+        scored, failure = (None if mine is None else score(mine)), ""
     except RewardServerError as e:
         scored, failure = [], str(e)
-    parts = ranks.gather_shares([(scored, failure)])
-    failure = next((f for _, f in parts if f), "")
+    parts = ranks.gather_shares([(scored or [], failure, scored is None)])
+    failure = next((f for _, f, _ in parts if f), "")
     if failure:
         raise RewardServerError(failure)
-    return [group for scored, _ in parts for group in scored]
+    if any(stopped for _, _, stopped in parts):
+        return None
+    return [group for scored, _, _ in parts for group in scored]
+
+
+class StopInStep(Exception):
+    """A stop became due inside a GRPO step (during generation, or before the update would end too late)."""
 
 
 def _start(ctx: StageContext, restore_data) -> int:
@@ -138,6 +89,62 @@ def _stop_for_server(ctx: StageContext, stage: config.Stage, error: RewardServer
                       "again to resume once the server answers")
 
 
+def _generate_round(ctx: StageContext, stage: config.Stage, scorer, timer: PhaseTimer, prompts_P: list,
+                    rollout: config.Rollout, step: int, round_: int) -> list | None:
+    """Round ``round_`` of ``step``: every rank's groups for ``prompts_P``, each rank generating its share —
+    only the prompts without a group saved by an earlier, stopped try of the step (step_rollouts.py), with the
+    seeds of their places — and scoring each group as it finishes (§4.6.2), keeping it for a stop. None (on
+    every rank) when a stop became due while some rank generated: what had finished is written first."""
+    g, rollouts = stage.grpo, ctx.saves.rollouts if ctx.saves else None
+    mine = ranks.my_share(prompts_P)
+    saved = rollouts.saved(step, round_, mine, g.group_size) if rollouts else {}
+    todo = [i for i in range(len(mine)) if i not in saved]
+    keep = (lambda j, group: rollouts.keep(todo[j], group)) if rollouts else None
+
+    def finish(new: list) -> list | None:
+        try:
+            scoring.finish(new, ctx.saves.stop_due if ctx.saves else None)
+        except stop_request.GenerationStopped:  # a stop while slow verifiers (sandbox, RM) still score
+            return None
+        groups = {**saved, **dict(zip(todo, new))}
+        if rollouts:
+            rollouts.end_round(groups)  # the whole round on disk: a stop in the update redoes only that
+        return [groups[i] for i in range(len(mine))]
+
+    with ScoreAsFinished(scorer, stage.reward.score_while_generating, g.group_size, keep) as scoring:
+        with timer("generate"):
+            try:
+                new = ctx.engine.generate([mine[i] for i in todo], g.group_size, rollout,
+                                          step=step + round_ * stage.steps, positions=todo,
+                                          on_group=scoring.on_group,
+                                          should_stop=ctx.saves.stop_due if ctx.saves else None)
+            except stop_request.GenerationStopped:
+                new = None
+        crash_point("generate")
+        with timer("score"):
+            groups_P = _score_on_every_rank(finish, new)
+    if groups_P is None and rollouts:
+        rollouts.flush()  # after the scoring threads ended: every group they finished
+    return groups_P
+
+
+def _stop_agreed(saves: Saves | None, work_seconds: float) -> bool:
+    """Whether any rank finds a stop due with ``work_seconds`` of work ahead (collective)."""
+    return saves is not None and any(ranks.gather_shares([saves.stop_due(work_seconds)]))
+
+
+def _stop_in_step(ctx: StageContext, stage: config.Stage, when: str, step: int, start: int,
+                  at_start: tuple[dict, dict]) -> stop_request.StopRequested:
+    """A stop became due inside step ``step``: save the state it began with (:meth:`Saves.before_stop`) beside
+    the groups it finished (step_rollouts.py), close the log, and return the exception that ends the run."""
+    saved = ctx.saves.before_stop(step, start, ctx.actor, *at_start)
+    ctx.log.close()
+    return stop_request.StopRequested(
+        f"stopped {ctx.saves.stop_reason()} in step {step} of stage {stage.name}, {when}; {saved}, its "
+        f"finished groups in {ctx.saves.rollouts.root if ctx.saves.rollouts else 'memory only'}; run the same "
+        f"command again to continue")
+
+
 def _data_state(stream: PromptStream, curriculum: LengthCurriculum) -> dict:
     """What a GRPO checkpoint keeps of the data side: the prompt stream's position and the length phases."""
     return {**stream.state_dict(), "length_curriculum": curriculum.state_dict()}
@@ -165,7 +172,9 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
     curriculum = LengthCurriculum(stage)                  # response-length phases (§4.5.2, T17–T19)
     if g.kl_coef > 0:
         ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3), even on resume
-    start = _resume_grpo(ctx, stream, curriculum)
+    start, update_seconds = _resume_grpo(ctx, stream, curriculum), 0.0
+    if ctx.saves and ctx.saves.rollouts:
+        ctx.saves.rollouts.begin(start)  # the groups of the step it stopped in, none of others
     weight_sync.push(ctx.actor, ctx.engine)  # the engine serves this stage's starting (or resumed) weights
     for step in range(start, stage.steps):
         if curriculum.finished:
@@ -177,14 +186,9 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
         temperature = rollout.temperature  # the actor's log-probs are the sampling policy's (rollout/vllm.py)
 
         def sample(prompts_P, round_):  # one generation round; seeds keyed per (step, round)
-            # groups are scored while the rest still generate (§4.6.2); "score" times what is left after
-            with ScoreAsFinished(scorer, stage.reward.score_while_generating, g.group_size) as scoring:
-                with timer("generate"):
-                    mine = ctx.engine.generate(ranks.my_share(prompts_P), g.group_size, rollout,
-                                               step=step + round_ * stage.steps, on_group=scoring.on_group)
-                crash_point("generate")
-                with timer("score"):
-                    groups = _score_on_every_rank(scoring.finish, mine)
+            groups = _generate_round(ctx, stage, scorer, timer, prompts_P, rollout, step, round_)
+            if groups is None:
+                raise StopInStep("during generation")
             rw = stage.reward  # whole round (§4.3.2); the rule reads each group's prompt (§4.3.2, §4.5.2)
             switched.append(penalize_code_switching(groups, rw.code_switch_penalty, rw.code_switch_rule,
                                                     rw.code_switch_script))
@@ -192,8 +196,12 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
 
         try:
             groups_P, refill = grpo.collect_groups(stream.next_batch, sample, cfg)  # + refill (§4.4.2)
+            if _stop_agreed(ctx.saves, update_seconds):  # the update would end past the time to save
+                raise StopInStep("before its update")
         except RewardServerError as e:
             raise _stop_for_server(ctx, stage, e, step, start, at_start) from None
+        except StopInStep as e:
+            raise _stop_in_step(ctx, stage, str(e), step, start, at_start) from None
         stream.record(groups_P)                                                 # epoch filter (§4.5.2)
         batch = grpo.make_batch(groups_P, cfg, ctx.pad_id)                   # advantages, masks, filters
         curriculum.record(step, batch.metrics["truncation_rate"])           # may end the phase (§4.5.2)
@@ -208,6 +216,7 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
                 result = ctx.actor.train_step(tensors, partial(grpo.actor_loss, cfg), temperature)
             with timer("sync"):
                 sync = weight_sync.push(ctx.actor, ctx.engine)
+        update_seconds = sum(timer.seconds.get(p, 0.0) for p in ("logprobs", "train", "sync"))
         metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P), **reward_metrics(groups_P), **refill,
                    **stream.metrics(), "phase": phase_index, "max_response_tokens": phase.max_response_tokens,
                    "temperature": temperature,

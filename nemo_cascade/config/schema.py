@@ -411,6 +411,14 @@ class Cascade:
     start), whatever ``Stage.checkpoint_every`` says: at the paper's response lengths one RL step can take tens
     of minutes, and a job that never reaches its step interval before its time limit would requeue forever
     without progress. The time is agreed over ranks (rank 0's clock). 0 = by steps only."""
+    rollout_checkpoint_seconds: float = 60.0
+    """The longest a GRPO step's finished (scored) group waits before it is written to the stage folder
+    (``rollouts/``): a step stopped or killed mid-generation resumes with what was written and generates only
+    the rest. 0 = every group as it finishes. Each round's groups are all written when it ends."""
+    stop_margin_seconds: float = 180.0
+    """How long before the job's end (Slurm's end time, or ``NEMO_CASCADE_JOB_END``) the run stops by itself, on
+    top of its longest measured save: time to leave the process, and for the save itself until one has been
+    measured. The run stops mid-step if it must (rollout checkpoints keep the step's finished groups)."""
     chat_style: Literal["cascade1", "cascade2", "chatml"] = "cascade1"
     """Chat template of every stage (nemo_cascade.data.chat): cascade1 = ChatML with ` /think` or ` /no_think`
     on each user turn and no empty think block (§3.1.2); cascade2 = no flags, empty ``<think></think>`` for

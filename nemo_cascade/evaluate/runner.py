@@ -260,9 +260,17 @@ def fits_input(prompt_tokens: int, decoding: Decoding, max_model_len: int) -> bo
     return prompt_tokens < max_model_len and (not limit or prompt_tokens <= limit)
 
 
+class GateStopped(Exception):
+    """A stop became due during a gate row (``run_suite``'s ``should_stop``); its finished chunks are saved."""
+
+
 def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, settings: EvalSettings,
-                        timings: dict) -> dict[int, types.PromptGroup]:
-    """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per chunk)."""
+                        timings: dict, keep: tuple | None = None, should_stop=None
+                        ) -> dict[int, types.PromptGroup]:
+    """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per chunk). With
+    ``keep`` — ``(RowProgress, identity settings)`` — a chunk saved by an earlier job is read instead of
+    generated and each new one is saved once scored; between chunks the ranks agree on ``should_stop()`` and
+    raise :class:`GateStopped` together."""
     from tqdm import tqdm
 
     from .. import console, ranks
@@ -276,22 +284,29 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
                disable=not (settings.progress and ranks.is_main()), file=console.stream())
     bar.update(len(indices) - len(fits))  # too long: nothing to generate
     step = max(1, settings.chunk_items)
-    for start in range(0, len(fits), step):
-        chunk = fits[start:start + step]
+    chunks = [fits[start:start + step] for start in range(0, len(fits), step)]
+    # Every rank makes as many calls as the rank with the most chunks: with engine TP, generate is collective
+    # over the ranks sharing an engine, so a rank with fewer (or saved) chunks takes part with nothing of its own.
+    for k in range(ranks.most_over_ranks(len(chunks))):
+        if should_stop is not None and any(ranks.gather_objects(should_stop())):
+            bar.close()
+            raise GateStopped(f"suite {prep.suite.name}, after {len(groups)} of its {len(fits)} items here")
+        chunk = chunks[k] if k < len(chunks) else []
+        prompts = [prep.prompts[i] for i in chunk]
+        saved = keep[0].chunk(prep.suite.name, keep[1], chunk[0], prompts, d.samples) if keep and chunk else None
         t0 = time.perf_counter()
-        out = engine.generate([prep.prompts[i] for i in chunk], d.samples, sampling,
-                              step=_chunk_key(prep.suite.name, chunk[0]))
+        out = engine.generate([] if saved else prompts, d.samples, sampling,
+                              step=_chunk_key(prep.suite.name, chunk[0]) if chunk else 0)
         t1 = time.perf_counter()
-        scorer.score(out)
+        if chunk and not saved:
+            scorer.score(out)
+            if keep:
+                keep[0].save_chunk(prep.suite.name, keep[1], chunk[0], out)
         timings["generate"] += t1 - t0
         timings["score"] += time.perf_counter() - t1
-        groups.update(zip(chunk, out))
+        groups.update(zip(chunk, saved or out))
         bar.update(len(chunk))
     bar.close()
-    # With engine TP, generate is collective over the ranks sharing an engine: a rank with fewer chunks than
-    # the others still takes part in their calls, with nothing of its own (rollout/vllm.py).
-    for _ in range(ranks.most_over_ranks(-(-len(fits) // step)) - -(-len(fits) // step)):
-        engine.generate([], d.samples, sampling, step=0)
     return groups
 
 
@@ -333,9 +348,10 @@ def _add_pairwise(prep: Prepared, indices: list[int], records: list[dict], setti
         rec["bt_win_prob"] = [estimators.bt_preference(s, ref) for s in rec["scores"]]
 
 
-def run_suite(engine, prep: Prepared, settings: EvalSettings) -> SuiteResult:
+def run_suite(engine, prep: Prepared, settings: EvalSettings, progress=None, should_stop=None) -> SuiteResult:
     """Generate, score and summarise one prepared suite with ``engine`` (this rank's share; all ranks get
-    every record)."""
+    every record). ``progress`` (a ``row_progress.RowProgress``) keeps and reuses finished chunks;
+    ``should_stop`` ends the suite between chunks with :class:`GateStopped`."""
     from .. import ranks
     from ..rewards import Scorer
 
@@ -343,8 +359,14 @@ def run_suite(engine, prep: Prepared, settings: EvalSettings) -> SuiteResult:
     scorer = Scorer(prep.suite.domain, reward_settings)
     timings = {"generate": 0.0, "score": 0.0}
     t0 = time.perf_counter()
+    decoding = asdict(replace(prep.decoding, max_model_len=engine.max_model_len,
+                              engine_yarn_factor=float(engine.yarn_factor)))
+    data = {"path": str(prep.data_path), "sha256": file_sha256(prep.data_path), "items": len(prep.items),
+            "limit": settings.limit}
+    keep = (progress, {"decoding": decoding, "data": data, "reward": asdict(reward_settings),
+                       "chunk_items": settings.chunk_items}) if progress is not None else None
     mine = ranks.my_share(list(range(len(prep.items))))
-    groups = _generate_and_score(engine, prep, mine, scorer, settings, timings)
+    groups = _generate_and_score(engine, prep, mine, scorer, settings, timings, keep, should_stop)
     records = [_record(prep, i, groups.get(i)) for i in mine]
     if prep.suite.pairwise:
         t1 = time.perf_counter()
@@ -352,10 +374,6 @@ def run_suite(engine, prep: Prepared, settings: EvalSettings) -> SuiteResult:
         timings["score"] += time.perf_counter() - t1
     records = ranks.gather_shares(records)
     timings["total"] = time.perf_counter() - t0
-    decoding = asdict(replace(prep.decoding, max_model_len=engine.max_model_len,
-                              engine_yarn_factor=float(engine.yarn_factor)))
-    data = {"path": str(prep.data_path), "sha256": file_sha256(prep.data_path), "items": len(records),
-            "limit": settings.limit}
     return SuiteResult(prep.suite.name, prep.suite.domain, prep.suite.metric, decoding, data,
                        suite_metrics(prep.suite, records), records, {k: round(v, 3) for k, v in timings.items()},
                        asdict(reward_settings))
@@ -405,4 +423,5 @@ def context_needed(prepared: Sequence[Prepared]) -> int:
 
 
 __all__ = ["EvalSettings", "Decoding", "Prepared", "SuiteResult", "TEMPLATES", "prepare", "run_suite", "evaluate",
+           "GateStopped",
            "suite_metrics", "decoding_for", "render_prompt", "check_settings", "fits_input", "context_needed"]

@@ -10,10 +10,11 @@ after the shares are gathered (:func:`apply_code_switch_penalty`, :func:`reward_
 from __future__ import annotations
 
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Callable, Sequence
 
 from ..config import Reward
+from ..stop_request import GenerationStopped
 from ..types import PromptGroup
 from . import language
 from .domains import DOMAINS, get_domain
@@ -105,6 +106,10 @@ def stage_scorer(domains: Sequence[str], settings: Reward = Reward()) -> Scorer 
     return Scorer(domains[0], settings) if len(domains) == 1 else MixedScorer(domains, settings)
 
 
+STOP_LOOK_SECONDS = 1.0
+"""How often :meth:`ScoreAsFinished.finish` asks whether to stop while it waits for scores."""
+
+
 class ScoreAsFinished:
     """Rewards computed while the batch is still generating: the engine hands each group over as soon as its
     samples are done (``RolloutEngine.generate(on_group=...)``) and a thread pool scores it, so slow verifiers —
@@ -121,25 +126,42 @@ class ScoreAsFinished:
             scoring.finish(groups)   # waits for the groups in flight, scores any not yet scored
     """
 
-    def __init__(self, scorer: Scorer | MixedScorer, enabled: bool, group_size: int):
-        self.scorer = scorer
+    def __init__(self, scorer: Scorer | MixedScorer, enabled: bool, group_size: int,
+                 keep: Callable[[int, PromptGroup], None] | None = None):
+        self.scorer, self._keep = scorer, keep
         threads = max(1, (scorer.settings.workers or num_cores()) // max(group_size, 1))
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="score") if enabled else None
         self._in_flight: dict[int, Future] = {}
 
     @property
     def on_group(self) -> Callable[[int, PromptGroup], None] | None:
-        """The engine's callback; None when scoring waits for the whole batch."""
-        return self._submit if self._pool else None
+        """The engine's callback; None when scoring waits for the whole batch and no group is kept."""
+        return self._submit if self._pool or self._keep else None
 
     def _submit(self, index: int, group: PromptGroup) -> None:
-        self._in_flight[index] = self._pool.submit(self.scorer.score, [group])
+        """``keep(index, group)`` (rollout checkpoints, step_rollouts.py) once the group is scored — or at once,
+        unscored, when scoring waits for the batch."""
+        if self._pool is None:
+            self._keep(index, group)
+            return
+        self._in_flight[index] = future = self._pool.submit(self.scorer.score, [group])
+        if self._keep is not None:
+            future.add_done_callback(lambda f: not f.cancelled() and f.exception() is None
+                                     and self._keep(index, group))
 
-    def finish(self, groups: list[PromptGroup]) -> list[PromptGroup]:
+    def finish(self, groups: list[PromptGroup],
+               should_stop: Callable[[], bool] | None = None) -> list[PromptGroup]:
         """Every group scored (in place; also returned): waits for those in flight — re-raising what their scoring
-        raised, e.g. ``RewardServerError`` — and scores the rest in one batch."""
-        for future in self._in_flight.values():
-            future.result()
+        raised, e.g. ``RewardServerError`` — and scores the rest in one batch. While it waits it asks
+        ``should_stop()`` every second: once it says yes, ``GenerationStopped`` (the groups scored by then
+        went to ``keep``)."""
+        pending = set(self._in_flight.values())
+        while pending:
+            done, pending = wait(pending, timeout=STOP_LOOK_SECONDS, return_when=FIRST_EXCEPTION)
+            for future in done:
+                future.result()
+            if pending and should_stop is not None and should_stop():
+                raise GenerationStopped("scoring stopped on a stop request")
         rest = [g for i, g in enumerate(groups) if i not in self._in_flight]
         if rest:
             self.scorer.score(rest)

@@ -41,9 +41,9 @@ Logprobs
 Reproducibility
     Every request gets a seed derived from (rollout.seed, step or call counter, rank, prompt index); vLLM
     gives the G samples of a request the seeds ``seed + i``. On CPU, sampling is a Gumbel-max with a
-    per-request generator, so the same prompts, weights and step give the same tokens (tested); vLLM does
-    not promise batch-invariant logits, so a different batch composition may differ in the last bits and,
-    rarely, flip a sample. On GPUs, kernels add their own non-determinism. Pass ``step=`` to ``generate`` so
+    per-request generator, so the same prompts, weights and step give the same tokens (tested), and with
+    split-KV attention off (``VLLM_CPU_ATTN_SPLIT_KV=0``, set unless the environment sets it) a prompt samples
+    the same bits in any batch: a resumed step that generates a subset equals the whole batch's groups. On GPUs, kernels add their own non-determinism. Pass ``step=`` to ``generate`` so
     a resumed run draws the same randomness as an uninterrupted one.
 
 CPU specifics
@@ -73,7 +73,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
-from nemo_cascade import config, cpu_math, ranks, types
+from nemo_cascade import config, cpu_math, ranks, stop_request, types
 from nemo_cascade.rollout import engine_dtype, engine_start, packed_reload
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,8 @@ CPU_BLOCK_SIZE = 32
 prefix between requests and wastes the least cache on short sequences."""
 CPU_MAX_BATCHED_TOKENS = 1 << 16
 """Token budget of one CPU engine step (see ``_cpu_kwargs``): caps max_num_seqs for long max_model_len."""
+STOP_POLL_STEPS = 8
+"""Engine steps between two looks at ``generate``'s ``should_stop``: a stat of the run folder per few steps."""
 _GIB = 1 << 30
 _logged_cpu_noops: set[str] = set()  # sleep / wake_up: each logged once per process
 
@@ -165,6 +167,11 @@ class RolloutEngine:
         self.sleep_level = engine_start.sleep_level(engine_start.installed_vllm_version())
         self._weights_dropped = False  # a level-2 sleep discarded them and no push has refilled them yet
         if self.on_cpu:
+            # Split-KV decode attention partitions a sequence's KV cache by how many sequences share the step:
+            # in a smaller batch the same sequence sums in another order, so a resumed step that generates only
+            # its missing groups (step_rollouts.py) would differ in the last bits. Unsplit, a sequence computes
+            # the same in any batch (measured: bench/preemption.py).
+            os.environ.setdefault("VLLM_CPU_ATTN_SPLIT_KV", "0")
             engine_start.check_cpu_head_dim(hf, model_path)
             engine_dtype.request_amx_permission(dtype)
             cpu_math.settle_vector_math()
@@ -246,15 +253,22 @@ class RolloutEngine:
                               max_tokens=s.max_response_tokens, stop=list(s.stop) or None, seed=seed, logprobs=0)
 
     def generate(self, prompts: Sequence[types.Prompt], n: int, sampling: config.Rollout | None = None,
-                 *, step: int | None = None,
-                 on_group: Callable[[int, types.PromptGroup], None] | None = None) -> list[types.PromptGroup]:
+                 *, step: int | None = None, positions: Sequence[int] | None = None,
+                 on_group: Callable[[int, types.PromptGroup], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> list[types.PromptGroup]:
         """Sample ``n`` responses per prompt; one PromptGroup per prompt, in order.
 
         ``sampling`` overrides the engine's Rollout settings for this call (e.g. evaluation temperature).
         ``step`` keys the per-request seeds (default: a per-engine call counter) — pass the training step
-        so that a resumed run samples exactly as an uninterrupted one. ``on_group(index, group)`` is called
-        for each of this rank's prompts as soon as all of its ``n`` samples are done, while the rest still
-        generate (scoring as they finish, rewards.ScoreAsFinished); it gets the objects the call returns.
+        so that a resumed run samples exactly as an uninterrupted one. ``positions`` are the prompts' places
+        in the batch they were drawn in (default 0, 1, …), which key their seeds too: a resumed step that
+        generates only the prompts with no saved group draws what the whole batch would have drawn for them.
+        ``on_group(index, group)`` is called for each of this rank's prompts as soon as all of its ``n``
+        samples are done, while the rest still generate (scoring as they finish, rewards.ScoreAsFinished);
+        it gets the objects the call returns. ``should_stop()`` is asked every ``STOP_POLL_STEPS`` engine
+        steps (the ranks of an engine TP group agree on the answer): once it says yes the outstanding
+        requests are dropped and :class:`stop_request.GenerationStopped` is raised — the groups finished by
+        then went to ``on_group``.
         Response tokens keep EOS / the
         token that completed a stop string; the text omits them (vLLM's default) and, being vLLM's incremental
         detokenisation, also an incomplete UTF-8 sequence at the very end.
@@ -265,10 +279,13 @@ class RolloutEngine:
         s = sampling or self.rollout
         key = self._calls if step is None else step
         self._calls += 1
+        positions = range(len(prompts)) if positions is None else positions
+        if len(positions) != len(prompts):
+            raise ValueError(f"{len(positions)} positions for {len(prompts)} prompts")
         # Requests as plain data (uid, token ids, settings, n, seed): the seed is keyed by the rank that owns
         # the prompt, so a prompt samples the same under any engine TP size.
         mine = [(p.uid or str(i), list(p.prompt_tokens), s, n, _request_seed(s.seed, key, self._rank, i, n))
-                for i, p in enumerate(prompts)]
+                for i, p in zip(positions, prompts)]
         requests, start = self._group_requests(mine)
         if not requests:  # a rank's share of a small refill round (ranks.my_share) may be empty
             return []
@@ -289,13 +306,15 @@ class RolloutEngine:
                     on_group(i - start, groups[i - start])
 
         with self.around_generate():
-            self._run_to_completion(inputs, params, finished)
+            self._run_to_completion(inputs, params, finished, should_stop)
         return groups
 
-    def _run_to_completion(self, inputs: list, params: list, finished: Callable[[int, Any], None]) -> None:
+    def _run_to_completion(self, inputs: list, params: list, finished: Callable[[int, Any], None],
+                           should_stop: Callable[[], bool] | None = None) -> None:
         """What ``LLM.generate`` does — queue the requests, step the engine until none is left — written out so
         that each request's output is handed to ``finished(index, output)`` the moment it completes (with
-        ``n`` samples, when the last of them does), not after the whole batch."""
+        ``n`` samples, when the last of them does), not after the whole batch; and so that a stop request
+        can end it between two engine steps (``should_stop``, see :meth:`generate`)."""
         from vllm.sampling_params import RequestOutputKind
 
         engine, ids = self.llm.llm_engine, [f"rollout-{self._calls}-{i}" for i in range(len(inputs))]
@@ -304,13 +323,29 @@ class RolloutEngine:
             for request_id, prompt, p in zip(ids, inputs, params):
                 p.output_kind = RequestOutputKind.FINAL_ONLY  # one output per request, once done (as LLM.generate)
                 engine.add_request(request_id, prompt, p)
+            steps = 0
             while engine.has_unfinished_requests():
                 for out in engine.step():
                     if out.finished:
                         finished(index[out.request_id], out)
-        except BaseException:  # a bad request, or an error in `finished`: leave no request behind in the engine
+                steps += 1
+                if should_stop is not None and steps % STOP_POLL_STEPS == 0 and self._agreed(should_stop()):
+                    raise stop_request.GenerationStopped("generation stopped on a stop request")
+        except BaseException:  # a bad request, a stop, an error in `finished`: leave no request in the engine
             engine.abort_request(ids)
             raise
+
+    def _agreed(self, stop: bool) -> bool:
+        """Whether any rank of this engine's TP group wants to stop (they step in lockstep, so every rank
+        asks at the same engine step); without engine TP, this rank's own answer."""
+        if self._tp_group is None:
+            return stop
+        import torch
+        import torch.distributed as dist
+
+        flag = torch.tensor([int(stop)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._tp_group)
+        return bool(flag.item())
 
     def _group_requests(self, mine: list) -> tuple[list, int]:
         """Every request of this rank's engine group, in rank order, and where this rank's start. Without

@@ -312,9 +312,9 @@ def cmd_launch(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    """Per-GPU memory of every stage on the recipe's layout (plan.py, printed by plan_table.py), then each stage's step time and checkpoint
-    interval against ``--time-limit`` (plan_time.py). Estimates: exit 0 even when a stage is over its memory or
-    cannot reach a checkpoint in a job, with a WARNING line for it."""
+    """Per-GPU memory of every stage on the recipe's layout (plan.py, printed by plan_table.py), then each
+    stage's step time, progress per ``--time-limit`` job and jobs (plan_time.py). Estimates: exit 0 even when a
+    stage is over its memory (a WARNING line); exit 2 with one line when a job cannot move a stage forward."""
     from nemo_cascade import plan
     from nemo_cascade.tooling import plan_table, plan_time
 
@@ -324,7 +324,8 @@ def cmd_plan(args) -> int:
     print(plan_table.render(memory))
     print()
     times = plan_time.time_plan(cfg, memory, limit_s)
-    print(plan_time.render_times(times, args.time_limit, cfg.checkpoint_every_minutes))
+    print(plan_time.render_times(times, args.time_limit, cfg.checkpoint_every_minutes, time_limit_s=limit_s))
+    plan_time.check_progress(times, args.time_limit)  # a stage no job moves forward: one line, exit 2
     return 0
 
 

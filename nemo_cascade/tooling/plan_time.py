@@ -1,12 +1,15 @@
 """Per stage: an estimated step time and the checkpoint interval against a job's time limit — the time half of
 ``nemo-cascade plan`` (plan.py has the memory half and the shapes this builds on).
 
-A Slurm job is requeued at its time limit and resumes from the stage's newest checkpoint; a job that cannot
-reach a checkpoint before its limit is requeued without progress, forever. Saves happen every
-``stage.checkpoint_every`` steps or at the end of the first step after ``cfg.checkpoint_every_minutes`` of wall
-time since the last save, whichever comes first — so the interval is ``min(checkpoint_every, ⌈minutes / step⌉)``
-steps (never less than one step: saves happen between steps). It must fit in what the job has for steps: the
-time limit less the start-up and the time-limit signal's lead (``--signal=B:USR1@120``).
+A Slurm job is requeued at its time limit and resumes where the job before stopped. The run stops itself before
+the job's end (deadline.py: its save plus ``cfg.stop_margin_seconds``), so a job has for work its time limit less
+the start-up, the save and the margin. A GRPO step keeps its finished groups when it stops (step_rollouts.py):
+a job loses at most the sequences still generating at the stop, one wave of them, and so makes progress
+whenever one wave fits — ``(budget − wave) / step`` steps per job, a fraction when a step is longer than a job.
+An SFT or RM step is saved only when it ends: a job makes ``⌊budget / step⌋`` steps. A stage that cannot
+progress in a job (one wave, or one SFT step, longer than the budget) is refused in one line
+(:func:`check_progress`). Saves also come every ``stage.checkpoint_every`` steps or after
+``cfg.checkpoint_every_minutes`` (``save every``): what a node failure, which gives no warning, can cost.
 
 The step time is a model, not a measurement (what each term leaves out is in :data:`ASSUMPTIONS`):
 
@@ -52,6 +55,8 @@ class Hardware:
     bubbles): an assumption, not a measurement."""
     bandwidth_share: float = 0.6
     """Assumed share of the HBM bandwidth decode achieves."""
+    write_bytes_per_s: float = 1e9
+    """Assumed checkpoint write rate per GPU to the shared filesystem (an assumption, not a measurement)."""
     max_seqs: int = 256
     """Sequences an engine runs at once at most (vLLM's ``max_num_seqs``)."""
 
@@ -73,7 +78,9 @@ class StageTime:
     """What triggers that save first: ``steps`` (checkpoint_every), ``minutes`` (checkpoint_every_minutes) or
     ``stage end`` (the stage's export)."""
     budget_s: float
-    """What one job has for steps: time limit − start-up − the signal's lead."""
+    """What one job has for work: time limit − start-up − the save − the stop margin."""
+    wave_s: float = 0.0
+    """One wave of generation (GRPO): the most a stop inside a step loses."""
     steps: int = 0
     """The stage's optimizer steps (0: given in epochs, known only once its data is loaded)."""
     gpus: int = 0
@@ -88,8 +95,18 @@ class StageTime:
         return self.save_steps * self.step_s
 
     @property
-    def reaches_checkpoint(self) -> bool:
-        return self.interval_s <= self.budget_s
+    def progress_per_job(self) -> float:
+        """Steps one job moves the stage forward: a fraction of a step for a GRPO step longer than a job."""
+        if self.kind == "grpo":
+            return max(0.0, self.budget_s - self.wave_s) / self.step_s if self.step_s > 0 else math.inf
+        return math.floor(self.budget_s / self.step_s) if self.step_s > 0 else math.inf
+
+    @property
+    def jobs(self) -> int | None:
+        """Jobs the whole stage takes (None: steps unknown, or no progress in a job)."""
+        if not self.steps or self.progress_per_job <= 0:
+            return None
+        return max(1, math.ceil(self.steps / self.progress_per_job - 1e-9))
 
     @property
     def stage_s(self) -> float | None:
@@ -120,17 +137,24 @@ def train_seconds(params: float, tokens: float, gpus: int, hw: Hardware = H100, 
 
 
 def decode_seconds(*, sequences: int, prompt: int, response: int, weight_bytes: float, kv_bytes_per_token: float,
-                   kv_tokens: int, hw: Hardware = H100) -> float:
+                   kv_tokens: int, hw: Hardware = H100, one_wave: bool = False) -> float:
     """One engine generating ``response`` tokens for each of ``sequences`` (memory-bound; module docstring).
-    ``weight_bytes`` and ``kv_bytes_per_token`` are per GPU of the engine, ``kv_tokens`` the engine's KV cache."""
+    ``weight_bytes`` and ``kv_bytes_per_token`` are per GPU of the engine, ``kv_tokens`` the engine's KV cache.
+    ``one_wave``: the time of one wave only (the sequences the cache holds at once)."""
     if sequences <= 0 or response <= 0:
         return 0.0
     mean_context = prompt + response / 2
     at_once = max(1, min(hw.max_seqs, int(kv_tokens // mean_context), sequences))
-    waves = math.ceil(sequences / at_once)
+    waves = 1 if one_wave else math.ceil(sequences / at_once)
     per_iteration = (weight_bytes + at_once * mean_context * kv_bytes_per_token) / (
         hw.hbm_bytes_per_s * hw.bandwidth_share)
     return waves * response * per_iteration
+
+
+def save_seconds(params: float, gpus: int, hw: Hardware = H100) -> float:
+    """A checkpoint's write: bf16 weights, fp32 master weights and two Adam moments (14 bytes a parameter),
+    spread over the job's GPUs at ``hw.write_bytes_per_s`` each."""
+    return 14 * params / (gpus * hw.write_bytes_per_s)
 
 
 def save_every(checkpoint_every: int, minutes: float, step_s: float, stage_steps: int) -> tuple[int, str]:
@@ -157,26 +181,53 @@ def _tokens_per_step(stage: config.Stage) -> tuple[float, int, int]:
 
 def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s: float, hw: Hardware = H100
                ) -> StageTime:
-    """One stage's step time and save interval on the plan's layout (its shape, world, engine)."""
+    """One stage's step time and save interval on the plan's layout (its shape, world, engine); ``budget_s``
+    what a job has for work."""
     d = plan.shape
     tokens, prompt, response = _tokens_per_step(stage)
     params = d.params(lm_head=stage.kind != "reward_model")
     kl = stage.kind == "grpo" and stage.grpo.kl_coef > 0
     train = train_seconds(params, tokens, plan.world, hw, 6.0 + (2.0 if kl else 0.0))
-    generate = 0.0
+    generate = wave = 0.0
     if stage.kind == "grpo" and plan.engine_utilization is not None:
         e = engine_bytes(d, plan.engine_utilization, plan.gpu, plan.dtype_bytes, plan.engine_tp)
         engines = max(1, plan.world // plan.engine_tp)
         sequences = math.ceil(stage.grpo.prompts_per_step * stage.grpo.group_size / engines)
-        generate = decode_seconds(sequences=sequences, prompt=prompt, response=response, weight_bytes=e["weights"],
-                                  kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], hw=hw)
+        kw = dict(sequences=sequences, prompt=prompt, response=response, weight_bytes=e["weights"],
+                  kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], hw=hw)
+        generate, wave = decode_seconds(**kw), decode_seconds(**kw, one_wave=True)
     steps, by = save_every(stage.checkpoint_every, minutes, train + generate, stage.steps)
-    return StageTime(stage.name, stage.kind, tokens, train, generate, steps, by, budget_s, stage.steps, plan.world)
+    return StageTime(stage.name, stage.kind, tokens, train, generate, steps, by, budget_s, wave, stage.steps,
+                     plan.world)
+
+
+def job_budget(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float, hw: Hardware = H100) -> float:
+    """What a job has for work: its time limit less the start-up, the save and the stop margin (the run stops
+    itself that long before the end; the time-limit signal's lead, if longer, instead)."""
+    save = save_seconds(plan.shape.params(), plan.world, hw)
+    return time_limit_s - STARTUP_S - save - max(cfg.stop_margin_seconds, SIGNAL_LEAD_S)
 
 
 def time_plan(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float, hw: Hardware = H100) -> list[StageTime]:
-    budget = time_limit_s - STARTUP_S - SIGNAL_LEAD_S
+    budget = job_budget(cfg, plan, time_limit_s, hw)
     return [stage_time(s, plan, cfg.checkpoint_every_minutes, budget, hw) for s in cfg.stages]
+
+
+def check_progress(times: list[StageTime], time_limit: str) -> None:
+    """One ConfigError line for the first stage that cannot move forward in a job of ``time_limit``."""
+    for t in times:
+        if t.progress_per_job > 0:
+            continue
+        if t.kind == "grpo":
+            raise config.ConfigError(
+                f"stages.{t.name}: one wave of responses at its longest budget takes ≈ {_duration(t.wave_s)} to "
+                f"generate, more than the ≈ {_duration(t.budget_s)} a {time_limit} job has for work: lower "
+                f"stages.{t.name}.rollout.max_response_tokens (or its length_curriculum), give it more engines "
+                f"(parallel / rollout.tensor_parallel_size), or raise --time-limit")
+        raise config.ConfigError(
+            f"stages.{t.name}: one {t.kind} step takes ≈ {_duration(t.step_s)}, more than the "
+            f"≈ {_duration(t.budget_s)} a {time_limit} job has for work: lower stages.{t.name}."
+            f"{'sft_batch_size' if t.kind == 'sft' else 'rm_batch_size'} or raise --time-limit")
 
 
 # --------------------------------------------------------------------------------------------- output
@@ -187,8 +238,9 @@ ASSUMPTIONS = (
     "engine GPU's weights and KV cache once per token at {bw:.0%} of {hbm:g} TB/s, up to {seqs} sequences per "
     "engine at once (as many as its KV cache holds at prompt + half the response); every response at its budget "
     "(an upper bound); prefill, weight sync, rewards (they "
-    "overlap generation), the gate's evaluations and saving left out; {startup:.0f} min start-up per job; "
-    "the job stops stepping {lead:.0f} s before its limit. Estimates, not measurements.")
+    "overlap generation) and the gate's evaluations left out; {startup:.0f} min start-up per job; a save writes "
+    "14 bytes a parameter at {write:g} GB/s per GPU; a stop loses at most one wave of generation. "
+    "Estimates, not measurements.")
 
 
 def _duration(seconds: float) -> str:
@@ -206,33 +258,40 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
-def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Hardware = H100) -> str:
-    """The table, the assumptions and a WARNING line per stage whose job cannot reach a checkpoint."""
+def _progress(t: StageTime) -> str:
+    p = t.progress_per_job
+    if t.kind != "grpo":
+        return f"{p:.0f} steps"
+    return f"{p:.2f} step" if p < 1 else f"{p:.1f} steps"
+
+
+def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Hardware = H100,
+                 time_limit_s: float = 0.0) -> str:
+    """The table (a row per stage: its step, what a job moves it forward, the jobs it takes) and the
+    assumptions; the total: jobs and wall time of the whole cascade at ``time_limit_s`` per job."""
     budget = times[0].budget_s if times else 0.0
-    lines = [f"time: a job of {time_limit} has ≈ {_duration(budget)} for steps; saves every "
+    lines = [f"time: a job of {time_limit} has ≈ {_duration(budget)} for work (less start-up, save and stop "
+             f"margin); a GRPO step stopped by the job's end keeps its finished groups; saves also every "
              f"checkpoint_every steps or after {minutes:g} min (checkpoint_every_minutes), whichever comes first",
-             "", "| stage | kind | tokens / step | generate | train | step | save every | interval | verdict | steps "
-             "| stage time | GPU-hours |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "", "| stage | kind | tokens / step | generate | one wave | train | step | save every | progress per job "
+             "| jobs | steps | stage time | GPU-hours |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in times:
-        verdict = "reaches a checkpoint" if t.reaches_checkpoint else "NO CHECKPOINT in a job"
-        gen = _duration(t.generate_s) if t.kind == "grpo" else "—"
-        lines.append(f"| {t.name} | {t.kind} | {_count(t.tokens)} | {gen} | {_duration(t.train_s)} | "
+        gen, wave = (_duration(t.generate_s), _duration(t.wave_s)) if t.kind == "grpo" else ("—", "—")
+        lines.append(f"| {t.name} | {t.kind} | {_count(t.tokens)} | {gen} | {wave} | {_duration(t.train_s)} | "
                      f"{_duration(t.step_s)} | {t.save_steps} step{'s' * (t.save_steps != 1)} ({t.saved_by}) | "
-                     f"{_duration(t.interval_s)} | {verdict} | {t.steps or 'epochs'} | "
+                     f"{_progress(t)} | {t.jobs or '—'} | {t.steps or 'epochs'} | "
                      f"{'—' if t.stage_s is None else _duration(t.stage_s)} | "
                      f"{'—' if t.gpu_hours is None else f'{t.gpu_hours:,.0f}'} |")
+    known = [t.jobs for t in times if t.jobs]
+    if time_limit_s and known:
+        lines += ["", f"total: {sum(known)} jobs of {time_limit} for the {len(known)} stages with known steps, "
+                      f"≈ {_duration(sum(known) * time_limit_s)} of wall time if each job starts as the one "
+                      f"before ends (queue waits and the gate's rows not included)"]
     lines += ["", ASSUMPTIONS.format(gpu=hw.name, peak=hw.peak_flops / 1e12, mfu=hw.mfu, bw=hw.bandwidth_share,
                                      hbm=hw.hbm_bytes_per_s / 1e12, seqs=hw.max_seqs, startup=STARTUP_S / 60,
-                                     lead=SIGNAL_LEAD_S)]
-    for t in times:
-        if not t.reaches_checkpoint:
-            lines.append(f"WARNING: stage {t.name}: its first save comes after {_duration(t.interval_s)} "
-                         f"({t.save_steps} step{'s' * (t.save_steps != 1)} of ≈ {_duration(t.step_s)}), beyond the "
-                         f"≈ {_duration(t.budget_s)} a {time_limit} job has for steps: each job would be requeued "
-                         f"without progress; lower checkpoint_every / checkpoint_every_minutes, shorten the step, "
-                         f"or raise --time-limit (sbatch --time)")
+                                     write=hw.write_bytes_per_s / 1e9)]
     return "\n".join(lines)
 
 
 __all__ = ["Hardware", "H100", "StageTime", "parse_time_limit", "train_seconds", "decode_seconds", "save_every",
-           "stage_time", "time_plan", "render_times", "DEFAULT_TIME_LIMIT", "STARTUP_S", "SIGNAL_LEAD_S"]
+           "stage_time", "time_plan", "render_times", "check_progress", "job_budget", "save_seconds", "DEFAULT_TIME_LIMIT", "STARTUP_S", "SIGNAL_LEAD_S"]

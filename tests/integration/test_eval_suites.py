@@ -102,6 +102,29 @@ def test_same_seed_gives_the_same_samples(stack):
     assert responses(first) != responses(other)
 
 
+def test_a_suite_stopped_between_chunks_resumes_there_and_equals_an_uninterrupted_one(stack, tmp_path,
+                                                                                       monkeypatch):
+    """A gate row longer than a job (evaluate/row_progress.py): each scored chunk is kept, a stop between
+    chunks ends the suite, and the next try generates only the chunks with no part — the same records."""
+    from nemo_cascade.evaluate.row_progress import RowProgress
+    from nemo_cascade.evaluate.runner import GateStopped, run_suite
+
+    engine, tok, url, policy = stack
+    settings = _settings(url, chunk_items=1)  # 3 items: 3 chunks
+    prep = prepare("gsm8k", settings, tok)
+    straight = run_suite(engine, prep, settings)
+    looks = []
+    with pytest.raises(GateStopped, match="suite gsm8k, after 1 of its 3 items here"):
+        run_suite(engine, prep, settings, RowProgress(tmp_path, policy), lambda: looks.append(1) or len(looks) == 2)
+    assert len(list((tmp_path / "eval_partial/gsm8k").glob("*.jsonl"))) == 1
+    generated, generate = [], engine.generate
+    monkeypatch.setattr(engine, "generate", lambda prompts, *a, **kw: generated.append(len(prompts)) or
+                        generate(prompts, *a, **kw))
+    resumed = run_suite(engine, prep, settings, RowProgress(tmp_path, policy), lambda: False)
+    assert generated == [0, 1, 1], "the saved chunk is read, not generated"
+    assert resumed.records == straight.records and resumed.metrics == straight.metrics
+
+
 def test_reference_answer_ties_with_itself_under_the_served_reward_model(stack):
     engine, tok, url, _ = stack
     settings = _settings(url)

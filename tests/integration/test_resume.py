@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,9 @@ KILLS = (
 """(NEMO_CASCADE_CRASH_AT, the moment it is, the manifest's stage status it leaves)."""
 SERVER_DIES_AT = 4
 """The RLHF step whose scoring finds the reward model gone: after the checkpoint of step 2, so the stop saves 3."""
+STOPPED_IN = 4
+"""The RLHF step a stop request interrupts while its groups are scored (the run resumes there after the server
+stop), and which the next run, killed in its update, leaves with every group saved."""
 PROMPTS_PER_STEP = 8
 """RLHF prompts per step. Each group is scored as soon as it is generated (``reward.score_while_generating``,
 §4.6.2): one ``POST /classify`` per group of 4, so a step sends this many."""
@@ -66,6 +70,8 @@ class CuttableProxy:
 
     def __init__(self, target_port: int):
         self.target_port, self.limit, self.classified, self.dead = target_port, None, 0, False
+        self.delay = 0.0
+        """Seconds each ``POST /classify`` waits before it is passed on: a slow reward server."""
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
@@ -86,6 +92,8 @@ class CuttableProxy:
         if head.startswith(b"POST /classify") and self.limit is not None:
             self.dead = self.dead or self.classified >= self.limit
             self.classified += 1
+        if head.startswith(b"POST /classify") and self.delay:
+            time.sleep(self.delay)
         if self.dead:
             client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             client.close()  # a reset, as from a port whose server is gone
@@ -131,8 +139,9 @@ def reward_model(tiny_rm_server):
 
 
 def _cmd(root, rm_url):
+    # Every scored group is written as it is scored: a stop loses none (not hashed: when state is saved).
     return [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe", f"run_root={root}",
-            f"stages.rlhf.reward.reward_model_url={rm_url}"]
+            f"stages.rlhf.reward.reward_model_url={rm_url}", "rollout_checkpoint_seconds=0"]
 
 
 def _run(root, rm_url, crash_at: str = "") -> subprocess.CompletedProcess:
@@ -141,6 +150,40 @@ def _run(root, rm_url, crash_at: str = "") -> subprocess.CompletedProcess:
     if crash_at:
         env["NEMO_CASCADE_CRASH_AT"] = crash_at
     return subprocess.run(_cmd(root, rm_url), capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+
+
+def _groups_saved(folder: Path) -> int:
+    """How many groups the rollout checkpoint ``folder`` (one step's) holds, each counted once."""
+    saved = set()
+    for part in folder.glob("*.jsonl"):
+        saved |= {(part.name.split("-")[1], json.loads(line)["index"])
+                  for line in part.read_text().splitlines()[1:]}
+    return len(saved)
+
+
+def run_stopped_while_scoring(root: Path, proxy: CuttableProxy) -> tuple[str, int]:
+    """Resume at RLHF step :data:`STOPPED_IN` with a slow reward model, and ask the run to stop (as the
+    time-limit signal does) as soon as the step's first scored group is on disk: the run stops inside the step,
+    keeping its scored groups. Returns the run's last line and how many groups were kept."""
+    folder = root / "resume/stages/1-rlhf/rollouts" / f"step_{STOPPED_IN:06d}"
+    done = threading.Event()
+
+    def request_at_first_group():
+        while not done.is_set() and not any(folder.glob("*.jsonl")):
+            time.sleep(0.02)
+        if not done.is_set():
+            (root / "resume/stop_request").write_text("time limit (test)\n")
+
+    proxy.delay = 1.0  # 8 groups scored one after another: about 8 s of scoring per step
+    threading.Thread(target=request_at_first_group, daemon=True).start()
+    try:
+        proc = _run(root, proxy.url)
+    finally:
+        proxy.delay = 0.0
+        done.set()
+    assert proc.returncode == 75, proc.stderr[-4000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    return proc.stderr.rstrip().splitlines()[-1], _groups_saved(folder)
 
 
 def run_to_end(root: Path, rm_url: str) -> subprocess.CompletedProcess:
@@ -161,7 +204,9 @@ def run_killed(root: Path, rm_url: str, crash_at: str) -> None:
 
 def run_until_server_dies(root: Path, proxy: CuttableProxy) -> str:
     """Run with the RM going away in RLHF step :data:`SERVER_DIES_AT`; returns the run's one error line."""
-    proxy.cut_after(SERVER_DIES_AT * PROMPTS_PER_STEP)  # this run starts RLHF from step 0 (see KILLS)
+    # This run starts RLHF from step 0 (see KILLS), whose groups the killed run had all written (rollout
+    # checkpoints): steps 1 to 3 send requests, step 4 finds the server gone.
+    proxy.cut_after((SERVER_DIES_AT - 1) * PROMPTS_PER_STEP)
     try:
         proc = _run(root, proxy.url)
     finally:
@@ -183,8 +228,13 @@ def kill_and_resume(root: Path, proxy: CuttableProxy) -> dict:
             assert ckpts == ["step_000009", "step_000019.tmp"], ckpts
     stop = run_until_server_dies(root, proxy)
     assert _status(run) == {"sft": "done", "rlhf": "running"}
+    stopped, kept = run_stopped_while_scoring(root, proxy)
+    # The step's missing groups are generated, all of them written, then the run dies in the update.
+    run_killed(root, proxy.url, "train:1")
+    complete = _groups_saved(run / "stages/1-rlhf/rollouts" / f"step_{STOPPED_IN:06d}")
     run_to_end(root, proxy.url)
-    return {"kills": [c for c, _, _ in KILLS], "server_stop": stop}
+    return {"kills": [c for c, _, _ in KILLS], "server_stop": stop, "stopped": stopped, "kept": kept,
+            "complete": complete}
 
 
 def _status(run):
@@ -230,8 +280,14 @@ def test_killed_at_every_kind_of_moment_and_resumed_equals_uninterrupted(tmp_pat
     stop = outcome["server_stop"]
     assert stop.startswith(f"nemo-cascade: error: {reward_model.url}/") and "after 4 attempts" in stop, stop
     assert "stopped in step 4 of stage rlhf, state after step 3 saved in" in stop, stop
+    stopped = outcome["stopped"]
+    assert stopped.startswith("nemo-cascade: stopped on request (time limit (test)) in step 4 of stage rlhf, "
+                              "during generation; resumes from ") and "step_000003" in stopped, stopped
+    assert 1 <= outcome["kept"] < PROMPTS_PER_STEP, outcome
+    assert outcome["complete"] == PROMPTS_PER_STEP, outcome
     a, b = straight / "resume", broken / "resume"
     assert differences(a, b) == []
+    assert not (b / "stages/1-rlhf/rollouts").exists(), "a done stage's rollout checkpoints are removed"
     for stage, name in (("0-sft", "sft"), ("1-rlhf", "rlhf")):
         assert set(_scores(b / "stages" / stage)) == {"tiny-math", "tiny-ifeval"}
         assert _record(b, name)["status"] == "done" and _record(b, name)["gated"] is True

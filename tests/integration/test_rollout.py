@@ -143,6 +143,37 @@ def test_same_step_reproduces_and_steps_differ(engine):
     assert [g.response_tokens_G_T for g in a] != [g.response_tokens_G_T for g in c]
 
 
+def test_a_subset_at_its_places_samples_the_bits_the_whole_batch_did(engine):
+    """A resumed GRPO step generates only the prompts with no saved group (step_rollouts.py), at their places in
+    the batch: tokens AND log-probs must be the whole batch's, at lengths where split-KV attention (off on CPU,
+    rollout/vllm.py) would have summed a sequence differently in a smaller batch."""
+    r = dataclasses.replace(ROLLOUT, temperature=1.0, max_response_tokens=96)
+    prompts = [_prompt(12 + k, k, str(k)) for k in range(16)]
+    whole = engine.generate(prompts, n=8, sampling=r, step=5)
+    todo = list(range(1, 16, 3))
+    part = engine.generate([prompts[i] for i in todo], n=8, sampling=r, step=5, positions=todo)
+    assert max(len(t) for g in part for t in g.response_tokens_G_T) > 64, "long enough for several KV blocks"
+    for i, group in zip(todo, part):
+        assert group.response_tokens_G_T == whole[i].response_tokens_G_T
+        assert group.rollout_logprobs_G_T == whole[i].rollout_logprobs_G_T, f"prompt {i}: log-probs differ"
+    with pytest.raises(ValueError, match="2 positions for 1 prompts"):
+        engine.generate(prompts[:1], n=1, positions=[0, 1])
+
+
+def test_generation_stops_between_engine_steps_when_asked(engine):
+    from nemo_cascade.stop_request import GenerationStopped
+
+    r = dataclasses.replace(ROLLOUT, max_response_tokens=64)
+    prompts = [_prompt(10, k, str(k)) for k in range(4)]
+    handed, asked = [], []
+    with pytest.raises(GenerationStopped):
+        engine.generate(prompts, n=2, sampling=r, step=1, on_group=lambda i, g: handed.append(i),
+                        should_stop=lambda: asked.append(1) or len(asked) == 2)
+    assert len(asked) == 2 and len(handed) < 4
+    assert not engine.llm.llm_engine.has_unfinished_requests(), "the dropped requests left the engine"
+    assert len(engine.generate(prompts, n=2, sampling=r, step=1)) == 4, "the engine serves on"
+
+
 def test_on_group_hands_over_each_group_as_it_finishes(engine):
     """Scoring while generating (§4.6.2) needs each group the moment its samples are done: the callback gets
     every prompt's group once, the very objects returned, the same samples as without it — and groups that end

@@ -18,8 +18,8 @@ CONFINED = {
 LAYERS = [
     {"cascade", "base_model", "preflight", "lineage", "forgetting", "plan", "plan_rm"}, {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
-     "metrics", "ranks", "provenance"},
-    {"config", "types", "faults", "files", "stop_request", "lifeline", "console", "errors", "cpu_math"},
+     "metrics", "ranks", "provenance", "saves", "step_rollouts"},
+    {"config", "types", "faults", "files", "stop_request", "lifeline", "console", "errors", "cpu_math", "deadline"},
 ]
 # The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other way round.
 TOOLING_LAYERS = [

@@ -240,7 +240,7 @@ class _Engine:
     def __init__(self):
         self.rollouts = []
 
-    def generate(self, prompts, n, rollout, step, on_group=None):
+    def generate(self, prompts, n, rollout, step, positions=None, on_group=None, should_stop=None):
         from nemo_cascade.types import PromptGroup
 
         self.rollouts.append(rollout)
@@ -355,7 +355,7 @@ class _Gate:
     def __init__(self):
         self.evaluated, self.checked = [], []
 
-    def evaluate(self, engine, out_dir, checkpoint, rm_url="", only_pairwise=False):
+    def evaluate(self, engine, out_dir, checkpoint, rm_url="", only_pairwise=False, should_stop=None):
         self.evaluated.append((Path(out_dir).name, only_pairwise))
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "eval.json").write_text("{}")
@@ -396,6 +396,7 @@ def _run(monkeypatch, tmp_path, stages, done=()):
     run.gate, run.manifest, run.engine = _Gate(), _Manifest(done), _Sleeper()
     run.actor = type("A", (), {"hf_path": "base-model"})()
     run.weights_from, run.rows = "base-model", [run.out / "base"]
+    run.deadline = cascade.Deadline(None, 0)
     run.reward_models, run.urls, run.servers = {}, {}, {}
     run.reports = []
     run._report = lambda: run.reports.append(len(run.rows))

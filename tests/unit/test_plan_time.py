@@ -75,7 +75,12 @@ def test_a_stage_adds_generation_and_training_on_the_plans_layout():
         sequences=math.ceil(rows / engines), prompt=prompt, response=response, weight_bytes=e["weights"],
         kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"]))
     assert t.save_steps == max(1, math.ceil(1800 / t.step_s)) and t.saved_by == "minutes"
-    assert t.reaches_checkpoint == (t.interval_s <= 3 * 3600)
+    assert t.wave_s == pytest.approx(plan_time.decode_seconds(
+        sequences=math.ceil(rows / engines), prompt=prompt, response=response, weight_bytes=e["weights"],
+        kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], one_wave=True)) and t.wave_s < t.generate_s
+    # a stop inside a step keeps its finished groups: a job moves it forward by what it has less one wave
+    assert t.progress_per_job == pytest.approx((3 * 3600 - t.wave_s) / t.step_s)
+    assert t.jobs == math.ceil(math_stage.steps / t.progress_per_job)
     assert t.steps == math_stage.steps and t.gpus == memory.world == 8
     assert t.stage_s == pytest.approx(math_stage.steps * t.step_s)
     assert t.gpu_hours == pytest.approx(math_stage.steps * t.step_s * 8 / 3600)
@@ -83,15 +88,42 @@ def test_a_stage_adds_generation_and_training_on_the_plans_layout():
     assert epochs.stage_s is None and epochs.gpu_hours is None  # its steps are known once its data is loaded
 
 
-def test_the_cli_prints_the_times_and_warns_where_a_job_cannot_save(capsys):
-    assert main(["plan", EIGHT_B, "--time-limit", "00:30:00"]) == 0
+def test_progress_per_job_fractions_of_a_grpo_step_whole_supervised_steps():
+    grpo = plan_time.StageTime("code", "grpo", 1e6, train_s=600, generate_s=5 * 3600, save_steps=1,
+                               saved_by="minutes", budget_s=3 * 3600, wave_s=1800, steps=90, gpus=8)
+    assert grpo.progress_per_job == pytest.approx((3 * 3600 - 1800) / (5 * 3600 + 600))  # 0.48 of a step
+    assert grpo.jobs == math.ceil(90 / grpo.progress_per_job)
+    sft = plan_time.StageTime("sft", "sft", 1e6, train_s=700, generate_s=0, save_steps=25, saved_by="steps",
+                              budget_s=3600, steps=100, gpus=8)
+    assert sft.progress_per_job == 5 and sft.jobs == 20  # ⌊3600 / 700⌋ whole steps: a step saves only when done
+    slow = replace(sft, train_s=4000)
+    assert slow.progress_per_job == 0 and slow.jobs is None
+    with pytest.raises(config.ConfigError, match=r"stages.sft: one sft step takes ≈ 1.1 h, more than the ≈ 1.0 h "
+                                                 r"a 01:30:00 job has for work: lower stages.sft.sft_batch_size"):
+        plan_time.check_progress([grpo, slow], "01:30:00")
+    plan_time.check_progress([grpo, sft], "01:30:00")
+
+
+def test_the_job_budget_leaves_the_start_up_the_save_and_the_stop_margin():
+    cfg = load_recipe(f"{ROOT / EIGHT_B}")
+    memory = plan.plan_cascade(cfg)
+    save = 14 * memory.shape.params() / (memory.world * 1e9)
+    assert plan_time.job_budget(cfg, memory, 4 * 3600) == pytest.approx(4 * 3600 - 600 - save - 180)
+    assert plan_time.job_budget(replace(cfg, stop_margin_seconds=30), memory, 4 * 3600) == pytest.approx(
+        4 * 3600 - 600 - save - 120), "never less than the time-limit signal's lead"
+
+
+def test_the_cli_prints_progress_per_job_and_refuses_a_job_that_cannot_progress(capsys):
+    assert main(["plan", EIGHT_B, "--time-limit", "04:00:00"]) == 0
     out = capsys.readouterr().out
-    assert "time: a job of 00:30:00 has ≈ 18.0 min for steps" in out and "time assumptions:" in out
-    assert "| steps | stage time | GPU-hours |" in out
-    warned = re.findall(r"^WARNING: stage (\S+): its first save comes after", out, re.M)
-    assert warned and "rlhf" in warned and "raise --time-limit" in out
-    assert main(["plan", EIGHT_B, "--time-limit", "1-00:00:00"]) == 0
-    out = capsys.readouterr().out
-    assert "first save comes after" not in out, "a day's job reaches a checkpoint in every stage"
+    assert "time: a job of 04:00:00 has ≈ 3.8 h for work" in out and "time assumptions:" in out
+    assert "| progress per job | jobs | steps | stage time | GPU-hours |" in out
+    assert re.search(r"^\| code \| grpo \| .* \| 0\.\d\d step \| \d+ \| 90 \|", out, re.M), \
+        "the code-RL step is longer than a job, and still progresses"
+    assert re.search(r"^total: \d+ jobs of 04:00:00 for the 7 stages", out, re.M)
+    assert main(["plan", EIGHT_B, "--time-limit", "00:20:00"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "stages.math: one wave of responses at its longest budget takes" in err[0] and \
+        "lower stages.math.rollout.max_response_tokens" in err[0], err
     assert main(["plan", EIGHT_B, "--time-limit", "4h"]) == 2
     assert "--time-limit '4h': expected HH:MM:SS" in capsys.readouterr().err

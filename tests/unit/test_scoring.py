@@ -271,3 +271,56 @@ def test_loaded_prompts_carry_their_user_turns_to_the_rule(tmp_path):
               for p, a in zip(prompts, answers)]
     assert penalize_code_switching(groups, "auto") == 1   # the Chinese conversation's answer is not flagged
     assert [g.rewards_G for g in groups] == [[1.0], [-9.0]]
+
+
+class _SlowScorer:
+    """A scorer whose every call waits until the test lets it go (``release``), then gives each sample 1.0."""
+
+    def __init__(self):
+        import threading
+
+        self.settings, self.release = config.Reward(workers=2), threading.Event()
+
+    def score(self, groups):
+        self.release.wait(10)
+        for g in groups:
+            g.rewards_G, g.reward_details_G = [1.0] * g.group_size, [{}] * g.group_size
+        return groups
+
+
+def test_scoring_as_finished_keeps_each_group_once_it_is_scored():
+    """Rollout checkpoints (step_rollouts.py) get a group when its score is known; unscored at once when
+    scoring waits for the batch."""
+    from nemo_cascade.rewards import ScoreAsFinished
+
+    for enabled in (True, False):
+        kept, groups = [], [group("5", ["\\boxed{5}", "x"]), group("7", ["\\boxed{7}"] * 2)]
+        with ScoreAsFinished(Scorer("math", config.Reward(workers=2)), enabled, 2,
+                             keep=lambda i, g: kept.append((i, list(g.rewards_G)))) as scoring:
+            assert scoring.on_group is not None
+            scoring.on_group(1, groups[1])
+            scoring.on_group(0, groups[0])
+            scoring.finish(groups)
+        assert sorted(kept) == ([(0, [1.0, 0.0]), (1, [1.0, 1.0])] if enabled else [(0, []), (1, [])])
+
+
+def test_a_stop_while_groups_are_scored_ends_the_wait_keeping_what_was_scored():
+    from nemo_cascade.rewards import ScoreAsFinished
+    from nemo_cascade.stop_request import GenerationStopped
+
+    slow, kept, asked = _SlowScorer(), [], []
+    groups = [group("5", ["a", "b"]), group("7", ["c", "d"])]
+
+    def should_stop():
+        asked.append(True)
+        return len(asked) >= 2  # the second look finds a stop request
+
+    with pytest.raises(GenerationStopped):
+        with ScoreAsFinished(slow, True, 1, keep=lambda i, g: kept.append(i)) as scoring:
+            scoring.on_group(0, groups[0])
+            scoring.on_group(1, groups[1])
+            with pytest.raises(GenerationStopped):
+                scoring.finish(groups, should_stop)
+            slow.release.set()  # what scores now still reaches keep before the pool closes
+            raise GenerationStopped("as the stage does")
+    assert len(asked) == 2 and sorted(kept) == [0, 1]

@@ -11,6 +11,8 @@ import pytest
 
 from nemo_cascade import config
 from nemo_cascade import stage
+from nemo_cascade.saves import Saves
+from nemo_cascade.saves import time as saves_time
 from nemo_cascade import stop_request
 from nemo_cascade.rewards.remote import RewardServerError
 
@@ -27,21 +29,21 @@ def saved(monkeypatch):
     return steps
 
 
-def _run(saves: stage.Saves, total: int, before_step=lambda step: None) -> list[int]:
+def _run(saves: Saves, total: int, before_step=lambda step: None) -> list[int]:
     for step in range(total):
         before_step(step)
         saves.after(step, total, actor=None, data_state={"pos": step}, stage="1-math")
 
 
 def test_saves_every_n_steps_but_not_after_the_last(tmp_path, saved):
-    _run(stage.Saves(tmp_path, every=3, keep=2, run_dir=tmp_path), total=9)
+    _run(Saves(tmp_path, every=3, keep=2, run_dir=tmp_path), total=9)
     assert saved == [2, 5], "step 8 is the last: the stage's export follows it"
 
 
 def test_saves_by_wall_time(tmp_path, saved, monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr(stage.time, "monotonic", lambda: clock[0])
-    saves = stage.Saves(tmp_path, every=0, keep=2, every_minutes=10, run_dir=tmp_path)
+    monkeypatch.setattr(saves_time, "monotonic", lambda: clock[0])
+    saves = Saves(tmp_path, every=0, keep=2, every_minutes=10, run_dir=tmp_path)
 
     def tick(step):  # each step takes 4 minutes
         clock[0] += 240
@@ -57,7 +59,7 @@ def test_a_stop_request_saves_that_step_and_stops(tmp_path, saved):
             stop_request.request(tmp_path, "SIGUSR1 to job 7")
 
     with pytest.raises(stop_request.StopRequested) as e:
-        _run(stage.Saves(tmp_path / "checkpoint", every=2, keep=2, run_dir=tmp_path), total=10,
+        _run(Saves(tmp_path / "checkpoint", every=2, keep=2, run_dir=tmp_path), total=10,
              before_step=request_at_3)
     assert saved == [1, 3]
     assert str(e.value) == (f"stopped on request (SIGUSR1 to job 7) after step 3 of stage 1-math; state saved in "
@@ -68,12 +70,12 @@ def test_a_stop_request_at_the_last_step_still_saves(tmp_path, saved):
     """Without the save the last step's work would be lost: the export comes after the check."""
     stop_request.request(tmp_path, "x")
     with pytest.raises(stop_request.StopRequested):
-        stage.Saves(tmp_path, every=0, keep=2, run_dir=tmp_path).after(4, 5, None, {})
+        Saves(tmp_path, every=0, keep=2, run_dir=tmp_path).after(4, 5, None, {})
     assert saved == [4]
 
 
 def test_before_stop_saves_only_what_is_not_saved_yet(tmp_path, saved):
-    saves = stage.Saves(tmp_path, every=2, keep=2, run_dir=tmp_path)
+    saves = Saves(tmp_path, every=2, keep=2, run_dir=tmp_path)
     _run(saves, total=4)  # saves step 1
     assert "state after step 1 saved in" in saves.before_stop(2, 0, None, {}, {}) and saved == [1]
     assert "state after step 2 saved in" in saves.before_stop(3, 0, None, {}, {}) and saved == [1, 2]
@@ -84,7 +86,7 @@ def test_a_failed_reward_server_saves_the_state_its_step_began_with(tmp_path, sa
     the metrics log closed, and the run ends with one line saying where the state is and how to resume."""
     closed = []
     ctx = stage.StageContext(None, None, 0, tmp_path, SimpleNamespace(close=lambda: closed.append(True)),
-                             stage.Saves(tmp_path / "checkpoint", every=0, keep=2))
+                             Saves(tmp_path / "checkpoint", every=0, keep=2))
     error = stage._stop_for_server(ctx, SimpleNamespace(name="rlhf"), RewardServerError("http://rm/classify: gone"),
                                    4, 0, ({"pos": 4}, {}))
     assert isinstance(error, stage.ServerStop) and saved == [3] and closed == [True]
