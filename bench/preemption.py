@@ -36,7 +36,7 @@ RESULTS = ROOT / "bench" / "results" / "preemption.jsonl"
 
 SHAPES = {  # prompts × samples × response budget of one step, and the flush intervals tried
     "tiny": dict(prompts=128, group=8, max_tokens=96, max_prompt=64, kv_cache_gib=1.0, flush=(0.0, 0.5, 2.0, 10.0)),
-    "smollm2": dict(prompts=32, group=4, max_tokens=224, max_prompt=96, kv_cache_gib=2.0,
+    "smollm2": dict(prompts=16, group=4, max_tokens=160, max_prompt=96, kv_cache_gib=2.0,
                     flush=(0.0, 2.0, 10.0, 60.0)),
 }
 AT = (0.25, 0.5, 0.75)

@@ -73,12 +73,14 @@ class Saves:
             return f"before the job's end ({self.deadline.describe()})"
         return "on request"
 
-    def after(self, step: int, total: int, actor, data_state: dict, stage: str = "") -> None:
-        """After step ``step``: save if a save is due; raise StopRequested (after saving) when a stop is due.
+    def after(self, step: int, total: int, actor, data_state: dict, stage: str = "",
+              next_step_seconds: float = 0.0) -> None:
+        """After step ``step``: save if a save is due; raise StopRequested (after saving) when a stop is due —
+        also when a next step of ``next_step_seconds`` (one that cannot stop midway) would end too late.
         Every rank calls it and all take the same decision: the wall clock is rank 0's, a stop any rank's."""
         timed = bool(self.every_minutes) and time.monotonic() - self.saved_at >= 60 * self.every_minutes
         self._looked = (float("-inf"), False)  # between steps: look at the file now
-        parts = ranks.gather_shares([(timed, self.stop_due())])
+        parts = ranks.gather_shares([(timed, self.stop_due(next_step_seconds))])
         timed, stop = parts[0][0], any(p[1] for p in parts)
         by_steps = bool(self.every) and (step + 1) % self.every == 0
         # The last step's state is the stage's export: a save there only serves a stop before the export.

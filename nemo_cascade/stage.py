@@ -64,10 +64,10 @@ def _start(ctx: StageContext, restore_data) -> int:
     return ctx.saves.resume(ctx.actor, restore_data) if ctx.saves else 0
 
 
-def _after(ctx: StageContext, step: int, total: int, data_state: dict) -> None:
+def _after(ctx: StageContext, step: int, total: int, data_state: dict, next_step_seconds: float = 0.0) -> None:
     if ctx.saves:
         try:
-            ctx.saves.after(step, total, ctx.actor, data_state, ctx.stage_dir.name)
+            ctx.saves.after(step, total, ctx.actor, data_state, ctx.stage_dir.name, next_step_seconds)
         except stop_request.StopRequested:
             ctx.log.close()
             raise
@@ -270,7 +270,8 @@ def run_supervised(ctx: StageContext, stage: config.Stage, rows: list, batch_siz
         timer = PhaseTimer()
         metrics, progress = step_fn(next(batches), timer)
         ctx.log.log(step, {**metrics, **timer.as_metrics()}, progress=progress)
-        _after(ctx, step, stage.steps, batches.state_dict())
+        # a supervised step cannot stop midway: the next one must end before the time to save (deadline.py)
+        _after(ctx, step, stage.steps, batches.state_dict(), sum(timer.seconds.values()))
     ctx.log.close()
     return batches.state_dict()
 

@@ -86,3 +86,20 @@ def test_a_save_is_timed_and_its_time_travels_with_the_checkpoint(tmp_path, monk
     fresh = Deadline(time.time() + 1e6, 60)
     Saves(tmp_path, every=0, keep=1, deadline=fresh)._save(4, None, {})
     assert fresh.save_seconds == 1, "whole seconds, rounded up"
+
+
+def test_a_supervised_step_that_would_end_too_late_is_not_started(tmp_path, monkeypatch):
+    """SFT and RM steps cannot stop midway: after a step, the run stops (saving) if the next one, as long as
+    this one, would end past the time to save."""
+    from nemo_cascade import saves as saves_module
+    from nemo_cascade.stop_request import StopRequested
+
+    saved = []
+    monkeypatch.setattr(saves_module.checkpoint, "save",
+                        lambda root, step, actor, state, keep, rng: saved.append(step) or root)
+    s = Saves(tmp_path, every=0, keep=1, deadline=Deadline(time.time() + 1000, margin_seconds=100))
+    s.after(3, 10, None, {}, "0-sft", next_step_seconds=600)  # 600 s more still leaves the margin
+    assert saved == []
+    with pytest.raises(StopRequested, match=r"stopped before the job's end \(job ends .*\) after step 4 of"):
+        s.after(4, 10, None, {}, "0-sft", next_step_seconds=950)
+    assert saved == [4]
