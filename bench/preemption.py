@@ -72,15 +72,20 @@ def timed_generate(engine, prompts, group, rollout, positions=None):
 
 
 def written_by(finish: dict[int, float], flush_s: float, at_s: float) -> set[int]:
-    """Groups on disk at ``at_s`` under StepRollouts' flush rule (writes happen when a group is kept)."""
+    """Groups on disk at ``at_s`` under StepRollouts' flush rule: a group kept once ``flush_s`` have passed
+    since the last write is written with every group waiting, and a waiting group is written by a timer at
+    the last write + ``flush_s`` at the latest."""
     on_disk, pending, last = set(), set(), 0.0
     for i, t in sorted(finish.items(), key=lambda kv: kv[1]):
+        if pending and last + flush_s <= min(t, at_s):  # the timer fired first
+            on_disk, pending, last = on_disk | pending, set(), last + flush_s
         if t > at_s:
             break
         pending.add(i)
         if t - last >= flush_s:
-            on_disk |= pending
-            pending, last = set(), t
+            on_disk, pending, last = on_disk | pending, set(), t
+    if pending and last + flush_s <= at_s:
+        on_disk |= pending
     return on_disk
 
 

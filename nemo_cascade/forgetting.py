@@ -53,6 +53,7 @@ class Gate:
         self.prepared = {name: prepare(name, pending, tokenizer) for name in g.suites}
         self.tolerance = config.tolerances(g)
         self.warned: set[str] = set()  # suites whose YaRN factor the colocated engine does not serve, logged once
+        self.flush_seconds = cfg.rollout_checkpoint_seconds  # how long a finished item waits for its write
 
     @staticmethod
     def settings_for(cfg: config.Cascade) -> EvalSettings:
@@ -83,7 +84,8 @@ class Gate:
                  if (rm_url or not p.suite.pairwise) and (p.suite.pairwise or not only_pairwise)]
         if not names:
             return
-        progress, key = RowProgress(out_dir, checkpoint), {**asdict(settings), "reward_model_url": bool(rm_url)}
+        progress = RowProgress(out_dir, checkpoint, self.flush_seconds)
+        key = {**asdict(settings), "reward_model_url": bool(rm_url)}
         results = {}
         for name in names:
             results[name] = progress.suite(name, key)

@@ -105,6 +105,7 @@ class StepRollouts:
         self._step = self._round = self._parts = 0
         self._flushed_at = time.monotonic()
         self._scored: set[int] = set()  # places of the open round whose scored group is on disk
+        self._timer: threading.Timer | None = None  # writes what waits once flush_seconds have passed
 
     # ------------------------------------------------------------------------------------------ resume
     def begin(self, step: int) -> None:
@@ -145,7 +146,7 @@ class StepRollouts:
     def _open(self, step: int, round_: int) -> None:
         with self._lock:
             self._step, self._round, self._parts, self._pending, self._scored = step, round_, 0, {}, set()
-            self._flushed_at = time.monotonic()
+            self._write_pending()  # nothing to write: resets the clock and stops a timer of the round before
 
     def keep(self, index: int, group: PromptGroup) -> None:
         """A finished group at ``index`` of this rank's share of the open round (thread-safe: scoring threads
@@ -154,8 +155,13 @@ class StepRollouts:
             if index in self._scored:  # end_round wrote it already (a scoring thread's late callback)
                 return
             self._pending[index] = group
-            if time.monotonic() - self._flushed_at >= self.flush_seconds:
+            waited = time.monotonic() - self._flushed_at
+            if waited >= self.flush_seconds:
                 self._write_pending()
+            elif self._timer is None:  # no later group may come for long: a timer writes this one in time
+                self._timer = threading.Timer(self.flush_seconds - waited, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
 
     def flush(self) -> None:
         """Write every kept group not yet written (before a stop)."""
@@ -171,6 +177,9 @@ class StepRollouts:
 
     def _write_pending(self) -> None:
         self._flushed_at = time.monotonic()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self._pending:
             return
         header = {"step": self._step, "round": self._round, "rank": self.rank, "world": self.world,

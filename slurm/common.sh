@@ -21,8 +21,11 @@
 #   RECIPE                  recipe file or module:function (default: the script's)
 #   GPUS_PER_NODE           8;   MASTER_PORT   29500 (rendezvous port on the first node)
 #   NODE_SETUP              shell code run on every node before torchrun, e.g. "pip install --no-deps -e ."
-#   MAX_REQUEUES            50: requeues at the time limit before the job stops requeueing itself
-#                           (counted by Slurm's SLURM_RESTART_COUNT, which also counts preemptions)
+#   MAX_REQUEUES            2000: requeues before the job stops requeueing itself (counted by Slurm's
+#                           SLURM_RESTART_COUNT, which also counts preemptions); a cascade takes hundreds of
+#                           4-hour jobs (`nemo-cascade plan RECIPE --time-limit 04:00:00` counts them)
+#   MAX_STALLED_REQUEUES    3: a requeued job does not run once this many jobs in a row saved nothing in the run
+#                           folder (no checkpoint, rollout or gate chunk, export): a failure that repeats stops
 #   STOP_GRACE              90: seconds the job waits, after the time-limit signal, for the run to save at the end
 #                           of its current step and stop; then it is stopped (it resumes from its last checkpoint)
 #   REQUEUE_ON_TERM         0; 1 = requeue on SIGTERM too (sites whose preemption cancels instead of requeueing;
@@ -35,7 +38,11 @@
 # Resume: a requeued or resubmitted job runs `nemo-cascade run` on the same run folder again; the run's
 # manifest.json skips finished stages and the interrupted stage continues from its newest checkpoint
 # (stages.NAME.checkpoint_every steps, checkpoint_every_minutes of wall time, and the save on the time-limit
-# signal). Nothing here deletes or rewrites run files but the stop request, so a restart is always safe.
+# signal). Nothing here deletes or rewrites run files but the stop request (and writes only its own
+# .requeue_progress), so a restart is always safe.
+#
+# The run also knows its job's end (NEMO_CASCADE_JOB_END, from squeue here: a container may have no Slurm
+# commands) and stops by itself, saving first, when only its save still fits (exit 75): the job requeues then too.
 #
 # The time-limit signal (USR1, 120 s ahead) reaches only this batch shell: torchrun would die of it, and other
 # nodes and the container cannot be signalled from here. So it is handed on as a file, RUN_DIR/RUN_NAME/stop_request,
@@ -43,6 +50,7 @@
 
 set -euo pipefail
 NC_SLURM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$NC_SLURM_DIR/progress.sh"
 
 : "${REPO_DIR:=$(dirname "$NC_SLURM_DIR")}"
 : "${CONTAINER_IMAGE:=${CONTAINER:-$REPO_DIR/containers/nemo-cascade.sqsh}}"
@@ -61,14 +69,16 @@ fi
 : "${GPUS_PER_NODE:=8}"
 : "${MASTER_PORT:=29500}"
 : "${NODE_SETUP:=}"
-: "${MAX_REQUEUES:=50}"
+: "${MAX_REQUEUES:=2000}"
+: "${MAX_STALLED_REQUEUES:=3}"
 : "${STOP_GRACE:=90}"
 : "${REQUEUE_ON_TERM:=0}"
 : "${WANDB:=1}"
 : "${LOG_DIR:=$RUN_DIR/slurm-logs}"
 : "${DRY_RUN:=0}"
 export REPO_DIR CONTAINER_IMAGE RUN_DIR DATA_DIR MODELS_DIR REPO_MOUNT RUNS_MOUNT DATA_MOUNT MODELS_MOUNT \
-  EXTRA_MOUNTS RECIPE RUN_NAME GPUS_PER_NODE MASTER_PORT NODE_SETUP MAX_REQUEUES STOP_GRACE REQUEUE_ON_TERM WANDB
+  EXTRA_MOUNTS RECIPE RUN_NAME GPUS_PER_NODE MASTER_PORT NODE_SETUP MAX_REQUEUES MAX_STALLED_REQUEUES STOP_GRACE \
+  REQUEUE_ON_TERM WANDB
 
 nc_log() { echo "[nemo-cascade $(date '+%F %T')] $*" >&2; }
 
@@ -139,6 +149,11 @@ nc_run_job() {
   NC_RUN=$RUN_DIR/$RUN_NAME
   mkdir -p "$NC_RUN"
   rm -f "$NC_RUN/stop_request"  # an earlier job's request must not stop this one
+  nc_requeue_guard "$NC_RUN" "$MAX_STALLED_REQUEUES" || exit 1
+  nc_job_end
+  if [[ -n ${NEMO_CASCADE_JOB_END:-} ]]; then
+    nc_log "the job ends at $(date -d "@$NEMO_CASCADE_JOB_END" '+%F %T'): the run saves and stops before it"
+  fi
   # The traps only note the signal: it is handled below, between waits, one at a time — a handler that ran
   # inside another (bash runs a trap between any two commands) could requeue twice.
   NC_REQUEUED=0 NC_PENDING=() NC_NOT_REQUEUED=
@@ -170,6 +185,10 @@ nc_wait_step() {  # wait for the srun step; a trapped signal ends `wait` early: 
     rc=0
   done
   trap - USR1 TERM
+  if [[ $rc == 75 && $NC_REQUEUED == 0 && -z $NC_NOT_REQUEUED ]]; then  # the run saved and stopped itself
+    NC_REQUEUED=1
+    nc_requeue "the run stopped before the job's end (exit 75)"
+  fi
   if [[ $NC_REQUEUED == 1 ]]; then
     nc_log "srun ended (exit $rc); the job is requeued and continues from the run's last checkpoint"
     exit 0
@@ -187,7 +206,7 @@ nc_on_signal() {  # SIGUSR1 (--signal=B:USR1@120: the time limit is near) or SIG
   if [[ $NC_REQUEUED == 0 && ( $sig == USR1 || $REQUEUE_ON_TERM == 1 ) ]]; then
     NC_REQUEUED=1
     nc_save_and_stop "$sig"
-    nc_requeue "$sig"
+    nc_requeue "SIG$sig"
   else
     nc_log "SIG$sig: stopping"
     kill -TERM "$NC_STEP_PID" 2>/dev/null || true  # srun passes it on to torchrun, which stops its ranks
@@ -206,13 +225,13 @@ nc_save_and_stop() {  # ask the run to save after its current step; stop it afte
   kill -TERM "$NC_STEP_PID" 2>/dev/null || true
 }
 
-nc_requeue() {
-  local sig=$1 count=${SLURM_RESTART_COUNT:-0}
+nc_requeue() {  # WHY: the signal, or the run's own stop
+  local why=$1 count=${SLURM_RESTART_COUNT:-0}
   if (( count < MAX_REQUEUES )); then
-    nc_log "SIG$sig: requeueing job $SLURM_JOB_ID (restart $((count + 1)) of at most $MAX_REQUEUES)"
+    nc_log "$why: requeueing job $SLURM_JOB_ID (restart $((count + 1)) of at most $MAX_REQUEUES)"
     nc_do scontrol requeue "$SLURM_JOB_ID" || nc_log "scontrol requeue $SLURM_JOB_ID failed"
   else
     NC_REQUEUED=0 NC_NOT_REQUEUED="job $SLURM_JOB_ID was restarted $count times (MAX_REQUEUES=$MAX_REQUEUES)"
-    nc_log "SIG$sig: not requeueing: $NC_NOT_REQUEUED"
+    nc_log "$why: not requeueing: $NC_NOT_REQUEUED"
   fi
 }

@@ -1,11 +1,12 @@
 """A gate row's finished work, kept so that a job that ends in the middle of the row does not start it again.
 
-The 8B gate's response budget is hundreds of millions of tokens: one row can outlast a job. So each chunk of a
-suite's items is written, scored, to ``ROW/eval_partial/`` as soon as it is done (``SUITE/rank{r}-{first}.jsonl``,
-the part format of step_rollouts.py), and a whole suite's result once the suite is done (``SUITE.json``). A
-requeued job finds them: a done suite is taken as it is, a suite in progress generates only its chunks with no
-part — with the seeds the chunk always has (keyed by the suite and its first item), so the finished row equals
-an uninterrupted one. ``eval.json`` is written at the end of the row and the folder removed.
+The 8B gate's response budget is hundreds of millions of tokens: one row, even one chunk of items, can outlast
+a job. So each item's group of samples is written to ``ROW/eval_partial/SUITE/`` as it finishes (the rollout
+checkpoints of step_rollouts.py, a chunk standing for a step), the chunk's groups again once scored, and a whole
+suite's result once the suite is done (``SUITE.json``). A requeued job finds them: a done suite is taken as it
+is, a chunk in progress generates only its items with no group — with the seeds of their places in the chunk
+(keyed by the suite and its first item), so the finished row equals an uninterrupted one. ``eval.json`` is
+written at the end of the row and the folder removed.
 
 Every part names what it was computed from: the model's weight files (names, sizes, modification times), the
 suite's decoding, data, verifier settings and the world size. A part of another model or settings is set aside
@@ -21,8 +22,7 @@ from pathlib import Path
 
 from .. import ranks
 from ..files import read_json, write_text_atomically
-from ..step_rollouts import read_part, set_aside, write_part
-from ..types import Prompt, PromptGroup
+from ..step_rollouts import StepRollouts
 
 FOLDER = "eval_partial"
 log = logging.getLogger(__name__)
@@ -40,40 +40,20 @@ def model_identity(weights: str | Path) -> str:
 class RowProgress:
     """The finished chunks and suites of the row in ``out_dir`` for the model at ``weights``."""
 
-    def __init__(self, out_dir: str | Path, weights: str | Path):
+    def __init__(self, out_dir: str | Path, weights: str | Path, flush_seconds: float = 60.0):
         self.folder = Path(out_dir) / FOLDER
         self.model = model_identity(weights)
-        self.rank, self.world = ranks.world()
+        self.flush_seconds = flush_seconds
 
     def _identity(self, suite: str, settings: dict) -> str:
         blob = json.dumps({"model": self.model, "settings": settings}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
     # -------------------------------------------------------------------------------------- chunks
-    def chunk(self, suite: str, settings: dict, first: int, prompts: list[Prompt], samples: int
-              ) -> list[PromptGroup] | None:
-        """The saved groups of the chunk that starts at item ``first`` (``prompts`` its prompts), or None."""
-        path = self._chunk_path(suite, first)
-        if not path.is_file():
-            return None
-        try:
-            groups = read_part(path, self._expected(suite, settings, first), prompts, samples)
-            if sorted(groups) != list(range(len(prompts))):
-                raise ValueError(f"holds {len(groups)} of the chunk's {len(prompts)} items")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            set_aside(path, str(e).splitlines()[0] if str(e) else type(e).__name__)
-            return None
-        return [groups[i] for i in range(len(prompts))]
-
-    def save_chunk(self, suite: str, settings: dict, first: int, groups: list[PromptGroup]) -> None:
-        write_part(self._chunk_path(suite, first), self._expected(suite, settings, first), dict(enumerate(groups)))
-
-    def _expected(self, suite: str, settings: dict, first: int) -> dict:
-        return {"suite": suite, "first": first, "rank": self.rank, "world": self.world,
-                "identity": self._identity(suite, settings)}
-
-    def _chunk_path(self, suite: str, first: int) -> Path:
-        return self.folder / suite / f"rank{self.rank:05d}-{first:07d}.jsonl"
+    def chunks(self, suite: str, settings: dict) -> StepRollouts:
+        """The suite's chunk store: a chunk's groups by their place, kept as they finish (``keep``), the whole
+        chunk scored at its end (``end_round``); a chunk is a "step" numbered by its first item, round 0."""
+        return StepRollouts(self.folder / suite, self._identity(suite, settings), self.flush_seconds)
 
     # -------------------------------------------------------------------------------------- suites
     def suite(self, suite: str, settings: dict) -> dict | None:

@@ -264,13 +264,33 @@ class GateStopped(Exception):
     """A stop became due during a gate row (``run_suite``'s ``should_stop``); its finished chunks are saved."""
 
 
+def _chunk(engine, prep: Prepared, chunk: list[int], sampling: config.Rollout, keep, should_stop
+           ) -> tuple[dict[int, types.PromptGroup], bool]:
+    """One chunk's groups by place (``keep``'s saved ones and the rest generated, each kept as it finishes),
+    and whether a stop ended its generation."""
+    from ..stop_request import GenerationStopped
+
+    prompts = [prep.prompts[i] for i in chunk]
+    saved = keep.saved(chunk[0], 0, prompts, prep.decoding.samples) if keep and chunk else {}
+    todo = [i for i in range(len(prompts)) if i not in saved]
+    on_group = (lambda j, group: keep.keep(todo[j], group)) if keep and chunk else None
+    try:
+        out = engine.generate([prompts[i] for i in todo], prep.decoding.samples, sampling,
+                              step=_chunk_key(prep.suite.name, chunk[0]) if chunk else 0, positions=todo,
+                              on_group=on_group, should_stop=should_stop)
+    except GenerationStopped:
+        if keep:
+            keep.flush()
+        return {}, True
+    return {**saved, **dict(zip(todo, out))}, False
+
+
 def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, settings: EvalSettings,
-                        timings: dict, keep: tuple | None = None, should_stop=None
-                        ) -> dict[int, types.PromptGroup]:
+                        timings: dict, keep=None, should_stop=None) -> dict[int, types.PromptGroup]:
     """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per chunk). With
-    ``keep`` — ``(RowProgress, identity settings)`` — a chunk saved by an earlier job is read instead of
-    generated and each new one is saved once scored; between chunks the ranks agree on ``should_stop()`` and
-    raise :class:`GateStopped` together."""
+    ``keep`` (a ``StepRollouts`` of the suite, row_progress.py) each group is kept as it finishes and a chunk's
+    groups saved by an earlier job are read instead of generated; ``should_stop()`` ends generation between
+    engine steps and chunks, every rank raising :class:`GateStopped` together."""
     from tqdm import tqdm
 
     from .. import console, ranks
@@ -292,19 +312,20 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
             bar.close()
             raise GateStopped(f"suite {prep.suite.name}, after {len(groups)} of its {len(fits)} items here")
         chunk = chunks[k] if k < len(chunks) else []
-        prompts = [prep.prompts[i] for i in chunk]
-        saved = keep[0].chunk(prep.suite.name, keep[1], chunk[0], prompts, d.samples) if keep and chunk else None
         t0 = time.perf_counter()
-        out = engine.generate([] if saved else prompts, d.samples, sampling,
-                              step=_chunk_key(prep.suite.name, chunk[0]) if chunk else 0)
+        done, stopped = _chunk(engine, prep, chunk, sampling, keep, should_stop)
         t1 = time.perf_counter()
-        if chunk and not saved:
-            scorer.score(out)
-            if keep:
-                keep[0].save_chunk(prep.suite.name, keep[1], chunk[0], out)
+        if any(ranks.gather_objects(stopped)):  # a stop inside some rank's chunk: the finished items are kept
+            bar.close()
+            raise GateStopped(f"suite {prep.suite.name}, in the chunk at item {chunk[0] if chunk else '-'}")
+        unscored = [g for g in done.values() if not g.rewards_G]
+        if unscored:
+            scorer.score(unscored)
+        if keep and chunk:
+            keep.end_round(done)
         timings["generate"] += t1 - t0
         timings["score"] += time.perf_counter() - t1
-        groups.update(zip(chunk, saved or out))
+        groups.update((chunk[i], g) for i, g in done.items())
         bar.update(len(chunk))
     bar.close()
     return groups
@@ -363,8 +384,8 @@ def run_suite(engine, prep: Prepared, settings: EvalSettings, progress=None, sho
                               engine_yarn_factor=float(engine.yarn_factor)))
     data = {"path": str(prep.data_path), "sha256": file_sha256(prep.data_path), "items": len(prep.items),
             "limit": settings.limit}
-    keep = (progress, {"decoding": decoding, "data": data, "reward": asdict(reward_settings),
-                       "chunk_items": settings.chunk_items}) if progress is not None else None
+    keep = progress.chunks(prep.suite.name, {"decoding": decoding, "data": data, "reward": asdict(reward_settings),
+                                             "chunk_items": settings.chunk_items}) if progress is not None else None
     mine = ranks.my_share(list(range(len(prep.items))))
     groups = _generate_and_score(engine, prep, mine, scorer, settings, timings, keep, should_stop)
     records = [_record(prep, i, groups.get(i)) for i in mine]

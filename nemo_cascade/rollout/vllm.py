@@ -324,13 +324,14 @@ class RolloutEngine:
                 p.output_kind = RequestOutputKind.FINAL_ONLY  # one output per request, once done (as LLM.generate)
                 engine.add_request(request_id, prompt, p)
             steps = 0
-            while engine.has_unfinished_requests():
+            while engine.has_unfinished_requests():  # a stop is asked about only while work is left
+                if should_stop is not None and steps and steps % STOP_POLL_STEPS == 0 and \
+                        self._agreed(should_stop()):
+                    raise stop_request.GenerationStopped("generation stopped on a stop request")
                 for out in engine.step():
                     if out.finished:
                         finished(index[out.request_id], out)
                 steps += 1
-                if should_stop is not None and steps % STOP_POLL_STEPS == 0 and self._agreed(should_stop()):
-                    raise stop_request.GenerationStopped("generation stopped on a stop request")
         except BaseException:  # a bad request, a stop, an error in `finished`: leave no request in the engine
             engine.abort_request(ids)
             raise

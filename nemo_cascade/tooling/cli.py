@@ -324,8 +324,10 @@ def cmd_plan(args) -> int:
     print(plan_table.render(memory))
     print()
     times = plan_time.time_plan(cfg, memory, limit_s)
-    print(plan_time.render_times(times, args.time_limit, cfg.checkpoint_every_minutes, time_limit_s=limit_s))
-    plan_time.check_progress(times, args.time_limit)  # a stage no job moves forward: one line, exit 2
+    gate = plan_time.gate_time(cfg, memory, times[0].budget_s if times else 0.0)
+    print(plan_time.render_times(times, args.time_limit, cfg.checkpoint_every_minutes, time_limit_s=limit_s,
+                                 gate=gate))
+    plan_time.check_progress(times, args.time_limit, gate)  # nothing a job moves forward: one line, exit 2
     return 0
 
 

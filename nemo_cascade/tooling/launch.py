@@ -54,6 +54,12 @@ class Site:
     gpus_per_node: int = 8
     master_port: int = 29500
     retries: int = 1
+    """Requeues of a served model's job after a failure (RETRIES)."""
+    max_requeues: int = 2000
+    """Requeues of a stage's job (MAX_REQUEUES): each job of a long stage ends by saving before its time limit
+    (exit 75) and is requeued until the stage is done; hundreds for a cascade (`nemo-cascade plan`)."""
+    max_stalled: int = 3
+    """A stage's requeued job does not run once this many jobs in a row saved nothing (MAX_STALLED_REQUEUES)."""
     node_setup: str = ""
     wandb: bool = True
 
@@ -79,10 +85,12 @@ class Site:
         mounts = [(host[k], get(f"{k}_MOUNT", host[k] if image == "none" else inside[k])) for k in host]
         mounts += [tuple(m.split(":", 1)) for m in get("EXTRA_MOUNTS").split(",") if ":" in m]
         try:
-            numbers = {k: int(get(k.upper(), str(getattr(cls, k))))
-                       for k in ("gpus_per_node", "master_port", "retries")}
+            names = {"gpus_per_node": "GPUS_PER_NODE", "master_port": "MASTER_PORT", "retries": "RETRIES",
+                     "max_requeues": "MAX_REQUEUES", "max_stalled": "MAX_STALLED_REQUEUES"}
+            numbers = {k: int(get(var, str(getattr(cls, k)))) for k, var in names.items()}
         except ValueError as e:
-            raise config.ConfigError(f"launch: GPUS_PER_NODE, MASTER_PORT and RETRIES must be integers ({e})") from None
+            raise config.ConfigError(f"launch: GPUS_PER_NODE, MASTER_PORT, RETRIES, MAX_REQUEUES and "
+                                     f"MAX_STALLED_REQUEUES must be integers ({e})") from None
         return cls(account=get("ACCOUNT"), partition=get("PARTITION"), qos=get("QOS"), time=get("TIME", cls.time),
                    image=image, mounts=tuple(mounts), node_setup=get("NODE_SETUP"), wandb=get("WANDB", "1") == "1",
                    **numbers)
@@ -130,7 +138,19 @@ def _inline(cmd: list[str], cwd: str, slurm: bool) -> str:
     return "\n".join(lines + ["exec " + shlex.join(cmd)]) + "\n"
 
 
-def _slurm_executor(run, site: Site, name: str, nodes: int, gpus: int, after: tuple[str, ...], dryrun: bool):
+def _stage_job_lines(site: Site, name: str) -> list[str]:
+    """A stage job's batch-shell lines before its srun (on the host, where Slurm's commands are): stop a chain of
+    requeues that no longer saves anything, and hand the job's end to the run (slurm/progress.sh). nemo-run's
+    batch shell runs srun in the foreground and could not act on a time-limit signal before the kill; the run
+    stops itself before its end instead (deadline.py), exits 75, and the batch shell requeues the job (nemo-run's
+    TORCHX_MAX_RETRIES = MAX_REQUEUES); ``afterok`` holds while it is requeued."""
+    repo, run = site.mounts[0][0], f"{site.mounts[1][0]}/{name}"
+    return [f"source {shlex.quote(repo)}/slurm/progress.sh",
+            f"nc_requeue_guard {shlex.quote(run)} {site.max_stalled} || exit 1", "nc_job_end"]
+
+
+def _slurm_executor(run, site: Site, name: str, nodes: int, gpus: int, after: tuple[str, ...], dryrun: bool,
+                    stage: bool = True):
     env = {"RUN_NAME": name, "RUNS_MOUNT": site.runs_mount, "DATA_MOUNT": site.mounts[2][1],
            "MODELS_MOUNT": site.mounts[3][1], "GPUS_PER_NODE": str(gpus),
            "MASTER_PORT": str(site.master_port), **({"NODE_SETUP": site.node_setup} if site.node_setup else {})}
@@ -141,13 +161,15 @@ def _slurm_executor(run, site: Site, name: str, nodes: int, gpus: int, after: tu
         container_mounts=[f"{a}:{b}" for a, b in site.mounts] if image else [],
         srun_args=["--no-container-mount-home"] if image else None,
         env_vars={k: shlex.quote(v) for k, v in env.items()},  # nemo-run writes `export K=V` unquoted
-        job_name_prefix=f"nemo-cascade-{name}.", retries=site.retries, packager=run.Packager(),
+        job_name_prefix=f"nemo-cascade-{name}.", retries=site.max_requeues if stage else site.retries,
+        packager=run.Packager(),
         # sbatch on this machine (a login node); the jobs read their scripts from the experiment folder under
         # NEMORUN_HOME, which must therefore be on the cluster's shared filesystem
         tunnel=run.LocalTunnel(job_dir=""),
         # afterok on a stage that failed can never be satisfied: cancel those jobs instead of leaving them pending
         additional_parameters={"kill_on_invalid_dep": "yes"},
-        setup_lines='export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)')
+        setup_lines="\n".join(['export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)',
+                                *(_stage_job_lines(site, name) if stage else [])]))
     if dryrun:  # job ids exist only once submitted (nemo-run fills them in then): show the task names instead
         executor.dependencies = [f"slurm://dryrun/<{a}>" for a in after]
     return executor
@@ -172,7 +194,7 @@ def add_tasks(run, exp, cfg: config.Cascade, spec: Launch, site: Site | None, dr
             cmd = task_command(python, run_dir, spec.launch_id, t,
                                [*launcher, spec.recipe, "--stage", t.stage, *spec.overrides], spec.wait)
         executor = (_slurm_executor(run, site, cfg.name, *((1, spec.serve_gpus) if t.serve else (nodes, gpus)),
-                                    t.after, dryrun) if site else run.LocalExecutor())
+                                    t.after, dryrun, stage=not t.serve) if site else run.LocalExecutor())
         exp.add(run.Script(inline=_inline(cmd, cwd, bool(site))), executor=executor, name=t.name,
                 dependencies=list(t.after))
     return tasks

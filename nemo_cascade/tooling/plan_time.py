@@ -213,7 +213,75 @@ def time_plan(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float, hw: H
     return [stage_time(s, plan, cfg.checkpoint_every_minutes, budget, hw) for s in cfg.stages]
 
 
-def check_progress(times: list[StageTime], time_limit: str) -> None:
+@dataclass(frozen=True)
+class GateTime:
+    """One forgetting-gate row (every suite of ``cfg.gate``) on the plan's engines."""
+
+    rows: int
+    """Rows the cascade evaluates: the starting model's (``gate.evaluate_base``) and every gated stage's."""
+    sequences: int
+    """Samples one row generates (items × K over the suites whose data is here)."""
+    row_s: float
+    wave_s: float
+    """One wave of a suite's samples (items are kept as they finish): the most a stop inside a row loses."""
+    budget_s: float
+    unknown: tuple[str, ...] = ()
+    """Suites left out: their data file is not on this machine."""
+
+    @property
+    def rows_per_job(self) -> float:
+        return max(0.0, self.budget_s - self.wave_s) / self.row_s if self.row_s > 0 else math.inf
+
+    @property
+    def jobs(self) -> int:
+        """Jobs every row of the cascade takes together (0: no gate)."""
+        if not self.rows or self.row_s <= 0:
+            return 0
+        return math.ceil(self.rows / self.rows_per_job - 1e-9) if self.rows_per_job > 0 else 0
+
+
+def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float, hw: Hardware = H100) -> GateTime | None:
+    """Each gate suite's items (its data file, ``gate.limit``) × K samples decoded to the suite's response budget
+    from a prompt of its input limit (1K tokens without one), on the plan's engines; None without a gate."""
+    from nemo_cascade.evaluate.runner import decoding_for
+    from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
+    from nemo_cascade.forgetting import Gate
+
+    if not cfg.gate.suites or plan.engine_utilization is None:
+        return None
+    settings = Gate.settings_for(cfg)
+    e = engine_bytes(plan.shape, plan.engine_utilization, plan.gpu, plan.dtype_bytes, plan.engine_tp)
+    engines = max(1, plan.world // plan.engine_tp)
+    row = wave = 0.0
+    sequences, unknown = 0, []
+    for name in cfg.gate.suites:
+        suite = get_suite(name)
+        try:
+            items = len(load_items(suite, None, cfg.gate.limit)[0])
+        except EvalError:
+            unknown.append(name)
+            continue
+        d = decoding_for(suite, settings)
+        kw = dict(prompt=d.max_input_tokens or 1024, response=d.max_tokens, weight_bytes=e["weights"],
+                  kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], hw=hw)
+        row += decode_seconds(sequences=math.ceil(items * d.samples / engines), **kw)
+        share = math.ceil(items / plan.world)  # a rank's contiguous share of the suite
+        wave = max(wave, decode_seconds(sequences=share * d.samples, one_wave=True, **kw))
+        sequences += items * d.samples
+    rows = int(cfg.gate.evaluate_base) + sum(s.evaluate for s in cfg.stages)
+    return GateTime(rows, sequences, row, wave, budget_s, tuple(unknown))
+
+
+def render_gate(g: GateTime | None, time_limit: str) -> str:
+    if g is None:
+        return "gate: none (gate.suites is empty)"
+    left = f"; left out (no data file here): {', '.join(g.unknown)}" if g.unknown else ""
+    return (f"gate: {g.rows} rows of {_count(g.sequences)} samples, ≈ {_duration(g.row_s)} each (one wave "
+            f"≈ {_duration(g.wave_s)}: the most a stop loses); {g.rows_per_job:.2f} rows per {time_limit} job, "
+            f"{g.jobs} jobs for every row{left}")
+
+
+def check_progress(times: list[StageTime], time_limit: str, gate: GateTime | None = None) -> None:
     """One ConfigError line for the first stage that cannot move forward in a job of ``time_limit``."""
     for t in times:
         if t.progress_per_job > 0:
@@ -228,6 +296,11 @@ def check_progress(times: list[StageTime], time_limit: str) -> None:
             f"stages.{t.name}: one {t.kind} step takes ≈ {_duration(t.step_s)}, more than the "
             f"≈ {_duration(t.budget_s)} a {time_limit} job has for work: lower stages.{t.name}."
             f"{'sft_batch_size' if t.kind == 'sft' else 'rm_batch_size'} or raise --time-limit")
+    if gate is not None and gate.rows and gate.rows_per_job <= 0:
+        raise config.ConfigError(
+            f"gate: one wave of a suite's samples takes ≈ {_duration(gate.wave_s)} to generate, more than the "
+            f"≈ {_duration(gate.budget_s)} a {time_limit} job has for work: lower gate.max_tokens or raise "
+            f"--time-limit")
 
 
 # --------------------------------------------------------------------------------------------- output
@@ -237,8 +310,8 @@ ASSUMPTIONS = (
     "(6·params·tokens per step, +2·params·tokens with a KL reference; attention FLOPs left out); decode reads each "
     "engine GPU's weights and KV cache once per token at {bw:.0%} of {hbm:g} TB/s, up to {seqs} sequences per "
     "engine at once (as many as its KV cache holds at prompt + half the response); every response at its budget "
-    "(an upper bound); prefill, weight sync, rewards (they "
-    "overlap generation) and the gate's evaluations left out; {startup:.0f} min start-up per job; a save writes "
+    "(an upper bound); prefill, weight sync and rewards (they "
+    "overlap generation) left out; {startup:.0f} min start-up per job; a save writes "
     "14 bytes a parameter at {write:g} GB/s per GPU; a stop loses at most one wave of generation. "
     "Estimates, not measurements.")
 
@@ -266,7 +339,7 @@ def _progress(t: StageTime) -> str:
 
 
 def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Hardware = H100,
-                 time_limit_s: float = 0.0) -> str:
+                 time_limit_s: float = 0.0, gate: GateTime | None = None) -> str:
     """The table (a row per stage: its step, what a job moves it forward, the jobs it takes) and the
     assumptions; the total: jobs and wall time of the whole cascade at ``time_limit_s`` per job."""
     budget = times[0].budget_s if times else 0.0
@@ -283,10 +356,13 @@ def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Ha
                      f"{'—' if t.stage_s is None else _duration(t.stage_s)} | "
                      f"{'—' if t.gpu_hours is None else f'{t.gpu_hours:,.0f}'} |")
     known = [t.jobs for t in times if t.jobs]
+    gate_jobs = gate.jobs if gate is not None else 0
+    lines += ["", render_gate(gate, time_limit)]
     if time_limit_s and known:
-        lines += ["", f"total: {sum(known)} jobs of {time_limit} for the {len(known)} stages with known steps, "
-                      f"≈ {_duration(sum(known) * time_limit_s)} of wall time if each job starts as the one "
-                      f"before ends (queue waits and the gate's rows not included)"]
+        jobs = sum(known) + gate_jobs
+        lines += ["", f"total: {jobs} jobs of {time_limit} for the {len(known)} stages with known steps and the "
+                      f"gate's rows, ≈ {_duration(jobs * time_limit_s)} of wall time if each job starts as the one "
+                      f"before ends (queue waits not included)"]
     lines += ["", ASSUMPTIONS.format(gpu=hw.name, peak=hw.peak_flops / 1e12, mfu=hw.mfu, bw=hw.bandwidth_share,
                                      hbm=hw.hbm_bytes_per_s / 1e12, seqs=hw.max_seqs, startup=STARTUP_S / 60,
                                      write=hw.write_bytes_per_s / 1e9)]
@@ -294,4 +370,5 @@ def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Ha
 
 
 __all__ = ["Hardware", "H100", "StageTime", "parse_time_limit", "train_seconds", "decode_seconds", "save_every",
-           "stage_time", "time_plan", "render_times", "check_progress", "job_budget", "save_seconds", "DEFAULT_TIME_LIMIT", "STARTUP_S", "SIGNAL_LEAD_S"]
+           "stage_time", "time_plan", "render_times", "check_progress", "job_budget", "save_seconds", "GateTime",
+           "gate_time", "render_gate", "DEFAULT_TIME_LIMIT", "STARTUP_S", "SIGNAL_LEAD_S"]

@@ -102,26 +102,36 @@ def test_same_seed_gives_the_same_samples(stack):
     assert responses(first) != responses(other)
 
 
-def test_a_suite_stopped_between_chunks_resumes_there_and_equals_an_uninterrupted_one(stack, tmp_path,
-                                                                                       monkeypatch):
-    """A gate row longer than a job (evaluate/row_progress.py): each scored chunk is kept, a stop between
-    chunks ends the suite, and the next try generates only the chunks with no part — the same records."""
+@pytest.mark.parametrize("chunk_items, stopped", [
+    (1, "suite gsm8k, after 1 of its 3 items here"),  # between chunks: once the first chunk's group is on disk
+    (3, "suite gsm8k, in the chunk at item 0"),        # inside the only chunk, at the engine's first look
+])
+def test_a_suite_stopped_midway_resumes_there_and_equals_an_uninterrupted_one(stack, tmp_path, monkeypatch,
+                                                                              chunk_items, stopped):
+    """A gate row longer than a job (evaluate/row_progress.py): each item's group is kept as it finishes, a stop
+    ends the suite between chunks or inside one, and the next try generates only the items with no group, at
+    their places' seeds — the same records as an uninterrupted suite."""
     from nemo_cascade.evaluate.row_progress import RowProgress
     from nemo_cascade.evaluate.runner import GateStopped, run_suite
 
     engine, tok, url, policy = stack
-    settings = _settings(url, chunk_items=1)  # 3 items: 3 chunks
+    settings = _settings(url, chunk_items=chunk_items)
     prep = prepare("gsm8k", settings, tok)
     straight = run_suite(engine, prep, settings)
     looks = []
-    with pytest.raises(GateStopped, match="suite gsm8k, after 1 of its 3 items here"):
-        run_suite(engine, prep, settings, RowProgress(tmp_path, policy), lambda: looks.append(1) or len(looks) == 2)
-    assert len(list((tmp_path / "eval_partial/gsm8k").glob("*.jsonl"))) == 1
+
+    def stop() -> bool:  # chunk_items=3: the second look is the engine's first, 8 steps into the chunk
+        looks.append(1)
+        return any((tmp_path / "eval_partial/gsm8k").rglob("*.jsonl")) if chunk_items == 1 else len(looks) == 2
+
+    with pytest.raises(GateStopped, match=stopped):
+        run_suite(engine, prep, settings, RowProgress(tmp_path, policy, 0), stop)
     generated, generate = [], engine.generate
     monkeypatch.setattr(engine, "generate", lambda prompts, *a, **kw: generated.append(len(prompts)) or
                         generate(prompts, *a, **kw))
-    resumed = run_suite(engine, prep, settings, RowProgress(tmp_path, policy), lambda: False)
-    assert generated == [0, 1, 1], "the saved chunk is read, not generated"
+    resumed = run_suite(engine, prep, settings, RowProgress(tmp_path, policy, 0), lambda: False)
+    if chunk_items == 1:
+        assert generated == [0, 1, 1], "the saved chunk is read, not generated"
     assert resumed.records == straight.records and resumed.metrics == straight.metrics
 
 

@@ -228,6 +228,9 @@ def test_slurm_dry_run_renders_one_sbatch_per_task_with_dependencies(tmp_path):
         assert "--container-image nvcr.io/nvidia/nemo:25.09" in t
         assert "/lustre/runs:/runs" in t and "/lustre/data:/data" in t and f"{ROOT}:/workspace/nemo-cascade" in t
         assert 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)' in t
+        # requeued until done: the run saves before its end (exit 75), nemo-run's batch shell requeues it
+        assert "export TORCHX_MAX_RETRIES=2000" in t
+        assert f"source {ROOT}/slurm/progress.sh\nnc_requeue_guard /lustre/runs/tiny 3 || exit 1\nnc_job_end" in t
         assert "cd /workspace/nemo-cascade\nsource slurm/env.sh\n" in t
         task = next(line for line in t.splitlines() if line.startswith("exec python -m nemo_cascade.tooling.launch task"))
         assert f"--stage {stage} " in task and ("--earlier" not in task if k == 0 else
@@ -240,6 +243,7 @@ def test_slurm_dry_run_renders_one_sbatch_per_task_with_dependencies(tmp_path):
     assert ("exec python -m nemo_cascade.tooling.launch serve --run-dir /runs/tiny" in serve
             and "--model /runs/tiny/stages/1-rm/hf --runner pooling --for rlhf --host 0.0.0.0" in serve)
     assert "--vllm-args '--tensor-parallel-size 8'" in serve
+    assert "export TORCHX_MAX_RETRIES=1" in serve and "nc_requeue_guard" not in serve
     assert not list((tmp_path / "nemorun_home").glob("experiments/*/*")), "a dry run leaves no experiment behind"
 
 

@@ -16,3 +16,18 @@ def sft_then_rlhf() -> Cascade:
                  reward=Reward(reward_model_url="http://reward-model.invalid:8000"))
     return Cascade(name="launched", model=Model(build="tiny-qwen3"), parallel=Parallel(micro_batch_size=32),
                    stages=(sft, rlhf))
+
+
+def rlhf_in_short_jobs() -> Cascade:
+    """One RLHF step scored by a reward model the test serves behind a slow proxy, in jobs shorter than the step
+    (tests/slurm/test_time_limit.py): no step-interval or timed save, so only the deadline's stops save."""
+    from nemo_cascade.config import Gate
+
+    rlhf = Stage(name="rlhf", kind="grpo", domain="rlhf", steps=1, checkpoint_every=0,
+                 data=Data(source="synthetic:arithmetic", split="test", size=16, seed=2),
+                 actor=Actor(lr=1e-4), rollout=Rollout(max_prompt_tokens=96, max_response_tokens=24),
+                 grpo=GRPO(group_size=4, prompts_per_step=8),
+                 reward=Reward(reward_model_url="http://reward-model.invalid:8000"))
+    return Cascade(name="short-jobs", model=Model(build="tiny-qwen3"), parallel=Parallel(micro_batch_size=32),
+                   stages=(rlhf,), checkpoint_every_minutes=0,
+                   gate=Gate(suites=("tiny-math",), samples=1, limit=4, max_tokens=16))

@@ -59,7 +59,7 @@ def test_cascade_8b_runs_the_cascade_over_two_nodes(straight):
         assert set(_scores(run / "stages" / stage)) == {"tiny-math"}
     assert [m["step"] for m in _metrics(run, "1-math")] == list(range(6))
     assert (run / "report.md").is_file()
-    assert f"job {job} (restart 0, at most 50): {RECIPE}" in log and "on 2 node(s) × 1 GPUs" in log
+    assert f"job {job} (restart 0, at most 2000): {RECIPE}" in log and "on 2 node(s) × 1 GPUs" in log
     second = (run / "logs" / "rank1.log").read_text()  # a worker's own chatter goes to its log (console.py)
     assert "vLLM engine ready" in second and "rank 1)" in second, "the second node's rank started its engine"
     doctors = [line for line in log.splitlines() if line.startswith("nemo-cascade doctor: ")]
@@ -85,11 +85,11 @@ def test_time_limit_signal_saves_requeues_and_resumes_bit_exact(cluster, straigh
     assert state == "COMPLETED", log[-3000:]
     assert cluster.restarts(job) == 1
     assert "SIGUSR1: the run saves at the end of its current step and stops" in log
-    assert f"requeueing job {job} (restart 1 of at most 50)" in log
+    assert f"requeueing job {job} (restart 1 of at most 2000)" in log
     stopped = next(line for line in log.splitlines() if "nemo-cascade: stopped on request" in line)
     assert f"(SIGUSR1 to job {job})" in stopped and "of stage 1-math; state saved in" in stopped
     assert "no step ended within" not in log, "the ranks stopped at a step boundary, not by the grace timeout"
-    assert f"job {job} (restart 1, at most 50)" in log and "continuing the existing run" in log
+    assert f"job {job} (restart 1, at most 2000)" in log and "continuing the existing run" in log
     a, b = straight_runs / "tiny", runs / "tiny"
     resumed = json.loads((b / "manifest.json").read_text())["stages"]["math"]["resumed_from"]
     assert resumed and resumed == stopped.split("state saved in ")[1].split(";")[0]

@@ -44,7 +44,7 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
     _wait_for(lambda: cluster.restarts(job) == 1, 120, "the requeue")
     # The restarted job's own line first: until then the URL file may still be the stopping server's, and a
     # cancel sent while the job waits to restart can sit in REQUEUED.
-    _wait_for(lambda: f"job {job} (restart 1, at most 50): serving" in log_file.read_text(errors="replace"), 300,
+    _wait_for(lambda: f"job {job} (restart 1, at most 2000): serving" in log_file.read_text(errors="replace"), 300,
               "the restarted job")
     _wait_for(lambda: url_file.is_file() and _health(url_file.read_text().strip()) == 200, 300,
               "the restarted server's URL")
@@ -52,5 +52,5 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
     assert cluster.wait_done(job, 120) == "CANCELLED"
     _wait_for(lambda: not url_file.exists(), 30, "the URL file's removal when the server stops", running=False)
     log = (runs / f"serve-{job}.log").read_text()
-    assert f"SIGUSR1: requeueing job {job} (restart 1 of at most 50)" in log
-    assert f"job {job} (restart 1, at most 50): serving {rm}" in log
+    assert f"SIGUSR1: requeueing job {job} (restart 1 of at most 2000)" in log
+    assert f"job {job} (restart 1, at most 2000): serving {rm}" in log

@@ -127,3 +127,18 @@ def test_the_cli_prints_progress_per_job_and_refuses_a_job_that_cannot_progress(
         "lower stages.math.rollout.max_response_tokens" in err[0], err
     assert main(["plan", EIGHT_B, "--time-limit", "4h"]) == 2
     assert "--time-limit '4h': expected HH:MM:SS" in capsys.readouterr().err
+
+
+def test_the_gate_s_rows_are_planned_and_progress_by_waves():
+    cfg = load_recipe(f"{ROOT / EIGHT_B}")
+    memory = plan.plan_cascade(cfg)
+    g = plan_time.gate_time(cfg, memory, 3 * 3600)
+    assert g.rows == int(cfg.gate.evaluate_base) + sum(s.evaluate for s in cfg.stages)
+    assert 0 < g.wave_s < g.row_s and g.sequences > 0
+    assert g.rows_per_job == pytest.approx((3 * 3600 - g.wave_s) / g.row_s)
+    assert g.jobs == math.ceil(g.rows / g.rows_per_job)
+    assert "gate: " in plan_time.render_gate(g, "04:00:00") and plan_time.gate_time(
+        replace(cfg, gate=replace(cfg.gate, suites=())), memory, 3600) is None
+    stuck = replace(g, budget_s=g.wave_s / 2)
+    with pytest.raises(config.ConfigError, match="gate: one wave of a suite's samples takes"):
+        plan_time.check_progress([], "00:10:00", stuck)

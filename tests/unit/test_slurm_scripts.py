@@ -265,7 +265,8 @@ def test_restart_is_idempotent(harness, tmp_path):
     code2, _, err2 = run("cascade_8b.sh", env={"SLURM_RESTART_COUNT": "1"})
     assert code == code2 == 0, err + err2
     assert _lines(log / "torchrun.argv") == first
-    assert sorted(str(p) for p in run_dir.rglob("*")) == before
+    # the batch shell's own note of what the folder held (slurm/progress.sh) is all it adds
+    assert sorted(str(p) for p in run_dir.rglob("*") if p.name != ".requeue_progress") == before
     assert "continuing the existing run" in err2
 
 
@@ -287,7 +288,7 @@ def test_usr1_requeues_once(harness):
     code, requeues, calls, err = _start_and_signal(harness, signal.SIGUSR1, {"SLURM_RESTART_COUNT": "2"})
     assert requeues == ["scontrol requeue 777"], calls
     assert "srun got TERM" in calls, "the running step is stopped (its last checkpoint is where the job resumes)"
-    assert code == 0 and "requeueing job 777 (restart 3 of at most 50)" in err
+    assert code == 0 and "requeueing job 777 (restart 3 of at most 2000)" in err
 
 
 def test_usr1_then_the_requeues_term_requeues_once(harness):
@@ -319,3 +320,55 @@ def test_term_requeues_only_when_asked(harness):
 def test_term_requeues_with_requeue_on_term(harness):
     code, requeues, _, _ = _start_and_signal(harness, signal.SIGTERM, {"REQUEUE_ON_TERM": "1"})
     assert requeues == ["scontrol requeue 777"] and code == 0
+
+
+def test_a_run_that_stops_itself_before_the_job_s_end_is_requeued(harness, tmp_path):
+    """The run saves and stops by itself when only its save still fits before the job's end (deadline.py,
+    exit 75): the batch shell requeues the job as on the time-limit signal."""
+    run, log = harness
+    stops = tmp_path / "bin" / "torchrun-stops"
+    stops.write_text('#!/bin/bash\necho "torchrun $*" >> "$FAKE_LOG/calls"\nexit 75\n')
+    stops.chmod(0o755)
+    code, _, err = run("cascade_8b.sh", env={"TORCHRUN": str(stops), "SLURM_RESTART_COUNT": "4"})
+    assert code == 0, err
+    assert "the run stopped before the job's end (exit 75): requeueing job 777 (restart 5 of at most 2000)" in err
+    assert [c for c in _lines(log / "calls") if c.startswith("scontrol requeue")] == ["scontrol requeue 777"]
+    code, _, err = run("cascade_8b.sh", env={"TORCHRUN": str(stops), "SLURM_RESTART_COUNT": "4", "MAX_REQUEUES": "4"})
+    assert code == 75 and "not requeued: job 777 was restarted 4 times (MAX_REQUEUES=4)" in err
+
+
+def _guard(run_dir: Path, restart: int) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", f"source {SLURM}/progress.sh && nc_requeue_guard {run_dir} 3"],
+                          env={**os.environ, "SLURM_RESTART_COUNT": str(restart), "SLURM_JOB_ID": "777"},
+                          capture_output=True, text=True)
+
+
+def test_requeues_that_save_nothing_stop_after_max_stalled(tmp_path):
+    run_dir = tmp_path / "run"
+    assert _guard(run_dir, 0).returncode == 0  # the first job records what the folder holds
+    assert [_guard(run_dir, k).returncode for k in (1, 2)] == [0, 0]  # two jobs saved nothing: still allowed
+    ckpt = run_dir / "stages/1-math/checkpoint/step_000004"
+    ckpt.mkdir(parents=True)
+    (ckpt / "meta.json").write_text("{}")  # the third job saved a checkpoint: progress, the count starts over
+    assert [_guard(run_dir, k).returncode for k in (3, 4, 5)] == [0, 0, 0]
+    (run_dir / "stages/1-math/metrics.jsonl").write_text("{}\n")  # logs alone are no progress
+    stalled = _guard(run_dir, 6)
+    assert stalled.returncode == 1 and stalled.stderr.strip() == (
+        f"nemo-cascade: error: job 777: the last 3 jobs saved nothing in {run_dir} (MAX_STALLED_REQUEUES=3): "
+        "not running again; see the job log above for why")
+    part = run_dir / "stages/1-math/rollouts/step_000005/rank00000-round00-00000.jsonl"
+    part.parent.mkdir(parents=True)
+    part.write_text("{}\n")  # a rollout checkpoint of a step longer than the job is progress too
+    assert _guard(run_dir, 7).returncode == 0
+
+
+@pytest.mark.parametrize("prints, expected", [("2026-12-05T14:59:30", "2026-12-05 14:59:30"), ("N/A", "")])
+def test_the_job_s_end_is_handed_to_the_run(tmp_path, prints, expected):
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/bash\n[[ $3 == 777 && $5 == %e ]] && echo '{prints}'\n")
+    squeue.chmod(0o755)
+    proc = subprocess.run(["bash", "-c", f"source {SLURM}/progress.sh && nc_job_end && "
+                           'echo "${NEMO_CASCADE_JOB_END:+$(date -d @$NEMO_CASCADE_JOB_END "+%F %T")}"'],
+                          env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_ID": "777"},
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == expected, proc.stderr

@@ -131,7 +131,7 @@ def test_parts_are_whole_json_lines_with_a_header(tmp_path):
 
 
 def test_a_gate_chunk_of_another_model_or_settings_is_evaluated_again(tmp_path, caplog):
-    """evaluate/row_progress.py: a part names the model's weight files and the suite's settings."""
+    """evaluate/row_progress.py: a chunk's groups name the model's weight files and the suite's settings."""
     from nemo_cascade.evaluate.row_progress import RowProgress
 
     model, other = tmp_path / "model", tmp_path / "other"
@@ -140,15 +140,19 @@ def test_a_gate_chunk_of_another_model_or_settings_is_evaluated_again(tmp_path, 
         (folder / "model.safetensors").write_bytes(data)
     ps = prompts(2)
     row = tmp_path / "row"
-    RowProgress(row, model).save_chunk("gsm8k", {"t": 0.6}, 4, [scored(p, k) for k, p in enumerate(ps)])
-    back = RowProgress(row, model).chunk("gsm8k", {"t": 0.6}, 4, ps, G)
-    assert back is not None and all(same(a, scored(p, k)) for k, (a, p) in enumerate(zip(back, ps)))
+    store = RowProgress(row, model, 0).chunks("gsm8k", {"t": 0.6})
+    store.saved(64, 0, ps, G)
+    store.keep(1, scored(ps[1], 1))
+    back = RowProgress(row, model, 0).chunks("gsm8k", {"t": 0.6}).saved(64, 0, ps, G)
+    assert list(back) == [1] and same(back[1], scored(ps[1], 1))
     with caplog.at_level(logging.WARNING):
-        assert RowProgress(row, model).chunk("gsm8k", {"t": 0.7}, 4, ps, G) is None
+        assert RowProgress(row, model, 0).chunks("gsm8k", {"t": 0.7}).saved(64, 0, ps, G) == {}
     assert "written with identity=" in caplog.records[-1].getMessage()
-    RowProgress(row, model).save_chunk("gsm8k", {"t": 0.6}, 4, [scored(p, k) for k, p in enumerate(ps)])
+    store = RowProgress(row, model, 0).chunks("gsm8k", {"t": 0.6})
+    store.saved(64, 0, ps, G)
+    store.keep(1, scored(ps[1], 1))
     with caplog.at_level(logging.WARNING):
-        assert RowProgress(row, other).chunk("gsm8k", {"t": 0.6}, 4, ps, G) is None
+        assert RowProgress(row, other, 0).chunks("gsm8k", {"t": 0.6}).saved(64, 0, ps, G) == {}
     RowProgress(row, model).save_suite("gsm8k", {"t": 0.6}, {"metrics": {"avg@1": 0.5}})
     assert RowProgress(row, model).suite("gsm8k", {"t": 0.6}) == {"metrics": {"avg@1": 0.5}}
     assert RowProgress(row, other).suite("gsm8k", {"t": 0.6}) is None
@@ -156,3 +160,15 @@ def test_a_gate_chunk_of_another_model_or_settings_is_evaluated_again(tmp_path, 
     assert RowProgress(row, model).suite("gsm8k", {"t": 0.6}) is None
     RowProgress(row, model).remove()
     assert not (row / "eval_partial").exists()
+
+
+def test_a_group_waits_at_most_the_flush_interval_even_when_no_other_group_comes(tmp_path):
+    ps = prompts(2)
+    saver = StepRollouts(tmp_path, "x", flush_seconds=0.3)
+    saver.saved(1, 0, ps, G)
+    saver.keep(0, scored(ps[0], 0))  # within the interval of the round's start: it waits
+    assert not (tmp_path / "step_000001").exists()
+    deadline = time.monotonic() + 5
+    while not (tmp_path / "step_000001").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(StepRollouts(tmp_path, "x", 0).saved(1, 0, ps, G)) == [0], "the timer wrote it"
