@@ -466,7 +466,7 @@ class CascadeRun:
             self.gate.evaluate(self.engine, row, weights, rm_url, only_pairwise, stop_due)
         except GateStopped as e:
             why = (f"on request ({stop_request.reason(self.out)})" if stop_request.requested(self.out) else
-                   f"before the job's end ({self.deadline.describe()})")
+                   f"before the job's end at {time.strftime('%F %T', time.localtime(self.deadline.end or 0))}")
             raise stop_request.StopRequested(
                 f"stopped {why} in the gate of {row.name}, {e}; its finished items are kept in "
                 f"{row / 'eval_partial'}; run the same command again to continue") from None

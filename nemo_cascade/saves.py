@@ -70,7 +70,7 @@ class Saves:
         if self.run_dir is not None and stop_request.requested(self.run_dir):
             return f"on request ({stop_request.reason(self.run_dir)})"
         if self.deadline is not None and self.deadline.end is not None:
-            return f"before the job's end ({self.deadline.describe()})"
+            return f"before the job's end at {time.strftime('%F %T', time.localtime(self.deadline.end))}"
         return "on request"
 
     def after(self, step: int, total: int, actor, data_state: dict, stage: str = "",

@@ -43,8 +43,9 @@ Reproducibility
     gives the G samples of a request the seeds ``seed + i``. On CPU, sampling is a Gumbel-max with a
     per-request generator, so the same prompts, weights and step give the same tokens (tested), and with
     split-KV attention off (``VLLM_CPU_ATTN_SPLIT_KV=0``, set unless the environment sets it) a prompt samples
-    the same bits in any batch: a resumed step that generates a subset equals the whole batch's groups. On GPUs, kernels add their own non-determinism. Pass ``step=`` to ``generate`` so
-    a resumed run draws the same randomness as an uninterrupted one.
+    the same bits in any batch: a resumed step that generates a subset equals the whole batch's groups. On
+    GPUs, kernels add their own non-determinism. Pass ``step=`` to ``generate`` so a resumed run draws the
+    same randomness as an uninterrupted one.
 
 CPU specifics
     KV cache: ``rollout.kv_cache_gib`` is passed as ``kv_cache_memory_bytes`` (fractional GiB allowed); a

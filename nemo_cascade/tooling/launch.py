@@ -145,7 +145,8 @@ def _stage_job_lines(site: Site, name: str) -> list[str]:
     stops itself before its end instead (deadline.py), exits 75, and the batch shell requeues the job (nemo-run's
     TORCHX_MAX_RETRIES = MAX_REQUEUES); ``afterok`` holds while it is requeued."""
     repo, run = site.mounts[0][0], f"{site.mounts[1][0]}/{name}"
-    return [f"source {shlex.quote(repo)}/slurm/progress.sh",
+    # nemo-run's batch shell traces every line (set -vx): not the sourced file's
+    return ["{ set +vx; } 2>/dev/null", f"source {shlex.quote(repo)}/slurm/progress.sh", "set -x",
             f"nc_requeue_guard {shlex.quote(run)} {site.max_stalled} || exit 1", "nc_job_end"]
 
 

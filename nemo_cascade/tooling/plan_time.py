@@ -346,8 +346,9 @@ def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Ha
     lines = [f"time: a job of {time_limit} has ≈ {_duration(budget)} for work (less start-up, save and stop "
              f"margin); a GRPO step stopped by the job's end keeps its finished groups; saves also every "
              f"checkpoint_every steps or after {minutes:g} min (checkpoint_every_minutes), whichever comes first",
-             "", "| stage | kind | tokens / step | generate | one wave | train | step | save every | progress per job "
-             "| jobs | steps | stage time | GPU-hours |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "", "| stage | kind | tokens / step | generate | one wave | train | step | save every "
+                 "| progress per job | jobs | steps | stage time | GPU-hours |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in times:
         gen, wave = (_duration(t.generate_s), _duration(t.wave_s)) if t.kind == "grpo" else ("—", "—")
         lines.append(f"| {t.name} | {t.kind} | {_count(t.tokens)} | {gen} | {wave} | {_duration(t.train_s)} | "

@@ -230,7 +230,8 @@ def test_slurm_dry_run_renders_one_sbatch_per_task_with_dependencies(tmp_path):
         assert 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)' in t
         # requeued until done: the run saves before its end (exit 75), nemo-run's batch shell requeues it
         assert "export TORCHX_MAX_RETRIES=2000" in t
-        assert f"source {ROOT}/slurm/progress.sh\nnc_requeue_guard /lustre/runs/tiny 3 || exit 1\nnc_job_end" in t
+        assert (f"source {ROOT}/slurm/progress.sh\nset -x\nnc_requeue_guard /lustre/runs/tiny 3 || exit 1\n"
+                "nc_job_end") in t
         assert "cd /workspace/nemo-cascade\nsource slurm/env.sh\n" in t
         task = next(line for line in t.splitlines() if line.startswith("exec python -m nemo_cascade.tooling.launch task"))
         assert f"--stage {stage} " in task and ("--earlier" not in task if k == 0 else

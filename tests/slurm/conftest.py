@@ -16,7 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "local_slurm.sh"
 VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
-PORT_BASE = "26800"  # not the tool's default: a developer's own local cluster may be running beside the tests
+# Not the tool's default: a developer's own local cluster may be running beside the tests (or a second test run).
+PORT_BASE = os.environ.get("NEMO_CASCADE_TEST_SLURM_PORT_BASE", "26800")
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
 
 

@@ -1,9 +1,11 @@
 """A GRPO step longer than its Slurm job (docs/launch.md "Requeue and resume"): jobs of a 2-minute time limit run
-an RLHF step whose scoring (a reward model behind a proxy that answers each request after 12 s: 8 groups, 96 s)
-outlasts what a job has for work. Each job's run reads its end (squeue, in the batch shell), stops inside the
-step before it, keeping the groups scored so far (rollout checkpoints), and the batch shell requeues the job;
-the next job scores only the rest. The chain reaches the end, and its export, every logged number and every gate
-score equal an uninterrupted run's bit for bit."""
+an RLHF step whose scoring (a reward model behind a proxy that answers each request after 10 s: 8 groups, 80 s)
+outlasts what a job has for work (2 minutes less start-up, the base row of the gate and a 50 s stop margin —
+Slurm sends its time-limit signal up to half a minute early, and the run must stop before it). Each job's run
+reads its end (squeue, in the batch shell), stops inside the step before it, keeping the groups scored so far
+(rollout checkpoints), and the batch shell requeues the job; the next job scores only the rest. The chain
+reaches the end, and its export, every logged number and every gate score equal an uninterrupted run's bit for
+bit."""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,7 @@ from tests.slurm.conftest import ROOT
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 RECIPE = "tests/slurm/recipes.py:rlhf_in_short_jobs"
-DELAY_S = 12.0
+DELAY_S = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -35,32 +37,20 @@ def reward_model(tmp_path_factory):
         server.stop()
 
 
-def test_a_step_longer_than_its_job_finishes_over_requeues_bit_exact(cluster, reward_model, tmp_path):
-    url = f"stages.rlhf.reward.reward_model_url={reward_model.url}"
-    straight = subprocess.run(
-        [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", RECIPE, f"run_root={tmp_path / 'straight'}", url],
+@pytest.fixture(scope="module")
+def straight(cluster, reward_model, tmp_path_factory) -> Path:
+    """The uninterrupted run (no Slurm, no delay): the reference."""
+    root = tmp_path_factory.mktemp("straight")
+    proc = subprocess.run(
+        [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", RECIPE, f"run_root={root}",
+         f"stages.rlhf.reward.reward_model_url={reward_model.url}"],
         capture_output=True, text=True, cwd=ROOT, timeout=900,
         env={k: v for k, v in cluster.env.items() if k != "SLURM_CONF"})
-    assert straight.returncode == 0, straight.stderr[-3000:]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root / "short-jobs"
 
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    reward_model.delay = DELAY_S
-    try:
-        job = cluster.sbatch("--time=2", "--signal=B:USR1@5", "--gpus-per-node=1", f"--output={runs}/job-%j.log",
-                             "slurm/cascade_8b.sh", url, "stop_margin_seconds=20", "rollout_checkpoint_seconds=0",
-                             env={"RUN_DIR": str(runs), "RECIPE": RECIPE, "RUN_NAME": "short-jobs"})
-        state = cluster.wait_done(job, 1200)
-    finally:
-        reward_model.delay = 0.0
-    log = (runs / f"job-{job}.log").read_text(errors="replace")
-    assert state == "COMPLETED", log[-4000:]
-    assert cluster.restarts(job) >= 1, log[-4000:]
-    stops = [line for line in log.splitlines() if "nemo-cascade: stopped before the job's end" in line]
-    assert stops and all(" in step 0 of stage rlhf, during generation; " in s for s in stops), log[-4000:]
-    assert f"the run stopped before the job's end (exit 75): requeueing job {job} (restart 1 of" in log
-    assert "SIGUSR1" not in log, "each job stopped by itself, before the time-limit signal"
-    a, b = tmp_path / "straight" / "short-jobs", runs / "short-jobs"
+
+def _equal_to_straight(a: Path, b: Path) -> None:
     assert _metrics(a, "0-rlhf") == _metrics(b, "0-rlhf")
     assert (a / "stages/0-rlhf/hf/model.safetensors").read_bytes() == \
         (b / "stages/0-rlhf/hf/model.safetensors").read_bytes()
@@ -68,3 +58,50 @@ def test_a_step_longer_than_its_job_finishes_over_requeues_bit_exact(cluster, re
     assert _scores(a / "stages/0-rlhf") == _scores(b / "stages/0-rlhf")
     assert json.loads((b / "manifest.json").read_text())["stages"]["rlhf"]["status"] == "done"
     assert not (b / "stages/0-rlhf/rollouts").exists()
+
+
+def test_a_step_longer_than_its_job_finishes_over_requeues_bit_exact(cluster, reward_model, straight, tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    reward_model.delay = 14.0  # 112 s of scoring: three jobs
+    try:
+        job = cluster.sbatch("--time=2", "--signal=B:USR1@5", "--gpus-per-node=1", f"--output={runs}/job-%j.log",
+                             "slurm/cascade_8b.sh", f"stages.rlhf.reward.reward_model_url={reward_model.url}",
+                             "stop_margin_seconds=50", "rollout_checkpoint_seconds=0",
+                             env={"RUN_DIR": str(runs), "RECIPE": RECIPE, "RUN_NAME": "short-jobs"})
+        state = cluster.wait_done(job, 1200)
+    finally:
+        reward_model.delay = 0.0
+    log = (runs / f"job-{job}.log").read_text(errors="replace")
+    assert state == "COMPLETED", log[-4000:]
+    assert cluster.restarts(job) >= 2, log[-4000:]
+    stops = [line for line in log.splitlines() if line.startswith("nemo-cascade: stopped before the job's end at")]
+    assert len(stops) >= 2 and all(" in step 0 of stage rlhf, during generation; " in s for s in stops), log[-4000:]
+    assert f"the run stopped before the job's end (exit 75): requeueing job {job} (restart 2 of" in log
+    assert "SIGUSR1" not in log, "each job stopped by itself, before the time-limit signal"
+    _equal_to_straight(straight, runs / "short-jobs")
+
+
+def test_a_launched_stage_job_saves_before_its_end_and_is_requeued(cluster, reward_model, straight, tmp_path):
+    """The same through `nemo-cascade launch --executor slurm`: nemo-run's batch shell hands the job's end to the
+    run and requeues the job when it stops (exit 75); the launcher sees the job succeed in the end."""
+    reward_model.delay = DELAY_S
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "nemo_cascade.tooling.cli", "launch", RECIPE, "--executor", "slurm", "--watch",
+             f"stages.rlhf.reward.reward_model_url={reward_model.url}", "stop_margin_seconds=50",
+             "rollout_checkpoint_seconds=0"],
+            capture_output=True, text=True, cwd=ROOT, timeout=1200,
+            env={**cluster.env, "ACCOUNT": "acct", "RUN_DIR": str(tmp_path / "runs"), "TIME": "00:02:00",
+                 "NEMORUN_HOME": str(tmp_path / "nemorun-home")})
+    finally:
+        reward_model.delay = 0.0
+    (tmp_path / "launch.out").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "every job succeeded (rlhf)" in proc.stdout
+    jobs = [line.split("|")[0] for line in cluster.cmd("sacct", "-n", "-X", "-P", "-o", "JobID,JobName").splitlines()
+            if line.endswith("|nemo-cascade-short-jobs.rlhf")]
+    assert len(jobs) == 1 and cluster.restarts(jobs[0]) >= 1, proc.stdout
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "nemorun-home").rglob("log-*.out"))
+    assert "nemo-cascade: stopped before the job's end at" in logs and " in step 0 of stage rlhf, " in logs
+    _equal_to_straight(straight, tmp_path / "runs" / "short-jobs")
