@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_resume import CuttableProxy, _metrics, _scores
+from tests.integration.test_resume import _metrics, _scores, served_reward_model
 from tests.slurm.conftest import ROOT
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -27,14 +27,8 @@ DELAY_S = 10.0
 
 @pytest.fixture(scope="module")
 def reward_model(tmp_path_factory):
-    from tests.integration._remote_helpers import tiny_reward_model_server
-
-    server = tiny_reward_model_server(tmp_path_factory.mktemp("rm"))
-    try:
-        server.start()
-        yield CuttableProxy(int(server.url.rsplit(":", 1)[1]))
-    finally:
-        server.stop()
+    with served_reward_model(tmp_path_factory.mktemp("rm")) as proxy:
+        yield proxy
 
 
 @pytest.fixture(scope="module")
