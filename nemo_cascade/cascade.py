@@ -33,7 +33,6 @@ from nemo_cascade.forgetting import Gate, GateStop
 from nemo_cascade.lineage import Manifest, reset_stages, stage_status
 from nemo_cascade.preflight import check_cascade, check_endpoints, check_tokenizer, stages_to_run
 from nemo_cascade.deadline import Deadline, job_end_time
-from nemo_cascade.evaluate.runner import GateStopped
 from nemo_cascade.saves import Saves
 from nemo_cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
 from nemo_cascade.step_rollouts import StepRollouts
@@ -457,19 +456,7 @@ class CascadeRun:
         self._report()
 
     def _evaluate_row(self, row: Path, weights: str, rm_url: str = "", only_pairwise: bool = False) -> None:
-        """The gate's suites on one row; a stop request or the job's end stops it between chunks of items, the
-        finished ones kept (evaluate/row_progress.py), and the run ends as after a training step."""
-        def stop_due() -> bool:
-            return stop_request.requested(self.out) or self.deadline.due()
-
-        try:
-            self.gate.evaluate(self.engine, row, weights, rm_url, only_pairwise, stop_due)
-        except GateStopped as e:
-            why = (f"on request ({stop_request.reason(self.out)})" if stop_request.requested(self.out) else
-                   f"before the job's end at {time.strftime('%F %T', time.localtime(self.deadline.end or 0))}")
-            raise stop_request.StopRequested(
-                f"stopped {why} in the gate of {row.name}, {e}; its finished items are kept in "
-                f"{row / 'eval_partial'}; run the same command again to continue") from None
+        self.gate.evaluate_row(self.engine, row, weights, rm_url, only_pairwise, self.out, self.deadline)
 
     def _policy_row(self, k: int) -> Path | None:
         """The matrix row of the policy that stage k starts from (the last policy stage before it, or the base);

@@ -18,14 +18,16 @@ the manifest and either logged or end the cascade.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
 from nemo_cascade import config
-from nemo_cascade import ranks
+from nemo_cascade import ranks, stop_request
+from nemo_cascade.deadline import Deadline
 from nemo_cascade.evaluate import stage_scores
-from nemo_cascade.evaluate.runner import EvalSettings, context_needed, prepare, run_suite
+from nemo_cascade.evaluate.runner import EvalSettings, GateStopped, context_needed, prepare, run_suite
 from nemo_cascade.evaluate.eval_output import provenance, read_eval, write_eval
 from nemo_cascade.evaluate.row_progress import RowProgress
 from nemo_cascade.faults import crash_point
@@ -106,6 +108,24 @@ class Gate:
             write_eval(out_dir, results, provenance(checkpoint, checkpoint))
         ranks.barrier()
         progress.remove()
+
+    def evaluate_row(self, engine, row: Path, weights: str, rm_url: str, only_pairwise: bool, run_dir: Path,
+                     deadline: Deadline) -> None:
+        """:meth:`evaluate` on one row, stopping between engine steps or chunks of items when a stop request
+        (stop_request.py) or the job's end (``deadline``) comes: the finished items are kept and the run ends
+        as after a training step (``StopRequested``, exit 75)."""
+        def stop_due() -> bool:
+            return stop_request.requested(run_dir) or deadline.due()
+
+        try:
+            self.evaluate(engine, row, weights, rm_url, only_pairwise, stop_due)
+        except GateStopped as e:
+            end = time.strftime("%F %T", time.localtime(deadline.end or 0))
+            why = (f"on request ({stop_request.reason(run_dir)})" if stop_request.requested(run_dir) else
+                   f"before the job's end at {end}")
+            raise stop_request.StopRequested(
+                f"stopped {why} in the gate of {row.name}, {e}; its finished items are kept in "
+                f"{row / 'eval_partial'}; run the same command again to continue") from None
 
     def check(self, row_dirs: list[Path], current: Path) -> list[stage_scores.Regression]:
         """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in order)."""

@@ -355,10 +355,13 @@ class _Gate:
     def __init__(self):
         self.evaluated, self.checked = [], []
 
-    def evaluate(self, engine, out_dir, checkpoint, rm_url="", only_pairwise=False, should_stop=None):
+    def evaluate(self, engine, out_dir, checkpoint, rm_url="", only_pairwise=False):
         self.evaluated.append((Path(out_dir).name, only_pairwise))
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "eval.json").write_text("{}")
+
+    def evaluate_row(self, engine, row, weights, rm_url, only_pairwise, run_dir, deadline):
+        self.evaluate(engine, row, weights, rm_url, only_pairwise)
 
     def check(self, rows, current):
         self.checked.append(([Path(r).name for r in rows], Path(current).name))
@@ -396,7 +399,7 @@ def _run(monkeypatch, tmp_path, stages, done=()):
     run.gate, run.manifest, run.engine = _Gate(), _Manifest(done), _Sleeper()
     run.actor = type("A", (), {"hf_path": "base-model"})()
     run.weights_from, run.rows = "base-model", [run.out / "base"]
-    run.deadline = cascade.Deadline(None, 0)
+    run.deadline = None  # the fake gate stops for nothing
     run.reward_models, run.urls, run.servers = {}, {}, {}
     run.reports = []
     run._report = lambda: run.reports.append(len(run.rows))

@@ -112,3 +112,29 @@ def test_the_launcher_turns_sigusr1_into_a_request_and_drops_an_old_one(tmp_path
         assert stop_request.reason(tmp_path / "r") == "SIGUSR1 to nemo-cascade run"
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_stop_inside_a_gate_row_ends_the_run_as_after_a_step(tmp_path):
+    """forgetting.Gate.evaluate_row: the row's finished items are kept (row_progress.py) and the run ends with
+    StopRequested, naming why and where the items are."""
+    from nemo_cascade.deadline import Deadline
+    from nemo_cascade.evaluate.runner import GateStopped
+    from nemo_cascade.forgetting import Gate
+
+    gate, seen = object.__new__(Gate), []
+
+    def evaluate(engine, row, weights, rm_url, only_pairwise, should_stop):
+        seen.append(should_stop())
+        raise GateStopped("suite gsm8k, after 64 of its 128 items here")
+
+    gate.evaluate = evaluate
+    stop_request.request(tmp_path, "SIGUSR1 to job 9")
+    with pytest.raises(stop_request.StopRequested) as e:
+        gate.evaluate_row(None, tmp_path / "stages/0-sft", "w", "", False, tmp_path, Deadline(None, 0))
+    assert seen == [True] and str(e.value) == (
+        "stopped on request (SIGUSR1 to job 9) in the gate of 0-sft, suite gsm8k, after 64 of its 128 items here; "
+        f"its finished items are kept in {tmp_path / 'stages/0-sft/eval_partial'}; run the same command again to "
+        "continue")
+    stop_request.clear(tmp_path)
+    with pytest.raises(stop_request.StopRequested, match=r"stopped before the job.s end at 19\d\d-"):
+        gate.evaluate_row(None, tmp_path / "base", "w", "", False, tmp_path, Deadline(10.0, 0))
