@@ -1,12 +1,13 @@
 """The job's end, and when the run must stop so that its save is done before it.
 
-A Slurm job is killed at its time limit; the signal that warns of it may come late (``--signal=B:USR1@120``
-before a 5-minute save), or never (a site, or a scheduler, that sends none). So the run reads its job's end
-time itself — ``NEMO_CASCADE_JOB_END`` (seconds since the epoch; for other schedulers and for tests), else
-``SLURM_JOB_END_TIME`` (Slurm 23.02 and later), else ``squeue -j $SLURM_JOB_ID -o %e`` — and asks itself to stop
-once the time left is no more than its save time plus a margin. The save time is the longest measured (this
-job's saves, or the one recorded in the checkpoint it resumed from); the margin covers leaving the process and,
-before any save was measured, the save itself (``Cascade.stop_margin_seconds``). docs/reliability.md.
+A Slurm job is killed at its time limit; the signal that warns of it may come late
+(``--signal=B:USR1@120`` before a 5-minute save), or never (a site, or a scheduler, that sends
+none). So the run reads its job's end time itself — ``NEMO_CASCADE_JOB_END`` (seconds since the
+epoch; for other schedulers and for tests), else ``SLURM_JOB_END_TIME`` (Slurm 23.02 and later),
+else ``squeue -j $SLURM_JOB_ID -o %e`` — and asks itself to stop once the time left is no more than
+its save time plus a margin. The save time is the longest measured (this job's saves, or the one
+recorded in the checkpoint it resumed from); the margin covers leaving the process and, before any
+save was measured, the save itself (``Cascade.stop_margin_seconds``). docs/reliability.md.
 """
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ def job_end_time() -> float | None:
 
 
 def _squeue_end(job: str) -> float | None:
-    """Slurm's planned end of ``job`` (its local time, as squeue prints it); None if squeue cannot say (no
-    limit: ``N/A``, ``Unknown``; no squeue on this node)."""
+    """Slurm's planned end of ``job`` (its local time, as squeue prints it); None if squeue
+    cannot say (no limit: ``N/A``, ``Unknown``; no squeue on this node)."""
     try:
         out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%e"], capture_output=True, text=True,
                              timeout=60).stdout.strip()
@@ -47,8 +48,8 @@ def _squeue_end(job: str) -> float | None:
 
 @dataclass
 class Deadline:
-    """When a run that ends at ``end`` (None: no known end) stops: ``save_seconds`` (the longest save measured)
-    plus ``margin_seconds`` before it."""
+    """When a run that ends at ``end`` (None: no known end) stops: ``save_seconds`` (the longest
+    save measured) plus ``margin_seconds`` before it."""
 
     end: float | None
     margin_seconds: float
@@ -58,7 +59,8 @@ class Deadline:
         return None if self.end is None else self.end - self.margin_seconds - self.save_seconds
 
     def due(self, work_seconds: float = 0.0) -> bool:
-        """Whether ``work_seconds`` more of work (e.g. a step's update) would leave too little time to save."""
+        """Whether ``work_seconds`` more of work (e.g. a step's update) would leave too little
+        time to save."""
         at = self.stop_at()
         return at is not None and time.time() + work_seconds >= at
 

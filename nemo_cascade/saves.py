@@ -1,10 +1,11 @@
-"""A stage's resumable state over a job's life: checkpoints, rollout checkpoints, stop requests, the deadline.
-
-docs/reliability.md tells the whole story; in short, a stage saves a checkpoint every ``Stage.checkpoint_every``
-steps and every ``Cascade.checkpoint_every_minutes``, its GRPO steps write their finished groups as they go
-(step_rollouts.py), and it stops — saving first — on a stop request (stop_request.py) or when the job's end is
-so near that only the save still fits (deadline.py). A stop inside a step saves the state the step began with
-and keeps the step's groups, so the resumed step generates only what is missing.
+"""A stage's resumable state over a job's life: checkpoints, rollout checkpoints, stop requests, the
+deadline.
+docs/reliability.md tells the whole story; in short, a stage saves a checkpoint every
+``Stage.checkpoint_every`` steps and every ``Cascade.checkpoint_every_minutes``, its GRPO steps
+write their finished groups as they go (step_rollouts.py), and it stops — saving first — on a stop
+request (stop_request.py) or when the job's end is so near that only the save still fits
+(deadline.py). A stop inside a step saves the state the step began with and keeps the step's groups,
+so the resumed step generates only what is missing.
 """
 from __future__ import annotations
 
@@ -17,15 +18,15 @@ from nemo_cascade.deadline import Deadline
 from nemo_cascade.step_rollouts import StepRollouts
 
 LOOK_EVERY_SECONDS = 1.0
-"""The stop-request file is looked at no more often than this by one rank (a stat on a shared filesystem per
-few engine steps of every rank would load its metadata server for nothing)."""
+"""The stop-request file is looked at no more often than this by one rank (a stat on a shared
+filesystem per few engine steps of every rank would load its metadata server for nothing)."""
 
 
 @dataclass
 class Saves:
-    """A stage's resumable checkpoints (checkpoint.py) under ``root``, the newest ``keep`` kept: every ``every``
-    steps, once ``every_minutes`` of wall time have passed since the last save, and when a stop is due (a
-    request, or the ``deadline``: the run then ends after the save)."""
+    """A stage's resumable checkpoints (checkpoint.py) under ``root``, the newest ``keep`` kept:
+    every ``every`` steps, once ``every_minutes`` of wall time have passed since the last save,
+    and when a stop is due (a request, or the ``deadline``: the run then ends after the save)."""
     root: Path
     every: int
     keep: int
@@ -54,8 +55,8 @@ class Saves:
         return step + 1
 
     def stop_due(self, work_seconds: float = 0.0) -> bool:
-        """This rank's view (callers agree over ranks): a stop was requested, or ``work_seconds`` more of work
-        would leave too little time to save before the job's end."""
+        """This rank's view (callers agree over ranks): a stop was requested, or ``work_seconds``
+        more of work would leave too little time to save before the job's end."""
         if self.deadline is not None and self.deadline.due(work_seconds):
             return True
         if self.run_dir is None:
@@ -66,7 +67,8 @@ class Saves:
         return seen
 
     def stop_reason(self) -> str:
-        """Why the stop is due, for the run's last line: ``on request (…)`` or ``before the job's end (…)``."""
+        """Why the stop is due, for the run's last line: ``on request (…)`` or ``before the job's
+        end (…)``."""
         if self.run_dir is not None and stop_request.requested(self.run_dir):
             return f"on request ({stop_request.reason(self.run_dir)})"
         if self.deadline is not None and self.deadline.end is not None:
@@ -75,15 +77,17 @@ class Saves:
 
     def after(self, step: int, total: int, actor, data_state: dict, stage: str = "",
               next_step_seconds: float = 0.0) -> None:
-        """After step ``step``: save if a save is due; raise StopRequested (after saving) when a stop is due —
-        also when a next step of ``next_step_seconds`` (one that cannot stop midway) would end too late.
-        Every rank calls it and all take the same decision: the wall clock is rank 0's, a stop any rank's."""
+        """After step ``step``: save if a save is due; raise StopRequested (after saving) when a
+        stop is due — also when a next step of ``next_step_seconds`` (one that cannot stop
+        midway) would end too late. Every rank calls it and all take the same decision: the wall
+        clock is rank 0's, a stop any rank's."""
         timed = bool(self.every_minutes) and time.monotonic() - self.saved_at >= 60 * self.every_minutes
         self._looked = (float("-inf"), False)  # between steps: look at the file now
         parts = ranks.gather_shares([(timed, self.stop_due(next_step_seconds))])
         timed, stop = parts[0][0], any(p[1] for p in parts)
         by_steps = bool(self.every) and (step + 1) % self.every == 0
-        # The last step's state is the stage's export: a save there only serves a stop before the export.
+        # The last step's state is the stage's export: a save there only serves a stop before the
+        # export.
         if stop or ((by_steps or timed) and step + 1 < total):
             self._save(step, actor, data_state)
         if stop:
@@ -104,10 +108,11 @@ class Saves:
         return path
 
     def before_stop(self, step: int, start: int, actor, data_state: dict, rng: dict) -> str:
-        """Step ``step`` cannot finish (a stop inside it, or its reward server is gone): save the state after
-        step ``step - 1`` — ``data_state`` and ``rng`` as they were when ``step`` began — unless a checkpoint of
-        it exists already. A resume then repeats ``step`` exactly (with the groups it saved, step_rollouts.py);
-        the stop loses no finished step. Returns where the state is."""
+        """Step ``step`` cannot finish (a stop inside it, or its reward server is gone): save the
+        state after step ``step - 1`` — ``data_state`` and ``rng`` as they were when ``step``
+        began — unless a checkpoint of it exists already. A resume then repeats ``step`` exactly
+        (with the groups it saved, step_rollouts.py); the stop loses no finished step. Returns
+        where the state is."""
         if step == start:  # nothing finished since the checkpoint this run resumed from (or since the start)
             return f"resumes from {self.resume_from}" if self.resume_from else "nothing to save before step 0"
         path = self.root / f"step_{step - 1:06d}"

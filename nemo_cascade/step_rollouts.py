@@ -1,18 +1,19 @@
-"""Rollout checkpoints: the scored groups of an unfinished GRPO step, kept so that a stop loses no generation.
-
-At the paper's response lengths one code-RL step can outlast a 4-hour job; a checkpoint after the step would
-never be reached. So every rank writes its groups to the stage folder as they finish (scored, or generated
-when scoring waits for the whole batch), at most every ``flush_seconds``, and all of them at the end of each
-generation round. A resumed step finds them and generates only the prompts that have none, with the seeds
-the whole batch would have used (``RolloutEngine.generate(positions=...)``) and the weights the step began
-with (the checkpoint after the step before), so on CPU it equals an uninterrupted step bit for bit.
-
-Layout: ``rollouts/step_{step:06d}/rank{r:05d}-round{k:02d}-{part:05d}.jsonl``. A part's first line is its
-header (step, round, rank, world, the run's identity, the number of groups and the sha256 of the lines after
-it); each further line is one group with its place in the rank's share of the round. Parts are written whole
-and renamed into place (files.py), later parts override earlier ones' groups. A part that does not belong
-— another step, round, world size or identity (config and seed), a prompt that is not the one at its place,
-a damaged file — is set aside with one log line naming it and why, and its groups are generated again.
+"""Rollout checkpoints: the scored groups of an unfinished GRPO step, kept so that a stop loses no
+generation.
+At the paper's response lengths one code-RL step can outlast a 4-hour job; a checkpoint after the
+step would never be reached. So every rank writes its groups to the stage folder as they finish
+(scored, or generated when scoring waits for the whole batch), at most every ``flush_seconds``, and
+all of them at the end of each generation round. A resumed step finds them and generates only the
+prompts that have none, with the seeds the whole batch would have used
+(``RolloutEngine.generate(positions=...)``) and the weights the step began with (the checkpoint
+after the step before), so on CPU it equals an uninterrupted step bit for bit.
+Layout: ``rollouts/step_{step:06d}/rank{r:05d}-round{k:02d}-{part:05d}.jsonl``. A part's first line
+is its header (step, round, rank, world, the run's identity, the number of groups and the sha256 of
+the lines after it); each further line is one group with its place in the rank's share of the round.
+Parts are written whole and renamed into place (files.py), later parts override earlier ones'
+groups. A part that does not belong — another step, round, world size or identity (config and seed),
+a prompt that is not the one at its place, a damaged file — is set aside with one log line naming it
+and why, and its groups are generated again.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ log = logging.getLogger(__name__)
 
 
 def prompt_digest(prompt: Prompt) -> str:
-    """What ties a saved group to its prompt: the sha256 of the prompt's token ids (and its uid, for logs)."""
+    """What ties a saved group to its prompt: the sha256 of the prompt's token ids (and its uid,
+    for logs)."""
     return hashlib.sha256(json.dumps(prompt.prompt_tokens).encode()).hexdigest()[:16]
 
 
@@ -48,7 +50,8 @@ def _encode(index: int, group: PromptGroup) -> str:
 
 
 def _decode(line: str, prompts: list[Prompt], group_size: int) -> tuple[int, PromptGroup]:
-    """One saved group, bound to the live prompt at its place; ValueError if it is not that prompt's."""
+    """One saved group, bound to the live prompt at its place; ValueError if it is not that
+    prompt's."""
     row = json.loads(line)
     index = row["index"]
     if not 0 <= index < len(prompts) or row["prompt"] != prompt_digest(prompts[index]):
@@ -62,8 +65,8 @@ def _decode(line: str, prompts: list[Prompt], group_size: int) -> tuple[int, Pro
 
 
 def write_part(path: Path, header: dict, groups: dict[int, PromptGroup]) -> None:
-    """Write ``groups`` (by place) as one part file, whole or not at all: ``header`` (what they belong to), the
-    format, their number and the sha256 of their lines, then one line per group."""
+    """Write ``groups`` (by place) as one part file, whole or not at all: ``header`` (what they
+    belong to), the format, their number and the sha256 of their lines, then one line per group."""
     body = "".join(_encode(i, g) + "\n" for i, g in sorted(groups.items()))
     head = {"format": FORMAT, **header, "groups": len(groups), "sha256": hashlib.sha256(body.encode()).hexdigest()}
     with replaced_atomically(path) as tmp:
@@ -71,8 +74,9 @@ def write_part(path: Path, header: dict, groups: dict[int, PromptGroup]) -> None
 
 
 def read_part(path: Path, expected: dict, prompts: list[Prompt], group_size: int) -> dict[int, PromptGroup]:
-    """The groups of the part file ``path`` by place, bound to ``prompts``; ValueError (one line: why) if its
-    header differs from ``expected`` or it is damaged, KeyError/TypeError if it is not a part at all."""
+    """The groups of the part file ``path`` by place, bound to ``prompts``; ValueError (one line:
+    why) if its header differs from ``expected`` or it is damaged, KeyError/TypeError if it is
+    not a part at all."""
     header_line, _, body = path.read_text().partition("\n")
     header = json.loads(header_line)
     for key, want in {"format": FORMAT, **expected}.items():
@@ -87,15 +91,17 @@ def read_part(path: Path, expected: dict, prompts: list[Prompt], group_size: int
 
 
 def set_aside(path: Path, why: str) -> None:
-    """Keep a part that does not belong out of every later read, without deleting what a user may inspect."""
+    """Keep a part that does not belong out of every later read, without deleting what a user may
+    inspect."""
     log.warning("rollouts: not using %s: %s; its groups are generated again", path, why)
     path.replace(path.with_name(path.name + ".unused"))
 
 
 class StepRollouts:
-    """One stage's rollout checkpoints under ``root`` (``stage_dir/rollouts``). ``identity`` names what the
-    groups were sampled under (the stage's config hash, its sampling seed): saved groups of another identity
-    are not used. ``flush_seconds``: the longest a finished group waits in memory (0: written at once)."""
+    """One stage's rollout checkpoints under ``root`` (``stage_dir/rollouts``). ``identity``
+    names what the groups were sampled under (the stage's config hash, its sampling seed): saved
+    groups of another identity are not used. ``flush_seconds``: the longest a finished group
+    waits in memory (0: written at once)."""
 
     def __init__(self, root: str | Path, identity: str, flush_seconds: float):
         self.root, self.identity, self.flush_seconds = Path(root), identity, flush_seconds
@@ -107,10 +113,12 @@ class StepRollouts:
         self._scored: set[int] = set()  # places of the open round whose scored group is on disk
         self._timer: threading.Timer | None = None  # writes what waits once flush_seconds have passed
 
-    # ------------------------------------------------------------------------------------------ resume
+    # ------------------------------------------------------------------------------------------
+    # resume
     def begin(self, step: int) -> None:
-        """The stage (re)starts at ``step`` (collective): saved rollouts of any other step are removed — those
-        of later steps were sampled by weights this run will compute again — and this step's are kept."""
+        """The stage (re)starts at ``step`` (collective): saved rollouts of any other step are
+        removed — those of later steps were sampled by weights this run will compute again — and
+        this step's are kept."""
         if ranks.is_main() and self.root.is_dir():
             for folder in sorted(self.root.iterdir()):
                 m = _STEP.match(folder.name)
@@ -120,8 +128,9 @@ class StepRollouts:
         ranks.barrier()
 
     def saved(self, step: int, round_: int, prompts: list[Prompt], group_size: int) -> dict[int, PromptGroup]:
-        """This rank's saved groups of ``round_`` of ``step`` by their place in ``prompts`` (its share of the
-        round); parts that do not belong are set aside with a log line. Also opens the round for :meth:`keep`."""
+        """This rank's saved groups of ``round_`` of ``step`` by their place in ``prompts`` (its
+        share of the round); parts that do not belong are set aside with a log line. Also opens
+        the round for :meth:`keep`."""
         self._open(step, round_)
         found: dict[int, PromptGroup] = {}
         folder = self._folder(step)
@@ -142,15 +151,17 @@ class StepRollouts:
                     "identity": self.identity}
         return read_part(path, expected, prompts, group_size)
 
-    # ------------------------------------------------------------------------------------------ saving
+    # ------------------------------------------------------------------------------------------
+    # saving
     def _open(self, step: int, round_: int) -> None:
         with self._lock:
             self._step, self._round, self._parts, self._pending, self._scored = step, round_, 0, {}, set()
             self._write_pending()  # nothing to write: resets the clock and stops a timer of the round before
 
     def keep(self, index: int, group: PromptGroup) -> None:
-        """A finished group at ``index`` of this rank's share of the open round (thread-safe: scoring threads
-        call it); written with the others kept since the last write once ``flush_seconds`` have passed."""
+        """A finished group at ``index`` of this rank's share of the open round (thread-safe:
+        scoring threads call it); written with the others kept since the last write once
+        ``flush_seconds`` have passed."""
         with self._lock:
             if index in self._scored:  # end_round wrote it already (a scoring thread's late callback)
                 return
@@ -169,8 +180,9 @@ class StepRollouts:
             self._write_pending()
 
     def end_round(self, groups: dict[int, PromptGroup]) -> None:
-        """The open round is generated and scored (``groups``: this rank's, by place): write every group whose
-        scored form is not on disk yet, so that a stop during the update finds the whole batch."""
+        """The open round is generated and scored (``groups``: this rank's, by place): write
+        every group whose scored form is not on disk yet, so that a stop during the update finds
+        the whole batch."""
         with self._lock:
             self._pending.update({i: g for i, g in groups.items() if i not in self._scored})
             self._write_pending()
@@ -191,8 +203,9 @@ class StepRollouts:
         self._pending = {}
 
     def remove_through(self, step: int) -> None:
-        """A checkpoint after ``step`` is written: the saved rollouts of that step and earlier ones are not
-        needed by any resume (rank 0 removes them; every rank's writes for them ended with their round)."""
+        """A checkpoint after ``step`` is written: the saved rollouts of that step and earlier
+        ones are not needed by any resume (rank 0 removes them; every rank's writes for them
+        ended with their round)."""
         if ranks.is_main() and self.root.is_dir():
             for folder in self.root.iterdir():
                 m = _STEP.match(folder.name)

@@ -1,16 +1,16 @@
-"""A gate row's finished work, kept so that a job that ends in the middle of the row does not start it again.
-
-The 8B gate's response budget is hundreds of millions of tokens: one row, even one chunk of items, can outlast
-a job. So each item's group of samples is written to ``ROW/eval_partial/SUITE/`` as it finishes (the rollout
-checkpoints of step_rollouts.py, a chunk standing for a step), the chunk's groups again once scored, and a whole
-suite's result once the suite is done (``SUITE.json``). A requeued job finds them: a done suite is taken as it
-is, a chunk in progress generates only its items with no group — with the seeds of their places in the chunk
-(keyed by the suite and its first item), so the finished row equals an uninterrupted one. ``eval.json`` is
-written at the end of the row and the folder removed.
-
-Every part names what it was computed from: the model's weight files (names, sizes, modification times), the
-suite's decoding, data, verifier settings and the world size. A part of another model or settings is set aside
-with one log line and its chunk evaluated again.
+"""A gate row's finished work, kept so that a job that ends in the middle of the row does not start
+it again.
+The 8B gate's response budget is hundreds of millions of tokens: one row, even one chunk of items,
+can outlast a job. So each item's group of samples is written to ``ROW/eval_partial/SUITE/`` as it
+finishes (the rollout checkpoints of step_rollouts.py, a chunk standing for a step), the chunk's
+groups again once scored, and a whole suite's result once the suite is done (``SUITE.json``). A
+requeued job finds them: a done suite is taken as it is, a chunk in progress generates only its
+items with no group — with the seeds of their places in the chunk (keyed by the suite and its first
+item), so the finished row equals an uninterrupted one. ``eval.json`` is written at the end of the
+row and the folder removed.
+Every part names what it was computed from: the model's weight files (names, sizes, modification
+times), the suite's decoding, data, verifier settings and the world size. A part of another model or
+settings is set aside with one log line and its chunk evaluated again.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 
 
 def model_identity(weights: str | Path) -> str:
-    """What tells one model's weights from another's without reading them: each weight file's name, size and
-    modification time (a re-exported model has new files)."""
+    """What tells one model's weights from another's without reading them: each weight file's
+    name, size and modification time (a re-exported model has new files)."""
     folder = Path(weights)
     files = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")) if folder.is_dir() else []
     stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
@@ -51,8 +51,9 @@ class RowProgress:
 
     # -------------------------------------------------------------------------------------- chunks
     def chunks(self, suite: str, settings: dict) -> StepRollouts:
-        """The suite's chunk store: a chunk's groups by their place, kept as they finish (``keep``), the whole
-        chunk scored at its end (``end_round``); a chunk is a "step" numbered by its first item, round 0."""
+        """The suite's chunk store: a chunk's groups by their place, kept as they finish
+        (``keep``), the whole chunk scored at its end (``end_round``); a chunk is a "step"
+        numbered by its first item, round 0."""
         return StepRollouts(self.folder / suite, self._identity(suite, settings), self.flush_seconds)
 
     # -------------------------------------------------------------------------------------- suites
