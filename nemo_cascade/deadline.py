@@ -9,6 +9,7 @@ its save time plus a margin. The save time is the longest measured (this job's s
 recorded in the checkpoint it resumed from); the margin covers leaving the process and, before any
 save was measured, the save itself (``Cascade.stop_margin_seconds``). docs/reliability.md.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,9 @@ def _squeue_end(job: str) -> float | None:
     """Slurm's planned end of ``job`` (its local time, as squeue prints it); None if squeue
     cannot say (no limit: ``N/A``, ``Unknown``; no squeue on this node)."""
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%e"], capture_output=True, text=True,
-                             timeout=60).stdout.strip()
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job, "-o", "%e"], capture_output=True, text=True, timeout=60
+        ).stdout.strip()
         return datetime.fromisoformat(out.splitlines()[0]).timestamp()
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
@@ -70,9 +72,17 @@ class Deadline:
     def describe(self, grace: str = "") -> str:
         """One line for the start of a run: when the job ends and when the run will stop itself."""
         if self.end is None:
-            return "no job end known (not in a Slurm job, NEMO_CASCADE_JOB_END unset): stops only on request"
+            return ("no job end known (not in a Slurm job, NEMO_CASCADE_JOB_END unset): "
+                    "stops only on request")
         clock = datetime.fromtimestamp
         save = f"{self.save_seconds:.0f} s measured" if self.save_seconds else "not measured yet"
-        return (f"job ends {clock(self.end):%F %T}; the run saves and stops by {clock(self.stop_at()):%F %T} "
-                f"(save {save} + margin {self.margin_seconds:g} s, stop_margin_seconds)"
-                + (f"; after the time-limit signal the job waits {grace} s (STOP_GRACE)" if grace else ""))
+        return (
+            f"job ends {clock(self.end):%F %T}; "
+            f"the run saves and stops by {clock(self.stop_at()):%F %T} "
+            f"(save {save} + margin {self.margin_seconds:g} s, stop_margin_seconds)"
+            + (
+                f"; after the time-limit signal the job waits {grace} s (STOP_GRACE)"
+                if grace
+                else ""
+            )
+        )

@@ -7,6 +7,7 @@ request (stop_request.py) or when the job's end is so near that only the save st
 (deadline.py). A stop inside a step saves the state the step began with and keeps the step's groups,
 so the resumed step generates only what is missing.
 """
+
 from __future__ import annotations
 
 import time
@@ -27,6 +28,7 @@ class Saves:
     """A stage's resumable checkpoints (checkpoint.py) under ``root``, the newest ``keep`` kept:
     every ``every`` steps, once ``every_minutes`` of wall time have passed since the last save,
     and when a stop is due (a request, or the ``deadline``: the run then ends after the save)."""
+
     root: Path
     every: int
     keep: int
@@ -38,7 +40,9 @@ class Saves:
     """When the job ends (None: no end watched)."""
     rollouts: StepRollouts | None = None
     """The GRPO steps' rollout checkpoints (None: none are written)."""
-    saved_at: float = field(default_factory=lambda: time.monotonic())  # looked up at call time: tests set the clock
+    saved_at: float = field(
+        default_factory=lambda: time.monotonic()
+    )  # looked up at call time: tests set the clock
     saved_step: int = -1
     _looked: tuple[float, bool] = (float("-inf"), False)
 
@@ -72,16 +76,26 @@ class Saves:
         if self.run_dir is not None and stop_request.requested(self.run_dir):
             return f"on request ({stop_request.reason(self.run_dir)})"
         if self.deadline is not None and self.deadline.end is not None:
-            return f"before the job's end at {time.strftime('%F %T', time.localtime(self.deadline.end))}"
+            end = time.strftime("%F %T", time.localtime(self.deadline.end))
+            return f"before the job's end at {end}"
         return "on request"
 
-    def after(self, step: int, total: int, actor, data_state: dict, stage: str = "",
-              next_step_seconds: float = 0.0) -> None:
+    def after(
+        self,
+        step: int,
+        total: int,
+        actor,
+        data_state: dict,
+        stage: str = "",
+        next_step_seconds: float = 0.0,
+    ) -> None:
         """After step ``step``: save if a save is due; raise StopRequested (after saving) when a
         stop is due — also when a next step of ``next_step_seconds`` (one that cannot stop
         midway) would end too late. Every rank calls it and all take the same decision: the wall
         clock is rank 0's, a stop any rank's."""
-        timed = bool(self.every_minutes) and time.monotonic() - self.saved_at >= 60 * self.every_minutes
+        timed = (
+            bool(self.every_minutes) and time.monotonic() - self.saved_at >= 60 * self.every_minutes
+        )
         self._looked = (float("-inf"), False)  # between steps: look at the file now
         parts = ranks.gather_shares([(timed, self.stop_due(next_step_seconds))])
         timed, stop = parts[0][0], any(p[1] for p in parts)
@@ -93,13 +107,21 @@ class Saves:
         if stop:
             raise stop_request.StopRequested(
                 f"stopped {self.stop_reason()} after step {step} of stage {stage}; "
-                f"state saved in {self.root / f'step_{step:06d}'}; run the same command again to continue")
+                f"state saved in {self.root / f'step_{step:06d}'}; "
+                "run the same command again to continue"
+            )
 
     def _save(self, step: int, actor, data_state: dict, rng: dict | None = None) -> Path:
         started = time.monotonic()
         measured = self.deadline.save_seconds if self.deadline is not None else 0.0
-        path = checkpoint.save(self.root, step, actor, {"data": data_state, "save_seconds": measured},
-                               keep=self.keep, rng=rng)
+        path = checkpoint.save(
+            self.root,
+            step,
+            actor,
+            {"data": data_state, "save_seconds": measured},
+            keep=self.keep,
+            rng=rng,
+        )
         self.saved_at, self.saved_step = time.monotonic(), step
         if self.deadline is not None:
             self.deadline.measured_save(ranks.most_over_ranks(int(self.saved_at - started) + 1))
@@ -113,8 +135,14 @@ class Saves:
         began — unless a checkpoint of it exists already. A resume then repeats ``step`` exactly
         (with the groups it saved, step_rollouts.py); the stop loses no finished step. Returns
         where the state is."""
-        if step == start:  # nothing finished since the checkpoint this run resumed from (or since the start)
-            return f"resumes from {self.resume_from}" if self.resume_from else "nothing to save before step 0"
+        if (
+            step == start
+        ):  # nothing finished since the checkpoint this run resumed from (or since the start)
+            return (
+                f"resumes from {self.resume_from}"
+                if self.resume_from
+                else "nothing to save before step 0"
+            )
         path = self.root / f"step_{step - 1:06d}"
         if self.saved_step != step - 1:  # no save after step - 1 happened
             path = self._save(step - 1, actor, data_state, rng)

@@ -15,6 +15,7 @@ groups. A part that does not belong — another step, round, world size or ident
 a prompt that is not the one at its place, a damaged file — is set aside with one log line naming it
 and why, and its groups are generated again.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,10 +44,19 @@ def prompt_digest(prompt: Prompt) -> str:
 
 
 def _encode(index: int, group: PromptGroup) -> str:
-    return json.dumps({"index": index, "uid": group.prompt.uid, "prompt": prompt_digest(group.prompt),
-                       "tokens": group.response_tokens_G_T, "logprobs": group.rollout_logprobs_G_T,
-                       "finish": group.finish_reason_G, "text": group.response_text_G,
-                       "rewards": group.rewards_G, "details": group.reward_details_G})
+    return json.dumps(
+        {
+            "index": index,
+            "uid": group.prompt.uid,
+            "prompt": prompt_digest(group.prompt),
+            "tokens": group.response_tokens_G_T,
+            "logprobs": group.rollout_logprobs_G_T,
+            "finish": group.finish_reason_G,
+            "text": group.response_text_G,
+            "rewards": group.rewards_G,
+            "details": group.reward_details_G,
+        }
+    )
 
 
 def _decode(line: str, prompts: list[Prompt], group_size: int) -> tuple[int, PromptGroup]:
@@ -55,25 +65,41 @@ def _decode(line: str, prompts: list[Prompt], group_size: int) -> tuple[int, Pro
     row = json.loads(line)
     index = row["index"]
     if not 0 <= index < len(prompts) or row["prompt"] != prompt_digest(prompts[index]):
-        raise ValueError(f"group {index} ({row['uid']!r}) is not the prompt at that place of this round")
+        raise ValueError(
+            f"group {index} ({row['uid']!r}) is not the prompt at that place of this round"
+        )
     if len(row["tokens"]) != group_size:
-        raise ValueError(f"group {index} has {len(row['tokens'])} samples, the stage samples {group_size}")
-    return index, PromptGroup(prompt=prompts[index], response_tokens_G_T=row["tokens"],
-                              rollout_logprobs_G_T=row["logprobs"], finish_reason_G=row["finish"],
-                              response_text_G=row["text"], rewards_G=row["rewards"],
-                              reward_details_G=row["details"])
+        raise ValueError(
+            f"group {index} has {len(row['tokens'])} samples, the stage samples {group_size}"
+        )
+    return index, PromptGroup(
+        prompt=prompts[index],
+        response_tokens_G_T=row["tokens"],
+        rollout_logprobs_G_T=row["logprobs"],
+        finish_reason_G=row["finish"],
+        response_text_G=row["text"],
+        rewards_G=row["rewards"],
+        reward_details_G=row["details"],
+    )
 
 
 def write_part(path: Path, header: dict, groups: dict[int, PromptGroup]) -> None:
     """Write ``groups`` (by place) as one part file, whole or not at all: ``header`` (what they
     belong to), the format, their number and the sha256 of their lines, then one line per group."""
     body = "".join(_encode(i, g) + "\n" for i, g in sorted(groups.items()))
-    head = {"format": FORMAT, **header, "groups": len(groups), "sha256": hashlib.sha256(body.encode()).hexdigest()}
+    head = {
+        "format": FORMAT,
+        **header,
+        "groups": len(groups),
+        "sha256": hashlib.sha256(body.encode()).hexdigest(),
+    }
     with replaced_atomically(path) as tmp:
         tmp.write_text(json.dumps(head) + "\n" + body)
 
 
-def read_part(path: Path, expected: dict, prompts: list[Prompt], group_size: int) -> dict[int, PromptGroup]:
+def read_part(
+    path: Path, expected: dict, prompts: list[Prompt], group_size: int
+) -> dict[int, PromptGroup]:
     """The groups of the part file ``path`` by place, bound to ``prompts``; ValueError (one line:
     why) if its header differs from ``expected`` or it is damaged, KeyError/TypeError if it is
     not a part at all."""
@@ -111,7 +137,9 @@ class StepRollouts:
         self._step = self._round = self._parts = 0
         self._flushed_at = time.monotonic()
         self._scored: set[int] = set()  # places of the open round whose scored group is on disk
-        self._timer: threading.Timer | None = None  # writes what waits once flush_seconds have passed
+        self._timer: threading.Timer | None = (
+            None  # writes what waits once flush_seconds have passed
+        )
 
     # ------------------------------------------------------------------------------------------
     # resume
@@ -127,7 +155,9 @@ class StepRollouts:
                     shutil.rmtree(folder, ignore_errors=True)
         ranks.barrier()
 
-    def saved(self, step: int, round_: int, prompts: list[Prompt], group_size: int) -> dict[int, PromptGroup]:
+    def saved(
+        self, step: int, round_: int, prompts: list[Prompt], group_size: int
+    ) -> dict[int, PromptGroup]:
         """This rank's saved groups of ``round_`` of ``step`` by their place in ``prompts`` (its
         share of the round); parts that do not belong are set aside with a log line. Also opens
         the round for :meth:`keep`."""
@@ -142,34 +172,59 @@ class StepRollouts:
             self._parts = max(self._parts, int(_PART.match(path.name).group(3)) + 1)
         self._scored = {i for i, group in found.items() if group.rewards_G}
         if found:
-            log.info("rollouts: step %d round %d: %d of %d groups of rank %d loaded from %s", step, round_,
-                     len(found), len(prompts), self.rank, folder)
+            log.info(
+                "rollouts: step %d round %d: %d of %d groups of rank %d loaded from %s",
+                step,
+                round_,
+                len(found),
+                len(prompts),
+                self.rank,
+                folder,
+            )
         return found
 
-    def _read(self, path: Path, step: int, round_: int, prompts: list[Prompt], group_size: int) -> dict:
-        expected = {"step": step, "round": round_, "rank": self.rank, "world": self.world,
-                    "identity": self.identity}
+    def _read(
+        self, path: Path, step: int, round_: int, prompts: list[Prompt], group_size: int
+    ) -> dict:
+        expected = {
+            "step": step,
+            "round": round_,
+            "rank": self.rank,
+            "world": self.world,
+            "identity": self.identity,
+        }
         return read_part(path, expected, prompts, group_size)
 
     # ------------------------------------------------------------------------------------------
     # saving
     def _open(self, step: int, round_: int) -> None:
         with self._lock:
-            self._step, self._round, self._parts, self._pending, self._scored = step, round_, 0, {}, set()
-            self._write_pending()  # nothing to write: resets the clock and stops a timer of the round before
+            self._step, self._round, self._parts, self._pending, self._scored = (
+                step,
+                round_,
+                0,
+                {},
+                set(),
+            )
+            # nothing to write: resets the clock and stops a timer of the round before
+            self._write_pending()
 
     def keep(self, index: int, group: PromptGroup) -> None:
         """A finished group at ``index`` of this rank's share of the open round (thread-safe:
         scoring threads call it); written with the others kept since the last write once
         ``flush_seconds`` have passed."""
         with self._lock:
-            if index in self._scored:  # end_round wrote it already (a scoring thread's late callback)
+            if (
+                index in self._scored
+            ):  # end_round wrote it already (a scoring thread's late callback)
                 return
             self._pending[index] = group
             waited = time.monotonic() - self._flushed_at
             if waited >= self.flush_seconds:
                 self._write_pending()
-            elif self._timer is None:  # no later group may come for long: a timer writes this one in time
+            elif (
+                self._timer is None
+            ):  # no later group may come for long: a timer writes this one in time
                 self._timer = threading.Timer(self.flush_seconds - waited, self.flush)
                 self._timer.daemon = True
                 self._timer.start()
@@ -194,8 +249,13 @@ class StepRollouts:
             self._timer = None
         if not self._pending:
             return
-        header = {"step": self._step, "round": self._round, "rank": self.rank, "world": self.world,
-                  "identity": self.identity}
+        header = {
+            "step": self._step,
+            "round": self._round,
+            "rank": self.rank,
+            "world": self.world,
+            "identity": self.identity,
+        }
         name = f"rank{self.rank:05d}-round{self._round:02d}-{self._parts:05d}.jsonl"
         write_part(self._folder(self._step) / name, header, self._pending)
         self._parts += 1

@@ -12,6 +12,7 @@ Every part names what it was computed from: the model's weight files (names, siz
 times), the suite's decoding, data, verifier settings and the world size. A part of another model or
 settings is set aside with one log line and its chunk evaluated again.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +33,11 @@ def model_identity(weights: str | Path) -> str:
     """What tells one model's weights from another's without reading them: each weight file's
     name, size and modification time (a re-exported model has new files)."""
     folder = Path(weights)
-    files = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")) if folder.is_dir() else []
+    files = (
+        sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
+        if folder.is_dir()
+        else []
+    )
     stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
     return hashlib.sha256(json.dumps([str(folder.resolve()), stats]).encode()).hexdigest()[:20]
 
@@ -54,11 +59,13 @@ class RowProgress:
         """The suite's chunk store: a chunk's groups by their place, kept as they finish
         (``keep``), the whole chunk scored at its end (``end_round``); a chunk is a "step"
         numbered by its first item, round 0."""
-        return StepRollouts(self.folder / suite, self._identity(suite, settings), self.flush_seconds)
+        return StepRollouts(
+            self.folder / suite, self._identity(suite, settings), self.flush_seconds
+        )
 
     # -------------------------------------------------------------------------------------- suites
     def suite(self, suite: str, settings: dict) -> dict | None:
-        """A done suite's result (``SuiteResult.to_json``) for this model and settings, else None."""
+        """A done suite's result (``SuiteResult.to_json``) for this model and settings, or None."""
         path = self.folder / f"{suite}.json"
         if not path.is_file():
             return None
@@ -68,14 +75,18 @@ class RowProgress:
             log.warning("gate: not using %s: %s; the suite is evaluated again", path, e)
             return None
         if saved.get("identity") != self._identity(suite, settings):
-            log.warning("gate: not using %s: computed for another model or settings; evaluated again", path)
+            log.warning(
+                "gate: not using %s: computed for another model or settings; evaluated again", path
+            )
             return None
         return saved["result"]
 
     def save_suite(self, suite: str, settings: dict, result: dict) -> None:
         if ranks.is_main():
-            write_text_atomically(self.folder / f"{suite}.json",
-                                  json.dumps({"identity": self._identity(suite, settings), "result": result}))
+            write_text_atomically(
+                self.folder / f"{suite}.json",
+                json.dumps({"identity": self._identity(suite, settings), "result": result}),
+            )
 
     def remove(self) -> None:
         """The row's eval.json is written: nothing here is needed any more (rank 0 removes it)."""
