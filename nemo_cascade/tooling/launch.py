@@ -1,15 +1,14 @@
-"""nemo-run experiments for a cascade: one task per stage, in cascade order, plus a task per served
-model.
-``python -m nemo_cascade.tooling.launch RECIPE --executor local|slurm [--dryrun] [KEY=VALUE ...]``
-(the same as ``nemo-cascade launch ...``) builds a ``nemo_run.Experiment`` from the tasks of
-launch_tasks.py: each stage's ``nemo-cascade run RECIPE --stage NAME`` starting after the stage
-before it (Slurm: ``afterok`` job dependencies; local: one after the other), and a *serve* task
-wherever a stage scores with a served model. Every task runs through ``python -m
-nemo_cascade.tooling.launch task|serve`` (launch_tasks.main).
-This is the only module that imports ``nemo_run`` (docs/architecture.md), and only inside the
-functions that build the experiment: the ``task`` / ``serve`` entry points run in containers without
-nemo-run. Slurm settings come from the environment variables of slurm/common.sh (ACCOUNT, PARTITION,
-CONTAINER_IMAGE, RUN_DIR, ...; docs/launch.md).
+"""nemo-run experiments for a cascade: one task per stage, in cascade order, plus a task per served model.
+
+``python -m nemo_cascade.tooling.launch RECIPE --executor local|slurm [--dryrun] [KEY=VALUE ...]`` (the same as
+``nemo-cascade launch ...``) builds a ``nemo_run.Experiment`` from the tasks of launch_tasks.py: each stage's
+``nemo-cascade run RECIPE --stage NAME`` starting after the stage before it (Slurm: ``afterok`` job dependencies;
+local: one after the other), and a *serve* task wherever a stage scores with a served model. Every task runs
+through ``python -m nemo_cascade.tooling.launch task|serve`` (launch_tasks.main).
+
+This is the only module that imports ``nemo_run`` (docs/architecture.md), and only inside the functions that build the
+experiment: the ``task`` / ``serve`` entry points run in containers without nemo-run. Slurm settings come from
+the environment variables of slurm/common.sh (ACCOUNT, PARTITION, CONTAINER_IMAGE, RUN_DIR, ...; docs/launch.md).
 """
 from __future__ import annotations
 
@@ -27,12 +26,10 @@ from nemo_cascade.tooling import launch_tasks
 from nemo_cascade.tooling.launch_tasks import REPO, Task, plan, serve_command, served_port, task_command
 
 DEFAULT_IMAGE = str(REPO / "containers" / "nemo-cascade.sqsh")
-"""The project's pinned image (containers/Dockerfile, imported with enroot; docs/launch.md "The
-container")."""
+"""The project's pinned image (containers/Dockerfile, imported with enroot; docs/launch.md "The container")."""
 
 
-# ------------------------------------------------------------------------------------------------
-# Slurm
+# ------------------------------------------------------------------------------------------------ Slurm
 def slurm_shape(cfg: config.Cascade, gpus_per_node: int) -> tuple[int, int]:
     """(nodes, GPUs per node) for the actor's tp × pp × cp × dp ranks."""
     p = cfg.parallel
@@ -59,12 +56,10 @@ class Site:
     retries: int = 1
     """Requeues of a served model's job after a failure (RETRIES)."""
     max_requeues: int = 2000
-    """Requeues of a stage's job (MAX_REQUEUES): each job of a long stage ends by saving before
-    its time limit (exit 75) and is requeued until the stage is done; hundreds for a cascade
-    (`nemo-cascade plan`)."""
+    """Requeues of a stage's job (MAX_REQUEUES): each job of a long stage ends by saving before its time limit
+    (exit 75) and is requeued until the stage is done; hundreds for a cascade (`nemo-cascade plan`)."""
     max_stalled: int = 3
-    """A stage's requeued job does not run once this many jobs in a row saved nothing
-    (MAX_STALLED_REQUEUES)."""
+    """A stage's requeued job does not run once this many jobs in a row saved nothing (MAX_STALLED_REQUEUES)."""
     node_setup: str = ""
     wandb: bool = True
 
@@ -101,8 +96,7 @@ class Site:
                    **numbers)
 
 
-# ------------------------------------------------------------------------------------------------
-# experiment
+# ------------------------------------------------------------------------------------------------ experiment
 @dataclass(frozen=True)
 class Launch:
     """What one launch needs besides the config (the parsed ``nemo-cascade launch`` options)."""
@@ -119,8 +113,8 @@ class Launch:
 
 
 def _for_executor(cfg: config.Cascade, spec: Launch, site: Site | None) -> tuple[config.Cascade, Launch]:
-    """The recipe path and run folder as the tasks see them (Slurm: inside the container); W&B on
-    when WANDB=1, as in the sbatch scripts."""
+    """The recipe path and run folder as the tasks see them (Slurm: inside the container); W&B on when WANDB=1,
+    as in the sbatch scripts."""
     keys = {o.split("=", 1)[0] for o in spec.overrides}
     overrides, (file, sep, fn) = list(spec.overrides), spec.recipe.partition(":")
     if site and "run_root" not in keys:
@@ -145,12 +139,11 @@ def _inline(cmd: list[str], cwd: str, slurm: bool) -> str:
 
 
 def _stage_job_lines(site: Site, name: str) -> list[str]:
-    """A stage job's batch-shell lines before its srun (on the host, where Slurm's commands are):
-    stop a chain of requeues that no longer saves anything, and hand the job's end to the run
-    (slurm/progress.sh). nemo-run's batch shell runs srun in the foreground and could not act on
-    a time-limit signal before the kill; the run stops itself before its end instead
-    (deadline.py), exits 75, and the batch shell requeues the job (nemo-run's TORCHX_MAX_RETRIES
-    = MAX_REQUEUES); ``afterok`` holds while it is requeued."""
+    """A stage job's batch-shell lines before its srun (on the host, where Slurm's commands are): stop a chain of
+    requeues that no longer saves anything, and hand the job's end to the run (slurm/progress.sh). nemo-run's
+    batch shell runs srun in the foreground and could not act on a time-limit signal before the kill; the run
+    stops itself before its end instead (deadline.py), exits 75, and the batch shell requeues the job (nemo-run's
+    TORCHX_MAX_RETRIES = MAX_REQUEUES); ``afterok`` holds while it is requeued."""
     repo, run = site.mounts[0][0], f"{site.mounts[1][0]}/{name}"
     # nemo-run's batch shell traces every line (set -vx): not the sourced file's
     return ["{ set +vx; } 2>/dev/null", f"source {shlex.quote(repo)}/slurm/progress.sh", "set -x",
@@ -171,11 +164,10 @@ def _slurm_executor(run, site: Site, name: str, nodes: int, gpus: int, after: tu
         env_vars={k: shlex.quote(v) for k, v in env.items()},  # nemo-run writes `export K=V` unquoted
         job_name_prefix=f"nemo-cascade-{name}.", retries=site.max_requeues if stage else site.retries,
         packager=run.Packager(),
-        # sbatch on this machine (a login node); the jobs read their scripts from the experiment
-        # folder under NEMORUN_HOME, which must therefore be on the cluster's shared filesystem
+        # sbatch on this machine (a login node); the jobs read their scripts from the experiment folder under
+        # NEMORUN_HOME, which must therefore be on the cluster's shared filesystem
         tunnel=run.LocalTunnel(job_dir=""),
-        # afterok on a stage that failed can never be satisfied: cancel those jobs instead of
-        # leaving them pending
+        # afterok on a stage that failed can never be satisfied: cancel those jobs instead of leaving them pending
         additional_parameters={"kill_on_invalid_dep": "yes"},
         setup_lines="\n".join(['export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)',
                                 *(_stage_job_lines(site, name) if stage else [])]))
@@ -185,8 +177,7 @@ def _slurm_executor(run, site: Site, name: str, nodes: int, gpus: int, after: tu
 
 
 def add_tasks(run, exp, cfg: config.Cascade, spec: Launch, site: Site | None, dryrun: bool = False) -> list[Task]:
-    """Add the plan's tasks to the (entered) nemo_run.Experiment ``exp``; ``site`` None: local
-    executor."""
+    """Add the plan's tasks to the (entered) nemo_run.Experiment ``exp``; ``site`` None: local executor."""
     run_dir = str(Path(cfg.run_root) / cfg.name)
     python, cwd = ("python", site.repo_mount) if site else (sys.executable, str(REPO))
     tasks = plan(cfg, run_dir, reward_model=spec.reward_model, judge=spec.judge, serve_is_dependency=not site)
@@ -244,9 +235,8 @@ def plan_table(tasks: list[Task]) -> str:
 
 
 def launch(cfg: config.Cascade, spec: Launch, *, dryrun: bool = False, out: str = "") -> int:
-    """Dry-run the experiment (print, and write to ``out``, each task's scripts) or run it: Slurm
-    submits and returns; local runs every task and returns 0 when the manifest shows every stage
-    done (3: gate stop)."""
+    """Dry-run the experiment (print, and write to ``out``, each task's scripts) or run it: Slurm submits and
+    returns; local runs every task and returns 0 when the manifest shows every stage done (3: gate stop)."""
     site = Site.from_env() if spec.executor == "slurm" else None
     if site and not dryrun and not site.account:
         raise config.ConfigError("launch: set ACCOUNT (the Slurm account) for --executor slurm")
@@ -282,10 +272,9 @@ def launch(cfg: config.Cascade, spec: Launch, *, dryrun: bool = False, out: str 
 
 
 def _check_paths_survive_nemo_run(site: Site) -> None:
-    """nemo-run (0.11) replaces every "/nemo_run" in a rendered sbatch script with the job's
-    folder — its own placeholder — so a path with a folder of that name (NEMORUN_HOME, a mount)
-    would point the job at a folder that does not exist, and Slurm fails it without a log.
-    Refused here in one line instead."""
+    """nemo-run (0.11) replaces every "/nemo_run" in a rendered sbatch script with the job's folder — its own
+    placeholder — so a path with a folder of that name (NEMORUN_HOME, a mount) would point the job at a folder
+    that does not exist, and Slurm fails it without a log. Refused here in one line instead."""
     home = os.environ.get("NEMORUN_HOME", "")
     named = {"NEMORUN_HOME": home, **{f"mount {a}": a for a, _ in site.mounts}}
     for what, path in named.items():
@@ -298,10 +287,9 @@ TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN")
 
 
 def watch_jobs(exp, tasks: list[Task], poll_s: float = 5.0, timeout_s: float = 7 * 24 * 3600.0) -> int:
-    """Follow the submitted jobs through nemo-run (Slurm's accounting, ``sacct``) until each has
-    ended, printing every change of state; 0 when every job succeeded, else 1 with one line
-    naming the stage that failed and the jobs Slurm cancelled because of it (``afterok`` can no
-    longer be met)."""
+    """Follow the submitted jobs through nemo-run (Slurm's accounting, ``sacct``) until each has ended, printing
+    every change of state; 0 when every job succeeded, else 1 with one line naming the stage that failed and
+    the jobs Slurm cancelled because of it (``afterok`` can no longer be met)."""
     states: dict[str, str] = {}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -326,8 +314,7 @@ def watch_jobs(exp, tasks: list[Task], poll_s: float = 5.0, timeout_s: float = 7
     return 1
 
 
-# ------------------------------------------------------------------------------------------------
-# command line
+# ------------------------------------------------------------------------------------------------ command line
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``nemo-cascade launch`` (cli.py adds the recipe and the overrides)."""
     p.add_argument("--executor", choices=["local", "slurm"], default="local",
@@ -354,9 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["task"], ["serve"]):
         return launch_tasks.main(argv)
-    # RECIPE ...: the CLI resolves the recipe and the overrides (one line per user mistake), then
-    # calls launch() — cli sits above this module, so hand over to it as a process rather than
-    # import it.
+    # RECIPE ...: the CLI resolves the recipe and the overrides (one line per user mistake), then calls
+    # launch() — cli sits above this module, so hand over to it as a process rather than import it.
     os.execv(sys.executable, [sys.executable, "-m", "nemo_cascade.tooling.cli", "launch", *argv])
     return 0  # not reached
 

@@ -1,27 +1,28 @@
-"""Per stage: an estimated step time and the checkpoint interval against a job's time limit — the
-time half of ``nemo-cascade plan`` (plan.py has the memory half and the shapes this builds on).
-A Slurm job is requeued at its time limit and resumes where the job before stopped. The run stops
-itself before the job's end (deadline.py: its save plus ``cfg.stop_margin_seconds``), so a job has
-for work its time limit less the start-up, the save and the margin. A GRPO step keeps its finished
-groups when it stops (step_rollouts.py): a job loses at most the sequences still generating at the
-stop, one wave of them, and so makes progress whenever one wave fits — ``(budget − wave) / step``
-steps per job, a fraction when a step is longer than a job. An SFT or RM step is saved only when it
-ends: a job makes ``⌊budget / step⌋`` steps. A stage that cannot progress in a job (one wave, or one
-SFT step, longer than the budget) is refused in one line (:func:`check_progress`). Saves also come
-every ``stage.checkpoint_every`` steps or after ``cfg.checkpoint_every_minutes`` (``save every``):
-what a node failure, which gives no warning, can cost.
+"""Per stage: an estimated step time and the checkpoint interval against a job's time limit — the time half of
+``nemo-cascade plan`` (plan.py has the memory half and the shapes this builds on).
+
+A Slurm job is requeued at its time limit and resumes where the job before stopped. The run stops itself before
+the job's end (deadline.py: its save plus ``cfg.stop_margin_seconds``), so a job has for work its time limit less
+the start-up, the save and the margin. A GRPO step keeps its finished groups when it stops (step_rollouts.py):
+a job loses at most the sequences still generating at the stop, one wave of them, and so makes progress
+whenever one wave fits — ``(budget − wave) / step`` steps per job, a fraction when a step is longer than a job.
+An SFT or RM step is saved only when it ends: a job makes ``⌊budget / step⌋`` steps. A stage that cannot
+progress in a job (one wave, or one SFT step, longer than the budget) is refused in one line
+(:func:`check_progress`). Saves also come every ``stage.checkpoint_every`` steps or after
+``cfg.checkpoint_every_minutes`` (``save every``): what a node failure, which gives no warning, can cost.
+
 The step time is a model, not a measurement (what each term leaves out is in :data:`ASSUMPTIONS`):
+
 - **tokens per step** — GRPO: prompts × group size × (max prompt + longest response budget); SFT: batch ×
-  ``sft_max_tokens`` (packed rows); reward model: 2 × batch × ``rm_max_tokens`` (a chosen and a
-  rejected row). Every response at its budget: an upper bound, as RL responses grow towards it
-  (§4.5's length curriculum).
+  ``sft_max_tokens`` (packed rows); reward model: 2 × batch × ``rm_max_tokens`` (a chosen and a rejected row).
+  Every response at its budget: an upper bound, as RL responses grow towards it (§4.5's length curriculum).
 - **training** — forward + backward ≈ 6 · params · tokens FLOPs (+ 2 · params · tokens for a KL reference's
   forward), on every GPU of the job at ``mfu`` × the peak dense bf16 rate.
 - **generation** (GRPO) — memory-bound decode: each decode iteration of an engine reads its weights and its
-  sequences' KV cache from HBM once per GPU and adds a token to every running sequence; an engine
-  runs as many sequences at once as its KV cache holds at their mean length, prompt + half the
-  response (vLLM's paged KV cache holds what a sequence has so far; at most ``max_num_seqs``), in
-  waves, each decoding the longest response budget.
+  sequences' KV cache from HBM once per GPU and adds a token to every running sequence; an engine runs as many
+  sequences at once as its KV cache holds at their mean length, prompt + half the response (vLLM's paged KV
+  cache holds what a sequence has so far; at most ``max_num_seqs``), in waves, each decoding the longest
+  response budget.
 """
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ DEFAULT_TIME_LIMIT = "04:00:00"
 SIGNAL_LEAD_S = 120.0
 """``--signal=B:USR1@120``: the job stops stepping two minutes before its limit."""
 STARTUP_S = 600.0
-"""Assumed time from a job's start to its first step: container, imports, loading the checkpoint
-into the actor, starting the vLLM engine. Not measured at paper scale."""
+"""Assumed time from a job's start to its first step: container, imports, loading the checkpoint into the actor,
+starting the vLLM engine. Not measured at paper scale."""
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,12 @@ class Hardware:
     """Dense bf16 tensor-core FLOP/s (no sparsity)."""
     hbm_bytes_per_s: float = 3.35e12
     mfu: float = 0.35
-    """Assumed share of the peak the actor's train step achieves (variable-length RL batches,
-    recompute, PP bubbles): an assumption, not a measurement."""
+    """Assumed share of the peak the actor's train step achieves (variable-length RL batches, recompute, PP
+    bubbles): an assumption, not a measurement."""
     bandwidth_share: float = 0.6
     """Assumed share of the HBM bandwidth decode achieves."""
     write_bytes_per_s: float = 1e9
-    """Assumed checkpoint write rate per GPU to the shared filesystem (an assumption, not a
-    measurement)."""
+    """Assumed checkpoint write rate per GPU to the shared filesystem (an assumption, not a measurement)."""
     max_seqs: int = 256
     """Sequences an engine runs at once at most (vLLM's ``max_num_seqs``)."""
 
@@ -75,8 +75,8 @@ class StageTime:
     save_steps: int
     """Steps from one save to the next."""
     saved_by: str
-    """What triggers that save first: ``steps`` (checkpoint_every), ``minutes``
-    (checkpoint_every_minutes) or ``stage end`` (the stage's export)."""
+    """What triggers that save first: ``steps`` (checkpoint_every), ``minutes`` (checkpoint_every_minutes) or
+    ``stage end`` (the stage's export)."""
     budget_s: float
     """What one job has for work: time limit − start-up − the save − the stop margin."""
     wave_s: float = 0.0
@@ -96,8 +96,7 @@ class StageTime:
 
     @property
     def progress_per_job(self) -> float:
-        """Steps one job moves the stage forward: a fraction of a step for a GRPO step longer
-        than a job."""
+        """Steps one job moves the stage forward: a fraction of a step for a GRPO step longer than a job."""
         if self.kind == "grpo":
             return max(0.0, self.budget_s - self.wave_s) / self.step_s if self.step_s > 0 else math.inf
         return math.floor(self.budget_s / self.step_s) if self.step_s > 0 else math.inf
@@ -139,10 +138,9 @@ def train_seconds(params: float, tokens: float, gpus: int, hw: Hardware = H100, 
 
 def decode_seconds(*, sequences: int, prompt: int, response: int, weight_bytes: float, kv_bytes_per_token: float,
                    kv_tokens: int, hw: Hardware = H100, one_wave: bool = False) -> float:
-    """One engine generating ``response`` tokens for each of ``sequences`` (memory-bound; module
-    docstring). ``weight_bytes`` and ``kv_bytes_per_token`` are per GPU of the engine,
-    ``kv_tokens`` the engine's KV cache. ``one_wave``: the time of one wave only (the sequences
-    the cache holds at once)."""
+    """One engine generating ``response`` tokens for each of ``sequences`` (memory-bound; module docstring).
+    ``weight_bytes`` and ``kv_bytes_per_token`` are per GPU of the engine, ``kv_tokens`` the engine's KV cache.
+    ``one_wave``: the time of one wave only (the sequences the cache holds at once)."""
     if sequences <= 0 or response <= 0:
         return 0.0
     mean_context = prompt + response / 2
@@ -154,15 +152,14 @@ def decode_seconds(*, sequences: int, prompt: int, response: int, weight_bytes: 
 
 
 def save_seconds(params: float, gpus: int, hw: Hardware = H100) -> float:
-    """A checkpoint's write: bf16 weights, fp32 master weights and two Adam moments (14 bytes a
-    parameter), spread over the job's GPUs at ``hw.write_bytes_per_s`` each."""
+    """A checkpoint's write: bf16 weights, fp32 master weights and two Adam moments (14 bytes a parameter),
+    spread over the job's GPUs at ``hw.write_bytes_per_s`` each."""
     return 14 * params / (gpus * hw.write_bytes_per_s)
 
 
 def save_every(checkpoint_every: int, minutes: float, step_s: float, stage_steps: int) -> tuple[int, str]:
-    """``(steps between saves, what triggers the save)``: the first of checkpoint_every steps,
-    the first step ending after ``minutes`` of wall time, and the stage's end (0 turns either
-    setting off)."""
+    """``(steps between saves, what triggers the save)``: the first of checkpoint_every steps, the first step
+    ending after ``minutes`` of wall time, and the stage's end (0 turns either setting off)."""
     options = [(stage_steps, "stage end")]
     if checkpoint_every > 0:
         options.append((checkpoint_every, "steps"))
@@ -184,8 +181,8 @@ def _tokens_per_step(stage: config.Stage) -> tuple[float, int, int]:
 
 def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s: float, hw: Hardware = H100
                ) -> StageTime:
-    """One stage's step time and save interval on the plan's layout (its shape, world, engine);
-    ``budget_s`` what a job has for work."""
+    """One stage's step time and save interval on the plan's layout (its shape, world, engine); ``budget_s``
+    what a job has for work."""
     d = plan.shape
     tokens, prompt, response = _tokens_per_step(stage)
     params = d.params(lm_head=stage.kind != "reward_model")
@@ -205,9 +202,8 @@ def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s:
 
 
 def job_budget(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float, hw: Hardware = H100) -> float:
-    """What a job has for work: its time limit less the start-up, the save and the stop margin
-    (the run stops itself that long before the end; the time-limit signal's lead, if longer,
-    instead)."""
+    """What a job has for work: its time limit less the start-up, the save and the stop margin (the run stops
+    itself that long before the end; the time-limit signal's lead, if longer, instead)."""
     save = save_seconds(plan.shape.params(), plan.world, hw)
     return time_limit_s - STARTUP_S - save - max(cfg.stop_margin_seconds, SIGNAL_LEAD_S)
 
@@ -222,14 +218,12 @@ class GateTime:
     """One forgetting-gate row (every suite of ``cfg.gate``) on the plan's engines."""
 
     rows: int
-    """Rows the cascade evaluates: the starting model's (``gate.evaluate_base``) and every gated
-    stage's."""
+    """Rows the cascade evaluates: the starting model's (``gate.evaluate_base``) and every gated stage's."""
     sequences: int
     """Samples one row generates (items × K over the suites whose data is here)."""
     row_s: float
     wave_s: float
-    """One wave of a suite's samples (items are kept as they finish): the most a stop inside a
-    row loses."""
+    """One wave of a suite's samples (items are kept as they finish): the most a stop inside a row loses."""
     budget_s: float
     unknown: tuple[str, ...] = ()
     """Suites left out: their data file is not on this machine."""
@@ -247,9 +241,8 @@ class GateTime:
 
 
 def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float, hw: Hardware = H100) -> GateTime | None:
-    """Each gate suite's items (its data file, ``gate.limit``) × K samples decoded to the suite's
-    response budget from a prompt of its input limit (1K tokens without one), on the plan's
-    engines; None without a gate."""
+    """Each gate suite's items (its data file, ``gate.limit``) × K samples decoded to the suite's response budget
+    from a prompt of its input limit (1K tokens without one), on the plan's engines; None without a gate."""
     from nemo_cascade.evaluate.runner import decoding_for
     from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
     from nemo_cascade.forgetting import Gate
@@ -310,8 +303,7 @@ def check_progress(times: list[StageTime], time_limit: str, gate: GateTime | Non
             f"--time-limit")
 
 
-# ---------------------------------------------------------------------------------------------
-# output
+# --------------------------------------------------------------------------------------------- output
 
 ASSUMPTIONS = (
     "time assumptions: {gpu} GPUs, {peak:g} TFLOP/s dense bf16 at {mfu:.0%} MFU for the actor "
