@@ -78,8 +78,9 @@ class Gate:
     def evaluate(self, engine, out_dir: Path, checkpoint: str, rm_url: str = "", only_pairwise: bool = False,
                  should_stop: Callable[[], bool] | None = None) -> None:
         """Run the suites on the weights ``engine`` serves (those of the folder ``checkpoint``); write
-        ``out_dir/eval.json`` (merged with what is there). Pairwise suites run only when an RM is served
-        (``rm_url``). Finished chunks and suites are kept in ``out_dir/eval_partial`` until then
+        ``out_dir/eval.json`` (merged with what is there). Pairwise suites run only when an RM is
+        served (``rm_url``). Finished chunks and suites are kept in ``out_dir/eval_partial`` until
+        then
         (evaluate/row_progress.py): a row stopped by ``should_stop`` (``GateStopped``) or killed resumes there."""
         settings = replace(self.settings, reward_model_url=rm_url)
         names = [n for n, p in self.prepared.items()
@@ -112,7 +113,8 @@ class Gate:
     def evaluate_row(self, engine, row: Path, weights: str, rm_url: str, only_pairwise: bool, run_dir: Path,
                      deadline: Deadline) -> None:
         """:meth:`evaluate` on one row, stopping between engine steps or chunks of items when a stop request
-        (stop_request.py) or the job's end (``deadline``) comes: the finished items are kept and the run ends
+        (stop_request.py) or the job's end (``deadline``) comes: the finished items are kept and the
+        run ends
         as after a training step (``StopRequested``, exit 75)."""
         def stop_due() -> bool:
             return stop_request.requested(run_dir) or deadline.due()

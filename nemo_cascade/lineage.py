@@ -34,8 +34,9 @@ host, and the stage must still resume (docs/launch.md). Left out of the hashes."
 AFTER_TRAINING = ("evaluate", "checkpoint_every_minutes", "rollout_checkpoint_seconds", "stop_margin_seconds",
                   "released_after")
 """What the cascade does around training (``Stage.evaluate``: the gate; ``Cascade.checkpoint_every_minutes``,
-``rollout_checkpoint_seconds`` and ``stop_margin_seconds``: when state is saved; ``Stage.released_after``: a hint
-preflight gives), not what the stages train: changing any of them for an interrupted run must not stop it from
+``rollout_checkpoint_seconds`` and ``stop_margin_seconds``: when state is saved;
+``Stage.released_after``: a hint preflight gives), not what the stages train: changing any of them
+for an interrupted run must not stop it from
 resuming. Left out of the hashes."""
 
 PATIENCE = ("collective_timeout_minutes",)

@@ -37,9 +37,9 @@ class ServerStop(CascadeError, RuntimeError):
 
 def _score_on_every_rank(score: Callable[[list], list | None], mine: list | None) -> list | None:
     """Score this rank's groups (``score(mine)``) and gather every rank's; None on every rank when a rank's
-    generation or scoring stopped on a stop request (``mine`` or ``score``'s result None there), so that all
-    stop together. A reward server that
-    fails on one rank (after its own bounded retries) fails the step on every rank, so that all of them stop
+    generation or scoring stopped on a stop request (``mine`` or ``score``'s result None there), so
+    that all stop together. A reward server that fails on one rank (after its own bounded retries)
+    fails the step on every rank, so that all of them stop
     together instead of waiting in a collective for the one that left."""
     try:
         scored, failure = (None if mine is None else score(mine)), ""
@@ -92,8 +92,9 @@ def _stop_for_server(ctx: StageContext, stage: config.Stage, error: RewardServer
 def _generate_round(ctx: StageContext, stage: config.Stage, scorer, timer: PhaseTimer, prompts_P: list,
                     rollout: config.Rollout, step: int, round_: int) -> list | None:
     """Round ``round_`` of ``step``: every rank's groups for ``prompts_P``, each rank generating its share —
-    only the prompts without a group saved by an earlier, stopped try of the step (step_rollouts.py), with the
-    seeds of their places — and scoring each group as it finishes (§4.6.2), keeping it for a stop. None (on
+    only the prompts without a group saved by an earlier, stopped try of the step
+    (step_rollouts.py), with the seeds of their places — and scoring each group as it finishes
+    (§4.6.2), keeping it for a stop. None (on
     every rank) when a stop became due while some rank generated: what had finished is written first."""
     g, rollouts = stage.grpo, ctx.saves.rollouts if ctx.saves else None
     mine = ranks.my_share(prompts_P)
@@ -270,7 +271,8 @@ def run_supervised(ctx: StageContext, stage: config.Stage, rows: list, batch_siz
         timer = PhaseTimer()
         metrics, progress = step_fn(next(batches), timer)
         ctx.log.log(step, {**metrics, **timer.as_metrics()}, progress=progress)
-        # a supervised step cannot stop midway: the next one must end before the time to save (deadline.py)
+        # a supervised step cannot stop midway: the next one must end before the time to save
+        # (deadline.py)
         _after(ctx, step, stage.steps, batches.state_dict(), sum(timer.seconds.values()))
     ctx.log.close()
     return batches.state_dict()

@@ -288,8 +288,9 @@ def _chunk(engine, prep: Prepared, chunk: list[int], sampling: config.Rollout, k
 def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, settings: EvalSettings,
                         timings: dict, keep=None, should_stop=None) -> dict[int, types.PromptGroup]:
     """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per chunk). With
-    ``keep`` (a ``StepRollouts`` of the suite, row_progress.py) each group is kept as it finishes and a chunk's
-    groups saved by an earlier job are read instead of generated; ``should_stop()`` ends generation between
+    ``keep`` (a ``StepRollouts`` of the suite, row_progress.py) each group is kept as it finishes
+    and a chunk's groups saved by an earlier job are read instead of generated; ``should_stop()``
+    ends generation between
     engine steps and chunks, every rank raising :class:`GateStopped` together."""
     from tqdm import tqdm
 
@@ -305,8 +306,9 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
     bar.update(len(indices) - len(fits))  # too long: nothing to generate
     step = max(1, settings.chunk_items)
     chunks = [fits[start:start + step] for start in range(0, len(fits), step)]
-    # Every rank makes as many calls as the rank with the most chunks: with engine TP, generate is collective
-    # over the ranks sharing an engine, so a rank with fewer (or saved) chunks takes part with nothing of its own.
+    # Every rank makes as many calls as the rank with the most chunks: with engine TP, generate is
+    # collective over the ranks sharing an engine, so a rank with fewer (or saved) chunks takes part
+    # with nothing of its own.
     for k in range(ranks.most_over_ranks(len(chunks))):
         if should_stop is not None and any(ranks.gather_objects(should_stop())):
             bar.close()

@@ -152,8 +152,9 @@ class ScoreAsFinished:
     def finish(self, groups: list[PromptGroup],
                should_stop: Callable[[], bool] | None = None) -> list[PromptGroup]:
         """Every group scored (in place; also returned): waits for those in flight — re-raising what their scoring
-        raised, e.g. ``RewardServerError`` — and scores the rest in one batch. While it waits it asks
-        ``should_stop()`` every second: once it says yes, ``GenerationStopped`` (the groups scored by then
+        raised, e.g. ``RewardServerError`` — and scores the rest in one batch. While it waits it
+        asks ``should_stop()`` every second: once it says yes, ``GenerationStopped`` (the groups
+        scored by then
         went to ``keep``)."""
         pending = set(self._in_flight.values())
         while pending:

@@ -41,11 +41,11 @@ Logprobs
 Reproducibility
     Every request gets a seed derived from (rollout.seed, step or call counter, rank, prompt index); vLLM
     gives the G samples of a request the seeds ``seed + i``. On CPU, sampling is a Gumbel-max with a
-    per-request generator, so the same prompts, weights and step give the same tokens (tested), and with
-    split-KV attention off (``VLLM_CPU_ATTN_SPLIT_KV=0``, set unless the environment sets it) a prompt samples
-    the same bits in any batch: a resumed step that generates a subset equals the whole batch's groups. On
-    GPUs, kernels add their own non-determinism. Pass ``step=`` to ``generate`` so a resumed run draws the
-    same randomness as an uninterrupted one.
+    per-request generator, so the same prompts, weights and step give the same tokens (tested), and
+    with split-KV attention off (``VLLM_CPU_ATTN_SPLIT_KV=0``, set unless the environment sets it) a
+    prompt samples the same bits in any batch: a resumed step that generates a subset equals the
+    whole batch's groups. On GPUs, kernels add their own non-determinism. Pass ``step=`` to
+    ``generate`` so a resumed run draws the same randomness as an uninterrupted one.
 
 CPU specifics
     KV cache: ``rollout.kv_cache_gib`` is passed as ``kv_cache_memory_bytes`` (fractional GiB allowed); a
@@ -168,10 +168,11 @@ class RolloutEngine:
         self.sleep_level = engine_start.sleep_level(engine_start.installed_vllm_version())
         self._weights_dropped = False  # a level-2 sleep discarded them and no push has refilled them yet
         if self.on_cpu:
-            # Split-KV decode attention partitions a sequence's KV cache by how many sequences share the step:
-            # in a smaller batch the same sequence sums in another order, so a resumed step that generates only
-            # its missing groups (step_rollouts.py) would differ in the last bits. Unsplit, a sequence computes
-            # the same in any batch (measured: bench/preemption.py).
+            # Split-KV decode attention partitions a sequence's KV cache by how many sequences share
+            # the step: in a smaller batch the same sequence sums in another order, so a resumed
+            # step that generates only its missing groups (step_rollouts.py) would differ in the
+            # last bits. Unsplit, a sequence computes the same in any batch (measured:
+            # bench/preemption.py).
             os.environ.setdefault("VLLM_CPU_ATTN_SPLIT_KV", "0")
             engine_start.check_cpu_head_dim(hf, model_path)
             engine_dtype.request_amx_permission(dtype)
@@ -261,15 +262,16 @@ class RolloutEngine:
 
         ``sampling`` overrides the engine's Rollout settings for this call (e.g. evaluation temperature).
         ``step`` keys the per-request seeds (default: a per-engine call counter) — pass the training step
-        so that a resumed run samples exactly as an uninterrupted one. ``positions`` are the prompts' places
-        in the batch they were drawn in (default 0, 1, …), which key their seeds too: a resumed step that
-        generates only the prompts with no saved group draws what the whole batch would have drawn for them.
-        ``on_group(index, group)`` is called for each of this rank's prompts as soon as all of its ``n``
-        samples are done, while the rest still generate (scoring as they finish, rewards.ScoreAsFinished);
-        it gets the objects the call returns. ``should_stop()`` is asked every ``STOP_POLL_STEPS`` engine
-        steps (the ranks of an engine TP group agree on the answer): once it says yes the outstanding
-        requests are dropped and :class:`stop_request.GenerationStopped` is raised — the groups finished by
-        then went to ``on_group``.
+        so that a resumed run samples exactly as an uninterrupted one. ``positions`` are the
+        prompts' places in the batch they were drawn in (default 0, 1, …), which key their seeds
+        too: a resumed step that generates only the prompts with no saved group draws what the whole
+        batch would have drawn for them. ``on_group(index, group)`` is called for each of this
+        rank's prompts as soon as all of its ``n`` samples are done, while the rest still generate
+        (scoring as they finish, rewards.ScoreAsFinished); it gets the objects the call returns.
+        ``should_stop()`` is asked every ``STOP_POLL_STEPS`` engine steps (the ranks of an engine TP
+        group agree on the answer): once it says yes the outstanding requests are dropped and
+        :class:`stop_request.GenerationStopped` is raised — the groups finished by then went to
+        ``on_group``.
         Response tokens keep EOS / the
         token that completed a stop string; the text omits them (vLLM's default) and, being vLLM's incremental
         detokenisation, also an incomplete UTF-8 sequence at the very end.
@@ -314,7 +316,8 @@ class RolloutEngine:
                            should_stop: Callable[[], bool] | None = None) -> None:
         """What ``LLM.generate`` does — queue the requests, step the engine until none is left — written out so
         that each request's output is handed to ``finished(index, output)`` the moment it completes (with
-        ``n`` samples, when the last of them does), not after the whole batch; and so that a stop request
+        ``n`` samples, when the last of them does), not after the whole batch; and so that a stop
+        request
         can end it between two engine steps (``should_stop``, see :meth:`generate`)."""
         from vllm.sampling_params import RequestOutputKind
 

@@ -313,7 +313,8 @@ def cmd_launch(args) -> int:
 
 def cmd_plan(args) -> int:
     """Per-GPU memory of every stage on the recipe's layout (plan.py, printed by plan_table.py), then each
-    stage's step time, progress per ``--time-limit`` job and jobs (plan_time.py). Estimates: exit 0 even when a
+    stage's step time, progress per ``--time-limit`` job and jobs (plan_time.py). Estimates: exit 0
+    even when a
     stage is over its memory (a WARNING line); exit 2 with one line when a job cannot move a stage forward."""
     from nemo_cascade import plan
     from nemo_cascade.tooling import plan_table, plan_time

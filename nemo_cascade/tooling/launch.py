@@ -140,9 +140,10 @@ def _inline(cmd: list[str], cwd: str, slurm: bool) -> str:
 
 def _stage_job_lines(site: Site, name: str) -> list[str]:
     """A stage job's batch-shell lines before its srun (on the host, where Slurm's commands are): stop a chain of
-    requeues that no longer saves anything, and hand the job's end to the run (slurm/progress.sh). nemo-run's
-    batch shell runs srun in the foreground and could not act on a time-limit signal before the kill; the run
-    stops itself before its end instead (deadline.py), exits 75, and the batch shell requeues the job (nemo-run's
+    requeues that no longer saves anything, and hand the job's end to the run (slurm/progress.sh).
+    nemo-run's batch shell runs srun in the foreground and could not act on a time-limit signal
+    before the kill; the run stops itself before its end instead (deadline.py), exits 75, and the
+    batch shell requeues the job (nemo-run's
     TORCHX_MAX_RETRIES = MAX_REQUEUES); ``afterok`` holds while it is requeued."""
     repo, run = site.mounts[0][0], f"{site.mounts[1][0]}/{name}"
     # nemo-run's batch shell traces every line (set -vx): not the sourced file's

@@ -1,15 +1,16 @@
 """Per stage: an estimated step time and the checkpoint interval against a job's time limit — the time half of
 ``nemo-cascade plan`` (plan.py has the memory half and the shapes this builds on).
 
-A Slurm job is requeued at its time limit and resumes where the job before stopped. The run stops itself before
-the job's end (deadline.py: its save plus ``cfg.stop_margin_seconds``), so a job has for work its time limit less
-the start-up, the save and the margin. A GRPO step keeps its finished groups when it stops (step_rollouts.py):
-a job loses at most the sequences still generating at the stop, one wave of them, and so makes progress
-whenever one wave fits — ``(budget − wave) / step`` steps per job, a fraction when a step is longer than a job.
-An SFT or RM step is saved only when it ends: a job makes ``⌊budget / step⌋`` steps. A stage that cannot
-progress in a job (one wave, or one SFT step, longer than the budget) is refused in one line
-(:func:`check_progress`). Saves also come every ``stage.checkpoint_every`` steps or after
-``cfg.checkpoint_every_minutes`` (``save every``): what a node failure, which gives no warning, can cost.
+A Slurm job is requeued at its time limit and resumes where the job before stopped. The run stops
+itself before the job's end (deadline.py: its save plus ``cfg.stop_margin_seconds``), so a job has
+for work its time limit less the start-up, the save and the margin. A GRPO step keeps its finished
+groups when it stops (step_rollouts.py): a job loses at most the sequences still generating at the
+stop, one wave of them, and so makes progress whenever one wave fits — ``(budget − wave) / step``
+steps per job, a fraction when a step is longer than a job. An SFT or RM step is saved only when it
+ends: a job makes ``⌊budget / step⌋`` steps. A stage that cannot progress in a job (one wave, or one
+SFT step, longer than the budget) is refused in one line (:func:`check_progress`). Saves also come
+every ``stage.checkpoint_every`` steps or after ``cfg.checkpoint_every_minutes`` (``save every``):
+what a node failure, which gives no warning, can cost.
 
 The step time is a model, not a measurement (what each term leaves out is in :data:`ASSUMPTIONS`):
 
@@ -139,7 +140,8 @@ def train_seconds(params: float, tokens: float, gpus: int, hw: Hardware = H100, 
 def decode_seconds(*, sequences: int, prompt: int, response: int, weight_bytes: float, kv_bytes_per_token: float,
                    kv_tokens: int, hw: Hardware = H100, one_wave: bool = False) -> float:
     """One engine generating ``response`` tokens for each of ``sequences`` (memory-bound; module docstring).
-    ``weight_bytes`` and ``kv_bytes_per_token`` are per GPU of the engine, ``kv_tokens`` the engine's KV cache.
+    ``weight_bytes`` and ``kv_bytes_per_token`` are per GPU of the engine, ``kv_tokens`` the
+    engine's KV cache.
     ``one_wave``: the time of one wave only (the sequences the cache holds at once)."""
     if sequences <= 0 or response <= 0:
         return 0.0
