@@ -217,16 +217,18 @@ class CascadeRun:
             sdir.mkdir(parents=True, exist_ok=True)
             if resume is None:
                 shutil.rmtree(sdir / "checkpoint", ignore_errors=True)
-            if not running:  # a first start or a restart: groups of an earlier try had other weights
+            if not running:  # a first start or a restart: earlier groups had other weights
                 shutil.rmtree(sdir / "rollouts", ignore_errors=True)
         ranks.barrier()
         self.manifest.update(stage.name, status="running", started=time.time(), parent=self.weights_from,
                              config_sha256=self.manifest.config_hash(stage), resumed_from=str(resume or ""),
                              steps=stage.steps)
-        rollouts = StepRollouts(sdir / "rollouts", f"{self.manifest.config_hash(stage)}/seed{stage.rollout.seed}",
-                                self.cfg.rollout_checkpoint_seconds) if stage.kind == "grpo" else None
+        identity = f"{self.manifest.config_hash(stage)}/seed{stage.rollout.seed}"
+        rollouts = (StepRollouts(sdir / "rollouts", identity, self.cfg.rollout_checkpoint_seconds)
+                    if stage.kind == "grpo" else None)
         saves = Saves(sdir / "checkpoint", stage.checkpoint_every, self.cfg.keep_checkpoints, resume,
-                      every_minutes=self.cfg.checkpoint_every_minutes, run_dir=self.out, deadline=self.deadline,
+                      every_minutes=self.cfg.checkpoint_every_minutes, run_dir=self.out,
+                      deadline=self.deadline,
                       rollouts=rollouts)
         if resume:
             events.info("stage %s: resumed at step %d of %d (%s)", stage.name, _step_of(resume) + 1, stage.steps,
@@ -455,8 +457,10 @@ class CascadeRun:
         self.manifest.update(stage.name, gated=True)
         self._report()
 
-    def _evaluate_row(self, row: Path, weights: str, rm_url: str = "", only_pairwise: bool = False) -> None:
-        self.gate.evaluate_row(self.engine, row, weights, rm_url, only_pairwise, self.out, self.deadline)
+    def _evaluate_row(self, row: Path, weights: str, rm_url: str = "",
+                      only_pairwise: bool = False) -> None:
+        self.gate.evaluate_row(self.engine, row, weights, rm_url, only_pairwise, self.out,
+                               self.deadline)
 
     def _policy_row(self, k: int) -> Path | None:
         """The matrix row of the policy that stage k starts from (the last policy stage before it, or the base);

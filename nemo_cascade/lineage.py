@@ -31,8 +31,8 @@ ENDPOINTS = ("reward_model_url", "judge_url")
 """Where a served model is reached, not what it computes: a requeued Slurm job serves the same RM on another
 host, and the stage must still resume (docs/launch.md). Left out of the hashes."""
 
-AFTER_TRAINING = ("evaluate", "checkpoint_every_minutes", "rollout_checkpoint_seconds", "stop_margin_seconds",
-                  "released_after")
+AFTER_TRAINING = ("evaluate", "checkpoint_every_minutes", "rollout_checkpoint_seconds",
+                  "stop_margin_seconds", "released_after")
 """What the cascade does around training (``Stage.evaluate``: the gate; ``Cascade.checkpoint_every_minutes``,
 ``rollout_checkpoint_seconds`` and ``stop_margin_seconds``: when state is saved;
 ``Stage.released_after``: a hint preflight gives), not what the stages train: changing any of them

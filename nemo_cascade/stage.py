@@ -64,10 +64,12 @@ def _start(ctx: StageContext, restore_data) -> int:
     return ctx.saves.resume(ctx.actor, restore_data) if ctx.saves else 0
 
 
-def _after(ctx: StageContext, step: int, total: int, data_state: dict, next_step_seconds: float = 0.0) -> None:
+def _after(ctx: StageContext, step: int, total: int, data_state: dict,
+           next_step_seconds: float = 0.0) -> None:
     if ctx.saves:
         try:
-            ctx.saves.after(step, total, ctx.actor, data_state, ctx.stage_dir.name, next_step_seconds)
+            ctx.saves.after(step, total, ctx.actor, data_state, ctx.stage_dir.name,
+                            next_step_seconds)
         except stop_request.StopRequested:
             ctx.log.close()
             raise
@@ -89,8 +91,8 @@ def _stop_for_server(ctx: StageContext, stage: config.Stage, error: RewardServer
                       "again to resume once the server answers")
 
 
-def _generate_round(ctx: StageContext, stage: config.Stage, scorer, timer: PhaseTimer, prompts_P: list,
-                    rollout: config.Rollout, step: int, round_: int) -> list | None:
+def _generate_round(ctx: StageContext, stage: config.Stage, scorer, timer: PhaseTimer,
+                    prompts_P: list, rollout: config.Rollout, step: int, round_: int) -> list | None:
     """Round ``round_`` of ``step``: every rank's groups for ``prompts_P``, each rank generating its share —
     only the prompts without a group saved by an earlier, stopped try of the step
     (step_rollouts.py), with the seeds of their places — and scoring each group as it finishes
@@ -105,14 +107,15 @@ def _generate_round(ctx: StageContext, stage: config.Stage, scorer, timer: Phase
     def finish(new: list) -> list | None:
         try:
             scoring.finish(new, ctx.saves.stop_due if ctx.saves else None)
-        except stop_request.GenerationStopped:  # a stop while slow verifiers (sandbox, RM) still score
+        except stop_request.GenerationStopped:  # a stop while slow verifiers (sandbox, RM) score
             return None
         groups = {**saved, **dict(zip(todo, new))}
         if rollouts:
-            rollouts.end_round(groups)  # the whole round on disk: a stop in the update redoes only that
+            rollouts.end_round(groups)  # all on disk: a stop in the update redoes only that
         return [groups[i] for i in range(len(mine))]
 
-    with ScoreAsFinished(scorer, stage.reward.score_while_generating, g.group_size, keep) as scoring:
+    scoring = ScoreAsFinished(scorer, stage.reward.score_while_generating, g.group_size, keep)
+    with scoring:
         with timer("generate"):
             try:
                 new = ctx.engine.generate([mine[i] for i in todo], g.group_size, rollout,
@@ -141,9 +144,10 @@ def _stop_in_step(ctx: StageContext, stage: config.Stage, when: str, step: int, 
     saved = ctx.saves.before_stop(step, start, ctx.actor, *at_start)
     ctx.log.close()
     return stop_request.StopRequested(
-        f"stopped {ctx.saves.stop_reason()} in step {step} of stage {stage.name}, {when}; {saved}, its "
-        f"finished groups in {ctx.saves.rollouts.root if ctx.saves.rollouts else 'memory only'}; run the same "
-        f"command again to continue")
+        f"stopped {ctx.saves.stop_reason()} in step {step} of stage {stage.name}, {when}; "
+        f"{saved}, its finished groups in "
+        f"{ctx.saves.rollouts.root if ctx.saves.rollouts else 'memory only'}; "
+        "run the same command again to continue")
 
 
 def _data_state(stream: PromptStream, curriculum: LengthCurriculum) -> dict:
@@ -197,7 +201,7 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
 
         try:
             groups_P, refill = grpo.collect_groups(stream.next_batch, sample, cfg)  # + refill (§4.4.2)
-            if _stop_agreed(ctx.saves, update_seconds):  # the update would end past the time to save
+            if _stop_agreed(ctx.saves, update_seconds):  # the update would end too late to save
                 raise StopInStep("before its update")
         except RewardServerError as e:
             raise _stop_for_server(ctx, stage, e, step, start, at_start) from None

@@ -136,7 +136,8 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
     _validate_gate(cfg.gate)
     _at_least("keep_checkpoints", cfg.keep_checkpoints, 1)
     _at_least("checkpoint_every_minutes", cfg.checkpoint_every_minutes, 0, "0 = by steps only")
-    _at_least("rollout_checkpoint_seconds", cfg.rollout_checkpoint_seconds, 0, "0 = every group as it finishes")
+    _at_least("rollout_checkpoint_seconds", cfg.rollout_checkpoint_seconds, 0,
+              "0 = every group as it finishes")
     _at_least("stop_margin_seconds", cfg.stop_margin_seconds, 0, "seconds before the job's end")
 
 

@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 
 from .. import ranks
+from ..errors import CascadeError
 from ..files import read_json, write_text_atomically
 from ..step_rollouts import StepRollouts
 
@@ -71,7 +72,7 @@ class RowProgress:
             return None
         try:
             saved = read_json(path, "a gate suite's result")
-        except Exception as e:  # a damaged file is work to redo, not an error
+        except CascadeError as e:  # a damaged file is work to redo, not an error
             log.warning("gate: not using %s: %s; the suite is evaluated again", path, e)
             return None
         if saved.get("identity") != self._identity(suite, settings):

@@ -85,7 +85,7 @@ prefix between requests and wastes the least cache on short sequences."""
 CPU_MAX_BATCHED_TOKENS = 1 << 16
 """Token budget of one CPU engine step (see ``_cpu_kwargs``): caps max_num_seqs for long max_model_len."""
 STOP_POLL_STEPS = 8
-"""Engine steps between two looks at ``generate``'s ``should_stop``: a stat of the run folder per few steps."""
+"""Engine steps between two looks at ``generate``'s ``should_stop`` (a stat of the run folder)."""
 _GIB = 1 << 30
 _logged_cpu_noops: set[str] = set()  # sleep / wake_up: each logged once per process
 
@@ -336,7 +336,7 @@ class RolloutEngine:
                     if out.finished:
                         finished(index[out.request_id], out)
                 steps += 1
-        except BaseException:  # a bad request, a stop, an error in `finished`: leave no request in the engine
+        except BaseException:  # a bad request, a stop, an error in `finished`: leave no request
             engine.abort_request(ids)
             raise
 

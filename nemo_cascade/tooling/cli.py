@@ -326,9 +326,9 @@ def cmd_plan(args) -> int:
     print()
     times = plan_time.time_plan(cfg, memory, limit_s)
     gate = plan_time.gate_time(cfg, memory, times[0].budget_s if times else 0.0)
-    print(plan_time.render_times(times, args.time_limit, cfg.checkpoint_every_minutes, time_limit_s=limit_s,
-                                 gate=gate))
-    plan_time.check_progress(times, args.time_limit, gate)  # nothing a job moves forward: one line, exit 2
+    print(plan_time.render_times(times, args.time_limit, cfg.checkpoint_every_minutes,
+                                 time_limit_s=limit_s, gate=gate))
+    plan_time.check_progress(times, args.time_limit, gate)  # no progress in a job: one line, exit 2
     return 0
 
 
