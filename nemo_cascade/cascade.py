@@ -421,7 +421,7 @@ class CascadeRun:
         from nemo_cascade import weight_sync
 
         weight_sync.push(self.actor, self._engine())  # the actor holds the base weights here
-        self._evaluate_row(base_row, self.base)
+        self._evaluate_row(base_row, self.base, self.cfg.gate.reward_model_url)
         events.info("base: evaluated (%s)", base_row / "eval.json")
         self.engine.sleep()  # the first stage (SFT) trains next
 
@@ -446,7 +446,8 @@ class CascadeRun:
                     self._evaluate_row(row, self.weights_from, self._rm_url(rm), True)
             else:
                 sdir = stage_dir(self.cfg, k)
-                self._evaluate_row(sdir, str(sdir / "hf"), self._rm_url(rm) if rm else "")
+                rm_url = self._rm_url(rm) if rm else self.cfg.gate.reward_model_url
+                self._evaluate_row(sdir, str(sdir / "hf"), rm_url)
                 found = self._judge(stage, sdir)
                 self.rows.append(sdir)
             # The next stage may train before it generates (SFT, an RM): give the GPU back to the actor. A GRPO

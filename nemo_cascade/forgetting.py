@@ -65,7 +65,8 @@ class Gate:
         return EvalSettings(samples=g.samples or None, max_tokens=g.max_tokens or None, temperature=g.temperature,
                             top_p=g.top_p, limit=g.limit, seed=cfg.seed, template=cfg.chat_style, progress=False,
                             mode=None if g.mode == "suite" else g.mode, yarn=_per_suite(g.yarn, float),
-                            max_input_tokens=_per_suite(g.max_input_tokens, int))
+                            max_input_tokens=_per_suite(g.max_input_tokens, int),
+                            chunk_items=g.chunk_items)
 
     @property
     def enabled(self) -> bool:

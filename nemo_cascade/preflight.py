@@ -106,9 +106,11 @@ def check_stage_needs(cfg: config.Cascade) -> None:
                 load_items(suite, limit=cfg.gate.limit)
             except EvalError as e:
                 raise config.ConfigError(f"gate.suites: {e}") from None
-            if suite.pairwise and not any(s.kind == "reward_model" for s in cfg.stages):
-                raise config.ConfigError(f"gate.suites: {name} is scored by a reward model, but the cascade has no "
-                                         f"reward_model stage to serve one")
+            if (suite.pairwise and not cfg.gate.reward_model_url
+                    and not any(s.kind == "reward_model" for s in cfg.stages)):
+                raise config.ConfigError(
+                    f"gate.suites: {name} is scored by a reward model, but the cascade has no "
+                    f"reward_model stage and gate.reward_model_url is empty")
 
 
 def check_instruction_taxonomy(cfg: config.Cascade) -> None:

@@ -43,7 +43,8 @@ new prompt set, so the prompt stream starts afresh."""
 GATE_SUITES = ("ifeval", "ifbench", "aime24", "aime25", "humaneval", "mbpp", "swe")
 """The forgetting gate after every stage (§4.1.1, T2/T4–T8), each suite with the paper's App. B decoding and its
 avg@K. LiveCodeBench, MMLU(-Pro), GPQA and ArenaHard have no suite here: HumanEval/MBPP stand in for code. The
-RM-scored ``rlhf`` suite needs a reward_model stage in the cascade, and the 72B RM is served from outside."""
+RM-scored ``rlhf`` suite is left out: it needs the 72B RM served for the whole cascade, not only
+for RLHF (add it with ``gate.reward_model_url=file:URLFILE`` where that server stays up)."""
 
 
 def models_dir() -> str:

@@ -133,7 +133,7 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
         _at_least(f"{where}.actor.lr", s.actor.lr, 0)
         _at_least(f"{where}.actor.lr_decay_steps", s.actor.lr_decay_steps, 0, "0 = the stage's steps")
     _validate_engine(cfg)
-    _validate_gate(cfg.gate)
+    _validate_gate(cfg.gate, cfg.stages)
     _at_least("keep_checkpoints", cfg.keep_checkpoints, 1)
     _at_least("checkpoint_every_minutes", cfg.checkpoint_every_minutes, 0, "0 = by steps only")
     _at_least("rollout_checkpoint_seconds", cfg.rollout_checkpoint_seconds, 0,
@@ -310,9 +310,13 @@ def _validate_data(s: Stage, where: str) -> None:
                               f"{s.kind} stage reads one source once, so repeat must be 1")
 
 
-def _validate_gate(g: Gate) -> None:
+def _validate_gate(g: Gate, stages) -> None:
     if min(g.samples, g.max_tokens, g.limit) < 0:
         raise ConfigError("gate: samples, max_tokens and limit must be >= 0 (0 = the suite's default)")
+    _at_least("gate.chunk_items", g.chunk_items, 1)
+    if g.reward_model_url and any(s.kind == "reward_model" for s in stages):
+        raise ConfigError("gate.reward_model_url: the cascade trains a reward_model stage, whose "
+                          "RM scores the gate's pairwise suites; leave gate.reward_model_url empty")
     if g.min_drop < 0 or g.sigmas < 0:
         raise ConfigError("gate: min_drop and sigmas must be >= 0")
     for name, what, kind, least in (("tolerance", "DROP", float, 0), ("yarn", "FACTOR", float, 1),

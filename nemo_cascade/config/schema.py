@@ -341,6 +341,14 @@ class Gate:
     max_input_tokens: tuple[str, ...] = ()
     """Per-suite ``SUITE=TOKENS`` overrides of the suite's longest generated prompt (App. B: SWE-bench 32K for
     the 8B, 64K for the 14B)."""
+    reward_model_url: str = ""
+    """A served reward model (a URL or ``file:URLFILE``) that scores the pairwise suites (``rlhf``)
+    of a cascade that trains no reward_model stage, e.g. the 72B RM of §4.3 behind
+    slurm/serve_model.sh; empty = those suites wait for the cascade's own RM."""
+    chunk_items: int = 64
+    """Items of a suite generated and scored together. A row's results are kept chunk by chunk and
+    a stop waits for at most one chunk's scoring; scores are reproducible for a fixed value (a seed
+    per chunk)."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from .schema import ConfigError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """The newest version: the one a new run's manifest.json and every config.json record."""
 
 FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
@@ -46,6 +46,9 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # Samples sharing their prompt's tokens in a packed row change how rows are laid out, not what is trained
     # (as sequence packing in version 2).
     8: {"GRPO": ("share_prompts",)},
+    # How many of a gate suite's items are generated together: at its default (64) the gate
+    # samples as before.
+    9: {"Gate": ("chunk_items",)},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not named
 here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION`` bumped

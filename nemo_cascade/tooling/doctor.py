@@ -246,6 +246,8 @@ def check_servers(cfg: config.Cascade | None) -> list[Row]:
                 urls.setdefault(getattr(s.reward, field), []).append(f"stages.{s.name}.reward.{field}")
         if s.reward.reward_model_stage:
             served.append(f"{s.name} ← {s.reward.reward_model_stage}")
+    if cfg.gate.reward_model_url:  # the gate's pairwise suites (rlhf)
+        urls.setdefault(cfg.gate.reward_model_url, []).append("gate.reward_model_url")
     rows = [_probe(url, fields) for url, fields in urls.items()]
     if served:
         rows.append(Row(NA, "reward model (served)", f"served by the cascade itself: {', '.join(served)}"))

@@ -28,3 +28,17 @@ def rlhf_in_short_jobs() -> Cascade:
     return Cascade(name="short-jobs", model=Model(build="tiny-qwen3"), parallel=Parallel(micro_batch_size=32),
                    stages=(_rlhf(steps=1, prompts_per_step=8),), checkpoint_every_minutes=0,
                    gate=Gate(suites=("tiny-math",), samples=1, limit=4, max_tokens=16))
+
+
+def gate_in_short_jobs() -> Cascade:
+    """Two SFT steps and a gate row longer than a job (tests/slurm/test_time_limit.py): the
+    RM-scored tiny-rlhf suite in 8 chunks of 8 items, each chunk scored by the reward model the test
+    serves behind a slow proxy. No base row, so only the stage's row is slow."""
+    data = Data(source="synthetic:arithmetic", split="train", seed=1)
+    sft = Stage(name="sft", kind="sft", data=data, steps=2, sft_batch_size=16, sft_max_tokens=96,
+                checkpoint_every=0, actor=Actor(lr=2e-3))
+    gate = Gate(suites=("tiny-rlhf",), samples=1, max_tokens=16, evaluate_base=False, chunk_items=8,
+                reward_model_url="http://reward-model.invalid:8000")
+    return Cascade(name="short-gate", model=Model(build="tiny-qwen3"),
+                   parallel=Parallel(micro_batch_size=16), stages=(sft,),
+                   checkpoint_every_minutes=0, gate=gate)

@@ -5,7 +5,8 @@ Slurm sends its time-limit signal up to half a minute early, and the run must st
 reads its end (squeue, in the batch shell), stops inside the step before it, keeping the groups scored so far
 (rollout checkpoints), and the batch shell requeues the job; the next job scores only the rest. The chain
 reaches the end, and its export, every logged number and every gate score equal an uninterrupted run's bit for
-bit."""
+bit. The same for a gate row longer than a job: its finished chunks are kept, and the row the next
+job finishes equals the uninterrupted one."""
 from __future__ import annotations
 
 import json
@@ -35,13 +36,16 @@ def reward_model(tmp_path_factory):
 def straight(cluster, reward_model, tmp_path_factory) -> Path:
     """The uninterrupted run (no Slurm, no delay): the reference."""
     root = tmp_path_factory.mktemp("straight")
-    proc = subprocess.run(
-        [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", RECIPE, f"run_root={root}",
-         f"stages.rlhf.reward.reward_model_url={reward_model.url}"],
-        capture_output=True, text=True, cwd=ROOT, timeout=900,
-        env={k: v for k, v in cluster.env.items() if k != "SLURM_CONF"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _straight_run(cluster, RECIPE, root, f"stages.rlhf.reward.reward_model_url={reward_model.url}")
     return root / "short-jobs"
+
+
+def _straight_run(cluster, recipe: str, root: Path, *overrides: str) -> None:
+    argv = ["run", recipe, f"run_root={root}", *overrides]
+    proc = subprocess.run(
+        [sys.executable, "-m", "nemo_cascade.tooling.cli", *argv], capture_output=True, text=True,
+        cwd=ROOT, timeout=900, env={k: v for k, v in cluster.env.items() if k != "SLURM_CONF"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def _equal_to_straight(a: Path, b: Path) -> None:
@@ -99,3 +103,38 @@ def test_a_launched_stage_job_saves_before_its_end_and_is_requeued(cluster, rewa
     logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "nemorun-home").rglob("log-*.out"))
     assert "nemo-cascade: stopped before the job's end at" in logs and " in step 0 of stage rlhf, " in logs
     _equal_to_straight(straight, tmp_path / "runs" / "short-jobs")
+
+
+def test_a_gate_row_longer_than_its_job_resumes_mid_suite(cluster, reward_model, tmp_path):
+    """Each chunk of 8 items waits 8 s for its reward-model scores: the row (8 chunks and the
+    reference answers, about 75 s) outlasts what a 2-minute job has for work, so a job stops between
+    chunks of the suite; the next scores only the chunks not kept."""
+    recipe = "tests/slurm/recipes.py:gate_in_short_jobs"
+    rm = f"gate.reward_model_url={reward_model.url}"
+    _straight_run(cluster, recipe, tmp_path / "straight", rm)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    reward_model.delay = 8.0
+    try:
+        job = cluster.sbatch("--time=2", "--signal=B:USR1@5", "--gpus-per-node=1",
+                             f"--output={runs}/job-%j.log", "slurm/cascade_8b.sh", rm,
+                             "stop_margin_seconds=50",
+                             env={"RUN_DIR": str(runs), "RECIPE": recipe, "RUN_NAME": "short-gate"})
+        state = cluster.wait_done(job, 1200)
+    finally:
+        reward_model.delay = 0.0
+    log = (runs / f"job-{job}.log").read_text(errors="replace")
+    assert state == "COMPLETED", log[-4000:]
+    assert cluster.restarts(job) >= 1, log[-4000:]
+    stops = [line for line in log.splitlines()
+             if line.startswith("nemo-cascade: stopped before the job's end")]
+    mid_suite = [s for s in stops if " in the gate of 0-sft, suite tiny-rlhf, after " in s
+                 and " after 0 of " not in s]
+    assert mid_suite, log[-4000:]
+    a, b = tmp_path / "straight" / "short-gate", runs / "short-gate"
+    assert _metrics(a, "0-sft") == _metrics(b, "0-sft")
+    rows = [json.loads((run / "stages/0-sft/eval.json").read_text())["suites"] for run in (a, b)]
+    records = [{name: suite["records"] for name, suite in row.items()} for row in rows]
+    assert records[0] == records[1]
+    assert _scores(a / "stages/0-sft") == _scores(b / "stages/0-sft")
+    assert not (b / "stages/0-sft/eval_partial").exists()

@@ -73,6 +73,12 @@ def test_gate_settings(tiny):
     assert config.tolerances(tiny.gate)["tiny-math"] == tiny.gate.min_drop
     no_rm = replace(tiny, stages=tuple(s for s in tiny.stages if s.name not in ("rm", "rlhf")))
     assert "tiny-rlhf is scored by a reward model, but the cascade has no reward_model stage" in _error(no_rm)
+    served = replace(no_rm, gate=replace(no_rm.gate, reward_model_url="http://rm:8000"))
+    check_cascade(served)  # a served RM scores the pairwise suite instead
+    assert "gate.reward_model_url: the cascade trains a reward_model stage" in _error(
+        replace(tiny, gate=served.gate))
+    no_chunk = replace(tiny, gate=replace(tiny.gate, chunk_items=0))
+    assert "gate.chunk_items: expected >= 1" in _error(no_chunk)
 
 
 def test_boundary_policy_checks(tiny):

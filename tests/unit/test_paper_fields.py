@@ -353,10 +353,11 @@ class _Gate:
     enabled = True
 
     def __init__(self):
-        self.evaluated, self.checked = [], []
+        self.evaluated, self.checked, self.rm_urls = [], [], []
 
     def evaluate(self, engine, out_dir, checkpoint, rm_url="", only_pairwise=False):
         self.evaluated.append((Path(out_dir).name, only_pairwise))
+        self.rm_urls.append(rm_url)
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "eval.json").write_text("{}")
 
@@ -390,10 +391,10 @@ class _Sleeper:
         self.sleeps += 1
 
 
-def _run(monkeypatch, tmp_path, stages, done=()):
+def _run(monkeypatch, tmp_path, stages, done=(), gate=config.Gate()):
     from nemo_cascade import cascade, weight_sync
 
-    cfg = config.Cascade(name="split", run_root=str(tmp_path), stages=stages)
+    cfg = config.Cascade(name="split", run_root=str(tmp_path), stages=stages, gate=gate)
     run = object.__new__(cascade.CascadeRun)  # the gate's bookkeeping, without building an actor or an engine
     run.cfg, run.base, run.out = cfg, "base-model", cascade.run_dir(cfg)
     run.gate, run.manifest, run.engine = _Gate(), _Manifest(done), _Sleeper()
@@ -445,6 +446,21 @@ def test_a_reward_model_fills_the_rm_column_only_of_the_policy_it_follows(monkey
     run.gate_after(2, stages[2])
     pairwise = [name for name, only_pairwise in run.gate.evaluated if only_pairwise]
     assert pairwise == (["1-ifrl"] if evaluated else [])
+
+
+def test_a_served_gate_rm_scores_every_row_of_a_cascade_without_an_rm_stage(monkeypatch, tmp_path):
+    """``gate.reward_model_url``: the base row and each stage's row get the pairwise suites."""
+    stages = (config.Stage(name="sft", kind="sft"), config.Stage(name="rlhf"))
+    run = _run(monkeypatch, tmp_path, stages, gate=config.Gate(reward_model_url="file:/rm.url"))
+    (run.out / "base" / "eval.json").unlink()
+    run.evaluate_base()
+    run.gate_after(0, stages[0])
+    run.gate_after(1, stages[1])
+    assert run.gate.evaluated[1:] == [("base", False), ("0-sft", False), ("1-rlhf", False)]
+    assert run.gate.rm_urls[1:] == ["file:/rm.url"] * 3
+    unserved = _run(monkeypatch, tmp_path / "unserved", stages)
+    unserved.gate_after(0, stages[0])
+    assert unserved.gate.rm_urls == ["", ""]  # the pairwise suites wait for an RM stage
 
 
 # ------------------------------------------------------------------------------------------- the report
