@@ -67,6 +67,19 @@ def init_distributed(timeout_minutes: float | None = None) -> None:
     ranks.init_object_group(timeout)
 
 
+def init_model_parallel(parallel: config.Parallel) -> None:
+    """Megatron's tensor-, pipeline-, context- and data-parallel groups (once per process), each
+    waiting ``parallel.collective_timeout_minutes`` as the default group does: Megatron's own
+    default is 30 minutes, which a rank still generating its share of a long rollout outlasts."""
+    from megatron.core import parallel_state as ps
+
+    if not ps.model_parallel_is_initialized():
+        ps.initialize_model_parallel(tensor_model_parallel_size=parallel.tp,
+                                     pipeline_model_parallel_size=parallel.pp,
+                                     context_parallel_size=parallel.cp,
+                                     distributed_timeout_minutes=parallel.collective_timeout_minutes)
+
+
 @dataclass
 class StepMetrics:
     loss: float
@@ -100,9 +113,7 @@ class MegatronActor(HFWeights):
         if world % mp:
             raise config.ConfigError(f"parallel.tp × parallel.pp × parallel.cp = {parallel.tp}×{parallel.pp}×{parallel.cp} "
                                      f"must divide the world size {world}")
-        if not ps.model_parallel_is_initialized():
-            ps.initialize_model_parallel(tensor_model_parallel_size=parallel.tp,
-                                         pipeline_model_parallel_size=parallel.pp, context_parallel_size=parallel.cp)
+        init_model_parallel(parallel)
         tensor_parallel.model_parallel_cuda_manual_seed(seed)
         self.ps, self.parallel, self.hf_path = ps, parallel, hf_path
         # Batches arrive on the CPU; NCCL collectives need CUDA tensors, gloo CPU ones.

@@ -26,6 +26,11 @@ def test_default_group_has_the_configured_timeout(ranks):
     assert all(r["cpu_object_group"] is None for r in ranks), "on CPU the gloo default group carries objects"
 
 
+def test_megatrons_groups_have_the_configured_timeout(ranks):
+    """Not Megatron's default of 30 minutes: its groups wait as long as the default group."""
+    assert [r["megatron_timeouts"] for r in ranks] == [{"tp": 420.0, "dp": 420.0, "dp_gloo": 420.0}] * 2
+
+
 def test_exchanges_over_the_default_gloo_group(ranks):
     for r in ranks:
         assert r["shares"] == [0, 1, 1] and r["most"] == 11 and r["from_main"] == "url-of-0"

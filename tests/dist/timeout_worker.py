@@ -25,10 +25,19 @@ def main():
     from nemo_cascade.actor.megatron import init_distributed
 
     init_distributed(7)
+    from megatron.core import parallel_state as ps
+
+    from nemo_cascade import config
+    from nemo_cascade.actor.megatron import init_model_parallel
+
+    init_model_parallel(config.Parallel(tp=2, collective_timeout_minutes=7))
+    megatron_groups = {"tp": ps.get_tensor_model_parallel_group(), "dp": ps.get_data_parallel_group(),
+                       "dp_gloo": ps.get_data_parallel_group_gloo()}
     rank = dist.get_rank()
     result = {"rank": rank, "default_timeout": timeout_of(None), "cpu_object_group": ranks.object_group(),
               "shares": ranks.gather_shares([rank] * (rank + 1)), "most": ranks.most_over_ranks(10 + rank),
-              "from_main": ranks.from_main(f"url-of-{rank}")}
+              "from_main": ranks.from_main(f"url-of-{rank}"),
+              "megatron_timeouts": {name: timeout_of(g) for name, g in megatron_groups.items()}}
     ranks.barrier()
     # The GPU branch, for real: a default group that is not gloo gets a gloo group of its own.
     real = dist.get_backend

@@ -166,11 +166,14 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
     assert env["MASTER_ADDR"] == HOSTS[0] and env["MASTER_PORT"] == "29500"
     assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1" and env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
     assert env["NCCL_SOCKET_IFNAME"] == "^lo,docker" and env["NCCL_IB_DISABLE"] == "0"
-    assert "GLOO_SOCKET_IFNAME" not in env, "gloo takes no ^exclusions: left to the host name's interface"
+    assert "GLOO_SOCKET_IFNAME" not in env, "no ^exclusions for gloo; no route to the made-up first node"
     assert env["WANDB_MODE"] == "offline" and env["WANDB_PROJECT"] == "nemo-cascade"
     assert env["WANDB_RUN_GROUP"] == name and env["WANDB_RESUME"] == "allow"
     assert env["WANDB_DIR"] == f"/runs/{name}"
-    assert env["VLLM_CACHE_ROOT"] == "/runs/.cache/vllm" and env["HF_HOME"] == "/runs/.cache/huggingface"
+    assert env["HF_HOME"] == "/runs/.cache/huggingface", "downloads shared by the nodes"
+    local = env["NODE_CACHE_DIR"]
+    assert local.startswith("/tmp/") and (env["VLLM_CACHE_ROOT"], env["TORCHINDUCTOR_CACHE_DIR"]) == \
+        (f"{local}/vllm", f"{local}/inductor"), "compile caches node-local: their file locks and NFS"
     assert env["PYTHONPATH"].split(":")[0] == str(ROOT)
     assert env["NEMO_CASCADE_MODELS"] == "/models" and env["NEMO_CASCADE_DATA"] == "/data/nemotron-cascade"
     assert (tmp_path / "runs").is_dir()
@@ -207,6 +210,39 @@ def test_settings_by_environment(harness, tmp_path):
     assert env["GLOO_SOCKET_IFNAME"] == "ib0", "gloo groups cross nodes on the interface NCCL is given"
     assert env["WANDB_MODE"] == "online" and env["WANDB_RUN_GROUP"] == "my-run"
     assert env["FROM_SETUP"] == "yes", "NODE_SETUP runs on the node before torchrun"
+
+
+def _interface_with_ipv4() -> tuple[str, str] | None:
+    """A non-loopback interface of this machine and its IPv4 address (``ip -o -4 addr show``)."""
+    if not shutil.which("ip"):
+        return None
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    found = [(f[1], f[3].split("/")[0]) for f in (line.split() for line in out.splitlines())
+             if len(f) > 3 and f[1] != "lo"]
+    return found[0] if found else None
+
+
+def _gloo_ifname(env: dict[str, str]) -> str:
+    kept = {k: v for k, v in os.environ.items() if k not in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
+    proc = subprocess.run(["bash", "-c", 'source slurm/env.sh; echo "${GLOO_SOCKET_IFNAME-(unset)}"'],
+                          capture_output=True, text=True, cwd=ROOT, env={**kept, **env}, check=True)
+    return proc.stdout.strip()
+
+
+def test_gloo_takes_the_interface_that_reaches_the_first_node():
+    """Not the host name's address (127.0.x.1 on many images): the interface of the route to
+    MASTER_ADDR, or the one holding it on the first node itself."""
+    found = _interface_with_ipv4()
+    if found is None:
+        pytest.skip("no `ip` command or no non-loopback IPv4 interface on this machine")
+    name, address = found
+    assert _gloo_ifname({"MASTER_ADDR": address}) == name, "the first node: the interface holding it"
+    neighbour = address.rsplit(".", 1)[0] + (".77" if not address.endswith(".77") else ".78")
+    assert _gloo_ifname({"MASTER_ADDR": neighbour}) == name, "another node: the route's interface"
+    assert _gloo_ifname({"MASTER_ADDR": address, "NCCL_SOCKET_IFNAME": "ib0"}) == "ib0"
+    assert _gloo_ifname({"MASTER_ADDR": address, "GLOO_SOCKET_IFNAME": "bond0"}) == "bond0"
+    assert _gloo_ifname({"MASTER_ADDR": "no-such-node.invalid"}) == "(unset)"
+    assert _gloo_ifname({}) == "(unset)", "the batch step, before MASTER_ADDR is known"
 
 
 def test_without_container(harness, tmp_path):
