@@ -29,7 +29,6 @@
 #SBATCH --output=%x-%j.log
 
 : "${RECIPE:=recipes/nemotron_cascade_14b_thinking.py}"
-: "${RUN_NAME:=nemotron-cascade-14b-thinking}"
 
 # Slurm runs a copy of this script from its spool folder: find the checkout by REPO_DIR or the submit folder.
 for d in "${REPO_DIR:-}/slurm" "$(dirname "$0")" "${SLURM_SUBMIT_DIR:-$PWD}/slurm"; do

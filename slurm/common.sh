@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # What slurm/cascade_*.sh share: settings, self-submission, the srun → torchrun launch, and requeue at the time
-# limit. A job script sets its #SBATCH lines, RECIPE and RUN_NAME, sources this file and calls
+# limit. A job script sets its #SBATCH lines and RECIPE, sources this file and calls
 # `cascade_main "$@"` (its arguments are KEY=VALUE overrides for `nemo-cascade run`).
 #
 # Settings — environment variables, all optional (sbatch passes the submitting shell's environment to the job):
@@ -18,7 +18,9 @@
 #                           where those appear in the container (/workspace/nemo-cascade, /runs, /data, /models);
 #                           recipes name data and models by these paths
 #   EXTRA_MOUNTS            more container mounts, "src:dst[,src:dst...]"
-#   RUN_NAME                the run's name (name=...): the same name continues the same run
+#   RUN_NAME                the run's name (name=...): the same name continues the same run (default: the
+#                           recipe's own, Cascade.name, read by the batch shell's python3 — standard library
+#                           only, so no container or venv is needed for it)
 #   RECIPE                  recipe file or module:function (default: the script's)
 #   GPUS_PER_NODE           8;   MASTER_PORT   29500 (rendezvous port on the first node)
 #   NODE_SETUP              shell code run on every node before torchrun, e.g. "pip install --no-deps -e ."
@@ -66,7 +68,12 @@ else
 fi
 : "${EXTRA_MOUNTS:=}"
 : "${RECIPE:?the job script sets RECIPE}"
-: "${RUN_NAME:?the job script sets RUN_NAME}"
+if [[ -z ${RUN_NAME:-} ]]; then  # the recipe's own name: each recipe function keeps its own run folder
+  RUN_NAME=$(cd "$REPO_DIR" && PYTHONPATH="$REPO_DIR" "${NC_PYTHON:-python3}" -m nemo_cascade.config.recipe_file \
+               "$RECIPE") \
+    || { echo "[nemo-cascade $(date '+%F %T')] error: RUN_NAME is unset and the name of RECIPE=$RECIPE could" \
+              "not be read (above; ${NC_PYTHON:-python3} >= 3.10 reads it): set RUN_NAME" >&2; exit 2; }
+fi
 : "${GPUS_PER_NODE:=8}"
 : "${MASTER_PORT:=29500}"
 : "${NODE_SETUP:=}"

@@ -7,9 +7,11 @@
 #   bash slurm/node.sh RECIPE [KEY=VALUE ...] [--stage NAME]
 #
 # Used by slurm/cascade_*.sh and by the nemo-run Slurm tasks (nemo_cascade/tooling/launch.py).
-# DOCTOR=1 (default): `nemo-cascade doctor RECIPE [KEY=VALUE...]` first, on every node — a node that fails a check
-# (CUDA, versions, TE/FP8, vLLM's reload API, bubblewrap, the reward-model/judge URLs, disk, memory) ends the job
-# with its table in the log instead of failing later inside the cascade. DOCTOR=0 skips it.
+# DOCTOR=1 (default): `nemo-cascade doctor RECIPE [KEY=VALUE...] [--stage NAME]` first, on every node — a node
+# that fails a check (CUDA, versions, TE/FP8, vLLM's reload API, bubblewrap, interfaces, the servers this job
+# needs now, disk, memory) ends the job with its table in the log instead of failing later inside the cascade.
+# DOCTOR=0 skips it. SERVER_WAIT: seconds a server this job needs now is waited for (600: a serve job may be
+# loading its model, or requeueing).
 # NODE_SETUP: shell code run first on every node (e.g. "pip install --no-deps -e ."); TORCHRUN: the launcher
 # (default: torchrun run by nemo_cascade/tooling/torchrun.py, which ends a failed job with one line instead of torchrun's
 # traceback and table in the job log).
@@ -23,12 +25,10 @@ fi
 : "${MASTER_ADDR:?is unset: the batch step sets it to the first node of the job}"
 if [[ ${DOCTOR:-1} == 1 ]]; then
   doctor_args=()
-  for arg in "$@"; do  # the recipe and its overrides; not the run's own options (--stage NAME, --retrain)
-    if [[ $arg == --stage || $arg == --retrain || ${prev:-} == --stage ]]; then prev=$arg; continue; fi
-    prev=$arg
-    doctor_args+=("$arg")
+  for arg in "$@"; do  # the recipe, its overrides and --stage NAME; not the run's --retrain
+    if [[ $arg != --retrain ]]; then doctor_args+=("$arg"); fi
   done
-  python -m nemo_cascade.tooling.cli doctor "${doctor_args[@]}" \
+  python -m nemo_cascade.tooling.cli doctor "${doctor_args[@]}" --server-wait "${SERVER_WAIT:-600}" \
     || { echo "nemo-cascade: error: node $(hostname) failed the checks above (DOCTOR=0 skips them)" >&2; exit 2; }
 fi
 exec ${TORCHRUN:-python -m nemo_cascade.tooling.torchrun} \

@@ -14,9 +14,6 @@ tp × pp × cp × dp processes.
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
-import inspect
 import logging
 import os
 import signal
@@ -26,73 +23,13 @@ from pathlib import Path
 
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
+from nemo_cascade.config.recipe_file import load_recipe
 from nemo_cascade import console
 from nemo_cascade.tooling import demo_data, worker_log
 from nemo_cascade.tooling.cli_parser import build_parser
 from nemo_cascade.tooling.cli_tools import cmd_convert, cmd_data
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.tooling.torchrun import run_torchrun
-
-
-def load_recipe(spec: str) -> config.Cascade:
-    """A recipe is a function returning a Cascade: ``path.py[:fn]`` or ``module:fn`` (default fn: recipe)."""
-    target, _, fn = spec.partition(":")
-    fn = fn or "recipe"
-    shown, shown_target = (x if x.isprintable() else repr(x) for x in (spec, target))  # errors stay one line
-    if target.endswith(".py"):
-        path = Path(target)
-        if not path.is_file():
-            raise config.ConfigError(f"recipe {shown_target}: no such file")
-        mod_spec = importlib.util.spec_from_file_location(f"nemo_cascade_recipe_{path.stem}", path)
-        module = importlib.util.module_from_spec(mod_spec)
-        try:
-            mod_spec.loader.exec_module(module)
-        except Exception as e:  # the recipe file's own code (a bad import, a syntax error): its line, not a trace
-            raise config.ConfigError(f"recipe {shown}: {_raised_where(e)}") from None
-    else:
-        if not target or target.startswith("."):  # importlib: ValueError / TypeError (a relative import)
-            raise config.ConfigError(f"recipe {shown}: expected recipes/NAME.py[:function] or package.module:function")
-        try:
-            module = importlib.import_module(target)
-        except (ImportError, ValueError) as e:  # ValueError: a name an import hook cannot map to a path, '/'
-            raise config.ConfigError(f"recipe {shown}: cannot import module {target!r} ({_first_line(e)})") from None
-    recipe = getattr(module, fn, None)
-    if not callable(recipe):
-        raise config.ConfigError(f"recipe {shown}: no function {fn!r} in {shown_target}")
-    try:
-        inspect.signature(recipe).bind()
-    except TypeError:
-        raise config.ConfigError(f"recipe {shown}: {fn}() needs arguments; a recipe is called with none") from None
-    except ValueError:  # no signature (a builtin): let the call decide
-        pass
-    try:
-        cfg = recipe()
-    except config.ConfigError:
-        raise  # already one line (a recipe may check its own inputs)
-    except Exception as e:
-        raise config.ConfigError(f"recipe {shown}: {fn}() {_raised_where(e)}") from None
-    if not isinstance(cfg, config.Cascade):
-        raise config.ConfigError(f"recipe {shown}: {fn}() returned {type(cfg).__name__}, "
-                                 f"expected nemo_cascade.config.Cascade")
-    return cfg
-
-
-def _raised_where(e: BaseException) -> str:
-    """``raised KeyError: 'x' (recipes/mine.py:12)``: the error and the last line of the user's code it came from
-    (a SyntaxError names its own line)."""
-    import traceback
-
-    frames = traceback.extract_tb(e.__traceback__)
-    ours = [f for f in frames if "/importlib/" not in f.filename and "<frozen" not in f.filename]
-    where = (f"{e.filename}:{e.lineno}" if isinstance(e, SyntaxError) else
-             f"{ours[-1].filename}:{ours[-1].lineno}" if ours else "")
-    message = e.msg if isinstance(e, SyntaxError) else _first_line(e)
-    return f"raised {type(e).__name__}: {message}" + (f" ({where})" if where else "")
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).splitlines()
-    return lines[0][:200] if lines else type(e).__name__
 
 
 def _run_job(cfg: config.Cascade, only_stage: str | None, retrain: bool) -> int:
@@ -340,7 +277,11 @@ def cmd_doctor(args) -> int:
     if args.overrides and not args.recipe:
         raise config.ConfigError(f"doctor: {args.overrides[0]}: KEY=VALUE overrides need a RECIPE before them")
     cfg = config.validate(apply_overrides(load_recipe(args.recipe), args.overrides)) if args.recipe else None
-    return doctor.doctor(cfg, args.recipe or "")
+    if args.stage and cfg is None:
+        raise config.ConfigError(f"doctor: --stage {args.stage}: needs a RECIPE")
+    if args.server_wait < 0:
+        raise config.ConfigError(f"doctor: --server-wait {args.server_wait:g}: expected seconds >= 0")
+    return doctor.doctor(cfg, args.recipe or "", args.stage, args.server_wait)
 
 
 def cmd_report(args) -> int:

@@ -121,6 +121,11 @@ def _add_doctor_parser(sub) -> None:
                                      "servers, disk, memory) for a recipe; exit 2 on any failure")
     doc.add_argument("recipe", nargs="?", help="recipes/NAME.py[:fn] or package.module:fn (optional)")
     doc.add_argument("overrides", nargs="*", help="KEY=VALUE, as for run")
+    doc.add_argument("--stage", default="", metavar="NAME",
+                     help="the one stage this job runs (as for run): only its servers are waited for")
+    doc.add_argument("--server-wait", type=float, default=5.0, metavar="SECONDS",
+                     help="how long a server this job needs now is waited for (the URL file to appear, "
+                          "then /health; default 5; a job's node check: 600)")
 
 
 def _add_plan_parser(sub) -> None:

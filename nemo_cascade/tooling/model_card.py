@@ -139,8 +139,9 @@ MAX_FILE_BYTES = 50 * 10**9
 
 def check_release_folder(folder: Path) -> list[str]:
     """What would stop or spoil an upload of ``folder``, offline (empty = none): a card the hub cannot parse or
-    without license / pipeline_tag, a base_model or dataset that is not a hub id, an index naming a missing
-    shard, a leftover temporary file, a file over the hub's size limit."""
+    without license / pipeline_tag, a base_model or dataset that is not a hub id, no config.json, no weights
+    (neither model.safetensors nor an index), an index naming a missing shard, no tokenizer, a leftover
+    temporary file, a file over the hub's size limit."""
     from huggingface_hub import ModelCard
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
@@ -165,6 +166,12 @@ def check_release_folder(folder: Path) -> list[str]:
             except HFValidationError:
                 problems.append(f"README.md: {value!r} is not a hub id")
     index = folder / "model.safetensors.index.json"
+    if not (folder / "config.json").is_file():
+        problems.append("config.json: missing (transformers cannot load the model without it)")
+    if not (index.is_file() or (folder / "model.safetensors").is_file()):
+        problems.append("no weights: neither model.safetensors nor model.safetensors.index.json")
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer.model")):
+        problems.append("no tokenizer: neither tokenizer.json nor tokenizer.model")
     if index.is_file():
         shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
         problems += [f"{index.name}: names {s}, which is missing" for s in sorted(shards) if not (folder / s).is_file()]

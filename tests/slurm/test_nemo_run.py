@@ -32,9 +32,12 @@ def _job_states(cluster, name_prefix: str) -> dict[str, str]:
 
 
 def test_stages_and_served_reward_model_run_as_chained_jobs(cluster, tmp_path):
+    """With the nodes' checks on (DOCTOR=1): each stage job checks the servers of its own stage only,
+    so the SFT job does not fail on the RLHF stage's placeholder URL, and the RLHF job waits for the
+    served model's URL file."""
     rm = build_tiny_reward_model(tmp_path / "rm")
     proc = _launch(cluster, tmp_path, "tests/slurm/recipes.py:sft_then_rlhf", "--reward-model", str(rm),
-                   "--serve-gpus", "1", "--vllm-args", "--max-model-len 256")
+                   "--serve-gpus", "1", "--vllm-args", "--max-model-len 256", env={"DOCTOR": "1"})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     lines = proc.stdout.splitlines()
     for task in ("sft", "serve-reward-model", "rlhf"):
@@ -47,6 +50,11 @@ def test_stages_and_served_reward_model_run_as_chained_jobs(cluster, tmp_path):
     assert [m["step"] for m in rlhf] == [0, 1] and all(m["num_sequences"] for m in rlhf), "scored by the served RM"
     assert _job_states(cluster, "nemo-cascade-launched.") == {
         "sft": "COMPLETED", "serve-reward-model": "COMPLETED", "rlhf": "COMPLETED"}
+    logs = {p.name: p.read_text(errors="replace") for p in (tmp_path / "nemorun-home").rglob("log-*.out")}
+    tables = [text for text in logs.values() if "nemo-cascade doctor: " in text]
+    assert len(tables) == 2 and all(" 0 FAIL, " in text for text in tables), list(logs)
+    rlhf_table = next(text for text in tables if "reward-model server" in text)
+    assert "/health answers (stages.rlhf.reward.reward_model_url)" in rlhf_table
 
 
 def test_a_folder_named_nemo_run_is_refused_before_submitting(cluster, tmp_path):

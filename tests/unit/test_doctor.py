@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade.tooling.overrides import apply_overrides
-from nemo_cascade.tooling import cli, doctor
+from nemo_cascade.tooling import cli, doctor, doctor_servers
 from nemo_cascade import config
 from nemo_cascade.actor import precision
 from nemo_cascade.rewards import sandbox
@@ -27,7 +27,8 @@ def node(monkeypatch, tmp_path):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(doctor, "check_vllm_reload", lambda: doctor.Row(doctor.OK, "vLLM reload API", "stubbed"))
     monkeypatch.setattr(sandbox, "check_available", lambda python=None: None)
-    monkeypatch.setattr(doctor, "HEALTH_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(doctor_servers, "SERVER_WAIT_S", 0.3)
+    monkeypatch.setattr(doctor_servers, "LATER_WAIT_S", 0.3)
     return [f"run_root={tmp_path / 'runs'}"]
 
 
@@ -76,14 +77,48 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_unreachable_server_fails_with_a_fix(node, capsys):
+def test_unreachable_server_fails_with_a_fix_when_this_job_needs_it(node, capsys):
     url = f"http://127.0.0.1:{_closed_port()}"
-    assert cli.main(["doctor", TINY, *node, f"stages.swe.reward.judge_url={url}/v1"]) == 2
+    assert cli.main(["doctor", TINY, *node, f"stages.swe.reward.judge_url={url}/v1", "--stage", "swe"]) == 2
     out = capsys.readouterr().out
     status, detail = _rows(out)["judge server"]
     assert status == "FAIL" and url in detail
     fix = out.splitlines()[out.splitlines().index(next(x for x in out.splitlines() if x.startswith("FAIL"))) + 1]
     assert fix.strip() == "fix: start it (vllm serve MODEL) or correct stages.swe.reward.judge_url"
+
+
+def test_a_server_only_a_later_stage_needs_is_a_warning(node, capsys):
+    """The tiny cascade starts with sft: the last stage's judge may be started later."""
+    url = f"http://127.0.0.1:{_closed_port()}"
+    assert cli.main(["doctor", TINY, *node, f"stages.swe.reward.judge_url={url}/v1"]) == 0
+    status, detail = _rows(capsys.readouterr().out)["judge server"]
+    assert status == "warn" and detail.startswith("needed later (stages.swe.reward.judge_url)")
+    cfg = apply_overrides(cli.load_recipe(TINY), node)
+    only = apply_overrides(cfg, ["stages.rlhf.reward.reward_model_stage=", f"stages.rlhf.reward."
+                                 f"reward_model_url=http://127.0.0.1:{_closed_port()}"])
+    rows = doctor_servers.check_servers(only, "math")  # a launch job of another stage: not probed
+    assert not any(r.check == "reward-model server" for r in rows)
+
+
+def test_a_url_file_that_appears_while_the_node_waits(node, tmp_path, monkeypatch, capsys):
+    """A serve job still starting: its URL file is waited for, with a line while waiting."""
+    import threading
+
+    from tests.unit.test_served_endpoints import HealthyServer
+
+    monkeypatch.setattr(doctor_servers, "PROGRESS_EVERY_S", 0.5)
+    url_file = tmp_path / "rm.url"
+    with HealthyServer("rm") as server:
+        timer = threading.Timer(1.5, lambda: url_file.write_text(server.url + "\n"))
+        timer.start()
+        rows = doctor_servers.check_servers(config.Cascade(
+            name="t", run_root=str(tmp_path), stages=(config.Stage(
+                name="rlhf", domain="rlhf", reward=config.Reward(reward_model_url=f"file:{url_file}")),)),
+            wait=20.0)
+        timer.join()
+    assert [(r.status, r.check) for r in rows] == [("ok", "reward-model server")]
+    assert f"nemo-cascade doctor: waiting for file:{url_file} (stages.rlhf.reward.reward_model_url)" in \
+        capsys.readouterr().err
 
 
 def test_version_mismatch_fails_with_the_pin_to_install(monkeypatch):
@@ -173,7 +208,7 @@ def _rank(rank: int, port: int, out: str) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo")
     status = doctor.FAIL if rank else doctor.OK
-    doctor.run_checks = lambda cfg: [doctor.Row(status, "bubblewrap sandbox", "x", "install it")]
+    doctor.run_checks = lambda cfg, stage, wait: [doctor.Row(status, "bubblewrap sandbox", "x", "install it")]
     sys.stdout = open(f"{out}.{rank}.txt", "w")
     code = doctor.doctor(None)
     sys.stdout.close()

@@ -63,6 +63,12 @@ def test_a_written_card_passes_the_offline_check_and_problems_are_named(tmp_path
     meta = model_card.card_metadata(_base(tmp_path), license="apache-2.0", base_model="Qwen/Qwen3-8B-Base",
                                     datasets=["nvidia/Nemotron-Cascade-RL-Math"])
     model_card.write_model_card(folder, title="x", intro=["trained"], report_markdown="| a | b |\n", metadata=meta)
+    assert set(model_card.check_release_folder(folder)) == {
+        "config.json: missing (transformers cannot load the model without it)",
+        "no weights: neither model.safetensors nor model.safetensors.index.json",
+        "no tokenizer: neither tokenizer.json nor tokenizer.model"}
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text("{}")
     (folder / "model-00001-of-00001.safetensors").write_bytes(b"x")
     (folder / "model.safetensors.index.json").write_text(json.dumps(
         {"weight_map": {"w": "model-00001-of-00001.safetensors"}}))

@@ -198,11 +198,15 @@ def test_cli_errors_are_one_line(tmp_path):
                          capture_output=True, text=True, env=env)
     offline = subprocess.run(cli + ["rl-math", "--out", str(tmp_path / "b")], capture_output=True, text=True, env=env)
     unknown = subprocess.run(cli + ["rl-maths", "--out", str(tmp_path / "c")], capture_output=True, text=True, env=env)
-    for proc in (bad, offline, unknown):
+    (tmp_path / "a-file").write_text("")
+    on_a_file = subprocess.run(cli + ["all", "--out", str(tmp_path / "a-file" / "d"), "--source-dir", str(tmp_path)],
+                               capture_output=True, text=True, env=env)
+    for proc in (bad, offline, unknown, on_a_file):
         assert proc.returncode == 2 and proc.stderr.count("nemo-cascade: error:") == 1, proc.stderr[-2000:]
     assert "expected field 'answer'" in bad.stderr
     assert "nvidia/Nemotron-Cascade-RL-Math: cannot download" in offline.stderr and "--source-dir" in offline.stderr
     assert "unknown stage 'rl-maths'" in unknown.stderr
+    assert f"--out {tmp_path / 'a-file' / 'd'}: {tmp_path / 'a-file'} is a file; expected a folder" in on_a_file.stderr
 
 
 def test_parquet_sources_stream_like_jsonl(tmp_path):

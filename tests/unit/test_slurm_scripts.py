@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -135,8 +136,7 @@ def test_scripts_state_only_their_deltas():
     assert sorted(differing) == sorted([
         "#SBATCH --job-name=nemo-cascade-8b", "#SBATCH --job-name=nemo-cascade-14b",
         "#SBATCH --nodes=1", "#SBATCH --nodes=2",
-        ': "${RECIPE:=recipes/nemotron_cascade_8b.py}"', ': "${RECIPE:=recipes/nemotron_cascade_14b_thinking.py}"',
-        ': "${RUN_NAME:=nemotron-cascade-8b}"', ': "${RUN_NAME:=nemotron-cascade-14b-thinking}"'])
+        ': "${RECIPE:=recipes/nemotron_cascade_8b.py}"', ': "${RECIPE:=recipes/nemotron_cascade_14b_thinking.py}"'])
     for s in SCRIPTS:
         code = [x for x in (SLURM / s).read_text().splitlines() if not x.startswith("#")]
         assert not [x for x in code if "srun" in x or "torchrun" in x]
@@ -177,6 +177,30 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
     assert env["PYTHONPATH"].split(":")[0] == str(ROOT)
     assert env["NEMO_CASCADE_MODELS"] == "/models" and env["NEMO_CASCADE_DATA"] == "/data/nemotron-cascade"
     assert (tmp_path / "runs").is_dir()
+
+
+def test_the_run_name_is_the_recipe_s_own(harness, tmp_path):
+    """Unset RUN_NAME: the recipe function's Cascade.name, read by the batch shell (no container)."""
+    run, log = harness
+    code, _, err = run("cascade_8b.sh", env={"RECIPE": "recipes/nemotron_cascade_8b.py:from_rlhf"})
+    assert code == 0, err
+    assert "name=nemotron-cascade-8b-from-rlhf" in _lines(log / "torchrun.argv")
+    assert (tmp_path / "runs" / "nemotron-cascade-8b-from-rlhf").is_dir()
+    (log / "srun.argv").unlink()
+    code, _, err = run("cascade_8b.sh", env={"RECIPE": "recipes/nemotron_cascade_8b.py:nope"})
+    assert code == 2 and "no function 'nope'" in err and err.strip().splitlines()[-1].endswith(
+        "could not be read (above; python3 >= 3.10 reads it): set RUN_NAME"), err
+    assert not (log / "srun.argv").exists()
+
+
+def test_a_recipe_s_name_is_read_with_the_standard_library_only():
+    """`python -S` (no site-packages: no torch, no vLLM) loads the paper recipes."""
+    for recipe, name in (("recipes/nemotron_cascade_8b.py", "nemotron-cascade-8b"),
+                         ("recipes/nemotron_cascade_14b_thinking.py:single_node", None)):
+        proc = subprocess.run([sys.executable, "-S", "-m", "nemo_cascade.config.recipe_file", recipe],
+                              capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
+        assert proc.returncode == 0 and proc.stdout.strip() == (name or proc.stdout.strip()), proc.stderr
+        assert proc.stdout.strip().startswith("nemotron-cascade-")
 
 
 def test_default_image_must_be_built_first(harness):

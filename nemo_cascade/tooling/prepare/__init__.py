@@ -30,6 +30,9 @@ def prepare_command(spec: str, out: Path, *, source_dir: Optional[Path] = None, 
         raise PrepareError(f"--max-bad-rows: expected an integer >= 0, got {max_bad_rows}")
     if source_dir is not None and not Path(source_dir).is_dir():
         raise PrepareError(f"--source-dir {source_dir}: no such folder")
+    taken = next((p for p in (Path(out), *Path(out).parents) if p.exists()), None)
+    if taken is not None and not taken.is_dir():
+        raise PrepareError(f"--out {out}: {taken} is a file; expected a folder (it is created if missing)")
     stages = {n: STAGES[n] for n in names}
     if generator is not None:
         if "rm" not in stages:

@@ -1,0 +1,92 @@
+"""Loading a recipe: a function that returns a :class:`~.schema.Cascade`, named by ``path.py[:fn]`` or
+``package.module:fn``. Standard library only, like the rest of ``nemo_cascade.config``: a job's batch
+shell, outside the container, reads the run's name with ``python3 -m nemo_cascade.config.recipe_file
+RECIPE`` (slurm/common.sh).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+from .schema import Cascade, ConfigError
+
+
+def load_recipe(spec: str) -> Cascade:
+    """A recipe is a function returning a Cascade: ``path.py[:fn]`` or ``module:fn`` (default fn: recipe)."""
+    target, _, fn = spec.partition(":")
+    fn = fn or "recipe"
+    shown, shown_target = (x if x.isprintable() else repr(x) for x in (spec, target))  # errors stay one line
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise ConfigError(f"recipe {shown_target}: no such file")
+        mod_spec = importlib.util.spec_from_file_location(f"nemo_cascade_recipe_{path.stem}", path)
+        module = importlib.util.module_from_spec(mod_spec)
+        try:
+            mod_spec.loader.exec_module(module)
+        except Exception as e:  # the recipe file's own code (a bad import, a syntax error): its line, not a trace
+            raise ConfigError(f"recipe {shown}: {_raised_where(e)}") from None
+    else:
+        if not target or target.startswith("."):  # importlib: ValueError / TypeError (a relative import)
+            raise ConfigError(f"recipe {shown}: expected recipes/NAME.py[:function] or package.module:function")
+        try:
+            module = importlib.import_module(target)
+        except (ImportError, ValueError) as e:  # ValueError: a name an import hook cannot map to a path, '/'
+            raise ConfigError(f"recipe {shown}: cannot import module {target!r} ({_first_line(e)})") from None
+    recipe = getattr(module, fn, None)
+    if not callable(recipe):
+        raise ConfigError(f"recipe {shown}: no function {fn!r} in {shown_target}")
+    try:
+        inspect.signature(recipe).bind()
+    except TypeError:
+        raise ConfigError(f"recipe {shown}: {fn}() needs arguments; a recipe is called with none") from None
+    except ValueError:  # no signature (a builtin): let the call decide
+        pass
+    try:
+        cfg = recipe()
+    except ConfigError:
+        raise  # already one line (a recipe may check its own inputs)
+    except Exception as e:
+        raise ConfigError(f"recipe {shown}: {fn}() {_raised_where(e)}") from None
+    if not isinstance(cfg, Cascade):
+        raise ConfigError(f"recipe {shown}: {fn}() returned {type(cfg).__name__}, "
+                                 f"expected nemo_cascade.Cascade")
+    return cfg
+
+
+def _raised_where(e: BaseException) -> str:
+    """``raised KeyError: 'x' (recipes/mine.py:12)``: the error and the last line of the user's code it came from
+    (a SyntaxError names its own line)."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    ours = [f for f in frames if "/importlib/" not in f.filename and "<frozen" not in f.filename]
+    where = (f"{e.filename}:{e.lineno}" if isinstance(e, SyntaxError) else
+             f"{ours[-1].filename}:{ours[-1].lineno}" if ours else "")
+    message = e.msg if isinstance(e, SyntaxError) else _first_line(e)
+    return f"raised {type(e).__name__}: {message}" + (f" ({where})" if where else "")
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).splitlines()
+    return lines[0][:200] if lines else type(e).__name__
+
+
+def main(argv: list[str]) -> int:
+    """``python3 -m nemo_cascade.config.recipe_file RECIPE``: print the recipe's run name (``Cascade.name``)."""
+    if len(argv) != 1:
+        print("usage: python3 -m nemo_cascade.config.recipe_file RECIPE", file=sys.stderr)
+        return 2
+    try:
+        print(load_recipe(argv[0]).name)
+    except ConfigError as e:
+        print(f"nemo-cascade: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
