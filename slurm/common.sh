@@ -68,12 +68,7 @@ else
 fi
 : "${EXTRA_MOUNTS:=}"
 : "${RECIPE:?the job script sets RECIPE}"
-if [[ -z ${RUN_NAME:-} ]]; then  # the recipe's own name: each recipe function keeps its own run folder
-  RUN_NAME=$(cd "$REPO_DIR" && PYTHONPATH="$REPO_DIR" "${NC_PYTHON:-python3}" -m nemo_cascade.config.recipe_file \
-               "$RECIPE") \
-    || { echo "[nemo-cascade $(date '+%F %T')] error: RUN_NAME is unset and the name of RECIPE=$RECIPE could" \
-              "not be read (above; ${NC_PYTHON:-python3} >= 3.10 reads it): set RUN_NAME" >&2; exit 2; }
-fi
+: "${RUN_NAME:=}"  # default: the recipe's own name (nc_recipe, once the job's arguments are known)
 : "${GPUS_PER_NODE:=8}"
 : "${MASTER_PORT:=29500}"
 : "${NODE_SETUP:=}"
@@ -98,9 +93,31 @@ cascade_main() {  # outside a job: submit this script; inside: run the cascade
   if [[ -z ${SLURM_JOB_ID:-} ]]; then nc_submit "$@"; else nc_run_job "$@"; fi
 }
 
+nc_recipe() {  # GPUS KEY=VALUE...: the run's name (into RUN_NAME, unless set) and its layout against GPUS,
+  local out rc=0 why  # read by tooling/job_recipe.py with the batch host's python3 (standard library only)
+  out=$(cd "$REPO_DIR" && PYTHONPATH="$REPO_DIR" "${NC_PYTHON:-python3}" -m nemo_cascade.tooling.job_recipe \
+          "$RECIPE" "${@:2}" --world "$1" 2>&1) || rc=$?
+  why=${out##*$'\n'}
+  if [[ $rc == 0 ]]; then
+    : "${RUN_NAME:=$why}"
+  elif [[ $rc == 2 ]]; then
+    nc_fail "${why#nemo-cascade: error: }"
+  elif [[ -z $RUN_NAME ]]; then  # 3: the recipe needs more than this python3 has; else: no such python3
+    nc_fail "RUN_NAME is unset and the recipe's name cannot be read here (${why:-${NC_PYTHON:-python3}" \
+            "exited $rc}): set RUN_NAME"
+  else
+    nc_log "layout not checked before the job (${why:-${NC_PYTHON:-python3} exited $rc}); the nodes check it"
+  fi
+  export RUN_NAME
+}
+
 nc_submit() {
-  local script args
+  local script args nodes
   script="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+  nodes=${NODES:-$(sed -n 's/^#SBATCH --nodes=\([0-9]*\)$/\1/p' "$script")}
+  if [[ ! $GPUS_PER_NODE =~ ^[1-9][0-9]*$ ]]; then nc_fail "GPUS_PER_NODE=$GPUS_PER_NODE: expected a positive integer"; fi
+  if [[ ! ${nodes:-1} =~ ^[1-9][0-9]*$ ]]; then nc_fail "NODES=$nodes: expected a positive integer"; fi
+  nc_recipe "$(( ${nodes:-1} * GPUS_PER_NODE ))" "$@"
   args=(--chdir="$REPO_DIR" --output="$LOG_DIR/%x-%j.log"
         ${ACCOUNT:+"--account=$ACCOUNT"} ${PARTITION:+"--partition=$PARTITION"} ${QOS:+"--qos=$QOS"}
         ${NODES:+"--nodes=$NODES"} ${TIME:+"--time=$TIME"})
@@ -152,6 +169,7 @@ nc_srun_command() {  # the srun → node.sh → torchrun command of this job, in
 
 nc_run_job() {
   nc_check_inputs
+  nc_recipe "$(( SLURM_NNODES * GPUS_PER_NODE ))" "$@"
   source "$NC_SLURM_DIR/env.sh"
   # The rendezvous host: the job's first node (`scontrol show hostnames ... | head -n1`, without the pipe, which
   # under pipefail fails when head exits before scontrol has written every name).

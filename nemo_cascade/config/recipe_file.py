@@ -1,17 +1,19 @@
 """Loading a recipe: a function that returns a :class:`~.schema.Cascade`, named by ``path.py[:fn]`` or
 ``package.module:fn``. Standard library only, like the rest of ``nemo_cascade.config``: a job's batch
-shell, outside the container, reads the run's name with ``python3 -m nemo_cascade.config.recipe_file
-RECIPE`` (slurm/common.sh).
+shell, outside the container, loads the recipe too (tooling/job_recipe.py).
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import inspect
-import sys
 from pathlib import Path
 
 from .schema import Cascade, ConfigError
+
+
+class RecipeImportError(ConfigError):
+    """The recipe file imports a module this Python does not have (a batch host without the stack)."""
 
 
 def load_recipe(spec: str) -> Cascade:
@@ -27,6 +29,8 @@ def load_recipe(spec: str) -> Cascade:
         module = importlib.util.module_from_spec(mod_spec)
         try:
             mod_spec.loader.exec_module(module)
+        except ImportError as e:
+            raise RecipeImportError(f"recipe {shown}: {_raised_where(e)}") from None
         except Exception as e:  # the recipe file's own code (a bad import, a syntax error): its line, not a trace
             raise ConfigError(f"recipe {shown}: {_raised_where(e)}") from None
     else:
@@ -75,18 +79,4 @@ def _first_line(e: BaseException) -> str:
     return lines[0][:200] if lines else type(e).__name__
 
 
-def main(argv: list[str]) -> int:
-    """``python3 -m nemo_cascade.config.recipe_file RECIPE``: print the recipe's run name (``Cascade.name``)."""
-    if len(argv) != 1:
-        print("usage: python3 -m nemo_cascade.config.recipe_file RECIPE", file=sys.stderr)
-        return 2
-    try:
-        print(load_recipe(argv[0]).name)
-    except ConfigError as e:
-        print(f"nemo-cascade: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+__all__ = ["load_recipe", "RecipeImportError"]

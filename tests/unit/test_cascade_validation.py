@@ -234,3 +234,16 @@ def test_a_repeated_grpo_source_is_listed_that_many_times_in_the_pool(tiny, tiny
     PromptStream(pool, epoch_filter=(0.0, 0.0))  # refuses a pool whose uids repeat
     _, alone = run._policy_data(replace(config.stage_by_name(cfg, "math"), extra_data=()))
     assert len(alone) == 12, "a repeated single source is listed three times too"
+
+
+def test_a_missing_base_that_was_never_released_names_the_recipe_that_makes_it(tmp_path):
+    from nemo_cascade.config.recipe_file import load_recipe
+
+    cfg = load_recipe(str(ROOT / "recipes" / "nemotron_cascade_14b_thinking.py"))
+    cfg = replace(cfg, model=replace(cfg.model, hf_path=str(tmp_path / "Nemotron-Cascade-14B-Thinking-SFT")))
+    assert _error(cfg) == (f"model.hf_path: {tmp_path}/Nemotron-Cascade-14B-Thinking-SFT is not there, and it "
+                           "is no release: run recipes/nemotron_cascade_14b_thinking.py:with_sft (which trains "
+                           "it first), or set model.hf_path to your own checkpoint")
+    released = replace(cfg, model=replace(cfg.model, made_by=""))
+    with pytest.raises(Exception, match="config.json: no such file"):  # a release's own message
+        check_cascade(released)

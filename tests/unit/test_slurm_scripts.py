@@ -77,8 +77,10 @@ def harness(tmp_path):
               "CACHE_DIR", "GPUS_PER_NODE", "MASTER_PORT", "NODE_SETUP", "EXTRA_MOUNTS", "WANDB", "TIME", "QOS"):
         base.pop(k, None)
 
-    def start(script, *args, job=True, nodes=4, env=None, script_path=None):
+    def start(script, *args, job=True, nodes=None, env=None, script_path=None):
+        """A job on the nodes the script asks for (its recipe fills them) unless told."""
         e = dict(base)
+        nodes = nodes or SCRIPTS.get(script, (1,))[0]
         if job:
             e.update(SLURM_JOB_ID="777", SLURM_NNODES=str(nodes), SLURM_JOB_NODELIST="gpu-node-[001-004]",
                      SLURM_SUBMIT_DIR=str(ROOT))
@@ -146,7 +148,7 @@ def test_scripts_state_only_their_deltas():
 def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
     run, log = harness
     nodes, recipe, name = SCRIPTS[script]
-    code, out, err = run(script, "stages.math.steps=3", nodes=nodes)
+    code, out, err = run(script, "stages.rlhf.steps=3", nodes=nodes)
     assert code == 0, err
     srun = _lines(log / "srun.argv")
     cut = srun.index("bash")
@@ -157,11 +159,11 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
     assert mounts == [f"{ROOT}:{ROOT}", f"{tmp_path}/runs:/runs", f"{ROOT}/data:/data", f"{tmp_path}/models:/models"]
     assert f"--container-workdir={ROOT}" in opts
     assert cmd == ["bash", f"{ROOT}/slurm/node.sh", recipe, "run_root=/runs", f"name={name}", "wandb=true",
-                   "stages.math.steps=3"]
+                   "stages.rlhf.steps=3"]
     assert _lines(log / "torchrun.argv") == [
         f"--nnodes={nodes}", "--nproc_per_node=8", "--rdzv_backend=c10d", f"--rdzv_endpoint={HOSTS[0]}:29500",
         "--rdzv_id=777", "--max_restarts=0", "-m", "nemo_cascade.tooling.cli", "run", recipe, "run_root=/runs",
-        f"name={name}", "wandb=true", "stages.math.steps=3"]
+        f"name={name}", "wandb=true", "stages.rlhf.steps=3"]
     env = _env(log / "torchrun.env")
     assert env["MASTER_ADDR"] == HOSTS[0] and env["MASTER_PORT"] == "29500"
     assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1" and env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
@@ -188,16 +190,46 @@ def test_the_run_name_is_the_recipe_s_own(harness, tmp_path):
     assert (tmp_path / "runs" / "nemotron-cascade-8b-from-rlhf").is_dir()
     (log / "srun.argv").unlink()
     code, _, err = run("cascade_8b.sh", env={"RECIPE": "recipes/nemotron_cascade_8b.py:nope"})
-    assert code == 2 and "no function 'nope'" in err and err.strip().splitlines()[-1].endswith(
-        "could not be read (above; python3 >= 3.10 reads it): set RUN_NAME"), err
+    assert code == 2 and err.strip().endswith("error: recipe recipes/nemotron_cascade_8b.py:nope: no function "
+                                              "'nope' in recipes/nemotron_cascade_8b.py"), err
+    assert len(err.strip().splitlines()) == 1
     assert not (log / "srun.argv").exists()
+
+
+def test_a_layout_that_does_not_fill_the_nodes_is_refused_before_any_node_starts(harness, tmp_path):
+    """The docs' `NODES=4 bash slurm/cascade_14b.sh` without parallel.dp: one line at submit time, and the
+    same in a job submitted with plain sbatch, before srun."""
+    run, log = harness
+    code, _, err = run("cascade_14b.sh", job=False, env={"NODES": "4"})
+    assert code == 2 and not (log / "sbatch.argv").exists()
+    assert err.strip().splitlines() == [err.strip()] and err.strip().endswith(
+        "error: parallel: tp × pp × cp × dp = 8×1×2×1 = 16 GPUs, but the job has 32; parallel.dp=2 fills them")
+    code, _, err = run("cascade_14b.sh", "parallel.dp=2", job=False, env={"NODES": "4"})
+    assert code == 0 and "--nodes=4" in _lines(log / "sbatch.argv"), err
+    code, _, err = run("cascade_8b.sh", nodes=3)
+    assert code == 2 and "= 8 GPUs, but the job has 24; parallel.dp=6 fills them" in err
+    assert not (log / "srun.argv").exists()
+
+
+def test_a_recipe_this_python_cannot_load_is_left_to_the_nodes(harness, tmp_path):
+    """A recipe that imports what the batch host lacks: its name must be given, its layout is not
+    checked here (the nodes check it)."""
+    run, log = harness
+    recipe = tmp_path / "needs_more.py"
+    recipe.write_text("import a_module_no_batch_host_has\n")
+    code, _, err = run("cascade_8b.sh", env={"RECIPE": str(recipe)})
+    assert code == 2 and "RUN_NAME is unset and the recipe's name cannot be read here" in err
+    assert "No module named 'a_module_no_batch_host_has'" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run("cascade_8b.sh", env={"RECIPE": str(recipe), "RUN_NAME": "mine"})
+    assert code == 0 and "layout not checked before the job" in err, err
+    assert "name=mine" in _lines(log / "torchrun.argv")
 
 
 def test_a_recipe_s_name_is_read_with_the_standard_library_only():
     """`python -S` (no site-packages: no torch, no vLLM) loads the paper recipes."""
     for recipe, name in (("recipes/nemotron_cascade_8b.py", "nemotron-cascade-8b"),
                          ("recipes/nemotron_cascade_14b_thinking.py:single_node", None)):
-        proc = subprocess.run([sys.executable, "-S", "-m", "nemo_cascade.config.recipe_file", recipe],
+        proc = subprocess.run([sys.executable, "-S", "-m", "nemo_cascade.tooling.job_recipe", recipe],
                               capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
         assert proc.returncode == 0 and proc.stdout.strip() == (name or proc.stdout.strip()), proc.stderr
         assert proc.stdout.strip().startswith("nemotron-cascade-")
@@ -214,7 +246,7 @@ def test_default_image_must_be_built_first(harness):
 
 def test_settings_by_environment(harness, tmp_path):
     run, log = harness
-    code, _, err = run("cascade_14b.sh", nodes=2, env={
+    code, _, err = run("cascade_14b.sh", "parallel.dp=8", nodes=2, env={
         "CONTAINER_IMAGE": "", "CONTAINER": "registry.example/cascade:1", "RUN_NAME": "my-run", "DATA_DIR": str(tmp_path),
         "MODELS_DIR": str(tmp_path / "models"), "EXTRA_MOUNTS": "/scratch:/scratch", "NCCL_SOCKET_IFNAME": "ib0",
         "NCCL_IB_HCA": "mlx5_0,mlx5_3", "WANDB_API_KEY": "k", "WANDB": "0", "GPUS_PER_NODE": "4",
@@ -228,7 +260,8 @@ def test_settings_by_environment(harness, tmp_path):
     torchrun = _lines(log / "torchrun.argv")
     assert "--nproc_per_node=4" in torchrun and "--nnodes=2" in torchrun
     assert f"--rdzv_endpoint={HOSTS[0]}:31000" in torchrun
-    assert torchrun[-3:] == ["recipes/tiny.py:math_only", "run_root=/runs", "name=my-run"], "WANDB=0: no wandb=true"
+    assert torchrun[-4:] == ["recipes/tiny.py:math_only", "run_root=/runs", "name=my-run", "parallel.dp=8"], \
+        "WANDB=0: no wandb=true"
     env = _env(log / "torchrun.env")
     assert env["NCCL_SOCKET_IFNAME"] == "ib0" and env["NCCL_IB_HCA"] == "mlx5_0,mlx5_3"
     assert env["GLOO_SOCKET_IFNAME"] == "ib0", "gloo groups cross nodes on the interface NCCL is given"
@@ -318,22 +351,23 @@ def test_slurm_runs_a_spooled_copy(harness, tmp_path):
 
 def test_outside_a_job_the_script_submits_itself(harness, tmp_path):
     run, log = harness
-    code, _, err = run("cascade_14b.sh", "stages.sft.steps=1", job=False,
+    code, _, err = run("cascade_14b.sh", "stages.rlhf.steps=1", job=False,
                        env={"ACCOUNT": "acct", "PARTITION": "batch", "NODES": "2", "TIME": "01:00:00"})
     assert code == 0, err
     argv = _lines(log / "sbatch.argv")
     assert argv == [f"--chdir={ROOT}", f"--output={tmp_path}/runs/slurm-logs/%x-%j.log", "--account=acct",
                     "--partition=batch", "--nodes=2", "--time=01:00:00", str(SLURM / "cascade_14b.sh"),
-                    "stages.sft.steps=1"]
+                    "stages.rlhf.steps=1"]
     assert (tmp_path / "runs" / "slurm-logs").is_dir(), "Slurm cannot create the log file's folder itself"
     assert not (log / "srun.argv").exists()
 
 
 def test_dry_run_prints_and_runs_nothing(harness):
     run, log = harness
-    code, out, err = run("cascade_14b.sh", "x.y=1", env={"DRY_RUN": "1"})
+    code, out, err = run("cascade_14b.sh", "stages.rlhf.steps=1", env={"DRY_RUN": "1"})
     assert code == 0, err
-    assert out.startswith("+ srun --nodes=4 --ntasks-per-node=1") and out.rstrip().endswith("wandb=true x.y=1")
+    assert out.startswith("+ srun --nodes=2 --ntasks-per-node=1")
+    assert out.rstrip().endswith("wandb=true stages.rlhf.steps=1")
     assert not (log / "srun.argv").exists()
     code, out, _ = run("cascade_14b.sh", job=False, env={"DRY_RUN": "1", "ACCOUNT": "a"})
     assert code == 0 and out.startswith("+ sbatch ") and "--account=a" in out and not (log / "sbatch.argv").exists()
