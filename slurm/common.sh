@@ -150,6 +150,29 @@ nc_check_inputs() {  # what would otherwise fail on every node after the job sta
 
 nc_fail() { nc_log "error: $*"; exit 2; }
 
+nc_container_path() {  # VAR: a host path exported for `data prepare` (NEMO_CASCADE_DATA, ...) → the container's
+  local name=$1 value=${!1:-} pair src dst mounts
+  if [[ -z $value || $CONTAINER_IMAGE == none || $value != /* ]]; then return 0; fi
+  mounts="$REPO_DIR:$REPO_MOUNT,$RUN_DIR:$RUNS_MOUNT,$DATA_DIR:$DATA_MOUNT,$MODELS_DIR:$MODELS_MOUNT"
+  mounts+=${EXTRA_MOUNTS:+,$EXTRA_MOUNTS}
+  local -a pairs
+  IFS=, read -ra pairs <<< "$mounts"
+  for pair in "${pairs[@]}"; do  # a container path already
+    dst=${pair#*:}; dst=${dst%%:*}
+    if [[ $value == "$dst" || $value == "$dst"/* ]]; then return 0; fi
+  done
+  for pair in "${pairs[@]}"; do  # a host path under a mounted folder: where the container sees it
+    src=${pair%%:*} dst=${pair#*:}; dst=${dst%%:*}
+    if [[ $value == "$src" || $value == "$src"/* ]]; then
+      export "$name=$dst${value#"$src"}"
+      nc_log "$name=$value is ${!name} in the container"
+      return 0
+    fi
+  done
+  nc_fail "$name=$value: a host path the container does not mount; unset it (the recipes then read" \
+          "$DATA_MOUNT and $MODELS_MOUNT), point DATA_DIR / MODELS_DIR at its folder, or add it to EXTRA_MOUNTS"
+}
+
 nc_apptainer() { command -v apptainer || command -v singularity; }  # Singularity's newer name first
 
 nc_srun_command() {  # the srun → node.sh → torchrun command of this job, into NC_CMD
@@ -169,6 +192,8 @@ nc_srun_command() {  # the srun → node.sh → torchrun command of this job, in
 
 nc_run_job() {
   nc_check_inputs
+  nc_container_path NEMO_CASCADE_DATA
+  nc_container_path NEMO_CASCADE_MODELS
   nc_recipe "$(( SLURM_NNODES * GPUS_PER_NODE ))" "$@"
   source "$NC_SLURM_DIR/env.sh"
   # The rendezvous host: the job's first node (`scontrol show hostnames ... | head -n1`, without the pipe, which

@@ -328,6 +328,27 @@ def test_gloo_takes_the_interface_that_reaches_the_first_node():
     assert _gloo_ifname({}) == "(unset)", "the batch step, before MASTER_ADDR is known"
 
 
+def test_host_paths_exported_for_data_preparation_become_container_paths(harness, tmp_path):
+    """NEMO_CASCADE_DATA exported on the login node for `data prepare` reaches the job: under DATA_DIR
+    it becomes its path in the container; elsewhere the job stops in one line."""
+    run, log = harness
+    data = tmp_path / "data"
+    (data / "nemotron-cascade").mkdir(parents=True)
+    code, _, err = run("cascade_8b.sh", env={"DATA_DIR": str(data),
+                                              "NEMO_CASCADE_DATA": str(data / "nemotron-cascade"),
+                                              "NEMO_CASCADE_MODELS": "/models/mine"})
+    assert code == 0, err
+    env = _env(log / "torchrun.env")
+    assert env["NEMO_CASCADE_DATA"] == "/data/nemotron-cascade", "the host path, translated"
+    assert env["NEMO_CASCADE_MODELS"] == "/models/mine", "a container path already"
+    (log / "srun.argv").unlink()
+    code, _, err = run("cascade_8b.sh", env={"DATA_DIR": str(data), "NEMO_CASCADE_DATA": "/lustre/elsewhere"})
+    assert code == 2 and not (log / "srun.argv").exists()
+    assert err.strip().endswith("error: NEMO_CASCADE_DATA=/lustre/elsewhere: a host path the container does "
+                                "not mount; unset it (the recipes then read /data and /models), point "
+                                "DATA_DIR / MODELS_DIR at its folder, or add it to EXTRA_MOUNTS"), err
+
+
 def test_without_container(harness, tmp_path):
     run, log = harness
     code, _, err = run("cascade_8b.sh", env={"CONTAINER_IMAGE": "none", "REPO_MOUNT": ""})
