@@ -71,6 +71,10 @@ def cmd_run(args) -> int:
     cfg = apply_overrides(load_recipe(args.recipe), args.overrides)
     if args.stage:
         config.stage_by_name(cfg, args.stage)
+    if args.dry_run:
+        from nemo_cascade.tooling.dry_run import dry_run
+
+        return dry_run(cfg, args.stage)
     check_cascade(cfg)  # every stage's files, before any process starts
     world = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.dp
     # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process actor

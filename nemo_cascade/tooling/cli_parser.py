@@ -21,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stage", help="run only this stage (its earlier stages must be done)")
     run.add_argument("--retrain", action="store_true", help="with --stage: if the stage is done, discard its "
                      "outputs and those of every later stage (their lineage starts from it), then train it again")
+    run.add_argument("--dry-run", action="store_true",
+                     help="check every input, model, server and each stage's planned GPU memory without "
+                          "training: one line per problem, exit 2; nothing is started or written")
     run.add_argument("--verbose", action="store_true", help="also show Megatron's, vLLM's and TE's logs and warnings "
                      "on the console (by default they go only to RUN_DIR/logs/rank<R>.log)")
     _add_eval_parser(sub)

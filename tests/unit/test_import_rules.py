@@ -23,7 +23,8 @@ LAYERS = [
 ]
 # The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other way round.
 TOOLING_LAYERS = [
-    {"cli", "cli_parser", "cli_tools", "job_recipe"}, {"launch", "launch_tasks", "doctor"}, {"doctor_servers"},
+    {"cli", "cli_parser", "cli_tools", "job_recipe"}, {"launch", "launch_tasks", "doctor", "dry_run"},
+    {"doctor_servers"},
     {"doctor_table"},
     {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"}, {"report"}, {"paired"},
     # the demo sets, suites and tiny models (they import only the core, whose registries they fill), the launcher's
