@@ -132,3 +132,69 @@ def test_stage_folders_named_in_launch_md_are_the_recipes():
     for run, folder in found:
         assert run in names, f"launch.md names run folder {run}: no recipe or RUN_NAME there has that name"
         assert folder in folders, f"launch.md names stage folder {folder}: stage of no recipe it shows"
+
+
+ALL_DOCS = sorted([*(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")), "README.md"])
+
+
+def _hf(*argv: str) -> str:
+    import subprocess
+    import sys
+
+    hf = Path(sys.executable).parent / "hf"
+    proc = subprocess.run([str(hf), *argv], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_hub_commands_are_the_installed_hf_cli_s():
+    """Every `hf ...` command the docs show exists in the pinned huggingface_hub, with its flags; the
+    commands it no longer ships (huggingface-cli) and packages not installed (datasets) appear nowhere."""
+    checked = 0
+    for doc in ALL_DOCS:
+        text = (ROOT / doc).read_text()
+        assert "huggingface-cli" not in text and "from datasets import" not in text, doc
+        for line in _bash_lines(doc):
+            words = shlex.split(line.split("#")[0].replace("$", ""))
+            if "hf" not in words:
+                continue
+            words = words[words.index("hf"):]
+            sub = words[1:3] if words[1] == "auth" else words[1:2]
+            helptext = _help_of_hf(tuple(sub))
+            for flag in _flags(words):
+                assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", helptext), f"{doc}: `{line}`: {flag}"
+            checked += 1
+    assert checked >= 6
+
+
+_HF_HELP: dict = {}
+
+
+def _help_of_hf(sub: tuple) -> str:
+    if sub not in _HF_HELP:
+        _HF_HELP[sub] = _hf(*sub, "--help")
+    return _HF_HELP[sub]
+
+
+def test_the_download_list_is_every_dataset_data_prepare_reads():
+    from dataclasses import fields, is_dataclass
+
+    from nemo_cascade.tooling.prepare import STAGES
+    from nemo_cascade.tooling.prepare.sources import Source
+
+    found: set[str] = set()
+
+    def walk(obj, depth=0):
+        if isinstance(obj, Source):
+            found.add(obj.dataset)
+        elif is_dataclass(obj) and depth < 8:
+            for f in fields(obj):
+                walk(getattr(obj, f.name), depth + 1)
+        elif isinstance(obj, (list, tuple)) and depth < 8:
+            for item in obj:
+                walk(item, depth + 1)
+
+    walk(list(STAGES.values()))
+    loop = next(line for line in _bash_lines("docs/install.md") if line.startswith("for ds in"))
+    listed = set(loop.split(" in ", 1)[1].split(";")[0].split())
+    assert listed == found
