@@ -67,7 +67,7 @@ else
   : "${REPO_MOUNT:=/workspace/nemo-cascade}" "${RUNS_MOUNT:=/runs}" "${DATA_MOUNT:=/data}" "${MODELS_MOUNT:=/models}"
 fi
 : "${EXTRA_MOUNTS:=}"
-: "${RECIPE:?the job script sets RECIPE}"
+: "${RECIPE:=}"  # the cascade scripts set it; slurm/tool.sh runs no recipe
 : "${RUN_NAME:=}"  # default: the recipe's own name (nc_recipe, once the job's arguments are known)
 : "${GPUS_PER_NODE:=8}"
 : "${MASTER_PORT:=29500}"
@@ -90,7 +90,22 @@ nc_do() {  # run a command, or (DRY_RUN=1) print it
 }
 
 cascade_main() {  # outside a job: submit this script; inside: run the cascade
+  [[ -n $RECIPE ]] || nc_fail "the job script sets RECIPE"
   if [[ -z ${SLURM_JOB_ID:-} ]]; then nc_submit "$@"; else nc_run_job "$@"; fi
+}
+
+tool_main() {  # COMMAND ARGS...: one nemo-cascade command on one node (slurm/tool.sh)
+  if [[ $# == 0 || $1 == -* ]]; then
+    nc_fail "expected a nemo-cascade command and its arguments, e.g. \`sbatch slurm/tool.sh eval" \
+            "/runs/NAME/stages/4-math --suite aime25\`"
+  fi
+  if [[ -z ${SLURM_JOB_ID:-} ]]; then nc_submit "$@"; return; fi
+  nc_check_inputs
+  source "$NC_SLURM_DIR/env.sh"
+  nc_srun_prefix 1
+  NC_CMD+=(env "PYTHONPATH=$REPO_MOUNT" python -m nemo_cascade.tooling.cli "$@")
+  nc_log "job $SLURM_JOB_ID: nemo-cascade $* (in $REPO_MOUNT; the runs folder is $RUNS_MOUNT)"
+  nc_do "${NC_CMD[@]}"
 }
 
 nc_recipe() {  # GPUS KEY=VALUE...: the run's name (into RUN_NAME, unless set) and its layout against GPUS,
@@ -117,7 +132,7 @@ nc_submit() {
   nodes=${NODES:-$(sed -n 's/^#SBATCH --nodes=\([0-9]*\)$/\1/p' "$script")}
   if [[ ! $GPUS_PER_NODE =~ ^[1-9][0-9]*$ ]]; then nc_fail "GPUS_PER_NODE=$GPUS_PER_NODE: expected a positive integer"; fi
   if [[ ! ${nodes:-1} =~ ^[1-9][0-9]*$ ]]; then nc_fail "NODES=$nodes: expected a positive integer"; fi
-  nc_recipe "$(( ${nodes:-1} * GPUS_PER_NODE ))" "$@"
+  if [[ -n $RECIPE ]]; then nc_recipe "$(( ${nodes:-1} * GPUS_PER_NODE ))" "$@"; fi
   args=(--chdir="$REPO_DIR" --output="$LOG_DIR/%x-%j.log"
         ${ACCOUNT:+"--account=$ACCOUNT"} ${PARTITION:+"--partition=$PARTITION"} ${QOS:+"--qos=$QOS"}
         ${NODES:+"--nodes=$NODES"} ${TIME:+"--time=$TIME"})
@@ -175,9 +190,9 @@ nc_container_path() {  # VAR: a host path exported for `data prepare` (NEMO_CASC
 
 nc_apptainer() { command -v apptainer || command -v singularity; }  # Singularity's newer name first
 
-nc_srun_command() {  # the srun → node.sh → torchrun command of this job, into NC_CMD
+nc_srun_prefix() {  # NODES: srun of one task per node, in the container, into NC_CMD (the command follows)
   local mounts
-  NC_CMD=(srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1)
+  NC_CMD=(srun --nodes="$1" --ntasks-per-node=1 --kill-on-bad-exit=1)
   mounts="$REPO_DIR:$REPO_MOUNT,$RUN_DIR:$RUNS_MOUNT,$DATA_DIR:$DATA_MOUNT,$MODELS_DIR:$MODELS_MOUNT"
   mounts+=${EXTRA_MOUNTS:+,$EXTRA_MOUNTS}
   if [[ $CONTAINER_IMAGE == *.sif ]]; then  # Apptainer: the same binds; --nv brings the host's GPU driver
@@ -186,6 +201,10 @@ nc_srun_command() {  # the srun → node.sh → torchrun command of this job, in
     NC_CMD+=(--container-image="$CONTAINER_IMAGE" --container-mounts="$mounts"
              --container-workdir="$REPO_MOUNT" --no-container-mount-home)
   fi
+}
+
+nc_srun_command() {  # the srun → node.sh → torchrun command of this job, into NC_CMD
+  nc_srun_prefix "$SLURM_NNODES"
   NC_CMD+=(bash "$REPO_MOUNT/slurm/node.sh" "$RECIPE" "run_root=$RUNS_MOUNT" "name=$RUN_NAME")
   if [[ $WANDB == 1 ]]; then NC_CMD+=(wandb=true); fi
 }

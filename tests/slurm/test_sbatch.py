@@ -197,3 +197,15 @@ def test_unreachable_reward_model_fails_on_the_nodes_before_a_model_loads(cluste
     assert (f"nemo-cascade: error: stages.rlhf.reward.reward_model_url: http://127.0.0.1:{port}: no answer at "
             f"/health") in log
     assert "vLLM engine ready" not in log + _worker_logs(runs) and "Traceback" not in log
+
+
+def test_a_tool_job_runs_one_command_on_a_node(cluster, tmp_path):
+    """slurm/tool.sh: a nemo-cascade command (here the plan of the 8B cascade for 4-hour jobs) as a job."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    job = cluster.sbatch("--gpus-per-node=1", f"--output={runs}/job-%j.log", "slurm/tool.sh", "plan",
+                         "recipes/nemotron_cascade_8b.py", "--time-limit", "04:00:00", env={"RUN_DIR": str(runs)})
+    assert cluster.wait_done(job, 300) == "COMPLETED", _log(runs, job)[-3000:]
+    log = _log(runs, job)
+    assert f"job {job}: nemo-cascade plan recipes/nemotron_cascade_8b.py --time-limit 04:00:00" in log
+    assert "| swe_24k | grpo |" in log and "jobs of 04:00:00" in log, log[-3000:]

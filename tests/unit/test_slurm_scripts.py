@@ -349,6 +349,31 @@ def test_host_paths_exported_for_data_preparation_become_container_paths(harness
                                 "DATA_DIR / MODELS_DIR at its folder, or add it to EXTRA_MOUNTS"), err
 
 
+def test_the_tool_script_runs_one_command_in_the_container(harness, tmp_path):
+    """slurm/tool.sh: `nemo-cascade COMMAND ARGS` once, on one node, with the cascade jobs' image and
+    mounts; outside a job it submits itself; without a command it says what it expects."""
+    run, log = harness
+    stub = tmp_path / "bin" / "python"  # the container's python: records what it is asked to run
+    stub.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$FAKE_LOG/python.argv"\nenv > "$FAKE_LOG/python.env"\n')
+    stub.chmod(0o755)
+    args = ("eval", "/runs/r/stages/4-math", "--suite", "aime25")
+    code, _, err = run("tool.sh", *args)
+    assert code == 0, err
+    srun = _lines(log / "srun.argv")
+    assert srun[:3] == ["--nodes=1", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    assert f"--container-image={tmp_path}/image.sqsh" in srun and f"--container-workdir={ROOT}" in srun
+    assert any(o.startswith("--container-mounts=") and f"{tmp_path}/runs:/runs" in o for o in srun)
+    assert srun[srun.index("env"):] == ["env", f"PYTHONPATH={ROOT}", "python", "-m", "nemo_cascade.tooling.cli",
+                                        *args]
+    assert _lines(log / "python.argv") == ["-m", "nemo_cascade.tooling.cli", *args]
+    assert _env(log / "python.env")["NCCL_SOCKET_IFNAME"] == "^lo,docker", "the nodes' environment"
+    code, _, err = run("tool.sh", "convert", "check", "/runs/release", job=False, env={"ACCOUNT": "a"})
+    assert code == 0 and _lines(log / "sbatch.argv")[-4:] == [str(SLURM / "tool.sh"), "convert", "check",
+                                                              "/runs/release"], err
+    code, _, err = run("tool.sh")
+    assert code == 2 and "expected a nemo-cascade command and its arguments" in err
+
+
 def test_without_container(harness, tmp_path):
     run, log = harness
     code, _, err = run("cascade_8b.sh", env={"CONTAINER_IMAGE": "none", "REPO_MOUNT": ""})
