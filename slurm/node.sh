@@ -28,7 +28,13 @@ if [[ ${DOCTOR:-1} == 1 ]]; then
   for arg in "$@"; do  # the recipe, its overrides and --stage NAME; not the run's --retrain
     if [[ $arg != --retrain ]]; then doctor_args+=("$arg"); fi
   done
-  python -m nemo_cascade.tooling.cli doctor "${doctor_args[@]}" --server-wait "${SERVER_WAIT:-600}" \
+  # Under torchrun over every node, as the job will run (one more port than the job's own rendezvous), so
+  # the NCCL and gloo all-reduces cross the nodes before any model loads.
+  ${TORCHRUN:-python -m nemo_cascade.tooling.torchrun} \
+    --nnodes="${SLURM_NNODES:-1}" --nproc_per_node="${GPUS_PER_NODE:-8}" \
+    --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:$(( ${MASTER_PORT:-29500} + 1 ))" \
+    --rdzv_id="${SLURM_JOB_ID:-nemo-cascade}-doctor" --max_restarts=0 \
+    -m nemo_cascade.tooling.cli doctor "${doctor_args[@]}" --server-wait "${SERVER_WAIT:-600}" \
     || { echo "nemo-cascade: error: node $(hostname) failed the checks above (DOCTOR=0 skips them)" >&2; exit 2; }
 fi
 exec ${TORCHRUN:-python -m nemo_cascade.tooling.torchrun} \

@@ -233,6 +233,31 @@ def check_collective(cuda: bool) -> Row:
     return Row(OK, "all-reduce", f"{backend}, {world} ranks, 16 MiB in {seconds * 1e3:.0f} ms")
 
 
+def check_gloo_collective(cuda: bool) -> Row:
+    """On GPUs, an all-reduce over a gloo group of every rank as well: every rollout round's object
+    exchange crosses the nodes over gloo (its own interface, GLOO_SOCKET_IFNAME), not over NCCL. On CPU
+    the all-reduce above is gloo's."""
+    import torch.distributed as dist
+
+    check = "all-reduce (gloo)"
+    if not cuda or not dist.is_initialized():
+        return Row(NA, check, "the all-reduce above is gloo's" if not cuda else "no process group")
+    import torch
+
+    try:
+        group = dist.new_group(backend="gloo", timeout=COLLECTIVE_TIMEOUT)
+        x = torch.full((1 << 18,), float(dist.get_rank() + 1))  # 1 MiB
+        dist.all_reduce(x, group=group)
+        world = dist.get_world_size()
+        if x[0].item() != world * (world + 1) / 2:
+            return Row(FAIL, check, f"sum {x[0].item()} != {world * (world + 1) / 2}",
+                       "check GLOO_SOCKET_IFNAME")
+    except Exception as e:  # the row says it, the table still prints
+        return Row(FAIL, check, f"gloo over {dist.get_world_size()} ranks: {type(e).__name__}: "
+                                f"{one_line(e)}", "check GLOO_SOCKET_IFNAME and the route to MASTER_ADDR")
+    return Row(OK, check, f"gloo, {dist.get_world_size()} ranks, 1 MiB")
+
+
 # ------------------------------------------------------------------------------------------- recipe
 
 def check_sandbox(cfg: config.Cascade | None) -> Row:
@@ -348,7 +373,7 @@ def run_checks(cfg: config.Cascade | None, stage: str = "", server_wait: float |
     needs now are waited for (doctor_servers.py)."""
     env = _machine()
     rows = [check_cuda(env)]
-    rows.append(check_collective(env.cuda))
+    rows += [check_collective(env.cuda), check_gloo_collective(env.cuda)]
     rows += check_versions(env.cuda)
     rows += [check_te(cfg, env), check_wgrad_fusion(env), check_vllm_reload(), check_sandbox(cfg)]
     rows.append(check_interfaces())

@@ -61,7 +61,8 @@ def test_cpu_table_for_the_tiny_recipe(node, capsys):
     assert all(status == "ok" and "cpu extra pins" in detail for status, detail in versions.values())
     assert rows["apex wgrad fusion"] == ("n/a", "no CUDA: not used on the CPU path")
     assert rows["network interfaces"][0] == "ok"
-    assert out.splitlines()[-1] == "7 ok, 0 FAIL, 6 n/a"
+    assert rows["all-reduce (gloo)"] == ("n/a", "the all-reduce above is gloo's")
+    assert out.splitlines()[-1] == "7 ok, 0 FAIL, 7 n/a"
 
 
 def test_without_a_recipe_the_recipe_rows_do_not_apply(node, capsys):
@@ -289,3 +290,28 @@ def test_without_apex_wgrad_fusion_a_gpu_node_warns_and_passes():
     assert doctor.check_wgrad_fusion(precision.Env(cuda=True, apex_wgrad=True)).status == doctor.OK
     table = doctor.render([row, doctor.Row(doctor.OK, "cuda", "H100")], "t")
     assert "fix: build apex" in table and table.endswith("1 ok, 0 FAIL, 0 n/a, 1 warn")
+
+
+def _gloo_rank(rank: int, port: int, out: str) -> None:
+    """One rank of a 2-process job whose default group stands in for NCCL's: the GPU path's gloo row."""
+    import torch.distributed as dist
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo")
+    row = doctor.check_gloo_collective(cuda=True)
+    Path(f"{out}.{rank}.json").write_text(json.dumps([row.status, row.detail]))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_on_gpus_the_gloo_group_is_checked_across_the_ranks_too(tmp_path):
+    ctx = mp.get_context("spawn")
+    port = _closed_port()
+    procs = [ctx.Process(target=_gloo_rank, args=(r, port, str(tmp_path / "g"))) for r in (0, 1)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [json.loads((tmp_path / f"g.{r}.json").read_text()) for r in (0, 1)] == \
+        [["ok", "gloo, 2 ranks, 1 MiB"]] * 2
+    assert doctor.check_gloo_collective(cuda=True).status == doctor.NA, "no process group here"
