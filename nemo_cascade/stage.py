@@ -213,11 +213,12 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
         tensors = batch.tensors()                                # packed rows unless grpo.sequence_packing=false
         result = sync = None
         if batch.num_sequences:
+            with timer("train"):  # first: the reference forward, too, uses the memory the engine gives back
+                ctx.engine.sleep()
             if g.kl_coef > 0:
                 with timer("logprobs"), ctx.actor.reference_weights():
                     tensors["ref_logprobs"] = ctx.actor.logprobs(batch.tokens_B_T, temperature, batch.layout())
             with timer("train"):
-                ctx.engine.sleep()
                 result = ctx.actor.train_step(tensors, partial(grpo.actor_loss, cfg), temperature)
             with timer("sync"):
                 sync = weight_sync.push(ctx.actor, ctx.engine)

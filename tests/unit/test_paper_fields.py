@@ -237,8 +237,8 @@ def test_sft_blend_counts_a_source_repeat_times(tok, tmp_path):
 # ------------------------------------------------------------------------------------------- GRPO loop
 
 class _Engine:
-    def __init__(self):
-        self.rollouts = []
+    def __init__(self, calls=None):
+        self.rollouts, self.calls = [], calls if calls is not None else []
 
     def generate(self, prompts, n, rollout, step, positions=None, on_group=None, should_stop=None):
         from nemo_cascade.types import PromptGroup
@@ -251,14 +251,15 @@ class _Engine:
         return groups
 
     def sleep(self):
-        pass
+        self.calls.append("engine.sleep")
 
 
 class _Actor:
     te = False  # the local attention spec (GRPO.share_prompts applies)
 
-    def __init__(self):
+    def __init__(self, calls=None):
         self.train_temperatures, self.ref_temperatures, self.trained = [], [], []
+        self.calls = calls if calls is not None else []
 
     def snapshot_reference(self):
         pass
@@ -268,6 +269,7 @@ class _Actor:
         yield
 
     def logprobs(self, tokens, temperature, layout=None):
+        self.calls.append("reference forward")
         self.ref_temperatures.append(temperature)
         import torch
 
@@ -276,6 +278,7 @@ class _Actor:
     def train_step(self, tensors, loss_fn, temperature):
         from types import SimpleNamespace
 
+        self.calls.append("train")
         self.train_temperatures.append(temperature)
         self.trained.append(tensors)
         return SimpleNamespace(loss=0.0, grad_norm=0.0, lr=1e-6, tokens=1, metrics={})
@@ -325,6 +328,25 @@ def test_each_length_phase_samples_and_trains_at_its_temperature(monkeypatch, tm
     assert [(m["phase"], m["temperature"], m["max_response_tokens"]) for m in log.rows] == [
         (0, 1.0, 8), (0, 1.0, 8), (1, 0.8, 16)]
     assert all("prefix_ids" in t for t in actor.trained)  # a group's samples share their prompt (local spec)
+
+
+def test_the_engine_gives_its_memory_back_before_the_kl_reference_forward(monkeypatch, tmp_path):
+    """With kl_coef > 0 the reference log-probs are a full forward of the actor: on a GPU it must not run
+    beside the engine's weights and KV cache."""
+    from nemo_cascade import weight_sync
+    from nemo_cascade.data.loader import PromptList
+    from nemo_cascade.stage import StageContext, run_grpo
+    from nemo_cascade.types import Prompt
+    from nemo_cascade.weight_sync import SyncStats
+
+    monkeypatch.setattr("nemo_cascade.stage.stage_scorer", _Scorer)
+    monkeypatch.setattr(weight_sync, "push", lambda actor, engine: SyncStats(1, 1, 1.0))
+    stage = config.Stage(name="math", steps=1, rollout=config.Rollout(max_response_tokens=8),
+                         grpo=config.GRPO(group_size=2, prompts_per_step=2, kl_coef=1e-3))
+    calls = []
+    run_grpo(StageContext(_Actor(calls), _Engine(calls), 0, tmp_path, _Log()), stage,
+             PromptList(Prompt([1, 2, 3], "math", "1", uid=str(i)) for i in range(2)))
+    assert calls == ["engine.sleep", "reference forward", "train"]
 
 
 def test_samples_keep_their_own_prompt_on_transformer_engine(monkeypatch, tmp_path):
