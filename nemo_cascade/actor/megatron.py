@@ -264,8 +264,10 @@ class MegatronActor(HFWeights):
         of at most ``micro_batch_size`` rows. Pipeline parallelism sends activations of one fixed shape
         between stages, so with PP > 1 the last microbatch is padded to full size too; without PP it is not —
         computing padding rows costs as much as real ones (a 9-row packed SFT batch is not run as 64 rows) —
-        and a microbatch of packed rows is cut to its longest row: packing lays rows out longest first, so the
-        later microbatches' rows are shorter than the batch's widest and their padding columns are not run."""
+        and a microbatch is cut to its longest row (:func:`_trimmed`): packing lays rows out longest first,
+        so the later microbatches' rows are shorter than the batch's widest; rows of one sequence each (GRPO
+        without packing, as with context parallelism) are cut after their last trained token, so a
+        microbatch of short answers is not run at the batch's longest, attention and LM head included."""
         mbs, dp, together = self.parallel.micro_batch_size, self.dp_size, self.ROWS_TOGETHER
         n = batch["tokens"].shape[0]
         per_rank = -(-n // (dp * together)) * together
@@ -274,7 +276,7 @@ class MegatronActor(HFWeights):
         padded = {k: _pad_rows(v, per_rank * dp, fill=-1 if k == "row" else 0) for k, v in batch.items()}
         mine = {k: v[self.dp_rank * per_rank:(self.dp_rank + 1) * per_rank] for k, v in padded.items()}
         microbatches = [{k: v[i:i + mbs] for k, v in mine.items()} for i in range(0, per_rank, mbs)]
-        if self.parallel.pp == 1 and "segment_ids" in batch:
+        if self.parallel.pp == 1 and ("segment_ids" in batch or "loss_mask" in batch):
             microbatches = [_trimmed(mb) for mb in microbatches]
         return microbatches, n
 
@@ -488,10 +490,12 @@ def _cpu_causal_mask(T: int, device: torch.device) -> torch.Tensor | None:
 
 
 def _trimmed(mb: Batch) -> Batch:
-    """A microbatch of packed rows (sequences from position 0, padding after: ``segment_ids`` 0) without the
-    columns that are padding in every row."""
-    T = mb["segment_ids"].shape[1]
-    filled = (mb["segment_ids"] > 0).any(0).nonzero()
+    """A microbatch without the columns no row needs: packed rows' padding (``segment_ids`` 0 in every row);
+    for rows without segments, the columns after every row's last trained token (``loss_mask``): attention
+    is causal, so no earlier column sees them, and the loss reads only the trained tokens."""
+    needed = mb["segment_ids"] if "segment_ids" in mb else mb["loss_mask"]
+    T = needed.shape[1]
+    filled = (needed > 0).any(0).nonzero()
     width = int(filled.max()) + 1 if filled.numel() else 1
     return {k: v[:, :width] if v.dim() == 2 and v.shape[1] == T else v for k, v in mb.items()}
 
