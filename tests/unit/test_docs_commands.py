@@ -81,7 +81,8 @@ def _commands(doc: str) -> list[list[str]]:
         for line in lines:
             line = line.removeprefix("$ ")
             # a command, not an output line that starts with a program's name ("nemo-cascade doctor: vm, …")
-            if re.match(r"^([A-Z_]+=\S*\s+)*(nemo-cascade\s+[a-z-]+(\s|$)|(sbatch|bash|tools/local_slurm\.sh)\s)", line):
+            if re.match(r"^([A-Z_]+=\S*\s+)*((\.venv/bin/)?nemo-cascade\s+[a-z-]+(\s|$)|"
+                        r"(sbatch|bash|tools/local_slurm\.sh)\s)", line):
                 out.append(shlex.split(line, comments=True))
     return out
 
@@ -198,3 +199,35 @@ def test_the_download_list_is_every_dataset_data_prepare_reads():
     loop = next(line for line in _bash_lines("docs/install.md") if line.startswith("for ds in"))
     listed = set(loop.split(" in ", 1)[1].split(";")[0].split())
     assert listed == found
+
+
+def _cli_help(words: list[str], capsys) -> str:
+    """The help text of the nemo-cascade command ``words`` starts (``convert to-hf``, ``data prepare``: the
+    action's own)."""
+    sub = words[1]
+    argv = [sub, words[2]] if sub in ("convert", "data") and len(words) > 2 else [sub]
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("doc", ALL_DOCS)
+def test_every_command_in_the_docs_is_real(doc, capsys):
+    """Each `nemo-cascade ...` line in any doc or README.md names a real command and real flags, and its
+    KEY=VALUE overrides apply to its recipe; each job script it runs exists, and `slurm/tool.sh`'s command
+    is a real one too."""
+    for words in _commands(doc):
+        words = [w for w in words if not re.match(r"^[A-Z_]+=", w)]
+        if words and words[0].endswith("/tool.sh") or "slurm/tool.sh" in words:
+            words = ["nemo-cascade", *words[words.index("slurm/tool.sh") + 1:]]
+        script = next((w for w in words if w.startswith(("slurm/", "tools/"))), None)
+        if script:
+            assert (ROOT / script).is_file(), f"{doc} runs {script}, which does not exist"
+            continue
+        if not words or not words[0].endswith("nemo-cascade"):
+            continue
+        text = _cli_help(words, capsys)
+        for flag in _flags([w for w in words if " " not in w]):  # not a quoted value ("--max-model-len 256")
+            assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text), f"{doc}: {' '.join(words)}: {flag}"
+        if words[1] in ("run", "launch", "doctor", "plan") and words[2].startswith("recipes/"):
+            _overrides_apply(words[2], words[3:])

@@ -315,3 +315,15 @@ def test_on_gpus_the_gloo_group_is_checked_across_the_ranks_too(tmp_path):
     assert [json.loads((tmp_path / f"g.{r}.json").read_text()) for r in (0, 1)] == \
         [["ok", "gloo, 2 ranks, 1 MiB"]] * 2
     assert doctor.check_gloo_collective(cuda=True).status == doctor.NA, "no process group here"
+
+
+def test_a_url_file_that_never_appears_fails_after_the_wait_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(doctor_servers, "PROGRESS_EVERY_S", 0.2)
+    url_file = tmp_path / "never.url"
+    rows = doctor_servers.check_servers(config.Cascade(
+        name="t", run_root=str(tmp_path), stages=(config.Stage(
+            name="rlhf", domain="rlhf", reward=config.Reward(reward_model_url=f"file:{url_file}")),)),
+        wait=1.0)
+    assert [(r.status, r.check) for r in rows] == [("FAIL", "reward-model server")]
+    assert str(url_file) in rows[0].detail and "\n" not in rows[0].detail
+    assert rows[0].fix == "start it (vllm serve MODEL --runner pooling) or correct stages.rlhf.reward.reward_model_url"
