@@ -87,6 +87,22 @@ def test_shipped_index_keeps_ifeval_phrasing_out():
     index = build_index(["ifeval"])
     assert index.stats["ifeval"]["items"] == 541 and index.stats["ifeval"]["common_ngrams"] > 100
     assert index.match(["List three birds. You are not allowed to use any commas in your response."]) is None
+    # an IFEval item words this instruction its own way, so the 9-gram is indexed; the training prompt states
+    # it in a wording of its own instruction: phrasing, not a leak
+    ending = "Finish your response with this exact phrase: Let me know if you have additional questions."
+    assert index.match([f"Write a blog post about the water cycle. {ending}"]) is None
+    assert index.match([f"Write a blog post about the history of the bicycle. {ending}"]) == "ifeval", \
+        "the task itself shares a 9-gram with an IFEval item"
+
+
+def test_the_shipped_if_prompts_lose_only_real_overlaps():
+    """Measured on synthetic:if_requests (3,224 train prompts): 366 shared a 9-gram with IFEval before the
+    training prompts' own wordings counted as phrasing, 9 now (their task text overlaps an item's)."""
+    from nemo_cascade.tooling.demo_data.if_prompts import if_requests
+
+    index = build_index(["ifeval"])
+    rows = if_requests("train", 0, 0)
+    assert len(rows) == 3224 and sum(index.match([r["prompt"]]) is not None for r in rows) < 20
 
 
 def test_helpsteer_pairs_honour_the_preference_sign_and_drop_ties(prepared):
