@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SLURM = ROOT / "slurm"
 SCRIPTS = {"cascade_8b.sh": (1, "recipes/nemotron_cascade_8b.py", "nemotron-cascade-8b"),
+           "reward_model_72b.sh": (8, "recipes/reward_model_72b.py", "reward-model-72b"),
            "cascade_14b.sh": (2, "recipes/nemotron_cascade_14b_thinking.py", "nemotron-cascade-14b-thinking")}
 HOSTS = ("gpu-node-001", "gpu-node-002", "gpu-node-003")
 
@@ -133,7 +134,7 @@ def test_sbatch_header(script):
 
 def test_scripts_state_only_their_deltas():
     """The shared parts live in common.sh: the two job scripts differ only in their own settings."""
-    a, b = ((SLURM / s).read_text().splitlines() for s in SCRIPTS)
+    a, b = ((SLURM / s).read_text().splitlines() for s in ("cascade_8b.sh", "cascade_14b.sh"))
     differing = [x for x in set(a) ^ set(b) if not x.startswith("#") or x.startswith("#SBATCH")]
     assert sorted(differing) == sorted([
         "#SBATCH --job-name=nemo-cascade-8b", "#SBATCH --job-name=nemo-cascade-14b",
@@ -148,7 +149,7 @@ def test_scripts_state_only_their_deltas():
 def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
     run, log = harness
     nodes, recipe, name = SCRIPTS[script]
-    code, out, err = run(script, "stages.rlhf.steps=3", nodes=nodes)
+    code, out, err = run(script, "checkpoint_every_minutes=20", nodes=nodes)
     assert code == 0, err
     srun = _lines(log / "srun.argv")
     cut = srun.index("bash")
@@ -159,11 +160,11 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
     assert mounts == [f"{ROOT}:{ROOT}", f"{tmp_path}/runs:/runs", f"{ROOT}/data:/data", f"{tmp_path}/models:/models"]
     assert f"--container-workdir={ROOT}" in opts
     assert cmd == ["bash", f"{ROOT}/slurm/node.sh", recipe, "run_root=/runs", f"name={name}", "wandb=true",
-                   "stages.rlhf.steps=3"]
+                   "checkpoint_every_minutes=20"]
     assert _lines(log / "torchrun.argv") == [
         f"--nnodes={nodes}", "--nproc_per_node=8", "--rdzv_backend=c10d", f"--rdzv_endpoint={HOSTS[0]}:29500",
         "--rdzv_id=777", "--max_restarts=0", "-m", "nemo_cascade.tooling.cli", "run", recipe, "run_root=/runs",
-        f"name={name}", "wandb=true", "stages.rlhf.steps=3"]
+        f"name={name}", "wandb=true", "checkpoint_every_minutes=20"]
     env = _env(log / "torchrun.env")
     assert env["MASTER_ADDR"] == HOSTS[0] and env["MASTER_PORT"] == "29500"
     assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1" and env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
