@@ -33,7 +33,7 @@
 #SBATCH --output=%x-%j.log
 
 : "${RUN_NAME:=served}"
-: "${RECIPE:=none}"  # common.sh requires one; a server runs no recipe
+RECIPE=  # a server runs no recipe (one exported for a cascade job must not be read here)
 : "${NAME:=rm}"
 : "${RUNNER:=pooling}"
 : "${DTYPE:=bfloat16}"

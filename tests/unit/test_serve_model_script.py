@@ -38,7 +38,8 @@ def test_a_missing_model_folder_is_refused_in_one_line(harness, tmp_path):
 def test_container_paths_are_checked_on_the_host_and_the_script_submits_itself(harness, tmp_path):
     run, log = harness
     _model(tmp_path)
-    env = {"MODEL": "/models/rm-72b", "MODELS_DIR": str(tmp_path / "models"), "NAME": "rm"}
+    env = {"MODEL": "/models/rm-72b", "MODELS_DIR": str(tmp_path / "models"), "NAME": "rm",
+           "RECIPE": "recipes/nemotron_cascade_8b.py"}  # exported for a cascade job: not this one's
     code, out, err = run(SCRIPT, "--max-model-len", "8192", job=False, env=env)
     assert code == 0, err
     argv = _lines(log / "sbatch.argv")
