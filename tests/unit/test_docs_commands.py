@@ -119,20 +119,21 @@ def test_every_command_in_launch_md_names_real_scripts_settings_recipes_and_stag
     assert {"sbatch", "local_slurm", "run", "launch", "doctor"} <= seen, seen
 
 
-def test_stage_folders_named_in_launch_md_are_the_recipes():
+@pytest.mark.parametrize("doc", ["docs/launch.md", "docs/release.md"])
+def test_stage_folders_named_in_the_docs_are_the_recipes(doc):
     """`runs/NAME/stages/K-STAGE` in the doc is stage K of a recipe the doc names, and NAME that recipe's run name
     or a RUN_NAME the doc sets."""
     from nemo_cascade.tooling.cli import load_recipe
 
-    text = (ROOT / "docs" / "launch.md").read_text()
+    text = (ROOT / doc).read_text()
     cfgs = [load_recipe(r) for r in set(re.findall(r"recipes/[\w.]+\.py(?::\w+)?", text))]
     names = {cfg.name for cfg in cfgs} | set(re.findall(r"\bRUN_NAME=([\w.-]+)", text))
     folders = {f"{k}-{stage.name}" for cfg in cfgs for k, stage in enumerate(cfg.stages)}
     found = re.findall(r"runs/([\w.-]+)/stages/(\d+-[\w.-]+)", text)
     assert found
     for run, folder in found:
-        assert run in names, f"launch.md names run folder {run}: no recipe or RUN_NAME there has that name"
-        assert folder in folders, f"launch.md names stage folder {folder}: stage of no recipe it shows"
+        assert run in names, f"{doc} names run folder {run}: no recipe or RUN_NAME there has that name"
+        assert folder in folders, f"{doc} names stage folder {folder}: stage of no recipe it shows"
 
 
 ALL_DOCS = sorted([*(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")), "README.md"])
