@@ -1,4 +1,6 @@
 """Recipes the slurm tier launches as nemo-run experiments (a file inside the checkout, so the jobs can load it)."""
+from dataclasses import replace
+
 from nemo_cascade.config import GRPO, Actor, Cascade, Data, Gate, Model, Parallel, Reward, Rollout, Stage
 
 
@@ -42,3 +44,11 @@ def gate_in_short_jobs() -> Cascade:
     return Cascade(name="short-gate", model=Model(build="tiny-qwen3"),
                    parallel=Parallel(micro_batch_size=16), stages=(sft,),
                    checkpoint_every_minutes=0, gate=gate)
+
+
+def from_an_unreleased_base() -> Cascade:
+    """A cascade whose base was never released (tests/slurm/test_sbatch.py): its job names the recipe that
+    makes the base, in one line."""
+    made_by = "tests/slurm/recipes.py:sft_then_rlhf"
+    return replace(sft_then_rlhf(), name="from-unreleased", stages=sft_then_rlhf().stages[:1],
+                   model=Model(hf_path="/nonexistent/models/Unreleased-SFT", made_by=made_by))

@@ -212,3 +212,21 @@ def test_a_tool_job_runs_one_command_on_a_node(cluster, tmp_path):
     log = _log(runs, job)
     assert f"job {job}: nemo-cascade plan recipes/nemotron_cascade_8b.py --time-limit 04:00:00" in log
     assert "| swe_24k | grpo |" in log and "jobs of 04:00:00" in log, log[-3000:]
+
+
+def test_the_defaults_a_user_runs_name_the_run_and_the_missing_release(cluster, tmp_path):
+    """With the nodes' checks on (DOCTOR=1) and no RUN_NAME: the run folder is the recipe's own name, and a
+    base that was never released stops the job in one line naming the recipe that makes it."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    recipe = "tests/slurm/recipes.py:from_an_unreleased_base"
+    job = cluster.sbatch("--gpus-per-node=1", f"--output={runs}/job-%j.log", "slurm/cascade_8b.sh",
+                         env={"RUN_DIR": str(runs), "RECIPE": recipe, "DOCTOR": "1"})
+    assert cluster.wait_done(job, 300) == "FAILED"
+    log = _log(runs, job)
+    assert f"{recipe} → {runs}/from-unreleased on 1 node(s)" in log, log[-3000:]
+    assert "nemo-cascade doctor: " in log
+    assert ("nemo-cascade: error: model.hf_path: /nonexistent/models/Unreleased-SFT is not there, and it is no "
+            "release: run tests/slurm/recipes.py:sft_then_rlhf (which trains it first), or set model.hf_path "
+            "to your own checkpoint") in log, log[-3000:]
+    assert "Traceback" not in log
