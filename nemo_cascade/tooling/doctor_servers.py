@@ -1,13 +1,14 @@
-"""Doctor's server rows: the reward models and judges this job needs now, waited for, and the ones it
-needs later, only reported.
+"""Doctor's server rows: the reward models and judges this job needs now, waited for, and the ones
+it needs later, only reported.
 
-A job needs the servers of the stage it starts with (``--stage NAME`` for a ``launch`` job; otherwise the
-first stage the run's manifest does not mark done) and the gate's reward model. Those are waited for
-(``--server-wait``: 5 s by hand, 600 s in a job's node check, slurm/node.sh), with a line every
-:data:`PROGRESS_EVERY_S` seconds: a serve job may still be loading its model, or requeueing. A server only
-a later stage uses gets a ``warn`` row when it does not answer: it may be started before that stage, and
-the run itself waits for it then.
+A job needs the servers of the stage it starts with (``--stage NAME`` for a ``launch`` job;
+otherwise the first stage the run's manifest does not mark done) and the gate's reward model. Those
+are waited for (``--server-wait``: 5 s by hand, 600 s in a job's node check, slurm/node.sh), with a
+line every :data:`PROGRESS_EVERY_S` seconds: a serve job may still be loading its model, or
+requeueing. A server only a later stage uses gets a ``warn`` row when it does not answer: it may be
+started before that stage, and the run itself waits for it then.
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,7 +27,9 @@ PROGRESS_EVERY_S = 30.0
 SERVER_FIELDS = ("reward_model_url", "judge_url")
 
 
-def job_stages(cfg: config.Cascade, only: str = "") -> tuple[list[config.Stage], list[config.Stage]]:
+def job_stages(
+    cfg: config.Cascade, only: str = ""
+) -> tuple[list[config.Stage], list[config.Stage]]:
     """(now, later): the stage this job starts with, and the stages it may reach after it. ``only``
     (``--stage NAME``, a ``launch`` job runs one stage): that stage, nothing later."""
     from nemo_cascade.lineage import stage_status
@@ -44,11 +47,15 @@ def _urls(stages: list[config.Stage]) -> dict[str, list[str]]:
     for s in stages:
         for field in SERVER_FIELDS if s.kind == "grpo" else ():
             if getattr(s.reward, field):
-                urls.setdefault(getattr(s.reward, field), []).append(f"stages.{s.name}.reward.{field}")
+                urls.setdefault(getattr(s.reward, field), []).append(
+                    f"stages.{s.name}.reward.{field}"
+                )
     return urls
 
 
-def check_servers(cfg: config.Cascade | None, only: str = "", wait: float | None = None) -> list[Row]:
+def check_servers(
+    cfg: config.Cascade | None, only: str = "", wait: float | None = None
+) -> list[Row]:
     """A row per served model the recipe names: waited for (``wait`` seconds, default
     :data:`SERVER_WAIT_S`) when this job needs it now, reported when only a later stage does."""
     if cfg is None:
@@ -61,10 +68,15 @@ def check_servers(cfg: config.Cascade | None, only: str = "", wait: float | None
     wait = SERVER_WAIT_S if wait is None else wait
     rows = [_probe(url, fields, wait) for url, fields in now.items()]
     rows += [_probe(url, fields, LATER_WAIT_S, later=True) for url, fields in later.items()]
-    served = [f"{s.name} ← {s.reward.reward_model_stage}" for s in now_stages + later_stages
-              if s.kind == "grpo" and s.reward.reward_model_stage]
+    served = [
+        f"{s.name} ← {s.reward.reward_model_stage}"
+        for s in now_stages + later_stages
+        if s.kind == "grpo" and s.reward.reward_model_stage
+    ]
     if served:
-        rows.append(Row(NA, "reward model (served)", f"served by the cascade itself: {', '.join(served)}"))
+        rows.append(
+            Row(NA, "reward model (served)", f"served by the cascade itself: {', '.join(served)}")
+        )
     if rows:
         return rows
     if not now_stages:
@@ -73,7 +85,8 @@ def check_servers(cfg: config.Cascade | None, only: str = "", wait: float | None
 
 
 class _Progress:
-    """``endpoints.probe``'s sleep, saying every :data:`PROGRESS_EVERY_S` seconds what is awaited."""
+    """``endpoints.probe``'s sleep, saying every :data:`PROGRESS_EVERY_S` seconds what is
+    awaited."""
 
     def __init__(self, spec: str, fields: list[str], wait: float):
         self.what, self.wait = f"{spec} ({', '.join(fields)})", wait
@@ -84,25 +97,42 @@ class _Progress:
         now = time.monotonic()
         if now - self.said >= PROGRESS_EVERY_S:
             self.said = now
-            print(f"nemo-cascade doctor: waiting for {self.what}: {now - self.start:.0f} of "
-                  f"{self.wait:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"nemo-cascade doctor: waiting for {self.what}: {now - self.start:.0f} of "
+                f"{self.wait:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _probe(spec: str, fields: list[str], wait: float, later: bool = False) -> Row:
-    """``/health`` of a URL, or of the URL a ``file:PATH`` names once the file appears (rewards/endpoints.py,
-    as the run probes it), within ``wait`` seconds."""
+    """``/health`` of a URL, or of the URL a ``file:PATH`` names once the file appears
+    (rewards/endpoints.py, as the run probes it), within ``wait`` seconds."""
     from nemo_cascade.rewards import endpoints
 
     judge = all(f.endswith("judge_url") for f in fields)
-    check, serve = ("judge server", "vllm serve MODEL") if judge else \
-        ("reward-model server", "vllm serve MODEL --runner pooling")
+    check, serve = (
+        ("judge server", "vllm serve MODEL")
+        if judge
+        else ("reward-model server", "vllm serve MODEL --runner pooling")
+    )
     try:
-        url = endpoints.probe(spec, f"a server started by `{serve}`", wait=wait, file_wait=wait,
-                              poll=min(2.0, wait), sleep=_Progress(spec, fields, wait))
+        url = endpoints.probe(
+            spec,
+            f"a server started by `{serve}`",
+            wait=wait,
+            file_wait=wait,
+            poll=min(2.0, wait),
+            sleep=_Progress(spec, fields, wait),
+        )
     except (endpoints.EndpointError, ValueError) as e:
         if later:
-            return Row(WARN, check, f"needed later ({', '.join(fields)}), not answering now: "
-                                    f"{one_line(e)}", f"start it before that stage ({serve})")
+            return Row(
+                WARN,
+                check,
+                f"needed later ({', '.join(fields)}), not answering now: " f"{one_line(e)}",
+                f"start it before that stage ({serve})",
+            )
         return Row(FAIL, check, one_line(e), f"start it ({serve}) or correct {fields[0]}")
     return Row(OK, check, f"{url}/health answers ({', '.join(fields)})")
 

@@ -1,10 +1,12 @@
 """The rows of ``nemo-cascade doctor``'s table and how the table is printed (tooling/doctor.py)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 OK, FAIL, NA, WARN = "ok", "FAIL", "n/a", "warn"
-"""A ``warn`` row does not fail the node: something runs slower, or is needed later than this job."""
+"""A ``warn`` row does not fail the node: something runs slower, or is needed later than this
+job."""
 
 
 @dataclass(frozen=True)
@@ -17,7 +19,8 @@ class Row:
 
 
 def one_line(e: BaseException) -> str:
-    """The first line of an error's message (its type's name when it has none), at most 300 characters."""
+    """The first line of an error's message (its type's name when it has none), at most 300
+    characters."""
     text = str(e).strip().splitlines()
     return (text[0] if text else type(e).__name__)[:300]
 

@@ -1,12 +1,13 @@
-"""``nemo-cascade run RECIPE [KEY=VALUE ...] --dry-run``: every check a run makes before it trains, on
-every stage it would train, each problem one line; nothing is started or written (no torchrun, no run
-folder, no lock). Exit code 2 when there is a problem, 0 when the run would start.
+"""``nemo-cascade run RECIPE [KEY=VALUE ...] --dry-run``: every check a run makes before it trains,
+on every stage it would train, each problem one line; nothing is started or written (no torchrun, no
+run folder, no lock). Exit code 2 when there is a problem, 0 when the run would start.
 
-The checks are preflight.py's — the config, the model folder, every input file and its rows' schema, the
-IF-RL instruction taxonomy, a sandbox for code rewards, the CPU engine's dtype — plus the served models of
-the stages it would train (probed once, not waited for) and ``nemo-cascade plan``'s per-GPU memory of
-every stage against this machine's GPU (an 80 GiB H100 where there is none).
+The checks are preflight.py's — the config, the model folder, every input file and its rows' schema,
+the IF-RL instruction taxonomy, a sandbox for code rewards, the CPU engine's dtype — plus the served
+models of the stages it would train (probed once, not waited for) and ``nemo-cascade plan``'s
+per-GPU memory of every stage against this machine's GPU (an 80 GiB H100 where there is none).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,13 +35,18 @@ def _memory(cfg: config.Cascade) -> list[str]:
 
     gib, gpu = _gpu_gib()
     over = [s for s in plan.plan_cascade(cfg, gpu_gib=gib).stages if not s.fits]
-    return [f"stages.{s.name}: planned memory on {gpu}: {s.verdict()} (nemo-cascade plan shows where it "
-            f"goes)" for s in over]
+    return [
+        f"stages.{s.name}: planned memory on {gpu}: {s.verdict()} "
+        f"(nemo-cascade plan shows where it goes)"
+        for s in over
+    ]
 
 
-def problems(cfg: config.Cascade, only_stage: str | None = None) -> tuple[list[str], list[config.Stage]]:
-    """Every problem a run of ``cfg`` would stop on before training (one line each), and the stages it
-    would train."""
+def problems(
+    cfg: config.Cascade, only_stage: str | None = None
+) -> tuple[list[str], list[config.Stage]]:
+    """Every problem a run of ``cfg`` would stop on before training (one line each), and the stages
+    it would train."""
     from nemo_cascade import preflight
     from nemo_cascade.lineage import stage_status
     from nemo_cascade.rewards.serve import is_vllm_cpu
@@ -66,7 +72,9 @@ def problems(cfg: config.Cascade, only_stage: str | None = None) -> tuple[list[s
     check(lambda: preflight.check_model(cfg))
     missing = len(found)
     check(lambda: preflight.check_inputs_exist(cfg))
-    if len(found) == missing:  # every file is there: read each one's rows (a missing one is named above)
+    if (
+        len(found) == missing
+    ):  # every file is there: read each one's rows (a missing one is named above)
         for s in stages:
             for d in (s.data, *s.extra_data):
                 check(lambda d=d, s=s: preflight.data_fingerprint(d, f"stages.{s.name}"))
@@ -74,7 +82,9 @@ def problems(cfg: config.Cascade, only_stage: str | None = None) -> tuple[list[s
     check(lambda: preflight.check_stage_needs(cfg))
     check(lambda: check_cpu_engine_dtype(cfg, on_cpu=is_vllm_cpu()))
     for s in stages:
-        check(lambda s=s: preflight.check_endpoints([s], wait=SERVER_WAIT_S, file_wait=0.0, poll=1.0))
+        check(
+            lambda s=s: preflight.check_endpoints([s], wait=SERVER_WAIT_S, file_wait=0.0, poll=1.0)
+        )
     memory = check(lambda: _memory(cfg))
     found += memory or []
     return found, stages

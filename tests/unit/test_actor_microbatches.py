@@ -1,6 +1,8 @@
-"""How the actor cuts a batch into microbatches (actor/megatron.py ``_microbatches``): each microbatch runs
-only the columns some row of it needs — packed rows up to their padding, rows of one sequence each (GRPO
-without packing, as under context parallelism) up to their last trained token."""
+"""How the actor cuts a batch into microbatches (actor/megatron.py ``_microbatches``): each
+microbatch runs only the columns some row of it needs — packed rows up to their padding, rows of one
+sequence each (GRPO without packing, as under context parallelism) up to their last trained
+token."""
+
 import torch
 
 from nemo_cascade import config
@@ -15,8 +17,12 @@ def _rows(lengths: list[int], T: int = 12) -> dict:
     for i, length in enumerate(lengths):
         tokens[i, :length] = torch.arange(1, length + 1)
         loss_mask[i, 2:length] = 1.0
-    return {"tokens": tokens, "loss_mask": loss_mask, "advantages": loss_mask * 0.5,
-            "rollout_logprobs": -loss_mask}
+    return {
+        "tokens": tokens,
+        "loss_mask": loss_mask,
+        "advantages": loss_mask * 0.5,
+        "rollout_logprobs": -loss_mask,
+    }
 
 
 def test_rows_of_one_sequence_are_cut_after_their_last_trained_token():
@@ -30,10 +36,22 @@ def test_rows_of_one_sequence_are_cut_after_their_last_trained_token():
 def test_each_microbatch_is_cut_to_its_own_longest_row():
     actor = object.__new__(MegatronActor)
     actor.parallel = config.Parallel(micro_batch_size=2)
-    actor.ps = type("OneRank", (), {"get_data_parallel_rank": staticmethod(lambda: 0),
-                                    "get_data_parallel_world_size": staticmethod(lambda: 1)})
+    actor.ps = type(
+        "OneRank",
+        (),
+        {
+            "get_data_parallel_rank": staticmethod(lambda: 0),
+            "get_data_parallel_world_size": staticmethod(lambda: 1),
+        },
+    )
     microbatches, n = actor._microbatches(_rows([11, 4, 3, 6, 12]))
-    assert n == 5 and [tuple(mb["tokens"].shape) for mb in microbatches] == [(2, 11), (2, 6), (1, 12)]
-    actor.parallel = config.Parallel(micro_batch_size=2, pp=2)  # one activation shape between PP stages
+    assert n == 5 and [tuple(mb["tokens"].shape) for mb in microbatches] == [
+        (2, 11),
+        (2, 6),
+        (1, 12),
+    ]
+    actor.parallel = config.Parallel(
+        micro_batch_size=2, pp=2
+    )  # one activation shape between PP stages
     microbatches, _ = actor._microbatches(_rows([11, 4, 3, 6, 12]))
     assert {tuple(mb["tokens"].shape) for mb in microbatches} == {(2, 12)}
