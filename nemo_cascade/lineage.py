@@ -33,11 +33,11 @@ host, and the stage must still resume (docs/launch.md). Left out of the hashes."
 
 AFTER_TRAINING = ("evaluate", "checkpoint_every_minutes", "rollout_checkpoint_seconds",
                   "stop_margin_seconds", "released_after", "made_by")
-"""What the cascade does around training (``Stage.evaluate``: the gate; ``Cascade.checkpoint_every_minutes``,
-``rollout_checkpoint_seconds`` and ``stop_margin_seconds``: when state is saved;
-``Stage.released_after``, ``Model.made_by``: hints preflight gives), not what the stages train: changing any of them
-for an interrupted run must not stop it from
-resuming. Left out of the hashes."""
+"""What the cascade does around training (``Stage.evaluate``: the gate;
+``Cascade.checkpoint_every_minutes``, ``rollout_checkpoint_seconds`` and ``stop_margin_seconds``:
+when state is saved; ``Stage.released_after``, ``Model.made_by``: hints preflight gives), not what
+the stages train: changing any of them for an interrupted run must not stop it from resuming. Left
+out of the hashes."""
 
 PATIENCE = ("collective_timeout_minutes",)
 """How long ranks wait for each other (``Parallel.collective_timeout_minutes``), not what they compute: a run

@@ -61,10 +61,11 @@ def check_model(cfg: config.Cascade) -> None:
                                      f"registered in this process ({REGISTERED_BY})")
         if cfg.model.build not in BUILDERS:
             raise config.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected one of {sorted(BUILDERS)}")
-    if cfg.model.hf_path and cfg.model.made_by and not Path(cfg.model.hf_path, "config.json").is_file():
+    m = cfg.model
+    if m.hf_path and m.made_by and not Path(m.hf_path, "config.json").is_file():
         raise config.ConfigError(
-            f"model.hf_path: {cfg.model.hf_path} is not there, and it is no release: run "
-            f"{cfg.model.made_by} (which trains it first), or set model.hf_path to your own checkpoint")
+            f"model.hf_path: {m.hf_path} is not there, and it is no release: run {m.made_by} "
+            f"(which trains it first), or set model.hf_path to your own checkpoint")
     if cfg.model.hf_path:
         spec = read_hf_config(cfg.model.hf_path)
         if cfg.model.yarn_factor:  # the run trains and serves a view with YaRN (base_model.prepare_base_model)

@@ -213,7 +213,7 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
         tensors = batch.tensors()                                # packed rows unless grpo.sequence_packing=false
         result = sync = None
         if batch.num_sequences:
-            with timer("train"):  # first: the reference forward, too, uses the memory the engine gives back
+            with timer("train"):  # first: the reference forward uses the engine's memory too
                 ctx.engine.sleep()
             if g.kl_coef > 0:
                 with timer("logprobs"), ctx.actor.reference_weights():

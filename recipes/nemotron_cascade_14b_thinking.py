@@ -71,11 +71,11 @@ with YaRN ×2 (the release config's factor) but SWE-bench, whose 64K input takes
 
 
 def recipe() -> Cascade:
-    """RLHF → IF-RL → math → code → SWE from your 14B-Thinking SFT checkpoint (``with_sft()`` makes one;
-    NVIDIA released none, so preflight names that recipe when the folder is missing)."""
-    cfg = base.cascade("nemotron-cascade-14b-thinking",
-                       f"{base.models_dir()}/Nemotron-Cascade-14B-Thinking-SFT", PARALLEL, rl_stages(),
-                       ENGINE_MEMORY, engine_tp=ENGINE_TP, gate=GATE)
+    """RLHF → IF-RL → math → code → SWE from your 14B-Thinking SFT checkpoint (``with_sft()`` makes
+    one; NVIDIA released none, so preflight names that recipe when the folder is missing)."""
+    sft = f"{base.models_dir()}/Nemotron-Cascade-14B-Thinking-SFT"
+    cfg = base.cascade("nemotron-cascade-14b-thinking", sft, PARALLEL, rl_stages(), ENGINE_MEMORY,
+                       engine_tp=ENGINE_TP, gate=GATE)
     return replace(cfg, model=replace(cfg.model,
                                       made_by="recipes/nemotron_cascade_14b_thinking.py:with_sft"))
 

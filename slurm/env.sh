@@ -19,11 +19,11 @@ _nc_default NCCL_IB_TIMEOUT 22            # IB retry timeout 4.096 µs × 2^22 �
 _nc_default NCCL_IB_RETRY_CNT 7
 _nc_default NCCL_DEBUG WARN
 if [[ -n ${NCCL_IB_HCA:-} ]]; then export NCCL_IB_HCA; fi
-# gloo groups (host-side object exchanges, every rollout round's) cross nodes too. Gloo takes interface
-# names only, not NCCL's "^exclude" form: a site that names its interfaces for NCCL names them for gloo as
-# well; otherwise gloo gets the interface this node reaches the job's first node (MASTER_ADDR) through.
-# Left to itself gloo takes the host name's address, which many images resolve to 127.0.x.1: loopback,
-# which other nodes cannot reach.
+# gloo groups (host-side object exchanges, every rollout round's) cross nodes too. Gloo takes
+# interface names only, not NCCL's "^exclude" form: a site that names its interfaces for NCCL names
+# them for gloo as well; otherwise gloo gets the interface this node reaches the job's first node
+# (MASTER_ADDR) through. Left to itself gloo takes the host name's address, which many images
+# resolve to 127.0.x.1: loopback, which other nodes cannot reach.
 _nc_route_ifname() {  # ADDRESS: the interface this node reaches ADDRESS through (if it is this node's own
   local addr dev       # address: the interface that holds it); nothing when either cannot be found
   addr=$(getent ahostsv4 "$1" 2>/dev/null | awk 'NR == 1 {print $1}')
@@ -56,10 +56,10 @@ _nc_default NEMO_CASCADE_MODELS "${MODELS_MOUNT:-/models}"               # Qwen3
 _nc_default NEMO_CASCADE_DATA "${DATA_MOUNT:-/data}/nemotron-cascade"     # one prompt file per stage
 # NEMO_CASCADE_RM_URL / NEMO_CASCADE_JUDGE_URL: the served 72B RM and SWE judge, when set (no default here).
 
-# --- caches ----------------------------------------------------------------------------------------------------
-# Downloads on the shared runs folder, so a requeued job reuses them. Compile caches node-local: vLLM points
-# the whole process's inductor cache into VLLM_CACHE_ROOT, and its file locks, like Triton's, and NFS or
-# Lustre disagree (a requeued job on another node compiles again).
+# --- caches ---------------------------------------------------------------------------------------
+# Downloads on the shared runs folder, so a requeued job reuses them. Compile caches node-local:
+# vLLM points the whole process's inductor cache into VLLM_CACHE_ROOT, and its file locks, like
+# Triton's, and NFS or Lustre disagree (a requeued job on another node compiles again).
 _nc_default CACHE_DIR "${RUNS_MOUNT:-/runs}/.cache"
 _nc_default HF_HOME "$CACHE_DIR/huggingface"
 _nc_default NODE_CACHE_DIR "/tmp/nemo-cascade-cache-${USER:-nemo}"

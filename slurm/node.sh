@@ -7,14 +7,14 @@
 #   bash slurm/node.sh RECIPE [KEY=VALUE ...] [--stage NAME]
 #
 # Used by slurm/cascade_*.sh and by the nemo-run Slurm tasks (nemo_cascade/tooling/launch.py).
-# DOCTOR=1 (default): `nemo-cascade doctor RECIPE [KEY=VALUE...] [--stage NAME]` first, on every node — a node
-# that fails a check (CUDA, versions, TE/FP8, vLLM's reload API, bubblewrap, interfaces, the servers this job
-# needs now, disk, memory) ends the job with its table in the log instead of failing later inside the cascade.
-# DOCTOR=0 skips it. SERVER_WAIT: seconds a server this job needs now is waited for (600: a serve job may be
-# loading its model, or requeueing).
-# NODE_SETUP: shell code run first on every node (e.g. "pip install --no-deps -e ."); TORCHRUN: the launcher
-# (default: torchrun run by nemo_cascade/tooling/torchrun.py, which ends a failed job with one line instead of torchrun's
-# traceback and table in the job log).
+# DOCTOR=1 (default): `nemo-cascade doctor RECIPE [KEY=VALUE...] [--stage NAME]` first, on every
+# node — a node that fails a check (CUDA, versions, TE/FP8, vLLM's reload API, bubblewrap,
+# interfaces, the servers this job needs now, disk, memory) ends the job with its table in the log
+# instead of failing later inside the cascade. DOCTOR=0 skips it. SERVER_WAIT: seconds a server this
+# job needs now is waited for (600: a serve job may be loading its model, or requeueing).
+# NODE_SETUP: shell code run first on every node (e.g. "pip install --no-deps -e ."); TORCHRUN: the
+# launcher (default: torchrun run by nemo_cascade/tooling/torchrun.py, which ends a failed job with
+# one line instead of torchrun's traceback and table in the job log).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source slurm/env.sh
@@ -28,8 +28,8 @@ if [[ ${DOCTOR:-1} == 1 ]]; then
   for arg in "$@"; do  # the recipe, its overrides and --stage NAME; not the run's --retrain
     if [[ $arg != --retrain ]]; then doctor_args+=("$arg"); fi
   done
-  # Under torchrun over every node, as the job will run (one more port than the job's own rendezvous), so
-  # the NCCL and gloo all-reduces cross the nodes before any model loads.
+  # Under torchrun over every node, as the job will run (one more port than the job's own
+  # rendezvous), so the NCCL and gloo all-reduces cross the nodes before any model loads.
   ${TORCHRUN:-python -m nemo_cascade.tooling.torchrun} \
     --nnodes="${SLURM_NNODES:-1}" --nproc_per_node="${GPUS_PER_NODE:-8}" \
     --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:$(( ${MASTER_PORT:-29500} + 1 ))" \

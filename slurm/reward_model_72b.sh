@@ -1,8 +1,9 @@
 #!/bin/bash
-# The RLHF reward model (§4.2): recipes/reward_model_72b.py, a Bradley–Terry RM on Qwen2.5-72B-Instruct, on
-# 8 nodes of 8 × H100 (the recipe's TP 8 × PP 4 × DP 2), requeueing itself at the time limit until its one
-# epoch is done. Its export, runs/reward-model-72b/stages/0-rm/hf, is what slurm/serve_model.sh serves for
-# the policies' RLHF (NEMO_CASCADE_RM_URL). Only what differs from cascade_14b.sh is here.
+# The RLHF reward model (§4.2): recipes/reward_model_72b.py, a Bradley–Terry RM on
+# Qwen2.5-72B-Instruct, on 8 nodes of 8 × H100 (the recipe's TP 8 × PP 4 × DP 2), requeueing itself
+# at the time limit until its one epoch is done. Its export, runs/reward-model-72b/stages/0-rm/hf,
+# is what slurm/serve_model.sh serves for the policies' RLHF (NEMO_CASCADE_RM_URL). Only what
+# differs from cascade_14b.sh is here.
 #
 #   sbatch slurm/reward_model_72b.sh [KEY=VALUE ...]
 #

@@ -74,10 +74,10 @@ def init_model_parallel(parallel: config.Parallel) -> None:
     from megatron.core import parallel_state as ps
 
     if not ps.model_parallel_is_initialized():
-        ps.initialize_model_parallel(tensor_model_parallel_size=parallel.tp,
-                                     pipeline_model_parallel_size=parallel.pp,
-                                     context_parallel_size=parallel.cp,
-                                     distributed_timeout_minutes=parallel.collective_timeout_minutes)
+        ps.initialize_model_parallel(
+            tensor_model_parallel_size=parallel.tp, pipeline_model_parallel_size=parallel.pp,
+            context_parallel_size=parallel.cp,
+            distributed_timeout_minutes=parallel.collective_timeout_minutes)
 
 
 @dataclass
@@ -260,14 +260,15 @@ class MegatronActor(HFWeights):
     """Rows that must stay in one microbatch (a reward model's chosen/rejected pair: 2)."""
 
     def _microbatches(self, batch: Batch) -> tuple[list[Batch], int]:
-        """This DP rank's slice of the batch (DP ranks get equal row counts; empty rows fill up) in microbatches
-        of at most ``micro_batch_size`` rows. Pipeline parallelism sends activations of one fixed shape
-        between stages, so with PP > 1 the last microbatch is padded to full size too; without PP it is not —
-        computing padding rows costs as much as real ones (a 9-row packed SFT batch is not run as 64 rows) —
-        and a microbatch is cut to its longest row (:func:`_trimmed`): packing lays rows out longest first,
-        so the later microbatches' rows are shorter than the batch's widest; rows of one sequence each (GRPO
-        without packing, as with context parallelism) are cut after their last trained token, so a
-        microbatch of short answers is not run at the batch's longest, attention and LM head included."""
+        """This DP rank's slice of the batch (DP ranks get equal row counts; empty rows fill up) in
+        microbatches of at most ``micro_batch_size`` rows. Pipeline parallelism sends activations of
+        one fixed shape between stages, so with PP > 1 the last microbatch is padded to full size
+        too; without PP it is not — computing padding rows costs as much as real ones (a 9-row
+        packed SFT batch is not run as 64 rows) — and a microbatch is cut to its longest row
+        (:func:`_trimmed`): packing lays rows out longest first, so the later microbatches' rows are
+        shorter than the batch's widest; rows of one sequence each (GRPO without packing, as with
+        context parallelism) are cut after their last trained token, so a microbatch of short
+        answers is not run at the batch's longest, attention and LM head included."""
         mbs, dp, together = self.parallel.micro_batch_size, self.dp_size, self.ROWS_TOGETHER
         n = batch["tokens"].shape[0]
         per_rank = -(-n // (dp * together)) * together
@@ -490,9 +491,10 @@ def _cpu_causal_mask(T: int, device: torch.device) -> torch.Tensor | None:
 
 
 def _trimmed(mb: Batch) -> Batch:
-    """A microbatch without the columns no row needs: packed rows' padding (``segment_ids`` 0 in every row);
-    for rows without segments, the columns after every row's last trained token (``loss_mask``): attention
-    is causal, so no earlier column sees them, and the loss reads only the trained tokens."""
+    """A microbatch without the columns no row needs: packed rows' padding (``segment_ids`` 0 in
+    every row); for rows without segments, the columns after every row's last trained token
+    (``loss_mask``): attention is causal, so no earlier column sees them, and the loss reads only
+    the trained tokens."""
     needed = mb["segment_ids"] if "segment_ids" in mb else mb["loss_mask"]
     T = needed.shape[1]
     filled = (needed > 0).any(0).nonzero()

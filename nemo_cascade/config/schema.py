@@ -23,8 +23,8 @@ class Model:
     hf_path: str = ""
     """HF folder (config.json, *.safetensors, tokenizer). The actor is built from it and vLLM serves it."""
     made_by: str = ""
-    """For an ``hf_path`` that no one released: the recipe that makes it (``FILE.py:function``), which
-    preflight names when the folder is missing."""
+    """For an ``hf_path`` that no one released: the recipe that makes it (``FILE.py:function``),
+    which preflight names when the folder is missing."""
     build: str = ""
     """Instead of reading ``hf_path``: make the base model into ``<run>/base_model``, no download — a random-init
     model of a named shape with a tokenizer trained in code (``tiny-qwen3``, ``tiny-qwen3-cascade``: CPU demos and

@@ -138,23 +138,25 @@ def check_te(cfg: config.Cascade | None, env) -> Row:
 
 
 def check_wgrad_fusion(env) -> Row:
-    """Apex's fused weight-gradient kernel, which megatron's ``gradient_accumulation_fusion`` needs on
-    either layer spec (its ColumnParallelLinear, the LM head, refuses the flag without it): without it
-    every linear layer's weight gradient is a GEMM of its own plus an add. The image builds it."""
+    """Apex's fused weight-gradient kernel, which megatron's ``gradient_accumulation_fusion`` needs
+    on either layer spec (its ColumnParallelLinear, the LM head, refuses the flag without it):
+    without it every linear layer's weight gradient is a GEMM of its own plus an add. The image
+    builds it."""
     check = "apex wgrad fusion"
     if not env.cuda:
         return Row(NA, check, "no CUDA: not used on the CPU path")
     if env.apex_wgrad:
-        return Row(OK, check, "fused_weight_gradient_mlp_cuda imports: gradient_accumulation_fusion on")
+        return Row(OK, check,
+                   "fused_weight_gradient_mlp_cuda imports: gradient_accumulation_fusion on")
     return Row(WARN, check, "apex's fused_weight_gradient_mlp_cuda does not import: "
                             "gradient_accumulation_fusion off (slower weight gradients)",
                "build apex with its CUDA extensions, as containers/Dockerfile does")
 
 
 def check_interfaces() -> Row:
-    """The interfaces named for NCCL and gloo exist on this node (NCCL reads names as prefixes unless
-    they start with ``=``; ``^`` excludes). Gloo without a name binds the host name's address, which
-    must not be loopback when the job spans nodes."""
+    """The interfaces named for NCCL and gloo exist on this node (NCCL reads names as prefixes
+    unless they start with ``=``; ``^`` excludes). Gloo without a name binds the host name's
+    address, which must not be loopback when the job spans nodes."""
     check, host = "network interfaces", socket.gethostname()
     have = [name for _, name in socket.if_nameindex()]
     missing = []
@@ -166,8 +168,9 @@ def check_interfaces() -> Row:
         missing += [f"NCCL_SOCKET_IFNAME={nccl} ({name})" for name in nccl.lstrip("=").split(",")
                     if name and not any(h == name if exact else h.startswith(name) for h in have)]
     if missing:
-        return Row(FAIL, check, f"no such interface on {host}: {'; '.join(missing)}; it has "
-                                f"{', '.join(have)}", "name an interface this node has, or unset it")
+        return Row(FAIL, check,
+                   f"no such interface on {host}: {'; '.join(missing)}; it has {', '.join(have)}",
+                   "name an interface this node has, or unset it")
     nodes = int(os.environ.get("SLURM_NNODES") or 1)
     if not gloo and nodes > 1:
         try:
@@ -175,8 +178,9 @@ def check_interfaces() -> Row:
         except OSError:
             address = "(unresolvable)"
         if not address[0].isdigit() or address.startswith("127."):
-            return Row(FAIL, check, f"GLOO_SOCKET_IFNAME is unset and the host name {host} resolves to "
-                                    f"{address}: gloo could not reach the job's other {nodes - 1} node(s)",
+            return Row(FAIL, check,
+                       f"GLOO_SOCKET_IFNAME is unset and the host name {host} resolves to "
+                       f"{address}: gloo could not reach the job's other {nodes - 1} node(s)",
                        "set GLOO_SOCKET_IFNAME (slurm/env.sh derives it from the route to "
                        "MASTER_ADDR where `ip` is installed)")
     gloo_binds = gloo or "the host name's address"
@@ -196,7 +200,8 @@ def check_vllm_reload() -> Row:
     try:
         engine_start.check_reload_api()
     except config.ConfigError as e:
-        return Row(FAIL, "vLLM reload API", one_line(e), "install the vLLM the extra pins (see the version rows)")
+        return Row(FAIL, "vLLM reload API", one_line(e),
+                   "install the vLLM the extra pins (see the version rows)")
     return Row(OK, "vLLM reload API", f"vLLM {engine_start.installed_vllm_version()}: "
                                       f"reload_weights(weights_iterator=...) present")
 
@@ -228,15 +233,16 @@ def check_collective(cuda: bool) -> Row:
             return Row(FAIL, "all-reduce", f"{backend}: sum {x[0].item()} != {expected}",
                        "check the NCCL / gloo network settings (NCCL_SOCKET_IFNAME, NCCL_IB_HCA)")
     except Exception as e:  # a rendezvous timeout, an NCCL error: the row says it, the table still prints
-        return Row(FAIL, "all-reduce", f"{backend} over {world} ranks: {type(e).__name__}: {one_line(e)}",
+        return Row(FAIL, "all-reduce",
+                   f"{backend} over {world} ranks: {type(e).__name__}: {one_line(e)}",
                    "check MASTER_ADDR/MASTER_PORT reachability and the NCCL / gloo network settings")
     return Row(OK, "all-reduce", f"{backend}, {world} ranks, 16 MiB in {seconds * 1e3:.0f} ms")
 
 
 def check_gloo_collective(cuda: bool) -> Row:
     """On GPUs, an all-reduce over a gloo group of every rank as well: every rollout round's object
-    exchange crosses the nodes over gloo (its own interface, GLOO_SOCKET_IFNAME), not over NCCL. On CPU
-    the all-reduce above is gloo's."""
+    exchange crosses the nodes over gloo (its own interface, GLOO_SOCKET_IFNAME), not over NCCL. On
+    CPU the all-reduce above is gloo's."""
     import torch.distributed as dist
 
     check = "all-reduce (gloo)"
@@ -253,8 +259,9 @@ def check_gloo_collective(cuda: bool) -> Row:
             return Row(FAIL, check, f"sum {x[0].item()} != {world * (world + 1) / 2}",
                        "check GLOO_SOCKET_IFNAME")
     except Exception as e:  # the row says it, the table still prints
-        return Row(FAIL, check, f"gloo over {dist.get_world_size()} ranks: {type(e).__name__}: "
-                                f"{one_line(e)}", "check GLOO_SOCKET_IFNAME and the route to MASTER_ADDR")
+        return Row(FAIL, check,
+                   f"gloo over {dist.get_world_size()} ranks: {type(e).__name__}: {one_line(e)}",
+                   "check GLOO_SOCKET_IFNAME and the route to MASTER_ADDR")
     return Row(OK, check, f"gloo, {dist.get_world_size()} ranks, 1 MiB")
 
 
@@ -369,8 +376,8 @@ def _machine():
 def run_checks(cfg: config.Cascade | None, stage: str = "", server_wait: float | None = None
                ) -> list[Row]:
     """Every row of this rank, the collective first so that the ranks meet before the slow imports.
-    ``stage``: the one stage this job runs (``--stage``); ``server_wait``: how long the servers this job
-    needs now are waited for (doctor_servers.py)."""
+    ``stage``: the one stage this job runs (``--stage``); ``server_wait``: how long the servers this
+    job needs now are waited for (doctor_servers.py)."""
     env = _machine()
     rows = [check_cuda(env)]
     rows += [check_collective(env.cuda), check_gloo_collective(env.cuda)]
@@ -428,5 +435,5 @@ def doctor(cfg: config.Cascade | None, recipe: str = "", stage: str = "",
     return 2 if any(r.status == FAIL for r in rows + others) else 0
 
 
-__all__ = ["Row", "doctor", "run_checks", "render", "pinned_requirements", "disk_need", "OK", "FAIL", "NA",
-           "WARN"]
+__all__ = ["Row", "doctor", "run_checks", "render", "pinned_requirements", "disk_need", "OK",
+           "FAIL", "NA", "WARN"]

@@ -138,10 +138,10 @@ MAX_FILE_BYTES = 50 * 10**9
 
 
 def check_release_folder(folder: Path) -> list[str]:
-    """What would stop or spoil an upload of ``folder``, offline (empty = none): a card the hub cannot parse or
-    without license / pipeline_tag, a base_model or dataset that is not a hub id, no config.json, no weights
-    (neither model.safetensors nor an index), an index naming a missing shard, no tokenizer, a leftover
-    temporary file, a file over the hub's size limit."""
+    """What would stop or spoil an upload of ``folder``, offline (empty = none): a card the hub
+    cannot parse or without license / pipeline_tag, a base_model or dataset that is not a hub id, no
+    config.json, no weights (neither model.safetensors nor an index), an index naming a missing
+    shard, no tokenizer, a leftover temporary file, a file over the hub's size limit."""
     from huggingface_hub import ModelCard
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 

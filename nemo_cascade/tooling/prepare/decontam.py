@@ -10,18 +10,19 @@ A training row is dropped when one of its prompt texts (user turns; the issue of
 The index holds 64-bit hashes of the 9-grams (one ``dict`` entry each: a few hundred thousand for the shipped
 sets), so checking a row costs one lookup per word and a training set of millions of rows is streamed past it.
 
-Phrasing shared by several items of one set is not an item: IFEval's prompts are written from instruction
-templates ("your entire response should be in english and in all lowercase letters" is in dozens of them), and
-SWE-bench issues repeat traceback paths. Training data built on the same taxonomy (the IF-RL sets, §4.4.1)
-carries those phrases by design; matching them would drop most of it. So the
-index leaves out, as phrasing (counted as ``common_ngrams``), a 9-gram found in :data:`COMMON_ITEMS` or more
-items of one evaluation set, and every 9-gram lying inside one of IFEval's instruction wordings
-(``demo_data.if_prompts.WORDINGS``, whatever values fill its slots) or sharing a 9-gram with one. An item's own text
-still matches. And a training text's 9-gram that lies inside its own instruction wording does not match an
-instruction set (IFEval words some instructions its own way, beyond the two wordings per instruction the table
-holds). Measured on ``synthetic:if_requests`` (3,224 train prompts): without these rules 2,449 (76 %) share a
-9-gram with IFEval; with the index's rules 366 (11 %); with the training side's too 9 (0.3 %), whose task text
-overlaps an item's ("write a blog post about the history of the ...").
+Phrasing shared by several items of one set is not an item: IFEval's prompts are written from
+instruction templates ("your entire response should be in english and in all lowercase letters" is
+in dozens of them), and SWE-bench issues repeat traceback paths. Training data built on the same
+taxonomy (the IF-RL sets, §4.4.1) carries those phrases by design; matching them would drop most of
+it. So the index leaves out, as phrasing (counted as ``common_ngrams``), a 9-gram found in
+:data:`COMMON_ITEMS` or more items of one evaluation set, and every 9-gram lying inside one of
+IFEval's instruction wordings (``demo_data.if_prompts.WORDINGS``, whatever values fill its slots) or
+sharing a 9-gram with one. An item's own text still matches. And a training text's 9-gram that lies
+inside its own instruction wording does not match an instruction set (IFEval words some instructions
+its own way, beyond the two wordings per instruction the table holds). Measured on
+``synthetic:if_requests`` (3,224 train prompts): without these rules 2,449 (76 %) share a 9-gram
+with IFEval; with the index's rules 366 (11 %); with the training side's too 9 (0.3 %), whose task
+text overlaps an item's ("write a blog post about the history of the ...").
 
 Which text of each evaluation row is indexed (:data:`EVAL_TEXTS`): the question as the benchmark states it, never
 the suite's added request (``MATH_INSTRUCTION``, ``CODE_INSTRUCTION``), which every training row may share.
@@ -39,8 +40,8 @@ N = 9
 COMMON_ITEMS = 2
 """A 9-gram in at least this many items of one evaluation set is template phrasing and is not indexed."""
 RULES = 2
-"""The version of the matching rules (2: a training text's own instruction wording is phrasing), part of
-:meth:`EvalIndex.digest`, so files prepared under older rules are prepared again."""
+"""The version of the matching rules (2: a training text's own instruction wording is phrasing),
+part of :meth:`EvalIndex.digest`, so files prepared under older rules are prepared again."""
 _SLOT = re.compile(r"\{[^{}]*\}")
 _WORD = re.compile(r"[^\W_]+")
 
@@ -169,9 +170,10 @@ class EvalIndex:
                             "ngrams": len(item_count) - common, "common_ngrams": common}
 
     def match(self, texts: Iterable[str]) -> Optional[str]:
-        """The evaluation set one of ``texts`` leaks (exact text, else a shared 9-gram), or None. A 9-gram
-        shared with an instruction set (IFEval, IFBench) that lies inside the training text's own
-        instruction wording is phrasing, not a leak: the training prompt states the same instruction."""
+        """The evaluation set one of ``texts`` leaks (exact text, else a shared 9-gram), or None. A
+        9-gram shared with an instruction set (IFEval, IFBench) that lies inside the training text's
+        own instruction wording is phrasing, not a leak: the training prompt states the same
+        instruction."""
         for text in texts:
             tokens = words(text)
             if not tokens:
@@ -194,7 +196,8 @@ class EvalIndex:
     def digest(self) -> str:
         """What the index was built from (sets and their files' sha256): part of an output's fingerprint."""
         key = ";".join(f"{n}={s['sha256']}" for n, s in sorted(self.stats.items()))
-        return hashlib.sha256(f"n={N};common={COMMON_ITEMS};rules={RULES};{key}".encode()).hexdigest()[:16]
+        rules = f"n={N};common={COMMON_ITEMS};rules={RULES};{key}"
+        return hashlib.sha256(rules.encode()).hexdigest()[:16]
 
 
 def build_index(suites: Optional[list[str]] = None) -> EvalIndex:
