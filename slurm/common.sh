@@ -7,8 +7,9 @@
 #   ACCOUNT PARTITION QOS   the site's account / partition / QoS. Used when a script submits itself
 #                           (`bash slurm/cascade_14b.sh`); with plain sbatch give -A/-p or SBATCH_ACCOUNT/...
 #   NODES TIME              replace the script's #SBATCH --nodes / --time (self-submission; or sbatch -N / -t)
-#   CONTAINER_IMAGE         pyxis/enroot image (alias: CONTAINER), or an Apptainer/Singularity image file
-#                           (*.sif: srun runs `apptainer exec --nv`); "none" runs on the nodes' own Python
+#   CONTAINER_IMAGE         pyxis/enroot image (alias: CONTAINER), or an Apptainer/Singularity
+#                           image file (*.sif: srun runs `apptainer exec --nv`); "none" runs on
+#                           the nodes' own Python
 #                           (default $REPO_DIR/containers/nemo-cascade.sqsh: the project's pinned image, built
 #                           from containers/Dockerfile as docs/launch.md "The container" shows)
 #   REPO_DIR                this checkout on the cluster's shared filesystem (default: where this file is)
@@ -18,9 +19,9 @@
 #                           where those appear in the container (/workspace/nemo-cascade, /runs, /data, /models);
 #                           recipes name data and models by these paths
 #   EXTRA_MOUNTS            more container mounts, "src:dst[,src:dst...]"
-#   RUN_NAME                the run's name (name=...): the same name continues the same run (default: the
-#                           recipe's own, Cascade.name, read by the batch shell's python3 — standard library
-#                           only, so no container or venv is needed for it)
+#   RUN_NAME                the run's name (name=...): the same name continues the same run
+#                           (default: the recipe's own, Cascade.name, read by the batch shell's
+#                           python3 — standard library only, so no container or venv is needed)
 #   RECIPE                  recipe file or module:function (default: the script's)
 #   GPUS_PER_NODE           8;   MASTER_PORT   29500 (rendezvous port on the first node)
 #   NODE_SETUP              shell code run on every node before torchrun, e.g. "pip install --no-deps -e ."
@@ -108,20 +109,22 @@ tool_main() {  # COMMAND ARGS...: one nemo-cascade command on one node (slurm/to
   nc_do "${NC_CMD[@]}"
 }
 
-nc_recipe() {  # GPUS KEY=VALUE...: the run's name (into RUN_NAME, unless set) and its layout against GPUS,
-  local out rc=0 why  # read by tooling/job_recipe.py with the batch host's python3 (standard library only)
-  out=$(cd "$REPO_DIR" && PYTHONPATH="$REPO_DIR" "${NC_PYTHON:-python3}" -m nemo_cascade.tooling.job_recipe \
+# GPUS KEY=VALUE...: the run's name (into RUN_NAME, unless set) and its layout against GPUS, read by
+# tooling/job_recipe.py with the batch host's python3 (standard library only)
+nc_recipe() {
+  local out rc=0 why python=${NC_PYTHON:-python3}
+  out=$(cd "$REPO_DIR" && PYTHONPATH="$REPO_DIR" "$python" -m nemo_cascade.tooling.job_recipe \
           "$RECIPE" "${@:2}" --world "$1" 2>&1) || rc=$?
   why=${out##*$'\n'}
   if [[ $rc == 0 ]]; then
     : "${RUN_NAME:=$why}"
   elif [[ $rc == 2 ]]; then
     nc_fail "${why#nemo-cascade: error: }"
-  elif [[ -z $RUN_NAME ]]; then  # 3: the recipe needs more than this python3 has; else: no such python3
-    nc_fail "RUN_NAME is unset and the recipe's name cannot be read here (${why:-${NC_PYTHON:-python3}" \
-            "exited $rc}): set RUN_NAME"
+  elif [[ -z $RUN_NAME ]]; then  # 3: the recipe needs more than this python3 has; else: no python3
+    nc_fail "RUN_NAME is unset and the recipe's name cannot be read here" \
+            "(${why:-$python exited $rc}): set RUN_NAME"
   else
-    nc_log "layout not checked before the job (${why:-${NC_PYTHON:-python3} exited $rc}); the nodes check it"
+    nc_log "layout not checked before the job (${why:-$python exited $rc}); the nodes check it"
   fi
   export RUN_NAME
 }
@@ -130,8 +133,12 @@ nc_submit() {
   local script args nodes
   script="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
   nodes=${NODES:-$(sed -n 's/^#SBATCH --nodes=\([0-9]*\)$/\1/p' "$script")}
-  if [[ ! $GPUS_PER_NODE =~ ^[1-9][0-9]*$ ]]; then nc_fail "GPUS_PER_NODE=$GPUS_PER_NODE: expected a positive integer"; fi
-  if [[ ! ${nodes:-1} =~ ^[1-9][0-9]*$ ]]; then nc_fail "NODES=$nodes: expected a positive integer"; fi
+  if [[ ! $GPUS_PER_NODE =~ ^[1-9][0-9]*$ ]]; then
+    nc_fail "GPUS_PER_NODE=$GPUS_PER_NODE: expected a positive integer"
+  fi
+  if [[ ! ${nodes:-1} =~ ^[1-9][0-9]*$ ]]; then
+    nc_fail "NODES=$nodes: expected a positive integer"
+  fi
   if [[ -n $RECIPE ]]; then nc_recipe "$(( ${nodes:-1} * GPUS_PER_NODE ))" "$@"; fi
   args=(--chdir="$REPO_DIR" --output="$LOG_DIR/%x-%j.log"
         ${ACCOUNT:+"--account=$ACCOUNT"} ${PARTITION:+"--partition=$PARTITION"} ${QOS:+"--qos=$QOS"}
@@ -152,10 +159,12 @@ nc_check_inputs() {  # what would otherwise fail on every node after the job sta
             "name a registry image, or set CONTAINER_IMAGE=none"
   fi
   if [[ $CONTAINER_IMAGE == *.sif ]]; then
-    [[ -f $CONTAINER_IMAGE ]] || nc_fail "CONTAINER_IMAGE=$CONTAINER_IMAGE: no such image file; build it" \
-                                         "(docs/launch.md, The container) or set CONTAINER_IMAGE=none"
-    nc_apptainer >/dev/null || nc_fail "CONTAINER_IMAGE=$CONTAINER_IMAGE: a .sif image runs with apptainer or" \
-                                       "singularity, and neither is on PATH here (load its module first)"
+    [[ -f $CONTAINER_IMAGE ]] \
+      || nc_fail "CONTAINER_IMAGE=$CONTAINER_IMAGE: no such image file; build it" \
+                 "(docs/launch.md, The container) or set CONTAINER_IMAGE=none"
+    nc_apptainer >/dev/null \
+      || nc_fail "CONTAINER_IMAGE=$CONTAINER_IMAGE: a .sif image runs with apptainer or" \
+                 "singularity, and neither is on PATH here (load its module first)"
   fi
   for name in $dirs; do
     [[ -d ${!name} ]] || nc_fail "$name=${!name}: no such folder (see docs/launch.md, Settings)"
@@ -165,13 +174,12 @@ nc_check_inputs() {  # what would otherwise fail on every node after the job sta
 
 nc_fail() { nc_log "error: $*"; exit 2; }
 
-nc_container_path() {  # VAR: a host path exported for `data prepare` (NEMO_CASCADE_DATA, ...) → the container's
-  local name=$1 value=${!1:-} pair src dst mounts
+# VAR: a host path exported for `data prepare` (NEMO_CASCADE_DATA, ...) → its path in the container
+nc_container_path() {
+  local name=$1 value=${!1:-} pair src dst
   if [[ -z $value || $CONTAINER_IMAGE == none || $value != /* ]]; then return 0; fi
-  mounts="$REPO_DIR:$REPO_MOUNT,$RUN_DIR:$RUNS_MOUNT,$DATA_DIR:$DATA_MOUNT,$MODELS_DIR:$MODELS_MOUNT"
-  mounts+=${EXTRA_MOUNTS:+,$EXTRA_MOUNTS}
   local -a pairs
-  IFS=, read -ra pairs <<< "$mounts"
+  IFS=, read -ra pairs <<< "$(nc_mounts)"
   for pair in "${pairs[@]}"; do  # a container path already
     dst=${pair#*:}; dst=${dst%%:*}
     if [[ $value == "$dst" || $value == "$dst"/* ]]; then return 0; fi
@@ -184,19 +192,25 @@ nc_container_path() {  # VAR: a host path exported for `data prepare` (NEMO_CASC
       return 0
     fi
   done
-  nc_fail "$name=$value: a host path the container does not mount; unset it (the recipes then read" \
-          "$DATA_MOUNT and $MODELS_MOUNT), point DATA_DIR / MODELS_DIR at its folder, or add it to EXTRA_MOUNTS"
+  nc_fail "$name=$value: a host path the container does not mount; unset it (the recipes" \
+          "then read $DATA_MOUNT and $MODELS_MOUNT), point DATA_DIR / MODELS_DIR at its folder," \
+          "or add it to EXTRA_MOUNTS"
 }
 
 nc_apptainer() { command -v apptainer || command -v singularity; }  # Singularity's newer name first
 
-nc_srun_prefix() {  # NODES: srun of one task per node, in the container, into NC_CMD (the command follows)
+nc_mounts() {  # the container's mounts: "src:dst,..."
+  local mounts="$REPO_DIR:$REPO_MOUNT,$RUN_DIR:$RUNS_MOUNT,$DATA_DIR:$DATA_MOUNT"
+  echo "$mounts,$MODELS_DIR:$MODELS_MOUNT${EXTRA_MOUNTS:+,$EXTRA_MOUNTS}"
+}
+
+nc_srun_prefix() {  # NODES: srun of one task per node, in the container, into NC_CMD
   local mounts
   NC_CMD=(srun --nodes="$1" --ntasks-per-node=1 --kill-on-bad-exit=1)
-  mounts="$REPO_DIR:$REPO_MOUNT,$RUN_DIR:$RUNS_MOUNT,$DATA_DIR:$DATA_MOUNT,$MODELS_DIR:$MODELS_MOUNT"
-  mounts+=${EXTRA_MOUNTS:+,$EXTRA_MOUNTS}
-  if [[ $CONTAINER_IMAGE == *.sif ]]; then  # Apptainer: the same binds; --nv brings the host's GPU driver
-    NC_CMD+=("$(nc_apptainer)" exec --nv --no-home --bind="$mounts" --pwd="$REPO_MOUNT" "$CONTAINER_IMAGE")
+  mounts=$(nc_mounts)
+  if [[ $CONTAINER_IMAGE == *.sif ]]; then  # Apptainer: the same binds; --nv: the host's GPU driver
+    NC_CMD+=("$(nc_apptainer)" exec --nv --no-home --bind="$mounts" --pwd="$REPO_MOUNT"
+             "$CONTAINER_IMAGE")
   elif [[ $CONTAINER_IMAGE != none ]]; then
     NC_CMD+=(--container-image="$CONTAINER_IMAGE" --container-mounts="$mounts"
              --container-workdir="$REPO_MOUNT" --no-container-mount-home)

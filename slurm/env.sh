@@ -24,20 +24,23 @@ if [[ -n ${NCCL_IB_HCA:-} ]]; then export NCCL_IB_HCA; fi
 # them for gloo as well; otherwise gloo gets the interface this node reaches the job's first node
 # (MASTER_ADDR) through. Left to itself gloo takes the host name's address, which many images
 # resolve to 127.0.x.1: loopback, which other nodes cannot reach.
-_nc_route_ifname() {  # ADDRESS: the interface this node reaches ADDRESS through (if it is this node's own
-  local addr dev       # address: the interface that holds it); nothing when either cannot be found
+# ADDRESS: the interface this node reaches ADDRESS through (if it is this node's own address: the
+# interface that holds it); nothing when either cannot be found
+_nc_route_ifname() {
+  local addr dev
   addr=$(getent ahostsv4 "$1" 2>/dev/null | awk 'NR == 1 {print $1}')
   [[ -n $addr ]] && command -v ip >/dev/null || return 0
   dev=$(ip -o route get "$addr" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')
   if [[ $dev == lo ]]; then
-    dev=$(ip -o -4 addr show 2>/dev/null | awk -v a="$addr" '{split($4, p, "/")} p[1] == a {print $2; exit}')
+    dev=$(ip -o -4 addr show 2>/dev/null \
+            | awk -v a="$addr" '{split($4, p, "/")} p[1] == a {print $2; exit}')
   fi
   echo "$dev"
 }
 if [[ -z ${GLOO_SOCKET_IFNAME+set} ]]; then
   if [[ $NCCL_SOCKET_IFNAME != [\^=]* ]]; then
     export GLOO_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME
-  elif [[ -n ${MASTER_ADDR:-} ]]; then  # on the nodes (slurm/node.sh); the batch step sets MASTER_ADDR
+  elif [[ -n ${MASTER_ADDR:-} ]]; then  # on the nodes (node.sh): the batch step sets MASTER_ADDR
     _nc_if=$(_nc_route_ifname "$MASTER_ADDR")
     if [[ -n $_nc_if ]]; then export GLOO_SOCKET_IFNAME=$_nc_if; fi
     unset _nc_if

@@ -22,7 +22,8 @@
 #SBATCH --time=04:00:00
 #SBATCH --output=%x-%j.log
 
-# Slurm runs a copy of this script from its spool folder: find the checkout by REPO_DIR or the submit folder.
+# Slurm runs a copy of this script from its spool folder: find the checkout by REPO_DIR or the
+# submit folder.
 for d in "${REPO_DIR:-}/slurm" "$(dirname "$0")" "${SLURM_SUBMIT_DIR:-$PWD}/slurm"; do
   if [[ -f $d/common.sh ]]; then source "$d/common.sh"; break; fi
 done

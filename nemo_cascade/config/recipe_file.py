@@ -1,7 +1,8 @@
-"""Loading a recipe: a function that returns a :class:`~.schema.Cascade`, named by ``path.py[:fn]`` or
-``package.module:fn``. Standard library only, like the rest of ``nemo_cascade.config``: a job's batch
-shell, outside the container, loads the recipe too (tooling/job_recipe.py).
+"""Loading a recipe: a function that returns a :class:`~.schema.Cascade`, named by ``path.py[:fn]``
+or ``package.module:fn``. Standard library only, like the rest of ``nemo_cascade.config``: a job's
+batch shell, outside the container, loads the recipe too (tooling/job_recipe.py).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -13,14 +14,17 @@ from .schema import Cascade, ConfigError
 
 
 class RecipeImportError(ConfigError):
-    """The recipe file imports a module this Python does not have (a batch host without the stack)."""
+    """The recipe file imports a module this Python does not have (a batch host without the
+    stack)."""
 
 
 def load_recipe(spec: str) -> Cascade:
-    """A recipe is a function returning a Cascade: ``path.py[:fn]`` or ``module:fn`` (default fn: recipe)."""
+    """A recipe is a function returning a Cascade: ``path.py[:fn]`` or ``module:fn`` (default fn:
+    recipe)."""
     target, _, fn = spec.partition(":")
     fn = fn or "recipe"
-    shown, shown_target = (x if x.isprintable() else repr(x) for x in (spec, target))  # errors stay one line
+    # errors stay one line
+    shown, shown_target = (x if x.isprintable() else repr(x) for x in (spec, target))
     if target.endswith(".py"):
         path = Path(target)
         if not path.is_file():
@@ -31,22 +35,28 @@ def load_recipe(spec: str) -> Cascade:
             mod_spec.loader.exec_module(module)
         except ImportError as e:
             raise RecipeImportError(f"recipe {shown}: {_raised_where(e)}") from None
-        except Exception as e:  # the recipe file's own code (a bad import, a syntax error): its line, not a trace
+        except Exception as e:  # the recipe file's own code (a syntax error): its line, not a trace
             raise ConfigError(f"recipe {shown}: {_raised_where(e)}") from None
     else:
-        if not target or target.startswith("."):  # importlib: ValueError / TypeError (a relative import)
-            raise ConfigError(f"recipe {shown}: expected recipes/NAME.py[:function] or package.module:function")
+        if not target or target.startswith("."):  # importlib: ValueError / TypeError (relative)
+            raise ConfigError(
+                f"recipe {shown}: expected recipes/NAME.py[:function] or package.module:function"
+            )
         try:
             module = importlib.import_module(target)
-        except (ImportError, ValueError) as e:  # ValueError: a name an import hook cannot map to a path, '/'
-            raise ConfigError(f"recipe {shown}: cannot import module {target!r} ({_first_line(e)})") from None
+        except (ImportError, ValueError) as e:  # ValueError: a name no import hook maps, '/'
+            raise ConfigError(
+                f"recipe {shown}: cannot import module {target!r} ({_first_line(e)})"
+            ) from None
     recipe = getattr(module, fn, None)
     if not callable(recipe):
         raise ConfigError(f"recipe {shown}: no function {fn!r} in {shown_target}")
     try:
         inspect.signature(recipe).bind()
     except TypeError:
-        raise ConfigError(f"recipe {shown}: {fn}() needs arguments; a recipe is called with none") from None
+        raise ConfigError(
+            f"recipe {shown}: {fn}() needs arguments; a recipe is called with none"
+        ) from None
     except ValueError:  # no signature (a builtin): let the call decide
         pass
     try:
@@ -56,20 +66,25 @@ def load_recipe(spec: str) -> Cascade:
     except Exception as e:
         raise ConfigError(f"recipe {shown}: {fn}() {_raised_where(e)}") from None
     if not isinstance(cfg, Cascade):
-        raise ConfigError(f"recipe {shown}: {fn}() returned {type(cfg).__name__}, "
-                                 f"expected nemo_cascade.Cascade")
+        raise ConfigError(
+            f"recipe {shown}: {fn}() returned {type(cfg).__name__}, "
+            f"expected nemo_cascade.Cascade"
+        )
     return cfg
 
 
 def _raised_where(e: BaseException) -> str:
-    """``raised KeyError: 'x' (recipes/mine.py:12)``: the error and the last line of the user's code it came from
-    (a SyntaxError names its own line)."""
+    """``raised KeyError: 'x' (recipes/mine.py:12)``: the error and the last line of the user's code
+    it came from (a SyntaxError names its own line)."""
     import traceback
 
     frames = traceback.extract_tb(e.__traceback__)
     ours = [f for f in frames if "/importlib/" not in f.filename and "<frozen" not in f.filename]
-    where = (f"{e.filename}:{e.lineno}" if isinstance(e, SyntaxError) else
-             f"{ours[-1].filename}:{ours[-1].lineno}" if ours else "")
+    where = (
+        f"{e.filename}:{e.lineno}"
+        if isinstance(e, SyntaxError)
+        else f"{ours[-1].filename}:{ours[-1].lineno}" if ours else ""
+    )
     message = e.msg if isinstance(e, SyntaxError) else _first_line(e)
     return f"raised {type(e).__name__}: {message}" + (f" ({where})" if where else "")
 

@@ -284,7 +284,8 @@ def cmd_doctor(args) -> int:
     if args.stage and cfg is None:
         raise config.ConfigError(f"doctor: --stage {args.stage}: needs a RECIPE")
     if args.server_wait < 0:
-        raise config.ConfigError(f"doctor: --server-wait {args.server_wait:g}: expected seconds >= 0")
+        raise config.ConfigError(
+            f"doctor: --server-wait {args.server_wait:g}: expected seconds >= 0")
     return doctor.doctor(cfg, args.recipe or "", args.stage, args.server_wait)
 
 

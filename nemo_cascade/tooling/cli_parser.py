@@ -22,8 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--retrain", action="store_true", help="with --stage: if the stage is done, discard its "
                      "outputs and those of every later stage (their lineage starts from it), then train it again")
     run.add_argument("--dry-run", action="store_true",
-                     help="check every input, model, server and each stage's planned GPU memory without "
-                          "training: one line per problem, exit 2; nothing is started or written")
+                     help="check every input, model, server and each stage's planned GPU memory "
+                          "without training: one line per problem, exit 2; nothing is started or "
+                          "written")
     run.add_argument("--verbose", action="store_true", help="also show Megatron's, vLLM's and TE's logs and warnings "
                      "on the console (by default they go only to RUN_DIR/logs/rank<R>.log)")
     _add_eval_parser(sub)
@@ -125,10 +126,11 @@ def _add_doctor_parser(sub) -> None:
     doc.add_argument("recipe", nargs="?", help="recipes/NAME.py[:fn] or package.module:fn (optional)")
     doc.add_argument("overrides", nargs="*", help="KEY=VALUE, as for run")
     doc.add_argument("--stage", default="", metavar="NAME",
-                     help="the one stage this job runs (as for run): only its servers are waited for")
+                     help="the one stage this job runs (as for run): only its servers are waited "
+                          "for")
     doc.add_argument("--server-wait", type=float, default=5.0, metavar="SECONDS",
-                     help="how long a server this job needs now is waited for (the URL file to appear, "
-                          "then /health; default 5; a job's node check: 600)")
+                     help="how long a server this job needs now is waited for (the URL file to "
+                          "appear, then /health; default 5; a job's node check: 600)")
 
 
 def _add_plan_parser(sub) -> None:

@@ -32,7 +32,8 @@ def prepare_command(spec: str, out: Path, *, source_dir: Optional[Path] = None, 
         raise PrepareError(f"--source-dir {source_dir}: no such folder")
     taken = next((p for p in (Path(out), *Path(out).parents) if p.exists()), None)
     if taken is not None and not taken.is_dir():
-        raise PrepareError(f"--out {out}: {taken} is a file; expected a folder (it is created if missing)")
+        raise PrepareError(
+            f"--out {out}: {taken} is a file; expected a folder (it is created if missing)")
     stages = {n: STAGES[n] for n in names}
     if generator is not None:
         if "rm" not in stages:
