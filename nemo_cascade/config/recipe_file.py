@@ -68,7 +68,7 @@ def load_recipe(spec: str) -> Cascade:
     if not isinstance(cfg, Cascade):
         raise ConfigError(
             f"recipe {shown}: {fn}() returned {type(cfg).__name__}, "
-            f"expected nemo_cascade.Cascade"
+            f"expected nemo_cascade.config.Cascade"
         )
     return cfg
 
