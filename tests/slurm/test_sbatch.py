@@ -130,7 +130,8 @@ def fake_torchrun(tmp_path) -> Path:
 def test_max_requeues_is_honoured_with_a_clear_last_line(cluster, tmp_path, fake_torchrun):
     runs = tmp_path / "runs"
     job = _submit(cluster, "cascade_8b.sh", runs, "--gpus-per-node=1",
-                  env={"TORCHRUN": str(fake_torchrun), "MAX_REQUEUES": "0"})
+                  env={"TORCHRUN": str(fake_torchrun), "MAX_REQUEUES": "0"},
+                  args=(*ARGS, "parallel.tp=1"))  # one GPU: the batch shell checks the layout
     cluster.wait_for(lambda: (runs / f"job-{job}.log").is_file() and "fake torchrun" in _log(runs, job), 60,
                      "the step", job, runs / f"job-{job}.log")
     cluster.cmd("scancel", "--batch", "--signal=USR1", job)

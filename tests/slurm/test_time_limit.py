@@ -61,7 +61,7 @@ def _equal_to_straight(a: Path, b: Path) -> None:
 def test_a_step_longer_than_its_job_finishes_over_requeues_bit_exact(cluster, reward_model, straight, tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
-    reward_model.delay = 14.0  # 112 s of scoring: three jobs
+    reward_model.delay = 20.0  # 160 s of scoring: three jobs of about a minute's work each
     try:
         job = cluster.sbatch("--time=2", "--signal=B:USR1@5", "--gpus-per-node=1", f"--output={runs}/job-%j.log",
                              "slurm/cascade_8b.sh", f"stages.rlhf.reward.reward_model_url={reward_model.url}",

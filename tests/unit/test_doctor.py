@@ -314,7 +314,10 @@ def test_on_gpus_the_gloo_group_is_checked_across_the_ranks_too(tmp_path):
         p.join(60)
     assert [json.loads((tmp_path / f"g.{r}.json").read_text()) for r in (0, 1)] == \
         [["ok", "gloo, 2 ranks, 1 MiB"]] * 2
-    assert doctor.check_gloo_collective(cuda=True).status == doctor.NA, "no process group here"
+    import torch.distributed as dist
+
+    if not dist.is_initialized():  # another test of this process may have made the default group
+        assert doctor.check_gloo_collective(cuda=True).status == doctor.NA, "no process group here"
 
 
 def test_a_url_file_that_never_appears_fails_after_the_wait_in_one_line(tmp_path, monkeypatch):

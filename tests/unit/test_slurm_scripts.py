@@ -307,7 +307,8 @@ def _interface_with_ipv4() -> tuple[str, str] | None:
 
 
 def _gloo_ifname(env: dict[str, str]) -> str:
-    kept = {k: v for k, v in os.environ.items() if k not in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
+    kept = {k: v for k, v in os.environ.items()
+            if k not in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "MASTER_ADDR")}
     proc = subprocess.run(["bash", "-c", 'source slurm/env.sh; echo "${GLOO_SOCKET_IFNAME-(unset)}"'],
                           capture_output=True, text=True, cwd=ROOT, env={**kept, **env}, check=True)
     return proc.stdout.strip()
