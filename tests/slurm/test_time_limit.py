@@ -106,15 +106,16 @@ def test_a_launched_stage_job_saves_before_its_end_and_is_requeued(cluster, rewa
 
 
 def test_a_gate_row_longer_than_its_job_resumes_mid_suite(cluster, reward_model, tmp_path):
-    """Each chunk of 8 items waits 8 s for its reward-model scores: the row (8 chunks and the
-    reference answers, about 75 s) outlasts what a 2-minute job has for work, so a job stops between
-    chunks of the suite; the next scores only the chunks not kept."""
+    """Each chunk of 8 items waits 12 s for its reward-model scores: the row (8 chunks and the
+    reference answers, about 110 s) outlasts what a 2-minute job has for work (about a minute: the
+    stop is due 50 s before the end), so a job stops between chunks of the suite; the next scores
+    only the chunks not kept."""
     recipe = "tests/slurm/recipes.py:gate_in_short_jobs"
     rm = f"gate.reward_model_url={reward_model.url}"
     _straight_run(cluster, recipe, tmp_path / "straight", rm)
     runs = tmp_path / "runs"
     runs.mkdir()
-    reward_model.delay = 8.0
+    reward_model.delay = 12.0
     try:
         job = cluster.sbatch("--time=2", "--signal=B:USR1@5", "--gpus-per-node=1",
                              f"--output={runs}/job-%j.log", "slurm/cascade_8b.sh", rm,
