@@ -210,18 +210,9 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
         stream.record(groups_P)                                                 # epoch filter (§4.5.2)
         batch = grpo.make_batch(groups_P, cfg, ctx.pad_id)                   # advantages, masks, filters
         curriculum.record(step, batch.metrics["truncation_rate"])           # may end the phase (§4.5.2)
-        tensors = batch.tensors()                                # packed rows unless grpo.sequence_packing=false
-        result = sync = None
+        result, sync = None, None
         if batch.num_sequences:
-            with timer("train"):  # first: the reference forward uses the engine's memory too
-                ctx.engine.sleep()
-            if g.kl_coef > 0:
-                with timer("logprobs"), ctx.actor.reference_weights():
-                    tensors["ref_logprobs"] = ctx.actor.logprobs(batch.tokens_B_T, temperature, batch.layout())
-            with timer("train"):
-                result = ctx.actor.train_step(tensors, partial(grpo.actor_loss, cfg), temperature)
-            with timer("sync"):
-                sync = weight_sync.push(ctx.actor, ctx.engine)
+            result, sync = _update(ctx, batch, cfg, temperature, timer)
         update_seconds = sum(timer.seconds.get(p, 0.0) for p in ("logprobs", "train", "sync"))
         metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P), **reward_metrics(groups_P), **refill,
                    **stream.metrics(), "phase": phase_index, "max_response_tokens": phase.max_response_tokens,
@@ -232,6 +223,22 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
         _after(ctx, step, stage.steps, _data_state(stream, curriculum))
     ctx.log.close()
     return stream.state_dict()
+
+
+def _update(ctx: StageContext, batch, cfg: config.GRPO, temperature: float, timer: PhaseTimer):
+    """A step's update of the actor from its scored batch (packed rows unless
+    grpo.sequence_packing=false), then the push of the new weights to the engine: (result, sync)."""
+    tensors = batch.tensors()
+    with timer("train"):  # first: the KL reference forward uses the engine's memory too
+        ctx.engine.sleep()
+    if cfg.kl_coef > 0:
+        with timer("logprobs"), ctx.actor.reference_weights():
+            tensors["ref_logprobs"] = ctx.actor.logprobs(batch.tokens_B_T, temperature, batch.layout())
+    with timer("train"):
+        result = ctx.actor.train_step(tensors, partial(grpo.actor_loss, cfg), temperature)
+    with timer("sync"):
+        sync = weight_sync.push(ctx.actor, ctx.engine)
+    return result, sync
 
 
 def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:
