@@ -24,7 +24,6 @@ unless told (``--server-wait``)."""
 LATER_WAIT_S = 5.0
 """How long a server needed only later is probed: the moment's answer, not a wait."""
 PROGRESS_EVERY_S = 30.0
-SERVER_FIELDS = ("reward_model_url", "judge_url")
 
 
 def job_stages(
@@ -42,14 +41,14 @@ def job_stages(
 
 
 def _urls(stages: list[config.Stage]) -> dict[str, list[str]]:
-    """URL → the fields that name it, for the GRPO stages among ``stages``."""
+    """URL → the fields that name it: the served models ``stages`` score with, as the run itself
+    probes them (``preflight.served_endpoints``: the fields their domains read)."""
+    from nemo_cascade.preflight import served_endpoints
+
     urls: dict[str, list[str]] = {}
     for s in stages:
-        for field in SERVER_FIELDS if s.kind == "grpo" else ():
-            if getattr(s.reward, field):
-                urls.setdefault(getattr(s.reward, field), []).append(
-                    f"stages.{s.name}.reward.{field}"
-                )
+        for field, url in served_endpoints(s):
+            urls.setdefault(url, []).append(f"stages.{s.name}.reward.{field}")
     return urls
 
 
