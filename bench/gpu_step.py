@@ -474,7 +474,7 @@ def main(argv=None) -> int:
     say(f"preset {a.preset} on {device}; parts {','.join(p for p in PARTS if p in parts)}")
     out = Out(a.out, {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "bench": "gpu_step", "preset": a.preset,
                       **environment(device)})
-    from nemo_cascade.actor.megatron import init_distributed
+    from nemo_cascade.actor.process_groups import init_distributed
 
     init_distributed()  # NCCL on the GPU (world size 1), gloo on CPU
     ok = True

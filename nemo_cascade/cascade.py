@@ -60,7 +60,7 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
     """Run every stage not yet done (or one, by name) in order; returns the run directory. Raises GateStop
     when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see :func:`check_selection`.
     ``report`` is called on rank 0 with the run folder after every stage's gate and when the gate stops the run."""
-    from nemo_cascade.actor.megatron import init_distributed
+    from nemo_cascade.actor.process_groups import init_distributed
 
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
     check_selection(cfg, only_stage, retrain)

@@ -20,7 +20,8 @@ def main():
     from nemo_cascade import config
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor import precision
-    from nemo_cascade.actor.megatron import MegatronActor, init_distributed, token_logprobs
+    from nemo_cascade.actor.megatron import MegatronActor, token_logprobs
+    from nemo_cascade.actor.process_groups import init_distributed
 
     cpu.enable()
     init_distributed()

@@ -22,13 +22,13 @@ def main():
     import torch.distributed as dist
 
     from nemo_cascade import ranks
-    from nemo_cascade.actor.megatron import init_distributed
+    from nemo_cascade.actor.process_groups import init_distributed
 
     init_distributed(7)
     from megatron.core import parallel_state as ps
 
     from nemo_cascade import config
-    from nemo_cascade.actor.megatron import init_model_parallel
+    from nemo_cascade.actor.process_groups import init_model_parallel
 
     init_model_parallel(config.Parallel(tp=2, collective_timeout_minutes=7))
     megatron_groups = {"tp": ps.get_tensor_model_parallel_group(), "dp": ps.get_data_parallel_group(),

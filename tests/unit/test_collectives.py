@@ -17,7 +17,7 @@ from nemo_cascade import ranks
 @pytest.fixture
 def calls(monkeypatch):
     """torch.distributed as seen by init_distributed, recording instead of creating process groups."""
-    from nemo_cascade.actor import megatron
+    from nemo_cascade.actor import process_groups
 
     made: list = []
     state = {"backend": None}
@@ -36,7 +36,7 @@ def calls(monkeypatch):
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(ranks, "_group", [])
     monkeypatch.setattr(ranks, "_timeout", ranks._timeout)
-    return megatron, made
+    return process_groups, made
 
 
 def test_the_default_fits_the_papers_rollouts():
@@ -45,20 +45,20 @@ def test_the_default_fits_the_papers_rollouts():
 
 
 def test_gpu_nccl_default_group_and_a_gloo_object_group_with_the_same_timeout(calls, monkeypatch):
-    megatron, made = calls
+    groups, made = calls
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    megatron.init_distributed(90)
+    groups.init_distributed(90)
     t = timedelta(minutes=90)
     assert made == [("init", "nccl", t), ("new_group", "gloo", t)]
     assert ranks.object_group() == "gloo-group" and ranks.collective_timeout() == t
-    megatron.init_distributed(5)  # already initialized: nothing new
+    groups.init_distributed(5)  # already initialized: nothing new
     assert len(made) == 2
 
 
 def test_cpu_reuses_the_gloo_default_group(calls, monkeypatch):
-    megatron, made = calls
+    groups, made = calls
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    megatron.init_distributed()  # no setting given: the config's default
+    groups.init_distributed()  # no setting given: the config's default
     t = timedelta(minutes=config.Parallel.collective_timeout_minutes)
     assert made == [("init", "gloo", t)]
     assert ranks.object_group() is None, "None = the default group, which is gloo here"

@@ -7,7 +7,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
 from nemo_cascade.actor import cpu
-from nemo_cascade.actor.megatron import init_distributed
+from nemo_cascade.actor.process_groups import init_distributed
 
 
 @pytest.fixture(scope="module")
