@@ -12,9 +12,9 @@ Nothing here imports torch, megatron or vllm, so configs can be built, validated
 from .checks import validate
 from .serialize import dumps, from_dict, to_dict
 from .schema import (GRPO, REWARD_DOMAINS, STAGE_KINDS, Actor, Boundary, Cascade, ConfigError, Data, Gate, LengthPhase,
-                     Model, Parallel, Reward, Rollout, Stage, engine_dtype, engine_eager, length_phases,
-                     literal_values, phase_at, phase_rollout, prompt_sources, stage_by_name, stage_domains,
-                     tolerances, with_epoch_steps)
+                     Model, Parallel, Reward, Rollout, Stage, literal_values)
+from .derived import (engine_dtype, engine_eager, length_phases, phase_at, phase_rollout, prompt_sources,
+                      stage_by_name, stage_domains, tolerances, with_epoch_steps)
 from .versions import FIELDS_ADDED, SCHEMA_VERSION, schema_version_of
 
 __all__ = [

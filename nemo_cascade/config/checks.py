@@ -8,8 +8,9 @@ import typing
 from dataclasses import fields, is_dataclass
 from typing import Any, Literal, Optional
 
+from .derived import engine_dtype, stage_domains
 from .schema import (REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, LengthPhase, Model, Parallel, Stage,
-                     engine_dtype, literal_values, stage_domains)
+                     literal_values)
 
 TRANSFORMER_IMPLS = literal_values(Model, "transformer_impl")
 FP8_RECIPES = literal_values(Model, "fp8")
