@@ -229,10 +229,11 @@ def test_a_recipe_this_python_cannot_load_is_left_to_the_nodes(harness, tmp_path
 def test_a_recipe_s_name_is_read_with_the_standard_library_only():
     """`python -S` (no site-packages: no torch, no vLLM) loads the paper recipes."""
     for recipe, name in (("recipes/nemotron_cascade_8b.py", "nemotron-cascade-8b"),
-                         ("recipes/nemotron_cascade_14b_thinking.py:single_node", None)):
+                         ("recipes/nemotron_cascade_14b_thinking.py:single_node",
+                          "nemotron-cascade-14b-thinking")):
         proc = subprocess.run([sys.executable, "-S", "-m", "nemo_cascade.tooling.job_recipe", recipe],
                               capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
-        assert proc.returncode == 0 and proc.stdout.strip() == (name or proc.stdout.strip()), proc.stderr
+        assert proc.returncode == 0 and proc.stdout.strip() == name, proc.stderr
         assert proc.stdout.strip().startswith("nemotron-cascade-")
 
 
