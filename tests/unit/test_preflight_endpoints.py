@@ -93,11 +93,11 @@ def test_every_rank_joins_the_process_group_before_the_run_folder_is_written(tin
     folder replaced it under each other's tokenizer read (a two-node job failed that way). So run_cascade joins the
     group first, and only then writes config.json and prepares the base model."""
     from nemo_cascade import cascade
-    from nemo_cascade.actor import megatron
+    from nemo_cascade.actor import process_groups
 
     order = []
     cfg = replace(tiny, run_root=str(tmp_path))
-    monkeypatch.setattr(megatron, "init_distributed", lambda minutes=None: order.append(
+    monkeypatch.setattr(process_groups, "init_distributed", lambda minutes=None: order.append(
         ("joined", (tmp_path / cfg.name / "config.json").exists())))
 
     def prepare(cfg, out):
