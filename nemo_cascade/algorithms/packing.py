@@ -167,22 +167,29 @@ class PackedSFTBatch:
                 "segment_ids": self.segment_ids_B_T}
 
 
-def pack_sft_batch(examples: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int,
-                   pad_id: int) -> PackedSFTBatch:
-    """Pack ``(prompt_tokens, response_tokens)`` examples, in order, into rows of ``max_tokens``: an example
-    that does not fit the current row's remaining space starts a new row (``pack_rows(..., in_order=True)``, so
-    a batch packs the same way every time). Examples longer than ``max_tokens`` are truncated from the right:
-    the response tail goes first, and only a prompt that alone exceeds ``max_tokens`` is cut itself (that
-    example then has no trained token).
+def pack_sft_batch(examples: Sequence[Sequence[Sequence[int]]], max_tokens: int, pad_id: int) -> PackedSFTBatch:
+    """Pack examples, in order, into rows of ``max_tokens``: an example that does not fit the current row's
+    remaining space starts a new row (``pack_rows(..., in_order=True)``, so a batch packs the same way every
+    time). An example is its token segments, context and learned alternating: ``(prompt, response)``, or
+    ``(prompt, answer 1, context, answer 2, ...)`` for a conversation whose every assistant turn is learned
+    (the context segments carry no loss). Examples longer than ``max_tokens`` are truncated from the right:
+    the last segments' tail goes first, and only a prompt that alone exceeds ``max_tokens`` is cut itself
+    (that example then has no trained token).
     ``T`` = the longest row. The loss over a packed batch equals the loss over the same examples unpacked."""
     if max_tokens < 1:
         raise ValueError(f"pack_sft_batch: max_tokens must be >= 1, got {max_tokens}")
-    kept = [(list(prompt) + list(response))[:max_tokens] for prompt, response in examples]
-    prompt_lengths = [min(len(prompt), len(ids)) for (prompt, _), ids in zip(examples, kept)]
-    truncated = sum(len(p) + len(r) > max_tokens for p, r in examples)
+    kept = [[t for segment in example for t in segment][:max_tokens] for example in examples]
+    prompt_lengths = [min(len(example[0]), len(ids)) for example, ids in zip(examples, kept)]
+    truncated = sum(sum(map(len, example)) > max_tokens for example in examples)
     rows = pack_rows([len(ids) for ids in kept], max_tokens, in_order=True)
     laid = pack_sequences([ids[:P] for ids, P in zip(kept, prompt_lengths)],
                           [ids[P:] for ids, P in zip(kept, prompt_lengths)], pad_id, rows=rows)
+    for s, example in enumerate(examples):  # later context segments: seen, not learned
+        row, start, begin = int(laid["row_S"][s]), int(laid["start_S"][s]), 0
+        for j, segment in enumerate(example):
+            if j % 2 == 0 and j > 0:
+                laid["loss_mask_B_T"][row, start + begin:start + min(begin + len(segment), len(kept[s]))] = 0.0
+            begin += len(segment)
     return PackedSFTBatch(laid["tokens_B_T"], laid["loss_mask_B_T"], laid["position_ids_B_T"],
                           laid["segment_ids_B_T"], len(examples), int(truncated))
 

@@ -198,6 +198,10 @@ class Data:
     repeat: int = 1
     """Times this source's rows count in an SFT blend (every epoch sees each row ``repeat`` times; stage-2 SFT: science
     ×2, SWE ×3, §3.3) or in a GRPO prompt pool (each copy its own uid: a mixed-domain run balancing a small source)."""
+    sft_turns: Literal["all", "last"] = "all"
+    """SFT rows of several assistant turns (multi-turn chat, tool calling): ``all`` learns every assistant turn
+    in one sequence, each after the context it was answered in (§3: the tool-calling set's 1.41M turns are
+    its training targets); ``last`` learns only the final one, the earlier turns being context."""
     swe_max_files: int = 5
     """swe rows with localized ``candidate_files``: the most files a built repair prompt shows, ground truth and
     noisy together (§4.7.1: at most 5; data/swe_prompts.py)."""

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from .schema import ConfigError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """The newest version: the one a new run's manifest.json and every config.json record."""
 
 FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
@@ -49,6 +49,9 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # How many of a gate suite's items are generated together: at its default (64) the gate
     # samples as before.
     9: {"Gate": ("chunk_items",)},
+    # Every assistant turn of a multi-turn SFT row learned: a fix, as the code-switch rule was (version 3);
+    # a stage resumed across it keeps its hash and learns every turn of the rows it has not seen yet.
+    10: {"Data": ("sft_turns",)},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not named
 here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION`` bumped

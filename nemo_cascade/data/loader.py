@@ -39,7 +39,7 @@ from .rows import DataError, read_jsonl
 from .prompt_cache import user_text
 from .prompt_cache import encode as _encode
 from .prompt_stream import PromptStream
-from .sft_rows import parse_sft_row, sft_texts
+from .sft_rows import parse_sft_row, sft_segments
 
 log = logging.getLogger(__name__)
 
@@ -173,11 +173,12 @@ def _fits(out: PromptList, lengths: list[int], floor: int, limit: int) -> bool:
     return True
 
 
-def _sft_items(data_cfg: Data, mode: str, bad: list) -> list[tuple[list[dict], str, Optional[list]]]:
-    """(prompt messages, response, tools) per row of an SFT source, the whole file read in memory (the path
-    without a cache); bad rows go to ``bad`` as (line, message)."""
+def _sft_items(data_cfg: Data, mode: str, bad: list) -> list[tuple[list[dict], Optional[list]]]:
+    """(messages ending with the turn to learn, tools) per row of an SFT source, the whole file read in
+    memory (the path without a cache); bad rows go to ``bad`` as (line, message)."""
     if is_generated(data_cfg.source):
-        return [(m, r, None) for m, r in sft_pairs(generated_rows(data_cfg), mode)]
+        return [(m + [{"role": "assistant", "content": r}], None)
+                for m, r in sft_pairs(generated_rows(data_cfg), mode)]
     path = Path(data_cfg.source)
     items = []
     for lineno, row in read_jsonl(path, data_cfg.size, bad):
@@ -201,10 +202,12 @@ def check_bad_rows(data_cfg: Data, count: int, first: Optional[str]) -> None:
 
 def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: int,
                       style: str = "cascade1", cache_fallback: Optional[Path] = None):
-    """``(prompt_token_ids, response_token_ids)`` per row; the response ends with ``<|im_end|>`` (the EOS the
-    model must learn to emit). Prompt and response are tokenised separately, exactly as a rollout sees them
-    (prompt tokens, then generated tokens). Over-long and too-short prompts are dropped and counted as in
-    load_prompts; bad rows are skipped and counted up to ``data_cfg.max_bad_rows``.
+    """An example per row: its token segments, context and learned alternating (``(prompt_ids, response_ids)``
+    for a row of one learned turn; ``data.sft_segments``, ``Data.sft_turns``); a learned segment ends with
+    ``<|im_end|>`` (the EOS the model must learn to emit). Segments are tokenised separately, as a rollout
+    sees them (prompt tokens, then generated tokens). Over-long and too-short prompts (the text before the
+    first learned segment) are dropped and counted as in load_prompts; bad rows are skipped and counted up to
+    ``data_cfg.max_bad_rows``.
 
     A file source with ``data_cfg.cache`` is read in shares over the ranks and tokenized once into the cache
     (``data.sft_cache``: beside the data, else under ``cache_fallback``, the run dir's ``data_cache``); the
@@ -212,7 +215,8 @@ def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: i
     for generated sources) every rank reads and tokenizes the whole source in memory (a ``PromptList``)."""
     cached = None
     if data_cfg.cache and not is_generated(data_cfg.source):
-        cached = sft_cache.load(Path(data_cfg.source), tokenizer, mode, style, data_cfg.size, cache_fallback)
+        cached = sft_cache.load(Path(data_cfg.source), tokenizer, mode, style, data_cfg.size, data_cfg.sft_turns,
+                                cache_fallback)
     if cached is not None:
         rows, manifest = cached
         out = _cached_rows(data_cfg, max_prompt_tokens, manifest, rows.prompt_lens[:, None], rows)
@@ -223,11 +227,11 @@ def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: i
     bad.sort(key=lambda b: b[0])
     check_bad_rows(data_cfg, len(bad), bad[0][1] if bad else None)
     out.bad_rows = len(bad)
-    for messages, response, tools in items:
-        prompt, response = sft_texts(messages, response, tools, mode, style)
-        prompt_ids = _encode(tokenizer, prompt)
+    for messages, tools in items:
+        segments = sft_segments(messages, tools, mode, style, data_cfg.sft_turns)
+        prompt_ids = _encode(tokenizer, segments[0])
         if _fits(out, [len(prompt_ids)], data_cfg.min_prompt_tokens, max_prompt_tokens):
-            out.append((prompt_ids, _encode(tokenizer, response)))
+            out.append((prompt_ids, *(_encode(tokenizer, text) for text in segments[1:])))
     _report(data_cfg, out, max_prompt_tokens)
     return out
 

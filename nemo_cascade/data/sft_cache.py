@@ -15,7 +15,8 @@ tokens), the chat style's template text, the mode, ``Data.size`` and :data:`CACH
 ``Data.max_bad_rows`` are applied at load time, so a stage with other limits reuses the entry.
 
 How: share ``k`` of ``n`` (``data.rows.Share``) is tokenized by rank ``k`` into ``part-k.tokens`` (int32,
-prompt then response of each row, back to back), ``part-k.offsets.npy`` and ``part-k.prompt_lens.npy``, in a
+each row's segments back to back), ``part-k.offsets.npy``, ``part-k.prompt_lens.npy`` and the later segments'
+``part-k.bounds.npy`` / ``bound_offsets.npy``, in a
 temporary folder that rank 0 renames to the entry's name once every part is written (with ``manifest.json``:
 the rows, bad-row counts and first bad row of each part, and every file's size) — a reader never sees a
 half-written entry, and an entry whose files no longer have their recorded sizes is removed and rebuilt. Loading
@@ -44,14 +45,14 @@ from .. import ranks
 from ..files import file_sha256, read_json, write_text_atomically
 from .chat import JINJA_TEMPLATES
 from .rows import DataError, Share, share_count
-from .sft_rows import parse_sft_row, sft_texts
+from .sft_rows import parse_sft_row, sft_segments
 
 log = logging.getLogger(__name__)
 
 CACHE_DIR = ".nemo_cascade_cache"
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 """Bumped whenever the rows → tokens mapping changes in a way the key does not see (2: manifests list their
-files' sizes, checked before an entry is used)."""
+files' sizes, checked before an entry is used; 3: an example is segments, every assistant turn learned)."""
 BATCH_ROWS = 512
 """Rows tokenized per call of the (Rust, multi-threaded) batch encoder."""
 _PLACE = "\x00where\x00"
@@ -59,12 +60,13 @@ _PLACE = "\x00where\x00"
 
 
 class TokenizedSFT(Sequence):
-    """``(prompt_ids, response_ids)`` lists per kept row, read from memory-mapped parts on demand; carries the
-    loader's counts like ``PromptList``."""
+    """An example per kept row, read from memory-mapped parts on demand: its token segments
+    (:func:`~.sft_rows.sft_segments`: ``(prompt_ids, response_ids)`` for one learned turn, context and learned
+    segments alternating for more). Carries the loader's counts like ``PromptList``."""
 
     dropped_too_long = dropped_too_short = bad_rows = 0
 
-    def __init__(self, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], keep: Optional[np.ndarray] = None):
+    def __init__(self, parts: list[tuple[np.ndarray, ...]], keep: Optional[np.ndarray] = None):
         self._parts = parts
         counts = [len(p[2]) for p in parts]
         self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -83,11 +85,13 @@ class TokenizedSFT(Sequence):
             return [self[j] for j in range(*i.indices(len(self)))]
         row = int(self._keep[i])
         part = int(np.searchsorted(self._starts, row, side="right")) - 1
-        tokens, offsets, prompt_lens = self._parts[part]
+        tokens, offsets, prompt_lens, bounds, bound_offsets = self._parts[part]
         local = row - int(self._starts[part])
-        begin, end, plen = int(offsets[local]), int(offsets[local + 1]), int(prompt_lens[local])
+        begin, end = int(offsets[local]), int(offsets[local + 1])
         ids = tokens[begin:end].tolist()
-        return ids[:plen], ids[plen:]
+        cuts = [0, int(prompt_lens[local]), *bounds[bound_offsets[local]:bound_offsets[local + 1]].tolist(),
+                len(ids)]
+        return tuple(ids[a:b] for a, b in zip(cuts, cuts[1:]))
 
 
 # -------------------------------------------------------------------------------------------- keys
@@ -149,9 +153,10 @@ def entry_key(source_sha: str, tokenizer, settings: dict) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
-def sft_settings(mode: str, style: str, size: int) -> dict:
+def sft_settings(mode: str, style: str, size: int, turns: str) -> dict:
     """What decides an SFT entry's tokens besides the file and the tokenizer."""
-    return {"kind": "sft", "template": JINJA_TEMPLATES[style], "style": style, "mode": mode, "size": size}
+    return {"kind": "sft", "template": JINJA_TEMPLATES[style], "style": style, "mode": mode, "size": size,
+            "turns": turns}
 
 
 # ------------------------------------------------------------------------------------------ build
@@ -173,33 +178,42 @@ def tokenize_rows(share: Share, out: Path, progress: bool, items: Iterable,
             bar.update(len(batch))
 
 
-def tokenize_share(share: Share, tokenizer, mode: str, style: str, out: Path, progress: bool = False) -> dict:
+def tokenize_share(share: Share, tokenizer, mode: str, style: str, turns: str, out: Path,
+                   progress: bool = False) -> dict:
     """Tokenize one share into ``out/part-K.*``; returns the part's summary (rows, tokens, bad rows and the
-    first bad row's one-line message)."""
+    first bad row's one-line message). A row's tokens are its segments back to back; ``prompt_lens`` holds
+    where its first learned segment begins, ``bounds`` (rows listed by ``bound_offsets``) where its later
+    segments begin, for rows of several learned turns."""
     k = share.index
     offsets, plens = array.array("q", [0]), array.array("i")
+    bounds, bound_offsets = array.array("i"), array.array("q", [0])
     bad: list[tuple[int, str]] = []
 
-    def texts(line: int, row: dict) -> Optional[tuple[str, str]]:
+    def texts(line: int, row: dict) -> Optional[list[str]]:
         try:
-            return sft_texts(*parse_sft_row(row, _PLACE), mode, style)
+            return sft_segments(*parse_sft_row(row, _PLACE), mode, style, turns)
         except ValueError as e:  # the row's shape, or a mode/template error from render
             msg = str(e)
             where = share.where(line)
             bad.append((line, where + msg[len(_PLACE):] if msg.startswith(_PLACE) else f"{where}: {msg}"))
             return None
 
-    def encode(f: BinaryIO, pending: list[tuple[str, str]]) -> None:
-        n = len(pending)
-        ids = encode_batch(tokenizer, [p for p, _ in pending] + [r for _, r in pending])
-        for prompt, response in zip(ids[:n], ids[n:]):
-            f.write(np.asarray(prompt + response, dtype=np.int32).tobytes())
-            plens.append(len(prompt))
-            offsets.append(offsets[-1] + len(prompt) + len(response))
+    def encode(f: BinaryIO, pending: list[list[str]]) -> None:
+        ids = iter(encode_batch(tokenizer, [text for segments in pending for text in segments]))
+        for segments in pending:
+            pieces = [next(ids) for _ in segments]
+            f.write(np.asarray(list(itertools.chain(*pieces)), dtype=np.int32).tobytes())
+            cuts = list(itertools.accumulate(len(piece) for piece in pieces[:-1]))
+            plens.append(cuts[0])
+            bounds.extend(cuts[1:])
+            bound_offsets.append(len(bounds))
+            offsets.append(offsets[-1] + sum(len(piece) for piece in pieces))
 
     tokenize_rows(share, out, progress, (texts(line, row) for line, row in share.rows(bad)), encode)
     np.save(out / f"part-{k}.offsets.npy", np.frombuffer(offsets, dtype=np.int64))
     np.save(out / f"part-{k}.prompt_lens.npy", np.frombuffer(plens, dtype=np.int32))
+    np.save(out / f"part-{k}.bounds.npy", np.frombuffer(bounds, dtype=np.int32))
+    np.save(out / f"part-{k}.bound_offsets.npy", np.frombuffer(bound_offsets, dtype=np.int64))
     bad.sort()
     return {"part": k, "rows": len(plens), "tokens": offsets[-1], "bad_rows": len(bad),
             "first_bad": bad[0][1] if bad else None}
@@ -254,18 +268,23 @@ def open_entry(entry: Path) -> tuple[TokenizedSFT, dict]:
                   else np.zeros(0, np.int32))
         offsets = np.load(entry / f"part-{k}.offsets.npy", mmap_mode="r")
         plens = np.load(entry / f"part-{k}.prompt_lens.npy")
-        if len(tokens) != part["tokens"] or len(plens) != part["rows"] or len(offsets) != part["rows"] + 1:
+        bounds = np.load(entry / f"part-{k}.bounds.npy", mmap_mode="r")
+        bound_offsets = np.load(entry / f"part-{k}.bound_offsets.npy", mmap_mode="r")
+        if (len(tokens) != part["tokens"] or len(plens) != part["rows"] or len(offsets) != part["rows"] + 1
+                or len(bound_offsets) != part["rows"] + 1):
             raise DataError(f"{entry}: part {k} does not match its manifest; delete the folder to rebuild it")
-        parts.append((tokens, offsets, plens))
+        parts.append((tokens, offsets, plens, bounds, bound_offsets))
     return TokenizedSFT(parts), manifest
 
 
-def load(path: Path, tokenizer, mode: str, style: str, size: int, fallback: Optional[Path]
+def load(path: Path, tokenizer, mode: str, style: str, size: int, turns: str, fallback: Optional[Path]
          ) -> Optional[tuple[TokenizedSFT, dict]]:
     """Every row of ``path`` tokenized (all rows, no length filter) and the manifest, from the cache or built
     into it now (collective: every rank calls it). None when there is nowhere to store a cache."""
-    entry = cached_entry(path, tokenizer, sft_settings(mode, style, size), size, fallback,
-                         lambda share, out, progress: tokenize_share(share, tokenizer, mode, style, out, progress))
+    def tokenize(share: Share, out: Path, progress: bool) -> dict:
+        return tokenize_share(share, tokenizer, mode, style, turns, out, progress)
+
+    entry = cached_entry(path, tokenizer, sft_settings(mode, style, size, turns), size, fallback, tokenize)
     return None if entry is None else open_entry(entry)
 
 

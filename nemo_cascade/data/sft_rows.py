@@ -1,4 +1,4 @@
-"""SFT rows: a jsonl/parquet row as ``(prompt messages, response text, tools)``, validated with one-line errors.
+"""SFT rows: a jsonl/parquet row as ``(messages, tools)`` and the text segments it trains, with one-line errors.
 
 Shapes (the loader's module docstring lists the RL ones):
 
@@ -8,9 +8,11 @@ Shapes (the loader's module docstring lists the RL ones):
   results) and assistant turns with ``"tool_calls"`` (``[{"name", "arguments"}]`` or OpenAI's
   ``[{"type": "function", "function": {"name", "arguments"}}]``, ``arguments`` an object or a JSON string;
   ``content`` may then be null); ``"tools"`` (a list of JSON-schema tool definitions, or that list as a JSON
-  string, as some released sets store it) are listed in the system turn. The learned response of a final
-  assistant turn with tool calls is its content followed by its ``<tool_call>`` blocks
-  (:func:`~nemo_cascade.data.chat.assistant_text`).
+  string, as some released sets store it) are listed in the system turn; a tool result must answer an
+  assistant turn's calls. An assistant turn with tool calls is learned as its content followed by its
+  ``<tool_call>`` blocks (:func:`~nemo_cascade.data.chat.assistant_text`).
+
+Every assistant turn of a row is learned (:func:`sft_segments`), not only the last: ``Data.sft_turns``.
 """
 from __future__ import annotations
 
@@ -52,9 +54,20 @@ def conversation(row: dict, where: str, for_sft: bool) -> list[dict]:
                 from None
         if "mode" in m and not valid_mode(m["mode"]):  # a per-turn switch (§3.1.2); render would reject it
             raise RowShapeError(f"{where}: field 'messages[{j}].mode' must be 'think' or 'no_think'")
+        if m["role"] == "tool" and not _answers_a_call(msgs, j):
+            raise RowShapeError(f"{where}: field 'messages[{j}]' is a tool result that follows no assistant "
+                                "turn with tool_calls")
     if not for_sft and msgs[-1]["role"] == "assistant":
         raise RowShapeError(f"{where}: field 'messages' must not end with an assistant turn in a prompt set")
     return [{k: m[k] for k in _KEYS if k in m} for m in msgs]
+
+
+def _answers_a_call(msgs: list, j: int) -> bool:
+    """Whether the tool result ``msgs[j]`` follows an assistant turn that called tools (other results of the
+    same calls may come between)."""
+    while j > 0 and msgs[j - 1].get("role") == "tool":
+        j -= 1
+    return j > 0 and msgs[j - 1].get("role") == "assistant" and bool(msgs[j - 1].get("tool_calls"))
 
 
 def tools_of(row: dict, where: str) -> Optional[list]:
@@ -72,23 +85,47 @@ def tools_of(row: dict, where: str) -> Optional[list]:
     return tools or None
 
 
-def parse_sft_row(row: dict, where: str) -> tuple[list[dict], str, Optional[list]]:
-    """``(prompt messages, response, tools)`` of one SFT row; RowShapeError (one line) if it has none."""
+def parse_sft_row(row: dict, where: str) -> tuple[list[dict], Optional[list]]:
+    """``(messages, tools)`` of one SFT row, the messages ending with the assistant turn to learn (a
+    ``"response"`` field becomes that turn); RowShapeError (one line) if it has none."""
     messages = conversation(row, where, True)
     tools = tools_of(row, where)
     if "response" in row:
         if not isinstance(row["response"], str):
             raise RowShapeError(f"{where}: field 'response' must be a string")
-        return messages, row["response"], tools
+        return messages + [{"role": "assistant", "content": row["response"]}], tools
     if messages[-1]["role"] == "assistant" and len(messages) > 1:
-        return messages[:-1], assistant_text(messages[-1]), tools
+        return messages, tools
     raise RowShapeError(f"{where}: expected field 'response' or 'messages' ending with an assistant turn")
 
 
-def sft_texts(messages: list[dict], response: str, tools: Optional[list], mode: str, style: str) -> tuple[str, str]:
-    """The prompt string (generation prompt included) and the response string (ending with ``<|im_end|>``, the
-    EOS the model must learn) of one SFT example; tokenised separately, exactly as a rollout sees them."""
-    return render(messages, mode, style, tools=tools), response + IM_END
+def sft_segments(messages: list[dict], tools: Optional[list], mode: str, style: str,
+                 turns: str = "all") -> list[str]:
+    """One SFT example's text as segments that alternate context and learned text, starting with context:
+    ``[prompt, answer]`` for one learned turn, ``[prompt, answer 1, context, answer 2, ...]`` for several.
+
+    The text is the last assistant turn's served prompt (generation prompt included) and its answer with the
+    ``<|im_end|>`` the model must learn to emit; each segment is tokenized alone, as a rollout tokenizes its
+    prompt apart from what it generates. ``turns="all"`` also learns each earlier assistant turn whose own
+    served prompt and answer begin the text (a multi-turn or tool-calling row, paper §3: every assistant turn
+    is a training target); a turn the template shows otherwise in the history than at generation (cascade2's
+    empty think block in no_think mode) stays context. ``"last"``: only the final turn is learned."""
+    last = len(messages) - 1
+    prompt = render(messages[:last], mode, style, tools=tools)
+    text = prompt + assistant_text(messages[last]) + IM_END
+    spans = []
+    for i in range(1, last) if turns == "all" else ():
+        if messages[i]["role"] == "assistant":
+            served = render(messages[:i], mode, style, tools=tools)
+            answer = assistant_text(messages[i]) + IM_END
+            if text.startswith(answer, len(served)) and text.startswith(served):
+                spans.append((len(served), len(served) + len(answer)))
+    spans.append((len(prompt), len(text)))
+    segments, at = [], 0
+    for begin, end in spans:
+        segments += [text[at:begin], text[begin:end]]
+        at = end
+    return segments
 
 
-__all__ = ["RowShapeError", "conversation", "tools_of", "parse_sft_row", "sft_texts"]
+__all__ = ["RowShapeError", "conversation", "tools_of", "parse_sft_row", "sft_segments"]

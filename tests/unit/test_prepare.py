@@ -148,10 +148,12 @@ def test_sft_rows_carry_their_thinking_mode(prepared):
     assert modes == [["think"], ["no_think"], ["no_think"], ["no_think", "think"]]
     assert rows[2]["messages"][0]["content"] == "Write a haiku about rain."  # the flag moved into "mode"
     assert manifest["files"]["sft-stage-1/general.jsonl"]["modes"] == {"think": 2, "no_think": 2}
-    tool = _rows(out / "sft-stage-2/tool_calling.jsonl")[0]["messages"]
-    assert tool[0]["role"] == "system" and "<tools>" in tool[0]["content"]
-    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}' in tool[2]["content"]
-    assert tool[3]["content"].startswith("<tool_response>")
+    tool_row = _rows(out / "sft-stage-2/tool_calling.jsonl")[0]
+    tool = tool_row["messages"]  # as the template takes them: rendered as a served model sees them
+    assert tool_row["tools"][0]["name"] == "get_weather"
+    assert [m["role"] for m in tool] == ["user", "assistant", "tool", "user", "assistant"]
+    assert tool[1]["tool_calls"] == [{"name": "get_weather", "arguments": '{"city": "Paris"}'}]
+    assert "mode" not in tool[2] and tool[3]["mode"] == "think"
 
 
 def test_if_rows_split_by_taxonomy_and_code_rows_keep_call_based_tests(prepared):

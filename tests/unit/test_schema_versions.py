@@ -210,7 +210,7 @@ def test_a_config_json_of_a_newer_version_is_refused_in_one_line(tiny):
 
 # ------------------------------------------------------------------------------------------ new fields
 
-SNAPSHOT_VERSION = 9
+SNAPSHOT_VERSION = 10
 SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
     "Cascade": "name model parallel stages run_root seed gate keep_checkpoints checkpoint_every_minutes chat_style "
                "wandb",
@@ -219,8 +219,8 @@ SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
                 "overlap_param_gather collective_timeout_minutes",
     "Stage": "name kind domain data steps epochs mode actor rollout grpo reward length_curriculum sft_batch_size "
              "sft_max_tokens rm_batch_size rm_max_tokens extra_data boundary checkpoint_every evaluate released_after",
-    "Data": "source size split seed max_bad_rows min_prompt_tokens repeat swe_max_files swe_min_noisy_files domain "
-            "allow_eval_instructions cache math_instruction",
+    "Data": "source size split seed max_bad_rows min_prompt_tokens repeat sft_turns swe_max_files "
+            "swe_min_noisy_files domain allow_eval_instructions cache math_instruction",
     "Actor": "lr min_lr lr_schedule warmup_steps lr_decay_steps weight_decay adam_beta1 adam_beta2 adam_eps "
              "clip_grad seed",
     "Rollout": "temperature top_p top_k max_prompt_tokens max_response_tokens stop kv_cache_gib "

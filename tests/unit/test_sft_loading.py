@@ -100,7 +100,7 @@ def test_shares_concatenate_to_the_whole_file_and_name_absolute_lines(tok, tmp_p
     path = _write(tmp_path / "sft.jsonl", rows[:25] + [{"response": "no prompt"}] + rows[25:], extra=["", "[1]"])
     out = tmp_path / "parts"
     out.mkdir()
-    summaries = [sft_cache.tokenize_share(Share(path, k, shares), tok, "think", "cascade1", out) for k in range(shares)]
+    summaries = [sft_cache.tokenize_share(Share(path, k, shares), tok, "think", "cascade1", "all", out) for k in range(shares)]
     assert sum(s["rows"] for s in summaries) == 40 and sum(s["bad_rows"] for s in summaries) == 2
     firsts = [s["first_bad"] for s in summaries if s["first_bad"]]
     assert firsts[0].startswith(f"{path}:26: expected field 'question'")
@@ -134,11 +134,13 @@ def test_tool_conversation_trains_on_the_calls(tok, tmp_path):
     rows = _rows(3)
     path = _write(tmp_path / "sft.jsonl", [rows[2]])
     for cache in (False, True):
-        (prompt, response), = load_sft_examples(Data(source=str(path), cache=cache), tok, "think", 1024)
+        (prompt, call, result, response), = load_sft_examples(Data(source=str(path), cache=cache), tok, "think",
+                                                              1024)
         messages = rows[2]["messages"][:-1]
-        assert tok.decode(prompt) == render(messages, "think", tools=TOOLS)
+        assert tok.decode(prompt + call + result) == render(messages, "think", tools=TOOLS)
         assert "<tools>\n" + json.dumps(TOOLS[0]) in tok.decode(prompt)
-        assert '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>' in tok.decode(prompt)
+        assert tok.decode(call) == ('<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
+                                    "<|im_end|>")
         assert tok.decode(response) == "It is 3.<|im_end|>"
     last_call = dict(rows[2], messages=rows[2]["messages"][:2])  # the turn to learn is the call itself
     _write(path, [last_call])
@@ -150,7 +152,7 @@ def test_tool_conversation_trains_on_the_calls(tok, tmp_path):
 def test_sft_max_bad_rows_skips_and_counts_then_names_the_first(tok, tmp_path, cache):
     rows = _rows(6)
     bad = [{"question": "q", "response": 5}, "{not json",
-           {"messages": [{"role": "tool", "content": "1"}, {"role": "assistant", "content": "x",
+           {"messages": [{"role": "user", "content": "1"}, {"role": "assistant", "content": "x",
                                                              "tool_calls": [{"name": "f", "arguments": 3}]}]}]
     lines = [json.dumps(r) for r in rows[:2]] + [b if isinstance(b, str) else json.dumps(b) for b in bad] + \
         [json.dumps(r) for r in rows[2:]]
@@ -186,7 +188,7 @@ def test_blend_repeats_sources_without_copying(tok, tmp_path):
     plain_a = list(load_sft_examples(Data(source=str(a), cache=False), tok, "think", 1024))
     plain_b = list(load_sft_examples(Data(source=str(b), cache=False), tok, "think", 1024))
     assert list(blend) == plain_a + plain_b * 3 and blend[-1] == plain_b[-1]
-    assert np.array_equal([len(p) for p, _ in blend[:4]], [len(p) for p, _ in plain_a])
+    assert np.array_equal([len(e[0]) for e in blend[:4]], [len(e[0]) for e in plain_a])
 
 
 def test_the_cache_switch_leaves_the_stage_hash_alone():

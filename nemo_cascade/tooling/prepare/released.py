@@ -4,9 +4,9 @@
   turn gets ``"mode"``: the `` /think`` / `` /no_think`` flag it ends with (removed from the text: the template
   adds it back, §3.1.2), else the row's ``reasoning`` field (``on``/``off``), else whether the assistant turn
   answering it opens with a ``<think>`` block — thinking responses are R1's, non-thinking ones V3's (§3.2).
-  Tool-calling rows (§3.3) become plain chat: ``tools`` → a system turn listing them in ``<tools></tools>``, an
-  assistant's ``tool_calls`` → ``<tool_call>{"name", "arguments"}</tool_call>`` lines, a ``tool`` turn → a user
-  turn in ``<tool_response></tool_response>`` (§3.1.2's tool format, as Qwen3 renders it).
+  Tool-calling rows (§3.3) keep their ``tools``, ``tool_calls`` and ``tool`` turns, so the chat template
+  renders them exactly as a served model sees them (tools listed with the template's preamble, results in
+  ``<tool_response>`` blocks carrying no mode flag; data/chat.py); an unknown role is a bad row.
 - IF-RL (§4.4.1): ``nvidia/Nemotron-Cascade-RL-Instruction-Following`` rows (``prompt`` as text or messages,
   ``instruction_id_list``, ``kwargs``) split by taxonomy: every id IFEval's → ``ifeval_taxonomy.jsonl``,
   otherwise ``ifbench_taxonomy.jsonl``; the IF-RLVR rows of Pyatkin et al. (``allenai/IF_multi_constraints_upto5``:
@@ -31,51 +31,49 @@ _FLAG = re.compile(r"\s*/(no_think|think)\s*$")
 
 # ------------------------------------------------------------------------------------------------- SFT
 
-def _tool_text(call: Any) -> str:
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+def _tool_call(call: Any, where: str) -> dict:
+    """A released tool call as ``{"name", "arguments"}`` (OpenAI's ``{"function": {...}}`` unwrapped);
+    arguments kept as released, an object or a JSON string, which the template writes verbatim."""
     fn = call.get("function", call) if isinstance(call, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-        raise SchemaError("field 'tool_calls' items must name a function")
-    arguments = fn.get("arguments", {})
-    if isinstance(arguments, str):  # OpenAI style: arguments as a JSON string
+        raise SchemaError(f"field '{where}' must name a function")
+    return {"name": fn["name"], "arguments": fn.get("arguments", {})}
+
+
+def _json_field(row: dict, key: str) -> Any:
+    value = row.get(key)
+    if isinstance(value, str):
         try:
-            arguments = json.loads(arguments)
+            return json.loads(value) if value.strip() else None
         except json.JSONDecodeError:
-            pass
-    return "<tool_call>\n" + json.dumps({"name": fn["name"], "arguments": arguments}, ensure_ascii=False) + \
-        "\n</tool_call>"
+            raise SchemaError(f"field {key!r} is a string but not JSON") from None
+    return value
 
 
 def _chat_turns(row: dict) -> list[dict]:
-    msgs = row.get("messages")
-    if isinstance(msgs, str):
-        try:
-            msgs = json.loads(msgs)
-        except json.JSONDecodeError:
-            raise SchemaError("field 'messages' is a string but not JSON") from None
+    """The row's turns as the chat template takes them: tool results stay ``tool`` turns (rendered in the
+    served template's ``<tool_response>`` blocks, with no mode flag) and tool calls stay ``tool_calls``."""
+    msgs = _json_field(row, "messages")
     if not isinstance(msgs, list) or not msgs:
         raise SchemaError("expected field 'messages' (a non-empty list of {role, content})")
     out = []
-    tools = row.get("tools")
-    if isinstance(tools, str) and tools.strip():
-        tools = json.loads(tools)
-    if tools:
-        listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
-        out.append({"role": "system", "content": f"<tools>\n{listing}\n</tools>"})
     for j, m in enumerate(msgs):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise SchemaError(f"field 'messages[{j}]' must be an object with a role")
-        role, content = m["role"], m.get("content") or ""
+        if not isinstance(m, dict) or m.get("role") not in _ROLES:
+            role = m.get("role") if isinstance(m, dict) else None
+            raise SchemaError(f"field 'messages[{j}].role' must be one of {', '.join(_ROLES)}, got {role!r:.40}")
+        content = m.get("content") or ""
         if not isinstance(content, str):
             raise SchemaError(f"field 'messages[{j}].content' must be a string")
-        if role == "tool":
-            out.append({"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"})
-        elif role == "assistant" and m.get("tool_calls"):
-            calls = "\n".join(_tool_text(c) for c in m["tool_calls"])
-            out.append({"role": "assistant", "content": f"{content}\n{calls}".lstrip("\n")})
-        elif role == "system" and out and out[0]["role"] == "system" and j == 0:
-            out[0]["content"] = f"{content}\n\n{out[0]['content']}"
-        else:
-            out.append({"role": role, "content": content})
+        turn = {"role": m["role"], "content": content}
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            calls = m["tool_calls"]
+            if not isinstance(calls, list):
+                raise SchemaError(f"field 'messages[{j}].tool_calls' must be a list")
+            turn["tool_calls"] = [_tool_call(c, f"messages[{j}].tool_calls[{i}]") for i, c in enumerate(calls)]
+        out.append(turn)
     return out
 
 
@@ -94,7 +92,10 @@ def sft_row(row: dict, where: str) -> dict:
         else:
             reply = next((t["content"] for t in turns[i + 1:] if t["role"] == "assistant"), "")
             turn["mode"] = "think" if reply.lstrip().startswith("<think>") else "no_think"
-    out = {"messages": turns}
+    out: dict = {"messages": turns}
+    tools = _json_field(row, "tools")
+    if tools:
+        out["tools"] = tools
     out.update({k: row[k] for k in ("source", "generator", "category") if isinstance(row.get(k), str)})
     return out
 

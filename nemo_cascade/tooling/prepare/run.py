@@ -33,8 +33,9 @@ from nemo_cascade.tooling.prepare.stages import Output
 
 log = logging.getLogger(__name__)
 
-VERSION = 1
-"""Bumped when a conversion changes what a file holds: older manifest entries are then redone."""
+VERSION = 2
+"""Bumped when a conversion changes what a file holds: older manifest entries are then redone (2: tool
+calls and results kept as chat turns)."""
 MANIFEST = "manifest.json"
 
 
@@ -92,7 +93,7 @@ def check_row(kind: str, row: dict, where: str) -> tuple[list[str], Any]:
     """Run the loader's own check of ``kind`` on a row about to be written (ValueError if it fails) and return
     ``(prompt texts to decontaminate, label)``."""
     if kind == "sft":
-        messages, _, _ = parse_sft_row(row, where)
+        messages, _ = parse_sft_row(row, where)
         return _user_texts(messages), None
     if kind == "pairs":
         messages, chosen, rejected = parse_row(row, where)
