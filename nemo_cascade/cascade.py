@@ -302,7 +302,9 @@ class CascadeRun:
             examples = load_sft_blend((stage.data, *stage.extra_data), self.tokenizer, stage.mode,
                                       stage.sft_max_tokens, self.cfg.chat_style,
                                       cache_fallback=run_dir(self.cfg) / "data_cache")  # read-only data folders
-            return config.with_epoch_steps(stage, len(examples)), examples
+            stage = config.with_epoch_steps(stage, len(examples))
+            log.info("%s", config.epochs_line(stage, len(examples)))  # T14: 1 epoch beside its step count
+            return stage, examples
         sets = []
         for j, (data, domain) in enumerate(config.prompt_sources(stage)):  # one source, or several domains in one run
             where = f"stages.{stage.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
@@ -327,6 +329,7 @@ class CascadeRun:
         started = time.time()
         pairs = load_preference_pairs(stage.data, self.tokenizer, stage.mode, self.cfg.chat_style)
         stage = config.with_epoch_steps(stage, len(pairs))  # §4.2: one epoch over the pairs
+        log.info("%s", config.epochs_line(stage, len(pairs)))
         self.actor.optimizer = self.actor.scheduler = None  # free the policy's Adam state while the RM trains
         sdir, saves, start = self._begin(k, stage)
         m = self.cfg.model

@@ -55,6 +55,7 @@ def _encode(index: int, group: PromptGroup) -> str:
             "text": group.response_text_G,
             "rewards": group.rewards_G,
             "details": group.reward_details_G,
+            "verdicts": group.verdicts_G,
         }
     )
 
@@ -80,6 +81,7 @@ def _decode(line: str, prompts: list[Prompt], group_size: int) -> tuple[int, Pro
         response_text_G=row["text"],
         rewards_G=row["rewards"],
         reward_details_G=row["details"],
+        verdicts_G=row.get("verdicts", []),  # parts saved before verdicts were kept have none
     )
 
 

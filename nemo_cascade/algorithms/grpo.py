@@ -115,11 +115,25 @@ OVERLONG: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = {
     "none": overlong_none, "zero": overlong_zero, "filter": overlong_filter}
 
 
+def _truncated(group: PromptGroup) -> Tensor:
+    return torch.tensor([f == "length" for f in group.finish_reason_G], dtype=torch.bool)
+
+
 def _policy_rewards(group: PromptGroup, cfg: GRPO) -> tuple[Tensor, Tensor, Tensor]:
     """``(rewards_G as scored, rewards_G after the overlong policy, keep_G)`` of one scored group."""
     rewards_G = torch.tensor(group.rewards_G, dtype=torch.float64)
-    truncated_G = torch.tensor([f == "length" for f in group.finish_reason_G], dtype=torch.bool)
-    return (rewards_G, *OVERLONG[cfg.overlong](rewards_G, truncated_G))
+    return (rewards_G, *OVERLONG[cfg.overlong](rewards_G, _truncated(group)))
+
+
+def filter_values(group: PromptGroup, rewards_G: Tensor, keep_G: Tensor, cfg: GRPO) -> Tensor:
+    """What dynamic filtering judges a group by (:func:`statistics_rewards` of it): its verifier's verdicts
+    where a bonus was added to them (``PromptGroup.verdicts_G``: IF-RL's reward-model bonus, whose unequal
+    values would keep an all-correct group; the paper drops all-correct and all-wrong groups, §4.4.2), else
+    its rewards after the overlong policy (``rewards_G``)."""
+    if group.verdicts_G:
+        rewards_G, _ = OVERLONG[cfg.overlong](torch.tensor(group.verdicts_G, dtype=torch.float64),
+                                              _truncated(group))
+    return statistics_rewards(rewards_G, keep_G, cfg)
 
 
 def statistics_rewards(rewards_G: Tensor, keep_G: Tensor, cfg: GRPO) -> Tensor:
@@ -135,7 +149,7 @@ def is_informative(group: PromptGroup, cfg: GRPO) -> bool:
     a nonzero advantage somewhere in the loss, i.e. a gradient signal. This is the group :func:`make_batch`
     would keep under ``drop_zero_variance_groups`` (§4.4.2)."""
     _, rewards_G, keep_G = _policy_rewards(group, cfg)
-    return bool(keep_G.any()) and not is_zero_variance(statistics_rewards(rewards_G, keep_G, cfg))
+    return bool(keep_G.any()) and not is_zero_variance(filter_values(group, rewards_G, keep_G, cfg))
 
 
 def collect_groups(draw: Callable[[int], list[Prompt]], sample: Callable[[list[Prompt], int], list[PromptGroup]],
@@ -256,7 +270,8 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
         all_rewards.append(scored_G)
         filtered += int((~keep_G).sum())
         stats_rewards = statistics_rewards(rewards_G, keep_G, cfg)  # the K ≤ G kept samples, or all G
-        if cfg.drop_zero_variance_groups and (is_zero_variance(stats_rewards) or not keep_G.any()):
+        zero_variance = is_zero_variance(filter_values(group, rewards_G, keep_G, cfg))
+        if cfg.drop_zero_variance_groups and (zero_variance or not keep_G.any()):
             dropped += 1
             continue
         adv = group_advantages(SHAPING[cfg.reward_shaping](stats_rewards, cfg.adv_eps), cfg.adv_eps)
@@ -440,7 +455,8 @@ def actor_loss(cfg: GRPO, logprobs_B_T: Tensor, mb: dict) -> tuple[Tensor, Tenso
 
 __all__ = [
     "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping", "SHAPING",
-    "is_zero_variance", "nonzero_variance_groups", "is_informative", "statistics_rewards", "collect_groups",
+    "is_zero_variance", "nonzero_variance_groups", "is_informative", "statistics_rewards", "filter_values",
+    "collect_groups",
     "overlong_none", "overlong_zero", "overlong_filter", "OVERLONG", "make_batch",
     "aggregate_token", "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
 ]

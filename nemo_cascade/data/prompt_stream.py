@@ -27,7 +27,8 @@ class PromptStream:
     exactly half of each, and which row gets which mode follows the seeded shuffle.
 
     Epoch filter (``epoch_filter=(p_unsolved, p_solved)``): :meth:`record` notes each scored group's outcome
-    for its row — unsolved (no sample correct; correct = reward > 0), solved (all correct) or informative.
+    for its row — unsolved (no sample correct; correct = verdict > 0), solved (all correct) or informative;
+    samples the phase skips as truncated do not count.
     When an epoch starts, rows whose latest outcome is unsolved or solved leave it, except that each is
     re-admitted with probability ``p_unsolved`` / ``p_solved`` (one draw per filtered row per epoch from
     ``random.Random`` keyed by seed and epoch). If nothing would remain, every row stays. Outcomes recorded
@@ -101,15 +102,21 @@ class PromptStream:
         """The next ``n`` prompts (crossing into the next epoch when this one runs out)."""
         return [next(self) for _ in range(n)]
 
-    def record(self, groups) -> None:
-        """Note each scored group's outcome for the epoch filter (a no-op without one)."""
+    def record(self, groups, overlong: str = "none") -> None:
+        """Note each scored group's outcome for the epoch filter (a no-op without one). Correct = the
+        verifier's verdict > 0 (``PromptGroup.verdicts_G``, else the reward). Under ``overlong="filter"`` (the
+        phase skips truncated samples, §4.5.2) a truncated sample is no evidence either way: a group whose
+        samples all truncated counts as informative and stays, for the longer phases meant for it."""
         if self._filter is None:
             return
         for group in groups:
-            correct = sum(r > 0 for r in group.rewards_G)
+            verdicts = group.verdicts_G or group.rewards_G
+            counted = [v for v, finish in zip(verdicts, group.finish_reason_G)
+                       if not (overlong == "filter" and finish == "length")]
+            correct = sum(v > 0 for v in counted)
             self._outcomes[self._row_of[group.prompt.uid]] = (
-                self.UNSOLVED if correct == 0 else self.SOLVED if correct == len(group.rewards_G)
-                else self.INFORMATIVE)
+                self.INFORMATIVE if not counted else self.UNSOLVED if correct == 0
+                else self.SOLVED if correct == len(counted) else self.INFORMATIVE)
 
     def metrics(self) -> dict[str, float]:
         """``epoch``; with the epoch filter also this epoch's ``epoch_filter/{kept,removed,readmitted}`` rows."""

@@ -101,8 +101,14 @@ def adapt_ifeval(row: dict, where: str) -> tuple[list[dict], Any]:
             raise SchemaError(f"{where}: expected field {key!r} (or the IF-RLVR field 'ground_truth')")
     messages = _prompt_messages(row, where, ("prompt",))
     prompt = row.get("prompt") or messages[-1]["content"]
-    return messages, {"prompt": prompt, "instruction_id_list": row["instruction_id_list"],
-                      "kwargs": _without_nulls(row["kwargs"])}
+    return messages, _if_label(messages, prompt, row["instruction_id_list"], row["kwargs"])
+
+
+def _if_label(messages: list[dict], prompt: str, ids: Any, kwargs: Any) -> dict:
+    """An IF label: the instructions, the prompt they are checked against, and the whole conversation
+    when it is more than that one user turn (what IF-RL's reward-model bonus reads, §4.4.2)."""
+    label = {"prompt": prompt, "instruction_id_list": ids, "kwargs": _without_nulls(kwargs)}
+    return {**label, "messages": messages} if len(messages) > 1 else label
 
 
 def _without_nulls(kwargs: Any) -> Any:
@@ -127,8 +133,8 @@ def _if_rlvr(row: dict, where: str) -> tuple[list[dict], Any]:
     """An IF-RLVR row: ``messages`` and ``ground_truth`` (:func:`if_rlvr_constraints`)."""
     constraints = if_rlvr_constraints(row, where)
     messages = _prompt_messages(row, where, ("prompt",))
-    return messages, {"prompt": messages[-1]["content"], "instruction_id_list": constraints["instruction_id"],
-                      "kwargs": _without_nulls(constraints["kwargs"])}
+    return messages, _if_label(messages, messages[-1]["content"], constraints["instruction_id"],
+                               constraints["kwargs"])
 
 
 def if_rlvr_constraints(row: dict, where: str) -> dict:

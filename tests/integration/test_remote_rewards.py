@@ -241,6 +241,34 @@ def test_ifeval_scorer_adds_the_group_normalised_rm_bonus_for_thinking_models(se
     assert all(1.0 < r < 2.0 for r in group.rewards_G[:2])
 
 
+def test_ifeval_rm_bonus_scores_the_whole_conversation(servers, hf, tol):
+    """A multi-turn IF prompt's system and earlier turns reach the reward model (§4.4.2), and the verdicts the
+    bonus was added to are kept for dynamic filtering."""
+    from nemo_cascade.config import Reward
+    from nemo_cascade.data.schemas import adapt_ifeval
+    from nemo_cascade.rewards import Scorer
+    from nemo_cascade.types import Prompt, PromptGroup
+
+    rm, _ = servers
+    chat = [{"role": "system", "content": "You write for children."}, {"role": "user", "content": "Hi!"},
+            {"role": "assistant", "content": "Hello there."}, {"role": "user", "content": "Reply in lowercase."}]
+    _, label = adapt_ifeval({"messages": chat, "instruction_id_list": ["change_case:english_lowercase"],
+                             "kwargs": [{}]}, "row")
+    texts = ["<think>ok</think>all lowercase words", "<think>ok</think>we went to the park and played with the dog",
+             "<think>ok</think>the cat sat on the mat and slept"]
+    group = PromptGroup(prompt=Prompt(prompt_tokens=[1], domain="ifeval", label=label, mode="think"),
+                        response_tokens_G_T=[[2]] * 3, rollout_logprobs_G_T=[[-0.1]] * 3,
+                        finish_reason_G=["stop"] * 3, response_text_G=texts)
+    Scorer("ifeval", Reward(if_rm_bonus=True, reward_model_url=rm.url)).score([group])
+    s = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], chat + [{"role": "assistant", "content": t.split(
+        "</think>")[1]}]) for t in texts])
+    mean = sum(s) / 3
+    std = math.sqrt(sum((x - mean) ** 2 for x in s) / 2)
+    expected = [1 + 1 / (1 + math.exp(-(x - mean) / std)) for x in s]
+    assert group.rewards_G == pytest.approx(expected, abs=tol["rm"] / (2 * std))
+    assert group.verdicts_G == [1.0, 1.0, 1.0]
+
+
 # ------------------------------------------------------------------------------------------ judge
 
 def test_judge_p_yes_matches_transformers(servers, hf, tol):

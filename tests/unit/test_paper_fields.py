@@ -120,6 +120,16 @@ def test_epochs_resolve_to_steps_over_the_loaded_rows():
     assert config.with_epoch_steps(given, 10_000) is given
 
 
+def test_the_log_shows_t14_s_steps_beside_the_epoch_they_cover():
+    """T14: 1 epoch and 20K steps of 256 for stage 1, whose §3 rows (about 8.5M) make 33K steps."""
+    sft = config.Stage(name="sft_16k", kind="sft", steps=20_000, sft_batch_size=256)
+    assert config.epochs_line(sft, 8_500_000) == (
+        "sft_16k: 20,000 steps × 256 = 5,120,000 sequences = 0.60 epochs of its 8,500,000 rows "
+        "(1 epoch = 33,204 steps)")
+    by_epochs = config.with_epoch_steps(replace(sft, steps=0, epochs=1.0), 8_500_000)
+    assert config.epochs_line(by_epochs, 8_500_000).startswith("sft_16k: 1 epoch, 33,204 steps × 256")
+
+
 def test_phase_rollout_takes_the_phase_temperature_or_the_stage_one():
     stage = config.Stage(rollout=config.Rollout(temperature=1.2, max_response_tokens=8, top_p=0.95))
     hot = config.phase_rollout(stage, config.LengthPhase(5, 28_672, "filter"))

@@ -37,6 +37,12 @@ def training_validator(data: Data, where: str):
                    setting=f"{where}.allow_eval_instructions")
 
 
+def rm_conversation(label: dict) -> dict:
+    """What the reward model reads of an IF prompt: the whole conversation (system prompt and earlier turns
+    of a multi-turn IF-RLVR row) where the label holds it, else the one user turn."""
+    return {"messages": label["messages"]} if "messages" in label else {"prompt": label["prompt"]}
+
+
 def rm_bonus(settings: Reward) -> Optional[Any]:
     """§4.4.2, thinking models (``Reward.if_rm_bonus``): R_IF + sigmoid(group-normalised RM score) where R_IF = 1.
     Only groups with a passing sample ask the reward model; the others stay all 0."""
@@ -49,11 +55,12 @@ def rm_bonus(settings: Reward) -> Optional[Any]:
         if not todo:
             return
         responses = [text for g in todo for text in g.response_text_G]
-        labels = [{"prompt": g.label["prompt"]} for g in todo for _ in range(g.group_size)]
+        labels = [rm_conversation(g.label) for g in todo for _ in range(g.group_size)]
         rm_scores = rm.batch(responses, labels)
         start = 0
         for group in todo:
             end = start + group.group_size
+            group.verdicts_G = list(group.rewards_G)  # dynamic filtering still judges R_IF (grpo)
             group.rewards_G = if_reward_with_rm(group.rewards_G, rm_scores[start:end])
             start = end
     return add
@@ -104,5 +111,5 @@ DOMAIN = RewardDomain("ifeval", adapt_ifeval, validate_label, lambda settings: v
                       report_notes=report_notes)
 """The paper sets no code-switch penalty for IF-RL (§4.4): the defaults (none; the prompt-language rule)."""
 
-__all__ = ["DOMAIN", "verdicts", "training_validator", "rm_bonus", "batch_metrics", "eval_record", "eval_metrics",
+__all__ = ["DOMAIN", "verdicts", "training_validator", "rm_conversation", "rm_bonus", "batch_metrics", "eval_record", "eval_metrics",
            "report_notes"]
