@@ -16,6 +16,15 @@ informative. Results are appended to ``bench/results/solve_rate.jsonl``.
 run will use), one result row per source (the stage's ``data``, then each ``extra_data`` source); the other flags
 override them, and ``--source`` measures that one source instead.
 
+``--pass-rates FILE`` writes each prompt's solved count (jsonl: ``prompt``, ``solved``,
+``samples``), the file ``nemo-cascade data prepare rl-code --drop-always-solved /
+--drop-never-solved`` reads for the code RL set's difficulty filter (§4.6.1: AceReason-Nemotron-7B's
+and DeepSeek-R1-0528's 8 samples per problem):
+
+    .venv/bin/python bench/solve_rate.py --model /models/AceReason-Nemotron-7B --domain code \\
+        --source $DATA/rl-code/train.jsonl --prompts 0 --samples 8 \\
+        --pass-rates $DATA/rl-code/pass_rates_weak.jsonl
+
 ``--keep FILE`` turns the measurement into the paper's offline difficulty filter (§4.6): the source's rows whose
 prompt was solved by at least one sample and not by all of them (``--keep-solved LOW HIGH`` to choose) are written
 to FILE, a jsonl prompt source of their own for a recipe's ``Data.source``:
@@ -75,8 +84,9 @@ def measure(args) -> list[dict]:
     demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads
 
     sources, rollout, group, style, mode = stage_settings(args)
-    if args.keep and len(sources) > 1:
-        raise SystemExit(f"--keep: the stage has {len(sources)} prompt sources; name one with --source")
+    if (args.keep or args.pass_rates) and len(sources) > 1:
+        raise SystemExit(f"--keep / --pass-rates: the stage has {len(sources)} prompt sources; "
+                         f"name one with --source")
     path = model_dir(args.model)
     tokenizer = load_tokenizer(path)
     engine = build_engine(path, rollout.max_prompt_tokens + rollout.max_response_tokens, args.seed)
@@ -101,6 +111,10 @@ def measure_source(args, engine, tokenizer, data, domain, rollout, group, style,
     solved = [[r >= args.solved_at for r in rs] for rs in rewards]
     informative = sum(len(set(rs)) > 1 for rs in rewards)
     kept = {}
+    if args.pass_rates:
+        write_text_atomically(Path(args.pass_rates), "".join(
+            json.dumps({"prompt": g.prompt.user_text, "solved": sum(s), "samples": len(s)}) + "\n"
+            for g, s in zip(groups, solved)))
     if args.keep:
         low, high = args.keep_solved or (1, group - 1)
         rows = kept_rows(data, {g.prompt.uid: sum(s) for g, s in zip(groups, solved)}, low, high)
@@ -154,6 +168,9 @@ def main(argv=None) -> int:
     p.add_argument("--mode", help="think or no_think (default: the stage's, or no_think)")
     p.add_argument("--seed", type=int, default=0, help="which prompts are drawn (default 0)")
     p.add_argument("--solved-at", type=float, default=1.0, help="a sample counts as solved at this reward")
+    p.add_argument("--pass-rates", metavar="FILE", help="write each prompt's solved count to this "
+                   "jsonl file (prompt, solved, samples: data prepare's --drop-always-solved / "
+                   "--drop-never-solved, §4.6.1)")
     p.add_argument("--keep", metavar="FILE", help="write the source's rows solved by --keep-solved samples to this "
                    "jsonl file (a prompt source of their own: the difficulty filter of §4.6)")
     p.add_argument("--keep-solved", type=int, nargs=2, metavar=("LOW", "HIGH"),

@@ -303,7 +303,7 @@ class CascadeRun:
                                       stage.sft_max_tokens, self.cfg.chat_style,
                                       cache_fallback=run_dir(self.cfg) / "data_cache")  # read-only data folders
             stage = config.with_epoch_steps(stage, len(examples))
-            log.info("%s", config.epochs_line(stage, len(examples)))  # T14: 1 epoch beside its step count
+            events.info("%s", config.epochs_line(stage, len(examples)))  # T14: 1 epoch beside its steps
             return stage, examples
         sets = []
         for j, (data, domain) in enumerate(config.prompt_sources(stage)):  # one source, or several domains in one run
@@ -329,7 +329,7 @@ class CascadeRun:
         started = time.time()
         pairs = load_preference_pairs(stage.data, self.tokenizer, stage.mode, self.cfg.chat_style)
         stage = config.with_epoch_steps(stage, len(pairs))  # §4.2: one epoch over the pairs
-        log.info("%s", config.epochs_line(stage, len(pairs)))
+        events.info("%s", config.epochs_line(stage, len(pairs)))
         self.actor.optimizer = self.actor.scheduler = None  # free the policy's Adam state while the RM trains
         sdir, saves, start = self._begin(k, stage)
         m = self.cfg.model

@@ -81,9 +81,9 @@ def recipe() -> Cascade:
 
 
 def with_sft() -> Cascade:
-    """SFT 16K → SFT 32K (T14) → the RL cascade, from Qwen3-14B-Base (§1)."""
+    """SFT 16K → SFT 32K (T14, thinking rows only) → the RL cascade, from Qwen3-14B-Base (§1)."""
     # T14, 14B column: 22K + 41K steps. Its only LR entry is 5e-5, read here as both stages' (8B: 5e-5, 2e-5).
-    sft = base.sft_stages(steps=(22_000, 41_000), lrs=(5e-5, 5e-5))
+    sft = base.thinking_sft(base.sft_stages(steps=(22_000, 41_000), lrs=(5e-5, 5e-5)))
     return base.cascade("nemotron-cascade-14b-thinking", f"{base.models_dir()}/Qwen3-14B-Base", SFT_PARALLEL,
                         (*sft, *rl_stages()), ENGINE_MEMORY, evaluate_base=False, engine_tp=ENGINE_TP,
                         gate=GATE)
@@ -124,5 +124,6 @@ STAGE_SOURCES = {
                      "phase's); T19: none; T20 (14B): filter",
     "length_curriculum": "T18, §4.5.2: 28K filter at T = 1.2 (0–120) → 40K zero at T = 1.1 (120–220)",
     "reward.if_rm_bonus": "§4.4.2: thinking models score R_IF + sigmoid(ẑ_RM) when R_IF = 1, else 0",
+    "data.keep_mode": "T8: another SFT than the unified model's (8B); ours: the thinking answers (decided)",
 }
 del STAGE_SOURCES["boundary.optimizer"]  # T20: the 14B's SWE RL is one stage (input 32K throughout)

@@ -106,6 +106,14 @@ def sft_stages(steps: tuple[int, int], lrs: tuple[float, float]) -> tuple[Stage,
     return sft1, sft2
 
 
+def thinking_sft(stages: tuple[Stage, Stage]) -> tuple[Stage, ...]:
+    """The SFT stages of a thinking-only model (8B-Thinking, 14B-Thinking): the general data's thinking
+    answers only (its rows answer in both modes, §3.2; the other sources are thinking only). T8's 8B-Thinking
+    starts from another SFT than the unified model (SWE-Verified 30.2 vs 26.1); docs/recipes.md,
+    "Ambiguities, decided"."""
+    return tuple(replace(s, data=replace(s.data, keep_mode="think")) for s in stages)
+
+
 # ------------------------------------------------------------------------------------------------ RL (T15–T20)
 
 RL_ACTOR = Actor(lr=2e-6)

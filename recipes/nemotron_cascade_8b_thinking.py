@@ -47,8 +47,9 @@ def recipe() -> Cascade:
 
 
 def with_sft() -> Cascade:
-    """SFT 16K → SFT 32K (T14: the unified model's hyperparameters) → the RL cascade, from Qwen3-8B-Base."""
-    sft = base.sft_stages(steps=(20_000, 32_000), lrs=(5e-5, 2e-5))  # T14, 8B column
+    """SFT 16K → SFT 32K (T14: the unified model's hyperparameters, thinking rows only) → the RL cascade, from
+    Qwen3-8B-Base."""
+    sft = base.thinking_sft(base.sft_stages(steps=(20_000, 32_000), lrs=(5e-5, 2e-5)))  # T14, 8B column
     return base.cascade("nemotron-cascade-8b-thinking", f"{base.models_dir()}/Qwen3-8B-Base", base.SFT_PARALLEL,
                         (*sft, *rl_stages()), base.ENGINE_MEMORY, evaluate_base=False, gate=GATE)
 
@@ -67,4 +68,5 @@ STAGE_SOURCES = {
                      "first phase's); T19: none; T20 (8B): filter / none",
     "length_curriculum": "T17, §4.5.2: 24K filter (0–190) → 32K zero (190–430) → 40K zero at T = 0.8 (430–500)",
     "reward.if_rm_bonus": "§4.4.2: thinking models score R_IF + sigmoid(ẑ_RM) when R_IF = 1, else 0",
+    "data.keep_mode": "T8: another SFT than the unified model's; ours: the thinking answers (decided)",
 }

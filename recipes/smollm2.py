@@ -136,6 +136,20 @@ def paired(cascade: Cascade) -> Cascade:
     return replace(cascade, stages=stages, gate=gate)
 
 
+SFT_MULTITURN = Data(source="data/smollm2/sft_multiturn.jsonl")
+"""The SFT blend's 854 rows joined at random into 431 conversations of one to three turns (§3.2's multi-turn
+augmentation; tools/make_multiturn_sft.py)."""
+
+
+def sft_turns() -> Cascade:
+    """The SFT stage alone on :data:`SFT_MULTITURN`, rows three times as long, gated once after it: which turns
+    SFT learns, measured (docs/results/smollm2.md): ``data.sft_turns = all`` (the default) against
+    ``stages.sft.data.sft_turns=last``, the same conversations with only their last answer learned."""
+    sft = replace(SFT, data=SFT_MULTITURN, extra_data=(), sft_max_tokens=3 * SFT.sft_max_tokens)
+    cascade = base("smollm2-sft-turns", (sft,))
+    return replace(cascade, gate=replace(cascade.gate, evaluate_base=False))
+
+
 SFT_EXPORT = "runs/smollm2-sft/stages/0-sft/hf"
 """The SFT stage's export of :func:`with_sft` (``nemo-cascade run recipes/smollm2.py:with_sft --stage sft``): the
 model the filtered variant's RL starts from, and the model whose samples chose its prompts."""

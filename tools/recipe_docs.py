@@ -71,6 +71,7 @@ SHOWN: dict[str, Callable[[config.Stage, str], bool]] = {
     "checkpoint_every": _changed,
     "evaluate": _changed,  # the few stages that skip the gate
     "data.min_prompt_tokens": _changed,
+    "data.keep_mode": lambda s, _: s.kind == "sft",  # the SFT rows kept; RL prompts have no answer
 }
 
 

@@ -304,6 +304,9 @@ def _validate_data(s: Stage, where: str) -> None:
         if not 0 <= d.swe_min_noisy_files < d.swe_max_files:  # the ground truth takes at least one file
             raise ConfigError(f"{where}.{name}.swe_min_noisy_files: expected 0 to swe_max_files - 1 = "
                               f"{d.swe_max_files - 1}, got {d.swe_min_noisy_files}")
+        if not 0 <= d.swe_truth_only_share <= 1:  # drawn per instance
+            raise ConfigError(f"{where}.{name}.swe_truth_only_share: expected a probability in "
+                              f"[0, 1], got {d.swe_truth_only_share}")
         if not isinstance(d.repeat, int) or d.repeat < 1:  # the rows are listed `repeat` times
             raise ConfigError(f"{where}.{name}.repeat: expected an integer >= 1, got {d.repeat}")
         if d.repeat != 1 and s.kind not in ("sft", "grpo"):

@@ -198,6 +198,11 @@ class Data:
     repeat: int = 1
     """Times this source's rows count in an SFT blend (every epoch sees each row ``repeat`` times; stage-2 SFT: science
     ×2, SWE ×3, §3.3) or in a GRPO prompt pool (each copy its own uid: a mixed-domain run balancing a small source)."""
+    keep_mode: Literal["", "think", "no_think"] = ""
+    """SFT rows: keep only those whose learned answer is in this mode (its user turn's ``mode``, else the stage's
+    ``mode``), the others counted and left out. A thinking-only model learns from the thinking answers of the
+    general data, whose rows answer in both modes (§3.2); its SFT differs from the unified model's (T8).
+    Empty: every row."""
     sft_turns: Literal["all", "last"] = "all"
     """SFT rows of several assistant turns (multi-turn chat, tool calling): ``all`` learns every assistant turn
     in one sequence, each after the context it was answered in (§3: the tool-calling set's 1.41M turns are
@@ -206,9 +211,14 @@ class Data:
     """swe rows with localized ``candidate_files``: the most files a built repair prompt shows, ground truth and
     noisy together (§4.7.1: at most 5; data/swe_prompts.py)."""
     swe_min_noisy_files: int = 1
-    """swe rows with localized ``candidate_files``: a row whose prompt cannot show this many noisy files next to
-    its ground truth within ``rollout.max_prompt_tokens`` is dropped (§4.7.1: when none fits). 0 keeps
-    ground-truth-only prompts."""
+    """swe rows with localized ``candidate_files``: the fewest noisy files a ground-truth-plus-noisy
+    prompt shows; a row drawn for one that cannot show this many next to its ground truth within
+    ``rollout.max_prompt_tokens`` gets the ground-truth-only prompt instead (§4.7.1's two variants).
+    A row is dropped only when its ground truth alone does not fit."""
+    swe_truth_only_share: float = 0.5
+    """swe rows with localized ``candidate_files``: the share of instances shown their ground-truth
+    files only (§4.7.1's first variant; the others get ground truth plus noisy files), drawn per
+    instance and ``seed``. The paper uses both variants and gives no ratio: an even split."""
     domain: str = ""
     """GRPO: the reward domain this source's prompts are read and scored in; empty = the stage's ``domain``. A
     stage whose ``extra_data`` name other domains trains them all in one run: mixed-domain RL, the baseline
@@ -448,6 +458,6 @@ def literal_values(cls: type, name: str) -> tuple[str, ...]:
 
 STAGE_KINDS = literal_values(Stage, "kind")
 
-REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf")
+REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf", "mcq", "arena")
 """Keys of nemo_cascade.rewards.DOMAINS, listed here so configs validate without importing the verifiers
 (config sits below rewards); tests/unit/test_reward_domain_registry.py checks that the two agree."""

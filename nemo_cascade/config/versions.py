@@ -51,7 +51,11 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     9: {"Gate": ("chunk_items",)},
     # Every assistant turn of a multi-turn SFT row learned: a fix, as the code-switch rule was (version 3);
     # a stage resumed across it keeps its hash and learns every turn of the rows it has not seen yet.
-    10: {"Data": ("sft_turns",)},
+    # §4.7.1's ground-truth-only SWE prompts: the default (half the instances) changes the prompts
+    # of a swe source with localized files, as math_instruction did (version 2), so a stage resumed
+    # across it trains on the paper's two variants; built prompts (the released set) read as before.
+    # A thinking-only SFT's rows (keep_mode): at its default every row is kept, as before.
+    10: {"Data": ("sft_turns", "swe_truth_only_share", "keep_mode")},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not named
 here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION`` bumped

@@ -39,7 +39,7 @@ from .rows import DataError, read_jsonl
 from .prompt_cache import user_text
 from .prompt_cache import encode as _encode
 from .prompt_stream import PromptStream
-from .sft_rows import parse_sft_row, sft_segments
+from .sft_rows import answer_mode, parse_sft_row, sft_segments
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +52,13 @@ class PromptList(list):
     dropped_too_short: int = 0
     """Rows whose templated prompt is shorter than ``Data.min_prompt_tokens`` (SWE RL: 8K, §4.7)."""
     dropped_no_context: int = 0
-    """SWE rows with localized candidate files whose ground truth plus ``Data.swe_min_noisy_files`` noisy file(s)
-    do not fit ``max_prompt_tokens`` in at most ``Data.swe_max_files`` files (§4.7.1: the instance is dropped)."""
+    """SWE rows with localized candidate files whose ground-truth files alone do not fit
+    ``max_prompt_tokens`` or number more than ``Data.swe_max_files`` (§4.7.1; a row whose noisy
+    files do not fit falls back to the ground-truth-only prompt)."""
     bad_rows: int = 0
     """Rows skipped because they fit no schema of the domain or their label failed its check."""
+    dropped_other_mode: int = 0
+    """SFT rows whose learned answer is not in ``Data.keep_mode``."""
     alternate: Optional[list] = None
     """``mode="half"`` only: the same rows templated in no_think mode, index-aligned with this list (which
     holds their think templatings). :class:`PromptStream` alternates between the two (§4.3.2)."""
@@ -215,11 +218,11 @@ def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: i
     for generated sources) every rank reads and tokenizes the whole source in memory (a ``PromptList``)."""
     cached = None
     if data_cfg.cache and not is_generated(data_cfg.source):
-        cached = sft_cache.load(Path(data_cfg.source), tokenizer, mode, style, data_cfg.size, data_cfg.sft_turns,
-                                cache_fallback)
+        cached = sft_cache.load(Path(data_cfg.source), tokenizer, mode, style, data_cfg, cache_fallback)
     if cached is not None:
         rows, manifest = cached
         out = _cached_rows(data_cfg, max_prompt_tokens, manifest, rows.prompt_lens[:, None], rows)
+        out.dropped_other_mode = sum(part["other_mode"] for part in manifest["parts"])
         _report(data_cfg, out, max_prompt_tokens)
         return out
     out, bad = PromptList(), []
@@ -228,6 +231,9 @@ def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: i
     check_bad_rows(data_cfg, len(bad), bad[0][1] if bad else None)
     out.bad_rows = len(bad)
     for messages, tools in items:
+        if data_cfg.keep_mode and answer_mode(messages, mode) != data_cfg.keep_mode:
+            out.dropped_other_mode += 1
+            continue
         segments = sft_segments(messages, tools, mode, style, data_cfg.sft_turns)
         prompt_ids = _encode(tokenizer, segments[0])
         if _fits(out, [len(prompt_ids)], data_cfg.min_prompt_tokens, max_prompt_tokens):
@@ -276,11 +282,15 @@ def _report(data_cfg: Data, out, limit: int, no_context: int = 0) -> None:
     """Log what a loader dropped and why; DataError when nothing is left. ``no_context``: SWE rows whose §4.7.1
     prompt fits no context (prompt sets only)."""
     source, kept, floor = data_cfg.source, len(out), data_cfg.min_prompt_tokens
-    total = kept + out.dropped_too_long + out.dropped_too_short + no_context
+    other_mode = getattr(out, "dropped_other_mode", 0)
+    total = kept + out.dropped_too_long + out.dropped_too_short + no_context + other_mode
+    if other_mode:
+        log.info("%s: left out %d of %d rows answered in another mode than data.keep_mode=%s", source,
+                 other_mode, total, data_cfg.keep_mode)
     if no_context:
-        log.warning("%s: dropped %d of %d SWE rows whose ground-truth files and %d localized file(s) do not fit %d "
-                    "tokens in %d files (§4.7.1)", source, no_context, total,
-                    data_cfg.swe_min_noisy_files, limit, data_cfg.swe_max_files)
+        log.warning("%s: dropped %d of %d SWE rows whose ground-truth files alone do not fit %d "
+                    "tokens in %d files (§4.7.1)", source, no_context, total, limit,
+                    data_cfg.swe_max_files)
     if out.dropped_too_long:
         log.warning("%s: dropped %d of %d rows whose prompt exceeds %d tokens", source, out.dropped_too_long,
                     total, limit)
@@ -292,8 +302,9 @@ def _report(data_cfg: Data, out, limit: int, no_context: int = 0) -> None:
             raise DataError(f"{source}: no rows (an empty file or data set)")
         short = f", {out.dropped_too_short} shorter than data.min_prompt_tokens={floor}" if floor else ""
         skipped = f"; {out.bad_rows} bad rows skipped" if out.bad_rows else ""
-        context = (f", {no_context} fitting no ground truth + {data_cfg.swe_min_noisy_files} localized "
-                   f"file(s) in data.swe_max_files={data_cfg.swe_max_files}" if no_context else "")
+        skipped += f"; {other_mode} not in data.keep_mode={data_cfg.keep_mode}" if other_mode else ""
+        context = (f", {no_context} whose ground truth alone fits no prompt in data.swe_max_files="
+                   f"{data_cfg.swe_max_files}" if no_context else "")
         raise DataError(f"{source}: no usable rows ({out.dropped_too_long} longer than max_prompt_tokens={limit}"
                         f"{short}{context}{skipped})")
 

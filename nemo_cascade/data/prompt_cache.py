@@ -54,8 +54,8 @@ log = logging.getLogger(__name__)
 
 READ_AT_LOAD = ("max_bad_rows", "min_prompt_tokens", "repeat", "cache")
 """``Data`` fields applied when an entry is loaded (or not about tokens at all): not part of the key."""
-SWE_ONLY = ("seed", "swe_max_files", "swe_min_noisy_files")
-"""``Data`` fields that change the tokens of SWE rows only (the §4.7.1 prompt's noisy files)."""
+SWE_ONLY = ("seed", "swe_max_files", "swe_min_noisy_files", "swe_truth_only_share")
+"""``Data`` fields that change the tokens of SWE rows only (the §4.7.1 prompt's variant, files)."""
 
 
 class Uncacheable(ValueError):
@@ -88,7 +88,8 @@ def swe_budget(data_cfg: Data, tokenizer, modes: tuple[str, ...], style: str, li
         messages = [{"role": "user", "content": text}]
         return max(len(encode(tokenizer, render(messages, m, style))) for m in modes)
 
-    return PromptBudget(limit, count_tokens, data_cfg.seed, data_cfg.swe_max_files, data_cfg.swe_min_noisy_files)
+    return PromptBudget(limit, count_tokens, data_cfg.seed, data_cfg.swe_max_files,
+                        data_cfg.swe_min_noisy_files, data_cfg.swe_truth_only_share)
 
 
 def prompt_item(domain: str, row: dict, where: str, data_cfg: Data, validate_label: Optional[Callable[[Any], None]],

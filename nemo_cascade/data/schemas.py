@@ -31,8 +31,9 @@ import either way would be a cycle).
 A row already in the project's own shape (``label`` present) passes through unchanged. A row that fits no
 schema raises :class:`SchemaError` (one line naming ``where`` and the field expected); the loader counts and
 reports such rows (``Data.max_bad_rows``) instead of failing on the first one when the user allows it.
-An SWE row whose §4.7.1 prompt fits nothing comes back as ``(None, None)``: not a bad row, a dropped one (the
-loader counts it in ``PromptList.dropped_no_context``).
+An SWE row whose §4.7.1 prompt fits nothing (its ground truth alone is too long) comes back as
+``(None, None)``: not a bad row, a dropped one (the loader counts it in
+``PromptList.dropped_no_context``).
 """
 from __future__ import annotations
 
@@ -301,7 +302,7 @@ def adapt_swe(row: dict, where: str, budget: Optional[PromptBudget] = None) -> t
         instance = row.get("instance_id", where)
         built = build_repair_prompt(statement, files, _swe_candidates(row["candidate_files"], where), budget.limit,
                                     budget.count_tokens, budget.rng(str(instance)), budget.max_files,
-                                    budget.min_noisy_files)
+                                    budget.min_noisy_files, budget.truth_only_share)
         if built is None:
             return None, None
         messages, files = [{"role": "user", "content": built.text}], built.files

@@ -42,10 +42,11 @@ from typing import BinaryIO, Callable, Iterable, Optional
 import numpy as np
 
 from .. import ranks
+from ..config import Data
 from ..files import file_sha256, read_json, write_text_atomically
 from .chat import JINJA_TEMPLATES
 from .rows import DataError, Share, share_count
-from .sft_rows import parse_sft_row, sft_segments
+from .sft_rows import answer_mode, parse_sft_row, sft_segments
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class TokenizedSFT(Sequence):
     (:func:`~.sft_rows.sft_segments`: ``(prompt_ids, response_ids)`` for one learned turn, context and learned
     segments alternating for more). Carries the loader's counts like ``PromptList``."""
 
-    dropped_too_long = dropped_too_short = bad_rows = 0
+    dropped_too_long = dropped_too_short = bad_rows = dropped_other_mode = 0
 
     def __init__(self, parts: list[tuple[np.ndarray, ...]], keep: Optional[np.ndarray] = None):
         self._parts = parts
@@ -153,10 +154,10 @@ def entry_key(source_sha: str, tokenizer, settings: dict) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
-def sft_settings(mode: str, style: str, size: int, turns: str) -> dict:
+def sft_settings(mode: str, style: str, size: int, turns: str, keep_mode: str) -> dict:
     """What decides an SFT entry's tokens besides the file and the tokenizer."""
     return {"kind": "sft", "template": JINJA_TEMPLATES[style], "style": style, "mode": mode, "size": size,
-            "turns": turns}
+            "turns": turns, "keep_mode": keep_mode}
 
 
 # ------------------------------------------------------------------------------------------ build
@@ -179,19 +180,25 @@ def tokenize_rows(share: Share, out: Path, progress: bool, items: Iterable,
 
 
 def tokenize_share(share: Share, tokenizer, mode: str, style: str, turns: str, out: Path,
-                   progress: bool = False) -> dict:
+                   progress: bool = False, keep_mode: str = "") -> dict:
     """Tokenize one share into ``out/part-K.*``; returns the part's summary (rows, tokens, bad rows and the
-    first bad row's one-line message). A row's tokens are its segments back to back; ``prompt_lens`` holds
+    first bad row's one-line message, rows left out by ``keep_mode``: ``other_mode``). A row's tokens are its segments back to back; ``prompt_lens`` holds
     where its first learned segment begins, ``bounds`` (rows listed by ``bound_offsets``) where its later
     segments begin, for rows of several learned turns."""
     k = share.index
     offsets, plens = array.array("q", [0]), array.array("i")
     bounds, bound_offsets = array.array("i"), array.array("q", [0])
     bad: list[tuple[int, str]] = []
+    other_mode = 0
 
     def texts(line: int, row: dict) -> Optional[list[str]]:
+        nonlocal other_mode
         try:
-            return sft_segments(*parse_sft_row(row, _PLACE), mode, style, turns)
+            messages, tools = parse_sft_row(row, _PLACE)
+            if keep_mode and answer_mode(messages, mode) != keep_mode:
+                other_mode += 1
+                return None
+            return sft_segments(messages, tools, mode, style, turns)
         except ValueError as e:  # the row's shape, or a mode/template error from render
             msg = str(e)
             where = share.where(line)
@@ -216,7 +223,7 @@ def tokenize_share(share: Share, tokenizer, mode: str, style: str, turns: str, o
     np.save(out / f"part-{k}.bound_offsets.npy", np.frombuffer(bound_offsets, dtype=np.int64))
     bad.sort()
     return {"part": k, "rows": len(plens), "tokens": offsets[-1], "bad_rows": len(bad),
-            "first_bad": bad[0][1] if bad else None}
+            "first_bad": bad[0][1] if bad else None, "other_mode": other_mode}
 
 
 def _publish(tmp: Path, entry: Path, manifest: dict) -> None:
@@ -277,14 +284,16 @@ def open_entry(entry: Path) -> tuple[TokenizedSFT, dict]:
     return TokenizedSFT(parts), manifest
 
 
-def load(path: Path, tokenizer, mode: str, style: str, size: int, turns: str, fallback: Optional[Path]
+def load(path: Path, tokenizer, mode: str, style: str, data: Data, fallback: Optional[Path]
          ) -> Optional[tuple[TokenizedSFT, dict]]:
-    """Every row of ``path`` tokenized (all rows, no length filter) and the manifest, from the cache or built
-    into it now (collective: every rank calls it). None when there is nowhere to store a cache."""
+    """Every row of ``path`` tokenized (all rows in ``data.keep_mode``, no length filter) and the manifest, from
+    the cache or built into it now (collective: every rank calls it). None when there is nowhere to store a
+    cache."""
     def tokenize(share: Share, out: Path, progress: bool) -> dict:
-        return tokenize_share(share, tokenizer, mode, style, turns, out, progress)
+        return tokenize_share(share, tokenizer, mode, style, data.sft_turns, out, progress, data.keep_mode)
 
-    entry = cached_entry(path, tokenizer, sft_settings(mode, style, size, turns), size, fallback, tokenize)
+    settings = sft_settings(mode, style, data.size, data.sft_turns, data.keep_mode)
+    entry = cached_entry(path, tokenizer, settings, data.size, fallback, tokenize)
     return None if entry is None else open_entry(entry)
 
 

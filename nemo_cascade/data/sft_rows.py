@@ -99,6 +99,13 @@ def parse_sft_row(row: dict, where: str) -> tuple[list[dict], Optional[list]]:
     raise RowShapeError(f"{where}: expected field 'response' or 'messages' ending with an assistant turn")
 
 
+def answer_mode(messages: list[dict], mode: str) -> str:
+    """The mode a row's learned answer is in: the ``mode`` key of the user turn it answers, else ``mode``
+    (the stage's)."""
+    asked = next((m for m in reversed(messages) if m["role"] == "user"), {})
+    return asked.get("mode", mode)
+
+
 def sft_segments(messages: list[dict], tools: Optional[list], mode: str, style: str,
                  turns: str = "all") -> list[str]:
     """One SFT example's text as segments that alternate context and learned text, starting with context:
@@ -128,4 +135,4 @@ def sft_segments(messages: list[dict], tools: Optional[list], mode: str, style: 
     return segments
 
 
-__all__ = ["RowShapeError", "conversation", "tools_of", "parse_sft_row", "sft_segments"]
+__all__ = ["RowShapeError", "conversation", "tools_of", "parse_sft_row", "sft_segments", "answer_mode"]

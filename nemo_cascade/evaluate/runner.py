@@ -77,7 +77,8 @@ class EvalSettings:
     """The served Bradley–Terry reward model for the RLHF suite (rewards/remote.py)."""
     judge_url: str = ""
     """SWE: a served judge for Eq. 2's partial-credit grade; empty = lexical grade. The suite's headline
-    metric (equal to the golden change) does not depend on it."""
+    metric (equal to the golden change) does not depend on it. ArenaHard: the pairwise judge
+    (required)."""
     answer_pattern: Optional[str] = None
     """Math suites: where the final answer is (``config.Reward.answer_pattern``): None = the last
     ``\\boxed{}`` as in training (§4.5); ``answer_is`` ("the answer is 42"), ``gsm8k`` ("#### 42") or a regex
@@ -386,6 +387,8 @@ def run_suite(engine, prep: Prepared, settings: EvalSettings, progress=None, sho
                               engine_yarn_factor=float(engine.yarn_factor)))
     data = {"path": str(prep.data_path), "sha256": file_sha256(prep.data_path), "items": len(prep.items),
             "limit": settings.limit}
+    if prep.suite.data_version:  # the benchmark's release / subset / date window
+        data["version"] = prep.suite.data_version
     keep = progress.chunks(prep.suite.name, {"decoding": decoding, "data": data, "reward": asdict(reward_settings),
                                              "chunk_items": settings.chunk_items}) if progress is not None else None
     mine = ranks.my_share(list(range(len(prep.items))))

@@ -22,6 +22,10 @@ answer within \\boxed{}." (the math reward reads the last ``\\boxed{}``, §4.5),
 ``data.math_prompt.math_prompt`` as the training rows are (``Data.math_instruction``'s default); code suites ask for a
 self-contained script in a fenced block (the code reward runs the last Python block, §4.6); SWE uses the
 Agentless repair prompt (:mod:`.swe_tasks`); IFEval / IFBench / RLHF prompts are the dataset's own text.
+
+``SUITES`` (``all``) are the suites whose data ships in ``data/``; the paper's LiveCodeBench
+v5/v6, GPQA-Diamond, MMLU-Pro and ArenaHard (:mod:`.paper_benchmarks`) are downloaded by
+``nemo-cascade data prepare-eval`` and asked for by name.
 """
 from __future__ import annotations
 
@@ -97,6 +101,12 @@ class Suite:
     max_input_tokens: int = 0
     """The longest prompt generated (App. B: SWE-bench input 32K for the 8B, 64K for the 14B); a longer one
     scores 0 and is counted as ``too_long``. 0 = only the engine's context limits it."""
+    data_version: str = ""
+    """Which release / subset / date window of the benchmark the items are (eval.json
+    ``data.version``)."""
+    get_data: str = ""
+    """The command that downloads the data file when it is not shipped (named when it is
+    missing)."""
 
 
 # ------------------------------------------------------------------------------------------ reading files
@@ -311,6 +321,16 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
 )}
 """Every benchmark by name (``nemo-cascade eval --suite NAME``; ``all`` means these)."""
 
+
+def prepared_suites() -> dict[str, Suite]:
+    """The paper's benchmarks whose data is downloaded, not shipped (LiveCodeBench, GPQA-Diamond,
+    MMLU-Pro, ArenaHard: :mod:`.paper_benchmarks`, imported when asked, as it builds on this
+    module): by name, not in ``all``, listed after ``SUITES``."""
+    from .paper_benchmarks import PREPARED_SUITES
+
+    return PREPARED_SUITES
+
+
 REGISTERED_SUITES: dict[str, Suite] = {}
 """Suites added by :func:`register_suite` (the tiny cascade's, registered by ``nemo_cascade.tooling.demo_data``):
 by name only, not in ``all``; listed after ``SUITES`` in registration order."""
@@ -319,23 +339,26 @@ by name only, not in ``all``; listed after ``SUITES`` in registration order."""
 def register_suite(suite: Suite) -> None:
     """Make ``suite`` known by name (``--suite NAME``, a gate's suites). Registering the same suite again is a
     no-op; another suite under a taken name is a ValueError (its scores would depend on import order)."""
-    if suite.name in SUITES or REGISTERED_SUITES.get(suite.name, suite) is not suite:
+    taken = suite.name in SUITES or suite.name in prepared_suites()
+    if taken or REGISTERED_SUITES.get(suite.name, suite) is not suite:
         raise ValueError(f"suite {suite.name!r} is already registered")
     REGISTERED_SUITES[suite.name] = suite
 
 
 def get_suite(name: str) -> Suite:
-    if name not in SUITES and name not in REGISTERED_SUITES:
-        known = sorted(SUITES) + sorted(REGISTERED_SUITES)
-        raise EvalError(f"--suite {name}: unknown suite; expected one of {known} (or 'all')")
-    return SUITES.get(name) or REGISTERED_SUITES[name]
+    known = {**SUITES, **prepared_suites(), **REGISTERED_SUITES}
+    if name not in known:
+        names = sorted(SUITES) + sorted(prepared_suites()) + sorted(REGISTERED_SUITES)
+        raise EvalError(f"--suite {name}: unknown suite; expected one of {names} (or 'all')")
+    return known[name]
 
 
 def help_lines() -> list[str]:
-    """One line per known suite (``SUITES``, then ``REGISTERED_SUITES``) for ``nemo-cascade eval --help``: name,
-    description, and the defaults a run gets (mode, K, response budget, YaRN, input limit)."""
+    """One line per known suite (``SUITES``, the prepared ones, then ``REGISTERED_SUITES``) for
+    ``nemo-cascade eval --help``: name, description, and the defaults a run gets (mode, K, response
+    budget, YaRN, input limit)."""
     lines = []
-    for suite in (*SUITES.values(), *REGISTERED_SUITES.values()):
+    for suite in (*SUITES.values(), *prepared_suites().values(), *REGISTERED_SUITES.values()):
         extra = f", input <= {suite.max_input_tokens}" if suite.max_input_tokens else ""
         yarn = f"YaRN x{suite.yarn_factor:g}" if suite.yarn_factor > 1 else "no YaRN"
         lines.append(f"{suite.name}: {suite.description} [{suite.mode}, K={suite.samples}, "
@@ -355,9 +378,11 @@ def suite_names(spec: str) -> list[str]:
 
 def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tuple[list[Item], Path]:
     """The suite's items (the first ``limit`` if > 0) and the file they came from."""
-    path = Path(path) if path else suite.default_data()
+    given = Path(path) if path else None
+    path = given or suite.default_data()
     if not path.is_file():
-        raise EvalError(f"suite {suite.name}: data file not found: {path}")
+        fetch = f" (download it: {suite.get_data})" if suite.get_data and given is None else ""
+        raise EvalError(f"suite {suite.name}: data file not found: {path}{fetch}")
     items = suite.load(path)
     if not items:
         raise EvalError(f"suite {suite.name}: no items in {path}")
@@ -365,6 +390,7 @@ def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tup
 
 
 __all__ = ["Item", "Suite", "SUITES", "REGISTERED_SUITES", "register_suite", "gsm8k_final_answer", "YARN_FACTOR",
+           "prepared_suites",
            "SWE_INPUT_TOKENS", "help_lines", "load_rows",
            "EvalError", "get_suite", "suite_names", "load_items",
            "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]

@@ -31,8 +31,10 @@ Label shapes (docs/rewards.md), both with an optional ``"time_limit"`` in second
   first failure; ``time_limit`` bounds the whole run, as for the function-call labels. Comparison, as APPS's
   harness does it: tuples count as lists (JSON has no tuples), and the return value must equal the expected
   value, or its first element when the expected value is a non-empty list (TACO/APPS wrap a single return
-  value in a list); numbers compare like stdout tokens (:func:`outputs_match`: integers exactly, floats within
-  1e-6), and ``True`` is not ``1``. Only plain JSON-like values count (``int``, ``float``, ``str``, ``bool``,
+  value in a list; a label's ``"wrapped_single": false`` turns that off: LiveCodeBench
+  compares exactly); numbers compare like stdout tokens (:func:`outputs_match`: integers
+  exactly, floats within 1e-6), and ``True`` is not ``1``. Only plain JSON-like values count
+  (``int``, ``float``, ``str``, ``bool``,
   ``None``, ``list``, ``tuple``, ``dict`` exactly): an object whose ``__eq__`` says yes to everything scores 0.
   Passing also needs the random token, as above.
 
@@ -200,6 +202,9 @@ def _validate_calls(label: dict) -> None:
         raise ValueError(f"code label: 'fn_name' must be a Python identifier, got {fn!r:.80}")
     if cls is not None and not (isinstance(cls, str) and cls.isidentifier()):
         raise ValueError(f"code label: 'class_name' must be a Python identifier or null, got {cls!r:.80}")
+    if not isinstance(label.get("wrapped_single", True), bool):
+        raise ValueError("code label: 'wrapped_single' must be true or false, got "
+                         f"{label['wrapped_single']!r:.40}")
     if not isinstance(tests, list) or not tests:
         raise ValueError("code label: 'call_tests' must be a non-empty list of {'args': list, 'output': value}")
     for i, test in enumerate(tests):
@@ -214,6 +219,7 @@ _tests = json.loads(%(tests)r)
 _type, _len, _isinstance, _zip, _float, _abs, _isfinite = type, len, isinstance, zip, float, abs, math.isfinite
 _PLAIN = (int, float, str, bool, type(None), list, tuple, dict)
 _TOL = %(tolerance)r
+_UNWRAP = %(wrapped_single)r
 
 
 def _plain(v):  # only JSON-like values: no object with its own __eq__
@@ -249,7 +255,8 @@ _fn = getattr(_ns[_cls](), %(fn_name)r) if _cls else _ns[%(fn_name)r]
 for _test in _tests:
     _got, _want = _fn(*_test["args"]), _test["output"]
     if not (_plain(_got) and (_same(_got, _want)
-                              or (_type(_want) is list and _want and _same(_got, _want[0])))):
+                              or (_UNWRAP and _type(_want) is list and _want
+                                  and _same(_got, _want[0])))):
         os._exit(3)
 sys.stdout.flush()
 os.write(1, ("\\n" + _token + "\\n").encode())
@@ -262,7 +269,8 @@ decoded and the helpers bound before the program runs, so rebinding builtins or 
 def _passes_calls(program: str, label: dict, time_limit: float, unsafe: bool) -> bool:
     harness = _CALL_HARNESS % {"program": program, "tests": json.dumps(label["call_tests"]),
                                "fn_name": label["fn_name"], "class_name": label.get("class_name"),
-                               "tolerance": FLOAT_TOLERANCE}
+                               "tolerance": FLOAT_TOLERANCE,
+                               "wrapped_single": label.get("wrapped_single", True)}
     return _prints_token(harness, time_limit, unsafe)
 
 

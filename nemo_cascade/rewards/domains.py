@@ -1,7 +1,8 @@
 """The registry of reward domains: ``DOMAINS[name]`` is that domain's :class:`~.reward_domain.RewardDomain`.
 
-Each domain module defines its own entry (``DOMAIN``, at the end of ``math.py``, ``code.py``, ``rlhf.py``, and in
-``ifeval/domain.py``, ``swe/domain.py``); this module only collects them. Import direction: the domain modules
+Each domain module defines its own entry (``DOMAIN``, at the end of ``math.py``, ``code.py``,
+``rlhf.py``, ``mcq.py``, ``arena.py``, and in ``ifeval/domain.py``, ``swe/domain.py``); this
+module only collects them. Import direction: the domain modules
 import their row adapters from ``data.schemas`` (rewards already reads ``data``: chat templates, RM renderings);
 ``data.schemas.adapt`` finds a domain's adapter here only when called, so importing either package first works.
 ``config.REWARD_DOMAINS`` lists the same names for config validation (config sits below rewards and cannot
@@ -9,14 +10,15 @@ import this); tests/unit/test_reward_domain_registry.py fails when the two diffe
 """
 from __future__ import annotations
 
-from . import code, math, rlhf
+from . import arena, code, math, mcq, rlhf
 from .ifeval import domain as ifeval
 from .reward_domain import RewardDomain
 from .swe import domain as swe
 
 DOMAINS: dict[str, RewardDomain] = {d.name: d for d in (math.DOMAIN, ifeval.DOMAIN, code.DOMAIN, swe.DOMAIN,
-                                                        rlhf.DOMAIN)}
-"""Every reward domain by name, in the cascade's order of first use."""
+                                                        rlhf.DOMAIN, mcq.DOMAIN, arena.DOMAIN)}
+"""Every reward domain by name, in the cascade's order of first use; then the evaluation ones
+(multiple choice, ArenaHard's judge), which a stage may also train with."""
 
 
 def register(domain: RewardDomain) -> RewardDomain:

@@ -60,8 +60,10 @@ def _suites_epilog() -> str:
     registered."""
     from nemo_cascade.evaluate.suites import help_lines
 
-    return ("suites ('all' = every one but the tiny-*; the mode shown is the unified model's, T2: pass --mode "
-            "think for a thinking-only model, App. B):\n" + "\n".join(f"  {line}" for line in help_lines()))
+    return ("suites ('all' = those whose data ships in data/: not the tiny-* nor lcb-*, "
+            "gpqa-diamond, mmlu-pro, arena-hard, whose data `nemo-cascade data prepare-eval` "
+            "downloads; the mode shown is the unified model's, T2: pass --mode think for a "
+            "thinking-only model, App. B):\n" + "\n".join(f"  {line}" for line in help_lines()))
 
 
 def _add_eval_parser(sub) -> None:
@@ -90,7 +92,9 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--out", help="output folder (default: the stage directory, else runs/eval/<model>)")
     ev.add_argument("--reward-model-url", help="served reward model for the rlhf suite (vllm serve --runner pooling)")
     ev.add_argument("--reward-model", help="HF reward-model folder: serve it locally for the rlhf suite")
-    ev.add_argument("--judge-url", help="swe: served judge for Eq. 2's partial credit (default: lexical grade)")
+    ev.add_argument("--judge-url", help="swe: served judge for Eq. 2's partial credit (default: "
+                    "lexical grade); arena-hard: the pairwise judge, an OpenAI-compatible chat "
+                    "server (required)")
     ev.add_argument("--answer-pattern", help="math suites: answer_is, gsm8k or a regex instead of the last "
                     "\\boxed{} (the training reward's rule)")
     ev.add_argument("--math-grader", default="math_verify", choices=config.literal_values(config.Reward, "math_grader"),

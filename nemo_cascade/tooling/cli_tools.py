@@ -81,7 +81,11 @@ def add_convert_parser(sub) -> None:
 
 
 def cmd_data(args) -> int:
-    """``data prepare``: the recipes' data files from the released and public sets (nemo_cascade/prepare)."""
+    """``data prepare``: the recipes' data files from the released and public sets
+    (nemo_cascade/prepare); ``data prepare-eval``: the paper's benchmarks the repository does not
+    ship (prepare/benchmarks.py)."""
+    if args.action == "prepare-eval":
+        return _prepare_eval(args)
     from nemo_cascade.tooling.prepare import prepare_command, summary
 
     generator = None
@@ -95,25 +99,55 @@ def cmd_data(args) -> int:
                                       DEFAULT_PAIRS if args.synthetic_pairs is None else args.synthetic_pairs,
                                       args.generator_workers, args.generator_max_tokens)
     manifest, paths = prepare_command(args.stage, Path(args.out), source_dir=args.source_dir,
-                                      max_bad_rows=args.max_bad_rows, force=args.force, generator=generator)
+                                      max_bad_rows=args.max_bad_rows, force=args.force, generator=generator,
+                                      always_solved=args.drop_always_solved,
+                                      never_solved=args.drop_never_solved)
     print(summary(manifest, paths))
     print(f"wrote {Path(args.out) / 'manifest.json'}")
     return 0
+
+
+def _prepare_eval(args) -> int:
+    from nemo_cascade.tooling.prepare.benchmarks import prepare_benchmarks
+    from nemo_cascade.tooling.prepare.run import summary
+
+    manifest, paths = prepare_benchmarks(args.benchmark, Path(args.out),
+                                         source_dir=args.source_dir, max_bad_rows=args.max_bad_rows)
+    print(summary(manifest, paths))
+    print(f"wrote {Path(args.out) / 'manifest.json'}")
+    return 0
+
+
+def _prepare_parser(actions, action: str, what: str, helps: tuple[str, str, str]):
+    """A ``data`` action that writes files from Hub datasets: ``what`` to prepare, ``--out``,
+    ``--source-dir``, ``--max-bad-rows`` (``helps``: the action's, ``what``'s and ``--out``'s)."""
+    parser = actions.add_parser(action, help=helps[0])
+    parser.add_argument(what, help=helps[1])
+    parser.add_argument("--out", required=True, help=helps[2])
+    parser.add_argument("--source-dir", help="already downloaded datasets as DIR/ORG/NAME/... "
+                        "(huggingface-cli download ORG/NAME --repo-type dataset --local-dir "
+                        "DIR/ORG/NAME); default: download")
+    parser.add_argument("--max-bad-rows", type=int, default=0, help="skip and count up to N "
+                        "malformed source rows per file (default 0: the first one stops with its "
+                        "file and line)")
+    return parser
 
 
 def add_data_parser(sub) -> None:
     data = sub.add_parser("data", help="prepare the recipes' data files (data prepare)",
                           description="prepare the recipes' data files (docs/recipes.md \"Data\")")
     actions = data.add_subparsers(dest="action", required=True)
-    prep = actions.add_parser("prepare", help="download, convert, check and decontaminate a stage's files, with a "
-                              "manifest (sha256 per file); resumable")
-    prep.add_argument("stage", help="sft-stage-1, sft-stage-2, sft-swe, rlhf, rl-if, rl-math, rl-code, rl-swe, rm, "
-                      "a comma-separated list, or all")
-    prep.add_argument("--out", required=True, help="the data folder the recipes read ($NEMO_CASCADE_DATA)")
-    prep.add_argument("--source-dir", help="already downloaded datasets as DIR/ORG/NAME/... (huggingface-cli "
-                      "download ORG/NAME --repo-type dataset --local-dir DIR/ORG/NAME); default: download")
-    prep.add_argument("--max-bad-rows", type=int, default=0, help="skip and count up to N malformed source rows "
-                      "per file (default 0: the first one stops with its file and line)")
+    _prepare_parser(actions, "prepare-eval", "benchmark", (
+        "download and check the paper's benchmarks the repository does not ship "
+        "(docs/evaluation.md)",
+        "livecodebench, gpqa-diamond, mmlu-pro, arena-hard, a comma-separated list, or all",
+        "where the suites read them: data/benchmarks"))
+    prep = _prepare_parser(actions, "prepare", "stage", (
+        "download, convert, check and decontaminate a stage's files, with a manifest (sha256 per "
+        "file); resumable",
+        "sft-stage-1, sft-stage-2, sft-swe, rlhf, rl-if, rl-math, rl-code, rl-swe, rm, a "
+        "comma-separated list, or all",
+        "the data folder the recipes read ($NEMO_CASCADE_DATA)"))
     prep.add_argument("--force", action="store_true", help="write every file again, even those up to date")
     prep.add_argument("--generator-url", help="rm: an OpenAI-compatible server for the synthetic off-topic pairs "
                       "(paper App. C.1); without it the RM file holds the HelpSteer pairs only")
@@ -125,6 +159,13 @@ def add_data_parser(sub) -> None:
     prep.add_argument("--generator-workers", type=int, default=8, help="rm: pairs generated at a time (default 8)")
     prep.add_argument("--generator-max-tokens", type=int, default=4096,
                       help="rm: the longest generation the server is asked for (default 4096)")
+    prep.add_argument("--drop-always-solved", metavar="FILE",
+                      help="rl-code: pass rates of the weaker reference model (jsonl: prompt, "
+                      "solved, samples; §4.6.1: AceReason-Nemotron-7B, 8 samples); the problems it "
+                      "solved in every sample are left out")
+    prep.add_argument("--drop-never-solved", metavar="FILE",
+                      help="rl-code: pass rates of the stronger reference model (§4.6.1: "
+                      "DeepSeek-R1-0528); the problems it solved in no sample are left out")
 
 
 __all__ = ["cmd_convert", "cmd_data", "add_convert_parser", "add_data_parser"]

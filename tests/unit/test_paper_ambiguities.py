@@ -1,6 +1,6 @@
 """docs/recipes.md "Ambiguities, decided": every choice is one setting away from the other reading.
 
-Each row's last column names a recipe and one override; applied, the cascade still validates and the named value
+Each row's last column names a recipe and one override (two where a stage's length changes unit); applied, the cascade still validates and the named value
 changes — so the table cannot name a setting that does not exist or that the recipe already has.
 """
 import re
@@ -54,6 +54,7 @@ def test_the_section_lists_the_known_ambiguities():
 @pytest.mark.parametrize("question,recipe,override", ROWS, ids=[q[:40] for q, _, _ in ROWS])
 def test_the_other_reading_is_one_valid_override_away(question, recipe, override):
     cfg = load_recipe(str(ROOT / recipe))
-    path, value = override.split("=", 1)
-    changed = config.validate(apply_overrides(cfg, [override]))
+    overrides = override.split(" ")  # a length given in epochs instead of steps takes two
+    path, value = overrides[-1].split("=", 1)
+    changed = config.validate(apply_overrides(cfg, overrides))
     assert _value(changed, path) != _value(cfg, path), f"{question}: the recipe already has {override}"

@@ -219,8 +219,8 @@ SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
                 "overlap_param_gather collective_timeout_minutes",
     "Stage": "name kind domain data steps epochs mode actor rollout grpo reward length_curriculum sft_batch_size "
              "sft_max_tokens rm_batch_size rm_max_tokens extra_data boundary checkpoint_every evaluate released_after",
-    "Data": "source size split seed max_bad_rows min_prompt_tokens repeat sft_turns swe_max_files "
-            "swe_min_noisy_files domain allow_eval_instructions cache math_instruction",
+    "Data": "source size split seed max_bad_rows min_prompt_tokens repeat keep_mode sft_turns swe_max_files "
+            "swe_min_noisy_files swe_truth_only_share domain allow_eval_instructions cache math_instruction",
     "Actor": "lr min_lr lr_schedule warmup_steps lr_decay_steps weight_decay adam_beta1 adam_beta2 adam_eps "
              "clip_grad seed",
     "Rollout": "temperature top_p top_k max_prompt_tokens max_response_tokens stop kv_cache_gib "

@@ -1,6 +1,9 @@
-"""SWE RL repair prompts built as paper §4.7.1 builds them (nemo_cascade/data/swe_prompts.py): the ground-truth
-files plus localized noisy files up to the stage's prompt limit, at most 5 files, shuffled, an instance dropped
-when no noisy file fits — so the 8B's 16K → 24K input curriculum (T13, T20) changes what each instance shows.
+"""SWE RL repair prompts built as paper §4.7.1 builds them (nemo_cascade/data/swe_prompts.py): its
+two variants, the ground-truth files only and the ground truth plus localized noisy files up to the
+stage's prompt limit (at most 5 files, shuffled), one per instance drawn by instance and seed; an
+instance whose noisy files do not fit falls back to the ground truth alone, and is dropped only when
+that does not fit either — so the 8B's 16K → 24K input curriculum (T13, T20) changes what each
+noisy-variant instance shows.
 
 The pure builder is checked with characters as tokens; the loader path with the project's tiny tokenizer on
 rows made from SWE-bench Lite golden patches (tests/unit/swe_fixtures.py ``localized_rows``).
@@ -19,7 +22,7 @@ from nemo_cascade import config
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.data.schemas import SchemaError, adapt
-from nemo_cascade.data.swe_prompts import build_repair_prompt, render_repair_prompt
+from nemo_cascade.data.swe_prompts import PromptBudget, build_repair_prompt, render_repair_prompt
 from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 from nemo_cascade.rewards import VALIDATORS
 from nemo_cascade.rewards.swe import swe_reward
@@ -52,12 +55,17 @@ def limit_for(files: list[tuple[str, str]]) -> int:
     return len(render_repair_prompt(ISSUE, files))
 
 
+def with_noisy(*args, **kwargs):
+    """The builder with every instance drawn for the ground-truth-plus-noisy variant."""
+    return build_repair_prompt(*args, truth_only_share=0.0, **kwargs)
+
+
 # ------------------------------------------------------------------------------------------ the builder
 
 def test_ground_truth_then_noisy_files_in_rank_order_while_the_prompt_fits():
     candidates = noisy(6)
     budget = limit_for(list(TRUTH.items()) + candidates[:2]) + 5  # room for two noisy files, not three
-    built = build_repair_prompt(ISSUE, TRUTH, candidates, budget, chars, random.Random(0))
+    built = with_noisy(ISSUE, TRUTH, candidates, budget, chars, random.Random(0))
     assert set(built.files) == {"pkg/cache.py", "pkg/noise0.py", "pkg/noise1.py"} and built.noisy == 2
     assert len(built.text) <= budget
     assert set(shown_paths(built.text)) == set(built.files)
@@ -69,34 +77,74 @@ def test_ground_truth_then_noisy_files_in_rank_order_while_the_prompt_fits():
 def test_a_noisy_file_that_does_not_fit_is_skipped_for_the_next_one():
     big, small = ("pkg/big.py", "X = 1\n" * 400), noisy(1)[0]
     budget = limit_for(list(TRUTH.items()) + [small]) + 5
-    built = build_repair_prompt(ISSUE, TRUTH, [big, small], budget, chars, random.Random(0))
+    built = with_noisy(ISSUE, TRUTH, [big, small], budget, chars, random.Random(0))
     assert set(built.files) == {"pkg/cache.py", small[0]}
 
 
 def test_at_most_five_files_and_the_ground_truth_is_not_counted_twice():
     candidates = [("pkg/cache.py", "stale copy\n")] + noisy(8)
-    built = build_repair_prompt(ISSUE, TRUTH, candidates, None, chars, random.Random(0))
+    built = with_noisy(ISSUE, TRUTH, candidates, None, chars, random.Random(0))
     assert len(built.files) == 5 and built.noisy == 4
     assert built.files["pkg/cache.py"] == TRUTH["pkg/cache.py"]  # the ground truth, not the localizer's copy
     assert set(built.files) == {"pkg/cache.py", *(p for p, _ in noisy(4))}  # the four best-ranked noisy files
-    assert len(build_repair_prompt(ISSUE, TRUTH, noisy(8), None, chars, random.Random(0), max_files=3).files) == 3
+    three = with_noisy(ISSUE, TRUTH, noisy(8), None, chars, random.Random(0), max_files=3)
+    assert len(three.files) == 3
 
 
-def test_an_instance_is_dropped_when_no_noisy_file_fits():
+def test_an_instance_whose_noisy_files_do_not_fit_falls_back_to_its_ground_truth():
+    """Before: such an instance was dropped, and none was ever shown its ground truth alone."""
     truth_only = limit_for(list(TRUTH.items()))
-    assert build_repair_prompt(ISSUE, TRUTH, noisy(4), truth_only + 5, chars, random.Random(0)) is None
-    assert build_repair_prompt(ISSUE, TRUTH, [], None, chars, random.Random(0)) is None  # nothing localized
-    assert build_repair_prompt(ISSUE, TRUTH, noisy(4), truth_only - 1, chars, random.Random(0)) is None
+    for candidates, budget in ((noisy(4), truth_only + 5), ([], None)):  # none fits; none found
+        built = with_noisy(ISSUE, TRUTH, candidates, budget, chars, random.Random(0))
+        assert built.files == TRUTH and built.noisy == 0 and built.fell_back
+        assert shown_paths(built.text) == ["pkg/cache.py"]
     five = {f"pkg/t{i}.py": "T = 1\n" for i in range(5)}  # no room left for a noisy file
-    assert build_repair_prompt(ISSUE, five, noisy(4), None, chars, random.Random(0)) is None
-    # swe_min_noisy_files=0: the ground truth alone is a prompt (§4.7.1's variant (a))
-    alone = build_repair_prompt(ISSUE, TRUTH, noisy(4), truth_only + 5, chars, random.Random(0), min_noisy_files=0)
-    assert alone.files == TRUTH and alone.noisy == 0
+    built = with_noisy(ISSUE, five, noisy(4), None, chars, random.Random(0))
+    assert built.files.keys() == five.keys() and built.fell_back
+    two = with_noisy(ISSUE, TRUTH, noisy(1), None, chars, random.Random(0), min_noisy_files=2)
+    assert two.files == TRUTH and two.fell_back  # fewer noisy files than swe_min_noisy_files
+
+
+def test_an_instance_is_dropped_only_when_its_ground_truth_alone_does_not_fit():
+    truth_only = limit_for(list(TRUTH.items()))
+    for share in (0.0, 1.0):
+        assert build_repair_prompt(ISSUE, TRUTH, noisy(4), truth_only - 1, chars, random.Random(0),
+                                   truth_only_share=share) is None
+    six = {f"pkg/t{i}.py": "T = 1\n" for i in range(6)}  # more ground truth than a prompt shows
+    assert build_repair_prompt(ISSUE, six, [], None, chars, random.Random(0)) is None
+
+
+def test_the_ground_truth_only_variant_shows_no_noisy_file_even_when_they_fit():
+    built = build_repair_prompt(ISSUE, TRUTH, noisy(4), None, chars, random.Random(0),
+                                truth_only_share=1.0)
+    assert built.files == TRUTH and built.noisy == 0 and not built.fell_back
+    assert shown_paths(built.text) == ["pkg/cache.py"] and "return CACHE[key]" in built.text
+
+
+def test_the_variant_is_drawn_per_instance_and_seed_whatever_the_limit():
+    """Data.swe_truth_only_share of the instances (default 0.5) get the ground truth alone; an
+    instance keeps its variant at every prompt limit (the 8B's 16K and 24K stages) and load."""
+    def variants(seed: int, budget=None, share=0.5):
+        out = []
+        for i in range(400):
+            rng = random.Random(f"swe-prompt:{seed}:inst-{i}")
+            built = build_repair_prompt(ISSUE, TRUTH, noisy(4), budget, chars, rng,
+                                        truth_only_share=share)
+            out.append(built.noisy == 0)
+        return out
+
+    drawn = variants(0)
+    assert 0.42 < sum(drawn) / len(drawn) < 0.58
+    assert variants(0) == drawn and variants(1) != drawn
+    one_fits = limit_for(list(TRUTH.items()) + noisy(1)) + 5
+    assert variants(0, budget=one_fits) == drawn
+    assert 0.15 < sum(variants(0, share=0.25)) / 400 < 0.35
+    assert not any(variants(0, share=0.0)) and all(variants(0, share=1.0))
 
 
 def test_the_order_is_shuffled_and_fixed_by_the_seed():
     def order(seed):
-        built = build_repair_prompt(ISSUE, TRUTH, noisy(4), None, chars, random.Random(seed))
+        built = with_noisy(ISSUE, TRUTH, noisy(4), None, chars, random.Random(seed))
         return shown_paths(built.text)
 
     assert order(3) == order(3)  # the same instance and seed: the same prompt (a resumed run rebuilds it)
@@ -111,8 +159,7 @@ def test_every_prompt_respects_the_budget_after_shuffling():
         candidates = noisy(8, size=rng.randrange(50, 400))
         budget = rng.randrange(limit_for(list(TRUTH.items())), limit_for(list(TRUTH.items()) + candidates))
         built = build_repair_prompt(ISSUE, TRUTH, candidates, budget, chars, random.Random(seed))
-        assert built is None or (len(built.text) <= budget and "pkg/cache.py" in built.files
-                                 and len(built.files) <= 5)
+        assert len(built.text) <= budget and "pkg/cache.py" in built.files and len(built.files) <= 5
 
 
 # ------------------------------------------------------------------------------------------ row schema
@@ -124,7 +171,7 @@ def row(**fields) -> dict:
 
 
 def test_a_row_with_candidate_files_gets_the_built_prompt_and_its_files_in_the_label():
-    messages, label = adapt("swe", row(), "swe:1")
+    messages, label = adapt("swe", row(), "swe:1", PromptBudget(None, len, truth_only_share=0.0))
     [turn] = messages
     assert shown_paths(turn["content"]) == list(label["files"]) and len(label["files"]) == 5
     assert label["golden_patch"] == PATCH and label["problem_statement"] == ISSUE
@@ -133,7 +180,8 @@ def test_a_row_with_candidate_files_gets_the_built_prompt_and_its_files_in_the_l
              ">>>>>>> REPLACE\n"
     assert swe_reward(answer, label) == 1.0
     as_json = row(candidate_files=json.dumps(row()["candidate_files"]), golden_files=json.dumps(TRUTH))
-    assert adapt("swe", as_json, "swe:2") == (messages, label)
+    noisy_only = PromptBudget(None, len, truth_only_share=0.0)
+    assert adapt("swe", as_json, "swe:2", noisy_only) == (messages, label)
 
 
 def test_a_row_with_files_and_no_prompt_shows_its_files():
@@ -187,7 +235,8 @@ def test_the_stage_limit_decides_each_instance_context(rows_file, tok):
     """T13/T20: the 8B's SWE RL runs at 16K input, then 24K: the same rows load with more localized context in the
     second part; every prompt (templated, as the engine sees it) stays within its stage's limit."""
     path, rows = rows_file
-    short, long = _load(path, tok, 16 * K, min_prompt_tokens=8 * K), _load(path, tok, 24 * K, min_prompt_tokens=8 * K)
+    noisy_only = dict(min_prompt_tokens=8 * K, swe_truth_only_share=0.0)
+    short, long = _load(path, tok, 16 * K, **noisy_only), _load(path, tok, 24 * K, **noisy_only)
     assert [p.uid for p in short] == [p.uid for p in long] and len(short) == 4
     grew = 0
     for a, b in zip(short, long):
@@ -202,32 +251,58 @@ def test_the_stage_limit_decides_each_instance_context(rows_file, tok):
         assert shown(b) >= shown(a)
         grew += a.prompt_tokens != b.prompt_tokens
     assert grew >= 3  # the longer limit showed more code for (nearly) every instance
-    again = _load(path, tok, 16 * K, min_prompt_tokens=8 * K)
+    again = _load(path, tok, 16 * K, **noisy_only)
     assert [p.prompt_tokens for p in again] == [p.prompt_tokens for p in short]  # rebuilt identically
-    reseeded = _load(path, tok, 16 * K, min_prompt_tokens=8 * K, seed=1)
+    reseeded = _load(path, tok, 16 * K, **noisy_only, seed=1)
     assert [p.prompt_tokens for p in reseeded] != [p.prompt_tokens for p in short]  # Data.seed: another shuffle
 
 
-def test_rows_that_fit_no_noisy_file_are_dropped_and_counted(rows_file, tok, caplog):
+def _tokens(tok, issue: str, files) -> int:
+    text = render([{"role": "user", "content": render_repair_prompt(issue, files)}], "think")
+    return len(tok.encode(text, add_special_tokens=False))
+
+
+def test_rows_fall_back_to_their_ground_truth_and_drop_only_when_it_does_not_fit(rows_file, tok,
+                                                                                  caplog):
+    """Before: a row whose noisy files did not fit was dropped; none showed its ground truth."""
+    path, rows = rows_file
+    truth, one_noisy = {}, {}
+    for u, r in rows.items():
+        golden, issue = list(r["golden_files"].items()), r["problem_statement"]
+        truth[u] = _tokens(tok, issue, golden)
+        one_noisy[u] = min(_tokens(tok, issue, [*golden, (c["path"], c["content"])])
+                           for c in r["candidate_files"])
+    limit = max(truth.values())  # every ground truth fits; not every noisy file next to it
+    assert any(one_noisy[u] > limit for u in rows) and any(one_noisy[u] <= limit for u in rows)
+    prompts = _load(path, tok, limit, swe_truth_only_share=0.0)
+    assert len(prompts) == 4 and prompts.dropped_no_context == 0
+    for p in prompts:
+        golden = set(rows[p.uid]["golden_files"])
+        assert (set(p.label["files"]) == golden) == (one_noisy[p.uid] > limit)  # fell back
+        assert shown_paths(tok.decode(p.prompt_tokens)) == list(p.label["files"])
+    cut = sorted(truth.values())[1]  # two rows' ground truth fits, two rows' does not
+    fewer = _load(path, tok, cut, swe_truth_only_share=0.0)
+    assert len(fewer) == 2 and fewer.dropped_no_context == 2 and fewer.dropped_too_long == 0
+    assert "dropped 2 of 4 SWE rows whose ground-truth files alone do not fit" in caplog.text
+    with pytest.raises(DataError, match=r"no usable rows \(0 longer than max_prompt_tokens=300, 4 "
+                                        r"whose ground truth alone fits no prompt in "
+                                        r"data.swe_max_files=5\)"):
+        _load(path, tok, 300)
+
+
+def test_each_instance_keeps_its_variant_at_every_limit(rows_file, tok):
+    """data.swe_truth_only_share (default 0.5): the instances drawn for the ground truth alone show
+    it at 16K and at 24K; the others show noisy files at both (every noisy file here fits 16K)."""
     path, rows = rows_file
 
-    def tokens(issue, files):
-        text = render([{"role": "user", "content": render_repair_prompt(issue, files)}], "think")
-        return len(tok.encode(text, add_special_tokens=False))
+    def truth_only(limit: int, **data) -> set:
+        prompts = _load(path, tok, limit, **data)
+        return {p.uid for p in prompts if set(p.label["files"]) == set(rows[p.uid]["golden_files"])}
 
-    needs = sorted(min(tokens(r["problem_statement"], [*r["golden_files"].items(), (c["path"], c["content"])])
-                       for c in r["candidate_files"]) for r in rows.values())
-    assert needs[0] < needs[-1]
-    limit = needs[0]  # one noisy file fits next to the ground truth of some rows, not of the others
-    prompts = _load(path, tok, limit)
-    assert 1 <= len(prompts) < 4 and all(2 <= len(p.label["files"]) for p in prompts)
-    assert prompts.dropped_no_context == 4 - len(prompts) and prompts.dropped_too_long == 0
-    assert "do not fit" in caplog.text and "(§4.7.1)" in caplog.text
-    with pytest.raises(DataError, match=r"no usable rows \(0 longer than max_prompt_tokens=300, 4 fitting no ground "
-                                        r"truth \+ 1 localized file\(s\) in data.swe_max_files=5\)"):
-        _load(path, tok, 300)
-    kept = _load(path, tok, limit, swe_min_noisy_files=0)  # ground-truth-only prompts allowed (§4.7.1 variant (a))
-    assert len(kept) > len(prompts)
+    drawn = truth_only(16 * K)
+    assert 0 < len(drawn) < 4 and truth_only(24 * K) == drawn
+    assert truth_only(16 * K, seed=1) != drawn  # another data seed, another draw
+    assert truth_only(16 * K, swe_truth_only_share=1.0) == set(rows)
 
 
 @functools.lru_cache(maxsize=None)
@@ -246,6 +321,8 @@ def _instance(instance_id: str) -> fx.Instance:
     ("stages.math.data.swe_min_noisy_files=5", "stages.math.data.swe_min_noisy_files: expected 0 to swe_max_files "
                                                "- 1 = 4, got 5"),
     ("stages.math.data.swe_min_noisy_files=-1", "stages.math.data.swe_min_noisy_files: expected 0 to"),
+    ("stages.math.data.swe_truth_only_share=1.5",
+     "stages.math.data.swe_truth_only_share: expected a probability in [0, 1], got 1.5"),
     ("stages.math.reward.judge_reasoning_tokens=-1", "stages.math.reward.judge_reasoning_tokens: expected >= 0"),
 ])
 def test_bad_settings_name_the_field(override, message):
@@ -261,4 +338,5 @@ def test_bad_settings_name_the_field(override, message):
 
 def test_defaults_are_the_papers():
     assert (config.Data().swe_max_files, config.Data().swe_min_noisy_files) == (5, 1)  # §4.7.1
+    assert config.Data().swe_truth_only_share == 0.5  # §4.7.1: two variants, no ratio: even
     assert config.Reward().judge_reasoning_tokens == 0  # App. C.2: the judge answers <judgement>YES</judgement> at once

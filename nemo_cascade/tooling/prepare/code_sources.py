@@ -16,7 +16,9 @@ Call-based problems (tests naming ``fn_name``: LeetCode-style, the function is c
 with ``fn_name`` in ``input_output`` and the starter code in the question; the manifest counts them
 (``call_based``). §4.6.1's filters that need no model are applied: interactive problems are dropped
 (``interactive``), and so are problems without tests (``no_tests``). Its difficulty filter (problems 8/8 solved by
-AceReason-Nemotron-7B or 0/8 by R1-0528) needs those models' samples and is not done here.
+AceReason-Nemotron-7B or 0/8 by R1-0528) needs those models' samples: :mod:`.difficulty` applies it
+from their recorded pass rates. A problem that is also an SFT prompt (TACO and APPS are SFT code
+sources, §3.3) is left out by :mod:`.disjoint`, which compares its :func:`statement`.
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ from nemo_cascade.tooling.prepare.sources import Drop
 
 _INTERACTIVE = re.compile(r"\binteractive (problem|task)\b|\binteraction protocol\b", re.I)
 _SECONDS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|second|seconds)?\s*$", re.I)
+_STARTER = "\n\nUse this starter code:\n```python\n"
+_REQUEST = f"\n\n{CODE_INSTRUCTION}"
 
 
 def _json(value: Any, name: str, where: str) -> Any:
@@ -107,15 +111,23 @@ def code_row(dataset: str):
                 raise SchemaError(f"{where}: fn_name must be a Python identifier, got {fn_name!r:.40}")
             io["fn_name"] = fn_name
             if isinstance(starter, str) and starter.strip():
-                text += f"\n\nUse this starter code:\n```python\n{starter.rstrip()}\n```"
+                text += f"{_STARTER}{starter.rstrip()}\n```"
         else:
             io = {"inputs": [_io_text(i) for i in inputs], "outputs": [_io_text(o) for o in outputs]}
-        out = {"question": f"{text}\n\n{CODE_INSTRUCTION}", "input_output": io, "source": dataset}
+        out = {"question": f"{text}{_REQUEST}", "input_output": io, "source": dataset}
         limit = _time_limit(row.get("time_limit"))
         if limit is not None:
             out["time_limit"] = limit
         return out
     return convert
+
+
+def statement(question: str) -> str:
+    """The problem statement of a converted row's ``question``, without the starter code and the
+    request for a fenced program :func:`code_row` adds (what the source and an SFT set share)."""
+    text = question.removesuffix(_REQUEST)
+    at = text.rfind(_STARTER)
+    return text[:at] if at >= 0 and text.endswith("\n```") else text
 
 
 def is_call_based(row: dict) -> bool:
@@ -131,4 +143,4 @@ def check_call_based(row: dict, where: str) -> None:
                           "and an identifier 'fn_name'")
 
 
-__all__ = ["code_row", "is_call_based", "check_call_based"]
+__all__ = ["code_row", "statement", "is_call_based", "check_call_based"]

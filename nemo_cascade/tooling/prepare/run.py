@@ -4,11 +4,13 @@ atomically, with its entry in ``manifest.json``.
 
 Manifest (``OUT/manifest.json``, rewritten atomically after each file): per file its rows, sha256 and bytes,
 the sources (dataset, subset, split, revision when downloaded, files, rows read), rows dropped per reason
-(``decontaminated:<eval set>``, ``duplicate``, ``tie``, ``math``, ...), bad rows skipped, and per kind extra
-counts (SFT ``modes``: the thinking / non-thinking split; code ``call_based``); and the evaluation sets the
-index was built from. Resuming: a file whose entry has the same fingerprint (sources and their files, the
-index, this code's version) and whose sha256 still matches is skipped, so an interrupted ``all`` goes on
-where it stopped.
+(``decontaminated:<eval set>``, ``duplicate``, ``in_sft_set``, ``tie``, ``math``, ...), bad rows
+skipped, and per kind extra counts (SFT ``modes``: the thinking / non-thinking split; code
+``call_based``); an RL file's ``sft_disjoint``: the SFT files its prompts were kept apart from
+(:mod:`.disjoint`, §4.1.2); and the evaluation sets the index was built from. Resuming: a file whose
+entry has the same fingerprint (sources and their files, the index, an RL file's SFT files and
+pass-rate files, this code's version) and whose sha256 still matches is skipped, so an interrupted
+``all`` goes on where it stopped.
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ from nemo_cascade.files import file_sha256
 from nemo_cascade.files import replaced_atomically, write_text_atomically
 from nemo_cascade.tooling.prepare.code_sources import check_call_based, is_call_based
 from nemo_cascade.tooling.prepare.decontam import EvalIndex, normalised
+from nemo_cascade.tooling.prepare.difficulty import DROPS, DifficultyFilter
+from nemo_cascade.tooling.prepare.disjoint import RL_KINDS, SftPrompts, sft_prompts
 from nemo_cascade.tooling.prepare.released import sft_mode
 from nemo_cascade.tooling.prepare.sources import Bad, Drop, PrepareError, Source, count_rows, locate, stream
 from nemo_cascade.tooling.prepare.stages import Output
@@ -62,6 +66,8 @@ class Settings:
     force: bool = False
     progress: Optional[bool] = None
     """tqdm bars: None = on a terminal only."""
+    difficulty: Optional[DifficultyFilter] = None
+    """§4.6.1's difficulty filter of the code RL file (:mod:`.difficulty`); None = not applied."""
 
 
 @dataclass
@@ -148,11 +154,11 @@ def _located(output: Output, source_dir: Optional[Path]) -> list[tuple[Any, list
     return out
 
 
-def _fingerprint(output: Output, located, index: EvalIndex) -> str:
+def _fingerprint(output: Output, located, index: EvalIndex, filters: dict) -> str:
     parts = [[p.source.dataset, p.source.subset, p.source.split, revision,
               [[f.name, f.stat().st_size] for f in files]] for p, files, revision in located]
     key = json.dumps({"version": VERSION, "path": output.path, "kind": output.kind, "dedup": output.dedup,
-                      "parts": parts, "index": index.digest()}, sort_keys=True)
+                      "parts": parts, "index": index.digest(), **filters}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -166,12 +172,43 @@ def _rows_of(part, files: list[Path]) -> Iterator:
     return part.source.rows() if isinstance(part.source, Generated) else stream(files)
 
 
+def _filters(output: Output, sft: Optional[SftPrompts], settings: Settings) -> dict:
+    """The digests of what filters an RL file beyond its sources (the SFT prompts, code's pass
+    rates): part of its fingerprint; empty for the other files."""
+    out = {"sft": sft.digest()} if sft is not None else {}
+    if output.kind == "code" and settings.difficulty is not None:
+        out["difficulty"] = settings.difficulty.digest()
+    return out
+
+
+def _drop_reason(output: Output, texts: list[str], label: Any, seen: set, index: EvalIndex,
+                 sft: Optional[SftPrompts], settings: Settings, counts: _Counts) -> Optional[str]:
+    """Why a well-formed row is left out: a duplicate, a prompt of an evaluation set, of an SFT set
+    (RL files, §4.1.2), or of the wrong difficulty (code, §4.6.1); None to keep it."""
+    key = _dedup_key(output.dedup, texts, label)
+    if key is not None:
+        if key in seen:
+            return "duplicate"
+        seen.add(key)
+    leak = index.match(texts)
+    if leak is not None:
+        return f"decontaminated:{leak}"
+    if sft is not None and sft.holds(output.kind, texts):
+        return "in_sft_set"
+    if output.kind == "code" and settings.difficulty is not None:
+        reason, missing = settings.difficulty.verdicts(texts)
+        for which in missing:
+            counts.count("difficulty_not_measured", which)
+        return reason
+    return None
+
+
 def _kept(output: Output, part, where: str, row, counts: _Counts, seen: set, index: EvalIndex,
-          settings: Settings) -> bool:
-    """Whether a converted row goes into the file. A ``Drop``, a bad row (``Bad``, or one the loader's own check
-    refuses; more than ``--max-bad-rows`` of them stop with the first one's line), a duplicate and a row that
-    matches an evaluation set are counted in ``counts`` and left out; a kept row is counted per SFT mode,
-    call-based code and source."""
+          settings: Settings, sft: Optional[SftPrompts] = None) -> bool:
+    """Whether a converted row goes into the file. A ``Drop``, a bad row (``Bad``, or one the
+    loader's own check refuses; more than ``--max-bad-rows`` of them stop with the first one's
+    line) and a row :func:`_drop_reason` leaves out are counted in ``counts``; a kept row is
+    counted per SFT mode, call-based code and source."""
     if isinstance(row, Drop):
         counts.drop(row.reason)
         return False
@@ -187,15 +224,9 @@ def _kept(output: Output, part, where: str, row, counts: _Counts, seen: set, ind
             more = f" (--max-bad-rows={settings.max_bad_rows})" if settings.max_bad_rows else ""
             raise PrepareError(row.message + more)
         return False
-    key = _dedup_key(output.dedup, texts, label)
-    if key is not None:
-        if key in seen:
-            counts.drop("duplicate")
-            return False
-        seen.add(key)
-    leak = index.match(texts)
-    if leak is not None:
-        counts.drop(f"decontaminated:{leak}")
+    reason = _drop_reason(output, texts, label, seen, index, sft, settings, counts)
+    if reason is not None:
+        counts.drop(reason)
         return False
     if output.kind == "sft":
         counts.count("modes", sft_mode(row))
@@ -205,9 +236,30 @@ def _kept(output: Output, part, where: str, row, counts: _Counts, seen: set, ind
     return True
 
 
+def _nothing_left(output: Output, located, counts: _Counts, sft: Optional[SftPrompts]) -> str:
+    """The one-line error of a file whose every row was left out."""
+    labels = ", ".join(p.source.label for p, _, _ in located)
+    inside = counts.dropped.get("in_sft_set", 0)
+    if sft is not None and inside:
+        return (f"{output.path}: every prompt of {labels} left is a prompt of the SFT sets "
+                f"prepared in this --out ({inside} in {', '.join(sft.files)}; RL prompts must be "
+                f"disjoint from SFT prompts, §4.1.2) (dropped: {counts.dropped})")
+    return f"{output.path}: no rows left from {labels} (dropped: {counts.dropped or 'none'})"
+
+
+def _filter_record(output: Output, sft: Optional[SftPrompts], settings: Settings) -> dict:
+    """What an RL file was filtered by, for its manifest entry: the SFT files, code's pass rates."""
+    out = {"sft_disjoint": dict(sft.files)} if sft is not None else {}
+    if output.kind == "code" and settings.difficulty is not None:
+        out["difficulty"] = {r: getattr(settings.difficulty, r).path for r in DROPS
+                             if getattr(settings.difficulty, r) is not None}
+    return out
+
+
 def write_output(stage: str, output: Output, settings: Settings, index: EvalIndex, located,
-                 fingerprint: str) -> dict:
-    """Write one output file (atomically) and return its manifest entry."""
+                 fingerprint: str, sft: Optional[SftPrompts] = None) -> dict:
+    """Write one output file (atomically) and return its manifest entry. ``sft``: an RL file's SFT
+    prompts, which its rows must not repeat (§4.1.2)."""
     from tqdm import tqdm
 
     counts, seen, sources = _Counts(), set(), []
@@ -222,7 +274,7 @@ def write_output(stage: str, output: Output, settings: Settings, index: EvalInde
             for where, row in part.convert(_rows_of(part, files)):
                 read += 1
                 bar.update(1)
-                if not _kept(output, part, where, row, counts, seen, index, settings):
+                if not _kept(output, part, where, row, counts, seen, index, settings, sft):
                     continue
                 data = (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
                 f.write(data)
@@ -233,15 +285,15 @@ def write_output(stage: str, output: Output, settings: Settings, index: EvalInde
                             "split": part.source.split, "revision": revision, "files": [str(p) for p in files],
                             "rows_read": read})
         if counts.rows == 0:  # before the rename: an empty file never replaces a good one
-            raise PrepareError(f"{output.path}: no rows left from "
-                               f"{', '.join(p.source.label for p, _, _ in located)} (dropped: {counts.dropped or 'none'})")
+            raise PrepareError(_nothing_left(output, located, counts, sft))
     if counts.bad:
         log.warning("%s: skipped %d bad rows (--max-bad-rows=%d); first: %s", output.path, counts.bad,
                     settings.max_bad_rows, counts.first_bad)
     return {"stage": stage, "path": output.path, "kind": output.kind, "rows": counts.rows, "sha256": sha.hexdigest(),
             "bytes": target.stat().st_size, "fingerprint": fingerprint, "sources": sources,
             "dropped": dict(sorted(counts.dropped.items())), "bad_rows": counts.bad,
-            "first_bad_row": counts.first_bad, **counts.extra}
+            "first_bad_row": counts.first_bad, **counts.extra,
+            **_filter_record(output, sft, settings)}
 
 
 def prepare(stages: dict[str, tuple[Output, ...]], settings: Settings, index: EvalIndex) -> dict:
@@ -249,15 +301,20 @@ def prepare(stages: dict[str, tuple[Output, ...]], settings: Settings, index: Ev
     settings.out.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(settings.out)
     manifest["decontamination"] = {"n": 9, "eval_sets": index.stats}
+    sft = None  # the SFT prompts, read once for every RL file while the SFT files stay the same
     for stage, outputs in stages.items():
         for output in outputs:
+            rl = output.kind in RL_KINDS
+            sft = sft_prompts(settings.out, manifest, sft) if rl else sft
             located = _located(output, settings.source_dir)
-            fingerprint = _fingerprint(output, located, index)
+            filters = _filters(output, sft if rl else None, settings)
+            fingerprint = _fingerprint(output, located, index, filters)
             entry = manifest["files"].get(output.path)
             if not settings.force and _up_to_date(settings.out, entry, fingerprint):
                 log.info("%s: up to date (%d rows), skipped", output.path, entry["rows"])
                 continue
-            entry = write_output(stage, output, settings, index, located, fingerprint)
+            entry = write_output(stage, output, settings, index, located, fingerprint,
+                                 sft if rl else None)
             manifest["files"][output.path] = entry
             write_text_atomically(settings.out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
             log.info("%s: %d rows; dropped %s", output.path, entry["rows"], entry["dropped"] or "none")

@@ -9,12 +9,16 @@ stem inside the repository: ``math`` matches ``math.jsonl``, ``math/math_1.jsonl
 - on the Hub, downloaded with ``huggingface_hub.snapshot_download`` at the dataset's current revision (recorded
   in the manifest); an unreachable Hub is one line naming the dataset and ``--source-dir``.
 
-Data files are ``.jsonl``, ``.jsonl.gz``, ``.json`` (JSON Lines) and ``.parquet``. When some file names carry a
+Data files are ``.jsonl``, ``.jsonl.gz``, ``.json`` (JSON Lines) and ``.parquet``. A source may
+instead name its files (``paths``: exact paths inside the repository, read in that order, e.g. one
+benchmark release's files), which may also be ``.csv`` (a header row, then one record per row:
+GPQA's layout). When some file names carry a
 split (``train``, ``validation``, ``test``, ``dev`` as a path component or a name part), only the source's split
 is read. Rows are streamed (parquet in record batches), never a whole file in memory.
 """
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import re
@@ -25,6 +29,8 @@ from typing import Iterator, Optional, Union
 from nemo_cascade.data.loader import DataError
 
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
+NAMED_SUFFIXES = (*DATA_SUFFIXES, ".csv")
+"""What a source's ``paths`` may name."""
 SPLITS = ("train", "validation", "test", "dev")
 _PARTS = re.compile(r"[/_.\-]")
 
@@ -40,6 +46,9 @@ class Source:
     subset: str = ""
     """A top folder / file-name stem inside the repository; empty: every data file."""
     split: str = "train"
+    paths: tuple[str, ...] = ()
+    """Exact files inside the repository, read in this order (``subset`` and ``split`` are then
+    not used)."""
 
     @property
     def label(self) -> str:
@@ -74,8 +83,8 @@ def per_row(fn):
     return convert
 
 
-def _data_file(path: Path) -> bool:
-    return path.is_file() and path.name.endswith(DATA_SUFFIXES) and not path.name.startswith(".")
+def _data_file(path: Path, suffixes: tuple[str, ...] = DATA_SUFFIXES) -> bool:
+    return path.is_file() and path.name.endswith(suffixes) and not path.name.startswith(".")
 
 
 def _in_subset(rel: str, subset: str) -> bool:
@@ -86,7 +95,14 @@ def _in_subset(rel: str, subset: str) -> bool:
 
 
 def select_files(root: Path, source: Source) -> list[Path]:
-    """The data files of ``source`` under its dataset folder ``root``, sorted by path."""
+    """The data files of ``source`` under its dataset folder ``root``, sorted by path (or its
+    ``paths``, in their order: a missing one is an error, not a smaller data set)."""
+    if source.paths:
+        missing = [p for p in source.paths if not _data_file(root / p, NAMED_SUFFIXES)]
+        if missing:
+            raise PrepareError(f"{root}: no file {missing[0]} of {source.dataset} (it needs "
+                               f"{', '.join(source.paths)})")
+        return [root / p for p in source.paths]
     files = sorted(p for p in root.rglob("*") if _data_file(p) and ".cache" not in p.relative_to(root).parts)
     rels = {p: p.relative_to(root).as_posix() for p in files}
     if source.subset:
@@ -123,7 +139,8 @@ def _download(source: Source) -> tuple[Path, str]:
     except ImportError:
         raise PrepareError(f"{source.dataset}: huggingface_hub is not installed; install it, or download the "
                            f"dataset and pass --source-dir") from None
-    patterns = ([f"{source.subset}*", f"{source.subset}/**", f"**/{source.subset}[-_]*"] if source.subset
+    subset = [f"{source.subset}*", f"{source.subset}/**", f"**/{source.subset}[-_]*"]
+    patterns = (list(source.paths) if source.paths else subset if source.subset
                 else ["*.jsonl", "*.jsonl.gz", "*.json", "*.parquet", "**/*.jsonl", "**/*.jsonl.gz", "**/*.json",
                       "**/*.parquet"])
     try:
@@ -144,6 +161,8 @@ def stream(files: list[Path]) -> Iterator[tuple[str, Union[dict, Bad]]]:
     for path in files:
         if path.name.endswith(".parquet"):
             yield from _parquet_rows(path)
+        elif path.name.endswith(".csv"):
+            yield from _csv_rows(path)
         else:
             yield from _jsonl_rows(path)
 
@@ -179,6 +198,19 @@ def _parquet_rows(path: Path) -> Iterator[tuple[str, Union[dict, Bad]]]:
                 yield f"{path}#{n}", row
     except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError; ArrowIOError an OSError
         raise PrepareError(f"{path}: cannot read as parquet ({type(e).__name__}: "
+                           f"{' '.join(str(e).split())[:120]})") from None
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[str, Union[dict, Bad]]]:
+    """One dict per record, keyed by the header; ``where`` is ``FILE#ROW`` (a quoted field may span
+    lines)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            for n, row in enumerate(csv.DictReader(f), 1):
+                yield f"{path}#{n}", (Bad(f"{path}#{n}: more fields than the header names")
+                                      if None in row else row)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise PrepareError(f"{path}: cannot read as CSV ({type(e).__name__}: "
                            f"{' '.join(str(e).split())[:120]})") from None
 
 

@@ -68,14 +68,21 @@ STAGES: dict[str, tuple[Output, ...]] = {
 """Stage name (``nemo-cascade data prepare STAGE``) → the files it writes."""
 
 
+def checked_names(spec: str, known: dict, command: str, what: str) -> list[str]:
+    """``NAME``, ``A,B`` or ``all`` → names of ``known``, checked (order kept, repeats dropped); an
+    unknown one is one line naming ``command`` and what it expects."""
+    names = (list(known) if spec.strip() == "all"
+             else [s.strip() for s in spec.split(",") if s.strip()])
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise PrepareError(f"{command} {spec}: unknown {what} {unknown[0] if unknown else spec!r}; "
+                           f"expected one of {list(known)} or 'all'")
+    return list(dict.fromkeys(names))
+
+
 def stage_names(spec: str) -> list[str]:
     """``STAGE``, ``A,B`` or ``all`` → stage names, checked."""
-    names = list(STAGES) if spec.strip() == "all" else [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [n for n in names if n not in STAGES]
-    if unknown or not names:
-        raise PrepareError(f"data prepare {spec}: unknown stage {unknown[0] if unknown else spec!r}; expected one "
-                           f"of {list(STAGES)} or 'all'")
-    return list(dict.fromkeys(names))
+    return checked_names(spec, STAGES, "data prepare", "stage")
 
 
 def with_extra_part(output: Output, part: Optional[Part]) -> Output:
@@ -83,4 +90,4 @@ def with_extra_part(output: Output, part: Optional[Part]) -> Output:
     return output if part is None else Output(output.path, output.kind, output.parts + (part,), output.dedup)
 
 
-__all__ = ["Part", "Output", "STAGES", "stage_names", "with_extra_part"]
+__all__ = ["Part", "Output", "STAGES", "checked_names", "stage_names", "with_extra_part"]
