@@ -380,7 +380,8 @@ CASCADE_SOURCES = {
     "parallel.recompute": "ours: sequences of 12–60K tokens",
     "parallel.distributed_optimizer": "ours (the default)",
     "chat_style": "§3.1.2: ` /think` / ` /no_think` on each user turn, no empty think block",
-    "gate.suites": "§4.1.1, T2/T4–T8, App. B decoding; the paper benchmarks this repository has suites for",
+    "gate.suites": "§4.1.1, T2/T4–T8, App. B decoding; the paper's benchmarks whose data ships here "
+                   "(lcb-v5, lcb-v6, gpqa-diamond, mmlu-pro after `data prepare-eval`)",
     "gate.evaluate_base": "ours: the RL-only cascade gets the SFT row of T2; a pretrained base gets none",
     "gate.mode": "App. B, T2: the unified model per suite (IFEval non-thinking, the rest thinking); "
                  "thinking-only models: thinking everywhere (T1, T8)",
