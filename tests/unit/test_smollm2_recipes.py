@@ -157,3 +157,21 @@ def test_filtered_trains_the_sft_model_on_training_rows_it_sometimes_solves():
         rows = data.size or sum(1 for _ in read_jsonl(Path(data.source)))
         pools[domain] = rows * data.repeat
     assert max(pools.values()) <= 1.25 * min(pools.values()), pools
+
+
+def test_the_kept_sft_turns_runs_are_the_recipe_learning_all_turns_and_the_last():
+    """docs/results/smollm2.md, "Which turns SFT learns": the two runs kept in sft-turns/ are
+    recipes/smollm2.py:sft_turns with data.sft_turns all and last, and comparison.md is theirs."""
+    current = load_recipe("recipes/smollm2.py:sft_turns")
+    (sft,) = current.stages
+    runs = []
+    for turns in ("all", "last"):
+        kept = KEPT / "sft-turns" / turns
+        recorded = config.from_dict(config.Cascade, json.loads((kept / "config.json").read_text()))
+        reading = replace(sft, data=replace(sft.data, sft_turns=turns))
+        assert [config_hash(s) for s in recorded.stages] == [config_hash(reading)]
+        run = load_run(kept)
+        assert [(s.name, s.status) for s in run.stages] == [("sft", "done")]
+        runs.append(run)
+    comparison = (KEPT / "sft-turns" / "comparison.md").read_text()
+    assert comparison.startswith(comparison_markdown(runs))
