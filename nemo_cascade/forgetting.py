@@ -66,7 +66,7 @@ class Gate:
                             top_p=g.top_p, limit=g.limit, seed=cfg.seed, template=cfg.chat_style, progress=False,
                             mode=None if g.mode == "suite" else g.mode, yarn=_per_suite(g.yarn, float),
                             max_input_tokens=_per_suite(g.max_input_tokens, int),
-                            chunk_items=g.chunk_items)
+                            chunk_items=g.chunk_items, judge_url=g.judge_url)
 
     @property
     def enabled(self) -> bool:
@@ -89,7 +89,8 @@ class Gate:
         if not names:
             return
         progress = RowProgress(out_dir, checkpoint, self.flush_seconds)
-        key = {**asdict(settings), "reward_model_url": bool(rm_url)}
+        # where a server is reached is not what it computes: a requeued job's judge may be on another host
+        key = {**asdict(settings), "reward_model_url": bool(rm_url), "judge_url": bool(settings.judge_url)}
         results = {}
         for name in names:
             results[name] = progress.suite(name, key)

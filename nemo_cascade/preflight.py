@@ -104,10 +104,15 @@ def check_stage_needs(cfg: config.Cascade) -> None:
                 raise config.ConfigError(f"stages.{s.name}.reward.sandbox: {e}") from None
     if cfg.gate.suites:
         from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
+        from nemo_cascade.rewards import get_domain
 
         for name in cfg.gate.suites:
             try:
                 suite = get_suite(name)
+                required, what = get_domain(suite.domain).eval_requires
+                if required == "judge_url" and not cfg.gate.judge_url:  # arena-hard (the RM: below)
+                    raise config.ConfigError(f"gate.suites: {name} needs {what.split(' (')[0]}: "
+                                             f"set gate.judge_url")
                 load_items(suite, limit=cfg.gate.limit)
             except EvalError as e:
                 raise config.ConfigError(f"gate.suites: {e}") from None

@@ -361,6 +361,10 @@ class Gate:
     """A served reward model (a URL or ``file:URLFILE``) that scores the pairwise suites (``rlhf``)
     of a cascade that trains no reward_model stage, e.g. the 72B RM of §4.3 behind
     slurm/serve_model.sh; empty = those suites wait for the cascade's own RM."""
+    judge_url: str = ""
+    """A served chat model (a URL or ``file:URLFILE``) that judges the gate's ``arena-hard`` suite
+    against its baseline answers (ArenaHard, T1–T2, App. B: the paper's judge is GPT-4-Turbo);
+    required when the gate names that suite."""
     chunk_items: int = 64
     """Items of a suite generated and scored together. A row's results are kept chunk by chunk and
     a stop waits for at most one chunk's scoring; scores are reproducible for a fixed value (a seed

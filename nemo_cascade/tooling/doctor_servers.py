@@ -63,6 +63,8 @@ def check_servers(
     now = _urls(now_stages)
     if cfg.gate.reward_model_url and cfg.gate.suites:  # every gate row scores the pairwise suites
         now.setdefault(cfg.gate.reward_model_url, []).append("gate.reward_model_url")
+    if cfg.gate.judge_url and cfg.gate.suites:  # every gate row asks it (arena-hard)
+        now.setdefault(cfg.gate.judge_url, []).append("gate.judge_url")
     later = {url: fields for url, fields in _urls(later_stages).items() if url not in now}
     wait = SERVER_WAIT_S if wait is None else wait
     rows = [_probe(url, fields, wait) for url, fields in now.items()]

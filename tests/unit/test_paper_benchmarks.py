@@ -428,3 +428,30 @@ def test_code_label_wrapped_single_must_be_a_bool():
     label = {"call_tests": [{"args": [1], "output": [1]}], "fn_name": "f", "wrapped_single": "no"}
     with pytest.raises(ValueError, match="'wrapped_single' must be true or false"):
         code_reward("```python\ndef f(x):\n    return x\n```", label)
+
+
+def test_the_gate_asks_its_judge_for_arena_hard(tmp_path):
+    """gate.judge_url: preflight names it when the gate has arena-hard without one; the gate's settings
+    carry it to the suite's reward; doctor waits for it."""
+    from dataclasses import replace
+
+    from nemo_cascade import config
+    from nemo_cascade.forgetting import Gate
+    from nemo_cascade.preflight import check_stage_needs
+    from nemo_cascade.tooling import doctor_servers
+
+    cfg = config.Cascade(name="t", run_root=str(tmp_path), gate=config.Gate(suites=("arena-hard",)),
+                         stages=(config.Stage(name="sft", kind="sft", steps=1),))
+    with pytest.raises(config.ConfigError) as err:
+        check_stage_needs(cfg)
+    assert str(err.value) == ("gate.suites: arena-hard needs a judge LM behind an OpenAI-compatible "
+                              "chat route: set gate.judge_url")
+    judged = replace(cfg, gate=replace(cfg.gate, judge_url="http://judge:8000"))
+    with pytest.raises(config.ConfigError, match="prepare-eval"):  # past the judge: the data is next
+        check_stage_needs(judged)
+    settings = Gate.settings_for(judged)
+    assert _reward_settings(get_suite("arena-hard"), settings).judge_url == "http://judge:8000"
+    missing = replace(cfg, gate=replace(cfg.gate, judge_url=f"file:{tmp_path / 'none.url'}"))
+    rows = doctor_servers.check_servers(missing, wait=0.1)
+    assert [(r.status, r.check) for r in rows] == [("FAIL", "judge server")]
+    assert rows[0].fix == "start it (vllm serve MODEL) or correct gate.judge_url"
