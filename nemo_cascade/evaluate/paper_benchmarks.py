@@ -43,8 +43,9 @@ from typing import Any, Callable, Optional
 from ..rewards.code import MAX_TIME_LIMIT_S
 from ..rewards.mcq import LETTERS, mcq_prompt
 from ..rewards.mcq import adapt as mcq_adapt
-from .suites import (DATA, _PAPER_DECODING, EvalError, Item, Suite, _field, _per_row, _user,
-                     _validated)
+from .suite_types import (DATA, PAPER_DECODING, EvalError, Item, Suite,
+                          per_row, row_field, user_turn,
+                          validated)
 
 BENCHMARKS = DATA / "benchmarks"
 """Where ``nemo-cascade data prepare-eval ... --out data/benchmarks`` writes (not in git)."""
@@ -128,7 +129,7 @@ def _is_test(t: Any) -> bool:
 def lcb_tests(row: dict, key: str, where: str) -> list[dict]:
     """One test field, ``[{"input", "output", "testtype"}]``: JSON or the release's compressed
     form."""
-    text = _field(row, key, where)
+    text = row_field(row, key, where)
     try:
         tests = json.loads(text)
     except ValueError:
@@ -182,7 +183,7 @@ def lcb_label(row: dict, where: str) -> dict:
     else:
         raise EvalError(f"{where}: expected tests all stdin or all functional, got "
                         f"{sorted(kinds) or 'none'}")
-    return _validated("code", label, where)
+    return validated("code", label, where)
 
 
 def lcb_item(window: Window) -> Callable[[dict, str, int], Optional[Item]]:
@@ -193,13 +194,13 @@ def lcb_item(window: Window) -> Callable[[dict, str, int], Optional[Item]]:
         starter = row.get("starter_code") or ""
         if not isinstance(starter, str):
             raise EvalError(f"{where}: field 'starter_code' must be a string")
-        prompt = lcb_prompt(_field(row, "question_content", where), starter)
-        return Item(_field(row, "question_id", where), _user(prompt), lcb_label(row, where))
+        prompt = lcb_prompt(row_field(row, "question_content", where), starter)
+        return Item(row_field(row, "question_id", where), user_turn(prompt), lcb_label(row, where))
     return item
 
 
 def load_livecodebench(window: Window) -> Callable[[Path], list[Item]]:
-    rows = _per_row(lcb_item(window))
+    rows = per_row(lcb_item(window))
 
     def load(path: Path) -> list[Item]:
         items = rows(path)
@@ -213,7 +214,7 @@ def load_livecodebench(window: Window) -> Callable[[Path], list[Item]]:
 # --------------------------------------------------------------------------------- multiple choice
 
 def _text(row: dict, key: str, where: str) -> str:
-    value = _field(row, key, where).strip()
+    value = row_field(row, key, where).strip()
     if not value:
         raise EvalError(f"{where}: field {key!r} is empty")
     return value
@@ -224,33 +225,33 @@ def gpqa_options(row: dict, where: str) -> tuple[list[str], str]:
     answers = [_text(row, "Correct Answer", where)]
     answers += [_text(row, f"Incorrect Answer {k}", where) for k in (1, 2, 3)]
     order = list(range(4))
-    random.Random(f"gpqa/{GPQA_SEED}/{_field(row, 'Record ID', where)}").shuffle(order)
+    random.Random(f"gpqa/{GPQA_SEED}/{row_field(row, 'Record ID', where)}").shuffle(order)
     return [answers[k] for k in order], LETTERS[order.index(0)]
 
 
 def gpqa_item(row: dict, where: str, lineno: int) -> Item:
     """GPQA rows (``Question``, ``Correct Answer``, ``Incorrect Answer 1..3``, ``Record ID``)."""
     options, letter = gpqa_options(row, where)
-    label = _validated("mcq", {"answer": letter, "choices": len(options)}, where)
+    label = validated("mcq", {"answer": letter, "choices": len(options)}, where)
     prompt = mcq_prompt(_text(row, "Question", where), options)
-    return Item(_field(row, "Record ID", where), _user(prompt), label, f"Answer: {letter}")
+    return Item(row_field(row, "Record ID", where), user_turn(prompt), label, f"Answer: {letter}")
 
 
 def mmlu_pro_item(row: dict, where: str, lineno: int) -> Item:
     """MMLU-Pro rows (``question_id``, ``question``, ``options``, ``answer``, ``answer_index``)."""
-    uid = str(_field(row, "question_id", where, int))
+    uid = str(row_field(row, "question_id", where, int))
     try:
         messages, label = mcq_adapt(row, where)
     except ValueError as e:
         raise EvalError(str(e)) from None
-    return Item(uid, messages, _validated("mcq", label, where), f"Answer: {label['answer']}")
+    return Item(uid, messages, validated("mcq", label, where), f"Answer: {label['answer']}")
 
 
 def arena_hard_item(row: dict, where: str, lineno: int) -> Item:
     """Prepared ArenaHard rows (``uid``, ``prompt``, ``baseline``: the answer to beat)."""
     label = {"prompt": _text(row, "prompt", where), "baseline": _text(row, "baseline", where)}
-    return Item(_field(row, "uid", where), _user(label["prompt"]),
-                _validated("arena", label, where), label["baseline"])
+    return Item(row_field(row, "uid", where), user_turn(label["prompt"]),
+                validated("arena", label, where), label["baseline"])
 
 
 ROW_ITEMS: dict[str, Callable[[dict, str, int], Optional[Item]]] = {
@@ -272,7 +273,7 @@ def _fetch(name: str) -> str:
 
 _LCB = dict(domain="code", mode="think", samples=8, max_tokens=65536,
             metric="pass rate (public + private tests, sandboxed)",
-            paper=f"{_PAPER_DECODING}; avg@8, 64K budget (T1, T9)",
+            paper=f"{PAPER_DECODING}; avg@8, 64K budget (T1, T9)",
             get_data=_fetch("livecodebench"))
 _MCQ = dict(domain="mcq", mode="think", max_tokens=65536, metric="accuracy (answer letter)")
 
@@ -287,21 +288,21 @@ PREPARED_SUITES: dict[str, Suite] = {s.name: s for s in (
           data_version=str(LCB_V6), **_LCB),
     Suite("gpqa-diamond", description="GPQA-Diamond, 198 questions, 4 options shuffled per item "
                                       "(Rein et al. 2023)",
-          load=_per_row(gpqa_item), default_data=_file("gpqa", "gpqa_diamond.jsonl"), samples=8,
-          paper=f"{_PAPER_DECODING}; avg@8, 64K budget (T1)", get_data=_fetch("gpqa-diamond"),
+          load=per_row(gpqa_item), default_data=_file("gpqa", "gpqa_diamond.jsonl"), samples=8,
+          paper=f"{PAPER_DECODING}; avg@8, 64K budget (T1)", get_data=_fetch("gpqa-diamond"),
           data_version=f"Idavidrein/gpqa gpqa_diamond; options shuffled per Record ID, "
                        f"seed {GPQA_SEED}", **_MCQ),
     Suite("mmlu-pro", description="MMLU-Pro test, 12,032 questions, up to 10 options "
                                   "(Wang et al. 2024)",
-          load=_per_row(mmlu_pro_item), default_data=_file("mmlu-pro", "test.jsonl"), samples=1,
-          paper=f"{_PAPER_DECODING}; 1 sample, exact match, thinking, 64K budget (T1)",
+          load=per_row(mmlu_pro_item), default_data=_file("mmlu-pro", "test.jsonl"), samples=1,
+          paper=f"{PAPER_DECODING}; 1 sample, exact match, thinking, 64K budget (T1)",
           get_data=_fetch("mmlu-pro"), data_version="TIGER-Lab/MMLU-Pro test split, zero-shot",
           **_MCQ),
     Suite("arena-hard", "arena", "ArenaHard v0.1, 500 prompts, judged against gpt-4-0314's answers",
-          _per_row(arena_hard_item), _file("arena-hard", "arena-hard-v0.1.jsonl"), mode="think",
+          per_row(arena_hard_item), _file("arena-hard", "arena-hard-v0.1.jsonl"), mode="think",
           samples=1, max_tokens=32768,
           metric="win rate vs. the baseline (judge, both orders; ties 0.5)",
-          paper=f"{_PAPER_DECODING}, max 32K; ArenaHard 1.0, no style control, judge "
+          paper=f"{PAPER_DECODING}, max 32K; ArenaHard 1.0, no style control, judge "
                 "GPT-4-Turbo-2024-04-09",
           data_version="lmarena-ai/arena-hard-auto arena-hard-v0.1, baseline gpt-4-0314",
           get_data=_fetch("arena-hard")),

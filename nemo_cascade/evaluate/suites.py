@@ -29,132 +29,30 @@ v5/v6, GPQA-Diamond, MMLU-Pro and ArenaHard (:mod:`.paper_benchmarks`) are downl
 """
 from __future__ import annotations
 
-import functools
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from ..config import Reward
 from ..data.math_prompt import MATH_INSTRUCTION, math_prompt
 from ..data.mbpp_tasks import CODE_INSTRUCTION, mbpp_task
-from ..data.rows import read_jsonl
-from ..errors import CascadeError
-
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "data"
+from .suite_types import (DATA, PAPER_DECODING, ROOT, SWE_INPUT_TOKENS, YARN_FACTOR, EvalError, Item, Suite,
+                          per_row, row_field, user_turn, validated)
 
 
-class EvalError(CascadeError, ValueError):
-    """A user mistake (unknown suite, missing checkpoint or data file, bad option, malformed data row); the
-    message is one line naming what was expected."""
-
-
-@dataclass(frozen=True)
-class Item:
-    """One benchmark question."""
-
-    uid: str
-    """Stable id from the dataset (task id, problem id, row number)."""
-    messages: list
-    """The conversation to answer: ``[{"role": "user", "content": ...}, ...]``, ending with a user turn."""
-    label: Any
-    """The reward label of the suite's domain (docs/rewards.md)."""
-    reference: Optional[str] = None
-    """A reference response: one that scores full marks (math, code, SWE: the golden solution), or the
-    answer to beat (RLHF). None where the dataset has none (IFEval, IFBench)."""
-
-
-YARN_FACTOR = 2.0
-"""App. B: every benchmark is evaluated with YaRN factor 2 over the model's 32768 native positions."""
-SWE_INPUT_TOKENS = 32768
-"""App. B: SWE-bench's input for the 8B models (the 14B's is 64K, with YaRN 3: its recipe says so)."""
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    domain: str
-    """Reward domain (``rewards.DOMAINS`` / ``rewards.Scorer``)."""
-    description: str
-    load: Callable[[Path], list]
-    """Data file → items (in file order)."""
-    default_data: Callable[[], Path]
-    mode: str
-    """Default thinking mode (` /think` or ` /no_think` on the user turn, §3.1.2)."""
-    samples: int
-    """Default K (samples per item)."""
-    max_tokens: int
-    """Default response budget in tokens."""
-    metric: str
-    """What avg@K measures here, for reports."""
-    paper: str
-    """Where the defaults come from."""
-    pairwise: bool = False
-    """Score = win/tie/loss against the item's reference answer under the reward model (RLHF proxy)."""
-    reward: Reward = field(default_factory=Reward)
-    """Verifier settings (answer pattern, timeouts); the run's sandbox / server settings are merged in."""
-    yarn_factor: float = YARN_FACTOR
-    """YaRN rope scaling the engine serves the model with for this suite, over the model's native positions
-    (App. B: factor 2 over 32768 for every benchmark; the 14B's 64K-input SWE-bench run 3, a recipe's
-    ``gate.yarn`` or ``eval --yarn``). 1 = the model's own RoPE, no scaling."""
-    max_input_tokens: int = 0
-    """The longest prompt generated (App. B: SWE-bench input 32K for the 8B, 64K for the 14B); a longer one
-    scores 0 and is counted as ``too_long``. 0 = only the engine's context limits it."""
-    data_version: str = ""
-    """Which release / subset / date window of the benchmark the items are (eval.json
-    ``data.version``)."""
-    get_data: str = ""
-    """The command that downloads the data file when it is not shipped (named when it is
-    missing)."""
-
-
-# ------------------------------------------------------------------------------------------ reading files
-
-def _field(row: dict, key: str, where: str, kind: type | tuple = str) -> Any:
-    if key not in row or not isinstance(row[key], kind) or isinstance(row[key], bool):
-        raise EvalError(f"{where}: expected field {key!r} ({getattr(kind, '__name__', kind)})")
-    return row[key]
-
-
-def _validated(domain: str, label: Any, where: str) -> Any:
-    from ..rewards import VALIDATORS
-
-    try:
-        VALIDATORS[domain](label)
-    except ValueError as e:
-        raise EvalError(f"{where}: {e}") from None
-    return label
-
-
-def _user(text: str) -> list:
-    return [{"role": "user", "content": text}]
-
-
-# ------------------------------------------------------------------------------------------ loaders
-
-def _per_row(item: Callable[[dict, str, int], Optional[Item]]) -> Callable[[Path], list[Item]]:
-    """A loader of a jsonl file from ``item(row, where, lineno)`` (``where``: ``path:line``; None skips the row)."""
-    @functools.wraps(item)
-    def load(path: Path) -> list[Item]:
-        items = (item(row, f"{path}:{lineno}", lineno) for lineno, row in read_jsonl(path, error=EvalError))
-        return [i for i in items if i is not None]
-    return load
-
-
-@_per_row
+@per_row
 def load_ifeval(row: dict, where: str, lineno: int) -> Item:
     """IFEval ``input_data.jsonl`` / IFBench ``IFBench_test.jsonl`` rows: ``key``, ``prompt``,
     ``instruction_id_list``, ``kwargs``; the label is the row (the ``ifeval`` domain covers both taxonomies)."""
-    prompt = _field(row, "prompt", where)
-    label = _validated("ifeval", {"prompt": prompt, "instruction_id_list": row.get("instruction_id_list"),
+    prompt = row_field(row, "prompt", where)
+    label = validated("ifeval", {"prompt": prompt, "instruction_id_list": row.get("instruction_id_list"),
                                   "kwargs": row.get("kwargs")}, where)
-    return Item(str(row.get("key", lineno)), _user(prompt), label)
+    return Item(str(row.get("key", lineno)), user_turn(prompt), label)
 
 
 def _math_item(uid: str, problem: str, answer: str, where: str) -> Item:
-    answer = _validated("math", answer.strip(), where)
-    return Item(uid, _user(math_prompt(problem)), answer, f"The final answer is \\boxed{{{answer}}}.")
+    answer = validated("math", answer.strip(), where)
+    return Item(uid, user_turn(math_prompt(problem)), answer, f"The final answer is \\boxed{{{answer}}}.")
 
 
 def gsm8k_final_answer(solution: str) -> str:
@@ -164,52 +62,52 @@ def gsm8k_final_answer(solution: str) -> str:
     return solution.rsplit("####", 1)[1].strip().replace(",", "")
 
 
-@_per_row
+@per_row
 def load_gsm8k(row: dict, where: str, lineno: int) -> Item:
     """GSM8K rows ``question`` / ``answer``; the label is the number after ``####`` without thousands commas."""
     try:
-        final = gsm8k_final_answer(_field(row, "answer", where))
+        final = gsm8k_final_answer(row_field(row, "answer", where))
     except ValueError as e:
         raise EvalError(f"{where}: {e}") from None
-    return _math_item(str(lineno), _field(row, "question", where), final, where)
+    return _math_item(str(lineno), row_field(row, "question", where), final, where)
 
 
-@_per_row
+@per_row
 def load_math(row: dict, where: str, lineno: int) -> Item:
     """MATH-500 / AIME rows: ``problem`` and ``answer`` (string or integer); uid from ``unique_id`` or ``id``."""
-    answer = _field(row, "answer", where, (str, int))
+    answer = row_field(row, "answer", where, (str, int))
     uid = str(row.get("unique_id", row.get("id", lineno)))
-    return _math_item(uid, _field(row, "problem", where), str(answer), where)
+    return _math_item(uid, row_field(row, "problem", where), str(answer), where)
 
 
 def _fenced(code: str) -> str:
     return f"```python\n{code.rstrip()}\n```"
 
 
-@_per_row
+@per_row
 def load_humaneval(row: dict, where: str, lineno: int) -> Item:
     """HumanEval rows (``task_id``, ``prompt``, ``canonical_solution``, ``test``, ``entry_point``): the model
     writes the whole function; the label runs the dataset's ``check(candidate)``."""
-    prompt = _field(row, "prompt", where)
-    label = _validated("code", {"test_code": _field(row, "test", where),
-                                "entry_point": _field(row, "entry_point", where)}, where)
+    prompt = row_field(row, "prompt", where)
+    label = validated("code", {"test_code": row_field(row, "test", where),
+                                "entry_point": row_field(row, "entry_point", where)}, where)
     text = f"{CODE_INSTRUCTION}\n\n{_fenced(prompt)}"
-    return Item(_field(row, "task_id", where), _user(text), label, _fenced(prompt + row.get("canonical_solution", "")))
+    return Item(row_field(row, "task_id", where), user_turn(text), label, _fenced(prompt + row.get("canonical_solution", "")))
 
 
-@_per_row
+@per_row
 def load_mbpp(row: dict, where: str, lineno: int) -> Item:
     """MBPP rows (``task_id``, ``text``, ``code``, ``test_setup_code``, ``test_list``): the prompt shows the
     task and its three asserts (the MBPP paper's format); the label runs setup code + asserts. The function
     name (entry point) is the one the first assert calls. The format is ``data.mbpp_tasks.mbpp_task``'s,
     shared with the MBPP-derived training set."""
-    tests = _field(row, "test_list", where, list)
+    tests = row_field(row, "test_list", where, list)
     try:
-        text, label = mbpp_task(_field(row, "text", where), tests, row.get("test_setup_code") or "")
+        text, label = mbpp_task(row_field(row, "text", where), tests, row.get("test_setup_code") or "")
     except ValueError as e:
         raise EvalError(f"{where}: {e}") from None
-    reference = _fenced(_field(row, "code", where).replace("\r\n", "\n"))
-    return Item(str(row.get("task_id", lineno)), _user(text), _validated("code", label, where), reference)
+    reference = _fenced(row_field(row, "code", where).replace("\r\n", "\n"))
+    return Item(str(row.get("task_id", lineno)), user_turn(text), validated("code", label, where), reference)
 
 
 _HH_TURN = re.compile(r"\n\n(Human|Assistant): ?")
@@ -231,26 +129,26 @@ def hh_conversation(dialogue: str) -> Optional[list[dict]]:
     return messages
 
 
-@_per_row
+@per_row
 def load_hh_rlhf(row: dict, where: str, lineno: int) -> Optional[Item]:
     """HH-RLHF pairs: the conversation before the final ``Assistant:`` turn of ``chosen`` is the prompt, the
     final turn of ``chosen`` is the reference answer to beat. Rows that do not parse (10 of the 2354
     helpful-base test rows: broken turn structure or an empty turn) are skipped, deterministically."""
-    messages = hh_conversation(_field(row, "chosen", where))
+    messages = hh_conversation(row_field(row, "chosen", where))
     if messages is None or len(messages) < 2 or messages[-1]["role"] != "assistant":
         return None
     prompt = messages[:-1]
-    return Item(str(lineno), prompt, _validated("rlhf", {"messages": prompt}, where), messages[-1]["content"])
+    return Item(str(lineno), prompt, validated("rlhf", {"messages": prompt}, where), messages[-1]["content"])
 
 
 def load_rows(domain: str) -> Callable[[Path], list[Item]]:
     """The project's own row shape ``{"uid", "messages", "label", "reference"}`` (the tiny suites, written by
     tools/make_tiny_suites.py), labels checked by ``domain``'s validator."""
     def item(row: dict, where: str, lineno: int) -> Item:
-        messages = _field(row, "messages", where, list)
-        return Item(str(row.get("uid", lineno)), messages, _validated(domain, row.get("label"), where),
+        messages = row_field(row, "messages", where, list)
+        return Item(str(row.get("uid", lineno)), messages, validated(domain, row.get("label"), where),
                     row.get("reference"))
-    return _per_row(item)
+    return per_row(item)
 
 
 def _load_swe(path: Path) -> list[Item]:
@@ -275,7 +173,6 @@ def default_swe_data() -> Path:
     return SWE_BENCH_LITE
 
 
-_PAPER_DECODING = "App. B: T=0.6, top-p 0.95"
 _MATH = Reward()  # last \boxed{} (§4.5), math-verify equivalence
 
 
@@ -283,40 +180,40 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("ifeval", "ifeval", "IFEval, 541 prompts, 25 instruction types (Zhou et al. 2023)", load_ifeval,
           _repo_file("ifeval", "input_data.jsonl.gz"), mode="no_think", samples=8, max_tokens=32768,
           metric="prompt-level strict accuracy",
-          paper=f"{_PAPER_DECODING}; prompt-strict avg@8, non-thinking (T2), max 32K"),
+          paper=f"{PAPER_DECODING}; prompt-strict avg@8, non-thinking (T2), max 32K"),
     Suite("ifbench", "ifeval", "IFBench test, 300 prompts, 58 out-of-distribution constraints (Pyatkin et al. 2025)",
           load_ifeval, _repo_file("ifbench", "IFBench_test.jsonl.gz"), mode="think", samples=8, max_tokens=32768,
-          metric="prompt-level strict accuracy", paper=f"{_PAPER_DECODING}; avg@8, max 32K"),
+          metric="prompt-level strict accuracy", paper=f"{PAPER_DECODING}; avg@8, max 32K"),
     Suite("gsm8k", "math", "GSM8K test, 1319 grade-school word problems (Cobbe et al. 2021)", load_gsm8k,
           _repo_file("gsm8k", "test.jsonl.gz"), mode="think", samples=1, max_tokens=65536,
           metric="accuracy (boxed answer, math-verify)",
-          paper=f"{_PAPER_DECODING}, 64K budget; not in the paper, K=1 is our choice", reward=_MATH),
+          paper=f"{PAPER_DECODING}, 64K budget; not in the paper, K=1 is our choice", reward=_MATH),
     Suite("math500", "math", "MATH-500 (Lightman et al. 2023)", load_math, _repo_file("math500", "test.jsonl.gz"),
           mode="think", samples=4, max_tokens=65536, metric="accuracy (boxed answer, math-verify)",
-          paper=f"{_PAPER_DECODING}, 64K budget; not in the paper, K=4 is our choice", reward=_MATH),
+          paper=f"{PAPER_DECODING}, 64K budget; not in the paper, K=4 is our choice", reward=_MATH),
     Suite("aime24", "math", "AIME 2024 I+II, 30 problems", load_math, _repo_file("aime24", "test.jsonl.gz"),
           mode="think", samples=64, max_tokens=65536, metric="accuracy (boxed answer, math-verify)",
-          paper=f"{_PAPER_DECODING}; avg@64, 64K budget", reward=_MATH),
+          paper=f"{PAPER_DECODING}; avg@64, 64K budget", reward=_MATH),
     Suite("aime25", "math", "AIME 2025 I+II, 30 problems", load_math, _repo_file("aime25", "test.jsonl.gz"),
           mode="think", samples=64, max_tokens=65536, metric="accuracy (boxed answer, math-verify)",
-          paper=f"{_PAPER_DECODING}; avg@64, 64K budget", reward=_MATH),
+          paper=f"{PAPER_DECODING}; avg@64, 64K budget", reward=_MATH),
     Suite("humaneval", "code", "HumanEval, 164 problems (Chen et al. 2021)", load_humaneval,
           _repo_file("humaneval", "HumanEval.jsonl.gz"), mode="think", samples=8, max_tokens=65536,
           metric="pass rate (all tests, sandboxed)",
-          paper=f"{_PAPER_DECODING}, 64K budget; not in the paper, K=8 as for LiveCodeBench"),
+          paper=f"{PAPER_DECODING}, 64K budget; not in the paper, K=8 as for LiveCodeBench"),
     Suite("mbpp", "code", "MBPP test split, 500 tasks (Austin et al. 2021)", load_mbpp,
           _repo_file("mbpp", "test.jsonl.gz"), mode="think", samples=4, max_tokens=65536,
           metric="pass rate (all tests, sandboxed)",
-          paper=f"{_PAPER_DECODING}, 64K budget; not in the paper, K=4 is our choice"),
+          paper=f"{PAPER_DECODING}, 64K budget; not in the paper, K=4 is our choice"),
     Suite("swe", "swe", "SWE-bench Lite repair (Agentless prompt, files rebuilt from the golden patch's hunks)",
           _load_swe, default_swe_data, mode="think", samples=4, max_tokens=32768,
           metric="share of samples equal to the golden patch (Eq. 2 reward 1)",
-          paper=f"{_PAPER_DECODING}; avg@4, 32K budget, input 32K (SWE-bench Verified, Agentless)",
+          paper=f"{PAPER_DECODING}; avg@4, 32K budget, input 32K (SWE-bench Verified, Agentless)",
           max_input_tokens=SWE_INPUT_TOKENS),
     Suite("rlhf", "rlhf", "HH-RLHF helpful-base test: win rate against the chosen answer under the reward model",
           load_hh_rlhf, _repo_file("hh-rlhf", "helpful-base", "test.jsonl.gz"), mode="think", samples=1,
           max_tokens=32768, metric="win rate vs. reference (ties 0.5)",
-          paper=f"{_PAPER_DECODING}, max 32K; an ArenaHard-style proxy (ArenaHard uses a GPT-4 judge)",
+          paper=f"{PAPER_DECODING}, max 32K; an ArenaHard-style proxy (ArenaHard uses a GPT-4 judge)",
           pairwise=True),
 )}
 """Every benchmark by name (``nemo-cascade eval --suite NAME``; ``all`` means these)."""
@@ -389,8 +286,6 @@ def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tup
     return (items[:limit] if limit > 0 else items), path
 
 
-__all__ = ["Item", "Suite", "SUITES", "REGISTERED_SUITES", "register_suite", "gsm8k_final_answer", "YARN_FACTOR",
-           "prepared_suites",
-           "SWE_INPUT_TOKENS", "help_lines", "load_rows",
-           "EvalError", "get_suite", "suite_names", "load_items",
-           "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]
+__all__ = ["Item", "Suite", "SUITES", "REGISTERED_SUITES", "register_suite", "prepared_suites", "gsm8k_final_answer",
+           "YARN_FACTOR", "SWE_INPUT_TOKENS", "ROOT", "DATA", "help_lines", "load_rows", "EvalError", "get_suite",
+           "suite_names", "load_items", "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]

@@ -25,7 +25,7 @@ from typing import Optional
 
 from ..data.swe_prompts import REPAIR_PROMPT, render_repair_prompt
 from ..data.rows import read_jsonl
-from .suites import EvalError, Item
+from .suite_types import EvalError, Item
 
 GIT_CONTEXT_LINES = 3
 """git diff's default context: a hunk that ends with fewer unchanged lines ends at the end of its file."""
