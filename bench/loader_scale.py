@@ -113,7 +113,7 @@ def child(path: str, tok_dir: str, cache: bool) -> None:
     load_s = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
-    tokens = sum(len(p) + len(r) for p, r in rows)
+    tokens = sum(len(segment) for row in rows for segment in row)  # a row: its token segments
     touch_s = time.perf_counter() - start
     print(json.dumps({"rows": len(rows), "tokens": tokens, "load_s": load_s, "touch_s": touch_s,
                       "peak_rss_mb": peak / 1024, "rss_before_load_mb": base / 1024}))
