@@ -30,22 +30,15 @@ from nemo_cascade import config
 from nemo_cascade.data.loader import pad_id
 from nemo_cascade.faults import crash_point
 from nemo_cascade.forgetting import Gate, GateStop
-from nemo_cascade.lineage import Manifest, reset_stages, stage_status
+from nemo_cascade.lineage import Manifest, stage_status
 from nemo_cascade.preflight import check_cascade, check_endpoints, check_tokenizer, stages_to_run
 from nemo_cascade.deadline import Deadline, job_end_time
 from nemo_cascade.saves import Saves
 from nemo_cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
+from nemo_cascade.stage_selection import check_selection, discard_for_retrain, run_dir, stage_dir
 from nemo_cascade.step_rollouts import StepRollouts
 
 log = logging.getLogger(__name__)
-
-
-def run_dir(cfg: config.Cascade) -> Path:
-    return Path(cfg.run_root) / cfg.name
-
-
-def stage_dir(cfg: config.Cascade, index: int) -> Path:
-    return run_dir(cfg) / "stages" / f"{index}-{cfg.stages[index].name}"
 
 
 def hands_on_policy(stage: config.Stage) -> bool:
@@ -102,56 +95,6 @@ def _stop_if_requested(out: Path, where: str) -> None:
     if ranks.from_main(stop_request.requested(out)):
         raise stop_request.StopRequested(f"stopped on request ({stop_request.reason(out)}) {where}; "
                                          "run the same command again to continue")
-
-
-def check_selection(cfg: config.Cascade, only_stage: str | None, retrain: bool = False) -> None:
-    """``run --stage NAME`` trains NAME from the earlier stages' exports. Refused, with one line: before every
-    earlier stage is done (there is nothing to start from), and when NAME is done already — training it again
-    replaces the weights the later stages' lineage starts from, so it takes ``--retrain``, which discards NAME's
-    outputs and every later stage's (:func:`discard_for_retrain`)."""
-    if not only_stage:
-        if retrain:
-            raise config.ConfigError("--retrain: name the stage to train again with --stage NAME")
-        return
-    config.stage_by_name(cfg, only_stage)  # an unknown name: one line
-    names = [s.name for s in cfg.stages]
-    k = names.index(only_stage)
-    manifest = run_dir(cfg) / "manifest.json"
-    status = stage_status(run_dir(cfg))[0]
-    missing = [n for n in names[:k] if status.get(n) != "done"]
-    if missing:
-        raise config.ConfigError(f"--stage {only_stage}: earlier stage(s) {', '.join(missing)} not done in {manifest}; "
-                                 f"run without --stage to train every stage not yet done")
-    if status.get(only_stage) != "done":
-        return
-    later = [n for n in names[k + 1:] if status.get(n, "pending") != "pending"]
-    if not retrain:
-        also = f" and the later stage(s) {', '.join(later)}, whose lineage starts from it," if later else ""
-        raise config.ConfigError(f"--stage {only_stage}: already done ({stage_dir(cfg, k) / 'hf'}, {manifest}); "
-                                 f"add --retrain to discard its outputs{also} and train it again")
-    stage = cfg.stages[k]
-    if k and stage.boundary.optimizer == "carry" and checkpoint.latest(stage_dir(cfg, k - 1) / "checkpoint") is None:
-        raise config.ConfigError(f"--stage {only_stage} --retrain: it starts from stage {names[k - 1]}'s optimizer state "
-                                 f"(boundary.optimizer=carry), which was removed when {only_stage} finished; retrain "
-                                 f"{names[k - 1]} first (--stage {names[k - 1]} --retrain) or set "
-                                 f"stages.{only_stage}.boundary.optimizer=reset")
-
-
-def discard_for_retrain(cfg: config.Cascade, name: str) -> list[str]:
-    """``--retrain``: when stage ``name`` is done, delete its directory and every later stage's and mark them
-    pending in the manifest (the gate's stop, which came after one of them, is lifted); returns the stages
-    discarded. Nothing happens to a stage that is not done — so a requeued job that repeats ``--retrain``
-    resumes the retraining instead of discarding it again. Rank 0 only."""
-    status = stage_status(run_dir(cfg))[0]
-    if status.get(name) != "done":
-        return []
-    k = [s.name for s in cfg.stages].index(name)
-    gone = [s.name for s in cfg.stages[k:]]
-    for j in range(k, len(cfg.stages)):
-        shutil.rmtree(stage_dir(cfg, j), ignore_errors=True)
-    reset_stages(run_dir(cfg) / "manifest.json", gone)
-    log.warning("--retrain: discarded stage(s) %s of %s", ", ".join(gone), run_dir(cfg))
-    return gone
 
 
 class CascadeRun:
@@ -303,7 +246,7 @@ class CascadeRun:
                                       stage.sft_max_tokens, self.cfg.chat_style,
                                       cache_fallback=run_dir(self.cfg) / "data_cache")  # read-only data folders
             stage = config.with_epoch_steps(stage, len(examples))
-            events.info("%s", config.epochs_line(stage, len(examples)))  # T14: 1 epoch beside its steps
+            events.info("%s", config.epochs_line(stage, len(examples)))  # T14: epoch beside steps
             return stage, examples
         sets = []
         for j, (data, domain) in enumerate(config.prompt_sources(stage)):  # one source, or several domains in one run

@@ -89,8 +89,10 @@ class Gate:
         if not names:
             return
         progress = RowProgress(out_dir, checkpoint, self.flush_seconds)
-        # where a server is reached is not what it computes: a requeued job's judge may be on another host
-        key = {**asdict(settings), "reward_model_url": bool(rm_url), "judge_url": bool(settings.judge_url)}
+        # where a server is reached is not what it computes: a requeued job's judge may be on
+        # another host
+        key = {**asdict(settings), "reward_model_url": bool(rm_url),
+               "judge_url": bool(settings.judge_url)}
         results = {}
         for name in names:
             results[name] = progress.suite(name, key)

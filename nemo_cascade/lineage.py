@@ -5,7 +5,7 @@ auditable: the git SHA and package versions of the code, the seed, the base mode
 parent checkpoint, the sha256 of its resolved config and of its data, its exported checkpoint, and the
 forgetting gate's verdict. A re-run reads the manifest back: finished stages are skipped, a running one is
 resumed — but only with the config it started with; ``run --stage NAME --retrain`` resets a finished stage and
-the ones after it (cascade.discard_for_retrain). The manifest records the config schema version the run was
+the ones after it (stage_selection.discard_for_retrain). The manifest records the config schema version the run was
 created with (``config.SCHEMA_VERSION``; none recorded: 1), and its hashes are computed under that version, so
 fields added to the config since do not block a resume while they hold their defaults (config/versions.py).
 """

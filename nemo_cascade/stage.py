@@ -207,7 +207,7 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
             raise _stop_for_server(ctx, stage, e, step, start, at_start) from None
         except StopInStep as e:
             raise _stop_in_step(ctx, stage, str(e), step, start, at_start) from None
-        stream.record(groups_P, cfg.overlong)                                   # epoch filter (§4.5.2)
+        stream.record(groups_P, cfg.overlong)                   # epoch filter (§4.5.2)
         batch = grpo.make_batch(groups_P, cfg, ctx.pad_id)                   # advantages, masks, filters
         curriculum.record(step, batch.metrics["truncation_rate"])           # may end the phase (§4.5.2)
         result, sync = None, None

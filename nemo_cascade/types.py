@@ -50,8 +50,9 @@ class PromptGroup:
     reward_details_G: list[dict] = field(default_factory=list)
     """The verdicts behind each reward (e.g. per-instruction passes), for the batch's reward metrics."""
     verdicts_G: list[float] = field(default_factory=list)
-    """The verifier's rewards before a bonus was added to them (IF-RL's reward-model bonus, §4.4.2): what
-    dynamic filtering and the epoch filter judge a sample correct by. Empty: the rewards are the verdicts."""
+    """The verifier's rewards before a bonus was added to them (IF-RL's reward-model bonus, §4.4.2):
+    what dynamic filtering and the epoch filter judge a sample correct by. Empty: the rewards are
+    the verdicts."""
 
     @property
     def group_size(self) -> int:

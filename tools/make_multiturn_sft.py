@@ -43,10 +43,15 @@ def conversations(pairs: list, seed: int = SEED) -> list[dict]:
     return out
 
 
-def main() -> None:
+def blend_pairs() -> list:
+    """(prompt messages, response) of every row of the SmolLM2 SFT blend, in blend order."""
     demo_data.register()
     recipe = runpy.run_path(str(ROOT / "recipes" / "smollm2.py"))
-    pairs = [pair for data in recipe["SFT_SOURCES"] for pair in sft_pairs(rows(data), "no_think")]
+    return [pair for data in recipe["SFT_SOURCES"] for pair in sft_pairs(rows(data), "no_think")]
+
+
+def main() -> None:
+    pairs = blend_pairs()
     chats = conversations(pairs)
     OUT.write_text("".join(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n" for c in chats))
     turns = sum(len(c["messages"]) // 2 for c in chats)

@@ -126,10 +126,10 @@ def _policy_rewards(group: PromptGroup, cfg: GRPO) -> tuple[Tensor, Tensor, Tens
 
 
 def filter_values(group: PromptGroup, rewards_G: Tensor, keep_G: Tensor, cfg: GRPO) -> Tensor:
-    """What dynamic filtering judges a group by (:func:`statistics_rewards` of it): its verifier's verdicts
-    where a bonus was added to them (``PromptGroup.verdicts_G``: IF-RL's reward-model bonus, whose unequal
-    values would keep an all-correct group; the paper drops all-correct and all-wrong groups, §4.4.2), else
-    its rewards after the overlong policy (``rewards_G``)."""
+    """What dynamic filtering judges a group by (:func:`statistics_rewards` of it): its verifier's
+    verdicts where a bonus was added to them (``PromptGroup.verdicts_G``: IF-RL's reward-model
+    bonus, whose unequal values would keep an all-correct group; the paper drops all-correct and
+    all-wrong groups, §4.4.2), else its rewards after the overlong policy (``rewards_G``)."""
     if group.verdicts_G:
         rewards_G, _ = OVERLONG[cfg.overlong](torch.tensor(group.verdicts_G, dtype=torch.float64),
                                               _truncated(group))
@@ -149,6 +149,11 @@ def is_informative(group: PromptGroup, cfg: GRPO) -> bool:
     a nonzero advantage somewhere in the loss, i.e. a gradient signal. This is the group :func:`make_batch`
     would keep under ``drop_zero_variance_groups`` (§4.4.2)."""
     _, rewards_G, keep_G = _policy_rewards(group, cfg)
+    return _signals(group, rewards_G, keep_G, cfg)
+
+
+def _signals(group: PromptGroup, rewards_G: Tensor, keep_G: Tensor, cfg: GRPO) -> bool:
+    """:func:`is_informative` of a group whose overlong policy is applied already."""
     return bool(keep_G.any()) and not is_zero_variance(filter_values(group, rewards_G, keep_G, cfg))
 
 
@@ -270,8 +275,7 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
         all_rewards.append(scored_G)
         filtered += int((~keep_G).sum())
         stats_rewards = statistics_rewards(rewards_G, keep_G, cfg)  # the K ≤ G kept samples, or all G
-        zero_variance = is_zero_variance(filter_values(group, rewards_G, keep_G, cfg))
-        if cfg.drop_zero_variance_groups and (zero_variance or not keep_G.any()):
+        if cfg.drop_zero_variance_groups and not _signals(group, rewards_G, keep_G, cfg):
             dropped += 1
             continue
         adv = group_advantages(SHAPING[cfg.reward_shaping](stats_rewards, cfg.adv_eps), cfg.adv_eps)
@@ -455,8 +459,8 @@ def actor_loss(cfg: GRPO, logprobs_B_T: Tensor, mb: dict) -> tuple[Tensor, Tenso
 
 __all__ = [
     "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping", "SHAPING",
-    "is_zero_variance", "nonzero_variance_groups", "is_informative", "statistics_rewards", "filter_values",
-    "collect_groups",
+    "is_zero_variance", "nonzero_variance_groups", "is_informative", "statistics_rewards",
+    "filter_values", "collect_groups",
     "overlong_none", "overlong_zero", "overlong_filter", "OVERLONG", "make_batch",
     "aggregate_token", "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
 ]

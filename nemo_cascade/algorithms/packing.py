@@ -167,15 +167,17 @@ class PackedSFTBatch:
                 "segment_ids": self.segment_ids_B_T}
 
 
-def pack_sft_batch(examples: Sequence[Sequence[Sequence[int]]], max_tokens: int, pad_id: int) -> PackedSFTBatch:
-    """Pack examples, in order, into rows of ``max_tokens``: an example that does not fit the current row's
-    remaining space starts a new row (``pack_rows(..., in_order=True)``, so a batch packs the same way every
-    time). An example is its token segments, context and learned alternating: ``(prompt, response)``, or
-    ``(prompt, answer 1, context, answer 2, ...)`` for a conversation whose every assistant turn is learned
-    (the context segments carry no loss). Examples longer than ``max_tokens`` are truncated from the right:
-    the last segments' tail goes first, and only a prompt that alone exceeds ``max_tokens`` is cut itself
-    (that example then has no trained token).
-    ``T`` = the longest row. The loss over a packed batch equals the loss over the same examples unpacked."""
+def pack_sft_batch(examples: Sequence[Sequence[Sequence[int]]], max_tokens: int,
+                   pad_id: int) -> PackedSFTBatch:
+    """Pack examples, in order, into rows of ``max_tokens``: an example that does not fit the
+    current row's remaining space starts a new row (``pack_rows(..., in_order=True)``, so a batch
+    packs the same way every time). An example is its token segments, context and learned
+    alternating: ``(prompt, response)``, or ``(prompt, answer 1, context, answer 2, ...)`` for a
+    conversation whose every assistant turn is learned (the context segments carry no loss).
+    Examples longer than ``max_tokens`` are truncated from the right: the last segments' tail goes
+    first, and only a prompt that alone exceeds ``max_tokens`` is cut itself (that example then has
+    no trained token). ``T`` = the longest row. The loss over a packed batch equals the loss over
+    the same examples unpacked."""
     if max_tokens < 1:
         raise ValueError(f"pack_sft_batch: max_tokens must be >= 1, got {max_tokens}")
     kept = [[t for segment in example for t in segment][:max_tokens] for example in examples]
@@ -188,7 +190,8 @@ def pack_sft_batch(examples: Sequence[Sequence[Sequence[int]]], max_tokens: int,
         row, start, begin = int(laid["row_S"][s]), int(laid["start_S"][s]), 0
         for j, segment in enumerate(example):
             if j % 2 == 0 and j > 0:
-                laid["loss_mask_B_T"][row, start + begin:start + min(begin + len(segment), len(kept[s]))] = 0.0
+                end = min(begin + len(segment), len(kept[s]))
+                laid["loss_mask_B_T"][row, start + begin:start + end] = 0.0
             begin += len(segment)
     return PackedSFTBatch(laid["tokens_B_T"], laid["loss_mask_B_T"], laid["position_ids_B_T"],
                           laid["segment_ids_B_T"], len(examples), int(truncated))

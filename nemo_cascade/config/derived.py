@@ -60,14 +60,15 @@ def with_epoch_steps(stage: Stage, rows: int) -> Stage:
 
 
 def epochs_line(stage: Stage, rows: int) -> str:
-    """How a supervised stage's steps (resolved: :func:`with_epoch_steps`) cover its ``rows``, for the log at
-    its start: T14 gives SFT both 1 epoch and a step count, which agree only for some row count (docs/recipes.md,
-    "Ambiguities, decided"), so the line shows one beside the other."""
+    """How a supervised stage's steps (resolved: :func:`with_epoch_steps`) cover its ``rows``, for
+    the log at its start: T14 gives SFT both 1 epoch and a step count, which agree only for some row
+    count (docs/recipes.md, "Ambiguities, decided"), so the line shows one beside the other."""
     batch = stage.rm_batch_size if stage.kind == "reward_model" else stage.sft_batch_size
     one_epoch = max(1, math.ceil(rows / batch - 1e-9))
     given = f"{stage.epochs:g} epoch{'s' * (stage.epochs != 1)}, " if stage.epochs else ""
-    return (f"{stage.name}: {given}{stage.steps:,} steps × {batch} = {stage.steps * batch:,} sequences = "
-            f"{stage.steps * batch / rows:.2f} epochs of its {rows:,} rows (1 epoch = {one_epoch:,} steps)")
+    seen = stage.steps * batch
+    return (f"{stage.name}: {given}{stage.steps:,} steps × {batch} = {seen:,} sequences = "
+            f"{seen / rows:.2f} epochs of its {rows:,} rows (1 epoch = {one_epoch:,} steps)")
 
 
 def phase_at(stage: Stage, step: int) -> tuple[int, LengthPhase]:

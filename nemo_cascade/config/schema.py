@@ -199,14 +199,15 @@ class Data:
     """Times this source's rows count in an SFT blend (every epoch sees each row ``repeat`` times; stage-2 SFT: science
     ×2, SWE ×3, §3.3) or in a GRPO prompt pool (each copy its own uid: a mixed-domain run balancing a small source)."""
     keep_mode: Literal["", "think", "no_think"] = ""
-    """SFT rows: keep only those whose learned answer is in this mode (its user turn's ``mode``, else the stage's
-    ``mode``), the others counted and left out. A thinking-only model learns from the thinking answers of the
-    general data, whose rows answer in both modes (§3.2); its SFT differs from the unified model's (T8).
-    Empty: every row."""
+    """SFT rows: keep only those whose learned answer is in this mode (its user turn's ``mode``,
+    else the stage's ``mode``), the others counted and left out. A thinking-only model learns from
+    the thinking answers of the general data, whose rows answer in both modes (§3.2); its SFT
+    differs from the unified model's (T8). Empty: every row."""
     sft_turns: Literal["all", "last"] = "all"
-    """SFT rows of several assistant turns (multi-turn chat, tool calling): ``all`` learns every assistant turn
-    in one sequence, each after the context it was answered in (§3: the tool-calling set's 1.41M turns are
-    its training targets); ``last`` learns only the final one, the earlier turns being context."""
+    """SFT rows of several assistant turns (multi-turn chat, tool calling): ``all`` learns every
+    assistant turn in one sequence, each after the context it was answered in (§3: the tool-calling
+    set's 1.41M turns are its training targets); ``last`` learns only the final one, the earlier
+    turns being context."""
     swe_max_files: int = 5
     """swe rows with localized ``candidate_files``: the most files a built repair prompt shows, ground truth and
     noisy together (§4.7.1: at most 5; data/swe_prompts.py)."""

@@ -49,8 +49,9 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # How many of a gate suite's items are generated together: at its default (64) the gate
     # samples as before.
     9: {"Gate": ("chunk_items",)},
-    # Every assistant turn of a multi-turn SFT row learned: a fix, as the code-switch rule was (version 3);
-    # a stage resumed across it keeps its hash and learns every turn of the rows it has not seen yet.
+    # Every assistant turn of a multi-turn SFT row learned: a fix, as the code-switch rule was
+    # (version 3); a stage resumed across it keeps its hash and learns every turn of the rows it
+    # has not seen yet.
     # §4.7.1's ground-truth-only SWE prompts: the default (half the instances) changes the prompts
     # of a swe source with localized files, as math_instruction did (version 2), so a stage resumed
     # across it trains on the paper's two variants; built prompts (the released set) read as before.

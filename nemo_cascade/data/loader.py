@@ -177,8 +177,8 @@ def _fits(out: PromptList, lengths: list[int], floor: int, limit: int) -> bool:
 
 
 def _sft_items(data_cfg: Data, mode: str, bad: list) -> list[tuple[list[dict], Optional[list]]]:
-    """(messages ending with the turn to learn, tools) per row of an SFT source, the whole file read in
-    memory (the path without a cache); bad rows go to ``bad`` as (line, message)."""
+    """(messages ending with the turn to learn, tools) per row of an SFT source, the whole file read
+    in memory (the path without a cache); bad rows go to ``bad`` as (line, message)."""
     if is_generated(data_cfg.source):
         return [(m + [{"role": "assistant", "content": r}], None)
                 for m, r in sft_pairs(generated_rows(data_cfg), mode)]
@@ -205,12 +205,12 @@ def check_bad_rows(data_cfg: Data, count: int, first: Optional[str]) -> None:
 
 def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: int,
                       style: str = "cascade1", cache_fallback: Optional[Path] = None):
-    """An example per row: its token segments, context and learned alternating (``(prompt_ids, response_ids)``
-    for a row of one learned turn; ``data.sft_segments``, ``Data.sft_turns``); a learned segment ends with
-    ``<|im_end|>`` (the EOS the model must learn to emit). Segments are tokenised separately, as a rollout
-    sees them (prompt tokens, then generated tokens). Over-long and too-short prompts (the text before the
-    first learned segment) are dropped and counted as in load_prompts; bad rows are skipped and counted up to
-    ``data_cfg.max_bad_rows``.
+    """An example per row: its token segments, context and learned alternating (``(prompt_ids,
+    response_ids)`` for a row of one learned turn; ``data.sft_segments``, ``Data.sft_turns``); a
+    learned segment ends with ``<|im_end|>`` (the EOS the model must learn to emit). Segments are
+    tokenised separately, as a rollout sees them (prompt tokens, then generated tokens). Over-long
+    and too-short prompts (the text before the first learned segment) are dropped and counted as in
+    load_prompts; bad rows are skipped and counted up to ``data_cfg.max_bad_rows``.
 
     A file source with ``data_cfg.cache`` is read in shares over the ranks and tokenized once into the cache
     (``data.sft_cache``: beside the data, else under ``cache_fallback``, the run dir's ``data_cache``); the
@@ -218,7 +218,8 @@ def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: i
     for generated sources) every rank reads and tokenizes the whole source in memory (a ``PromptList``)."""
     cached = None
     if data_cfg.cache and not is_generated(data_cfg.source):
-        cached = sft_cache.load(Path(data_cfg.source), tokenizer, mode, style, data_cfg, cache_fallback)
+        cached = sft_cache.load(Path(data_cfg.source), tokenizer, mode, style, data_cfg,
+                                cache_fallback)
     if cached is not None:
         rows, manifest = cached
         out = _cached_rows(data_cfg, max_prompt_tokens, manifest, rows.prompt_lens[:, None], rows)
@@ -285,7 +286,8 @@ def _report(data_cfg: Data, out, limit: int, no_context: int = 0) -> None:
     other_mode = getattr(out, "dropped_other_mode", 0)
     total = kept + out.dropped_too_long + out.dropped_too_short + no_context + other_mode
     if other_mode:
-        log.info("%s: left out %d of %d rows answered in another mode than data.keep_mode=%s", source,
+        log.info("%s: left out %d of %d rows answered in another mode than data.keep_mode=%s",
+                 source,
                  other_mode, total, data_cfg.keep_mode)
     if no_context:
         log.warning("%s: dropped %d of %d SWE rows whose ground-truth files alone do not fit %d "
@@ -302,7 +304,8 @@ def _report(data_cfg: Data, out, limit: int, no_context: int = 0) -> None:
             raise DataError(f"{source}: no rows (an empty file or data set)")
         short = f", {out.dropped_too_short} shorter than data.min_prompt_tokens={floor}" if floor else ""
         skipped = f"; {out.bad_rows} bad rows skipped" if out.bad_rows else ""
-        skipped += f"; {other_mode} not in data.keep_mode={data_cfg.keep_mode}" if other_mode else ""
+        if other_mode:
+            skipped += f"; {other_mode} not in data.keep_mode={data_cfg.keep_mode}"
         context = (f", {no_context} whose ground truth alone fits no prompt in data.swe_max_files="
                    f"{data_cfg.swe_max_files}" if no_context else "")
         raise DataError(f"{source}: no usable rows ({out.dropped_too_long} longer than max_prompt_tokens={limit}"

@@ -26,14 +26,14 @@ class PromptStream:
     (no_think) for odd k. The modes alternate over the whole draw sequence, so any batch of even size holds
     exactly half of each, and which row gets which mode follows the seeded shuffle.
 
-    Epoch filter (``epoch_filter=(p_unsolved, p_solved)``): :meth:`record` notes each scored group's outcome
-    for its row — unsolved (no sample correct; correct = verdict > 0), solved (all correct) or informative;
-    samples the phase skips as truncated do not count.
-    When an epoch starts, rows whose latest outcome is unsolved or solved leave it, except that each is
-    re-admitted with probability ``p_unsolved`` / ``p_solved`` (one draw per filtered row per epoch from
-    ``random.Random`` keyed by seed and epoch). If nothing would remain, every row stays. Outcomes recorded
-    after the next epoch already started (a batch straddling the boundary) count from the epoch after it.
-    Rows are matched by ``Prompt.uid``, which must then be unique.
+    Epoch filter (``epoch_filter=(p_unsolved, p_solved)``): :meth:`record` notes each scored group's
+    outcome for its row — unsolved (no sample correct; correct = verdict > 0), solved (all correct)
+    or informative; samples the phase skips as truncated do not count. When an epoch starts, rows
+    whose latest outcome is unsolved or solved leave it, except that each is re-admitted with
+    probability ``p_unsolved`` / ``p_solved`` (one draw per filtered row per epoch from
+    ``random.Random`` keyed by seed and epoch). If nothing would remain, every row stays. Outcomes
+    recorded after the next epoch already started (a batch straddling the boundary) count from the
+    epoch after it. Rows are matched by ``Prompt.uid``, which must then be unique.
 
     ``state_dict()`` holds the position (epoch, position, draws so far), the epoch's active rows, the rows'
     latest outcomes and a fingerprint of the prompt set: restoring it into a stream over the same prompts
@@ -103,10 +103,11 @@ class PromptStream:
         return [next(self) for _ in range(n)]
 
     def record(self, groups, overlong: str = "none") -> None:
-        """Note each scored group's outcome for the epoch filter (a no-op without one). Correct = the
-        verifier's verdict > 0 (``PromptGroup.verdicts_G``, else the reward). Under ``overlong="filter"`` (the
-        phase skips truncated samples, §4.5.2) a truncated sample is no evidence either way: a group whose
-        samples all truncated counts as informative and stays, for the longer phases meant for it."""
+        """Note each scored group's outcome for the epoch filter (a no-op without one). Correct =
+        the verifier's verdict > 0 (``PromptGroup.verdicts_G``, else the reward). Under
+        ``overlong="filter"`` (the phase skips truncated samples, §4.5.2) a truncated sample is no
+        evidence either way: a group whose samples all truncated counts as informative and stays,
+        for the longer phases meant for it."""
         if self._filter is None:
             return
         for group in groups:

@@ -106,8 +106,9 @@ def adapt_ifeval(row: dict, where: str) -> tuple[list[dict], Any]:
 
 
 def _if_label(messages: list[dict], prompt: str, ids: Any, kwargs: Any) -> dict:
-    """An IF label: the instructions, the prompt they are checked against, and the whole conversation
-    when it is more than that one user turn (what IF-RL's reward-model bonus reads, §4.4.2)."""
+    """An IF label: the instructions, the prompt they are checked against, and the whole
+    conversation when it is more than that one user turn (what IF-RL's reward-model bonus reads,
+    §4.4.2)."""
     label = {"prompt": prompt, "instruction_id_list": ids, "kwargs": _without_nulls(kwargs)}
     return {**label, "messages": messages} if len(messages) > 1 else label
 

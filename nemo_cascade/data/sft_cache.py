@@ -14,14 +14,14 @@ unchanged file hashes to the same entry — the tokenizer's digest (its serializ
 tokens), the chat style's template text, the mode, ``Data.size`` and :data:`CACHE_FORMAT`. Length limits and
 ``Data.max_bad_rows`` are applied at load time, so a stage with other limits reuses the entry.
 
-How: share ``k`` of ``n`` (``data.rows.Share``) is tokenized by rank ``k`` into ``part-k.tokens`` (int32,
-each row's segments back to back), ``part-k.offsets.npy``, ``part-k.prompt_lens.npy`` and the later segments'
-``part-k.bounds.npy`` / ``bound_offsets.npy``, in a
-temporary folder that rank 0 renames to the entry's name once every part is written (with ``manifest.json``:
-the rows, bad-row counts and first bad row of each part, and every file's size) — a reader never sees a
-half-written entry, and an entry whose files no longer have their recorded sizes is removed and rebuilt. Loading
-memory-maps the parts: the examples are a :class:`TokenizedSFT` view that builds a row's token lists when the
-batch builder asks for it, and the ranks of a node share the pages.
+How: share ``k`` of ``n`` (``data.rows.Share``) is tokenized by rank ``k`` into ``part-k.tokens``
+(int32, each row's segments back to back), ``part-k.offsets.npy``, ``part-k.prompt_lens.npy`` and
+the later segments' ``part-k.bounds.npy`` / ``bound_offsets.npy``, in a temporary folder that rank 0
+renames to the entry's name once every part is written (with ``manifest.json``: the rows, bad-row
+counts and first bad row of each part, and every file's size) — a reader never sees a half-written
+entry, and an entry whose files no longer have their recorded sizes is removed and rebuilt. Loading
+memory-maps the parts: the examples are a :class:`TokenizedSFT` view that builds a row's token lists
+when the batch builder asks for it, and the ranks of a node share the pages.
 """
 from __future__ import annotations
 
@@ -52,8 +52,9 @@ log = logging.getLogger(__name__)
 
 CACHE_DIR = ".nemo_cascade_cache"
 CACHE_FORMAT = 3
-"""Bumped whenever the rows → tokens mapping changes in a way the key does not see (2: manifests list their
-files' sizes, checked before an entry is used; 3: an example is segments, every assistant turn learned)."""
+"""Bumped whenever the rows → tokens mapping changes in a way the key does not see (2: manifests
+list their files' sizes, checked before an entry is used; 3: an example is segments, every assistant
+turn learned)."""
 BATCH_ROWS = 512
 """Rows tokenized per call of the (Rust, multi-threaded) batch encoder."""
 _PLACE = "\x00where\x00"
@@ -62,8 +63,8 @@ _PLACE = "\x00where\x00"
 
 class TokenizedSFT(Sequence):
     """An example per kept row, read from memory-mapped parts on demand: its token segments
-    (:func:`~.sft_rows.sft_segments`: ``(prompt_ids, response_ids)`` for one learned turn, context and learned
-    segments alternating for more). Carries the loader's counts like ``PromptList``."""
+    (:func:`~.sft_rows.sft_segments`: ``(prompt_ids, response_ids)`` for one learned turn, context
+    and learned segments alternating for more). Carries the loader's counts like ``PromptList``."""
 
     dropped_too_long = dropped_too_short = bad_rows = dropped_other_mode = 0
 
@@ -90,8 +91,8 @@ class TokenizedSFT(Sequence):
         local = row - int(self._starts[part])
         begin, end = int(offsets[local]), int(offsets[local + 1])
         ids = tokens[begin:end].tolist()
-        cuts = [0, int(prompt_lens[local]), *bounds[bound_offsets[local]:bound_offsets[local + 1]].tolist(),
-                len(ids)]
+        later = bounds[bound_offsets[local]:bound_offsets[local + 1]].tolist()
+        cuts = [0, int(prompt_lens[local]), *later, len(ids)]
         return tuple(ids[a:b] for a, b in zip(cuts, cuts[1:]))
 
 
@@ -156,8 +157,8 @@ def entry_key(source_sha: str, tokenizer, settings: dict) -> str:
 
 def sft_settings(mode: str, style: str, size: int, turns: str, keep_mode: str) -> dict:
     """What decides an SFT entry's tokens besides the file and the tokenizer."""
-    return {"kind": "sft", "template": JINJA_TEMPLATES[style], "style": style, "mode": mode, "size": size,
-            "turns": turns, "keep_mode": keep_mode}
+    return {"kind": "sft", "template": JINJA_TEMPLATES[style], "style": style, "mode": mode,
+            "size": size, "turns": turns, "keep_mode": keep_mode}
 
 
 # ------------------------------------------------------------------------------------------ build
@@ -181,10 +182,11 @@ def tokenize_rows(share: Share, out: Path, progress: bool, items: Iterable,
 
 def tokenize_share(share: Share, tokenizer, mode: str, style: str, turns: str, out: Path,
                    progress: bool = False, keep_mode: str = "") -> dict:
-    """Tokenize one share into ``out/part-K.*``; returns the part's summary (rows, tokens, bad rows and the
-    first bad row's one-line message, rows left out by ``keep_mode``: ``other_mode``). A row's tokens are its segments back to back; ``prompt_lens`` holds
-    where its first learned segment begins, ``bounds`` (rows listed by ``bound_offsets``) where its later
-    segments begin, for rows of several learned turns."""
+    """Tokenize one share into ``out/part-K.*``; returns the part's summary (rows, tokens, bad rows
+    and the first bad row's one-line message, rows left out by ``keep_mode``: ``other_mode``). A
+    row's tokens are its segments back to back; ``prompt_lens`` holds where its first learned
+    segment begins, ``bounds`` (rows listed by ``bound_offsets``) where its later segments begin,
+    for rows of several learned turns."""
     k = share.index
     offsets, plens = array.array("q", [0]), array.array("i")
     bounds, bound_offsets = array.array("i"), array.array("q", [0])
@@ -277,8 +279,9 @@ def open_entry(entry: Path) -> tuple[TokenizedSFT, dict]:
         plens = np.load(entry / f"part-{k}.prompt_lens.npy")
         bounds = np.load(entry / f"part-{k}.bounds.npy", mmap_mode="r")
         bound_offsets = np.load(entry / f"part-{k}.bound_offsets.npy", mmap_mode="r")
-        if (len(tokens) != part["tokens"] or len(plens) != part["rows"] or len(offsets) != part["rows"] + 1
-                or len(bound_offsets) != part["rows"] + 1):
+        rows = part["rows"]
+        if (len(tokens) != part["tokens"] or len(plens) != rows or len(offsets) != rows + 1
+                or len(bound_offsets) != rows + 1):
             raise DataError(f"{entry}: part {k} does not match its manifest; delete the folder to rebuild it")
         parts.append((tokens, offsets, plens, bounds, bound_offsets))
     return TokenizedSFT(parts), manifest
@@ -286,11 +289,12 @@ def open_entry(entry: Path) -> tuple[TokenizedSFT, dict]:
 
 def load(path: Path, tokenizer, mode: str, style: str, data: Data, fallback: Optional[Path]
          ) -> Optional[tuple[TokenizedSFT, dict]]:
-    """Every row of ``path`` tokenized (all rows in ``data.keep_mode``, no length filter) and the manifest, from
-    the cache or built into it now (collective: every rank calls it). None when there is nowhere to store a
-    cache."""
+    """Every row of ``path`` tokenized (all rows in ``data.keep_mode``, no length filter) and the
+    manifest, from the cache or built into it now (collective: every rank calls it). None when there
+    is nowhere to store a cache."""
     def tokenize(share: Share, out: Path, progress: bool) -> dict:
-        return tokenize_share(share, tokenizer, mode, style, data.sft_turns, out, progress, data.keep_mode)
+        return tokenize_share(share, tokenizer, mode, style, data.sft_turns, out, progress,
+                              data.keep_mode)
 
     settings = sft_settings(mode, style, data.size, data.sft_turns, data.keep_mode)
     entry = cached_entry(path, tokenizer, settings, data.size, fallback, tokenize)

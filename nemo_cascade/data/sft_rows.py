@@ -1,18 +1,21 @@
-"""SFT rows: a jsonl/parquet row as ``(messages, tools)`` and the text segments it trains, with one-line errors.
+"""SFT rows: a jsonl/parquet row as ``(messages, tools)`` and the text segments it trains, with
+one-line errors.
 
 Shapes (the loader's module docstring lists the RL ones):
 
 - the conversation as ``"question"`` / ``"prompt"`` (one user turn) or ``"messages"``, plus ``"response"``
   (a string); or ``"messages"`` ending with the assistant turn to learn;
-- tool use (paper §3.1.2, the stage-2 tool-calling data, §3.2): ``"messages"`` may hold ``tool`` turns (tool
-  results) and assistant turns with ``"tool_calls"`` (``[{"name", "arguments"}]`` or OpenAI's
-  ``[{"type": "function", "function": {"name", "arguments"}}]``, ``arguments`` an object or a JSON string;
-  ``content`` may then be null); ``"tools"`` (a list of JSON-schema tool definitions, or that list as a JSON
-  string, as some released sets store it) are listed in the system turn; a tool result must answer an
-  assistant turn's calls. An assistant turn with tool calls is learned as its content followed by its
-  ``<tool_call>`` blocks (:func:`~nemo_cascade.data.chat.assistant_text`).
+- tool use (paper §3.1.2, the stage-2 tool-calling data, §3.2): ``"messages"`` may hold ``tool``
+  turns (tool results) and assistant turns with ``"tool_calls"`` (``[{"name", "arguments"}]`` or
+  OpenAI's ``[{"type": "function", "function": {"name", "arguments"}}]``, ``arguments`` an object or
+  a JSON string; ``content`` may then be null); ``"tools"`` (a list of JSON-schema tool definitions,
+  or that list as a JSON string, as some released sets store it) are listed in the system turn; a
+  tool result must answer an assistant turn's calls. An assistant turn with tool calls is learned as
+  its content followed by its ``<tool_call>`` blocks
+  (:func:`~nemo_cascade.data.chat.assistant_text`).
 
-Every assistant turn of a row is learned (:func:`sft_segments`), not only the last: ``Data.sft_turns``.
+Every assistant turn of a row is learned (:func:`sft_segments`), not only the last:
+``Data.sft_turns``.
 """
 from __future__ import annotations
 
@@ -55,16 +58,16 @@ def conversation(row: dict, where: str, for_sft: bool) -> list[dict]:
         if "mode" in m and not valid_mode(m["mode"]):  # a per-turn switch (§3.1.2); render would reject it
             raise RowShapeError(f"{where}: field 'messages[{j}].mode' must be 'think' or 'no_think'")
         if m["role"] == "tool" and not _answers_a_call(msgs, j):
-            raise RowShapeError(f"{where}: field 'messages[{j}]' is a tool result that follows no assistant "
-                                "turn with tool_calls")
+            raise RowShapeError(f"{where}: field 'messages[{j}]' is a tool result that follows no "
+                                "assistant turn with tool_calls")
     if not for_sft and msgs[-1]["role"] == "assistant":
         raise RowShapeError(f"{where}: field 'messages' must not end with an assistant turn in a prompt set")
     return [{k: m[k] for k in _KEYS if k in m} for m in msgs]
 
 
 def _answers_a_call(msgs: list, j: int) -> bool:
-    """Whether the tool result ``msgs[j]`` follows an assistant turn that called tools (other results of the
-    same calls may come between)."""
+    """Whether the tool result ``msgs[j]`` follows an assistant turn that called tools (other
+    results of the same calls may come between)."""
     while j > 0 and msgs[j - 1].get("role") == "tool":
         j -= 1
     return j > 0 and msgs[j - 1].get("role") == "assistant" and bool(msgs[j - 1].get("tool_calls"))
@@ -100,23 +103,25 @@ def parse_sft_row(row: dict, where: str) -> tuple[list[dict], Optional[list]]:
 
 
 def answer_mode(messages: list[dict], mode: str) -> str:
-    """The mode a row's learned answer is in: the ``mode`` key of the user turn it answers, else ``mode``
-    (the stage's)."""
+    """The mode a row's learned answer is in: the ``mode`` key of the user turn it answers, else
+    ``mode`` (the stage's)."""
     asked = next((m for m in reversed(messages) if m["role"] == "user"), {})
     return asked.get("mode", mode)
 
 
 def sft_segments(messages: list[dict], tools: Optional[list], mode: str, style: str,
                  turns: str = "all") -> list[str]:
-    """One SFT example's text as segments that alternate context and learned text, starting with context:
-    ``[prompt, answer]`` for one learned turn, ``[prompt, answer 1, context, answer 2, ...]`` for several.
+    """One SFT example's text as segments that alternate context and learned text, starting with
+    context: ``[prompt, answer]`` for one learned turn, ``[prompt, answer 1, context, answer 2,
+    ...]`` for several.
 
-    The text is the last assistant turn's served prompt (generation prompt included) and its answer with the
-    ``<|im_end|>`` the model must learn to emit; each segment is tokenized alone, as a rollout tokenizes its
-    prompt apart from what it generates. ``turns="all"`` also learns each earlier assistant turn whose own
-    served prompt and answer begin the text (a multi-turn or tool-calling row, paper §3: every assistant turn
-    is a training target); a turn the template shows otherwise in the history than at generation (cascade2's
-    empty think block in no_think mode) stays context. ``"last"``: only the final turn is learned."""
+    The text is the last assistant turn's served prompt (generation prompt included) and its answer
+    with the ``<|im_end|>`` the model must learn to emit; each segment is tokenized alone, as a
+    rollout tokenizes its prompt apart from what it generates. ``turns="all"`` also learns each
+    earlier assistant turn whose own served prompt and answer begin the text (a multi-turn or
+    tool-calling row, paper §3: every assistant turn is a training target); a turn the template
+    shows otherwise in the history than at generation (cascade2's empty think block in no_think
+    mode) stays context. ``"last"``: only the final turn is learned."""
     last = len(messages) - 1
     prompt = render(messages[:last], mode, style, tools=tools)
     text = prompt + assistant_text(messages[last]) + IM_END
@@ -135,4 +140,5 @@ def sft_segments(messages: list[dict], tools: Optional[list], mode: str, style: 
     return segments
 
 
-__all__ = ["RowShapeError", "conversation", "tools_of", "parse_sft_row", "sft_segments", "answer_mode"]
+__all__ = ["RowShapeError", "conversation", "tools_of", "parse_sft_row", "sft_segments",
+           "answer_mode"]

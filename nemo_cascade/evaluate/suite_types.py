@@ -1,6 +1,7 @@
-"""What every suite module shares: :class:`Suite` and :class:`Item`, the one-line :class:`EvalError`, and the
-readers that turn a benchmark file's rows into items (used by :mod:`.suites`, :mod:`.swe_tasks` and
-:mod:`.paper_benchmarks`, which :mod:`.suites` lists)."""
+"""What every suite module shares: :class:`Suite` and :class:`Item`, the one-line
+:class:`EvalError`, and the readers that turn a benchmark file's rows into items (used by
+:mod:`.suites`, :mod:`.swe_tasks` and :mod:`.paper_benchmarks`, which :mod:`.suites` lists)."""
+
 from __future__ import annotations
 
 import functools
@@ -17,8 +18,8 @@ DATA = ROOT / "data"
 
 
 class EvalError(CascadeError, ValueError):
-    """A user mistake (unknown suite, missing checkpoint or data file, bad option, malformed data row); the
-    message is one line naming what was expected."""
+    """A user mistake (unknown suite, missing checkpoint or data file, bad option, malformed data
+    row); the message is one line naming what was expected."""
 
 
 @dataclass(frozen=True)
@@ -28,18 +29,21 @@ class Item:
     uid: str
     """Stable id from the dataset (task id, problem id, row number)."""
     messages: list
-    """The conversation to answer: ``[{"role": "user", "content": ...}, ...]``, ending with a user turn."""
+    """The conversation to answer: ``[{"role": "user", "content": ...}, ...]``, ending with a user
+    turn."""
     label: Any
     """The reward label of the suite's domain (docs/rewards.md)."""
     reference: Optional[str] = None
-    """A reference response: one that scores full marks (math, code, SWE: the golden solution), or the
-    answer to beat (RLHF). None where the dataset has none (IFEval, IFBench)."""
+    """A reference response: one that scores full marks (math, code, SWE: the golden solution), or
+    the answer to beat (RLHF). None where the dataset has none (IFEval, IFBench)."""
 
 
 YARN_FACTOR = 2.0
-"""App. B: every benchmark is evaluated with YaRN factor 2 over the model's 32768 native positions."""
+"""App. B: every benchmark is evaluated with YaRN factor 2 over the model's 32768 native
+positions."""
 SWE_INPUT_TOKENS = 32768
-"""App. B: SWE-bench's input for the 8B models (the 14B's is 64K, with YaRN 3: its recipe says so)."""
+"""App. B: SWE-bench's input for the 8B models (the 14B's is 64K, with YaRN 3: its recipe says
+so)."""
 
 
 @dataclass(frozen=True)
@@ -62,16 +66,18 @@ class Suite:
     paper: str
     """Where the defaults come from."""
     pairwise: bool = False
-    """Score = win/tie/loss against the item's reference answer under the reward model (RLHF proxy)."""
+    """Score = win/tie/loss against the item's reference answer under the reward model (RLHF
+    proxy)."""
     reward: Reward = field(default_factory=Reward)
-    """Verifier settings (answer pattern, timeouts); the run's sandbox / server settings are merged in."""
+    """Verifier settings (answer pattern, timeouts); the run's sandbox / server settings are merged
+    in."""
     yarn_factor: float = YARN_FACTOR
-    """YaRN rope scaling the engine serves the model with for this suite, over the model's native positions
-    (App. B: factor 2 over 32768 for every benchmark; the 14B's 64K-input SWE-bench run 3, a recipe's
-    ``gate.yarn`` or ``eval --yarn``). 1 = the model's own RoPE, no scaling."""
+    """YaRN rope scaling the engine serves the model with for this suite, over the model's native
+    positions (App. B: factor 2 over 32768 for every benchmark; the 14B's 64K-input SWE-bench run 3,
+    a recipe's ``gate.yarn`` or ``eval --yarn``). 1 = the model's own RoPE, no scaling."""
     max_input_tokens: int = 0
-    """The longest prompt generated (App. B: SWE-bench input 32K for the 8B, 64K for the 14B); a longer one
-    scores 0 and is counted as ``too_long``. 0 = only the engine's context limits it."""
+    """The longest prompt generated (App. B: SWE-bench input 32K for the 8B, 64K for the 14B); a
+    longer one scores 0 and is counted as ``too_long``. 0 = only the engine's context limits it."""
     data_version: str = ""
     """Which release / subset / date window of the benchmark the items are (eval.json
     ``data.version``)."""
@@ -80,7 +86,8 @@ class Suite:
     missing)."""
 
 
-# ------------------------------------------------------------------------------------------ reading files
+# -------------------------------------------------------------------------------- reading files
+
 
 def row_field(row: dict, key: str, where: str, kind: type | tuple = str) -> Any:
     if key not in row or not isinstance(row[key], kind) or isinstance(row[key], bool):
@@ -104,17 +111,36 @@ def user_turn(text: str) -> list:
 
 # ------------------------------------------------------------------------------------------ loaders
 
+
 def per_row(item: Callable[[dict, str, int], Optional[Item]]) -> Callable[[Path], list[Item]]:
-    """A loader of a jsonl file from ``item(row, where, lineno)`` (``where``: ``path:line``; None skips the row)."""
+    """A loader of a jsonl file from ``item(row, where, lineno)`` (``where``: ``path:line``; None
+    skips the row)."""
+
     @functools.wraps(item)
     def load(path: Path) -> list[Item]:
-        items = (item(row, f"{path}:{lineno}", lineno) for lineno, row in read_jsonl(path, error=EvalError))
+        items = (
+            item(row, f"{path}:{lineno}", lineno)
+            for lineno, row in read_jsonl(path, error=EvalError)
+        )
         return [i for i in items if i is not None]
+
     return load
 
 
 PAPER_DECODING = "App. B: T=0.6, top-p 0.95"
 """The decoding every suite uses (docs/evaluation.md)."""
 
-__all__ = ["ROOT", "DATA", "EvalError", "Item", "Suite", "YARN_FACTOR", "SWE_INPUT_TOKENS", "PAPER_DECODING",
-           "row_field", "validated", "user_turn", "per_row"]
+__all__ = [
+    "ROOT",
+    "DATA",
+    "EvalError",
+    "Item",
+    "Suite",
+    "YARN_FACTOR",
+    "SWE_INPUT_TOKENS",
+    "PAPER_DECODING",
+    "row_field",
+    "validated",
+    "user_turn",
+    "per_row",
+]

@@ -36,8 +36,8 @@ from typing import Callable, Optional
 from ..config import Reward
 from ..data.math_prompt import MATH_INSTRUCTION, math_prompt
 from ..data.mbpp_tasks import CODE_INSTRUCTION, mbpp_task
-from .suite_types import (DATA, PAPER_DECODING, ROOT, SWE_INPUT_TOKENS, YARN_FACTOR, EvalError, Item, Suite,
-                          per_row, row_field, user_turn, validated)
+from .suite_types import (DATA, PAPER_DECODING, ROOT, SWE_INPUT_TOKENS, YARN_FACTOR, EvalError,
+                          Item, Suite, per_row, row_field, user_turn, validated)
 
 
 @per_row
@@ -45,14 +45,16 @@ def load_ifeval(row: dict, where: str, lineno: int) -> Item:
     """IFEval ``input_data.jsonl`` / IFBench ``IFBench_test.jsonl`` rows: ``key``, ``prompt``,
     ``instruction_id_list``, ``kwargs``; the label is the row (the ``ifeval`` domain covers both taxonomies)."""
     prompt = row_field(row, "prompt", where)
-    label = validated("ifeval", {"prompt": prompt, "instruction_id_list": row.get("instruction_id_list"),
-                                  "kwargs": row.get("kwargs")}, where)
+    label = validated("ifeval", {"prompt": prompt,
+                                 "instruction_id_list": row.get("instruction_id_list"),
+                                 "kwargs": row.get("kwargs")}, where)
     return Item(str(row.get("key", lineno)), user_turn(prompt), label)
 
 
 def _math_item(uid: str, problem: str, answer: str, where: str) -> Item:
     answer = validated("math", answer.strip(), where)
-    return Item(uid, user_turn(math_prompt(problem)), answer, f"The final answer is \\boxed{{{answer}}}.")
+    reference = f"The final answer is \\boxed{{{answer}}}."
+    return Item(uid, user_turn(math_prompt(problem)), answer, reference)
 
 
 def gsm8k_final_answer(solution: str) -> str:
@@ -92,7 +94,8 @@ def load_humaneval(row: dict, where: str, lineno: int) -> Item:
     label = validated("code", {"test_code": row_field(row, "test", where),
                                 "entry_point": row_field(row, "entry_point", where)}, where)
     text = f"{CODE_INSTRUCTION}\n\n{_fenced(prompt)}"
-    return Item(row_field(row, "task_id", where), user_turn(text), label, _fenced(prompt + row.get("canonical_solution", "")))
+    reference = _fenced(prompt + row.get("canonical_solution", ""))
+    return Item(row_field(row, "task_id", where), user_turn(text), label, reference)
 
 
 @per_row
@@ -103,11 +106,13 @@ def load_mbpp(row: dict, where: str, lineno: int) -> Item:
     shared with the MBPP-derived training set."""
     tests = row_field(row, "test_list", where, list)
     try:
-        text, label = mbpp_task(row_field(row, "text", where), tests, row.get("test_setup_code") or "")
+        text, label = mbpp_task(row_field(row, "text", where), tests,
+                                row.get("test_setup_code") or "")
     except ValueError as e:
         raise EvalError(f"{where}: {e}") from None
     reference = _fenced(row_field(row, "code", where).replace("\r\n", "\n"))
-    return Item(str(row.get("task_id", lineno)), user_turn(text), validated("code", label, where), reference)
+    return Item(str(row.get("task_id", lineno)), user_turn(text), validated("code", label, where),
+                reference)
 
 
 _HH_TURN = re.compile(r"\n\n(Human|Assistant): ?")
@@ -138,7 +143,8 @@ def load_hh_rlhf(row: dict, where: str, lineno: int) -> Optional[Item]:
     if messages is None or len(messages) < 2 or messages[-1]["role"] != "assistant":
         return None
     prompt = messages[:-1]
-    return Item(str(lineno), prompt, validated("rlhf", {"messages": prompt}, where), messages[-1]["content"])
+    return Item(str(lineno), prompt, validated("rlhf", {"messages": prompt}, where),
+                messages[-1]["content"])
 
 
 def load_rows(domain: str) -> Callable[[Path], list[Item]]:
@@ -146,8 +152,8 @@ def load_rows(domain: str) -> Callable[[Path], list[Item]]:
     tools/make_tiny_suites.py), labels checked by ``domain``'s validator."""
     def item(row: dict, where: str, lineno: int) -> Item:
         messages = row_field(row, "messages", where, list)
-        return Item(str(row.get("uid", lineno)), messages, validated(domain, row.get("label"), where),
-                    row.get("reference"))
+        label = validated(domain, row.get("label"), where)
+        return Item(str(row.get("uid", lineno)), messages, label, row.get("reference"))
     return per_row(item)
 
 
@@ -213,7 +219,8 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("rlhf", "rlhf", "HH-RLHF helpful-base test: win rate against the chosen answer under the reward model",
           load_hh_rlhf, _repo_file("hh-rlhf", "helpful-base", "test.jsonl.gz"), mode="think", samples=1,
           max_tokens=32768, metric="win rate vs. reference (ties 0.5)",
-          paper=f"{PAPER_DECODING}, max 32K; an ArenaHard-style proxy (ArenaHard uses a GPT-4 judge)",
+          paper=f"{PAPER_DECODING}, max 32K; an ArenaHard-style proxy (ArenaHard uses a GPT-4 "
+                "judge)",
           pairwise=True),
 )}
 """Every benchmark by name (``nemo-cascade eval --suite NAME``; ``all`` means these)."""
@@ -286,6 +293,7 @@ def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tup
     return (items[:limit] if limit > 0 else items), path
 
 
-__all__ = ["Item", "Suite", "SUITES", "REGISTERED_SUITES", "register_suite", "prepared_suites", "gsm8k_final_answer",
-           "YARN_FACTOR", "SWE_INPUT_TOKENS", "ROOT", "DATA", "help_lines", "load_rows", "EvalError", "get_suite",
-           "suite_names", "load_items", "hh_conversation", "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]
+__all__ = ["Item", "Suite", "SUITES", "REGISTERED_SUITES", "register_suite", "prepared_suites",
+           "gsm8k_final_answer", "YARN_FACTOR", "SWE_INPUT_TOKENS", "ROOT", "DATA", "help_lines",
+           "load_rows", "EvalError", "get_suite", "suite_names", "load_items", "hh_conversation",
+           "MATH_INSTRUCTION", "CODE_INSTRUCTION", "default_swe_data"]

@@ -1,14 +1,14 @@
 """Reward domains, their verifiers and stage scoring.
 
-Each domain is one :class:`RewardDomain` in :data:`DOMAINS` (``rewards/domains.py``; docs/rewards.md "Adding a
-reward domain"): ``math`` (§4.5), ``ifeval`` (IFEval and IFBench, §4.4), ``code`` (sandboxed, §4.6), ``swe``
-(§4.7), ``rlhf`` (a served reward model, §4.3), and for evaluation ``mcq`` (multiple choice) and ``arena``
-(ArenaHard's served judge). A verifier never raises on model output and returns in bounded
-time for any string up to 1 MB. Training and evaluation both score through here: a stage builds a
-:class:`~.scoring.Scorer` from its ``config.Reward`` (batched, parallel, with servers where the domain needs one).
-``REWARDS`` and ``VALIDATORS`` are views of the registry for one-off use: ``REWARDS[domain](response, label)``,
-the self-contained verifiers with default settings (``rlhf`` and ``arena`` have none: they need a server),
-and
+Each domain is one :class:`RewardDomain` in :data:`DOMAINS` (``rewards/domains.py``; docs/rewards.md
+"Adding a reward domain"): ``math`` (§4.5), ``ifeval`` (IFEval and IFBench, §4.4), ``code``
+(sandboxed, §4.6), ``swe`` (§4.7), ``rlhf`` (a served reward model, §4.3), and for evaluation
+``mcq`` (multiple choice) and ``arena`` (ArenaHard's served judge). A verifier never raises on model
+output and returns in bounded time for any string up to 1 MB. Training and evaluation both score
+through here: a stage builds a :class:`~.scoring.Scorer` from its ``config.Reward`` (batched,
+parallel, with servers where the domain needs one). ``REWARDS`` and ``VALIDATORS`` are views of the
+registry for one-off use: ``REWARDS[domain](response, label)``, the self-contained verifiers with
+default settings (``rlhf`` and ``arena`` have none: they need a server), and
 ``VALIDATORS[domain](label)``.
 """
 from __future__ import annotations

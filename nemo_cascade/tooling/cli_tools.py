@@ -99,7 +99,8 @@ def cmd_data(args) -> int:
                                       DEFAULT_PAIRS if args.synthetic_pairs is None else args.synthetic_pairs,
                                       args.generator_workers, args.generator_max_tokens)
     manifest, paths = prepare_command(args.stage, Path(args.out), source_dir=args.source_dir,
-                                      max_bad_rows=args.max_bad_rows, force=args.force, generator=generator,
+                                      max_bad_rows=args.max_bad_rows, force=args.force,
+                                      generator=generator,
                                       always_solved=args.drop_always_solved,
                                       never_solved=args.drop_never_solved)
     print(summary(manifest, paths))

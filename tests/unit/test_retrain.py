@@ -1,5 +1,5 @@
-"""`nemo-cascade run RECIPE --stage NAME` on a run whose manifest says NAME is done (cascade.check_selection,
-cascade.discard_for_retrain, lineage.reset_stages, cli): refused in one line unless --retrain, which discards the
+"""`nemo-cascade run RECIPE --stage NAME` on a run whose manifest says NAME is done (stage_selection.check_selection,
+stage_selection.discard_for_retrain, lineage.reset_stages, cli): refused in one line unless --retrain, which discards the
 stage and every later one — and only once, so that a requeued job repeating the flag resumes the retraining."""
 import json
 from dataclasses import replace

@@ -3,7 +3,6 @@ its targets), each after exactly the prompt the served template gives that turn;
 tool-calling rows keep their tool turns so they render as served."""
 
 import json
-import runpy
 from pathlib import Path
 
 import pytest
@@ -263,13 +262,7 @@ def test_the_committed_multi_turn_blend_is_what_the_tool_writes():
     spec = importlib.util.spec_from_file_location("make_multiturn_sft", path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    tool.demo_data.register()
-    recipe = runpy.run_path(str(path.parents[1] / "recipes" / "smollm2.py"))
-    pairs = [
-        pair
-        for data in recipe["SFT_SOURCES"]
-        for pair in tool.sft_pairs(tool.rows(data), "no_think")
-    ]
+    pairs = tool.blend_pairs()
     chats = tool.conversations(pairs)
     assert tool.OUT.read_text() == "".join(
         json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n" for c in chats

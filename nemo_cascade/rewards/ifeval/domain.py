@@ -38,8 +38,8 @@ def training_validator(data: Data, where: str):
 
 
 def rm_conversation(label: dict) -> dict:
-    """What the reward model reads of an IF prompt: the whole conversation (system prompt and earlier turns
-    of a multi-turn IF-RLVR row) where the label holds it, else the one user turn."""
+    """What the reward model reads of an IF prompt: the whole conversation (system prompt and
+    earlier turns of a multi-turn IF-RLVR row) where the label holds it, else the one user turn."""
     return {"messages": label["messages"]} if "messages" in label else {"prompt": label["prompt"]}
 
 
@@ -111,5 +111,5 @@ DOMAIN = RewardDomain("ifeval", adapt_ifeval, validate_label, lambda settings: v
                       report_notes=report_notes)
 """The paper sets no code-switch penalty for IF-RL (§4.4): the defaults (none; the prompt-language rule)."""
 
-__all__ = ["DOMAIN", "verdicts", "training_validator", "rm_conversation", "rm_bonus", "batch_metrics", "eval_record", "eval_metrics",
-           "report_notes"]
+__all__ = ["DOMAIN", "verdicts", "training_validator", "rm_conversation", "rm_bonus",
+           "batch_metrics", "eval_record", "eval_metrics", "report_notes"]

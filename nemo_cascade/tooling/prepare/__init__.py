@@ -41,10 +41,10 @@ def prepare_command(spec: str, out: Path, *, source_dir: Optional[Path] = None, 
                     force: bool = False, generator=None, progress: Optional[bool] = None,
                     always_solved: Optional[Path] = None, never_solved: Optional[Path] = None,
                     ) -> tuple[dict, list[str]]:
-    """Prepare the stages ``spec`` names into ``out``; returns the manifest and the paths written or checked.
-    ``generator``: :class:`.offtopic.GeneratorSettings` — adds App. C.1's synthetic pairs to the RM's file.
-    ``always_solved`` / ``never_solved``: pass-rate files of §4.6.1's weaker / stronger reference
-    model (:mod:`.difficulty`), filtering the code RL file."""
+    """Prepare the stages ``spec`` names into ``out``; returns the manifest and the paths written or
+    checked. ``generator``: :class:`.offtopic.GeneratorSettings` — adds App. C.1's synthetic pairs
+    to the RM's file. ``always_solved`` / ``never_solved``: pass-rate files of §4.6.1's weaker /
+    stronger reference model (:mod:`.difficulty`), filtering the code RL file."""
     names = stage_names(spec)
     if max_bad_rows < 0:
         raise PrepareError(f"--max-bad-rows: expected an integer >= 0, got {max_bad_rows}")

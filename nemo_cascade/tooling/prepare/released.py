@@ -1,12 +1,13 @@
 """Rows of the released Nemotron-Cascade sets (and the IF-RLVR set) in the shapes the recipes read.
 
-- SFT (``nvidia/Nemotron-Cascade-SFT-Stage-1``, ``-Stage-2``, ``-SFT-SWE``; §3.2–3.3): ``messages``. Each user
-  turn gets ``"mode"``: the `` /think`` / `` /no_think`` flag it ends with (removed from the text: the template
-  adds it back, §3.1.2), else the row's ``reasoning`` field (``on``/``off``), else whether the assistant turn
-  answering it opens with a ``<think>`` block — thinking responses are R1's, non-thinking ones V3's (§3.2).
-  Tool-calling rows (§3.3) keep their ``tools``, ``tool_calls`` and ``tool`` turns, so the chat template
-  renders them exactly as a served model sees them (tools listed with the template's preamble, results in
-  ``<tool_response>`` blocks carrying no mode flag; data/chat.py); an unknown role is a bad row.
+- SFT (``nvidia/Nemotron-Cascade-SFT-Stage-1``, ``-Stage-2``, ``-SFT-SWE``; §3.2–3.3): ``messages``.
+  Each user turn gets ``"mode"``: the `` /think`` / `` /no_think`` flag it ends with (removed from
+  the text: the template adds it back, §3.1.2), else the row's ``reasoning`` field (``on``/``off``),
+  else whether the assistant turn answering it opens with a ``<think>`` block — thinking responses
+  are R1's, non-thinking ones V3's (§3.2). Tool-calling rows (§3.3) keep their ``tools``,
+  ``tool_calls`` and ``tool`` turns, so the chat template renders them exactly as a served model
+  sees them (tools listed with the template's preamble, results in ``<tool_response>`` blocks
+  carrying no mode flag; data/chat.py); an unknown role is a bad row.
 - IF-RL (§4.4.1): ``nvidia/Nemotron-Cascade-RL-Instruction-Following`` rows (``prompt`` as text or messages,
   ``instruction_id_list``, ``kwargs``) split by taxonomy: every id IFEval's → ``ifeval_taxonomy.jsonl``,
   otherwise ``ifbench_taxonomy.jsonl``; the IF-RLVR rows of Pyatkin et al. (``allenai/IF_multi_constraints_upto5``:
@@ -35,8 +36,9 @@ _ROLES = ("system", "user", "assistant", "tool")
 
 
 def _tool_call(call: Any, where: str) -> dict:
-    """A released tool call as ``{"name", "arguments"}`` (OpenAI's ``{"function": {...}}`` unwrapped);
-    arguments kept as released, an object or a JSON string, which the template writes verbatim."""
+    """A released tool call as ``{"name", "arguments"}`` (OpenAI's ``{"function": {...}}``
+    unwrapped); arguments kept as released, an object or a JSON string, which the template writes
+    verbatim."""
     fn = call.get("function", call) if isinstance(call, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
         raise SchemaError(f"field '{where}' must name a function")
@@ -54,8 +56,9 @@ def _json_field(row: dict, key: str) -> Any:
 
 
 def _chat_turns(row: dict) -> list[dict]:
-    """The row's turns as the chat template takes them: tool results stay ``tool`` turns (rendered in the
-    served template's ``<tool_response>`` blocks, with no mode flag) and tool calls stay ``tool_calls``."""
+    """The row's turns as the chat template takes them: tool results stay ``tool`` turns (rendered
+    in the served template's ``<tool_response>`` blocks, with no mode flag) and tool calls stay
+    ``tool_calls``."""
     msgs = _json_field(row, "messages")
     if not isinstance(msgs, list) or not msgs:
         raise SchemaError("expected field 'messages' (a non-empty list of {role, content})")
@@ -63,7 +66,8 @@ def _chat_turns(row: dict) -> list[dict]:
     for j, m in enumerate(msgs):
         if not isinstance(m, dict) or m.get("role") not in _ROLES:
             role = m.get("role") if isinstance(m, dict) else None
-            raise SchemaError(f"field 'messages[{j}].role' must be one of {', '.join(_ROLES)}, got {role!r:.40}")
+            raise SchemaError(f"field 'messages[{j}].role' must be one of {', '.join(_ROLES)}, "
+                              f"got {role!r:.40}")
         content = m.get("content") or ""
         if not isinstance(content, str):
             raise SchemaError(f"field 'messages[{j}].content' must be a string")
@@ -72,7 +76,8 @@ def _chat_turns(row: dict) -> list[dict]:
             calls = m["tool_calls"]
             if not isinstance(calls, list):
                 raise SchemaError(f"field 'messages[{j}].tool_calls' must be a list")
-            turn["tool_calls"] = [_tool_call(c, f"messages[{j}].tool_calls[{i}]") for i, c in enumerate(calls)]
+            turn["tool_calls"] = [_tool_call(c, f"messages[{j}].tool_calls[{i}]")
+                                  for i, c in enumerate(calls)]
         out.append(turn)
     return out
 

@@ -38,8 +38,8 @@ from nemo_cascade.tooling.prepare.stages import Output
 log = logging.getLogger(__name__)
 
 VERSION = 2
-"""Bumped when a conversion changes what a file holds: older manifest entries are then redone (2: tool
-calls and results kept as chat turns)."""
+"""Bumped when a conversion changes what a file holds: older manifest entries are then redone (2:
+tool calls and results kept as chat turns)."""
 MANIFEST = "manifest.json"
 
 
