@@ -19,7 +19,7 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
@@ -420,7 +420,9 @@ class CascadeRun:
     def _judge(self, stage: config.Stage, sdir: Path) -> list:
         found = self.gate.check([r for r in self.rows if (r / "eval.json").is_file()], sdir)
         action = self.cfg.gate.on_regression
-        self.manifest.update(stage.name, gate={"regressions": [str(r) for r in found], "action": action})
+        self.manifest.update(stage.name, gate={"rule": self.cfg.gate.rule, "action": action,
+                                               "regressions": [str(r) for r in found],
+                                               "flagged": [asdict(r) for r in found]})
         for r in found:
             events.warning("stage %s: regression: %s", stage.name, r)
         if found and action == "stop":

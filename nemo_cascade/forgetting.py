@@ -12,8 +12,8 @@ on the stage directory evaluates it with the suites' own factors. The starting m
 (``RUN_DIR/base/eval.json``) so the first stage has a row to be compared with. Suites scored by a reward model
 (the RLHF win rate) need the cascade's RM: rows evaluated before it existed get that column filled in once the RM
 stage has finished (the policy then still holds the weights of the row before). Regressions
-(``evaluate.stage_scores.regressions``: a drop beyond the suite's tolerance and the two estimates' noise) are recorded in
-the manifest and either logged or end the cascade.
+(``evaluate.stage_scores.row_regressions``, by ``gate.rule``) are recorded in the manifest and are
+logged or end the cascade.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from nemo_cascade import ranks, stop_request
 from nemo_cascade.deadline import Deadline
 from nemo_cascade.evaluate import stage_scores
 from nemo_cascade.evaluate.runner import EvalSettings, GateStopped, context_needed, prepare, run_suite
-from nemo_cascade.evaluate.eval_output import provenance, read_eval, write_eval
+from nemo_cascade.evaluate.eval_output import provenance, write_eval
 from nemo_cascade.evaluate.row_progress import RowProgress
 from nemo_cascade.faults import crash_point
 
@@ -134,11 +134,10 @@ class Gate:
                 f"{row / 'eval_partial'}; run the same command again to continue") from None
 
     def check(self, row_dirs: list[Path], current: Path) -> list[stage_scores.Regression]:
-        """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in order)."""
-        history = stage_scores.load_stage_scores(row_dirs)
-        now = stage_scores.scores(read_eval(current / "eval.json"))
-        return [found for suite, tolerance in self.tolerance.items() if suite in now
-                for found in stage_scores.regressions(history, {suite: now[suite]}, tolerance, self.cfg.sigmas)]
+        """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in order),
+        by ``gate.rule``."""
+        return stage_scores.row_regressions(row_dirs, current, self.tolerance, self.cfg.rule,
+                                            self.cfg.alpha, self.cfg.sigmas)
 
 
 __all__ = ["Gate", "GateStop"]

@@ -78,7 +78,7 @@ def recipe() -> Cascade:
 
 
 GATE_ITEMS_PAIRED = 250
-"""Items per gate suite when rows are compared item by item (tooling/paired.py): 250 (HumanEval has 164, all
+"""Items per gate suite when rows are compared item by item (evaluate/paired.py): 250 (HumanEval has 164, all
 taken) lets a paired test settle changes of a few points, which 80 items cannot."""
 
 WORD_MATH = Data(source=f"synthetic:{LEG_COUNTING}", split="train", size=PROMPTS_PER_DOMAIN // 2, seed=14,

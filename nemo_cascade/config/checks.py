@@ -323,6 +323,8 @@ def _validate_gate(g: Gate, stages) -> None:
                           "RM scores the gate's pairwise suites; leave gate.reward_model_url empty")
     if g.min_drop < 0 or g.sigmas < 0:
         raise ConfigError("gate: min_drop and sigmas must be >= 0")
+    if not 0 < g.alpha < 1:
+        raise ConfigError(f"gate.alpha: {g.alpha} is not a significance level in (0, 1)")
     for name, what, kind, least in (("tolerance", "DROP", float, 0), ("yarn", "FACTOR", float, 1),
                                     ("max_input_tokens", "TOKENS", int, 0)):
         for item in getattr(g, name):

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from .schema import ConfigError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """The newest version: the one a new run's manifest.json and every config.json record."""
 
 FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
@@ -57,6 +57,9 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # across it trains on the paper's two variants; built prompts (the released set) read as before.
     # A thinking-only SFT's rows (keep_mode): at its default every row is kept, as before.
     10: {"Data": ("sft_turns", "swe_truth_only_share", "keep_mode")},
+    # The gate's paired rule judges the rows and trains nothing: a run created before it keeps its
+    # hash and is judged by the paired rule from then on.
+    11: {"Gate": ("rule", "alpha")},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not named
 here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION`` bumped

@@ -1,11 +1,9 @@
 """The forgetting check between cascade stages (paper §4.1.1, T2 / T4–T8): did a later stage lose a skill?
 
-The cascade evaluates the same suites after every stage (``runner.evaluate`` with the colocated engine, or
-``nemo-cascade eval`` on each stage directory) and compares each stage's scores with the best earlier stage.
-A suite **regresses** when ``best_before − now > max(min_drop, sigmas · √(se_before² + se_now²))``: the drop
-must exceed both a practical threshold and the sampling noise of the two avg@K estimates (their standard
-errors over items, assumed independent). The paper's largest per-stage regressions are 2–4 points
-(ArenaHard after IF-RL, Tables 2 and 4–8), so ``min_drop`` defaults to 0.02.
+Each stage's scores are compared with the best earlier row of the same suite. Two rules
+(docs/evaluation.md, "The gate's rule"): **paired** (the default) — the drop on the items both rows
+scored is at least ``min_drop`` and a paired test (:mod:`.paired`) calls it significant at
+``alpha``; **unpaired** — ``best − now > max(min_drop, sigmas · √(se_best² + se_now²))``.
 """
 from __future__ import annotations
 
@@ -15,6 +13,10 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .eval_output import read_eval
+from .paired import PairedTest, item_values, p_text, paired_test
+
+ItemValues = tuple[dict[str, float], bool]
+"""One suite's :func:`.paired.item_values` in one row: ``(uid → value, every item one 0/1 sample)``."""
 
 
 @dataclass(frozen=True)
@@ -24,10 +26,22 @@ class Regression:
     best: float
     now: float
     threshold: float
+    """The smallest drop the rule flags (unpaired: the noise-scaled one; paired: ``min_drop``)."""
+    rule: str = "unpaired"
+    p: float | None = None
+    """The paired test's p-value (paired rule)."""
+    test: str = ""
+    """``mcnemar`` or ``bootstrap`` (paired rule)."""
+    items: int = 0
+    """Items both rows scored (paired rule)."""
 
     def __str__(self) -> str:
-        return (f"{self.suite}: {100 * self.now:.1f} now vs {100 * self.best:.1f} after {self.best_stage} "
-                f"(drop {100 * (self.best - self.now):.1f} > {100 * self.threshold:.1f})")
+        drop = f"{self.suite}: {100 * self.now:.1f} now vs {100 * self.best:.1f} after {self.best_stage}"
+        if self.rule == "paired":
+            return (f"{drop} (paired drop {100 * (self.best - self.now):.1f} ≥ "
+                    f"{100 * self.threshold:.1f}, {self.test} p {p_text(self.p or 0.0)} "
+                    f"on {self.items} items)")
+        return f"{drop} (drop {100 * (self.best - self.now):.1f} > {100 * self.threshold:.1f})"
 
 
 def scores(eval_doc: Mapping) -> dict[str, tuple[float, float]]:
@@ -62,6 +76,64 @@ def regressions(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]
     return found
 
 
+def load_item_values(stage_dirs: Sequence[Path]) -> list[tuple[str, dict[str, ItemValues]]]:
+    """``(stage name, suite → item values)`` for each stage directory holding an eval.json."""
+    out = []
+    for d in stage_dirs:
+        if (Path(d) / "eval.json").is_file():
+            suites = read_eval(Path(d) / "eval.json")["suites"]
+            out.append((Path(d).name, {name: item_values(r) for name, r in suites.items()}))
+    return out
+
+
+def paired_regressions(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]],
+                       items: Sequence[tuple[str, Mapping[str, ItemValues]]],
+                       current: Mapping[str, tuple[float, float]],
+                       current_items: Mapping[str, ItemValues],
+                       min_drop: float = 0.02, alpha: float = 0.05) -> list[Regression]:
+    """Suites of ``current`` whose paired drop from their best earlier row (``history``'s scores,
+    ``items`` the same rows' item values, in the same order) is at least ``min_drop`` at p < ``alpha``.
+    A suite that shares no item with that row is judged by the unpaired rule at 2 sigmas."""
+    found = []
+    by_stage = dict(items)
+    for suite, (now, se_now) in current.items():
+        earlier = [(stage, s[suite]) for stage, s in history if suite in s]
+        if not earlier:
+            continue
+        best_stage, (best, se_best) = max(earlier, key=lambda e: e[1][0])
+        before = by_stage.get(best_stage, {}).get(suite)
+        test = paired_test(before, current_items[suite]) if before and suite in current_items else None
+        if test is None or test.items == 0:
+            found += regressions([(best_stage, {suite: (best, se_best)})], {suite: (now, se_now)},
+                                 min_drop)
+        elif _paired_drop(test, min_drop, alpha):
+            found.append(Regression(suite, best_stage, best, now, min_drop, "paired", test.p, test.test,
+                                    test.items))
+    return found
+
+
+def _paired_drop(test: PairedTest, min_drop: float, alpha: float) -> bool:
+    """A drop of at least ``min_drop`` on the shared items that the test calls significant."""
+    return -test.diff >= min_drop - 1e-12 and test.p < alpha
+
+
+def row_regressions(row_dirs: Sequence[Path], current: Path, tolerance: Mapping[str, float],
+                    rule: str = "paired", alpha: float = 0.05, sigmas: float = 2.0
+                    ) -> list[Regression]:
+    """The regressions of the row ``current`` (a folder with eval.json) against the earlier rows
+    ``row_dirs`` (in order), for the suites of ``tolerance`` (suite → ``min_drop``), by ``rule``."""
+    history = load_stage_scores(row_dirs)
+    doc = read_eval(Path(current) / "eval.json")
+    now = scores(doc)
+    suites = [s for s in tolerance if s in now]
+    if rule == "unpaired":
+        return [r for s in suites for r in regressions(history, {s: now[s]}, tolerance[s], sigmas)]
+    items = load_item_values(row_dirs)
+    now_items = {name: item_values(r) for name, r in doc["suites"].items()}
+    return [r for s in suites
+            for r in paired_regressions(history, items, {s: now[s]}, now_items, tolerance[s], alpha)]
+
+
 def deltas(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]) -> list[dict[str, float]]:
     """Per row of ``history``: ``suite → avg@K now − avg@K in the latest earlier row that has the suite``; a
     suite seen for the first time has no entry. "Latest earlier row", not "the row above": a stage that
@@ -84,4 +156,5 @@ def forgetting_matrix(history: Sequence[tuple[str, Mapping[str, tuple[float, flo
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Regression", "scores", "load_stage_scores", "regressions", "deltas", "forgetting_matrix"]
+__all__ = ["Regression", "ItemValues", "scores", "load_stage_scores", "load_item_values", "regressions",
+           "paired_regressions", "row_regressions", "deltas", "forgetting_matrix"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nemo_cascade.files import replaced_atomically, write_text_atomically
 from nemo_cascade.tooling.report import Run, load_run, paired_rows
-from nemo_cascade.tooling.paired import ALPHA, p_text
+from nemo_cascade.evaluate.paired import ALPHA, p_text
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from nemo_cascade.files import read_json, replaced_atomically, write_text_atomic
 from nemo_cascade.metrics import metric_rows
 from nemo_cascade.evaluate.eval_output import read_eval
 from nemo_cascade.evaluate.stage_scores import deltas, scores
-from nemo_cascade.tooling.paired import ALPHA, PairedTest, item_values, p_text, paired_test
+from nemo_cascade.evaluate.paired import ALPHA, PairedTest, item_values, p_text, paired_test
 
 # The headline training number of each stage kind: what the stage optimises (GRPO) or fits (SFT, RM).
 HEADLINE = {"grpo": "reward_mean", "sft": "loss", "reward_model": "accuracy"}
@@ -222,7 +222,7 @@ def _kept_to_the_end(run: Run) -> list[str]:
 
 def _paired_drops(run: Run) -> list[str]:
     """One line per row with a suite that fell against the row before at p < ALPHA (the matrix's paired test),
-    own domain or not: the report's regressions, which the gate's unpaired rule may not have recorded."""
+    own domain or not."""
     lines = []
     for (label, _), change, tests in zip(run.history, deltas(run.history), run.tests()):
         drops = [f"{suite} {_points(change[suite])} (p {p_text(test.p)})" for suite, test in tests.items()
@@ -236,8 +236,15 @@ def _significance(test: PairedTest | None) -> str:
     return "" if test is None else f" (p {p_text(test.p)}, {test.verdict})"
 
 
+_RULES = ("the gate's verdicts (manifest.json; `gate.on_regression` acts on them), each under the rule "
+          "recorded with it: **paired**, a drop of at least `gate.min_drop` from the suite's best earlier row "
+          "on the items both rows scored, significant at `gate.alpha`; **unpaired**, a drop below the best "
+          "earlier score by more than max(`gate.min_drop`, `gate.sigmas` standard errors of the two scores).")
+
+
 def _regressions(run: Run) -> list[str]:
-    return [f"- `{s.name}` ({s.gate.get('action', '?')}): {r}"
+    """One line per recorded regression; a manifest written before the paired rule records none."""
+    return [f"- `{s.name}` ({s.gate.get('action', '?')}, {s.gate.get('rule', 'unpaired')} rule): {r}"
             for s in run.stages for r in s.gate.get("regressions", [])]
 
 
@@ -348,11 +355,9 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
                       "against the last row, paired on the same items: did the later stages keep it?", "", *kept, ""]
     else:
         parts += ["No evaluation yet (no `base/eval.json`, no `stages/*/eval.json`).", ""]
-    parts += ["## Gate regressions", "", "the gate's rule (manifest.json; `gate.on_regression` acts on it): a suite "
-              "below its best earlier score by more than max(`gate.min_drop`, `gate.sigmas` unpaired standard errors "
-              "of the two scores).", "", *(_regressions(run) or ["None recorded in manifest.json."]), "",
-              f"Drops against the row before at p < {ALPHA} (the matrix's paired test: it can call a drop significant "
-              "that is smaller than the gate's rule needs):", "", *(_paired_drops(run) or ["- none"]), "",
+    parts += ["## Gate regressions", "", _RULES, "", *(_regressions(run) or ["None recorded in manifest.json."]),
+              "", f"Drops against the row before at p < {ALPHA} (the matrix's paired test; the gate compares "
+              "with the best earlier row instead):", "", *(_paired_drops(run) or ["- none"]), "",
               "## Stages", "", f"metric: GRPO `{HEADLINE['grpo']}`, SFT `{HEADLINE['sft']}`, reward model "
               f"`{HEADLINE['reward_model']}`; first / last n mean = over the first and last n ≤ {WINDOW} logged "
               "steps (n ≤ half the steps, so the two never overlap).",

@@ -40,6 +40,8 @@ def test_overrides_reach_nested_fields(tiny):
     ("stages.math.steps=0", "stages.math.steps: expected >= 1, got 0"),
     ("stages.math.grpo.group_size=1", "GRPO needs >= 2 samples per prompt"),
     ("wandb=maybe", "wandb: expected bool"),
+    ("gate.alpha=1.0", "gate.alpha: 1.0 is not a significance level in (0, 1)"),
+    ("gate.rule=median", "gate.rule: expected one of ['paired', 'unpaired']"),
 ])
 def test_bad_overrides_name_the_field(tiny, override, message):
     with pytest.raises(config.ConfigError) as e:

@@ -1,4 +1,4 @@
-"""Paired tests between report rows (tooling/paired.py) and where the reports show them: exact McNemar against
+"""Paired tests between report rows (evaluate/paired.py) and where the reports show them: exact McNemar against
 direct enumeration, the paired bootstrap's calibration, item pairing by uid, and the p-values in report.md's
 matrix and the comparison's final rows."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from nemo_cascade import config
 from nemo_cascade.tooling.report import load_run, matrix_text
 from nemo_cascade.tooling.compare import comparison_markdown
-from nemo_cascade.tooling.paired import (PairedTest, item_values, mcnemar_exact, p_text, paired_bootstrap,
+from nemo_cascade.evaluate.paired import (PairedTest, item_values, mcnemar_exact, p_text, paired_bootstrap,
                                           paired_test)
 from nemo_cascade.evaluate.eval_output import write_eval
 

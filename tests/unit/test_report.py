@@ -174,7 +174,7 @@ def test_report_markdown(run_dir):
     assert md.startswith("# Cascade report: synthetic\n") and "git `0123456789ab`" in md
     assert "| math  | 41.0 (-1.0)     | **50.0 (+7.0)** | **30.0 (+4.0)** |" in md
     regressions = md.split("## Gate regressions\n\n")[1].split("\n\n")[1]
-    assert regressions == f"- `ifrl` (warn): {REGRESSION}"
+    assert regressions == f"- `ifrl` (warn, unpaired rule): {REGRESSION}"  # a manifest before the rule
     summary = {line.split("|")[2].strip(): [c.strip() for c in line.strip().strip("|").split("|")]
                for line in md.split("## Stages")[1].split("## GRPO steps")[0].splitlines()
                if line.startswith("| ") and "---" not in line}

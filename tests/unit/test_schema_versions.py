@@ -210,7 +210,7 @@ def test_a_config_json_of_a_newer_version_is_refused_in_one_line(tiny):
 
 # ------------------------------------------------------------------------------------------ new fields
 
-SNAPSHOT_VERSION = 10
+SNAPSHOT_VERSION = 11
 SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
     "Cascade": "name model parallel stages run_root seed gate keep_checkpoints checkpoint_every_minutes chat_style "
                "wandb",
@@ -233,8 +233,8 @@ SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
               "judge_reasoning_tokens if_rm_bonus",
     "LengthPhase": "steps max_response_tokens overlong temperature until_clip_ratio",
     "Boundary": "optimizer data",
-    "Gate": "suites samples max_tokens limit temperature top_p evaluate_base min_drop sigmas tolerance on_regression "
-            "mode yarn max_input_tokens chunk_items",
+    "Gate": "suites samples max_tokens limit temperature top_p evaluate_base min_drop rule alpha sigmas tolerance "
+            "on_regression mode yarn max_input_tokens chunk_items",
 }
 
 
