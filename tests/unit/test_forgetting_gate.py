@@ -1,5 +1,8 @@
 """The forgetting gate's verdicts as the cascade takes them (forgetting.Gate.check): the best earlier row of
-each suite, the per-benchmark tolerance overriding gate.min_drop, and the noise term."""
+each suite, the per-benchmark tolerance overriding gate.min_drop, and the unpaired rule's noise term
+(the paired rule: tests/unit/test_gate_rule.py)."""
+from dataclasses import replace
+
 import pytest
 
 from nemo_cascade import config
@@ -37,7 +40,8 @@ def _rows(tmp_path, scores: dict[str, dict[str, float]]):
 
 
 def test_regression_against_the_best_earlier_row_with_per_suite_tolerance(tmp_path, tokenizer):
-    gate_cfg = config.Gate(suites=("tiny-math", "tiny-code"), min_drop=0.05, tolerance=("tiny-code=0.20",))
+    gate_cfg = config.Gate(suites=("tiny-math", "tiny-code"), min_drop=0.05, tolerance=("tiny-code=0.20",),
+                           rule="unpaired")
     gate = Gate(config.Cascade(gate=gate_cfg), tokenizer)
     rows = _rows(tmp_path, {
         "base": {"tiny-math": 0.10, "tiny-code": 0.10},
@@ -49,7 +53,7 @@ def test_regression_against_the_best_earlier_row_with_per_suite_tolerance(tmp_pa
     assert [(r.suite, r.best_stage, r.best, r.now) for r in found] == [("tiny-math", "sft", 0.60, 0.50),
                                                                         ("tiny-code", "sft", 0.70, 0.40)]
     assert gate.check(rows[:3], rows[3]) == []
-    strict = Gate(config.Cascade(gate=config.Gate(suites=("tiny-math", "tiny-code"), min_drop=0.01)), tokenizer)
+    strict = Gate(config.Cascade(gate=replace(gate_cfg, min_drop=0.01, tolerance=())), tokenizer)
     assert [r.suite for r in strict.check(rows[:3], rows[3])] == ["tiny-math", "tiny-code"]
 
 
