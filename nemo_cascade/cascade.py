@@ -37,6 +37,7 @@ from nemo_cascade.saves import Saves
 from nemo_cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
 from nemo_cascade.stage_selection import check_selection, discard_for_retrain, run_dir, stage_dir
 from nemo_cascade.step_rollouts import StepRollouts
+from nemo_cascade.teachers import Teachers, resolve
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ class CascadeRun:
                              steps=stage.steps)
         identity = f"{self.manifest.config_hash(stage)}/seed{stage.rollout.seed}"
         rollouts = (StepRollouts(sdir / "rollouts", identity, self.cfg.rollout_checkpoint_seconds)
-                    if stage.kind == "grpo" else None)
+                    if config.samples_on_policy(stage) else None)
         saves = Saves(sdir / "checkpoint", stage.checkpoint_every, self.cfg.keep_checkpoints, resume,
                       every_minutes=self.cfg.checkpoint_every_minutes, run_dir=self.out,
                       deadline=self.deadline,
@@ -227,13 +228,27 @@ class CascadeRun:
         if stage.kind == "sft":
             data_state = run_sft(ctx, stage, rows)
         else:
+            teachers = self._teachers(k, stage) if stage.kind == "distill" else None
             ctx.engine = self._engine()
-            data_state = run_grpo(ctx, self._with_served_rm(stage), rows)
+            data_state = run_grpo(ctx, self._with_served_rm(stage), rows, teachers)
         export_hf(self.actor, sdir / "hf", self.base)
         if ranks.is_main():  # the export chats the way the cascade trained it (§3.1.2)
             set_chat_template(sdir / "hf", cfg.chat_style)
         self.weights_from = self.actor.hf_path = str(sdir / "hf")
         self._finish(k, stage, sdir, started, data_state)
+
+    def _teachers(self, k: int, stage: config.Stage) -> Teachers:
+        """Stage ``k``'s teachers, from the gate rows before it (``best``), the base, earlier
+        stages' exports or folders, loaded into the actor; recorded in the manifest."""
+        rows = [(r, self.base if r == self.out / "base" else str(r / "hf")) for r in self.rows]
+        folders = {s.name: stage_dir(self.cfg, j) for j, s in enumerate(self.cfg.stages[:k])}
+        chosen = resolve(stage, rows, folders, self.base)
+        teachers = Teachers(self.actor, chosen, self.actor.hf_path,
+                            f"stages.{stage.name}.distill.teachers")
+        self.manifest.update(stage.name, teachers=teachers.describe())
+        events.info("stage %s: %d teacher(s), %.1f MB of frozen weights per rank", stage.name,
+                    len(set(teachers.name_of.values())), teachers.bytes / 1e6)
+        return teachers
 
     def _policy_data(self, stage: config.Stage) -> tuple[config.Stage, list]:
         """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts — and the stage with
@@ -325,7 +340,7 @@ class CascadeRun:
             from nemo_cascade.actor import cpu
             from nemo_cascade.rollout.vllm import RolloutEngine
 
-            grpo = [s for s in self.cfg.stages if s.kind == "grpo"]
+            grpo = [s for s in self.cfg.stages if config.samples_on_policy(s)]
             # With a length curriculum, its longest phase (§4.5.2).
             need = [s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in config.length_phases(s)) for s in grpo]
             rollout = grpo[0].rollout if grpo else config.Rollout()
@@ -380,7 +395,7 @@ class CascadeRun:
             # evaluated stage is compared with the rows before it. A GRPO stage ends with its engine awake, and the
             # next stage may train before it generates.
             events.info("stage %s: no forgetting gate (evaluate = false)", stage.name)
-            if stage.kind == "grpo":
+            if config.samples_on_policy(stage):
                 self.engine.sleep()
         elif self.gate.enabled:
             rm = list(self.reward_models)[-1] if self.reward_models else ""

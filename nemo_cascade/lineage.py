@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import fields, is_dataclass
+from dataclasses import MISSING, Field, fields, is_dataclass
 from pathlib import Path
 
 from nemo_cascade import config
@@ -63,10 +63,15 @@ def _canonical(obj, schema_version: int = config.SCHEMA_VERSION):
         later = added_after(schema_version).get(type(obj).__name__, ())
         return {f.name: _canonical(getattr(obj, f.name), schema_version) for f in fields(obj)
                 if f.name not in ENDPOINTS + AFTER_TRAINING + PATIENCE + HOW_READ
-                and not (f.name in later and getattr(obj, f.name) == f.default)}
+                and not (f.name in later and getattr(obj, f.name) == _default(f))}
     if isinstance(obj, tuple):
         return [_canonical(v, schema_version) for v in obj]
     return obj
+
+
+def _default(f: Field):
+    """A field's default value, also for a section (``default_factory``: ``Stage.distill``)."""
+    return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
 class Manifest:

@@ -199,7 +199,8 @@ class StagePlan:
 
     @property
     def kv_short(self) -> bool:
-        return self.kind == "grpo" and self.kv_tokens is not None and self.kv_tokens < self.seq
+        on_policy = self.kind in config.ON_POLICY_KINDS
+        return on_policy and self.kv_tokens is not None and self.kv_tokens < self.seq
 
     @property
     def fits(self) -> bool:
@@ -252,7 +253,7 @@ def _gate_budget(cfg: config.Cascade) -> int:
 
 
 def _longest(stage: config.Stage) -> tuple[int, str]:
-    if stage.kind == "grpo":
+    if config.samples_on_policy(stage):
         prompt = stage.rollout.max_prompt_tokens
         response = max(p.max_response_tokens for p in config.length_phases(stage))
         return prompt + response, f"{_tokens(prompt + response)} ({_tokens(prompt)}+{_tokens(response)})"
@@ -265,7 +266,7 @@ def _tokens(n: int) -> str:
 
 
 def _rows_per_step(stage: config.Stage) -> int:
-    if stage.kind == "grpo":
+    if config.samples_on_policy(stage):
         return stage.grpo.prompts_per_step * stage.grpo.group_size
     return stage.sft_batch_size if stage.kind == "sft" else 2 * stage.rm_batch_size
 
@@ -351,7 +352,7 @@ def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0, shape: str | ModelS
     gpu = gpu_gib * GIB
     te = cfg.model.transformer_impl != "local"  # auto = TE on a GPU machine with transformer_engine
     dtype_bytes = 2 if cfg.model.dtype == "bfloat16" else 4
-    grpo = [s for s in cfg.stages if s.kind == "grpo"]
+    grpo = [s for s in cfg.stages if config.samples_on_policy(s)]
     gate_on = bool(cfg.gate.suites)
     # One engine serves the cascade, built from the first GRPO stage's rollout (a gate alone: the default's).
     first = grpo[0].rollout if grpo else config.Rollout()
@@ -368,17 +369,19 @@ def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0, shape: str | ModelS
         lm_head = s.kind != "reward_model"
         ranks = [actor_bytes(d, p, seq=seq, rows_per_step=_rows_per_step(s), rank=r, te=te,
                              dtype_bytes=dtype_bytes, lm_head=lm_head) for r in sorted({0, p.pp - 1})]
-        if s.kind == "grpo" and s.grpo.kl_coef > 0:  # the KL reference: a copy of the parameters
-            ranks = [{**m, "state": m["state"] + m["params"] * dtype_bytes,
-                      "train": m["train"] + m["params"] * dtype_bytes} for m in ranks]
-            notes.append("KL reference copy in the actor state")
+        copies = config.frozen_copies(s)  # the KL reference, teachers: copies of the parameters
+        if copies:
+            ranks = [{**m, "state": m["state"] + copies * m["params"] * dtype_bytes,
+                      "train": m["train"] + copies * m["params"] * dtype_bytes} for m in ranks]
+            notes.append(f"{copies} frozen parameter copies in the actor state "
+                         "(KL reference, teachers)")
         extra = 0.0
         if s.kind == "reward_model":  # the policy actor keeps its parameters and gradient buffer
             policy = max(rank_params(d, p.tp, p.pp, r) for r in {0, p.pp - 1}) * (dtype_bytes + 4)
             extra += policy
             notes.append(f"policy actor resident beside the RM: {policy / GIB:.1f} GiB")
         engine_w = kv = kv_tokens = rollout = None
-        if s.kind == "grpo":
+        if config.samples_on_policy(s):
             engine_w, kv, kv_tokens = engine["weights"], engine["kv"], engine["kv_tokens"]
             rollout = max(m["state"] for m in ranks) + engine["budget"] + FIXED_BYTES
             if s.rollout.gpu_memory_utilization != util:

@@ -61,7 +61,7 @@ def rm_server_share(left: float, gpu: float, servers: int = 1) -> float:
 def served_reward_models(cfg: config.Cascade) -> list[int]:
     """Indices of the reward_model stages the cascade serves itself: every one when the forgetting gate runs (each
     gate after an RM stage scores with the latest RM), else those a GRPO stage names in reward.reward_model_stage."""
-    named = {s.reward.reward_model_stage for s in cfg.stages if s.kind == "grpo"}
+    named = {s.reward.reward_model_stage for s in cfg.stages if config.samples_on_policy(s)}
     return [k for k, s in enumerate(cfg.stages)
             if s.kind == "reward_model" and (bool(cfg.gate.suites) or s.name in named)]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nemo_cascade import config
 from nemo_cascade.convert.shape import load_config_json
+from nemo_cascade.data.tokenizer import tokenizer_digest
 from nemo_cascade.files import file_sha256
 
 log = logging.getLogger(__name__)
@@ -73,11 +74,11 @@ def check_model(cfg: config.Cascade) -> None:
             spec = replace(spec, max_position_embeddings=with_recipe_yarn(raw, cfg.model.yarn_factor)[
                 "max_position_embeddings"])
         check_parallel(spec, cfg.parallel.tp, cfg.parallel.pp)
-        if any(s.kind == "grpo" for s in cfg.stages) and spec.head_dim < 32:
+        if any(config.samples_on_policy(s) for s in cfg.stages) and spec.head_dim < 32:
             raise config.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < 32, which vLLM's "
                                      f"CPU attention rejects; use a model with head_dim >= 32")
         for s in cfg.stages:  # a training request is never cut short by the model's length
-            if s.kind != "grpo":
+            if not config.samples_on_policy(s):
                 continue
             need = s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in config.length_phases(s))
             positions = spec.max_position_embeddings or DEFAULT_POSITIONS  # what the actor builds
@@ -94,8 +95,8 @@ def check_stage_needs(cfg: config.Cascade) -> None:
     from nemo_cascade.rewards.domains import DOMAINS
 
     for s in cfg.stages:
-        if (s.kind == "grpo" and any(DOMAINS[d].sandbox for d in config.stage_domains(s))  # names checked by validate()
-                and s.reward.sandbox == "bwrap"):
+        sandboxed = any(DOMAINS[d].sandbox for d in config.stage_domains(s))  # names validated
+        if config.samples_on_policy(s) and sandboxed and s.reward.sandbox == "bwrap":
             from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
 
             try:  # a code stage must not find out after loading a model
@@ -143,7 +144,7 @@ def check_instruction_taxonomy(cfg: config.Cascade) -> None:
 
     spelled = re.compile("|".join(re.escape(i) for i in sorted(EVALUATION_ONLY)).encode())
     for s in cfg.stages:
-        if s.kind != "grpo":
+        if not config.samples_on_policy(s):
             continue
         for j, (data, domain) in enumerate(config.prompt_sources(s)):
             path, where = Path(data.source), f"stages.{s.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
@@ -187,7 +188,7 @@ def served_endpoints(stage: config.Stage) -> list[tuple[str, str]]:
     from nemo_cascade.rewards.domains import DOMAINS
 
     rw = stage.reward
-    if stage.kind != "grpo":
+    if not config.samples_on_policy(stage):
         return []
     fields = {f for d in config.stage_domains(stage) for f in DOMAINS[d].servers}
     if rw.if_rm_bonus:  # IF-RL's reward-model bonus (§4.4.2)
@@ -231,18 +232,12 @@ def check_tokenizer(tokenizer, model_dir: str | Path, finished_stage_dirs: list[
         if len(tokenizer.encode(token, add_special_tokens=False)) != 1:
             raise config.ConfigError(f"{model_dir}: {token} is not a single token of the tokenizer; the chat template "
                                      f"(ChatML, §3.1.2) needs it")
-    base = _tokenizer_digest(Path(model_dir))
+    base = tokenizer_digest(Path(model_dir))
     for stage_dir in finished_stage_dirs:
-        theirs = _tokenizer_digest(stage_dir / "hf")
+        theirs = tokenizer_digest(stage_dir / "hf")
         if base and theirs and theirs != base:
             raise config.ConfigError(f"{stage_dir / 'hf'}: its tokenizer differs from the base model's ({model_dir}); "
                                      f"expected the same tokenizer through the whole cascade")
-
-
-def _tokenizer_digest(folder: Path) -> str:
-    path = folder / "tokenizer.json"
-    return hashlib.sha256(json.dumps(json.loads(path.read_text())["model"], sort_keys=True).encode()).hexdigest() \
-        if path.is_file() else ""
 
 
 def check_inputs_exist(cfg: config.Cascade) -> None:

@@ -8,7 +8,7 @@ from typing import Callable
 
 from nemo_cascade import checkpoint, ranks, stop_request, weight_sync
 from nemo_cascade import config
-from nemo_cascade.algorithms import grpo, packing, reward_model, sft
+from nemo_cascade.algorithms import distill, grpo, packing, reward_model, sft
 from nemo_cascade.algorithms.length_curriculum import LengthCurriculum
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
 from nemo_cascade.errors import CascadeError
@@ -17,6 +17,7 @@ from nemo_cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import ScoreAsFinished, penalize_code_switching, reward_metrics, stage_scorer
 from nemo_cascade.rewards.remote import RewardServerError
 from nemo_cascade.saves import Saves
+from nemo_cascade.teachers import Teachers
 
 
 @dataclass
@@ -171,8 +172,13 @@ def _resume_grpo(ctx: StageContext, stream: PromptStream, curriculum: LengthCurr
     return start
 
 
-def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dict:
+def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList,
+             teachers: Teachers | None = None) -> dict:
+    """A GRPO stage, or with ``teachers`` a distill stage: the same loop, each token's advantage
+    from its domain's teacher (algorithms/distill.py)."""
     g = replace(stage.grpo, share_prompts=stage.grpo.share_prompts and not ctx.actor.te)  # TE: whole sequences
+    if teachers is not None:  # every sample carries the teacher's signal, whatever its rewards
+        g = replace(g, drop_zero_variance_groups=False, refill_max_rounds=0)
     stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
                           epoch_filter=(g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None)
     scorer = stage_scorer(config.stage_domains(stage), stage.reward)  # one domain, or several mixed in one run
@@ -212,8 +218,9 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
         curriculum.record(step, batch.metrics["truncation_rate"])           # may end the phase (§4.5.2)
         result, sync = None, None
         if batch.num_sequences:
-            result, sync = _update(ctx, batch, cfg, temperature, timer)
-        update_seconds = sum(timer.seconds.get(p, 0.0) for p in ("logprobs", "train", "sync"))
+            result, sync = _update(ctx, batch, cfg, temperature, timer, teachers, stage.distill)
+        update_seconds = sum(timer.seconds.get(p, 0.0)
+                             for p in ("teacher", "logprobs", "train", "sync"))
         metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P), **reward_metrics(groups_P), **refill,
                    **stream.metrics(), "phase": phase_index, "max_response_tokens": phase.max_response_tokens,
                    "temperature": temperature,
@@ -225,17 +232,23 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList) -> dic
     return stream.state_dict()
 
 
-def _update(ctx: StageContext, batch, cfg: config.GRPO, temperature: float, timer: PhaseTimer):
+def _update(ctx: StageContext, batch, cfg: config.GRPO, temperature: float, timer: PhaseTimer,
+            teachers: Teachers | None = None, d: config.Distill | None = None):
     """A step's update of the actor from its scored batch (packed rows unless
     grpo.sequence_packing=false), then the push of the new weights to the engine: (result, sync)."""
     tensors = batch.tensors()
-    with timer("train"):  # first: the KL reference forward uses the engine's memory too
+    with timer("train"):  # first: the KL reference and teacher forwards use the engine's memory too
         ctx.engine.sleep()
     if cfg.kl_coef > 0:
         with timer("logprobs"), ctx.actor.reference_weights():
             tensors["ref_logprobs"] = ctx.actor.logprobs(batch.tokens_B_T, temperature, batch.layout())
+    loss = partial(grpo.actor_loss, cfg)
+    if teachers is not None:
+        with timer("teacher"):
+            tensors["teacher_logprobs"] = teachers.logprobs(batch, temperature)
+        loss = partial(distill.distill_loss, cfg, d)
     with timer("train"):
-        result = ctx.actor.train_step(tensors, partial(grpo.actor_loss, cfg), temperature)
+        result = ctx.actor.train_step(tensors, loss, temperature)
     with timer("sync"):
         sync = weight_sync.push(ctx.actor, ctx.engine)
     return result, sync

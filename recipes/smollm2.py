@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nemo_cascade.config import GRPO, Actor, Cascade, Data, Gate, Model, Parallel, Rollout, Stage
+from nemo_cascade.config import (GRPO, Actor, Cascade, Data, Distill, Gate, Model, Parallel,
+                                 Rollout, Stage)
 from nemo_cascade.tooling.demo_data.tiny_suites import LEG_COUNTING
 
 STEPS = {"ifeval": 20, "math": 20, "code": 20}
@@ -173,6 +174,21 @@ def filtered() -> Cascade:
     :data:`FILTERED_RL_SOURCES`. Run ``with_sft``'s SFT stage first (:data:`SFT_EXPORT`)."""
     stages = tuple(rl_stage(d, d, STEPS[d], FILTERED_RL_SOURCES[d]) for d in STEPS)
     return from_sft_export(base("smollm2-filtered", stages))
+
+
+def filtered_with_repair() -> Cascade:
+    """:func:`filtered` with a repair stage after math RL (docs/distill.md): math RL cost IFEval 4.0
+    points (p 0.031) there, so the student samples IF and math prompts and learns each token from
+    the best IFEval row and from math RL's own export, which keeps what math won. 10 steps of 4
+    samples per prompt (Nemotron-Cascade 2's MOPD: 4 samples, 40–50 steps)."""
+    cascade = filtered()
+    math = next(s for s in cascade.stages if s.name == "math")
+    repair = replace(math, name="repair", kind="distill", steps=10,
+                     extra_data=(replace(SOURCES["ifeval"], domain="ifeval"),),
+                     distill=Distill(teachers=("math=math", "ifeval=best")))
+    k = [s.name for s in cascade.stages].index("math") + 1
+    return replace(cascade, name="smollm2-filtered-repair",
+                   stages=(*cascade.stages[:k], repair, *cascade.stages[k:]))
 
 
 def from_sft_export(cascade: Cascade) -> Cascade:

@@ -14,7 +14,8 @@ Only deltas from nemo_cascade.config defaults are stated. Sizes are 2-core smoke
 """
 from dataclasses import replace
 
-from nemo_cascade.config import (GRPO, Actor, Cascade, Data, Gate, Model, Parallel, Reward, Rollout, Stage)
+from nemo_cascade.config import (GRPO, Actor, Cascade, Data, Distill, Gate, Model, Parallel, Reward,
+                                 Rollout, Stage)
 
 RL_ACTOR = Actor(lr=3e-4)  # a tiny model needs a larger step than the paper's 2e-6 to move in ~20 steps
 RL_ROLLOUT = Rollout(temperature=1.0, max_prompt_tokens=96, max_response_tokens=40, kv_cache_gib=1.0)
@@ -57,6 +58,21 @@ def recipe() -> Cascade:
     gate = Gate(suites=("tiny-math", "tiny-ifeval", "tiny-code", "tiny-swe", "tiny-rlhf"), samples=4)
     return Cascade(name="tiny", model=Model(build="tiny-qwen3-cascade"),
                    parallel=Parallel(tp=1, pp=1, dp=1, micro_batch_size=64), stages=stages, gate=gate)
+
+
+def with_repair() -> Cascade:
+    """The tiny cascade with a repair stage after math RL (on-policy distillation, docs/distill.md):
+    math RL costs the RLHF suite most of what RLHF won, so the student samples RLHF and math prompts
+    and learns each token from the best RLHF row (the gate's matrix) and from the math stage's own
+    export, which keeps what math RL gained. 4 samples per prompt, as Nemotron-Cascade 2's MOPD."""
+    cfg = recipe()
+    repair = _rl("repair", "math", "synthetic:arithmetic", 12, seed=9, actor=Actor(lr=1e-4),
+                 grpo=replace(RL_GRPO, group_size=4), reward=Reward(reward_model_stage="rm"))
+    repair = replace(repair, kind="distill", distill=Distill(teachers=("math=math", "rlhf=best")),
+                     extra_data=(Data(source="synthetic:arithmetic", split="train", seed=10,
+                                      domain="rlhf"),))
+    k = [s.name for s in cfg.stages].index("math") + 1
+    return replace(cfg, name="tiny-repair", stages=(*cfg.stages[:k], repair, *cfg.stages[k:]))
 
 
 def math_only() -> Cascade:

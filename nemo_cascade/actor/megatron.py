@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -25,6 +24,7 @@ from nemo_cascade import ranks
 from nemo_cascade.actor import adam, cpu
 from nemo_cascade.actor.process_groups import init_distributed, init_model_parallel
 from nemo_cascade.actor.hf_weights import HFWeights
+from nemo_cascade.actor.frozen_weights import FrozenWeights
 from nemo_cascade.actor import lm_head as LM
 from nemo_cascade.actor import precision
 from nemo_cascade.algorithms.packing import packed_attention
@@ -95,7 +95,7 @@ class MegatronActor(HFWeights):
         self._params_gather_pending = False  # overlap_param_gather: stepped shards not yet all-gathered
         self.optimizer = None
         self.scheduler = None
-        self._reference: dict[str, torch.Tensor] | None = None
+        self.frozen = FrozenWeights(self.model)  # the KL reference, a distill stage's teachers
 
     # ------------------------------------------------------------------------------------------ build
     @property
@@ -399,29 +399,27 @@ class MegatronActor(HFWeights):
         copies = self.parallel.tp * self.parallel.cp
         return (out / copies if copies > 1 else out).cpu()
 
-    # ----------------------------------------------------------------------------------- reference
+    # ------------------------------------------------------------------------- reference, teachers
     def snapshot_reference(self) -> None:
         """Remember the current weights as the KL reference (the stage's starting policy)."""
         self.finish_param_gather()
-        self._reference = {n: p.detach().clone() for n, p in self.model.named_parameters()}
+        self.frozen.keep("reference")
 
-    @contextmanager
+    def load_teacher(self, name: str, hf_path: str) -> int:
+        """Keep an HF folder's weights (the student's shape) as teacher ``name``; returns their
+        bytes on this rank."""
+        self.finish_param_gather()
+        self.frozen.load(name, lambda: self.load_hf(hf_path))
+        return self.frozen.bytes_of(name)
+
+    def weights_of(self, name: str):
+        """The frozen weights ``name`` (``reference`` or a teacher) swapped in for a ``with``
+        block."""
+        self.finish_param_gather()  # the weights swapped back must be the whole stepped ones
+        return self.frozen.swapped_in(name)
+
     def reference_weights(self):
-        """Temporarily swap the reference weights in (for reference log-probs)."""
-        if self._reference is None:
-            raise RuntimeError("no reference snapshot: call snapshot_reference() at the start of the stage")
-        self.finish_param_gather()  # `current` must be the whole stepped weights, not stale gathered copies
-        params = dict(self.model.named_parameters())
-        current = {n: p.detach().clone() for n, p in params.items()}
-        with torch.no_grad():
-            for n, p in params.items():
-                p.copy_(self._reference[n])
-        try:
-            yield
-        finally:
-            with torch.no_grad():
-                for n, p in params.items():
-                    p.copy_(current[n])
+        return self.weights_of("reference")
 
 
 def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -214,6 +214,11 @@ class GRPOBatch:
     """int64 unpadded length (prompt + response) of each kept sequence."""
     modes_S: list[str] = field(default_factory=list)
     """Chat-template mode per kept sequence: ``think`` or ``no_think``."""
+    domains_S: list[str] = field(default_factory=list)
+    """Reward domain per kept sequence (a distill stage's teacher is its domain's)."""
+    sequence_B_T: Tensor | None = None
+    """int64 index into the kept sequences of the sequence each position belongs to; −1 on padding
+    and on a shared prompt."""
     packed: bool = False
     """Rows hold several sequences: the actor needs :meth:`layout` (block-diagonal attention)."""
     metrics: dict[str, float] = field(default_factory=dict)
@@ -266,7 +271,7 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
     positions), ``pad_share_unpacked`` (one sequence per row), ``shared_prompt_saving`` (of the sequences'
     tokens, not laid out: shared prompts); per chat-template mode, ``groups/<mode>`` and ``reward_mean/<mode>``
     (the half-half batches of §4.3.2)."""
-    prompts, responses, logprobs, advantages, modes = [], [], [], [], []
+    prompts, responses, logprobs, advantages, modes, domains = [], [], [], [], [], []
     all_rewards = []
     dropped = filtered = 0
     for p, group in enumerate(groups):
@@ -286,13 +291,17 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
             logprobs.append(group.rollout_logprobs_G_T[i])
             advantages.append(a)
             modes.append(group.mode)
+            domains.append(group.domain)
 
     lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
     longest = max(lengths, default=0)
     rows = pack_rows_of(prompts, responses, cfg.pack_tokens, cfg.share_prompts) if cfg.sequence_packing else None
     laid = pack_sequences(prompts, responses, pad_id, logprobs, rows)
     advantages_S = torch.tensor(advantages, dtype=torch.float32)
-    advantages_B_T = _spread_over_tokens(advantages_S, laid)
+    sequence_B_T = _sequence_index(laid)
+    advantages_B_T = torch.zeros(sequence_B_T.shape, dtype=torch.float32)  # 0 off the sequences
+    on_B_T = sequence_B_T >= 0
+    advantages_B_T[on_B_T] = advantages_S[sequence_B_T[on_B_T]]
     B, T = laid["tokens_B_T"].shape
     laid_tokens = int((laid["segment_ids_B_T"] > 0).sum())
     metrics = {
@@ -308,18 +317,18 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
     }
     return GRPOBatch(laid["tokens_B_T"], laid["loss_mask_B_T"], advantages_B_T, laid["values_B_T"],
                      laid["position_ids_B_T"], laid["segment_ids_B_T"], laid["prefix_ids_B_T"], advantages_S,
-                     laid["lengths_S"], modes,
+                     laid["lengths_S"], modes, domains, sequence_B_T,
                      packed=cfg.sequence_packing, metrics=metrics)
 
 
-def _spread_over_tokens(advantages_S: Tensor, laid: dict[str, Tensor]) -> Tensor:
-    """Each sequence's advantage on every position of its own segment in the laid-out rows
-    (:func:`pack_sequences`: ``row_S[s]`` from ``start_S[s]`` for ``span_S[s]`` tokens); zero on padding and
-    on a shared prompt."""
-    advantages_B_T = torch.zeros_like(laid["values_B_T"])
+def _sequence_index(laid: dict[str, Tensor]) -> Tensor:
+    """The kept sequence each position of the laid-out rows belongs to (:func:`pack_sequences`:
+    ``row_S[s]`` from ``start_S[s]`` for ``span_S[s]`` tokens); −1 on padding and on a shared
+    prompt."""
+    sequence_B_T = torch.full(laid["values_B_T"].shape, -1, dtype=torch.int64)
     for s, (b, start, n) in enumerate(zip(*(laid[k].tolist() for k in ("row_S", "start_S", "span_S")))):
-        advantages_B_T[b, start:start + n] = advantages_S[s]
-    return advantages_B_T
+        sequence_B_T[b, start:start + n] = s
+    return sequence_B_T
 
 
 def _generation_metrics(groups: list[PromptGroup], scored: list[Tensor]) -> dict[str, float]:

@@ -11,16 +11,19 @@ Nothing here imports torch, megatron or vllm, so configs can be built, validated
 """
 from .checks import validate
 from .serialize import dumps, from_dict, to_dict
-from .schema import (GRPO, REWARD_DOMAINS, STAGE_KINDS, Actor, Boundary, Cascade, ConfigError, Data, Gate, LengthPhase,
-                     Model, Parallel, Reward, Rollout, Stage, literal_values)
-from .derived import (engine_dtype, engine_eager, epochs_line, length_phases, phase_at,
-                      phase_rollout, prompt_sources, stage_by_name, stage_domains, tolerances,
-                      with_epoch_steps)
+from .schema import (GRPO, ON_POLICY_KINDS, REWARD_DOMAINS, STAGE_KINDS, Actor, Boundary, Cascade,
+                     ConfigError, Data, Distill, Gate, LengthPhase, Model, Parallel, Reward,
+                     Rollout, Stage, literal_values)
+from .derived import (engine_dtype, engine_eager, epochs_line, frozen_copies, length_phases,
+                      phase_at, phase_rollout, prompt_sources, samples_on_policy, stage_by_name,
+                      stage_domains, teacher_sources, tolerances, with_epoch_steps)
 from .versions import FIELDS_ADDED, SCHEMA_VERSION, schema_version_of
 
 __all__ = [
     "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Reward", "LengthPhase", "Boundary",
-    "Gate", "Stage", "Cascade", "STAGE_KINDS", "REWARD_DOMAINS", "tolerances", "length_phases", "phase_at",
+    "Gate", "Distill", "Stage", "Cascade", "STAGE_KINDS", "ON_POLICY_KINDS", "REWARD_DOMAINS",
+    "samples_on_policy", "teacher_sources", "frozen_copies", "tolerances", "length_phases",
+    "phase_at",
     "phase_rollout", "with_epoch_steps", "epochs_line", "stage_by_name", "prompt_sources",
     "stage_domains", "validate", "to_dict", "from_dict",
     "dumps", "literal_values", "engine_dtype", "engine_eager", "SCHEMA_VERSION", "FIELDS_ADDED", "schema_version_of",

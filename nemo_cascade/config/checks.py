@@ -8,7 +8,7 @@ import typing
 from dataclasses import fields, is_dataclass
 from typing import Any, Literal, Optional
 
-from .derived import engine_dtype, stage_domains
+from .derived import engine_dtype, samples_on_policy, stage_domains, teacher_sources
 from .schema import (REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, LengthPhase, Model, Parallel, Stage,
                      literal_values)
 
@@ -119,14 +119,19 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
         _validate_data(s, where)
         if s.mode == "half" and cfg.chat_style == "chatml":
             raise ConfigError(f"{where}.mode: 'half' alternates thinking modes (§4.3.2); chat_style=chatml has none")
-        if s.mode == "half" and s.kind != "grpo":
+        if s.mode == "half" and not samples_on_policy(s):
             raise ConfigError(f"{where}.mode: 'half' splits GRPO batches (§4.3.2); a {s.kind} stage needs think "
                               f"or no_think")
-        if s.kind == "grpo":
+        if samples_on_policy(s):
             _validate_grpo(s, p, where)
+        if s.kind == "distill":
+            _validate_distill(cfg, i, where)
+        elif s.distill.teachers:
+            raise ConfigError(f"{where}.distill.teachers: only a distill stage has teachers; "
+                              f"this is a {s.kind} stage (set kind=distill, or leave it empty)")
         if s.kind == "reward_model":
             _validate_reward_model(s, p, where)
-        if p.cp > 1 and s.kind != "grpo":
+        if p.cp > 1 and not samples_on_policy(s):
             # SFT rows are packed (per-example attention masks) and the RM reads each row's last token: both need
             # the whole sequence on one rank; the actor splits sequences over CP ranks only for GRPO batches.
             raise ConfigError(f"{where}.kind: parallel.cp={p.cp} splits every sequence over ranks, which the actor "
@@ -160,6 +165,36 @@ def _validate_grpo(s: Stage, p: Parallel, where: str) -> None:
     _validate_sampling_filters(s, where)
 
 
+def _validate_distill(cfg: Cascade, i: int, where: str) -> None:
+    """One teacher per domain of the stage's prompts, each from a source that can exist when the
+    stage starts: ``best`` / ``base``, an earlier policy stage, or a folder (checked then)."""
+    s = cfg.stages[i]
+    d, domains = s.distill, stage_domains(s)
+    teachers = teacher_sources(s)
+    for item in d.teachers:
+        domain, sep, source = item.partition("=")
+        if not sep or not source or domain not in domains:
+            raise ConfigError(f"{where}.distill.teachers: {item!r:.80} is not DOMAIN=SOURCE for a "
+                              f"domain of the stage's prompts {list(domains)}")
+    missing = [x for x in domains if x not in teachers]
+    if missing or len(teachers) != len(d.teachers):
+        raise ConfigError(f"{where}.distill.teachers: expected exactly one DOMAIN=SOURCE for each "
+                          f"of {list(domains)}, got {list(d.teachers)}")
+    earlier = [e.name for e in cfg.stages[:i] if e.kind != "reward_model"]
+    for domain, source in teachers.items():
+        named = source not in ("best", "base") and "/" not in source
+        if named and source not in earlier:
+            raise ConfigError(f"{where}.distill.teachers: {domain}={source}: expected best, base, "
+                              f"an earlier policy stage {earlier} or a folder path")
+        if source == "best" and not cfg.gate.suites:
+            raise ConfigError(f"{where}.distill.teachers: {domain}=best picks the gate row that "
+                              f"scored highest on the domain's suites; the gate has no suites")
+    _at_least(f"{where}.distill.reward_weight", d.reward_weight, 0, "0 = pure distillation")
+    if not 0 < d.ratio_low <= 1 <= d.ratio_high:
+        raise ConfigError(f"{where}.distill: expected 0 < ratio_low <= 1 <= ratio_high, got "
+                          f"[{d.ratio_low}, {d.ratio_high}]")
+
+
 _NAME_CHARS = re.compile(r"[\w.-]+")
 MAX_NAME_CHARS = 128
 
@@ -180,7 +215,7 @@ def _validate_engine(cfg: Cascade) -> None:
     """One rollout engine serves every stage (built from the first GRPO stage's rollout): its layout must be the
     same in all of them, and its TP groups must tile the world."""
     p = cfg.parallel
-    grpo = [s for s in cfg.stages if s.kind == "grpo"]
+    grpo = [s for s in cfg.stages if samples_on_policy(s)]
     for s in grpo:
         t = s.rollout.tensor_parallel_size
         if t < 1 or (p.tp * p.pp * p.cp * p.dp) % t:
@@ -264,14 +299,14 @@ def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
 def _validate_length(s: Stage, where: str) -> None:
     """A stage's length: ``steps``, or ``epochs`` over its data (SFT and RM stages) with steps = 0."""
     _at_least(f"{where}.epochs", s.epochs, 0, "0 = the length is steps")
-    if s.epochs and s.kind == "grpo":
+    if s.epochs and samples_on_policy(s):
         raise ConfigError(f"{where}.epochs: a grpo stage's length is steps (T15–T20 give steps); epochs are for "
                           f"sft and reward_model stages")
     if s.epochs and s.steps:
         raise ConfigError(f"{where}.epochs: the length is steps or epochs, not both; set steps=0 with "
                           f"epochs={s.epochs} (got steps={s.steps})")
     if not s.epochs and s.steps < 1:
-        hint = "" if s.kind == "grpo" else " (or steps=0 with epochs > 0)"
+        hint = "" if samples_on_policy(s) else " (or steps=0 with epochs > 0)"
         raise ConfigError(f"{where}.steps: expected >= 1, got {s.steps}{hint}")
 
 
@@ -280,17 +315,19 @@ def _validate_data(s: Stage, where: str) -> None:
     if not s.data.source:
         raise ConfigError(f"{where}.data.source: expected a file path, synthetic:NAME or benchmark:NAME")
     # The prompt limit the loader drops long rows at: the engine's for RL prompts, the sequence's for SFT.
-    limit = {"grpo": ("rollout.max_prompt_tokens", s.rollout.max_prompt_tokens),
-             "sft": ("sft_max_tokens", s.sft_max_tokens)}.get(s.kind)
+    limit = {"sft": ("sft_max_tokens", s.sft_max_tokens)}.get(s.kind)
+    if samples_on_policy(s):
+        limit = ("rollout.max_prompt_tokens", s.rollout.max_prompt_tokens)
     for name, d in (("data", s.data), *((f"extra_data.{j}", d) for j, d in enumerate(s.extra_data))):
         _at_least(f"{where}.{name}.max_bad_rows", d.max_bad_rows, 0)
-        if d.domain and s.kind != "grpo":
+        if d.domain and not samples_on_policy(s):
             raise ConfigError(f"{where}.{name}.domain: only grpo prompts are scored in a domain; a {s.kind} stage "
                               f"reads its rows as they are (leave it empty)")
         if d.domain and d.domain not in REWARD_DOMAINS:
             raise ConfigError(f"{where}.{name}.domain: expected one of {list(REWARD_DOMAINS)} or empty (the "
                               f"stage's domain), got {d.domain!r:.80}")
-        if d.allow_eval_instructions and (s.kind != "grpo" or (d.domain or s.domain) != "ifeval"):
+        if d.allow_eval_instructions and (not samples_on_policy(s)
+                                          or (d.domain or s.domain) != "ifeval"):
             raise ConfigError(f"{where}.{name}.allow_eval_instructions: only IF-RL prompts (a grpo source of "
                               f"domain ifeval) hold instruction ids; leave it false here")
         _at_least(f"{where}.{name}.min_prompt_tokens", d.min_prompt_tokens, 0)
@@ -309,7 +346,7 @@ def _validate_data(s: Stage, where: str) -> None:
                               f"[0, 1], got {d.swe_truth_only_share}")
         if not isinstance(d.repeat, int) or d.repeat < 1:  # the rows are listed `repeat` times
             raise ConfigError(f"{where}.{name}.repeat: expected an integer >= 1, got {d.repeat}")
-        if d.repeat != 1 and s.kind not in ("sft", "grpo"):
+        if d.repeat != 1 and s.kind == "reward_model":
             raise ConfigError(f"{where}.{name}.repeat: weights a source in an SFT blend or a GRPO prompt pool; a "
                               f"{s.kind} stage reads one source once, so repeat must be 1")
 

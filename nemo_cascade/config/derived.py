@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .schema import Cascade, ConfigError, Data, Gate, LengthPhase, Model, Rollout, Stage
+from .schema import (ON_POLICY_KINDS, Cascade, ConfigError, Data, Gate, LengthPhase, Model, Rollout,
+                     Stage)
 
 
 def engine_eager(rollout: Rollout, on_cpu: bool) -> bool:
@@ -29,6 +30,27 @@ def prompt_sources(stage: Stage) -> list[tuple[Data, str]]:
     """Each prompt source of a stage (``data``, then ``extra_data``) with the reward domain of its prompts: its
     own ``Data.domain``, else the stage's ``domain``."""
     return [(d, d.domain or stage.domain) for d in (stage.data, *stage.extra_data)]
+
+
+def samples_on_policy(stage: Stage) -> bool:
+    """Whether the stage generates from its own policy and learns from the samples: GRPO and
+    on-policy distillation; an SFT or reward-model stage learns from given rows."""
+    return stage.kind in ON_POLICY_KINDS
+
+
+def teacher_sources(stage: Stage) -> dict[str, str]:
+    """A distill stage's ``Distill.teachers`` as domain → SOURCE (checked by config validation)."""
+    return {domain: source for domain, _, source in
+            (item.partition("=") for item in stage.distill.teachers)}
+
+
+def frozen_copies(stage: Stage) -> int:
+    """Copies of the parameters the actor holds beside the trained ones in this stage: the KL
+    reference, and a distill stage's teachers (one per distinct source; ``best`` counted per domain,
+    as two domains' best rows may differ). Each also costs a forward per step."""
+    teachers = len(set(teacher_sources(stage).values())) if stage.kind == "distill" else 0
+    reference = samples_on_policy(stage) and stage.grpo.kl_coef > 0
+    return teachers + int(reference)
 
 
 def stage_domains(stage: Stage) -> tuple[str, ...]:

@@ -380,11 +380,31 @@ class Gate:
 
 
 @dataclass(frozen=True)
+class Distill:
+    """On-policy distillation from earlier checkpoints (MOPD, Nemotron-Cascade 2): the student
+    samples its domains' prompts and each sampled token's advantage is log π_teacher −
+    log π_student, the teacher being that prompt's domain's (docs/distill.md)."""
+    teachers: tuple[str, ...] = ()
+    """``DOMAIN=SOURCE``, one per domain the stage's prompts belong to. SOURCE: ``best`` (the gate
+    row that scored highest on the domain's suites), ``base``, an earlier policy stage's name (its
+    export), or an HF folder with the student's shape and tokenizer."""
+    reward_weight: float = 0.0
+    """Weight of the domain's GRPO advantage added to every token's teacher advantage; 0 = pure
+    distillation."""
+    ratio_low: float = 0.5
+    """Truncated importance sampling: the trainer/sampler probability ratio of each token is clipped
+    to [ratio_low, ratio_high] and weights its advantage ([P2]: [0.5, 2])."""
+    ratio_high: float = 2.0
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str = ""
-    kind: Literal["sft", "grpo", "reward_model"] = "grpo"
-    """``reward_model``: a Bradley–Terry RM on preference pairs (§4.2), trained from the last policy's weights
-    and exported as an HF *ForSequenceClassification folder; it is not handed on as the next stage's policy."""
+    kind: Literal["sft", "grpo", "distill", "reward_model"] = "grpo"
+    """``reward_model``: a Bradley–Terry RM on preference pairs (§4.2), trained from the last
+    policy's weights and exported as an HF *ForSequenceClassification folder; it is not handed on as
+    the next stage's policy. ``distill``: a GRPO stage whose tokens learn from teachers
+    (``distill``), not from group rewards."""
     domain: str = "math"
     """Reward domain (GRPO) — a key of nemo_cascade.rewards.DOMAINS."""
     data: Data = field(default_factory=Data)
@@ -417,6 +437,8 @@ class Stage:
     blend of §3 in one stage. GRPO: prompts of other domains (``Data.domain``), each group scored by its own
     domain's verifier and code-switch penalty — one mixed-domain RL run instead of a cascade of stages."""
     boundary: Boundary = field(default_factory=Boundary)
+    distill: Distill = field(default_factory=Distill)
+    """``distill`` stages: the teachers and how their signal mixes with the reward."""
     checkpoint_every: int = 25
     """Save a resumable checkpoint (weights, optimizer, scheduler, RNG, data position) every N steps; a re-run
     of an interrupted stage continues from the newest one. 0 = only the stage's final export."""
@@ -469,6 +491,8 @@ def literal_values(cls: type, name: str) -> tuple[str, ...]:
 
 
 STAGE_KINDS = literal_values(Stage, "kind")
+ON_POLICY_KINDS = ("grpo", "distill")
+"""The kinds that generate from their own policy and learn from the samples (GRPO's machinery)."""
 
 REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf", "mcq", "arena")
 """Keys of nemo_cascade.rewards.DOMAINS, listed here so configs validate without importing the verifiers

@@ -59,7 +59,10 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     10: {"Data": ("sft_turns", "swe_truth_only_share", "keep_mode")},
     # The gate's paired rule judges the rows and trains nothing: a run created before it keeps its
     # hash and is judged by the paired rule from then on.
-    11: {"Gate": ("rule", "alpha")},
+    11: {"Gate": ("rule", "alpha"),
+         # A distill stage's teachers (the section, with all its fields): unused by every
+         # other kind, left out of a hash at its default.
+         "Stage": ("distill",)},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not named
 here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION`` bumped

@@ -3,6 +3,7 @@ may look (``tokenizer_config.json`` and ``chat_template.jinja``), for the stage 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -30,4 +31,16 @@ def write_chat_template(folder: str | os.PathLike, template: str) -> None:
     (out / "chat_template.jinja").write_text(template)
 
 
-__all__ = ["set_chat_template", "write_chat_template"]
+
+
+def tokenizer_digest(folder: Path) -> str:
+    """sha256 of an HF folder's tokenizer model (tokenizer.json's vocabulary and merges), empty
+    without one: two folders with equal digests map text to the same token ids."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        return ""
+    model = json.loads(path.read_text())["model"]
+    return hashlib.sha256(json.dumps(model, sort_keys=True).encode()).hexdigest()
+
+
+__all__ = ["set_chat_template", "write_chat_template", "tokenizer_digest"]

@@ -82,7 +82,8 @@ def check_cpu_engine_dtype(cfg: config.Cascade, on_cpu: bool, arch: str | None =
     arch = arch or platform.machine()
     flags = cpu_flags() if flags is None else flags
     for s in cfg.stages:
-        if s.kind != "grpo" or config.engine_dtype(cfg.model, s.rollout) != "bfloat16":
+        bf16 = config.engine_dtype(cfg.model, s.rollout) == "bfloat16"
+        if not (config.samples_on_policy(s) and bf16):
             continue
         problem = cpu_bf16_problem(arch, flags)
         if problem:

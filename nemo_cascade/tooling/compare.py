@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nemo_cascade.files import replaced_atomically, write_text_atomically
+from nemo_cascade.config import samples_on_policy
 from nemo_cascade.tooling.report import Run, load_run, paired_rows
 from nemo_cascade.evaluate.paired import ALPHA, p_text
 
@@ -32,7 +33,7 @@ def points(run: Run) -> list[Point]:
     done, out = {}, []
     total = 0
     for s in run.stages:
-        if s.kind == "grpo":
+        if samples_on_policy(s):
             total += s.steps
         done[s.name] = total
     for label, row in run.history:

@@ -287,8 +287,8 @@ def _needs_sandbox(cfg: config.Cascade) -> bool:
     from nemo_cascade.rewards.domains import DOMAINS
 
     sandboxed = lambda domain: domain in DOMAINS and DOMAINS[domain].sandbox  # noqa: E731
-    if any(s.kind == "grpo" and any(map(sandboxed, config.stage_domains(s))) and s.reward.sandbox == "bwrap"
-           for s in cfg.stages):
+    if any(config.samples_on_policy(s) and any(map(sandboxed, config.stage_domains(s)))
+           and s.reward.sandbox == "bwrap" for s in cfg.stages):
         return True
     try:
         return any(sandboxed(get_suite(name).domain) for name in cfg.gate.suites)

@@ -72,7 +72,7 @@ def check_servers(
     served = [
         f"{s.name} ← {s.reward.reward_model_stage}"
         for s in now_stages + later_stages
-        if s.kind == "grpo" and s.reward.reward_model_stage
+        if config.samples_on_policy(s) and s.reward.reward_model_stage
     ]
     if served:
         rows.append(

@@ -67,7 +67,7 @@ def _served_by(cfg: config.Cascade, stage: config.Stage, run_dir: str, reward_mo
     from nemo_cascade.rewards.domains import DOMAINS  # here: planning a launch needs no verifier until now
 
     out, rw = [], stage.reward
-    if stage.kind != "grpo":
+    if not config.samples_on_policy(stage):
         return out
     servers = {f for d in config.stage_domains(stage) for f in DOMAINS[d].servers}  # RewardDomain.servers
     if rw.reward_model_stage:  # the cascade's own RM: serve that stage's export

@@ -98,7 +98,7 @@ class StageTime:
     @property
     def progress_per_job(self) -> float:
         """Steps one job moves the stage forward: a fraction of a step for a GRPO step longer than a job."""
-        if self.kind == "grpo":
+        if self.kind in config.ON_POLICY_KINDS:
             return max(0.0, self.budget_s - self.wave_s) / self.step_s if self.step_s > 0 else math.inf
         return math.floor(self.budget_s / self.step_s) if self.step_s > 0 else math.inf
 
@@ -172,7 +172,7 @@ def save_every(checkpoint_every: int, minutes: float, step_s: float, stage_steps
 
 def _tokens_per_step(stage: config.Stage) -> tuple[float, int, int]:
     """``(tokens trained per step, prompt tokens, response tokens)`` (the last two for GRPO only)."""
-    if stage.kind == "grpo":
+    if config.samples_on_policy(stage):
         prompt = stage.rollout.max_prompt_tokens
         response = max(p.max_response_tokens for p in config.length_phases(stage))
         return stage.grpo.prompts_per_step * stage.grpo.group_size * (prompt + response), prompt, response
@@ -188,10 +188,10 @@ def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s:
     d = plan.shape
     tokens, prompt, response = _tokens_per_step(stage)
     params = d.params(lm_head=stage.kind != "reward_model")
-    kl = stage.kind == "grpo" and stage.grpo.kl_coef > 0
-    train = train_seconds(params, tokens, plan.world, hw, 6.0 + (2.0 if kl else 0.0))
+    # 6 FLOPs per parameter and token to train, 2 per frozen copy's forward (reference, teachers)
+    train = train_seconds(params, tokens, plan.world, hw, 6.0 + 2.0 * config.frozen_copies(stage))
     generate = wave = 0.0
-    if stage.kind == "grpo" and plan.engine_utilization is not None:
+    if config.samples_on_policy(stage) and plan.engine_utilization is not None:
         e = engine_bytes(d, plan.engine_utilization, plan.gpu, plan.dtype_bytes, plan.engine_tp)
         engines = max(1, plan.world // plan.engine_tp)
         sequences = math.ceil(stage.grpo.prompts_per_step * stage.grpo.group_size / engines)
@@ -288,7 +288,7 @@ def check_progress(times: list[StageTime], time_limit: str, gate: GateTime | Non
     for t in times:
         if t.progress_per_job > 0:
             continue
-        if t.kind == "grpo":
+        if t.kind in config.ON_POLICY_KINDS:
             raise config.ConfigError(
                 f"stages.{t.name}: one wave of responses at its longest budget takes ≈ {_duration(t.wave_s)} to "
                 f"generate, more than the ≈ {_duration(t.budget_s)} a {time_limit} job has for work: lower "
@@ -309,7 +309,8 @@ def check_progress(times: list[StageTime], time_limit: str, gate: GateTime | Non
 
 ASSUMPTIONS = (
     "time assumptions: {gpu} GPUs, {peak:g} TFLOP/s dense bf16 at {mfu:.0%} MFU for the actor "
-    "(6·params·tokens per step, +2·params·tokens with a KL reference; attention FLOPs left out); decode reads each "
+    "(6·params·tokens per step, +2·params·tokens per frozen copy: KL reference, distill teachers; "
+    "attention FLOPs left out); decode reads each "
     "engine GPU's weights and KV cache once per token at {bw:.0%} of {hbm:g} TB/s, up to {seqs} sequences per "
     "engine at once (as many as its KV cache holds at prompt + half the response); every response at its budget "
     "(an upper bound); prefill, weight sync and rewards (they "
@@ -335,7 +336,7 @@ def _count(n: float) -> str:
 
 def _progress(t: StageTime) -> str:
     p = t.progress_per_job
-    if t.kind != "grpo":
+    if t.kind not in config.ON_POLICY_KINDS:
         return f"{p:.0f} steps"
     return f"{p:.2f} step" if p < 1 else f"{p:.1f} steps"
 
@@ -352,7 +353,8 @@ def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Ha
                  "| progress per job | jobs | steps | stage time | GPU-hours |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in times:
-        gen, wave = (_duration(t.generate_s), _duration(t.wave_s)) if t.kind == "grpo" else ("—", "—")
+        on_policy = t.kind in config.ON_POLICY_KINDS
+        gen, wave = (_duration(t.generate_s), _duration(t.wave_s)) if on_policy else ("—", "—")
         lines.append(f"| {t.name} | {t.kind} | {_count(t.tokens)} | {gen} | {wave} | {_duration(t.train_s)} | "
                      f"{_duration(t.step_s)} | {t.save_steps} step{'s' * (t.save_steps != 1)} ({t.saved_by}) | "
                      f"{_progress(t)} | {t.jobs or '—'} | {t.steps or 'epochs'} | "

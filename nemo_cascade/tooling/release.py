@@ -272,6 +272,7 @@ def write_model_card(folder: str | Path, source: Source, name: str = "", *, lice
     heatmap. Numbers are copied from the run's eval files and the paper's tables, never typed in per release."""
     from nemo_cascade.tooling import model_card
     from nemo_cascade.tooling.report import load_run, render_markdown
+    from nemo_cascade.config import ON_POLICY_KINDS
     from nemo_cascade.lineage import read_manifest
 
     if source.run_dir is None:
@@ -279,7 +280,8 @@ def write_model_card(folder: str | Path, source: Source, name: str = "", *, lice
     folder, run = Path(folder), source.run_dir
     config, manifest = _run_config(run), read_manifest(run / "manifest.json")
     stages = " → ".join(f"{s['name']} ({s.get('kind', '?')}"
-                        + (f", {s['domain']}" if s.get("kind") == "grpo" else "") + ")" for s in config["stages"])
+                        + (f", {s['domain']}" if s.get("kind") in ON_POLICY_KINDS else "") + ")"
+                        for s in config["stages"])
     try:
         metadata = model_card.card_metadata(_run_base(run), license=license, base_model=base_model,
                                             datasets=datasets, reward_model=_is_reward_model(folder))

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nemo_cascade.config import ON_POLICY_KINDS, samples_on_policy
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.files import read_json, replaced_atomically, write_text_atomically
 from nemo_cascade.metrics import metric_rows
@@ -19,7 +20,8 @@ from nemo_cascade.evaluate.stage_scores import deltas, scores
 from nemo_cascade.evaluate.paired import ALPHA, PairedTest, item_values, p_text, paired_test
 
 # The headline training number of each stage kind: what the stage optimises (GRPO) or fits (SFT, RM).
-HEADLINE = {"grpo": "reward_mean", "sft": "loss", "reward_model": "accuracy"}
+HEADLINE = {"grpo": "reward_mean", "distill": "reverse_kl", "sft": "loss",
+            "reward_model": "accuracy"}
 WINDOW = 10  # steps averaged at each end of a stage in the summary table
 
 
@@ -101,7 +103,8 @@ def _stages(run_dir: Path, config: dict, manifest: dict) -> list[StageInfo]:
         for k, s in enumerate(config["stages"]):
             entry = manifest.get("stages", {}).get(s["name"], {})
             kind, seconds, gate = s.get("kind", "grpo"), entry.get("seconds"), entry.get("gate")
-            out.append(StageInfo(k, s["name"], kind, _domains(s) if kind == "grpo" else None,
+            domains = _domains(s) if kind in ON_POLICY_KINDS else None
+            out.append(StageInfo(k, s["name"], kind, domains,
                                  int(entry.get("steps") or s.get("steps", 0)), str(entry.get("status", "pending")),
                                  float(seconds) if isinstance(seconds, (int, float)) else None,
                                  gate if isinstance(gate, dict) else {}, run_dir / "stages" / f"{k}-{s['name']}",
@@ -180,7 +183,7 @@ def _own_domain(run: Run) -> list[str]:
     change = dict(zip((label for label, _ in run.history), deltas(run.history)))
     tests = dict(zip((label for label, _ in run.history), run.tests()))
     lines = []
-    for s in (s for s in run.stages if s.kind == "grpo"):
+    for s in (s for s in run.stages if samples_on_policy(s)):
         moved = {x: d for x, d in change.get(s.name, {}).items() if _trains(s.domain, run.suite_domain[x])}
         if s.name not in change:
             text = "not evaluated yet" if s.evaluate else "no gate after it (evaluate = false): see the next row"
@@ -207,7 +210,8 @@ def _kept_to_the_end(run: Run) -> list[str]:
     per-stage gates are there to answer, §4.1)?"""
     scores, (last, final) = dict(run.history), run.history[-1]
     lines = []
-    for s in (s for s in run.stages if s.kind == "grpo" and s.name in scores and s.name != last):
+    for s in (s for s in run.stages
+              if samples_on_policy(s) and s.name in scores and s.name != last):
         own = [x for x in scores[s.name] if _trains(s.domain, run.suite_domain[x]) and x in final]
         parts = []
         for x in own:
@@ -320,7 +324,9 @@ def _training(run: Run) -> str:
     rewards: the only ones that train, §4.4.2), how many samples hit the length cap, where the time went."""
     rows = []
     for s in run.stages:
-        logged = metric_rows(s.dir / "metrics.jsonl", missing_ok=True, error=ReportError) if s.kind == "grpo" else []
+        if not samples_on_policy(s):
+            continue
+        logged = metric_rows(s.dir / "metrics.jsonl", missing_ok=True, error=ReportError)
         if not logged:
             continue
         step_s, generate_s = _total(logged, "time/step"), _total(logged, "time/generate")
@@ -358,7 +364,9 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
     parts += ["## Gate regressions", "", _RULES, "", *(_regressions(run) or ["None recorded in manifest.json."]),
               "", f"Drops against the row before at p < {ALPHA} (the matrix's paired test; the gate compares "
               "with the best earlier row instead):", "", *(_paired_drops(run) or ["- none"]), "",
-              "## Stages", "", f"metric: GRPO `{HEADLINE['grpo']}`, SFT `{HEADLINE['sft']}`, reward model "
+              "## Stages", "", f"metric: GRPO `{HEADLINE['grpo']}`, "
+              f"distill `{HEADLINE['distill']}`, "
+              f"SFT `{HEADLINE['sft']}`, reward model "
               f"`{HEADLINE['reward_model']}`; first / last n mean = over the first and last n ≤ {WINDOW} logged "
               "steps (n ≤ half the steps, so the two never overlap).",
               "", _summary(run)]

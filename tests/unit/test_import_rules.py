@@ -19,7 +19,7 @@ LAYERS = [
     {"cascade", "stage_selection", "base_model", "preflight", "lineage", "forgetting", "plan", "plan_rm"},
     {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
-     "metrics", "ranks", "provenance", "saves", "step_rollouts"},
+     "metrics", "ranks", "provenance", "saves", "step_rollouts", "teachers"},
     {"config", "types", "faults", "files", "stop_request", "lifeline", "console", "errors", "cpu_math", "deadline"},
 ]
 # The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other way round.
@@ -27,7 +27,7 @@ TOOLING_LAYERS = [
     {"cli", "cli_parser", "cli_tools", "job_recipe"}, {"launch", "launch_tasks", "doctor", "dry_run"},
     {"doctor_servers"},
     {"doctor_table"},
-    {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"}, {"report"}, {"paired"},
+    {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"}, {"report"},
     # the demo sets, suites and tiny models (they import only the core, whose registries they fill), the launcher's
     # torchrun and run lock, the IFBench tagger's build script, the command line's key=value overrides, where a worker's output goes
     {"demo_data", "torchrun", "run_lock", "ifbench_tagger", "overrides", "worker_log"},

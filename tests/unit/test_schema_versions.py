@@ -7,7 +7,7 @@ import hashlib
 import json
 import shutil
 import typing
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import MISSING, fields, is_dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -43,10 +43,15 @@ def _old_canonical(obj):
         name = type(obj).__name__
         later = (*OLD_ADDED_LATER.get(name, ()), *added_after(6).get(name, ()))
         return {f.name: _old_canonical(getattr(obj, f.name)) for f in fields(obj)
-                if f.name not in NOT_HASHED and not (f.name in later and getattr(obj, f.name) == f.default)}
+                if f.name not in NOT_HASHED and not (f.name in later and getattr(obj, f.name) == _default(f))}
     if isinstance(obj, tuple):
         return [_old_canonical(v) for v in obj]
     return obj
+
+
+def _default(f):
+    # a section (Stage.distill) has a factory, not a default
+    return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
 def _old_hash(obj) -> str:
@@ -218,7 +223,9 @@ SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
     "Parallel": "tp pp dp cp micro_batch_size distributed_optimizer sequence_parallel recompute overlap_grad_reduce "
                 "overlap_param_gather collective_timeout_minutes",
     "Stage": "name kind domain data steps epochs mode actor rollout grpo reward length_curriculum sft_batch_size "
-             "sft_max_tokens rm_batch_size rm_max_tokens extra_data boundary checkpoint_every evaluate released_after",
+             "sft_max_tokens rm_batch_size rm_max_tokens extra_data boundary distill checkpoint_every evaluate "
+             "released_after",
+    "Distill": "teachers reward_weight ratio_low ratio_high",
     "Data": "source size split seed max_bad_rows min_prompt_tokens repeat keep_mode sft_turns swe_max_files "
             "swe_min_noisy_files swe_truth_only_share domain allow_eval_instructions cache math_instruction",
     "Actor": "lr min_lr lr_schedule warmup_steps lr_decay_steps weight_decay adam_beta1 adam_beta2 adam_eps "
