@@ -42,6 +42,7 @@ class StageInfo:
     dir: Path
     evaluate: bool = True  # Stage.evaluate: False = no gate after it, so no row
     epochs: float = 0.0    # Stage.epochs: the stage's length before it starts (steps still 0)
+    teachers: dict = field(default_factory=dict)  # a distill stage's, as its manifest entry records
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,13 @@ def _stages(run_dir: Path, config: dict, manifest: dict) -> list[StageInfo]:
             entry = manifest.get("stages", {}).get(s["name"], {})
             kind, seconds, gate = s.get("kind", "grpo"), entry.get("seconds"), entry.get("gate")
             domains = _domains(s) if kind in ON_POLICY_KINDS else None
+            teachers = entry.get("teachers")
             out.append(StageInfo(k, s["name"], kind, domains,
                                  int(entry.get("steps") or s.get("steps", 0)), str(entry.get("status", "pending")),
                                  float(seconds) if isinstance(seconds, (int, float)) else None,
                                  gate if isinstance(gate, dict) else {}, run_dir / "stages" / f"{k}-{s['name']}",
-                                 bool(s.get("evaluate", True)), float(s.get("epochs", 0.0))))
+                                 bool(s.get("evaluate", True)), float(s.get("epochs", 0.0)),
+                                 teachers if isinstance(teachers, dict) else {}))
         return out
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         detail = f"missing key {e}" if isinstance(e, KeyError) else str(e)
@@ -246,6 +249,17 @@ _RULES = ("the gate's verdicts (manifest.json; `gate.on_regression` acts on them
           "earlier score by more than max(`gate.min_drop`, `gate.sigmas` standard errors of the two scores).")
 
 
+def _teachers(run: Run) -> list[str]:
+    """One line per distill stage that has started: each domain's teacher and where it came from."""
+    lines = []
+    for s in run.stages:
+        parts = [f"{domain} ← `{t.get('source')}`" + (f" (row `{t['row']}`)" if t.get("row") else "")
+                 for domain, t in s.teachers.items() if isinstance(t, dict)]
+        if parts:
+            lines.append(f"- `{s.name}`: " + ", ".join(parts))
+    return lines
+
+
 def _regressions(run: Run) -> list[str]:
     """One line per recorded regression; a manifest written before the paired rule records none."""
     return [f"- `{s.name}` ({s.gate.get('action', '?')}, {s.gate.get('rule', 'unpaired')} rule): {r}"
@@ -332,7 +346,10 @@ def _training(run: Run) -> str:
         step_s, generate_s = _total(logged, "time/step"), _total(logged, "time/generate")
         informative, groups = _total(logged, "groups_informative"), _total(logged, "groups")
         weak = " (below a third: little signal)" if groups and informative < groups / 3 else ""
-        rows.append([s.name, f"{informative:.0f} / {groups:.0f}{weak}",
+        signal = f"{informative:.0f} / {groups:.0f}{weak}"
+        if s.kind == "distill":  # the teacher's signal is in every group
+            signal = f"{groups:.0f} / {groups:.0f} (teachers)"
+        rows.append([s.name, signal,
                      f"{100 * _total(logged, 'truncation_rate') / len(logged):.0f}",
                      f"{step_s / len(logged):.1f}", f"{100 * generate_s / step_s:.0f}" if step_s else "–",
                      _domain_rewards(logged)])
@@ -370,6 +387,10 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
               f"`{HEADLINE['reward_model']}`; first / last n mean = over the first and last n ≤ {WINDOW} logged "
               "steps (n ≤ half the steps, so the two never overlap).",
               "", _summary(run)]
+    taught = _teachers(run)
+    if taught:
+        parts += ["", "## Distill stages", "", "each domain's teacher (docs/distill.md); `best` names "
+                  "the gate row it chose:", "", *taught]
     training = _training(run)
     if training:
         parts += ["## GRPO steps", "", "informative groups: groups whose rewards differ (the zero-variance rest "

@@ -296,3 +296,22 @@ def test_runs_compare_at_equal_rl_steps(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
     assert main(["report", str(cascade), str(mixed)]) == 2  # several runs need --out
     assert "give --out" in capsys.readouterr().err
+
+
+def test_a_distill_stage_shows_its_teachers_and_its_reverse_kl(run_dir):
+    """The synthetic run with its code stage turned into a distill stage: its headline metric is the
+    reverse KL, every group carries a signal, and the manifest's teachers are listed."""
+    cfg = json.loads((run_dir / "config.json").read_text())
+    code = next(s for s in cfg["stages"] if s["name"] == "code")
+    code["kind"] = "distill"
+    (run_dir / "config.json").write_text(json.dumps(cfg))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["stages"]["code"]["teachers"] = {"code": {"source": "best", "folder": "x/hf", "row": "4-math"}}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    _log(run_dir / "stages" / "5-code", "code", [{"reverse_kl": 0.4 - 0.1 * i, "groups": 4.0,
+                                                  "groups_informative": 1.0} for i in range(4)])
+    md = build_report(run_dir)[0].read_text()
+    assert "- `code`: code ← `best` (row `4-math`)" in md.split("## Distill stages")[1]
+    row = next(line for line in md.split("## Stages")[1].splitlines() if line.startswith("| 5 "))
+    assert "distill" in row and "reverse_kl" in row
+    assert "16 / 16 (teachers)" in md.split("## GRPO steps")[1]
