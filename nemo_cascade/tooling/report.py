@@ -253,7 +253,7 @@ def _teachers(run: Run) -> list[str]:
     """One line per distill stage that has started: each domain's teacher and where it came from."""
     lines = []
     for s in run.stages:
-        parts = [f"{domain} ← `{t.get('source')}`" + (f" (row `{t['row']}`)" if t.get("row") else "")
+        parts = [f"{domain} ← `{t.get('source')}`" + (f" (row `{t['row']}`)" * bool(t.get("row")))
                  for domain, t in s.teachers.items() if isinstance(t, dict)]
         if parts:
             lines.append(f"- `{s.name}`: " + ", ".join(parts))
@@ -389,8 +389,8 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
               "", _summary(run)]
     taught = _teachers(run)
     if taught:
-        parts += ["", "## Distill stages", "", "each domain's teacher (docs/distill.md); `best` names "
-                  "the gate row it chose:", "", *taught]
+        parts += ["", "## Distill stages", "", "each domain's teacher (docs/distill.md); `best` "
+                  "names the gate row it chose:", "", *taught]
     training = _training(run)
     if training:
         parts += ["## GRPO steps", "", "informative groups: groups whose rewards differ (the zero-variance rest "

@@ -306,7 +306,8 @@ def test_a_distill_stage_shows_its_teachers_and_its_reverse_kl(run_dir):
     code["kind"] = "distill"
     (run_dir / "config.json").write_text(json.dumps(cfg))
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    manifest["stages"]["code"]["teachers"] = {"code": {"source": "best", "folder": "x/hf", "row": "4-math"}}
+    teacher = {"source": "best", "folder": "x/hf", "row": "4-math"}
+    manifest["stages"]["code"]["teachers"] = {"code": teacher}
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     _log(run_dir / "stages" / "5-code", "code", [{"reverse_kl": 0.4 - 0.1 * i, "groups": 4.0,
                                                   "groups_informative": 1.0} for i in range(4)])
