@@ -249,11 +249,15 @@ _RULES = ("the gate's verdicts (manifest.json; `gate.on_regression` acts on them
           "earlier score by more than max(`gate.min_drop`, `gate.sigmas` standard errors of the two scores).")
 
 
+def _row_chosen(teacher: dict) -> str:
+    return f" (row `{teacher['row']}`)" if teacher.get("row") else ""
+
+
 def _teachers(run: Run) -> list[str]:
     """One line per distill stage that has started: each domain's teacher and where it came from."""
     lines = []
     for s in run.stages:
-        parts = [f"{domain} ← `{t.get('source')}`" + (f" (row `{t['row']}`)" * bool(t.get("row")))
+        parts = [f"{domain} ← `{t.get('source')}`" + _row_chosen(t)
                  for domain, t in s.teachers.items() if isinstance(t, dict)]
         if parts:
             lines.append(f"- `{s.name}`: " + ", ".join(parts))

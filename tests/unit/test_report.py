@@ -307,12 +307,14 @@ def test_a_distill_stage_shows_its_teachers_and_its_reverse_kl(run_dir):
     (run_dir / "config.json").write_text(json.dumps(cfg))
     manifest = json.loads((run_dir / "manifest.json").read_text())
     teacher = {"source": "best", "folder": "x/hf", "row": "4-math"}
-    manifest["stages"]["code"]["teachers"] = {"code": teacher}
+    manifest["stages"]["code"]["teachers"] = {"code": teacher,
+                                              "rlhf": {"source": "rlhf", "folder": "y"}}
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     _log(run_dir / "stages" / "5-code", "code", [{"reverse_kl": 0.4 - 0.1 * i, "groups": 4.0,
                                                   "groups_informative": 1.0} for i in range(4)])
     md = build_report(run_dir)[0].read_text()
-    assert "- `code`: code ← `best` (row `4-math`)" in md.split("## Distill stages")[1]
+    listed = md.split("## Distill stages")[1]
+    assert "- `code`: code ← `best` (row `4-math`), rlhf ← `rlhf`\n" in listed
     row = next(line for line in md.split("## Stages")[1].splitlines() if line.startswith("| 5 "))
     assert "distill" in row and "reverse_kl" in row
     assert "16 / 16 (teachers)" in md.split("## GRPO steps")[1]
