@@ -134,8 +134,8 @@ class Gate:
                 f"{row / 'eval_partial'}; run the same command again to continue") from None
 
     def check(self, row_dirs: list[Path], current: Path) -> list[stage_scores.Regression]:
-        """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in order),
-        by ``gate.rule``."""
+        """Regressions of ``current``'s eval.json against the rows before it (``row_dirs``, in
+        order), by ``gate.rule``."""
         return stage_scores.row_regressions(row_dirs, current, self.tolerance, self.cfg.rule,
                                             self.cfg.alpha, self.cfg.sigmas)
 

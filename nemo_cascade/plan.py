@@ -340,6 +340,17 @@ def _check_layout_divides(d: ModelShape, p: config.Parallel, engine_tp: int) -> 
                                  f"num_attention_heads={d.num_attention_heads} ({d.name})")
 
 
+def _with_frozen_copies(ranks: list[dict], copies: int, dtype_bytes: int,
+                        notes: list[str]) -> list[dict]:
+    """Per rank, the actor's memory with ``copies`` more copies of its parameters (the KL reference,
+    a distill stage's teachers) in its state; noted when there are any."""
+    if not copies:
+        return ranks
+    notes.append(f"{copies} frozen parameter copies in the actor state (KL reference, teachers)")
+    extra = [copies * m["params"] * dtype_bytes for m in ranks]
+    return [{**m, "state": m["state"] + x, "train": m["train"] + x} for m, x in zip(ranks, extra)]
+
+
 def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0, shape: str | ModelShape | None = None) -> CascadePlan:
     """Every stage's per-GPU estimate on ``cfg.parallel``; raises ConfigError (one line) for what cannot be
     planned: an invalid config, an unknown shape, a layout the shape does not divide."""
@@ -369,12 +380,7 @@ def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0, shape: str | ModelS
         lm_head = s.kind != "reward_model"
         ranks = [actor_bytes(d, p, seq=seq, rows_per_step=_rows_per_step(s), rank=r, te=te,
                              dtype_bytes=dtype_bytes, lm_head=lm_head) for r in sorted({0, p.pp - 1})]
-        copies = config.frozen_copies(s)  # the KL reference, teachers: copies of the parameters
-        if copies:
-            ranks = [{**m, "state": m["state"] + copies * m["params"] * dtype_bytes,
-                      "train": m["train"] + copies * m["params"] * dtype_bytes} for m in ranks]
-            notes.append(f"{copies} frozen parameter copies in the actor state "
-                         "(KL reference, teachers)")
+        ranks = _with_frozen_copies(ranks, config.frozen_copies(s), dtype_bytes, notes)
         extra = 0.0
         if s.kind == "reward_model":  # the policy actor keeps its parameters and gradient buffer
             policy = max(rank_params(d, p.tp, p.pp, r) for r in {0, p.pp - 1}) * (dtype_bytes + 4)

@@ -293,32 +293,44 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
             modes.append(group.mode)
             domains.append(group.domain)
 
-    lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
-    longest = max(lengths, default=0)
     rows = pack_rows_of(prompts, responses, cfg.pack_tokens, cfg.share_prompts) if cfg.sequence_packing else None
     laid = pack_sequences(prompts, responses, pad_id, logprobs, rows)
     advantages_S = torch.tensor(advantages, dtype=torch.float32)
     sequence_B_T = _sequence_index(laid)
-    advantages_B_T = torch.zeros(sequence_B_T.shape, dtype=torch.float32)  # 0 off the sequences
-    on_B_T = sequence_B_T >= 0
-    advantages_B_T[on_B_T] = advantages_S[sequence_B_T[on_B_T]]
-    B, T = laid["tokens_B_T"].shape
-    laid_tokens = int((laid["segment_ids_B_T"] > 0).sum())
     metrics = {
         **_generation_metrics(groups, all_rewards),
         "groups_dropped": float(dropped),
         "samples_overlong_filtered": float(filtered),
         "num_sequences": float(len(prompts)),
+        **_layout_metrics(laid, [len(p) + len(r) for p, r in zip(prompts, responses)]),
+    }
+    return GRPOBatch(laid["tokens_B_T"], laid["loss_mask_B_T"],
+                     _per_position(advantages_S, sequence_B_T), laid["values_B_T"],
+                     laid["position_ids_B_T"], laid["segment_ids_B_T"], laid["prefix_ids_B_T"],
+                     advantages_S, laid["lengths_S"], modes, domains, sequence_B_T,
+                     packed=cfg.sequence_packing, metrics=metrics)
+
+
+def _layout_metrics(laid: dict[str, Tensor], lengths: list[int]) -> dict[str, float]:
+    """How the kept sequences (``lengths``: prompt + response each) were laid out in rows."""
+    B, T = laid["tokens_B_T"].shape
+    laid_tokens = int((laid["segment_ids_B_T"] > 0).sum())
+    return {
         "num_loss_tokens": float(laid["loss_mask_B_T"].sum()),
         "rows": float(B),
         "pad_share": pad_share([laid_tokens], B, T),
-        "pad_share_unpacked": pad_share(lengths, len(lengths), longest),
+        "pad_share_unpacked": pad_share(lengths, len(lengths), max(lengths, default=0)),
         "shared_prompt_saving": 1.0 - laid_tokens / sum(lengths) if lengths else 0.0,
     }
-    return GRPOBatch(laid["tokens_B_T"], laid["loss_mask_B_T"], advantages_B_T, laid["values_B_T"],
-                     laid["position_ids_B_T"], laid["segment_ids_B_T"], laid["prefix_ids_B_T"], advantages_S,
-                     laid["lengths_S"], modes, domains, sequence_B_T,
-                     packed=cfg.sequence_packing, metrics=metrics)
+
+
+def _per_position(values_S: Tensor, sequence_B_T: Tensor) -> Tensor:
+    """Each sequence's value on every position of its own segment; 0 on padding and on shared
+    prompts."""
+    out_B_T = torch.zeros(sequence_B_T.shape, dtype=torch.float32)
+    on_B_T = sequence_B_T >= 0
+    out_B_T[on_B_T] = values_S[sequence_B_T[on_B_T]]
+    return out_B_T
 
 
 def _sequence_index(laid: dict[str, Tensor]) -> Tensor:
@@ -396,7 +408,9 @@ def k3_kl(logprobs_B_T: Tensor, ref_logprobs_B_T: Tensor) -> Tensor:
     return torch.exp(log_ratio_B_T) - log_ratio_B_T - 1.0
 
 
-def _pair(total: Tensor, count: Tensor) -> Tensor:
+def sum_count(total: Tensor, count: Tensor) -> Tensor:
+    """A metric in Megatron's reporting form: ``[sum, count]``, summed over microbatches and
+    ranks."""
     return torch.stack([total.detach().float(), count.detach().float()])
 
 
@@ -447,9 +461,9 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
     numerator, denominator = AGGREGATION[cfg.loss_aggregation](loss_B_T, valid_B_T, segment_ids_B_T)
     n_valid = valid_B_T.sum()
     metrics = {
-        "clip_fraction": _pair((valid_B_T & (clipped_B_T < unclipped_B_T)).sum(), n_valid),
-        "ratio": _pair(torch.where(valid_B_T, ratio_B_T, zeros_B_T).sum(), n_valid),
-        "kl": _pair(torch.where(valid_B_T, kl_B_T, zeros_B_T).sum(), n_valid),
+        "clip_fraction": sum_count((valid_B_T & (clipped_B_T < unclipped_B_T)).sum(), n_valid),
+        "ratio": sum_count(torch.where(valid_B_T, ratio_B_T, zeros_B_T).sum(), n_valid),
+        "kl": sum_count(torch.where(valid_B_T, kl_B_T, zeros_B_T).sum(), n_valid),
     }
     return numerator, denominator, metrics
 
@@ -460,10 +474,16 @@ def actor_loss(cfg: GRPO, logprobs_B_T: Tensor, mb: dict) -> tuple[Tensor, Tenso
     tokens, ``[sum, count]`` — which checks that vLLM sampled with the weights being trained (weight sync)."""
     num, den, metrics = policy_loss_terms(logprobs_B_T, logprobs_B_T.detach(), mb["advantages"],
                                           mb["loss_mask"], cfg, mb.get("ref_logprobs"), mb.get("segment_ids"))
+    metrics["logprob_gap"] = logprob_gap(logprobs_B_T, mb)
+    return num, den, metrics
+
+
+def logprob_gap(logprobs_B_T: Tensor, mb: dict) -> Tensor:
+    """``[sum, count]`` of |actor − rollout| log-prob over the trained tokens: near 0 when the
+    engine sampled with the weights being trained (weight sync)."""
     mask = mb["loss_mask"] > 0
     gap = torch.where(mask, (logprobs_B_T.detach() - mb["rollout_logprobs"]).abs(), torch.zeros(()))
-    metrics["logprob_gap"] = torch.stack([gap.sum(), mask.sum().float()])
-    return num, den, metrics
+    return sum_count(gap.sum(), mask.sum())
 
 
 __all__ = [
@@ -472,4 +492,5 @@ __all__ = [
     "filter_values", "collect_groups",
     "overlong_none", "overlong_zero", "overlong_filter", "OVERLONG", "make_batch",
     "aggregate_token", "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
+    "logprob_gap", "sum_count",
 ]

@@ -340,12 +340,12 @@ class Gate:
     evaluate_base: bool = True
     """Also evaluate the starting model, so the first stage has a row to be compared with."""
     min_drop: float = 0.02
-    """The smallest drop below a suite's best earlier score that counts as a regression, under either
-    rule; the paper's largest per-stage drops are 2–4 points (Tables 2, 4–8)."""
+    """The smallest drop below a suite's best earlier score that counts as a regression, under
+    either rule; the paper's largest per-stage drops are 2–4 points (Tables 2, 4–8)."""
     rule: Literal["paired", "unpaired"] = "paired"
-    """paired: the drop on the items both rows scored, significant at ``alpha`` by exact McNemar (one
-    0/1 sample per item) or a paired bootstrap (avg@k, k > 1); unpaired: a drop beyond ``sigmas``
-    standard errors of the two scores (docs/evaluation.md, "The gate's rule")."""
+    """paired: the drop on the items both rows scored, significant at ``alpha`` by exact McNemar
+    (one 0/1 sample per item) or a paired bootstrap (avg@k, k > 1); unpaired: a drop beyond
+    ``sigmas`` standard errors of the two scores (docs/evaluation.md, "The gate's rule")."""
     alpha: float = 0.05
     """Significance level of the paired rule."""
     sigmas: float = 2.0

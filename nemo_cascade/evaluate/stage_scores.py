@@ -16,7 +16,8 @@ from .eval_output import read_eval
 from .paired import PairedTest, item_values, p_text, paired_test
 
 ItemValues = tuple[dict[str, float], bool]
-"""One suite's :func:`.paired.item_values` in one row: ``(uid → value, every item one 0/1 sample)``."""
+"""One suite's :func:`.paired.item_values` in one row: ``(uid → value, every item one 0/1
+sample)``."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,8 @@ class Regression:
     """Items both rows scored (paired rule)."""
 
     def __str__(self) -> str:
-        drop = f"{self.suite}: {100 * self.now:.1f} now vs {100 * self.best:.1f} after {self.best_stage}"
+        drop = (f"{self.suite}: {100 * self.now:.1f} now vs {100 * self.best:.1f} "
+                f"after {self.best_stage}")
         if self.rule == "paired":
             return (f"{drop} (paired drop {100 * (self.best - self.now):.1f} ≥ "
                     f"{100 * self.threshold:.1f}, {self.test} p {p_text(self.p or 0.0)} "
@@ -76,24 +78,14 @@ def regressions(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]
     return found
 
 
-def load_item_values(stage_dirs: Sequence[Path]) -> list[tuple[str, dict[str, ItemValues]]]:
-    """``(stage name, suite → item values)`` for each stage directory holding an eval.json."""
-    out = []
-    for d in stage_dirs:
-        if (Path(d) / "eval.json").is_file():
-            suites = read_eval(Path(d) / "eval.json")["suites"]
-            out.append((Path(d).name, {name: item_values(r) for name, r in suites.items()}))
-    return out
-
-
 def paired_regressions(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]],
                        items: Sequence[tuple[str, Mapping[str, ItemValues]]],
                        current: Mapping[str, tuple[float, float]],
                        current_items: Mapping[str, ItemValues],
                        min_drop: float = 0.02, alpha: float = 0.05) -> list[Regression]:
     """Suites of ``current`` whose paired drop from their best earlier row (``history``'s scores,
-    ``items`` the same rows' item values, in the same order) is at least ``min_drop`` at p < ``alpha``.
-    A suite that shares no item with that row is judged by the unpaired rule at 2 sigmas."""
+    ``items`` the same rows' item values) is at least ``min_drop`` at p < ``alpha``. A suite that
+    shares no item with that row is judged by the unpaired rule at 2 sigmas."""
     found = []
     by_stage = dict(items)
     for suite, (now, se_now) in current.items():
@@ -102,13 +94,13 @@ def paired_regressions(history: Sequence[tuple[str, Mapping[str, tuple[float, fl
             continue
         best_stage, (best, se_best) = max(earlier, key=lambda e: e[1][0])
         before = by_stage.get(best_stage, {}).get(suite)
-        test = paired_test(before, current_items[suite]) if before and suite in current_items else None
+        test = paired_test(before, current_items[suite]) if before else None
         if test is None or test.items == 0:
             found += regressions([(best_stage, {suite: (best, se_best)})], {suite: (now, se_now)},
                                  min_drop)
         elif _paired_drop(test, min_drop, alpha):
-            found.append(Regression(suite, best_stage, best, now, min_drop, "paired", test.p, test.test,
-                                    test.items))
+            found.append(Regression(suite, best_stage, best, now, min_drop, "paired", test.p,
+                                    test.test, test.items))
     return found
 
 
@@ -122,16 +114,21 @@ def row_regressions(row_dirs: Sequence[Path], current: Path, tolerance: Mapping[
                     ) -> list[Regression]:
     """The regressions of the row ``current`` (a folder with eval.json) against the earlier rows
     ``row_dirs`` (in order), for the suites of ``tolerance`` (suite → ``min_drop``), by ``rule``."""
-    history = load_stage_scores(row_dirs)
+    rows = [(Path(d).name, read_eval(Path(d) / "eval.json")) for d in row_dirs
+            if (Path(d) / "eval.json").is_file()]
+    history = [(name, scores(doc)) for name, doc in rows]
     doc = read_eval(Path(current) / "eval.json")
     now = scores(doc)
     suites = [s for s in tolerance if s in now]
     if rule == "unpaired":
         return [r for s in suites for r in regressions(history, {s: now[s]}, tolerance[s], sigmas)]
-    items = load_item_values(row_dirs)
-    now_items = {name: item_values(r) for name, r in doc["suites"].items()}
-    return [r for s in suites
-            for r in paired_regressions(history, items, {s: now[s]}, now_items, tolerance[s], alpha)]
+    items = [(name, _item_values(doc)) for name, doc in rows]
+    return [r for s in suites for r in
+            paired_regressions(history, items, {s: now[s]}, _item_values(doc), tolerance[s], alpha)]
+
+
+def _item_values(eval_doc: Mapping) -> dict[str, ItemValues]:
+    return {name: item_values(r) for name, r in eval_doc["suites"].items()}
 
 
 def deltas(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]) -> list[dict[str, float]]:
@@ -156,5 +153,5 @@ def forgetting_matrix(history: Sequence[tuple[str, Mapping[str, tuple[float, flo
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Regression", "ItemValues", "scores", "load_stage_scores", "load_item_values", "regressions",
+__all__ = ["Regression", "ItemValues", "scores", "load_stage_scores", "regressions",
            "paired_regressions", "row_regressions", "deltas", "forgetting_matrix"]

@@ -243,10 +243,11 @@ def _significance(test: PairedTest | None) -> str:
     return "" if test is None else f" (p {p_text(test.p)}, {test.verdict})"
 
 
-_RULES = ("the gate's verdicts (manifest.json; `gate.on_regression` acts on them), each under the rule "
-          "recorded with it: **paired**, a drop of at least `gate.min_drop` from the suite's best earlier row "
-          "on the items both rows scored, significant at `gate.alpha`; **unpaired**, a drop below the best "
-          "earlier score by more than max(`gate.min_drop`, `gate.sigmas` standard errors of the two scores).")
+_RULES = ("the gate's verdicts (manifest.json; `gate.on_regression` acts on them), each under the "
+          "rule recorded with it: **paired**, a drop of at least `gate.min_drop` from the suite's "
+          "best earlier row on the items both rows scored, significant at `gate.alpha`; "
+          "**unpaired**, a drop below the best earlier score by more than max(`gate.min_drop`, "
+          "`gate.sigmas` standard errors of the two scores).")
 
 
 def _row_chosen(teacher: dict) -> str:
@@ -266,8 +267,8 @@ def _teachers(run: Run) -> list[str]:
 
 def _regressions(run: Run) -> list[str]:
     """One line per recorded regression; a manifest written before the paired rule records none."""
-    return [f"- `{s.name}` ({s.gate.get('action', '?')}, {s.gate.get('rule', 'unpaired')} rule): {r}"
-            for s in run.stages for r in s.gate.get("regressions", [])]
+    return [f"- `{s.name}` ({s.gate.get('action', '?')}, {s.gate.get('rule', 'unpaired')} rule): "
+            f"{r}" for s in run.stages for r in s.gate.get("regressions", [])]
 
 
 def matrix_text(run_dir: Path) -> str:
@@ -382,9 +383,11 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
                       "against the last row, paired on the same items: did the later stages keep it?", "", *kept, ""]
     else:
         parts += ["No evaluation yet (no `base/eval.json`, no `stages/*/eval.json`).", ""]
-    parts += ["## Gate regressions", "", _RULES, "", *(_regressions(run) or ["None recorded in manifest.json."]),
-              "", f"Drops against the row before at p < {ALPHA} (the matrix's paired test; the gate compares "
-              "with the best earlier row instead):", "", *(_paired_drops(run) or ["- none"]), "",
+    recorded = _regressions(run) or ["None recorded in manifest.json."]
+    parts += ["## Gate regressions", "", _RULES, "", *recorded, "",
+              f"Drops against the row before at p < {ALPHA} (the matrix's paired test; the gate "
+              "compares with the best earlier row instead):", "",
+              *(_paired_drops(run) or ["- none"]), "",
               "## Stages", "", f"metric: GRPO `{HEADLINE['grpo']}`, "
               f"distill `{HEADLINE['distill']}`, "
               f"SFT `{HEADLINE['sft']}`, reward model "
