@@ -31,11 +31,15 @@ from nemo_cascade.data.loader import pad_id
 from nemo_cascade.faults import crash_point
 from nemo_cascade.forgetting import Gate, GateStop
 from nemo_cascade.lineage import Manifest, stage_status
-from nemo_cascade.preflight import check_cascade, check_endpoints, check_tokenizer, stages_to_run
+from nemo_cascade.preflight import (check_cascade, check_endpoints, check_tokenizer,
+                                    data_fingerprint, stages_to_run)
+from nemo_cascade.repair import insert, inserted_repairs, inserts_after, repair_name, repair_stage
 from nemo_cascade.deadline import Deadline, job_end_time
+from nemo_cascade.evaluate.eval_output import read_eval
 from nemo_cascade.saves import Saves
 from nemo_cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
-from nemo_cascade.stage_selection import check_selection, discard_for_retrain, run_dir, stage_dir
+from nemo_cascade.stage_selection import (check_selection, discard_for_retrain, recorded_stages,
+                                          run_dir, stage_dir)
 from nemo_cascade.step_rollouts import StepRollouts
 from nemo_cascade.teachers import Teachers, resolve
 
@@ -56,6 +60,7 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
     ``report`` is called on rank 0 with the run folder after every stage's gate and when the gate stops the run."""
     from nemo_cascade.actor.process_groups import init_distributed
 
+    cfg = recorded_stages(cfg)  # with the repair stages an earlier invocation's gate inserted
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
     check_selection(cfg, only_stage, retrain)
     # Served models answer before anything long runs (the base evaluation takes hours at paper scale).
@@ -73,7 +78,9 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
     run = CascadeRun(cfg, prepare_base_model(cfg, out), data_hashes, report)
     try:
         run.evaluate_base()
-        for k, stage in enumerate(cfg.stages):
+        k = 0
+        while k < len(run.cfg.stages):  # the gate may insert a repair stage after stage k
+            stage = run.cfg.stages[k]
             _stop_if_requested(out, f"before stage {stage.name}")  # a stage's steps watch for it themselves
             if run.runs_now(stage, only_stage):
                 if stage.kind == "reward_model":
@@ -82,10 +89,10 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
                     run.train_policy(k, stage)
             else:
                 run.skip(k, stage)
-                if run.manifest.gated(stage.name):
-                    continue  # done and judged; a run killed between the two judges it now
-            _stop_if_requested(out, f"before the gate after stage {stage.name}")
-            run.gate_after(k, stage)
+            if not run.manifest.gated(stage.name):  # trained now, or killed between done and judged
+                _stop_if_requested(out, f"before the gate after stage {stage.name}")
+                run.gate_after(k, stage)
+            k += 1
     finally:
         run.close()
     return out
@@ -133,8 +140,11 @@ class CascadeRun:
 
     # ------------------------------------------------------------------------------------ stage order
     def runs_now(self, stage: config.Stage, only_stage: str | None) -> bool:
-        """Whether the stage trains in this invocation: the one ``--stage`` names, or else every unfinished one."""
-        return only_stage == stage.name or (not only_stage and not self.manifest.done(stage.name))
+        """Whether the stage trains in this invocation: every unfinished one, or with ``--stage``
+        the one it names and the repair stage the gate inserts after that one."""
+        repairs = inserted_repairs(self.manifest.data)
+        return not self.manifest.done(stage.name) and (
+            not only_stage or stage.name in (only_stage, repairs.get(only_stage)))
 
     def skip(self, k: int, stage: config.Stage) -> None:
         """Pass over stage k; a finished one still hands on what it made (its policy and gate row, or its reward
@@ -409,13 +419,15 @@ class CascadeRun:
                 sdir = stage_dir(self.cfg, k)
                 rm_url = self._rm_url(rm) if rm else self.cfg.gate.reward_model_url
                 self._evaluate_row(sdir, str(sdir / "hf"), rm_url)
-                found = self._judge(stage, sdir)
+                found = self._judge(k, stage, sdir)
                 self.rows.append(sdir)
             # The next stage may train before it generates (SFT, an RM): give the GPU back to the actor. A GRPO
             # stage's first weight push wakes the engine.
             self.engine.sleep()
+            action = self.cfg.gate.on_regression
             events.info("stage %s: gated, %s", stage.name,
-                        f"{len(found)} regression(s) (gate.on_regression=warn)" if found else "no regression")
+                        f"{len(found)} regression(s) (gate.on_regression={action})"
+                        if found else "no regression")
         self.manifest.update(stage.name, gated=True)
         self._report()
 
@@ -432,14 +444,20 @@ class CascadeRun:
             return self.out / "base"
         return stage_dir(self.cfg, before[-1]) if self.cfg.stages[before[-1]].evaluate else None
 
-    def _judge(self, stage: config.Stage, sdir: Path) -> list:
+    def _judge(self, k: int, stage: config.Stage, sdir: Path) -> list:
         found = self.gate.check([r for r in self.rows if (r / "eval.json").is_file()], sdir)
         action = self.cfg.gate.on_regression
-        self.manifest.update(stage.name, gate={"rule": self.cfg.gate.rule, "action": action,
-                                               "regressions": [str(r) for r in found],
-                                               "flagged": [asdict(r) for r in found]})
+        verdict = {"rule": self.cfg.gate.rule, "action": action,
+                   "regressions": [str(r) for r in found], "flagged": [asdict(r) for r in found]}
         for r in found:
             events.warning("stage %s: regression: %s", stage.name, r)
+        repair = None
+        if found and inserts_after(self.cfg, k):
+            repair = self._repair_for(k, stage, sdir, found)
+        self._place_repair(k, repair)
+        if repair is not None:
+            verdict["repair"] = {"stage": repair.name, "domains": _flagged_domains(sdir, found)}
+        self.manifest.update(stage.name, gate=verdict)
         if found and action == "stop":
             self.manifest.update(stage.name, gated=True)
             reason = f"after stage {stage.name}: " + "; ".join(str(r) for r in found)
@@ -447,6 +465,41 @@ class CascadeRun:
             self._report()
             raise GateStop(reason)
         return found
+
+    def _repair_for(self, k: int, stage: config.Stage, sdir: Path,
+                    found: list) -> config.Stage | None:
+        """The distill stage that repairs the domains of stage k's flagged suites (repair.py); None,
+        with a warning, when there is nothing to repair them on or a later stage already started."""
+        domains = _flagged_domains(sdir, found)
+        repair = repair_stage(self.cfg, k, domains)
+        started = [s.name for s in self.cfg.stages[k + 1:]
+                   if self.manifest.status(s.name) != "pending"]
+        later = [name for name in started if name != repair_name(stage)]
+        if repair is None or later:
+            events.warning("stage %s: no repair stage inserted (%s)", stage.name,
+                           f"later stage(s) {', '.join(later)} already started" if later
+                           else f"no prompts of {', '.join(domains)} in the recipe")
+            return None
+        events.warning("stage %s: inserted stage %s (distill: %s)", stage.name, repair.name,
+                       ", ".join(repair.distill.teachers))
+        return repair
+
+    def _place_repair(self, k: int, repair: config.Stage | None) -> None:
+        """Stage k followed by ``repair`` (or by no repair, withdrawing one an earlier verdict on k
+        inserted) in the stage list, the manifest and config.json."""
+        cfg = insert(self.cfg, k, repair)
+        withdrawn = set(self.cfg.stages) - set(cfg.stages) - {repair}
+        if cfg == self.cfg or any(self.manifest.status(s.name) != "pending" for s in withdrawn):
+            return  # nothing to change, or a repair that has started stays
+        self.cfg = config.validate(cfg)
+        added = {}
+        if repair is not None:
+            hashes = [data_fingerprint(d, f"stages.{repair.name}")
+                      for d in (repair.data, *repair.extra_data)]
+            added[repair.name] = {"status": "pending", "kind": repair.kind, "data_sha256": hashes}
+        self.manifest.set_stages([s.name for s in cfg.stages], added)
+        if ranks.is_main():
+            (self.out / "config.json").write_text(config.dumps(cfg))
 
     def _report(self) -> None:
         if self.report is not None and ranks.is_main():
@@ -457,6 +510,12 @@ class CascadeRun:
             self.engine.shutdown()
         for server in self.servers.values():
             server.stop()
+
+
+def _flagged_domains(row: Path, found: list) -> list[str]:
+    """The reward domains of the suites flagged in a row, in the order flagged."""
+    suites = read_eval(row / "eval.json")["suites"]
+    return list(dict.fromkeys(suites[r.suite]["domain"] for r in found))
 
 
 def _step_of(ckpt: Path) -> int:

@@ -124,6 +124,15 @@ class Manifest:
         if entry.get("status") == "done" and entry.get("config_sha256") not in ("", self.config_hash(stage)):
             log.warning("stage %s: finished under a different config; keeping its checkpoint", stage.name)
 
+    def set_stages(self, order: list[str], added: dict[str, dict]) -> None:
+        """The stage entries in ``order`` (the names as the stages now run): kept ones as they are,
+        ``added`` ones new, the rest dropped. The gate inserts or withdraws a repair stage
+        (``gate.on_regression = repair``) before it has started."""
+        stages = self.data["stages"]
+        self.data["stages"] = {name: stages.get(name) or {"config_sha256": "", **added[name]}
+                               for name in order}
+        self._write()
+
     def update(self, stage: str, **fields) -> None:
         self.data["stages"][stage].update(fields)
         self._write()

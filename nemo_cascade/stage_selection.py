@@ -10,7 +10,8 @@ import shutil
 from pathlib import Path
 
 from nemo_cascade import checkpoint, config
-from nemo_cascade.lineage import reset_stages, stage_status
+from nemo_cascade.lineage import read_manifest, reset_stages, stage_status
+from nemo_cascade.repair import inserted_repairs, with_recorded_repairs
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,13 @@ def run_dir(cfg: config.Cascade) -> Path:
 
 def stage_dir(cfg: config.Cascade, index: int) -> Path:
     return run_dir(cfg) / "stages" / f"{index}-{cfg.stages[index].name}"
+
+
+def recorded_stages(cfg: config.Cascade) -> config.Cascade:
+    """``cfg`` with the repair stages the gate inserted in the run folder's earlier invocations
+    (``gate.on_regression = repair``; the run's manifest records them): the stages the run has."""
+    manifest = read_manifest(run_dir(cfg) / "manifest.json", missing_ok=True)
+    return with_recorded_repairs(cfg, manifest)
 
 
 def check_selection(cfg: config.Cascade, only_stage: str | None, retrain: bool = False) -> None:
@@ -46,6 +54,9 @@ def check_selection(cfg: config.Cascade, only_stage: str | None, retrain: bool =
         )
     if status.get(only_stage) != "done":
         return
+    repair = inserted_repairs(read_manifest(manifest, missing_ok=True)).get(only_stage)
+    if repair and status.get(repair) != "done" and not retrain:
+        return  # the repair stage the gate inserted after it runs now (run_cascade)
     later = [n for n in names[k + 1 :] if status.get(n, "pending") != "pending"]
     if not retrain:
         also = (

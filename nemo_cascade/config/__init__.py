@@ -12,8 +12,8 @@ Nothing here imports torch, megatron or vllm, so configs can be built, validated
 from .checks import validate
 from .serialize import dumps, from_dict, to_dict
 from .schema import (GRPO, ON_POLICY_KINDS, REWARD_DOMAINS, STAGE_KINDS, Actor, Boundary, Cascade,
-                     ConfigError, Data, Distill, Gate, LengthPhase, Model, Parallel, Reward,
-                     Rollout, Stage, literal_values)
+                     ConfigError, Data, Distill, Gate, LengthPhase, Model, Parallel, Repair,
+                     Reward, Rollout, Stage, literal_values)
 from .derived import (engine_dtype, engine_eager, epochs_line, frozen_copies, length_phases,
                       phase_at, phase_rollout, prompt_sources, samples_on_policy, stage_by_name,
                       stage_domains, teacher_sources, tolerances, with_epoch_steps)
@@ -21,7 +21,8 @@ from .versions import FIELDS_ADDED, SCHEMA_VERSION, schema_version_of
 
 __all__ = [
     "ConfigError", "Model", "Parallel", "Actor", "Rollout", "GRPO", "Data", "Reward", "LengthPhase", "Boundary",
-    "Gate", "Distill", "Stage", "Cascade", "STAGE_KINDS", "ON_POLICY_KINDS", "REWARD_DOMAINS",
+    "Gate", "Repair", "Distill", "Stage", "Cascade", "STAGE_KINDS", "ON_POLICY_KINDS",
+    "REWARD_DOMAINS",
     "samples_on_policy", "teacher_sources", "frozen_copies", "tolerances", "length_phases",
     "phase_at",
     "phase_rollout", "with_epoch_steps", "epochs_line", "stage_by_name", "prompt_sources",

@@ -362,6 +362,8 @@ def _validate_gate(g: Gate, stages) -> None:
         raise ConfigError("gate: min_drop and sigmas must be >= 0")
     if not 0 < g.alpha < 1:
         raise ConfigError(f"gate.alpha: {g.alpha} is not a significance level in (0, 1)")
+    if g.on_regression == "repair":
+        _validate_repair(g, stages)
     for name, what, kind, least in (("tolerance", "DROP", float, 0), ("yarn", "FACTOR", float, 1),
                                     ("max_input_tokens", "TOKENS", int, 0)):
         for item in getattr(g, name):
@@ -373,6 +375,22 @@ def _validate_gate(g: Gate, stages) -> None:
             if not ok:
                 raise ConfigError(f"gate.{name}: expected SUITE={what} with SUITE one of gate.suites {list(g.suites)} "
                                   f"and {what} a {kind.__name__} >= {least}, got {item!r:.80}")
+
+
+def _validate_repair(g: Gate, stages) -> None:
+    """``on_regression = repair`` distils from the gate's rows after a GRPO stage it flags: it needs
+    suites (the rows) and a GRPO stage with a row before it to repair."""
+    if not g.suites:
+        raise ConfigError("gate.on_regression: 'repair' pulls flagged domains back toward their "
+                          "best gate rows; the gate has no suites (set gate.suites)")
+    rows = [i + 1 for i, s in enumerate(stages) if s.kind != "reward_model" and s.evaluate]
+    first_row = 0 if g.evaluate_base else min(rows, default=len(stages))
+    if not any(s.kind == "grpo" and i >= first_row for i, s in enumerate(stages)):
+        raise ConfigError("gate.on_regression: 'repair' repairs a GRPO stage from the gate rows "
+                          "before it; no GRPO stage here has an earlier row to repair from")
+    _at_least("gate.repair.steps", g.repair.steps, 1)
+    _at_least("gate.repair.lr", g.repair.lr, 0, "0 = the flagged stage's actor.lr")
+    _at_least("gate.repair.reward_weight", g.repair.reward_weight, 0, "0 = pure distillation")
 
 
 def _validate_reward_model(s: Stage, p: Parallel, where: str) -> None:

@@ -48,7 +48,8 @@ def frozen_copies(stage: Stage) -> int:
     """Copies of the parameters the actor holds beside the trained ones in this stage: the KL
     reference, and a distill stage's teachers (one per distinct source; ``best`` counted per domain,
     as two domains' best rows may differ). Each also costs a forward per step."""
-    teachers = len(set(teacher_sources(stage).values())) if stage.kind == "distill" else 0
+    sources = list(teacher_sources(stage).values()) if stage.kind == "distill" else []
+    teachers = len(set(sources) - {"best"}) + sources.count("best")
     reference = samples_on_policy(stage) and stage.grpo.kl_coef > 0
     return teachers + int(reference)
 

@@ -322,6 +322,19 @@ class Boundary:
 
 
 @dataclass(frozen=True)
+class Repair:
+    """The distill stage the gate inserts after a GRPO stage whose row it flags
+    (``gate.on_regression = repair``): the flagged domains learn from their best earlier rows, the
+    stage's own domains from the stage's export, on prompts of all of them (docs/distill.md)."""
+    steps: int = 10
+    """Optimizer steps of the inserted stage (Nemotron-Cascade 2's MOPD: 40–50 at its scale)."""
+    lr: float = 0.0
+    """Its learning rate; 0 = the flagged stage's ``actor.lr``."""
+    reward_weight: float = 0.0
+    """``Distill.reward_weight`` of the inserted stage; 0 = pure distillation."""
+
+
+@dataclass(frozen=True)
 class Gate:
     """The forgetting gate (§4.1.1, T2/T4–T8): the same eval suites after every stage, a stage × benchmark
     matrix, and a per-benchmark regression tolerance (evaluate/stage_scores.py)."""
@@ -352,8 +365,12 @@ class Gate:
     """Standard errors a drop must exceed under the unpaired rule."""
     tolerance: tuple[str, ...] = ()
     """Per-benchmark ``SUITE=DROP`` overrides of min_drop, e.g. ``("aime25=0.05",)``."""
-    on_regression: Literal["warn", "stop"] = "warn"
-    """warn: log and record it in the manifest and report; stop: end the cascade after that stage."""
+    on_regression: Literal["warn", "stop", "repair"] = "warn"
+    """warn: log and record it in the manifest and report; stop: end the cascade after that stage;
+    repair: after a GRPO stage, insert a distill stage that pulls the flagged domains back toward
+    their best rows (``repair``; docs/distill.md, "Repair on demand")."""
+    repair: Repair = field(default_factory=Repair)
+    """The stage ``on_regression = repair`` inserts."""
     mode: Literal["suite", "think", "no_think"] = "suite"
     """Thinking mode of the suites: ``suite`` = each suite's own, the modes T2 reports for the unified model
     (IFEval non-thinking, the rest thinking); ``think`` = every suite in thinking mode, as the thinking-only

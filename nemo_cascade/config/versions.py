@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from .schema import ConfigError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 """The newest version: the one a new run's manifest.json and every config.json record."""
 
 FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
@@ -63,6 +63,8 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
          # A distill stage's teachers (the section, with all its fields): unused by every
          # other kind, left out of a hash at its default.
          "Stage": ("distill",)},
+    # What the gate does about a regression it flags: at its default (warn) nothing is inserted.
+    12: {"Gate": ("repair",)},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not named
 here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION`` bumped

@@ -68,7 +68,10 @@ def _free_port() -> int:
 def cmd_run(args) -> int:
     from nemo_cascade.preflight import check_cascade
 
-    cfg = apply_overrides(load_recipe(args.recipe), args.overrides)
+    from nemo_cascade.stage_selection import recorded_stages
+
+    # with the repair stages the gate inserted in this run folder (gate.on_regression=repair)
+    cfg = recorded_stages(apply_overrides(load_recipe(args.recipe), args.overrides))
     if args.stage:
         config.stage_by_name(cfg, args.stage)
     if args.dry_run:
@@ -257,13 +260,18 @@ def cmd_plan(args) -> int:
     stage's step time, progress per ``--time-limit`` job and jobs (plan_time.py). Estimates: exit 0
     even when a
     stage is over its memory (a WARNING line); exit 2 with one line when a job cannot move a stage forward."""
-    from nemo_cascade import plan
+    from nemo_cascade import plan, repair
     from nemo_cascade.tooling import plan_table, plan_time
 
     limit_s = plan_time.parse_time_limit(args.time_limit)  # a bad value: one line, before any work
-    cfg = apply_overrides(load_recipe(args.recipe), args.overrides)
+    recipe = apply_overrides(load_recipe(args.recipe), args.overrides)
+    cfg = repair.with_possible_repairs(recipe)
     memory = plan.plan_cascade(cfg, gpu_gib=args.gpu_memory_gib, shape=args.shape)
     print(plan_table.render(memory))
+    inserted = [s.name for s in cfg.stages if s not in recipe.stages]
+    if inserted:
+        print(f"{', '.join(inserted)}: inserted only where the gate flags a regression "
+              "(gate.on_regression=repair), sized here with every domain the recipe trains flagged")
     print()
     times = plan_time.time_plan(cfg, memory, limit_s)
     gate = plan_time.gate_time(cfg, memory, times[0].budget_s if times else 0.0)

@@ -130,12 +130,23 @@ def wait_for_url(run_dir: str, launch_id: str, task: str, timeout: float, poll: 
 def served_out(run_dir: str, launch_id: str, task: str, consumers: tuple[str, ...]) -> bool:
     """Whether a server is no longer needed: each stage it serves is done or its task gave up, or the
     forgetting gate stopped the cascade."""
-    from nemo_cascade.lineage import stage_status  # imports torch: not at import time (the CLI imports this module)
+    finished, stopped = finished_stages(run_dir)
+    d = servers_dir(run_dir, launch_id)
+    return bool(stopped) or all(s in finished or (d / f"{task}.released.{s}").is_file()
+                                for s in consumers)
+
+
+def finished_stages(run_dir: str) -> tuple[set[str], str]:
+    """The stages done in a run's manifest, each with the repair stage its gate inserted
+    (gate.on_regression=repair: the stage's task trains both), and the gate's stop reason."""
+    # imports torch: not at import time (the CLI imports this module)
+    from nemo_cascade.lineage import read_manifest, stage_status
+    from nemo_cascade.repair import inserted_repairs
 
     status, stopped = stage_status(run_dir)
-    d = servers_dir(run_dir, launch_id)
-    return bool(stopped) or all(status.get(s) == "done" or (d / f"{task}.released.{s}").is_file()
-                                for s in consumers)
+    repairs = inserted_repairs(read_manifest(Path(run_dir) / "manifest.json", missing_ok=True))
+    return {name for name, s in status.items()
+            if s == "done" and status.get(repairs.get(name, name)) == "done"}, stopped
 
 
 # ------------------------------------------------------------------------------------------------ task entry
@@ -146,17 +157,15 @@ def _forward_signals(child: subprocess.Popen) -> None:
 
 def run_task(args) -> int:
     """One stage: skip when done, refuse before the earlier stages are, wait for servers, run ``args.command``."""
-    from nemo_cascade.lineage import stage_status
-
-    status, stopped = stage_status(args.run_dir)
-    if status.get(args.stage) == "done":
+    finished, stopped = finished_stages(args.run_dir)
+    if args.stage in finished:
         print(f"launch: stage {args.stage} is done in {args.run_dir}/manifest.json; nothing to do")
         return 0
     if stopped:
         print(f"launch: not starting stage {args.stage}: the forgetting gate stopped the cascade ({stopped})",
               file=sys.stderr)
         return 3
-    missing = [s for s in args.earlier if status.get(s) != "done"]
+    missing = [s for s in args.earlier if s not in finished]
     if missing:
         print(f"launch: not starting stage {args.stage}: earlier stage(s) {', '.join(missing)} not done",
               file=sys.stderr)

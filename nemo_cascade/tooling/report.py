@@ -15,6 +15,7 @@ from nemo_cascade.config import ON_POLICY_KINDS, samples_on_policy
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.files import read_json, replaced_atomically, write_text_atomically
 from nemo_cascade.metrics import metric_rows
+from nemo_cascade.repair import inserted_repairs
 from nemo_cascade.evaluate.eval_output import read_eval
 from nemo_cascade.evaluate.stage_scores import deltas, scores
 from nemo_cascade.evaluate.paired import ALPHA, PairedTest, item_values, p_text, paired_test
@@ -43,6 +44,7 @@ class StageInfo:
     evaluate: bool = True  # Stage.evaluate: False = no gate after it, so no row
     epochs: float = 0.0    # Stage.epochs: the stage's length before it starts (steps still 0)
     teachers: dict = field(default_factory=dict)  # a distill stage's, as its manifest entry records
+    inserted_by: str = ""  # the stage whose gate inserted this one (gate.on_regression = repair)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ def _stages(run_dir: Path, config: dict, manifest: dict) -> list[StageInfo]:
     """The configured stages in order, with the manifest's status; a stage the manifest lacks is pending."""
     try:
         out = []
+        inserted = {repair: flagged for flagged, repair in inserted_repairs(manifest).items()}
         for k, s in enumerate(config["stages"]):
             entry = manifest.get("stages", {}).get(s["name"], {})
             kind, seconds, gate = s.get("kind", "grpo"), entry.get("seconds"), entry.get("gate")
@@ -111,7 +114,8 @@ def _stages(run_dir: Path, config: dict, manifest: dict) -> list[StageInfo]:
                                  float(seconds) if isinstance(seconds, (int, float)) else None,
                                  gate if isinstance(gate, dict) else {}, run_dir / "stages" / f"{k}-{s['name']}",
                                  bool(s.get("evaluate", True)), float(s.get("epochs", 0.0)),
-                                 teachers if isinstance(teachers, dict) else {}))
+                                 teachers if isinstance(teachers, dict) else {},
+                                 inserted.get(s["name"], "")))
         return out
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         detail = f"missing key {e}" if isinstance(e, KeyError) else str(e)
@@ -260,15 +264,24 @@ def _teachers(run: Run) -> list[str]:
     for s in run.stages:
         parts = [f"{domain} ← `{t.get('source')}`" + _row_chosen(t)
                  for domain, t in s.teachers.items() if isinstance(t, dict)]
+        by = f" (inserted by the gate after `{s.inserted_by}`)" if s.inserted_by else ""
         if parts:
-            lines.append(f"- `{s.name}`: " + ", ".join(parts))
+            lines.append(f"- `{s.name}`{by}: " + ", ".join(parts))
     return lines
 
 
 def _regressions(run: Run) -> list[str]:
-    """One line per recorded regression; a manifest written before the paired rule records none."""
-    return [f"- `{s.name}` ({s.gate.get('action', '?')}, {s.gate.get('rule', 'unpaired')} rule): "
-            f"{r}" for s in run.stages for r in s.gate.get("regressions", [])]
+    """One line per recorded regression, and one per repair stage the gate inserted for them; a
+    manifest written before the paired rule records none."""
+    lines = []
+    for s in run.stages:
+        lines += [f"- `{s.name}` ({s.gate.get('action', '?')}, {s.gate.get('rule', 'unpaired')} "
+                  f"rule): {r}" for r in s.gate.get("regressions", [])]
+        repair = s.gate.get("repair")
+        if isinstance(repair, dict):
+            lines.append(f"- `{s.name}`: repair stage `{repair.get('stage')}` inserted for "
+                         f"{', '.join(repair.get('domains') or [])}")
+    return lines
 
 
 def matrix_text(run_dir: Path) -> str:

@@ -19,7 +19,7 @@ LAYERS = [
     {"cascade", "stage_selection", "base_model", "preflight", "lineage", "forgetting", "plan", "plan_rm"},
     {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
-     "metrics", "ranks", "provenance", "saves", "step_rollouts", "teachers"},
+     "metrics", "ranks", "provenance", "saves", "step_rollouts", "teachers", "repair"},
     {"config", "types", "faults", "files", "stop_request", "lifeline", "console", "errors", "cpu_math", "deadline"},
 ]
 # The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other way round.

@@ -404,6 +404,7 @@ class _Gate:
 class _Manifest:
     def __init__(self, done=()):
         self.done_stages, self.updates = set(done), []
+        self.data = {"stages": {}}  # no verdict records a repair stage
 
     def done(self, name):
         return name in self.done_stages

@@ -215,7 +215,7 @@ def test_a_config_json_of_a_newer_version_is_refused_in_one_line(tiny):
 
 # ------------------------------------------------------------------------------------------ new fields
 
-SNAPSHOT_VERSION = 11
+SNAPSHOT_VERSION = 12
 SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
     "Cascade": "name model parallel stages run_root seed gate keep_checkpoints checkpoint_every_minutes chat_style "
                "wandb",
@@ -241,7 +241,8 @@ SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
     "LengthPhase": "steps max_response_tokens overlong temperature until_clip_ratio",
     "Boundary": "optimizer data",
     "Gate": "suites samples max_tokens limit temperature top_p evaluate_base min_drop rule alpha sigmas tolerance "
-            "on_regression mode yarn max_input_tokens chunk_items",
+            "on_regression repair mode yarn max_input_tokens chunk_items",
+    "Repair": "steps lr reward_weight",
 }
 
 
