@@ -1,5 +1,5 @@
 """Where a stage's numbers go: one ``metrics.jsonl`` line per step (always; tests and reports read it), an
-optional Weights & Biases run, a progress bar, and phase timers. Only rank 0 writes.
+optional Weights & Biases run, progress on the console, and phase timers. Only rank 0 writes.
 
 A stage that resumes from a checkpoint (a requeued Slurm job, a re-run) continues both logs: ``metrics.jsonl``
 loses the lines the interrupted run wrote past the checkpoint, so it ends up as an uninterrupted run's, and the
@@ -54,10 +54,7 @@ class MetricsLog:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         keep_before(self.path, start_step)
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total_steps, initial=start_step, desc=stage_name, unit="step", dynamic_ncols=True,
-                        file=console.stream())
+        self.bar = console.progress(total_steps, stage_name, "step", initial=start_step)
         if use_wandb:
             self.wandb = wandb_run(Path(stage_dir), f"{run_name}/{stage_name}", resume=start_step > 0)
             self.wandb_from = self.wandb.starting_step

@@ -168,16 +168,15 @@ def tokenize_rows(share: Share, out: Path, progress: bool, items: Iterable,
     """The loop both caches tokenize a share with: ``items``, one per row of ``share`` (None for a row skipped),
     handed to ``encode(tokens_file, items)`` :data:`BATCH_ROWS` at a time, the tokens written to
     ``out/part-K.tokens``; a progress bar on the console when ``progress``."""
-    from tqdm import tqdm
-
     from nemo_cascade import console
 
     kept = (item for item in items if item is not None)
-    with tqdm(desc=f"tokenizing {share.path.name}", unit=" rows", disable=not progress, mininterval=5.0,
-              file=console.stream()) as bar, open(out / f"part-{share.index}.tokens", "wb") as f:
+    bar = console.progress(None, f"tokenizing {share.path.name}", "row", disable=not progress)
+    with open(out / f"part-{share.index}.tokens", "wb") as f:
         while batch := list(itertools.islice(kept, BATCH_ROWS)):
             encode(f, batch)
             bar.update(len(batch))
+    bar.close()
 
 
 def tokenize_share(share: Share, tokenizer, mode: str, style: str, turns: str, out: Path,

@@ -293,8 +293,6 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
     and a chunk's groups saved by an earlier job are read instead of generated; ``should_stop()``
     ends generation between
     engine steps and chunks, every rank raising :class:`GateStopped` together."""
-    from tqdm import tqdm
-
     from .. import console, ranks
 
     d = prep.decoding
@@ -302,8 +300,8 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
                               max_prompt_tokens=engine.max_model_len, max_response_tokens=d.max_tokens, seed=d.seed)
     fits = [i for i in indices if fits_input(len(prep.prompts[i].prompt_tokens), d, engine.max_model_len)]
     groups: dict[int, types.PromptGroup] = {}
-    bar = tqdm(total=len(indices), desc=f"{prep.suite.name} K={d.samples}", unit="item", dynamic_ncols=True,
-               disable=not (settings.progress and ranks.is_main()), file=console.stream())
+    bar = console.progress(len(indices), f"{prep.suite.name} K={d.samples}", "item",
+                           disable=not (settings.progress and ranks.is_main()))
     bar.update(len(indices) - len(fits))  # too long: nothing to generate
     step = max(1, settings.chunk_items)
     chunks = [fits[start:start + step] for start in range(0, len(fits), step)]

@@ -148,8 +148,7 @@ class OffTopicPairs:
 
     def ensure(self) -> list[dict]:
         """Every selected pair's generations, generating the missing ones (appended as they finish)."""
-        from tqdm import tqdm
-
+        from nemo_cascade import console
         from nemo_cascade.rewards.remote import HttpEndpoint
 
         s = self.settings
@@ -163,14 +162,15 @@ class OffTopicPairs:
                                     timeout=600.0)
             self.work.parent.mkdir(parents=True, exist_ok=True)
             lock = threading.Lock()
-            with open(self.work, "a") as f, ThreadPoolExecutor(s.workers) as pool, \
-                    tqdm(total=len(todo), desc="rm off-topic pairs", unit="pair", dynamic_ncols=True) as bar:
+            bar = console.progress(len(todo), "rm off-topic pairs", "pair")
+            with open(self.work, "a") as f, ThreadPoolExecutor(s.workers) as pool:
                 for item in pool.map(lambda p: self._generate(endpoint, p), todo):
                     with lock:
                         f.write(json.dumps(item, ensure_ascii=False) + "\n")
                         f.flush()
                     done[item["key"]] = item
                     bar.update(1)
+            bar.close()
         return [done[_key(p)] for p in prompts]
 
     def rows(self) -> Iterator:

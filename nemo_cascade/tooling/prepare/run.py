@@ -65,7 +65,8 @@ class Settings:
     max_bad_rows: int = 0
     force: bool = False
     progress: Optional[bool] = None
-    """tqdm bars: None = on a terminal only."""
+    """Progress per source (console.progress: a bar on a terminal, plain lines in a file); None =
+    on a terminal only."""
     difficulty: Optional[DifficultyFilter] = None
     """§4.6.1's difficulty filter of the code RL file (:mod:`.difficulty`); None = not applied."""
 
@@ -260,7 +261,7 @@ def write_output(stage: str, output: Output, settings: Settings, index: EvalInde
                  fingerprint: str, sft: Optional[SftPrompts] = None) -> dict:
     """Write one output file (atomically) and return its manifest entry. ``sft``: an RL file's SFT
     prompts, which its rows must not repeat (§4.1.2)."""
-    from tqdm import tqdm
+    from nemo_cascade import console
 
     counts, seen, sources = _Counts(), set(), []
     target = settings.out / output.path
@@ -268,9 +269,10 @@ def write_output(stage: str, output: Output, settings: Settings, index: EvalInde
     with replaced_atomically(target) as tmp, open(tmp, "wb") as f:
         for part, files, revision in located:
             read = 0
-            bar = tqdm(total=count_rows(files) if files else None, desc=f"{output.path} <- {part.source.label}",
-                       unit="row", dynamic_ncols=True, disable=(not settings.progress) if settings.progress
-                       is not None else None)
+            shown = console.stream().isatty() if settings.progress is None else settings.progress
+            total = count_rows(files) if files else None
+            bar = console.progress(total, f"{output.path} <- {part.source.label}", "row",
+                                   disable=not shown)
             for where, row in part.convert(_rows_of(part, files)):
                 read += 1
                 bar.update(1)
