@@ -13,6 +13,7 @@ or malformed file ends in one line naming it and what was expected (docs/archite
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -108,3 +109,35 @@ def read_json(path: str | Path, what: str, *, missing_ok: bool = False, expected
     if not isinstance(doc, expected):
         raise error(f"{path}: expected {what} (a JSON {json_kind(expected())}), got a JSON {json_kind(doc)}{hint}")
     return doc
+
+
+class OutOfSpace(CascadeError):
+    """A full disk or quota, in one line (:func:`out_of_space_line`)."""
+
+
+def out_of_space(exc: BaseException | None) -> OSError | None:
+    """The "no space left on device" or "disk quota exceeded" error behind ``exc``: itself, or one
+    it was raised from or while handling (torch.save reports a failed write as a RuntimeError raised
+    while the OSError was handled); None when there is none."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def out_of_space_line(error: OSError, where: str | Path) -> str:
+    """One line for a full disk (or quota) met while writing under ``where``: the file system, its
+    free space, and what to do. Nothing half-written is taken for whole (.tmp folders, atomic
+    renames), so the same command resumes from the newest intact checkpoint."""
+    path = Path(error.filename or where).absolute()
+    mount = next((p for p in (path, *path.parents) if p.exists() and os.path.ismount(p)), Path("/"))
+    usage = shutil.disk_usage(mount)
+    what = "disk quota exceeded" if error.errno == errno.EDQUOT else "no space left on device"
+    writing = f" writing {error.filename}" if error.filename else f" writing under {where}"
+    return (f"{what}{writing}: the file system at {mount} has {usage.free / 2**20:.0f} MiB free "
+            f"of {usage.total / 2**20:.0f} MiB; nothing half-written was kept: free space (or "
+            f"move run_root) and run the same command again, it resumes from the newest intact "
+            f"checkpoint")

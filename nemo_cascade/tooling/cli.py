@@ -87,7 +87,10 @@ def cmd_run(args) -> int:
         if args.own_process:
             worker_log.to_log(worker_log.log_path(Path(cfg.run_root) / cfg.name, rank), args.verbose, rank)
         with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # slurm/node.sh: rank 0 holds
-            return _run_job(config.validate(cfg, world_size=int(os.environ["WORLD_SIZE"])), args.stage, args.retrain)
+            with _said_when_out_of_space(Path(cfg.run_root) / cfg.name):
+                world_size = int(os.environ["WORLD_SIZE"])
+                cfg = config.validate(cfg, world_size=world_size)
+                return _run_job(cfg, args.stage, args.retrain)
     if args.stage or args.retrain:  # a finished stage, or one whose earlier stages are not: one line, before torchrun
         from nemo_cascade.cascade import check_selection
 
@@ -101,6 +104,23 @@ def cmd_run(args) -> int:
         torchrun += ["--verbose"] if args.verbose else []
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, os.cpu_count() // world)))
         return run_torchrun(torchrun, run_dir=None if args.verbose else Path(cfg.run_root) / cfg.name)
+
+
+@contextlib.contextmanager
+def _said_when_out_of_space(where: Path):
+    """A full disk or quota met under ``where`` becomes one line (files.OutOfSpace), not a traceback
+    in the rank's log."""
+    from nemo_cascade.files import OutOfSpace, out_of_space, out_of_space_line
+
+    try:
+        yield
+    except CascadeError:
+        raise  # said already
+    except Exception as e:
+        full = out_of_space(e)
+        if full is None:
+            raise
+        raise OutOfSpace(out_of_space_line(full, where)) from e
 
 
 @contextlib.contextmanager
@@ -337,9 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     if extra and args.command in overridable:
         args.overrides = [*args.overrides, *extra]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    command = {"run": cmd_run, "eval": cmd_eval, "report": cmd_report, "convert": cmd_convert,
+               "launch": cmd_launch, "plan": cmd_plan, "doctor": cmd_doctor,
+               "data": cmd_data}[args.command]
     try:
-        return {"run": cmd_run, "eval": cmd_eval, "report": cmd_report, "convert": cmd_convert,
-                "launch": cmd_launch, "plan": cmd_plan, "doctor": cmd_doctor, "data": cmd_data}[args.command](args)
+        with _said_when_out_of_space(Path.cwd()):
+            return command(args)
     except CascadeError as e:  # every user-facing error (nemo_cascade.errors); a served RM / judge that fails
         # outside a training step stops the run with its one line too: a done stage's gate runs again on resume.
         print(f"nemo-cascade: error: {e}", file=console.stream())
