@@ -33,7 +33,8 @@ from nemo_cascade.forgetting import Gate, GateStop
 from nemo_cascade.lineage import Manifest, stage_status
 from nemo_cascade.preflight import (check_cascade, check_endpoints, check_tokenizer,
                                     data_fingerprint, stages_to_run)
-from nemo_cascade.repair import insert, inserted_repairs, inserts_after, repair_name, repair_stage
+from nemo_cascade.repair import (insert, inserted_repairs, inserts_after, repair_name, repair_stage,
+                                 with_possible_repairs)
 from nemo_cascade.deadline import Deadline, job_end_time
 from nemo_cascade.evaluate.eval_output import read_eval
 from nemo_cascade.saves import Saves
@@ -350,7 +351,9 @@ class CascadeRun:
             from nemo_cascade.actor import cpu
             from nemo_cascade.rollout.vllm import RolloutEngine
 
-            grpo = [s for s in self.cfg.stages if config.samples_on_policy(s)]
+            # with any repair stage the gate may insert later (gate.on_regression=repair)
+            stages = with_possible_repairs(self.cfg).stages
+            grpo = [s for s in stages if config.samples_on_policy(s)]
             # With a length curriculum, its longest phase (§4.5.2).
             need = [s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in config.length_phases(s)) for s in grpo]
             rollout = grpo[0].rollout if grpo else config.Rollout()

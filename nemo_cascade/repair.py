@@ -50,12 +50,13 @@ def _prompt_source(cfg: config.Cascade, k: int, domain: str) -> tuple[config.Dat
 
 def repair_stage(cfg: config.Cascade, k: int, flagged: list[str]) -> config.Stage | None:
     """The distill stage that repairs ``flagged`` domains after stage ``k`` (their teachers ``best``;
-    the stage's own domains not flagged learn from the stage itself), on its prompts and the recipe's
-    prompts of each flagged domain; None when no flagged domain has prompts in the recipe. Every
-    other setting is stage ``k``'s, as its rollouts are the ones being repaired."""
+    the stage's own domains not flagged learn from the stage itself), on its prompts and the
+    recipe's prompts of each flagged domain; None when no flagged domain has prompts in the recipe.
+    Its prompt and response limits are the longest of those stages' (their last length phases);
+    every other setting is stage ``k``'s, as its rollouts are the ones being repaired."""
     stage, r = cfg.stages[k], cfg.gate.repair
     own = config.stage_domains(stage)
-    sources, teachers, reward = [], [], stage.reward
+    sources, teachers, reward, limits = [], [], stage.reward, [stage]
     for domain in dict.fromkeys(flagged):
         found = (None, stage) if domain in own else _prompt_source(cfg, k, domain)
         if found is None:
@@ -65,6 +66,7 @@ def repair_stage(cfg: config.Cascade, k: int, flagged: list[str]) -> config.Stag
         data, source_stage = found
         if data is not None:
             sources.append(data)
+            limits.append(source_stage)
         teachers.append(f"{domain}=best")
         # a domain scored by the cascade's RM (rlhf) brings the RM its stage was scored by
         if not reward.reward_model_stage and not reward.reward_model_url:
@@ -74,14 +76,21 @@ def repair_stage(cfg: config.Cascade, k: int, flagged: list[str]) -> config.Stag
         return None
     teachers = [f"{d}={stage.name}" for d in own if f"{d}=best" not in teachers] + teachers
     last = config.length_phases(stage)[-1]
+    # every domain's prompts and answers fit: the longest limits of the stages they come from
+    rollout = replace(config.phase_rollout(stage, last),
+                      max_prompt_tokens=max(s.rollout.max_prompt_tokens for s in limits),
+                      max_response_tokens=max(config.length_phases(s)[-1].max_response_tokens
+                                              for s in limits))
     return replace(
         stage, name=repair_name(stage), kind="distill", steps=r.steps, epochs=0.0,
         extra_data=(*stage.extra_data, *sources), reward=reward,
         distill=config.Distill(teachers=tuple(teachers), reward_weight=r.reward_weight),
         actor=replace(stage.actor, lr=r.lr or stage.actor.lr,
                       warmup_steps=min(stage.actor.warmup_steps, r.steps - 1)),
-        rollout=config.phase_rollout(stage, last), length_curriculum=(),
-        grpo=replace(stage.grpo, overlong=last.overlong), boundary=config.Boundary(),
+        rollout=rollout, length_curriculum=(),
+        # a distill stage keeps every group: no refill, no epoch-level prompt filter
+        grpo=replace(stage.grpo, overlong=last.overlong, refill_max_rounds=0, epoch_filter=False),
+        boundary=config.Boundary(),
         evaluate=True, released_after="")
 
 

@@ -32,11 +32,11 @@ def _gpu_gib() -> tuple[float, str]:
 def _memory(cfg: config.Cascade) -> list[str]:
     """The stages whose planned per-GPU memory does not fit, one line each."""
     from nemo_cascade import plan
-    from nemo_cascade.repair import with_possible_repairs
 
-    gib, gpu = _gpu_gib()  # with the repair stages the gate may insert, at their largest
-    stages = plan.plan_cascade(with_possible_repairs(cfg), gpu_gib=gib).stages
-    over = [s for s in stages if not s.fits]
+    # the recipe's stages: a repair the gate may insert is sized by `nemo-cascade plan` (its worst
+    # case, every domain flagged, is no reason to refuse a run)
+    gib, gpu = _gpu_gib()
+    over = [s for s in plan.plan_cascade(cfg, gpu_gib=gib).stages if not s.fits]
     return [
         f"stages.{s.name}: planned memory on {gpu}: {s.verdict()} "
         f"(nemo-cascade plan shows where it goes)"

@@ -40,12 +40,29 @@ def test_flagged_domains_learn_from_their_best_row_and_the_stage_keeps_its_own()
     assert repair.data == math.data
     assert repair.extra_data == (replace(rlhf.data, domain="rlhf"),)
     assert repair.reward.reward_model_stage == "rm"
-    assert (repair.rollout, repair.grpo) == (math.rollout, math.grpo)
+    assert repair.rollout == math.rollout
+    assert repair.grpo == replace(math.grpo, refill_max_rounds=0)  # every group kept
     repaired = insert(cfg, k, repair)
     config.validate(repaired)
     assert [s.name for s in repaired.stages][k:k + 3] == ["math", "math-repair", "code"]
     # 0 = the flagged stage's learning rate
     assert repair_stage(_tiny(), k, ["rlhf"]).actor.lr == math.actor.lr
+
+
+def test_the_repair_fits_every_domains_prompts_and_answers_and_keeps_every_group():
+    cfg = _tiny()
+    k, j = _index(cfg, "math"), _index(cfg, "rlhf")
+    rlhf = cfg.stages[j]
+    long_prompts = replace(rlhf, rollout=replace(rlhf.rollout, max_prompt_tokens=200))
+    math = cfg.stages[k]
+    phased = replace(math, grpo=replace(math.grpo, epoch_filter=True), length_curriculum=(
+        config.LengthPhase(10, 24, "filter"), config.LengthPhase(14, 64, "zero")))
+    stages = list(cfg.stages)
+    stages[j], stages[k] = long_prompts, phased
+    repair = repair_stage(replace(cfg, stages=tuple(stages)), k, ["rlhf"])
+    assert (repair.rollout.max_prompt_tokens, repair.rollout.max_response_tokens) == (200, 64)
+    assert repair.length_curriculum == () and repair.grpo.overlong == "zero"
+    assert (repair.grpo.epoch_filter, repair.grpo.refill_max_rounds) == (False, 0)
 
 
 def test_a_flagged_own_domain_learns_from_its_best_row_and_a_domain_without_prompts_is_skipped(
