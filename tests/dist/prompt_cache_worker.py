@@ -6,6 +6,7 @@ then load the same prompts as a rank reading the whole file in memory, bad rows 
 and named by their line in the file; a second load on both ranks finds the entry.
 """
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -44,6 +45,13 @@ def main():
         (folder / "result.json").write_text(json.dumps(results))
     dist.barrier()  # no rank tears the group down while another still uses it (gloo: "connection closed" errors)
     dist.destroy_process_group()
+    # About one run in five under load, rank 0 then aborts in the interpreter's teardown ("terminate
+    # called without an active exception": a C++ thread destroyed unjoined), after everything above
+    # has finished and been written. Not root-caused (docs/testing.md, "A known abort at exit"); the
+    # worker ends here, without that teardown, so the test judges what it checks.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
