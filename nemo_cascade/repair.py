@@ -34,7 +34,8 @@ def inserts_after(cfg: config.Cascade, k: int) -> bool:
             and not (nxt and (nxt.kind == "distill" or nxt.boundary.optimizer == "carry")))
 
 
-def _prompt_source(cfg: config.Cascade, k: int, domain: str) -> tuple[config.Data, config.Stage] | None:
+def _prompt_source(cfg: config.Cascade, k: int,
+                   domain: str) -> tuple[config.Data, config.Stage] | None:
     """The prompts of ``domain`` the recipe trains on: the latest on-policy stage before ``k`` with
     such a source, else the first after it; None when no stage has one."""
     before = list(range(k - 1, -1, -1))
@@ -49,9 +50,10 @@ def _prompt_source(cfg: config.Cascade, k: int, domain: str) -> tuple[config.Dat
 
 
 def repair_stage(cfg: config.Cascade, k: int, flagged: list[str]) -> config.Stage | None:
-    """The distill stage that repairs ``flagged`` domains after stage ``k`` (their teachers ``best``;
-    the stage's own domains not flagged learn from the stage itself), on its prompts and the
-    recipe's prompts of each flagged domain; None when no flagged domain has prompts in the recipe.
+    """The distill stage that repairs ``flagged`` domains after stage ``k`` (their teachers
+    ``best``; the stage's own domains not flagged learn from the stage itself), on its prompts and
+    the recipe's prompts of each flagged domain; None when no flagged domain has prompts in the
+    recipe.
     Its prompt and response limits are the longest of those stages' (their last length phases);
     every other setting is stage ``k``'s, as its rollouts are the ones being repaired."""
     stage, r = cfg.stages[k], cfg.gate.repair
@@ -95,8 +97,8 @@ def repair_stage(cfg: config.Cascade, k: int, flagged: list[str]) -> config.Stag
 
 
 def insert(cfg: config.Cascade, k: int, repair: config.Stage | None) -> config.Cascade:
-    """``cfg`` with ``repair`` right after stage ``k`` (replacing a repair inserted there before), or
-    with none there when ``repair`` is None."""
+    """``cfg`` with ``repair`` right after stage ``k`` (replacing a repair inserted there before),
+    or with none there when ``repair`` is None."""
     stages = list(cfg.stages)
     if k + 1 < len(stages) and stages[k + 1].name == repair_name(stages[k]):
         del stages[k + 1]
@@ -127,7 +129,8 @@ def with_recorded_repairs(cfg: config.Cascade, manifest: dict) -> config.Cascade
 
 def with_possible_repairs(cfg: config.Cascade) -> config.Cascade:
     """``cfg`` with the repair stage the gate may insert after each GRPO stage, sized for the worst
-    case (every domain the recipe trains flagged, each its own teacher): the stages ``plan`` sizes."""
+    case (every domain the recipe trains flagged, each its own teacher): the stages ``plan``
+    sizes."""
     domains = list(dict.fromkeys(d for s in cfg.stages if config.samples_on_policy(s)
                                  for d in config.stage_domains(s)))
     for k in reversed(range(len(cfg.stages))):

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def recipe():
     from nemo_cascade.config import Actor, Cascade, Data, Model, Parallel, Stage
 
-    sft = Stage(name="sft", kind="sft", data=Data(source="synthetic:arithmetic", split="train", seed=1),
+    data = Data(source="synthetic:arithmetic", split="train", seed=1)
+    sft = Stage(name="sft", kind="sft", data=data,
                 steps=12, checkpoint_every=4, sft_batch_size=16, sft_max_tokens=64,
                 actor=Actor(lr=1e-3))
     # one checkpoint kept: while the second is written the first still holds its place

@@ -183,7 +183,7 @@ def test_a_stage_counts_as_finished_with_the_repair_its_gate_inserted(tmp_path):
     assert recorded_stages(cfg) == repaired  # the recipe, with what the manifest inserted
     run = str(tmp_path / cfg.name)
     assert finished_stages(run) == ({"sft", "rm", "rlhf", "ifeval"}, "")
-    check_selection(repaired, "math")  # done, but its repair is not: `--stage math` trains the repair
+    check_selection(repaired, "math")  # done, its repair not: `--stage math` trains the repair
     with pytest.raises(config.ConfigError, match="earlier stage.s. math-repair not done"):
         check_selection(repaired, "code")
     m.update("math-repair", status="done")

@@ -178,9 +178,10 @@ def test_the_kept_sft_turns_runs_are_the_recipe_learning_all_turns_and_the_last(
 
 
 def test_the_kept_repair_run_is_the_recipe_and_its_repair_taught_the_student_itself():
-    """docs/results/smollm2.md, "A repair after math RL": recipes/smollm2.py:filtered_with_repair run
-    to its repair stage. Math RL cost IFEval nothing this time, so the best IFEval row was math's own
-    and both domains' teacher was the student's starting point: the reverse KL is 0 at every step."""
+    """docs/results/smollm2.md, "A repair after math RL": recipes/smollm2.py:filtered_with_repair
+    run to its repair stage. Math RL cost IFEval nothing this time, so the best IFEval row was
+    math's own and both domains' teacher was the student's starting point: the reverse KL is 0 at
+    every step."""
     kept = KEPT / "filtered-repair"
     current = load_recipe(str(ROOT / "recipes" / "smollm2.py:filtered_with_repair"))
     recorded = config.from_dict(config.Cascade, json.loads((kept / "config.json").read_text()))
@@ -194,5 +195,6 @@ def test_the_kept_repair_run_is_the_recipe_and_its_repair_taught_the_student_its
     teachers = json.loads((kept / "manifest.json").read_text())["stages"]["repair"]["teachers"]
     assert {d: (t["source"], t["folder"].split("/")[-2]) for d, t in teachers.items()} == {
         "math": ("math", "1-math"), "ifeval": ("best", "1-math")}
-    rows = [json.loads(line) for line in (kept / "stages/2-repair/metrics.jsonl").read_text().splitlines()]
+    metrics = (kept / "stages/2-repair/metrics.jsonl").read_text()
+    rows = [json.loads(line) for line in metrics.splitlines()]
     assert len(rows) == 10 and {r["reverse_kl"] for r in rows} == {0.0}
