@@ -33,10 +33,9 @@ from nemo_cascade.forgetting import Gate, GateStop
 from nemo_cascade.lineage import Manifest, stage_status
 from nemo_cascade.preflight import (check_cascade, check_endpoints, check_tokenizer,
                                     data_fingerprint, stages_to_run)
-from nemo_cascade.repair import (insert, inserted_repairs, inserts_after, repair_name, repair_stage,
-                                 with_possible_repairs)
+from nemo_cascade.repair import (flagged_domains, insert, inserted_repairs, inserts_after,
+                                 repair_for, with_possible_repairs)
 from nemo_cascade.deadline import Deadline, job_end_time
-from nemo_cascade.evaluate.eval_output import read_eval
 from nemo_cascade.saves import Saves
 from nemo_cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
 from nemo_cascade.stage_selection import (check_selection, discard_for_retrain, recorded_stages,
@@ -456,10 +455,17 @@ class CascadeRun:
             events.warning("stage %s: regression: %s", stage.name, r)
         repair = None
         if found and inserts_after(self.cfg, k):
-            repair = self._repair_for(k, stage, sdir, found)
+            domains = flagged_domains(sdir, found)
+            started = [s.name for s in self.cfg.stages[k + 1:]
+                       if self.manifest.status(s.name) != "pending"]
+            repair, why_not = repair_for(self.cfg, k, domains, started)
+            if repair is None:
+                events.warning("stage %s: no repair stage inserted (%s)", stage.name, why_not)
+            else:
+                events.warning("stage %s: inserted stage %s (distill: %s)", stage.name,
+                               repair.name, ", ".join(repair.distill.teachers))
+                verdict["repair"] = {"stage": repair.name, "domains": domains}
         self._place_repair(k, repair)
-        if repair is not None:
-            verdict["repair"] = {"stage": repair.name, "domains": _flagged_domains(sdir, found)}
         self.manifest.update(stage.name, gate=verdict)
         if found and action == "stop":
             self.manifest.update(stage.name, gated=True)
@@ -468,24 +474,6 @@ class CascadeRun:
             self._report()
             raise GateStop(reason)
         return found
-
-    def _repair_for(self, k: int, stage: config.Stage, sdir: Path,
-                    found: list) -> config.Stage | None:
-        """The distill stage that repairs the domains of stage k's flagged suites (repair.py); None,
-        with a warning, when there is nothing to repair them on or a later stage already started."""
-        domains = _flagged_domains(sdir, found)
-        repair = repair_stage(self.cfg, k, domains)
-        started = [s.name for s in self.cfg.stages[k + 1:]
-                   if self.manifest.status(s.name) != "pending"]
-        later = [name for name in started if name != repair_name(stage)]
-        if repair is None or later:
-            events.warning("stage %s: no repair stage inserted (%s)", stage.name,
-                           f"later stage(s) {', '.join(later)} already started" if later
-                           else f"no prompts of {', '.join(domains)} in the recipe")
-            return None
-        events.warning("stage %s: inserted stage %s (distill: %s)", stage.name, repair.name,
-                       ", ".join(repair.distill.teachers))
-        return repair
 
     def _place_repair(self, k: int, repair: config.Stage | None) -> None:
         """Stage k followed by ``repair`` (or by no repair, withdrawing one an earlier verdict on k
@@ -513,12 +501,6 @@ class CascadeRun:
             self.engine.shutdown()
         for server in self.servers.values():
             server.stop()
-
-
-def _flagged_domains(row: Path, found: list) -> list[str]:
-    """The reward domains of the suites flagged in a row, in the order flagged."""
-    suites = read_eval(row / "eval.json")["suites"]
-    return list(dict.fromkeys(suites[r.suite]["domain"] for r in found))
 
 
 def _step_of(ckpt: Path) -> int:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from pathlib import Path
 
 from nemo_cascade import config
+from nemo_cascade.evaluate.eval_output import read_eval
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,23 @@ def repair_stage(cfg: config.Cascade, k: int, flagged: list[str]) -> config.Stag
         evaluate=True, released_after="")
 
 
+def flagged_domains(row: Path, found: list) -> list[str]:
+    """The reward domains of the suites the gate flagged in a row, in the order flagged."""
+    suites = read_eval(row / "eval.json")["suites"]
+    return list(dict.fromkeys(suites[r.suite]["domain"] for r in found))
+
+
+def repair_for(cfg: config.Cascade, k: int, domains: list[str],
+               started: list[str]) -> tuple[config.Stage | None, str]:
+    """``(the repair stage to insert after stage k, "")``, or ``(None, why not)`` when no flagged
+    domain has prompts in the recipe or a later stage (``started``: those not pending) has begun."""
+    later = [name for name in started if name != repair_name(cfg.stages[k])]
+    if later:
+        return None, f"later stage(s) {', '.join(later)} already started"
+    repair = repair_stage(cfg, k, domains)
+    return (repair, "") if repair else (None, f"no prompts of {', '.join(domains)} in the recipe")
+
+
 def insert(cfg: config.Cascade, k: int, repair: config.Stage | None) -> config.Cascade:
     """``cfg`` with ``repair`` right after stage ``k`` (replacing a repair inserted there before),
     or with none there when ``repair`` is None."""
@@ -139,5 +158,6 @@ def with_possible_repairs(cfg: config.Cascade) -> config.Cascade:
     return cfg
 
 
-__all__ = ["SUFFIX", "repair_name", "inserts_after", "repair_stage", "insert",
+__all__ = ["SUFFIX", "repair_name", "inserts_after", "repair_stage", "flagged_domains",
+           "repair_for", "insert",
            "inserted_repairs", "with_recorded_repairs", "with_possible_repairs"]

@@ -190,3 +190,14 @@ def test_a_stage_counts_as_finished_with_the_repair_its_gate_inserted(tmp_path):
     assert "math" in finished_stages(run)[0]
     with pytest.raises(config.ConfigError, match="--stage math: already done"):
         check_selection(repaired, "math")
+
+
+def test_no_repair_once_a_later_stage_has_started_and_none_without_prompts():
+    from nemo_cascade.repair import repair_for
+
+    cfg = _tiny()
+    k = _index(cfg, "math")
+    assert repair_for(cfg, k, ["rlhf"], ["code"]) == (None, "later stage(s) code already started")
+    repair, why_not = repair_for(cfg, k, ["rlhf"], ["math-repair"])  # its own, judged again
+    assert repair.name == "math-repair" and why_not == ""
+    assert repair_for(cfg, k, ["mcq"], []) == (None, "no prompts of mcq in the recipe")
