@@ -133,7 +133,7 @@ def bench_rlhf(limit: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as scratch:
         model = build_tiny_reward_model(Path(scratch) / "rm")
         with VLLMServer(model, runner="pooling", max_model_len=RM_MAX_LEN, single_engine_process=True) as server:
-            reward = RLHFReward(RewardModelClient(server.url))
+            reward = RLHFReward(RewardModelClient(server.url, token=server.token))
             reward.batch(responses[:4], labels[:4])  # warm-up (not timed)
             scores, seconds = timed(reward.batch, responses, labels)
     return [row("rlhf served RM (tiny)", len(scores), seconds, server_start_s=round(server.start_seconds, 1))]

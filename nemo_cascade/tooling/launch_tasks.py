@@ -119,12 +119,17 @@ def wait_for_url(run_dir: str, launch_id: str, task: str, timeout: float, poll: 
     d, t0 = servers_dir(run_dir, launch_id), time.monotonic()
     while True:
         if (d / f"{task}.url").is_file():
-            return (d / f"{task}.url").read_text().strip()
+            return _published_url(d / f"{task}.url")
         if (d / f"{task}.stopped").is_file():
             raise RuntimeError(f"server task {task} stopped: {(d / f'{task}.stopped').read_text().strip()}")
         if time.monotonic() - t0 > timeout:
             raise RuntimeError(f"server task {task} published no URL in {timeout:.0f} s ({d})")
         time.sleep(poll)
+
+
+def _published_url(path: Path) -> str:
+    """The URL in a server's URL file (its first line; the second is the token, never printed)."""
+    return (path.read_text().split() or [""])[0]
 
 
 def served_out(run_dir: str, launch_id: str, task: str, consumers: tuple[str, ...]) -> bool:
@@ -218,6 +223,7 @@ def run_serve(args) -> int:
         return 0
     if args.detach:
         return _serve_detached(args, d)
+    from nemo_cascade.rewards.endpoints import write_url_file
     from nemo_cascade.rewards.serve import VLLMServer, is_vllm_cpu
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the server on the way out
@@ -230,7 +236,7 @@ def run_serve(args) -> int:
         server.start()
         host = "127.0.0.1" if args.host in ("127.0.0.1", "localhost") else socket.gethostname()
         (d / f"{args.name}.stopped").unlink(missing_ok=True)  # a restart (requeue): no longer stopped
-        write_text_atomically(d / f"{args.name}.url", f"http://{host}:{port}\n")
+        write_url_file(d / f"{args.name}.url", f"http://{host}:{port}", server.token)
         print(f"launch: {args.name} serves {args.model} at http://{host}:{port} for "
               f"{', '.join(args.consumers) or 'as long as it runs'} (URL in {d / (args.name + '.url')})")
         while forever or not served_out(args.run_dir, args.id, args.name, tuple(args.consumers)):
@@ -270,7 +276,7 @@ def _serve_detached(args, d: Path) -> int:
             child.terminate()
             return 1
         time.sleep(1.0)
-    print(f"launch: {args.name} is up at {(d / (args.name + '.url')).read_text().strip()} (pid {child.pid})")
+    print(f"launch: {args.name} is up at {_published_url(d / (args.name + '.url'))} (pid {child.pid})")
     return 0
 
 

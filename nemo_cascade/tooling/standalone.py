@@ -237,7 +237,9 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
                                   tensor_parallel_size=tensor_parallel_size,
                                   gpu_memory_utilization=gpu_memory_utilization, yarn_factor=factor)
             if serve_rm:  # loaded while the first engine started
-                url = ranks.from_main(server.wait_ready().url if server else "")
+                # the URL file carries the server's token (server_token.py)
+                url = ranks.from_main(server.wait_ready().publish(out_dir / "reward_model_server.url")
+                                      if server else "")
                 settings = replace(settings, reward_model_url=url)
                 serve_rm = False
             started = time.perf_counter()

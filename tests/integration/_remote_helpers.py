@@ -1,6 +1,7 @@
 """Helpers for test_remote_rewards: tiny reward model and judge folders, and transformers' reference scores."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
@@ -35,6 +36,13 @@ def build_tiny_reward_model(out_dir: Path, seed: int = 0) -> Path:
     return out_dir
 
 
+def session_token() -> str:
+    """The token of the servers tests start (tests/conftest.py): clients find it in their environment."""
+    from nemo_cascade.server_token import TOKEN_ENV
+
+    return os.environ[TOKEN_ENV]
+
+
 def tiny_reward_model_server(folder: Path):
     """A ``VLLMServer`` (not launched) of a tiny reward model built in ``folder``: the session's shared RM
     (conftest.py ``tiny_rm_server``) and bench/reliability.py's."""
@@ -42,7 +50,7 @@ def tiny_reward_model_server(folder: Path):
 
     path = build_tiny_reward_model(folder)
     return VLLMServer(path, runner="pooling", max_model_len=RM_MAX_LEN, log_path=path.parent / "rm.log",
-                      single_engine_process=True)
+                      single_engine_process=True, token=session_token())
 
 
 def build_tiny_judge(out_dir: Path, seed: int = 1) -> Path:

@@ -52,10 +52,11 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stack(models, tmp_path_factory):
     from nemo_cascade.rewards.serve import VLLMServer
+    from tests.integration._remote_helpers import session_token
 
     policy, rm_dir = models
     server = VLLMServer(rm_dir, runner="pooling", max_model_len=1024, single_engine_process=True,
-                        log_path=tmp_path_factory.mktemp("logs") / "rm.log")
+                        log_path=tmp_path_factory.mktemp("logs") / "rm.log", token=session_token())
     engine = None
     try:
         server.launch()  # loads while the policy engine starts

@@ -133,7 +133,7 @@ class _FakeServer:
 
     def __init__(self, model, **kw):
         self.model, self.kw, self.proc, self.stopped = model, kw, None, False
-        self.log_path = kw["log_path"]
+        self.log_path, self.token = kw["log_path"], "t0ken"
         _FakeServer.made.append(self)
 
     def start(self):
@@ -161,7 +161,8 @@ def test_serve_publishes_its_url_and_stops_when_its_stages_are_done(tmp_path, mo
     def consumer():
         while not (d / "serve-rm.url").is_file():
             time.sleep(0.02)
-        seen["url"] = (d / "serve-rm.url").read_text().strip()
+        seen["url"] = (d / "serve-rm.url").read_text()
+        seen["mode"] = (d / "serve-rm.url").stat().st_mode & 0o777
         _manifest(run_dir, rm="done", rlhf="done")
 
     thread = threading.Thread(target=consumer)
@@ -169,7 +170,8 @@ def test_serve_publishes_its_url_and_stops_when_its_stages_are_done(tmp_path, mo
     assert launch_tasks.run_serve(args) == 0
     thread.join()
     server = _FakeServer.made[-1]
-    assert seen["url"] == f"http://127.0.0.1:{launch_tasks.served_port(str(run_dir), 'serve-rm')}"
+    port = launch_tasks.served_port(str(run_dir), 'serve-rm')
+    assert seen == {"url": f"http://127.0.0.1:{port}\nt0ken\n", "mode": 0o600}  # its token, for the owner only
     assert server.kw["runner"] == "pooling" and server.stopped
     assert not (d / "serve-rm.url").exists() and (d / "serve-rm.stopped").read_text() == "its stages ended\n"
     assert launch_tasks.run_serve(args) == 0 and len(_FakeServer.made) == 1, "stages done: nothing to serve"

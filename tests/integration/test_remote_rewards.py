@@ -20,7 +20,7 @@ from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient, RewardSe
 from nemo_cascade.rewards.rlhf import RLHFReward
 from nemo_cascade.rewards.serve import ServerStartError, VLLMServer, process_group_alive
 from tests.integration._remote_helpers import (JUDGE_MAX_LEN, RM_MAX_LEN, build_tiny_judge,
-                                               hf_logprob_of, hf_reward_scores)
+                                               hf_logprob_of, hf_reward_scores, session_token)
 from tests.tolerance import Net, assert_close, bound
 
 pytestmark = pytest.mark.integration
@@ -83,7 +83,8 @@ def servers(models, tiny_rm_server, tmp_path_factory):
     _, judge_dir = models
     # single_engine_process: two vLLM processes per server instead of three; start-up is import-bound here.
     judge = VLLMServer(judge_dir, runner="generate", max_model_len=JUDGE_MAX_LEN,
-                       log_path=tmp_path_factory.mktemp("logs") / "judge.log", single_engine_process=True)
+                       log_path=tmp_path_factory.mktemp("logs") / "judge.log", single_engine_process=True,
+                       token=session_token())
     rm = tiny_rm_server
     try:
         judge.launch()  # loads while the RM, launched by the session fixture, finishes loading
@@ -440,6 +441,60 @@ def test_a_client_pointed_at_the_wrong_kind_of_server_says_what_it_expected(serv
     assert rm.url in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(RewardServerError, match=r"HTTP 404 \(The model `no-such-model` does not exist"):
         RewardModelClient(rm.url, "no-such-model").score_conversations(conv)
+
+
+# ------------------------------------------------------------------------------- only its run (the token)
+
+def test_a_served_model_refuses_a_request_without_its_token(servers, tmp_path):
+    """server_token.py on the real server: every route the clients use, and the ones they do not, answer 401
+    without the token, and /health stays open; the token is in no command line of the server's processes."""
+    import json
+    import stat
+    import urllib.error
+    import urllib.request
+
+    from nemo_cascade.rewards.endpoints import DIRECT_OPENER
+
+    rm, judge = servers
+
+    def status(url: str, body: dict | None, token: str = "") -> int:
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        data = json.dumps(body).encode() if body is not None else None
+        try:
+            with DIRECT_OPENER.open(urllib.request.Request(url, data=data, headers=headers), timeout=30) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    routes = [(rm.url + "/classify", {"input": ["hi"]}), (rm.url + "/tokenize", {"prompt": "hi"}),
+              (rm.url + "/pooling", {"input": ["hi"]}), (rm.url + "/v1/models", None),
+              (judge.url + "/v1/completions", {"prompt": "hi", "max_tokens": 1}), (judge.url + "/metrics", None)]
+    for url, body in routes:
+        assert status(url, body) == 401 and status(url, body, "wrong") == 401, url
+    assert status(rm.url + "/tokenize", {"prompt": "hi"}, rm.token) == 200
+    assert status(judge.url + "/health", None) == 200
+    with pytest.raises(RewardServerError, match="HTTP 401: the server refused the token the client was given"):
+        RewardModelClient(rm.url, token="wrong").score_texts(["hi"])
+    spec = rm.publish(tmp_path / "rm.url")  # what the cascade and the serve jobs hand their clients
+    assert stat.S_IMODE((tmp_path / "rm.url").stat().st_mode) == 0o600
+    assert len(RewardModelClient(spec, token="wrong").score_texts(["hi"])) == 1  # the file's token wins
+    for server in (rm, judge):
+        for pid in _group_pids(server.proc.pid):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            assert server.token not in cmdline, "the token is on a command line every user can read"
+
+
+def _group_pids(pgid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat_line = (entry / "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        if stat_line and int(stat_line[stat_line.rindex(")") + 2:].split()[2]) == pgid:
+            pids.append(int(entry.name))
+    assert pids, f"no process in group {pgid}"
+    return pids
 
 
 # ------------------------------------------------------------------------- a server killed mid-test (last)

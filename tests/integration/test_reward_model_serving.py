@@ -73,7 +73,7 @@ def test_served_exported_rm_matches_transformers_and_the_actor(exported, tmp_pat
     reference = hf_reward_scores(hf, ids)
     with VLLMServer(folder, runner="pooling", max_model_len=256, log_path=tmp_path / "rm.log",
                     single_engine_process=True) as server:
-        client = RewardModelClient(server.url, server.served_model())
+        client = RewardModelClient(server.url, server.served_model(), token=server.token)
         served = client.score_conversations(CONVERSATIONS)
         served_rows = client._classify(result["eval_rows"])  # the token rows the actor scored
     assert client.rendering() == (STYLE, MODE)
