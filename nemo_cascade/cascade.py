@@ -375,7 +375,8 @@ class CascadeRun:
                 server = VLLMServer(path, runner="pooling", log_path=path.parent / "server.log",
                                     single_engine_process=is_vllm_cpu(), **rm_server_kwargs(self.cfg, str(path)))
                 self.servers[name] = server
-                # the file, not the URL: it carries the server's token to every rank (server_token.py)
+                # the file, not the URL: it carries the server's token to every rank
+                # (server_token.py)
                 url = server.start().publish(self.out / "servers" / f"{name}.url")
                 log.info("serving reward model %s at %s (%.0f s to start; %s)", name, server.url,
                          server.start_seconds, url)
@@ -503,7 +504,8 @@ class CascadeRun:
             self.engine.shutdown()
         for name, server in self.servers.items():
             server.stop()
-            (self.out / "servers" / f"{name}.url").unlink(missing_ok=True)  # no file names a stopped server
+            # no file names a stopped server
+            (self.out / "servers" / f"{name}.url").unlink(missing_ok=True)
 
 
 def _step_of(ckpt: Path) -> int:

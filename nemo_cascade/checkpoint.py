@@ -35,7 +35,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from nemo_cascade import ranks
+from nemo_cascade import heartbeat, ranks
 from nemo_cascade.actor import adam, extra_state
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.files import file_sha256
@@ -61,6 +61,12 @@ def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2, rn
     newest ``keep`` checkpoints up to ``step`` remain; checkpoints of later steps belong to an abandoned
     history (the run was resumed from an older one) and are removed, so :func:`latest` never returns them.
     """
+    with heartbeat.phase("save"):  # the stall watchdog's phase (a dead mount stalls here)
+        return _write(ckpt_root, step, actor, state, keep, rng)
+
+
+def _write(ckpt_root: str | Path, step: int, actor, state: dict, keep: int,
+           rng: dict | None) -> Path:
     if actor.optimizer is None or actor.scheduler is None:
         raise CheckpointError("checkpoint.save: the actor has no optimizer; call configure_optimizer() first")
     if keep < 1 or step < 0:

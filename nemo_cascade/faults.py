@@ -1,4 +1,5 @@
-"""Crash points: named places where a test makes the process die by SIGKILL, as a node failure would.
+"""Crash points: named places where a test makes the process die by SIGKILL, as a node failure
+would; and stall points, where it makes a rank hang, as a dead mount or a stuck request would.
 
 A resume is only as good as the worst moment to die, and the interesting moments (half a checkpoint on disk,
 a stage marked done but its gate not run) are too short to hit by polling files from outside. So the code
@@ -15,13 +16,20 @@ with the uninterrupted run's bits):
 ``evaluate``           the gate has evaluated one suite of a stage's row, not the others
 ``stage.done``         a stage is recorded as done, its checkpoints not yet cleaned up nor its gate run
 =====================  ============================================================================
+
+``NEMO_CASCADE_STALL_AT=PHASE[:N][@RANK]`` makes rank RANK (default: every rank) sleep for good the
+N-th time it enters heartbeat phase PHASE (heartbeat.py: ``generate``, ``score``, ``train``,
+``sync``, ``save``, ``gate``, ...), for the stall watchdog to find
+(tests/integration/test_stall.py).
 """
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 ENV = "NEMO_CASCADE_CRASH_AT"
+STALL_ENV = "NEMO_CASCADE_STALL_AT"
 POINTS = ("generate", "train", "checkpoint.write", "evaluate", "stage.done")
 _reached: dict[str, int] = {}
 
@@ -39,3 +47,21 @@ def crash_point(name: str) -> None:
     _reached[name] = _reached.get(name, 0) + 1
     if _reached[name] == int(count or 1):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+_entered: dict[str, int] = {}
+
+
+def stall_point(phase: str) -> None:
+    """Sleep for good if ``NEMO_CASCADE_STALL_AT`` names this phase, this visit and this rank."""
+    spec = os.environ.get(STALL_ENV)
+    if not spec:
+        return
+    spec, _, rank = spec.partition("@")
+    point, _, count = spec.partition(":")
+    if point != phase or (rank and int(rank) != int(os.environ.get("RANK", 0))):
+        return
+    _entered[phase] = _entered.get(phase, 0) + 1
+    if _entered[phase] == int(count or 1):
+        while True:
+            time.sleep(3600)

@@ -44,8 +44,8 @@ def file_sha256(path: str | Path) -> str:
 
 
 def write_text_atomically(path: str | Path, text: str, mode: int | None = None) -> None:
-    """``text`` into ``path``, atomically; ``mode`` (e.g. 0o600 for a secret) holds from the file's creation,
-    so no reader ever finds it with wider permissions."""
+    """``text`` into ``path``, atomically; ``mode`` (e.g. 0o600 for a secret) holds from the
+    file's creation, so no reader ever finds it with wider permissions."""
     with replaced_atomically(path) as tmp:
         if mode is None:
             tmp.write_text(text)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from nemo_cascade import config
-from nemo_cascade import ranks, stop_request
+from nemo_cascade import heartbeat, ranks, stop_request
 from nemo_cascade.deadline import Deadline
 from nemo_cascade.evaluate import stage_scores
 from nemo_cascade.evaluate.runner import EvalSettings, GateStopped, context_needed, prepare, run_suite
@@ -120,11 +120,13 @@ class Gate:
         (stop_request.py) or the job's end (``deadline``) comes: the finished items are kept and the
         run ends
         as after a training step (``StopRequested``, exit 75)."""
-        def stop_due() -> bool:
+        def stop_due() -> bool:  # asked between engine steps and chunks: the row advances
+            heartbeat.advance()
             return stop_request.requested(run_dir) or deadline.due()
 
         try:
-            self.evaluate(engine, row, weights, rm_url, only_pairwise, stop_due)
+            with heartbeat.phase("gate", f"gate row {row.name}"):
+                self.evaluate(engine, row, weights, rm_url, only_pairwise, stop_due)
         except GateStopped as e:
             end = time.strftime("%F %T", time.localtime(deadline.end or 0))
             why = (f"on request ({stop_request.reason(run_dir)})" if stop_request.requested(run_dir) else

@@ -39,9 +39,10 @@ when state is saved; ``Stage.released_after``, ``Model.made_by``: hints prefligh
 the stages train: changing any of them for an interrupted run must not stop it from resuming. Left
 out of the hashes."""
 
-PATIENCE = ("collective_timeout_minutes",)
-"""How long ranks wait for each other (``Parallel.collective_timeout_minutes``), not what they compute: a run
-aborted by a collective timeout must resume with a longer one. Left out of the hashes."""
+PATIENCE = ("collective_timeout_minutes", "stall_minutes")
+"""How long ranks wait for each other (``Parallel.collective_timeout_minutes``) or for a rank to
+advance (``Parallel.stall_minutes``), not what they compute: a run aborted by a timeout must
+resume with a longer one. Left out of the hashes."""
 
 HOW_READ = ("cache",)
 """How a data file is read (``Data.cache``: the tokenized cache or the whole file in memory), not what is read:

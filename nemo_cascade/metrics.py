@@ -13,13 +13,14 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from nemo_cascade import console, ranks
+from nemo_cascade import console, heartbeat, ranks
 from nemo_cascade.data.rows import DataError, read_jsonl
 from nemo_cascade.errors import CascadeError
 
 
 class PhaseTimer:
-    """Wall time per named phase of a step (generate / score / logprobs / train / sync)."""
+    """Wall time per named phase of a step (generate / score / logprobs / train / sync); each is
+    also the rank's heartbeat phase (heartbeat.py)."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
@@ -28,7 +29,8 @@ class PhaseTimer:
     def __call__(self, phase: str):
         start = time.perf_counter()
         try:
-            yield
+            with heartbeat.phase(phase):
+                yield
         finally:
             self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
 
@@ -50,6 +52,8 @@ class MetricsLog:
         self.bar = None
         self.wandb = None
         self.wandb_from = 0  # steps below it are already in the (resumed) W&B run
+        self.total = total_steps
+        heartbeat.where(f"stage {stage_name}, step {start_step + 1} of {total_steps}")
         if not self.main:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,6 +64,9 @@ class MetricsLog:
             self.wandb_from = self.wandb.starting_step
 
     def log(self, step: int, metrics: dict, progress: dict | None = None) -> None:
+        done = step + 1
+        heartbeat.where(f"stage {self.stage}, step {done + 1} of {self.total}" if done < self.total
+                        else f"stage {self.stage}, after its last step")
         if not self.main:
             return
         row = {"stage": self.stage, "step": step, **metrics}

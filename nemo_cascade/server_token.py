@@ -1,16 +1,13 @@
-"""A served model answers only the run that started it: a token per server, checked on every route.
+"""A served model answers only the run that started it: a token per server, checked on every
+route (docs/launch.md, "The server answers only its run").
 
-A reward model or judge serves for days on a shared cluster (slurm/serve_model.sh); without a token anyone who
-can reach the node could use its GPUs or flood it, and the cascade's rewards depend on it answering. Each
-server gets a fresh random token, handed to it in its environment (:data:`TOKEN_ENV`: a process's environment
-is readable only by its owner, its command line by everyone) and to its clients in the URL file, which only
-its owner can read (rewards/endpoints.py). Clients send ``Authorization: Bearer TOKEN``.
-
-vLLM's own ``--api-key`` guards only the ``/v1``, ``/v2``, ``/inference`` and ``/cohere`` routes (vLLM 0.32,
-``entrypoints/serve/middleware/authenticate.py``): a reward model's ``/classify``, ``/tokenize`` and
-``/pooling`` stay open. So the server runs :class:`RequireToken` instead (``vllm serve --middleware``), which
-guards every route but ``/health`` (the readiness probe, which tells nothing and costs nothing). Stdlib only:
-it is imported inside the vLLM server process.
+Each server start makes a fresh random token. The server gets it in its environment
+(:data:`TOKEN_ENV`; a process's environment is readable by its owner only, its command line by
+everyone), its clients in the URL file (rewards/endpoints.py), and they send
+``Authorization: Bearer TOKEN``. vLLM's own ``--api-key`` guards only the ``/v1``, ``/v2``,
+``/inference`` and ``/cohere`` routes (vLLM 0.32), which leaves a reward model's ``/classify`` and
+``/tokenize`` open; so the server loads :class:`RequireToken` instead (``vllm serve --middleware``).
+Stdlib only: it is imported inside the vLLM server process.
 """
 from __future__ import annotations
 
@@ -21,8 +18,8 @@ import os
 import secrets
 
 TOKEN_ENV = "NEMO_CASCADE_SERVER_TOKEN"
-"""The served model's token: in the server's environment, and where a client reads the token for a server
-named by a plain ``http://`` URL (one the user started: ``docs/launch.md``)."""
+"""The served model's token: in the server's environment, and where a client reads the token
+for a server named by a plain ``http://`` URL (one the user started: docs/launch.md)."""
 MIDDLEWARE = f"{__name__}.RequireToken"
 """What ``vllm serve --middleware`` loads."""
 OPEN_PATHS = frozenset({"/health"})
@@ -39,13 +36,15 @@ def bearer(token: str) -> dict[str, str]:
 
 
 class RequireToken:
-    """ASGI middleware: a request to any route but :data:`OPEN_PATHS` without ``Authorization: Bearer`` and the
-    token of :data:`TOKEN_ENV` is answered 401 (a websocket is closed) before the application sees it."""
+    """ASGI middleware: a request to any route but :data:`OPEN_PATHS` without the token of
+    :data:`TOKEN_ENV` (``Authorization: Bearer``) is answered 401 (a websocket is closed) before the
+    application sees it."""
 
     def __init__(self, app):
         token = os.environ.get(TOKEN_ENV, "")
         if not token:  # a server meant to be guarded must not start open
-            raise RuntimeError(f"{MIDDLEWARE}: {TOKEN_ENV} is not set; the server would answer anyone")
+            raise RuntimeError(f"{MIDDLEWARE}: {TOKEN_ENV} is not set; the server would answer "
+                               f"anyone")
         self.app = app
         self._digest = hashlib.sha256(token.encode()).digest()
 

@@ -6,7 +6,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from nemo_cascade import checkpoint, ranks, stop_request, weight_sync
+from nemo_cascade import checkpoint, heartbeat, ranks, stop_request, weight_sync
 from nemo_cascade import config
 from nemo_cascade.algorithms import distill, grpo, packing, reward_model, sft
 from nemo_cascade.algorithms.length_curriculum import LengthCurriculum
@@ -116,12 +116,18 @@ def _generate_round(ctx: StageContext, stage: config.Stage, scorer, timer: Phase
         return [groups[i] for i in range(len(mine))]
 
     scoring = ScoreAsFinished(scorer, stage.reward.score_while_generating, g.group_size, keep)
-    with scoring:
+
+    def on_group(*finished) -> None:  # a finished group is the generate phase's heartbeat
+        heartbeat.advance()
+        scoring.on_group(*finished)
+
+    # a stall watchdog's stop writes the groups finished so far, as a stop request does
+    with scoring, heartbeat.last_words(rollouts.flush if rollouts else lambda: None):
         with timer("generate"):
             try:
                 new = ctx.engine.generate([mine[i] for i in todo], g.group_size, rollout,
                                           step=step + round_ * stage.steps, positions=todo,
-                                          on_group=scoring.on_group,
+                                          on_group=on_group,
                                           should_stop=ctx.saves.stop_due if ctx.saves else None)
             except stop_request.GenerationStopped:
                 new = None

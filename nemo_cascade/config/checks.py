@@ -250,6 +250,12 @@ def validate_parallel_settings(m: Model, p: Parallel) -> None:
     if not 0 < p.collective_timeout_minutes <= MAX_COLLECTIVE_TIMEOUT_MINUTES:  # also refuses NaN
         raise ConfigError(f"parallel.collective_timeout_minutes: expected minutes in (0, "
                           f"{MAX_COLLECTIVE_TIMEOUT_MINUTES}], got {p.collective_timeout_minutes!r:.80}")
+    if not (0 <= p.stall_minutes < p.collective_timeout_minutes):  # also refuses NaN
+        raise ConfigError(f"parallel.stall_minutes: expected minutes in [0, "
+                          f"parallel.collective_timeout_minutes = "
+                          f"{p.collective_timeout_minutes:g}) "
+                          f"(the collective's timeout would end a stalled run first, naming "
+                          f"nothing; 0 = no watchdog), got {p.stall_minutes!r:.80}")
     if p.recompute not in RECOMPUTE:
         raise ConfigError(f"parallel.recompute: expected one of {list(RECOMPUTE)}, got {p.recompute!r:.80}")
     if m.transformer_impl not in TRANSFORMER_IMPLS:

@@ -78,6 +78,12 @@ class Parallel:
     (``nemo_cascade.ranks``). Every rank generates its share of the rollouts on its own and then exchanges them;
     with code RL's 44–56K-token responses (Table 19) the fastest rank waits for the slowest far longer than
     NCCL's 10-minute default, and the watchdog would kill a healthy job. A hung job is still ended, later."""
+    stall_minutes: float = 20.0
+    """The stall watchdog (nemo_cascade/heartbeat.py): a rank that has not advanced for this
+    long — nor for three times the longest gap its current phase has shown — is named in one line,
+    every rank's Python stacks go to the run's logs, and the run exits 75 (the code the batch
+    shells requeue on) long before ``collective_timeout_minutes`` would end it naming nothing.
+    Below that timeout; 0 = no watchdog."""
 
 
 @dataclass(frozen=True)

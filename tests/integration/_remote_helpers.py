@@ -37,7 +37,8 @@ def build_tiny_reward_model(out_dir: Path, seed: int = 0) -> Path:
 
 
 def session_token() -> str:
-    """The token of the servers tests start (tests/conftest.py): clients find it in their environment."""
+    """The token of the servers tests start (tests/conftest.py): clients find it in their
+    environment."""
     from nemo_cascade.server_token import TOKEN_ENV
 
     return os.environ[TOKEN_ENV]

@@ -171,7 +171,8 @@ def test_serve_publishes_its_url_and_stops_when_its_stages_are_done(tmp_path, mo
     thread.join()
     server = _FakeServer.made[-1]
     port = launch_tasks.served_port(str(run_dir), 'serve-rm')
-    assert seen == {"url": f"http://127.0.0.1:{port}\nt0ken\n", "mode": 0o600}  # its token, for the owner only
+    # its token, for the owner only
+    assert seen == {"url": f"http://127.0.0.1:{port}\nt0ken\n", "mode": 0o600}
     assert server.kw["runner"] == "pooling" and server.stopped
     assert not (d / "serve-rm.url").exists() and (d / "serve-rm.stopped").read_text() == "its stages ended\n"
     assert launch_tasks.run_serve(args) == 0 and len(_FakeServer.made) == 1, "stages done: nothing to serve"

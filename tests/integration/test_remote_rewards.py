@@ -83,8 +83,8 @@ def servers(models, tiny_rm_server, tmp_path_factory):
     _, judge_dir = models
     # single_engine_process: two vLLM processes per server instead of three; start-up is import-bound here.
     judge = VLLMServer(judge_dir, runner="generate", max_model_len=JUDGE_MAX_LEN,
-                       log_path=tmp_path_factory.mktemp("logs") / "judge.log", single_engine_process=True,
-                       token=session_token())
+                       log_path=tmp_path_factory.mktemp("logs") / "judge.log",
+                       single_engine_process=True, token=session_token())
     rm = tiny_rm_server
     try:
         judge.launch()  # loads while the RM, launched by the session fixture, finishes loading
@@ -443,41 +443,47 @@ def test_a_client_pointed_at_the_wrong_kind_of_server_says_what_it_expected(serv
         RewardModelClient(rm.url, "no-such-model").score_conversations(conv)
 
 
-# ------------------------------------------------------------------------------- only its run (the token)
+# ------------------------------------------------------------------------- only its run (the token)
 
 def test_a_served_model_refuses_a_request_without_its_token(servers, tmp_path):
-    """server_token.py on the real server: every route the clients use, and the ones they do not, answer 401
-    without the token, and /health stays open; the token is in no command line of the server's processes."""
+    """server_token.py on the real server: every route the clients use, and the ones they do not,
+    answer 401 without the token, and /health stays open; the token is in no command line of the
+    server's processes."""
     import json
     import stat
     import urllib.error
     import urllib.request
 
     from nemo_cascade.rewards.endpoints import DIRECT_OPENER
+    from nemo_cascade.server_token import bearer
 
     rm, judge = servers
 
     def status(url: str, body: dict | None, token: str = "") -> int:
-        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        headers = {"Content-Type": "application/json", **bearer(token)}
         data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(url, data=data, headers=headers)
         try:
-            with DIRECT_OPENER.open(urllib.request.Request(url, data=data, headers=headers), timeout=30) as r:
+            with DIRECT_OPENER.open(request, timeout=30) as r:
                 return r.status
         except urllib.error.HTTPError as e:
             return e.code
 
     routes = [(rm.url + "/classify", {"input": ["hi"]}), (rm.url + "/tokenize", {"prompt": "hi"}),
               (rm.url + "/pooling", {"input": ["hi"]}), (rm.url + "/v1/models", None),
-              (judge.url + "/v1/completions", {"prompt": "hi", "max_tokens": 1}), (judge.url + "/metrics", None)]
+              (judge.url + "/v1/completions", {"prompt": "hi", "max_tokens": 1}),
+              (judge.url + "/metrics", None)]
     for url, body in routes:
         assert status(url, body) == 401 and status(url, body, "wrong") == 401, url
     assert status(rm.url + "/tokenize", {"prompt": "hi"}, rm.token) == 200
     assert status(judge.url + "/health", None) == 200
-    with pytest.raises(RewardServerError, match="HTTP 401: the server refused the token the client was given"):
+    refused = "HTTP 401: the server refused the token the client was given"
+    with pytest.raises(RewardServerError, match=refused):
         RewardModelClient(rm.url, token="wrong").score_texts(["hi"])
     spec = rm.publish(tmp_path / "rm.url")  # what the cascade and the serve jobs hand their clients
     assert stat.S_IMODE((tmp_path / "rm.url").stat().st_mode) == 0o600
-    assert len(RewardModelClient(spec, token="wrong").score_texts(["hi"])) == 1  # the file's token wins
+    # the file's token wins
+    assert len(RewardModelClient(spec, token="wrong").score_texts(["hi"])) == 1
     for server in (rm, judge):
         for pid in _group_pids(server.proc.pid):
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")

@@ -1,7 +1,7 @@
-"""slurm/serve_model.sh on a real Slurm cluster: a tiny reward model served by vLLM in a job of its own, its URL
-and token published in the run folder for the stage jobs (a request without the token refused), the time-limit
-signal requeueing it, and the URL published again, with a new token, by the restarted job (the file a stage
-names instead of a URL)."""
+"""slurm/serve_model.sh on a real Slurm cluster: a tiny reward model served by vLLM in a job of its
+own, its URL and token published in the run folder for the stage jobs (a request without the token
+refused), the time-limit signal requeueing it, and the URL published again, with a new token, by the
+restarted job (the file a stage names instead of a URL)."""
 from __future__ import annotations
 
 import json
@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 
+from nemo_cascade.server_token import bearer
 from tests.integration._remote_helpers import RM_MAX_LEN, build_tiny_reward_model
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -23,9 +24,10 @@ def _published(url_file) -> tuple[str, str]:
 
 def _classify_status(url: str, token: str, model: str) -> int:
     body = json.dumps({"model": model, "input": ["2 + 2 = 4"]}).encode()
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    headers = {"Content-Type": "application/json", **bearer(token)}
+    request = urllib.request.Request(f"{url}/classify", body, headers)
     try:
-        with urllib.request.urlopen(urllib.request.Request(f"{url}/classify", body, headers), timeout=30) as resp:
+        with urllib.request.urlopen(request, timeout=30) as resp:
             assert len(json.load(resp)["data"]) == 1
             return resp.status
     except urllib.error.HTTPError as e:
@@ -53,7 +55,7 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
     _wait_for(url_file.is_file, 300, "the server's URL file")
     first, token = _published(url_file)
     assert _health(first) == 200 and url_file.stat().st_mode & 0o777 == 0o600
-    assert _classify_status(first, token, str(rm)) == 200, "the reward model scores with the published token"
+    assert _classify_status(first, token, str(rm)) == 200, "it scores with the published token"
     assert _classify_status(first, "", str(rm)) == 401, "and refuses a request without it"
 
     cluster.cmd("scancel", "--batch", "--signal=USR1", job)  # the time limit is near
@@ -65,7 +67,8 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
     _wait_for(lambda: url_file.is_file() and _health(_published(url_file)[0]) == 200, 300,
               "the restarted server's URL")
     again, new_token = _published(url_file)
-    assert new_token != token and _classify_status(again, token, str(rm)) == 401, "a restart makes a new token"
+    assert new_token != token, "a restart makes a new token"
+    assert _classify_status(again, token, str(rm)) == 401
     assert _classify_status(again, new_token, str(rm)) == 200
     cluster.cmd("scancel", job)
     assert cluster.wait_done(job, 120) == "CANCELLED"

@@ -139,3 +139,41 @@ def test_a_gate_row_longer_than_its_job_resumes_mid_suite(cluster, reward_model,
     assert records[0] == records[1]
     assert _scores(a / "stages/0-sft") == _scores(b / "stages/0-sft")
     assert not (b / "stages/0-sft/eval_partial").exists()
+
+
+def test_a_stalled_reward_request_is_named_and_the_requeued_job_finishes_bit_exact(
+        cluster, reward_model, straight, tmp_path):
+    """The reward model stops answering (its requests hang) while the first job scores RLHF's first
+    step: the stall watchdog (heartbeat.py, a minute here) names rank 0 and its phase in one line, the
+    run exits 75 and the batch shell requeues the job, long before the collective's or the request's
+    timeout. The server answers again; the requeued job finishes the run, equal to the uninterrupted
+    one."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    log_file = runs / "stall.log"
+
+    def said() -> bool:
+        return log_file.is_file() and "stalled in phase" in log_file.read_text(errors="replace")
+
+    reward_model.delay = 3600.0  # every /classify hangs
+    try:
+        job = cluster.sbatch("--time=10", "--gpus-per-node=1", f"--output={log_file}",
+                             "slurm/cascade_8b.sh",
+                             f"stages.rlhf.reward.reward_model_url={reward_model.url}",
+                             "parallel.stall_minutes=1", "rollout_checkpoint_seconds=0",
+                             env={"RUN_DIR": str(runs), "RECIPE": RECIPE, "RUN_NAME": "short-jobs"})
+        cluster.wait_for(said, 900, "the stall's line", job, log_file)
+    finally:
+        reward_model.delay = 0.0
+    state = cluster.wait_done(job, 1200)
+    log = log_file.read_text(errors="replace")
+    assert state == "COMPLETED", log[-4000:]
+    assert cluster.restarts(job) >= 1, log[-4000:]
+    [line] = [t for t in log.splitlines()
+              if "stalled in phase" in t and t.startswith("nemo-cascade: error: ")]
+    assert line.startswith("nemo-cascade: error: rank 0 on "), line
+    assert "stage rlhf, step 1 of " in line, line
+    assert f"(exit 75): requeueing job {job} (restart 1 of" in log, log[-4000:]
+    rank_log = (runs / "short-jobs/logs/rank0.log").read_text(errors="replace")
+    assert "stall watchdog: stopping" in rank_log
+    _equal_to_straight(straight, runs / "short-jobs")

@@ -20,8 +20,8 @@ LAYERS = [
     {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
      "metrics", "ranks", "provenance", "saves", "step_rollouts", "teachers", "repair"},
-    {"config", "types", "faults", "files", "stop_request", "lifeline", "console", "errors", "cpu_math", "deadline",
-     "server_token"},
+    {"config", "types", "faults", "files", "stop_request", "lifeline", "console", "errors",
+     "cpu_math", "deadline", "server_token", "heartbeat"},
 ]
 # The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other way round.
 TOOLING_LAYERS = [

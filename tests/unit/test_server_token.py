@@ -1,7 +1,8 @@
-"""A served model answers only its run (server_token.py): the middleware vLLM loads refuses a request without
-the token on every route but /health, the URL file that carries the token is its owner's alone, and a client
-whose token is refused says so in one line (or finds the restarted server's new token in the file). Real HTTP
-servers on 127.0.0.1; the real vLLM server's refusals are in tests/integration/test_remote_rewards.py."""
+"""A served model answers only its run (server_token.py): the middleware vLLM loads refuses a
+request without the token on every route but /health, the URL file that carries the token is its
+owner's alone, and a client whose token is refused says so in one line (or finds the restarted
+server's new token in the file). Real HTTP servers on 127.0.0.1; the real vLLM server's refusals are
+in tests/integration/test_remote_rewards.py."""
 from __future__ import annotations
 
 import asyncio
@@ -21,8 +22,8 @@ RM = "a reward model"
 
 
 def _call(path: str, headers=(), kind: str = "http") -> tuple[list, list]:
-    """One request through the middleware (token from the environment): (the paths the application saw, the
-    messages sent back)."""
+    """One request through the middleware (token from the environment): (the paths the
+    application saw, the messages sent back)."""
     seen, sent = [], []
 
     async def app(scope, receive, send):
@@ -46,8 +47,10 @@ def _auth(token: str) -> list[tuple[bytes, bytes]]:
 def test_every_route_but_health_needs_the_token(monkeypatch):
     token = new_token()
     monkeypatch.setenv(TOKEN_ENV, token)
-    for path in ("/classify", "/tokenize", "/pooling", "/v1/models", "/v1/completions", "/metrics", "/invocations"):
-        for headers in ((), _auth("wrong"), [(b"authorization", token.encode())]):  # none, wrong, no scheme
+    for path in ("/classify", "/tokenize", "/pooling", "/v1/models", "/v1/completions", "/metrics",
+                 "/invocations"):
+        # none, a wrong one, the right one without its scheme
+        for headers in ((), _auth("wrong"), [(b"authorization", token.encode())]):
             seen, sent = _call(path, headers)
             assert seen == [] and sent[0]["status"] == 401, (path, headers)
             assert json.loads(sent[1]["body"])["error"]["code"] == 401
@@ -86,7 +89,8 @@ def test_the_url_file_is_its_owners_alone(tmp_path):
 
 
 class GuardedServer:
-    """A server that answers every route but /health only with its ``token``: /v1/models and POST /echo."""
+    """A server that answers every route but /health only with its ``token``: /v1/models and
+    POST /echo."""
 
     def __init__(self, token: str):
         outer = self
@@ -106,11 +110,15 @@ class GuardedServer:
             def do_GET(self):  # noqa: N802
                 if self.path == "/health":
                     return self._send(200, {})
-                self._send(200, {"data": [{"id": "m"}]}) if self._allowed() else self._send(401, {"error": "no"})
+                if not self._allowed():
+                    return self._send(401, {"error": "no"})
+                self._send(200, {"data": [{"id": "m"}]})
 
             def do_POST(self):  # noqa: N802
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                self._send(200, {"ok": True}) if self._allowed() else self._send(401, {"error": "no"})
+                if not self._allowed():
+                    return self._send(401, {"error": "no"})
+                self._send(200, {"ok": True})
 
             def log_message(self, *args):
                 pass
@@ -133,7 +141,8 @@ def test_a_client_sends_the_token_of_its_url_file_and_rereads_it_after_a_restart
         write_url_file(url_file, server.url, "first")
         endpoint = HttpEndpoint(f"file:{url_file}", expect=RM, retries=0)
         assert endpoint.post("/echo", {}) == {"ok": True}
-        server.token = "second"  # restarted at the same address with a new token, which its file now holds
+        # restarted at the same address with a new token, which its file now holds
+        server.token = "second"
         write_url_file(url_file, server.url, "second")
         assert endpoint.post("/echo", {}) == {"ok": True}
         server.token = "third"  # ... but this time the file still holds the old one
@@ -151,7 +160,8 @@ def test_a_client_of_a_plain_url_says_which_token_was_refused(monkeypatch):
         with pytest.raises(RewardServerError, match="refused the token the client was given; set "):
             HttpEndpoint(server.url, expect=RM, token="wrong").post("/echo", {})
         monkeypatch.delenv(TOKEN_ENV)
-        with pytest.raises(RewardServerError, match=rf"refused no token \(\${TOKEN_ENV} is not set\)"):
+        unset = rf"refused no token \(\${TOKEN_ENV} is not set\)"
+        with pytest.raises(RewardServerError, match=unset):
             HttpEndpoint(server.url, expect=RM).post("/echo", {})
 
 
@@ -161,7 +171,8 @@ def test_the_start_of_run_probe_names_a_refused_token(tmp_path, monkeypatch):
         write_url_file(url_file, server.url, "right")
         assert probe(f"file:{url_file}", RM, wait=1.0) == server.url
         write_url_file(url_file, server.url, "stale")
-        with pytest.raises(EndpointError, match=rf"\(from file:{url_file}\): HTTP 401: the server refused"):
+        stale = rf"\(from file:{url_file}\): HTTP 401: the server refused"
+        with pytest.raises(EndpointError, match=stale):
             probe(f"file:{url_file}", RM, wait=1.0)
         monkeypatch.setenv(TOKEN_ENV, "wrong")
         with pytest.raises(EndpointError, match=rf"refused the token in \${TOKEN_ENV}"):
