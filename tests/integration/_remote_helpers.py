@@ -37,11 +37,13 @@ def build_tiny_reward_model(out_dir: Path, seed: int = 0) -> Path:
 
 
 def session_token() -> str:
-    """The token of the servers tests start (tests/conftest.py): clients find it in their
-    environment."""
+    """The token of the servers tests start (tests/conftest.py sets it; bench/reliability.py runs
+    without pytest): clients find it in their environment, and so do the runs they start."""
+    import secrets
+
     from nemo_cascade.server_token import TOKEN_ENV
 
-    return os.environ[TOKEN_ENV]
+    return os.environ.setdefault(TOKEN_ENV, secrets.token_urlsafe(16))
 
 
 def tiny_reward_model_server(folder: Path):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from nemo_cascade.server_token import TOKEN_ENV
+
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "local_slurm.sh"
 VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
@@ -98,6 +100,8 @@ def cluster(tmp_path_factory):
               if not k.startswith(("SLURM_", "NCCL_", "WANDB_", "NEMO_CASCADE_", "TORCHELASTIC_"))}
     client.update(SLURM_CONF=str(folder / "slurm.conf"), PATH=f"{VENV_BIN}:{os.environ['PATH']}",
                   CONTAINER_IMAGE="none", GPUS_PER_NODE="1", WANDB="0", VLLM_CPU_KVCACHE_SPACE="1", DOCTOR="0")
+    # the jobs' clients reach the servers the tests start, with their token (tests/conftest.py)
+    client[TOKEN_ENV] = os.environ[TOKEN_ENV]
     try:
         yield Cluster(folder, client)
     finally:
