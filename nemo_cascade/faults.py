@@ -31,37 +31,34 @@ import time
 ENV = "NEMO_CASCADE_CRASH_AT"
 STALL_ENV = "NEMO_CASCADE_STALL_AT"
 POINTS = ("generate", "train", "checkpoint.write", "evaluate", "stage.done")
-_reached: dict[str, int] = {}
+_visits: dict[tuple[str, str], int] = {}
+
+
+def _due(env: str, point: str, known: tuple[str, ...] = ()) -> bool:
+    """Whether ``env`` (``NAME[:N][@RANK]``) names ``point``, this rank, and this is its N-th visit
+    (default 1); ``known``: the names it may give."""
+    spec = os.environ.get(env)
+    if not spec:
+        return False
+    named, _, rank = spec.partition("@")
+    name, _, count = named.partition(":")
+    if known and name not in known:
+        raise ValueError(f"{env}={spec!r}: unknown point {name!r}; expected one of {', '.join(known)}")
+    if name != point or (rank and int(rank) != int(os.environ.get("RANK", 0))):
+        return False
+    _visits[env, point] = _visits.get((env, point), 0) + 1
+    return _visits[env, point] == int(count or 1)
 
 
 def crash_point(name: str) -> None:
-    """Die here by SIGKILL if ``NEMO_CASCADE_CRASH_AT`` names this point and this is its N-th visit."""
-    spec = os.environ.get(ENV)
-    if not spec:
-        return
-    point, _, count = spec.partition(":")
-    if point not in POINTS:
-        raise ValueError(f"{ENV}={spec!r}: unknown crash point {point!r}; expected one of {', '.join(POINTS)}")
-    if point != name:
-        return
-    _reached[name] = _reached.get(name, 0) + 1
-    if _reached[name] == int(count or 1):
+    """Die here by SIGKILL if ``NEMO_CASCADE_CRASH_AT`` names this point and this is its N-th
+    visit."""
+    if _due(ENV, name, POINTS):
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-_entered: dict[str, int] = {}
 
 
 def stall_point(phase: str) -> None:
     """Sleep for good if ``NEMO_CASCADE_STALL_AT`` names this phase, this visit and this rank."""
-    spec = os.environ.get(STALL_ENV)
-    if not spec:
-        return
-    spec, _, rank = spec.partition("@")
-    point, _, count = spec.partition(":")
-    if point != phase or (rank and int(rank) != int(os.environ.get("RANK", 0))):
-        return
-    _entered[phase] = _entered.get(phase, 0) + 1
-    if _entered[phase] == int(count or 1):
+    if _due(STALL_ENV, phase):
         while True:
             time.sleep(3600)

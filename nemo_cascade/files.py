@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -136,15 +137,30 @@ def out_of_space(exc: BaseException | None) -> OSError | None:
     return None
 
 
-def out_of_space_line(error: OSError, where: str | Path) -> str:
-    """One line for a full disk (or quota) met while writing under ``where``: the file system, its
-    free space, and what to do. Nothing half-written is taken for whole (.tmp folders, atomic
-    renames), so the same command resumes from the newest intact checkpoint."""
+def writer_of(exc: BaseException | None) -> str:
+    """Where this project's code was when ``exc`` was raised: the innermost frame in the package
+    (``module.function``) of the deepest error in its chain that has one; '' when none has."""
+    found, seen = "", set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        ours = [f for f in traceback.extract_tb(exc.__traceback__)
+                if f"{os.sep}nemo_cascade{os.sep}" in f.filename]
+        found = f"{Path(ours[-1].filename).stem}.{ours[-1].name}" if ours else found
+        exc = exc.__cause__ or exc.__context__
+    return found
+
+
+def out_of_space_line(error: OSError, where: str | Path, writer: str = "") -> str:
+    """One line for a full disk (or quota) met while writing under ``where`` (in ``writer``,
+    :func:`writer_of`): the file system, its free space, and what to do. Nothing half-written is
+    taken for whole (.tmp folders, atomic renames), so the same command resumes from the newest
+    intact checkpoint."""
     path = Path(error.filename or where).absolute()
     mount = next((p for p in (path, *path.parents) if p.exists() and os.path.ismount(p)), Path("/"))
     usage = shutil.disk_usage(mount)
     what = "disk quota exceeded" if error.errno == errno.EDQUOT else "no space left on device"
     writing = f" writing {error.filename}" if error.filename else f" writing under {where}"
+    writing += f" (in {writer})" if writer else ""
     return (f"{what}{writing}: the file system at {mount} has {usage.free / 2**20:.0f} MiB free "
             f"of {usage.total / 2**20:.0f} MiB; nothing half-written was kept: free space (or "
             f"move run_root) and run the same command again, it resumes from the newest intact "

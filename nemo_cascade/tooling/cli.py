@@ -112,7 +112,7 @@ def cmd_run(args) -> int:
 def _said_when_out_of_space(where: Path):
     """A full disk or quota met under ``where`` becomes one line (files.OutOfSpace), not a traceback
     in the rank's log."""
-    from nemo_cascade.files import OutOfSpace, out_of_space, out_of_space_line
+    from nemo_cascade.files import OutOfSpace, out_of_space, out_of_space_line, writer_of
 
     try:
         yield
@@ -122,7 +122,7 @@ def _said_when_out_of_space(where: Path):
         full = out_of_space(e)
         if full is None:
             raise
-        raise OutOfSpace(out_of_space_line(full, where)) from e
+        raise OutOfSpace(out_of_space_line(full, where, writer_of(e))) from e
 
 
 @contextlib.contextmanager

@@ -121,3 +121,18 @@ def test_the_watchdog_must_end_a_stall_before_the_collective_timeout():
     for minutes in (120, -1, float("nan")):
         with pytest.raises(config.ConfigError, match=r"parallel.stall_minutes: expected minutes"):
             validate_parallel_settings(config.Model(), config.Parallel(stall_minutes=minutes))
+
+
+def test_a_fault_point_fires_on_its_visit_and_rank_only(monkeypatch):
+    from nemo_cascade import faults
+
+    monkeypatch.setattr(faults, "_visits", {})
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv(faults.STALL_ENV, "score:2@1")
+    assert [faults._due(faults.STALL_ENV, "score") for _ in range(3)] == [False, True, False]
+    assert not faults._due(faults.STALL_ENV, "train")
+    monkeypatch.setenv("RANK", "0")
+    assert not any(faults._due(faults.STALL_ENV, "score") for _ in range(3))
+    monkeypatch.setenv(faults.ENV, "nowhere")
+    with pytest.raises(ValueError, match="unknown point 'nowhere'; expected one of generate"):
+        faults.crash_point("train")
