@@ -43,7 +43,8 @@ def _due(env: str, point: str, known: tuple[str, ...] = ()) -> bool:
     named, _, rank = spec.partition("@")
     name, _, count = named.partition(":")
     if known and name not in known:
-        raise ValueError(f"{env}={spec!r}: unknown point {name!r}; expected one of {', '.join(known)}")
+        raise ValueError(f"{env}={spec!r}: unknown point {name!r}; expected one of "
+                         f"{', '.join(known)}")
     if name != point or (rank and int(rank) != int(os.environ.get("RANK", 0))):
         return False
     _visits[env, point] = _visits.get((env, point), 0) + 1
