@@ -21,13 +21,12 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from . import console
+from . import console, stop_request
 from .faults import stall_point
 from .files import write_text_atomically
 
-STALL_EXIT = 75
-"""The exit code of a stalled run: the batch shells requeue on it (as on a run that stopped
-before its job's end)."""
+STALL_EXIT = stop_request.EXIT_CODE
+"""The exit code of a stalled run: a stopped run's, which the batch shells requeue on."""
 BETWEEN = "step"
 """The phase of a rank between the named ones (loading, preparing data, logging)."""
 SCALE = 3.0
@@ -139,11 +138,11 @@ class Heartbeat:
             return seen
         with self._lock:
             phase, detail, beat = self.phase_name, self.detail, self.beat
-        waited = self.clock() - beat
-        if waited <= self.limit_of(phase):
+        waited, limit = self.clock() - beat, self.limit_of(phase)
+        if waited <= limit:
             return None
         stall = {"rank": self.rank, "phase": phase, "detail": detail, "seconds": waited,
-                 "limit": self.limit_of(phase), "at": self.clock()}
+                 "limit": limit, "at": self.clock()}
         return _bounded(lambda: self._record(marker, stall), FILE_SECONDS) or stall
 
     def _record(self, marker: Path, stall: dict) -> dict:
@@ -159,7 +158,7 @@ class Heartbeat:
                 return seen
             write_text_atomically(marker, json.dumps(stall) + "\n")  # an earlier job's stall
         except OSError:
-            pass
+            pass  # unrecorded: every other rank then finds its own wait past the limit
         return stall
 
     def oldest_rank(self) -> dict:
@@ -256,16 +255,13 @@ def phase(name: str, detail: str = "") -> Iterator[None]:
     """The rank is in phase ``name`` for the block (nothing without a watchdog). A test can make
     it stall here (faults.py)."""
     hb = _current
-    if hb is None:
-        stall_point(name)
-        yield
-        return
-    before = hb.enter(name, detail)
+    before = hb.enter(name, detail) if hb else None
     try:
         stall_point(name)
         yield
     finally:
-        hb.enter(*before, back=True)
+        if hb:
+            hb.enter(*before, back=True)
 
 
 def where(detail: str) -> None:

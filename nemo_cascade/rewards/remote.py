@@ -156,15 +156,15 @@ class HttpEndpoint:
         except (EndpointError, ValueError) as e:
             raise RewardServerError(str(e)) from None
 
-    def _refused(self, url: str) -> bool:
-        """After a 401: whether the URL file now holds another server (and token) to try; else
-        the one line."""
+    def _reread_after_refusal(self, url: str) -> None:
+        """After a 401: take the server (and token) the URL file now names, when it names another
+        than the one refused; else the refusal, in one line."""
         if self._source is not None:
             token = self._source.token
             fresh = self._source.read()
             if fresh and (fresh, self._source.token) != (self._url, token):
                 self._url = fresh
-                return True
+                return
         raise RewardServerError(refusal(url, self._source, self.token)) from None
 
     def _answer_or_raise(self, ok: bool, answer: Any, path: str) -> Any:
@@ -189,7 +189,8 @@ class HttpEndpoint:
                     raw = resp.read()
             except urllib.error.HTTPError as e:
                 detail = _error_message(e.read())
-                if e.code == 401 and self._refused(self.base_url):
+                if e.code == 401:
+                    self._reread_after_refusal(self.base_url)
                     last = "HTTP 401: the server was restarted with a new token"
                     continue
                 if e.code in (404, 405):
