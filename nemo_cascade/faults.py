@@ -1,5 +1,6 @@
 """Crash points: named places where a test makes the process die by SIGKILL, as a node failure
-would; and stall points, where it makes a rank hang, as a dead mount or a stuck request would.
+would; stall points, where it makes a rank hang, as a dead mount or a stuck request would; and
+fill points, where it fills the disk just before a writer writes.
 
 A resume is only as good as the worst moment to die, and the interesting moments (half a checkpoint on disk,
 a stage marked done but its gate not run) are too short to hit by polling files from outside. So the code
@@ -21,22 +22,35 @@ with the uninterrupted run's bits):
 N-th time it enters heartbeat phase PHASE (heartbeat.py: ``generate``, ``score``, ``train``,
 ``sync``, ``save``, ``gate``, ...), for the stall watchdog to find
 (tests/integration/test_stall.py).
+
+``NEMO_CASCADE_FILL_AT=GLOB[:N]`` fills the file system of the N-th file written whose path matches
+GLOB (``fnmatch``; writes through ``files.py`` and the metrics line), to its last byte, just before
+it is written: a file ``nemo-cascade-filler`` at the file system's mount point takes the space, so
+the writer meets a real ENOSPC (tests/integration/test_disk_full.py).
 """
 from __future__ import annotations
 
+import contextlib
+import fnmatch
+import operator
 import os
 import signal
 import time
+from pathlib import Path
+from typing import Callable
 
 ENV = "NEMO_CASCADE_CRASH_AT"
 STALL_ENV = "NEMO_CASCADE_STALL_AT"
+FILL_ENV = "NEMO_CASCADE_FILL_AT"
+FILLER = "nemo-cascade-filler"
 POINTS = ("generate", "train", "checkpoint.write", "evaluate", "stage.done")
 _visits: dict[tuple[str, str], int] = {}
 
 
-def _due(env: str, point: str, known: tuple[str, ...] = ()) -> bool:
-    """Whether ``env`` (``NAME[:N][@RANK]``) names ``point``, this rank, and this is its N-th visit
-    (default 1); ``known``: the names it may give."""
+def _due(env: str, point: str, known: tuple[str, ...] = (),
+         names: Callable[[str, str], bool] = operator.eq) -> bool:
+    """Whether ``env`` (``NAME[:N][@RANK]``) names ``point`` (``names(point, NAME)``), this rank,
+    and this is the N-th visit (default 1) of a point it names; ``known``: the names it may give."""
     spec = os.environ.get(env)
     if not spec:
         return False
@@ -45,10 +59,10 @@ def _due(env: str, point: str, known: tuple[str, ...] = ()) -> bool:
     if known and name not in known:
         raise ValueError(f"{env}={spec!r}: unknown point {name!r}; expected one of "
                          f"{', '.join(known)}")
-    if name != point or (rank and int(rank) != int(os.environ.get("RANK", 0))):
+    if not names(point, name) or (rank and int(rank) != int(os.environ.get("RANK", 0))):
         return False
-    _visits[env, point] = _visits.get((env, point), 0) + 1
-    return _visits[env, point] == int(count or 1)
+    _visits[env, name] = _visits.get((env, name), 0) + 1
+    return _visits[env, name] == int(count or 1)
 
 
 def crash_point(name: str) -> None:
@@ -63,3 +77,18 @@ def stall_point(phase: str) -> None:
     if _due(STALL_ENV, phase):
         while True:
             time.sleep(3600)
+
+
+def fill_point(target: str | Path) -> None:
+    """Fill the file system that will hold ``target`` if ``NEMO_CASCADE_FILL_AT`` names it (a glob
+    over its absolute path) and this is the N-th such write."""
+    path = Path(target).absolute()
+    if not os.environ.get(FILL_ENV) or not _due(FILL_ENV, str(path), names=fnmatch.fnmatchcase):
+        return
+    folder = next(p for p in (path, *path.parents) if p.exists())
+    mount = next(p for p in (folder, *folder.parents) if os.path.ismount(p))
+    with open(mount / FILLER, "ab", buffering=0) as f:
+        for size in (2**20, 2**12, 1):  # down to the last byte a page-granular tmpfs still takes
+            with contextlib.suppress(OSError):
+                while True:
+                    f.write(bytes(size))

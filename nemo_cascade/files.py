@@ -17,12 +17,14 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import CascadeError
+from .faults import fill_point
 
 
 @contextlib.contextmanager
@@ -31,6 +33,7 @@ def replaced_atomically(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fill_point(path)
     try:
         yield tmp
         os.replace(tmp, path)
@@ -68,6 +71,7 @@ def published_folder(out: str | Path, *, replace: bool) -> Iterator[Path]:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
+        fill_point(out)
         yield tmp
         if out.exists():
             if not replace:
@@ -124,27 +128,38 @@ class OutOfSpace(CascadeError):
     """A full disk or quota, in one line (:func:`out_of_space_line`)."""
 
 
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_RUST_IO_ERROR = re.compile(r"\(os error (\d+)\)")
+"""How Rust's I/O errors end (safetensors' SafetensorError, tokenizers' Exception): no errno."""
+
+
 def out_of_space(exc: BaseException | None) -> OSError | None:
     """The "no space left on device" or "disk quota exceeded" error behind ``exc``: itself, or one
     it was raised from or while handling (torch.save reports a failed write as a RuntimeError raised
-    while the OSError was handled); None when there is none."""
+    while the OSError was handled), or a Rust library's error that carries its code in its text;
+    None when there is none."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(exc, OSError) and exc.errno in _FULL:
             return exc
+        code = _RUST_IO_ERROR.search(str(exc))
+        if code and int(code.group(1)) in _FULL:
+            return OSError(int(code.group(1)), os.strerror(int(code.group(1))))
         exc = exc.__cause__ or exc.__context__
     return None
 
 
 def writer_of(exc: BaseException | None) -> str:
     """Where this project's code was when ``exc`` was raised: the innermost frame in the package
-    (``module.function``) of the deepest error in its chain that has one; '' when none has."""
+    (``module.function``) of the deepest error in its chain that has one; '' when none has. The
+    helpers here write for others, so their caller in the package is named where there is one."""
     found, seen = "", set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         ours = [f for f in traceback.extract_tb(exc.__traceback__)
                 if f"{os.sep}nemo_cascade{os.sep}" in f.filename]
+        ours = [f for f in ours if f.filename != __file__] or ours
         found = f"{Path(ours[-1].filename).stem}.{ours[-1].name}" if ours else found
         exc = exc.__cause__ or exc.__context__
     return found

@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from nemo_cascade import console, heartbeat, ranks
+from nemo_cascade import console, faults, heartbeat, ranks
 from nemo_cascade.data.rows import DataError, read_jsonl
 from nemo_cascade.errors import CascadeError
 
@@ -70,6 +70,7 @@ class MetricsLog:
         if not self.main:
             return
         row = {"stage": self.stage, "step": step, **metrics}
+        faults.fill_point(self.path)
         with self.path.open("a") as f:
             f.write(json.dumps(row) + "\n")
         # A resumed W&B run already holds the steps the interrupted run logged past its checkpoint; W&B drops

@@ -223,11 +223,11 @@ class StepRollouts:
             self._pending[index] = group
             waited = time.monotonic() - self._flushed_at
             if waited >= self.flush_seconds:
-                self._write_pending()
+                self._write_aside()
             elif (
                 self._timer is None
             ):  # no later group may come for long: a timer writes this one in time
-                self._timer = threading.Timer(self.flush_seconds - waited, self.flush)
+                self._timer = threading.Timer(self.flush_seconds - waited, self._flush_aside)
                 self._timer.daemon = True
                 self._timer.start()
 
@@ -235,6 +235,19 @@ class StepRollouts:
         """Write every kept group not yet written (before a stop)."""
         with self._lock:
             self._write_pending()
+
+    def _flush_aside(self) -> None:
+        with self._lock:
+            self._write_aside()
+
+    def _write_aside(self) -> None:
+        """A write on a scoring thread or the timer's: an error there (a full disk) would only be
+        logged with its traceback, so the groups stay pending and the round's end, on the main
+        thread, writes them again and raises what it meets."""
+        try:
+            self._write_pending()
+        except Exception as e:  # noqa: BLE001 - end_round's write meets it again, and raises
+            log.info("rollouts: a part is written again at the round's end: %s", e)
 
     def end_round(self, groups: dict[int, PromptGroup]) -> None:
         """The open round is generated and scored (``groups``: this rank's, by place): write

@@ -66,7 +66,7 @@ def write_sharded(tensors: Iterable[tuple[str, torch.Tensor]], out_dir: str | Pa
     shard: dict[str, torch.Tensor] = {}
     size, shard_files, weight_map, total = 0, [], {}, 0
 
-    def flush():
+    def write_shard():
         nonlocal shard, size
         if shard:
             tmp = out / f".shard-{len(shard_files):05d}.tmp"
@@ -77,11 +77,11 @@ def write_sharded(tensors: Iterable[tuple[str, torch.Tensor]], out_dir: str | Pa
     for name, t in tensors:
         nbytes = t.numel() * t.element_size()
         if shard and size + nbytes > max_shard_bytes:
-            flush()
+            write_shard()
         shard[name] = t.detach().contiguous().cpu()
         size += nbytes
         total += nbytes
-    flush()
+    write_shard()
     n = len(shard_files)
     for k, (tmp, names) in enumerate(shard_files):
         final = "model.safetensors" if n == 1 else f"model-{k + 1:05d}-of-{n:05d}.safetensors"

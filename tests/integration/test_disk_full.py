@@ -1,21 +1,21 @@
 """A full disk during a run (docs/reliability.md): the run's file system, a size-limited tmpfs,
-fills while a checkpoint is written, while a GRPO step keeps its scored groups, or while the gate
-keeps a row's finished suites. The command ends with one line naming the file system and
-what to do (exit 2, no traceback on the console); the half-written checkpoint is not taken, and
-once there is room the same command resumes from the newest intact one and ends with the
-uninterrupted run's weights, bit for bit. Skipped where tmpfs cannot be mounted (not root)."""
+fills while a checkpoint is written, or just before each of the other writers writes: a GRPO
+step's scored groups, a metrics line, an export, the gate's finished suite, the report. The command
+ends with one line naming the file system, the writer and what to do (exit 2, no traceback on the
+console); nothing half-written is taken, and once there is room the same command resumes and ends
+with the uninterrupted run's weights, bit for bit. Skipped where tmpfs cannot be mounted (not
+root)."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
+
+from nemo_cascade import faults
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,64 +94,57 @@ def grpo_recipe():
     return replace(stall_recipe(), name="full-grpo")
 
 
+def _metrics(stage: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith("time/") and k not in
+             ("tokens_per_s", "sync_mb_per_s")}
+            for line in (stage / "metrics.jsonl").read_text().splitlines()]
+
+
 def _scores(row: Path) -> dict:
     suites = json.loads((row / "eval.json").read_text())["suites"]
     return {name: suite["metrics"] for name, suite in suites.items()}
 
 
-def _run_grpo(root: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+def _run_grpo(root: Path, fill: str = "") -> subprocess.CompletedProcess:
+    dropped = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", faults.FILL_ENV)
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    if fill:
+        env[faults.FILL_ENV] = fill
     cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:grpo_recipe",
            f"run_root={root}", "rollout_checkpoint_seconds=0"]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
 
 
-def _filled_when(appears: Path, disk: Path) -> threading.Thread:
-    """A thread that fills ``disk`` to its last byte as soon as ``appears`` exists."""
-    def fill() -> None:
-        deadline = time.monotonic() + 300
-        while not appears.exists() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        with open(disk / "filler", "ab", buffering=0) as f:
-            for size in (2**20, 2**12, 1):
-                with contextlib.suppress(OSError):
-                    while True:
-                        f.write(b"\0" * size)
-
-    thread = threading.Thread(target=fill, daemon=True)
-    thread.start()
-    return thread
+FILLS = (
+    ("*/1-math/rollouts/*", "step_rollouts.write_part", "a GRPO step's first scored groups"),
+    ("*/1-math/metrics.jsonl", "metrics.log", "math's first metrics line"),
+    ("*/1-math/hf", "hf_io.write_shard", "math's export"),
+    ("*/1-math/eval_partial/*.json", "row_progress.save_suite", "the gate's finished suite"),
+    ("*/report.png", "report.render_png", "the report's plot"),
+)
+"""(NEMO_CASCADE_FILL_AT: the file about to be written, the writer named in the line, what it
+is), in the order the runs reach them."""
 
 
-def _filled_run(disk: Path, appears: Path) -> str:
-    """Run until the disk, filled once ``appears`` exists, stops it: its one line, which names
-    where the run's code met the full disk."""
-    filler = _filled_when(appears, disk)
-    proc = _run_grpo(disk)
-    filler.join(timeout=5)
-    (disk / "filler").unlink(missing_ok=True)
-    assert proc.returncode == 2, proc.stderr[-4000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("nemo-cascade: error:")]
-    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-4000:]
-    assert "no space left on device writing " in errors[0], errors[0]
-    return errors[0]
-
-
-def test_a_disk_that_fills_while_a_step_keeps_its_rollouts_and_while_the_gate_writes(tmp_path):
-    """The disk fills as soon as math GRPO's first scored group is kept on disk, and, in the run
-    after, as soon as the gate has kept a suite of math's row; the next writer meets it (measured:
-    the metrics line, then the report's plot). Each run ends with one line, and the last one ends as
-    an uninterrupted run, bit for bit."""
+def test_a_disk_that_fills_before_each_writer_loses_nothing(tmp_path):
+    """The disk fills just before each writer of a run with a GRPO stage and the gate writes
+    (faults.fill_point: a real file takes the space), in turn, the run resumed in between with the
+    filler gone. Each run ends with one line naming the writer, exit 2; the last one ends as an
+    uninterrupted run, bit for bit."""
     disk = tmp_path / "disk"
     disk.mkdir()
     if os.geteuid() != 0 or not _mount(disk, 96):
         pytest.skip("cannot mount a size-limited tmpfs here (needs root)")
     try:
-        run = disk / "full-grpo"
-        lines = [_filled_run(disk, run / "stages/1-math/rollouts"),
-                 _filled_run(disk, run / "stages/1-math/eval_partial")]
-        print("\n".join(lines))  # which writers met the full disk (pytest -s shows them)
+        for fill, writer, what in FILLS:
+            proc = _run_grpo(disk, fill)
+            (disk / faults.FILLER).unlink(missing_ok=True)
+            said = f"{what} ({fill}): rc {proc.returncode}: {proc.stderr[-4000:]}"
+            assert proc.returncode == 2, said
+            errors = [t for t in proc.stderr.splitlines() if t.startswith("nemo-cascade: error:")]
+            assert len(errors) == 1 and "Traceback" not in proc.stderr, said
+            assert "no space left on device writing " in errors[0], errors[0]
+            assert f"(in {writer}): the file system at {disk} has 0 MiB free" in errors[0], said
         end = _run_grpo(disk)
         assert end.returncode == 0, end.stderr[-4000:]
         straight = _run_grpo(tmp_path / "straight")
@@ -161,5 +154,6 @@ def test_a_disk_that_fills_while_a_step_keeps_its_rollouts_and_while_the_gate_wr
             weights = "hf/model.safetensors"
             assert (a / weights).read_bytes() == (b / weights).read_bytes(), stage
             assert _scores(a) == _scores(b), stage
+            assert _metrics(a) == _metrics(b), stage
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)

@@ -5,8 +5,9 @@ timeout: one console line naming the rank and phase, every thread's stack in the
 with the uninterrupted run's weights and logged numbers, bit for bit.
 
 A reduced cascade — SFT, then math GRPO, the gate on one suite — is stalled in turn
-(``NEMO_CASCADE_STALL_AT``, faults.py) in the gate's base row, an SFT step and a GRPO step's scoring
-(the groups finished so far are written first)."""
+(``NEMO_CASCADE_STALL_AT``, faults.py) in each phase: the gate's base row, an SFT step, an SFT
+checkpoint, and a GRPO step's scoring (the groups finished so far are written first), weight push
+and generation."""
 from __future__ import annotations
 
 import json
@@ -22,11 +23,13 @@ ROOT = Path(__file__).resolve().parents[2]
 STALLS = (
     ("gate:1", "the gate's base row"),
     ("train:5", "SFT's 5th step, after its checkpoint of step 3"),
+    ("save:1", "SFT's checkpoint of step 7"),
     ("score:1", "math's first scoring, after SFT and its gate row"),
+    ("sync:1", "math's first weight push"),
+    ("generate:2", "math's second generation"),
 )
-"""(NEMO_CASCADE_STALL_AT, where the run is then), in the order the runs reach them. The other
-phases stall the same way (heartbeat.phase holds the fault point of every phase): the uninterrupted
-run shows that each was entered."""
+"""(NEMO_CASCADE_STALL_AT, where the run is then), in the order the runs reach them; the
+uninterrupted run shows that each phase is entered."""
 PHASES = ("gate", "train", "save", "generate", "score", "sync")
 LIMIT_MINUTES = 0.5
 """Start-up on 2 cores (imports, the actor, the engine) is the longest gap between beats: about

@@ -48,6 +48,23 @@ def test_a_phase_is_stalled_past_its_limit_and_its_limit_grows_with_what_it_has_
     assert stall["detail"] == "stage math, step 1 of 4"
 
 
+def test_a_beat_on_a_full_disk_is_skipped_and_the_stall_still_found(tmp_path, monkeypatch):
+    import errno
+    from pathlib import Path
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    clock = Clock()
+    hb = Heartbeat(tmp_path, 0, limit_seconds=60, poll_seconds=1, clock=clock)
+    monkeypatch.setattr(Path, "write_text", full)
+    hb.enter("save", "stage sft, step 8 of 12")  # no beat written, no error
+    assert not (tmp_path / "heartbeats" / "rank0.json").exists()
+    clock.now += 61
+    stall = hb.check()
+    assert (stall["rank"], stall["phase"], stall["seconds"]) == (0, "save", 61)
+
+
 def test_the_oldest_beat_of_all_ranks_is_the_stalled_rank_and_every_rank_stops_for_it(tmp_path):
     clock = Clock()
     ranks = [Heartbeat(tmp_path, r, limit_seconds=60, poll_seconds=1, clock=clock)

@@ -172,3 +172,28 @@ def test_a_group_waits_at_most_the_flush_interval_even_when_no_other_group_comes
     while not (tmp_path / "step_000001").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sorted(StepRollouts(tmp_path, "x", 0).saved(1, 0, ps, G)) == [0], "the timer wrote it"
+
+
+def test_a_failed_write_on_a_scoring_thread_is_met_again_by_the_rounds_end(tmp_path, monkeypatch):
+    """A scoring thread's write that fails (a full disk) raises nothing there, where it would only
+    be logged; its groups stay pending, and the round's end, on the main thread, writes them again
+    or raises what it meets."""
+    import errno
+
+    from nemo_cascade import step_rollouts
+
+    ps = prompts(2)
+    saver = StepRollouts(tmp_path, "x", 0)
+    saver.saved(0, 0, ps, G)
+    write = step_rollouts.write_part
+
+    def full(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(step_rollouts, "write_part", full)
+    saver.keep(0, scored(ps[0], 0))  # as a scoring thread's callback: no exception
+    with pytest.raises(OSError, match="No space left"):
+        saver.end_round({1: scored(ps[1], 1)})
+    monkeypatch.setattr(step_rollouts, "write_part", write)  # space again
+    saver.end_round({1: scored(ps[1], 1)})
+    assert sorted(StepRollouts(tmp_path, "x", 0).saved(0, 0, ps, G)) == [0, 1]
