@@ -58,6 +58,7 @@ class Heartbeat:
         self.since = self.beat = self.started
         self.longest: dict[str, float] = {}
         self.visits: dict[str, int] = {}
+        self.advances: dict[str, int] = {}  # beats within each phase, for the record
         self.last_words: list[Callable[[], None]] = []
         self._written = 0.0
         self._lock = threading.Lock()
@@ -84,6 +85,7 @@ class Heartbeat:
         with self._lock:
             self._gap()
             self.beat = self.clock()
+            self.advances[self.phase_name] = self.advances.get(self.phase_name, 0) + 1
         self._write()
 
     def _gap(self) -> None:
@@ -105,7 +107,8 @@ class Heartbeat:
         with self._lock:
             record = {"rank": self.rank, "host": socket.gethostname(), "pid": os.getpid(),
                       "phase": self.phase_name, "detail": self.detail, "since": self.since,
-                      "beat": self.beat, "visits": dict(self.visits)}
+                      "beat": self.beat, "visits": dict(self.visits),
+                      "advances": dict(self.advances)}
         # a full disk must not fail the step: the watchdog reads its own rank from memory
         with contextlib.suppress(OSError):
             write_text_atomically(self.folder / f"rank{self.rank}.json", json.dumps(record) + "\n")
@@ -139,7 +142,7 @@ class Heartbeat:
         with self._lock:
             phase, detail, beat = self.phase_name, self.detail, self.beat
         waited, limit = self.clock() - beat, self.limit_of(phase)
-        if waited <= limit:
+        if waited <= limit or self._another_rank_advances(limit):
             return None
         stall = {"rank": self.rank, "phase": phase, "detail": detail, "seconds": waited,
                  "limit": limit, "at": self.clock()}
@@ -148,7 +151,7 @@ class Heartbeat:
     def _record(self, marker: Path, stall: dict) -> dict:
         """Name the rank with the oldest beat in ``stall`` and record it, unless another rank
         did first."""
-        stall = {**stall, **self.oldest_rank()}
+        stall = {**stall, **self.stalled_rank(stall["limit"])}
         try:
             with open(marker, "x") as f:
                 f.write(json.dumps(stall) + "\n")
@@ -161,15 +164,30 @@ class Heartbeat:
             pass  # unrecorded: every other rank then finds its own wait past the limit
         return stall
 
-    def oldest_rank(self) -> dict:
-        """The rank, phase and wait of the oldest beat among every rank's heartbeat file: the
-        stalled one."""
+    def _records(self) -> list[dict]:
+        """Every rank's last heartbeat of this job (this job's ranks start within seconds of each
+        other; a file left by an earlier job is older)."""
         records = [_read(p) for p in self.folder.glob("rank*.json")]
-        records = [r for r in records if r and "beat" in r]
-        # not a file left by an earlier job (this job's ranks start within seconds of each other)
-        records = [r for r in records if r["beat"] >= self.started - 120]
+        return [r for r in records if r and "beat" in r and r["beat"] >= self.started - 120]
+
+    def _another_rank_advances(self, limit: float) -> bool:
+        """Whether another rank beat within ``limit``: this rank waits for it (in a collective, for
+        the longest answers of a step), it does not stall. Once that rank waits too, or stops, every
+        beat grows old and the oldest is named. Unreadable files (a dead mount) tell nothing."""
+        now = self.clock()
+        records = _bounded(self._records, FILE_SECONDS) or []
+        return any(r["rank"] != self.rank and now - r["beat"] <= limit for r in records)
+
+    def stalled_rank(self, limit: float) -> dict:
+        """The rank, phase and wait of the stalled rank: the oldest beat among the ranks that
+        stopped within ``limit`` of the last one to stop. A rank silent for longer than that while
+        another still advanced was waiting for it (a collective, the longest answers); ranks that
+        stopped together stopped for the first of them."""
+        records = self._records()
         if not records:
             return {}
+        last = max(r["beat"] for r in records)
+        records = [r for r in records if last - r["beat"] <= limit]
         oldest = min(records, key=lambda r: (r["beat"], r["rank"]))
         return {"rank": oldest["rank"], "phase": oldest["phase"],
                 "detail": oldest.get("detail", ""), "host": oldest.get("host", ""),

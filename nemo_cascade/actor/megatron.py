@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from nemo_cascade import config, cpu_math
+from nemo_cascade import config, cpu_math, heartbeat
 from nemo_cascade import ranks
 from nemo_cascade.actor import adam, cpu
 from nemo_cascade.actor.process_groups import init_distributed, init_model_parallel
@@ -245,6 +245,7 @@ class MegatronActor(HFWeights):
         return microbatches, n
 
     def _forward_step(self, loss_fn: LossFn, temperature: float, data_iterator, model):
+        heartbeat.advance()  # a train step of long rows is many microbatches, each a beat
         mb = {k: v.to(self.device) for k, v in next(data_iterator).items()}
         inputs = self._model_inputs(mb)
         cp_labels = inputs.pop("labels", None)

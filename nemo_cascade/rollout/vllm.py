@@ -74,7 +74,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
-from nemo_cascade import config, cpu_math, ranks, stop_request, types
+from nemo_cascade import config, cpu_math, heartbeat, ranks, stop_request, types
 from nemo_cascade.rollout import engine_dtype, engine_start, packed_reload
 
 log = logging.getLogger(__name__)
@@ -336,6 +336,7 @@ class RolloutEngine:
                     if out.finished:
                         finished(index[out.request_id], out)
                 steps += 1
+                heartbeat.advance()  # a 64K-token answer may leave no group finished for long
         except BaseException:  # a bad request, a stop, an error in `finished`: leave no request
             engine.abort_request(ids)
             raise

@@ -81,8 +81,13 @@ def _metrics(run: Path, stage: str) -> list[dict]:
 def test_a_stall_in_every_phase_is_named_and_the_resumed_run_equals_the_uninterrupted_one(tmp_path):
     straight = _run(tmp_path / "straight")
     assert straight.returncode == 0, straight.stderr[-4000:]
-    visits = json.loads((tmp_path / "straight/stall/heartbeats/rank0.json").read_text())["visits"]
+    beats = json.loads((tmp_path / "straight/stall/heartbeats/rank0.json").read_text())
+    visits, advances = beats["visits"], beats["advances"]
     assert all(visits.get(phase) for phase in PHASES), visits
+    # the long phases beat within: each engine step (answers of up to 16 tokens), each micro-batch
+    # (one a step: 12 SFT steps, 4 GRPO steps)
+    assert advances["generate"] >= 8 * visits["generate"], beats
+    assert advances["train"] >= 12 + 4, beats
     log = tmp_path / "broken/stall/logs/rank0.log"
     for stall, where in STALLS:
         proc = _run(tmp_path / "broken", stall)

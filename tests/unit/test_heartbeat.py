@@ -85,6 +85,26 @@ def test_the_oldest_beat_of_all_ranks_is_the_stalled_rank_and_every_rank_stops_f
     assert f"exit {STALL_EXIT}" in line and "\n" not in line
 
 
+def test_a_rank_waiting_for_one_that_still_advances_is_not_stalled(tmp_path):
+    """Rank 0 generated its share and waits in a collective while rank 1 still decodes its longest
+    answers: rank 0's own beat is past the limit, but rank 1's is fresh, so nothing stops. When rank
+    1 stops beating, every beat grows old and rank 1 (the oldest) is named."""
+    clock = Clock()
+    waiting, decoding = (Heartbeat(tmp_path, r, limit_seconds=60, poll_seconds=1, clock=clock)
+                         for r in (0, 1))
+    waiting.enter("generate", "stage math, step 2 of 8")
+    decoding.enter("generate", "stage math, step 2 of 8")
+    waiting.enter("score")  # done generating: waits for rank 1's groups
+    for _ in range(30):  # rank 1's engine steps, 10 s apart: 300 s
+        clock.now += 10
+        decoding.advance()
+    assert waiting.check() is None and decoding.check() is None
+    assert not (tmp_path / "heartbeats" / "stall.json").exists()
+    clock.now += 61  # rank 1's engine hangs
+    stall = waiting.check()
+    assert (stall["rank"], stall["phase"], stall["seconds"]) == (1, "generate", 61)
+
+
 def test_a_stall_of_an_earlier_job_is_not_this_jobs(tmp_path):
     clock = Clock()
     old = Heartbeat(tmp_path, 0, limit_seconds=1, poll_seconds=1, clock=clock)
