@@ -77,6 +77,7 @@ def _prompts(model: str, path: str):
 
     from nemo_cascade import config
     from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.rewards import get_domain
     from nemo_cascade.tooling import demo_data
 
     demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads
@@ -84,7 +85,8 @@ def _prompts(model: str, path: str):
     w = SHAPES[model]
     tok = AutoTokenizer.from_pretrained(path)
     data = config.Data(source=w["source"], split="train", size=w["prompts"] * 4, seed=0)
-    return tok, list(load_prompts(data, tok, "no_think", "math", w["max_prompt"]))[:w["prompts"]]
+    return tok, list(load_prompts(data, tok, "no_think", get_domain("math"),
+                                  w["max_prompt"]))[:w["prompts"]]
 
 
 def _reference_logprobs(ref, prompt: list[int], response: list[int], temperature: float) -> list[float]:

@@ -78,11 +78,13 @@ def child_rl(path: str, tok_dir: str, cache: bool) -> None:
 
     from nemo_cascade.config import Data
     from nemo_cascade.data.loader import PromptStream, load_prompts
+    from nemo_cascade.rewards import get_domain
 
     tok = AutoTokenizer.from_pretrained(tok_dir)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
-    prompts = load_prompts(Data(source=path, cache=cache), tok, "think", "math", 1 << 20)
+    prompts = load_prompts(Data(source=path, cache=cache), tok, "think", get_domain("math"),
+                           1 << 20)
     load_s = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()

@@ -52,6 +52,7 @@ def run_one(name: str, steps: int, work: dict | None = None) -> dict:
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.rewards import get_domain
     from nemo_cascade.metrics import MetricsLog, read_metrics
     from nemo_cascade.rollout.vllm import RolloutEngine
     from nemo_cascade.data.loader import pad_id
@@ -73,7 +74,8 @@ def run_one(name: str, steps: int, work: dict | None = None) -> dict:
         actor = MegatronActor(path, config.Parallel(micro_batch_size=w["micro_batch"]))
         actor.configure_optimizer(stage.actor, stage.steps)
         engine = RolloutEngine(path, rollout, seed=0, max_model_len=256, around_generate=cpu.suspended)
-        prompts = load_prompts(stage.data, tok, "no_think", "math", rollout.max_prompt_tokens)
+        prompts = load_prompts(stage.data, tok, "no_think", get_domain("math"),
+                               rollout.max_prompt_tokens)
         log = MetricsLog(scratch / "stage", "bench", stage.steps)
         start = time.perf_counter()
         run_grpo(StageContext(actor, engine, pad_id(tok), scratch / "stage", log), stage, prompts)

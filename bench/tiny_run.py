@@ -40,10 +40,12 @@ def policy_before(run: Path, cfg, k: int) -> Path:
 def stage_prompts(cfg, stage, tokenizer) -> list:
     """A GRPO stage's prompts, loaded as the cascade loads them."""
     from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.rewards import get_domain
     from nemo_cascade.rewards import training_validator
     from nemo_cascade.tooling import demo_data
 
     demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads
 
-    return load_prompts(stage.data, tokenizer, stage.mode, stage.domain, stage.rollout.max_prompt_tokens,
+    return load_prompts(stage.data, tokenizer, stage.mode, get_domain(stage.domain),
+                        stage.rollout.max_prompt_tokens,
                         cfg.chat_style, training_validator(stage.domain, stage.data, f"stages.{stage.name}.data"))

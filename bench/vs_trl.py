@@ -104,13 +104,14 @@ def _prompts(path: str, max_prompt_tokens: int = 128):
 
     from nemo_cascade import config
     from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.rewards import get_domain
     from nemo_cascade.tooling import demo_data
 
     demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads
 
     tok = AutoTokenizer.from_pretrained(path)
     data = config.Data(source="synthetic:arithmetic", split="test")
-    return tok, load_prompts(data, tok, "no_think", "math", max_prompt_tokens)
+    return tok, load_prompts(data, tok, "no_think", get_domain("math"), max_prompt_tokens)
 
 
 def _peak_rss_mb() -> float:

@@ -264,7 +264,7 @@ class CascadeRun:
         """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts — and the stage with
         its steps resolved: a stage given in ``epochs`` learns its length from its rows here (T14)."""
         from nemo_cascade.data.loader import PromptList, load_prompts, load_sft_blend
-        from nemo_cascade.rewards import training_validator
+        from nemo_cascade.rewards import get_domain, training_validator
 
         if stage.kind == "sft":
             examples = load_sft_blend((stage.data, *stage.extra_data), self.tokenizer, stage.mode,
@@ -276,7 +276,8 @@ class CascadeRun:
         sets = []
         for j, (data, domain) in enumerate(config.prompt_sources(stage)):  # one source, or several domains in one run
             where = f"stages.{stage.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
-            sets.append(load_prompts(data, self.tokenizer, stage.mode, domain, stage.rollout.max_prompt_tokens,
+            sets.append(load_prompts(data, self.tokenizer, stage.mode, get_domain(domain),
+                                     stage.rollout.max_prompt_tokens,
                                      self.cfg.chat_style, training_validator(domain, data, where),
                                      cache_fallback=run_dir(self.cfg) / "data_cache"))
         if len(sets) == 1 and stage.data.repeat == 1:

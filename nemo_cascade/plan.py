@@ -24,7 +24,8 @@ queues; nothing here imports torch, megatron or vllm at module level, and nothin
   state + activations, actor state + the engine's budget). The gate puts it to sleep after evaluating, so an SFT
   or reward-model stage trained after the engine was built does not pay for it on the GPU.
 - the cascade's own reward-model server (a ``reward_model`` stage's export, served on rank 0's GPU to the end):
-  ``plan_rm`` gives it what the later stages leave.
+  :func:`plan_rm_server` gives it what the later stages leave (``plan_rm`` turns that into its
+  ``vllm serve`` settings).
 - a reward-model stage trains a second actor (the RM) while the policy actor keeps its parameters and gradient
   buffer (its optimizer is freed: ``cascade.train_reward_model``).
 
@@ -37,14 +38,11 @@ import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from nemo_cascade import config
 from nemo_cascade.convert.shape import (ARCHITECTURES, ModelShape, any_shape_from_dict, load_config_json,
                                         shape_from_dict)
 
-if TYPE_CHECKING:
-    from nemo_cascade.plan_rm import RMServerPlan
 
 GIB = float(1 << 30)
 FIXED_BYTES = 2 * GIB
@@ -351,6 +349,76 @@ def _with_frozen_copies(ranks: list[dict], copies: int, dtype_bytes: int,
     return [{**m, "state": m["state"] + x, "train": m["train"] + x} for m, x in zip(ranks, extra)]
 
 
+# ---------------------------------------------- the cascade's own reward-model server
+
+RM_SERVER_PROCESS_BYTES = 1 * GIB
+"""The server process's CUDA context and allocator slack: outside the share vLLM budgets, but on the GPU."""
+RM_SERVER_RUNTIME_BYTES = 2 * GIB
+"""Inside the share besides weights and KV cache: vLLM's profiled activation peak and CUDA graphs."""
+VLLM_DEFAULT_SHARE = 0.92
+"""vLLM's default gpu_memory_utilization: right for a server alone on its GPU, never beside the actor."""
+
+
+@dataclass(frozen=True)
+class RMServerPlan:
+    """``share``: the server's ``--gpu-memory-utilization``; ``need`` (bytes): its weights in the model's dtype +
+    the KV cache of one ``context``-token request + vLLM's runtime; ``left`` (bytes): what the actor and the
+    engine leave on the GPU at the peak of the stages the server lives through."""
+
+    stage: str
+    dtype: str
+    share: float
+    need: float
+    left: float
+    context: int
+    gpu: float
+
+    @property
+    def fits(self) -> bool:
+        return self.share > 0 and self.share * self.gpu >= self.need
+
+    def line(self) -> str:
+        verdict = "fits" if self.fits else "does NOT fit"
+        return (f"reward-model server ({self.stage}, {self.dtype}) on rank 0's GPU {verdict}: "
+                f"gpu_memory_utilization {self.share:g} = {self.share * self.gpu / GIB:.1f} GiB of the "
+                f"{self.left / GIB:.1f} GiB the actor and engine leave; it needs {self.need / GIB:.1f} GiB "
+                f"(weights + KV for {self.context:,} tokens + {RM_SERVER_RUNTIME_BYTES / GIB:g} GiB runtime)")
+
+
+def rm_server_share(left: float, gpu: float, servers: int = 1) -> float:
+    """The ``gpu_memory_utilization`` of each of ``servers`` RM servers on a GPU of ``gpu`` bytes where ``left``
+    bytes stay free at the actor's and engine's peak: its part of what is left less its process overhead, as a
+    fraction of the whole GPU (vLLM's unit), floored to 0.01 and at most vLLM's default. 0 when nothing is left."""
+    part = max(left / max(servers, 1) - RM_SERVER_PROCESS_BYTES, 0.0)
+    return min(math.floor(part / gpu * 100) / 100, VLLM_DEFAULT_SHARE)
+
+
+def served_reward_models(cfg: config.Cascade) -> list[int]:
+    """Indices of the reward_model stages the cascade serves itself: every one when the forgetting gate runs (each
+    gate after an RM stage scores with the latest RM), else those a GRPO stage names in reward.reward_model_stage."""
+    named = {s.reward.reward_model_stage for s in cfg.stages if config.samples_on_policy(s)}
+    return [k for k, s in enumerate(cfg.stages)
+            if s.kind == "reward_model" and (bool(cfg.gate.suites) or s.name in named)]
+
+
+def plan_rm_server(cfg: config.Cascade, plan: CascadePlan) -> RMServerPlan | None:
+    """The server's share from what rank 0 has left at the peak of every stage after the first served RM stage
+    (the server lives to the cascade's end; with no stage after it, that stage's own peak). Its context is the
+    engine's: the longest request any stage or gate suite makes. None when the cascade serves no RM itself."""
+    served = served_reward_models(cfg)
+    if not served:
+        return None
+    later = plan.stages[served[0] + 1:] or plan.stages[served[0]:]
+    left = plan.gpu - max(s.total for s in later)
+    d, context = plan.shape, plan.engine_context
+    need = d.params(lm_head=False) * plan.dtype_bytes + d.kv_bytes_per_token(plan.dtype_bytes) * context
+    return RMServerPlan(cfg.stages[served[-1]].name, cfg.model.dtype, rm_server_share(left, plan.gpu, len(served)),
+                        need + RM_SERVER_RUNTIME_BYTES, left, context, plan.gpu)
+
+
+
+# ---------------------------------------------------------------- the cascade
+
 def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0, shape: str | ModelShape | None = None) -> CascadePlan:
     """Every stage's per-GPU estimate on ``cfg.parallel``; raises ConfigError (one line) for what cannot be
     planned: an invalid config, an unknown shape, a layout the shape does not divide."""
@@ -404,11 +472,11 @@ def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0, shape: str | ModelS
             kv_tokens=kv_tokens, rollout=rollout, gpu=gpu, notes=tuple(notes)))
         engine_built = engine_built or gate_on
     plan = CascadePlan(cfg.name, p, d, source, gpu, te, dtype_bytes, util, engine_tp, context, tuple(stages))
-    from nemo_cascade.plan_rm import plan_rm_server  # local: plan_rm builds on this module
-
     return replace(plan, rm_server=plan_rm_server(cfg, plan))
 
 
 __all__ = ["PRESETS", "resolve_shape", "shape_from_config", "layer_activation_bytes",
            "head_activation_bytes", "estimate_bytes", "rank_params", "actor_bytes", "engine_bytes", "StagePlan",
-           "CascadePlan", "plan_cascade", "GIB", "GPUS_PER_NODE"]
+           "CascadePlan", "plan_cascade", "GIB", "GPUS_PER_NODE", "RMServerPlan", "rm_server_share",
+           "served_reward_models", "plan_rm_server", "RM_SERVER_PROCESS_BYTES",
+           "RM_SERVER_RUNTIME_BYTES", "VLLM_DEFAULT_SHARE"]

@@ -138,8 +138,8 @@ def check_instruction_taxonomy(cfg: config.Cascade) -> None:
     from nemo_cascade.data.generated import is_generated
     from nemo_cascade.data.loader import DataError
     from nemo_cascade.data.rows import read_jsonl
-    from nemo_cascade.data.schemas import RefusedRow, adapt
-    from nemo_cascade.rewards import training_validator
+    from nemo_cascade.data.schemas import RefusedRow
+    from nemo_cascade.rewards import adapt_row, training_validator
     from nemo_cascade.rewards.ifeval import EVALUATION_ONLY
 
     spelled = re.compile("|".join(re.escape(i) for i in sorted(EVALUATION_ONLY)).encode())
@@ -162,7 +162,7 @@ def check_instruction_taxonomy(cfg: config.Cascade) -> None:
                 raise config.ConfigError(f"{where}.source: {e}") from None
             for line, row in rows:
                 try:
-                    validate(adapt(domain, row, f"{path}:{line}")[1])
+                    validate(adapt_row(domain, row, f"{path}:{line}")[1])
                 except RefusedRow as e:
                     raise config.ConfigError(f"{path}:{line}: {e}") from None
                 except ValueError:

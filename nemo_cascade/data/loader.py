@@ -36,6 +36,7 @@ from . import prompt_cache, sft_cache
 from .chat import render
 from .generated import is_generated, rows as generated_rows, sft_pairs
 from .rows import DataError, read_jsonl
+from .schemas import RowSchema
 from .prompt_cache import user_text
 from .prompt_cache import encode as _encode
 from .prompt_stream import PromptStream
@@ -82,7 +83,7 @@ class PromptList(list):
 
 # ------------------------------------------------------------------------------------------ public
 
-def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_tokens: int,
+def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: RowSchema, max_prompt_tokens: int,
                  style: str = "cascade1", validate_label: Optional[Callable[[Any], None]] = None,
                  cache_fallback: Optional[Path] = None):
     """Templated, tokenised prompts of ``data_cfg`` (generation prompt included). Prompts longer than
@@ -91,8 +92,9 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
     ``mode="half"`` (the unified model's half-half batches, §4.3.2) templates every row in both modes: the
     result holds the think prompts and ``result.alternate`` the no_think ones, index-aligned; a row is kept
     only if both templatings fit either limit (the flags, and cascade2's empty think block, differ in length).
-    ``validate_label`` (the domain's, ``rewards.VALIDATORS``) rejects a malformed label here, naming its file
-    and line, rather than mid-training (docs/rewards.md).
+    ``domain``: the reward domain whose rows these are (``rewards.get_domain``: its adapter and
+    wording). ``validate_label`` (the domain's, ``rewards.VALIDATORS``) rejects a malformed label
+    here, naming its file and line, rather than mid-training (docs/rewards.md).
     SWE rows with localized candidate files get their §4.7.1 prompt built here, for this ``max_prompt_tokens``
     (:mod:`.swe_prompts`): a stage with a longer limit shows the same instance with more noisy files, and the
     counts the loader (and preflight) report are those of the real prompts. Rows that fit no such prompt are
@@ -118,7 +120,7 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         rows = [(lineno, f"{path}:{lineno}", row) for lineno, row in read_jsonl(path, data_cfg.size, bad)]
     modes = ("think", "no_think") if mode == "half" else (mode,)
     budget = (prompt_cache.swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens)
-              if prompt_cache.budgeted(domain) else None)
+              if domain.prompt_budget else None)
     items = [item for _, item in prompt_cache.adapted_rows(rows, domain, data_cfg, validate_label, budget, bad)]
     out.dropped_no_context = sum(item is None for item in items)  # SWE rows whose §4.7.1 prompt fits no context
     items = [item for item in items if item is not None]
@@ -132,7 +134,8 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_t
         if not _fits(out, [len(x) for x in ids], data_cfg.min_prompt_tokens, max_prompt_tokens):
             continue
         text = user_text(messages)  # the code-switch rule's input
-        variants = [Prompt(prompt_tokens=x, domain=domain, label=label, mode=m, uid=uid, user_text=text)
+        variants = [Prompt(prompt_tokens=x, domain=domain.name, label=label, mode=m, uid=uid,
+                           user_text=text)
                     for x, m in zip(ids, modes)]
         out.append(variants[0])
         if mode == "half":

@@ -47,7 +47,7 @@ from ..types import Prompt
 from . import sft_cache
 from .chat import JINJA_TEMPLATES, render
 from .rows import DataError, Share
-from .schemas import RefusedRow, adapt
+from .schemas import RefusedRow, RowSchema, adapt
 from .swe_prompts import PromptBudget
 
 log = logging.getLogger(__name__)
@@ -67,20 +67,6 @@ def encode(tokenizer, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def _domain(domain: str):
-    """The registry's entry of ``domain`` (None for an unknown one: ``adapt`` names it on every row). Imported
-    when called: the registry's modules import data (``schemas.adapt``)."""
-    from ..rewards.domains import DOMAINS
-
-    return DOMAINS.get(domain)
-
-
-def budgeted(domain: str) -> bool:
-    """Whether the domain's prompts are built to the stage's prompt limit (SWE's §4.7.1 prompts)."""
-    spec = _domain(domain)
-    return spec is not None and spec.prompt_budget
-
-
 def swe_budget(data_cfg: Data, tokenizer, modes: tuple[str, ...], style: str, limit: int) -> PromptBudget:
     """The §4.7.1 prompt budget of an SWE source: the stage's limit, counted on the templated prompt in every
     mode it is rendered in (the longest must fit), the source's seed and file limits."""
@@ -92,7 +78,8 @@ def swe_budget(data_cfg: Data, tokenizer, modes: tuple[str, ...], style: str, li
                         data_cfg.swe_min_noisy_files, data_cfg.swe_truth_only_share)
 
 
-def prompt_item(domain: str, row: dict, where: str, data_cfg: Data, validate_label: Optional[Callable[[Any], None]],
+def prompt_item(domain: RowSchema, row: dict, where: str, data_cfg: Data,
+                validate_label: Optional[Callable[[Any], None]],
                 budget: Optional[PromptBudget]) -> Optional[tuple[str, list[dict], Any]]:
     """``(uid, messages, label)`` of one row of an RL prompt set; None for an SWE row whose §4.7.1 prompt fits
     no context (dropped, not bad). ValueError (SchemaError, a label check's, a bad uid) for a bad row;
@@ -100,9 +87,8 @@ def prompt_item(domain: str, row: dict, where: str, data_cfg: Data, validate_lab
     messages, label = adapt(domain, row, where, budget)  # the released datasets' schemas (data/schemas.py)
     if messages is None:
         return None
-    spec = _domain(domain)
-    if spec.phrase:  # math: the suites' request for a boxed answer (data/math_prompt.py, §4.5)
-        messages = spec.phrase(messages, data_cfg)
+    if domain.phrase:  # math: the suites' request for a boxed answer (data/math_prompt.py, §4.5)
+        messages = domain.phrase(messages, data_cfg)
     if validate_label is not None:  # the domain's own label check
         validate_label(label)
     uid = row.get("uid", where)
@@ -111,7 +97,8 @@ def prompt_item(domain: str, row: dict, where: str, data_cfg: Data, validate_lab
     return str(uid), messages, label
 
 
-def adapted_rows(rows: Iterable[tuple[int, str, dict]], domain: str, data_cfg: Data, validate_label,
+def adapted_rows(rows: Iterable[tuple[int, str, dict]], domain: RowSchema, data_cfg: Data,
+                 validate_label,
                  budget: Optional[PromptBudget], bad: list[tuple[int, str]]) -> Iterator[tuple[str, Optional[tuple]]]:
     """``(where, prompt_item)`` per ``(position, where, row)`` of a prompt source that fits the domain's schema
     (the item None for an SWE row that fits no context), for the in-memory loader and the cache's shares alike;
@@ -154,16 +141,15 @@ def _validator_name(validate_label) -> Optional[str]:
     return name + (json.dumps(bound, sort_keys=True, default=str) if bound else "")
 
 
-def _code_digest(domain: str, validate_label) -> str:
+def _code_digest(domain: RowSchema, validate_label) -> str:
     """A hash of the source of the modules that turn a row into a prompt and a label (the adapters, the math
     instruction, the SWE prompt builder, the chat template code, this module, the label check's module): a
     change to any of them invalidates the entries it would have built differently, with no format bump."""
     from . import chat, math_prompt, schemas, swe_prompts
 
     modules = [schemas, math_prompt, swe_prompts, chat, sys.modules[__name__]]
-    spec = _domain(domain)
-    if spec is not None and spec.phrase is not None:  # the domain's wording (math's, in rewards/math.py)
-        modules.append(sys.modules[spec.phrase.__module__])
+    if domain.phrase is not None:  # the domain's wording (math's, in rewards/math.py)
+        modules.append(sys.modules[domain.phrase.__module__])
     func = getattr(validate_label, "func", validate_label)
     if func is not None and getattr(sys.modules.get(func.__module__), "__file__", None):
         modules.append(sys.modules[func.__module__])
@@ -173,16 +159,17 @@ def _code_digest(domain: str, validate_label) -> str:
     return digest.hexdigest()
 
 
-def prompt_settings(data_cfg: Data, domain: str, mode: str, style: str, max_prompt_tokens: int,
+def prompt_settings(data_cfg: Data, domain: RowSchema, mode: str, style: str,
+                    max_prompt_tokens: int,
                     validate_label) -> dict:
     """What decides a prompt entry's tokens and labels besides the file and the tokenizer: every ``Data`` field
     not applied at load time (so a field added later is in the key unless listed in :data:`READ_AT_LOAD`) —
     the source as written included, since a row's default uid is ``SOURCE:LINE`` — the domain, mode, template,
     label check, the code that builds prompts and, for SWE, the prompt limit."""
-    swe = budgeted(domain)
+    swe = domain.prompt_budget
     fields = {k: v for k, v in dataclasses.asdict(data_cfg).items()
               if k not in READ_AT_LOAD and (swe or k not in SWE_ONLY)}
-    return {"kind": "prompts", "data": fields, "domain": domain, "mode": mode, "style": style,
+    return {"kind": "prompts", "data": fields, "domain": domain.name, "mode": mode, "style": style,
             "template": JINJA_TEMPLATES[style], "validator": _validator_name(validate_label),
             "code": _code_digest(domain, validate_label),
             "max_prompt_tokens": max_prompt_tokens if swe else None}
@@ -190,12 +177,14 @@ def prompt_settings(data_cfg: Data, domain: str, mode: str, style: str, max_prom
 
 # ------------------------------------------------------------------------------------------ build
 
-def tokenize_share(share: Share, tokenizer, data_cfg: Data, domain: str, mode: str, style: str,
+def tokenize_share(share: Share, tokenizer, data_cfg: Data, domain: RowSchema, mode: str,
+                   style: str,
                    max_prompt_tokens: int, validate_label, out: Path, progress: bool = False) -> dict:
     """Adapt, template and tokenize one share into ``out/part-K.*``; returns the part's summary (rows, tokens,
     bad rows and the first one's message, SWE rows dropped for no context). Raises :class:`Uncacheable`."""
     k, modes = share.index, (("think", "no_think") if mode == "half" else (mode,))
-    budget = swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens) if budgeted(domain) else None
+    budget = (swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens)
+              if domain.prompt_budget else None)
     offsets, meta_offsets = array.array("q", [0]), array.array("q", [0])
     uids: list[str] = []
     bad: list[tuple[int, str]] = []
@@ -291,7 +280,7 @@ def _map(path: Path, dtype, count: int) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r").view(np.ndarray) if count else np.zeros(0, dtype)
 
 
-def open_prompts(entry: Path, domain: str, mode: str) -> tuple[list[dict], dict]:
+def open_prompts(entry: Path, mode: str) -> tuple[list[dict], dict]:
     """The mapped parts of a prompt entry and its manifest; DataError if a part does not match the manifest."""
     manifest = sft_cache.read_manifest(entry)
     modes = ("think", "no_think") if mode == "half" else (mode,)
@@ -311,7 +300,8 @@ def open_prompts(entry: Path, domain: str, mode: str) -> tuple[list[dict], dict]
     return parts, manifest
 
 
-def load(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_tokens: int, style: str,
+def load(data_cfg: Data, tokenizer, mode: str, domain: RowSchema, max_prompt_tokens: int,
+         style: str,
          validate_label, fallback: Optional[Path]) -> Optional[tuple[CachedPrompts, dict]]:
     """Every row of a prompt file adapted and tokenized (no length filter; the result keeps every row) and the
     manifest, from the cache or built into it now (collective: every rank calls it). None when there is nowhere
@@ -329,11 +319,12 @@ def load(data_cfg: Data, tokenizer, mode: str, domain: str, max_prompt_tokens: i
     entry = sft_cache.cached_entry(path, tokenizer, settings, data_cfg.size, fallback, tokenize)
     if entry is None:
         return None
-    parts, manifest = open_prompts(entry, domain, mode)
+    parts, manifest = open_prompts(entry, mode)
     modes = ("think", "no_think") if mode == "half" else (mode,)
-    every = CachedPrompts(parts, domain, modes, np.arange(sum(p["rows"] for p in parts), dtype=np.int64))
+    every = CachedPrompts(parts, domain.name, modes, np.arange(sum(p["rows"] for p in parts),
+                                                               dtype=np.int64))
     return every, manifest
 
 
 __all__ = ["CachedPrompts", "load", "open_prompts", "tokenize_share", "prompt_settings", "prompt_item",
-           "adapted_rows", "swe_budget", "budgeted", "encode", "user_text", "Uncacheable"]
+           "adapted_rows", "swe_budget", "encode", "user_text", "Uncacheable"]

@@ -25,9 +25,9 @@ prompt + label contract (docs/architecture.md "Rewards": one label shape per dom
   plus noisy files up to the limit, at most 5, shuffled; such a row must not also carry a ``prompt``.
 - ``rlhf`` — ``prompt`` or ``messages``; the label is the conversation the answer replies to (§4.3).
 
-Each domain's adapter is its ``RewardDomain.adapt`` (``rewards.DOMAINS``); :func:`adapt` dispatches through the
-registry, which it imports when called (the domain modules import their adapters from here, so a module-level
-import either way would be a cycle).
+Each domain's adapter is its ``RewardDomain.adapt``; :func:`adapt` is handed the domain (a
+:class:`RowSchema`) by its caller, so data never looks domains up by name
+(``rewards.adapt_row`` does).
 A row already in the project's own shape (``label`` present) passes through unchanged. A row that fits no
 schema raises :class:`SchemaError` (one line naming ``where`` and the field expected); the loader counts and
 reports such rows (``Data.max_bad_rows``) instead of failing on the first one when the user allows it.
@@ -43,7 +43,7 @@ import contextlib
 import json
 import math
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from .swe_prompts import PromptBudget, build_repair_prompt, render_repair_prompt
 from ..errors import CascadeError
@@ -321,23 +321,29 @@ def adapt_rlhf(row: dict, where: str) -> tuple[list[dict], Any]:
     return messages, {"messages": messages}
 
 
-def adapt(domain: str, row: dict, where: str,
-          swe_budget: Optional[PromptBudget] = None) -> tuple[Optional[list[dict]], Any]:
-    """``(prompt messages, label)`` of one row of ``domain``'s RL data, read by the domain's adapter
-    (``RewardDomain.adapt``, ``rewards.DOMAINS``); :class:`SchemaError` if it fits no schema. A row with a
-    ``label`` field is taken as already in the project's shape. ``swe_budget``: the stage's prompt limit and
-    token counter for rows whose prompt is built here (``RewardDomain.prompt_budget``: SWE, §4.7.1; None = no
-    limit); ``(None, None)`` when such a row fits no prompt (dropped, not bad)."""
-    # Looked up when called: the registry's domain modules import their adapters from here (module docstring).
-    from ..rewards.domains import DOMAINS
+class RowSchema(Protocol):
+    """What the loader needs of a domain (``rewards.RewardDomain`` is one): its name, its row
+    adapter (taking the stage's ``PromptBudget`` where ``prompt_budget``), its prompt wording."""
 
-    spec = DOMAINS.get(domain)
-    if spec is None:
-        raise SchemaError(f"{where}: no row schema for domain {domain!r}; expected one of {sorted(DOMAINS)}")
+    name: str
+    adapt: Callable[..., tuple[Optional[list[dict]], Any]]
+    prompt_budget: bool
+    phrase: Optional[Callable[..., list[dict]]]
+
+
+def adapt(domain: RowSchema, row: dict, where: str,
+          swe_budget: Optional[PromptBudget] = None) -> tuple[Optional[list[dict]], Any]:
+    """``(prompt messages, label)`` of one row of ``domain``'s RL data, read by the domain's
+    adapter; :class:`SchemaError` if it fits no schema. A row with a ``label`` field is taken as
+    already in the project's shape. ``swe_budget``: the stage's prompt limit and token counter for
+    rows whose prompt is built here (``RowSchema.prompt_budget``: SWE, §4.7.1; None = no limit);
+    ``(None, None)`` when such a row fits no prompt (dropped, not bad)."""
     if "label" in row and row["label"] is not None:
         return _prompt_messages(row, where), row["label"]
-    return spec.adapt(row, where, swe_budget) if spec.prompt_budget else spec.adapt(row, where)
+    return domain.adapt(row, where, swe_budget) if domain.prompt_budget else domain.adapt(row,
+                                                                                          where)
 
 
-__all__ = ["adapt", "adapt_math", "adapt_ifeval", "adapt_code", "adapt_swe", "adapt_rlhf", "SchemaError",
+__all__ = ["adapt", "RowSchema", "adapt_math", "adapt_ifeval", "adapt_code", "adapt_swe",
+           "adapt_rlhf", "SchemaError",
            "RefusedRow", "if_rlvr_constraints"]

@@ -2,14 +2,19 @@
 
 Each domain module defines its own entry (``DOMAIN``, at the end of ``math.py``, ``code.py``,
 ``rlhf.py``, ``mcq.py``, ``arena.py``, and in ``ifeval/domain.py``, ``swe/domain.py``); this
-module only collects them. Import direction: the domain modules
-import their row adapters from ``data.schemas`` (rewards already reads ``data``: chat templates, RM renderings);
-``data.schemas.adapt`` finds a domain's adapter here only when called, so importing either package first works.
+module only collects them. Import direction: the domain modules import their row adapters from
+``data.schemas`` (rewards reads ``data``: chat templates,
+                  RM renderings); data never imports rewards,
+its loader is handed the domain.
 ``config.REWARD_DOMAINS`` lists the same names for config validation (config sits below rewards and cannot
 import this); tests/unit/test_reward_domain_registry.py fails when the two differ.
 """
 from __future__ import annotations
 
+from typing import Any, Optional
+
+from ..data.schemas import SchemaError, adapt
+from ..data.swe_prompts import PromptBudget
 from . import arena, code, math, mcq, rlhf
 from .ifeval import domain as ifeval
 from .reward_domain import RewardDomain
@@ -37,4 +42,14 @@ def get_domain(name: str) -> RewardDomain:
     return DOMAINS[name]
 
 
-__all__ = ["DOMAINS", "RewardDomain", "register", "get_domain"]
+def adapt_row(name: str, row: dict, where: str, swe_budget: Optional[PromptBudget] = None
+              ) -> tuple[Optional[list[dict]], Any]:
+    """``data.schemas.adapt`` by the domain's name: ``(prompt messages, label)`` of one row;
+    SchemaError (one line) for a row that fits no schema or a domain that has none."""
+    if name not in DOMAINS:
+        raise SchemaError(f"{where}: no row schema for domain {name!r}; expected one of "
+                          f"{sorted(DOMAINS)}")
+    return adapt(DOMAINS[name], row, where, swe_budget)
+
+
+__all__ = ["DOMAINS", "RewardDomain", "register", "get_domain", "adapt_row"]

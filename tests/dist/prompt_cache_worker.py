@@ -18,6 +18,7 @@ def main():
     from nemo_cascade.config import Data
     from nemo_cascade.data import sft_cache
     from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.rewards import get_domain
     from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     folder = Path(sys.argv[1])
@@ -31,9 +32,10 @@ def main():
         path.write_text("\n".join(rows) + "\n\n")
     ranks.barrier()
     data = Data(source=str(path), max_bad_rows=1)
-    cached = load_prompts(data, tok, "half", "math", 512)
-    again = load_prompts(data, tok, "half", "math", 512)
-    plain = load_prompts(Data(source=str(path), max_bad_rows=1, cache=False), tok, "half", "math", 512)
+    cached = load_prompts(data, tok, "half", get_domain("math"), 512)
+    again = load_prompts(data, tok, "half", get_domain("math"), 512)
+    plain = load_prompts(Data(source=str(path), max_bad_rows=1, cache=False), tok, "half",
+                         get_domain("math"), 512)
     entries = [p for p in (folder / sft_cache.CACHE_DIR).iterdir() if p.name != "sources"]
     manifest = json.loads((entries[0] / "manifest.json").read_text())
     result = {"rank": rank, "entries": len(entries), "parts": [p["rows"] for p in manifest["parts"]],

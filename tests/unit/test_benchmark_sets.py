@@ -9,7 +9,7 @@ from nemo_cascade.config import Data
 from nemo_cascade.data.generated import rows as generated_rows
 from nemo_cascade.data.loader import DataError, load_prompts
 from nemo_cascade.evaluate.suites import get_suite, gsm8k_final_answer, load_items
-from nemo_cascade.rewards import REWARDS, VALIDATORS
+from nemo_cascade.rewards import REWARDS, VALIDATORS, get_domain
 from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
 from nemo_cascade.tooling.demo_data.benchmark_sets import DATA, gsm8k, mbpp
 
@@ -81,7 +81,8 @@ def test_loads_as_prompts(tmp_path):
     from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer(tmp_path)
-    prompts = load_prompts(Data(source="benchmark:gsm8k", split="train", size=8, seed=0), tok, "no_think", "math",
+    prompts = load_prompts(Data(source="benchmark:gsm8k", split="train", size=8, seed=0), tok,
+                           "no_think", get_domain("math"),
                            4096)
     assert len(prompts) == 8 and all(p.domain == "math" and p.prompt_tokens for p in prompts)
     assert {p.uid for p in prompts} == {r["uid"] for r in gsm8k("train", 8, 0)}

@@ -3,7 +3,7 @@ test, Solution().fn_name when the starter code has the class, APPS's loose list/
 for the program to fake a pass."""
 import pytest
 
-from nemo_cascade.data.schemas import adapt
+from nemo_cascade.rewards import adapt_row
 from nemo_cascade.rewards.code import code_reward, validate_label
 
 
@@ -17,7 +17,7 @@ def label_of(io, starter=None, time_limit=None):
         row["starter_code"] = starter
     if time_limit is not None:
         row["time_limit"] = time_limit
-    return adapt("code", row, "taco:1")[1]
+    return adapt_row("code", row, "taco:1")[1]
 
 
 # TACO's shape: each output wrapped in a list; the pair function returns a tuple

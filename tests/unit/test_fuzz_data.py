@@ -17,8 +17,8 @@ from nemo_cascade.config import Data
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts, load_sft_examples, read_jsonl
 from nemo_cascade.data.preference import load_preference_pairs
-from nemo_cascade.data.schemas import SchemaError, adapt
-from nemo_cascade.rewards import DOMAINS, VALIDATORS
+from nemo_cascade.data.schemas import SchemaError
+from nemo_cascade.rewards import DOMAINS, VALIDATORS, get_domain, adapt_row
 
 from .fuzz_budget import fuzz, one_line, ran
 
@@ -127,7 +127,8 @@ def test_bad_rows_are_counted_never_dropped_silently(tmp_path_factory, file, sla
     limit = max(0, len(bad) + slack)
     cfg = Data(source=str(path), max_bad_rows=limit)
     try:
-        prompts = load_prompts(cfg, TOK, "no_think", "math", BIG, validate_label=VALIDATORS["math"])
+        prompts = load_prompts(cfg, TOK, "no_think", get_domain("math"), BIG,
+                               validate_label=VALIDATORS["math"])
     except DataError as e:
         message = str(e)
         assert one_line(message), message
@@ -154,14 +155,15 @@ def test_loader_fixes_found_by_fuzzing(tmp_path_factory):
         ran("data.jsonl_lines")
         path = _write(tmp_path_factory, data)
         loader = load_sft_examples if b"response" in data else (
-            lambda d, *a: load_prompts(d, TOK, "no_think", "math", BIG))
+            lambda d, *a: load_prompts(d, TOK, "no_think", get_domain("math"), BIG))
         with pytest.raises(DataError) as e:
             loader(Data(source=str(path)), TOK, "no_think", BIG)
         assert str(e.value).startswith(f"{path}:{message}") and one_line(str(e.value)), str(e.value)
     # a U+2028 / NEL inside a string, a BOM and CRLF endings: one row each, read as written
     rows = [{"question": f"a{sep}b", "answer": "1"} for sep in SEPARATORS]
     data = codecs.BOM_UTF8 + b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\r\n" for r in rows)
-    prompts = load_prompts(Data(source=str(_write(tmp_path_factory, data))), TOK, "no_think", "math", BIG)
+    prompts = load_prompts(Data(source=str(_write(tmp_path_factory, data))), TOK, "no_think",
+                           get_domain("math"), BIG)
     assert [p.uid.rsplit(":", 1)[1] for p in prompts] == [str(i) for i in range(1, len(rows) + 1)]
 
 
@@ -180,7 +182,8 @@ def test_empty_and_unreadable_sources_are_one_line(tmp_path, name, data, message
     else:
         path.write_bytes(data)
     with pytest.raises(DataError) as e:
-        load_prompts(Data(source=str(path), max_bad_rows=1), TOK, "no_think", "math", BIG)
+        load_prompts(Data(source=str(path), max_bad_rows=1), TOK, "no_think", get_domain("math"),
+                     BIG)
     assert str(e.value).startswith(f"{path}{message}") and one_line(str(e.value)), str(e.value)
 
 
@@ -202,11 +205,11 @@ def test_huge_lines_are_read_or_named(tmp_path):
     path = tmp_path / "huge.jsonl"
     path.write_bytes(b'{"question": "q", "answer": "1"}\n' + json.dumps(
         {"question": "x" * (5 * MB), "answer": "1"}).encode() + b"\n")
-    prompts = load_prompts(Data(source=str(path)), TOK, "no_think", "math", 4096)
+    prompts = load_prompts(Data(source=str(path)), TOK, "no_think", get_domain("math"), 4096)
     assert len(prompts) == 1 and prompts.dropped_too_long == 1
     path.write_bytes(b'{"question": "q", "answer": "1"}\n{"question": "' + b"x" * (5 * MB) + b"\n")
     with pytest.raises(DataError, match=rf"^{path}:2: invalid JSON \(Unterminated string"):
-        load_prompts(Data(source=str(path)), TOK, "no_think", "math", 4096)
+        load_prompts(Data(source=str(path)), TOK, "no_think", get_domain("math"), 4096)
 
 
 # ------------------------------------------------------------------ SFT and preference rows (strict)
@@ -275,7 +278,7 @@ schema_rows = st.dictionaries(st.sampled_from(SCHEMA_KEYS), field_values, max_si
 def test_schemas_and_label_checks_raise_only_one_line_value_errors(domain, row):
     ran("data.schemas")
     try:
-        messages, label = adapt(domain, row, "f.jsonl:7")
+        messages, label = adapt_row(domain, row, "f.jsonl:7")
     except SchemaError as e:
         assert str(e).startswith("f.jsonl:7: ") and one_line(str(e)), str(e)
         return
@@ -300,7 +303,7 @@ def test_schema_fixes_found_by_fuzzing():
     for domain, row, message in cases:
         ran("data.schemas")
         with pytest.raises(SchemaError) as e:
-            adapt(domain, row, "f:1")
+            adapt_row(domain, row, "f:1")
         assert message in str(e.value) and str(e.value).startswith("f:1: "), str(e.value)
     for value in (float("inf"), float("nan")):  # IFEval kwargs: int(inf) raised OverflowError
         ran("data.schemas")
@@ -335,7 +338,8 @@ def test_parquet_rows_with_nulls_and_nans_are_counted(tmp_path_factory, problems
     good = sum(is_good(p, a) for p, a in zip(problems, values))
     cfg = Data(source=str(path), max_bad_rows=len(problems))
     try:
-        prompts = load_prompts(cfg, TOK, "no_think", "math", BIG, validate_label=VALIDATORS["math"])
+        prompts = load_prompts(cfg, TOK, "no_think", get_domain("math"), BIG,
+                               validate_label=VALIDATORS["math"])
     except DataError as e:
         assert good == 0 and one_line(str(e)), str(e)
         return

@@ -13,7 +13,7 @@ from nemo_cascade.tooling.demo_data.if_prompts import (CLASHES, GROUPS, SLOTS, T
 from nemo_cascade.data.loader import load_prompts, load_sft_examples
 from nemo_cascade.tooling.demo_data.synthetic_domains import DOMAIN_TASKS
 from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
-from nemo_cascade.rewards import REWARDS, VALIDATORS
+from nemo_cascade.rewards import REWARDS, VALIDATORS, get_domain
 from nemo_cascade.rewards.ifeval import IFEVAL, per_instruction, validate_label
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,7 +129,8 @@ def tok(tmp_path_factory):
 def test_loads_through_the_prompt_loader(tok, rows):
     assert DOMAIN_TASKS["if_requests"] is if_requests
     data = Data(source="synthetic:if_requests", size=12, split="test", seed=1)
-    prompts = load_prompts(data, tok, "no_think", "ifeval", 512, validate_label=VALIDATORS["ifeval"])
+    prompts = load_prompts(data, tok, "no_think", get_domain("ifeval"), 512,
+                           validate_label=VALIDATORS["ifeval"])
     expected = if_requests("test", 12, 1)
     assert len(prompts) == 12 and prompts.dropped_too_long == 0
     assert [p.uid for p in prompts] == [r["uid"] for r in expected]
@@ -149,6 +150,7 @@ def test_lengths_fit_smollm2(rows):
     sample = _all(rows)[::5]
     assert max(len(smol.encode(r["prompt"])) for r in sample) <= 100
     assert max(len(smol.encode(r["response"])) for r in sample) <= 200
-    prompts = load_prompts(Data(source="synthetic:if_requests", size=8, split="test"), smol, "no_think", "ifeval",
+    prompts = load_prompts(Data(source="synthetic:if_requests", size=8, split="test"), smol,
+                           "no_think", get_domain("ifeval"),
                            160, validate_label=VALIDATORS["ifeval"])
     assert len(prompts) == 8

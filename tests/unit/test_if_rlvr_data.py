@@ -14,9 +14,10 @@ import pytest
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.data.loader import DataError, load_prompts
-from nemo_cascade.data.schemas import SchemaError, adapt
+from nemo_cascade.data.schemas import SchemaError
 from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
-from nemo_cascade.rewards import VALIDATORS, Scorer, reward_metrics, training_validator
+from nemo_cascade.rewards import (VALIDATORS, Scorer, adapt_row, get_domain, reward_metrics,
+                                  training_validator)
 from nemo_cascade.types import PromptGroup
 
 ROWS = Path(__file__).resolve().parents[1] / "data" / "ifbench_train" / "if_rlvr_rows.jsonl"
@@ -31,7 +32,7 @@ def tok(tmp_path_factory):
 
 def _load(tok, path, **data):
     cfg = config.Data(source=str(path), **data)
-    return load_prompts(cfg, tok, "no_think", "ifeval", 4096,
+    return load_prompts(cfg, tok, "no_think", get_domain("ifeval"), 4096,
                         validate_label=training_validator("ifeval", cfg, "stages.if_ifbench.data"))
 
 
@@ -71,7 +72,8 @@ def test_ground_truth_forms_adapt_to_one_label():
             "kwargs": [{"last_word": "bye"}]}
     truth = [{"instruction_id": ["last_word:last_word_answer"], "kwargs": [{"last_word": "bye", "N": None}]}]
     for form in (repr(truth), json.dumps(truth), json.dumps([json.dumps(truth[0])]), repr(truth[0])):
-        assert adapt("ifeval", {"messages": messages, "ground_truth": form}, "f:1") == (messages, want), form
+        assert adapt_row("ifeval", {"messages": messages, "ground_truth": form},
+                         "f:1") == (messages, want), form
 
 
 @pytest.mark.parametrize("truth, message", [
@@ -85,7 +87,7 @@ def test_ground_truth_forms_adapt_to_one_label():
 def test_malformed_ground_truth_is_one_line_naming_the_row(truth, message):
     row = {"messages": [{"role": "user", "content": "hi"}], "ground_truth": truth}
     with pytest.raises(SchemaError) as e:
-        adapt("ifeval", row, "rows.jsonl:3")
+        adapt_row("ifeval", row, "rows.jsonl:3")
     text = str(e.value)
     assert text.startswith("rows.jsonl:3: field 'ground_truth'") and message in text and "\n" not in text
 

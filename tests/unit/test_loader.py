@@ -6,6 +6,7 @@ import pytest
 from nemo_cascade.config import Data
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts, load_sft_examples
+from nemo_cascade.rewards import get_domain
 from nemo_cascade.tooling.demo_data.arithmetic import arithmetic
 from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
@@ -23,7 +24,7 @@ def _jsonl(tmp_path, lines, name="rows.jsonl"):
 
 def test_synthetic_prompts_are_templated_without_extra_specials(tok):
     data = Data(source="synthetic:arithmetic", size=8, split="test", seed=5)
-    prompts = load_prompts(data, tok, "think", "math", 512)
+    prompts = load_prompts(data, tok, "think", get_domain("math"), 512)
     rows = arithmetic("test", 8, seed=5)
     assert len(prompts) == 8 and prompts.dropped_too_long == 0
     for p, row in zip(prompts, rows):
@@ -44,21 +45,23 @@ def test_jsonl_prompt_shapes(tok, tmp_path):
         "",
     ])
     # the rows' own text (the math request is test_math_prompt.py's subject)
-    prompts = load_prompts(Data(source=str(path), math_instruction=""), tok, "no_think", "math", 512)
+    prompts = load_prompts(Data(source=str(path), math_instruction=""), tok, "no_think",
+                           get_domain("math"), 512)
     assert [p.uid for p in prompts] == ["a", f"{path}:2", f"{path}:3"]
     assert [p.label for p in prompts] == ["2", "4", {"tests": []}]
     assert tok.decode(prompts[0].prompt_tokens) == render([{"role": "user", "content": "What is 1 + 1?"}],
                                                           "no_think")
     assert tok.decode(prompts[2].prompt_tokens).startswith("<|im_start|>system\ns<|im_end|>\n")
-    assert len(load_prompts(Data(source=str(path), size=1), tok, "no_think", "math", 512)) == 1
+    assert len(load_prompts(Data(source=str(path), size=1), tok, "no_think", get_domain("math"),
+                            512)) == 1
 
 
 def test_long_prompts_are_dropped_and_counted(tok, tmp_path):
     path = _jsonl(tmp_path, [{"question": "short", "answer": "1"}, {"question": "long " * 200, "answer": "1"}])
-    prompts = load_prompts(Data(source=str(path)), tok, "no_think", "math", 64)
+    prompts = load_prompts(Data(source=str(path)), tok, "no_think", get_domain("math"), 64)
     assert len(prompts) == 1 and prompts.dropped_too_long == 1
     with pytest.raises(DataError, match="no usable rows"):
-        load_prompts(Data(source=str(path)), tok, "no_think", "math", 4)
+        load_prompts(Data(source=str(path)), tok, "no_think", get_domain("math"), 4)
 
 
 @pytest.mark.parametrize("line, field", [
@@ -77,7 +80,7 @@ def test_long_prompts_are_dropped_and_counted(tok, tmp_path):
 def test_malformed_rows_give_one_line_naming_line_and_field(tok, tmp_path, line, field):
     path = _jsonl(tmp_path, ['{"question": "ok", "answer": "1"}', line])
     with pytest.raises(DataError) as err:
-        load_prompts(Data(source=str(path)), tok, "no_think", "math", 512)
+        load_prompts(Data(source=str(path)), tok, "no_think", get_domain("math"), 512)
     msg = str(err.value)
     assert "\n" not in msg
     assert msg.startswith(f"{path}:2: ") and field in msg
@@ -85,11 +88,13 @@ def test_malformed_rows_give_one_line_naming_line_and_field(tok, tmp_path, line,
 
 def test_missing_file_and_unknown_synthetic(tok, tmp_path):
     with pytest.raises(DataError, match=f"^data file not found: {tmp_path / 'nope.jsonl'}$"):
-        load_prompts(Data(source=str(tmp_path / "nope.jsonl")), tok, "no_think", "math", 512)
+        load_prompts(Data(source=str(tmp_path / "nope.jsonl")), tok, "no_think",
+                     get_domain("math"), 512)
     with pytest.raises(DataError, match="unknown synthetic set 'nope'"):
-        load_prompts(Data(source="synthetic:nope"), tok, "no_think", "math", 512)
+        load_prompts(Data(source="synthetic:nope"), tok, "no_think", get_domain("math"), 512)
     with pytest.raises(DataError, match="exceeds"):
-        load_prompts(Data(source="synthetic:arithmetic", size=10**6), tok, "no_think", "math", 512)
+        load_prompts(Data(source="synthetic:arithmetic", size=10**6), tok, "no_think",
+                     get_domain("math"), 512)
 
 
 @pytest.mark.parametrize("mode", ["no_think", "think"])
@@ -121,7 +126,7 @@ def test_sft_examples_jsonl(tok, tmp_path):
 @pytest.mark.parametrize("style", ["cascade1", "cascade2"])
 def test_half_mode_templates_every_row_in_both_modes(tok, style):
     data = Data(source="synthetic:arithmetic", size=6, split="test", seed=5)
-    prompts = load_prompts(data, tok, "half", "math", 512, style)
+    prompts = load_prompts(data, tok, "half", get_domain("math"), 512, style)
     rows = arithmetic("test", 6, seed=5)
     assert len(prompts) == len(prompts.alternate) == 6
     for think, no_think, row in zip(prompts, prompts.alternate, rows):
@@ -135,7 +140,7 @@ def test_half_mode_templates_every_row_in_both_modes(tok, style):
     else:  # Cascade 2: no flags, an empty think block opens a non-thinking answer ([P2] §3.1.2)
         assert text.endswith("<|im_start|>assistant\n<think></think>") and "/no_think" not in text
         assert "/think" not in tok.decode(prompts[0].prompt_tokens)
-    assert load_prompts(data, tok, "think", "math", 512).alternate is None
+    assert load_prompts(data, tok, "think", get_domain("math"), 512).alternate is None
 
 
 def test_chatml_style_is_plain_chatml_in_every_mode(tok):
@@ -144,16 +149,20 @@ def test_chatml_style_is_plain_chatml_in_every_mode(tok):
     row = arithmetic("test", 2, seed=5)[0]
     expected = f"<|im_start|>user\n{row['question']}<|im_end|>\n<|im_start|>assistant\n"
     for mode in ("think", "no_think"):
-        assert tok.decode(load_prompts(data, tok, mode, "math", 512, "chatml")[0].prompt_tokens) == expected
+        assert tok.decode(load_prompts(data, tok, mode, get_domain("math"), 512,
+                                       "chatml")[0].prompt_tokens) == expected
 
 
 def test_half_mode_drops_a_row_when_either_templating_is_too_long(tok, tmp_path):
     path = _jsonl(tmp_path, [{"question": "What is 1 + 1?", "answer": "2"}, {"question": "q", "answer": "1"}])
-    think_len = len(load_prompts(Data(source=str(path)), tok, "think", "math", 512)[0].prompt_tokens)
-    no_think_len = len(load_prompts(Data(source=str(path)), tok, "no_think", "math", 512)[0].prompt_tokens)
+    think_len = len(load_prompts(Data(source=str(path)), tok, "think", get_domain("math"),
+                                 512)[0].prompt_tokens)
+    no_think_len = len(load_prompts(Data(source=str(path)), tok, "no_think", get_domain("math"),
+                                    512)[0].prompt_tokens)
     assert no_think_len > think_len  # " /no_think" is longer than " /think"
-    assert len(load_prompts(Data(source=str(path)), tok, "think", "math", think_len)) == 2
-    half = load_prompts(Data(source=str(path)), tok, "half", "math", think_len)
+    assert len(load_prompts(Data(source=str(path)), tok, "think", get_domain("math"),
+                            think_len)) == 2
+    half = load_prompts(Data(source=str(path)), tok, "half", get_domain("math"), think_len)
     assert [p.uid for p in half] == [p.uid for p in half.alternate] == [f"{path}:2"] and half.dropped_too_long == 1
 
 
@@ -161,8 +170,10 @@ def test_bad_rows_are_skipped_and_counted_up_to_the_limit(tok, tmp_path, caplog)
     path = _jsonl(tmp_path, ['{"question": "ok", "answer": "1"}', '{"question": "no answer"}',
                              '{"problem": "fine too", "answer": 2}', '{"answer": "no prompt"}'])
     with pytest.raises(DataError, match=r"rows.jsonl:2: expected field 'answer' .*\(2 bad rows; data.max_bad_rows=1\)"):
-        load_prompts(Data(source=str(path), max_bad_rows=1), tok, "no_think", "math", 512)
-    prompts = load_prompts(Data(source=str(path), max_bad_rows=2), tok, "no_think", "math", 512)
+        load_prompts(Data(source=str(path), max_bad_rows=1), tok, "no_think", get_domain("math"),
+                     512)
+    prompts = load_prompts(Data(source=str(path), max_bad_rows=2), tok, "no_think",
+                           get_domain("math"), 512)
     assert [p.label for p in prompts] == ["1", "2"] and prompts.bad_rows == 2
     assert "skipped 2 bad rows" in caplog.text
 
@@ -172,7 +183,8 @@ def test_domain_synthetic_sets_load_with_their_labels(tok):
     from nemo_cascade.rewards import VALIDATORS
 
     for name, domain in (("if_arithmetic", "ifeval"), ("code_arithmetic", "code"), ("bugfix_arithmetic", "swe")):
-        prompts = load_prompts(Data(source=f"synthetic:{name}", size=4), tok, "no_think", domain, 512,
+        prompts = load_prompts(Data(source=f"synthetic:{name}", size=4), tok, "no_think",
+                               get_domain(domain), 512,
                                validate_label=VALIDATORS[domain])
         assert len(prompts) == 4 and all(p.domain == domain for p in prompts)
         assert len(load_sft_examples(Data(source=f"synthetic:{name}", size=4), tok, "think", 512)) == 4
@@ -187,11 +199,12 @@ def test_parquet_sources_read_like_jsonl(tok, tmp_path):
     path = tmp_path / "math.parquet"
     pq.write_table(pa.table({"problem": ["What is 2 + 3?", "What is 7 - 4?", "What is 1 + 1?"],
                              "answer": ["5", "3", "2"]}), path)
-    prompts = load_prompts(Data(source=str(path)), tok, "no_think", "math", 256)
+    prompts = load_prompts(Data(source=str(path)), tok, "no_think", get_domain("math"), 256)
     assert [p.label for p in prompts] == ["5", "3", "2"] and prompts[0].uid == f"{path}:1"
-    assert len(load_prompts(Data(source=str(path), size=2), tok, "no_think", "math", 256)) == 2
+    assert len(load_prompts(Data(source=str(path), size=2), tok, "no_think", get_domain("math"),
+                            256)) == 2
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"PAR1 this is not parquet")
     with pytest.raises(DataError, match=r"bad.parquet: cannot read as parquet") as e:
-        load_prompts(Data(source=str(bad)), tok, "no_think", "math", 256)
+        load_prompts(Data(source=str(bad)), tok, "no_think", get_domain("math"), 256)
     assert "\n" not in str(e.value)

@@ -11,6 +11,7 @@ from nemo_cascade import config
 from nemo_cascade.tooling.demo_data.benchmark_sets import gsm8k
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import load_prompts
+from nemo_cascade.rewards import get_domain
 from nemo_cascade.data.math_prompt import MATH_INSTRUCTION, asks_for_boxed_answer, math_prompt, with_math_instruction
 from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 from nemo_cascade.evaluate.suites import ROOT, get_suite, load_items
@@ -41,7 +42,8 @@ def test_training_row_and_evaluation_item_render_the_same_user_message(tmp_path,
     items, path = load_items(get_suite(suite), limit=3)
     key = "question" if suite == "gsm8k" else "problem"
     rows = [{"problem": r[key], "answer": item.label} for r, item in zip(_first_rows(path, 3), items)]
-    prompts = load_prompts(config.Data(source=_write(tmp_path, rows)), tok, "think", "math", 4096)
+    prompts = load_prompts(config.Data(source=_write(tmp_path, rows)), tok, "think",
+                           get_domain("math"), 4096)
     assert len(prompts) == 3
     for prompt, item in zip(prompts, items):
         assert item.messages[-1]["content"].endswith(INSTRUCTION)
@@ -79,7 +81,8 @@ def test_a_prompt_that_asks_already_is_not_asked_twice(tmp_path, tok):
     assert with_math_instruction(system) == system
     rows = [{"problem": asked, "answer": "5"}, {"messages": system, "answer": "5"}, {"problem": "What is 2+3?",
                                                                                    "answer": "5"}]
-    prompts = load_prompts(config.Data(source=_write(tmp_path, rows)), tok, "no_think", "math", 4096)
+    prompts = load_prompts(config.Data(source=_write(tmp_path, rows)), tok, "no_think",
+                           get_domain("math"), 4096)
     texts = [tok.decode(p.prompt_tokens) for p in prompts]
     assert [t.count("\\boxed") for t in texts] == [1, 1, 1]
     assert texts[2].count(INSTRUCTION) == 1
@@ -95,8 +98,10 @@ def test_the_last_user_turn_is_phrased_and_the_input_is_kept():
 
 def test_setting_the_instruction(tmp_path, tok):
     path = _write(tmp_path, [{"problem": "What is 2+3?", "answer": "5"}])
-    as_is = load_prompts(config.Data(source=path, math_instruction=""), tok, "no_think", "math", 4096)
-    custom = load_prompts(config.Data(source=path, math_instruction="Box it: \\boxed{}."), tok, "no_think", "math", 4096)
+    as_is = load_prompts(config.Data(source=path, math_instruction=""), tok, "no_think",
+                         get_domain("math"), 4096)
+    custom = load_prompts(config.Data(source=path, math_instruction="Box it: \\boxed{}."), tok,
+                          "no_think", get_domain("math"), 4096)
     assert "\\boxed" not in tok.decode(as_is[0].prompt_tokens)
     assert "What is 2+3?\n\nBox it: \\boxed{}." in tok.decode(custom[0].prompt_tokens)
 
@@ -104,7 +109,7 @@ def test_setting_the_instruction(tmp_path, tok):
 def test_other_domains_are_not_phrased(tmp_path, tok):
     path = tmp_path / "rlhf.jsonl"
     path.write_text(json.dumps({"prompt": "Tell me about otters."}) + "\n")
-    prompts = load_prompts(config.Data(source=str(path)), tok, "no_think", "rlhf", 4096)
+    prompts = load_prompts(config.Data(source=str(path)), tok, "no_think", get_domain("rlhf"), 4096)
     assert "\\boxed" not in tok.decode(prompts[0].prompt_tokens)
 
 

@@ -8,7 +8,7 @@ import pytest
 from nemo_cascade.config import Data
 from nemo_cascade.data.loader import load_prompts, load_sft_examples
 from nemo_cascade.data.mbpp_tasks import mbpp_task
-from nemo_cascade.rewards import REWARDS, VALIDATORS
+from nemo_cascade.rewards import REWARDS, VALIDATORS, get_domain
 from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
 from nemo_cascade.tooling.demo_data import mbpp_sets
 from nemo_cascade.tooling.demo_data.mbpp_sets import (BUGFIX_FILE, BUGGY_FILE_NAME, bugfix_row, first_failure,
@@ -132,11 +132,13 @@ def test_bugfix_and_code_hold_out_the_same_tasks():
 
 def test_load_prompts_and_sft_through_the_loader(tok):
     data = Data(source="synthetic:mbpp_bugfix", size=4, split="test", seed=0)
-    prompts = load_prompts(data, tok, "no_think", "swe", 4096, validate_label=VALIDATORS["swe"])
+    prompts = load_prompts(data, tok, "no_think", get_domain("swe"), 4096,
+                           validate_label=VALIDATORS["swe"])
     rows = mbpp_bugfix("test", 4, 0)
     assert [p.uid for p in prompts] == [r["uid"] for r in rows]
     assert [p.label for p in prompts] == [r["label"] for r in rows] and prompts[0].domain == "swe"
-    code = load_prompts(Data(source="synthetic:mbpp_code", size=2), tok, "think", "code", 4096,
+    code = load_prompts(Data(source="synthetic:mbpp_code", size=2), tok, "think",
+                        get_domain("code"), 4096,
                         validate_label=VALIDATORS["code"])
     assert len(code) == 2 and "entry_point" in code[0].label
     assert len(load_sft_examples(data, tok, "think", 4096)) == 4

@@ -200,13 +200,14 @@ def _prompt_len(tok, question: str, mode: str) -> int:
 
 def test_short_prompts_are_dropped_and_counted_like_long_ones(tok, tmp_path, caplog):
     from nemo_cascade.data.loader import DataError, load_prompts, load_sft_examples
+    from nemo_cascade.rewards import get_domain
 
     questions = ["hi", "what is one plus one", "count " * 10, "word " * 200]
     floor, limit = _prompt_len(tok, questions[1], "no_think"), _prompt_len(tok, questions[2], "no_think")
     path = _jsonl(tmp_path, [{"question": q, "answer": "1", "response": "1"} for q in questions])
     bare = ""  # the lengths are measured on the bare questions: no math request appended (data.math_instruction)
     prompts = load_prompts(config.Data(source=path, min_prompt_tokens=floor, math_instruction=bare), tok, "no_think",
-                           "math", limit)
+                           get_domain("math"), limit)
     assert [p.uid for p in prompts] == [f"{path}:2", f"{path}:3"]  # both bounds are inclusive
     assert (prompts.dropped_too_short, prompts.dropped_too_long) == (1, 1)
     assert f"dropped 1 of 4 rows whose prompt is shorter than data.min_prompt_tokens={floor}" in caplog.text
@@ -214,21 +215,25 @@ def test_short_prompts_are_dropped_and_counted_like_long_ones(tok, tmp_path, cap
     assert len(examples) == 2 and (examples.dropped_too_short, examples.dropped_too_long) == (1, 1)
     with pytest.raises(DataError, match=rf"no usable rows \(1 longer than max_prompt_tokens={limit}, 3 shorter "
                                         rf"than data.min_prompt_tokens={limit + 1}\)"):
-        load_prompts(config.Data(source=path, min_prompt_tokens=limit + 1, math_instruction=bare), tok, "no_think", "math",
+        load_prompts(config.Data(source=path, min_prompt_tokens=limit + 1, math_instruction=bare),
+                     tok, "no_think", get_domain("math"),
                      limit)
 
 
 def test_half_mode_keeps_a_row_only_if_both_templatings_reach_the_minimum(tok, tmp_path):
     from nemo_cascade.data.loader import DataError, load_prompts
+    from nemo_cascade.rewards import get_domain
 
     question = "what is one plus one"
     think, no_think = _prompt_len(tok, question, "think"), _prompt_len(tok, question, "no_think")
     assert think != no_think, "the flags differ in length, which this test relies on"
     data = config.Data(source=_jsonl(tmp_path, [{"question": question, "answer": "2"}]),
                   min_prompt_tokens=max(think, no_think), math_instruction="")  # lengths of the bare question
-    assert len(load_prompts(data, tok, "think" if think > no_think else "no_think", "math", 64)) == 1
+    assert len(load_prompts(data, tok, "think" if think > no_think else "no_think",
+                            get_domain("math"), 64)) == 1
     with pytest.raises(DataError, match="1 shorter than data.min_prompt_tokens"):
-        load_prompts(data, tok, "half", "math", 64)  # the shorter templating is under the minimum
+        load_prompts(data, tok, "half", get_domain("math"),
+                     64)  # the shorter templating is under the minimum
 
 
 def test_sft_blend_counts_a_source_repeat_times(tok, tmp_path):

@@ -19,7 +19,7 @@ from nemo_cascade.tooling.prepare import PrepareError, prepare_command
 from nemo_cascade.tooling.prepare.decontam import EvalIndex, build_index
 from nemo_cascade.tooling.prepare.helpsteer import math_or_contest
 from nemo_cascade.tooling.prepare.offtopic import pair_row, rewrite_request
-from nemo_cascade.rewards import VALIDATORS
+from nemo_cascade.rewards import VALIDATORS, get_domain
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "data" / "prepare"
@@ -53,7 +53,8 @@ def test_every_recipe_file_is_written_and_loads_through_the_real_loaders(prepare
             assert len(load_preference_pairs(Data(source=source), tok, "think")) == manifest["files"][path]["rows"]
         else:
             # call-based code rows (fn_name) load too: the code reward calls the function in the sandbox
-            prompts = load_prompts(Data(source=source), tok, "think", kind, 4096, validate_label=VALIDATORS[kind])
+            prompts = load_prompts(Data(source=source), tok, "think", get_domain(kind), 4096,
+                                   validate_label=VALIDATORS[kind])
             assert len(prompts) == manifest["files"][path]["rows"] and prompts.bad_rows == 0
 
 

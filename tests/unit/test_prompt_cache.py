@@ -15,7 +15,7 @@ from nemo_cascade.data import prompt_cache, sft_cache
 from nemo_cascade.data.loader import DataError, PromptStream, load_prompts
 from nemo_cascade.data.rows import Share
 from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
-from nemo_cascade.rewards import VALIDATORS, training_validator
+from nemo_cascade.rewards import VALIDATORS, training_validator, get_domain
 
 from . import swe_fixtures as fx
 
@@ -81,7 +81,8 @@ def test_cached_prompts_are_the_in_memory_ones(tok, tmp_path, name):
     validator = training_validator(s["domain"], data)
 
     def load(cache: bool):
-        return load_prompts(config.Data(source=str(s["path"]), cache=cache), tok, s["mode"], s["domain"], s["limit"],
+        return load_prompts(config.Data(source=str(s["path"]), cache=cache), tok, s["mode"],
+                            get_domain(s["domain"]), s["limit"],
                             s["style"], validator)
 
     plain = load(False)
@@ -95,7 +96,8 @@ def test_cached_prompts_are_the_in_memory_ones(tok, tmp_path, name):
 
 def test_a_cached_set_draws_the_same_batches_and_resumes_the_same(tok, tmp_path):
     path = _write(tmp_path / "math.jsonl", _math_rows(40))
-    plain, cached = (load_prompts(config.Data(source=str(path), cache=c), tok, "half", "math", 512) for c in (False, True))
+    plain, cached = (load_prompts(config.Data(source=str(path), cache=c), tok, "half",
+                                  get_domain("math"), 512) for c in (False, True))
     a, b = (PromptStream(p, 3, alternate=p.alternate, epoch_filter=(0.1, 0.01)) for p in (plain, cached))
     assert a.state_dict() == b.state_dict()  # same fingerprint: a run resumes across cache=true/false
     for _ in range(7):
@@ -112,13 +114,15 @@ def test_shares_concatenate_to_the_whole_file_and_name_absolute_lines(tok, tmp_p
     out = tmp_path / "parts"
     out.mkdir()
     data = config.Data(source=str(path), max_bad_rows=3)
-    summaries = [prompt_cache.tokenize_share(Share(path, k, shares), tok, data, "math", "no_think", "cascade1", 512,
-                                             None, out) for k in range(shares)]
+    math = get_domain("math")
+    summaries = [prompt_cache.tokenize_share(Share(path, k, shares), tok, data, math, "no_think",
+                                             "cascade1", 512, None, out) for k in range(shares)]
     assert sum(s["rows"] for s in summaries) == 30 and sum(s["bad_rows"] for s in summaries) == 3
     assert next(s["first_bad"] for s in summaries if s["first_bad"]).startswith(f"{path}:18: ")
-    parts, _ = prompt_cache.open_prompts(_publish(out, summaries), "math", "no_think")
+    parts, _ = prompt_cache.open_prompts(_publish(out, summaries), "no_think")
     sharded = prompt_cache.CachedPrompts(parts, "math", ("no_think",), np.arange(30))
-    whole = load_prompts(config.Data(source=str(path), max_bad_rows=3, cache=False), tok, "no_think", "math", 512)
+    whole = load_prompts(config.Data(source=str(path), max_bad_rows=3, cache=False), tok,
+                         "no_think", get_domain("math"), 512)
     assert list(sharded) == list(whole) and sharded[20].uid == f"{path}:22"
 
 
@@ -131,7 +135,8 @@ def test_a_changed_file_tokenizer_or_setting_gets_its_own_entry(tok, tmp_path):
     path = _write(tmp_path / "math.jsonl", _math_rows(8))
 
     def load(data=None, tokenizer=tok, mode="no_think", limit=512):
-        return load_prompts(data or config.Data(source=str(path)), tokenizer, mode, "math", limit)
+        return load_prompts(data or config.Data(source=str(path)), tokenizer, mode,
+                            get_domain("math"), limit)
 
     load()
     load(limit=4096)  # a length limit is applied at load time: the same entry
@@ -150,8 +155,10 @@ def test_a_changed_file_tokenizer_or_setting_gets_its_own_entry(tok, tmp_path):
 def test_swe_prompts_are_keyed_by_the_limit_they_were_built_for(tok, tmp_path):
     s = _shipped("swe", tmp_path)
     for limit in (16 * 1024, 24 * 1024):
-        got = load_prompts(config.Data(source=str(s["path"])), tok, "think", "swe", limit, validate_label=VALIDATORS["swe"])
-        _same(got, load_prompts(config.Data(source=str(s["path"]), cache=False), tok, "think", "swe", limit,
+        got = load_prompts(config.Data(source=str(s["path"])), tok, "think", get_domain("swe"),
+                           limit, validate_label=VALIDATORS["swe"])
+        _same(got, load_prompts(config.Data(source=str(s["path"]), cache=False), tok, "think",
+                                get_domain("swe"), limit,
                                 validate_label=VALIDATORS["swe"]))
     assert len(_entries(tmp_path)) == 2
 
@@ -159,8 +166,9 @@ def test_swe_prompts_are_keyed_by_the_limit_they_were_built_for(tok, tmp_path):
 @pytest.mark.parametrize("damage", ["truncate", "delete", "manifest"])
 def test_a_damaged_entry_is_rebuilt_not_read(tok, tmp_path, damage):
     path = _write(tmp_path / "math.jsonl", _math_rows(12))
-    want = list(load_prompts(config.Data(source=str(path), cache=False), tok, "no_think", "math", 512))
-    load_prompts(config.Data(source=str(path)), tok, "no_think", "math", 512)
+    want = list(load_prompts(config.Data(source=str(path), cache=False), tok, "no_think",
+                             get_domain("math"), 512))
+    load_prompts(config.Data(source=str(path)), tok, "no_think", get_domain("math"), 512)
     entry = tmp_path / sft_cache.CACHE_DIR / _entries(tmp_path)[0]
     if damage == "truncate":
         tokens = entry / "part-0.tokens"
@@ -169,7 +177,7 @@ def test_a_damaged_entry_is_rebuilt_not_read(tok, tmp_path, damage):
         (entry / "part-0.meta").unlink()
     else:
         (entry / "manifest.json").write_text("{")
-    got = load_prompts(config.Data(source=str(path)), tok, "no_think", "math", 512)
+    got = load_prompts(config.Data(source=str(path)), tok, "no_think", get_domain("math"), 512)
     assert list(got) == want and len(_entries(tmp_path)) == 1
 
 
@@ -187,11 +195,14 @@ def test_a_build_that_dies_midway_publishes_nothing(tok, tmp_path):
             raise Crash()
 
     with pytest.raises(Crash):
-        load_prompts(config.Data(source=str(path)), tok, "no_think", "math", 512, validate_label=dies_at_row_600)
+        load_prompts(config.Data(source=str(path)), tok, "no_think", get_domain("math"), 512,
+                     validate_label=dies_at_row_600)
     assert _entries(tmp_path) == []  # neither an entry nor its temporary folder
     state["crash"] = False
-    got = load_prompts(config.Data(source=str(path)), tok, "no_think", "math", 512, validate_label=dies_at_row_600)
-    assert list(got) == list(load_prompts(config.Data(source=str(path), cache=False), tok, "no_think", "math", 512))
+    got = load_prompts(config.Data(source=str(path)), tok, "no_think", get_domain("math"), 512,
+                       validate_label=dies_at_row_600)
+    assert list(got) == list(load_prompts(config.Data(source=str(path), cache=False), tok,
+                                          "no_think", get_domain("math"), 512))
     assert len(_entries(tmp_path)) == 1
 
 
@@ -203,7 +214,8 @@ def test_a_refused_row_stops_loading_and_caches_nothing(tok, tmp_path):
     messages = []
     for cache in (False, True):
         with pytest.raises(DataError) as e:
-            load_prompts(config.Data(source=str(path), cache=cache), tok, "no_think", "ifeval", 512,
+            load_prompts(config.Data(source=str(path), cache=cache), tok, "no_think",
+                         get_domain("ifeval"), 512,
                          validate_label=validator)
         messages.append(str(e.value))
     assert messages[0] == messages[1] and messages[0].startswith(f"{path}:1: ")
@@ -215,10 +227,12 @@ def test_max_bad_rows_skips_and_counts_then_names_the_first(tok, tmp_path, cache
     rows = _math_rows(6)
     path = _write(tmp_path / "math.jsonl", rows[:2] + [{"problem": "no answer"}, "{not json", {"answer": "1"}]
                   + rows[2:])
-    got = load_prompts(config.Data(source=str(path), max_bad_rows=3, cache=cache), tok, "no_think", "math", 512)
+    got = load_prompts(config.Data(source=str(path), max_bad_rows=3, cache=cache), tok, "no_think",
+                       get_domain("math"), 512)
     assert len(got) == 6 and got.bad_rows == 3
     with pytest.raises(DataError) as e:
-        load_prompts(config.Data(source=str(path), max_bad_rows=2, cache=cache), tok, "no_think", "math", 512)
+        load_prompts(config.Data(source=str(path), max_bad_rows=2, cache=cache), tok, "no_think",
+                     get_domain("math"), 512)
     assert str(e.value).startswith(f"{path}:3: ") and str(e.value).endswith("(3 bad rows; data.max_bad_rows=2)")
 
 
@@ -228,7 +242,7 @@ def test_labels_json_cannot_store_exactly_are_loaded_in_memory(tok, tmp_path):
                       "label": pa.array([[("a", 2)], [("b", 4)]], type=pa.map_(pa.string(), pa.int64()))})
     path = tmp_path / "rows.parquet"
     pq.write_table(table, path)
-    got = load_prompts(config.Data(source=str(path)), tok, "no_think", "math", 512)
+    got = load_prompts(config.Data(source=str(path)), tok, "no_think", get_domain("math"), 512)
     assert not isinstance(got, prompt_cache.CachedPrompts) and got[0].label == [("a", 2)]
     assert _entries(tmp_path) == []
 
@@ -243,9 +257,12 @@ def test_a_change_to_the_code_that_builds_prompts_gets_its_own_entry(tok, tmp_pa
     module.write_text("def check(label):\n    pass\n")
     monkeypatch.syspath_prepend(str(module.parent))
     check = importlib.import_module("my_check").check
-    load_prompts(config.Data(source=str(path)), tok, "no_think", "math", 512, validate_label=check)
-    load_prompts(config.Data(source=str(path)), tok, "no_think", "math", 512, validate_label=check)
+    load_prompts(config.Data(source=str(path)), tok, "no_think", get_domain("math"), 512,
+                 validate_label=check)
+    load_prompts(config.Data(source=str(path)), tok, "no_think", get_domain("math"), 512,
+                 validate_label=check)
     assert len(_entries(tmp_path)) == 1
     module.write_text("def check(label):\n    pass  # edited\n")
-    load_prompts(config.Data(source=str(path)), tok, "no_think", "math", 512, validate_label=check)
+    load_prompts(config.Data(source=str(path)), tok, "no_think", get_domain("math"), 512,
+                 validate_label=check)
     assert len(_entries(tmp_path)) == 2

@@ -14,7 +14,7 @@ from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts, load_sft_examples
 from nemo_cascade.data.generated import sft_pairs
 from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
-from nemo_cascade.rewards import REWARDS, VALIDATORS
+from nemo_cascade.rewards import REWARDS, VALIDATORS, get_domain
 
 reasoning_gym = pytest.importorskip("reasoning_gym")
 
@@ -91,7 +91,8 @@ def test_options_reach_the_task_config():
 def test_unknown_or_unsupported_task_is_a_one_line_data_error(tok):
     for task in ("no_such_task", "fraction_simplification"):  # the second exists but needs a reduced form
         with pytest.raises(DataError) as err:
-            load_prompts(Data(source=f"synthetic:rg/{task}", size=2), tok, "no_think", "math", 512)
+            load_prompts(Data(source=f"synthetic:rg/{task}", size=2), tok, "no_think",
+                         get_domain("math"), 512)
         message = str(err.value)
         assert "\n" not in message and repr(task) in message and "chain_sum, " in message
     with pytest.raises(ValueError, match="split"):
@@ -100,7 +101,8 @@ def test_unknown_or_unsupported_task_is_a_one_line_data_error(tok):
 
 def test_load_prompts_and_sft_examples_through_the_loader(tok):
     data = Data(source="synthetic:rg/chain_sum", size=8, split="test", seed=5)
-    prompts = load_prompts(data, tok, "no_think", "math", 1024, validate_label=VALIDATORS["math"])
+    prompts = load_prompts(data, tok, "no_think", get_domain("math"), 1024,
+                           validate_label=VALIDATORS["math"])
     rows = rgsets.rows("chain_sum", "test", 8, 5)
     assert len(prompts) == 8 and prompts.dropped_too_long == 0 and prompts.bad_rows == 0
     for p, row in zip(prompts, rows):

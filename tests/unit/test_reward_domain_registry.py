@@ -9,11 +9,12 @@ import pytest
 
 from nemo_cascade import config
 from nemo_cascade.data.loader import DataError, load_prompts
-from nemo_cascade.data.schemas import SchemaError, adapt
+from nemo_cascade.data.schemas import SchemaError
 from nemo_cascade.evaluate import eval_output, runner
 from nemo_cascade.evaluate.suites import REGISTERED_SUITES, SUITES, Suite, load_rows
-from nemo_cascade.rewards import (DOMAINS, REWARDS, VALIDATORS, RewardDomain, penalize_code_switching, register,
-                                  resolve_code_switch_rule, reward_metrics, stage_scorer, training_validator)
+from nemo_cascade.rewards import (DOMAINS, REWARDS, VALIDATORS, RewardDomain, adapt_row, get_domain,
+                                  penalize_code_switching, register, resolve_code_switch_rule,
+                                  reward_metrics, stage_scorer, training_validator)
 from nemo_cascade.rewards.reward_domain import without_details
 from nemo_cascade.types import Prompt, PromptGroup
 
@@ -81,7 +82,7 @@ class Tok:  # the loader only needs encode()
 def test_a_registered_domain_runs_end_to_end(toy, tmp_path):
     path = tmp_path / "toy.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in ({"word": "abc"}, {"word": "stressed"})) + "\n")
-    prompts = load_prompts(config.Data(source=str(path)), Tok(), "no_think", "toy", 512,
+    prompts = load_prompts(config.Data(source=str(path)), Tok(), "no_think", get_domain("toy"), 512,
                            validate_label=training_validator("toy", config.Data()))
     assert [p.label for p in prompts] == [{"reversed": "cba"}, {"reversed": "desserts"}]
     assert VALIDATORS["toy"] is _validate and "toy" not in REWARDS
@@ -99,11 +100,12 @@ def test_a_registered_domain_runs_end_to_end(toy, tmp_path):
 
 def test_a_registered_domain_s_rows_and_labels_fail_in_one_line(toy, tmp_path):
     with pytest.raises(SchemaError, match=r"^t.jsonl:3: expected field 'word'"):
-        adapt("toy", {"text": "x"}, "t.jsonl:3")
+        adapt_row("toy", {"text": "x"}, "t.jsonl:3")
     path = tmp_path / "toy.jsonl"
     path.write_text(json.dumps({"prompt": "p", "label": {"reversed": 3}}) + "\n")
     with pytest.raises(DataError, match=r"toy.jsonl:1: toy label: expected"):
-        load_prompts(config.Data(source=str(path)), Tok(), "no_think", "toy", 512, validate_label=VALIDATORS["toy"])
+        load_prompts(config.Data(source=str(path)), Tok(), "no_think", get_domain("toy"), 512,
+                     validate_label=VALIDATORS["toy"])
 
 
 def test_a_registered_domain_s_suite_reports_its_metrics(toy, tmp_path):
@@ -137,7 +139,7 @@ def test_the_docs_worked_example_is_a_working_domain():
     exec(compile(code, "docs/rewards.md", "exec"), module)
     register(module["DOMAIN"])
     try:
-        messages, label = adapt("reverse", {"word": "abc"}, "r.jsonl:1")
+        messages, label = adapt_row("reverse", {"word": "abc"}, "r.jsonl:1")
         VALIDATORS["reverse"](label)
         prompt = Prompt(prompt_tokens=[1], domain="reverse", label=label, user_text=messages[-1]["content"])
         groups = [PromptGroup(prompt=prompt, response_tokens_G_T=[[1], [1]], rollout_logprobs_G_T=[[0.0], [0.0]],

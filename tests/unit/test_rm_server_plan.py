@@ -1,4 +1,4 @@
-"""The cascade's own reward-model server on rank 0's GPU (nemo_cascade/plan_rm.py): its share of what the actor and
+"""The cascade's own reward-model server on rank 0's GPU (nemo_cascade/plan.py, plan_rm.py): its share of what the actor and
 the engine leave, the vllm serve flags it gets (rewards/serve.py), and preflight's one line."""
 import json
 import logging
@@ -10,6 +10,7 @@ import pytest
 from nemo_cascade import config
 from nemo_cascade.plan import plan_cascade
 from nemo_cascade.tooling.plan_table import render
+from nemo_cascade import plan as planner
 from nemo_cascade import plan_rm
 from nemo_cascade import preflight
 from nemo_cascade.tooling.cli import load_recipe
@@ -33,37 +34,37 @@ def gpu_tiny() -> config.Cascade:
 
 def test_share_is_what_is_left_less_the_process_overhead_floored_to_a_percent():
     gpu = 80 * GIB
-    assert plan_rm.rm_server_share(9 * GIB, gpu) == 0.1                      # (9 − 1) / 80 = 0.1
-    assert plan_rm.rm_server_share(9.9 * GIB, gpu) == 0.11                   # 8.9 / 80 = 0.11125 → 0.11
-    assert plan_rm.rm_server_share(17 * GIB, gpu, servers=2) == 0.09         # (8.5 − 1) / 80 = 0.09375 → 0.09
-    assert plan_rm.rm_server_share(0.5 * GIB, gpu) == 0.0                    # less than its own overhead
-    assert plan_rm.rm_server_share(-3 * GIB, gpu) == 0.0                     # over already: nothing left
-    assert plan_rm.rm_server_share(80 * GIB, gpu) == plan_rm.VLLM_DEFAULT_SHARE    # alone on the GPU: vLLM's default at most
+    assert planner.rm_server_share(9 * GIB, gpu) == 0.1                      # (9 − 1) / 80 = 0.1
+    assert planner.rm_server_share(9.9 * GIB, gpu) == 0.11                   # 8.9 / 80 = 0.11125 → 0.11
+    assert planner.rm_server_share(17 * GIB, gpu, servers=2) == 0.09         # (8.5 − 1) / 80 = 0.09375 → 0.09
+    assert planner.rm_server_share(0.5 * GIB, gpu) == 0.0                    # less than its own overhead
+    assert planner.rm_server_share(-3 * GIB, gpu) == 0.0                     # over already: nothing left
+    assert planner.rm_server_share(80 * GIB, gpu) == planner.VLLM_DEFAULT_SHARE    # alone on the GPU: vLLM's default at most
 
 
 def test_served_reward_models_follow_the_gate_and_the_stages_that_name_them():
     cfg = tiny()
     k = next(i for i, s in enumerate(cfg.stages) if s.kind == "reward_model")
-    assert plan_rm.served_reward_models(cfg) == [k]
+    assert planner.served_reward_models(cfg) == [k]
     no_gate = replace(cfg, gate=replace(cfg.gate, suites=()))
-    assert plan_rm.served_reward_models(no_gate) == [k]  # the rlhf stage names it
+    assert planner.served_reward_models(no_gate) == [k]  # the rlhf stage names it
     unnamed = replace(no_gate, stages=tuple(
         replace(s, reward=replace(s.reward, reward_model_stage="", reward_model_url="http://rm"))
         if s.reward.reward_model_stage else s for s in no_gate.stages))
-    assert plan_rm.served_reward_models(unnamed) == []
+    assert planner.served_reward_models(unnamed) == []
 
 
 def test_plan_leaves_the_later_stages_their_peak_and_sizes_what_the_server_needs():
     cfg = gpu_tiny()
     plan = plan_cascade(cfg, gpu_gib=80)
     rm = plan.rm_server
-    k = plan_rm.served_reward_models(cfg)[0]
+    k = planner.served_reward_models(cfg)[0]
     assert rm is not None and rm.stage == cfg.stages[k].name and rm.dtype == "bfloat16"
     assert rm.left == pytest.approx(plan.gpu - max(s.total for s in plan.stages[k + 1:]))
     d = plan.shape
     assert rm.need == pytest.approx(d.params(lm_head=False) * 2 + d.kv_bytes_per_token(2) * plan.engine_context
-                                    + plan_rm.RM_SERVER_RUNTIME_BYTES)
-    assert rm.share == plan_rm.rm_server_share(rm.left, plan.gpu) and rm.fits
+                                    + planner.RM_SERVER_RUNTIME_BYTES)
+    assert rm.share == planner.rm_server_share(rm.left, plan.gpu) and rm.fits
     assert "reward-model server (rm, bfloat16) on rank 0's GPU fits" in render(plan)
 
 

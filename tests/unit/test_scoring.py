@@ -7,8 +7,9 @@ import pytest
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.data.loader import DataError, load_prompts
-from nemo_cascade.rewards import (VALIDATORS, MixedScorer, Scorer, apply_code_switch_penalty, penalize_code_switching,
-                                  resolve_code_switch_penalty, reward_metrics, stage_scorer)
+from nemo_cascade.rewards import (VALIDATORS, MixedScorer, Scorer, apply_code_switch_penalty,
+                                  get_domain, penalize_code_switching, resolve_code_switch_penalty,
+                                  reward_metrics, stage_scorer)
 from nemo_cascade.types import Prompt, PromptGroup
 
 
@@ -84,7 +85,8 @@ def test_malformed_label_fails_at_load_time_naming_the_line(tmp_path):
             return list(range(len(text.split())))
 
     with pytest.raises(DataError, match=r"code.jsonl:2: code label: 'tests' must be a non-empty list"):
-        load_prompts(config.Data(source=str(path)), Tok(), "no_think", "code", 512, validate_label=VALIDATORS["code"])
+        load_prompts(config.Data(source=str(path)), Tok(), "no_think", get_domain("code"), 512,
+                     validate_label=VALIDATORS["code"])
 
 
 def _cfg(**reward):
@@ -262,7 +264,7 @@ def test_loaded_prompts_carry_their_user_turns_to_the_rule(tmp_path):
         def encode(self, text, add_special_tokens=False):
             return list(range(len(text.split())))
 
-    prompts = load_prompts(config.Data(source=str(path)), Tok(), "half", "rlhf", 512)
+    prompts = load_prompts(config.Data(source=str(path)), Tok(), "half", get_domain("rlhf"), 512)
     assert [p.user_text for p in prompts] == ["你好，请介绍一下你自己。\n\ncontinue", EN_PROMPT]
     assert [p.user_text for p in prompts.alternate] == [p.user_text for p in prompts]
     answers = ["我很高兴认识你。", "Glad to meet you, 很高兴认识你."]

@@ -57,16 +57,18 @@ def test_kept_rows_load_back_as_exactly_the_kept_prompts(solve_rate, tmp_path, s
     request for a boxed answer is not added twice), with their uids and labels."""
     from nemo_cascade.config import Data
     from nemo_cascade.data.loader import load_prompts
+    from nemo_cascade.rewards import get_domain
     from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer(tmp_path)
     data = Data(source=source, split="train", size=12, seed=3)
-    prompts = load_prompts(data, tok, "no_think", domain, 4096)
+    prompts = load_prompts(data, tok, "no_think", get_domain(domain), 4096)
     solved = {p.uid: k % 5 for k, p in enumerate(prompts)}  # 0..4 of 4 samples
     rows = solve_rate.kept_rows(data, solved, 1, 3)
     assert [r["uid"] for r in rows] == [p.uid for p in prompts if 1 <= solved[p.uid] <= 3] and rows
     path = tmp_path / "kept.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    again = load_prompts(Data(source=str(path), cache=False), tok, "no_think", domain, 4096)
+    again = load_prompts(Data(source=str(path), cache=False), tok, "no_think", get_domain(domain),
+                         4096)
     kept = [p for p in prompts if 1 <= solved[p.uid] <= 3]
     assert [(p.uid, p.prompt_tokens, p.label) for p in again] == [(p.uid, p.prompt_tokens, p.label) for p in kept]

@@ -21,10 +21,10 @@ from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import DataError, load_prompts
-from nemo_cascade.data.schemas import SchemaError, adapt
+from nemo_cascade.data.schemas import SchemaError
 from nemo_cascade.data.swe_prompts import PromptBudget, build_repair_prompt, render_repair_prompt
 from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
-from nemo_cascade.rewards import VALIDATORS
+from nemo_cascade.rewards import VALIDATORS, get_domain, adapt_row
 from nemo_cascade.rewards.swe import swe_reward
 
 from . import swe_fixtures as fx
@@ -171,7 +171,8 @@ def row(**fields) -> dict:
 
 
 def test_a_row_with_candidate_files_gets_the_built_prompt_and_its_files_in_the_label():
-    messages, label = adapt("swe", row(), "swe:1", PromptBudget(None, len, truth_only_share=0.0))
+    messages, label = adapt_row("swe", row(), "swe:1", PromptBudget(None, len,
+                                                                    truth_only_share=0.0))
     [turn] = messages
     assert shown_paths(turn["content"]) == list(label["files"]) and len(label["files"]) == 5
     assert label["golden_patch"] == PATCH and label["problem_statement"] == ISSUE
@@ -181,12 +182,13 @@ def test_a_row_with_candidate_files_gets_the_built_prompt_and_its_files_in_the_l
     assert swe_reward(answer, label) == 1.0
     as_json = row(candidate_files=json.dumps(row()["candidate_files"]), golden_files=json.dumps(TRUTH))
     noisy_only = PromptBudget(None, len, truth_only_share=0.0)
-    assert adapt("swe", as_json, "swe:2", noisy_only) == (messages, label)
+    assert adapt_row("swe", as_json, "swe:2", noisy_only) == (messages, label)
 
 
 def test_a_row_with_files_and_no_prompt_shows_its_files():
     """Before: the issue text alone was the prompt, without a line of code to edit."""
-    messages, label = adapt("swe", {"problem_statement": ISSUE, "patch": PATCH, "relevant_file_contents": TRUTH},
+    messages, label = adapt_row("swe", {"problem_statement": ISSUE, "patch": PATCH,
+                                        "relevant_file_contents": TRUTH},
                             "swe:1")
     assert shown_paths(messages[0]["content"]) == ["pkg/cache.py"] and "return CACHE[key]" in messages[0]["content"]
 
@@ -201,12 +203,12 @@ def test_a_row_with_files_and_no_prompt_shows_its_files():
 ])
 def test_malformed_rows_end_in_one_line(fields, message):
     with pytest.raises(SchemaError) as err:
-        adapt("swe", row(**fields), "swe:7")
+        adapt_row("swe", row(**fields), "swe:7")
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 
 def test_the_issue_field_is_accepted_for_problem_statement():
-    _, label = adapt("swe", row(problem_statement=None, issue=ISSUE), "swe:1")
+    _, label = adapt_row("swe", row(problem_statement=None, issue=ISSUE), "swe:1")
     assert label["problem_statement"] == ISSUE
 
 
@@ -227,7 +229,8 @@ def rows_file(tmp_path_factory):
 
 
 def _load(path, tok, limit, **data):
-    return load_prompts(config.Data(source=str(path), **data), tok, "think", "swe", limit,
+    return load_prompts(config.Data(source=str(path), **data), tok, "think", get_domain("swe"),
+                        limit,
                         validate_label=VALIDATORS["swe"])
 
 

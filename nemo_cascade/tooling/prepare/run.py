@@ -24,7 +24,6 @@ from typing import Any, Callable, Iterator, Optional
 from nemo_cascade.data.loader import DataError
 from nemo_cascade.data.sft_rows import parse_sft_row
 from nemo_cascade.data.preference import parse_row
-from nemo_cascade.data.schemas import adapt
 from nemo_cascade.files import file_sha256
 from nemo_cascade.files import replaced_atomically, write_text_atomically
 from nemo_cascade.tooling.prepare.code_sources import check_call_based, is_call_based
@@ -108,9 +107,9 @@ def check_row(kind: str, row: dict, where: str) -> tuple[list[str], Any]:
     if kind == "code" and is_call_based(row):
         check_call_based(row, where)
         return [row["question"]], row["input_output"]
-    from nemo_cascade.rewards import VALIDATORS
+    from nemo_cascade.rewards import VALIDATORS, adapt_row
 
-    messages, label = adapt(kind, row, where)
+    messages, label = adapt_row(kind, row, where)
     try:
         VALIDATORS[kind](label)
     except ValueError as e:
