@@ -293,6 +293,7 @@ class CascadeRun:
         from nemo_cascade.actor.reward_model import RewardModelActor
         from nemo_cascade.convert.export import export_reward_model
         from nemo_cascade.data.preference import load_preference_pairs
+        from nemo_cascade.data.rm_input import rm_chat_template
         from nemo_cascade.metrics import MetricsLog
 
         started = time.time()
@@ -308,7 +309,8 @@ class CascadeRun:
         log_ = MetricsLog(sdir, stage.name, stage.steps, self.cfg.wandb, self.cfg.name, start_step=start)
         run_reward_model(StageContext(rm, None, pad_id(self.tokenizer), sdir, log_, saves), stage, pairs)
         # its chat template: the rendering its pairs were trained with (data/rm_input.py), not the base's
-        export_reward_model(rm, sdir / "hf", self.weights_from, pad_id(self.tokenizer), stage.mode, self.cfg.chat_style)
+        export_reward_model(rm, sdir / "hf", self.weights_from, pad_id(self.tokenizer),
+                            rm_chat_template(stage.mode, self.cfg.chat_style))
         self.reward_models[stage.name] = sdir / "hf"
         self._finish(k, stage, sdir, started, None)
 

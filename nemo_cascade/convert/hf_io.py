@@ -10,6 +10,7 @@ from typing import Iterable
 import torch
 
 from nemo_cascade.convert.arch import ModelFilesError
+from nemo_cascade.convert.shape import load_config_json
 
 # Non-weight files an HF folder carries over unchanged on export.
 SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
@@ -91,6 +92,18 @@ def write_sharded(tensors: Iterable[tuple[str, torch.Tensor]], out_dir: str | Pa
         index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
         (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
     return weight_map
+
+
+def write_chat_template(folder: str | os.PathLike, template: str) -> None:
+    """Make ``template`` an HF folder's chat template, in both places a reader may look
+    (``data.tokenizer.set_chat_template`` says why); a reward model's is its training rendering
+    (``data.rm_input.rm_chat_template``)."""
+    out = Path(folder)
+    cfg_path = out / "tokenizer_config.json"
+    cfg = load_config_json(cfg_path)
+    cfg["chat_template"] = template
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    (out / "chat_template.jinja").write_text(template)
 
 
 def copy_side_files(src_dir: str | Path, out_dir: str | Path) -> None:

@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from ..convert.shape import load_config_json
+from ..convert.hf_io import write_chat_template
 
 
 def set_chat_template(folder: str | os.PathLike, style: str) -> None:
@@ -18,19 +18,6 @@ def set_chat_template(folder: str | os.PathLike, style: str) -> None:
     from .chat import JINJA_TEMPLATES
 
     write_chat_template(folder, JINJA_TEMPLATES[style])
-
-
-def write_chat_template(folder: str | os.PathLike, template: str) -> None:
-    """Make ``template`` an HF folder's chat template, in both places a reader may look (see
-    :func:`set_chat_template`); the exported reward model's is ``data.rm_input.rm_chat_template``."""
-    out = Path(folder)
-    cfg_path = out / "tokenizer_config.json"
-    cfg = load_config_json(cfg_path)
-    cfg["chat_template"] = template
-    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-    (out / "chat_template.jinja").write_text(template)
-
-
 
 
 def tokenizer_digest(folder: Path) -> str:
@@ -43,4 +30,4 @@ def tokenizer_digest(folder: Path) -> str:
     return hashlib.sha256(json.dumps(model, sort_keys=True).encode()).hexdigest()
 
 
-__all__ = ["set_chat_template", "write_chat_template", "tokenizer_digest"]
+__all__ = ["set_chat_template", "tokenizer_digest"]

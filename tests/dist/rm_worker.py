@@ -26,6 +26,7 @@ def main():
     from nemo_cascade.algorithms.reward_model import bt_loss_terms, make_pair_batch
     from nemo_cascade.convert.arch import read_hf_config
     from nemo_cascade.convert.export import export_reward_model
+    from nemo_cascade.data.rm_input import rm_chat_template
 
     pad = 0
     vocab = read_hf_config(model_dir).vocab_size
@@ -53,7 +54,7 @@ def main():
     steps = [actor.train_step(batch.tensors(), loss_fn) for _ in range(3)]
     final = actor.scores(ev.tokens_B_T, ev.last_B)
     conversation_scores = _conversation_scores(actor, model_dir, out, mode, style, pad)
-    export_reward_model(actor, out / "rm", model_dir, pad, mode, style)
+    export_reward_model(actor, out / "rm", model_dir, pad, rm_chat_template(mode, style))
     if dist.get_rank() == 0:
         json.dump({"loss": [s.loss for s in steps], "grad_norm": [s.grad_norm for s in steps],
                    "pairs": [s.tokens for s in steps], "accuracy": [s.metrics["accuracy"] for s in steps],

@@ -46,7 +46,7 @@ def exported(tmp_path_factory):
     """The tiny causal LM (with tokenizer and an instruct chat template) → RM actor, 3 BT steps → HF export;
     the actor also scores CONVERSATIONS as the RM stage reads its pairs."""
     from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3
-    from nemo_cascade.data.tokenizer import write_chat_template
+    from nemo_cascade.convert.hf_io import write_chat_template
 
     base = build_tiny_qwen3(tmp_path_factory.mktemp("base"))
     write_chat_template(base, INSTRUCT_TEMPLATE)

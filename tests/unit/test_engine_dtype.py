@@ -10,6 +10,7 @@ from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.lineage import _canonical, config_hash
+from nemo_cascade import cpu_math
 from nemo_cascade.rollout import engine_dtype
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,9 +102,9 @@ def test_preflight_refuses_bf16_sampling_on_a_cpu_without_bf16(tiny):
 
 # ------------------------------------------------------------------------------------------- AMX permission
 def test_only_a_bf16_engine_on_an_amx_cpu_asks_for_amx():
-    assert engine_dtype.amx_permission_needed("bfloat16", amx_tile_supported=True)
-    assert not engine_dtype.amx_permission_needed("float32", amx_tile_supported=True)
-    assert not engine_dtype.amx_permission_needed("bfloat16", amx_tile_supported=False)
+    assert cpu_math.amx_permission_needed("bfloat16", amx_tile_supported=True)
+    assert not cpu_math.amx_permission_needed("float32", amx_tile_supported=True)
+    assert not cpu_math.amx_permission_needed("bfloat16", amx_tile_supported=False)
 
 
 def test_amx_permission_is_requested_and_a_refusal_is_one_line(monkeypatch):

@@ -24,7 +24,7 @@ LAYERS = [
      "cpu_math", "deadline", "server_token", "heartbeat"},
 ]
 # Pairs within a layer that import one way only (importer, imported): docs/architecture.md.
-ONE_WAY = {("data", "rewards")}
+ONE_WAY = {("data", "rewards"), ("rewards", "rollout"), ("convert", "data")}
 # The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other way round.
 TOOLING_LAYERS = [
     {"cli", "cli_parser", "cli_tools", "job_recipe"}, {"launch", "launch_tasks", "doctor", "dry_run"},

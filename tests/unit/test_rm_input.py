@@ -91,14 +91,14 @@ def test_the_exported_rm_carries_the_training_rendering_not_the_bases_template(t
     from nemo_cascade.convert.export import export_reward_model
     from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3
     from nemo_cascade.data.preference import load_preference_pairs
-    from nemo_cascade.data.tokenizer import write_chat_template
+    from nemo_cascade.convert.hf_io import write_chat_template
 
     base = build_tiny_qwen3(tmp_path / "base")
     write_chat_template(base, INSTRUCT_TEMPLATE)
     base_tok = transformers.AutoTokenizer.from_pretrained(base)
     mode, style = "think", "cascade1"
-    export_reward_model(RewardModelActor(str(base), config.Parallel(micro_batch_size=2), seed=1), tmp_path / "rm", base,
-                        0, mode, style)
+    actor = RewardModelActor(str(base), config.Parallel(micro_batch_size=2), seed=1)
+    export_reward_model(actor, tmp_path / "rm", base, 0, rm_chat_template(mode, style))
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "rm")
     rows = tmp_path / "pairs.jsonl"
     rows.write_text("".join(json.dumps({"prompt": c[:-1], "chosen": c[-1]["content"], "rejected": "x\x00"}) + "\n"
