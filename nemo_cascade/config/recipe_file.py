@@ -1,14 +1,19 @@
 """Loading a recipe: a function that returns a :class:`~.schema.Cascade`, named by ``path.py[:fn]``
-or ``package.module:fn``. Standard library only, like the rest of ``nemo_cascade.config``: a job's
-batch shell, outside the container, loads the recipe too (tooling/job_recipe.py).
+or ``package.module:fn``; and a plugin, a file of the user's own that registers what a recipe names
+(a reward domain, an evaluation suite: docs/rewards.md). Standard library only, like the rest of
+``nemo_cascade.config``: a job's batch shell, outside the container, loads the recipe too
+(tooling/job_recipe.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import inspect
+import sys
 from pathlib import Path
+from types import ModuleType
 
 from .schema import Cascade, ConfigError
 
@@ -33,6 +38,8 @@ def load_recipe(spec: str) -> Cascade:
         module = importlib.util.module_from_spec(mod_spec)
         try:
             mod_spec.loader.exec_module(module)
+        except RecipeImportError:
+            raise  # a plugin the recipe loads imports what this Python lacks: already one line
         except ImportError as e:
             raise RecipeImportError(f"recipe {shown}: {_raised_where(e)}") from None
         except Exception as e:  # the recipe file's own code (a syntax error): its line, not a trace
@@ -71,6 +78,29 @@ def load_recipe(spec: str) -> Cascade:
             f"expected nemo_cascade.config.Cascade"
         )
     return cfg
+
+
+def load_plugin(path: str | Path) -> ModuleType:
+    """Import the Python file ``path`` once per process, however often a recipe that names it is
+    loaded (each rank loads the recipe; a test may load it twice), so what it registers is
+    registered once. A missing file or an error in it is one ConfigError line."""
+    file = Path(path).resolve()
+    name = "nemo_cascade_plugin_" + hashlib.sha256(str(file).encode()).hexdigest()[:16]
+    if name in sys.modules:
+        return sys.modules[name]
+    if not file.is_file() or file.suffix != ".py":
+        raise ConfigError(f"plugin {path}: no such Python file")
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before it runs: a plugin that loads itself again gets this one
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the user's own code: its line, not a trace
+        del sys.modules[name]
+        # a batch host without the stack (tooling/job_recipe.py): not checked there, not an error
+        kind = RecipeImportError if isinstance(e, ImportError) else ConfigError
+        raise kind(f"plugin {path}: {_raised_where(e)}") from None
+    return module
 
 
 def _raised_where(e: BaseException) -> str:

@@ -517,6 +517,8 @@ STAGE_KINDS = literal_values(Stage, "kind")
 ON_POLICY_KINDS = ("grpo", "distill")
 """The kinds that generate from their own policy and learn from the samples (GRPO's machinery)."""
 
-REWARD_DOMAINS = ("math", "ifeval", "code", "swe", "rlhf", "mcq", "arena")
-"""Keys of nemo_cascade.rewards.DOMAINS, listed here so configs validate without importing the verifiers
-(config sits below rewards); tests/unit/test_reward_domain_registry.py checks that the two agree."""
+REWARD_DOMAINS = ["math", "ifeval", "code", "swe", "rlhf", "mcq", "arena"]
+"""Keys of nemo_cascade.rewards.DOMAINS, listed here so configs validate without importing the
+verifiers (config sits below rewards): the built-in ones, then each one ``rewards.register`` adds (a
+user's, from a plugin: docs/rewards.md); tests/unit/test_reward_domain_registry.py checks that the
+two agree."""

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, Iterator, Optional
 
 from ..config import Data
-from .domains import DOMAINS, adapt_row, get_domain, register
+from .domains import DOMAINS, adapt_row, get_domain, register, unregister
 from .reward_domain import RewardDomain, RewardFn
 from .scoring import (MixedScorer, ScoreAsFinished, Scorer, apply_code_switch_penalty, penalize_code_switching,
                       resolve_code_switch_penalty, resolve_code_switch_rule, reward_metrics, stage_scorer)
@@ -62,7 +62,8 @@ def training_validator(domain: str, data: Data, where: str = "data") -> Optional
     return spec.training_validator(data, where) if spec.training_validator else spec.validate_label
 
 
-__all__ = ["DOMAINS", "RewardDomain", "register", "get_domain", "adapt_row", "REWARDS",
-           "VALIDATORS", "training_validator", "RewardFn", "Scorer", "MixedScorer", "stage_scorer",
-           "ScoreAsFinished", "apply_code_switch_penalty", "penalize_code_switching",
-           "reward_metrics", "resolve_code_switch_penalty", "resolve_code_switch_rule"]
+__all__ = ["DOMAINS", "RewardDomain", "register", "unregister", "get_domain", "adapt_row",
+           "REWARDS", "VALIDATORS", "training_validator", "RewardFn", "Scorer", "MixedScorer",
+           "stage_scorer", "ScoreAsFinished", "apply_code_switch_penalty",
+           "penalize_code_switching", "reward_metrics", "resolve_code_switch_penalty",
+           "resolve_code_switch_rule"]

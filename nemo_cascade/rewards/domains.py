@@ -6,13 +6,15 @@ module only collects them. Import direction: the domain modules import their row
 ``data.schemas`` (rewards reads ``data``: chat templates,
                   RM renderings); data never imports rewards,
 its loader is handed the domain.
-``config.REWARD_DOMAINS`` lists the same names for config validation (config sits below rewards and cannot
-import this); tests/unit/test_reward_domain_registry.py fails when the two differ.
+``config.REWARD_DOMAINS`` lists the same names for config validation (config sits below rewards and
+cannot import this; :func:`register` adds to both); tests/unit/test_reward_domain_registry.py fails
+when the two differ.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..config import REWARD_DOMAINS
 from ..data.schemas import SchemaError, adapt
 from ..data.swe_prompts import PromptBudget
 from . import arena, code, math, mcq, rlhf
@@ -27,12 +29,21 @@ DOMAINS: dict[str, RewardDomain] = {d.name: d for d in (math.DOMAIN, ifeval.DOMA
 
 
 def register(domain: RewardDomain) -> RewardDomain:
-    """Add ``domain`` to :data:`DOMAINS` (a domain defined outside this package, or in a test); a name already
-    taken is a ValueError. Returns it."""
+    """Add ``domain`` to :data:`DOMAINS` and its name to those configs accept
+    (``config.REWARD_DOMAINS``): a domain defined outside this package (a user's plugin file,
+    docs/rewards.md), or in a test. A name already taken is a ValueError. Returns it."""
     if domain.name in DOMAINS:
         raise ValueError(f"reward domain {domain.name!r} is already registered")
     DOMAINS[domain.name] = domain
+    REWARD_DOMAINS.append(domain.name)
     return domain
+
+
+def unregister(name: str) -> None:
+    """Remove a registered domain (a test's) from :data:`DOMAINS` and from the names configs
+    accept."""
+    del DOMAINS[name]
+    REWARD_DOMAINS.remove(name)
 
 
 def get_domain(name: str) -> RewardDomain:
@@ -52,4 +63,4 @@ def adapt_row(name: str, row: dict, where: str, swe_budget: Optional[PromptBudge
     return adapt(DOMAINS[name], row, where, swe_budget)
 
 
-__all__ = ["DOMAINS", "RewardDomain", "register", "get_domain", "adapt_row"]
+__all__ = ["DOMAINS", "RewardDomain", "register", "unregister", "get_domain", "adapt_row"]

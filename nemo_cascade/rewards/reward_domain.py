@@ -44,8 +44,9 @@ class RewardDomain:
     ``validate_label`` and ``verdicts`` are required; every other field's default is "nothing special"."""
 
     name: str
-    """The key in ``rewards.DOMAINS``, ``Stage.domain``, ``Data.domain``, ``Prompt.domain`` and ``Suite.domain``;
-    listed in ``config.REWARD_DOMAINS`` too, so configs validate without importing the verifiers."""
+    """The key in ``rewards.DOMAINS``, ``Stage.domain``, ``Data.domain``, ``Prompt.domain`` and
+    ``Suite.domain``; listed in ``config.REWARD_DOMAINS`` too (``rewards.register`` adds it), so
+    configs validate without importing the verifiers."""
     adapt: RowAdapter
     """A row of the domain's RL data (the released datasets' fields) → ``(messages, label)``
     (``data.schemas.adapt`` calls it; a row with a ``label`` field never reaches it)."""

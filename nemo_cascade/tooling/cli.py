@@ -210,6 +210,8 @@ def cmd_eval(args) -> int:
     from nemo_cascade.evaluate import suite_names
     from nemo_cascade.tooling.standalone import check_layout, output_folder
 
+    for plugin in args.plugin:  # a user's domain and suites, registered before a suite is named
+        config.load_plugin(plugin)
     names = suite_names(args.suite)
     world = check_layout(args.tensor_parallel_size, args.data_parallel, args.gpu_memory_utilization)
     with _hold_stage_folder(args):

@@ -72,6 +72,9 @@ def _add_eval_parser(sub) -> None:
                         epilog_from=_suites_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     ev.add_argument("checkpoint", help="HF model folder, or a run's stage directory (runs/NAME/stages/K-STAGE)")
     ev.add_argument("--suite", required=True, help="suite name, comma-separated names, or 'all' (listed below)")
+    ev.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                    help="a Python file of your own that registers a reward domain or suite "
+                         "(docs/rewards.md); repeatable")
     ev.add_argument("--limit", help="evaluate only the first N items of each suite")
     ev.add_argument("--samples", help="K samples per item (default: per suite, e.g. AIME 64, IFEval 8)")
     ev.add_argument("--max-tokens", help="response budget per sample (default: per suite, 32K or 64K)")

@@ -14,7 +14,7 @@ from nemo_cascade.evaluate import eval_output, runner
 from nemo_cascade.evaluate.suites import REGISTERED_SUITES, SUITES, Suite, load_rows
 from nemo_cascade.rewards import (DOMAINS, REWARDS, VALIDATORS, RewardDomain, adapt_row, get_domain,
                                   penalize_code_switching, register, resolve_code_switch_rule,
-                                  reward_metrics, stage_scorer, training_validator)
+                                  reward_metrics, stage_scorer, training_validator, unregister)
 from nemo_cascade.rewards.reward_domain import without_details
 from nemo_cascade.types import Prompt, PromptGroup
 
@@ -71,7 +71,7 @@ def toy():
     try:
         yield TOY
     finally:
-        del DOMAINS["toy"]
+        unregister("toy")
 
 
 class Tok:  # the loader only needs encode()
@@ -131,20 +131,57 @@ def test_a_name_is_registered_once(toy):
         register(TOY)
 
 
-def test_the_docs_worked_example_is_a_working_domain():
-    """docs/rewards.md "Adding a reward domain": its module, run as nemo_cascade/rewards/reverse.py would be."""
+def _scored_by_the_stage_scorer(domain: str, label, responses: list[str]) -> PromptGroup:
+    prompt = Prompt(prompt_tokens=[1], domain=domain, label=label, user_text="")
+    group = PromptGroup(prompt=prompt, response_tokens_G_T=[[1]] * len(responses),
+                        rollout_logprobs_G_T=[[0.0]] * len(responses),
+                        finish_reason_G=["stop"] * len(responses), response_text_G=responses)
+    stage_scorer([domain]).score([group])
+    return group
+
+
+def test_the_docs_plugin_is_a_working_domain_loaded_once(tmp_path):
+    """docs/rewards.md "A domain of your own": its plugin file, loaded as its recipe loads it
+    (twice, as a test or two recipes would: registered once); the domain scores through the stage
+    scorer and a config naming it validates, until it is unregistered."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "rewards.md").read_text()
-    code = re.search(r"```python\n(# nemo_cascade/rewards/reverse\.py.*?)```", text, re.S).group(1)
-    module = {"__name__": "nemo_cascade.rewards.reverse", "__package__": "nemo_cascade.rewards"}
-    exec(compile(code, "docs/rewards.md", "exec"), module)
-    register(module["DOMAIN"])
+    code = re.search(r"```python\n(# reverse\.py\n.*?)```", text, re.S).group(1)
+    (tmp_path / "reverse.py").write_text(code)
+    first = config.load_plugin(tmp_path / "reverse.py")
+    model = config.Model(build="tiny-qwen3")
+    stage = config.Stage(name="r", kind="grpo", domain="reverse",
+                         data=config.Data(source="w.jsonl"))
     try:
-        messages, label = adapt_row("reverse", {"word": "abc"}, "r.jsonl:1")
+        assert config.load_plugin(str(tmp_path / "reverse.py")) is first
+        assert "reverse" in config.REWARD_DOMAINS
+        assert REGISTERED_SUITES["reverse-words"].domain == "reverse"
+        _, label = adapt_row("reverse", {"word": "abc"}, "r.jsonl:1")
         VALIDATORS["reverse"](label)
-        prompt = Prompt(prompt_tokens=[1], domain="reverse", label=label, user_text=messages[-1]["content"])
-        groups = [PromptGroup(prompt=prompt, response_tokens_G_T=[[1], [1]], rollout_logprobs_G_T=[[0.0], [0.0]],
-                              finish_reason_G=["stop"] * 2, response_text_G=["cba", "abc"])]
-        stage_scorer(["reverse"]).score(groups)
-        assert groups[0].rewards_G == [1.0, 0.0] and reward_metrics(groups) == {"reverse/exact": 0.5}
+        group = _scored_by_the_stage_scorer("reverse", label, ["cba", "abc"])
+        assert group.rewards_G == [1.0, 0.0]
+        assert reward_metrics([group]) == {"reverse/exact": 0.5}
+        config.validate(config.Cascade(name="r", model=model, stages=(stage,)))
     finally:
-        del DOMAINS["reverse"]
+        unregister("reverse")
+        del REGISTERED_SUITES["reverse-words"]
+    unknown = r"stages\.r\.domain: expected one of .*got 'reverse'"
+    with pytest.raises(config.ConfigError, match=unknown):
+        config.validate(config.Cascade(name="r", model=model, stages=(stage,)))
+
+
+def test_a_plugin_that_is_missing_or_fails_is_one_line(tmp_path):
+    with pytest.raises(config.ConfigError, match=r"^plugin .*nope\.py: no such Python file$"):
+        config.load_plugin(tmp_path / "nope.py")
+    (tmp_path / "bad.py").write_text("x = 1\nraise KeyError('word')\n")
+    raised = r"bad\.py: raised KeyError: 'word' \(.*bad\.py:2\)$"
+    with pytest.raises(config.ConfigError, match=raised):
+        config.load_plugin(tmp_path / "bad.py")
+    # on a batch host without the stack, a recipe whose plugin needs it is "not checked here"
+    from nemo_cascade.config.recipe_file import RecipeImportError, load_recipe
+
+    (tmp_path / "needs.py").write_text("import no_such_stack_module\n")
+    (tmp_path / "recipe.py").write_text(
+        "from pathlib import Path\nfrom nemo_cascade.config import load_plugin\n"
+        "load_plugin(Path(__file__).with_name('needs.py'))\n")
+    with pytest.raises(RecipeImportError, match=r"^plugin .*needs\.py: raised ModuleNotFoundError"):
+        load_recipe(str(tmp_path / "recipe.py"))
