@@ -13,6 +13,7 @@ from nemo_cascade.algorithms.length_curriculum import LengthCurriculum
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.faults import crash_point
+from nemo_cascade.interfaces import Actor, Engine, GroupScorer
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import ScoreAsFinished, penalize_code_switching, reward_metrics, stage_scorer
 from nemo_cascade.rewards.remote import RewardServerError
@@ -22,8 +23,8 @@ from nemo_cascade.teachers import Teachers
 
 @dataclass
 class StageContext:
-    actor: object          # actor.megatron.MegatronActor
-    engine: object | None  # rollout.vllm.RolloutEngine (GRPO stages)
+    actor: Actor
+    engine: Engine | None  # GRPO and distill stages
     pad_id: int
     stage_dir: Path
     log: MetricsLog
@@ -92,7 +93,7 @@ def _stop_for_server(ctx: StageContext, stage: config.Stage, error: RewardServer
                       "again to resume once the server answers")
 
 
-def _generate_round(ctx: StageContext, stage: config.Stage, scorer, timer: PhaseTimer,
+def _generate_round(ctx: StageContext, stage: config.Stage, scorer: GroupScorer, timer: PhaseTimer,
                     prompts_P: list, rollout: config.Rollout, step: int, round_: int) -> list | None:
     """Round ``round_`` of ``step``: every rank's groups for ``prompts_P``, each rank generating its share —
     only the prompts without a group saved by an earlier, stopped try of the step

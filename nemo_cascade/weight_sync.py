@@ -14,6 +14,8 @@ from typing import Iterator
 
 import torch
 
+from nemo_cascade.interfaces import Actor, Engine
+
 
 @dataclass
 class SyncStats:
@@ -26,7 +28,7 @@ class SyncStats:
         return self.bytes / 1e6 / max(self.seconds, 1e-9)
 
 
-def push(actor, engine, bucket_bytes: int | None = None) -> SyncStats:
+def push(actor: Actor, engine: Engine, bucket_bytes: int | None = None) -> SyncStats:
     """Copy the actor's current weights into the engine in place (collective over all actor ranks), in the
     engine's dtype (``engine.dtype``: ``rollout.dtype``, e.g. an fp32 actor into a bf16 engine).
     ``bucket_bytes``: full tensors gathered per collective (default: from the free memory, with a cap)."""

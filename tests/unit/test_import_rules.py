@@ -19,7 +19,8 @@ LAYERS = [
     {"cascade", "stage_selection", "base_model", "preflight", "lineage", "forgetting", "plan", "plan_rm"},
     {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
-     "metrics", "ranks", "provenance", "saves", "step_rollouts", "teachers", "repair"},
+     "metrics", "ranks", "provenance", "saves", "step_rollouts", "teachers", "repair",
+     "interfaces"},
     {"config", "types", "faults", "files", "stop_request", "lifeline", "console", "errors",
      "cpu_math", "deadline", "server_token", "heartbeat"},
 ]
