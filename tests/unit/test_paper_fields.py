@@ -439,7 +439,7 @@ def _run(monkeypatch, tmp_path, stages, done=(), gate=config.Gate()):
     run.actor = type("A", (), {"hf_path": "base-model"})()
     run.weights_from, run.rows = "base-model", [run.out / "base"]
     run.deadline = None  # the fake gate stops for nothing
-    run.reward_models, run.urls, run.servers = {}, {}, {}
+    run.reward_models = cascade.OwnRewardModels(cfg, run.out)
     run.reports = []
     run._report = lambda: run.reports.append(len(run.rows))
     run.gate.evaluate(None, run.out / "base", "base-model")
@@ -480,7 +480,8 @@ def test_a_reward_model_fills_the_rm_column_only_of_the_policy_it_follows(monkey
     run = _run(monkeypatch, tmp_path, stages)
     run.gate_after(0, stages[0])
     run.gate_after(1, stages[1])
-    run.reward_models, run.urls = {"rm": tmp_path / "rm"}, {"rm": "http://rm"}
+    run.reward_models.add("rm", tmp_path / "rm")
+    run.reward_models.urls["rm"] = "http://rm"  # served already
     run.gate_after(2, stages[2])
     pairwise = [name for name, only_pairwise in run.gate.evaluated if only_pairwise]
     assert pairwise == (["1-ifrl"] if evaluated else [])
