@@ -15,8 +15,9 @@ Nothing here imports torch, megatron or vllm, so configs can be built, validated
 from .checks import validate
 from .serialize import dumps, from_dict, to_dict
 from .schema import (GRPO, ON_POLICY_KINDS, REWARD_DOMAINS, STAGE_KINDS, Actor, Boundary, Cascade,
-                     ConfigError, Data, Distill, Gate, LengthPhase, Model, Parallel, Repair,
-                     Reward, Rollout, Stage, literal_values)
+                     ConfigError, Data, Distill, LengthPhase, Model, Parallel, Reward, Rollout,
+                     Stage, literal_values)
+from .gate import Gate, Repair
 from .derived import (engine_dtype, engine_eager, epochs_line, frozen_copies, length_phases,
                       phase_at, phase_rollout, prompt_sources, samples_on_policy, stage_by_name,
                       stage_domains, teacher_sources, tolerances, with_epoch_steps)

@@ -9,7 +9,8 @@ from dataclasses import fields, is_dataclass
 from typing import Any, Literal, Optional
 
 from .derived import engine_dtype, samples_on_policy, stage_domains, teacher_sources
-from .schema import (REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, Gate, LengthPhase, Model, Parallel, Stage,
+from .gate import Gate
+from .schema import (REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, LengthPhase, Model, Parallel, Stage,
                      literal_values)
 
 TRANSFORMER_IMPLS = literal_values(Model, "transformer_impl")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .schema import (ON_POLICY_KINDS, Cascade, ConfigError, Data, Gate, LengthPhase, Model, Rollout,
+from .gate import Gate
+from .schema import (ON_POLICY_KINDS, Cascade, ConfigError, Data, LengthPhase, Model, Rollout,
                      Stage)
 
 

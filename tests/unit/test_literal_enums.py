@@ -63,7 +63,8 @@ def _string_collections(path: Path):
             yield node.lineno, frozenset(e.value for e in node.elts)
 
 
-@pytest.mark.parametrize("rel", ["config/schema.py", "config/checks.py", "config/serialize.py", "rewards/math.py",
+@pytest.mark.parametrize("rel", ["config/schema.py", "config/gate.py", "config/checks.py",
+                                 "config/serialize.py", "rewards/math.py",
                                  "data/chat.py", "rewards/language.py", "tooling/cli.py",
                                  "tooling/cli_parser.py", "tooling/overrides.py"])
 def test_no_second_declaration_of_a_config_literal(rel):
