@@ -55,20 +55,31 @@ class HeadInput:
         return (picked.unsqueeze(1), *args[1:])
 
 
-def token_logprobs(logits_1_N_V: torch.Tensor, tokens_B_T: torch.Tensor, selection: Selection,
-                   temperature: float) -> torch.Tensor:
-    """``[B, T]`` log-probs (fp32) from the selected positions' logits: log softmax(logits / T) of each next token,
-    over the vocabulary sharded across TP ranks, at that token's position; 0 elsewhere. Consumes the logits (the
-    cross-entropy works in place, as ``actor.megatron.token_logprobs``)."""
+def label_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
+    """log softmax(logits / T) at each label, over the vocabulary sharded across TP ranks: the one
+    place the actor turns logits into log-probs (the whole sequence, the selected positions of
+    :func:`selected_token_logprobs`, a CP rank's share). ``logits`` ``[..., V/tp]``, ``labels``
+    ``[...]``.
+
+    The logits are the step's largest tensor. Megatron's cross-entropy works in place (it turns its
+    input into the softmax it keeps for backward), so they go in as they are (fp32) or as their one
+    fp32 copy (bf16), divided by the temperature in place: no scaled copy. Consumes ``logits``."""
     from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
 
-    logits = logits_1_N_V[0].float().contiguous()
+    logits = logits.float().contiguous()  # no copy for a whole fp32 output
     if temperature != 1.0:
         logits = logits.div_(temperature)
+    return -vocab_parallel_cross_entropy(logits, labels.contiguous())
+
+
+def selected_token_logprobs(logits_1_N_V: torch.Tensor, tokens_B_T: torch.Tensor,
+                            selection: Selection, temperature: float) -> torch.Tensor:
+    """``[B, T]`` log-probs (fp32) from the selected positions' logits: each next token's, at that
+    token's position; 0 elsewhere. Consumes the logits (:func:`label_logprobs`)."""
     b, t = selection.b.to(tokens_B_T.device), selection.t.to(tokens_B_T.device)
-    nll = vocab_parallel_cross_entropy(logits, tokens_B_T[b, t + 1])
-    out = torch.zeros(tokens_B_T.shape, dtype=nll.dtype, device=nll.device)
-    return out.index_put((b, t + 1), -nll)
+    logprobs = label_logprobs(logits_1_N_V[0], tokens_B_T[b, t + 1], temperature)
+    out = torch.zeros(tokens_B_T.shape, dtype=logprobs.dtype, device=logprobs.device)
+    return out.index_put((b, t + 1), logprobs)
 
 
-__all__ = ["Selection", "select", "HeadInput", "token_logprobs"]
+__all__ = ["Selection", "select", "HeadInput", "label_logprobs", "selected_token_logprobs"]

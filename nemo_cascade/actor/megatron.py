@@ -293,7 +293,7 @@ class MegatronActor(HFWeights):
               selection: "LM.Selection | None", output: torch.Tensor):
         B, T = mb["tokens"].shape
         if selection is not None:  # logits of the predicting positions only: [1, N, V]
-            x = LM.token_logprobs(output, mb["tokens"], selection, temperature)
+            x = LM.selected_token_logprobs(output, mb["tokens"], selection, temperature)
         elif cp_labels is not None:
             x = precision.cp_token_logprobs(output, cp_labels, T, temperature, self.ps.get_context_parallel_group())
         else:  # [1, B·T_pad, ·] for thd rows; drop the padded positions
@@ -423,24 +423,14 @@ class MegatronActor(HFWeights):
         return self.weights_of("reference")
 
 
-def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor, temperature: float) -> torch.Tensor:
-    """log softmax(logits / T) at the next token, over the vocabulary sharded across TP ranks.
-
-    Returns [B, T] with position t holding log p(tokens[t] | tokens[:t]) and 0 at t = 0.
-
-    The logits are the step's largest tensor (B·T·V floats). Megatron's cross-entropy works in place — it turns
-    its input into the softmax it keeps for backward — so the model's own output goes in as it is (fp32) or as
-    its one fp32 copy (bf16): no shifted slice, no scaled copy. Every position is scored against the next
-    token (the last one against a wrapped-around label, dropped), and the temperature divides in place.
-    Consumes ``logits_B_T_V`` (the forward's output, which nothing else reads).
-    """
-    from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
-
-    logits = logits_B_T_V.float().contiguous()  # no copy for a whole fp32 output
-    if temperature != 1.0:
-        logits = logits.div_(temperature)
-    nll = vocab_parallel_cross_entropy(logits, torch.roll(tokens_B_T, -1, dims=1))
-    return torch.nn.functional.pad(-nll[:, :-1], (1, 0))
+def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor,
+                   temperature: float) -> torch.Tensor:
+    """``[B, T]`` with position t holding log p(tokens[t] | tokens[:t]) and 0 at t = 0, from the
+    whole sequence's logits. Every position is scored against the next token (the last one against a
+    wrapped-around label, dropped), so the model's output goes in as it is, with no shifted slice
+    (``lm_head.label_logprobs``). Consumes ``logits_B_T_V``."""
+    next_lp = LM.label_logprobs(logits_B_T_V, torch.roll(tokens_B_T, -1, dims=1), temperature)
+    return torch.nn.functional.pad(next_lp[:, :-1], (1, 0))
 
 
 def _cpu_causal_mask(T: int, device: torch.device) -> torch.Tensor | None:

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from nemo_cascade.actor.lm_head import label_logprobs
 from nemo_cascade.config import ConfigError, Model, Parallel
 from nemo_cascade.config.checks import validate_parallel_settings
 
@@ -389,17 +390,9 @@ def cp_inputs(tokens_B_T: torch.Tensor, cp: int, rank: int) -> dict:
 def cp_token_logprobs(logits: torch.Tensor, labels: torch.Tensor, T: int, temperature: float, group) -> torch.Tensor:
     """Per-token log-probs ``[B, T]`` in ``actor.megatron.token_logprobs``' alignment (position t: log p of
     token t given the tokens before it; 0 at t = 0) from this CP rank's vocab-parallel logits ``[B, L, V/tp]``:
-    each local position's log-prob of its label, reassembled over the CP group (:func:`cp_gather`), shifted.
-
-    Consumes ``logits`` as the non-CP path does (``actor.megatron.token_logprobs``): at most one fp32 copy (of a
-    bf16 output), divided by the temperature in place, which the cross-entropy then turns into its softmax."""
-    from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
-
-    logits = logits.float().contiguous()  # no copy for a whole fp32 output
-    if temperature != 1.0:
-        logits = logits.div_(temperature)
-    nll = vocab_parallel_cross_entropy(logits, labels.contiguous())
-    next_lp = cp_gather(-nll, group)
+    each local position's log-prob of its label (``lm_head.label_logprobs``, consuming ``logits``),
+    reassembled over the CP group (:func:`cp_gather`), shifted."""
+    next_lp = cp_gather(label_logprobs(logits, labels, temperature), group)
     return torch.nn.functional.pad(next_lp[:, :T - 1], (1, 0))
 
 
