@@ -352,18 +352,22 @@ def _with_frozen_copies(ranks: list[dict], copies: int, dtype_bytes: int,
 # ---------------------------------------------- the cascade's own reward-model server
 
 RM_SERVER_PROCESS_BYTES = 1 * GIB
-"""The server process's CUDA context and allocator slack: outside the share vLLM budgets, but on the GPU."""
+"""The server process's CUDA context and allocator slack: outside the share vLLM budgets, but on
+the GPU."""
 RM_SERVER_RUNTIME_BYTES = 2 * GIB
-"""Inside the share besides weights and KV cache: vLLM's profiled activation peak and CUDA graphs."""
+"""Inside the share besides weights and KV cache: vLLM's profiled activation peak and CUDA
+graphs."""
 VLLM_DEFAULT_SHARE = 0.92
-"""vLLM's default gpu_memory_utilization: right for a server alone on its GPU, never beside the actor."""
+"""vLLM's default gpu_memory_utilization: right for a server alone on its GPU, never beside the
+actor."""
 
 
 @dataclass(frozen=True)
 class RMServerPlan:
-    """``share``: the server's ``--gpu-memory-utilization``; ``need`` (bytes): its weights in the model's dtype +
-    the KV cache of one ``context``-token request + vLLM's runtime; ``left`` (bytes): what the actor and the
-    engine leave on the GPU at the peak of the stages the server lives through."""
+    """``share``: the server's ``--gpu-memory-utilization``; ``need`` (bytes): its weights in the
+    model's dtype + the KV cache of one ``context``-token request + vLLM's runtime; ``left``
+    (bytes): what the actor and the engine leave on the GPU at the peak of the stages the server
+    lives through."""
 
     stage: str
     dtype: str
@@ -380,39 +384,45 @@ class RMServerPlan:
     def line(self) -> str:
         verdict = "fits" if self.fits else "does NOT fit"
         return (f"reward-model server ({self.stage}, {self.dtype}) on rank 0's GPU {verdict}: "
-                f"gpu_memory_utilization {self.share:g} = {self.share * self.gpu / GIB:.1f} GiB of the "
-                f"{self.left / GIB:.1f} GiB the actor and engine leave; it needs {self.need / GIB:.1f} GiB "
-                f"(weights + KV for {self.context:,} tokens + {RM_SERVER_RUNTIME_BYTES / GIB:g} GiB runtime)")
+                f"gpu_memory_utilization {self.share:g} = {self.share * self.gpu / GIB:.1f} GiB "
+                f"of the {self.left / GIB:.1f} GiB the actor and engine leave; it needs "
+                f"{self.need / GIB:.1f} GiB (weights + KV for {self.context:,} tokens + "
+                f"{RM_SERVER_RUNTIME_BYTES / GIB:g} GiB runtime)")
 
 
 def rm_server_share(left: float, gpu: float, servers: int = 1) -> float:
-    """The ``gpu_memory_utilization`` of each of ``servers`` RM servers on a GPU of ``gpu`` bytes where ``left``
-    bytes stay free at the actor's and engine's peak: its part of what is left less its process overhead, as a
-    fraction of the whole GPU (vLLM's unit), floored to 0.01 and at most vLLM's default. 0 when nothing is left."""
+    """The ``gpu_memory_utilization`` of each of ``servers`` RM servers on a GPU of ``gpu`` bytes
+    where ``left`` bytes stay free at the actor's and engine's peak: its part of what is left less
+    its process overhead, as a fraction of the whole GPU (vLLM's unit), floored to 0.01 and at most
+    vLLM's default. 0 when nothing is left."""
     part = max(left / max(servers, 1) - RM_SERVER_PROCESS_BYTES, 0.0)
     return min(math.floor(part / gpu * 100) / 100, VLLM_DEFAULT_SHARE)
 
 
 def served_reward_models(cfg: config.Cascade) -> list[int]:
-    """Indices of the reward_model stages the cascade serves itself: every one when the forgetting gate runs (each
-    gate after an RM stage scores with the latest RM), else those a GRPO stage names in reward.reward_model_stage."""
+    """Indices of the reward_model stages the cascade serves itself: every one when the forgetting
+    gate runs (each gate after an RM stage scores with the latest RM), else those a GRPO stage names
+    in reward.reward_model_stage."""
     named = {s.reward.reward_model_stage for s in cfg.stages if config.samples_on_policy(s)}
     return [k for k, s in enumerate(cfg.stages)
             if s.kind == "reward_model" and (bool(cfg.gate.suites) or s.name in named)]
 
 
 def plan_rm_server(cfg: config.Cascade, plan: CascadePlan) -> RMServerPlan | None:
-    """The server's share from what rank 0 has left at the peak of every stage after the first served RM stage
-    (the server lives to the cascade's end; with no stage after it, that stage's own peak). Its context is the
-    engine's: the longest request any stage or gate suite makes. None when the cascade serves no RM itself."""
+    """The server's share from what rank 0 has left at the peak of every stage after the first
+    served RM stage (the server lives to the cascade's end; with no stage after it, that stage's own
+    peak). Its context is the engine's: the longest request any stage or gate suite makes. None when
+    the cascade serves no RM itself."""
     served = served_reward_models(cfg)
     if not served:
         return None
     later = plan.stages[served[0] + 1:] or plan.stages[served[0]:]
     left = plan.gpu - max(s.total for s in later)
     d, context = plan.shape, plan.engine_context
-    need = d.params(lm_head=False) * plan.dtype_bytes + d.kv_bytes_per_token(plan.dtype_bytes) * context
-    return RMServerPlan(cfg.stages[served[-1]].name, cfg.model.dtype, rm_server_share(left, plan.gpu, len(served)),
+    weights = d.params(lm_head=False) * plan.dtype_bytes
+    need = weights + d.kv_bytes_per_token(plan.dtype_bytes) * context
+    share = rm_server_share(left, plan.gpu, len(served))
+    return RMServerPlan(cfg.stages[served[-1]].name, cfg.model.dtype, share,
                         need + RM_SERVER_RUNTIME_BYTES, left, context, plan.gpu)
 
 

@@ -1,5 +1,5 @@
-"""The ``vllm serve`` settings the cascade starts its own reward-model server with, on rank 0's GPU, from the
-memory plan (``plan.plan_rm_server``: the share of what the actor and engine leave).
+"""The ``vllm serve`` settings the cascade starts its own reward-model server with, on rank 0's GPU,
+from the memory plan (``plan.plan_rm_server``: the share of what the actor and engine leave).
 
 A cascade with a ``reward_model`` stage serves that stage's export itself (``cascade.py``, rank 0, vLLM's pooling
 runner, TP 1) from its first use — the stage's forgetting gate, or the first stage scoring with it — to the

@@ -10,8 +10,8 @@ from typing import Any, Literal, Optional
 
 from .derived import engine_dtype, samples_on_policy, stage_domains, teacher_sources
 from .gate import Gate
-from .schema import (REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, LengthPhase, Model, Parallel, Stage,
-                     literal_values)
+from .schema import (REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, LengthPhase, Model,
+                     Parallel, Stage, literal_values)
 
 TRANSFORMER_IMPLS = literal_values(Model, "transformer_impl")
 FP8_RECIPES = literal_values(Model, "fp8")

@@ -23,8 +23,8 @@ class Repair:
 
 @dataclass(frozen=True)
 class Gate:
-    """The forgetting gate (§4.1.1, T2/T4–T8): the same eval suites after every stage, a stage × benchmark
-    matrix, and a per-benchmark regression tolerance (evaluate/stage_scores.py)."""
+    """The forgetting gate (§4.1.1, T2/T4–T8): the same eval suites after every stage, a stage ×
+    benchmark matrix, and a per-benchmark regression tolerance (evaluate/stage_scores.py)."""
     suites: tuple[str, ...] = ()
     """Suites of nemo_cascade.evaluate.suites; empty = no evaluation between stages."""
     samples: int = 0
@@ -59,16 +59,17 @@ class Gate:
     repair: Repair = field(default_factory=Repair)
     """The stage ``on_regression = repair`` inserts."""
     mode: Literal["suite", "think", "no_think"] = "suite"
-    """Thinking mode of the suites: ``suite`` = each suite's own, the modes T2 reports for the unified model
-    (IFEval non-thinking, the rest thinking); ``think`` = every suite in thinking mode, as the thinking-only
-    models are evaluated (App. B; T1, T8)."""
+    """Thinking mode of the suites: ``suite`` = each suite's own, the modes T2 reports for the
+    unified model (IFEval non-thinking, the rest thinking); ``think`` = every suite in thinking
+    mode, as the thinking-only models are evaluated (App. B; T1, T8)."""
     yarn: tuple[str, ...] = ()
-    """Per-suite ``SUITE=FACTOR`` overrides of the suite's YaRN factor (App. B: 2 for every benchmark; the 14B's
-    SWE-bench 3). ``nemo-cascade eval`` starts an engine per factor; the cascade's colocated engine serves the
-    rope the actor trains with, and eval.json records the factor each suite got (docs/evaluation.md)."""
+    """Per-suite ``SUITE=FACTOR`` overrides of the suite's YaRN factor (App. B: 2 for every
+    benchmark; the 14B's SWE-bench 3). ``nemo-cascade eval`` starts an engine per factor; the
+    cascade's colocated engine serves the rope the actor trains with, and eval.json records the
+    factor each suite got (docs/evaluation.md)."""
     max_input_tokens: tuple[str, ...] = ()
-    """Per-suite ``SUITE=TOKENS`` overrides of the suite's longest generated prompt (App. B: SWE-bench 32K for
-    the 8B, 64K for the 14B)."""
+    """Per-suite ``SUITE=TOKENS`` overrides of the suite's longest generated prompt (App. B:
+    SWE-bench 32K for the 8B, 64K for the 14B)."""
     reward_model_url: str = ""
     """A served reward model (a URL or ``file:URLFILE``) that scores the pairwise suites (``rlhf``)
     of a cascade that trains no reward_model stage, e.g. the 72B RM of §4.3 behind
