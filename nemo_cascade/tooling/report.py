@@ -8,140 +8,15 @@ T2 / T4–T8 with the change against the previous evaluated row, so forgetting a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from nemo_cascade.config import ON_POLICY_KINDS, samples_on_policy
-from nemo_cascade.errors import CascadeError
-from nemo_cascade.files import read_json, replaced_atomically, write_text_atomically
+from nemo_cascade.config import samples_on_policy
+from nemo_cascade.files import replaced_atomically, write_text_atomically
 from nemo_cascade.metrics import metric_rows
-from nemo_cascade.repair import inserted_repairs
-from nemo_cascade.evaluate.eval_output import read_eval
-from nemo_cascade.evaluate.stage_scores import deltas, scores
-from nemo_cascade.evaluate.paired import ALPHA, PairedTest, item_values, p_text, paired_test
-
-# The headline training number of each stage kind: what the stage optimises (GRPO) or fits (SFT, RM).
-HEADLINE = {"grpo": "reward_mean", "distill": "reverse_kl", "sft": "loss",
-            "reward_model": "accuracy"}
-WINDOW = 10  # steps averaged at each end of a stage in the summary table
-
-
-class ReportError(CascadeError, ValueError):
-    """A run directory the report cannot read; the message names the file."""
-
-
-@dataclass(frozen=True)
-class StageInfo:
-    index: int
-    name: str
-    kind: str
-    domain: str | None  # the reward domain; None for SFT / reward-model stages, whose `domain` means nothing
-    steps: int  # planned: the config's, or for a stage given in epochs the count the manifest recorded at its start
-    status: str
-    seconds: float | None
-    gate: dict
-    dir: Path
-    evaluate: bool = True  # Stage.evaluate: False = no gate after it, so no row
-    epochs: float = 0.0    # Stage.epochs: the stage's length before it starts (steps still 0)
-    teachers: dict = field(default_factory=dict)  # a distill stage's, as its manifest entry records
-    inserted_by: str = ""  # the stage whose gate inserted this one (gate.on_regression = repair)
-
-
-@dataclass(frozen=True)
-class Run:
-    name: str
-    git_sha: str
-    stages: list[StageInfo]
-    history: list[tuple[str, dict[str, tuple[float, float]]]]  # (row label, suite → (avg@K, stderr)), base first
-    suite_domain: dict[str, str]
-    row_domain: dict[str, str | None]  # row label → the domain whose suites that row's stage trained on
-    curves: list[tuple[str, list[int], list[float]]]  # per stage: (headline metric, steps, values); see read_curve
-    items: dict[str, dict[str, tuple[dict[str, float], bool]]] = field(default_factory=dict)
-    """Row label → suite → :func:`.paired.item_values`."""
-
-    def tests(self) -> list[dict[str, PairedTest]]:
-        """Per row of ``history``: ``suite → paired test against the latest earlier row with the suite`` (the
-        rows :func:`.stage_scores.deltas` compares), on the items both rows scored; none where they share no item (an
-        eval.json without records)."""
-        last, out = {}, []
-        for label, _ in self.history:
-            row, tests = self.items.get(label, {}), {}
-            for suite, values in row.items():
-                test = paired_test(last[suite], values) if suite in last else None
-                if test is not None and test.items:
-                    tests[suite] = test
-            out.append(tests)
-            last.update(row)
-        return out
-
-
-def _eval_row(path: Path, suite_domain: dict[str, str]
-              ) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[dict[str, float], bool]]]:
-    """``(suite → (avg@K, stderr), suite → per-item values)`` of one eval.json."""
-    doc = read_eval(path, error=ReportError)
-    try:
-        suite_domain.update({s: r["domain"] for s, r in doc["suites"].items()})
-        return scores(doc), {s: item_values(r) for s, r in doc["suites"].items()}
-    except (KeyError, TypeError, AttributeError) as e:
-        detail = f"missing key {e}" if isinstance(e, KeyError) else str(e)
-        raise ReportError(f"{path}: not an eval.json ({detail})") from None
-
-
-def _domains(stage: dict) -> str:
-    """A GRPO stage's reward domains as shown: ``math``, or ``ifeval+math+code`` for one that mixes sources of
-    several (``Stage.extra_data`` with ``Data.domain``)."""
-    own = stage.get("domain", "math")
-    extra = [d.get("domain") or own for d in stage.get("extra_data") or []]
-    return "+".join(dict.fromkeys([own, *extra]))
-
-
-def _trains(domains: str | None, domain: str) -> bool:
-    return domains is not None and domain in domains.split("+")
-
-
-def _stages(run_dir: Path, config: dict, manifest: dict) -> list[StageInfo]:
-    """The configured stages in order, with the manifest's status; a stage the manifest lacks is pending."""
-    try:
-        out = []
-        inserted = {repair: flagged for flagged, repair in inserted_repairs(manifest).items()}
-        for k, s in enumerate(config["stages"]):
-            entry = manifest.get("stages", {}).get(s["name"], {})
-            kind, seconds, gate = s.get("kind", "grpo"), entry.get("seconds"), entry.get("gate")
-            domains = _domains(s) if kind in ON_POLICY_KINDS else None
-            teachers = entry.get("teachers")
-            out.append(StageInfo(k, s["name"], kind, domains,
-                                 int(entry.get("steps") or s.get("steps", 0)), str(entry.get("status", "pending")),
-                                 float(seconds) if isinstance(seconds, (int, float)) else None,
-                                 gate if isinstance(gate, dict) else {}, run_dir / "stages" / f"{k}-{s['name']}",
-                                 bool(s.get("evaluate", True)), float(s.get("epochs", 0.0)),
-                                 teachers if isinstance(teachers, dict) else {},
-                                 inserted.get(s["name"], "")))
-        return out
-    except (KeyError, TypeError, AttributeError, ValueError) as e:
-        detail = f"missing key {e}" if isinstance(e, KeyError) else str(e)
-        raise ReportError(f"{run_dir / 'config.json'} / manifest.json: unexpected stages ({detail})") from None
-
-
-def load_run(run_dir: Path) -> Run:
-    """Everything the report shows, read from ``run_dir``; raises :class:`ReportError` naming a bad file."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise ReportError(f"{run_dir}: {'not a directory' if run_dir.exists() else 'no such run directory'}")
-    manifest = read_json(run_dir / "manifest.json", "the run's manifest", error=ReportError)
-    config = read_json(run_dir / "config.json", "the run's resolved config", error=ReportError)
-    stages = _stages(run_dir, config, manifest)
-    suite_domain: dict[str, str] = {}
-    history, row_domain, items = [], {}, {}
-    rows = [("base", run_dir / "base" / "eval.json", None)]
-    rows += [(s.name, s.dir / "eval.json", s.domain) for s in stages]  # no eval.json (pending, an RM): no row
-    for label, path, domain in rows:
-        if path.is_file():
-            row, items[label] = _eval_row(path, suite_domain)
-            history.append((label, row))
-            row_domain[label] = domain
-    return Run(str(manifest.get("name", run_dir.name)), str(manifest.get("git_sha", "")), stages, history,
-               suite_domain, row_domain, [read_curve(s) for s in stages], items)
-
+from nemo_cascade.evaluate.stage_scores import deltas
+from nemo_cascade.evaluate.paired import ALPHA, PairedTest, p_text, paired_test
+from nemo_cascade.tooling.report_run import (HEADLINE, WINDOW, ReportError, Run, StageInfo,
+                                             finite_number, load_run, read_curve, trains_domain)
 
 # ----------------------------------------------------------------------------------------------- text
 
@@ -160,7 +35,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def _is_own(run: Run, label: str, suite: str) -> bool:
     """Does the row's stage train on this suite's domain (an RL stage's reward domain)?"""
-    return _trains(run.row_domain[label], run.suite_domain[suite])
+    return trains_domain(run.row_domain[label], run.suite_domain[suite])
 
 
 def _cell(row: dict, change: dict, suite: str, fmt: str = " ({})", test: PairedTest | None = None) -> str:
@@ -191,7 +66,8 @@ def _own_domain(run: Run) -> list[str]:
     tests = dict(zip((label for label, _ in run.history), run.tests()))
     lines = []
     for s in (s for s in run.stages if samples_on_policy(s)):
-        moved = {x: d for x, d in change.get(s.name, {}).items() if _trains(s.domain, run.suite_domain[x])}
+        moved = {x: d for x, d in change.get(s.name, {}).items()
+                 if trains_domain(s.domain, run.suite_domain[x])}
         if s.name not in change:
             text = "not evaluated yet" if s.evaluate else "no gate after it (evaluate = false): see the next row"
         elif not moved:
@@ -219,7 +95,8 @@ def _kept_to_the_end(run: Run) -> list[str]:
     lines = []
     for s in (s for s in run.stages
               if samples_on_policy(s) and s.name in scores and s.name != last):
-        own = [x for x in scores[s.name] if _trains(s.domain, run.suite_domain[x]) and x in final]
+        own = [x for x in scores[s.name]
+               if trains_domain(s.domain, run.suite_domain[x]) and x in final]
         parts = []
         for x in own:
             test = paired_rows(run, s.name, run, last, x)
@@ -295,24 +172,6 @@ def matrix_text(run_dir: Path) -> str:
             + ("own-domain change:\n" + "\n".join(own) + "\n" if own else ""))
 
 
-def _number(row: dict, key: str) -> float | None:
-    value = row.get(key)
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
-def read_curve(stage: StageInfo) -> tuple[str, list[int], list[float]]:
-    """``(metric, steps, values)`` of the stage's headline metric from its metrics.jsonl (empty when absent)."""
-    key = HEADLINE.get(stage.kind, "loss")
-    steps, values = [], []
-    for row in metric_rows(stage.dir / "metrics.jsonl", missing_ok=True, error=ReportError):
-        value = _number(row, key)
-        if value is not None:
-            step = row.get("step")
-            steps.append(step if isinstance(step, int) else len(steps))
-            values.append(value)
-    return key, steps, values
-
-
 def _ends(values: list[float]) -> tuple[float, float, int]:
     """Means of the first and last ``n`` values, ``n = min(WINDOW, len // 2)``: the windows never overlap."""
     n = max(1, min(WINDOW, len(values) // 2))
@@ -332,7 +191,7 @@ def _summary(run: Run) -> str:
 
 
 def _total(rows: list[dict], key: str) -> float:
-    return sum(v for v in (_number(r, key) for r in rows) if v is not None)
+    return sum(v for v in (finite_number(r, key) for r in rows) if v is not None)
 
 
 def _domain_rewards(rows: list[dict]) -> str:
@@ -343,7 +202,8 @@ def _domain_rewards(rows: list[dict]) -> str:
     n = max(1, min(WINDOW, len(rows) // 2))
 
     def weighted(window: list[dict], domain: str) -> str:
-        pairs = [(_number(r, f"reward_mean/{domain}"), _number(r, f"prompts/{domain}")) for r in window]
+        pairs = [(finite_number(r, f"reward_mean/{domain}"), finite_number(r, f"prompts/{domain}"))
+                 for r in window]
         pairs = [(v, w) for v, w in pairs if v is not None and w]
         return f"{sum(v * w for v, w in pairs) / sum(w for _, w in pairs):.3f}" if pairs else "–"
 

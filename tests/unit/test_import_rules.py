@@ -33,6 +33,7 @@ TOOLING_LAYERS = [
     {"doctor_servers"},
     {"doctor_table"},
     {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"}, {"report"},
+    {"report_run"},
     # the demo sets, suites and tiny models (they import only the core, whose registries they fill), the launcher's
     # torchrun and run lock, the IFBench tagger's build script, the command line's key=value overrides, where a worker's output goes
     {"demo_data", "torchrun", "run_lock", "ifbench_tagger", "overrides", "worker_log"},
