@@ -89,5 +89,10 @@ class GroupScorer(Protocol):
         """Each group's rewards and verdicts set, in place; returns them."""
         ...
 
+    def penalize_code_switching(self, groups: list[PromptGroup]) -> int:
+        """The stage's code-switch penalty on a whole round gathered from every rank, in place;
+        returns how many samples it flagged."""
+        ...
+
 
 __all__ = ["Actor", "Engine", "GroupScorer"]

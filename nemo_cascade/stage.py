@@ -15,7 +15,7 @@ from nemo_cascade.errors import CascadeError
 from nemo_cascade.faults import crash_point
 from nemo_cascade.interfaces import Actor, Engine, GroupScorer
 from nemo_cascade.metrics import MetricsLog, PhaseTimer
-from nemo_cascade.rewards import ScoreAsFinished, penalize_code_switching, reward_metrics, stage_scorer
+from nemo_cascade.rewards import ScoreAsFinished, reward_metrics, stage_scorer
 from nemo_cascade.rewards.remote import RewardServerError
 from nemo_cascade.saves import Saves
 from nemo_cascade.teachers import Teachers
@@ -140,6 +140,23 @@ def _generate_round(ctx: StageContext, stage: config.Stage, scorer: GroupScorer,
     return groups_P
 
 
+def _collect_step(ctx: StageContext, stage: config.Stage, scorer: GroupScorer, timer: PhaseTimer,
+                  stream: PromptStream, cfg: config.GRPO, rollout: config.Rollout,
+                  step: int) -> tuple[list, dict, int]:
+    """Step ``step``'s scored groups, round after round until the refill has them (§4.4.2), each
+    round's code-switch penalty applied to the round as a whole (§4.3.2); with the refill's metrics
+    and how many samples were code-switched. :class:`StopInStep` when a stop came during a round."""
+    refill, switched = grpo.Refill(cfg), 0
+    while count := refill.prompts_wanted():
+        groups = _generate_round(ctx, stage, scorer, timer, stream.next_batch(count), rollout, step,
+                                 refill.round)
+        if groups is None:
+            raise StopInStep("during generation")
+        switched += scorer.penalize_code_switching(groups)
+        refill.add(groups)
+    return refill.groups, refill.metrics(), switched
+
+
 def _stop_agreed(saves: Saves | None, work_seconds: float) -> bool:
     """Whether any rank finds a stop due with ``work_seconds`` of work ahead (collective)."""
     return saves is not None and any(ranks.gather_shares([saves.stop_due(work_seconds)]))
@@ -197,23 +214,15 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList,
     for step in range(start, stage.steps):
         if curriculum.finished:
             break  # the last phase ended early, at its clip ratio (LengthPhase.until_clip_ratio)
-        timer, switched = PhaseTimer(), []
+        timer = PhaseTimer()
         at_start = _data_state(stream, curriculum), checkpoint.rng_state()  # what a stop in this step saves
         phase_index, phase = curriculum.at()
         cfg, rollout = replace(g, overlong=phase.overlong), config.phase_rollout(stage, phase)  # + T (T17–T19)
         temperature = rollout.temperature  # the actor's log-probs are the sampling policy's (rollout/vllm.py)
 
-        def sample(prompts_P, round_):  # one generation round; seeds keyed per (step, round)
-            groups = _generate_round(ctx, stage, scorer, timer, prompts_P, rollout, step, round_)
-            if groups is None:
-                raise StopInStep("during generation")
-            rw = stage.reward  # whole round (§4.3.2); the rule reads each group's prompt (§4.3.2, §4.5.2)
-            switched.append(penalize_code_switching(groups, rw.code_switch_penalty, rw.code_switch_rule,
-                                                    rw.code_switch_script))
-            return groups
-
         try:
-            groups_P, refill = grpo.collect_groups(stream.next_batch, sample, cfg)  # + refill (§4.4.2)
+            groups_P, refill, switched = _collect_step(ctx, stage, scorer, timer, stream, cfg,
+                                                       rollout, step)
             if _stop_agreed(ctx.saves, update_seconds):  # the update would end too late to save
                 raise StopInStep("before its update")
         except RewardServerError as e:
@@ -231,7 +240,7 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList,
         metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P), **reward_metrics(groups_P), **refill,
                    **stream.metrics(), "phase": phase_index, "max_response_tokens": phase.max_response_tokens,
                    "temperature": temperature,
-                   "code_switched": sum(switched) / max(sum(x.group_size for x in groups_P), 1)}
+                   "code_switched": switched / max(sum(x.group_size for x in groups_P), 1)}
         ctx.log.log(step, metrics, progress={
             "reward": batch.metrics["reward_mean"], "len": batch.metrics["response_len_mean"]})
         _after(ctx, step, stage.steps, _data_state(stream, curriculum))

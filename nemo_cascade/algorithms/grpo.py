@@ -25,7 +25,7 @@ import torch
 
 from nemo_cascade.algorithms.packing import pack_rows_of, pack_sequences, pad_share
 from nemo_cascade.config import GRPO
-from nemo_cascade.types import Prompt, PromptGroup
+from nemo_cascade.types import PromptGroup
 
 Tensor = torch.Tensor
 
@@ -157,27 +157,43 @@ def _signals(group: PromptGroup, rewards_G: Tensor, keep_G: Tensor, cfg: GRPO) -
     return bool(keep_G.any()) and not is_zero_variance(filter_values(group, rewards_G, keep_G, cfg))
 
 
-def collect_groups(draw: Callable[[int], list[Prompt]], sample: Callable[[list[Prompt], int], list[PromptGroup]],
-                   cfg: GRPO) -> tuple[list[PromptGroup], dict[str, float]]:
-    """One step's scored groups, refilled until ``cfg.prompts_per_step`` are informative (DAPO's dynamic
-    sampling; the paper drops all-correct / all-wrong groups, §4.4.2).
+class Refill:
+    """One step's rounds of generation, refilled until ``cfg.prompts_per_step`` groups are
+    informative (DAPO's dynamic sampling; the paper drops all-correct / all-wrong groups, §4.4.2).
+    The caller generates; this only says how many prompts each round samples:
 
-    ``draw(n)`` returns the next ``n`` prompts (the stream); ``sample(prompts, round)`` generates and scores
-    them. Round 0 samples ``prompts_per_step`` prompts. While fewer groups than that are informative
-    (:func:`is_informative`) and fewer than ``cfg.refill_max_rounds`` extra rounds ran, the next round samples
-    exactly the missing number of prompts — so no informative group is ever generated only to be thrown away,
-    and the update never sees more than ``prompts_per_step`` groups. Returns every generated group in draw
-    order (:func:`make_batch` drops the zero-variance ones) and ``{"refill_rounds", "groups_informative"}``.
-    """
-    groups = sample(draw(cfg.prompts_per_step), 0)
-    informative = sum(is_informative(g, cfg) for g in groups)
-    rounds = 0
-    while cfg.drop_zero_variance_groups and informative < cfg.prompts_per_step and rounds < cfg.refill_max_rounds:
-        rounds += 1
-        more = sample(draw(cfg.prompts_per_step - informative), rounds)
-        informative += sum(is_informative(g, cfg) for g in more)
-        groups = groups + more
-    return groups, {"refill_rounds": float(rounds), "groups_informative": float(informative)}
+        refill = Refill(cfg)
+        while n := refill.prompts_wanted():
+            refill.add(generate_and_score(stream.next_batch(n), round_=refill.round))
+
+    Round 0 samples ``prompts_per_step`` prompts. While fewer groups than that are informative
+    (:func:`is_informative`) and fewer than ``cfg.refill_max_rounds`` extra rounds ran, the next
+    round samples exactly the missing number, so no informative group is generated only to be
+    thrown away and the update never sees more than ``prompts_per_step`` of them. ``groups``
+    holds every group in draw order (:func:`make_batch` drops the zero-variance ones)."""
+
+    def __init__(self, cfg: GRPO):
+        self.cfg, self.groups, self.informative, self.round = cfg, [], 0, 0
+
+    def prompts_wanted(self) -> int:
+        """How many prompts round ``self.round`` samples; 0 once the step has its groups."""
+        cfg = self.cfg
+        if self.round == 0:
+            return cfg.prompts_per_step
+        missing = cfg.prompts_per_step - self.informative
+        more = cfg.drop_zero_variance_groups and missing > 0 and self.round <= cfg.refill_max_rounds
+        return missing if more else 0
+
+    def add(self, groups: list[PromptGroup]) -> None:
+        """A round's scored groups."""
+        self.groups = self.groups + groups
+        self.informative += sum(is_informative(g, self.cfg) for g in groups)
+        self.round += 1
+
+    def metrics(self) -> dict[str, float]:
+        """``refill_rounds`` (rounds after the first) and ``groups_informative``."""
+        return {"refill_rounds": float(max(self.round - 1, 0)),
+                "groups_informative": float(self.informative)}
 
 
 # ---------------------------------------------------------------------------------------------- batch
@@ -489,7 +505,7 @@ def logprob_gap(logprobs_B_T: Tensor, mb: dict) -> Tensor:
 __all__ = [
     "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping", "SHAPING",
     "is_zero_variance", "nonzero_variance_groups", "is_informative", "statistics_rewards",
-    "filter_values", "collect_groups",
+    "filter_values", "Refill",
     "overlong_none", "overlong_zero", "overlong_filter", "OVERLONG", "make_batch",
     "aggregate_token", "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
     "logprob_gap", "sum_count",

@@ -5,7 +5,7 @@ once, then ``scorer.score(groups)`` fills every group's ``rewards_G`` (and ``rew
 behind each reward) with one batched call, so slow verifiers run in parallel (paper §4.6: asynchronous
 verification). Each rank scores its own share of the prompts; what needs the whole rollout batch — the
 code-switch penalty, whose RLHF form is "batch minimum − 10" (§4.3.2), and the batch's reward metrics — runs
-after the shares are gathered (:func:`apply_code_switch_penalty`, :func:`reward_metrics`).
+after the shares are gathered (``scorer.penalize_code_switching``, :func:`reward_metrics`).
 """
 from __future__ import annotations
 
@@ -50,7 +50,21 @@ def _batch_verdicts(domain: str, settings: Reward) -> BatchVerdicts:
     return spec.verdicts(settings)
 
 
-class Scorer:
+class _RoundPenalty:
+    """What both scorers do to a whole round once every rank's groups are gathered."""
+
+    settings: Reward
+
+    def penalize_code_switching(self, groups: list[PromptGroup]) -> int:
+        """The stage's code-switch penalty (``Reward.code_switch_*``) on a gathered round, in
+        place: batch-level, as its RLHF form is "batch minimum − 10" (§4.3.2). Returns how many
+        samples were flagged (:func:`penalize_code_switching`)."""
+        rw = self.settings
+        return penalize_code_switching(groups, rw.code_switch_penalty, rw.code_switch_rule,
+                                       rw.code_switch_script)
+
+
+class Scorer(_RoundPenalty):
     """One stage's rewards: ``Scorer(domain, settings).score(groups)``. Setup errors (a missing sandbox, an
     unreachable reward server) raise; model output never does."""
 
@@ -81,7 +95,7 @@ class Scorer:
         return groups
 
 
-class MixedScorer:
+class MixedScorer(_RoundPenalty):
     """Several domains' :class:`Scorer` behind one ``score``: each group is judged by the verifier of its prompt's
     domain (``Prompt.domain``) — a GRPO stage that mixes domains in one run (``Stage.extra_data``)."""
 

@@ -318,9 +318,17 @@ def _fake_rollout():
     return draw, sample, calls
 
 
-def test_collect_groups_refills_exactly_the_missing_groups():
+def _collect(draw, sample, cfg):
+    """The stage loop's use of :class:`grpo.Refill`: rounds until it wants no more prompts."""
+    refill = grpo.Refill(cfg)
+    while count := refill.prompts_wanted():
+        refill.add(sample(draw(count), refill.round))
+    return refill.groups, refill.metrics()
+
+
+def test_refill_samples_exactly_the_missing_groups_exactly_the_missing_groups():
     draw, sample, calls = _fake_rollout()
-    groups, m = grpo.collect_groups(draw, sample, GRPO(group_size=2, prompts_per_step=4, refill_max_rounds=3))
+    groups, m = _collect(draw, sample, GRPO(group_size=2, prompts_per_step=4, refill_max_rounds=3))
     # round 0: prompts 0-3 → informative 1, 3 (2 of 4); round 1 draws the 2 missing: 4 (yes), 5 (no);
     # round 2 draws 1: 6 (yes) → 4 informative, stop before the round budget (3) is spent
     assert calls == [(0, [0, 1, 2, 3]), (1, [4, 5]), (2, [6])]
@@ -331,13 +339,14 @@ def test_collect_groups_refills_exactly_the_missing_groups():
     assert batch.num_sequences == 4 * 2  # exactly prompts_per_step informative groups of G = 2
 
 
-def test_collect_groups_round_budget_and_drop_only():
+def test_refill_round_budget_and_drop_only():
     draw, sample, calls = _fake_rollout()
-    groups, m = grpo.collect_groups(draw, sample, GRPO(group_size=2, prompts_per_step=4, refill_max_rounds=1))
+    groups, m = _collect(draw, sample, GRPO(group_size=2, prompts_per_step=4, refill_max_rounds=1))
     assert calls == [(0, [0, 1, 2, 3]), (1, [4, 5])] and len(groups) == 6
     assert m == {"refill_rounds": 1.0, "groups_informative": 3.0}  # budget spent: the batch stays short
     draw, sample, calls = _fake_rollout()
-    groups, m = grpo.collect_groups(draw, sample, GRPO(group_size=2, prompts_per_step=4))  # default 0: drop only
+    # the default refill_max_rounds = 0: drop only
+    groups, m = _collect(draw, sample, GRPO(group_size=2, prompts_per_step=4))
     assert calls == [(0, [0, 1, 2, 3])] and m["refill_rounds"] == 0.0
 
 

@@ -236,15 +236,15 @@ MATH_EN = "Given 2x + 3 = 7, find x."
 
 
 def test_math_penalty_checks_the_answer_against_the_problem_s_language():
-    """§4.5.2: −1 for a response in a language other than the problem's, scored by the math Scorer a stage uses
-    and the stage's own settings (auto penalty −1 and auto rule)."""
+    """§4.5.2: −1 for a response in a language other than the problem's, scored by the math Scorer
+    a stage uses and the stage's own settings (auto penalty −1 and auto rule), which the scorer
+    applies to a whole round."""
     zh = group("2", ["两边减 3 再除以 2，所以 x = 2，答案 \\boxed{2}", "Вычтем 3 и разделим на 2: \\boxed{2}",
                      "两边减 3 (subtract 3) 再除以 2: \\boxed{2}"], user_text=MATH_ZH)
     en = group("2", ["Subtract 3 and halve: \\boxed{2}", "Subtract 3, 然后除以 2: \\boxed{2}"], user_text=MATH_EN)
-    Scorer("math").score([zh, en])
-    settings = config.Reward()
-    assert penalize_code_switching([zh, en], settings.code_switch_penalty, settings.code_switch_rule,
-                                   settings.code_switch_script) == 2
+    scorer = Scorer("math", config.Reward())
+    scorer.score([zh, en])
+    assert scorer.penalize_code_switching([zh, en]) == 2  # the stage loop's call on a whole round
     assert zh.rewards_G == [1.0, -1.0, 1.0]               # Chinese fine (English words neutral); Russian not
     assert en.rewards_G == [1.0, -1.0]
 
