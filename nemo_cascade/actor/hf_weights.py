@@ -1,16 +1,17 @@
-"""The actor's weights in and out in HF names: loading an HF checkpoint into this rank's shards, and gathering
-full HF tensors on every rank for weight sync, export and release — both through the conversion table
-(convert/table.py), the one place that maps HF tensors to Megatron parameters.
+"""The actor's weights in and out in HF names: loading an HF checkpoint into this rank's shards, and
+gathering full HF tensors on every rank for weight sync, export and release — both through the
+conversion table (convert/table.py), the one place that maps HF tensors to Megatron parameters.
 
-A mixin of :class:`~nemo_cascade.actor.megatron.MegatronActor`, kept apart so the actor module holds the model,
-its schedule and its losses. It reads the actor's ``spec``, ``parallel``, ``ps``, ``table`` (convert.table.Table:
-every name, full shape, owning pipeline stage and tied-embedding decision comes from it), ``model``, ``tp_rank``,
-``device``, ``tconfig`` and ``finish_param_gather``.
+:class:`HFWeights` is an object the actor owns (``MegatronActor.weights``), kept apart so the
+actor module holds the model, its schedule and its losses. It is given what it reads: the rank's
+model, the conversion table (convert.table.Table: every name, full shape, owning pipeline stage
+and tied-embedding decision comes from it), the model's shape, the parallel layout and its process
+groups.
 """
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -22,7 +23,21 @@ from nemo_cascade.convert.hf_io import SafetensorsReader
 
 
 class HFWeights:
-    """Weights in/out of a Megatron actor in HF names (see the module docstring)."""
+    """Weights in/out of one rank's Megatron model in HF names (see the module docstring).
+
+    ``before_gather`` runs before every gather: the actor's pending parameter all-gather
+    (``MegatronActor.finish_param_gather``), so what leaves is the stepped weights."""
+
+    def __init__(self, model: torch.nn.Module, conversion: table.Table, spec: arch.ModelShape,
+                 parallel, ps, device: torch.device, params_dtype: torch.dtype,
+                 before_gather: Callable[[], None]):
+        self.model, self.table, self.spec = model, conversion, spec
+        self.parallel, self.ps = parallel, ps
+        self.device, self.params_dtype, self.before_gather = device, params_dtype, before_gather
+
+    @property
+    def tp_rank(self) -> int:
+        return self.ps.get_tensor_model_parallel_rank()
 
     def _layer_offset(self) -> int:
         per_stage = self.spec.num_layers // self.parallel.pp
@@ -49,7 +64,7 @@ class HFWeights:
                 yield by_megatron[original], params[copy]
 
     @torch.no_grad()
-    def load_hf(self, hf_path: str, optional: frozenset[str] = frozenset()) -> None:
+    def load(self, hf_path: str, optional: frozenset[str] = frozenset()) -> None:
         """Copy an HF checkpoint into this rank's shards (each rank reads only what it holds).
 
         Parameters whose HF tensors are all in ``optional`` and absent from the folder keep their values
@@ -73,8 +88,8 @@ class HFWeights:
         if missing:
             raise arch.ModelFilesError(f"{hf_path}: no table entry filled Megatron parameters {missing}")
 
-    def iter_hf_weights(self, dtype: torch.dtype | None = None,
-                        bucket_bytes: int | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+    def gathered(self, dtype: torch.dtype | None = None,
+                 bucket_bytes: int | None = None) -> Iterator[tuple[str, torch.Tensor]]:
         """Yield every HF-named full tensor on every rank (collective: all ranks must iterate fully).
 
         Parameters travel in buckets (actor/buckets.py) of at most ``bucket_bytes`` of full tensors — by default
@@ -87,11 +102,11 @@ class HFWeights:
 
     @torch.no_grad()
     def _hf_weights(self, dtype: torch.dtype | None, bucket_bytes: int | None) -> Iterator[tuple[str, torch.Tensor]]:
-        self.finish_param_gather()
+        self.before_gather()
         copies = {id(p) for p in self._megatron_copies()}
         owned = {e.megatron: p for e, p in self._owned() if id(p) not in copies}
         limit = self._agreed_bucket_bytes() if bucket_bytes is None else bucket_bytes
-        size = self.tconfig.params_dtype.itemsize
+        size = self.params_dtype.itemsize
         for bucket in buckets.plan_buckets(list(self.table.entries), lambda e: math.prod(self._full_shape(e)) * size,
                                            self._owner_stage, limit):
             for entry, full in zip(bucket, self._gather_bucket(bucket, owned)):
@@ -123,7 +138,8 @@ class HFWeights:
         if self.parallel.pp > 1:  # the owning stage broadcasts the bucket's full tensors, concatenated
             shapes = [self._full_shape(e) for e in bucket]
             flat = (torch.cat([f.reshape(-1) for f in fulls]) if fulls is not None else
-                    torch.empty(sum(math.prod(s) for s in shapes), dtype=self.tconfig.params_dtype, device=self.device))
+                    torch.empty(sum(math.prod(s) for s in shapes), dtype=self.params_dtype,
+                                device=self.device))
             group = ps.get_pipeline_model_parallel_group()
             dist.broadcast(flat, src=dist.get_process_group_ranks(group)[self._owner_stage(bucket[0])], group=group)
             fulls = [part.view(s) for part, s in zip(flat.split([math.prod(s) for s in shapes]), shapes)]

@@ -14,7 +14,7 @@ import logging
 import warnings
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -54,7 +54,7 @@ class StepMetrics:
     sums, ``[sum, count]`` pairs become means."""
 
 
-class MegatronActor(HFWeights):
+class MegatronActor:
     """Build from an HF folder, train, and hand out full HF-named weights (for vLLM and exports)."""
 
     def __init__(self, hf_path: str, parallel: config.Parallel, dtype: str = "float32", seed: int = 1234, *,
@@ -86,6 +86,8 @@ class MegatronActor(HFWeights):
         self.table = self._conversion_table()
         self.entries = list(self.table.entries)
         self.model = self._build()
+        self.weights = HFWeights(self.model, self.table, self.spec, parallel, ps, self.device,
+                                 self.tconfig.params_dtype, self.finish_param_gather)
         self._gather_sequence_for_head()
         self._head_input = self._select_head_input()
         rope = getattr(self.model, "rotary_pos_emb", None)
@@ -209,6 +211,16 @@ class MegatronActor(HFWeights):
         if self._params_gather_pending:
             self.module.start_param_sync(force_sync=True)
             self._params_gather_pending = False
+
+    # ------------------------------------------------------------------------------- HF weights
+    def load_hf(self, hf_path: str, optional: frozenset[str] = frozenset()) -> None:
+        """Copy an HF checkpoint into this rank's shards (:meth:`HFWeights.load`)."""
+        self.weights.load(hf_path, optional)
+
+    def iter_hf_weights(self, dtype: torch.dtype | None = None,
+                        bucket_bytes: int | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+        """Every HF-named full tensor, on every rank (collective; :meth:`HFWeights.gathered`)."""
+        return self.weights.gathered(dtype, bucket_bytes)
 
     # ------------------------------------------------------------------------------------- optimizer
     def configure_optimizer(self, actor: config.Actor, total_steps: int, carry: bool = False) -> None:
