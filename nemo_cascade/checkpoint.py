@@ -4,7 +4,8 @@ This module owns the on-disk training state of one stage: model parameters, Mega
 (including the distributed optimizer's DP-sharded Adam moments), the LR scheduler, every RNG, and the
 caller's own JSON state (data-stream position etc.). A resumed run restores all of it, so its final weights
 equal an uninterrupted run's exactly. HF exports for release are ``convert``'s business, not this module's;
-what Megatron's optimizer state is made of (its parts, the distributed optimizer's shards) ``actor/adam.py``'s.
+what Megatron's optimizer state is made of (its parts, the distributed optimizer's shards)
+``actor/optimizer.py``'s.
 
 Layout of ``ckpt_root/step_{step:06d}/``::
 
@@ -36,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from nemo_cascade import heartbeat, ranks
-from nemo_cascade.actor import adam, extra_state
+from nemo_cascade.actor import extra_state, optimizer
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.files import file_sha256
 from nemo_cascade.faults import crash_point
@@ -103,7 +104,7 @@ def _write(ckpt_root: str | Path, step: int, actor, state: dict, keep: int,
     if rank == 0:
         files = {name: digest for _, h, _ in reports for name, digest in h.items()}
         meta = {"format": FORMAT, "step": step, **_layout(actor), "ranks": [list(c) for c, _, _ in reports],
-                "optimizers": adam.kinds(actor.optimizer), "state": state_json, "files": files}
+                "optimizers": optimizer.kinds(actor.optimizer), "state": state_json, "files": files}
         _write_json(tmp / META, meta)
         _publish(tmp, final)
         _prune(root, step, keep)
@@ -184,7 +185,7 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
     params, train = loaded
     _restore_model(actor, params)
     extra_state.restore(actor.model, train.get("extra_state"))
-    adam.restore(actor.optimizer, train["optimizer"])
+    optimizer.restore(actor.optimizer, train["optimizer"])
     if schedule:
         actor.scheduler.num_steps = 0  # load_state_dict *adds* the saved step count
         actor.scheduler.load_state_dict(train["scheduler"])
@@ -277,7 +278,8 @@ def _write_rank_files(folder: Path, actor, rng: dict) -> dict[str, str]:
     if actor.ps.get_data_parallel_rank(with_context_parallel=True) == 0:
         params = {n: p.detach() for n, p in actor.model.named_parameters()}
         out[model_file] = _torch_save(params, folder / model_file)
-    train = {"optimizer": adam.checkpoint_state(actor.optimizer), "scheduler": actor.scheduler.state_dict(),
+    train = {"optimizer": optimizer.checkpoint_state(actor.optimizer),
+             "scheduler": actor.scheduler.state_dict(),
              "rng": rng, "extra_state": extra_state.collect(actor.model)}
     out[train_file] = _torch_save(train, folder / train_file)
     return out
@@ -397,7 +399,7 @@ def _check_layout(meta: dict, actor, meta_path: Path) -> None:
     rank, coords = dist.get_rank(), list(_coords(actor))
     if meta["ranks"][rank] != coords:
         raise CheckpointError(f"{meta_path}: rank {rank} was (tp, pp, dp) = {meta['ranks'][rank]}, now {coords}")
-    kinds = adam.kinds(actor.optimizer)
+    kinds = optimizer.kinds(actor.optimizer)
     if meta["optimizers"] != kinds:
         raise CheckpointError(f"{meta_path}: saved optimizers {meta['optimizers']}, this run has {kinds}")
 
@@ -419,7 +421,7 @@ def _read_rank_files(ckpt: Path, actor, schedule: bool = True) -> tuple[dict, di
     _check_params(actor, params, ckpt / model_file)
     if not isinstance(train, dict) or {"optimizer", "scheduler", "rng"} - set(train):
         raise CheckpointError(f"{ckpt / train_file}: expected a dict with optimizer, scheduler and rng")
-    subs = adam.parts(actor.optimizer)
+    subs = optimizer.parts(actor.optimizer)
     if len(train["optimizer"]) != len(subs):
         raise CheckpointError(f"{ckpt / train_file}: {len(train['optimizer'])} optimizer states, "
                               f"this actor has {len(subs)} optimizers")

@@ -21,12 +21,14 @@ import torch.distributed as dist
 
 from nemo_cascade import config, cpu_math, heartbeat
 from nemo_cascade import ranks
-from nemo_cascade.actor import adam, cpu
+from nemo_cascade.actor import cpu, optimizer
 from nemo_cascade.actor.process_groups import init_distributed, init_model_parallel
 from nemo_cascade.actor.hf_weights import HFWeights
 from nemo_cascade.actor.frozen_weights import FrozenWeights
 from nemo_cascade.actor import lm_head as LM
 from nemo_cascade.actor import precision
+from nemo_cascade.actor.sequence_layout import (RopeAtPositions, cp_inputs, cp_token_logprobs,
+                                                pad_seq, pipeline_shape, round_up, thd_inputs)
 from nemo_cascade.algorithms.packing import packed_attention
 from nemo_cascade.convert import arch
 from nemo_cascade.convert import table
@@ -91,7 +93,7 @@ class MegatronActor:
         self._gather_sequence_for_head()
         self._head_input = self._select_head_input()
         rope = getattr(self.model, "rotary_pos_emb", None)
-        self._rope = precision.RopeAtPositions(rope) if rope is not None and not self.te else None
+        self._rope = RopeAtPositions(rope) if rope is not None and not self.te else None
         self.load_hf(hf_path)
         self.module = self._wrap_ddp()
         self._params_gather_pending = False  # overlap_param_gather: stepped shards not yet all-gathered
@@ -122,8 +124,9 @@ class MegatronActor:
         return table.table_for(self.spec, te=self.te)
 
     def _check_sequence_split(self, parallel: config.Parallel) -> None:
-        """CP hands the loss function log-probs reassembled over CP ranks (precision.cp_token_logprobs); a
-        subclass with another head output (the reward model's scores) has no such path."""
+        """CP hands the loss function log-probs reassembled over CP ranks
+        (sequence_layout.cp_token_logprobs); a subclass with another head output (the reward model's
+        scores) has no such path."""
         if parallel.cp > 1 and type(self)._loss_input is not MegatronActor._loss_input:
             raise config.ConfigError(f"parallel.cp={parallel.cp}: {type(self).__name__} reads whole sequences "
                                      f"(its head's output is not per-token log-probs); set parallel.cp=1")
@@ -224,11 +227,13 @@ class MegatronActor:
 
     # ------------------------------------------------------------------------------------- optimizer
     def configure_optimizer(self, actor: config.Actor, total_steps: int, carry: bool = False) -> None:
-        """AdamW + this stage's LR schedule (actor/adam.py). ``carry`` (``boundary.optimizer``): keep the existing
-        optimizer — its Adam moments and step count — and only start the new schedule; otherwise a fresh one."""
+        """AdamW + this stage's LR schedule (actor/optimizer.py). ``carry``
+        (``boundary.optimizer``): keep the existing optimizer — its Adam moments and step count —
+        and only start the new schedule; otherwise a fresh one."""
         if not (carry and self.optimizer is not None):
-            self.optimizer = adam.build(self.module, actor, self.parallel, self.bf16, self.tconfig.params_dtype)
-        self.scheduler = adam.lr_scheduler(self.optimizer, actor, total_steps)
+            self.optimizer = optimizer.build(self.module, actor, self.parallel, self.bf16,
+                                             self.tconfig.params_dtype)
+        self.scheduler = optimizer.lr_scheduler(self.optimizer, actor, total_steps)
 
     # --------------------------------------------------------------------------------- fwd / bwd
     ROWS_TOGETHER = 1
@@ -263,7 +268,7 @@ class MegatronActor:
         cp_labels = inputs.pop("labels", None)
         selection = None
         if self._head_input is not None and "loss_mask" in mb:  # the loss reads the trained tokens only
-            T_pad = precision.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
+            T_pad = round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
             selection = LM.select(mb["loss_mask"], T_pad, thd="packed_seq_params" in inputs)
             self._head_input.selection = selection
         if "prefix_ids" in mb:  # samples sharing a prompt: RoPE at their positions, not their columns
@@ -283,21 +288,22 @@ class MegatronActor:
         Packed rows (packing.pack_sft_batch, packing.pack_sequences) attend per sequence (and to a shared prompt,
         ``prefix_ids``): a block-diagonal mask on the local spec, ``thd`` boundaries on TE (whose causal attention
         ignores masks). CP: this rank's chunks and labels."""
-        T_pad = precision.round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
-        tokens = precision.pad_seq(mb["tokens"], T_pad)
+        T_pad = round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
+        tokens = pad_seq(mb["tokens"], T_pad)
         if "segment_ids" in mb:
             if self.parallel.cp > 1:
                 raise config.ConfigError("parallel.cp > 1 cannot split packed rows (per-sequence attention); "
                                          "set parallel.cp=1 for sft stages and grpo.sequence_packing=false")
-            segments, positions = precision.pad_seq(mb["segment_ids"], T_pad), precision.pad_seq(mb["position_ids"], T_pad)
-            shared = precision.pad_seq(mb["prefix_ids"], T_pad) if "prefix_ids" in mb else None
+            segments = pad_seq(mb["segment_ids"], T_pad)
+            positions = pad_seq(mb["position_ids"], T_pad)
+            shared = pad_seq(mb["prefix_ids"], T_pad) if "prefix_ids" in mb else None
             if self.te:  # its packed attention sees whole sequences: run_grpo keeps prompts unshared there
                 assert shared is None, "Transformer Engine's packed attention cannot share a prompt"
-                return precision.thd_inputs(tokens, positions, segments)
+                return thd_inputs(tokens, positions, segments)
             mask = packed_attention(segments, shared, by_block=self.plan.fused_attention)
             return dict(input_ids=tokens, position_ids=positions, attention_mask=mask)
         if self.parallel.cp > 1:
-            return precision.cp_inputs(tokens, self.parallel.cp, self.ps.get_context_parallel_rank())
+            return cp_inputs(tokens, self.parallel.cp, self.ps.get_context_parallel_rank())
         positions = torch.arange(T_pad, device=tokens.device).unsqueeze(0).expand_as(tokens)
         return dict(input_ids=tokens, position_ids=positions, attention_mask=_cpu_causal_mask(T_pad, tokens.device))
 
@@ -307,7 +313,8 @@ class MegatronActor:
         if selection is not None:  # logits of the predicting positions only: [1, N, V]
             x = LM.selected_token_logprobs(output, mb["tokens"], selection, temperature)
         elif cp_labels is not None:
-            x = precision.cp_token_logprobs(output, cp_labels, T, temperature, self.ps.get_context_parallel_group())
+            x = cp_token_logprobs(output, cp_labels, T, temperature,
+                                  self.ps.get_context_parallel_group())
         else:  # [1, B·T_pad, ·] for thd rows; drop the padded positions
             x = self._loss_input(output.reshape(B, -1, output.shape[-1])[:, :T], mb, temperature)
         num, den, sums = loss_fn(x, mb)
@@ -330,8 +337,9 @@ class MegatronActor:
 
         mbs, _ = self._microbatches(batch)
         # Pipeline stages exchange activations of this (padded) length; Megatron divides it by cp (and tp with SP).
-        seq_len, rows = precision.pipeline_shape(precision.round_up(batch["tokens"].shape[1], self.plan.seq_multiple),
-                                                 self.parallel.micro_batch_size, thd=self.te and "segment_ids" in batch)
+        seq_len, rows = pipeline_shape(round_up(batch["tokens"].shape[1], self.plan.seq_multiple),
+                                       self.parallel.micro_batch_size,
+                                       thd=self.te and "segment_ids" in batch)
         out = get_forward_backward_func()(
             forward_step_func=partial(self._forward_step, loss_fn, temperature),
             data_iterator=iter(mbs), model=[self.module], num_microbatches=len(mbs),

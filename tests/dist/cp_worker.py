@@ -1,10 +1,11 @@
 """torchrun worker for the context-parallel layout test (2 processes = one CP group of 2, gloo, no model).
 
 Run: torchrun --nproc_per_node=2 tests/dist/cp_worker.py OUT.json
-Megatron's CP attention needs Transformer Engine (GPU only), so this drives the actor's own CP code — the
-microbatch split (``_model_inputs``), the log-prob reassembly (``precision.cp_token_logprobs``) and the loss
-bookkeeping (``_loss``) — with a stand-in model whose logits depend only on each position's token (logits = W[token]),
-against the whole-sequence computation. The real model's CP path is tests/gpu/test_context_parallel.py.
+Megatron's CP attention needs Transformer Engine (GPU only), so this drives the actor's own CP
+code — the microbatch split (``_model_inputs``), the log-prob reassembly
+(``sequence_layout.cp_token_logprobs``) and the loss bookkeeping (``_loss``) — with a stand-in
+model whose logits depend only on each position's token (logits = W[token]), against the
+whole-sequence computation. The real model's CP path is tests/gpu/test_context_parallel.py.
 """
 import json
 import sys
@@ -19,7 +20,7 @@ def main():
 
     from nemo_cascade import config
     from nemo_cascade.actor import cpu
-    from nemo_cascade.actor import precision
+    from nemo_cascade.actor import precision, sequence_layout
     from nemo_cascade.actor.megatron import MegatronActor, token_logprobs
     from nemo_cascade.actor.process_groups import init_distributed
 
@@ -68,8 +69,9 @@ def main():
         "input_ids": inputs["input_ids"].tolist(), "positions": inputs["position_ids"][0].tolist(),
         "labels": labels.tolist(), "tokens": tokens.tolist(),
         # fresh logits: the log-prob path consumes its input in place (as the model's output, which nothing reuses)
-        "logprobs_error": (precision.cp_token_logprobs(W[inputs["input_ids"]].detach(), labels, T, 0.7,
-                                                       ps.get_context_parallel_group()) - ref.detach()).abs().max().item(),
+        "logprobs_error": (sequence_layout.cp_token_logprobs(
+            W[inputs["input_ids"]].detach(), labels, T, 0.7, ps.get_context_parallel_group())
+            - ref.detach()).abs().max().item(),
         "consumed": not torch.equal(logits, W[inputs["input_ids"]]),
         "loss": num.item(), "ref_loss": (ref * weights).sum().item(), "logprob_max": ref.abs().max().item(),
         "loss_scale": (ref * weights).abs().sum().item(),

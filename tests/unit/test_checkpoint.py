@@ -14,7 +14,7 @@ import torch
 
 from nemo_cascade import checkpoint as ckpt
 from nemo_cascade import config
-from nemo_cascade.actor import adam
+from nemo_cascade.actor import optimizer
 from nemo_cascade.algorithms import sft
 from nemo_cascade.files import file_sha256
 
@@ -108,7 +108,7 @@ def test_resume_is_bit_exact(model_dir, uninterrupted, batches):
 
 
 def _skip_optimizer(monkeypatch, actor):
-    monkeypatch.setattr(adam, "restore", lambda optimizer, saved: None)
+    monkeypatch.setattr(optimizer, "restore", lambda megatron_optimizer, saved: None)
 
 
 def _skip_scheduler(monkeypatch, actor):
@@ -116,12 +116,12 @@ def _skip_scheduler(monkeypatch, actor):
 
 
 def _shared_adam_step(monkeypatch, actor):
-    """Megatron's own load without the per-param step copy that actor/adam.py adds."""
+    """Megatron's own load without the per-param step copy that actor/optimizer.py adds."""
     @torch.no_grad()
-    def restore(optimizer, saved):
-        for sub, sd in zip(adam.parts(optimizer), saved):
+    def restore(megatron_optimizer, saved):
+        for sub, sd in zip(optimizer.parts(megatron_optimizer), saved):
             sub.load_state_dict(sd)
-    monkeypatch.setattr(adam, "restore", restore)
+    monkeypatch.setattr(optimizer, "restore", restore)
 
 
 @pytest.mark.parametrize("sabotage", [_skip_optimizer, _skip_scheduler, _shared_adam_step],

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nemo_cascade import config
-from nemo_cascade.actor.adam import lr_scheduler
+from nemo_cascade.actor.optimizer import lr_scheduler
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.tooling.overrides import apply_overrides
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nemo_cascade import config
-from nemo_cascade.actor import precision
+from nemo_cascade.actor import precision, sequence_layout
 
 CPU = precision.Env(cuda=False)
 HOPPER = precision.Env(cuda=True, capability=(9, 0), te_version="2.8.0")
@@ -208,7 +208,7 @@ def inspect_source(fn) -> str:
 @pytest.mark.parametrize("seq_len,mbs,thd,expected", [(64, 4, False, (64, 4)), (64, 4, True, (256, 1)),
                                                       (64, 1, True, (64, 1))])
 def test_pipeline_shape(seq_len, mbs, thd, expected):
-    assert precision.pipeline_shape(seq_len, mbs, thd) == expected
+    assert sequence_layout.pipeline_shape(seq_len, mbs, thd) == expected
 
 
 @pytest.mark.parametrize("te,packed,expected", [(True, True, (4 * 16, 1)), (True, False, (16, 4)),
@@ -386,33 +386,34 @@ def test_cp_split_is_megatrons_layout_and_unsplit_inverts_it(cp, monkeypatch):
     monkeypatch.setattr(mu, "get_pg_size", lambda g: g.size())
     monkeypatch.setattr(mu, "get_pg_rank", lambda g: g.rank())
     x = torch.arange(3 * 8 * cp).reshape(3, 8 * cp)
-    parts = [precision.cp_split(x, cp, r) for r in range(cp)]
+    parts = [sequence_layout.cp_split(x, cp, r) for r in range(cp)]
     for r, part in enumerate(parts):
         theirs = mu.get_batch_on_this_cp_rank({"tokens": x.clone()}, cp_group=_Group(cp, r))["tokens"]
         assert torch.equal(part, theirs)
-    assert torch.equal(precision.cp_unsplit(parts), x)
+    assert torch.equal(sequence_layout.cp_unsplit(parts), x)
     if cp == 2:  # chunks 0+3 on rank 0, 1+2 on rank 1: an early and a late chunk each
         assert parts[0][0].tolist() == [0, 1, 2, 3, 12, 13, 14, 15]
 
 
 def test_cp_gather_without_a_group_is_the_identity():
     x = torch.randn(2, 5)
-    assert precision.cp_gather(x, None) is x
+    assert sequence_layout.cp_gather(x, None) is x
 
 
 def test_thd_boundaries_follow_examples_and_rows():
     segments = torch.tensor([[1, 1, 2, 2, 2, 0, 0],
                              [1, 1, 1, 1, 1, 1, 1],
                              [1, 2, 3, 3, 0, 0, 0]])
-    cu, longest = precision.thd_boundaries(segments)
+    cu, longest = sequence_layout.thd_boundaries(segments)
     assert cu.dtype == torch.int32
     assert cu.tolist() == [0, 2, 5, 7, 14, 15, 16, 18, 21] and longest == 7
 
 
 def test_pad_seq_and_round_up():
     x = torch.tensor([[1, 2, 3]])
-    assert precision.pad_seq(x, 5).tolist() == [[1, 2, 3, 0, 0]] and precision.pad_seq(x, 3) is x
-    assert [precision.round_up(n, 4) for n in (1, 4, 5)] == [4, 4, 8]
+    assert sequence_layout.pad_seq(x, 5).tolist() == [[1, 2, 3, 0, 0]]
+    assert sequence_layout.pad_seq(x, 3) is x
+    assert [sequence_layout.round_up(n, 4) for n in (1, 4, 5)] == [4, 4, 8]
 
 
 def test_local_spec_norms_support_sequence_parallel():
@@ -461,7 +462,7 @@ def test_te_fused_norms_have_the_norm_shape():
     ``linear_qkv.layer_norm_weight`` is a [hidden] norm, not the [qkv, hidden] linear its name contains."""
     from types import SimpleNamespace
 
-    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.actor.hf_weights import HFWeights
     from nemo_cascade.convert.arch import shape_from_dict
     from nemo_cascade.convert import table
 
@@ -471,8 +472,9 @@ def test_te_fused_norms_have_the_norm_shape():
     local, te = table.table_for(spec), table.table_for(spec, te=True)
     for lo, t in zip(local.entries, te.entries, strict=True):
         assert te.full_shape(t) == local.full_shape(lo), t.megatron
-    stub = SimpleNamespace(table=te)  # the actor asks the table
-    assert [MegatronActor._full_shape(stub, t) for t in te.entries] == [local.full_shape(e) for e in local.entries]
+    stub = SimpleNamespace(table=te)  # the actor's weights ask the table
+    assert ([HFWeights._full_shape(stub, t) for t in te.entries]
+            == [local.full_shape(e) for e in local.entries])
 
 
 def test_qkv_bias_has_the_fused_output_shape():
@@ -480,7 +482,7 @@ def test_qkv_bias_has_the_fused_output_shape():
     [(H + 2G)·d, hidden] that its name's ``linear_qkv`` would give."""
     from types import SimpleNamespace
 
-    from nemo_cascade.actor.megatron import MegatronActor
+    from nemo_cascade.actor.hf_weights import HFWeights
     from nemo_cascade.convert.arch import shape_from_dict
     from nemo_cascade.convert import table
 
@@ -489,4 +491,4 @@ def test_qkv_bias_has_the_fused_output_shape():
                                  num_key_value_heads=2))
     conversion = table.table_for(spec)
     bias = next(e for e in conversion.entries if e.megatron.endswith("linear_qkv.bias"))
-    assert MegatronActor._full_shape(SimpleNamespace(table=conversion), bias) == ((4 + 2 * 2) * 32,)
+    assert HFWeights._full_shape(SimpleNamespace(table=conversion), bias) == ((4 + 2 * 2) * 32,)
