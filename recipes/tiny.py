@@ -14,7 +14,7 @@ Only deltas from nemo_cascade.config defaults are stated. Sizes are 2-core smoke
 """
 from dataclasses import replace
 
-from nemo_cascade.config import (GRPO, Actor, Cascade, Data, Distill, Gate, Model, Parallel, Reward,
+from nemo_cascade.config import (GRPO, Actor, Cascade, Data, Gate, Model, Parallel, Repair, Reward,
                                  Rollout, Stage)
 
 RL_ACTOR = Actor(lr=3e-4)  # a tiny model needs a larger step than the paper's 2e-6 to move in ~20 steps
@@ -34,11 +34,14 @@ def recipe() -> Cascade:
         data=Data(source="synthetic:arithmetic", split="train", seed=1),
         extra_data=(Data(source="synthetic:if_arithmetic", split="train", seed=1),
                     Data(source="synthetic:code_arithmetic", split="train", seed=1),
-                    Data(source="synthetic:bugfix_arithmetic", split="train", seed=1)),
+                    Data(source="synthetic:bugfix_arithmetic", split="train", seed=1),
+                    Data(source="synthetic:chat_arithmetic", split="train", seed=1)),
         steps=600, sft_batch_size=32, sft_max_tokens=256,
         actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=20, weight_decay=0.0),
     )
-    rm = Stage(name="rm", kind="reward_model", data=Data(source="synthetic:arithmetic", split="train", seed=4),
+    # RLHF has prompts of its own, chat-style (§4.3); its RM learns a friendly reply from them
+    chat = "synthetic:chat_arithmetic"
+    rm = Stage(name="rm", kind="reward_model", data=Data(source=chat, split="train", seed=4),
                steps=150, rm_batch_size=32, rm_max_tokens=96, actor=Actor(lr=2e-3, warmup_steps=10))
     # RL steps of 1e-4: at 3e-4 the IF-RL and math rewards rose, then fell within 20 steps, below where they
     # started. Every verifiable domain refills its batch with informative groups (dynamic sampling, §4.4.2):
@@ -48,7 +51,7 @@ def recipe() -> Cascade:
         sft, rm,
         # RLHF optimises a ~1M-parameter RM's score: a gentler step, as reward hacking sets in fast and costs the
         # other domains (§4.3)
-        _rl("rlhf", "rlhf", "synthetic:arithmetic", 12, seed=5, reward=Reward(reward_model_stage="rm"),
+        _rl("rlhf", "rlhf", chat, 12, seed=5, reward=Reward(reward_model_stage="rm"),
             actor=Actor(lr=5e-5)),
         _rl("ifeval", "ifeval", "synthetic:if_arithmetic", 20, seed=6, **verifiable),
         _rl("math", "math", "synthetic:arithmetic", 24, seed=2, **verifiable),
@@ -61,18 +64,14 @@ def recipe() -> Cascade:
 
 
 def with_repair() -> Cascade:
-    """The tiny cascade with a repair stage after math RL (on-policy distillation, docs/distill.md):
-    math RL costs the RLHF suite most of what RLHF won, so the student samples RLHF and math prompts
-    and learns each token from the best RLHF row (the gate's matrix) and from the math stage's own
-    export, which keeps what math RL gained. 4 samples per prompt, as Nemotron-Cascade 2's MOPD."""
+    """The tiny cascade with repair on demand (docs/distill.md): after a GRPO stage whose gate row
+    shows a paired regression, the gate inserts a distill stage in which the flagged domains learn
+    from their best earlier rows and the stage's own domain from its export, on prompts of all of
+    them (Nemotron-Cascade 2's MOPD). RLHF has chat prompts of its own, so every teacher is asked
+    about its own prompts."""
     cfg = recipe()
-    repair = _rl("repair", "math", "synthetic:arithmetic", 12, seed=9, actor=Actor(lr=1e-4),
-                 grpo=replace(RL_GRPO, group_size=4), reward=Reward(reward_model_stage="rm"))
-    repair = replace(repair, kind="distill", distill=Distill(teachers=("math=math", "rlhf=best")),
-                     extra_data=(Data(source="synthetic:arithmetic", split="train", seed=10,
-                                      domain="rlhf"),))
-    k = [s.name for s in cfg.stages].index("math") + 1
-    return replace(cfg, name="tiny-repair", stages=(*cfg.stages[:k], repair, *cfg.stages[k:]))
+    return replace(cfg, name="tiny-repair", gate=replace(cfg.gate, on_regression="repair",
+                                                         repair=Repair(steps=12)))
 
 
 def math_only() -> Cascade:

@@ -19,7 +19,7 @@ SUITE_FILES = {  # path under data/ → (generated set, items)
     "tiny/ifeval.jsonl": ("if_arithmetic", 128),
     "tiny/code.jsonl": ("code_arithmetic", 64),
     "tiny/swe.jsonl": ("bugfix_arithmetic", 64),
-    "tiny/rlhf.jsonl": ("arithmetic_chat", 64),
+    "tiny/rlhf.jsonl": ("chat_arithmetic", 64),
     "leg_counting/test.jsonl": (LEG_COUNTING, LEG_COUNTING_ITEMS),
 }
 

@@ -40,7 +40,7 @@ def test_the_tiny_recipe_is_the_whole_pipeline(tiny):
     assert {config.stage_by_name(tiny, s).domain for s in ("ifeval", "math", "code", "swe")} <= {
         __import__("nemo_cascade.evaluate.suites", fromlist=["x"]).get_suite(g).domain for g in tiny.gate.suites}
     hashes = check_cascade(tiny)
-    assert len(hashes["sft"]) == 4 and all(len(h) == 64 for v in hashes.values() for h in v)
+    assert len(hashes["sft"]) == 5 and all(len(h) == 64 for v in hashes.values() for h in v)
 
 
 def test_unknown_stage_kind(tiny):

@@ -13,8 +13,9 @@ from nemo_cascade.data import generated
 from nemo_cascade.data.preference import preference_rows
 from nemo_cascade.evaluate.suites import REGISTERED_SUITES
 from nemo_cascade.tooling import demo_data
-from nemo_cascade.tooling.demo_data import (arithmetic, benchmark_sets, reasoning_gym, synthetic_domains,
-                                            tiny_models, tiny_suites)
+from nemo_cascade.tooling.demo_data import (arithmetic, benchmark_sets, chat_arithmetic,
+                                            reasoning_gym, synthetic_domains, tiny_models,
+                                            tiny_suites)
 
 # (source, split, size, seed) → sha256[:16] of the rows as the preflight hashes them, computed before the sets
 # moved out of the core.
@@ -24,6 +25,7 @@ PINNED = {
     ("synthetic:if_arithmetic", "train", 40, 1): "753c3fd00c791aa0",
     ("synthetic:code_arithmetic", "test", 0, 0): "ce048c08d589604b",
     ("synthetic:bugfix_arithmetic", "train", 30, 2): "cb3269dccedc153f",
+    ("synthetic:chat_arithmetic", "train", 40, 4): "29a14790e6c1cc7b",
     ("synthetic:if_requests", "train", 60, 0): "ffb3e2140496a12d",
     ("synthetic:mbpp_code", "train", 25, 0): "944840bbae8a5ba0",
     ("synthetic:mbpp_bugfix", "test", 0, 0): "93d46e8e38d64a1e",
@@ -61,6 +63,34 @@ def test_arithmetic_preference_pairs(mode, pinned):
     direct = arithmetic.arithmetic_pairs(arithmetic.arithmetic("train", 64, 5), mode, 5)
     assert rows == [(r["uid"], r["prompt"], r["chosen"], r["rejected"]) for r in direct]
     assert _hash(rows) == pinned
+
+
+@pytest.mark.parametrize("mode,pinned",
+                         [("no_think", "2719ea0f965f7a6e"), ("think", "4e72e05c65532dc6")])
+def test_chat_preference_pairs(mode, pinned):
+    data = Data(source="synthetic:chat_arithmetic", split="train", size=64, seed=5)
+    rows = preference_rows(data, mode)
+    direct = chat_arithmetic.chat_pairs(chat_arithmetic.chat_arithmetic("train", 64, 5), mode, 5)
+    assert rows == [(r["uid"], r["prompt"], r["chosen"], r["rejected"]) for r in direct]
+    assert _hash(rows) == pinned
+    assert {r["kind"] for r in direct} == set(chat_arithmetic.REJECT_KINDS)
+    assert all(r["chosen"] != r["rejected"] and "! " in r["chosen"] for r in direct)
+
+
+def test_chat_rows_ask_the_math_sets_problems_in_the_same_split():
+    """A chat row is the arithmetic problem the math set draws with the same arguments, so chat SFT
+    never shows a held-out math problem. Its SFT reply greets the user by name, or for about half
+    of the problems answers curtly (what RLHF has to win); never in the math set's format."""
+    for split in ("train", "test"):
+        chat = chat_arithmetic.chat_arithmetic(split, 0, 3)
+        math = arithmetic.arithmetic(split, 0, 3)
+        assert [r["uid"] for r in chat] == [f"chat_{r['uid']}" for r in math]
+        for c, m in zip(chat, math):
+            lhs = m["solution"].split(" = ")[0]
+            assert lhs in c["prompt"] and c["name"] in c["prompt"] and "boxed" not in c["response"]
+            assert c["response"] in (f"Hi {c['name']}! {lhs} is {m['answer']}.", f"{lhs} is {m['answer']}.")
+        curt = sum(not r["response"].startswith("Hi ") for r in chat) / len(chat)
+        assert abs(curt - chat_arithmetic.CURT_PERCENT / 100) < 0.1, curt
 
 
 def test_suites_and_builders_registered_and_register_is_idempotent():

@@ -332,16 +332,29 @@ def test_the_planner_counts_every_teacher_as_a_parameter_copy_and_a_forward():
     assert t_two == pytest.approx(t_plain * (6 + 2 * 2) / 6)
 
 
-@pytest.mark.parametrize(
-    "spec,other", [("tiny.py:with_repair", "rlhf"), ("smollm2.py:filtered_with_repair", "ifeval")]
-)
-def test_the_repair_recipes_distill_after_math_from_math_and_the_best_row(spec, other):
+def test_the_smollm2_repair_recipe_distills_after_math_from_math_and_the_best_row():
     from nemo_cascade.config.recipe_file import load_recipe
 
-    cfg = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / spec))
+    cfg = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" /
+                          "smollm2.py:filtered_with_repair"))
     config.validate(cfg)
     names = [s.name for s in cfg.stages]
     repair = cfg.stages[names.index("math") + 1]
     assert repair.kind == "distill" and repair.grpo.group_size == 4
-    assert config.teacher_sources(repair) == {"math": "math", other: "best"}
-    assert config.stage_domains(repair) == ("math", other)
+    assert config.teacher_sources(repair) == {"math": "math", "ifeval": "best"}
+    assert config.stage_domains(repair) == ("math", "ifeval")
+
+
+def test_the_tiny_repair_recipe_repairs_on_demand():
+    """recipes/tiny.py:with_repair places no distill stage itself: the gate inserts one after a
+    GRPO stage it flags, and RLHF trains on chat prompts of its own, not the math stage's."""
+    from nemo_cascade.config.recipe_file import load_recipe
+
+    cfg = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py:with_repair"))
+    config.validate(cfg)
+    assert cfg.gate.on_regression == "repair" and cfg.gate.repair.steps == 12
+    assert not [s for s in cfg.stages if s.kind == "distill"]
+    rlhf, math = (config.stage_by_name(cfg, n) for n in ("rlhf", "math"))
+    assert rlhf.data.source == "synthetic:chat_arithmetic" != math.data.source
+
+

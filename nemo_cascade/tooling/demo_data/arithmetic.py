@@ -77,7 +77,7 @@ throughout; the right working but a different boxed answer; the right answer wit
 earns 0 from the ``math`` verifier while the chosen response earns 1."""
 
 
-def _wrong(value: int, rng: random.Random) -> int:
+def wrong_result(value: int, rng: random.Random) -> int:
     """A nearby wrong non-negative result (off by 1..3): close enough that only the arithmetic tells."""
     candidates = [value + d for d in (-3, -2, -1, 1, 2, 3) if value + d >= 0]
     return rng.choice(candidates)
@@ -93,7 +93,7 @@ def arithmetic_pairs(rows: list[dict], mode: str = "no_think", seed: int = 0) ->
         rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{row['uid']}".encode()).digest()[:8], "big"))
         kind = rng.choice(REJECT_KINDS)
         lhs, value = row["solution"].rsplit(" = ", 1)
-        right, wrong = row["answer"], str(_wrong(int(value), rng))
+        right, wrong = row["answer"], str(wrong_result(int(value), rng))
         if kind == "wrong":
             bad = dict(row, answer=wrong, solution=f"{lhs} = {wrong}")
         elif kind == "inconsistent":
@@ -106,4 +106,5 @@ def arithmetic_pairs(rows: list[dict], mode: str = "no_think", seed: int = 0) ->
     return out
 
 
-__all__ = ["arithmetic", "arithmetic_pairs", "MAX_OPERAND", "TEST_FRACTION_PERCENT", "REJECT_KINDS"]
+__all__ = ["arithmetic", "arithmetic_pairs", "wrong_result", "MAX_OPERAND", "TEST_FRACTION_PERCENT",
+           "REJECT_KINDS"]

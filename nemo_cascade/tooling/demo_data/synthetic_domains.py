@@ -28,6 +28,7 @@ from nemo_cascade.data.generated import sft_pairs
 
 from . import reasoning_gym
 from .arithmetic import arithmetic
+from .chat_arithmetic import chat_arithmetic
 from .if_prompts import if_requests
 from .mbpp_sets import mbpp_bugfix, mbpp_code
 
@@ -177,25 +178,25 @@ def bugfix_arithmetic(split: str, size: int, seed: int) -> list[dict]:
 
 def eval_rows(name: str, size: int, seed: int = 0) -> list[dict]:
     """Held-out rows of a synthetic set in the eval suites' shape ``{"uid", "messages", "label",
-    "reference"}`` (``data/tiny/*.jsonl``; tools/make_tiny_suites.py writes them). ``arithmetic`` rows carry
-    the math label (the answer), as do ``rg/TASK`` specs (reasoning-gym's test split); ``arithmetic_chat`` the
-    same questions with the rlhf label (the conversation) and the SFT answer as the reference to beat under the
-    reward model."""
+    "reference"}`` (``data/tiny/*.jsonl``; tools/make_tiny_suites.py writes them). ``arithmetic``
+    rows carry the math label (the answer), as do ``rg/TASK`` specs (reasoning-gym's test split);
+    the other sets their own label. The reference is the SFT answer (for ``chat_arithmetic``, the
+    reply to beat under the reward model)."""
     if name.startswith(reasoning_gym.RG_PREFIX):
         rows = reasoning_gym.rows(name.removeprefix(reasoning_gym.RG_PREFIX), "test", size, seed)
-    elif name in ("arithmetic", "arithmetic_chat"):
+    elif name == "arithmetic":
         rows = arithmetic("test", size, seed)
     else:
         rows = DOMAIN_TASKS[name]("test", size, seed)
         return [{"uid": r["uid"], "messages": [{"role": "user", "content": r["prompt"]}], "label": r["label"],
                  "reference": r["response"]} for r in rows]
-    return [{"uid": row["uid"], "messages": messages, "reference": response,
-             "label": {"messages": messages} if name == "arithmetic_chat" else row["answer"]}
+    return [{"uid": row["uid"], "messages": messages, "reference": response, "label": row["answer"]}
             for row, (messages, response) in zip(rows, sft_pairs(rows))]
 
 
 DOMAIN_TASKS = {"if_arithmetic": if_arithmetic, "code_arithmetic": code_arithmetic,
-                "bugfix_arithmetic": bugfix_arithmetic, "mbpp_code": mbpp_code, "mbpp_bugfix": mbpp_bugfix,
+                "bugfix_arithmetic": bugfix_arithmetic, "chat_arithmetic": chat_arithmetic,
+                "mbpp_code": mbpp_code, "mbpp_bugfix": mbpp_bugfix,
                 "if_requests": if_requests}  # natural requests with IFEval instructions, for real models
 
 __all__ = ["eval_rows", "if_arithmetic", "code_arithmetic", "bugfix_arithmetic", "DOMAIN_TASKS", "IF_INSTRUCTIONS"]

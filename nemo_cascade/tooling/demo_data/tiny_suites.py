@@ -30,7 +30,8 @@ TINY_SUITES: tuple[Suite, ...] = (
           "fix the constant in calc.py from a reported value (SEARCH/REPLACE), 64 held-out problems", load_rows("swe"),
           _tiny_file("swe.jsonl"), mode="no_think", samples=4, max_tokens=48,
           metric="share of samples equal to the golden patch", paper=_TINY, yarn_factor=_NO_YARN),
-    Suite("tiny-rlhf", "rlhf", "arithmetic questions: win rate against the SFT answer under the cascade's RM",
+    Suite("tiny-rlhf", "rlhf",
+          "arithmetic asked in a chat: win rate against the SFT reply under the cascade's RM",
           load_rows("rlhf"), _tiny_file("rlhf.jsonl"), mode="no_think", samples=4, max_tokens=32,
           metric="win rate vs. reference (ties 0.5)", paper=_TINY, pairwise=True, yarn_factor=_NO_YARN),
 )
