@@ -30,7 +30,7 @@ def prepare_base_model(cfg: config.Cascade, run_dir: Path) -> str:
     built once into the run dir; with ``model.yarn_factor``, a view of it in ``<run>/base_model`` whose
     config.json adds that YaRN scaling (links to the same weights and tokenizer), so the actor, the engine and
     every stage export use it (App. B)."""
-    from nemo_cascade.convert.arch import with_recipe_yarn
+    from nemo_cascade.convert.hf_config import with_recipe_yarn
     from nemo_cascade.convert.hf_io import linked_with_config
 
     out = run_dir / "base_model"

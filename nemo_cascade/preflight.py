@@ -51,7 +51,9 @@ def data_fingerprint(data: config.Data, where: str) -> str:
 
 def check_model(cfg: config.Cascade) -> None:
     """The base model: a known tiny shape, or an HF folder whose shapes fit the parallel layout and vLLM."""
-    from nemo_cascade.convert.arch import DEFAULT_POSITIONS, check_parallel, read_hf_config, with_recipe_yarn
+    from nemo_cascade.convert.hf_config import with_recipe_yarn
+    from nemo_cascade.convert.megatron_args import check_parallel
+    from nemo_cascade.convert.shape import DEFAULT_POSITIONS, read_hf_config
 
     if cfg.model.build:
         from nemo_cascade.base_model import BUILDERS

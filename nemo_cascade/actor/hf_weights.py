@@ -17,9 +17,9 @@ import torch
 import torch.distributed as dist
 
 from nemo_cascade.actor import buckets, cpu
-from nemo_cascade.convert import arch
 from nemo_cascade.convert import table
 from nemo_cascade.convert.hf_io import SafetensorsReader
+from nemo_cascade.convert.shape import ModelFilesError, ModelShape
 
 
 class HFWeights:
@@ -28,7 +28,7 @@ class HFWeights:
     ``before_gather`` runs before every gather: the actor's pending parameter all-gather
     (``MegatronActor.finish_param_gather``), so what leaves is the stepped weights."""
 
-    def __init__(self, model: torch.nn.Module, conversion: table.Table, spec: arch.ModelShape,
+    def __init__(self, model: torch.nn.Module, conversion: table.Table, spec: ModelShape,
                  parallel, ps, device: torch.device, params_dtype: torch.dtype,
                  before_gather: Callable[[], None]):
         self.model, self.table, self.spec = model, conversion, spec
@@ -80,13 +80,14 @@ class HFWeights:
             full = table.to_megatron(entry, parts, self.spec)
             local = table.shard(full, entry.rule.tp, self.tp_rank, self.parallel.tp)
             if local.shape != param.shape:
-                raise arch.ModelFilesError(f"{hf_path}: {entry.hf[0]} has shape {tuple(full.shape)}, which does "
-                                           f"not fit {entry.megatron} {tuple(param.shape)} on TP rank {self.tp_rank}")
+                raise ModelFilesError(f"{hf_path}: {entry.hf[0]} has shape {tuple(full.shape)}, "
+                                      f"which does not fit {entry.megatron} {tuple(param.shape)} "
+                                      f"on TP rank {self.tp_rank}")
             param.copy_(local.to(param.dtype))
             loaded.add(id(param))
         missing = [n for n, p in self.model.named_parameters() if id(p) not in loaded]
         if missing:
-            raise arch.ModelFilesError(f"{hf_path}: no table entry filled Megatron parameters {missing}")
+            raise ModelFilesError(f"{hf_path}: no table entry filled Megatron parameters {missing}")
 
     def gathered(self, dtype: torch.dtype | None = None,
                  bucket_bytes: int | None = None) -> Iterator[tuple[str, torch.Tensor]]:

@@ -30,8 +30,9 @@ from nemo_cascade.actor import precision
 from nemo_cascade.actor.sequence_layout import (RopeAtPositions, cp_inputs, cp_token_logprobs,
                                                 pad_seq, pipeline_shape, round_up, thd_inputs)
 from nemo_cascade.algorithms.packing import packed_attention
-from nemo_cascade.convert import arch
-from nemo_cascade.convert import table
+from nemo_cascade.convert import megatron_args, table
+from nemo_cascade.convert.hf_config import is_reward_model
+from nemo_cascade.convert.shape import ModelFilesError, ModelShape, read_hf_config
 from nemo_cascade.faults import crash_point
 
 # megatron-core 0.16's distributed optimizer calls collectives that torch 2.13 marks deprecated; the warning
@@ -69,7 +70,7 @@ class MegatronActor:
         cpu_math.settle_vector_math()  # before a forward runs MKL's vector math on two threads
         init_distributed(parallel.collective_timeout_minutes)
         self.spec = self._read_spec(hf_path)
-        arch.check_parallel(self.spec, parallel.tp, parallel.pp)
+        megatron_args.check_parallel(self.spec, parallel.tp, parallel.pp)
         # TE or local spec, FP8, SP, CP, recompute — checked against this machine before any process group work.
         self.plan = precision.plan(config.Model(dtype=dtype, transformer_impl=transformer_impl, fp8=fp8), parallel,
                                    rope_scaling=self.spec.yarn is not None)
@@ -114,10 +115,12 @@ class MegatronActor:
     def dp_size(self) -> int:
         return self.ps.get_data_parallel_world_size()
 
-    def _read_spec(self, hf_path: str) -> arch.ModelShape:
-        spec = arch.read_hf_config(hf_path)
-        if arch.is_reward_model(spec):  # a policy needs an LM head; a cascade never hands an RM on as policy
-            raise arch.ModelFilesError(f"{hf_path}: {spec.hf_architecture} is a reward model, not a causal LM policy")
+    def _read_spec(self, hf_path: str) -> ModelShape:
+        spec = read_hf_config(hf_path)
+        # a policy needs an LM head; a cascade never hands an RM on as policy
+        if is_reward_model(spec):
+            raise ModelFilesError(f"{hf_path}: {spec.hf_architecture} is a reward model, "
+                                  "not a causal LM policy")
         return spec
 
     def _conversion_table(self) -> table.Table:
@@ -136,15 +139,17 @@ class MegatronActor:
         from megatron.core.models.gpt import GPTModel
         from megatron.core.transformer import TransformerConfig
 
-        kwargs = arch.transformer_config_kwargs(self.spec, self.parallel.tp, self.parallel.pp, self.bf16)
+        kwargs = megatron_args.transformer_config_kwargs(self.spec, self.parallel.tp,
+                                                         self.parallel.pp, self.bf16)
         self.tconfig = TransformerConfig(activation_func=F.silu, **kwargs, **self.plan.config_kwargs)
-        for name, value in arch.yarn_config_attributes(self.spec).items():  # YaRN RoPE (App. B)
+        # YaRN RoPE (App. B)
+        for name, value in megatron_args.yarn_config_attributes(self.spec).items():
             setattr(self.tconfig, name, value)
         model = GPTModel(
             config=self.tconfig, transformer_layer_spec=precision.layer_spec(
                 self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp, self.plan.fused_attention),
             pre_process=self.ps.is_pipeline_first_stage(), post_process=self.ps.is_pipeline_last_stage(),
-            **arch.gpt_model_kwargs(self.spec),
+            **megatron_args.gpt_model_kwargs(self.spec),
         )
         return model.to(self.device)
 

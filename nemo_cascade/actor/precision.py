@@ -277,7 +277,7 @@ def layer_spec(te: bool, arch: str, num_layers: int, fused_attention: bool = Fal
     from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_layer_local_spec,
                                                           get_gpt_layer_with_transformer_engine_spec)
 
-    from nemo_cascade.convert.arch import ARCHS
+    from nemo_cascade.convert.shape import ARCHS
 
     qk = ARCHS[arch].qk_norm
     if te:

@@ -16,7 +16,7 @@ Start: the backbone comes from a causal-LM folder (the SFT policy — its LM hea
 reward-model folder (head included); a head absent from the folder is drawn N(0, initializer_range²) from a
 generator seeded with the actor's seed, identically on every TP rank. Export: an HF
 ``*ForSequenceClassification`` folder (``score.weight``, ``num_labels=1``) that transformers and vLLM's
-pooling runner load (``convert.arch.reward_model_config``).
+pooling runner load (``convert.hf_config.reward_model_config``).
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ import torch.distributed as dist
 
 from nemo_cascade import config
 from nemo_cascade.actor.megatron import Batch, MegatronActor
-from nemo_cascade.convert import arch
 from nemo_cascade.convert import table
+from nemo_cascade.convert.shape import ModelShape, read_hf_config
 
 
 class ScoreHead(torch.nn.Module):
@@ -59,9 +59,9 @@ class RewardModelActor(MegatronActor):
         self._seed = seed
         super().__init__(hf_path, parallel, dtype, seed, transformer_impl=transformer_impl, fp8=fp8)
 
-    def _read_spec(self, hf_path: str) -> arch.ModelShape:
+    def _read_spec(self, hf_path: str) -> ModelShape:
         # No LM head, so nothing to tie: the GPTModel is built untied and the table has no lm_head rule.
-        return dataclasses.replace(arch.read_hf_config(hf_path), tied_embeddings=False)
+        return dataclasses.replace(read_hf_config(hf_path), tied_embeddings=False)
 
     def _conversion_table(self) -> table.Table:
         return table.table_for(self.spec, te=self.te, head="score")

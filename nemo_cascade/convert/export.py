@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 
 from nemo_cascade import ranks
-from nemo_cascade.convert.arch import reward_model_config
+from nemo_cascade.convert.hf_config import reward_model_config
 from nemo_cascade.convert.hf_io import copy_side_files, write_chat_template, write_sharded
 from nemo_cascade.convert.shape import load_config_json
 from nemo_cascade.files import published_folder
@@ -26,7 +26,7 @@ def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dty
     """Write ``out_dir`` (config.json, safetensors shards + index, tokenizer files). Returns the path on rank 0.
 
     ``config_fn`` maps the base folder's config to the exported one (the reward model's
-    ``*ForSequenceClassification`` config, ``arch.reward_model_config``); default: unchanged.
+    ``*ForSequenceClassification`` config, ``hf_config.reward_model_config``); default: unchanged.
     ``chat_template``: replaces the base's chat template in the exported tokenizer files (written before the
     folder is published, so it never appears with the base's); default: the base's, copied."""
     out = Path(out_dir)

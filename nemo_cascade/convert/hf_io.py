@@ -9,7 +9,7 @@ from typing import Iterable
 
 import torch
 
-from nemo_cascade.convert.arch import ModelFilesError
+from nemo_cascade.convert.shape import ModelFilesError
 from nemo_cascade.convert.shape import load_config_json
 
 # Non-weight files an HF folder carries over unchanged on export.

@@ -1,6 +1,6 @@
 """The model's shape: one frozen type, read from an HF ``config.json`` by one reader, used by conversion
-(convert/table.py, convert/arch.py), the actor, the planner (plan.py: its named shapes are instances of it) and
-engine start (rollout/engine_start.py).
+(convert/table.py, convert/megatron_args.py), the actor, the planner (plan.py: its named shapes are
+instances of it) and engine start (rollout/engine_start.py).
 
 Two readings of the same file, both here so a field is parsed in one place:
 

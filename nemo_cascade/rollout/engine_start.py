@@ -140,7 +140,8 @@ def check_cpu_head_dim(shape: ModelShape, model_path: str) -> None:
 
 def model_positions(shape: ModelShape) -> int | None:
     """How many positions the model serves: config.json's max_position_embeddings, which YaRN configs already
-    scale (``convert.arch.with_yarn``; vLLM applies no factor on top for yarn). None when absent."""
+    scale (``convert.hf_config.with_yarn``; vLLM applies no factor on top for yarn). None when
+    absent."""
     return shape.max_position_embeddings
 
 
@@ -151,7 +152,8 @@ def yarn_factor(shape: ModelShape) -> float:
 
 def native_positions(shape: ModelShape) -> int | None:
     """The positions the model was trained for: YaRN's ``original_max_position_embeddings`` where config.json
-    already scales (a release config, ``convert.arch.with_yarn``), else ``max_position_embeddings``."""
+    already scales (a release config, ``convert.hf_config.with_yarn``), else
+    ``max_position_embeddings``."""
     return (shape.yarn[1] if shape.yarn else 0) or model_positions(shape)
 
 
@@ -200,7 +202,8 @@ def capped_model_len(shape: ModelShape, wanted: int, where: Path) -> int:
     if positions is None or wanted <= positions:
         return wanted
     log.warning("max_model_len %d capped at the model's %d positions (max_position_embeddings in %s); longer "
-                "requests stop there — YaRN (convert.arch.with_yarn) extends it", wanted, positions, where)
+                "requests stop there — YaRN (convert.hf_config.with_yarn) extends it", wanted,
+                positions, where)
     return positions
 
 

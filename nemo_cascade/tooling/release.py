@@ -27,10 +27,10 @@ import torch
 
 from nemo_cascade import checkpoint
 from nemo_cascade.files import published_folder
-from nemo_cascade.convert import arch
-from nemo_cascade.convert import table
+from nemo_cascade.convert import megatron_args, table
+from nemo_cascade.convert.hf_config import is_reward_model, reward_model_config, with_yarn
 from nemo_cascade.convert.hf_io import SafetensorsReader, copy_side_files, write_sharded
-from nemo_cascade.convert.shape import load_config_json
+from nemo_cascade.convert.shape import ModelShape, load_config_json, read_hf_config
 from nemo_cascade.errors import CascadeError
 
 GENERATION_DEFAULTS = {"do_sample": True, "temperature": 0.6, "top_p": 0.95}
@@ -140,7 +140,8 @@ def _last_policy_stage(run: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------ checkpoint → HF
-def checkpoint_tensors(step_dir: str | Path, spec: arch.ModelShape) -> Iterator[tuple[str, torch.Tensor]]:
+def checkpoint_tensors(step_dir: str | Path,
+                       spec: ModelShape) -> Iterator[tuple[str, torch.Tensor]]:
     """HF-named full tensors from a checkpoint's model shards (memory-mapped, one pipeline stage at a time).
     Every saved parameter must be used by the table (a shard of another architecture is an error), except the
     last pipeline stage's copy of tied embeddings."""
@@ -206,7 +207,7 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
     if yarn_factor is None:
         yarn_factor = float(_run_config(source.run_dir).get("model", {}).get("yarn_factor", 0.0)) \
             if source.run_dir else 0.0
-    spec = arch.read_hf_config(source.base)
+    spec = read_hf_config(source.base)
     if source.kind == "checkpoint":
         tensors = checkpoint_tensors(source.path, spec)
     else:
@@ -225,18 +226,18 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
     with published_folder(out, replace=True) as tmp:  # a bad shard or a full disk leaves no half-written folder
         _write_folder(source, spec, converted(), first_dtype, tmp, max_shard_bytes)
         if yarn_factor:
-            config = arch.with_yarn(load_config_json(tmp / "config.json"), yarn_factor, yarn_original)
+            config = with_yarn(load_config_json(tmp / "config.json"), yarn_factor, yarn_original)
             (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out
 
 
-def _write_folder(source: Source, spec: arch.ModelShape, tensors, first_dtype: list, tmp: Path,
+def _write_folder(source: Source, spec: ModelShape, tensors, first_dtype: list, tmp: Path,
                   max_shard_bytes: int) -> None:
     weight_map = write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
     config_src = source.path if source.kind == "hf" else source.base
     config = load_config_json(config_src / "config.json")
-    if any(name == "score.weight" for name in weight_map) and not arch.is_reward_model(spec):
-        config = arch.reward_model_config(config, config.get("pad_token_id") or 0)
+    if any(name == "score.weight" for name in weight_map) and not is_reward_model(spec):
+        config = reward_model_config(config, config.get("pad_token_id") or 0)
     if first_dtype:
         config["torch_dtype"] = str(first_dtype[0]).removeprefix("torch.")
     (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -319,10 +320,10 @@ def _is_reward_model(folder: Path) -> bool:
 def from_hf(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, pp: int = 1) -> Path:
     """A weights-only checkpoint of the HF folder in the actor's TP × PP layout (local layer spec names)."""
     hf_dir = Path(hf_dir)
-    spec = arch.read_hf_config(hf_dir)
-    arch.check_parallel(spec, tp, pp, where="convert from-hf: --tp/--pp")
+    spec = read_hf_config(hf_dir)
+    megatron_args.check_parallel(spec, tp, pp, where="convert from-hf: --tp/--pp")
     reader = SafetensorsReader(hf_dir)
-    head = "score" if arch.is_reward_model(spec) else "lm"
+    head = "score" if is_reward_model(spec) else "lm"
     per_stage = spec.num_layers // pp
     shards: dict[tuple[int, int], dict[str, torch.Tensor]] = {(t, p): {} for t in range(tp) for p in range(pp)}
     conversion = table.table_for(spec, head=head)
@@ -353,8 +354,8 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     folder = Path(folder)
-    spec = arch.read_hf_config(folder)
-    cls = AutoModelForSequenceClassification if arch.is_reward_model(spec) else AutoModelForCausalLM
+    spec = read_hf_config(folder)
+    cls = AutoModelForSequenceClassification if is_reward_model(spec) else AutoModelForCausalLM
     try:
         model = cls.from_pretrained(str(folder), dtype=torch.float32).eval()
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
@@ -393,7 +394,7 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
     return report
 
 
-def _megatron_logprob_diff(folder: Path, model, spec: arch.ModelShape) -> float:
+def _megatron_logprob_diff(folder: Path, model, spec: ModelShape) -> float:
     """Max |Δ| of per-token log-probs, Megatron actor vs transformers ``model``, on a fixed random probe batch."""
     from nemo_cascade.config import Parallel
     from nemo_cascade.actor.megatron import MegatronActor

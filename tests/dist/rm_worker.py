@@ -24,7 +24,7 @@ def main():
     from nemo_cascade import config
     from nemo_cascade.actor.reward_model import RewardModelActor
     from nemo_cascade.algorithms.reward_model import bt_loss_terms, make_pair_batch
-    from nemo_cascade.convert.arch import read_hf_config
+    from nemo_cascade.convert.shape import read_hf_config
     from nemo_cascade.convert.export import export_reward_model
     from nemo_cascade.data.rm_input import rm_chat_template
 

@@ -190,7 +190,7 @@ def test_the_recipes_yarn_factor_is_what_the_run_trains_and_serves(tiny, tiny_mo
     model's native positions (App. B), the weights linked, not copied; without it the folder is used as is."""
     from nemo_cascade.base_model import prepare_base_model
     from nemo_cascade.cascade import run_dir
-    from nemo_cascade.convert.arch import read_hf_config
+    from nemo_cascade.convert.shape import read_hf_config
 
     plain = replace(tiny, run_root=str(tmp_path), model=config.Model(hf_path=str(tiny_model)))
     assert prepare_base_model(plain, run_dir(plain)) == str(tiny_model)

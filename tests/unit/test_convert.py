@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from nemo_cascade.convert import table
-from nemo_cascade.convert.arch import ModelFilesError, read_hf_config, shape_from_dict
+from nemo_cascade.convert.shape import ModelFilesError, read_hf_config, shape_from_dict
 from nemo_cascade.config import ConfigError
 from nemo_cascade.convert.shape import ModelShape
 from tests.tolerance import Net, assert_close
@@ -65,7 +65,8 @@ QWEN25_72B = {  # huggingface.co/Qwen/Qwen2.5-72B-Instruct config.json (the RM's
 
 
 def test_qwen2_configs():
-    from nemo_cascade.convert.arch import reward_model_config, transformer_config_kwargs
+    from nemo_cascade.convert.hf_config import reward_model_config
+    from nemo_cascade.convert.megatron_args import transformer_config_kwargs
 
     spec = shape_from_dict(QWEN25_72B)
     assert (spec.arch, spec.qkv_bias, spec.qk_norm, spec.head_dim, spec.rope_theta) == ("qwen2", True, False, 128, 1e6)
@@ -159,7 +160,7 @@ def test_megatron_matches_transformers(tmp_path, arch, tied, sizes):
 
 
 def test_parallel_layout_must_divide_model(tmp_path):
-    from nemo_cascade.convert.arch import check_parallel
+    from nemo_cascade.convert.megatron_args import check_parallel
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=256, arch="qwen3")
@@ -177,7 +178,7 @@ def test_yarn_rope_matches_transformers(tmp_path):
 
     from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
-    from nemo_cascade.convert.arch import read_hf_config
+    from nemo_cascade.convert.shape import read_hf_config
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
@@ -192,7 +193,8 @@ def test_yarn_rope_matches_transformers(tmp_path):
 
 
 def test_unsupported_rope_scaling_is_one_line():
-    from nemo_cascade.convert.arch import ModelFilesError, shape_from_dict, with_yarn
+    from nemo_cascade.convert.hf_config import with_yarn
+    from nemo_cascade.convert.shape import ModelFilesError, shape_from_dict
 
     base = {"architectures": ["Qwen3ForCausalLM"], "num_attention_heads": 2, "hidden_size": 64, "vocab_size": 8,
             "intermediate_size": 8, "num_hidden_layers": 1, "max_position_embeddings": 32768, "rope_theta": 1e6}

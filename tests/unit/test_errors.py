@@ -8,7 +8,7 @@ import pytest
 from nemo_cascade.tooling import cli
 from nemo_cascade.checkpoint import CheckpointError
 from nemo_cascade.config import ConfigError
-from nemo_cascade.convert.arch import ModelFilesError
+from nemo_cascade.convert.shape import ModelFilesError
 from nemo_cascade.tooling.release import ConvertError
 from nemo_cascade.data.loader import DataError
 from nemo_cascade.data.schemas import SchemaError

@@ -15,7 +15,7 @@ import pytest
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import main
-from nemo_cascade.convert.arch import with_yarn
+from nemo_cascade.convert.hf_config import with_yarn
 from nemo_cascade.evaluate import EvalError, EvalSettings, get_suite, prepare
 from nemo_cascade.evaluate.runner import context_needed, decoding_for, fits_input
 from nemo_cascade.tooling.standalone import run_gate, with_run_gate, yarn_groups

@@ -9,7 +9,7 @@ import torch
 from nemo_cascade import config
 from nemo_cascade import plan
 from nemo_cascade.convert import table
-from nemo_cascade.convert.arch import ModelFilesError, read_hf_config
+from nemo_cascade.convert.shape import ModelFilesError, read_hf_config
 from nemo_cascade.convert.hf_io import SafetensorsReader
 from nemo_cascade.convert.shape import ModelShape
 from nemo_cascade.rollout import engine_start as ES

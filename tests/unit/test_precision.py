@@ -70,12 +70,13 @@ def test_bf16_attention_softmax_needs_no_fp32_copies():
     from megatron.core.transformer.enums import AttnMaskType
     from megatron.core.transformer.utils import attention_mask_func
 
-    from nemo_cascade.convert import arch
+    from nemo_cascade.convert import megatron_args
     from nemo_cascade.convert.shape import shape_from_dict
 
     spec = shape_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64, num_hidden_layers=2,
                                 intermediate_size=128, num_attention_heads=4, num_key_value_heads=2))
-    assert arch.transformer_config_kwargs(spec, 1, 1, bf16=True)["attention_softmax_in_fp32"] is False
+    kwargs = megatron_args.transformer_config_kwargs(spec, 1, 1, bf16=True)
+    assert kwargs["attention_softmax_in_fp32"] is False
     scores = (torch.randn(2, 4, 64, 64, generator=torch.Generator().manual_seed(0)) * 4).bfloat16()
     blocked = torch.ones(64, 64, dtype=torch.bool).triu(1).expand(2, 1, 64, 64)
     probs = [FusedScaleMaskSoftmax(False, True, AttnMaskType.causal, False, attention_mask_func, in_fp32, None)(
@@ -463,7 +464,7 @@ def test_te_fused_norms_have_the_norm_shape():
     from types import SimpleNamespace
 
     from nemo_cascade.actor.hf_weights import HFWeights
-    from nemo_cascade.convert.arch import shape_from_dict
+    from nemo_cascade.convert.shape import shape_from_dict
     from nemo_cascade.convert import table
 
     spec = shape_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64,
@@ -483,7 +484,7 @@ def test_qkv_bias_has_the_fused_output_shape():
     from types import SimpleNamespace
 
     from nemo_cascade.actor.hf_weights import HFWeights
-    from nemo_cascade.convert.arch import shape_from_dict
+    from nemo_cascade.convert.shape import shape_from_dict
     from nemo_cascade.convert import table
 
     spec = shape_from_dict(dict(architectures=["Qwen2ForCausalLM"], vocab_size=256, hidden_size=128,

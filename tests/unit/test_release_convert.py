@@ -189,7 +189,7 @@ def test_reward_model_round_trip(request, tmp_path, model, cls):
     """A Bradley–Terry RM (§4.2: backbone + a one-row score head) converts as *ForSequenceClassification."""
     import transformers
 
-    from nemo_cascade.convert.arch import reward_model_config
+    from nemo_cascade.convert.hf_config import reward_model_config
 
     base = request.getfixturevalue(model)
     config = reward_model_config(json.loads((base / "config.json").read_text()), pad_token_id=0)
@@ -216,7 +216,7 @@ def test_a_released_reward_model_chats_as_its_pairs_were_rendered(qwen3, tmp_pat
 
     import transformers
 
-    from nemo_cascade.convert.arch import reward_model_config
+    from nemo_cascade.convert.hf_config import reward_model_config
     from nemo_cascade.data.rm_input import render_rm_input
 
     run = tmp_path / "run"

@@ -159,7 +159,8 @@ def test_score_head_rules_replace_any_lm_head():
 
 
 def test_reward_model_config_is_a_one_label_sequence_classifier():
-    from nemo_cascade.convert.arch import is_reward_model, reward_model_config, shape_from_dict
+    from nemo_cascade.convert.hf_config import is_reward_model, reward_model_config
+    from nemo_cascade.convert.shape import shape_from_dict
 
     raw = {"architectures": ["LlamaForCausalLM"], "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
            "num_hidden_layers": 2, "num_attention_heads": 2, "tie_word_embeddings": True, "pad_token_id": None}
@@ -209,7 +210,8 @@ def test_rm_actor_export_round_trip(tmp_path, arch, sizes):
     from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.actor.reward_model import RewardModelActor
-    from nemo_cascade.convert.arch import ModelFilesError, reward_model_config
+    from nemo_cascade.convert.hf_config import reward_model_config
+    from nemo_cascade.convert.shape import ModelFilesError
     from nemo_cascade.convert.export import export_hf
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 

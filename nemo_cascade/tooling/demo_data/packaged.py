@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from nemo_cascade.convert.arch import ModelFilesError
+from nemo_cascade.convert.shape import ModelFilesError
 from nemo_cascade.files import published_folder
 
 

