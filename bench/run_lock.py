@@ -1,9 +1,9 @@
 """One writer per run folder: how fast the run lock answers and how fast a SIGKILLed launcher's workers go.
 
 - **workers after a launcher's SIGKILL**: a launcher stand-in starts a worker in a session of its own (as
-  torchrun does) that binds itself with ``lifeline.bind_worker``; the launcher is SIGKILLed and the time until
-  the worker is gone is measured (``--repeats`` times); the same without the binding is the control (the
-  worker must still be alive 3 s later: what the issue saw).
+  torchrun does) that binds itself with ``parent_death.bind_worker``; the launcher is SIGKILLed and
+  the time until the worker is gone is measured (``--repeats`` times); the same without the binding
+  is the control (the worker must still be alive 3 s later: what the issue saw).
 - **lock answers** (``run_lock.acquire`` in a temporary folder): taking a free lock; refusing a live holder on
   this machine; taking over a dead one (its PID); taking over another host's lock whose last beat is an hour
   old; refusing another host's lock that still beats (the default 5 s beat: the contender waits for one).
@@ -36,7 +36,8 @@ child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], env=env, start_new
 print(child.pid, flush=True)
 time.sleep(600)
 """
-BOUND = "from nemo_cascade import lifeline; lifeline.bind_worker(); print(flush=True); import time; time.sleep(600)"
+BOUND = ("from nemo_cascade import parent_death; parent_death.bind_worker(); print(flush=True); "
+         "import time; time.sleep(600)")
 
 
 def _alive(pid: int) -> bool:

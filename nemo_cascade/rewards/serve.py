@@ -32,7 +32,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional, Sequence
 
-from nemo_cascade import lifeline
+from nemo_cascade import parent_death
 from nemo_cascade.server_token import MIDDLEWARE, TOKEN_ENV, bearer, new_token
 
 from .endpoints import DIRECT_OPENER, healthy, write_url_file
@@ -251,7 +251,8 @@ class VLLMServer:
             # Own session: stop() signals the whole group, including vLLM's engine-core process.
             self.proc = subprocess.Popen([sys.executable, "-c", _CHILD_CODE, *self.argv], stdout=log_file,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
-                                         start_new_session=True, preexec_fn=lifeline.die_with_parent_preexec)
+                                         start_new_session=True,
+                                         preexec_fn=parent_death.die_with_parent_preexec)
         return self
 
     def wait_ready(self) -> "VLLMServer":

@@ -346,10 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     # Torchrun workers enter here too (``-m nemo_cascade.tooling.cli run``), so every rank registers them.
     demo_data.register()
     parser = build_parser()
-    if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun worker: it must not outlive its launcher (lifeline.py)
-        from nemo_cascade import lifeline
+    # a torchrun worker: it must not outlive its launcher (parent_death.py)
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        from nemo_cascade import parent_death
 
-        lifeline.bind_worker()
+        parent_death.bind_worker()
     args, extra = parser.parse_known_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a command that relaunches itself repeats
     args.own_process = argv is None  # the process is this command: its output may go to a log (worker_log.py)

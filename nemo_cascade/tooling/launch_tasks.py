@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nemo_cascade import config
-from nemo_cascade import lifeline
+from nemo_cascade import parent_death
 from nemo_cascade.files import write_text_atomically
 
 REPO = Path(__file__).resolve().parents[2]
@@ -192,8 +192,10 @@ def run_task(args) -> int:
         extra.append(f"stages.{args.stage}.reward.{field}={named}")
         if field == "reward_model_url":
             extra.append(f"stages.{args.stage}.reward.reward_model_stage=")
-    # The stage's launcher stops (and stops its workers) if this task process dies, by any signal (lifeline.py).
-    child = subprocess.Popen([*args.command, *extra], preexec_fn=lifeline.die_with_parent_preexec)
+    # The stage's launcher stops (and stops its workers) if this task process dies, by any signal
+    # (parent_death.py).
+    child = subprocess.Popen([*args.command, *extra],
+                             preexec_fn=parent_death.die_with_parent_preexec)
     _forward_signals(child)
     rc = child.wait()
     # A server may stop for this stage once the stage gave up for good: it succeeded, or failed with no Slurm

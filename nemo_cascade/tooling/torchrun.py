@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from nemo_cascade import lifeline
+from nemo_cascade import parent_death
 from nemo_cascade.tooling import worker_log
 
 
@@ -27,7 +27,8 @@ def run_torchrun(argv: list[str], run_dir: Path | None = None) -> int:
     from torch.distributed.run import parse_args, run
 
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
-    os.environ[lifeline.AGENT_PID_ENV] = str(os.getpid())  # each worker checks it still has this parent
+    # each worker checks it still has this parent
+    os.environ[parent_death.AGENT_PID_ENV] = str(os.getpid())
     oom_before = oom_kills()
     try:
         run(parse_args(argv))
@@ -78,5 +79,5 @@ def killed_why(signal_name: str, oom_before: int | None, oom_after: int | None) 
 
 if __name__ == "__main__":
     # On a Slurm node (slurm/node.sh execs this): stop, and so stop the workers, when the step's process dies.
-    lifeline.die_with_parent(signal.SIGTERM)
+    parent_death.die_with_parent(signal.SIGTERM)
     sys.exit(run_torchrun(sys.argv[1:]))

@@ -22,7 +22,7 @@ LAYERS = [
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms", "convert",
      "metrics", "ranks", "provenance", "saves", "step_rollouts", "teachers", "repair",
      "interfaces"},
-    {"config", "types", "faults", "files", "stop_request", "lifeline", "console", "errors",
+    {"config", "types", "faults", "files", "stop_request", "parent_death", "console", "errors",
      "cpu_math", "deadline", "server_token", "heartbeat"},
 ]
 # Pairs within a layer that import one way only (importer, imported): docs/architecture.md.

@@ -1,6 +1,7 @@
-"""Workers never outlive their launcher (nemo_cascade/lifeline.py): a process that binds itself as a torchrun
-worker dies when its parent is SIGKILLed, even in a session of its own; one whose parent is already gone exits
-at once; a worker's SIGKILL is named as out-of-memory when the kernel's OOM count rose."""
+"""Workers never outlive their launcher (nemo_cascade/parent_death.py): a process that binds itself
+as a torchrun worker dies when its parent is SIGKILLed, even in a session of its own; one whose
+parent is already gone exits at once; a worker's SIGKILL is named as out-of-memory when the kernel's
+OOM count rose."""
 import os
 import signal
 import subprocess
@@ -10,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import lifeline
 from nemo_cascade.tooling import torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
-# The launcher stand-in: starts a "worker" in a new session (as torchrun does), prints its PID, waits forever.
+# The launcher stand-in: starts a "worker" in a new session (as torchrun does), prints its PID,
+# waits forever.
 PARENT = """
 import os, subprocess, sys, time
 env = dict(os.environ, NEMO_CASCADE_AGENT_PID=str(os.getpid()))
@@ -22,7 +23,8 @@ child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], env=env, start_new
 print(child.pid, flush=True)
 time.sleep(600)
 """
-WORKER = "from nemo_cascade import lifeline; lifeline.bind_worker(); import time; time.sleep(600)"
+WORKER = ("from nemo_cascade import parent_death; parent_death.bind_worker(); import time; "
+          "time.sleep(600)")
 
 
 def _alive(pid: int) -> bool:
