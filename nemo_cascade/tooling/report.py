@@ -341,7 +341,7 @@ def render_png(run: Run, path: Path) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ReportError("report.png needs matplotlib (scripts/setup_venv.sh installs it)") from None
+        raise ReportError("report.png needs matplotlib (tools/setup_venv.sh installs it)") from None
     curves = [(s, *c) for s, c in zip(run.stages, run.curves) if c[2]]
     suites = len({s for _, row in run.history for s in row})
     heat_w, curve_w = 3.0 + 1.25 * max(suites, 2), 7.0 if curves else 0.0

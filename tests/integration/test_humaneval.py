@@ -16,7 +16,7 @@ from nemo_cascade.rewards.code import reward_batch
 
 HUMAN_EVAL = Path(__file__).resolve().parents[2] / "data" / "humaneval" / "HumanEval.jsonl.gz"
 
-# No skip when bubblewrap is missing: scripts/setup_venv.sh installs it, and a sandbox that silently does not
+# No skip when bubblewrap is missing: tools/setup_venv.sh installs it, and a sandbox that silently does not
 # run would hide exactly what this test checks.
 pytestmark = pytest.mark.integration
 

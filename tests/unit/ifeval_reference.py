@@ -18,12 +18,12 @@ from pathlib import Path
 def load_lm_eval_ifeval():
     """``(instructions_registry, utils)`` of lm-eval's IFEval task.
 
-    Raises ImportError when lm-eval (``scripts/setup_venv.sh`` installs it) is missing: the agreement tests
+    Raises ImportError when lm-eval (``tools/setup_venv.sh`` installs it) is missing: the agreement tests
     must fail loudly rather than be skipped.
     """
     spec = importlib.util.find_spec("lm_eval")
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError("lm-eval is not installed (scripts/setup_venv.sh installs lm-eval==0.4.13 --no-deps)")
+        raise ImportError("lm-eval is not installed (tools/setup_venv.sh installs lm-eval==0.4.13 --no-deps)")
     root = Path(list(spec.submodule_search_locations)[0])
     ifeval_dir = root / "tasks" / "ifeval"
     if not (ifeval_dir / "instructions_registry.py").is_file():

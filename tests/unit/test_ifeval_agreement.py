@@ -3,7 +3,7 @@
 The corpus (tests/unit/ifeval_corpus.py) is GPT-4's reference response to every prompt plus edits meant to
 flip each instruction; the tests require identical strict and loose verdicts on it, and that every one of the
 25 instructions is seen both followed and not followed, under the strict and under the loose verdict.
-lm-eval, langdetect and nltk are installed by scripts/setup_venv.sh; a missing one is an error, not a skip.
+lm-eval, langdetect and nltk are installed by tools/setup_venv.sh; a missing one is an error, not a skip.
 
 Known, deliberate difference: for ``keywords:letter_frequency`` with a "letter" outside a-z (IFEval uses '!'
 and '#') the reference draws a random letter; we count the named character. Those two instances are left out
@@ -135,7 +135,7 @@ UNICODE_WORDS = ["हिन्दी में लिखा गया उत्�
 def test_word_counts_on_non_ascii_text_agree_with_lm_eval(reference):
     """Words are ``\\w+`` runs with Python's ``re`` semantics, as in IFEval's code and IFBench's reference run
     (NLTK ≤ 3.9). NLTK 3.10 matches with the ``regex`` module, whose ``\\w`` also covers combining marks and
-    joiners ("हिन्दी" is 1 word there, 3 here), so under it lm-eval disagrees: scripts/setup_venv.sh pins NLTK."""
+    joiners ("हिन्दी" is 1 word there, 3 here), so under it lm-eval disagrees: tools/setup_venv.sh pins NLTK."""
     registry, _ = reference
     for text in UNICODE_WORDS:
         for n in range(1, 9):

@@ -33,7 +33,7 @@ from typing import Any
 RG_PREFIX = "rg/"
 """``synthetic:rg/TASK`` addresses these sets (loader.py strips ``synthetic:``)."""
 RG_VERSION = "0.1.25"
-"""The reasoning-gym release the generators and tests are pinned to (scripts/setup_venv.sh, setup.py)."""
+"""The reasoning-gym release the generators and tests are pinned to (tools/setup_venv.sh, setup.py)."""
 TEST_FRACTION_PERCENT = 15
 """Share of problems (by hash of the question) held out for the test split, as in :mod:`.arithmetic`."""
 DEFAULT_SIZE = 500
@@ -95,7 +95,7 @@ def _dataset(task: str, options: dict[str, Any], seed: int, draws: int):
     try:
         import reasoning_gym
     except ImportError:
-        raise ValueError(f"rg/{task} needs reasoning-gym: run scripts/setup_venv.sh "
+        raise ValueError(f"rg/{task} needs reasoning-gym: run tools/setup_venv.sh "
                          f"(or pip install reasoning-gym=={RG_VERSION})") from None
     # Our seed is hashed into reasoning-gym's: it draws problem i from Random(seed + i), so seeds 0 and 1
     # would give the same problems shifted by one; hashed seeds start streams far apart.

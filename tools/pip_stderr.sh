@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pip's stderr (the file $1) as scripts/setup_venv.sh shows it, for a pip command that succeeded:
+# pip's stderr (the file $1) as tools/setup_venv.sh shows it, for a pip command that succeeded:
 #  - "WARNING: Location '...'" lines go (find-links folders some machines' pip config names; one per call);
 #  - setuptools' "Editable installation" BuildBackendWarning block (printed by every successful `pip install -e`);
 #  - pip's "dependency resolver" ERROR block (its header line, then one line per conflict) goes only when every
