@@ -9,34 +9,9 @@ Python (```` ```python ````, ```` ```py ````, ```` ```python3 ````, ```` ``` ```
 language (sample output, C++) are skipped, and a block whose closing fence is missing (a truncated answer)
 does not count. Thinking responses: only the text after ``</think>`` is read; no ``</think>`` scores 0.
 
-Label shapes (docs/rewards.md), both with an optional ``"time_limit"`` in seconds (default 5):
-
-- stdin/stdout (TACO / APPS / Codeforces / LiveCodeBench): ``{"tests": [{"input": str, "output": str}]}``.
-  Each test is one run with ``input`` on stdin, stopping at the first failure. ``time_limit`` is the CPU
-  time per test. Output comparison (:func:`outputs_match`): both sides are split on whitespace (so line
-  breaks, trailing spaces and blank lines never matter) and must have the same number of tokens; two tokens
-  match if they are equal strings, or if both are decimal numbers and at least one has a fraction or
-  exponent, within ``|a - b| <= 1e-6 * max(1, |b|)`` (1e-6 absolute below 1, relative above).
-  Two integers must be equal strings: ``10**18 + 1`` never "matches" ``10**18`` through float rounding.
-- function call (HumanEval / MBPP): ``{"test_code": str, "entry_point": str}``. One run executes the
-  program, then ``test_code``, then — if ``test_code`` defines a top-level ``check`` — ``check(entry_point)``
-  (HumanEval); otherwise ``test_code`` is a list of asserts (MBPP). ``time_limit`` bounds the whole run.
-  Passing means finishing normally and printing a random token the program never sees in its source, so a
-  program that calls ``exit(0)`` before the tests run scores 0.
-
-- call-based (TACO / APPS rows whose ``input_output`` names ``fn_name``): ``{"fn_name": str, "call_tests":
-  [{"args": [...], "output": value}], "class_name": "Solution" | None}``. One run executes the program, then
-  calls ``fn_name(*args)`` for each test in order — ``Solution().fn_name(*args)`` when ``class_name`` is set
-  (the row's starter code defines the class, LeetCode style), else the top-level function — stopping at the
-  first failure; ``time_limit`` bounds the whole run, as for the function-call labels. Comparison, as APPS's
-  harness does it: tuples count as lists (JSON has no tuples), and the return value must equal the expected
-  value, or its first element when the expected value is a non-empty list (TACO/APPS wrap a single return
-  value in a list; a label's ``"wrapped_single": false`` turns that off: LiveCodeBench
-  compares exactly); numbers compare like stdout tokens (:func:`outputs_match`: integers
-  exactly, floats within 1e-6), and ``True`` is not ``1``. Only plain JSON-like values count
-  (``int``, ``float``, ``str``, ``bool``,
-  ``None``, ``list``, ``tuple``, ``dict`` exactly): an object whose ``__eq__`` says yes to everything scores 0.
-  Passing also needs the random token, as above.
+Label shapes — stdin/stdout (TACO, APPS, Codeforces, LiveCodeBench), function call (HumanEval,
+MBPP), call-based (TACO / APPS rows naming ``fn_name``) — and how each compares outputs are in
+docs/rewards.md, "Code labels"; each takes an optional ``"time_limit"`` in seconds (default 5).
 
 A program longer than ``MAX_PROGRAM_BYTES`` (1 MiB of UTF-8) scores 0 without running: judges cap source
 size (Codeforces: 64 KB), and a 10 MB "program" would otherwise be copied into every test's sandbox.

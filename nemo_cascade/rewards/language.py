@@ -16,35 +16,10 @@ Which language a response must keep to depends on its prompt (:func:`reply_scrip
   0 (T19), so its rule only matters when a user sets a penalty; it takes this one;
 - ``fixed_script``: every response against one language (``Reward.code_switch_script``), the prompt unread.
 
-The prompt's language (:func:`prompt_scripts`) is read from the prose of all its user turns (a short last turn,
-"continue", says little about a conversation's language), after the same stripping as a response's: a script
-counts when one of its letters is there (a single Chinese word makes a prompt not "purely English", and a reply
-may echo it). Scripts map to the languages of :data:`EXPECTED_SCRIPTS` (kana → Japanese: kana and han; hangul
-→ Korean: hangul and han; han alone → Chinese); Greek counts only when its letters outnumber the Latin ones (else
-it is notation); letters of a script not listed there (Bengali, Georgian, ...) let a reply use any unlisted
-script. A prompt with no prose letters at all (only math or code) is taken to be in
-``Reward.code_switch_script`` (Latin by default). "English" is Latin script here: a French prompt counts as
-English and French words in an answer are not foreign — telling Latin-script languages apart needs a language
-identifier, not a script test. Likewise a reply wholly in English to a Chinese prompt passes (Latin letters are
-variables, units and identifiers in any language, so they stay neutral).
-
-The test of a response (:func:`is_code_switched`), applied to the whole response, thinking included:
-
-1. drop what is not prose: fenced code blocks and inline code (backticks), display math (``$$...$$``,
-   ``\\[...\\]``), inline math (``\\(...\\)`` and ``$...$`` within a line, so a lone currency ``$`` does not
-   hide the rest of the text), and LaTeX command names (``\\frac``, ``\\alpha``);
-2. count the letters left (Unicode letters, digits excluded) and those outside the expected scripts. Neutral,
-   never foreign: Latin letters (expected, or variables and identifiers in a non-Latin text), Greek letters,
-   letter-like symbols (ℝ, ℕ, µ), mathematical alphanumerics (𝑥) and Unicode numbers that are not digits
-   (², ½, ①, Ⅳ, ₁, 〇) — these are notation, not language;
-3. the response is code-switched when it has at least ``min_foreign_letters`` (default 2) foreign letters
-   *and* they are at least ``min_foreign_share`` (default 0) of all its letters.
-
-Why a count and not only a share: one CJK character is a syllable or a whole word, so a Chinese phrase in a
-long English proof is a tiny share of the letters yet exactly the drift to penalise; two letters keep a single
-stray symbol from flagging. Raise ``min_foreign_share`` to tolerate quoted foreign words in long texts.
-Linear time on any input, response or prompt (a few regex passes and one pass over math/code delimiters);
-neither a response nor a prompt ever raises (a non-string is treated as empty).
+How the prompt's language is read and when a response counts as code-switched (what is prose,
+which letters are neutral, the thresholds, why a count and not only a share) is in
+docs/rewards.md, "Code-switching: how it is read". Linear time on any input; neither a response
+nor a prompt ever raises (a non-string is treated as empty).
 """
 from __future__ import annotations
 

