@@ -1,16 +1,17 @@
-"""The tiny cascade's RLHF prompts: arithmetic asked in a chat, best answered in one friendly sentence.
+"""The tiny cascade's RLHF prompts: arithmetic asked in a chat, best answered in one friendly
+sentence.
 
-``chat_arithmetic`` (``rlhf`` domain) puts a :mod:`.arithmetic` problem in a user's greeting. The reply
-the user wants greets them back by name (``Hi Ana! 3 + 4 is 7.``); the SFT data greets only half of
-them and answers the rest curtly (``3 + 4 is 7.``), as SFT data of mixed quality does. The preference
-pairs (:func:`chat_pairs`) always prefer the greeting, so the reward model trained on them has
-something RLHF can win beyond SFT (§4.3: RLHF improves the chat answers SFT leaves).
+``chat_arithmetic`` (``rlhf`` domain) puts a :mod:`.arithmetic` problem in a user's greeting. The
+reply the user wants greets them back by name (``Hi Ana! 3 + 4 is 7.``); the SFT data greets only
+half of them and answers the rest curtly (``3 + 4 is 7.``), as SFT data of mixed quality does. The
+preference pairs (:func:`chat_pairs`) always prefer the greeting, so the reward model trained on
+them has something RLHF can win beyond SFT (§4.3: RLHF improves the chat answers SFT leaves).
 
 Why RLHF has prompts of its own: the paper's RLHF stage trains on general chat prompts, not on the
-math stage's (§4.3). When the tiny cascade trained RLHF on the math prompts, a repair stage's RLHF and
-math teachers (docs/distill.md) asked for two different answers to the same prompt, and no student
-can follow both. Here each teacher has its own prompts; what the two share is the arithmetic inside,
-through which math RL can still pull chat replies toward its own answer format.
+math stage's (§4.3). When the tiny cascade trained RLHF on the math prompts, a repair stage's RLHF
+and math teachers (docs/distill.md) asked for two different answers to the same prompt, and no
+student can follow both. Here each teacher has its own prompts; what the two share is the arithmetic
+inside, through which math RL can still pull chat replies toward its own answer format.
 
 The split is the arithmetic problem's (:func:`.arithmetic.arithmetic`): a chat row and a math row of
 the same problem fall in the same split, so chat SFT never shows a held-out math problem.
@@ -72,7 +73,8 @@ def chat_pairs(rows: list[dict], mode: str = "no_think", seed: int = 0) -> list[
         kind = rng.choice(REJECT_KINDS)
         value = row["value"]
         if kind == "wrong":
-            bad = REPLY.format(name=row["name"], sum=row["sum"], value=wrong_result(int(value), rng))
+            wrong = wrong_result(int(value), rng)
+            bad = REPLY.format(name=row["name"], sum=row["sum"], value=wrong)
         elif kind == "boxed":
             bad = f"{row['sum']} = {value}. The answer is \\boxed{{{value}}}."
         else:
