@@ -25,7 +25,7 @@ from nemo_cascade.actor import cpu, optimizer
 from nemo_cascade.actor.process_groups import init_distributed, init_model_parallel
 from nemo_cascade.actor.hf_weights import HFWeights
 from nemo_cascade.actor.frozen_weights import FrozenWeights
-from nemo_cascade.actor import lm_head as LM
+from nemo_cascade.actor import lm_head
 from nemo_cascade.actor import precision
 from nemo_cascade.actor.sequence_layout import (RopeAtPositions, cp_inputs, cp_token_logprobs,
                                                 pad_seq, pipeline_shape, round_up, thd_inputs)
@@ -153,7 +153,7 @@ class MegatronActor:
         )
         return model.to(self.device)
 
-    def _select_head_input(self) -> "LM.HeadInput | None":
+    def _select_head_input(self) -> "lm_head.HeadInput | None":
         """The LM head runs only at the positions that predict trained tokens (actor/lm_head.py) — not with
         sequence or context parallelism, which split the sequence the head sees."""
         from megatron.core.tensor_parallel import ColumnParallelLinear
@@ -161,7 +161,7 @@ class MegatronActor:
         head = getattr(self.model, "output_layer", None)
         if not isinstance(head, ColumnParallelLinear) or self.parallel.sequence_parallel or self.parallel.cp > 1:
             return None  # no head on this pipeline stage, another head (a reward model's), or a split sequence
-        return LM.HeadInput(head)
+        return lm_head.HeadInput(head)
 
     def _gather_sequence_for_head(self) -> None:
         """With sequence parallelism the final hidden states reach the output layer as this TP rank's sequence
@@ -274,7 +274,7 @@ class MegatronActor:
         selection = None
         if self._head_input is not None and "loss_mask" in mb:  # the loss reads the trained tokens only
             T_pad = round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
-            selection = LM.select(mb["loss_mask"], T_pad, thd="packed_seq_params" in inputs)
+            selection = lm_head.select(mb["loss_mask"], T_pad, thd="packed_seq_params" in inputs)
             self._head_input.selection = selection
         if "prefix_ids" in mb:  # samples sharing a prompt: RoPE at their positions, not their columns
             self._rope.positions = inputs["position_ids"]
@@ -313,10 +313,10 @@ class MegatronActor:
         return dict(input_ids=tokens, position_ids=positions, attention_mask=_cpu_causal_mask(T_pad, tokens.device))
 
     def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, cp_labels: torch.Tensor | None,
-              selection: "LM.Selection | None", output: torch.Tensor):
+              selection: "lm_head.Selection | None", output: torch.Tensor):
         B, T = mb["tokens"].shape
         if selection is not None:  # logits of the predicting positions only: [1, N, V]
-            x = LM.selected_token_logprobs(output, mb["tokens"], selection, temperature)
+            x = lm_head.selected_token_logprobs(output, mb["tokens"], selection, temperature)
         elif cp_labels is not None:
             x = cp_token_logprobs(output, cp_labels, T, temperature,
                                   self.ps.get_context_parallel_group())
@@ -454,7 +454,7 @@ def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor,
     whole sequence's logits. Every position is scored against the next token (the last one against a
     wrapped-around label, dropped), so the model's output goes in as it is, with no shifted slice
     (``lm_head.label_logprobs``). Consumes ``logits_B_T_V``."""
-    next_lp = LM.label_logprobs(logits_B_T_V, torch.roll(tokens_B_T, -1, dims=1), temperature)
+    next_lp = lm_head.label_logprobs(logits_B_T_V, torch.roll(tokens_B_T, -1, dims=1), temperature)
     return torch.nn.functional.pad(next_lp[:, :-1], (1, 0))
 
 
