@@ -56,25 +56,26 @@ def test_reasoning_gym_family():
     assert rows == reasoning_gym.rows(spec, "train", 20, 0) and _hash(rows) == "02048140ddce5470"
 
 
-@pytest.mark.parametrize("mode,pinned", [("no_think", "638ee1439c776ba0"), ("think", "7b7e65d34dd50f93")])
-def test_arithmetic_preference_pairs(mode, pinned):
-    data = Data(source="synthetic:arithmetic", split="train", size=64, seed=5)
-    rows = preference_rows(data, mode)
-    direct = arithmetic.arithmetic_pairs(arithmetic.arithmetic("train", 64, 5), mode, 5)
-    assert rows == [(r["uid"], r["prompt"], r["chosen"], r["rejected"]) for r in direct]
-    assert _hash(rows) == pinned
+PAIRS = {"arithmetic": (arithmetic.arithmetic, arithmetic.arithmetic_pairs,
+                        arithmetic.REJECT_KINDS),
+         "chat_arithmetic": (chat_arithmetic.chat_arithmetic, chat_arithmetic.chat_pairs,
+                             chat_arithmetic.REJECT_KINDS)}
 
 
-@pytest.mark.parametrize("mode,pinned",
-                         [("no_think", "2719ea0f965f7a6e"), ("think", "4e72e05c65532dc6")])
-def test_chat_preference_pairs(mode, pinned):
-    data = Data(source="synthetic:chat_arithmetic", split="train", size=64, seed=5)
-    rows = preference_rows(data, mode)
-    direct = chat_arithmetic.chat_pairs(chat_arithmetic.chat_arithmetic("train", 64, 5), mode, 5)
+@pytest.mark.parametrize("name,mode,pinned", [
+    ("arithmetic", "no_think", "638ee1439c776ba0"), ("arithmetic", "think", "7b7e65d34dd50f93"),
+    ("chat_arithmetic", "no_think", "2719ea0f965f7a6e"),
+    ("chat_arithmetic", "think", "4e72e05c65532dc6")])
+def test_preference_pairs(name, mode, pinned):
+    """The registered preference form of a synthetic set is its generator's, pinned, and draws
+    every kind of rejected answer."""
+    make_rows, make_pairs, kinds = PAIRS[name]
+    rows = preference_rows(Data(source=f"synthetic:{name}", split="train", size=64, seed=5), mode)
+    direct = make_pairs(make_rows("train", 64, 5), mode, 5)
     assert rows == [(r["uid"], r["prompt"], r["chosen"], r["rejected"]) for r in direct]
     assert _hash(rows) == pinned
-    assert {r["kind"] for r in direct} == set(chat_arithmetic.REJECT_KINDS)
-    assert all(r["chosen"] != r["rejected"] and "! " in r["chosen"] for r in direct)
+    assert {r["kind"] for r in direct} == set(kinds)
+    assert all(r["chosen"] != r["rejected"] for r in direct)
 
 
 def test_chat_rows_ask_the_math_sets_problems_in_the_same_split():
@@ -88,7 +89,8 @@ def test_chat_rows_ask_the_math_sets_problems_in_the_same_split():
         for c, m in zip(chat, math):
             lhs = m["solution"].split(" = ")[0]
             assert lhs in c["prompt"] and c["name"] in c["prompt"] and "boxed" not in c["response"]
-            assert c["response"] in (f"Hi {c['name']}! {lhs} is {m['answer']}.", f"{lhs} is {m['answer']}.")
+            replies = (f"Hi {c['name']}! {lhs} is {m['answer']}.", f"{lhs} is {m['answer']}.")
+            assert c["response"] in replies
         curt = sum(not r["response"].startswith("Hi ") for r in chat) / len(chat)
         assert abs(curt - chat_arithmetic.CURT_PERCENT / 100) < 0.1, curt
 
