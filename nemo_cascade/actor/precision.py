@@ -170,7 +170,7 @@ def _check_fp8(recipe: str, env: Env, te: bool) -> None:
 
 
 def transformer_config_kwargs(model: Model, parallel: Parallel) -> dict[str, Any]:
-    """The ``TransformerConfig`` fields these settings own (the model's shape comes from convert.arch)."""
+    """The ``TransformerConfig`` fields these settings own (the model's shape comes from convert.megatron_args)."""
     kwargs: dict[str, Any] = dict(sequence_parallel=parallel.sequence_parallel,
                                   context_parallel_size=parallel.cp, **RECOMPUTE[parallel.recompute])
     if model.fp8 != "none":
@@ -273,7 +273,7 @@ def layer_spec(te: bool, arch: str, num_layers: int, fused_attention: bool = Fal
     ``num_layers`` layers — this pipeline stage's — so the final norm is one too), its core attention torch's
     fused one with ``fused_attention`` (:class:`Plan`). Qwen3 has per-head q/k
     RMSNorm. (Qwen2's q/k/v biases need no spec change: ``linear_qkv`` gets its bias from
-    ``TransformerConfig.add_qkv_bias``, convert.arch.)"""
+    ``TransformerConfig.add_qkv_bias``, convert.shape.)"""
     from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_layer_local_spec,
                                                           get_gpt_layer_with_transformer_engine_spec)
 

@@ -91,7 +91,7 @@ RESHAPES: dict[str, tuple[Callable, Callable]] = {"identity": (lambda parts, g: 
 
 # ---------------------------------------------------------------------------------------- tables
 # Dense decoder-only models with RMSNorm, SwiGLU and RoPE. Qwen3 adds per-head q/k RMSNorm, Qwen2 biases on the
-# q/k/v projections (convert.arch.ARCHS).
+# q/k/v projections (convert.shape.ARCHS).
 # Names are for Megatron's local (non-TE) layer spec; TE fuses the pre-attention / pre-MLP norms into the
 # following linear layer, which `rules_for(te=True)` renames (_TE_RENAMES).
 

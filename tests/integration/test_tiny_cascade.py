@@ -74,7 +74,7 @@ def test_every_stage_ran_in_order_from_its_parent(run):
         assert m["stages"][after]["parent"] == hf[before], f"{after} must start from {before}'s export"
     assert m["versions"]["megatron-core"] and m["seed"] == 1234 and len(m["config_sha256"]) == 64
     assert all(len(m["stages"][s]["config_sha256"]) == 64 and m["stages"][s]["data_sha256"] for s in STAGES)
-    assert len(m["stages"]["sft"]["data_sha256"]) == 4, "SFT blends four synthetic domains"
+    assert len(m["stages"]["sft"]["data_sha256"]) == 5, "SFT blends five synthetic sets"
     for k, s in enumerate(STAGES):
         assert not (run / "stages" / f"{k}-{s}" / "checkpoint").exists()
 

@@ -309,6 +309,9 @@ class _Scorer:
             g.reward_details_G = [{} for _ in range(g.group_size)]
         return groups
 
+    def penalize_code_switching(self, groups):
+        return 0
+
 
 class _Log:
     def __init__(self):

@@ -64,7 +64,7 @@ def test_torchs_fused_attention_only_on_cpu():
 
 
 def test_bf16_attention_softmax_needs_no_fp32_copies():
-    """attention_softmax_in_fp32 is off (convert.arch): torch's softmax accumulates bf16 scores in fp32 and rounds
+    """attention_softmax_in_fp32 is off (convert.megatron_args): torch's softmax accumulates bf16 scores in fp32 and rounds
     once, so Megatron's unfused softmax gives the same bf16 probabilities without copying the scores to fp32."""
     from megatron.core.fusions.fused_softmax import FusedScaleMaskSoftmax
     from megatron.core.transformer.enums import AttnMaskType
