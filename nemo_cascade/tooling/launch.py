@@ -208,7 +208,8 @@ def _nemo_run():
             warnings.simplefilter("ignore")
             import nemo_run
     except ImportError as e:
-        raise config.ConfigError(f"launch: nemo-run is not importable ({e}); install it as tools/setup_venv.sh does "
+        raise config.ConfigError(f"launch: nemo-run is not importable ({e}); install it as "
+                                 "tools/setup_venv.sh does "
                                  f"(pip install nemo-run==0.11.1, then --no-deps leptonai==0.27.3 anyio==4.16.0)") from None
     return nemo_run
 

