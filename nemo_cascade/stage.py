@@ -8,7 +8,7 @@ from typing import Callable
 
 from nemo_cascade import checkpoint, heartbeat, ranks, stop_request, weight_sync
 from nemo_cascade import config
-from nemo_cascade.algorithms import distill, grpo, packing, reward_model, sft
+from nemo_cascade.algorithms import distill, group_filter, grpo, packing, reward_model, sft
 from nemo_cascade.algorithms.length_curriculum import LengthCurriculum
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
 from nemo_cascade.errors import CascadeError
@@ -146,7 +146,7 @@ def _collect_step(ctx: StageContext, stage: config.Stage, scorer: GroupScorer, t
     """Step ``step``'s scored groups, round after round until the refill has them (§4.4.2), each
     round's code-switch penalty applied to the round as a whole (§4.3.2); with the refill's metrics
     and how many samples were code-switched. :class:`StopInStep` when a stop came during a round."""
-    refill, switched = grpo.Refill(cfg), 0
+    refill, switched = group_filter.Refill(cfg), 0
     while count := refill.prompts_wanted():
         groups = _generate_round(ctx, stage, scorer, timer, stream.next_batch(count), rollout, step,
                                  refill.round)

@@ -5,7 +5,7 @@ bonus added to it (§4.4.2); the epoch filter does not count samples the phase s
 import pytest
 import torch
 
-from nemo_cascade.algorithms import grpo
+from nemo_cascade.algorithms import group_filter, grpo
 from nemo_cascade.config import GRPO
 from nemo_cascade.data.prompt_stream import PromptStream
 from nemo_cascade.data.schemas import adapt_ifeval
@@ -36,22 +36,23 @@ def test_an_all_pass_if_group_with_unequal_bonuses_is_dropped():
     cfg = GRPO(group_size=4, prompts_per_step=2, drop_zero_variance_groups=True)
     all_pass = _group("a", [1.2, 1.7, 1.5, 1.9], verdicts=[1, 1, 1, 1])
     mixed = _group("b", [1.3, 0.0, 1.8, 0.0], verdicts=[1, 0, 1, 0])
-    assert not grpo.is_informative(all_pass, cfg) and grpo.is_informative(mixed, cfg)
+    assert not group_filter.is_informative(all_pass, cfg)
+    assert group_filter.is_informative(mixed, cfg)
     batch = grpo.make_batch([all_pass, mixed], cfg, pad_id=0)
     assert batch.metrics["groups_dropped"] == 1.0 and batch.num_sequences == 4
     # the kept group's advantages still come from its rewards, bonus included
     assert batch.advantages_S[0] < batch.advantages_S[2]
     plain = _group("c", [1.2, 1.7, 1.5, 1.9])  # no verdicts recorded: the rewards are the verdicts
-    assert grpo.is_informative(plain, cfg)
+    assert group_filter.is_informative(plain, cfg)
 
 
 def test_verdicts_go_through_the_phase_s_overlong_policy():
     truncated = ["stop", "stop", "length", "length"]
     group = _group("a", [1.4, 1.6, 0.0, 0.0], verdicts=[1, 1, 0, 0], finish=truncated)
-    assert not grpo.is_informative(
+    assert not group_filter.is_informative(
         group, GRPO(group_size=4, overlong="filter")
     )  # kept samples all pass
-    assert grpo.is_informative(group, GRPO(group_size=4, overlong="zero"))
+    assert group_filter.is_informative(group, GRPO(group_size=4, overlong="zero"))
 
 
 def _stream(uids, readmit_unsolved=0.0):

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from nemo_cascade.algorithms import grpo
+from nemo_cascade.algorithms import group_filter, grpo
 from nemo_cascade.config import GRPO
 from nemo_cascade.types import Prompt, PromptGroup
 
@@ -54,23 +54,23 @@ def test_shape_rewards_zscore_tanh():
 # --------------------------------------------------------------------------------------------- filters
 
 def test_is_zero_variance_and_group_selection():
-    assert grpo.is_zero_variance(T([1.0, 1.0, 1.0]))
-    assert grpo.is_zero_variance(T([0.0, 0.0]))
-    assert grpo.is_zero_variance(T([5.0]))
-    assert grpo.is_zero_variance(T([]))
-    assert not grpo.is_zero_variance(T([1.0, 0.0]))
-    assert not grpo.is_zero_variance(T([0.5, 0.5, 0.25]))
+    assert group_filter.is_zero_variance(T([1.0, 1.0, 1.0]))
+    assert group_filter.is_zero_variance(T([0.0, 0.0]))
+    assert group_filter.is_zero_variance(T([5.0]))
+    assert group_filter.is_zero_variance(T([]))
+    assert not group_filter.is_zero_variance(T([1.0, 0.0]))
+    assert not group_filter.is_zero_variance(T([0.5, 0.5, 0.25]))
     rewards_P = [T([1.0, 1.0]), T([1.0, 0.0]), T([0.0, 0.0]), T([0.5, 0.2])]
-    assert grpo.nonzero_variance_groups(rewards_P) == [1, 3]
+    assert group_filter.nonzero_variance_groups(rewards_P) == [1, 3]
 
 
 def test_overlong_policies():
     rewards_G, truncated_G = T([1.0, 0.5, 1.0]), T([False, True, False])
-    r, keep = grpo.OVERLONG["none"](rewards_G, truncated_G)
+    r, keep = group_filter.OVERLONG["none"](rewards_G, truncated_G)
     assert r.tolist() == [1.0, 0.5, 1.0] and keep.tolist() == [True, True, True]
-    r, keep = grpo.OVERLONG["zero"](rewards_G, truncated_G)
+    r, keep = group_filter.OVERLONG["zero"](rewards_G, truncated_G)
     assert r.tolist() == [1.0, 0.0, 1.0] and keep.tolist() == [True, True, True]
-    r, keep = grpo.OVERLONG["filter"](rewards_G, truncated_G)
+    r, keep = group_filter.OVERLONG["filter"](rewards_G, truncated_G)
     assert r.tolist() == [1.0, 0.5, 1.0] and keep.tolist() == [True, False, True]
 
 
@@ -151,11 +151,12 @@ def test_overlong_filter_stats_all_masks_the_loss_only():
     assert batch.tokens_B_T.tolist() == [[7, 1, 2], [7, 6, 0], [7, 8, 0]]
     # A group whose kept samples agree still carries signal when the filtered one differs …
     h = group([7], [[1], [2], [3]], [0.0, 1.0, 0.0], finish=["stop", "length", "stop"])
-    assert grpo.is_informative(h, cfg) and not grpo.is_informative(h, GRPO(overlong="filter"))
+    assert group_filter.is_informative(h, cfg)
+    assert not group_filter.is_informative(h, GRPO(overlong="filter"))
     close(grpo.make_batch([h], cfg, pad_id=0).advantages_S, [-0.577350, -0.577350])
     # … and a group with every sample filtered carries none.
     every = group([7], [[1], [2]], [0.0, 1.0], finish=["length", "length"])
-    assert not grpo.is_informative(every, cfg)
+    assert not group_filter.is_informative(every, cfg)
     assert grpo.make_batch([every], cfg, pad_id=0).metrics["groups_dropped"] == 1
 
 
@@ -291,9 +292,9 @@ def test_is_informative_follows_the_overlong_policy():
     # rewards [1, 0, 0]; the 1 was truncated. none: unequal → informative. filter: the truncated sample leaves
     # the group, [0, 0] remains → zero variance. zero: the truncated 1 becomes 0 → [0, 0, 0] → zero variance.
     g = group([1, 2], [[3], [4], [5]], [1.0, 0.0, 0.0], finish=["length", "stop", "stop"])
-    assert grpo.is_informative(g, GRPO(overlong="none"))
-    assert not grpo.is_informative(g, GRPO(overlong="filter"))
-    assert not grpo.is_informative(g, GRPO(overlong="zero"))
+    assert group_filter.is_informative(g, GRPO(overlong="none"))
+    assert not group_filter.is_informative(g, GRPO(overlong="filter"))
+    assert not group_filter.is_informative(g, GRPO(overlong="zero"))
 
 
 # rewards of prompt k's group: informative (mixed) for k in {1, 3, 4, 6}, zero variance otherwise
@@ -319,8 +320,9 @@ def _fake_rollout():
 
 
 def _collect(draw, sample, cfg):
-    """The stage loop's use of :class:`grpo.Refill`: rounds until it wants no more prompts."""
-    refill = grpo.Refill(cfg)
+    """The stage loop's use of :class:`group_filter.Refill`: rounds until it wants no more
+    prompts."""
+    refill = group_filter.Refill(cfg)
     while count := refill.prompts_wanted():
         refill.add(sample(draw(count), refill.round))
     return refill.groups, refill.metrics()
