@@ -47,10 +47,10 @@ def main():
         (folder / "result.json").write_text(json.dumps(results))
     dist.barrier()  # no rank tears the group down while another still uses it (gloo: "connection closed" errors)
     dist.destroy_process_group()
-    # About one run in five under load, rank 0 then aborts in the interpreter's teardown ("terminate
-    # called without an active exception": a C++ thread destroyed unjoined), after everything above
-    # has finished and been written. Not root-caused (docs/testing.md, "A known abort at exit"); the
-    # worker ends here, without that teardown, so the test judges what it checks.
+    # Under load, rank 0 can then abort in the interpreter's teardown ("terminate called without an
+    # active exception"): a gloo worker thread frees the last reference to a gathered tensor after
+    # finalization began (docs/testing.md, "A known abort at exit"). The worker ends here, without
+    # that teardown, so the test judges what it checks.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
