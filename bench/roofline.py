@@ -36,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.grpo_packing import timed  # noqa: E402  (median seconds after a warm-up call)
 from bench.step_breakdown import model_dir  # noqa: E402  (the same models as the other benches)
 from bench.vs_trl import WORK, _prompts  # noqa: E402  (the same step as the TRL comparison)
 
@@ -103,16 +104,6 @@ def batch_counts(batch: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------- probes
-def _median_seconds(fn, repeats: int) -> float:
-    fn()  # first touch, kernels chosen
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def matmul_limit(shape, counts: dict, dtype, repeats: int = 5) -> dict:
     """The train step's GEMMs (:func:`train_gemms`) timed alone in ``dtype``: their FLOPs, seconds
     and FLOP/s."""
@@ -121,7 +112,7 @@ def matmul_limit(shape, counts: dict, dtype, repeats: int = 5) -> dict:
     flops = seconds = 0.0
     for count, m, k, n in train_gemms(shape, counts["positions"], counts["trained"]):
         a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
-        seconds += count * _median_seconds(lambda: torch.matmul(a, b), repeats)
+        seconds += count * timed(lambda: torch.matmul(a, b), repeats)
         flops += count * 2.0 * m * k * n
     return {"flops": flops, "seconds": seconds, "flops_per_s": flops / seconds}
 
@@ -132,8 +123,8 @@ def bandwidth() -> dict:
 
     src = torch.ones(PROBE_BYTES // 4)
     dst = torch.empty_like(src)
-    read = _median_seconds(lambda: src.sum(), 5)
-    copy = _median_seconds(lambda: dst.copy_(src), 5)
+    read = timed(lambda: src.sum(), 5)
+    copy = timed(lambda: dst.copy_(src), 5)
     return {"read_bytes_per_s": PROBE_BYTES / read, "copy_bytes_per_s": 2 * PROBE_BYTES / copy}
 
 
