@@ -150,13 +150,14 @@ def _engine(path: str, stage, dtype: str, **kwargs):
     return RolloutEngine(path, stage.rollout, engine_dtype, seed=0, max_model_len=256, **kwargs)
 
 
-def _recorded(obj, name: str, before, after=None):
+def _recorded(obj, name: str, before=None, after=None):
     """Wrap ``obj.name`` on the instance: ``before(*args, **kwargs)`` sees each call,
     ``after(result, seconds)`` its result and wall time."""
     method = getattr(obj, name)
 
     def wrapper(*args, **kwargs):
-        before(*args, **kwargs)
+        if before:
+            before(*args, **kwargs)
         start = time.perf_counter()
         result = method(*args, **kwargs)
         if after:
@@ -193,10 +194,8 @@ def colocated(model: str, dtype: str, rounds: int, calls_file: Path) -> dict:
         batches, calls, parts = [], [], {"forward_backward": [], "optimizer": []}
         _recorded(actor, "train_step", lambda batch, *a, **k: batches.append(batch_counts(batch)))
         # inside train_step: Megatron's forward-backward schedule, then its optimizer's step
-        _recorded(actor, "_run", lambda *a, **k: None,
-                  lambda _, s: parts["forward_backward"].append(s))
-        _recorded(actor.optimizer, "step", lambda *a, **k: None,
-                  lambda _, s: parts["optimizer"].append(s))
+        _recorded(actor, "_run", after=lambda _, s: parts["forward_backward"].append(s))
+        _recorded(actor.optimizer, "step", after=lambda _, s: parts["optimizer"].append(s))
         _recorded(engine, "generate", lambda prompts_, n, sampling, **k: calls.append(
             {"prompts": list(prompts_), "n": n, "sampling": sampling, "step": k["step"]}),
             lambda groups, s: calls[-1].update(seconds=s, tokens=_generated(groups), longest=max(
@@ -206,6 +205,7 @@ def colocated(model: str, dtype: str, rounds: int, calls_file: Path) -> dict:
         run_grpo(StageContext(actor, engine, pad_id(tok), run, log), stage, prompts)
         rows = read_metrics(run)[1:]  # the warm-up step is not counted
         engine_dtype = str(engine.llm.llm_engine.model_config.dtype).removeprefix("torch.")
+        max_seqs = engine.llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
         engine.shutdown()
         shape = read_hf_config(path)
     calls_file.write_bytes(pickle.dumps([{k: c[k] for k in ("prompts", "n", "sampling", "step")}
@@ -219,22 +219,23 @@ def colocated(model: str, dtype: str, rounds: int, calls_file: Path) -> dict:
             "train_flops": [train_flops(shape, b["lengths"], b["trained"]) for b in batches[1:]],
             "generate": [{"seconds": c["seconds"], "tokens": c["tokens"],
                           **_decode_roofline(shape, c, engine_dtype, probes)} for c in calls[1:]],
-            "plan": plan_prediction(shape, stage, batches[1:], calls[1:], engine_dtype, probes),
+            "plan": plan_prediction(shape, stage, batches[1:], calls[1:], engine_dtype, max_seqs,
+                                    probes),
             **probes}
 
 
 def plan_prediction(shape, stage, batches: list[dict], calls: list[dict], engine_dtype: str,
-                    probes: dict) -> dict:
+                    max_seqs: int, probes: dict) -> dict:
     """``nemo-cascade plan``'s step-time model (tooling/plan_time.py) on this machine's measured
     limits (its matmul limit as the peak, its read bandwidth as the memory's; the model's own
     ``mfu`` and ``bandwidth_share``): ``train_s`` and ``generate_s`` per measured step, from the
     plan's token budgets (every prompt and response at its maximum, as ``plan`` assumes) and from
-    the lengths the step had."""
+    the lengths the step had. ``max_seqs``: the engine's ``max_num_seqs``."""
     from nemo_cascade.tooling import plan_time
 
     hw = plan_time.Hardware(name="this CPU", peak_flops=probes["matmul"]["flops_per_s"],
-                            hbm_bytes_per_s=probes["read_bytes_per_s"], max_seqs=256)
-    dtype_bytes = 2 if engine_dtype == "bfloat16" else 4
+                            hbm_bytes_per_s=probes["read_bytes_per_s"], max_seqs=max_seqs)
+    dtype_bytes = _dtype_bytes(engine_dtype)
     engine = dict(weight_bytes=shape.params() * dtype_bytes,
                   kv_bytes_per_token=shape.kv_bytes_per_token(dtype_bytes),
                   kv_tokens=int(stage.rollout.kv_cache_gib * 2**30
@@ -254,6 +255,10 @@ def plan_prediction(shape, stage, batches: list[dict], calls: list[dict], engine
             "bandwidth_share": hw.bandwidth_share}
 
 
+def _dtype_bytes(engine_dtype: str) -> int:
+    return 2 if engine_dtype == "bfloat16" else 4
+
+
 def _decode_roofline(shape, call: dict, engine_dtype: str, probes: dict) -> dict:
     """:func:`decode_bound` for one ``generate`` call: all its sequences running at once, at their
     mean context (prompt + half the mean response)."""
@@ -261,7 +266,7 @@ def _decode_roofline(shape, call: dict, engine_dtype: str, probes: dict) -> dict
     prompt = statistics.mean(len(p.prompt_tokens) for p in call["prompts"])
     context = prompt + call["tokens"] / sequences / 2
     bound = decode_bound(shape, sequences=sequences, mean_context=context,
-                         dtype_bytes=2 if engine_dtype == "bfloat16" else 4,
+                         dtype_bytes=_dtype_bytes(engine_dtype),
                          read_bytes_per_s=probes["read_bytes_per_s"],
                          flops_per_s=probes["matmul"]["flops_per_s"])
     return {"sequences": sequences, "bound_tokens_per_s": bound}

@@ -59,7 +59,7 @@ OVERLONG: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = {
     "none": overlong_none, "zero": overlong_zero, "filter": overlong_filter}
 
 
-def truncated(group: PromptGroup) -> Tensor:
+def _truncated(group: PromptGroup) -> Tensor:
     return torch.tensor([f == "length" for f in group.finish_reason_G], dtype=torch.bool)
 
 
@@ -67,7 +67,7 @@ def policy_rewards(group: PromptGroup, cfg: GRPO) -> tuple[Tensor, Tensor, Tenso
     """``(rewards_G as scored, rewards_G after the overlong policy, keep_G)`` of one scored
     group."""
     rewards_G = torch.tensor(group.rewards_G, dtype=torch.float64)
-    return (rewards_G, *OVERLONG[cfg.overlong](rewards_G, truncated(group)))
+    return (rewards_G, *OVERLONG[cfg.overlong](rewards_G, _truncated(group)))
 
 
 def filter_values(group: PromptGroup, rewards_G: Tensor, keep_G: Tensor, cfg: GRPO) -> Tensor:
@@ -77,7 +77,7 @@ def filter_values(group: PromptGroup, rewards_G: Tensor, keep_G: Tensor, cfg: GR
     all-wrong groups, §4.4.2), else its rewards after the overlong policy (``rewards_G``)."""
     if group.verdicts_G:
         rewards_G, _ = OVERLONG[cfg.overlong](torch.tensor(group.verdicts_G, dtype=torch.float64),
-                                              truncated(group))
+                                              _truncated(group))
     return statistics_rewards(rewards_G, keep_G, cfg)
 
 

@@ -75,8 +75,6 @@ def no_shaping(rewards_G: Tensor, eps: float) -> Tensor:
 SHAPING: dict[str, Callable[[Tensor, float], Tensor]] = {"none": no_shaping, "zscore_tanh": shape_rewards_zscore_tanh}
 
 
-# -------------------------------------------------------------------------------------------- filters
-
 # ---------------------------------------------------------------------------------------------- batch
 
 @dataclass
@@ -241,8 +239,9 @@ def _sequence_index(laid: dict[str, Tensor]) -> Tensor:
 
 
 def _generation_metrics(groups: list[PromptGroup], scored: list[Tensor]) -> dict[str, float]:
-    """What was generated, over every sample before any filter: ``scored[p]`` is group p's rewards after the
-    overlong policy (:func:`.group_filter.policy_rewards`). Per chat-template mode, its groups and mean reward (§4.3.2)."""
+    """What was generated, over every sample before any filter: ``scored[p]`` is group p's rewards
+    after the overlong policy (:func:`.group_filter.policy_rewards`). Per chat-template mode, its
+    groups and mean reward (§4.3.2)."""
     rewards = torch.cat(scored) if scored else torch.zeros(0, dtype=torch.float64)
     finishes = [f for g in groups for f in g.finish_reason_G]
     lengths = [len(r) for g in groups for r in g.response_tokens_G_T]
