@@ -35,5 +35,5 @@ setup(
         # synthetic:rg/TASK prompt sets (tooling/demo_data/reasoning_gym.py); imported only when one is used.
         "tasks": ["reasoning-gym==0.1.25"],
     },
-    entry_points={"console_scripts": ["nemo-cascade=nemo_cascade.tooling.cli:main"]},
+    entry_points={"console_scripts": ["nemo-cascade=nemo_cascade.tooling.cli:entry"]},
 )

@@ -20,11 +20,12 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.config.recipe_file import load_recipe
-from nemo_cascade import console, heartbeat
+from nemo_cascade import console, heartbeat, process_exit
 from nemo_cascade.tooling import demo_data, worker_log
 from nemo_cascade.tooling.cli_parser import build_parser
 from nemo_cascade.tooling.cli_tools import cmd_convert, cmd_data
@@ -374,5 +375,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def entry() -> NoReturn:
+    """The ``nemo-cascade`` command and its torchrun workers
+    (``python -m nemo_cascade.tooling.cli``), ended without the interpreter's teardown
+    (process_exit.py)."""
+    process_exit.run_and_exit(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -6,7 +6,6 @@ then load the same prompts as a rank reading the whole file in memory, bad rows 
 and named by their line in the file; a second load on both ranks finds the entry.
 """
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -47,14 +46,9 @@ def main():
         (folder / "result.json").write_text(json.dumps(results))
     dist.barrier()  # no rank tears the group down while another still uses it (gloo: "connection closed" errors)
     dist.destroy_process_group()
-    # Under load, rank 0 can then abort in the interpreter's teardown ("terminate called without an
-    # active exception"): a gloo worker thread frees the last reference to a gathered tensor after
-    # finalization began (docs/testing.md, "A known abort at exit"). The worker ends here, without
-    # that teardown, so the test judges what it checks.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":
-    main()
+    from nemo_cascade import process_exit
+
+    process_exit.run_and_exit(main)  # as nemo-cascade ends: no teardown for a gloo thread to abort

@@ -23,7 +23,7 @@ LAYERS = [
      "metrics", "ranks", "provenance", "saves", "step_rollouts", "teachers", "repair",
      "interfaces"},
     {"config", "types", "faults", "files", "stop_request", "parent_death", "console", "errors",
-     "cpu_math", "deadline", "server_token", "heartbeat"},
+     "cpu_math", "deadline", "server_token", "heartbeat", "process_exit"},
 ]
 # Pairs within a layer that import one way only (importer, imported): docs/architecture.md.
 ONE_WAY = {("data", "rewards"), ("rewards", "rollout"), ("convert", "data")}
