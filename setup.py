@@ -30,7 +30,7 @@ setup(
         "launch": ["nemo-run==0.11.1"],
         # lm-eval only as the reference IFEval checkers in the agreement tests (install it with --no-deps).
         "dev": ["pytest", "pytest-timeout", "hypothesis", "immutabledict"],
-        # 0.19.10: wandb.init(reinit="finish_previous") (metrics.py)
+        # 0.19.10: wandb.init(reinit="finish_previous") (cascade/metrics.py)
         "logging": ["wandb>=0.19.10"],
         # synthetic:rg/TASK prompt sets (tooling/demo_data/reasoning_gym.py); imported only when one is used.
         "tasks": ["reasoning-gym==0.1.25"],

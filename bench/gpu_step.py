@@ -250,7 +250,7 @@ def grpo_batch(rows: int, seq_len: int, vocab: int, seed: int = 0) -> dict[str, 
             "advantages": torch.randn(rows, generator=g), "rollout_logprobs": torch.zeros(rows, seq_len)}
 
 
-def sft_loss(logprobs_B_T, mb):  # stage.sft_loss (not imported: stage.py pulls in rewards and data loaders)
+def sft_loss(logprobs_B_T, mb):  # stage.sft_loss (not imported: cascade/stage.py pulls in rewards and data loaders)
     from nemo_cascade.algorithms import sft
 
     num, den = sft.sft_loss_terms(logprobs_B_T, mb["loss_mask"])

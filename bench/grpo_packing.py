@@ -35,7 +35,7 @@ RESULTS = ROOT / "bench" / "results" / "grpo_packing.jsonl"
 
 def pad_shares(run: Path, cfg) -> dict[str, dict]:
     """Per GRPO stage: mean pad share of its logged steps, packed and unpacked."""
-    from nemo_cascade.metrics import read_metrics
+    from nemo_cascade.cascade.metrics import read_metrics
 
     out = {}
     for k, stage in enumerate(cfg.stages):

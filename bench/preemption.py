@@ -1,7 +1,7 @@
 """Work lost per preemption of a GRPO step, against the interval between rollout flushes.
 
 A step's generation is stopped (the job's end, a stop request) or killed (a node failure) part way; the resumed
-step generates only the prompts with no group on disk (nemo_cascade/step_rollouts.py), with the seeds of their
+step generates only the prompts with no group on disk (nemo_cascade/cascade/step_rollouts.py), with the seeds of their
 places. Work lost = time generated before the preemption + the resumed step's generation − an uninterrupted
 step's generation: seconds of generation done twice.
 

@@ -8,7 +8,7 @@ Each figure is measured by running the same harness the tests use, not counted f
 - **fuzz**: the fuzz tier (``tests/unit/test_fuzz_*.py``) run in this process; cases run per target come from
   ``tests/unit/fuzz_budget.CASES_RUN``, failures from pytest.
 - **kill and resume**: ``tests/integration/test_resume.kill_and_resume`` — the reduced cascade SIGKILLed at
-  each crash point (``nemo_cascade.faults``) and stopped once by its served reward model going away, resumed
+  each crash point (``nemo_cascade.runtime.faults``) and stopped once by its served reward model going away, resumed
   after each, compared with an uninterrupted run (weights, logged numbers, gate scores, manifest). A few minutes
   on 2 cores; ``--skip-resume`` leaves it out.
 

@@ -180,8 +180,8 @@ def colocated(model: str, dtype: str, rounds: int, calls_file: Path) -> dict:
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.convert.shape import read_hf_config
     from nemo_cascade.data.loader import pad_id
-    from nemo_cascade.metrics import MetricsLog, read_metrics
-    from nemo_cascade.stage import StageContext, run_grpo
+    from nemo_cascade.cascade.metrics import MetricsLog, read_metrics
+    from nemo_cascade.cascade.stage import StageContext, run_grpo
 
     stage, w = _stage(model, rounds), WORK[model]
     with tempfile.TemporaryDirectory(prefix="roofline-") as tmp:

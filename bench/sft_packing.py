@@ -41,7 +41,7 @@ def main() -> None:
     from nemo_cascade.algorithms.packing import pack_sft_batch
     from nemo_cascade.tooling.demo_data.tiny_models import BUILDERS
     from nemo_cascade.data.loader import load_sft_examples
-    from nemo_cascade.stage import sft_loss
+    from nemo_cascade.cascade.stage import sft_loss
     from nemo_cascade.tooling import demo_data
 
     demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads

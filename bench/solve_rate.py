@@ -100,7 +100,7 @@ def measure(args) -> list[dict]:
 def measure_source(args, engine, tokenizer, data, domain, rollout, group, style, mode) -> dict:
     from nemo_cascade.data.loader import load_prompts
     from nemo_cascade.rewards import get_domain
-    from nemo_cascade.files import write_text_atomically
+    from nemo_cascade.runtime.files import write_text_atomically
     from nemo_cascade.rewards import stage_scorer
 
     prompts = list(load_prompts(data, tokenizer, mode, get_domain(domain),

@@ -53,10 +53,10 @@ def run_one(name: str, steps: int, work: dict | None = None) -> dict:
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.data.loader import load_prompts
     from nemo_cascade.rewards import get_domain
-    from nemo_cascade.metrics import MetricsLog, read_metrics
+    from nemo_cascade.cascade.metrics import MetricsLog, read_metrics
     from nemo_cascade.rollout.vllm import RolloutEngine
     from nemo_cascade.data.loader import pad_id
-    from nemo_cascade.stage import StageContext, run_grpo
+    from nemo_cascade.cascade.stage import StageContext, run_grpo
     from nemo_cascade.tooling import demo_data
 
     demo_data.register()  # the synthetic:/benchmark: sets and tiny models this reads

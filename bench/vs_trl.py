@@ -124,9 +124,9 @@ def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str, engine_com
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.data.loader import pad_id
-    from nemo_cascade.metrics import MetricsLog, read_metrics
+    from nemo_cascade.cascade.metrics import MetricsLog, read_metrics
     from nemo_cascade.rollout.vllm import RolloutEngine
-    from nemo_cascade.stage import StageContext, run_grpo
+    from nemo_cascade.cascade.stage import StageContext, run_grpo
 
     w = WORK[name]
     path = model_dir(name, scratch)

@@ -36,11 +36,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from nemo_cascade import heartbeat, ranks
+from nemo_cascade.runtime import heartbeat, ranks
 from nemo_cascade.actor import extra_state, optimizer
 from nemo_cascade.errors import CascadeError
-from nemo_cascade.files import file_sha256
-from nemo_cascade.faults import crash_point
+from nemo_cascade.runtime.files import file_sha256
+from nemo_cascade.runtime.faults import crash_point
 
 FORMAT = 1
 META = "meta.json"

@@ -50,7 +50,7 @@
 #
 # The time-limit signal (USR1, 120 s ahead) reaches only this batch shell: torchrun would die of it, and other
 # nodes and the container cannot be signalled from here. So it is handed on as a file, RUN_DIR/RUN_NAME/stop_request,
-# which every rank sees; the ranks save at the end of the current step and stop (nemo_cascade/stop_request.py).
+# which every rank sees; the ranks save at the end of the current step and stop (nemo_cascade/runtime/stop_request.py).
 
 set -euo pipefail
 NC_SLURM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

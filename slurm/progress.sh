@@ -4,7 +4,7 @@
 #
 #   nc_job_end                  export NEMO_CASCADE_JOB_END (seconds since the epoch) from `squeue -o %e`, so
 #                               that a run in a container without Slurm's commands still knows when its job ends
-#                               and saves before it (nemo_cascade/deadline.py); nothing when squeue cannot say
+#                               and saves before it (nemo_cascade/runtime/deadline.py); nothing when squeue cannot say
 #   nc_requeue_guard RUN MAX    0 unless the last MAX jobs of this job id all left RUN where they found it: a
 #                               requeue must move the run forward (a checkpoint, a saved rollout or gate chunk, an
 #                               export), or the chain of requeues stops with one line saying why

@@ -9,7 +9,7 @@
 # MODEL is a local HF folder as the container sees it (compute nodes are offline: no Hub downloads;
 # a folder that does not exist is refused in one line). Once the server answers /health its URL,
 # http://HOST:PORT, and the token every request must carry (a new one per start;
-# nemo_cascade/server_token.py) are written (atomically, readable by the owner only) to
+# nemo_cascade/runtime/server_token.py) are written (atomically, readable by the owner only) to
 # $RUN_DIR/$RUN_NAME/servers/$NAME.url — in the container $RUNS_MOUNT/$RUN_NAME/... — and removed
 # when it stops. A stage names that file instead of a URL, and its client re-reads it when a request
 # fails (the server came back on another node) and waits for a restart, boundedly:

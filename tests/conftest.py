@@ -3,7 +3,7 @@ the nemo-cascade command registers them before it reads a config (tests also bui
 import os
 import secrets
 
-from nemo_cascade.server_token import TOKEN_ENV
+from nemo_cascade.runtime.server_token import TOKEN_ENV
 from nemo_cascade.tooling import demo_data
 
 demo_data.register()

@@ -81,7 +81,7 @@ def long_line_counts(root: Path = ROOT) -> dict[str, int]:
 
 def _group(path: Path) -> str:
     """A file's reporting group: its top-level package (``rewards``) or its module
-    (``stage.py``)."""
+    (``cascade/stage.py``)."""
     return path.relative_to(PACKAGE).parts[0]
 
 

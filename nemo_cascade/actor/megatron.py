@@ -19,8 +19,9 @@ from typing import Callable, Iterator
 import torch
 import torch.distributed as dist
 
-from nemo_cascade import config, cpu_math, heartbeat
-from nemo_cascade import ranks
+from nemo_cascade import config
+from nemo_cascade.runtime import cpu_math, heartbeat
+from nemo_cascade.runtime import ranks
 from nemo_cascade.actor import cpu, optimizer
 from nemo_cascade.actor.process_groups import init_distributed, init_model_parallel
 from nemo_cascade.actor.hf_weights import HFWeights
@@ -33,7 +34,7 @@ from nemo_cascade.algorithms.packing import packed_attention
 from nemo_cascade.convert import megatron_args, table
 from nemo_cascade.convert.hf_config import is_reward_model
 from nemo_cascade.convert.shape import ModelFilesError, ModelShape, read_hf_config
-from nemo_cascade.faults import crash_point
+from nemo_cascade.runtime.faults import crash_point
 
 # megatron-core 0.16's distributed optimizer calls collectives that torch 2.13 marks deprecated; the warning
 # repeats on every step and is megatron's to fix, not the user's.
@@ -368,7 +369,7 @@ class MegatronActor:
             group = self.ps.get_pipeline_model_parallel_group()
             last = dist.get_process_group_ranks(group)[-1]
             # The report's layout (names, sizes) is a Python object: it goes over the gloo object group, as
-            # every host-side exchange (nemo_cascade.ranks). Every last stage runs the same loss function.
+            # every host-side exchange (nemo_cascade.runtime.ranks). Every last stage runs the same loss function.
             mine = (keys, sizes) if self.ps.is_pipeline_last_stage() else None
             keys, sizes = next(m for m in ranks.gather_objects(mine) if m is not None)
             if vec.numel() != sum(sizes):

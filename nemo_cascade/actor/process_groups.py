@@ -9,7 +9,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from nemo_cascade import config, ranks
+from nemo_cascade import config
+from nemo_cascade.runtime import ranks
 
 
 def init_distributed(timeout_minutes: float | None = None) -> None:

@@ -13,11 +13,11 @@ from typing import Callable
 
 import torch
 
-from nemo_cascade import ranks
+from nemo_cascade.runtime import ranks
 from nemo_cascade.convert.hf_config import reward_model_config
 from nemo_cascade.convert.hf_io import copy_side_files, write_chat_template, write_sharded
 from nemo_cascade.convert.shape import load_config_json
-from nemo_cascade.files import published_folder
+from nemo_cascade.runtime.files import published_folder
 
 
 def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dtype | None = None,

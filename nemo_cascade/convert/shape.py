@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nemo_cascade.errors import CascadeError
-from nemo_cascade.files import read_json
+from nemo_cascade.runtime.files import read_json
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from typing import Any, BinaryIO, Callable, Optional
 import numpy as np
 
 from ..config import Data
-from ..files import write_text_atomically
+from ..runtime.files import write_text_atomically
 from ..types import Prompt
 from . import sft_cache
 from .chat import JINJA_TEMPLATES, render

@@ -16,8 +16,8 @@ from typing import Mapping
 from xml.sax.saxutils import escape
 
 from ..errors import CascadeError
-from ..files import read_json, write_text_atomically
-from ..provenance import git_state, versions
+from ..runtime.files import read_json, write_text_atomically
+from ..runtime.provenance import git_state, versions
 from .suites import EvalError
 
 def provenance(checkpoint: str, model: str) -> dict:

@@ -21,10 +21,10 @@ import logging
 import shutil
 from pathlib import Path
 
-from .. import ranks
+from ..runtime import ranks
 from ..errors import CascadeError
-from ..files import read_json, write_text_atomically
-from ..step_rollouts import StepRollouts
+from ..runtime.files import read_json, write_text_atomically
+from ..cascade.step_rollouts import StepRollouts
 
 FOLDER = "eval_partial"
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ from typing import Any, Mapping, Optional, Sequence
 from .. import config, types
 from ..data.chat import STYLES, render
 from . import estimators
-from ..files import file_sha256
+from ..runtime.files import file_sha256
 from .suites import EvalError, Item, Suite, get_suite, load_items
 
 log = logging.getLogger(__name__)
@@ -269,7 +269,7 @@ def _chunk(engine, prep: Prepared, chunk: list[int], sampling: config.Rollout, k
            ) -> tuple[dict[int, types.PromptGroup], bool]:
     """One chunk's groups by place (``keep``'s saved ones and the rest generated, each kept as it finishes),
     and whether a stop ended its generation."""
-    from ..stop_request import GenerationStopped
+    from ..runtime.stop_request import GenerationStopped
 
     prompts = [prep.prompts[i] for i in chunk]
     saved = keep.saved(chunk[0], 0, prompts, prep.decoding.samples) if keep and chunk else {}
@@ -293,7 +293,7 @@ def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, sett
     and a chunk's groups saved by an earlier job are read instead of generated; ``should_stop()``
     ends generation between
     engine steps and chunks, every rank raising :class:`GateStopped` together."""
-    from .. import console, ranks
+    from ..runtime import console, ranks
 
     d = prep.decoding
     sampling = config.Rollout(temperature=d.temperature, top_p=d.top_p, top_k=d.top_k,
@@ -374,7 +374,7 @@ def run_suite(engine, prep: Prepared, settings: EvalSettings, progress=None, sho
     """Generate, score and summarise one prepared suite with ``engine`` (this rank's share; all ranks get
     every record). ``progress`` (a ``row_progress.RowProgress``) keeps and reuses finished chunks;
     ``should_stop`` ends the suite between chunks with :class:`GateStopped`."""
-    from .. import ranks
+    from ..runtime import ranks
     from ..rewards import Scorer
 
     reward_settings = _reward_settings(prep.suite, settings)

@@ -7,7 +7,7 @@ in a file (written atomically when it is healthy, removed when it stops), and a 
 ``reward.reward_model_url=file:/runs/served/servers/rm.url``. The client reads the file when it first needs the
 URL and again whenever a request fails, and while the file is missing (the server is restarting) it waits,
 boundedly, for it to come back (:class:`UrlFile`). The file's second line is the server's token
-(server_token.py); the file is readable by its owner only (:func:`write_url_file`).
+(runtime/server_token.py); the file is readable by its owner only (:func:`write_url_file`).
 
 :func:`probe` is the start-of-run check (preflight.check_endpoints): the URL, or the file and the URL in it,
 must answer ``/health`` within a short bounded wait, so a placeholder or dead URL fails before hours of base
@@ -23,8 +23,8 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from ..files import write_text_atomically
-from ..server_token import TOKEN_ENV, bearer
+from ..runtime.files import write_text_atomically
+from ..runtime.server_token import TOKEN_ENV, bearer
 
 FILE_SCHEME = "file:"
 RESTART_WAIT_S = 1800.0

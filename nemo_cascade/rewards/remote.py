@@ -43,9 +43,9 @@ from typing import Any, Callable, Optional, Sequence, Union
 from ..data.rm_input import PROBE, RM_RENDERINGS, render_rm_input
 from .endpoints import (DIRECT_OPENER, RESTART_WAIT_S, EndpointError, UrlFile, check_http_url,
                         env_token, healthy, is_file_url, refusal)
-from .. import heartbeat
+from ..runtime import heartbeat
 from ..errors import CascadeError
-from ..server_token import bearer
+from ..runtime.server_token import bearer
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class HttpEndpoint:
             return self._answer_or_raise(ok, answer, path)
         first, deadline = answer, time.monotonic() + self.restart_wait
         while time.monotonic() < deadline:  # a file: server may be restarting, here or on another host
-            heartbeat.advance()  # a bounded wait, not a stall (heartbeat.py)
+            heartbeat.advance()  # a bounded wait, not a stall (runtime/heartbeat.py)
             url = self._source.read()
             if url and not healthy(url, timeout=min(self.timeout, 10.0)):
                 if url != self._url:

@@ -14,7 +14,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Callable, Sequence
 
 from ..config import Reward
-from ..stop_request import GenerationStopped
+from ..runtime.stop_request import GenerationStopped
 from ..types import PromptGroup
 from . import language
 from .domains import DOMAINS, get_domain
@@ -153,7 +153,7 @@ class ScoreAsFinished:
         return self._submit if self._pool or self._keep else None
 
     def _submit(self, index: int, group: PromptGroup) -> None:
-        """``keep(index, group)`` (rollout checkpoints, step_rollouts.py) once the group is scored — or at once,
+        """``keep(index, group)`` (rollout checkpoints, cascade/step_rollouts.py) once the group is scored — or at once,
         unscored, when scoring waits for the batch."""
         if self._pool is None:
             self._keep(index, group)

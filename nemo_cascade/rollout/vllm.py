@@ -17,7 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
-from nemo_cascade import config, cpu_math, heartbeat, ranks, stop_request, types
+from nemo_cascade import config, types
+from nemo_cascade.runtime import cpu_math, heartbeat, ranks, stop_request
 from nemo_cascade.rollout import engine_dtype, engine_start, packed_reload
 
 log = logging.getLogger(__name__)

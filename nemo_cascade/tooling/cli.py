@@ -25,7 +25,7 @@ from typing import NoReturn
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.config.recipe_file import load_recipe
-from nemo_cascade import console, heartbeat, process_exit
+from nemo_cascade.runtime import console, heartbeat, process_exit
 from nemo_cascade.tooling import demo_data, worker_log
 from nemo_cascade.tooling.cli_parser import build_parser
 from nemo_cascade.tooling.cli_tools import cmd_convert, cmd_data
@@ -35,8 +35,8 @@ from nemo_cascade.tooling.torchrun import run_torchrun
 
 def _run_job(cfg: config.Cascade, only_stage: str | None, retrain: bool) -> int:
     """Inside torchrun: the cascade, then (rank 0) each stage's headline metric and the forgetting matrix."""
-    from nemo_cascade.cascade import GateStop, run_cascade, run_dir
-    from nemo_cascade.stop_request import EXIT_CODE, StopRequested
+    from nemo_cascade.cascade.driver import GateStop, run_cascade, run_dir
+    from nemo_cascade.runtime.stop_request import EXIT_CODE, StopRequested
     from nemo_cascade.tooling.report import build_report, matrix_text
 
     try:
@@ -50,7 +50,7 @@ def _run_job(cfg: config.Cascade, only_stage: str | None, retrain: bool) -> int:
             print(f"\nnemo-cascade: {e}", file=console.stream())
         return EXIT_CODE
     if int(os.environ.get("RANK", 0)) == 0:
-        from nemo_cascade.metrics import summarize
+        from nemo_cascade.cascade.metrics import summarize
 
         for stage_dir in sorted((out / "stages").iterdir(), key=lambda p: int(p.name.split("-")[0])):
             if (stage_dir / "metrics.jsonl").is_file():
@@ -67,9 +67,9 @@ def _free_port() -> int:
 
 
 def cmd_run(args) -> int:
-    from nemo_cascade.preflight import check_cascade
+    from nemo_cascade.cascade.preflight import check_cascade
 
-    from nemo_cascade.stage_selection import recorded_stages
+    from nemo_cascade.cascade.stage_selection import recorded_stages
 
     # with the repair stages the gate inserted in this run folder (gate.on_regression=repair)
     cfg = recorded_stages(apply_overrides(load_recipe(args.recipe), args.overrides))
@@ -95,7 +95,7 @@ def cmd_run(args) -> int:
                 with heartbeat.watching(run, rank, cfg.parallel.stall_minutes):
                     return _run_job(cfg, args.stage, args.retrain)
     if args.stage or args.retrain:  # a finished stage, or one whose earlier stages are not: one line, before torchrun
-        from nemo_cascade.cascade import check_selection
+        from nemo_cascade.cascade.driver import check_selection
 
         check_selection(cfg, args.stage, args.retrain)
     with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # before anything is written
@@ -113,7 +113,7 @@ def cmd_run(args) -> int:
 def _said_when_out_of_space(where: Path):
     """A full disk or quota met under ``where`` becomes one line (files.OutOfSpace), not a traceback
     in the rank's log."""
-    from nemo_cascade.files import OutOfSpace, out_of_space, out_of_space_line, writer_of
+    from nemo_cascade.runtime.files import OutOfSpace, out_of_space, out_of_space_line, writer_of
 
     try:
         yield
@@ -147,9 +147,9 @@ def _hold_run_folder(run_dir: Path, command: str):
 def _stop_on_usr1(cfg: config.Cascade) -> None:
     """SIGUSR1 to ``nemo-cascade run`` saves and stops the run at its next step boundary (as a Slurm job's
     time-limit signal does): the launcher hands it on as the run folder's stop request, which every rank
-    watches (stop_request.py). An old request is dropped first: it must not stop the run that resumes."""
-    from nemo_cascade import stop_request
-    from nemo_cascade.cascade import run_dir
+    watches (runtime/stop_request.py). An old request is dropped first: it must not stop the run that resumes."""
+    from nemo_cascade.runtime import stop_request
+    from nemo_cascade.cascade.driver import run_dir
 
     out = run_dir(cfg)
     stop_request.clear(out)
@@ -285,7 +285,8 @@ def cmd_plan(args) -> int:
     stage's step time, progress per ``--time-limit`` job and jobs (plan_time.py). Estimates: exit 0
     even when a
     stage is over its memory (a WARNING line); exit 2 with one line when a job cannot move a stage forward."""
-    from nemo_cascade import plan, repair
+    from nemo_cascade import plan
+    from nemo_cascade.cascade import repair
     from nemo_cascade.tooling import plan_table, plan_time
 
     limit_s = plan_time.parse_time_limit(args.time_limit)  # a bad value: one line, before any work
@@ -347,9 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     # Torchrun workers enter here too (``-m nemo_cascade.tooling.cli run``), so every rank registers them.
     demo_data.register()
     parser = build_parser()
-    # a torchrun worker: it must not outlive its launcher (parent_death.py)
+    # a torchrun worker: it must not outlive its launcher (runtime/parent_death.py)
     if "TORCHELASTIC_RUN_ID" in os.environ:
-        from nemo_cascade import parent_death
+        from nemo_cascade.runtime import parent_death
 
         parent_death.bind_worker()
     args, extra = parser.parse_known_args(argv)
@@ -378,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> NoReturn:
     """The ``nemo-cascade`` command and its torchrun workers
     (``python -m nemo_cascade.tooling.cli``), ended without the interpreter's teardown
-    (process_exit.py)."""
+    (runtime/process_exit.py)."""
     process_exit.run_and_exit(main)
 
 

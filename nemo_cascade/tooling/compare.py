@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from nemo_cascade.files import replaced_atomically, write_text_atomically
+from nemo_cascade.runtime.files import replaced_atomically, write_text_atomically
 from nemo_cascade.config import samples_on_policy
 from nemo_cascade.tooling.report import Run, load_run, paired_rows
 from nemo_cascade.evaluate.paired import ALPHA, p_text

@@ -31,7 +31,7 @@ def job_stages(
 ) -> tuple[list[config.Stage], list[config.Stage]]:
     """(now, later): the stage this job starts with, and the stages it may reach after it. ``only``
     (``--stage NAME``, a ``launch`` job runs one stage): that stage, nothing later."""
-    from nemo_cascade.lineage import stage_status
+    from nemo_cascade.cascade.lineage import stage_status
 
     if only:
         return [config.stage_by_name(cfg, only)], []
@@ -43,7 +43,7 @@ def job_stages(
 def _urls(stages: list[config.Stage]) -> dict[str, list[str]]:
     """URL → the fields that name it: the served models ``stages`` score with, as the run itself
     probes them (``preflight.served_endpoints``: the fields their domains read)."""
-    from nemo_cascade.preflight import served_endpoints
+    from nemo_cascade.cascade.preflight import served_endpoints
 
     urls: dict[str, list[str]] = {}
     for s in stages:

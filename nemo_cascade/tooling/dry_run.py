@@ -49,8 +49,8 @@ def problems(
 ) -> tuple[list[str], list[config.Stage]]:
     """Every problem a run of ``cfg`` would stop on before training (one line each), and the stages
     it would train."""
-    from nemo_cascade import preflight
-    from nemo_cascade.lineage import stage_status
+    from nemo_cascade.cascade import preflight
+    from nemo_cascade.cascade.lineage import stage_status
     from nemo_cascade.rewards.serve import is_vllm_cpu
     from nemo_cascade.rollout.engine_dtype import check_cpu_engine_dtype
 

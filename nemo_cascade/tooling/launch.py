@@ -266,7 +266,7 @@ def launch(cfg: config.Cascade, spec: Launch, *, dryrun: bool = False, out: str 
             print(f"submitted {len(tasks)} jobs; the run folder is {run_dir} in the container ({site.mounts[1][0]} "
                   f"here); status: nemo experiment status {exp._id}")
             return watch_jobs(exp, tasks) if spec.watch else 0
-    from nemo_cascade.lineage import stage_status
+    from nemo_cascade.cascade.lineage import stage_status
 
     status, stopped = stage_status(run_dir)
     print(f"run {run_dir}: " + ", ".join(f"{s.name} {status.get(s.name, 'pending')}" for s in cfg.stages))

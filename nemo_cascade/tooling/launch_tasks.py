@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nemo_cascade import config
-from nemo_cascade import parent_death
-from nemo_cascade.files import write_text_atomically
+from nemo_cascade.runtime import parent_death
+from nemo_cascade.runtime.files import write_text_atomically
 
 REPO = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
@@ -145,8 +145,8 @@ def finished_stages(run_dir: str) -> tuple[set[str], str]:
     """The stages done in a run's manifest, each with the repair stage its gate inserted
     (gate.on_regression=repair: the stage's task trains both), and the gate's stop reason."""
     # imports torch: not at import time (the CLI imports this module)
-    from nemo_cascade.lineage import read_manifest, stage_status
-    from nemo_cascade.repair import inserted_repairs
+    from nemo_cascade.cascade.lineage import read_manifest, stage_status
+    from nemo_cascade.cascade.repair import inserted_repairs
 
     status, stopped = stage_status(run_dir)
     repairs = inserted_repairs(read_manifest(Path(run_dir) / "manifest.json", missing_ok=True))
@@ -193,7 +193,7 @@ def run_task(args) -> int:
         if field == "reward_model_url":
             extra.append(f"stages.{args.stage}.reward.reward_model_stage=")
     # The stage's launcher stops (and stops its workers) if this task process dies, by any signal
-    # (parent_death.py).
+    # (runtime/parent_death.py).
     child = subprocess.Popen([*args.command, *extra],
                              preexec_fn=parent_death.die_with_parent_preexec)
     _forward_signals(child)

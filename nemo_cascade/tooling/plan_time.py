@@ -247,7 +247,7 @@ def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float, hw: Hardw
     from a prompt of its input limit (1K tokens without one), on the plan's engines; None without a gate."""
     from nemo_cascade.evaluate.runner import decoding_for
     from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
-    from nemo_cascade.forgetting import Gate
+    from nemo_cascade.cascade.forgetting import Gate
 
     if not cfg.gate.suites or plan.engine_utilization is None:
         return None

@@ -26,7 +26,7 @@ from typing import Iterator
 import torch
 
 from nemo_cascade import checkpoint
-from nemo_cascade.files import published_folder
+from nemo_cascade.runtime.files import published_folder
 from nemo_cascade.convert import megatron_args, table
 from nemo_cascade.convert.hf_config import is_reward_model, reward_model_config, with_yarn
 from nemo_cascade.convert.hf_io import SafetensorsReader, copy_side_files, write_sharded
@@ -275,7 +275,7 @@ def write_model_card(folder: str | Path, source: Source, name: str = "", *, lice
     from nemo_cascade.tooling import model_card
     from nemo_cascade.tooling.report import load_run, render_markdown
     from nemo_cascade.config import ON_POLICY_KINDS
-    from nemo_cascade.lineage import read_manifest
+    from nemo_cascade.cascade.lineage import read_manifest
 
     if source.run_dir is None:
         raise ConvertError(f"{source.path}: a model card needs the run directory (its report and manifest)")

@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 
 from nemo_cascade.config import samples_on_policy
-from nemo_cascade.files import replaced_atomically, write_text_atomically
-from nemo_cascade.metrics import metric_rows
+from nemo_cascade.runtime.files import replaced_atomically, write_text_atomically
+from nemo_cascade.cascade.metrics import metric_rows
 from nemo_cascade.evaluate.stage_scores import deltas
 from nemo_cascade.evaluate.paired import ALPHA, PairedTest, p_text, paired_test
 from nemo_cascade.tooling.report_run import (HEADLINE, WINDOW, ReportError, Run, StageInfo,

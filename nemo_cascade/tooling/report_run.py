@@ -13,9 +13,9 @@ from nemo_cascade.errors import CascadeError
 from nemo_cascade.evaluate.eval_output import read_eval
 from nemo_cascade.evaluate.paired import PairedTest, item_values, paired_test
 from nemo_cascade.evaluate.stage_scores import scores
-from nemo_cascade.files import read_json
-from nemo_cascade.metrics import metric_rows
-from nemo_cascade.repair import inserted_repairs
+from nemo_cascade.runtime.files import read_json
+from nemo_cascade.cascade.metrics import metric_rows
+from nemo_cascade.cascade.repair import inserted_repairs
 
 # The headline training number of each stage kind: what the stage optimises (GRPO) or fits (SFT,
 # RM).

@@ -25,7 +25,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from nemo_cascade import config, ranks
+from nemo_cascade import config
+from nemo_cascade.runtime import ranks
 from nemo_cascade.rollout import engine_start
 from nemo_cascade.evaluate.eval_output import provenance, write_eval
 from nemo_cascade.evaluate.runner import EvalSettings, Prepared, check_settings, context_needed, prepare, run_suite
@@ -237,7 +238,7 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
                                   tensor_parallel_size=tensor_parallel_size,
                                   gpu_memory_utilization=gpu_memory_utilization, yarn_factor=factor)
             if serve_rm:  # loaded while the first engine started
-                # the URL file carries the server's token (server_token.py)
+                # the URL file carries the server's token (runtime/server_token.py)
                 published = out_dir / "reward_model_server.url"
                 url = ranks.from_main(server.wait_ready().publish(published) if server else "")
                 settings = replace(settings, reward_model_url=url)

@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from nemo_cascade import parent_death
+from nemo_cascade.runtime import parent_death
 from nemo_cascade.tooling import worker_log
 
 

@@ -1,4 +1,4 @@
-"""Where a worker's output goes: the console keeps what a person reads (``console.py``), the rest goes to the
+"""Where a worker's output goes: the console keeps what a person reads (``runtime/console.py``), the rest goes to the
 run's log file.
 
 The console shows our progress bars, one line per stage event (started, resumed, skipped, gated, regression,
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from nemo_cascade import console
+from nemo_cascade.runtime import console
 
 LOG_DIR = "logs"
 RECORD_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -10,7 +10,7 @@ import sys
 def gather_and_leave() -> int:
     import torch.distributed as dist
 
-    from nemo_cascade import ranks
+    from nemo_cascade.runtime import ranks
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -25,6 +25,6 @@ def gather_and_leave() -> int:
 if __name__ == "__main__":
     if sys.argv[1:] == ["plain"]:
         sys.exit(gather_and_leave())
-    from nemo_cascade import process_exit
+    from nemo_cascade.runtime import process_exit
 
     process_exit.run_and_exit(gather_and_leave)

@@ -13,7 +13,7 @@ from pathlib import Path
 def main():
     import torch.distributed as dist
 
-    from nemo_cascade import ranks
+    from nemo_cascade.runtime import ranks
     from nemo_cascade.config import Data
     from nemo_cascade.data import sft_cache
     from nemo_cascade.data.loader import load_prompts
@@ -49,6 +49,6 @@ def main():
 
 
 if __name__ == "__main__":
-    from nemo_cascade import process_exit
+    from nemo_cascade.runtime import process_exit
 
     process_exit.run_and_exit(main)  # as nemo-cascade ends: no teardown for a gloo thread to abort

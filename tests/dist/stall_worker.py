@@ -11,9 +11,9 @@ from pathlib import Path
 
 def main():
     run_dir = Path(sys.argv[1])
-    from nemo_cascade import heartbeat, ranks
+    from nemo_cascade.runtime import heartbeat, ranks
     from nemo_cascade.actor.process_groups import init_distributed
-    from nemo_cascade.metrics import PhaseTimer
+    from nemo_cascade.cascade.metrics import PhaseTimer
 
     init_distributed(30)
     rank = ranks.world()[0]

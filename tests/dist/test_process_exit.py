@@ -1,4 +1,4 @@
-"""A process that gathered Python objects over gloo ends without aborting (process_exit.py).
+"""A process that gathered Python objects over gloo ends without aborting (runtime/process_exit.py).
 
 Ended by the interpreter's own exit, the worker below aborted in 8 of 20 processes on a quiet
 2-core machine ("terminate called without an active exception", docs/testing.md); ended as

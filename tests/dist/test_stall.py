@@ -1,4 +1,4 @@
-"""The stall watchdog under torchrun (2 gloo processes, heartbeat.py): one rank hangs in its
+"""The stall watchdog under torchrun (2 gloo processes, runtime/heartbeat.py): one rank hangs in its
 generation, the other waits for it in a collective. Both stop within seconds, not at the
 collective's timeout: each dumps its threads' stacks, rank 0 names the stalled rank and phase in one
 line, and the job exits 75 (the code the Slurm batch shells requeue on) through the launcher

@@ -21,7 +21,7 @@ def main():
     out = sys.argv[1]
     import torch.distributed as dist
 
-    from nemo_cascade import ranks
+    from nemo_cascade.runtime import ranks
     from nemo_cascade.actor.process_groups import init_distributed
 
     init_distributed(7)

@@ -41,7 +41,7 @@ def session_token() -> str:
     without pytest): clients find it in their environment, and so do the runs they start."""
     import secrets
 
-    from nemo_cascade.server_token import TOKEN_ENV
+    from nemo_cascade.runtime.server_token import TOKEN_ENV
 
     return os.environ.setdefault(TOKEN_ENV, secrets.token_urlsafe(16))
 

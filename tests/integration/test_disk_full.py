@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import faults
+from nemo_cascade.runtime import faults
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

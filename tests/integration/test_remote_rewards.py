@@ -455,7 +455,7 @@ def test_a_served_model_refuses_a_request_without_its_token(servers, tmp_path):
     import urllib.request
 
     from nemo_cascade.rewards.endpoints import DIRECT_OPENER
-    from nemo_cascade.server_token import bearer
+    from nemo_cascade.runtime.server_token import bearer
 
     rm, judge = servers
 

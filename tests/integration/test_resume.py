@@ -4,7 +4,7 @@ every kind of moment, or stopped by its dead reward model, resumes to the uninte
 A reduced cascade — SFT, then RLHF GRPO scored by a served reward model (a real ``vllm serve`` of a tiny
 Bradley–Terry RM, reached through a proxy the test can cut), carrying SFT's optimizer, with KL to the stage's
 start and the forgetting gate on two suites — runs once uninterrupted, and once killed by SIGKILL at each point
-of :data:`KILLS` (``nemo_cascade.faults``: the process dies there, as on a node failure), stopped once by the
+of :data:`KILLS` (``nemo_cascade.runtime.faults``: the process dies there, as on a node failure), stopped once by the
 RM going away mid-stage (bounded retries, then one error line and the last finished step saved), and re-run
 after each. On CPU the resumed run's final weights must equal the uninterrupted run's bit for bit, and so must
 every logged number, every gate score and the manifest's stage records. bench/reliability.py runs the same.

@@ -163,7 +163,7 @@ def test_exports_load_in_transformers(run):
     assert changed, "the exported weights must be the trained ones, not the base model's"
 
 
-# Third-party chatter a person should not have to read between the progress bars (console.py): Megatron's
+# Third-party chatter a person should not have to read between the progress bars (runtime/console.py): Megatron's
 # gradient-bucket listing and config reprs, TE / Apex fallback warnings, vLLM's start-up log.
 CHATTER = ("Params for bucket", "Setting up optimizer with config", "DistributedDataParallelConfig(",
            "Apex are not installed", "Apex is not installed", "Initializing a V1 LLM engine")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade.server_token import TOKEN_ENV
+from nemo_cascade.runtime.server_token import TOKEN_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "local_slurm.sh"

@@ -34,7 +34,7 @@ def _log(runs: Path, job: str) -> str:
 
 
 def _worker_logs(runs: Path) -> str:
-    """What the ranks wrote to their run folders' logs (console.py: a worker's chatter goes there)."""
+    """What the ranks wrote to their run folders' logs (runtime/console.py: a worker's chatter goes there)."""
     return "".join(p.read_text(errors="replace") for p in sorted(runs.glob("*/logs/rank*.log")))
 
 
@@ -61,7 +61,7 @@ def test_cascade_8b_runs_the_cascade_over_two_nodes(straight):
     assert [m["step"] for m in _metrics(run, "1-math")] == list(range(6))
     assert (run / "report.md").is_file()
     assert f"job {job} (restart 0, at most 2000): {RECIPE}" in log and "on 2 node(s) × 1 GPUs" in log
-    second = (run / "logs" / "rank1.log").read_text()  # a worker's own chatter goes to its log (console.py)
+    second = (run / "logs" / "rank1.log").read_text()  # a worker's own chatter goes to its log (runtime/console.py)
     assert "vLLM engine ready" in second and "rank 1)" in second, "the second node's rank started its engine"
     # the nodes' checks run under torchrun over both nodes, as the job does: one table, from rank 0, after an
     # all-reduce across the nodes

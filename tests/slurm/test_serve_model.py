@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from nemo_cascade.server_token import bearer
+from nemo_cascade.runtime.server_token import bearer
 from tests.integration._remote_helpers import RM_MAX_LEN, build_tiny_reward_model
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -144,7 +144,7 @@ def test_a_gate_row_longer_than_its_job_resumes_mid_suite(cluster, reward_model,
 def test_a_stalled_reward_request_is_named_and_the_requeued_job_finishes_bit_exact(
         cluster, reward_model, straight, tmp_path):
     """The reward model stops answering (its requests hang) while the first job scores RLHF's first
-    step: the stall watchdog (heartbeat.py, a minute here) names rank 0 and its phase in one
+    step: the stall watchdog (runtime/heartbeat.py, a minute here) names rank 0 and its phase in one
     line, the run exits 75 and the batch shell requeues the job, long before the collective's or the
     request's timeout. The server answers again; the requeued job finishes the run, equal to the
     uninterrupted one."""

@@ -1,6 +1,6 @@
-"""Whole-cascade validation before training (preflight.py, config.validate): stage kinds, data files, reward
+"""Whole-cascade validation before training (cascade/preflight.py, config.validate): stage kinds, data files, reward
 servers, stage hand-over settings, the gate, the tokenizer; each a one-line error naming the field or file.
-And the lineage manifest's resume guard (lineage.py)."""
+And the lineage manifest's resume guard (cascade/lineage.py)."""
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -9,8 +9,8 @@ import pytest
 
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
-from nemo_cascade.lineage import Manifest, config_hash
-from nemo_cascade.preflight import check_cascade, check_tokenizer, data_fingerprint
+from nemo_cascade.cascade.lineage import Manifest, config_hash
+from nemo_cascade.cascade.preflight import check_cascade, check_tokenizer, data_fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -173,7 +173,7 @@ def test_tiny_suite_files_are_what_the_generator_writes():
 def test_training_requests_must_fit_the_models_positions(tiny, tiny_model):
     """A GRPO request longer than the model's positions would be cut short by vLLM: refused before training,
     with the fix (App. B's YaRN) in the message. The gate's budgets are not checked: they are capped."""
-    from nemo_cascade.preflight import check_model
+    from nemo_cascade.cascade.preflight import check_model
 
     cfg = replace(tiny, model=config.Model(hf_path=str(tiny_model)))
     check_model(cfg)  # 1024 positions hold every tiny request
@@ -188,8 +188,8 @@ def test_training_requests_must_fit_the_models_positions(tiny, tiny_model):
 def test_the_recipes_yarn_factor_is_what_the_run_trains_and_serves(tiny, tiny_model, tmp_path):
     """``model.yarn_factor`` makes the run's base a view of the HF folder whose config.json adds YaRN over the
     model's native positions (App. B), the weights linked, not copied; without it the folder is used as is."""
-    from nemo_cascade.base_model import prepare_base_model
-    from nemo_cascade.cascade import run_dir
+    from nemo_cascade.cascade.base_model import prepare_base_model
+    from nemo_cascade.cascade.driver import run_dir
     from nemo_cascade.convert.shape import read_hf_config
 
     plain = replace(tiny, run_root=str(tmp_path), model=config.Model(hf_path=str(tiny_model)))
@@ -213,7 +213,7 @@ def test_a_repeated_grpo_source_is_listed_that_many_times_in_the_pool(tiny, tiny
     rows), each copy under its own uid so that the epoch filter can tell them apart."""
     from transformers import AutoTokenizer
 
-    from nemo_cascade.cascade import CascadeRun
+    from nemo_cascade.cascade.driver import CascadeRun
     from nemo_cascade.data.loader import PromptStream
 
     math = config.stage_by_name(tiny, "math")

@@ -16,13 +16,13 @@ from nemo_cascade import checkpoint as ckpt
 from nemo_cascade import config
 from nemo_cascade.actor import optimizer
 from nemo_cascade.algorithms import sft
-from nemo_cascade.files import file_sha256
+from nemo_cascade.runtime.files import file_sha256
 
 K, M = 3, 3  # steps before the checkpoint, steps after it
 ACTOR = config.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1, clip_grad=1.0)
 
 
-def sft_loss(logprobs_B_T, mb):  # the SFT stage's loss (stage.sft_loss); stage.py sits above this test's layer
+def sft_loss(logprobs_B_T, mb):  # the SFT stage's loss (stage.sft_loss); cascade/stage.py sits above this test's layer
     num, den = sft.sft_loss_terms(logprobs_B_T, mb["loss_mask"])
     return num, den, {}
 

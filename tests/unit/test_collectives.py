@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
-from nemo_cascade import ranks
+from nemo_cascade.runtime import ranks
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def _tiny():
 
 def test_the_timeout_does_not_change_the_config_hash():
     """A run aborted by a collective timeout must resume with a longer one (the manifest compares hashes)."""
-    from nemo_cascade.lineage import config_hash
+    from nemo_cascade.cascade.lineage import config_hash
 
     cfg = _tiny()
     longer = apply_overrides(cfg, ["parallel.collective_timeout_minutes=600"])

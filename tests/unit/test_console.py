@@ -17,15 +17,15 @@ COMMANDS = ("run", "eval", "convert", "launch", "plan", "doctor", "data", "repor
 # A worker in miniature: logging configured as cli.main does, then to_log, then every kind of chatter.
 WORKER = textwrap.dedent("""
     import logging, os, sys, warnings
-    from nemo_cascade import console
+    from nemo_cascade.runtime import console
     from nemo_cascade.tooling import worker_log
     logging.basicConfig(level=logging.INFO, format=worker_log.RECORD_FORMAT)
     worker_log.to_log(sys.argv[1], verbose=sys.argv[2] == "verbose", rank=0)
     console.events.info("stage sft: started (3 steps, sft)")
     logging.getLogger("megatron.core.distributed.param_and_grad_buffer").info(
         "Number of buckets for gradient all-reduce / reduce-scatter: 1\\nParams for bucket 1 (8 elements)")
-    logging.getLogger("nemo_cascade.forgetting").info("gate base: tiny-math = 0.250")
-    logging.getLogger("nemo_cascade.cascade").warning("our own warning")
+    logging.getLogger("nemo_cascade.cascade.forgetting").info("gate base: tiny-math = 0.250")
+    logging.getLogger("nemo_cascade.cascade.driver").warning("our own warning")
     logging.getLogger("vllm.engine").error("a third-party error")
     warnings.warn("Apex is not installed. Falling back to Torch Norm")
     print("printed by a library")

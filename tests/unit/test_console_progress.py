@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from nemo_cascade import console
+from nemo_cascade.runtime import console
 
 
 class Clock:

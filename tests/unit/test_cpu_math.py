@@ -1,8 +1,8 @@
 """MKL's vector math is settled once per process, on one element of each precision, before an actor, a CPU
-engine or a served model computes (nemo_cascade/cpu_math.py; the race it prevents is in docs/testing.md)."""
+engine or a served model computes (nemo_cascade/runtime/cpu_math.py; the race it prevents is in docs/testing.md)."""
 import torch
 
-from nemo_cascade import cpu_math
+from nemo_cascade.runtime import cpu_math
 
 
 def test_every_vml_function_runs_once_on_one_element_per_precision(monkeypatch):

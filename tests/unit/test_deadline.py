@@ -1,4 +1,4 @@
-"""The job's end (deadline.py): read from the environment or Slurm, and a stop due when only the save fits."""
+"""The job's end (runtime/deadline.py): read from the environment or Slurm, and a stop due when only the save fits."""
 import os
 import stat
 import time
@@ -6,10 +6,10 @@ from datetime import datetime
 
 import pytest
 
-from nemo_cascade import deadline
-from nemo_cascade.deadline import Deadline, job_end_time
+from nemo_cascade.runtime import deadline
+from nemo_cascade.runtime.deadline import Deadline, job_end_time
 from nemo_cascade.errors import CascadeError
-from nemo_cascade.saves import Saves
+from nemo_cascade.cascade.saves import Saves
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def test_a_save_is_timed_and_its_time_travels_with_the_checkpoint(tmp_path, monk
         return root / f"step_{step:06d}"
 
     monkeypatch.setattr(deadline.time, "time", time.time)  # the real clock
-    from nemo_cascade import saves as saves_module
+    from nemo_cascade.cascade import saves as saves_module
 
     monkeypatch.setattr(saves_module.checkpoint, "save", save)
     d = Deadline(time.time() + 1e6, 60, save_seconds=7)
@@ -91,8 +91,8 @@ def test_a_save_is_timed_and_its_time_travels_with_the_checkpoint(tmp_path, monk
 def test_a_supervised_step_that_would_end_too_late_is_not_started(tmp_path, monkeypatch):
     """SFT and RM steps cannot stop midway: after a step, the run stops (saving) if the next one, as long as
     this one, would end past the time to save."""
-    from nemo_cascade import saves as saves_module
-    from nemo_cascade.stop_request import StopRequested
+    from nemo_cascade.cascade import saves as saves_module
+    from nemo_cascade.runtime.stop_request import StopRequested
 
     saved = []
     monkeypatch.setattr(saves_module.checkpoint, "save",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade.base_model import BUILDERS
+from nemo_cascade.cascade.base_model import BUILDERS
 from nemo_cascade.config import Data
 from nemo_cascade.data import generated
 from nemo_cascade.data.preference import preference_rows
@@ -112,7 +112,7 @@ def test_another_function_under_a_taken_name_is_refused():
 def test_every_builder_fills_the_folder_a_fresh_run_hands_it(tmp_path, build):
     """A fresh run builds its base model into an empty temporary folder (base_model.prepare_base_model publishes
     it whole as <run>/base_model): every registered builder must write into that folder, not refuse it."""
-    from nemo_cascade.base_model import prepare_base_model
+    from nemo_cascade.cascade.base_model import prepare_base_model
     from nemo_cascade.config import Cascade, Model
 
     out = Path(prepare_base_model(Cascade(model=Model(build=build)), tmp_path))

@@ -17,7 +17,7 @@ from nemo_cascade import config
 from nemo_cascade.algorithms import distill, grpo
 from nemo_cascade.config import GRPO, Distill
 from nemo_cascade.evaluate.eval_output import write_eval
-from nemo_cascade.teachers import Teacher, Teachers, best_row, check_teacher, resolve
+from nemo_cascade.cascade.teachers import Teacher, Teachers, best_row, check_teacher, resolve
 from nemo_cascade.types import Prompt, PromptGroup
 from tests.tolerance import Net, assert_close
 

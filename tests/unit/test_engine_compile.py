@@ -42,7 +42,7 @@ def test_every_grpo_stage_must_agree():
 
 
 def test_setting_it_changes_the_stage_hash_and_auto_leaves_older_runs_alone():
-    from nemo_cascade.lineage import _canonical
+    from nemo_cascade.cascade.lineage import _canonical
 
     stage = load_recipe("recipes/tiny.py").stages[-1]
     assert "compile" not in _canonical(stage, 6)["rollout"]  # a version-6 manifest: hashed as before at auto

@@ -9,8 +9,8 @@ import torch
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
-from nemo_cascade.lineage import _canonical, config_hash
-from nemo_cascade import cpu_math
+from nemo_cascade.cascade.lineage import _canonical, config_hash
+from nemo_cascade.runtime import cpu_math
 from nemo_cascade.rollout import engine_dtype
 
 ROOT = Path(__file__).resolve().parents[2]

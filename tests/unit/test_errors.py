@@ -17,7 +17,7 @@ from nemo_cascade.tooling.report import ReportError
 from nemo_cascade.evaluate.suites import EvalError
 from nemo_cascade.rewards.remote import RewardServerError
 from nemo_cascade.tooling.run_lock import RunLocked
-from nemo_cascade.stage import ServerStop
+from nemo_cascade.cascade.stage import ServerStop
 
 # The classes the CLI once listed one by one, with the builtin base their other callers catch them by.
 USER_ERRORS = [(ConfigError, ValueError), (ModelFilesError, ValueError), (DataError, ValueError),

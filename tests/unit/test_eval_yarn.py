@@ -21,7 +21,7 @@ from nemo_cascade.evaluate.runner import context_needed, decoding_for, fits_inpu
 from nemo_cascade.tooling.standalone import run_gate, with_run_gate, yarn_groups
 from nemo_cascade.evaluate.suites import SUITES
 from nemo_cascade.tooling.demo_data.tiny_suites import TINY_SUITES
-from nemo_cascade.forgetting import Gate
+from nemo_cascade.cascade.forgetting import Gate
 from nemo_cascade.rollout import engine_start as ES
 
 ROOT = Path(__file__).resolve().parents[2]

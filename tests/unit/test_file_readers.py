@@ -14,9 +14,9 @@ from nemo_cascade.errors import CascadeError
 from nemo_cascade.tooling.report import ReportError
 from nemo_cascade.evaluate.eval_output import read_eval
 from nemo_cascade.evaluate.suites import EvalError
-from nemo_cascade.files import FileFormatError, read_json
-from nemo_cascade.lineage import read_manifest, reset_stages, stage_status
-from nemo_cascade.metrics import metric_rows
+from nemo_cascade.runtime.files import FileFormatError, read_json
+from nemo_cascade.cascade.lineage import read_manifest, reset_stages, stage_status
+from nemo_cascade.cascade.metrics import metric_rows
 
 
 def _one_line(err: pytest.ExceptionInfo) -> str:

@@ -1,7 +1,7 @@
 """Files and folders published whole: an error while writing keeps the old version and leaves no temporary."""
 import pytest
 
-from nemo_cascade.files import published_folder, replaced_atomically, write_text_atomically
+from nemo_cascade.runtime.files import published_folder, replaced_atomically, write_text_atomically
 
 
 def test_a_file_is_replaced_whole_and_an_error_keeps_the_old_one(tmp_path):

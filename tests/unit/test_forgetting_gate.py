@@ -7,7 +7,7 @@ import pytest
 
 from nemo_cascade import config
 from nemo_cascade.evaluate.eval_output import write_eval
-from nemo_cascade.forgetting import Gate
+from nemo_cascade.cascade.forgetting import Gate
 
 
 def _suite(score: float, stderr: float = 0.0, k: int = 4) -> dict:

@@ -11,8 +11,9 @@ import textwrap
 
 import pytest
 
-from nemo_cascade import config, heartbeat
-from nemo_cascade.heartbeat import STALL_EXIT, Heartbeat
+from nemo_cascade import config
+from nemo_cascade.runtime import heartbeat
+from nemo_cascade.runtime.heartbeat import STALL_EXIT, Heartbeat
 
 
 class Clock:
@@ -122,8 +123,8 @@ def test_a_stalled_process_dumps_its_stacks_says_so_in_one_line_and_exits_75(tmp
     code = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from nemo_cascade import heartbeat
-        from nemo_cascade.metrics import PhaseTimer
+        from nemo_cascade.runtime import heartbeat
+        from nemo_cascade.cascade.metrics import PhaseTimer
         with heartbeat.watching(Path({str(tmp_path)!r}), 0, stall_minutes=1.5 / 60):
             timer = PhaseTimer()
             with timer("generate"):
@@ -161,7 +162,7 @@ def test_the_watchdog_must_end_a_stall_before_the_collective_timeout():
 
 
 def test_a_fault_point_fires_on_its_visit_and_rank_only(monkeypatch):
-    from nemo_cascade import faults
+    from nemo_cascade.runtime import faults
 
     monkeypatch.setattr(faults, "_visits", {})
     monkeypatch.setenv("RANK", "1")

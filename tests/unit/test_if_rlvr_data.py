@@ -130,7 +130,7 @@ def test_the_setting_is_given_on_the_command_line_and_refused_where_no_instructi
 
 
 def test_the_setting_leaves_the_stage_hash_of_earlier_runs_alone_until_it_is_set():
-    from nemo_cascade.lineage import _canonical, config_hash
+    from nemo_cascade.cascade.lineage import _canonical, config_hash
 
     stage = config.Stage(name="if_ifbench", domain="ifeval", data=config.Data(source="rows.jsonl"))
     allowed = replace(stage, data=replace(stage.data, allow_eval_instructions=True))
@@ -142,7 +142,7 @@ def test_the_setting_leaves_the_stage_hash_of_earlier_runs_alone_until_it_is_set
 
 def test_preflight_refuses_a_test_taxonomy_id_before_the_cascade_starts(tmp_path):
     from nemo_cascade.tooling.cli import load_recipe
-    from nemo_cascade.preflight import check_cascade
+    from nemo_cascade.cascade.preflight import check_cascade
 
     tiny = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py"))
     train = tmp_path / "train.jsonl"

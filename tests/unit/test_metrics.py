@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from nemo_cascade.metrics import MetricsLog, PhaseTimer, read_metrics
+from nemo_cascade.cascade.metrics import MetricsLog, PhaseTimer, read_metrics
 from nemo_cascade.data.loader import sft_batches
 
 
@@ -83,7 +83,7 @@ def test_sft_batches_cover_each_epoch_once_in_seeded_order():
 
 
 def test_summary_reports_first_and_last_window(tmp_path):
-    from nemo_cascade.metrics import summarize
+    from nemo_cascade.cascade.metrics import summarize
 
     stage = tmp_path / "1-math"
     stage.mkdir()

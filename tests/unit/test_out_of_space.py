@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import files
+from nemo_cascade.runtime import files
 
 
 def _full(*_args, **_kwargs):
@@ -46,7 +46,7 @@ def test_a_helper_of_files_py_is_not_named_when_the_package_called_it(tmp_path, 
 
 
 def test_a_fill_point_names_the_nth_write_matching_its_glob(tmp_path, monkeypatch):
-    from nemo_cascade import faults
+    from nemo_cascade.runtime import faults
 
     monkeypatch.setattr(faults, "_visits", {})
     monkeypatch.setenv(faults.FILL_ENV, "*/rollouts/*.jsonl:2")

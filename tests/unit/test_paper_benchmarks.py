@@ -436,8 +436,8 @@ def test_the_gate_asks_its_judge_for_arena_hard(tmp_path):
     from dataclasses import replace
 
     from nemo_cascade import config
-    from nemo_cascade.forgetting import Gate
-    from nemo_cascade.preflight import check_stage_needs
+    from nemo_cascade.cascade.forgetting import Gate
+    from nemo_cascade.cascade.preflight import check_stage_needs
     from nemo_cascade.tooling import doctor_servers
 
     cfg = config.Cascade(name="t", run_root=str(tmp_path), gate=config.Gate(suites=("arena-hard",)),

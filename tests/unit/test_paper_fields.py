@@ -13,7 +13,7 @@ import pytest
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
-from nemo_cascade.lineage import config_hash
+from nemo_cascade.cascade.lineage import config_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "recipes" / "tiny.py")
@@ -328,12 +328,12 @@ def test_each_length_phase_samples_and_trains_at_its_temperature(monkeypatch, tm
     """T17: the 40K phase samples at 0.8; the actor's log-probs (the loss and the KL reference) must be taken at
     the temperature the engine sampled with, else the importance ratio compares two different policies."""
     from nemo_cascade import weight_sync
-    from nemo_cascade.stage import StageContext, run_grpo
+    from nemo_cascade.cascade.stage import StageContext, run_grpo
     from nemo_cascade.data.loader import PromptList
     from nemo_cascade.types import Prompt
     from nemo_cascade.weight_sync import SyncStats
 
-    monkeypatch.setattr("nemo_cascade.stage.stage_scorer", _Scorer)
+    monkeypatch.setattr("nemo_cascade.cascade.stage.stage_scorer", _Scorer)
     monkeypatch.setattr(weight_sync, "push", lambda actor, engine: SyncStats(1, 1, 1.0))
     stage = config.Stage(name="math", steps=3, rollout=config.Rollout(temperature=1.0, max_response_tokens=8),
                     grpo=config.GRPO(group_size=2, prompts_per_step=2, kl_coef=1e-3),
@@ -353,11 +353,11 @@ def test_the_engine_gives_its_memory_back_before_the_kl_reference_forward(monkey
     beside the engine's weights and KV cache."""
     from nemo_cascade import weight_sync
     from nemo_cascade.data.loader import PromptList
-    from nemo_cascade.stage import StageContext, run_grpo
+    from nemo_cascade.cascade.stage import StageContext, run_grpo
     from nemo_cascade.types import Prompt
     from nemo_cascade.weight_sync import SyncStats
 
-    monkeypatch.setattr("nemo_cascade.stage.stage_scorer", _Scorer)
+    monkeypatch.setattr("nemo_cascade.cascade.stage.stage_scorer", _Scorer)
     monkeypatch.setattr(weight_sync, "push", lambda actor, engine: SyncStats(1, 1, 1.0))
     stage = config.Stage(name="math", steps=1, rollout=config.Rollout(max_response_tokens=8),
                          grpo=config.GRPO(group_size=2, prompts_per_step=2, kl_coef=1e-3))
@@ -372,11 +372,11 @@ def test_samples_keep_their_own_prompt_on_transformer_engine(monkeypatch, tmp_pa
     sequences) the stage lays each sample out with its own prompt."""
     from nemo_cascade import weight_sync
     from nemo_cascade.data.loader import PromptList
-    from nemo_cascade.stage import StageContext, run_grpo
+    from nemo_cascade.cascade.stage import StageContext, run_grpo
     from nemo_cascade.types import Prompt
     from nemo_cascade.weight_sync import SyncStats
 
-    monkeypatch.setattr("nemo_cascade.stage.stage_scorer", _Scorer)
+    monkeypatch.setattr("nemo_cascade.cascade.stage.stage_scorer", _Scorer)
     monkeypatch.setattr(weight_sync, "push", lambda actor, engine: SyncStats(1, 1, 1.0))
     stage = config.Stage(name="math", steps=1, rollout=config.Rollout(max_response_tokens=8),
                          grpo=config.GRPO(group_size=2, prompts_per_step=2))
@@ -433,16 +433,17 @@ class _Sleeper:
 
 
 def _run(monkeypatch, tmp_path, stages, done=(), gate=config.Gate()):
-    from nemo_cascade import cascade, weight_sync
+    from nemo_cascade.cascade import driver
+    from nemo_cascade import weight_sync
 
     cfg = config.Cascade(name="split", run_root=str(tmp_path), stages=stages, gate=gate)
-    run = object.__new__(cascade.CascadeRun)  # the gate's bookkeeping, without building an actor or an engine
-    run.cfg, run.base, run.out = cfg, "base-model", cascade.run_dir(cfg)
+    run = object.__new__(driver.CascadeRun)  # the gate's bookkeeping, without building an actor or an engine
+    run.cfg, run.base, run.out = cfg, "base-model", driver.run_dir(cfg)
     run.gate, run.manifest, run.engine = _Gate(), _Manifest(done), _Sleeper()
     run.actor = type("A", (), {"hf_path": "base-model"})()
     run.weights_from, run.rows = "base-model", [run.out / "base"]
     run.deadline = None  # the fake gate stops for nothing
-    run.reward_models = cascade.OwnRewardModels(cfg, run.out)
+    run.reward_models = driver.OwnRewardModels(cfg, run.out)
     run.reports = []
     run._report = lambda: run.reports.append(len(run.rows))
     run.gate.evaluate(None, run.out / "base", "base-model")

@@ -316,7 +316,7 @@ def test_each_gate_suite_gets_app_b_yarn_and_input(model):
     factor and input limit each gate suite is prepared with, as the recipe's gate decides them."""
     from nemo_cascade.evaluate.runner import decoding_for
     from nemo_cascade.evaluate.suites import get_suite
-    from nemo_cascade.forgetting import Gate
+    from nemo_cascade.cascade.forgetting import Gate
 
     for fn in FUNCTIONS[model]:
         cfg = load(POLICY[model], fn)
@@ -332,7 +332,7 @@ def test_each_gate_suite_runs_in_the_mode_the_paper_reports(model):
     mode; the thinking-only models (T1, T8) in thinking mode on every suite, IFEval included."""
     from nemo_cascade.evaluate.runner import decoding_for
     from nemo_cascade.evaluate.suites import get_suite
-    from nemo_cascade.forgetting import Gate
+    from nemo_cascade.cascade.forgetting import Gate
 
     for fn in FUNCTIONS[model]:
         cfg = load(POLICY[model], fn)

@@ -1,7 +1,7 @@
-"""Workers never outlive their launcher (nemo_cascade/parent_death.py): a process that binds itself
-as a torchrun worker dies when its parent is SIGKILLed, even in a session of its own; one whose
-parent is already gone exits at once; a worker's SIGKILL is named as out-of-memory when the kernel's
-OOM count rose."""
+"""Workers never outlive their launcher (nemo_cascade/runtime/parent_death.py): a process that binds
+itself as a torchrun worker dies when its parent is SIGKILLed, even in a session of its own; one
+whose parent is already gone exits at once; a worker's SIGKILL is named as out-of-memory when the
+kernel's OOM count rose."""
 import os
 import signal
 import subprocess

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade import preflight
+from nemo_cascade.cascade import preflight
 from nemo_cascade.tooling.cli import load_recipe
-from nemo_cascade.preflight import check_endpoints, served_endpoints, stages_to_run
+from nemo_cascade.cascade.preflight import check_endpoints, served_endpoints, stages_to_run
 from tests.unit.test_served_endpoints import HealthyServer, closed_port_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,13 +78,13 @@ def test_healthy_servers_pass_and_are_probed_once(tiny, tmp_path):
 
 def test_the_cascade_probes_before_anything_runs(tiny, tmp_path, monkeypatch):
     """run_cascade: the probe follows the config checks and precedes the run folder, the actor and the base eval."""
-    from nemo_cascade import cascade
+    from nemo_cascade.cascade import driver
 
     monkeypatch.setattr(preflight, "SERVER_WAIT_S", 0.2)
-    monkeypatch.setattr(cascade, "CascadeRun", lambda *a, **k: pytest.fail("the run started"))
+    monkeypatch.setattr(driver, "CascadeRun", lambda *a, **k: pytest.fail("the run started"))
     cfg = replace(_rlhf_at(tiny, closed_port_url()), run_root=str(tmp_path))
     with pytest.raises(config.ConfigError, match="stages.rlhf.reward.reward_model_url: .*no answer at /health"):
-        cascade.run_cascade(cfg)
+        driver.run_cascade(cfg)
     assert not (tmp_path / cfg.name).exists()
 
 
@@ -92,7 +92,7 @@ def test_every_rank_joins_the_process_group_before_the_run_folder_is_written(tin
     """Before ``init_distributed`` every rank takes itself for rank 0: two ranks that built the base model into one
     folder replaced it under each other's tokenizer read (a two-node job failed that way). So run_cascade joins the
     group first, and only then writes config.json and prepares the base model."""
-    from nemo_cascade import cascade
+    from nemo_cascade.cascade import driver
     from nemo_cascade.actor import process_groups
 
     order = []
@@ -104,7 +104,7 @@ def test_every_rank_joins_the_process_group_before_the_run_folder_is_written(tin
         order.append(("base model", (out / "config.json").exists()))
         raise KeyboardInterrupt  # the actor and the engine are not this test's business
 
-    monkeypatch.setattr(cascade, "prepare_base_model", prepare)
+    monkeypatch.setattr(driver, "prepare_base_model", prepare)
     with pytest.raises(KeyboardInterrupt):
-        cascade.run_cascade(cfg)
+        driver.run_cascade(cfg)
     assert order == [("joined", False), ("base model", True)]

@@ -10,7 +10,7 @@ from tests.launch import ROOT
 
 PROGRAM = """
 import atexit, sys, threading, time, weakref
-from nemo_cascade import process_exit
+from nemo_cascade.runtime import process_exit
 
 class Held: pass
 held = Held()

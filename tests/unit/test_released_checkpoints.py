@@ -7,7 +7,7 @@ import pytest
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
-from nemo_cascade.preflight import check_inputs_exist
+from nemo_cascade.cascade.preflight import check_inputs_exist
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "nemotron_cascade_8b.py"

@@ -11,9 +11,9 @@ import pytest
 
 from nemo_cascade import config
 from nemo_cascade.config.recipe_file import load_recipe
-from nemo_cascade.lineage import Manifest
-from nemo_cascade.repair import (insert, inserts_after, repair_stage, with_possible_repairs,
-                                 with_recorded_repairs)
+from nemo_cascade.cascade.lineage import Manifest
+from nemo_cascade.cascade.repair import (insert, inserts_after, repair_stage, with_possible_repairs,
+                                         with_recorded_repairs)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,7 +168,7 @@ def test_a_repair_setting_with_no_earlier_row_to_repair_from_is_one_line():
 
 
 def test_a_stage_counts_as_finished_with_the_repair_its_gate_inserted(tmp_path):
-    from nemo_cascade.stage_selection import check_selection, recorded_stages
+    from nemo_cascade.cascade.stage_selection import check_selection, recorded_stages
     from nemo_cascade.tooling.launch_tasks import finished_stages
 
     cfg = replace(_tiny(), run_root=str(tmp_path))
@@ -193,7 +193,7 @@ def test_a_stage_counts_as_finished_with_the_repair_its_gate_inserted(tmp_path):
 
 
 def test_no_repair_once_a_later_stage_has_started_and_none_without_prompts():
-    from nemo_cascade.repair import repair_for
+    from nemo_cascade.cascade.repair import repair_for
 
     cfg = _tiny()
     k = _index(cfg, "math")

@@ -13,7 +13,7 @@ from nemo_cascade.tooling.cli import main
 from nemo_cascade.tooling.report import ReportError, build_report, load_run, matrix_text, read_curve
 from nemo_cascade.evaluate.stage_scores import deltas
 from nemo_cascade.evaluate.eval_output import write_eval
-from nemo_cascade.metrics import MetricsLog
+from nemo_cascade.cascade.metrics import MetricsLog
 
 DOMAIN = {"ifeval": "ifeval", "gsm8k": "math", "math500": "math", "humaneval": "code", "rlhf": "rlhf"}
 # avg@K after each row; the reward-model stage and the unfinished code / swe stages have no eval.json.

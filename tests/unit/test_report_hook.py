@@ -2,15 +2,17 @@
 calls nothing without one, and `nemo-cascade run` hands it the tooling's build_report."""
 import pytest
 
-from nemo_cascade import cascade, config, ranks
-from nemo_cascade.stop_request import EXIT_CODE, StopRequested
+from nemo_cascade.cascade import driver
+from nemo_cascade import config
+from nemo_cascade.runtime import ranks
+from nemo_cascade.runtime.stop_request import EXIT_CODE, StopRequested
 from nemo_cascade.tooling import cli
 from nemo_cascade.tooling.report import build_report
 
 
 def _run(tmp_path, report):
     """A CascadeRun with only what ``_report`` reads: no actor, engine or tokenizer is built."""
-    run = object.__new__(cascade.CascadeRun)
+    run = object.__new__(driver.CascadeRun)
     run.out, run.report = tmp_path / "run", report
     return run
 
@@ -39,15 +41,15 @@ def test_run_cascade_hands_the_hook_to_the_run(tmp_path, monkeypatch):
     def fake_run(cfg, base, data_hashes, report=None):
         raise Started(report)
 
-    monkeypatch.setattr(cascade, "check_cascade", lambda cfg: {})
-    monkeypatch.setattr(cascade, "check_endpoints", lambda stages: {})
-    monkeypatch.setattr(cascade, "prepare_base_model", lambda cfg, out: "base-model")
-    monkeypatch.setattr(cascade, "CascadeRun", fake_run)
+    monkeypatch.setattr(driver, "check_cascade", lambda cfg: {})
+    monkeypatch.setattr(driver, "check_endpoints", lambda stages: {})
+    monkeypatch.setattr(driver, "prepare_base_model", lambda cfg, out: "base-model")
+    monkeypatch.setattr(driver, "CascadeRun", fake_run)
     monkeypatch.setattr(ranks, "is_main", lambda: True)
     cfg = config.Cascade(name="hook", run_root=str(tmp_path), stages=(config.Stage(name="sft", kind="sft"),))
     hook = lambda out: None  # noqa: E731
     with pytest.raises(Started) as started:
-        cascade.run_cascade(cfg, report=hook)
+        driver.run_cascade(cfg, report=hook)
     assert started.value.args == (hook,)
 
 
@@ -58,7 +60,7 @@ def test_the_run_command_passes_the_tooling_report(monkeypatch):
         seen["report"] = report
         raise StopRequested("stopped on request")  # ends _run_job before it reads a run folder
 
-    monkeypatch.setattr(cascade, "run_cascade", fake_run_cascade)
+    monkeypatch.setattr(driver, "run_cascade", fake_run_cascade)
     monkeypatch.setenv("RANK", "1")
     assert cli._run_job(config.Cascade(name="hook"), None, False) == EXIT_CODE
     assert seen["report"] is build_report

@@ -9,9 +9,9 @@ import pytest
 
 from nemo_cascade.tooling import cli
 from nemo_cascade import config
-from nemo_cascade.cascade import check_selection, discard_for_retrain, stage_dir
+from nemo_cascade.cascade.driver import check_selection, discard_for_retrain, stage_dir
 from nemo_cascade.checkpoint import META
-from nemo_cascade.lineage import Manifest
+from nemo_cascade.cascade.lineage import Manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "recipes" / "tiny.py")

@@ -190,7 +190,7 @@ def test_config_reward_model_stage_validation():
 
 def test_only_policy_stages_hand_on_their_weights():
     from nemo_cascade import config
-    from nemo_cascade.cascade import hands_on_policy
+    from nemo_cascade.cascade.driver import hands_on_policy
 
     assert hands_on_policy(config.Stage(kind="sft")) and hands_on_policy(config.Stage(kind="grpo"))
     assert not hands_on_policy(config.Stage(kind="reward_model"))

@@ -1,4 +1,4 @@
-"""The cascade's own reward-model server on rank 0's GPU (nemo_cascade/plan.py, plan_rm.py): its share of what the actor and
+"""The cascade's own reward-model server on rank 0's GPU (nemo_cascade/plan.py, cascade/plan_rm.py): its share of what the actor and
 the engine leave, the vllm serve flags it gets (rewards/serve.py), and preflight's one line."""
 import json
 import logging
@@ -11,8 +11,8 @@ from nemo_cascade import config
 from nemo_cascade.plan import plan_cascade
 from nemo_cascade.tooling.plan_table import render
 from nemo_cascade import plan as planner
-from nemo_cascade import plan_rm
-from nemo_cascade import preflight
+from nemo_cascade.cascade import plan_rm
+from nemo_cascade.cascade import preflight
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.rewards.serve import serve_argv
 
@@ -122,7 +122,7 @@ def test_serve_flags_dtype_and_share_on_gpu_only():
 # ---- preflight's line -------------------------------------------------------------------------------------
 
 def test_preflight_says_in_one_line_whether_it_fits(caplog):
-    with caplog.at_level(logging.INFO, logger="nemo_cascade.preflight"):
+    with caplog.at_level(logging.INFO, logger="nemo_cascade.cascade.preflight"):
         line = preflight.check_rm_server(gpu_tiny(), gpu_gib=80)
     assert line.startswith("reward-model server (rm, bfloat16) on rank 0's GPU fits:") and "\n" not in line
     assert caplog.records[-1].levelno == logging.INFO and caplog.records[-1].getMessage() == line

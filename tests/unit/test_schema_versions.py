@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade import config, lineage
+from nemo_cascade import config
+from nemo_cascade.cascade import lineage
 from nemo_cascade.config.versions import added_after
-from nemo_cascade.lineage import Manifest, _canonical, config_hash
+from nemo_cascade.cascade.lineage import Manifest, _canonical, config_hash
 from nemo_cascade.tooling.cli import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ RECIPES = ["tiny.py", "tiny.py:math_only", "smollm2.py", "smollm2_mixed.py", "ne
 NOT_HASHED = lineage.ENDPOINTS + lineage.AFTER_TRAINING + lineage.PATIENCE + lineage.HOW_READ
 
 
-# The rule as lineage.py stated it before schema versions (its ADDED_LATER after its last addition), kept here
+# The rule as cascade/lineage.py stated it before schema versions (its ADDED_LATER after its last addition), kept here
 # to check that a version-1 manifest hashes exactly as every manifest written so far did.
 OLD_ADDED_LATER = {
     "Rollout": ("tensor_parallel_size", "dtype"), "LengthPhase": ("temperature", "until_clip_ratio"),

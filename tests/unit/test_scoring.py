@@ -291,7 +291,7 @@ class _SlowScorer:
 
 
 def test_scoring_as_finished_keeps_each_group_once_it_is_scored():
-    """Rollout checkpoints (step_rollouts.py) get a group when its score is known; unscored at once when
+    """Rollout checkpoints (cascade/step_rollouts.py) get a group when its score is known; unscored at once when
     scoring waits for the batch."""
     from nemo_cascade.rewards import ScoreAsFinished
 
@@ -308,7 +308,7 @@ def test_scoring_as_finished_keeps_each_group_once_it_is_scored():
 
 def test_a_stop_while_groups_are_scored_ends_the_wait_keeping_what_was_scored():
     from nemo_cascade.rewards import ScoreAsFinished
-    from nemo_cascade.stop_request import GenerationStopped
+    from nemo_cascade.runtime.stop_request import GenerationStopped
 
     slow, kept, asked = _SlowScorer(), [], []
     groups = [group("5", ["a", "b"]), group("7", ["c", "d"])]

@@ -196,7 +196,7 @@ def test_the_cache_switch_leaves_the_stage_hash_alone():
     from dataclasses import replace
 
     from nemo_cascade.config import Stage
-    from nemo_cascade.lineage import config_hash
+    from nemo_cascade.cascade.lineage import config_hash
 
     sft = Stage(name="sft", kind="sft", data=Data(source="a.jsonl"))
     assert config_hash(replace(sft, data=Data(source="a.jsonl", cache=False))) == config_hash(sft)

@@ -5,7 +5,7 @@ import torch
 
 from nemo_cascade import config
 from nemo_cascade.algorithms.packing import pack_sft_batch
-from nemo_cascade.stage import sft_loss
+from nemo_cascade.cascade.stage import sft_loss
 from tests.tolerance import Net, assert_close
 
 

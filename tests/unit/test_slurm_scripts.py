@@ -492,7 +492,7 @@ def test_term_requeues_with_requeue_on_term(harness):
 
 
 def test_a_run_that_stops_itself_before_the_job_s_end_is_requeued(harness, tmp_path):
-    """The run saves and stops by itself when only its save still fits before the job's end (deadline.py,
+    """The run saves and stops by itself when only its save still fits before the job's end (runtime/deadline.py,
     exit 75): the batch shell requeues the job as on the time-limit signal."""
     run, log = harness
     stops = tmp_path / "bin" / "torchrun-stops"

@@ -11,8 +11,8 @@ from nemo_cascade import config
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.tooling.report import load_run
 from nemo_cascade.tooling.compare import comparison_markdown, points
-from nemo_cascade.lineage import config_hash
-from nemo_cascade.preflight import check_cascade
+from nemo_cascade.cascade.lineage import config_hash
+from nemo_cascade.cascade.preflight import check_cascade
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def test_filtered_trains_the_sft_model_on_training_rows_it_sometimes_solves():
     """recipes/smollm2.py:filtered and its mixed twin: RL from with_sft's SFT export, the same stages, gate and
     engine as with_sft, math and code prompts from the difficulty-filtered files — rows of the training splits only
     (never an item of the gate's held-out suites) — and each domain drawn equally often in the mixed run."""
-    from nemo_cascade.cascade import stage_dir
+    from nemo_cascade.cascade.driver import stage_dir
     from nemo_cascade.data.rows import read_jsonl
 
     sft, cascade, mixed = (load_recipe(spec) for spec in (

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade import stage
-from nemo_cascade.saves import Saves
-from nemo_cascade.saves import time as saves_time
-from nemo_cascade import stop_request
+from nemo_cascade.cascade import stage
+from nemo_cascade.cascade.saves import Saves
+from nemo_cascade.cascade.saves import time as saves_time
+from nemo_cascade.runtime import stop_request
 from nemo_cascade.rewards.remote import RewardServerError
 
 
@@ -117,9 +117,9 @@ def test_the_launcher_turns_sigusr1_into_a_request_and_drops_an_old_one(tmp_path
 def test_a_stop_inside_a_gate_row_ends_the_run_as_after_a_step(tmp_path):
     """forgetting.Gate.evaluate_row: the row's finished items are kept (row_progress.py) and the run ends with
     StopRequested, naming why and where the items are."""
-    from nemo_cascade.deadline import Deadline
+    from nemo_cascade.runtime.deadline import Deadline
     from nemo_cascade.evaluate.runner import GateStopped
-    from nemo_cascade.forgetting import Gate
+    from nemo_cascade.cascade.forgetting import Gate
 
     gate, seen = object.__new__(Gate), []
 

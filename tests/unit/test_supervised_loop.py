@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from nemo_cascade import config
-from nemo_cascade.stage import StageContext, run_supervised
-from nemo_cascade.metrics import MetricsLog
+from nemo_cascade.cascade.stage import StageContext, run_supervised
+from nemo_cascade.cascade.metrics import MetricsLog
 
 
 def _run(tmp_path, steps: int, data_state: dict | None = None):

@@ -14,7 +14,7 @@ def register() -> None:
     tiny-* suites and leg-counting; ``model.build`` tiny-qwen3, tiny-qwen3-cascade,
     smollm2-135m-instruct.
     Idempotent because every registry takes the same function or suite again as a no-op."""
-    from nemo_cascade.base_model import register_builder
+    from nemo_cascade.cascade.base_model import register_builder
     from nemo_cascade.data import generated
     from nemo_cascade.evaluate.suites import register_suite
 

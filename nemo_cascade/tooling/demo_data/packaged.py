@@ -12,7 +12,7 @@ import importlib.util
 from pathlib import Path
 
 from nemo_cascade.convert.shape import ModelFilesError
-from nemo_cascade.files import published_folder
+from nemo_cascade.runtime.files import published_folder
 
 
 def smollm2_gguf() -> Path:

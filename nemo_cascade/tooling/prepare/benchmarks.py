@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional
 from nemo_cascade.evaluate.paper_benchmarks import (BENCHMARKS, LCB_V5, LCB_V6, ROW_ITEMS, Window,
                                                     contest_date)
 from nemo_cascade.evaluate.suites import get_suite
-from nemo_cascade.files import replaced_atomically, write_text_atomically
+from nemo_cascade.runtime.files import replaced_atomically, write_text_atomically
 from nemo_cascade.tooling.prepare.run import MANIFEST, read_manifest
 from nemo_cascade.tooling.prepare.sources import (Bad, Drop, PrepareError, Source, locate, per_row,
                                                   stream)

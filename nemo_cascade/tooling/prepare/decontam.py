@@ -204,7 +204,7 @@ def build_index(suites: Optional[list[str]] = None) -> EvalIndex:
     """The index over the shipped evaluation sets (every suite of :data:`EVAL_TEXTS` by default), each read from
     its suite's default file. A missing file is an error: decontamination must not silently skip a set."""
     from nemo_cascade.evaluate.suites import SUITES
-    from nemo_cascade.files import file_sha256
+    from nemo_cascade.runtime.files import file_sha256
     from nemo_cascade.data.rows import DataError, read_jsonl
 
     index = EvalIndex()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from nemo_cascade.files import file_sha256
+from nemo_cascade.runtime.files import file_sha256
 from nemo_cascade.tooling.prepare.decontam import normalised
 from nemo_cascade.tooling.prepare.sources import Bad, PrepareError, stream
 

@@ -148,7 +148,7 @@ class OffTopicPairs:
 
     def ensure(self) -> list[dict]:
         """Every selected pair's generations, generating the missing ones (appended as they finish)."""
-        from nemo_cascade import console
+        from nemo_cascade.runtime import console
         from nemo_cascade.rewards.remote import HttpEndpoint
 
         s = self.settings

@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterator, Optional
 from nemo_cascade.data.loader import DataError
 from nemo_cascade.data.sft_rows import parse_sft_row
 from nemo_cascade.data.preference import parse_row
-from nemo_cascade.files import file_sha256
-from nemo_cascade.files import replaced_atomically, write_text_atomically
+from nemo_cascade.runtime.files import file_sha256
+from nemo_cascade.runtime.files import replaced_atomically, write_text_atomically
 from nemo_cascade.tooling.prepare.code_sources import check_call_based, is_call_based
 from nemo_cascade.tooling.prepare.decontam import EvalIndex, normalised
 from nemo_cascade.tooling.prepare.difficulty import DROPS, DifficultyFilter
@@ -260,7 +260,7 @@ def write_output(stage: str, output: Output, settings: Settings, index: EvalInde
                  fingerprint: str, sft: Optional[SftPrompts] = None) -> dict:
     """Write one output file (atomically) and return its manifest entry. ``sft``: an RL file's SFT
     prompts, which its rows must not repeat (§4.1.2)."""
-    from nemo_cascade import console
+    from nemo_cascade.runtime import console
 
     counts, seen, sources = _Counts(), set(), []
     target = settings.out / output.path

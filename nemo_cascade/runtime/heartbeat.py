@@ -271,7 +271,7 @@ def watching(run_dir: Path, rank: int, stall_minutes: float) -> Iterator[Heartbe
 @contextlib.contextmanager
 def phase(name: str, detail: str = "") -> Iterator[None]:
     """The rank is in phase ``name`` for the block (nothing without a watchdog). A test can make
-    it stall here (faults.py)."""
+    it stall here (runtime/faults.py)."""
     hb = _current
     before = hb.enter(name, detail) if hb else None
     try:

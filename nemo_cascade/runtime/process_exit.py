@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import Callable, NoReturn
 
-from nemo_cascade import console
+from nemo_cascade.runtime import console
 
 
 def exit_process(code: int) -> NoReturn:

@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import CascadeError
+from ..errors import CascadeError
 from .faults import fill_point
 
 

@@ -6,19 +6,20 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from nemo_cascade import checkpoint, heartbeat, ranks, stop_request, weight_sync
+from nemo_cascade import checkpoint, weight_sync
+from nemo_cascade.runtime import heartbeat, ranks, stop_request
 from nemo_cascade import config
 from nemo_cascade.algorithms import distill, group_filter, grpo, packing, reward_model, sft
 from nemo_cascade.algorithms.length_curriculum import LengthCurriculum
 from nemo_cascade.data.loader import PromptList, PromptStream, sft_batches
 from nemo_cascade.errors import CascadeError
-from nemo_cascade.faults import crash_point
+from nemo_cascade.runtime.faults import crash_point
 from nemo_cascade.interfaces import Actor, Engine, GroupScorer
-from nemo_cascade.metrics import MetricsLog, PhaseTimer
+from nemo_cascade.cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import ScoreAsFinished, reward_metrics, stage_scorer
 from nemo_cascade.rewards.remote import RewardServerError
-from nemo_cascade.saves import Saves
-from nemo_cascade.teachers import Teachers
+from nemo_cascade.cascade.saves import Saves
+from nemo_cascade.cascade.teachers import Teachers
 
 
 @dataclass
@@ -165,7 +166,7 @@ def _stop_agreed(saves: Saves | None, work_seconds: float) -> bool:
 def _stop_in_step(ctx: StageContext, stage: config.Stage, when: str, step: int, start: int,
                   at_start: tuple[dict, dict]) -> stop_request.StopRequested:
     """A stop became due inside step ``step``: save the state it began with (:meth:`Saves.before_stop`) beside
-    the groups it finished (step_rollouts.py), close the log, and return the exception that ends the run."""
+    the groups it finished (cascade/step_rollouts.py), close the log, and return the exception that ends the run."""
     saved = ctx.saves.before_stop(step, start, ctx.actor, *at_start)
     ctx.log.close()
     return stop_request.StopRequested(
@@ -313,7 +314,7 @@ def run_supervised(ctx: StageContext, stage: config.Stage, rows: list, batch_siz
         metrics, progress = step_fn(next(batches), timer)
         ctx.log.log(step, {**metrics, **timer.as_metrics()}, progress=progress)
         # a supervised step cannot stop midway: the next one must end before the time to save
-        # (deadline.py)
+        # (runtime/deadline.py)
         _after(ctx, step, stage.steps, batches.state_dict(), sum(timer.seconds.values()))
     ctx.log.close()
     return batches.state_dict()

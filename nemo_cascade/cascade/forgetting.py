@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Callable
 
 from nemo_cascade import config
-from nemo_cascade import heartbeat, ranks, stop_request
-from nemo_cascade.deadline import Deadline
+from nemo_cascade.runtime import heartbeat, ranks, stop_request
+from nemo_cascade.runtime.deadline import Deadline
 from nemo_cascade.evaluate import stage_scores
 from nemo_cascade.evaluate.runner import EvalSettings, GateStopped, context_needed, prepare, run_suite
 from nemo_cascade.evaluate.eval_output import provenance, write_eval
 from nemo_cascade.evaluate.row_progress import RowProgress
-from nemo_cascade.faults import crash_point
+from nemo_cascade.runtime.faults import crash_point
 
 log = logging.getLogger(__name__)
 

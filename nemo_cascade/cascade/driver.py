@@ -1,7 +1,7 @@
 """The cascade: stages in order, each starting from the previous policy stage's weights (paper §4.1), with
 the forgetting gate after every stage (§4.1.1) and exact resume.
 
-Owns the run directory (docs/architecture.md): ``config.json`` (resolved), ``manifest.json`` (lineage, lineage.py),
+Owns the run directory (docs/architecture.md): ``config.json`` (resolved), ``manifest.json`` (lineage, cascade/lineage.py),
 ``base/eval.json``, ``stages/<k>-<name>/{metrics.jsonl, eval.json, checkpoint/, data_state.json, hf/}``,
 ``report.md``, ``report.png`` (written through the caller's ``report`` hook: the report is tooling, which the
 core never imports); and the components every stage shares: the one actor, the one rollout engine, the
@@ -23,26 +23,27 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from nemo_cascade import checkpoint, ranks, stop_request
-from nemo_cascade.base_model import prepare_base_model
-from nemo_cascade.console import events
+from nemo_cascade import checkpoint
+from nemo_cascade.runtime import ranks, stop_request
+from nemo_cascade.cascade.base_model import prepare_base_model
+from nemo_cascade.runtime.console import events
 from nemo_cascade import config
 from nemo_cascade.data.loader import pad_id
-from nemo_cascade.faults import crash_point
-from nemo_cascade.forgetting import Gate, GateStop
-from nemo_cascade.lineage import Manifest, stage_status
-from nemo_cascade.preflight import (check_cascade, check_endpoints, check_tokenizer,
-                                    data_fingerprint, stages_to_run)
-from nemo_cascade.repair import (flagged_domains, insert, inserted_repairs, inserts_after,
-                                 repair_for, with_possible_repairs)
-from nemo_cascade.deadline import Deadline, job_end_time
-from nemo_cascade.saves import Saves
-from nemo_cascade.served_rms import OwnRewardModels
-from nemo_cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
-from nemo_cascade.stage_selection import (check_selection, discard_for_retrain, recorded_stages,
-                                          run_dir, stage_dir)
-from nemo_cascade.step_rollouts import StepRollouts
-from nemo_cascade.teachers import Teachers, resolve
+from nemo_cascade.runtime.faults import crash_point
+from nemo_cascade.cascade.forgetting import Gate, GateStop
+from nemo_cascade.cascade.lineage import Manifest, stage_status
+from nemo_cascade.cascade.preflight import (check_cascade, check_endpoints, check_tokenizer,
+                                            data_fingerprint, stages_to_run)
+from nemo_cascade.cascade.repair import (flagged_domains, insert, inserted_repairs, inserts_after,
+                                         repair_for, with_possible_repairs)
+from nemo_cascade.runtime.deadline import Deadline, job_end_time
+from nemo_cascade.cascade.saves import Saves
+from nemo_cascade.cascade.served_rms import OwnRewardModels
+from nemo_cascade.cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
+from nemo_cascade.cascade.stage_selection import (check_selection, discard_for_retrain,
+                                                  recorded_stages, run_dir, stage_dir)
+from nemo_cascade.cascade.step_rollouts import StepRollouts
+from nemo_cascade.cascade.teachers import Teachers, resolve
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
 
 
 def _stop_if_requested(out: Path, where: str) -> None:
-    """End the run here if a stop was requested (stop_request.py); rank 0 looks, every rank stops."""
+    """End the run here if a stop was requested (runtime/stop_request.py); rank 0 looks, every rank stops."""
     if ranks.from_main(stop_request.requested(out)):
         raise stop_request.StopRequested(f"stopped on request ({stop_request.reason(out)}) {where}; "
                                          "run the same command again to continue")
@@ -225,7 +226,7 @@ class CascadeRun:
         """SFT or GRPO on the shared actor, from the last policy stage's export (§4.1)."""
         from nemo_cascade.convert.export import export_hf
         from nemo_cascade.data.tokenizer import set_chat_template
-        from nemo_cascade.metrics import MetricsLog
+        from nemo_cascade.cascade.metrics import MetricsLog
 
         cfg, started = self.cfg, time.time()
         self._load_policy()
@@ -293,7 +294,7 @@ class CascadeRun:
         from nemo_cascade.convert.export import export_reward_model
         from nemo_cascade.data.preference import load_preference_pairs
         from nemo_cascade.data.rm_input import rm_chat_template
-        from nemo_cascade.metrics import MetricsLog
+        from nemo_cascade.cascade.metrics import MetricsLog
 
         started = time.time()
         pairs = load_preference_pairs(stage.data, self.tokenizer, stage.mode, self.cfg.chat_style)

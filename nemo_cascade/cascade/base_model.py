@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from nemo_cascade import config, ranks
+from nemo_cascade import config
+from nemo_cascade.runtime import ranks
 from nemo_cascade.convert.shape import load_config_json
-from nemo_cascade.files import published_folder
+from nemo_cascade.runtime.files import published_folder
 
 BUILDERS: dict[str, Callable[..., Path]] = {}
 """``Model.build`` name → ``fn(out_dir, seed=...)`` that writes an HF model folder there (no download)."""

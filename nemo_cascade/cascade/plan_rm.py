@@ -1,7 +1,7 @@
 """The ``vllm serve`` settings the cascade starts its own reward-model server with, on rank 0's GPU,
 from the memory plan (``plan.plan_rm_server``: the share of what the actor and engine leave).
 
-A cascade with a ``reward_model`` stage serves that stage's export itself (``cascade.py``, rank 0, vLLM's pooling
+A cascade with a ``reward_model`` stage serves that stage's export itself (``cascade/driver.py``, rank 0, vLLM's pooling
 runner, TP 1) from its first use — the stage's forgetting gate, or the first stage scoring with it — to the
 cascade's end. It shares rank 0's GPU with the actor and the colocated engine, so vLLM's defaults cannot start it:
 their 0.92 share asks for nearly the whole GPU (vLLM refuses to start when less than share × total memory is

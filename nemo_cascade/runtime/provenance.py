@@ -1,5 +1,5 @@
 """Where a result came from: package versions and the checkout's git state, recorded by the run manifest
-(cascade.py) and by every eval.json (evaluate/eval_output.py) so a number can be traced to the code that made it."""
+(cascade/driver.py) and by every eval.json (evaluate/eval_output.py) so a number can be traced to the code that made it."""
 from __future__ import annotations
 
 import contextlib

@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 from nemo_cascade import checkpoint, config
-from nemo_cascade.lineage import read_manifest, reset_stages, stage_status
-from nemo_cascade.repair import inserted_repairs, with_recorded_repairs
+from nemo_cascade.cascade.lineage import read_manifest, reset_stages, stage_status
+from nemo_cascade.cascade.repair import inserted_repairs, with_recorded_repairs
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,11 @@ A Slurm job learns of its time limit from a signal to its batch shell (``--signa
 of that signal, and a container or another node cannot be reached by it. So the signal is turned into a file,
 ``RUN_DIR/stop_request``: the batch shell writes it (slurm/common.sh), and so does ``nemo-cascade run`` when it
 gets SIGUSR1 itself. Every rank sees the run folder (a shared filesystem on clusters). After each training step
-the ranks agree on whether it is there (:meth:`nemo_cascade.saves.Saves.after`); the stage then
-saves a checkpoint and the run ends with :class:`StopRequested`, so that a requeued job loses no
-finished step; inside a GRPO step the engine stops generating (:class:`GenerationStopped`) and the
-step's finished groups are kept (step_rollouts.py). This is
+the ranks agree on whether it is there (:meth:`nemo_cascade.cascade.saves.Saves.after`); the
+stage then saves a checkpoint and the run ends with :class:`StopRequested`, so that a requeued job
+loses no finished step; inside a GRPO step the engine stops generating
+(:class:`GenerationStopped`) and the step's finished groups are kept (cascade/step_rollouts.py).
+This is
 Megatron-LM's exit-signal handling (save at the end of the iteration in which the signal arrived), carried by the
 filesystem instead of the signal.
 

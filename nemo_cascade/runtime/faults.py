@@ -19,7 +19,7 @@ with the uninterrupted run's bits):
 =====================  ============================================================================
 
 ``NEMO_CASCADE_STALL_AT=PHASE[:N][@RANK]`` makes rank RANK (default: every rank) sleep for good the
-N-th time it enters heartbeat phase PHASE (heartbeat.py: ``generate``, ``score``, ``train``,
+N-th time it enters heartbeat phase PHASE (runtime/heartbeat.py: ``generate``, ``score``, ``train``,
 ``sync``, ``save``, ``gate``, ...), for the stall watchdog to find
 (tests/integration/test_stall.py).
 

@@ -1,7 +1,7 @@
 """The cascade's own reward models: each ``reward_model`` stage's export, served by rank 0 (vLLM's
 pooling runner, on the GPU memory the actor and engine leave: ``plan_rm``) from its first use, the
 stage's gate or the first stage scoring with it, to the cascade's end. Every rank reaches a served
-model through its URL file, which carries the server's token (``server_token.py``).
+model through its URL file, which carries the server's token (``runtime/server_token.py``).
 """
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from nemo_cascade import config, ranks
+from nemo_cascade import config
+from nemo_cascade.runtime import ranks
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class OwnRewardModels:
     def url(self, name: str) -> str:
         """Where every rank reaches reward model ``name``, serving it (rank 0) on first use."""
         if name not in self.urls:
-            from nemo_cascade.plan_rm import rm_server_kwargs
+            from nemo_cascade.cascade.plan_rm import rm_server_kwargs
             from nemo_cascade.rewards.serve import VLLMServer, is_vllm_cpu
 
             url = ""

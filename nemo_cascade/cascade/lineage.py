@@ -19,10 +19,10 @@ from dataclasses import MISSING, Field, fields, is_dataclass
 from pathlib import Path
 
 from nemo_cascade import config
-from nemo_cascade import ranks
+from nemo_cascade.runtime import ranks
 from nemo_cascade.config.versions import added_after
-from nemo_cascade.files import read_json, write_text_atomically
-from nemo_cascade.provenance import git_state, versions
+from nemo_cascade.runtime.files import read_json, write_text_atomically
+from nemo_cascade.runtime.provenance import git_state, versions
 
 log = logging.getLogger(__name__)
 

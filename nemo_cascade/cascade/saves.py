@@ -3,7 +3,7 @@ deadline.
 docs/reliability.md tells the whole story; in short, a stage saves a checkpoint every
 ``Stage.checkpoint_every`` steps and every ``Cascade.checkpoint_every_minutes``, its GRPO steps
 write their finished groups as they go (step_rollouts.py), and it stops — saving first — on a stop
-request (stop_request.py) or when the job's end is so near that only the save still fits
+request (runtime/stop_request.py) or when the job's end is so near that only the save still fits
 (deadline.py). A stop inside a step saves the state the step began with and keeps the step's groups,
 so the resumed step generates only what is missing.
 """
@@ -14,9 +14,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nemo_cascade import checkpoint, ranks, stop_request
-from nemo_cascade.deadline import Deadline
-from nemo_cascade.step_rollouts import StepRollouts
+from nemo_cascade import checkpoint
+from nemo_cascade.runtime import ranks, stop_request
+from nemo_cascade.runtime.deadline import Deadline
+from nemo_cascade.cascade.step_rollouts import StepRollouts
 
 LOOK_EVERY_SECONDS = 1.0
 """The stop-request file is looked at no more often than this by one rank (a stat on a shared

@@ -27,8 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from nemo_cascade import ranks
-from nemo_cascade.files import replaced_atomically
+from nemo_cascade.runtime import ranks
+from nemo_cascade.runtime.files import replaced_atomically
 from nemo_cascade.types import Prompt, PromptGroup
 
 FORMAT = 1

@@ -20,7 +20,7 @@ from pathlib import Path
 from nemo_cascade import config
 from nemo_cascade.convert.shape import load_config_json
 from nemo_cascade.data.tokenizer import tokenizer_digest
-from nemo_cascade.files import file_sha256
+from nemo_cascade.runtime.files import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def check_model(cfg: config.Cascade) -> None:
     from nemo_cascade.convert.shape import DEFAULT_POSITIONS, read_hf_config
 
     if cfg.model.build:
-        from nemo_cascade.base_model import BUILDERS
+        from nemo_cascade.cascade.base_model import BUILDERS
         from nemo_cascade.data.generated import REGISTERED_BY
 
         if not BUILDERS:  # a process that registered none: say who registers them, not "one of []"
@@ -288,7 +288,7 @@ def check_rm_server(cfg: config.Cascade, gpu_gib: float | None = None) -> str | 
     fits on rank 0's GPU beside the actor and the engine (``plan_rm``); returns the line, None when there is no
     such server or no GPU here (``gpu_gib``: the GPU's memory, default this machine's). An estimate: it never
     stops the run."""
-    from nemo_cascade.plan_rm import rm_server_verdict
+    from nemo_cascade.cascade.plan_rm import rm_server_verdict
 
     line = rm_server_verdict(cfg, gpu_gib)
     if line:

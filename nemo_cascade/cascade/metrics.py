@@ -13,14 +13,14 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from nemo_cascade import console, faults, heartbeat, ranks
+from nemo_cascade.runtime import console, faults, heartbeat, ranks
 from nemo_cascade.data.rows import DataError, read_jsonl
 from nemo_cascade.errors import CascadeError
 
 
 class PhaseTimer:
     """Wall time per named phase of a step (generate / score / logprobs / train / sync); each is
-    also the rank's heartbeat phase (heartbeat.py)."""
+    also the rank's heartbeat phase (runtime/heartbeat.py)."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
