@@ -36,8 +36,8 @@ child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], env=env, start_new
 print(child.pid, flush=True)
 time.sleep(600)
 """
-BOUND = ("from nemo_cascade import parent_death; parent_death.bind_worker(); print(flush=True); "
-         "import time; time.sleep(600)")
+BOUND = ("from nemo_cascade.runtime import parent_death; parent_death.bind_worker(); "
+         "print(flush=True); import time; time.sleep(600)")
 
 
 def _alive(pid: int) -> bool:

@@ -23,7 +23,7 @@ child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], env=env, start_new
 print(child.pid, flush=True)
 time.sleep(600)
 """
-WORKER = ("from nemo_cascade import parent_death; parent_death.bind_worker(); import time; "
+WORKER = ("from nemo_cascade.runtime import parent_death; parent_death.bind_worker(); import time; "
           "time.sleep(600)")
 
 
