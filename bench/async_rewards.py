@@ -1,16 +1,17 @@
 """Scoring while generating (paper §4.6.2) on the tiny cascade's code stage: what the overlap saves per batch.
 
-The code stage's starting policy (the export before it in a finished tiny cascade; ``make run`` first when
-missing) generates the stage's batch — its prompts, group size, rollout settings — and the sandboxed code
-verifier scores it, two ways, alternating, with the same seeds so that both see the very same samples:
+The code stage's starting policy (the export before it in a finished tiny cascade; ``make run``
+first when missing) generates the stage's batch — its prompts, group size, rollout settings — and
+the sandboxed code verifier scores it, two ways, alternating, with the same seeds so that both see
+the very same samples:
 
 - **after**: ``generate``, then the whole batch scored (``reward.score_while_generating=false``);
 - **while**: each group scored in a thread pool as soon as the engine finishes it (the default), the rest of
   the batch still generating; what is left to wait for after generation is the stage's ``time/score``.
 
-Prints, per layout, generate s, score s (after generation ends) and their sum, the median of ``--repeats``,
-and the ratio of the sums; checks that both layouts gave every sample the same reward. Appends to
-``bench/results/async_rewards.jsonl``.
+Prints, per layout, generate s, score s (after generation ends) and their sum, the median of
+``--repeats``, and the ratio of the sums; checks that both layouts gave every sample the same
+reward. Appends to ``bench/results/async_rewards.jsonl``.
 
     .venv/bin/python bench/async_rewards.py                    # the code stage of runs/tiny
     .venv/bin/python bench/async_rewards.py --stage swe --repeats 5

@@ -1,14 +1,16 @@
 """Evaluation throughput: GSM8K items/s on SmolLM2-135M-Instruct through the project's vLLM evaluation path
 versus Hugging Face transformers ``generate`` on the same items and decoding, as a ratio.
 
-Both sides get the same token ids (the suite's prompts, ``nemo_cascade.evaluate.prepare``: cascade1 template,
-thinking flag), the same decoding (paper App. B: T=0.6, top-p 0.95, K samples, the same max new tokens, stop at
-EOS), fp32 weights, and the same scoring (``rewards.Scorer("math")``). vLLM side: ``evaluate.run_suite`` with the
-project's ``RolloutEngine`` (engine start-up excluded and reported apart). transformers side: left-padded
-batches of ``--hf-batch`` prompts through ``model.generate(do_sample=True, ...)`` with the KV cache. Each side
-runs in its own process, one after the other, after an untimed warm-up generation. Items/s is the headline (the unit an evaluation is waited on);
-generated tokens/s is reported too, since sampling makes the two sides' response lengths differ. Results are
-appended to ``bench/results/eval_speed.jsonl``. Shared 2-core machines are noisy: read the ratio.
+Both sides get the same token ids (the suite's prompts, ``nemo_cascade.evaluate.prepare``: cascade1
+template, thinking flag), the same decoding (paper App. B: T=0.6, top-p 0.95, K samples, the same
+max new tokens, stop at EOS), fp32 weights, and the same scoring (``rewards.Scorer("math")``). vLLM
+side: ``evaluate.run_suite`` with the project's ``RolloutEngine`` (engine start-up excluded and
+reported apart). transformers side: left-padded batches of ``--hf-batch`` prompts through
+``model.generate(do_sample=True, ...)`` with the KV cache. Each side runs in its own process, one
+after the other, after an untimed warm-up generation. Items/s is the headline (the unit an
+evaluation is waited on); generated tokens/s is reported too, since sampling makes the two sides'
+response lengths differ. Results are appended to ``bench/results/eval_speed.jsonl``. Shared 2-core
+machines are noisy: read the ratio.
 
     .venv/bin/python bench/eval_speed.py                        # 32 items, <= 256 new tokens, K=1
     .venv/bin/python bench/eval_speed.py --items 16 --max-tokens 128 --hf-batch 8

@@ -1,9 +1,10 @@
 """Generation tokens/s of the colocated vLLM engine per precision and engine setting, against transformers.generate.
 
-One model (the tiny Qwen3 built in code, or SmolLM2-135M-Instruct) at its recipe's batch shape: tiny = 16 prompts
-× 8 samples ≤ 40 tokens (``recipes/tiny.py`` RL stages), smollm2 = 6 prompts × 4 samples ≤ 224 tokens
-(``recipes/smollm2.py``), temperature 1.0, the prompts of the recipe's math stage (``synthetic:arithmetic`` /
-``benchmark:gsm8k``). Each variant lives in its own worker process, built once:
+One model (the tiny Qwen3 built in code, or SmolLM2-135M-Instruct) at its recipe's batch shape: tiny
+= 16 prompts × 8 samples ≤ 40 tokens (``recipes/tiny.py`` RL stages), smollm2 = 6 prompts × 4
+samples ≤ 224 tokens (``recipes/smollm2.py``), temperature 1.0, the prompts of the recipe's math
+stage (``synthetic:arithmetic`` / ``benchmark:gsm8k``). Each variant lives in its own worker
+process, built once:
 
     engine:DTYPE[:key=value...]   the project's RolloutEngine (the stage loop's ``generate``, seeded per step)
                                   with extra vLLM ``LLM`` settings (``max_num_seqs=8``,
@@ -12,13 +13,14 @@ One model (the tiny Qwen3 built in code, or SmolLM2-135M-Instruct) at its recipe
     hf:DTYPE                      transformers ``generate`` of the same prompts (left-padded batch,
                                   ``num_return_sequences`` = G, same temperature and token budget)
 
-and the variants run INTERLEAVED (v1, v2, ..., v1, v2, ...) for ``--repeats`` rounds after one warm-up round, so
-the load of other users of the machine falls on all of them alike: read the ratios (median of the rounds, each
-variant over the first), not the absolute tokens/s. ``start s`` is each variant's start-up (process, model load,
-engine build and its compilation where the variant compiles), timed alone. Each engine variant also reports the log-prob gap: mean |engine
-− fp32 reference| of its sampled tokens' log-probs (vLLM's processed log-probs at the sampling temperature; the
-reference is the model in fp32 through transformers, which the actor matches to ~1e-6 — what ``logprob_gap``
-measures in training). Results are appended to ``bench/results/generation.jsonl``.
+and the variants run INTERLEAVED (v1, v2, ..., v1, v2, ...) for ``--repeats`` rounds after one
+warm-up round, so the load of other users of the machine falls on all of them alike: read the ratios
+(median of the rounds, each variant over the first), not the absolute tokens/s. ``start s`` is each
+variant's start-up (process, model load, engine build and its compilation where the variant
+compiles), timed alone. Each engine variant also reports the log-prob gap: mean |engine − fp32
+reference| of its sampled tokens' log-probs (vLLM's processed log-probs at the sampling temperature;
+the reference is the model in fp32 through transformers, which the actor matches to ~1e-6 — what
+``logprob_gap`` measures in training). Results are appended to ``bench/results/generation.jsonl``.
 
     .venv/bin/python bench/generation.py --model tiny --dtype float32,bfloat16
     .venv/bin/python bench/generation.py --model smollm2 --dtype float32,bfloat16 --hf float32,bfloat16
@@ -90,8 +92,8 @@ def _prompts(model: str, path: str):
 
 
 def _reference_logprobs(ref, prompt: list[int], response: list[int], temperature: float) -> list[float]:
-    """log p(response[t] | prompt, response[:t]) of the fp32 reference at ``temperature`` (vLLM's processed
-    log-probs: the sampled distribution, top-p/top-k off)."""
+    """log p(response[t] | prompt, response[:t]) of the fp32 reference at ``temperature`` (vLLM's
+    processed log-probs: the sampled distribution, top-p/top-k off)."""
     import torch
 
     ids = torch.tensor([prompt + response])
@@ -123,7 +125,8 @@ class EngineVariant:
         return {"tokens": sum(len(r) for g in groups for r in g.response_tokens_G_T), "seconds": seconds}
 
     def gap(self) -> float:
-        """Mean |engine − fp32 reference| log-prob over the tokens of the last run (the first sample of each group)."""
+        """Mean |engine − fp32 reference| log-prob over the tokens of the last run (the first sample
+        of each group)."""
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -170,7 +173,8 @@ class HFVariant:
 
 
 def worker(model: str, spec: str, path: str) -> None:
-    """Build one variant, then answer each ``run`` line on stdin with ``RESULT {json}`` (``gap`` after a run)."""
+    """Build one variant, then answer each ``run`` line on stdin with ``RESULT {json}`` (``gap``
+    after a run)."""
     from nemo_cascade import config
 
     kind, dtype, settings, _ = parse_variant(spec)
@@ -198,7 +202,8 @@ PLOT = RESULTS.with_suffix(".png")
 
 
 def plot(rows: list[dict], out: Path = PLOT) -> None:
-    """Bar chart of the latest run per model: each variant's median tokens/s over the run's first variant."""
+    """Bar chart of the latest run per model: each variant's median tokens/s over the run's first
+    variant."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -250,7 +255,8 @@ class Worker:
 
 
 def measure(model: str, specs: list[str], repeats: int) -> list[dict]:
-    """Start every variant, run one warm-up round and ``repeats`` interleaved rounds; tokens/s per round."""
+    """Start every variant, run one warm-up round and ``repeats`` interleaved rounds; tokens/s per
+    round."""
     from bench.step_breakdown import model_dir
 
     with tempfile.TemporaryDirectory() as tmp:

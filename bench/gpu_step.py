@@ -1,8 +1,8 @@
 """One-GPU measurements of the Megatron actor: HF parity, train-step and log-prob throughput, weight export.
 
-The project's actor (``nemo_cascade.actor.megatron.MegatronActor``: Megatron-Core, *local* layer spec, NCCL
-world size 1, bf16) on one H100/H200, five parts, one JSON line each (stdout, and appended to
-``bench/results/gpu_step.jsonl``):
+The project's actor (``nemo_cascade.actor.megatron.MegatronActor``: Megatron-Core, *local* layer
+spec, NCCL world size 1, bf16) on one H100/H200, five parts, one JSON line each (stdout, and
+appended to ``bench/results/gpu_step.jsonl``):
 
 - ``parity``  tiny Qwen3 (demo_data/tiny_models.py's ``tiny-qwen3``, tied; and an untied twin) loaded into the actor;
   per-token log-probs of a fixed batch against HF ``Qwen3ForCausalLM`` on the same device, fp32 and bf16.
@@ -72,8 +72,8 @@ ROPE_THETA = 1e6
 
 
 def matmul_params(d: ModelShape) -> int:
-    """Parameters that take part in a matmul per token: every layer's linears and the LM head (tied or not);
-    not the input embedding (a lookup) nor the norms."""
+    """Parameters that take part in a matmul per token: every layer's linears and the LM head (tied
+    or not); not the input embedding (a lookup) nor the norms."""
     h, q = d.hidden_size, d.head_dim
     heads, kv = d.num_attention_heads, d.num_key_value_heads
     per_layer = h * (heads + 2 * kv) * q + heads * q * h + 3 * h * d.ffn_hidden_size
@@ -158,14 +158,16 @@ def hf_logprobs(model, tokens_B_T: torch.Tensor, device: torch.device) -> torch.
 
 
 def parity(out: Out, device: torch.device, scratch: Path) -> bool:
-    """Actor vs HF per-token log-probs on two tiny Qwen3 models; returns True when fp32 agrees to PARITY_TOL."""
+    """Actor vs HF per-token log-probs on two tiny Qwen3 models; returns True when fp32 agrees to
+    PARITY_TOL."""
     from transformers import Qwen3ForCausalLM
 
     from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.tooling.demo_data.tiny_models import BUILDERS, make_tiny_hf_model
 
-    # Parity means IEEE fp32 on both sides: no TF32 in matmuls (torch's default, stated here for certainty).
+    # Parity means IEEE fp32 on both sides: no TF32 in matmuls (torch's default, stated here for
+    # certainty).
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     models = {"tiny-qwen3 (tied)": BUILDERS["tiny-qwen3"](scratch / "tiny-tied")}
@@ -223,8 +225,9 @@ def gemm(out: Out, device: torch.device) -> None:
 
 # ---------------------------------------------------------------------------------------- big model
 def build_actor(d: ModelShape, dtype: str, micro_batch: int, scratch: Path, train: bool):
-    """The project's actor on a config.json only: Megatron's own random init stands in for weights (an
-    8B-shaped checkpoint would be ~8–16 GB written and read back for numbers nobody looks at)."""
+    """The project's actor on a config.json only: Megatron's own random init stands in for weights
+    (an 8B-shaped checkpoint would be ~8–16 GB written and read back for numbers nobody looks
+    at)."""
     from nemo_cascade import config
     from nemo_cascade.actor.megatron import MegatronActor
 
@@ -242,7 +245,8 @@ def build_actor(d: ModelShape, dtype: str, micro_batch: int, scratch: Path, trai
 
 
 def grpo_batch(rows: int, seq_len: int, vocab: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random tokens; the first S/8 of each row is prompt (no loss), the rest response with ±advantages."""
+    """Random tokens; the first S/8 of each row is prompt (no loss), the rest response with
+    ±advantages."""
     g = torch.Generator().manual_seed(seed)
     mask = torch.zeros(rows, seq_len)
     mask[:, max(seq_len // 8, 1):] = 1.0
@@ -258,9 +262,9 @@ def sft_loss(logprobs_B_T, mb):  # stage.sft_loss (not imported: cascade/stage.p
 
 
 def flops_per_token(d: ModelShape, seq_len: int, train: bool) -> float:
-    """6·N (train) or 2·N (forward) with N = matmul parameters, plus attention 12·L·heads·hd·S (train) or
-    4·L·heads·hd·S (forward) for the full S×S score matrix (PaLM App. B; the unfused local attention does
-    compute all of it, causal masking only discards the upper half)."""
+    """6·N (train) or 2·N (forward) with N = matmul parameters, plus attention 12·L·heads·hd·S
+    (train) or 4·L·heads·hd·S (forward) for the full S×S score matrix (PaLM App. B; the unfused
+    local attention does compute all of it, causal masking only discards the upper half)."""
     attn = d.num_layers * d.num_attention_heads * d.head_dim * seq_len
     return (6 * matmul_params(d) + 12 * attn) if train else (2 * matmul_params(d) + 4 * attn)
 
@@ -391,7 +395,8 @@ def export_part(out: Out, actor, a, common: dict) -> None:
 
 
 def big_model(out: Out, parts: set[str], a, device: torch.device, scratch: Path) -> None:
-    """Train / logprob / export on the 8B-shaped model; one retry with 2 fewer layers on out-of-memory."""
+    """Train / logprob / export on the 8B-shaped model; one retry with 2 fewer layers on
+    out-of-memory."""
     base: ModelShape = a.dims
     if a.layers:
         layers = a.layers

@@ -1,6 +1,7 @@
 """GRPO sequence packing on the tiny cascade: the share of padding the actor computes, and what packing saves.
 
-Two measurements, both on a finished tiny cascade (``make run``; the bench runs it first when ``--run`` has none):
+Two measurements, both on a finished tiny cascade (``make run``; the bench runs it first when
+``--run`` has none):
 
 1. **Pad share during the run.** Every GRPO step logs ``pad_share`` (of the rows the actor computed) and
    ``pad_share_unpacked`` (the same sequences one per padded row, the layout without packing); the table gives
@@ -58,8 +59,8 @@ def timed(fn, repeats: int) -> float:
 
 
 def time_layouts(run: Path, cfg, repeats: int, pack_tokens: list[int], micro_batch: int | None) -> dict[str, dict]:
-    """Per GRPO stage: one real rollout batch, train_step and logprobs timed unpacked and packed into rows of
-    each of ``pack_tokens`` (``grpo.pack_tokens``; 0 = the longest sequence)."""
+    """Per GRPO stage: one real rollout batch, train_step and logprobs timed unpacked and packed
+    into rows of each of ``pack_tokens`` (``grpo.pack_tokens``; 0 = the longest sequence)."""
     from dataclasses import replace
 
     from transformers import AutoTokenizer
@@ -97,7 +98,8 @@ def time_layouts(run: Path, cfg, repeats: int, pack_tokens: list[int], micro_bat
             computed = actor.train_step(batch.tensors(), loss).metrics["computed_tokens"]
             row[name] = {
                 "rows": int(batch.tokens_B_T.shape[0]), "T": int(batch.tokens_B_T.shape[1]),
-                # of the positions the actor ran: microbatches of packed rows are cut to their longest row
+                # of the positions the actor ran: microbatches of packed rows are cut to their
+                # longest row
                 "pad_share": round(1 - float((batch.segment_ids_B_T > 0).sum()) / computed, 4),
                 "train_s": round(timed(lambda: actor.train_step(batch.tensors(), loss), repeats), 4),
                 "logprobs_s": round(timed(lambda: actor.logprobs(batch.tokens_B_T, 1.0, batch.layout()), repeats), 4),

@@ -9,16 +9,17 @@ Three loads of the same file, each in a fresh process so its peak RSS is its own
   batch encoder) into the cache (``data/sft_cache.py``), then memory-mapped;
 - ``second``: a restart or the next stage: the cache entry found by the file's recorded hash and mapped.
 
-``--kind rl`` measures an RL prompt file the same way (``load_prompts``, ``data/prompt_cache.py``): math rows
-(``problem`` + ``answer``, the released math RL set's fields), adapted, given the math instruction, templated
-in think mode and tokenized; ``touch_s`` is then building every row's ``Prompt`` once (an epoch of draws) and
-``stream_s`` starting a ``PromptStream`` over the set (every rank does both at every start).
+``--kind rl`` measures an RL prompt file the same way (``load_prompts``, ``data/prompt_cache.py``):
+math rows (``problem`` + ``answer``, the released math RL set's fields), adapted, given the math
+instruction, templated in think mode and tokenized; ``touch_s`` is then building every row's
+``Prompt`` once (an epoch of draws) and ``stream_s`` starting a ``PromptStream`` over the set (every
+rank does both at every start).
 
-The SFT rows mix single-turn, multi-turn and tool-calling conversations; the tokenizer is the tiny byte-level BPE
-(tooling/demo_data/tiny_tokenizer.py), so the token counts are larger than a 150K-vocabulary tokenizer's.
-``touch_s`` is the time to build every row's token lists once from the loaded result (the reads an epoch of
-batches makes). One process, so one share: with N ranks each tokenizes 1/N of the file. Results are appended to
-``bench/results/loader_scale.jsonl``.
+The SFT rows mix single-turn, multi-turn and tool-calling conversations; the tokenizer is the tiny
+byte-level BPE (tooling/demo_data/tiny_tokenizer.py), so the token counts are larger than a
+150K-vocabulary tokenizer's. ``touch_s`` is the time to build every row's token lists once from the
+loaded result (the reads an epoch of batches makes). One process, so one share: with N ranks each
+tokenizes 1/N of the file. Results are appended to ``bench/results/loader_scale.jsonl``.
 
     .venv/bin/python bench/loader_scale.py [--rows 1000000] [--kind sft|rl]
 """

@@ -1,19 +1,21 @@
 """How often math-verify and the AceMath-style rule grader disagree on answers a model wrote (paper §4.5: the paper
 trained math RL with AceMath's rule verifier; ``Reward.math_grader`` chooses between the two).
 
-Inputs are ``eval.json`` files of ``nemo-cascade eval`` (every sampled response of every math suite: GSM8K,
-MATH-500, AIME24/25). Each response gives the answer the reward would read — the last ``\\boxed{}`` after
-``</think>`` — and, for responses that box nothing, the answer they state ("the answer is 42", ``#### 42``) or
-else their last number: more model-written strings to compare the graders on, reported apart. The reference
-solutions' own boxed answers (MATH-500, AIME24 rows carry a worked solution) are a third source: correct
-answers in a human's formatting, where any disagreement is one grader's false negative. The labelled pairs of
-tests/unit/test_math_verify.py (fractions, percentages, intervals, sets, units, ...) are reported last: not model
-output, a map of the formats on which the graders part.
+Inputs are ``eval.json`` files of ``nemo-cascade eval`` (every sampled response of every math suite:
+GSM8K, MATH-500, AIME24/25). Each response gives the answer the reward would read — the last
+``\\boxed{}`` after ``</think>`` — and, for responses that box nothing, the answer they state ("the
+answer is 42", ``#### 42``) or else their last number: more model-written strings to compare the
+graders on, reported apart. The reference solutions' own boxed answers (MATH-500, AIME24 rows carry
+a worked solution) are a third source: correct answers in a human's formatting, where any
+disagreement is one grader's false negative. The labelled pairs of tests/unit/test_math_verify.py
+(fractions, percentages, intervals, sets, units, ...) are reported last: not model output, a map of
+the formats on which the graders part.
 
-Both graders run through the reward's own path (``MathVerifier.score_answers``: the in-process exact check,
-then the grader in killable workers under the per-sample timeout). Responses shared by several files (the
-same model, seed and prompt) are counted once. Writes ``bench/results/math_grader_agreement.json`` (the
-table and every disagreeing case) and prints the table.
+Both graders run through the reward's own path (``MathVerifier.score_answers``: the in-process exact
+check, then the grader in killable workers under the per-sample timeout). Responses shared by
+several files (the same model, seed and prompt) are counted once. Writes
+``bench/results/math_grader_agreement.json`` (the table and every disagreeing case) and prints the
+table.
 
     .venv/bin/python bench/math_grader_agreement.py docs/results/smollm2/*/base/eval.json \\
         docs/results/smollm2/*/stages/*/eval.json bench/results/math_grader_agreement/*.eval.json.gz
@@ -43,8 +45,9 @@ _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
 def stated_answer(response: str) -> tuple[str | None, str]:
-    """The answer a response commits to and how it was found: ``boxed`` (what the reward reads), ``stated``
-    ("the answer is …" or ``#### …``) or ``last number``; (None, "none") when there is nothing."""
+    """The answer a response commits to and how it was found: ``boxed`` (what the reward reads),
+    ``stated`` ("the answer is …" or ``#### …``) or ``last number``; (None, "none") when there is
+    nothing."""
     from nemo_cascade.data.chat import split_thinking
     from nemo_cascade.rewards.math import ANSWER_PATTERNS, MathVerifier, extract_by_pattern
 
@@ -63,8 +66,8 @@ def stated_answer(response: str) -> tuple[str | None, str]:
 
 
 def model_answers(paths: list[Path]) -> tuple[list[dict], Counter]:
-    """One row per distinct (suite, item, response) of the math suites in ``paths``; and how many responses
-    found an answer each way."""
+    """One row per distinct (suite, item, response) of the math suites in ``paths``; and how many
+    responses found an answer each way."""
     seen, rows, how = set(), [], Counter()
     for path in paths:
         text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
@@ -103,8 +106,9 @@ def solution_answers() -> list[dict]:
 
 
 def labelled_pairs() -> list[dict]:
-    """The hand-written formatting variants of tests/unit/test_math_verify.py (labelled by math-verify's
-    semantics before the rule grader existed): not model output, a map of where the two graders part."""
+    """The hand-written formatting variants of tests/unit/test_math_verify.py (labelled by
+    math-verify's semantics before the rule grader existed): not model output, a map of where the
+    two graders part."""
     from tests.unit.test_math_verify import EQUIVALENCES
 
     return [{"dataset": "labelled pairs", "source": "hand-written", "uid": str(k), "answer": pred,
@@ -112,7 +116,8 @@ def labelled_pairs() -> list[dict]:
 
 
 def grade_all(rows: list[dict], timeout_s: float, workers: int) -> dict:
-    """Fill each row's ``math_verify`` and ``rule`` verdicts; returns each grader's pool counts (timeouts)."""
+    """Fill each row's ``math_verify`` and ``rule`` verdicts; returns each grader's pool counts
+    (timeouts)."""
     from nemo_cascade.rewards.math import MathVerifier
 
     counts = {}
@@ -127,8 +132,9 @@ def grade_all(rows: list[dict], timeout_s: float, workers: int) -> dict:
 
 
 def table(rows: list[dict]) -> list[dict]:
-    """Per (dataset, answer source): answers, agreement and who alone said correct; ``graded``: how many the
-    in-process exact check could not settle, so that a grader decided them (the rest agree by construction)."""
+    """Per (dataset, answer source): answers, agreement and who alone said correct; ``graded``: how
+    many the in-process exact check could not settle, so that a grader decided them (the rest agree
+    by construction)."""
     from nemo_cascade.rewards.math import is_equivalent
 
     groups = defaultdict(list)

@@ -1,9 +1,10 @@
 """Work lost per preemption of a GRPO step, against the interval between rollout flushes.
 
-A step's generation is stopped (the job's end, a stop request) or killed (a node failure) part way; the resumed
-step generates only the prompts with no group on disk (nemo_cascade/cascade/step_rollouts.py), with the seeds of their
-places. Work lost = time generated before the preemption + the resumed step's generation − an uninterrupted
-step's generation: seconds of generation done twice.
+A step's generation is stopped (the job's end, a stop request) or killed (a node failure) part way;
+the resumed step generates only the prompts with no group on disk
+(nemo_cascade/cascade/step_rollouts.py), with the seeds of their places. Work lost = time generated
+before the preemption + the resumed step's generation − an uninterrupted step's generation: seconds
+of generation done twice.
 
 - **stop**: the run writes every finished group before it ends — only sequences still generating are lost;
   the flush interval does not matter.
@@ -11,10 +12,11 @@ step's generation: seconds of generation done twice.
   writes are replayed from the uninterrupted step's measured group finish times with the flush rule of
   ``StepRollouts.keep`` (a write once the interval has passed since the last, of every group kept since).
 
-For each model the uninterrupted step runs with the real engine (the colocated RolloutEngine, its recipe's
-sampling) and each resumed step too: the timings are measured, only the moment of the kill is chosen (at 25,
-50 and 75 % of the step). The resumed groups are checked to equal the uninterrupted ones (tokens and
-log-probs). Results are appended to ``bench/results/preemption.jsonl``; docs/performance.md quotes them.
+For each model the uninterrupted step runs with the real engine (the colocated RolloutEngine, its
+recipe's sampling) and each resumed step too: the timings are measured, only the moment of the kill
+is chosen (at 25, 50 and 75 % of the step). The resumed groups are checked to equal the
+uninterrupted ones (tokens and log-probs). Results are appended to
+``bench/results/preemption.jsonl``; docs/performance.md quotes them.
 
     .venv/bin/python bench/preemption.py --model tiny
     .venv/bin/python bench/preemption.py --model smollm2
@@ -72,9 +74,9 @@ def timed_generate(engine, prompts, group, rollout, positions=None):
 
 
 def written_by(finish: dict[int, float], flush_s: float, at_s: float) -> set[int]:
-    """Groups on disk at ``at_s`` under StepRollouts' flush rule: a group kept once ``flush_s`` have passed
-    since the last write is written with every group waiting, and a waiting group is written by a timer at
-    the last write + ``flush_s`` at the latest."""
+    """Groups on disk at ``at_s`` under StepRollouts' flush rule: a group kept once ``flush_s`` have
+    passed since the last write is written with every group waiting, and a waiting group is written
+    by a timer at the last write + ``flush_s`` at the latest."""
     on_disk, pending, last = set(), set(), 0.0
     for i, t in sorted(finish.items(), key=lambda kv: kv[1]):
         if pending and last + flush_s <= min(t, at_s):  # the timer fired first

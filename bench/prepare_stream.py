@@ -1,12 +1,13 @@
 """`nemo-cascade data prepare` at scale: rows per second and peak memory while streaming a large SFT source through
 the checks and the 9-gram decontamination index (nemo_cascade/prepare).
 
-Writes ``--rows`` synthetic SFT rows in the released schema (``messages``, a ~60-word question, a thinking
-response of ~1 KB; every 1000th row holds a GSM8K test question, which must be dropped) as
-``SRC/nvidia/Nemotron-Cascade-SFT-Stage-1/science.jsonl``, then times ``prepare_command("sft-stage-1")`` on the
-science file only. Prints rows/s, µs per row spent in the decontamination lookups alone, and the peak RSS over the
-source file's size (a streaming pipeline stays far below 1; one that loaded the file would exceed it).
-Appends to ``bench/results/prepare_stream.jsonl``.
+Writes ``--rows`` synthetic SFT rows in the released schema (``messages``, a ~60-word question, a
+thinking response of ~1 KB; every 1000th row holds a GSM8K test question, which must be dropped) as
+``SRC/nvidia/Nemotron-Cascade-SFT-Stage-1/science.jsonl``, then times
+``prepare_command("sft-stage-1")`` on the science file only. Prints rows/s, µs per row spent in the
+decontamination lookups alone, and the peak RSS over the source file's size (a streaming pipeline
+stays far below 1; one that loaded the file would exceed it). Appends to
+``bench/results/prepare_stream.jsonl``.
 
     .venv/bin/python bench/prepare_stream.py                 # 200,000 rows
     .venv/bin/python bench/prepare_stream.py --rows 1000000

@@ -1,7 +1,7 @@
 """Verifier throughput: samples/s of each reward, the sandbox's isolation overhead, and pool scaling.
 
-Paper §4.6: verification latency is what the domain-wise design and asynchronous verification work around,
-so each verifier is timed on real data through the same batched entry points the stage uses:
+Paper §4.6: verification latency is what the domain-wise design and asynchronous verification work
+around, so each verifier is timed on real data through the same batched entry points the stage uses:
 
 - math: MATH-500 reference answers, once written as given (settled by the in-process exact check) and once
   perturbed (every sample goes to math-verify in the killable worker pool), with 1 and 2 workers;
@@ -13,8 +13,9 @@ so each verifier is timed on real data through the same batched entry points the
   (the client's batching and concurrency; a real RM's forward pass dominates on a cluster). Opt-in
   (``--only rlhf``): the server takes a minute to start on 2 cores.
 
-Pool scaling is samples/s with 2 workers ÷ with 1 (ideal 2.0 on 2 idle cores). Results are appended to
-``bench/results/rewards.jsonl``. On a shared machine absolute numbers move; the ratios are what to read.
+Pool scaling is samples/s with 2 workers ÷ with 1 (ideal 2.0 on 2 idle cores). Results are appended
+to ``bench/results/rewards.jsonl``. On a shared machine absolute numbers move; the ratios are what
+to read.
 
     .venv/bin/python bench/rewards.py                     # everything (~3 min on 2 cores)
     .venv/bin/python bench/rewards.py --only code --limit 40

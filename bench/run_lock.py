@@ -8,7 +8,8 @@
   this machine; taking over a dead one (its PID); taking over another host's lock whose last beat is an hour
   old; refusing another host's lock that still beats (the default 5 s beat: the contender waits for one).
 
-Prints the figures and appends a record to ``bench/results/run_lock.jsonl``; docs/reliability.md quotes them.
+Prints the figures and appends a record to ``bench/results/run_lock.jsonl``; docs/reliability.md
+quotes them.
 
     .venv/bin/python bench/run_lock.py [--repeats 10]
 """
@@ -48,7 +49,8 @@ def _alive(pid: int) -> bool:
 
 
 def worker_outlives(bind: bool) -> float | None:
-    """Seconds from the launcher's SIGKILL until its worker is gone; None if it is still alive after 3 s."""
+    """Seconds from the launcher's SIGKILL until its worker is gone; None if it is still alive after
+    3 s."""
     worker = BOUND if bind else "import time; time.sleep(600)"
     parent = subprocess.Popen([sys.executable, "-c", PARENT, worker], stdout=subprocess.PIPE, text=True,
                               env=dict(os.environ, PYTHONPATH=str(ROOT)))

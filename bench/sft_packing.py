@@ -1,11 +1,11 @@
 """SFT sequence packing against its peer, one example per row: tokens computed, rows, seconds per step.
 
-The same 32 examples of the tiny cascade's SFT blend (arithmetic, IF, code and bug-fix tasks, recipes/tiny.py)
-go through the real Megatron actor's ``train_step`` twice: packed into rows of ``--max-tokens``
-(``algorithms.packing.pack_sft_batch``: block-diagonal attention, positions restarting per example) and each in a
-row of its own padded to the longest (what packing replaces). Both compute the same loss
-(tests/unit/test_sft_packing_parity.py); the ratio of their step times is what packing buys. Results are
-appended to ``bench/results/sft_packing.jsonl``.
+The same 32 examples of the tiny cascade's SFT blend (arithmetic, IF, code and bug-fix tasks,
+recipes/tiny.py) go through the real Megatron actor's ``train_step`` twice: packed into rows of
+``--max-tokens`` (``algorithms.packing.pack_sft_batch``: block-diagonal attention, positions
+restarting per example) and each in a row of its own padded to the longest (what packing replaces).
+Both compute the same loss (tests/unit/test_sft_packing_parity.py); the ratio of their step times is
+what packing buys. Results are appended to ``bench/results/sft_packing.jsonl``.
 
     .venv/bin/python bench/sft_packing.py [--steps 5] [--max-tokens 256]
 """

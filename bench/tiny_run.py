@@ -1,4 +1,5 @@
-"""A finished tiny cascade as a bench input: real policies, prompts and rollout lengths instead of a random model's.
+"""A finished tiny cascade as a bench input: real policies, prompts and rollout lengths instead of a
+random model's.
 
 Benches that measure a stage's work (bench/grpo_packing.py, bench/async_rewards.py) load the run's resolved
 config, a stage's exported policy and its prompts from here; ``ensure_run`` makes the run first when it is
@@ -15,7 +16,8 @@ DEFAULT_RUN = ROOT / "runs" / "tiny"
 
 
 def ensure_run(run: Path):
-    """The run's resolved config (``config.Cascade``); runs the tiny cascade into ``run`` first if it has none."""
+    """The run's resolved config (``config.Cascade``); runs the tiny cascade into ``run`` first if
+    it has none."""
     from nemo_cascade import config
 
     if not (run / "manifest.json").is_file():
@@ -30,7 +32,8 @@ def stage_folder(run: Path, cfg, k: int) -> Path:
 
 
 def policy_before(run: Path, cfg, k: int) -> Path:
-    """The HF export stage ``k`` started from: the last policy stage before it (reward models are not policies)."""
+    """The HF export stage ``k`` started from: the last policy stage before it (reward models are
+    not policies)."""
     previous = [j for j in range(k) if cfg.stages[j].kind != "reward_model"]
     if not previous:
         raise SystemExit(f"stage {cfg.stages[k].name} starts from the base model; pick a later stage")

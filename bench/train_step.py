@@ -1,13 +1,14 @@
 """The actor's GRPO training step alone on CPU: fp32 against bf16 mixed precision, and what the one-rank collective
 shortcut saves.
 
-Builds the Megatron actor (TP=1, DP=1, distributed optimizer, as every CPU run) on SmolLM2-135M-Instruct (or the
-tiny Qwen3), one process per precision, and times ``train_step`` on a fixed batch shaped like
-bench/vs_trl.py's SmolLM2 step (16 rows × 112 tokens, the last 64 trained, one microbatch). Within a process the
-steps alternate between the two ways Megatron's grad-buffer reduce-scatter and parameter all-gather can run over
-the one-rank data-parallel group: ``shortcut`` (actor/cpu.py: the identity, what runs by default) and ``gloo``
-(the collectives as gloo runs them, copying the whole buffer), so a slow spell of a shared machine falls on both.
-Prints per-step seconds, medians and the ratio; appends one record per precision to
+Builds the Megatron actor (TP=1, DP=1, distributed optimizer, as every CPU run) on
+SmolLM2-135M-Instruct (or the tiny Qwen3), one process per precision, and times ``train_step`` on a
+fixed batch shaped like bench/vs_trl.py's SmolLM2 step (16 rows × 112 tokens, the last 64 trained,
+one microbatch). Within a process the steps alternate between the two ways Megatron's grad-buffer
+reduce-scatter and parameter all-gather can run over the one-rank data-parallel group: ``shortcut``
+(actor/cpu.py: the identity, what runs by default) and ``gloo`` (the collectives as gloo runs them,
+copying the whole buffer), so a slow spell of a shared machine falls on both. Prints per-step
+seconds, medians and the ratio; appends one record per precision to
 ``bench/results/train_step.jsonl``.
 
     .venv/bin/python bench/train_step.py                         # SmolLM2, fp32 and bf16, 5 steps per variant
@@ -35,8 +36,9 @@ COLLECTIVES = ("dist_reduce_scatter_func", "dist_all_gather_func")  # Megatron's
 
 
 def collective_ways() -> dict[str, dict]:
-    """The two ways Megatron's grad-buffer collectives can run over one rank, as ``{way: {name: function}}``:
-    ``shortcut`` (actor/cpu.py's identity, installed once the compat layer is on) and ``gloo`` (what it wraps)."""
+    """The two ways Megatron's grad-buffer collectives can run over one rank, as ``{way: {name:
+    function}}``: ``shortcut`` (actor/cpu.py's identity, installed once the compat layer is on) and
+    ``gloo`` (what it wraps)."""
     from megatron.core.distributed import param_and_grad_buffer as buffers
 
     wrapped = {n: getattr(buffers, n) for n in COLLECTIVES}

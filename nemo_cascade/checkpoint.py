@@ -1,11 +1,12 @@
-"""Training checkpoints: atomic, hash-verified snapshots of an actor from which a stage resumes bit for bit.
+"""Training checkpoints: atomic, hash-verified snapshots of an actor from which a stage resumes bit
+for bit.
 
 This module owns the on-disk training state of one stage: model parameters, Megatron optimizer state
-(including the distributed optimizer's DP-sharded Adam moments), the LR scheduler, every RNG, and the
-caller's own JSON state (data-stream position etc.). A resumed run restores all of it, so its final weights
-equal an uninterrupted run's exactly. HF exports for release are ``convert``'s business, not this module's;
-what Megatron's optimizer state is made of (its parts, the distributed optimizer's shards)
-``actor/optimizer.py``'s.
+(including the distributed optimizer's DP-sharded Adam moments), the LR scheduler, every RNG, and
+the caller's own JSON state (data-stream position etc.). A resumed run restores all of it, so its
+final weights equal an uninterrupted run's exactly. HF exports for release are ``convert``'s
+business, not this module's; what Megatron's optimizer state is made of (its parts, the distributed
+optimizer's shards) ``actor/optimizer.py``'s.
 
 Layout of ``ckpt_root/step_{step:06d}/``::
 
@@ -84,16 +85,17 @@ def _write(ckpt_root: str | Path, step: int, actor, state: dict, keep: int,
         shutil.rmtree(tmp, ignore_errors=True)  # a crashed earlier attempt at this step
         tmp.mkdir(parents=True)
     ranks.barrier()
-    # With parallel.overlap_param_gather the last optimizer step left each DP rank with only its own shard of
-    # the weights current (the next forward would all-gather the rest); the model files need them whole.
+    # With parallel.overlap_param_gather the last optimizer step left each DP rank with only its own
+    # shard of the weights current (the next forward would all-gather the rest); the model files
+    # need them whole.
     actor.finish_param_gather()
     try:
         hashes, problem = _write_rank_files(tmp, actor, rng or rng_state()), None
     except (OSError, ValueError) as e:  # disk full, quota, an unstorable module state: report it instead of
         # leaving the other ranks waiting
         hashes, problem = {}, _one_line(f"{tmp}: rank {rank} could not write its files ({type(e).__name__}: {e})")
-    # Gathering every rank's hashes is the barrier before the rename: no rank reports until its files are
-    # written and fsynced.
+    # Gathering every rank's hashes is the barrier before the rename: no rank reports until its
+    # files are written and fsynced.
     reports = ranks.gather_objects((_coords(actor), hashes, problem))
     crash_point("checkpoint.write")  # every rank's files are on disk; meta.json and the rename are not
     first = next((p for _, _, p in reports if p), None)
@@ -113,14 +115,16 @@ def _write(ckpt_root: str | Path, step: int, actor, state: dict, keep: int,
 
 
 def latest(ckpt_root: str | Path) -> Path | None:
-    """The newest complete checkpoint under ``ckpt_root`` (``.tmp`` folders are ignored), or None."""
+    """The newest complete checkpoint under ``ckpt_root`` (``.tmp`` folders are ignored), or
+    None."""
     done = _complete(Path(ckpt_root))
     return done[-1][1] if done else None
 
 
 def newest_intact(ckpt_root: str | Path) -> Path | None:
-    """The newest checkpoint under ``ckpt_root`` whose files are all present and match ``meta.json``'s sha256,
-    or None (collective: the ranks share the hashing, each a slice of the files).
+    """The newest checkpoint under ``ckpt_root`` whose files are all present and match
+    ``meta.json``'s sha256, or None (collective: the ranks share the hashing, each a slice of the
+    files).
 
     A damaged one — files missing, truncated or replaced, ``meta.json`` unreadable or naming another step — is
     refused with one warning line saying what is wrong, renamed ``step_X.refused`` (kept for inspection, never
@@ -163,9 +167,9 @@ def _damage(path: Path, step: int, rank: int, world: int) -> str | None:
 def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]:
     """Verify and restore a checkpoint into ``actor`` (collective); return ``(step, state)``.
 
-    ``schedule=False`` keeps the actor's own LR schedule (the checkpoint's must then not match): a stage that
-    carries the previous stage's optimizer (``boundary.optimizer = carry``) takes its Adam state, not its
-    schedule.
+    ``schedule=False`` keeps the actor's own LR schedule (the checkpoint's must then not match): a
+    stage that carries the previous stage's optimizer (``boundary.optimizer = carry``) takes its
+    Adam state, not its schedule.
 
     Every rank checks meta.json, the layout and the sha256 of the files it reads before anything is
     restored; if any rank finds a problem, all ranks raise the same :class:`CheckpointError`.
@@ -190,9 +194,10 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
         actor.scheduler.num_steps = 0  # load_state_dict *adds* the saved step count
         actor.scheduler.load_state_dict(train["scheduler"])
     else:
-        # The optimizer's state_dict brought back the saved param groups' lr and weight decay (the end of the
-        # previous stage's schedule); this stage's first step must use its own schedule's, as it does when the
-        # optimizer is carried in memory. (Found by the kill-and-resume harness, tests/integration/test_resume.py.)
+        # The optimizer's state_dict brought back the saved param groups' lr and weight decay (the
+        # end of the previous stage's schedule); this stage's first step must use its own
+        # schedule's, as it does when the optimizer is carried in memory. (Found by the
+        # kill-and-resume harness, tests/integration/test_resume.py.)
         actor.scheduler.step(increment=0)
     _set_rng(train["rng"])
     ranks.barrier()
@@ -201,8 +206,8 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
 
 # ------------------------------------------------------------------------------------ offline reading
 def read_meta(ckpt_dir: str | Path, keys: tuple[str, ...] = ("format", "tp", "pp", "files")) -> dict:
-    """A complete checkpoint's ``meta.json`` with at least ``keys`` (no process group needed: conversion tools
-    read it too)."""
+    """A complete checkpoint's ``meta.json`` with at least ``keys`` (no process group needed:
+    conversion tools read it too)."""
     meta_path = Path(ckpt_dir) / META
     try:
         meta = json.loads(meta_path.read_text())
@@ -222,7 +227,8 @@ def read_meta(ckpt_dir: str | Path, keys: tuple[str, ...] = ("format", "tp", "pp
 
 
 def read_model_shard(ckpt_dir: str | Path, meta: dict, tp_rank: int, pp_rank: int) -> dict[str, torch.Tensor]:
-    """One TP×PP shard's parameters ``{megatron name: tensor}`` (PP-local layer numbers), sha256-verified."""
+    """One TP×PP shard's parameters ``{megatron name: tensor}`` (PP-local layer numbers),
+    sha256-verified."""
     path = Path(ckpt_dir) / f"model_tp{tp_rank:02d}_pp{pp_rank:02d}.pt"
     _check_file(path, meta["files"].get(path.name))
     params = _torch_load(path, mmap=True)
@@ -258,7 +264,8 @@ def _coords(actor) -> tuple[int, int, int]:
 
 
 def _layout(actor) -> dict:
-    """World size = tp × pp × cp × dp (config.Parallel): context-parallel ranks are not data-parallel replicas."""
+    """World size = tp × pp × cp × dp (config.Parallel): context-parallel ranks are not
+    data-parallel replicas."""
     world, p = dist.get_world_size(), actor.parallel
     return {"world_size": world, "tp": p.tp, "pp": p.pp, "cp": p.cp, "dp": world // (p.tp * p.pp * p.cp),
             "distributed_optimizer": bool(p.distributed_optimizer)}
@@ -274,7 +281,8 @@ def _write_rank_files(folder: Path, actor, rng: dict) -> dict[str, str]:
     """This rank's files in ``folder``; returns {file name: sha256}."""
     model_file, train_file = _rank_files(actor)
     out = {}
-    # Context-parallel ranks hold the same parameters as their DP replicas: one writer per TP×PP shard.
+    # Context-parallel ranks hold the same parameters as their DP replicas: one writer per TP×PP
+    # shard.
     if actor.ps.get_data_parallel_rank(with_context_parallel=True) == 0:
         params = {n: p.detach() for n, p in actor.model.named_parameters()}
         out[model_file] = _torch_save(params, folder / model_file)
@@ -286,7 +294,8 @@ def _write_rank_files(folder: Path, actor, rng: dict) -> dict[str, str]:
 
 
 def rng_state() -> dict:
-    """Every RNG a resumed run must continue: Python, NumPy, torch (CPU and CUDA) and Megatron's tracker."""
+    """Every RNG a resumed run must continue: Python, NumPy, torch (CPU and CUDA) and Megatron's
+    tracker."""
     from megatron.core import tensor_parallel
 
     kind, key, pos, has_gauss, gauss = np.random.get_state()
@@ -300,8 +309,9 @@ def rng_state() -> dict:
 
 
 def _cpu_copy(obj):
-    """Tensors cloned to the CPU: no GPU tensors in files, and a view no longer drags its whole buffer
-    (the distributed optimizer's fp32 shards are views into the DDP parameter buffer) into the file."""
+    """Tensors cloned to the CPU: no GPU tensors in files, and a view no longer drags its whole
+    buffer (the distributed optimizer's fp32 shards are views into the DDP parameter buffer) into
+    the file."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().to("cpu", copy=True)
     if isinstance(obj, dict):
@@ -335,8 +345,8 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _publish(tmp: Path, final: Path) -> None:
-    """Rename the finished ``.tmp`` folder into place (rank 0). A checkpoint of the same step saved before
-    is moved aside first and deleted only after the new one is visible."""
+    """Rename the finished ``.tmp`` folder into place (rank 0). A checkpoint of the same step saved
+    before is moved aside first and deleted only after the new one is visible."""
     _fsync_dir(tmp)
     old = final.with_name(final.name + ".old.tmp")
     if final.exists():
@@ -376,7 +386,8 @@ _META_KEYS = ("format", "step", "world_size", "tp", "pp", "dp", "distributed_opt
 
 
 def _verify(ckpt: Path, actor) -> dict:
-    """meta.json, the layout and this rank's files; returns meta. Raises CheckpointError on any problem."""
+    """meta.json, the layout and this rank's files; returns meta. Raises CheckpointError on any
+    problem."""
     if actor.optimizer is None or actor.scheduler is None:
         raise CheckpointError(f"{ckpt}: the actor has no optimizer to restore into; call configure_optimizer() "
                               "before checkpoint.load()")
@@ -415,7 +426,8 @@ def _check_file(path: Path, expected: str | None) -> None:
 
 
 def _read_rank_files(ckpt: Path, actor, schedule: bool = True) -> tuple[dict, dict]:
-    """Load this rank's (hash-verified) files and check they fit the actor, before anything is changed."""
+    """Load this rank's (hash-verified) files and check they fit the actor, before anything is
+    changed."""
     model_file, train_file = _rank_files(actor)
     params, train = _torch_load(ckpt / model_file), _torch_load(ckpt / train_file)
     _check_params(actor, params, ckpt / model_file)
@@ -434,8 +446,9 @@ def _read_rank_files(ckpt: Path, actor, schedule: bool = True) -> tuple[dict, di
 
 
 def _torch_load(path: Path, mmap: bool = False):
-    # weights_only: the files hold only tensors and plain containers, so nothing executable is unpickled.
-    # mmap: tensors stay in the page cache, read when used (offline conversion of large shards).
+    # weights_only: the files hold only tensors and plain containers, so nothing executable is
+    # unpickled. mmap: tensors stay in the page cache, read when used (offline conversion of large
+    # shards).
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # the hash matched, so this is a format problem; still one line for the user
@@ -455,8 +468,8 @@ def _check_params(actor, saved, path: Path) -> None:
 
 
 def _check_schedule(scheduler, saved: dict, path: Path) -> None:
-    # Megatron would silently prefer the checkpoint's schedule over the configured one; an exact resume
-    # needs them equal, so a difference is an error rather than a surprise.
+    # Megatron would silently prefer the checkpoint's schedule over the configured one; an exact
+    # resume needs them equal, so a difference is an error rather than a surprise.
     current = {k: v for k, v in scheduler.state_dict().items() if k != "num_steps"}
     stored = {k: saved.get(k) for k in current}
     if stored != current:

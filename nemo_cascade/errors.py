@@ -9,7 +9,8 @@ from __future__ import annotations
 
 
 class CascadeError(Exception):
-    """A user-facing failure: the message is one line naming the file/field and what was expected."""
+    """A user-facing failure: the message is one line naming the file/field and what was
+    expected."""
 
 
 __all__ = ["CascadeError"]

@@ -1,7 +1,8 @@
 """Per-GPU memory of every stage of a cascade on its parallel layout: ``nemo-cascade plan RECIPE``.
 
-An estimate from the model's shape and the config, for planning layouts on 8×H100-80GB nodes before a job
-queues; nothing here imports torch, megatron or vllm at module level, and nothing is measured. Per GPU:
+An estimate from the model's shape and the config, for planning layouts on 8×H100-80GB nodes before
+a job queues; nothing here imports torch, megatron or vllm at module level, and nothing is measured.
+Per GPU:
 
 - **actor state**: bf16 parameters (2 B/param), the fp32 gradient buffer (4 B/param: ``grad_reduce_in_fp32``)
   and the optimizer's fp32 master copy + Adam m, v (12 B/param; 8 with fp32 parameters, which are their own
@@ -61,11 +62,13 @@ PRESETS = {
     # huggingface.co/Qwen/Qwen3-14B config.json
     "qwen3-14b": ModelShape("Qwen3-14B", hidden_size=5120, ffn_hidden_size=17408, num_attention_heads=40,
                             num_key_value_heads=8, head_dim=128, vocab_size=151936, num_layers=40),
-    # huggingface.co/Qwen/Qwen2.5-72B-Instruct config.json (Qwen2ForCausalLM: q/k/v biases, no q/k norm)
+    # huggingface.co/Qwen/Qwen2.5-72B-Instruct config.json (Qwen2ForCausalLM: q/k/v biases, no q/k
+    # norm)
     "qwen2.5-72b": ModelShape("Qwen2.5-72B", hidden_size=8192, ffn_hidden_size=29568, num_attention_heads=64,
                               num_key_value_heads=8, head_dim=128, vocab_size=152064, num_layers=80, qk_norm=False,
                               qkv_bias=True, hf_architecture="Qwen2ForCausalLM"),
-    # tooling/demo_data/tiny_models.py's build_tiny_qwen3 (vocab: the in-code tokenizer's size, at most 1024)
+    # tooling/demo_data/tiny_models.py's build_tiny_qwen3 (vocab: the in-code tokenizer's size, at
+    # most 1024)
     "tiny-qwen3": ModelShape("tiny Qwen3", hidden_size=128, ffn_hidden_size=384, num_attention_heads=4,
                              num_key_value_heads=2, head_dim=32, vocab_size=1024, num_layers=4, tied_embeddings=True),
 }
@@ -76,8 +79,8 @@ _SIZE = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)b(?![a-z0-9])", re.IGNORECASE)
 
 
 def shape_from_config(raw: dict, where: str = "config.json") -> tuple[ModelShape, str]:
-    """The shape in an HF ``config.json``, and a note when the actor cannot load its architecture (its standard
-    fields are read anyway, for the estimate)."""
+    """The shape in an HF ``config.json``, and a note when the actor cannot load its architecture
+    (its standard fields are read anyway, for the estimate)."""
     archs = raw.get("architectures") or []
     if any(a in ARCHITECTURES for a in archs):
         return shape_from_dict(raw, where), ""
@@ -93,8 +96,9 @@ def unsupported_note(shape: ModelShape) -> str:
 
 
 def resolve_shape(model: config.Model, shape: str | None = None) -> tuple[ModelShape, str]:
-    """``(shape, where it came from)``: ``--shape`` when given; else ``model.hf_path``'s config.json; else, when
-    that folder does not exist here, the preset whose size its name carries ('8B', '14B', '72B')."""
+    """``(shape, where it came from)``: ``--shape`` when given; else ``model.hf_path``'s
+    config.json; else, when that folder does not exist here, the preset whose size its name carries
+    ('8B', '14B', '72B')."""
     if shape:
         if shape.lower() not in PRESETS:
             raise config.ConfigError(f"--shape {shape}: unknown shape; expected one of {sorted(PRESETS)}")
@@ -129,13 +133,15 @@ def _with_note(shape: ModelShape, source: str) -> tuple[ModelShape, str]:
 # --------------------------------------------------------------------------------------------- activations
 
 def layer_activation_bytes(d, seq: float, *, tp: int = 1, sp: bool = False, quadratic: bool = True) -> float:
-    """Bytes one decoder layer saves for backward, per row of ``seq`` tokens (bf16 actor, no recompute).
+    """Bytes one decoder layer saves for backward, per row of ``seq`` tokens (bf16 actor, no
+    recompute).
 
-    ``6·heads·S²`` (the local spec's unfused attention: fp32 softmax output and bf16 probabilities; 0 with
-    ``quadratic=False``: TE's fused attention or selective recompute) + ``S·(10·ffn + 16·heads·hd + 8·kv·hd)``
-    (split over TP) + ``S·20·h`` (norm and residual tensors: split over TP only with sequence parallelism).
-    Measured on the CPU build with saved-tensor hooks (bf16 actor, S = 256 / 512 / 1024, each dimension varied);
-    the norms then ran unfused in fp32 (hence 20·h) — an upper bound for TE's fused norms."""
+    ``6·heads·S²`` (the local spec's unfused attention: fp32 softmax output and bf16 probabilities;
+    0 with ``quadratic=False``: TE's fused attention or selective recompute) + ``S·(10·ffn +
+    16·heads·hd + 8·kv·hd)`` (split over TP) + ``S·20·h`` (norm and residual tensors: split over TP
+    only with sequence parallelism). Measured on the CPU build with saved-tensor hooks (bf16 actor,
+    S = 256 / 512 / 1024, each dimension varied); the norms then ran unfused in fp32 (hence 20·h) —
+    an upper bound for TE's fused norms."""
     h, hq, kvq = d.hidden_size, d.num_attention_heads * d.head_dim, d.num_key_value_heads * d.head_dim
     out = seq * (10 * d.ffn_hidden_size + 16 * hq + 8 * kvq) / tp + seq * 20 * h / (tp if sp else 1)
     if quadratic:
@@ -144,15 +150,16 @@ def layer_activation_bytes(d, seq: float, *, tp: int = 1, sp: bool = False, quad
 
 
 def head_activation_bytes(d, seq: float, *, tp: int = 1, vocab: int | None = None) -> float:
-    """Per row at the LM head: ``16·S·V/TP`` (vocab-parallel logits, their fp32 copy, the saved softmax and the
-    gradients alive at the start of backward) + ``10·S·h``. ``vocab=1``: a reward model's score head."""
+    """Per row at the LM head: ``16·S·V/TP`` (vocab-parallel logits, their fp32 copy, the saved
+    softmax and the gradients alive at the start of backward) + ``10·S·h``. ``vocab=1``: a reward
+    model's score head."""
     V = d.vocab_size if vocab is None else vocab
     return 16 * seq * V / tp + 10 * seq * d.hidden_size
 
 
 def estimate_bytes(d, layers: int, micro_batch: int, seq_len: int) -> dict[str, float]:
-    """Peak GPU memory of a bf16 train step of one actor on one GPU (local spec, no parallelism, no recompute),
-    by parts, in bytes — bench/gpu_step.py's plan for how many layers fit.
+    """Peak GPU memory of a bf16 train step of one actor on one GPU (local spec, no parallelism, no
+    recompute), by parts, in bytes — bench/gpu_step.py's plan for how many layers fit.
 
     state: 18 B/param = bf16 param 2 + fp32 grad buffer 4 (grad_reduce_in_fp32) + fp32 master 4 + Adam m, v 8.
     activations: :func:`layer_activation_bytes` per layer and row, :func:`head_activation_bytes` per row at the
@@ -240,7 +247,8 @@ class CascadePlan:
 
 
 def _gate_budget(cfg: config.Cascade) -> int:
-    """The response budget of the gate's largest suite (0 without a gate): the engine's context must hold it."""
+    """The response budget of the gate's largest suite (0 without a gate): the engine's context must
+    hold it."""
     if not cfg.gate.suites:
         return 0
     if cfg.gate.max_tokens:
@@ -270,8 +278,9 @@ def _rows_per_step(stage: config.Stage) -> int:
 
 
 def rank_params(d: ModelShape, tp: int, pp: int, rank: int, lm_head: bool = True) -> float:
-    """Parameters held by a GPU of pipeline rank ``rank``: its layers' share of TP, the embedding (first rank),
-    the final norm and the head (last rank; a tied head is a copy there when pp > 1)."""
+    """Parameters held by a GPU of pipeline rank ``rank``: its layers' share of TP, the embedding
+    (first rank), the final norm and the head (last rank; a tied head is a copy there when pp >
+    1)."""
     split, rep = d.layer_params()
     n = d.num_layers // pp * (split / tp + rep)
     embedding = d.vocab_size * d.hidden_size / tp
@@ -288,7 +297,8 @@ def rank_params(d: ModelShape, tp: int, pp: int, rank: int, lm_head: bool = True
 
 def actor_bytes(d: ModelShape, p: config.Parallel, *, seq: int, rows_per_step: int, rank: int, te: bool, dtype_bytes: int,
                 lm_head: bool = True) -> dict[str, float]:
-    """One actor's memory on a GPU of pipeline rank ``rank`` during a train step, by parts (bytes)."""
+    """One actor's memory on a GPU of pipeline rank ``rank`` during a train step, by parts
+    (bytes)."""
     P = rank_params(d, p.tp, p.pp, rank, lm_head)
     shard = p.dp * p.cp if p.distributed_optimizer else 1
     optimizer = 12 if dtype_bytes == 2 else 8  # fp32 master + Adam m, v (fp32 params are their own master)
@@ -315,8 +325,9 @@ def actor_bytes(d: ModelShape, p: config.Parallel, *, seq: int, rows_per_step: i
 
 
 def engine_bytes(d: ModelShape, utilization: float, gpu: float, dtype_bytes: int, tp: int = 1) -> dict[str, float]:
-    """The colocated engine's share on one GPU: 1/tp of the weights, and the KV cache its budget leaves, in
-    tokens of the whole engine (each GPU holds max(1, kv_heads / tp) of a token's KV heads)."""
+    """The colocated engine's share on one GPU: 1/tp of the weights, and the KV cache its budget
+    leaves, in tokens of the whole engine (each GPU holds max(1, kv_heads / tp) of a token's KV
+    heads)."""
     weights = d.params() * dtype_bytes / tp
     kv = max(utilization * gpu - weights, 0.0)
     per_token = d.kv_bytes_per_token(dtype_bytes) * max(1, d.num_key_value_heads // tp) / d.num_key_value_heads
@@ -325,7 +336,8 @@ def engine_bytes(d: ModelShape, utilization: float, gpu: float, dtype_bytes: int
 
 
 def _check_layout_divides(d: ModelShape, p: config.Parallel, engine_tp: int) -> None:
-    """The actor's TP/PP and the engine's TP split the model's dimensions evenly (else ConfigError, one line)."""
+    """The actor's TP/PP and the engine's TP split the model's dimensions evenly (else ConfigError,
+    one line)."""
     for name, value, by in (("num_key_value_heads", d.num_key_value_heads, p.tp),
                             ("num_attention_heads", d.num_attention_heads, p.tp),
                             ("vocab_size", d.vocab_size, p.tp), ("intermediate_size", d.ffn_hidden_size, p.tp),
@@ -430,8 +442,8 @@ def plan_rm_server(cfg: config.Cascade, plan: CascadePlan) -> RMServerPlan | Non
 # ---------------------------------------------------------------- the cascade
 
 def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0, shape: str | ModelShape | None = None) -> CascadePlan:
-    """Every stage's per-GPU estimate on ``cfg.parallel``; raises ConfigError (one line) for what cannot be
-    planned: an invalid config, an unknown shape, a layout the shape does not divide."""
+    """Every stage's per-GPU estimate on ``cfg.parallel``; raises ConfigError (one line) for what
+    cannot be planned: an invalid config, an unknown shape, a layout the shape does not divide."""
     config.validate(cfg)
     if gpu_gib <= 0:
         raise config.ConfigError(f"--gpu-memory-gib: expected > 0, got {gpu_gib}")
@@ -443,7 +455,8 @@ def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0, shape: str | ModelS
     dtype_bytes = 2 if cfg.model.dtype == "bfloat16" else 4
     grpo = [s for s in cfg.stages if config.samples_on_policy(s)]
     gate_on = bool(cfg.gate.suites)
-    # One engine serves the cascade, built from the first GRPO stage's rollout (a gate alone: the default's).
+    # One engine serves the cascade, built from the first GRPO stage's rollout (a gate alone: the
+    # default's).
     first = grpo[0].rollout if grpo else config.Rollout()
     util = first.gpu_memory_utilization if grpo or gate_on else None
     engine_tp = first.tensor_parallel_size

@@ -1,4 +1,5 @@
-"""Weight sync: the actor's Megatron shards → gathered in buckets → full HF-named tensors → the vLLM engine.
+"""Weight sync: the actor's Megatron shards → gathered in buckets → full HF-named tensors → the vLLM
+engine.
 
 Phase order (the OOM lesson of vLLM #15254): the trainer's state is already offloaded or idle, the engine
 wakes its *weights* only, buckets stream in (one bucket of gathered tensors alive at once, sized from the
@@ -29,13 +30,15 @@ class SyncStats:
 
 
 def push(actor: Actor, engine: Engine, bucket_bytes: int | None = None) -> SyncStats:
-    """Copy the actor's current weights into the engine in place (collective over all actor ranks), in the
-    engine's dtype (``engine.dtype``: ``rollout.dtype``, e.g. an fp32 actor into a bf16 engine).
-    ``bucket_bytes``: full tensors gathered per collective (default: from the free memory, with a cap)."""
+    """Copy the actor's current weights into the engine in place (collective over all actor ranks),
+    in the engine's dtype (``engine.dtype``: ``rollout.dtype``, e.g. an fp32 actor into a bf16
+    engine). ``bucket_bytes``: full tensors gathered per collective (default: from the free memory,
+    with a cap)."""
     start = time.perf_counter()
     counted = {"tensors": 0, "bytes": 0}
-    # The conversion table decides the names the engine needs beyond the checkpoint's (the tied head: vLLM's
-    # in-place reload finalises the tied ParallelLMHead as a layer of its own and keeps the OLD head without it).
+    # The conversion table decides the names the engine needs beyond the checkpoint's (the tied
+    # head: vLLM's in-place reload finalises the tied ParallelLMHead as a layer of its own and keeps
+    # the OLD head without it).
     aliases: dict[str, list[str]] = {}
     for alias, original in actor.table.engine_aliases.items():
         aliases.setdefault(original, []).append(alias)

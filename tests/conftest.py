@@ -1,5 +1,6 @@
-"""What every test session shares: the demo sets, suites and base models registered once, before collection, as
-the nemo-cascade command registers them before it reads a config (tests also build configs that name them)."""
+"""What every test session shares: the demo sets, suites and base models registered once, before
+collection, as the nemo-cascade command registers them before it reads a config (tests also build
+configs that name them)."""
 import os
 import secrets
 

@@ -1,4 +1,5 @@
-"""Run a script under torchrun on a free loopback port (shared by the dist and integration tiers)."""
+"""Run a script under torchrun on a free loopback port (shared by the dist and integration
+tiers)."""
 import os
 import socket
 import subprocess

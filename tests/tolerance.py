@@ -1,4 +1,5 @@
-"""How far apart two floating-point computations of the same numbers may land: one rule for the whole suite.
+"""How far apart two floating-point computations of the same numbers may land: one rule for the
+whole suite.
 
 Two computations that add the same numbers in another order (another layout, kernel or CPU family; vLLM or
 transformers against Megatron) round differently: after ``terms`` additions on the path to a number, about
@@ -30,13 +31,14 @@ LOG_ENV = "NEMO_CASCADE_TOLERANCE_LOG"
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:
-    """Half the spacing of ``dtype`` at 1: the largest relative error of one rounding (fp32 6.0e-8, bf16 3.9e-3)."""
+    """Half the spacing of ``dtype`` at 1: the largest relative error of one rounding (fp32 6.0e-8,
+    bf16 3.9e-3)."""
     return torch.finfo(dtype).eps / 2
 
 
 def bound(dtype: torch.dtype, terms: int, magnitude: float = 1.0) -> float:
-    """``SIGMAS · u · sqrt(terms) · magnitude``: how far two orders of ``terms`` additions of numbers of size
-    ``magnitude`` may land apart."""
+    """``SIGMAS · u · sqrt(terms) · magnitude``: how far two orders of ``terms`` additions of
+    numbers of size ``magnitude`` may land apart."""
     return SIGMAS * unit_roundoff(dtype) * math.sqrt(terms) * magnitude
 
 
@@ -52,38 +54,40 @@ class Net:
 
     @classmethod
     def of(cls, model_dir, seq: int) -> "Net":
-        """The shape of the HF model folder ``model_dir`` (its config.json) over sequences of ``seq`` tokens."""
+        """The shape of the HF model folder ``model_dir`` (its config.json) over sequences of
+        ``seq`` tokens."""
         c = json.loads((Path(model_dir) / "config.json").read_text())
         return cls(c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"], seq, c["vocab_size"])
 
     def forward_terms(self) -> int:
-        """One output logit's path: per layer the QKV projection (hidden), the scores (head dim ≤ hidden), the
-        weighted values (seq), the output projection (hidden), the two MLP projections (hidden, ffn) and the two
-        norms (hidden each); then the final norm, the output layer (hidden) and the softmax's sum (vocab)."""
+        """One output logit's path: per layer the QKV projection (hidden), the scores (head dim ≤
+        hidden), the weighted values (seq), the output projection (hidden), the two MLP projections
+        (hidden, ffn) and the two norms (hidden each); then the final norm, the output layer
+        (hidden) and the softmax's sum (vocab)."""
         return self.layers * (6 * self.hidden + self.seq + self.ffn) + 2 * self.hidden + self.vocab
 
     def roundings(self) -> int:
-        """The roundings to a 16-bit dtype on one logit's path where sums accumulate in fp32 (a bf16 engine):
-        per layer its four weight matrices and ten outputs (norms, projections, attention, activation,
-        residual sums), then the final norm, the output layer's weight and the logit."""
+        """The roundings to a 16-bit dtype on one logit's path where sums accumulate in fp32 (a bf16
+        engine): per layer its four weight matrices and ten outputs (norms, projections, attention,
+        activation, residual sums), then the final norm, the output layer's weight and the logit."""
         return 14 * self.layers + 3
 
     def step_terms(self, tokens: int) -> int:
-        """One training step: the forward path, the backward path (as long again), and each weight's gradient
-        summed over the batch's tokens."""
+        """One training step: the forward path, the backward path (as long again), and each weight's
+        gradient summed over the batch's tokens."""
         return 2 * self.forward_terms() + tokens
 
     def terms_after(self, steps: int, tokens: int) -> int:
-        """A number computed by the forward pass after ``steps`` training steps: every step's additions are
-        on its path (the weights it reads carry them)."""
+        """A number computed by the forward pass after ``steps`` training steps: every step's
+        additions are on its path (the weights it reads carry them)."""
         return steps * self.step_terms(tokens) + self.forward_terms()
 
 
 def assert_close(actual, expected, dtype: torch.dtype, terms: int, *, relative: bool = False,
                  magnitude: float = 1.0, what: str = "") -> float:
-    """``actual`` equals ``expected`` within :func:`bound`. ``relative``: each element against its own size (a
-    loss, a norm); otherwise absolute, at ``magnitude``. Returns the largest difference as a multiple of the
-    bound (logged to :data:`LOG_ENV` when it is set)."""
+    """``actual`` equals ``expected`` within :func:`bound`. ``relative``: each element against its
+    own size (a loss, a norm); otherwise absolute, at ``magnitude``. Returns the largest difference
+    as a multiple of the bound (logged to :data:`LOG_ENV` when it is set)."""
     a, e = (np.asarray(x.detach().double().cpu() if torch.is_tensor(x) else x, dtype=np.float64)
             for x in (actual, expected))
     assert a.shape == e.shape, f"{what}: shapes {a.shape} and {e.shape}"
@@ -104,9 +108,9 @@ def assert_close(actual, expected, dtype: torch.dtype, terms: int, *, relative: 
 
 def assert_training_close(got: dict, expected: dict, net: Net, tokens: int, what: str, after: int = 0,
                           dtype: torch.dtype = torch.float32) -> None:
-    """Two runs of the same training steps in other layouts (``"loss"`` and ``"grad_norm"``: a number or a
-    list, one per step) agree: step k's loss reads weights that ``after + k`` steps of ``tokens`` tokens have
-    moved, and its grad norm adds that step's own backward."""
+    """Two runs of the same training steps in other layouts (``"loss"`` and ``"grad_norm"``: a
+    number or a list, one per step) agree: step k's loss reads weights that ``after + k`` steps of
+    ``tokens`` tokens have moved, and its grad norm adds that step's own backward."""
     losses, norms = np.atleast_1d(expected["loss"]), np.atleast_1d(expected["grad_norm"])
     for k, (loss, norm) in enumerate(zip(losses, norms)):
         before = net.terms_after(after + k, tokens)

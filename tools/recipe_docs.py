@@ -2,8 +2,8 @@
 
     .venv/bin/python tools/recipe_docs.py [--check]
 
-Each table lies in a generated region; everything outside the regions (prose, the data and environment tables,
-the memory plans) is left as written. A region names what it shows:
+Each table lies in a generated region; everything outside the regions (prose, the data and
+environment tables, the memory plans) is left as written. A region names what it shows:
 
     <!-- generated from recipes/X.py:recipe,with_sft (cascade fields) by tools/recipe_docs.py; edit the recipe -->
     <!-- generated from recipes/X.py:with_sft (stage fields) by tools/recipe_docs.py; edit the recipe -->
@@ -46,7 +46,8 @@ SOURCES = {"cascade": "CASCADE_SOURCES", "stage": "STAGE_SOURCES"}
 
 
 class RecipeDocError(ValueError):
-    """A region the generator cannot fill: a bad marker, a missing recipe or function, a row naming no field."""
+    """A region the generator cannot fill: a bad marker, a missing recipe or function, a row naming
+    no field."""
 
 
 def _get(obj: Any, path: str) -> Any:
@@ -58,8 +59,8 @@ def _changed(stage: config.Stage, path: str) -> bool:
 
 
 SHOWN: dict[str, Callable[[config.Stage, str], bool]] = {
-    # Fields a stage table shows only where a recipe uses them; a field not listed here has a value in every stage
-    # whose kind reads it (see `shown`).
+    # Fields a stage table shows only where a recipe uses them; a field not listed here has a value
+    # in every stage whose kind reads it (see `shown`).
     "length_curriculum": _changed,
     "grpo.refill_max_rounds": lambda s, _: s.grpo.drop_zero_variance_groups,  # it refills the dropped groups
     "grpo.epoch_filter": _changed,
@@ -76,7 +77,8 @@ SHOWN: dict[str, Callable[[config.Stage, str], bool]] = {
 
 
 def kinds_reading(path: str) -> tuple[str, ...] | None:
-    """The stage kinds that read a field (None: every kind). Rewards, rollouts and GRPO settings are GRPO's."""
+    """The stage kinds that read a field (None: every kind). Rewards, rollouts and GRPO settings are
+    GRPO's."""
     head = path.split(".")[0]
     if head in ("domain", "grpo", "rollout", "reward", "length_curriculum"):
         return ("grpo",)
@@ -98,7 +100,8 @@ def shown(stage: config.Stage, path: str) -> bool:
 
 
 def text(value: Any) -> str:
-    """A value as a command-line override writes it (``true``, ``2e-6``, ``a,b``, ``190:24576:filter``)."""
+    """A value as a command-line override writes it (``true``, ``2e-6``, ``a,b``,
+    ``190:24576:filter``)."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
@@ -160,7 +163,8 @@ def stage_table(cfg: config.Cascade, sources: dict[str, str], where: str) -> lis
 
 @contextlib.contextmanager
 def default_environment():
-    """The recipes read NEMO_CASCADE_* (model and data folders, server URLs) when called: the docs show defaults."""
+    """The recipes read NEMO_CASCADE_* (model and data folders, server URLs) when called: the docs
+    show defaults."""
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("NEMO_CASCADE_")}
     try:
         yield

@@ -1,5 +1,5 @@
-"""Weight-gather buckets: how many parameters the actor gathers with one collective when it hands out full
-HF-named tensors (weight sync to vLLM, HF export).
+"""Weight-gather buckets: how many parameters the actor gathers with one collective when it hands
+out full HF-named tensors (weight sync to vLLM, HF export).
 
 Gathering tensor by tensor costs one all-gather over TP and one broadcast over PP per tensor — about 400 of each
 for a 36-layer model, each with a fixed latency. A bucket gathers many at once. Its size bounds the memory the
@@ -23,7 +23,8 @@ E = TypeVar("E")
 
 
 def bucket_limit(free_bytes: int, cap: int = CAP_BYTES, share: float = FREE_SHARE) -> int:
-    """Bytes of full tensors per bucket: ``share`` of the free memory, at most ``cap``, at least 1."""
+    """Bytes of full tensors per bucket: ``share`` of the free memory, at most ``cap``, at least
+    1."""
     return max(1, min(cap, int(free_bytes * share)))
 
 
@@ -41,8 +42,9 @@ def free_memory_bytes(device: torch.device) -> int:
 
 def plan_buckets(entries: Sequence[E], nbytes: Callable[[E], int], owner: Callable[[E], Hashable],
                  limit: int) -> list[list[E]]:
-    """Consecutive entries grouped into buckets of at most ``limit`` bytes, never mixing owners (one pipeline
-    stage broadcasts a bucket). An entry larger than ``limit`` is a bucket of its own; order is kept."""
+    """Consecutive entries grouped into buckets of at most ``limit`` bytes, never mixing owners (one
+    pipeline stage broadcasts a bucket). An entry larger than ``limit`` is a bucket of its own;
+    order is kept."""
     buckets: list[list[E]] = []
     size = 0
     for entry in entries:

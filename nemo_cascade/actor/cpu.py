@@ -1,9 +1,11 @@
-"""CPU compatibility for megatron-core: lets the real Megatron actor run over gloo on machines without CUDA.
+"""CPU compatibility for megatron-core: lets the real Megatron actor run over gloo on machines
+without CUDA.
 
-megatron-core assumes CUDA in ~40 places (docs/install.md): it allocates with ``device=torch.cuda.current_device()``,
-forks the CUDA RNG for tensor-parallel dropout/init, synchronises streams, and asserts
-``param.type() == "torch.cuda.FloatTensor"`` in the optimizer. This module maps exactly those assumptions
-onto the CPU, and only when CUDA is absent: on a GPU machine :func:`enable` does nothing.
+megatron-core assumes CUDA in ~40 places (docs/install.md): it allocates with
+``device=torch.cuda.current_device()``, forks the CUDA RNG for tensor-parallel dropout/init,
+synchronises streams, and asserts ``param.type() == "torch.cuda.FloatTensor"`` in the optimizer.
+This module maps exactly those assumptions onto the CPU, and only when CUDA is absent: on a GPU
+machine :func:`enable` does nothing.
 
 Two parts:
 - module patches: ``torch.cuda.{current_device, synchronize, get/set_rng_state, manual_seed, ...}`` and
@@ -95,13 +97,14 @@ def _patch_megatron_rng() -> None:
 
 
 def _patch_single_rank_collectives() -> None:
-    """Megatron's grad buffers reduce-scatter the gradients and all-gather the updated parameters over the data-
-    parallel group even when that group is one rank, where both are the identity. gloo still copies the whole
-    buffer (SmolLM2's 538 MB of fp32 gradients: 0.2 s to reduce-scatter, 0.3 s to all-gather on two cores), every
-    step (docs/performance.md, "Training step on CPU"). Over one rank the wrapped collectives copy
-    only when output and input are different memory (Megatron passes views of the same buffer: nothing to do);
-    asynchronous calls (``overlap_grad_reduce`` / ``overlap_param_gather``, which hand back the coalescing
-    manager's handle) and groups of more ranks go to gloo as before."""
+    """Megatron's grad buffers reduce-scatter the gradients and all-gather the updated parameters
+    over the data- parallel group even when that group is one rank, where both are the identity.
+    gloo still copies the whole buffer (SmolLM2's 538 MB of fp32 gradients: 0.2 s to reduce-scatter,
+    0.3 s to all-gather on two cores), every step (docs/performance.md, "Training step on CPU").
+    Over one rank the wrapped collectives copy only when output and input are different memory
+    (Megatron passes views of the same buffer: nothing to do); asynchronous calls
+    (``overlap_grad_reduce`` / ``overlap_param_gather``, which hand back the coalescing manager's
+    handle) and groups of more ranks go to gloo as before."""
     import torch.distributed as dist
     from megatron.core.distributed import param_and_grad_buffer as buffers
 
@@ -128,8 +131,8 @@ def enable() -> bool:
         _patch_torch_cuda()
         _patch_megatron_rng()
         _patch_single_rank_collectives()
-        # On CPU the "CUDA" RNG *is* the CPU RNG, so Megatron's check that forking the model-parallel RNG
-        # left the CPU RNG untouched always fires; it means nothing here.
+        # On CPU the "CUDA" RNG *is* the CPU RNG, so Megatron's check that forking the
+        # model-parallel RNG left the CPU RNG untouched always fires; it means nothing here.
         logging.getLogger("megatron.core.tensor_parallel.random").addFilter(
             lambda record: "CPU RNG state changed" not in record.getMessage())
         warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
@@ -144,17 +147,19 @@ def is_enabled() -> bool:
 
 
 def suspended() -> "contextlib.AbstractContextManager[None]":
-    """Temporarily leave the device-rewriting mode (e.g. around vLLM generation, which it only slows down).
+    """Temporarily leave the device-rewriting mode (e.g. around vLLM generation, which it only slows
+    down).
 
-    The module patches stay; only the TorchFunctionMode is popped and pushed back. Nested, the inner one does
-    nothing."""
+    The module patches stay; only the TorchFunctionMode is popped and pushed back. Nested, the inner
+    one does nothing."""
     return _mode(False)
 
 
 def active_while_pulled(items: Iterable) -> Iterator:
-    """``items`` one by one, each produced with the device-rewriting mode on, also for a consumer that suspended
-    it: the engine's CPU weight load runs vLLM's loaders without the mode (6,600 intercepted torch calls per
-    SmolLM2 push), while the actor's gathers that feed it are Megatron code that needs it."""
+    """``items`` one by one, each produced with the device-rewriting mode on, also for a consumer
+    that suspended it: the engine's CPU weight load runs vLLM's loaders without the mode (6,600
+    intercepted torch calls per SmolLM2 push), while the actor's gathers that feed it are Megatron
+    code that needs it."""
     return iter(functools.partial(_next_with_mode_on, iter(items)), _END)
 
 

@@ -1,5 +1,5 @@
-"""The actor's module extra state: what ``state_dict()`` stores under ``<module>._extra_state`` besides
-parameters and buffers, and what a checkpoint must therefore carry besides the weights.
+"""The actor's module extra state: what ``state_dict()`` stores under ``<module>._extra_state``
+besides parameters and buffers, and what a checkpoint must therefore carry besides the weights.
 
 Transformer Engine keeps its FP8 scaling state there — for delayed scaling the scales and amax history of
 every FP8 GEMM, and the recipe — as a serialized uint8 tensor (empty when a module holds none). Without it a
@@ -32,10 +32,11 @@ def keys(model: torch.nn.Module) -> list[str]:
 
 
 def collect(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """``{state-dict key: extra state}`` of every module of ``model`` that has one (TE copies its FP8 state to
-    the CPU here; megatron's own linear layers answer None, for state-dict compatibility with TE). Any other
-    type is refused: TE's pre-2023 ``io.BytesIO`` form needs an unsafe unpickle to load (TE itself refuses it
-    by default), and the checkpoint files load with ``weights_only``."""
+    """``{state-dict key: extra state}`` of every module of ``model`` that has one (TE copies its
+    FP8 state to the CPU here; megatron's own linear layers answer None, for state-dict
+    compatibility with TE). Any other type is refused: TE's pre-2023 ``io.BytesIO`` form needs an
+    unsafe unpickle to load (TE itself refuses it by default), and the checkpoint files load with
+    ``weights_only``."""
     out = {}
     for name, module in model.named_modules():
         if _has_extra_state(module):
@@ -48,9 +49,9 @@ def collect(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def check(model: torch.nn.Module, saved: dict | None) -> str | None:
-    """What makes ``saved`` (a checkpoint's extra state, None if it has none) unfit for ``model``, or None. A
-    checkpoint written before extra state was kept is accepted with one warning: its weights resume, FP8
-    scaling starts afresh."""
+    """What makes ``saved`` (a checkpoint's extra state, None if it has none) unfit for ``model``,
+    or None. A checkpoint written before extra state was kept is accepted with one warning: its
+    weights resume, FP8 scaling starts afresh."""
     want = set(keys(model))
     if saved is None:
         if any(v is not None and v.numel() for v in collect(model).values()):
@@ -65,7 +66,8 @@ def check(model: torch.nn.Module, saved: dict | None) -> str | None:
 
 
 def restore(model: torch.nn.Module, saved: dict | None) -> None:
-    """Give every module its saved extra state (``set_extra_state``); keys as :func:`check` accepted them."""
+    """Give every module its saved extra state (``set_extra_state``); keys as :func:`check` accepted
+    them."""
     if not saved:
         return
     for name, module in model.named_modules():

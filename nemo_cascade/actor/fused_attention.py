@@ -1,8 +1,10 @@
-"""The local layer spec's core attention on CPU through torch's fused ``scaled_dot_product_attention``, about
-twice as fast there as Megatron-Core's unfused ``DotProductAttention`` (grouped-query K/V read in place instead
-of repeated per head and summed back in the backward, no score matrix kept for it). Packed rows attend block by
-block (:func:`packing.attention_blocks`): each segment's queries against its own keys and its shared prompt's,
-never the rest of the row. Imported only by :func:`precision.layer_spec`, after the CPU compat layer.
+"""The local layer spec's core attention on CPU through torch's fused
+``scaled_dot_product_attention``, about twice as fast there as Megatron-Core's unfused
+``DotProductAttention`` (grouped-query K/V read in place instead of repeated per head and summed
+back in the backward, no score matrix kept for it). Packed rows attend block by block
+(:func:`packing.attention_blocks`): each segment's queries against its own keys and its shared
+prompt's, never the rest of the row. Imported only by :func:`precision.layer_spec`, after the CPU
+compat layer.
 
 Precision: torch's CPU kernel has no bf16 fast path (several times slower than in fp32), so a bf16 actor's
 blocks run in fp32 and are rounded back, and its whole-row attention stays Megatron's (both measured,
@@ -18,11 +20,11 @@ from nemo_cascade.algorithms.packing import AttentionBlocks
 
 
 class FusedAttention(DotProductAttention):
-    """Megatron's ``DotProductAttention`` (its constructor: heads per TP rank, softmax scale) with the forward of
-    ``F.scaled_dot_product_attention``: the same inputs ``[s, b, heads, dim]`` and output ``[s, b, heads · dim]``.
-    ``attention_mask`` is Megatron's (True = blocked: on CPU the actor always builds it, causal or per sequence)
-    or, for packed rows, :class:`AttentionBlocks`. The options only the unfused path implements are refused,
-    not ignored."""
+    """Megatron's ``DotProductAttention`` (its constructor: heads per TP rank, softmax scale) with
+    the forward of ``F.scaled_dot_product_attention``: the same inputs ``[s, b, heads, dim]`` and
+    output ``[s, b, heads · dim]``. ``attention_mask`` is Megatron's (True = blocked: on CPU the
+    actor always builds it, causal or per sequence) or, for packed rows, :class:`AttentionBlocks`.
+    The options only the unfused path implements are refused, not ignored."""
 
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
@@ -42,8 +44,8 @@ class FusedAttention(DotProductAttention):
 
 
 def attend_by_block(query, key, value, blocks: AttentionBlocks, scale: float):
-    """``[s, b, heads, dim]`` query and ``[s, b, groups, dim]`` key / value attended block by block, in fp32;
-    returns ``[s, b, heads · dim]`` in the query's dtype, zero on padding (in no block)."""
+    """``[s, b, heads, dim]`` query and ``[s, b, groups, dim]`` key / value attended block by block,
+    in fp32; returns ``[s, b, heads · dim]`` in the query's dtype, zero on padding (in no block)."""
     s, b, heads, dim = query.shape
     q = query.reshape(s * b, heads, dim)[blocks.query_index_U_Q].transpose(1, 2).float()  # [U, heads, Q, dim]
     k, v = (x.reshape(s * b, -1, dim)[blocks.key_index_U_K].transpose(1, 2).float() for x in (key, value))

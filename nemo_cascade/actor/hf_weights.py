@@ -67,8 +67,8 @@ class HFWeights:
     def load(self, hf_path: str, optional: frozenset[str] = frozenset()) -> None:
         """Copy an HF checkpoint into this rank's shards (each rank reads only what it holds).
 
-        Parameters whose HF tensors are all in ``optional`` and absent from the folder keep their values
-        (a reward model's new head when it starts from a causal-LM checkpoint)."""
+        Parameters whose HF tensors are all in ``optional`` and absent from the folder keep their
+        values (a reward model's new head when it starts from a causal-LM checkpoint)."""
         reader = SafetensorsReader(hf_path)
         self.table.check_known_hf(reader.names(), hf_path)
         loaded = set()
@@ -91,7 +91,8 @@ class HFWeights:
 
     def gathered(self, dtype: torch.dtype | None = None,
                  bucket_bytes: int | None = None) -> Iterator[tuple[str, torch.Tensor]]:
-        """Yield every HF-named full tensor on every rank (collective: all ranks must iterate fully).
+        """Yield every HF-named full tensor on every rank (collective: all ranks must iterate
+        fully).
 
         Parameters travel in buckets (actor/buckets.py) of at most ``bucket_bytes`` of full tensors — by default
         a share of the free memory, agreed by all ranks — with one all-gather of the TP shards within the owning
@@ -115,13 +116,15 @@ class HFWeights:
                     yield name, (t if dtype is None else t.to(dtype))
 
     def _agreed_bucket_bytes(self) -> int:
-        """The bucket size every rank can afford: from the smallest free memory of any rank (collective)."""
+        """The bucket size every rank can afford: from the smallest free memory of any rank
+        (collective)."""
         free = torch.tensor([buckets.free_memory_bytes(self.device)], dtype=torch.int64, device=self.device)
         dist.all_reduce(free, op=dist.ReduceOp.MIN)
         return buckets.bucket_limit(int(free))
 
     def _gather_bucket(self, bucket: list[table.Entry], owned: dict) -> list[torch.Tensor]:
-        """The full (TP = 1) tensors of one bucket of entries owned by one pipeline stage, on every rank."""
+        """The full (TP = 1) tensors of one bucket of entries owned by one pipeline stage, on every
+        rank."""
         ps, tp = self.ps, self.parallel.tp
         fulls = None
         if bucket[0].megatron in owned:  # this rank's pipeline stage holds the bucket

@@ -1,11 +1,12 @@
 """The LM head only where the loss reads it: logits at the positions that predict a trained token.
 
-The vocabulary-sized output matmul and its log-softmax are a large share of a training step when the vocabulary
-is big against the model (SmolLM2-135M: 49K × 576, about a fifth of the forward's FLOPs) — and GRPO and SFT
-losses read log-probs only at response tokens (``loss_mask``), while the LM head runs over every prompt and
-padding position too. TRL restricts its logits the same way (``logits_to_keep``). This module selects, before the
-output layer, the hidden states of the positions whose next token is trained, and puts their log-probs back into
-the ``[B, T]`` layout the loss functions expect (zeros elsewhere, which masked losses never read).
+The vocabulary-sized output matmul and its log-softmax are a large share of a training step when the
+vocabulary is big against the model (SmolLM2-135M: 49K × 576, about a fifth of the forward's FLOPs)
+— and GRPO and SFT losses read log-probs only at response tokens (``loss_mask``), while the LM head
+runs over every prompt and padding position too. TRL restricts its logits the same way
+(``logits_to_keep``). This module selects, before the output layer, the hidden states of the
+positions whose next token is trained, and puts their log-probs back into the ``[B, T]`` layout the
+loss functions expect (zeros elsewhere, which masked losses never read).
 
 Where it does not apply the actor keeps the whole-sequence head: sequence parallelism (the head all-gathers a
 sequence shard), context parallelism (log-probs are reassembled over ranks) and heads other than the LM head
@@ -20,17 +21,19 @@ import torch
 
 @dataclass(frozen=True)
 class Selection:
-    """The predicting positions of one microbatch: ``(b, t)`` pairs whose token ``t + 1`` is in the loss, and
-    their rows in the output layer's input (flattened ``[S, B, H]``, or ``[B·T, 1, H]`` for packed ``thd``)."""
+    """The predicting positions of one microbatch: ``(b, t)`` pairs whose token ``t + 1`` is in the
+    loss, and their rows in the output layer's input (flattened ``[S, B, H]``, or ``[B·T, 1, H]``
+    for packed ``thd``)."""
     b: torch.Tensor
     t: torch.Tensor
     rows: torch.Tensor
 
 
 def select(loss_mask_B_T: torch.Tensor, seq_len: int, thd: bool) -> Selection | None:
-    """The positions predicting the trained tokens of ``loss_mask_B_T`` (``[B, T]``; position t holds the log-prob
-    of token t, predicted at t − 1), for a model input padded to ``seq_len`` positions per row; None when no
-    token is trained (a microbatch of filler rows: the whole-sequence head runs, its loss is all masked)."""
+    """The positions predicting the trained tokens of ``loss_mask_B_T`` (``[B, T]``; position t
+    holds the log-prob of token t, predicted at t − 1), for a model input padded to ``seq_len``
+    positions per row; None when no token is trained (a microbatch of filler rows: the
+    whole-sequence head runs, its loss is all masked)."""
     B = loss_mask_B_T.shape[0]
     b, t = (loss_mask_B_T[:, 1:] > 0).nonzero(as_tuple=True)
     if b.numel() == 0:
@@ -40,8 +43,9 @@ def select(loss_mask_B_T: torch.Tensor, seq_len: int, thd: bool) -> Selection | 
 
 
 class HeadInput:
-    """A forward pre-hook on the output layer: while :attr:`selection` is set, the layer sees only the selected
-    positions' hidden states, as a ``[N, 1, H]`` sequence (so GPTModel returns logits ``[1, N, V]``)."""
+    """A forward pre-hook on the output layer: while :attr:`selection` is set, the layer sees only
+    the selected positions' hidden states, as a ``[N, 1, H]`` sequence (so GPTModel returns logits
+    ``[1, N, V]``)."""
 
     def __init__(self, output_layer: torch.nn.Module):
         self.selection: Selection | None = None

@@ -1,10 +1,12 @@
-"""The actor: a Megatron-Core GPT model over TP × PP × CP × DP that computes log-probs and takes optimizer steps.
+"""The actor: a Megatron-Core GPT model over TP × PP × CP × DP that computes log-probs and takes
+optimizer steps.
 
-One engine for every stage kind. The stage hands it a whole batch (dict of tensors, leading dim = sequences)
-on every rank; the actor takes its data-parallel slice, cuts microbatches, and runs Megatron's
-forward/backward schedule (1F1B when PP > 1). Loss functions return ``(sum, count, metric_sums)`` per
-microbatch; Megatron (``calculate_per_token_loss``) divides the reduced gradient by the global count. The layer
-spec (TE or local), FP8, sequence/context parallelism and recompute come from ``actor/precision.py``.
+One engine for every stage kind. The stage hands it a whole batch (dict of tensors, leading dim =
+sequences) on every rank; the actor takes its data-parallel slice, cuts microbatches, and runs
+Megatron's forward/backward schedule (1F1B when PP > 1). Loss functions return ``(sum, count,
+metric_sums)`` per microbatch; Megatron (``calculate_per_token_loss``) divides the reduced gradient
+by the global count. The layer spec (TE or local), FP8, sequence/context parallelism and recompute
+come from ``actor/precision.py``.
 
 Alignment used everywhere: ``logprobs_B_T[b, t] = log p(tokens[b, t] | tokens[b, :t])`` for t ≥ 1, 0 at t = 0.
 """
@@ -36,8 +38,8 @@ from nemo_cascade.convert.hf_config import is_reward_model
 from nemo_cascade.convert.shape import ModelFilesError, ModelShape, read_hf_config
 from nemo_cascade.runtime.faults import crash_point
 
-# megatron-core 0.16's distributed optimizer calls collectives that torch 2.13 marks deprecated; the warning
-# repeats on every step and is megatron's to fix, not the user's.
+# megatron-core 0.16's distributed optimizer calls collectives that torch 2.13 marks deprecated; the
+# warning repeats on every step and is megatron's to fix, not the user's.
 warnings.filterwarnings("ignore", category=FutureWarning,
                         message=r"`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is deprecated")
 
@@ -63,7 +65,8 @@ class MegatronActor:
 
     def __init__(self, hf_path: str, parallel: config.Parallel, dtype: str = "float32", seed: int = 1234, *,
                  transformer_impl: str = "auto", fp8: str = "none"):
-        """``transformer_impl`` / ``fp8``: ``config.Model``'s fields of those names (actor/precision.py)."""
+        """``transformer_impl`` / ``fp8``: ``config.Model``'s fields of those names
+        (actor/precision.py)."""
         from megatron.core import parallel_state as ps
         from megatron.core import tensor_parallel
 
@@ -72,7 +75,8 @@ class MegatronActor:
         init_distributed(parallel.collective_timeout_minutes)
         self.spec = self._read_spec(hf_path)
         megatron_args.check_parallel(self.spec, parallel.tp, parallel.pp)
-        # TE or local spec, FP8, SP, CP, recompute — checked against this machine before any process group work.
+        # TE or local spec, FP8, SP, CP, recompute — checked against this machine before any process
+        # group work.
         self.plan = precision.plan(config.Model(dtype=dtype, transformer_impl=transformer_impl, fp8=fp8), parallel,
                                    rope_scaling=self.spec.yarn is not None)
         self._check_sequence_split(parallel)
@@ -155,8 +159,8 @@ class MegatronActor:
         return model.to(self.device)
 
     def _select_head_input(self) -> "lm_head.HeadInput | None":
-        """The LM head runs only at the positions that predict trained tokens (actor/lm_head.py) — not with
-        sequence or context parallelism, which split the sequence the head sees."""
+        """The LM head runs only at the positions that predict trained tokens (actor/lm_head.py) —
+        not with sequence or context parallelism, which split the sequence the head sees."""
         from megatron.core.tensor_parallel import ColumnParallelLinear
 
         head = getattr(self.model, "output_layer", None)
@@ -196,15 +200,15 @@ class MegatronActor:
                                             use_distributed_optimizer=p.distributed_optimizer,
                                             bucket_size=self.DDP_BUCKET_SIZE)
         module = DistributedDataParallel(self.tconfig, ddp, self.model)
-        # finalize_model_grads runs at the end of every forward/backward schedule: module.finish_grad_sync()
-        # (starts the reduce, or with overlap waits for the buckets the backward hooks started), then the SP,
-        # embedding and token-count steps.
+        # finalize_model_grads runs at the end of every forward/backward schedule:
+        # module.finish_grad_sync() (starts the reduce, or with overlap waits for the buckets the
+        # backward hooks started), then the SP, embedding and token-count steps.
         self.tconfig.finalize_model_grads_func = finalize_model_grads
         if p.overlap_grad_reduce:
-            # As Megatron-LM's training loop (align_grad_reduce on, its default): the schedule runs every
-            # microbatch but the last under no_sync, so a bucket's reduce starts only when the last
-            # microbatch's backward has produced all of its gradients; with PP, stages after the first start
-            # theirs through grad_sync_func after their last backward.
+            # As Megatron-LM's training loop (align_grad_reduce on, its default): the schedule runs
+            # every microbatch but the last under no_sync, so a bucket's reduce starts only when the
+            # last microbatch's backward has produced all of its gradients; with PP, stages after
+            # the first start theirs through grad_sync_func after their last backward.
             self.tconfig.no_sync_func = module.no_sync
             self.tconfig.grad_sync_func = module.start_grad_sync
         return module
@@ -212,11 +216,12 @@ class MegatronActor:
     def finish_param_gather(self) -> None:
         """Make every rank's parameters whole and current (collective: all ranks call it).
 
-        With ``overlap_param_gather`` the distributed optimizer's step updates only this DP rank's shard of
-        each parameter; the all-gather of the rest is started by the next forward pass's pre-hooks, bucket by
-        bucket, overlapping that forward. Whatever reads weights outside a forward — the weight sync to vLLM
-        and HF export (:meth:`iter_hf_weights`), the KL reference, checkpoints — calls this first (Megatron-LM
-        forces the same sync before it saves or evaluates). A no-op otherwise, and after a forward pass."""
+        With ``overlap_param_gather`` the distributed optimizer's step updates only this DP rank's
+        shard of each parameter; the all-gather of the rest is started by the next forward pass's
+        pre-hooks, bucket by bucket, overlapping that forward. Whatever reads weights outside a
+        forward — the weight sync to vLLM and HF export (:meth:`iter_hf_weights`), the KL reference,
+        checkpoints — calls this first (Megatron-LM forces the same sync before it saves or
+        evaluates). A no-op otherwise, and after a forward pass."""
         if self._params_gather_pending:
             self.module.start_param_sync(force_sync=True)
             self._params_gather_pending = False
@@ -289,11 +294,12 @@ class MegatronActor:
         return output, partial(self._loss, loss_fn, temperature, mb, cp_labels, selection)
 
     def _model_inputs(self, mb: Batch) -> dict:
-        """What GPTModel gets for a microbatch: tokens right-padded to the plan's sequence multiple (SP, CP and
-        FP8 shard or tile the sequence; the loss sees only the first T positions), with their attention layout.
-        Packed rows (packing.pack_sft_batch, packing.pack_sequences) attend per sequence (and to a shared prompt,
-        ``prefix_ids``): a block-diagonal mask on the local spec, ``thd`` boundaries on TE (whose causal attention
-        ignores masks). CP: this rank's chunks and labels."""
+        """What GPTModel gets for a microbatch: tokens right-padded to the plan's sequence multiple
+        (SP, CP and FP8 shard or tile the sequence; the loss sees only the first T positions), with
+        their attention layout. Packed rows (packing.pack_sft_batch, packing.pack_sequences) attend
+        per sequence (and to a shared prompt, ``prefix_ids``): a block-diagonal mask on the local
+        spec, ``thd`` boundaries on TE (whose causal attention ignores masks). CP: this rank's
+        chunks and labels."""
         T_pad = round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
         tokens = pad_seq(mb["tokens"], T_pad)
         if "segment_ids" in mb:
@@ -329,20 +335,22 @@ class MegatronActor:
         report.update({k: torch.as_tensor(v).detach().double().reshape(-1).cpu() for k, v in sums.items()})
         count = torch.as_tensor(den).to(device=self.device, dtype=torch.int)
         if self.parallel.cp > 1 and self.ps.get_context_parallel_rank() > 0:
-            # Every CP rank computes the same whole-sequence loss; Megatron sums token counts over DP × CP
-            # ranks to scale the gradients, so only one rank of the CP group may count them.
+            # Every CP rank computes the same whole-sequence loss; Megatron sums token counts over
+            # DP × CP ranks to scale the gradients, so only one rank of the CP group may count them.
             count = torch.zeros_like(count)
         return num, count, report
 
     def _loss_input(self, logits: torch.Tensor, mb: Batch, temperature: float) -> torch.Tensor:
-        """What the loss function receives: the policy's per-token log-probs (see token_logprobs)."""
+        """What the loss function receives: the policy's per-token log-probs (see
+        token_logprobs)."""
         return token_logprobs(logits, mb["tokens"], temperature)
 
     def _run(self, batch: Batch, loss_fn: LossFn, temperature: float, forward_only: bool):
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
         mbs, _ = self._microbatches(batch)
-        # Pipeline stages exchange activations of this (padded) length; Megatron divides it by cp (and tp with SP).
+        # Pipeline stages exchange activations of this (padded) length; Megatron divides it by cp
+        # (and tp with SP).
         seq_len, rows = pipeline_shape(round_up(batch["tokens"].shape[1], self.plan.seq_multiple),
                                        self.parallel.micro_batch_size,
                                        thd=self.te and "segment_ids" in batch)
@@ -351,7 +359,8 @@ class MegatronActor:
             data_iterator=iter(mbs), model=[self.module], num_microbatches=len(mbs),
             seq_length=seq_len, micro_batch_size=rows, forward_only=forward_only,
         )
-        # Every module ran its forward, so its pre-hook has waited for (and started) every bucket's gather.
+        # Every module ran its forward, so its pre-hook has waited for (and started) every bucket's
+        # gather.
         self._params_gather_pending = False
         return out
 
@@ -368,8 +377,9 @@ class MegatronActor:
         if self.parallel.pp > 1:
             group = self.ps.get_pipeline_model_parallel_group()
             last = dist.get_process_group_ranks(group)[-1]
-            # The report's layout (names, sizes) is a Python object: it goes over the gloo object group, as
-            # every host-side exchange (nemo_cascade.runtime.ranks). Every last stage runs the same loss function.
+            # The report's layout (names, sizes) is a Python object: it goes over the gloo object
+            # group, as every host-side exchange (nemo_cascade.runtime.ranks). Every last stage runs
+            # the same loss function.
             mine = (keys, sizes) if self.ps.is_pipeline_last_stage() else None
             keys, sizes = next(m for m in ranks.gather_objects(mine) if m is not None)
             if vec.numel() != sum(sizes):
@@ -390,7 +400,8 @@ class MegatronActor:
         self.optimizer.zero_grad()
         reports = self._run(batch, loss_fn, temperature, forward_only=False)
         ok, grad_norm, _ = self.optimizer.step()
-        # overlap_param_gather: the optimizer updated this rank's shards only; the next forward gathers them.
+        # overlap_param_gather: the optimizer updated this rank's shards only; the next forward
+        # gathers them.
         self._params_gather_pending = self.parallel.overlap_param_gather
         if not ok:
             raise FloatingPointError("optimizer step skipped: non-finite gradients")
@@ -404,8 +415,9 @@ class MegatronActor:
 
     @torch.no_grad()
     def logprobs(self, tokens_B_T: torch.Tensor, temperature: float = 1.0, layout: Batch | None = None) -> torch.Tensor:
-        """Per-token fp32 log-probs of `tokens_B_T` under the current weights, on every rank. ``layout``: packed
-        rows' ``position_ids`` and ``segment_ids`` (``GRPOBatch.layout()``; absent: one sequence per row)."""
+        """Per-token fp32 log-probs of `tokens_B_T` under the current weights, on every rank.
+        ``layout``: packed rows' ``position_ids`` and ``segment_ids`` (``GRPOBatch.layout()``;
+        absent: one sequence per row)."""
         self.module.eval()
         holder: list[tuple[Batch, torch.Tensor]] = []
 
@@ -460,9 +472,10 @@ def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor,
 
 
 def _cpu_causal_mask(T: int, device: torch.device) -> torch.Tensor | None:
-    """On CPU, the causal mask Megatron would otherwise build itself (None elsewhere). Its own builder allocates
-    on ``device="cuda"``; the CPU compat mode rewrites that in the forward pass but is not active inside
-    ``backward``, where activation recompute re-runs the attention forward. Same mask, same math."""
+    """On CPU, the causal mask Megatron would otherwise build itself (None elsewhere). Its own
+    builder allocates on ``device="cuda"``; the CPU compat mode rewrites that in the forward pass
+    but is not active inside ``backward``, where activation recompute re-runs the attention forward.
+    Same mask, same math."""
     if not cpu.is_enabled():
         return None
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)[None, None]
@@ -481,7 +494,8 @@ def _trimmed(mb: Batch) -> Batch:
 
 
 def _pad_rows(t: torch.Tensor, n: int, fill: int = 0) -> torch.Tensor:
-    """Pad to `n` rows. Zero rows have an all-zero loss mask, so they add nothing to sums or counts."""
+    """Pad to `n` rows. Zero rows have an all-zero loss mask, so they add nothing to sums or
+    counts."""
     if t.shape[0] >= n:
         return t
     return torch.cat([t, torch.full((n - t.shape[0], *t.shape[1:]), fill, dtype=t.dtype)])

@@ -1,5 +1,5 @@
-"""The actor's optimizer: Megatron's AdamW for one stage, its LR / weight-decay schedule, and the optimizer state a
-checkpoint stores and restores (checkpoint.py).
+"""The actor's optimizer: Megatron's AdamW for one stage, its LR / weight-decay schedule, and the
+optimizer state a checkpoint stores and restores (checkpoint.py).
 
 Kept apart from the actor's model code (actor/megatron.py) and from the checkpoint's file handling: this module
 is what knows Megatron's optimizer classes — the chained optimizer's parts, the distributed optimizer's
@@ -13,7 +13,8 @@ from nemo_cascade import config
 
 
 def build(module, actor: config.Actor, parallel: config.Parallel, bf16: bool, params_dtype: torch.dtype):
-    """A fresh Megatron optimizer (AdamW with ``actor``'s settings) over the DDP-wrapped ``module``."""
+    """A fresh Megatron optimizer (AdamW with ``actor``'s settings) over the DDP-wrapped
+    ``module``."""
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
 
     optimizer_config = OptimizerConfig(
@@ -28,8 +29,9 @@ def build(module, actor: config.Actor, parallel: config.Parallel, bf16: bool, pa
 
 
 def lr_scheduler(optimizer, actor: config.Actor, total_steps: int):
-    """Megatron's LR / weight-decay scheduler for one stage: warm-up to ``actor.lr``, then ``lr_schedule`` decay
-    to ``min_lr`` over ``actor.lr_decay_steps`` (0 = the stage's ``total_steps``; T14's horizon question)."""
+    """Megatron's LR / weight-decay scheduler for one stage: warm-up to ``actor.lr``, then
+    ``lr_schedule`` decay to ``min_lr`` over ``actor.lr_decay_steps`` (0 = the stage's
+    ``total_steps``; T14's horizon question)."""
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
 
     decay = max(actor.lr_decay_steps or total_steps, actor.warmup_steps + 1)
@@ -52,7 +54,8 @@ def kinds(optimizer) -> list[str]:
 
 
 def checkpoint_state(optimizer) -> list[dict]:
-    """Per sub-optimizer: Megatron's state_dict, plus the distributed optimizer's DP-local parameter state.
+    """Per sub-optimizer: Megatron's state_dict, plus the distributed optimizer's DP-local parameter
+    state.
 
     The distributed optimizer's ``state_dict()`` holds only param groups and the step; its fp32 main
     parameters and Adam moments live in DP-sharded buckets, which ``get_parameter_state_dp_reshardable``
@@ -83,16 +86,18 @@ def checkpoint_state(optimizer) -> list[dict]:
 
 @torch.no_grad()
 def restore(optimizer, saved: list[dict]) -> None:
-    """Put back what :func:`checkpoint_state` returned (one entry per part, None: saved before the first step)."""
+    """Put back what :func:`checkpoint_state` returned (one entry per part, None: saved before the
+    first step)."""
     for sub, sd in zip(parts(optimizer), saved):
         if sd is None:  # saved before the first step: Adam starts from scratch, from the restored weights
             sub.optimizer.state.clear()
             sub.reload_model_params()
             continue
         sub.load_state_dict(sd)
-        # Megatron (without TE/Apex) gives every param the *same* step tensor when it rebuilds torch Adam's
-        # state; Adam then increments that one tensor once per param per step and the bias correction is
-        # wrong from the second step on. Each param gets its own copy, as in an uninterrupted run.
+        # Megatron (without TE/Apex) gives every param the *same* step tensor when it rebuilds torch
+        # Adam's state; Adam then increments that one tensor once per param per step and the bias
+        # correction is wrong from the second step on. Each param gets its own copy, as in an
+        # uninterrupted run.
         for st in sub.optimizer.state.values():
             if isinstance(st.get("step"), torch.Tensor):
                 st["step"] = st["step"].clone()

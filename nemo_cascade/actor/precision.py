@@ -1,5 +1,6 @@
-"""The actor's GPU precision and long-context settings: which layer spec (Transformer Engine or Megatron-Core's
-local one), FP8, sequence parallelism (SP), context parallelism (CP) and activation recompute.
+"""The actor's GPU precision and long-context settings: which layer spec (Transformer Engine or
+Megatron-Core's local one), FP8, sequence parallelism (SP), context parallelism (CP) and activation
+recompute.
 
 Two parts, both small functions of the config:
 
@@ -45,9 +46,11 @@ FP8_ALIGN = 16
 
 RECOMPUTE: dict[str, dict[str, Any]] = {
     "none": {},
-    # Only the attention core (softmax(QKᵀ)V, the activations quadratic in sequence length) is recomputed.
+    # Only the attention core (softmax(QKᵀ)V, the activations quadratic in sequence length) is
+    # recomputed.
     "selective": dict(recompute_granularity="selective", recompute_modules=["core_attn"]),
-    # Every layer keeps only its input and recomputes the rest in backward (uniform, one layer per unit).
+    # Every layer keeps only its input and recomputes the rest in backward (uniform, one layer per
+    # unit).
     "full": dict(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1),
 }
 
@@ -83,8 +86,9 @@ class Plan:
 
 
 def probe() -> Env:
-    """The running machine. TE is imported only where CUDA exists: without it TE is unusable anyway, and on
-    CPU machines it is not installed (its presence breaks megatron-core's imports there, docs/scaling.md)."""
+    """The running machine. TE is imported only where CUDA exists: without it TE is unusable anyway,
+    and on CPU machines it is not installed (its presence breaks megatron-core's imports there,
+    docs/scaling.md)."""
     if not torch.cuda.is_available():
         return Env(cuda=False)
     capability = tuple(torch.cuda.get_device_capability())
@@ -96,9 +100,9 @@ def probe() -> Env:
 
 
 def import_transformer_engine() -> tuple[str | None, str | None]:
-    """``(version, None)`` when TE imports, ``(None, None)`` when it is not installed, and ``(None, reason)``
-    when it is installed but fails to import (built for another torch or CUDA, a missing library): a broken
-    install is reported, never taken for an absent one."""
+    """``(version, None)`` when TE imports, ``(None, None)`` when it is not installed, and ``(None,
+    reason)`` when it is installed but fails to import (built for another torch or CUDA, a missing
+    library): a broken install is reported, never taken for an absent one."""
     if importlib.util.find_spec("transformer_engine") is None:
         return None, None
     try:
@@ -110,8 +114,8 @@ def import_transformer_engine() -> tuple[str | None, str | None]:
 
 
 def use_transformer_engine(model: Model, env: Env) -> bool:
-    """``local`` → False; ``transformer_engine`` → True (or an error naming what is missing); ``auto`` → TE
-    exactly when CUDA is present and ``transformer_engine`` imports."""
+    """``local`` → False; ``transformer_engine`` → True (or an error naming what is missing);
+    ``auto`` → TE exactly when CUDA is present and ``transformer_engine`` imports."""
     impl = model.transformer_impl
     if impl == "local":
         return False
@@ -133,8 +137,8 @@ def use_transformer_engine(model: Model, env: Env) -> bool:
 
 
 def check(model: Model, parallel: Parallel, env: Env, te: bool) -> None:
-    """Every combination this machine cannot run, as one ConfigError line naming the field (the rules that
-    hold on any machine are config.checks.validate_parallel_settings)."""
+    """Every combination this machine cannot run, as one ConfigError line naming the field (the
+    rules that hold on any machine are config.checks.validate_parallel_settings)."""
     if model.fp8 != "none":
         _check_fp8(model.fp8, env, te)
     if parallel.cp > 1 and not te:
@@ -175,19 +179,20 @@ def transformer_config_kwargs(model: Model, parallel: Parallel) -> dict[str, Any
     kwargs: dict[str, Any] = dict(sequence_parallel=parallel.sequence_parallel,
                                   context_parallel_size=parallel.cp, **RECOMPUTE[parallel.recompute])
     if model.fp8 != "none":
-        # hybrid: e4m3 for weights and activations, e5m2 (more range) for gradients — the standard training format.
+        # hybrid: e4m3 for weights and activations, e5m2 (more range) for gradients — the standard
+        # training format.
         kwargs.update(fp8="hybrid", fp8_recipe=FP8_RECIPES[model.fp8])
         if model.fp8 == "delayed":
-            # Scales from the max |x| of the last 1024 steps (NeMo/Megatron recipes): one outlier batch cannot
-            # overflow the next step, which a history of 1 (megatron's default) allows.
+            # Scales from the max |x| of the last 1024 steps (NeMo/Megatron recipes): one outlier
+            # batch cannot overflow the next step, which a history of 1 (megatron's default) allows.
             kwargs.update(fp8_amax_history_len=1024, fp8_amax_compute_algo="max")
     return kwargs
 
 
 def seq_multiple(model: Model, parallel: Parallel) -> int:
-    """Sequence lengths must split evenly: CP cuts a sequence into 2·cp chunks, SP cuts each CP shard over
-    the TP ranks, and FP8 GEMMs need each rank's token count a multiple of 16. A product, not an lcm: the
-    condition is on each rank's shard, not on the whole sequence."""
+    """Sequence lengths must split evenly: CP cuts a sequence into 2·cp chunks, SP cuts each CP
+    shard over the TP ranks, and FP8 GEMMs need each rank's token count a multiple of 16. A product,
+    not an lcm: the condition is on each rank's shard, not on the whole sequence."""
     m = 2 * parallel.cp if parallel.cp > 1 else 1
     if parallel.sequence_parallel:
         m *= parallel.tp
@@ -197,21 +202,26 @@ def seq_multiple(model: Model, parallel: Parallel) -> int:
 
 
 def fusion_kwargs(env: Env, te: bool, rope_scaling: bool = False) -> dict[str, bool]:
-    """Megatron's kernel fusions, each on exactly where this machine has what it runs on (docs/scaling.md,
-    "GPU path: decisions and the source they follow"); all off on CPU, where the unfused path is what the parity
-    tests compare. ``rope_scaling``: the model's RoPE is YaRN-scaled (App. B)."""
+    """Megatron's kernel fusions, each on exactly where this machine has what it runs on
+    (docs/scaling.md, "GPU path: decisions and the source they follow"); all off on CPU, where the
+    unfused path is what the parity tests compare. ``rope_scaling``: the model's RoPE is YaRN-scaled
+    (App. B)."""
     if not env.cuda:
         return dict(bias_activation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
                     apply_rope_fusion=False, gradient_accumulation_fusion=False)
     return dict(
-        # SwiGLU and bias-dropout-add are megatron's own jit_fuser (torch.compile) functions: any CUDA torch.
+        # SwiGLU and bias-dropout-add are megatron's own jit_fuser (torch.compile) functions: any
+        # CUDA torch.
         bias_activation_fusion=True, bias_dropout_fusion=True,
-        # Read only by the local spec's attention, whose causal kernel ignores the explicit block-diagonal mask
-        # of packed rows: on, packed examples would attend to each other. TE's attention never reads it.
+        # Read only by the local spec's attention, whose causal kernel ignores the explicit
+        # block-diagonal mask of packed rows: on, packed examples would attend to each other. TE's
+        # attention never reads it.
         masked_softmax_fusion=False,
-        # TE's fused RoPE (megatron's TE extension; TE >= 1.4). Its thd form drops YaRN's attention scaling.
+        # TE's fused RoPE (megatron's TE extension; TE >= 1.4). Its thd form drops YaRN's attention
+        # scaling.
         apply_rope_fusion=te and not rope_scaling and _version_at_least(env.te_version, "1.4"),
-        # Megatron's ColumnParallelLinear (the LM head, on either spec) refuses it without apex's kernel.
+        # Megatron's ColumnParallelLinear (the LM head, on either spec) refuses it without apex's
+        # kernel.
         gradient_accumulation_fusion=env.apex_wgrad,
     )
 
@@ -252,15 +262,16 @@ def plan(model: Model, parallel: Parallel, env: Env | None = None, *, rope_scali
 # ------------------------------------------------------------------------------------------ layer specs
 
 class LocalRMSNorm(torch.nn.RMSNorm):
-    """The local spec's RMSNorm (megatron's ``WrappedTorchNorm`` builds the same ``torch.nn.RMSNorm``), but
-    usable with sequence parallelism: there each TP rank normalises only its sequence shard, so the weight's
-    gradient is partial. Marking it ``sequence_parallel`` makes ``finalize_model_grads`` sum it over the TP
-    group — exactly what TE and Apex norms do; ``WrappedTorchNorm`` instead refuses SP outright."""
+    """The local spec's RMSNorm (megatron's ``WrappedTorchNorm`` builds the same
+    ``torch.nn.RMSNorm``), but usable with sequence parallelism: there each TP rank normalises only
+    its sequence shard, so the weight's gradient is partial. Marking it ``sequence_parallel`` makes
+    ``finalize_model_grads`` sum it over the TP group — exactly what TE and Apex norms do;
+    ``WrappedTorchNorm`` instead refuses SP outright."""
 
     def __init__(self, config, hidden_size: int, eps: float = 1e-5, **_unused):
-        # In the parameter dtype, like every other weight (megatron's wrapper leaves norms in fp32, so a bf16
-        # actor ran unfused fp32 norms and synced fp32 norm tensors: measured on an H200, docs/performance.md).
-        # The optimizer keeps fp32 master copies of bf16 parameters.
+        # In the parameter dtype, like every other weight (megatron's wrapper leaves norms in fp32,
+        # so a bf16 actor ran unfused fp32 norms and synced fp32 norm tensors: measured on an H200,
+        # docs/performance.md). The optimizer keeps fp32 master copies of bf16 parameters.
         super().__init__(hidden_size, eps=eps, dtype=config.params_dtype)
         self.weight.sequence_parallel = bool(config.sequence_parallel)
 
@@ -268,13 +279,13 @@ class LocalRMSNorm(torch.nn.RMSNorm):
 def layer_spec(te: bool, arch: str, num_layers: int, fused_attention: bool = False):
     """The GPT decoder spec for ``GPTModel(transformer_layer_spec=...)``.
 
-    TE: ``get_gpt_layer_with_transformer_engine_spec`` — the pre-attention / pre-MLP norms are fused into
-    ``linear_qkv`` / ``linear_fc1`` (``layer_norm_weight``; convert.table's ``te=True`` names), the final norm
-    is TE's. Local: megatron's local spec with :class:`LocalRMSNorm` for every norm (block-level spec of
-    ``num_layers`` layers — this pipeline stage's — so the final norm is one too), its core attention torch's
-    fused one with ``fused_attention`` (:class:`Plan`). Qwen3 has per-head q/k
-    RMSNorm. (Qwen2's q/k/v biases need no spec change: ``linear_qkv`` gets its bias from
-    ``TransformerConfig.add_qkv_bias``, convert.shape.)"""
+    TE: ``get_gpt_layer_with_transformer_engine_spec`` — the pre-attention / pre-MLP norms are fused
+    into ``linear_qkv`` / ``linear_fc1`` (``layer_norm_weight``; convert.table's ``te=True`` names),
+    the final norm is TE's. Local: megatron's local spec with :class:`LocalRMSNorm` for every norm
+    (block-level spec of ``num_layers`` layers — this pipeline stage's — so the final norm is one
+    too), its core attention torch's fused one with ``fused_attention`` (:class:`Plan`). Qwen3 has
+    per-head q/k RMSNorm. (Qwen2's q/k/v biases need no spec change: ``linear_qkv`` gets its bias
+    from ``TransformerConfig.add_qkv_bias``, convert.shape.)"""
     from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_layer_local_spec,
                                                           get_gpt_layer_with_transformer_engine_spec)
 

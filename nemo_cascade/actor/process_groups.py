@@ -1,5 +1,6 @@
 """The job's process groups: the default group and the object-exchange group (``ranks``), and
-Megatron's model-parallel groups, all waiting ``Parallel.collective_timeout_minutes`` for a slow rank."""
+Megatron's model-parallel groups, all waiting ``Parallel.collective_timeout_minutes`` for a slow
+rank."""
 from __future__ import annotations
 
 import os
@@ -14,10 +15,11 @@ from nemo_cascade.runtime import ranks
 
 
 def init_distributed(timeout_minutes: float | None = None) -> None:
-    """Join (or create, for a plain `python` run) the default process group: gloo on CPU, NCCL on GPUs; and the
-    gloo group for host-side object exchanges (``ranks.object_group``). Both wait ``timeout_minutes``
-    (``Parallel.collective_timeout_minutes``; None: its default) for a slow rank before giving up — not NCCL's
-    10 minutes, which one rank's long rollout outlasts while the others wait to exchange theirs."""
+    """Join (or create, for a plain `python` run) the default process group: gloo on CPU, NCCL on
+    GPUs; and the gloo group for host-side object exchanges (``ranks.object_group``). Both wait
+    ``timeout_minutes`` (``Parallel.collective_timeout_minutes``; None: its default) for a slow rank
+    before giving up — not NCCL's 10 minutes, which one rank's long rollout outlasts while the
+    others wait to exchange theirs."""
     if dist.is_initialized():
         return
     if "RANK" not in os.environ:  # single process, not under torchrun

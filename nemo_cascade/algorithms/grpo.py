@@ -59,7 +59,8 @@ def group_advantages(rewards_G: Tensor, eps: float) -> Tensor:
 
 
 def shape_rewards_zscore_tanh(rewards_G: Tensor, eps: float) -> Tensor:
-    """Reward shaping of the RLHF "bag of tricks": ``tanh((r − mean) / (std + eps))`` per group (§6.3, T11).
+    """Reward shaping of the RLHF "bag of tricks": ``tanh((r − mean) / (std + eps))`` per group
+    (§6.3, T11).
 
     Bounds every reward to (−1, 1) so a reward model's outliers cannot dominate; the shaped rewards then go
     through :func:`group_advantages` as usual. Uses the same unbiased std. Shape (G,) → (G,).
@@ -79,7 +80,8 @@ SHAPING: dict[str, Callable[[Tensor, float], Tensor]] = {"none": no_shaping, "zs
 
 @dataclass
 class GRPOBatch:
-    """One rollout batch laid out for the actor (see the module docstring for the alignment convention).
+    """One rollout batch laid out for the actor (see the module docstring for the alignment
+    convention).
 
     ``S`` kept sequences in ``B`` rows of ``T`` tokens. With ``GRPO.sequence_packing`` several sequences share
     a row (:func:`pack_rows`): each keeps its own positions and attends only to itself (``segment_ids_B_T``),
@@ -124,9 +126,9 @@ class GRPOBatch:
         return int(self.lengths_S.shape[0])
 
     def layout(self) -> dict[str, Tensor]:
-        """What the actor needs besides the tokens to run packed rows (none for one sequence per row, which
-        keeps the plain causal path — the only one context parallelism can split); ``prefix_ids`` where samples
-        share a prompt."""
+        """What the actor needs besides the tokens to run packed rows (none for one sequence per
+        row, which keeps the plain causal path — the only one context parallelism can split);
+        ``prefix_ids`` where samples share a prompt."""
         shared = {"prefix_ids": self.prefix_ids_B_T} if bool(self.prefix_ids_B_T.any()) else {}
         rows = {"position_ids": self.position_ids_B_T, "segment_ids": self.segment_ids_B_T}
         return {**rows, **shared} if self.packed else {}
@@ -151,21 +153,24 @@ def _check_group(p: int, group: PromptGroup) -> None:
 
 
 def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
-    """Turn scored groups into a training batch: overlong policy → shaping → zero-variance drop → advantages.
+    """Turn scored groups into a training batch: overlong policy → shaping → zero-variance drop →
+    advantages.
 
     Per group: ``group_filter.OVERLONG[cfg.overlong]`` edits rewards / drops truncated samples; if
-    ``cfg.drop_zero_variance_groups`` and the remaining rewards are all equal the group is dropped (§4.4.2);
-    otherwise rewards are shaped (``SHAPING[cfg.reward_shaping]``) and turned into advantages with
-    ``cfg.adv_eps``. Kept samples are laid out by :func:`pack_sequences`: several per row with
-    ``cfg.sequence_packing`` (:func:`pack_rows_of`: ``cfg.pack_tokens``, ``cfg.share_prompts``), else one per row.
+    ``cfg.drop_zero_variance_groups`` and the remaining rewards are all equal the group is dropped
+    (§4.4.2); otherwise rewards are shaped (``SHAPING[cfg.reward_shaping]``) and turned into
+    advantages with ``cfg.adv_eps``. Kept samples are laid out by :func:`pack_sequences`: several
+    per row with ``cfg.sequence_packing`` (:func:`pack_rows_of`: ``cfg.pack_tokens``,
+    ``cfg.share_prompts``), else one per row.
 
-    metrics (over ALL generated samples, before any filter unless stated): ``groups``, ``groups_dropped``
-    (zero variance), ``samples_overlong_filtered``, ``reward_mean``, ``reward_std`` (population std over
-    the batch), ``truncation_rate`` (share of ``length`` finishes), ``response_len_mean`` (tokens),
-    ``num_sequences`` and ``num_loss_tokens`` (of the batch), ``rows``, ``pad_share`` (of the ``rows × T``
-    positions), ``pad_share_unpacked`` (one sequence per row), ``shared_prompt_saving`` (of the sequences'
-    tokens, not laid out: shared prompts); per chat-template mode, ``groups/<mode>`` and ``reward_mean/<mode>``
-    (the half-half batches of §4.3.2)."""
+    metrics (over ALL generated samples, before any filter unless stated): ``groups``,
+    ``groups_dropped`` (zero variance), ``samples_overlong_filtered``, ``reward_mean``,
+    ``reward_std`` (population std over the batch), ``truncation_rate`` (share of ``length``
+    finishes), ``response_len_mean`` (tokens), ``num_sequences`` and ``num_loss_tokens`` (of the
+    batch), ``rows``, ``pad_share`` (of the ``rows × T`` positions), ``pad_share_unpacked`` (one
+    sequence per row), ``shared_prompt_saving`` (of the sequences' tokens, not laid out: shared
+    prompts); per chat-template mode, ``groups/<mode>`` and ``reward_mean/<mode>`` (the half-half
+    batches of §4.3.2)."""
     prompts, responses, logprobs, advantages, modes, domains = [], [], [], [], [], []
     all_rewards = []
     dropped = filtered = 0
@@ -299,7 +304,8 @@ AGGREGATION: dict[str, Callable[[Tensor, Tensor, Optional[Tensor]], tuple[Tensor
 
 
 def k3_kl(logprobs_B_T: Tensor, ref_logprobs_B_T: Tensor) -> Tensor:
-    """Schulman's k3 estimator of KL(π ‖ π_ref) per token: ``exp(ref − lp) − (ref − lp) − 1`` (≥ 0)."""
+    """Schulman's k3 estimator of KL(π ‖ π_ref) per token: ``exp(ref − lp) − (ref − lp) − 1`` (≥
+    0)."""
     log_ratio_B_T = ref_logprobs_B_T - logprobs_B_T
     return torch.exp(log_ratio_B_T) - log_ratio_B_T - 1.0
 
@@ -321,13 +327,14 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
         loss[b,t] = −min(ratio·A, clip(ratio, 1 − clip_eps_low, 1 + clip_eps_high)·A)
                     + kl_coef · (exp(ref − lp) − (ref − lp) − 1)
 
-    Strict on-policy (§4.1.2): the caller passes ``old = logprobs.detach()``, so ratio ≡ 1, the clip never
-    acts and the gradient is REINFORCE's ``−A·∇lp``; the clip (separate low/high bounds, DAPO) and the KL
-    (1e-3 in the bag of tricks, §6.3) are configured components. No entropy term (coefficient 0, §4.1.2).
-    ``kl_coef > 0`` requires ``ref_logprobs_B_T`` (ValueError otherwise). Aggregation:
-    ``AGGREGATION[cfg.loss_aggregation]``; numerator is a differentiable float32 scalar, denominator an int
-    count (Megatron's ``num_tokens``), never a mean; ``segment_ids_B_T`` tells sequence aggregation which
-    sequences share a row. Masked positions may hold any value (even ±inf).
+    Strict on-policy (§4.1.2): the caller passes ``old = logprobs.detach()``, so ratio ≡ 1, the clip
+    never acts and the gradient is REINFORCE's ``−A·∇lp``; the clip (separate low/high bounds, DAPO)
+    and the KL (1e-3 in the bag of tricks, §6.3) are configured components. No entropy term
+    (coefficient 0, §4.1.2). ``kl_coef > 0`` requires ``ref_logprobs_B_T`` (ValueError otherwise).
+    Aggregation: ``AGGREGATION[cfg.loss_aggregation]``; numerator is a differentiable float32
+    scalar, denominator an int count (Megatron's ``num_tokens``), never a mean; ``segment_ids_B_T``
+    tells sequence aggregation which sequences share a row. Masked positions may hold any value
+    (even ±inf).
 
     metrics: name → detached float32 tensor ``[sum, count]`` over valid tokens (Megatron's reporting
     format: sum both over microbatches and ranks, then divide) for ``clip_fraction`` (share of tokens
@@ -337,7 +344,8 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
         raise ValueError(f"policy_loss_terms: kl_coef={cfg.kl_coef} > 0 needs ref_logprobs_B_T")
     valid_B_T = mask_B_T > 0
     zeros_B_T = torch.zeros_like(logprobs_B_T, dtype=torch.float32)
-    # Sanitise masked positions first, so exp() never sees padding garbage (0·inf = nan, also in backward).
+    # Sanitise masked positions first, so exp() never sees padding garbage (0·inf = nan, also in
+    # backward).
     lp_B_T = torch.where(valid_B_T, logprobs_B_T.float(), zeros_B_T)
     old_B_T = torch.where(valid_B_T, old_logprobs_B_T.float(), zeros_B_T)
     adv_B_T = advantages.float()[:, None] if advantages.dim() == 1 else advantages.float()  # [B, 1] broadcasts
@@ -365,9 +373,10 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
 
 
 def actor_loss(cfg: GRPO, logprobs_B_T: Tensor, mb: dict) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
-    """The actor's per-microbatch loss for one strict on-policy update (§4.1.2): :func:`policy_loss_terms` with
-    ``old = logprobs.detach()``, plus the metric ``logprob_gap`` — |actor − rollout| log-prob on the trained
-    tokens, ``[sum, count]`` — which checks that vLLM sampled with the weights being trained (weight sync)."""
+    """The actor's per-microbatch loss for one strict on-policy update (§4.1.2):
+    :func:`policy_loss_terms` with ``old = logprobs.detach()``, plus the metric ``logprob_gap`` —
+    |actor − rollout| log-prob on the trained tokens, ``[sum, count]`` — which checks that vLLM
+    sampled with the weights being trained (weight sync)."""
     num, den, metrics = policy_loss_terms(logprobs_B_T, logprobs_B_T.detach(), mb["advantages"],
                                           mb["loss_mask"], cfg, mb.get("ref_logprobs"), mb.get("segment_ids"))
     metrics["logprob_gap"] = logprob_gap(logprobs_B_T, mb)

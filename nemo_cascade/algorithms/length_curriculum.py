@@ -20,7 +20,8 @@ a few points from batch to batch, and a phase should not end on one lucky batch.
 
 
 class LengthCurriculum:
-    """``at()`` the phase in force for the next step; ``record(step, clip_ratio)`` after each step."""
+    """``at()`` the phase in force for the next step; ``record(step, clip_ratio)`` after each
+    step."""
 
     def __init__(self, stage: config.Stage):
         self.phases = config.length_phases(stage)
@@ -37,7 +38,8 @@ class LengthCurriculum:
         return k, self.phases[k]
 
     def record(self, step: int, clip_ratio: float) -> None:
-        """Step ``step`` ran in the current phase with ``clip_ratio``; end the phase if it is over."""
+        """Step ``step`` ran in the current phase with ``clip_ratio``; end the phase if it is
+        over."""
         k, phase = self.at()
         self.recent = (self.recent + [float(clip_ratio)])[-CLIP_RATIO_WINDOW:]
         full = step + 1 - self.starts[k] >= phase.steps
@@ -51,8 +53,9 @@ class LengthCurriculum:
         return {"starts": list(self.starts), "recent": list(self.recent)}
 
     def begin(self, step: int, state: Optional[dict]) -> None:
-        """The stage starts (or resumes) at ``step``: restore ``state`` (:meth:`state_dict`, saved with the
-        checkpoint) or, without it (a checkpoint of phases that all run their steps), derive it from ``step``."""
+        """The stage starts (or resumes) at ``step``: restore ``state`` (:meth:`state_dict`, saved
+        with the checkpoint) or, without it (a checkpoint of phases that all run their steps),
+        derive it from ``step``."""
         if state is None:
             self.starts, end = [0], 0
             for phase in self.phases:

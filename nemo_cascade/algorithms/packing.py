@@ -1,10 +1,12 @@
-"""Sequence packing, one module for every stage that packs: which sequences share a row (:func:`pack_rows`),
-how a row is laid out (:func:`pack_sequences`), SFT's truncate-and-pack (:func:`pack_sft_batch`) and the
-attention mask the actor builds from a packed row (:func:`segment_causal_mask`).
+"""Sequence packing, one module for every stage that packs: which sequences share a row
+(:func:`pack_rows`), how a row is laid out (:func:`pack_sequences`), SFT's truncate-and-pack
+(:func:`pack_sft_batch`) and the attention mask the actor builds from a packed row
+(:func:`segment_causal_mask`).
 
-A packed row holds several sequences end to end, then padding. Each keeps its own positions (restarting at 0)
-and attends only to itself (``segment_ids_B_T``: 1, 2, … per sequence of a row, 0 on padding), so a row computes
-exactly what its sequences would compute in rows of their own, without the padding.
+A packed row holds several sequences end to end, then padding. Each keeps its own positions
+(restarting at 0) and attends only to itself (``segment_ids_B_T``: 1, 2, … per sequence of a row, 0
+on padding), so a row computes exactly what its sequences would compute in rows of their own,
+without the padding.
 
 Alignment convention (the one of :mod:`.grpo` and :mod:`.sft`; the actor relies on it)
     ``logprobs_B_T[b, t] = log p(tokens_B_T[b, t] | tokens_B_T[b, :t])``; ``loss_mask_B_T`` is 1 exactly on a
@@ -28,8 +30,8 @@ Tensor = torch.Tensor
 
 
 def pack_rows(lengths_S: Sequence[int], budget: int, in_order: bool = False) -> list[list[int]]:
-    """Sequence indices grouped into rows of at most ``budget`` tokens; a sequence longer than ``budget`` gets a
-    row of its own.
+    """Sequence indices grouped into rows of at most ``budget`` tokens; a sequence longer than
+    ``budget`` gets a row of its own.
 
     Default, first-fit decreasing: longest first, each into the first row with room (ties keep their order, so
     a batch packs the same way every time). FFD leaves little of a row empty when the sequences are short
@@ -54,20 +56,23 @@ def pack_rows(lengths_S: Sequence[int], budget: int, in_order: bool = False) -> 
 
 
 def pad_share(lengths_S: Sequence[int], rows: int, width: int) -> float:
-    """Share of the ``rows × width`` positions the actor computes that are padding (0 for an empty batch)."""
+    """Share of the ``rows × width`` positions the actor computes that are padding (0 for an empty
+    batch)."""
     return 1.0 - sum(lengths_S) / (rows * width) if rows * width else 0.0
 
 
 def share_prompts(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]],
                   budget: int) -> tuple[list, list[int]]:
-    """Consecutive sequences with the same prompt (a GRPO group's samples) combined into units that share one
-    copy of it, each unit within ``budget`` tokens where it holds more than one sequence; returns the units
-    (tuples of sequence indices) and their lengths, for :func:`pack_rows` and :func:`pack_sequences`.
+    """Consecutive sequences with the same prompt (a GRPO group's samples) combined into units that
+    share one copy of it, each unit within ``budget`` tokens where it holds more than one sequence;
+    returns the units (tuples of sequence indices) and their lengths, for :func:`pack_rows` and
+    :func:`pack_sequences`.
 
-    A unit of k samples lays its prompt out once but its last token (positions 0 … P−2), then per sample that
-    last token and the response (positions P−1 …), which attends to the shared part and to itself
-    (:func:`segment_causal_mask`): P − 1 + Σ(R + 1) tokens instead of Σ(P + R), each sample's values the same.
-    A one-token prompt has nothing to share; a ``budget`` of 0 shares none."""
+    A unit of k samples lays its prompt out once but its last token (positions 0 … P−2), then per
+    sample that last token and the response (positions P−1 …), which attends to the shared part and
+    to itself (:func:`segment_causal_mask`): P − 1 + Σ(R + 1) tokens instead of Σ(P + R), each
+    sample's values the same. A one-token prompt has nothing to share; a ``budget`` of 0 shares
+    none."""
     units: list[tuple[int, ...]] = []
     lengths: list[int] = []
     for s, (prompt, response) in enumerate(zip(prompts_S, responses_S)):
@@ -82,9 +87,9 @@ def share_prompts(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequ
 
 def pack_rows_of(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]], pack_tokens: int,
                  share: bool) -> list[list]:
-    """GRPO's rows for :func:`pack_sequences`: first-fit decreasing into rows of ``max(pack_tokens, longest
-    sequence)`` tokens; with ``share``, of units sharing their prompt (:func:`share_prompts`; ``pack_tokens`` 0:
-    a whole group each, rows as long as the longest)."""
+    """GRPO's rows for :func:`pack_sequences`: first-fit decreasing into rows of ``max(pack_tokens,
+    longest sequence)`` tokens; with ``share``, of units sharing their prompt
+    (:func:`share_prompts`; ``pack_tokens`` 0: a whole group each, rows as long as the longest)."""
     budget = max([pack_tokens, *(len(p) + len(r) for p, r in zip(prompts_S, responses_S))])
     units, lengths = share_prompts(prompts_S, responses_S, (budget if pack_tokens else sys.maxsize) if share else 0)
     return [[units[u] for u in row] for row in pack_rows(lengths, max([budget, *lengths]))]
@@ -144,8 +149,9 @@ def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Seq
 
 @dataclass
 class PackedSFTBatch:
-    """SFT examples packed end to end into rows of at most ``max_tokens`` (:func:`pack_sft_batch`): no padding
-    compute for short examples; the actor turns ``segment_ids_B_T`` into a block-diagonal causal mask."""
+    """SFT examples packed end to end into rows of at most ``max_tokens`` (:func:`pack_sft_batch`):
+    no padding compute for short examples; the actor turns ``segment_ids_B_T`` into a block-diagonal
+    causal mask."""
 
     tokens_B_T: Tensor
     """Input ids, int64: example after example, then ``pad_id``."""
@@ -198,9 +204,10 @@ def pack_sft_batch(examples: Sequence[Sequence[Sequence[int]]], max_tokens: int,
 
 
 def segment_causal_mask(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor] = None) -> Tensor:
-    """``[B, 1, T, T]`` bool, True where attention is *blocked* (Megatron's convention): query t may see key
-    s only when s ≤ t and both belong to the same example (padding, segment 0, sees only padding) — or s is in
-    the shared prompt t's sample continues (``prefix_ids_B_T``, :func:`share_prompts`)."""
+    """``[B, 1, T, T]`` bool, True where attention is *blocked* (Megatron's convention): query t may
+    see key s only when s ≤ t and both belong to the same example (padding, segment 0, sees only
+    padding) — or s is in the shared prompt t's sample continues (``prefix_ids_B_T``,
+    :func:`share_prompts`)."""
     T = segment_ids_B_T.shape[1]
     same = segment_ids_B_T.unsqueeze(2) == segment_ids_B_T.unsqueeze(1)
     if prefix_ids_B_T is not None:
@@ -211,10 +218,11 @@ def segment_causal_mask(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor
 
 @dataclass
 class AttentionBlocks:
-    """The attention of packed rows as one small dense block per segment instead of a ``[T, T]`` mask per row,
-    of which a row of many sequences computes mostly blocked cells. Tokens are numbered ``t · B + b`` (Megatron's
-    ``[s, b, ...]`` activations flattened); block ``u`` holds its segment's queries in order and, as keys, the
-    shared prompt it continues (if any) followed by the segment itself."""
+    """The attention of packed rows as one small dense block per segment instead of a ``[T, T]``
+    mask per row, of which a row of many sequences computes mostly blocked cells. Tokens are
+    numbered ``t · B + b`` (Megatron's ``[s, b, ...]`` activations flattened); block ``u`` holds its
+    segment's queries in order and, as keys, the shared prompt it continues (if any) followed by the
+    segment itself."""
 
     query_index_U_Q: Tensor
     """The block's i-th query token (0 past the segment's end: computed, never written back)."""
@@ -261,9 +269,9 @@ model's train step on CPU (docs/performance.md)."""
 
 def packed_attention(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor] = None, *,
                      by_block: bool = False) -> Tensor | AttentionBlocks:
-    """What the actor's core attention gets for packed rows: :func:`attention_blocks` where ``by_block`` (its
-    attention takes them: torch's fused one on CPU) and they compute at most :data:`BLOCK_CELLS_AT_MOST` of the
-    mask's score cells, else :func:`segment_causal_mask`."""
+    """What the actor's core attention gets for packed rows: :func:`attention_blocks` where
+    ``by_block`` (its attention takes them: torch's fused one on CPU) and they compute at most
+    :data:`BLOCK_CELLS_AT_MOST` of the mask's score cells, else :func:`segment_causal_mask`."""
     B, T = segment_ids_B_T.shape
     if by_block and segment_ids_B_T.any():  # (a DP rank's filler rows hold no sequence)
         blocks = attention_blocks(segment_ids_B_T, prefix_ids_B_T)

@@ -1,18 +1,20 @@
-"""Bradley–Terry reward-model math: the pairwise loss on scalar scores, and preference-pair batch packing.
+"""Bradley–Terry reward-model math: the pairwise loss on scalar scores, and preference-pair batch
+packing.
 
-Paper §4.2: the RM is the policy backbone with a linear head on the last
-hidden state, trained with the Bradley–Terry loss on (prompt, chosen, rejected) pairs. With ``r = score of
-the last token of prompt + response``,
+Paper §4.2: the RM is the policy backbone with a linear head on the last hidden state, trained with
+the Bradley–Terry loss on (prompt, chosen, rejected) pairs. With ``r = score of the last token of
+prompt + response``,
 
     P(chosen ≻ rejected) = σ(r_chosen − r_rejected),   loss per pair = −log σ(r_chosen − r_rejected)
                                                                       = softplus(r_rejected − r_chosen).
 
 Batch layout (the actor relies on it): a batch of ``P`` pairs is ``B = 2P`` rows, **interleaved** —
-row ``2i`` is pair ``i``'s chosen sequence, row ``2i + 1`` its rejected one — so any contiguous slice of an
-even number of rows (a microbatch, a data-parallel share) holds whole pairs. ``last_B[b]`` is the index of
-row ``b``'s last real token; the scores at padding positions are never read (causal attention: right
-padding cannot change the score at an earlier position). ``pair_valid_B`` is 1.0 on real rows and 0.0 on
-rows the actor pads in to fill a microbatch; a pair counts when its chosen row is valid.
+row ``2i`` is pair ``i``'s chosen sequence, row ``2i + 1`` its rejected one — so any contiguous
+slice of an even number of rows (a microbatch, a data-parallel share) holds whole pairs.
+``last_B[b]`` is the index of row ``b``'s last real token; the scores at padding positions are never
+read (causal attention: right padding cannot change the score at an earlier position).
+``pair_valid_B`` is 1.0 on real rows and 0.0 on rows the actor pads in to fill a microbatch; a pair
+counts when its chosen row is valid.
 
 Loss normalisation: like :mod:`~nemo_cascade.algorithms.sft`, :func:`bt_loss_terms` returns
 ``(numerator_sum, denominator_count)`` for Megatron's ``calculate_per_token_loss=True``, which divides by the
@@ -78,7 +80,8 @@ def bt_loss_terms(scores_B_T: Tensor, last_B: Tensor, pair_valid_B: Tensor) -> t
 
 
 def pair_accuracy(chosen_P: Sequence[float], rejected_P: Sequence[float]) -> float:
-    """Share of pairs whose chosen score is strictly higher (held-out RM accuracy, as RewardBench counts it)."""
+    """Share of pairs whose chosen score is strictly higher (held-out RM accuracy, as RewardBench
+    counts it)."""
     if len(chosen_P) != len(rejected_P) or not chosen_P:
         raise ValueError(f"pair_accuracy: need equally many (>0) chosen and rejected scores, got "
                          f"{len(chosen_P)} and {len(rejected_P)}")

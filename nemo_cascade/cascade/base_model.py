@@ -1,7 +1,8 @@
-"""The HF folder a cascade starts from: the recipe's model folder as it is, a view of it whose config.json adds
-the recipe's YaRN scaling (App. B), or a tiny model built once into the run directory (docs/architecture.md,
-"Run directory"). The named models ``Model.build`` may ask for are registered here (:func:`register_builder`; the
-demo models by ``nemo_cascade.tooling.demo_data.register()``)."""
+"""The HF folder a cascade starts from: the recipe's model folder as it is, a view of it whose
+config.json adds the recipe's YaRN scaling (App. B), or a tiny model built once into the run
+directory (docs/architecture.md, "Run directory"). The named models ``Model.build`` may ask for are
+registered here (:func:`register_builder`; the demo models by
+``nemo_cascade.tooling.demo_data.register()``)."""
 from __future__ import annotations
 
 import json
@@ -18,19 +19,19 @@ BUILDERS: dict[str, Callable[..., Path]] = {}
 
 
 def register_builder(name: str, fn: Callable[..., Path]) -> None:
-    """Make ``name`` a ``Model.build`` value building its model with ``fn(out_dir, seed=seed)``. Registering the
-    same function again is a no-op; another under a taken name is a ValueError (the base model would depend on
-    import order)."""
+    """Make ``name`` a ``Model.build`` value building its model with ``fn(out_dir, seed=seed)``.
+    Registering the same function again is a no-op; another under a taken name is a ValueError (the
+    base model would depend on import order)."""
     if BUILDERS.get(name, fn) is not fn:
         raise ValueError(f"model builder {name!r} is already registered to another function")
     BUILDERS[name] = fn
 
 
 def prepare_base_model(cfg: config.Cascade, run_dir: Path) -> str:
-    """The HF folder the cascade with run directory ``run_dir`` starts from: the given one, or a tiny model
-    built once into the run dir; with ``model.yarn_factor``, a view of it in ``<run>/base_model`` whose
-    config.json adds that YaRN scaling (links to the same weights and tokenizer), so the actor, the engine and
-    every stage export use it (App. B)."""
+    """The HF folder the cascade with run directory ``run_dir`` starts from: the given one, or a
+    tiny model built once into the run dir; with ``model.yarn_factor``, a view of it in
+    ``<run>/base_model`` whose config.json adds that YaRN scaling (links to the same weights and
+    tokenizer), so the actor, the engine and every stage export use it (App. B)."""
     from nemo_cascade.convert.hf_config import with_recipe_yarn
     from nemo_cascade.convert.hf_io import linked_with_config
 

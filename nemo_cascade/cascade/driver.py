@@ -1,11 +1,12 @@
-"""The cascade: stages in order, each starting from the previous policy stage's weights (paper §4.1), with
-the forgetting gate after every stage (§4.1.1) and exact resume.
+"""The cascade: stages in order, each starting from the previous policy stage's weights (paper
+§4.1), with the forgetting gate after every stage (§4.1.1) and exact resume.
 
-Owns the run directory (docs/architecture.md): ``config.json`` (resolved), ``manifest.json`` (lineage, cascade/lineage.py),
-``base/eval.json``, ``stages/<k>-<name>/{metrics.jsonl, eval.json, checkpoint/, data_state.json, hf/}``,
-``report.md``, ``report.png`` (written through the caller's ``report`` hook: the report is tooling, which the
-core never imports); and the components every stage shares: the one actor, the one rollout engine, the
-reward-model servers of the cascade's own RMs.
+Owns the run directory (docs/architecture.md): ``config.json`` (resolved), ``manifest.json``
+(lineage, cascade/lineage.py), ``base/eval.json``, ``stages/<k>-<name>/{metrics.jsonl, eval.json,
+checkpoint/, data_state.json, hf/}``, ``report.md``, ``report.png`` (written through the caller's
+``report`` hook: the report is tooling, which the core never imports); and the components every
+stage shares: the one actor, the one rollout engine, the reward-model servers of the cascade's own
+RMs.
 
 Resume: a finished stage (manifest status ``done``) is skipped and its ``hf/`` export is the next stage's
 start; a stage that was running continues from its newest checkpoint (weights, optimizer, scheduler, RNG, data
@@ -49,26 +50,29 @@ log = logging.getLogger(__name__)
 
 
 def hands_on_policy(stage: config.Stage) -> bool:
-    """Whether a finished stage's weights are the next stage's starting policy. Policy stages (SFT, GRPO)
-    hand on; a reward model does not — it scores later stages (§4.2–4.3), and the stage after it continues
-    from the last *policy* stage's checkpoint."""
+    """Whether a finished stage's weights are the next stage's starting policy. Policy stages (SFT,
+    GRPO) hand on; a reward model does not — it scores later stages (§4.2–4.3), and the stage after
+    it continues from the last *policy* stage's checkpoint."""
     return stage.kind != "reward_model"
 
 
 def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: bool = False,
                 report: Callable[[Path], None] | None = None) -> Path:
-    """Run every stage not yet done (or one, by name) in order; returns the run directory. Raises GateStop
-    when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see :func:`check_selection`.
-    ``report`` is called on rank 0 with the run folder after every stage's gate and when the gate stops the run."""
+    """Run every stage not yet done (or one, by name) in order; returns the run directory. Raises
+    GateStop when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see
+    :func:`check_selection`. ``report`` is called on rank 0 with the run folder after every stage's
+    gate and when the gate stops the run."""
     from nemo_cascade.actor.process_groups import init_distributed
 
     cfg = recorded_stages(cfg)  # with the repair stages an earlier invocation's gate inserted
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
     check_selection(cfg, only_stage, retrain)
-    # Served models answer before anything long runs (the base evaluation takes hours at paper scale).
+    # Served models answer before anything long runs (the base evaluation takes hours at paper
+    # scale).
     check_endpoints(stages_to_run(cfg, stage_status(run_dir(cfg))[0], only_stage))
-    # Every rank joins the process group before anything is written: until then each rank takes itself for
-    # rank 0, and two ranks building the base model into one folder replace it under each other's reads.
+    # Every rank joins the process group before anything is written: until then each rank takes
+    # itself for rank 0, and two ranks building the base model into one folder replace it under each
+    # other's reads.
     init_distributed(cfg.parallel.collective_timeout_minutes)
     out = run_dir(cfg)
     if ranks.is_main():
@@ -101,14 +105,16 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
 
 
 def _stop_if_requested(out: Path, where: str) -> None:
-    """End the run here if a stop was requested (runtime/stop_request.py); rank 0 looks, every rank stops."""
+    """End the run here if a stop was requested (runtime/stop_request.py); rank 0 looks, every rank
+    stops."""
     if ranks.from_main(stop_request.requested(out)):
         raise stop_request.StopRequested(f"stopped on request ({stop_request.reason(out)}) {where}; "
                                          "run the same command again to continue")
 
 
 class CascadeRun:
-    """One execution of a cascade: the shared actor / engine / RM servers and the stage hand-offs."""
+    """One execution of a cascade: the shared actor / engine / RM servers and the stage
+    hand-offs."""
 
     def __init__(self, cfg: config.Cascade, base: str, data_hashes: dict[str, list[str]],
                  report: Callable[[Path], None] | None = None):
@@ -147,8 +153,8 @@ class CascadeRun:
             not only_stage or stage.name in (only_stage, repairs.get(only_stage)))
 
     def skip(self, k: int, stage: config.Stage) -> None:
-        """Pass over stage k; a finished one still hands on what it made (its policy and gate row, or its reward
-        model) and has its checkpoints cleaned up."""
+        """Pass over stage k; a finished one still hands on what it made (its policy and gate row,
+        or its reward model) and has its checkpoints cleaned up."""
         done = self.manifest.done(stage.name)
         if done:
             sdir = stage_dir(self.cfg, k)
@@ -162,7 +168,8 @@ class CascadeRun:
         events.info("stage %s: %s", stage.name, "skipped (done)" if done else "not selected")
 
     def _begin(self, k: int, stage: config.Stage) -> tuple[Path, Saves, int]:
-        """Resume or (re)start stage k's directory; returns it, its checkpoint policy and the first step."""
+        """Resume or (re)start stage k's directory; returns it, its checkpoint policy and the first
+        step."""
         sdir = stage_dir(self.cfg, k)
         self.manifest.check_resumable(stage)
         running = self.manifest.status(stage.name) == "running"
@@ -192,9 +199,9 @@ class CascadeRun:
         return sdir, saves, _step_of(resume) + 1 if resume else 0
 
     def _finish(self, k: int, stage: config.Stage, sdir: Path, started: float, data_state: dict | None) -> None:
-        """Record the stage as done (its gate still to run), then clean up after it. A next stage that carries
-        this stage's optimizer gets its final state saved first, so that if it is interrupted before its own
-        first checkpoint it restarts with the same Adam moments."""
+        """Record the stage as done (its gate still to run), then clean up after it. A next stage
+        that carries this stage's optimizer gets its final state saved first, so that if it is
+        interrupted before its own first checkpoint it restarts with the same Adam moments."""
         if self._carried(k):
             checkpoint.save(sdir / "checkpoint", stage.steps - 1, self.actor, {"data": data_state}, keep=1)
         if ranks.is_main() and data_state is not None:
@@ -209,10 +216,10 @@ class CascadeRun:
         return k + 1 < len(self.cfg.stages) and self.cfg.stages[k + 1].boundary.optimizer == "carry"
 
     def _clean_up(self, k: int, stage: config.Stage) -> None:
-        """A done stage's mid-stage checkpoints go (its hf/ export supersedes them), but not the final state a
-        next stage carries; and the state this stage carried from the one before is no longer needed. Only
-        after the manifest says done (a kill before leaves a resumable stage), and again when a resumed run
-        skips the stage (a kill after leaves the clean-up to it)."""
+        """A done stage's mid-stage checkpoints go (its hf/ export supersedes them), but not the
+        final state a next stage carries; and the state this stage carried from the one before is no
+        longer needed. Only after the manifest says done (a kill before leaves a resumable stage),
+        and again when a resumed run skips the stage (a kill after leaves the clean-up to it)."""
         if ranks.is_main():
             shutil.rmtree(stage_dir(self.cfg, k) / "rollouts", ignore_errors=True)
             if not self._carried(k):
@@ -261,8 +268,9 @@ class CascadeRun:
         return teachers
 
     def _policy_data(self, stage: config.Stage) -> tuple[config.Stage, list]:
-        """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts — and the stage with
-        its steps resolved: a stage given in ``epochs`` learns its length from its rows here (T14)."""
+        """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts — and
+        the stage with its steps resolved: a stage given in ``epochs`` learns its length from its
+        rows here (T14)."""
         from nemo_cascade.data.loader import PromptList, load_prompts, load_sft_blend
         from nemo_cascade.rewards import get_domain, training_validator
 
@@ -288,8 +296,9 @@ class CascadeRun:
         return stage, prompts
 
     def train_reward_model(self, k: int, stage: config.Stage) -> None:
-        """A Bradley–Terry RM (§4.2) from the current policy's weights (its LM head replaced by a scalar head),
-        exported as an HF *ForSequenceClassification folder that vLLM serves for later stages."""
+        """A Bradley–Terry RM (§4.2) from the current policy's weights (its LM head replaced by a
+        scalar head), exported as an HF *ForSequenceClassification folder that vLLM serves for later
+        stages."""
         from nemo_cascade.actor.reward_model import RewardModelActor
         from nemo_cascade.convert.export import export_reward_model
         from nemo_cascade.data.preference import load_preference_pairs
@@ -308,15 +317,17 @@ class CascadeRun:
         rm.configure_optimizer(stage.actor, stage.steps)
         log_ = MetricsLog(sdir, stage.name, stage.steps, self.cfg.wandb, self.cfg.name, start_step=start)
         run_reward_model(StageContext(rm, None, pad_id(self.tokenizer), sdir, log_, saves), stage, pairs)
-        # its chat template: the rendering its pairs were trained with (data/rm_input.py), not the base's
+        # its chat template: the rendering its pairs were trained with (data/rm_input.py), not the
+        # base's
         export_reward_model(rm, sdir / "hf", self.weights_from, pad_id(self.tokenizer),
                             rm_chat_template(stage.mode, self.cfg.chat_style))
         self.reward_models.add(stage.name, sdir / "hf")
         self._finish(k, stage, sdir, started, None)
 
     def _configure_optimizer(self, k: int, stage: config.Stage) -> None:
-        """A fresh optimizer, or (``boundary.optimizer = carry``) the previous stage's: still in memory when
-        that stage ran in this process, else restored from the final state it kept (see ``_finish``)."""
+        """A fresh optimizer, or (``boundary.optimizer = carry``) the previous stage's: still in
+        memory when that stage ran in this process, else restored from the final state it kept (see
+        ``_finish``)."""
         carry = stage.boundary.optimizer == "carry"
         in_memory = carry and self.actor.optimizer is not None
         self.actor.configure_optimizer(stage.actor, stage.steps, carry=in_memory)
@@ -330,13 +341,15 @@ class CascadeRun:
             checkpoint.load(kept, self.actor, schedule=False)
 
     def _load_policy(self) -> None:
-        """Hand-off: the actor takes the last policy stage's export (or the base) if it holds other weights."""
+        """Hand-off: the actor takes the last policy stage's export (or the base) if it holds other
+        weights."""
         if self.weights_from != self.actor.hf_path:
             self.actor.load_hf(self.weights_from)
             self.actor.hf_path = self.weights_from
 
     def _continued_data(self, k: int, stage: config.Stage) -> dict | None:
-        """``boundary.data = continue``: the data position the previous stage of the same kind ended at."""
+        """``boundary.data = continue``: the data position the previous stage of the same kind ended
+        at."""
         if stage.boundary.data != "continue":
             return None
         j = max(i for i in range(k) if self.cfg.stages[i].kind == stage.kind)
@@ -348,7 +361,8 @@ class CascadeRun:
 
     # ------------------------------------------------------------------------------------ shared parts
     def _engine(self):
-        """The colocated rollout engine, built once, sized for the longest GRPO request and gate suite."""
+        """The colocated rollout engine, built once, sized for the longest GRPO request and gate
+        suite."""
         if self.engine is None:
             from nemo_cascade.actor import cpu
             from nemo_cascade.rollout.vllm import RolloutEngine
@@ -382,9 +396,9 @@ class CascadeRun:
         from nemo_cascade import weight_sync
 
         if self.gate.enabled and not stage.evaluate:
-            # A first part of one paper stage (swe before swe_24k, T20): no row and no verdict; the next
-            # evaluated stage is compared with the rows before it. A GRPO stage ends with its engine awake, and the
-            # next stage may train before it generates.
+            # A first part of one paper stage (swe before swe_24k, T20): no row and no verdict; the
+            # next evaluated stage is compared with the rows before it. A GRPO stage ends with its
+            # engine awake, and the next stage may train before it generates.
             events.info("stage %s: no forgetting gate (evaluate = false)", stage.name)
             if config.samples_on_policy(stage):
                 self.engine.sleep()
@@ -402,8 +416,8 @@ class CascadeRun:
                 self._evaluate_row(sdir, str(sdir / "hf"), rm_url)
                 found = self._judge(k, stage, sdir)
                 self.rows.append(sdir)
-            # The next stage may train before it generates (SFT, an RM): give the GPU back to the actor. A GRPO
-            # stage's first weight push wakes the engine.
+            # The next stage may train before it generates (SFT, an RM): give the GPU back to the
+            # actor. A GRPO stage's first weight push wakes the engine.
             self.engine.sleep()
             action = self.cfg.gate.on_regression
             events.info("stage %s: gated, %s", stage.name,
@@ -418,8 +432,9 @@ class CascadeRun:
                                self.deadline)
 
     def _policy_row(self, k: int) -> Path | None:
-        """The matrix row of the policy that stage k starts from (the last policy stage before it, or the base);
-        None when that stage ran without the gate (``evaluate = false``): no row holds its scores."""
+        """The matrix row of the policy that stage k starts from (the last policy stage before it,
+        or the base); None when that stage ran without the gate (``evaluate = false``): no row holds
+        its scores."""
         before = [j for j in range(k) if hands_on_policy(self.cfg.stages[j])]
         if not before:
             return self.out / "base"

@@ -1,5 +1,5 @@
-"""The forgetting gate as the cascade runs it: the same suites after every stage, regressions checked, the
-report rebuilt (paper §4.1.1: "later stages do not erase earlier skills", T2 / T4–T8).
+"""The forgetting gate as the cascade runs it: the same suites after every stage, regressions
+checked, the report rebuilt (paper §4.1.1: "later stages do not erase earlier skills", T2 / T4–T8).
 
 After each policy stage (but one with ``evaluate = false``: the first part of a paper stage split into several,
 which gets no row) the colocated engine already serves the stage's final weights; :class:`Gate` runs
@@ -38,7 +38,8 @@ _UNSERVED = "http://127.0.0.1:1"  # stands in for the RM's URL while suites are 
 
 
 def _per_suite(items: tuple[str, ...], kind: type) -> dict:
-    """``("SUITE=VALUE", ...)`` (gate.yarn, gate.max_input_tokens; checked by config validation) as a dict."""
+    """``("SUITE=VALUE", ...)`` (gate.yarn, gate.max_input_tokens; checked by config validation) as
+    a dict."""
     return {suite: kind(value) for suite, _, value in (item.partition("=") for item in items)}
 
 
@@ -59,8 +60,9 @@ class Gate:
 
     @staticmethod
     def settings_for(cfg: config.Cascade) -> EvalSettings:
-        """The evaluation settings of ``cfg.gate``: App. B decoding, its thinking mode (``suite``: each suite's
-        own, T2's for the unified model) and per-suite YaRN factors and input limits."""
+        """The evaluation settings of ``cfg.gate``: App. B decoding, its thinking mode (``suite``:
+        each suite's own, T2's for the unified model) and per-suite YaRN factors and input
+        limits."""
         g = cfg.gate
         return EvalSettings(samples=g.samples or None, max_tokens=g.max_tokens or None, temperature=g.temperature,
                             top_p=g.top_p, limit=g.limit, seed=cfg.seed, template=cfg.chat_style, progress=False,
@@ -73,16 +75,17 @@ class Gate:
         return bool(self.prepared)
 
     def context_tokens(self) -> int:
-        """The engine context the suites need: the longest prompt plus the largest response budget."""
+        """The engine context the suites need: the longest prompt plus the largest response
+        budget."""
         return context_needed(self.prepared.values())
 
     def evaluate(self, engine, out_dir: Path, checkpoint: str, rm_url: str = "", only_pairwise: bool = False,
                  should_stop: Callable[[], bool] | None = None) -> None:
-        """Run the suites on the weights ``engine`` serves (those of the folder ``checkpoint``); write
-        ``out_dir/eval.json`` (merged with what is there). Pairwise suites run only when an RM is
-        served (``rm_url``). Finished chunks and suites are kept in ``out_dir/eval_partial`` until
-        then
-        (evaluate/row_progress.py): a row stopped by ``should_stop`` (``GateStopped``) or killed resumes there."""
+        """Run the suites on the weights ``engine`` serves (those of the folder ``checkpoint``);
+        write ``out_dir/eval.json`` (merged with what is there). Pairwise suites run only when an RM
+        is served (``rm_url``). Finished chunks and suites are kept in ``out_dir/eval_partial``
+        until then (evaluate/row_progress.py): a row stopped by ``should_stop`` (``GateStopped``) or
+        killed resumes there."""
         settings = replace(self.settings, reward_model_url=rm_url)
         names = [n for n, p in self.prepared.items()
                  if (rm_url or not p.suite.pairwise) and (p.suite.pairwise or not only_pairwise)]
@@ -103,7 +106,8 @@ class Gate:
             if decoding["engine_yarn_factor"] != decoding["yarn_factor"] and name not in self.warned:
                 self.warned.add(name)
                 # The colocated engine serves the rope the actor trains with; App. B's factor needs
-                # `nemo-cascade eval` on the stage directory (docs/evaluation.md). Rows stay comparable.
+                # `nemo-cascade eval` on the stage directory (docs/evaluation.md). Rows stay
+                # comparable.
                 log.warning("gate %s: %s evaluated with YaRN %g (the training engine's), not the suite's %g",
                             out_dir.name, name, decoding["engine_yarn_factor"], decoding["yarn_factor"])
             crash_point("evaluate")

@@ -59,7 +59,8 @@ def config_hash(obj, schema_version: int = config.SCHEMA_VERSION) -> str:
 
 
 def _canonical(obj, schema_version: int = config.SCHEMA_VERSION):
-    """``config.to_dict(obj)`` less the fields :func:`config_hash` leaves out under ``schema_version``."""
+    """``config.to_dict(obj)`` less the fields :func:`config_hash` leaves out under
+    ``schema_version``."""
     if is_dataclass(obj):
         later = added_after(schema_version).get(type(obj).__name__, ())
         return {f.name: _canonical(getattr(obj, f.name), schema_version) for f in fields(obj)
@@ -76,14 +77,15 @@ def _default(f: Field):
 
 
 class Manifest:
-    """The run's manifest; only rank 0 writes it (atomically), every rank reads the same decisions."""
+    """The run's manifest; only rank 0 writes it (atomically), every rank reads the same
+    decisions."""
 
     def __init__(self, cfg: config.Cascade, path: Path, base_model: str, data_hashes: dict[str, list[str]]):
         self.path = path
         new = not path.is_file()
         old = read_manifest(path, missing_ok=True)
-        # The version the run was created with, kept on every rewrite: its stored stage hashes were computed
-        # under it. Only a new run folder records the current one.
+        # The version the run was created with, kept on every rewrite: its stored stage hashes were
+        # computed under it. Only a new run folder records the current one.
         self.schema_version = config.SCHEMA_VERSION if new else config.schema_version_of(old, str(path))
         stages = {s.name: old.get("stages", {}).get(s.name, {"status": "pending"}) for s in cfg.stages}
         for s in cfg.stages:
@@ -111,12 +113,14 @@ class Manifest:
         return self.status(stage) == "done"
 
     def gated(self, stage: str) -> bool:
-        """Whether a done stage has been through the forgetting gate (manifests written before this flag: yes)."""
+        """Whether a done stage has been through the forgetting gate (manifests written before this
+        flag: yes)."""
         return self.data["stages"][stage].get("gated", True) is not False
 
     def check_resumable(self, stage: config.Stage) -> None:
-        """A stage that was running continues only under the config it started with: resuming a checkpoint with
-        another LR schedule, data or batch size silently trains a model no config describes."""
+        """A stage that was running continues only under the config it started with: resuming a
+        checkpoint with another LR schedule, data or batch size silently trains a model no config
+        describes."""
         entry = self.data["stages"][stage.name]
         if entry.get("status") == "running" and entry.get("config_sha256") not in ("", self.config_hash(stage)):
             raise config.ConfigError(f"stages.{stage.name}: its config changed since the interrupted run started it "
@@ -148,19 +152,22 @@ class Manifest:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    """Atomically: a reader (another rank, a launch task polling the status) sees the old file or the new one."""
+    """Atomically: a reader (another rank, a launch task polling the status) sees the old file or
+    the new one."""
     write_text_atomically(path, json.dumps(data, indent=2))
 
 
 def read_manifest(path: Path, *, missing_ok: bool = False) -> dict:
-    """The one reader of a run's manifest.json (``{}`` for a missing one if ``missing_ok``: before the first
-    stage starts); a one-line ConfigError when it is missing, not JSON or not an object."""
+    """The one reader of a run's manifest.json (``{}`` for a missing one if ``missing_ok``: before
+    the first stage starts); a one-line ConfigError when it is missing, not JSON or not an
+    object."""
     return read_json(path, "the run's manifest", missing_ok=missing_ok, error=config.ConfigError,
                      hint="restore or delete it")
 
 
 def stage_status(run_dir: str | Path) -> tuple[dict[str, str], str]:
-    """Per-stage status from a run's manifest.json ({} before the first stage starts) and its stop reason."""
+    """Per-stage status from a run's manifest.json ({} before the first stage starts) and its stop
+    reason."""
     path = Path(run_dir) / "manifest.json"
     try:
         data = read_manifest(path, missing_ok=True)
@@ -171,8 +178,9 @@ def stage_status(run_dir: str | Path) -> tuple[dict[str, str], str]:
 
 
 def reset_stages(path: Path, names: list[str]) -> None:
-    """Mark stages pending again, forgetting their lineage (parent, hashes, export, gate verdict): their outputs
-    were discarded to train them again. The gate's stop is lifted — it came after one of them."""
+    """Mark stages pending again, forgetting their lineage (parent, hashes, export, gate verdict):
+    their outputs were discarded to train them again. The gate's stop is lifted — it came after one
+    of them."""
     data = read_manifest(path)
     for name in names:
         data["stages"][name] = {"status": "pending"}

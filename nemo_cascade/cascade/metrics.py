@@ -1,9 +1,11 @@
-"""Where a stage's numbers go: one ``metrics.jsonl`` line per step (always; tests and reports read it), an
-optional Weights & Biases run, progress on the console, and phase timers. Only rank 0 writes.
+"""Where a stage's numbers go: one ``metrics.jsonl`` line per step (always; tests and reports read
+it), an optional Weights & Biases run, progress on the console, and phase timers. Only rank 0
+writes.
 
-A stage that resumes from a checkpoint (a requeued Slurm job, a re-run) continues both logs: ``metrics.jsonl``
-loses the lines the interrupted run wrote past the checkpoint, so it ends up as an uninterrupted run's, and the
-W&B run is the same one (its id is kept in the stage directory, ``wandb_id``)."""
+A stage that resumes from a checkpoint (a requeued Slurm job, a re-run) continues both logs:
+``metrics.jsonl`` loses the lines the interrupted run wrote past the checkpoint, so it ends up as an
+uninterrupted run's, and the W&B run is the same one (its id is kept in the stage directory,
+``wandb_id``)."""
 from __future__ import annotations
 
 import json
@@ -41,8 +43,8 @@ class PhaseTimer:
 
 
 class MetricsLog:
-    """The logs of one stage, opened at ``start_step``: 0 for a stage that starts (over), else the step after
-    the checkpoint it resumes from."""
+    """The logs of one stage, opened at ``start_step``: 0 for a stage that starts (over), else the
+    step after the checkpoint it resumes from."""
 
     def __init__(self, stage_dir: Path, stage_name: str, total_steps: int, use_wandb: bool = False,
                  run_name: str = "", start_step: int = 0):
@@ -73,8 +75,8 @@ class MetricsLog:
         faults.fill_point(self.path)
         with self.path.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        # A resumed W&B run already holds the steps the interrupted run logged past its checkpoint; W&B drops
-        # steps below its counter anyway, but with a warning each.
+        # A resumed W&B run already holds the steps the interrupted run logged past its checkpoint;
+        # W&B drops steps below its counter anyway, but with a warning each.
         if self.wandb is not None and step >= self.wandb_from:
             self.wandb.log({f"{self.stage}/{k}": v for k, v in metrics.items()
                             if isinstance(v, (int, float))}, step=step)
@@ -91,8 +93,8 @@ class MetricsLog:
 
 
 def keep_before(path: Path, step: int) -> None:
-    """A stage that (re)starts at ``step`` logs it and the steps after it again: drop the lines an interrupted
-    run wrote from there on, so that the file equals an uninterrupted run's."""
+    """A stage that (re)starts at ``step`` logs it and the steps after it again: drop the lines an
+    interrupted run wrote from there on, so that the file equals an uninterrupted run's."""
     if not path.is_file():
         return
     rows = [row for row in metric_rows(path) if row["step"] < step]
@@ -104,11 +106,12 @@ WANDB_ID = "wandb_id"
 
 
 def wandb_run(stage_dir: Path, name: str, resume: bool):
-    """The stage's W&B run. A resuming stage logs on into the run whose id it kept in ``stage_dir/wandb_id``
-    (``resume="allow"``: W&B continues that run, or creates it when it has none of that id — offline, or never
-    synced). A stage that starts over gets a new id: W&B keeps a run's steps increasing and would drop the
-    restarted steps. The id is random rather than derived from the run's name or config: a run folder deleted
-    and run again, or the same recipe run elsewhere, must not append to an old W&B run."""
+    """The stage's W&B run. A resuming stage logs on into the run whose id it kept in
+    ``stage_dir/wandb_id`` (``resume="allow"``: W&B continues that run, or creates it when it has
+    none of that id — offline, or never synced). A stage that starts over gets a new id: W&B keeps a
+    run's steps increasing and would drop the restarted steps. The id is random rather than derived
+    from the run's name or config: a run folder deleted and run again, or the same recipe run
+    elsewhere, must not append to an old W&B run."""
     import wandb
 
     path = stage_dir / WANDB_ID
@@ -116,17 +119,17 @@ def wandb_run(stage_dir: Path, name: str, resume: bool):
     if not run_id:
         run_id = secrets.token_hex(8)  # hex: valid in a W&B id (letters, digits, - and _)
         path.write_text(run_id + "\n")
-    # project: an argument would override WANDB_PROJECT (slurm/env.sh); reinit: a stage that died in this
-    # process (an exception past the stage loop) left its run open
+    # project: an argument would override WANDB_PROJECT (slurm/env.sh); reinit: a stage that died in
+    # this process (an exception past the stage loop) left its run open
     return wandb.init(project=os.environ.get("WANDB_PROJECT") or "nemo-cascade", name=name, id=run_id,
                       resume="allow", reinit="finish_previous")
 
 
 def metric_rows(path: Path, *, missing_ok: bool = False, error: type[CascadeError] = DataError) -> list[dict]:
     """The one reader of a metrics.jsonl: the logged steps in order (``[]`` for a missing file if
-    ``missing_ok``). An unterminated last line that is not JSON is a step cut off by a crash mid-write (log()
-    ends every line with a newline): it is dropped, so a crashed run still resumes and reports. Any other bad
-    line is a one-line ``error`` naming ``FILE:LINE``."""
+    ``missing_ok``). An unterminated last line that is not JSON is a step cut off by a crash
+    mid-write (log() ends every line with a newline): it is dropped, so a crashed run still resumes
+    and reports. Any other bad line is a one-line ``error`` naming ``FILE:LINE``."""
     path = Path(path)
     if missing_ok and not path.is_file():
         return []
@@ -145,8 +148,8 @@ def read_metrics(stage_dir: Path) -> list[dict]:
 
 
 def summarize(stage_dir: Path, window: int = 10) -> str:
-    """One line per stage for the end of a run: how its headline metric moved from the first to the last
-    ``window`` steps (GRPO: mean reward; SFT: loss)."""
+    """One line per stage for the end of a run: how its headline metric moved from the first to the
+    last ``window`` steps (GRPO: mean reward; SFT: loss)."""
     rows = read_metrics(stage_dir)
     key = "reward_mean" if rows and "reward_mean" in rows[0] else "loss"
     values = [r[key] for r in rows if key in r]

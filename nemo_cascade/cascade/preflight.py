@@ -1,4 +1,5 @@
-"""Whole-cascade validation before anything trains: every check that needs files, run once for all stages.
+"""Whole-cascade validation before anything trains: every check that needs files, run once for all
+stages.
 
 A cascade is hours to weeks of compute; a stage that finds out at its start that its data file is missing, its
 reward server was never configured, or the sandbox cannot run is a wasted night. :func:`check_cascade` runs in
@@ -29,9 +30,9 @@ CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")
 
 
 def data_fingerprint(data: config.Data, where: str) -> str:
-    """sha256 of what a Data section reads: the file's bytes, or a synthetic / benchmark set's generated rows
-    (generators are deterministic in split/size/seed, so the rows are the data). Missing files and unknown sets
-    raise."""
+    """sha256 of what a Data section reads: the file's bytes, or a synthetic / benchmark set's
+    generated rows (generators are deterministic in split/size/seed, so the rows are the data).
+    Missing files and unknown sets raise."""
     from nemo_cascade.data import generated
     from nemo_cascade.data.loader import DataError
 
@@ -50,7 +51,8 @@ def data_fingerprint(data: config.Data, where: str) -> str:
 
 
 def check_model(cfg: config.Cascade) -> None:
-    """The base model: a known tiny shape, or an HF folder whose shapes fit the parallel layout and vLLM."""
+    """The base model: a known tiny shape, or an HF folder whose shapes fit the parallel layout and
+    vLLM."""
     from nemo_cascade.convert.hf_config import with_recipe_yarn
     from nemo_cascade.convert.megatron_args import check_parallel
     from nemo_cascade.convert.shape import DEFAULT_POSITIONS, read_hf_config
@@ -127,9 +129,10 @@ def check_stage_needs(cfg: config.Cascade) -> None:
 
 
 def check_instruction_taxonomy(cfg: config.Cascade) -> None:
-    """IF-RL prompt files hold no IFBench *test* instruction id unless their source allows it (§4.4.2:
-    IF-RL trains on IFEval and IFBench-Train; ``Data.allow_eval_instructions``). The loader refuses such a row
-    when the stage starts; found here, it stops the cascade before its first stage rather than days later.
+    """IF-RL prompt files hold no IFBench *test* instruction id unless their source allows it
+    (§4.4.2: IF-RL trains on IFEval and IFBench-Train; ``Data.allow_eval_instructions``). The loader
+    refuses such a row when the stage starts; found here, it stops the cascade before its first
+    stage rather than days later.
 
     A file none of whose bytes spell a test id is passed without parsing. Otherwise its rows are read as the
     loader reads them and the first refused one is named; rows that fit no schema are left to the loader,
@@ -179,7 +182,8 @@ URL_FILE_WAIT_S = 600.0
 
 
 def stages_to_run(cfg: config.Cascade, status: dict[str, str], only_stage: str | None = None) -> list[config.Stage]:
-    """The stages this run will train: ``only_stage`` (even when done: ``--retrain``), else every stage not done."""
+    """The stages this run will train: ``only_stage`` (even when done: ``--retrain``), else every
+    stage not done."""
     if only_stage:
         return [s for s in cfg.stages if s.name == only_stage]
     return [s for s in cfg.stages if status.get(s.name) != "done"]
@@ -200,9 +204,10 @@ def served_endpoints(stage: config.Stage) -> list[tuple[str, str]]:
 
 def check_endpoints(stages: list[config.Stage], *, wait: float | None = None, file_wait: float | None = None,
                     poll: float = 2.0) -> dict[str, str]:
-    """Every served model the stages score with answers ``/health`` (a ``file:`` URL's file waited for first),
-    so that a placeholder or unreachable URL fails before the hours of the base evaluation and the stages
-    before it, not after. Returns ``{URL or file:PATH: URL}``; ConfigError (one line naming the field) otherwise."""
+    """Every served model the stages score with answers ``/health`` (a ``file:`` URL's file waited
+    for first), so that a placeholder or unreachable URL fails before the hours of the base
+    evaluation and the stages before it, not after. Returns ``{URL or file:PATH: URL}``; ConfigError
+    (one line naming the field) otherwise."""
     from nemo_cascade.rewards.endpoints import EndpointError, probe
     from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient
 
@@ -222,9 +227,10 @@ def check_endpoints(stages: list[config.Stage], *, wait: float | None = None, fi
 
 
 def check_tokenizer(tokenizer, model_dir: str | Path, finished_stage_dirs: list[Path]) -> None:
-    """The tokenizer fits the model (every id has an embedding row, the chat tokens are single tokens), and a
-    finished stage's exported checkpoint carries the same tokenizer as the base — a resumed cascade whose base
-    was swapped would otherwise hand a stage weights trained on other token ids."""
+    """The tokenizer fits the model (every id has an embedding row, the chat tokens are single
+    tokens), and a finished stage's exported checkpoint carries the same tokenizer as the base — a
+    resumed cascade whose base was swapped would otherwise hand a stage weights trained on other
+    token ids."""
     model_cfg = load_config_json(Path(model_dir) / "config.json")
     vocab = model_cfg.get("vocab_size") or model_cfg.get("text_config", {}).get("vocab_size")
     if vocab is not None and len(tokenizer) > vocab:
@@ -243,8 +249,9 @@ def check_tokenizer(tokenizer, model_dir: str | Path, finished_stage_dirs: list[
 
 
 def check_inputs_exist(cfg: config.Cascade) -> None:
-    """Every stage's data files, all at once: one line naming each missing one and, when a later stage has a
-    released checkpoint (``Stage.released_after``), the recipe that starts after the missing ones."""
+    """Every stage's data files, all at once: one line naming each missing one and, when a later
+    stage has a released checkpoint (``Stage.released_after``), the recipe that starts after the
+    missing ones."""
     from nemo_cascade.data.generated import is_generated
 
     missing, last = [], -1
@@ -284,10 +291,10 @@ def check_cascade(cfg: config.Cascade) -> dict[str, list[str]]:
 
 
 def check_rm_server(cfg: config.Cascade, gpu_gib: float | None = None) -> str | None:
-    """Say in one line (logged; a warning when it does not fit) whether the cascade's own reward-model server
-    fits on rank 0's GPU beside the actor and the engine (``plan_rm``); returns the line, None when there is no
-    such server or no GPU here (``gpu_gib``: the GPU's memory, default this machine's). An estimate: it never
-    stops the run."""
+    """Say in one line (logged; a warning when it does not fit) whether the cascade's own
+    reward-model server fits on rank 0's GPU beside the actor and the engine (``plan_rm``); returns
+    the line, None when there is no such server or no GPU here (``gpu_gib``: the GPU's memory,
+    default this machine's). An estimate: it never stops the run."""
     from nemo_cascade.cascade.plan_rm import rm_server_verdict
 
     line = rm_server_verdict(cfg, gpu_gib)

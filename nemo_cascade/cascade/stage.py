@@ -1,4 +1,5 @@
-"""ONE stage: the GRPO loop, and the supervised loop of SFT and reward-model stages, reading like the algorithm."""
+"""ONE stage: the GRPO loop, and the supervised loop of SFT and reward-model stages, reading like
+the algorithm."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -35,15 +36,16 @@ class StageContext:
 
 
 class ServerStop(CascadeError, RuntimeError):
-    """A reward or judge server failed after its retries; the stage's state is saved and the run stops."""
+    """A reward or judge server failed after its retries; the stage's state is saved and the run
+    stops."""
 
 
 def _score_on_every_rank(score: Callable[[list], list | None], mine: list | None) -> list | None:
-    """Score this rank's groups (``score(mine)``) and gather every rank's; None on every rank when a rank's
-    generation or scoring stopped on a stop request (``mine`` or ``score``'s result None there), so
-    that all stop together. A reward server that fails on one rank (after its own bounded retries)
-    fails the step on every rank, so that all of them stop
-    together instead of waiting in a collective for the one that left."""
+    """Score this rank's groups (``score(mine)``) and gather every rank's; None on every rank when a
+    rank's generation or scoring stopped on a stop request (``mine`` or ``score``'s result None
+    there), so that all stop together. A reward server that fails on one rank (after its own bounded
+    retries) fails the step on every rank, so that all of them stop together instead of waiting in a
+    collective for the one that left."""
     try:
         scored, failure = (None if mine is None else score(mine)), ""
     except RewardServerError as e:
@@ -58,7 +60,8 @@ def _score_on_every_rank(score: Callable[[list], list | None], mine: list | None
 
 
 class StopInStep(Exception):
-    """A stop became due inside a GRPO step (during generation, or before the update would end too late)."""
+    """A stop became due inside a GRPO step (during generation, or before the update would end too
+    late)."""
 
 
 def _start(ctx: StageContext, restore_data) -> int:
@@ -85,9 +88,9 @@ def sft_loss(logprobs_B_T, mb):
 
 def _stop_for_server(ctx: StageContext, stage: config.Stage, error: RewardServerError, step: int, start: int,
                      at_start: tuple[dict, dict]) -> ServerStop:
-    """Step ``step`` cannot finish (a reward server failed after its retries): save the state it began with
-    (``at_start``: data position and RNG, :meth:`Saves.before_stop`), close the log, and return the error that
-    ends the run; the same command resumes once the server answers."""
+    """Step ``step`` cannot finish (a reward server failed after its retries): save the state it
+    began with (``at_start``: data position and RNG, :meth:`Saves.before_stop`), close the log, and
+    return the error that ends the run; the same command resumes once the server answers."""
     saved = ctx.saves.before_stop(step, start, ctx.actor, *at_start) if ctx.saves else "no checkpoints"
     ctx.log.close()
     return ServerStop(f"{error}; stopped in step {step} of stage {stage.name}, {saved}; run the same command "
@@ -96,11 +99,11 @@ def _stop_for_server(ctx: StageContext, stage: config.Stage, error: RewardServer
 
 def _generate_round(ctx: StageContext, stage: config.Stage, scorer: GroupScorer, timer: PhaseTimer,
                     prompts_P: list, rollout: config.Rollout, step: int, round_: int) -> list | None:
-    """Round ``round_`` of ``step``: every rank's groups for ``prompts_P``, each rank generating its share —
-    only the prompts without a group saved by an earlier, stopped try of the step
+    """Round ``round_`` of ``step``: every rank's groups for ``prompts_P``, each rank generating its
+    share — only the prompts without a group saved by an earlier, stopped try of the step
     (step_rollouts.py), with the seeds of their places — and scoring each group as it finishes
-    (§4.6.2), keeping it for a stop. None (on
-    every rank) when a stop became due while some rank generated: what had finished is written first."""
+    (§4.6.2), keeping it for a stop. None (on every rank) when a stop became due while some rank
+    generated: what had finished is written first."""
     g, rollouts = stage.grpo, ctx.saves.rollouts if ctx.saves else None
     mine = ranks.my_share(prompts_P)
     saved = rollouts.saved(step, round_, mine, g.group_size) if rollouts else {}
@@ -165,8 +168,9 @@ def _stop_agreed(saves: Saves | None, work_seconds: float) -> bool:
 
 def _stop_in_step(ctx: StageContext, stage: config.Stage, when: str, step: int, start: int,
                   at_start: tuple[dict, dict]) -> stop_request.StopRequested:
-    """A stop became due inside step ``step``: save the state it began with (:meth:`Saves.before_stop`) beside
-    the groups it finished (cascade/step_rollouts.py), close the log, and return the exception that ends the run."""
+    """A stop became due inside step ``step``: save the state it began with
+    (:meth:`Saves.before_stop`) beside the groups it finished (cascade/step_rollouts.py), close the
+    log, and return the exception that ends the run."""
     saved = ctx.saves.before_stop(step, start, ctx.actor, *at_start)
     ctx.log.close()
     return stop_request.StopRequested(
@@ -177,13 +181,14 @@ def _stop_in_step(ctx: StageContext, stage: config.Stage, when: str, step: int, 
 
 
 def _data_state(stream: PromptStream, curriculum: LengthCurriculum) -> dict:
-    """What a GRPO checkpoint keeps of the data side: the prompt stream's position and the length phases."""
+    """What a GRPO checkpoint keeps of the data side: the prompt stream's position and the length
+    phases."""
     return {**stream.state_dict(), "length_curriculum": curriculum.state_dict()}
 
 
 def _resume_grpo(ctx: StageContext, stream: PromptStream, curriculum: LengthCurriculum) -> int:
-    """Restore the data side (the previous stage's stream under ``boundary.data = continue``, then this stage's
-    checkpoint, whose state wins) and return the step to start at."""
+    """Restore the data side (the previous stage's stream under ``boundary.data = continue``, then
+    this stage's checkpoint, whose state wins) and return the step to start at."""
     saved: dict = {}
 
     def restore(state: dict) -> None:
@@ -283,7 +288,8 @@ def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:
 
 
 class _Drawn:
-    """A batch generator's position: batches drawn so far (its order is a pure function of seed and count)."""
+    """A batch generator's position: batches drawn so far (its order is a pure function of seed and
+    count)."""
 
     def __init__(self, batches):
         self.batches, self.count = batches, 0
@@ -302,11 +308,11 @@ class _Drawn:
 
 def run_supervised(ctx: StageContext, stage: config.Stage, rows: list, batch_size: int,
                    step_fn: Callable[[list, PhaseTimer], tuple[dict, dict]]) -> dict:
-    """The loop of the supervised stages (SFT, reward model): shuffled epochs of ``rows`` in batches of
-    ``batch_size`` (``sft_batches``, seeded by ``stage.data.seed``), one actor step per batch, its metrics
-    logged, checkpoints / resume / stop requests (:class:`Saves`). ``step_fn(batch, timer)`` trains on one
-    batch (timing ``train`` in ``timer``) and returns its metrics and the progress bar's. Returns the data
-    position (batches drawn)."""
+    """The loop of the supervised stages (SFT, reward model): shuffled epochs of ``rows`` in batches
+    of ``batch_size`` (``sft_batches``, seeded by ``stage.data.seed``), one actor step per batch,
+    its metrics logged, checkpoints / resume / stop requests (:class:`Saves`). ``step_fn(batch,
+    timer)`` trains on one batch (timing ``train`` in ``timer``) and returns its metrics and the
+    progress bar's. Returns the data position (batches drawn)."""
     batches = _Drawn(sft_batches(rows, batch_size, stage.data.seed))
     start = _start(ctx, batches.load_state_dict)
     for step in range(start, stage.steps):
@@ -349,5 +355,6 @@ def _rm_step(ctx: StageContext, stage: config.Stage, pairs: list, timer: PhaseTi
 
 
 def run_reward_model(ctx: StageContext, stage: config.Stage, pairs: list) -> None:
-    """Bradley–Terry RM training (§4.2); ``ctx.actor`` is an ``actor.reward_model.RewardModelActor``."""
+    """Bradley–Terry RM training (§4.2); ``ctx.actor`` is an
+    ``actor.reward_model.RewardModelActor``."""
     run_supervised(ctx, stage, pairs, stage.rm_batch_size, partial(_rm_step, ctx, stage))  # shuffled epochs of pairs

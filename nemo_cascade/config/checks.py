@@ -1,5 +1,6 @@
-"""Validation of a whole :class:`~.schema.Cascade`: the values that types cannot express (ranges, stage
-hand-offs, the gate, rewards). Every failure is one :class:`~.schema.ConfigError` line naming the field."""
+"""Validation of a whole :class:`~.schema.Cascade`: the values that types cannot express (ranges,
+stage hand-offs, the gate, rewards). Every failure is one :class:`~.schema.ConfigError` line naming
+the field."""
 from __future__ import annotations
 
 import math
@@ -25,9 +26,9 @@ test keeps the two equal; config imports nothing from rewards)."""
 
 
 def type_problem(value: Any, tp: Any) -> Optional[str]:
-    """What ``value`` should have been for the annotation ``tp`` (the schema's: bool, int, float, str,
-    Literal, Optional, tuple[X, ...] and sections), or None if it fits. Floats must be finite: a NaN
-    temperature or learning rate passes every ``<``/``>`` range check and poisons the run."""
+    """What ``value`` should have been for the annotation ``tp`` (the schema's: bool, int, float,
+    str, Literal, Optional, tuple[X, ...] and sections), or None if it fits. Floats must be finite:
+    a NaN temperature or learning rate passes every ``<``/``>`` range check and poisons the run."""
     origin = typing.get_origin(tp)
     if origin is Literal:
         choices = typing.get_args(tp)
@@ -56,8 +57,8 @@ def _describe(tp: Any) -> str:
 
 
 def check_types(obj: Any, where: str = "") -> None:
-    """Every field of the config tree ``obj`` has its annotated type (recipes are Python, so nothing else
-    guarantees it); ConfigError naming the first field that does not."""
+    """Every field of the config tree ``obj`` has its annotated type (recipes are Python, so nothing
+    else guarantees it); ConfigError naming the first field that does not."""
     hints = typing.get_type_hints(type(obj))
     for f in fields(obj):
         value, name = getattr(obj, f.name), f"{where}.{f.name}".lstrip(".")
@@ -74,8 +75,8 @@ def check_types(obj: Any, where: str = "") -> None:
 
 
 def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
-    """Check values that types cannot express, and the types (:func:`check_types`); raise ConfigError with the
-    offending field."""
+    """Check values that types cannot express, and the types (:func:`check_types`); raise
+    ConfigError with the offending field."""
     if not isinstance(cfg, Cascade):
         raise ConfigError(f"config: expected a nemo_cascade.config.Cascade, got {type(cfg).__name__}")
     try:
@@ -88,7 +89,8 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
 
 
 def _at_least(field: str, value, least, note: str = "") -> None:
-    """One line naming ``field`` unless ``value >= least`` (``note``: what the least value means)."""
+    """One line naming ``field`` unless ``value >= least`` (``note``: what the least value
+    means)."""
     if value < least:
         raise ConfigError(f"{field}: expected >= {least}{f' ({note})' if note else ''}, got {value}")
 
@@ -133,8 +135,9 @@ def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
         if s.kind == "reward_model":
             _validate_reward_model(s, p, where)
         if p.cp > 1 and not samples_on_policy(s):
-            # SFT rows are packed (per-example attention masks) and the RM reads each row's last token: both need
-            # the whole sequence on one rank; the actor splits sequences over CP ranks only for GRPO batches.
+            # SFT rows are packed (per-example attention masks) and the RM reads each row's last
+            # token: both need the whole sequence on one rank; the actor splits sequences over CP
+            # ranks only for GRPO batches.
             raise ConfigError(f"{where}.kind: parallel.cp={p.cp} splits every sequence over ranks, which the actor "
                               f"supports for grpo stages only, not {s.kind} (set parallel.cp=1)")
         _at_least(f"{where}.actor.lr", s.actor.lr, 0)
@@ -201,9 +204,10 @@ MAX_NAME_CHARS = 128
 
 
 def _check_name(name: str, where: str, dots: bool) -> None:
-    """The run's and each stage's name is one directory name of the run (``runs/<name>/stages/<k>-<name>``):
-    letters, digits, ``_`` and ``-`` (and ``.`` in the run's name, not alone or first); a stage's name is
-    also a key of ``stages.NAME.field=value`` overrides, which split at dots."""
+    """The run's and each stage's name is one directory name of the run
+    (``runs/<name>/stages/<k>-<name>``): letters, digits, ``_`` and ``-`` (and ``.`` in the run's
+    name, not alone or first); a stage's name is also a key of ``stages.NAME.field=value``
+    overrides, which split at dots."""
     ok = (0 < len(name) <= MAX_NAME_CHARS and _NAME_CHARS.fullmatch(name) is not None and not name.startswith(".")
           and (dots or "." not in name))
     if not ok:
@@ -213,8 +217,8 @@ def _check_name(name: str, where: str, dots: bool) -> None:
 
 
 def _validate_engine(cfg: Cascade) -> None:
-    """One rollout engine serves every stage (built from the first GRPO stage's rollout): its layout must be the
-    same in all of them, and its TP groups must tile the world."""
+    """One rollout engine serves every stage (built from the first GRPO stage's rollout): its layout
+    must be the same in all of them, and its TP groups must tile the world."""
     p = cfg.parallel
     grpo = [s for s in cfg.stages if samples_on_policy(s)]
     for s in grpo:
@@ -234,8 +238,8 @@ def _validate_engine(cfg: Cascade) -> None:
 
 
 def validate_parallel_settings(m: Model, p: Parallel) -> None:
-    """The layout and precision rules that hold on any machine (actor/precision.py adds the machine's: CUDA, TE,
-    compute capability). One ConfigError line naming the field."""
+    """The layout and precision rules that hold on any machine (actor/precision.py adds the
+    machine's: CUDA, TE, compute capability). One ConfigError line naming the field."""
     for name in ("tp", "pp", "cp", "dp", "micro_batch_size"):
         if getattr(p, name) < 1:
             raise ConfigError(f"parallel.{name}: expected an integer >= 1, got {getattr(p, name)}")
@@ -273,8 +277,8 @@ def validate_parallel_settings(m: Model, p: Parallel) -> None:
 
 
 def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
-    """What a stage takes from earlier stages: its checkpoint cadence, the data-position hand-over, a served
-    reward model, an SFT mixture."""
+    """What a stage takes from earlier stages: its checkpoint cadence, the data-position hand-over,
+    a served reward model, an SFT mixture."""
     s = cfg.stages[i]
     _at_least(f"{where}.checkpoint_every", s.checkpoint_every, 0, "0 = no mid-stage checkpoints")
     if s.extra_data and s.kind == "reward_model":
@@ -304,7 +308,8 @@ def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
 
 
 def _validate_length(s: Stage, where: str) -> None:
-    """A stage's length: ``steps``, or ``epochs`` over its data (SFT and RM stages) with steps = 0."""
+    """A stage's length: ``steps``, or ``epochs`` over its data (SFT and RM stages) with steps =
+    0."""
     _at_least(f"{where}.epochs", s.epochs, 0, "0 = the length is steps")
     if s.epochs and samples_on_policy(s):
         raise ConfigError(f"{where}.epochs: a grpo stage's length is steps (T15–T20 give steps); epochs are for "
@@ -318,10 +323,12 @@ def _validate_length(s: Stage, where: str) -> None:
 
 
 def _validate_data(s: Stage, where: str) -> None:
-    """Every Data section of the stage: ``data``, then ``extra_data.J`` (the SFT blend, or mixed-domain prompts)."""
+    """Every Data section of the stage: ``data``, then ``extra_data.J`` (the SFT blend, or
+    mixed-domain prompts)."""
     if not s.data.source:
         raise ConfigError(f"{where}.data.source: expected a file path, synthetic:NAME or benchmark:NAME")
-    # The prompt limit the loader drops long rows at: the engine's for RL prompts, the sequence's for SFT.
+    # The prompt limit the loader drops long rows at: the engine's for RL prompts, the sequence's
+    # for SFT.
     limit = {"sft": ("sft_max_tokens", s.sft_max_tokens)}.get(s.kind)
     if samples_on_policy(s):
         limit = ("rollout.max_prompt_tokens", s.rollout.max_prompt_tokens)

@@ -17,7 +17,8 @@ def engine_eager(rollout: Rollout, on_cpu: bool) -> bool:
 
 
 def engine_dtype(model: Model, rollout: Rollout) -> str:
-    """The rollout engine's dtype: ``rollout.dtype``, with ``auto`` meaning the actor's (``model.dtype``)."""
+    """The rollout engine's dtype: ``rollout.dtype``, with ``auto`` meaning the actor's
+    (``model.dtype``)."""
     return model.dtype if rollout.dtype == "auto" else rollout.dtype
 
 
@@ -28,8 +29,8 @@ def tolerances(g: Gate) -> dict[str, float]:
 
 
 def prompt_sources(stage: Stage) -> list[tuple[Data, str]]:
-    """Each prompt source of a stage (``data``, then ``extra_data``) with the reward domain of its prompts: its
-    own ``Data.domain``, else the stage's ``domain``."""
+    """Each prompt source of a stage (``data``, then ``extra_data``) with the reward domain of its
+    prompts: its own ``Data.domain``, else the stage's ``domain``."""
     return [(d, d.domain or stage.domain) for d in (stage.data, *stage.extra_data)]
 
 
@@ -56,26 +57,29 @@ def frozen_copies(stage: Stage) -> int:
 
 
 def stage_domains(stage: Stage) -> tuple[str, ...]:
-    """The reward domains a GRPO stage scores (one, unless it mixes sources of several), in source order."""
+    """The reward domains a GRPO stage scores (one, unless it mixes sources of several), in source
+    order."""
     return tuple(dict.fromkeys(domain for _, domain in prompt_sources(stage)))
 
 
 def length_phases(stage: Stage) -> tuple[LengthPhase, ...]:
-    """The stage's response-length phases (§4.5.2); without a curriculum, one phase of rollout/grpo settings."""
+    """The stage's response-length phases (§4.5.2); without a curriculum, one phase of rollout/grpo
+    settings."""
     return stage.length_curriculum or (
         LengthPhase(stage.steps, stage.rollout.max_response_tokens, stage.grpo.overlong),)
 
 
 def phase_rollout(stage: Stage, phase: LengthPhase) -> Rollout:
-    """The stage's sampling settings during ``phase``: its response budget and, if it sets one, its temperature
-    (T17–T19 lower the temperature as responses grow)."""
+    """The stage's sampling settings during ``phase``: its response budget and, if it sets one, its
+    temperature (T17–T19 lower the temperature as responses grow)."""
     temperature = stage.rollout.temperature if phase.temperature is None else phase.temperature
     return replace(stage.rollout, max_response_tokens=phase.max_response_tokens, temperature=temperature)
 
 
 def with_epoch_steps(stage: Stage, rows: int) -> Stage:
-    """The stage with ``steps`` resolved from ``epochs`` over the ``rows`` it loaded (SFT sequences, RM pairs):
-    ⌈epochs × rows ÷ batch size⌉, at least 1 (T14, §4.2: one epoch). Unchanged when given in steps."""
+    """The stage with ``steps`` resolved from ``epochs`` over the ``rows`` it loaded (SFT sequences,
+    RM pairs): ⌈epochs × rows ÷ batch size⌉, at least 1 (T14, §4.2: one epoch). Unchanged when given
+    in steps."""
     if not stage.epochs:
         return stage
     batch = stage.rm_batch_size if stage.kind == "reward_model" else stage.sft_batch_size

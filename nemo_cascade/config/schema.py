@@ -1,4 +1,5 @@
-"""The cascade's typed configuration: frozen dataclasses, one per section, and small helpers that read them.
+"""The cascade's typed configuration: frozen dataclasses, one per section, and small helpers that
+read them.
 
 A recipe is a Python function returning a :class:`Cascade`; it states only what differs from these
 defaults (``dataclasses.replace``). Nothing here imports torch, megatron or vllm, so configs can be built,
@@ -138,7 +139,8 @@ class Rollout:
 
 @dataclass(frozen=True)
 class GRPO:
-    """Group-relative policy optimisation. Defaults are the paper's strict on-policy setting (§4.1.2)."""
+    """Group-relative policy optimisation. Defaults are the paper's strict on-policy setting
+    (§4.1.2)."""
 
     group_size: int = 8
     """Samples per prompt (G). Paper: 8 for RLHF/IF/math/code, 16 for SWE (T15–T20)."""
@@ -297,9 +299,10 @@ class Reward:
 
 @dataclass(frozen=True)
 class LengthPhase:
-    """One phase of a response-length curriculum (Math RL, §4.5.2, T17–T18: 24K filter → 32K zero → 40K zero).
-    On the command line: ``stages.NAME.length_curriculum=STEPS:TOKENS[:OVERLONG][:T<temperature>][:C<clip ratio>],...``, e.g.
-    ``190:24576:filter,240:32768:zero,70:40960:zero:T0.8`` (T17's three phases)."""
+    """One phase of a response-length curriculum (Math RL, §4.5.2, T17–T18: 24K filter → 32K zero →
+    40K zero). On the command line:
+    ``stages.NAME.length_curriculum=STEPS:TOKENS[:OVERLONG][:T<temperature>][:C<clip ratio>],...``,
+    e.g. ``190:24576:filter,240:32768:zero,70:40960:zero:T0.8`` (T17's three phases)."""
     steps: int
     max_response_tokens: int
     overlong: Literal["none", "filter", "zero"] = "none"
@@ -317,9 +320,9 @@ class LengthPhase:
 
 @dataclass(frozen=True)
 class Boundary:
-    """What a stage takes over from the stage before it. Its weights always come from the previous policy
-    stage's final checkpoint (§4.1); when KL is on, the reference is that checkpoint too. LR warm-up is
-    ``actor.warmup_steps`` of the new stage."""
+    """What a stage takes over from the stage before it. Its weights always come from the previous
+    policy stage's final checkpoint (§4.1); when KL is on, the reference is that checkpoint too. LR
+    warm-up is ``actor.warmup_steps`` of the new stage."""
     optimizer: Literal["reset", "carry"] = "reset"
     """reset: a fresh AdamW (zero moments) per stage; carry: keep the previous stage's Adam moments and step
     count, with this stage's LR schedule (useful when one stage is split in two)."""
@@ -434,8 +437,9 @@ class Cascade:
 
 
 def literal_values(cls: type, name: str) -> tuple[str, ...]:
-    """The values the ``Literal`` annotation of field ``name`` of section ``cls`` allows: the field's annotation is
-    their one declaration, and constants and checks elsewhere derive from it instead of listing them again."""
+    """The values the ``Literal`` annotation of field ``name`` of section ``cls`` allows: the
+    field's annotation is their one declaration, and constants and checks elsewhere derive from it
+    instead of listing them again."""
     return typing.get_args(typing.get_type_hints(cls)[name])
 
 

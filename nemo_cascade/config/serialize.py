@@ -1,4 +1,5 @@
-"""The JSON form of a config (a run's ``config.json``): written by :func:`dumps`, read back by :func:`from_dict`."""
+"""The JSON form of a config (a run's ``config.json``): written by :func:`dumps`, read back by
+:func:`from_dict`."""
 from __future__ import annotations
 
 import json
@@ -24,9 +25,10 @@ def to_dict(cfg: Any) -> Any:
 
 
 def from_dict(cls, data: Any, where: str = "") -> Any:
-    """Inverse of :func:`to_dict` (used to read a run's config.json): missing keys take their defaults; unknown
-    keys, values of the wrong type and missing required fields raise ConfigError naming the field. A cascade's
-    ``schema_version`` (:func:`dumps` writes it) is checked and dropped: every version's fields read the same."""
+    """Inverse of :func:`to_dict` (used to read a run's config.json): missing keys take their
+    defaults; unknown keys, values of the wrong type and missing required fields raise ConfigError
+    naming the field. A cascade's ``schema_version`` (:func:`dumps` writes it) is checked and
+    dropped: every version's fields read the same."""
     name = where or cls.__name__
     if not isinstance(data, dict):
         raise ConfigError(f"{name}: expected an object of {cls.__name__} fields, got {type(data).__name__}")

@@ -23,12 +23,14 @@ from nemo_cascade.runtime.files import published_folder
 def export_hf(actor, out_dir: str | Path, base_dir: str | Path, dtype: torch.dtype | None = None,
               max_shard_bytes: int = 2 << 30, config_fn: Callable[[dict], dict] | None = None,
               chat_template: str | None = None) -> Path | None:
-    """Write ``out_dir`` (config.json, safetensors shards + index, tokenizer files). Returns the path on rank 0.
+    """Write ``out_dir`` (config.json, safetensors shards + index, tokenizer files). Returns the
+    path on rank 0.
 
     ``config_fn`` maps the base folder's config to the exported one (the reward model's
     ``*ForSequenceClassification`` config, ``hf_config.reward_model_config``); default: unchanged.
-    ``chat_template``: replaces the base's chat template in the exported tokenizer files (written before the
-    folder is published, so it never appears with the base's); default: the base's, copied."""
+    ``chat_template``: replaces the base's chat template in the exported tokenizer files (written
+    before the folder is published, so it never appears with the base's); default: the base's,
+    copied."""
     out = Path(out_dir)
     tensors = actor.iter_hf_weights(dtype=dtype)
     if not ranks.is_main():

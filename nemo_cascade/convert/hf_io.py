@@ -1,4 +1,5 @@
-"""Reading and writing HF safetensors checkpoints, one tensor at a time (peak memory ≈ one shard)."""
+"""Reading and writing HF safetensors checkpoints, one tensor at a time (peak memory ≈ one
+shard)."""
 from __future__ import annotations
 
 import json
@@ -114,8 +115,9 @@ def copy_side_files(src_dir: str | Path, out_dir: str | Path) -> None:
 
 
 def linked_with_config(src_dir: str | Path, out_dir: str | Path, config: dict) -> None:
-    """Fill ``out_dir`` with symlinks to every file of the HF folder ``src_dir`` but its config.json, and
-    ``config`` as config.json: the same weights and tokenizer read with another config (no copy of the weights)."""
+    """Fill ``out_dir`` with symlinks to every file of the HF folder ``src_dir`` but its
+    config.json, and ``config`` as config.json: the same weights and tokenizer read with another
+    config (no copy of the weights)."""
     src, out = Path(src_dir).resolve(), Path(out_dir)
     for entry in src.iterdir():
         if entry.name != "config.json":

@@ -1,6 +1,6 @@
-"""The model's shape: one frozen type, read from an HF ``config.json`` by one reader, used by conversion
-(convert/table.py, convert/megatron_args.py), the actor, the planner (plan.py: its named shapes are
-instances of it) and engine start (rollout/engine_start.py).
+"""The model's shape: one frozen type, read from an HF ``config.json`` by one reader, used by
+conversion (convert/table.py, convert/megatron_args.py), the actor, the planner (plan.py: its named
+shapes are instances of it) and engine start (rollout/engine_start.py).
 
 Two readings of the same file, both here so a field is parsed in one place:
 
@@ -23,7 +23,8 @@ from nemo_cascade.runtime.files import read_json
 
 @dataclass(frozen=True)
 class ArchFacts:
-    """What one architecture's attention looks like beyond the shared dense RMSNorm / SwiGLU / RoPE decoder."""
+    """What one architecture's attention looks like beyond the shared dense RMSNorm / SwiGLU / RoPE
+    decoder."""
 
     causal_lm: str
     sequence_classification: str
@@ -56,11 +57,13 @@ class ModelFilesError(CascadeError, ValueError):
 
 @dataclass(frozen=True)
 class ModelShape:
-    """An HF decoder-only model's shape: the dimensions every conversion reshape, parameter count and memory
-    estimate depends on, and the facts the actor and the engine start from (positions, RoPE, tied head).
+    """An HF decoder-only model's shape: the dimensions every conversion reshape, parameter count
+    and memory estimate depends on, and the facts the actor and the engine start from (positions,
+    RoPE, tied head).
 
-    Equality compares the parameters' geometry (architecture, dimensions, norms, biases, tied head): a shape
-    read from a config.json equals the planner's named shape of the same model whatever its name or RoPE."""
+    Equality compares the parameters' geometry (architecture, dimensions, norms, biases, tied head):
+    a shape read from a config.json equals the planner's named shape of the same model whatever its
+    name or RoPE."""
 
     name: str = field(compare=False)
     vocab_size: int
@@ -93,8 +96,8 @@ class ModelShape:
 
     @property
     def arch(self) -> str:
-        """The conversion table's architecture key (``qwen3``/``qwen2``/``llama``); "" for one the actor does
-        not load."""
+        """The conversion table's architecture key (``qwen3``/``qwen2``/``llama``); "" for one the
+        actor does not load."""
         return ARCHITECTURES.get(self.hf_architecture, "")
 
     @property
@@ -110,7 +113,8 @@ class ModelShape:
         return split + (qkv if self.qkv_bias else 0), 2 * h + (2 * q if self.qk_norm else 0)
 
     def params(self, layers: int | None = None, lm_head: bool = True) -> int:
-        """All parameters (``layers`` of them; with the LM head, or a reward model's 1×hidden score head)."""
+        """All parameters (``layers`` of them; with the LM head, or a reward model's 1×hidden score
+        head)."""
         n_layers = self.num_layers if layers is None else layers
         split, rep = self.layer_params()
         embedding = self.vocab_size * self.hidden_size
@@ -125,8 +129,8 @@ class ModelShape:
 
 def load_config_json(path: str | Path, *, missing_ok: bool = False) -> dict:
     """The one reader of an HF model folder's JSON configs (config.json, and the same for its
-    tokenizer_config.json and generation_config.json): a dict, ``{}`` for a missing file if ``missing_ok``; one
-    ModelFilesError line when it is missing, not JSON or not an object."""
+    tokenizer_config.json and generation_config.json): a dict, ``{}`` for a missing file if
+    ``missing_ok``; one ModelFilesError line when it is missing, not JSON or not an object."""
     path = Path(path)
     return read_json(path, f"an HF model folder with {path.name}", missing_ok=missing_ok, error=ModelFilesError)
 
@@ -142,8 +146,8 @@ def _name(where: str, fallback: str) -> str:
 
 
 def _rope(cfg: dict) -> tuple[str, dict]:
-    """``(rope type, its parameters)``: ``rope_scaling`` (transformers 4) or ``rope_parameters`` (transformers
-    5); ``default`` for plain RoPE."""
+    """``(rope type, its parameters)``: ``rope_scaling`` (transformers 4) or ``rope_parameters``
+    (transformers 5); ``default`` for plain RoPE."""
     scaling = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
     return str(scaling.get("rope_type") or scaling.get("type") or "default"), dict(scaling)
 
@@ -161,8 +165,9 @@ def _positions(cfg: dict) -> int | None:
 
 
 def shape_from_dict(raw: dict, where: str = "config.json") -> ModelShape:
-    """The shape of a config.json the actor loads; ModelFilesError (one line naming ``where``) for an
-    architecture it does not, a missing field, or attention it would compute differently from transformers."""
+    """The shape of a config.json the actor loads; ModelFilesError (one line naming ``where``) for
+    an architecture it does not, a missing field, or attention it would compute differently from
+    transformers."""
     archs = raw.get("architectures") or []
     known = [a for a in archs if a in ARCHITECTURES]
     if not known:
@@ -201,9 +206,9 @@ def shape_from_dict(raw: dict, where: str = "config.json") -> ModelShape:
 
 
 def any_shape_from_dict(raw: dict, where: str = "config.json", dims: bool = True) -> ModelShape:
-    """The standard fields of any architecture's config.json (its ``text_config`` when nested). ``dims``:
-    the dimensions are required (ModelFilesError naming the field); without, an absent one reads 0 (an engine
-    serving the model needs only its positions, RoPE and tied head)."""
+    """The standard fields of any architecture's config.json (its ``text_config`` when nested).
+    ``dims``: the dimensions are required (ModelFilesError naming the field); without, an absent one
+    reads 0 (an engine serving the model needs only its positions, RoPE and tied head)."""
     text = raw.get("text_config") or raw
     archs = raw.get("architectures") or ["?"]
     kind, scaling = _rope(text)
@@ -233,8 +238,8 @@ def any_shape_from_dict(raw: dict, where: str = "config.json", dims: bool = True
 
 
 def _check_yarn(kind: str, scaling: dict, where: str) -> None:
-    """Plain RoPE or YaRN with the shared constants: any other scaling would make the actor silently compute
-    other positions than transformers and vLLM."""
+    """Plain RoPE or YaRN with the shared constants: any other scaling would make the actor silently
+    compute other positions than transformers and vLLM."""
     if kind == "default":
         return
     if kind != "yarn":
@@ -247,11 +252,11 @@ def _check_yarn(kind: str, scaling: dict, where: str) -> None:
 
 
 def _refuse_sliding_window(raw: dict, num_layers: int, where: str) -> None:
-    """Qwen2/Qwen3 configs may ask for sliding-window attention; the actor computes full causal attention only,
-    so such a model would silently get other outputs than transformers and vLLM. transformers' rule
-    (Qwen2Config/Qwen3Config ``__post_init__``): ``layer_types`` when given, else layer i slides iff
-    ``use_sliding_window`` and ``sliding_window`` is set and ``i >= max_window_layers``. Qwen2.5-72B-Instruct has
-    ``use_sliding_window: false``, so it passes."""
+    """Qwen2/Qwen3 configs may ask for sliding-window attention; the actor computes full causal
+    attention only, so such a model would silently get other outputs than transformers and vLLM.
+    transformers' rule (Qwen2Config/Qwen3Config ``__post_init__``): ``layer_types`` when given, else
+    layer i slides iff ``use_sliding_window`` and ``sliding_window`` is set and ``i >=
+    max_window_layers``. Qwen2.5-72B-Instruct has ``use_sliding_window: false``, so it passes."""
     types = raw.get("layer_types")
     if types is not None:
         field_, sliding = "layer_types", [i for i, t in enumerate(types) if t == "sliding_attention"]

@@ -1,19 +1,22 @@
-"""The HF ⇄ Megatron name table: one declarative list of rules plus a few named reshapes; :class:`Table`, one
-model's names (tied embeddings included), is the only place that decides a parameter name.
+"""The HF ⇄ Megatron name table: one declarative list of rules plus a few named reshapes;
+:class:`Table`, one model's names (tied embeddings included), is the only place that decides a
+parameter name.
 
-It is shared by everything that moves weights between the two worlds — loading HF checkpoints into the
-actor, weight sync into vLLM, HF export and the conversion tool — so a naming bug cannot hide in one path.
+It is shared by everything that moves weights between the two worlds — loading HF checkpoints into
+the actor, weight sync into vLLM, HF export and the conversion tool — so a naming bug cannot hide in
+one path.
 
-A rule maps one Megatron parameter (full, TP=1 layout, *global* layer index) to one or more HF tensors:
+A rule maps one Megatron parameter (full, TP=1 layout, *global* layer index) to one or more HF
+tensors:
 
     Rule(megatron="decoder.layers.{i}.self_attention.linear_qkv.weight",
          hf=("model.layers.{i}.self_attn.q_proj.weight", "…k_proj…", "…v_proj…"),
          reshape="qkv", tp="column")
 
-``reshape`` names a function pair (merge HF parts → Megatron tensor, split it back); ``tp`` says how the
-full tensor is cut over tensor-parallel ranks: ``column`` (dim 0), ``row`` (dim 1), ``vocab`` (dim 0 of the
-embedding / output layer), ``glu`` (dim 0 of gate and of up separately, since each rank holds
-``[gate_r; up_r]``) or ``replicated``.
+``reshape`` names a function pair (merge HF parts → Megatron tensor, split it back); ``tp`` says how
+the full tensor is cut over tensor-parallel ranks: ``column`` (dim 0), ``row`` (dim 1), ``vocab``
+(dim 0 of the embedding / output layer), ``glu`` (dim 0 of gate and of up separately, since each
+rank holds ``[gate_r; up_r]``) or ``replicated``.
 
 Pure torch: no megatron import, so the table is unit-testable anywhere.
 """
@@ -128,8 +131,9 @@ _QK_NORM = (
 )
 
 _QKV_BIAS = Rule(
-    # Megatron's linear_qkv carries one fused bias (TransformerConfig.add_qkv_bias); interleaved per KV group
-    # exactly like the fused weight, so a TP rank's column slice of the bias matches its rows of the weight.
+    # Megatron's linear_qkv carries one fused bias (TransformerConfig.add_qkv_bias); interleaved per
+    # KV group exactly like the fused weight, so a TP rank's column slice of the bias matches its
+    # rows of the weight.
     "decoder.layers.{i}.self_attention.linear_qkv.bias",
     ("model.layers.{i}.self_attn.q_proj.bias", "model.layers.{i}.self_attn.k_proj.bias",
      "model.layers.{i}.self_attn.v_proj.bias"),
@@ -138,8 +142,9 @@ _QKV_BIAS = Rule(
 
 
 def _with_qkv_bias(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
-    """``rules`` with the bias right after the fused QKV weight: weight sync streams a layer's q/k/v weights and
-    biases together (vLLM finalises its fused qkv_proj once every part of it has arrived)."""
+    """``rules`` with the bias right after the fused QKV weight: weight sync streams a layer's q/k/v
+    weights and biases together (vLLM finalises its fused qkv_proj once every part of it has
+    arrived)."""
     return tuple(x for r in rules for x in ((r, _QKV_BIAS) if r.megatron.endswith("linear_qkv.weight") else (r,)))
 
 
@@ -191,7 +196,8 @@ class Entry:
 
 
 def expand(rules: tuple[Rule, ...], num_layers: int) -> Iterator[Entry]:
-    """Every parameter of the model, in a fixed order shared by all ranks (weight sync relies on it)."""
+    """Every parameter of the model, in a fixed order shared by all ranks (weight sync relies on
+    it)."""
     for r in rules:
         if not r.per_layer:
             yield Entry(r.megatron, r.hf, r, None)
@@ -214,19 +220,22 @@ _SAVED_BUFFERS = ("model.layers.{i}.self_attn.rotary_emb.inv_freq",)
 
 
 def tied_head_aliases(tied_embeddings: bool) -> dict[str, str]:
-    """``{HF name the engine needs: the HF tensor to send under it}`` beyond a checkpoint's own names."""
+    """``{HF name the engine needs: the HF tensor to send under it}`` beyond a checkpoint's own
+    names."""
     return dict(_TIED_HF_HEAD) if tied_embeddings else {}
 
 
 class UnknownTensorError(ModelFilesError):
-    """A checkpoint tensor the conversion table has no rule for; the message is one line naming it."""
+    """A checkpoint tensor the conversion table has no rule for; the message is one line naming
+    it."""
 
 
 @dataclass(frozen=True)
 class Table:
-    """The naming authority for one model: its expanded entries, every HF name and its entry, each Megatron
-    tensor's full shape and pipeline stage, and what tied embeddings mean for names. Loading, weight sync, HF
-    export, release conversion and checkpoint export all ask it; none matches names itself."""
+    """The naming authority for one model: its expanded entries, every HF name and its entry, each
+    Megatron tensor's full shape and pipeline stage, and what tied embeddings mean for names.
+    Loading, weight sync, HF export, release conversion and checkpoint export all ask it; none
+    matches names itself."""
 
     shape: ModelShape
     rules: tuple[Rule, ...]
@@ -240,13 +249,15 @@ class Table:
 
     @property
     def engine_aliases(self) -> dict[str, str]:
-        """HF names a weight push sends beyond the checkpoint's: ``{alias: the HF name whose tensor it is}``."""
+        """HF names a weight push sends beyond the checkpoint's: ``{alias: the HF name whose tensor
+        it is}``."""
         return tied_head_aliases(self.tied)
 
     @property
     def megatron_copies(self) -> dict[str, str]:
-        """Megatron parameters that copy another (the tied head on the last of several pipeline stages):
-        ``{copy: original}``; never written to HF, never a checkpoint's unknown parameter."""
+        """Megatron parameters that copy another (the tied head on the last of several pipeline
+        stages): ``{copy: original}``; never written to HF, never a checkpoint's unknown
+        parameter."""
         return dict(_TIED_MEGATRON_COPY) if self.tied else {}
 
     @cached_property
@@ -255,10 +266,10 @@ class Table:
         return {name: e for e in self.entries for name in e.hf}
 
     def check_known_hf(self, names: Iterable[str], where: str) -> None:
-        """Refuse HF tensor names this model's table does not know (an unread tensor means the checkpoint holds
-        a model the table does not describe: a working but wrong model after loading). Known without being
-        read: the tied ``lm_head.weight``, a causal LM's head when the reward model starts from it, and saved
-        rotary buffers."""
+        """Refuse HF tensor names this model's table does not know (an unread tensor means the
+        checkpoint holds a model the table does not describe: a working but wrong model after
+        loading). Known without being read: the tied ``lm_head.weight``, a causal LM's head when the
+        reward model starts from it, and saved rotary buffers."""
         ignored = {b.format(i=i) for b in _SAVED_BUFFERS for i in range(self.shape.num_layers)}
         if self.shape.tied_embeddings or self.head == "score":
             ignored |= set(_TIED_HF_HEAD)
@@ -289,7 +300,8 @@ def table_for(shape: ModelShape, te: bool = False, head: str = "lm") -> Table:
 # ---------------------------------------------------------------------------------------- TP shards
 
 def shard(full: torch.Tensor, tp_kind: str, rank: int, size: int) -> torch.Tensor:
-    """The slice of a full (TP=1 layout) Megatron tensor that tensor-parallel `rank` of `size` holds."""
+    """The slice of a full (TP=1 layout) Megatron tensor that tensor-parallel `rank` of `size`
+    holds."""
     if size == 1 or tp_kind == "replicated":
         return full
     if tp_kind in ("column", "vocab"):

@@ -38,21 +38,22 @@ GENERATION_PROMPT = f"{IM_START}assistant\n"
 _ROLES = ("system", "user", "assistant", "tool")
 
 # Tool use (paper §3.1.2: tools listed in the system prompt inside <tools></tools>, calls in
-# <tool_call>{"name": ..., "arguments": ...}</tool_call>). The wording around them is Qwen3's (the 8B/14B's base
-# family), so a tool-calling client's parser (vLLM's hermes parser) reads the calls; tool results go back in a
-# user turn, each in <tool_response> tags, consecutive results sharing the turn.
+# <tool_call>{"name": ..., "arguments": ...}</tool_call>). The wording around them is Qwen3's (the
+# 8B/14B's base family), so a tool-calling client's parser (vLLM's hermes parser) reads the calls;
+# tool results go back in a user turn, each in <tool_response> tags, consecutive results sharing the
+# turn.
 TOOLS_PREAMBLE = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                   "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
 TOOLS_POSTAMBLE = ("\n</tools>\n\nFor each function call, return a json object with function name and arguments "
                    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
                    "\"arguments\": <args-json-object>}\n</tool_call>")
 
-# The three styles as Jinja chat templates, assembled from shared pieces so that tool use renders alike in all
-# of them. `mode` is a template variable (apply_chat_template(..., mode="think"), or vLLM's
-# chat_template_kwargs) defaulting to no_think; in cascade1 a user message may carry its own "mode" key, the
-# per-turn switch of §3.1.2. `tools` is apply_chat_template's tools argument. Every piece of text is emitted
-# from an expression with whitespace control, so the output does not depend on the Jinja environment's
-# trim_blocks/lstrip_blocks settings.
+# The three styles as Jinja chat templates, assembled from shared pieces so that tool use renders
+# alike in all of them. `mode` is a template variable (apply_chat_template(..., mode="think"), or
+# vLLM's chat_template_kwargs) defaulting to no_think; in cascade1 a user message may carry its own
+# "mode" key, the per-turn switch of §3.1.2. `tools` is apply_chat_template's tools argument. Every
+# piece of text is emitted from an expression with whitespace control, so the output does not depend
+# on the Jinja environment's trim_blocks/lstrip_blocks settings.
 _J_TOOLS = (  # the system turn with the tool list (§3.1.2), merged into the conversation's own system turn
     "{%- set _skip_first = false -%}"
     "{%- if tools is defined and tools -%}"
@@ -88,8 +89,9 @@ _J_ASSISTANT = (  # the answer text, then each call in <tool_call> tags (§3.1.2
 
 
 def _jinja(head: str, user_suffix: str, generation: str) -> str:
-    """One style's template: ``head`` (mode set-up), the tools' system turn, the turns (``user_suffix`` after a
-    user turn's content), then the generation prompt followed by ``generation``."""
+    """One style's template: ``head`` (mode set-up), the tools' system turn, the turns
+    (``user_suffix`` after a user turn's content), then the generation prompt followed by
+    ``generation``."""
     return (
         head + _J_TOOLS
         + "{%- for message in messages -%}"
@@ -118,8 +120,8 @@ JINJA_TEMPLATE = _jinja(
     "{%- endif -%}"
     "{{- ' /think' if _turn_mode == 'think' else ' /no_think' -}}",
     "")
-# Cascade-2: no flags; the generation prompt of a non-thinking turn carries the empty think block (the per-turn
-# key does not exist here: the mode is the answer's, not the turn's).
+# Cascade-2: no flags; the generation prompt of a non-thinking turn carries the empty think block
+# (the per-turn key does not exist here: the mode is the answer's, not the turn's).
 CASCADE2_JINJA_TEMPLATE = _jinja(
     _J_MODE + "{%- if _mode not in ['think', 'no_think'] -%}"
     "{{- raise_exception('mode must be think or no_think, got ' ~ _mode) -}}"
@@ -133,7 +135,8 @@ JINJA_TEMPLATES = {"cascade1": JINJA_TEMPLATE, "cascade2": CASCADE2_JINJA_TEMPLA
 
 
 def valid_mode(mode: Any) -> bool:
-    """Whether ``mode`` (a render mode, or a user message's own ``"mode"`` key) is ``think`` or ``no_think``."""
+    """Whether ``mode`` (a render mode, or a user message's own ``"mode"`` key) is ``think`` or
+    ``no_think``."""
     return isinstance(mode, str) and mode in FLAGS
 
 
@@ -147,14 +150,16 @@ def _turn(role: str, content: str) -> str:
 
 
 def _tojson(value: Any) -> str:
-    """Jinja's ``tojson`` as Hugging Face's chat-template environment defines it (and vLLM uses it)."""
+    """Jinja's ``tojson`` as Hugging Face's chat-template environment defines it (and vLLM uses
+    it)."""
     return json.dumps(value, ensure_ascii=False)
 
 
 def tool_calls_text(calls: Sequence[Mapping], after_content: bool) -> str:
-    """The ``<tool_call>`` blocks of an assistant turn: each call ``{"name", "arguments"}`` (or OpenAI's
-    ``{"type": "function", "function": {...}}``); ``arguments`` a JSON object, or a string emitted verbatim
-    (OpenAI sends them encoded). A newline separates the blocks, and the first from any text before it."""
+    """The ``<tool_call>`` blocks of an assistant turn: each call ``{"name", "arguments"}`` (or
+    OpenAI's ``{"type": "function", "function": {...}}``); ``arguments`` a JSON object, or a string
+    emitted verbatim (OpenAI sends them encoded). A newline separates the blocks, and the first from
+    any text before it."""
     parts = []
     for j, call in enumerate(calls):
         fn = call["function"] if "function" in call else call
@@ -166,15 +171,16 @@ def tool_calls_text(calls: Sequence[Mapping], after_content: bool) -> str:
 
 
 def assistant_text(message: Mapping) -> str:
-    """What an assistant turn holds between ``<|im_start|>assistant\\n`` and ``<|im_end|>``: its content, then
-    its tool calls (the text an SFT example trains on)."""
+    """What an assistant turn holds between ``<|im_start|>assistant\\n`` and ``<|im_end|>``: its
+    content, then its tool calls (the text an SFT example trains on)."""
     content = message.get("content")
     content = content if isinstance(content, str) else ""
     return content + tool_calls_text(message.get("tool_calls") or (), bool(content))
 
 
 def check_message(i: int, message: Any) -> None:
-    """A one-line ValueError naming ``messages[i]`` (and its field) unless ``message`` is a well-formed turn."""
+    """A one-line ValueError naming ``messages[i]`` (and its field) unless ``message`` is a
+    well-formed turn."""
     if not isinstance(message, Mapping):
         raise ValueError(f"messages[{i}]: expected a dict with role and content, got {type(message).__name__}")
     role, content = message.get("role"), message.get("content")
@@ -197,7 +203,8 @@ def check_message(i: int, message: Any) -> None:
 
 
 def _tools_turn(messages: Sequence[dict], tools: Sequence) -> str:
-    """The system turn listing ``tools``, after the conversation's own system prompt if it has one."""
+    """The system turn listing ``tools``, after the conversation's own system prompt if it has
+    one."""
     head = messages[0]["content"] + "\n\n" if messages and messages[0]["role"] == "system" else ""
     listed = "".join("\n" + _tojson(t) for t in tools)
     return _turn("system", head + TOOLS_PREAMBLE + listed + TOOLS_POSTAMBLE)
@@ -208,11 +215,11 @@ def render(messages: Sequence[dict], mode: str, style: Style = "cascade1",
     """The prompt string for ``messages`` (``[{"role": "system"|"user"|"assistant"|"tool", "content": str},
     ...]``), identical to the style's Jinja twin (:data:`JINJA_TEMPLATES`) given the same arguments.
 
-    cascade1: every user turn gets `` /think`` or `` /no_think`` (a user message's own ``"mode"`` key
-    overrides ``mode`` for that turn); the generation prompt is ``<|im_start|>assistant\\n``.
+    cascade1: every user turn gets `` /think`` or `` /no_think`` (a user message's own ``"mode"``
+    key overrides ``mode`` for that turn); the generation prompt is ``<|im_start|>assistant\\n``.
     cascade2: no flags; in no_think mode the generation prompt is followed by ``<think></think>``.
-    chatml: no flags, no think block, whatever the mode.
-    Earlier assistant turns are rendered verbatim (their thinking, if any, is kept as written).
+    chatml: no flags, no think block, whatever the mode. Earlier assistant turns are rendered
+    verbatim (their thinking, if any, is kept as written).
 
     Tool use (§3.1.2), alike in every style: ``tools`` (JSON-schema objects) are listed in the system turn
     inside ``<tools></tools>``; an assistant turn's ``tool_calls`` follow its content as ``<tool_call>`` blocks

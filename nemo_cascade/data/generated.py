@@ -22,12 +22,14 @@ _PREFERENCE: dict[str, dict[str, Callable[..., list[dict]]]] = {p: {} for p in G
 
 
 def is_generated(source: str) -> bool:
-    """Whether a ``Data.source`` names a generator (``synthetic:NAME``, ``benchmark:NAME``) rather than a file."""
+    """Whether a ``Data.source`` names a generator (``synthetic:NAME``, ``benchmark:NAME``) rather
+    than a file."""
     return source.startswith(GENERATED_PREFIXES)
 
 
 def _split(source: str) -> tuple[str, str]:
-    """``(prefix, name)`` of a generated source; ValueError for any other string (a registering module's bug)."""
+    """``(prefix, name)`` of a generated source; ValueError for any other string (a registering
+    module's bug)."""
     for prefix in GENERATED_PREFIXES:
         if source.startswith(prefix) and len(source) > len(prefix):
             return prefix, source[len(prefix):]
@@ -42,19 +44,21 @@ def _put(table: dict, source: str, fn: Callable) -> None:
 
 
 def register(source: str, fn: Callable[[str, int, int], list[dict]]) -> None:
-    """Register a named set: ``source`` (``"synthetic:arithmetic"``) reads ``fn(split, size, seed) -> rows``."""
+    """Register a named set: ``source`` (``"synthetic:arithmetic"``) reads ``fn(split, size, seed)
+    -> rows``."""
     _put(_SETS, source, fn)
 
 
 def register_family(prefix: str, fn: Callable[[str, str, int, int], list[dict]]) -> None:
-    """Register a parametrised family: every source starting with ``prefix`` (``"synthetic:rg/"``) reads
-    ``fn(rest, split, size, seed) -> rows``, ``rest`` being the source after ``prefix`` (a task and options)."""
+    """Register a parametrised family: every source starting with ``prefix`` (``"synthetic:rg/"``)
+    reads ``fn(rest, split, size, seed) -> rows``, ``rest`` being the source after ``prefix`` (a
+    task and options)."""
     _put(_FAMILIES, prefix, fn)
 
 
 def register_preference(source: str, fn: Callable[[list[dict], str, int], list[dict]]) -> None:
-    """Register a set's preference form: in a reward_model stage, ``source`` reads
-    ``fn(rows, mode, seed) -> [{"uid", "prompt", "chosen", "rejected", ...}]`` of its generated rows."""
+    """Register a set's preference form: in a reward_model stage, ``source`` reads ``fn(rows, mode,
+    seed) -> [{"uid", "prompt", "chosen", "rejected", ...}]`` of its generated rows."""
     _put(_PREFERENCE, source, fn)
 
 
@@ -64,7 +68,8 @@ def _unregistered(name: str, kind: str) -> DataError:
 
 
 def rows(data_cfg: Data) -> list[dict]:
-    """The rows of a ``synthetic:NAME`` or ``benchmark:NAME`` source (deterministic in split, size and seed)."""
+    """The rows of a ``synthetic:NAME`` or ``benchmark:NAME`` source (deterministic in split, size
+    and seed)."""
     prefix, name = _split(data_cfg.source)
     kind, sets, families = prefix.rstrip(":"), _SETS[prefix], _FAMILIES[prefix]
     if not sets and not families:
@@ -82,7 +87,8 @@ def rows(data_cfg: Data) -> list[dict]:
 
 
 def preference_rows(data_cfg: Data, mode: str) -> list[dict]:
-    """The preference rows of a generated source (its rows through its registered preference form)."""
+    """The preference rows of a generated source (its rows through its registered preference
+    form)."""
     prefix, name = _split(data_cfg.source)
     kind, forms = prefix.rstrip(":"), _PREFERENCE[prefix]
     if not forms:

@@ -65,9 +65,10 @@ class PromptList(list):
     holds their think templatings). :class:`PromptStream` alternates between the two (§4.3.2)."""
 
     def extend_with(self, other: "PromptList", times: int = 1) -> None:
-        """Append another source's prompts (a stage mixing several, ``Stage.extra_data``), with its counts and
-        its no_think twins; ``times`` copies of them (``Data.repeat``), each copy after the first with uids of
-        its own (``<uid>@copy2``, ...: the epoch filter tracks rows by uid)."""
+        """Append another source's prompts (a stage mixing several, ``Stage.extra_data``), with its
+        counts and its no_think twins; ``times`` copies of them (``Data.repeat``), each copy after
+        the first with uids of its own (``<uid>@copy2``, ...: the epoch filter tracks rows by
+        uid)."""
         if self and (self.alternate is None) != (other.alternate is None):
             raise ValueError("cannot mix half-half prompt lists with single-mode ones")
 
@@ -145,7 +146,8 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: RowSchema, max_pr
 
 
 def _cached_prompts(data_cfg: Data, limit: int, every, manifest: dict):
-    """The rows of a cached prompt set within the length limits, with the in-memory path's counts and report."""
+    """The rows of a cached prompt set within the length limits, with the in-memory path's counts
+    and report."""
     out = _cached_rows(data_cfg, limit, manifest, every.lengths(), every)
     out.dropped_no_context = sum(part["no_context"] for part in manifest["parts"])
     _report(data_cfg, out, limit, out.dropped_no_context)
@@ -168,8 +170,8 @@ def _cached_rows(data_cfg: Data, limit: int, manifest: dict, lens: np.ndarray, e
 
 
 def _fits(out: PromptList, lengths: list[int], floor: int, limit: int) -> bool:
-    """Whether prompts of these token counts (a row's templatings) are within ``[floor, limit]``; counts a drop
-    on ``out``."""
+    """Whether prompts of these token counts (a row's templatings) are within ``[floor, limit]``;
+    counts a drop on ``out``."""
     if max(lengths) > limit:
         out.dropped_too_long += 1
         return False
@@ -196,8 +198,8 @@ def _sft_items(data_cfg: Data, mode: str, bad: list) -> list[tuple[list[dict], O
 
 
 def check_bad_rows(data_cfg: Data, count: int, first: Optional[str]) -> None:
-    """``Data.max_bad_rows`` for any loader: more than that many bad rows stop loading with the first one's
-    one-line message (and the count); fewer are logged."""
+    """``Data.max_bad_rows`` for any loader: more than that many bad rows stop loading with the
+    first one's one-line message (and the count); fewer are logged."""
     if count > data_cfg.max_bad_rows:
         more = f" ({count} bad rows; data.max_bad_rows={data_cfg.max_bad_rows})" if count > 1 else ""
         raise DataError(first + more)
@@ -215,10 +217,11 @@ def load_sft_examples(data_cfg: Data, tokenizer, mode: str, max_prompt_tokens: i
     and too-short prompts (the text before the first learned segment) are dropped and counted as in
     load_prompts; bad rows are skipped and counted up to ``data_cfg.max_bad_rows``.
 
-    A file source with ``data_cfg.cache`` is read in shares over the ranks and tokenized once into the cache
-    (``data.sft_cache``: beside the data, else under ``cache_fallback``, the run dir's ``data_cache``); the
-    result is then a memory-mapped :class:`~.sft_cache.TokenizedSFT` holding the same lists. Otherwise (and
-    for generated sources) every rank reads and tokenizes the whole source in memory (a ``PromptList``)."""
+    A file source with ``data_cfg.cache`` is read in shares over the ranks and tokenized once into
+    the cache (``data.sft_cache``: beside the data, else under ``cache_fallback``, the run dir's
+    ``data_cache``); the result is then a memory-mapped :class:`~.sft_cache.TokenizedSFT` holding
+    the same lists. Otherwise (and for generated sources) every rank reads and tokenizes the whole
+    source in memory (a ``PromptList``)."""
     cached = None
     if data_cfg.cache and not is_generated(data_cfg.source):
         cached = sft_cache.load(Path(data_cfg.source), tokenizer, mode, style, data_cfg,
@@ -270,9 +273,10 @@ class SFTBlend(Sequence):
 
 def load_sft_blend(sources: tuple[Data, ...], tokenizer, mode: str, max_prompt_tokens: int,
                    style: str = "cascade1", cache_fallback: Optional[Path] = None) -> SFTBlend:
-    """An SFT stage's examples: every source's rows (``load_sft_examples``), each source ``Data.repeat`` times —
-    the per-source weights of the stage-2 blend (science ×2, SWE ×3, §3.3). ``sft_batches`` shuffles the whole
-    blend every epoch, so an epoch sees each row of a ×N source N times."""
+    """An SFT stage's examples: every source's rows (``load_sft_examples``), each source
+    ``Data.repeat`` times — the per-source weights of the stage-2 blend (science ×2, SWE ×3, §3.3).
+    ``sft_batches`` shuffles the whole blend every epoch, so an epoch sees each row of a ×N source N
+    times."""
     parts = []
     for d in sources:
         rows = load_sft_examples(d, tokenizer, mode, max_prompt_tokens, style, cache_fallback)
@@ -283,8 +287,8 @@ def load_sft_blend(sources: tuple[Data, ...], tokenizer, mode: str, max_prompt_t
 
 
 def _report(data_cfg: Data, out, limit: int, no_context: int = 0) -> None:
-    """Log what a loader dropped and why; DataError when nothing is left. ``no_context``: SWE rows whose §4.7.1
-    prompt fits no context (prompt sets only)."""
+    """Log what a loader dropped and why; DataError when nothing is left. ``no_context``: SWE rows
+    whose §4.7.1 prompt fits no context (prompt sets only)."""
     source, kept, floor = data_cfg.source, len(out), data_cfg.min_prompt_tokens
     other_mode = getattr(out, "dropped_other_mode", 0)
     total = kept + out.dropped_too_long + out.dropped_too_short + no_context + other_mode
@@ -328,7 +332,8 @@ def sft_batches(examples: list, batch_size: int, seed: int):
 
 
 def pad_id(tokenizer) -> int:
-    """Padding never reaches the loss (masked), so any id works; models without a pad token use EOS."""
+    """Padding never reaches the loss (masked), so any id works; models without a pad token use
+    EOS."""
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 

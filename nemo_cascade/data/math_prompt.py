@@ -29,16 +29,17 @@ def asks_for_boxed_answer(text: str) -> bool:
 
 
 def math_prompt(problem: str, instruction: str = MATH_INSTRUCTION) -> str:
-    """The user message for ``problem``: the problem, a blank line and ``instruction``; the problem alone when
-    ``instruction`` is empty or the problem already asks for a boxed answer."""
+    """The user message for ``problem``: the problem, a blank line and ``instruction``; the problem
+    alone when ``instruction`` is empty or the problem already asks for a boxed answer."""
     if not instruction or asks_for_boxed_answer(problem):
         return problem
     return f"{problem}\n\n{instruction}"
 
 
 def with_math_instruction(messages: Sequence[dict], instruction: str = MATH_INSTRUCTION) -> list[dict]:
-    """``messages`` with the last user turn phrased by :func:`math_prompt`; unchanged when any turn (a system
-    prompt, say) already asks for a boxed answer. A new list; the input is not modified."""
+    """``messages`` with the last user turn phrased by :func:`math_prompt`; unchanged when any turn
+    (a system prompt, say) already asks for a boxed answer. A new list; the input is not
+    modified."""
     out = [dict(m) for m in messages]
     if not instruction or any(asks_for_boxed_answer(m.get("content", "")) for m in out):
         return out

@@ -19,9 +19,9 @@ _ASSERT_CALL = re.compile(r"^\s*assert\s+(?:not\s+)?\(?\s*(?:set\(|math\.isclose
 # ------------------------------------------------------------------------------------------ MBPP format
 
 def mbpp_task(text: str, tests: list, setup: str = "") -> tuple[str, dict]:
-    """``(prompt, code label)`` of an MBPP task: the prompt shows the task and its asserts (the MBPP paper's
-    format); the label runs setup code + asserts, and its entry point is the function the first assert calls.
-    ValueError (one line) if the first test is not such an assert."""
+    """``(prompt, code label)`` of an MBPP task: the prompt shows the task and its asserts (the MBPP
+    paper's format); the label runs setup code + asserts, and its entry point is the function the
+    first assert calls. ValueError (one line) if the first test is not such an assert."""
     match = _ASSERT_CALL.match(tests[0]) if tests and isinstance(tests[0], str) else None
     if match is None or not all(isinstance(t, str) for t in tests):
         raise ValueError("field 'test_list' must be assert strings, the first calling the function")
@@ -31,8 +31,9 @@ def mbpp_task(text: str, tests: list, setup: str = "") -> tuple[str, dict]:
 
 
 def clean_source(code: str) -> str:
-    """MBPP's reference code with LF line ends, no trailing spaces and one final newline (the bug-fix file is
-    compared modulo trailing whitespace anyway; clean text keeps the diffs and edits minimal)."""
+    """MBPP's reference code with LF line ends, no trailing spaces and one final newline (the
+    bug-fix file is compared modulo trailing whitespace anyway; clean text keeps the diffs and edits
+    minimal)."""
     lines = [line.rstrip() for line in code.replace("\r\n", "\n").split("\n")]
     return "\n".join(lines).strip("\n") + "\n"
 
@@ -47,7 +48,8 @@ def read_rows(path: Path) -> tuple[dict, ...]:
 
 
 def mbpp_row(task: dict, uid: str) -> dict:
-    """An MBPP task as a code prompt row whose response is the reference solution (also ``benchmark:mbpp``)."""
+    """An MBPP task as a code prompt row whose response is the reference solution (also
+    ``benchmark:mbpp``)."""
     prompt, label = mbpp_task(task["text"], task["test_list"], task.get("test_setup_code") or "")
     return {"uid": uid, "prompt": prompt, "label": label, "response": f"```python\n{clean_source(task['code'])}```"}
 

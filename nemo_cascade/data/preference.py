@@ -1,6 +1,6 @@
-"""Preference pairs for reward-model training (paper §4.2): rows ``{"prompt", "chosen", "rejected"}`` read,
-validated, templated and tokenised; a ``synthetic:NAME`` source reads the preference form registered for that set
-(:mod:`.generated`).
+"""Preference pairs for reward-model training (paper §4.2): rows ``{"prompt", "chosen",
+"rejected"}`` read, validated, templated and tokenised; a ``synthetic:NAME`` source reads the
+preference form registered for that set (:mod:`.generated`).
 
 jsonl rows (one JSON object per line, blank lines skipped):
 
@@ -9,10 +9,11 @@ jsonl rows (one JSON object per line, blank lines skipped):
 - ``"chosen"`` / ``"rejected"``: the preferred and the dispreferred response, strings;
 - optional ``"uid"``.
 
-A malformed row raises :class:`~nemo_cascade.data.loader.DataError` with one line naming the file, the line
-and the field; up to ``Data.max_bad_rows`` of them (and unreadable lines) are skipped and counted instead
-(``PairList.bad_rows``), as in every loader. A pair whose two responses are identical carries no preference
-(the paper drops HelpSteer3's ties, §4.2): it is skipped and counted (``PromptList.dropped_ties``).
+A malformed row raises :class:`~nemo_cascade.data.loader.DataError` with one line naming the file,
+the line and the field; up to ``Data.max_bad_rows`` of them (and unreadable lines) are skipped and
+counted instead (``PairList.bad_rows``), as in every loader. A pair whose two responses are
+identical carries no preference (the paper drops HelpSteer3's ties, §4.2): it is skipped and counted
+(``PromptList.dropped_ties``).
 
 Each side is tokenised as the whole conversation with the response as the final assistant turn, rendered by
 :func:`~nemo_cascade.data.rm_input.render_rm_input` (the chat template, **no** generation prompt) — the one
@@ -64,7 +65,8 @@ def _prompt_messages(value, where: str) -> list[dict]:
 
 
 def parse_row(row: dict, where: str) -> tuple[list[dict], str, str]:
-    """``(prompt messages, chosen, rejected)`` of one row, or a one-line DataError naming ``where``."""
+    """``(prompt messages, chosen, rejected)`` of one row, or a one-line DataError naming
+    ``where``."""
     if "prompt" not in row:
         raise DataError(f"{where}: expected field 'prompt' (a string or a list of messages)")
     messages = _prompt_messages(row["prompt"], where)
@@ -79,8 +81,9 @@ def parse_row(row: dict, where: str) -> tuple[list[dict], str, str]:
 
 
 def preference_rows(data_cfg: Data, mode: str, bad: Optional[list] = None) -> list[tuple[str, list[dict], str, str]]:
-    """``(uid, prompt messages, chosen, rejected)`` per row of a preference source. ``bad``: a list that collects
-    ``(line, message)`` of unreadable or malformed rows instead of raising on the first."""
+    """``(uid, prompt messages, chosen, rejected)`` per row of a preference source. ``bad``: a list
+    that collects ``(line, message)`` of unreadable or malformed rows instead of raising on the
+    first."""
     if data_cfg.source.startswith(generated.SYNTHETIC_PREFIX):  # a registered set's preference form
         rows = generated.preference_rows(data_cfg, mode)
         return [(r["uid"], r["prompt"], r["chosen"], r["rejected"]) for r in rows]
@@ -100,9 +103,10 @@ def preference_rows(data_cfg: Data, mode: str, bad: Optional[list] = None) -> li
 
 
 def load_preference_pairs(data_cfg: Data, tokenizer, mode: str, style: str = "cascade1") -> PairList:
-    """``(chosen_ids, rejected_ids)`` per usable row: each the token ids of the whole conversation (prompt
-    turns + the response as the assistant turn, no generation prompt). Over-long sequences are kept whole here;
-    the batch builder keeps their last tokens (``algorithms.reward_model.make_pair_batch``)."""
+    """``(chosen_ids, rejected_ids)`` per usable row: each the token ids of the whole conversation
+    (prompt turns + the response as the assistant turn, no generation prompt). Over-long sequences
+    are kept whole here; the batch builder keeps their last tokens
+    (``algorithms.reward_model.make_pair_batch``)."""
     out, bad = PairList(), []
     rows = preference_rows(data_cfg, mode, bad)
     bad.sort(key=lambda b: b[0])

@@ -1,12 +1,14 @@
-"""RL prompt sets at scale: a prompt file is adapted, templated and tokenized once, in shares over the ranks,
-into the data cache (the same entries, keys and atomic publishing as SFT files: :mod:`.sft_cache`), and every
-later load — a restart, the next stage on the same data — maps the stored tokens instead of parsing the file.
+"""RL prompt sets at scale: a prompt file is adapted, templated and tokenized once, in shares over
+the ranks, into the data cache (the same entries, keys and atomic publishing as SFT files:
+:mod:`.sft_cache`), and every later load — a restart, the next stage on the same data — maps the
+stored tokens instead of parsing the file.
 
-Why every rank maps the whole set rather than keeping only its share of rows: a GRPO step's prompts are drawn
-from one seeded global order that every rank computes (``prompt_stream.PromptStream``: shuffled epochs, half-half
-modes, the epoch filter keyed by uid), and each rank then generates its contiguous slice of that step's
-prompts (``ranks.my_share``). Which rows a rank needs changes every step, so each rank reads only its share of
-the *file* (to tokenize it) and then maps every part; a node's ranks share the pages.
+Why every rank maps the whole set rather than keeping only its share of rows: a GRPO step's prompts
+are drawn from one seeded global order that every rank computes (``prompt_stream.PromptStream``:
+shuffled epochs, half-half modes, the epoch filter keyed by uid), and each rank then generates its
+contiguous slice of that step's prompts (``ranks.my_share``). Which rows a rank needs changes every
+step, so each rank reads only its share of the *file* (to tokenize it) and then maps every part; a
+node's ranks share the pages.
 
 What is stored per part ``k`` (one per share):
 
@@ -68,8 +70,8 @@ def encode(tokenizer, text: str) -> list[int]:
 
 
 def swe_budget(data_cfg: Data, tokenizer, modes: tuple[str, ...], style: str, limit: int) -> PromptBudget:
-    """The §4.7.1 prompt budget of an SWE source: the stage's limit, counted on the templated prompt in every
-    mode it is rendered in (the longest must fit), the source's seed and file limits."""
+    """The §4.7.1 prompt budget of an SWE source: the stage's limit, counted on the templated prompt
+    in every mode it is rendered in (the longest must fit), the source's seed and file limits."""
     def count_tokens(text: str) -> int:
         messages = [{"role": "user", "content": text}]
         return max(len(encode(tokenizer, render(messages, m, style))) for m in modes)
@@ -81,9 +83,10 @@ def swe_budget(data_cfg: Data, tokenizer, modes: tuple[str, ...], style: str, li
 def prompt_item(domain: RowSchema, row: dict, where: str, data_cfg: Data,
                 validate_label: Optional[Callable[[Any], None]],
                 budget: Optional[PromptBudget]) -> Optional[tuple[str, list[dict], Any]]:
-    """``(uid, messages, label)`` of one row of an RL prompt set; None for an SWE row whose §4.7.1 prompt fits
-    no context (dropped, not bad). ValueError (SchemaError, a label check's, a bad uid) for a bad row;
-    RefusedRow for a row a setting refuses (the caller stops loading: ``max_bad_rows`` does not skip it)."""
+    """``(uid, messages, label)`` of one row of an RL prompt set; None for an SWE row whose §4.7.1
+    prompt fits no context (dropped, not bad). ValueError (SchemaError, a label check's, a bad uid)
+    for a bad row; RefusedRow for a row a setting refuses (the caller stops loading:
+    ``max_bad_rows`` does not skip it)."""
     messages, label = adapt(domain, row, where, budget)  # the released datasets' schemas (data/schemas.py)
     if messages is None:
         return None
@@ -100,10 +103,11 @@ def prompt_item(domain: RowSchema, row: dict, where: str, data_cfg: Data,
 def adapted_rows(rows: Iterable[tuple[int, str, dict]], domain: RowSchema, data_cfg: Data,
                  validate_label,
                  budget: Optional[PromptBudget], bad: list[tuple[int, str]]) -> Iterator[tuple[str, Optional[tuple]]]:
-    """``(where, prompt_item)`` per ``(position, where, row)`` of a prompt source that fits the domain's schema
-    (the item None for an SWE row that fits no context), for the in-memory loader and the cache's shares alike;
-    a row that does not goes to ``bad`` as (position, one-line message). A row a setting refuses stops loading
-    (DataError; in a cache share, on every rank: ``sft_cache.cached_entry``)."""
+    """``(where, prompt_item)`` per ``(position, where, row)`` of a prompt source that fits the
+    domain's schema (the item None for an SWE row that fits no context), for the in-memory loader
+    and the cache's shares alike; a row that does not goes to ``bad`` as (position, one-line
+    message). A row a setting refuses stops loading (DataError; in a cache share, on every rank:
+    ``sft_cache.cached_entry``)."""
     for position, where, row in rows:
         try:
             item = prompt_item(domain, row, where, data_cfg, validate_label, budget)
@@ -132,7 +136,8 @@ def _json_exact(x: Any) -> bool:
 
 
 def _validator_name(validate_label) -> Optional[str]:
-    """A stable description of the label check (its function and bound settings) for the entry's key."""
+    """A stable description of the label check (its function and bound settings) for the entry's
+    key."""
     if validate_label is None:
         return None
     func = getattr(validate_label, "func", validate_label)
@@ -142,9 +147,10 @@ def _validator_name(validate_label) -> Optional[str]:
 
 
 def _code_digest(domain: RowSchema, validate_label) -> str:
-    """A hash of the source of the modules that turn a row into a prompt and a label (the adapters, the math
-    instruction, the SWE prompt builder, the chat template code, this module, the label check's module): a
-    change to any of them invalidates the entries it would have built differently, with no format bump."""
+    """A hash of the source of the modules that turn a row into a prompt and a label (the adapters,
+    the math instruction, the SWE prompt builder, the chat template code, this module, the label
+    check's module): a change to any of them invalidates the entries it would have built
+    differently, with no format bump."""
     from . import chat, math_prompt, schemas, swe_prompts
 
     modules = [schemas, math_prompt, swe_prompts, chat, sys.modules[__name__]]
@@ -162,10 +168,11 @@ def _code_digest(domain: RowSchema, validate_label) -> str:
 def prompt_settings(data_cfg: Data, domain: RowSchema, mode: str, style: str,
                     max_prompt_tokens: int,
                     validate_label) -> dict:
-    """What decides a prompt entry's tokens and labels besides the file and the tokenizer: every ``Data`` field
-    not applied at load time (so a field added later is in the key unless listed in :data:`READ_AT_LOAD`) —
-    the source as written included, since a row's default uid is ``SOURCE:LINE`` — the domain, mode, template,
-    label check, the code that builds prompts and, for SWE, the prompt limit."""
+    """What decides a prompt entry's tokens and labels besides the file and the tokenizer: every
+    ``Data`` field not applied at load time (so a field added later is in the key unless listed in
+    :data:`READ_AT_LOAD`) — the source as written included, since a row's default uid is
+    ``SOURCE:LINE`` — the domain, mode, template, label check, the code that builds prompts and, for
+    SWE, the prompt limit."""
     swe = domain.prompt_budget
     fields = {k: v for k, v in dataclasses.asdict(data_cfg).items()
               if k not in READ_AT_LOAD and (swe or k not in SWE_ONLY)}
@@ -180,8 +187,9 @@ def prompt_settings(data_cfg: Data, domain: RowSchema, mode: str, style: str,
 def tokenize_share(share: Share, tokenizer, data_cfg: Data, domain: RowSchema, mode: str,
                    style: str,
                    max_prompt_tokens: int, validate_label, out: Path, progress: bool = False) -> dict:
-    """Adapt, template and tokenize one share into ``out/part-K.*``; returns the part's summary (rows, tokens,
-    bad rows and the first one's message, SWE rows dropped for no context). Raises :class:`Uncacheable`."""
+    """Adapt, template and tokenize one share into ``out/part-K.*``; returns the part's summary
+    (rows, tokens, bad rows and the first one's message, SWE rows dropped for no context). Raises
+    :class:`Uncacheable`."""
     k, modes = share.index, (("think", "no_think") if mode == "half" else (mode,))
     budget = (swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens)
               if domain.prompt_budget else None)
@@ -191,8 +199,8 @@ def tokenize_share(share: Share, tokenizer, data_cfg: Data, domain: RowSchema, m
     no_context = 0
 
     def stored(where: str, item: Optional[tuple]) -> Optional[list[dict]]:
-        """The row's messages to tokenize, its uid and meta record stored; None for an SWE row that fits no
-        context."""
+        """The row's messages to tokenize, its uid and meta record stored; None for an SWE row that
+        fits no context."""
         nonlocal no_context
         if item is None:
             no_context += 1
@@ -227,10 +235,10 @@ def tokenize_share(share: Share, tokenizer, data_cfg: Data, domain: RowSchema, m
 # ------------------------------------------------------------------------------------------- load
 
 class CachedPrompts(Sequence):
-    """``Prompt`` objects of a cached prompt set, built when drawn: token ids from the mapped parts, the
-    label and user text decoded from the row's meta record. Carries ``PromptList``'s counts and, under
-    ``mode="half"``, ``alternate`` (the same rows' no_think templatings). ``uids`` lists every kept row's uid
-    without building the prompts."""
+    """``Prompt`` objects of a cached prompt set, built when drawn: token ids from the mapped parts,
+    the label and user text decoded from the row's meta record. Carries ``PromptList``'s counts and,
+    under ``mode="half"``, ``alternate`` (the same rows' no_think templatings). ``uids`` lists every
+    kept row's uid without building the prompts."""
 
     dropped_too_long = dropped_too_short = dropped_no_context = bad_rows = 0
 
@@ -255,7 +263,8 @@ class CachedPrompts(Sequence):
                               ) if self._parts else np.zeros((0, n), np.int64)
 
     def kept(self, keep: np.ndarray) -> CachedPrompts:
-        """Rows ``keep`` (indices into every row), with their no_think twins under ``mode="half"``."""
+        """Rows ``keep`` (indices into every row), with their no_think twins under
+        ``mode="half"``."""
         out = CachedPrompts(self._parts, self._domain, self._modes, keep)
         if len(self._modes) == 2:
             out.alternate = CachedPrompts(self._parts, self._domain, self._modes, keep, variant=1)
@@ -276,12 +285,14 @@ class CachedPrompts(Sequence):
 
 
 def _map(path: Path, dtype, count: int) -> np.ndarray:
-    # a plain ndarray over the mapping: slicing an np.memmap runs its Python-level __array_finalize__ per row
+    # a plain ndarray over the mapping: slicing an np.memmap runs its Python-level
+    # __array_finalize__ per row
     return np.memmap(path, dtype=dtype, mode="r").view(np.ndarray) if count else np.zeros(0, dtype)
 
 
 def open_prompts(entry: Path, mode: str) -> tuple[list[dict], dict]:
-    """The mapped parts of a prompt entry and its manifest; DataError if a part does not match the manifest."""
+    """The mapped parts of a prompt entry and its manifest; DataError if a part does not match the
+    manifest."""
     manifest = sft_cache.read_manifest(entry)
     modes = ("think", "no_think") if mode == "half" else (mode,)
     parts = []
@@ -303,9 +314,10 @@ def open_prompts(entry: Path, mode: str) -> tuple[list[dict], dict]:
 def load(data_cfg: Data, tokenizer, mode: str, domain: RowSchema, max_prompt_tokens: int,
          style: str,
          validate_label, fallback: Optional[Path]) -> Optional[tuple[CachedPrompts, dict]]:
-    """Every row of a prompt file adapted and tokenized (no length filter; the result keeps every row) and the
-    manifest, from the cache or built into it now (collective: every rank calls it). None when there is nowhere
-    to store a cache, the tokenizer has no digest, or a label cannot be stored exactly (:class:`Uncacheable`)."""
+    """Every row of a prompt file adapted and tokenized (no length filter; the result keeps every
+    row) and the manifest, from the cache or built into it now (collective: every rank calls it).
+    None when there is nowhere to store a cache, the tokenizer has no digest, or a label cannot be
+    stored exactly (:class:`Uncacheable`)."""
     path = Path(data_cfg.source)
 
     def tokenize(share: Share, out: Path, progress: bool) -> dict:

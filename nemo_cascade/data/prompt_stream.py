@@ -1,5 +1,6 @@
-"""Serving a loaded prompt set (:func:`.loader.load_prompts`) to a GRPO stage: shuffled epochs, deterministic and
-resumable, optionally in half-half modes (§4.3.2) and with epoch-level filtering (§4.5.2)."""
+"""Serving a loaded prompt set (:func:`.loader.load_prompts`) to a GRPO stage: shuffled epochs,
+deterministic and resumable, optionally in half-half modes (§4.3.2) and with epoch-level filtering
+(§4.5.2)."""
 from __future__ import annotations
 
 import hashlib
@@ -15,16 +16,18 @@ log = logging.getLogger(__name__)
 
 
 class PromptStream:
-    """Prompts in shuffled epochs, deterministic and resumable; optionally in half-half modes (§4.3.2) and
-    with epoch-level filtering (§4.5.2).
+    """Prompts in shuffled epochs, deterministic and resumable; optionally in half-half modes
+    (§4.3.2) and with epoch-level filtering (§4.5.2).
 
-    Epoch ``e`` visits every *active* row once in the order of ``random.Random(seed + e)`` (every row is active
-    unless the epoch filter is on); a batch that runs past the end of an epoch continues into the next.
+    Epoch ``e`` visits every *active* row once in the order of ``random.Random(seed + e)`` (every
+    row is active unless the epoch filter is on); a batch that runs past the end of an epoch
+    continues into the next.
 
-    Half-half (``alternate``, the no_think templatings index-aligned with ``prompts``, see ``load_prompts``):
-    the k-th prompt handed out is row ``i``'s ``prompts[i]`` (think) for even k and ``alternate[i]``
-    (no_think) for odd k. The modes alternate over the whole draw sequence, so any batch of even size holds
-    exactly half of each, and which row gets which mode follows the seeded shuffle.
+    Half-half (``alternate``, the no_think templatings index-aligned with ``prompts``, see
+    ``load_prompts``): the k-th prompt handed out is row ``i``'s ``prompts[i]`` (think) for even k
+    and ``alternate[i]`` (no_think) for odd k. The modes alternate over the whole draw sequence, so
+    any batch of even size holds exactly half of each, and which row gets which mode follows the
+    seeded shuffle.
 
     Epoch filter (``epoch_filter=(p_unsolved, p_solved)``): :meth:`record` notes each scored group's
     outcome for its row — unsolved (no sample correct; correct = verdict > 0), solved (all correct)
@@ -120,7 +123,8 @@ class PromptStream:
                 else self.SOLVED if correct == len(counted) else self.INFORMATIVE)
 
     def metrics(self) -> dict[str, float]:
-        """``epoch``; with the epoch filter also this epoch's ``epoch_filter/{kept,removed,readmitted}`` rows."""
+        """``epoch``; with the epoch filter also this epoch's
+        ``epoch_filter/{kept,removed,readmitted}`` rows."""
         out = {"epoch": float(self._epoch)}
         if self._filter is not None:
             out.update({"epoch_filter/kept": float(len(self._active)),

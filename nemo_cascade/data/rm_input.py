@@ -1,10 +1,11 @@
-"""What a reward model reads: the one rendering shared by RM training, the exported RM and its client.
+"""What a reward model reads: the one rendering shared by RM training, the exported RM and its
+client.
 
-A Bradley–Terry RM (paper §4.2) is trained on conversations rendered one way; at RLHF time (§4.3) it must be
-given the same text, or it scores a format it never saw. That text is :func:`render_rm_input`: the
-conversation, ending with the assistant turn being judged, rendered by the cascade's chat template
-(:func:`nemo_cascade.data.chat.render`) in the RM stage's style and mode, without a generation prompt. It is
-used in three places:
+A Bradley–Terry RM (paper §4.2) is trained on conversations rendered one way; at RLHF time (§4.3) it
+must be given the same text, or it scores a format it never saw. That text is
+:func:`render_rm_input`: the conversation, ending with the assistant turn being judged, rendered by
+the cascade's chat template (:func:`nemo_cascade.data.chat.render`) in the RM stage's style and
+mode, without a generation prompt. It is used in three places:
 
 - training: ``data.preference`` tokenises both sides of every pair with it;
 - the export: the RM's HF folder carries :func:`rm_chat_template` (the style's Jinja twin with the stage's mode
@@ -35,10 +36,10 @@ pass for plain ChatML."""
 
 
 def render_rm_input(conversation: Sequence[dict], mode: str, style: str) -> str:
-    """The text a reward model scores: ``conversation`` (``[{"role", "content"}, ...]``, its last turn the
-    assistant answer being judged) rendered by ``style``'s chat template in ``mode``, no generation prompt.
-    A one-line ValueError for a conversation that does not end with an assistant turn (render's own checks
-    cover roles, contents and modes)."""
+    """The text a reward model scores: ``conversation`` (``[{"role", "content"}, ...]``, its last
+    turn the assistant answer being judged) rendered by ``style``'s chat template in ``mode``, no
+    generation prompt. A one-line ValueError for a conversation that does not end with an assistant
+    turn (render's own checks cover roles, contents and modes)."""
     if isinstance(conversation, (str, bytes)) or not isinstance(conversation, Sequence) or not conversation:
         raise ValueError("conversation: expected a non-empty list of {role, content} dicts ending with the "
                          "assistant turn to score")
@@ -59,10 +60,11 @@ def canonical(style: str, mode: str) -> tuple[str, str]:
 
 
 def rm_chat_template(mode: str, style: str) -> str:
-    """The Jinja chat template of an exported RM: ``style``'s (``data.chat.JINJA_TEMPLATES``) with ``mode`` as
-    the default mode, so rendering without template arguments (a server's ``/tokenize``, vLLM's chat routes)
-    gives :func:`render_rm_input`'s text. The templates read ``mode`` when it is defined: setting it at the top
-    changes only the default (an explicit ``mode`` argument still wins)."""
+    """The Jinja chat template of an exported RM: ``style``'s (``data.chat.JINJA_TEMPLATES``) with
+    ``mode`` as the default mode, so rendering without template arguments (a server's ``/tokenize``,
+    vLLM's chat routes) gives :func:`render_rm_input`'s text. The templates read ``mode`` when it is
+    defined: setting it at the top changes only the default (an explicit ``mode`` argument still
+    wins)."""
     canonical(style, mode)  # validates both
     return f"{{%- set mode = mode if mode is defined else '{mode}' -%}}" + JINJA_TEMPLATES[style]
 

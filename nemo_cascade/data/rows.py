@@ -1,10 +1,11 @@
 """Rows of a data file, read in shares: each rank reads only its part of a large jsonl file.
 
-A ``.jsonl`` file of ``S`` bytes is cut into ``shares`` byte ranges ``[k*S/n, (k+1)*S/n)``; a line belongs to
-the share in which it *starts*, so every line is read by exactly one share and the shares, concatenated in
-order, are the file's lines in order. A share seeks to its range, so a rank reads about ``S/n`` bytes, never
-the whole file. Compressed files (``.jsonl.gz``) cannot be entered mid-stream and parquet files are cut by
-row group; :func:`share_count` says how many shares a file supports.
+A ``.jsonl`` file of ``S`` bytes is cut into ``shares`` byte ranges ``[k*S/n, (k+1)*S/n)``; a line
+belongs to the share in which it *starts*, so every line is read by exactly one share and the
+shares, concatenated in order, are the file's lines in order. A share seeks to its range, so a rank
+reads about ``S/n`` bytes, never the whole file. Compressed files (``.jsonl.gz``) cannot be entered
+mid-stream and parquet files are cut by row group; :func:`share_count` says how many shares a file
+supports.
 
 Line numbers (for one-line errors naming ``FILE:LINE``) are counted within a share; the number of lines
 before it is counted only when a row of the share is bad (:meth:`Share.where`), so a clean share never reads
@@ -38,7 +39,8 @@ def first_line(e: BaseException) -> str:
 
 
 def json_object(raw: bytes) -> Optional[dict]:
-    """One jsonl line as a dict, None if blank; RowError (one line, without the location) otherwise."""
+    """One jsonl line as a dict, None if blank; RowError (one line, without the location)
+    otherwise."""
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -59,8 +61,9 @@ def json_object(raw: bytes) -> Optional[dict]:
 
 
 def share_count(path: Path, wanted: int) -> int:
-    """How many shares ``path`` is read in when ``wanted`` ranks would like one each: a plain jsonl file any
-    number, a parquet file at most its row groups, a compressed file one (it is read from the start)."""
+    """How many shares ``path`` is read in when ``wanted`` ranks would like one each: a plain jsonl
+    file any number, a parquet file at most its row groups, a compressed file one (it is read from
+    the start)."""
     if path.suffix == ".gz":
         return 1
     if path.suffix == ".parquet":
@@ -74,11 +77,13 @@ def share_count(path: Path, wanted: int) -> int:
 
 
 class Share:
-    """Share ``index`` of ``count`` of a jsonl / jsonl.gz / parquet file; iterate for ``(line, object)``.
+    """Share ``index`` of ``count`` of a jsonl / jsonl.gz / parquet file; iterate for ``(line,
+    object)``.
 
-    ``bad``: a list collecting ``(line, message)`` of unreadable lines (invalid UTF-8 or JSON, not an object)
-    instead of raising; without it the first raises :class:`DataError` naming its file and line.
-    ``limit``: stop after that many rows (only meaningful for a single share: the file's first rows)."""
+    ``bad``: a list collecting ``(line, message)`` of unreadable lines (invalid UTF-8 or JSON, not
+    an object) instead of raising; without it the first raises :class:`DataError` naming its file
+    and line. ``limit``: stop after that many rows (only meaningful for a single share: the file's
+    first rows)."""
 
     def __init__(self, path: Path, index: int = 0, count: int = 1, limit: int = 0):
         if not 0 <= index < count:
@@ -104,7 +109,8 @@ class Share:
         return self._base
 
     def rows(self, bad: Optional[list] = None) -> Iterator[tuple[int, dict]]:
-        """``(line within the share, object)`` per non-blank line; for parquet the row number in the file."""
+        """``(line within the share, object)`` per non-blank line; for parquet the row number in the
+        file."""
         if self.path.suffix == ".parquet":
             yield from self._parquet()
             return
@@ -125,8 +131,8 @@ class Share:
                 return
 
     def _lines(self) -> Iterator[tuple[int, bytes]]:
-        """Lines split at ``\\n`` only (a ``\\r`` before it is JSON whitespace), without the newline; a UTF-8
-        byte-order mark at the start of the file is dropped."""
+        """Lines split at ``\\n`` only (a ``\\r`` before it is JSON whitespace), without the
+        newline; a UTF-8 byte-order mark at the start of the file is dropped."""
         gz = self.path.suffix == ".gz"
         try:
             f = gzip.open(self.path, "rb") if gz else open(self.path, "rb")
@@ -181,16 +187,18 @@ class Share:
 
 def read_jsonl(path: Path, limit: int = 0, bad: Optional[list[tuple[int, str]]] = None,
                error: type[CascadeError] = DataError) -> list[tuple[int, dict]]:
-    """The one reader of a jsonl file: ``(line number, object)`` per non-blank line of a ``.jsonl`` or
-    ``.jsonl.gz`` file, or ``(row number, object)`` per row of a ``.parquet`` file (the released datasets' format
-    on the Hub); the first ``limit`` rows if ``limit > 0``. Any problem is a one-line ``error`` (DataError, or
-    the class the caller's users catch, e.g. an eval suite's EvalError) naming the file (and line).
+    """The one reader of a jsonl file: ``(line number, object)`` per non-blank line of a ``.jsonl``
+    or ``.jsonl.gz`` file, or ``(row number, object)`` per row of a ``.parquet`` file (the released
+    datasets' format on the Hub); the first ``limit`` rows if ``limit > 0``. Any problem is a
+    one-line ``error`` (DataError, or the class the caller's users catch, e.g. an eval suite's
+    EvalError) naming the file (and line).
 
-    Lines are split at ``\\n`` only (a ``\\r`` before it is JSON whitespace), as JSON Lines defines them:
-    ``str.splitlines`` would also split inside strings holding U+2028, U+0085 or form feeds, which JSON
-    writers leave unescaped. A UTF-8 byte-order mark is ignored. ``bad``: a list that collects ``(line number,
-    message)`` of unreadable lines (invalid UTF-8 or JSON, not an object) instead of raising on the first —
-    a prompt set's ``Data.max_bad_rows`` counts them with the rows that fit no schema."""
+    Lines are split at ``\\n`` only (a ``\\r`` before it is JSON whitespace), as JSON Lines defines
+    them: ``str.splitlines`` would also split inside strings holding U+2028, U+0085 or form feeds,
+    which JSON writers leave unescaped. A UTF-8 byte-order mark is ignored. ``bad``: a list that
+    collects ``(line number, message)`` of unreadable lines (invalid UTF-8 or JSON, not an object)
+    instead of raising on the first — a prompt set's ``Data.max_bad_rows`` counts them with the rows
+    that fit no schema."""
     try:
         return list(Share(path, limit=limit).rows(bad))  # one share: the whole file, in order
     except DataError as e:

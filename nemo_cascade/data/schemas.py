@@ -1,5 +1,5 @@
-"""Row schemas of the released Nemotron-Cascade datasets (and the common public ones), mapped to the project's
-prompt + label contract (docs/architecture.md "Rewards": one label shape per domain).
+"""Row schemas of the released Nemotron-Cascade datasets (and the common public ones), mapped to the
+project's prompt + label contract (docs/architecture.md "Rewards": one label shape per domain).
 
 ``adapt(domain, row, where) -> (messages, label)`` reads one jsonl row of a domain's RL data:
 
@@ -52,13 +52,15 @@ PROMPT_KEYS = ("prompt", "question", "problem")
 
 
 class SchemaError(CascadeError, ValueError):
-    """A row that does not fit its domain's schema; the message names the row and the expected field."""
+    """A row that does not fit its domain's schema; the message names the row and the expected
+    field."""
 
 
 class RefusedRow(ValueError):
-    """A well-formed row that the stage's settings refuse, e.g. an IFBench *test* instruction id in IF-RL
-    training data (§4.4.2); the message names the setting that allows it. Loading stops at it whatever
-    ``Data.max_bad_rows`` allows: skipping it would hide a choice the recipe has to make."""
+    """A well-formed row that the stage's settings refuse, e.g. an IFBench *test* instruction id in
+    IF-RL training data (§4.4.2); the message names the setting that allows it. Loading stops at it
+    whatever ``Data.max_bad_rows`` allows: skipping it would hide a choice the recipe has to
+    make."""
 
 
 def _prompt_messages(row: dict, where: str, keys: tuple[str, ...] = PROMPT_KEYS) -> list[dict]:
@@ -114,15 +116,16 @@ def _if_label(messages: list[dict], prompt: str, ids: Any, kwargs: Any) -> dict:
 
 
 def _without_nulls(kwargs: Any) -> Any:
-    # IFBench and IF-RLVR rows carry null kwargs values (and null kwargs): the checkers treat a missing kwarg
-    # as its default. Anything else is left for the label check to reject.
+    # IFBench and IF-RLVR rows carry null kwargs values (and null kwargs): the checkers treat a
+    # missing kwarg as its default. Anything else is left for the label check to reject.
     if not isinstance(kwargs, list):
         return kwargs
     return [{k: v for k, v in kw.items() if v is not None} if isinstance(kw, dict) else kw for kw in kwargs]
 
 
 def _literal(text: str) -> Any:
-    """A Python literal (``ast.literal_eval``: data only, nothing runs) or else JSON; ValueError if neither."""
+    """A Python literal (``ast.literal_eval``: data only, nothing runs) or else JSON; ValueError if
+    neither."""
     with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return ast.literal_eval(text)
     try:
@@ -140,10 +143,11 @@ def _if_rlvr(row: dict, where: str) -> tuple[list[dict], Any]:
 
 
 def if_rlvr_constraints(row: dict, where: str) -> dict:
-    """``{"instruction_id": [...], "kwargs": [...]}`` of an IF-RLVR row's ``ground_truth``, a string holding
-    ``[{'instruction_id': [...], 'kwargs': [...]}]`` (a Python literal or JSON). The reference verifier reads the
-    list's first entry (itself a dict, or a JSON string of one); a list of several would silently drop
-    constraints there, so here it must hold exactly one. SchemaError (one line) otherwise."""
+    """``{"instruction_id": [...], "kwargs": [...]}`` of an IF-RLVR row's ``ground_truth``, a string
+    holding ``[{'instruction_id': [...], 'kwargs': [...]}]`` (a Python literal or JSON). The
+    reference verifier reads the list's first entry (itself a dict, or a JSON string of one); a list
+    of several would silently drop constraints there, so here it must hold exactly one. SchemaError
+    (one line) otherwise."""
     expected = "a string holding [{'instruction_id': [...], 'kwargs': [...]}]"
     truth = row["ground_truth"]
     if not isinstance(truth, str):
@@ -209,8 +213,9 @@ _SOLUTION_CLASS = re.compile(r"^class\s+Solution\b", re.MULTILINE)
 
 
 def _call_tests(row: dict, io: dict, where: str) -> dict:
-    """TACO/APPS call-based tests: each input a list of arguments; ``Solution().fn_name`` when the row's
-    ``starter_code`` defines ``class Solution`` (LeetCode-style problems), else the top-level function."""
+    """TACO/APPS call-based tests: each input a list of arguments; ``Solution().fn_name`` when the
+    row's ``starter_code`` defines ``class Solution`` (LeetCode-style problems), else the top-level
+    function."""
     fn = io["fn_name"]
     if not isinstance(fn, str) or not fn.isidentifier():
         raise SchemaError(f"{where}: field 'input_output.fn_name' must be a Python identifier")
@@ -228,8 +233,8 @@ _BUILTIN_NAMES = set(dir(builtins)) | {"assert"}
 
 
 def _entry_point(solution: Optional[str], test_code: str) -> Optional[str]:
-    """MBPP rows name no entry point: the reference solution's function that the tests call, else the first
-    name the tests call that is not a builtin."""
+    """MBPP rows name no entry point: the reference solution's function that the tests call, else
+    the first name the tests call that is not a builtin."""
     called = set(_CALL.findall(test_code))
     for name in _DEF.findall(solution or ""):
         if name in called:
@@ -250,8 +255,8 @@ def adapt_code(row: dict, where: str) -> tuple[list[dict], Any]:
 
 
 def _swe_files(value: Any, where: str, name: str = "relevant_file_contents") -> dict[str, str]:
-    """``{path: content}`` from a mapping, a list of ``{"file_path"/"path", "content"}`` items (order kept), or
-    either one as a JSON string."""
+    """``{path: content}`` from a mapping, a list of ``{"file_path"/"path", "content"}`` items
+    (order kept), or either one as a JSON string."""
     if isinstance(value, str):
         value = _json_field(value, name, where)
     if isinstance(value, dict):
@@ -271,8 +276,8 @@ def _swe_files(value: Any, where: str, name: str = "relevant_file_contents") -> 
 
 
 def _swe_candidates(value: Any, where: str) -> list[tuple[str, str]]:
-    """The localizer's files as ``(path, content)`` in rank order: a list (a mapping has no rank order to trust),
-    or a JSON string of one."""
+    """The localizer's files as ``(path, content)`` in rank order: a list (a mapping has no rank
+    order to trust), or a JSON string of one."""
     if isinstance(value, str):
         value = _json_field(value, "candidate_files", where)
     if not isinstance(value, list):

@@ -1,18 +1,19 @@
-"""The tokenized data cache: a data file is read and tokenized once, in shares over the ranks, and every later
-load (a restart, the next stage, another run on the same data) maps the stored tokens instead. SFT files are
-stored here; RL prompt sets use the same entries, keys and publishing (:func:`cached_entry`) with their own
-parts (:mod:`.prompt_cache`).
+"""The tokenized data cache: a data file is read and tokenized once, in shares over the ranks, and
+every later load (a restart, the next stage, another run on the same data) maps the stored tokens
+instead. SFT files are stored here; RL prompt sets use the same entries, keys and publishing
+(:func:`cached_entry`) with their own parts (:mod:`.prompt_cache`).
 
-Where (:func:`cache_root`): ``.nemo_cascade_cache/`` beside the data file when its folder is writable, else
-``<run dir>/data_cache/`` (the loader's ``fallback``; a read-only dataset mount), else nothing is stored and
-the file is tokenized in memory. Every rank must see the same folder (a shared file system: the data or run
-dir of a multi-node job is one already).
+Where (:func:`cache_root`): ``.nemo_cascade_cache/`` beside the data file when its folder is
+writable, else ``<run dir>/data_cache/`` (the loader's ``fallback``; a read-only dataset mount),
+else nothing is stored and the file is tokenized in memory. Every rank must see the same folder (a
+shared file system: the data or run dir of a multi-node job is one already).
 
-What (the entry's name is a hash of all of it, :func:`entry_key`): the data file's sha256 — remembered per
-file with its size and mtime (``sources/``), so an unchanged file is not re-hashed, and a touched but
-unchanged file hashes to the same entry — the tokenizer's digest (its serialized vocabulary, merges, added
-tokens), the chat style's template text, the mode, ``Data.size`` and :data:`CACHE_FORMAT`. Length limits and
-``Data.max_bad_rows`` are applied at load time, so a stage with other limits reuses the entry.
+What (the entry's name is a hash of all of it, :func:`entry_key`): the data file's sha256 —
+remembered per file with its size and mtime (``sources/``), so an unchanged file is not re-hashed,
+and a touched but unchanged file hashes to the same entry — the tokenizer's digest (its serialized
+vocabulary, merges, added tokens), the chat style's template text, the mode, ``Data.size`` and
+:data:`CACHE_FORMAT`. Length limits and ``Data.max_bad_rows`` are applied at load time, so a stage
+with other limits reuses the entry.
 
 How: share ``k`` of ``n`` (``data.rows.Share``) is tokenized by rank ``k`` into ``part-k.tokens``
 (int32, each row's segments back to back), ``part-k.offsets.npy``, ``part-k.prompt_lens.npy`` and
@@ -99,8 +100,9 @@ class TokenizedSFT(Sequence):
 # -------------------------------------------------------------------------------------------- keys
 
 def cache_root(path: Path, fallback: Optional[Path]) -> Optional[Path]:
-    """``.nemo_cascade_cache`` beside ``path`` when a file can be created there, else ``fallback`` (or None).
-    Tried rather than asked (``os.access``): root passes every permission check, not a read-only mount."""
+    """``.nemo_cascade_cache`` beside ``path`` when a file can be created there, else ``fallback``
+    (or None). Tried rather than asked (``os.access``): root passes every permission check, not a
+    read-only mount."""
     beside = path.parent / CACHE_DIR
     try:
         beside.mkdir(exist_ok=True)
@@ -112,8 +114,8 @@ def cache_root(path: Path, fallback: Optional[Path]) -> Optional[Path]:
 
 
 def remembered_sha256(path: Path, root: Path) -> str:
-    """The file's sha256; taken from ``root/sources/`` when the file's size and mtime are the ones it was
-    hashed at, else computed (and remembered)."""
+    """The file's sha256; taken from ``root/sources/`` when the file's size and mtime are the ones
+    it was hashed at, else computed (and remembered)."""
     st = path.stat()
     stamp = root / "sources" / f"{path.name}.{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}.json"
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -127,9 +129,10 @@ def remembered_sha256(path: Path, root: Path) -> str:
 
 
 def tokenizer_digest(tokenizer) -> Optional[str]:
-    """A hash of everything that decides a tokenizer's ids: its class and its serialized backend (vocabulary,
-    merges, normaliser, pre-tokenizer, added tokens); the sorted vocabulary for a slow tokenizer. None for an
-    object that shows neither (nothing is cached for it: its ids could change unseen)."""
+    """A hash of everything that decides a tokenizer's ids: its class and its serialized backend
+    (vocabulary, merges, normaliser, pre-tokenizer, added tokens); the sorted vocabulary for a slow
+    tokenizer. None for an object that shows neither (nothing is cached for it: its ids could change
+    unseen)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         body = backend.to_str()
@@ -141,16 +144,17 @@ def tokenizer_digest(tokenizer) -> Optional[str]:
 
 
 def encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
-    """``tokenizer.encode(text, add_special_tokens=False)`` of each text; one call of a fast tokenizer's batch
-    encoder (the same ids, computed in Rust threads)."""
+    """``tokenizer.encode(text, add_special_tokens=False)`` of each text; one call of a fast
+    tokenizer's batch encoder (the same ids, computed in Rust threads)."""
     if getattr(tokenizer, "backend_tokenizer", None) is not None:
         return tokenizer(texts, add_special_tokens=False)["input_ids"]
     return [list(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
 
 
 def entry_key(source_sha: str, tokenizer, settings: dict) -> str:
-    """The entry's name: a hash of the file's content, the tokenizer and ``settings`` — every other input that
-    decides the stored tokens (the kind of entry, the template, mode, size; a prompt set's domain settings)."""
+    """The entry's name: a hash of the file's content, the tokenizer and ``settings`` — every other
+    input that decides the stored tokens (the kind of entry, the template, mode, size; a prompt
+    set's domain settings)."""
     key = {"format": CACHE_FORMAT, "source": source_sha, "tokenizer": tokenizer_digest(tokenizer), **settings}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
@@ -165,9 +169,9 @@ def sft_settings(mode: str, style: str, size: int, turns: str, keep_mode: str) -
 
 def tokenize_rows(share: Share, out: Path, progress: bool, items: Iterable,
                   encode: Callable[[BinaryIO, list], None]) -> None:
-    """The loop both caches tokenize a share with: ``items``, one per row of ``share`` (None for a row skipped),
-    handed to ``encode(tokens_file, items)`` :data:`BATCH_ROWS` at a time, the tokens written to
-    ``out/part-K.tokens``; a progress bar on the console when ``progress``."""
+    """The loop both caches tokenize a share with: ``items``, one per row of ``share`` (None for a
+    row skipped), handed to ``encode(tokens_file, items)`` :data:`BATCH_ROWS` at a time, the tokens
+    written to ``out/part-K.tokens``; a progress bar on the console when ``progress``."""
     from nemo_cascade.runtime import console
 
     kept = (item for item in items if item is not None)
@@ -228,8 +232,8 @@ def tokenize_share(share: Share, tokenizer, mode: str, style: str, turns: str, o
 
 
 def _publish(tmp: Path, entry: Path, manifest: dict) -> None:
-    """Write the manifest last and rename the folder into place; a concurrent run that published the same
-    entry first wins (same key, same content)."""
+    """Write the manifest last and rename the folder into place; a concurrent run that published the
+    same entry first wins (same key, same content)."""
     manifest = {**manifest, "files": {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}}
     write_text_atomically(tmp / "manifest.json", json.dumps(manifest, indent=1) + "\n")
     try:
@@ -241,16 +245,17 @@ def _publish(tmp: Path, entry: Path, manifest: dict) -> None:
 
 
 def read_manifest(entry: Path) -> dict:
-    """The one reader of a data cache entry's manifest.json (SFT rows here, RL prompts in prompt_cache): a
-    one-line DataError (a ValueError, which _intact catches) when it is missing, not JSON or not an object."""
+    """The one reader of a data cache entry's manifest.json (SFT rows here, RL prompts in
+    prompt_cache): a one-line DataError (a ValueError, which _intact catches) when it is missing,
+    not JSON or not an object."""
     return read_json(entry / "manifest.json", "a data cache entry's manifest", error=DataError,
                      hint="delete the folder to rebuild it")
 
 
 def _intact(entry: Path) -> bool:
-    """Whether a published entry is whole: its manifest parses and every file it lists has the size it was
-    written with. A damaged entry (a file truncated, deleted or replaced after publishing) is never read: it is
-    removed here and built again."""
+    """Whether a published entry is whole: its manifest parses and every file it lists has the size
+    it was written with. A damaged entry (a file truncated, deleted or replaced after publishing) is
+    never read: it is removed here and built again."""
     if not entry.exists():
         return False
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -301,8 +306,9 @@ def load(path: Path, tokenizer, mode: str, style: str, data: Data, fallback: Opt
 
 
 def _find_entry(path: Path, tokenizer, settings: dict, fallback: Optional[Path]) -> Optional[tuple]:
-    """Rank 0's look-up for :func:`cached_entry`: ``("entry", folder, intact)``, ``("error", one-line message)``
-    for a missing file, or None when nothing is cached (no cache root, no tokenizer digest, not a file)."""
+    """Rank 0's look-up for :func:`cached_entry`: ``("entry", folder, intact)``, ``("error",
+    one-line message)`` for a missing file, or None when nothing is cached (no cache root, no
+    tokenizer digest, not a file)."""
     if not path.exists():
         return ("error", f"data file not found: {path}")
     if not path.is_file():  # a folder, a device: nothing is cached, the in-memory reader names the problem
@@ -317,12 +323,13 @@ def _find_entry(path: Path, tokenizer, settings: dict, fallback: Optional[Path])
 
 def cached_entry(path: Path, tokenizer, settings: dict, size: int, fallback: Optional[Path],
                  tokenize: Callable[[Share, Path, bool], dict]) -> Optional[Path]:
-    """The cache entry of ``path`` under ``settings`` (:func:`entry_key`), built now if there is none
-    (collective: every rank calls it): rank ``k`` runs ``tokenize(share k, folder, progress)``, which writes
-    ``part-k.*`` into the temporary folder and returns the part's summary (``rows``, ``bad_rows``,
-    ``first_bad``, or ``error``: a one-line DataError message that stops loading on every rank); rank 0
-    publishes the folder with the manifest. ``size`` > 0 (the file's first rows) is read in one share. None when
-    there is nowhere to store a cache or the tokenizer has no digest."""
+    """The cache entry of ``path`` under ``settings`` (:func:`entry_key`), built now if there is
+    none (collective: every rank calls it): rank ``k`` runs ``tokenize(share k, folder, progress)``,
+    which writes ``part-k.*`` into the temporary folder and returns the part's summary (``rows``,
+    ``bad_rows``, ``first_bad``, or ``error``: a one-line DataError message that stops loading on
+    every rank); rank 0 publishes the folder with the manifest. ``size`` > 0 (the file's first rows)
+    is read in one share. None when there is nowhere to store a cache or the tokenizer has no
+    digest."""
     rank, world = ranks.world()
     found = ranks.from_main(_find_entry(path, tokenizer, settings, fallback) if rank == 0 else None)
     if found is None:

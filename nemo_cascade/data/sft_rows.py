@@ -74,7 +74,8 @@ def _answers_a_call(msgs: list, j: int) -> bool:
 
 
 def tools_of(row: dict, where: str) -> Optional[list]:
-    """The row's tool definitions (``"tools"``: a list of objects or that list as a JSON string), or None."""
+    """The row's tool definitions (``"tools"``: a list of objects or that list as a JSON string), or
+    None."""
     tools = row.get("tools")
     if tools is None:
         return None

@@ -1,5 +1,5 @@
-"""SWE RL repair prompts (paper §4.7.1): the issue and the files to edit in the Agentless repair prompt, with the
-context each instance gets decided by the stage's prompt limit.
+"""SWE RL repair prompts (paper §4.7.1): the issue and the files to edit in the Agentless repair
+prompt, with the context each instance gets decided by the stage's prompt limit.
 
 §4.7.1 trains on two kinds of repair prompt: (a) the **ground-truth files** only (those the
 golden patch edits), and (b) the ground truth mixed with **noisy files** the localizer
@@ -81,16 +81,17 @@ Wrap the *SEARCH/REPLACE* edit in blocks ```python...```."""
 
 
 def render_repair_prompt(issue: str, files: Sequence[tuple[str, str]], note: str = "") -> str:
-    """The repair prompt showing ``files`` (``(path, content)``) in the given order, each as ``### path`` and
-    its content — the ``### path`` line the search/replace answer names its file with."""
+    """The repair prompt showing ``files`` (``(path, content)``) in the given order, each as ``###
+    path`` and its content — the ``### path`` line the search/replace answer names its file with."""
     shown = "\n".join(f"### {path}\n{content.rstrip()}\n" for path, content in files)
     return REPAIR_PROMPT.format(issue=issue.strip(), note=f" {note}" if note else "", files=shown.rstrip())
 
 
 @dataclass(frozen=True)
 class RepairPrompt:
-    """A built repair prompt: its text and the files it shows, in prompt order (the reward applies the answer's
-    edits to exactly these; an edit to a noisy file is a change the golden patch does not make)."""
+    """A built repair prompt: its text and the files it shows, in prompt order (the reward applies
+    the answer's edits to exactly these; an edit to a noisy file is a change the golden patch does
+    not make)."""
     text: str
     files: dict[str, str]
     noisy: int
@@ -101,10 +102,10 @@ class RepairPrompt:
 
 @dataclass(frozen=True)
 class PromptBudget:
-    """What :func:`build_repair_prompt` needs from the stage that loads the rows: the prompt limit, how to count
-    a prompt's tokens as the rollout engine will see it (templated, generation prompt included), the data seed
-    of the shuffle, and the §4.7.1 settings (``Data.swe_max_files``, ``swe_min_noisy_files``,
-    ``swe_truth_only_share``)."""
+    """What :func:`build_repair_prompt` needs from the stage that loads the rows: the prompt limit,
+    how to count a prompt's tokens as the rollout engine will see it (templated, generation prompt
+    included), the data seed of the shuffle, and the §4.7.1 settings (``Data.swe_max_files``,
+    ``swe_min_noisy_files``, ``swe_truth_only_share``)."""
     limit: Optional[int]
     """``rollout.max_prompt_tokens``; None = no limit (the first ``max_files`` files)."""
     count_tokens: Callable[[str], int]
@@ -114,8 +115,9 @@ class PromptBudget:
     truth_only_share: float = TRUTH_ONLY_SHARE
 
     def rng(self, instance: str) -> random.Random:
-        """The shuffle's generator for one instance: fixed by the data seed and the instance id (a string seed
-        is hashed with SHA-512, independent of PYTHONHASHSEED), so every load builds the same prompt."""
+        """The shuffle's generator for one instance: fixed by the data seed and the instance id (a
+        string seed is hashed with SHA-512, independent of PYTHONHASHSEED), so every load builds the
+        same prompt."""
         return random.Random(f"swe-prompt:{self.seed}:{instance}")
 
 
@@ -138,7 +140,8 @@ def build_repair_prompt(issue: str, golden_files: Mapping[str, str], candidate_f
                         budget_tokens: Optional[int], count_tokens: Callable[[str], int], rng: random.Random,
                         max_files: int = MAX_FILES, min_noisy_files: int = MIN_NOISY_FILES,
                         truth_only_share: float = TRUTH_ONLY_SHARE) -> Optional[RepairPrompt]:
-    """The §4.7.1 repair prompt of one instance (steps in the module docstring), or None when it is dropped.
+    """The §4.7.1 repair prompt of one instance (steps in the module docstring), or None when it is
+    dropped.
 
     ``golden_files``: ``{path: content}`` of the files the golden patch edits. ``candidate_files``:
     the localizer's ``(path, content)`` in rank order. ``count_tokens(text)``: the tokens of

@@ -1,4 +1,5 @@
-"""Multi-domain evaluation (paper §2, App. B; T2, T4–T8): real benchmarks, the paper's decoding, avg@K.
+"""Multi-domain evaluation (paper §2, App. B; T2, T4–T8): real benchmarks, the paper's decoding,
+avg@K.
 
 The suites (:mod:`.suites`) — IFEval, IFBench, GSM8K, MATH-500, AIME 2024/2025, HumanEval, MBPP,
 SWE-bench Lite repair, an HH-RLHF win rate under the served reward model, and the downloaded

@@ -1,8 +1,8 @@
 """Benchmark arithmetic: avg@k, the unbiased pass@k estimator, standard errors, pairwise win rates.
 
-Notation: a suite has ``I`` items; item ``i`` gets ``K`` samples with per-sample values ``v_ij`` in [0, 1]
-(1 = correct / won). Every function here is pure Python on lists, unit-tested against hand-computed numbers
-(tests/unit/test_eval_metrics.py).
+Notation: a suite has ``I`` items; item ``i`` gets ``K`` samples with per-sample values ``v_ij`` in
+[0, 1] (1 = correct / won). Every function here is pure Python on lists, unit-tested against
+hand-computed numbers (tests/unit/test_eval_metrics.py).
 
 - **avg@K** (paper §2 and App. B: "avg@k pass@1"): ``(1/I) Σ_i (1/K) Σ_j v_ij`` — the mean over items of the
   mean over that item's samples. With binary values it is the pass@1 estimate from K samples per item; the
@@ -50,7 +50,8 @@ def avg_at_k(values_I_K: Sequence[Sequence[float]]) -> float:
 
 
 def standard_error(values_I_K: Sequence[Sequence[float]]) -> float:
-    """Standard error of :func:`avg_at_k` over items: ``std(item means, ddof=1) / √I``; 0 for one item."""
+    """Standard error of :func:`avg_at_k` over items: ``std(item means, ddof=1) / √I``; 0 for one
+    item."""
     means = item_means(values_I_K)
     n = len(means)
     if n < 2:
@@ -72,13 +73,15 @@ def pass_at_k_item(n: int, c: int, k: int) -> float:
 
 
 def pass_at_k(correct_I_K: Sequence[Sequence[bool]], k: int) -> float:
-    """Mean over items of :func:`pass_at_k_item` with ``n = K`` samples and ``c`` = how many are correct."""
+    """Mean over items of :func:`pass_at_k_item` with ``n = K`` samples and ``c`` = how many are
+    correct."""
     _check_rectangular(correct_I_K)
     return sum(pass_at_k_item(len(row), sum(bool(x) for x in row), k) for row in correct_I_K) / len(correct_I_K)
 
 
 def pairwise_outcome(model_score: float, reference_score: float, tolerance: float = TIE_TOLERANCE) -> float:
-    """1 (win), 0.5 (tie within ``tolerance``) or 0 (loss) of a model answer against the reference answer."""
+    """1 (win), 0.5 (tie within ``tolerance``) or 0 (loss) of a model answer against the reference
+    answer."""
     delta = float(model_score) - float(reference_score)
     if delta > tolerance:
         return 1.0
@@ -97,8 +100,8 @@ def bt_preference(model_score: float, reference_score: float) -> float:
 
 
 def summarize(values_I_K: Sequence[Sequence[float]], correct_I_K: Sequence[Sequence[bool]]) -> dict[str, float]:
-    """The headline numbers of one suite: ``avg@K``, its ``stderr``, ``pass@K`` and, when K >= 2, ``pass@1``
-    (the unbiased estimate, equal to avg@K for binary values)."""
+    """The headline numbers of one suite: ``avg@K``, its ``stderr``, ``pass@K`` and, when K >= 2,
+    ``pass@1`` (the unbiased estimate, equal to avg@K for binary values)."""
     k = len(values_I_K[0]) if values_I_K else 0
     out = {f"avg@{k}": avg_at_k(values_I_K), "stderr": standard_error(values_I_K),
            f"pass@{k}": pass_at_k(correct_I_K, k)}

@@ -1,4 +1,5 @@
-"""Evaluation outputs: ``eval.json`` (everything), ``eval.md`` (one table), ``eval.svg`` (one bar chart).
+"""Evaluation outputs: ``eval.json`` (everything), ``eval.md`` (one table), ``eval.svg`` (one bar
+chart).
 
 ``eval.json`` holds, per suite, the resolved decoding (temperature, top-p, K, max tokens, mode, template,
 seed, engine context), the data file (path, sha256, items, limit), the metrics, the timings, every item's
@@ -26,8 +27,8 @@ def provenance(checkpoint: str, model: str) -> dict:
 
 
 def write_eval(out_dir: Path, results: Mapping[str, dict], meta: dict) -> Path:
-    """Merge ``results`` (suite name → ``SuiteResult.to_json()``) into ``out_dir/eval.json`` and rewrite the
-    markdown table and the plot from the merged file. Returns the eval.json path."""
+    """Merge ``results`` (suite name → ``SuiteResult.to_json()``) into ``out_dir/eval.json`` and
+    rewrite the markdown table and the plot from the merged file. Returns the eval.json path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "eval.json"
@@ -41,8 +42,8 @@ def write_eval(out_dir: Path, results: Mapping[str, dict], meta: dict) -> Path:
 
 
 def read_eval(path: Path, *, missing_ok: bool = False, error: type[CascadeError] = EvalError) -> dict:
-    """The one reader of an eval.json (``{}`` for a missing file if ``missing_ok``): a JSON object, or a one-line
-    ``error`` naming the file (the run's report passes its ReportError)."""
+    """The one reader of an eval.json (``{}`` for a missing file if ``missing_ok``): a JSON object,
+    or a one-line ``error`` naming the file (the run's report passes its ReportError)."""
     return read_json(path, "an eval.json (the suites' results, written by write_eval)", missing_ok=missing_ok,
                      error=error)
 
@@ -69,7 +70,8 @@ def _notes(r: dict) -> str:
 
 
 def markdown(doc: dict) -> str:
-    """One row per suite: avg@K ± standard error and pass@K in %, with the decoding that produced them."""
+    """One row per suite: avg@K ± standard error and pass@K in %, with the decoding that produced
+    them."""
     lines = [f"# Evaluation of `{doc.get('checkpoint', '?')}`", "",
              "Scores in %: avg@K = mean over items of the mean over K samples (pass@1 estimate); "
              "± = standard error over items; pass@K = Chen et al. unbiased estimator. Decoding per paper App. B "

@@ -1,4 +1,5 @@
-"""Paired tests between two evaluations of the same items: is a change a gain, a regression, or noise?
+"""Paired tests between two evaluations of the same items: is a change a gain, a regression, or
+noise?
 
 Two rows of a report (two stages of one run, or the final rows of a cascade and its mixed twin) scored the same
 suite on the same items, so item-level noise cancels in their difference. With one binary sample per item the
@@ -39,8 +40,9 @@ class PairedTest:
 
 
 def mcnemar_exact(only_before: int, only_after: int) -> float:
-    """Two-sided exact McNemar p-value: under no change each discordant item is a fair coin, so the smaller
-    count is tested against Binomial(b + c, ½). Exact integer arithmetic (no overflow at thousands of items)."""
+    """Two-sided exact McNemar p-value: under no change each discordant item is a fair coin, so the
+    smaller count is tested against Binomial(b + c, ½). Exact integer arithmetic (no overflow at
+    thousands of items)."""
     n = only_before + only_after
     if n == 0:
         return 1.0
@@ -49,9 +51,10 @@ def mcnemar_exact(only_before: int, only_after: int) -> float:
 
 
 def paired_bootstrap(diffs: list[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> float:
-    """Two-sided p-value of "mean difference = 0": the items' differences are centred (the null made true)
-    and resampled with replacement; p = share of resampled means at least as far from 0 as the observed one,
-    with the observed sample counted once so that p > 0. Seeded: the same files give the same p."""
+    """Two-sided p-value of "mean difference = 0": the items' differences are centred (the null made
+    true) and resampled with replacement; p = share of resampled means at least as far from 0 as the
+    observed one, with the observed sample counted once so that p > 0. Seeded: the same files give
+    the same p."""
     n = len(diffs)
     if n == 0:
         return 1.0
@@ -69,8 +72,9 @@ def paired_bootstrap(diffs: list[float], resamples: int = BOOTSTRAP_RESAMPLES, s
 
 
 def item_values(suite_result: Mapping) -> tuple[dict[str, float], bool]:
-    """``(uid → mean value over the item's samples, every item has one 0/1 sample)`` of one suite's eval.json
-    entry (its ``records``). A prompt too long to generate counts as 0, as in the suite's score."""
+    """``(uid → mean value over the item's samples, every item has one 0/1 sample)`` of one suite's
+    eval.json entry (its ``records``). A prompt too long to generate counts as 0, as in the suite's
+    score."""
     values, binary = {}, True
     for record in suite_result["records"]:
         samples = [float(v) for v in record["values"]]

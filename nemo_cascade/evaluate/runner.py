@@ -1,4 +1,5 @@
-"""Running suites: prompts through the project's vLLM rollout engine, responses through the training rewards.
+"""Running suites: prompts through the project's vLLM rollout engine, responses through the training
+rewards.
 
 Two entry points:
 
@@ -10,12 +11,12 @@ Two entry points:
   engine (and, for the RLHF suite, optionally starts the reward-model server), runs, writes ``eval.json``,
   ``eval.md`` and ``eval.svg`` (:mod:`.eval_output`). ``nemo-cascade eval`` calls it.
 
-Generation is ``rollout.vllm.RolloutEngine.generate`` (the training path: same sampler, same processed
-logprobs, same detokenisation) with the paper's evaluation decoding (App. B: T=0.6, top-p 0.95, K samples per
-item); scoring is ``rewards.Scorer(domain, Reward)`` — the verifiers training uses, batched. Nothing here
-re-implements a verifier: IFEval's loose and instruction-level numbers come from
-``rewards.ifeval.per_instruction``, the RLHF win rate from scoring the reference answers with the same
-``rewards.rlhf.RLHFReward``.
+Generation is ``rollout.vllm.RolloutEngine.generate`` (the training path: same sampler, same
+processed logprobs, same detokenisation) with the paper's evaluation decoding (App. B: T=0.6, top-p
+0.95, K samples per item); scoring is ``rewards.Scorer(domain, Reward)`` — the verifiers training
+uses, batched. Nothing here re-implements a verifier: IFEval's loose and instruction-level numbers
+come from ``rewards.ifeval.per_instruction``, the RLHF win rate from scoring the reference answers
+with the same ``rewards.rlhf.RLHFReward``.
 
 Seeds: a chunk of items is one ``generate`` call whose request seeds derive from ``EvalSettings.seed``, the
 suite name and the chunk's first item (``RolloutEngine`` adds the rank and the prompt's place in the call), so
@@ -130,7 +131,8 @@ class Prepared:
 
 @dataclass
 class SuiteResult:
-    """One suite's outcome: ``metrics`` (headline numbers), ``records`` (one per item), the config behind it."""
+    """One suite's outcome: ``metrics`` (headline numbers), ``records`` (one per item), the config
+    behind it."""
 
     suite: str
     domain: str
@@ -180,7 +182,8 @@ def decoding_for(suite: Suite, settings: EvalSettings) -> Decoding:
 
 
 def check_settings(suites: Sequence[str], settings: EvalSettings) -> None:
-    """Every user mistake in ``settings`` for these suites, as an EvalError, before any model or data loads."""
+    """Every user mistake in ``settings`` for these suites, as an EvalError, before any model or
+    data loads."""
     for name in suites:
         suite = get_suite(name)
         decoding_for(suite, settings)
@@ -206,8 +209,8 @@ def check_settings(suites: Sequence[str], settings: EvalSettings) -> None:
 
 
 def render_prompt(messages: Sequence[dict], decoding: Decoding, tokenizer) -> list[int]:
-    """Token ids of the templated conversation with the generation prompt (no BOS/EOS added on top: the
-    template holds every control token, as in ``data.loader``)."""
+    """Token ids of the templated conversation with the generation prompt (no BOS/EOS added on top:
+    the template holds every control token, as in ``data.loader``)."""
     if decoding.template == "model":
         text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     else:
@@ -230,17 +233,17 @@ def prepare(name: str, settings: EvalSettings, tokenizer) -> Prepared:
 # ------------------------------------------------------------------------------------------ running
 
 def _domain(suite: Suite):
-    """The suite's :class:`~nemo_cascade.rewards.RewardDomain` (suites are checked against the registry in
-    tests, so a suite naming no domain is a programming error)."""
+    """The suite's :class:`~nemo_cascade.rewards.RewardDomain` (suites are checked against the
+    registry in tests, so a suite naming no domain is a programming error)."""
     from ..rewards.domains import get_domain
 
     return get_domain(suite.domain)
 
 
 def _reward_settings(suite: Suite, settings: EvalSettings) -> config.Reward:
-    """The suite's verifier settings with the run's: sandbox and workers for every suite, and the options its
-    domain reads (``RewardDomain.eval_options``; an empty one keeps the suite's). Server URLs reach only the
-    domains that use them."""
+    """The suite's verifier settings with the run's: sandbox and workers for every suite, and the
+    options its domain reads (``RewardDomain.eval_options``; an empty one keeps the suite's). Server
+    URLs reach only the domains that use them."""
     domain = _domain(suite)
     required, what = domain.eval_requires
     if required and not getattr(settings, required):
@@ -255,20 +258,22 @@ def _chunk_key(suite: str, start: int) -> int:
 
 
 def fits_input(prompt_tokens: int, decoding: Decoding, max_model_len: int) -> bool:
-    """Whether a prompt is generated: shorter than the engine's context and no longer than the suite's input
-    limit (App. B: SWE-bench 32K / 64K); otherwise its samples score 0 as ``too_long``."""
+    """Whether a prompt is generated: shorter than the engine's context and no longer than the
+    suite's input limit (App. B: SWE-bench 32K / 64K); otherwise its samples score 0 as
+    ``too_long``."""
     limit = decoding.max_input_tokens
     return prompt_tokens < max_model_len and (not limit or prompt_tokens <= limit)
 
 
 class GateStopped(Exception):
-    """A stop became due during a gate row (``run_suite``'s ``should_stop``); its finished chunks are saved."""
+    """A stop became due during a gate row (``run_suite``'s ``should_stop``); its finished chunks
+    are saved."""
 
 
 def _chunk(engine, prep: Prepared, chunk: list[int], sampling: config.Rollout, keep, should_stop
            ) -> tuple[dict[int, types.PromptGroup], bool]:
-    """One chunk's groups by place (``keep``'s saved ones and the rest generated, each kept as it finishes),
-    and whether a stop ended its generation."""
+    """One chunk's groups by place (``keep``'s saved ones and the rest generated, each kept as it
+    finishes), and whether a stop ended its generation."""
     from ..runtime.stop_request import GenerationStopped
 
     prompts = [prep.prompts[i] for i in chunk]
@@ -288,11 +293,11 @@ def _chunk(engine, prep: Prepared, chunk: list[int], sampling: config.Rollout, k
 
 def _generate_and_score(engine, prep: Prepared, indices: list[int], scorer, settings: EvalSettings,
                         timings: dict, keep=None, should_stop=None) -> dict[int, types.PromptGroup]:
-    """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per chunk). With
-    ``keep`` (a ``StepRollouts`` of the suite, row_progress.py) each group is kept as it finishes
-    and a chunk's groups saved by an earlier job are read instead of generated; ``should_stop()``
-    ends generation between
-    engine steps and chunks, every rank raising :class:`GateStopped` together."""
+    """Groups for the items at ``indices`` that fit the engine (generated in chunks, scored per
+    chunk). With ``keep`` (a ``StepRollouts`` of the suite, row_progress.py) each group is kept as
+    it finishes and a chunk's groups saved by an earlier job are read instead of generated;
+    ``should_stop()`` ends generation between engine steps and chunks, every rank raising
+    :class:`GateStopped` together."""
     from ..runtime import console, ranks
 
     d = prep.decoding
@@ -355,8 +360,8 @@ def _record(prep: Prepared, i: int, group: Optional[types.PromptGroup]) -> dict:
 
 
 def _add_pairwise(prep: Prepared, indices: list[int], records: list[dict], settings: EvalSettings) -> None:
-    """RLHF proxy: score each item's reference answer once with the same reward model and client, then a win /
-    tie / loss per sample (:func:`metrics.pairwise_outcome`)."""
+    """RLHF proxy: score each item's reference answer once with the same reward model and client,
+    then a win / tie / loss per sample (:func:`metrics.pairwise_outcome`)."""
     from ..rewards.remote import RewardModelClient
     from ..rewards.rlhf import RLHFReward
 
@@ -371,9 +376,9 @@ def _add_pairwise(prep: Prepared, indices: list[int], records: list[dict], setti
 
 
 def run_suite(engine, prep: Prepared, settings: EvalSettings, progress=None, should_stop=None) -> SuiteResult:
-    """Generate, score and summarise one prepared suite with ``engine`` (this rank's share; all ranks get
-    every record). ``progress`` (a ``row_progress.RowProgress``) keeps and reuses finished chunks;
-    ``should_stop`` ends the suite between chunks with :class:`GateStopped`."""
+    """Generate, score and summarise one prepared suite with ``engine`` (this rank's share; all
+    ranks get every record). ``progress`` (a ``row_progress.RowProgress``) keeps and reuses finished
+    chunks; ``should_stop`` ends the suite between chunks with :class:`GateStopped`."""
     from ..runtime import ranks
     from ..rewards import Scorer
 
@@ -404,10 +409,10 @@ def run_suite(engine, prep: Prepared, settings: EvalSettings, progress=None, sho
 
 
 def suite_metrics(suite: Suite, records: list[dict]) -> dict:
-    """Headline numbers (:func:`metrics.summarize`) plus what the domain adds: IFEval/IFBench prompt- and
-    instruction-level strict/loose accuracy and per-instruction pass rates, SWE Eq. 2 outcome shares
-    (``RewardDomain.eval_metrics``), RLHF Bradley–Terry preference; and for every suite the mean reward,
-    truncation and length statistics."""
+    """Headline numbers (:func:`metrics.summarize`) plus what the domain adds: IFEval/IFBench
+    prompt- and instruction-level strict/loose accuracy and per-instruction pass rates, SWE Eq. 2
+    outcome shares (``RewardDomain.eval_metrics``), RLHF Bradley–Terry preference; and for every
+    suite the mean reward, truncation and length statistics."""
     out = estimators.summarize([r["values"] for r in records], [r["correct"] for r in records])
     out["too_long"] = sum(r["too_long"] for r in records)
     if suite.pairwise:
@@ -432,13 +437,14 @@ def suite_metrics(suite: Suite, records: list[dict]) -> dict:
 
 def evaluate(engine, tokenizer, suites: Sequence[str], settings: EvalSettings = EvalSettings()
              ) -> dict[str, SuiteResult]:
-    """Run ``suites`` with an engine that already holds the weights to test (the forgetting-gate API)."""
+    """Run ``suites`` with an engine that already holds the weights to test (the forgetting-gate
+    API)."""
     return {name: run_suite(engine, prepare(name, settings, tokenizer), settings) for name in suites}
 
 
 def context_needed(prepared: Sequence[Prepared]) -> int:
-    """Tokens of context the suites need: the longest prompt each generates (within its input limit, App. B)
-    plus its response budget, the largest over suites (0 for none)."""
+    """Tokens of context the suites need: the longest prompt each generates (within its input limit,
+    App. B) plus its response budget, the largest over suites (0 for none)."""
     def longest(prep: Prepared) -> int:
         limit = prep.decoding.max_input_tokens
         return max((n for n in (len(p.prompt_tokens) for p in prep.prompts) if not limit or n <= limit), default=0)

@@ -1,4 +1,5 @@
-"""The forgetting check between cascade stages (paper §4.1.1, T2 / T4–T8): did a later stage lose a skill?
+"""The forgetting check between cascade stages (paper §4.1.1, T2 / T4–T8): did a later stage lose a
+skill?
 
 Each stage's scores are compared with the best earlier row of the same suite. Two rules
 (docs/evaluation.md, "The gate's rule"): **paired** (the default) — the drop on the items both rows
@@ -56,7 +57,8 @@ def scores(eval_doc: Mapping) -> dict[str, tuple[float, float]]:
 
 
 def load_stage_scores(stage_dirs: Sequence[Path]) -> list[tuple[str, dict[str, tuple[float, float]]]]:
-    """``(stage name, scores)`` for each stage directory holding an eval.json, in the given order."""
+    """``(stage name, scores)`` for each stage directory holding an eval.json, in the given
+    order."""
     return [(Path(d).name, scores(read_eval(Path(d) / "eval.json")))
             for d in stage_dirs if (Path(d) / "eval.json").is_file()]
 
@@ -64,8 +66,8 @@ def load_stage_scores(stage_dirs: Sequence[Path]) -> list[tuple[str, dict[str, t
 def regressions(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]],
                 current: Mapping[str, tuple[float, float]], min_drop: float = 0.02, sigmas: float = 2.0
                 ) -> list[Regression]:
-    """Suites of ``current`` that fell below their best score in ``history`` (earlier stages) by more than
-    the threshold of the module docstring."""
+    """Suites of ``current`` that fell below their best score in ``history`` (earlier stages) by
+    more than the threshold of the module docstring."""
     found = []
     for suite, (now, se_now) in current.items():
         earlier = [(stage, s[suite]) for stage, s in history if suite in s]
@@ -132,9 +134,9 @@ def _item_values(eval_doc: Mapping) -> dict[str, ItemValues]:
 
 
 def deltas(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]) -> list[dict[str, float]]:
-    """Per row of ``history``: ``suite → avg@K now − avg@K in the latest earlier row that has the suite``; a
-    suite seen for the first time has no entry. "Latest earlier row", not "the row above": a stage that
-    evaluated fewer suites must not hide the change of the next one."""
+    """Per row of ``history``: ``suite → avg@K now − avg@K in the latest earlier row that has the
+    suite``; a suite seen for the first time has no entry. "Latest earlier row", not "the row
+    above": a stage that evaluated fewer suites must not hide the change of the next one."""
     last: dict[str, float] = {}
     out = []
     for _, row in history:
@@ -144,7 +146,8 @@ def deltas(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]) -> 
 
 
 def forgetting_matrix(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]) -> str:
-    """Markdown: one row per stage, one column per suite (avg@K in %), as in the paper's T2 / T4–T8."""
+    """Markdown: one row per stage, one column per suite (avg@K in %), as in the paper's T2 /
+    T4–T8."""
     suites = list(dict.fromkeys(s for _, row in history for s in row))
     lines = ["| stage | " + " | ".join(suites) + " |", "|---|" + "---|" * len(suites)]
     for stage, row in history:

@@ -1,9 +1,10 @@
 """The benchmark suites: which data, which reward domain, which decoding budget and thinking mode.
 
 A :class:`Suite` declares everything a run needs besides the model: the reward domain (a key of
-``nemo_cascade.rewards.DOMAINS``; scoring goes through ``rewards.Scorer``, the verifiers training uses), the
-data file and its loader (rows → :class:`Item`: the chat messages, the reward label and, where one exists, a
-reference response), the default thinking mode, samples per item K and response budget, and the metric.
+``nemo_cascade.rewards.DOMAINS``; scoring goes through ``rewards.Scorer``, the verifiers training
+uses), the data file and its loader (rows → :class:`Item`: the chat messages, the reward label and,
+where one exists, a reference response), the default thinking mode, samples per item K and response
+budget, and the metric.
 
 Decoding (paper App. B; docs/evaluation.md): temperature 0.6, top-p 0.95 for every suite; K samples per
 item with avg@K as the score — AIME avg@64, IFEval / IFBench avg@8, SWE-bench avg@4, the paper's values;
@@ -17,11 +18,12 @@ not report (GSM8K, MATH-500, HumanEval, MBPP, the HH-RLHF proxy) use the same de
 stated in ``Suite.paper``. Every default can be overridden per run (``EvalSettings``; ``nemo-cascade eval
 --samples``, ``--max-tokens``, ``--mode``, ``--yarn``, ``--max-input-tokens``), which a 2-core CPU needs.
 
-Prompts: math suites append the AceMath/AceReason instruction "Please reason step by step, and put your final
-answer within \\boxed{}." (the math reward reads the last ``\\boxed{}``, §4.5), phrased by
-``data.math_prompt.math_prompt`` as the training rows are (``Data.math_instruction``'s default); code suites ask for a
-self-contained script in a fenced block (the code reward runs the last Python block, §4.6); SWE uses the
-Agentless repair prompt (:mod:`.swe_tasks`); IFEval / IFBench / RLHF prompts are the dataset's own text.
+Prompts: math suites append the AceMath/AceReason instruction "Please reason step by step, and put
+your final answer within \\boxed{}." (the math reward reads the last ``\\boxed{}``, §4.5), phrased
+by ``data.math_prompt.math_prompt`` as the training rows are (``Data.math_instruction``'s default);
+code suites ask for a self-contained script in a fenced block (the code reward runs the last Python
+block, §4.6); SWE uses the Agentless repair prompt (:mod:`.swe_tasks`); IFEval / IFBench / RLHF
+prompts are the dataset's own text.
 
 ``SUITES`` (``all``) are the suites whose data ships in ``data/``; the paper's LiveCodeBench
 v5/v6, GPQA-Diamond, MMLU-Pro and ArenaHard (:mod:`.paper_benchmarks`) are downloaded by
@@ -43,7 +45,8 @@ from .suite_types import (DATA, PAPER_DECODING, ROOT, SWE_INPUT_TOKENS, YARN_FAC
 @per_row
 def load_ifeval(row: dict, where: str, lineno: int) -> Item:
     """IFEval ``input_data.jsonl`` / IFBench ``IFBench_test.jsonl`` rows: ``key``, ``prompt``,
-    ``instruction_id_list``, ``kwargs``; the label is the row (the ``ifeval`` domain covers both taxonomies)."""
+    ``instruction_id_list``, ``kwargs``; the label is the row (the ``ifeval`` domain covers both
+    taxonomies)."""
     prompt = row_field(row, "prompt", where)
     label = validated("ifeval", {"prompt": prompt,
                                  "instruction_id_list": row.get("instruction_id_list"),
@@ -58,7 +61,8 @@ def _math_item(uid: str, problem: str, answer: str, where: str) -> Item:
 
 
 def gsm8k_final_answer(solution: str) -> str:
-    """The number after GSM8K's ``####`` marker, without thousands commas; ValueError if there is none."""
+    """The number after GSM8K's ``####`` marker, without thousands commas; ValueError if there is
+    none."""
     if "####" not in solution:
         raise ValueError("field 'answer' has no '#### <number>' final answer")
     return solution.rsplit("####", 1)[1].strip().replace(",", "")
@@ -66,7 +70,8 @@ def gsm8k_final_answer(solution: str) -> str:
 
 @per_row
 def load_gsm8k(row: dict, where: str, lineno: int) -> Item:
-    """GSM8K rows ``question`` / ``answer``; the label is the number after ``####`` without thousands commas."""
+    """GSM8K rows ``question`` / ``answer``; the label is the number after ``####`` without
+    thousands commas."""
     try:
         final = gsm8k_final_answer(row_field(row, "answer", where))
     except ValueError as e:
@@ -76,7 +81,8 @@ def load_gsm8k(row: dict, where: str, lineno: int) -> Item:
 
 @per_row
 def load_math(row: dict, where: str, lineno: int) -> Item:
-    """MATH-500 / AIME rows: ``problem`` and ``answer`` (string or integer); uid from ``unique_id`` or ``id``."""
+    """MATH-500 / AIME rows: ``problem`` and ``answer`` (string or integer); uid from ``unique_id``
+    or ``id``."""
     answer = row_field(row, "answer", where, (str, int))
     uid = str(row.get("unique_id", row.get("id", lineno)))
     return _math_item(uid, row_field(row, "problem", where), str(answer), where)
@@ -88,8 +94,8 @@ def _fenced(code: str) -> str:
 
 @per_row
 def load_humaneval(row: dict, where: str, lineno: int) -> Item:
-    """HumanEval rows (``task_id``, ``prompt``, ``canonical_solution``, ``test``, ``entry_point``): the model
-    writes the whole function; the label runs the dataset's ``check(candidate)``."""
+    """HumanEval rows (``task_id``, ``prompt``, ``canonical_solution``, ``test``, ``entry_point``):
+    the model writes the whole function; the label runs the dataset's ``check(candidate)``."""
     prompt = row_field(row, "prompt", where)
     label = validated("code", {"test_code": row_field(row, "test", where),
                                 "entry_point": row_field(row, "entry_point", where)}, where)
@@ -100,10 +106,10 @@ def load_humaneval(row: dict, where: str, lineno: int) -> Item:
 
 @per_row
 def load_mbpp(row: dict, where: str, lineno: int) -> Item:
-    """MBPP rows (``task_id``, ``text``, ``code``, ``test_setup_code``, ``test_list``): the prompt shows the
-    task and its three asserts (the MBPP paper's format); the label runs setup code + asserts. The function
-    name (entry point) is the one the first assert calls. The format is ``data.mbpp_tasks.mbpp_task``'s,
-    shared with the MBPP-derived training set."""
+    """MBPP rows (``task_id``, ``text``, ``code``, ``test_setup_code``, ``test_list``): the prompt
+    shows the task and its three asserts (the MBPP paper's format); the label runs setup code +
+    asserts. The function name (entry point) is the one the first assert calls. The format is
+    ``data.mbpp_tasks.mbpp_task``'s, shared with the MBPP-derived training set."""
     tests = row_field(row, "test_list", where, list)
     try:
         text, label = mbpp_task(row_field(row, "text", where), tests,
@@ -119,8 +125,8 @@ _HH_TURN = re.compile(r"\n\n(Human|Assistant): ?")
 
 
 def hh_conversation(dialogue: str) -> Optional[list[dict]]:
-    """An HH-RLHF dialogue (``\\n\\nHuman: ...\\n\\nAssistant: ...``) as chat messages, or None when it does not
-    alternate Human/Assistant from a Human turn or has an empty turn."""
+    """An HH-RLHF dialogue (``\\n\\nHuman: ...\\n\\nAssistant: ...``) as chat messages, or None when
+    it does not alternate Human/Assistant from a Human turn or has an empty turn."""
     parts = _HH_TURN.split(dialogue)
     if parts[0].strip() or len(parts) < 3:
         return None
@@ -136,9 +142,10 @@ def hh_conversation(dialogue: str) -> Optional[list[dict]]:
 
 @per_row
 def load_hh_rlhf(row: dict, where: str, lineno: int) -> Optional[Item]:
-    """HH-RLHF pairs: the conversation before the final ``Assistant:`` turn of ``chosen`` is the prompt, the
-    final turn of ``chosen`` is the reference answer to beat. Rows that do not parse (10 of the 2354
-    helpful-base test rows: broken turn structure or an empty turn) are skipped, deterministically."""
+    """HH-RLHF pairs: the conversation before the final ``Assistant:`` turn of ``chosen`` is the
+    prompt, the final turn of ``chosen`` is the reference answer to beat. Rows that do not parse (10
+    of the 2354 helpful-base test rows: broken turn structure or an empty turn) are skipped,
+    deterministically."""
     messages = hh_conversation(row_field(row, "chosen", where))
     if messages is None or len(messages) < 2 or messages[-1]["role"] != "assistant":
         return None
@@ -148,8 +155,8 @@ def load_hh_rlhf(row: dict, where: str, lineno: int) -> Optional[Item]:
 
 
 def load_rows(domain: str) -> Callable[[Path], list[Item]]:
-    """The project's own row shape ``{"uid", "messages", "label", "reference"}`` (the tiny suites, written by
-    tools/make_tiny_suites.py), labels checked by ``domain``'s validator."""
+    """The project's own row shape ``{"uid", "messages", "label", "reference"}`` (the tiny suites,
+    written by tools/make_tiny_suites.py), labels checked by ``domain``'s validator."""
     def item(row: dict, where: str, lineno: int) -> Item:
         messages = row_field(row, "messages", where, list)
         label = validated(domain, row.get("label"), where)
@@ -241,8 +248,9 @@ by name only, not in ``all``; listed after ``SUITES`` in registration order."""
 
 
 def register_suite(suite: Suite) -> None:
-    """Make ``suite`` known by name (``--suite NAME``, a gate's suites). Registering the same suite again is a
-    no-op; another suite under a taken name is a ValueError (its scores would depend on import order)."""
+    """Make ``suite`` known by name (``--suite NAME``, a gate's suites). Registering the same suite
+    again is a no-op; another suite under a taken name is a ValueError (its scores would depend on
+    import order)."""
     taken = suite.name in SUITES or suite.name in prepared_suites()
     if taken or REGISTERED_SUITES.get(suite.name, suite) is not suite:
         raise ValueError(f"suite {suite.name!r} is already registered")

@@ -1,19 +1,20 @@
 """SWE-bench rows → Agentless-style repair tasks with the ``swe`` reward label (paper §4.7, App. B).
 
-The paper evaluates SWE-bench Verified with Agentless (localization, then repair) and an execution-based
-harness. Here the repair step is evaluated execution-free with the training reward (Eq. 2): the prompt shows
-the issue and the files to edit, the answer's search/replace edits (or diff) are applied and compared with
-the golden patch. The suite's score is the share of samples whose edits equal the golden change (Eq. 2 = 1);
-the mean Eq. 2 reward is reported beside it.
+The paper evaluates SWE-bench Verified with Agentless (localization, then repair) and an
+execution-based harness. Here the repair step is evaluated execution-free with the training reward
+(Eq. 2): the prompt shows the issue and the files to edit, the answer's search/replace edits (or
+diff) are applied and compared with the golden patch. The suite's score is the share of samples
+whose edits equal the golden change (Eq. 2 = 1); the mean Eq. 2 reward is reported beside it.
 
-File contents: SWE-bench rows carry no file contents (the harness checks out ``base_commit``). A row with a
-``files`` mapping ``{path: content}`` (our ``swe`` label shape, e.g. exported from the Nemotron-Cascade-RL-SWE
-``relevant_file_contents``) is used as is. Otherwise the files are **rebuilt from the golden patch's hunks**:
-a git hunk's pre-image (context + removed lines) is the original text at its header's line numbers, so each
-file is the pre-images in order, with one line ``... lines A-B omitted ...`` for every gap (and for the
-rest of the file after a hunk whose trailing context shows it is not at the end). The golden patch applies
-to these files exactly; the model sees the code around every place the fix touches (the "ground-truth files
-only" prompt variant (a) of §4.7, cut to the relevant regions), not whole files.
+File contents: SWE-bench rows carry no file contents (the harness checks out ``base_commit``). A row
+with a ``files`` mapping ``{path: content}`` (our ``swe`` label shape, e.g. exported from the
+Nemotron-Cascade-RL-SWE ``relevant_file_contents``) is used as is. Otherwise the files are **rebuilt
+from the golden patch's hunks**: a git hunk's pre-image (context + removed lines) is the original
+text at its header's line numbers, so each file is the pre-images in order, with one line ``...
+lines A-B omitted ...`` for every gap (and for the rest of the file after a hunk whose trailing
+context shows it is not at the end). The golden patch applies to these files exactly; the model sees
+the code around every place the fix touches (the "ground-truth files only" prompt variant (a) of
+§4.7, cut to the relevant regions), not whole files.
 
 The prompt is Agentless's repair prompt (Xia et al. 2024, "Agentless: Demystifying LLM-based Software
 Engineering Agents", github.com/OpenAutoCoder/Agentless, MIT), whose search/replace format the reward parses.
@@ -45,8 +46,9 @@ def _omitted(first: int, last: Optional[int]) -> str:
 
 
 def rebuild_files(patch: str) -> dict[str, str]:
-    """``{path: content}`` of the files a git patch modifies, rebuilt from its hunks (module docstring).
-    Files the patch creates are left out (they do not exist before it). EvalError if the patch has no hunk."""
+    """``{path: content}`` of the files a git patch modifies, rebuilt from its hunks (module
+    docstring). Files the patch creates are left out (they do not exist before it). EvalError if the
+    patch has no hunk."""
     from ..rewards.swe.edits import PatchError, parse_unified_diff
 
     try:
@@ -80,15 +82,15 @@ def rebuild_files(patch: str) -> dict[str, str]:
 
 
 def repair_prompt(issue: str, files: dict[str, str]) -> str:
-    """Agentless's repair prompt (the training prompts' template, ``data/swe_prompts.py``) showing ``files`` in
-    path order, with the note on omitted lines."""
+    """Agentless's repair prompt (the training prompts' template, ``data/swe_prompts.py``) showing
+    ``files`` in path order, with the note on omitted lines."""
     return render_repair_prompt(issue, sorted(files.items()), OMITTED_NOTE)
 
 
 def load_swe(path: Path) -> list[Item]:
-    """SWE-bench rows (``instance_id``, ``problem_statement``, ``patch``), or rows in the ``swe`` label shape
-    (``golden_patch``, ``files``, ``problem_statement``). The reference response is the golden patch as a
-    fenced diff (scores 1)."""
+    """SWE-bench rows (``instance_id``, ``problem_statement``, ``patch``), or rows in the ``swe``
+    label shape (``golden_patch``, ``files``, ``problem_statement``). The reference response is the
+    golden patch as a fenced diff (scores 1)."""
     from ..rewards import VALIDATORS
 
     items = []

@@ -24,8 +24,8 @@ from .scoring import (MixedScorer, ScoreAsFinished, Scorer, apply_code_switch_pe
 
 
 class _Field(Mapping):
-    """Domain name → one field of its :class:`RewardDomain` (domains where it is None are absent); live, so a
-    domain registered later appears."""
+    """Domain name → one field of its :class:`RewardDomain` (domains where it is None are absent);
+    live, so a domain registered later appears."""
 
     def __init__(self, field: str):
         self._field = field
@@ -53,9 +53,10 @@ VALIDATORS: Mapping[str, Callable[[Any], None]] = _Field("validate_label")
 
 def training_validator(domain: str, data: Data, where: str = "data") -> Optional[Callable[[Any], None]]:
     """The label check of a source a stage *trains* on (``where``: its config path, e.g.
-    ``stages.if_ifbench.data``): the domain's ``training_validator`` where it has one (IF-RL: IFBench *test*
-    instruction ids only with ``data.allow_eval_instructions``, §4.4.2), else its :data:`VALIDATORS` entry;
-    None for an unknown domain. Evaluation suites keep :data:`VALIDATORS`."""
+    ``stages.if_ifbench.data``): the domain's ``training_validator`` where it has one (IF-RL:
+    IFBench *test* instruction ids only with ``data.allow_eval_instructions``, §4.4.2), else its
+    :data:`VALIDATORS` entry; None for an unknown domain. Evaluation suites keep
+    :data:`VALIDATORS`."""
     spec = DOMAINS.get(domain)
     if spec is None:
         return None

@@ -1,13 +1,14 @@
 """The code verifier: 1.0 iff the answer's program passes every test of its label, else 0.0.
 
-Paper §4.6 (Code RL): a binary pass-all reward; asynchronous verification cut the verification time per
-batch from 1172.4 s to 416.2 s, hence :func:`reward_batch`, a thread pool sized to the cores whose threads
-only wait on sandbox processes (:mod:`.sandbox`) that do the work.
+Paper §4.6 (Code RL): a binary pass-all reward; asynchronous verification cut the verification time
+per batch from 1172.4 s to 416.2 s, hence :func:`reward_batch`, a thread pool sized to the cores
+whose threads only wait on sandbox processes (:mod:`.sandbox`) that do the work.
 
-The program is the **last complete fenced code block** of the answer whose info string is empty or names
-Python (```` ```python ````, ```` ```py ````, ```` ```python3 ````, ```` ``` ````); blocks tagged with another
-language (sample output, C++) are skipped, and a block whose closing fence is missing (a truncated answer)
-does not count. Thinking responses: only the text after ``</think>`` is read; no ``</think>`` scores 0.
+The program is the **last complete fenced code block** of the answer whose info string is empty or
+names Python (```` ```python ````, ```` ```py ````, ```` ```python3 ````, ```` ``` ````); blocks
+tagged with another language (sample output, C++) are skipped, and a block whose closing fence is
+missing (a truncated answer) does not count. Thinking responses: only the text after ``</think>`` is
+read; no ``</think>`` scores 0.
 
 Label shapes — stdin/stdout (TACO, APPS, Codeforces, LiveCodeBench), function call (HumanEval,
 MBPP), call-based (TACO / APPS rows naming ``fn_name``) — and how each compares outputs are in
@@ -81,8 +82,8 @@ def validate_label(label: Any) -> None:
 
 def extract_program(answer: str) -> Optional[str]:
     """The last complete Python (or untagged) fenced block of ``answer``, or None. One pass over the
-    lines: an opening fence is a line starting with ```` ``` ```` (its info string is the language), the
-    closing fence a line that is only ```` ``` ````."""
+    lines: an opening fence is a line starting with ```` ``` ```` (its info string is the language),
+    the closing fence a line that is only ```` ``` ````."""
     last, body, tag = None, None, ""
     for line in answer.split("\n"):
         stripped = line.strip()
@@ -121,9 +122,10 @@ def outputs_match(actual: str, expected: str) -> bool:
 
 
 def _limits(time_limit: float, expected_bytes: int = 0) -> Limits:
-    """CPU time = the problem's limit. The wall clock (2 x limit + 5 s) only catches programs that sleep or
-    block; it is generous because start-up on a loaded machine is slow and a false timeout is a wrong reward.
-    The output cap leaves room for twice the expected output, so a correct answer is never cut."""
+    """CPU time = the problem's limit. The wall clock (2 x limit + 5 s) only catches programs that
+    sleep or block; it is generous because start-up on a loaded machine is slow and a false timeout
+    is a wrong reward. The output cap leaves room for twice the expected output, so a correct answer
+    is never cut."""
     return Limits(cpu_s=time_limit, wall_s=2.0 * time_limit + 5.0,
                   output_bytes=max(Limits.output_bytes, 2 * expected_bytes + 4096))
 
@@ -165,7 +167,8 @@ def _passes_call(program: str, label: dict, time_limit: float, unsafe: bool) -> 
 
 
 def _prints_token(harness: str, time_limit: float, unsafe: bool) -> bool:
-    """Whether ``harness`` (``_HARNESS`` or ``_CALL_HARNESS``) ran to the end: only then it prints its stdin token."""
+    """Whether ``harness`` (``_HARNESS`` or ``_CALL_HARNESS``) ran to the end: only then it prints
+    its stdin token."""
     token = secrets.token_hex(16)
     result: RunResult = run_python(harness, token + "\n", _limits(time_limit), unsafe=unsafe)
     return result.ok and result.stdout.rstrip("\n").endswith("\n" + token)
@@ -278,9 +281,9 @@ def default_workers() -> int:
 
 def reward_batch(responses: list[str], labels: list, *, workers: Optional[int] = None,
                  unsafe: bool = False) -> list[float]:
-    """Score ``responses[i]`` against ``labels[i]`` in parallel, in order. ``workers`` threads (default:
-    the cores this process may use) each wait on one sandboxed run at a time. All labels are validated
-    before any program runs, so a bad label fails fast."""
+    """Score ``responses[i]`` against ``labels[i]`` in parallel, in order. ``workers`` threads
+    (default: the cores this process may use) each wait on one sandboxed run at a time. All labels
+    are validated before any program runs, so a bad label fails fast."""
     if len(responses) != len(labels):
         raise ValueError(f"reward_batch: {len(responses)} responses for {len(labels)} labels")
     for i, label in enumerate(labels):
@@ -293,7 +296,8 @@ def reward_batch(responses: list[str], labels: list, *, workers: Optional[int] =
 
 
 def batch_verdicts(settings: Reward) -> BatchVerdicts:
-    """The stage's sandboxed runs (``Reward.workers`` in flight; ``sandbox="unsafe"`` runs unsandboxed)."""
+    """The stage's sandboxed runs (``Reward.workers`` in flight; ``sandbox="unsafe"`` runs
+    unsandboxed)."""
     return without_details(lambda responses, labels: reward_batch(
         responses, labels, workers=settings.workers or None, unsafe=settings.sandbox == "unsafe"))
 

@@ -1,4 +1,5 @@
-"""The registry of reward domains: ``DOMAINS[name]`` is that domain's :class:`~.reward_domain.RewardDomain`.
+"""The registry of reward domains: ``DOMAINS[name]`` is that domain's
+:class:`~.reward_domain.RewardDomain`.
 
 Each domain module defines its own entry (``DOMAIN``, at the end of ``math.py``, ``code.py``,
 ``rlhf.py``, ``mcq.py``, ``arena.py``, and in ``ifeval/domain.py``, ``swe/domain.py``); this

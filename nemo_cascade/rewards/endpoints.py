@@ -1,13 +1,15 @@
-"""Where a served model is reached: an ``http://HOST:PORT`` URL, or ``file:PATH`` naming a file that holds one.
+"""Where a served model is reached: an ``http://HOST:PORT`` URL, or ``file:PATH`` naming a file that
+holds one.
 
-A reward model or judge that serves for days outlives every stage job, and is itself requeued at its job's time
-limit — onto whichever node Slurm gives it next (slurm/serve_model.sh, the nemo-run serve tasks). So a config
-that stored its URL would point at a dead host after the first requeue. Instead the server publishes its URL
-in a file (written atomically when it is healthy, removed when it stops), and a stage names the file:
-``reward.reward_model_url=file:/runs/served/servers/rm.url``. The client reads the file when it first needs the
-URL and again whenever a request fails, and while the file is missing (the server is restarting) it waits,
-boundedly, for it to come back (:class:`UrlFile`). The file's second line is the server's token
-(runtime/server_token.py); the file is readable by its owner only (:func:`write_url_file`).
+A reward model or judge that serves for days outlives every stage job, and is itself requeued at its
+job's time limit — onto whichever node Slurm gives it next (slurm/serve_model.sh, the nemo-run serve
+tasks). So a config that stored its URL would point at a dead host after the first requeue. Instead
+the server publishes its URL in a file (written atomically when it is healthy, removed when it
+stops), and a stage names the file: ``reward.reward_model_url=file:/runs/served/servers/rm.url``.
+The client reads the file when it first needs the URL and again whenever a request fails, and while
+the file is missing (the server is restarting) it waits, boundedly, for it to come back
+(:class:`UrlFile`). The file's second line is the server's token (runtime/server_token.py); the file
+is readable by its owner only (:func:`write_url_file`).
 
 :func:`probe` is the start-of-run check (preflight.check_endpoints): the URL, or the file and the URL in it,
 must answer ``/health`` within a short bounded wait, so a placeholder or dead URL fails before hours of base
@@ -35,7 +37,8 @@ DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class EndpointError(RuntimeError):
-    """No server could be reached in the bounded wait; the message is one line naming the URL or file."""
+    """No server could be reached in the bounded wait; the message is one line naming the URL or
+    file."""
 
 
 def is_file_url(spec: str) -> bool:
@@ -43,8 +46,8 @@ def is_file_url(spec: str) -> bool:
 
 
 def check_http_url(url: str, expect: str) -> str:
-    """``url`` without trailing slashes and ``/v1`` (routes carry their own); ValueError (one line) unless it
-    is ``http(s)://HOST[:PORT]``."""
+    """``url`` without trailing slashes and ``/v1`` (routes carry their own); ValueError (one line)
+    unless it is ``http(s)://HOST[:PORT]``."""
     url = str(url).strip().rstrip("/")
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -99,7 +102,8 @@ class UrlFile:
         return check_http_url(lines[0], self.expect)
 
     def wait(self, timeout: float) -> str:
-        """The URL, waiting up to ``timeout`` seconds for the file to appear (checked at least once)."""
+        """The URL, waiting up to ``timeout`` seconds for the file to appear (checked at least
+        once)."""
         deadline = self._clock() + timeout
         while True:
             url = self.read()
@@ -156,10 +160,11 @@ def refusal(url: str, source: "UrlFile | None", token: str = "") -> str:
 
 def probe(spec: str, expect: str, *, wait: float = 60.0, file_wait: float = 600.0, poll: float = 2.0,
           sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> str:
-    """The URL ``spec`` stands for, once its server answers ``/health``: a ``file:`` spec's file is waited for
-    up to ``file_wait`` seconds, then the server up to ``wait`` seconds (re-reading the file meanwhile: it may
-    restart elsewhere). :class:`EndpointError` (one line naming what was tried) when the waits run
-    out or the server refuses the client's token; ValueError for a malformed URL."""
+    """The URL ``spec`` stands for, once its server answers ``/health``: a ``file:`` spec's file is
+    waited for up to ``file_wait`` seconds, then the server up to ``wait`` seconds (re-reading the
+    file meanwhile: it may restart elsewhere). :class:`EndpointError` (one line naming what was
+    tried) when the waits run out or the server refuses the client's token; ValueError for a
+    malformed URL."""
     source = UrlFile(spec, expect, poll=poll, sleep=sleep, clock=clock) if is_file_url(spec) else None
     url = source.wait(file_wait) if source else check_http_url(spec, expect)
     deadline = clock() + wait

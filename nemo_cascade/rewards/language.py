@@ -1,10 +1,13 @@
-"""Code-switch (language-mixing) detection and the per-stage penalty applied to code-switched samples.
+"""Code-switch (language-mixing) detection and the per-stage penalty applied to code-switched
+samples.
 
-The failure mode (paper §4.3–4.5): an RL-trained reasoning model drifts into another language mid-response,
-typically Chinese characters inside an English answer. Each stage sets its own penalty for it: RLHF gives a
-code-switched sample the batch minimum − 10 (§4.3.2), Math RL −1 (§4.5), Code RL 0 (§4.6, T19: −1 hurt).
+The failure mode (paper §4.3–4.5): an RL-trained reasoning model drifts into another language
+mid-response, typically Chinese characters inside an English answer. Each stage sets its own penalty
+for it: RLHF gives a code-switched sample the batch minimum − 10 (§4.3.2), Math RL −1 (§4.5), Code
+RL 0 (§4.6, T19: −1 hurt).
 
-Which language a response must keep to depends on its prompt (:func:`reply_scripts`, one rule per stage):
+Which language a response must keep to depends on its prompt (:func:`reply_scripts`, one rule per
+stage):
 
 - ``english_prompt_only`` (RLHF, §4.3.2: the penalty applies "when the prompt is purely in English" and the
   response has non-English tokens): a prompt whose prose letters are all Latin (or that has none) expects a
@@ -86,8 +89,8 @@ opens nothing and stays prose."""
 
 
 def strip_math_and_code(text: str) -> str:
-    """``text`` without code blocks, inline code, math spans and LaTeX command names (step 1 of the rule).
-    An opener never closed keeps the rest of the text as prose."""
+    """``text`` without code blocks, inline code, math spans and LaTeX command names (step 1 of the
+    rule). An opener never closed keeps the rest of the text as prose."""
     kept: list[str] = []
     prose_start = 0
     span: Optional[tuple[int, str]] = None  # (where the open span starts, the closer that ends it)
@@ -108,18 +111,19 @@ def strip_math_and_code(text: str) -> str:
 
 
 def _count(pattern: re.Pattern, text: str) -> int:
-    """Characters of ``text`` that ``pattern`` (a class with ``+``) matches; runs are matched in C."""
+    """Characters of ``text`` that ``pattern`` (a class with ``+``) matches; runs are matched in
+    C."""
     return len(text) - len(pattern.sub("", text))
 
 
 @functools.lru_cache(maxsize=1)
 def _neutral() -> str:
-    """Character-class body of the letters that are never foreign: Latin, :data:`_NOTATION`, and the Unicode
-    numbers that are not digits (categories Nl and No: ², ½, ①, Ⅳ, ₁, 〇) — the regex engine counts them as word
-    characters but not as ``\\d``, so without this "5 m²" would hold a foreign letter. Those of the Basic
-    Multilingual Plane (found once here, from the same Unicode database the regex engine uses); the few beyond
-    it are numerals of historic scripts, and a class tests each range beyond U+FFFF one by one (all 46 of
-    them made every pattern 4x slower)."""
+    """Character-class body of the letters that are never foreign: Latin, :data:`_NOTATION`, and the
+    Unicode numbers that are not digits (categories Nl and No: ², ½, ①, Ⅳ, ₁, 〇) — the regex engine
+    counts them as word characters but not as ``\\d``, so without this "5 m²" would hold a foreign
+    letter. Those of the Basic Multilingual Plane (found once here, from the same Unicode database
+    the regex engine uses); the few beyond it are numerals of historic scripts, and a class tests
+    each range beyond U+FFFF one by one (all 46 of them made every pattern 4x slower)."""
     ranges: list[list[int]] = []
     for cp in range(0x10000):
         if unicodedata.category(chr(cp)) in ("Nl", "No"):
@@ -131,8 +135,9 @@ def _neutral() -> str:
 
 
 def _script_set(expected: Union[str, Collection[str]]) -> frozenset[str]:
-    """The scripts a response may use: a language key of :data:`EXPECTED_SCRIPTS`, or script names (keys of
-    ``_SCRIPTS``, :data:`OTHER_SCRIPT`) as :func:`prompt_scripts` returns them; Latin is always among them."""
+    """The scripts a response may use: a language key of :data:`EXPECTED_SCRIPTS`, or script names
+    (keys of ``_SCRIPTS``, :data:`OTHER_SCRIPT`) as :func:`prompt_scripts` returns them; Latin is
+    always among them."""
     if isinstance(expected, str):
         if expected not in EXPECTED_SCRIPTS:
             raise ValueError(f"unknown expected_script {expected!r}; known: {sorted(EXPECTED_SCRIPTS)}")
@@ -146,14 +151,15 @@ def _script_set(expected: Union[str, Collection[str]]) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=None)
 def _run_of(ranges: str, negate: bool = False) -> re.Pattern:
-    """Runs of characters in ``ranges`` (a character-class body), or outside them when ``negate``."""
+    """Runs of characters in ``ranges`` (a character-class body), or outside them when
+    ``negate``."""
     return re.compile(f"[{'^' if negate else ''}{ranges}]+")
 
 
 def _countable_letters(prose: str) -> str:
-    """The letters of ``prose`` that can be foreign: all but the neutral ones (step 2), in one pass. The script
-    tests then run on letters only, with plain classes (a per-character letter test inside each would be ~10x
-    slower)."""
+    """The letters of ``prose`` that can be foreign: all but the neutral ones (step 2), in one pass.
+    The script tests then run on letters only, with plain classes (a per-character letter test
+    inside each would be ~10x slower)."""
     return _run_of(r"\W\d_" + _neutral()).sub("", prose)
 
 
@@ -173,10 +179,10 @@ def _foreign_count(prose: str, allowed: frozenset[str]) -> int:
 
 
 def prompt_scripts(prompt: str, default: str = "latin") -> frozenset[str]:
-    """The scripts of ``prompt``'s prose, as the languages they stand for (module docstring): each listed
-    script present maps to its language's scripts in :data:`EXPECTED_SCRIPTS`, Greek counts when it outnumbers
-    Latin, unlisted scripts add :data:`OTHER_SCRIPT`; Latin is always in. A prompt with no prose letters
-    (or not a string) is in the language ``default``."""
+    """The scripts of ``prompt``'s prose, as the languages they stand for (module docstring): each
+    listed script present maps to its language's scripts in :data:`EXPECTED_SCRIPTS`, Greek counts
+    when it outnumbers Latin, unlisted scripts add :data:`OTHER_SCRIPT`; Latin is always in. A
+    prompt with no prose letters (or not a string) is in the language ``default``."""
     prose = strip_math_and_code(prompt) if isinstance(prompt, str) else ""
     found: set[str] = {"latin"}
     rest = _countable_letters(prose)
@@ -197,10 +203,11 @@ def prompt_scripts(prompt: str, default: str = "latin") -> frozenset[str]:
 
 
 def reply_scripts(prompt: str, rule: str, script: str = "latin") -> Optional[frozenset[str]]:
-    """The scripts a reply to ``prompt`` may use under ``rule`` (one of :data:`CODE_SWITCH_RULES`), or None
-    when the rule checks no reply to this prompt: under ``english_prompt_only`` (§4.3.2) every prompt that is
-    not purely Latin-script. ``script`` is ``fixed_script``'s language and the language of a prompt without
-    prose letters. The prompt is data: any string (or none) is read without raising."""
+    """The scripts a reply to ``prompt`` may use under ``rule`` (one of :data:`CODE_SWITCH_RULES`),
+    or None when the rule checks no reply to this prompt: under ``english_prompt_only`` (§4.3.2)
+    every prompt that is not purely Latin-script. ``script`` is ``fixed_script``'s language and the
+    language of a prompt without prose letters. The prompt is data: any string (or none) is read
+    without raising."""
     if rule == "fixed_script":
         return _script_set(script)
     if rule not in CODE_SWITCH_RULES:
@@ -220,9 +227,9 @@ def foreign_letter_counts(text: str, expected_script: Union[str, Collection[str]
 def is_code_switched(text: str, expected_script: Union[str, Collection[str]] = "latin",
                      min_foreign_letters: int = 2, min_foreign_share: float = 0.0) -> bool:
     """True when ``text`` mixes in another script: at least ``min_foreign_letters`` letters outside
-    ``expected_script`` (a key of :data:`EXPECTED_SCRIPTS`, or the script names :func:`reply_scripts` returns),
-    making up at least ``min_foreign_share`` of its letters, after math, code and notation are set aside
-    (module docstring). Non-strings are False."""
+    ``expected_script`` (a key of :data:`EXPECTED_SCRIPTS`, or the script names
+    :func:`reply_scripts` returns), making up at least ``min_foreign_share`` of its letters, after
+    math, code and notation are set aside (module docstring). Non-strings are False."""
     allowed = _script_set(expected_script)
     if not isinstance(text, str):
         return False

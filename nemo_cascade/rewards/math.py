@@ -1,7 +1,8 @@
-"""The math verifier: 1.0 when the model's final answer is mathematically equivalent to the reference, else 0.0.
+"""The math verifier: 1.0 when the model's final answer is mathematically equivalent to the
+reference, else 0.0.
 
-Paper §4.5 (Math RL reward): the ``\\boxed{}`` answer after ``</think>``, checked by a rule verifier, 1 or 0.
-Three steps, each replaceable on its own:
+Paper §4.5 (Math RL reward): the ``\\boxed{}`` answer after ``</think>``, checked by a rule
+verifier, 1 or 0. Three steps, each replaceable on its own:
 
 1. the answer text. A thinking response is judged only after ``</think>`` and scores 0 if it never closed
    (§3.1.2). The answer is the last complete ``\\boxed{...}`` (:func:`extract_boxed`)
@@ -17,12 +18,12 @@ Three steps, each replaceable on its own:
    worker is killed instead. A sample that times out, crashes its worker or makes the grader raise scores 0.
    docs/rewards.md measures where the two graders disagree on model-written answers.
 
-math-verify's semantics, pinned by tests/unit/test_math_verify.py: a reference ``50\\%`` accepts ``50\\%``,
-``50`` and ``0.5``, and a reference ``50`` or ``0.5`` accepts ``50\\%`` (the percent sign may be dropped or
-applied), but ``50`` never equals ``0.5``. Numbers match after rounding to 6 decimals (``1/3`` accepts
-``0.333333``, not ``0.333``). Units and ``\\text{}`` wrappers are dropped (``5 cm`` equals ``5``). A reference
-set ``\\{1,2\\}`` accepts ``2,1`` and even ``(1,2)``; ``(1,2]`` never equals ``[1,2]``; ``x=5`` and ``5`` are
-equal either way round.
+math-verify's semantics, pinned by tests/unit/test_math_verify.py: a reference ``50\\%`` accepts
+``50\\%``, ``50`` and ``0.5``, and a reference ``50`` or ``0.5`` accepts ``50\\%`` (the percent sign
+may be dropped or applied), but ``50`` never equals ``0.5``. Numbers match after rounding to 6
+decimals (``1/3`` accepts ``0.333333``, not ``0.333``). Units and ``\\text{}`` wrappers are dropped
+(``5 cm`` equals ``5``). A reference set ``\\{1,2\\}`` accepts ``2,1`` and even ``(1,2)``; ``(1,2]``
+never equals ``[1,2]``; ``x=5`` and ``5`` are equal either way round.
 
 Bounded time on any string up to 1 MB: extraction and the exact check are linear scans in this process;
 answers or references longer than :data:`MAX_VERIFY_CHARS` get only the exact check (no real answer is that
@@ -73,7 +74,8 @@ _ESCAPED_BRACE = re.compile(r"\\[{}]")
 
 
 def extract_boxed(text: str) -> Optional[str]:
-    """Content of the last complete ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces matched.
+    """Content of the last complete ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces
+    matched.
 
     "Last" is the complete box that starts last, so ``\\boxed{1} ... \\boxed{2}`` gives ``"2"`` and a box
     truncated before its closing brace is skipped. Stray ``}`` outside any brace are ignored. None if no box
@@ -100,8 +102,9 @@ def extract_boxed(text: str) -> Optional[str]:
 
 
 def normalize(answer: str) -> str:
-    """Strip what does not change a final answer: whitespace, ``$``, ``\\!``/``\\,`` spacing, ``\\left``/
-    ``\\right``, a trailing ``.``, a leading ``+``, and one wrapping ``\\boxed{}``/``\\text{}``."""
+    """Strip what does not change a final answer: whitespace, ``$``, ``\\!``/``\\,`` spacing,
+    ``\\left``/ ``\\right``, a trailing ``.``, a leading ``+``, and one wrapping
+    ``\\boxed{}``/``\\text{}``."""
     s = answer.strip()
     if s.startswith("\\boxed{") and s.endswith("}") and extract_boxed(s) == s[len("\\boxed{"):-1]:
         s = s[len("\\boxed{"):-1]  # a reference written as \boxed{68}
@@ -132,8 +135,8 @@ def _as_number(s: str) -> Optional[Fraction]:
 
 
 def is_equivalent(predicted: str, reference: Any) -> bool:
-    """Do two final answers agree? Equal after :func:`normalize`, or equal as numbers (``68`` == ``68.0``,
-    ``1/2`` == ``0.5``). This is the piece a math-verify backend replaces."""
+    """Do two final answers agree? Equal after :func:`normalize`, or equal as numbers (``68`` ==
+    ``68.0``, ``1/2`` == ``0.5``). This is the piece a math-verify backend replaces."""
     pred, ref = normalize(predicted), normalize(str(reference))
     if not pred or not ref:
         return False
@@ -145,8 +148,8 @@ def is_equivalent(predicted: str, reference: Any) -> bool:
 
 
 def extract_by_pattern(text: str, pattern: re.Pattern) -> Optional[str]:
-    """Group 1 of the last match of ``pattern`` in ``text``, stripped of spaces, a trailing period and one
-    pair of enclosing ``$``; None if nothing matches or the group is empty."""
+    """Group 1 of the last match of ``pattern`` in ``text``, stripped of spaces, a trailing period
+    and one pair of enclosing ``$``; None if nothing matches or the group is empty."""
     last = None
     for last in pattern.finditer(text):
         pass
@@ -159,8 +162,9 @@ def extract_by_pattern(text: str, pattern: re.Pattern) -> Optional[str]:
 
 
 def validate_label(label: Any) -> None:
-    """A math label is a non-empty reference answer: a string with balanced braces, or a finite int/float.
-    Raises ValueError (one line) otherwise, so a loader can reject the row before training."""
+    """A math label is a non-empty reference answer: a string with balanced braces, or a finite
+    int/float. Raises ValueError (one line) otherwise, so a loader can reject the row before
+    training."""
     if isinstance(label, bool) or not isinstance(label, (str, int, float)):
         raise ValueError(f"math label must be a string or a number, got {type(label).__name__}")
     if isinstance(label, float) and not isfinite(label):
@@ -181,9 +185,9 @@ def validate_label(label: Any) -> None:
 # ---------------------------------------------------------------------------- runs inside worker processes
 
 def load_math_verify() -> None:
-    """Worker initializer: import math-verify and run one comparison, so the first real sample's timeout is
-    not spent on sympy/ANTLR start-up (~0.3 s). Its "timeout is disabled" warning is the design here (the
-    pool enforces the timeout), so math-verify's logging is limited to errors."""
+    """Worker initializer: import math-verify and run one comparison, so the first real sample's
+    timeout is not spent on sympy/ANTLR start-up (~0.3 s). Its "timeout is disabled" warning is the
+    design here (the pool enforces the timeout), so math-verify's logging is limited to errors."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     verify_equivalence("\\frac{1}{2}", "0.5")
 
@@ -196,8 +200,9 @@ def _parse_reference(reference: str) -> list:
 
 
 def verify_equivalence(predicted: str, reference: str) -> bool:
-    """math-verify's verdict that ``predicted`` equals ``reference`` (gold first: its comparison is not
-    symmetric). Both are wrapped as inline LaTeX. No timeouts here: run it in a killable worker."""
+    """math-verify's verdict that ``predicted`` equals ``reference`` (gold first: its comparison is
+    not symmetric). Both are wrapped as inline LaTeX. No timeouts here: run it in a killable
+    worker."""
     from math_verify import parse, verify
     gold = _parse_reference(reference)
     return bool(verify(gold, parse(f"${predicted}$", parsing_timeout=None), timeout_seconds=None))
@@ -206,8 +211,8 @@ def verify_equivalence(predicted: str, reference: str) -> bool:
 # ---------------------------------------------------------------------------- the reward
 
 class MathVerifier:
-    """A configured math reward: ``verifier(response, label) -> float`` and, in parallel over the worker
-    pool, ``verifier.reward_batch(responses, labels) -> list[float]``.
+    """A configured math reward: ``verifier(response, label) -> float`` and, in parallel over the
+    worker pool, ``verifier.reward_batch(responses, labels) -> list[float]``.
 
     ``answer_pattern``: None for the last ``\\boxed{}`` (paper §4.5), a name from :data:`ANSWER_PATTERNS`,
     or a regex whose group 1 is the answer (the last match counts). ``timeout_s``: hard wall time per sample
@@ -230,8 +235,8 @@ class MathVerifier:
         self.pattern = None if answer_pattern is None else _compile_answer_pattern(answer_pattern)
 
     def extract_answer(self, response: Any) -> Optional[str]:
-        """The final answer the response commits to, or None (not a string, thinking never closed, no
-        answer found)."""
+        """The final answer the response commits to, or None (not a string, thinking never closed,
+        no answer found)."""
         if not isinstance(response, str):
             return None
         _, answer, terminated = split_thinking(response)
@@ -250,16 +255,17 @@ class MathVerifier:
         return self.reward_batch([response], [label])[0]
 
     def reward_batch(self, responses: Sequence[Any], labels: Sequence[Any]) -> list[float]:
-        """Scores of ``responses[i]`` against ``labels[i]``; the samples the exact check cannot settle go to
-        the worker pool together, so they are verified in parallel."""
+        """Scores of ``responses[i]`` against ``labels[i]``; the samples the exact check cannot
+        settle go to the worker pool together, so they are verified in parallel."""
         if len(responses) != len(labels):
             raise ValueError(f"{len(responses)} responses but {len(labels)} labels")
         return self.score_answers([self.extract_answer(r) for r in responses], labels)
 
     def score_answers(self, answers: Sequence[Optional[str]], labels: Sequence[Any]) -> list[float]:
-        """Scores of final answers already extracted (None: no answer, 0) against ``labels``: the exact check,
-        then the grader in the worker pool. :meth:`reward_batch` after extraction; the grader comparison
-        (bench/math_grader_agreement.py) grades answers found other ways through the same path."""
+        """Scores of final answers already extracted (None: no answer, 0) against ``labels``: the
+        exact check, then the grader in the worker pool. :meth:`reward_batch` after extraction; the
+        grader comparison (bench/math_grader_agreement.py) grades answers found other ways through
+        the same path."""
         if len(answers) != len(labels):
             raise ValueError(f"{len(answers)} answers but {len(labels)} labels")
         scores = [0.0] * len(answers)
@@ -282,7 +288,8 @@ class MathVerifier:
 
 
 def _compile_answer_pattern(answer_pattern: str) -> re.Pattern:
-    """A name from ANSWER_PATTERNS or a regex with at least one group; a bad one is a config error."""
+    """A name from ANSWER_PATTERNS or a regex with at least one group; a bad one is a config
+    error."""
     source = ANSWER_PATTERNS.get(answer_pattern, answer_pattern)
     try:
         pattern = re.compile(source)
@@ -296,9 +303,10 @@ def _compile_answer_pattern(answer_pattern: str) -> re.Pattern:
 
 def math_reward_with(answer_pattern: Optional[str] = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                      num_workers: Optional[int] = None, grader: str = "math_verify") -> MathVerifier:
-    """A math reward for another answer format, timeout or grader, e.g. ``math_reward_with("gsm8k")`` scores
-    the last ``#### 42`` line, ``math_reward_with(r"Final: (.+)")`` a custom one and
-    ``math_reward_with(grader="rule")`` the last box with the AceMath-style grader. See :class:`MathVerifier`."""
+    """A math reward for another answer format, timeout or grader, e.g.
+    ``math_reward_with("gsm8k")`` scores the last ``#### 42`` line, ``math_reward_with(r"Final:
+    (.+)")`` a custom one and ``math_reward_with(grader="rule")`` the last box with the
+    AceMath-style grader. See :class:`MathVerifier`."""
     return MathVerifier(answer_pattern, timeout_s, num_workers, grader)
 
 
@@ -307,7 +315,8 @@ _DEFAULT = MathVerifier()
 
 def math_reward(response: str, label: Any) -> float:
     """REWARDS["math"]: 1.0 if the last boxed answer (after ``</think>`` in a thinking response) is
-    equivalent to ``label`` (the reference answer string), else 0.0. Never raises on model output."""
+    equivalent to ``label`` (the reference answer string), else 0.0. Never raises on model
+    output."""
     return _DEFAULT(response, label)
 
 
@@ -317,8 +326,9 @@ def reward_batch(responses: Sequence[str], labels: Sequence[Any]) -> list[float]
 
 
 def batch_verdicts(settings: Reward) -> BatchVerdicts:
-    """The stage's math verifier (``Reward.answer_pattern``, ``verify_timeout_s``, ``workers``, ``math_grader``);
-    details say whether an answer was found at all (the ``answer_found`` metric)."""
+    """The stage's math verifier (``Reward.answer_pattern``, ``verify_timeout_s``, ``workers``,
+    ``math_grader``); details say whether an answer was found at all (the ``answer_found``
+    metric)."""
     verifier = MathVerifier(settings.answer_pattern, settings.verify_timeout_s, settings.workers or None,
                             settings.math_grader)
 

@@ -1,9 +1,11 @@
-"""A rule-based math grader in the style of AceMath's evaluation, the verifier the paper's math RL used (§4.5:
-"the AceMath rule verifier"); ``Reward.math_grader="rule"`` trains with it instead of math-verify.
+"""A rule-based math grader in the style of AceMath's evaluation, the verifier the paper's math RL
+used (§4.5: "the AceMath rule verifier"); ``Reward.math_grader="rule"`` trains with it instead of
+math-verify.
 
-AceMath grades with the toolkit it inherited from the Qwen2.5-Math and DeepSeek-Math evaluations: clean the
-two boxed strings, compare them as text, then as numbers with a relative tolerance, then as sympy expressions.
-This module is our own implementation of that recipe (no code is shared with those toolkits); its decisions:
+AceMath grades with the toolkit it inherited from the Qwen2.5-Math and DeepSeek-Math evaluations:
+clean the two boxed strings, compare them as text, then as numbers with a relative tolerance, then
+as sympy expressions. This module is our own implementation of that recipe (no code is shared with
+those toolkits); its decisions:
 
 1. normalise (:func:`normalize`): drop ``$``, spacing commands, ``\\left``/``\\right``, ``\\displaystyle``,
    a wrapping ``\\boxed{}``, degrees (``^\\circ``, ``°``), percent signs, thousands separators, a trailing
@@ -89,8 +91,8 @@ def _strip_wrapper(s: str, head: str) -> str:
 
 
 def _split_top(s: str, sep: str = ",") -> list[str]:
-    """``s`` split at the ``sep`` that lie outside every bracket (``()[]{}``; brackets of either kind
-    nest with each other, so the interval ``(1,2]`` holds one level)."""
+    """``s`` split at the ``sep`` that lie outside every bracket (``()[]{}``; brackets of either
+    kind nest with each other, so the interval ``(1,2]`` holds one level)."""
     parts, depth, start = [], 0, 0
     i = 0
     while i < len(s):
@@ -110,8 +112,9 @@ def _split_top(s: str, sep: str = ",") -> list[str]:
 
 
 def _drop_assignments(s: str) -> str:
-    """``x=5`` → ``5`` and ``a=1, b=2`` → ``1,2``: the value after a short variable name (AceMath keeps the
-    right-hand side when the left one has at most two characters); anything else is kept."""
+    """``x=5`` → ``5`` and ``a=1, b=2`` → ``1,2``: the value after a short variable name (AceMath
+    keeps the right-hand side when the left one has at most two characters); anything else is
+    kept."""
     parts = _split_top(s)
     out = []
     for part in parts:
@@ -124,7 +127,8 @@ def _drop_assignments(s: str) -> str:
 
 
 def normalize(answer: str) -> str:
-    """An answer as AceMath-style grading compares it (see the module docstring, step 1). Linear in the length."""
+    """An answer as AceMath-style grading compares it (see the module docstring, step 1). Linear in
+    the length."""
     s = str(answer).strip()
     s = _strip_wrapper(s, "\\boxed{")
     s = s.replace("\n", " ").replace("\\$", "").replace("$", "").replace("\\displaystyle", "")
@@ -228,8 +232,9 @@ def _enclosed(s: str, opens: str, closes: str) -> bool:
 
 
 def _structure(s: str) -> Optional[tuple[str, list[str]]]:
-    """``(kind, items)`` for a sequence answer, else None. Kinds: ``"set"`` (``\\{…\\}``, bare lists, unions
-    of intervals: order-free) or the two brackets of a tuple / interval (``"(]"``: in order)."""
+    """``(kind, items)`` for a sequence answer, else None. Kinds: ``"set"`` (``\\{…\\}``, bare
+    lists, unions of intervals: order-free) or the two brackets of a tuple / interval (``"(]"``: in
+    order)."""
     if s.startswith(_SET_OPEN) and s.endswith(_SET_CLOSE) and _enclosed(s[1:], "{", "}"):
         inner = s[2:-2].strip()
         return "set", ([p.strip() for p in _split_top(inner)] if inner else [])
@@ -265,8 +270,8 @@ def _structures_equal(pred: tuple[str, list[str]], ref: tuple[str, list[str]]) -
 # --------------------------------------------------------------------------------------------- sympy
 
 def _parse(s: str):
-    """A sympy object for a LaTeX (or plain) expression, or None. latex2sympy2_extended's ANTLR parser: model
-    text is parsed, never evaluated as Python."""
+    """A sympy object for a LaTeX (or plain) expression, or None. latex2sympy2_extended's ANTLR
+    parser: model text is parsed, never evaluated as Python."""
     from latex2sympy2_extended import latex2sympy
 
     try:
@@ -332,8 +337,9 @@ def _equal(pred: str, ref: str, scaled: bool) -> bool:
 
 
 def grade(predicted: str, reference: str) -> bool:
-    """Is ``predicted`` (the model's final answer) equal to ``reference`` under the AceMath-style rules?
-    Never raises on model output; may take long in sympy (run it under a timeout, see the module docstring)."""
+    """Is ``predicted`` (the model's final answer) equal to ``reference`` under the AceMath-style
+    rules? Never raises on model output; may take long in sympy (run it under a timeout, see the
+    module docstring)."""
     if not isinstance(predicted, str) or not isinstance(reference, (str, int, float)):
         return False
     reference = str(reference)
@@ -343,8 +349,9 @@ def grade(predicted: str, reference: str) -> bool:
 
 
 def load_rule_grader() -> None:
-    """Worker initializer: load the LaTeX parser and sympy and grade one pair, so the first real sample's timeout
-    is not spent on start-up; latex2sympy2_extended's warnings about odd input are limited to errors."""
+    """Worker initializer: load the LaTeX parser and sympy and grade one pair, so the first real
+    sample's timeout is not spent on start-up; latex2sympy2_extended's warnings about odd input are
+    limited to errors."""
     logging.getLogger("latex2sympy2_extended").setLevel(logging.ERROR)
     grade("3\\sqrt{2}", "\\sqrt{18}")
 

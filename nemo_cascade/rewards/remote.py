@@ -1,4 +1,5 @@
-"""HTTP client for served reward models and judges: a vLLM OpenAI-compatible server queried over the network.
+"""HTTP client for served reward models and judges: a vLLM OpenAI-compatible server queried over the
+network.
 
 Two scores, one transport:
 
@@ -16,8 +17,9 @@ Two scores, one transport:
   first) and summed over the word's spellings, each by the chain rule over its tokens; how and
   why is in docs/rewards.md, "Reading a judge's P(YES)".
 
-Inputs longer than the server's ``max_model_len`` keep their **last** tokens: both models read their answer
-at the final position, which must stay the real end of the conversation (counted in ``truncated``).
+Inputs longer than the server's ``max_model_len`` keep their **last** tokens: both models read their
+answer at the final position, which must stay the real end of the conversation (counted in
+``truncated``).
 
 Transport (:class:`HttpEndpoint`): stdlib only (the rewards package imports on a bare machine), a timeout per
 request, bounded retries with exponential backoff on connection errors, timeouts, 5xx, 408 and 429. A 4xx
@@ -57,7 +59,8 @@ _MAX_ERROR_CHARS = 300
 
 
 class RewardServerError(CascadeError, RuntimeError):
-    """The reward/judge server is unreachable after retries, refused a request, or answered garbage."""
+    """The reward/judge server is unreachable after retries, refused a request, or answered
+    garbage."""
 
 
 def _one_line(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
@@ -66,20 +69,22 @@ def _one_line(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
 
 
 def _clean(text: str) -> str:
-    """Lone surrogates cannot be encoded as UTF-8 JSON; model output may contain them. Replace, never raise."""
+    """Lone surrogates cannot be encoded as UTF-8 JSON; model output may contain them. Replace,
+    never raise."""
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
 class HttpEndpoint:
-    """POSTs JSON to ``base_url + path`` with a per-request ``timeout`` (seconds) and up to ``retries``
-    retries after the first attempt, sleeping ``backoff · 2^i`` (capped at ``max_backoff``) before retry i.
-    ``expect`` says what should answer there; it ends the error line of an unreachable server or a missing
-    route (404/405), the two signs of a wrong URL or the wrong kind of server.
+    """POSTs JSON to ``base_url + path`` with a per-request ``timeout`` (seconds) and up to
+    ``retries`` retries after the first attempt, sleeping ``backoff · 2^i`` (capped at
+    ``max_backoff``) before retry i. ``expect`` says what should answer there; it ends the error
+    line of an unreachable server or a missing route (404/405), the two signs of a wrong URL or the
+    wrong kind of server.
 
-    ``base_url`` may be ``file:PATH``, a file holding the URL of a long-lived server that may restart on
-    another host (rewards/endpoints.py): it is read on first use, and when the retries of a request run out
-    the client waits up to ``restart_wait`` seconds for the file to name a server that answers ``/health``
-    (the same one back, or a new one), then sends the request again.
+    ``base_url`` may be ``file:PATH``, a file holding the URL of a long-lived server that may
+    restart on another host (rewards/endpoints.py): it is read on first use, and when the retries of
+    a request run out the client waits up to ``restart_wait`` seconds for the file to name a server
+    that answers ``/health`` (the same one back, or a new one), then sends the request again.
 
     Every request carries the server's token (server_token.py): the one in the URL file, else
     ``token``, else ``$NEMO_CASCADE_SERVER_TOKEN``. A ``file:`` client whose token is refused
@@ -103,7 +108,8 @@ class HttpEndpoint:
 
     @property
     def base_url(self) -> str:
-        """The server root requests go to (a ``file:`` endpoint: the URL last read from it, else the file)."""
+        """The server root requests go to (a ``file:`` endpoint: the URL last read from it, else the
+        file)."""
         return self._url or str(self._source)
 
     def post(self, path: str, payload: dict) -> Any:
@@ -159,8 +165,8 @@ class HttpEndpoint:
                                 f"{self.expect}")
 
     def _attempts(self, path: str, body: bytes) -> tuple[bool, Any]:
-        """``(True, decoded answer)``, or ``(False, the last transient failure)`` once the retries ran out;
-        what no retry can fix (4xx, a body that is not JSON) raises at once."""
+        """``(True, decoded answer)``, or ``(False, the last transient failure)`` once the retries
+        ran out; what no retry can fix (4xx, a body that is not JSON) raises at once."""
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
@@ -195,8 +201,8 @@ class HttpEndpoint:
 
 
 def _error_message(raw: bytes) -> str:
-    """The human part of an error body: vLLM's ``{"error": {"message"}}``, FastAPI's ``{"detail"}``, or the
-    text itself, on one line."""
+    """The human part of an error body: vLLM's ``{"error": {"message"}}``, FastAPI's ``{"detail"}``,
+    or the text itself, on one line."""
     text = raw.decode("utf-8", "replace")
     try:
         body = json.loads(text)
@@ -220,7 +226,8 @@ def _finite(x: Any) -> bool:
 
 
 class _ServedModel:
-    """What both clients share: the endpoint, ``/tokenize`` (server-side chat template) and a thread pool."""
+    """What both clients share: the endpoint, ``/tokenize`` (server-side chat template) and a thread
+    pool."""
 
     EXPECT = "a vLLM OpenAI-compatible server (vllm serve)"
     """What must answer at the URL, for error lines (HttpEndpoint.expect)."""
@@ -237,8 +244,9 @@ class _ServedModel:
         return {"model": self.model, **fields} if self.model else fields
 
     def tokenize(self, prompt: Prompt, *, add_generation_prompt: bool, special: bool = True) -> tuple[list[int], int]:
-        """``(token ids, server max_model_len)`` of a plain string (``special``: add BOS etc. like the
-        completions endpoint does) or of a conversation rendered with the server's chat template."""
+        """``(token ids, server max_model_len)`` of a plain string (``special``: add BOS etc. like
+        the completions endpoint does) or of a conversation rendered with the server's chat
+        template."""
         if isinstance(prompt, str):
             payload = self._payload(prompt=_clean(prompt), add_special_tokens=special)
         else:
@@ -269,9 +277,10 @@ class _ServedModel:
 
     def _post_indexed(self, path: str, payload: dict, key: str, count: int, read: Callable[[str, dict, int], Any]
                       ) -> list:
-        """POST ``payload`` and return ``read(url, item, index)`` for the ``count`` items of the answer's ``key``
-        list, in index order: vLLM's ``/classify`` and ``/v1/completions`` number their items, and every index
-        must come exactly once (a malformed answer is a one-line :class:`RewardServerError`)."""
+        """POST ``payload`` and return ``read(url, item, index)`` for the ``count`` items of the
+        answer's ``key`` list, in index order: vLLM's ``/classify`` and ``/v1/completions`` number
+        their items, and every index must come exactly once (a malformed answer is a one-line
+        :class:`RewardServerError`)."""
         resp = self.http.post(path, payload)
         url = self.http.base_url + path
         items = resp.get(key) if isinstance(resp, dict) else None
@@ -287,8 +296,8 @@ class _ServedModel:
 
 
 class RewardModelClient(_ServedModel):
-    """Raw Bradley–Terry scores from a server started with ``--runner pooling`` (``/classify``), at most
-    ``batch_size`` inputs per request, ``concurrency`` requests in flight."""
+    """Raw Bradley–Terry scores from a server started with ``--runner pooling`` (``/classify``), at
+    most ``batch_size`` inputs per request, ``concurrency`` requests in flight."""
 
     EXPECT = "a reward model (a num_labels=1 sequence classifier) served by `vllm serve MODEL --runner pooling`"
 
@@ -298,10 +307,11 @@ class RewardModelClient(_ServedModel):
         self._rendering: Optional[tuple[str, str]] = None
 
     def rendering(self) -> tuple[str, str]:
-        """The ``(style, mode)`` of ``data.rm_input.RM_RENDERINGS`` the served RM was trained with, read once:
-        the server renders ``rm_input.PROBE`` with its chat template (the exported RM's is its training
-        rendering, ``rm_input.rm_chat_template``) and the token ids must equal those of exactly one
-        rendering's text. Otherwise a one-line :class:`RewardServerError` quoting what the server rendered."""
+        """The ``(style, mode)`` of ``data.rm_input.RM_RENDERINGS`` the served RM was trained with,
+        read once: the server renders ``rm_input.PROBE`` with its chat template (the exported RM's
+        is its training rendering, ``rm_input.rm_chat_template``) and the token ids must equal those
+        of exactly one rendering's text. Otherwise a one-line :class:`RewardServerError` quoting
+        what the server rendered."""
         if self._rendering is None:
             served, _ = self.tokenize(list(PROBE), add_generation_prompt=False)
             found = [r for r in RM_RENDERINGS if self._text_ids(render_rm_input(PROBE, r[1], r[0])) == served]
@@ -317,19 +327,21 @@ class RewardModelClient(_ServedModel):
         return self._rendering
 
     def _text_ids(self, text: str) -> list[int]:
-        """The server tokenizer's ids of an RM input, no special tokens added: as the training pairs were
-        encoded (``data.preference``); the rendered text holds every control token itself."""
+        """The server tokenizer's ids of an RM input, no special tokens added: as the training pairs
+        were encoded (``data.preference``); the rendered text holds every control token itself."""
         return self.tokenize(text, add_generation_prompt=False, special=False)[0]
 
     def score_conversations(self, conversations: Sequence[Messages]) -> list[float]:
-        """One score per conversation (``[{"role", "content"}, ...]``, ending with the assistant turn to
-        judge), rendered here by ``render_rm_input`` in the served RM's training rendering (:meth:`rendering`)."""
+        """One score per conversation (``[{"role", "content"}, ...]``, ending with the assistant
+        turn to judge), rendered here by ``render_rm_input`` in the served RM's training rendering
+        (:meth:`rendering`)."""
         style, mode = self.rendering()
         texts = [render_rm_input(c, mode, style) for c in conversations]
         return self._score_ids(self._map(lambda t: self.tokenize(t, add_generation_prompt=False, special=False), texts))
 
     def score_texts(self, texts: Sequence[str]) -> list[float]:
-        """One score per already-formatted string (tokenized by the server, special tokens added)."""
+        """One score per already-formatted string (tokenized by the server, special tokens
+        added)."""
         return self._score_ids(self._map(lambda t: self.tokenize(t, add_generation_prompt=False), texts))
 
     def _score_ids(self, tokenized: list[tuple[list[int], int]]) -> list[float]:
@@ -348,10 +360,11 @@ class RewardModelClient(_ServedModel):
 
 
 class JudgeClient(_ServedModel):
-    """P("YES") from a judge LM served with ``--runner generate`` (see the module docstring for the method).
-    ``yes`` lists the spellings whose probabilities add up: "YES" after a chat generation prompt or a tag,
-    " YES" after a raw "Answer:" prompt. ``reasoning_tokens``: 0 for a judge that answers at once; N > 0 lets
-    the judge write up to N tokens before the answer prefix (``Reward.judge_reasoning_tokens``)."""
+    """P("YES") from a judge LM served with ``--runner generate`` (see the module docstring for the
+    method). ``yes`` lists the spellings whose probabilities add up: "YES" after a chat generation
+    prompt or a tag, " YES" after a raw "Answer:" prompt. ``reasoning_tokens``: 0 for a judge that
+    answers at once; N > 0 lets the judge write up to N tokens before the answer prefix
+    (``Reward.judge_reasoning_tokens``)."""
 
     EXPECT = "a judge LM served by `vllm serve MODEL --runner generate`"
 
@@ -367,7 +380,8 @@ class JudgeClient(_ServedModel):
         self._yes_ids: Optional[list[list[int]]] = None
 
     def yes_token_ids(self) -> list[list[int]]:
-        """The canonical tokenization of each spelling (fetched once); refuses prefix-overlapping ones."""
+        """The canonical tokenization of each spelling (fetched once); refuses prefix-overlapping
+        ones."""
         if self._yes_ids is None:
             ids = [self.tokenize(v, add_generation_prompt=False, special=False)[0] for v in self.yes]
             for a, (va, ia) in enumerate(zip(self.yes, ids)):
@@ -378,10 +392,11 @@ class JudgeClient(_ServedModel):
         return self._yes_ids
 
     def p_yes(self, prompts: Sequence[Prompt], *, answer_prefix: str = "") -> list[float]:
-        """P(YES) per prompt: a string (sent as is, special tokens added like ``/v1/completions``) or a
-        conversation (rendered with the judge's chat template plus its generation prompt), read right after
-        ``answer_prefix`` (e.g. ``"<judgement>"``; empty: at the first generated token) — after the judge's
-        reasoning when ``reasoning_tokens`` > 0, which needs a prefix to stop at."""
+        """P(YES) per prompt: a string (sent as is, special tokens added like ``/v1/completions``)
+        or a conversation (rendered with the judge's chat template plus its generation prompt), read
+        right after ``answer_prefix`` (e.g. ``"<judgement>"``; empty: at the first generated token)
+        — after the judge's reasoning when ``reasoning_tokens`` > 0, which needs a prefix to stop
+        at."""
         if self.reasoning_tokens and not answer_prefix:
             raise ValueError("a reasoning judge (reasoning_tokens > 0) needs the answer_prefix it writes before "
                              "its verdict, e.g. '<judgement>'")
@@ -403,12 +418,14 @@ class JudgeClient(_ServedModel):
                                                          special=False)[0], reasoning)
         else:
             tails = [prefix_ids] * len(prompts)
-        # A re-tokenized reasoning may come out a little longer than the tokens generated: keep the last ones
-        # (not counted again in ``truncated``: the input was counted if its prompt was cut).
+        # A re-tokenized reasoning may come out a little longer than the tokens generated: keep the
+        # last ones (not counted again in ``truncated``: the input was counted if its prompt was
+        # cut).
         prompt_ids = [(ids + tail)[-(max_len - room):] for ids, tail, (_, max_len) in zip(prompt_ids, tails, tokenized)]
         logp = [[0.0] * len(yes_ids) for _ in prompts]  # log P(spelling v | context i)
         for depth in range(room):
-            # One context per (prompt, token prefix) still needing its next token; spellings may share one.
+            # One context per (prompt, token prefix) still needing its next token; spellings may
+            # share one.
             wanted: dict[tuple[int, tuple[int, ...]], set[int]] = {}
             for i in range(len(prompts)):
                 for v in yes_ids:
@@ -424,8 +441,9 @@ class JudgeClient(_ServedModel):
         return [min(1.0, sum(math.exp(x) for x in row)) for row in logp]
 
     def _reason(self, prompt_ids: list[list[int]], stop: str) -> list[str]:
-        """The judge's greedy continuation of each prompt, up to ``reasoning_tokens`` tokens, without the ``stop``
-        text and what would follow it (vLLM cuts the text at a stop string). Greedy, so no seed is needed."""
+        """The judge's greedy continuation of each prompt, up to ``reasoning_tokens`` tokens,
+        without the ``stop`` text and what would follow it (vLLM cuts the text at a stop string).
+        Greedy, so no seed is needed."""
         def text_of(url: str, choice: dict, index: int) -> str:
             if not isinstance(choice.get("text"), str):
                 raise _garbage(url, f"no text in {choice!r:.200}")
@@ -438,7 +456,8 @@ class JudgeClient(_ServedModel):
         return [text for chunk in self._map(generate, self._chunks(prompt_ids)) for text in chunk]
 
     def _next_token_logprobs(self, contexts: list[tuple[list[int], list[int]]]) -> list[dict[int, float]]:
-        """For each ``(context ids, wanted ids)``: the log-probability of each wanted id as the next token."""
+        """For each ``(context ids, wanted ids)``: the log-probability of each wanted id as the next
+        token."""
         wanted = sorted({t for _, ids in contexts for t in ids})
         payload = self._payload(prompt=[ctx for ctx, _ in contexts], max_tokens=1, temperature=1.0, top_p=1.0,
                                 logprobs=1, logprob_token_ids=wanted, return_tokens_as_token_ids=True)

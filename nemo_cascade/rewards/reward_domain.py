@@ -1,11 +1,12 @@
-"""What a reward domain is: one :class:`RewardDomain` object holding everything the project does per domain.
+"""What a reward domain is: one :class:`RewardDomain` object holding everything the project does per
+domain.
 
-A domain (``math``, ``ifeval``, ``code``, ``swe``, ``rlhf``; docs/rewards.md) used to be spread over a dozen
-name switches; now each domain module ends with ``DOMAIN = RewardDomain(...)`` and :mod:`.domains` collects them
-in ``DOMAINS``. Every caller reads the object: the loader (row adapter, prompt phrasing), data loading (label
-checks), a GRPO stage (batched verdicts, code-switch defaults, batch metrics) and evaluation (settings, records,
-suite metrics, report notes). Adding a domain is one module defining its ``DOMAIN`` (docs/rewards.md "Adding a
-reward domain").
+A domain (``math``, ``ifeval``, ``code``, ``swe``, ``rlhf``; docs/rewards.md) used to be spread over
+a dozen name switches; now each domain module ends with ``DOMAIN = RewardDomain(...)`` and
+:mod:`.domains` collects them in ``DOMAINS``. Every caller reads the object: the loader (row
+adapter, prompt phrasing), data loading (label checks), a GRPO stage (batched verdicts, code-switch
+defaults, batch metrics) and evaluation (settings, records, suite metrics, report notes). Adding a
+domain is one module defining its ``DOMAIN`` (docs/rewards.md "Adding a reward domain").
 
 This module imports no domain, so the domain modules can import it without a cycle.
 """
@@ -34,14 +35,16 @@ def without_details(batch_fn: Callable[[Sequence[str], Sequence[Any]], list[floa
 
 
 def shares(values: Sequence[str], prefix: str) -> dict[str, float]:
-    """``{prefix/value: share of values}``, sorted by value (outcome shares of a batch or a suite)."""
+    """``{prefix/value: share of values}``, sorted by value (outcome shares of a batch or a
+    suite)."""
     return {f"{prefix}/{v}": values.count(v) / len(values) for v in sorted(set(values))}
 
 
 @dataclass(frozen=True)
 class RewardDomain:
-    """One reward domain: its data, its verdicts and how they are reported. Only ``name``, ``adapt``,
-    ``validate_label`` and ``verdicts`` are required; every other field's default is "nothing special"."""
+    """One reward domain: its data, its verdicts and how they are reported. Only ``name``,
+    ``adapt``, ``validate_label`` and ``verdicts`` are required; every other field's default is
+    "nothing special"."""
 
     name: str
     """The key in ``rewards.DOMAINS``, ``Stage.domain``, ``Data.domain``, ``Prompt.domain`` and

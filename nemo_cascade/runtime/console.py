@@ -27,13 +27,15 @@ def stream() -> TextIO:
 
 
 def out() -> TextIO:
-    """Where our results (the final summaries and matrix) go: the terminal's stdout, so they can be piped."""
+    """Where our results (the final summaries and matrix) go: the terminal's stdout, so they can be
+    piped."""
     return _console_out or sys.stdout
 
 
 def use_terminal(out_stream: TextIO, err_stream: TextIO) -> None:
-    """Where :func:`out` and :func:`stream` write from now on: the terminal's stdout / stderr kept open by the
-    launcher after the process's own file descriptors were pointed at the run's log file."""
+    """Where :func:`out` and :func:`stream` write from now on: the terminal's stdout / stderr kept
+    open by the launcher after the process's own file descriptors were pointed at the run's log
+    file."""
     global _console_out, _console_err
     _console_out, _console_err = out_stream, err_stream
 

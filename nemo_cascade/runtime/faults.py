@@ -2,13 +2,14 @@
 would; stall points, where it makes a rank hang, as a dead mount or a stuck request would; and
 fill points, where it fills the disk just before a writer writes.
 
-A resume is only as good as the worst moment to die, and the interesting moments (half a checkpoint on disk,
-a stage marked done but its gate not run) are too short to hit by polling files from outside. So the code
-names them, and ``NEMO_CASCADE_CRASH_AT=NAME[:N]`` kills the process the N-th time (default 1) it reaches
-point ``NAME`` on any rank. Without the variable a crash point is one dictionary lookup.
+A resume is only as good as the worst moment to die, and the interesting moments (half a checkpoint
+on disk, a stage marked done but its gate not run) are too short to hit by polling files from
+outside. So the code names them, and ``NEMO_CASCADE_CRASH_AT=NAME[:N]`` kills the process the N-th
+time (default 1) it reaches point ``NAME`` on any rank. Without the variable a crash point is one
+dictionary lookup.
 
-The points (tests/integration/test_resume.py kills the tiny cascade at each and checks the resumed run ends
-with the uninterrupted run's bits):
+The points (tests/integration/test_resume.py kills the tiny cascade at each and checks the resumed
+run ends with the uninterrupted run's bits):
 
 =====================  ============================================================================
 ``generate``           a GRPO step's rollouts are generated, not yet scored or trained on

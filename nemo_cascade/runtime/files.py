@@ -1,10 +1,11 @@
-"""Files that a reader never sees half-written: write a temporary file beside the target, then rename it over.
+"""Files that a reader never sees half-written: write a temporary file beside the target, then
+rename it over.
 
-Readers here are other ranks, a launch task polling a status file, a user opening a report while the run
-rewrites it. ``os.replace`` is atomic on POSIX within one file system, so a reader sees the old file or the
-new one. The temporary name carries the process id, so two processes writing the same file never share one,
-and it starts with a dot, so a crash leaves nothing that looks like a result. Checkpoints need more (fsync,
-hashes, a folder published last): ``checkpoint.py`` does that itself.
+Readers here are other ranks, a launch task polling a status file, a user opening a report while the
+run rewrites it. ``os.replace`` is atomic on POSIX within one file system, so a reader sees the old
+file or the new one. The temporary name carries the process id, so two processes writing the same
+file never share one, and it starts with a dot, so a crash leaves nothing that looks like a result.
+Checkpoints need more (fsync, hashes, a folder published last): ``checkpoint.py`` does that itself.
 
 And the one reader of a JSON document (:func:`read_json`): every format the run reads (an HF folder's
 config.json, eval.json, a run's or a cache entry's manifest.json) is a JSON object read through it, so a missing
@@ -29,7 +30,8 @@ from .faults import fill_point
 
 @contextlib.contextmanager
 def replaced_atomically(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path to write; on success it replaces ``path``, on an exception it is removed."""
+    """Yield a temporary path to write; on success it replaces ``path``, on an exception it is
+    removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -62,10 +64,11 @@ def write_text_atomically(path: str | Path, text: str, mode: int | None = None) 
 
 @contextlib.contextmanager
 def published_folder(out: str | Path, *, replace: bool) -> Iterator[Path]:
-    """Yield an empty temporary folder beside ``out`` to fill; on success it is renamed to ``out``, on an
-    exception it is removed, so no half-written folder ever carries ``out``'s name. An existing ``out`` is
-    removed first when ``replace``, else FileExistsError. (Replacing is two steps: a crash between them leaves
-    the complete new folder under the temporary name and no ``out``, never a mix of old and new files.)"""
+    """Yield an empty temporary folder beside ``out`` to fill; on success it is renamed to ``out``,
+    on an exception it is removed, so no half-written folder ever carries ``out``'s name. An
+    existing ``out`` is removed first when ``replace``, else FileExistsError. (Replacing is two
+    steps: a crash between them leaves the complete new folder under the temporary name and no
+    ``out``, never a mix of old and new files.)"""
     out = Path(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -98,10 +101,11 @@ def read_json(path: str | Path, what: str, *, missing_ok: bool = False, expected
               error: type[Exception] = FileFormatError, hint: str = "") -> Any:
     """The JSON document at ``path``, whose top level is an ``expected`` (a dict: a JSON object).
 
-    ``what`` completes "expected ..." in the messages, ``hint`` (what to do) ends them. A missing file is an empty ``expected`` if
-    ``missing_ok`` (the call sites that start one, like a first eval.json), else an ``error``; so is an
-    unreadable, non-UTF-8 or non-JSON file, or one of another top-level type. ``error`` is a CascadeError
-    subclass (each format keeps the class its callers catch); its message is one line naming the file."""
+    ``what`` completes "expected ..." in the messages, ``hint`` (what to do) ends them. A missing
+    file is an empty ``expected`` if ``missing_ok`` (the call sites that start one, like a first
+    eval.json), else an ``error``; so is an unreadable, non-UTF-8 or non-JSON file, or one of
+    another top-level type. ``error`` is a CascadeError subclass (each format keeps the class its
+    callers catch); its message is one line naming the file."""
     path, hint = Path(path), f"; {hint}" if hint else ""
     try:
         text = path.read_bytes().decode("utf-8")

@@ -1,5 +1,6 @@
-"""Where a result came from: package versions and the checkout's git state, recorded by the run manifest
-(cascade/driver.py) and by every eval.json (evaluate/eval_output.py) so a number can be traced to the code that made it."""
+"""Where a result came from: package versions and the checkout's git state, recorded by the run
+manifest (cascade/driver.py) and by every eval.json (evaluate/eval_output.py) so a number can be
+traced to the code that made it."""
 from __future__ import annotations
 
 import contextlib
@@ -22,7 +23,8 @@ def versions() -> dict:
 
 
 def git_state() -> dict:
-    """``{"sha": HEAD, "dirty": uncommitted changes to tracked files}`` of the checkout ({} outside git)."""
+    """``{"sha": HEAD, "dirty": uncommitted changes to tracked files}`` of the checkout ({} outside
+    git)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True, cwd=CHECKOUT, timeout=10).stdout.strip()
     try:

@@ -1,5 +1,6 @@
-"""Which rank does what: every rank generates and scores its share of the prompts, then all ranks share
-the scored groups (the trainer needs the whole batch on every rank; it takes its data-parallel slice itself).
+"""Which rank does what: every rank generates and scores its share of the prompts, then all ranks
+share the scored groups (the trainer needs the whole batch on every rank; it takes its data-parallel
+slice itself).
 
 Those host-side exchanges of Python objects run on one gloo group (:func:`object_group`), never on NCCL:
 they follow rollouts that each rank generates on its own, so the fastest rank can wait for the slowest far
@@ -28,8 +29,8 @@ def collective_timeout() -> timedelta:
 
 
 def needs_own_object_group(default_backend: str) -> bool:
-    """A separate gloo group is created unless the default group is gloo itself (CPU runs): reusing it costs
-    nothing and keeps the CPU tier's group count what Megatron expects."""
+    """A separate gloo group is created unless the default group is gloo itself (CPU runs): reusing
+    it costs nothing and keeps the CPU tier's group count what Megatron expects."""
     return str(default_backend).lower() != "gloo"
 
 
@@ -44,8 +45,9 @@ def init_object_group(timeout: timedelta) -> None:
 
 
 def object_group():
-    """The gloo group for host-side exchanges. A default group made elsewhere (a test, a script) gets its
-    object group here, at the first exchange — which every rank reaches, since the exchange is collective."""
+    """The gloo group for host-side exchanges. A default group made elsewhere (a test, a script)
+    gets its object group here, at the first exchange — which every rank reaches, since the exchange
+    is collective."""
     if not _group or _group[0][0] is not dist.group.WORLD:  # none yet, or made under a destroyed default group
         init_object_group(_timeout)
     return _group[0][1]
@@ -84,7 +86,8 @@ def gather_shares(mine: list[T]) -> list[T]:
 
 
 def most_over_ranks(value: int) -> int:
-    """The largest ``value`` of any rank, on every rank (e.g. how many collective calls every rank must make)."""
+    """The largest ``value`` of any rank, on every rank (e.g. how many collective calls every rank
+    must make)."""
     return max(gather_objects(value))
 
 

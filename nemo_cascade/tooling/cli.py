@@ -1,10 +1,11 @@
-"""`nemo-cascade run RECIPE [key=value ...] [--stage NAME [--retrain]]`, `nemo-cascade eval CHECKPOINT --suite NAME`,
-`nemo-cascade convert to-hf|from-hf|verify ...`, `nemo-cascade report RUN_DIR [RUN_DIR ...]` and
-`nemo-cascade launch RECIPE --executor local|slurm [--dryrun]` (a nemo-run experiment, launch.py) and
-`nemo-cascade plan RECIPE [--gpu-memory-gib 80] [--shape NAME] [--time-limit 04:00:00]` (a per-GPU memory
-estimate, plan.py; step times and checkpoint intervals against a job's time limit, plan_time.py) and
-`nemo-cascade data prepare STAGE|all --out DIR` (the recipes' data files, prepare/); `convert` and `data` live
-in cli_tools.py, every command's arguments and help text in cli_parser.py.
+"""`nemo-cascade run RECIPE [key=value ...] [--stage NAME [--retrain]]`, `nemo-cascade eval
+CHECKPOINT --suite NAME`, `nemo-cascade convert to-hf|from-hf|verify ...`, `nemo-cascade report
+RUN_DIR [RUN_DIR ...]` and `nemo-cascade launch RECIPE --executor local|slurm [--dryrun]` (a
+nemo-run experiment, launch.py) and `nemo-cascade plan RECIPE [--gpu-memory-gib 80] [--shape NAME]
+[--time-limit 04:00:00]` (a per-GPU memory estimate, plan.py; step times and checkpoint intervals
+against a job's time limit, plan_time.py) and `nemo-cascade data prepare STAGE|all --out DIR` (the
+recipes' data files, prepare/); `convert` and `data` live in cli_tools.py, every command's arguments
+and help text in cli_parser.py.
 
 RECIPE is ``recipes/NAME.py`` (its ``recipe()`` function, or ``recipes/NAME.py:function``) or
 ``package.module:function``. The config is resolved and checked in this process first — a user mistake
@@ -34,7 +35,8 @@ from nemo_cascade.tooling.torchrun import run_torchrun
 
 
 def _run_job(cfg: config.Cascade, only_stage: str | None, retrain: bool) -> int:
-    """Inside torchrun: the cascade, then (rank 0) each stage's headline metric and the forgetting matrix."""
+    """Inside torchrun: the cascade, then (rank 0) each stage's headline metric and the forgetting
+    matrix."""
     from nemo_cascade.cascade.driver import GateStop, run_cascade, run_dir
     from nemo_cascade.runtime.stop_request import EXIT_CODE, StopRequested
     from nemo_cascade.tooling.report import build_report, matrix_text
@@ -81,8 +83,9 @@ def cmd_run(args) -> int:
         return dry_run(cfg, args.stage)
     check_cascade(cfg)  # every stage's files, before any process starts
     world = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.dp
-    # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process actor
-    # (tests, notebooks) puts those in os.environ, and a CLI started from there must still launch its own job.
+    # A torchrun worker: torchrun sets TORCHELASTIC_RUN_ID. Not LOCAL_RANK/RANK — a single-process
+    # actor (tests, notebooks) puts those in os.environ, and a CLI started from there must still
+    # launch its own job.
     if "TORCHELASTIC_RUN_ID" in os.environ:
         rank = int(os.environ.get("RANK", 0))  # the chatter of Megatron, vLLM, TE: into the run's log (worker_log.py)
         if args.own_process:
@@ -128,9 +131,9 @@ def _said_when_out_of_space(where: Path):
 
 @contextlib.contextmanager
 def _hold_run_folder(run_dir: Path, command: str):
-    """The run folder's lock (run_lock.py) for a ``with`` block: taken by the launcher, inherited by its workers
-    (the environment names it); under a torchrun that did not take it (slurm/node.sh), rank 0 takes it — a
-    refusal there ends that rank with exit 2, and torchrun stops the others."""
+    """The run folder's lock (run_lock.py) for a ``with`` block: taken by the launcher, inherited by
+    its workers (the environment names it); under a torchrun that did not take it (slurm/node.sh),
+    rank 0 takes it — a refusal there ends that rank with exit 2, and torchrun stops the others."""
     from nemo_cascade.tooling import run_lock
 
     if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("RANK", 0)) != 0:
@@ -145,9 +148,10 @@ def _hold_run_folder(run_dir: Path, command: str):
 
 
 def _stop_on_usr1(cfg: config.Cascade) -> None:
-    """SIGUSR1 to ``nemo-cascade run`` saves and stops the run at its next step boundary (as a Slurm job's
-    time-limit signal does): the launcher hands it on as the run folder's stop request, which every rank
-    watches (runtime/stop_request.py). An old request is dropped first: it must not stop the run that resumes."""
+    """SIGUSR1 to ``nemo-cascade run`` saves and stops the run at its next step boundary (as a Slurm
+    job's time-limit signal does): the launcher hands it on as the run folder's stop request, which
+    every rank watches (runtime/stop_request.py). An old request is dropped first: it must not stop
+    the run that resumes."""
     from nemo_cascade.runtime import stop_request
     from nemo_cascade.cascade.driver import run_dir
 
@@ -157,7 +161,8 @@ def _stop_on_usr1(cfg: config.Cascade) -> None:
 
 
 def _count(value: str | None, option: str, minimum: int = 1) -> int | None:
-    """An integer option checked here, so a bad value is one line (argparse would add its usage text)."""
+    """An integer option checked here, so a bad value is one line (argparse would add its usage
+    text)."""
     from nemo_cascade.evaluate.suites import EvalError
 
     if value is None:
@@ -187,7 +192,8 @@ def _data_paths(pairs: list[str]) -> dict[str, str]:
 
 
 def _per_suite(pairs: list[str], option: str, kind: type, minimum: float) -> dict:
-    """``SUITE=VALUE`` options (``--yarn``, ``--max-input-tokens``) as a dict, each value checked here (one line)."""
+    """``SUITE=VALUE`` options (``--yarn``, ``--max-input-tokens``) as a dict, each value checked
+    here (one line)."""
     from nemo_cascade.evaluate.suites import EvalError, get_suite
 
     out = {}
@@ -205,9 +211,9 @@ def _per_suite(pairs: list[str], option: str, kind: type, minimum: float) -> dic
 
 
 def cmd_eval(args) -> int:
-    """Evaluate a checkpoint on one or more suites (nemo_cascade.evaluate); prints the table, writes eval.json.
-    Engines over several GPUs (``--tensor-parallel-size`` × ``--data-parallel`` > 1): the command starts itself
-    again under torchrun, one rank per GPU (standalone.py)."""
+    """Evaluate a checkpoint on one or more suites (nemo_cascade.evaluate); prints the table, writes
+    eval.json. Engines over several GPUs (``--tensor-parallel-size`` × ``--data-parallel`` > 1): the
+    command starts itself again under torchrun, one rank per GPU (standalone.py)."""
     from nemo_cascade.evaluate import suite_names
     from nemo_cascade.tooling.standalone import check_layout, output_folder
 
@@ -227,8 +233,9 @@ def cmd_eval(args) -> int:
 
 
 def _hold_stage_folder(args):
-    """``eval`` writing into a run's stage folder (``--out``, or by default the stage evaluated) holds the run
-    folder's lock, so it never writes beside a run of that folder (nor a run starts beside it)."""
+    """``eval`` writing into a run's stage folder (``--out``, or by default the stage evaluated)
+    holds the run folder's lock, so it never writes beside a run of that folder (nor a run starts
+    beside it)."""
     from nemo_cascade.tooling.standalone import resolve_checkpoint
     from nemo_cascade.evaluate.suites import EvalError
     from nemo_cascade.tooling.run_lock import LOCK_NAME
@@ -270,7 +277,8 @@ def _evaluate(args, names: list[str]) -> int:
 
 
 def cmd_launch(args) -> int:
-    """The cascade as a nemo-run experiment: one task per stage, plus its served models (launch.py)."""
+    """The cascade as a nemo-run experiment: one task per stage, plus its served models
+    (launch.py)."""
     from nemo_cascade.tooling import launch
 
     cfg = apply_overrides(load_recipe(args.recipe), args.overrides)
@@ -281,10 +289,10 @@ def cmd_launch(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    """Per-GPU memory of every stage on the recipe's layout (plan.py, printed by plan_table.py), then each
-    stage's step time, progress per ``--time-limit`` job and jobs (plan_time.py). Estimates: exit 0
-    even when a
-    stage is over its memory (a WARNING line); exit 2 with one line when a job cannot move a stage forward."""
+    """Per-GPU memory of every stage on the recipe's layout (plan.py, printed by plan_table.py),
+    then each stage's step time, progress per ``--time-limit`` job and jobs (plan_time.py).
+    Estimates: exit 0 even when a stage is over its memory (a WARNING line); exit 2 with one line
+    when a job cannot move a stage forward."""
     from nemo_cascade import plan
     from nemo_cascade.cascade import repair
     from nemo_cascade.tooling import plan_table, plan_time
@@ -308,8 +316,8 @@ def cmd_plan(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    """Is this node ready: one table of checks (doctor.py); exit 2 when a check fails. Under torchrun every rank
-    checks its own GPU and joins one all-reduce; rank 0 prints."""
+    """Is this node ready: one table of checks (doctor.py); exit 2 when a check fails. Under
+    torchrun every rank checks its own GPU and joins one all-reduce; rank 0 prints."""
     from nemo_cascade.tooling import doctor
 
     if args.overrides and not args.recipe:
@@ -324,8 +332,9 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """Rebuild RUN_DIR/report.md and report.png from the run directory's files and print the forgetting matrix;
-    with several run directories, write their side-by-side comparison (tooling/compare.py) into --out."""
+    """Rebuild RUN_DIR/report.md and report.png from the run directory's files and print the
+    forgetting matrix; with several run directories, write their side-by-side comparison
+    (tooling/compare.py) into --out."""
     from nemo_cascade.tooling.report import build_report, matrix_text
 
     if len(args.run_dir) > 1:
@@ -344,8 +353,9 @@ def cmd_report(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Before any config is read: the demo sets, suites and base models are known to the core only once registered.
-    # Torchrun workers enter here too (``-m nemo_cascade.tooling.cli run``), so every rank registers them.
+    # Before any config is read: the demo sets, suites and base models are known to the core only
+    # once registered. Torchrun workers enter here too (``-m nemo_cascade.tooling.cli run``), so
+    # every rank registers them.
     demo_data.register()
     parser = build_parser()
     # a torchrun worker: it must not outlive its launcher (runtime/parent_death.py)
@@ -371,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         with _said_when_out_of_space(Path.cwd()):
             return command(args)
     except CascadeError as e:  # every user-facing error (nemo_cascade.errors); a served RM / judge that fails
-        # outside a training step stops the run with its one line too: a done stage's gate runs again on resume.
+        # outside a training step stops the run with its one line too: a done stage's gate runs
+        # again on resume.
         print(f"nemo-cascade: error: {e}", file=console.stream())
         return 2
 

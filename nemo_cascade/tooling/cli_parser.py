@@ -1,6 +1,6 @@
-"""The argument parser of the command line (`nemo-cascade`): every command's arguments and help text. The
-commands themselves are in ``cli.py`` (run, eval, launch, plan, doctor, report) and ``cli_tools.py`` (convert,
-data), which also adds its own commands' parsers."""
+"""The argument parser of the command line (`nemo-cascade`): every command's arguments and help
+text. The commands themselves are in ``cli.py`` (run, eval, launch, plan, doctor, report) and
+``cli_tools.py`` (convert, data), which also adds its own commands' parsers."""
 from __future__ import annotations
 
 import argparse
@@ -42,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with an epilog built only when the help is printed (``epilog_from``): eval's suite list reads the
-    suite registry, whose package imports torch — seconds no other command should pay at start."""
+    """argparse with an epilog built only when the help is printed (``epilog_from``): eval's suite
+    list reads the suite registry, whose package imports torch — seconds no other command should pay
+    at start."""
 
     def __init__(self, *args, epilog_from=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -56,8 +57,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _suites_epilog() -> str:
-    """Every registered suite, one line each (``evaluate.suites.help_lines``): a new suite appears by being
-    registered."""
+    """Every registered suite, one line each (``evaluate.suites.help_lines``): a new suite appears
+    by being registered."""
     from nemo_cascade.evaluate.suites import help_lines
 
     return ("suites ('all' = those whose data ships in data/: not the tiny-* nor lcb-*, "

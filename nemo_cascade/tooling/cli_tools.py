@@ -1,6 +1,6 @@
-"""The tooling commands of the command line, beside the training ones in ``cli.py``: ``nemo-cascade convert``
-(release conversion, verification, the offline upload check) and ``nemo-cascade data prepare`` (the recipes'
-data files from the released and public sets)."""
+"""The tooling commands of the command line, beside the training ones in ``cli.py``: ``nemo-cascade
+convert`` (release conversion, verification, the offline upload check) and ``nemo-cascade data
+prepare`` (the recipes' data files from the released and public sets)."""
 from __future__ import annotations
 
 import json
@@ -11,9 +11,9 @@ from nemo_cascade import config
 
 
 def cmd_convert(args) -> int:
-    """``to-hf``: a run / stage / checkpoint (any TP × PP) → an HF release folder (+ model card from a run);
-    ``from-hf``: an HF folder → a weights-only checkpoint in a TP × PP layout; ``verify``: load with
-    transformers and compare with a reference folder."""
+    """``to-hf``: a run / stage / checkpoint (any TP × PP) → an HF release folder (+ model card from
+    a run); ``from-hf``: an HF folder → a weights-only checkpoint in a TP × PP layout; ``verify``:
+    load with transformers and compare with a reference folder."""
     from nemo_cascade.tooling import release
 
     if args.action == "to-hf":

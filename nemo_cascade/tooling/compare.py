@@ -1,10 +1,11 @@
 """Runs side by side: the same gate suites after equal amounts of RL, one column per run.
 
-The question a cascade has to answer is whether domain-wise stages beat one RL run over the same domains mixed
-(recipes/smollm2.py against recipes/smollm2_mixed.py, docs/results/smollm2.md). Each run's gate rows (base, then
-every evaluated stage) are placed at the RL steps done by then — the GRPO steps of the stages up to that row —
-so rows of different runs at the same step count compare equal compute. Reads the run directories only
-(:func:`.report.load_run`), like the single-run report.
+The question a cascade has to answer is whether domain-wise stages beat one RL run over the same
+domains mixed (recipes/smollm2.py against recipes/smollm2_mixed.py, docs/results/smollm2.md). Each
+run's gate rows (base, then every evaluated stage) are placed at the RL steps done by then — the
+GRPO steps of the stages up to that row — so rows of different runs at the same step count compare
+equal compute. Reads the run directories only (:func:`.report.load_run`), like the single-run
+report.
 
     nemo-cascade report runs/smollm2 runs/smollm2-mixed --out docs/results/smollm2
 """
@@ -22,7 +23,8 @@ from nemo_cascade.evaluate.paired import ALPHA, p_text
 
 @dataclass(frozen=True)
 class Point:
-    """One gate row of a run: its label, the RL steps done by then, and ``suite → (avg@K, stderr)``."""
+    """One gate row of a run: its label, the RL steps done by then, and ``suite → (avg@K,
+    stderr)``."""
     label: str
     steps: int
     scores: dict[str, tuple[float, float]]
@@ -51,8 +53,9 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _difference(run0: Run, p0: Point | None, run: Run, p: Point | None, suite: str) -> str:
-    """``run``'s score minus ``run0``'s at these two gate rows, in points ± the unpaired standard error, then the
-    paired test on the items both rows scored; ``–`` where either row lacks the suite."""
+    """``run``'s score minus ``run0``'s at these two gate rows, in points ± the unpaired standard
+    error, then the paired test on the items both rows scored; ``–`` where either row lacks the
+    suite."""
     first, other = (p0.scores.get(suite) if p0 else None), (p.scores.get(suite) if p else None)
     if first is None or other is None:
         return "–"
@@ -64,8 +67,9 @@ def _difference(run0: Run, p0: Point | None, run: Run, p: Point | None, suite: s
 
 
 def comparison_markdown(runs: list[Run]) -> str:
-    """Per suite (domain), the score of every run at every RL step count any run was evaluated at, with each later
-    run's paired difference from the first at that step; then the final rows side by side the same way."""
+    """Per suite (domain), the score of every run at every RL step count any run was evaluated at,
+    with each later run's paired difference from the first at that step; then the final rows side by
+    side the same way."""
     suites = list(dict.fromkeys(s for run in runs for _, row in run.history for s in row))
     per_run = [{p.steps: p for p in points(run)} for run in runs]
     steps = sorted({k for pts in per_run for k in pts})
@@ -126,8 +130,8 @@ def comparison_png(runs: list[Run], path: Path) -> None:
 
 
 def build_comparison(run_dirs: list[Path], out_dir: Path) -> tuple[Path, Path]:
-    """Write ``OUT/comparison.md`` and ``OUT/comparison.png`` for the runs; returns both paths. Raises
-    ``ReportError`` (one line naming the file) for a run directory that cannot be read."""
+    """Write ``OUT/comparison.md`` and ``OUT/comparison.png`` for the runs; returns both paths.
+    Raises ``ReportError`` (one line naming the file) for a run directory that cannot be read."""
     runs = [load_run(Path(d)) for d in run_dirs]
     out_dir.mkdir(parents=True, exist_ok=True)
     md, png = out_dir / "comparison.md", out_dir / "comparison.png"

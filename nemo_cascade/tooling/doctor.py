@@ -1,4 +1,5 @@
-"""Is this node ready for a cascade? ``nemo-cascade doctor [RECIPE] [KEY=VALUE ...]``: one table of checks.
+"""Is this node ready for a cascade? ``nemo-cascade doctor [RECIPE] [KEY=VALUE ...]``: one table of
+checks.
 
 Run by hand on a new node, and by the sbatch scripts on every node before torchrun starts the job: a wrong wheel,
 a missing sandbox or a dead reward server then costs a minute instead of a queued multi-node job that dies after
@@ -31,8 +32,8 @@ GIB = float(1 << 30)
 # ------------------------------------------------------------------------------------------- machine
 
 def check_cuda(env) -> Row:
-    """The GPU this rank would use. No GPU is the CPU path, not a failure — unless a driver is present, where a
-    CPU build of torch (or a hidden device) would silently train on CPU."""
+    """The GPU this rank would use. No GPU is the CPU path, not a failure — unless a driver is
+    present, where a CPU build of torch (or a hidden device) would silently train on CPU."""
     import torch
 
     if not env.cuda:
@@ -52,8 +53,9 @@ def check_cuda(env) -> Row:
 
 
 def pinned_requirements(extra: str) -> tuple[list, str]:
-    """The extra's requirements and where they were read: the checkout's setup.py when there is one (an editable
-    install's metadata goes stale when the pins change), else the installed package's metadata."""
+    """The extra's requirements and where they were read: the checkout's setup.py when there is one
+    (an editable install's metadata goes stale when the pins change), else the installed package's
+    metadata."""
     from packaging.requirements import Requirement
 
     setup_py = Path(__file__).resolve().parents[2] / "setup.py"
@@ -75,7 +77,8 @@ def pinned_requirements(extra: str) -> tuple[list, str]:
 
 
 def check_versions(cuda: bool) -> list[Row]:
-    """torch / TE / megatron-core / vLLM against the pins of the extra this machine needs (gpu with CUDA)."""
+    """torch / TE / megatron-core / vLLM against the pins of the extra this machine needs (gpu with
+    CUDA)."""
     import importlib.metadata as md
 
     from packaging.utils import canonicalize_name
@@ -100,8 +103,9 @@ def check_versions(cuda: bool) -> list[Row]:
 
 
 def check_te(cfg: config.Cascade | None, env) -> Row:
-    """Transformer Engine where the recipe needs it (model.transformer_impl, model.fp8), with actor/precision.py's
-    own rules, so this row fails exactly where the actor would refuse to build."""
+    """Transformer Engine where the recipe needs it (model.transformer_impl, model.fp8), with
+    actor/precision.py's own rules, so this row fails exactly where the actor would refuse to
+    build."""
     import importlib.metadata as md
 
     from nemo_cascade.actor import precision
@@ -188,8 +192,9 @@ def check_interfaces() -> Row:
 
 
 def check_vllm_reload() -> Row:
-    """The in-place reload every weight push goes through, read from vLLM's signatures without starting an
-    engine (rollout/engine_start.py's own check, the one the engine runs before it starts)."""
+    """The in-place reload every weight push goes through, read from vLLM's signatures without
+    starting an engine (rollout/engine_start.py's own check, the one the engine runs before it
+    starts)."""
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
@@ -297,7 +302,8 @@ def _needs_sandbox(cfg: config.Cascade) -> bool:
 
 
 def _shape(cfg: config.Cascade):
-    """The planner's model shape, or the reason it has none (a model folder missing on this node)."""
+    """The planner's model shape, or the reason it has none (a model folder missing on this
+    node)."""
     from nemo_cascade import plan
 
     try:
@@ -307,10 +313,10 @@ def _shape(cfg: config.Cascade):
 
 
 def disk_need(cfg: config.Cascade, params: int) -> tuple[float, str]:
-    """Bytes a whole run may hold at once, and what they are: each stage's HF export (kept), plus the running
-    stage's resumable checkpoints — ``keep_checkpoints`` and one being written, one more where a stage carries
-    its optimizer into the next. A checkpoint is the parameters, the fp32 master copy (bf16 only) and Adam's
-    m and v."""
+    """Bytes a whole run may hold at once, and what they are: each stage's HF export (kept), plus
+    the running stage's resumable checkpoints — ``keep_checkpoints`` and one being written, one more
+    where a stage carries its optimizer into the next. A checkpoint is the parameters, the fp32
+    master copy (bf16 only) and Adam's m and v."""
     dtype = 2 if cfg.model.dtype == "bfloat16" else 4
     carried = any(s.boundary.optimizer == "carry" for s in cfg.stages)
     n = cfg.keep_checkpoints + 1 + carried
@@ -360,8 +366,9 @@ def check_memory(cfg: config.Cascade | None, env, shape, why: str) -> Row:
 # ------------------------------------------------------------------------------------------- running it
 
 def _machine():
-    """actor/precision.py's view of the machine (CUDA, capability, TE). Its probe imports megatron-core on a GPU
-    node; when that install is broken the version rows say so, and CUDA is still worth reporting."""
+    """actor/precision.py's view of the machine (CUDA, capability, TE). Its probe imports
+    megatron-core on a GPU node; when that install is broken the version rows say so, and CUDA is
+    still worth reporting."""
     import torch
 
     from nemo_cascade.actor import precision
@@ -391,8 +398,8 @@ def run_checks(cfg: config.Cascade | None, stage: str = "", server_wait: float |
 
 
 def _others_failures(rows: list[Row], group) -> list[Row]:
-    """Every other rank's failures that this rank does not share (a bad GPU, a node without bwrap), so that rank 0
-    prints them and every rank exits 2 when any failed."""
+    """Every other rank's failures that this rank does not share (a bad GPU, a node without bwrap),
+    so that rank 0 prints them and every rank exits 2 when any failed."""
     import torch.distributed as dist
 
     mine = [r for r in rows if r.status == FAIL]

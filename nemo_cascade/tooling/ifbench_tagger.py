@@ -1,4 +1,5 @@
-"""Builds ``first_token_tagger.tsv.gz`` (see :mod:`.tagger`) from NLTK's English perceptron tagger model.
+"""Builds ``first_token_tagger.tsv.gz`` (see :mod:`.tagger`) from NLTK's English perceptron tagger
+model.
 
     python -m nemo_cascade.tooling.ifbench_tagger NLTK_TAGGER_DIR
 
@@ -16,8 +17,9 @@ from pathlib import Path
 
 from nemo_cascade.rewards.ifeval.ifbench.tagger import MODEL_FILE, START, START2, WEIGHT_SCALE
 
-# Features that can fire at position 0: those naming the token or the two after it (any value, end markers
-# included), and the start-marker context (one value each). Every other feature needs a real preceding token.
+# Features that can fire at position 0: those naming the token or the two after it (any value, end
+# markers included), and the start-marker context (one value each). Every other feature needs a real
+# preceding token.
 _OPEN_PREFIXES = ("i suffix ", "i pref1 ", "i word ", f"i-1 tag+i word {START} ", "i+1 word ", "i+1 suffix ",
                   "i+2 word ")
 _FIXED = {"bias", "i-1 tag " + START, "i-2 tag " + START2, f"i tag+i-2 tag {START} {START2}",

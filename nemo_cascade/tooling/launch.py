@@ -1,10 +1,12 @@
-"""nemo-run experiments for a cascade: one task per stage, in cascade order, plus a task per served model.
+"""nemo-run experiments for a cascade: one task per stage, in cascade order, plus a task per served
+model.
 
-``python -m nemo_cascade.tooling.launch RECIPE --executor local|slurm [--dryrun] [KEY=VALUE ...]`` (the same as
-``nemo-cascade launch ...``) builds a ``nemo_run.Experiment`` from the tasks of launch_tasks.py: each stage's
-``nemo-cascade run RECIPE --stage NAME`` starting after the stage before it (Slurm: ``afterok`` job dependencies;
-local: one after the other), and a *serve* task wherever a stage scores with a served model. Every task runs
-through ``python -m nemo_cascade.tooling.launch task|serve`` (launch_tasks.main).
+``python -m nemo_cascade.tooling.launch RECIPE --executor local|slurm [--dryrun] [KEY=VALUE ...]``
+(the same as ``nemo-cascade launch ...``) builds a ``nemo_run.Experiment`` from the tasks of
+launch_tasks.py: each stage's ``nemo-cascade run RECIPE --stage NAME`` starting after the stage
+before it (Slurm: ``afterok`` job dependencies; local: one after the other), and a *serve* task
+wherever a stage scores with a served model. Every task runs through ``python -m
+nemo_cascade.tooling.launch task|serve`` (launch_tasks.main).
 
 This is the only module that imports ``nemo_run`` (docs/architecture.md), and only inside the functions that build the
 experiment: the ``task`` / ``serve`` entry points run in containers without nemo-run. Slurm settings come from
@@ -44,7 +46,8 @@ def slurm_shape(cfg: config.Cascade, gpus_per_node: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Site:
-    """Slurm settings, from the environment variables that slurm/common.sh reads (docs/launch.md)."""
+    """Slurm settings, from the environment variables that slurm/common.sh reads
+    (docs/launch.md)."""
     account: str = ""
     partition: str = ""
     qos: str = ""
@@ -113,8 +116,8 @@ class Launch:
 
 
 def _for_executor(cfg: config.Cascade, spec: Launch, site: Site | None) -> tuple[config.Cascade, Launch]:
-    """The recipe path and run folder as the tasks see them (Slurm: inside the container); W&B on when WANDB=1,
-    as in the sbatch scripts."""
+    """The recipe path and run folder as the tasks see them (Slurm: inside the container); W&B on
+    when WANDB=1, as in the sbatch scripts."""
     keys = {o.split("=", 1)[0] for o in spec.overrides}
     overrides, (file, sep, fn) = list(spec.overrides), spec.recipe.partition(":")
     if site and "run_root" not in keys:
@@ -165,10 +168,11 @@ def _slurm_executor(run, site: Site, name: str, nodes: int, gpus: int, after: tu
         env_vars={k: shlex.quote(v) for k, v in env.items()},  # nemo-run writes `export K=V` unquoted
         job_name_prefix=f"nemo-cascade-{name}.", retries=site.max_requeues if stage else site.retries,
         packager=run.Packager(),
-        # sbatch on this machine (a login node); the jobs read their scripts from the experiment folder under
-        # NEMORUN_HOME, which must therefore be on the cluster's shared filesystem
+        # sbatch on this machine (a login node); the jobs read their scripts from the experiment
+        # folder under NEMORUN_HOME, which must therefore be on the cluster's shared filesystem
         tunnel=run.LocalTunnel(job_dir=""),
-        # afterok on a stage that failed can never be satisfied: cancel those jobs instead of leaving them pending
+        # afterok on a stage that failed can never be satisfied: cancel those jobs instead of
+        # leaving them pending
         additional_parameters={"kill_on_invalid_dep": "yes"},
         setup_lines="\n".join(['export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)',
                                 *(_stage_job_lines(site, name) if stage else [])]))
@@ -178,7 +182,8 @@ def _slurm_executor(run, site: Site, name: str, nodes: int, gpus: int, after: tu
 
 
 def add_tasks(run, exp, cfg: config.Cascade, spec: Launch, site: Site | None, dryrun: bool = False) -> list[Task]:
-    """Add the plan's tasks to the (entered) nemo_run.Experiment ``exp``; ``site`` None: local executor."""
+    """Add the plan's tasks to the (entered) nemo_run.Experiment ``exp``; ``site`` None: local
+    executor."""
     run_dir = str(Path(cfg.run_root) / cfg.name)
     python, cwd = ("python", site.repo_mount) if site else (sys.executable, str(REPO))
     tasks = plan(cfg, run_dir, reward_model=spec.reward_model, judge=spec.judge, serve_is_dependency=not site)
@@ -215,7 +220,8 @@ def _nemo_run():
 
 
 def render(exp) -> dict[str, str]:
-    """Dry run: per task, its sbatch script (Slurm) and the script it runs, as nemo-run writes them."""
+    """Dry run: per task, its sbatch script (Slurm) and the script it runs, as nemo-run writes
+    them."""
     import shutil
 
     exp.dryrun(log=False, delete_exp_dir=False)
@@ -237,8 +243,9 @@ def plan_table(tasks: list[Task]) -> str:
 
 
 def launch(cfg: config.Cascade, spec: Launch, *, dryrun: bool = False, out: str = "") -> int:
-    """Dry-run the experiment (print, and write to ``out``, each task's scripts) or run it: Slurm submits and
-    returns; local runs every task and returns 0 when the manifest shows every stage done (3: gate stop)."""
+    """Dry-run the experiment (print, and write to ``out``, each task's scripts) or run it: Slurm
+    submits and returns; local runs every task and returns 0 when the manifest shows every stage
+    done (3: gate stop)."""
     site = Site.from_env() if spec.executor == "slurm" else None
     if site and not dryrun and not site.account:
         raise config.ConfigError("launch: set ACCOUNT (the Slurm account) for --executor slurm")
@@ -274,9 +281,10 @@ def launch(cfg: config.Cascade, spec: Launch, *, dryrun: bool = False, out: str 
 
 
 def _check_paths_survive_nemo_run(site: Site) -> None:
-    """nemo-run (0.11) replaces every "/nemo_run" in a rendered sbatch script with the job's folder — its own
-    placeholder — so a path with a folder of that name (NEMORUN_HOME, a mount) would point the job at a folder
-    that does not exist, and Slurm fails it without a log. Refused here in one line instead."""
+    """nemo-run (0.11) replaces every "/nemo_run" in a rendered sbatch script with the job's folder
+    — its own placeholder — so a path with a folder of that name (NEMORUN_HOME, a mount) would point
+    the job at a folder that does not exist, and Slurm fails it without a log. Refused here in one
+    line instead."""
     home = os.environ.get("NEMORUN_HOME", "")
     named = {"NEMORUN_HOME": home, **{f"mount {a}": a for a, _ in site.mounts}}
     for what, path in named.items():
@@ -289,9 +297,10 @@ TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN")
 
 
 def watch_jobs(exp, tasks: list[Task], poll_s: float = 5.0, timeout_s: float = 7 * 24 * 3600.0) -> int:
-    """Follow the submitted jobs through nemo-run (Slurm's accounting, ``sacct``) until each has ended, printing
-    every change of state; 0 when every job succeeded, else 1 with one line naming the stage that failed and
-    the jobs Slurm cancelled because of it (``afterok`` can no longer be met)."""
+    """Follow the submitted jobs through nemo-run (Slurm's accounting, ``sacct``) until each has
+    ended, printing every change of state; 0 when every job succeeded, else 1 with one line naming
+    the stage that failed and the jobs Slurm cancelled because of it (``afterok`` can no longer be
+    met)."""
     states: dict[str, str] = {}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -343,8 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["task"], ["serve"]):
         return launch_tasks.main(argv)
-    # RECIPE ...: the CLI resolves the recipe and the overrides (one line per user mistake), then calls
-    # launch() — cli sits above this module, so hand over to it as a process rather than import it.
+    # RECIPE ...: the CLI resolves the recipe and the overrides (one line per user mistake), then
+    # calls launch() — cli sits above this module, so hand over to it as a process rather than
+    # import it.
     os.execv(sys.executable, [sys.executable, "-m", "nemo_cascade.tooling.cli", "launch", *argv])
     return 0  # not reached
 

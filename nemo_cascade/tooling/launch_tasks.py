@@ -1,11 +1,13 @@
-"""The tasks of a launched cascade (launch.py builds the nemo-run experiment from them): which tasks, after
-which, and their entry points, ``python -m nemo_cascade.tooling.launch task|serve``. Nothing here imports nemo_run: the
-entry points run inside the job containers, where it is not installed.
+"""The tasks of a launched cascade (launch.py builds the nemo-run experiment from them): which
+tasks, after which, and their entry points, ``python -m nemo_cascade.tooling.launch task|serve``.
+Nothing here imports nemo_run: the entry points run inside the job containers, where it is not
+installed.
 
-A *stage* task runs ``nemo-cascade run RECIPE --stage NAME`` for its stage, after the stage before it. It exits at
-once when its stage is already done (a relaunched experiment continues the run), refuses to start before the
-earlier stages are done (a local experiment starts later tasks even after a failure), and waits for the URLs of
-the servers it needs. A *serve* task serves a model for the stages that score with it:
+A *stage* task runs ``nemo-cascade run RECIPE --stage NAME`` for its stage, after the stage before
+it. It exits at once when its stage is already done (a relaunched experiment continues the run),
+refuses to start before the earlier stages are done (a local experiment starts later tasks even
+after a failure), and waits for the URLs of the servers it needs. A *serve* task serves a model for
+the stages that score with it:
 
 - a stage whose ``reward.reward_model_stage`` names an earlier ``reward_model`` stage: ``serve-<that stage>``
   serves its export (``stages/<k>-<rm>/hf``, vLLM pooling runner); the stage gets the URL as
@@ -83,9 +85,10 @@ def _served_by(cfg: config.Cascade, stage: config.Stage, run_dir: str, reward_mo
 
 def plan(cfg: config.Cascade, run_dir: str, *, reward_model: str = "", judge: str = "",
          serve_is_dependency: bool = False) -> list[Task]:
-    """The tasks in submission order: each stage after the one before it; a serve task after the stage before
-    the first stage it serves. ``serve_is_dependency`` (local): a stage also starts after its serve tasks, which
-    return once their server is up; on Slurm a serve job runs until its stages end, so they wait for its URL."""
+    """The tasks in submission order: each stage after the one before it; a serve task after the
+    stage before the first stage it serves. ``serve_is_dependency`` (local): a stage also starts
+    after its serve tasks, which return once their server is up; on Slurm a serve job runs until its
+    stages end, so they wait for its URL."""
     names = [s.name for s in cfg.stages]
     consumers: dict[str, list[str]] = {}
     tasks: list[Task] = []
@@ -104,8 +107,8 @@ def plan(cfg: config.Cascade, run_dir: str, *, reward_model: str = "", judge: st
 
 
 def served_port(run_dir: str, task: str) -> int:
-    """A port derived from the run and task: the same server URL in every launch of a run, so a stage that
-    resumes keeps the config it started with (the URL is part of it)."""
+    """A port derived from the run and task: the same server URL in every launch of a run, so a
+    stage that resumes keeps the config it started with (the URL is part of it)."""
     return 20000 + int(hashlib.sha256(f"{run_dir}/{task}".encode()).hexdigest(), 16) % 20000
 
 
@@ -115,7 +118,8 @@ def servers_dir(run_dir: str | Path, launch_id: str) -> Path:
 
 
 def wait_for_url(run_dir: str, launch_id: str, task: str, timeout: float, poll: float = 2.0) -> str:
-    """The URL a serve task published; raises RuntimeError when it stopped or did not come up in time."""
+    """The URL a serve task published; raises RuntimeError when it stopped or did not come up in
+    time."""
     d, t0 = servers_dir(run_dir, launch_id), time.monotonic()
     while True:
         if (d / f"{task}.url").is_file():
@@ -133,8 +137,8 @@ def _published_url(path: Path) -> str:
 
 
 def served_out(run_dir: str, launch_id: str, task: str, consumers: tuple[str, ...]) -> bool:
-    """Whether a server is no longer needed: each stage it serves is done or its task gave up, or the
-    forgetting gate stopped the cascade."""
+    """Whether a server is no longer needed: each stage it serves is done or its task gave up, or
+    the forgetting gate stopped the cascade."""
     finished, stopped = finished_stages(run_dir)
     d = servers_dir(run_dir, launch_id)
     return bool(stopped) or all(s in finished or (d / f"{task}.released.{s}").is_file()
@@ -161,7 +165,8 @@ def _forward_signals(child: subprocess.Popen) -> None:
 
 
 def run_task(args) -> int:
-    """One stage: skip when done, refuse before the earlier stages are, wait for servers, run ``args.command``."""
+    """One stage: skip when done, refuse before the earlier stages are, wait for servers, run
+    ``args.command``."""
     finished, stopped = finished_stages(args.run_dir)
     if args.stage in finished:
         print(f"launch: stage {args.stage} is done in {args.run_dir}/manifest.json; nothing to do")
@@ -186,7 +191,8 @@ def run_task(args) -> int:
         except RuntimeError as e:
             print(f"launch: stage {args.stage}: {e}", file=sys.stderr)
             return 1
-        # The file, not the URL in it: the server may be requeued onto another node while the stage runs.
+        # The file, not the URL in it: the server may be requeued onto another node while the stage
+        # runs.
         named = f"file:{servers_dir(args.run_dir, args.id) / f'{task}.url'}"
         print(f"launch: stage {args.stage}: {task} is up at {url} ({named})")
         extra.append(f"stages.{args.stage}.reward.{field}={named}")
@@ -198,8 +204,9 @@ def run_task(args) -> int:
                              preexec_fn=parent_death.die_with_parent_preexec)
     _forward_signals(child)
     rc = child.wait()
-    # A server may stop for this stage once the stage gave up for good: it succeeded, or failed with no Slurm
-    # requeue left (nemo-run requeues a failed job TORCHX_MAX_RETRIES times). Killed by a signal: maybe requeued.
+    # A server may stop for this stage once the stage gave up for good: it succeeded, or failed with
+    # no Slurm requeue left (nemo-run requeues a failed job TORCHX_MAX_RETRIES times). Killed by a
+    # signal: maybe requeued.
     final = rc == 0 or int(os.environ.get("SLURM_RESTART_COUNT", 0)) >= int(os.environ.get("TORCHX_MAX_RETRIES", 0))
     if rc >= 0 and final:
         for spec in args.server:
@@ -211,8 +218,9 @@ def run_task(args) -> int:
 
 
 def run_serve(args) -> int:
-    """Serve a model until the stages it serves have ended, or (no ``--for``) until stopped by a signal
-    (``--detach``: in a background process, returning once the server is up, while ``--watch-pid`` lives)."""
+    """Serve a model until the stages it serves have ended, or (no ``--for``) until stopped by a
+    signal (``--detach``: in a background process, returning once the server is up, while
+    ``--watch-pid`` lives)."""
     d = servers_dir(args.run_dir, args.id)
     d.mkdir(parents=True, exist_ok=True)
     forever = not args.consumers
@@ -261,7 +269,8 @@ def run_serve(args) -> int:
 
 
 def _serve_detached(args, d: Path) -> int:
-    """Start this serve task again without --detach, in its own session, and return once its URL is out."""
+    """Start this serve task again without --detach, in its own session, and return once its URL is
+    out."""
     argv = serve_command(sys.executable, args.run_dir, args.id, args.name,
                          Serve(args.model, args.runner, "", tuple(args.consumers)), host=args.host,
                          dtype=args.dtype, vllm_args=args.vllm_args, ready_timeout=args.ready_timeout,

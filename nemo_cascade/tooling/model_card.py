@@ -1,5 +1,6 @@
-"""The release's model card: ``README.md`` with the front matter the Hugging Face Hub reads, what was trained and
-how, the run's own evaluation table, and the paper's numbers beside it where the suites are the same benchmark.
+"""The release's model card: ``README.md`` with the front matter the Hugging Face Hub reads, what
+was trained and how, the run's own evaluation table, and the paper's numbers beside it where the
+suites are the same benchmark.
 
 Front matter (rendered by ``huggingface_hub.ModelCardData``): ``license`` (given, else the base folder's card's,
 else ``unknown``), ``base_model`` (a hub id: given, else what the base folder says it is), ``datasets`` (given),
@@ -50,8 +51,8 @@ def _front_matter(readme: Path) -> dict:
 
 
 def base_model_id(base_folder: Path) -> Optional[str]:
-    """The hub id the base folder is a copy of: the HF cache's ``models--ORG--NAME`` path, or its config's
-    ``_name_or_path`` when that is a hub id; None when neither says."""
+    """The hub id the base folder is a copy of: the HF cache's ``models--ORG--NAME`` path, or its
+    config's ``_name_or_path`` when that is a hub id; None when neither says."""
     for part in reversed(base_folder.resolve().parts):
         found = _CACHE_DIR.fullmatch(part)
         if found:
@@ -66,8 +67,9 @@ def base_model_id(base_folder: Path) -> Optional[str]:
 
 def card_metadata(base_folder: Path, *, license: Optional[str] = None, base_model: Optional[str] = None,
                   datasets: Sequence[str] = (), reward_model: bool = False) -> dict:
-    """The front matter of a release whose weights were trained from ``base_folder``. ValueError (one line) for
-    a base_model or dataset that is not a hub id, or a license that is not a hub license id."""
+    """The front matter of a release whose weights were trained from ``base_folder``. ValueError
+    (one line) for a base_model or dataset that is not a hub id, or a license that is not a hub
+    license id."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     base_card = _front_matter(base_folder / "README.md")
@@ -99,8 +101,8 @@ def card_metadata(base_folder: Path, *, license: Optional[str] = None, base_mode
 
 
 def paper_comparison(cascade_name: str, history: list[tuple[str, dict[str, tuple[float, float]]]]) -> list[str]:
-    """Markdown lines: the run's last evaluated row beside the paper's numbers on the same benchmarks (empty when
-    the cascade is not one of the paper's models or no suite matches)."""
+    """Markdown lines: the run's last evaluated row beside the paper's numbers on the same
+    benchmarks (empty when the cascade is not one of the paper's models or no suite matches)."""
     # the recipes that start from a released checkpoint (``…-from-rlhf``) end in the same model
     key = cascade_name.split("-from-")[0]
     if key not in PAPER_RESULTS or not history:
@@ -121,7 +123,8 @@ def paper_comparison(cascade_name: str, history: list[tuple[str, dict[str, tuple
 
 def write_model_card(folder: Path, *, title: str, intro: Sequence[str], report_markdown: str, metadata: dict,
                      comparison: Sequence[str] = (), report_png: Optional[Path] = None) -> Path:
-    """Write ``folder/README.md``: front matter, the intro lines, the paper comparison, the run's report."""
+    """Write ``folder/README.md``: front matter, the intro lines, the paper comparison, the run's
+    report."""
     from huggingface_hub import ModelCardData
 
     yaml = ModelCardData(**metadata).to_yaml()

@@ -1,5 +1,6 @@
-"""``a.b.c=value`` command-line overrides of a recipe (``nemo-cascade run RECIPE key=value ...``): each string is
-parsed as its field's type and the result validated; a bad key or value is one ConfigError line naming it."""
+"""``a.b.c=value`` command-line overrides of a recipe (``nemo-cascade run RECIPE key=value ...``):
+each string is parsed as its field's type and the result validated; a bad key or value is one
+ConfigError line naming it."""
 from __future__ import annotations
 
 import re
@@ -49,9 +50,10 @@ def _coerce(value: str, tp: Any, where: str) -> Any:
 
 
 def _length_phase(item: str, where: str) -> LengthPhase:
-    """``STEPS:TOKENS[:OVERLONG][:T<temperature>][:C<clip ratio>]`` → LengthPhase (OVERLONG default none,
-    temperature default the stage's, no clip-ratio end): ``70:40960:zero:T0.8``, ``190:24576:filter:C0.1``. The
-    ``T`` / ``C`` mark the numbers, so each optional field may come alone and older command lines read as before."""
+    """``STEPS:TOKENS[:OVERLONG][:T<temperature>][:C<clip ratio>]`` → LengthPhase (OVERLONG default
+    none, temperature default the stage's, no clip-ratio end): ``70:40960:zero:T0.8``,
+    ``190:24576:filter:C0.1``. The ``T`` / ``C`` mark the numbers, so each optional field may come
+    alone and older command lines read as before."""
     expected = "STEPS:TOKENS[:OVERLONG][:T<temperature>][:C<clip ratio>]"
     parts = item.split(":")
     if not 2 <= len(parts) <= 5:

@@ -1,5 +1,6 @@
-"""What ``nemo-cascade plan`` prints: the per-stage memory table of :func:`nemo_cascade.plan.plan_cascade`, its
-assumptions, and a warning per stage that does not fit."""
+"""What ``nemo-cascade plan`` prints: the per-stage memory table of
+:func:`nemo_cascade.plan.plan_cascade`, its assumptions, and a warning per stage that does not
+fit."""
 from __future__ import annotations
 
 import math

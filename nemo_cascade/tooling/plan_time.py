@@ -1,5 +1,5 @@
-"""Per stage: an estimated step time and the checkpoint interval against a job's time limit — the time half of
-``nemo-cascade plan`` (plan.py has the memory half and the shapes this builds on).
+"""Per stage: an estimated step time and the checkpoint interval against a job's time limit — the
+time half of ``nemo-cascade plan`` (plan.py has the memory half and the shapes this builds on).
 
 A Slurm job is requeued at its time limit and resumes where the job before stopped. The run stops
 itself before the job's end (deadline.py: its save plus ``cfg.stop_margin_seconds``), so a job has
@@ -97,7 +97,8 @@ class StageTime:
 
     @property
     def progress_per_job(self) -> float:
-        """Steps one job moves the stage forward: a fraction of a step for a GRPO step longer than a job."""
+        """Steps one job moves the stage forward: a fraction of a step for a GRPO step longer than a
+        job."""
         if self.kind in config.ON_POLICY_KINDS:
             return max(0.0, self.budget_s - self.wave_s) / self.step_s if self.step_s > 0 else math.inf
         return math.floor(self.budget_s / self.step_s) if self.step_s > 0 else math.inf
@@ -139,10 +140,10 @@ def train_seconds(params: float, tokens: float, gpus: int, hw: Hardware = H100, 
 
 def decode_seconds(*, sequences: int, prompt: int, response: int, weight_bytes: float, kv_bytes_per_token: float,
                    kv_tokens: int, hw: Hardware = H100, one_wave: bool = False) -> float:
-    """One engine generating ``response`` tokens for each of ``sequences`` (memory-bound; module docstring).
-    ``weight_bytes`` and ``kv_bytes_per_token`` are per GPU of the engine, ``kv_tokens`` the
-    engine's KV cache.
-    ``one_wave``: the time of one wave only (the sequences the cache holds at once)."""
+    """One engine generating ``response`` tokens for each of ``sequences`` (memory-bound; module
+    docstring). ``weight_bytes`` and ``kv_bytes_per_token`` are per GPU of the engine, ``kv_tokens``
+    the engine's KV cache. ``one_wave``: the time of one wave only (the sequences the cache holds at
+    once)."""
     if sequences <= 0 or response <= 0:
         return 0.0
     mean_context = prompt + response / 2
@@ -154,14 +155,15 @@ def decode_seconds(*, sequences: int, prompt: int, response: int, weight_bytes: 
 
 
 def save_seconds(params: float, gpus: int, hw: Hardware = H100) -> float:
-    """A checkpoint's write: bf16 weights, fp32 master weights and two Adam moments (14 bytes a parameter),
-    spread over the job's GPUs at ``hw.write_bytes_per_s`` each."""
+    """A checkpoint's write: bf16 weights, fp32 master weights and two Adam moments (14 bytes a
+    parameter), spread over the job's GPUs at ``hw.write_bytes_per_s`` each."""
     return 14 * params / (gpus * hw.write_bytes_per_s)
 
 
 def save_every(checkpoint_every: int, minutes: float, step_s: float, stage_steps: int) -> tuple[int, str]:
-    """``(steps between saves, what triggers the save)``: the first of checkpoint_every steps, the first step
-    ending after ``minutes`` of wall time, and the stage's end (0 turns either setting off)."""
+    """``(steps between saves, what triggers the save)``: the first of checkpoint_every steps, the
+    first step ending after ``minutes`` of wall time, and the stage's end (0 turns either setting
+    off)."""
     options = [(stage_steps, "stage end")]
     if checkpoint_every > 0:
         options.append((checkpoint_every, "steps"))
@@ -171,7 +173,8 @@ def save_every(checkpoint_every: int, minutes: float, step_s: float, stage_steps
 
 
 def _tokens_per_step(stage: config.Stage) -> tuple[float, int, int]:
-    """``(tokens trained per step, prompt tokens, response tokens)`` (the last two for GRPO only)."""
+    """``(tokens trained per step, prompt tokens, response tokens)`` (the last two for GRPO
+    only)."""
     if config.samples_on_policy(stage):
         prompt = stage.rollout.max_prompt_tokens
         response = max(p.max_response_tokens for p in config.length_phases(stage))
@@ -183,8 +186,8 @@ def _tokens_per_step(stage: config.Stage) -> tuple[float, int, int]:
 
 def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s: float, hw: Hardware = H100
                ) -> StageTime:
-    """One stage's step time and save interval on the plan's layout (its shape, world, engine); ``budget_s``
-    what a job has for work."""
+    """One stage's step time and save interval on the plan's layout (its shape, world, engine);
+    ``budget_s`` what a job has for work."""
     d = plan.shape
     tokens, prompt, response = _tokens_per_step(stage)
     params = d.params(lm_head=stage.kind != "reward_model")
@@ -204,8 +207,8 @@ def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s:
 
 
 def job_budget(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float, hw: Hardware = H100) -> float:
-    """What a job has for work: its time limit less the start-up, the save and the stop margin (the run stops
-    itself that long before the end; the time-limit signal's lead, if longer, instead)."""
+    """What a job has for work: its time limit less the start-up, the save and the stop margin (the
+    run stops itself that long before the end; the time-limit signal's lead, if longer, instead)."""
     save = save_seconds(plan.shape.params(), plan.world, hw)
     return time_limit_s - STARTUP_S - save - max(cfg.stop_margin_seconds, SIGNAL_LEAD_S)
 
@@ -243,8 +246,9 @@ class GateTime:
 
 
 def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float, hw: Hardware = H100) -> GateTime | None:
-    """Each gate suite's items (its data file, ``gate.limit``) × K samples decoded to the suite's response budget
-    from a prompt of its input limit (1K tokens without one), on the plan's engines; None without a gate."""
+    """Each gate suite's items (its data file, ``gate.limit``) × K samples decoded to the suite's
+    response budget from a prompt of its input limit (1K tokens without one), on the plan's engines;
+    None without a gate."""
     from nemo_cascade.evaluate.runner import decoding_for
     from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
     from nemo_cascade.cascade.forgetting import Gate
@@ -284,7 +288,8 @@ def render_gate(g: GateTime | None, time_limit: str) -> str:
 
 
 def check_progress(times: list[StageTime], time_limit: str, gate: GateTime | None = None) -> None:
-    """One ConfigError line for the first stage that cannot move forward in a job of ``time_limit``."""
+    """One ConfigError line for the first stage that cannot move forward in a job of
+    ``time_limit``."""
     for t in times:
         if t.progress_per_job > 0:
             continue

@@ -1,9 +1,10 @@
 """Release conversion, offline: a trainer checkpoint of any TP × PP layout ⇄ an HF folder.
 
 One process, CPU, no process group: the model shards of a checkpoint (``checkpoint.py``'s
-``model_tp{t}_pp{p}.pt``) are merged over TP with the same declarative table that loads HF checkpoints into
-the actor and syncs weights into vLLM (``table.py``), and PP-local layer numbers become global ones. Shards are
-memory-mapped, so peak memory is about one output shard plus one merged tensor, not the model.
+``model_tp{t}_pp{p}.pt``) are merged over TP with the same declarative table that loads HF
+checkpoints into the actor and syncs weights into vLLM (``table.py``), and PP-local layer numbers
+become global ones. Shards are memory-mapped, so peak memory is about one output shard plus one
+merged tensor, not the model.
 
 - :func:`resolve` finds what to convert from a run directory, a stage directory, a checkpoint folder or an
   HF folder, and the HF folder that supplies config.json and the tokenizer (the run's base model).
@@ -39,7 +40,8 @@ _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
 
 
 class ConvertError(CascadeError, ValueError):
-    """A conversion that cannot be done; the message is one line naming the path and what was expected."""
+    """A conversion that cannot be done; the message is one line naming the path and what was
+    expected."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,9 @@ class Source:
 # ------------------------------------------------------------------------------------------- resolve
 def resolve(path: str | Path, base: str | Path | None = None) -> Source:
     """What to convert. ``path`` is a run (``runs/NAME``: its last finished policy stage), a stage
-    (``runs/NAME/stages/K-NAME``: its HF export, else its newest checkpoint), a checkpoint root or step folder,
-    or an HF folder. ``base`` overrides the HF folder that supplies config.json and the tokenizer."""
+    (``runs/NAME/stages/K-NAME``: its HF export, else its newest checkpoint), a checkpoint root or
+    step folder, or an HF folder. ``base`` overrides the HF folder that supplies config.json and the
+    tokenizer."""
     p = Path(path)
     if not p.exists():
         raise ConvertError(f"{p}: no such file or directory")
@@ -114,7 +117,8 @@ def _run_config(run: Path) -> dict:
 
 
 def _rm_stage_mode(run: Path, p: Path) -> str:
-    """The mode of the ``reward_model`` stage ``p`` lies in (its folder, export or checkpoint), else empty."""
+    """The mode of the ``reward_model`` stage ``p`` lies in (its folder, export or checkpoint), else
+    empty."""
     for k, s in enumerate(_run_config(run).get("stages", [])):
         folder = run / "stages" / f"{k}-{s.get('name')}"
         if s.get("kind") == "reward_model" and (p == folder or folder in p.parents):
@@ -142,9 +146,9 @@ def _last_policy_stage(run: Path) -> Path:
 # ------------------------------------------------------------------------------------ checkpoint → HF
 def checkpoint_tensors(step_dir: str | Path,
                        spec: ModelShape) -> Iterator[tuple[str, torch.Tensor]]:
-    """HF-named full tensors from a checkpoint's model shards (memory-mapped, one pipeline stage at a time).
-    Every saved parameter must be used by the table (a shard of another architecture is an error), except the
-    last pipeline stage's copy of tied embeddings."""
+    """HF-named full tensors from a checkpoint's model shards (memory-mapped, one pipeline stage at
+    a time). Every saved parameter must be used by the table (a shard of another architecture is an
+    error), except the last pipeline stage's copy of tied embeddings."""
     step_dir = Path(step_dir)
     meta = checkpoint.read_meta(step_dir)
     tp, pp = int(meta["tp"]), int(meta["pp"])
@@ -184,7 +188,8 @@ def checkpoint_tensors(step_dir: str | Path,
 
 
 def _local_name(entry: table.Entry, p: int, per_stage: int) -> str | None:
-    """The entry's name in pipeline stage ``p``'s shard (PP-local layer number), None if another stage's."""
+    """The entry's name in pipeline stage ``p``'s shard (PP-local layer number), None if another
+    stage's."""
     if entry.layer is None:
         return entry.megatron
     if entry.layer // per_stage != p:
@@ -201,9 +206,10 @@ def _is_score_head(shard: dict[str, torch.Tensor]) -> bool:
 # ------------------------------------------------------------------------------------------ write HF
 def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_bytes: int = 5 << 30,
           yarn_factor: float | None = None, yarn_original: int = 32768) -> Path:
-    """Write the release folder ``out_dir`` from ``source`` (see the module docstring). ``dtype``: ``auto``
-    keeps the stored dtype; ``bfloat16`` / ``float32`` cast. ``yarn_factor`` (default: the run's
-    ``model.yarn_factor``; 0 = none) writes YaRN rope scaling over ``yarn_original`` positions (App. B)."""
+    """Write the release folder ``out_dir`` from ``source`` (see the module docstring). ``dtype``:
+    ``auto`` keeps the stored dtype; ``bfloat16`` / ``float32`` cast. ``yarn_factor`` (default: the
+    run's ``model.yarn_factor``; 0 = none) writes YaRN rope scaling over ``yarn_original`` positions
+    (App. B)."""
     if yarn_factor is None:
         yarn_factor = float(_run_config(source.run_dir).get("model", {}).get("yarn_factor", 0.0)) \
             if source.run_dir else 0.0
@@ -268,10 +274,11 @@ def _write_generation_config(folder: Path, config: dict) -> None:
 
 def write_model_card(folder: str | Path, source: Source, name: str = "", *, license: str | None = None,
                      base_model: str | None = None, datasets: tuple[str, ...] = ()) -> Path:
-    """``README.md`` for a release from a run: hub front matter (``convert/model_card.py``), what was trained and
-    how (stages, base, lineage hashes), the paper's numbers beside the run's where the benchmarks match, and the
-    evaluation table taken from the run's own report (the forgetting matrix after every stage), with its
-    heatmap. Numbers are copied from the run's eval files and the paper's tables, never typed in per release."""
+    """``README.md`` for a release from a run: hub front matter (``convert/model_card.py``), what
+    was trained and how (stages, base, lineage hashes), the paper's numbers beside the run's where
+    the benchmarks match, and the evaluation table taken from the run's own report (the forgetting
+    matrix after every stage), with its heatmap. Numbers are copied from the run's eval files and
+    the paper's tables, never typed in per release."""
     from nemo_cascade.tooling import model_card
     from nemo_cascade.tooling.report import load_run, render_markdown
     from nemo_cascade.config import ON_POLICY_KINDS
@@ -318,7 +325,8 @@ def _is_reward_model(folder: Path) -> bool:
 
 # ------------------------------------------------------------------------------------------- HF → ckpt
 def from_hf(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, pp: int = 1) -> Path:
-    """A weights-only checkpoint of the HF folder in the actor's TP × PP layout (local layer spec names)."""
+    """A weights-only checkpoint of the HF folder in the actor's TP × PP layout (local layer spec
+    names)."""
     hf_dir = Path(hf_dir)
     spec = read_hf_config(hf_dir)
     megatron_args.check_parallel(spec, tp, pp, where="convert from-hf: --tp/--pp")
@@ -347,10 +355,11 @@ bf16-vs-fp32 difference, 7.9e-3; docs/performance.md), so the check runs in fp32
 
 def verify(folder: str | Path, reference: str | Path | None = None, prompt: str = "What is 2+3?",
            megatron: bool = True) -> dict:
-    """Load ``folder`` with transformers (fp32) and run ``prompt`` (greedy); with ``megatron``, build the Megatron
-    actor (TP=1, this process) from the folder and compare its per-token log-probs on a probe batch with
-    transformers' (≤ :data:`MEGATRON_FP32_TOLERANCE`); with ``reference``, also compare every tensor and the
-    logits. Raises ConvertError when the folder does not load or a comparison fails."""
+    """Load ``folder`` with transformers (fp32) and run ``prompt`` (greedy); with ``megatron``,
+    build the Megatron actor (TP=1, this process) from the folder and compare its per-token
+    log-probs on a probe batch with transformers' (≤ :data:`MEGATRON_FP32_TOLERANCE`); with
+    ``reference``, also compare every tensor and the logits. Raises ConvertError when the folder
+    does not load or a comparison fails."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     folder = Path(folder)
@@ -395,7 +404,8 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
 
 
 def _megatron_logprob_diff(folder: Path, model, spec: ModelShape) -> float:
-    """Max |Δ| of per-token log-probs, Megatron actor vs transformers ``model``, on a fixed random probe batch."""
+    """Max |Δ| of per-token log-probs, Megatron actor vs transformers ``model``, on a fixed random
+    probe batch."""
     from nemo_cascade.config import Parallel
     from nemo_cascade.actor.megatron import MegatronActor
 

@@ -1,4 +1,5 @@
-"""The cascade report of a run directory: ``report.md`` and ``report.png``, rebuilt from its files alone.
+"""The cascade report of a run directory: ``report.md`` and ``report.png``, rebuilt from its files
+alone.
 
 Reads ``config.json`` (stage order, kind, domain, steps), ``manifest.json`` (status, seconds, gate verdicts),
 ``base/eval.json`` and ``stages/<k>-<name>/{eval.json, metrics.jsonl}``, so it can run at the end of every stage,
@@ -39,8 +40,8 @@ def _is_own(run: Run, label: str, suite: str) -> bool:
 
 
 def _cell(row: dict, change: dict, suite: str, fmt: str = " ({})", test: PairedTest | None = None) -> str:
-    """``avg@K`` in % and, where an earlier row has the suite, the change in points formatted by ``fmt`` (with
-    the paired test's p-value when ``test`` is given)."""
+    """``avg@K`` in % and, where an earlier row has the suite, the change in points formatted by
+    ``fmt`` (with the paired test's p-value when ``test`` is given)."""
     if suite not in row:
         return "–"
     if suite not in change:
@@ -50,7 +51,8 @@ def _cell(row: dict, change: dict, suite: str, fmt: str = " ({})", test: PairedT
 
 
 def _matrix(run: Run, own: str) -> str:
-    """Stage × suite: ``avg@K (Δ vs the previous row)`` in %; ``own`` formats a stage's own-domain cells."""
+    """Stage × suite: ``avg@K (Δ vs the previous row)`` in %; ``own`` formats a stage's own-domain
+    cells."""
     suites = list(dict.fromkeys(s for _, row in run.history for s in row))
     rows = []
     for (label, row), change, tests in zip(run.history, deltas(run.history), run.tests()):
@@ -61,7 +63,8 @@ def _matrix(run: Run, own: str) -> str:
 
 
 def _own_domain(run: Run) -> list[str]:
-    """One line per RL stage: the change of the suites of its own domain against the row before it."""
+    """One line per RL stage: the change of the suites of its own domain against the row before
+    it."""
     change = dict(zip((label for label, _ in run.history), deltas(run.history)))
     tests = dict(zip((label for label, _ in run.history), run.tests()))
     lines = []
@@ -80,17 +83,18 @@ def _own_domain(run: Run) -> list[str]:
 
 
 def paired_rows(run_a: Run, label_a: str, run_b: Run, label_b: str, suite: str) -> PairedTest | None:
-    """The paired test of ``suite`` from row ``label_a`` of ``run_a`` to row ``label_b`` of ``run_b`` (the same run or
-    two), on the items both scored; None where either row has no item records for it or they share no item."""
+    """The paired test of ``suite`` from row ``label_a`` of ``run_a`` to row ``label_b`` of
+    ``run_b`` (the same run or two), on the items both scored; None where either row has no item
+    records for it or they share no item."""
     before, after = run_a.items.get(label_a, {}).get(suite), run_b.items.get(label_b, {}).get(suite)
     test = paired_test(before, after) if before is not None and after is not None else None
     return test if test is not None and test.items else None
 
 
 def _kept_to_the_end(run: Run) -> list[str]:
-    """One line per RL stage evaluated before the last row: its own-domain suites after it against the last row,
-    paired on the same items — did the later stages keep what this one learned (the question the cascade's
-    per-stage gates are there to answer, §4.1)?"""
+    """One line per RL stage evaluated before the last row: its own-domain suites after it against
+    the last row, paired on the same items — did the later stages keep what this one learned (the
+    question the cascade's per-stage gates are there to answer, §4.1)?"""
     scores, (last, final) = dict(run.history), run.history[-1]
     lines = []
     for s in (s for s in run.stages
@@ -109,8 +113,8 @@ def _kept_to_the_end(run: Run) -> list[str]:
 
 
 def _paired_drops(run: Run) -> list[str]:
-    """One line per row with a suite that fell against the row before at p < ALPHA (the matrix's paired test),
-    own domain or not."""
+    """One line per row with a suite that fell against the row before at p < ALPHA (the matrix's
+    paired test), own domain or not."""
     lines = []
     for (label, _), change, tests in zip(run.history, deltas(run.history), run.tests()):
         drops = [f"{suite} {_points(change[suite])} (p {p_text(test.p)})" for suite, test in tests.items()
@@ -162,7 +166,8 @@ def _regressions(run: Run) -> list[str]:
 
 
 def matrix_text(run_dir: Path) -> str:
-    """The forgetting matrix and the own-domain changes as aligned text, for the end-of-run printout."""
+    """The forgetting matrix and the own-domain changes as aligned text, for the end-of-run
+    printout."""
     run = load_run(run_dir)
     if not run.history:
         return "no evaluation yet (no base/eval.json, no stages/*/eval.json)\n"
@@ -173,7 +178,8 @@ def matrix_text(run_dir: Path) -> str:
 
 
 def _ends(values: list[float]) -> tuple[float, float, int]:
-    """Means of the first and last ``n`` values, ``n = min(WINDOW, len // 2)``: the windows never overlap."""
+    """Means of the first and last ``n`` values, ``n = min(WINDOW, len // 2)``: the windows never
+    overlap."""
     n = max(1, min(WINDOW, len(values) // 2))
     return sum(values[:n]) / n, sum(values[-n:]) / n, n
 
@@ -195,9 +201,9 @@ def _total(rows: list[dict], key: str) -> float:
 
 
 def _domain_rewards(rows: list[dict]) -> str:
-    """A mixed-domain stage's mean reward per domain over its first and last n steps, weighted by each step's
-    prompts of that domain (rewards.scoring logs ``reward_mean/<domain>``, ``prompts/<domain>``); "–" for a
-    stage of one domain (its reward is the Stages table's)."""
+    """A mixed-domain stage's mean reward per domain over its first and last n steps, weighted by
+    each step's prompts of that domain (rewards.scoring logs ``reward_mean/<domain>``,
+    ``prompts/<domain>``); "–" for a stage of one domain (its reward is the Stages table's)."""
     domains = sorted({k.split("/", 1)[1] for r in rows for k in r if k.startswith("prompts/")})
     n = max(1, min(WINDOW, len(rows) // 2))
 
@@ -212,8 +218,9 @@ def _domain_rewards(rows: list[dict]) -> str:
 
 
 def _training(run: Run) -> str:
-    """What each GRPO stage's steps did, from its metrics.jsonl: the groups that carried a signal (unequal
-    rewards: the only ones that train, §4.4.2), how many samples hit the length cap, where the time went."""
+    """What each GRPO stage's steps did, from its metrics.jsonl: the groups that carried a signal
+    (unequal rewards: the only ones that train, §4.4.2), how many samples hit the length cap, where
+    the time went."""
     rows = []
     for s in run.stages:
         if not samples_on_policy(s):
@@ -285,7 +292,8 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
 
 
 def _heatmap(ax, run: Run) -> None:
-    """Rows = evaluated rows, columns = suites, colour = change vs the previous row; own-domain cells boxed."""
+    """Rows = evaluated rows, columns = suites, colour = change vs the previous row; own-domain
+    cells boxed."""
     import matplotlib
     import numpy as np
     from matplotlib.patches import Rectangle
@@ -293,7 +301,8 @@ def _heatmap(ax, run: Run) -> None:
     suites = list(dict.fromkeys(s for _, row in run.history for s in row))
     change = deltas(run.history)
     delta = np.array([[100 * d[s] if s in d else np.nan for s in suites] for d in change])
-    # Symmetric limits centre the diverging map at 0; at least ±1 point so noise-sized changes stay pale.
+    # Symmetric limits centre the diverging map at 0; at least ±1 point so noise-sized changes stay
+    # pale.
     lim = max(1.0, float(np.nanmax(np.abs(delta)))) if np.isfinite(delta).any() else 1.0
     cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="#eeeeee")  # grey: no earlier row to compare with
     image = ax.imshow(np.ma.masked_invalid(delta), cmap=cmap, vmin=-lim, vmax=lim, aspect="auto")
@@ -315,7 +324,8 @@ def _heatmap(ax, run: Run) -> None:
 
 
 def _curves(fig, spec, curves: list) -> None:
-    """One small panel per stage with logged steps: the headline metric per step and its moving average."""
+    """One small panel per stage with logged steps: the headline metric per step and its moving
+    average."""
     import numpy as np
 
     cols = 2 if len(curves) > 1 else 1
@@ -363,8 +373,9 @@ def render_png(run: Run, path: Path) -> None:
 
 
 def build_report(run_dir: Path) -> tuple[Path, Path]:
-    """Write ``RUN_DIR/report.md`` and ``RUN_DIR/report.png`` from the run directory's files; returns both paths.
-    Raises :class:`ReportError` (one line naming the file) for a missing or unreadable file."""
+    """Write ``RUN_DIR/report.md`` and ``RUN_DIR/report.png`` from the run directory's files;
+    returns both paths. Raises :class:`ReportError` (one line naming the file) for a missing or
+    unreadable file."""
     run = load_run(run_dir)
     md, png = Path(run_dir) / "report.md", Path(run_dir) / "report.png"
     write_text_atomically(md, render_markdown(run, png.name))

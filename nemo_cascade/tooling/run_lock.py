@@ -1,11 +1,13 @@
-"""One writer per run folder: a lease file, ``RUN_DIR/run.lock``, taken before anything is written and held
-for the run's life by ``nemo-cascade run`` (and ``launch``, and ``eval`` into a run's stage folder).
+"""One writer per run folder: a lease file, ``RUN_DIR/run.lock``, taken before anything is written
+and held for the run's life by ``nemo-cascade run`` (and ``launch``, and ``eval`` into a run's stage
+folder).
 
-Why a lease file and not ``flock``/``fcntl``: run folders live on the cluster's shared file system, and there
-locks are not to be trusted — Lustre refuses ``flock`` unless mounted ``-o flock`` (``localflock`` makes it
-node-local: two nodes both "hold" it), NFS routes it through the lock manager (NLM, or NFSv4 leases), which
-``nolock`` mounts and many container setups disable, and a lock the server forgets on a restart is silently
-gone. Creating a name atomically is the one primitive all of them honour:
+Why a lease file and not ``flock``/``fcntl``: run folders live on the cluster's shared file system,
+and there locks are not to be trusted — Lustre refuses ``flock`` unless mounted ``-o flock``
+(``localflock`` makes it node-local: two nodes both "hold" it), NFS routes it through the lock
+manager (NLM, or NFSv4 leases), which ``nolock`` mounts and many container setups disable, and a
+lock the server forgets on a restart is silently gone. Creating a name atomically is the one
+primitive all of them honour:
 
 - the lock is created with ``link(2)`` from a unique candidate file beside it (the portable recipe of
   open(2)'s man page): ``link`` fails if the name exists, atomically, on local file systems, NFS v2–v4, Lustre,
@@ -81,7 +83,8 @@ def _read_first_line(path: str) -> str:
 
 
 def _start_time(pid: int) -> str:
-    """The process's start time (field 22 of /proc/PID/stat, after the parenthesised name); '' if unknown."""
+    """The process's start time (field 22 of /proc/PID/stat, after the parenthesised name); '' if
+    unknown."""
     stat = _read_first_line(f"/proc/{pid}/stat")
     fields = stat.rsplit(")", 1)[-1].split()
     return fields[19] if len(fields) > 19 else ""
@@ -110,9 +113,10 @@ def _parse(text: str) -> Optional[Holder]:
 
 
 def read_holder(lock: Path) -> tuple[Optional[Holder], Optional[float]]:
-    """(the holder, its last beat as an mtime); (None, None) when there is no lock, (None, mtime) when it is
-    unreadable (being written by the O_EXCL fallback, or damaged). Opened, not stat-ed: on NFS an open
-    revalidates the cached attributes (close-to-open consistency), so the beat is the server's latest."""
+    """(the holder, its last beat as an mtime); (None, None) when there is no lock, (None, mtime)
+    when it is unreadable (being written by the O_EXCL fallback, or damaged). Opened, not stat-ed:
+    on NFS an open revalidates the cached attributes (close-to-open consistency), so the beat is the
+    server's latest."""
     try:
         with open(lock) as f:
             return _parse(f.read()), os.fstat(f.fileno()).st_mtime
@@ -121,8 +125,9 @@ def read_holder(lock: Path) -> tuple[Optional[Holder], Optional[float]]:
 
 
 def judge_here(holder: Holder) -> Optional[str]:
-    """For a holder on this machine: why it is gone, '' if it is alive; None when its PID cannot be checked from
-    here (another host, another boot, another PID namespace) and only its beats can tell."""
+    """For a holder on this machine: why it is gone, '' if it is alive; None when its PID cannot be
+    checked from here (another host, another boot, another PID namespace) and only its beats can
+    tell."""
     here = me("")
     if holder.host != here.host:
         return None
@@ -143,8 +148,9 @@ def judge_here(holder: Holder) -> Optional[str]:
 
 
 class RunLock:
-    """A held (``owned``) or inherited lock; :meth:`release` ends it. Owned: a heartbeat thread refreshes it
-    and calls ``on_lost`` (default: a line on stderr and SIGTERM to this process) if it was taken over."""
+    """A held (``owned``) or inherited lock; :meth:`release` ends it. Owned: a heartbeat thread
+    refreshes it and calls ``on_lost`` (default: a line on stderr and SIGTERM to this process) if it
+    was taken over."""
 
     def __init__(self, path: Path, holder: Holder, owned: bool, beat_s: float = BEAT_S,
                  on_lost: Optional[Callable[[str], None]] = None):
@@ -174,7 +180,8 @@ class RunLock:
                 pass  # a file-system hiccup: the next beat tries again; the lease allows MISSED_BEATS of them
 
     def release(self) -> None:
-        """Stop beating and remove the lock if it is still this holder's (an inherited one is left alone)."""
+        """Stop beating and remove the lock if it is still this holder's (an inherited one is left
+        alone)."""
         if not self.owned:
             return
         self._stop.set()
@@ -229,7 +236,8 @@ def _create_exclusive(name: Path, content: bytes) -> bool:
 
 
 def inherited(run_dir: str | Path) -> Optional[RunLock]:
-    """The lock of ``run_dir`` if this process runs under it: :data:`ENV` names it with the holder's token."""
+    """The lock of ``run_dir`` if this process runs under it: :data:`ENV` names it with the holder's
+    token."""
     value = os.environ.get(ENV, "")
     path, _, token = value.rpartition(":")
     lock = Path(run_dir) / LOCK_NAME
@@ -242,9 +250,10 @@ def inherited(run_dir: str | Path) -> Optional[RunLock]:
 def acquire(run_dir: str | Path, command: str, *, beat_s: float = BEAT_S, missed: int = MISSED_BEATS,
             notice: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
             on_lost: Optional[Callable[[str], None]] = None) -> RunLock:
-    """Hold ``run_dir``'s lock (the folder is created). Returns the inherited lock when this process runs under
-    it (:func:`inherited`). A live holder: :class:`RunLocked`, naming it. A dead one: taken over, with one
-    ``notice`` line. ``command`` is what the lock says holds it (``nemo-cascade run``)."""
+    """Hold ``run_dir``'s lock (the folder is created). Returns the inherited lock when this process
+    runs under it (:func:`inherited`). A live holder: :class:`RunLocked`, naming it. A dead one:
+    taken over, with one ``notice`` line. ``command`` is what the lock says holds it (``nemo-cascade
+    run``)."""
     run_dir = Path(run_dir).absolute()
     found = inherited(run_dir)
     if found is not None:
@@ -273,8 +282,9 @@ def acquire(run_dir: str | Path, command: str, *, beat_s: float = BEAT_S, missed
 
 
 def _judge(lock: Path, candidate: Path, beat_s: float, missed: int) -> tuple[Optional[Holder], Optional[str]]:
-    """(holder, why it is gone — '' if alive); (None, None) if the lock vanished. A holder on this machine is
-    judged by its PID at once; any other by its beats, waiting for the next one while the lease runs."""
+    """(holder, why it is gone — '' if alive); (None, None) if the lock vanished. A holder on this
+    machine is judged by its PID at once; any other by its beats, waiting for the next one while the
+    lease runs."""
     holder, beat = read_holder(lock)
     if beat is None:
         return None, None
@@ -295,8 +305,8 @@ def _judge(lock: Path, candidate: Path, beat_s: float, missed: int) -> tuple[Opt
 
 
 def _fs_now(candidate: Path) -> float:
-    """The file system's "now": the mtime it gives the candidate on a touch (NFS: the server's clock, the one
-    that stamped the holder's beats; the local clock if the touch fails)."""
+    """The file system's "now": the mtime it gives the candidate on a touch (NFS: the server's
+    clock, the one that stamped the holder's beats; the local clock if the touch fails)."""
     try:
         os.utime(candidate)
         return os.stat(candidate).st_mtime
@@ -305,7 +315,8 @@ def _fs_now(candidate: Path) -> float:
 
 
 def _take_over(lock: Path, candidate: Path, stale_token: Optional[str], lease: float) -> bool:
-    """Replace the stale lock (still ``stale_token``'s) by this candidate, under ``run.lock.takeover``."""
+    """Replace the stale lock (still ``stale_token``'s) by this candidate, under
+    ``run.lock.takeover``."""
     guard = lock.with_name(LOCK_NAME + ".takeover")
     if not _create(guard, candidate):
         try:

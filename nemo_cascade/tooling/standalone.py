@@ -1,15 +1,17 @@
-"""Evaluating a checkpoint on disk (``nemo-cascade eval``): find the model, build an engine, run, write.
+"""Evaluating a checkpoint on disk (``nemo-cascade eval``): find the model, build an engine, run,
+write.
 
 A checkpoint is an HF model folder (``config.json``, weights, tokenizer) or a run's stage directory
-(``runs/<name>/stages/<k>-<name>/``, whose ``hf/`` holds the stage's export; results then go to that stage
-directory's ``eval.json``, beside its ``metrics.jsonl``). The engine is the project's
-``rollout.vllm.RolloutEngine`` in this process, serving the model with the suites' YaRN factor over its native
-positions (App. B: 2 for every benchmark, 3 for the 14B's 64K-input SWE-bench run): suites that need different
-factors are evaluated by one engine each, started in turn (:func:`yarn_groups`, in the order the suites were
-asked for; the engine before is shut down first). An engine's context is the longest prompt its suites generate
-(within each suite's input limit) plus the largest response budget, capped by the positions the factor gives
-(and by ``max_model_len`` if given). A run's stage directory is evaluated with its run's gate settings (thinking
-mode, per-suite YaRN and input limits) where the command line leaves them open (:func:`with_run_gate`).
+(``runs/<name>/stages/<k>-<name>/``, whose ``hf/`` holds the stage's export; results then go to that
+stage directory's ``eval.json``, beside its ``metrics.jsonl``). The engine is the project's
+``rollout.vllm.RolloutEngine`` in this process, serving the model with the suites' YaRN factor over
+its native positions (App. B: 2 for every benchmark, 3 for the 14B's 64K-input SWE-bench run):
+suites that need different factors are evaluated by one engine each, started in turn
+(:func:`yarn_groups`, in the order the suites were asked for; the engine before is shut down first).
+An engine's context is the longest prompt its suites generate (within each suite's input limit) plus
+the largest response budget, capped by the positions the factor gives (and by ``max_model_len`` if
+given). A run's stage directory is evaluated with its run's gate settings (thinking mode, per-suite
+YaRN and input limits) where the command line leaves them open (:func:`with_run_gate`).
 
 An 8B/14B model uses a node's GPUs: ``tensor_parallel_size`` GPUs per engine and ``data_parallel`` engines, one
 process per GPU under torchrun (``nemo-cascade eval`` starts it), each engine taking ``gpu_memory_utilization`` of
@@ -39,7 +41,8 @@ EXPECTED = ("expected a Hugging Face model folder (config.json, weights, tokeniz
 
 
 def resolve_checkpoint(path: str | Path) -> tuple[Path, Optional[Path]]:
-    """``(HF model folder, stage directory or None)`` for a checkpoint argument; EvalError (one line) otherwise."""
+    """``(HF model folder, stage directory or None)`` for a checkpoint argument; EvalError (one
+    line) otherwise."""
     p = Path(path)
     if not p.exists():
         raise EvalError(f"checkpoint {p}: not found; {EXPECTED}")
@@ -55,14 +58,15 @@ def resolve_checkpoint(path: str | Path) -> tuple[Path, Optional[Path]]:
 
 
 def output_folder(checkpoint: str | Path, out: Optional[str | Path] = None) -> Path:
-    """Where an evaluation writes: ``out``, else the stage directory evaluated, else ``runs/eval/<model folder>``."""
+    """Where an evaluation writes: ``out``, else the stage directory evaluated, else
+    ``runs/eval/<model folder>``."""
     model_dir, stage = resolve_checkpoint(checkpoint)
     return Path(out) if out else (stage or Path("runs") / "eval" / model_dir.resolve().name)
 
 
 def run_gate(stage: Optional[Path]) -> Optional[config.Gate]:
-    """The forgetting-gate settings of the run a stage directory belongs to (the run's resolved config.json,
-    ``runs/<name>/config.json``), or None for a checkpoint outside a run."""
+    """The forgetting-gate settings of the run a stage directory belongs to (the run's resolved
+    config.json, ``runs/<name>/config.json``), or None for a checkpoint outside a run."""
     if stage is None or not (stage.parent.parent / "config.json").is_file():
         return None
     path = stage.parent.parent / "config.json"
@@ -75,9 +79,9 @@ def run_gate(stage: Optional[Path]) -> Optional[config.Gate]:
 
 
 def with_run_gate(settings: EvalSettings, gate: Optional[config.Gate]) -> EvalSettings:
-    """``settings`` with the run's gate deciding what the command line left open: the thinking mode (a
-    thinking recipe's ``think``, App. B) and the per-suite YaRN factors and input limits (the 14B's SWE-bench:
-    64K input, YaRN 3); options given on the command line win."""
+    """``settings`` with the run's gate deciding what the command line left open: the thinking mode
+    (a thinking recipe's ``think``, App. B) and the per-suite YaRN factors and input limits (the
+    14B's SWE-bench: 64K input, YaRN 3); options given on the command line win."""
     if gate is None:
         return settings
     pairs = lambda items, kind: {k: kind(v) for k, _, v in (i.partition("=") for i in items)}  # noqa: E731
@@ -116,9 +120,10 @@ def model_positions(model_dir: Path, yarn_factor: Optional[float] = None) -> int
 
 
 def yarn_groups(prepared: Sequence[Prepared]) -> list[tuple[float, list[Prepared]]]:
-    """The engines an evaluation starts: ``(YaRN factor, its suites)`` per distinct factor, in the order the
-    suites come (App. B: one engine at factor 2 for every suite but the 14B's SWE-bench, which gets its own at
-    3). One engine serves one rope scaling, so a suite is never evaluated at another suite's factor."""
+    """The engines an evaluation starts: ``(YaRN factor, its suites)`` per distinct factor, in the
+    order the suites come (App. B: one engine at factor 2 for every suite but the 14B's SWE-bench,
+    which gets its own at 3). One engine serves one rope scaling, so a suite is never evaluated at
+    another suite's factor."""
     groups: dict[float, list[Prepared]] = {}
     for prep in prepared:
         groups.setdefault(prep.decoding.yarn_factor, []).append(prep)
@@ -141,7 +146,8 @@ def engine_context(prepared: Sequence[Prepared], positions: int, max_model_len: 
 
 
 def check_layout(tensor_parallel_size: int = 1, data_parallel: int = 1, gpu_memory_utilization: float = 0.9) -> int:
-    """The processes the engines need (TP × DP); EvalError (one line) for a value no engine can take."""
+    """The processes the engines need (TP × DP); EvalError (one line) for a value no engine can
+    take."""
     for option, value in (("--tensor-parallel-size", tensor_parallel_size), ("--data-parallel", data_parallel)):
         if not isinstance(value, int) or value < 1:
             raise EvalError(f"{option}: expected an integer >= 1, got {value!r}")
@@ -151,8 +157,9 @@ def check_layout(tensor_parallel_size: int = 1, data_parallel: int = 1, gpu_memo
 
 
 def init_ranks(world: int) -> None:
-    """Join this process's torchrun world (one rank per GPU) before the engines start; a single process needs
-    none. The world must be the engines' TP × DP: a mismatch is one line, not a hang inside vLLM."""
+    """Join this process's torchrun world (one rank per GPU) before the engines start; a single
+    process needs none. The world must be the engines' TP × DP: a mismatch is one line, not a hang
+    inside vLLM."""
     import os
 
     started = int(os.environ.get("WORLD_SIZE", "1"))
@@ -173,8 +180,9 @@ def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "aut
                  tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  yarn_factor: Optional[float] = None):
     """The project's rollout engine for evaluation only (no actor in this process): sharded over
-    ``tensor_parallel_size`` ranks of the torchrun world (each group of that many ranks one engine), serving
-    the model with YaRN ``yarn_factor`` over its native positions (App. B; None: config.json's rope)."""
+    ``tensor_parallel_size`` ranks of the torchrun world (each group of that many ranks one engine),
+    serving the model with YaRN ``yarn_factor`` over its native positions (App. B; None:
+    config.json's rope)."""
     from nemo_cascade.rollout.vllm import RolloutEngine
 
     if dtype == "auto":
@@ -192,9 +200,10 @@ def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "aut
 
 def _checked_settings(checkpoint: str | Path, suites: Sequence[str], settings: EvalSettings,
                       reward_model: Optional[str]) -> tuple[Path, EvalSettings, EvalSettings]:
-    """The model folder, the settings completed by the run's gate (:func:`with_run_gate`), and ``pending``: the
-    same settings as they are checked and suites prepared before a reward model to serve has its URL. Every
-    mistake (options, checkpoint, reward-model server or folder) is one line here, before anything loads."""
+    """The model folder, the settings completed by the run's gate (:func:`with_run_gate`), and
+    ``pending``: the same settings as they are checked and suites prepared before a reward model to
+    serve has its URL. Every mistake (options, checkpoint, reward-model server or folder) is one
+    line here, before anything loads."""
     # until it is served, a reward model to start stands in for the server URL it will have
     pending = replace(settings, reward_model_url=settings.reward_model_url or
                       ("http://127.0.0.1:1" if reward_model else ""))
@@ -215,15 +224,17 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
                         max_model_len: Optional[int] = None, dtype: str = "auto", kv_cache_gib: float = 2.0,
                         tensor_parallel_size: int = 1, data_parallel: int = 1, gpu_memory_utilization: float = 0.9
                         ) -> tuple[dict, Path]:
-    """Run ``suites`` on a checkpoint and write eval.json / eval.md / eval.svg into ``out_dir`` (default: the
-    stage directory, else ``runs/eval/<model folder name>``). ``reward_model``: an HF folder of a reward model
-    to serve for the RLHF suite for the duration of the run (else ``settings.reward_model_url``; rank 0 serves
-    it). Engines: see the module docstring. Returns ``(results by suite, eval.json path)``."""
+    """Run ``suites`` on a checkpoint and write eval.json / eval.md / eval.svg into ``out_dir``
+    (default: the stage directory, else ``runs/eval/<model folder name>``). ``reward_model``: an HF
+    folder of a reward model to serve for the RLHF suite for the duration of the run (else
+    ``settings.reward_model_url``; rank 0 serves it). Engines: see the module docstring. Returns
+    ``(results by suite, eval.json path)``."""
     world = check_layout(tensor_parallel_size, data_parallel, gpu_memory_utilization)
     model_dir, settings, pending = _checked_settings(checkpoint, suites, settings, reward_model)
     tokenizer = load_tokenizer(model_dir)
     prepared = [prepare(name, pending, tokenizer) for name in suites]
-    # one engine per rope scaling (App. B), each sized for its suites; a model that cannot be rescaled is one line
+    # one engine per rope scaling (App. B), each sized for its suites; a model that cannot be
+    # rescaled is one line
     engines = [(factor, group, engine_context(group, model_positions(model_dir, factor), max_model_len))
                for factor, group in yarn_groups(prepared)]
     out_dir = output_folder(checkpoint, out_dir)

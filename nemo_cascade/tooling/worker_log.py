@@ -1,15 +1,16 @@
-"""Where a worker's output goes: the console keeps what a person reads (``runtime/console.py``), the rest goes to the
-run's log file.
+"""Where a worker's output goes: the console keeps what a person reads (``runtime/console.py``), the
+rest goes to the run's log file.
 
-The console shows our progress bars, one line per stage event (started, resumed, skipped, gated, regression,
-done: the ``nemo_cascade.events`` logger), our own warnings, every error, and the final matrix. The rest —
-Megatron-Core's gradient-bucket listing and config reprs, Transformer Engine / Apex fallback warnings, vLLM's
-start-up log, torch's C++ warnings, third-party progress bars — goes to the run's log file,
-``RUN_DIR/logs/rank<R>.log``, appended to on every (re)start. The worker's stdout and stderr *file descriptors*
-are pointed at that file, because much of the chatter bypasses Python logging (``print``, C++ ``TORCH_WARN``,
-tqdm bars, vLLM's own non-propagating handler, which writes to ``sys.stdout``); Python warnings become log
-records (``logging.captureWarnings``), so nothing is suppressed, only moved. A worker that dies with a
-traceback writes it to the log and one line naming the log to the console.
+The console shows our progress bars, one line per stage event (started, resumed, skipped, gated,
+regression, done: the ``nemo_cascade.events`` logger), our own warnings, every error, and the final
+matrix. The rest — Megatron-Core's gradient-bucket listing and config reprs, Transformer Engine /
+Apex fallback warnings, vLLM's start-up log, torch's C++ warnings, third-party progress bars — goes
+to the run's log file, ``RUN_DIR/logs/rank<R>.log``, appended to on every (re)start. The worker's
+stdout and stderr *file descriptors* are pointed at that file, because much of the chatter bypasses
+Python logging (``print``, C++ ``TORCH_WARN``, tqdm bars, vLLM's own non-propagating handler, which
+writes to ``sys.stdout``); Python warnings become log records (``logging.captureWarnings``), so
+nothing is suppressed, only moved. A worker that dies with a traceback writes it to the log and one
+line naming the log to the console.
 
 ``--verbose`` leaves the console as it was (everything on it) and still copies every log record into the file.
 """
@@ -34,9 +35,9 @@ def log_path(run_dir: Path, rank: int) -> Path:
 
 
 class ConsoleFilter(logging.Filter):
-    """The records a person reads on the console: every error; on rank 0 also the stage events and the
-    project's own warnings (a regression, a discarded stage, a capped context). Other ranks' events repeat
-    rank 0's."""
+    """The records a person reads on the console: every error; on rank 0 also the stage events and
+    the project's own warnings (a regression, a discarded stage, a capped context). Other ranks'
+    events repeat rank 0's."""
 
     def __init__(self, main: bool):
         super().__init__()
@@ -50,7 +51,8 @@ class ConsoleFilter(logging.Filter):
 
 
 class ConsoleFormatter(logging.Formatter):
-    """``14:41:29 stage sft: started (600 steps)`` for an event; the level and logger name for anything else."""
+    """``14:41:29 stage sft: started (600 steps)`` for an event; the level and logger name for
+    anything else."""
 
     def __init__(self):
         super().__init__("%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -61,10 +63,11 @@ class ConsoleFormatter(logging.Formatter):
 
 
 def to_log(path: Path, verbose: bool = False, rank: int = 0) -> Path:
-    """Send this process's output to ``path`` (appended) and keep the console for what ``ConsoleFilter`` passes;
-    with ``verbose``, the console keeps everything and the file gets a copy of every log record. Call once,
-    after ``logging.basicConfig`` and before the heavy imports (megatron, vllm), whose handlers bind
-    ``sys.stdout`` / ``sys.stderr`` — the objects stay, their file descriptors move."""
+    """Send this process's output to ``path`` (appended) and keep the console for what
+    ``ConsoleFilter`` passes; with ``verbose``, the console keeps everything and the file gets a
+    copy of every log record. Call once, after ``logging.basicConfig`` and before the heavy imports
+    (megatron, vllm), whose handlers bind ``sys.stdout`` / ``sys.stderr`` — the objects stay, their
+    file descriptors move."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     logging.captureWarnings(True)  # warnings.warn → the py.warnings logger: into the file, not lost

@@ -1,4 +1,5 @@
-"""torchrun worker for the context-parallel layout test (2 processes = one CP group of 2, gloo, no model).
+"""torchrun worker for the context-parallel layout test (2 processes = one CP group of 2, gloo, no
+model).
 
 Run: torchrun --nproc_per_node=2 tests/dist/cp_worker.py OUT.json
 Megatron's CP attention needs Transformer Engine (GPU only), so this drives the actor's own CP
@@ -68,7 +69,8 @@ def main():
         "rank": ps.get_context_parallel_rank(),
         "input_ids": inputs["input_ids"].tolist(), "positions": inputs["position_ids"][0].tolist(),
         "labels": labels.tolist(), "tokens": tokens.tolist(),
-        # fresh logits: the log-prob path consumes its input in place (as the model's output, which nothing reuses)
+        # fresh logits: the log-prob path consumes its input in place (as the model's output, which
+        # nothing reuses)
         "logprobs_error": (sequence_layout.cp_token_logprobs(
             W[inputs["input_ids"]].detach(), labels, T, 0.7, ps.get_context_parallel_group())
             - ref.detach()).abs().max().item(),

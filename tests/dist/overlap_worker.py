@@ -1,4 +1,5 @@
-"""torchrun worker for the overlapped-communication tests: the same 4 training steps under several DDP settings.
+"""torchrun worker for the overlapped-communication tests: the same 4 training steps under several
+DDP settings.
 
 Run: torchrun --nproc_per_node=2 tests/dist/overlap_worker.py MODEL_DIR OUT_DIR [PP]   (PP=2: 4 processes)
 Modes (DP=2, several small DDP buckets): plain / overlap_grad_reduce with the plain optimizer, and plain /
@@ -39,8 +40,8 @@ def batches():
 
 
 class Trace:
-    """Records Megatron's bucket-group collective calls as (what, id(bucket group), an async handle is
-    outstanding afterwards, called from inside autograd's backward)."""
+    """Records Megatron's bucket-group collective calls as (what, id(bucket group), an async handle
+    is outstanding afterwards, called from inside autograd's backward)."""
 
     def __init__(self):
         from megatron.core.distributed.param_and_grad_buffer import _ParamAndGradBucketGroup

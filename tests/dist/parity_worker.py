@@ -1,4 +1,5 @@
-"""torchrun worker for the parallel-parity tests: 3 training steps on a fixed batch, one parallel layout.
+"""torchrun worker for the parallel-parity tests: 3 training steps on a fixed batch, one parallel
+layout.
 
 Run: torchrun --nproc_per_node=N tests/dist/parity_worker.py MODEL_DIR OUT.json TP PP
 Rank 0 writes per-step losses and grad norms, the initial log-probs, and whether the weights exported back
@@ -56,8 +57,9 @@ def main():
 
 
 def shared_prompt_logprobs(actor, tokens):
-    """The trained tokens' log-probs of two groups laid out sharing their prompts (GRPO.share_prompts: RoPE at
-    positions, per-sample masks, on every shard and stage) and one sequence per row, each sorted."""
+    """The trained tokens' log-probs of two groups laid out sharing their prompts
+    (GRPO.share_prompts: RoPE at positions, per-sample masks, on every shard and stage) and one
+    sequence per row, each sorted."""
     from nemo_cascade import config
     from nemo_cascade.algorithms import grpo
     from nemo_cascade.types import Prompt, PromptGroup

@@ -1,4 +1,5 @@
-"""torchrun worker for the resume tests: train K steps, save, train M more; a fresh actor loads and trains M.
+"""torchrun worker for the resume tests: train K steps, save, train M more; a fresh actor loads and
+trains M.
 
 Run: torchrun --nproc_per_node=N tests/dist/resume_worker.py MODEL_DIR OUT_DIR TP PP
 Rank 0 writes OUT_DIR/result.json: per rank the parameters that differ between the uninterrupted and the
@@ -56,7 +57,8 @@ def main():
     t0 = time.perf_counter()
     path = ckpt.save(root, K, a, {"position": K})
     save_s = time.perf_counter() - t0
-    # The actor's own HF export of the saved weights: the offline converter must reproduce it from the shards.
+    # The actor's own HF export of the saved weights: the offline converter must reproduce it from
+    # the shards.
     export_hf(a, out / "hf_at_save", model_dir)
     for b in batches[K:]:
         a.train_step(b, loss_fn)

@@ -1,5 +1,5 @@
-"""torchrun worker for the reward-model tests: a Bradley–Terry actor trained 3 steps on fixed pairs, its
-scores, and its HF export, in one parallel layout.
+"""torchrun worker for the reward-model tests: a Bradley–Terry actor trained 3 steps on fixed pairs,
+its scores, and its HF export, in one parallel layout.
 
 Run: torchrun --nproc_per_node=N tests/dist/rm_worker.py MODEL_DIR OUT_DIR TP PP [MODE STYLE]
 Writes OUT_DIR/rm (the exported *ForSequenceClassification folder, its chat template the RM rendering of
@@ -36,8 +36,8 @@ def main():
     def seq(n):  # no pad id inside a sequence: transformers reads the score at the last non-pad token
         return torch.randint(1, vocab, (n,), generator=g).tolist()
 
-    # 5 pairs of different lengths: with micro_batch_size 2 each microbatch is one pair, and DP/PP padding
-    # adds empty rows that must not count.
+    # 5 pairs of different lengths: with micro_batch_size 2 each microbatch is one pair, and DP/PP
+    # padding adds empty rows that must not count.
     pairs = [(seq(6 + 3 * i), seq(20 - 2 * i)) for i in range(5)]
     batch = make_pair_batch(pairs, max_tokens=18, pad_id=pad)  # the 20-token one keeps its last 18
     eval_rows = [seq(n) for n in (3, 11, 24, 7, 16, 1)]
@@ -48,8 +48,9 @@ def main():
     def loss_fn(scores_B_T, mb):
         return bt_loss_terms(scores_B_T, mb["last"], mb["pair_valid"])
 
-    # adam_eps well above float noise: Adam's first steps move every weight by ~lr·sign(g), so a weight whose
-    # gradient is 0 up to rounding (which differs between layouts) would otherwise move by ±lr at random.
+    # adam_eps well above float noise: Adam's first steps move every weight by ~lr·sign(g), so a
+    # weight whose gradient is 0 up to rounding (which differs between layouts) would otherwise move
+    # by ±lr at random.
     actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=1.0, adam_eps=1e-4), total_steps=3)
     steps = [actor.train_step(batch.tensors(), loss_fn) for _ in range(3)]
     final = actor.scores(ev.tokens_B_T, ev.last_B)
@@ -67,9 +68,9 @@ def main():
 
 
 def _conversation_scores(actor, model_dir, out, mode, style, pad):
-    """The actor's scores of OUT_DIR/conversations.json read as preference rows (each conversation's last turn
-    the chosen response, a fixed rejected one), through the RM stage's own loading and batching; None without
-    the file."""
+    """The actor's scores of OUT_DIR/conversations.json read as preference rows (each conversation's
+    last turn the chosen response, a fixed rejected one), through the RM stage's own loading and
+    batching; None without the file."""
     path = out / "conversations.json"
     if not path.is_file():
         return None

@@ -1,4 +1,5 @@
-"""torchrun worker for the sequence-parallel test: the same work at TP=2 with and without sequence parallelism.
+"""torchrun worker for the sequence-parallel test: the same work at TP=2 with and without sequence
+parallelism.
 
 Run: torchrun --nproc_per_node=2 tests/dist/sp_worker.py MODEL_DIR OUT.json
 For each of sequence_parallel False / True (in that order, in one process), rank 0 records:

@@ -1,7 +1,7 @@
-"""Process groups under torchrun (2 gloo processes): ``parallel.collective_timeout_minutes`` reaches the default
-group and the object-exchange group, and ``ranks``' exchanges run over the object group on both branches (the
-gloo default group reused on CPU; a gloo group of its own where the default is NCCL). The decisions for a GPU
-machine, recorded without one: tests/unit/test_collectives.py."""
+"""Process groups under torchrun (2 gloo processes): ``parallel.collective_timeout_minutes`` reaches
+the default group and the object-exchange group, and ``ranks``' exchanges run over the object group
+on both branches (the gloo default group reused on CPU; a gloo group of its own where the default is
+NCCL). The decisions for a GPU machine, recorded without one: tests/unit/test_collectives.py."""
 import json
 from pathlib import Path
 

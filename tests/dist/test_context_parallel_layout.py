@@ -1,8 +1,9 @@
-"""The actor's context-parallel bookkeeping on 2 gloo processes (one CP group): each rank gets Megatron's
-load-balanced chunks (rank 0: chunks 0 and 3, rank 1: chunks 1 and 2 of a sequence padded to a multiple of
-2·cp), with the next-token labels that cross chunk borders; the reassembled log-probs equal the
-whole-sequence ones; the gradients summed over the CP group equal the whole-sequence gradient; and only one
-CP rank counts the tokens Megatron divides by. (The model's own CP attention is TE's: tests/gpu.)"""
+"""The actor's context-parallel bookkeeping on 2 gloo processes (one CP group): each rank gets
+Megatron's load-balanced chunks (rank 0: chunks 0 and 3, rank 1: chunks 1 and 2 of a sequence padded
+to a multiple of 2·cp), with the next-token labels that cross chunk borders; the reassembled
+log-probs equal the whole-sequence ones; the gradients summed over the CP group equal the
+whole-sequence gradient; and only one CP rank counts the tokens Megatron divides by. (The model's
+own CP attention is TE's: tests/gpu.)"""
 import json
 from pathlib import Path
 
@@ -36,8 +37,8 @@ def test_each_rank_gets_its_two_chunks_and_their_labels(ranks):
         assert r["labels"] == [row[4 * a:4 * a + 4] + row[4 * b:4 * b + 4] for row in nxt]
 
 
-# cp_worker.py's stand-in model: a log-softmax over V = 11 logits per token, a loss summed over B·T = 3·13
-# weighted tokens, gradients summed over the two ranks' chunks (tests/tolerance.py).
+# cp_worker.py's stand-in model: a log-softmax over V = 11 logits per token, a loss summed over B·T
+# = 3·13 weighted tokens, gradients summed over the two ranks' chunks (tests/tolerance.py).
 VOCAB, TOKENS = 11, 3 * 13
 
 
@@ -64,6 +65,6 @@ def test_packed_rows_are_refused_under_context_parallel(ranks):
 
 
 def test_cp_logprobs_work_in_place_on_the_logits(ranks):
-    """As the non-CP path: the logits are divided by the temperature in place and consumed by the in-place
-    cross-entropy — no scaled fp32 copy of the step's largest tensor beside them."""
+    """As the non-CP path: the logits are divided by the temperature in place and consumed by the
+    in-place cross-entropy — no scaled fp32 copy of the step's largest tensor beside them."""
     assert all(r["consumed"] for r in ranks)

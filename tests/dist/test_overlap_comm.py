@@ -1,7 +1,8 @@
-"""parallel.overlap_grad_reduce / overlap_param_gather at DP=2 (torchrun, gloo) train exactly as without overlap:
-losses, grad norms, log-probs, the KL reference, HF exports and checkpoints over 4 steps — and the collectives
-really run asynchronously: gradient buckets start reducing inside the backward pass, parameter buckets are
-gathered by the next forward's pre-hooks, and every read of the weights outside a forward gathers first."""
+"""parallel.overlap_grad_reduce / overlap_param_gather at DP=2 (torchrun, gloo) train exactly as
+without overlap: losses, grad norms, log-probs, the KL reference, HF exports and checkpoints over 4
+steps — and the collectives really run asynchronously: gradient buckets start reducing inside the
+backward pass, parameter buckets are gathered by the next forward's pre-hooks, and every read of the
+weights outside a forward gathers first."""
 from pathlib import Path
 
 import numpy as np
@@ -49,9 +50,9 @@ STEPS, TOKENS = 4, 10 * 20  # the largest of overlap_worker.py's batches
 
 
 def assert_same(got: dict, want: dict, net: Net | None = None) -> None:
-    """Without ``net``: the same sums in the same order, so the same bits. With it, the grad norm is summed shard by
-    shard in another order, which reaches every weight through the clipping: tests/tolerance.py's bound for
-    numbers that all four steps' additions lead to."""
+    """Without ``net``: the same sums in the same order, so the same bits. With it, the grad norm is
+    summed shard by shard in another order, which reaches every weight through the clipping:
+    tests/tolerance.py's bound for numbers that all four steps' additions lead to."""
     a, b = tensors(got), tensors(want)
     assert sorted(a) == sorted(b)
     assert got["tokens"] == want["tokens"]
@@ -69,7 +70,8 @@ def test_runs_train(runs):
         assert len(set(np.round(run["loss"], 9))) == 4, f"{mode}: losses must change across steps"
     assert not torch.equal(runs["plain"]["export_step3"]["model.norm.weight"],
                            runs["plain"]["export_final"]["model.norm.weight"]), "step 4 must change the weights"
-    # The reference swap (right after step 1) read the starting weights: the first step's old log-probs.
+    # The reference swap (right after step 1) read the starting weights: the first step's old
+    # log-probs.
     torch.testing.assert_close(runs["plain"]["logprobs"]["reference"], runs["plain"]["logprobs"]["old_0"],
                                rtol=0, atol=0)
 
@@ -79,9 +81,10 @@ def test_overlap_grad_reduce_is_exact(runs):
 
 
 def test_overlap_with_distributed_optimizer(runs, net):
-    # The distributed optimizer shards every bucket over the DP ranks and sums the grad norm shard by shard:
-    # with 4 buckets instead of 1 the shards, and so the summation order, differ — rounding only (measured:
-    # grad norms 1.5e-7 relative, weights <= 1e-7, log-probs <= 9.5e-7; PP=2: weights 1.7e-7).
+    # The distributed optimizer shards every bucket over the DP ranks and sums the grad norm shard
+    # by shard: with 4 buckets instead of 1 the shards, and so the summation order, differ —
+    # rounding only (measured: grad norms 1.5e-7 relative, weights <= 1e-7, log-probs <= 9.5e-7;
+    # PP=2: weights 1.7e-7).
     assert_same(runs["grad_do"], runs["plain_do"], net)
     # Same buckets: deferring the parameter all-gather to the next forward changes nothing at all.
     assert_same(runs["grad_gather_do"], runs["grad_do"])
@@ -108,12 +111,14 @@ def test_gradient_buckets_reduce_during_backward(runs, mode):
 
 def test_parameter_gather_overlaps_the_next_forward(runs):
     events = runs["grad_gather_do"]["events"]
-    # Step 2 was followed by nothing: step 3's first forward gathered, bucket by bucket, asynchronously.
+    # Step 2 was followed by nothing: step 3's first forward gathered, bucket by bucket,
+    # asynchronously.
     step3 = events[2]
     first_forced = next((i for i, e in enumerate(step3) if e[0] == "start_param_sync(force_sync)"), len(step3))
     async_gathers = [e for e in step3[:first_forced] if e[0] == "start_param_sync" and e[2]]
     assert len({e[1] for e in async_gathers}) == 4, step3[:first_forced]
-    # Steps 1, 3 and 4 were followed by a read of the weights outside a forward: it gathered at once.
+    # Steps 1, 3 and 4 were followed by a read of the weights outside a forward: it gathered at
+    # once.
     for k in (0, 2, 3):
         tail = events[k][[e[0] for e in events[k]].index("finish_grad_sync"):]
         assert len(_calls(tail, "start_param_sync(force_sync)")) == 4, (k, tail)

@@ -1,5 +1,5 @@
-"""An RL prompt file tokenized in shares by 2 gloo processes (torchrun) into one cache entry: every rank loads
-the prompts a whole-file read gives (data/prompt_cache.py)."""
+"""An RL prompt file tokenized in shares by 2 gloo processes (torchrun) into one cache entry: every
+rank loads the prompts a whole-file read gives (data/prompt_cache.py)."""
 import json
 from pathlib import Path
 

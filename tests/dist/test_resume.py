@@ -1,6 +1,7 @@
-"""Checkpoint resume is bit-exact under DP=2 (distributed optimizer: Adam state sharded over DP ranks), TP=2
-and PP=2 (torchrun, gloo); a corrupt file on one rank makes every rank raise the same CheckpointError; the
-offline release converter turns each layout's checkpoint into exactly the actor's own HF export."""
+"""Checkpoint resume is bit-exact under DP=2 (distributed optimizer: Adam state sharded over DP
+ranks), TP=2 and PP=2 (torchrun, gloo); a corrupt file on one rank makes every rank raise the same
+CheckpointError; the offline release converter turns each layout's checkpoint into exactly the
+actor's own HF export."""
 import json
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def test_resume_equals_uninterrupted(model_dir, tmp_path, tp, pp, model_files):
         assert r["lr"][0] == r["lr"][1]
     errors = {r["error"] for r in result["ranks"]}
     assert len(errors) == 1 and "train_rank00001.pt: sha256" in errors.pop(), result["ranks"]
-    # Offline release conversion of the TP/PP-sharded checkpoint equals the actor's own gathered export.
+    # Offline release conversion of the TP/PP-sharded checkpoint equals the actor's own gathered
+    # export.
     from nemo_cascade.tooling import release
     from nemo_cascade.convert.hf_io import SafetensorsReader
 

@@ -1,6 +1,6 @@
-"""The reward-model actor (Bradley–Terry, scalar head on the last token, paper §4.2) over TP=1, TP=2 and PP=2:
-the same losses and scores in every layout, and an exported *ForSequenceClassification folder whose
-transformers scores equal the actor's (fp32; bounds from tests/tolerance.py)."""
+"""The reward-model actor (Bradley–Terry, scalar head on the last token, paper §4.2) over TP=1, TP=2
+and PP=2: the same losses and scores in every layout, and an exported *ForSequenceClassification
+folder whose transformers scores equal the actor's (fp32; bounds from tests/tolerance.py)."""
 import json
 from pathlib import Path
 
@@ -17,8 +17,8 @@ WORKER = Path(__file__).with_name("rm_worker.py")
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    """The tiny recipe's causal LM (tied embeddings, 4 layers, 2 KV groups) with its tokenizer: the RM starts
-    from a policy checkpoint, whose LM head it drops."""
+    """The tiny recipe's causal LM (tied embeddings, 4 layers, 2 KV groups) with its tokenizer: the
+    RM starts from a policy checkpoint, whose LM head it drops."""
     from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3
 
     return build_tiny_qwen3(tmp_path_factory.mktemp("base"))
@@ -37,8 +37,8 @@ def reference(base, tmp_path_factory):
 
 
 def hf_scores(folder, rows, pad_id):
-    """transformers' raw scores: each row alone, and all rows in one right-padded batch (which reads the
-    score at the last non-pad token, so it checks the exported pad_token_id too)."""
+    """transformers' raw scores: each row alone, and all rows in one right-padded batch (which reads
+    the score at the last non-pad token, so it checks the exported pad_token_id too)."""
     import torch
     import transformers
 
@@ -57,7 +57,8 @@ TOKENS, STEPS = 10 * 18, 3  # rm_worker.py: 5 pairs of at most 18 tokens, 3 step
 
 
 def check_export(out, result):
-    """transformers reads the exported weights bit for bit: only the forward's order of additions differs."""
+    """transformers reads the exported weights bit for bit: only the forward's order of additions
+    differs."""
     alone, batched = hf_scores(out / "rm", result["eval_rows"], pad_id=0)
     terms = Net.of(out / "rm", 24).forward_terms()
     assert_close(alone, result["final_scores"], torch.float32, terms, what="transformers' scores, row alone")

@@ -1,4 +1,5 @@
-"""A ``reward_model`` stage inside a cascade, through the CLI: SFT → RM → SFT on synthetic arithmetic.
+"""A ``reward_model`` stage inside a cascade, through the CLI: SFT → RM → SFT on synthetic
+arithmetic.
 
 Checks that the RM learns (held-out pair accuracy well above chance, scored by transformers on the exported
 folder), logs loss / accuracy / margin per step, and is not handed on as a policy: the stage after it starts
@@ -76,9 +77,10 @@ def test_reward_model_learns_held_out_preferences(run):
                for k in {p["kind"] for p in held_out}}
     print(f"\n[rm stage] held-out pair accuracy {acc:.3f} over {len(held_out)} pairs; by kind {by_kind}; "
           f"train accuracy last 5 steps {mean(last, 'accuracy'):.3f}")
-    # Measured: 0.61 overall (235 pairs; chance is 0.50 ± 0.03). In 40 steps the ~1M-parameter RM learns the
-    # format preference (an answer outside \boxed{} loses: 1.00) while the two kinds that need arithmetic or
-    # comparing two numbers stay near chance — learnable, but not in a test-sized run.
+    # Measured: 0.61 overall (235 pairs; chance is 0.50 ± 0.03). In 40 steps the ~1M-parameter RM
+    # learns the format preference (an answer outside \boxed{} loses: 1.00) while the two kinds that
+    # need arithmetic or comparing two numbers stay near chance — learnable, but not in a test-sized
+    # run.
     assert acc >= 0.58 and by_kind["unboxed"] >= 0.9, (acc, by_kind)
 
 
@@ -94,8 +96,8 @@ def test_reward_model_is_not_handed_on_as_the_policy(run):
 
 
 def test_a_rerun_skips_the_finished_rm_and_still_hands_on_the_policy(run):
-    """The resume path: with every stage done, re-running only sft2 is refused in one line; with --retrain it
-    starts from sft's weights again (the RM before it is skipped, not handed on)."""
+    """The resume path: with every stage done, re-running only sft2 is refused in one line; with
+    --retrain it starts from sft's weights again (the RM before it is skipped, not handed on)."""
     cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe", f"run_root={run.parent}",
            "--stage", "sft2"]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",

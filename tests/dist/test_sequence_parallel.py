@@ -1,6 +1,7 @@
-"""Sequence parallelism (Megatron SP over the TP group) changes where activations live, not the math: at TP=2,
-``parallel.sequence_parallel=True`` gives the same per-token log-probs, GRPO losses and grad norms, packed-SFT
-loss, and reward-model scores and losses as TP=2 without it (torchrun, gloo, local layer spec on CPU)."""
+"""Sequence parallelism (Megatron SP over the TP group) changes where activations live, not the
+math: at TP=2, ``parallel.sequence_parallel=True`` gives the same per-token log-probs, GRPO losses
+and grad norms, packed-SFT loss, and reward-model scores and losses as TP=2 without it (torchrun,
+gloo, local layer spec on CPU)."""
 import json
 from pathlib import Path
 
@@ -27,14 +28,15 @@ def result(tmp_path_factory):
     return {**json.loads(out.read_text()), "net": Net.of(model, 23)}  # sp_worker.py: rows of 23 tokens
 
 
-# SP splits the norms' gradient sums over the TP group and gathers activations in another order: the bounds
-# are tests/tolerance.py's for the additions on each number's path (6 rows of 23 tokens, 3 GRPO steps).
+# SP splits the norms' gradient sums over the TP group and gathers activations in another order: the
+# bounds are tests/tolerance.py's for the additions on each number's path (6 rows of 23 tokens, 3
+# GRPO steps).
 TOKENS, STEPS = 6 * 23, 3
 
 
 def test_sequence_parallel_marks_the_norms(result):
-    """Under SP the input/pre-MLP/final norms see a sequence shard: their weights must be flagged so Megatron
-    sums their gradients over the TP group (without SP nothing is flagged)."""
+    """Under SP the input/pre-MLP/final norms see a sequence shard: their weights must be flagged so
+    Megatron sums their gradients over the TP group (without SP nothing is flagged)."""
     assert result["sp=False"]["policy"]["sp_params"] == []
     flagged = result["sp=True"]["policy"]["sp_params"]
     assert "decoder.final_layernorm.weight" in flagged

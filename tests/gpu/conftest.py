@@ -1,5 +1,6 @@
-"""GPU tier: every test here needs CUDA (and most need Transformer Engine); without them each one is skipped
-with the reason, so `python -m pytest tests/gpu -q` is safe anywhere. See tests/gpu/README.md."""
+"""GPU tier: every test here needs CUDA (and most need Transformer Engine); without them each one is
+skipped with the reason, so `python -m pytest tests/gpu -q` is safe anywhere. See
+tests/gpu/README.md."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,8 @@ import torch
 
 
 def te_version() -> str | None:
-    """transformer_engine's version where CUDA exists and it imports, else None (never imported on CPU)."""
+    """transformer_engine's version where CUDA exists and it imports, else None (never imported on
+    CPU)."""
     from nemo_cascade.actor.precision import probe
 
     return probe().te_version
@@ -33,8 +35,9 @@ def te():
 
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory):
-    """A random Qwen3 whose shapes suit FP8 GEMMs (every dim a multiple of 128, head_dim 64) and TP=2 / CP=2:
-    2 layers, 4 heads, 2 KV groups, untied LM head (so both output-layer paths are used across the tier)."""
+    """A random Qwen3 whose shapes suit FP8 GEMMs (every dim a multiple of 128, head_dim 64) and
+    TP=2 / CP=2: 2 layers, 4 heads, 2 KV groups, untied LM head (so both output-layer paths are used
+    across the tier)."""
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     return make_tiny_hf_model(tmp_path_factory.mktemp("tiny_gpu"), vocab_size=512, arch="qwen3", seed=11,
@@ -45,8 +48,9 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_qwen2(tmp_path_factory):
-    """The same shapes as ``tiny`` as a Qwen2 (the RM's base architecture, §4.2: Qwen2.5-72B-Instruct): q/k/v
-    biases (random, non-zero; tiny_models.py), no q/k norm. head_dim = hidden / heads, as Qwen2's config implies."""
+    """The same shapes as ``tiny`` as a Qwen2 (the RM's base architecture, §4.2:
+    Qwen2.5-72B-Instruct): q/k/v biases (random, non-zero; tiny_models.py), no q/k norm. head_dim =
+    hidden / heads, as Qwen2's config implies."""
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     return make_tiny_hf_model(tmp_path_factory.mktemp("tiny_qwen2_gpu"), vocab_size=512, arch="qwen2", seed=11,

@@ -1,4 +1,5 @@
-"""torchrun worker for the 2-GPU layout tests: the TE actor (bf16) in one layout, 2 GRPO steps on fixed rows.
+"""torchrun worker for the 2-GPU layout tests: the TE actor (bf16) in one layout, 2 GRPO steps on
+fixed rows.
 
 Run: torchrun --nproc_per_node=2 tests/gpu/layout_worker.py MODEL_DIR OUT.json TP CP SP
 DP fills the rest of the 2 ranks. Rows are 250 tokens (not a multiple of 2·cp or of tp): the actor pads.

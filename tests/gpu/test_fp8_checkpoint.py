@@ -1,7 +1,7 @@
-"""FP8 (delayed scaling) resume on one GPU with Transformer Engine: the scaling state TE keeps outside the
-parameters (``_extra_state``: scales and amax history) is in the checkpoint, and a resumed run continues the
-uninterrupted one — the same weights after the next steps (the CPU tier checks the bookkeeping with a stand-in
-module: tests/unit/test_checkpoint.py)."""
+"""FP8 (delayed scaling) resume on one GPU with Transformer Engine: the scaling state TE keeps
+outside the parameters (``_extra_state``: scales and amax history) is in the checkpoint, and a
+resumed run continues the uninterrupted one — the same weights after the next steps (the CPU tier
+checks the bookkeeping with a stand-in module: tests/unit/test_checkpoint.py)."""
 import pytest
 import torch
 

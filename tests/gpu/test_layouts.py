@@ -1,6 +1,7 @@
-"""2-GPU layouts of the TE actor (bf16) against DP=2 on the same rows: context parallelism (CP=2: each row split
-into Megatron's load-balanced chunks, TE ring attention, log-probs reassembled) and TP=2 with sequence
-parallelism give the same log-probs, GRPO losses, token counts and grad norms. Skipped with fewer than 2 GPUs."""
+"""2-GPU layouts of the TE actor (bf16) against DP=2 on the same rows: context parallelism (CP=2:
+each row split into Megatron's load-balanced chunks, TE ring attention, log-probs reassembled) and
+TP=2 with sequence parallelism give the same log-probs, GRPO losses, token counts and grad norms.
+Skipped with fewer than 2 GPUs."""
 import json
 from pathlib import Path
 
@@ -27,7 +28,8 @@ def reference(te, tiny, tmp_path_factory):
 
 
 def assert_same(got, ref):
-    """bf16: the layouts sum attention and GEMMs in different orders, so agreement is to bf16 noise."""
+    """bf16: the layouts sum attention and GEMMs in different orders, so agreement is to bf16
+    noise."""
     for key in ("initial", "final"):
         diff = np.abs(np.array(got[key]) - np.array(ref[key]))
         assert diff.max() < 0.1 and diff.mean() < 0.01, (key, diff.max(), diff.mean())

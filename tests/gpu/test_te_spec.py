@@ -1,6 +1,7 @@
-"""The Transformer Engine path of the actor on one GPU: TE's parameter names are the conversion table's (HF load
-and export round-trip), its log-probs match transformers (fp32 and bf16), packed SFT rows attend per example
-through TE's ``thd`` layout, and FP8 (delayed / current / blockwise) train steps run and fit a repeated batch."""
+"""The Transformer Engine path of the actor on one GPU: TE's parameter names are the conversion
+table's (HF load and export round-trip), its log-probs match transformers (fp32 and bf16), packed
+SFT rows attend per example through TE's ``thd`` layout, and FP8 (delayed / current / blockwise)
+train steps run and fit a repeated batch."""
 import math
 
 import pytest
@@ -47,9 +48,9 @@ def test_te_parameters_are_the_tables_and_round_trip(te, model, request):
 @pytest.mark.parametrize("model", ["tiny", "tiny_qwen2"])
 @pytest.mark.parametrize("dtype,max_diff,mean_diff", [("float32", 2e-2, 2e-3), ("bfloat16", 0.3, 0.03)])
 def test_te_logprobs_match_transformers(te, model, request, dtype, max_diff, mean_diff):
-    """Against transformers in fp32 on the same GPU. bf16 tolerance: a bf16 forward differs from fp32 by up to
-    ~0.1 nat per token on these random weights (docs/install.md: ~8e-2 for a bf16 vLLM engine); fp32 leaves room
-    for TF32 GEMMs inside TE."""
+    """Against transformers in fp32 on the same GPU. bf16 tolerance: a bf16 forward differs from
+    fp32 by up to ~0.1 nat per token on these random weights (docs/install.md: ~8e-2 for a bf16 vLLM
+    engine); fp32 leaves room for TF32 GEMMs inside TE."""
     import transformers
 
     tiny = request.getfixturevalue(model)
@@ -67,9 +68,9 @@ def test_te_logprobs_match_transformers(te, model, request, dtype, max_diff, mea
 
 @pytest.fixture(scope="module")
 def sharp(tiny, tmp_path_factory):
-    """``tiny`` with attention that matters: random init gives near-uniform attention whose output barely moves
-    the logits, so attending across examples would change little. Scaling the q/k norms sharpens the softmax
-    (logits ×16) and v/o the attention output (×25)."""
+    """``tiny`` with attention that matters: random init gives near-uniform attention whose output
+    barely moves the logits, so attending across examples would change little. Scaling the q/k norms
+    sharpens the softmax (logits ×16) and v/o the attention output (×25)."""
     import transformers
 
     model = transformers.AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
@@ -83,7 +84,8 @@ def sharp(tiny, tmp_path_factory):
 
 
 def per_token_logprobs(actor, batch):
-    """The log-probs the loss function sees, row by row (one rank, no padding rows: microbatches in order)."""
+    """The log-probs the loss function sees, row by row (one rank, no padding rows: microbatches in
+    order)."""
     seen = []
 
     def keep(lp, mb):
@@ -95,9 +97,10 @@ def per_token_logprobs(actor, batch):
 
 
 def test_te_packed_rows_attend_per_example(te, sharp):
-    """TE's causal attention ignores attention masks, so packed rows go through the thd layout. Per trained
-    token, the packed log-probs equal each example's own (up to bf16 noise: fused attention has no fp32 thd
-    kernel), far closer than the same rows attended as plain causal sequences (the leak the layout prevents)."""
+    """TE's causal attention ignores attention masks, so packed rows go through the thd layout. Per
+    trained token, the packed log-probs equal each example's own (up to bf16 noise: fused attention
+    has no fp32 thd kernel), far closer than the same rows attended as plain causal sequences (the
+    leak the layout prevents)."""
     from nemo_cascade.algorithms.packing import pack_sft_batch
 
     actor = te_actor(sharp, dtype="bfloat16")

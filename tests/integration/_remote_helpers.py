@@ -1,4 +1,5 @@
-"""Helpers for test_remote_rewards: tiny reward model and judge folders, and transformers' reference scores."""
+"""Helpers for test_remote_rewards: tiny reward model and judge folders, and transformers' reference
+scores."""
 from __future__ import annotations
 
 import os
@@ -15,9 +16,9 @@ end-to-end test's case) fits whole."""
 
 
 def build_tiny_reward_model(out_dir: Path, seed: int = 0) -> Path:
-    """A random ``Qwen3ForSequenceClassification`` (num_labels=1: a Bradley–Terry head) with the project's
-    tiny tokenizer (cascade1 chat template). The score head is drawn wide (std 0.5) so that logits are O(1)
-    and differ between inputs: a 1e-4 comparison then means something."""
+    """A random ``Qwen3ForSequenceClassification`` (num_labels=1: a Bradley–Terry head) with the
+    project's tiny tokenizer (cascade1 chat template). The score head is drawn wide (std 0.5) so
+    that logits are O(1) and differ between inputs: a 1e-4 comparison then means something."""
     import torch
     import transformers
 
@@ -47,8 +48,8 @@ def session_token() -> str:
 
 
 def tiny_reward_model_server(folder: Path):
-    """A ``VLLMServer`` (not launched) of a tiny reward model built in ``folder``: the session's shared RM
-    (conftest.py ``tiny_rm_server``) and bench/reliability.py's."""
+    """A ``VLLMServer`` (not launched) of a tiny reward model built in ``folder``: the session's
+    shared RM (conftest.py ``tiny_rm_server``) and bench/reliability.py's."""
     from nemo_cascade.rewards.serve import VLLMServer
 
     path = build_tiny_reward_model(folder)
@@ -57,9 +58,10 @@ def tiny_reward_model_server(folder: Path):
 
 
 def build_tiny_judge(out_dir: Path, seed: int = 1) -> Path:
-    """A random tiny ``Qwen3ForCausalLM`` (the tiny_models.py builder) with the project's tiny tokenizer. Its (tied)
-    embeddings are redrawn wide (std 0.5): with the default 0.02 the next-token distribution is nearly uniform
-    whatever the context, and reading P(YES) at the wrong position would go unnoticed."""
+    """A random tiny ``Qwen3ForCausalLM`` (the tiny_models.py builder) with the project's tiny
+    tokenizer. Its (tied) embeddings are redrawn wide (std 0.5): with the default 0.02 the
+    next-token distribution is nearly uniform whatever the context, and reading P(YES) at the wrong
+    position would go unnoticed."""
     import torch
     import transformers
 
@@ -78,7 +80,8 @@ def build_tiny_judge(out_dir: Path, seed: int = 1) -> Path:
 
 
 def hf_reward_scores(model, token_id_lists: list[list[int]]) -> list[float]:
-    """transformers' raw logit of the reward head for each token sequence (no padding, one at a time)."""
+    """transformers' raw logit of the reward head for each token sequence (no padding, one at a
+    time)."""
     import torch
 
     with torch.no_grad():
@@ -86,7 +89,8 @@ def hf_reward_scores(model, token_id_lists: list[list[int]]) -> list[float]:
 
 
 def hf_logprob_of(model, prompt_ids: list[int], continuation: list[int]) -> float:
-    """log P(continuation | prompt) under transformers' causal LM (sum of the per-token log-softmax)."""
+    """log P(continuation | prompt) under transformers' causal LM (sum of the per-token
+    log-softmax)."""
     import torch
 
     ids = torch.tensor([prompt_ids + continuation])

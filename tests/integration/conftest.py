@@ -1,4 +1,5 @@
-"""Shared fixtures for integration tests: a tiny Qwen3 HF folder (config, weights, tokenizer) built offline."""
+"""Shared fixtures for integration tests: a tiny Qwen3 HF folder (config, weights, tokenizer) built
+offline."""
 from __future__ import annotations
 
 import os
@@ -6,15 +7,18 @@ from pathlib import Path
 
 import pytest
 
-# vLLM reads this at engine start; the rollout engine forces it too, this only covers direct vLLM use.
+# vLLM reads this at engine start; the rollout engine forces it too, this only covers direct vLLM
+# use.
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 
 def build_tiny_qwen3(out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
-    """A tiny random Qwen3ForCausalLM (fp32, tied embeddings, head_dim 32) plus the project's tiny tokenizer.
+    """A tiny random Qwen3ForCausalLM (fp32, tied embeddings, head_dim 32) plus the project's tiny
+    tokenizer.
 
-    The embeddings are drawn with std 0.1 instead of HF's 0.02: next-token entropy ≈ 3 nats instead of
-    ≈ log(vocab), so temperature and top-k visibly change the sampling distribution in the tests."""
+    The embeddings are drawn with std 0.1 instead of HF's 0.02: next-token entropy ≈ 3 nats instead
+    of ≈ log(vocab), so temperature and top-k visibly change the sampling distribution in the
+    tests."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -43,9 +47,10 @@ def tiny_qwen3_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_rm_server(tmp_path_factory):
-    """One ``vllm serve`` of the tiny random Bradley–Terry RM (``_remote_helpers``) for every module that needs it
-    (test_remote_rewards, test_resume): start-up dominates those modules on CPU. It is *launched* here, not
-    waited for — a module calls ``wait_ready()``, after launching its own servers, so that they load together."""
+    """One ``vllm serve`` of the tiny random Bradley–Terry RM (``_remote_helpers``) for every module
+    that needs it (test_remote_rewards, test_resume): start-up dominates those modules on CPU. It is
+    *launched* here, not waited for — a module calls ``wait_ready()``, after launching its own
+    servers, so that they load together."""
     from nemo_cascade.rewards.serve import process_group_alive
     from tests.integration._remote_helpers import tiny_reward_model_server
 

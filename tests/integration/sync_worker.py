@@ -1,4 +1,5 @@
-"""torchrun worker: train the actor one step, push into the colocated vLLM engine, compare log-probs.
+"""torchrun worker: train the actor one step, push into the colocated vLLM engine, compare
+log-probs.
 
 Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP [ENGINE_TP [ENGINE_DTYPE
      [ENGINE_COMPILE]]]
@@ -47,7 +48,8 @@ def main():
         return stats, torch.tensor(engine.score_logprobs(prompt, continuation)), actor.logprobs(tokens)[0, 12:]
 
     stats, after, expect = train_push_score()
-    # a second push must overwrite the first everywhere (a CPU engine keeps its plain weights between pushes)
+    # a second push must overwrite the first everywhere (a CPU engine keeps its plain weights
+    # between pushes)
     _, after_again, expect_again = train_push_score()
     diffs = torch.cat([after - expect, after_again - expect_again]).abs()
     result = {"max_diff": float(diffs.max()), "mean_diff": float(diffs.mean()),

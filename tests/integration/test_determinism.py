@@ -1,7 +1,7 @@
-"""The same stage started in several fresh processes on this machine gives the same bits: every logged number of
-its steps (times aside) and every byte of its export. This is what makes a resumed run equal the uninterrupted
-one; whatever the CPU family, the process's first computations must take the same path as any later ones
-(docs/testing.md, "Tolerances, and what is bit-exact")."""
+"""The same stage started in several fresh processes on this machine gives the same bits: every
+logged number of its steps (times aside) and every byte of its export. This is what makes a resumed
+run equal the uninterrupted one; whatever the CPU family, the process's first computations must take
+the same path as any later ones (docs/testing.md, "Tolerances, and what is bit-exact")."""
 import hashlib
 import json
 import os
@@ -17,8 +17,8 @@ RUNS = 4
 
 
 def sft_stage(run_root: Path) -> tuple[list[dict], str]:
-    """``recipes/tiny.py:math_only``'s SFT stage, 3 steps, in a fresh process: its logged numbers and the
-    hash of its HF export."""
+    """``recipes/tiny.py:math_only``'s SFT stage, 3 steps, in a fresh process: its logged numbers
+    and the hash of its HF export."""
     cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", "recipes/tiny.py:math_only", "--stage", "sft",
            "stages.sft.steps=3", f"run_root={run_root}"]
     env = {k: v for k, v in os.environ.items()  # a fresh job, not this process's group (an actor test's)

@@ -1,7 +1,7 @@
-"""Every evaluation suite end to end on a tiny model: the project's vLLM engine generates, the training rewards
-score (code in the bubblewrap sandbox, RLHF through a real ``vllm serve`` reward model), and the outputs are
-written — once through the Python API (the forgetting gate's entry point) and once through
-``nemo-cascade eval --suite all``. 3 items per suite, 16 tokens per sample.
+"""Every evaluation suite end to end on a tiny model: the project's vLLM engine generates, the
+training rewards score (code in the bubblewrap sandbox, RLHF through a real ``vllm serve`` reward
+model), and the outputs are written — once through the Python API (the forgetting gate's entry
+point) and once through ``nemo-cascade eval --suite all``. 3 items per suite, 16 tokens per sample.
 
 One policy engine (in this process) and one reward-model server per module, started together.
 """
@@ -134,9 +134,9 @@ def test_same_seed_gives_the_same_samples(stack):
 ])
 def test_a_suite_stopped_midway_resumes_there_and_equals_an_uninterrupted_one(stack, tmp_path, monkeypatch,
                                                                               chunk_items, stopped):
-    """A gate row longer than a job (evaluate/row_progress.py): each item's group is kept as it finishes, a stop
-    ends the suite between chunks or inside one, and the next try generates only the items with no group, at
-    their places' seeds — the same records as an uninterrupted suite."""
+    """A gate row longer than a job (evaluate/row_progress.py): each item's group is kept as it
+    finishes, a stop ends the suite between chunks or inside one, and the next try generates only
+    the items with no group, at their places' seeds — the same records as an uninterrupted suite."""
     from nemo_cascade.evaluate.row_progress import RowProgress
     from nemo_cascade.evaluate.runner import GateStopped, run_suite
 

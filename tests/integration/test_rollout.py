@@ -1,6 +1,7 @@
-"""The vLLM rollout engine on CPU against transformers as the reference: sampling shapes, finish reasons,
-logprob semantics (processed = after temperature / top-k), prompt scoring, in-place weight pushes with the
-prefix cache reset, the one-line errors, and 2-rank per-rank generation under torchrun.
+"""The vLLM rollout engine on CPU against transformers as the reference: sampling shapes, finish
+reasons, logprob semantics (processed = after temperature / top-k), prompt scoring, in-place weight
+pushes with the prefix cache reset, the one-line errors, and 2-rank per-rank generation under
+torchrun.
 
 One engine per module (start ≈ 5–30 s on CPU); tests that change its weights restore them.
 This file is also the torchrun worker of the 2-rank test (``__main__`` at the bottom).
@@ -52,7 +53,8 @@ def _prompt(n_tokens: int, offset: int = 0, uid: str = "") -> types.Prompt:
 
 
 def _hf_logprobs(model, prompt: list[int], response: list[int], temperature: float = 1.0, top_k: int = -1):
-    """log p(response[t] | prompt, response[:t]) from transformers, after temperature and top-k masking."""
+    """log p(response[t] | prompt, response[:t]) from transformers, after temperature and top-k
+    masking."""
     ids = torch.tensor([prompt + response])
     with torch.no_grad():
         logits = model(ids).logits[0, len(prompt) - 1: len(prompt) - 1 + len(response)].double() / temperature
@@ -144,9 +146,10 @@ def test_same_step_reproduces_and_steps_differ(engine):
 
 
 def test_a_subset_at_its_places_samples_the_bits_the_whole_batch_did(engine):
-    """A resumed GRPO step generates only the prompts with no saved group (cascade/step_rollouts.py), at their places in
-    the batch: tokens AND log-probs must be the whole batch's, at lengths where split-KV attention (off on CPU,
-    rollout/vllm.py) would have summed a sequence differently in a smaller batch."""
+    """A resumed GRPO step generates only the prompts with no saved group
+    (cascade/step_rollouts.py), at their places in the batch: tokens AND log-probs must be the whole
+    batch's, at lengths where split-KV attention (off on CPU, rollout/vllm.py) would have summed a
+    sequence differently in a smaller batch."""
     r = dataclasses.replace(ROLLOUT, temperature=1.0, max_response_tokens=96)
     prompts = [_prompt(12 + k, k, str(k)) for k in range(16)]
     whole = engine.generate(prompts, n=8, sampling=r, step=5)
@@ -175,9 +178,10 @@ def test_generation_stops_between_engine_steps_when_asked(engine):
 
 
 def test_on_group_hands_over_each_group_as_it_finishes(engine):
-    """Scoring while generating (§4.6.2) needs each group the moment its samples are done: the callback gets
-    every prompt's group once, the very objects returned, the same samples as without it — and groups that end
-    early (here: stopping at a common character) arrive while others still generate."""
+    """Scoring while generating (§4.6.2) needs each group the moment its samples are done: the
+    callback gets every prompt's group once, the very objects returned, the same samples as without
+    it — and groups that end early (here: stopping at a common character) arrive while others still
+    generate."""
     r = dataclasses.replace(ROLLOUT, max_response_tokens=24, stop=tuple("aeiou"))
     prompts = [_prompt(12, k, str(k)) for k in range(8)]
     handed, unfinished = {}, []
@@ -194,8 +198,8 @@ def test_on_group_hands_over_each_group_as_it_finishes(engine):
 
 
 def test_stop_string_gives_stop(engine):
-    """Sample once, pick a character of sample 0's text, resample the same step with it as a stop string:
-    the same seed reproduces the sample up to the stop string."""
+    """Sample once, pick a character of sample 0's text, resample the same step with it as a stop
+    string: the same seed reproduces the sample up to the stop string."""
     r = dataclasses.replace(ROLLOUT, max_response_tokens=24)
     prompt = _prompt(30, 9)
     (free,) = engine.generate([prompt], n=2, sampling=r, step=7)
@@ -290,14 +294,15 @@ def test_load_weights_changes_logprobs_even_for_cached_prompts(engine, hf_model,
 
 
 def test_batch_larger_than_vllms_default_token_budget(engine):
-    """160 seeded requests × 60 prompt tokens (> vLLM's default 4096-token step budget): on CPU a chunked
-    prefill of a seeded request crashed vLLM 0.32 ("CPU Generator does not use offset")."""
+    """160 seeded requests × 60 prompt tokens (> vLLM's default 4096-token step budget): on CPU a
+    chunked prefill of a seeded request crashed vLLM 0.32 ("CPU Generator does not use offset")."""
     groups = engine.generate([_prompt(60, i, f"p{i}") for i in range(40)], n=4, step=3)
     assert len(groups) == 40 and all(g.group_size == 4 for g in groups)
 
 
 def test_tied_push_without_lm_head_is_refused(engine, hf_model):
-    """A tied checkpoint has no lm_head.weight, but vLLM's in-place reload keeps the OLD head without it."""
+    """A tied checkpoint has no lm_head.weight, but vLLM's in-place reload keeps the OLD head
+    without it."""
     sd = hf_model.state_dict()
     try:
         with pytest.raises(RuntimeError, match="weight push incomplete"):
@@ -354,8 +359,9 @@ def test_prompt_longer_than_model_is_rejected(engine):
 
 @pytest.mark.dist
 def test_two_ranks_generate_independently_under_torchrun(tiny_qwen3_dir, tmp_path):
-    """torchrun, 2 ranks, gloo default group created first (as the actor does); per-rank engines with
-    external_launcher: uneven call counts, per-rank weight pushes, the default group survives shutdown."""
+    """torchrun, 2 ranks, gloo default group created first (as the actor does); per-rank engines
+    with external_launcher: uneven call counts, per-rank weight pushes, the default group survives
+    shutdown."""
     from tests.launch import torchrun
 
     proc = torchrun(Path(__file__), 2, tiny_qwen3_dir, tmp_path, 1, timeout=600)
@@ -372,10 +378,11 @@ def test_two_ranks_generate_independently_under_torchrun(tiny_qwen3_dir, tmp_pat
 
 @pytest.mark.dist
 def test_two_ranks_share_a_tensor_parallel_engine(engine, tiny_qwen3_dir, tmp_path):
-    """rollout.tensor_parallel_size=2: both ranks drive one engine sharded over them. Each rank still gets
-    exactly its own prompts' groups — uneven shares included (rank 0's second call is empty, as a small refill
-    round's share can be), log-probs equal transformers' before and after a push, and a prompt samples the
-    same tokens as in the whole-engine-per-rank layout (its seed belongs to its owner rank)."""
+    """rollout.tensor_parallel_size=2: both ranks drive one engine sharded over them. Each rank
+    still gets exactly its own prompts' groups — uneven shares included (rank 0's second call is
+    empty, as a small refill round's share can be), log-probs equal transformers' before and after a
+    push, and a prompt samples the same tokens as in the whole-engine-per-rank layout (its seed
+    belongs to its owner rank)."""
     from tests.launch import torchrun
 
     proc = torchrun(Path(__file__), 2, tiny_qwen3_dir, tmp_path, 2, timeout=600)
@@ -401,7 +408,8 @@ def _two_rank_worker(model_dir: str, out_dir: str, engine_tp: int) -> None:
     rank = dist.get_rank()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     _load_ascii_ids(model_dir)
-    # An evaluation budget past the model's positions (App. B asks 64K) is capped, not refused by vLLM.
+    # An evaluation budget past the model's positions (App. B asks 64K) is capped, not refused by
+    # vLLM.
     eng = RolloutEngine(model_dir, dataclasses.replace(ROLLOUT, tensor_parallel_size=engine_tp), distributed=True,
                         max_model_len=1 << 20)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
@@ -433,7 +441,8 @@ if __name__ == "__main__":
 
 
 def test_sampling_params_carry_the_rollout_settings():
-    """top-k (IF-RL: 20, T16), top-p, temperature, length and stop strings reach vLLM's SamplingParams."""
+    """top-k (IF-RL: 20, T16), top-p, temperature, length and stop strings reach vLLM's
+    SamplingParams."""
     from nemo_cascade.rollout.vllm import RolloutEngine
 
     r = config.Rollout(temperature=0.6, top_p=0.95, top_k=20, max_response_tokens=12, stop=("\n\n",))

@@ -1,4 +1,5 @@
-"""One writer per run folder, as a user meets it on a laptop (`nemo-cascade run recipes/tiny.py:math_only`):
+"""One writer per run folder, as a user meets it on a laptop (`nemo-cascade run
+recipes/tiny.py:math_only`):
 
 - a second `nemo-cascade run` on the folder of a live run refuses in one line naming the holder, exit 2;
 - a worker SIGKILLed (as by the out-of-memory killer) ends the run with one line naming its rank, and no
@@ -96,7 +97,8 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
 
 @pytest.fixture
 def marks():
-    """The marks of the runs this test starts; whatever of them is left at the end (a failure) is SIGKILLed."""
+    """The marks of the runs this test starts; whatever of them is left at the end (a failure) is
+    SIGKILLed."""
     made = []
     yield lambda: made.append(uuid.uuid4().hex) or made[-1]
     for pid in (pid for mark in made for pid in _processes(mark)):

@@ -1,13 +1,15 @@
-"""The tiny cascade (recipes/tiny.py: SFT → RM → RLHF → IF → math → code → SWE) end to end through the CLI, at
-a few steps per stage: every stage kind runs, the RLHF stage is scored by the RM the cascade trained and served,
-the forgetting gate evaluates every row and fills the RM-scored column of the row before the RM, the report
-and the lineage manifest are written, and a re-run skips finished stages.
+"""The tiny cascade (recipes/tiny.py: SFT → RM → RLHF → IF → math → code → SWE) end to end through
+the CLI, at a few steps per stage: every stage kind runs, the RLHF stage is scored by the RM the
+cascade trained and served, the forgetting gate evaluates every row and fills the RM-scored column
+of the row before the RM, the report and the lineage manifest are written, and a re-run skips
+finished stages.
 
-The math stage also runs the per-stage GRPO settings: half-half thinking modes (§4.3.2), dynamic sampling with
-refill (§4.4.2) and a two-phase response-length curriculum, 8 tokens with overlong filtering then 40 (§4.5.2).
-The IF stage mixes in arithmetic prompts scored as math (``Stage.extra_data`` with ``Data.domain``): the
-mixed-domain run that recipes/smollm2_mixed.py compares the cascade with.
-(That stages improve their own domain needs the full step counts: `make run`, numbers in docs/cascade.md.)"""
+The math stage also runs the per-stage GRPO settings: half-half thinking modes (§4.3.2), dynamic
+sampling with refill (§4.4.2) and a two-phase response-length curriculum, 8 tokens with overlong
+filtering then 40 (§4.5.2). The IF stage mixes in arithmetic prompts scored as math
+(``Stage.extra_data`` with ``Data.domain``): the mixed-domain run that recipes/smollm2_mixed.py
+compares the cascade with. (That stages improve their own domain needs the full step counts: `make
+run`, numbers in docs/cascade.md.)"""
 import json
 import os
 import subprocess
@@ -109,26 +111,30 @@ def test_gate_rows_and_report(run):
 
 def test_grpo_stage_settings_reach_the_loop(run):
     math = _metrics(run / "stages/4-math/metrics.jsonl")
-    # length curriculum: phase 0 asks vLLM for at most 8 tokens and filters truncated samples, phase 1 for 40
+    # length curriculum: phase 0 asks vLLM for at most 8 tokens and filters truncated samples, phase
+    # 1 for 40
     assert [(r["phase"], r["max_response_tokens"]) for r in math] == [(0, 8), (1, 40)]
     assert math[0]["response_len_mean"] <= 8 and math[0]["samples_overlong_filtered"] > 0
     assert math[1]["samples_overlong_filtered"] == 0  # the zero policy keeps truncated samples (reward 0)
     for r in math:
-        # refill: each extra round samples as many prompts as informative groups are missing, at most 2 rounds
+        # refill: each extra round samples as many prompts as informative groups are missing, at
+        # most 2 rounds
         assert r["groups_informative"] <= 8 and r["groups"] - r["groups_dropped"] == r["groups_informative"]
         if r["groups_informative"] < 8:  # a short batch: the whole refill budget was spent
             assert r["refill_rounds"] == 2 and r["groups"] > 8
-        # half-half: the modes alternate over every prompt drawn, so the two counts differ by at most one
+        # half-half: the modes alternate over every prompt drawn, so the two counts differ by at
+        # most one
         assert abs(r["groups/think"] - r["groups/no_think"]) <= 1
         assert r["groups/think"] + r["groups/no_think"] == r["groups"]
         assert {"reward_mean/think", "reward_mean/no_think", "epoch"} <= set(r)
-    # RLHF's RM scores differ between samples, so its groups always train (60 SFT steps leave the verifiable
-    # domains at reward 0 more often than not: whether they update at this scale is luck)
+    # RLHF's RM scores differ between samples, so its groups always train (60 SFT steps leave the
+    # verifiable domains at reward 0 more often than not: whether they update at this scale is luck)
     trained = [r for s in ("rlhf", "ifeval", "math", "code", "swe")
                for r in _metrics(run / f"stages/{STAGES.index(s)}-{s}/metrics.jsonl") if "logprob_gap" in r]
     assert any(r["stage"] == "rlhf" for r in trained), "the RLHF stage made no GRPO update"
-    # Strict on-policy with a verified weight sync: vLLM sampled with the very weights the actor trains; their
-    # log-probs differ by the order of fp32 sums only (rows of at most 96 + 40 tokens, tests/tolerance.py).
+    # Strict on-policy with a verified weight sync: vLLM sampled with the very weights the actor
+    # trains; their log-probs differ by the order of fp32 sums only (rows of at most 96 + 40 tokens,
+    # tests/tolerance.py).
     net = Net.of(run / "base_model", 96 + 40)
     assert_within(max(r["logprob_gap"] for r in trained), torch.float32, net.forward_terms(),
                   what="actor vs engine log-prob gap")
@@ -163,8 +169,9 @@ def test_exports_load_in_transformers(run):
     assert changed, "the exported weights must be the trained ones, not the base model's"
 
 
-# Third-party chatter a person should not have to read between the progress bars (runtime/console.py): Megatron's
-# gradient-bucket listing and config reprs, TE / Apex fallback warnings, vLLM's start-up log.
+# Third-party chatter a person should not have to read between the progress bars
+# (runtime/console.py): Megatron's gradient-bucket listing and config reprs, TE / Apex fallback
+# warnings, vLLM's start-up log.
 CHATTER = ("Params for bucket", "Setting up optimizer with config", "DistributedDataParallelConfig(",
            "Apex are not installed", "Apex is not installed", "Initializing a V1 LLM engine")
 
@@ -194,8 +201,8 @@ def test_rerun_skips_finished_stages(run):
 
 
 def test_release_from_the_run(run, tmp_path):
-    """`convert to-hf RUN`: the last policy stage's weights, the paper's decoding defaults, the trained chat
-    template and a model card whose evaluation table is the run's forgetting matrix."""
+    """`convert to-hf RUN`: the last policy stage's weights, the paper's decoding defaults, the
+    trained chat template and a model card whose evaluation table is the run's forgetting matrix."""
     from huggingface_hub import ModelCard
 
     from nemo_cascade.tooling import release

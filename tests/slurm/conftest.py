@@ -1,7 +1,7 @@
-"""A real Slurm cluster for the slurm tier: tools/local_slurm.sh brings up munge, MariaDB + slurmdbd, slurmctld and
-two slurmd nodes on this machine (as root, under a temporary folder, on ports of its own), once per session, and
-stops what it started at the end. Where Slurm cannot be had (not root, no apt-get), the tier is skipped with one
-line saying why."""
+"""A real Slurm cluster for the slurm tier: tools/local_slurm.sh brings up munge, MariaDB +
+slurmdbd, slurmctld and two slurmd nodes on this machine (as root, under a temporary folder, on
+ports of its own), once per session, and stops what it started at the end. Where Slurm cannot be had
+(not root, no apt-get), the tier is skipped with one line saying why."""
 from __future__ import annotations
 
 import os
@@ -18,7 +18,8 @@ from nemo_cascade.runtime.server_token import TOKEN_ENV
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "local_slurm.sh"
 VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
-# Not the tool's default: a developer's own local cluster may be running beside the tests (or a second test run).
+# Not the tool's default: a developer's own local cluster may be running beside the tests (or a
+# second test run).
 PORT_BASE = os.environ.get("NEMO_CASCADE_TEST_SLURM_PORT_BASE", "26800")
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
 
@@ -41,7 +42,8 @@ class Cluster:
         return self.cmd("sbatch", "--parsable", *argv, env=env).strip().split(";")[0]
 
     def state(self, job: str) -> str:
-        """The job's state as slurmctld sees it now (squeue), else as accounting recorded it (sacct)."""
+        """The job's state as slurmctld sees it now (squeue), else as accounting recorded it
+        (sacct)."""
         out = self.cmd("squeue", "-h", "-j", job, "-o", "%T", check=False).strip()
         if out:
             return out
@@ -60,8 +62,9 @@ class Cluster:
         raise AssertionError(f"job {job} did not end within {timeout:.0f}s (last state {self.state(job)})")
 
     def wait_for(self, predicate, timeout: float, what: str, job: str, log: Path, *, running: bool = True) -> None:
-        """Wait until ``predicate()`` holds. While ``running``, a job that ends first fails the test at once; either
-        failure shows the end of the job's ``log`` (not ten minutes of waiting on a job that died)."""
+        """Wait until ``predicate()`` holds. While ``running``, a job that ends first fails the test
+        at once; either failure shows the end of the job's ``log`` (not ten minutes of waiting on a
+        job that died)."""
         deadline = time.monotonic() + timeout
         while not predicate():
             state = self.state(job)

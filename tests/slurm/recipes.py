@@ -1,12 +1,13 @@
-"""Recipes the slurm tier launches as nemo-run experiments (a file inside the checkout, so the jobs can load it)."""
+"""Recipes the slurm tier launches as nemo-run experiments (a file inside the checkout, so the jobs
+can load it)."""
 from dataclasses import replace
 
 from nemo_cascade.config import GRPO, Actor, Cascade, Data, Gate, Model, Parallel, Reward, Rollout, Stage
 
 
 def _rlhf(steps: int, prompts_per_step: int) -> Stage:
-    """A tiny RLHF stage scored by a reward model reached by URL. The URL is a placeholder: a launched job is
-    handed the served model's URL file, a test's run an override."""
+    """A tiny RLHF stage scored by a reward model reached by URL. The URL is a placeholder: a
+    launched job is handed the served model's URL file, a test's run an override."""
     return Stage(name="rlhf", kind="grpo", domain="rlhf", steps=steps, checkpoint_every=0,
                  data=Data(source="synthetic:arithmetic", split="test", size=16, seed=2),
                  actor=Actor(lr=1e-4), rollout=Rollout(max_prompt_tokens=96, max_response_tokens=24),
@@ -15,8 +16,8 @@ def _rlhf(steps: int, prompts_per_step: int) -> Stage:
 
 
 def sft_then_rlhf() -> Cascade:
-    """SFT → RLHF scored by a served reward model (``nemo-cascade launch --reward-model``): two stage jobs and a
-    serve job, a few steps each, no gate."""
+    """SFT → RLHF scored by a served reward model (``nemo-cascade launch --reward-model``): two
+    stage jobs and a serve job, a few steps each, no gate."""
     sft = Stage(name="sft", kind="sft", data=Data(source="synthetic:arithmetic", split="train", seed=1), steps=10,
                 sft_batch_size=32, sft_max_tokens=96, checkpoint_every=0,
                 actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=5))
@@ -25,8 +26,9 @@ def sft_then_rlhf() -> Cascade:
 
 
 def rlhf_in_short_jobs() -> Cascade:
-    """One RLHF step scored by a reward model the test serves behind a slow proxy, in jobs shorter than the step
-    (tests/slurm/test_time_limit.py): no step-interval or timed save, so only the deadline's stops save."""
+    """One RLHF step scored by a reward model the test serves behind a slow proxy, in jobs shorter
+    than the step (tests/slurm/test_time_limit.py): no step-interval or timed save, so only the
+    deadline's stops save."""
     return Cascade(name="short-jobs", model=Model(build="tiny-qwen3"), parallel=Parallel(micro_batch_size=32),
                    stages=(_rlhf(steps=1, prompts_per_step=8),), checkpoint_every_minutes=0,
                    gate=Gate(suites=("tiny-math",), samples=1, limit=4, max_tokens=16))
@@ -47,8 +49,8 @@ def gate_in_short_jobs() -> Cascade:
 
 
 def from_an_unreleased_base() -> Cascade:
-    """A cascade whose base was never released (tests/slurm/test_sbatch.py): its job names the recipe that
-    makes the base, in one line."""
+    """A cascade whose base was never released (tests/slurm/test_sbatch.py): its job names the
+    recipe that makes the base, in one line."""
     made_by = "tests/slurm/recipes.py:sft_then_rlhf"
     return replace(sft_then_rlhf(), name="from-unreleased", stages=sft_then_rlhf().stages[:1],
                    model=Model(hf_path="/nonexistent/models/Unreleased-SFT", made_by=made_by))

@@ -1,7 +1,7 @@
-"""`nemo-cascade launch RECIPE --executor slurm --watch` through nemo-run's SlurmExecutor (its local tunnel) on a
-real Slurm cluster: one job per stage chained afterok plus the served reward-model job, run for real, their
-states read by nemo-run through Slurm's accounting (sacct); a stage that fails cancels its dependents and the
-launcher's last line names it."""
+"""`nemo-cascade launch RECIPE --executor slurm --watch` through nemo-run's SlurmExecutor (its local
+tunnel) on a real Slurm cluster: one job per stage chained afterok plus the served reward-model job,
+run for real, their states read by nemo-run through Slurm's accounting (sacct); a stage that fails
+cancels its dependents and the launcher's last line names it."""
 from __future__ import annotations
 
 import json
@@ -32,9 +32,9 @@ def _job_states(cluster, name_prefix: str) -> dict[str, str]:
 
 
 def test_stages_and_served_reward_model_run_as_chained_jobs(cluster, tmp_path):
-    """With the nodes' checks on (DOCTOR=1): each stage job checks the servers of its own stage only,
-    so the SFT job does not fail on the RLHF stage's placeholder URL, and the RLHF job waits for the
-    served model's URL file."""
+    """With the nodes' checks on (DOCTOR=1): each stage job checks the servers of its own stage
+    only, so the SFT job does not fail on the RLHF stage's placeholder URL, and the RLHF job waits
+    for the served model's URL file."""
     rm = build_tiny_reward_model(tmp_path / "rm")
     proc = _launch(cluster, tmp_path, "tests/slurm/recipes.py:sft_then_rlhf", "--reward-model", str(rm),
                    "--serve-gpus", "1", "--vllm-args", "--max-model-len 256", env={"DOCTOR": "1"})
@@ -65,7 +65,8 @@ def test_a_folder_named_nemo_run_is_refused_before_submitting(cluster, tmp_path)
 
 
 def test_a_failed_stage_cancels_its_dependents_and_is_named(cluster, tmp_path):
-    # torchrun's stand-in fails at once: the first stage's job fails, the next one's afterok cannot be met
+    # torchrun's stand-in fails at once: the first stage's job fails, the next one's afterok cannot
+    # be met
     proc = _launch(cluster, tmp_path, "recipes/tiny.py:math_only", "gate.suites=", env={"TORCHRUN": "false"})
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]

@@ -1,7 +1,8 @@
-"""slurm/cascade_8b.sh and cascade_14b.sh on a real Slurm cluster (two slurmd nodes on this machine), with the
-scripts' no-container path and a CPU recipe: torchrun's c10d rendezvous across the two nodes, gloo, a TP=2 tiny
-cascade (SFT → math GRPO) with a gate, run to the end; the time-limit signal in the middle of a stage, the save it
-triggers, the requeue and the resume, bit for bit against the uninterrupted run; MAX_REQUEUES; bad input."""
+"""slurm/cascade_8b.sh and cascade_14b.sh on a real Slurm cluster (two slurmd nodes on this
+machine), with the scripts' no-container path and a CPU recipe: torchrun's c10d rendezvous across
+the two nodes, gloo, a TP=2 tiny cascade (SFT → math GRPO) with a gate, run to the end; the
+time-limit signal in the middle of a stage, the save it triggers, the requeue and the resume, bit
+for bit against the uninterrupted run; MAX_REQUEUES; bad input."""
 from __future__ import annotations
 
 import json
@@ -17,7 +18,8 @@ from tests.slurm.conftest import ROOT
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 RECIPE = "recipes/tiny.py:two_ranks"  # SFT → math GRPO, TP=2: one rank on each node
-# checkpoint_every=100: no step-interval save, so a resume can only start from the save the signal triggered
+# checkpoint_every=100: no step-interval save, so a resume can only start from the save the signal
+# triggered
 ARGS = ("stages.sft.steps=30", "stages.math.steps=6", "stages.math.checkpoint_every=100", "gate.suites=tiny-math",
         "gate.limit=8", "gate.samples=1")
 STAGES = ("0-sft", "1-math")
@@ -34,14 +36,16 @@ def _log(runs: Path, job: str) -> str:
 
 
 def _worker_logs(runs: Path) -> str:
-    """What the ranks wrote to their run folders' logs (runtime/console.py: a worker's chatter goes there)."""
+    """What the ranks wrote to their run folders' logs (runtime/console.py: a worker's chatter goes
+    there)."""
     return "".join(p.read_text(errors="replace") for p in sorted(runs.glob("*/logs/rank*.log")))
 
 
 @pytest.fixture(scope="module")
 def straight(cluster, tmp_path_factory):
-    """cascade_8b.sh over two nodes (-N 2 instead of its one), not interrupted: the reference run. The nodes'
-    checks (nemo-cascade doctor) run first, as on a cluster; the other jobs here skip them (DOCTOR=0)."""
+    """cascade_8b.sh over two nodes (-N 2 instead of its one), not interrupted: the reference run.
+    The nodes' checks (nemo-cascade doctor) run first, as on a cluster; the other jobs here skip
+    them (DOCTOR=0)."""
     runs = tmp_path_factory.mktemp("straight")
     job = _submit(cluster, "cascade_8b.sh", runs, "-N2", "--gpus-per-node=1", env={"DOCTOR": "1"})
     return job, cluster.wait_done(job, 900), runs
@@ -63,8 +67,8 @@ def test_cascade_8b_runs_the_cascade_over_two_nodes(straight):
     assert f"job {job} (restart 0, at most 2000): {RECIPE}" in log and "on 2 node(s) × 1 GPUs" in log
     second = (run / "logs" / "rank1.log").read_text()  # a worker's own chatter goes to its log (runtime/console.py)
     assert "vLLM engine ready" in second and "rank 1)" in second, "the second node's rank started its engine"
-    # the nodes' checks run under torchrun over both nodes, as the job does: one table, from rank 0, after an
-    # all-reduce across the nodes
+    # the nodes' checks run under torchrun over both nodes, as the job does: one table, from rank 0,
+    # after an all-reduce across the nodes
     doctors = [line for line in log.splitlines() if line.startswith("nemo-cascade doctor: ")]
     assert len(doctors) == 1 and "rank 0 of 2, recipe recipes/tiny.py:two_ranks (tiny)" in doctors[0], log[-3000:]
     assert "ok      all-reduce                gloo, 2 ranks, 16 MiB in " in log
@@ -73,9 +77,10 @@ def test_cascade_8b_runs_the_cascade_over_two_nodes(straight):
 
 
 def test_time_limit_signal_saves_requeues_and_resumes_bit_exact(cluster, straight, tmp_path):
-    """cascade_14b.sh (two nodes): USR1 to the batch shell in the middle of the math stage — as Slurm sends it
-    before the time limit — makes the ranks save at the end of the current step and stop; the job requeues itself
-    and the rerun resumes from that save. Everything it produces equals the uninterrupted run's."""
+    """cascade_14b.sh (two nodes): USR1 to the batch shell in the middle of the math stage — as
+    Slurm sends it before the time limit — makes the ranks save at the end of the current step and
+    stop; the job requeues itself and the rerun resumes from that save. Everything it produces
+    equals the uninterrupted run's."""
     _, straight_state, straight_runs = straight
     assert straight_state == "COMPLETED"
     runs = tmp_path / "runs"
@@ -180,9 +185,9 @@ def test_layout_that_does_not_fill_the_nodes_fails_before_a_model_loads(cluster,
 
 
 def test_unreachable_reward_model_fails_on_the_nodes_before_a_model_loads(cluster, tmp_path):
-    """The nodes' checks (DOCTOR=1, the default) see the RM URL dead; the cascade's first stage (SFT) does not
-    need it, so that is a warning, and the run's own check of every server then ends the job in one line
-    naming the field, before a model loads."""
+    """The nodes' checks (DOCTOR=1, the default) see the RM URL dead; the cascade's first stage
+    (SFT) does not need it, so that is a warning, and the run's own check of every server then ends
+    the job in one line naming the field, before a model loads."""
     import socket
 
     with socket.socket() as s:  # a port nobody listens on
@@ -204,7 +209,8 @@ def test_unreachable_reward_model_fails_on_the_nodes_before_a_model_loads(cluste
 
 
 def test_a_tool_job_runs_one_command_on_a_node(cluster, tmp_path):
-    """slurm/tool.sh: a nemo-cascade command (here the plan of the 8B cascade for 4-hour jobs) as a job."""
+    """slurm/tool.sh: a nemo-cascade command (here the plan of the 8B cascade for 4-hour jobs) as a
+    job."""
     runs = tmp_path / "runs"
     runs.mkdir()
     job = cluster.sbatch("--gpus-per-node=1", f"--output={runs}/job-%j.log", "slurm/tool.sh", "plan",
@@ -216,8 +222,9 @@ def test_a_tool_job_runs_one_command_on_a_node(cluster, tmp_path):
 
 
 def test_the_defaults_a_user_runs_name_the_run_and_the_missing_release(cluster, tmp_path):
-    """With the nodes' checks on (DOCTOR=1) and no RUN_NAME: the run folder is the recipe's own name, and a
-    base that was never released stops the job in one line naming the recipe that makes it."""
+    """With the nodes' checks on (DOCTOR=1) and no RUN_NAME: the run folder is the recipe's own
+    name, and a base that was never released stops the job in one line naming the recipe that makes
+    it."""
     runs = tmp_path / "runs"
     runs.mkdir()
     recipe = "tests/slurm/recipes.py:from_an_unreleased_base"

@@ -60,8 +60,8 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
 
     cluster.cmd("scancel", "--batch", "--signal=USR1", job)  # the time limit is near
     _wait_for(lambda: cluster.restarts(job) == 1, 120, "the requeue")
-    # The restarted job's own line first: until then the URL file may still be the stopping server's, and a
-    # cancel sent while the job waits to restart can sit in REQUEUED.
+    # The restarted job's own line first: until then the URL file may still be the stopping
+    # server's, and a cancel sent while the job waits to restart can sit in REQUEUED.
     _wait_for(lambda: f"job {job} (restart 1, at most 2000): serving" in log_file.read_text(errors="replace"), 300,
               "the restarted job")
     _wait_for(lambda: url_file.is_file() and _health(_published(url_file)[0]) == 200, 300,

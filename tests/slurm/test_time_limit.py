@@ -1,12 +1,13 @@
-"""A GRPO step longer than its Slurm job (docs/launch.md "Requeue and resume"): jobs of a 2-minute time limit run
-an RLHF step whose scoring (a reward model behind a proxy that answers each request after 10 s: 8 groups, 80 s)
-outlasts what a job has for work (2 minutes less start-up, the base row of the gate and a 50 s stop margin —
-Slurm sends its time-limit signal up to half a minute early, and the run must stop before it). Each job's run
-reads its end (squeue, in the batch shell), stops inside the step before it, keeping the groups scored so far
-(rollout checkpoints), and the batch shell requeues the job; the next job scores only the rest. The chain
-reaches the end, and its export, every logged number and every gate score equal an uninterrupted run's bit for
-bit. The same for a gate row longer than a job: its finished chunks are kept, and the row the next
-job finishes equals the uninterrupted one."""
+"""A GRPO step longer than its Slurm job (docs/launch.md "Requeue and resume"): jobs of a 2-minute
+time limit run an RLHF step whose scoring (a reward model behind a proxy that answers each request
+after 10 s: 8 groups, 80 s) outlasts what a job has for work (2 minutes less start-up, the base row
+of the gate and a 50 s stop margin — Slurm sends its time-limit signal up to half a minute early,
+and the run must stop before it). Each job's run reads its end (squeue, in the batch shell), stops
+inside the step before it, keeping the groups scored so far (rollout checkpoints), and the batch
+shell requeues the job; the next job scores only the rest. The chain reaches the end, and its
+export, every logged number and every gate score equal an uninterrupted run's bit for bit. The same
+for a gate row longer than a job: its finished chunks are kept, and the row the next job finishes
+equals the uninterrupted one."""
 from __future__ import annotations
 
 import json
@@ -81,8 +82,9 @@ def test_a_step_longer_than_its_job_finishes_over_requeues_bit_exact(cluster, re
 
 
 def test_a_launched_stage_job_saves_before_its_end_and_is_requeued(cluster, reward_model, straight, tmp_path):
-    """The same through `nemo-cascade launch --executor slurm`: nemo-run's batch shell hands the job's end to the
-    run and requeues the job when it stops (exit 75); the launcher sees the job succeed in the end."""
+    """The same through `nemo-cascade launch --executor slurm`: nemo-run's batch shell hands the
+    job's end to the run and requeues the job when it stops (exit 75); the launcher sees the job
+    succeed in the end."""
     reward_model.delay = DELAY_S
     try:
         proc = subprocess.run(

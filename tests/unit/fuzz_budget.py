@@ -1,5 +1,5 @@
-"""Shared settings of the fuzz tier (tests/unit/test_fuzz_*.py): hypothesis settings per target and a tally of
-the cases each target ran, so ``bench/reliability.py`` can report "fuzz cases run".
+"""Shared settings of the fuzz tier (tests/unit/test_fuzz_*.py): hypothesis settings per target and
+a tally of the cases each target ran, so ``bench/reliability.py`` can report "fuzz cases run".
 
 Every fuzz test is deterministic (``derandomize=True``: the examples follow from the test's name, no database)
 and bounded (``max_examples`` per target below), so the whole tier is reproducible and its cost fixed.
@@ -45,8 +45,9 @@ cases); read it after ``pytest.main`` on the fuzz files."""
 
 
 def fuzz(target: str):
-    """The hypothesis settings of ``target``: its budget, derandomized, no deadline (the machine is shared;
-    bounded-time claims are asserted against the code's own configured bounds instead), no example database."""
+    """The hypothesis settings of ``target``: its budget, derandomized, no deadline (the machine is
+    shared; bounded-time claims are asserted against the code's own configured bounds instead), no
+    example database."""
     return settings(max_examples=FUZZ_EXAMPLES[target], derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
@@ -58,7 +59,8 @@ def ran(target: str, n: int = 1) -> None:
 
 
 def one_line(message: str) -> bool:
-    """A user-facing error message is one line (docs/architecture.md, "Contracts": one clear line on bad input)."""
+    """A user-facing error message is one line (docs/architecture.md, "Contracts": one clear line on
+    bad input)."""
     return "\n" not in message and "\r" not in message and message.strip() != ""
 
 

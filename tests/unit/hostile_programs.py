@@ -398,7 +398,8 @@ def _marker() -> str:
 
 def program_text(name: str, host: "_Host") -> str:
     """The attack's source, filled in for this host, prefixed with a prctl(PR_SET_NAME) so that its
-    processes (and every fork of them) carry the host's tag as their comm and can be found in /proc."""
+    processes (and every fork of them) carry the host's tag as their comm and can be found in
+    /proc."""
     body = Template(CORPUS[name].program).substitute(host.values)
     if name == "huge_source":
         body = body * (HUGE_SOURCE_BYTES // len(body) + 1) + "print('escaped')\n"
@@ -418,7 +419,8 @@ def alive(marker: str) -> list[int]:
 
 
 def none_left(marker: str, within_s: float = 5.0) -> bool:
-    """True once no process named ``marker`` exists (the kernel tears a PID namespace down asynchronously)."""
+    """True once no process named ``marker`` exists (the kernel tears a PID namespace down
+    asynchronously)."""
     deadline = time.monotonic() + within_s
     while alive(marker):
         if time.monotonic() > deadline:
@@ -433,10 +435,11 @@ def _fingerprint(path: Path) -> tuple:
 
 
 class _Host:
-    """The host side of one attack: canary files and listeners only it is told about (its witnesses), the
-    values its program is filled with, and the checks afterwards. ``tag`` is also its process marker: it
-    names the attack's processes and every file it tries to create. Use as a context manager: everything it
-    made (and every file carrying its tag, should the attack have escaped) is removed on exit."""
+    """The host side of one attack: canary files and listeners only it is told about (its
+    witnesses), the values its program is filled with, and the checks afterwards. ``tag`` is also
+    its process marker: it names the attack's processes and every file it tries to create. Use as a
+    context manager: everything it made (and every file carrying its tag, should the attack have
+    escaped) is removed on exit."""
 
     def __init__(self, tag: str, shared: "_Shared"):
         self.tag, self.shared = tag, shared
@@ -475,7 +478,8 @@ class _Host:
         self.fingerprints = {c: _fingerprint(c) for c in self.canaries}
         self.tcp = self._listener(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", 0))
         self.udp = self._listener(socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", 0))
-        # a socket file where the host's services keep theirs, mode 0777: only the sandbox keeps a program out
+        # a socket file where the host's services keep theirs, mode 0777: only the sandbox keeps a
+        # program out
         sock_dir = next((d for d in (Path("/var/tmp"), Path("/run")) if d.is_dir() and os.access(d, os.W_OK)),
                         Path("/tmp"))
         self.unix_path = sock_dir / f"hostile-{self.tag}.sock"
@@ -527,8 +531,9 @@ class _Host:
 
 
 class _Shared:
-    """Witnesses common to all attacks: a host canary process that must survive (the kill attacks are told
-    its pid) and the trainer's open file descriptors, counted once every witness is open."""
+    """Witnesses common to all attacks: a host canary process that must survive (the kill attacks
+    are told its pid) and the trainer's open file descriptors, counted once every witness is
+    open."""
 
     def __enter__(self) -> "_Shared":
         self.canary = subprocess.Popen(["sleep", "600"], start_new_session=True)
@@ -595,7 +600,8 @@ def run_corpus(names: Optional[list[str]] = None, *, unsafe: bool = False) -> tu
         hosts = {name: stack.enter_context(_Host(_marker(), shared)) for name in names}
         programs = [program_text(name, hosts[name]) for name in names] + [CONTROL, WRONG]
         fds_before = shared.open_fds()
-        # all at once, one thread each: every attack starts now, so each one's elapsed time is its own
+        # all at once, one thread each: every attack starts now, so each one's elapsed time is its
+        # own
         with ThreadPoolExecutor(max_workers=len(programs)) as pool:
             results = list(pool.map(lambda p: _score(scorer, p), programs))
         common = shared.problems(fds_before)
@@ -616,7 +622,8 @@ def run_corpus(names: Optional[list[str]] = None, *, unsafe: bool = False) -> tu
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
-            # its own witnesses (files, listeners) all count; the shared ones only for attacks that name them
+            # its own witnesses (files, listeners) all count; the shared ones only for attacks that
+            # name them
             seen = host.problems()
             seen.update({k: v for k, v in common.items() if k == "trainer" or k in CORPUS[name].witnesses})
             verdict.problems += [p for found in seen.values() for p in found]

@@ -19,7 +19,8 @@ ENGLISH = ("The committee met on Tuesday to review the budget. Everyone agreed t
 
 
 def load_rows() -> list[tuple[dict, str]]:
-    """(IFEval row, GPT-4 response) pairs, in file order (both files list the 541 prompts in one order)."""
+    """(IFEval row, GPT-4 response) pairs, in file order (both files list the 541 prompts in one
+    order)."""
     rows = read_jsonl_gz(DATA / "input_data.jsonl.gz")
     answers = [r["response"] for r in read_jsonl_gz(DATA / "input_response_data_gpt4_20231107_145030.jsonl.gz")]
     assert len(rows) == len(answers) == 541
@@ -140,8 +141,8 @@ def targeted(iid: str, kw: dict, base: str, prompt: str) -> list[str]:  # noqa: 
 
 
 def corpus() -> list[tuple[dict, list[str], list[list[str]]]]:
-    """Per IFEval row: all its distinct responses (GPT-4's first, then the generic and the targeted edits),
-    and per instruction of the row the targeted edits made for it."""
+    """Per IFEval row: all its distinct responses (GPT-4's first, then the generic and the targeted
+    edits), and per instruction of the row the targeted edits made for it."""
     out = []
     for row, base in load_rows():
         own = [targeted(iid, kw, base, row["prompt"]) for iid, kw in zip(row["instruction_id_list"], row["kwargs"])]

@@ -1,4 +1,5 @@
-"""lm-eval's IFEval checkers, loaded as the reference the agreement tests compare against (tests only).
+"""lm-eval's IFEval checkers, loaded as the reference the agreement tests compare against (tests
+only).
 
 ``lm_eval.tasks`` imports the whole evaluation stack (datasets, ...) on import, which the IFEval checkers do
 not need, so their three modules are loaded by file path under light stand-in parent packages. lm-eval's

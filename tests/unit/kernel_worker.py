@@ -1,4 +1,5 @@
-"""Worker for test_tolerance.py: the tiny actor's numbers under the kernels this process's environment allows.
+"""Worker for test_tolerance.py: the tiny actor's numbers under the kernels this process's
+environment allows.
 
 Run: python tests/unit/kernel_worker.py MODEL_DIR OUT.json
 Writes the log-probs before training, two GRPO steps' losses and grad norms, and the log-probs after them.

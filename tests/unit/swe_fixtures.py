@@ -46,7 +46,8 @@ class Instance:
         return {"golden_patch": self.patch, "files": self.files, "problem_statement": self.problem_statement}
 
     def under(self, directory: str) -> "Instance":
-        """The same instance with its files moved under ``directory/`` (``patch`` is left as it was)."""
+        """The same instance with its files moved under ``directory/`` (``patch`` is left as it
+        was)."""
         def move(mapping: dict) -> dict:
             return {f"{directory}/{path}": value for path, value in mapping.items()}
         return Instance(self.instance_id, self.problem_statement, self.patch, move(self.hunks), move(self.files),
@@ -88,7 +89,8 @@ def _filler(path: str, n: int) -> str:
 
 
 def rebuild(path: str, hunks: list[GitHunk], tail: int = 4) -> tuple[str, str]:
-    """(original, patched) contents of ``path``: each pre-image at its header line, unique fillers between."""
+    """(original, patched) contents of ``path``: each pre-image at its header line, unique fillers
+    between."""
     original: list[str] = []
     patched: list[str] = []
     for hunk in hunks:
@@ -118,8 +120,8 @@ def load_instances() -> list[Instance]:
 
 
 def search_replace_answer(instance: Instance) -> str:
-    """The golden patch as an Agentless answer: one fenced search/replace block per hunk (its whole pre- and
-    post-image), with some prose around."""
+    """The golden patch as an Agentless answer: one fenced search/replace block per hunk (its whole
+    pre- and post-image), with some prose around."""
     parts = ["I found the problem. Here are the edits:\n"]
     for path, hunks in instance.hunks.items():
         for hunk in hunks:
@@ -130,9 +132,9 @@ def search_replace_answer(instance: Instance) -> str:
 
 
 def sloppy_diff_answer(instance: Instance, line_shift: int = 37) -> str:
-    """The golden patch written the way models write diffs: no ``diff --git``/``index`` lines, no ``a/``
-    ``b/`` prefixes, wrong hunk line numbers and counts, blank context lines without their space, inside a
-    fenced block with prose around."""
+    """The golden patch written the way models write diffs: no ``diff --git``/``index`` lines, no
+    ``a/`` ``b/`` prefixes, wrong hunk line numbers and counts, blank context lines without their
+    space, inside a fenced block with prose around."""
     out = ["Here is the fix:", "", "```diff"]
     for path, hunks in instance.hunks.items():
         out += [f"--- {path}", f"+++ {path}"]
@@ -144,7 +146,8 @@ def sloppy_diff_answer(instance: Instance, line_shift: int = 37) -> str:
 
 
 def broken_context_answer(instance: Instance) -> str:
-    """The golden patch with one context or removed line altered, so it no longer matches the file."""
+    """The golden patch with one context or removed line altered, so it no longer matches the
+    file."""
     lines = instance.patch.split("\n")
     for i, line in enumerate(lines):
         if line[:1] in (" ", "-") and not line.startswith("--- ") and line[1:].strip():
@@ -154,7 +157,8 @@ def broken_context_answer(instance: Instance) -> str:
 
 
 def alternative_fix_answer(instance: Instance) -> str:
-    """A plausible but different fix: the golden patch with its last added non-blank line altered."""
+    """A plausible but different fix: the golden patch with its last added non-blank line
+    altered."""
     lines = instance.patch.split("\n")
     for i in range(len(lines) - 1, -1, -1):
         line = lines[i]
@@ -170,10 +174,11 @@ def has_added_line(instance: Instance) -> bool:
 
 
 def localized_rows(instances: list[Instance], rows: int, candidates: int = 8, max_file_chars: int = 6000) -> list[dict]:
-    """Training rows in the §4.7.1 shape (``golden_files`` + ``candidate_files`` in rank order) for the first
-    ``rows`` instances whose files are all under ``max_file_chars``: the ground truth is an instance's rebuilt
-    files; its "localized" noisy files are the rebuilt files of the other such instances of the same repository
-    (real code of that repository the golden patch does not touch), in fixture order."""
+    """Training rows in the §4.7.1 shape (``golden_files`` + ``candidate_files`` in rank order) for
+    the first ``rows`` instances whose files are all under ``max_file_chars``: the ground truth is
+    an instance's rebuilt files; its "localized" noisy files are the rebuilt files of the other such
+    instances of the same repository (real code of that repository the golden patch does not touch),
+    in fixture order."""
     small = [inst for inst in instances if all(len(text) <= max_file_chars for text in inst.files.values())]
     out = []
     for inst in small:

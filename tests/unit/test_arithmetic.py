@@ -1,4 +1,5 @@
-"""Synthetic arithmetic (demo_data): correct answers, held-out split, determinism, SFT pairs the math reward accepts."""
+"""Synthetic arithmetic (demo_data): correct answers, held-out split, determinism, SFT pairs the
+math reward accepts."""
 import re
 
 import pytest

@@ -1,5 +1,6 @@
-"""benchmark:gsm8k / benchmark:mbpp: the shipped train splits load as RL prompts phrased exactly as the eval suites
-phrase the test splits, labels validate, reference responses earn full reward, and the splits never overlap."""
+"""benchmark:gsm8k / benchmark:mbpp: the shipped train splits load as RL prompts phrased exactly as
+the eval suites phrase the test splits, labels validate, reference responses earn full reward, and
+the splits never overlap."""
 import gzip
 import json
 
@@ -28,8 +29,8 @@ def test_splits_hold_the_shipped_rows_and_labels_validate(name):
 
 @pytest.mark.parametrize("name", sorted(SETS))
 def test_test_split_is_phrased_as_the_eval_suite(name):
-    """What RL trains on looks like what the gate evaluates: the test split's prompts and labels equal the
-    suite's items (so the train split, read the same way, is in the suite's format)."""
+    """What RL trains on looks like what the gate evaluates: the test split's prompts and labels
+    equal the suite's items (so the train split, read the same way, is in the suite's format)."""
     rows = sorted(SETS[name][0]("test", 0, 0), key=lambda r: r["uid"])
     items, _ = load_items(get_suite(name))
     by_prompt = {item.messages[-1]["content"]: item.label for item in items}

@@ -1,4 +1,5 @@
-"""Weight-gather buckets (actor/buckets.py): grouping, and the size taken from free memory with a cap."""
+"""Weight-gather buckets (actor/buckets.py): grouping, and the size taken from free memory with a
+cap."""
 from nemo_cascade.actor.buckets import CAP_BYTES, bucket_limit, free_memory_bytes, plan_buckets
 
 

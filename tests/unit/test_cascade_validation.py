@@ -1,6 +1,6 @@
-"""Whole-cascade validation before training (cascade/preflight.py, config.validate): stage kinds, data files, reward
-servers, stage hand-over settings, the gate, the tokenizer; each a one-line error naming the field or file.
-And the lineage manifest's resume guard (cascade/lineage.py)."""
+"""Whole-cascade validation before training (cascade/preflight.py, config.validate): stage kinds,
+data files, reward servers, stage hand-over settings, the gate, the tokenizer; each a one-line error
+naming the field or file. And the lineage manifest's resume guard (cascade/lineage.py)."""
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +32,8 @@ def _error(cfg) -> str:
 
 
 def test_the_tiny_recipe_is_the_whole_pipeline(tiny):
-    """Every stage kind of §4.1 in the paper's order, the RLHF stage scored by the cascade's own RM."""
+    """Every stage kind of §4.1 in the paper's order, the RLHF stage scored by the cascade's own
+    RM."""
     assert [(s.kind, s.domain if s.kind == "grpo" else "") for s in tiny.stages] == [
         ("sft", ""), ("reward_model", ""), ("grpo", "rlhf"), ("grpo", "ifeval"), ("grpo", "math"),
         ("grpo", "code"), ("grpo", "swe")]
@@ -150,7 +151,8 @@ def test_manifest_refuses_to_resume_a_stage_under_another_config(tiny, tmp_path)
     m.update("math", status="running", config_sha256=config_hash(math))
     again = Manifest(tiny, path, "base", {})
     again.check_resumable(math)  # same config: resumes
-    # a served RM on another host after a requeue: the same stage (endpoints are not part of the hash)
+    # a served RM on another host after a requeue: the same stage (endpoints are not part of the
+    # hash)
     again.check_resumable(replace(math, reward=replace(math.reward, reward_model_url="http://node17:8000",
                                                        judge_url="http://node18:8001")))
     with pytest.raises(config.ConfigError, match="stages.math: its config changed since the interrupted run started it"):
@@ -171,8 +173,9 @@ def test_tiny_suite_files_are_what_the_generator_writes():
 
 
 def test_training_requests_must_fit_the_models_positions(tiny, tiny_model):
-    """A GRPO request longer than the model's positions would be cut short by vLLM: refused before training,
-    with the fix (App. B's YaRN) in the message. The gate's budgets are not checked: they are capped."""
+    """A GRPO request longer than the model's positions would be cut short by vLLM: refused before
+    training, with the fix (App. B's YaRN) in the message. The gate's budgets are not checked: they
+    are capped."""
     from nemo_cascade.cascade.preflight import check_model
 
     cfg = replace(tiny, model=config.Model(hf_path=str(tiny_model)))
@@ -186,8 +189,9 @@ def test_training_requests_must_fit_the_models_positions(tiny, tiny_model):
 
 
 def test_the_recipes_yarn_factor_is_what_the_run_trains_and_serves(tiny, tiny_model, tmp_path):
-    """``model.yarn_factor`` makes the run's base a view of the HF folder whose config.json adds YaRN over the
-    model's native positions (App. B), the weights linked, not copied; without it the folder is used as is."""
+    """``model.yarn_factor`` makes the run's base a view of the HF folder whose config.json adds
+    YaRN over the model's native positions (App. B), the weights linked, not copied; without it the
+    folder is used as is."""
     from nemo_cascade.cascade.base_model import prepare_base_model
     from nemo_cascade.cascade.driver import run_dir
     from nemo_cascade.convert.shape import read_hf_config
@@ -209,8 +213,9 @@ def test_the_recipes_yarn_factor_is_what_the_run_trains_and_serves(tiny, tiny_mo
 
 
 def test_a_repeated_grpo_source_is_listed_that_many_times_in_the_pool(tiny, tiny_model, tmp_path):
-    """``Data.repeat`` in a GRPO stage: a small source (4 rows, ×3) enters the pool as often as a larger one (12
-    rows), each copy under its own uid so that the epoch filter can tell them apart."""
+    """``Data.repeat`` in a GRPO stage: a small source (4 rows, ×3) enters the pool as often as a
+    larger one (12 rows), each copy under its own uid so that the epoch filter can tell them
+    apart."""
     from transformers import AutoTokenizer
 
     from nemo_cascade.cascade.driver import CascadeRun

@@ -1,4 +1,5 @@
-"""Chat template (paper §3.1.2): exact strings for both modes and styles, HF template equality, split_thinking."""
+"""Chat template (paper §3.1.2): exact strings for both modes and styles, HF template equality,
+split_thinking."""
 import pytest
 
 from nemo_cascade.data.chat import JINJA_TEMPLATE, JINJA_TEMPLATES, render, split_thinking
@@ -135,7 +136,8 @@ TOOL_CONV = [
 
 
 def test_tool_use_renders_tools_calls_and_results_exactly():
-    """§3.1.2: tools in the system prompt inside <tools></tools>, calls in <tool_call>{"name", "arguments"}."""
+    """§3.1.2: tools in the system prompt inside <tools></tools>, calls in <tool_call>{"name",
+    "arguments"}."""
     text = render(TOOL_CONV, "think", tools=TOOLS)
     assert text.startswith("<|im_start|>system\nYou are helpful.\n\n# Tools\n")
     assert ('<tools>\n{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city '
@@ -157,7 +159,8 @@ def test_tool_use_renders_tools_calls_and_results_exactly():
 @pytest.mark.parametrize("gen", [True, False])
 @pytest.mark.parametrize("with_tools", [True, False])
 def test_tool_conversation_equals_the_jinja_twin(style, mode, gen, with_tools):
-    """The export's chat template renders the same tool conversation to the same string as render()."""
+    """The export's chat template renders the same tool conversation to the same string as
+    render()."""
     kwargs = {"tools": TOOLS} if with_tools else {}
     expected = render(TOOL_CONV, mode, style, add_generation_prompt=gen, **kwargs)
     assert _hf_render(TOOL_CONV, JINJA_TEMPLATES[style], add_generation_prompt=gen, mode=mode, **kwargs) == expected

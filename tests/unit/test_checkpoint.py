@@ -1,4 +1,5 @@
-"""checkpoint.py: save → load → train equals an uninterrupted run bit for bit; verification errors; latest/keep.
+"""checkpoint.py: save → load → train equals an uninterrupted run bit for bit; verification errors;
+latest/keep.
 
 One process, world size 1, the tiny recipe's Qwen3 (demo_data.tiny_models.BUILDERS) as a real Megatron actor with
 the distributed optimizer (the default) and the plain one. The schedule has warmup + cosine decay and the
@@ -127,7 +128,8 @@ def _shared_adam_step(monkeypatch, actor):
 @pytest.mark.parametrize("sabotage", [_skip_optimizer, _skip_scheduler, _shared_adam_step],
                          ids=["no-optimizer", "no-scheduler", "shared-adam-step"])
 def test_equality_check_catches_incomplete_restore(model_dir, uninterrupted, batches, monkeypatch, sabotage):
-    """The equality above is sensitive: leaving out one piece of the restore changes the final weights."""
+    """The equality above is sensitive: leaving out one piece of the restore changes the final
+    weights."""
     if sabotage is _shared_adam_step and not uninterrupted["distopt"]:
         pytest.skip("only the distributed optimizer rebuilds Adam's state with a shared step tensor")
     actor = make_actor(model_dir, uninterrupted["distopt"])
@@ -139,7 +141,8 @@ def test_equality_check_catches_incomplete_restore(model_dir, uninterrupted, bat
 
 
 def test_checkpoint_before_first_step(model_dir, batches, tmp_path):
-    """A checkpoint without Adam state (saved before any step) resets an actor that has already trained."""
+    """A checkpoint without Adam state (saved before any step) resets an actor that has already
+    trained."""
     a = make_actor(model_dir)
     path = ckpt.save(tmp_path, 0, a, {})
     train(a, batches[:M])
@@ -297,7 +300,8 @@ def test_newest_intact_without_any_good_checkpoint(uninterrupted, tmp_path):
 
 
 def test_save_stores_the_rng_states_it_is_given(model_dir, uninterrupted, tmp_path):
-    # A stop in the middle of a step saves the RNG states the step began with (stage.Saves.before_stop).
+    # A stop in the middle of a step saves the RNG states the step began with
+    # (stage.Saves.before_stop).
     before = ckpt.rng_state()
     expected = rng_draws()  # the states move on after the snapshot
     path = ckpt.save(tmp_path, 1, uninterrupted["actor"], {}, rng=before)
@@ -306,8 +310,9 @@ def test_save_stores_the_rng_states_it_is_given(model_dir, uninterrupted, tmp_pa
 
 
 def test_carried_state_trains_at_the_new_schedules_lr(model_dir, uninterrupted):
-    # boundary.optimizer=carry from disk (schedule=False): Adam's moments come back, the old stage's last LR
-    # must not. Regression: the first step of the next stage ran at the previous stage's final LR.
+    # boundary.optimizer=carry from disk (schedule=False): Adam's moments come back, the old stage's
+    # last LR must not. Regression: the first step of the next stage ran at the previous stage's
+    # final LR.
     saved_lr = uninterrupted["lr"]
     actor = make_actor(model_dir, uninterrupted["distopt"], actor_cfg=config.Actor(lr=1e-4, warmup_steps=3))
     ckpt.load(uninterrupted["path"], actor, schedule=False)
@@ -318,8 +323,8 @@ def test_carried_state_trains_at_the_new_schedules_lr(model_dir, uninterrupted):
 
 # ------------------------------------------------------------------------------- module extra state (FP8)
 class FP8Like(torch.nn.Module):
-    """State outside parameters and buffers, kept through ``get/set_extra_state`` as Transformer Engine keeps
-    its FP8 scales and amax history (``_extra_state`` in the state dict)."""
+    """State outside parameters and buffers, kept through ``get/set_extra_state`` as Transformer
+    Engine keeps its FP8 scales and amax history (``_extra_state`` in the state dict)."""
 
     def __init__(self):
         super().__init__()
@@ -355,7 +360,8 @@ def test_module_extra_state_is_saved_and_restored(model_dir, batches, tmp_path):
 
 
 def test_checkpoint_without_extra_state_still_resumes(uninterrupted, tmp_path):
-    """A checkpoint written before extra state was kept: its weights resume (local spec: nothing is lost)."""
+    """A checkpoint written before extra state was kept: its weights resume (local spec: nothing is
+    lost)."""
     path = copy_ckpt(uninterrupted, tmp_path)
     train_file = path / "train_rank00000.pt"
     train = torch.load(train_file, weights_only=True)

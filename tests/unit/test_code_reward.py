@@ -1,5 +1,6 @@
-"""Code verifier: program extraction, output comparison, label validation, both test formats, pass-all with
-early stop, thinking responses, the batch pool, and bounded time on hostile responses."""
+"""Code verifier: program extraction, output comparison, label validation, both test formats,
+pass-all with early stop, thinking responses, the batch pool, and bounded time on hostile
+responses."""
 import time
 
 import pytest

@@ -1,6 +1,6 @@
-"""Call-based code rows (TACO/APPS ``fn_name``), scored through the real bubblewrap sandbox: fn_name(*args) per
-test, Solution().fn_name when the starter code has the class, APPS's loose list/tuple comparison, and no way
-for the program to fake a pass."""
+"""Call-based code rows (TACO/APPS ``fn_name``), scored through the real bubblewrap sandbox:
+fn_name(*args) per test, Solution().fn_name when the starter code has the class, APPS's loose
+list/tuple comparison, and no way for the program to fake a pass."""
 import pytest
 
 from nemo_cascade.rewards import adapt_row

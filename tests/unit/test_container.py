@@ -1,5 +1,5 @@
-"""containers/Dockerfile installs exactly the GPU stack setup.py's ``gpu`` extra pins (and the project's own
-dependencies), so the image and ``pip install .[gpu]`` cannot drift apart."""
+"""containers/Dockerfile installs exactly the GPU stack setup.py's ``gpu`` extra pins (and the
+project's own dependencies), so the image and ``pip install .[gpu]`` cannot drift apart."""
 import ast
 import re
 from pathlib import Path
@@ -50,7 +50,8 @@ def test_dockerfile_pins_the_gpu_extra():
 
 
 def test_dockerfile_installs_the_project_dependencies():
-    """The project goes in with --no-deps (re-resolving could move a pin): its install_requires come before."""
+    """The project goes in with --no-deps (re-resolving could move a pin): its install_requires come
+    before."""
     docker = _dockerfile_requirements()
     for spec in _setup_kwargs()["install_requires"]:
         r = Requirement(spec)
@@ -70,14 +71,15 @@ def test_dockerfile_installs_torch_before_the_rest_and_te_without_isolation():
 
 
 def _image_check() -> str:
-    """The Python the build runs before the image is done (the heredoc after `RUN python - <<'PY'`)."""
+    """The Python the build runs before the image is done (the heredoc after `RUN python -
+    <<'PY'`)."""
     text = DOCKERFILE.read_text()
     return text[text.index("RUN python - <<'PY'"):text.index("\nPY\n")]
 
 
 def test_the_image_carries_what_the_nodes_run_besides_python():
-    """bubblewrap (the code reward's sandbox) and iproute2 (slurm/env.sh's gloo interface), each run by
-    the image check; doctor has a row for each (tests/unit/test_doctor.py)."""
+    """bubblewrap (the code reward's sandbox) and iproute2 (slurm/env.sh's gloo interface), each run
+    by the image check; doctor has a row for each (tests/unit/test_doctor.py)."""
     text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
     apt = next(line for line in text.splitlines() if "apt-get install" in line)
     assert "bubblewrap" in apt.split() and "iproute2" in apt.split()

@@ -1,4 +1,5 @@
-"""HF ⇄ Megatron conversion: table reshapes, TP shards, bit-exact round trips, logits parity with transformers."""
+"""HF ⇄ Megatron conversion: table reshapes, TP shards, bit-exact round trips, logits parity with
+transformers."""
 import pytest
 import torch
 
@@ -28,8 +29,8 @@ def test_qkv_interleaves_per_kv_group():
 
 
 def test_qkv_bias_interleaves_like_the_weight():
-    """Qwen2's fused q/k/v bias is interleaved per KV group exactly as the fused weight's rows, so a TP rank's
-    column slice of the bias belongs to its slice of the weight."""
+    """Qwen2's fused q/k/v bias is interleaved per KV group exactly as the fused weight's rows, so a
+    TP rank's column slice of the bias belongs to its slice of the weight."""
     h, d = GEOM.hidden_size, GEOM.head_dim
     qw, kw, vw = torch.randn(4 * d, h), torch.randn(2 * d, h), torch.randn(2 * d, h)
     qb, kb, vb = torch.randn(4 * d), torch.randn(2 * d), torch.randn(2 * d)
@@ -37,7 +38,8 @@ def test_qkv_bias_interleaves_like_the_weight():
     w_entry, b_entry = (table.Entry("x", ("q", "k", "v"), rules[k], 0) for k in ("weight", "bias"))
     fused_w, fused_b = table.to_megatron(w_entry, [qw, kw, vw], GEOM), table.to_megatron(b_entry, [qb, kb, vb], GEOM)
     assert torch.equal(fused_b, torch.cat([qb[0:4], kb[0:2], vb[0:2], qb[4:8], kb[2:4], vb[2:4]]))
-    # Megatron's fused projection equals HF's three projections, interleaved: weight rows and bias agree
+    # Megatron's fused projection equals HF's three projections, interleaved: weight rows and bias
+    # agree
     x = torch.randn(h)
     assert torch.allclose(fused_w @ x + fused_b, table.to_megatron(b_entry, [qw @ x + qb, kw @ x + kb, vw @ x + vb], GEOM))
     for r in range(2):
@@ -85,7 +87,8 @@ def test_sliding_window_is_refused_in_one_line(change, field):
     with pytest.raises(ModelFilesError, match=f"config.json: {field} asks for sliding-window attention on") as e:
         shape_from_dict({**QWEN25_72B, **change})
     assert "\n" not in str(e.value)
-    # a window that covers no layer is full attention: accepted (transformers' rule: layers >= max_window_layers)
+    # a window that covers no layer is full attention: accepted (transformers' rule: layers >=
+    # max_window_layers)
     assert shape_from_dict({**QWEN25_72B, "use_sliding_window": True, "max_window_layers": 80}).arch == "qwen2"
     with pytest.raises(ModelFilesError, match="attention_bias=true is not supported for Qwen3ForCausalLM"):
         shape_from_dict({**QWEN25_72B, "architectures": ["Qwen3ForCausalLM"], "attention_bias": True})
@@ -129,9 +132,9 @@ QWEN2_SIZES = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2
 
 @pytest.mark.parametrize("arch,tied,sizes", [("qwen3", True, {}), ("llama", False, {}), ("qwen2", False, QWEN2_SIZES)])
 def test_megatron_matches_transformers(tmp_path, arch, tied, sizes):
-    """HF → Megatron → HF is bit-exact, and Megatron's log-probs equal transformers' within fp32 rounding
-    (tests/tolerance.py). Qwen2: the q/k/v biases are random and non-zero (tiny_models.py), so a bias
-    mis-interleaved or dropped changes log-probs."""
+    """HF → Megatron → HF is bit-exact, and Megatron's log-probs equal transformers' within fp32
+    rounding (tests/tolerance.py). Qwen2: the q/k/v biases are random and non-zero (tiny_models.py),
+    so a bias mis-interleaved or dropped changes log-probs."""
     import transformers
 
     from nemo_cascade import config
@@ -172,8 +175,9 @@ def test_parallel_layout_must_divide_model(tmp_path):
 
 
 def test_yarn_rope_matches_transformers(tmp_path):
-    """A config with YaRN rope scaling (paper App. B: factor 2–3 over 32768) is computed as transformers does —
-    the actor must not silently fall back to plain RoPE; sequences run past the original context."""
+    """A config with YaRN rope scaling (paper App. B: factor 2–3 over 32768) is computed as
+    transformers does — the actor must not silently fall back to plain RoPE; sequences run past the
+    original context."""
     import transformers
 
     from nemo_cascade import config

@@ -1,5 +1,6 @@
-"""MKL's vector math is settled once per process, on one element of each precision, before an actor, a CPU
-engine or a served model computes (nemo_cascade/runtime/cpu_math.py; the race it prevents is in docs/testing.md)."""
+"""MKL's vector math is settled once per process, on one element of each precision, before an actor,
+a CPU engine or a served model computes (nemo_cascade/runtime/cpu_math.py; the race it prevents is
+in docs/testing.md)."""
 import torch
 
 from nemo_cascade.runtime import cpu_math
@@ -38,8 +39,8 @@ def test_the_actor_settles_it_before_its_first_forward(tmp_path, monkeypatch):
 
 
 def test_a_served_model_settles_it_before_vllm_starts():
-    """The served RM / judge process (rewards/serve.py) settles it before vLLM forks its engine, which inherits
-    the settled choice."""
+    """The served RM / judge process (rewards/serve.py) settles it before vLLM forks its engine,
+    which inherits the settled choice."""
     from nemo_cascade.rewards import serve
 
     code = serve._CHILD_CODE

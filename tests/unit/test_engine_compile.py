@@ -1,5 +1,6 @@
-"""``rollout.compile``: the engine runs eagerly or compiled — eager on CPU and compiled on GPU by default (auto), either
-on request; every GRPO stage must agree (one engine serves them); the setting reaches vLLM's ``enforce_eager``."""
+"""``rollout.compile``: the engine runs eagerly or compiled — eager on CPU and compiled on GPU by
+default (auto), either on request; every GRPO stage must agree (one engine serves them); the setting
+reaches vLLM's ``enforce_eager``."""
 from dataclasses import replace
 
 import pytest

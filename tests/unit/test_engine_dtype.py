@@ -1,5 +1,6 @@
-"""``rollout.dtype``: the engine's precision resolved from the config, the conversion a GPU engine applies on load,
-its place in the stage hash, and preflight's refusal of bf16 sampling on a CPU without bf16 instructions."""
+"""``rollout.dtype``: the engine's precision resolved from the config, the conversion a GPU engine
+applies on load, its place in the stage hash, and preflight's refusal of bf16 sampling on a CPU
+without bf16 instructions."""
 from dataclasses import replace
 from pathlib import Path
 
@@ -120,7 +121,8 @@ def test_amx_permission_is_requested_and_a_refusal_is_one_line(monkeypatch):
 
 
 def test_a_bf16_server_on_an_amx_cpu_is_refused_in_one_line(monkeypatch):
-    """A served model's engine runs in a worker vLLM starts fresh, where the permission cannot be asked for."""
+    """A served model's engine runs in a worker vLLM starts fresh, where the permission cannot be
+    asked for."""
     from nemo_cascade.rewards import serve
 
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)

@@ -1,6 +1,6 @@
-"""One error base class (nemo_cascade/errors.py): every user-facing error is a CascadeError, keeps the builtin
-base its callers catch, and the command line turns any CascadeError -- also one it has never heard of -- into one
-line with exit code 2."""
+"""One error base class (nemo_cascade/errors.py): every user-facing error is a CascadeError, keeps
+the builtin base its callers catch, and the command line turns any CascadeError -- also one it has
+never heard of -- into one line with exit code 2."""
 from __future__ import annotations
 
 import pytest
@@ -19,7 +19,8 @@ from nemo_cascade.rewards.remote import RewardServerError
 from nemo_cascade.tooling.run_lock import RunLocked
 from nemo_cascade.cascade.stage import ServerStop
 
-# The classes the CLI once listed one by one, with the builtin base their other callers catch them by.
+# The classes the CLI once listed one by one, with the builtin base their other callers catch them
+# by.
 USER_ERRORS = [(ConfigError, ValueError), (ModelFilesError, ValueError), (DataError, ValueError),
                (EvalError, ValueError), (ReportError, ValueError), (ConvertError, ValueError),
                (CheckpointError, ValueError), (ServerStop, RuntimeError), (RewardServerError, RuntimeError),

@@ -1,5 +1,6 @@
-"""`nemo-cascade eval` user errors (one line on stderr naming what was expected, exit code 2, before any engine
-starts), checkpoint resolution, and the report files (eval.json merge, markdown table, SVG plot)."""
+"""`nemo-cascade eval` user errors (one line on stderr naming what was expected, exit code 2, before
+any engine starts), checkpoint resolution, and the report files (eval.json merge, markdown table,
+SVG plot)."""
 from __future__ import annotations
 
 import json

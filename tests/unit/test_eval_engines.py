@@ -1,5 +1,6 @@
-"""`nemo-cascade eval` on a node's GPUs: the engine's tensor-parallel size, data-parallel engines and GPU memory
-share travel from the command line to the engine's constructor (no vLLM started: the engine is a stand-in)."""
+"""`nemo-cascade eval` on a node's GPUs: the engine's tensor-parallel size, data-parallel engines
+and GPU memory share travel from the command line to the engine's constructor (no vLLM started: the
+engine is a stand-in)."""
 from __future__ import annotations
 
 import json

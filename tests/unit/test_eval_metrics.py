@@ -1,5 +1,5 @@
-"""Evaluation arithmetic against hand-computed numbers: avg@K, its standard error, the unbiased pass@k
-estimator (Chen et al. 2021), pairwise win / tie / loss, and the forgetting gate."""
+"""Evaluation arithmetic against hand-computed numbers: avg@K, its standard error, the unbiased
+pass@k estimator (Chen et al. 2021), pairwise win / tie / loss, and the forgetting gate."""
 import math
 
 import pytest
@@ -19,7 +19,8 @@ def test_avg_at_k_is_the_mean_of_item_means():
 
 
 def test_standard_error_over_items():
-    # item means 0.5, 1, 0: mean 0.5, sample variance (0 + 0.25 + 0.25) / 2 = 0.25, se = 0.5 / sqrt(3)
+    # item means 0.5, 1, 0: mean 0.5, sample variance (0 + 0.25 + 0.25) / 2 = 0.25, se = 0.5 /
+    # sqrt(3)
     assert estimators.standard_error([[1, 0], [1, 1], [0, 0]]) == pytest.approx(0.5 / math.sqrt(3))
     assert estimators.standard_error([[1, 1]]) == 0.0
     assert estimators.standard_error([[1], [1], [1]]) == 0.0
@@ -80,8 +81,8 @@ def test_pairwise_outcomes_and_bt_preference():
 def test_forgetting_gate_needs_a_drop_beyond_noise_and_threshold():
     history = [("0-sft", {"gsm8k": (0.50, 0.01), "ifeval": (0.30, 0.01)}),
                ("1-rlhf", {"gsm8k": (0.60, 0.01), "ifeval": (0.28, 0.01)})]
-    # gsm8k: best 0.60 after 1-rlhf; a 0.05 drop > max(0.02, 2 * sqrt(2) * 0.01 = 0.0283) -> regression
-    # ifeval: best 0.30; a 0.01 drop is within the threshold
+    # gsm8k: best 0.60 after 1-rlhf; a 0.05 drop > max(0.02, 2 * sqrt(2) * 0.01 = 0.0283) ->
+    # regression ifeval: best 0.30; a 0.01 drop is within the threshold
     found = stage_scores.regressions(history, {"gsm8k": (0.55, 0.01), "ifeval": (0.29, 0.01), "new": (0.1, 0.0)})
     assert [(r.suite, r.best_stage) for r in found] == [("gsm8k", "1-rlhf")]
     assert found[0].threshold == pytest.approx(2 * math.sqrt(2) * 0.01)

@@ -1,6 +1,7 @@
-"""Evaluation suites without an engine: every suite loads its real data; golden answers score 1 and wrong
-ones 0 through the same path a run takes (prompt → ``rewards.Scorer`` → per-sample values); SWE tasks are
-rebuilt from golden-patch hunks; HH-RLHF dialogues parse; decoding defaults follow paper App. B."""
+"""Evaluation suites without an engine: every suite loads its real data; golden answers score 1 and
+wrong ones 0 through the same path a run takes (prompt → ``rewards.Scorer`` → per-sample values);
+SWE tasks are rebuilt from golden-patch hunks; HH-RLHF dialogues parse; decoding defaults follow
+paper App. B."""
 from __future__ import annotations
 
 import pytest
@@ -80,7 +81,8 @@ def test_hh_dialogues_parse_into_alternating_turns():
 
 
 def _values(tok, name: str, uids: list[str] | None, responses_for, limit: int = 0) -> dict[str, list[float]]:
-    """Per item uid: the per-sample values of ``responses_for(item)`` scored as an evaluation run scores them."""
+    """Per item uid: the per-sample values of ``responses_for(item)`` scored as an evaluation run
+    scores them."""
     prep = prepare(name, EvalSettings(limit=limit, data={"swe": str(SWE_BENCH_LITE_FIXTURE)}), tok)
     chosen = [i for i, item in enumerate(prep.items) if uids is None or item.uid in uids]
     groups = []
@@ -185,5 +187,6 @@ def test_model_template_uses_the_checkpoints_own_chat_template(tok):
 
     prep = prepare("gsm8k", EvalSettings(limit=2, template="model"), tok)
     for item, prompt in zip(prep.items, prep.prompts):
-        # the tiny tokenizer's template is cascade1 with its default mode (no_think), whatever the suite's mode
+        # the tiny tokenizer's template is cascade1 with its default mode (no_think), whatever the
+        # suite's mode
         assert prompt.prompt_tokens == tok.encode(render(item.messages, "no_think"), add_special_tokens=False)

@@ -1,8 +1,9 @@
-"""Evaluation as paper App. B sets it up, decided without an engine: the YaRN factor and input limit each suite
-gets (2 for every benchmark; SWE-bench input 32K, the 14B's 64K with YaRN 3), the ``hf_overrides`` an engine is
-started with for a factor, one engine per factor, prompts over the input limit counted as too long, a run's gate
-settings reaching ``nemo-cascade eval`` on its stage directory, and ``eval --help`` listing every suite.
-The engines themselves start in tests/integration/test_eval_yarn.py."""
+"""Evaluation as paper App. B sets it up, decided without an engine: the YaRN factor and input limit
+each suite gets (2 for every benchmark; SWE-bench input 32K, the 14B's 64K with YaRN 3), the
+``hf_overrides`` an engine is started with for a factor, one engine per factor, prompts over the
+input limit counted as too long, a run's gate settings reaching ``nemo-cascade eval`` on its stage
+directory, and ``eval --help`` listing every suite. The engines themselves start in
+tests/integration/test_eval_yarn.py."""
 from __future__ import annotations
 
 import json
@@ -44,7 +45,8 @@ def _recipe(name: str, fn: str = "recipe") -> config.Cascade:
 # ------------------------------------------------------------------------------------------ per suite
 
 def test_every_paper_suite_defaults_to_yarn_2_and_swe_to_32k_input():
-    """App. B: YaRN factor 2 over the native positions for every benchmark; SWE-bench input 32K (the 8B's)."""
+    """App. B: YaRN factor 2 over the native positions for every benchmark; SWE-bench input 32K (the
+    8B's)."""
     for name, suite in SUITES.items():
         d = decoding_for(suite, EvalSettings())
         assert d.yarn_factor == 2.0, name
@@ -77,8 +79,9 @@ def test_prompts_over_the_input_limit_are_too_long_and_do_not_size_the_engine(to
 # ------------------------------------------------------------------------------------------ engine arguments
 
 def test_yarn_overrides_rescale_a_plain_rope_config():
-    """The engine-start arguments for factor 2 / 3 over Qwen3's 32768 positions (App. B): vLLM reads YaRN's
-    max_position_embeddings as already scaled and takes rope_parameters whole (rope_theta kept)."""
+    """The engine-start arguments for factor 2 / 3 over Qwen3's 32768 positions (App. B): vLLM reads
+    YaRN's max_position_embeddings as already scaled and takes rope_parameters whole (rope_theta
+    kept)."""
     where = Path("m/config.json")
     assert ES.yarn_overrides(ES.served_shape(QWEN3), 2, where) == {
         "max_position_embeddings": 65536,
@@ -92,8 +95,9 @@ def test_yarn_overrides_rescale_a_plain_rope_config():
 
 
 def test_yarn_overrides_of_a_release_config_scale_from_its_native_positions():
-    """A release config.json already carries YaRN ×2 (``convert to-hf``, model.yarn_factor): the 14B's SWE-bench
-    run rescales to ×3 over the same 32768 native positions, not over the scaled 65536; ×1 undoes it."""
+    """A release config.json already carries YaRN ×2 (``convert to-hf``, model.yarn_factor): the
+    14B's SWE-bench run rescales to ×3 over the same 32768 native positions, not over the scaled
+    65536; ×1 undoes it."""
     release = ES.served_shape(with_yarn(QWEN3, 2.0))
     where = Path("m/config.json")
     assert ES.yarn_factor(release) == 2.0 and ES.native_positions(release) == 32768
@@ -127,8 +131,9 @@ def test_configs_that_cannot_be_rescaled_are_one_line(hf, factor, expected):
                                        (3.0, ["swe"])]),
 ])
 def test_each_recipes_suites_get_their_engines(tok, recipe, engines):
-    """App. B: every suite of a recipe's gate on one YaRN-2 engine, but the 14B's SWE-bench on a YaRN-3 engine
-    of its own (64K input); the grouping ``nemo-cascade eval`` starts its engines by."""
+    """App. B: every suite of a recipe's gate on one YaRN-2 engine, but the 14B's SWE-bench on a
+    YaRN-3 engine of its own (64K input); the grouping ``nemo-cascade eval`` starts its engines
+    by."""
     cfg = _recipe(recipe)
     settings = replace(Gate.settings_for(cfg), limit=1)
     prepared = [prepare(name, settings, tok) for name in cfg.gate.suites]
@@ -138,8 +143,8 @@ def test_each_recipes_suites_get_their_engines(tok, recipe, engines):
 
 
 def test_a_stage_directory_is_evaluated_with_its_runs_gate_settings(tmp_path):
-    """``nemo-cascade eval runs/<name>/stages/<k>-<stage>`` of the 14B run: thinking mode everywhere, SWE-bench
-    at YaRN 3 with 64K input, unless the command line says otherwise."""
+    """``nemo-cascade eval runs/<name>/stages/<k>-<stage>`` of the 14B run: thinking mode
+    everywhere, SWE-bench at YaRN 3 with 64K input, unless the command line says otherwise."""
     run = tmp_path / "runs" / "14b"
     stage = run / "stages" / "5-swe"
     stage.mkdir(parents=True)

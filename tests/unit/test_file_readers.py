@@ -1,7 +1,7 @@
-"""One reader per file format the training core reads (jsonl rows, metrics.jsonl, an HF folder's config.json,
-eval.json, a run's manifest.json, a data cache entry's manifest.json): each ends a missing or malformed file in
-one line naming the file and what was expected, as a CascadeError of the class its callers catch
-(docs/architecture.md "Command line")."""
+"""One reader per file format the training core reads (jsonl rows, metrics.jsonl, an HF folder's
+config.json, eval.json, a run's manifest.json, a data cache entry's manifest.json): each ends a
+missing or malformed file in one line naming the file and what was expected, as a CascadeError of
+the class its callers catch (docs/architecture.md "Command line")."""
 import json
 
 import pytest

@@ -1,4 +1,5 @@
-"""Files and folders published whole: an error while writing keeps the old version and leaves no temporary."""
+"""Files and folders published whole: an error while writing keeps the old version and leaves no
+temporary."""
 import pytest
 
 from nemo_cascade.runtime.files import published_folder, replaced_atomically, write_text_atomically

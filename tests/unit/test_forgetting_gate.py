@@ -1,6 +1,6 @@
-"""The forgetting gate's verdicts as the cascade takes them (forgetting.Gate.check): the best earlier row of
-each suite, the per-benchmark tolerance overriding gate.min_drop, and the unpaired rule's noise term
-(the paired rule: tests/unit/test_gate_rule.py)."""
+"""The forgetting gate's verdicts as the cascade takes them (forgetting.Gate.check): the best
+earlier row of each suite, the per-benchmark tolerance overriding gate.min_drop, and the unpaired
+rule's noise term (the paired rule: tests/unit/test_gate_rule.py)."""
 from dataclasses import replace
 
 import pytest

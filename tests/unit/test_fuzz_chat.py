@@ -1,7 +1,8 @@
-"""Fuzz tier, chat template: random message lists (unknown roles, None or non-string contents, non-dict
-messages, bad and unhashable modes, control tokens and separators inside contents) end as a one-line
-ValueError naming ``messages[i]``, ``mode`` or ``style``, or as the prompt string — the same one the Jinja
-template gives (the exported tokenizer's and vLLM's); ``split_thinking`` is an exact split of any string."""
+"""Fuzz tier, chat template: random message lists (unknown roles, None or non-string contents,
+non-dict messages, bad and unhashable modes, control tokens and separators inside contents) end as a
+one-line ValueError naming ``messages[i]``, ``mode`` or ``style``, or as the prompt string — the
+same one the Jinja template gives (the exported tokenizer's and vLLM's); ``split_thinking`` is an
+exact split of any string."""
 from __future__ import annotations
 
 import pytest
@@ -64,13 +65,15 @@ def _jinja(messages, style, mode, gen):
 @given(messages=good_messages, mode=st.sampled_from(["think", "no_think"]),
        style=st.sampled_from(["cascade1", "cascade2", "chatml"]), gen=st.booleans())
 def test_render_equals_the_jinja_template_on_any_contents(messages, mode, style, gen):
-    """Contents holding control tokens, Jinja delimiters or separators are emitted verbatim by both."""
+    """Contents holding control tokens, Jinja delimiters or separators are emitted verbatim by
+    both."""
     ran("chat.render_vs_jinja")
     assert render(messages, mode, style, add_generation_prompt=gen) == _jinja(messages, style, mode, gen)
 
 
 def test_render_fixes_found_by_fuzzing():
-    """A non-dict message raised AttributeError and an unhashable mode TypeError; now one-line ValueErrors."""
+    """A non-dict message raised AttributeError and an unhashable mode TypeError; now one-line
+    ValueErrors."""
     for messages, mode, message in [
         ([None], "think", "messages[0]: expected a dict with role and content, got NoneType"),
         (["user: hi"], "think", "messages[0]: expected a dict with role and content, got str"),

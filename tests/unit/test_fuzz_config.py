@@ -1,6 +1,6 @@
-"""Fuzz tier, config: random ``KEY=VALUE`` overrides, mutated config.json documents and recipe specs end as a
-one-line ConfigError or a config whose every field has its type (finite floats, safe names) — never another
-exception (docs/architecture.md, "Contracts": one clear line on bad input)."""
+"""Fuzz tier, config: random ``KEY=VALUE`` overrides, mutated config.json documents and recipe specs
+end as a one-line ConfigError or a config whose every field has its type (finite floats, safe names)
+— never another exception (docs/architecture.md, "Contracts": one clear line on bad input)."""
 from __future__ import annotations
 
 import json

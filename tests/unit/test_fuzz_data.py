@@ -1,8 +1,8 @@
-"""Fuzz tier, data: random jsonl lines (invalid JSON and UTF-8, wrong types, BOM, CRLF, unescaped line
-separators, deep nesting, huge lines), parquet rows with nulls and NaNs, SFT and preference rows, and the
-released-dataset schemas. Each source ends as a one-line DataError naming ``file:line`` (and the field), or as
-rows — and with ``Data.max_bad_rows`` the bad ones are counted: N rows with K bad give N − K prompts and
-``bad_rows == K``, never a silent drop."""
+"""Fuzz tier, data: random jsonl lines (invalid JSON and UTF-8, wrong types, BOM, CRLF, unescaped
+line separators, deep nesting, huge lines), parquet rows with nulls and NaNs, SFT and preference
+rows, and the released-dataset schemas. Each source ends as a one-line DataError naming
+``file:line`` (and the field), or as rows — and with ``Data.max_bad_rows`` the bad ones are counted:
+N rows with K bad give N − K prompts and ``bad_rows == K``, never a silent drop."""
 from __future__ import annotations
 
 import codecs
@@ -26,7 +26,8 @@ MB = 1 << 20
 
 
 class ByteTokenizer:
-    """The loaders only call ``encode``: one id per UTF-8 byte keeps prompt lengths predictable and cheap."""
+    """The loaders only call ``encode``: one id per UTF-8 byte keeps prompt lengths predictable and
+    cheap."""
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(text.encode("utf-8", "surrogatepass"))
@@ -46,9 +47,9 @@ good_questions = texts.map(lambda t: "q" + t)
 
 @st.composite
 def lines(draw):
-    """``(bytes of one jsonl line without its newline, kind)``: kind is "good" (a valid math row), "schema"
-    (valid JSON that fits no math schema), "broken" (unreadable: invalid UTF-8 or JSON, not an object) or
-    "blank"."""
+    """``(bytes of one jsonl line without its newline, kind)``: kind is "good" (a valid math row),
+    "schema" (valid JSON that fits no math schema), "broken" (unreadable: invalid UTF-8 or JSON, not
+    an object) or "blank"."""
     kind = draw(st.sampled_from(["good", "good", "good", "schema", "broken", "blank"]))
     ascii_only = draw(st.booleans())
     if kind == "good":
@@ -117,8 +118,8 @@ def test_read_jsonl_reads_every_line_or_names_the_first_bad_one(tmp_path_factory
 @fuzz("data.bad_row_counting")
 @given(file=jsonl_files(), slack=st.integers(-1, 1))
 def test_bad_rows_are_counted_never_dropped_silently(tmp_path_factory, file, slack):
-    """N rows with K bad ones (unreadable or off-schema) under max_bad_rows give N − K prompts and bad_rows K;
-    over it, one line naming the first bad row's file:line."""
+    """N rows with K bad ones (unreadable or off-schema) under max_bad_rows give N − K prompts and
+    bad_rows K; over it, one line naming the first bad row's file:line."""
     ran("data.bad_row_counting")
     data, kinds = file
     path = _write(tmp_path_factory, data)
@@ -142,8 +143,8 @@ def test_bad_rows_are_counted_never_dropped_silently(tmp_path_factory, file, sla
 
 
 def test_loader_fixes_found_by_fuzzing(tmp_path_factory):
-    """Each of these once raised a RecursionError / ValueError / TypeError, split a row in two, or named no
-    line; each is now a row or a one-line DataError naming file:line."""
+    """Each of these once raised a RecursionError / ValueError / TypeError, split a row in two, or
+    named no line; each is now a row or a one-line DataError naming file:line."""
     cases = {
         b"[" * 100_000: "1: invalid JSON (nested too deeply)",
         b'{"answer": ' + b"1" * 5000 + b"}": "1: invalid JSON (Exceeds the limit (4300 digits)",
@@ -200,7 +201,8 @@ def test_corrupt_and_truncated_gzip_are_one_line(tmp_path):
 
 
 def test_huge_lines_are_read_or_named(tmp_path):
-    """A 5 MB row is read (and its prompt dropped as too long, counted); 5 MB of garbage names its line."""
+    """A 5 MB row is read (and its prompt dropped as too long, counted); 5 MB of garbage names its
+    line."""
     ran("data.jsonl_lines", 2)
     path = tmp_path / "huge.jsonl"
     path.write_bytes(b'{"question": "q", "answer": "1"}\n' + json.dumps(

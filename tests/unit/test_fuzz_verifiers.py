@@ -1,8 +1,9 @@
-"""Fuzz tier, verifiers (docs/architecture.md, "Contracts": a verifier never raises on model output; any string up to 1 MB
-returns a score in bounded time): random unicode, megabyte strings and pathological LaTeX into the math
-verifier; random labels and random or huge text into the IFEval/IFBench reward; malformed, unicode and huge
-diffs into the SWE diff parser and reward (and a round trip: any change, rendered as a diff, applies back to
-itself); random text into the code-switch detector. Every call ends in a score in the documented range.
+"""Fuzz tier, verifiers (docs/architecture.md, "Contracts": a verifier never raises on model output;
+any string up to 1 MB returns a score in bounded time): random unicode, megabyte strings and
+pathological LaTeX into the math verifier; random labels and random or huge text into the
+IFEval/IFBench reward; malformed, unicode and huge diffs into the SWE diff parser and reward (and a
+round trip: any change, rendered as a diff, applies back to itself); random text into the
+code-switch detector. Every call ends in a score in the documented range.
 
 Time: the math verifier's only configured bound is its per-sample timeout (``MathVerifier.timeout_s``, the
 worker is killed after it), so each call is checked against ``timeout_s`` per sample in flight plus
@@ -97,8 +98,9 @@ latex_exprs = _expr(3)
 @fuzz("math.latex_grammar")
 @given(answer=latex_exprs, label=st.one_of(latex_exprs, answers), think=st.booleans())
 def test_math_scores_generated_latex_in_bounded_time(answer, label, think):
-    """Grammatical LaTeX reaches math-verify (sympy) itself: nested fractions, roots, towers of powers,
-    factorials, intervals — including the ones sympy cannot finish (killed at the timeout, score 0)."""
+    """Grammatical LaTeX reaches math-verify (sympy) itself: nested fractions, roots, towers of
+    powers, factorials, intervals — including the ones sympy cannot finish (killed at the timeout,
+    score 0)."""
     ran("math.latex_grammar")
     response = f"<think>scratch</think>The answer is \\boxed{{{answer}}}." if think else f"\\boxed{{{answer}}}"
     score = _scores([response], [label])[0]
@@ -178,7 +180,8 @@ ifeval_text = st.one_of(st.text(max_size=300), st.lists(st.one_of(st.sampled_fro
 
 
 class _Raised(logging.Handler):
-    """Counts the reward's "checker raised" warnings: a checker must not raise on any string (spec.py)."""
+    """Counts the reward's "checker raised" warnings: a checker must not raise on any string
+    (spec.py)."""
 
     def __init__(self):
         super().__init__(logging.WARNING)
@@ -281,7 +284,8 @@ PATHS = ["pkg/mod.py", "pkg/other.py", "pkg/new.py", "a/b.py"]
 
 @st.composite
 def changes(draw):
-    """``(files, after)``: random originals and a random change of them (edits, creations, deletions)."""
+    """``(files, after)``: random originals and a random change of them (edits, creations,
+    deletions)."""
     files = {p: draw(file_text) for p in draw(st.lists(st.sampled_from(PATHS), min_size=1, max_size=3,
                                                           unique=True))}
     after = {}
@@ -313,8 +317,9 @@ def _effective(files, after) -> dict:
 @fuzz("swe.diff_roundtrip")
 @given(change=changes())
 def test_any_change_rendered_as_a_diff_applies_back_to_itself(change):
-    """render_unified_diff → apply_answer is the identity on contents (modulo trailing whitespace) for any
-    files and any change, including lines that look like diff headers, hunk markers or '\\ No newline'."""
+    """render_unified_diff → apply_answer is the identity on contents (modulo trailing whitespace)
+    for any files and any change, including lines that look like diff headers, hunk markers or '\\
+    No newline'."""
     ran("swe.diff_roundtrip")
     files, after = change
     diff = render_unified_diff(files, after)
@@ -377,9 +382,9 @@ def test_code_switch_detector_and_penalty_on_any_text(text, script, rewards, pen
 
 
 def test_swe_fixes_found_by_fuzzing():
-    """A hunk of only '\\ No newline' markers was read as an edit that changes nothing (0 instead of Eq. 2's −1
-    for a malformed hunk); the diff render_unified_diff writes for deleting or creating an empty file had no
-    hunk, and applying it failed ("without any hunk")."""
+    """A hunk of only '\\ No newline' markers was read as an edit that changes nothing (0 instead of
+    Eq. 2's −1 for a malformed hunk); the diff render_unified_diff writes for deleting or creating
+    an empty file had no hunk, and applying it failed ("without any hunk")."""
     ran("swe.diff_parser", 3)
     marker_only = "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n\\ No newline at end of file"
     assert swe_reward(marker_only, LABEL) == -1.0

@@ -1,6 +1,6 @@
-"""The gate's regression rule (evaluate/stage_scores.py): paired on the items both rows scored against
-the best earlier row, or unpaired against the two scores' standard errors; on the kept SmolLM2 records
-and on rows built to sit on each side of the rule."""
+"""The gate's regression rule (evaluate/stage_scores.py): paired on the items both rows scored
+against the best earlier row, or unpaired against the two scores' standard errors; on the kept
+SmolLM2 records and on rows built to sit on each side of the rule."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,7 +1,8 @@
-"""bench/gpu_check.sh: the GPU checks in one script. On this machine its doctor part runs for real and the GPU-only
-parts are skipped with the reason; an interpreter stand-in that claims CUDA drives the GPU branches (torchrun for
-the doctor over 2 GPUs, pytest's counts and skip reasons, gpu_step's records, a failing part, a part past its
-time limit, missing modules) in a second or two, without a GPU."""
+"""bench/gpu_check.sh: the GPU checks in one script. On this machine its doctor part runs for real
+and the GPU-only parts are skipped with the reason; an interpreter stand-in that claims CUDA drives
+the GPU branches (torchrun for the doctor over 2 GPUs, pytest's counts and skip reasons, gpu_step's
+records, a failing part, a part past its time limit, missing modules) in a second or two, without a
+GPU."""
 import json
 import os
 import re
@@ -101,8 +102,8 @@ STEP_RECORDS = [
 
 
 def fake_python(tmp_path, modules=None, gpus=2, doctor_sleep=0.0, step_rc=0):
-    """A stand-in interpreter: runs the script's own runner (`python -`) with this Python, answers the machine
-    probe with CUDA and `gpus` GPUs, and prints canned output for the parts."""
+    """A stand-in interpreter: runs the script's own runner (`python -`) with this Python, answers
+    the machine probe with CUDA and `gpus` GPUs, and prints canned output for the parts."""
     mods = {m: True for m in ("torch", "megatron", "transformers", "pytest", "nemo_cascade")}
     mods.update(modules or {})
     probe = {"python": "3.12", "modules": mods, "versions": {"torch": "2.11.0+cu130", "transformer-engine": None},

@@ -29,7 +29,8 @@ def group(prompt, responses, rewards, finish=None, mode="no_think"):
 # ------------------------------------------------------------------------------------------ advantages
 
 def test_group_advantages_unbiased_std():
-    # mean 0.5; unbiased std sqrt(1/3) = 0.57735 → ±0.5/0.57735 = ±0.866 (population std would give ±1)
+    # mean 0.5; unbiased std sqrt(1/3) = 0.57735 → ±0.5/0.57735 = ±0.866 (population std would give
+    # ±1)
     close(grpo.group_advantages(T([1.0, 0.0, 0.0, 1.0]), eps=0.0), [0.866025, -0.866025, -0.866025, 0.866025])
     # mean 0.25; squared deviations 0.5625 + 3·0.0625 = 0.75, /3 → std 0.5
     close(grpo.group_advantages(T([1.0, 0.0, 0.0, 0.0]), eps=0.0), [1.5, -0.5, -0.5, -0.5])
@@ -40,7 +41,8 @@ def test_group_advantages_eps_singleton_and_constant():
     close(grpo.group_advantages(T([1.0, 0.0]), eps=0.5), [0.414214, -0.414214])
     close(grpo.group_advantages(T([3.0]), eps=1e-6), [0.0])
     close(grpo.group_advantages(T([2.0, 2.0, 2.0]), eps=1e-6), [0.0, 0.0, 0.0])
-    # exactly 0 for equal rewards: no nan at eps = 0, no rounding noise of the mean amplified by 1/eps
+    # exactly 0 for equal rewards: no nan at eps = 0, no rounding noise of the mean amplified by
+    # 1/eps
     assert grpo.group_advantages(T([1.0, 1.0]), eps=0.0).tolist() == [0.0, 0.0]
     assert grpo.group_advantages(T([0.1] * 7), eps=1e-6).tolist() == [0.0] * 7
 
@@ -125,7 +127,8 @@ def test_make_batch_overlong_none_zero_filter():
     zero = grpo.make_batch([g()], GRPO(overlong="zero", adv_eps=0.0), pad_id=0)
     close(zero.advantages_S, [1.5, -0.5, -0.5, -0.5])
     assert zero.num_sequences == 4
-    # filter: the truncated sample leaves the batch and the statistics; [1, 0, 0] → mean 1/3, std 1/sqrt(3)
+    # filter: the truncated sample leaves the batch and the statistics; [1, 0, 0] → mean 1/3, std
+    # 1/sqrt(3)
     filt = grpo.make_batch([g()], GRPO(overlong="filter", adv_eps=0.0), pad_id=0)
     close(filt.advantages_S, [1.154701, -0.577350, -0.577350])
     assert filt.tokens_B_T.tolist() == [[7, 1, 2], [7, 6, 0], [7, 8, 0]]
@@ -141,8 +144,8 @@ def test_make_batch_overlong_filter_can_make_a_group_zero_variance():
 
 
 def test_overlong_filter_stats_all_masks_the_loss_only():
-    """``overlong_filter_stats=all``: the truncated sample leaves the loss but its reward stays in the group's
-    mean/std — the same advantages as no filtering, for the kept samples only."""
+    """``overlong_filter_stats=all``: the truncated sample leaves the loss but its reward stays in
+    the group's mean/std — the same advantages as no filtering, for the kept samples only."""
     g = lambda: group([7], [[1, 2], [3, 4, 5], [6], [8]], [1.0, 1.0, 0.0, 0.0],
                       finish=["stop", "length", "stop", "stop"])
     cfg = GRPO(overlong="filter", overlong_filter_stats="all", adv_eps=0.0)
@@ -242,7 +245,8 @@ def test_clipping_with_separate_low_and_high_eps():
     num.backward()
     # clipped tokens get no gradient; unclipped ones −A·ratio
     close(lp.grad, [[0.0, -0.5, -1.25], [0.0, 1.5, 0.0]])
-    # with a symmetric 0.2, 1.5 and 1.25 are both clipped to 1.2: [−1.2, −0.5, −1.2] + [0.8, 1.5, 0.8] = 0.2
+    # with a symmetric 0.2, 1.5 and 1.25 are both clipped to 1.2: [−1.2, −0.5, −1.2] + [0.8, 1.5,
+    # 0.8] = 0.2
     num_sym, _, _ = grpo.policy_loss_terms(lp, old, T([1.0, -1.0]), torch.ones(2, 3),
                                            GRPO(clip_eps_low=0.2, clip_eps_high=0.2))
     close(num_sym, 0.2)
@@ -289,8 +293,9 @@ def test_make_batch_feeds_policy_loss():
 # ---------------------------------------------------- dynamic sampling with refill, per-mode metrics (§4.4.2, §4.3.2)
 
 def test_is_informative_follows_the_overlong_policy():
-    # rewards [1, 0, 0]; the 1 was truncated. none: unequal → informative. filter: the truncated sample leaves
-    # the group, [0, 0] remains → zero variance. zero: the truncated 1 becomes 0 → [0, 0, 0] → zero variance.
+    # rewards [1, 0, 0]; the 1 was truncated. none: unequal → informative. filter: the truncated
+    # sample leaves the group, [0, 0] remains → zero variance. zero: the truncated 1 becomes 0 → [0,
+    # 0, 0] → zero variance.
     g = group([1, 2], [[3], [4], [5]], [1.0, 0.0, 0.0], finish=["length", "stop", "stop"])
     assert group_filter.is_informative(g, GRPO(overlong="none"))
     assert not group_filter.is_informative(g, GRPO(overlong="filter"))
@@ -302,7 +307,8 @@ REWARDS_OF = {0: [0, 0], 1: [1, 0], 2: [1, 1], 3: [0, 1], 4: [1, 0], 5: [0, 0], 
 
 
 def _fake_rollout():
-    """A prompt stream over prompts 0, 1, 2, ... and a sampler that 'generates' REWARDS_OF; both record calls."""
+    """A prompt stream over prompts 0, 1, 2, ... and a sampler that 'generates' REWARDS_OF; both
+    record calls."""
     drawn, calls = [], []
 
     def draw(n):
@@ -331,8 +337,8 @@ def _collect(draw, sample, cfg):
 def test_refill_samples_exactly_the_missing_groups_exactly_the_missing_groups():
     draw, sample, calls = _fake_rollout()
     groups, m = _collect(draw, sample, GRPO(group_size=2, prompts_per_step=4, refill_max_rounds=3))
-    # round 0: prompts 0-3 → informative 1, 3 (2 of 4); round 1 draws the 2 missing: 4 (yes), 5 (no);
-    # round 2 draws 1: 6 (yes) → 4 informative, stop before the round budget (3) is spent
+    # round 0: prompts 0-3 → informative 1, 3 (2 of 4); round 1 draws the 2 missing: 4 (yes), 5
+    # (no); round 2 draws 1: 6 (yes) → 4 informative, stop before the round budget (3) is spent
     assert calls == [(0, [0, 1, 2, 3]), (1, [4, 5]), (2, [6])]
     assert [g.prompt.uid for g in groups] == ["0", "1", "2", "3", "4", "5", "6"]
     assert m == {"refill_rounds": 2.0, "groups_informative": 4.0}

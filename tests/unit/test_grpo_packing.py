@@ -1,5 +1,5 @@
-"""GRPO sequence packing: rows packed first-fit decreasing, and the real Megatron actor computing the
-same log-probs, loss and gradients from packed rows as from one padded row per sequence."""
+"""GRPO sequence packing: rows packed first-fit decreasing, and the real Megatron actor computing
+the same log-probs, loss and gradients from packed rows as from one padded row per sequence."""
 import pytest
 import torch
 
@@ -33,8 +33,8 @@ def test_make_batch_packs_sequences_with_their_own_positions_and_advantages():
     groups = [group([11, 12], [[21, 22, 23], [24]], [1.0, 0.0]),   # lengths 5, 3
               group([13], [[25], [26, 27]], [0.0, 1.0])]           # lengths 2, 3
     batch = grpo.make_batch(groups, GRPO(adv_eps=0.0, share_prompts=False), pad_id=99)
-    # budget = longest (5), longest first: 5 alone; 3 opens a row; the next 3 does not fit its 2 left and opens
-    # another; 2 fills the first row with room
+    # budget = longest (5), longest first: 5 alone; 3 opens a row; the next 3 does not fit its 2
+    # left and opens another; 2 fills the first row with room
     assert batch.packed and batch.num_sequences == 4
     assert batch.tokens_B_T.tolist() == [[11, 12, 21, 22, 23], [11, 12, 24, 13, 25], [13, 26, 27, 99, 99]]
     assert batch.segment_ids_B_T.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 2, 2], [1, 1, 1, 0, 0]]
@@ -59,8 +59,9 @@ def test_make_batch_packs_sequences_with_their_own_positions_and_advantages():
 
 
 def test_a_groups_samples_share_one_copy_of_their_prompt():
-    """GRPO.share_prompts: the prompt but its last token once, then per sample that token and its response,
-    positions continuing the prompt's; each sample sees the shared part and itself, never another sample."""
+    """GRPO.share_prompts: the prompt but its last token once, then per sample that token and its
+    response, positions continuing the prompt's; each sample sees the shared part and itself, never
+    another sample."""
     groups = [group([11, 12, 13], [[21, 22], [23]], [1.0, 0.0]),   # shared: 2 + (1 + 2) + (1 + 1) = 7 tokens
               group([14], [[24], [25, 26]], [0.0, 1.0])]           # a one-token prompt has nothing to share
     batch = grpo.make_batch(groups, GRPO(adv_eps=0.0), pad_id=99)
@@ -85,9 +86,9 @@ def test_a_groups_samples_share_one_copy_of_their_prompt():
 
 @pytest.mark.parametrize("share", [True, False])
 def test_attention_by_block_is_the_block_diagonal_masks_attention(share):
-    """packing.attention_blocks + fused_attention.attend_by_block compute, on every real token, what torch's
-    attention computes under segment_causal_mask — values and gradients, grouped-query K/V — and zero on padding;
-    a bf16 input runs its blocks in fp32 and is rounded once."""
+    """packing.attention_blocks + fused_attention.attend_by_block compute, on every real token, what
+    torch's attention computes under segment_causal_mask — values and gradients, grouped-query K/V —
+    and zero on padding; a bf16 input runs its blocks in fp32 and is rounded once."""
     from nemo_cascade.actor.fused_attention import attend_by_block
 
     g = torch.Generator().manual_seed(3)
@@ -120,7 +121,8 @@ def test_attention_by_block_is_the_block_diagonal_masks_attention(share):
         assert_close(x, y, torch.float32, 2 * terms + T, what="block attention's gradient")
     low = attend_by_block(*(x.detach().bfloat16() for x in (q, k, v)), blocks, scale=0.3)
     assert low.dtype == torch.bfloat16
-    # bf16 blocks run in fp32 and round once on the way out: one bf16 rounding apart from fp32 on the same inputs
+    # bf16 blocks run in fp32 and round once on the way out: one bf16 rounding apart from fp32 on
+    # the same inputs
     assert_close(low.float() * real, dense(*(x.detach().bfloat16().float() for x in (q, k, v))) * real,
                  torch.bfloat16, 1, what="bf16 block attention")
 
@@ -165,9 +167,11 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggrega
     loss = partial(grpo.actor_loss, cfg)
     a, b = actor.train_step(packed.tensors(), loss, 0.7), actor.train_step(plain.tensors(), loss, 0.7)
     assert a.tokens == b.tokens
-    # strict on-policy: the loss VALUE is −ΣA/n whatever the log-probs; the gradient and the log-prob gap are not
+    # strict on-policy: the loss VALUE is −ΣA/n whatever the log-probs; the gradient and the
+    # log-prob gap are not
     assert_step_close(a, b, net, plain.tokens_B_T.numel())
-    # microbatches of 2 packed rows are cut to their longest row: the later ones run fewer columns than the batch
+    # microbatches of 2 packed rows are cut to their longest row: the later ones run fewer columns
+    # than the batch
     assert a.metrics["computed_tokens"] < packed.tokens_B_T.numel()
     # and unpacked rows after their last trained token: 104 of the batch's 9 × 18 columns here
     assert b.metrics["computed_tokens"] < plain.tokens_B_T.numel()

@@ -1,8 +1,8 @@
 """Every hostile program of the corpus (``hostile_programs.CORPUS``: fork and memory bombs, CPU
-spin, sleepers, floods, non-UTF-8 output, a 10 MB program, huge argv, writes and reads outside the work dir,
-symlink and hard-link escapes, TCP/UDP/DNS/unix-socket egress, killing the parent, daemons) is contained when
-scored as code: it scores 0, ends within its wall clock, leaves no process and changes no host file, and the
-same Scorer then still scores a correct program 1.
+spin, sleepers, floods, non-UTF-8 output, a 10 MB program, huge argv, writes and reads outside the
+work dir, symlink and hard-link escapes, TCP/UDP/DNS/unix-socket egress, killing the parent,
+daemons) is contained when scored as code: it scores 0, ends within its wall clock, leaves no
+process and changes no host file, and the same Scorer then still scores a correct program 1.
 
 The corpus runs once per module, all programs at once (the sandbox's waits overlap; ~8 s on 2 loaded cores);
 each attack is then its own test case so a failure names the attack and what escaped. The witnesses are shown
@@ -28,8 +28,9 @@ def test_hostile_program_is_contained(corpus_run, name):
 
 
 def test_controls_pass_and_the_trainer_carries_on(corpus_run):
-    """A program printing the expected output scores 1 in the same concurrent run (the 0s above are not a
-    broken harness), and after the whole corpus the same Scorer still tells right from wrong."""
+    """A program printing the expected output scores 1 in the same concurrent run (the 0s above are
+    not a broken harness), and after the whole corpus the same Scorer still tells right from
+    wrong."""
     _, info = corpus_run
     assert info["controls"] == [1.0, 0.0]
     assert info["after"] == [1.0, 0.0]
@@ -37,9 +38,10 @@ def test_controls_pass_and_the_trainer_carries_on(corpus_run):
 
 
 def test_witnesses_see_unsandboxed_escapes():
-    """The same attacks without the sandbox: each one's witness fires (a canary changed, a host listener got a
-    packet or a connection, a process outlived the run). Only attacks that touch nothing but this run's own
-    canaries, listeners and tagged files run here; kill, fork and memory attacks never run unsandboxed."""
+    """The same attacks without the sandbox: each one's witness fires (a canary changed, a host
+    listener got a packet or a connection, a process outlived the run). Only attacks that touch
+    nothing but this run's own canaries, listeners and tagged files run here; kill, fork and memory
+    attacks never run unsandboxed."""
     expected = {"write_outside": "canary", "read_secrets": "scored 1.0", "udp_egress": "UDP listener",
                 "unix_socket": "unix listener", "daemon_detached": "outlived the run"}
     assert sorted(expected) == sorted(n for n, a in CORPUS.items() if a.safe_unsandboxed)
@@ -67,9 +69,9 @@ time.sleep({hold})  # the parent stays, as a real bomb would: a run that ends at
 
 
 def test_memory_watchdog_bounds_forked_children_together():
-    """Address-space rlimits are per process: six forked children of 64 MB each would hold 384 MB under a
-    256 MB limit. The watchdog (the sandbox's total PSS) kills the run; three children of 32 MB, whose
-    copy-on-write pages shared with the parent count once, are left alone."""
+    """Address-space rlimits are per process: six forked children of 64 MB each would hold 384 MB
+    under a 256 MB limit. The watchdog (the sandbox's total PSS) kills the run; three children of 32
+    MB, whose copy-on-write pages shared with the parent count once, are left alone."""
     limits = Limits(cpu_s=5, wall_s=60, memory_bytes=256 << 20)
     bomb = run_python(FORKED_HOLD.format(children=6, mb=64, hold=10), limits=limits)
     assert bomb.killed == "memory_limit", bomb

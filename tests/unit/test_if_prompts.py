@@ -1,6 +1,6 @@
-"""synthetic:if_requests (demo_data/if_prompts.py): every row is satisfiable (its reference passes the project's IFEval
-checkers), splits are fixed by the request, instruction pairs respect the clash table, no IFEval prompt is
-reused, and the set loads through the prompt loader."""
+"""synthetic:if_requests (demo_data/if_prompts.py): every row is satisfiable (its reference passes
+the project's IFEval checkers), splits are fixed by the request, instruction pairs respect the clash
+table, no IFEval prompt is reused, and the set loads through the prompt loader."""
 import gzip
 import json
 from pathlib import Path
@@ -143,7 +143,8 @@ def test_loads_through_the_prompt_loader(tok, rows):
 
 @pytest.mark.skipif(not (SMOLLM2 / "tokenizer.json").exists(), reason="SmolLM2 not extracted (tools/fetch_smollm2.py)")
 def test_lengths_fit_smollm2(rows):
-    """Prompts stay within ~100 SmolLM2 tokens and the reference answers within ~200 (the stage's budgets)."""
+    """Prompts stay within ~100 SmolLM2 tokens and the reference answers within ~200 (the stage's
+    budgets)."""
     from transformers import AutoTokenizer
 
     smol = AutoTokenizer.from_pretrained(SMOLLM2)

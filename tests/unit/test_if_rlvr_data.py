@@ -1,7 +1,8 @@
-"""IF-RL's second sub-stage data (paper §4.4.2: "the second stage focuses on IF-Bench-Train taxonomy"): the
-released IF-RLVR rows load through the real loader and score through the stage's Scorer; malformed
-``ground_truth`` ends in one line; a training source holding an IFBench *test* id is refused unless its
-``Data.allow_eval_instructions`` says so; evaluation keeps the test taxonomy."""
+"""IF-RL's second sub-stage data (paper §4.4.2: "the second stage focuses on IF-Bench-Train
+taxonomy"): the released IF-RLVR rows load through the real loader and score through the stage's
+Scorer; malformed ``ground_truth`` ends in one line; a training source holding an IFBench *test* id
+is refused unless its ``Data.allow_eval_instructions`` says so; evaluation keeps the test
+taxonomy."""
 from __future__ import annotations
 
 import json
@@ -134,8 +135,8 @@ def test_the_setting_leaves_the_stage_hash_of_earlier_runs_alone_until_it_is_set
 
     stage = config.Stage(name="if_ifbench", domain="ifeval", data=config.Data(source="rows.jsonl"))
     allowed = replace(stage, data=replace(stage.data, allow_eval_instructions=True))
-    # A manifest written before the field existed (schema version 1) hashed the stage without it; setting it is
-    # a new config.
+    # A manifest written before the field existed (schema version 1) hashed the stage without it;
+    # setting it is a new config.
     assert "allow_eval_instructions" not in _canonical(stage, 1)["data"]
     assert config_hash(stage, 1) != config_hash(allowed, 1)
 

@@ -1,11 +1,11 @@
 """Our IFBench verdicts equal the published reference verdicts (paper §4.4, the IFBench evaluation).
 
-allenai/IFBench publishes the strict and loose verdicts of its evaluator (at c94da020) on 294 sample responses
-(data/ifbench). 290 of them join the current test file by prompt (4 prompts were reworded later, so their
-kwargs are unknown). On every joined row, every instruction's strict and loose verdict must be identical —
-there are no exceptions. One row needs a remark: key 286 (``repeat:repeat_span`` with ``n_start`` 0) was
-judged with a random start, since the reference treats 0 as "not given"; its response fails for any start, so
-the verdict is the same.
+allenai/IFBench publishes the strict and loose verdicts of its evaluator (at c94da020) on 294 sample
+responses (data/ifbench). 290 of them join the current test file by prompt (4 prompts were reworded
+later, so their kwargs are unknown). On every joined row, every instruction's strict and loose
+verdict must be identical — there are no exceptions. One row needs a remark: key 286
+(``repeat:repeat_span`` with ``n_start`` 0) was judged with a random start, since the reference
+treats 0 as "not given"; its response fails for any start, so the verdict is the same.
 
 The shared measurements behind the verdicts are compared with independent implementations too: the
 rule-based sentence splitter with lm-eval's copy of it, and the partial tokenisation with NLTK's

@@ -1,15 +1,15 @@
-"""IFBench checkers (paper §4.4, the IFBench evaluation): a hand-checked followed / not-followed pair for each of
-the 58 instruction ids (including the reference evaluator's quirks, which decide verdicts), label validation,
-the offline first-token tagger, the partial tokenisation shortcuts, and pass rates. The comparison with the
-published reference verdicts is in test_ifbench_agreement.py."""
+"""IFBench checkers (paper §4.4, the IFBench evaluation): a hand-checked followed / not-followed
+pair for each of the 58 instruction ids (including the reference evaluator's quirks, which decide
+verdicts), label validation, the offline first-token tagger, the partial tokenisation shortcuts, and
+pass rates. The comparison with the published reference verdicts is in test_ifbench_agreement.py."""
 from __future__ import annotations
 
 import string
 
 import pytest
 
-# Runtime dependencies of two checkers, imported here so that a missing one fails loudly rather than making
-# those checkers answer "not followed".
+# Runtime dependencies of two checkers, imported here so that a missing one fails loudly rather than
+# making those checkers answer "not followed".
 import emoji  # noqa: F401
 import syllapy  # noqa: F401
 
@@ -159,7 +159,8 @@ def test_malformed_ifbench_labels_raise_one_line(bad, message):
 
 
 def test_repeat_span_start_zero_is_the_first_word():
-    # The reference draws a random start for n_start=0; we read it as the first word (see sentence.py).
+    # The reference draws a random start for n_start=0; we read it as the first word (see
+    # sentence.py).
     assert verdict("Zero one", "repeat:repeat_span", prompt_to_repeat="zero one two", n_start=0, n_end=2)
 
 
@@ -172,8 +173,9 @@ def test_thinking_and_loose_apply_to_ifbench_rows():
     assert per_instruction(chatty, row, loose=True) == [True, True]
 
 
-# First-token tags of NLTK's full averaged-perceptron model (nltk.pos_tag on word_tokenize), recorded with the
-# model from nltk_data: tag-dictionary words, unknown capitalised imperatives, numbers, hyphens, one token.
+# First-token tags of NLTK's full averaged-perceptron model (nltk.pos_tag on word_tokenize),
+# recorded with the model from nltk_data: tag-dictionary words, unknown capitalised imperatives,
+# numbers, hyphens, one token.
 GOLDEN_FIRST_TAGS = [
     ("Conceive an empire where", "NNP"), ("Prove that the product", "VB"), ("Whirring and pulsing", "VBG"),
     ("Build resilient relationships by", "NNP"), ("Identify the political ideologies", "VB"),
@@ -191,7 +193,8 @@ def test_first_token_tag_matches_nltk_full_model(text, tag):
 
 
 def test_shipped_tagger_subset_holds_every_feature_the_first_token_uses():
-    # ifbench_tagger keeps the model rows that `reachable` accepts; the runtime must not need any other.
+    # ifbench_tagger keeps the model rows that `reachable` accepts; the runtime must not need any
+    # other.
     for tokens in (["Write"], ["Write", "a"], ["1999", "was", "a", "year"], ["", "-x", "well-known"]):
         assert all(reachable(f) for f in first_token_features(tokens)), tokens
 

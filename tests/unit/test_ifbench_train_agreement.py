@@ -1,4 +1,5 @@
-"""Our IFBench-Train verdicts equal the reference verifier's (paper §4.4.2, the second IF-RL sub-stage).
+"""Our IFBench-Train verdicts equal the reference verifier's (paper §4.4.2, the second IF-RL
+sub-stage).
 
 tests/data/ifbench_train/reference_verdicts.jsonl holds 348 responses judged by the IF-RLVR verifier of
 open-instruct (its ``IFEvalG`` checkers; tests/data/ifbench_train/README.md says how they were made): 12 per

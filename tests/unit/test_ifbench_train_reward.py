@@ -1,8 +1,9 @@
-"""IFBench-Train checkers (paper §4.4.2: the second IF-RL sub-stage trains on the IFBench-Train taxonomy): a
-hand-checked followed / not-followed pair for each of the 29 instruction ids (including the reference's quirks,
-which decide verdicts), label validation where the reference would draw a random kwarg, the one-pass phrase
-search against the regular expression it replaces, and the registries. The comparison with the reference
-verifier's verdicts is in test_ifbench_train_agreement.py."""
+"""IFBench-Train checkers (paper §4.4.2: the second IF-RL sub-stage trains on the IFBench-Train
+taxonomy): a hand-checked followed / not-followed pair for each of the 29 instruction ids (including
+the reference's quirks, which decide verdicts), label validation where the reference would draw a
+random kwarg, the one-pass phrase search against the regular expression it replaces, and the
+registries. The comparison with the reference verifier's verdicts is in
+test_ifbench_train_agreement.py."""
 from __future__ import annotations
 
 import random
@@ -90,7 +91,8 @@ def test_hand_checked_verdicts(iid, kwargs, good, bad):
 
 
 def test_repeat_phrase_words_are_whitespace_split():
-    # The span keeps the double space; its words are compared after str.split(), so it still has one change.
+    # The span keeps the double space; its words are compared after str.split(), so it still has one
+    # change.
     assert verdict("Dance  like somebody is watching you", "copy:repeat_phrase", phrase=_PHRASE, small_n=1)
 
 
@@ -154,7 +156,8 @@ def test_labels_the_reference_would_randomise_are_refused_in_one_line(iid, kwarg
 
 
 def test_copy_span_start_zero_is_the_first_character():
-    # The reference reads n_start 0 as "not given" and draws one; the label's 0 is what the prompt says.
+    # The reference reads n_start 0 as "not given" and draws one; the label's 0 is what the prompt
+    # says.
     assert verdict("zero", "new:copy_span_idx", prompt_to_repeat="zero one", n_start=0, n_end=4)
 
 

@@ -1,9 +1,11 @@
-"""Our IFEval verdicts equal lm-eval's reference checkers on the 541 IFEval prompts with varied responses.
+"""Our IFEval verdicts equal lm-eval's reference checkers on the 541 IFEval prompts with varied
+responses.
 
-The corpus (tests/unit/ifeval_corpus.py) is GPT-4's reference response to every prompt plus edits meant to
-flip each instruction; the tests require identical strict and loose verdicts on it, and that every one of the
-25 instructions is seen both followed and not followed, under the strict and under the loose verdict.
-lm-eval, langdetect and nltk are installed by tools/setup_venv.sh; a missing one is an error, not a skip.
+The corpus (tests/unit/ifeval_corpus.py) is GPT-4's reference response to every prompt plus edits
+meant to flip each instruction; the tests require identical strict and loose verdicts on it, and
+that every one of the 25 instructions is seen both followed and not followed, under the strict and
+under the loose verdict. lm-eval, langdetect and nltk are installed by tools/setup_venv.sh; a
+missing one is an error, not a skip.
 
 Known, deliberate difference: for ``keywords:letter_frequency`` with a "letter" outside a-z (IFEval uses '!'
 and '#') the reference draws a random letter; we count the named character. Those two instances are left out
@@ -22,8 +24,8 @@ from nemo_cascade.rewards.ifeval.spec import bind
 from .ifeval_corpus import corpus
 from .ifeval_reference import load_lm_eval_ifeval
 
-# Checkers that cost milliseconds per call (langdetect, NLTK tokenisers) see a smaller part of the corpus:
-# the reference response, the upper/lower-case edits and their own targeted edits.
+# Checkers that cost milliseconds per call (langdetect, NLTK tokenisers) see a smaller part of the
+# corpus: the reference response, the upper/lower-case edits and their own targeted edits.
 EXPENSIVE = {"change_case:english_lowercase", "change_case:english_capital", "language:response_language",
              "change_case:capital_word_frequency", "length_constraints:number_sentences"}
 
@@ -56,8 +58,8 @@ def _reference_checker(registry, iid: str, kwargs: dict):
 
 
 def _checker_pairs(reference, rows):
-    """``(row, iid, kwargs, texts, own edits, our instruction, its bound kwargs, lm-eval's checker)`` for every
-    instruction of the corpus that the reference does not randomise."""
+    """``(row, iid, kwargs, texts, own edits, our instruction, its bound kwargs, lm-eval's
+    checker)`` for every instruction of the corpus that the reference does not randomise."""
     registry, _ = reference
     for row, texts, own_edits in rows:
         for iid, kwargs, own in zip(row["instruction_id_list"], row["kwargs"], own_edits):
@@ -88,8 +90,8 @@ def _chatty(text: str) -> str:
 
 
 def test_loose_verdicts_agree_with_lm_eval(reference, rows):
-    """Per instruction, the loose verdict (any of the eight variants passes) on the reference response and on
-    the instruction's own edits, each wrapped in a chatty first and last line."""
+    """Per instruction, the loose verdict (any of the eight variants passes) on the reference
+    response and on the instruction's own edits, each wrapped in a chatty first and last line."""
     seen = collections.defaultdict(set)
     mismatches = []
     for row, iid, kwargs, texts, own, ours, bound, theirs in _checker_pairs(reference, rows):
@@ -107,8 +109,9 @@ def test_loose_verdicts_agree_with_lm_eval(reference, rows):
 
 
 def test_prompt_level_strict_and_loose_agree_with_lm_eval(reference, rows):
-    """End to end through lm-eval's own strict and loose harness (utils.py), on the reference response and
-    with a chatty first and last line that only the loose verdict removes; every fourth prompt, for time."""
+    """End to end through lm-eval's own strict and loose harness (utils.py), on the reference
+    response and with a chatty first and last line that only the loose verdict removes; every fourth
+    prompt, for time."""
     _, utils = reference
     mismatches, loose_differs = [], 0
     for row, texts, _ in rows[::4]:
@@ -128,14 +131,16 @@ def test_prompt_level_strict_and_loose_agree_with_lm_eval(reference, rows):
     assert loose_differs > 0, "strict and loose never differed: the corpus does not exercise the loose variants"
 
 
-# Devanagari vowel signs, decomposed accents and zero-width joiners are not \w to re; superscripts are not either.
+# Devanagari vowel signs, decomposed accents and zero-width joiners are not \w to re; superscripts
+# are not either.
 UNICODE_WORDS = ["हिन्दी में लिखा गया उत्तर", "cafe\u0301 cre\u0300me", "family 👨\u200d👩\u200d👧 emoji", "x² + y² = z²"]
 
 
 def test_word_counts_on_non_ascii_text_agree_with_lm_eval(reference):
-    """Words are ``\\w+`` runs with Python's ``re`` semantics, as in IFEval's code and IFBench's reference run
-    (NLTK ≤ 3.9). NLTK 3.10 matches with the ``regex`` module, whose ``\\w`` also covers combining marks and
-    joiners ("हिन्दी" is 1 word there, 3 here), so under it lm-eval disagrees: tools/setup_venv.sh pins NLTK."""
+    """Words are ``\\w+`` runs with Python's ``re`` semantics, as in IFEval's code and IFBench's
+    reference run (NLTK ≤ 3.9). NLTK 3.10 matches with the ``regex`` module, whose ``\\w`` also
+    covers combining marks and joiners ("हिन्दी" is 1 word there, 3 here), so under it lm-eval
+    disagrees: tools/setup_venv.sh pins NLTK."""
     registry, _ = reference
     for text in UNICODE_WORDS:
         for n in range(1, 9):

@@ -1,5 +1,6 @@
-"""Every checker of the registries (IFEval, IFBench and IFBench-Train, paper §4.4) returns a bool for a megabyte of
-random or hostile text, without raising (docs/rewards.md: any string up to 1 MB, in bounded time).
+"""Every checker of the registries (IFEval, IFBench and IFBench-Train, paper §4.4) returns a bool
+for a megabyte of random or hostile text, without raising (docs/rewards.md: any string up to 1 MB,
+in bounded time).
 
 The checkers are called directly, not through the reward's exception guard, so a raise fails the test. The
 time is printed (run with ``-s`` to see it) and not asserted: tests never assert on wall time. The timeout is
@@ -23,9 +24,10 @@ from .ifbench_data import ifbench_rows
 from .ifeval_corpus import read_jsonl_gz
 
 MEGABYTE = 1_000_000
-# Shapes that broke naive implementations: runs of line starts (per-line regexes, removing list items while
-# iterating), of '<', '[', '*', '(' and quotes (backtracking bracket and highlight patterns, nesting stacks),
-# abbreviations (sentence splitters), "Question" labels and tabs (the CSV and quiz checkers).
+# Shapes that broke naive implementations: runs of line starts (per-line regexes, removing list
+# items while iterating), of '<', '[', '*', '(' and quotes (backtracking bracket and highlight
+# patterns, nesting stacks), abbreviations (sentence splitters), "Question" labels and tabs (the CSV
+# and quiz checkers).
 TRAPS = ["\n", "<", "[", "*", "(", '"', " \n", ".", "Mr. ", "?!", "<<a>>", "Question 1\n", "\t"]
 
 

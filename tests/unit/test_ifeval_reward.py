@@ -1,5 +1,6 @@
-"""IF reward contract: hand-checked verdicts per instruction, labels, thinking, strict vs loose, hostile input,
-pass rates and the thinking-model RM bonus. Independent of lm-eval (see test_ifeval_agreement.py for that)."""
+"""IF reward contract: hand-checked verdicts per instruction, labels, thinking, strict vs loose,
+hostile input, pass rates and the thinking-model RM bonus. Independent of lm-eval (see
+test_ifeval_agreement.py for that)."""
 from __future__ import annotations
 
 import math
@@ -154,7 +155,8 @@ def test_loose_removes_first_and_last_line_and_asterisks():
 
 
 def test_shipped_punkt_model_is_the_trained_english_one(tmp_path):
-    # Known abbreviations (Dr., Mr., p.m.) do not end sentences under the trained model; an empty one splits.
+    # Known abbreviations (Dr., Mr., p.m.) do not end sentences under the trained model; an empty
+    # one splits.
     assert count_sentences("Dr. Smith met Mr. Jones at 5 p.m. yesterday. They talked.") == 2
     assert count_sentences("One. Two. Three. Four.", limit=2) == 2
     assert count_capital_words("I DON'T KNOW, U.S.A. is big.") == 5  # I, DO, N'T, KNOW, U.S.A.
@@ -171,7 +173,8 @@ def test_tokeniser_based_checkers_finish_on_hostile_text():
     text = "Mr. " * 5_000 + "A." * 5_000 + "\n" * 5_000
     # "Mr." is a known abbreviation and "A.A.…A." one token: Punkt sees a single sentence.
     assert verdict(text, "length_constraints:number_sentences", num_sentences=2, relation="less than") is True
-    # Punkt keeps "A.A.…A." as one token and "Mr." is not upper case: one capital word, fewer than 5.
+    # Punkt keeps "A.A.…A." as one token and "Mr." is not upper case: one capital word, fewer than
+    # 5.
     assert verdict(text, "change_case:capital_word_frequency", capital_frequency=5,
                    capital_relation="less than") is True
 
@@ -212,8 +215,8 @@ def test_if_reward_with_rm_matches_hand_computation():
     ("detectable_format:multiple_sections", {"section_spliter": "(S|s)ection{1,9}", "num_sections": 2}),
 ])
 def test_label_patterns_that_can_backtrack_are_refused_in_one_line(iid, kwargs):
-    # A label is data; the reference matches these strings as regexes against a megabyte of model output, so a
-    # nested or repeated quantifier in one row could stall the reward for hours.
+    # A label is data; the reference matches these strings as regexes against a megabyte of model
+    # output, so a nested or repeated quantifier in one row could stall the reward for hours.
     from nemo_cascade.rewards.ifeval import ALL
     from nemo_cascade.rewards.ifeval.spec import bind
 

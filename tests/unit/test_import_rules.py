@@ -31,15 +31,17 @@ LAYERS = [
 ]
 # Pairs within a layer that import one way only (importer, imported): docs/architecture.md.
 ONE_WAY = {("data", "rewards"), ("rewards", "rollout"), ("convert", "data")}
-# The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other way round.
+# The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other
+# way round.
 TOOLING_LAYERS = [
     {"cli", "cli_parser", "cli_tools", "job_recipe"}, {"launch", "launch_tasks", "doctor", "dry_run"},
     {"doctor_servers"},
     {"doctor_table"},
     {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"}, {"report"},
     {"report_run"},
-    # the demo sets, suites and tiny models (they import only the core, whose registries they fill), the launcher's
-    # torchrun and run lock, the IFBench tagger's build script, the command line's key=value overrides, where a worker's output goes
+    # the demo sets, suites and tiny models (they import only the core, whose registries they fill),
+    # the launcher's torchrun and run lock, the IFBench tagger's build script, the command line's
+    # key=value overrides, where a worker's output goes
     {"demo_data", "torchrun", "run_lock", "ifbench_tagger", "overrides", "worker_log"},
 ]
 
@@ -67,8 +69,9 @@ def _is_ours(dotted: str, pkg: Path) -> bool:
 
 
 def _imports(path: Path, pkg: Path = PKG):
-    """Every name a module imports, anywhere in it: ``from P import m`` counts as ``P.m`` where ``m`` is
-    a module of ours, so that ``from nemo_cascade import config`` is seen as an import of config."""
+    """Every name a module imports, anywhere in it: ``from P import m`` counts as ``P.m`` where
+    ``m`` is a module of ours, so that ``from nemo_cascade import config`` is seen as an import of
+    config."""
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -218,7 +221,8 @@ def test_a_circle_and_an_upward_import_fail_the_rules(tmp_path):
 
 
 def test_every_core_module_has_a_layer():
-    """A new core module must be placed in LAYERS (else the rule above would not see it import upward)."""
+    """A new core module must be placed in LAYERS (else the rule above would not see it import
+    upward)."""
     for path in [*PKG.iterdir(), *(p for group in GROUPED for p in (PKG / group).iterdir())]:
         name = path.name.removesuffix(".py")
         if name in ("__init__", "__pycache__", "tooling", *GROUPED):
@@ -255,8 +259,9 @@ def test_config_imports_no_torch():
 
 
 def test_core_without_the_demo_data_names_what_registers_it():
-    """The core alone knows no generated set, suite or base model; a config naming one ends in one line that says
-    what registers them (a process that skipped ``demo_data.register()``), not in a bare "expected one of []"."""
+    """The core alone knows no generated set, suite or base model; a config naming one ends in one
+    line that says what registers them (a process that skipped ``demo_data.register()``), not in a
+    bare "expected one of []"."""
     code = (
         "from nemo_cascade.config import Data\n"
         "from nemo_cascade.data import generated\n"

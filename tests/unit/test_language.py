@@ -1,5 +1,6 @@
-"""Code-switch detection and the per-stage penalty (paper §4.3.2 RLHF, §4.5 math, §4.6 code), and the rules
-that read the prompt's language (§4.3.2: only purely English prompts; §4.5.2: the prompt's own language)."""
+"""Code-switch detection and the per-stage penalty (paper §4.3.2 RLHF, §4.5 math, §4.6 code), and
+the rules that read the prompt's language (§4.3.2: only purely English prompts; §4.5.2: the prompt's
+own language)."""
 import typing
 import time
 
@@ -218,7 +219,8 @@ def test_reply_scripts_per_rule():
 
 @pytest.mark.parametrize("prompt", [None, 42, b"bytes", ["a list"]])
 def test_a_prompt_that_is_not_text_never_raises(prompt):
-    """The prompt is data: whatever it holds, the rule reads it as an empty (default-language) prompt."""
+    """The prompt is data: whatever it holds, the rule reads it as an empty (default-language)
+    prompt."""
     for rule in CODE_SWITCH_RULES:
         assert is_code_switched_reply(ANSWER_EN_WITH_ZH, prompt, rule) is True  # type: ignore[arg-type]
         assert is_code_switched_reply(ANSWER_EN, prompt, rule) is False  # type: ignore[arg-type]
@@ -234,8 +236,8 @@ def test_megabyte_of_hostile_prompt_is_linear():
 
 
 def test_config_languages_are_the_detector_s():
-    """Reward.code_switch_script's choices are EXPECTED_SCRIPTS's keys, and code_switch_rule's are the rules plus
-    auto (config imports nothing from rewards, so this test keeps them equal)."""
+    """Reward.code_switch_script's choices are EXPECTED_SCRIPTS's keys, and code_switch_rule's are
+    the rules plus auto (config imports nothing from rewards, so this test keeps them equal)."""
     hints = typing.get_type_hints(config.Reward)
     assert set(typing.get_args(hints["code_switch_script"])) == set(EXPECTED_SCRIPTS)
     assert set(typing.get_args(hints["code_switch_rule"])) == {"auto", *CODE_SWITCH_RULES}

@@ -1,4 +1,5 @@
-"""Length phases that end at a clip ratio (LengthPhase.until_clip_ratio, §4.5.2) and their resumable state."""
+"""Length phases that end at a clip ratio (LengthPhase.until_clip_ratio, §4.5.2) and their resumable
+state."""
 import pytest
 
 from nemo_cascade.tooling.overrides import apply_overrides

@@ -1,5 +1,6 @@
-"""Enum values are declared once, in a ``Literal`` annotation: the constants and checks that list allowed values
-derive from it (config.literal_values / typing.get_args), and no second list of the same strings is left."""
+"""Enum values are declared once, in a ``Literal`` annotation: the constants and checks that list
+allowed values derive from it (config.literal_values / typing.get_args), and no second list of the
+same strings is left."""
 from __future__ import annotations
 
 import ast
@@ -50,7 +51,8 @@ def test_module_literals_and_their_tuples_agree():
 
 
 def _string_collections(path: Path):
-    """Tuples, lists and sets of two or more string constants outside ``Literal[...]`` subscripts."""
+    """Tuples, lists and sets of two or more string constants outside ``Literal[...]``
+    subscripts."""
     tree = ast.parse(path.read_text())
     inside_literal = set()
     for node in ast.walk(tree):

@@ -1,5 +1,6 @@
-"""The LM head on the predicting positions only (actor/lm_head.py): a GRPO and an SFT step give the losses, gradients
-and log-prob gaps of the whole-sequence head, while the output layer computes only the trained tokens' rows."""
+"""The LM head on the predicting positions only (actor/lm_head.py): a GRPO and an SFT step give the
+losses, gradients and log-prob gaps of the whole-sequence head, while the output layer computes only
+the trained tokens' rows."""
 from functools import partial
 
 import pytest

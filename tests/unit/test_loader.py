@@ -1,4 +1,5 @@
-"""Data loading: templating + tokenisation, one-line errors for bad rows (the prompt stream: test_prompt_stream.py)."""
+"""Data loading: templating + tokenisation, one-line errors for bad rows (the prompt stream:
+test_prompt_stream.py)."""
 import json
 
 import pytest
@@ -144,7 +145,8 @@ def test_half_mode_templates_every_row_in_both_modes(tok, style):
 
 
 def test_chatml_style_is_plain_chatml_in_every_mode(tok):
-    """chatml: an instruct model's own ChatML (SmolLM2): no mode flag, no think block, the mode changes nothing."""
+    """chatml: an instruct model's own ChatML (SmolLM2): no mode flag, no think block, the mode
+    changes nothing."""
     data = Data(source="synthetic:arithmetic", size=2, split="test", seed=5)
     row = arithmetic("test", 2, seed=5)[0]
     expected = f"<|im_start|>user\n{row['question']}<|im_end|>\n<|im_start|>assistant\n"
@@ -191,8 +193,8 @@ def test_domain_synthetic_sets_load_with_their_labels(tok):
 
 
 def test_parquet_sources_read_like_jsonl(tok, tmp_path):
-    """The released datasets ship parquet: a Nemotron-Cascade-RL-Math-shaped file (problem, answer) loads as
-    math prompts; ``size`` limits the rows; a corrupt file is one line naming it."""
+    """The released datasets ship parquet: a Nemotron-Cascade-RL-Math-shaped file (problem, answer)
+    loads as math prompts; ``size`` limits the rows; a corrupt file is one line naming it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

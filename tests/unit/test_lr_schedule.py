@@ -1,4 +1,5 @@
-"""The LR schedule's horizon (T14: "cosine schedule to 0" over the trained steps, beside "Max Steps 100K")."""
+"""The LR schedule's horizon (T14: "cosine schedule to 0" over the trained steps, beside "Max Steps
+100K")."""
 import math
 from pathlib import Path
 

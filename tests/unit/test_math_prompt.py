@@ -1,6 +1,7 @@
-"""One phrasing of a math prompt for training and evaluation (data/math_prompt.py, paper §4.5: the reward reads the
-last \\boxed{}): a training row of the released set's shape and the evaluation item of the same problem render the
-same user message; a prompt that already asks for \\boxed is not asked twice; ``data.math_instruction`` sets it."""
+"""One phrasing of a math prompt for training and evaluation (data/math_prompt.py, paper §4.5: the
+reward reads the last \\boxed{}): a training row of the released set's shape and the evaluation item
+of the same problem render the same user message; a prompt that already asks for \\boxed is not
+asked twice; ``data.math_instruction`` sets it."""
 import gzip
 import json
 
@@ -37,8 +38,9 @@ def _write(tmp_path, rows):
 
 @pytest.mark.parametrize("suite", ["math500", "aime25", "gsm8k"])
 def test_training_row_and_evaluation_item_render_the_same_user_message(tmp_path, tok, suite):
-    # Nemotron-Cascade-RL-Math rows are {"problem", "answer"}: bare problems, no instruction. Evaluated, the same
-    # problem is asked with the AceMath request for a boxed answer; trained, it must be asked the same way.
+    # Nemotron-Cascade-RL-Math rows are {"problem", "answer"}: bare problems, no instruction.
+    # Evaluated, the same problem is asked with the AceMath request for a boxed answer; trained, it
+    # must be asked the same way.
     items, path = load_items(get_suite(suite), limit=3)
     key = "question" if suite == "gsm8k" else "problem"
     rows = [{"problem": r[key], "answer": item.label} for r, item in zip(_first_rows(path, 3), items)]

@@ -1,6 +1,7 @@
-"""The AceMath-style rule grader (rewards/math_rule.py, paper §4.5): the equivalences it must accept, the answers
-it must refuse, where it deliberately differs from math-verify, bounded time on hostile input through the reward's
-worker pool, and the ``Reward.math_grader`` setting wired through the stage Scorer and the evaluation."""
+"""The AceMath-style rule grader (rewards/math_rule.py, paper §4.5): the equivalences it must
+accept, the answers it must refuse, where it deliberately differs from math-verify, bounded time on
+hostile input through the reward's worker pool, and the ``Reward.math_grader`` setting wired through
+the stage Scorer and the evaluation."""
 import time
 from pathlib import Path
 
@@ -99,17 +100,18 @@ def test_numbers_are_exact_fractions():
 
 
 def test_accepts_whatever_the_exact_check_accepts():
-    # The reward settles trivial matches in-process (rewards/math.is_equivalent) before either grader runs: the
-    # rule grader must agree with it, or the grader setting would change verdicts the exact check already gave.
+    # The reward settles trivial matches in-process (rewards/math.is_equivalent) before either
+    # grader runs: the rule grader must agree with it, or the grader setting would change verdicts
+    # the exact check already gave.
     settled = [(p, r) for p, r, _ in EQUIVALENCES if is_equivalent(p, r)]
     assert len(settled) >= 15
     assert [(p, r) for p, r in settled if not grade(p, r)] == []
 
 
 def test_where_it_differs_from_math_verify():
-    """The deliberate differences, each documented (rewards/math_rule.py): AceMath's percent scaling and 1e-4
-    tolerance, assignments kept by their value, words after a number taken as units; and order-free lists
-    that are not sets for math-verify's semantics."""
+    """The deliberate differences, each documented (rewards/math_rule.py): AceMath's percent scaling
+    and 1e-4 tolerance, assignments kept by their value, words after a number taken as units; and
+    order-free lists that are not sets for math-verify's semantics."""
     differ = {(p, r): e for p, r, e in EQUIVALENCES if grade(p, r) != bool(e)}
     assert differ == {
         ("0.5", "50"): 0, ("50", "0.5"): 0,            # ×100 / ÷100 (AceMath's include_percentage)
@@ -229,7 +231,8 @@ def test_agreement_bench_reports_the_disagreeing_answers(tmp_path, capsys):
     out = tmp_path / "agreement.json"
     assert bench.main([str(tmp_path / "eval.json"), "--out", str(out), "--no-references", "--timeout-s", "5"]) == 0
     result = json.loads(out.read_text())
-    # the duplicate response counts once; the empty box falls back to a stated answer or number, here none
+    # the duplicate response counts once; the empty box falls back to a stated answer or number,
+    # here none
     assert result["responses"] == {"math500/boxed": 2, "math500/last number": 1, "math500/none": 1,
                                    "math500/stated": 1}
     rows = {(t["source"]): t for t in result["table"]}

@@ -1,5 +1,5 @@
-"""Math reward with math-verify behind the exact check: labelled equivalences, answer patterns, labels,
-hostile inputs that must finish (score 0) within the per-sample timeout.
+"""Math reward with math-verify behind the exact check: labelled equivalences, answer patterns,
+labels, hostile inputs that must finish (score 0) within the per-sample timeout.
 
 The labelled cases run as one ``reward_batch`` (a module fixture) so they use the worker pool in parallel;
 each case is still its own test. Verdicts marked "math-verify semantics" are what math-verify 0.9 decides,
@@ -207,7 +207,8 @@ def test_adversarial_inputs_finish_within_the_timeout_and_score_zero():
     elapsed = time.monotonic() - started
     assert scores == [0.0] * len(hostile)
     assert verifier.pool().counts["timeout"] > counts_before.get("timeout", 0)  # the kill path was taken
-    # a generous bound, not a speed claim: every item is bounded by its 3 s timeout plus a worker restart
+    # a generous bound, not a speed claim: every item is bounded by its 3 s timeout plus a worker
+    # restart
     assert elapsed < 150, elapsed
     assert verifier.reward_batch(["\\boxed{\\dfrac{1}{2}}"], ["0.5"]) == [1.0]  # replaced workers still score
 

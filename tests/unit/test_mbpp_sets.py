@@ -1,5 +1,6 @@
-"""MBPP-derived code and bug-fix sets: labels validate, references earn full reward, every injected bug fails
-its task's asserts, the committed bug-fix rows regenerate, splits are disjoint, and the sets load as prompts."""
+"""MBPP-derived code and bug-fix sets: labels validate, references earn full reward, every injected
+bug fails its task's asserts, the committed bug-fix rows regenerate, splits are disjoint, and the
+sets load as prompts."""
 import gzip
 import json
 

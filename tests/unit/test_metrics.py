@@ -1,5 +1,5 @@
-"""metrics.jsonl lines, phase timers, the SFT batch order, and the optional wandb sink (offline); a resumed stage
-continues both logs."""
+"""metrics.jsonl lines, phase timers, the SFT batch order, and the optional wandb sink (offline); a
+resumed stage continues both logs."""
 import json
 
 import pytest
@@ -23,8 +23,8 @@ def test_phase_timer_accumulates_and_totals():
 
 @pytest.fixture
 def offline_wandb(tmp_path, monkeypatch):
-    """W&B offline, writing under tmp_path. wandb reads the environment once per process (its setup singleton):
-    tear it down afterwards, so that the next test's WANDB_DIR counts."""
+    """W&B offline, writing under tmp_path. wandb reads the environment once per process (its setup
+    singleton): tear it down afterwards, so that the next test's WANDB_DIR counts."""
     import wandb
 
     for k, v in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true"}.items():
@@ -46,9 +46,10 @@ def test_metrics_jsonl_and_wandb_offline(tmp_path, offline_wandb):
 
 
 def test_a_resumed_stage_continues_its_jsonl_and_its_wandb_run(tmp_path, offline_wandb):
-    """Killed after logging step 3 with its newest checkpoint after step 1, a stage resumes at step 2: the jsonl
-    loses steps 2-3 (logged again), and W&B gets the same run id with resume="allow" — offline, a second run
-    folder of that id, which `wandb sync` uploads into the same run. Starting over (step 0) is a new W&B run."""
+    """Killed after logging step 3 with its newest checkpoint after step 1, a stage resumes at step
+    2: the jsonl loses steps 2-3 (logged again), and W&B gets the same run id with resume="allow" —
+    offline, a second run folder of that id, which `wandb sync` uploads into the same run. Starting
+    over (step 0) is a new W&B run."""
     stage = tmp_path / "stages" / "4-math"
     log = MetricsLog(stage, "math", total_steps=6, use_wandb=True, run_name="r")
     for step in range(4):

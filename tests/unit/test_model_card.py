@@ -1,4 +1,5 @@
-"""The release's model card: hub front matter, the paper's numbers beside the run's, and the offline upload check."""
+"""The release's model card: hub front matter, the paper's numbers beside the run's, and the offline
+upload check."""
 import json
 
 import pytest

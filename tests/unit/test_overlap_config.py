@@ -1,6 +1,7 @@
-"""parallel.overlap_grad_reduce / overlap_param_gather: the rules between them (one ConfigError line naming the
-field, from config.validate, the CLI overrides and the actor's plan alike) and what the actor hands Megatron.
-The training behaviour is tested at DP=2 in tests/dist/test_overlap_comm.py."""
+"""parallel.overlap_grad_reduce / overlap_param_gather: the rules between them (one ConfigError line
+naming the field, from config.validate, the CLI overrides and the actor's plan alike) and what the
+actor hands Megatron. The training behaviour is tested at DP=2 in
+tests/dist/test_overlap_comm.py."""
 from dataclasses import replace
 from pathlib import Path
 
@@ -61,8 +62,8 @@ def test_overrides_and_validate():
 
 
 def test_actor_wires_megatron(monkeypatch):
-    """The DDP config gets both fields (and the bucket size); with overlap_grad_reduce the schedule gets
-    Megatron-LM's no_sync / grad_sync hooks, without it none (Megatron's defaults)."""
+    """The DDP config gets both fields (and the bucket size); with overlap_grad_reduce the schedule
+    gets Megatron-LM's no_sync / grad_sync hooks, without it none (Megatron's defaults)."""
     from megatron.core.distributed import DistributedDataParallelConfig
     from megatron.core.transformer import TransformerConfig
 

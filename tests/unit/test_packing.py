@@ -1,5 +1,5 @@
-"""One packing module (algorithms/packing.py): GRPO's and SFT's rows come from the one packer, laid out by the
-one layout function, and no other module packs."""
+"""One packing module (algorithms/packing.py): GRPO's and SFT's rows come from the one packer, laid
+out by the one layout function, and no other module packs."""
 from __future__ import annotations
 
 import ast
@@ -39,7 +39,8 @@ def test_an_empty_first_example_packs():
 
 
 def test_no_other_module_packs():
-    """Functions that pack or lay out rows live in packing.py only (they once lived in grpo.py and sft.py)."""
+    """Functions that pack or lay out rows live in packing.py only (they once lived in grpo.py and
+    sft.py)."""
     elsewhere = []
     for path in PKG.rglob("*.py"):
         if path.name == "packing.py":

@@ -1,6 +1,6 @@
-"""Paired tests between report rows (evaluate/paired.py) and where the reports show them: exact McNemar against
-direct enumeration, the paired bootstrap's calibration, item pairing by uid, and the p-values in report.md's
-matrix and the comparison's final rows."""
+"""Paired tests between report rows (evaluate/paired.py) and where the reports show them: exact
+McNemar against direct enumeration, the paired bootstrap's calibration, item pairing by uid, and the
+p-values in report.md's matrix and the comparison's final rows."""
 from __future__ import annotations
 
 import itertools
@@ -103,7 +103,8 @@ def _run(tmp_path, name: str, rows: dict[str, tuple[list[int], list[int]]]):
 
 def test_report_and_comparison_show_p_values(tmp_path):
     base_math, base_if = [0] * 300, [1] * 150 + [0] * 150
-    # math: 30 items newly right, 5 newly wrong → McNemar p ≈ 1.7e-5; ifeval: 6 newly right, 4 newly wrong.
+    # math: 30 items newly right, 5 newly wrong → McNemar p ≈ 1.7e-5; ifeval: 6 newly right, 4 newly
+    # wrong.
     after_math = [1] * 30 + [0] * 265 + [0] * 5
     after_math[295:300] = [0] * 5
     base_math[295:300] = [1] * 5
@@ -122,7 +123,8 @@ def test_report_and_comparison_show_p_values(tmp_path):
     final = md.split("## Final rows")[1]
     line = next(x for x in final.splitlines() if x.startswith("| gsm8k"))
     assert f"(p {p_text(mcnemar_exact(5, 30))}, 300 items, regression)" in line
-    # every step of the per-suite tables pairs the two runs too: the same base (p 1), then the 10-step rows
+    # every step of the per-suite tables pairs the two runs too: the same base (p 1), then the
+    # 10-step rows
     steps = md.split("## gsm8k (math)")[1].split("##")[0].splitlines()
     row = {x.split("|")[1].strip(): x for x in steps if x.startswith("| ")}
     assert row["0"].endswith("+0.0 ± 2.8 (p 1.000, 300 items, no significant change) |")
@@ -130,7 +132,8 @@ def test_report_and_comparison_show_p_values(tmp_path):
 
 
 def test_report_pairs_each_stages_own_domain_with_the_last_row(tmp_path):
-    """Did the later stages keep what a stage learned? Its own-domain suite after it against the last row."""
+    """Did the later stages keep what a stage learned? Its own-domain suite after it against the
+    last row."""
     from nemo_cascade.tooling.report import render_markdown
 
     base, learned = [0] * 200, [1] * 40 + [0] * 160
@@ -141,7 +144,8 @@ def test_report_pairs_each_stages_own_domain_with_the_last_row(tmp_path):
     assert f"- `math` (math) to `later`: gsm8k 20.0 → 5.0 (-15.0, p {p_text(mcnemar_exact(30, 0))}, regression)" \
         in section
     assert "`later`" not in section.split("to `later`")[1]  # the last row is not compared with itself
-    # the gate recorded nothing (no manifest regressions here); the paired drop is still listed as one
+    # the gate recorded nothing (no manifest regressions here); the paired drop is still listed as
+    # one
     drops = md.split("Drops against the row before at p < 0.05")[1].split("##")[0]
     assert f"- after `later`: gsm8k -15.0 (p {p_text(mcnemar_exact(30, 0))})" in drops
     assert "after `math`" not in drops  # a gain is not a drop

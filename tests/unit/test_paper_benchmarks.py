@@ -431,8 +431,8 @@ def test_code_label_wrapped_single_must_be_a_bool():
 
 
 def test_the_gate_asks_its_judge_for_arena_hard(tmp_path):
-    """gate.judge_url: preflight names it when the gate has arena-hard without one; the gate's settings
-    carry it to the suite's reward; doctor waits for it."""
+    """gate.judge_url: preflight names it when the gate has arena-hard without one; the gate's
+    settings carry it to the suite's reward; doctor waits for it."""
     from dataclasses import replace
 
     from nemo_cascade import config

@@ -1,8 +1,9 @@
-"""The config fields the paper's recipes needed and the config could not say (docs/recipes.md, "Paper features
-without a config field"): a temperature per length phase (T17–T19), no gate after the first parts of a split
-stage, a minimum prompt length (SWE: 8K, §4.7), per-source weights in an SFT blend (§3.3), a stage length in
-epochs (T14, §4.2). Each: the override and JSON forms, the one-line errors, the stage hash of runs that predate
-it, and what it does where it acts (loader, the GRPO loop, the cascade's gate, the report)."""
+"""The config fields the paper's recipes needed and the config could not say (docs/recipes.md,
+"Paper features without a config field"): a temperature per length phase (T17–T19), no gate after
+the first parts of a split stage, a minimum prompt length (SWE: 8K, §4.7), per-source weights in an
+SFT blend (§3.3), a stage length in epochs (T14, §4.2). Each: the override and JSON forms, the
+one-line errors, the stage hash of runs that predate it, and what it does where it acts (loader, the
+GRPO loop, the cascade's gate, the report)."""
 import json
 from contextlib import contextmanager
 from dataclasses import replace
@@ -148,10 +149,10 @@ def _hashed_stages():
 
 
 def test_stage_hashes_of_configs_written_before_the_new_fields_are_unchanged():
-    """The manifest refuses to resume a running stage whose config hash changed: a field added with its default
-    must leave the hash of every existing config as it was. The literals are these configs' hashes before the
-    fields (and Rollout.tensor_parallel_size) existed: what a manifest of schema version 1 (every manifest
-    written before versions were recorded) holds."""
+    """The manifest refuses to resume a running stage whose config hash changed: a field added with
+    its default must leave the hash of every existing config as it was. The literals are these
+    configs' hashes before the fields (and Rollout.tensor_parallel_size) existed: what a manifest of
+    schema version 1 (every manifest written before versions were recorded) holds."""
     math, sft = _hashed_stages()
     assert config_hash(math, schema_version=1) == "33469b76d2e6863416b2f99bfa81cdf4c20ed9d4310c0288a2d29f8edb82870c"
     assert config_hash(sft, schema_version=1) == "dad41ff51121d6160d249bd2633473929e7d705180dad6ee63a71cdca5275b76"
@@ -173,7 +174,8 @@ def test_setting_a_new_field_changes_the_hash_except_the_gate_switch():
     ]
     hashes = {config_hash(s) for s in changed} | {config_hash(math), config_hash(sft)}
     assert len(hashes) == len(changed) + 2
-    # The gate runs after the stage trained: switching it for an interrupted stage must not block its resume.
+    # The gate runs after the stage trained: switching it for an interrupted stage must not block
+    # its resume.
     assert config_hash(replace(math, evaluate=False)) == config_hash(math)
 
 
@@ -325,8 +327,9 @@ class _Log:
 
 
 def test_each_length_phase_samples_and_trains_at_its_temperature(monkeypatch, tmp_path):
-    """T17: the 40K phase samples at 0.8; the actor's log-probs (the loss and the KL reference) must be taken at
-    the temperature the engine sampled with, else the importance ratio compares two different policies."""
+    """T17: the 40K phase samples at 0.8; the actor's log-probs (the loss and the KL reference) must
+    be taken at the temperature the engine sampled with, else the importance ratio compares two
+    different policies."""
     from nemo_cascade import weight_sync
     from nemo_cascade.cascade.stage import StageContext, run_grpo
     from nemo_cascade.data.loader import PromptList
@@ -349,8 +352,8 @@ def test_each_length_phase_samples_and_trains_at_its_temperature(monkeypatch, tm
 
 
 def test_the_engine_gives_its_memory_back_before_the_kl_reference_forward(monkeypatch, tmp_path):
-    """With kl_coef > 0 the reference log-probs are a full forward of the actor: on a GPU it must not run
-    beside the engine's weights and KV cache."""
+    """With kl_coef > 0 the reference log-probs are a full forward of the actor: on a GPU it must
+    not run beside the engine's weights and KV cache."""
     from nemo_cascade import weight_sync
     from nemo_cascade.data.loader import PromptList
     from nemo_cascade.cascade.stage import StageContext, run_grpo
@@ -368,8 +371,8 @@ def test_the_engine_gives_its_memory_back_before_the_kl_reference_forward(monkey
 
 
 def test_samples_keep_their_own_prompt_on_transformer_engine(monkeypatch, tmp_path):
-    """GRPO.share_prompts needs the local spec's per-sample mask: on TE (whose packed attention sees whole
-    sequences) the stage lays each sample out with its own prompt."""
+    """GRPO.share_prompts needs the local spec's per-sample mask: on TE (whose packed attention sees
+    whole sequences) the stage lays each sample out with its own prompt."""
     from nemo_cascade import weight_sync
     from nemo_cascade.data.loader import PromptList
     from nemo_cascade.cascade.stage import StageContext, run_grpo
@@ -477,8 +480,9 @@ def test_a_finished_unevaluated_stage_adds_no_row_on_resume(monkeypatch, tmp_pat
 
 @pytest.mark.parametrize("evaluated", [True, False])
 def test_a_reward_model_fills_the_rm_column_only_of_the_policy_it_follows(monkeypatch, tmp_path, evaluated):
-    """The RM stage scores the current policy's pairwise suites into that policy's row; when the policy stage
-    before it had no gate, there is no such row — and the row before it holds other weights."""
+    """The RM stage scores the current policy's pairwise suites into that policy's row; when the
+    policy stage before it had no gate, there is no such row — and the row before it holds other
+    weights."""
     stages = (config.Stage(name="sft", kind="sft"), config.Stage(name="ifrl", evaluate=evaluated),
               config.Stage(name="rm", kind="reward_model"))
     run = _run(monkeypatch, tmp_path, stages)

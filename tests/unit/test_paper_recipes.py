@@ -1,7 +1,8 @@
-"""The paper's recipes (recipes/nemotron_cascade_*.py, recipes/reward_model_72b.py): they build and validate
-without model files, GPUs or network, round-trip through config.json's form, run their stages in the paper's
-order, carry the paper's numbers (T14–T20, §4.2–4.7; the expected values below are copied from the paper's tables,
-not from the recipes), and docs/recipes.md's tables are what tools/recipe_docs.py generates from them."""
+"""The paper's recipes (recipes/nemotron_cascade_*.py, recipes/reward_model_72b.py): they build and
+validate without model files, GPUs or network, round-trip through config.json's form, run their
+stages in the paper's order, carry the paper's numbers (T14–T20, §4.2–4.7; the expected values below
+are copied from the paper's tables, not from the recipes), and docs/recipes.md's tables are what
+tools/recipe_docs.py generates from them."""
 import difflib
 import importlib.util
 import json
@@ -91,8 +92,8 @@ def domain_stages(cfg: config.Cascade, domain: str) -> list[config.Stage]:
 
 
 def phases(cfg: config.Cascade, domain: str) -> list[tuple]:
-    """(steps, max response, overlong, temperature, max prompt) of every length phase of the domain's stages, with
-    the temperature the phase samples at (its own, or its stage's)."""
+    """(steps, max response, overlong, temperature, max prompt) of every length phase of the
+    domain's stages, with the temperature the phase samples at (its own, or its stage's)."""
     return [(p.steps, p.max_response_tokens, p.overlong, config.phase_rollout(s, p).temperature,
              s.rollout.max_prompt_tokens) for s in domain_stages(cfg, domain) for p in config.length_phases(s)]
 
@@ -114,7 +115,8 @@ def test_recipe_builds_validates_and_round_trips(path, fn):
 @pytest.mark.parametrize("model", POLICY)
 @pytest.mark.parametrize("fn", ["recipe", "with_sft"])
 def test_stage_order_is_the_papers(model, fn):
-    """[SFT 16K → SFT 32K] → RLHF → IF-RL → math → code → SWE (§4.1); a paper stage may be split in parts."""
+    """[SFT 16K → SFT 32K] → RLHF → IF-RL → math → code → SWE (§4.1); a paper stage may be split in
+    parts."""
     stages = load(POLICY[model], fn).stages
     sft = [s.name for s in stages if s.kind == "sft"]
     assert sft == (["sft_16k", "sft_32k"] if fn == "with_sft" else [])
@@ -150,7 +152,8 @@ def test_rl_only_recipe_is_with_sft_without_sft(model):
 
 
 def test_paths_and_servers_come_from_the_environment(monkeypatch):
-    """Nothing is read at build time: model, data and server locations are strings from the environment."""
+    """Nothing is read at build time: model, data and server locations are strings from the
+    environment."""
     monkeypatch.setenv("NEMO_CASCADE_MODELS", "/nonexistent/models")
     monkeypatch.setenv("NEMO_CASCADE_DATA", "/nonexistent/data")
     monkeypatch.setenv("NEMO_CASCADE_RM_URL", "http://rm-node:8000")
@@ -242,8 +245,8 @@ def test_if_rl_follows_table_16(model):
 
 @pytest.mark.parametrize("model", POLICY)
 def test_math_rl_length_curriculum(model):
-    """One stage: 8B 24K filter → 32K zero → 40K zero at T 1.0, 1.0, 0.8 over steps 0–190–430–500 (T17); 14B 28K
-    filter → 40K zero at 1.2, 1.1 over 0–120–220 (T18)."""
+    """One stage: 8B 24K filter → 32K zero → 40K zero at T 1.0, 1.0, 0.8 over steps 0–190–430–500
+    (T17); 14B 28K filter → 40K zero at 1.2, 1.1 over 0–120–220 (T18)."""
     want = PAPER[model]
     cfg = load(POLICY[model])
     (s,) = domain_stages(cfg, "math")
@@ -290,8 +293,9 @@ def test_swe_rl_follows_table_20(model):
 @pytest.mark.parametrize("model", POLICY)
 @pytest.mark.parametrize("fn", ["recipe", "with_sft"])
 def test_the_gate_runs_once_per_paper_stage(model, fn):
-    """T2, T4–T8 report one row per RL stage: of the parts of one paper stage (IF-RL's two sub-stages, the 8B's
-    SWE 16K / 24K) only the last runs the gate. Both SFT stages are evaluated (T14 lists them separately)."""
+    """T2, T4–T8 report one row per RL stage: of the parts of one paper stage (IF-RL's two
+    sub-stages, the 8B's SWE 16K / 24K) only the last runs the gate. Both SFT stages are evaluated
+    (T14 lists them separately)."""
     stages = load(POLICY[model], fn).stages
     for s, after in zip(stages, (*stages[1:], None)):
         same_paper_stage = after is not None and s.kind == after.kind == "grpo" and s.domain == after.domain
@@ -303,17 +307,18 @@ def test_the_gate_runs_once_per_paper_stage(model, fn):
 
 @pytest.mark.parametrize("model", POLICY)
 def test_release_configs_get_app_b_yarn(model):
-    """App. B evaluates every benchmark with YaRN ×2 over 32768 positions — the 14B too, but for its 64K-input
-    SWE-bench run (×3, a suite setting: see the next test): ``convert to-hf`` writes ×2 into every release
-    config.json."""
+    """App. B evaluates every benchmark with YaRN ×2 over 32768 positions — the 14B too, but for its
+    64K-input SWE-bench run (×3, a suite setting: see the next test): ``convert to-hf`` writes ×2
+    into every release config.json."""
     for fn in FUNCTIONS[model]:
         assert load(POLICY[model], fn).model.yarn_factor == 2.0
 
 
 @pytest.mark.parametrize("model", POLICY)
 def test_each_gate_suite_gets_app_b_yarn_and_input(model):
-    """App. B: YaRN ×2 for every suite; SWE-bench input 32K (8B models) or 64K with YaRN ×3 (the 14B). The
-    factor and input limit each gate suite is prepared with, as the recipe's gate decides them."""
+    """App. B: YaRN ×2 for every suite; SWE-bench input 32K (8B models) or 64K with YaRN ×3 (the
+    14B). The factor and input limit each gate suite is prepared with, as the recipe's gate decides
+    them."""
     from nemo_cascade.evaluate.runner import decoding_for
     from nemo_cascade.evaluate.suites import get_suite
     from nemo_cascade.cascade.forgetting import Gate
@@ -328,8 +333,9 @@ def test_each_gate_suite_gets_app_b_yarn_and_input(model):
 
 @pytest.mark.parametrize("model", POLICY)
 def test_each_gate_suite_runs_in_the_mode_the_paper_reports(model):
-    """App. B / T2: the unified 8B is gated on IFEval in non-thinking mode and on every other suite in thinking
-    mode; the thinking-only models (T1, T8) in thinking mode on every suite, IFEval included."""
+    """App. B / T2: the unified 8B is gated on IFEval in non-thinking mode and on every other suite
+    in thinking mode; the thinking-only models (T1, T8) in thinking mode on every suite, IFEval
+    included."""
     from nemo_cascade.evaluate.runner import decoding_for
     from nemo_cascade.evaluate.suites import get_suite
     from nemo_cascade.cascade.forgetting import Gate
@@ -355,7 +361,8 @@ def test_14b_rl_steps_add_up_to_figure_1():
 
 @pytest.mark.parametrize("model", ["8b", "8b_thinking"])
 def test_8b_rl_steps_add_up(model):
-    """T15 800; T16 2300 + 800 (unified) / 550 + 300 (thinking); T17 0–500; T19 90 / 64; T20 0–30–60."""
+    """T15 800; T16 2300 + 800 (unified) / 550 + 300 (thinking); T17 0–500; T19 90 / 64; T20
+    0–30–60."""
     steps = {}
     for s in load(POLICY[model]).stages:
         steps[s.domain] = steps.get(s.domain, 0) + s.steps
@@ -420,7 +427,8 @@ def test_docs_are_generated_from_the_recipes():
 
 
 def test_docs_show_every_paper_recipe():
-    """Each recipe has a cascade table over all its functions and a stage table over its longest cascade."""
+    """Each recipe has a cascade table over all its functions and a stage table over its longest
+    cascade."""
     shown = {(m["kind"], m["path"], m["functions"]) for m, _, _ in recipe_docs.regions(DOC.read_text())}
     want = {("cascade", POLICY[m], ",".join(FUNCTIONS[m])) for m in POLICY} | {("cascade", RM, "recipe")}
     want |= {("stage", POLICY[m], "with_sft") for m in POLICY} | {("stage", RM, "recipe")}

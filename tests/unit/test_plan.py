@@ -1,7 +1,8 @@
 """nemo_cascade/plan.py and `nemo-cascade plan`: the per-GPU memory estimate of a cascade's stages.
 
-Hand-computed numbers on a tiny shape, how each parallel dimension moves them, the model-shape sources (config.json,
-presets, a size in the folder's name), and the paper's recipes through the CLI (no model files, no GPU)."""
+Hand-computed numbers on a tiny shape, how each parallel dimension moves them, the model-shape
+sources (config.json, presets, a size in the folder's name), and the paper's recipes through the CLI
+(no model files, no GPU)."""
 import json
 import os
 import subprocess
@@ -26,8 +27,8 @@ ENV = ("NEMO_CASCADE_MODELS", "NEMO_CASCADE_DATA", "NEMO_CASCADE_RM_URL", "NEMO_
 # hidden 8, ffn 16, 2 heads / 1 KV head of 4, vocab 32, 2 layers, untied, q/k norms.
 TINY = ModelShape("t", hidden_size=8, ffn_hidden_size=16, num_attention_heads=2, num_key_value_heads=1, head_dim=4,
                   vocab_size=32, num_layers=2)
-# Per layer: q,k,v 8·(2+2)·4 = 128, o 2·4·8 = 64, MLP 3·8·16 = 384 → 576 split over TP; norms 2·8 + 2·4 = 24.
-# Whole model: 2·600 + embedding 256 + head 256 + final norm 8 = 1720.
+# Per layer: q,k,v 8·(2+2)·4 = 128, o 2·4·8 = 64, MLP 3·8·16 = 384 → 576 split over TP; norms 2·8 +
+# 2·4 = 24. Whole model: 2·600 + embedding 256 + head 256 + final norm 8 = 1720.
 
 
 def one_gpu(**kw) -> config.Parallel:
@@ -76,7 +77,8 @@ def test_one_gpu_train_step_by_hand():
 
 
 def test_gpu_step_estimate_matches_its_h200_calibration():
-    """12 Qwen3-8B-shaped layers at 4096 tokens (local spec, no recompute): 123.8 GiB estimated, 112–116 measured."""
+    """12 Qwen3-8B-shaped layers at 4096 tokens (local spec, no recompute): 123.8 GiB estimated,
+    112–116 measured."""
     d = replace(PRESETS["qwen3-8b"], num_layers=12)
     assert estimate_bytes(d, 12, 1, 4096)["total"] / GIB == pytest.approx(123.77, abs=0.01)
 
@@ -92,8 +94,8 @@ def test_engine_by_hand():
 
 
 def test_engine_tensor_parallel_by_hand():
-    """rollout.tensor_parallel_size: each GPU holds 1/t of the weights and kv_heads / t of each token's KV
-    (8 KV heads: replicated past t = 8, so a token costs one head per GPU)."""
+    """rollout.tensor_parallel_size: each GPU holds 1/t of the weights and kv_heads / t of each
+    token's KV (8 KV heads: replicated past t = 8, so a token costs one head per GPU)."""
     d = PRESETS["qwen3-14b"]
     one, four = engine_bytes(d, 0.5, 80 * GIB, 2), engine_bytes(d, 0.5, 80 * GIB, 2, tp=4)
     assert four["weights"] == one["weights"] / 4
@@ -284,8 +286,9 @@ def test_paper_recipes_fit_on_h100_80gb(name, fn):
 
 
 def test_14b_plan_numbers():
-    """TP 8 × CP 2 on 16 GPUs with the engine sharded over pairs of ranks: ≈ 20.6 GiB of actor state, 13.8 GiB of
-    engine weights per GPU (half the 27.5 GiB copy), ≈ 449K tokens of KV cache per engine (134K unsharded)."""
+    """TP 8 × CP 2 on 16 GPUs with the engine sharded over pairs of ranks: ≈ 20.6 GiB of actor
+    state, 13.8 GiB of engine weights per GPU (half the 27.5 GiB copy), ≈ 449K tokens of KV cache
+    per engine (134K unsharded)."""
     plan = plan_of(RECIPES["14b_thinking"])
     assert plan.engine_tp == 2
     code = next(s for s in plan.stages if s.name == "code")
@@ -304,7 +307,8 @@ def test_14b_plan_numbers():
 
 @pytest.mark.parametrize("name", ["8b", "8b_thinking", "14b_thinking"])
 def test_docs_show_the_plans(name):
-    """docs/recipes.md's "Memory plan" section: each policy recipe's header and table as the command prints them."""
+    """docs/recipes.md's "Memory plan" section: each policy recipe's header and table as the command
+    prints them."""
     doc = (ROOT / "docs" / "recipes.md").read_text()
     section = doc[doc.index("## Memory plan (nemo-cascade plan)"):]
     head, table = render(plan_of(RECIPES[name])).split("\n\n")[:2]
@@ -313,7 +317,8 @@ def test_docs_show_the_plans(name):
 
 
 def test_sft_after_the_gate_trains_beside_the_sleeping_engine():
-    """with_sft(): the gate after sft_16k builds the engine and puts it to sleep, so sft_32k trains without it."""
+    """with_sft(): the gate after sft_16k builds the engine and puts it to sleep, so sft_32k trains
+    without it."""
     plan = plan_of(RECIPES["8b"], "with_sft")
     first, second = plan.stages[:2]
     assert first.engine_weights is None and second.engine_weights is None

@@ -1,4 +1,5 @@
-"""tooling/plan_time.py: step time and checkpoint interval against a job's time limit, against hand-computed numbers."""
+"""tooling/plan_time.py: step time and checkpoint interval against a job's time limit, against
+hand-computed numbers."""
 import math
 import re
 from dataclasses import replace
@@ -38,14 +39,17 @@ def test_train_seconds_is_six_flops_per_param_and_token_at_the_mfu():
 
 def test_decode_is_memory_bound_in_waves_of_what_the_kv_cache_holds():
     hw = plan_time.Hardware(hbm_bytes_per_s=2e12, bandwidth_share=0.5, max_seqs=256)  # 1e12 B/s achieved
-    # mean context 1000 + 2000/2 = 2000 tokens; 40,000 KV tokens hold 20 sequences → 5 waves for 100;
-    # an iteration reads 8e9 B of weights + 20 · 2000 · 1e5 B of KV = 1.2e10 B → 12 ms; 5 · 2000 · 12 ms = 120 s
+    # mean context 1000 + 2000/2 = 2000 tokens; 40,000 KV tokens hold 20 sequences → 5 waves for
+    # 100; an iteration reads 8e9 B of weights + 20 · 2000 · 1e5 B of KV = 1.2e10 B → 12 ms; 5 ·
+    # 2000 · 12 ms = 120 s
     kw = dict(prompt=1000, response=2000, weight_bytes=8e9, kv_bytes_per_token=1e5, hw=hw)
     assert plan_time.decode_seconds(sequences=100, kv_tokens=40_000, **kw) == pytest.approx(120.0)
-    # max_num_seqs caps a roomy cache: 10 at once → 10 waves of (8e9 + 10 · 2000 · 1e5 = 1e10 B → 10 ms) · 2000
+    # max_num_seqs caps a roomy cache: 10 at once → 10 waves of (8e9 + 10 · 2000 · 1e5 = 1e10 B → 10
+    # ms) · 2000
     capped = replace(hw, max_seqs=10)
     assert plan_time.decode_seconds(sequences=100, kv_tokens=10**9, **{**kw, "hw": capped}) == pytest.approx(200.0)
-    # fewer sequences than room: one wave of 3 → (8e9 + 3 · 2000 · 1e5 = 8.6e9 B → 8.6 ms) · 2000 = 17.2 s
+    # fewer sequences than room: one wave of 3 → (8e9 + 3 · 2000 · 1e5 = 8.6e9 B → 8.6 ms) · 2000 =
+    # 17.2 s
     assert plan_time.decode_seconds(sequences=3, kv_tokens=40_000, **kw) == pytest.approx(17.2)
     assert plan_time.decode_seconds(sequences=0, kv_tokens=40_000, **kw) == 0.0
 
@@ -78,7 +82,8 @@ def test_a_stage_adds_generation_and_training_on_the_plans_layout():
     assert t.wave_s == pytest.approx(plan_time.decode_seconds(
         sequences=math.ceil(rows / engines), prompt=prompt, response=response, weight_bytes=e["weights"],
         kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], one_wave=True)) and t.wave_s < t.generate_s
-    # a stop inside a step keeps its finished groups: a job moves it forward by what it has less one wave
+    # a stop inside a step keeps its finished groups: a job moves it forward by what it has less one
+    # wave
     assert t.progress_per_job == pytest.approx((3 * 3600 - t.wave_s) / t.step_s)
     assert t.jobs == math.ceil(math_stage.steps / t.progress_per_job)
     assert t.steps == math_stage.steps and t.gpus == memory.world == 8

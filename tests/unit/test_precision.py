@@ -1,5 +1,6 @@
-"""actor/precision.py: config → TE/local spec choice, megatron TransformerConfig fields, sequence padding, the CP
-sequence layout — and one clear ConfigError line for every combination a machine cannot run."""
+"""actor/precision.py: config → TE/local spec choice, megatron TransformerConfig fields, sequence
+padding, the CP sequence layout — and one clear ConfigError line for every combination a machine
+cannot run."""
 from dataclasses import fields, replace
 
 import pytest
@@ -48,9 +49,9 @@ def test_this_cpu_machine_plans_the_local_spec():
 
 
 def test_torchs_fused_attention_only_on_cpu():
-    """Measured on CPU (docs/performance.md): torch's fused kernel is ~2x Megatron's unfused attention in fp32, and
-    packed rows by block beat the block-diagonal mask in either precision; on GPUs the spec's own attention stays
-    (TE's, or the local one)."""
+    """Measured on CPU (docs/performance.md): torch's fused kernel is ~2x Megatron's unfused
+    attention in fp32, and packed rows by block beat the block-diagonal mask in either precision; on
+    GPUs the spec's own attention stays (TE's, or the local one)."""
     assert precision.plan(model(), config.Parallel(), CPU).fused_attention
     assert precision.plan(model(dtype="bfloat16"), config.Parallel(), CPU).fused_attention
     assert not precision.plan(model(), config.Parallel(), HOPPER).fused_attention
@@ -64,8 +65,9 @@ def test_torchs_fused_attention_only_on_cpu():
 
 
 def test_bf16_attention_softmax_needs_no_fp32_copies():
-    """attention_softmax_in_fp32 is off (convert.megatron_args): torch's softmax accumulates bf16 scores in fp32 and rounds
-    once, so Megatron's unfused softmax gives the same bf16 probabilities without copying the scores to fp32."""
+    """attention_softmax_in_fp32 is off (convert.megatron_args): torch's softmax accumulates bf16
+    scores in fp32 and rounds once, so Megatron's unfused softmax gives the same bf16 probabilities
+    without copying the scores to fp32."""
     from megatron.core.fusions.fused_softmax import FusedScaleMaskSoftmax
     from megatron.core.transformer.enums import AttnMaskType
     from megatron.core.transformer.utils import attention_mask_func
@@ -105,8 +107,9 @@ def test_the_chosen_spec_is_logged_in_one_line(caplog):
 # ------------------------------------------------------------------------------------ a broken TE install
 
 def _broken_te(monkeypatch, sub_module_fails: bool):
-    """transformer_engine 'installed' (find_spec finds it) but failing to import: the package itself, or the
-    ``transformer_engine.pytorch`` part megatron uses (None in sys.modules makes ``import`` raise)."""
+    """transformer_engine 'installed' (find_spec finds it) but failing to import: the package
+    itself, or the ``transformer_engine.pytorch`` part megatron uses (None in sys.modules makes
+    ``import`` raise)."""
     import importlib.util
     import sys
     import types
@@ -178,8 +181,8 @@ def test_plan_carries_the_fusions():
 
 
 def test_gpu_fusions_without_te_are_accepted_by_megatron():
-    """The fusions a CUDA machine without TE or apex gets pass TransformerConfig's own checks for this repo's
-    MLP (SwiGLU, no bias: megatron's fused SwiGLU is the one it allows)."""
+    """The fusions a CUDA machine without TE or apex gets pass TransformerConfig's own checks for
+    this repo's MLP (SwiGLU, no bias: megatron's fused SwiGLU is the one it allows)."""
     import torch.nn.functional as F
     from megatron.core.transformer import TransformerConfig
 
@@ -190,8 +193,8 @@ def test_gpu_fusions_without_te_are_accepted_by_megatron():
 
 
 def test_megatron_refuses_gradient_accumulation_fusion_without_apex():
-    """Why ``apex_wgrad`` gates it: megatron's ColumnParallelLinear (every GPTModel's LM head) raises without
-    apex's kernel, whatever the layer spec."""
+    """Why ``apex_wgrad`` gates it: megatron's ColumnParallelLinear (every GPTModel's LM head)
+    raises without apex's kernel, whatever the layer spec."""
     from megatron.core.tensor_parallel import layers
 
     assert layers._grad_accum_fusion_available is False, "no apex on CPU machines"
@@ -215,8 +218,9 @@ def test_pipeline_shape(seq_len, mbs, thd, expected):
 @pytest.mark.parametrize("te,packed,expected", [(True, True, (4 * 16, 1)), (True, False, (16, 4)),
                                                 (False, True, (16, 4))])
 def test_pipeline_stages_receive_packed_te_rows_as_one_sequence(monkeypatch, te, packed, expected):
-    """PP > 1, TE, packed rows, micro_batch_size 4: the first stage runs ``[1, 4·T]`` (thd) and sends
-    ``[4·T, 1, hidden]``; the schedule must size the receiving buffers so, or later stages hand TE 4-D input."""
+    """PP > 1, TE, packed rows, micro_batch_size 4: the first stage runs ``[1, 4·T]`` (thd) and
+    sends ``[4·T, 1, hidden]``; the schedule must size the receiving buffers so, or later stages
+    hand TE 4-D input."""
     from types import SimpleNamespace
 
     import megatron.core.pipeline_parallel as pp
@@ -264,7 +268,8 @@ def test_parallel_fields_map_to_megatron():
     ("none", "full", 1, True),
 ])
 def test_kwargs_are_accepted_by_megatron_transformer_config(fp8, recompute, cp, sp):
-    """The names and values must be megatron-core 0.16.1's: its __post_init__ validates recompute settings."""
+    """The names and values must be megatron-core 0.16.1's: its __post_init__ validates recompute
+    settings."""
     from megatron.core.transformer import TransformerConfig
 
     kw = precision.transformer_config_kwargs(model(fp8=fp8), config.Parallel(tp=2, cp=cp, sequence_parallel=sp,
@@ -373,7 +378,8 @@ def test_cli_launches_tp_pp_cp_dp_processes():
 # ------------------------------------------------------------------------------------ sequence layout
 
 class _Group:
-    """What megatron reads from a CP group here: its size and this rank (no process group needed)."""
+    """What megatron reads from a CP group here: its size and this rank (no process group
+    needed)."""
 
     def __init__(self, size, rank):
         self.size, self.rank = (lambda: size), (lambda: rank)
@@ -383,7 +389,8 @@ class _Group:
 def test_cp_split_is_megatrons_layout_and_unsplit_inverts_it(cp, monkeypatch):
     import megatron.core.utils as mu
 
-    # megatron treats a group as size 1 unless torch.distributed is initialised; read the stand-in directly
+    # megatron treats a group as size 1 unless torch.distributed is initialised; read the stand-in
+    # directly
     monkeypatch.setattr(mu, "get_pg_size", lambda g: g.size())
     monkeypatch.setattr(mu, "get_pg_rank", lambda g: g.rank())
     x = torch.arange(3 * 8 * cp).reshape(3, 8 * cp)
@@ -418,8 +425,8 @@ def test_pad_seq_and_round_up():
 
 
 def test_local_spec_norms_support_sequence_parallel():
-    """The local spec's norms are LocalRMSNorm (torch RMSNorm, flagged for SP's TP gradient sum); megatron's
-    WrappedTorchNorm refuses sequence_parallel outright."""
+    """The local spec's norms are LocalRMSNorm (torch RMSNorm, flagged for SP's TP gradient sum);
+    megatron's WrappedTorchNorm refuses sequence_parallel outright."""
     from megatron.core.transformer import TransformerConfig
     from megatron.core.transformer.torch_norm import WrappedTorchNorm
 
@@ -438,9 +445,10 @@ def test_local_spec_norms_support_sequence_parallel():
 
 @pytest.mark.parametrize("arch", ["qwen3", "llama", "qwen2"])
 def test_te_table_names_are_megatrons_own_te_names(arch):
-    """TE's spec cannot be built without TE, but megatron-core maps local-spec names to TE-spec names itself (the
-    local layer spec's ``sharded_state_dict_keys_map``, used to load TE checkpoints into local models): the
-    table's ``te=True`` names must be exactly that mapping of its local names, and nothing else may change."""
+    """TE's spec cannot be built without TE, but megatron-core maps local-spec names to TE-spec
+    names itself (the local layer spec's ``sharded_state_dict_keys_map``, used to load TE
+    checkpoints into local models): the table's ``te=True`` names must be exactly that mapping of
+    its local names, and nothing else may change."""
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
     from nemo_cascade.convert import table
@@ -459,8 +467,9 @@ def test_te_table_names_are_megatrons_own_te_names(arch):
 
 
 def test_te_fused_norms_have_the_norm_shape():
-    """With PP > 1 a stage that does not own a tensor receives it into a buffer of ``_full_shape``; TE's
-    ``linear_qkv.layer_norm_weight`` is a [hidden] norm, not the [qkv, hidden] linear its name contains."""
+    """With PP > 1 a stage that does not own a tensor receives it into a buffer of ``_full_shape``;
+    TE's ``linear_qkv.layer_norm_weight`` is a [hidden] norm, not the [qkv, hidden] linear its name
+    contains."""
     from types import SimpleNamespace
 
     from nemo_cascade.actor.hf_weights import HFWeights
@@ -479,8 +488,8 @@ def test_te_fused_norms_have_the_norm_shape():
 
 
 def test_qkv_bias_has_the_fused_output_shape():
-    """Qwen2's fused q/k/v bias, received by a PP stage that does not own it, is [(H + 2G)·d], not the weight's
-    [(H + 2G)·d, hidden] that its name's ``linear_qkv`` would give."""
+    """Qwen2's fused q/k/v bias, received by a PP stage that does not own it, is [(H + 2G)·d], not
+    the weight's [(H + 2G)·d, hidden] that its name's ``linear_qkv`` would give."""
     from types import SimpleNamespace
 
     from nemo_cascade.actor.hf_weights import HFWeights

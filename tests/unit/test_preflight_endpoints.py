@@ -1,5 +1,6 @@
-"""The start-of-run probe of served models (preflight.check_endpoints): a placeholder or unreachable URL, or a URL
-file that never appears, fails in one line naming the stage's field — before the base evaluation, not after."""
+"""The start-of-run probe of served models (preflight.check_endpoints): a placeholder or unreachable
+URL, or a URL file that never appears, fails in one line naming the stage's field — before the base
+evaluation, not after."""
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +22,8 @@ def tiny():
 
 
 def _rlhf_at(cfg, url: str, judge: str = ""):
-    """The tiny cascade with its rlhf stage scored by the RM at ``url`` and its swe stage by the judge at ``judge``."""
+    """The tiny cascade with its rlhf stage scored by the RM at ``url`` and its swe stage by the
+    judge at ``judge``."""
     def change(s):
         if s.name == "rlhf":
             return replace(s, reward=replace(s.reward, reward_model_stage="", reward_model_url=url))
@@ -77,7 +79,8 @@ def test_healthy_servers_pass_and_are_probed_once(tiny, tmp_path):
 
 
 def test_the_cascade_probes_before_anything_runs(tiny, tmp_path, monkeypatch):
-    """run_cascade: the probe follows the config checks and precedes the run folder, the actor and the base eval."""
+    """run_cascade: the probe follows the config checks and precedes the run folder, the actor and
+    the base eval."""
     from nemo_cascade.cascade import driver
 
     monkeypatch.setattr(preflight, "SERVER_WAIT_S", 0.2)
@@ -89,9 +92,10 @@ def test_the_cascade_probes_before_anything_runs(tiny, tmp_path, monkeypatch):
 
 
 def test_every_rank_joins_the_process_group_before_the_run_folder_is_written(tiny, tmp_path, monkeypatch):
-    """Before ``init_distributed`` every rank takes itself for rank 0: two ranks that built the base model into one
-    folder replaced it under each other's tokenizer read (a two-node job failed that way). So run_cascade joins the
-    group first, and only then writes config.json and prepares the base model."""
+    """Before ``init_distributed`` every rank takes itself for rank 0: two ranks that built the base
+    model into one folder replaced it under each other's tokenizer read (a two-node job failed that
+    way). So run_cascade joins the group first, and only then writes config.json and prepares the
+    base model."""
     from nemo_cascade.cascade import driver
     from nemo_cascade.actor import process_groups
 

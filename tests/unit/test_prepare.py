@@ -1,5 +1,6 @@
-"""`nemo-cascade data prepare`: fixture rows in each released schema (tests/data/prepare) → the files the recipes read,
-loaded back through the real loaders; decontamination, HelpSteer pairs, RLHF filter, manifest, errors."""
+"""`nemo-cascade data prepare`: fixture rows in each released schema (tests/data/prepare) → the
+files the recipes read, loaded back through the real loaders; decontamination, HelpSteer pairs, RLHF
+filter, manifest, errors."""
 import gzip
 import hashlib
 import json
@@ -52,7 +53,8 @@ def test_every_recipe_file_is_written_and_loads_through_the_real_loaders(prepare
         elif kind == "pairs":
             assert len(load_preference_pairs(Data(source=source), tok, "think")) == manifest["files"][path]["rows"]
         else:
-            # call-based code rows (fn_name) load too: the code reward calls the function in the sandbox
+            # call-based code rows (fn_name) load too: the code reward calls the function in the
+            # sandbox
             prompts = load_prompts(Data(source=source), tok, "think", get_domain(kind), 4096,
                                    validate_label=VALIDATORS[kind])
             assert len(prompts) == manifest["files"][path]["rows"] and prompts.bad_rows == 0
@@ -88,8 +90,8 @@ def test_shipped_index_keeps_ifeval_phrasing_out():
     index = build_index(["ifeval"])
     assert index.stats["ifeval"]["items"] == 541 and index.stats["ifeval"]["common_ngrams"] > 100
     assert index.match(["List three birds. You are not allowed to use any commas in your response."]) is None
-    # an IFEval item words this instruction its own way, so the 9-gram is indexed; the training prompt states
-    # it in a wording of its own instruction: phrasing, not a leak
+    # an IFEval item words this instruction its own way, so the 9-gram is indexed; the training
+    # prompt states it in a wording of its own instruction: phrasing, not a leak
     ending = "Finish your response with this exact phrase: Let me know if you have additional questions."
     assert index.match([f"Write a blog post about the water cycle. {ending}"]) is None
     assert index.match([f"Write a blog post about the history of the bicycle. {ending}"]) == "ifeval", \
@@ -97,8 +99,9 @@ def test_shipped_index_keeps_ifeval_phrasing_out():
 
 
 def test_the_shipped_if_prompts_lose_only_real_overlaps():
-    """Measured on synthetic:if_requests (3,224 train prompts): 366 shared a 9-gram with IFEval before the
-    training prompts' own wordings counted as phrasing, 9 now (their task text overlaps an item's)."""
+    """Measured on synthetic:if_requests (3,224 train prompts): 366 shared a 9-gram with IFEval
+    before the training prompts' own wordings counted as phrasing, 9 now (their task text overlaps
+    an item's)."""
     from nemo_cascade.tooling.demo_data.if_prompts import if_requests
 
     index = build_index(["ifeval"])
@@ -161,8 +164,9 @@ def test_if_rows_split_by_taxonomy_and_code_rows_keep_call_based_tests(prepared)
     out, manifest, _ = prepared
     ifeval, ifbench = (_rows(out / f"rl-if/{n}_taxonomy.jsonl") for n in ("ifeval", "ifbench"))
     assert [r["instruction_id_list"] for r in ifeval] == [["punctuation:no_comma"], ["detectable_format:title"]]
-    # the IF-RLVR rows (IFEval and IFBench-Train ids) go to the second sub-stage; an IFBench *test* id would leak
-    # into the IFBench evaluation and is dropped, as is an id no checker implements (§4.4.2)
+    # the IF-RLVR rows (IFEval and IFBench-Train ids) go to the second sub-stage; an IFBench *test*
+    # id would leak into the IFBench evaluation and is dropped, as is an id no checker implements
+    # (§4.4.2)
     assert sorted(r["instruction_id_list"][0] for r in ifbench) == [
         "change_case:english_lowercase", "copy:repeat_phrase", "punctuation:punctuation_dot"]
     dropped = manifest["files"]["rl-if/ifbench_taxonomy.jsonl"]["dropped"]

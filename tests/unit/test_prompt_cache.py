@@ -1,7 +1,7 @@
-"""RL prompt sets through the tokenized data cache (nemo_cascade/data/prompt_cache.py): the same Prompt objects
-as loading in memory on the shipped data, the same draws, shares that concatenate to the whole file, an entry
-per file content / tokenizer / setting, damaged entries rebuilt, a crashed build leaving no entry, and
-Data.max_bad_rows as before."""
+"""RL prompt sets through the tokenized data cache (nemo_cascade/data/prompt_cache.py): the same
+Prompt objects as loading in memory on the shipped data, the same draws, shares that concatenate to
+the whole file, an entry per file content / tokenizer / setting, damaged entries rebuilt, a crashed
+build leaving no entry, and Data.max_bad_rows as before."""
 import gzip
 import json
 import shutil
@@ -54,7 +54,8 @@ def _same(cached, plain) -> None:
 
 
 def _shipped(name: str, tmp_path: Path) -> dict:
-    """A shipped data set (or test fixture) copied beside a fresh cache folder, with its domain and settings."""
+    """A shipped data set (or test fixture) copied beside a fresh cache folder, with its domain and
+    settings."""
     if name == "gsm8k":  # plain jsonl: read in shares
         with gzip.open(REPO / "data/gsm8k/train.jsonl.gz", "rt") as f:
             lines = [next(f) for _ in range(300)]
@@ -248,7 +249,8 @@ def test_labels_json_cannot_store_exactly_are_loaded_in_memory(tok, tmp_path):
 
 
 def test_a_change_to_the_code_that_builds_prompts_gets_its_own_entry(tok, tmp_path, monkeypatch):
-    """The label check's module stands for every module the key hashes (schemas, chat, math_prompt, ...)."""
+    """The label check's module stands for every module the key hashes (schemas, chat, math_prompt,
+    ...)."""
     import importlib
 
     path = _write(tmp_path / "math.jsonl", _math_rows(4))

@@ -1,5 +1,5 @@
-"""The prompt stream (data/prompt_stream.py): seeded epochs, exact resume, half-half modes (§4.3.2) and
-epoch-level filtering (§4.5.2)."""
+"""The prompt stream (data/prompt_stream.py): seeded epochs, exact resume, half-half modes (§4.3.2)
+and epoch-level filtering (§4.5.2)."""
 import json
 
 import pytest
@@ -109,7 +109,8 @@ def test_epoch_filter_readmission_rates_are_the_configured_probabilities():
     epoch1 = {int(p.uid[1:]) for p in stream.next_batch(1)} | {int(p.uid[1:]) for p in stream.next_batch(
         int(stream.metrics()["epoch_filter/kept"]) - 1)}
     unsolved, solved = sum(k < 2000 for k in epoch1), sum(k >= 2000 for k in epoch1)
-    # Binomial(2000, 0.10): mean 200, sd 13.4; Binomial(2000, 0.01): mean 20, sd 4.4 (seeded: deterministic)
+    # Binomial(2000, 0.10): mean 200, sd 13.4; Binomial(2000, 0.01): mean 20, sd 4.4 (seeded:
+    # deterministic)
     assert 160 <= unsolved <= 240 and 8 <= solved <= 32, (unsolved, solved)
     again = PromptStream(prompts, seed=7, epoch_filter=(0.10, 0.01))
     again.record([_scored(p, [0.0, 0.0] if int(p.uid[1:]) < 2000 else [1.0, 1.0]) for p in again.next_batch(4000)])

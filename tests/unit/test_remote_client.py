@@ -1,4 +1,5 @@
-"""The served-model client's transport and parsing against real HTTP servers on loopback (no vLLM needed).
+"""The served-model client's transport and parsing against real HTTP servers on loopback (no vLLM
+needed).
 
 :class:`ScriptedServer` is a stdlib HTTP server in a thread answering each path with a scripted sequence of
 (status, body) — a busy server, a gateway error, garbage — and recording what it was sent; :func:`silent_port`
@@ -30,8 +31,8 @@ from nemo_cascade.rewards.serve import CPU_BLOCK_SIZE, VLLMServer, process_group
 
 
 class ScriptedServer:
-    """An HTTP server on 127.0.0.1 answering ``POST path`` with ``script[path][i]`` on the i-th call to that
-    path (the last entry repeats; an unscripted path is a FastAPI-style 404); each entry is
+    """An HTTP server on 127.0.0.1 answering ``POST path`` with ``script[path][i]`` on the i-th call
+    to that path (the last entry repeats; an unscripted path is a FastAPI-style 404); each entry is
     ``(status, body bytes)``. ``requests`` records ``(path, decoded JSON)`` of every call."""
 
     def __init__(self, script: dict[str, list[tuple[int, bytes]]]):
@@ -75,8 +76,8 @@ class ScriptedServer:
 
 @contextlib.contextmanager
 def silent_port() -> Iterator[str]:
-    """URL of a listening socket that never calls accept(): connections complete in the kernel's backlog
-    and requests are sent, but no answer ever comes."""
+    """URL of a listening socket that never calls accept(): connections complete in the kernel's
+    backlog and requests are sent, but no answer ever comes."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         s.listen(8)
@@ -197,17 +198,18 @@ def test_inputs_over_the_context_keep_their_last_tokens():
 
 # ------------------------------------------------------------------------------------ the RM's rendering
 
-# /tokenize answers while the client reads the served RM's rendering: the server's rendering of the probe (by
-# its chat template), then the ids of each rendering of data.rm_input.RM_RENDERINGS (cascade1 think, cascade1
-# no_think, plain ChatML); the probe rendered as the second one = an RM trained in cascade1 / no_think.
+# /tokenize answers while the client reads the served RM's rendering: the server's rendering of the
+# probe (by its chat template), then the ids of each rendering of data.rm_input.RM_RENDERINGS
+# (cascade1 think, cascade1 no_think, plain ChatML); the probe rendered as the second one = an RM
+# trained in cascade1 / no_think.
 PROBE_ANSWERS = [(200, tokenize_answer([2, 2])), (200, tokenize_answer([1, 1])), (200, tokenize_answer([2, 2])),
                  (200, tokenize_answer([3, 3]))]
 
 
 def test_conversations_are_rendered_by_the_client_in_the_served_rms_training_rendering():
-    """The server's chat template only tells which rendering the RM was trained with (§4.2): the client renders
-    every conversation itself (data.rm_input.render_rm_input) and the server tokenises that text, adding no
-    special tokens — as the RM stage encoded its pairs."""
+    """The server's chat template only tells which rendering the RM was trained with (§4.2): the
+    client renders every conversation itself (data.rm_input.render_rm_input) and the server
+    tokenises that text, adding no special tokens — as the RM stage encoded its pairs."""
     from nemo_cascade.data.rm_input import PROBE, render_rm_input
 
     conv = [{"role": "system", "content": "s"}, {"role": "user", "content": "q", "mode": "think"},
@@ -230,8 +232,8 @@ def test_conversations_are_rendered_by_the_client_in_the_served_rms_training_ren
 
 
 def test_a_served_rm_whose_template_is_not_a_training_rendering_is_refused_in_one_line():
-    """An RM folder exported with its base model's chat template (a default system prompt, no flags) would be
-    scored on a format it never saw: refused, quoting what the server rendered."""
+    """An RM folder exported with its base model's chat template (a default system prompt, no flags)
+    would be scored on a format it never saw: refused, quoting what the server rendered."""
     script = {"/tokenize": [(200, tokenize_answer([9, 9]))] + PROBE_ANSWERS[1:],
               "/detokenize": [(200, json.dumps({"prompt": "<|im_start|>system\nYou are Qwen<|im_end|>"}).encode())]}
     with ScriptedServer(script) as fake:
@@ -282,7 +284,8 @@ def test_judge_garbage_raises(body):
 
 
 def test_judge_asks_for_the_exact_logprobs_of_the_yes_tokens():
-    """The request the judge sends (vLLM 0.32 CompletionRequest fields) and how the answer is read."""
+    """The request the judge sends (vLLM 0.32 CompletionRequest fields) and how the answer is
+    read."""
     script = {"/tokenize": [(200, tokenize_answer([9])), (200, tokenize_answer([3, 4]))],
               "/v1/completions": [(200, json.dumps({"choices": [
                   {"index": 0, "logprobs": {"top_logprobs": [{"token_id:9": -0.5, "token_id:1": -3.0}]}}]}).encode())]}
@@ -300,9 +303,9 @@ def _logprobs_answer(lps: dict[int, float]) -> bytes:
 
 
 def test_judge_reads_yes_after_the_answer_prefix():
-    """App. C.2's judge writes ``<judgement>YES</judgement>``: P(YES) is read at the token after the tag, i.e.
-    the context sent is the prompt's tokens followed by the tag's, not the prompt alone (the first generated
-    token would be the tag's ``<``)."""
+    """App. C.2's judge writes ``<judgement>YES</judgement>``: P(YES) is read at the token after the
+    tag, i.e. the context sent is the prompt's tokens followed by the tag's, not the prompt alone
+    (the first generated token would be the tag's ``<``)."""
     script = {"/tokenize": [(200, tokenize_answer([9])), (200, tokenize_answer([7, 8])),
                             (200, tokenize_answer([3, 4]))],
               "/v1/completions": [(200, _logprobs_answer({9: -0.25}))]}
@@ -316,8 +319,8 @@ def test_judge_reads_yes_after_the_answer_prefix():
 
 
 def test_a_reasoning_judge_is_read_after_its_own_continuation_up_to_the_prefix():
-    """``reasoning_tokens`` N > 0: the judge first continues the prompt greedily for up to N tokens, stopped at the
-    answer prefix; P(YES) is read after that continuation plus the prefix."""
+    """``reasoning_tokens`` N > 0: the judge first continues the prompt greedily for up to N tokens,
+    stopped at the answer prefix; P(YES) is read after that continuation plus the prefix."""
     script = {"/tokenize": [(200, tokenize_answer([9])), (200, tokenize_answer([7, 8])),
                             (200, tokenize_answer([3, 4])), (200, tokenize_answer([5, 6, 7, 8]))],
               "/v1/completions": [
@@ -407,7 +410,8 @@ def test_process_group_alive_sees_every_member_and_not_zombies():
     leader = subprocess.Popen(["sh", "-c", "sleep 60 & wait"], start_new_session=True)
     try:
         assert process_group_alive(leader.pid)
-        # Kill the leader only once sh has forked its sleep; before that the group is the leader alone.
+        # Kill the leader only once sh has forked its sleep; before that the group is the leader
+        # alone.
         deadline = time.monotonic() + 10
         while len(_group_members(leader.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)

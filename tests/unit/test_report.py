@@ -1,6 +1,7 @@
-"""The cascade report (tooling/report.py) on a synthetic run directory written with the project's own
-writers (config.dumps, report.write_eval, metrics.MetricsLog): matrix numbers and deltas, own-domain changes,
-gate regressions, stages without eval, the summary table, the PNG, and `nemo-cascade report`'s one-line errors."""
+"""The cascade report (tooling/report.py) on a synthetic run directory written with the project's
+own writers (config.dumps, report.write_eval, metrics.MetricsLog): matrix numbers and deltas,
+own-domain changes, gate regressions, stages without eval, the summary table, the PNG, and
+`nemo-cascade report`'s one-line errors."""
 from __future__ import annotations
 
 import json
@@ -16,7 +17,8 @@ from nemo_cascade.evaluate.eval_output import write_eval
 from nemo_cascade.cascade.metrics import MetricsLog
 
 DOMAIN = {"ifeval": "ifeval", "gsm8k": "math", "math500": "math", "humaneval": "code", "rlhf": "rlhf"}
-# avg@K after each row; the reward-model stage and the unfinished code / swe stages have no eval.json.
+# avg@K after each row; the reward-model stage and the unfinished code / swe stages have no
+# eval.json.
 SCORES = {
     "base": {"ifeval": .300, "gsm8k": .400, "math500": .200, "humaneval": .100, "rlhf": .250},
     "sft": {"ifeval": .350, "gsm8k": .450, "math500": .250, "humaneval": .150, "rlhf": .300},
@@ -111,7 +113,8 @@ def test_matrix_text_numbers_deltas_and_own_domain(run_dir):
 
 
 def test_a_mixed_domain_stage_owns_every_domain_it_trains(tmp_path):
-    """One GRPO stage over IF + math prompts (extra_data with Data.domain): both domains' suites are its own."""
+    """One GRPO stage over IF + math prompts (extra_data with Data.domain): both domains' suites are
+    its own."""
     mixed = config.Stage(name="mixed", domain="ifeval", data=config.Data(source="synthetic:if_arithmetic"),
                          extra_data=(config.Data(source="synthetic:arithmetic", domain="math"),))
     run = tmp_path / "mixed"
@@ -130,8 +133,9 @@ def test_a_mixed_domain_stage_owns_every_domain_it_trains(tmp_path):
 
 
 def test_grpo_steps_table_shows_signal_truncation_time_and_each_domains_reward(tmp_path):
-    """A mixed-domain stage's rewards per domain, weighted by its prompts in each step (rewards.scoring's
-    reward_mean/<domain>, prompts/<domain>); informative groups summed, truncation averaged over steps."""
+    """A mixed-domain stage's rewards per domain, weighted by its prompts in each step
+    (rewards.scoring's reward_mean/<domain>, prompts/<domain>); informative groups summed,
+    truncation averaged over steps."""
     mixed = config.Stage(name="mixed", domain="ifeval", steps=4, data=config.Data(source="synthetic:if_arithmetic"),
                          extra_data=(config.Data(source="synthetic:arithmetic", domain="math"),))
     run = tmp_path / "mixed"
@@ -147,7 +151,8 @@ def test_grpo_steps_table_shows_signal_truncation_time_and_each_domains_reward(t
         for g, i, t, gen, per in steps])
     md = build_report(run)[0].read_text()
     row = next(line for line in md.split("## GRPO steps")[1].splitlines() if line.startswith("| mixed"))
-    # first n = 2 steps: ifeval (0.2·2 + 0.5·3) / 5, math (0·2 + 1·1) / 3; last 2: ifeval (0.4 + 0.6·2) / 3, math 0.5
+    # first n = 2 steps: ifeval (0.2·2 + 0.5·3) / 5, math (0·2 + 1·1) / 3; last 2: ifeval (0.4 +
+    # 0.6·2) / 3, math 0.5
     assert [c.strip() for c in row.strip("|").split("|")] == [
         "mixed", "6 / 18", "25", "0.5", "75", "ifeval 0.380 → 0.533 (8 prompts); math 0.333 → 0.500 (5 prompts)"]
 
@@ -273,8 +278,8 @@ def _gated_run(root, name, stages, rows):
 
 
 def test_runs_compare_at_equal_rl_steps(tmp_path, capsys):
-    """`report A B --out D`: rows of both runs at the RL steps done by then, finals side by side with the
-    difference in points (cascade vs mixed)."""
+    """`report A B --out D`: rows of both runs at the RL steps done by then, finals side by side
+    with the difference in points (cascade vs mixed)."""
     data = config.Data(source="synthetic:arithmetic")
     cascade = _gated_run(tmp_path, "cascade", (config.Stage(name="if", domain="ifeval", steps=20, data=data),
                                                 config.Stage(name="math", steps=20, data=data)),

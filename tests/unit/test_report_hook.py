@@ -1,5 +1,6 @@
-"""The run report is tooling behind a hook: the core calls the hook it is given with the run folder (rank 0 only),
-calls nothing without one, and `nemo-cascade run` hands it the tooling's build_report."""
+"""The run report is tooling behind a hook: the core calls the hook it is given with the run folder
+(rank 0 only), calls nothing without one, and `nemo-cascade run` hands it the tooling's
+build_report."""
 import pytest
 
 from nemo_cascade.cascade import driver

@@ -1,6 +1,7 @@
-"""`nemo-cascade run RECIPE --stage NAME` on a run whose manifest says NAME is done (stage_selection.check_selection,
-stage_selection.discard_for_retrain, lineage.reset_stages, cli): refused in one line unless --retrain, which discards the
-stage and every later one — and only once, so that a requeued job repeating the flag resumes the retraining."""
+"""`nemo-cascade run RECIPE --stage NAME` on a run whose manifest says NAME is done
+(stage_selection.check_selection, stage_selection.discard_for_retrain, lineage.reset_stages, cli):
+refused in one line unless --retrain, which discards the stage and every later one — and only once,
+so that a requeued job repeating the flag resumes the retraining."""
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +25,8 @@ def cfg(tmp_path):
 
 
 def _run(cfg, stopped="", **status):
-    """A run directory: the manifest with these statuses, and each stage that started a file in its folder."""
+    """A run directory: the manifest with these statuses, and each stage that started a file in its
+    folder."""
     manifest = Manifest(cfg, Path(cfg.run_root) / cfg.name / "manifest.json", "base", {})
     for name, st in status.items():
         manifest.update(name, status=st, parent=f"parent-of-{name}")
@@ -88,7 +90,8 @@ def test_retrain_discards_the_stage_and_every_later_one_once(cfg):
     assert all(after["stages"][s] == {"status": "pending"} for s in ("rlhf", "ifeval", "math", "code", "swe"))
     assert after["stopped"] == "", "the gate's stop came after a discarded stage"
     assert after["config_sha256"] == before["config_sha256"] and after["git_sha"] == before["git_sha"]
-    # The job that retrains rlhf is requeued with the same --retrain: rlhf is running now, and continues.
+    # The job that retrains rlhf is requeued with the same --retrain: rlhf is running now, and
+    # continues.
     Manifest(cfg, manifest, "base", {}).update("rlhf", status="running")
     stage_dir(cfg, 2).mkdir(parents=True)
     assert discard_for_retrain(cfg, "rlhf") == [] and stage_dir(cfg, 2).is_dir()

@@ -1,6 +1,7 @@
-"""A reward domain is one object in one registry: the registry agrees with the config's list and the suites, and
-a domain defined in a test alone loads rows, validates labels, scores through the stage scorer, sets its code-switch
-default and reports its metrics — in training and in evaluation — without any other module edited."""
+"""A reward domain is one object in one registry: the registry agrees with the config's list and the
+suites, and a domain defined in a test alone loads rows, validates labels, scores through the stage
+scorer, sets its code-switch default and reports its metrics — in training and in evaluation —
+without any other module edited."""
 import json
 import re
 from pathlib import Path
@@ -20,8 +21,8 @@ from nemo_cascade.types import Prompt, PromptGroup
 
 
 def test_the_registry_holds_exactly_the_config_s_domains():
-    """config.REWARD_DOMAINS is what configs validate against (config cannot import the registry): a domain added
-    to one and not the other fails here."""
+    """config.REWARD_DOMAINS is what configs validate against (config cannot import the registry): a
+    domain added to one and not the other fails here."""
     assert set(DOMAINS) == set(config.REWARD_DOMAINS)
     assert all(name == d.name for name, d in DOMAINS.items())
 

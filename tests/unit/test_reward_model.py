@@ -33,7 +33,8 @@ def test_bt_loss_terms_hand_computed():
     assert metrics["accuracy"].tolist() == [1.0, 2.0]  # pair 0 right, pair 1 wrong
     assert metrics["margin"].tolist() == pytest.approx([0.5, 2.0])  # 1.0 + (−0.5)
     num.backward()
-    # d softplus(r_r − r_c) / d r_c = −σ(r_r − r_c): −σ(−1) = −0.26894, −σ(0.5) = −0.62246; +same for r_r
+    # d softplus(r_r − r_c) / d r_c = −σ(r_r − r_c): −σ(−1) = −0.26894, −σ(0.5) = −0.62246; +same
+    # for r_r
     g = torch.zeros(4, 4)
     g[0, 2], g[1, 1], g[2, 0], g[3, 3] = -0.2689414214, 0.2689414214, -0.6224593312, 0.6224593312
     torch.testing.assert_close(scores.grad, g)
@@ -83,7 +84,8 @@ def _jsonl(tmp_path, rows):
 
 @pytest.mark.parametrize("mode", ["no_think", "think"])
 def test_synthetic_pairs_agree_with_the_math_verifier(mode):
-    """Every chosen answer earns the math reward 1 and every rejected one 0: the preference is the verifier's."""
+    """Every chosen answer earns the math reward 1 and every rejected one 0: the preference is the
+    verifier's."""
     from nemo_cascade.rewards import REWARDS
 
     rows = arithmetic("train", 60, seed=3)

@@ -1,5 +1,6 @@
-"""The one rendering a reward model reads (data/rm_input.py, paper §4.2–4.3): the RM stage's pairs, the exported
-RM's chat template and the served RM's client all give the same text for a conversation."""
+"""The one rendering a reward model reads (data/rm_input.py, paper §4.2–4.3): the RM stage's pairs,
+the exported RM's chat template and the served RM's client all give the same text for a
+conversation."""
 import pytest
 
 from nemo_cascade.data.chat import FLAGS, JINJA_TEMPLATES, STYLES, render
@@ -79,9 +80,9 @@ def test_a_bad_conversation_is_one_line_naming_the_field(conversation, field):
 
 
 def test_the_exported_rm_carries_the_training_rendering_not_the_bases_template(tmp_path):
-    """The real export path (convert.export.export_reward_model, as the cascade's RM stage calls it) from a base
-    with an instruct template: transformers' apply_chat_template on the exported folder gives exactly the text
-    and the token ids the RM stage trained on (data.preference)."""
+    """The real export path (convert.export.export_reward_model, as the cascade's RM stage calls it)
+    from a base with an instruct template: transformers' apply_chat_template on the exported folder
+    gives exactly the text and the token ids the RM stage trained on (data.preference)."""
     import json
 
     import transformers

@@ -1,5 +1,6 @@
-"""The cascade's own reward-model server on rank 0's GPU (nemo_cascade/plan.py, cascade/plan_rm.py): its share of what the actor and
-the engine leave, the vllm serve flags it gets (rewards/serve.py), and preflight's one line."""
+"""The cascade's own reward-model server on rank 0's GPU (nemo_cascade/plan.py, cascade/plan_rm.py):
+its share of what the actor and the engine leave, the vllm serve flags it gets (rewards/serve.py),
+and preflight's one line."""
 import json
 import logging
 from dataclasses import replace
@@ -69,8 +70,8 @@ def test_plan_leaves_the_later_stages_their_peak_and_sizes_what_the_server_needs
 
 
 def test_a_full_gpu_leaves_the_server_nothing_and_the_plan_says_so():
-    """The engine's share raised until actor + engine fill the GPU: share 0, a WARNING line, and the cascade's
-    server settings refuse with one line instead of a vLLM start that cannot succeed."""
+    """The engine's share raised until actor + engine fill the GPU: share 0, a WARNING line, and the
+    cascade's server settings refuse with one line instead of a vLLM start that cannot succeed."""
     cfg = gpu_tiny()
     full = replace(cfg, stages=tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.99))
                                      for s in cfg.stages))

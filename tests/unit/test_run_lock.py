@@ -1,6 +1,6 @@
-"""One writer per run folder (nemo_cascade/tooling/run_lock.py): a second holder is refused naming the first, a dead
-holder's lock is taken over — at once on this machine (its PID), after missed heartbeats from another host —
-and contenders for a stale lock never both win."""
+"""One writer per run folder (nemo_cascade/tooling/run_lock.py): a second holder is refused naming
+the first, a dead holder's lock is taken over — at once on this machine (its PID), after missed
+heartbeats from another host — and contenders for a stale lock never both win."""
 import json
 import os
 import subprocess
@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _forge(run_dir: Path, **fields) -> Path:
-    """A lock file as another holder would have written it: this process's identity with ``fields`` changed."""
+    """A lock file as another holder would have written it: this process's identity with ``fields``
+    changed."""
     run_dir.mkdir(parents=True, exist_ok=True)
     holder = {**me("nemo-cascade run").__dict__, **fields}
     lock = run_dir / LOCK_NAME
@@ -126,8 +127,8 @@ def test_the_holder_beats_and_stops_when_its_lock_is_taken(tmp_path):
 
 
 def test_contenders_for_a_stale_lock_never_both_win(tmp_path):
-    """Eight threads of this process race to take over a stale lock; exactly one holds it, the others are
-    refused (they then see a live holder: this process)."""
+    """Eight threads of this process race to take over a stale lock; exactly one holds it, the
+    others are refused (they then see a live holder: this process)."""
     for round_ in range(5):
         run = tmp_path / str(round_)
         lock = _forge(run, host="node-elsewhere", pid=1, token="old")

@@ -1,5 +1,6 @@
-"""The sandbox contains hostile programs: no network, no writes or reads outside its work dir, fork/memory/CPU
-bombs, sleepers and floods end within their bounds, nothing survives the run, and each scores 0 as code."""
+"""The sandbox contains hostile programs: no network, no writes or reads outside its work dir,
+fork/memory/CPU bombs, sleepers and floods end within their bounds, nothing survives the run, and
+each scores 0 as code."""
 import os
 import shutil
 import socket
@@ -21,8 +22,8 @@ SLACK_S = 10.0
 
 
 def _named(program: str) -> tuple[str, str]:
-    """Prefix ``program`` with a prctl(PR_SET_NAME) so its processes (and forked children) can be found in
-    /proc afterwards. Returns (name, program)."""
+    """Prefix ``program`` with a prctl(PR_SET_NAME) so its processes (and forked children) can be
+    found in /proc afterwards. Returns (name, program)."""
     name = "nc" + uuid.uuid4().hex[:12]
     return name, f"import ctypes; ctypes.CDLL(None).prctl(15, b'{name}', 0, 0, 0)\n{program}"
 
@@ -50,7 +51,8 @@ def test_network_is_blocked(listener):
 
 
 def test_network_control_unsafe_reaches_loopback(listener):
-    """The same program unsandboxed does reach the host listener: the sandbox test above can fail."""
+    """The same program unsandboxed does reach the host listener: the sandbox test above can
+    fail."""
     result = run_python(CONNECT.format(port=listener), limits=Limits(wall_s=20), unsafe=True)
     assert "connected 127.0.0.1" in result.stdout, result
 
@@ -83,7 +85,8 @@ def test_secrets_project_files_and_home_are_unreadable():
     assert result.ok, result
     assert "denied /etc/shadow" in result.stdout
     assert f"denied {REPO / 'setup.py'}" in result.stdout
-    # the home is an empty tmpfs, except the path down to the interpreter when it lives there (pyenv)
+    # the home is an empty tmpfs, except the path down to the interpreter when it lives there
+    # (pyenv)
     prefix = Path(sandbox.default_python()).parents[1]
     visible = [prefix.relative_to(home).parts[0]] if home in prefix.parents else []
     assert result.stdout.splitlines()[-1] == str(visible)
@@ -158,8 +161,8 @@ def test_missing_bwrap_is_one_clear_line(monkeypatch):
     assert code_reward("```python\nprint(1)\n```", label, unsafe=True) == 1.0
 
 
-# The hostile-program corpus scored as code (every attack, controls, no survivors, no host changes) is in
-# test_hostile_programs.py.
+# The hostile-program corpus scored as code (every attack, controls, no survivors, no host changes)
+# is in test_hostile_programs.py.
 
 
 def test_limits_are_validated():

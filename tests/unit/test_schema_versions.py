@@ -1,8 +1,9 @@
-"""The config schema version (config/versions.py) and the stage hashes computed under it (lineage.config_hash):
-a manifest without a version (every one written before versions were recorded) hashes exactly as before, so its
-running stages still resume; a new manifest records config.SCHEMA_VERSION and hashes every field; a manifest or
-config.json of a newer version is refused in one line; and a new config field must come with a new version
-(docs/cascade.md, "Adding a config field")."""
+"""The config schema version (config/versions.py) and the stage hashes computed under it
+(lineage.config_hash): a manifest without a version (every one written before versions were
+recorded) hashes exactly as before, so its running stages still resume; a new manifest records
+config.SCHEMA_VERSION and hashes every field; a manifest or config.json of a newer version is
+refused in one line; and a new config field must come with a new version (docs/cascade.md, "Adding a
+config field")."""
 import hashlib
 import json
 import shutil
@@ -26,8 +27,9 @@ RECIPES = ["tiny.py", "tiny.py:math_only", "smollm2.py", "smollm2_mixed.py", "ne
 NOT_HASHED = lineage.ENDPOINTS + lineage.AFTER_TRAINING + lineage.PATIENCE + lineage.HOW_READ
 
 
-# The rule as cascade/lineage.py stated it before schema versions (its ADDED_LATER after its last addition), kept here
-# to check that a version-1 manifest hashes exactly as every manifest written so far did.
+# The rule as cascade/lineage.py stated it before schema versions (its ADDED_LATER after its last
+# addition), kept here to check that a version-1 manifest hashes exactly as every manifest written
+# so far did.
 OLD_ADDED_LATER = {
     "Rollout": ("tensor_parallel_size", "dtype"), "LengthPhase": ("temperature", "until_clip_ratio"),
     "Data": ("min_prompt_tokens", "repeat", "domain", "allow_eval_instructions", "swe_max_files",
@@ -39,7 +41,8 @@ OLD_ADDED_LATER = {
 
 
 def _old_canonical(obj):
-    """lineage's old rule; a field added after version 6 did not exist then, so at its default it is absent."""
+    """lineage's old rule; a field added after version 6 did not exist then, so at its default it is
+    absent."""
     if is_dataclass(obj):
         name = type(obj).__name__
         later = (*OLD_ADDED_LATER.get(name, ()), *added_after(6).get(name, ()))
@@ -69,7 +72,8 @@ def _with_newer_fields_set(stage: config.Stage) -> config.Stage:
 # ------------------------------------------------------------------------------------------ the versions
 
 def test_version_one_leaves_out_exactly_what_added_later_did():
-    """Versions 2–6 together are the old rule (versions were introduced at 6); later ones only add to it."""
+    """Versions 2–6 together are the old rule (versions were introduced at 6); later ones only add
+    to it."""
     since_six = added_after(6)
     assert {cls: set(names) - since_six.get(cls, set()) for cls, names in added_after(1).items()} == \
         {cls: set(names) for cls, names in OLD_ADDED_LATER.items()}
@@ -146,7 +150,8 @@ def test_a_new_run_records_the_current_version_and_a_rewrite_keeps_it(tiny, tmp_
 
 
 def test_a_running_stage_of_a_version_one_manifest_resumes_across_the_change(tiny, tmp_path):
-    """A manifest as the code before schema versions wrote it: no version, the stage hashed by the old rule."""
+    """A manifest as the code before schema versions wrote it: no version, the stage hashed by the
+    old rule."""
     path = tmp_path / "manifest.json"
     math = config.stage_by_name(tiny, "math")
     stages = {s.name: {"status": "pending", "kind": s.kind, "config_sha256": "", "data_sha256": []}
@@ -262,7 +267,8 @@ def _config_fields() -> dict[str, set[str]]:
 
 def _unregistered(now: dict[str, set[str]], snapshot: dict[str, str], snapshot_version: int,
                   added: dict[int, dict[str, tuple[str, ...]]], version: int) -> list[str]:
-    """What a developer must fix for the config fields ``now`` to be versioned: each problem one line."""
+    """What a developer must fix for the config fields ``now`` to be versioned: each problem one
+    line."""
     known = {cls: set(names.split()) for cls, names in snapshot.items()}
     problems = [] if snapshot_version == version else [
         f"SNAPSHOT is at schema version {snapshot_version} but SCHEMA_VERSION is {version}: add "

@@ -1,4 +1,5 @@
-"""Released-dataset row schemas → prompt messages + the domain's label, accepted by the domain's validator."""
+"""Released-dataset row schemas → prompt messages + the domain's label, accepted by the domain's
+validator."""
 import gzip
 import json
 from pathlib import Path

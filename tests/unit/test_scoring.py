@@ -1,5 +1,5 @@
-"""Stage scoring: a Scorer per domain from config.Reward, the batch-level code-switch penalty, reward metrics,
-label validation at load time, and the reward settings' config checks."""
+"""Stage scoring: a Scorer per domain from config.Reward, the batch-level code-switch penalty,
+reward metrics, label validation at load time, and the reward settings' config checks."""
 import json
 
 import pytest
@@ -173,7 +173,8 @@ def test_scoring_as_finished_raises_what_a_group_s_scoring_raised():
 
 
 def test_mixed_scorer_judges_each_group_in_its_own_domain():
-    """Mixed-domain RL (Stage.extra_data): the same text is right as a math answer and wrong as an IF response."""
+    """Mixed-domain RL (Stage.extra_data): the same text is right as a math answer and wrong as an
+    IF response."""
     label = {"prompt": "Answer in lowercase.", "instruction_id_list": ["change_case:english_lowercase"],
              "kwargs": [{}]}
     text = "so the answer to this question is clearly \\boxed{5} and that is all there is to it"
@@ -207,8 +208,9 @@ ZH_CODE_PROMPT = "请解释这段代码的作用：\n```python\nprint(sum(range(
 
 
 def test_rlhf_penalty_spares_answers_to_non_english_prompts():
-    """§4.3.2: batch min − 10 only "when the prompt is purely in English" and the answer is not. A Chinese
-    answer to a Chinese prompt (the RLHF prompts are partly multilingual) keeps its reward-model score."""
+    """§4.3.2: batch min − 10 only "when the prompt is purely in English" and the answer is not. A
+    Chinese answer to a Chinese prompt (the RLHF prompts are partly multilingual) keeps its
+    reward-model score."""
     zh = group({"prompt": ZH_PROMPT}, ["谢谢你的帮助，我非常感激。", "Thank you, 非常感谢!"], "rlhf", ZH_PROMPT)
     ja = group({"prompt": JA_PROMPT}, ["助けてくれてありがとうございました。"], "rlhf", JA_PROMPT)
     ru = group({"prompt": RU_PROMPT}, ["Спасибо за помощь!"], "rlhf", RU_PROMPT)
@@ -250,8 +252,8 @@ def test_math_penalty_checks_the_answer_against_the_problem_s_language():
 
 
 def test_loaded_prompts_carry_their_user_turns_to_the_rule(tmp_path):
-    """The prompt text the rule reads comes from the data: every user turn (not the system prompt, not the
-    template), for each templating of a half-half prompt set."""
+    """The prompt text the rule reads comes from the data: every user turn (not the system prompt,
+    not the template), for each templating of a half-half prompt set."""
     path = tmp_path / "rlhf.jsonl"
     rows = [{"messages": [{"role": "system", "content": "You are a helpful assistant."},
                           {"role": "user", "content": "你好，请介绍一下你自己。"},
@@ -276,7 +278,8 @@ def test_loaded_prompts_carry_their_user_turns_to_the_rule(tmp_path):
 
 
 class _SlowScorer:
-    """A scorer whose every call waits until the test lets it go (``release``), then gives each sample 1.0."""
+    """A scorer whose every call waits until the test lets it go (``release``), then gives each
+    sample 1.0."""
 
     def __init__(self):
         import threading
@@ -291,8 +294,8 @@ class _SlowScorer:
 
 
 def test_scoring_as_finished_keeps_each_group_once_it_is_scored():
-    """Rollout checkpoints (cascade/step_rollouts.py) get a group when its score is known; unscored at once when
-    scoring waits for the batch."""
+    """Rollout checkpoints (cascade/step_rollouts.py) get a group when its score is known; unscored
+    at once when scoring waits for the batch."""
     from nemo_cascade.rewards import ScoreAsFinished
 
     for enabled in (True, False):

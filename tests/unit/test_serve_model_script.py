@@ -1,5 +1,6 @@
-"""slurm/serve_model.sh run for real under the stand-in Slurm commands of test_slurm_scripts.py: the model check,
-the srun → container → ``python -m nemo_cascade.tooling.launch serve`` command, and the requeue at the time limit."""
+"""slurm/serve_model.sh run for real under the stand-in Slurm commands of test_slurm_scripts.py: the
+model check, the srun → container → ``python -m nemo_cascade.tooling.launch serve`` command, and the
+requeue at the time limit."""
 import signal
 import time
 

@@ -1,6 +1,6 @@
-"""Served models named by a URL file (``file:PATH``, rewards/endpoints.py): the client re-reads the file when a
-request fails and waits, boundedly, for a restarted server; the start-of-run probe fails fast on a closed port or a
-file that never appears. Real HTTP servers on 127.0.0.1, no vLLM."""
+"""Served models named by a URL file (``file:PATH``, rewards/endpoints.py): the client re-reads the
+file when a request fails and waits, boundedly, for a restarted server; the start-of-run probe fails
+fast on a closed port or a file that never appears. Real HTTP servers on 127.0.0.1, no vLLM."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
-"""SFT loading at scale: the tokenized cache (same tokens as loading without it, reused, sharded, atomic), tool
-conversations, and Data.max_bad_rows in the SFT and preference loaders."""
+"""SFT loading at scale: the tokenized cache (same tokens as loading without it, reused, sharded,
+atomic), tool conversations, and Data.max_bad_rows in the SFT and preference loaders."""
 import json
 import os
 from pathlib import Path
@@ -25,7 +25,8 @@ def tok(tmp_path_factory):
 
 
 def _rows(n):
-    """Plain, multi-turn and tool-calling SFT rows, with non-ASCII text and separators inside strings."""
+    """Plain, multi-turn and tool-calling SFT rows, with non-ASCII text and separators inside
+    strings."""
     out = []
     for i in range(n):
         kind = i % 3
@@ -192,7 +193,8 @@ def test_blend_repeats_sources_without_copying(tok, tmp_path):
 
 
 def test_the_cache_switch_leaves_the_stage_hash_alone():
-    """Cached or not, the same tokens: switching it for an interrupted stage must not block its resume."""
+    """Cached or not, the same tokens: switching it for an interrupted stage must not block its
+    resume."""
     from dataclasses import replace
 
     from nemo_cascade.config import Stage

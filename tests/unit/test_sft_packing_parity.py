@@ -1,6 +1,7 @@
-"""Sequence packing computes what unpacked examples compute: on the real Megatron actor, the SFT loss of a
-packed batch (block-diagonal causal attention, positions restarting per example) equals the token-weighted
-loss of the same examples each in a row of its own — and differs when the mask is left out."""
+"""Sequence packing computes what unpacked examples compute: on the real Megatron actor, the SFT
+loss of a packed batch (block-diagonal causal attention, positions restarting per example) equals
+the token-weighted loss of the same examples each in a row of its own — and differs when the mask is
+left out."""
 import torch
 
 from nemo_cascade import config
@@ -29,6 +30,7 @@ def test_packed_loss_equals_unpacked(tmp_path):
     assert step.tokens == count
     assert_close(step.loss, total / count, torch.float32, Net.of(tmp_path, 24).forward_terms() + int(count),
                  relative=True, what="packed SFT loss")
-    # without the per-example mask and positions, later examples would see earlier ones: a different loss
+    # without the per-example mask and positions, later examples would see earlier ones: a different
+    # loss
     leaky = actor.train_step({"tokens": packed.tokens_B_T, "loss_mask": packed.loss_mask_B_T}, sft_loss)
     assert abs(leaky.loss - step.loss) > 1e-3

@@ -1,6 +1,6 @@
-"""Megatron's grad-buffer collectives over a one-rank data-parallel group (actor/cpu.py): the identity, done without
-gloo's copy of the whole buffer; asynchronous calls still go to gloo. Checked on the real gloo group a CPU actor
-runs in, with the profiler telling whether gloo was called."""
+"""Megatron's grad-buffer collectives over a one-rank data-parallel group (actor/cpu.py): the
+identity, done without gloo's copy of the whole buffer; asynchronous calls still go to gloo. Checked
+on the real gloo group a CPU actor runs in, with the profiler telling whether gloo was called."""
 import pytest
 import torch
 import torch.distributed as dist

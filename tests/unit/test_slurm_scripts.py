@@ -1,12 +1,14 @@
-"""slurm/cascade_8b.sh and cascade_14b.sh with stand-ins for the Slurm commands: what a real cluster here cannot
-show (tests/slurm runs them on a real one). pyxis/enroot cannot be had on this machine, so the container path's
-srun options are checked here as the scripts write them; so are self-submission, DRY_RUN and the batch shell's
-handling of signals in the orders a real cluster rarely produces on cue.
+"""slurm/cascade_8b.sh and cascade_14b.sh with stand-ins for the Slurm commands: what a real cluster
+here cannot show (tests/slurm runs them on a real one). pyxis/enroot cannot be had on this machine,
+so the container path's srun options are checked here as the scripts write them; so are
+self-submission, DRY_RUN and the batch shell's handling of signals in the orders a real cluster
+rarely produces on cue.
 
-`srun`, `scontrol`, `sbatch` and `torchrun` are shell stubs on PATH that append their argv (and torchrun its
-environment) to files; the stub srun then runs its command as srun would on each node — here once, on this
-machine — so the path sbatch script → srun → slurm/node.sh → torchrun is exercised as written. With
-FAKE_SRUN_SLEEP the stub srun instead waits (a long training step), so the requeue trap can be signalled."""
+`srun`, `scontrol`, `sbatch` and `torchrun` are shell stubs on PATH that append their argv (and
+torchrun its environment) to files; the stub srun then runs its command as srun would on each node —
+here once, on this machine — so the path sbatch script → srun → slurm/node.sh → torchrun is
+exercised as written. With FAKE_SRUN_SLEEP the stub srun instead waits (a long training step), so
+the requeue trap can be signalled."""
 import os
 import shutil
 import signal
@@ -58,7 +60,8 @@ echo "torchrun $*" >> "$FAKE_LOG/calls"
 
 @pytest.fixture
 def harness(tmp_path):
-    """(run, log): run(script, *args, env=..., ...) starts a job script under the stubs; log holds their records."""
+    """(run, log): run(script, *args, env=..., ...) starts a job script under the stubs; log holds
+    their records."""
     bin_dir, log = tmp_path / "bin", tmp_path / "log"
     bin_dir.mkdir()
     log.mkdir()
@@ -183,7 +186,8 @@ def test_job_runs_torchrun_on_every_node(harness, script, tmp_path):
 
 
 def test_the_run_name_is_the_recipe_s_own(harness, tmp_path):
-    """Unset RUN_NAME: the recipe function's Cascade.name, read by the batch shell (no container)."""
+    """Unset RUN_NAME: the recipe function's Cascade.name, read by the batch shell (no
+    container)."""
     run, log = harness
     code, _, err = run("cascade_8b.sh", env={"RECIPE": "recipes/nemotron_cascade_8b.py:from_rlhf"})
     assert code == 0, err
@@ -198,8 +202,8 @@ def test_the_run_name_is_the_recipe_s_own(harness, tmp_path):
 
 
 def test_a_layout_that_does_not_fill_the_nodes_is_refused_before_any_node_starts(harness, tmp_path):
-    """The docs' `NODES=4 bash slurm/cascade_14b.sh` without parallel.dp: one line at submit time, and the
-    same in a job submitted with plain sbatch, before srun."""
+    """The docs' `NODES=4 bash slurm/cascade_14b.sh` without parallel.dp: one line at submit time,
+    and the same in a job submitted with plain sbatch, before srun."""
     run, log = harness
     code, _, err = run("cascade_14b.sh", job=False, env={"NODES": "4"})
     assert code == 2 and not (log / "sbatch.argv").exists()
@@ -332,8 +336,8 @@ def test_gloo_takes_the_interface_that_reaches_the_first_node():
 
 
 def test_host_paths_exported_for_data_preparation_become_container_paths(harness, tmp_path):
-    """NEMO_CASCADE_DATA exported on the login node for `data prepare` reaches the job: under DATA_DIR
-    it becomes its path in the container; elsewhere the job stops in one line."""
+    """NEMO_CASCADE_DATA exported on the login node for `data prepare` reaches the job: under
+    DATA_DIR it becomes its path in the container; elsewhere the job stops in one line."""
     run, log = harness
     data = tmp_path / "data"
     (data / "nemotron-cascade").mkdir(parents=True)
@@ -353,8 +357,8 @@ def test_host_paths_exported_for_data_preparation_become_container_paths(harness
 
 
 def test_the_tool_script_runs_one_command_in_the_container(harness, tmp_path):
-    """slurm/tool.sh: `nemo-cascade COMMAND ARGS` once, on one node, with the cascade jobs' image and
-    mounts; outside a job it submits itself; without a command it says what it expects."""
+    """slurm/tool.sh: `nemo-cascade COMMAND ARGS` once, on one node, with the cascade jobs' image
+    and mounts; outside a job it submits itself; without a command it says what it expects."""
     run, log = harness
     stub = tmp_path / "bin" / "python"  # the container's python: records what it is asked to run
     stub.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$FAKE_LOG/python.argv"\nenv > "$FAKE_LOG/python.env"\n')
@@ -388,7 +392,8 @@ def test_without_container(harness, tmp_path):
 
 
 def test_slurm_runs_a_spooled_copy(harness, tmp_path):
-    """sbatch runs a copy of the script from slurmd's spool folder: common.sh is found via SLURM_SUBMIT_DIR."""
+    """sbatch runs a copy of the script from slurmd's spool folder: common.sh is found via
+    SLURM_SUBMIT_DIR."""
     run, log = harness
     spool = tmp_path / "spool" / "job777"
     spool.mkdir(parents=True)
@@ -423,7 +428,8 @@ def test_dry_run_prints_and_runs_nothing(harness):
 
 
 def test_restart_is_idempotent(harness, tmp_path):
-    """A requeued job runs the same command on the same run folder and leaves the run's files alone."""
+    """A requeued job runs the same command on the same run folder and leaves the run's files
+    alone."""
     run, log = harness
     run_dir = tmp_path / "runs" / "nemotron-cascade-8b"
     (run_dir / "stages" / "0-sft" / "checkpoint" / "step_000010").mkdir(parents=True)
@@ -461,7 +467,8 @@ def test_usr1_requeues_once(harness):
 
 
 def test_usr1_then_the_requeues_term_requeues_once(harness):
-    """scontrol requeue makes Slurm SIGTERM the batch shell: that must not requeue again (REQUEUE_ON_TERM=1)."""
+    """scontrol requeue makes Slurm SIGTERM the batch shell: that must not requeue again
+    (REQUEUE_ON_TERM=1)."""
     run, log = harness
     proc = run.start("cascade_8b.sh", env={"FAKE_SRUN_SLEEP": "60", "REQUEUE_ON_TERM": "1"})
     while not (log / "srun.argv").exists():
@@ -492,8 +499,8 @@ def test_term_requeues_with_requeue_on_term(harness):
 
 
 def test_a_run_that_stops_itself_before_the_job_s_end_is_requeued(harness, tmp_path):
-    """The run saves and stops by itself when only its save still fits before the job's end (runtime/deadline.py,
-    exit 75): the batch shell requeues the job as on the time-limit signal."""
+    """The run saves and stops by itself when only its save still fits before the job's end
+    (runtime/deadline.py, exit 75): the batch shell requeues the job as on the time-limit signal."""
     run, log = harness
     stops = tmp_path / "bin" / "torchrun-stops"
     stops.write_text('#!/bin/bash\necho "torchrun $*" >> "$FAKE_LOG/calls"\nexit 75\n')

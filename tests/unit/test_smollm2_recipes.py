@@ -1,6 +1,6 @@
 """recipes/smollm2.py and recipes/smollm2_mixed.py: both pass the whole-cascade checks, the cascade
-runs the paper's order of domains, and the mixed run differs from it only in mixing the domains — same steps,
-same prompts, same settings, same gate — with its segments continuing one run."""
+runs the paper's order of domains, and the mixed run differs from it only in mixing the domains —
+same steps, same prompts, same settings, same gate — with its segments continuing one run."""
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -59,8 +59,9 @@ def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(bot
     sft_mixed = load_recipe("recipes/smollm2_mixed.py:with_sft")
     for with_sft, without in ((sft_cascade, cascade), (sft_mixed, mixed)):
         first, *rest = with_sft.stages
-        # §3: SFT first, then the RL stages as before, on the bf16 compiled engine (which the preflight refuses on
-        # a CPU without bf16 instructions: the files are checked with the default engine on any CPU)
+        # §3: SFT first, then the RL stages as before, on the bf16 compiled engine (which the
+        # preflight refuses on a CPU without bf16 instructions: the files are checked with the
+        # default engine on any CPU)
         default_engine = [replace(s, rollout=replace(s.rollout, dtype="auto", compile="auto")) for s in rest]
         check_cascade(replace(with_sft, stages=(first, *default_engine)))
         assert first.kind == "sft" and [replace(s, data=None, extra_data=()) for s in default_engine] == [
@@ -71,7 +72,8 @@ def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(bot
     assert sft_cascade.stages[0] == sft_mixed.stages[0] and sft_cascade.gate == sft_mixed.gate
     blend = {d.source.partition("?")[0] for d in (sft_cascade.stages[0].data, *sft_cascade.stages[0].extra_data)}
     assert blend == {"benchmark:gsm8k", "synthetic:rg/leg_counting", "benchmark:mbpp", "synthetic:if_requests"}
-    # math after SFT: half GSM8K, half the easy word problems whose test split is the gate's leg-counting suite
+    # math after SFT: half GSM8K, half the easy word problems whose test split is the gate's
+    # leg-counting suite
     math = next(s for s in sft_cascade.stages if s.kind == "grpo" and s.domain == "math")
     assert [(d.source.partition("?")[0], d.size) for d, _ in config.prompt_sources(math)] == [
         ("benchmark:gsm8k", 120), ("synthetic:rg/leg_counting", 120)]
@@ -98,14 +100,16 @@ KEPT_RUNS = [  # (recipe, folder under docs/results/smollm2, its stages, RL step
 
 @pytest.mark.parametrize("spec, folder, stages, rl_steps", KEPT_RUNS)
 def test_the_kept_runs_are_these_recipes_and_still_read(spec, folder, stages, rl_steps):
-    """docs/results/smollm2.md reports the runs kept in docs/results/smollm2/ (their run directories without
-    weights). Each must be its current recipe's run — a changed recipe needs a new run, not old numbers — and stay
-    readable by the report and by the comparison that puts two side by side."""
+    """docs/results/smollm2.md reports the runs kept in docs/results/smollm2/ (their run directories
+    without weights). Each must be its current recipe's run — a changed recipe needs a new run, not
+    old numbers — and stay readable by the report and by the comparison that puts two side by
+    side."""
     kept, current = KEPT / folder, load_recipe(spec)
     recorded = config.from_dict(config.Cascade, json.loads((kept / "config.json").read_text()))
     recorded = replace(recorded, run_root=current.run_root)  # where the run was written, not how it trained
-    # Equal as the lineage compares configs: settings added since that change no training (when state is saved,
-    # how long a collective may wait) are filled in at their defaults and left out, as in a resumed run's check.
+    # Equal as the lineage compares configs: settings added since that change no training (when
+    # state is saved, how long a collective may wait) are filled in at their defaults and left out,
+    # as in a resumed run's check.
     assert config_hash(recorded) == config_hash(current)
     assert [config_hash(s) for s in recorded.stages] == [config_hash(s) for s in current.stages]
     run = load_run(kept)
@@ -125,9 +129,10 @@ def test_the_kept_comparisons_are_of_the_kept_runs(folders, out):
 
 
 def test_filtered_trains_the_sft_model_on_training_rows_it_sometimes_solves():
-    """recipes/smollm2.py:filtered and its mixed twin: RL from with_sft's SFT export, the same stages, gate and
-    engine as with_sft, math and code prompts from the difficulty-filtered files — rows of the training splits only
-    (never an item of the gate's held-out suites) — and each domain drawn equally often in the mixed run."""
+    """recipes/smollm2.py:filtered and its mixed twin: RL from with_sft's SFT export, the same
+    stages, gate and engine as with_sft, math and code prompts from the difficulty-filtered files —
+    rows of the training splits only (never an item of the gate's held-out suites) — and each domain
+    drawn equally often in the mixed run."""
     from nemo_cascade.cascade.driver import stage_dir
     from nemo_cascade.data.rows import read_jsonl
 
@@ -142,7 +147,8 @@ def test_filtered_trains_the_sft_model_on_training_rows_it_sometimes_solves():
         replace(s, data=None, extra_data=()) for s in sft.stages[1:]]
     sources = {s.domain: s.data for s in cascade.stages}
     assert sources["ifeval"] == config.stage_by_name(sft, "ifeval").data
-    # the filtered files hold train rows only: MBPP train task ids, leg-counting problems not in its test split
+    # the filtered files hold train rows only: MBPP train task ids, leg-counting problems not in its
+    # test split
     code_rows = [row for _, row in read_jsonl(Path(sources["code"].source))]
     assert code_rows and all(601 <= int(row["uid"].split("/")[1]) <= 974 for row in code_rows)
     held_out = {row["messages"][0]["content"] for _, row in read_jsonl(ROOT / "data" / "leg_counting" / "test.jsonl")}

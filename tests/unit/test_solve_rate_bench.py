@@ -1,4 +1,5 @@
-"""bench/solve_rate.py measures every prompt source a recipe's GRPO stage trains on, each in its own domain."""
+"""bench/solve_rate.py measures every prompt source a recipe's GRPO stage trains on, each in its own
+domain."""
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,8 @@ def test_source_flag_replaces_the_stage_sources_with_one(solve_rate):
 
 @pytest.mark.parametrize("source, domain", [("benchmark:gsm8k", "math"), ("benchmark:mbpp", "code")])
 def test_kept_rows_load_back_as_exactly_the_kept_prompts(solve_rate, tmp_path, source, domain):
-    """The difficulty filter's file is a prompt source whose prompts are the kept ones, token for token (the math
-    request for a boxed answer is not added twice), with their uids and labels."""
+    """The difficulty filter's file is a prompt source whose prompts are the kept ones, token for
+    token (the math request for a boxed answer is not added twice), with their uids and labels."""
     from nemo_cascade.config import Data
     from nemo_cascade.data.loader import load_prompts
     from nemo_cascade.rewards import get_domain

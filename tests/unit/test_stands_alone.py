@@ -1,6 +1,6 @@
-"""The repository stands alone: nothing it ships cites notes that live outside it (the paper's recipe, the
-design and the install facts are docs/ pages here) or a tracker's issue numbers, which a user who clones it
-cannot follow."""
+"""The repository stands alone: nothing it ships cites notes that live outside it (the paper's
+recipe, the design and the install facts are docs/ pages here) or a tracker's issue numbers, which a
+user who clones it cannot follow."""
 import re
 import subprocess
 from pathlib import Path

@@ -1,5 +1,6 @@
-"""Rollout checkpoints (cascade/step_rollouts.py): a step's groups written as they finish, read back exactly, and every
-kind of file that does not belong set aside with a log line instead of mixing into the batch."""
+"""Rollout checkpoints (cascade/step_rollouts.py): a step's groups written as they finish, read back
+exactly, and every kind of file that does not belong set aside with a log line instead of mixing
+into the batch."""
 import json
 import logging
 import time
@@ -131,7 +132,8 @@ def test_parts_are_whole_json_lines_with_a_header(tmp_path):
 
 
 def test_a_gate_chunk_of_another_model_or_settings_is_evaluated_again(tmp_path, caplog):
-    """evaluate/row_progress.py: a chunk's groups name the model's weight files and the suite's settings."""
+    """evaluate/row_progress.py: a chunk's groups name the model's weight files and the suite's
+    settings."""
     from nemo_cascade.evaluate.row_progress import RowProgress
 
     model, other = tmp_path / "model", tmp_path / "other"

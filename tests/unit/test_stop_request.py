@@ -1,6 +1,7 @@
-"""When a stage saves: every N steps, after checkpoint_every_minutes of wall time, and on a stop request (the
-file a Slurm job's time-limit signal becomes), after which the run ends; and how `nemo-cascade run` turns its own
-SIGUSR1 into that request. The saves themselves are checkpoint.save's (its own tests); here they are recorded."""
+"""When a stage saves: every N steps, after checkpoint_every_minutes of wall time, and on a stop
+request (the file a Slurm job's time-limit signal becomes), after which the run ends; and how
+`nemo-cascade run` turns its own SIGUSR1 into that request. The saves themselves are
+checkpoint.save's (its own tests); here they are recorded."""
 import os
 import signal
 import time
@@ -82,8 +83,9 @@ def test_before_stop_saves_only_what_is_not_saved_yet(tmp_path, saved):
 
 
 def test_a_failed_reward_server_saves_the_state_its_step_began_with(tmp_path, saved):
-    """A reward server gone after its retries in step 4 (stage._stop_for_server): the state after step 3 is saved,
-    the metrics log closed, and the run ends with one line saying where the state is and how to resume."""
+    """A reward server gone after its retries in step 4 (stage._stop_for_server): the state after
+    step 3 is saved, the metrics log closed, and the run ends with one line saying where the state
+    is and how to resume."""
     closed = []
     ctx = stage.StageContext(None, None, 0, tmp_path, SimpleNamespace(close=lambda: closed.append(True)),
                              Saves(tmp_path / "checkpoint", every=0, keep=2))
@@ -115,8 +117,8 @@ def test_the_launcher_turns_sigusr1_into_a_request_and_drops_an_old_one(tmp_path
 
 
 def test_a_stop_inside_a_gate_row_ends_the_run_as_after_a_step(tmp_path):
-    """forgetting.Gate.evaluate_row: the row's finished items are kept (row_progress.py) and the run ends with
-    StopRequested, naming why and where the items are."""
+    """forgetting.Gate.evaluate_row: the row's finished items are kept (row_progress.py) and the run
+    ends with StopRequested, naming why and where the items are."""
     from nemo_cascade.runtime.deadline import Deadline
     from nemo_cascade.evaluate.runner import GateStopped
     from nemo_cascade.cascade.forgetting import Gate

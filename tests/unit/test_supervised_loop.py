@@ -1,5 +1,6 @@
-"""stage.run_supervised, the one loop of SFT and reward-model stages: one step per batch of shuffled epochs,
-the step's metrics and its phase times logged per step, the data position returned and continued from."""
+"""stage.run_supervised, the one loop of SFT and reward-model stages: one step per batch of shuffled
+epochs, the step's metrics and its phase times logged per step, the data position returned and
+continued from."""
 from __future__ import annotations
 
 import json

@@ -235,8 +235,9 @@ def _load(path, tok, limit, **data):
 
 
 def test_the_stage_limit_decides_each_instance_context(rows_file, tok):
-    """T13/T20: the 8B's SWE RL runs at 16K input, then 24K: the same rows load with more localized context in the
-    second part; every prompt (templated, as the engine sees it) stays within its stage's limit."""
+    """T13/T20: the 8B's SWE RL runs at 16K input, then 24K: the same rows load with more localized
+    context in the second part; every prompt (templated, as the engine sees it) stays within its
+    stage's limit."""
     path, rows = rows_file
     noisy_only = dict(min_prompt_tokens=8 * K, swe_truth_only_share=0.0)
     short, long = _load(path, tok, 16 * K, **noisy_only), _load(path, tok, 24 * K, **noisy_only)

@@ -268,7 +268,8 @@ def test_lexical_similarity_values():
     assert lexical_similarity(gold[:2] + [("p", "+", "z\n")], gold) == pytest.approx(2 * 2 / 6)
     assert lexical_similarity([("q", "+", "z\n")], gold) == 0.0
     assert lexical_similarity([], []) == 1.0
-    # Past the item cap: the multiset Dice coefficient, blind to order (the ratio would count one of three).
+    # Past the item cap: the multiset Dice coefficient, blind to order (the ratio would count one of
+    # three).
     big = [("p", "+", f"{i}\n") for i in range(MAX_SEQUENCE_ITEMS)]
     assert lexical_similarity(big + gold[::-1], gold) == pytest.approx(2 * 3 / (len(big) + 6))
     assert lexical_similarity(big[:10] + gold[::-1], gold) == pytest.approx(2 * 1 / (10 + 6))
@@ -276,7 +277,8 @@ def test_lexical_similarity_values():
 
 def test_wrong_replacement_of_the_right_line_scores_two_thirds():
     assert swe_reward(sr("pkg/mod.py", "    return x + 1\n", "    return x * 2\n"), LABEL) == pytest.approx(2 / 3)
-    # The same wrong fix written as a diff scores the same: grades come from contents, not patch text.
+    # The same wrong fix written as a diff scores the same: grades come from contents, not patch
+    # text.
     assert swe_reward(GOLDEN.replace("x + 2", "x * 2"), LABEL) == pytest.approx(2 / 3)
     # A change elsewhere shares nothing with the golden one.
     assert swe_reward(sr("pkg/other.py", "A = 1\n", "A = 0\n"), LABEL) == 0.0
@@ -285,9 +287,9 @@ def test_wrong_replacement_of_the_right_line_scores_two_thirds():
 # ------------------------------------------------------------------ the judge
 
 class ScriptedJudge:
-    """A YesProbability with fixed answers that records its calls (prompts and answer prefix). It stands in for a
-    judge *model* so the batching can be checked offline; JudgeClient itself is tested against a served model
-    in tests/integration."""
+    """A YesProbability with fixed answers that records its calls (prompts and answer prefix). It
+    stands in for a judge *model* so the batching can be checked offline; JudgeClient itself is
+    tested against a served model in tests/integration."""
 
     def __init__(self, answers):
         self.answers, self.calls, self.prefixes = list(answers), [], []
@@ -299,9 +301,9 @@ class ScriptedJudge:
 
 
 def test_judge_prompt_holds_app_c2_elements_in_order():
-    """App. C.2: a system turn asking for ``<judgement>YES</judgement>`` / ``<judgement>NO</judgement>``, and a user
-    turn with the issue, the relevant files' contents, the edit format, the golden and the candidate patch,
-    in that order, the question last."""
+    """App. C.2: a system turn asking for ``<judgement>YES</judgement>`` /
+    ``<judgement>NO</judgement>``, and a user turn with the issue, the relevant files' contents, the
+    edit format, the golden and the candidate patch, in that order, the question last."""
     files = {"pkg/b.py": "B_CONTENT = 1\n", "pkg/a.py": "A_CONTENT = 2\n", "pkg/new.py": None}
     system, user = judge_prompt("f adds one", files, "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n", "CANDIDATE DIFF")
     assert (system["role"], user["role"]) == ("system", "user")
@@ -473,7 +475,8 @@ def test_export_writes_swebench_jsonl_that_git_applies(tmp_path):
         for path, text in inst.files.items():
             (repo / path).parent.mkdir(parents=True, exist_ok=True)
             (repo / path).write_text(text)
-    # Special shapes: a file without final newline, a created and a deleted file, an unparseable answer.
+    # Special shapes: a file without final newline, a created and a deleted file, an unparseable
+    # answer.
     (repo / "special").mkdir()
     for path, text in FILES.items():
         (repo / "special" / Path(path).name).write_text(text)

@@ -1,5 +1,5 @@
-"""Synthetic IF, code and bug-fix sets: labels validate, the reference response earns full reward, a wrong one
-does not, and the held-out split never shares a problem with the training split."""
+"""Synthetic IF, code and bug-fix sets: labels validate, the reference response earns full reward, a
+wrong one does not, and the held-out split never shares a problem with the training split."""
 import pytest
 
 from nemo_cascade.tooling.demo_data.synthetic_domains import DOMAIN_TASKS, IF_INSTRUCTIONS

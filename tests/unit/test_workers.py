@@ -1,4 +1,5 @@
-"""Killable worker pool: results in order, hard timeouts, crashed and killed workers replaced, no zombies.
+"""Killable worker pool: results in order, hard timeouts, crashed and killed workers replaced, no
+zombies.
 
 The functions run in the workers are from the standard library (``operator.add``, ``time.sleep``,
 ``os._exit``, ``int``), so each behaviour is produced exactly, with no test helper module to import.

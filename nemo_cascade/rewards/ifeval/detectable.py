@@ -1,5 +1,6 @@
-"""IFEval's ``detectable_content:*`` and ``detectable_format:*`` instructions: placeholders, postscripts,
-bullet lists, fixed answers, highlights, sections, JSON and titles (paper §4.4, IFEval sub-stage).
+"""IFEval's ``detectable_content:*`` and ``detectable_format:*`` instructions: placeholders,
+postscripts, bullet lists, fixed answers, highlights, sections, JSON and titles (paper §4.4, IFEval
+sub-stage).
 
 The reference checkers express several of these as regular expressions that backtrack quadratically on
 hostile input (``^\\s*\\*...`` over a megabyte of newlines, ``<<[^\\n]+>>`` over a line of ``<``). The functions
@@ -48,7 +49,8 @@ def _postscript(text: str, postscript_marker: str) -> bool:
 
 
 def count_list_items(text: str, marker: str) -> int:
-    """Number of lines that, after leading whitespace (which may span blank lines), start with ``marker``.
+    """Number of lines that, after leading whitespace (which may span blank lines), start with
+    ``marker``.
 
     ``*`` must be followed by a character that is not ``*`` (a newline counts, and then the item runs to the
     end of the next line), so ``**bold**`` lines are not bullets. Items are counted without overlap, scanning
@@ -70,7 +72,8 @@ def count_list_items(text: str, marker: str) -> int:
                 break
             start = end if text[end - 1] == "\n" else end + 1
         else:
-            # Every line starting inside the same whitespace run reaches the same `head`, and fails the same way.
+            # Every line starting inside the same whitespace run reaches the same `head`, and fails
+            # the same way.
             newline = text.find("\n", head)
             if newline < 0:
                 break
@@ -88,8 +91,8 @@ def _constrained_response(text: str) -> bool:
 
 
 def count_highlights(text: str) -> int:
-    """``*italic*`` and ``**bold**`` spans within one line with non-blank content; bold also counts once as
-    two empty italics, which do not count."""
+    """``*italic*`` and ``**bold**`` spans within one line with non-blank content; bold also counts
+    once as two empty italics, which do not count."""
     single = sum(1 for m in _HIGHLIGHT.finditer(text) if m.group()[1:-1].strip())
     double = sum(1 for m in _BOLD.finditer(text) if m.group()[2:-2].strip())
     return single + double

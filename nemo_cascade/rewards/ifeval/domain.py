@@ -1,4 +1,5 @@
-"""The ``ifeval`` reward domain (IF-RL, §4.4): IFEval / IFBench / IFBench-Train instructions, strict verdicts.
+"""The ``ifeval`` reward domain (IF-RL, §4.4): IFEval / IFBench / IFBench-Train instructions, strict
+verdicts.
 
 Training reward R_IF = 1 iff every instruction passes; thinking models may add the reward model's bonus
 (§4.4.2, ``Reward.if_rm_bonus``). Steps log each instruction's pass rate; evaluation reports IFEval's four numbers
@@ -32,7 +33,8 @@ def verdicts(responses: Sequence[str], labels: Sequence[Any]) -> tuple[list[floa
 
 
 def training_validator(data: Data, where: str):
-    """IF-RL rows may hold IFBench *test* instruction ids only with ``data.allow_eval_instructions`` (§4.4.2)."""
+    """IF-RL rows may hold IFBench *test* instruction ids only with ``data.allow_eval_instructions``
+    (§4.4.2)."""
     return partial(validate_training_label, allow_eval_instructions=data.allow_eval_instructions,
                    setting=f"{where}.allow_eval_instructions")
 
@@ -44,8 +46,9 @@ def rm_conversation(label: dict) -> dict:
 
 
 def rm_bonus(settings: Reward) -> Optional[Any]:
-    """§4.4.2, thinking models (``Reward.if_rm_bonus``): R_IF + sigmoid(group-normalised RM score) where R_IF = 1.
-    Only groups with a passing sample ask the reward model; the others stay all 0."""
+    """§4.4.2, thinking models (``Reward.if_rm_bonus``): R_IF + sigmoid(group-normalised RM score)
+    where R_IF = 1. Only groups with a passing sample ask the reward model; the others stay all
+    0."""
     if not settings.if_rm_bonus:
         return None
     rm = RLHFReward(RewardModelClient(settings.reward_model_url))
@@ -67,7 +70,8 @@ def rm_bonus(settings: Reward) -> Optional[Any]:
 
 
 def batch_metrics(details: list[dict]) -> dict[str, float]:
-    """``if_pass/<instruction id>``: each instruction's pass rate in the batch (the per-instruction report, §4.4)."""
+    """``if_pass/<instruction id>``: each instruction's pass rate in the batch (the per-instruction
+    report, §4.4)."""
     passed: dict[str, list[bool]] = defaultdict(list)
     for d in details:
         for iid, ok in d.get("instructions", {}).items():
@@ -76,7 +80,8 @@ def batch_metrics(details: list[dict]) -> dict[str, float]:
 
 
 def eval_record(record: dict, label: Any, responses: list[str]) -> None:
-    """The strict and loose verdicts of every sample, instruction by instruction (they replace the details)."""
+    """The strict and loose verdicts of every sample, instruction by instruction (they replace the
+    details)."""
     record.pop("details", None)
     record["instructions_strict"] = [per_instruction(r, label) for r in responses]
     record["instructions_loose"] = [per_instruction(r, label, loose=True) for r in responses]
@@ -84,8 +89,8 @@ def eval_record(record: dict, label: Any, responses: list[str]) -> None:
 
 def eval_metrics(records: list[dict]) -> dict:
     """IFEval's four numbers (Zhou et al. 2023, §3): prompt-level = share of samples following every
-    instruction; instruction-level = followed instructions / all instructions (micro average over samples).
-    Too-long items count as failing every instruction."""
+    instruction; instruction-level = followed instructions / all instructions (micro average over
+    samples). Too-long items count as failing every instruction."""
     out = {}
     for kind in ("strict", "loose"):
         found = []

@@ -1,5 +1,5 @@
-"""IFEval's ``keywords:*`` instructions: required, counted and forbidden words, and letter frequency (paper
-§4.4, IFEval sub-stage).
+"""IFEval's ``keywords:*`` instructions: required, counted and forbidden words, and letter frequency
+(paper §4.4, IFEval sub-stage).
 
 Semantics follow the IFEval reference checkers (Zhou et al. 2023, as shipped in lm-eval): keywords are
 matched case-insensitively *as regular expressions* anywhere in the text (so "cat" also matches "category"),
@@ -26,8 +26,8 @@ def _forbidden(text: str, forbidden_words: list[str]) -> bool:
 
 
 def _letter_frequency(text: str, letter: str, let_frequency: int, let_relation: str) -> bool:
-    # The reference replaces a "letter" outside a-z (IFEval has '!' and '#') by a random letter; counting the
-    # character the prompt names is the only deterministic reading of such a label.
+    # The reference replaces a "letter" outside a-z (IFEval has '!' and '#') by a random letter;
+    # counting the character the prompt names is the only deterministic reading of such a label.
     count = text.lower().count(letter.strip().lower())
     return relation_holds(count, let_relation, let_frequency)
 

@@ -1,5 +1,5 @@
-"""IFEval's ``language:response_language`` and ``change_case:*`` instructions: the language and the letter
-case of the whole response (paper §4.4, IFEval sub-stage).
+"""IFEval's ``language:response_language`` and ``change_case:*`` instructions: the language and the
+letter case of the whole response (paper §4.4, IFEval sub-stage).
 
 Language is langdetect's verdict (:func:`.text.detect_language`); a text langdetect cannot classify (no
 letters) passes, as in the reference checkers.

@@ -1,5 +1,5 @@
-"""IFEval's ``length_constraints:*`` instructions: numbers of sentences, words and paragraphs (paper §4.4,
-IFEval sub-stage).
+"""IFEval's ``length_constraints:*`` instructions: numbers of sentences, words and paragraphs (paper
+§4.4, IFEval sub-stage).
 
 Two notions of "paragraph" coexist in IFEval, as in the reference checkers: ``number_paragraphs`` splits at
 the markdown divider ``***`` (with one optional whitespace character either side), while
@@ -35,8 +35,8 @@ def _number_paragraphs(text: str, num_paragraphs: int) -> bool:
 
 
 def _first_word(paragraph: str) -> str:
-    """The paragraph's first whitespace-separated word, leading quotes removed, cut at the first punctuation
-    mark, lower-cased character by character."""
+    """The paragraph's first whitespace-separated word, leading quotes removed, cut at the first
+    punctuation mark, lower-cased character by character."""
     word = paragraph.split()[0].lstrip("'").lstrip('"')
     return "".join(ch.lower() for ch in itertools.takewhile(lambda ch: ch not in _FIRST_WORD_STOP, word))
 
@@ -44,8 +44,8 @@ def _first_word(paragraph: str) -> str:
 def _nth_paragraph_first_word(text: str, num_paragraphs: int, nth_paragraph: int, first_word: str) -> bool:
     paragraphs = text.split("\n\n")
     count = sum(1 for p in paragraphs if p.strip())
-    # The nth paragraph is indexed among *all* blank-line-separated chunks, empty ones included, as in the
-    # reference; only the total count skips the empty ones.
+    # The nth paragraph is indexed among *all* blank-line-separated chunks, empty ones included, as
+    # in the reference; only the total count skips the empty ones.
     if nth_paragraph > count:
         return False
     paragraph = paragraphs[nth_paragraph - 1].strip()

@@ -1,12 +1,12 @@
-"""NLTK's English Punkt sentence model, shipped offline for the IF rewards (paper §4.4): where it lives and
-how NLTK (and lm-eval) find it.
+"""NLTK's English Punkt sentence model, shipped offline for the IF rewards (paper §4.4): where it
+lives and how NLTK (and lm-eval) find it.
 
 NLTK ≥ 3.9 reads Punkt models as plain text (``tokenizers/punkt_tab/english/{abbrev_types.txt,
-collocations.tab, sent_starters.txt, ortho_context.tab}`` under an NLTK data root) and would otherwise
-download them, which cannot happen here (nothing downloads at run time). The four files in
-``nltk_data/`` beside this module are the English model of NLTK's ``punkt_tab`` package (Kiss & Strunk 2006,
-trained on the WSJ; see ``nltk_data/ATTRIBUTION.md``). The same model is what lm-eval's IFEval checkers load,
-so sentence counts agree with the reference evaluator.
+collocations.tab, sent_starters.txt, ortho_context.tab}`` under an NLTK data root) and would
+otherwise download them, which cannot happen here (nothing downloads at run time). The four files in
+``nltk_data/`` beside this module are the English model of NLTK's ``punkt_tab`` package (Kiss &
+Strunk 2006, trained on the WSJ; see ``nltk_data/ATTRIBUTION.md``). The same model is what lm-eval's
+IFEval checkers load, so sentence counts agree with the reference evaluator.
 
 ``python -m nemo_cascade.rewards.ifeval.punkt DEST`` writes an NLTK data root at DEST, for tools that read
 ``NLTK_DATA`` (e.g. running lm-eval's IFEval task on a machine without network).
@@ -39,7 +39,8 @@ def register_nltk_data() -> Path:
 
 
 def write_nltk_data(dest: Path | str) -> Path:
-    """Copy the English Punkt model into the NLTK data root ``dest`` (created if needed); returns ``dest``."""
+    """Copy the English Punkt model into the NLTK data root ``dest`` (created if needed); returns
+    ``dest``."""
     dest = Path(dest)
     target = dest / _MODEL_DIR
     target.mkdir(parents=True, exist_ok=True)

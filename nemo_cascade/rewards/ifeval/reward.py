@@ -1,10 +1,11 @@
-"""Turning checker verdicts into IF-RL rewards: per-instruction strict/loose verdicts, the prompt-level 0/1
-reward, per-instruction pass rates, and the thinking-model reward with a reward-model bonus (paper §4.4).
+"""Turning checker verdicts into IF-RL rewards: per-instruction strict/loose verdicts, the
+prompt-level 0/1 reward, per-instruction pass rates, and the thinking-model reward with a
+reward-model bonus (paper §4.4).
 
-Strict and loose follow the IFEval paper (Zhou et al. 2023, §2.2) as implemented by lm-eval and IFBench:
-strict checks the response as is; loose passes an instruction if *any* of eight variants passes — the
-response with its first line, its last line or both removed, each with and without ``*`` characters. A
-blank (variant of a) response never passes.
+Strict and loose follow the IFEval paper (Zhou et al. 2023, §2.2) as implemented by lm-eval and
+IFBench: strict checks the response as is; loose passes an instruction if *any* of eight variants
+passes — the response with its first line, its last line or both removed, each with and without
+``*`` characters. A blank (variant of a) response never passes.
 
 Thinking responses (docs/rewards.md): only the text after ``</think>`` is judged, with the whitespace
 that separates it from the thinking removed; a response whose thinking never closed fails every instruction.
@@ -25,7 +26,8 @@ Registry = Mapping[str, Instruction]
 
 
 def bind_label(label: Any, registry: Registry = ALL) -> list[tuple[Instruction, dict]]:
-    """The label's instructions with validated kwargs. ValueError (one line) for a malformed label."""
+    """The label's instructions with validated kwargs. ValueError (one line) for a malformed
+    label."""
     if not isinstance(label, Mapping):
         raise ValueError(f"ifeval label must be a dict, got {type(label).__name__}")
     ids = label.get("instruction_id_list")
@@ -49,7 +51,8 @@ def bind_label(label: Any, registry: Registry = ALL) -> list[tuple[Instruction, 
 
 
 def validate_label(label: Any, registry: Registry = ALL) -> None:
-    """Raise a one-line ValueError if ``label`` is not a well-formed IFEval/IFBench row (call at load time)."""
+    """Raise a one-line ValueError if ``label`` is not a well-formed IFEval/IFBench row (call at
+    load time)."""
     bind_label(label, registry)
 
 
@@ -91,7 +94,8 @@ def _passes(instruction: Instruction, kwargs: dict, text: str) -> bool:
 
 
 def judged_text(response: Any) -> Optional[str]:
-    """The part of ``response`` the checkers see, or None when nothing can be judged (unclosed thinking)."""
+    """The part of ``response`` the checkers see, or None when nothing can be judged (unclosed
+    thinking)."""
     if not isinstance(response, str):
         return None
     thinking, answer, closed = split_thinking(response)
@@ -113,9 +117,10 @@ def per_instruction(response: str, label: Any, *, loose: bool = False, registry:
 def ifeval_reward(response: str, label: Any, *, loose: bool = False) -> float:
     """1.0 iff the response follows every instruction of the label (paper §4.4: R_IF), else 0.0.
 
-    All or nothing, as the paper's R_IF (§4.4.2: the thinking models' RM bonus needs R_IF = 1). The IF-RLVR
-    verifier of open-instruct, which the released IF-RLVR data was made for, averages instead (the fraction of
-    instructions followed); that is deliberately not what is trained here."""
+    All or nothing, as the paper's R_IF (§4.4.2: the thinking models' RM bonus needs R_IF = 1). The
+    IF-RLVR verifier of open-instruct, which the released IF-RLVR data was made for, averages
+    instead (the fraction of instructions followed); that is deliberately not what is trained
+    here."""
     return 1.0 if all(per_instruction(response, label, loose=loose)) else 0.0
 
 
@@ -125,8 +130,8 @@ def ifeval_reward_loose(response: str, label: Any) -> float:
 
 
 def instruction_pass_rates(results: Iterable[tuple[Sequence[str], Sequence[bool]]]) -> dict[str, float]:
-    """Pass rate per instruction id over ``(instruction_id_list, verdicts)`` pairs, e.g. an evaluation run's
-    labels zipped with :func:`per_instruction`; ids sorted."""
+    """Pass rate per instruction id over ``(instruction_id_list, verdicts)`` pairs, e.g. an
+    evaluation run's labels zipped with :func:`per_instruction`; ids sorted."""
     passed: dict[str, int] = {}
     seen: dict[str, int] = {}
     for ids, verdicts in results:
@@ -146,8 +151,8 @@ def _sigmoid(z: float) -> float:
 
 
 def if_reward_with_rm(r_if_G: Sequence[float], rm_scores_G: Sequence[float], eps: float = 1e-6) -> list[float]:
-    """IF-RL reward of a thinking model's group (paper §4.4.2): ``R_IF + sigmoid(ẑ_RM)`` where the response
-    follows all instructions (``R_IF = 1``), else 0.
+    """IF-RL reward of a thinking model's group (paper §4.4.2): ``R_IF + sigmoid(ẑ_RM)`` where the
+    response follows all instructions (``R_IF = 1``), else 0.
 
     ``ẑ_RM = (s − mean(s)) / (std(s) + eps)`` over the whole group's reward-model scores ``s``, with the
     unbiased std as in the GRPO advantage (``algorithms/grpo.py``); a group of one, or of equal scores, has
@@ -163,8 +168,8 @@ def if_reward_with_rm(r_if_G: Sequence[float], rm_scores_G: Sequence[float], eps
     if g <= 1 or all(s == scores[0] for s in scores):
         z_G = [0.0] * g
     else:
-        # z is scale-free: (s - mean) / (std + eps) equals the same on s / c with eps / c. Dividing by the
-        # largest magnitude first keeps the sums and squares finite for any finite scores.
+        # z is scale-free: (s - mean) / (std + eps) equals the same on s / c with eps / c. Dividing
+        # by the largest magnitude first keeps the sums and squares finite for any finite scores.
         scale = max(abs(s) for s in scores)
         t_G = [s / scale for s in scores]
         mean = sum(t_G) / g

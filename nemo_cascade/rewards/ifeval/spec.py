@@ -1,5 +1,5 @@
-"""What a verifiable instruction is: an id, its typed kwargs, and a check ``check(text, **kwargs) -> bool``
-(the unit of the IF-RL reward, paper §4.4).
+"""What a verifiable instruction is: an id, its typed kwargs, and a check ``check(text, **kwargs) ->
+bool`` (the unit of the IF-RL reward, paper §4.4).
 
 Every instruction group module (``keywords``, ``length``, ...) declares its instructions with :class:`Instruction`;
 :func:`bind` turns one ``(instruction_id, kwargs)`` pair of a label into a ready check, raising a one-line
@@ -92,7 +92,8 @@ _BACKTRACKING = re.compile(r"[*+?{}()|\\]")
 
 
 def pattern_problem(pattern: str) -> Optional[str]:
-    """Why a label's string cannot be used as the regular expression the reference checkers make of it, or None.
+    """Why a label's string cannot be used as the regular expression the reference checkers make of
+    it, or None.
 
     The reference matches keywords, markers and splitters *as regexes* against the response. A label is data,
     and a pattern with quantifiers or groups (``(a+)+$``, ``a?a?a?…aaa``) can backtrack for hours on a
@@ -110,7 +111,8 @@ def pattern_problem(pattern: str) -> Optional[str]:
 
 
 def bind(instruction: Instruction, kwargs: Any) -> dict[str, Any]:
-    """Validated, typed kwargs for ``instruction.check``; ValueError (one line) if the label is malformed."""
+    """Validated, typed kwargs for ``instruction.check``; ValueError (one line) if the label is
+    malformed."""
     iid = instruction.id
     if kwargs is None:
         kwargs = {}

@@ -19,8 +19,8 @@ def _quotation(text: str) -> bool:
 
 
 def _two_responses(text: str) -> bool:
-    """Exactly two different non-blank answers separated by six asterisks; blank text is allowed only before
-    the first or after the last separator."""
+    """Exactly two different non-blank answers separated by six asterisks; blank text is allowed
+    only before the first or after the last separator."""
     parts = text.split(_TWO_RESPONSES_SEPARATOR)
     if not all(part.strip() for part in parts[1:-1]):
         return False

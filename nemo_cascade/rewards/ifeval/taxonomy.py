@@ -1,5 +1,5 @@
-"""The instruction registries: IFEval's 25 instruction ids, the IFBench test ids and the IFBench-Train ids, each
-mapped to its checker — and which of them training may use.
+"""The instruction registries: IFEval's 25 instruction ids, the IFBench test ids and the
+IFBench-Train ids, each mapped to its checker — and which of them training may use.
 
 The paper's IF-RL runs in two sub-stages, first on the IFEval taxonomy, then on the IFBench-Train taxonomy
 ("the second stage focuses on IF-Bench-Train taxonomy", §4.4.2; IFEval: Zhou et al. 2023; IFBench: Pyatkin et

@@ -1,5 +1,5 @@
-"""Text measurements the IF checkers share (paper §4.4): sentences, words, all-caps words, NLTK word tokens
-and the language of a text.
+"""Text measurements the IF checkers share (paper §4.4): sentences, words, all-caps words, NLTK word
+tokens and the language of a text.
 
 The IFEval reference defines "sentence" as NLTK's English Punkt tokenizer, "capital word" as an upper-case
 token of NLTK's ``word_tokenize`` and "language" as langdetect's verdict, so these are used as libraries
@@ -21,7 +21,8 @@ _WORD = re.compile(r"\w+")
 
 
 def _without_regex_deadline() -> None:
-    """Turn off the wall-clock limit NLTK ≥ 3.10 puts on each regular-expression call (``nltk.redos``).
+    """Turn off the wall-clock limit NLTK ≥ 3.10 puts on each regular-expression call
+    (``nltk.redos``).
 
     Past the limit NLTK raises, so the same megabyte response could pass on an idle machine and fail on a busy
     one; a reward must not depend on load. The patterns involved are NLTK's own fixed tokenizer rules, which
@@ -52,7 +53,8 @@ def _treebank() -> Any:
 
 
 def treebank_tokens(sentence: str) -> list[str]:
-    """NLTK's Treebank word tokens of one sentence (what ``word_tokenize`` does to each Punkt sentence)."""
+    """NLTK's Treebank word tokens of one sentence (what ``word_tokenize`` does to each Punkt
+    sentence)."""
     return _treebank().tokenize(sentence)
 
 
@@ -62,7 +64,8 @@ def count_words(text: str) -> int:
 
 
 def sentence_spans(text: str):
-    """Lazily, the (start, end) of each English Punkt sentence of ``text`` (NLTK's ``sent_tokenize``)."""
+    """Lazily, the (start, end) of each English Punkt sentence of ``text`` (NLTK's
+    ``sent_tokenize``)."""
     return _sentence_splitter().span_tokenize(text)
 
 
@@ -80,10 +83,11 @@ def count_sentences(text: str, limit: Optional[int] = None) -> int:
 
 
 def count_capital_words(text: str, limit: Optional[int] = None) -> int:
-    """Number of tokens of NLTK's ``word_tokenize(text)`` that are upper case (``str.isupper``), capped at
-    ``limit``. ``word_tokenize`` is Punkt sentences, each split by NLTK's Treebank word tokenizer. An upper-case
-    token holds an upper-case character and the tokenizer adds none, so a sentence without one is not tokenised
-    at all (the expensive step; think of a megabyte of punctuation)."""
+    """Number of tokens of NLTK's ``word_tokenize(text)`` that are upper case (``str.isupper``),
+    capped at ``limit``. ``word_tokenize`` is Punkt sentences, each split by NLTK's Treebank word
+    tokenizer. An upper-case token holds an upper-case character and the tokenizer adds none, so a
+    sentence without one is not tokenised at all (the expensive step; think of a megabyte of
+    punctuation)."""
     n = 0
     for start, end in sentence_spans(text):
         sentence = text[start:end]
@@ -106,8 +110,9 @@ def _language_factory() -> Any:
 
 
 def detect_language(text: str) -> Optional[str]:
-    """langdetect's ISO 639-1 code for ``text`` (it reads at most the first 10,000 characters), or None when
-    it cannot tell (no letters). The reference checkers count an undetectable text as passing."""
+    """langdetect's ISO 639-1 code for ``text`` (it reads at most the first 10,000 characters), or
+    None when it cannot tell (no letters). The reference checkers count an undetectable text as
+    passing."""
     from langdetect.lang_detect_exception import LangDetectException
 
     detector = _language_factory().create()

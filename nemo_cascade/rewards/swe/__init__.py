@@ -1,4 +1,5 @@
-"""The SWE reward: an execution-free score of an Agentless-style repair answer against the golden patch.
+"""The SWE reward: an execution-free score of an Agentless-style repair answer against the golden
+patch.
 
 Paper §4.7, Eq. 2: the answer's edits are applied to the prompt's files and scored
 
@@ -11,10 +12,10 @@ Paper §4.7, Eq. 2: the answer's edits are applied to the prompt's files and sco
   and read at the verdict after ``<judgement>``; or, with no judge server, :func:`lexical_similarity`
   (``LexicalGrader``, the default).
 
-Label (docs/rewards.md): ``{"golden_patch": str, "files": {path: content}, "problem_statement": str}``;
-``files`` are the files shown in the prompt, paths relative to the repository root. :func:`validate_label`
-(data-loading time) also applies the golden patch: a golden patch that does not apply or changes nothing is
-a one-line ValueError, never a mid-training surprise.
+Label (docs/rewards.md): ``{"golden_patch": str, "files": {path: content}, "problem_statement":
+str}``; ``files`` are the files shown in the prompt, paths relative to the repository root.
+:func:`validate_label` (data-loading time) also applies the golden patch: a golden patch that does
+not apply or changes nothing is a one-line ValueError, never a mid-training surprise.
 
 How an answer is read — the answer text, the edit formats, search/replace and diff application,
 equality, the lexical grade, the time bounds — is in docs/rewards.md, "The SWE reward's rules";

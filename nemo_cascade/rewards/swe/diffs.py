@@ -1,4 +1,5 @@
-"""Canonical views of a change: normalised file contents, the changed regions, and a git-style unified diff.
+"""Canonical views of a change: normalised file contents, the changed regions, and a git-style
+unified diff.
 
 Every view is computed from contents (original files → files after the edits), never from the text the
 model wrote, so a search/replace answer and a unified diff that make the same change look the same.
@@ -17,8 +18,8 @@ Contents = Mapping[str, Optional[str]]
 
 
 def normalize_content(text: Optional[str]) -> Optional[str]:
-    """``text`` modulo trailing whitespace: CRLF as LF, each line right-stripped, trailing blank lines
-    dropped, one final newline (``""`` for a blank file). None stays None (no file)."""
+    """``text`` modulo trailing whitespace: CRLF as LF, each line right-stripped, trailing blank
+    lines dropped, one final newline (``""`` for a blank file). None stays None (no file)."""
     if text is None:
         return None
     lines = [line.rstrip() for line in text.split("\n")]
@@ -28,8 +29,9 @@ def normalize_content(text: Optional[str]) -> Optional[str]:
 
 
 def _file_lines(text: Optional[str]) -> list[str]:
-    """Lines with their ``\\n`` (the last one may lack it). Only ``\\n`` breaks a line, as for git; Python's
-    ``splitlines`` would also break on form feeds and other separators that git keeps inside a line."""
+    """Lines with their ``\\n`` (the last one may lack it). Only ``\\n`` breaks a line, as for git;
+    Python's ``splitlines`` would also break on form feeds and other separators that git keeps
+    inside a line."""
     if not text:
         return []
     pieces = text.split("\n")
@@ -66,7 +68,8 @@ def _opcodes(old: list[str], new: list[str]) -> list[tuple[str, int, int, int, i
 
 def _hunks(codes: list[tuple[str, int, int, int, int]], context: int) -> list[list[tuple[str, int, int, int, int]]]:
     """Opcodes grouped into hunks with ``context`` unchanged lines around each change, as difflib's
-    ``get_grouped_opcodes`` does: an unchanged run longer than twice the context splits two hunks."""
+    ``get_grouped_opcodes`` does: an unchanged run longer than twice the context splits two
+    hunks."""
     if all(code[0] == "equal" for code in codes):
         return []
     codes = list(codes)
@@ -90,11 +93,11 @@ def _hunks(codes: list[tuple[str, int, int, int, int]], context: int) -> list[li
 
 
 def changed_regions(before: Contents, after: Contents) -> list[tuple]:
-    """The change from ``before`` to ``after`` (both normalised, see :func:`normalize_content`) as a flat
-    sequence, the unit of :func:`~.reward.lexical_similarity`: per changed file in path order, per changed
-    region (an opcode of :func:`_opcodes`), ``(path, "@@", first old line)`` then ``(path, "-", line)`` for
-    each removed and ``(path, "+", line)`` for each added line. Two changes with the same sequence turn the
-    same original into the same files."""
+    """The change from ``before`` to ``after`` (both normalised, see :func:`normalize_content`) as a
+    flat sequence, the unit of :func:`~.reward.lexical_similarity`: per changed file in path order,
+    per changed region (an opcode of :func:`_opcodes`), ``(path, "@@", first old line)`` then
+    ``(path, "-", line)`` for each removed and ``(path, "+", line)`` for each added line. Two
+    changes with the same sequence turn the same original into the same files."""
     items: list[tuple] = []
     for path in changed_paths(before, after):
         old, new = _file_lines(before.get(path)), _file_lines(after[path])
@@ -107,8 +110,8 @@ def changed_regions(before: Contents, after: Contents) -> list[tuple]:
 
 
 def _range(start: int, stop: int) -> str:
-    """A hunk header range as git writes it: ``start,count``; ``start`` alone for one line; the line before
-    the hunk for an empty range."""
+    """A hunk header range as git writes it: ``start,count``; ``start`` alone for one line; the line
+    before the hunk for an empty range."""
     count = stop - start
     if count == 1:
         return str(start + 1)
@@ -133,13 +136,15 @@ def _file_diff(path: str, old_text: Optional[str], new_text: Optional[str], cont
                 continue
             out.extend("-" + line for line in old[a1:a2])
             out.extend("+" + line for line in new[b1:b2])
-    # A line without its newline (the file's last) is followed by git's marker so `git apply` keeps it so.
+    # A line without its newline (the file's last) is followed by git's marker so `git apply` keeps
+    # it so.
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
 
 
 def render_unified_diff(files: Contents, after: Contents, context: int = 3) -> str:
-    """A ``git apply``-able unified diff (``a/`` ``b/`` prefixes, ``/dev/null`` for created and deleted files,
-    ``\\ No newline at end of file`` where due) turning ``files`` into ``after``; ``""`` if nothing changed."""
+    """A ``git apply``-able unified diff (``a/`` ``b/`` prefixes, ``/dev/null`` for created and
+    deleted files, ``\\ No newline at end of file`` where due) turning ``files`` into ``after``;
+    ``""`` if nothing changed."""
     return "".join(_file_diff(path, files.get(path), after[path], context) for path in changed_paths(files, after))
 
 

@@ -1,4 +1,5 @@
-"""The ``swe`` reward domain (SWE RL, §4.7): an Agentless repair answer against the golden patch, Eq. 2.
+"""The ``swe`` reward domain (SWE RL, §4.7): an Agentless repair answer against the golden patch,
+Eq. 2.
 
 Rows build their §4.7.1 prompt for the stage's prompt limit (``data.swe_prompts``), so the adapter takes the
 loader's prompt budget. Steps and suites report the share of each Eq. 2 outcome (which branch scored a sample).
@@ -13,7 +14,8 @@ from .reward import JudgeGrader, SWEReward, swe_reward, validate_label
 
 
 def batch_verdicts(settings: Reward) -> BatchVerdicts:
-    """Eq. 2's "otherwise" case: the judge's P("YES") if ``Reward.judge_url`` is set, else the lexical grade."""
+    """Eq. 2's "otherwise" case: the judge's P("YES") if ``Reward.judge_url`` is set, else the
+    lexical grade."""
     grader = (JudgeGrader(JudgeClient(settings.judge_url, reasoning_tokens=settings.judge_reasoning_tokens))
               if settings.judge_url else None)
     return SWEReward(grader).verdicts
@@ -26,7 +28,8 @@ def batch_metrics(details: list[dict]) -> dict[str, float]:
 
 
 def eval_metrics(records: list[dict]) -> dict:
-    """``swe/<outcome>`` over the generated samples of a suite (too-long items generated nothing)."""
+    """``swe/<outcome>`` over the generated samples of a suite (too-long items generated
+    nothing)."""
     outcomes = [r["details"][j].get("outcome") for r in records if not r["too_long"] for j in range(len(r["scores"]))]
     return {f"swe/{o}": outcomes.count(o) / len(outcomes) for o in sorted(set(outcomes) - {None})}
 

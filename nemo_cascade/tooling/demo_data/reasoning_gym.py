@@ -1,25 +1,29 @@
-"""reasoning-gym prompt sets for the math domain: ``synthetic:rg/TASK`` rows drawn from the ``reasoning-gym``
-package's procedural generators, in the shape of :func:`.arithmetic.arithmetic` (``uid``, ``question``,
-``answer``, ``solution``), so one set serves the SFT warm-start (``data.generated.sft_pairs``) and GRPO with the
-``math`` reward (the last ``\\boxed{}``, judged by equivalence).
+"""reasoning-gym prompt sets for the math domain: ``synthetic:rg/TASK`` rows drawn from the
+``reasoning-gym`` package's procedural generators, in the shape of :func:`.arithmetic.arithmetic`
+(``uid``, ``question``, ``answer``, ``solution``), so one set serves the SFT warm-start
+(``data.generated.sft_pairs``) and GRPO with the ``math`` reward (the last ``\\boxed{}``, judged by
+equivalence).
 
-Which tasks: the paper's math RL keeps only problems with a verifiable final answer and drops multiple-choice,
-true/false and proof items (§4.5). Here that means tasks whose reference is a number our ``math`` verifier can
-judge by equivalence; :data:`SUPPORTED` lists them with the reason. Left out, for example: fraction_simplification
-and dice (they demand a *reduced* fraction, and equivalence accepts an unreduced one), decimal_arithmetic and
-power_function (the reference follows a rounding / significant-figure rule, not equivalence), bitwise_arithmetic
-and base_conversion (non-decimal notation), number_sequence (~100 ms per problem).
+Which tasks: the paper's math RL keeps only problems with a verifiable final answer and drops
+multiple-choice, true/false and proof items (§4.5). Here that means tasks whose reference is a
+number our ``math`` verifier can judge by equivalence; :data:`SUPPORTED` lists them with the reason.
+Left out, for example: fraction_simplification and dice (they demand a *reduced* fraction, and
+equivalence accepts an unreduced one), decimal_arithmetic and power_function (the reference follows
+a rounding / significant-figure rule, not equivalence), bitwise_arithmetic and base_conversion
+(non-decimal notation), number_sequence (~100 ms per problem).
 
-Options: ``synthetic:rg/chain_sum?max_digits=2&max_terms=3`` passes ``max_digits=2, max_terms=3`` to the task's
-reasoning-gym config (each value read as JSON, else kept as a string), e.g. to make problems small enough for a
-tiny model on CPU. ``seed`` and ``size`` come from ``Data`` and cannot be set here.
+Options: ``synthetic:rg/chain_sum?max_digits=2&max_terms=3`` passes ``max_digits=2, max_terms=3`` to
+the task's reasoning-gym config (each value read as JSON, else kept as a string), e.g. to make
+problems small enough for a tiny model on CPU. ``seed`` and ``size`` come from ``Data`` and cannot
+be set here.
 
-Splits: a problem is in ``train`` or ``test`` by a hash of its question text (:func:`split_of`), never by seed.
-Disjoint reasoning-gym seeds would not give disjoint problems: a task draws problem ``i`` from
-``Random(seed + i)``, so seed ``s`` repeats seed ``s + 1`` shifted by one, and small problem spaces repeat
-questions under any seed. Hashing the text makes the splits disjoint whatever seeds, sizes or options are used;
-``seed`` only picks which problems of the split are drawn and their order. Rows of one call are distinct, and a
-call with a smaller ``size`` returns a prefix of a larger one.
+Splits: a problem is in ``train`` or ``test`` by a hash of its question text (:func:`split_of`),
+never by seed. Disjoint reasoning-gym seeds would not give disjoint problems: a task draws problem
+``i`` from ``Random(seed + i)``, so seed ``s`` repeats seed ``s + 1`` shifted by one, and small
+problem spaces repeat questions under any seed. Hashing the text makes the splits disjoint whatever
+seeds, sizes or options are used; ``seed`` only picks which problems of the split are drawn and
+their order. Rows of one call are distinct, and a call with a smaller ``size`` returns a prefix of a
+larger one.
 
 ``reasoning_gym`` is imported inside functions: the package is optional, and importing it loads every task
 module (sympy, matplotlib), ~1.5 s.
@@ -66,14 +70,15 @@ SUPPORTED_NAMES = tuple(name for name, _ in SUPPORTED)
 
 
 def split_of(task: str, question: str) -> str:
-    """``train`` or ``test`` for one problem — a hash of its question text, so never a function of the seed."""
+    """``train`` or ``test`` for one problem — a hash of its question text, so never a function of
+    the seed."""
     digest = hashlib.sha256(f"rg/{task}:{question}".encode()).digest()
     return "test" if int.from_bytes(digest[:4], "big") % 100 < TEST_FRACTION_PERCENT else "train"
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``"chain_sum?max_digits=2"`` → ``("chain_sum", {"max_digits": 2})``; ValueError (one line) for an
-    unsupported task or a malformed option."""
+    """``"chain_sum?max_digits=2"`` → ``("chain_sum", {"max_digits": 2})``; ValueError (one line)
+    for an unsupported task or a malformed option."""
     task, _, query = spec.partition("?")
     if task not in SUPPORTED_NAMES:
         raise ValueError(f"unknown reasoning-gym task {task!r}; supported (answers the math verifier can judge): "
@@ -98,8 +103,8 @@ def _dataset(task: str, options: dict[str, Any], seed: int, draws: int):
     except ImportError:
         raise ValueError(f"rg/{task} needs reasoning-gym: run tools/setup_venv.sh "
                          f"(or pip install reasoning-gym=={RG_VERSION})") from None
-    # Our seed is hashed into reasoning-gym's: it draws problem i from Random(seed + i), so seeds 0 and 1
-    # would give the same problems shifted by one; hashed seeds start streams far apart.
+    # Our seed is hashed into reasoning-gym's: it draws problem i from Random(seed + i), so seeds 0
+    # and 1 would give the same problems shifted by one; hashed seeds start streams far apart.
     rg_seed = int.from_bytes(hashlib.sha256(f"rg/{task}/seed/{seed}".encode()).digest()[:4], "big")
     try:
         return reasoning_gym.create_dataset(task, seed=rg_seed, size=draws, **options)
@@ -109,8 +114,8 @@ def _dataset(task: str, options: dict[str, Any], seed: int, draws: int):
 
 
 def entries(spec: str, split: str, size: int, seed: int) -> list[dict]:
-    """reasoning-gym's own entries (``question``, ``answer``, ``metadata``) of :func:`rows`, index-aligned —
-    what its ``score_answer`` expects (the agreement tests use them)."""
+    """reasoning-gym's own entries (``question``, ``answer``, ``metadata``) of :func:`rows`,
+    index-aligned — what its ``score_answer`` expects (the agreement tests use them)."""
     if split not in ("train", "test"):
         raise ValueError(f"rg: split must be 'train' or 'test', got {split!r}")
     task, options = parse_spec(spec)
@@ -134,8 +139,9 @@ def entries(spec: str, split: str, size: int, seed: int) -> list[dict]:
 
 def _solution(entry: dict) -> str:
     """Worked steps for SFT where reasoning-gym has them: gsm_symbolic's chain of thought (less its
-    ``#### N`` line: the answer goes in ``\\boxed{}``), the expression the arithmetic tasks evaluate, or for
-    leg_counting each animal's legs times its count and the sum (from the generator's own leg table)."""
+    ``#### N`` line: the answer goes in ``\\boxed{}``), the expression the arithmetic tasks
+    evaluate, or for leg_counting each animal's legs times its count and the sum (from the
+    generator's own leg table)."""
     meta = entry.get("metadata", {})
     if meta.get("source_dataset") == "leg_counting":
         return _leg_steps(meta["animals"])
@@ -148,8 +154,9 @@ def _solution(entry: dict) -> str:
 
 
 def _leg_steps(animals: dict[str, int]) -> str:
-    """``"2 cows have 2 × 4 = 8 legs. 1 spider has 8 legs. 8 + 8 = 16"``: what a small model needs to learn, the
-    legs of each animal and the arithmetic, written out (the generator's answer is the bare total)."""
+    """``"2 cows have 2 × 4 = 8 legs. 1 spider has 8 legs. 8 + 8 = 16"``: what a small model needs
+    to learn, the legs of each animal and the arithmetic, written out (the generator's answer is the
+    bare total)."""
     from reasoning_gym.arithmetic.leg_counting import ANIMALS
 
     parts, totals = [], []
@@ -173,9 +180,10 @@ def _row(task: str, entry: dict) -> dict:
 
 
 def rows(spec: str, split: str, size: int, seed: int) -> list[dict]:
-    """``size`` rows ``{"uid", "question", "answer", "solution"}`` of reasoning-gym task ``spec`` (``TASK`` or
-    ``TASK?KEY=VALUE&...``) in ``split``; ``size <= 0`` draws :data:`DEFAULT_SIZE`. Deterministic for a given
-    seed. ``solution`` is empty where reasoning-gym has no worked steps (SFT then learns the boxed answer alone)."""
+    """``size`` rows ``{"uid", "question", "answer", "solution"}`` of reasoning-gym task ``spec``
+    (``TASK`` or ``TASK?KEY=VALUE&...``) in ``split``; ``size <= 0`` draws :data:`DEFAULT_SIZE`.
+    Deterministic for a given seed. ``solution`` is empty where reasoning-gym has no worked steps
+    (SFT then learns the boxed answer alone)."""
     task = spec.partition("?")[0]
     return [_row(task, e) for e in entries(spec, split, size, seed)]
 

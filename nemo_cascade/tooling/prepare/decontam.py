@@ -1,5 +1,5 @@
-"""Decontamination against every evaluation set the project ships (paper §3.3: "9-gram overlap filter against the
-test sets"; §4.6.1 for code RL).
+"""Decontamination against every evaluation set the project ships (paper §3.3: "9-gram overlap
+filter against the test sets"; §4.6.1 for code RL).
 
 A training row is dropped when one of its prompt texts (user turns; the issue of a SWE row)
 
@@ -7,8 +7,9 @@ A training row is dropped when one of its prompt texts (user turns; the issue of
   whitespace collapsed) — this catches short items (under 9 words) that have no 9-gram; or
 - **shares a word 9-gram** with an evaluation item.
 
-The index holds 64-bit hashes of the 9-grams (one ``dict`` entry each: a few hundred thousand for the shipped
-sets), so checking a row costs one lookup per word and a training set of millions of rows is streamed past it.
+The index holds 64-bit hashes of the 9-grams (one ``dict`` entry each: a few hundred thousand for
+the shipped sets), so checking a row costs one lookup per word and a training set of millions of
+rows is streamed past it.
 
 Phrasing shared by several items of one set is not an item: IFEval's prompts are written from
 instruction templates ("your entire response should be in english and in all lowercase letters" is
@@ -47,7 +48,8 @@ _WORD = re.compile(r"[^\W_]+")
 
 
 def words(text: str) -> list[str]:
-    """The words of ``text``: lowercased, every run of punctuation, symbols or whitespace a separator."""
+    """The words of ``text``: lowercased, every run of punctuation, symbols or whitespace a
+    separator."""
     return _WORD.findall(text.lower())
 
 
@@ -57,14 +59,15 @@ def normalised(text: str) -> str:
 
 
 def ngram_hashes(tokens: list[str], n: int = N) -> Iterable[int]:
-    """Python's string hash of each word n-gram (64 bits; stable within one process, which builds and queries
-    the index)."""
+    """Python's string hash of each word n-gram (64 bits; stable within one process, which builds
+    and queries the index)."""
     return (hash(" ".join(tokens[i:i + n])) for i in range(len(tokens) - n + 1))
 
 
 def phrasing_patterns() -> list[re.Pattern]:
-    """IFEval's instruction wordings (``demo_data.if_prompts.WORDINGS``) as patterns over normalised text, each slot
-    (``{n}``, ``{phrase}``, ...) standing for up to 8 words, whatever value an item put there."""
+    """IFEval's instruction wordings (``demo_data.if_prompts.WORDINGS``) as patterns over normalised
+    text, each slot (``{n}``, ``{phrase}``, ...) standing for up to 8 words, whatever value an item
+    put there."""
     from nemo_cascade.tooling.demo_data.if_prompts import WORDINGS
 
     out = []
@@ -76,7 +79,8 @@ def phrasing_patterns() -> list[re.Pattern]:
 
 
 def wording_ngrams() -> set[int]:
-    """Hashed 9-grams of the runs of fixed text between the slots of IFEval's instruction wordings."""
+    """Hashed 9-grams of the runs of fixed text between the slots of IFEval's instruction
+    wordings."""
     from nemo_cascade.tooling.demo_data.if_prompts import WORDINGS
 
     return {h for ws in WORDINGS.values() for w in ws for run in _SLOT.split(w) for h in ngram_hashes(words(run))}
@@ -124,7 +128,8 @@ EVAL_TEXTS: dict[str, Callable[[dict], list[str]]] = {
 
 @dataclass
 class EvalIndex:
-    """Hashed 9-grams and normalised texts of the evaluation sets; :meth:`match` names the set a text leaks."""
+    """Hashed 9-grams and normalised texts of the evaluation sets; :meth:`match` names the set a
+    text leaks."""
 
     names: list[str] = field(default_factory=list)
     ngrams: dict[int, int] = field(default_factory=dict)
@@ -141,8 +146,8 @@ class EvalIndex:
     instruction)."""
 
     def add(self, name: str, texts: list[list[str]], file: str = "", sha256: str = "", wordings: bool = False) -> None:
-        """Index one evaluation set given each item's texts; ``wordings``: it is written with instruction
-        wordings (IFEval, IFBench), whose 9-grams are phrasing."""
+        """Index one evaluation set given each item's texts; ``wordings``: it is written with
+        instruction wordings (IFEval, IFBench), whose 9-grams are phrasing."""
         k = len(self.names)
         self.names.append(name)
         item_count: dict[int, int] = {}
@@ -194,15 +199,17 @@ class EvalIndex:
         return None
 
     def digest(self) -> str:
-        """What the index was built from (sets and their files' sha256): part of an output's fingerprint."""
+        """What the index was built from (sets and their files' sha256): part of an output's
+        fingerprint."""
         key = ";".join(f"{n}={s['sha256']}" for n, s in sorted(self.stats.items()))
         rules = f"n={N};common={COMMON_ITEMS};rules={RULES};{key}"
         return hashlib.sha256(rules.encode()).hexdigest()[:16]
 
 
 def build_index(suites: Optional[list[str]] = None) -> EvalIndex:
-    """The index over the shipped evaluation sets (every suite of :data:`EVAL_TEXTS` by default), each read from
-    its suite's default file. A missing file is an error: decontamination must not silently skip a set."""
+    """The index over the shipped evaluation sets (every suite of :data:`EVAL_TEXTS` by default),
+    each read from its suite's default file. A missing file is an error: decontamination must not
+    silently skip a set."""
     from nemo_cascade.evaluate.suites import SUITES
     from nemo_cascade.runtime.files import file_sha256
     from nemo_cascade.data.rows import DataError, read_jsonl

@@ -1,4 +1,5 @@
-"""The reward model's preference pairs and the RLHF prompts, from HelpSteer2 and HelpSteer3 (paper §4.2, §4.3.1).
+"""The reward model's preference pairs and the RLHF prompts, from HelpSteer2 and HelpSteer3 (paper
+§4.2, §4.3.1).
 
 Pairs (``rm/preference_pairs.jsonl``: ``prompt``, ``chosen``, ``rejected``):
 
@@ -138,13 +139,15 @@ _CONTEST = re.compile(r"\b(input format|output format|sample input|sample output
 
 
 def math_or_contest(text: str) -> Optional[str]:
-    """``"math"`` or ``"competitive_code"`` when a prompt is one (§4.3.1 removes both from RLHF), else None.
+    """``"math"`` or ``"competitive_code"`` when a prompt is one (§4.3.1 removes both from RLHF),
+    else None.
 
-    Competitive programming: the statement layout of contest problems (input/output format, sample input,
-    constraints like ``1 ≤ n ≤ 10^5``, judge names, "the first line contains"). Math: LaTeX math (``\\frac``,
-    ``$x^2 = 4$``, ...), or a math word ("solve", "equation", "probability", "how many", ...) together with an
-    arithmetic or algebraic expression (``3 + 4``, ``x = 2``, ``2x + 1``). A word alone ("compute the
-    sentiment") or a number alone ("a 300-word essay") is not math."""
+    Competitive programming: the statement layout of contest problems (input/output format, sample
+    input, constraints like ``1 ≤ n ≤ 10^5``, judge names, "the first line contains"). Math: LaTeX
+    math (``\\frac``, ``$x^2 = 4$``, ...), or a math word ("solve", "equation", "probability", "how
+    many", ...) together with an arithmetic or algebraic expression (``3 + 4``, ``x = 2``, ``2x +
+    1``). A word alone ("compute the sentiment") or a number alone ("a 300-word essay") is not
+    math."""
     if _CONTEST.search(text):
         return "competitive_code"
     if _LATEX.search(text) or (_MATH_WORDS.search(text) and _MATH_EXPR.search(text)):
@@ -157,7 +160,8 @@ def _user_text(prompt: Union[str, list[dict]]) -> str:
 
 
 def rlhf_prompts_hs2(rows: Iterator) -> Iterator:
-    """HelpSteer2 rows → RLHF prompt rows (``prompt`` or ``messages``), math/contest prompts dropped."""
+    """HelpSteer2 rows → RLHF prompt rows (``prompt`` or ``messages``), math/contest prompts
+    dropped."""
     for where, row in rows:
         if isinstance(row, Bad):
             yield where, row

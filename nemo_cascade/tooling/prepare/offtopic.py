@@ -1,9 +1,10 @@
-"""Synthetic off-topic preference pairs (paper §4.2, App. C.1): the chosen response answers the prompt; the rejected
-one is a good answer to a *slightly off-topic rewrite* of it, so the RM learns to reward answering what was
-asked, not fluent text near the subject. The paper's models: DeepSeek-V3 rewrites the prompts, DeepSeek-V3-0324
-writes the chosen answers and DeepSeek-V3 the rejected ones; here any OpenAI-compatible server
-(``--generator-url``, e.g. ``vllm serve``) with ``--generator-model`` and optionally ``--rewriter-model`` /
-``--weak-model`` (default: the generator model).
+"""Synthetic off-topic preference pairs (paper §4.2, App. C.1): the chosen response answers the
+prompt; the rejected one is a good answer to a *slightly off-topic rewrite* of it, so the RM learns
+to reward answering what was asked, not fluent text near the subject. The paper's models:
+DeepSeek-V3 rewrites the prompts, DeepSeek-V3-0324 writes the chosen answers and DeepSeek-V3 the
+rejected ones; here any OpenAI-compatible server (``--generator-url``, e.g. ``vllm serve``) with
+``--generator-model`` and optionally ``--rewriter-model`` / ``--weak-model`` (default: the generator
+model).
 
 The prompts are the single-turn RM prompts of HelpSteer2/3 (each once), in a seeded order; ``--synthetic-pairs N``
 takes the first N (default 36,000: §4.2's 82K pairs less HelpSteer2's 10K and HelpSteer3's 36K). Three requests
@@ -62,8 +63,8 @@ def answer_request(prompt: str) -> list[dict]:
 
 
 def final_answer(text: str) -> str:
-    """A response without a reasoning block: the text after ``</think>`` when the model thought aloud; empty when
-    its thinking never ended (the answer was cut off)."""
+    """A response without a reasoning block: the text after ``</think>`` when the model thought
+    aloud; empty when its thinking never ended (the answer was cut off)."""
     if "</think>" in text:
         return text.split("</think>", 1)[1].strip()
     return "" if text.lstrip().startswith("<think>") else text.strip()
@@ -85,7 +86,8 @@ def _key(prompt: str) -> str:
 
 
 def rm_prompts(source_dir: Optional[Path]) -> list[str]:
-    """The distinct single-turn RM prompts of HelpSteer2/3 (malformed rows are the pairs' business: skipped)."""
+    """The distinct single-turn RM prompts of HelpSteer2/3 (malformed rows are the pairs' business:
+    skipped)."""
     seen, out = set(), []
     for source, field in ((Source("nvidia/HelpSteer2"), "prompt"), (Source("nvidia/HelpSteer3", "preference"),
                                                                     "context")):
@@ -105,7 +107,8 @@ def rm_prompts(source_dir: Optional[Path]) -> list[str]:
 
 
 class OffTopicPairs:
-    """Generates (or reads back) the pairs; :meth:`rows` is the ``(where, row)`` stream of a run source."""
+    """Generates (or reads back) the pairs; :meth:`rows` is the ``(where, row)`` stream of a run
+    source."""
 
     def __init__(self, settings: GeneratorSettings, source_dir: Optional[Path], work: Path):
         if settings.pairs < 1 or settings.workers < 1 or settings.max_tokens < 1:
@@ -147,7 +150,8 @@ class OffTopicPairs:
         return done
 
     def ensure(self) -> list[dict]:
-        """Every selected pair's generations, generating the missing ones (appended as they finish)."""
+        """Every selected pair's generations, generating the missing ones (appended as they
+        finish)."""
         from nemo_cascade.runtime import console
         from nemo_cascade.rewards.remote import HttpEndpoint
 

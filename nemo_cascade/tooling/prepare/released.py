@@ -83,7 +83,8 @@ def _chat_turns(row: dict) -> list[dict]:
 
 
 def sft_row(row: dict, where: str) -> dict:
-    """A released SFT row as ``{"messages": [...], "source"?, "generator"?}`` with each user turn's mode."""
+    """A released SFT row as ``{"messages": [...], "source"?, "generator"?}`` with each user turn's
+    mode."""
     turns = _chat_turns(row)
     reasoning = row.get("reasoning")
     for i, turn in enumerate(turns):
@@ -106,7 +107,8 @@ def sft_row(row: dict, where: str) -> dict:
 
 
 def sft_mode(row: dict) -> str:
-    """The mode of the response an SFT row teaches (its last user turn's), for the manifest's split counts."""
+    """The mode of the response an SFT row teaches (its last user turn's), for the manifest's split
+    counts."""
     return next((t.get("mode", "think") for t in reversed(row["messages"]) if t["role"] == "user"), "think")
 
 
@@ -119,7 +121,8 @@ def _instruction_registries():
 
 
 def _if_label(row: dict, where: str) -> tuple[Union[str, list], list, list]:
-    """``(prompt text or messages, instruction ids, kwargs)`` of a Cascade IF row or an IF-RLVR row."""
+    """``(prompt text or messages, instruction ids, kwargs)`` of a Cascade IF row or an IF-RLVR
+    row."""
     if "ground_truth" in row:  # IF-RLVR: messages + a Python-literal ground truth, read as the loader reads it
         truth = if_rlvr_constraints(row, where)
         ids, kwargs = truth["instruction_id"], truth["kwargs"] or [None] * len(truth["instruction_id"])
@@ -140,8 +143,8 @@ def _if_label(row: dict, where: str) -> tuple[Union[str, list], list, list]:
 
 
 def if_row(taxonomy: str):
-    """Converter for one IF file: ``ifeval`` keeps rows whose ids are all IFEval's, ``ifbench`` the others
-    (and every IF-RLVR row)."""
+    """Converter for one IF file: ``ifeval`` keeps rows whose ids are all IFEval's, ``ifbench`` the
+    others (and every IF-RLVR row)."""
     def convert(row: dict, where: str):
         prompt, ids, kwargs = _if_label(row, where)
         ifeval_ids, known, evaluation_only = _instruction_registries()

@@ -1,6 +1,6 @@
-"""The driver of ``nemo-cascade data prepare``: every output file of the chosen stages, streamed from its sources
-through conversion, the loaders' own schema checks, de-duplication and decontamination into a file written
-atomically, with its entry in ``manifest.json``.
+"""The driver of ``nemo-cascade data prepare``: every output file of the chosen stages, streamed
+from its sources through conversion, the loaders' own schema checks, de-duplication and
+decontamination into a file written atomically, with its entry in ``manifest.json``.
 
 Manifest (``OUT/manifest.json``, rewritten atomically after each file): per file its rows, sha256 and bytes,
 the sources (dataset, subset, split, revision when downloaded, files, rows read), rows dropped per reason
@@ -96,8 +96,8 @@ def _user_texts(messages: list[dict]) -> list[str]:
 
 
 def check_row(kind: str, row: dict, where: str) -> tuple[list[str], Any]:
-    """Run the loader's own check of ``kind`` on a row about to be written (ValueError if it fails) and return
-    ``(prompt texts to decontaminate, label)``."""
+    """Run the loader's own check of ``kind`` on a row about to be written (ValueError if it fails)
+    and return ``(prompt texts to decontaminate, label)``."""
     if kind == "sft":
         messages, _ = parse_sft_row(row, where)
         return _user_texts(messages), None
@@ -298,7 +298,8 @@ def write_output(stage: str, output: Output, settings: Settings, index: EvalInde
 
 
 def prepare(stages: dict[str, tuple[Output, ...]], settings: Settings, index: EvalIndex) -> dict:
-    """Prepare every output of ``stages`` (name → outputs) into ``settings.out``; returns the manifest."""
+    """Prepare every output of ``stages`` (name → outputs) into ``settings.out``; returns the
+    manifest."""
     settings.out.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(settings.out)
     manifest["decontamination"] = {"n": 9, "eval_sets": index.stats}

@@ -1,8 +1,8 @@
 """Where a public data set's files are, and its rows one at a time.
 
-A :class:`Source` names a Hugging Face dataset (``ORG/NAME``), optionally one subset (a top folder or file-name
-stem inside the repository: ``math`` matches ``math.jsonl``, ``math/math_1.jsonl``, ``data/math-00000-of-00002
-.parquet``) and a split. Its files are found
+A :class:`Source` names a Hugging Face dataset (``ORG/NAME``), optionally one subset (a top folder
+or file-name stem inside the repository: ``math`` matches ``math.jsonl``, ``math/math_1.jsonl``,
+``data/math-00000-of-00002 .parquet``) and a split. Its files are found
 
 - under ``--source-dir DIR`` as ``DIR/ORG/NAME/...``: the layout ``huggingface-cli download ORG/NAME
   --repo-type dataset --local-dir DIR/ORG/NAME`` leaves (and the test fixtures use); or
@@ -36,7 +36,8 @@ _PARTS = re.compile(r"[/_.\-]")
 
 
 class PrepareError(DataError):
-    """A source that cannot be had or read, or too many malformed rows; one line naming the file and field."""
+    """A source that cannot be had or read, or too many malformed rows; one line naming the file and
+    field."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ class Bad:
 
 @dataclass(frozen=True)
 class Drop:
-    """A well-formed row left out on purpose; ``reason`` is its manifest counter (``tie``, ``math``, ...)."""
+    """A well-formed row left out on purpose; ``reason`` is its manifest counter (``tie``, ``math``,
+    ...)."""
     reason: str
 
 
@@ -114,8 +116,8 @@ def select_files(root: Path, source: Source) -> list[Path]:
 
 
 def locate(source: Source, source_dir: Optional[Path]) -> tuple[list[Path], Optional[str]]:
-    """``(files, revision)`` of ``source``: from ``source_dir`` (revision unknown: None) or downloaded from the
-    Hub. No file is an error naming where it looked."""
+    """``(files, revision)`` of ``source``: from ``source_dir`` (revision unknown: None) or
+    downloaded from the Hub. No file is an error naming where it looked."""
     if source_dir is not None:
         root = Path(source_dir) / source.dataset
         if not root.is_dir():
@@ -156,8 +158,8 @@ def _download(source: Source) -> tuple[Path, str]:
 
 
 def stream(files: list[Path]) -> Iterator[tuple[str, Union[dict, Bad]]]:
-    """``(where, row)`` per row of ``files`` in order (``where`` is ``FILE:LINE`` or ``FILE#ROW``); an unreadable
-    line is a :class:`Bad` row, an unreadable file a :class:`PrepareError`."""
+    """``(where, row)`` per row of ``files`` in order (``where`` is ``FILE:LINE`` or ``FILE#ROW``);
+    an unreadable line is a :class:`Bad` row, an unreadable file a :class:`PrepareError`."""
     for path in files:
         if path.name.endswith(".parquet"):
             yield from _parquet_rows(path)
@@ -215,7 +217,8 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, Union[dict, Bad]]]:
 
 
 def count_rows(files: list[Path]) -> Optional[int]:
-    """Rows in ``files`` when known without reading them (all parquet: from the footers), else None."""
+    """Rows in ``files`` when known without reading them (all parquet: from the footers), else
+    None."""
     if not all(p.name.endswith(".parquet") for p in files):
         return None
     import pyarrow.parquet as pq

@@ -1,4 +1,5 @@
-"""Which files each stage's recipes read (docs/recipes.md "## Data"), and from which public sets they are made."""
+"""Which files each stage's recipes read (docs/recipes.md "## Data"), and from which public sets
+they are made."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,8 +11,8 @@ from nemo_cascade.tooling.prepare.sources import PrepareError, Source, per_row
 
 @dataclass(frozen=True)
 class Part:
-    """One source of an output file and the converter of its row stream (``(where, row)`` → ``(where, row |
-    Drop | Bad)``)."""
+    """One source of an output file and the converter of its row stream (``(where, row)`` →
+    ``(where, row | Drop | Bad)``)."""
     source: Source
     convert: Callable
 
@@ -41,7 +42,8 @@ CODE_SOURCES = (Source("BAAI/TACO"), Source("codeparrot/apps"),
                 Source("agentica-org/DeepCoder-Preview-Dataset", "taco"))
 
 STAGES: dict[str, tuple[Output, ...]] = {
-    # §3.2–3.3; stage 2 re-uses stage 1's general data (§3.1.1), so it has no general file of its own
+    # §3.2–3.3; stage 2 re-uses stage 1's general data (§3.1.1), so it has no general file of its
+    # own
     "sft-stage-1": tuple(_sft(f"sft-stage-1/{s}.jsonl", S1, s) for s in ("general", "math", "code", "science")),
     "sft-stage-2": tuple(_sft(f"sft-stage-2/{s}.jsonl", S2, s) for s in ("math", "code", "science", "tool_calling")),
     "sft-swe": (_sft("sft-swe/swe.jsonl", "nvidia/Nemotron-Cascade-SFT-SWE"),),
@@ -61,7 +63,8 @@ STAGES: dict[str, tuple[Output, ...]] = {
                                                              for s in CODE_SOURCES), dedup="prompt"),),
     "rl-swe": (Output("rl-swe/train.jsonl", "swe", (Part(Source("nvidia/Nemotron-Cascade-RL-SWE"),
                                                           per_row(released.as_released)),), dedup="row"),),
-    # §4.2: HelpSteer2 + HelpSteer3 without ties (+ App. C.1's synthetic pairs, with --generator-url)
+    # §4.2: HelpSteer2 + HelpSteer3 without ties (+ App. C.1's synthetic pairs, with
+    # --generator-url)
     "rm": (Output("rm/preference_pairs.jsonl", "pairs", (Part(HS2, helpsteer.helpsteer2_pairs),
                                                          Part(HS3, per_row(helpsteer.helpsteer3_pair)))),),
 }

@@ -1,5 +1,5 @@
-"""IFBench's ``count:*`` instructions: how many words, unique words, numbers, names, pronouns, conjunctions,
-keywords and punctuation marks a response holds (paper §4.4, the IFBench evaluation).
+"""IFBench's ``count:*`` instructions: how many words, unique words, numbers, names, pronouns,
+conjunctions, keywords and punctuation marks a response holds (paper §4.4, the IFBench evaluation).
 
 Verdicts follow the IFBench evaluator that produced the published reference results (allenai/IFBench at
 c94da020). Its notions of "word" differ between instructions and are kept as they are, since a different
@@ -39,12 +39,14 @@ def _word_count_range(text: str, min_words: int, max_words: int) -> bool:
 
 
 def _unique_word_count(text: str, N: int) -> bool:
-    # An all-punctuation piece trims to "", which counts as one more distinct word, as in the reference.
+    # An all-punctuation piece trims to "", which counts as one more distinct word, as in the
+    # reference.
     return len({trim_punctuation(w) for w in text.lower().split()}) >= N
 
 
 def _conjunctions(text: str, small_n: int) -> bool:
-    # Distinct as written: "and", "And" and "and," are three different conjunctions to the reference.
+    # Distinct as written: "and", "And" and "and," are three different conjunctions to the
+    # reference.
     used = {w for w in text.split() if trim_punctuation(w).lower() in _CONJUNCTIONS}
     return len(used) >= small_n
 
@@ -68,7 +70,8 @@ def _keywords_multiple(text: str, keyword1: str, keyword2: str, keyword3: str, k
                        keyword5: str) -> bool:
     lowered = text.lower()
     keywords = (keyword1, keyword2, keyword3, keyword4, keyword5)
-    # Case-insensitive substring counts (non-overlapping); keywords are trimmed as the reference does.
+    # Case-insensitive substring counts (non-overlapping); keywords are trimmed as the reference
+    # does.
     return all(lowered.count(k.strip().lower()) == times for k, times in zip(keywords, _KEYWORD_TIMES))
 
 
@@ -87,7 +90,8 @@ def _punctuation(text: str) -> bool:
 
 
 def _words_japanese(text: str, N: int) -> bool:
-    """Every N-th whitespace piece, trimmed of punctuation, is Japanese unless it is empty or all digits."""
+    """Every N-th whitespace piece, trimmed of punctuation, is Japanese unless it is empty or all
+    digits."""
     for position, piece in enumerate(text.split(), start=1):
         word = trim_punctuation(piece)
         if position % N == 0 and word and not word.isdigit() and not _JAPANESE.search(word):

@@ -1,5 +1,5 @@
-"""IFBench's ``custom:*`` instructions: one-off tasks whose answer format (and partly content) is checked —
-CSV tables, sorted lists, reversed text, counting (paper §4.4, the IFBench evaluation).
+"""IFBench's ``custom:*`` instructions: one-off tasks whose answer format (and partly content) is
+checked — CSV tables, sorted lists, reversed text, counting (paper §4.4, the IFBench evaluation).
 
 Each checker states the rule of the reference evaluator (allenai/IFBench at c94da020); where that rule is
 laxer or stricter than the prompt's wording, the rule wins, since it defines the benchmark's verdicts.
@@ -38,8 +38,8 @@ def _ascii_fold(text: str) -> str:
 
 
 def _csv_rows(text: str, **dialect) -> list[list[str]]:
-    """The parsed rows, or no rows when the csv module rejects the text (e.g. a field over its 128 KiB limit);
-    the reference crashes there, i.e. the instruction is not followed."""
+    """The parsed rows, or no rows when the csv module rejects the text (e.g. a field over its 128
+    KiB limit); the reference crashes there, i.e. the instruction is not followed."""
     try:
         return list(csv.reader(io.StringIO(text), **dialect))
     except csv.Error:
@@ -52,11 +52,12 @@ def _multiples(text: str) -> bool:
 
 
 def _mcq_count_length(text: str) -> bool:
-    """Four questions labelled "Question N", nothing before the first, five options (``A.`` / ``a)`` ...)
-    each, and question texts (the lines before the first option) strictly growing in length."""
+    """Four questions labelled "Question N", nothing before the first, five options (``A.`` / ``a)``
+    ...) each, and question texts (the lines before the first option) strictly growing in length."""
     if text.find("Question") != 0:
-        # The reference compares the text with its slice from "Question" on; a one-character text that lacks
-        # "Question" equals its own last-character slice and goes on to fail the count below.
+        # The reference compares the text with its slice from "Question" on; a one-character text
+        # that lacks "Question" equals its own last-character slice and goes on to fail the count
+        # below.
         if not (text.find("Question") == -1 and len(text) == 1):
             return False
     questions = [q.strip() for q in _QUESTION_LABEL.split(text) if q.strip()]
@@ -78,8 +79,8 @@ def _mcq_count_length(text: str) -> bool:
 
 
 def _reverse_newline(text: str) -> bool:
-    """From the first line naming Zimbabwe on, at least 52 non-empty lines in reverse alphabetical order
-    (lines trimmed of punctuation, accents folded)."""
+    """From the first line naming Zimbabwe on, at least 52 non-empty lines in reverse alphabetical
+    order (lines trimmed of punctuation, accents folded)."""
     lines = [trim_punctuation(line) for line in text.split("\n") if trim_punctuation(line)]
     start = next((i for i, line in enumerate(lines) if "Zimbabwe" in line), None)
     if start is None or len(lines) - start < _MIN_AFRICAN_COUNTRIES:
@@ -89,8 +90,8 @@ def _reverse_newline(text: str) -> bool:
 
 
 def _word_reverse(text: str) -> bool:
-    """Read backwards word by word (lower-cased, punctuation removed), the text mentions "bald eagle" and is a
-    single rule-based sentence."""
+    """Read backwards word by word (lower-cased, punctuation removed), the text mentions "bald
+    eagle" and is a single rule-based sentence."""
     backwards = " ".join(drop_punctuation(text.lower().strip()).split()[::-1])
     return "bald eagle" in backwards and backwards in rule_sentences(backwards)
 
@@ -100,7 +101,8 @@ def _character_reverse(text: str) -> bool:
 
 
 def _sentence_alphabet(text: str) -> bool:
-    """26 rule-based sentences whose first words start with a, b, ..., z in order (case-insensitively)."""
+    """26 rule-based sentences whose first words start with a, b, ..., z in order
+    (case-insensitively)."""
     sentences = rule_sentences(text)
     if len(sentences) != 26:
         return False
@@ -124,9 +126,10 @@ def _csv_city(text: str) -> bool:
 
 
 def _csv_special_character(text: str) -> bool:
-    """The given header (first line), 14 rows of 5 fields, and a row with a double-quoted field that holds a
-    character other than letters, digits and spaces — checked row by row, so a malformed row after the
-    first such field is not reached. Quotes are tripled before parsing, so they survive as field content."""
+    """The given header (first line), 14 rows of 5 fields, and a row with a double-quoted field that
+    holds a character other than letters, digits and spaces — checked row by row, so a malformed row
+    after the first such field is not reached. Quotes are tripled before parsing, so they survive as
+    field content."""
     if not _PRODUCT_HEADER.match(text.split("\n")[0].strip()):
         return False
     rows = _csv_rows(text.replace('"', '"""'))
@@ -141,7 +144,8 @@ def _csv_special_character(text: str) -> bool:
 
 
 def _csv_quotes(text: str) -> bool:
-    """The given tab-separated header (first line) and 3 rows, 5 fields each, every field in double quotes."""
+    """The given tab-separated header (first line) and 3 rows, 5 fields each, every field in double
+    quotes."""
     if not _STUDENT_HEADER.match(text.split("\n")[0].strip()):
         return False
     rows = _csv_rows(text.replace('"', '"""'), delimiter="\t")
@@ -158,8 +162,8 @@ def _csv_quotes(text: str) -> bool:
 
 
 def _date_format_list(text: str) -> bool:
-    """Comma-separated YYYY-MM-DD dates in Napoleon's lifetime (years 1769-1821) with a plausible month and day
-    (month 0 and day 0 pass, as in the reference)."""
+    """Comma-separated YYYY-MM-DD dates in Napoleon's lifetime (years 1769-1821) with a plausible
+    month and day (month 0 and day 0 pass, as in the reference)."""
     for date in text.strip().split(","):
         date = date.strip()
         if not _ISO_DATE.match(date):

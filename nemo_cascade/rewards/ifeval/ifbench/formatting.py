@@ -1,5 +1,5 @@
-"""IFBench's ``format:*`` instructions: layout and markup — bullets, indentation, quotes, brackets, emoji,
-fixed options and templates, title case (paper §4.4, the IFBench evaluation).
+"""IFBench's ``format:*`` instructions: layout and markup — bullets, indentation, quotes, brackets,
+emoji, fixed options and templates, title case (paper §4.4, the IFBench evaluation).
 
 Verdicts follow the reference evaluator (allenai/IFBench at c94da020), including its shortcuts (e.g.
 ``sub-bullets`` only asks that every ``*`` is followed by a ``-`` somewhere before the next ``*``); each
@@ -44,8 +44,9 @@ def _parentheses(text: str) -> bool:
 
 
 def _quotes(text: str) -> bool:
-    """Quotes nested at least 3 deep: a ``"`` or ``'`` equal to the innermost open quote closes it, any other
-    opens a new level; passes once the depth reached exceeds the current depth by 3 or more after a close."""
+    """Quotes nested at least 3 deep: a ``"`` or ``'`` equal to the innermost open quote closes it,
+    any other opens a new level; passes once the depth reached exceeds the current depth by 3 or
+    more after a close."""
     stack: list[str] = []
     reached = 0
     for ch in text:
@@ -60,8 +61,9 @@ def _quotes(text: str) -> bool:
 
 
 def _parse_options(options: str) -> tuple[bool, list[str]]:
-    """``(letters, choices)``: letter choices (``a), b), c)``) must be answered exactly as written; the options
-    string is split at ``/``, else at the first-found substring ``or``, else at commas."""
+    """``(letters, choices)``: letter choices (``a), b), c)``) must be answered exactly as written;
+    the options string is split at ``/``, else at the first-found substring ``or``, else at
+    commas."""
     letters = re.match(r"\W*[aA]\W*[bB]\W*[cC]\W*", options) is not None
     separator = "/" if "/" in options else "or" if "or" in options else ","
     return letters, [choice.strip() for choice in options.split(separator)]
@@ -76,16 +78,17 @@ def _options(text: str, options: str) -> bool:
 
 
 def _newline(text: str) -> bool:
-    """Punctuation removed, the stripped text has as many non-empty lines as whitespace-separated words."""
+    """Punctuation removed, the stripped text has as many non-empty lines as whitespace-separated
+    words."""
     stripped = drop_punctuation(text).strip()
     lines = [line for line in stripped.split("\n") if line != ""]  # a line of spaces still counts
     return len(lines) == len(stripped.split())
 
 
 def _emoji(text: str) -> bool:
-    """Every sentence ends with an emoji, or the next sentence starts with one (the splitter may cut an emoji
-    off its sentence). "Ends" looks at the last two characters once punctuation and outer whitespace are gone,
-    because an emoji is often followed by a variation selector."""
+    """Every sentence ends with an emoji, or the next sentence starts with one (the splitter may cut
+    an emoji off its sentence). "Ends" looks at the last two characters once punctuation and outer
+    whitespace are gone, because an emoji is often followed by a variation selector."""
     import emoji as emoji_data  # imported on first use: it loads the emoji table
 
     sentences = [drop_punctuation(s).strip() for s in rule_sentences(text)]
@@ -130,14 +133,16 @@ def _lines_after_blank_removal(text: str) -> list[str]:
 
 
 def _line_indent(text: str) -> bool:
-    """Each line (blank lines mostly removed, see above) is indented by more spaces than the one before."""
+    """Each line (blank lines mostly removed, see above) is indented by more spaces than the one
+    before."""
     lines = _lines_after_blank_removal(text)
     return all(_indent(b) > _indent(a) for a, b in zip(lines, lines[1:]))
 
 
 def _quote_unquote(text: str) -> bool:
-    """No two quotation marks are adjacent once whitespace is removed, and the text does not end with one
-    (trailing digits and other punctuation ignored): every quote is followed by unquoted words."""
+    """No two quotation marks are adjacent once whitespace is removed, and the text does not end
+    with one (trailing digits and other punctuation ignored): every quote is followed by unquoted
+    words."""
     compact = "".join(text.replace("“", '"').replace("”", '"').replace("'\"'", "").split())
     if '""' in compact:
         return False
@@ -176,7 +181,8 @@ def _sub_bullets(text: str) -> bool:
 
 
 def _no_bullets_bullets(text: str) -> bool:
-    """At least two sentences, then at least two lines starting with ``*``, and nothing after the bullets.
+    """At least two sentences, then at least two lines starting with ``*``, and nothing after the
+    bullets.
 
     Sentences are counted line by line (rule-based splitter) until the first bullet. As in the reference, a
     blank line among the sentences ends the sentence part: a later non-bullet line then fails.
@@ -200,8 +206,8 @@ def _no_bullets_bullets(text: str) -> bool:
 
 
 def _title_case(text: str) -> bool:
-    """No ``word_tokenize`` token is lower-case-initial with the rest all-lower or all-upper (``word``,
-    ``wORD``); single characters and tokens without cased letters pass."""
+    """No ``word_tokenize`` token is lower-case-initial with the rest all-lower or all-upper
+    (``word``, ``wORD``); single characters and tokens without cased letters pass."""
     for token in word_tokens(text):
         if not token:
             return False  # the reference indexes token[0]; the tokenizer does not produce empty tokens

@@ -1,5 +1,5 @@
-"""IFBench's ``ratio:*`` instructions: stop-word share, character-trigram overlap with a reference text, and
-the mix and lengths of sentences (paper §4.4, the IFBench evaluation).
+"""IFBench's ``ratio:*`` instructions: stop-word share, character-trigram overlap with a reference
+text, and the mix and lengths of sentences (paper §4.4, the IFBench evaluation).
 
 "Sentence" here is the rule-based splitter (:func:`.text.rule_sentences`) and a sentence's type is its last
 character (``.``, ``?``, ``!``), as in the reference evaluator (allenai/IFBench at c94da020). Percentages are
@@ -24,8 +24,8 @@ def _trigrams(text: str) -> set[str]:
 
 
 def _overlap(text: str, reference_text: str, percentage: float) -> bool:
-    """The share of the response's distinct *character* trigrams that also occur in the reference text is
-    within ±2 points of ``percentage``."""
+    """The share of the response's distinct *character* trigrams that also occur in the reference
+    text is within ±2 points of ``percentage``."""
     ours = _trigrams(text)
     if not ours:
         return False  # under three characters: the reference divides by zero
@@ -51,8 +51,8 @@ def _sentence_balance(text: str) -> bool:
 
 
 def _sentence_words(text: str) -> bool:
-    """Exactly three sentences of equal length in characters (the prompt also asks for all-different words,
-    which the reference does not check)."""
+    """Exactly three sentences of equal length in characters (the prompt also asks for all-different
+    words, which the reference does not check)."""
     sentences = rule_sentences(text)
     return len(sentences) == 3 and len({len(s.strip()) for s in sentences}) == 1
 

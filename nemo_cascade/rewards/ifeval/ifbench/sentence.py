@@ -1,6 +1,6 @@
-"""IFBench's ``sentence:*`` and ``repeat:*`` instructions: per-sentence constraints (a keyword in the n-th
-sentence, growing lengths, growing alliteration) and repeating (part of) the request (paper §4.4, the IFBench
-evaluation).
+"""IFBench's ``sentence:*`` and ``repeat:*`` instructions: per-sentence constraints (a keyword in
+the n-th sentence, growing lengths, growing alliteration) and repeating (part of) the request (paper
+§4.4, the IFBench evaluation).
 
 Sentences are the rule-based splitter's (:func:`.text.rule_sentences`), as in the reference evaluator
 (allenai/IFBench at c94da020).
@@ -20,14 +20,15 @@ def _keyword(text: str, word: str, N: int) -> bool:
 
 
 def _increment(text: str, small_n: int) -> bool:
-    """Each sentence has exactly ``small_n`` more words (punctuation removed, whitespace-split) than the one
-    before."""
+    """Each sentence has exactly ``small_n`` more words (punctuation removed, whitespace-split) than
+    the one before."""
     counts = [len(drop_punctuation(s).split()) for s in rule_sentences(text)]
     return bool(counts) and all(b == a + small_n for a, b in zip(counts, counts[1:]))
 
 
 def _alliteration_run(sentence: str) -> int:
-    """Words in runs of consecutive words that share their first character (a run of k words scores k)."""
+    """Words in runs of consecutive words that share their first character (a run of k words scores
+    k)."""
     words = [w for w in (piece.lstrip(PUNCTUATION + " ") for piece in sentence.lower().split()) if w]
     score, in_run = 0, False
     for a, b in zip(words, words[1:]):
@@ -51,8 +52,8 @@ def _alliteration_increment(text: str) -> bool:
 
 
 def _repeat_change(text: str, prompt_to_repeat: str) -> bool:
-    """The request repeated with its first word changed: everything after the first word is the same, word for
-    word. Repeating the request unchanged (character for character) fails."""
+    """The request repeated with its first word changed: everything after the first word is the
+    same, word for word. Repeating the request unchanged (character for character) fails."""
     if text == prompt_to_repeat:
         return False
     return prompt_to_repeat.split()[1:] == text.split()[1:]
@@ -64,7 +65,8 @@ def _repeat_simple(text: str) -> bool:
 
 def _repeat_span(text: str, prompt_to_repeat: str, n_start: int, n_end: int) -> bool:
     """The response is, word for word and case-insensitively, the request's whitespace-split words
-    ``[n_start:n_end]`` (end excluded, as the reference slices, although the prompt says "including").
+    ``[n_start:n_end]`` (end excluded, as the reference slices, although the prompt says
+    "including").
 
     The reference draws a random start when ``n_start`` is 0 (a falsy value) and uses the given value
     otherwise; 0 is taken as 0 here, the only reading that gives one verdict per response.

@@ -1,8 +1,9 @@
 """The part-of-speech tag NLTK's ``pos_tag`` gives the *first* token of a text, offline.
 
-IFBench's ``words:start_verb`` (paper §4.4, the IFBench evaluation) passes when ``nltk.pos_tag(word_tokenize(text))``
-tags the first token as a verb (``VB*``). NLTK's English tagger is an averaged perceptron (Honnibal's design)
-whose model (``averaged_perceptron_tagger_eng``, ~5.7 MB) NLTK downloads at run time, which cannot happen here.
+IFBench's ``words:start_verb`` (paper §4.4, the IFBench evaluation) passes when
+``nltk.pos_tag(word_tokenize(text))`` tags the first token as a verb (``VB*``). NLTK's English
+tagger is an averaged perceptron (Honnibal's design) whose model
+(``averaged_perceptron_tagger_eng``, ~5.7 MB) NLTK downloads at run time, which cannot happen here.
 
 The first token's tag depends on little: the tagger looks the token up in its tag dictionary and otherwise
 scores a fixed set of features, which at position 0 involve only the first three tokens and the sentence-start
@@ -39,7 +40,8 @@ def _model() -> tuple[tuple[str, ...], dict[str, str], dict[str, tuple[tuple[str
                 tagdict[word] = tag
             elif kind == "F":
                 feature, row = rest.split("\t")
-                # int / 1000 is the double nearest the 3-decimal weight, i.e. the value NLTK's JSON holds.
+                # int / 1000 is the double nearest the 3-decimal weight, i.e. the value NLTK's JSON
+                # holds.
                 weights[feature] = tuple((classes[int(i)], int(w) / WEIGHT_SCALE)
                                          for i, w in (pair.split(":") for pair in row.split(" ")))
     if not classes or not tagdict or not weights:
@@ -48,7 +50,8 @@ def _model() -> tuple[tuple[str, ...], dict[str, str], dict[str, tuple[tuple[str
 
 
 def normalize(token: str) -> str:
-    """The tagger's view of a context word: hyphenated words, years and numbers collapse to one symbol each."""
+    """The tagger's view of a context word: hyphenated words, years and numbers collapse to one
+    symbol each."""
     if "-" in token and token[0] != "-":
         return "!HYPHEN"
     if token.isdigit() and len(token) == 4:
@@ -59,7 +62,8 @@ def normalize(token: str) -> str:
 
 
 def first_token_features(tokens: Sequence[str]) -> list[str]:
-    """The features the perceptron scores for ``tokens[0]``, in NLTK's order (the order scores are summed in).
+    """The features the perceptron scores for ``tokens[0]``, in NLTK's order (the order scores are
+    summed in).
 
     Context words are normalised; the token's own suffix and first character are taken as written. The two
     tags before the first token are the start markers.

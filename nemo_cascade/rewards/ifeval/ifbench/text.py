@@ -1,8 +1,9 @@
-"""Text measurements shared by the IFBench checkers: punctuation stripping, the rule-based sentence splitter,
-English stop words and NLTK word tokens.
+"""Text measurements shared by the IFBench checkers: punctuation stripping, the rule-based sentence
+splitter, English stop words and NLTK word tokens.
 
-IFBench (Pyatkin et al. 2025; its test set is the IF evaluation of paper §4.4) measures text in several different
-ways, and a verdict only matches the reference evaluator if each checker uses the same one:
+IFBench (Pyatkin et al. 2025; its test set is the IF evaluation of paper §4.4) measures text in
+several different ways, and a verdict only matches the reference evaluator if each checker uses the
+same one:
 
 * "punctuation" is Python's ``string.punctuation`` (ASCII only), removed with ``str.translate`` or trimmed
   from both ends of a whitespace-separated word;
@@ -34,8 +35,9 @@ def trim_punctuation(word: str) -> str:
     return word.strip(_TRIM)
 
 
-# The rule-based splitter, as a sequence of rewrites. "<prd>" marks a dot that does not end a sentence and
-# "<stop>" a sentence end; the order matters (later rules see the markers of earlier ones).
+# The rule-based splitter, as a sequence of rewrites. "<prd>" marks a dot that does not end a
+# sentence and "<stop>" a sentence end; the order matters (later rules see the markers of earlier
+# ones).
 _LETTER = "([A-Za-z])"
 _STARTER = (r"(Mr|Mrs|Ms|Dr|Prof|Capt|Cpt|Lt|He\s|She\s|It\s|They\s|Their\s|Our\s|We\s|But\s|However\s|That\s"
             r"|This\s|Wherever)")  # words that start a sentence after an abbreviation
@@ -58,7 +60,8 @@ _REWRITES_AFTER_PHD = (
 
 
 def rule_sentences(text: str) -> list[str]:
-    """The sentences of the original IFEval splitter (also lm-eval's ``split_into_sentences``), stripped.
+    """The sentences of the original IFEval splitter (also lm-eval's ``split_into_sentences``),
+    stripped.
 
     Newlines are spaces to it; sentence-final punctuation inside closing quotes is moved after the quote so
     that the quote stays in its sentence. Blank sentences can occur in the middle (``"a. . b"``) and are
@@ -101,23 +104,25 @@ def count_stopwords(text: str) -> int:
 
 
 def word_tokens(text: str) -> Iterator[str]:
-    """NLTK's ``word_tokenize(text)``, lazily: Punkt sentences in order, each split by the Treebank tokenizer."""
+    """NLTK's ``word_tokenize(text)``, lazily: Punkt sentences in order, each split by the Treebank
+    tokenizer."""
     for start, end in sentence_spans(text):
         yield from treebank_tokens(text[start:end])
 
 
-# How far the Treebank tokenizer looks. Its tokens never span whitespace and its rules look at most one
-# character past a whitespace-separated chunk, except at the two ends of the sentence: a leading `"` becomes
-# ``, and a final period is split off its word together with any closing brackets and quotes after it, across
-# spaces (`end. ) "`). So a prefix cut after whitespace tokenises like the whole sentence, except for its last
-# chunk — and for the chunks before it when the last one is all closers. A suffix starting with whitespace
-# tokenises like the end of the whole sentence.
+# How far the Treebank tokenizer looks. Its tokens never span whitespace and its rules look at most
+# one character past a whitespace-separated chunk, except at the two ends of the sentence: a leading
+# `"` becomes ``, and a final period is split off its word together with any closing brackets and
+# quotes after it, across spaces (`end. ) "`). So a prefix cut after whitespace tokenises like the
+# whole sentence, except for its last chunk — and for the chunks before it when the last one is all
+# closers. A suffix starting with whitespace tokenises like the end of the whole sentence.
 _CHUNK = re.compile(r"\S+\s*")
 _CLOSERS = frozenset("])}>\"'»”’")
 
 
 def _head_tokens(sentence: str, k: int) -> list[str]:
-    """``treebank_tokens(sentence)[:k]``, tokenising a prefix of a few chunks where the sentence is long."""
+    """``treebank_tokens(sentence)[:k]``, tokenising a prefix of a few chunks where the sentence is
+    long."""
     chunks = 0
     for chunk in _CHUNK.finditer(sentence):
         chunks += 1
@@ -128,7 +133,8 @@ def _head_tokens(sentence: str, k: int) -> list[str]:
 
 
 def _tail_tokens(sentence: str, k: int) -> list[str]:
-    """``treebank_tokens(sentence)[-k:]``, tokenising a suffix of k chunks where the sentence is long."""
+    """``treebank_tokens(sentence)[-k:]``, tokenising a suffix of k chunks where the sentence is
+    long."""
     starts = [m.start() for m in re.finditer(r"(?<=\s)\S", sentence)]  # chunks after the first one
     if len(starts) < k:
         return treebank_tokens(sentence)[-k:]

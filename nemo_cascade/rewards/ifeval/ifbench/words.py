@@ -1,5 +1,6 @@
-"""IFBench's ``words:*`` instructions: constraints on each word — its first letter, vowels, consonants,
-length, syllables, repetitions, position and part of speech (paper §4.4, the IFBench evaluation).
+"""IFBench's ``words:*`` instructions: constraints on each word — its first letter, vowels,
+consonants, length, syllables, repetitions, position and part of speech (paper §4.4, the IFBench
+evaluation).
 
 Verdicts follow the reference evaluator (allenai/IFBench at c94da020): "words" are whitespace pieces, mostly
 with ASCII punctuation removed first; sentences are the rule-based splitter's; ``start_verb``,
@@ -22,7 +23,8 @@ _PRIMES = frozenset({2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53,
 
 
 def _alphabet(text: str) -> bool:
-    """Word k+1 starts with the letter after word k's (z wraps to a); the first must start with a-z."""
+    """Word k+1 starts with the letter after word k's (z wraps to a); the first must start with
+    a-z."""
     words = drop_punctuation(text).split()
     if not words:
         return False
@@ -37,14 +39,15 @@ def _alphabet(text: str) -> bool:
 
 
 def _vowel(text: str) -> bool:
-    """One paragraph (no line break inside the stripped text) using at most three of a, e, i, o, u."""
+    """One paragraph (no line break inside the stripped text) using at most three of a, e, i, o,
+    u."""
     stripped = text.strip()
     return "\n" not in stripped and len(_VOWELS & set(stripped.lower())) <= 3
 
 
 def _consonants(text: str) -> bool:
-    """Every whitespace piece holds two adjacent lower-case consonants (after lower-casing; punctuation
-    stays)."""
+    """Every whitespace piece holds two adjacent lower-case consonants (after lower-casing;
+    punctuation stays)."""
     for word in text.lower().split():
         if not any(a in _CONSONANTS and b in _CONSONANTS for a, b in zip(word, word[1:])):
             return False
@@ -87,7 +90,8 @@ def _last_first(text: str) -> bool:
 
 
 def _paragraph_last_first(text: str) -> bool:
-    """Each non-blank line starts and ends with the same word (lower-cased, outer punctuation trimmed)."""
+    """Each non-blank line starts and ends with the same word (lower-cased, outer punctuation
+    trimmed)."""
     for line in text.split("\n"):
         words = trim_punctuation(line.strip().lower()).split()
         if words and words[0] != words[-1]:
@@ -101,21 +105,23 @@ def _no_consecutive(text: str) -> bool:
 
 
 def _start_verb(text: str) -> bool:
-    """NLTK tags the first ``word_tokenize`` token as a verb (VB, VBD, VBG, VBN, VBP or VBZ); that tag depends
-    on the first three tokens only."""
+    """NLTK tags the first ``word_tokenize`` token as a verb (VB, VBD, VBG, VBN, VBP or VBZ); that
+    tag depends on the first three tokens only."""
     first_three = head_word_tokens(text, 3)
     return bool(first_three) and "VB" in first_token_tag(first_three)
 
 
 def _words_position(text: str, keyword: str) -> bool:
-    """The second and the second-to-last ``word_tokenize`` tokens are both ``keyword`` (case-sensitive)."""
+    """The second and the second-to-last ``word_tokenize`` tokens are both ``keyword``
+    (case-sensitive)."""
     keyword = keyword.strip()
     head = head_word_tokens(text, 2)
     return len(head) == 2 and head[1] == keyword and last_word_tokens(text, 2)[0] == keyword
 
 
 def _keywords_specific_position(text: str, keyword: str, n: int, m: int) -> bool:
-    """The m-th ``word_tokenize`` token of the n-th sentence (rule-based splitter) is ``keyword``."""
+    """The m-th ``word_tokenize`` token of the n-th sentence (rule-based splitter) is
+    ``keyword``."""
     sentences = rule_sentences(text)
     if len(sentences) < n:
         return False

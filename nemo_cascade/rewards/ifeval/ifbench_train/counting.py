@@ -1,5 +1,5 @@
-"""IFBench-Train's counting instructions: lower-case words, letters, one letter, unique tokens, and a
-composition of 3 paragraphs × n sentences × m words (``count:*``, ``letters:*``; paper §4.4.2, the
+"""IFBench-Train's counting instructions: lower-case words, letters, one letter, unique tokens, and
+a composition of 3 paragraphs × n sentences × m words (``count:*``, ``letters:*``; paper §4.4.2, the
 IFBench-Train sub-stage).
 
 Verdicts follow the IF-RLVR verifier's definitions (open-instruct ``IFEvalG``), whose notions of word differ per
@@ -20,8 +20,9 @@ _DIVIDER = re.compile(r"\s?\*\*\*\s?")
 
 
 def _lowercase_counting(text: str, N: int) -> bool:
-    """At most N all-lower-case ASCII words in total (the prompt says "each word at most N times"; the
-    reference counts them all together). A word next to a non-ASCII letter ("café") is no such word."""
+    """At most N all-lower-case ASCII words in total (the prompt says "each word at most N times";
+    the reference counts them all together). A word next to a non-ASCII letter ("café") is no such
+    word."""
     return sum(1 for _ in _LOWERCASE_WORD.finditer(text)) <= N
 
 
@@ -36,7 +37,8 @@ def _letter_frequency(text: str, letter: str, let_frequency: int, let_relation: 
 
 
 def _count_unique(text: str) -> bool:
-    """No ``word_tokenize`` token occurs twice (case-sensitive; punctuation marks are tokens too)."""
+    """No ``word_tokenize`` token occurs twice (case-sensitive; punctuation marks are tokens
+    too)."""
     seen: set[str] = set()
     for token in word_tokens(text):
         if token in seen:
@@ -46,8 +48,8 @@ def _count_unique(text: str) -> bool:
 
 
 def _counting_composition(text: str, n_sent: int, n_words: int) -> bool:
-    """Three paragraphs divided by ``***``, each of exactly ``n_sent`` rule-based sentences of exactly
-    ``n_words`` ``word_tokenize`` tokens (punctuation marks count as tokens).
+    """Three paragraphs divided by ``***``, each of exactly ``n_sent`` rule-based sentences of
+    exactly ``n_words`` ``word_tokenize`` tokens (punctuation marks count as tokens).
 
     Unlike ``paragraphs:paragraphs``, a blank part before the first or after the last divider fails too: the
     reference discounts it and then still requires it to hold ``n_sent`` sentences.

@@ -1,7 +1,7 @@
-"""IFBench-Train's layout instructions: two paragraphs (``paragraphs:*``), hyphen-joined sentences, bracketed
-words and bigrams (``detectable_format:*``), no dots or exclamation marks (``punctuation:*``), and the first or
-last word of the response or of every sentence (``first_word:*``, ``last_word:*``) (paper §4.4.2, the
-IFBench-Train sub-stage).
+"""IFBench-Train's layout instructions: two paragraphs (``paragraphs:*``), hyphen-joined sentences,
+bracketed words and bigrams (``detectable_format:*``), no dots or exclamation marks
+(``punctuation:*``), and the first or last word of the response or of every sentence
+(``first_word:*``, ``last_word:*``) (paper §4.4.2, the IFBench-Train sub-stage).
 
 Verdicts follow the IF-RLVR verifier's definitions (open-instruct ``IFEvalG``): "words" are whitespace-separated
 pieces and "sentences" come from the rule-based splitter of the original IFEval code
@@ -19,8 +19,8 @@ _NOT_WORD = re.compile(r"[^\w\s]")
 
 
 def _two_paragraphs(paragraphs: list[str]) -> bool:
-    """Two non-blank parts; a blank part is allowed only first or last (text before the first divider or
-    after the last one), never between two dividers."""
+    """Two non-blank parts; a blank part is allowed only first or last (text before the first
+    divider or after the last one), never between two dividers."""
     count = len(paragraphs)
     for i, paragraph in enumerate(paragraphs):
         if not paragraph.strip():
@@ -31,21 +31,22 @@ def _two_paragraphs(paragraphs: list[str]) -> bool:
 
 
 def _paragraphs_divided(text: str) -> bool:
-    """Two paragraphs separated by the markdown divider ``***`` (with at most one whitespace character on
-    either side belonging to it)."""
+    """Two paragraphs separated by the markdown divider ``***`` (with at most one whitespace
+    character on either side belonging to it)."""
     return _two_paragraphs(_DIVIDER.split(text))
 
 
 def _paragraphs_blank_line(text: str) -> bool:
-    """Two paragraphs separated by ``\\n\\n``; a third newline starts the second paragraph with a newline, a
-    fourth makes a blank paragraph in the middle."""
+    """Two paragraphs separated by ``\\n\\n``; a third newline starts the second paragraph with a
+    newline, a fourth makes a blank paragraph in the middle."""
     return _two_paragraphs(text.split("\n\n"))
 
 
 def _sentence_hyphens(text: str) -> bool:
-    """The pieces between hyphens are the response's sentences, unpadded: each hyphen-separated piece equals
-    the sentence at the same position when the hyphens are read as spaces (rule-based splitter) and has no
-    outer whitespace. Only as many pieces as there are sentences are compared, as in the reference."""
+    """The pieces between hyphens are the response's sentences, unpadded: each hyphen-separated
+    piece equals the sentence at the same position when the hyphens are read as spaces (rule-based
+    splitter) and has no outer whitespace. Only as many pieces as there are sentences are compared,
+    as in the reference."""
     sentences = rule_sentences(text.replace("-", " "))
     return all(piece == piece.strip() and piece == sentence for piece, sentence in zip(text.split("-"), sentences))
 
@@ -55,8 +56,8 @@ def _square_brackets(text: str) -> bool:
 
 
 def _bigram_wrapping(text: str) -> bool:
-    """Words 1–2, 3–4, ... each open with ``<<`` on the first and close with ``>>`` on the second; an odd last
-    word is free."""
+    """Words 1–2, 3–4, ... each open with ``<<`` on the first and close with ``>>`` on the second;
+    an odd last word is free."""
     words = text.split()
     return all(words[i].startswith("<<") and words[i + 1].endswith(">>") for i in range(0, len(words) - 1, 2))
 
@@ -67,8 +68,8 @@ def _first_word_answer(text: str, first_word: str) -> bool:
 
 
 def _first_word_sent(text: str, first_word: str) -> bool:
-    """Every rule-based sentence is non-blank and its first whitespace piece is the word, case-insensitively
-    (punctuation stays: "Yes," is not "yes")."""
+    """Every rule-based sentence is non-blank and its first whitespace piece is the word,
+    case-insensitively (punctuation stays: "Yes," is not "yes")."""
     expected = first_word.strip().lower()
     for sentence in rule_sentences(text):
         if not sentence.strip() or sentence.split()[0].lower() != expected:
@@ -81,14 +82,15 @@ def _last_word(piece: str) -> str:
 
 
 def _last_word_answer(text: str, last_word: str) -> bool:
-    """The last whitespace piece, without the characters that are neither word characters nor whitespace, is
-    the word, case-insensitively."""
+    """The last whitespace piece, without the characters that are neither word characters nor
+    whitespace, is the word, case-insensitively."""
     words = text.split()
     return bool(words) and _last_word(words[-1]) == last_word.strip().lower()
 
 
 def _last_word_sent(text: str, last_word: str) -> bool:
-    """Every rule-based sentence is non-blank and its last whitespace piece, punctuation removed, is the word."""
+    """Every rule-based sentence is non-blank and its last whitespace piece, punctuation removed, is
+    the word."""
     expected = last_word.strip().lower()
     for sentence in rule_sentences(text):
         if not sentence.strip() or _last_word(sentence.split()[-1]) != expected:
