@@ -2,7 +2,7 @@
 
 A step's generation is stopped (the job's end, a stop request) or killed (a node failure) part way;
 the resumed step generates only the prompts with no group on disk
-(nemo_cascade/cascade/step_rollouts.py), with the seeds of their places. Work lost = time generated
+(nemo_cascade/runtime/step_rollouts.py), with the seeds of their places. Work lost = time generated
 before the preemption + the resumed step's generation − an uninterrupted step's generation: seconds
 of generation done twice.
 

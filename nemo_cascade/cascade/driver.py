@@ -43,7 +43,7 @@ from nemo_cascade.cascade.served_rms import OwnRewardModels
 from nemo_cascade.cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
 from nemo_cascade.cascade.stage_selection import (check_selection, discard_for_retrain,
                                                   recorded_stages, run_dir, stage_dir)
-from nemo_cascade.cascade.step_rollouts import StepRollouts
+from nemo_cascade.runtime.step_rollouts import StepRollouts
 from nemo_cascade.cascade.teachers import Teachers, resolve
 
 log = logging.getLogger(__name__)

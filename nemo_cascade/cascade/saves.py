@@ -17,7 +17,7 @@ from pathlib import Path
 from nemo_cascade import checkpoint
 from nemo_cascade.runtime import ranks, stop_request
 from nemo_cascade.runtime.deadline import Deadline
-from nemo_cascade.cascade.step_rollouts import StepRollouts
+from nemo_cascade.runtime.step_rollouts import StepRollouts
 
 LOOK_EVERY_SECONDS = 1.0
 """The stop-request file is looked at no more often than this by one rank (a stat on a shared

@@ -169,7 +169,7 @@ def _stop_agreed(saves: Saves | None, work_seconds: float) -> bool:
 def _stop_in_step(ctx: StageContext, stage: config.Stage, when: str, step: int, start: int,
                   at_start: tuple[dict, dict]) -> stop_request.StopRequested:
     """A stop became due inside step ``step``: save the state it began with
-    (:meth:`Saves.before_stop`) beside the groups it finished (cascade/step_rollouts.py), close the
+    (:meth:`Saves.before_stop`) beside the groups it finished (runtime/step_rollouts.py), close the
     log, and return the exception that ends the run."""
     saved = ctx.saves.before_stop(step, start, ctx.actor, *at_start)
     ctx.log.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..runtime import ranks
 from ..errors import CascadeError
 from ..runtime.files import read_json, write_text_atomically
-from ..cascade.step_rollouts import StepRollouts
+from ..runtime.step_rollouts import StepRollouts
 
 FOLDER = "eval_partial"
 log = logging.getLogger(__name__)

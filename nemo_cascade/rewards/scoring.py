@@ -159,7 +159,7 @@ class ScoreAsFinished:
         return self._submit if self._pool or self._keep else None
 
     def _submit(self, index: int, group: PromptGroup) -> None:
-        """``keep(index, group)`` (rollout checkpoints, cascade/step_rollouts.py) once the group is
+        """``keep(index, group)`` (rollout checkpoints, runtime/step_rollouts.py) once the group is
         scored — or at once, unscored, when scoring waits for the batch."""
         if self._pool is None:
             self._keep(index, group)

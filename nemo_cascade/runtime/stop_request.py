@@ -8,7 +8,7 @@ shared filesystem on clusters). After each training step the ranks agree on whet
 (:meth:`nemo_cascade.cascade.saves.Saves.after`); the stage then saves a checkpoint and the run ends
 with :class:`StopRequested`, so that a requeued job loses no finished step; inside a GRPO step the
 engine stops generating (:class:`GenerationStopped`) and the step's finished groups are kept
-(cascade/step_rollouts.py). This is Megatron-LM's exit-signal handling (save at the end of the
+(runtime/step_rollouts.py). This is Megatron-LM's exit-signal handling (save at the end of the
 iteration in which the signal arrived), carried by the filesystem instead of the signal.
 
 A request is removed when a run starts (the batch shell before ``srun``, the CLI before torchrun): an old one

@@ -147,7 +147,7 @@ def test_same_step_reproduces_and_steps_differ(engine):
 
 def test_a_subset_at_its_places_samples_the_bits_the_whole_batch_did(engine):
     """A resumed GRPO step generates only the prompts with no saved group
-    (cascade/step_rollouts.py), at their places in the batch: tokens AND log-probs must be the whole
+    (runtime/step_rollouts.py), at their places in the batch: tokens AND log-probs must be the whole
     batch's, at lengths where split-KV attention (off on CPU, rollout/vllm.py) would have summed a
     sequence differently in a smaller batch."""
     r = dataclasses.replace(ROLLOUT, temperature=1.0, max_response_tokens=96)

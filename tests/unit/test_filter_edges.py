@@ -116,7 +116,7 @@ def test_the_rm_bonus_reads_the_whole_if_conversation():
 
 @pytest.mark.parametrize("verdicts", [[], [1, 0]])
 def test_saved_rollouts_keep_the_verdicts(tmp_path, verdicts):
-    from nemo_cascade.cascade import step_rollouts
+    from nemo_cascade.runtime import step_rollouts
 
     group = _group("a", [1.5, 0.0] if verdicts else [1, 0], verdicts=verdicts)
     line = step_rollouts._encode(0, group)

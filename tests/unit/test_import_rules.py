@@ -25,8 +25,8 @@ LAYERS = [
      "cascade/lineage", "cascade/forgetting", "cascade/plan_rm", "cascade/served_rms", "plan"},
     {"cascade/stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms",
-     "convert", "interfaces", "cascade/metrics", "cascade/saves", "cascade/step_rollouts",
-     "cascade/teachers", "cascade/repair"},
+     "convert", "interfaces", "cascade/metrics", "cascade/saves", "cascade/teachers",
+     "cascade/repair"},
     {"config", "types", "errors", *RUNTIME},
 ]
 # Pairs within a layer that import one way only (importer, imported): docs/architecture.md.

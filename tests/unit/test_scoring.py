@@ -294,7 +294,7 @@ class _SlowScorer:
 
 
 def test_scoring_as_finished_keeps_each_group_once_it_is_scored():
-    """Rollout checkpoints (cascade/step_rollouts.py) get a group when its score is known; unscored
+    """Rollout checkpoints (runtime/step_rollouts.py) get a group when its score is known; unscored
     at once when scoring waits for the batch."""
     from nemo_cascade.rewards import ScoreAsFinished
 

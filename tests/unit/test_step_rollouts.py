@@ -1,4 +1,4 @@
-"""Rollout checkpoints (cascade/step_rollouts.py): a step's groups written as they finish, read back
+"""Rollout checkpoints (runtime/step_rollouts.py): a step's groups written as they finish, read back
 exactly, and every kind of file that does not belong set aside with a log line instead of mixing
 into the batch."""
 import json
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from nemo_cascade.cascade.step_rollouts import StepRollouts
+from nemo_cascade.runtime.step_rollouts import StepRollouts
 from nemo_cascade.types import Prompt, PromptGroup
 
 G = 2
@@ -182,7 +182,7 @@ def test_a_failed_write_on_a_scoring_thread_is_met_again_by_the_rounds_end(tmp_p
     or raises what it meets."""
     import errno
 
-    from nemo_cascade.cascade import step_rollouts
+    from nemo_cascade.runtime import step_rollouts
 
     ps = prompts(2)
     saver = StepRollouts(tmp_path, "x", 0)
