@@ -20,13 +20,14 @@ def exit_process(code: int) -> NoReturn:
     main thread began finalizing the interpreter; the GIL request that follows ends the thread with
     ``pthread_exit``, whose unwinding crosses a ``noexcept`` frame: the process aborts ("terminate
     called without an active exception") and a finished run reads as a crash. So the steps of a
-    normal exit that keep anything run here — waiting for non-daemon threads, the ``atexit``
+    normal exit that keep anything run here — stopping thread pools and waiting for non-daemon
+    threads, the ``atexit``
     callbacks (logging's flush, ``weakref.finalize``, multiprocessing's children), flushing the
     standard streams and the console's — and ``os._exit`` ends the process before the teardown."""
-    current = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not current and not thread.daemon:
-            thread.join()
+    # The interpreter's own first step: threading's exit hooks (a thread pool tells its idle workers
+    # to stop), then a join of every non-daemon thread. Joining without the hooks would wait forever
+    # on a pool's idle worker.
+    threading._shutdown()
     atexit._run_exitfuncs()
     for stream in (console.out(), console.stream(), sys.stdout, sys.stderr, sys.__stdout__,
                    sys.__stderr__):

@@ -10,6 +10,7 @@ from tests.launch import ROOT
 
 PROGRAM = """
 import atexit, sys, threading, time, weakref
+from concurrent.futures import ThreadPoolExecutor
 from nemo_cascade.runtime import process_exit
 
 class Held: pass
@@ -21,8 +22,12 @@ def slow_writer():
     time.sleep(0.3)
     print("thread done")
 
+POOL = ThreadPoolExecutor(1)  # held and left open: its idle worker must not keep the process alive
+
+
 def main():
     threading.Thread(target=slow_writer).start()
+    POOL.submit(time.sleep, 0).result()
     sys.stdout.write("unflushed ")
     {body}
 
