@@ -1,4 +1,5 @@
-"""Generation tokens/s of the colocated vLLM engine per precision and engine setting, against transformers.generate.
+"""Generation tokens/s of the colocated vLLM engine per precision and engine setting, against
+transformers.generate.
 
 One model (the tiny Qwen3 built in code, or SmolLM2-135M-Instruct) at its recipe's batch shape: tiny
 = 16 prompts × 8 samples ≤ 40 tokens (``recipes/tiny.py`` RL stages), smollm2 = 6 prompts × 4
@@ -6,10 +7,11 @@ samples ≤ 224 tokens (``recipes/smollm2.py``), temperature 1.0, the prompts of
 stage (``synthetic:arithmetic`` / ``benchmark:gsm8k``). Each variant lives in its own worker
 process, built once:
 
-    engine:DTYPE[:key=value...]   the project's RolloutEngine (the stage loop's ``generate``, seeded per step)
-                                  with extra vLLM ``LLM`` settings (``max_num_seqs=8``,
+    engine:DTYPE[:key=value...]   the project's RolloutEngine (the stage loop's ``generate``, seeded
+                                  per step) with extra vLLM ``LLM`` settings (``max_num_seqs=8``,
                                   ``enable_prefix_caching=false``, ...) or ``env.VAR=value`` (e.g.
-                                  ``env.VLLM_CPU_OMP_THREADS_BIND=nobind``) on top of the project's CPU defaults
+                                  ``env.VLLM_CPU_OMP_THREADS_BIND=nobind``) on top of the project's
+                                  CPU defaults
     hf:DTYPE                      transformers ``generate`` of the same prompts (left-padded batch,
                                   ``num_return_sequences`` = G, same temperature and token budget)
 
@@ -23,7 +25,8 @@ the reference is the model in fp32 through transformers, which the actor matches
 ``logprob_gap`` measures in training). Results are appended to ``bench/results/generation.jsonl``.
 
     .venv/bin/python bench/generation.py --model tiny --dtype float32,bfloat16
-    .venv/bin/python bench/generation.py --model smollm2 --dtype float32,bfloat16 --hf float32,bfloat16
+    .venv/bin/python bench/generation.py --model smollm2 --dtype float32,bfloat16 \\
+        --hf float32,bfloat16
     .venv/bin/python bench/generation.py --model smollm2 --dtype bfloat16 --hf "" \\
         --settings "max_num_seqs=8;enable_prefix_caching=false"
 """
@@ -44,8 +47,10 @@ sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results" / "generation.jsonl"
 
 SHAPES = {  # the recipes' RL batch shapes (module docstring)
-    "tiny": dict(prompts=16, group=8, max_tokens=40, max_prompt=96, kv_cache_gib=1.0, source="synthetic:arithmetic"),
-    "smollm2": dict(prompts=6, group=4, max_tokens=224, max_prompt=320, kv_cache_gib=2.0, source="benchmark:gsm8k"),
+    "tiny": dict(prompts=16, group=8, max_tokens=40, max_prompt=96, kv_cache_gib=1.0,
+                 source="synthetic:arithmetic"),
+    "smollm2": dict(prompts=6, group=4, max_tokens=224, max_prompt=320, kv_cache_gib=2.0,
+                    source="benchmark:gsm8k"),
 }
 
 
@@ -72,7 +77,7 @@ def parse_variant(spec: str) -> tuple[str, str, dict, dict]:
     return kind, dtype, settings, env
 
 
-# ---------------------------------------------------------------------------------------------------- worker
+# ------------------------------------------------------------------------------------------- worker
 
 def _prompts(model: str, path: str):
     from transformers import AutoTokenizer
@@ -91,7 +96,8 @@ def _prompts(model: str, path: str):
                                   w["max_prompt"]))[:w["prompts"]]
 
 
-def _reference_logprobs(ref, prompt: list[int], response: list[int], temperature: float) -> list[float]:
+def _reference_logprobs(ref, prompt: list[int], response: list[int],
+                        temperature: float) -> list[float]:
     """log p(response[t] | prompt, response[:t]) of the fp32 reference at ``temperature`` (vLLM's
     processed log-probs: the sampled distribution, top-p/top-k off)."""
     import torch
@@ -113,7 +119,8 @@ class EngineVariant:
 
         self.engine = Tuned(path, rollout, dtype, seed=0, max_model_len=rollout.max_prompt_tokens
                             + rollout.max_response_tokens)
-        self.prompts, self.group, self.rollout, self.path = prompts, SHAPES[model]["group"], rollout, path
+        self.prompts, self.group, self.rollout, self.path = (prompts, SHAPES[model]["group"],
+                                                             rollout, path)
         self.step = 0
 
     def run(self) -> dict:
@@ -122,7 +129,8 @@ class EngineVariant:
         groups = self.engine.generate(self.prompts, self.group, step=self.step)
         seconds = time.perf_counter() - t0
         self.last = groups
-        return {"tokens": sum(len(r) for g in groups for r in g.response_tokens_G_T), "seconds": seconds}
+        return {"tokens": sum(len(r) for g in groups for r in g.response_tokens_G_T),
+                "seconds": seconds}
 
     def gap(self) -> float:
         """Mean |engine − fp32 reference| log-prob over the tokens of the last run (the first sample
@@ -135,7 +143,8 @@ class EngineVariant:
         for g in self.last:
             tokens, lps = g.response_tokens_G_T[0], g.rollout_logprobs_G_T[0]
             if tokens:
-                want = _reference_logprobs(ref, list(g.prompt.prompt_tokens), tokens, self.rollout.temperature)
+                want = _reference_logprobs(ref, list(g.prompt.prompt_tokens), tokens,
+                                           self.rollout.temperature)
                 diffs += [abs(a - b) for a, b in zip(lps, want)]
         return statistics.fmean(diffs) if diffs else 0.0
 
@@ -151,10 +160,12 @@ class HFVariant:
         longest = max(len(p.prompt_tokens) for p in prompts)
         rows = [[pad] * (longest - len(p.prompt_tokens)) + list(p.prompt_tokens) for p in prompts]
         self.ids = torch.tensor(rows)
-        self.mask = torch.tensor([[0] * (longest - len(p.prompt_tokens)) + [1] * len(p.prompt_tokens) for p in prompts])
-        self.kw = dict(do_sample=True, temperature=rollout.temperature, top_p=rollout.top_p, top_k=0,
-                       num_return_sequences=SHAPES[model]["group"], max_new_tokens=rollout.max_response_tokens,
-                       pad_token_id=pad, eos_token_id=self.eos)
+        self.mask = torch.tensor(
+            [[0] * (longest - len(p.prompt_tokens)) + [1] * len(p.prompt_tokens) for p in prompts])
+        self.kw = dict(do_sample=True, temperature=rollout.temperature, top_p=rollout.top_p,
+                       top_k=0, num_return_sequences=SHAPES[model]["group"],
+                       max_new_tokens=rollout.max_response_tokens, pad_token_id=pad,
+                       eos_token_id=self.eos)
         self.step = 0
 
     def run(self) -> dict:
@@ -179,8 +190,8 @@ def worker(model: str, spec: str, path: str) -> None:
 
     kind, dtype, settings, _ = parse_variant(spec)
     w = SHAPES[model]
-    rollout = config.Rollout(temperature=1.0, max_prompt_tokens=w["max_prompt"], max_response_tokens=w["max_tokens"],
-                             kv_cache_gib=w["kv_cache_gib"])
+    rollout = config.Rollout(temperature=1.0, max_prompt_tokens=w["max_prompt"],
+                             max_response_tokens=w["max_tokens"], kv_cache_gib=w["kv_cache_gib"])
     tok, prompts = _prompts(model, path)
     v = (EngineVariant(model, path, dtype, settings, rollout, tok, prompts) if kind == "engine"
          else HFVariant(model, path, dtype, rollout, tok, prompts))
@@ -189,14 +200,15 @@ def worker(model: str, spec: str, path: str) -> None:
         if line.strip() == "run":
             print("RESULT " + json.dumps(v.run()), flush=True)
         elif line.strip() == "gap":
-            print("RESULT " + json.dumps({"gap": v.gap() if kind == "engine" else None}), flush=True)
+            print("RESULT " + json.dumps({"gap": v.gap() if kind == "engine" else None}),
+                  flush=True)
         else:
             break
     if kind == "engine":
         v.engine.shutdown()
 
 
-# ---------------------------------------------------------------------------------------------------- parent
+# ------------------------------------------------------------------------------------------- parent
 
 PLOT = RESULTS.with_suffix(".png")
 
@@ -212,12 +224,14 @@ def plot(rows: list[dict], out: Path = PLOT) -> None:
     latest: dict[str, str] = {}
     for r in rows:
         latest[r["model"]] = max(latest.get(r["model"], ""), r["time"])
-    runs = [[r for r in rows if r["model"] == m and r["time"] == t] for m, t in sorted(latest.items())]
+    runs = [[r for r in rows if r["model"] == m and r["time"] == t]
+            for m, t in sorted(latest.items())]
     fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 3.6), squeeze=False)
     for ax, run in zip(axes[0], runs):
         names = [r["variant"].replace("env.VLLM_CPU_OMP_THREADS_BIND", "bind") for r in run]
         ratios = [r["ratio_to_first"] for r in run]
-        ax.barh(names[::-1], ratios[::-1], color=["C1" if n.startswith("hf") else "C0" for n in names[::-1]])
+        ax.barh(names[::-1], ratios[::-1],
+                color=["C1" if n.startswith("hf") else "C0" for n in names[::-1]])
         ax.axvline(1.0, color="k", lw=0.8)
         r0 = run[0]
         ax.set_title(f"{r0['model']}: {r0['prompts']}x{r0['group']}, <= {r0['max_tokens']} tokens "
@@ -232,9 +246,10 @@ class Worker:
     def __init__(self, model: str, spec: str, path: str, log: Path):
         env = {**os.environ, **parse_variant(spec)[3], "PYTHONPATH": str(ROOT)}
         self.spec, self.log = spec, log
-        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", spec, "--model", model, "--path", path],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("w"),
-                                     text=True, env=env, cwd=ROOT)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker", spec, "--model", model, "--path", path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+            env=env, cwd=ROOT)
         self._expect("READY")
 
     def _expect(self, prefix: str) -> str:
@@ -263,7 +278,8 @@ def measure(model: str, specs: list[str], repeats: int) -> list[dict]:
         path = model_dir(model, Path(tmp))
         workers, start_s = [], {}
         try:
-            for i, spec in enumerate(specs):  # built one after another, so each start-up is timed alone
+            # built one after another, so each start-up is timed alone
+            for i, spec in enumerate(specs):
                 started = time.perf_counter()
                 workers.append(Worker(model, spec, path, Path(tmp) / f"worker{i}.log"))
                 start_s[spec] = round(time.perf_counter() - started, 1)
@@ -276,31 +292,35 @@ def measure(model: str, specs: list[str], repeats: int) -> list[dict]:
                     r = w.ask("run")
                     rates[w.spec].append(r["tokens"] / r["seconds"])
                     tokens[w.spec].append(r["tokens"])
-                    print(f"round {k + 1}/{repeats} {w.spec}: {r['tokens']} tokens in {r['seconds']:.1f} s",
-                          file=sys.stderr, flush=True)
+                    print(f"round {k + 1}/{repeats} {w.spec}: {r['tokens']} tokens in "
+                          f"{r['seconds']:.1f} s", file=sys.stderr, flush=True)
             gaps = {w.spec: w.ask("gap")["gap"] for w in workers}
         finally:
             for w in workers:
                 if w.proc.poll() is None:
                     w.close()
     base = statistics.median(rates[specs[0]])
-    return [{"model": model, **{k: v for k, v in SHAPES[model].items() if k != "kv_cache_gib"}, "variant": s,
-             "tokens_per_s": [round(x, 1) for x in rates[s]], "median_tokens_per_s": round(statistics.median(rates[s]), 1),
-             "tokens": tokens[s], "ratio_to_first": round(statistics.median(rates[s]) / base, 3),
+    return [{"model": model, **{k: v for k, v in SHAPES[model].items() if k != "kv_cache_gib"},
+             "variant": s, "tokens_per_s": [round(x, 1) for x in rates[s]],
+             "median_tokens_per_s": round(statistics.median(rates[s]), 1), "tokens": tokens[s],
+             "ratio_to_first": round(statistics.median(rates[s]) / base, 3),
              "logprob_gap": gaps[s], "start_s": start_s[s]} for s in specs]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=sorted(SHAPES), default="tiny")
-    parser.add_argument("--dtype", default="float32,bfloat16", help="engine dtypes, comma-separated")
-    parser.add_argument("--hf", default="float32", help="transformers.generate dtypes, comma-separated ('' = none)")
-    parser.add_argument("--settings", default="", help="engine settings variants ';'-separated, each "
-                        "'key=value[:key=value]', measured at the first --dtype")
+    parser.add_argument("--dtype", default="float32,bfloat16",
+                        help="engine dtypes, comma-separated")
+    parser.add_argument("--hf", default="float32",
+                        help="transformers.generate dtypes, comma-separated ('' = none)")
+    parser.add_argument("--settings", default="", help="engine settings variants ';'-separated, "
+                        "each 'key=value[:key=value]', measured at the first --dtype")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
-    parser.add_argument("--plot", action="store_true", help=f"only redraw {PLOT.name} from the results")
+    parser.add_argument("--plot", action="store_true",
+                        help=f"only redraw {PLOT.name} from the results")
     args = parser.parse_args()
     if args.plot:
         plot([json.loads(x) for x in RESULTS.read_text().splitlines() if x.strip()])
@@ -322,13 +342,14 @@ def main() -> int:
     with RESULTS.open("a") as f:
         for r in rows:
             f.write(json.dumps({"time": stamp, "load1": round(os.getloadavg()[0], 2), **r}) + "\n")
-    print(f"\n{args.model}: {SHAPES[args.model]['prompts']} prompts x {SHAPES[args.model]['group']} samples, "
-          f"<= {SHAPES[args.model]['max_tokens']} tokens; {args.repeats} interleaved rounds (median)")
+    print(f"\n{args.model}: {SHAPES[args.model]['prompts']} prompts x "
+          f"{SHAPES[args.model]['group']} samples, <= {SHAPES[args.model]['max_tokens']} tokens; "
+          f"{args.repeats} interleaved rounds (median)")
     print(f"{'variant':<58} {'tok/s':>8} {'x first':>8} {'logprob gap':>12} {'start s':>8}")
     for r in rows:
         gap = "—" if r["logprob_gap"] is None else f"{r['logprob_gap']:.2e}"
-        print(f"{r['variant']:<58} {r['median_tokens_per_s']:8.1f} {r['ratio_to_first']:8.3f} {gap:>12} "
-              f"{r['start_s']:8.1f}")
+        print(f"{r['variant']:<58} {r['median_tokens_per_s']:8.1f} {r['ratio_to_first']:8.3f} "
+              f"{gap:>12} {r['start_s']:8.1f}")
     return 0
 
 

@@ -1,31 +1,36 @@
-"""One-GPU measurements of the Megatron actor: HF parity, train-step and log-prob throughput, weight export.
+"""One-GPU measurements of the Megatron actor: HF parity, train-step and log-prob throughput, weight
+export.
 
 The project's actor (``nemo_cascade.actor.megatron.MegatronActor``: Megatron-Core, *local* layer
 spec, NCCL world size 1, bf16) on one H100/H200, five parts, one JSON line each (stdout, and
 appended to ``bench/results/gpu_step.jsonl``):
 
-- ``parity``  tiny Qwen3 (demo_data/tiny_models.py's ``tiny-qwen3``, tied; and an untied twin) loaded into the actor;
-  per-token log-probs of a fixed batch against HF ``Qwen3ForCausalLM`` on the same device, fp32 and bf16.
-  Exit 1 at the end if an fp32 max |diff| exceeds 1e-3 (the other parts still run).
+- ``parity``  tiny Qwen3 (demo_data/tiny_models.py's ``tiny-qwen3``, tied; and an untied twin)
+  loaded into the actor; per-token log-probs of a fixed batch against HF ``Qwen3ForCausalLM`` on the
+  same device, fp32 and bf16. Exit 1 at the end if an fp32 max |diff| exceeds 1e-3 (the other parts
+  still run).
 - ``gemm``    a plain bf16 8192³ matmul: what this GPU's cuBLAS reaches, to read the MFU against.
-- ``train``   Qwen3-8B dims (hidden 4096, ffn 12288, 32 heads, 8 KV heads, head_dim 128, vocab 151936, rope θ 1e6,
-  qk-norm, untied) with fewer layers (full 8B needs ~137 GiB for bf16 params + fp32 grads + fp32 master +
-  Adam alone), Megatron's own random init (no download), GRPO train steps through ``train_step``.
+- ``train``   Qwen3-8B dims (hidden 4096, ffn 12288, 32 heads, 8 KV heads, head_dim 128, vocab
+  151936, rope θ 1e6, qk-norm, untied) with fewer layers (full 8B needs ~137 GiB for bf16 params +
+  fp32 grads + fp32 master + Adam alone), Megatron's own random init (no download), GRPO train steps
+  through ``train_step``.
 - ``logprob`` the same model's forward-only ``logprobs`` pass.
-- ``export``  the weight-sync gather (``actor.iter_hf_weights()``, gathered in buckets: the conversion table,
-  the path ``weight_sync.push`` and ``convert.export.export_hf`` use) into HF-named tensors, on the device and
-  to host memory, against a plain flat copy of the same bytes. vLLM is not on the GPU machine: only the
-  export side is measured, not the engine's ``load_weights``.
+- ``export``  the weight-sync gather (``actor.iter_hf_weights()``, gathered in buckets: the
+  conversion table, the path ``weight_sync.push`` and ``convert.export.export_hf`` use) into
+  HF-named tensors, on the device and to host memory, against a plain flat copy of the same bytes.
+  vLLM is not on the GPU machine: only the export side is measured, not the engine's
+  ``load_weights``.
 
-    PYTHONPATH=.:$MCORE python bench/gpu_step.py                 # GPU, all parts (~2-3 min on an H200)
+    PYTHONPATH=.:$MCORE python bench/gpu_step.py             # GPU, all parts (~2-3 min on an H200)
     PYTHONPATH=.:$MCORE python bench/gpu_step.py --only train --layers 8 --micro-batch 2
-    .venv/bin/python bench/gpu_step.py --preset tiny             # CPU smoke test: gloo, fp32, tiny dims
+    .venv/bin/python bench/gpu_step.py --preset tiny         # CPU smoke test: gloo, fp32, tiny dims
 """
 from __future__ import annotations
 
 import os
 
-os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")  # less fragmentation near the cap
+# less fragmentation near the cap
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
 
 import argparse
 import gc
@@ -82,12 +87,14 @@ def matmul_params(d: ModelShape) -> int:
 
 def hf_config(d: ModelShape) -> dict:
     """The config.json of Qwen3-8B (huggingface.co/Qwen/Qwen3-8B) with these dims."""
-    return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": d.hidden_size,
-            "intermediate_size": d.ffn_hidden_size, "num_attention_heads": d.num_attention_heads,
-            "num_key_value_heads": d.num_key_value_heads, "head_dim": d.head_dim, "vocab_size": d.vocab_size,
-            "num_hidden_layers": d.num_layers, "rope_theta": ROPE_THETA,
-            "rms_norm_eps": 1e-6, "max_position_embeddings": 40960, "tie_word_embeddings": d.tied_embeddings,
-            "attention_bias": False, "hidden_act": "silu", "torch_dtype": "bfloat16"}
+    return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+            "hidden_size": d.hidden_size, "intermediate_size": d.ffn_hidden_size,
+            "num_attention_heads": d.num_attention_heads,
+            "num_key_value_heads": d.num_key_value_heads, "head_dim": d.head_dim,
+            "vocab_size": d.vocab_size, "num_hidden_layers": d.num_layers, "rope_theta": ROPE_THETA,
+            "rms_norm_eps": 1e-6, "max_position_embeddings": 40960,
+            "tie_word_embeddings": d.tied_embeddings, "attention_bias": False,
+            "hidden_act": "silu", "torch_dtype": "bfloat16"}
 
 
 QWEN3_8B = SHAPES["qwen3-8b"]
@@ -95,23 +102,26 @@ TINY = ModelShape("tiny Qwen3 dims", hidden_size=128, ffn_hidden_size=384, num_a
                   num_key_value_heads=2, head_dim=32, vocab_size=1024, num_layers=2)
 
 PRESETS = {
-    "8b": dict(dims=QWEN3_8B, model_name="Qwen3-8B dims", dtype="bfloat16", seq_len=4096, micro_batch=1,
-               microbatches=8, warmup=2, steps=5),
-    "tiny": dict(dims=TINY, model_name="tiny Qwen3 dims", dtype="float32", seq_len=64, micro_batch=2,
-                 microbatches=2, warmup=1, steps=1),
+    "8b": dict(dims=QWEN3_8B, model_name="Qwen3-8B dims", dtype="bfloat16", seq_len=4096,
+               micro_batch=1, microbatches=8, warmup=2, steps=5),
+    "tiny": dict(dims=TINY, model_name="tiny Qwen3 dims", dtype="float32", seq_len=64,
+                 micro_batch=2, microbatches=2, warmup=1, steps=1),
 }
 
 
 # ------------------------------------------------------------------------------------------- memory
-# estimate_bytes (18 B/param of state + the calibrated per-layer activations) lives in nemo_cascade/plan.py, where
-# `nemo-cascade plan` uses the same formula for whole cascades on their parallel layouts.
+# estimate_bytes (18 B/param of state + the calibrated per-layer activations) lives in
+# nemo_cascade/plan/memory.py, where `nemo-cascade plan` uses the same formula for whole cascades
+# on their parallel layouts.
 
 
 def choose_layers(d: ModelShape, micro_batch: int, seq_len: int, budget: float) -> int:
-    fits = [L for L in range(1, d.num_layers + 1) if estimate_bytes(d, L, micro_batch, seq_len)["total"] <= budget]
+    fits = [L for L in range(1, d.num_layers + 1)
+            if estimate_bytes(d, L, micro_batch, seq_len)["total"] <= budget]
     if not fits:
-        raise SystemExit(f"gpu_step: not even 1 layer fits in {gib(budget)} GiB at micro-batch {micro_batch} × "
-                         f"{seq_len} tokens; lower --seq-len or --micro-batch")
+        raise SystemExit(
+            f"gpu_step: not even 1 layer fits in {gib(budget)} GiB at micro-batch {micro_batch} × "
+            f"{seq_len} tokens; lower --seq-len or --micro-batch")
     return fits[-1]
 
 
@@ -136,7 +146,8 @@ def environment(device: torch.device) -> dict:
            "megatron_core": getattr(megatron.core, "__version__", "?")}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        env.update(device=props.name, device_memory_gib=gib(props.total_memory), cuda=torch.version.cuda)
+        env.update(device=props.name, device_memory_gib=gib(props.total_memory),
+                   cuda=torch.version.cuda)
     else:
         env.update(device="cpu", threads=torch.get_num_threads())
     return env
@@ -153,7 +164,8 @@ def hf_logprobs(model, tokens_B_T: torch.Tensor, device: torch.device) -> torch.
     """Same alignment as the actor: [b, t] = log p(tokens[t] | tokens[:t]), 0 at t = 0."""
     with torch.no_grad():
         logits = model(tokens_B_T.to(device)).logits.float()
-    lp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, tokens_B_T[:, 1:, None].to(device)).squeeze(-1)
+    lp = (torch.log_softmax(logits[:, :-1], dim=-1)
+          .gather(-1, tokens_B_T[:, 1:, None].to(device)).squeeze(-1))
     return torch.nn.functional.pad(lp, (1, 0)).cpu()
 
 
@@ -173,7 +185,8 @@ def parity(out: Out, device: torch.device, scratch: Path) -> bool:
     models = {"tiny-qwen3 (tied)": BUILDERS["tiny-qwen3"](scratch / "tiny-tied")}
     models["tiny-qwen3 (untied)"] = make_tiny_hf_model(
         scratch / "tiny-untied", vocab_size=512, tie_word_embeddings=False, hidden_size=128,
-        intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=32)
+        intermediate_size=384, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32)
     ok = True
     for name, path in models.items():
         vocab = json.loads((Path(path) / "config.json").read_text())["vocab_size"]
@@ -251,10 +264,12 @@ def grpo_batch(rows: int, seq_len: int, vocab: int, seed: int = 0) -> dict[str, 
     mask = torch.zeros(rows, seq_len)
     mask[:, max(seq_len // 8, 1):] = 1.0
     return {"tokens": torch.randint(0, vocab, (rows, seq_len), generator=g), "loss_mask": mask,
-            "advantages": torch.randn(rows, generator=g), "rollout_logprobs": torch.zeros(rows, seq_len)}
+            "advantages": torch.randn(rows, generator=g),
+            "rollout_logprobs": torch.zeros(rows, seq_len)}
 
 
-def sft_loss(logprobs_B_T, mb):  # stage.sft_loss (not imported: cascade/stage.py pulls in rewards and data loaders)
+# stage.sft_loss (not imported: cascade/stage.py pulls in rewards and data loaders)
+def sft_loss(logprobs_B_T, mb):
     from nemo_cascade.algorithms import sft
 
     num, den = sft.sft_loss_terms(logprobs_B_T, mb["loss_mask"])
@@ -269,8 +284,9 @@ def flops_per_token(d: ModelShape, seq_len: int, train: bool) -> float:
     return (6 * matmul_params(d) + 12 * attn) if train else (2 * matmul_params(d) + 4 * attn)
 
 
-FLOPS_FORMULA = ("train: (6*N_matmul + 12*L*heads*head_dim*S) per token; forward: (2*N_matmul + "
-                 "4*L*heads*head_dim*S); N_matmul = linears of all layers + LM head (not the input embedding)")
+FLOPS_FORMULA = (
+    "train: (6*N_matmul + 12*L*heads*head_dim*S) per token; forward: (2*N_matmul + "
+    "4*L*heads*head_dim*S); N_matmul = linears of all layers + LM head (not the input embedding)")
 
 
 def timed(fn, warmup: int, steps: int) -> tuple[list[float], object]:
@@ -308,19 +324,24 @@ def train_part(out: Out, actor, d: ModelShape, a, common: dict) -> None:
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     state_alloc = torch.cuda.memory_allocated() if torch.cuda.is_available() else 0
-    say(f"train: {a.warmup} warm-up + {a.steps} timed {a.loss} steps of {rows} × {a.seq_len} tokens")
+    say(f"train: {a.warmup} warm-up + {a.steps} timed {a.loss} steps of {rows} × "
+        f"{a.seq_len} tokens")
     times, metrics = timed(lambda: actor.train_step(batch, loss_fn), a.warmup, a.steps)
     step_s = sum(times) / len(times)
     record = {"part": "train", **common, "loss": a.loss, "rows_per_step": rows,
               "tokens_per_step": rows * a.seq_len, "step_s_mean": round(step_s, 4),
-              "step_s_min": round(min(times), 4), **throughput(d, rows * a.seq_len, step_s, a.seq_len, True),
-              "flops_formula": FLOPS_FORMULA, "last_loss": metrics.loss, "last_grad_norm": metrics.grad_norm}
+              "step_s_min": round(min(times), 4),
+              **throughput(d, rows * a.seq_len, step_s, a.seq_len, True),
+              "flops_formula": FLOPS_FORMULA, "last_loss": metrics.loss,
+              "last_grad_norm": metrics.grad_norm}
     if torch.cuda.is_available():
-        record.update(memory_before_steps_gib=gib(state_alloc),
-                      memory_after_steps_gib=gib(torch.cuda.memory_allocated()),  # + Adam state (lazy)
-                      peak_memory_allocated_gib=gib(torch.cuda.max_memory_allocated()),
-                      peak_memory_reserved_gib=gib(torch.cuda.max_memory_reserved()),
-                      peak_estimate_gib=gib(estimate_bytes(d, d.num_layers, a.micro_batch, a.seq_len)["total"]))
+        record.update(
+            memory_before_steps_gib=gib(state_alloc),
+            memory_after_steps_gib=gib(torch.cuda.memory_allocated()),  # + Adam state (lazy)
+            peak_memory_allocated_gib=gib(torch.cuda.max_memory_allocated()),
+            peak_memory_reserved_gib=gib(torch.cuda.max_memory_reserved()),
+            peak_estimate_gib=gib(
+                estimate_bytes(d, d.num_layers, a.micro_batch, a.seq_len)["total"]))
     out.emit(record)
 
 
@@ -333,7 +354,8 @@ def logprob_part(out: Out, actor, d: ModelShape, a, common: dict) -> None:
     times, lp = timed(lambda: actor.logprobs(tokens), a.warmup, a.steps)
     pass_s = sum(times) / len(times)
     record = {"part": "logprob", **common, "rows": rows, "tokens_per_pass": rows * a.seq_len,
-              "pass_s_mean": round(pass_s, 4), **throughput(d, rows * a.seq_len, pass_s, a.seq_len, False),
+              "pass_s_mean": round(pass_s, 4),
+              **throughput(d, rows * a.seq_len, pass_s, a.seq_len, False),
               "flops_formula": FLOPS_FORMULA, "finite": bool(torch.isfinite(lp).all())}
     if torch.cuda.is_available():
         record["peak_memory_allocated_gib"] = gib(torch.cuda.max_memory_allocated())
@@ -359,11 +381,13 @@ def export_part(out: Out, actor, a, common: dict) -> None:
     meta = [(n, t.numel() * t.element_size()) for n, t in actor.iter_hf_weights()]
     nbytes = sum(b for _, b in meta)
 
-    def to_device():  # weight_sync.push's stream; each tensor copied once, as the engine's param.copy_ would
+    # weight_sync.push's stream; each tensor copied once, as the engine's param.copy_ would
+    def to_device():
         for _, t in actor.iter_hf_weights(bucket_bytes=bucket_bytes):
             torch.empty_like(t, memory_format=torch.contiguous_format).copy_(t)
 
-    def to_host():  # convert.hf_io.write_sharded's per-tensor step (export_hf), without the disk write
+    # convert.hf_io.write_sharded's per-tensor step (export_hf), without the disk write
+    def to_host():
         for _, t in actor.iter_hf_weights():
             t.detach().contiguous().cpu()
 
@@ -371,8 +395,9 @@ def export_part(out: Out, actor, a, common: dict) -> None:
     record = {"part": "export", **common, "tensors": len(meta), "gb": round(nbytes / 1e9, 3),
               "bucket_mb": round(bucket_bytes / 1e6, 1)}
     flat = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    timings = {"gather_to_device": _best(to_device), "flat_device_copy": _best(lambda: flat.clone()),
-               "export_to_host": _best(to_host), "flat_d2h_pageable": _best(lambda: flat.cpu())}
+    timings = {
+        "gather_to_device": _best(to_device), "flat_device_copy": _best(lambda: flat.clone()),
+        "export_to_host": _best(to_host), "flat_d2h_pageable": _best(lambda: flat.cpu())}
     if device.type == "cuda":
         pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
         timings["flat_d2h_pinned"] = _best(lambda: pinned.copy_(flat, non_blocking=True))
@@ -383,14 +408,17 @@ def export_part(out: Out, actor, a, common: dict) -> None:
         record[f"{k}_s"] = round(s, 4)
         record[f"{k}_gbps"] = round(nbytes / 1e9 / s, 2)
     record["device_ratio"] = round(timings["flat_device_copy"] / timings["gather_to_device"], 3)
-    record["host_ratio_vs_pageable"] = round(timings["flat_d2h_pageable"] / timings["export_to_host"], 3)
+    record["host_ratio_vs_pageable"] = round(
+        timings["flat_d2h_pageable"] / timings["export_to_host"], 3)
     if "flat_d2h_pinned" in timings:
-        record["host_ratio_vs_pinned"] = round(timings["flat_d2h_pinned"] / timings["export_to_host"], 3)
-    record["note"] = ("export side only: vLLM is not installed here, so the engine's load_weights is not "
-                      "measured; gather_to_device = iter_hf_weights() (weight sync's buckets) with one device copy "
-                      "per tensor; export_to_host = iter_hf_weights() + .contiguous().cpu() per tensor "
-                      "(export_hf without the disk write); ratios = flat copy time / gather time (1.0 = at "
-                      "the copy limit); best of 2")
+        record["host_ratio_vs_pinned"] = round(
+            timings["flat_d2h_pinned"] / timings["export_to_host"], 3)
+    record["note"] = ("export side only: vLLM is not installed here, so the engine's load_weights "
+                      "is not measured; gather_to_device = iter_hf_weights() (weight sync's "
+                      "buckets) with one device copy per tensor; export_to_host = "
+                      "iter_hf_weights() + .contiguous().cpu() per tensor (export_hf without the "
+                      "disk write); ratios = flat copy time / gather time (1.0 = at the copy "
+                      "limit); best of 2")
     out.emit(record)
 
 
@@ -404,18 +432,21 @@ def big_model(out: Out, parts: set[str], a, device: torch.device, scratch: Path)
         budget = a.mem_fraction * torch.cuda.get_device_properties(device).total_memory
         full = estimate_bytes(base, base.num_layers, a.micro_batch, a.seq_len)
         layers = choose_layers(base, a.micro_batch, a.seq_len, budget)
-        out.emit({"part": "memory_plan", "full_model_layers": base.num_layers, "full_model_params": full["params"],
-                  "full_model_state_gib": gib(full["state"]), "full_model_train_estimate_gib": gib(full["total"]),
-                  "budget_gib": gib(budget), "chosen_layers": layers,
-                  "chosen_estimate": {k: gib(v) if k != "params" else v for k, v in
-                                      estimate_bytes(base, layers, a.micro_batch, a.seq_len).items()},
-                  "note": "state = 18 B/param (bf16 param, fp32 grad, fp32 master, Adam m+v); see estimate_bytes"})
+        out.emit({"part": "memory_plan", "full_model_layers": base.num_layers,
+                  "full_model_params": full["params"], "full_model_state_gib": gib(full["state"]),
+                  "full_model_train_estimate_gib": gib(full["total"]), "budget_gib": gib(budget),
+                  "chosen_layers": layers, "chosen_estimate": {
+                      k: gib(v) if k != "params" else v
+                      for k, v in estimate_bytes(base, layers, a.micro_batch, a.seq_len).items()},
+                  "note": "state = 18 B/param (bf16 param, fp32 grad, fp32 master, Adam m+v); "
+                          "see estimate_bytes"})
     else:
         layers = base.num_layers
     for attempt in range(2):
         d = replace(base, num_layers=layers)
         common = {"model": f"{a.model_name}, {layers} layers, random init", "layers": layers,
-                  "params": d.params(), "dtype": a.dtype, "seq_len": a.seq_len, "micro_batch": a.micro_batch}
+                  "params": d.params(), "dtype": a.dtype, "seq_len": a.seq_len,
+                  "micro_batch": a.micro_batch}
         try:
             say(f"building the actor: {layers} layers, {d.params() / 1e9:.2f} B params, {a.dtype}")
             actor = build_actor(d, a.dtype, a.micro_batch, scratch, train="train" in parts)
@@ -432,10 +463,11 @@ def big_model(out: Out, parts: set[str], a, device: torch.device, scratch: Path)
             error = str(e).splitlines()[0]
         actor = None  # the traceback is gone: the actor's memory can be freed now
         free()
-        out.emit({"part": "oom", **common, "error": error,
-                  "peak_memory_allocated_gib": gib(torch.cuda.max_memory_allocated())
-                  if torch.cuda.is_available() else None,
-                  "estimate_gib": gib(estimate_bytes(d, layers, a.micro_batch, a.seq_len)["total"])})
+        out.emit({
+            "part": "oom", **common, "error": error,
+            "peak_memory_allocated_gib": (gib(torch.cuda.max_memory_allocated())
+                                          if torch.cuda.is_available() else None),
+            "estimate_gib": gib(estimate_bytes(d, layers, a.micro_batch, a.seq_len)["total"])})
         if attempt or layers <= 2:
             raise SystemExit(1)
         layers -= 2
@@ -443,11 +475,14 @@ def big_model(out: Out, parts: set[str], a, device: torch.device, scratch: Path)
 
 
 def parse(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", choices=sorted(PRESETS), default="8b")
-    p.add_argument("--only", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
-    p.add_argument("--layers", type=int, default=0, help="0 = the most that fit (estimate_bytes, --mem-fraction)")
-    p.add_argument("--mem-fraction", type=float, default=0.9, help="share of GPU memory the estimate may use")
+    p.add_argument("--only", default=",".join(PARTS),
+                   help=f"comma-separated subset of {','.join(PARTS)}")
+    p.add_argument("--layers", type=int, default=0,
+                   help="0 = the most that fit (estimate_bytes, --mem-fraction)")
+    p.add_argument("--mem-fraction", type=float, default=0.9,
+                   help="share of GPU memory the estimate may use")
     p.add_argument("--seq-len", type=int)
     p.add_argument("--micro-batch", type=int, help="rows per microbatch")
     p.add_argument("--microbatches", type=int, help="microbatches per optimizer step")
@@ -455,8 +490,9 @@ def parse(argv=None):
     p.add_argument("--steps", type=int, help="timed steps (and timed log-prob passes)")
     p.add_argument("--dtype", choices=["bfloat16", "float32"])
     p.add_argument("--loss", choices=["grpo", "sft"], default="grpo")
-    p.add_argument("--bucket-mb", type=float, default=0.0,
-                   help="weight-gather bucket size (0: weight sync's own, from free memory with a cap)")
+    p.add_argument(
+        "--bucket-mb", type=float, default=0.0,
+        help="weight-gather bucket size (0: weight sync's own, from free memory with a cap)")
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args(argv)
     for k, v in PRESETS[a.preset].items():
@@ -466,7 +502,8 @@ def parse(argv=None):
         p.error("--steps, --micro-batch, --microbatches and --seq-len must be >= 1, --warmup >= 0")
     parts = set(a.only.split(","))
     if parts - set(PARTS):
-        p.error(f"--only: unknown part(s) {sorted(parts - set(PARTS))}; choose from {','.join(PARTS)}")
+        p.error(
+            f"--only: unknown part(s) {sorted(parts - set(PARTS))}; choose from {','.join(PARTS)}")
     return a, parts
 
 
@@ -477,8 +514,8 @@ def main(argv=None) -> int:
         print("gpu_step: no CUDA device; run --preset tiny on a CPU machine", file=sys.stderr)
         return 2
     say(f"preset {a.preset} on {device}; parts {','.join(p for p in PARTS if p in parts)}")
-    out = Out(a.out, {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "bench": "gpu_step", "preset": a.preset,
-                      **environment(device)})
+    out = Out(a.out, {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "bench": "gpu_step",
+                      "preset": a.preset, **environment(device)})
     from nemo_cascade.actor.process_groups import init_distributed
 
     init_distributed()  # NCCL on the GPU (world size 1), gloo on CPU

@@ -1,13 +1,15 @@
-"""SFT loading at scale: rows/s and peak memory (RSS) of loading a synthetic SFT file, before and after the
-tokenized cache.
+"""SFT loading at scale: rows/s and peak memory (RSS) of loading a synthetic SFT file, before and
+after the tokenized cache.
 
 Three loads of the same file, each in a fresh process so its peak RSS is its own:
 
-- ``before``: ``Data(cache=False)`` — the path every load took before the cache: the whole file read, every
-  row parsed and tokenized one by one into Python lists, in every rank, at every restart;
-- ``first``: the cached path's first load: the file streamed, tokenized in batches (the fast tokenizer's
-  batch encoder) into the cache (``data/sft_cache.py``), then memory-mapped;
-- ``second``: a restart or the next stage: the cache entry found by the file's recorded hash and mapped.
+- ``before``: ``Data(cache=False)`` — the path every load took before the cache: the whole file
+  read, every row parsed and tokenized one by one into Python lists, in every rank, at every
+  restart;
+- ``first``: the cached path's first load: the file streamed, tokenized in batches (the fast
+  tokenizer's batch encoder) into the cache (``data/sft_cache.py``), then memory-mapped;
+- ``second``: a restart or the next stage: the cache entry found by the file's recorded hash and
+  mapped.
 
 ``--kind rl`` measures an RL prompt file the same way (``load_prompts``, ``data/prompt_cache.py``):
 math rows (``problem`` + ``answer``, the released math RL set's fields), adapted, given the math
@@ -36,9 +38,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results" / "loader_scale.jsonl"
-TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add two integers",
-                                           "parameters": {"type": "object", "properties": {
-                                               "a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
+TOOLS = [{"type": "function",
+          "function": {"name": "add", "description": "Add two integers",
+                       "parameters": {"type": "object", "properties": {
+                           "a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
 
 
 def write_rows(path: Path, n: int) -> None:
@@ -47,13 +50,15 @@ def write_rows(path: Path, n: int) -> None:
             kind = i % 4
             if kind < 2:
                 row = {"question": f"What is {i} + {i % 97}? Show the steps.",
-                       "response": f"<think>Add {i} and {i % 97}.</think>The sum is \\boxed{{{i + i % 97}}}."}
+                       "response": f"<think>Add {i} and {i % 97}.</think>The sum is "
+                                   f"\\boxed{{{i + i % 97}}}."}
             elif kind == 2:
-                row = {"messages": [{"role": "system", "content": "Answer briefly."},
-                                    {"role": "user", "content": f"Count to {i % 9}."},
-                                    {"role": "assistant", "content": " ".join(map(str, range(i % 9)))},
-                                    {"role": "user", "content": "And backwards?"},
-                                    {"role": "assistant", "content": " ".join(map(str, range(i % 9, -1, -1)))}]}
+                row = {"messages": [
+                    {"role": "system", "content": "Answer briefly."},
+                    {"role": "user", "content": f"Count to {i % 9}."},
+                    {"role": "assistant", "content": " ".join(map(str, range(i % 9)))},
+                    {"role": "user", "content": "And backwards?"},
+                    {"role": "assistant", "content": " ".join(map(str, range(i % 9, -1, -1)))}]}
             else:
                 row = {"tools": TOOLS, "messages": [
                     {"role": "user", "content": f"Add {i} and 7"},
@@ -67,7 +72,8 @@ def write_rows(path: Path, n: int) -> None:
 def write_math_rows(path: Path, n: int) -> None:
     with open(path, "w") as f:
         for i in range(n):
-            f.write(json.dumps({"problem": f"Let x = {i} and y = {i % 97}. What is x + 2y? Give the value.",
+            f.write(json.dumps({"problem": f"Let x = {i} and y = {i % 97}. What is x + 2y? "
+                                           "Give the value.",
                                 "answer": str(i + 2 * (i % 97))}) + "\n")
 
 
@@ -91,12 +97,14 @@ def child_rl(path: str, tok_dir: str, cache: bool) -> None:
     start = time.perf_counter()
     PromptStream(prompts, 0)
     stream_s = time.perf_counter() - start
-    stream_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # + the uids the stream tracks rows by
+    # + the uids the stream tracks rows by
+    stream_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     tokens = sum(len(p.prompt_tokens) for p in prompts)
     touch_s = time.perf_counter() - start
     print(json.dumps({"rows": len(prompts), "tokens": tokens, "load_s": load_s, "touch_s": touch_s,
-                      "stream_s": stream_s, "peak_rss_mb": peak / 1024, "peak_rss_with_stream_mb": stream_peak / 1024,
+                      "stream_s": stream_s, "peak_rss_mb": peak / 1024,
+                      "peak_rss_with_stream_mb": stream_peak / 1024,
                       "rss_before_load_mb": base / 1024}))
 
 
@@ -123,13 +131,15 @@ def child(path: str, tok_dir: str, cache: bool) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--kind", choices=("sft", "rl"), default="sft", help="an SFT file or an RL prompt file")
+    ap.add_argument("--kind", choices=("sft", "rl"), default="sft",
+                    help="an SFT file or an RL prompt file")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return (child_rl if args.kind == "rl" else child)(args.child[0], args.child[1], args.child[2] == "1")
+        return (child_rl if args.kind == "rl" else child)(args.child[0], args.child[1],
+                                                          args.child[2] == "1")
 
     from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
@@ -139,22 +149,25 @@ def main() -> None:
         build_tiny_tokenizer(tok_dir)
         out = {}
         for name, cache in (("before", False), ("first", True), ("second", True)):
-            done = subprocess.run([sys.executable, __file__, "--kind", args.kind, "--child", str(path), str(tok_dir),
-                                   "1" if cache else "0"], check=True, capture_output=True, text=True)
+            done = subprocess.run([sys.executable, __file__, "--kind", args.kind, "--child",
+                                   str(path), str(tok_dir), "1" if cache else "0"],
+                                  check=True, capture_output=True, text=True)
             out[name] = json.loads(done.stdout.strip().splitlines()[-1])
             r = out[name]
-            print(f"{name:>6}: {r['rows']} rows in {r['load_s']:.1f} s = {r['rows'] / r['load_s']:,.0f} rows/s, "
-                  f"peak RSS {r['peak_rss_mb']:.0f} MB, touch every row {r['touch_s']:.1f} s"
+            print(f"{name:>6}: {r['rows']} rows in {r['load_s']:.1f} s = "
+                  f"{r['rows'] / r['load_s']:,.0f} rows/s, peak RSS {r['peak_rss_mb']:.0f} MB, "
+                  f"touch every row {r['touch_s']:.1f} s"
                   + (f", start a PromptStream {r['stream_s']:.2f} s "
-                     f"(peak RSS then {r['peak_rss_with_stream_mb']:.0f} MB)" if "stream_s" in r else ""), flush=True)
+                     f"(peak RSS then {r['peak_rss_with_stream_mb']:.0f} MB)"
+                     if "stream_s" in r else ""), flush=True)
         assert out["before"]["tokens"] == out["first"]["tokens"] == out["second"]["tokens"]
         b = out["before"]
         for name in ("first", "second"):
             r = out[name]
             print(f"{name} vs before: {b['load_s'] / r['load_s']:.1f}x faster load, "
                   f"{b['peak_rss_mb'] / r['peak_rss_mb']:.1f}x less peak RSS")
-        record = {"bench": "loader_scale", "kind": args.kind, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                  "rows": args.rows,
+        record = {"bench": "loader_scale", "kind": args.kind,
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows": args.rows,
                   "file_mb": path.stat().st_size / 2**20, **out}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with open(RESULTS, "a") as f:

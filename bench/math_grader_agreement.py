@@ -1,5 +1,6 @@
-"""How often math-verify and the AceMath-style rule grader disagree on answers a model wrote (paper §4.5: the paper
-trained math RL with AceMath's rule verifier; ``Reward.math_grader`` chooses between the two).
+"""How often math-verify and the AceMath-style rule grader disagree on answers a model wrote (paper
+§4.5: the paper trained math RL with AceMath's rule verifier; ``Reward.math_grader`` chooses between
+the two).
 
 Inputs are ``eval.json`` files of ``nemo-cascade eval`` (every sampled response of every math suite:
 GSM8K, MATH-500, AIME24/25). Each response gives the answer the reward would read — the last
@@ -20,8 +21,8 @@ table.
     .venv/bin/python bench/math_grader_agreement.py docs/results/smollm2/*/base/eval.json \\
         docs/results/smollm2/*/stages/*/eval.json bench/results/math_grader_agreement/*.eval.json.gz
 
-The two ``.eval.json.gz`` files there are SmolLM2-135M-Instruct on the math suites (docs/rewards.md gives the
-``nemo-cascade eval`` commands that wrote them).
+The two ``.eval.json.gz`` files there are SmolLM2-135M-Instruct on the math suites (docs/rewards.md
+gives the ``nemo-cascade eval`` commands that wrote them).
 """
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def model_answers(paths: list[Path]) -> tuple[list[dict], Counter]:
     responses found an answer each way."""
     seen, rows, how = set(), [], Counter()
     for path in paths:
-        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        text = (gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz"
+                else path.read_text())
         for suite, run in json.loads(text)["suites"].items():
             if run.get("domain") != "math":
                 continue
@@ -83,8 +85,8 @@ def model_answers(paths: list[Path]) -> tuple[list[dict], Counter]:
                     answer, kind = stated_answer(response)
                     how[(suite, kind)] += 1
                     if answer is not None:
-                        rows.append({"dataset": suite, "source": kind, "uid": record["uid"], "answer": answer,
-                                     "reference": str(record["label"])})
+                        rows.append({"dataset": suite, "source": kind, "uid": record["uid"],
+                                     "answer": answer, "reference": str(record["label"])})
     return rows, how
 
 
@@ -100,8 +102,8 @@ def solution_answers() -> list[dict]:
                 boxed = extract_boxed(row.get("solution") or "")
                 if boxed:
                     rows.append({"dataset": suite, "source": "reference solution",
-                                 "uid": str(row.get("unique_id", row.get("id", lineno))), "answer": boxed,
-                                 "reference": str(row["answer"])})
+                                 "uid": str(row.get("unique_id", row.get("id", lineno))),
+                                 "answer": boxed, "reference": str(row["answer"])})
     return rows
 
 
@@ -112,7 +114,8 @@ def labelled_pairs() -> list[dict]:
     from tests.unit.test_math_verify import EQUIVALENCES
 
     return [{"dataset": "labelled pairs", "source": "hand-written", "uid": str(k), "answer": pred,
-             "reference": ref, "label": bool(label)} for k, (pred, ref, label) in enumerate(EQUIVALENCES)]
+             "reference": ref, "label": bool(label)}
+            for k, (pred, ref, label) in enumerate(EQUIVALENCES)]
 
 
 def grade_all(rows: list[dict], timeout_s: float, workers: int) -> dict:
@@ -144,8 +147,8 @@ def table(rows: list[dict]) -> list[dict]:
     for (dataset, source), some in sorted(groups.items()):
         agree = sum(r["math_verify"] == r["rule"] for r in some)
         graded = sum(not is_equivalent(r["answer"], r["reference"]) for r in some)
-        out.append({"dataset": dataset, "source": source, "n": len(some), "graded": graded, "agree": agree,
-                    "agree_pct": round(100 * agree / len(some), 1),
+        out.append({"dataset": dataset, "source": source, "n": len(some), "graded": graded,
+                    "agree": agree, "agree_pct": round(100 * agree / len(some), 1),
                     "both_correct": sum(r["math_verify"] and r["rule"] for r in some),
                     "math_verify_only": sum(r["math_verify"] and not r["rule"] for r in some),
                     "rule_only": sum(r["rule"] and not r["math_verify"] for r in some)})
@@ -153,10 +156,12 @@ def table(rows: list[dict]) -> list[dict]:
 
 
 def markdown(summary: list[dict], disagreements: list[dict], per_kind: int) -> str:
-    lines = ["| dataset | answers | n | graded | agree % | both correct | math-verify only | rule only |",
+    lines = ["| dataset | answers | n | graded | agree % | both correct "
+             "| math-verify only | rule only |",
              "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {t['dataset']} | {t['source']} | {t['n']} | {t['graded']} | {t['agree_pct']} | {t['both_correct']} | "
-              f"{t['math_verify_only']} | {t['rule_only']} |" for t in summary]
+    lines += [f"| {t['dataset']} | {t['source']} | {t['n']} | {t['graded']} | {t['agree_pct']} "
+              f"| {t['both_correct']} | {t['math_verify_only']} | {t['rule_only']} |"
+              for t in summary]
     for kind, label in (("math_verify", "math-verify only"), ("rule", "rule only")):
         cases = [d for d in disagreements if d[kind]][:per_kind]
         lines += ["", f"{label} correct ({sum(d[kind] for d in disagreements)}):"]
@@ -167,14 +172,18 @@ def markdown(summary: list[dict], disagreements: list[dict], per_kind: int) -> s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("eval_json", nargs="*", type=Path, help="eval.json files of nemo-cascade eval (.gz too)")
+    parser.add_argument("eval_json", nargs="*", type=Path,
+                        help="eval.json files of nemo-cascade eval (.gz too)")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--timeout-s", type=float, default=10.0, help="per-sample grader timeout (a shared "
-                        "machine is slow; a timeout scores 0 and would show as a disagreement)")
+    parser.add_argument("--timeout-s", type=float, default=10.0,
+                        help="per-sample grader timeout (a shared machine is slow; a timeout "
+                             "scores 0 and would show as a disagreement)")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--examples", type=int, default=8, help="disagreeing cases printed per kind")
-    parser.add_argument("--references", action=argparse.BooleanOptionalAction, default=True,
-                        help="also grade the reference solutions' boxed answers and the labelled pairs")
+    parser.add_argument("--examples", type=int, default=8,
+                        help="disagreeing cases printed per kind")
+    parser.add_argument(
+        "--references", action=argparse.BooleanOptionalAction, default=True,
+        help="also grade the reference solutions' boxed answers and the labelled pairs")
     args = parser.parse_args(argv)
     for path in args.eval_json:
         if not path.is_file():
@@ -188,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = table(rows)
     disagreements = [r for r in rows if r["math_verify"] != r["rule"]]
     result = {
-        "command": "python bench/math_grader_agreement.py " + " ".join(str(p) for p in args.eval_json),
+        "command": "python bench/math_grader_agreement.py "
+                   + " ".join(str(p) for p in args.eval_json),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - started, 1),
         "versions": {p: version(p) for p in ("math-verify", "latex2sympy2_extended", "sympy")},
         "inputs": [str(p) for p in args.eval_json],
@@ -198,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     print(markdown(summary, disagreements, args.examples))
-    print(f"\nresponses by answer source: {result['responses']}\npool counts: {counts}\nwrote {args.out}")
+    print(f"\nresponses by answer source: {result['responses']}\npool counts: {counts}\n"
+          f"wrote {args.out}")
     return 0
 
 

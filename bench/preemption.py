@@ -6,11 +6,12 @@ the resumed step generates only the prompts with no group on disk
 before the preemption + the resumed step's generation − an uninterrupted step's generation: seconds
 of generation done twice.
 
-- **stop**: the run writes every finished group before it ends — only sequences still generating are lost;
-  the flush interval does not matter.
-- **kill**: groups wait up to ``rollout_checkpoint_seconds`` in memory; what was not yet written is lost. The
-  writes are replayed from the uninterrupted step's measured group finish times with the flush rule of
-  ``StepRollouts.keep`` (a write once the interval has passed since the last, of every group kept since).
+- **stop**: the run writes every finished group before it ends — only sequences still generating are
+  lost; the flush interval does not matter.
+- **kill**: groups wait up to ``rollout_checkpoint_seconds`` in memory; what was not yet written is
+  lost. The writes are replayed from the uninterrupted step's measured group finish times with the
+  flush rule of ``StepRollouts.keep`` (a write once the interval has passed since the last, of every
+  group kept since).
 
 For each model the uninterrupted step runs with the real engine (the colocated RolloutEngine, its
 recipe's sampling) and each resumed step too: the timings are measured, only the moment of the kill
@@ -37,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results" / "preemption.jsonl"
 
 SHAPES = {  # prompts × samples × response budget of one step, and the flush intervals tried
-    "tiny": dict(prompts=128, group=8, max_tokens=96, max_prompt=64, kv_cache_gib=1.0, flush=(0.0, 0.5, 2.0, 10.0)),
+    "tiny": dict(prompts=128, group=8, max_tokens=96, max_prompt=64, kv_cache_gib=1.0,
+                 flush=(0.0, 0.5, 2.0, 10.0)),
     "smollm2": dict(prompts=16, group=4, max_tokens=160, max_prompt=96, kv_cache_gib=2.0,
                     flush=(0.0, 2.0, 10.0, 60.0)),
 }
@@ -98,7 +100,8 @@ def measure(model: str) -> dict:
     shape = SHAPES[model]
     with tempfile.TemporaryDirectory() as tmp:
         path = build(model, Path(tmp) / model)
-        rollout = config.Rollout(max_prompt_tokens=shape["max_prompt"], max_response_tokens=shape["max_tokens"],
+        rollout = config.Rollout(max_prompt_tokens=shape["max_prompt"],
+                                 max_response_tokens=shape["max_tokens"],
                                  kv_cache_gib=shape["kv_cache_gib"], temperature=1.0)
         engine = RolloutEngine(str(path), rollout)
         try:
@@ -109,41 +112,48 @@ def measure(model: str) -> dict:
             for at in AT:
                 at_s = at * full_s
                 kept = {"stop": {i for i, t in finish.items() if t <= at_s}}
-                kept.update({f"kill, flush {f:g} s": written_by(finish, f, at_s) for f in shape["flush"]})
+                kept.update({f"kill, flush {f:g} s": written_by(finish, f, at_s)
+                             for f in shape["flush"]})
                 for how, saved in kept.items():
                     todo = [i for i in range(len(prompts)) if i not in saved]
-                    again, again_s, _ = timed_generate(engine, [prompts[i] for i in todo], shape["group"], rollout,
-                                                       positions=todo)
-                    same = all(a.response_tokens_G_T == full[i].response_tokens_G_T and
-                               a.rollout_logprobs_G_T == full[i].rollout_logprobs_G_T for i, a in zip(todo, again))
+                    again, again_s, _ = timed_generate(engine, [prompts[i] for i in todo],
+                                                       shape["group"], rollout, positions=todo)
+                    same = all(a.response_tokens_G_T == full[i].response_tokens_G_T
+                               and a.rollout_logprobs_G_T == full[i].rollout_logprobs_G_T
+                               for i, a in zip(todo, again))
                     rows.append({"at": at, "how": how, "kept": len(saved), "regenerated": len(todo),
                                  "lost_s": round(at_s + again_s - full_s, 3),
-                                 "lost_share": round((at_s + again_s - full_s) / full_s, 3), "same": same})
+                                 "lost_share": round((at_s + again_s - full_s) / full_s, 3),
+                                 "same": same})
         finally:
             engine.shutdown()
     return {"model": model, **shape, "step_generate_s": round(full_s, 3), "rows": rows}
 
 
 def render(result: dict) -> str:
-    lines = [f"{result['model']}: {result['prompts']} prompts × {result['group']} samples ≤ {result['max_tokens']} "
-             f"tokens; uninterrupted generation {result['step_generate_s']:.2f} s",
-             "| preempted at | how | groups kept | regenerated | generation lost | of the step | same samples |",
+    lines = [f"{result['model']}: {result['prompts']} prompts × {result['group']} samples ≤ "
+             f"{result['max_tokens']} tokens; uninterrupted generation "
+             f"{result['step_generate_s']:.2f} s",
+             "| preempted at | how | groups kept | regenerated | generation lost | of the step "
+             "| same samples |",
              "|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
-        lines.append(f"| {r['at']:.0%} | {r['how']} | {r['kept']} | {r['regenerated']} | {r['lost_s']:.2f} s | "
-                     f"{r['lost_share']:.0%} | {'yes' if r['same'] else 'NO'} |")
+        lines.append(f"| {r['at']:.0%} | {r['how']} | {r['kept']} | {r['regenerated']} | "
+                     f"{r['lost_s']:.2f} s | {r['lost_share']:.0%} | "
+                     f"{'yes' if r['same'] else 'NO'} |")
     return "\n".join(lines)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=sorted(SHAPES), default="tiny")
     args = parser.parse_args()
     result = measure(args.model)
     print(render(result))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS.open("a") as f:
-        f.write(json.dumps({"time": time.strftime("%F %T"), "machine": platform.node(), **result}) + "\n")
+        f.write(json.dumps({"time": time.strftime("%F %T"), "machine": platform.node(), **result})
+                + "\n")
     return 0 if all(r["same"] for r in result["rows"]) else 1
 
 

@@ -382,7 +382,7 @@ def measure(model: str, dtype: str, rounds: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="tiny,smollm2")
     parser.add_argument("--dtypes", default="float32,bfloat16",
                         help="the trainer's; the engine's follows")

@@ -1,12 +1,14 @@
-"""One writer per run folder: how fast the run lock answers and how fast a SIGKILLed launcher's workers go.
+"""One writer per run folder: how fast the run lock answers and how fast a SIGKILLed launcher's
+workers go.
 
-- **workers after a launcher's SIGKILL**: a launcher stand-in starts a worker in a session of its own (as
-  torchrun does) that binds itself with ``parent_death.bind_worker``; the launcher is SIGKILLed and
-  the time until the worker is gone is measured (``--repeats`` times); the same without the binding
-  is the control (the worker must still be alive 3 s later: what the issue saw).
-- **lock answers** (``run_lock.acquire`` in a temporary folder): taking a free lock; refusing a live holder on
-  this machine; taking over a dead one (its PID); taking over another host's lock whose last beat is an hour
-  old; refusing another host's lock that still beats (the default 5 s beat: the contender waits for one).
+- **workers after a launcher's SIGKILL**: a launcher stand-in starts a worker in a session of its
+  own (as torchrun does) that binds itself with ``parent_death.bind_worker``; the launcher is
+  SIGKILLed and the time until the worker is gone is measured (``--repeats`` times); the same
+  without the binding is the control (the worker must still be alive 3 s later: what the issue saw).
+- **lock answers** (``run_lock.acquire`` in a temporary folder): taking a free lock; refusing a live
+  holder on this machine; taking over a dead one (its PID); taking over another host's lock whose
+  last beat is an hour old; refusing another host's lock that still beats (the default 5 s beat: the
+  contender waits for one).
 
 Prints the figures and appends a record to ``bench/results/run_lock.jsonl``; docs/reliability.md
 quotes them.
@@ -52,8 +54,8 @@ def worker_outlives(bind: bool) -> float | None:
     """Seconds from the launcher's SIGKILL until its worker is gone; None if it is still alive after
     3 s."""
     worker = BOUND if bind else "import time; time.sleep(600)"
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, worker], stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, worker], stdout=subprocess.PIPE,
+                              text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     child = int(parent.stdout.readline())
     time.sleep(1.5)  # bound by now (a start under load takes well under a second)
     t0 = time.perf_counter()
@@ -97,13 +99,16 @@ def lock_answers() -> dict:
         dead = subprocess.Popen([sys.executable, "-c", "pass"])
         dead.wait()
         forge(tmp / "dead", pid=dead.pid, start="", token="old")
-        out["take_over_dead_here_ms"] = timed(lambda: acquire(tmp / "dead", "bench", notice=lambda _: None).release())
+        out["take_over_dead_here_ms"] = timed(
+            lambda: acquire(tmp / "dead", "bench", notice=lambda _: None).release())
         old = time.time() - 3600
         os.utime(forge(tmp / "stale", host="elsewhere", pid=1, token="old"), (old, old))
         out["take_over_stale_elsewhere_ms"] = timed(
             lambda: acquire(tmp / "stale", "bench", notice=lambda _: None).release())
-        lock, stop = forge(tmp / "beating", host="elsewhere", pid=1, token="alive"), threading.Event()
-        beats = threading.Thread(target=lambda: [os.utime(lock) for _ in iter(lambda: stop.wait(5.0), True)])
+        lock, stop = (forge(tmp / "beating", host="elsewhere", pid=1, token="alive"),
+                      threading.Event())
+        beats = threading.Thread(
+            target=lambda: [os.utime(lock) for _ in iter(lambda: stop.wait(5.0), True)])
         beats.start()
         out["refuse_beating_elsewhere_ms"] = timed(lambda: refused(tmp / "beating"))
         stop.set()
@@ -112,17 +117,19 @@ def lock_answers() -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     bound = [worker_outlives(True) for _ in range(args.repeats)]
     control = [worker_outlives(False) for _ in range(3)]
     ms = [round(s * 1000, 1) for s in bound if s is not None]
-    record = {"date": time.strftime("%Y-%m-%d"), "host": platform.node(), "load1": round(os.getloadavg()[0], 1),
+    record = {"date": time.strftime("%Y-%m-%d"), "host": platform.node(),
+              "load1": round(os.getloadavg()[0], 1),
               "workers": {"bound_gone": len(ms), "bound_tried": len(bound),
                           "gone_ms_median": statistics.median(ms) if ms else None,
                           "gone_ms_max": max(ms, default=None),
-                          "unbound_still_alive_after_3s": sum(s is None for s in control), "unbound_tried": len(control)},
+                          "unbound_still_alive_after_3s": sum(s is None for s in control),
+                          "unbound_tried": len(control)},
               "lock": lock_answers()}
     print(json.dumps(record, indent=1))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""SFT sequence packing against its peer, one example per row: tokens computed, rows, seconds per step.
+"""SFT sequence packing against its peer, one example per row: tokens computed, rows, seconds per
+step.
 
 The same 32 examples of the tiny cascade's SFT blend (arithmetic, IF, code and bug-fix tasks,
 recipes/tiny.py) go through the real Megatron actor's ``train_step`` twice: packed into rows of
@@ -26,7 +27,7 @@ RESULTS = ROOT / "bench" / "results" / "sft_packing.jsonl"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--batch", type=int, default=32)
@@ -49,8 +50,10 @@ def main() -> None:
     cpu.enable()
     model = BUILDERS["tiny-qwen3-cascade"](Path(tempfile.mkdtemp()) / "tiny")
     tok = AutoTokenizer.from_pretrained(model)
-    examples = [e for name in ("arithmetic", "if_arithmetic", "code_arithmetic", "bugfix_arithmetic")
-                for e in load_sft_examples(config.Data(source=f"synthetic:{name}"), tok, "no_think", args.max_tokens)]
+    examples = [
+        e for name in ("arithmetic", "if_arithmetic", "code_arithmetic", "bugfix_arithmetic")
+        for e in load_sft_examples(config.Data(source=f"synthetic:{name}"), tok, "no_think",
+                                   args.max_tokens)]
     random.Random(0).shuffle(examples)
     actor = MegatronActor(str(model), config.Parallel(micro_batch_size=64))
     actor.configure_optimizer(config.Actor(lr=1e-4), 1000)
@@ -73,9 +76,11 @@ def main() -> None:
         pad = lambda t: torch.nn.functional.pad(t, (0, T - t.shape[1]))  # noqa: E731
         return {k: torch.cat([pad(r[k]) for r in rows]) for k in rows[0]}
 
-    packed_s, packed_rows, packed_tokens = timed(lambda b: pack_sft_batch(b, args.max_tokens, 0).tensors())
+    packed_s, packed_rows, packed_tokens = timed(
+        lambda b: pack_sft_batch(b, args.max_tokens, 0).tensors())
     plain_s, plain_rows, plain_tokens = timed(unpacked)
-    row = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "examples": args.batch, "max_tokens": args.max_tokens,
+    row = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "examples": args.batch,
+           "max_tokens": args.max_tokens,
            "packed": {"rows": packed_rows, "tokens": packed_tokens, "step_s": round(packed_s, 3)},
            "one_per_row": {"rows": plain_rows, "tokens": plain_tokens, "step_s": round(plain_s, 3)},
            "speedup": round(plain_s / packed_s, 2)}

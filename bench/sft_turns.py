@@ -39,7 +39,7 @@ def learned_tokens(examples, max_tokens: int) -> tuple[int, int, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipe", default="recipes/smollm2.py:sft_turns")
     ap.add_argument("--stage", default="sft")
     args = ap.parse_args()

@@ -1,4 +1,5 @@
-"""The actor's GRPO training step with each sample's own prompt and with a group's samples sharing one copy of it.
+"""The actor's GRPO training step with each sample's own prompt and with a group's samples sharing
+one copy of it.
 
 Builds the Megatron actor (TP=1, as every CPU run) for the tiny Qwen3 or SmolLM2-135M-Instruct in
 one precision, and a batch shaped like bench/vs_trl.py's step for that model (its prompts per step,
@@ -19,7 +20,8 @@ same loss); appends one record to ``bench/results/shared_prompts.jsonl``.
 
     .venv/bin/python bench/shared_prompts.py                            # tiny, fp32
     .venv/bin/python bench/shared_prompts.py --model smollm2 --dtype bfloat16 --repeats 5
-    .venv/bin/python bench/shared_prompts.py --attention unfused          # tiny, fp32, Megatron's attention only
+    # tiny, fp32, Megatron's attention only
+    .venv/bin/python bench/shared_prompts.py --attention unfused
 """
 from __future__ import annotations
 
@@ -37,11 +39,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.step_breakdown import model_dir  # noqa: E402
-from bench.vs_trl import WORK  # noqa: E402  (one step's work per model, as the TRL comparison runs it)
+# one step's work per model, as the TRL comparison runs it
+from bench.vs_trl import WORK  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "shared_prompts.jsonl"
 PROMPT_TOKENS = {"tiny": 28, "smollm2": 32}
-"""Templated prompt lengths of the synthetic arithmetic test split (bench/vs_trl.py's prompts): 27-29, 31-33."""
+"""Templated prompt lengths of the synthetic arithmetic test split (bench/vs_trl.py's prompts):
+27-29, 31-33."""
 
 
 def groups_like_vs_trl(model: str, vocab: int, seed: int = 0) -> list:
@@ -52,20 +56,24 @@ def groups_like_vs_trl(model: str, vocab: int, seed: int = 0) -> list:
     groups = []
     for p in range(w["prompts"]):
         prompt = [token() for _ in range(PROMPT_TOKENS[model] + p % 2)]
-        lengths = [rng.randint(int(0.8 * w["max_tokens"]), w["max_tokens"]) for _ in range(w["group"])]
+        lengths = [rng.randint(int(0.8 * w["max_tokens"]), w["max_tokens"])
+                   for _ in range(w["group"])]
         groups.append(PromptGroup(Prompt(prompt_tokens=prompt, domain="math", label="1"),
-                                  [[token() for _ in range(n)] for n in lengths], [[-1.0] * n for n in lengths],
-                                  ["stop"] * w["group"], rewards_G=[float(i % 2) for i in range(w["group"])]))
+                                  [[token() for _ in range(n)] for n in lengths],
+                                  [[-1.0] * n for n in lengths], ["stop"] * w["group"],
+                                  rewards_G=[float(i % 2) for i in range(w["group"])]))
     return groups
 
 
-def measure(model: str, dtype: str, repeats: int, pack_tokens: int, attention: str = "plan") -> dict:
+def measure(model: str, dtype: str, repeats: int, pack_tokens: int,
+            attention: str = "plan") -> dict:
     from nemo_cascade import config
     from nemo_cascade.actor import precision
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import grpo, packing
 
-    if attention == "unfused":  # what an fp32 actor on CPU ran before torch's fused attention (for comparison)
+    # what an fp32 actor on CPU ran before torch's fused attention (for comparison)
+    if attention == "unfused":
         planned = precision.plan
         precision.plan = lambda *a, **k: replace(planned(*a, **k), fused_attention=False)
 
@@ -73,13 +81,16 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int, attention: s
     with tempfile.TemporaryDirectory(prefix="shared-prompts-") as tmp:
         path = model_dir(model, Path(tmp))
         vocab = json.loads((Path(path) / "config.json").read_text())["vocab_size"]
-        actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]), dtype=dtype)
+        actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]),
+                              dtype=dtype)
     actor.configure_optimizer(config.Actor(lr=0.0), total_steps=1000)
-    cfg = config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"], adv_eps=0.0, pack_tokens=pack_tokens)
+    cfg = config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"], adv_eps=0.0,
+                      pack_tokens=pack_tokens)
     groups = groups_like_vs_trl(model, vocab)
-    layouts = {"unpacked": replace(cfg, sequence_packing=False), "packed": replace(cfg, share_prompts=False),
-               "shared": cfg}
-    if actor.plan.fused_attention:  # the shared rows through the block-diagonal mask, as on the GPU local spec
+    layouts = {"unpacked": replace(cfg, sequence_packing=False),
+               "packed": replace(cfg, share_prompts=False), "shared": cfg}
+    # the shared rows through the block-diagonal mask, as on the GPU local spec
+    if actor.plan.fused_attention:
         layouts["shared+mask"] = cfg
     batches = {name: grpo.make_batch(groups, c, pad_id=0) for name, c in layouts.items()}
     loss_fn = partial(grpo.actor_loss, cfg)
@@ -98,39 +109,46 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int, attention: s
             t0 = time.perf_counter()
             last[name] = step(name)
             seconds[name].append(round(time.perf_counter() - t0, 4))
-        print(f"  round {i + 1}/{repeats}: " + ", ".join(f"{n} {s[-1]:.3f} s" for n, s in seconds.items()),
+        print(f"  round {i + 1}/{repeats}: "
+              + ", ".join(f"{n} {s[-1]:.3f} s" for n, s in seconds.items()),
               file=sys.stderr, flush=True)
     median = {name: statistics.median(s) for name, s in seconds.items()}
     packing.BLOCK_CELLS_AT_MOST = by_block
     fused = actor.plan.fused_attention
-    return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": model, "dtype": dtype, "pack_tokens": pack_tokens,
-            "attention": "torch fused, blocks" if fused else "megatron unfused", "work": w, "layouts": {name: {
+    return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": model, "dtype": dtype,
+            "pack_tokens": pack_tokens,
+            "attention": "torch fused, blocks" if fused else "megatron unfused", "work": w,
+            "layouts": {name: {
                 "rows": int(b.tokens_B_T.shape[0]), "T": int(b.tokens_B_T.shape[1]),
                 "tokens": int((b.segment_ids_B_T > 0).sum()), "step_s": seconds[name],
-                "median_s": median[name], "vs_unpacked": round(median[name] / median["unpacked"], 3),
-                "loss": last[name].loss, "grad_norm": last[name].grad_norm} for name, b in batches.items()}}
+                "median_s": median[name],
+                "vs_unpacked": round(median[name] / median["unpacked"], 3),
+                "loss": last[name].loss, "grad_norm": last[name].grad_norm}
+                for name, b in batches.items()}}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="tiny", choices=tuple(WORK))
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--pack-tokens", type=int, default=0, help="grpo.pack_tokens (0: a whole group per row)")
-    parser.add_argument("--attention", default="plan", choices=("plan", "unfused"),
-                        help="the actor's plan (torch's fused attention on CPU), or Megatron's unfused throughout")
+    parser.add_argument("--pack-tokens", type=int, default=0,
+                        help="grpo.pack_tokens (0: a whole group per row)")
+    parser.add_argument(
+        "--attention", default="plan", choices=("plan", "unfused"),
+        help="the actor's plan (torch's fused attention on CPU), or Megatron's unfused throughout")
     args = parser.parse_args()
     record = measure(args.model, args.dtype, args.repeats, args.pack_tokens, args.attention)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS.open("a") as f:
         f.write(json.dumps(record) + "\n")
-    print(f"\n{args.model} {args.dtype}, {record['attention']} attention, pack_tokens {args.pack_tokens}: "
-          f"{args.repeats} rounds")
-    print(f"{'layout':<11} {'rows':>5} {'T':>5} {'tokens':>7} {'median s':>9} {'÷ unpacked':>10} {'loss':>12} "
-          f"{'grad norm':>12}")
+    print(f"\n{args.model} {args.dtype}, {record['attention']} attention, pack_tokens "
+          f"{args.pack_tokens}: {args.repeats} rounds")
+    print(f"{'layout':<11} {'rows':>5} {'T':>5} {'tokens':>7} {'median s':>9} {'÷ unpacked':>10} "
+          f"{'loss':>12} {'grad norm':>12}")
     for name, r in record["layouts"].items():
-        print(f"{name:<11} {r['rows']:>5} {r['T']:>5} {r['tokens']:>7} {r['median_s']:>9.3f} {r['vs_unpacked']:>10.2f} "
-              f"{r['loss']:>12.6g} {r['grad_norm']:>12.6g}")
+        print(f"{name:<11} {r['rows']:>5} {r['T']:>5} {r['tokens']:>7} {r['median_s']:>9.3f} "
+              f"{r['vs_unpacked']:>10.2f} {r['loss']:>12.6g} {r['grad_norm']:>12.6g}")
     return 0
 
 

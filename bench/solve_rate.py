@@ -9,8 +9,8 @@ roughly 10–60 % and at least a third of its groups are informative. Results ar
 ``bench/results/solve_rate.jsonl``.
 
     .venv/bin/python bench/solve_rate.py --model smollm2 --source benchmark:gsm8k --domain math
-    .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/hf --source benchmark:mbpp \\
-        --domain code --prompts 64 --samples 4 --max-tokens 224
+    .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/hf \\
+        --source benchmark:mbpp --domain code --prompts 64 --samples 4 --max-tokens 224
     .venv/bin/python bench/solve_rate.py --model smollm2 --recipe recipes/smollm2.py --stage math
 
 ``--recipe/--stage`` take the sources, domains, sampling and prompt limit from a recipe's stage (the
@@ -31,8 +31,9 @@ source's rows whose prompt was solved by at least one sample and not by all of t
 LOW HIGH`` to choose) are written to FILE, a jsonl prompt source of their own for a recipe's
 ``Data.source``:
 
-    .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/hf --source benchmark:mbpp \\
-        --domain code --prompts 374 --samples 8 --keep data/smollm2/mbpp_train_solvable.jsonl
+    .venv/bin/python bench/solve_rate.py --model runs/smollm2-sft/stages/0-sft/hf \\
+        --source benchmark:mbpp --domain code --prompts 374 --samples 8 \\
+        --keep data/smollm2/mbpp_train_solvable.jsonl
 """
 from __future__ import annotations
 
@@ -64,17 +65,21 @@ def stage_settings(args):
         if stage is None or stage.kind != "grpo":
             raise SystemExit(f"--stage: expected a GRPO stage of {args.recipe}, one of "
                              f"{[s.name for s in cascade.stages if s.kind == 'grpo']}")
-        sources = [(stage.data, stage.domain), *((d, d.domain or stage.domain) for d in stage.extra_data)]
-        rollout, group, style, mode = stage.rollout, stage.grpo.group_size, cascade.chat_style, stage.mode
+        sources = [(stage.data, stage.domain),
+                   *((d, d.domain or stage.domain) for d in stage.extra_data)]
+        rollout, group, style, mode = (stage.rollout, stage.grpo.group_size, cascade.chat_style,
+                                       stage.mode)
     else:
         sources = [(config.Data(), "math")]
         rollout, group, style, mode = config.Rollout(), 4, "chatml", "no_think"
-    if args.source:  # one source instead of the stage's: its first source's settings, the flag's file
+    # one source instead of the stage's: its first source's settings, the flag's file
+    if args.source:
         sources = [(replace(sources[0][0], source=args.source), sources[0][1])]
     sources = [(replace(data, split=args.split or data.split, seed=args.seed, size=args.prompts),
                 args.domain or domain) for data, domain in sources]
     rollout = replace(rollout, **{k: v for k, v in (("max_response_tokens", args.max_tokens),
-                                                    ("temperature", args.temperature)) if v is not None})
+                                                    ("temperature", args.temperature))
+                                  if v is not None})
     return sources, rollout, args.samples or group, args.style or style, args.mode or mode
 
 
@@ -145,9 +150,11 @@ def source_rows(data) -> list[dict]:
     from nemo_cascade.data.rows import read_jsonl
 
     if is_generated(data.source):
-        return [{**row, "uid": str(row.get("uid", f"{data.source}#{i}"))} for i, row in enumerate(generated_rows(data))]
+        return [{**row, "uid": str(row.get("uid", f"{data.source}#{i}"))}
+                for i, row in enumerate(generated_rows(data))]
     path = Path(data.source)
-    return [{**row, "uid": str(row.get("uid", f"{path}:{n}"))} for n, row in read_jsonl(path, data.size)]
+    return [{**row, "uid": str(row.get("uid", f"{path}:{n}"))}
+            for n, row in read_jsonl(path, data.size)]
 
 
 def kept_rows(data, solved: dict[str, int], low: int, high: int) -> list[dict]:
@@ -160,28 +167,34 @@ def kept_rows(data, solved: dict[str, int], low: int, high: int) -> list[dict]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="smollm2", help="a HF model folder (a stage's export) or 'smollm2'")
-    p.add_argument("--recipe", help="take the stage's source, domain and sampling from this recipe ...")
+    p.add_argument("--model", default="smollm2",
+                   help="a HF model folder (a stage's export) or 'smollm2'")
+    p.add_argument("--recipe",
+                   help="take the stage's source, domain and sampling from this recipe ...")
     p.add_argument("--stage", help="... and this GRPO stage of it")
     p.add_argument("--source", help="a Data source: benchmark:NAME, synthetic:NAME or a jsonl file")
     p.add_argument("--split", help="train or test (generated sources)")
     p.add_argument("--domain", help="the reward domain (math, ifeval, code, ...)")
-    p.add_argument("--prompts", type=int, default=64, help="prompts drawn from the source (default 64)")
-    p.add_argument("--samples", type=int, help="samples per prompt (default: the stage's group size, or 4)")
+    p.add_argument("--prompts", type=int, default=64,
+                   help="prompts drawn from the source (default 64)")
+    p.add_argument("--samples", type=int,
+                   help="samples per prompt (default: the stage's group size, or 4)")
     p.add_argument("--max-tokens", type=int, help="response budget (default: the stage's)")
     p.add_argument("--temperature", type=float, help="sampling temperature (default: the stage's)")
     p.add_argument("--style", help="chat template style (default: the recipe's, or chatml)")
     p.add_argument("--mode", help="think or no_think (default: the stage's, or no_think)")
     p.add_argument("--seed", type=int, default=0, help="which prompts are drawn (default 0)")
-    p.add_argument("--solved-at", type=float, default=1.0, help="a sample counts as solved at this reward")
+    p.add_argument("--solved-at", type=float, default=1.0,
+                   help="a sample counts as solved at this reward")
     p.add_argument("--pass-rates", metavar="FILE", help="write each prompt's solved count to this "
                    "jsonl file (prompt, solved, samples: data prepare's --drop-always-solved / "
                    "--drop-never-solved, §4.6.1)")
-    p.add_argument("--keep", metavar="FILE", help="write the source's rows solved by --keep-solved samples to this "
-                   "jsonl file (a prompt source of their own: the difficulty filter of §4.6)")
+    p.add_argument("--keep", metavar="FILE", help="write the source's rows solved by --keep-solved "
+                   "samples to this jsonl file (a prompt source of their own: the difficulty "
+                   "filter of §4.6)")
     p.add_argument("--keep-solved", type=int, nargs=2, metavar=("LOW", "HIGH"),
-                   help="with --keep: solved by at least LOW and at most HIGH samples (default 1 and samples - 1: "
-                   "the prompts whose groups train)")
+                   help="with --keep: solved by at least LOW and at most HIGH samples (default 1 "
+                   "and samples - 1: the prompts whose groups train)")
     args = p.parse_args(argv)
     if bool(args.recipe) != bool(args.stage):
         p.error("--recipe and --stage go together")
@@ -192,10 +205,12 @@ def main(argv=None) -> int:
     with RESULTS.open("a") as f:
         f.writelines(json.dumps(row) + "\n" for row in rows)
     for row in rows:
-        print(f"{row['source']} ({row['domain']}) on {row['model']}: mean reward {row['mean_reward']:.3f}, "
-              f"solved {100 * row['solved_share']:.0f} % of samples, {100 * row['solved_once']:.0f} % of prompts at "
-              f"least once, {100 * row['solved_always']:.0f} % every time; informative groups "
-              f"{100 * row['informative_groups']:.0f} % (want >= 33 %); truncated {100 * row['truncated']:.0f} %"
+        print(f"{row['source']} ({row['domain']}) on {row['model']}: mean reward "
+              f"{row['mean_reward']:.3f}, solved {100 * row['solved_share']:.0f} % of samples, "
+              f"{100 * row['solved_once']:.0f} % of prompts at least once, "
+              f"{100 * row['solved_always']:.0f} % every time; informative groups "
+              f"{100 * row['informative_groups']:.0f} % (want >= 33 %); truncated "
+              f"{100 * row['truncated']:.0f} %"
               + (f"; kept {row['kept']} rows in {row['kept_file']}" if "kept" in row else ""))
     return 0
 

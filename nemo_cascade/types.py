@@ -1,7 +1,7 @@
 """The rollout → train contract: what one prompt's group of samples carries from vLLM to the actor.
 
-Names carry shape suffixes: ``_P`` per prompt in a step, ``_G`` per sample in a group, ``_T`` per token.
-Lists (not padded tensors) hold the variable-length parts; padding is the trainer's business.
+Names carry shape suffixes: ``_P`` per prompt in a step, ``_G`` per sample in a group, ``_T`` per
+token. Lists (not padded tensors) hold the variable-length parts; padding is the trainer's business.
 """
 from __future__ import annotations
 
@@ -17,19 +17,23 @@ class Prompt:
     """One training or evaluation prompt before generation."""
 
     prompt_tokens: list[int]
-    """Token ids of the fully templated prompt (chat template applied, generation prompt included)."""
+    """Token ids of the fully templated prompt (chat template applied, generation prompt
+    included)."""
     domain: str
-    """Reward domain: a key of ``nemo_cascade.rewards.DOMAINS`` (``math``, ``ifeval``, ``code``, ``swe``, ``rlhf``)."""
+    """Reward domain: a key of ``nemo_cascade.rewards.DOMAINS`` (``math``, ``ifeval``, ``code``,
+    ``swe``, ``rlhf``)."""
     label: Any
-    """What the domain's reward needs to judge a response (docs/architecture.md: one shape per domain)."""
+    """What the domain's reward needs to judge a response (docs/architecture.md: one shape per
+    domain)."""
     mode: Mode = "no_think"
-    """Thinking mode the prompt was templated with (` /think` or ` /no_think` flag in the user turn)."""
+    """Thinking mode the prompt was templated with (` /think` or ` /no_think` flag in the user
+    turn)."""
     uid: str = ""
     """Stable id of the source row, for logs, epoch-level filtering and resume checks."""
     user_text: str = ""
-    """The prompt's user turns as written (joined by blank lines, no template): the code-switch rule reads the
-    prompt's language from them (``rewards.language.reply_scripts``, §4.3.2, §4.5.2). Empty: unknown, and the
-    prompt counts as written in ``Reward.code_switch_script``."""
+    """The prompt's user turns as written (joined by blank lines, no template): the code-switch rule
+    reads the prompt's language from them (``rewards.language.reply_scripts``, §4.3.2, §4.5.2).
+    Empty: unknown, and the prompt counts as written in ``Reward.code_switch_script``."""
 
 
 @dataclass
@@ -38,9 +42,11 @@ class PromptGroup:
 
     prompt: Prompt
     response_tokens_G_T: list[list[int]]
-    """Sampled token ids per sample (no prompt tokens). Stop strings/EOS kept as the engine returned them."""
+    """Sampled token ids per sample (no prompt tokens). Stop strings/EOS kept as the engine returned
+    them."""
     rollout_logprobs_G_T: list[list[float]]
-    """The engine's log-probability (natural log, fp32) of each sampled token under the sampling policy."""
+    """The engine's log-probability (natural log, fp32) of each sampled token under the sampling
+    policy."""
     finish_reason_G: list[FinishReason]
     """``stop`` (EOS or a stop string) or ``length`` (hit the max response length: truncated)."""
     response_text_G: list[str] = field(default_factory=list)
@@ -48,7 +54,8 @@ class PromptGroup:
     rewards_G: list[float] = field(default_factory=list)
     """Scalar reward per sample; filled by ``rewards.Scorer.score``. Empty until scored."""
     reward_details_G: list[dict] = field(default_factory=list)
-    """The verdicts behind each reward (e.g. per-instruction passes), for the batch's reward metrics."""
+    """The verdicts behind each reward (e.g. per-instruction passes), for the batch's reward
+    metrics."""
     verdicts_G: list[float] = field(default_factory=list)
     """The verifier's rewards before a bonus was added to them (IF-RL's reward-model bonus, §4.4.2):
     what dynamic filtering and the epoch filter judge a sample correct by. Empty: the rewards are

@@ -1,11 +1,12 @@
 """Weight sync: the actor's Megatron shards → gathered in buckets → full HF-named tensors → the vLLM
 engine.
 
-Phase order (the OOM lesson of vLLM #15254): the trainer's state is already offloaded or idle, the engine
-wakes its *weights* only, buckets stream in (one bucket of gathered tensors alive at once, sized from the
-free memory with a cap: actor/buckets.py), and only then does the KV cache wake. Each push is verified: the engine checks that every parameter it serves
-arrived (a missing one raises — never a half-updated model that looks fine), and the push manifest
-(tensor count, bytes, seconds) is returned for the step's metrics.
+Phase order (the OOM lesson of vLLM #15254): the trainer's state is already offloaded or idle, the
+engine wakes its *weights* only, buckets stream in (one bucket of gathered tensors alive at once,
+sized from the free memory with a cap: actor/buckets.py), and only then does the KV cache wake. Each
+push is verified: the engine checks that every parameter it serves arrived (a missing one raises —
+never a half-updated model that looks fine), and the push manifest (tensor count, bytes, seconds) is
+returned for the step's metrics.
 """
 from __future__ import annotations
 
@@ -42,10 +43,12 @@ def push(actor: Actor, engine: Engine, bucket_bytes: int | None = None) -> SyncS
     aliases: dict[str, list[str]] = {}
     for alias, original in actor.table.engine_aliases.items():
         aliases.setdefault(original, []).append(alias)
-    itemsize = getattr(torch, engine.dtype).itemsize  # bytes counted in the engine's dtype (it converts on load)
+    # bytes counted in the engine's dtype (it converts on load)
+    itemsize = getattr(torch, engine.dtype).itemsize
 
     def stream() -> Iterator[tuple[str, torch.Tensor]]:
-        for name, t in actor.iter_hf_weights(bucket_bytes=bucket_bytes):  # gathered bucket by bucket
+        # gathered bucket by bucket
+        for name, t in actor.iter_hf_weights(bucket_bytes=bucket_bytes):
             counted["tensors"] += 1
             counted["bytes"] += t.numel() * itemsize
             for sent_as in (name, *aliases.get(name, ())):

@@ -1,31 +1,37 @@
-"""The tiny cascade: the main CPU job (`make run`). Every stage kind of the paper's pipeline (§4.1, Fig. 1) on a
-~1M-parameter Qwen3 with a tokenizer trained in code, on synthetic tasks a model that small can learn:
+"""The tiny cascade: the main CPU job (`make run`). Every stage kind of the paper's pipeline (§4.1,
+Fig. 1) on a ~1M-parameter Qwen3 with a tokenizer trained in code, on synthetic tasks a model that
+small can learn:
 
-SFT (a blend of all domains, §3) → reward model (Bradley–Terry on preference pairs, §4.2) → RLHF scored by that
-RM, served by the cascade (§4.3) → IF-RL (§4.4) → math RL (§4.5) → code RL (§4.6) → SWE RL (§4.7),
+SFT (a blend of all domains, §3) → reward model (Bradley–Terry on preference pairs, §4.2) → RLHF
+scored by that RM, served by the cascade (§4.3) → IF-RL (§4.4) → math RL (§4.5) → code RL (§4.6) →
+SWE RL (§4.7),
 
-with the forgetting gate after every stage (§4.1.1): the held-out split of each domain (data/tiny/, the
-``tiny-*`` suites) evaluated with the paper's decoding (App. B: T=0.6, top-p 0.95), the stage × benchmark
-matrix printed at the end and drawn in report.png.
+with the forgetting gate after every stage (§4.1.1): the held-out split of each domain (data/tiny/,
+the ``tiny-*`` suites) evaluated with the paper's decoding (App. B: T=0.6, top-p 0.95), the stage ×
+benchmark matrix printed at the end and drawn in report.png.
 
-Only deltas from nemo_cascade.config defaults are stated. Sizes are 2-core smoke scale, not the paper's
-(Tables 14–20 hold those; see recipes/nemotron_cascade_*.py); the algorithmic choices are the paper's defaults
-(§4.1.2: on-policy GRPO, token-level loss, no KL).
+Only deltas from nemo_cascade.config defaults are stated. Sizes are 2-core smoke scale, not the
+paper's (Tables 14–20 hold those; see recipes/nemotron_cascade_*.py); the algorithmic choices are
+the paper's defaults (§4.1.2: on-policy GRPO, token-level loss, no KL).
 """
 from dataclasses import replace
 
 from nemo_cascade.config import (GRPO, Actor, Cascade, Data, Gate, Model, Parallel, Repair, Reward,
                                  Rollout, Stage)
 
-RL_ACTOR = Actor(lr=3e-4)  # a tiny model needs a larger step than the paper's 2e-6 to move in ~20 steps
-RL_ROLLOUT = Rollout(temperature=1.0, max_prompt_tokens=96, max_response_tokens=40, kv_cache_gib=1.0)
+# a tiny model needs a larger step than the paper's 2e-6 to move in ~20 steps
+RL_ACTOR = Actor(lr=3e-4)
+RL_ROLLOUT = Rollout(temperature=1.0, max_prompt_tokens=96, max_response_tokens=40,
+                     kv_cache_gib=1.0)
 RL_GRPO = GRPO(group_size=8, prompts_per_step=16)
 
 
 def _rl(name: str, domain: str, source: str, steps: int, seed: int, **kw) -> Stage:
-    """A GRPO stage on the train split of a synthetic set (the gate evaluates its held-out split)."""
-    return Stage(name=name, kind="grpo", domain=domain, data=Data(source=source, split="train", seed=seed),
-                 steps=steps, **{"actor": RL_ACTOR, "rollout": RL_ROLLOUT, "grpo": RL_GRPO, **kw})
+    """A GRPO stage on the train split of a synthetic set (the gate evaluates its held-out
+    split)."""
+    return Stage(name=name, kind="grpo", domain=domain, data=Data(source=source, split="train",
+                                                                  seed=seed), steps=steps,
+                 **{"actor": RL_ACTOR, "rollout": RL_ROLLOUT, "grpo": RL_GRPO, **kw})
 
 
 def recipe() -> Cascade:
@@ -43,14 +49,15 @@ def recipe() -> Cascade:
     chat = "synthetic:chat_arithmetic"
     rm = Stage(name="rm", kind="reward_model", data=Data(source=chat, split="train", seed=4),
                steps=150, rm_batch_size=32, rm_max_tokens=96, actor=Actor(lr=2e-3, warmup_steps=10))
-    # RL steps of 1e-4: at 3e-4 the IF-RL and math rewards rose, then fell within 20 steps, below where they
-    # started. Every verifiable domain refills its batch with informative groups (dynamic sampling, §4.4.2):
-    # after SFT many groups are all right or all wrong (and for SWE's lexical grade, all near misses at 2/3).
+    # RL steps of 1e-4: at 3e-4 the IF-RL and math rewards rose, then fell within 20 steps, below
+    # where they started. Every verifiable domain refills its batch with informative groups (dynamic
+    # sampling, §4.4.2): after SFT many groups are all right or all wrong (and for SWE's lexical
+    # grade, all near misses at 2/3).
     verifiable = dict(actor=Actor(lr=1e-4), grpo=replace(RL_GRPO, refill_max_rounds=2))
     stages = (
         sft, rm,
-        # RLHF optimises a ~1M-parameter RM's score: a gentler step, as reward hacking sets in fast and costs the
-        # other domains (§4.3)
+        # RLHF optimises a ~1M-parameter RM's score: a gentler step, as reward hacking sets in fast
+        # and costs the other domains (§4.3)
         _rl("rlhf", "rlhf", chat, 12, seed=5, reward=Reward(reward_model_stage="rm"),
             actor=Actor(lr=5e-5)),
         _rl("ifeval", "ifeval", "synthetic:if_arithmetic", 20, seed=6, **verifiable),
@@ -58,9 +65,11 @@ def recipe() -> Cascade:
         _rl("code", "code", "synthetic:code_arithmetic", 24, seed=7, **verifiable),
         _rl("swe", "swe", "synthetic:bugfix_arithmetic", 24, seed=8, **verifiable),
     )
-    gate = Gate(suites=("tiny-math", "tiny-ifeval", "tiny-code", "tiny-swe", "tiny-rlhf"), samples=4)
+    gate = Gate(suites=("tiny-math", "tiny-ifeval", "tiny-code", "tiny-swe", "tiny-rlhf"),
+                samples=4)
     return Cascade(name="tiny", model=Model(build="tiny-qwen3-cascade"),
-                   parallel=Parallel(tp=1, pp=1, dp=1, micro_batch_size=64), stages=stages, gate=gate)
+                   parallel=Parallel(tp=1, pp=1, dp=1,
+                                     micro_batch_size=64), stages=stages, gate=gate)
 
 
 def with_repair() -> Cascade:
@@ -75,17 +84,21 @@ def with_repair() -> Cascade:
 
 
 def math_only() -> Cascade:
-    """SFT on arithmetic → math GRPO: the two-stage cascade the integration tests run (minutes on 2 cores)."""
-    sft = Stage(name="sft", kind="sft", data=Data(source="synthetic:arithmetic", split="train", seed=1),
-                steps=400, sft_batch_size=32, sft_max_tokens=96,
-                actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=20, weight_decay=0.0))
+    """SFT on arithmetic → math GRPO: the two-stage cascade the integration tests run (minutes on 2
+    cores)."""
+    sft = Stage(
+        name="sft", kind="sft", data=Data(source="synthetic:arithmetic", split="train",
+                                          seed=1), steps=400, sft_batch_size=32, sft_max_tokens=96,
+        actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=20, weight_decay=0.0))
     math = _rl("math", "math", "synthetic:arithmetic", 40, seed=2)
-    math = replace(math, data=replace(math.data, split="test"), rollout=replace(RL_ROLLOUT, max_prompt_tokens=64,
-                   max_response_tokens=32), grpo=GRPO(group_size=8, prompts_per_step=32))
-    return Cascade(name="tiny-math", model=Model(build="tiny-qwen3"), parallel=Parallel(micro_batch_size=64),
-                   stages=(sft, math))
+    math = replace(math, data=replace(math.data, split="test"),
+                   rollout=replace(RL_ROLLOUT, max_prompt_tokens=64, max_response_tokens=32),
+                   grpo=GRPO(group_size=8, prompts_per_step=32))
+    return Cascade(name="tiny-math", model=Model(build="tiny-qwen3"),
+                   parallel=Parallel(micro_batch_size=64), stages=(sft, math))
 
 
 def two_ranks() -> Cascade:
-    """The two-stage cascade with a TP=2 actor on 2 processes (each rank runs its own colocated engine)."""
+    """The two-stage cascade with a TP=2 actor on 2 processes (each rank runs its own colocated
+    engine)."""
     return replace(math_only(), name="tiny-tp2", parallel=replace(math_only().parallel, tp=2))

@@ -15,7 +15,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(script: Path, nproc: int, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def torchrun(script: Path, nproc: int, *args: str,
+             timeout: int = 900) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
            f"--master_port={free_port()}", str(script), *map(str, args)]

@@ -4,14 +4,13 @@ line, comment or docstring). The size limits themselves are tests/unit/test_size
 
     python tools/code_lines.py               # per core package / top-level module, tooling, core
     python tools/code_lines.py --files       # one line per file as well
-    python tools/code_lines.py --long-lines  # write the allowance of lines over 100 columns
+    python tools/code_lines.py --long-lines  # list the lines over 100 columns
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import json
 import sys
 import tokenize
 from collections import defaultdict
@@ -21,9 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "nemo_cascade"
 TOOLING = "tooling"
 COLUMNS = 100
-LONG_LINES = ROOT / "tests" / "unit" / "lines_over_100.json"
-"""Per file, how many of its lines are over :data:`COLUMNS` today: an allowance that only shrinks
-(test_size_budget.py fails on a file above it, and on one below it until the file is rewritten)."""
 # Tokens that never make a line a code line on their own.
 _NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
              tokenize.ENDMARKER, tokenize.ENCODING}
@@ -62,21 +58,20 @@ def physical_lines(source: str) -> int:
     return len(source.splitlines())
 
 
-def long_lines(source: str) -> int:
-    """How many lines of ``source`` are over :data:`COLUMNS` characters."""
-    return sum(len(line) > COLUMNS for line in source.splitlines())
+def long_lines(source: str) -> list[int]:
+    """The line numbers of ``source``'s lines over :data:`COLUMNS` characters."""
+    return [n for n, line in enumerate(source.splitlines(), 1) if len(line) > COLUMNS]
 
 
-def long_line_counts(root: Path = ROOT) -> dict[str, int]:
-    """``{path: lines over COLUMNS}`` for every .py file of the package, tests, tools, bench and
-    recipes that has any."""
-    counts = {}
+def lines_over_limit(root: Path = ROOT) -> list[str]:
+    """``path:line`` of every line over :data:`COLUMNS` in the .py files of the package, tests,
+    tools, bench and recipes."""
+    found = []
     for folder in ("nemo_cascade", "tests", "tools", "bench", "recipes"):
         for path in sorted((root / folder).rglob("*.py")):
-            n = long_lines(path.read_text(encoding="utf-8"))
-            if n:
-                counts[str(path.relative_to(root))] = n
-    return counts
+            rel = path.relative_to(root)
+            found += [f"{rel}:{n}" for n in long_lines(path.read_text(encoding="utf-8"))]
+    return found
 
 
 def _group(path: Path) -> str:
@@ -96,17 +91,15 @@ def measure(package: Path = PACKAGE) -> dict[str, dict[str, tuple[int, int]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", action="store_true", help="one line per file as well")
     parser.add_argument("--long-lines", action="store_true",
-                        help=f"write {LONG_LINES.relative_to(ROOT)} from today's files")
+                        help=f"list the lines over {COLUMNS} columns")
     args = parser.parse_args(argv)
     if args.long_lines:
-        counts = long_line_counts()
-        LONG_LINES.write_text(json.dumps(counts, indent=1, sort_keys=True) + "\n")
-        print(f"{LONG_LINES}: {sum(counts.values())} lines over {COLUMNS} columns "
-              f"in {len(counts)} files")
-        return 0
+        found = lines_over_limit()
+        print("\n".join(found) or f"no line over {COLUMNS} columns")
+        return 1 if found else 0
     groups = measure()
     core = [0, 0]
     print(f"{'':28s} {'physical':>8s} {'code':>6s}")

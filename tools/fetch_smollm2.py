@@ -14,7 +14,8 @@ def main() -> int:
     answer = greedy_answer(path, "What is 2+3?")
     print(f"{path}: greedy answer to 'What is 2+3?': {answer!r}")
     if "5" not in answer:
-        print("error: the extracted model did not answer 5; the conversion is broken", file=sys.stderr)
+        print("error: the extracted model did not answer 5; the conversion is broken",
+              file=sys.stderr)
         return 1
     return 0
 

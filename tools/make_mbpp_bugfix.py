@@ -1,7 +1,8 @@
-"""Write ``data/mbpp_bugfix/bugfix.jsonl.gz``: one bug-fix (SWE) row per MBPP task whose injected bug makes an
-assert fail (``tooling.demo_data.mbpp_sets.bugfix_row``; every candidate mutant costs sandbox runs, so the rows
-are computed here once and committed). Each row is checked before it is written: its label validates and its
-reference edit earns the SWE reward 1.0. A unit test regenerates a sample and compares.
+"""Write ``data/mbpp_bugfix/bugfix.jsonl.gz``: one bug-fix (SWE) row per MBPP task whose injected
+bug makes an assert fail (``tooling.demo_data.mbpp_sets.bugfix_row``; every candidate mutant costs
+sandbox runs, so the rows are computed here once and committed). Each row is checked before it is
+written: its label validates and its reference edit earns the SWE reward 1.0. A unit test
+regenerates a sample and compares.
 
     python tools/make_mbpp_bugfix.py [--workers N]
 """
@@ -17,7 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nemo_cascade.tooling.demo_data.mbpp_sets import BUGFIX_FILE, bugfix_row, mbpp_tasks, split_of  # noqa: E402
+from nemo_cascade.tooling.demo_data.mbpp_sets import (  # noqa: E402
+    BUGFIX_FILE, bugfix_row, mbpp_tasks, split_of)
 from nemo_cascade.rewards import REWARDS, VALIDATORS  # noqa: E402
 
 
@@ -35,10 +37,12 @@ def main() -> None:
             raise SystemExit(f"{row['uid']}: the reference edit does not earn 1.0")
     BUGFIX_FILE.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
-    with open(BUGFIX_FILE, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as f:
+    with (open(BUGFIX_FILE, "wb") as raw,
+          gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as f):
         f.write(text.encode())  # mtime=0: the same rows give the same bytes (a stable data hash)
     held_out = sum(split_of(r["task_id"]) == "test" for r in rows)
-    print(f"{BUGFIX_FILE}: {len(rows)} of {len(tasks)} tasks ({held_out} test, {len(rows) - held_out} train)")
+    print(f"{BUGFIX_FILE}: {len(rows)} of {len(tasks)} tasks ({held_out} test, "
+          f"{len(rows) - held_out} train)")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nemo_cascade.tooling.demo_data.synthetic_domains import eval_rows  # noqa: E402
-from nemo_cascade.tooling.demo_data.tiny_suites import LEG_COUNTING, LEG_COUNTING_ITEMS  # noqa: E402
+from nemo_cascade.tooling.demo_data.tiny_suites import (  # noqa: E402
+    LEG_COUNTING, LEG_COUNTING_ITEMS)
 
 SUITE_FILES = {  # path under data/ → (generated set, items)
     "tiny/math.jsonl": ("arithmetic", 128),
@@ -25,7 +26,8 @@ SUITE_FILES = {  # path under data/ → (generated set, items)
 
 
 def render_all() -> dict[str, str]:
-    return {path: "".join(json.dumps(r, sort_keys=True) + "\n" for r in eval_rows(source, size, seed=0))
+    return {path: "".join(json.dumps(r, sort_keys=True) + "\n"
+                          for r in eval_rows(source, size, seed=0))
             for path, (source, size) in SUITE_FILES.items()}
 
 

@@ -1,23 +1,26 @@
-"""Writes the recipe tables of docs/recipes.md from the recipes; ``--check`` only says whether they are current.
+"""Writes the recipe tables of docs/recipes.md from the recipes; ``--check`` only says whether they
+are current.
 
     .venv/bin/python tools/recipe_docs.py [--check]
 
 Each table lies in a generated region; everything outside the regions (prose, the data and
 environment tables, the memory plans) is left as written. A region names what it shows:
 
-    <!-- generated from recipes/X.py:recipe,with_sft (cascade fields) by tools/recipe_docs.py; edit the recipe -->
-    <!-- generated from recipes/X.py:with_sft (stage fields) by tools/recipe_docs.py; edit the recipe -->
+    <!-- generated from recipes/X.py:recipe,with_sft (cascade fields) by tools/recipe_docs.py; edit
+    the recipe --> <!-- generated from recipes/X.py:with_sft (stage fields) by tools/recipe_docs.py;
+    edit the recipe -->
     | field | ... | source |
     ...
 
     <!-- end generated -->
 
-A cascade table has a column per recipe function, a stage table a column per stage of one function. The rows,
-in order, and their "source" column are the recipe module's ``CASCADE_SOURCES`` / ``STAGE_SOURCES`` (field
-path → citation); the values are read from the built cascades, with the ``NEMO_CASCADE_*`` environment at its
-defaults. A stage cell is ``—`` where the field does not apply to the stage (see :func:`shown`), and a value
-there that is not the default is an error rather than a hidden setting. A new row is one line in the recipe's
-sources; a field to show only in the stages that use it also gets a line in ``SHOWN``.
+A cascade table has a column per recipe function, a stage table a column per stage of one function.
+The rows, in order, and their "source" column are the recipe module's ``CASCADE_SOURCES`` /
+``STAGE_SOURCES`` (field path → citation); the values are read from the built cascades, with the
+``NEMO_CASCADE_*`` environment at its defaults. A stage cell is ``—`` where the field does not apply
+to the stage (see :func:`shown`), and a value there that is not the default is an error rather than
+a hidden setting. A new row is one line in the recipe's sources; a field to show only in the stages
+that use it also gets a line in ``SHOWN``.
 """
 from __future__ import annotations
 
@@ -39,8 +42,10 @@ DOC = ROOT / "docs" / "recipes.md"
 COMMAND = "python tools/recipe_docs.py"
 K = 1024
 
-START = re.compile(r"<!-- generated from (?P<path>[^\s:]+):(?P<functions>[\w,]+) \((?P<kind>cascade|stage) fields\) "
-                   r"by tools/recipe_docs\.py; edit the recipe -->")
+START = re.compile(
+    r"<!-- generated from (?P<path>[^\s:]+):(?P<functions>[\w,]+) "
+    r"\((?P<kind>cascade|stage) fields\) "
+    r"by tools/recipe_docs\.py; edit the recipe -->")
 END = "<!-- end generated -->"
 SOURCES = {"cascade": "CASCADE_SOURCES", "stage": "STAGE_SOURCES"}
 
@@ -62,9 +67,11 @@ SHOWN: dict[str, Callable[[config.Stage, str], bool]] = {
     # Fields a stage table shows only where a recipe uses them; a field not listed here has a value
     # in every stage whose kind reads it (see `shown`).
     "length_curriculum": _changed,
-    "grpo.refill_max_rounds": lambda s, _: s.grpo.drop_zero_variance_groups,  # it refills the dropped groups
+    # it refills the dropped groups
+    "grpo.refill_max_rounds": lambda s, _: s.grpo.drop_zero_variance_groups,
     "grpo.epoch_filter": _changed,
-    "grpo.readmit_unsolved": lambda s, _: s.grpo.epoch_filter,  # re-admission is part of the epoch filter
+    # re-admission is part of the epoch filter
+    "grpo.readmit_unsolved": lambda s, _: s.grpo.epoch_filter,
     "grpo.readmit_solved": lambda s, _: s.grpo.epoch_filter,
     "reward.if_rm_bonus": lambda s, _: s.domain == "ifeval",
     "boundary.optimizer": _changed,
@@ -108,7 +115,8 @@ def text(value: Any) -> str:
         return re.sub(r"e([+-])0+(\d)", r"e\1\2", repr(value))  # 2e-06 → 2e-6
     if isinstance(value, tuple):
         return ",".join(text(v) for v in value)
-    if isinstance(value, config.LengthPhase):  # STEPS:TOKENS:OVERLONG[:T<temperature>] (config/overrides.py)
+    # STEPS:TOKENS:OVERLONG[:T<temperature>] (config/overrides.py)
+    if isinstance(value, config.LengthPhase):
         out = f"{value.steps}:{value.max_response_tokens}:{value.overlong}"
         return out if value.temperature is None else f"{out}:T{text(value.temperature)}"
     if is_dataclass(value):
@@ -127,7 +135,8 @@ def _value(obj: Any, path: str, where: str) -> Any:
     try:
         value = _get(obj, path)
     except AttributeError:
-        raise RecipeDocError(f"{where}: row {path!r} names no field of {type(obj).__name__}") from None
+        raise RecipeDocError(
+            f"{where}: row {path!r} names no field of {type(obj).__name__}") from None
     if is_dataclass(value):
         raise RecipeDocError(f"{where}: row {path!r} is a section; name one of its fields")
     return value
@@ -138,7 +147,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def cascade_table(cascades: dict[str, config.Cascade], sources: dict[str, str], where: str) -> list[str]:
+def cascade_table(cascades: dict[str, config.Cascade], sources: dict[str, str],
+                  where: str) -> list[str]:
     rows = [[f"`{path}`", *(cell(_value(c, path, where), path) for c in cascades.values()), source]
             for path, source in sources.items()]
     return _table(["field", *(f"`{fn}()`" for fn in cascades), "source"], rows)
@@ -155,8 +165,9 @@ def stage_table(cfg: config.Cascade, sources: dict[str, str], where: str) -> lis
             elif value == _get(config.Stage(kind=stage.kind), path):
                 cells.append("—")
             else:  # "—" says "the default": never hide a value the recipe sets
-                raise RecipeDocError(f"{where}: stage {stage.name!r} sets {path} = {value!r}, which its table would "
-                                     f"show as —; change tools/recipe_docs.py SHOWN")
+                raise RecipeDocError(
+                    f"{where}: stage {stage.name!r} sets {path} = {value!r}, which its table would "
+                    f"show as —; change tools/recipe_docs.py SHOWN")
         rows.append([f"`{path}`", *cells, source])
     return _table(["field", *(f"`{s.name}`" for s in cfg.stages), "source"], rows)
 
@@ -198,7 +209,8 @@ class Recipes:
     def sources(self, path: str, kind: str) -> dict[str, str]:
         sources = self.module(path).get(SOURCES[kind])
         if not isinstance(sources, dict) or not sources:
-            raise RecipeDocError(f"{path}: no {SOURCES[kind]} (field path → citation, one per table row)")
+            raise RecipeDocError(
+                f"{path}: no {SOURCES[kind]} (field path → citation, one per table row)")
         return sources
 
 
@@ -209,9 +221,11 @@ def regions(doc: str) -> list[tuple[re.Match, int, int]]:
         if line.startswith("<!-- generated"):
             m = START.fullmatch(line)
             if m is None:
-                raise RecipeDocError(f"line {i + 1}: a generated-region marker in another form than {START.pattern}")
+                raise RecipeDocError(
+                    f"line {i + 1}: a generated-region marker in another form than {START.pattern}")
             if start is not None:
-                raise RecipeDocError(f"line {i + 1}: a region starts before the one at line {start[1] + 1} ends")
+                raise RecipeDocError(
+                    f"line {i + 1}: a region starts before the one at line {start[1] + 1} ends")
             start = (m, i)
         elif line == END:
             if start is None:
@@ -232,19 +246,23 @@ def render(doc: str, root: Path = ROOT) -> str:
             where = f"line {first + 1} ({path})"
             sources = recipes.sources(path, kind)
             if kind == "cascade":
-                table = cascade_table({fn: recipes.cascade(path, fn) for fn in functions}, sources, where)
+                table = cascade_table({fn: recipes.cascade(path, fn) for fn in functions}, sources,
+                                      where)
             elif len(functions) != 1:
-                raise RecipeDocError(f"{where}: a stage table shows one function's stages, not {functions}")
+                raise RecipeDocError(
+                    f"{where}: a stage table shows one function's stages, not {functions}")
             else:
                 table = stage_table(recipes.cascade(path, functions[0]), sources, where)
-            out += lines[done:first + 1] + table + [""]  # a blank line ends the table before the end marker
+            # a blank line ends the table before the end marker
+            out += lines[done:first + 1] + table + [""]
             done = last
     return "\n".join(out + lines[done:])
 
 
 def main(argv: list[str] | None = None, doc: Path = DOC) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the doc differs from the recipes")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if the doc differs from the recipes")
     args = parser.parse_args(argv)
     current = doc.read_text()
     try:

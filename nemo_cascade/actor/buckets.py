@@ -1,11 +1,11 @@
 """Weight-gather buckets: how many parameters the actor gathers with one collective when it hands
 out full HF-named tensors (weight sync to vLLM, HF export).
 
-Gathering tensor by tensor costs one all-gather over TP and one broadcast over PP per tensor — about 400 of each
-for a 36-layer model, each with a fixed latency. A bucket gathers many at once. Its size bounds the memory the
-gather holds at once (the flat gather buffer and the full tensors cut from it, about twice the bucket), so it is
-taken from the memory free when the push starts, with a cap: a fixed size would be wasteful on an idle host and
-too much beside a woken KV cache.
+Gathering tensor by tensor costs one all-gather over TP and one broadcast over PP per tensor — about
+400 of each for a 36-layer model, each with a fixed latency. A bucket gathers many at once. Its size
+bounds the memory the gather holds at once (the flat gather buffer and the full tensors cut from it,
+about twice the bucket), so it is taken from the memory free when the push starts, with a cap: a
+fixed size would be wasteful on an idle host and too much beside a woken KV cache.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Callable, Hashable, Sequence, TypeVar
 import torch
 
 CAP_BYTES = 1 << 30
-"""At most 1 GiB of full tensors per bucket: beyond that the collectives are long enough that their latency no
-longer matters, and the copy only takes memory."""
+"""At most 1 GiB of full tensors per bucket: beyond that the collectives are long enough that their
+latency no longer matters, and the copy only takes memory."""
 FREE_SHARE = 0.1
 """A bucket may take a tenth of the free memory (the gather holds about two buckets)."""
 

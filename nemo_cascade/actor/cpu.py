@@ -8,15 +8,16 @@ This module maps exactly those assumptions onto the CPU, and only when CUDA is a
 machine :func:`enable` does nothing.
 
 Two parts:
-- module patches: ``torch.cuda.{current_device, synchronize, get/set_rng_state, manual_seed, ...}`` and
-  Megatron's own CUDA-RNG helpers, redirected to the CPU generator; Megatron's grad-buffer reduce-scatter and
-  all-gather made the identity over a one-rank group, where gloo would copy the whole buffer;
-- a global ``TorchFunctionMode`` that rewrites ``device="cuda"``, ``.cuda()`` and ``.to("cuda")`` to the CPU
-  and makes ``Tensor.type()`` report ``torch.cuda.*`` for CPU tensors.
+- module patches: ``torch.cuda.{current_device, synchronize, get/set_rng_state, manual_seed, ...}``
+  and Megatron's own CUDA-RNG helpers, redirected to the CPU generator; Megatron's grad-buffer
+  reduce-scatter and all-gather made the identity over a one-rank group, where gloo would copy the
+  whole buffer;
+- a global ``TorchFunctionMode`` that rewrites ``device="cuda"``, ``.cuda()`` and ``.to("cuda")`` to
+  the CPU and makes ``Tensor.type()`` report ``torch.cuda.*`` for CPU tensors.
 
 The mode slows unrelated torch code (vLLM generation by 10–25 %), so callers suspend it with
-:func:`suspended` around generation and the engine's weight load; :func:`active_while_pulled` switches it back on
-while the actor produces the weights that load consumes.
+:func:`suspended` around generation and the engine's weight load; :func:`active_while_pulled`
+switches it back on while the actor produces the weights that load consumes.
 """
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ class _CudaToCpu(TorchFunctionMode):
             args = tuple("cpu" if _is_cuda(a) else a for a in args)
         if func is torch.Tensor.type and len(args) == 1 and not kwargs:
             name = func(*args)  # e.g. "torch.FloatTensor"
-            return name.replace("torch.", "torch.cuda.", 1) if not name.startswith("torch.cuda.") else name
+            if name.startswith("torch.cuda."):
+                return name
+            return name.replace("torch.", "torch.cuda.", 1)
         return func(*args, **kwargs)
 
 
@@ -92,8 +95,10 @@ class _NullStream:
 def _patch_megatron_rng() -> None:
     from megatron.core.tensor_parallel import random as mrandom
 
-    mrandom._get_cuda_rng_state = lambda device="cuda", clone=False, graph_safe=False: torch.get_rng_state()
-    mrandom._set_cuda_rng_state = lambda new_state, device=-1, graph_safe=False: torch.set_rng_state(new_state)
+    mrandom._get_cuda_rng_state = (
+        lambda device="cuda", clone=False, graph_safe=False: torch.get_rng_state())
+    mrandom._set_cuda_rng_state = (
+        lambda new_state, device=-1, graph_safe=False: torch.set_rng_state(new_state))
 
 
 def _patch_single_rank_collectives() -> None:
@@ -118,7 +123,8 @@ def _patch_single_rank_collectives() -> None:
         call.identity_over_one_rank = collective
         return call
 
-    for name in ("dist_reduce_scatter_func", "dist_all_gather_func"):  # once: enable() applies patches once
+    # once: enable() applies patches once
+    for name in ("dist_reduce_scatter_func", "dist_all_gather_func"):
         setattr(buffers, name, over_one_rank_is_identity(getattr(buffers, name)))
 
 
@@ -135,7 +141,8 @@ def enable() -> bool:
         # model-parallel RNG left the CPU RNG untouched always fires; it means nothing here.
         logging.getLogger("megatron.core.tensor_parallel.random").addFilter(
             lambda record: "CPU RNG state changed" not in record.getMessage())
-        warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
+        warnings.filterwarnings("ignore",
+                                message="The .grad attribute of a Tensor that is not a leaf")
         _MODE = _CudaToCpu()
         _switch(True)
         log.info("megatron-core CPU compat layer enabled (no CUDA device)")

@@ -1,10 +1,11 @@
 """The actor's module extra state: what ``state_dict()`` stores under ``<module>._extra_state``
 besides parameters and buffers, and what a checkpoint must therefore carry besides the weights.
 
-Transformer Engine keeps its FP8 scaling state there — for delayed scaling the scales and amax history of
-every FP8 GEMM, and the recipe — as a serialized uint8 tensor (empty when a module holds none). Without it a
-resumed FP8 run would start from fresh scales and quantize differently from the run it continues. On the local
-(CPU) spec only megatron's linear layers have the hook, and they answer None.
+Transformer Engine keeps its FP8 scaling state there — for delayed scaling the scales and amax
+history of every FP8 GEMM, and the recipe — as a serialized uint8 tensor (empty when a module holds
+none). Without it a resumed FP8 run would start from fresh scales and quantize differently from the
+run it continues. On the local (CPU) spec only megatron's linear layers have the hook, and they
+answer None.
 """
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ def collect(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         if _has_extra_state(module):
             value = module.get_extra_state()
             if value is not None and not isinstance(value, torch.Tensor):
-                raise ValueError(f"{name}.get_extra_state() returned {type(value).__name__}, expected a tensor "
-                                 "(update transformer_engine)")
+                raise ValueError(f"{name}.get_extra_state() returned {type(value).__name__}, "
+                                 "expected a tensor (update transformer_engine)")
             out[key(name)] = value
     return out
 
@@ -55,13 +56,14 @@ def check(model: torch.nn.Module, saved: dict | None) -> str | None:
     want = set(keys(model))
     if saved is None:
         if any(v is not None and v.numel() for v in collect(model).values()):
-            log.warning("checkpoint has no module extra state (FP8 scaling state): %d modules start from fresh "
-                        "scaling state", len(want))
+            log.warning("checkpoint has no module extra state (FP8 scaling state): %d modules "
+                        "start from fresh scaling state", len(want))
         return None
     names = set(saved) if isinstance(saved, dict) else set()
     if not isinstance(saved, dict) or names != want:
-        return (f"module extra state differs from the model (missing {sorted(want - names)[:5]}, unexpected "
-                f"{sorted(names - want)[:5]}; saved with another model.fp8 or model.transformer_impl?)")
+        return (f"module extra state differs from the model (missing {sorted(want - names)[:5]}, "
+                f"unexpected {sorted(names - want)[:5]}; saved with another model.fp8 or "
+                "model.transformer_impl?)")
     return None
 
 

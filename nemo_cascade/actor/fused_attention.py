@@ -6,9 +6,9 @@ back in the backward, no score matrix kept for it). Packed rows attend block by 
 prompt's, never the rest of the row. Imported only by :func:`precision.layer_spec`, after the CPU
 compat layer.
 
-Precision: torch's CPU kernel has no bf16 fast path (several times slower than in fp32), so a bf16 actor's
-blocks run in fp32 and are rounded back, and its whole-row attention stays Megatron's (both measured,
-docs/performance.md).
+Precision: torch's CPU kernel has no bf16 fast path (several times slower than in fp32), so a bf16
+actor's blocks run in fp32 and are rounded back, and its whole-row attention stays Megatron's (both
+measured, docs/performance.md).
 """
 from __future__ import annotations
 
@@ -28,8 +28,10 @@ class FusedAttention(DotProductAttention):
 
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
-        assert not (config.attention_dropout or config.apply_query_key_layer_scaling or config.window_size is not None
-                    or self.softmax_offset is not None), "dropout, layer scaling, windows, offsets: unfused only"
+        assert not (config.attention_dropout or config.apply_query_key_layer_scaling
+                    or config.window_size is not None
+                    or self.softmax_offset is not None), ("dropout, layer scaling, windows, "
+                                                          "offsets: unfused only")
 
     def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
                 packed_seq_params=None):
@@ -39,7 +41,8 @@ class FusedAttention(DotProductAttention):
         if query.dtype != torch.float32:
             return super().forward(query, key, value, attention_mask, attn_mask_type)
         q, k, v = (x.permute(1, 2, 0, 3) for x in (query, key, value))  # [b, heads, s, dim]
-        out = F.scaled_dot_product_attention(q, k, v, ~attention_mask, scale=self.softmax_scale, enable_gqa=True)
+        out = F.scaled_dot_product_attention(q, k, v, ~attention_mask, scale=self.softmax_scale,
+                                             enable_gqa=True)
         return out.permute(2, 0, 1, 3).reshape(out.shape[2], out.shape[0], -1)
 
 
@@ -47,9 +50,12 @@ def attend_by_block(query, key, value, blocks: AttentionBlocks, scale: float):
     """``[s, b, heads, dim]`` query and ``[s, b, groups, dim]`` key / value attended block by block,
     in fp32; returns ``[s, b, heads · dim]`` in the query's dtype, zero on padding (in no block)."""
     s, b, heads, dim = query.shape
-    q = query.reshape(s * b, heads, dim)[blocks.query_index_U_Q].transpose(1, 2).float()  # [U, heads, Q, dim]
-    k, v = (x.reshape(s * b, -1, dim)[blocks.key_index_U_K].transpose(1, 2).float() for x in (key, value))
-    out = F.scaled_dot_product_attention(q, k, v, blocks.allowed_U_1_Q_K, scale=scale, enable_gqa=True)
+    # [U, heads, Q, dim]
+    q = query.reshape(s * b, heads, dim)[blocks.query_index_U_Q].transpose(1, 2).float()
+    k, v = (x.reshape(s * b, -1, dim)[blocks.key_index_U_K].transpose(1, 2).float()
+            for x in (key, value))
+    out = F.scaled_dot_product_attention(q, k, v, blocks.allowed_U_1_Q_K, scale=scale,
+                                         enable_gqa=True)
     out = out.to(query.dtype).transpose(1, 2).reshape(-1, heads * dim)[blocks.real_UQ]
     flat = blocks.query_index_U_Q.reshape(-1)[blocks.real_UQ]
     return query.new_zeros(s * b, heads * dim).index_copy(0, flat, out).view(s, b, heads * dim)

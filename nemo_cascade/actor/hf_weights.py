@@ -59,7 +59,8 @@ class HFWeights:
             if name is not None and name in params:
                 yield e, params[name]
         by_megatron = {e.megatron: e for e in self.table.entries}
-        for copy, original in self.table.megatron_copies.items():  # tied embeddings, PP > 1: the last stage's
+        # tied embeddings, PP > 1: the last stage's
+        for copy, original in self.table.megatron_copies.items():
             if copy in params:
                 yield by_megatron[original], params[copy]
 
@@ -94,22 +95,25 @@ class HFWeights:
         """Yield every HF-named full tensor on every rank (collective: all ranks must iterate
         fully).
 
-        Parameters travel in buckets (actor/buckets.py) of at most ``bucket_bytes`` of full tensors — by default
-        a share of the free memory, agreed by all ranks — with one all-gather of the TP shards within the owning
-        pipeline stage and one broadcast from that stage to all ranks per bucket, in the table's fixed order,
-        so every rank's engine receives the whole model. On CPU each tensor is produced with the compat mode on,
-        also when the consumer (the engine's weight load) runs with it suspended.
+        Parameters travel in buckets (actor/buckets.py) of at most ``bucket_bytes`` of full tensors
+        — by default a share of the free memory, agreed by all ranks — with one all-gather of the TP
+        shards within the owning pipeline stage and one broadcast from that stage to all ranks per
+        bucket, in the table's fixed order, so every rank's engine receives the whole model. On CPU
+        each tensor is produced with the compat mode on, also when the consumer (the engine's weight
+        load) runs with it suspended.
         """
         return cpu.active_while_pulled(self._hf_weights(dtype, bucket_bytes))
 
     @torch.no_grad()
-    def _hf_weights(self, dtype: torch.dtype | None, bucket_bytes: int | None) -> Iterator[tuple[str, torch.Tensor]]:
+    def _hf_weights(self, dtype: torch.dtype | None,
+                    bucket_bytes: int | None) -> Iterator[tuple[str, torch.Tensor]]:
         self.before_gather()
         copies = {id(p) for p in self._megatron_copies()}
         owned = {e.megatron: p for e, p in self._owned() if id(p) not in copies}
         limit = self._agreed_bucket_bytes() if bucket_bytes is None else bucket_bytes
         size = self.params_dtype.itemsize
-        for bucket in buckets.plan_buckets(list(self.table.entries), lambda e: math.prod(self._full_shape(e)) * size,
+        for bucket in buckets.plan_buckets(list(self.table.entries),
+                                           lambda e: math.prod(self._full_shape(e)) * size,
                                            self._owner_stage, limit):
             for entry, full in zip(bucket, self._gather_bucket(bucket, owned)):
                 for name, t in table.to_hf(entry, full, self.spec):
@@ -118,7 +122,8 @@ class HFWeights:
     def _agreed_bucket_bytes(self) -> int:
         """The bucket size every rank can afford: from the smallest free memory of any rank
         (collective)."""
-        free = torch.tensor([buckets.free_memory_bytes(self.device)], dtype=torch.int64, device=self.device)
+        free = torch.tensor([buckets.free_memory_bytes(self.device)], dtype=torch.int64,
+                            device=self.device)
         dist.all_reduce(free, op=dist.ReduceOp.MIN)
         return buckets.bucket_limit(int(free))
 
@@ -132,21 +137,27 @@ class HFWeights:
             split = [i for i, e in enumerate(bucket) if tp > 1 and e.rule.tp != "replicated"]
             if split:  # one all-gather of the concatenated shards instead of one per tensor
                 flat = torch.cat([fulls[i].reshape(-1) for i in split])
-                gathered = torch.empty(tp * flat.numel(), dtype=flat.dtype, device=flat.device)  # flat for gloo
-                dist.all_gather_into_tensor(gathered, flat, group=ps.get_tensor_model_parallel_group())
+                # flat for gloo
+                gathered = torch.empty(tp * flat.numel(), dtype=flat.dtype, device=flat.device)
+                dist.all_gather_into_tensor(gathered, flat,
+                                            group=ps.get_tensor_model_parallel_group())
                 per_rank, offset = gathered.view(tp, -1), 0
                 for i in split:
                     n, shape = fulls[i].numel(), fulls[i].shape
-                    fulls[i] = table.unshard([r[offset:offset + n].view(shape) for r in per_rank], bucket[i].rule.tp)
+                    fulls[i] = table.unshard([r[offset:offset + n].view(shape) for r in per_rank],
+                                             bucket[i].rule.tp)
                     offset += n
-        if self.parallel.pp > 1:  # the owning stage broadcasts the bucket's full tensors, concatenated
+        # the owning stage broadcasts the bucket's full tensors, concatenated
+        if self.parallel.pp > 1:
             shapes = [self._full_shape(e) for e in bucket]
             flat = (torch.cat([f.reshape(-1) for f in fulls]) if fulls is not None else
                     torch.empty(sum(math.prod(s) for s in shapes), dtype=self.params_dtype,
                                 device=self.device))
             group = ps.get_pipeline_model_parallel_group()
-            dist.broadcast(flat, src=dist.get_process_group_ranks(group)[self._owner_stage(bucket[0])], group=group)
-            fulls = [part.view(s) for part, s in zip(flat.split([math.prod(s) for s in shapes]), shapes)]
+            owner = dist.get_process_group_ranks(group)[self._owner_stage(bucket[0])]
+            dist.broadcast(flat, src=owner, group=group)
+            parts = flat.split([math.prod(s) for s in shapes])
+            fulls = [part.view(s) for part, s in zip(parts, shapes)]
         return fulls
 
     def _megatron_copies(self) -> list[torch.nn.Parameter]:

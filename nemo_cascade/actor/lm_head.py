@@ -8,9 +8,9 @@ runs over every prompt and padding position too. TRL restricts its logits the sa
 positions whose next token is trained, and puts their log-probs back into the ``[B, T]`` layout the
 loss functions expect (zeros elsewhere, which masked losses never read).
 
-Where it does not apply the actor keeps the whole-sequence head: sequence parallelism (the head all-gathers a
-sequence shard), context parallelism (log-probs are reassembled over ranks) and heads other than the LM head
-(the reward model's scores).
+Where it does not apply the actor keeps the whole-sequence head: sequence parallelism (the head
+all-gathers a sequence shard), context parallelism (log-probs are reassembled over ranks) and heads
+other than the LM head (the reward model's scores).
 """
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ class HeadInput:
         if self.selection is None:
             return None
         hidden = args[0]
-        picked = hidden.reshape(-1, hidden.shape[-1]).index_select(0, self.selection.rows.to(hidden.device))
+        rows = self.selection.rows.to(hidden.device)
+        picked = hidden.reshape(-1, hidden.shape[-1]).index_select(0, rows)
         return (picked.unsqueeze(1), *args[1:])
 
 
@@ -86,4 +87,15 @@ def selected_token_logprobs(logits_1_N_V: torch.Tensor, tokens_B_T: torch.Tensor
     return out.index_put((b, t + 1), logprobs)
 
 
-__all__ = ["Selection", "select", "HeadInput", "label_logprobs", "selected_token_logprobs"]
+def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor,
+                   temperature: float) -> torch.Tensor:
+    """``[B, T]`` with position t holding log p(tokens[t] | tokens[:t]) and 0 at t = 0, from the
+    whole sequence's logits. Every position is scored against the next token (the last one against a
+    wrapped-around label, dropped), so the model's output goes in as it is, with no shifted slice
+    (:func:`label_logprobs`). Consumes ``logits_B_T_V``."""
+    next_lp = label_logprobs(logits_B_T_V, torch.roll(tokens_B_T, -1, dims=1), temperature)
+    return torch.nn.functional.pad(next_lp[:, :-1], (1, 0))
+
+
+__all__ = ["Selection", "select", "HeadInput", "label_logprobs", "selected_token_logprobs",
+           "token_logprobs"]

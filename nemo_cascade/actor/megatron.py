@@ -8,7 +8,8 @@ metric_sums)`` per microbatch; Megatron (``calculate_per_token_loss``) divides t
 by the global count. The layer spec (TE or local), FP8, sequence/context parallelism and recompute
 come from ``actor/precision.py``.
 
-Alignment used everywhere: ``logprobs_B_T[b, t] = log p(tokens[b, t] | tokens[b, :t])`` for t ≥ 1, 0 at t = 0.
+Alignment used everywhere: ``logprobs_B_T[b, t] = log p(tokens[b, t] | tokens[b, :t])`` for t ≥ 1, 0
+at t = 0.
 """
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ from nemo_cascade.actor.frozen_weights import FrozenWeights
 from nemo_cascade.actor import lm_head
 from nemo_cascade.actor import precision
 from nemo_cascade.actor.sequence_layout import (RopeAtPositions, cp_inputs, cp_token_logprobs,
-                                                pad_seq, pipeline_shape, round_up, thd_inputs)
+                                                pad_rows, pad_seq, pipeline_shape, round_up,
+                                                thd_inputs, trimmed)
 from nemo_cascade.algorithms.packing import packed_attention
 from nemo_cascade.convert import megatron_args, table
 from nemo_cascade.convert.hf_config import is_reward_model
@@ -40,8 +42,9 @@ from nemo_cascade.runtime.faults import crash_point
 
 # megatron-core 0.16's distributed optimizer calls collectives that torch 2.13 marks deprecated; the
 # warning repeats on every step and is megatron's to fix, not the user's.
-warnings.filterwarnings("ignore", category=FutureWarning,
-                        message=r"`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is deprecated")
+warnings.filterwarnings(
+    "ignore", category=FutureWarning,
+    message=r"`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is deprecated")
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +59,15 @@ class StepMetrics:
     lr: float
     tokens: int
     metrics: dict[str, float]
-    """The loss function's metrics reduced over microbatches and data-parallel ranks: scalar sums stay
-    sums, ``[sum, count]`` pairs become means."""
+    """The loss function's metrics reduced over microbatches and data-parallel ranks: scalar sums
+    stay sums, ``[sum, count]`` pairs become means."""
 
 
 class MegatronActor:
     """Build from an HF folder, train, and hand out full HF-named weights (for vLLM and exports)."""
 
-    def __init__(self, hf_path: str, parallel: config.Parallel, dtype: str = "float32", seed: int = 1234, *,
+    def __init__(self, hf_path: str, parallel: config.Parallel, dtype: str = "float32",
+                 seed: int = 1234, *,
                  transformer_impl: str = "auto", fp8: str = "none"):
         """``transformer_impl`` / ``fp8``: ``config.Model``'s fields of those names
         (actor/precision.py)."""
@@ -77,20 +81,24 @@ class MegatronActor:
         megatron_args.check_parallel(self.spec, parallel.tp, parallel.pp)
         # TE or local spec, FP8, SP, CP, recompute — checked against this machine before any process
         # group work.
-        self.plan = precision.plan(config.Model(dtype=dtype, transformer_impl=transformer_impl, fp8=fp8), parallel,
+        self.plan = precision.plan(config.Model(dtype=dtype, transformer_impl=transformer_impl,
+                                                fp8=fp8), parallel,
                                    rope_scaling=self.spec.yarn is not None)
         self._check_sequence_split(parallel)
         world, mp = dist.get_world_size(), parallel.tp * parallel.pp * parallel.cp
         if world % mp:
-            raise config.ConfigError(f"parallel.tp × parallel.pp × parallel.cp = {parallel.tp}×{parallel.pp}×{parallel.cp} "
-                                     f"must divide the world size {world}")
+            raise config.ConfigError("parallel.tp × parallel.pp × parallel.cp = "
+                                     f"{parallel.tp}×{parallel.pp}×{parallel.cp} must divide the "
+                                     f"world size {world}")
         init_model_parallel(parallel)
         tensor_parallel.model_parallel_cuda_manual_seed(seed)
         self.ps, self.parallel, self.hf_path = ps, parallel, hf_path
         # Batches arrive on the CPU; NCCL collectives need CUDA tensors, gloo CPU ones.
-        self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        self.device = (torch.device("cuda", torch.cuda.current_device())
+                       if torch.cuda.is_available() else torch.device("cpu"))
         self.bf16 = dtype == "bfloat16"
-        self.te = self.plan.te  # TE's fused norm+linear layers rename two norms per layer (convert.table)
+        # TE's fused norm+linear layers rename two norms per layer (convert.table)
+        self.te = self.plan.te
         self.table = self._conversion_table()
         self.entries = list(self.table.entries)
         self.model = self._build()
@@ -102,12 +110,13 @@ class MegatronActor:
         self._rope = RopeAtPositions(rope) if rope is not None and not self.te else None
         self.load_hf(hf_path)
         self.module = self._wrap_ddp()
-        self._params_gather_pending = False  # overlap_param_gather: stepped shards not yet all-gathered
+        # overlap_param_gather: stepped shards not yet all-gathered
+        self._params_gather_pending = False
         self.optimizer = None
         self.scheduler = None
         self.frozen = FrozenWeights(self.model)  # the KL reference, a distill stage's teachers
 
-    # ------------------------------------------------------------------------------------------ build
+    # ---------------------------------------------------------------------------------------- build
     @property
     def tp_rank(self) -> int:
         return self.ps.get_tensor_model_parallel_rank()
@@ -136,8 +145,9 @@ class MegatronActor:
         (sequence_layout.cp_token_logprobs); a subclass with another head output (the reward model's
         scores) has no such path."""
         if parallel.cp > 1 and type(self)._loss_input is not MegatronActor._loss_input:
-            raise config.ConfigError(f"parallel.cp={parallel.cp}: {type(self).__name__} reads whole sequences "
-                                     f"(its head's output is not per-token log-probs); set parallel.cp=1")
+            raise config.ConfigError(f"parallel.cp={parallel.cp}: {type(self).__name__} reads "
+                                     "whole sequences (its head's output is not per-token "
+                                     "log-probs); set parallel.cp=1")
 
     def _build(self):
         import torch.nn.functional as F
@@ -146,14 +156,17 @@ class MegatronActor:
 
         kwargs = megatron_args.transformer_config_kwargs(self.spec, self.parallel.tp,
                                                          self.parallel.pp, self.bf16)
-        self.tconfig = TransformerConfig(activation_func=F.silu, **kwargs, **self.plan.config_kwargs)
+        self.tconfig = TransformerConfig(activation_func=F.silu, **kwargs,
+                                         **self.plan.config_kwargs)
         # YaRN RoPE (App. B)
         for name, value in megatron_args.yarn_config_attributes(self.spec).items():
             setattr(self.tconfig, name, value)
         model = GPTModel(
             config=self.tconfig, transformer_layer_spec=precision.layer_spec(
-                self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp, self.plan.fused_attention),
-            pre_process=self.ps.is_pipeline_first_stage(), post_process=self.ps.is_pipeline_last_stage(),
+                self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp,
+                self.plan.fused_attention),
+            pre_process=self.ps.is_pipeline_first_stage(),
+            post_process=self.ps.is_pipeline_last_stage(),
             **megatron_args.gpt_model_kwargs(self.spec),
         )
         return model.to(self.device)
@@ -164,19 +177,24 @@ class MegatronActor:
         from megatron.core.tensor_parallel import ColumnParallelLinear
 
         head = getattr(self.model, "output_layer", None)
-        if not isinstance(head, ColumnParallelLinear) or self.parallel.sequence_parallel or self.parallel.cp > 1:
-            return None  # no head on this pipeline stage, another head (a reward model's), or a split sequence
+        if (not isinstance(head, ColumnParallelLinear) or self.parallel.sequence_parallel
+                or self.parallel.cp > 1):
+            # no head on this pipeline stage, another head (a reward model's), or a split sequence
+            return None
         return lm_head.HeadInput(head)
 
     def _gather_sequence_for_head(self) -> None:
-        """With sequence parallelism the final hidden states reach the output layer as this TP rank's sequence
-        shard. Megatron's vocab-parallel LM head all-gathers them itself; any other head (the reward model's
-        :class:`ScoreHead`) is given the whole sequence here. Its backward keeps this rank's shard of the
-        gradient (not a reduce-scatter): every TP rank computes the same head output and loss."""
-        from megatron.core.tensor_parallel import ColumnParallelLinear, gather_from_sequence_parallel_region
+        """With sequence parallelism the final hidden states reach the output layer as this TP
+        rank's sequence shard. Megatron's vocab-parallel LM head all-gathers them itself; any other
+        head (the reward model's :class:`ScoreHead`) is given the whole sequence here. Its backward
+        keeps this rank's shard of the gradient (not a reduce-scatter): every TP rank computes the
+        same head output and loss."""
+        from megatron.core.tensor_parallel import (ColumnParallelLinear,
+                                                   gather_from_sequence_parallel_region)
 
         head = getattr(self.model, "output_layer", None)
-        if not self.parallel.sequence_parallel or head is None or isinstance(head, ColumnParallelLinear):
+        if (not self.parallel.sequence_parallel or head is None
+                or isinstance(head, ColumnParallelLinear)):
             return
 
         def gather(module, args, kwargs):
@@ -187,15 +205,17 @@ class MegatronActor:
 
     DDP_BUCKET_SIZE: int | None = None
     """Parameters per DDP bucket, the unit of overlapped communication (``overlap_grad_reduce`` /
-    ``overlap_param_gather``). None: Megatron's default, max(40M, 1M × dp); tests set it small so that a tiny
-    model has several buckets. Without overlap Megatron uses one bucket whatever this says."""
+    ``overlap_param_gather``). None: Megatron's default, max(40M, 1M × dp); tests set it small so
+    that a tiny model has several buckets. Without overlap Megatron uses one bucket whatever this
+    says."""
 
     def _wrap_ddp(self):
         from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
         from megatron.core.distributed import finalize_model_grads
 
         p = self.parallel
-        ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=p.overlap_grad_reduce,
+        ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True,
+                                            overlap_grad_reduce=p.overlap_grad_reduce,
                                             overlap_param_gather=p.overlap_param_gather,
                                             use_distributed_optimizer=p.distributed_optimizer,
                                             bucket_size=self.DDP_BUCKET_SIZE)
@@ -236,8 +256,9 @@ class MegatronActor:
         """Every HF-named full tensor, on every rank (collective; :meth:`HFWeights.gathered`)."""
         return self.weights.gathered(dtype, bucket_bytes)
 
-    # ------------------------------------------------------------------------------------- optimizer
-    def configure_optimizer(self, actor: config.Actor, total_steps: int, carry: bool = False) -> None:
+    # ------------------------------------------------------------------------------------ optimizer
+    def configure_optimizer(self, actor: config.Actor, total_steps: int,
+                            carry: bool = False) -> None:
         """AdamW + this stage's LR schedule (actor/optimizer.py). ``carry``
         (``boundary.optimizer``): keep the existing optimizer — its Adam moments and step count —
         and only start the new schedule; otherwise a fresh one."""
@@ -256,20 +277,23 @@ class MegatronActor:
         one fixed shape between stages, so with PP > 1 the last microbatch is padded to full size
         too; without PP it is not — computing padding rows costs as much as real ones (a 9-row
         packed SFT batch is not run as 64 rows) — and a microbatch is cut to its longest row
-        (:func:`_trimmed`): packing lays rows out longest first, so the later microbatches' rows are
-        shorter than the batch's widest; rows of one sequence each (GRPO without packing, as with
-        context parallelism) are cut after their last trained token, so a microbatch of short
-        answers is not run at the batch's longest, attention and LM head included."""
+        (``sequence_layout.trimmed``): packing lays rows out longest first, so the later
+        microbatches' rows are shorter than the batch's widest; rows of one sequence each (GRPO
+        without packing, as with context parallelism) are cut after their last trained token, so a
+        microbatch of short answers is not run at the batch's longest, attention and LM head
+        included."""
         mbs, dp, together = self.parallel.micro_batch_size, self.dp_size, self.ROWS_TOGETHER
         n = batch["tokens"].shape[0]
         per_rank = -(-n // (dp * together)) * together
         if self.parallel.pp > 1:
             per_rank = -(-per_rank // mbs) * mbs
-        padded = {k: _pad_rows(v, per_rank * dp, fill=-1 if k == "row" else 0) for k, v in batch.items()}
-        mine = {k: v[self.dp_rank * per_rank:(self.dp_rank + 1) * per_rank] for k, v in padded.items()}
+        padded = {k: pad_rows(v, per_rank * dp, fill=-1 if k == "row" else 0)
+                  for k, v in batch.items()}
+        begin, end = self.dp_rank * per_rank, (self.dp_rank + 1) * per_rank
+        mine = {k: v[begin:end] for k, v in padded.items()}
         microbatches = [{k: v[i:i + mbs] for k, v in mine.items()} for i in range(0, per_rank, mbs)]
         if self.parallel.pp == 1 and ("segment_ids" in batch or "loss_mask" in batch):
-            microbatches = [_trimmed(mb) for mb in microbatches]
+            microbatches = [trimmed(mb) for mb in microbatches]
         return microbatches, n
 
     def _forward_step(self, loss_fn: LossFn, temperature: float, data_iterator, model):
@@ -278,11 +302,13 @@ class MegatronActor:
         inputs = self._model_inputs(mb)
         cp_labels = inputs.pop("labels", None)
         selection = None
-        if self._head_input is not None and "loss_mask" in mb:  # the loss reads the trained tokens only
+        # the loss reads the trained tokens only
+        if self._head_input is not None and "loss_mask" in mb:
             T_pad = round_up(mb["tokens"].shape[1], self.plan.seq_multiple)
             selection = lm_head.select(mb["loss_mask"], T_pad, thd="packed_seq_params" in inputs)
             self._head_input.selection = selection
-        if "prefix_ids" in mb:  # samples sharing a prompt: RoPE at their positions, not their columns
+        # samples sharing a prompt: RoPE at their positions, not their columns
+        if "prefix_ids" in mb:
             self._rope.positions = inputs["position_ids"]
         try:
             output = model(**inputs)
@@ -304,12 +330,14 @@ class MegatronActor:
         tokens = pad_seq(mb["tokens"], T_pad)
         if "segment_ids" in mb:
             if self.parallel.cp > 1:
-                raise config.ConfigError("parallel.cp > 1 cannot split packed rows (per-sequence attention); "
-                                         "set parallel.cp=1 for sft stages and grpo.sequence_packing=false")
+                raise config.ConfigError("parallel.cp > 1 cannot split packed rows (per-sequence "
+                                         "attention); set parallel.cp=1 for sft stages and "
+                                         "grpo.sequence_packing=false")
             segments = pad_seq(mb["segment_ids"], T_pad)
             positions = pad_seq(mb["position_ids"], T_pad)
             shared = pad_seq(mb["prefix_ids"], T_pad) if "prefix_ids" in mb else None
-            if self.te:  # its packed attention sees whole sequences: run_grpo keeps prompts unshared there
+            # its packed attention sees whole sequences: run_grpo keeps prompts unshared there
+            if self.te:
                 assert shared is None, "Transformer Engine's packed attention cannot share a prompt"
                 return thd_inputs(tokens, positions, segments)
             mask = packed_attention(segments, shared, by_block=self.plan.fused_attention)
@@ -317,7 +345,8 @@ class MegatronActor:
         if self.parallel.cp > 1:
             return cp_inputs(tokens, self.parallel.cp, self.ps.get_context_parallel_rank())
         positions = torch.arange(T_pad, device=tokens.device).unsqueeze(0).expand_as(tokens)
-        return dict(input_ids=tokens, position_ids=positions, attention_mask=_cpu_causal_mask(T_pad, tokens.device))
+        return dict(input_ids=tokens, position_ids=positions,
+                    attention_mask=_cpu_causal_mask(T_pad, tokens.device))
 
     def _loss(self, loss_fn: LossFn, temperature: float, mb: Batch, cp_labels: torch.Tensor | None,
               selection: "lm_head.Selection | None", output: torch.Tensor):
@@ -330,9 +359,11 @@ class MegatronActor:
         else:  # [1, B·T_pad, ·] for thd rows; drop the padded positions
             x = self._loss_input(output.reshape(B, -1, output.shape[-1])[:, :T], mb, temperature)
         num, den, sums = loss_fn(x, mb)
-        report = {"num": num.detach().double().reshape(1).cpu(), "den": torch.as_tensor(den).double().reshape(1).cpu(),
+        report = {"num": num.detach().double().reshape(1).cpu(),
+                  "den": torch.as_tensor(den).double().reshape(1).cpu(),
                   "computed_tokens": torch.tensor([float(B * T)], dtype=torch.float64)}
-        report.update({k: torch.as_tensor(v).detach().double().reshape(-1).cpu() for k, v in sums.items()})
+        report.update({k: torch.as_tensor(v).detach().double().reshape(-1).cpu()
+                       for k, v in sums.items()})
         count = torch.as_tensor(den).to(device=self.device, dtype=torch.int)
         if self.parallel.cp > 1 and self.ps.get_context_parallel_rank() > 0:
             # Every CP rank computes the same whole-sequence loss; Megatron sums token counts over
@@ -341,9 +372,9 @@ class MegatronActor:
         return num, count, report
 
     def _loss_input(self, logits: torch.Tensor, mb: Batch, temperature: float) -> torch.Tensor:
-        """What the loss function receives: the policy's per-token log-probs (see
-        token_logprobs)."""
-        return token_logprobs(logits, mb["tokens"], temperature)
+        """What the loss function receives: the policy's per-token log-probs
+        (``lm_head.token_logprobs``)."""
+        return lm_head.token_logprobs(logits, mb["tokens"], temperature)
 
     def _run(self, batch: Batch, loss_fn: LossFn, temperature: float, forward_only: bool):
         from megatron.core.pipeline_parallel import get_forward_backward_func
@@ -372,7 +403,8 @@ class MegatronActor:
         keys = sorted(reports[0]) if reports else []
         sizes = [reports[0][k].numel() for k in keys]
         flat = [torch.cat([r[k].reshape(-1) for k in keys]) for r in reports]
-        vec = (torch.stack(flat).sum(0) if flat else torch.zeros(0, dtype=torch.float64)).to(self.device)
+        vec = torch.stack(flat).sum(0) if flat else torch.zeros(0, dtype=torch.float64)
+        vec = vec.to(self.device)
         dist.all_reduce(vec, group=self.ps.get_data_parallel_group())
         if self.parallel.pp > 1:
             group = self.ps.get_pipeline_model_parallel_group()
@@ -410,11 +442,13 @@ class MegatronActor:
         metrics = self._reduce(reports)
         num, den = metrics.pop("num"), metrics.pop("den")
         lr = self.optimizer.param_groups[0]["lr"]
-        return StepMetrics(loss=num / max(den, 1.0), grad_norm=float(grad_norm or 0.0), lr=lr, tokens=int(den),
+        return StepMetrics(loss=num / max(den, 1.0), grad_norm=float(grad_norm or 0.0), lr=lr,
+                           tokens=int(den),
                            metrics=metrics)
 
     @torch.no_grad()
-    def logprobs(self, tokens_B_T: torch.Tensor, temperature: float = 1.0, layout: Batch | None = None) -> torch.Tensor:
+    def logprobs(self, tokens_B_T: torch.Tensor, temperature: float = 1.0,
+                 layout: Batch | None = None) -> torch.Tensor:
         """Per-token fp32 log-probs of `tokens_B_T` under the current weights, on every rank.
         ``layout``: packed rows' ``position_ids`` and ``segment_ids`` (``GRPOBatch.layout()``;
         absent: one sequence per row)."""
@@ -432,9 +466,11 @@ class MegatronActor:
         for mb, lp in holder:
             rows = mb["row"]
             valid = rows >= 0
-            out[rows[valid], :lp.shape[1]] = lp[valid]  # a trimmed microbatch is narrower than the batch
+            # a trimmed microbatch is narrower than the batch
+            out[rows[valid], :lp.shape[1]] = lp[valid]
         # Each DP rank computed its slice (zeros elsewhere), and only the last PP stage has values.
-        dist.all_reduce(out)  # sums disjoint slices; TP and CP ranks hold identical copies, so divide by both
+        # sums disjoint slices; TP and CP ranks hold identical copies, so divide by both
+        dist.all_reduce(out)
         copies = self.parallel.tp * self.parallel.cp
         return (out / copies if copies > 1 else out).cpu()
 
@@ -461,16 +497,6 @@ class MegatronActor:
         return self.weights_of("reference")
 
 
-def token_logprobs(logits_B_T_V: torch.Tensor, tokens_B_T: torch.Tensor,
-                   temperature: float) -> torch.Tensor:
-    """``[B, T]`` with position t holding log p(tokens[t] | tokens[:t]) and 0 at t = 0, from the
-    whole sequence's logits. Every position is scored against the next token (the last one against a
-    wrapped-around label, dropped), so the model's output goes in as it is, with no shifted slice
-    (``lm_head.label_logprobs``). Consumes ``logits_B_T_V``."""
-    next_lp = lm_head.label_logprobs(logits_B_T_V, torch.roll(tokens_B_T, -1, dims=1), temperature)
-    return torch.nn.functional.pad(next_lp[:, :-1], (1, 0))
-
-
 def _cpu_causal_mask(T: int, device: torch.device) -> torch.Tensor | None:
     """On CPU, the causal mask Megatron would otherwise build itself (None elsewhere). Its own
     builder allocates on ``device="cuda"``; the CPU compat mode rewrites that in the forward pass
@@ -479,23 +505,3 @@ def _cpu_causal_mask(T: int, device: torch.device) -> torch.Tensor | None:
     if not cpu.is_enabled():
         return None
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)[None, None]
-
-
-def _trimmed(mb: Batch) -> Batch:
-    """A microbatch without the columns no row needs: packed rows' padding (``segment_ids`` 0 in
-    every row); for rows without segments, the columns after every row's last trained token
-    (``loss_mask``): attention is causal, so no earlier column sees them, and the loss reads only
-    the trained tokens."""
-    needed = mb["segment_ids"] if "segment_ids" in mb else mb["loss_mask"]
-    T = needed.shape[1]
-    filled = (needed > 0).any(0).nonzero()
-    width = int(filled.max()) + 1 if filled.numel() else 1
-    return {k: v[:, :width] if v.dim() == 2 and v.shape[1] == T else v for k, v in mb.items()}
-
-
-def _pad_rows(t: torch.Tensor, n: int, fill: int = 0) -> torch.Tensor:
-    """Pad to `n` rows. Zero rows have an all-zero loss mask, so they add nothing to sums or
-    counts."""
-    if t.shape[0] >= n:
-        return t
-    return torch.cat([t, torch.full((n - t.shape[0], *t.shape[1:]), fill, dtype=t.dtype)])

@@ -1,9 +1,10 @@
 """The actor's optimizer: Megatron's AdamW for one stage, its LR / weight-decay schedule, and the
-optimizer state a checkpoint stores and restores (checkpoint.py).
+optimizer state a checkpoint stores and restores (checkpoint/).
 
-Kept apart from the actor's model code (actor/megatron.py) and from the checkpoint's file handling: this module
-is what knows Megatron's optimizer classes — the chained optimizer's parts, the distributed optimizer's
-DP-sharded parameter state, and the repair a restored torch Adam needs for an exact resume.
+Kept apart from the actor's model code (actor/megatron.py) and from the checkpoint's file handling:
+this module is what knows Megatron's optimizer classes — the chained optimizer's parts, the
+distributed optimizer's DP-sharded parameter state, and the repair a restored torch Adam needs for
+an exact resume.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import torch
 from nemo_cascade import config
 
 
-def build(module, actor: config.Actor, parallel: config.Parallel, bf16: bool, params_dtype: torch.dtype):
+def build(module, actor: config.Actor, parallel: config.Parallel, bf16: bool,
+          params_dtype: torch.dtype):
     """A fresh Megatron optimizer (AdamW with ``actor``'s settings) over the DDP-wrapped
     ``module``."""
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
@@ -35,10 +37,13 @@ def lr_scheduler(optimizer, actor: config.Actor, total_steps: int):
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
 
     decay = max(actor.lr_decay_steps or total_steps, actor.warmup_steps + 1)
-    return OptimizerParamScheduler(optimizer, init_lr=0.0 if actor.warmup_steps else actor.lr, max_lr=actor.lr,
-                                   min_lr=actor.min_lr, lr_warmup_steps=actor.warmup_steps, lr_decay_steps=decay,
+    return OptimizerParamScheduler(optimizer, init_lr=0.0 if actor.warmup_steps else actor.lr,
+                                   max_lr=actor.lr,
+                                   min_lr=actor.min_lr, lr_warmup_steps=actor.warmup_steps,
+                                   lr_decay_steps=decay,
                                    lr_decay_style=actor.lr_schedule, start_wd=actor.weight_decay,
-                                   end_wd=actor.weight_decay, wd_incr_steps=decay, wd_incr_style="constant")
+                                   end_wd=actor.weight_decay, wd_incr_steps=decay,
+                                   wd_incr_style="constant")
 
 
 # ------------------------------------------------------------------------------- checkpoint state
@@ -58,15 +63,16 @@ def checkpoint_state(optimizer) -> list[dict]:
     state.
 
     The distributed optimizer's ``state_dict()`` holds only param groups and the step; its fp32 main
-    parameters and Adam moments live in DP-sharded buckets, which ``get_parameter_state_dp_reshardable``
-    returns as-is for this rank (no gather), and ``load_state_dict`` puts back with the matching
-    sharding type.
+    parameters and Adam moments live in DP-sharded buckets, which
+    ``get_parameter_state_dp_reshardable`` returns as-is for this rank (no gather), and
+    ``load_state_dict`` puts back with the matching sharding type.
     """
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 
     out = []
     for sub in parts(optimizer):
-        if not sub.optimizer.state:  # no step taken yet: nothing to keep (and Megatron's state_dict asserts)
+        # no step taken yet: nothing to keep (and Megatron's state_dict asserts)
+        if not sub.optimizer.state:
             out.append(None)
             continue
         sd = sub.state_dict()
@@ -89,7 +95,8 @@ def restore(optimizer, saved: list[dict]) -> None:
     """Put back what :func:`checkpoint_state` returned (one entry per part, None: saved before the
     first step)."""
     for sub, sd in zip(parts(optimizer), saved):
-        if sd is None:  # saved before the first step: Adam starts from scratch, from the restored weights
+        # saved before the first step: Adam starts from scratch, from the restored weights
+        if sd is None:
             sub.optimizer.state.clear()
             sub.reload_model_params()
             continue

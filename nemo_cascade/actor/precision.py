@@ -4,16 +4,18 @@ recompute.
 
 Two parts, both small functions of the config:
 
-- :func:`plan` turns ``Model`` + ``Parallel`` + the machine (:class:`Env`) into a :class:`Plan`: whether TE is
-  used, the extra ``TransformerConfig`` keyword arguments, and the multiple that sequence lengths are padded to.
-  Every impossible combination raises one :class:`~nemo_cascade.config.ConfigError` line naming the field.
+- :func:`plan` turns ``Model`` + ``Parallel`` + the machine (:class:`Env`) into a :class:`Plan`:
+  whether TE is used, the extra ``TransformerConfig`` keyword arguments, and the multiple that
+  sequence lengths are padded to. Every impossible combination raises one
+  :class:`~nemo_cascade.config.ConfigError` line naming the field.
 - :func:`layer_spec` builds the Megatron layer spec of that choice.
 
 How the sequences of a batch are laid out for that model (CP chunks, packed ``thd`` rows, pipeline
 shapes) is actor/sequence_layout.py.
 
-Field names are megatron-core 0.16.1's (``transformer_config.py``, ``fp8_utils.get_fp8_recipe``). Nothing here
-imports megatron at module level, so the mappings and every error are unit-testable on any machine.
+Field names are megatron-core 0.16.1's (``transformer_config.py``, ``fp8_utils.get_fp8_recipe``).
+Nothing here imports megatron at module level, so the mappings and every error are unit-testable on
+any machine.
 """
 from __future__ import annotations
 
@@ -32,11 +34,12 @@ log = logging.getLogger(__name__)
 
 FP8_RECIPES = {"delayed": "delayed", "current": "tensorwise", "blockwise": "blockwise"}
 """``model.fp8`` → ``TransformerConfig.fp8_recipe``. megatron-core calls per-tensor current scaling
-``tensorwise`` (TE's ``Float8CurrentScaling``); blockwise is TE's ``Float8BlockScaling`` (1×128 / 128×128)."""
+``tensorwise`` (TE's ``Float8CurrentScaling``); blockwise is TE's ``Float8BlockScaling`` (1×128 /
+128×128)."""
 
 FP8_MIN_CAPABILITY = {"delayed": (8, 9), "current": (8, 9), "blockwise": (9, 0)}
-"""FP8 tensor cores start at compute capability 8.9 (Ada) / 9.0 (Hopper); TE's blockwise recipe is a Hopper
-kernel (on Blackwell TE would need MXFP8 instead)."""
+"""FP8 tensor cores start at compute capability 8.9 (Ada) / 9.0 (Hopper); TE's blockwise recipe is a
+Hopper kernel (on Blackwell TE would need MXFP8 instead)."""
 
 FP8_MIN_TE = {"delayed": "1.0", "current": "2.2.0.dev0", "blockwise": "2.3.0.dev0"}
 """The TE versions below which megatron-core 0.16.1's ``get_fp8_recipe`` rejects a recipe."""
@@ -64,11 +67,12 @@ class Env:
     te_version: str | None = None
     """``transformer_engine.__version__``; None when it is not importable."""
     te_error: str | None = None
-    """Why an installed ``transformer_engine`` (``importlib.util.find_spec`` finds it) does not import; None
-    when it imports or is not installed."""
+    """Why an installed ``transformer_engine`` (``importlib.util.find_spec`` finds it) does not
+    import; None when it imports or is not installed."""
     apex_wgrad: bool = False
-    """Apex's ``fused_weight_gradient_mlp_cuda`` imports (megatron's own flag for it): what megatron's
-    ``ColumnParallelLinear`` — the LM head on every spec — requires for ``gradient_accumulation_fusion``."""
+    """Apex's ``fused_weight_gradient_mlp_cuda`` imports (megatron's own flag for it): what
+    megatron's ``ColumnParallelLinear`` — the LM head on every spec — requires for
+    ``gradient_accumulation_fusion``."""
 
 
 @dataclass(frozen=True)
@@ -76,13 +80,16 @@ class Plan:
     """The actor's resolved settings."""
 
     te: bool
-    """Transformer Engine layer spec (fused norm+linear names in the conversion table) instead of local."""
+    """Transformer Engine layer spec (fused norm+linear names in the conversion table) instead of
+    local."""
     config_kwargs: dict[str, Any]
     """Extra ``TransformerConfig`` keyword arguments (SP, CP, recompute, FP8)."""
     seq_multiple: int
-    """Microbatch sequence lengths are right-padded to a multiple of this (SP, CP and FP8 shard/tile them)."""
+    """Microbatch sequence lengths are right-padded to a multiple of this (SP, CP and FP8 shard/tile
+    them)."""
     fused_attention: bool = False
-    """Local spec on CPU: torch's fused attention (:mod:`.fused_attention`), packed rows block by block."""
+    """Local spec on CPU: torch's fused attention (:mod:`.fused_attention`), packed rows block by
+    block."""
 
 
 def probe() -> Env:
@@ -120,19 +127,21 @@ def use_transformer_engine(model: Model, env: Env) -> bool:
     if impl == "local":
         return False
     if env.cuda and env.te_error and impl in ("auto", "transformer_engine"):
-        raise ConfigError(f"model.transformer_impl={impl}: transformer_engine is installed but does not import "
-                          f"({env.te_error}); reinstall it for this torch and CUDA (the gpu extra), or set "
-                          f"model.transformer_impl=local")
+        raise ConfigError(f"model.transformer_impl={impl}: transformer_engine is installed but "
+                          f"does not import ({env.te_error}); reinstall it for this torch and CUDA "
+                          "(the gpu extra), or set model.transformer_impl=local")
     if impl == "auto":
         return env.cuda and env.te_version is not None
     if impl != "transformer_engine":
-        raise ConfigError(f"model.transformer_impl: expected auto, local or transformer_engine, got {impl!r}")
+        raise ConfigError("model.transformer_impl: expected auto, local or transformer_engine, "
+                          f"got {impl!r}")
     if not env.cuda:
-        raise ConfigError("model.transformer_impl: 'transformer_engine' needs a CUDA GPU and none is visible "
-                          "(use 'auto' or 'local' on CPU)")
+        raise ConfigError("model.transformer_impl: 'transformer_engine' needs a CUDA GPU and none "
+                          "is visible (use 'auto' or 'local' on CPU)")
     if env.te_version is None:
-        raise ConfigError("model.transformer_impl: 'transformer_engine' needs the transformer_engine package, "
-                          "which is not importable here (install the gpu extra, or use 'auto' or 'local')")
+        raise ConfigError("model.transformer_impl: 'transformer_engine' needs the "
+                          "transformer_engine package, which is not importable here (install the "
+                          "gpu extra, or use 'auto' or 'local')")
     return True
 
 
@@ -142,21 +151,22 @@ def check(model: Model, parallel: Parallel, env: Env, te: bool) -> None:
     if model.fp8 != "none":
         _check_fp8(model.fp8, env, te)
     if parallel.cp > 1 and not te:
-        raise ConfigError(f"parallel.cp={parallel.cp}: context parallelism runs inside Transformer Engine's "
-                          f"attention; it needs a CUDA GPU with transformer_engine and model.transformer_impl "
-                          f"auto or transformer_engine (got {model.transformer_impl!r}, "
-                          f"{'CUDA' if env.cuda else 'no CUDA'}, "
+        raise ConfigError(f"parallel.cp={parallel.cp}: context parallelism runs inside Transformer "
+                          "Engine's attention; it needs a CUDA GPU with transformer_engine and "
+                          "model.transformer_impl auto or transformer_engine (got "
+                          f"{model.transformer_impl!r}, {'CUDA' if env.cuda else 'no CUDA'}, "
                           f"{'TE ' + env.te_version if env.te_version else 'no TE'})")
 
 
 def _check_fp8(recipe: str, env: Env, te: bool) -> None:
     where = f"model.fp8={recipe}"
     if not env.cuda:
-        raise ConfigError(f"{where}: FP8 training needs a CUDA GPU (compute capability >= 8.9) with "
-                          f"transformer_engine; none is visible (set model.fp8=none on CPU)")
+        raise ConfigError(f"{where}: FP8 training needs a CUDA GPU (compute capability >= 8.9) "
+                          "with transformer_engine; none is visible (set model.fp8=none on CPU)")
     if not te:
-        raise ConfigError(f"{where}: FP8 runs through Transformer Engine layers; it needs transformer_engine "
-                          f"installed and model.transformer_impl auto or transformer_engine")
+        raise ConfigError(f"{where}: FP8 runs through Transformer Engine layers; it needs "
+                          "transformer_engine installed and model.transformer_impl auto or "
+                          "transformer_engine")
     need = FP8_MIN_CAPABILITY[recipe]
     if env.capability is not None and tuple(env.capability) < need:
         raise ConfigError(f"{where}: needs a GPU of compute capability >= {need[0]}.{need[1]} "
@@ -169,15 +179,16 @@ def _check_fp8(recipe: str, env: Env, te: bool) -> None:
     except InvalidVersion:  # an unusual local build string: let megatron's own version check speak
         too_old = False
     if too_old:
-        raise ConfigError(f"{where}: needs transformer_engine >= {FP8_MIN_TE[recipe].split('.dev')[0]}, "
-                          f"found {env.te_version}")
+        raise ConfigError(f"{where}: needs transformer_engine >= "
+                          f"{FP8_MIN_TE[recipe].split('.dev')[0]}, found {env.te_version}")
 
 
 def transformer_config_kwargs(model: Model, parallel: Parallel) -> dict[str, Any]:
     """The ``TransformerConfig`` fields these settings own (the model's shape comes from
     convert.megatron_args)."""
     kwargs: dict[str, Any] = dict(sequence_parallel=parallel.sequence_parallel,
-                                  context_parallel_size=parallel.cp, **RECOMPUTE[parallel.recompute])
+                                  context_parallel_size=parallel.cp,
+                                  **RECOMPUTE[parallel.recompute])
     if model.fp8 != "none":
         # hybrid: e4m3 for weights and activations, e5m2 (more range) for gradients — the standard
         # training format.
@@ -207,7 +218,8 @@ def fusion_kwargs(env: Env, te: bool, rope_scaling: bool = False) -> dict[str, b
     unfused path is what the parity tests compare. ``rope_scaling``: the model's RoPE is YaRN-scaled
     (App. B)."""
     if not env.cuda:
-        return dict(bias_activation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
+        return dict(bias_activation_fusion=False, bias_dropout_fusion=False,
+                    masked_softmax_fusion=False,
                     apply_rope_fusion=False, gradient_accumulation_fusion=False)
     return dict(
         # SwiGLU and bias-dropout-add are megatron's own jit_fuser (torch.compile) functions: any
@@ -245,10 +257,12 @@ def describe(model: Model, env: Env, te: bool) -> str:
     return f"actor layer spec: local (model.transformer_impl={model.transformer_impl}: {why})"
 
 
-def plan(model: Model, parallel: Parallel, env: Env | None = None, *, rope_scaling: bool = False) -> Plan:
+def plan(model: Model, parallel: Parallel, env: Env | None = None, *,
+         rope_scaling: bool = False) -> Plan:
     """Resolve and check everything for this machine (``env``: :func:`probe` unless given)."""
     env = probe() if env is None else env
-    validate_parallel_settings(model, parallel)  # the machine-independent rules, shared with config.validate
+    # the machine-independent rules, shared with config.validate
+    validate_parallel_settings(model, parallel)
     te = use_transformer_engine(model, env)
     check(model, parallel, env, te)
     fused = not te and not env.cuda
@@ -259,7 +273,7 @@ def plan(model: Model, parallel: Parallel, env: Env | None = None, *, rope_scali
                 seq_multiple=seq_multiple(model, parallel), fused_attention=fused)
 
 
-# ------------------------------------------------------------------------------------------ layer specs
+# -------------------------------------------------------------------------------------- layer specs
 
 class LocalRMSNorm(torch.nn.RMSNorm):
     """The local spec's RMSNorm (megatron's ``WrappedTorchNorm`` builds the same
@@ -286,8 +300,8 @@ def layer_spec(te: bool, arch: str, num_layers: int, fused_attention: bool = Fal
     too), its core attention torch's fused one with ``fused_attention`` (:class:`Plan`). Qwen3 has
     per-head q/k RMSNorm. (Qwen2's q/k/v biases need no spec change: ``linear_qkv`` gets its bias
     from ``TransformerConfig.add_qkv_bias``, convert.shape.)"""
-    from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_layer_local_spec,
-                                                          get_gpt_layer_with_transformer_engine_spec)
+    from megatron.core.models.gpt.gpt_layer_specs import (
+        get_gpt_layer_local_spec, get_gpt_layer_with_transformer_engine_spec)
 
     from nemo_cascade.convert.shape import ARCHS
 
@@ -300,7 +314,8 @@ def layer_spec(te: bool, arch: str, num_layers: int, fused_attention: bool = Fal
     sub = layer.submodules
     sub.input_layernorm = sub.pre_mlp_layernorm = LocalRMSNorm
     if qk:
-        sub.self_attention.submodules.q_layernorm = sub.self_attention.submodules.k_layernorm = LocalRMSNorm
+        attention = sub.self_attention.submodules
+        attention.q_layernorm = attention.k_layernorm = LocalRMSNorm
     if fused_attention:
         from nemo_cascade.actor.fused_attention import FusedAttention
 

@@ -26,9 +26,11 @@ def init_distributed(timeout_minutes: float | None = None) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    minutes = config.Parallel.collective_timeout_minutes if timeout_minutes is None else timeout_minutes
-    timeout = timedelta(minutes=minutes)
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(port))
+    if timeout_minutes is None:
+        timeout_minutes = config.Parallel.collective_timeout_minutes
+    timeout = timedelta(minutes=timeout_minutes)
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
         dist.init_process_group("nccl", timeout=timeout)

@@ -15,11 +15,11 @@ head gradient, so no TP collective is needed; Megatron counts a parameter withou
 ``tensor_model_parallel`` once (TP rank 0) in the gradient norm. Pipeline parallelism: only the last
 stage has the head.
 
-Start: the backbone comes from a causal-LM folder (the SFT policy — its LM head is ignored) or from a
-reward-model folder (head included); a head absent from the folder is drawn N(0, initializer_range²) from a
-generator seeded with the actor's seed, identically on every TP rank. Export: an HF
-``*ForSequenceClassification`` folder (``score.weight``, ``num_labels=1``) that transformers and vLLM's
-pooling runner load (``convert.hf_config.reward_model_config``).
+Start: the backbone comes from a causal-LM folder (the SFT policy — its LM head is ignored) or from
+a reward-model folder (head included); a head absent from the folder is drawn N(0,
+initializer_range²) from a generator seeded with the actor's seed, identically on every TP rank.
+Export: an HF ``*ForSequenceClassification`` folder (``score.weight``, ``num_labels=1``) that
+transformers and vLLM's pooling runner load (``convert.hf_config.reward_model_config``).
 """
 from __future__ import annotations
 
@@ -41,10 +41,12 @@ class ScoreHead(torch.nn.Module):
     runtime_gather_output=...)`` → ``(output, bias)``; the LM-head keyword arguments do not apply
     and are ignored."""
 
-    def __init__(self, hidden_size: int, dtype: torch.dtype, device: torch.device, std: float, seed: int):
+    def __init__(self, hidden_size: int, dtype: torch.dtype, device: torch.device, std: float,
+                 seed: int):
         super().__init__()
         init = torch.empty(1, hidden_size, dtype=torch.float32)
-        init.normal_(0.0, std, generator=torch.Generator().manual_seed(seed))  # same on every TP rank
+        # same on every TP rank
+        init.normal_(0.0, std, generator=torch.Generator().manual_seed(seed))
         self.weight = torch.nn.Parameter(init.to(device=device, dtype=dtype))
 
     def forward(self, hidden_S_B_H: torch.Tensor, weight=None, runtime_gather_output=None):
@@ -52,13 +54,15 @@ class ScoreHead(torch.nn.Module):
 
 
 class RewardModelActor(MegatronActor):
-    """:class:`MegatronActor` with a scalar head: ``train_step`` loss functions receive per-position scores
-    ``[B, T]`` (float32) instead of log-probs; :meth:`scores` reads them at given positions."""
+    """:class:`MegatronActor` with a scalar head: ``train_step`` loss functions receive per-position
+    scores ``[B, T]`` (float32) instead of log-probs; :meth:`scores` reads them at given
+    positions."""
 
     HEAD = "score.weight"
     ROWS_TOGETHER = 2  # a pair's chosen and rejected rows meet in one microbatch for the BT loss
 
-    def __init__(self, hf_path: str, parallel: config.Parallel, dtype: str = "float32", seed: int = 1234, *,
+    def __init__(self, hf_path: str, parallel: config.Parallel, dtype: str = "float32",
+                 seed: int = 1234, *,
                  transformer_impl: str = "auto", fp8: str = "none"):
         self._seed = seed
         super().__init__(hf_path, parallel, dtype, seed, transformer_impl=transformer_impl, fp8=fp8)
@@ -77,7 +81,8 @@ class RewardModelActor(MegatronActor):
             # The vocab-sized LM head is built by GPTModel and dropped here (its memory is freed at
             # once).
             std = float(self.spec.raw.get("initializer_range", 0.02))
-            model.output_layer = ScoreHead(self.spec.hidden_size, self.tconfig.params_dtype, self.device, std,
+            model.output_layer = ScoreHead(self.spec.hidden_size, self.tconfig.params_dtype,
+                                           self.device, std,
                                            seed=self._seed)
         return model
 
@@ -103,7 +108,8 @@ class RewardModelActor(MegatronActor):
             return scores_B_T.sum() * 0, torch.tensor(1), {}
 
         n = tokens_B_T.shape[0]
-        self._run({"tokens": tokens_B_T, "last": last_B, "row": torch.arange(n)}, keep, 1.0, forward_only=True)
+        self._run({"tokens": tokens_B_T, "last": last_B, "row": torch.arange(n)}, keep, 1.0,
+                  forward_only=True)
         out = torch.zeros(n, dtype=torch.float32, device=self.device)
         for mb, s in holder:
             rows = mb["row"]

@@ -112,7 +112,7 @@ def cp_inputs(tokens_B_T: torch.Tensor, cp: int, rank: int) -> dict:
 
 def cp_token_logprobs(logits: torch.Tensor, labels: torch.Tensor, T: int, temperature: float,
                       group) -> torch.Tensor:
-    """Per-token log-probs ``[B, T]`` in ``actor.megatron.token_logprobs``' alignment (position t:
+    """Per-token log-probs ``[B, T]`` in ``lm_head.token_logprobs``' alignment (position t:
     log p of token t given the tokens before it; 0 at t = 0) from this CP rank's vocab-parallel
     logits ``[B, L, V/tp]``: each local position's log-prob of its label
     (``lm_head.label_logprobs``, consuming ``logits``), reassembled over the CP group
@@ -161,5 +161,26 @@ def thd_boundaries(segment_ids_B_T: torch.Tensor) -> tuple[torch.Tensor, int]:
     return cu, int((cu[1:] - cu[:-1]).max())
 
 
+def trimmed(mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A microbatch without the columns no row needs: packed rows' padding (``segment_ids`` 0 in
+    every row); for rows without segments, the columns after every row's last trained token
+    (``loss_mask``): attention is causal, so no earlier column sees them, and the loss reads only
+    the trained tokens."""
+    needed = mb["segment_ids"] if "segment_ids" in mb else mb["loss_mask"]
+    T = needed.shape[1]
+    filled = (needed > 0).any(0).nonzero()
+    width = int(filled.max()) + 1 if filled.numel() else 1
+    return {k: v[:, :width] if v.dim() == 2 and v.shape[1] == T else v for k, v in mb.items()}
+
+
+def pad_rows(t: torch.Tensor, n: int, fill: int = 0) -> torch.Tensor:
+    """Pad to `n` rows. Zero rows have an all-zero loss mask, so they add nothing to sums or
+    counts."""
+    if t.shape[0] >= n:
+        return t
+    return torch.cat([t, torch.full((n - t.shape[0], *t.shape[1:]), fill, dtype=t.dtype)])
+
+
 __all__ = ["RopeAtPositions", "pad_seq", "round_up", "cp_split", "cp_unsplit", "cp_gather",
-           "cp_inputs", "cp_token_logprobs", "thd_inputs", "thd_boundaries", "pipeline_shape"]
+           "cp_inputs", "cp_token_logprobs", "thd_inputs", "thd_boundaries", "pipeline_shape",
+           "trimmed", "pad_rows"]

@@ -4,17 +4,18 @@ samples chosen by :mod:`.group_filter`) and the policy-loss terms.
 Everything here is a pure tensor function; nothing imports megatron or vllm.
 
 Alignment convention (the actor relies on it)
-    ``tokens_B_T`` are the input ids (prompt + response, right-padded). The actor returns ``logprobs_B_T``
-    with ``logprobs_B_T[b, t] = log p(tokens_B_T[b, t] | tokens_B_T[b, :t])`` for ``t >= 1`` and 0 at ``t = 0``.
-    ``loss_mask_B_T`` and ``rollout_logprobs_B_T`` are indexed the same way: position ``t`` refers to the
-    token *at* ``t`` being predicted. So a sequence with ``P`` prompt and ``R`` response tokens has mask 1
-    exactly on ``t in [P, P + R)`` and the engine's logprob of response token ``i`` at ``t = P + i``.
+    ``tokens_B_T`` are the input ids (prompt + response, right-padded). The actor returns
+    ``logprobs_B_T`` with ``logprobs_B_T[b, t] = log p(tokens_B_T[b, t] | tokens_B_T[b, :t])`` for
+    ``t >= 1`` and 0 at ``t = 0``. ``loss_mask_B_T`` and ``rollout_logprobs_B_T`` are indexed the
+    same way: position ``t`` refers to the token *at* ``t`` being predicted. So a sequence with
+    ``P`` prompt and ``R`` response tokens has mask 1 exactly on ``t in [P, P + R)`` and the
+    engine's logprob of response token ``i`` at ``t = P + i``.
 
 Loss normalisation convention
     The actor runs Megatron with ``calculate_per_token_loss=True``: a loss function returns
-    ``(numerator_sum, denominator_count)`` per microbatch and Megatron divides the summed gradients by the
-    count summed over all microbatches and data-parallel ranks. So the loss functions here return SUMS and
-    COUNTS, never means; the global quotient is the loss of the whole batch.
+    ``(numerator_sum, denominator_count)`` per microbatch and Megatron divides the summed gradients
+    by the count summed over all microbatches and data-parallel ranks. So the loss functions here
+    return SUMS and COUNTS, never means; the global quotient is the loss of the whole batch.
 """
 from __future__ import annotations
 
@@ -32,12 +33,13 @@ from nemo_cascade.types import PromptGroup
 Tensor = torch.Tensor
 
 
-# ----------------------------------------------------------------------------------------- advantages
+# --------------------------------------------------------------------------------------- advantages
 
 def group_std(rewards_G: Tensor) -> Tensor:
     """Unbiased (Bessel-corrected, ÷(G−1)) standard deviation of one group; 0 for G ≤ 1.
 
-    Unbiased to match verl's GRPO advantage (``torch.std``), the framework the paper trained with (§4.1.2).
+    Unbiased to match verl's GRPO advantage (``torch.std``), the framework the paper trained with
+    (§4.1.2).
     """
     if rewards_G.numel() <= 1:
         return rewards_G.new_zeros(())
@@ -47,11 +49,12 @@ def group_std(rewards_G: Tensor) -> Tensor:
 def group_advantages(rewards_G: Tensor, eps: float) -> Tensor:
     """GRPO advantage of each sample within its group (paper §4.1.2, Eq. 1).
 
-    ``A_i = (r_i − mean(r)) / (std(r) + eps)`` with the unbiased std (:func:`group_std`).
-    A group of size 1 has no baseline to compare with: its advantage is 0 (verl passes the raw reward
-    through instead; with G ≥ 2 enforced by config this only arises after overlong filtering, and a sample
-    with nothing to be compared against carries no group-relative signal). Equal rewards give exactly 0 —
-    not 0/eps of rounding noise in the mean, nor nan when eps = 0. Shape: ``rewards_G`` (G,) → (G,).
+    ``A_i = (r_i − mean(r)) / (std(r) + eps)`` with the unbiased std (:func:`group_std`). A group of
+    size 1 has no baseline to compare with: its advantage is 0 (verl passes the raw reward through
+    instead; with G ≥ 2 enforced by config this only arises after overlong filtering, and a sample
+    with nothing to be compared against carries no group-relative signal). Equal rewards give
+    exactly 0 — not 0/eps of rounding noise in the mean, nor nan when eps = 0. Shape: ``rewards_G``
+    (G,) → (G,).
     """
     if is_zero_variance(rewards_G):
         return torch.zeros_like(rewards_G)
@@ -62,8 +65,9 @@ def shape_rewards_zscore_tanh(rewards_G: Tensor, eps: float) -> Tensor:
     """Reward shaping of the RLHF "bag of tricks": ``tanh((r − mean) / (std + eps))`` per group
     (§6.3, T11).
 
-    Bounds every reward to (−1, 1) so a reward model's outliers cannot dominate; the shaped rewards then go
-    through :func:`group_advantages` as usual. Uses the same unbiased std. Shape (G,) → (G,).
+    Bounds every reward to (−1, 1) so a reward model's outliers cannot dominate; the shaped rewards
+    then go through :func:`group_advantages` as usual. Uses the same unbiased std. Shape (G,) →
+    (G,).
     """
     return torch.tanh(group_advantages(rewards_G, eps))
 
@@ -73,40 +77,45 @@ def no_shaping(rewards_G: Tensor, eps: float) -> Tensor:
     return rewards_G
 
 
-SHAPING: dict[str, Callable[[Tensor, float], Tensor]] = {"none": no_shaping, "zscore_tanh": shape_rewards_zscore_tanh}
+SHAPING: dict[str, Callable[[Tensor, float], Tensor]] = {"none": no_shaping,
+                                                         "zscore_tanh": shape_rewards_zscore_tanh}
 
 
-# ---------------------------------------------------------------------------------------------- batch
+# -------------------------------------------------------------------------------------------- batch
 
 @dataclass
 class GRPOBatch:
     """One rollout batch laid out for the actor (see the module docstring for the alignment
     convention).
 
-    ``S`` kept sequences in ``B`` rows of ``T`` tokens. With ``GRPO.sequence_packing`` several sequences share
-    a row (:func:`pack_rows`): each keeps its own positions and attends only to itself (``segment_ids_B_T``),
-    so a row computes what its sequences would compute in rows of their own, without the padding. Without
-    packing each sequence is a row of its own, right-padded to the longest (``B = S``). Empty
-    (``num_sequences == 0``, all tensors with ``B = 0``) when every group was dropped — the caller skips the
-    update.
+    ``S`` kept sequences in ``B`` rows of ``T`` tokens. With ``GRPO.sequence_packing`` several
+    sequences share a row (:func:`pack_rows`): each keeps its own positions and attends only to
+    itself (``segment_ids_B_T``), so a row computes what its sequences would compute in rows of
+    their own, without the padding. Without packing each sequence is a row of its own, right-padded
+    to the longest (``B = S``). Empty (``num_sequences == 0``, all tensors with ``B = 0``) when
+    every group was dropped — the caller skips the update.
     """
 
     tokens_B_T: Tensor
     """Input ids, int64: prompt + response of each sequence of the row, then ``pad_id``."""
     loss_mask_B_T: Tensor
-    """float32 1.0 exactly on trained response positions (token at t is predicted), 0.0 elsewhere."""
+    """float32 1.0 exactly on trained response positions (token at t is predicted), 0.0
+    elsewhere."""
     advantages_B_T: Tensor
     """float32 advantage of the sequence each position belongs to (0.0 on padding)."""
     rollout_logprobs_B_T: Tensor
     """float32 engine logprob of the token at t (same positions as the mask), 0.0 elsewhere."""
     position_ids_B_T: Tensor
-    """int64 position of each token within its own sequence (RoPE positions restart per sequence)."""
+    """int64 position of each token within its own sequence (RoPE positions restart per
+    sequence)."""
     segment_ids_B_T: Tensor
     """int64 1, 2, … numbering the sequences (and shared prompts) of a row; 0 on padding."""
     prefix_ids_B_T: Tensor
-    """int64 on a sample that shares its prompt (``GRPO.share_prompts``), the segment id of that prompt; else 0."""
+    """int64 on a sample that shares its prompt (``GRPO.share_prompts``), the segment id of that
+    prompt; else 0."""
     advantages_S: Tensor
-    """float32 advantage per kept sequence, in group order (the order of ``lengths_S`` and ``modes_S``)."""
+    """float32 advantage per kept sequence, in group order (the order of ``lengths_S`` and
+    ``modes_S``)."""
     lengths_S: Tensor
     """int64 unpadded length (prompt + response) of each kept sequence."""
     modes_S: list[str] = field(default_factory=list)
@@ -135,21 +144,26 @@ class GRPOBatch:
 
     def tensors(self) -> dict[str, Tensor]:
         """The actor's ``train_step`` batch (:func:`actor_loss` reads it)."""
-        return {"tokens": self.tokens_B_T, "loss_mask": self.loss_mask_B_T, "advantages": self.advantages_B_T,
+        return {"tokens": self.tokens_B_T, "loss_mask": self.loss_mask_B_T,
+                "advantages": self.advantages_B_T,
                 "rollout_logprobs": self.rollout_logprobs_B_T, **self.layout()}
 
 
 def _check_group(p: int, group: PromptGroup) -> None:
     G = group.group_size
     if len(group.rewards_G) != G:
-        raise ValueError(f"group {p}: {len(group.rewards_G)} rewards for {G} samples (score the groups first)")
+        raise ValueError(f"group {p}: {len(group.rewards_G)} rewards for {G} samples (score the "
+                         "groups first)")
     if len(group.finish_reason_G) != G or len(group.rollout_logprobs_G_T) != G:
         raise ValueError(f"group {p}: finish_reason_G/rollout_logprobs_G_T must have {G} entries")
-    for i, (tokens, logprobs) in enumerate(zip(group.response_tokens_G_T, group.rollout_logprobs_G_T)):
+    pairs = zip(group.response_tokens_G_T, group.rollout_logprobs_G_T)
+    for i, (tokens, logprobs) in enumerate(pairs):
         if len(tokens) != len(logprobs):
-            raise ValueError(f"group {p} sample {i}: {len(tokens)} tokens but {len(logprobs)} logprobs")
+            raise ValueError(f"group {p} sample {i}: {len(tokens)} tokens but {len(logprobs)} "
+                             "logprobs")
     if not group.prompt_tokens:
-        raise ValueError(f"group {p}: empty prompt (the first response token would have no context)")
+        raise ValueError(f"group {p}: empty prompt (the first response token would have no "
+                         "context)")
 
 
 def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
@@ -179,7 +193,8 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
         scored_G, rewards_G, keep_G = policy_rewards(group, cfg)
         all_rewards.append(scored_G)
         filtered += int((~keep_G).sum())
-        stats_rewards = statistics_rewards(rewards_G, keep_G, cfg)  # the K ≤ G kept samples, or all G
+        # the K ≤ G kept samples, or all G
+        stats_rewards = statistics_rewards(rewards_G, keep_G, cfg)
         if cfg.drop_zero_variance_groups and not has_signal(group, rewards_G, keep_G, cfg):
             dropped += 1
             continue
@@ -193,7 +208,8 @@ def make_batch(groups: list[PromptGroup], cfg: GRPO, pad_id: int) -> GRPOBatch:
             modes.append(group.mode)
             domains.append(group.domain)
 
-    rows = pack_rows_of(prompts, responses, cfg.pack_tokens, cfg.share_prompts) if cfg.sequence_packing else None
+    rows = (pack_rows_of(prompts, responses, cfg.pack_tokens, cfg.share_prompts)
+            if cfg.sequence_packing else None)
     laid = pack_sequences(prompts, responses, pad_id, logprobs, rows)
     advantages_S = torch.tensor(advantages, dtype=torch.float32)
     sequence_B_T = _sequence_index(laid)
@@ -238,7 +254,8 @@ def _sequence_index(laid: dict[str, Tensor]) -> Tensor:
     ``row_S[s]`` from ``start_S[s]`` for ``span_S[s]`` tokens); −1 on padding and on a shared
     prompt."""
     sequence_B_T = torch.full(laid["values_B_T"].shape, -1, dtype=torch.int64)
-    for s, (b, start, n) in enumerate(zip(*(laid[k].tolist() for k in ("row_S", "start_S", "span_S")))):
+    places = zip(*(laid[k].tolist() for k in ("row_S", "start_S", "span_S")))
+    for s, (b, start, n) in enumerate(places):
         sequence_B_T[b, start:start + n] = s
     return sequence_B_T
 
@@ -264,14 +281,14 @@ def _generation_metrics(groups: list[PromptGroup], scored: list[Tensor]) -> dict
     return metrics
 
 
-# ----------------------------------------------------------------------------------------------- loss
+# --------------------------------------------------------------------------------------------- loss
 
 def aggregate_token(loss_B_T: Tensor, valid_B_T: Tensor, segment_ids_B_T: Optional[Tensor] = None
                     ) -> tuple[Tensor, Tensor]:
     """Token-level aggregation (paper default, §4.1.2, DAPO-style).
 
-    ``numerator = Σ_{b,t valid} loss[b,t]``, ``denominator = #valid tokens``; globally
-    loss = sum of per-token losses / number of valid tokens in the whole batch. Rows' sequences do not matter.
+    ``numerator = Σ_{b,t valid} loss[b,t]``, ``denominator = #valid tokens``; globally loss = sum of
+    per-token losses / number of valid tokens in the whole batch. Rows' sequences do not matter.
     """
     numerator = torch.where(valid_B_T, loss_B_T, torch.zeros_like(loss_B_T)).sum()
     return numerator, valid_B_T.sum().to(torch.int)
@@ -281,10 +298,10 @@ def aggregate_sequence(loss_B_T: Tensor, valid_B_T: Tensor, segment_ids_B_T: Opt
                        ) -> tuple[Tensor, Tensor]:
     """Sequence-level aggregation (RLHF bag of tricks, §6.3, T10).
 
-    ``numerator = Σ_s mean_{t valid}(loss[s,t])`` over sequences with ≥ 1 valid token, ``denominator`` =
-    number of such sequences; globally loss = mean over sequences of each sequence's mean token loss. A
-    sequence is a ``(row, segment id)`` pair — packed rows hold several; without ``segment_ids_B_T`` each row
-    is one sequence.
+    ``numerator = Σ_s mean_{t valid}(loss[s,t])`` over sequences with ≥ 1 valid token,
+    ``denominator`` = number of such sequences; globally loss = mean over sequences of each
+    sequence's mean token loss. A sequence is a ``(row, segment id)`` pair — packed rows hold
+    several; without ``segment_ids_B_T`` each row is one sequence.
     """
     B, T = loss_B_T.shape
     if segment_ids_B_T is None:
@@ -293,7 +310,8 @@ def aggregate_sequence(loss_B_T: Tensor, valid_B_T: Tensor, segment_ids_B_T: Opt
     key = (torch.arange(B, device=loss_B_T.device)[:, None] * per_row + segment_ids_B_T).reshape(-1)
     masked = torch.where(valid_B_T, loss_B_T, torch.zeros_like(loss_B_T)).reshape(-1)
     sum_S = masked.new_zeros(B * per_row).index_add(0, key, masked)
-    n_S = torch.zeros(B * per_row, device=loss_B_T.device).index_add(0, key, valid_B_T.reshape(-1).float())
+    n_S = torch.zeros(B * per_row, device=loss_B_T.device).index_add(0, key,
+                                                                     valid_B_T.reshape(-1).float())
     has_tokens_S = n_S > 0
     numerator = (sum_S / n_S.clamp(min=1))[has_tokens_S].sum()
     return numerator, has_tokens_S.sum().to(torch.int)
@@ -316,13 +334,15 @@ def sum_count(total: Tensor, count: Tensor) -> Tensor:
     return torch.stack([total.detach().float(), count.detach().float()])
 
 
-def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages: Tensor,
-                      mask_B_T: Tensor, cfg: GRPO, ref_logprobs_B_T: Optional[Tensor] = None,
-                      segment_ids_B_T: Optional[Tensor] = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+def policy_loss_terms(
+        logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages: Tensor, mask_B_T: Tensor,
+        cfg: GRPO, ref_logprobs_B_T: Optional[Tensor] = None,
+        segment_ids_B_T: Optional[Tensor] = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """Clipped GRPO surrogate (+ optional k3 KL) as ``(numerator, denominator, metrics)``.
 
-    Per valid token (``mask_B_T > 0``), with ``ratio = exp(lp − old)`` and ``A`` its sequence's advantage —
-    ``advantages`` is ``(B,)`` with one sequence per row, or ``(B, T)`` per position (packed rows)::
+    Per valid token (``mask_B_T > 0``), with ``ratio = exp(lp − old)`` and ``A`` its sequence's
+    advantage — ``advantages`` is ``(B,)`` with one sequence per row, or ``(B, T)`` per position
+    (packed rows)::
 
         loss[b,t] = −min(ratio·A, clip(ratio, 1 − clip_eps_low, 1 + clip_eps_high)·A)
                     + kl_coef · (exp(ref − lp) − (ref − lp) − 1)
@@ -337,8 +357,9 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
     (even ±inf).
 
     metrics: name → detached float32 tensor ``[sum, count]`` over valid tokens (Megatron's reporting
-    format: sum both over microbatches and ranks, then divide) for ``clip_fraction`` (share of tokens
-    where the clipped term is the one used), ``ratio`` (mean ratio) and ``kl`` (mean k3; 0 without ref).
+    format: sum both over microbatches and ranks, then divide) for ``clip_fraction`` (share of
+    tokens where the clipped term is the one used), ``ratio`` (mean ratio) and ``kl`` (mean k3; 0
+    without ref).
     """
     if cfg.kl_coef > 0 and ref_logprobs_B_T is None:
         raise ValueError(f"policy_loss_terms: kl_coef={cfg.kl_coef} > 0 needs ref_logprobs_B_T")
@@ -348,7 +369,8 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
     # backward).
     lp_B_T = torch.where(valid_B_T, logprobs_B_T.float(), zeros_B_T)
     old_B_T = torch.where(valid_B_T, old_logprobs_B_T.float(), zeros_B_T)
-    adv_B_T = advantages.float()[:, None] if advantages.dim() == 1 else advantages.float()  # [B, 1] broadcasts
+    # [B, 1] broadcasts
+    adv_B_T = advantages.float()[:, None] if advantages.dim() == 1 else advantages.float()
 
     ratio_B_T = torch.exp(lp_B_T - old_B_T)
     unclipped_B_T = ratio_B_T * adv_B_T
@@ -372,13 +394,15 @@ def policy_loss_terms(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor, advantages
     return numerator, denominator, metrics
 
 
-def actor_loss(cfg: GRPO, logprobs_B_T: Tensor, mb: dict) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+def actor_loss(cfg: GRPO, logprobs_B_T: Tensor,
+               mb: dict) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """The actor's per-microbatch loss for one strict on-policy update (§4.1.2):
     :func:`policy_loss_terms` with ``old = logprobs.detach()``, plus the metric ``logprob_gap`` —
     |actor − rollout| log-prob on the trained tokens, ``[sum, count]`` — which checks that vLLM
     sampled with the weights being trained (weight sync)."""
     num, den, metrics = policy_loss_terms(logprobs_B_T, logprobs_B_T.detach(), mb["advantages"],
-                                          mb["loss_mask"], cfg, mb.get("ref_logprobs"), mb.get("segment_ids"))
+                                          mb["loss_mask"], cfg, mb.get("ref_logprobs"),
+                                          mb.get("segment_ids"))
     metrics["logprob_gap"] = logprob_gap(logprobs_B_T, mb)
     return num, den, metrics
 
@@ -392,8 +416,10 @@ def logprob_gap(logprobs_B_T: Tensor, mb: dict) -> Tensor:
 
 
 __all__ = [
-    "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping", "SHAPING",
+    "GRPOBatch", "group_std", "group_advantages", "shape_rewards_zscore_tanh", "no_shaping",
+    "SHAPING",
     "make_batch",
-    "aggregate_token", "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms", "actor_loss",
+    "aggregate_token", "aggregate_sequence", "AGGREGATION", "k3_kl", "policy_loss_terms",
+    "actor_loss",
     "logprob_gap", "sum_count",
 ]

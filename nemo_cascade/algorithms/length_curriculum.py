@@ -1,11 +1,12 @@
 """Which response-length phase a GRPO stage is in (§4.5.2, T17–T19), and when it moves to the next.
 
-Phases run back to back. A phase ends after its ``steps`` steps or, with ``until_clip_ratio`` set, as soon as
-the clip ratio (the share of a step's samples truncated at the phase's budget) averaged over its last
-:data:`CLIP_RATIO_WINDOW` steps is at most that value — the paper's "until clip-ratio reaches 10%" read as the
-ratio falling to 10 % as the model learns to fit the budget (docs/recipes.md, "Ambiguities, decided"). The
-stage ends when its last phase ends. Without ``until_clip_ratio`` the phase of a step is a function of the step
-alone (``config.phase_at``); with it, the boundaries so far are state, saved with the stage's checkpoints.
+Phases run back to back. A phase ends after its ``steps`` steps or, with ``until_clip_ratio`` set,
+as soon as the clip ratio (the share of a step's samples truncated at the phase's budget) averaged
+over its last :data:`CLIP_RATIO_WINDOW` steps is at most that value — the paper's "until clip-ratio
+reaches 10%" read as the ratio falling to 10 % as the model learns to fit the budget
+(docs/recipes.md, "Ambiguities, decided"). The stage ends when its last phase ends. Without
+``until_clip_ratio`` the phase of a step is a function of the step alone (``config.phase_at``); with
+it, the boundaries so far are state, saved with the stage's checkpoints.
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from .. import config
 from ..data.loader import DataError
 
 CLIP_RATIO_WINDOW = 5
-"""Steps the clip ratio is averaged over before it can end a phase: one step's share of 1,024 samples moves by
-a few points from batch to batch, and a phase should not end on one lucky batch."""
+"""Steps the clip ratio is averaged over before it can end a phase: one step's share of 1,024
+samples moves by a few points from batch to batch, and a phase should not end on one lucky batch."""
 
 
 class LengthCurriculum:
@@ -25,8 +26,10 @@ class LengthCurriculum:
 
     def __init__(self, stage: config.Stage):
         self.phases = config.length_phases(stage)
-        self.starts = [0]          # the step each phase began at, so far (one more entry once the last ends)
-        self.recent: list[float] = []  # the current phase's last clip ratios (at most CLIP_RATIO_WINDOW)
+        # the step each phase began at, so far (one more entry once the last ends)
+        self.starts = [0]
+        # the current phase's last clip ratios (at most CLIP_RATIO_WINDOW)
+        self.recent: list[float] = []
 
     @property
     def finished(self) -> bool:
@@ -66,10 +69,11 @@ class LengthCurriculum:
             self.recent = []
             return
         starts = [int(s) for s in state["starts"]]
-        if not (starts and starts[0] == 0 and len(starts) <= len(self.phases) + 1 and starts == sorted(starts)
+        if not (starts and starts[0] == 0 and len(starts) <= len(self.phases) + 1
+                and starts == sorted(starts)
                 and starts[-1] <= step):
-            raise DataError(f"resume: length-curriculum state {state!r:.120} does not fit the stage's "
-                             f"{len(self.phases)} phases at step {step}")
+            raise DataError(f"resume: length-curriculum state {state!r:.120} does not fit the "
+                            f"stage's {len(self.phases)} phases at step {step}")
         self.starts, self.recent = starts, [float(r) for r in state["recent"]][-CLIP_RATIO_WINDOW:]
 
 

@@ -9,14 +9,16 @@ on padding), so a row computes exactly what its sequences would compute in rows 
 without the padding.
 
 Alignment convention (the one of :mod:`.grpo` and :mod:`.sft`; the actor relies on it)
-    ``logprobs_B_T[b, t] = log p(tokens_B_T[b, t] | tokens_B_T[b, :t])``; ``loss_mask_B_T`` is 1 exactly on a
-    sequence's response tokens ``[start + P, start + P + R)`` for ``P`` prompt and ``R`` response tokens, except
-    a sequence's first token, which has no context and is never predicted.
+    ``logprobs_B_T[b, t] = log p(tokens_B_T[b, t] | tokens_B_T[b, :t])``; ``loss_mask_B_T`` is 1
+    exactly on a sequence's response tokens ``[start + P, start + P + R)`` for ``P`` prompt and
+    ``R`` response tokens, except a sequence's first token, which has no context and is never
+    predicted.
 
-GRPO packs first-fit decreasing (the tightest rows for a batch it lays out at once); SFT packs in the order
-of its examples, each row closed once the next example does not fit — :func:`pack_rows` does both. A GRPO
-group's samples may share one copy of their prompt in a row (:func:`share_prompts`): each then continues the
-prompt's positions and attends to it as well as to itself.
+GRPO packs first-fit decreasing (the tightest rows for a batch it lays out at once); SFT packs in
+the order of its examples, each row closed once the next example does not fit — :func:`pack_rows`
+does both. A GRPO group's samples may share one copy of their prompt in a row
+(:func:`share_prompts`): each then continues the prompt's positions and attends to it as well as to
+itself.
 """
 from __future__ import annotations
 
@@ -33,13 +35,15 @@ def pack_rows(lengths_S: Sequence[int], budget: int, in_order: bool = False) -> 
     """Sequence indices grouped into rows of at most ``budget`` tokens; a sequence longer than
     ``budget`` gets a row of its own.
 
-    Default, first-fit decreasing: longest first, each into the first row with room (ties keep their order, so
-    a batch packs the same way every time). FFD leaves little of a row empty when the sequences are short
-    against the budget; with ``budget`` = the longest sequence, no row is longer than an unpadded batch's, so a
-    microbatch costs no more memory than without packing. ``in_order``: the sequences in their order, each into
-    the last row if it has room, else into a new row (next fit: rows hold consecutive sequences).
+    Default, first-fit decreasing: longest first, each into the first row with room (ties keep their
+    order, so a batch packs the same way every time). FFD leaves little of a row empty when the
+    sequences are short against the budget; with ``budget`` = the longest sequence, no row is longer
+    than an unpadded batch's, so a microbatch costs no more memory than without packing.
+    ``in_order``: the sequences in their order, each into the last row if it has room, else into a
+    new row (next fit: rows hold consecutive sequences).
     """
-    order = range(len(lengths_S)) if in_order else sorted(range(len(lengths_S)), key=lambda i: -lengths_S[i])
+    order = range(len(lengths_S)) if in_order else sorted(range(len(lengths_S)),
+                                                          key=lambda i: -lengths_S[i])
     rows: list[list[int]] = []
     free: list[int] = []
     for s in order:
@@ -85,40 +89,46 @@ def share_prompts(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequ
     return units, lengths
 
 
-def pack_rows_of(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]], pack_tokens: int,
+def pack_rows_of(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]],
+                 pack_tokens: int,
                  share: bool) -> list[list]:
     """GRPO's rows for :func:`pack_sequences`: first-fit decreasing into rows of ``max(pack_tokens,
     longest sequence)`` tokens; with ``share``, of units sharing their prompt
     (:func:`share_prompts`; ``pack_tokens`` 0: a whole group each, rows as long as the longest)."""
     budget = max([pack_tokens, *(len(p) + len(r) for p, r in zip(prompts_S, responses_S))])
-    units, lengths = share_prompts(prompts_S, responses_S, (budget if pack_tokens else sys.maxsize) if share else 0)
+    share_budget = (budget if pack_tokens else sys.maxsize) if share else 0
+    units, lengths = share_prompts(prompts_S, responses_S, share_budget)
     return [[units[u] for u in row] for row in pack_rows(lengths, max([budget, *lengths]))]
 
 
-def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]], pad_id: int,
+def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]],
+                   pad_id: int,
                    response_values_S: Optional[Sequence[Sequence[float]]] = None,
                    rows: Optional[Sequence[Sequence]] = None) -> dict[str, Tensor]:
     """Lay (prompt, response) token lists out in rows with the module's alignment.
 
-    ``rows`` lists the units of each row (:func:`pack_rows`): a sequence index, or a tuple of indices whose
-    sequences share one copy of their prompt (:func:`share_prompts`); by default each sequence is a row of its
-    own. Returns int64 ``tokens_B_T``, ``position_ids_B_T`` (restarting at 0 per sequence),
-    ``segment_ids_B_T`` (1, 2, … per sequence — and per shared prompt — of a row; 0 on padding),
-    ``prefix_ids_B_T`` (on a sample that shares its prompt, the segment id of that prompt; 0 elsewhere),
-    ``lengths_S`` (P + R), float32 ``loss_mask_B_T`` (1 on a sequence's response tokens; a sequence's first
-    token is never predicted) and ``values_B_T`` (``response_values_S[s][i]`` at response token ``i``, 0
-    elsewhere), and int64 ``row_S`` / ``start_S`` / ``span_S``: where each sequence's own segment went. ``T`` =
-    the longest row (0 if there are none).
+    ``rows`` lists the units of each row (:func:`pack_rows`): a sequence index, or a tuple of
+    indices whose sequences share one copy of their prompt (:func:`share_prompts`); by default each
+    sequence is a row of its own. Returns int64 ``tokens_B_T``, ``position_ids_B_T`` (restarting at
+    0 per sequence), ``segment_ids_B_T`` (1, 2, … per sequence — and per shared prompt — of a row; 0
+    on padding), ``prefix_ids_B_T`` (on a sample that shares its prompt, the segment id of that
+    prompt; 0 elsewhere), ``lengths_S`` (P + R), float32 ``loss_mask_B_T`` (1 on a sequence's
+    response tokens; a sequence's first token is never predicted) and ``values_B_T``
+    (``response_values_S[s][i]`` at response token ``i``, 0 elsewhere), and int64 ``row_S`` /
+    ``start_S`` / ``span_S``: where each sequence's own segment went. ``T`` = the longest row (0 if
+    there are none).
     """
     lengths = [len(p) + len(r) for p, r in zip(prompts_S, responses_S)]
-    rows = [[u if isinstance(u, tuple) else (u,) for u in row] for row in (rows or [[s] for s in range(len(lengths))])]
+    rows = [[u if isinstance(u, tuple) else (u,) for u in row]
+            for row in (rows or [[s] for s in range(len(lengths))])]
     B = len(rows)
-    T = max((sum(len(prompts_S[u[0]]) - 1 + sum(len(responses_S[s]) + 1 for s in u) for u in row) for row in rows),
-            default=0)
+    T = max((sum(len(prompts_S[u[0]]) - 1 + sum(len(responses_S[s]) + 1 for s in u) for u in row)
+             for row in rows), default=0)
     out = {"tokens_B_T": torch.full((B, T), pad_id, dtype=torch.long)}
-    out.update({k: torch.zeros((B, T), dtype=torch.long) for k in ("position_ids_B_T", "segment_ids_B_T",
-                                                                     "prefix_ids_B_T")})
-    out.update({k: torch.zeros((B, T), dtype=torch.float32) for k in ("loss_mask_B_T", "values_B_T")})
+    out.update({k: torch.zeros((B, T), dtype=torch.long)
+                for k in ("position_ids_B_T", "segment_ids_B_T", "prefix_ids_B_T")})
+    out.update({k: torch.zeros((B, T), dtype=torch.float32)
+                for k in ("loss_mask_B_T", "values_B_T")})
     where = {k: [0] * len(lengths) for k in ("row_S", "start_S", "span_S")}
     for b, row in enumerate(rows):
         start = segment = 0
@@ -131,15 +141,18 @@ def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Seq
                 out["segment_ids_B_T"][b, start:end] = segment
                 start, prompt = end, prompt[-1:]
             for s in unit:
-                P, first, end = len(prompt), len(prompts_S[s]) - len(prompt), start + len(prompt) + len(responses_S[s])
+                P, first = len(prompt), len(prompts_S[s]) - len(prompt)
+                end = start + P + len(responses_S[s])
                 segment += 1
-                out["tokens_B_T"][b, start:end] = torch.tensor(prompt + list(responses_S[s]), dtype=torch.long)
+                out["tokens_B_T"][b, start:end] = torch.tensor(prompt + list(responses_S[s]),
+                                                               dtype=torch.long)
                 out["position_ids_B_T"][b, start:end] = torch.arange(first, first + end - start)
                 out["segment_ids_B_T"][b, start:end] = segment
                 out["prefix_ids_B_T"][b, start:end] = prefix
                 out["loss_mask_B_T"][b, start + max(P, 1):end] = 1.0
                 if response_values_S is not None and end > start + P:
-                    out["values_B_T"][b, start + P:end] = torch.tensor(response_values_S[s], dtype=torch.float32)
+                    out["values_B_T"][b, start + P:end] = torch.tensor(response_values_S[s],
+                                                                       dtype=torch.float32)
                 where["row_S"][s], where["start_S"][s], where["span_S"][s] = b, start, end - start
                 start = end
     out.update(lengths_S=torch.tensor(lengths, dtype=torch.long),
@@ -169,7 +182,8 @@ class PackedSFTBatch:
         return int(self.tokens_B_T.shape[0])
 
     def tensors(self) -> dict[str, Tensor]:
-        return {"tokens": self.tokens_B_T, "loss_mask": self.loss_mask_B_T, "position_ids": self.position_ids_B_T,
+        return {"tokens": self.tokens_B_T, "loss_mask": self.loss_mask_B_T,
+                "position_ids": self.position_ids_B_T,
                 "segment_ids": self.segment_ids_B_T}
 
 
@@ -211,7 +225,8 @@ def segment_causal_mask(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor
     T = segment_ids_B_T.shape[1]
     same = segment_ids_B_T.unsqueeze(2) == segment_ids_B_T.unsqueeze(1)
     if prefix_ids_B_T is not None:
-        same |= (prefix_ids_B_T.unsqueeze(2) == segment_ids_B_T.unsqueeze(1)) & (prefix_ids_B_T.unsqueeze(2) > 0)
+        prefix_B_T_1 = prefix_ids_B_T.unsqueeze(2)
+        same |= (prefix_B_T_1 == segment_ids_B_T.unsqueeze(1)) & (prefix_B_T_1 > 0)
     causal = torch.ones((T, T), dtype=torch.bool, device=segment_ids_B_T.device).tril()
     return ~(same & causal).unsqueeze(1)
 
@@ -229,42 +244,50 @@ class AttentionBlocks:
     key_index_U_K: Tensor
     """The block's j-th key token (0 past its keys: always blocked)."""
     allowed_U_1_Q_K: Tensor
-    """True where query i may attend to key j (``F.scaled_dot_product_attention``'s convention); a position past
-    the segment's end attends to key 0 only, so no softmax row is empty."""
+    """True where query i may attend to key j (``F.scaled_dot_product_attention``'s convention); a
+    position past the segment's end attends to key 0 only, so no softmax row is empty."""
     real_UQ: Tensor
     """Which of the flattened ``[U · Q]`` query slots are real tokens (those written back)."""
 
 
-def attention_blocks(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor] = None) -> AttentionBlocks:
-    """:class:`AttentionBlocks` for the rows :func:`segment_causal_mask` describes, with the same attention:
-    a segment's token attends causally to its segment and to all of the shared prompt it continues; padding
-    (segment 0) is in no block. Relies on :func:`pack_sequences`' layout: segments contiguous, numbered in
-    column order, a shared prompt before the samples that continue it."""
+def attention_blocks(segment_ids_B_T: Tensor,
+                     prefix_ids_B_T: Optional[Tensor] = None) -> AttentionBlocks:
+    """:class:`AttentionBlocks` for the rows :func:`segment_causal_mask` describes, with the same
+    attention: a segment's token attends causally to its segment and to all of the shared prompt it
+    continues; padding (segment 0) is in no block. Relies on :func:`pack_sequences`' layout:
+    segments contiguous, numbered in column order, a shared prompt before the samples that continue
+    it."""
     (B, T), S = segment_ids_B_T.shape, int(segment_ids_B_T.max()) + 1
     real = segment_ids_B_T > 0
-    keys_U, block_N, n_U = torch.unique_consecutive((torch.arange(B).unsqueeze(1) * S + segment_ids_B_T)[real],
-                                                    return_inverse=True, return_counts=True)  # (row, segment)
-    slot_N = torch.arange(len(block_N)) - (n_U.cumsum(0) - n_U)[block_N]  # a block's tokens are consecutive
+    row_segment_N = (torch.arange(B).unsqueeze(1) * S + segment_ids_B_T)[real]  # (row, segment)
+    keys_U, block_N, n_U = torch.unique_consecutive(row_segment_N, return_inverse=True,
+                                                    return_counts=True)
+    # a block's tokens are consecutive
+    slot_N = torch.arange(len(block_N)) - (n_U.cumsum(0) - n_U)[block_N]
     Q = int(n_U.max())
-    query_U_Q = torch.zeros((len(n_U), Q + 1), dtype=torch.long)  # + an unused column, 0, for the gathers
+    # + an unused column, 0, for the gathers
+    query_U_Q = torch.zeros((len(n_U), Q + 1), dtype=torch.long)
     query_U_Q[block_N, slot_N] = (torch.arange(T) * B + torch.arange(B).unsqueeze(1))[real]
     prefix_U = torch.zeros_like(n_U)
     if prefix_ids_B_T is not None:
         prefix_U[block_N] = prefix_ids_B_T[real]
-    prompt_U = torch.where(prefix_U > 0, torch.searchsorted(keys_U, keys_U - keys_U % S + prefix_U), 0)
-    m_U = torch.where(prefix_U > 0, n_U[prompt_U], 0)  # keys from the shared prompt, then the block's own
+    prompt_U = torch.where(prefix_U > 0, torch.searchsorted(keys_U, keys_U - keys_U % S + prefix_U),
+                           0)
+    # keys from the shared prompt, then the block's own
+    m_U = torch.where(prefix_U > 0, n_U[prompt_U], 0)
     j, m, n = torch.arange(int((m_U + n_U).max())), m_U.unsqueeze(1), n_U.unsqueeze(1)
     key_U_K = torch.where(j < m, query_U_Q[prompt_U.unsqueeze(1), j.clamp(max=Q)], query_U_Q.gather(
         1, (j - m).clamp(0, Q)))
     i, j, m, n = torch.arange(Q).view(1, Q, 1), j.view(1, 1, -1), m.unsqueeze(2), n.unsqueeze(2)
     allowed = (i < n) & ((j < m) | (j - m <= i)) | (i >= n) & (j == 0)
-    return AttentionBlocks(query_U_Q[:, :Q], key_U_K, allowed.unsqueeze(1), (torch.arange(Q) < n).reshape(-1))
+    return AttentionBlocks(query_U_Q[:, :Q], key_U_K, allowed.unsqueeze(1),
+                           (torch.arange(Q) < n).reshape(-1))
 
 
 BLOCK_CELLS_AT_MOST = 0.5
-"""Packed rows attend by block where the blocks compute at most this share of the mask's score cells: at 1 (a
-sequence per row) the gathers cost 3-8 %, at 0.2 (a group sharing its prompt) blocks save 11-14 % of the tiny
-model's train step on CPU (docs/performance.md)."""
+"""Packed rows attend by block where the blocks compute at most this share of the mask's score
+cells: at 1 (a sequence per row) the gathers cost 3-8 %, at 0.2 (a group sharing its prompt) blocks
+save 11-14 % of the tiny model's train step on CPU (docs/performance.md)."""
 
 
 def packed_attention(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor] = None, *,
@@ -280,6 +303,7 @@ def packed_attention(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor] =
     return segment_causal_mask(segment_ids_B_T, prefix_ids_B_T)
 
 
-__all__ = ["pack_rows", "pad_share", "share_prompts", "pack_rows_of", "pack_sequences", "PackedSFTBatch",
+__all__ = ["pack_rows", "pad_share", "share_prompts", "pack_rows_of", "pack_sequences",
+           "PackedSFTBatch",
            "pack_sft_batch", "segment_causal_mask", "AttentionBlocks", "attention_blocks",
            "packed_attention", "BLOCK_CELLS_AT_MOST"]

@@ -6,7 +6,8 @@ the Bradley–Terry loss on (prompt, chosen, rejected) pairs. With ``r = score o
 prompt + response``,
 
     P(chosen ≻ rejected) = σ(r_chosen − r_rejected),   loss per pair = −log σ(r_chosen − r_rejected)
-                                                                      = softplus(r_rejected − r_chosen).
+                                                                      = softplus(r_rejected −
+                                                                      r_chosen).
 
 Batch layout (the actor relies on it): a batch of ``P`` pairs is ``B = 2P`` rows, **interleaved** —
 row ``2i`` is pair ``i``'s chosen sequence, row ``2i + 1`` its rejected one — so any contiguous
@@ -17,8 +18,9 @@ read (causal attention: right padding cannot change the score at an earlier posi
 counts when its chosen row is valid.
 
 Loss normalisation: like :mod:`~nemo_cascade.algorithms.sft`, :func:`bt_loss_terms` returns
-``(numerator_sum, denominator_count)`` for Megatron's ``calculate_per_token_loss=True``, which divides by the
-count over all microbatches and data-parallel ranks: globally, loss = mean over the batch's pairs.
+``(numerator_sum, denominator_count)`` for Megatron's ``calculate_per_token_loss=True``, which
+divides by the count over all microbatches and data-parallel ranks: globally, loss = mean over the
+batch's pairs.
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ class PairBatch:
     """``P`` preference pairs as ``B = 2P`` interleaved rows, right-padded to ``T ≤ max_tokens``."""
 
     tokens_B_T: Tensor
-    """int64 token ids (prompt + response), then ``pad_id``; rows 2i / 2i+1 = chosen / rejected of pair i."""
+    """int64 token ids (prompt + response), then ``pad_id``; rows 2i / 2i+1 = chosen / rejected of
+    pair i."""
     last_B: Tensor
     """int64 index of each row's last real token (where the score is read)."""
     pair_valid_B: Tensor
@@ -57,16 +60,18 @@ def last_token_scores(scores_B_T: Tensor, last_B: Tensor) -> Tensor:
     return scores_B_T.float().gather(1, last_B.long().unsqueeze(1)).squeeze(1)
 
 
-def bt_loss_terms(scores_B_T: Tensor, last_B: Tensor, pair_valid_B: Tensor) -> tuple[Tensor, Tensor, dict]:
+def bt_loss_terms(scores_B_T: Tensor, last_B: Tensor,
+                  pair_valid_B: Tensor) -> tuple[Tensor, Tensor, dict]:
     """Bradley–Terry loss as ``(numerator, denominator, metrics)`` over interleaved rows.
 
-    ``numerator = Σ_{valid pairs i} softplus(r_rej,i − r_cho,i)`` (= −log σ(margin_i), computed stably),
-    ``denominator`` = number of valid pairs (int). ``metrics`` are ``[sum, count]`` pairs the actor reduces to
-    means: ``accuracy`` (share of pairs with r_chosen > r_rejected; a tie is not a win) and ``margin``
-    (mean r_chosen − r_rejected).
+    ``numerator = Σ_{valid pairs i} softplus(r_rej,i − r_cho,i)`` (= −log σ(margin_i), computed
+    stably), ``denominator`` = number of valid pairs (int). ``metrics`` are ``[sum, count]`` pairs
+    the actor reduces to means: ``accuracy`` (share of pairs with r_chosen > r_rejected; a tie is
+    not a win) and ``margin`` (mean r_chosen − r_rejected).
     """
     if scores_B_T.shape[0] % 2:
-        raise ValueError(f"bt_loss_terms: rows must come in (chosen, rejected) pairs, got {scores_B_T.shape[0]} rows")
+        raise ValueError("bt_loss_terms: rows must come in (chosen, rejected) pairs, got "
+                         f"{scores_B_T.shape[0]} rows")
     r_B = last_token_scores(scores_B_T, last_B)
     margin_P = r_B[0::2] - r_B[1::2]
     valid_P = pair_valid_B[0::2] > 0
@@ -74,7 +79,8 @@ def bt_loss_terms(scores_B_T: Tensor, last_B: Tensor, pair_valid_B: Tensor) -> t
     numerator = torch.where(valid_P, F.softplus(-margin_P), zero).sum()
     count = valid_P.sum()
     margin = margin_P.detach()
-    metrics = {"accuracy": torch.stack([torch.where(valid_P, (margin > 0).float(), zero).sum(), count.float()]),
+    metrics = {"accuracy": torch.stack([torch.where(valid_P, (margin > 0).float(), zero).sum(),
+                                        count.float()]),
                "margin": torch.stack([torch.where(valid_P, margin, zero).sum(), count.float()])}
     return numerator, count.to(torch.int), metrics
 
@@ -93,9 +99,10 @@ def make_pair_batch(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_to
     """Pack ``(chosen_ids, rejected_ids)`` token sequences (each the whole prompt + response) into a
     :class:`PairBatch`.
 
-    A sequence longer than ``max_tokens`` keeps its **last** ``max_tokens`` tokens: the score is read at the
-    final token, which must stay the real end of the response — the same rule the served RM's client applies
-    to over-long inputs (``rewards.remote``), so training and serving see the same window.
+    A sequence longer than ``max_tokens`` keeps its **last** ``max_tokens`` tokens: the score is
+    read at the final token, which must stay the real end of the response — the same rule the served
+    RM's client applies to over-long inputs (``rewards.remote``), so training and serving see the
+    same window.
     """
     if max_tokens < 1:
         raise ValueError(f"make_pair_batch: max_tokens must be >= 1, got {max_tokens}")

@@ -15,7 +15,8 @@ from nemo_cascade.convert.shape import load_config_json
 from nemo_cascade.runtime.files import published_folder
 
 BUILDERS: dict[str, Callable[..., Path]] = {}
-"""``Model.build`` name → ``fn(out_dir, seed=...)`` that writes an HF model folder there (no download)."""
+"""``Model.build`` name → ``fn(out_dir, seed=...)`` that writes an HF model folder there (no
+download)."""
 
 
 def register_builder(name: str, fn: Callable[..., Path]) -> None:
@@ -47,11 +48,13 @@ def prepare_base_model(cfg: config.Cascade, run_dir: Path) -> str:
         ranks.barrier()
         return str(out)
     if ranks.is_main() and not (out / "config.json").is_file():
-        with published_folder(out, replace=True) as tmp:  # a folder without config.json is an interrupted build
+        # a folder without config.json is an interrupted build
+        with published_folder(out, replace=True) as tmp:
             BUILDERS[cfg.model.build](tmp, seed=cfg.seed)
             if cfg.model.yarn_factor:
                 raw = load_config_json(tmp / "config.json")
-                (tmp / "config.json").write_text(json.dumps(with_recipe_yarn(raw, cfg.model.yarn_factor), indent=2))
+                scaled = with_recipe_yarn(raw, cfg.model.yarn_factor)
+                (tmp / "config.json").write_text(json.dumps(scaled, indent=2))
     ranks.barrier()
     return str(out)
 

@@ -8,10 +8,10 @@ checkpoint/, data_state.json, hf/}``, ``report.md``, ``report.png`` (written thr
 stage shares: the one actor, the one rollout engine, the reward-model servers of the cascade's own
 RMs.
 
-Resume: a finished stage (manifest status ``done``) is skipped and its ``hf/`` export is the next stage's
-start; a stage that was running continues from its newest checkpoint (weights, optimizer, scheduler, RNG, data
-position) under the config it started with — so on CPU an interrupted run ends with the same bits as an
-uninterrupted one (tests/integration/test_resume.py).
+Resume: a finished stage (manifest status ``done``) is skipped and its ``hf/`` export is the next
+stage's start; a stage that was running continues from its newest checkpoint (weights, optimizer,
+scheduler, RNG, data position) under the config it started with — so on CPU an interrupted run ends
+with the same bits as an uninterrupted one (tests/integration/test_resume.py).
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from nemo_cascade.runtime.deadline import Deadline, job_end_time
 from nemo_cascade.cascade.saves import Saves
 from nemo_cascade.cascade.served_rms import OwnRewardModels
 from nemo_cascade.cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
+from nemo_cascade.cascade.stage_data import policy_data
 from nemo_cascade.cascade.stage_selection import (check_selection, discard_for_retrain,
                                                   recorded_stages, run_dir, stage_dir)
 from nemo_cascade.runtime.step_rollouts import StepRollouts
@@ -87,7 +88,8 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
         k = 0
         while k < len(run.cfg.stages):  # the gate may insert a repair stage after stage k
             stage = run.cfg.stages[k]
-            _stop_if_requested(out, f"before stage {stage.name}")  # a stage's steps watch for it themselves
+            # a stage's steps watch for it themselves
+            _stop_if_requested(out, f"before stage {stage.name}")
             if run.runs_now(stage, only_stage):
                 if stage.kind == "reward_model":
                     run.train_reward_model(k, stage)
@@ -108,8 +110,8 @@ def _stop_if_requested(out: Path, where: str) -> None:
     """End the run here if a stop was requested (runtime/stop_request.py); rank 0 looks, every rank
     stops."""
     if ranks.from_main(stop_request.requested(out)):
-        raise stop_request.StopRequested(f"stopped on request ({stop_request.reason(out)}) {where}; "
-                                         "run the same command again to continue")
+        raise stop_request.StopRequested(f"stopped on request ({stop_request.reason(out)}) "
+                                         f"{where}; run the same command again to continue")
 
 
 class CascadeRun:
@@ -130,9 +132,11 @@ class CascadeRun:
         check_tokenizer(self.tokenizer, base, done)
         if self.manifest.data["stopped"]:
             if cfg.gate.on_regression == "stop":
-                raise config.ConfigError(f"{self.manifest.path}: the forgetting gate stopped this cascade "
-                                         f"({self.manifest.data['stopped']}); re-run with gate.on_regression=warn to go on")
-            log.warning("continuing a cascade the forgetting gate stopped (%s)", self.manifest.data["stopped"])
+                raise config.ConfigError(f"{self.manifest.path}: the forgetting gate stopped this "
+                                         f"cascade ({self.manifest.data['stopped']}); re-run with "
+                                         "gate.on_regression=warn to go on")
+            log.warning("continuing a cascade the forgetting gate stopped (%s)",
+                        self.manifest.data["stopped"])
             self.manifest.stop("")
         self.gate = Gate(cfg, self.tokenizer)
         self.deadline = Deadline(ranks.from_main(job_end_time() if ranks.is_main() else None),
@@ -144,7 +148,7 @@ class CascadeRun:
         self.rows: list[Path] = [self.out / "base"]  # forgetting-matrix rows, in order
         self.reward_models = OwnRewardModels(cfg, self.out)
 
-    # ------------------------------------------------------------------------------------ stage order
+    # ---------------------------------------------------------------------------------- stage order
     def runs_now(self, stage: config.Stage, only_stage: str | None) -> bool:
         """Whether the stage trains in this invocation: every unfinished one, or with ``--stage``
         the one it names and the repair stage the gate inserts after that one."""
@@ -160,7 +164,8 @@ class CascadeRun:
             sdir = stage_dir(self.cfg, k)
             if hands_on_policy(stage):
                 self.weights_from = str(sdir / "hf")
-                if stage.evaluate and self.manifest.gated(stage.name):  # else gate_after adds the row
+                # else gate_after adds the row
+                if stage.evaluate and self.manifest.gated(stage.name):
                     self.rows.append(sdir)
             else:
                 self.reward_models.add(stage.name, sdir / "hf")
@@ -181,29 +186,35 @@ class CascadeRun:
             if not running:  # a first start or a restart: earlier groups had other weights
                 shutil.rmtree(sdir / "rollouts", ignore_errors=True)
         ranks.barrier()
-        self.manifest.update(stage.name, status="running", started=time.time(), parent=self.weights_from,
-                             config_sha256=self.manifest.config_hash(stage), resumed_from=str(resume or ""),
+        self.manifest.update(stage.name, status="running", started=time.time(),
+                             parent=self.weights_from,
+                             config_sha256=self.manifest.config_hash(stage),
+                             resumed_from=str(resume or ""),
                              steps=stage.steps)
         identity = f"{self.manifest.config_hash(stage)}/seed{stage.rollout.seed}"
         rollouts = (StepRollouts(sdir / "rollouts", identity, self.cfg.rollout_checkpoint_seconds)
                     if config.samples_on_policy(stage) else None)
-        saves = Saves(sdir / "checkpoint", stage.checkpoint_every, self.cfg.keep_checkpoints, resume,
+        saves = Saves(sdir / "checkpoint", stage.checkpoint_every, self.cfg.keep_checkpoints,
+                      resume,
                       every_minutes=self.cfg.checkpoint_every_minutes, run_dir=self.out,
                       deadline=self.deadline,
                       rollouts=rollouts)
         if resume:
-            events.info("stage %s: resumed at step %d of %d (%s)", stage.name, _step_of(resume) + 1, stage.steps,
+            events.info("stage %s: resumed at step %d of %d (%s)", stage.name, _step_of(resume) + 1,
+                        stage.steps,
                         resume)
         else:
             events.info("stage %s: started (%d steps, %s)", stage.name, stage.steps, stage.kind)
         return sdir, saves, _step_of(resume) + 1 if resume else 0
 
-    def _finish(self, k: int, stage: config.Stage, sdir: Path, started: float, data_state: dict | None) -> None:
+    def _finish(self, k: int, stage: config.Stage, sdir: Path, started: float,
+                data_state: dict | None) -> None:
         """Record the stage as done (its gate still to run), then clean up after it. A next stage
         that carries this stage's optimizer gets its final state saved first, so that if it is
         interrupted before its own first checkpoint it restarts with the same Adam moments."""
         if self._carried(k):
-            checkpoint.save(sdir / "checkpoint", stage.steps - 1, self.actor, {"data": data_state}, keep=1)
+            checkpoint.save(sdir / "checkpoint", stage.steps - 1, self.actor, {"data": data_state},
+                            keep=1)
         if ranks.is_main() and data_state is not None:
             (sdir / "data_state.json").write_text(json.dumps(data_state))
         self.manifest.update(stage.name, status="done", seconds=round(time.time() - started, 1),
@@ -228,7 +239,7 @@ class CascadeRun:
                 shutil.rmtree(stage_dir(self.cfg, k - 1) / "checkpoint", ignore_errors=True)
         ranks.barrier()
 
-    # ------------------------------------------------------------------------------------ stage kinds
+    # ---------------------------------------------------------------------------------- stage kinds
     def train_policy(self, k: int, stage: config.Stage) -> None:
         """SFT or GRPO on the shared actor, from the last policy stage's export (§4.1)."""
         from nemo_cascade.convert.export import export_hf
@@ -237,11 +248,12 @@ class CascadeRun:
 
         cfg, started = self.cfg, time.time()
         self._load_policy()
-        stage, rows = self._policy_data(stage)
+        stage, rows = policy_data(self.cfg, stage, self.tokenizer)
         sdir, saves, start = self._begin(k, stage)
         self._configure_optimizer(k, stage)
         log_ = MetricsLog(sdir, stage.name, stage.steps, cfg.wandb, cfg.name, start_step=start)
-        ctx = StageContext(self.actor, None, pad_id(self.tokenizer), sdir, log_, saves, self._continued_data(k, stage))
+        ctx = StageContext(self.actor, None, pad_id(self.tokenizer), sdir, log_, saves,
+                           self._continued_data(k, stage))
         if stage.kind == "sft":
             data_state = run_sft(ctx, stage, rows)
         else:
@@ -267,34 +279,6 @@ class CascadeRun:
                     len(set(teachers.name_of.values())), teachers.bytes / 1e6)
         return teachers
 
-    def _policy_data(self, stage: config.Stage) -> tuple[config.Stage, list]:
-        """A policy stage's rows — the SFT blend (``Data.repeat``, §3.3) or the GRPO prompts — and
-        the stage with its steps resolved: a stage given in ``epochs`` learns its length from its
-        rows here (T14)."""
-        from nemo_cascade.data.loader import PromptList, load_prompts, load_sft_blend
-        from nemo_cascade.rewards import get_domain, training_validator
-
-        if stage.kind == "sft":
-            examples = load_sft_blend((stage.data, *stage.extra_data), self.tokenizer, stage.mode,
-                                      stage.sft_max_tokens, self.cfg.chat_style,
-                                      cache_fallback=run_dir(self.cfg) / "data_cache")  # read-only data folders
-            stage = config.with_epoch_steps(stage, len(examples))
-            events.info("%s", config.epochs_line(stage, len(examples)))  # T14: epoch beside steps
-            return stage, examples
-        sets = []
-        for j, (data, domain) in enumerate(config.prompt_sources(stage)):  # one source, or several domains in one run
-            where = f"stages.{stage.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
-            sets.append(load_prompts(data, self.tokenizer, stage.mode, get_domain(domain),
-                                     stage.rollout.max_prompt_tokens,
-                                     self.cfg.chat_style, training_validator(domain, data, where),
-                                     cache_fallback=run_dir(self.cfg) / "data_cache"))
-        if len(sets) == 1 and stage.data.repeat == 1:
-            return stage, sets[0]  # a cached prompt set stays mapped (data/prompt_cache.py)
-        prompts = PromptList()  # mixed domains or repeated sources: the prompts built and joined in memory
-        for part, data in zip(sets, (stage.data, *stage.extra_data)):
-            prompts.extend_with(part, data.repeat)
-        return stage, prompts
-
     def train_reward_model(self, k: int, stage: config.Stage) -> None:
         """A Bradley–Terry RM (§4.2) from the current policy's weights (its LM head replaced by a
         scalar head), exported as an HF *ForSequenceClassification folder that vLLM serves for later
@@ -309,14 +293,17 @@ class CascadeRun:
         pairs = load_preference_pairs(stage.data, self.tokenizer, stage.mode, self.cfg.chat_style)
         stage = config.with_epoch_steps(stage, len(pairs))  # §4.2: one epoch over the pairs
         events.info("%s", config.epochs_line(stage, len(pairs)))
-        self.actor.optimizer = self.actor.scheduler = None  # free the policy's Adam state while the RM trains
+        # free the policy's Adam state while the RM trains
+        self.actor.optimizer = self.actor.scheduler = None
         sdir, saves, start = self._begin(k, stage)
         m = self.cfg.model
         rm = RewardModelActor(self.weights_from, self.cfg.parallel, m.dtype, seed=self.cfg.seed,
                               transformer_impl=m.transformer_impl, fp8=m.fp8)
         rm.configure_optimizer(stage.actor, stage.steps)
-        log_ = MetricsLog(sdir, stage.name, stage.steps, self.cfg.wandb, self.cfg.name, start_step=start)
-        run_reward_model(StageContext(rm, None, pad_id(self.tokenizer), sdir, log_, saves), stage, pairs)
+        log_ = MetricsLog(sdir, stage.name, stage.steps, self.cfg.wandb, self.cfg.name,
+                          start_step=start)
+        run_reward_model(StageContext(rm, None, pad_id(self.tokenizer), sdir, log_, saves), stage,
+                         pairs)
         # its chat template: the rendering its pairs were trained with (data/rm_input.py), not the
         # base's
         export_reward_model(rm, sdir / "hf", self.weights_from, pad_id(self.tokenizer),
@@ -334,10 +321,11 @@ class CascadeRun:
         if carry and not in_memory:
             kept = checkpoint.newest_intact(stage_dir(self.cfg, k - 1) / "checkpoint")
             if kept is None:
-                raise config.ConfigError(f"stages.{stage.name}.boundary.optimizer: 'carry' needs stage "
-                                         f"{self.cfg.stages[k - 1].name}'s optimizer state, which this run does not have "
-                                         f"(it finished before carrying was configured, or its kept state is damaged); "
-                                         f"re-run that stage or use reset")
+                raise config.ConfigError(f"stages.{stage.name}.boundary.optimizer: 'carry' needs "
+                                         f"stage {self.cfg.stages[k - 1].name}'s optimizer state, "
+                                         "which this run does not have (it finished before "
+                                         "carrying was configured, or its kept state is damaged); "
+                                         "re-run that stage or use reset")
             checkpoint.load(kept, self.actor, schedule=False)
 
     def _load_policy(self) -> None:
@@ -355,11 +343,11 @@ class CascadeRun:
         j = max(i for i in range(k) if self.cfg.stages[i].kind == stage.kind)
         path = stage_dir(self.cfg, j) / "data_state.json"
         if not path.is_file():
-            raise config.ConfigError(f"stages.{stage.name}.boundary.data: 'continue' needs {path}; run stage "
-                                     f"{self.cfg.stages[j].name} first")
+            raise config.ConfigError(f"stages.{stage.name}.boundary.data: 'continue' needs {path}; "
+                                     f"run stage {self.cfg.stages[j].name} first")
         return json.loads(path.read_text())
 
-    # ------------------------------------------------------------------------------------ shared parts
+    # --------------------------------------------------------------------------------- shared parts
     def _engine(self):
         """The colocated rollout engine, built once, sized for the longest GRPO request and gate
         suite."""
@@ -371,9 +359,11 @@ class CascadeRun:
             stages = with_possible_repairs(self.cfg).stages
             grpo = [s for s in stages if config.samples_on_policy(s)]
             # With a length curriculum, its longest phase (§4.5.2).
-            need = [s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in config.length_phases(s)) for s in grpo]
+            need = [s.rollout.max_prompt_tokens + config.longest_response(s) for s in grpo]
             rollout = grpo[0].rollout if grpo else config.Rollout()
-            self.engine = RolloutEngine(self.base, rollout, config.engine_dtype(self.cfg.model, rollout), seed=self.cfg.seed,
+            self.engine = RolloutEngine(self.base, rollout,
+                                        config.engine_dtype(self.cfg.model, rollout),
+                                        seed=self.cfg.seed,
                                         distributed=ranks.world()[1] > 1,
                                         max_model_len=max(need + [self.gate.context_tokens()]),
                                         around_generate=cpu.suspended)
@@ -382,7 +372,8 @@ class CascadeRun:
     # ------------------------------------------------------------------------------------ the gate
     def evaluate_base(self) -> None:
         base_row = self.out / "base"
-        if not self.gate.enabled or not self.cfg.gate.evaluate_base or (base_row / "eval.json").is_file():
+        if (not self.gate.enabled or not self.cfg.gate.evaluate_base
+                or (base_row / "eval.json").is_file()):
             return
         from nemo_cascade import weight_sync
 
@@ -501,5 +492,6 @@ def _step_of(ckpt: Path) -> int:
     return int(ckpt.name.split("_")[-1])
 
 
-__all__ = ["run_cascade", "run_dir", "stage_dir", "hands_on_policy", "check_selection", "discard_for_retrain",
+__all__ = ["run_cascade", "run_dir", "stage_dir", "hands_on_policy", "check_selection",
+           "discard_for_retrain",
            "CascadeRun", "GateStop"]

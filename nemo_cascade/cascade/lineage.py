@@ -1,13 +1,14 @@
 """``manifest.json``: where every stage's weights came from and what made them.
 
 Lineage (paper §4.1: each stage starts from the previous stage's checkpoint) is what makes a cascade
-auditable: the git SHA and package versions of the code, the seed, the base model, and per stage its status,
-parent checkpoint, the sha256 of its resolved config and of its data, its exported checkpoint, and the
-forgetting gate's verdict. A re-run reads the manifest back: finished stages are skipped, a running one is
-resumed — but only with the config it started with; ``run --stage NAME --retrain`` resets a finished stage and
-the ones after it (stage_selection.discard_for_retrain). The manifest records the config schema version the run was
-created with (``config.SCHEMA_VERSION``; none recorded: 1), and its hashes are computed under that version, so
-fields added to the config since do not block a resume while they hold their defaults (config/versions.py).
+auditable: the git SHA and package versions of the code, the seed, the base model, and per stage its
+status, parent checkpoint, the sha256 of its resolved config and of its data, its exported
+checkpoint, and the forgetting gate's verdict. A re-run reads the manifest back: finished stages are
+skipped, a running one is resumed — but only with the config it started with; ``run --stage NAME
+--retrain`` resets a finished stage and the ones after it (stage_selection.discard_for_retrain). The
+manifest records the config schema version the run was created with (``config.SCHEMA_VERSION``; none
+recorded: 1), and its hashes are computed under that version, so fields added to the config since do
+not block a resume while they hold their defaults (config/versions.py).
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ log = logging.getLogger(__name__)
 
 
 ENDPOINTS = ("reward_model_url", "judge_url")
-"""Where a served model is reached, not what it computes: a requeued Slurm job serves the same RM on another
-host, and the stage must still resume (docs/launch.md). Left out of the hashes."""
+"""Where a served model is reached, not what it computes: a requeued Slurm job serves the same RM on
+another host, and the stage must still resume (docs/launch.md). Left out of the hashes."""
 
 AFTER_TRAINING = ("evaluate", "checkpoint_every_minutes", "rollout_checkpoint_seconds",
                   "stop_margin_seconds", "released_after", "made_by")
@@ -45,17 +46,19 @@ advance (``Parallel.stall_minutes``), not what they compute: a run aborted by a 
 resume with a longer one. Left out of the hashes."""
 
 HOW_READ = ("cache",)
-"""How a data file is read (``Data.cache``: the tokenized cache or the whole file in memory), not what is read:
-the same tokens either way (tests/unit/test_sft_loading.py), so switching it must not block a resume. Left out
-of the hashes."""
+"""How a data file is read (``Data.cache``: the tokenized cache or the whole file in memory), not
+what is read: the same tokens either way (tests/unit/test_sft_loading.py), so switching it must not
+block a resume. Left out of the hashes."""
 
 
 def config_hash(obj, schema_version: int = config.SCHEMA_VERSION) -> str:
-    """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without :data:`ENDPOINTS`,
-    :data:`AFTER_TRAINING`, :data:`PATIENCE` and :data:`HOW_READ`, and without the fields added after
-    ``schema_version`` (``config.FIELDS_ADDED``) while they hold their defaults: a manifest's hashes are computed
-    under the version it was created with, so a stage it recorded before a field existed still resumes."""
-    return hashlib.sha256(json.dumps(_canonical(obj, schema_version), sort_keys=True).encode()).hexdigest()
+    """sha256 of a config section's canonical JSON (a stage, or the whole cascade), without
+    :data:`ENDPOINTS`, :data:`AFTER_TRAINING`, :data:`PATIENCE` and :data:`HOW_READ`, and without
+    the fields added after ``schema_version`` (``config.FIELDS_ADDED``) while they hold their
+    defaults: a manifest's hashes are computed under the version it was created with, so a stage it
+    recorded before a field existed still resumes."""
+    return hashlib.sha256(json.dumps(_canonical(obj, schema_version),
+                                     sort_keys=True).encode()).hexdigest()
 
 
 def _canonical(obj, schema_version: int = config.SCHEMA_VERSION):
@@ -80,30 +83,37 @@ class Manifest:
     """The run's manifest; only rank 0 writes it (atomically), every rank reads the same
     decisions."""
 
-    def __init__(self, cfg: config.Cascade, path: Path, base_model: str, data_hashes: dict[str, list[str]]):
+    def __init__(self, cfg: config.Cascade, path: Path, base_model: str,
+                 data_hashes: dict[str, list[str]]):
         self.path = path
         new = not path.is_file()
         old = read_manifest(path, missing_ok=True)
         # The version the run was created with, kept on every rewrite: its stored stage hashes were
         # computed under it. Only a new run folder records the current one.
-        self.schema_version = config.SCHEMA_VERSION if new else config.schema_version_of(old, str(path))
-        stages = {s.name: old.get("stages", {}).get(s.name, {"status": "pending"}) for s in cfg.stages}
+        self.schema_version = (config.SCHEMA_VERSION if new
+                               else config.schema_version_of(old, str(path)))
+        known = old.get("stages", {})
+        stages = {s.name: known.get(s.name, {"status": "pending"}) for s in cfg.stages}
         for s in cfg.stages:
             entry = stages[s.name]
             entry.update(kind=s.kind, config_sha256=entry.get("config_sha256") or "")
-            if entry.get("status") != "done":  # a finished stage keeps the hashes of the data it trained on
+            # a finished stage keeps the hashes of the data it trained on
+            if entry.get("status") != "done":
                 entry["data_sha256"] = data_hashes.get(s.name, [])
             elif entry.get("data_sha256") != data_hashes.get(s.name, entry.get("data_sha256")):
-                log.warning("stage %s: its data changed since it finished; keeping its checkpoint", s.name)
-        self.data = {"schema_version": self.schema_version, "name": cfg.name, "git_sha": git_state().get("sha", ""),
+                log.warning("stage %s: its data changed since it finished; keeping its checkpoint",
+                            s.name)
+        self.data = {"schema_version": self.schema_version, "name": cfg.name,
+                     "git_sha": git_state().get("sha", ""),
                      "versions": versions(), "seed": cfg.seed, "base_model": base_model,
-                     "config_sha256": self.config_hash(cfg), "world_size": ranks.world()[1], "stages": stages,
+                     "config_sha256": self.config_hash(cfg), "world_size": ranks.world()[1],
+                     "stages": stages,
                      "stopped": old.get("stopped", "")}
         self._write()
 
     def config_hash(self, section) -> str:
-        """:func:`config_hash` under this manifest's schema version: the hash to record for a stage and to
-        compare with the recorded one."""
+        """:func:`config_hash` under this manifest's schema version: the hash to record for a stage
+        and to compare with the recorded one."""
         return config_hash(section, self.schema_version)
 
     def status(self, stage: str) -> str:
@@ -122,12 +132,15 @@ class Manifest:
         checkpoint with another LR schedule, data or batch size silently trains a model no config
         describes."""
         entry = self.data["stages"][stage.name]
-        if entry.get("status") == "running" and entry.get("config_sha256") not in ("", self.config_hash(stage)):
-            raise config.ConfigError(f"stages.{stage.name}: its config changed since the interrupted run started it "
-                                     f"(manifest config_sha256 {entry['config_sha256'][:12]}); restore that config or "
-                                     f"delete {self.path.parent / 'stages'}/*-{stage.name} to start it over")
-        if entry.get("status") == "done" and entry.get("config_sha256") not in ("", self.config_hash(stage)):
-            log.warning("stage %s: finished under a different config; keeping its checkpoint", stage.name)
+        changed = entry.get("config_sha256") not in ("", self.config_hash(stage))
+        if entry.get("status") == "running" and changed:
+            raise config.ConfigError(
+                f"stages.{stage.name}: its config changed since the interrupted run started it "
+                f"(manifest config_sha256 {entry['config_sha256'][:12]}); restore that config or "
+                f"delete {self.path.parent / 'stages'}/*-{stage.name} to start it over")
+        if entry.get("status") == "done" and changed:
+            log.warning("stage %s: finished under a different config; keeping its checkpoint",
+                        stage.name)
 
     def set_stages(self, order: list[str], added: dict[str, dict]) -> None:
         """The stage entries in ``order`` (the names as the stages now run): kept ones as they are,
@@ -171,10 +184,12 @@ def stage_status(run_dir: str | Path) -> tuple[dict[str, str], str]:
     path = Path(run_dir) / "manifest.json"
     try:
         data = read_manifest(path, missing_ok=True)
-    except config.ConfigError:  # replaced this instant on a filesystem without atomic rename: read again
+    # replaced this instant on a filesystem without atomic rename: read again
+    except config.ConfigError:
         time.sleep(0.5)
         data = read_manifest(path, missing_ok=True)
-    return {k: v.get("status", "pending") for k, v in data.get("stages", {}).items()}, data.get("stopped", "")
+    statuses = {k: v.get("status", "pending") for k, v in data.get("stages", {}).items()}
+    return statuses, data.get("stopped", "")
 
 
 def reset_stages(path: Path, names: list[str]) -> None:

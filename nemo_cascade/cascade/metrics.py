@@ -62,7 +62,8 @@ class MetricsLog:
         keep_before(self.path, start_step)
         self.bar = console.progress(total_steps, stage_name, "step", initial=start_step)
         if use_wandb:
-            self.wandb = wandb_run(Path(stage_dir), f"{run_name}/{stage_name}", resume=start_step > 0)
+            self.wandb = wandb_run(Path(stage_dir), f"{run_name}/{stage_name}",
+                                   resume=start_step > 0)
             self.wandb_from = self.wandb.starting_step
 
     def log(self, step: int, metrics: dict, progress: dict | None = None) -> None:
@@ -121,11 +122,13 @@ def wandb_run(stage_dir: Path, name: str, resume: bool):
         path.write_text(run_id + "\n")
     # project: an argument would override WANDB_PROJECT (slurm/env.sh); reinit: a stage that died in
     # this process (an exception past the stage loop) left its run open
-    return wandb.init(project=os.environ.get("WANDB_PROJECT") or "nemo-cascade", name=name, id=run_id,
+    return wandb.init(project=os.environ.get("WANDB_PROJECT") or "nemo-cascade", name=name,
+                      id=run_id,
                       resume="allow", reinit="finish_previous")
 
 
-def metric_rows(path: Path, *, missing_ok: bool = False, error: type[CascadeError] = DataError) -> list[dict]:
+def metric_rows(path: Path, *, missing_ok: bool = False,
+                error: type[CascadeError] = DataError) -> list[dict]:
     """The one reader of a metrics.jsonl: the logged steps in order (``[]`` for a missing file if
     ``missing_ok``). An unterminated last line that is not JSON is a step cut off by a crash
     mid-write (log() ends every line with a newline): it is dropped, so a crashed run still resumes
@@ -157,4 +160,5 @@ def summarize(stage_dir: Path, window: int = 10) -> str:
         return f"{Path(stage_dir).name}: no steps logged"
     n = max(1, min(window, len(values) // 2))
     first, last = sum(values[:n]) / n, sum(values[-n:]) / n
-    return f"{Path(stage_dir).name}: {key} {first:.3f} (first {n} steps) -> {last:.3f} (last {n} steps)"
+    return (f"{Path(stage_dir).name}: {key} {first:.3f} (first {n} steps) -> {last:.3f} (last {n} "
+            "steps)")

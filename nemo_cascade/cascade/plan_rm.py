@@ -2,11 +2,12 @@
 from the memory plan (``plan.plan_rm_server``: the share of what the actor and engine leave).
 
 A cascade with a ``reward_model`` stage serves that stage's export itself (``cascade/driver.py``,
-rank 0, vLLM's pooling runner, TP 1) from its first use — the stage's forgetting gate, or the first stage scoring with it — to the
-cascade's end. It shares rank 0's GPU with the actor and the colocated engine, so vLLM's defaults cannot start it:
-their 0.92 share asks for nearly the whole GPU (vLLM refuses to start when less than share × total memory is
-free), and an fp32 export would be served in fp32. It gets the model's dtype and a share of what the later stages
-leave at their peak (``plan.plan_cascade``'s per-stage estimate); nothing here imports torch at module level.
+rank 0, vLLM's pooling runner, TP 1) from its first use — the stage's forgetting gate, or the first
+stage scoring with it — to the cascade's end. It shares rank 0's GPU with the actor and the
+colocated engine, so vLLM's defaults cannot start it: their 0.92 share asks for nearly the whole GPU
+(vLLM refuses to start when less than share × total memory is free), and an fp32 export would be
+served in fp32. It gets the model's dtype and a share of what the later stages leave at their peak
+(``plan.plan_cascade``'s per-stage estimate); nothing here imports torch at module level.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def rm_server_kwargs(cfg: config.Cascade, rm_folder: str, gpu_gib: float | None 
     rm = plan_cascade(cfg, gpu_gib).rm_server
     if rm is None or rm.share <= 0:
         raise config.ConfigError("no GPU memory left for the reward-model server on rank 0"
-                                 + (f": {rm.line()}" if rm else " (the cascade serves no reward model of its own)"))
+                                 + (f": {rm.line()}" if rm else " (the cascade serves no reward "
+                                                                "model of its own)"))
     positions = model_positions(read_served_shape(rm_folder))
     return {"dtype": cfg.model.dtype, "gpu_memory_utilization": rm.share,
             "max_model_len": min(rm.context, positions) if positions else rm.context}
@@ -50,7 +52,8 @@ def rm_server_verdict(cfg: config.Cascade, gpu_gib: float | None = None) -> str 
         return None
     try:
         rm = plan_cascade(cfg, gpu_gib).rm_server
-    except config.ConfigError as e:  # a shape the planner cannot resolve: say so rather than stop the run
+    # a shape the planner cannot resolve: say so rather than stop the run
+    except config.ConfigError as e:
         return f"reward-model server: no memory estimate ({e})"
     return rm.line() if rm else None
 

@@ -1,11 +1,11 @@
 """Whole-cascade validation before anything trains: every check that needs files, run once for all
 stages.
 
-A cascade is hours to weeks of compute; a stage that finds out at its start that its data file is missing, its
-reward server was never configured, or the sandbox cannot run is a wasted night. :func:`check_cascade` runs in
-the launching process (``nemo-cascade run``) and again in the job before the actor is built, and raises
-``ConfigError`` with one line naming the field or file. It also returns each stage's data fingerprint for the
-lineage manifest.
+A cascade is hours to weeks of compute; a stage that finds out at its start that its data file is
+missing, its reward server was never configured, or the sandbox cannot run is a wasted night.
+:func:`check_cascade` runs in the launching process (``nemo-cascade run``) and again in the job
+before the actor is built, and raises ``ConfigError`` with one line naming the field or file. It
+also returns each stage's data fingerprint for the lineage manifest.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from nemo_cascade.runtime.files import file_sha256
 log = logging.getLogger(__name__)
 
 CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")
-"""The ChatML control tokens every template of data.chat relies on; each must be one token of the vocabulary."""
+"""The ChatML control tokens every template of data.chat relies on; each must be one token of the
+vocabulary."""
 
 
 def data_fingerprint(data: config.Data, where: str) -> str:
@@ -62,10 +63,11 @@ def check_model(cfg: config.Cascade) -> None:
         from nemo_cascade.data.generated import REGISTERED_BY
 
         if not BUILDERS:  # a process that registered none: say who registers them, not "one of []"
-            raise config.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; no model builders are "
-                                     f"registered in this process ({REGISTERED_BY})")
+            raise config.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; no model "
+                                     f"builders are registered in this process ({REGISTERED_BY})")
         if cfg.model.build not in BUILDERS:
-            raise config.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected one of {sorted(BUILDERS)}")
+            raise config.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; expected "
+                                     f"one of {sorted(BUILDERS)}")
     m = cfg.model
     if m.hf_path and m.made_by and not Path(m.hf_path, "config.json").is_file():
         raise config.ConfigError(
@@ -73,25 +75,27 @@ def check_model(cfg: config.Cascade) -> None:
             f"(which trains it first), or set model.hf_path to your own checkpoint")
     if cfg.model.hf_path:
         spec = read_hf_config(cfg.model.hf_path)
-        if cfg.model.yarn_factor:  # the run trains and serves a view with YaRN (base_model.prepare_base_model)
+        # the run trains and serves a view with YaRN (base_model.prepare_base_model)
+        if cfg.model.yarn_factor:
             raw = load_config_json(Path(cfg.model.hf_path) / "config.json")
-            spec = replace(spec, max_position_embeddings=with_recipe_yarn(raw, cfg.model.yarn_factor)[
-                "max_position_embeddings"])
+            longest = with_recipe_yarn(raw, cfg.model.yarn_factor)["max_position_embeddings"]
+            spec = replace(spec, max_position_embeddings=longest)
         check_parallel(spec, cfg.parallel.tp, cfg.parallel.pp)
         if any(config.samples_on_policy(s) for s in cfg.stages) and spec.head_dim < 32:
-            raise config.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < 32, which vLLM's "
-                                     f"CPU attention rejects; use a model with head_dim >= 32")
+            raise config.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < "
+                                     "32, which vLLM's CPU attention rejects; use a model with "
+                                     "head_dim >= 32")
         for s in cfg.stages:  # a training request is never cut short by the model's length
             if not config.samples_on_policy(s):
                 continue
-            need = s.rollout.max_prompt_tokens + max(p.max_response_tokens for p in config.length_phases(s))
+            need = s.rollout.max_prompt_tokens + config.longest_response(s)
             positions = spec.max_position_embeddings or DEFAULT_POSITIONS  # what the actor builds
             if need > positions:
                 raise config.ConfigError(
-                    f"stages.{s.name}.rollout: max_prompt_tokens + max_response_tokens = {need} exceeds the model's "
-                    f"{positions} positions ({cfg.model.hf_path}/config.json "
-                    f"max_position_embeddings); shorten them, or set model.yarn_factor (App. B: factor 2 over "
-                    f"32768 positions)")
+                    f"stages.{s.name}.rollout: max_prompt_tokens + max_response_tokens = {need} "
+                    f"exceeds the model's {positions} positions ({cfg.model.hf_path}/config.json "
+                    "max_position_embeddings); shorten them, or set model.yarn_factor (App. B: "
+                    "factor 2 over 32768 positions)")
 
 
 def check_stage_needs(cfg: config.Cascade) -> None:
@@ -134,9 +138,9 @@ def check_instruction_taxonomy(cfg: config.Cascade) -> None:
     refuses such a row when the stage starts; found here, it stops the cascade before its first
     stage rather than days later.
 
-    A file none of whose bytes spell a test id is passed without parsing. Otherwise its rows are read as the
-    loader reads them and the first refused one is named; rows that fit no schema are left to the loader,
-    which counts them against ``Data.max_bad_rows`` when the stage starts.
+    A file none of whose bytes spell a test id is passed without parsing. Otherwise its rows are
+    read as the loader reads them and the first refused one is named; rows that fit no schema are
+    left to the loader, which counts them against ``Data.max_bad_rows`` when the stage starts.
     """
     import re
 
@@ -152,11 +156,13 @@ def check_instruction_taxonomy(cfg: config.Cascade) -> None:
         if not config.samples_on_policy(s):
             continue
         for j, (data, domain) in enumerate(config.prompt_sources(s)):
-            path, where = Path(data.source), f"stages.{s.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
+            path = Path(data.source)
+            where = f"stages.{s.name}." + ("data" if j == 0 else f"extra_data.{j - 1}")
             if domain != "ifeval" or data.allow_eval_instructions or is_generated(data.source):
                 continue
             if path.suffix != ".parquet":
-                with contextlib.suppress(OSError, EOFError, zlib.error):  # unreadable: read_jsonl names it below
+                # unreadable: read_jsonl names it below
+                with contextlib.suppress(OSError, EOFError, zlib.error):
                     with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
                         if not spelled.search(f.read()):
                             continue
@@ -175,13 +181,15 @@ def check_instruction_taxonomy(cfg: config.Cascade) -> None:
 
 
 SERVER_WAIT_S = 60.0
-"""How long a configured server may take to answer ``/health`` at the start of a run: a server that is up
-answers at once; a placeholder or dead URL should not cost more than a minute."""
+"""How long a configured server may take to answer ``/health`` at the start of a run: a server that
+is up answers at once; a placeholder or dead URL should not cost more than a minute."""
 URL_FILE_WAIT_S = 600.0
-"""How long a ``file:`` URL's file may take to appear: the server job may still be loading its model."""
+"""How long a ``file:`` URL's file may take to appear: the server job may still be loading its
+model."""
 
 
-def stages_to_run(cfg: config.Cascade, status: dict[str, str], only_stage: str | None = None) -> list[config.Stage]:
+def stages_to_run(cfg: config.Cascade, status: dict[str, str],
+                  only_stage: str | None = None) -> list[config.Stage]:
     """The stages this run will train: ``only_stage`` (even when done: ``--retrain``), else every
     stage not done."""
     if only_stage:
@@ -199,10 +207,12 @@ def served_endpoints(stage: config.Stage) -> list[tuple[str, str]]:
     fields = {f for d in config.stage_domains(stage) for f in DOMAINS[d].servers}
     if rw.if_rm_bonus:  # IF-RL's reward-model bonus (§4.4.2)
         fields.add("reward_model_url")
-    return [(f, getattr(rw, f)) for f in ("reward_model_url", "judge_url") if f in fields and getattr(rw, f)]
+    return [(f, getattr(rw, f)) for f in ("reward_model_url", "judge_url") if f in fields
+            and getattr(rw, f)]
 
 
-def check_endpoints(stages: list[config.Stage], *, wait: float | None = None, file_wait: float | None = None,
+def check_endpoints(stages: list[config.Stage], *, wait: float | None = None,
+                    file_wait: float | None = None,
                     poll: float = 2.0) -> dict[str, str]:
     """Every served model the stages score with answers ``/health`` (a ``file:`` URL's file waited
     for first), so that a placeholder or unreachable URL fails before the hours of the base
@@ -220,7 +230,8 @@ def check_endpoints(stages: list[config.Stage], *, wait: float | None = None, fi
             if spec in reached:
                 continue
             try:
-                reached[spec] = probe(spec, expect[field], wait=wait, file_wait=file_wait, poll=poll)
+                reached[spec] = probe(spec, expect[field], wait=wait, file_wait=file_wait,
+                                      poll=poll)
             except (EndpointError, ValueError) as e:
                 raise config.ConfigError(f"stages.{s.name}.reward.{field}: {e}") from None
     return reached
@@ -234,18 +245,20 @@ def check_tokenizer(tokenizer, model_dir: str | Path, finished_stage_dirs: list[
     model_cfg = load_config_json(Path(model_dir) / "config.json")
     vocab = model_cfg.get("vocab_size") or model_cfg.get("text_config", {}).get("vocab_size")
     if vocab is not None and len(tokenizer) > vocab:
-        raise config.ConfigError(f"{model_dir}: the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
-                                 f"{vocab}; expected a tokenizer no larger than the embedding")
+        raise config.ConfigError(f"{model_dir}: the tokenizer has {len(tokenizer)} tokens but the "
+                                 f"model's vocab_size is {vocab}; expected a tokenizer no larger "
+                                 "than the embedding")
     for token in CHAT_TOKENS:
         if len(tokenizer.encode(token, add_special_tokens=False)) != 1:
-            raise config.ConfigError(f"{model_dir}: {token} is not a single token of the tokenizer; the chat template "
-                                     f"(ChatML, §3.1.2) needs it")
+            raise config.ConfigError(f"{model_dir}: {token} is not a single token of the "
+                                     "tokenizer; the chat template (ChatML, §3.1.2) needs it")
     base = tokenizer_digest(Path(model_dir))
     for stage_dir in finished_stage_dirs:
         theirs = tokenizer_digest(stage_dir / "hf")
         if base and theirs and theirs != base:
-            raise config.ConfigError(f"{stage_dir / 'hf'}: its tokenizer differs from the base model's ({model_dir}); "
-                                     f"expected the same tokenizer through the whole cascade")
+            raise config.ConfigError(f"{stage_dir / 'hf'}: its tokenizer differs from the base "
+                                     f"model's ({model_dir}); expected the same tokenizer through "
+                                     "the whole cascade")
 
 
 def check_inputs_exist(cfg: config.Cascade) -> None:
@@ -258,14 +271,15 @@ def check_inputs_exist(cfg: config.Cascade) -> None:
     for k, s in enumerate(cfg.stages):
         for j, d in enumerate((s.data, *s.extra_data)):
             if not is_generated(d.source) and not Path(d.source).is_file():
-                missing.append(f"stages.{s.name}.{'data' if j == 0 else f'extra_data.{j - 1}'}.source: {d.source}: "
-                               f"no such file")
+                field = "data" if j == 0 else f"extra_data.{j - 1}"
+                missing.append(f"stages.{s.name}.{field}.source: {d.source}: no such file")
                 last = k
     if not missing:
         return
     way = next((s for s in cfg.stages[last:] if s.released_after), None)
-    hint = (f"stage {way.name} has a released checkpoint: `nemo-cascade run {way.released_after}` starts after it "
-            f"and needs none of these" if way else "docs/recipes.md (Data) says where each file comes from")
+    hint = (f"stage {way.name} has a released checkpoint: `nemo-cascade run {way.released_after}` "
+            "starts after it and needs none of these" if way
+            else "docs/recipes.md (Data) says where each file comes from")
     count = f"{len(missing)} input files missing: " if len(missing) > 1 else ""
     raise config.ConfigError(f"{count}{', '.join(missing)}; {hint}")
 
@@ -286,7 +300,8 @@ def check_cascade(cfg: config.Cascade) -> dict[str, list[str]]:
     from nemo_cascade.rewards.serve import is_vllm_cpu
     from nemo_cascade.rollout.engine_dtype import check_cpu_engine_dtype
 
-    check_cpu_engine_dtype(cfg, on_cpu=is_vllm_cpu())  # bf16 sampling needs a CPU with bf16 instructions
+    # bf16 sampling needs a CPU with bf16 instructions
+    check_cpu_engine_dtype(cfg, on_cpu=is_vllm_cpu())
     return fingerprints
 
 
@@ -303,6 +318,8 @@ def check_rm_server(cfg: config.Cascade, gpu_gib: float | None = None) -> str | 
     return line
 
 
-__all__ = ["check_cascade", "check_inputs_exist", "check_model", "check_rm_server", "check_stage_needs",
-           "check_tokenizer", "data_fingerprint", "CHAT_TOKENS", "check_endpoints", "served_endpoints",
+__all__ = ["check_cascade", "check_inputs_exist", "check_model", "check_rm_server",
+           "check_stage_needs",
+           "check_tokenizer", "data_fingerprint", "CHAT_TOKENS", "check_endpoints",
+           "served_endpoints",
            "stages_to_run", "check_instruction_taxonomy"]

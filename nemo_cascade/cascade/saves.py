@@ -26,7 +26,7 @@ filesystem per few engine steps of every rank would load its metadata server for
 
 @dataclass
 class Saves:
-    """A stage's resumable checkpoints (checkpoint.py) under ``root``, the newest ``keep`` kept:
+    """A stage's resumable checkpoints (checkpoint/) under ``root``, the newest ``keep`` kept:
     every ``every`` steps, once ``every_minutes`` of wall time have passed since the last save,
     and when a stop is due (a request, or the ``deadline``: the run then ends after the save)."""
 

@@ -18,7 +18,7 @@ from nemo_cascade.runtime.faults import crash_point
 from nemo_cascade.interfaces import Actor, Engine, GroupScorer
 from nemo_cascade.cascade.metrics import MetricsLog, PhaseTimer
 from nemo_cascade.rewards import ScoreAsFinished, reward_metrics, stage_scorer
-from nemo_cascade.rewards.remote import RewardServerError
+from nemo_cascade.rewards.http_endpoint import RewardServerError
 from nemo_cascade.cascade.saves import Saves
 from nemo_cascade.cascade.teachers import Teachers
 
@@ -86,19 +86,22 @@ def sft_loss(logprobs_B_T, mb):
     return num, den, {}
 
 
-def _stop_for_server(ctx: StageContext, stage: config.Stage, error: RewardServerError, step: int, start: int,
+def _stop_for_server(ctx: StageContext, stage: config.Stage, error: RewardServerError, step: int,
+                     start: int,
                      at_start: tuple[dict, dict]) -> ServerStop:
     """Step ``step`` cannot finish (a reward server failed after its retries): save the state it
     began with (``at_start``: data position and RNG, :meth:`Saves.before_stop`), close the log, and
     return the error that ends the run; the same command resumes once the server answers."""
-    saved = ctx.saves.before_stop(step, start, ctx.actor, *at_start) if ctx.saves else "no checkpoints"
+    saved = (ctx.saves.before_stop(step, start, ctx.actor, *at_start) if ctx.saves
+             else "no checkpoints")
     ctx.log.close()
-    return ServerStop(f"{error}; stopped in step {step} of stage {stage.name}, {saved}; run the same command "
-                      "again to resume once the server answers")
+    return ServerStop(f"{error}; stopped in step {step} of stage {stage.name}, {saved}; run the "
+                      "same command again to resume once the server answers")
 
 
 def _generate_round(ctx: StageContext, stage: config.Stage, scorer: GroupScorer, timer: PhaseTimer,
-                    prompts_P: list, rollout: config.Rollout, step: int, round_: int) -> list | None:
+                    prompts_P: list, rollout: config.Rollout, step: int,
+                    round_: int) -> list | None:
     """Round ``round_`` of ``step``: every rank's groups for ``prompts_P``, each rank generating its
     share — only the prompts without a group saved by an earlier, stopped try of the step
     (step_rollouts.py), with the seeds of their places — and scoring each group as it finishes
@@ -193,7 +196,8 @@ def _resume_grpo(ctx: StageContext, stream: PromptStream, curriculum: LengthCurr
 
     def restore(state: dict) -> None:
         stream.load_state_dict(state)
-        saved["phases"] = state.get("length_curriculum")  # absent from a boundary's state: derived from the step
+        # absent from a boundary's state: derived from the step
+        saved["phases"] = state.get("length_curriculum")
 
     start = _start(ctx, restore)
     curriculum.begin(start, saved.get("phases"))
@@ -206,25 +210,32 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList,
              teachers: Teachers | None = None) -> dict:
     """A GRPO stage, or with ``teachers`` a distill stage: the same loop, each token's advantage
     from its domain's teacher (algorithms/distill.py)."""
-    g = replace(stage.grpo, share_prompts=stage.grpo.share_prompts and not ctx.actor.te)  # TE: whole sequences
+    # TE: whole sequences
+    g = replace(stage.grpo, share_prompts=stage.grpo.share_prompts and not ctx.actor.te)
     if teachers is not None:  # every sample carries the teacher's signal, whatever its rewards
         g = replace(g, drop_zero_variance_groups=False, refill_max_rounds=0)
-    stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half modes (§4.3.2)
-                          epoch_filter=(g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None)
-    scorer = stage_scorer(config.stage_domains(stage), stage.reward)  # one domain, or several mixed in one run
-    curriculum = LengthCurriculum(stage)                  # response-length phases (§4.5.2, T17–T19)
+    readmit = (g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None
+    stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half §4.3.2
+                          epoch_filter=readmit)
+    scorer = stage_scorer(config.stage_domains(stage), stage.reward)  # one domain, or several
+    curriculum = LengthCurriculum(stage)  # response-length phases (§4.5.2, T17–T19)
     if g.kl_coef > 0:
-        ctx.actor.snapshot_reference()  # KL reference = the stage's starting policy (§6.3), even on resume
+        # KL reference = the stage's starting policy (§6.3), even on resume
+        ctx.actor.snapshot_reference()
     start, update_seconds = _resume_grpo(ctx, stream, curriculum), 0.0
-    weight_sync.push(ctx.actor, ctx.engine)  # the engine serves this stage's starting (or resumed) weights
+    # the engine serves this stage's starting (or resumed) weights
+    weight_sync.push(ctx.actor, ctx.engine)
     for step in range(start, stage.steps):
         if curriculum.finished:
             break  # the last phase ended early, at its clip ratio (LengthPhase.until_clip_ratio)
         timer = PhaseTimer()
-        at_start = _data_state(stream, curriculum), checkpoint.rng_state()  # what a stop in this step saves
+        # what a stop in this step saves
+        at_start = _data_state(stream, curriculum), checkpoint.rng_state()
         phase_index, phase = curriculum.at()
-        cfg, rollout = replace(g, overlong=phase.overlong), config.phase_rollout(stage, phase)  # + T (T17–T19)
-        temperature = rollout.temperature  # the actor's log-probs are the sampling policy's (rollout/vllm.py)
+        # + T (T17–T19)
+        cfg, rollout = replace(g, overlong=phase.overlong), config.phase_rollout(stage, phase)
+        # the actor's log-probs are the sampling policy's (rollout/vllm.py)
+        temperature = rollout.temperature
 
         try:
             groups_P, refill, switched = _collect_step(ctx, stage, scorer, timer, stream, cfg,
@@ -235,17 +246,17 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList,
             raise _stop_for_server(ctx, stage, e, step, start, at_start) from None
         except StopInStep as e:
             raise _stop_in_step(ctx, stage, str(e), step, start, at_start) from None
-        stream.record(groups_P, cfg.overlong)                   # epoch filter (§4.5.2)
-        batch = grpo.make_batch(groups_P, cfg, ctx.pad_id)                   # advantages, masks, filters
-        curriculum.record(step, batch.metrics["truncation_rate"])           # may end the phase (§4.5.2)
+        stream.record(groups_P, cfg.overlong)  # epoch filter (§4.5.2)
+        batch = grpo.make_batch(groups_P, cfg, ctx.pad_id)  # advantages, masks, filters
+        curriculum.record(step, batch.metrics["truncation_rate"])  # may end the phase (§4.5.2)
         result, sync = None, None
         if batch.num_sequences:
             result, sync = _update(ctx, batch, cfg, temperature, timer, teachers, stage.distill)
         update_seconds = sum(timer.seconds.get(p, 0.0)
                              for p in ("teacher", "logprobs", "train", "sync"))
-        metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P), **reward_metrics(groups_P), **refill,
-                   **stream.metrics(), "phase": phase_index, "max_response_tokens": phase.max_response_tokens,
-                   "temperature": temperature,
+        metrics = {**_grpo_metrics(batch, result, sync, timer, groups_P),
+                   **reward_metrics(groups_P), **refill, **stream.metrics(), "phase": phase_index,
+                   "temperature": temperature, "max_response_tokens": phase.max_response_tokens,
                    "code_switched": switched / max(sum(x.group_size for x in groups_P), 1)}
         ctx.log.log(step, metrics, progress={
             "reward": batch.metrics["reward_mean"], "len": batch.metrics["response_len_mean"]})
@@ -263,7 +274,8 @@ def _update(ctx: StageContext, batch, cfg: config.GRPO, temperature: float, time
         ctx.engine.sleep()
     if cfg.kl_coef > 0:
         with timer("logprobs"), ctx.actor.reference_weights():
-            tensors["ref_logprobs"] = ctx.actor.logprobs(batch.tokens_B_T, temperature, batch.layout())
+            tensors["ref_logprobs"] = ctx.actor.logprobs(batch.tokens_B_T, temperature,
+                                                         batch.layout())
     loss = partial(grpo.actor_loss, cfg)
     if teachers is not None:
         with timer("teacher"):
@@ -278,12 +290,16 @@ def _update(ctx: StageContext, batch, cfg: config.GRPO, temperature: float, time
 
 def _grpo_metrics(batch, result, sync, timer: PhaseTimer, groups_P) -> dict:
     generated = sum(len(t) for g in groups_P for t in g.response_tokens_G_T)
-    out = {**batch.metrics, **timer.as_metrics(), "tokens_per_s": generated / max(timer.seconds["generate"], 1e-9)}
+    out = {**batch.metrics, **timer.as_metrics(),
+           "tokens_per_s": generated / max(timer.seconds["generate"], 1e-9)}
     if result is not None:
-        out.update(loss=result.loss, grad_norm=result.grad_norm, lr=result.lr, train_tokens=result.tokens,
+        out.update(loss=result.loss, grad_norm=result.grad_norm, lr=result.lr,
+                   train_tokens=result.tokens,
                    sync_mb=sync.bytes / 1e6, sync_mb_per_s=sync.mb_per_s, **result.metrics)
-        if result.metrics.get("computed_tokens"):  # what the actor ran (microbatches cut to their longest row)
-            out["pad_share"] = 1.0 - float((batch.segment_ids_B_T > 0).sum()) / result.metrics["computed_tokens"]
+        # what the actor ran (microbatches cut to their longest row)
+        if result.metrics.get("computed_tokens"):
+            real = float((batch.segment_ids_B_T > 0).sum())
+            out["pad_share"] = 1.0 - real / result.metrics["computed_tokens"]
     return out
 
 
@@ -326,30 +342,36 @@ def run_supervised(ctx: StageContext, stage: config.Stage, rows: list, batch_siz
     return batches.state_dict()
 
 
-def _sft_step(ctx: StageContext, stage: config.Stage, examples: list, timer: PhaseTimer) -> tuple[dict, dict]:
+def _sft_step(ctx: StageContext, stage: config.Stage, examples: list,
+              timer: PhaseTimer) -> tuple[dict, dict]:
     batch = packing.pack_sft_batch(examples, stage.sft_max_tokens, ctx.pad_id)  # sequence packing
     with timer("train"):
         result = ctx.actor.train_step(batch.tensors(), sft_loss)
     fill = float((batch.segment_ids_B_T > 0).float().mean())
-    return ({"loss": result.loss, "grad_norm": result.grad_norm, "lr": result.lr, "train_tokens": result.tokens,
-             "truncated": batch.num_truncated, "packed_rows": batch.num_sequences, "packing_fill": fill},
+    return ({"loss": result.loss, "grad_norm": result.grad_norm, "lr": result.lr,
+             "train_tokens": result.tokens,
+             "truncated": batch.num_truncated, "packed_rows": batch.num_sequences,
+             "packing_fill": fill},
             {"loss": result.loss})
 
 
 def run_sft(ctx: StageContext, stage: config.Stage, examples: list) -> dict:
-    return run_supervised(ctx, stage, examples, stage.sft_batch_size, partial(_sft_step, ctx, stage))
+    return run_supervised(ctx, stage, examples, stage.sft_batch_size,
+                          partial(_sft_step, ctx, stage))
 
 
 def rm_loss(scores_B_T, mb):
     return reward_model.bt_loss_terms(scores_B_T, mb["last"], mb["pair_valid"])
 
 
-def _rm_step(ctx: StageContext, stage: config.Stage, pairs: list, timer: PhaseTimer) -> tuple[dict, dict]:
+def _rm_step(ctx: StageContext, stage: config.Stage, pairs: list,
+             timer: PhaseTimer) -> tuple[dict, dict]:
     batch = reward_model.make_pair_batch(pairs, stage.rm_max_tokens, ctx.pad_id)
     with timer("train"):
         result = ctx.actor.train_step(batch.tensors(), rm_loss)
     acc, margin = result.metrics["accuracy"], result.metrics["margin"]
-    return ({"loss": result.loss, "accuracy": acc, "margin_mean": margin, "grad_norm": result.grad_norm,
+    return ({"loss": result.loss, "accuracy": acc, "margin_mean": margin,
+             "grad_norm": result.grad_norm,
              "lr": result.lr, "pairs": result.tokens, "truncated": batch.num_truncated},
             {"loss": result.loss, "acc": acc})
 
@@ -357,4 +379,5 @@ def _rm_step(ctx: StageContext, stage: config.Stage, pairs: list, timer: PhaseTi
 def run_reward_model(ctx: StageContext, stage: config.Stage, pairs: list) -> None:
     """Bradley–Terry RM training (§4.2); ``ctx.actor`` is an
     ``actor.reward_model.RewardModelActor``."""
-    run_supervised(ctx, stage, pairs, stage.rm_batch_size, partial(_rm_step, ctx, stage))  # shuffled epochs of pairs
+    # shuffled epochs of pairs
+    run_supervised(ctx, stage, pairs, stage.rm_batch_size, partial(_rm_step, ctx, stage))

@@ -76,8 +76,8 @@ def check_selection(cfg: config.Cascade, only_stage: str | None, retrain: bool =
     ):
         raise config.ConfigError(
             f"--stage {only_stage} --retrain: it starts from stage {names[k - 1]}'s optimizer "
-            f"state (boundary.optimizer=carry), which was removed when {only_stage} finished; retrain "
-            f"{names[k - 1]} first (--stage {names[k - 1]} --retrain) or set "
+            f"state (boundary.optimizer=carry), which was removed when {only_stage} finished; "
+            f"retrain {names[k - 1]} first (--stage {names[k - 1]} --retrain) or set "
             f"stages.{only_stage}.boundary.optimizer=reset"
         )
 

@@ -1,6 +1,6 @@
 """Validation of a whole :class:`~.schema.Cascade`: the values that types cannot express (ranges,
-stage hand-offs, the gate, rewards). Every failure is one :class:`~.schema.ConfigError` line naming
-the field."""
+stage hand-offs, the engine, the gate; one stage's own sections are stage_checks.py's). Every
+failure is one :class:`~.schema.ConfigError` line naming the field."""
 from __future__ import annotations
 
 import math
@@ -11,18 +11,16 @@ from typing import Any, Literal, Optional
 
 from .derived import engine_dtype, samples_on_policy, stage_domains, teacher_sources
 from .gate import Gate
-from .schema import (REWARD_DOMAINS, STAGE_KINDS, Cascade, ConfigError, LengthPhase, Model,
-                     Parallel, Stage, literal_values)
+from .schema import STAGE_KINDS, Cascade, ConfigError, Model, Parallel, Stage, literal_values
+from .stage_checks import (at_least, validate_data, validate_grpo, validate_length,
+                           validate_reward_model)
 
 TRANSFORMER_IMPLS = literal_values(Model, "transformer_impl")
 FP8_RECIPES = literal_values(Model, "fp8")
 RECOMPUTE = literal_values(Parallel, "recompute")
-OVERLONG = literal_values(LengthPhase, "overlong")
 MAX_COLLECTIVE_TIMEOUT_MINUTES = 7 * 24 * 60
-"""A week: longer than any rollout, and far below what ``datetime.timedelta`` (the process groups' timeout) holds."""
-NAMED_ANSWER_PATTERNS = ("gsm8k", "answer_is")
-"""The names ``Reward.answer_pattern`` may take besides a regex: the keys of rewards.math.ANSWER_PATTERNS (a
-test keeps the two equal; config imports nothing from rewards)."""
+"""A week: longer than any rollout, and far below what ``datetime.timedelta`` (the process groups'
+timeout) holds."""
 
 
 def type_problem(value: Any, tp: Any) -> Optional[str]:
@@ -35,7 +33,9 @@ def type_problem(value: Any, tp: Any) -> Optional[str]:
         return None if isinstance(value, str) and value in choices else f"one of {list(choices)}"
     if origin is typing.Union:  # Optional[X]
         inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
-        return None if value is None or type_problem(value, inner) is None else f"None or {_describe(inner)}"
+        if value is None or type_problem(value, inner) is None:
+            return None
+        return f"None or {_describe(inner)}"
     if origin is tuple:
         item = typing.get_args(tp)[0]
         ok = isinstance(value, tuple) and all(type_problem(v, item) is None for v in value)
@@ -64,7 +64,8 @@ def check_types(obj: Any, where: str = "") -> None:
         value, name = getattr(obj, f.name), f"{where}.{f.name}".lstrip(".")
         problem = type_problem(value, hints[f.name])
         if problem:
-            raise ConfigError(f"{name}: expected {problem}, got {type(value).__name__} {value!r:.80}")
+            raise ConfigError(f"{name}: expected {problem}, got {type(value).__name__} "
+                              f"{value!r:.80}")
         if is_dataclass(value):
             check_types(value, name)
         elif isinstance(value, tuple):
@@ -78,7 +79,8 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
     """Check values that types cannot express, and the types (:func:`check_types`); raise
     ConfigError with the offending field."""
     if not isinstance(cfg, Cascade):
-        raise ConfigError(f"config: expected a nemo_cascade.config.Cascade, got {type(cfg).__name__}")
+        raise ConfigError("config: expected a nemo_cascade.config.Cascade, got "
+                          f"{type(cfg).__name__}")
     try:
         _validate_values(cfg, world_size)
     except TypeError:  # a comparison met a value of the wrong type: name its field
@@ -88,85 +90,73 @@ def validate(cfg: Cascade, world_size: Optional[int] = None) -> Cascade:
     return cfg
 
 
-def _at_least(field: str, value, least, note: str = "") -> None:
-    """One line naming ``field`` unless ``value >= least`` (``note``: what the least value
-    means)."""
-    if value < least:
-        raise ConfigError(f"{field}: expected >= {least}{f' ({note})' if note else ''}, got {value}")
-
-
 def _validate_values(cfg: Cascade, world_size: Optional[int]) -> None:
     p = cfg.parallel
     validate_parallel_settings(cfg.model, p)
     if world_size is not None and world_size != p.tp * p.pp * p.cp * p.dp:
-        sizes = ("tp", "pp", "cp", "dp") if p.cp > 1 else ("tp", "pp", "dp")  # cp named only when it is used
-        raise ConfigError(f"parallel: {' × '.join(sizes)} = {'×'.join(str(getattr(p, n)) for n in sizes)} must equal "
-                          f"the world size {world_size}")
+        # cp named only when it is used
+        sizes = ("tp", "pp", "cp", "dp") if p.cp > 1 else ("tp", "pp", "dp")
+        raise ConfigError(f"parallel: {' × '.join(sizes)} = "
+                          f"{'×'.join(str(getattr(p, n)) for n in sizes)} must equal the world "
+                          f"size {world_size}")
     if bool(cfg.model.hf_path) == bool(cfg.model.build):
-        raise ConfigError("model: set exactly one of model.hf_path (an HF folder) and model.build (a tiny shape)")
+        raise ConfigError("model: set exactly one of model.hf_path (an HF folder) and model.build "
+                          "(a tiny shape)")
     if not cfg.stages:
         raise ConfigError("stages: a cascade needs at least one stage")
     _check_name(cfg.name, "name", dots=True)
-    names = [s.name for s in cfg.stages]
-    for i, s in enumerate(cfg.stages):
-        if s.name:
-            _check_name(s.name, f"stages.{i}.name", dots=False)
-        if not s.name or names.count(s.name) > 1:
-            raise ConfigError(f"stages.{s.name or i}.name: every stage needs a unique non-empty name, got "
-                              f"{names!r:.200}")
-        where = f"stages.{s.name}"
-        if s.kind not in STAGE_KINDS:
-            raise ConfigError(f"{where}.kind: unknown stage kind {s.kind!r:.80}; expected one of {list(STAGE_KINDS)}")
-        _validate_handoff(cfg, i, where)
-        _validate_length(s, where)
-        _validate_data(s, where)
-        if s.mode == "half" and cfg.chat_style == "chatml":
-            raise ConfigError(f"{where}.mode: 'half' alternates thinking modes (§4.3.2); chat_style=chatml has none")
-        if s.mode == "half" and not samples_on_policy(s):
-            raise ConfigError(f"{where}.mode: 'half' splits GRPO batches (§4.3.2); a {s.kind} stage needs think "
-                              f"or no_think")
-        if samples_on_policy(s):
-            _validate_grpo(s, p, where)
-        if s.kind == "distill":
-            _validate_distill(cfg, i, where)
-        elif s.distill.teachers:
-            raise ConfigError(f"{where}.distill.teachers: only a distill stage has teachers; "
-                              f"this is a {s.kind} stage (set kind=distill, or leave it empty)")
-        if s.kind == "reward_model":
-            _validate_reward_model(s, p, where)
-        if p.cp > 1 and not samples_on_policy(s):
-            # SFT rows are packed (per-example attention masks) and the RM reads each row's last
-            # token: both need the whole sequence on one rank; the actor splits sequences over CP
-            # ranks only for GRPO batches.
-            raise ConfigError(f"{where}.kind: parallel.cp={p.cp} splits every sequence over ranks, which the actor "
-                              f"supports for grpo stages only, not {s.kind} (set parallel.cp=1)")
-        _at_least(f"{where}.actor.lr", s.actor.lr, 0)
-        _at_least(f"{where}.actor.lr_decay_steps", s.actor.lr_decay_steps, 0, "0 = the stage's steps")
+    for i in range(len(cfg.stages)):
+        _validate_stage(cfg, i)
     _validate_engine(cfg)
     _validate_gate(cfg.gate, cfg.stages)
-    _at_least("keep_checkpoints", cfg.keep_checkpoints, 1)
-    _at_least("checkpoint_every_minutes", cfg.checkpoint_every_minutes, 0, "0 = by steps only")
-    _at_least("rollout_checkpoint_seconds", cfg.rollout_checkpoint_seconds, 0,
-              "0 = every group as it finishes")
-    _at_least("stop_margin_seconds", cfg.stop_margin_seconds, 0, "seconds before the job's end")
+    at_least("keep_checkpoints", cfg.keep_checkpoints, 1)
+    at_least("checkpoint_every_minutes", cfg.checkpoint_every_minutes, 0, "0 = by steps only")
+    at_least("rollout_checkpoint_seconds", cfg.rollout_checkpoint_seconds, 0,
+             "0 = every group as it finishes")
+    at_least("stop_margin_seconds", cfg.stop_margin_seconds, 0, "seconds before the job's end")
 
 
-def _validate_grpo(s: Stage, p: Parallel, where: str) -> None:
-    g, r = s.grpo, s.rollout
-    if g.group_size < 2:
-        raise ConfigError(f"{where}.grpo.group_size: GRPO needs >= 2 samples per prompt, got {g.group_size}")
-    _at_least(f"{where}.grpo.prompts_per_step", g.prompts_per_step, 1)
-    if r.temperature <= 0:
-        raise ConfigError(f"{where}.rollout.temperature: RL sampling needs > 0, got {r.temperature}")
-    if not 0 < r.top_p <= 1:
-        raise ConfigError(f"{where}.rollout.top_p: expected in (0, 1], got {r.top_p}")
-    _at_least(f"{where}.rollout.max_response_tokens", r.max_response_tokens, 1)
-    _at_least(f"{where}.grpo.pack_tokens", g.pack_tokens, 0, "0 = the batch's longest sequence or group")
-    if p.cp > 1 and g.sequence_packing:
-        raise ConfigError(f"{where}.grpo.sequence_packing: parallel.cp={p.cp} splits plain rows over ranks, not "
-                          "packed ones (per-sequence attention); set grpo.sequence_packing=false")
-    _validate_reward(s, where)
-    _validate_sampling_filters(s, where)
+def _validate_stage(cfg: Cascade, i: int) -> None:
+    """Stage ``i``: its name and kind, its own sections (stage_checks.py), and what it asks of the
+    cascade around it (hand-off, thinking modes, teachers, the parallel layout)."""
+    s, p, names = cfg.stages[i], cfg.parallel, [stage.name for stage in cfg.stages]
+    if s.name:
+        _check_name(s.name, f"stages.{i}.name", dots=False)
+    if not s.name or names.count(s.name) > 1:
+        raise ConfigError(f"stages.{s.name or i}.name: every stage needs a unique non-empty "
+                          f"name, got {names!r:.200}")
+    where = f"stages.{s.name}"
+    if s.kind not in STAGE_KINDS:
+        raise ConfigError(f"{where}.kind: unknown stage kind {s.kind!r:.80}; expected one of "
+                          f"{list(STAGE_KINDS)}")
+    _validate_handoff(cfg, i, where)
+    validate_length(s, where)
+    validate_data(s, where)
+    if s.mode == "half" and cfg.chat_style == "chatml":
+        raise ConfigError(f"{where}.mode: 'half' alternates thinking modes (§4.3.2); "
+                          "chat_style=chatml has none")
+    if s.mode == "half" and not samples_on_policy(s):
+        raise ConfigError(f"{where}.mode: 'half' splits GRPO batches (§4.3.2); a {s.kind} "
+                          "stage needs think or no_think")
+    if samples_on_policy(s):
+        validate_grpo(s, p, where)
+    if s.kind == "distill":
+        _validate_distill(cfg, i, where)
+    elif s.distill.teachers:
+        raise ConfigError(f"{where}.distill.teachers: only a distill stage has teachers; "
+                          f"this is a {s.kind} stage (set kind=distill, or leave it empty)")
+    if s.kind == "reward_model":
+        validate_reward_model(s, p, where)
+    if p.cp > 1 and not samples_on_policy(s):
+        # SFT rows are packed (per-example attention masks) and the RM reads each row's last
+        # token: both need the whole sequence on one rank; the actor splits sequences over CP
+        # ranks only for GRPO batches.
+        raise ConfigError(f"{where}.kind: parallel.cp={p.cp} splits every sequence over ranks, "
+                          f"which the actor supports for grpo stages only, not {s.kind} (set "
+                          "parallel.cp=1)")
+    at_least(f"{where}.actor.lr", s.actor.lr, 0)
+    at_least(f"{where}.actor.lr_decay_steps", s.actor.lr_decay_steps, 0,
+             "0 = the stage's steps")
 
 
 def _validate_distill(cfg: Cascade, i: int, where: str) -> None:
@@ -193,7 +183,7 @@ def _validate_distill(cfg: Cascade, i: int, where: str) -> None:
         if source == "best" and not cfg.gate.suites:
             raise ConfigError(f"{where}.distill.teachers: {domain}=best picks the gate row that "
                               f"scored highest on the domain's suites; the gate has no suites")
-    _at_least(f"{where}.distill.reward_weight", d.reward_weight, 0, "0 = pure distillation")
+    at_least(f"{where}.distill.reward_weight", d.reward_weight, 0, "0 = pure distillation")
     if not 0 < d.ratio_low <= 1 <= d.ratio_high:
         raise ConfigError(f"{where}.distill: expected 0 < ratio_low <= 1 <= ratio_high, got "
                           f"[{d.ratio_low}, {d.ratio_high}]")
@@ -208,12 +198,13 @@ def _check_name(name: str, where: str, dots: bool) -> None:
     (``runs/<name>/stages/<k>-<name>``): letters, digits, ``_`` and ``-`` (and ``.`` in the run's
     name, not alone or first); a stage's name is also a key of ``stages.NAME.field=value``
     overrides, which split at dots."""
-    ok = (0 < len(name) <= MAX_NAME_CHARS and _NAME_CHARS.fullmatch(name) is not None and not name.startswith(".")
+    ok = (0 < len(name) <= MAX_NAME_CHARS and _NAME_CHARS.fullmatch(name) is not None
+          and not name.startswith(".")
           and (dots or "." not in name))
     if not ok:
         allowed = "letters, digits, '_', '-'" + (" and '.' (not first)" if dots else "")
-        raise ConfigError(f"{where}: expected 1-{MAX_NAME_CHARS} characters of {allowed} (it names a directory), "
-                          f"got {name!r:.80}")
+        raise ConfigError(f"{where}: expected 1-{MAX_NAME_CHARS} characters of {allowed} (it names "
+                          f"a directory), got {name!r:.80}")
 
 
 def _validate_engine(cfg: Cascade) -> None:
@@ -224,17 +215,21 @@ def _validate_engine(cfg: Cascade) -> None:
     for s in grpo:
         t = s.rollout.tensor_parallel_size
         if t < 1 or (p.tp * p.pp * p.cp * p.dp) % t:
-            raise ConfigError(f"stages.{s.name}.rollout.tensor_parallel_size: expected a divisor of the world size "
-                              f"{p.tp * p.pp * p.cp * p.dp} (parallel tp × pp × cp × dp), got {t}")
+            raise ConfigError(f"stages.{s.name}.rollout.tensor_parallel_size: expected a divisor "
+                              f"of the world size {p.tp * p.pp * p.cp * p.dp} (parallel tp × pp × "
+                              f"cp × dp), got {t}")
         if t != grpo[0].rollout.tensor_parallel_size:
-            raise ConfigError(f"stages.{s.name}.rollout.tensor_parallel_size: {t} differs from stage {grpo[0].name}'s "
-                              f"{grpo[0].rollout.tensor_parallel_size}; one engine serves every stage")
+            raise ConfigError(f"stages.{s.name}.rollout.tensor_parallel_size: {t} differs from "
+                              f"stage {grpo[0].name}'s {grpo[0].rollout.tensor_parallel_size}; one "
+                              "engine serves every stage")
         if engine_dtype(cfg.model, s.rollout) != engine_dtype(cfg.model, grpo[0].rollout):
-            raise ConfigError(f"stages.{s.name}.rollout.dtype: {s.rollout.dtype} differs from stage {grpo[0].name}'s "
-                              f"{grpo[0].rollout.dtype} (model.dtype {cfg.model.dtype}); one engine serves every stage")
+            raise ConfigError(f"stages.{s.name}.rollout.dtype: {s.rollout.dtype} differs from "
+                              f"stage {grpo[0].name}'s {grpo[0].rollout.dtype} (model.dtype "
+                              f"{cfg.model.dtype}); one engine serves every stage")
         if s.rollout.compile != grpo[0].rollout.compile:
-            raise ConfigError(f"stages.{s.name}.rollout.compile: {s.rollout.compile} differs from stage {grpo[0].name}'s "
-                              f"{grpo[0].rollout.compile}; one engine serves every stage")
+            raise ConfigError(f"stages.{s.name}.rollout.compile: {s.rollout.compile} differs from "
+                              f"stage {grpo[0].name}'s {grpo[0].rollout.compile}; one engine "
+                              "serves every stage")
 
 
 def validate_parallel_settings(m: Model, p: Parallel) -> None:
@@ -244,17 +239,19 @@ def validate_parallel_settings(m: Model, p: Parallel) -> None:
         if getattr(p, name) < 1:
             raise ConfigError(f"parallel.{name}: expected an integer >= 1, got {getattr(p, name)}")
     if p.sequence_parallel and p.tp == 1:
-        raise ConfigError("parallel.sequence_parallel: needs parallel.tp > 1 (it shards the sequence over the "
-                          "tensor-parallel ranks), got tp=1")
+        raise ConfigError("parallel.sequence_parallel: needs parallel.tp > 1 (it shards the "
+                          "sequence over the tensor-parallel ranks), got tp=1")
     if p.overlap_param_gather and not p.distributed_optimizer:
-        raise ConfigError("parallel.overlap_param_gather: needs parallel.distributed_optimizer=true (only the "
-                          "distributed optimizer all-gathers parameters after its step)")
+        raise ConfigError("parallel.overlap_param_gather: needs "
+                          "parallel.distributed_optimizer=true (only the distributed optimizer "
+                          "all-gathers parameters after its step)")
     if p.overlap_param_gather and not p.overlap_grad_reduce:
-        raise ConfigError("parallel.overlap_param_gather: needs parallel.overlap_grad_reduce=true (as in "
-                          "Megatron-LM, which asserts the same)")
+        raise ConfigError("parallel.overlap_param_gather: needs parallel.overlap_grad_reduce=true "
+                          "(as in Megatron-LM, which asserts the same)")
     if not 0 < p.collective_timeout_minutes <= MAX_COLLECTIVE_TIMEOUT_MINUTES:  # also refuses NaN
         raise ConfigError(f"parallel.collective_timeout_minutes: expected minutes in (0, "
-                          f"{MAX_COLLECTIVE_TIMEOUT_MINUTES}], got {p.collective_timeout_minutes!r:.80}")
+                          f"{MAX_COLLECTIVE_TIMEOUT_MINUTES}], got "
+                          f"{p.collective_timeout_minutes!r:.80}")
     if not (0 <= p.stall_minutes < p.collective_timeout_minutes):  # also refuses NaN
         raise ConfigError(f"parallel.stall_minutes: expected minutes in [0, "
                           f"parallel.collective_timeout_minutes = "
@@ -262,7 +259,8 @@ def validate_parallel_settings(m: Model, p: Parallel) -> None:
                           f"(the collective's timeout would end a stalled run first, naming "
                           f"nothing; 0 = no watchdog), got {p.stall_minutes!r:.80}")
     if p.recompute not in RECOMPUTE:
-        raise ConfigError(f"parallel.recompute: expected one of {list(RECOMPUTE)}, got {p.recompute!r:.80}")
+        raise ConfigError(f"parallel.recompute: expected one of {list(RECOMPUTE)}, got "
+                          f"{p.recompute!r:.80}")
     if m.transformer_impl not in TRANSFORMER_IMPLS:
         raise ConfigError(f"model.transformer_impl: expected one of {list(TRANSFORMER_IMPLS)}, "
                           f"got {m.transformer_impl!r:.80}")
@@ -270,105 +268,54 @@ def validate_parallel_settings(m: Model, p: Parallel) -> None:
         raise ConfigError(f"model.fp8: expected one of {list(FP8_RECIPES)}, got {m.fp8!r:.80}")
     if m.fp8 != "none" and m.transformer_impl == "local":
         raise ConfigError(f"model.fp8={m.fp8}: FP8 runs through Transformer Engine layers; "
-                          f"model.transformer_impl='local' cannot use it (set auto or transformer_engine)")
+                          "model.transformer_impl='local' cannot use it (set auto or "
+                          "transformer_engine)")
     if p.cp > 1 and m.transformer_impl == "local":
-        raise ConfigError(f"parallel.cp={p.cp}: context parallelism runs inside Transformer Engine's attention; "
-                          f"model.transformer_impl='local' cannot use it (set auto or transformer_engine)")
+        raise ConfigError(f"parallel.cp={p.cp}: context parallelism runs inside Transformer "
+                          "Engine's attention; model.transformer_impl='local' cannot use it (set "
+                          "auto or transformer_engine)")
 
 
 def _validate_handoff(cfg: Cascade, i: int, where: str) -> None:
     """What a stage takes from earlier stages: its checkpoint cadence, the data-position hand-over,
     a served reward model, an SFT mixture."""
     s = cfg.stages[i]
-    _at_least(f"{where}.checkpoint_every", s.checkpoint_every, 0, "0 = no mid-stage checkpoints")
+    at_least(f"{where}.checkpoint_every", s.checkpoint_every, 0, "0 = no mid-stage checkpoints")
     if s.extra_data and s.kind == "reward_model":
-        raise ConfigError(f"{where}.extra_data: sft and grpo stages mix sources; a reward_model stage reads data")
+        raise ConfigError(f"{where}.extra_data: sft and grpo stages mix sources; a reward_model "
+                          "stage reads data")
     for j, d in enumerate(s.extra_data):
         if not d.source:
-            raise ConfigError(f"{where}.extra_data.{j}.source: expected a file path, synthetic:NAME or "
-                              f"benchmark:NAME")
+            raise ConfigError(f"{where}.extra_data.{j}.source: expected a file path, "
+                              "synthetic:NAME or benchmark:NAME")
     if s.boundary.data == "continue":
         before = [p for p in cfg.stages[:i] if p.kind == s.kind]
         if not before or (before[-1].data, before[-1].extra_data) != (s.data, s.extra_data):
-            raise ConfigError(f"{where}.boundary.data: 'continue' needs an earlier {s.kind} stage with the same data")
+            raise ConfigError(f"{where}.boundary.data: 'continue' needs an earlier {s.kind} stage "
+                              "with the same data")
     if s.boundary.optimizer == "carry":
         prev = cfg.stages[i - 1] if i else None
         if prev is None or prev.kind == "reward_model" or s.kind == "reward_model":
-            raise ConfigError(f"{where}.boundary.optimizer: 'carry' needs a policy stage right before this policy "
-                              f"stage (a reward model trains its own optimizer)")
-        fixed = ("adam_beta1", "adam_beta2", "adam_eps", "clip_grad")  # the scheduler sets lr and wd
+            raise ConfigError(f"{where}.boundary.optimizer: 'carry' needs a policy stage right "
+                              "before this policy stage (a reward model trains its own optimizer)")
+        # the scheduler sets lr and wd
+        fixed = ("adam_beta1", "adam_beta2", "adam_eps", "clip_grad")
         changed = [f for f in fixed if getattr(prev.actor, f) != getattr(s.actor, f)]
         if changed:
-            raise ConfigError(f"{where}.boundary.optimizer: 'carry' keeps the optimizer, so actor.{changed[0]} must "
-                              f"equal stage {prev.name}'s")
+            raise ConfigError(f"{where}.boundary.optimizer: 'carry' keeps the optimizer, so "
+                              f"actor.{changed[0]} must equal stage {prev.name}'s")
     rm_stage = s.reward.reward_model_stage
-    if rm_stage and rm_stage not in [p.name for p in cfg.stages[:i] if p.kind == "reward_model"]:
-        raise ConfigError(f"{where}.reward.reward_model_stage: {rm_stage!r:.80} is not an earlier reward_model stage; "
-                          f"those are {[p.name for p in cfg.stages[:i] if p.kind == 'reward_model']}")
-
-
-def _validate_length(s: Stage, where: str) -> None:
-    """A stage's length: ``steps``, or ``epochs`` over its data (SFT and RM stages) with steps =
-    0."""
-    _at_least(f"{where}.epochs", s.epochs, 0, "0 = the length is steps")
-    if s.epochs and samples_on_policy(s):
-        raise ConfigError(f"{where}.epochs: a grpo stage's length is steps (T15–T20 give steps); epochs are for "
-                          f"sft and reward_model stages")
-    if s.epochs and s.steps:
-        raise ConfigError(f"{where}.epochs: the length is steps or epochs, not both; set steps=0 with "
-                          f"epochs={s.epochs} (got steps={s.steps})")
-    if not s.epochs and s.steps < 1:
-        hint = "" if samples_on_policy(s) else " (or steps=0 with epochs > 0)"
-        raise ConfigError(f"{where}.steps: expected >= 1, got {s.steps}{hint}")
-
-
-def _validate_data(s: Stage, where: str) -> None:
-    """Every Data section of the stage: ``data``, then ``extra_data.J`` (the SFT blend, or
-    mixed-domain prompts)."""
-    if not s.data.source:
-        raise ConfigError(f"{where}.data.source: expected a file path, synthetic:NAME or benchmark:NAME")
-    # The prompt limit the loader drops long rows at: the engine's for RL prompts, the sequence's
-    # for SFT.
-    limit = {"sft": ("sft_max_tokens", s.sft_max_tokens)}.get(s.kind)
-    if samples_on_policy(s):
-        limit = ("rollout.max_prompt_tokens", s.rollout.max_prompt_tokens)
-    for name, d in (("data", s.data), *((f"extra_data.{j}", d) for j, d in enumerate(s.extra_data))):
-        _at_least(f"{where}.{name}.max_bad_rows", d.max_bad_rows, 0)
-        if d.domain and not samples_on_policy(s):
-            raise ConfigError(f"{where}.{name}.domain: only grpo prompts are scored in a domain; a {s.kind} stage "
-                              f"reads its rows as they are (leave it empty)")
-        if d.domain and d.domain not in REWARD_DOMAINS:
-            raise ConfigError(f"{where}.{name}.domain: expected one of {list(REWARD_DOMAINS)} or empty (the "
-                              f"stage's domain), got {d.domain!r:.80}")
-        if d.allow_eval_instructions and (not samples_on_policy(s)
-                                          or (d.domain or s.domain) != "ifeval"):
-            raise ConfigError(f"{where}.{name}.allow_eval_instructions: only IF-RL prompts (a grpo source of "
-                              f"domain ifeval) hold instruction ids; leave it false here")
-        _at_least(f"{where}.{name}.min_prompt_tokens", d.min_prompt_tokens, 0)
-        if d.min_prompt_tokens and limit is None:
-            raise ConfigError(f"{where}.{name}.min_prompt_tokens: a {s.kind} stage keeps every row (long ones are "
-                              f"cut to their last tokens); prompt-length drops are for grpo and sft stages")
-        if limit is not None and d.min_prompt_tokens > limit[1]:
-            raise ConfigError(f"{where}.{name}.min_prompt_tokens: {d.min_prompt_tokens} is above {limit[0]}="
-                              f"{limit[1]}, which would drop every row")
-        _at_least(f"{where}.{name}.swe_max_files", d.swe_max_files, 1)
-        if not 0 <= d.swe_min_noisy_files < d.swe_max_files:  # the ground truth takes at least one file
-            raise ConfigError(f"{where}.{name}.swe_min_noisy_files: expected 0 to swe_max_files - 1 = "
-                              f"{d.swe_max_files - 1}, got {d.swe_min_noisy_files}")
-        if not 0 <= d.swe_truth_only_share <= 1:  # drawn per instance
-            raise ConfigError(f"{where}.{name}.swe_truth_only_share: expected a probability in "
-                              f"[0, 1], got {d.swe_truth_only_share}")
-        if not isinstance(d.repeat, int) or d.repeat < 1:  # the rows are listed `repeat` times
-            raise ConfigError(f"{where}.{name}.repeat: expected an integer >= 1, got {d.repeat}")
-        if d.repeat != 1 and s.kind == "reward_model":
-            raise ConfigError(f"{where}.{name}.repeat: weights a source in an SFT blend or a GRPO prompt pool; a "
-                              f"{s.kind} stage reads one source once, so repeat must be 1")
+    earlier = [p.name for p in cfg.stages[:i] if p.kind == "reward_model"]
+    if rm_stage and rm_stage not in earlier:
+        raise ConfigError(f"{where}.reward.reward_model_stage: {rm_stage!r:.80} is not an earlier "
+                          f"reward_model stage; those are {earlier}")
 
 
 def _validate_gate(g: Gate, stages) -> None:
     if min(g.samples, g.max_tokens, g.limit) < 0:
-        raise ConfigError("gate: samples, max_tokens and limit must be >= 0 (0 = the suite's default)")
-    _at_least("gate.chunk_items", g.chunk_items, 1)
+        raise ConfigError("gate: samples, max_tokens and limit must be >= 0 (0 = the suite's "
+                          "default)")
+    at_least("gate.chunk_items", g.chunk_items, 1)
     if g.reward_model_url and any(s.kind == "reward_model" for s in stages):
         raise ConfigError("gate.reward_model_url: the cascade trains a reward_model stage, whose "
                           "RM scores the gate's pairwise suites; leave gate.reward_model_url empty")
@@ -387,8 +334,9 @@ def _validate_gate(g: Gate, stages) -> None:
             except ValueError:
                 ok = False
             if not ok:
-                raise ConfigError(f"gate.{name}: expected SUITE={what} with SUITE one of gate.suites {list(g.suites)} "
-                                  f"and {what} a {kind.__name__} >= {least}, got {item!r:.80}")
+                raise ConfigError(f"gate.{name}: expected SUITE={what} with SUITE one of "
+                                  f"gate.suites {list(g.suites)} and {what} a {kind.__name__} >= "
+                                  f"{least}, got {item!r:.80}")
 
 
 def _validate_repair(g: Gate, stages) -> None:
@@ -402,81 +350,8 @@ def _validate_repair(g: Gate, stages) -> None:
     if not any(s.kind == "grpo" and i >= first_row for i, s in enumerate(stages)):
         raise ConfigError("gate.on_regression: 'repair' repairs a GRPO stage from the gate rows "
                           "before it; no GRPO stage here has an earlier row to repair from")
-    _at_least("gate.repair.steps", g.repair.steps, 1)
-    _at_least("gate.repair.lr", g.repair.lr, 0, "0 = the flagged stage's actor.lr")
-    _at_least("gate.repair.reward_weight", g.repair.reward_weight, 0, "0 = pure distillation")
+    at_least("gate.repair.steps", g.repair.steps, 1)
+    at_least("gate.repair.lr", g.repair.lr, 0, "0 = the flagged stage's actor.lr")
+    at_least("gate.repair.reward_weight", g.repair.reward_weight, 0, "0 = pure distillation")
 
 
-def _validate_reward_model(s: Stage, p: Parallel, where: str) -> None:
-    for name in ("rm_batch_size", "rm_max_tokens"):
-        _at_least(f"{where}.{name}", getattr(s, name), 1)
-    if p.micro_batch_size % 2:
-        # A pair's chosen and rejected rows must meet in one microbatch for the BT loss.
-        raise ConfigError(f"parallel.micro_batch_size: a reward_model stage needs an even number of sequences "
-                          f"per microbatch (chosen + rejected), got {p.micro_batch_size}")
-
-
-def _validate_sampling_filters(s: Stage, where: str) -> None:
-    g, r = s.grpo, s.rollout
-    if r.top_k == 0 or r.top_k < -1:
-        raise ConfigError(f"{where}.rollout.top_k: expected -1 (off) or >= 1, got {r.top_k}")
-    _at_least(f"{where}.grpo.refill_max_rounds", g.refill_max_rounds, 0)
-    if g.refill_max_rounds and not g.drop_zero_variance_groups:
-        raise ConfigError(f"{where}.grpo.refill_max_rounds: refilling replaces dropped groups; it needs "
-                          f"grpo.drop_zero_variance_groups=true")
-    for name in ("readmit_unsolved", "readmit_solved"):
-        if not 0 <= getattr(g, name) <= 1:
-            raise ConfigError(f"{where}.grpo.{name}: expected a probability in [0, 1], got {getattr(g, name)}")
-    if g.epoch_filter and "rlhf" in stage_domains(s):
-        raise ConfigError(f"{where}.grpo.epoch_filter: needs a pass/fail reward (correct = reward > 0); "
-                          f"rlhf rewards are reward-model scores")
-    for k, phase in enumerate(s.length_curriculum):
-        if phase.steps < 1 or phase.max_response_tokens < 1:
-            raise ConfigError(f"{where}.length_curriculum.{k}: steps and max_response_tokens must be >= 1, "
-                              f"got {phase.steps}:{phase.max_response_tokens}")
-        if phase.overlong not in OVERLONG:
-            raise ConfigError(f"{where}.length_curriculum.{k}.overlong: expected {', '.join(OVERLONG[:-1])} or "
-                              f"{OVERLONG[-1]}, got {phase.overlong!r:.80}")
-        if phase.temperature is not None and not phase.temperature > 0:
-            raise ConfigError(f"{where}.length_curriculum.{k}.temperature: RL sampling needs > 0 (or None = "
-                              f"rollout.temperature), got {phase.temperature}")
-        if not 0 <= phase.until_clip_ratio < 1:
-            raise ConfigError(f"{where}.length_curriculum.{k}.until_clip_ratio: expected a share in [0, 1) "
-                              f"(0 = run all its steps), got {phase.until_clip_ratio}")
-    if s.length_curriculum and sum(p.steps for p in s.length_curriculum) != s.steps:
-        raise ConfigError(f"{where}.length_curriculum: phase steps sum to "
-                          f"{sum(p.steps for p in s.length_curriculum)}, expected steps={s.steps}")
-
-
-def _validate_reward(s: Stage, where: str) -> None:
-    rw = s.reward
-    if s.domain not in REWARD_DOMAINS:
-        raise ConfigError(f"{where}.domain: expected one of {list(REWARD_DOMAINS)}, got {s.domain!r:.80}")
-    penalty = rw.code_switch_penalty
-    if penalty not in ("auto", "none", "batch_min_minus_10"):
-        try:
-            float(penalty)
-        except ValueError:
-            raise ConfigError(f"{where}.reward.code_switch_penalty: expected a number, 'batch_min_minus_10', "
-                              f"'none' or 'auto', got {penalty!r:.80}") from None
-    if penalty not in ("auto", "none", "batch_min_minus_10") and not math.isfinite(float(penalty)):
-        raise ConfigError(f"{where}.reward.code_switch_penalty: expected a finite number, got {penalty!r:.80}")
-    if rw.answer_pattern is not None and rw.answer_pattern not in NAMED_ANSWER_PATTERNS:
-        try:
-            groups = re.compile(rw.answer_pattern).groups
-        except (re.error, RecursionError, OverflowError) as e:
-            raise ConfigError(f"{where}.reward.answer_pattern: not a regex ({e}); or one of "
-                              f"{list(NAMED_ANSWER_PATTERNS)}") from None
-        if groups < 1:
-            raise ConfigError(f"{where}.reward.answer_pattern: the regex needs a group capturing the answer, "
-                              f"e.g. '####\\s*(.+)'; or one of {list(NAMED_ANSWER_PATTERNS)}")
-    if rw.verify_timeout_s <= 0:
-        raise ConfigError(f"{where}.reward.verify_timeout_s: expected > 0, got {rw.verify_timeout_s}")
-    _at_least(f"{where}.reward.workers", rw.workers, 0, "0 = all cores")
-    _at_least(f"{where}.reward.judge_reasoning_tokens", rw.judge_reasoning_tokens, 0, "0 = the judge answers at once")
-    needs_rm = "the rlhf domain" if "rlhf" in stage_domains(s) else "if_rm_bonus" if rw.if_rm_bonus else ""
-    if needs_rm and not (rw.reward_model_url or rw.reward_model_stage):
-        raise ConfigError(f"{where}.reward.reward_model_url: {needs_rm} needs a reward model: a server URL, or "
-                          f"reward.reward_model_stage = an earlier reward_model stage to serve")
-    if rw.reward_model_url and rw.reward_model_stage:
-        raise ConfigError(f"{where}.reward.reward_model_stage: set it or reward.reward_model_url, not both")

@@ -69,11 +69,17 @@ def length_phases(stage: Stage) -> tuple[LengthPhase, ...]:
         LengthPhase(stage.steps, stage.rollout.max_response_tokens, stage.grpo.overlong),)
 
 
+def longest_response(stage: Stage) -> int:
+    """The longest response the stage samples: its longest length phase's budget (§4.5.2)."""
+    return max(phase.max_response_tokens for phase in length_phases(stage))
+
+
 def phase_rollout(stage: Stage, phase: LengthPhase) -> Rollout:
     """The stage's sampling settings during ``phase``: its response budget and, if it sets one, its
     temperature (T17–T19 lower the temperature as responses grow)."""
     temperature = stage.rollout.temperature if phase.temperature is None else phase.temperature
-    return replace(stage.rollout, max_response_tokens=phase.max_response_tokens, temperature=temperature)
+    return replace(stage.rollout, max_response_tokens=phase.max_response_tokens,
+                   temperature=temperature)
 
 
 def with_epoch_steps(stage: Stage, rows: int) -> Stage:

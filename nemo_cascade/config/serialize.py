@@ -31,7 +31,8 @@ def from_dict(cls, data: Any, where: str = "") -> Any:
     dropped: every version's fields read the same."""
     name = where or cls.__name__
     if not isinstance(data, dict):
-        raise ConfigError(f"{name}: expected an object of {cls.__name__} fields, got {type(data).__name__}")
+        raise ConfigError(f"{name}: expected an object of {cls.__name__} fields, got "
+                          f"{type(data).__name__}")
     if cls is Cascade and "schema_version" in data:
         schema_version_of(data, where or "config.json")
         data = {k: v for k, v in data.items() if k != "schema_version"}

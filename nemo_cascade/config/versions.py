@@ -2,11 +2,11 @@
 field").
 
 A run's ``manifest.json`` records the schema version the run was created with, and its stage hashes
-(``lineage.config_hash``) are computed under it: a field that version did not have is left out of a hash while it
-holds its default — the value every config written before the field existed means — so a stage interrupted
-before the field existed still resumes, and its hash changes only when the field is set. A manifest written
-without a version is version 1 (every manifest written before versions were recorded). A new run records
-:data:`SCHEMA_VERSION`, so its hashes cover every field.
+(``lineage.config_hash``) are computed under it: a field that version did not have is left out of a
+hash while it holds its default — the value every config written before the field existed means — so
+a stage interrupted before the field existed still resumes, and its hash changes only when the field
+is set. A manifest written without a version is version 1 (every manifest written before versions
+were recorded). A new run records :data:`SCHEMA_VERSION`, so its hashes cover every field.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # interrupted before it existed, resumes asking for the boxed answer its reward always needed;
     # every generated math set already asked.
     2: {"Rollout": ("tensor_parallel_size",), "LengthPhase": ("temperature",),
-        "Data": ("min_prompt_tokens", "repeat", "domain", "allow_eval_instructions", "swe_max_files",
+        "Data": ("min_prompt_tokens", "repeat", "domain", "allow_eval_instructions",
+                 "swe_max_files",
                  "swe_min_noisy_files", "math_instruction"),
         "Stage": ("epochs",),
         "GRPO": ("sequence_packing", "pack_tokens"),
@@ -36,7 +37,8 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     3: {"Reward": ("code_switch_rule", "code_switch_script")},
     # An explicit LR decay length, the filter's statistics over kept or all groups, a length phase
     # that ends at a clip ratio: each default is what every stage did before it existed.
-    4: {"Actor": ("lr_decay_steps",), "GRPO": ("overlong_filter_stats",), "LengthPhase": ("until_clip_ratio",)},
+    4: {"Actor": ("lr_decay_steps",), "GRPO": ("overlong_filter_stats",),
+        "LengthPhase": ("until_clip_ratio",)},
     # The gate's thinking mode and App. B's YaRN / input limit: at their defaults the gate evaluates
     # as before.
     5: {"Gate": ("mode", "yarn", "max_input_tokens")},
@@ -71,9 +73,9 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # What the gate does about a regression it flags: at its default (warn) nothing is inserted.
     12: {"Gate": ("repair",)},
 }
-"""Per schema version, per config class, the fields that version added; version 1 is every field not named
-here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION`` bumped
-(tests/unit/test_schema_versions.py checks)."""
+"""Per schema version, per config class, the fields that version added; version 1 is every field not
+named here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION``
+bumped (tests/unit/test_schema_versions.py checks)."""
 
 
 @lru_cache(maxsize=None)
@@ -96,8 +98,8 @@ def schema_version_of(data: dict, where: str) -> int:
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ConfigError(f"{where}: schema_version: expected an integer >= 1, got {version!r:.40}")
     if version > SCHEMA_VERSION:
-        raise ConfigError(f"{where}: schema version {version} is newer than this nemo-cascade's ({SCHEMA_VERSION}); "
-                          f"update nemo-cascade")
+        raise ConfigError(f"{where}: schema version {version} is newer than this nemo-cascade's "
+                          f"({SCHEMA_VERSION}); update nemo-cascade")
     return version
 
 

@@ -1,8 +1,8 @@
 """HF export of the actor's current weights: a folder transformers and vLLM load as they are.
 
-All ranks take part (the weights are gathered over TP/PP); rank 0 writes. The folder appears atomically:
-it is written under a temporary name and renamed, so an interrupted export never leaves a half-written
-checkpoint that looks complete.
+All ranks take part (the weights are gathered over TP/PP); rank 0 writes. The folder appears
+atomically: it is written under a temporary name and renamed, so an interrupted export never leaves
+a half-written checkpoint that looks complete.
 """
 from __future__ import annotations
 

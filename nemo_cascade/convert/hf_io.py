@@ -32,13 +32,15 @@ class SafetensorsReader:
         elif (self.dir / "model.safetensors").is_file():
             files, weight_map = ["model.safetensors"], None
         else:
-            raise ModelFilesError(f"{self.dir}: no model.safetensors or model.safetensors.index.json")
+            raise ModelFilesError(f"{self.dir}: no model.safetensors or "
+                                  "model.safetensors.index.json")
         self._handles = {}
         for f in files:
             try:
                 self._handles[f] = safe_open(str(self.dir / f), framework="pt")
             except Exception as e:  # a truncated or corrupt file: name it, don't dump a traceback
-                raise ModelFilesError(f"{self.dir / f}: unreadable safetensors file ({e})") from None
+                raise ModelFilesError(f"{self.dir / f}: unreadable safetensors file "
+                                      f"({e})") from None
         if weight_map is None:
             weight_map = {k: "model.safetensors" for k in self._handles["model.safetensors"].keys()}
         self.weight_map = weight_map
@@ -59,7 +61,8 @@ def write_sharded(tensors: Iterable[tuple[str, torch.Tensor]], out_dir: str | Pa
                   max_shard_bytes: int = 2 << 30) -> dict[str, str]:
     """Stream (name, tensor) pairs into ``model-0000k-of-0000n.safetensors`` shards plus an index.
 
-    Only one shard is held in memory. Files are written under temporary names and renamed at the end.
+    Only one shard is held in memory. Files are written under temporary names and renamed at the
+    end.
     """
     from safetensors.torch import save_file
 

@@ -1,14 +1,15 @@
 """The model's shape: one frozen type, read from an HF ``config.json`` by one reader, used by
-conversion (convert/table.py, convert/megatron_args.py), the actor, the planner (plan.py: its named
+conversion (convert/table.py, convert/megatron_args.py), the actor, the planner (plan/: its named
 shapes are instances of it) and engine start (rollout/engine_start.py).
 
 Two readings of the same file, both here so a field is parsed in one place:
 
-- :func:`shape_from_dict` — strict: an architecture the actor loads (Qwen3 dense, the paper's bases Qwen3-8B/14B;
-  Qwen2 / Qwen2.5, the reward model's base Qwen2.5-72B-Instruct, §4.2; Llama, SmolLM2) and nothing it would
-  silently compute differently (sliding windows, rope scalings other than YaRN, App. B);
-- :func:`any_shape_from_dict` — any architecture, the standard fields (a nested ``text_config`` too): what the
-  planner estimates and what an evaluation engine serves.
+- :func:`shape_from_dict` — strict: an architecture the actor loads (Qwen3 dense, the paper's bases
+  Qwen3-8B/14B; Qwen2 / Qwen2.5, the reward model's base Qwen2.5-72B-Instruct, §4.2; Llama, SmolLM2)
+  and nothing it would silently compute differently (sliding windows, rope scalings other than YaRN,
+  App. B);
+- :func:`any_shape_from_dict` — any architecture, the standard fields (a nested ``text_config``
+  too): what the planner estimates and what an evaluation engine serves.
 
 No torch, megatron or vllm: the planner and the config tooling import it on any machine.
 """
@@ -32,15 +33,18 @@ class ArchFacts:
     qk_norm: bool
     """Per-head RMSNorm on q and k before RoPE (Qwen3)."""
     qkv_bias: bool
-    """Biases on the q, k and v projections, none on o_proj (Qwen2: transformers' Qwen2Attention builds them
-    with ``bias=True`` whatever the config says; vLLM's qwen2 loads them)."""
+    """Biases on the q, k and v projections, none on o_proj (Qwen2: transformers' Qwen2Attention
+    builds them with ``bias=True`` whatever the config says; vLLM's qwen2 loads them)."""
 
 
 ARCHS = {
-    "qwen3": ArchFacts("Qwen3ForCausalLM", "Qwen3ForSequenceClassification", qk_norm=True, qkv_bias=False),
+    "qwen3": ArchFacts("Qwen3ForCausalLM", "Qwen3ForSequenceClassification", qk_norm=True,
+                       qkv_bias=False),
     # §4.2: the RM's base is Qwen2.5-72B-Instruct, whose config.json says Qwen2ForCausalLM.
-    "qwen2": ArchFacts("Qwen2ForCausalLM", "Qwen2ForSequenceClassification", qk_norm=False, qkv_bias=True),
-    "llama": ArchFacts("LlamaForCausalLM", "LlamaForSequenceClassification", qk_norm=False, qkv_bias=False),
+    "qwen2": ArchFacts("Qwen2ForCausalLM", "Qwen2ForSequenceClassification", qk_norm=False,
+                       qkv_bias=True),
+    "llama": ArchFacts("LlamaForCausalLM", "LlamaForSequenceClassification", qk_norm=False,
+                       qkv_bias=False),
 }
 SEQUENCE_CLASSIFICATION = {arch: f.sequence_classification for arch, f in ARCHS.items()}
 ARCHITECTURES = {**{f.causal_lm: arch for arch, f in ARCHS.items()},
@@ -48,7 +52,8 @@ ARCHITECTURES = {**{f.causal_lm: arch for arch, f in ARCHS.items()},
 DEFAULT_POSITIONS = 4096
 """The positions the actor builds for a config.json that names none."""
 YARN_DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0}
-"""The YaRN constants transformers and Megatron share by default; other values have no Megatron field here."""
+"""The YaRN constants transformers and Megatron share by default; other values have no Megatron
+field here."""
 
 
 class ModelFilesError(CascadeError, ValueError):
@@ -74,8 +79,8 @@ class ModelShape:
     num_key_value_heads: int
     head_dim: int
     tied_embeddings: bool = False
-    """``tie_word_embeddings``: the LM head is the embedding (convert/table.py decides what that means for
-    parameter names)."""
+    """``tie_word_embeddings``: the LM head is the embedding (convert/table.py decides what that
+    means for parameter names)."""
     hf_architecture: str = "Qwen3ForCausalLM"
     qk_norm: bool = True
     """Per-head q/k RMSNorm (Qwen3)."""
@@ -84,15 +89,18 @@ class ModelShape:
     rms_norm_eps: float = field(default=1e-6, compare=False)
     rope_theta: float = field(default=10000.0, compare=False)
     max_position_embeddings: int | None = field(default=None, compare=False)
-    """config.json's (already scaled for YaRN configs); None when it names none (the actor then builds
-    :data:`DEFAULT_POSITIONS`)."""
+    """config.json's (already scaled for YaRN configs); None when it names none (the actor then
+    builds :data:`DEFAULT_POSITIONS`)."""
     rope_type: str = field(default="default", compare=False)
-    """``default`` (plain RoPE), ``yarn``, or another scaling an engine may serve but the actor refuses."""
+    """``default`` (plain RoPE), ``yarn``, or another scaling an engine may serve but the actor
+    refuses."""
     yarn: tuple[float, int] | None = field(default=None, compare=False)
-    """YaRN rope scaling as ``(factor, original_max_position_embeddings)`` (paper App. B: factor 2 or 3 over
-    Qwen3's 32768; the original is 0 when config.json names no positions), None otherwise."""
+    """YaRN rope scaling as ``(factor, original_max_position_embeddings)`` (paper App. B: factor 2
+    or 3 over Qwen3's 32768; the original is 0 when config.json names no positions), None
+    otherwise."""
     raw: dict = field(default_factory=dict, compare=False, repr=False)
-    """The config.json it was read from (empty for the planner's named shapes); kept to write overrides."""
+    """The config.json it was read from (empty for the planner's named shapes); kept to write
+    overrides."""
 
     @property
     def arch(self) -> str:
@@ -104,7 +112,7 @@ class ModelShape:
     def attention_bias(self) -> bool:
         return bool(self.raw.get("attention_bias", False))
 
-    # ------------------------------------------------------------------------------ parameter counts
+    # ----------------------------------------------------------------------------- parameter counts
     def layer_params(self) -> tuple[int, int]:
         """``(split over TP, replicated)`` parameters of one decoder layer."""
         h, q = self.hidden_size, self.head_dim
@@ -125,14 +133,15 @@ class ModelShape:
         return 2 * self.num_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
 
 
-# ---------------------------------------------------------------------------------------------- reading
+# ------------------------------------------------------------------------------------------ reading
 
 def load_config_json(path: str | Path, *, missing_ok: bool = False) -> dict:
     """The one reader of an HF model folder's JSON configs (config.json, and the same for its
     tokenizer_config.json and generation_config.json): a dict, ``{}`` for a missing file if
     ``missing_ok``; one ModelFilesError line when it is missing, not JSON or not an object."""
     path = Path(path)
-    return read_json(path, f"an HF model folder with {path.name}", missing_ok=missing_ok, error=ModelFilesError)
+    return read_json(path, f"an HF model folder with {path.name}", missing_ok=missing_ok,
+                     error=ModelFilesError)
 
 
 def read_hf_config(model_dir: str | Path) -> ModelShape:
@@ -171,7 +180,8 @@ def shape_from_dict(raw: dict, where: str = "config.json") -> ModelShape:
     archs = raw.get("architectures") or []
     known = [a for a in archs if a in ARCHITECTURES]
     if not known:
-        raise ModelFilesError(f"{where}: architectures {archs} not supported; expected one of {sorted(ARCHITECTURES)}")
+        raise ModelFilesError(f"{where}: architectures {archs} not supported; expected one of "
+                              f"{sorted(ARCHITECTURES)}")
     facts = ARCHS[ARCHITECTURES[known[0]]]
     try:
         heads = int(raw["num_attention_heads"])
@@ -196,12 +206,15 @@ def shape_from_dict(raw: dict, where: str = "config.json") -> ModelShape:
         )
     except KeyError as e:
         raise ModelFilesError(f"{where}: missing field {e.args[0]!r}") from None
-    if shape.attention_bias and shape.arch != "qwen2":  # Qwen2 ignores the field (its biases are fixed, see ARCHS)
-        raise ModelFilesError(f"{where}: attention_bias=true is not supported for {shape.hf_architecture} "
-                              f"(it adds q/k/v and o_proj biases; only Qwen2's q/k/v biases are implemented)")
+    # Qwen2 ignores the field (its biases are fixed, see ARCHS)
+    if shape.attention_bias and shape.arch != "qwen2":
+        raise ModelFilesError(f"{where}: attention_bias=true is not supported for "
+                              f"{shape.hf_architecture} (it adds q/k/v and o_proj biases; only "
+                              "Qwen2's q/k/v biases are implemented)")
     _refuse_sliding_window(raw, shape.num_layers, where)
     if shape.num_attention_heads % shape.num_key_value_heads:
-        raise ModelFilesError(f"{where}: num_attention_heads must be a multiple of num_key_value_heads")
+        raise ModelFilesError(f"{where}: num_attention_heads must be a multiple of "
+                              "num_key_value_heads")
     return shape
 
 
@@ -223,18 +236,22 @@ def any_shape_from_dict(raw: dict, where: str = "config.json", dims: bool = True
         heads, hidden = dim("num_attention_heads"), dim("hidden_size")
         return ModelShape(
             name=_name(where, "model"), hf_architecture=archs[0],
-            vocab_size=dim("vocab_size"), hidden_size=hidden, ffn_hidden_size=dim("intermediate_size"),
+            vocab_size=dim("vocab_size"), hidden_size=hidden,
+            ffn_hidden_size=dim("intermediate_size"),
             num_layers=dim("num_hidden_layers"), num_attention_heads=heads,
             num_key_value_heads=dim("num_key_value_heads", heads),
             head_dim=dim("head_dim", hidden // heads if heads else 0),
-            tied_embeddings=bool(text.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))),
+            tied_embeddings=bool(text.get("tie_word_embeddings",
+                                          raw.get("tie_word_embeddings", False))),
             qk_norm=text.get("model_type") == "qwen3",
             qkv_bias=bool(text.get("attention_bias", text.get("model_type") == "qwen2")),
             rms_norm_eps=float(text.get("rms_norm_eps", 1e-6)),
             rope_theta=float(text.get("rope_theta", scaling.get("rope_theta", 10000.0))),
-            max_position_embeddings=_positions(text), rope_type=kind, yarn=_yarn(text, kind, scaling), raw=raw)
+            max_position_embeddings=_positions(text), rope_type=kind,
+            yarn=_yarn(text, kind, scaling), raw=raw)
     except (KeyError, TypeError, ValueError) as e:
-        raise ModelFilesError(f"{where}: missing or bad field {e.args[0] if e.args else e!s}") from None
+        raise ModelFilesError(f"{where}: missing or bad field "
+                              f"{e.args[0] if e.args else e!s}") from None
 
 
 def _check_yarn(kind: str, scaling: dict, where: str) -> None:
@@ -243,11 +260,13 @@ def _check_yarn(kind: str, scaling: dict, where: str) -> None:
     if kind == "default":
         return
     if kind != "yarn":
-        raise ModelFilesError(f"{where}: rope scaling {kind!r} is not supported (plain RoPE or yarn)")
-    odd = {k: scaling[k] for k, v in YARN_DEFAULTS.items() if k in scaling and float(scaling[k]) != v}
+        raise ModelFilesError(f"{where}: rope scaling {kind!r} is not supported (plain RoPE or "
+                              "yarn)")
+    odd = {k: scaling[k] for k, v in YARN_DEFAULTS.items() if k in scaling
+           and float(scaling[k]) != v}
     if odd or scaling.get("attention_factor") is not None or scaling.get("truncate") is False:
-        raise ModelFilesError(f"{where}: yarn settings {odd or 'attention_factor/truncate'} are not supported "
-                              f"(only factor and original_max_position_embeddings)")
+        raise ModelFilesError(f"{where}: yarn settings {odd or 'attention_factor/truncate'} are "
+                              "not supported (only factor and original_max_position_embeddings)")
     scaling["factor"]  # KeyError → "missing field 'factor'", as for any required field
 
 
@@ -259,17 +278,22 @@ def _refuse_sliding_window(raw: dict, num_layers: int, where: str) -> None:
     max_window_layers``. Qwen2.5-72B-Instruct has ``use_sliding_window: false``, so it passes."""
     types = raw.get("layer_types")
     if types is not None:
-        field_, sliding = "layer_types", [i for i, t in enumerate(types) if t == "sliding_attention"]
+        field_ = "layer_types"
+        sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
     elif raw.get("use_sliding_window") and raw.get("sliding_window") is not None:
         # 28: max_window_layers' default in both config classes
-        field_, sliding = "use_sliding_window=true", list(range(int(raw.get("max_window_layers", 28)), num_layers))
+        field_ = "use_sliding_window=true"
+        sliding = list(range(int(raw.get("max_window_layers", 28)), num_layers))
     else:
         field_, sliding = "", []
     if sliding:
-        raise ModelFilesError(f"{where}: {field_} asks for sliding-window attention on {len(sliding)} of "
-                              f"{num_layers} layers, which is not supported (only full causal attention)")
+        raise ModelFilesError(f"{where}: {field_} asks for sliding-window attention on "
+                              f"{len(sliding)} of {num_layers} layers, which is not supported "
+                              "(only full causal attention)")
 
 
-__all__ = ["ModelShape", "ModelFilesError", "ARCHS", "ARCHITECTURES", "SEQUENCE_CLASSIFICATION", "ArchFacts",
-           "DEFAULT_POSITIONS", "YARN_DEFAULTS", "load_config_json", "read_hf_config", "shape_from_dict",
+__all__ = ["ModelShape", "ModelFilesError", "ARCHS", "ARCHITECTURES", "SEQUENCE_CLASSIFICATION",
+           "ArchFacts",
+           "DEFAULT_POSITIONS", "YARN_DEFAULTS", "load_config_json", "read_hf_config",
+           "shape_from_dict",
            "any_shape_from_dict"]

@@ -45,10 +45,11 @@ class Rule:
 
 
 # ---------------------------------------------------------------------------------------- reshapes
-# QKV: Megatron stores q, k, v interleaved per KV group — for each of the G groups, its (H/G) query heads,
-# then its key head, then its value head — so that a contiguous dim-0 slice holds whole groups and
-# tensor parallelism splits by group (docs/install.md). The same reshape serves the fused weight [(H+2G)·d, hidden]
-# and the fused bias [(H+2G)·d] (Qwen2): dim 0 is interleaved, trailing dims ride along.
+# QKV: Megatron stores q, k, v interleaved per KV group — for each of the G groups, its (H/G) query
+# heads, then its key head, then its value head — so that a contiguous dim-0 slice holds whole
+# groups and tensor parallelism splits by group (docs/install.md). The same reshape serves the fused
+# weight [(H+2G)·d, hidden] and the fused bias [(H+2G)·d] (Qwen2): dim 0 is interleaved, trailing
+# dims ride along.
 
 def _merge_qkv(parts: list[torch.Tensor], g: ModelShape) -> torch.Tensor:
     q, k, v = parts
@@ -88,21 +89,25 @@ DIMS: dict[str, Callable[[ModelShape], int]] = {
 }
 """What a rule's ``dims`` mean for a model shape."""
 
-RESHAPES: dict[str, tuple[Callable, Callable]] = {"identity": (lambda parts, g: parts[0], lambda t, g: [t]),
-                                                  "qkv": (_merge_qkv, _split_qkv), "glu": (_merge_glu, _split_glu)}
+RESHAPES: dict[str, tuple[Callable, Callable]] = {"identity": (lambda parts, g: parts[0],
+                                                               lambda t, g: [t]),
+                                                  "qkv": (_merge_qkv, _split_qkv),
+                                                  "glu": (_merge_glu, _split_glu)}
 
 
 # ---------------------------------------------------------------------------------------- tables
-# Dense decoder-only models with RMSNorm, SwiGLU and RoPE. Qwen3 adds per-head q/k RMSNorm, Qwen2 biases on the
-# q/k/v projections (convert.shape.ARCHS).
-# Names are for Megatron's local (non-TE) layer spec; TE fuses the pre-attention / pre-MLP norms into the
-# following linear layer, which `rules_for(te=True)` renames (_TE_RENAMES).
+# Dense decoder-only models with RMSNorm, SwiGLU and RoPE. Qwen3 adds per-head q/k RMSNorm, Qwen2
+# biases on the q/k/v projections (convert.shape.ARCHS). Names are for Megatron's local (non-TE)
+# layer spec; TE fuses the pre-attention / pre-MLP norms into the following linear layer, which
+# `rules_for(te=True)` renames (_TE_RENAMES).
 
 _DENSE = (
-    Rule("embedding.word_embeddings.weight", ("model.embed_tokens.weight",), tp="vocab", per_layer=False,
+    Rule("embedding.word_embeddings.weight", ("model.embed_tokens.weight",), tp="vocab",
+         per_layer=False,
          dims=("vocab", "hidden")),
     Rule("decoder.final_layernorm.weight", ("model.norm.weight",), per_layer=False, stage="last"),
-    Rule("output_layer.weight", ("lm_head.weight",), tp="vocab", per_layer=False, dims=("vocab", "hidden"),
+    Rule("output_layer.weight", ("lm_head.weight",), tp="vocab", per_layer=False,
+         dims=("vocab", "hidden"),
          stage="last"),
     Rule("decoder.layers.{i}.input_layernorm.weight", ("model.layers.{i}.input_layernorm.weight",)),
     Rule(
@@ -111,22 +116,27 @@ _DENSE = (
          "model.layers.{i}.self_attn.v_proj.weight"),
         tp="column", reshape="qkv", dims=("qkv", "hidden"),
     ),
-    Rule("decoder.layers.{i}.self_attention.linear_proj.weight", ("model.layers.{i}.self_attn.o_proj.weight",),
+    Rule("decoder.layers.{i}.self_attention.linear_proj.weight",
+         ("model.layers.{i}.self_attn.o_proj.weight",),
          tp="row", dims=("hidden", "attention")),
-    Rule("decoder.layers.{i}.pre_mlp_layernorm.weight", ("model.layers.{i}.post_attention_layernorm.weight",)),
+    Rule("decoder.layers.{i}.pre_mlp_layernorm.weight",
+         ("model.layers.{i}.post_attention_layernorm.weight",)),
     Rule(
         "decoder.layers.{i}.mlp.linear_fc1.weight",
         ("model.layers.{i}.mlp.gate_proj.weight", "model.layers.{i}.mlp.up_proj.weight"),
         tp="glu", reshape="glu", dims=("2ffn", "hidden"),
     ),
-    Rule("decoder.layers.{i}.mlp.linear_fc2.weight", ("model.layers.{i}.mlp.down_proj.weight",), tp="row",
+    Rule("decoder.layers.{i}.mlp.linear_fc2.weight", ("model.layers.{i}.mlp.down_proj.weight",),
+         tp="row",
          dims=("hidden", "ffn")),
 )
 
 _QK_NORM = (
-    Rule("decoder.layers.{i}.self_attention.q_layernorm.weight", ("model.layers.{i}.self_attn.q_norm.weight",),
+    Rule("decoder.layers.{i}.self_attention.q_layernorm.weight",
+         ("model.layers.{i}.self_attn.q_norm.weight",),
          dims=("head_dim",)),
-    Rule("decoder.layers.{i}.self_attention.k_layernorm.weight", ("model.layers.{i}.self_attn.k_norm.weight",),
+    Rule("decoder.layers.{i}.self_attention.k_layernorm.weight",
+         ("model.layers.{i}.self_attn.k_norm.weight",),
          dims=("head_dim",)),
 )
 
@@ -145,26 +155,36 @@ def _with_qkv_bias(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
     """``rules`` with the bias right after the fused QKV weight: weight sync streams a layer's q/k/v
     weights and biases together (vLLM finalises its fused qkv_proj once every part of it has
     arrived)."""
-    return tuple(x for r in rules for x in ((r, _QKV_BIAS) if r.megatron.endswith("linear_qkv.weight") else (r,)))
+    out: list[Rule] = []
+    for rule in rules:
+        out.append(rule)
+        if rule.megatron.endswith("linear_qkv.weight"):
+            out.append(_QKV_BIAS)
+    return tuple(out)
 
 
-TABLES: dict[str, tuple[Rule, ...]] = {"llama": _DENSE, "qwen3": _DENSE + _QK_NORM, "qwen2": _with_qkv_bias(_DENSE)}
+TABLES: dict[str, tuple[Rule, ...]] = {"llama": _DENSE, "qwen3": _DENSE + _QK_NORM,
+                                       "qwen2": _with_qkv_bias(_DENSE)}
 
 _TE_RENAMES = {
-    "decoder.layers.{i}.input_layernorm.weight": "decoder.layers.{i}.self_attention.linear_qkv.layer_norm_weight",
-    "decoder.layers.{i}.pre_mlp_layernorm.weight": "decoder.layers.{i}.mlp.linear_fc1.layer_norm_weight",
+    "decoder.layers.{i}.input_layernorm.weight":
+        "decoder.layers.{i}.self_attention.linear_qkv.layer_norm_weight",
+    "decoder.layers.{i}.pre_mlp_layernorm.weight":
+        "decoder.layers.{i}.mlp.linear_fc1.layer_norm_weight",
 }
 
 
-SCORE_HEAD = Rule("output_layer.weight", ("score.weight",), per_layer=False, dims=("1", "hidden"), stage="last")
-"""The reward model's head (paper §4.2: a linear head on the last hidden state) in place of the LM head:
-Megatron holds it as ``output_layer.weight`` of shape [1, hidden], replicated over TP ranks; HF's
-``*ForSequenceClassification`` (num_labels=1) calls it ``score.weight``."""
+SCORE_HEAD = Rule("output_layer.weight", ("score.weight",), per_layer=False, dims=("1", "hidden"),
+                  stage="last")
+"""The reward model's head (paper §4.2: a linear head on the last hidden state) in place of the LM
+head: Megatron holds it as ``output_layer.weight`` of shape [1, hidden], replicated over TP ranks;
+HF's ``*ForSequenceClassification`` (num_labels=1) calls it ``score.weight``."""
 
 HEADS = ("lm", "score")
 
 
-def rules_for(arch: str, tied_embeddings: bool, te: bool = False, head: str = "lm") -> tuple[Rule, ...]:
+def rules_for(arch: str, tied_embeddings: bool, te: bool = False,
+              head: str = "lm") -> tuple[Rule, ...]:
     """The rules of one architecture. Tied embeddings have no separate ``lm_head``/``output_layer``.
     ``head="score"``: the reward model's backbone plus :data:`SCORE_HEAD` instead of any LM head."""
     if arch not in TABLES:
@@ -207,16 +227,18 @@ def expand(rules: tuple[Rule, ...], num_layers: int) -> Iterator[Entry]:
                 yield Entry(r.megatron.format(i=i), tuple(h.format(i=i) for h in r.hf), r, i)
 
 
-# ---------------------------------------------------------------------------------------- one model's names
-# Tied embeddings (``tie_word_embeddings``), decided here once: the HF checkpoint has no ``lm_head.weight``
-# (export writes none; one a checkpoint carries anyway is the embedding and is not read); Megatron has no output
-# layer rule, except that with PP > 1 the last stage keeps a copy of the embedding as ``output_layer.weight``;
-# and vLLM's in-place reload finalises the tied ParallelLMHead as a layer of its own, so a weight push sends the
-# embedding under ``lm_head.weight`` too (without it the engine keeps the OLD head: measured, garbage text).
+# -------------------------------------------------------------------------------- one model's names
+# Tied embeddings (``tie_word_embeddings``), decided here once: the HF checkpoint has no
+# ``lm_head.weight`` (export writes none; one a checkpoint carries anyway is the embedding and is
+# not read); Megatron has no output layer rule, except that with PP > 1 the last stage keeps a copy
+# of the embedding as ``output_layer.weight``; and vLLM's in-place reload finalises the tied
+# ParallelLMHead as a layer of its own, so a weight push sends the embedding under
+# ``lm_head.weight`` too (without it the engine keeps the OLD head: measured, garbage text).
 _TIED_HF_HEAD = {"lm_head.weight": "model.embed_tokens.weight"}
 _TIED_MEGATRON_COPY = {"output_layer.weight": "embedding.word_embeddings.weight"}
 _SAVED_BUFFERS = ("model.layers.{i}.self_attn.rotary_emb.inv_freq",)
-"""Non-parameters some older transformers checkpoints carry (computed, never loaded; transformers ignores them)."""
+"""Non-parameters some older transformers checkpoints carry (computed, never loaded; transformers
+ignores them)."""
 
 
 def tied_head_aliases(tied_embeddings: bool) -> dict[str, str]:
@@ -276,9 +298,10 @@ class Table:
         unknown = sorted(set(names) - set(self.by_hf) - ignored)
         if unknown:
             more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
-            raise UnknownTensorError(f"{where}: tensor {unknown[0]!r}{more} is not a parameter of the "
-                                     f"{self.shape.hf_architecture} conversion table (convert/table.py); "
-                                     f"expected only its {len(self.by_hf)} HF names")
+            raise UnknownTensorError(f"{where}: tensor {unknown[0]!r}{more} is not a parameter of "
+                                     f"the {self.shape.hf_architecture} conversion table "
+                                     f"(convert/table.py); expected only its {len(self.by_hf)} HF "
+                                     "names")
 
     def full_shape(self, entry: Entry) -> tuple[int, ...]:
         """The full (TP=1) Megatron tensor of ``entry``."""
@@ -310,7 +333,8 @@ def shard(full: torch.Tensor, tp_kind: str, rank: int, size: int) -> torch.Tenso
         return torch.chunk(full, size, dim=1)[rank]
     if tp_kind == "glu":
         gate, up = torch.chunk(full, 2, dim=0)
-        return torch.cat([torch.chunk(gate, size, dim=0)[rank], torch.chunk(up, size, dim=0)[rank]], dim=0)
+        return torch.cat([torch.chunk(gate, size, dim=0)[rank], torch.chunk(up, size, dim=0)[rank]],
+                         dim=0)
     raise ValueError(f"unknown tensor-parallel kind {tp_kind!r}")
 
 

@@ -2,18 +2,19 @@
 
 Three styles:
 
-- ``cascade1`` (Nemotron-Cascade, paper §3.1.2, Fig. 3): ChatML, and the
-  flag `` /think`` or `` /no_think`` appended to **every** user turn so the mode can switch per turn.
-  There is no ``enable_thinking`` switch and **no** empty ``<think></think>`` block in non-thinking mode.
-- ``cascade2`` (Nemotron-Cascade 2, [P2] §3.1.2): ChatML without flags; non-thinking mode prepends an
-  empty ``<think></think>`` block to the assistant turn (here: to the generation prompt).
-- ``chatml``: plain ChatML, the template of instruct models that have no thinking modes (SmolLM2, Qwen2.5
-  Instruct): no flags, no think block; the mode changes nothing. For post-training such a model as it was
-  trained to chat (recipes/smollm2.py).
+- ``cascade1`` (Nemotron-Cascade, paper §3.1.2, Fig. 3): ChatML, and the flag `` /think`` or ``
+  /no_think`` appended to **every** user turn so the mode can switch per turn. There is no
+  ``enable_thinking`` switch and **no** empty ``<think></think>`` block in non-thinking mode.
+- ``cascade2`` (Nemotron-Cascade 2, [P2] §3.1.2): ChatML without flags; non-thinking mode prepends
+  an empty ``<think></think>`` block to the assistant turn (here: to the generation prompt).
+- ``chatml``: plain ChatML, the template of instruct models that have no thinking modes (SmolLM2,
+  Qwen2.5 Instruct): no flags, no think block; the mode changes nothing. For post-training such a
+  model as it was trained to chat (recipes/smollm2.py).
 
-:func:`render` is the reference implementation; :data:`JINJA_TEMPLATES` holds each style as a Hugging Face
-chat template (saved with the tokenizer of every exported checkpoint) so that ``tokenizer.apply_chat_template``
-and vLLM's chat endpoint produce the identical string. :func:`split_thinking` is the inverse view of a response.
+:func:`render` is the reference implementation; :data:`JINJA_TEMPLATES` holds each style as a
+Hugging Face chat template (saved with the tokenizer of every exported checkpoint) so that
+``tokenizer.apply_chat_template`` and vLLM's chat endpoint produce the identical string.
+:func:`split_thinking` is the inverse view of a response.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 
 Style = Literal["cascade1", "cascade2", "chatml"]
 STYLES: tuple[str, ...] = typing.get_args(Style)
-"""The styles, from :data:`Style` (``Cascade.chat_style`` declares the same; tests/unit/test_literal_enums.py)."""
+"""The styles, from :data:`Style` (``Cascade.chat_style`` declares the same;
+tests/unit/test_literal_enums.py)."""
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -42,11 +44,13 @@ _ROLES = ("system", "user", "assistant", "tool")
 # 8B/14B's base family), so a tool-calling client's parser (vLLM's hermes parser) reads the calls;
 # tool results go back in a user turn, each in <tool_response> tags, consecutive results sharing the
 # turn.
-TOOLS_PREAMBLE = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-                  "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
-TOOLS_POSTAMBLE = ("\n</tools>\n\nFor each function call, return a json object with function name and arguments "
-                   "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
-                   "\"arguments\": <args-json-object>}\n</tool_call>")
+TOOLS_PREAMBLE = ("# Tools\n\nYou may call one or more functions to assist with the user "
+                  "query.\n\nYou are provided with function signatures within <tools></tools> XML "
+                  "tags:\n<tools>")
+TOOLS_POSTAMBLE = ("\n</tools>\n\nFor each function call, return a json object with function name "
+                   "and arguments within <tool_call></tool_call> XML "
+                   "tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+                   "<args-json-object>}\n</tool_call>")
 
 # The three styles as Jinja chat templates, assembled from shared pieces so that tool use renders
 # alike in all of them. `mode` is a template variable (apply_chat_template(..., mode="think"), or
@@ -54,7 +58,8 @@ TOOLS_POSTAMBLE = ("\n</tools>\n\nFor each function call, return a json object w
 # "mode" key, the per-turn switch of §3.1.2. `tools` is apply_chat_template's tools argument. Every
 # piece of text is emitted from an expression with whitespace control, so the output does not depend
 # on the Jinja environment's trim_blocks/lstrip_blocks settings.
-_J_TOOLS = (  # the system turn with the tool list (§3.1.2), merged into the conversation's own system turn
+# the system turn with the tool list (§3.1.2), merged into the conversation's own system turn
+_J_TOOLS = (
     "{%- set _skip_first = false -%}"
     "{%- if tools is defined and tools -%}"
     "{{- '<|im_start|>system\\n' -}}"
@@ -68,9 +73,10 @@ _J_TOOLS = (  # the system turn with the tool list (§3.1.2), merged into the co
     "{%- endif -%}"
 )
 _J_TOOL_TURN = (  # consecutive tool results share one user turn, each in <tool_response> tags
-    "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}"
-    "{{- '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' -}}"
-    "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- '<|im_end|>\\n' -}}{%- endif -%}"
+    "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- '<|im_start|>user' "
+    "-}}{%- endif -%}{{- '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' "
+    "-}}{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- '<|im_end|>\\n' "
+    "-}}{%- endif -%}"
 )
 _J_ASSISTANT = (  # the answer text, then each call in <tool_call> tags (§3.1.2)
     "{%- set _content = message['content'] if message['content'] is string else '' -%}"
@@ -130,8 +136,10 @@ CASCADE2_JINJA_TEMPLATE = _jinja(
     "{{- '<think></think>' if _mode == 'no_think' else '' -}}")
 # Plain ChatML: `mode` is accepted (callers pass it for every style) and ignored.
 CHATML_JINJA_TEMPLATE = _jinja("", "", "")
-JINJA_TEMPLATES = {"cascade1": JINJA_TEMPLATE, "cascade2": CASCADE2_JINJA_TEMPLATE, "chatml": CHATML_JINJA_TEMPLATE}
-"""The HF chat template of each style: an exported checkpoint carries the one its cascade trained with."""
+JINJA_TEMPLATES = {"cascade1": JINJA_TEMPLATE, "cascade2": CASCADE2_JINJA_TEMPLATE,
+                   "chatml": CHATML_JINJA_TEMPLATE}
+"""The HF chat template of each style: an exported checkpoint carries the one its cascade trained
+with."""
 
 
 def valid_mode(mode: Any) -> bool:
@@ -182,7 +190,8 @@ def check_message(i: int, message: Any) -> None:
     """A one-line ValueError naming ``messages[i]`` (and its field) unless ``message`` is a
     well-formed turn."""
     if not isinstance(message, Mapping):
-        raise ValueError(f"messages[{i}]: expected a dict with role and content, got {type(message).__name__}")
+        raise ValueError(f"messages[{i}]: expected a dict with role and content, got "
+                         f"{type(message).__name__}")
     role, content = message.get("role"), message.get("content")
     if not isinstance(role, str) or role not in _ROLES:
         raise ValueError(f"messages[{i}].role: expected one of {list(_ROLES)}, got {role!r:.80}")
@@ -193,13 +202,14 @@ def check_message(i: int, message: Any) -> None:
         raise ValueError(f"messages[{i}].content: expected a string, got {type(content).__name__}")
     if calls is not None:
         if not isinstance(calls, Sequence) or isinstance(calls, (str, bytes)):
-            raise ValueError(f"messages[{i}].tool_calls: expected a list of {{name, arguments}} objects")
+            raise ValueError(f"messages[{i}].tool_calls: expected a list of {{name, arguments}} "
+                             "objects")
         for j, call in enumerate(calls):
             fn = call.get("function", call) if isinstance(call, Mapping) else None
             if not (isinstance(fn, Mapping) and isinstance(fn.get("name"), str) and fn["name"]
                     and isinstance(fn.get("arguments"), (str, Mapping))):
-                raise ValueError(f"messages[{i}].tool_calls[{j}]: expected {{name: str, arguments: object or "
-                                 "JSON string}}")
+                raise ValueError(f"messages[{i}].tool_calls[{j}]: expected {{name: str, arguments: "
+                                 f"object or JSON string}}}}")
 
 
 def _tools_turn(messages: Sequence[dict], tools: Sequence) -> str:
@@ -212,7 +222,8 @@ def _tools_turn(messages: Sequence[dict], tools: Sequence) -> str:
 
 def render(messages: Sequence[dict], mode: str, style: Style = "cascade1",
            add_generation_prompt: bool = True, tools: Optional[Sequence] = None) -> str:
-    """The prompt string for ``messages`` (``[{"role": "system"|"user"|"assistant"|"tool", "content": str},
+    """The prompt string for ``messages`` (``[{"role": "system"|"user"|"assistant"|"tool",
+    "content": str},
     ...]``), identical to the style's Jinja twin (:data:`JINJA_TEMPLATES`) given the same arguments.
 
     cascade1: every user turn gets `` /think`` or `` /no_think`` (a user message's own ``"mode"``
@@ -221,17 +232,19 @@ def render(messages: Sequence[dict], mode: str, style: Style = "cascade1",
     chatml: no flags, no think block, whatever the mode. Earlier assistant turns are rendered
     verbatim (their thinking, if any, is kept as written).
 
-    Tool use (§3.1.2), alike in every style: ``tools`` (JSON-schema objects) are listed in the system turn
-    inside ``<tools></tools>``; an assistant turn's ``tool_calls`` follow its content as ``<tool_call>`` blocks
-    (:func:`assistant_text`; its content may then be None); ``tool`` messages (results) go back in a user turn,
-    each inside ``<tool_response>`` tags, consecutive ones sharing the turn. A tool result carries no mode
-    flag: the flag is the user's switch, and the mode of the user turn that led to the call goes on.
+    Tool use (§3.1.2), alike in every style: ``tools`` (JSON-schema objects) are listed in the
+    system turn inside ``<tools></tools>``; an assistant turn's ``tool_calls`` follow its content as
+    ``<tool_call>`` blocks (:func:`assistant_text`; its content may then be None); ``tool`` messages
+    (results) go back in a user turn, each inside ``<tool_response>`` tags, consecutive ones sharing
+    the turn. A tool result carries no mode flag: the flag is the user's switch, and the mode of the
+    user turn that led to the call goes on.
     """
     _check_mode(mode)
     if style not in STYLES:
         raise ValueError(f"style must be one of {list(STYLES)}, got {style!r:.80}")
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-        raise ValueError(f"messages: expected a list of {{role, content}} dicts, got {type(messages).__name__}")
+        raise ValueError(f"messages: expected a list of {{role, content}} dicts, got "
+                         f"{type(messages).__name__}")
     for i, message in enumerate(messages):
         check_message(i, message)
     if tools is not None and (isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence)):
@@ -247,7 +260,8 @@ def render(messages: Sequence[dict], mode: str, style: Style = "cascade1",
         if role == "tool":
             first = i == 0 or messages[i - 1]["role"] != "tool"
             last = i == len(messages) - 1 or messages[i + 1]["role"] != "tool"
-            parts.append((f"{IM_START}user" if first else "") + f"\n<tool_response>\n{content}\n</tool_response>"
+            parts.append((f"{IM_START}user" if first else "")
+                         + f"\n<tool_response>\n{content}\n</tool_response>"
                          + (f"{IM_END}\n" if last else ""))
             continue
         if role == "assistant":
@@ -267,10 +281,10 @@ def render(messages: Sequence[dict], mode: str, style: Style = "cascade1",
 def split_thinking(response: str) -> tuple[Optional[str], str, bool]:
     """Split a response into ``(thinking, answer, terminated)``.
 
-    A response that opens with ``<think>`` (leading whitespace allowed) is a thinking response: ``thinking``
-    is the text up to the first ``</think>`` and ``answer`` the text after it. If ``</think>`` is missing the
-    thinking never ended: ``(thinking, "", False)`` — verifiers score that 0 (docs/rewards.md).
-    Any other response is a plain answer: ``(None, response, True)``.
+    A response that opens with ``<think>`` (leading whitespace allowed) is a thinking response:
+    ``thinking`` is the text up to the first ``</think>`` and ``answer`` the text after it. If
+    ``</think>`` is missing the thinking never ended: ``(thinking, "", False)`` — verifiers score
+    that 0 (docs/rewards.md). Any other response is a plain answer: ``(None, response, True)``.
     """
     body = response.lstrip()
     if not body.startswith(THINK_OPEN):
@@ -282,6 +296,8 @@ def split_thinking(response: str) -> tuple[Optional[str], str, bool]:
     return body[:end], body[end + len(THINK_CLOSE):], True
 
 
-__all__ = ["JINJA_TEMPLATE", "CASCADE2_JINJA_TEMPLATE", "CHATML_JINJA_TEMPLATE", "JINJA_TEMPLATES", "STYLES", "render", "split_thinking", "FLAGS", "EMPTY_THINK", "GENERATION_PROMPT",
-           "IM_START", "IM_END", "THINK_OPEN", "THINK_CLOSE", "Style", "valid_mode", "assistant_text",
+__all__ = ["JINJA_TEMPLATE", "CASCADE2_JINJA_TEMPLATE", "CHATML_JINJA_TEMPLATE", "JINJA_TEMPLATES",
+           "STYLES", "render", "split_thinking", "FLAGS", "EMPTY_THINK", "GENERATION_PROMPT",
+           "IM_START", "IM_END", "THINK_OPEN", "THINK_CLOSE", "Style", "valid_mode",
+           "assistant_text",
            "tool_calls_text", "check_message", "TOOLS_PREAMBLE", "TOOLS_POSTAMBLE"]

@@ -1,7 +1,8 @@
-"""Generated prompt sets: a ``Data.source`` of the form ``synthetic:NAME`` or ``benchmark:NAME`` names rows made in
-code instead of a file. The core holds only this grammar and a registry; the sets themselves are registered by
-whoever provides them (the demo sets: ``nemo_cascade.tooling.demo_data.register()``, which the ``nemo-cascade``
-command calls before it reads a config), so the training core carries no demo data.
+"""Generated prompt sets: a ``Data.source`` of the form ``synthetic:NAME`` or ``benchmark:NAME``
+names rows made in code instead of a file. The core holds only this grammar and a registry; the sets
+themselves are registered by whoever provides them (the demo sets:
+``nemo_cascade.tooling.demo_data.register()``, which the ``nemo-cascade`` command calls before it
+reads a config), so the training core carries no demo data.
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from .rows import DataError
 
 SYNTHETIC_PREFIX, BENCHMARK_PREFIX = "synthetic:", "benchmark:"
 GENERATED_PREFIXES = (SYNTHETIC_PREFIX, BENCHMARK_PREFIX)
-REGISTERED_BY = ("nemo_cascade.tooling.demo_data.register() registers the demo ones; the nemo-cascade command "
-                 "calls it")
-"""What the one-line error names when nothing is registered at all (a process that skipped the registration)."""
+REGISTERED_BY = ("nemo_cascade.tooling.demo_data.register() registers the demo ones; the "
+                 "nemo-cascade command calls it")
+"""What the one-line error names when nothing is registered at all (a process that skipped the
+registration)."""
 
 _SETS: dict[str, dict[str, Callable[..., list[dict]]]] = {p: {} for p in GENERATED_PREFIXES}
 _FAMILIES: dict[str, dict[str, Callable[..., list[dict]]]] = {p: {} for p in GENERATED_PREFIXES}
@@ -33,12 +35,14 @@ def _split(source: str) -> tuple[str, str]:
     for prefix in GENERATED_PREFIXES:
         if source.startswith(prefix) and len(source) > len(prefix):
             return prefix, source[len(prefix):]
-    raise ValueError(f"generated source {source!r}: expected one of {list(GENERATED_PREFIXES)} and a name")
+    raise ValueError(f"generated source {source!r}: expected one of {list(GENERATED_PREFIXES)} and "
+                     "a name")
 
 
 def _put(table: dict, source: str, fn: Callable) -> None:
     prefix, name = _split(source)
-    if table[prefix].get(name, fn) is not fn:  # two providers of one name: the rows would depend on import order
+    # two providers of one name: the rows would depend on import order
+    if table[prefix].get(name, fn) is not fn:
         raise ValueError(f"generated source {source!r} is already registered to another function")
     table[prefix][name] = fn
 
@@ -63,8 +67,8 @@ def register_preference(source: str, fn: Callable[[list[dict], str, int], list[d
 
 
 def _unregistered(name: str, kind: str) -> DataError:
-    return DataError(f"data.source: unknown {kind} set {name!r}; no {kind} sets are registered in this process "
-                     f"({REGISTERED_BY})")
+    return DataError(f"data.source: unknown {kind} set {name!r}; no {kind} sets are registered in "
+                     f"this process ({REGISTERED_BY})")
 
 
 def rows(data_cfg: Data) -> list[dict]:
@@ -77,10 +81,12 @@ def rows(data_cfg: Data) -> list[dict]:
     family = next((f for f in families if name.startswith(f)), None)
     if name not in sets and family is None:
         other = "".join(f" or {f}TASK" for f in families)
-        raise DataError(f"data.source: unknown {kind} set {name!r}; expected one of {sorted(sets)}{other}")
+        raise DataError(f"data.source: unknown {kind} set {name!r}; expected one of "
+                        f"{sorted(sets)}{other}")
     try:
         if family is not None:
-            return families[family](name[len(family):], data_cfg.split, data_cfg.size, data_cfg.seed)
+            return families[family](name[len(family):], data_cfg.split, data_cfg.size,
+                                    data_cfg.seed)
         return sets[name](data_cfg.split, data_cfg.size, data_cfg.seed)
     except ValueError as e:
         raise DataError(f"data.source {data_cfg.source}: {e}") from None
@@ -94,8 +100,8 @@ def preference_rows(data_cfg: Data, mode: str) -> list[dict]:
     if not forms:
         raise _unregistered(name, kind)
     if name not in forms:
-        raise DataError(f"data.source: {kind} set {name!r} has no preference pairs; expected one of "
-                        f"{sorted(forms)}")
+        raise DataError(f"data.source: {kind} set {name!r} has no preference pairs; expected one "
+                        f"of {sorted(forms)}")
     return forms[name](rows(data_cfg), mode, data_cfg.seed)
 
 
@@ -109,7 +115,8 @@ def sft_pairs(rows: list[dict], mode: str = "no_think") -> list[tuple[list[dict]
         raise ValueError(f"mode must be 'think' or 'no_think', got {mode!r}")
     pairs = []
     for row in rows:
-        if "response" in row:  # the other domains' sets (synthetic_domains) carry a reference response
+        # the other domains' sets (synthetic_domains) carry a reference response
+        if "response" in row:
             response = row["response"]
             if mode == "think":
                 response = f"<think>\nI follow the request exactly.\n</think>\n\n{response}"

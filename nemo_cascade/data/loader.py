@@ -1,21 +1,22 @@
-"""Prompt sets: read a ``Data`` source (a generated set, ``synthetic:NAME`` or ``benchmark:NAME``, registered in
-:mod:`.generated`; or a jsonl/parquet file) into
-templated, tokenised prompts
-and SFT examples; :class:`~.prompt_stream.PromptStream` serves prompts in a deterministic, resumable order.
+"""Prompt sets: read a ``Data`` source (a generated set, ``synthetic:NAME`` or ``benchmark:NAME``,
+registered in :mod:`.generated`; or a jsonl/parquet file) into templated, tokenised prompts and SFT
+examples; :class:`~.prompt_stream.PromptStream` serves prompts in a deterministic, resumable order.
 
 jsonl rows (one JSON object per line, blank lines skipped):
 
-- RL prompts: the stage domain's schema (:mod:`.schemas`: the released datasets' fields, e.g. ``problem`` +
-  ``answer`` for math, ``prompt`` + ``instruction_id_list`` + ``kwargs`` for IF), or the project's own shape:
-  the conversation (``"question"``/``"prompt"`` or ``"messages"``) plus ``"label"`` (any JSON value);
+- RL prompts: the stage domain's schema (:mod:`.schemas`: the released datasets' fields, e.g.
+  ``problem`` + ``answer`` for math, ``prompt`` + ``instruction_id_list`` + ``kwargs`` for IF), or
+  the project's own shape: the conversation (``"question"``/``"prompt"`` or ``"messages"``) plus
+  ``"label"`` (any JSON value);
 - optional ``"uid"`` (string or integer; default ``FILE:LINE``);
-- SFT: the conversation plus ``"response"`` (a string), or ``"messages"`` ending with the assistant turn to learn;
-  tool conversations (``tools``, ``tool_calls``, ``tool`` turns) as :mod:`.sft_rows` describes. SFT files are
-  tokenized once into a cache, in shares over the ranks (:mod:`.sft_cache`); so are RL prompt files
-  (:mod:`.prompt_cache`).
+- SFT: the conversation plus ``"response"`` (a string), or ``"messages"`` ending with the assistant
+  turn to learn; tool conversations (``tools``, ``tool_calls``, ``tool`` turns) as :mod:`.sft_rows`
+  describes. SFT files are tokenized once into a cache, in shares over the ranks
+  (:mod:`.sft_cache`); so are RL prompt files (:mod:`.prompt_cache`).
 
-A malformed row raises :class:`DataError` with one line naming the file, the line and the expected field; every
-loader may instead skip and count up to ``Data.max_bad_rows`` of them (``PromptList.bad_rows``).
+A malformed row raises :class:`DataError` with one line naming the file, the line and the expected
+field; every loader may instead skip and count up to ``Data.max_bad_rows`` of them
+(``PromptList.bad_rows``).
 """
 from __future__ import annotations
 
@@ -61,8 +62,9 @@ class PromptList(list):
     dropped_other_mode: int = 0
     """SFT rows whose learned answer is not in ``Data.keep_mode``."""
     alternate: Optional[list] = None
-    """``mode="half"`` only: the same rows templated in no_think mode, index-aligned with this list (which
-    holds their think templatings). :class:`PromptStream` alternates between the two (§4.3.2)."""
+    """``mode="half"`` only: the same rows templated in no_think mode, index-aligned with this list
+    (which holds their think templatings). :class:`PromptStream` alternates between the two
+    (§4.3.2)."""
 
     def extend_with(self, other: "PromptList", times: int = 1) -> None:
         """Append another source's prompts (a stage mixing several, ``Stage.extra_data``), with its
@@ -73,12 +75,14 @@ class PromptList(list):
             raise ValueError("cannot mix half-half prompt lists with single-mode ones")
 
         def listed(prompts):  # the prompts themselves, then copies renamed by uid
-            return [replace(p, uid=f"{p.uid}@copy{n}") if n > 1 else p for n in range(1, times + 1) for p in prompts]
+            return [replace(p, uid=f"{p.uid}@copy{n}") if n > 1 else p
+                    for n in range(1, times + 1) for p in prompts]
 
         if other.alternate is not None:
             self.alternate = (self.alternate or []) + listed(other.alternate)
         self.extend(listed(other))
-        for count in ("dropped_too_long", "dropped_too_short", "dropped_no_context", "bad_rows"):  # once, not per copy
+        # once, not per copy
+        for count in ("dropped_too_long", "dropped_too_short", "dropped_no_context", "bad_rows"):
             setattr(self, count, getattr(self, count) + getattr(other, count))
 
 
@@ -87,43 +91,43 @@ class PromptList(list):
 def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: RowSchema, max_prompt_tokens: int,
                  style: str = "cascade1", validate_label: Optional[Callable[[Any], None]] = None,
                  cache_fallback: Optional[Path] = None):
-    """Templated, tokenised prompts of ``data_cfg`` (generation prompt included). Prompts longer than
-    ``max_prompt_tokens`` are dropped; their count is ``result.dropped_too_long`` (and logged); so are prompts
-    shorter than ``data_cfg.min_prompt_tokens`` (``result.dropped_too_short``).
-    ``mode="half"`` (the unified model's half-half batches, §4.3.2) templates every row in both modes: the
-    result holds the think prompts and ``result.alternate`` the no_think ones, index-aligned; a row is kept
-    only if both templatings fit either limit (the flags, and cascade2's empty think block, differ in length).
-    ``domain``: the reward domain whose rows these are (``rewards.get_domain``: its adapter and
-    wording). ``validate_label`` (the domain's, ``rewards.VALIDATORS``) rejects a malformed label
-    here, naming its file and line, rather than mid-training (docs/rewards.md).
-    SWE rows with localized candidate files get their §4.7.1 prompt built here, for this ``max_prompt_tokens``
-    (:mod:`.swe_prompts`): a stage with a longer limit shows the same instance with more noisy files, and the
-    counts the loader (and preflight) report are those of the real prompts. Rows that fit no such prompt are
-    counted in ``result.dropped_no_context``.
-    Math prompts are phrased as the math suites phrase theirs (``data_cfg.math_instruction``,
-    :mod:`.math_prompt`).
+    """Templated, tokenised prompts of ``data_cfg`` (generation prompt included). Prompts longer
+    than ``max_prompt_tokens`` are dropped; their count is ``result.dropped_too_long`` (and logged);
+    so are prompts shorter than ``data_cfg.min_prompt_tokens`` (``result.dropped_too_short``).
+    ``mode="half"`` (the unified model's half-half batches, §4.3.2) templates every row in both
+    modes: the result holds the think prompts and ``result.alternate`` the no_think ones,
+    index-aligned; a row is kept only if both templatings fit either limit (the flags, and
+    cascade2's empty think block, differ in length). ``domain``: the reward domain whose rows these
+    are (``rewards.get_domain``: its adapter and wording). ``validate_label`` (the domain's,
+    ``rewards.VALIDATORS``) rejects a malformed label here, naming its file and line, rather than
+    mid-training (docs/rewards.md). SWE rows with localized candidate files get their §4.7.1 prompt
+    built here, for this ``max_prompt_tokens`` (:mod:`.swe_prompts`): a stage with a longer limit
+    shows the same instance with more noisy files, and the counts the loader (and preflight) report
+    are those of the real prompts. Rows that fit no such prompt are counted in
+    ``result.dropped_no_context``. Math prompts are phrased as the math suites phrase theirs
+    (``data_cfg.math_instruction``, :mod:`.math_prompt`).
 
-    A file source with ``data_cfg.cache`` is read in shares over the ranks and tokenized once into the data
-    cache (:mod:`.prompt_cache`: beside the data, else under ``cache_fallback``); the result is then a
-    :class:`~.prompt_cache.CachedPrompts` that builds the same ``Prompt`` objects when they are drawn.
-    Otherwise (and for generated sources) every rank reads and tokenizes the whole source (a ``PromptList``)."""
+    A file source with ``data_cfg.cache`` is read in shares over the ranks and tokenized once into
+    the data cache (:mod:`.prompt_cache`: beside the data, else under ``cache_fallback``); the
+    result is then a :class:`~.prompt_cache.CachedPrompts` that builds the same ``Prompt`` objects
+    when they are drawn. Otherwise (and for generated sources) every rank reads and tokenizes the
+    whole source (a ``PromptList``)."""
     if data_cfg.cache and not is_generated(data_cfg.source):
-        cached = prompt_cache.load(data_cfg, tokenizer, mode, domain, max_prompt_tokens, style, validate_label,
-                                   cache_fallback)
+        cached = prompt_cache.load(data_cfg, tokenizer, mode, domain, max_prompt_tokens, style,
+                                   validate_label, cache_fallback)
         if cached is not None:
             return _cached_prompts(data_cfg, max_prompt_tokens, *cached)
     out = PromptList()
-    bad: list[tuple[int, str]] = []  # (position in the source, one-line message): unreadable lines first
-    if is_generated(data_cfg.source):
-        rows = [(i, f"{data_cfg.source}#{i}", row) for i, row in enumerate(generated_rows(data_cfg))]
-    else:
-        path = Path(data_cfg.source)
-        rows = [(lineno, f"{path}:{lineno}", row) for lineno, row in read_jsonl(path, data_cfg.size, bad)]
+    # (position in the source, one-line message): unreadable lines first
+    bad: list[tuple[int, str]] = []
+    rows = _source_rows(data_cfg, bad)
     modes = ("think", "no_think") if mode == "half" else (mode,)
     budget = (prompt_cache.swe_budget(data_cfg, tokenizer, modes, style, max_prompt_tokens)
               if domain.prompt_budget else None)
-    items = [item for _, item in prompt_cache.adapted_rows(rows, domain, data_cfg, validate_label, budget, bad)]
-    out.dropped_no_context = sum(item is None for item in items)  # SWE rows whose §4.7.1 prompt fits no context
+    items = [item for _, item in prompt_cache.adapted_rows(rows, domain, data_cfg, validate_label,
+                                                           budget, bad)]
+    # SWE rows whose §4.7.1 prompt fits no context
+    out.dropped_no_context = sum(item is None for item in items)
     items = [item for item in items if item is not None]
     bad.sort(key=lambda b: b[0])  # the first bad row in file order is the one an error names
     out.bad_rows = len(bad)
@@ -145,6 +149,17 @@ def load_prompts(data_cfg: Data, tokenizer, mode: str, domain: RowSchema, max_pr
     return out
 
 
+def _source_rows(data_cfg: Data, bad: list[tuple[int, str]]) -> list[tuple[int, str, dict]]:
+    """``(position, where, row)`` for every row of the source: a generated set's, or a file's
+    (its unreadable lines go to ``bad``)."""
+    if is_generated(data_cfg.source):
+        return [(i, f"{data_cfg.source}#{i}", row)
+                for i, row in enumerate(generated_rows(data_cfg))]
+    path = Path(data_cfg.source)
+    return [(lineno, f"{path}:{lineno}", row)
+            for lineno, row in read_jsonl(path, data_cfg.size, bad)]
+
+
 def _cached_prompts(data_cfg: Data, limit: int, every, manifest: dict):
     """The rows of a cached prompt set within the length limits, with the in-memory path's counts
     and report."""
@@ -156,11 +171,13 @@ def _cached_prompts(data_cfg: Data, limit: int, every, manifest: dict):
 
 def _cached_rows(data_cfg: Data, limit: int, manifest: dict, lens: np.ndarray, every):
     """The rows of a cache entry (``every``: a :class:`~.prompt_cache.CachedPrompts` or
-    :class:`~.sft_cache.TokenizedSFT`) whose prompts (``lens``: ``[rows, templatings]`` token counts) are within
-    the length limits, with the drops and bad rows counted (the bad-row check applied)."""
+    :class:`~.sft_cache.TokenizedSFT`) whose prompts (``lens``: ``[rows, templatings]`` token
+    counts) are within the length limits, with the drops and bad rows counted (the bad-row check
+    applied)."""
     parts = manifest["parts"]
     count = sum(part["bad_rows"] for part in parts)
-    check_bad_rows(data_cfg, count, next((part["first_bad"] for part in parts if part["first_bad"]), None))
+    check_bad_rows(data_cfg, count,
+                   next((part["first_bad"] for part in parts if part["first_bad"]), None))
     too_long, too_short = lens.max(axis=1) > limit, lens.min(axis=1) < data_cfg.min_prompt_tokens
     out = every.kept(np.flatnonzero(~too_long & ~too_short))
     out.dropped_too_long = int(too_long.sum())
@@ -201,10 +218,12 @@ def check_bad_rows(data_cfg: Data, count: int, first: Optional[str]) -> None:
     """``Data.max_bad_rows`` for any loader: more than that many bad rows stop loading with the
     first one's one-line message (and the count); fewer are logged."""
     if count > data_cfg.max_bad_rows:
-        more = f" ({count} bad rows; data.max_bad_rows={data_cfg.max_bad_rows})" if count > 1 else ""
+        more = (f" ({count} bad rows; data.max_bad_rows={data_cfg.max_bad_rows})" if count > 1
+                else "")
         raise DataError(first + more)
     if count:
-        log.warning("%s: skipped %d bad rows (data.max_bad_rows=%d); first: %s", data_cfg.source, count,
+        log.warning("%s: skipped %d bad rows (data.max_bad_rows=%d); first: %s", data_cfg.source,
+                    count,
                     data_cfg.max_bad_rows, first)
 
 
@@ -301,22 +320,25 @@ def _report(data_cfg: Data, out, limit: int, no_context: int = 0) -> None:
                     "tokens in %d files (§4.7.1)", source, no_context, total, limit,
                     data_cfg.swe_max_files)
     if out.dropped_too_long:
-        log.warning("%s: dropped %d of %d rows whose prompt exceeds %d tokens", source, out.dropped_too_long,
+        log.warning("%s: dropped %d of %d rows whose prompt exceeds %d tokens", source,
+                    out.dropped_too_long,
                     total, limit)
     if out.dropped_too_short:
-        log.warning("%s: dropped %d of %d rows whose prompt is shorter than data.min_prompt_tokens=%d", source,
+        log.warning("%s: dropped %d of %d rows whose prompt is shorter than "
+                    "data.min_prompt_tokens=%d", source,
                     out.dropped_too_short, total, floor)
     if kept == 0:
         if total == 0 and not out.bad_rows:
             raise DataError(f"{source}: no rows (an empty file or data set)")
-        short = f", {out.dropped_too_short} shorter than data.min_prompt_tokens={floor}" if floor else ""
+        short = (f", {out.dropped_too_short} shorter than data.min_prompt_tokens={floor}" if floor
+                 else "")
         skipped = f"; {out.bad_rows} bad rows skipped" if out.bad_rows else ""
         if other_mode:
             skipped += f"; {other_mode} not in data.keep_mode={data_cfg.keep_mode}"
         context = (f", {no_context} whose ground truth alone fits no prompt in data.swe_max_files="
                    f"{data_cfg.swe_max_files}" if no_context else "")
-        raise DataError(f"{source}: no usable rows ({out.dropped_too_long} longer than max_prompt_tokens={limit}"
-                        f"{short}{context}{skipped})")
+        raise DataError(f"{source}: no usable rows ({out.dropped_too_long} longer than "
+                        f"max_prompt_tokens={limit}{short}{context}{skipped})")
 
 
 def sft_batches(examples: list, batch_size: int, seed: int):

@@ -15,10 +15,11 @@ counted instead (``PairList.bad_rows``), as in every loader. A pair whose two re
 identical carries no preference (the paper drops HelpSteer3's ties, §4.2): it is skipped and counted
 (``PromptList.dropped_ties``).
 
-Each side is tokenised as the whole conversation with the response as the final assistant turn, rendered by
-:func:`~nemo_cascade.data.rm_input.render_rm_input` (the chat template, **no** generation prompt) — the one
-rendering the exported RM's chat template and the served RM's client
-(``rewards.remote.RewardModelClient.score_conversations``) also use, so the RM scores the inputs it learned.
+Each side is tokenised as the whole conversation with the response as the final assistant turn,
+rendered by :func:`~nemo_cascade.data.rm_input.render_rm_input` (the chat template, **no**
+generation prompt) — the one rendering the exported RM's chat template and the served RM's client
+(``rewards.remote.RewardModelClient.score_conversations``) also use, so the RM scores the inputs it
+learned.
 """
 from __future__ import annotations
 
@@ -49,18 +50,23 @@ class PairList(PromptList):
 def _prompt_messages(value, where: str) -> list[dict]:
     if isinstance(value, str):
         if not value:
-            raise DataError(f"{where}: field 'prompt' must be a non-empty string or a list of messages")
+            raise DataError(f"{where}: field 'prompt' must be a non-empty string or a list of "
+                            "messages")
         return [{"role": "user", "content": value}]
     if not isinstance(value, list) or not value:
-        raise DataError(f"{where}: field 'prompt' must be a non-empty string or a list of {{role, content}} objects")
+        raise DataError(f"{where}: field 'prompt' must be a non-empty string or a list of {{role, "
+                        f"content}} objects")
     for j, m in enumerate(value):
-        if not isinstance(m, dict) or m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
-            raise DataError(f"{where}: field 'prompt[{j}]' must be an object with role system|user|assistant "
-                            f"and string content")
-        if "mode" in m and not valid_mode(m["mode"]):  # a per-turn switch (§3.1.2); render would reject it
+        if (not isinstance(m, dict) or m.get("role") not in _ROLES
+                or not isinstance(m.get("content"), str)):
+            raise DataError(f"{where}: field 'prompt[{j}]' must be an object with role "
+                            "system|user|assistant and string content")
+        # a per-turn switch (§3.1.2); render would reject it
+        if "mode" in m and not valid_mode(m["mode"]):
             raise DataError(f"{where}: field 'prompt[{j}].mode' must be 'think' or 'no_think'")
     if value[-1]["role"] == "assistant":
-        raise DataError(f"{where}: field 'prompt' must not end with an assistant turn (the responses reply to it)")
+        raise DataError(f"{where}: field 'prompt' must not end with an assistant turn (the "
+                        "responses reply to it)")
     return [{k: m[k] for k in ("role", "content", "mode") if k in m} for m in value]
 
 
@@ -75,12 +81,14 @@ def parse_row(row: dict, where: str) -> tuple[list[dict], str, str]:
         if key not in row:
             raise DataError(f"{where}: expected field {key!r} (a response string)")
         if not isinstance(row[key], str):
-            raise DataError(f"{where}: field {key!r} must be a string, got {type(row[key]).__name__}")
+            raise DataError(f"{where}: field {key!r} must be a string, got "
+                            f"{type(row[key]).__name__}")
         out.append(row[key])
     return messages, out[0], out[1]
 
 
-def preference_rows(data_cfg: Data, mode: str, bad: Optional[list] = None) -> list[tuple[str, list[dict], str, str]]:
+def preference_rows(data_cfg: Data, mode: str,
+                    bad: Optional[list] = None) -> list[tuple[str, list[dict], str, str]]:
     """``(uid, prompt messages, chosen, rejected)`` per row of a preference source. ``bad``: a list
     that collects ``(line, message)`` of unreadable or malformed rows instead of raising on the
     first."""
@@ -102,7 +110,8 @@ def preference_rows(data_cfg: Data, mode: str, bad: Optional[list] = None) -> li
     return out
 
 
-def load_preference_pairs(data_cfg: Data, tokenizer, mode: str, style: str = "cascade1") -> PairList:
+def load_preference_pairs(data_cfg: Data, tokenizer, mode: str,
+                          style: str = "cascade1") -> PairList:
     """``(chosen_ids, rejected_ids)`` per usable row: each the token ids of the whole conversation
     (prompt turns + the response as the assistant turn, no generation prompt). Over-long sequences
     are kept whole here; the batch builder keeps their last tokens
@@ -126,7 +135,8 @@ def load_preference_pairs(data_cfg: Data, tokenizer, mode: str, style: str = "ca
     return out
 
 
-def _encode_conversation(tokenizer, messages: list[dict], response: str, mode: str, style: str) -> list[int]:
+def _encode_conversation(tokenizer, messages: list[dict], response: str, mode: str,
+                         style: str) -> list[int]:
     text = render_rm_input([*messages, {"role": "assistant", "content": response}], mode, style)
     # The template holds every control token; special tokens added here would be a second copy.
     return list(tokenizer.encode(text, add_special_tokens=False))

@@ -12,22 +12,24 @@ node's ranks share the pages.
 
 What is stored per part ``k`` (one per share):
 
-- ``part-k.tokens`` (int32) and ``part-k.offsets.npy``: each kept row's templated prompt ids, one run per mode
-  (two under ``mode="half"``: think, then no_think), so length limits are applied at load time from the
-  offsets alone and a stage with another ``max_prompt_tokens`` reuses the entry (SWE excepted: its §4.7.1
-  prompt is built for the limit, so the limit is part of its key);
-- ``part-k.uids.json``: the rows' uids, read whole at load — the prompt stream tracks rows by uid (resume
-  fingerprint, epoch filter);
-- ``part-k.meta`` and ``part-k.meta_offsets.npy``: per row the JSON ``[user_text, label]``, decoded only when
-  the row is drawn. The label stored is the one the loader built (``schemas.adapt``: IF-RLVR ground truth
-  parsed, SWE files chosen for the limit, the label check passed), not the raw row, so serving it needs no
-  second parse of the source and no re-run of the adapter; a code row's tests or an SWE row's files cost disk
-  once rather than memory on every rank. A label that JSON cannot give back exactly (a tuple, bytes, a
-  non-string key: possible from a parquet row or a Python-literal ground truth) makes the file uncacheable: it
-  is then loaded in memory as before, never served changed.
+- ``part-k.tokens`` (int32) and ``part-k.offsets.npy``: each kept row's templated prompt ids, one
+  run per mode (two under ``mode="half"``: think, then no_think), so length limits are applied at
+  load time from the offsets alone and a stage with another ``max_prompt_tokens`` reuses the entry
+  (SWE excepted: its §4.7.1 prompt is built for the limit, so the limit is part of its key);
+- ``part-k.uids.json``: the rows' uids, read whole at load — the prompt stream tracks rows by uid
+  (resume fingerprint, epoch filter);
+- ``part-k.meta`` and ``part-k.meta_offsets.npy``: per row the JSON ``[user_text, label]``, decoded
+  only when the row is drawn. The label stored is the one the loader built (``schemas.adapt``:
+  IF-RLVR ground truth parsed, SWE files chosen for the limit, the label check passed), not the raw
+  row, so serving it needs no second parse of the source and no re-run of the adapter; a code row's
+  tests or an SWE row's files cost disk once rather than memory on every rank. A label that JSON
+  cannot give back exactly (a tuple, bytes, a non-string key: possible from a parquet row or a
+  Python-literal ground truth) makes the file uncacheable: it is then loaded in memory as before,
+  never served changed.
 
-Bad rows, refused rows, rows whose SWE prompt fits no context and ``Data.max_bad_rows`` behave exactly as in
-the in-memory path (``loader.load_prompts``); the manifest keeps each part's counts and first bad row.
+Bad rows, refused rows, rows whose SWE prompt fits no context and ``Data.max_bad_rows`` behave
+exactly as in the in-memory path (``loader.load_prompts``); the manifest keeps each part's counts
+and first bad row.
 """
 from __future__ import annotations
 
@@ -55,7 +57,8 @@ from .swe_prompts import PromptBudget
 log = logging.getLogger(__name__)
 
 READ_AT_LOAD = ("max_bad_rows", "min_prompt_tokens", "repeat", "cache")
-"""``Data`` fields applied when an entry is loaded (or not about tokens at all): not part of the key."""
+"""``Data`` fields applied when an entry is loaded (or not about tokens at all): not part of the
+key."""
 SWE_ONLY = ("seed", "swe_max_files", "swe_min_noisy_files", "swe_truth_only_share")
 """``Data`` fields that change the tokens of SWE rows only (the §4.7.1 prompt's variant, files)."""
 
@@ -69,7 +72,8 @@ def encode(tokenizer, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def swe_budget(data_cfg: Data, tokenizer, modes: tuple[str, ...], style: str, limit: int) -> PromptBudget:
+def swe_budget(data_cfg: Data, tokenizer, modes: tuple[str, ...], style: str,
+               limit: int) -> PromptBudget:
     """The §4.7.1 prompt budget of an SWE source: the stage's limit, counted on the templated prompt
     in every mode it is rendered in (the longest must fit), the source's seed and file limits."""
     def count_tokens(text: str) -> int:
@@ -87,7 +91,8 @@ def prompt_item(domain: RowSchema, row: dict, where: str, data_cfg: Data,
     prompt fits no context (dropped, not bad). ValueError (SchemaError, a label check's, a bad uid)
     for a bad row; RefusedRow for a row a setting refuses (the caller stops loading:
     ``max_bad_rows`` does not skip it)."""
-    messages, label = adapt(domain, row, where, budget)  # the released datasets' schemas (data/schemas.py)
+    # the released datasets' schemas (data/schemas.py)
+    messages, label = adapt(domain, row, where, budget)
     if messages is None:
         return None
     if domain.phrase:  # math: the suites' request for a boxed answer (data/math_prompt.py, §4.5)
@@ -102,7 +107,8 @@ def prompt_item(domain: RowSchema, row: dict, where: str, data_cfg: Data,
 
 def adapted_rows(rows: Iterable[tuple[int, str, dict]], domain: RowSchema, data_cfg: Data,
                  validate_label,
-                 budget: Optional[PromptBudget], bad: list[tuple[int, str]]) -> Iterator[tuple[str, Optional[tuple]]]:
+                 budget: Optional[PromptBudget],
+                 bad: list[tuple[int, str]]) -> Iterator[tuple[str, Optional[tuple]]]:
     """``(where, prompt_item)`` per ``(position, where, row)`` of a prompt source that fits the
     domain's schema (the item None for an SWE row that fits no context), for the in-memory loader
     and the cache's shares alike; a row that does not goes to ``bad`` as (position, one-line
@@ -111,7 +117,8 @@ def adapted_rows(rows: Iterable[tuple[int, str, dict]], domain: RowSchema, data_
     for position, where, row in rows:
         try:
             item = prompt_item(domain, row, where, data_cfg, validate_label, budget)
-        except RefusedRow as e:  # not a bad row: a setting decides, so max_bad_rows does not skip it
+        # not a bad row: a setting decides, so max_bad_rows does not skip it
+        except RefusedRow as e:
             raise DataError(f"{where}: {e}") from None
         except ValueError as e:  # SchemaError, a validator's ValueError, a bad uid
             bad.append((position, str(e) if str(e).startswith(where) else f"{where}: {e}"))
@@ -186,7 +193,8 @@ def prompt_settings(data_cfg: Data, domain: RowSchema, mode: str, style: str,
 
 def tokenize_share(share: Share, tokenizer, data_cfg: Data, domain: RowSchema, mode: str,
                    style: str,
-                   max_prompt_tokens: int, validate_label, out: Path, progress: bool = False) -> dict:
+                   max_prompt_tokens: int, validate_label, out: Path,
+                   progress: bool = False) -> dict:
     """Adapt, template and tokenize one share into ``out/part-K.*``; returns the part's summary
     (rows, tokens, bad rows and the first one's message, SWE rows dropped for no context). Raises
     :class:`Uncacheable`."""
@@ -207,7 +215,8 @@ def tokenize_share(share: Share, tokenizer, data_cfg: Data, domain: RowSchema, m
             return None
         uid, messages, label = item
         if not _json_exact(label):
-            raise Uncacheable(f"{where}: its label ({type(label).__name__}) does not round-trip through JSON")
+            raise Uncacheable(f"{where}: its label ({type(label).__name__}) does not round-trip "
+                              "through JSON")
         record = json.dumps([user_text(messages), label], ensure_ascii=False).encode()
         meta.write(record)
         meta_offsets.append(meta_offsets[-1] + len(record))
@@ -222,7 +231,8 @@ def tokenize_share(share: Share, tokenizer, data_cfg: Data, domain: RowSchema, m
 
     rows = ((line, share.where(line), row) for line, row in share.rows(bad))
     with open(out / f"part-{k}.meta", "wb") as meta:
-        items = (stored(*item) for item in adapted_rows(rows, domain, data_cfg, validate_label, budget, bad))
+        items = (stored(*item) for item in adapted_rows(rows, domain, data_cfg, validate_label,
+                                                        budget, bad))
         sft_cache.tokenize_rows(share, out, progress, items, encode)
     np.save(out / f"part-{k}.offsets.npy", np.frombuffer(offsets, dtype=np.int64))
     np.save(out / f"part-{k}.meta_offsets.npy", np.frombuffer(meta_offsets, dtype=np.int64))
@@ -242,7 +252,8 @@ class CachedPrompts(Sequence):
 
     dropped_too_long = dropped_too_short = dropped_no_context = bad_rows = 0
 
-    def __init__(self, parts: list[dict], domain: str, modes: tuple[str, ...], keep: np.ndarray, variant: int = 0):
+    def __init__(self, parts: list[dict], domain: str, modes: tuple[str, ...], keep: np.ndarray,
+                 variant: int = 0):
         self._parts, self._domain, self._modes, self._variant = parts, domain, modes, variant
         self._starts = np.concatenate([[0], np.cumsum([p["rows"] for p in parts])]).astype(np.int64)
         self._keep = keep
@@ -259,8 +270,10 @@ class CachedPrompts(Sequence):
     def lengths(self) -> np.ndarray:
         """``[rows, modes]`` token counts of every row's templatings, from the offsets alone."""
         n = len(self._modes)
-        return np.concatenate([np.diff(np.asarray(p["offsets"])).reshape(-1, n) for p in self._parts]
-                              ) if self._parts else np.zeros((0, n), np.int64)
+        if not self._parts:
+            return np.zeros((0, n), np.int64)
+        return np.concatenate([np.diff(np.asarray(p["offsets"])).reshape(-1, n)
+                               for p in self._parts])
 
     def kept(self, keep: np.ndarray) -> CachedPrompts:
         """Rows ``keep`` (indices into every row), with their no_think twins under
@@ -278,9 +291,10 @@ class CachedPrompts(Sequence):
         part, local = self._parts[k], row - int(self._starts[k])
         at = local * len(self._modes) + self._variant
         ids = part["tokens"][int(part["offsets"][at]):int(part["offsets"][at + 1])].tolist()
-        text, label = json.loads(part["meta"][int(part["meta_offsets"][local]):int(part["meta_offsets"][local + 1])]
-                                 .tobytes())
-        return Prompt(prompt_tokens=ids, domain=self._domain, label=label, mode=self._modes[self._variant],
+        begin, end = int(part["meta_offsets"][local]), int(part["meta_offsets"][local + 1])
+        text, label = json.loads(part["meta"][begin:end].tobytes())
+        return Prompt(prompt_tokens=ids, domain=self._domain, label=label,
+                      mode=self._modes[self._variant],
                       uid=part["uids"][local], user_text=text)
 
 
@@ -298,15 +312,20 @@ def open_prompts(entry: Path, mode: str) -> tuple[list[dict], dict]:
     parts = []
     for summary in manifest["parts"]:
         k, rows = summary["part"], summary["rows"]
-        part = {"rows": rows, "tokens": _map(entry / f"part-{k}.tokens", np.int32, summary["tokens"]),
+        part = {"rows": rows,
+                "tokens": _map(entry / f"part-{k}.tokens", np.int32, summary["tokens"]),
                 "offsets": np.load(entry / f"part-{k}.offsets.npy", mmap_mode="r").view(np.ndarray),
                 "meta": _map(entry / f"part-{k}.meta", np.uint8, summary["meta_bytes"]),
-                "meta_offsets": np.load(entry / f"part-{k}.meta_offsets.npy", mmap_mode="r").view(np.ndarray),
+                "meta_offsets": np.load(entry / f"part-{k}.meta_offsets.npy",
+                                        mmap_mode="r").view(np.ndarray),
                 "uids": json.loads((entry / f"part-{k}.uids.json").read_text())}
-        if (len(part["tokens"]) != summary["tokens"] or len(part["offsets"]) != rows * len(modes) + 1
-                or len(part["meta"]) != summary["meta_bytes"] or len(part["meta_offsets"]) != rows + 1
+        if (len(part["tokens"]) != summary["tokens"]
+                or len(part["offsets"]) != rows * len(modes) + 1
+                or len(part["meta"]) != summary["meta_bytes"]
+                or len(part["meta_offsets"]) != rows + 1
                 or len(part["uids"]) != rows):
-            raise DataError(f"{entry}: part {k} does not match its manifest; delete the folder to rebuild it")
+            raise DataError(f"{entry}: part {k} does not match its manifest; delete the folder to "
+                            "rebuild it")
         parts.append(part)
     return parts, manifest
 
@@ -322,7 +341,8 @@ def load(data_cfg: Data, tokenizer, mode: str, domain: RowSchema, max_prompt_tok
 
     def tokenize(share: Share, out: Path, progress: bool) -> dict:
         try:
-            return tokenize_share(share, tokenizer, data_cfg, domain, mode, style, max_prompt_tokens, validate_label,
+            return tokenize_share(share, tokenizer, data_cfg, domain, mode, style,
+                                  max_prompt_tokens, validate_label,
                                   out, progress)
         except Uncacheable as e:
             return {"uncacheable": str(e)}
@@ -338,5 +358,6 @@ def load(data_cfg: Data, tokenizer, mode: str, domain: RowSchema, max_prompt_tok
     return every, manifest
 
 
-__all__ = ["CachedPrompts", "load", "open_prompts", "tokenize_share", "prompt_settings", "prompt_item",
+__all__ = ["CachedPrompts", "load", "open_prompts", "tokenize_share", "prompt_settings",
+           "prompt_item",
            "adapted_rows", "swe_budget", "encode", "user_text", "Uncacheable"]

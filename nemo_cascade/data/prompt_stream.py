@@ -38,28 +38,34 @@ class PromptStream:
     recorded after the next epoch already started (a batch straddling the boundary) count from the
     epoch after it. Rows are matched by ``Prompt.uid``, which must then be unique.
 
-    ``state_dict()`` holds the position (epoch, position, draws so far), the epoch's active rows, the rows'
-    latest outcomes and a fingerprint of the prompt set: restoring it into a stream over the same prompts
-    draws exactly the batches the original would have drawn next. Restoring into a different prompt set raises
-    DataError (a stage resumed on other data would silently skip or repeat rows).
+    ``state_dict()`` holds the position (epoch, position, draws so far), the epoch's active rows,
+    the rows' latest outcomes and a fingerprint of the prompt set: restoring it into a stream over
+    the same prompts draws exactly the batches the original would have drawn next. Restoring into a
+    different prompt set raises DataError (a stage resumed on other data would silently skip or
+    repeat rows).
     """
 
     INFORMATIVE, UNSOLVED, SOLVED = 0, 1, 2
     """Row outcomes of the epoch filter (never-seen rows count as informative)."""
 
-    def __init__(self, prompts: Sequence[Prompt], seed: int = 0, *, alternate: Optional[Sequence[Prompt]] = None,
+    def __init__(self, prompts: Sequence[Prompt], seed: int = 0, *,
+                 alternate: Optional[Sequence[Prompt]] = None,
                  epoch_filter: Optional[tuple[float, float]] = None):
         if not len(prompts):
             raise DataError("PromptStream: no prompts")
-        uids = _uids(prompts)  # a cached set lists them without building its prompts (data/prompt_cache.py)
+        # a cached set lists them without building its prompts (data/prompt_cache.py)
+        uids = _uids(prompts)
         if alternate is not None and _uids(alternate) != uids:
-            raise DataError("PromptStream: alternate templatings must be index-aligned with the prompts")
-        self._sets = (prompts, alternate) if alternate else (prompts,)  # prompts are built only when drawn
+            raise DataError("PromptStream: alternate templatings must be index-aligned with the "
+                            "prompts")
+        # prompts are built only when drawn
+        self._sets = (prompts, alternate) if alternate else (prompts,)
         self._n = len(prompts)
         self._seed, self._filter = seed, epoch_filter
         self._row_of = {uid: row for row, uid in enumerate(uids)}
         if epoch_filter is not None and len(self._row_of) < len(prompts):
-            raise DataError("PromptStream: epoch filtering tracks prompts by uid, but the uids are not unique")
+            raise DataError("PromptStream: epoch filtering tracks prompts by uid, but the uids are "
+                            "not unique")
         self._outcomes = [self.INFORMATIVE] * len(prompts)
         self._drawn = self._readmitted = 0
         self._active = list(range(len(prompts)))
@@ -85,7 +91,8 @@ class PromptStream:
                     active.append(row)
                     readmitted += 1
             if not active:
-                log.warning("epoch filter: every prompt is solved or unsolved; epoch %d keeps them all", epoch)
+                log.warning("epoch filter: every prompt is solved or unsolved; epoch %d keeps them "
+                            "all", epoch)
                 active, readmitted = list(range(self._n)), 0
             self._active, self._readmitted = active, readmitted
         self._order = self._epoch_order()
@@ -138,7 +145,8 @@ class PromptStream:
 
     def state_dict(self) -> dict:
         return {"epoch": self._epoch, "position": self._position, "drawn": self._drawn,
-                "active": list(self._active), "outcomes": list(self._outcomes), "readmitted": self._readmitted,
+                "active": list(self._active), "outcomes": list(self._outcomes),
+                "readmitted": self._readmitted,
                 "num_prompts": self._n, "fingerprint": self._fingerprint}
 
     def load_state_dict(self, state: dict) -> None:
@@ -146,9 +154,11 @@ class PromptStream:
             if key in state and state[key] != self.state_dict()[key]:
                 raise DataError(f"resume: data {key} {state[key]!r} in the checkpoint differs from "
                                 f"{self.state_dict()[key]!r} of the loaded prompt set")
-        epoch, position, active = int(state["epoch"]), int(state["position"]), [int(r) for r in state["active"]]
+        epoch, position = int(state["epoch"]), int(state["position"])
+        active = [int(r) for r in state["active"]]
         n = self._n
-        if (epoch < 0 or not 0 <= position <= len(active) or not active or not all(0 <= r < n for r in active)
+        if (epoch < 0 or not 0 <= position <= len(active) or not active
+                or not all(0 <= r < n for r in active)
                 or len(state["outcomes"]) != n):
             raise DataError(f"resume: bad data position epoch={epoch} position={position}")
         self._epoch, self._position, self._drawn = epoch, position, int(state["drawn"])

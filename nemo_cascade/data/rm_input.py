@@ -8,17 +8,20 @@ the cascade's chat template (:func:`nemo_cascade.data.chat.render`) in the RM st
 mode, without a generation prompt. It is used in three places:
 
 - training: ``data.preference`` tokenises both sides of every pair with it;
-- the export: the RM's HF folder carries :func:`rm_chat_template` (the style's Jinja twin with the stage's mode
-  as its default) as its chat template, instead of the base model's — so ``apply_chat_template`` on the folder,
-  and any ``vllm serve`` of it, render exactly the training text;
-- the client: ``rewards.remote.RewardModelClient`` renders each conversation itself with it and has the server
-  only tokenise the text (the folder's tokenizer is the training one). Which rendering (style, mode) the served
-  RM was trained with is read once from the server: it renders :data:`PROBE` with its chat template, and that
-  must be exactly one of :data:`RM_RENDERINGS` — an RM folder exported with another template is refused.
+- the export: the RM's HF folder carries :func:`rm_chat_template` (the style's Jinja twin with the
+  stage's mode as its default) as its chat template, instead of the base model's — so
+  ``apply_chat_template`` on the folder, and any ``vllm serve`` of it, render exactly the training
+  text;
+- the client: ``rewards.remote.RewardModelClient`` renders each conversation itself with it and has
+  the server only tokenise the text (the folder's tokenizer is the training one). Which rendering
+  (style, mode) the served RM was trained with is read once from the server: it renders
+  :data:`PROBE` with its chat template, and that must be exactly one of :data:`RM_RENDERINGS` — an
+  RM folder exported with another template is refused.
 
-Without a generation prompt the three styles give only three different texts (:data:`RM_RENDERINGS`): cascade1
-with `` /think`` flags, cascade1 with `` /no_think`` flags, and plain ChatML — cascade2 differs from chatml
-only in its generation prompt, and neither has flags, so their mode changes nothing (:func:`canonical`).
+Without a generation prompt the three styles give only three different texts
+(:data:`RM_RENDERINGS`): cascade1 with `` /think`` flags, cascade1 with `` /no_think`` flags, and
+plain ChatML — cascade2 differs from chatml only in its generation prompt, and neither has flags, so
+their mode changes nothing (:func:`canonical`).
 """
 from __future__ import annotations
 
@@ -27,12 +30,14 @@ from typing import Sequence
 from .chat import FLAGS, JINJA_TEMPLATES, STYLES, render
 
 RM_RENDERINGS = (("cascade1", "think"), ("cascade1", "no_think"), ("chatml", "no_think"))
-"""The distinct RM renderings as ``(style, mode)``; every (style, mode) renders RM inputs as one of them."""
+"""The distinct RM renderings as ``(style, mode)``; every (style, mode) renders RM inputs as one of
+them."""
 
-PROBE = ({"role": "user", "content": "Which chat template?"}, {"role": "assistant", "content": "This one."})
-"""The conversation a served RM is asked to render to tell its rendering. No system turn on purpose: base
-instruct templates (Qwen2.5-Instruct, SmolLM2) add a default system prompt when there is none, and must not
-pass for plain ChatML."""
+PROBE = ({"role": "user", "content": "Which chat template?"},
+         {"role": "assistant", "content": "This one."})
+"""The conversation a served RM is asked to render to tell its rendering. No system turn on purpose:
+base instruct templates (Qwen2.5-Instruct, SmolLM2) add a default system prompt when there is none,
+and must not pass for plain ChatML."""
 
 
 def render_rm_input(conversation: Sequence[dict], mode: str, style: str) -> str:
@@ -40,22 +45,23 @@ def render_rm_input(conversation: Sequence[dict], mode: str, style: str) -> str:
     turn the assistant answer being judged) rendered by ``style``'s chat template in ``mode``, no
     generation prompt. A one-line ValueError for a conversation that does not end with an assistant
     turn (render's own checks cover roles, contents and modes)."""
-    if isinstance(conversation, (str, bytes)) or not isinstance(conversation, Sequence) or not conversation:
-        raise ValueError("conversation: expected a non-empty list of {role, content} dicts ending with the "
-                         "assistant turn to score")
+    if (isinstance(conversation, (str, bytes)) or not isinstance(conversation, Sequence)
+            or not conversation):
+        raise ValueError("conversation: expected a non-empty list of {role, content} dicts ending "
+                         "with the assistant turn to score")
     last = conversation[-1]
     role = last.get("role") if isinstance(last, dict) else None
     if role != "assistant":
-        raise ValueError(f"conversation[{len(conversation) - 1}].role: a reward model scores the final assistant "
-                         f"turn; got {role!r:.40}")
+        raise ValueError(f"conversation[{len(conversation) - 1}].role: a reward model scores the "
+                         f"final assistant turn; got {role!r:.40}")
     return render(list(conversation), mode, style, add_generation_prompt=False)
 
 
 def canonical(style: str, mode: str) -> tuple[str, str]:
     """The member of :data:`RM_RENDERINGS` that renders every RM input like ``(style, mode)``."""
     if style not in STYLES or mode not in FLAGS:
-        raise ValueError(f"RM rendering: expected a style in {list(STYLES)} and a mode in {list(FLAGS)}, got "
-                         f"{style!r:.40}, {mode!r:.40}")
+        raise ValueError(f"RM rendering: expected a style in {list(STYLES)} and a mode in "
+                         f"{list(FLAGS)}, got {style!r:.40}, {mode!r:.40}")
     return (style, mode) if style == "cascade1" else ("chatml", "no_think")
 
 

@@ -7,9 +7,9 @@ reads about ``S/n`` bytes, never the whole file. Compressed files (``.jsonl.gz``
 mid-stream and parquet files are cut by row group; :func:`share_count` says how many shares a file
 supports.
 
-Line numbers (for one-line errors naming ``FILE:LINE``) are counted within a share; the number of lines
-before it is counted only when a row of the share is bad (:meth:`Share.where`), so a clean share never reads
-the bytes before its range.
+Line numbers (for one-line errors naming ``FILE:LINE``) are counted within a share; the number of
+lines before it is counted only when a row of the share is bad (:meth:`Share.where`), so a clean
+share never reads the bytes before its range.
 """
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def json_object(raw: bytes) -> Optional[dict]:
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise RowError(f"invalid UTF-8 (byte {e.start + 1}: {raw[e.start:e.start + 1]!r})") from None
+        raise RowError(f"invalid UTF-8 (byte {e.start + 1}: "
+                       f"{raw[e.start:e.start + 1]!r})") from None
     if not line.strip():
         return None
     try:
@@ -71,8 +72,10 @@ def share_count(path: Path, wanted: int) -> int:
 
         try:
             return max(1, min(wanted, pq.ParquetFile(path).num_row_groups))
-        except Exception as e:  # ArrowInvalid / OSError for a corrupt or truncated file, as Share._parquet reads it
-            raise DataError(f"{path}: cannot read as parquet ({type(e).__name__}: {first_line(e)})") from None
+        # ArrowInvalid / OSError for a corrupt or truncated file, as Share._parquet reads it
+        except Exception as e:
+            raise DataError(f"{path}: cannot read as parquet ({type(e).__name__}: "
+                            f"{first_line(e)})") from None
     return max(1, wanted)
 
 
@@ -139,13 +142,15 @@ class Share:
         except FileNotFoundError:
             raise DataError(f"data file not found: {self.path}") from None
         except OSError as e:  # a directory, no permission
-            raise DataError(f"{self.path}: cannot read ({type(e).__name__}: {first_line(e)})") from None
+            raise DataError(f"{self.path}: cannot read ({type(e).__name__}: "
+                            f"{first_line(e)})") from None
         try:
             with f:
                 end = None
                 if not gz and self.count > 1:
                     size = f.seek(0, 2)
-                    begin, end = size * self.index // self.count, size * (self.index + 1) // self.count
+                    begin = size * self.index // self.count
+                    end = size * (self.index + 1) // self.count
                     if begin:  # the line holding byte begin-1 belongs to the share before
                         f.seek(begin - 1)
                         f.readline()
@@ -162,7 +167,8 @@ class Share:
                         raw = raw[len(codecs.BOM_UTF8):]
                     yield line, raw[:-1] if raw.endswith(b"\n") else raw
         except (OSError, EOFError, zlib.error) as e:  # a corrupt or truncated .gz
-            raise DataError(f"{self.path}: cannot read ({type(e).__name__}: {first_line(e)})") from None
+            raise DataError(f"{self.path}: cannot read ({type(e).__name__}: "
+                            f"{first_line(e)})") from None
 
     def _parquet(self) -> Iterator[tuple[int, dict]]:
         import pyarrow.parquet as pq
@@ -181,8 +187,10 @@ class Share:
                     row, kept = row + 1, kept + 1
                     if 0 < self.limit <= kept:
                         return
-        except Exception as e:  # pyarrow raises ArrowInvalid/OSError subclasses for corrupt or truncated files
-            raise DataError(f"{self.path}: cannot read as parquet ({type(e).__name__}: {first_line(e)})") from None
+        # pyarrow raises ArrowInvalid/OSError subclasses for corrupt or truncated files
+        except Exception as e:
+            raise DataError(f"{self.path}: cannot read as parquet ({type(e).__name__}: "
+                            f"{first_line(e)})") from None
 
 
 def read_jsonl(path: Path, limit: int = 0, bad: Optional[list[tuple[int, str]]] = None,
@@ -207,4 +215,5 @@ def read_jsonl(path: Path, limit: int = 0, bad: Optional[list[tuple[int, str]]] 
         raise error(str(e)) from None
 
 
-__all__ = ["Share", "DataError", "RowError", "json_object", "first_line", "share_count", "read_jsonl"]
+__all__ = ["Share", "DataError", "RowError", "json_object", "first_line", "share_count",
+           "read_jsonl"]

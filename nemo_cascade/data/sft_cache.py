@@ -59,7 +59,8 @@ turn learned)."""
 BATCH_ROWS = 512
 """Rows tokenized per call of the (Rust, multi-threaded) batch encoder."""
 _PLACE = "\x00where\x00"
-"""Stands for ``FILE:LINE`` while a row is parsed; a bad row's message gets its real line (rows.Share.where)."""
+"""Stands for ``FILE:LINE`` while a row is parsed; a bad row's message gets its real line
+(rows.Share.where)."""
 
 
 class TokenizedSFT(Sequence):
@@ -117,7 +118,8 @@ def remembered_sha256(path: Path, root: Path) -> str:
     """The file's sha256; taken from ``root/sources/`` when the file's size and mtime are the ones
     it was hashed at, else computed (and remembered)."""
     st = path.stat()
-    stamp = root / "sources" / f"{path.name}.{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}.json"
+    where_hash = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    stamp = root / "sources" / f"{path.name}.{where_hash}.json"
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         known = json.loads(stamp.read_text())
         if known["size"] == st.st_size and known["mtime_ns"] == st.st_mtime_ns:
@@ -155,7 +157,8 @@ def entry_key(source_sha: str, tokenizer, settings: dict) -> str:
     """The entry's name: a hash of the file's content, the tokenizer and ``settings`` — every other
     input that decides the stored tokens (the kind of entry, the template, mode, size; a prompt
     set's domain settings)."""
-    key = {"format": CACHE_FORMAT, "source": source_sha, "tokenizer": tokenizer_digest(tokenizer), **settings}
+    key = {"format": CACHE_FORMAT, "source": source_sha, "tokenizer": tokenizer_digest(tokenizer),
+           **settings}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
@@ -207,7 +210,8 @@ def tokenize_share(share: Share, tokenizer, mode: str, style: str, turns: str, o
         except ValueError as e:  # the row's shape, or a mode/template error from render
             msg = str(e)
             where = share.where(line)
-            bad.append((line, where + msg[len(_PLACE):] if msg.startswith(_PLACE) else f"{where}: {msg}"))
+            placed = where + msg[len(_PLACE):] if msg.startswith(_PLACE) else f"{where}: {msg}"
+            bad.append((line, placed))
             return None
 
     def encode(f: BinaryIO, pending: list[list[str]]) -> None:
@@ -265,7 +269,8 @@ def _intact(entry: Path) -> bool:
     log.warning("%s: damaged data cache entry; rebuilding it", entry)
     doomed = entry.with_name(f".{entry.name}.{os.getpid()}-{secrets.token_hex(4)}.damaged")
     try:
-        entry.rename(doomed)  # out of the way first, so no reader opens it while it is being removed
+        # out of the way first, so no reader opens it while it is being removed
+        entry.rename(doomed)
     except OSError:  # another run moved it first
         return False
     shutil.rmtree(doomed, ignore_errors=True)
@@ -286,7 +291,8 @@ def open_entry(entry: Path) -> tuple[TokenizedSFT, dict]:
         rows = part["rows"]
         if (len(tokens) != part["tokens"] or len(plens) != rows or len(offsets) != rows + 1
                 or len(bound_offsets) != rows + 1):
-            raise DataError(f"{entry}: part {k} does not match its manifest; delete the folder to rebuild it")
+            raise DataError(f"{entry}: part {k} does not match its manifest; delete the folder to "
+                            "rebuild it")
         parts.append((tokens, offsets, plens, bounds, bound_offsets))
     return TokenizedSFT(parts), manifest
 
@@ -311,7 +317,8 @@ def _find_entry(path: Path, tokenizer, settings: dict, fallback: Optional[Path])
     tokenizer digest, not a file)."""
     if not path.exists():
         return ("error", f"data file not found: {path}")
-    if not path.is_file():  # a folder, a device: nothing is cached, the in-memory reader names the problem
+    # a folder, a device: nothing is cached, the in-memory reader names the problem
+    if not path.is_file():
         return None
     root = cache_root(path, fallback)
     if root is None or tokenizer_digest(tokenizer) is None:
@@ -339,7 +346,8 @@ def cached_entry(path: Path, tokenizer, settings: dict, size: int, fallback: Opt
     entry, ready = Path(found[1]), found[2]
     if not ready:
         shares = 1 if size else share_count(path, world)
-        tmp = ranks.from_main(str(entry.with_name(f".{entry.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")))
+        tmp_name = f".{entry.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        tmp = ranks.from_main(str(entry.with_name(tmp_name)))
         if rank == 0:
             Path(tmp).mkdir(parents=True)
             log.info("%s: tokenizing into %s (%d shares)", path, entry, shares)
@@ -350,33 +358,38 @@ def cached_entry(path: Path, tokenizer, settings: dict, size: int, fallback: Opt
                 summary = tokenize(Share(path, rank, shares, limit=size), Path(tmp), rank == 0)
             except DataError as e:
                 summary = {"error": str(e)}
-            except BaseException:  # interrupted: nothing half-written stays behind (a killed rank leaves a
+            # interrupted: nothing half-written stays behind (a killed rank leaves a
+            except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)  # hidden .tmp folder no lookup ever opens)
                 raise
         summaries = ranks.gather_objects(summary)
         done = [s for s in summaries if s is not None]
         uncacheable = next((s["uncacheable"] for s in done if "uncacheable" in s), None)
         failure = next((s["error"] for s in done if "error" in s), None)
-        if uncacheable is not None and failure is None:  # every rank sees the same summaries: all return None
+        # every rank sees the same summaries: all return None
+        if uncacheable is not None and failure is None:
             if rank == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
                 log.warning("%s: not cached, loaded in memory: %s", path, uncacheable)
             return None
         if rank == 0:
             if failure is None:
-                _publish(Path(tmp), entry, {"format": CACHE_FORMAT, "source": str(path), "size": size,
-                                            **{k: v for k, v in settings.items() if k != "template"}, "parts": done})
+                kept = {k: v for k, v in settings.items() if k != "template"}
+                _publish(Path(tmp), entry, {"format": CACHE_FORMAT, "source": str(path),
+                                            "size": size, **kept, "parts": done})
             else:
                 shutil.rmtree(tmp, ignore_errors=True)
         ranks.barrier()  # no rank looks for the entry before rank 0 has published it
         if failure is not None:
             raise DataError(failure)
     if not (entry / "manifest.json").is_file():
-        raise DataError(f"{entry}: the data cache is not visible on rank {rank}; it must be on a file system every "
-                       "rank sees")
+        raise DataError(f"{entry}: the data cache is not visible on rank {rank}; it must be on a "
+                        "file system every rank sees")
     return entry
 
 
-__all__ = ["TokenizedSFT", "load", "cached_entry", "open_entry", "tokenize_share", "tokenize_rows", "cache_root",
-           "remembered_sha256", "tokenizer_digest", "entry_key", "sft_settings", "encode_batch", "CACHE_DIR",
+__all__ = ["TokenizedSFT", "load", "cached_entry", "open_entry", "tokenize_share", "tokenize_rows",
+           "cache_root",
+           "remembered_sha256", "tokenizer_digest", "entry_key", "sft_settings", "encode_batch",
+           "CACHE_DIR",
            "CACHE_FORMAT"]

@@ -3,8 +3,8 @@ one-line errors.
 
 Shapes (the loader's module docstring lists the RL ones):
 
-- the conversation as ``"question"`` / ``"prompt"`` (one user turn) or ``"messages"``, plus ``"response"``
-  (a string); or ``"messages"`` ending with the assistant turn to learn;
+- the conversation as ``"question"`` / ``"prompt"`` (one user turn) or ``"messages"``, plus
+  ``"response"`` (a string); or ``"messages"`` ending with the assistant turn to learn;
 - tool use (paper §3.1.2, the stage-2 tool-calling data, §3.2): ``"messages"`` may hold ``tool``
   turns (tool results) and assistant turns with ``"tool_calls"`` (``[{"name", "arguments"}]`` or
   OpenAI's ``[{"type": "function", "function": {"name", "arguments"}}]``, ``arguments`` an object or
@@ -45,23 +45,27 @@ def conversation(row: dict, where: str, for_sft: bool) -> list[dict]:
         raise RowShapeError(f"{where}: expected field 'question', 'prompt' or 'messages'")
     msgs = row["messages"]
     if not isinstance(msgs, list) or not msgs:
-        raise RowShapeError(f"{where}: field 'messages' must be a non-empty list of {{role, content}} objects")
+        raise RowShapeError(f"{where}: field 'messages' must be a non-empty list of {{role, "
+                            f"content}} objects")
     for j, m in enumerate(msgs):
         if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
-            raise RowShapeError(f"{where}: field 'messages[{j}]' must be an object with role {_ROLES} and string "
-                                "content")
+            raise RowShapeError(f"{where}: field 'messages[{j}]' must be an object with role "
+                                f"{_ROLES} and string content")
         try:
             check_message(j, m)
         except ValueError as e:  # "messages[j].field: what was expected"
-            raise RowShapeError(f"{where}: field '{str(e).split(':', 1)[0]}' {str(e).split(':', 1)[1].strip()}") \
-                from None
-        if "mode" in m and not valid_mode(m["mode"]):  # a per-turn switch (§3.1.2); render would reject it
-            raise RowShapeError(f"{where}: field 'messages[{j}].mode' must be 'think' or 'no_think'")
+            field, expected = str(e).split(":", 1)
+            raise RowShapeError(f"{where}: field '{field}' {expected.strip()}") from None
+        # a per-turn switch (§3.1.2); render would reject it
+        if "mode" in m and not valid_mode(m["mode"]):
+            raise RowShapeError(f"{where}: field 'messages[{j}].mode' must be 'think' or "
+                                "'no_think'")
         if m["role"] == "tool" and not _answers_a_call(msgs, j):
             raise RowShapeError(f"{where}: field 'messages[{j}]' is a tool result that follows no "
                                 "assistant turn with tool_calls")
     if not for_sft and msgs[-1]["role"] == "assistant":
-        raise RowShapeError(f"{where}: field 'messages' must not end with an assistant turn in a prompt set")
+        raise RowShapeError(f"{where}: field 'messages' must not end with an assistant turn in a "
+                            "prompt set")
     return [{k: m[k] for k in _KEYS if k in m} for m in msgs]
 
 
@@ -85,7 +89,8 @@ def tools_of(row: dict, where: str) -> Optional[list]:
         except (ValueError, RecursionError):
             raise RowShapeError(f"{where}: field 'tools' is a string but not JSON") from None
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-        raise RowShapeError(f"{where}: field 'tools' must be a list of tool definitions (JSON objects)")
+        raise RowShapeError(f"{where}: field 'tools' must be a list of tool definitions (JSON "
+                            "objects)")
     return tools or None
 
 
@@ -100,7 +105,8 @@ def parse_sft_row(row: dict, where: str) -> tuple[list[dict], Optional[list]]:
         return messages + [{"role": "assistant", "content": row["response"]}], tools
     if messages[-1]["role"] == "assistant" and len(messages) > 1:
         return messages, tools
-    raise RowShapeError(f"{where}: expected field 'response' or 'messages' ending with an assistant turn")
+    raise RowShapeError(f"{where}: expected field 'response' or 'messages' ending with an "
+                        "assistant turn")
 
 
 def answer_mode(messages: list[dict], mode: str) -> str:

@@ -20,9 +20,10 @@ stage's ``rollout.max_prompt_tokens``, so the 8B's input curriculum (16K → 24K
 4. the shown files are shuffled with the same ``rng`` (one per instance and data seed), so the
    ground truth is not always first and a resumed run rebuilds exactly the same prompts.
 
-The prompt text is Agentless's repair prompt (Xia et al. 2024, "Agentless: Demystifying LLM-based Software
-Engineering Agents", github.com/OpenAutoCoder/Agentless, MIT), whose search/replace format the SWE reward
-parses (``rewards/swe``); the evaluation suite (``evaluate/swe_tasks.py``) renders the same template.
+The prompt text is Agentless's repair prompt (Xia et al. 2024, "Agentless: Demystifying LLM-based
+Software Engineering Agents", github.com/OpenAutoCoder/Agentless, MIT), whose search/replace format
+the SWE reward parses (``rewards/swe``); the evaluation suite (``evaluate/swe_tasks.py``) renders
+the same template.
 """
 from __future__ import annotations
 
@@ -38,19 +39,22 @@ ground-truth-only prompt (§4.7.1's variant (a))."""
 TRUTH_ONLY_SHARE = 0.5
 """The share of instances given the ground-truth-only prompt (§4.7.1 uses both, gives no ratio)."""
 
-REPAIR_PROMPT = """We are currently solving the following issue within our repository. Here is the issue text:
+REPAIR_PROMPT = """We are currently solving the following issue within our repository. Here is the \
+issue text:
 --- BEGIN ISSUE ---
 {issue}
 --- END ISSUE ---
 
-Below are some code segments, each from a relevant file. One or more of these files may contain bugs.\
+Below are some code segments, each from a relevant file. One or more of these files may contain \
+bugs.\
 {note}
 
 --- BEGIN FILE ---
 {files}
 --- END FILE ---
 
-Please first localize the bug based on the issue statement, and then generate *SEARCH/REPLACE* edits to fix \
+Please first localize the bug based on the issue statement, and then generate *SEARCH/REPLACE* \
+edits to fix \
 the issue.
 
 Every *SEARCH/REPLACE* edit must use this format:
@@ -73,18 +77,21 @@ from flask import Flask
 >>>>>>> REPLACE
 ```
 
-Please note that the *SEARCH/REPLACE* edit REQUIRES PROPER INDENTATION. If you would like to add the line \
+Please note that the *SEARCH/REPLACE* edit REQUIRES PROPER INDENTATION. If you would like to add \
+the line \
 '        print(x)', you must fully write that out, with all those spaces before the code!
 Wrap the *SEARCH/REPLACE* edit in blocks ```python...```."""
-"""Agentless's repair prompt. ``{note}`` follows the files' introduction (the evaluation suite explains its
-"... lines A-B omitted ..." markers there; training prompts show whole files and leave it empty)."""
+"""Agentless's repair prompt. ``{note}`` follows the files' introduction (the evaluation suite
+explains its "... lines A-B omitted ..." markers there; training prompts show whole files and leave
+it empty)."""
 
 
 def render_repair_prompt(issue: str, files: Sequence[tuple[str, str]], note: str = "") -> str:
     """The repair prompt showing ``files`` (``(path, content)``) in the given order, each as ``###
     path`` and its content — the ``### path`` line the search/replace answer names its file with."""
     shown = "\n".join(f"### {path}\n{content.rstrip()}\n" for path, content in files)
-    return REPAIR_PROMPT.format(issue=issue.strip(), note=f" {note}" if note else "", files=shown.rstrip())
+    return REPAIR_PROMPT.format(issue=issue.strip(), note=f" {note}" if note else "",
+                                files=shown.rstrip())
 
 
 @dataclass(frozen=True)
@@ -136,8 +143,10 @@ def _noisy_files(truth: list[tuple[str, str]], candidates: Sequence[tuple[str, s
     return noisy
 
 
-def build_repair_prompt(issue: str, golden_files: Mapping[str, str], candidate_files: Sequence[tuple[str, str]],
-                        budget_tokens: Optional[int], count_tokens: Callable[[str], int], rng: random.Random,
+def build_repair_prompt(issue: str, golden_files: Mapping[str, str],
+                        candidate_files: Sequence[tuple[str, str]],
+                        budget_tokens: Optional[int], count_tokens: Callable[[str], int],
+                        rng: random.Random,
                         max_files: int = MAX_FILES, min_noisy_files: int = MIN_NOISY_FILES,
                         truth_only_share: float = TRUTH_ONLY_SHARE) -> Optional[RepairPrompt]:
     """The §4.7.1 repair prompt of one instance (steps in the module docstring), or None when it is
@@ -148,7 +157,8 @@ def build_repair_prompt(issue: str, golden_files: Mapping[str, str], candidate_f
     ``text`` as the engine's prompt. ``budget_tokens``: the prompt limit (None: no limit). Every
     returned prompt has ``count_tokens(text) <= budget_tokens``."""
     def fits(shown: Sequence[tuple[str, str]]) -> bool:
-        return budget_tokens is None or count_tokens(render_repair_prompt(issue, shown)) <= budget_tokens
+        return (budget_tokens is None
+                or count_tokens(render_repair_prompt(issue, shown)) <= budget_tokens)
 
     truth_only = rng.random() < truth_only_share  # first: the variant does not depend on the limit
     truth = list(golden_files.items())

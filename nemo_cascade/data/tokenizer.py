@@ -1,5 +1,6 @@
-"""The chat template of an HF model folder: the one the model was trained with, written in both places a reader
-may look (``tokenizer_config.json`` and ``chat_template.jinja``), for the stage exports and released checkpoints.
+"""The chat template of an HF model folder: the one the model was trained with, written in both
+places a reader may look (``tokenizer_config.json`` and ``chat_template.jinja``), for the stage
+exports and released checkpoints.
 """
 from __future__ import annotations
 

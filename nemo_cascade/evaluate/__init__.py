@@ -21,4 +21,5 @@ from .suites import SUITES, EvalError, Item, Suite, get_suite, load_items, suite
 
 __all__ = ["SUITES", "Suite", "Item", "EvalError", "EvalSettings", "SuiteResult", "evaluate",
            "prepare", "run_suite", "get_suite", "suite_names", "load_items", "avg_at_k",
-           "pass_at_k", "pass_at_k_item", "standard_error", "regressions", "forgetting_matrix", "Regression"]
+           "pass_at_k", "pass_at_k_item", "standard_error", "regressions", "forgetting_matrix",
+           "Regression"]

@@ -4,20 +4,24 @@ Notation: a suite has ``I`` items; item ``i`` gets ``K`` samples with per-sample
 [0, 1] (1 = correct / won). Every function here is pure Python on lists, unit-tested against
 hand-computed numbers (tests/unit/test_eval_metrics.py).
 
-- **avg@K** (paper §2 and App. B: "avg@k pass@1"): ``(1/I) Σ_i (1/K) Σ_j v_ij`` — the mean over items of the
-  mean over that item's samples. With binary values it is the pass@1 estimate from K samples per item; the
-  paper reports AIME as avg@64, IFEval / IFBench / GPQA / LiveCodeBench as avg@8, SWE-bench as avg@4.
-- **pass@k** (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", Eq. 1): for an item with
-  ``n`` samples of which ``c`` are correct, the unbiased estimate of "at least one of k samples is correct" is
-  ``1 − C(n−c, k) / C(n, k)`` (1 when ``n − c < k``), averaged over items. It is computed as
-  ``1 − Π_{m=n−c+1}^{n} (1 − k/m)``, the numerically stable product form of the paper's code listing.
-- **standard error** of avg@K: the sample standard deviation (``I − 1`` denominator) of the per-item means,
-  divided by ``√I`` — the spread over items, the dominant source of benchmark noise; 0 for a single item.
-- **pairwise outcome** (the RLHF suite, an ArenaHard-style proxy): a Bradley–Terry reward model scores the
-  model's answer ``s_m`` and the reference answer ``s_r`` on the same conversation; the sample wins (1) if
-  ``s_m − s_r > TIE_TOLERANCE``, loses (0) if ``s_r − s_m > TIE_TOLERANCE``, else ties (0.5, as ArenaHard
-  counts ties). The win rate is the avg@K of these outcomes. The BT model's own preference probability
-  ``σ(s_m − s_r)`` is reported beside it (``bt_win_prob``: the mean over samples and items).
+- **avg@K** (paper §2 and App. B: "avg@k pass@1"): ``(1/I) Σ_i (1/K) Σ_j v_ij`` — the mean over
+  items of the mean over that item's samples. With binary values it is the pass@1 estimate from K
+  samples per item; the paper reports AIME as avg@64, IFEval / IFBench / GPQA / LiveCodeBench as
+  avg@8, SWE-bench as avg@4.
+- **pass@k** (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", Eq. 1): for an
+  item with ``n`` samples of which ``c`` are correct, the unbiased estimate of "at least one of k
+  samples is correct" is ``1 − C(n−c, k) / C(n, k)`` (1 when ``n − c < k``), averaged over items. It
+  is computed as ``1 − Π_{m=n−c+1}^{n} (1 − k/m)``, the numerically stable product form of the
+  paper's code listing.
+- **standard error** of avg@K: the sample standard deviation (``I − 1`` denominator) of the per-item
+  means, divided by ``√I`` — the spread over items, the dominant source of benchmark noise; 0 for a
+  single item.
+- **pairwise outcome** (the RLHF suite, an ArenaHard-style proxy): a Bradley–Terry reward model
+  scores the model's answer ``s_m`` and the reference answer ``s_r`` on the same conversation; the
+  sample wins (1) if ``s_m − s_r > TIE_TOLERANCE``, loses (0) if ``s_r − s_m > TIE_TOLERANCE``, else
+  ties (0.5, as ArenaHard counts ties). The win rate is the avg@K of these outcomes. The BT model's
+  own preference probability ``σ(s_m − s_r)`` is reported beside it (``bt_win_prob``: the mean over
+  samples and items).
 """
 from __future__ import annotations
 
@@ -25,8 +29,9 @@ import math
 from typing import Sequence
 
 TIE_TOLERANCE = 1e-4
-"""|s_m − s_r| at or below this is a tie: the same text scored in two batches of a vLLM server can differ in
-the last float bits (batch-dependent kernels), and an identical answer must tie with itself."""
+"""|s_m − s_r| at or below this is a tie: the same text scored in two batches of a vLLM server can
+differ in the last float bits (batch-dependent kernels), and an identical answer must tie with
+itself."""
 
 
 def _check_rectangular(values_I_K: Sequence[Sequence[float]]) -> None:
@@ -34,7 +39,8 @@ def _check_rectangular(values_I_K: Sequence[Sequence[float]]) -> None:
         raise ValueError("no items")
     k = len(values_I_K[0])
     if k == 0 or any(len(row) != k for row in values_I_K):
-        raise ValueError(f"every item needs the same number (>= 1) of samples, got {[len(r) for r in values_I_K]}")
+        raise ValueError("every item needs the same number (>= 1) of samples, got "
+                         f"{[len(r) for r in values_I_K]}")
 
 
 def item_means(values_I_K: Sequence[Sequence[float]]) -> list[float]:
@@ -76,10 +82,12 @@ def pass_at_k(correct_I_K: Sequence[Sequence[bool]], k: int) -> float:
     """Mean over items of :func:`pass_at_k_item` with ``n = K`` samples and ``c`` = how many are
     correct."""
     _check_rectangular(correct_I_K)
-    return sum(pass_at_k_item(len(row), sum(bool(x) for x in row), k) for row in correct_I_K) / len(correct_I_K)
+    total = sum(pass_at_k_item(len(row), sum(bool(x) for x in row), k) for row in correct_I_K)
+    return total / len(correct_I_K)
 
 
-def pairwise_outcome(model_score: float, reference_score: float, tolerance: float = TIE_TOLERANCE) -> float:
+def pairwise_outcome(model_score: float, reference_score: float,
+                     tolerance: float = TIE_TOLERANCE) -> float:
     """1 (win), 0.5 (tie within ``tolerance``) or 0 (loss) of a model answer against the reference
     answer."""
     delta = float(model_score) - float(reference_score)
@@ -99,7 +107,8 @@ def bt_preference(model_score: float, reference_score: float) -> float:
     return e / (1.0 + e)
 
 
-def summarize(values_I_K: Sequence[Sequence[float]], correct_I_K: Sequence[Sequence[bool]]) -> dict[str, float]:
+def summarize(values_I_K: Sequence[Sequence[float]],
+              correct_I_K: Sequence[Sequence[bool]]) -> dict[str, float]:
     """The headline numbers of one suite: ``avg@K``, its ``stderr``, ``pass@K`` and, when K >= 2,
     ``pass@1`` (the unbiased estimate, equal to avg@K for binary values)."""
     k = len(values_I_K[0]) if values_I_K else 0
@@ -110,5 +119,6 @@ def summarize(values_I_K: Sequence[Sequence[float]], correct_I_K: Sequence[Seque
     return out
 
 
-__all__ = ["TIE_TOLERANCE", "item_means", "avg_at_k", "standard_error", "pass_at_k_item", "pass_at_k",
+__all__ = ["TIE_TOLERANCE", "item_means", "avg_at_k", "standard_error", "pass_at_k_item",
+           "pass_at_k",
            "pairwise_outcome", "bt_preference", "summarize"]

@@ -1,11 +1,11 @@
 """Paired tests between two evaluations of the same items: is a change a gain, a regression, or
 noise?
 
-Two rows of a report (two stages of one run, or the final rows of a cascade and its mixed twin) scored the same
-suite on the same items, so item-level noise cancels in their difference. With one binary sample per item the
-exact McNemar test counts the items only one row got right; otherwise a paired bootstrap resamples the items'
-differences. A change is called a gain or a regression only at ``p < ALPHA``; everything else is reported as no
-significant change, with its p-value beside it.
+Two rows of a report (two stages of one run, or the final rows of a cascade and its mixed twin)
+scored the same suite on the same items, so item-level noise cancels in their difference. With one
+binary sample per item the exact McNemar test counts the items only one row got right; otherwise a
+paired bootstrap resamples the items' differences. A change is called a gain or a regression only at
+``p < ALPHA``; everything else is reported as no significant change, with its p-value beside it.
 """
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def mcnemar_exact(only_before: int, only_after: int) -> float:
     return min(1.0, 2 * tail / 2 ** n)
 
 
-def paired_bootstrap(diffs: list[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> float:
+def paired_bootstrap(diffs: list[float], resamples: int = BOOTSTRAP_RESAMPLES,
+                     seed: int = 0) -> float:
     """Two-sided p-value of "mean difference = 0": the items' differences are centred (the null made
     true) and resampled with replacement; p = share of resampled means at least as far from 0 as the
     observed one, with the observed sample counted once so that p > 0. Seeded: the same files give
@@ -59,13 +60,15 @@ def paired_bootstrap(diffs: list[float], resamples: int = BOOTSTRAP_RESAMPLES, s
     if n == 0:
         return 1.0
     mean = sum(diffs) / n
-    if all(d == diffs[0] for d in diffs):  # no spread: a constant difference is either exactly 0 or certain
+    # no spread: a constant difference is either exactly 0 or certain
+    if all(d == diffs[0] for d in diffs):
         return 1.0 if mean == 0 else 1.0 / (resamples + 1)
     import numpy as np
 
     centred = np.asarray(diffs, dtype=np.float64) - mean
     rng, extreme = np.random.default_rng(seed), 0
-    for start in range(0, resamples, 1000):  # in chunks: 1000 × items indices at a time, whatever the suite size
+    # in chunks: 1000 × items indices at a time, whatever the suite size
+    for start in range(0, resamples, 1000):
         picks = rng.integers(0, n, size=(min(1000, resamples - start), n))
         extreme += int((np.abs(centred[picks].mean(axis=1)) >= abs(mean) - 1e-12).sum())
     return (1 + extreme) / (resamples + 1)
@@ -83,7 +86,8 @@ def item_values(suite_result: Mapping) -> tuple[dict[str, float], bool]:
     return values, binary
 
 
-def paired_test(before: tuple[Mapping[str, float], bool], after: tuple[Mapping[str, float], bool]) -> PairedTest:
+def paired_test(before: tuple[Mapping[str, float], bool],
+                after: tuple[Mapping[str, float], bool]) -> PairedTest:
     """Compare two :func:`item_values` of one suite on the items both hold."""
     (b_values, b_binary), (a_values, a_binary) = before, after
     shared = [uid for uid in b_values if uid in a_values]
@@ -91,7 +95,8 @@ def paired_test(before: tuple[Mapping[str, float], bool], after: tuple[Mapping[s
     diff = sum(diffs) / len(diffs) if diffs else 0.0
     if b_binary and a_binary:
         only_before, only_after = sum(d < 0 for d in diffs), sum(d > 0 for d in diffs)
-        return PairedTest(len(shared), diff, mcnemar_exact(only_before, only_after), "mcnemar", only_before,
+        return PairedTest(len(shared), diff, mcnemar_exact(only_before, only_after), "mcnemar",
+                          only_before,
                           only_after)
     return PairedTest(len(shared), diff, paired_bootstrap(diffs), "bootstrap")
 
@@ -101,4 +106,5 @@ def p_text(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-__all__ = ["ALPHA", "PairedTest", "mcnemar_exact", "paired_bootstrap", "item_values", "paired_test", "p_text"]
+__all__ = ["ALPHA", "PairedTest", "mcnemar_exact", "paired_bootstrap", "item_values", "paired_test",
+           "p_text"]

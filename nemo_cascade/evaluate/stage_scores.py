@@ -56,7 +56,8 @@ def scores(eval_doc: Mapping) -> dict[str, tuple[float, float]]:
     return out
 
 
-def load_stage_scores(stage_dirs: Sequence[Path]) -> list[tuple[str, dict[str, tuple[float, float]]]]:
+def load_stage_scores(
+        stage_dirs: Sequence[Path]) -> list[tuple[str, dict[str, tuple[float, float]]]]:
     """``(stage name, scores)`` for each stage directory holding an eval.json, in the given
     order."""
     return [(Path(d).name, scores(read_eval(Path(d) / "eval.json")))
@@ -64,7 +65,8 @@ def load_stage_scores(stage_dirs: Sequence[Path]) -> list[tuple[str, dict[str, t
 
 
 def regressions(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]],
-                current: Mapping[str, tuple[float, float]], min_drop: float = 0.02, sigmas: float = 2.0
+                current: Mapping[str, tuple[float, float]], min_drop: float = 0.02,
+                sigmas: float = 2.0
                 ) -> list[Regression]:
     """Suites of ``current`` that fell below their best score in ``history`` (earlier stages) by
     more than the threshold of the module docstring."""
@@ -133,7 +135,8 @@ def _item_values(eval_doc: Mapping) -> dict[str, ItemValues]:
     return {name: item_values(r) for name, r in eval_doc["suites"].items()}
 
 
-def deltas(history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]) -> list[dict[str, float]]:
+def deltas(
+        history: Sequence[tuple[str, Mapping[str, tuple[float, float]]]]) -> list[dict[str, float]]:
     """Per row of ``history``: ``suite → avg@K now − avg@K in the latest earlier row that has the
     suite``; a suite seen for the first time has no entry. "Latest earlier row", not "the row
     above": a stage that evaluated fewer suites must not hide the change of the next one."""

@@ -6,17 +6,19 @@ uses), the data file and its loader (rows → :class:`Item`: the chat messages, 
 where one exists, a reference response), the default thinking mode, samples per item K and response
 budget, and the metric.
 
-Decoding (paper App. B; docs/evaluation.md): temperature 0.6, top-p 0.95 for every suite; K samples per
-item with avg@K as the score — AIME avg@64, IFEval / IFBench avg@8, SWE-bench avg@4, the paper's values;
-response budget 64K tokens ("thinking budget"), 32K for IFEval / IFBench / ArenaHard and for SWE. A suite's
-``mode`` is the one the paper reports for the unified model: thinking except on IFEval (non-thinking, T2); the
-thinking-only models are evaluated in thinking mode on every suite (T1, T8: ``--mode think``, a thinking
-recipe's ``gate.mode``). The engine serves the model with YaRN factor 2 over its native positions for every
-paper suite, and SWE-bench prompts may be 32K tokens long (App. B); the 14B's SWE-bench evaluation takes 64K
-input with YaRN 3, which its recipe states (``gate.yarn``, ``gate.max_input_tokens``). Suites the paper does
-not report (GSM8K, MATH-500, HumanEval, MBPP, the HH-RLHF proxy) use the same decoding; their K is our choice,
-stated in ``Suite.paper``. Every default can be overridden per run (``EvalSettings``; ``nemo-cascade eval
---samples``, ``--max-tokens``, ``--mode``, ``--yarn``, ``--max-input-tokens``), which a 2-core CPU needs.
+Decoding (paper App. B; docs/evaluation.md): temperature 0.6, top-p 0.95 for every suite; K samples
+per item with avg@K as the score — AIME avg@64, IFEval / IFBench avg@8, SWE-bench avg@4, the paper's
+values; response budget 64K tokens ("thinking budget"), 32K for IFEval / IFBench / ArenaHard and for
+SWE. A suite's ``mode`` is the one the paper reports for the unified model: thinking except on
+IFEval (non-thinking, T2); the thinking-only models are evaluated in thinking mode on every suite
+(T1, T8: ``--mode think``, a thinking recipe's ``gate.mode``). The engine serves the model with YaRN
+factor 2 over its native positions for every paper suite, and SWE-bench prompts may be 32K tokens
+long (App. B); the 14B's SWE-bench evaluation takes 64K input with YaRN 3, which its recipe states
+(``gate.yarn``, ``gate.max_input_tokens``). Suites the paper does not report (GSM8K, MATH-500,
+HumanEval, MBPP, the HH-RLHF proxy) use the same decoding; their K is our choice, stated in
+``Suite.paper``. Every default can be overridden per run (``EvalSettings``; ``nemo-cascade eval
+--samples``, ``--max-tokens``, ``--mode``, ``--yarn``, ``--max-input-tokens``), which a 2-core CPU
+needs.
 
 Prompts: math suites append the AceMath/AceReason instruction "Please reason step by step, and put
 your final answer within \\boxed{}." (the math reward reads the last ``\\boxed{}``, §4.5), phrased
@@ -134,7 +136,8 @@ def hh_conversation(dialogue: str) -> Optional[list[dict]]:
     for k in range(1, len(parts), 2):
         role = "user" if parts[k] == "Human" else "assistant"
         content = parts[k + 1].strip()
-        if not content or (messages and messages[-1]["role"] == role) or (not messages and role != "user"):
+        if (not content or (messages and messages[-1]["role"] == role)
+                or (not messages and role != "user")):
             return None
         messages.append({"role": role, "content": content})
     return messages
@@ -170,14 +173,15 @@ def _load_swe(path: Path) -> list[Item]:
     return load_swe(path)
 
 
-# ------------------------------------------------------------------------------------------ the registry
+# ------------------------------------------------------------------------------------- the registry
 
 def _repo_file(*parts: str) -> Callable[[], Path]:
     return lambda: DATA.joinpath(*parts)
 
 
 SWE_BENCH_LITE = DATA / "swe-bench-lite" / "test.jsonl.gz"
-"""SWE-bench Lite's 300 test instances with their full issues (data/swe-bench-lite/ATTRIBUTION.md)."""
+"""SWE-bench Lite's 300 test instances with their full issues
+(data/swe-bench-lite/ATTRIBUTION.md)."""
 SWE_BENCH_LITE_FIXTURE = ROOT / "tests" / "data" / "swe" / "swe_bench_lite_patches.jsonl.gz"
 """For fast tests: the same 300 rows with the golden patch and the issue's first 500 characters."""
 
@@ -190,24 +194,31 @@ _MATH = Reward()  # last \boxed{} (§4.5), math-verify equivalence
 
 
 SUITES: dict[str, Suite] = {s.name: s for s in (
-    Suite("ifeval", "ifeval", "IFEval, 541 prompts, 25 instruction types (Zhou et al. 2023)", load_ifeval,
+    Suite("ifeval", "ifeval", "IFEval, 541 prompts, 25 instruction types (Zhou et al. 2023)",
+          load_ifeval,
           _repo_file("ifeval", "input_data.jsonl.gz"), mode="no_think", samples=8, max_tokens=32768,
           metric="prompt-level strict accuracy",
           paper=f"{PAPER_DECODING}; prompt-strict avg@8, non-thinking (T2), max 32K"),
-    Suite("ifbench", "ifeval", "IFBench test, 300 prompts, 58 out-of-distribution constraints (Pyatkin et al. 2025)",
-          load_ifeval, _repo_file("ifbench", "IFBench_test.jsonl.gz"), mode="think", samples=8, max_tokens=32768,
+    Suite("ifbench", "ifeval",
+          "IFBench test, 300 prompts, 58 out-of-distribution constraints (Pyatkin et al. 2025)",
+          load_ifeval, _repo_file("ifbench", "IFBench_test.jsonl.gz"), mode="think", samples=8,
+          max_tokens=32768,
           metric="prompt-level strict accuracy", paper=f"{PAPER_DECODING}; avg@8, max 32K"),
-    Suite("gsm8k", "math", "GSM8K test, 1319 grade-school word problems (Cobbe et al. 2021)", load_gsm8k,
+    Suite("gsm8k", "math", "GSM8K test, 1319 grade-school word problems (Cobbe et al. 2021)",
+          load_gsm8k,
           _repo_file("gsm8k", "test.jsonl.gz"), mode="think", samples=1, max_tokens=65536,
           metric="accuracy (boxed answer, math-verify)",
           paper=f"{PAPER_DECODING}, 64K budget; not in the paper, K=1 is our choice", reward=_MATH),
-    Suite("math500", "math", "MATH-500 (Lightman et al. 2023)", load_math, _repo_file("math500", "test.jsonl.gz"),
+    Suite("math500", "math", "MATH-500 (Lightman et al. 2023)", load_math,
+          _repo_file("math500", "test.jsonl.gz"),
           mode="think", samples=4, max_tokens=65536, metric="accuracy (boxed answer, math-verify)",
           paper=f"{PAPER_DECODING}, 64K budget; not in the paper, K=4 is our choice", reward=_MATH),
-    Suite("aime24", "math", "AIME 2024 I+II, 30 problems", load_math, _repo_file("aime24", "test.jsonl.gz"),
+    Suite("aime24", "math", "AIME 2024 I+II, 30 problems", load_math,
+          _repo_file("aime24", "test.jsonl.gz"),
           mode="think", samples=64, max_tokens=65536, metric="accuracy (boxed answer, math-verify)",
           paper=f"{PAPER_DECODING}; avg@64, 64K budget", reward=_MATH),
-    Suite("aime25", "math", "AIME 2025 I+II, 30 problems", load_math, _repo_file("aime25", "test.jsonl.gz"),
+    Suite("aime25", "math", "AIME 2025 I+II, 30 problems", load_math,
+          _repo_file("aime25", "test.jsonl.gz"),
           mode="think", samples=64, max_tokens=65536, metric="accuracy (boxed answer, math-verify)",
           paper=f"{PAPER_DECODING}; avg@64, 64K budget", reward=_MATH),
     Suite("humaneval", "code", "HumanEval, 164 problems (Chen et al. 2021)", load_humaneval,
@@ -218,13 +229,16 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           _repo_file("mbpp", "test.jsonl.gz"), mode="think", samples=4, max_tokens=65536,
           metric="pass rate (all tests, sandboxed)",
           paper=f"{PAPER_DECODING}, 64K budget; not in the paper, K=4 is our choice"),
-    Suite("swe", "swe", "SWE-bench Lite repair (Agentless prompt, files rebuilt from the golden patch's hunks)",
+    Suite("swe", "swe",
+          "SWE-bench Lite repair (Agentless prompt, files rebuilt from the golden patch's hunks)",
           _load_swe, default_swe_data, mode="think", samples=4, max_tokens=32768,
           metric="share of samples equal to the golden patch (Eq. 2 reward 1)",
           paper=f"{PAPER_DECODING}; avg@4, 32K budget, input 32K (SWE-bench Verified, Agentless)",
           max_input_tokens=SWE_INPUT_TOKENS),
-    Suite("rlhf", "rlhf", "HH-RLHF helpful-base test: win rate against the chosen answer under the reward model",
-          load_hh_rlhf, _repo_file("hh-rlhf", "helpful-base", "test.jsonl.gz"), mode="think", samples=1,
+    Suite("rlhf", "rlhf",
+          "HH-RLHF helpful-base test: win rate against the chosen answer under the reward model",
+          load_hh_rlhf, _repo_file("hh-rlhf", "helpful-base", "test.jsonl.gz"), mode="think",
+          samples=1,
           max_tokens=32768, metric="win rate vs. reference (ties 0.5)",
           paper=f"{PAPER_DECODING}, max 32K; an ArenaHard-style proxy (ArenaHard uses a GPT-4 "
                 "judge)",
@@ -243,8 +257,9 @@ def prepared_suites() -> dict[str, Suite]:
 
 
 REGISTERED_SUITES: dict[str, Suite] = {}
-"""Suites added by :func:`register_suite` (the tiny cascade's, registered by ``nemo_cascade.tooling.demo_data``):
-by name only, not in ``all``; listed after ``SUITES`` in registration order."""
+"""Suites added by :func:`register_suite` (the tiny cascade's, registered by
+``nemo_cascade.tooling.demo_data``): by name only, not in ``all``; listed after ``SUITES`` in
+registration order."""
 
 
 def register_suite(suite: Suite) -> None:
@@ -280,7 +295,8 @@ def help_lines() -> list[str]:
 
 def suite_names(spec: str) -> list[str]:
     """``NAME``, ``A,B,C`` or ``all`` → suite names (validated, order kept, duplicates dropped)."""
-    names = list(SUITES) if spec.strip() == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    names = (list(SUITES) if spec.strip() == "all"
+             else [s.strip() for s in spec.split(",") if s.strip()])
     if not names:
         raise EvalError("--suite: expected a suite name, a comma-separated list or 'all'")
     for name in names:
@@ -288,7 +304,8 @@ def suite_names(spec: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def load_items(suite: Suite, path: Optional[Path] = None, limit: int = 0) -> tuple[list[Item], Path]:
+def load_items(suite: Suite, path: Optional[Path] = None,
+               limit: int = 0) -> tuple[list[Item], Path]:
     """The suite's items (the first ``limit`` if > 0) and the file they came from."""
     given = Path(path) if path else None
     path = given or suite.default_data()

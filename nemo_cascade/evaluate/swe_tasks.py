@@ -16,8 +16,9 @@ context shows it is not at the end). The golden patch applies to these files exa
 the code around every place the fix touches (the "ground-truth files only" prompt variant (a) of
 §4.7, cut to the relevant regions), not whole files.
 
-The prompt is Agentless's repair prompt (Xia et al. 2024, "Agentless: Demystifying LLM-based Software
-Engineering Agents", github.com/OpenAutoCoder/Agentless, MIT), whose search/replace format the reward parses.
+The prompt is Agentless's repair prompt (Xia et al. 2024, "Agentless: Demystifying LLM-based
+Software Engineering Agents", github.com/OpenAutoCoder/Agentless, MIT), whose search/replace format
+the reward parses.
 """
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ from ..data.rows import read_jsonl
 from .suite_types import EvalError, Item
 
 GIT_CONTEXT_LINES = 3
-"""git diff's default context: a hunk that ends with fewer unchanged lines ends at the end of its file."""
+"""git diff's default context: a hunk that ends with fewer unchanged lines ends at the end of its
+file."""
 
-OMITTED_NOTE = 'A line of the form "... lines A-B omitted ..." stands for lines of the file that are not shown.'
+OMITTED_NOTE = ('A line of the form "... lines A-B omitted ..." stands for lines of the file that '
+                'are not shown.')
 """The repair prompt's note on the rebuilt files' gap markers."""
 
 
@@ -99,7 +102,8 @@ def load_swe(path: Path) -> list[Item]:
         patch = row.get("golden_patch", row.get("patch"))
         issue = row.get("problem_statement")
         if not isinstance(patch, str) or not isinstance(issue, str):
-            raise EvalError(f"{where}: expected string fields 'problem_statement' and 'patch' (or 'golden_patch')")
+            raise EvalError(f"{where}: expected string fields 'problem_statement' and 'patch' (or "
+                            "'golden_patch')")
         try:
             files = row["files"] if isinstance(row.get("files"), dict) else rebuild_files(patch)
         except EvalError as e:

@@ -19,8 +19,10 @@ from typing import Any, Callable, Iterator, Optional
 from ..config import Data
 from .domains import DOMAINS, adapt_row, get_domain, register, unregister
 from .reward_domain import RewardDomain, RewardFn
-from .scoring import (MixedScorer, ScoreAsFinished, Scorer, apply_code_switch_penalty, penalize_code_switching,
-                      resolve_code_switch_penalty, resolve_code_switch_rule, reward_metrics, stage_scorer)
+from .scoring import (MixedScorer, ScoreAsFinished, Scorer, apply_code_switch_penalty,
+                      penalize_code_switching,
+                      resolve_code_switch_penalty, resolve_code_switch_rule, reward_metrics,
+                      stage_scorer)
 
 
 class _Field(Mapping):
@@ -44,14 +46,16 @@ class _Field(Mapping):
 
 
 REWARDS: Mapping[str, RewardFn] = _Field("reward")
-"""Domain → verifier with default settings (strict IFEval/IFBench verdicts, boxed math, sandboxed code,
-SWE with the lexical grade)."""
+"""Domain → verifier with default settings (strict IFEval/IFBench verdicts, boxed math, sandboxed
+code, SWE with the lexical grade)."""
 
 VALIDATORS: Mapping[str, Callable[[Any], None]] = _Field("validate_label")
-"""Domain → label check for data loading: a one-line ValueError for a malformed label (docs/rewards.md)."""
+"""Domain → label check for data loading: a one-line ValueError for a malformed label
+(docs/rewards.md)."""
 
 
-def training_validator(domain: str, data: Data, where: str = "data") -> Optional[Callable[[Any], None]]:
+def training_validator(domain: str, data: Data,
+                       where: str = "data") -> Optional[Callable[[Any], None]]:
     """The label check of a source a stage *trains* on (``where``: its config path, e.g.
     ``stages.if_ifbench.data``): the domain's ``training_validator`` where it has one (IF-RL:
     IFBench *test* instruction ids only with ``data.allow_eval_instructions``, §4.4.2), else its

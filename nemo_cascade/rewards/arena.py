@@ -30,7 +30,7 @@ while the pooled score weighs strong verdicts three times; eval.json carries bot
 The judge reads the answer after ``</think>``; a thinking response that never closed it has no
 answer, and the judge sees an empty one. Label (docs/rewards.md): ``{"prompt": str, "baseline":
 str}``. The judge is any OpenAI-compatible chat server (``Reward.judge_url``: ``vllm serve
-JUDGE``), asked through :class:`~.remote.HttpEndpoint` (retries, ``file:`` URLs, one-line
+JUDGE``), asked through :class:`~.http_endpoint.HttpEndpoint` (retries, ``file:`` URLs, one-line
 errors). It sends no API key and names no model, so a hosted judge (the paper's
 GPT-4-Turbo-2024-04-09) needs a local proxy that adds both.
 """
@@ -43,7 +43,7 @@ from typing import Any, Optional, Sequence
 from ..config import Reward
 from ..data.chat import split_thinking
 from ..data.schemas import SchemaError
-from .remote import HttpEndpoint, RewardServerError
+from .http_endpoint import HttpEndpoint, RewardServerError
 from .reward_domain import BatchVerdicts, RewardDomain
 
 SYSTEM_PROMPT = (

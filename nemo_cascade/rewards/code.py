@@ -14,8 +14,9 @@ Label shapes — stdin/stdout (TACO, APPS, Codeforces, LiveCodeBench), function 
 MBPP), call-based (TACO / APPS rows naming ``fn_name``) — and how each compares outputs are in
 docs/rewards.md, "Code labels"; each takes an optional ``"time_limit"`` in seconds (default 5).
 
-A program longer than ``MAX_PROGRAM_BYTES`` (1 MiB of UTF-8) scores 0 without running: judges cap source
-size (Codeforces: 64 KB), and a 10 MB "program" would otherwise be copied into every test's sandbox.
+A program longer than ``MAX_PROGRAM_BYTES`` (1 MiB of UTF-8) scores 0 without running: judges cap
+source size (Codeforces: 64 KB), and a 10 MB "program" would otherwise be copied into every test's
+sandbox.
 """
 from __future__ import annotations
 
@@ -51,20 +52,24 @@ def validate_label(label: Any) -> None:
         raise ValueError(f"code label: expected a dict, got {type(label).__name__}")
     has_tests, has_code, has_calls = "tests" in label, "test_code" in label, "call_tests" in label
     if has_tests + has_code + has_calls != 1:
-        raise ValueError("code label: needs exactly one of 'tests' (stdin/stdout), 'test_code' (function call) or "
-                         f"'call_tests' (call-based, fn_name), got keys {sorted(label)}")
+        raise ValueError("code label: needs exactly one of 'tests' (stdin/stdout), 'test_code' "
+                         "(function call) or 'call_tests' (call-based, fn_name), got keys "
+                         f"{sorted(label)}")
     limit = label.get("time_limit", DEFAULT_TIME_LIMIT_S)
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit <= MAX_TIME_LIMIT_S:
-        raise ValueError(f"code label: time_limit must be a number in (0, {MAX_TIME_LIMIT_S:g}] seconds, "
-                         f"got {limit!r}")
+    if (isinstance(limit, bool) or not isinstance(limit, (int, float))
+            or not 0 < limit <= MAX_TIME_LIMIT_S):
+        raise ValueError(f"code label: time_limit must be a number in (0, {MAX_TIME_LIMIT_S:g}] "
+                         f"seconds, got {limit!r}")
     if has_tests:
         tests = label["tests"]
         if not isinstance(tests, list) or not tests:
-            raise ValueError("code label: 'tests' must be a non-empty list of {'input': str, 'output': str}")
+            raise ValueError("code label: 'tests' must be a non-empty list of {'input': str, "
+                             "'output': str}")
         for i, test in enumerate(tests):
             if not (isinstance(test, dict) and isinstance(test.get("input"), str)
                     and isinstance(test.get("output"), str)):
-                raise ValueError(f"code label: tests[{i}] must be {{'input': str, 'output': str}}, got {test!r:.80}")
+                raise ValueError(f"code label: tests[{i}] must be {{'input': str, 'output': str}}, "
+                                 f"got {test!r:.80}")
         return
     if has_calls:
         _validate_calls(label)
@@ -77,7 +82,8 @@ def validate_label(label: Any) -> None:
     try:
         ast.parse(test_code)
     except SyntaxError as e:
-        raise ValueError(f"code label: test_code does not parse: {e.msg} (line {e.lineno})") from None
+        raise ValueError(f"code label: test_code does not parse: {e.msg} (line "
+                         f"{e.lineno})") from None
 
 
 def extract_program(answer: str) -> Optional[str]:
@@ -116,7 +122,8 @@ def outputs_match(actual: str, expected: str) -> bool:
         x, y = _number(a), _number(b)
         if x is None or y is None or (_INTEGER.fullmatch(a) and _INTEGER.fullmatch(b)):
             return False
-        if not (math.isfinite(x) and math.isfinite(y)) or abs(x - y) > FLOAT_TOLERANCE * max(1.0, abs(y)):
+        if (not (math.isfinite(x) and math.isfinite(y))
+                or abs(x - y) > FLOAT_TOLERANCE * max(1.0, abs(y))):
             return False
     return True
 
@@ -151,18 +158,21 @@ sys.stdout.flush()
 os.write(1, ("\\n" + _token + "\\n").encode())
 os._exit(0)
 '''
-"""Function-call runner. The token arrives on stdin, so it is not in any file the program could read; an
-exception (traceback on stderr, exit 1) or an early exit(0) never prints it. __name__ is not "__main__":
-the answer's own ``if __name__ == "__main__":`` demo does not run (as in HumanEval's harness)."""
+"""Function-call runner. The token arrives on stdin, so it is not in any file the program could
+read; an exception (traceback on stderr, exit 1) or an early exit(0) never prints it. __name__ is
+not "__main__": the answer's own ``if __name__ == "__main__":`` demo does not run (as in HumanEval's
+harness)."""
 
 
 def _defines_check(test_code: str) -> bool:
-    return any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in ast.parse(test_code).body)
+    return any(isinstance(node, ast.FunctionDef)
+               and node.name == "check" for node in ast.parse(test_code).body)
 
 
 def _passes_call(program: str, label: dict, time_limit: float, unsafe: bool) -> bool:
     harness = _HARNESS % {"program": program, "tests": label["test_code"],
-                          "call_check": _defines_check(label["test_code"]), "entry": label["entry_point"]}
+                          "call_check": _defines_check(label["test_code"]),
+                          "entry": label["entry_point"]}
     return _prints_token(harness, time_limit, unsafe)
 
 
@@ -179,22 +189,26 @@ def _validate_calls(label: dict) -> None:
     if not isinstance(fn, str) or not fn.isidentifier():
         raise ValueError(f"code label: 'fn_name' must be a Python identifier, got {fn!r:.80}")
     if cls is not None and not (isinstance(cls, str) and cls.isidentifier()):
-        raise ValueError(f"code label: 'class_name' must be a Python identifier or null, got {cls!r:.80}")
+        raise ValueError("code label: 'class_name' must be a Python identifier or null, got "
+                         f"{cls!r:.80}")
     if not isinstance(label.get("wrapped_single", True), bool):
         raise ValueError("code label: 'wrapped_single' must be true or false, got "
                          f"{label['wrapped_single']!r:.40}")
     if not isinstance(tests, list) or not tests:
-        raise ValueError("code label: 'call_tests' must be a non-empty list of {'args': list, 'output': value}")
+        raise ValueError("code label: 'call_tests' must be a non-empty list of {'args': list, "
+                         "'output': value}")
     for i, test in enumerate(tests):
         if not (isinstance(test, dict) and isinstance(test.get("args"), list) and "output" in test):
-            raise ValueError(f"code label: call_tests[{i}] must be {{'args': list, 'output': value}}, got {test!r:.80}")
+            raise ValueError(f"code label: call_tests[{i}] must be {{'args': list, 'output': "
+                             f"value}}, got {test!r:.80}")
 
 
 _CALL_HARNESS = '''\
 import json, math, os, sys
 _token = sys.stdin.readline().strip()
 _tests = json.loads(%(tests)r)
-_type, _len, _isinstance, _zip, _float, _abs, _isfinite = type, len, isinstance, zip, float, abs, math.isfinite
+_type, _len, _isinstance, _zip = type, len, isinstance, zip
+_float, _abs, _isfinite = float, abs, math.isfinite
 _PLAIN = (int, float, str, bool, type(None), list, tuple, dict)
 _TOL = %(tolerance)r
 _UNWRAP = %(wrapped_single)r
@@ -240,8 +254,9 @@ sys.stdout.flush()
 os.write(1, ("\\n" + _token + "\\n").encode())
 os._exit(0)
 '''
-"""Call-based runner (TACO/APPS ``fn_name``): the comparison rule is the module docstring's. The tests are
-decoded and the helpers bound before the program runs, so rebinding builtins or ``json`` changes nothing."""
+"""Call-based runner (TACO/APPS ``fn_name``): the comparison rule is the module docstring's. The
+tests are decoded and the helpers bound before the program runs, so rebinding builtins or ``json``
+changes nothing."""
 
 
 def _passes_calls(program: str, label: dict, time_limit: float, unsafe: bool) -> bool:
@@ -256,8 +271,8 @@ def code_reward(response: str, label: Any, *, unsafe: bool = False) -> float:
     """REWARDS["code"]: 1.0 iff the answer's program passes all tests of ``label``, else 0.0.
 
     Never raises on model output. Raises ValueError for a malformed label and
-    :class:`~.sandbox.SandboxUnavailable` when the sandbox cannot run (and ``unsafe`` is not set): both are
-    setup errors that must stop a run rather than silently score every sample 0.
+    :class:`~.sandbox.SandboxUnavailable` when the sandbox cannot run (and ``unsafe`` is not set):
+    both are setup errors that must stop a run rather than silently score every sample 0.
     """
     validate_label(label)
     if not isinstance(response, str):
@@ -292,7 +307,8 @@ def reward_batch(responses: list[str], labels: list, *, workers: Optional[int] =
         except ValueError as e:
             raise ValueError(f"labels[{i}]: {e}") from None
     with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-        return list(pool.map(lambda pair: code_reward(*pair, unsafe=unsafe), zip(responses, labels)))
+        return list(pool.map(lambda pair: code_reward(*pair, unsafe=unsafe),
+                             zip(responses, labels)))
 
 
 def batch_verdicts(settings: Reward) -> BatchVerdicts:
@@ -308,5 +324,7 @@ DOMAIN = RewardDomain("code", adapt_code, validate_label, batch_verdicts, reward
 """The code domain (§4.6): the answer's last Python block against the row's tests, sandboxed."""
 
 
-__all__ = ["DOMAIN", "batch_verdicts", "code_reward", "reward_batch", "default_workers", "validate_label",
-           "extract_program", "outputs_match", "DEFAULT_TIME_LIMIT_S", "FLOAT_TOLERANCE", "MAX_PROGRAM_BYTES"]
+__all__ = ["DOMAIN", "batch_verdicts", "code_reward", "reward_batch", "default_workers",
+           "validate_label",
+           "extract_program", "outputs_match", "DEFAULT_TIME_LIMIT_S", "FLOAT_TOLERANCE",
+           "MAX_PROGRAM_BYTES"]

@@ -23,8 +23,9 @@ from .ifeval import domain as ifeval
 from .reward_domain import RewardDomain
 from .swe import domain as swe
 
-DOMAINS: dict[str, RewardDomain] = {d.name: d for d in (math.DOMAIN, ifeval.DOMAIN, code.DOMAIN, swe.DOMAIN,
-                                                        rlhf.DOMAIN, mcq.DOMAIN, arena.DOMAIN)}
+DOMAINS: dict[str, RewardDomain] = {
+    d.name: d for d in (math.DOMAIN, ifeval.DOMAIN, code.DOMAIN, swe.DOMAIN, rlhf.DOMAIN,
+                        mcq.DOMAIN, arena.DOMAIN)}
 """Every reward domain by name, in the cascade's order of first use; then the evaluation ones
 (multiple choice, ArenaHard's judge), which a stage may also train with."""
 

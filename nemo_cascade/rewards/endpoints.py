@@ -11,9 +11,10 @@ the file is missing (the server is restarting) it waits, boundedly, for it to co
 (:class:`UrlFile`). The file's second line is the server's token (runtime/server_token.py); the file
 is readable by its owner only (:func:`write_url_file`).
 
-:func:`probe` is the start-of-run check (preflight.check_endpoints): the URL, or the file and the URL in it,
-must answer ``/health`` within a short bounded wait, so a placeholder or dead URL fails before hours of base
-evaluation, not after. Stdlib only: the rewards package imports on a bare machine.
+:func:`probe` is the start-of-run check (preflight.check_endpoints): the URL, or the file and the
+URL in it, must answer ``/health`` within a short bounded wait, so a placeholder or dead URL fails
+before hours of base evaluation, not after. Stdlib only: the rewards package imports on a bare
+machine.
 """
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def check_http_url(url: str, expect: str) -> str:
     url = str(url).strip().rstrip("/")
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"server URL {url!r}: expected http://HOST:PORT (or file:PATH of a file holding it), "
-                         f"the root of {expect}")
+        raise ValueError(f"server URL {url!r}: expected http://HOST:PORT (or file:PATH of a file "
+                         f"holding it), the root of {expect}")
     return url[:-3] if url.endswith("/v1") else url
 
 
@@ -73,13 +74,15 @@ class UrlFile:
     """The URL a server published in ``path`` (``file:PATH``, see the module docstring); ``token``
     is the one read with it."""
 
-    def __init__(self, spec: str, expect: str, *, poll: float = 5.0, sleep: Callable[[float], None] = time.sleep,
+    def __init__(self, spec: str, expect: str, *, poll: float = 5.0,
+                 sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
         text = str(spec).strip()[len(FILE_SCHEME):]
         if text.startswith("//"):  # file:///abs/path, the RFC 8089 spelling
             text = text[2:]
         if not text:
-            raise ValueError(f"server URL {spec!r}: expected file:PATH of a file holding http://HOST:PORT")
+            raise ValueError(f"server URL {spec!r}: expected file:PATH of a file holding "
+                             "http://HOST:PORT")
         self.path, self.expect, self.poll = Path(text), expect, poll
         self.token = ""
         self._sleep, self._clock = sleep, clock
@@ -110,8 +113,9 @@ class UrlFile:
             if url:
                 return url
             if self._clock() >= deadline:
-                raise EndpointError(f"{self}: no such file after waiting {timeout:g} s; expected the URL file "
-                                    f"of a running server ({self.expect}, e.g. slurm/serve_model.sh)")
+                raise EndpointError(f"{self}: no such file after waiting {timeout:g} s; expected "
+                                    f"the URL file of a running server ({self.expect}, e.g. "
+                                    "slurm/serve_model.sh)")
             self._sleep(min(self.poll, max(deadline - self._clock(), 0.0)))
 
 
@@ -123,7 +127,8 @@ def healthy(url: str, timeout: float = 5.0) -> str:
     except urllib.error.HTTPError as e:
         return f"/health answered HTTP {e.code}"
     except (urllib.error.URLError, OSError, ValueError) as e:
-        return f"no answer at /health ({' '.join(str(getattr(e, 'reason', None) or e).split())[:200]})"
+        return ("no answer at /health "
+                f"({' '.join(str(getattr(e, 'reason', None) or e).split())[:200]})")
 
 
 def token_refused(url: str, token: str, timeout: float = 5.0) -> bool:
@@ -158,14 +163,17 @@ def refusal(url: str, source: "UrlFile | None", token: str = "") -> str:
             f"server was started with")
 
 
-def probe(spec: str, expect: str, *, wait: float = 60.0, file_wait: float = 600.0, poll: float = 2.0,
-          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> str:
+def probe(spec: str, expect: str, *, wait: float = 60.0, file_wait: float = 600.0,
+          poll: float = 2.0,
+          sleep: Callable[[float], None] = time.sleep,
+          clock: Callable[[], float] = time.monotonic) -> str:
     """The URL ``spec`` stands for, once its server answers ``/health``: a ``file:`` spec's file is
     waited for up to ``file_wait`` seconds, then the server up to ``wait`` seconds (re-reading the
     file meanwhile: it may restart elsewhere). :class:`EndpointError` (one line naming what was
     tried) when the waits run out or the server refuses the client's token; ValueError for a
     malformed URL."""
-    source = UrlFile(spec, expect, poll=poll, sleep=sleep, clock=clock) if is_file_url(spec) else None
+    source = (UrlFile(spec, expect, poll=poll, sleep=sleep, clock=clock) if is_file_url(spec)
+              else None)
     url = source.wait(file_wait) if source else check_http_url(spec, expect)
     deadline = clock() + wait
     while True:
@@ -182,5 +190,6 @@ def probe(spec: str, expect: str, *, wait: float = 60.0, file_wait: float = 600.
             url = source.read() or url
 
 
-__all__ = ["EndpointError", "UrlFile", "is_file_url", "check_http_url", "healthy", "probe", "RESTART_WAIT_S",
+__all__ = ["EndpointError", "UrlFile", "is_file_url", "check_http_url", "healthy", "probe",
+           "RESTART_WAIT_S",
            "DIRECT_OPENER", "write_url_file", "env_token", "token_refused", "refusal"]

@@ -9,15 +9,18 @@ RL 0 (§4.6, T19: −1 hurt).
 Which language a response must keep to depends on its prompt (:func:`reply_scripts`, one rule per
 stage):
 
-- ``english_prompt_only`` (RLHF, §4.3.2: the penalty applies "when the prompt is purely in English" and the
-  response has non-English tokens): a prompt whose prose letters are all Latin (or that has none) expects a
-  Latin-script response; a prompt with any other script — a Chinese, Japanese or Russian question in the
-  multilingual RLHF prompts — is never penalised, whatever the answer's language;
-- ``prompt_language`` (Math RL, §4.5.2: a response in a language "different from the original prompt's"): the
-  response may use the scripts of its prompt's prose and Latin. A Chinese answer to a Chinese problem passes,
-  Cyrillic inside it does not; Chinese inside an answer to an English problem is penalised. Code RL's penalty is
-  0 (T19), so its rule only matters when a user sets a penalty; it takes this one;
-- ``fixed_script``: every response against one language (``Reward.code_switch_script``), the prompt unread.
+- ``english_prompt_only`` (RLHF, §4.3.2: the penalty applies "when the prompt is purely in English"
+  and the response has non-English tokens): a prompt whose prose letters are all Latin (or that has
+  none) expects a Latin-script response; a prompt with any other script — a Chinese, Japanese or
+  Russian question in the multilingual RLHF prompts — is never penalised, whatever the answer's
+  language;
+- ``prompt_language`` (Math RL, §4.5.2: a response in a language "different from the original
+  prompt's"): the response may use the scripts of its prompt's prose and Latin. A Chinese answer to
+  a Chinese problem passes, Cyrillic inside it does not; Chinese inside an answer to an English
+  problem is penalised. Code RL's penalty is 0 (T19), so its rule only matters when a user sets a
+  penalty; it takes this one;
+- ``fixed_script``: every response against one language (``Reward.code_switch_script``), the prompt
+  unread.
 
 How the prompt's language is read and when a response counts as code-switched (what is prose,
 which letters are neutral, the thresholds, why a count and not only a share) is in
@@ -32,14 +35,15 @@ import typing
 import unicodedata
 from typing import Collection, Literal, Optional, Sequence, Union
 
-_LATIN = ("A-Za-z\u00aa\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u0250-\u02af\u1d00-\u1d7f\u1e00-\u1eff"
-          "\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f\uff21-\uff3a\uff41-\uff5a")
+_LATIN = ("A-Za-z\u00aa\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u0250-\u02af"
+          "\u1d00-\u1d7f\u1e00-\u1eff\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f\uff21-\uff3a"
+          "\uff41-\uff5a")
 _SCRIPTS: dict[str, str] = {
     "latin": _LATIN,
     "cyrillic": "\u0400-\u052f\u1c80-\u1c8f\u2de0-\u2dff\ua640-\ua69f",
     "greek": "\u0370-\u03ff\u1f00-\u1fff",
-    "han": "\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-           "\U00020000-\U0003134f",
+    "han": "\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff"
+           "\uf900-\ufaff\U00020000-\U0003134f",
     "kana": "\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f",
     "hangul": "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af",
     "arabic": "\u0600-\u06ff\u0750-\u077f\u08a0-\u08ff\ufb50-\ufdff\ufe70-\ufeff",
@@ -48,11 +52,12 @@ _SCRIPTS: dict[str, str] = {
     "thai": "\u0e00-\u0e7f",
 }
 OTHER_SCRIPT = "other"
-"""A script name besides the keys of ``_SCRIPTS``: letters of every script not listed there (Bengali, Georgian,
-Ethiopic, ...). A prompt written in one lets its reply use them; a listed foreign script is still foreign."""
+"""A script name besides the keys of ``_SCRIPTS``: letters of every script not listed there
+(Bengali, Georgian, Ethiopic, ...). A prompt written in one lets its reply use them; a listed
+foreign script is still foreign."""
 _NOTATION = "\u00b5\u2100-\u214f\U0001d400-\U0001d7ff" + _SCRIPTS["greek"]
-"""Letters that are mathematical notation in any language: micro sign, letter-like symbols, math alphanumerics,
-Greek. (Unicode numbers that are not digits join them, :func:`_neutral`.)"""
+"""Letters that are mathematical notation in any language: micro sign, letter-like symbols, math
+alphanumerics, Greek. (Unicode numbers that are not digits join them, :func:`_neutral`.)"""
 
 EXPECTED_SCRIPTS: dict[str, tuple[str, ...]] = {
     "latin": ("latin",),
@@ -66,26 +71,30 @@ EXPECTED_SCRIPTS: dict[str, tuple[str, ...]] = {
     "devanagari": ("devanagari",),
     "thai": ("thai",),
 }
-"""Values of ``expected_script`` (and ``Reward.code_switch_script``) → the scripts a response in that language
-is written in. Latin letters are allowed in every one of them (module docstring, step 2)."""
+"""Values of ``expected_script`` (and ``Reward.code_switch_script``) → the scripts a response in
+that language is written in. Latin letters are allowed in every one of them (module docstring, step
+2)."""
 
-_LANGUAGE_OF_SCRIPT = {"han": "chinese", "kana": "japanese", "hangul": "korean", "cyrillic": "cyrillic",
-                       "arabic": "arabic", "hebrew": "hebrew", "devanagari": "devanagari", "thai": "thai"}
-"""The language a prompt's letters of a script stand for: kana marks Japanese (kana and han), hangul Korean
-(hangul and han), han alone Chinese. Latin and Greek are judged apart (:func:`prompt_scripts`)."""
+_LANGUAGE_OF_SCRIPT = {"han": "chinese", "kana": "japanese", "hangul": "korean",
+                       "cyrillic": "cyrillic",
+                       "arabic": "arabic", "hebrew": "hebrew", "devanagari": "devanagari",
+                       "thai": "thai"}
+"""The language a prompt's letters of a script stand for: kana marks Japanese (kana and han), hangul
+Korean (hangul and han), han alone Chinese. Latin and Greek are judged apart
+(:func:`prompt_scripts`)."""
 
 CodeSwitchRule = Literal["english_prompt_only", "prompt_language", "fixed_script"]
 CODE_SWITCH_RULES: tuple[str, ...] = typing.get_args(CodeSwitchRule)
-"""Which responses a stage checks, and against what (module docstring): RLHF's rule (§4.3.2), Math RL's
-(§4.5.2), or one fixed language for every response."""
+"""Which responses a stage checks, and against what (module docstring): RLHF's rule (§4.3.2), Math
+RL's (§4.5.2), or one fixed language for every response."""
 
 _LETTERS = re.compile(r"[^\W\d_]+")
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _DELIMITERS = re.compile(r"```|`|\$\$|\$|\\\[|\\\]|\\\(|\\\)")
 _CLOSER = {"```": "```", "`": "`", "$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
 _LINE_BOUND = {"`", "$"}
-"""Inline spans that cannot cross a line: a ``$`` (currency) or backtick whose closer lies on a later line
-opens nothing and stays prose."""
+"""Inline spans that cannot cross a line: a ``$`` (currency) or backtick whose closer lies on a
+later line opens nothing and stays prose."""
 
 
 def strip_math_and_code(text: str) -> str:
@@ -102,7 +111,8 @@ def strip_math_and_code(text: str) -> str:
                 span = (m.start(), _CLOSER[token])
         elif token == span[1]:
             if span[1] in _LINE_BOUND and text.find("\n", span[0], m.start()) >= 0:
-                kept.append(text[span[0]:m.start()])  # the opener was prose; this token opens a new span
+                # the opener was prose; this token opens a new span
+                kept.append(text[span[0]:m.start()])
                 span = (m.start(), _CLOSER[token])
             else:
                 span, prose_start = None, m.end()
@@ -140,12 +150,14 @@ def _script_set(expected: Union[str, Collection[str]]) -> frozenset[str]:
     always among them."""
     if isinstance(expected, str):
         if expected not in EXPECTED_SCRIPTS:
-            raise ValueError(f"unknown expected_script {expected!r}; known: {sorted(EXPECTED_SCRIPTS)}")
+            raise ValueError(f"unknown expected_script {expected!r}; known: "
+                             f"{sorted(EXPECTED_SCRIPTS)}")
         return frozenset(EXPECTED_SCRIPTS[expected]) | {"latin"}
     scripts = frozenset(expected)
     unknown = scripts - set(_SCRIPTS) - {OTHER_SCRIPT}
     if unknown:
-        raise ValueError(f"unknown scripts {sorted(unknown)}; known: {sorted(_SCRIPTS) + [OTHER_SCRIPT]}")
+        raise ValueError(f"unknown scripts {sorted(unknown)}; known: "
+                         f"{sorted(_SCRIPTS) + [OTHER_SCRIPT]}")
     return scripts | {"latin"}
 
 
@@ -165,12 +177,14 @@ def _countable_letters(prose: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _foreign_pattern(allowed: frozenset[str]) -> Optional[re.Pattern]:
-    """Runs of foreign letters among :func:`_countable_letters`: those outside the ``allowed`` scripts; with
-    :data:`OTHER_SCRIPT` allowed, those of the listed scripts not allowed. None: nothing is foreign."""
+    """Runs of foreign letters among :func:`_countable_letters`: those outside the ``allowed``
+    scripts; with :data:`OTHER_SCRIPT` allowed, those of the listed scripts not allowed. None:
+    nothing is foreign."""
     if OTHER_SCRIPT in allowed:
         banned = "".join(_SCRIPTS[s] for s in sorted(set(_SCRIPTS) - allowed))
         return _run_of(banned) if banned else None
-    return _run_of("".join(_SCRIPTS[s] for s in sorted(allowed)), negate=True)  # Latin is always allowed
+    # Latin is always allowed
+    return _run_of("".join(_SCRIPTS[s] for s in sorted(allowed)), negate=True)
 
 
 def _foreign_count(prose: str, allowed: frozenset[str]) -> int:
@@ -218,7 +232,8 @@ def reply_scripts(prompt: str, rule: str, script: str = "latin") -> Optional[fro
     return scripts
 
 
-def foreign_letter_counts(text: str, expected_script: Union[str, Collection[str]] = "latin") -> tuple[int, int]:
+def foreign_letter_counts(
+        text: str, expected_script: Union[str, Collection[str]] = "latin") -> tuple[int, int]:
     """``(foreign letters, all letters)`` in the prose of ``text`` (steps 1 and 2 of the rule)."""
     prose = strip_math_and_code(text)
     return _foreign_count(prose, _script_set(expected_script)), _count(_LETTERS, prose)
@@ -240,12 +255,14 @@ def is_code_switched(text: str, expected_script: Union[str, Collection[str]] = "
     return foreign >= min_foreign_share * _count(_LETTERS, prose)
 
 
-def is_code_switched_reply(response: str, prompt: str, rule: str = "prompt_language", script: str = "latin",
+def is_code_switched_reply(response: str, prompt: str, rule: str = "prompt_language",
+                           script: str = "latin",
                            min_foreign_letters: int = 2, min_foreign_share: float = 0.0) -> bool:
-    """Whether ``response`` to ``prompt`` is code-switched under ``rule`` (:func:`reply_scripts`, then
-    :func:`is_code_switched`)."""
+    """Whether ``response`` to ``prompt`` is code-switched under ``rule`` (:func:`reply_scripts`,
+    then :func:`is_code_switched`)."""
     scripts = reply_scripts(prompt, rule, script)
-    return scripts is not None and is_code_switched(response, scripts, min_foreign_letters, min_foreign_share)
+    return scripts is not None and is_code_switched(response, scripts, min_foreign_letters,
+                                                    min_foreign_share)
 
 
 BATCH_MIN_MINUS_10 = "batch_min_minus_10"
@@ -258,22 +275,26 @@ def apply_code_switch_penalty(rewards: Sequence[float], flags: Sequence[bool],
                               penalty: CodeSwitchPenalty) -> list[float]:
     """``rewards`` with every flagged sample's reward replaced by the penalty (a new list).
 
-    A number replaces the reward (paper: "−1 for code-switching", §4.5): a correct but code-switched answer
-    gets −1, not 1 − 1. ``"batch_min_minus_10"`` (RLHF, §4.3.2) gives flagged samples min(rewards) − 10, the
-    minimum over the whole batch passed in (all samples, before any penalty), so a code-switched answer always
-    ranks below every other in its group whatever the reward model's scale. None returns the rewards as is.
+    A number replaces the reward (paper: "−1 for code-switching", §4.5): a correct but code-switched
+    answer gets −1, not 1 − 1. ``"batch_min_minus_10"`` (RLHF, §4.3.2) gives flagged samples
+    min(rewards) − 10, the minimum over the whole batch passed in (all samples, before any penalty),
+    so a code-switched answer always ranks below every other in its group whatever the reward
+    model's scale. None returns the rewards as is.
     """
     if len(rewards) != len(flags):
         raise ValueError(f"{len(rewards)} rewards but {len(flags)} code-switch flags")
     is_number = isinstance(penalty, (int, float)) and not isinstance(penalty, bool)
     if not (penalty is None or penalty == BATCH_MIN_MINUS_10 or is_number):
-        raise ValueError(f"code-switch penalty must be a number, {BATCH_MIN_MINUS_10!r} or None, got {penalty!r}")
+        raise ValueError(f"code-switch penalty must be a number, {BATCH_MIN_MINUS_10!r} or None, "
+                         f"got {penalty!r}")
     if penalty is None or not any(flags):
         return [float(r) for r in rewards]
     value = min(rewards) - 10.0 if penalty == BATCH_MIN_MINUS_10 else float(penalty)
     return [value if flagged else float(r) for r, flagged in zip(rewards, flags)]
 
 
-__all__ = ["is_code_switched", "is_code_switched_reply", "reply_scripts", "prompt_scripts", "foreign_letter_counts",
-           "strip_math_and_code", "apply_code_switch_penalty", "EXPECTED_SCRIPTS", "CODE_SWITCH_RULES", "OTHER_SCRIPT",
+__all__ = ["is_code_switched", "is_code_switched_reply", "reply_scripts", "prompt_scripts",
+           "foreign_letter_counts",
+           "strip_math_and_code", "apply_code_switch_penalty", "EXPECTED_SCRIPTS",
+           "CODE_SWITCH_RULES", "OTHER_SCRIPT",
            "BATCH_MIN_MINUS_10", "CodeSwitchPenalty", "CodeSwitchRule"]

@@ -4,19 +4,20 @@ reference, else 0.0.
 Paper §4.5 (Math RL reward): the ``\\boxed{}`` answer after ``</think>``, checked by a rule
 verifier, 1 or 0. Three steps, each replaceable on its own:
 
-1. the answer text. A thinking response is judged only after ``</think>`` and scores 0 if it never closed
-   (§3.1.2). The answer is the last complete ``\\boxed{...}`` (:func:`extract_boxed`)
-   or, configured with :func:`math_reward_with`, the last match of an answer pattern
+1. the answer text. A thinking response is judged only after ``</think>`` and scores 0 if it never
+   closed (§3.1.2). The answer is the last complete ``\\boxed{...}`` (:func:`extract_boxed`) or,
+   configured with :func:`math_reward_with`, the last match of an answer pattern
    (:data:`ANSWER_PATTERNS`: GSM8K's ``#### 42``, "The answer is 42", or any regex with one group);
-2. a fast exact check in this process (:func:`is_equivalent`: equal after :func:`normalize`, or equal as
-   exact numbers), so the common trivial match pays no inter-process round trip;
-3. otherwise the grader decides (``Reward.math_grader``): math-verify (the default: fractions, decimals,
-   percentages, LaTeX, sets, intervals, tuples, matrices, equations such as ``x=5`` vs ``5``, symbolic
-   expressions) or the AceMath-style rule grader the paper used (:mod:`.math_rule`), in killable worker
-   processes with a hard per-sample timeout (:mod:`.workers`). math-verify's own timeouts use
-   ``signal.alarm``, which fails outside the main thread, so they are switched off and a stuck sample's
-   worker is killed instead. A sample that times out, crashes its worker or makes the grader raise scores 0.
-   docs/rewards.md measures where the two graders disagree on model-written answers.
+2. a fast exact check in this process (:func:`is_equivalent`: equal after :func:`normalize`, or
+   equal as exact numbers), so the common trivial match pays no inter-process round trip;
+3. otherwise the grader decides (``Reward.math_grader``): math-verify (the default: fractions,
+   decimals, percentages, LaTeX, sets, intervals, tuples, matrices, equations such as ``x=5`` vs
+   ``5``, symbolic expressions) or the AceMath-style rule grader the paper used (:mod:`.math_rule`),
+   in killable worker processes with a hard per-sample timeout (:mod:`.workers`). math-verify's own
+   timeouts use ``signal.alarm``, which fails outside the main thread, so they are switched off and
+   a stuck sample's worker is killed instead. A sample that times out, crashes its worker or makes
+   the grader raise scores 0. docs/rewards.md measures where the two graders disagree on
+   model-written answers.
 
 math-verify's semantics, pinned by tests/unit/test_math_verify.py: a reference ``50\\%`` accepts
 ``50\\%``, ``50`` and ``0.5``, and a reference ``50`` or ``0.5`` accepts ``50\\%`` (the percent sign
@@ -25,9 +26,10 @@ decimals (``1/3`` accepts ``0.333333``, not ``0.333``). Units and ``\\text{}`` w
 (``5 cm`` equals ``5``). A reference set ``\\{1,2\\}`` accepts ``2,1`` and even ``(1,2)``; ``(1,2]``
 never equals ``[1,2]``; ``x=5`` and ``5`` are equal either way round.
 
-Bounded time on any string up to 1 MB: extraction and the exact check are linear scans in this process;
-answers or references longer than :data:`MAX_VERIFY_CHARS` get only the exact check (no real answer is that
-long: the longest MATH-500 answer has 53 characters); all grader work runs under the timeout.
+Bounded time on any string up to 1 MB: extraction and the exact check are linear scans in this
+process; answers or references longer than :data:`MAX_VERIFY_CHARS` get only the exact check (no
+real answer is that long: the longest MATH-500 answer has 53 characters); all grader work runs under
+the timeout.
 """
 from __future__ import annotations
 
@@ -49,21 +51,24 @@ from .workers import WorkerPool, shared_pool
 DEFAULT_TIMEOUT_S = 5.0
 """Per-sample wall time in a worker; math-verify decides a real MATH answer in ~10-30 ms."""
 MAX_VERIFY_CHARS = 1000
-"""Answers or references longer than this skip math-verify (exact check only); see the module docstring."""
+"""Answers or references longer than this skip math-verify (exact check only); see the module
+docstring."""
 WORKER_MEMORY_MB = 2048
-"""Address-space cap per worker (~60 MB in use): a runaway sympy allocation becomes a MemoryError (score 0)
-instead of swapping the machine."""
+"""Address-space cap per worker (~60 MB in use): a runaway sympy allocation becomes a MemoryError
+(score 0) instead of swapping the machine."""
 
 ANSWER_PATTERNS: dict[str, str] = {
     "gsm8k": r"####\s*(.+)",                          # GSM8K: "#### 42"
-    "answer_is": r"(?i)\banswer\s+is\s*:?\s*(.+)",    # "The answer is 42." / "the final answer is: $7$"
+    # "The answer is 42." / "the final answer is: $7$"
+    "answer_is": r"(?i)\banswer\s+is\s*:?\s*(.+)",
 }
-"""Named answer patterns for :func:`math_reward_with`: group 1 is the answer, the last match counts. Both are
-linear on any input (``.+`` runs to the end of the line, so matches cannot overlap)."""
+"""Named answer patterns for :func:`math_reward_with`: group 1 is the answer, the last match counts.
+Both are linear on any input (``.+`` runs to the end of the line, so matches cannot overlap)."""
 
 GRADERS = literal_values(Reward, "math_grader")
-"""Who decides equivalence behind the exact check (``Reward.math_grader``): math-verify, or the AceMath-style
-rule grader of :mod:`.math_rule` (§4.5: the paper trained with AceMath's rule verifier)."""
+"""Who decides equivalence behind the exact check (``Reward.math_grader``): math-verify, or the
+AceMath-style rule grader of :mod:`.math_rule` (§4.5: the paper trained with AceMath's rule
+verifier)."""
 
 _TOKENS = re.compile(r"\\(?:boxed|fbox) *\{|\{|\}")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:/\d+)?")
@@ -77,13 +82,16 @@ def extract_boxed(text: str) -> Optional[str]:
     """Content of the last complete ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces
     matched.
 
-    "Last" is the complete box that starts last, so ``\\boxed{1} ... \\boxed{2}`` gives ``"2"`` and a box
-    truncated before its closing brace is skipped. Stray ``}`` outside any brace are ignored. None if no box
-    is complete. Linear in ``len(text)``: each brace is visited once; open boxes are kept on a stack.
+    "Last" is the complete box that starts last, so ``\\boxed{1} ... \\boxed{2}`` gives ``"2"`` and
+    a box truncated before its closing brace is skipped. Stray ``}`` outside any brace are ignored.
+    None if no box is complete. Linear in ``len(text)``: each brace is visited once; open boxes are
+    kept on a stack.
     """
     depth = 0
-    open_boxes: list[tuple[int, int]] = []  # (depth outside the box, index where its content starts)
-    best: Optional[tuple[int, int]] = None  # (content start, content end) of the last-starting complete box
+    # (depth outside the box, index where its content starts)
+    open_boxes: list[tuple[int, int]] = []
+    # (content start, content end) of the last-starting complete box
+    best: Optional[tuple[int, int]] = None
     for m in _TOKENS.finditer(text):
         tok = m.group()
         if tok == "}":
@@ -182,7 +190,7 @@ def validate_label(label: Any) -> None:
         raise ValueError(f"math label has unbalanced braces: {text[:80]!r}")
 
 
-# ---------------------------------------------------------------------------- runs inside worker processes
+# --------------------------------------------------------------------- runs inside worker processes
 
 def load_math_verify() -> None:
     """Worker initializer: import math-verify and run one comparison, so the first real sample's
@@ -214,12 +222,13 @@ class MathVerifier:
     """A configured math reward: ``verifier(response, label) -> float`` and, in parallel over the
     worker pool, ``verifier.reward_batch(responses, labels) -> list[float]``.
 
-    ``answer_pattern``: None for the last ``\\boxed{}`` (paper §4.5), a name from :data:`ANSWER_PATTERNS`,
-    or a regex whose group 1 is the answer (the last match counts). ``timeout_s``: hard wall time per sample
-    in the grader. ``num_workers``: pool size (default: the cores this process may use); verifiers with the
-    same grader and size share one pool, started on the first sample that needs it and stopped at exit.
-    ``grader``: one of :data:`GRADERS` — ``math_verify`` or the AceMath-style ``rule`` grader
-    (:func:`.math_rule.grade`), both behind the same extraction, exact check, workers and timeout.
+    ``answer_pattern``: None for the last ``\\boxed{}`` (paper §4.5), a name from
+    :data:`ANSWER_PATTERNS`, or a regex whose group 1 is the answer (the last match counts).
+    ``timeout_s``: hard wall time per sample in the grader. ``num_workers``: pool size (default: the
+    cores this process may use); verifiers with the same grader and size share one pool, started on
+    the first sample that needs it and stopped at exit. ``grader``: one of :data:`GRADERS` —
+    ``math_verify`` or the AceMath-style ``rule`` grader (:func:`.math_rule.grade`), both behind the
+    same extraction, exact check, workers and timeout.
     """
 
     def __init__(self, answer_pattern: Optional[str] = None, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -242,11 +251,14 @@ class MathVerifier:
         _, answer, terminated = split_thinking(response)
         if not terminated:
             return None
-        return extract_boxed(answer) if self.pattern is None else extract_by_pattern(answer, self.pattern)
+        if self.pattern is None:
+            return extract_boxed(answer)
+        return extract_by_pattern(answer, self.pattern)
 
     def pool(self) -> WorkerPool:
         if self.grader == "rule":
-            return shared_pool(math_rule.grade, self.num_workers, initializer=math_rule.load_rule_grader,
+            return shared_pool(math_rule.grade, self.num_workers,
+                               initializer=math_rule.load_rule_grader,
                                memory_limit_mb=WORKER_MEMORY_MB)
         return shared_pool(verify_equivalence, self.num_workers, initializer=load_math_verify,
                            memory_limit_mb=WORKER_MEMORY_MB)
@@ -296,13 +308,15 @@ def _compile_answer_pattern(answer_pattern: str) -> re.Pattern:
     except re.error as exc:
         raise ValueError(f"answer_pattern {answer_pattern!r} is not a regex: {exc}") from exc
     if pattern.groups < 1:
-        raise ValueError(f"answer_pattern {answer_pattern!r} needs a group capturing the answer, e.g. "
-                         f"{ANSWER_PATTERNS['gsm8k']!r}; named patterns: {sorted(ANSWER_PATTERNS)}")
+        raise ValueError(f"answer_pattern {answer_pattern!r} needs a group capturing the answer, "
+                         f"e.g. {ANSWER_PATTERNS['gsm8k']!r}; named patterns: "
+                         f"{sorted(ANSWER_PATTERNS)}")
     return pattern
 
 
 def math_reward_with(answer_pattern: Optional[str] = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                     num_workers: Optional[int] = None, grader: str = "math_verify") -> MathVerifier:
+                     num_workers: Optional[int] = None,
+                     grader: str = "math_verify") -> MathVerifier:
     """A math reward for another answer format, timeout or grader, e.g.
     ``math_reward_with("gsm8k")`` scores the last ``#### 42`` line, ``math_reward_with(r"Final:
     (.+)")`` a custom one and ``math_reward_with(grader="rule")`` the last box with the
@@ -329,7 +343,8 @@ def batch_verdicts(settings: Reward) -> BatchVerdicts:
     """The stage's math verifier (``Reward.answer_pattern``, ``verify_timeout_s``, ``workers``,
     ``math_grader``); details say whether an answer was found at all (the ``answer_found``
     metric)."""
-    verifier = MathVerifier(settings.answer_pattern, settings.verify_timeout_s, settings.workers or None,
+    verifier = MathVerifier(settings.answer_pattern, settings.verify_timeout_s, settings.workers
+                            or None,
                             settings.math_grader)
 
     def verdicts(responses, labels):
@@ -353,14 +368,18 @@ def _check_eval_reward(settings: Reward) -> None:
 DOMAIN = RewardDomain(
     "math", adapt_math, validate_label, batch_verdicts, reward=math_reward,
     code_switch_penalty=-1.0,                    # §4.5: "−1 for code-switching"
-    code_switch_rule="prompt_language",          # §4.5.2: "different from the original prompt's language"
-    phrase=lambda messages, data: with_math_instruction(messages, data.math_instruction),  # the suites' wording
+    code_switch_rule="prompt_language",  # §4.5.2: "different from the original prompt's language"
+    # the suites' wording
+    phrase=lambda messages, data: with_math_instruction(messages, data.math_instruction),
     batch_metrics=_answer_found,
-    eval_options=("answer_pattern", "math_grader"), check_eval_reward=_check_eval_reward, record_label=True)
-"""The math domain (§4.5): boxed answers against a reference, math-verify or the AceMath-style rule grader."""
+    eval_options=("answer_pattern", "math_grader"), check_eval_reward=_check_eval_reward,
+    record_label=True)
+"""The math domain (§4.5): boxed answers against a reference, math-verify or the AceMath-style rule
+grader."""
 
 
 __all__ = ["DOMAIN", "batch_verdicts", "extract_boxed", "extract_by_pattern", "normalize",
            "is_equivalent", "validate_label",
-           "verify_equivalence", "load_math_verify", "MathVerifier", "math_reward_with", "math_reward",
+           "verify_equivalence", "load_math_verify", "MathVerifier", "math_reward_with",
+           "math_reward",
            "reward_batch", "ANSWER_PATTERNS", "DEFAULT_TIMEOUT_S", "MAX_VERIFY_CHARS", "GRADERS"]

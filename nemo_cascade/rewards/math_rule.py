@@ -7,29 +7,31 @@ clean the two boxed strings, compare them as text, then as numbers with a relati
 as sympy expressions. This module is our own implementation of that recipe (no code is shared with
 those toolkits); its decisions:
 
-1. normalise (:func:`normalize`): drop ``$``, spacing commands, ``\\left``/``\\right``, ``\\displaystyle``,
-   a wrapping ``\\boxed{}``, degrees (``^\\circ``, ``°``), percent signs, thousands separators, a trailing
-   ``.``; units after a number (``5\\text{ cm}^2``, ``5 cm``, ``18 dollars``); ``\\text{}``-like wrappers kept
-   by their content; ``\\dfrac``/``\\tfrac`` → ``\\frac``, ``\\frac12`` → ``\\frac{1}{2}``, ``\\sqrt3`` →
-   ``\\sqrt{3}``; ``x=``/``x \\in`` before the answer (a variable name of at most two characters, as in
-   ``a=1, b=2``); a multiple-choice letter out of its parentheses (``(C)`` → ``C``); the spellings of ∞ and ∅;
+1. normalise (:func:`normalize`): drop ``$``, spacing commands, ``\\left``/``\\right``,
+   ``\\displaystyle``, a wrapping ``\\boxed{}``, degrees (``^\\circ``, ``°``), percent signs,
+   thousands separators, a trailing ``.``; units after a number (``5\\text{ cm}^2``, ``5 cm``, ``18
+   dollars``); ``\\text{}``-like wrappers kept by their content; ``\\dfrac``/``\\tfrac`` →
+   ``\\frac``, ``\\frac12`` → ``\\frac{1}{2}``, ``\\sqrt3`` → ``\\sqrt{3}``; ``x=``/``x \\in``
+   before the answer (a variable name of at most two characters, as in ``a=1, b=2``); a
+   multiple-choice letter out of its parentheses (``(C)`` → ``C``); the spellings of ∞ and ∅;
 2. equal as text after normalising (case and spaces ignored) → equal;
-3. both numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``) → equal iff within 1e-4 relative of the
-   reference or, as AceMath allows for percentages, of the reference × 100 or ÷ 100 (so ``50`` matches ``0.5``
-   and ``50\\%`` matches ``0.5``; math-verify refuses the former); two integers must be equal exactly (ours:
-   the toolkit's tolerance would accept a count of 1000001 for 1000000);
-4. tuples, intervals and lists (split at top-level commas): tuples and intervals element by element, in order,
-   with the same brackets (``(1,2]`` ≠ ``[1,2]``); sets ``\\{…\\}``, bare lists ``1, 2`` and unions
-   (``\\cup``) as multisets, in any order; a lone answer matches a one-element set;
-5. otherwise sympy: both parsed from LaTeX (latex2sympy2_extended, an ANTLR parser — never ``eval``, so
-   model text runs no code) and equal when ``a == b``, ``simplify(a − b) == 0`` (matrices entrywise), or both
-   are numbers within 1e-4 relative; two equations ``a = b`` when ``lhs − rhs`` agree up to sign.
+3. both numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``) → equal iff within 1e-4 relative of
+   the reference or, as AceMath allows for percentages, of the reference × 100 or ÷ 100 (so ``50``
+   matches ``0.5`` and ``50\\%`` matches ``0.5``; math-verify refuses the former); two integers must
+   be equal exactly (ours: the toolkit's tolerance would accept a count of 1000001 for 1000000);
+4. tuples, intervals and lists (split at top-level commas): tuples and intervals element by element,
+   in order, with the same brackets (``(1,2]`` ≠ ``[1,2]``); sets ``\\{…\\}``, bare lists ``1, 2``
+   and unions (``\\cup``) as multisets, in any order; a lone answer matches a one-element set;
+5. otherwise sympy: both parsed from LaTeX (latex2sympy2_extended, an ANTLR parser — never ``eval``,
+   so model text runs no code) and equal when ``a == b``, ``simplify(a − b) == 0`` (matrices
+   entrywise), or both are numbers within 1e-4 relative; two equations ``a = b`` when ``lhs − rhs``
+   agree up to sign.
 
-Anything that cannot be parsed is not equal; :func:`grade` never raises on model output. Steps 1–4 are
-linear scans or bounded by the input length; step 5 may run for as long as sympy takes (``10^{10^{10}}``), so
-the reward runs :func:`grade` in killable worker processes with a per-sample timeout (``rewards.workers``,
-``Reward.verify_timeout_s``), as it runs math-verify. Inputs longer than :data:`MAX_CHARS` are compared as
-text only.
+Anything that cannot be parsed is not equal; :func:`grade` never raises on model output. Steps 1–4
+are linear scans or bounded by the input length; step 5 may run for as long as sympy takes
+(``10^{10^{10}}``), so the reward runs :func:`grade` in killable worker processes with a per-sample
+timeout (``rewards.workers``, ``Reward.verify_timeout_s``), as it runs math-verify. Inputs longer
+than :data:`MAX_CHARS` are compared as text only.
 """
 from __future__ import annotations
 
@@ -40,30 +42,36 @@ from fractions import Fraction
 from typing import Optional
 
 REL_TOL = 1e-4
-"""Relative tolerance of numeric comparisons (AceMath's toolkit compares numbers with ``rel_tol=1e-4``)."""
+"""Relative tolerance of numeric comparisons (AceMath's toolkit compares numbers with
+``rel_tol=1e-4``)."""
 PERCENT_SCALED = True
-"""A number also matches the reference × 100 and ÷ 100 (AceMath's ``include_percentage``): a percentage may be
-answered as a fraction of 1 or the other way round."""
+"""A number also matches the reference × 100 and ÷ 100 (AceMath's ``include_percentage``): a
+percentage may be answered as a fraction of 1 or the other way round."""
 MAX_CHARS = 1000
-"""Longer strings are compared as normalised text only (no parsing): no real final answer is that long."""
+"""Longer strings are compared as normalised text only (no parsing): no real final answer is that
+long."""
 _MAX_NUMBER_CHARS = 64
 """Longer digit strings are not converted to numbers (Fraction of a 10^6-digit string is slow)."""
 _MAX_ITEMS = 64
 """Lists longer than this are compared as text (a multiset match is quadratic in the items)."""
 
-# --------------------------------------------------------------------------------------------- normalising
+# -------------------------------------------------------------------------------------- normalising
 
 _SPACING = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|~")  # not the "\\" of a matrix row
-_SIZING = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
+_SIZING = re.compile(
+    r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
 _DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree(?![A-Za-z])")
 _PERCENT = re.compile(r"\\%|%|\\text\{\s*percent\s*\}|\s+percent$")
-_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+_TEXT_WRAPPER = re.compile(
+    r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
 _NUMBER_TEXT = r"[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)"
 _UNIT_AFTER_NUMBER = re.compile(
-    rf"^({_NUMBER_TEXT}|[-+]?\\frac\{{\d+\}}\{{\d+\}})"                   # a number or a plain fraction,
-    r"\s*(?:\\(?:text|mbox|mathrm)\s*\{[^{}]*\}|\s[A-Za-z][A-Za-z .]*)"   # then \text{unit} or " words"
+    rf"^({_NUMBER_TEXT}|[-+]?\\frac\{{\d+\}}\{{\d+\}})"  # a number or a plain fraction,
+    # then \text{unit} or " words"
+    r"\s*(?:\\(?:text|mbox|mathrm)\s*\{[^{}]*\}|\s[A-Za-z][A-Za-z .]*)"
     r"(?:\^\s*\{?\d\}?)?$")                                                # maybe squared or cubed
-_TRAILING_TEXT_UNIT = re.compile(r"(?<=\S)\s*\\(?:text|mbox|mathrm)\s*\{\s[^{}]*\}(?:\^\s*\{?\d\}?)?$")
+_TRAILING_TEXT_UNIT = re.compile(
+    r"(?<=\S)\s*\\(?:text|mbox|mathrm)\s*\{\s[^{}]*\}(?:\^\s*\{?\d\}?)?$")
 _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _FRAC_FIRST_SHORT = re.compile(r"\\frac\s*(\d)\s*\{")
 _FRAC_SECOND_SHORT = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")
@@ -174,7 +182,7 @@ def _compact(s: str) -> str:
     return re.sub(r"\s+", "", s).lower()
 
 
-# --------------------------------------------------------------------------------------------- numbers
+# ------------------------------------------------------------------------------------------ numbers
 
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:/\d+)?")
 _FRAC = re.compile(r"([-+]?)\\frac\{([-+]?\d+(?:\.\d+)?)\}\{(\d+(?:\.\d+)?)\}")
@@ -211,7 +219,7 @@ def _numbers_equal(a: Fraction, b: Fraction, scaled: bool) -> bool:
     return any(_close(a, c) for c in candidates)
 
 
-# --------------------------------------------------------------------------------------------- structures
+# --------------------------------------------------------------------------------------- structures
 
 _SET_OPEN, _SET_CLOSE = "\\{", "\\}"
 
@@ -267,7 +275,7 @@ def _structures_equal(pred: tuple[str, list[str]], ref: tuple[str, list[str]]) -
     return True
 
 
-# --------------------------------------------------------------------------------------------- sympy
+# -------------------------------------------------------------------------------------------- sympy
 
 def _parse(s: str):
     """A sympy object for a LaTeX (or plain) expression, or None. latex2sympy2_extended's ANTLR
@@ -284,7 +292,8 @@ def _difference_is_zero(a, b) -> bool:
     import sympy
 
     if isinstance(a, sympy.MatrixBase) or isinstance(b, sympy.MatrixBase):
-        if not (isinstance(a, sympy.MatrixBase) and isinstance(b, sympy.MatrixBase)) or a.shape != b.shape:
+        if not (isinstance(a, sympy.MatrixBase)
+                and isinstance(b, sympy.MatrixBase)) or a.shape != b.shape:
             return False
         return all(sympy.simplify(x - y) == 0 for x, y in zip(a, b))
     if not (isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr)):
@@ -311,11 +320,12 @@ def _symbolic_equal(pred: str, ref: str) -> bool:
             da, db = a.lhs - a.rhs, b.lhs - b.rhs
             return _difference_is_zero(da, db) or _difference_is_zero(da, -db)
         return _difference_is_zero(a, b)
-    except Exception:  # noqa: BLE001 - sympy raises many kinds on odd input: the answer is not shown equal
+    # sympy raises many kinds on odd input: the answer is not shown equal
+    except Exception:  # noqa: BLE001
         return False
 
 
-# --------------------------------------------------------------------------------------------- grading
+# ------------------------------------------------------------------------------------------ grading
 
 def _equal(pred: str, ref: str, scaled: bool) -> bool:
     """Steps 2–5 of the module docstring on two normalised strings."""
@@ -356,4 +366,5 @@ def load_rule_grader() -> None:
     grade("3\\sqrt{2}", "\\sqrt{18}")
 
 
-__all__ = ["grade", "normalize", "as_number", "load_rule_grader", "REL_TOL", "PERCENT_SCALED", "MAX_CHARS"]
+__all__ = ["grade", "normalize", "as_number", "load_rule_grader", "REL_TOL", "PERCENT_SCALED",
+           "MAX_CHARS"]

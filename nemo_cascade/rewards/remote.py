@@ -3,15 +3,16 @@ network.
 
 Two scores, one transport:
 
-- :class:`RewardModelClient` — a Bradley–Terry reward model's scalar (paper §4.2: a linear head on the last
-  hidden state; §4.3 uses it as the RLHF reward). The client renders each conversation itself with
-  ``data.rm_input.render_rm_input``, the rendering the RM stage trained on, and the server only tokenises the
-  text (``/tokenize``: the folder's tokenizer is the training one) — its chat template never shapes a scored
-  input. Which (style, mode) the RM was trained with is read once from the server: the exported RM's chat
-  template renders a probe conversation as exactly one of the RM renderings, else the server is refused (an RM
-  folder carrying its base model's template). The ids are scored many per request through ``/classify`` with
-  ``use_activation=false``, which returns the raw logit — the default applies a sigmoid (vLLM 0.32). A BT
-  score is meant to be compared across responses; the sigmoid would squash it.
+- :class:`RewardModelClient` — a Bradley–Terry reward model's scalar (paper §4.2: a linear head on
+  the last hidden state; §4.3 uses it as the RLHF reward). The client renders each conversation
+  itself with ``data.rm_input.render_rm_input``, the rendering the RM stage trained on, and the
+  server only tokenises the text (``/tokenize``: the folder's tokenizer is the training one) — its
+  chat template never shapes a scored input. Which (style, mode) the RM was trained with is read
+  once from the server: the exported RM's chat template renders a probe conversation as exactly one
+  of the RM renderings, else the server is refused (an RM folder carrying its base model's
+  template). The ids are scored many per request through ``/classify`` with
+  ``use_activation=false``, which returns the raw logit — the default applies a sigmoid (vLLM 0.32).
+  A BT score is meant to be compared across responses; the sigmoid would squash it.
 - :class:`JudgeClient` — a judge LM's P("YES") (SWE reward, paper §4.7 Eq. 2, Kimi-Dev-72B), read
   after the ``<judgement>`` tag App. C.2's judge writes (after its own reasoning, if it reasons
   first) and summed over the word's spellings, each by the chain rule over its tokens; how and
@@ -21,51 +22,22 @@ Inputs longer than the server's ``max_model_len`` keep their **last** tokens: bo
 answer at the final position, which must stay the real end of the conversation (counted in
 ``truncated``).
 
-Transport (:class:`HttpEndpoint`): stdlib only (the rewards package imports on a bare machine), a timeout per
-request, bounded retries with exponential backoff on connection errors, timeouts, 5xx, 408 and 429. A 4xx
-answer and a malformed body (bad JSON, wrong shape, NaN) fail at once. Every failure is one
-:class:`RewardServerError` line naming the URL; an unreachable server and a missing route (404: a wrong URL,
-or a judge where a reward model was expected) also say what kind of server should answer there. A URL may
-be ``file:PATH``, the URL file of a long-lived server that restarts elsewhere (rewards/endpoints.py): re-read
-when a request fails, waited for (boundedly) while the server is away.
+Transport: :class:`~.http_endpoint.HttpEndpoint` (timeouts, bounded retries, ``file:`` URLs of
+servers that restart elsewhere, one-line :class:`~.http_endpoint.RewardServerError` failures).
 """
 from __future__ import annotations
 
-import http.client
-import json
-import logging
 import math
-import socket
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, Callable, Optional, Sequence, Union
 
 from ..data.rm_input import PROBE, RM_RENDERINGS, render_rm_input
-from .endpoints import (DIRECT_OPENER, RESTART_WAIT_S, EndpointError, UrlFile, check_http_url,
-                        env_token, healthy, is_file_url, refusal)
-from ..runtime import heartbeat
-from ..errors import CascadeError
-from ..runtime.server_token import bearer
-
-log = logging.getLogger(__name__)
+from .http_endpoint import HttpEndpoint, RewardServerError, one_line
 
 Messages = Sequence[dict]
 Prompt = Union[str, Messages]
-_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _TOKEN_KEY = "token_id:"
-_MAX_ERROR_CHARS = 300
-
-
-class RewardServerError(CascadeError, RuntimeError):
-    """The reward/judge server is unreachable after retries, refused a request, or answered
-    garbage."""
-
-
-def _one_line(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _clean(text: str) -> str:
@@ -74,151 +46,8 @@ def _clean(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
-class HttpEndpoint:
-    """POSTs JSON to ``base_url + path`` with a per-request ``timeout`` (seconds) and up to
-    ``retries`` retries after the first attempt, sleeping ``backoff · 2^i`` (capped at
-    ``max_backoff``) before retry i. ``expect`` says what should answer there; it ends the error
-    line of an unreachable server or a missing route (404/405), the two signs of a wrong URL or the
-    wrong kind of server.
-
-    ``base_url`` may be ``file:PATH``, a file holding the URL of a long-lived server that may
-    restart on another host (rewards/endpoints.py): it is read on first use, and when the retries of
-    a request run out the client waits up to ``restart_wait`` seconds for the file to name a server
-    that answers ``/health`` (the same one back, or a new one), then sends the request again.
-
-    Every request carries the server's token (server_token.py): the one in the URL file, else
-    ``token``, else ``$NEMO_CASCADE_SERVER_TOKEN``. A ``file:`` client whose token is refused
-    (HTTP 401) reads the file again (a restart writes a new one); a token still refused is one
-    :class:`RewardServerError` line."""
-
-    def __init__(self, base_url: str, *, expect: str = "a vLLM OpenAI-compatible server (vllm serve)",
-                 timeout: float = 120.0, retries: int = 3, backoff: float = 0.5, max_backoff: float = 8.0,
-                 sleep: Callable[[float], None] = time.sleep, restart_wait: float = RESTART_WAIT_S,
-                 poll: float = 5.0, token: str = ""):
-        self.expect = expect
-        self._source = UrlFile(base_url, expect, poll=poll, sleep=sleep) if is_file_url(base_url) else None
-        self._url = None if self._source else check_http_url(base_url, expect)
-        self._token = token or env_token()
-        if timeout <= 0 or retries < 0 or backoff < 0 or restart_wait < 0:
-            raise ValueError(f"{base_url}: need timeout > 0, retries >= 0, backoff >= 0, restart_wait >= 0; got "
-                             f"{timeout}, {retries}, {backoff}, {restart_wait}")
-        self.timeout, self.retries, self.backoff, self.max_backoff = timeout, retries, backoff, max_backoff
-        self.restart_wait, self.poll = restart_wait, poll
-        self._sleep = sleep
-
-    @property
-    def base_url(self) -> str:
-        """The server root requests go to (a ``file:`` endpoint: the URL last read from it, else the
-        file)."""
-        return self._url or str(self._source)
-
-    def post(self, path: str, payload: dict) -> Any:
-        """The decoded JSON answer; :class:`RewardServerError` when it cannot be had."""
-        body = json.dumps(payload).encode()
-        if self._url is None:
-            self._url = self._wait_for_file()
-        ok, answer = self._attempts(path, body)
-        if ok or self._source is None:
-            return self._answer_or_raise(ok, answer, path)
-        first, deadline = answer, time.monotonic() + self.restart_wait
-        while time.monotonic() < deadline:  # a file: server may be restarting, here or on another host
-            heartbeat.advance()  # a bounded wait, not a stall (runtime/heartbeat.py)
-            url = self._source.read()
-            if url and not healthy(url, timeout=min(self.timeout, 10.0)):
-                if url != self._url:
-                    log.warning("%s: the server moved from %s to %s", self._source, self._url, url)
-                self._url = url
-                ok, answer = self._attempts(path, body)
-                if ok:
-                    return answer
-            self._sleep(self.poll)
-        raise RewardServerError(f"{self.base_url + path} (from {self._source}): unreachable ({first}), and no "
-                                f"healthy server in the file after waiting {self.restart_wait:g} s; expected "
-                                f"{self.expect}")
-
-    @property
-    def token(self) -> str:
-        return self._source.token if self._source else self._token
-
-    def _wait_for_file(self) -> str:
-        try:
-            return self._source.wait(self.restart_wait)
-        except (EndpointError, ValueError) as e:
-            raise RewardServerError(str(e)) from None
-
-    def _reread_after_refusal(self, url: str) -> None:
-        """After a 401: take the server (and token) the URL file now names, when it names another
-        than the one refused; else the refusal, in one line."""
-        if self._source is not None:
-            token = self._source.token
-            fresh = self._source.read()
-            if fresh and (fresh, self._source.token) != (self._url, token):
-                self._url = fresh
-                return
-        raise RewardServerError(refusal(url, self._source, self.token)) from None
-
-    def _answer_or_raise(self, ok: bool, answer: Any, path: str) -> Any:
-        if ok:
-            return answer
-        attempts = f"{self.retries + 1} attempt{'s' if self.retries else ''}"
-        raise RewardServerError(f"{self.base_url + path}: unreachable after {attempts} ({answer}); expected "
-                                f"{self.expect}")
-
-    def _attempts(self, path: str, body: bytes) -> tuple[bool, Any]:
-        """``(True, decoded answer)``, or ``(False, the last transient failure)`` once the retries
-        ran out; what no retry can fix (4xx, a body that is not JSON) raises at once."""
-        last = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self._sleep(min(self.backoff * 2 ** (attempt - 1), self.max_backoff))
-            url = self.base_url + path
-            headers = {"Content-Type": "application/json", **bearer(self.token)}
-            req = urllib.request.Request(url, data=body, headers=headers)
-            try:
-                with DIRECT_OPENER.open(req, timeout=self.timeout) as resp:
-                    raw = resp.read()
-            except urllib.error.HTTPError as e:
-                detail = _error_message(e.read())
-                if e.code == 401:
-                    self._reread_after_refusal(self.base_url)
-                    last = "HTTP 401: the server was restarted with a new token"
-                    continue
-                if e.code in (404, 405):
-                    raise RewardServerError(f"{url}: HTTP {e.code} ({detail}); expected {self.expect}") from None
-                if e.code not in _RETRY_STATUS:
-                    raise RewardServerError(f"{url}: HTTP {e.code}: {detail}") from None
-                last = f"HTTP {e.code}: {detail}"
-            except (socket.timeout, TimeoutError):
-                last = f"timed out after {self.timeout:g} s"
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
-                last = _one_line(getattr(e, "reason", None) or e or type(e).__name__)
-            else:
-                try:
-                    return True, json.loads(raw)
-                except ValueError:
-                    raise RewardServerError(f"{url}: answer is not JSON: {_one_line(repr(raw[:200]))}") from None
-        return False, last
-
-
-def _error_message(raw: bytes) -> str:
-    """The human part of an error body: vLLM's ``{"error": {"message"}}``, FastAPI's ``{"detail"}``,
-    or the text itself, on one line."""
-    text = raw.decode("utf-8", "replace")
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return _one_line(text) or "empty body"
-    if isinstance(body, dict):
-        err = body.get("error")
-        message = err.get("message") if isinstance(err, dict) else err
-        message = message or body.get("detail") or body.get("message")
-        if message:
-            return _one_line(message)
-    return _one_line(text)
-
-
 def _garbage(url: str, what: str) -> RewardServerError:
-    return RewardServerError(f"{url}: malformed answer: {_one_line(what)}")
+    return RewardServerError(f"{url}: malformed answer: {one_line(what)}")
 
 
 def _finite(x: Any) -> bool:
@@ -234,7 +63,8 @@ class _ServedModel:
 
     def __init__(self, url: str, model: Optional[str], batch_size: int, concurrency: int, **http):
         if batch_size < 1 or concurrency < 1:
-            raise ValueError(f"batch_size and concurrency must be >= 1, got {batch_size}, {concurrency}")
+            raise ValueError(f"batch_size and concurrency must be >= 1, got {batch_size}, "
+                             f"{concurrency}")
         self.http = HttpEndpoint(url, expect=self.EXPECT, **http)
         self.model, self.batch_size, self.concurrency = model, batch_size, concurrency
         self.truncated = 0
@@ -243,7 +73,8 @@ class _ServedModel:
     def _payload(self, **fields) -> dict:
         return {"model": self.model, **fields} if self.model else fields
 
-    def tokenize(self, prompt: Prompt, *, add_generation_prompt: bool, special: bool = True) -> tuple[list[int], int]:
+    def tokenize(self, prompt: Prompt, *, add_generation_prompt: bool,
+                 special: bool = True) -> tuple[list[int], int]:
         """``(token ids, server max_model_len)`` of a plain string (``special``: add BOS etc. like
         the completions endpoint does) or of a conversation rendered with the server's chat
         template."""
@@ -253,10 +84,13 @@ class _ServedModel:
             messages = [{"role": m["role"], "content": _clean(m["content"])} for m in prompt]
             payload = self._payload(messages=messages, add_generation_prompt=add_generation_prompt)
         resp = self.http.post("/tokenize", payload)
-        ids, max_len = (resp.get("tokens"), resp.get("max_model_len")) if isinstance(resp, dict) else (None, None)
-        if not (isinstance(ids, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in ids)
+        ids, max_len = ((resp.get("tokens"), resp.get("max_model_len")) if isinstance(resp, dict)
+                        else (None, None))
+        if not (isinstance(ids, list)
+                and all(isinstance(t, int) and not isinstance(t, bool) for t in ids)
                 and isinstance(max_len, int) and max_len > 0):
-            raise _garbage(self.http.base_url + "/tokenize", f"expected tokens and max_model_len, got {resp!r:.200}")
+            raise _garbage(self.http.base_url + "/tokenize",
+                           f"expected tokens and max_model_len, got {resp!r:.200}")
         return ids, max_len
 
     def _keep_last(self, ids: list[int], limit: int) -> list[int]:
@@ -275,7 +109,8 @@ class _ServedModel:
     def _chunks(self, items: Sequence) -> list:
         return [items[i:i + self.batch_size] for i in range(0, len(items), self.batch_size)]
 
-    def _post_indexed(self, path: str, payload: dict, key: str, count: int, read: Callable[[str, dict, int], Any]
+    def _post_indexed(self, path: str, payload: dict, key: str, count: int,
+                      read: Callable[[str, dict, int], Any]
                       ) -> list:
         """POST ``payload`` and return ``read(url, item, index)`` for the ``count`` items of the
         answer's ``key`` list, in index order: vLLM's ``/classify`` and ``/v1/completions`` number
@@ -299,9 +134,11 @@ class RewardModelClient(_ServedModel):
     """Raw Bradley–Terry scores from a server started with ``--runner pooling`` (``/classify``), at
     most ``batch_size`` inputs per request, ``concurrency`` requests in flight."""
 
-    EXPECT = "a reward model (a num_labels=1 sequence classifier) served by `vllm serve MODEL --runner pooling`"
+    EXPECT = ("a reward model (a num_labels=1 sequence classifier) served by `vllm serve MODEL "
+              "--runner pooling`")
 
-    def __init__(self, url: str, model: Optional[str] = None, *, batch_size: int = 32, concurrency: int = 4,
+    def __init__(self, url: str, model: Optional[str] = None, *, batch_size: int = 32,
+                 concurrency: int = 4,
                  **http):
         super().__init__(url, model, batch_size, concurrency, **http)
         self._rendering: Optional[tuple[str, str]] = None
@@ -314,15 +151,17 @@ class RewardModelClient(_ServedModel):
         what the server rendered."""
         if self._rendering is None:
             served, _ = self.tokenize(list(PROBE), add_generation_prompt=False)
-            found = [r for r in RM_RENDERINGS if self._text_ids(render_rm_input(PROBE, r[1], r[0])) == served]
+            found = [r for r in RM_RENDERINGS
+                     if self._text_ids(render_rm_input(PROBE, r[1], r[0])) == served]
             if len(found) != 1:
                 shown = self.http.post("/detokenize", self._payload(tokens=served))
                 text = shown.get("prompt") if isinstance(shown, dict) else shown
                 raise RewardServerError(
-                    f"{self.http.base_url}: the served reward model's chat template renders a conversation as "
-                    f"{_one_line(repr(text), 160)}, not as a reward_model stage trains (data.rm_input: cascade1 "
-                    f"with /think or /no_think flags, or plain ChatML); serve an RM exported by its reward_model "
-                    f"stage (its folder carries that rendering as its chat template)")
+                    f"{self.http.base_url}: the served reward model's chat template renders a "
+                    f"conversation as {one_line(repr(text), 160)}, not as a reward_model stage "
+                    "trains (data.rm_input: cascade1 with /think or /no_think flags, or plain "
+                    "ChatML); serve an RM exported by its reward_model stage (its folder carries "
+                    "that rendering as its chat template)")
             self._rendering = found[0]
         return self._rendering
 
@@ -337,12 +176,14 @@ class RewardModelClient(_ServedModel):
         (:meth:`rendering`)."""
         style, mode = self.rendering()
         texts = [render_rm_input(c, mode, style) for c in conversations]
-        return self._score_ids(self._map(lambda t: self.tokenize(t, add_generation_prompt=False, special=False), texts))
+        tokenize = partial(self.tokenize, add_generation_prompt=False, special=False)
+        return self._score_ids(self._map(tokenize, texts))
 
     def score_texts(self, texts: Sequence[str]) -> list[float]:
         """One score per already-formatted string (tokenized by the server, special tokens
         added)."""
-        return self._score_ids(self._map(lambda t: self.tokenize(t, add_generation_prompt=False), texts))
+        return self._score_ids(self._map(lambda t: self.tokenize(t, add_generation_prompt=False),
+                                         texts))
 
     def _score_ids(self, tokenized: list[tuple[list[int], int]]) -> list[float]:
         inputs = [self._keep_last(ids, max_len) for ids, max_len in tokenized]
@@ -352,10 +193,13 @@ class RewardModelClient(_ServedModel):
         def score(url: str, item: dict, index: int) -> float:
             probs = item.get("probs")
             if not (isinstance(probs, list) and len(probs) == 1 and _finite(probs[0])):
-                raise _garbage(url, f"expected one finite score (a num_labels=1 reward model), got {probs!r:.200}")
+                raise _garbage(url,
+                               "expected one finite score (a num_labels=1 reward model), got "
+                               f"{probs!r:.200}")
             return float(probs[0])
 
-        return self._post_indexed("/classify", self._payload(input=inputs, use_activation=False), "data",
+        return self._post_indexed("/classify", self._payload(input=inputs, use_activation=False),
+                                  "data",
                                   len(inputs), score)
 
 
@@ -368,7 +212,8 @@ class JudgeClient(_ServedModel):
 
     EXPECT = "a judge LM served by `vllm serve MODEL --runner generate`"
 
-    def __init__(self, url: str, model: Optional[str] = None, *, yes: Sequence[str] = ("YES", " YES"),
+    def __init__(self, url: str, model: Optional[str] = None, *,
+                 yes: Sequence[str] = ("YES", " YES"),
                  reasoning_tokens: int = 0, batch_size: int = 32, concurrency: int = 4, **http):
         super().__init__(url, model, batch_size, concurrency, **http)
         if not yes or not all(isinstance(v, str) and v for v in yes):
@@ -383,11 +228,13 @@ class JudgeClient(_ServedModel):
         """The canonical tokenization of each spelling (fetched once); refuses prefix-overlapping
         ones."""
         if self._yes_ids is None:
-            ids = [self.tokenize(v, add_generation_prompt=False, special=False)[0] for v in self.yes]
+            ids = [self.tokenize(v, add_generation_prompt=False,
+                                 special=False)[0] for v in self.yes]
             for a, (va, ia) in enumerate(zip(self.yes, ids)):
                 for vb, ib in zip(self.yes[a + 1:], ids[a + 1:]):
                     if not ia or not ib or ia[:len(ib)] == ib or ib[:len(ia)] == ia:
-                        raise ValueError(f"yes spellings {va!r} {ia} and {vb!r} {ib} overlap as token sequences")
+                        raise ValueError(f"yes spellings {va!r} {ia} and {vb!r} {ib} overlap as "
+                                         "token sequences")
             self._yes_ids = ids
         return self._yes_ids
 
@@ -398,8 +245,8 @@ class JudgeClient(_ServedModel):
         — after the judge's reasoning when ``reasoning_tokens`` > 0, which needs a prefix to stop
         at."""
         if self.reasoning_tokens and not answer_prefix:
-            raise ValueError("a reasoning judge (reasoning_tokens > 0) needs the answer_prefix it writes before "
-                             "its verdict, e.g. '<judgement>'")
+            raise ValueError("a reasoning judge (reasoning_tokens > 0) needs the answer_prefix it "
+                             "writes before its verdict, e.g. '<judgement>'")
         if not prompts:
             return []
         yes_ids = self.yes_token_ids()
@@ -409,19 +256,22 @@ class JudgeClient(_ServedModel):
         tokenized = self._map(lambda p: self.tokenize(p, add_generation_prompt=True), prompts)
         reserve = room + len(prefix_ids) + self.reasoning_tokens  # what must fit after the prompt
         if tokenized and tokenized[0][1] <= reserve:  # one server: one max_model_len
-            raise ValueError(f"{self.http.base_url}: the judge's max_model_len {tokenized[0][1]} leaves no room for "
-                             f"a prompt before {reserve} tokens of reasoning, answer prefix and answer")
+            raise ValueError(f"{self.http.base_url}: the judge's max_model_len {tokenized[0][1]} "
+                             f"leaves no room for a prompt before {reserve} tokens of reasoning, "
+                             "answer prefix and answer")
         prompt_ids = [self._keep_last(ids, max_len - reserve) for ids, max_len in tokenized]
         if self.reasoning_tokens:
             reasoning = self._reason(prompt_ids, answer_prefix)
-            tails = self._map(lambda text: self.tokenize(text + answer_prefix, add_generation_prompt=False,
+            tails = self._map(lambda text: self.tokenize(text + answer_prefix,
+                                                         add_generation_prompt=False,
                                                          special=False)[0], reasoning)
         else:
             tails = [prefix_ids] * len(prompts)
         # A re-tokenized reasoning may come out a little longer than the tokens generated: keep the
         # last ones (not counted again in ``truncated``: the input was counted if its prompt was
         # cut).
-        prompt_ids = [(ids + tail)[-(max_len - room):] for ids, tail, (_, max_len) in zip(prompt_ids, tails, tokenized)]
+        prompt_ids = [(ids + tail)[-(max_len - room):]
+                      for ids, tail, (_, max_len) in zip(prompt_ids, tails, tokenized)]
         logp = [[0.0] * len(yes_ids) for _ in prompts]  # log P(spelling v | context i)
         for depth in range(room):
             # One context per (prompt, token prefix) still needing its next token; spellings may
@@ -432,8 +282,10 @@ class JudgeClient(_ServedModel):
                     if depth < len(v):
                         wanted.setdefault((i, tuple(v[:depth])), set()).add(v[depth])
             keys = list(wanted)
-            contexts = [(prompt_ids[i] + list(prefix), sorted(wanted[(i, prefix)])) for i, prefix in keys]
-            found = [lp for chunk in self._map(self._next_token_logprobs, self._chunks(contexts)) for lp in chunk]
+            contexts = [(prompt_ids[i] + list(prefix),
+                         sorted(wanted[(i, prefix)])) for i, prefix in keys]
+            found = [lp for chunk in self._map(self._next_token_logprobs,
+                                               self._chunks(contexts)) for lp in chunk]
             for (i, prefix), lps in zip(keys, found):
                 for k, v in enumerate(yes_ids):
                     if depth < len(v) and tuple(v[:depth]) == prefix:
@@ -450,26 +302,32 @@ class JudgeClient(_ServedModel):
             return choice["text"]
 
         def generate(chunk: list[list[int]]) -> list[str]:
-            payload = self._payload(prompt=chunk, max_tokens=self.reasoning_tokens, temperature=0.0, stop=[stop])
+            payload = self._payload(prompt=chunk, max_tokens=self.reasoning_tokens, temperature=0.0,
+                                    stop=[stop])
             return self._post_indexed("/v1/completions", payload, "choices", len(chunk), text_of)
 
         return [text for chunk in self._map(generate, self._chunks(prompt_ids)) for text in chunk]
 
-    def _next_token_logprobs(self, contexts: list[tuple[list[int], list[int]]]) -> list[dict[int, float]]:
+    def _next_token_logprobs(self,
+                             contexts: list[tuple[list[int], list[int]]]) -> list[dict[int, float]]:
         """For each ``(context ids, wanted ids)``: the log-probability of each wanted id as the next
         token."""
         wanted = sorted({t for _, ids in contexts for t in ids})
-        payload = self._payload(prompt=[ctx for ctx, _ in contexts], max_tokens=1, temperature=1.0, top_p=1.0,
-                                logprobs=1, logprob_token_ids=wanted, return_tokens_as_token_ids=True)
-        return self._post_indexed("/v1/completions", payload, "choices", len(contexts),
-                                  lambda url, choice, index: _parse_top_logprobs(url, choice, contexts[index][1]))
+        payload = self._payload(prompt=[ctx for ctx, _ in contexts], max_tokens=1, temperature=1.0,
+                                top_p=1.0,
+                                logprobs=1, logprob_token_ids=wanted,
+                                return_tokens_as_token_ids=True)
+        def parsed(url, choice, index):
+            return _parse_top_logprobs(url, choice, contexts[index][1])
+        return self._post_indexed("/v1/completions", payload, "choices", len(contexts), parsed)
 
 
 def _parse_top_logprobs(url: str, choice: dict, wanted: list[int]) -> dict[int, float]:
     """``{token id: logprob}`` of the first generated position, checked to hold every wanted id."""
     try:
         top = choice["logprobs"]["top_logprobs"][0]
-        lps = {int(key[len(_TOKEN_KEY):]): value for key, value in top.items() if key.startswith(_TOKEN_KEY)}
+        lps = {int(key[len(_TOKEN_KEY):]): value for key, value in top.items()
+               if key.startswith(_TOKEN_KEY)}
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         raise _garbage(url, f"no token-id top_logprobs in {choice!r:.200}") from None
     for t in wanted:
@@ -478,4 +336,4 @@ def _parse_top_logprobs(url: str, choice: dict, wanted: list[int]) -> dict[int, 
     return lps
 
 
-__all__ = ["RewardServerError", "HttpEndpoint", "RewardModelClient", "JudgeClient"]
+__all__ = ["RewardModelClient", "JudgeClient"]

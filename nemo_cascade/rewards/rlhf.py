@@ -11,9 +11,10 @@ pairs were (``data.rm_input``). No reward shaping (paper §4.3: none with the 72
 code-switch penalty (batch min − 10) is applied by the language-mixing module, not here.
 
 Label (docs/rewards.md): ``{"prompt": str}`` or ``{"messages": [{"role", "content"}, ...]}`` — the
-conversation the answer replies to, ending with a user turn. :func:`validate_label` checks it at data-loading
-time; the reward functions never raise on the response text (a server failure raises
-:class:`~nemo_cascade.rewards.remote.RewardServerError`: that is infrastructure, not model output).
+conversation the answer replies to, ending with a user turn. :func:`validate_label` checks it at
+data-loading time; the reward functions never raise on the response text (a server failure raises
+:class:`~nemo_cascade.rewards.http_endpoint.RewardServerError`: that is infrastructure, not model
+output).
 """
 from __future__ import annotations
 
@@ -40,22 +41,27 @@ def validate_label(label: Any) -> None:
     [...]}`` (exactly one of the two; other keys are ignored) whose messages have a known role and
     string content and end with a user turn."""
     if not isinstance(label, dict):
-        raise ValueError(f"rlhf label: expected a dict with 'prompt' or 'messages', got {type(label).__name__}")
+        raise ValueError("rlhf label: expected a dict with 'prompt' or 'messages', got "
+                         f"{type(label).__name__}")
     if ("prompt" in label) == ("messages" in label):
-        raise ValueError(f"rlhf label: expected exactly one of 'prompt' or 'messages', got keys {sorted(label)}")
+        raise ValueError("rlhf label: expected exactly one of 'prompt' or 'messages', got keys "
+                         f"{sorted(label)}")
     if "prompt" in label:
         if not isinstance(label["prompt"], str):
-            raise ValueError(f"rlhf label: 'prompt' must be a string, got {type(label['prompt']).__name__}")
+            raise ValueError("rlhf label: 'prompt' must be a string, got "
+                             f"{type(label['prompt']).__name__}")
         return
     messages = label["messages"]
     if not isinstance(messages, list) or not messages:
         raise ValueError("rlhf label: 'messages' must be a non-empty list of {role, content} dicts")
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
+        if (not isinstance(m, dict) or m.get("role") not in _ROLES
+                or not isinstance(m.get("content"), str)):
             raise ValueError(f"rlhf label: messages[{i}] must be {{'role': one of {list(_ROLES)}, "
                              f"'content': str}}, got {m!r:.120}")
     if messages[-1]["role"] != "user":
-        raise ValueError(f"rlhf label: the conversation must end with a user turn, got {messages[-1]['role']!r}")
+        raise ValueError("rlhf label: the conversation must end with a user turn, got "
+                         f"{messages[-1]['role']!r}")
 
 
 def scored_text(response: str) -> str:
@@ -78,7 +84,8 @@ def rlhf_conversation(response: str, label: dict) -> list[dict]:
     return turns + [{"role": "assistant", "content": scored_text(response)}]
 
 
-def rlhf_reward_batch(responses: Sequence[str], labels: Sequence[dict], client: ConversationScorer) -> list[float]:
+def rlhf_reward_batch(responses: Sequence[str], labels: Sequence[dict],
+                      client: ConversationScorer) -> list[float]:
     """RM scores (raw BT logits) of ``responses[i]`` replying to ``labels[i]``, sent as batched
     requests."""
     if len(responses) != len(labels):
@@ -113,10 +120,12 @@ DOMAIN = RewardDomain(
     code_switch_penalty=BATCH_MIN_MINUS_10,      # §4.3.2
     code_switch_rule="english_prompt_only",      # §4.3.2: "when the prompt is purely in English"
     servers=("reward_model_url",), eval_options=("reward_model_url",),
-    eval_requires=("reward_model_url", "a served reward model (--reward-model-url URL, or --reward-model "
-                                       "HF_FOLDER to start one)"))
+    eval_requires=("reward_model_url",
+                   "a served reward model (--reward-model-url URL, or --reward-model HF_FOLDER to "
+                                       "start one)"))
 """The RLHF domain (§4.3): a served Bradley–Terry reward model's score of the final answer."""
 
 
-__all__ = ["DOMAIN", "batch_verdicts", "validate_label", "scored_text", "rlhf_conversation", "rlhf_reward_batch",
+__all__ = ["DOMAIN", "batch_verdicts", "validate_label", "scored_text", "rlhf_conversation",
+           "rlhf_reward_batch",
            "RLHFReward", "ConversationScorer"]

@@ -4,27 +4,30 @@ clock.
 Code RL executes model-written programs thousands of times per step (paper §4.6), so every run is
 isolated:
 
-- **bubblewrap** (``bwrap``, Debian package ``bubblewrap``): new network namespace (no network), new PID
-  namespace (every process dies with the sandbox), a root that holds only the OS, read-only (``/usr``,
-  ``/bin``, ``/sbin``, ``/lib*``, ``/etc``) and the interpreter's install prefix: no ``/home``, ``/root``,
-  ``/opt``, ``/var``, ``/run``, ``/mnt`` or ``/work`` — the data, checkpoints and this checkout are not
-  there to read, and host services' unix sockets (which a read-only bind does not stop ``connect()`` to)
-  are not there to reach. Private size-capped tmpfs on ``/tmp`` (the work dir ``/tmp/work``) and
-  ``/dev/shm``; empty tmpfs over ``$HOME``, the caller's cwd and this project's checkout should they lie
-  inside the OS directories; cleared environment, ``--die-with-parent``, ``--new-session``. As root, bwrap
-  runs without a user namespace (a namespaced root could remount the read-only binds) and the program is
-  switched by ``setpriv`` to a random unprivileged uid with no capabilities and no-new-privs; as a normal
-  user, bwrap's own user namespace does that job.
-- **rlimits**, set by ``prlimit`` in the child right before it execs the interpreter (no ``preexec_fn``: it
-  can deadlock in a multi-threaded trainer): CPU seconds, address space, processes, file size, open files,
-  no core files. Address space is per process, so a program that forks could hold ``nproc x memory_bytes``;
-  a **memory watchdog** therefore sums the proportional set size (PSS) of every process of the sandbox
-  (read through the sandbox's own ``/proc``) every ``_MEMORY_POLL_S`` and kills the run when the sum passes
-  ``memory_bytes``. It polls, so a run can overshoot by what it allocates in one period; rlimits still cap
-  the worst case at ``nproc x memory_bytes``.
-- a **wall clock** that SIGKILLs the whole process group (and, in the sandbox, the PID namespace with it),
-  and a **cap on captured output**: a program that writes more than ``output_bytes`` is killed, so unbounded
-  output never reaches the trainer's memory. Bytes are decoded as UTF-8 with replacement characters.
+- **bubblewrap** (``bwrap``, Debian package ``bubblewrap``): new network namespace (no network), new
+  PID namespace (every process dies with the sandbox), a root that holds only the OS, read-only
+  (``/usr``, ``/bin``, ``/sbin``, ``/lib*``, ``/etc``) and the interpreter's install prefix: no
+  ``/home``, ``/root``, ``/opt``, ``/var``, ``/run``, ``/mnt`` or ``/work`` — the data, checkpoints
+  and this checkout are not there to read, and host services' unix sockets (which a read-only bind
+  does not stop ``connect()`` to) are not there to reach. Private size-capped tmpfs on ``/tmp`` (the
+  work dir ``/tmp/work``) and ``/dev/shm``; empty tmpfs over ``$HOME``, the caller's cwd and this
+  project's checkout should they lie inside the OS directories; cleared environment,
+  ``--die-with-parent``, ``--new-session``. As root, bwrap runs without a user namespace (a
+  namespaced root could remount the read-only binds) and the program is switched by ``setpriv`` to a
+  random unprivileged uid with no capabilities and no-new-privs; as a normal user, bwrap's own user
+  namespace does that job.
+- **rlimits**, set by ``prlimit`` in the child right before it execs the interpreter (no
+  ``preexec_fn``: it can deadlock in a multi-threaded trainer): CPU seconds, address space,
+  processes, file size, open files, no core files. Address space is per process, so a program that
+  forks could hold ``nproc x memory_bytes``; a **memory watchdog** therefore sums the proportional
+  set size (PSS) of every process of the sandbox (read through the sandbox's own ``/proc``) every
+  ``_MEMORY_POLL_S`` and kills the run when the sum passes ``memory_bytes``. It polls, so a run can
+  overshoot by what it allocates in one period; rlimits still cap the worst case at ``nproc x
+  memory_bytes``.
+- a **wall clock** that SIGKILLs the whole process group (and, in the sandbox, the PID namespace
+  with it), and a **cap on captured output**: a program that writes more than ``output_bytes`` is
+  killed, so unbounded output never reaches the trainer's memory. Bytes are decoded as UTF-8 with
+  replacement characters.
 
 ``unsafe=True`` runs the same command line without bwrap (same rlimits, timeout and cap; no memory
 watchdog) for machines where bubblewrap cannot run; nothing else falls back to it silently.
@@ -55,20 +58,23 @@ INSTALL_HINT = ("bubblewrap (bwrap) is required to run model-written code: insta
                 "`apt-get install bubblewrap`, or pass unsafe=True to run it unsandboxed")
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/sys", "/tmp")
 _ROOT_ENTRIES = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
-"""The only entries of the host's root the sandbox gets (read-only; a symlink such as ``/bin -> usr/bin``
-stays a symlink). An allow-list, not ``--ro-bind / /``: whatever else the host mounts (data, checkpoints,
-other users' files, service sockets under ``/run``) is absent rather than merely read-only."""
+"""The only entries of the host's root the sandbox gets (read-only; a symlink such as ``/bin ->
+usr/bin`` stays a symlink). An allow-list, not ``--ro-bind / /``: whatever else the host mounts
+(data, checkpoints, other users' files, service sockets under ``/run``) is absent rather than merely
+read-only."""
 _MEMORY_POLL_S = 0.1
 """How often the memory watchdog sums the sandbox's PSS (and how long the output pump may block)."""
 _UID_RANGE = (200_000, 2_000_000_000)
-"""Random per-run uids (root only): RLIMIT_NPROC counts per uid, so each sandbox gets its own count."""
-_PRELUDE = ("import builtins, sys; builtins.exit = builtins.quit = sys.exit; sys.argv = ['main.py']; "
-            "exec(compile(open('main.py', 'rb').read(), 'main.py', 'exec'), "
+"""Random per-run uids (root only): RLIMIT_NPROC counts per uid, so each sandbox gets its own
+count."""
+_PRELUDE = ("import builtins, sys; builtins.exit = builtins.quit = sys.exit; sys.argv = "
+            "['main.py']; exec(compile(open('main.py', 'rb').read(), 'main.py', 'exec'), "
             "{'__name__': '__main__', '__file__': 'main.py', '__builtins__': builtins})")
-"""Runs main.py as ``__main__`` under ``python -I -S``. -S skips site-packages (programs get the standard
-library only, the same on every machine, and start 5x faster here); site's exit()/quit() are restored because
-competitive-programming answers call them."""
-_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK_DIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
+"""Runs main.py as ``__main__`` under ``python -I -S``. -S skips site-packages (programs get the
+standard library only, the same on every machine, and start 5x faster here); site's exit()/quit()
+are restored because competitive-programming answers call them."""
+_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK_DIR, "LANG": "C.UTF-8",
+        "TMPDIR": "/tmp"}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -90,7 +96,8 @@ class Limits:
     tmpfs_bytes: int = 64 << 20
 
     def __post_init__(self) -> None:
-        for name in ("cpu_s", "wall_s", "memory_bytes", "nproc", "file_bytes", "nofile", "output_bytes",
+        for name in ("cpu_s", "wall_s", "memory_bytes", "nproc", "file_bytes", "nofile",
+                     "output_bytes",
                      "tmpfs_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"Limits.{name} must be > 0, got {getattr(self, name)!r}")
@@ -124,7 +131,8 @@ def default_python() -> str:
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        hint = INSTALL_HINT if name == "bwrap" else f"`{name}` (util-linux) is required by the sandbox"
+        hint = INSTALL_HINT if name == "bwrap" else (f"`{name}` (util-linux) is required by the "
+                                                     "sandbox")
         raise SandboxUnavailable(hint)
     return path
 
@@ -189,8 +197,10 @@ def _rebind_prefix(python: str, visible: list[str], hidden: list[str]) -> list[s
     return args + ["--ro-bind", prefix, prefix]
 
 
-def _bwrap_argv(program_fd: int, limits: Limits, python: str, as_root: bool, info_fd: int) -> list[str]:
-    if as_root:  # no user namespace: a namespaced root keeps CAP_SYS_ADMIN over the sandbox's mounts
+def _bwrap_argv(program_fd: int, limits: Limits, python: str, as_root: bool,
+                info_fd: int) -> list[str]:
+    # no user namespace: a namespaced root keeps CAP_SYS_ADMIN over the sandbox's mounts
+    if as_root:
         argv = [_tool("bwrap"), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                 "--unshare-cgroup-try"]
     else:
@@ -211,7 +221,8 @@ def _bwrap_argv(program_fd: int, limits: Limits, python: str, as_root: bool, inf
     if as_root:
         uid = str(secrets.SystemRandom().randrange(*_UID_RANGE))
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                 "--cap-add", "CAP_SETPCAP", "--", _tool("setpriv"), f"--reuid={uid}", f"--regid={uid}",
+                 "--cap-add", "CAP_SETPCAP", "--", _tool("setpriv"), f"--reuid={uid}",
+                 f"--regid={uid}",
                  "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
     else:
         argv += ["--"]
@@ -224,7 +235,9 @@ def _sandbox_pss(init_pid: int) -> Optional[int]:
     through the sandbox's own /proc. None while that /proc is not yet mounted (bwrap reports the pid
     before it builds the root) or cannot be read."""
     proc = f"/proc/{init_pid}/root/proc"
-    try:  # the /proc seen from the init's root is the sandbox's once its pid 1 is that init (and that init
+    # the /proc seen from the init's root is the sandbox's once its pid 1 is that init (and that
+    # init
+    try:
         # is not in our own PID namespace, as a host process reusing the pid would be)
         ns = os.stat(f"/proc/{init_pid}/ns/pid").st_ino
         if os.stat(f"{proc}/1/ns/pid").st_ino != ns or os.stat("/proc/self/ns/pid").st_ino == ns:
@@ -263,7 +276,8 @@ class _MemoryWatch:
             return True
         try:
             self.init_pid = int(json.loads(self.info)["child-pid"])
-        except (ValueError, KeyError, TypeError):  # no info (bwrap failed to start): nothing to watch
+        # no info (bwrap failed to start): nothing to watch
+        except (ValueError, KeyError, TypeError):
             self.init_pid = None
         return False
 
@@ -275,7 +289,8 @@ class _MemoryWatch:
         return used is not None and used > self.limit
 
 
-def _feed_stdin(proc: subprocess.Popen, sel: selectors.BaseSelector, stdin: bytes, sent: int) -> int:
+def _feed_stdin(proc: subprocess.Popen, sel: selectors.BaseSelector, stdin: bytes,
+                sent: int) -> int:
     """Write the next chunk of ``stdin`` to the program's non-blocking pipe; once all of it is
     written (or the program stopped reading), stop watching the pipe and close it. Returns the bytes
     written so far."""
@@ -321,7 +336,8 @@ def _pump(proc: subprocess.Popen, stdin: bytes, limits: Limits, deadline: float,
                 return done("memory_limit")
             wait_s = min(deadline - now, _MEMORY_POLL_S) if watch is not None else deadline - now
             if out_fd not in sel.get_map() and err_fd not in sel.get_map():
-                try:  # both streams closed: wait for the exit (a program may close them and keep running)
+                # both streams closed: wait for the exit (a program may close them and keep running)
+                try:
                     proc.wait(timeout=wait_s)
                     return done(None)
                 except subprocess.TimeoutExpired:
@@ -352,7 +368,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the run's process group. In the sandbox, killing bwrap also kills its PID namespace
     (``--die-with-parent`` on the namespace's init); unsandboxed, a program that left the group
     escapes."""
-    with contextlib.suppress(ProcessLookupError):  # the whole group has already exited and been reaped
+    # the whole group has already exited and been reaped
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
 
 
@@ -365,8 +382,10 @@ def _execute(argv: list[str], stdin: bytes, limits: Limits, pass_fds: tuple[int,
     watch = _MemoryWatch(info[0], limits.memory_bytes) if sandboxed else None
     try:
         # The child is spawned from the calling (pool) thread, and --die-with-parent fires when that
-        # *thread* exits; that is safe because this thread waits for the run to end before it returns.
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # *thread* exits; that is safe because this thread waits for the run to end before it
+        # returns.
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE,
                                 pass_fds=pass_fds + ((info[1],) if sandboxed else ()), cwd=cwd,
                                 env=dict(_ENV, HOME=cwd or WORK_DIR), start_new_session=True)
     except BaseException:
@@ -390,8 +409,10 @@ def _execute(argv: list[str], stdin: bytes, limits: Limits, pass_fds: tuple[int,
         # bwrap reports a signal death of its child as 128 + signo; plain Popen as -signo
         signo = -code if code < 0 else code - 128
         reason = f"signal:{signal.Signals(signo).name}" if signo in signal.valid_signals() else None
-    return RunResult(returncode=code, stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
-                     timed_out=reason == "wall_timeout", killed=reason, elapsed_s=time.monotonic() - start)
+    return RunResult(returncode=code, stdout=out.decode("utf-8", "replace"),
+                     stderr=err.decode("utf-8", "replace"),
+                     timed_out=reason == "wall_timeout", killed=reason,
+                     elapsed_s=time.monotonic() - start)
 
 
 def run_python(source: str, stdin: str = "", limits: Limits = Limits(), *, unsafe: bool = False,
@@ -400,8 +421,9 @@ def run_python(source: str, stdin: str = "", limits: Limits = Limits(), *, unsaf
     program does. Raises :class:`SandboxUnavailable` (one line, with the fix) if the sandbox cannot
     run here.
 
-    ``unsafe=True``: no bwrap — the program runs as the caller, in a temporary directory, with the same
-    rlimits, wall clock and output cap. Only for trusted code or machines without user namespaces.
+    ``unsafe=True``: no bwrap — the program runs as the caller, in a temporary directory, with the
+    same rlimits, wall clock and output cap. Only for trusted code or machines without user
+    namespaces.
     """
     python = python or default_python()
     data = source.encode("utf-8", "surrogatepass")
@@ -415,7 +437,8 @@ def run_python(source: str, stdin: str = "", limits: Limits = Limits(), *, unsaf
         finally:
             shutil.rmtree(work, onerror=_chmod_and_retry)
     check_available(python)
-    fd = os.memfd_create("main.py")  # the program reaches the sandbox through bwrap --file, never the disk
+    # the program reaches the sandbox through bwrap --file, never the disk
+    fd = os.memfd_create("main.py")
     try:
         _write_all(fd, data)
         os.lseek(fd, 0, os.SEEK_SET)
@@ -467,11 +490,13 @@ def check_available(python: Optional[str] = None) -> None:
     finally:
         os.close(fd)
     if result.stdout.strip() != "ok":
-        why = (result.stderr.strip().splitlines() or [result.killed or f"exit code {result.returncode}"])[-1]
-        raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here ({why}); fix that, or pass "
-                                 "unsafe=True to run model code unsandboxed")
+        why = (result.stderr.strip().splitlines()
+               or [result.killed or f"exit code {result.returncode}"])[-1]
+        raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here ({why}); fix that, or "
+                                 "pass unsafe=True to run model code unsandboxed")
     _checked.add(python)
 
 
-__all__ = ["Limits", "RunResult", "SandboxUnavailable", "run_python", "check_available", "default_python",
+__all__ = ["Limits", "RunResult", "SandboxUnavailable", "run_python", "check_available",
+           "default_python",
            "INSTALL_HINT", "WORK_DIR"]

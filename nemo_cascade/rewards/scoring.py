@@ -1,11 +1,12 @@
 """From a stage's reward settings to rewards on rollout groups.
 
-:class:`Scorer` is what a GRPO stage calls: it builds the domain's batched verifier from ``config.Reward``
-once, then ``scorer.score(groups)`` fills every group's ``rewards_G`` (and ``reward_details_G``, the verdicts
-behind each reward) with one batched call, so slow verifiers run in parallel (paper §4.6: asynchronous
-verification). Each rank scores its own share of the prompts; what needs the whole rollout batch — the
-code-switch penalty, whose RLHF form is "batch minimum − 10" (§4.3.2), and the batch's reward metrics — runs
-after the shares are gathered (``scorer.penalize_code_switching``, :func:`reward_metrics`).
+:class:`Scorer` is what a GRPO stage calls: it builds the domain's batched verifier from
+``config.Reward`` once, then ``scorer.score(groups)`` fills every group's ``rewards_G`` (and
+``reward_details_G``, the verdicts behind each reward) with one batched call, so slow verifiers run
+in parallel (paper §4.6: asynchronous verification). Each rank scores its own share of the prompts;
+what needs the whole rollout batch — the code-switch penalty, whose RLHF form is "batch minimum −
+10" (§4.3.2), and the batch's reward metrics — runs after the shares are gathered
+(``scorer.penalize_code_switching``, :func:`reward_metrics`).
 """
 from __future__ import annotations
 
@@ -113,7 +114,8 @@ class MixedScorer(_RoundPenalty):
             by_domain[group.prompt.domain].append(group)
         for domain, some in by_domain.items():
             if domain not in self.scorers:
-                raise ValueError(f"a prompt of domain {domain!r} in a stage scoring {sorted(self.scorers)}")
+                raise ValueError(f"a prompt of domain {domain!r} in a stage scoring "
+                                 f"{sorted(self.scorers)}")
             self.scorers[domain].score(some)
         return groups
 
@@ -209,14 +211,16 @@ def penalize_code_switching(groups: list[PromptGroup], setting: str, rule: str =
                for domain, some in by_domain.items())
 
 
-def code_switch_flags(groups: list[PromptGroup], rule: str = "prompt_language", script: str = "latin") -> list[bool]:
+def code_switch_flags(groups: list[PromptGroup], rule: str = "prompt_language",
+                      script: str = "latin") -> list[bool]:
     """Whether each sample of ``groups`` (in order) is code-switched under ``rule``: its group's
     prompt (``Prompt.user_text``) is read once for the scripts its replies may use
     (:func:`language.reply_scripts`)."""
     flags: list[bool] = []
     for group in groups:
         scripts = language.reply_scripts(group.prompt.user_text, rule, script)
-        flags += [scripts is not None and language.is_code_switched(text, scripts) for text in group.response_text_G]
+        flags += [scripts is not None
+                  and language.is_code_switched(text, scripts) for text in group.response_text_G]
     return flags
 
 
@@ -228,7 +232,8 @@ def apply_code_switch_penalty(groups: list[PromptGroup], penalty: language.CodeS
     flags = code_switch_flags(groups, rule, script)
     if penalty is None or not any(flags):
         return sum(flags)
-    rewards = language.apply_code_switch_penalty([r for g in groups for r in g.rewards_G], flags, penalty)
+    rewards = language.apply_code_switch_penalty([r for g in groups for r in g.rewards_G], flags,
+                                                 penalty)
     start = 0
     for group in groups:
         group.rewards_G = rewards[start:start + group.group_size]
@@ -248,7 +253,8 @@ def reward_metrics(groups: list[PromptGroup]) -> dict[str, float]:
         metrics = DOMAINS[domain].batch_metrics if domain in DOMAINS else None
         if metrics is not None:
             out.update(metrics([d for g in some for d in g.reward_details_G]))
-        if len(domains) > 1:  # a mixed-domain batch: how each domain fares (and how much of the batch it is)
+        # a mixed-domain batch: how each domain fares (and how much of the batch it is)
+        if len(domains) > 1:
             rewards = [r for g in some for r in g.rewards_G]
             out[f"reward_mean/{domain}"] = sum(rewards) / len(rewards)
             out[f"prompts/{domain}"] = len(some)
@@ -256,5 +262,6 @@ def reward_metrics(groups: list[PromptGroup]) -> dict[str, float]:
 
 
 __all__ = ["Scorer", "MixedScorer", "stage_scorer", "ScoreAsFinished", "penalize_code_switching",
-           "apply_code_switch_penalty", "code_switch_flags", "reward_metrics", "resolve_code_switch_penalty",
+           "apply_code_switch_penalty", "code_switch_flags", "reward_metrics",
+           "resolve_code_switch_penalty",
            "resolve_code_switch_rule", "BatchVerdicts"]

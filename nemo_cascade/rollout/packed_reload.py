@@ -7,12 +7,13 @@ rebuilds every layer from recorded metadata on each push and routes every tensor
 loader wrappers, a copy back into the old storage, and a repack of the input embedding too, although
 only the LM head's matmul is packed work.
 
-Here each packed layer gets a plain weight of the shape the model built, the model's own ``load_weights`` — its
-names, fused qkv / gate_up loaders and tied head — copies into it and into the unpacked parameters in place, and
-vLLM's own ``process_weights_after_loading`` repacks the layer and drops the plain weight again: the packing every
-reload must pay, plus one copy, which also converts an fp32 actor's tensors into a bf16 engine's dtype. The plain
-weights are kept between pushes (the model's size in the engine's dtype, held beside the packed copy): allocated
-afresh, every push would pay the page faults of that much new memory. bench/weight_sync.py measures the push
+Here each packed layer gets a plain weight of the shape the model built, the model's own
+``load_weights`` — its names, fused qkv / gate_up loaders and tied head — copies into it and into
+the unpacked parameters in place, and vLLM's own ``process_weights_after_loading`` repacks the layer
+and drops the plain weight again: the packing every reload must pay, plus one copy, which also
+converts an fp32 actor's tensors into a bf16 engine's dtype. The plain weights are kept between
+pushes (the model's size in the engine's dtype, held beside the packed copy): allocated afresh,
+every push would pay the page faults of that much new memory. bench/weight_sync.py measures the push
 against its floor (docs/performance.md).
 """
 from __future__ import annotations
@@ -27,7 +28,8 @@ _PLAIN = "_plain_weight_between_pushes"
 def reload_packed(worker, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
     """Load HF-named ``weights`` into a CPU worker's model and repack its linear layers
     (``collective_rpc``)."""
-    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
+    from vllm.model_executor.layers.vocab_parallel_embedding import (ParallelLMHead,
+                                                                     VocabParallelEmbedding)
     from vllm.model_executor.model_loader.reload import layerwise, meta, sanitize
 
     model = worker.model_runner.model
@@ -36,10 +38,13 @@ def reload_packed(worker, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
     packed = [m for m in model.modules() if hasattr(m, "cpu_linear") and hasattr(m, "quant_method")
               and (isinstance(m, ParallelLMHead) or not isinstance(m, VocabParallelEmbedding))]
     for layer in packed:
-        if layer.weight.numel() == 0:  # dropped after packing: a plain weight as the model built it, loaders included
-            if _PLAIN not in layer.__dict__:  # kept between pushes, out of the module's parameters (see above)
+        # dropped after packing: a plain weight as the model built it, loaders included
+        if layer.weight.numel() == 0:
+            # kept between pushes, out of the module's parameters (see above)
+            if _PLAIN not in layer.__dict__:
                 built = layerwise.get_layerwise_info(layer).restore_metadata[0]["weight"]
-                layer.__dict__[_PLAIN] = sanitize.restore_layer_refs(meta.materialize_meta_tensor(built), layer)
+                plain = meta.materialize_meta_tensor(built)
+                layer.__dict__[_PLAIN] = sanitize.restore_layer_refs(plain, layer)
             layer.weight = layer.__dict__[_PLAIN]
     with torch.no_grad():
         model.load_weights(weights)

@@ -17,7 +17,8 @@ EVENTS = "nemo_cascade.events"
 """The logger of the stage events a person follows a run by; one line each on the console."""
 events = logging.getLogger(EVENTS)
 
-_console_out: TextIO | None = None  # the terminal's stdout / stderr while the process's own go to the log
+# the terminal's stdout / stderr while the process's own go to the log
+_console_out: TextIO | None = None
 _console_err: TextIO | None = None
 
 

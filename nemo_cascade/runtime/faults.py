@@ -11,13 +11,15 @@ dictionary lookup.
 The points (tests/integration/test_resume.py kills the tiny cascade at each and checks the resumed
 run ends with the uninterrupted run's bits):
 
-=====================  ============================================================================
+=====================  =========================================================================
 ``generate``           a GRPO step's rollouts are generated, not yet scored or trained on
 ``train``              an optimizer step is taken, its step not yet logged or checkpointed
-``checkpoint.write``   every rank's files of a checkpoint are written, ``meta.json`` and the rename not
+``checkpoint.write``   every rank's files of a checkpoint are written, ``meta.json`` and the
+                       rename not
 ``evaluate``           the gate has evaluated one suite of a stage's row, not the others
-``stage.done``         a stage is recorded as done, its checkpoints not yet cleaned up nor its gate run
-=====================  ============================================================================
+``stage.done``         a stage is recorded as done, its checkpoints not yet cleaned up nor its
+                       gate run
+=====================  =========================================================================
 
 ``NEMO_CASCADE_STALL_AT=PHASE[:N][@RANK]`` makes rank RANK (default: every rank) sleep for good the
 N-th time it enters heartbeat phase PHASE (runtime/heartbeat.py: ``generate``, ``score``, ``train``,

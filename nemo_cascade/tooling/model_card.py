@@ -2,10 +2,11 @@
 was trained and how, the run's own evaluation table, and the paper's numbers beside it where the
 suites are the same benchmark.
 
-Front matter (rendered by ``huggingface_hub.ModelCardData``): ``license`` (given, else the base folder's card's,
-else ``unknown``), ``base_model`` (a hub id: given, else what the base folder says it is), ``datasets`` (given),
-``tags``, ``pipeline_tag``, ``library_name``. :func:`check_release_folder` is the offline check a folder passes
-before ``hf upload`` (docs/release.md).
+Front matter (rendered by ``huggingface_hub.ModelCardData``): ``license`` (given, else the base
+folder's card's, else ``unknown``), ``base_model`` (a hub id: given, else what the base folder says
+it is), ``datasets`` (given), ``tags``, ``pipeline_tag``, ``library_name``.
+:func:`check_release_folder` is the offline check a folder passes before ``hf upload``
+(docs/release.md).
 """
 from __future__ import annotations
 
@@ -21,14 +22,16 @@ from nemo_cascade.convert.shape import load_config_json
 PAPER_RESULTS: dict[str, tuple[str, dict[str, float]]] = {
     "nemotron-cascade-8b": ("Nemotron-Cascade-8B, T1 / T2 (final row)",
                             {"ifeval": 90.2, "ifbench": 40.8, "aime24": 89.5, "aime25": 80.1}),
-    "nemotron-cascade-8b-thinking": ("Nemotron-Cascade-8B-Thinking, T8",
-                                     {"ifeval": 83.7, "ifbench": 41.4, "aime24": 88.8, "aime25": 81.4}),
-    "nemotron-cascade-14b-thinking": ("Nemotron-Cascade-14B-Thinking, T1 / T8 (final row)",
-                                      {"ifeval": 81.9, "ifbench": 41.7, "aime24": 89.7, "aime25": 83.3}),
+    "nemotron-cascade-8b-thinking": (
+        "Nemotron-Cascade-8B-Thinking, T8",
+        {"ifeval": 83.7, "ifbench": 41.4, "aime24": 88.8, "aime25": 81.4}),
+    "nemotron-cascade-14b-thinking": (
+        "Nemotron-Cascade-14B-Thinking, T1 / T8 (final row)",
+        {"ifeval": 81.9, "ifbench": 41.7, "aime24": 89.7, "aime25": 83.3}),
 }
-"""Cascade name (the recipes' ``Cascade.name``) → the paper's final scores on the benchmarks a gate suite here
-evaluates the same way (avg@k pass@1, App. B): IFEval prompt-strict, IFBench, AIME 2024 / 2025. SWE-bench here
-is Lite, the paper's Verified, so it is not listed."""
+"""Cascade name (the recipes' ``Cascade.name``) → the paper's final scores on the benchmarks a gate
+suite here evaluates the same way (avg@k pass@1, App. B): IFEval prompt-strict, IFBench, AIME 2024 /
+2025. SWE-bench here is Lite, the paper's Verified, so it is not listed."""
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +47,10 @@ def _front_matter(readme: Path) -> dict:
 
     try:
         return metadata_load(readme) or {} if readme.is_file() else {}
-    except Exception as e:  # noqa: BLE001 — a base folder's malformed card only loses its defaults, said once
-        log.warning("%s: front matter unreadable (%s); license and base_model need --license / --base-model",
-                    readme, str(e).splitlines()[0] if str(e) else type(e).__name__)
+    except Exception as e:  # noqa: BLE001 — a base folder's malformed card only loses
+        # its defaults, said once
+        log.warning("%s: front matter unreadable (%s); license and base_model need --license / "
+                    "--base-model", readme, str(e).splitlines()[0] if str(e) else type(e).__name__)
         return {}
 
 
@@ -62,11 +66,13 @@ def base_model_id(base_folder: Path) -> Optional[str]:
         name = load_config_json(config, missing_ok=True).get("_name_or_path", "")
     except (OSError, ValueError, AttributeError):
         name = ""
-    return name if isinstance(name, str) and _HUB_ID.fullmatch(name) and not Path(name).exists() else None
+    return (name if isinstance(name, str) and _HUB_ID.fullmatch(name) and not Path(name).exists()
+            else None)
 
 
-def card_metadata(base_folder: Path, *, license: Optional[str] = None, base_model: Optional[str] = None,
-                  datasets: Sequence[str] = (), reward_model: bool = False) -> dict:
+def card_metadata(base_folder: Path, *, license: Optional[str] = None,
+                  base_model: Optional[str] = None, datasets: Sequence[str] = (),
+                  reward_model: bool = False) -> dict:
     """The front matter of a release whose weights were trained from ``base_folder``. ValueError
     (one line) for a base_model or dataset that is not a hub id, or a license that is not a hub
     license id."""
@@ -78,10 +84,12 @@ def card_metadata(base_folder: Path, *, license: Optional[str] = None, base_mode
                   "tags": list(TAGS)}
     license = license or base_card.get("license") or "unknown"
     if not isinstance(license, str) or not _LICENSE.fullmatch(license):
-        raise ValueError(f"--license: expected a hub license id such as apache-2.0 or other, got {license!r:.80}")
+        raise ValueError("--license: expected a hub license id such as apache-2.0 or other, "
+                         f"got {license!r:.80}")
     meta["license"] = license
     if license == "other":  # the hub wants the license's name and link with "other"
-        meta.update({k: base_card[k] for k in ("license_name", "license_link") if isinstance(base_card.get(k), str)})
+        meta.update({k: base_card[k] for k in ("license_name", "license_link")
+                     if isinstance(base_card.get(k), str)})
     base_model = base_model or base_model_id(base_folder)
     for value, what in [(base_model, "--base-model"), *((d, "--dataset") for d in datasets)]:
         if value is None:
@@ -91,8 +99,8 @@ def card_metadata(base_folder: Path, *, license: Optional[str] = None, base_mode
             if "/" not in value:
                 raise HFValidationError("expected ORG/NAME")
         except HFValidationError as e:
-            raise ValueError(f"{what}: expected a hub id ORG/NAME, got {value!r:.80} ({str(e).splitlines()[0]})") \
-                from None
+            raise ValueError(f"{what}: expected a hub id ORG/NAME, got {value!r:.80} "
+                             f"({str(e).splitlines()[0]})") from None
     if base_model:
         meta["base_model"] = base_model
     if datasets:
@@ -100,7 +108,8 @@ def card_metadata(base_folder: Path, *, license: Optional[str] = None, base_mode
     return meta
 
 
-def paper_comparison(cascade_name: str, history: list[tuple[str, dict[str, tuple[float, float]]]]) -> list[str]:
+def paper_comparison(cascade_name: str,
+                     history: list[tuple[str, dict[str, tuple[float, float]]]]) -> list[str]:
     """Markdown lines: the run's last evaluated row beside the paper's numbers on the same
     benchmarks (empty when the cascade is not one of the paper's models or no suite matches)."""
     # the recipes that start from a released checkpoint (``…-from-rlhf``) end in the same model
@@ -113,16 +122,17 @@ def paper_comparison(cascade_name: str, history: list[tuple[str, dict[str, tuple
     if not shared:
         return []
     lines = ["## Against the paper", "",
-             f"The run's last evaluated row (`{row_name}`, the gate's settings) beside the paper's reported scores "
-             f"({source}; App. B settings: 64K thinking budget, T = 0.6, top-p 0.95, avg@k). Equal numbers need "
-             "the paper's settings in the gate as well.", "",
-             "| benchmark | this run | paper |", "|---|---|---|"]
+             f"The run's last evaluated row (`{row_name}`, the gate's settings) beside the paper's "
+             f"reported scores ({source}; App. B settings: 64K thinking budget, T = 0.6, "
+             "top-p 0.95, avg@k). Equal numbers need the paper's settings in the gate as well.",
+             "", "| benchmark | this run | paper |", "|---|---|---|"]
     lines += [f"| {s} | {row[s][0]:.1f} ± {row[s][1]:.1f} | {paper[s]:.1f} |" for s in shared]
     return lines + [""]
 
 
-def write_model_card(folder: Path, *, title: str, intro: Sequence[str], report_markdown: str, metadata: dict,
-                     comparison: Sequence[str] = (), report_png: Optional[Path] = None) -> Path:
+def write_model_card(folder: Path, *, title: str, intro: Sequence[str], report_markdown: str,
+                     metadata: dict, comparison: Sequence[str] = (),
+                     report_png: Optional[Path] = None) -> Path:
     """Write ``folder/README.md``: front matter, the intro lines, the paper comparison, the run's
     report."""
     from huggingface_hub import ModelCardData
@@ -155,9 +165,11 @@ def check_release_folder(folder: Path) -> list[str]:
     else:
         try:
             data = ModelCard.load(readme).data.to_dict()
-        except Exception as e:  # noqa: BLE001 — reported, not raised: the caller lists every problem
+        except Exception as e:  # noqa: BLE001 — reported, not raised:
+            # the caller lists every problem
             data = {}
-            problems.append(f"README.md: the hub cannot parse its front matter ({str(e).splitlines()[0]})")
+            problems.append(
+                f"README.md: the hub cannot parse its front matter ({str(e).splitlines()[0]})")
         for key in ("license", "pipeline_tag", "library_name"):
             if not data.get(key):
                 problems.append(f"README.md: front matter without {key!r}")
@@ -177,14 +189,16 @@ def check_release_folder(folder: Path) -> list[str]:
         problems.append("no tokenizer: neither tokenizer.json nor tokenizer.model")
     if index.is_file():
         shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
-        problems += [f"{index.name}: names {s}, which is missing" for s in sorted(shards) if not (folder / s).is_file()]
+        problems += [f"{index.name}: names {s}, which is missing" for s in sorted(shards)
+                     if not (folder / s).is_file()]
     for path in sorted(folder.rglob("*")):
-        if path.is_file() and (path.name.endswith((".tmp", ".partial")) or path.name.startswith(".")):
+        if path.is_file() and (path.name.endswith((".tmp", ".partial"))
+                               or path.name.startswith(".")):
             problems.append(f"{path.relative_to(folder)}: a temporary file")
         elif path.is_file() and path.stat().st_size > MAX_FILE_BYTES:
             problems.append(f"{path.relative_to(folder)}: over the hub's 50 GB per-file limit")
     return problems
 
 
-__all__ = ["PAPER_RESULTS", "card_metadata", "base_model_id", "paper_comparison", "write_model_card",
-           "check_release_folder"]
+__all__ = ["PAPER_RESULTS", "card_metadata", "base_model_id", "paper_comparison",
+           "write_model_card", "check_release_folder"]

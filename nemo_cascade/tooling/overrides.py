@@ -28,7 +28,8 @@ def _coerce(value: str, tp: Any, where: str) -> Any:
     if origin is tuple and typing.get_args(tp)[0] is LengthPhase:
         return tuple(_length_phase(item, where) for item in value.split(",") if item)
     if origin is tuple and is_dataclass(typing.get_args(tp)[0]):
-        raise ConfigError(f"{where}: a list of {typing.get_args(tp)[0].__name__} sections; set it in a recipe")
+        raise ConfigError(
+            f"{where}: a list of {typing.get_args(tp)[0].__name__} sections; set it in a recipe")
     if origin is tuple:
         return tuple(s for s in value.split(",") if s) if value else ()
     try:
@@ -59,24 +60,30 @@ def _length_phase(item: str, where: str) -> LengthPhase:
     if not 2 <= len(parts) <= 5:
         raise ConfigError(f"{where}: expected {expected},..., got {item!r:.80}")
     # ``C`` marks a number only (``C0.1``), so a misspelt OVERLONG such as ``clip`` is named as one.
-    marks = {x: ("C" if x[:1] in "Cc" and re.fullmatch(r"[0-9.]+", x[1:]) else "T" if x[:1] in "Tt" else "")
+    marks = {x: ("C" if x[:1] in "Cc" and re.fullmatch(r"[0-9.]+", x[1:])
+                 else "T" if x[:1] in "Tt" else "")
              for x in parts[2:]}
     marked = {m: [x[1:] for x in parts[2:] if marks[x] == m] for m in ("T", "C")}
     overlongs = [x for x in parts[2:] if not marks[x]]
     if len(marked["T"]) > 1 or len(marked["C"]) > 1 or len(overlongs) > 1:
-        raise ConfigError(f"{where}: expected at most one OVERLONG, one T<temperature> and one C<clip ratio> per "
-                          f"phase, got {item!r:.80}")
-    overlong = _coerce(overlongs[0] if overlongs else "none", typing.get_type_hints(LengthPhase)["overlong"], where)
-    temperature = _coerce(marked["T"][0], float, f"{where} (T<temperature>)") if marked["T"] else None
+        raise ConfigError(
+            f"{where}: expected at most one OVERLONG, one T<temperature> and one C<clip ratio> per "
+            f"phase, got {item!r:.80}")
+    overlong = _coerce(overlongs[0] if overlongs else "none",
+                       typing.get_type_hints(LengthPhase)["overlong"], where)
+    temperature = (_coerce(marked["T"][0], float, f"{where} (T<temperature>)") if marked["T"]
+                   else None)
     clip = _coerce(marked["C"][0], float, f"{where} (C<clip ratio>)") if marked["C"] else 0.0
-    return LengthPhase(_coerce(parts[0], int, where), _coerce(parts[1], int, where), overlong, temperature, clip)
+    return LengthPhase(_coerce(parts[0], int, where), _coerce(parts[1], int, where), overlong,
+                       temperature, clip)
 
 
 def _stage_index(cfg: Cascade, key: str, where: str) -> int:
     names = [s.name for s in cfg.stages]
     if key in names:
         return names.index(key)
-    if key.isdecimal() and int(key) < len(cfg.stages):  # isdigit() would admit '²', which int() refuses
+    # isdigit() would admit '²', which int() refuses
+    if key.isdecimal() and int(key) < len(cfg.stages):
         return int(key)
     raise ConfigError(f"{where}: no stage {key!r}; stages are {names}")
 
@@ -94,10 +101,13 @@ def _set(obj: Any, path: list[str], value: str, where: str, root: Cascade) -> An
     if name not in types:
         raise ConfigError(f"{where}: unknown key {name!r}; expected one of {sorted(types)}")
     if len(path) > 1 and isinstance(getattr(obj, name), tuple) and name != "stages":
-        raise ConfigError(f"{where}: set {name!r} as a whole ({'.'.join(where.split('.')[:-len(path) + 1])}=...)")
+        raise ConfigError(
+            f"{where}: set {name!r} as a whole ({'.'.join(where.split('.')[:-len(path) + 1])}=...)")
     if len(path) == 1:
-        if is_dataclass(getattr(obj, name)) or isinstance(getattr(obj, name), tuple) and name == "stages":
-            raise ConfigError(f"{where}: {name!r} is a section; set one of its fields ({where}.FIELD=VALUE)")
+        if (is_dataclass(getattr(obj, name))
+                or isinstance(getattr(obj, name), tuple) and name == "stages"):
+            raise ConfigError(
+                f"{where}: {name!r} is a section; set one of its fields ({where}.FIELD=VALUE)")
         return replace(obj, **{name: _coerce(value, types[name], where)})
     return replace(obj, **{name: _set(getattr(obj, name), path[1:], value, where, root)})
 
@@ -110,7 +120,8 @@ def apply_overrides(cfg: Cascade, overrides: list[str]) -> Cascade:
             raise ConfigError(f"override {item!r:.200}: expected KEY=VALUE")
         key, value = item.split("=", 1)
         path = key.split(".")
-        where = key if key.isprintable() and len(key) <= 200 else f"{key!r:.200}"  # the error stays one line
+        # the error stays one line
+        where = key if key.isprintable() and len(key) <= 200 else f"{key!r:.200}"
         if path[0] == "stages" and len(path) > 2 and path[1] == "*":
             for s in cfg.stages:
                 cfg = _set(cfg, ["stages", s.name, *path[2:]], value, where, cfg)

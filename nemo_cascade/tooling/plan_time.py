@@ -14,16 +14,17 @@ what a node failure, which gives no warning, can cost.
 
 The step time is a model, not a measurement (what each term leaves out is in :data:`ASSUMPTIONS`):
 
-- **tokens per step** — GRPO: prompts × group size × (max prompt + longest response budget); SFT: batch ×
-  ``sft_max_tokens`` (packed rows); reward model: 2 × batch × ``rm_max_tokens`` (a chosen and a rejected row).
-  Every response at its budget: an upper bound, as RL responses grow towards it (§4.5's length curriculum).
-- **training** — forward + backward ≈ 6 · params · tokens FLOPs (+ 2 · params · tokens for a KL reference's
-  forward), on every GPU of the job at ``mfu`` × the peak dense bf16 rate.
-- **generation** (GRPO) — memory-bound decode: each decode iteration of an engine reads its weights and its
-  sequences' KV cache from HBM once per GPU and adds a token to every running sequence; an engine runs as many
-  sequences at once as its KV cache holds at their mean length, prompt + half the response (vLLM's paged KV
-  cache holds what a sequence has so far; at most ``max_num_seqs``), in waves, each decoding the longest
-  response budget.
+- **tokens per step** — GRPO: prompts × group size × (max prompt + longest response budget); SFT:
+  batch × ``sft_max_tokens`` (packed rows); reward model: 2 × batch × ``rm_max_tokens`` (a chosen
+  and a rejected row). Every response at its budget: an upper bound, as RL responses grow towards it
+  (§4.5's length curriculum).
+- **training** — forward + backward ≈ 6 · params · tokens FLOPs (+ 2 · params · tokens for a KL
+  reference's forward), on every GPU of the job at ``mfu`` × the peak dense bf16 rate.
+- **generation** (GRPO) — memory-bound decode: each decode iteration of an engine reads its weights
+  and its sequences' KV cache from HBM once per GPU and adds a token to every running sequence; an
+  engine runs as many sequences at once as its KV cache holds at their mean length, prompt + half
+  the response (vLLM's paged KV cache holds what a sequence has so far; at most ``max_num_seqs``),
+  in waves, each decoding the longest response budget.
 """
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ DEFAULT_TIME_LIMIT = "04:00:00"
 SIGNAL_LEAD_S = 120.0
 """``--signal=B:USR1@120``: the job stops stepping two minutes before its limit."""
 STARTUP_S = 600.0
-"""Assumed time from a job's start to its first step: container, imports, loading the checkpoint into the actor,
-starting the vLLM engine. Not measured at paper scale."""
+"""Assumed time from a job's start to its first step: container, imports, loading the checkpoint
+into the actor, starting the vLLM engine. Not measured at paper scale."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,13 @@ class Hardware:
     """Dense bf16 tensor-core FLOP/s (no sparsity)."""
     hbm_bytes_per_s: float = 3.35e12
     mfu: float = 0.35
-    """Assumed share of the peak the actor's train step achieves (variable-length RL batches, recompute, PP
-    bubbles): an assumption, not a measurement."""
+    """Assumed share of the peak the actor's train step achieves (variable-length RL batches,
+    recompute, PP bubbles): an assumption, not a measurement."""
     bandwidth_share: float = 0.6
     """Assumed share of the HBM bandwidth decode achieves."""
     write_bytes_per_s: float = 1e9
-    """Assumed checkpoint write rate per GPU to the shared filesystem (an assumption, not a measurement)."""
+    """Assumed checkpoint write rate per GPU to the shared filesystem (an assumption, not a
+    measurement)."""
     max_seqs: int = 256
     """Sequences an engine runs at once at most (vLLM's ``max_num_seqs``)."""
 
@@ -76,8 +78,8 @@ class StageTime:
     save_steps: int
     """Steps from one save to the next."""
     saved_by: str
-    """What triggers that save first: ``steps`` (checkpoint_every), ``minutes`` (checkpoint_every_minutes) or
-    ``stage end`` (the stage's export)."""
+    """What triggers that save first: ``steps`` (checkpoint_every), ``minutes``
+    (checkpoint_every_minutes) or ``stage end`` (the stage's export)."""
     budget_s: float
     """What one job has for work: time limit − start-up − the save − the stop margin."""
     wave_s: float = 0.0
@@ -100,7 +102,8 @@ class StageTime:
         """Steps one job moves the stage forward: a fraction of a step for a GRPO step longer than a
         job."""
         if self.kind in config.ON_POLICY_KINDS:
-            return max(0.0, self.budget_s - self.wave_s) / self.step_s if self.step_s > 0 else math.inf
+            return (max(0.0, self.budget_s - self.wave_s) / self.step_s if self.step_s > 0
+                    else math.inf)
         return math.floor(self.budget_s / self.step_s) if self.step_s > 0 else math.inf
 
     @property
@@ -124,7 +127,8 @@ def parse_time_limit(text: str) -> float:
     """Seconds in a Slurm time limit ``[D-]HH:MM:SS``; ConfigError (one line) otherwise."""
     m = re.fullmatch(r"(?:(\d+)-)?(\d+):([0-5]\d):([0-5]\d)", str(text).strip())
     if not m:
-        raise config.ConfigError(f"--time-limit {text!r}: expected HH:MM:SS or D-HH:MM:SS (as sbatch --time)")
+        raise config.ConfigError(
+            f"--time-limit {text!r}: expected HH:MM:SS or D-HH:MM:SS (as sbatch --time)")
     days, hours, minutes, seconds = (int(g or 0) for g in m.groups())
     total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
     if total <= 0:
@@ -132,14 +136,15 @@ def parse_time_limit(text: str) -> float:
     return float(total)
 
 
-def train_seconds(params: float, tokens: float, gpus: int, hw: Hardware = H100, flops_per_token: float = 6.0
-                  ) -> float:
+def train_seconds(params: float, tokens: float, gpus: int, hw: Hardware = H100,
+                  flops_per_token: float = 6.0) -> float:
     """``flops_per_token`` · params · tokens FLOPs over ``gpus`` GPUs at ``hw.mfu`` × peak."""
     return flops_per_token * params * tokens / (gpus * hw.peak_flops * hw.mfu)
 
 
-def decode_seconds(*, sequences: int, prompt: int, response: int, weight_bytes: float, kv_bytes_per_token: float,
-                   kv_tokens: int, hw: Hardware = H100, one_wave: bool = False) -> float:
+def decode_seconds(*, sequences: int, prompt: int, response: int, weight_bytes: float,
+                   kv_bytes_per_token: float, kv_tokens: int, hw: Hardware = H100,
+                   one_wave: bool = False) -> float:
     """One engine generating ``response`` tokens for each of ``sequences`` (memory-bound; module
     docstring). ``weight_bytes`` and ``kv_bytes_per_token`` are per GPU of the engine, ``kv_tokens``
     the engine's KV cache. ``one_wave``: the time of one wave only (the sequences the cache holds at
@@ -160,7 +165,8 @@ def save_seconds(params: float, gpus: int, hw: Hardware = H100) -> float:
     return 14 * params / (gpus * hw.write_bytes_per_s)
 
 
-def save_every(checkpoint_every: int, minutes: float, step_s: float, stage_steps: int) -> tuple[int, str]:
+def save_every(checkpoint_every: int, minutes: float, step_s: float,
+               stage_steps: int) -> tuple[int, str]:
     """``(steps between saves, what triggers the save)``: the first of checkpoint_every steps, the
     first step ending after ``minutes`` of wall time, and the stage's end (0 turns either setting
     off)."""
@@ -178,14 +184,15 @@ def _tokens_per_step(stage: config.Stage) -> tuple[float, int, int]:
     if config.samples_on_policy(stage):
         prompt = stage.rollout.max_prompt_tokens
         response = max(p.max_response_tokens for p in config.length_phases(stage))
-        return stage.grpo.prompts_per_step * stage.grpo.group_size * (prompt + response), prompt, response
+        return (stage.grpo.prompts_per_step * stage.grpo.group_size * (prompt + response),
+                prompt, response)
     if stage.kind == "sft":
         return stage.sft_batch_size * stage.sft_max_tokens, 0, 0
     return 2 * stage.rm_batch_size * stage.rm_max_tokens, 0, 0
 
 
-def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s: float, hw: Hardware = H100
-               ) -> StageTime:
+def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s: float,
+               hw: Hardware = H100) -> StageTime:
     """One stage's step time and save interval on the plan's layout (its shape, world, engine);
     ``budget_s`` what a job has for work."""
     d = plan.shape
@@ -202,18 +209,20 @@ def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s:
                   kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], hw=hw)
         generate, wave = decode_seconds(**kw), decode_seconds(**kw, one_wave=True)
     steps, by = save_every(stage.checkpoint_every, minutes, train + generate, stage.steps)
-    return StageTime(stage.name, stage.kind, tokens, train, generate, steps, by, budget_s, wave, stage.steps,
-                     plan.world)
+    return StageTime(stage.name, stage.kind, tokens, train, generate, steps, by, budget_s, wave,
+                     stage.steps, plan.world)
 
 
-def job_budget(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float, hw: Hardware = H100) -> float:
+def job_budget(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float,
+               hw: Hardware = H100) -> float:
     """What a job has for work: its time limit less the start-up, the save and the stop margin (the
     run stops itself that long before the end; the time-limit signal's lead, if longer, instead)."""
     save = save_seconds(plan.shape.params(), plan.world, hw)
     return time_limit_s - STARTUP_S - save - max(cfg.stop_margin_seconds, SIGNAL_LEAD_S)
 
 
-def time_plan(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float, hw: Hardware = H100) -> list[StageTime]:
+def time_plan(cfg: config.Cascade, plan: CascadePlan, time_limit_s: float,
+              hw: Hardware = H100) -> list[StageTime]:
     budget = job_budget(cfg, plan, time_limit_s, hw)
     return [stage_time(s, plan, cfg.checkpoint_every_minutes, budget, hw) for s in cfg.stages]
 
@@ -223,12 +232,14 @@ class GateTime:
     """One forgetting-gate row (every suite of ``cfg.gate``) on the plan's engines."""
 
     rows: int
-    """Rows the cascade evaluates: the starting model's (``gate.evaluate_base``) and every gated stage's."""
+    """Rows the cascade evaluates: the starting model's (``gate.evaluate_base``) and every gated
+    stage's."""
     sequences: int
     """Samples one row generates (items × K over the suites whose data is here)."""
     row_s: float
     wave_s: float
-    """One wave of a suite's samples (items are kept as they finish): the most a stop inside a row loses."""
+    """One wave of a suite's samples (items are kept as they finish): the most a stop inside a row
+    loses."""
     budget_s: float
     unknown: tuple[str, ...] = ()
     """Suites left out: their data file is not on this machine."""
@@ -245,7 +256,8 @@ class GateTime:
         return math.ceil(self.rows / self.rows_per_job - 1e-9) if self.rows_per_job > 0 else 0
 
 
-def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float, hw: Hardware = H100) -> GateTime | None:
+def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float,
+              hw: Hardware = H100) -> GateTime | None:
     """Each gate suite's items (its data file, ``gate.limit``) × K samples decoded to the suite's
     response budget from a prompt of its input limit (1K tokens without one), on the plan's engines;
     None without a gate."""
@@ -256,7 +268,8 @@ def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float, hw: Hardw
     if not cfg.gate.suites or plan.engine_utilization is None:
         return None
     settings = Gate.settings_for(cfg)
-    e = engine_bytes(plan.shape, plan.engine_utilization, plan.gpu, plan.dtype_bytes, plan.engine_tp)
+    e = engine_bytes(plan.shape, plan.engine_utilization, plan.gpu, plan.dtype_bytes,
+                     plan.engine_tp)
     engines = max(1, plan.world // plan.engine_tp)
     row = wave = 0.0
     sequences, unknown = 0, []
@@ -268,8 +281,9 @@ def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float, hw: Hardw
             unknown.append(name)
             continue
         d = decoding_for(suite, settings)
-        kw = dict(prompt=d.max_input_tokens or 1024, response=d.max_tokens, weight_bytes=e["weights"],
-                  kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], hw=hw)
+        kw = dict(prompt=d.max_input_tokens or 1024, response=d.max_tokens,
+                  weight_bytes=e["weights"], kv_bytes_per_token=e["kv_per_token"],
+                  kv_tokens=e["kv_tokens"], hw=hw)
         row += decode_seconds(sequences=math.ceil(items * d.samples / engines), **kw)
         share = math.ceil(items / plan.world)  # a rank's contiguous share of the suite
         wave = max(wave, decode_seconds(sequences=share * d.samples, one_wave=True, **kw))
@@ -282,9 +296,9 @@ def render_gate(g: GateTime | None, time_limit: str) -> str:
     if g is None:
         return "gate: none (gate.suites is empty)"
     left = f"; left out (no data file here): {', '.join(g.unknown)}" if g.unknown else ""
-    return (f"gate: {g.rows} rows of {_count(g.sequences)} samples, ≈ {_duration(g.row_s)} each (one wave "
-            f"≈ {_duration(g.wave_s)}: the most a stop loses); {g.rows_per_job:.2f} rows per {time_limit} job, "
-            f"{g.jobs} jobs for every row{left}")
+    return (f"gate: {g.rows} rows of {_count(g.sequences)} samples, ≈ {_duration(g.row_s)} each "
+            f"(one wave ≈ {_duration(g.wave_s)}: the most a stop loses); {g.rows_per_job:.2f} rows "
+            f"per {time_limit} job, {g.jobs} jobs for every row{left}")
 
 
 def check_progress(times: list[StageTime], time_limit: str, gate: GateTime | None = None) -> None:
@@ -295,30 +309,31 @@ def check_progress(times: list[StageTime], time_limit: str, gate: GateTime | Non
             continue
         if t.kind in config.ON_POLICY_KINDS:
             raise config.ConfigError(
-                f"stages.{t.name}: one wave of responses at its longest budget takes ≈ {_duration(t.wave_s)} to "
-                f"generate, more than the ≈ {_duration(t.budget_s)} a {time_limit} job has for work: lower "
-                f"stages.{t.name}.rollout.max_response_tokens (or its length_curriculum), give it more engines "
-                f"(parallel / rollout.tensor_parallel_size), or raise --time-limit")
+                f"stages.{t.name}: one wave of responses at its longest budget takes ≈ "
+                f"{_duration(t.wave_s)} to generate, more than the ≈ {_duration(t.budget_s)} a "
+                f"{time_limit} job has for work: lower "
+                f"stages.{t.name}.rollout.max_response_tokens (or its length_curriculum), give it "
+                f"more engines (parallel / rollout.tensor_parallel_size), or raise --time-limit")
         raise config.ConfigError(
             f"stages.{t.name}: one {t.kind} step takes ≈ {_duration(t.step_s)}, more than the "
             f"≈ {_duration(t.budget_s)} a {time_limit} job has for work: lower stages.{t.name}."
             f"{'sft_batch_size' if t.kind == 'sft' else 'rm_batch_size'} or raise --time-limit")
     if gate is not None and gate.rows and gate.rows_per_job <= 0:
         raise config.ConfigError(
-            f"gate: one wave of a suite's samples takes ≈ {_duration(gate.wave_s)} to generate, more than the "
-            f"≈ {_duration(gate.budget_s)} a {time_limit} job has for work: lower gate.max_tokens or raise "
-            f"--time-limit")
+            f"gate: one wave of a suite's samples takes ≈ {_duration(gate.wave_s)} to generate, "
+            f"more than the ≈ {_duration(gate.budget_s)} a {time_limit} job has for work: lower "
+            f"gate.max_tokens or raise --time-limit")
 
 
-# --------------------------------------------------------------------------------------------- output
+# ------------------------------------------------------------------------------------------- output
 
 ASSUMPTIONS = (
     "time assumptions: {gpu} GPUs, {peak:g} TFLOP/s dense bf16 at {mfu:.0%} MFU for the actor "
     "(6·params·tokens per step, +2·params·tokens per frozen copy: KL reference, distill teachers; "
     "attention FLOPs left out); decode reads each "
-    "engine GPU's weights and KV cache once per token at {bw:.0%} of {hbm:g} TB/s, up to {seqs} sequences per "
-    "engine at once (as many as its KV cache holds at prompt + half the response); every response at its budget "
-    "(an upper bound); prefill, weight sync and rewards (they "
+    "engine GPU's weights and KV cache once per token at {bw:.0%} of {hbm:g} TB/s, up to {seqs} "
+    "sequences per engine at once (as many as its KV cache holds at prompt + half the response); "
+    "every response at its budget (an upper bound); prefill, weight sync and rewards (they "
     "overlap generation) left out; {startup:.0f} min start-up per job; a save writes "
     "14 bytes a parameter at {write:g} GB/s per GPU; a stop loses at most one wave of generation. "
     "Estimates, not measurements.")
@@ -351,17 +366,19 @@ def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Ha
     """The table (a row per stage: its step, what a job moves it forward, the jobs it takes) and the
     assumptions; the total: jobs and wall time of the whole cascade at ``time_limit_s`` per job."""
     budget = times[0].budget_s if times else 0.0
-    lines = [f"time: a job of {time_limit} has ≈ {_duration(budget)} for work (less start-up, save and stop "
-             f"margin); a GRPO step stopped by the job's end keeps its finished groups; saves also every "
-             f"checkpoint_every steps or after {minutes:g} min (checkpoint_every_minutes), whichever comes first",
+    lines = [f"time: a job of {time_limit} has ≈ {_duration(budget)} for work (less start-up, save "
+             f"and stop margin); a GRPO step stopped by the job's end keeps its finished groups; "
+             f"saves also every checkpoint_every steps or after {minutes:g} min "
+             f"(checkpoint_every_minutes), whichever comes first",
              "", "| stage | kind | tokens / step | generate | one wave | train | step | save every "
                  "| progress per job | jobs | steps | stage time | GPU-hours |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in times:
         on_policy = t.kind in config.ON_POLICY_KINDS
         gen, wave = (_duration(t.generate_s), _duration(t.wave_s)) if on_policy else ("—", "—")
-        lines.append(f"| {t.name} | {t.kind} | {_count(t.tokens)} | {gen} | {wave} | {_duration(t.train_s)} | "
-                     f"{_duration(t.step_s)} | {t.save_steps} step{'s' * (t.save_steps != 1)} ({t.saved_by}) | "
+        lines.append(f"| {t.name} | {t.kind} | {_count(t.tokens)} | {gen} | {wave} | "
+                     f"{_duration(t.train_s)} | {_duration(t.step_s)} | "
+                     f"{t.save_steps} step{'s' * (t.save_steps != 1)} ({t.saved_by}) | "
                      f"{_progress(t)} | {t.jobs or '—'} | {t.steps or 'epochs'} | "
                      f"{'—' if t.stage_s is None else _duration(t.stage_s)} | "
                      f"{'—' if t.gpu_hours is None else f'{t.gpu_hours:,.0f}'} |")
@@ -370,15 +387,17 @@ def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Ha
     lines += ["", render_gate(gate, time_limit)]
     if time_limit_s and known:
         jobs = sum(known) + gate_jobs
-        lines += ["", f"total: {jobs} jobs of {time_limit} for the {len(known)} stages with known steps and the "
-                      f"gate's rows, ≈ {_duration(jobs * time_limit_s)} of wall time if each job starts as the one "
-                      f"before ends (queue waits not included)"]
-    lines += ["", ASSUMPTIONS.format(gpu=hw.name, peak=hw.peak_flops / 1e12, mfu=hw.mfu, bw=hw.bandwidth_share,
-                                     hbm=hw.hbm_bytes_per_s / 1e12, seqs=hw.max_seqs, startup=STARTUP_S / 60,
+        lines += ["", f"total: {jobs} jobs of {time_limit} for the {len(known)} stages with known "
+                      f"steps and the gate's rows, ≈ {_duration(jobs * time_limit_s)} of wall time "
+                      f"if each job starts as the one before ends (queue waits not included)"]
+    lines += ["", ASSUMPTIONS.format(gpu=hw.name, peak=hw.peak_flops / 1e12, mfu=hw.mfu,
+                                     bw=hw.bandwidth_share, hbm=hw.hbm_bytes_per_s / 1e12,
+                                     seqs=hw.max_seqs, startup=STARTUP_S / 60,
                                      write=hw.write_bytes_per_s / 1e9)]
     return "\n".join(lines)
 
 
-__all__ = ["Hardware", "H100", "StageTime", "parse_time_limit", "train_seconds", "decode_seconds", "save_every",
-           "stage_time", "time_plan", "render_times", "check_progress", "job_budget", "save_seconds", "GateTime",
-           "gate_time", "render_gate", "DEFAULT_TIME_LIMIT", "STARTUP_S", "SIGNAL_LEAD_S"]
+__all__ = ["Hardware", "H100", "StageTime", "parse_time_limit", "train_seconds", "decode_seconds",
+           "save_every", "stage_time", "time_plan", "render_times", "check_progress", "job_budget",
+           "save_seconds", "GateTime", "gate_time", "render_gate", "DEFAULT_TIME_LIMIT",
+           "STARTUP_S", "SIGNAL_LEAD_S"]

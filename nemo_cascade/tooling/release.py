@@ -1,20 +1,22 @@
 """Release conversion, offline: a trainer checkpoint of any TP × PP layout ⇄ an HF folder.
 
-One process, CPU, no process group: the model shards of a checkpoint (``checkpoint.py``'s
+One process, CPU, no process group: the model shards of a checkpoint (``checkpoint/``'s
 ``model_tp{t}_pp{p}.pt``) are merged over TP with the same declarative table that loads HF
 checkpoints into the actor and syncs weights into vLLM (``table.py``), and PP-local layer numbers
 become global ones. Shards are memory-mapped, so peak memory is about one output shard plus one
 merged tensor, not the model.
 
-- :func:`resolve` finds what to convert from a run directory, a stage directory, a checkpoint folder or an
-  HF folder, and the HF folder that supplies config.json and the tokenizer (the run's base model).
-- :func:`to_hf` writes the release folder: config.json with the right ``architectures`` (and YaRN rope scaling
-  when asked, App. B), generation_config.json
-  (the paper's App. B decoding, T = 0.6 and top-p 0.95, over the base's), tokenizer files with the chat
-  template the cascade trained with, and safetensors shards with an index. The folder appears atomically.
-- :func:`from_hf` writes a weights-only checkpoint in a given TP × PP layout (for inspecting a model as the
-  actor shards it, and for the round-trip check ``to_hf(from_hf(x)) == x``).
-- :func:`verify` loads the folder with transformers and compares its logits with a reference folder's.
+- :func:`resolve` finds what to convert from a run directory, a stage directory, a checkpoint folder
+  or an HF folder, and the HF folder that supplies config.json and the tokenizer (the run's base
+  model).
+- :func:`to_hf` writes the release folder: config.json with the right ``architectures`` (and YaRN
+  rope scaling when asked, App. B), generation_config.json (the paper's App. B decoding, T = 0.6 and
+  top-p 0.95, over the base's), tokenizer files with the chat template the cascade trained with, and
+  safetensors shards with an index. The folder appears atomically.
+- :func:`from_hf` writes a weights-only checkpoint in a given TP × PP layout (for inspecting a model
+  as the actor shards it, and for the round-trip check ``to_hf(from_hf(x)) == x``).
+- :func:`verify` loads the folder with transformers and compares its logits with a reference
+  folder's.
 """
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ from nemo_cascade.convert.shape import ModelShape, load_config_json, read_hf_con
 from nemo_cascade.errors import CascadeError
 
 GENERATION_DEFAULTS = {"do_sample": True, "temperature": 0.6, "top_p": 0.95}
-"""Decoding written into a release's generation_config.json: the paper's evaluation setting (App. B)."""
+"""Decoding written into a release's generation_config.json: the paper's evaluation setting
+(App. B)."""
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
 
 
@@ -52,13 +55,15 @@ class Source:
     base: Path
     """The HF folder whose config.json and tokenizer describe the weights."""
     chat_style: str = ""
-    """The cascade's chat template style (config ``chat_style``); empty: keep the base's template."""
+    """The cascade's chat template style (config ``chat_style``); empty: keep the base's
+    template."""
     run_dir: Path | None = None
     rm_mode: str = ""
-    """A ``reward_model`` stage's mode: its release chats as its pairs were rendered (``data.rm_input``, §4.2)."""
+    """A ``reward_model`` stage's mode: its release chats as its pairs were rendered
+    (``data.rm_input``, §4.2)."""
 
 
-# ------------------------------------------------------------------------------------------- resolve
+# ------------------------------------------------------------------------------------------ resolve
 def resolve(path: str | Path, base: str | Path | None = None) -> Source:
     """What to convert. ``path`` is a run (``runs/NAME``: its last finished policy stage), a stage
     (``runs/NAME/stages/K-NAME``: its HF export, else its newest checkpoint), a checkpoint root or
@@ -79,15 +84,17 @@ def resolve(path: str | Path, base: str | Path | None = None) -> Source:
     if not (p / checkpoint.META).is_file() and p.is_dir() and any(p.glob("step_*")):
         latest = checkpoint.latest(p)
         if latest is None:
-            raise ConvertError(f"{p}: no complete checkpoint (only .tmp folders: a save was interrupted)")
+            raise ConvertError(
+                f"{p}: no complete checkpoint (only .tmp folders: a save was interrupted)")
         p = latest
     if (p / checkpoint.META).is_file():
         kind = "checkpoint"
     elif (p / "config.json").is_file():
         kind = "hf"
     else:
-        raise ConvertError(f"{p}: not a run, stage, checkpoint or HF folder (expected meta.json, config.json, "
-                           f"stages/ or checkpoint/)")
+        raise ConvertError(
+            f"{p}: not a run, stage, checkpoint or HF folder (expected meta.json, config.json, "
+            f"stages/ or checkpoint/)")
     if base is not None:
         base_dir = Path(base)
     elif kind == "hf":
@@ -95,10 +102,12 @@ def resolve(path: str | Path, base: str | Path | None = None) -> Source:
     elif run is not None:
         base_dir = _run_base(run)
     else:
-        raise ConvertError(f"{p}: a checkpoint outside a run directory needs --base HF_FOLDER (config.json and "
-                           f"tokenizer of the model it was trained from)")
+        raise ConvertError(
+            f"{p}: a checkpoint outside a run directory needs --base HF_FOLDER (config.json and "
+            f"tokenizer of the model it was trained from)")
     if not (base_dir / "config.json").is_file():
-        raise ConvertError(f"{base_dir}: no config.json (expected the HF folder the run started from)")
+        raise ConvertError(
+            f"{base_dir}: no config.json (expected the HF folder the run started from)")
     return Source(kind, p, base_dir, chat_style, run, rm_mode)
 
 
@@ -137,13 +146,14 @@ def _last_policy_stage(run: Path) -> Path:
     for k in reversed(range(len(stages))):
         s = stages[k]
         folder = run / "stages" / f"{k}-{s['name']}"
-        if s.get("kind") != "reward_model" and ((folder / "hf" / "config.json").is_file()
-                                                or checkpoint.latest(folder / "checkpoint") is not None):
+        if (s.get("kind") != "reward_model"
+                and ((folder / "hf" / "config.json").is_file()
+                     or checkpoint.latest(folder / "checkpoint") is not None)):
             return folder
     raise ConvertError(f"{run}: no policy stage has an HF export or a checkpoint yet")
 
 
-# ------------------------------------------------------------------------------------ checkpoint → HF
+# ---------------------------------------------------------------------------------- checkpoint → HF
 def checkpoint_tensors(step_dir: str | Path,
                        spec: ModelShape) -> Iterator[tuple[str, torch.Tensor]]:
     """HF-named full tensors from a checkpoint's model shards (memory-mapped, one pipeline stage at
@@ -153,8 +163,9 @@ def checkpoint_tensors(step_dir: str | Path,
     meta = checkpoint.read_meta(step_dir)
     tp, pp = int(meta["tp"]), int(meta["pp"])
     if spec.num_layers % pp:
-        raise ConvertError(f"{step_dir}: pp={pp} does not divide the base model's {spec.num_layers} layers "
-                           f"(is --base the model this checkpoint was trained from?)")
+        raise ConvertError(
+            f"{step_dir}: pp={pp} does not divide the base model's {spec.num_layers} layers "
+            f"(is --base the model this checkpoint was trained from?)")
     per_stage = spec.num_layers // pp
     done: set[str] = set()
     for p in range(pp):
@@ -168,23 +179,27 @@ def checkpoint_tensors(step_dir: str | Path,
                 continue
             missing = [t for t, s in enumerate(shards) if local not in s]
             if missing:
-                raise ConvertError(f"{step_dir}: {local} is missing from model_tp{missing[0]:02d}_pp{p:02d}.pt")
+                raise ConvertError(
+                    f"{step_dir}: {local} is missing from model_tp{missing[0]:02d}_pp{p:02d}.pt")
             full = table.unshard([s.pop(local) for s in shards], entry.rule.tp)
             done.add(entry.megatron)
             try:
                 yield from table.to_hf(entry, full, spec)
             except RuntimeError:  # a reshape that does not fit: the base describes another model
-                raise ConvertError(f"{step_dir}: {local} has shape {tuple(full.shape)}, which does not fit the "
-                                   f"base model's geometry (is --base the model this checkpoint was trained "
-                                   f"from?)") from None
+                raise ConvertError(
+                    f"{step_dir}: {local} has shape {tuple(full.shape)}, which does not fit the "
+                    f"base model's geometry (is --base the model this checkpoint was trained "
+                    f"from?)") from None
         leftover = sorted(set(shards[0]) - set(conversion.megatron_copies))
         if leftover:
-            raise ConvertError(f"{step_dir}/model_tp00_pp{p:02d}.pt: parameters the {spec.arch} table does not "
-                               f"know: {leftover[:3]} (is --base the model this checkpoint was trained from?)")
+            raise ConvertError(
+                f"{step_dir}/model_tp00_pp{p:02d}.pt: parameters the {spec.arch} table does not "
+                f"know: {leftover[:3]} (is --base the model this checkpoint was trained from?)")
     expected = {e.megatron for e in table.table_for(spec).entries}
     if len(done) < len(expected):
-        raise ConvertError(f"{step_dir}: {len(expected) - len(done)} of the model's {len(expected)} parameters "
-                           f"are in no shard (incomplete checkpoint, or --base has more layers)")
+        raise ConvertError(
+            f"{step_dir}: {len(expected) - len(done)} of the model's {len(expected)} parameters "
+            f"are in no shard (incomplete checkpoint, or --base has more layers)")
 
 
 def _local_name(entry: table.Entry, p: int, per_stage: int) -> str | None:
@@ -203,7 +218,7 @@ def _is_score_head(shard: dict[str, torch.Tensor]) -> bool:
     return head is not None and head.shape[0] == 1
 
 
-# ------------------------------------------------------------------------------------------ write HF
+# ----------------------------------------------------------------------------------------- write HF
 def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_bytes: int = 5 << 30,
           yarn_factor: float | None = None, yarn_original: int = 32768) -> Path:
     """Write the release folder ``out_dir`` from ``source`` (see the module docstring). ``dtype``:
@@ -229,7 +244,8 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
             yield name, t
 
     out = Path(out_dir)
-    with published_folder(out, replace=True) as tmp:  # a bad shard or a full disk leaves no half-written folder
+    # a bad shard or a full disk leaves no half-written folder
+    with published_folder(out, replace=True) as tmp:
         _write_folder(source, spec, converted(), first_dtype, tmp, max_shard_bytes)
         if yarn_factor:
             config = with_yarn(load_config_json(tmp / "config.json"), yarn_factor, yarn_original)
@@ -249,14 +265,16 @@ def _write_folder(source: Source, spec: ModelShape, tensors, first_dtype: list, 
     (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     copy_side_files(source.base, tmp)
     if source.kind == "hf":
-        copy_side_files(source.path, tmp)  # a stage export's own tokenizer files and chat template win
+        # a stage export's own tokenizer files and chat template win
+        copy_side_files(source.path, tmp)
     _write_generation_config(tmp, config)
     if source.chat_style:
         from nemo_cascade.convert.hf_io import write_chat_template
         from nemo_cascade.data.rm_input import rm_chat_template
         from nemo_cascade.data.tokenizer import set_chat_template
 
-        if (tmp / "tokenizer_config.json").is_file() and source.rm_mode:  # an RM: its training rendering
+        # an RM: its training rendering
+        if (tmp / "tokenizer_config.json").is_file() and source.rm_mode:
             write_chat_template(tmp, rm_chat_template(source.rm_mode, source.chat_style))
         elif (tmp / "tokenizer_config.json").is_file():
             set_chat_template(tmp, source.chat_style)
@@ -272,8 +290,9 @@ def _write_generation_config(folder: Path, config: dict) -> None:
     path.write_text(json.dumps(generation, indent=2) + "\n")
 
 
-def write_model_card(folder: str | Path, source: Source, name: str = "", *, license: str | None = None,
-                     base_model: str | None = None, datasets: tuple[str, ...] = ()) -> Path:
+def write_model_card(folder: str | Path, source: Source, name: str = "", *,
+                     license: str | None = None, base_model: str | None = None,
+                     datasets: tuple[str, ...] = ()) -> Path:
     """``README.md`` for a release from a run: hub front matter (``convert/model_card.py``), what
     was trained and how (stages, base, lineage hashes), the paper's numbers beside the run's where
     the benchmarks match, and the evaluation table taken from the run's own report (the forgetting
@@ -285,7 +304,8 @@ def write_model_card(folder: str | Path, source: Source, name: str = "", *, lice
     from nemo_cascade.cascade.lineage import read_manifest
 
     if source.run_dir is None:
-        raise ConvertError(f"{source.path}: a model card needs the run directory (its report and manifest)")
+        raise ConvertError(
+            f"{source.path}: a model card needs the run directory (its report and manifest)")
     folder, run = Path(folder), source.run_dir
     config, manifest = _run_config(run), read_manifest(run / "manifest.json")
     stages = " → ".join(f"{s['name']} ({s.get('kind', '?')}"
@@ -293,25 +313,30 @@ def write_model_card(folder: str | Path, source: Source, name: str = "", *, lice
                         for s in config["stages"])
     try:
         metadata = model_card.card_metadata(_run_base(run), license=license, base_model=base_model,
-                                            datasets=datasets, reward_model=_is_reward_model(folder))
+                                            datasets=datasets,
+                                            reward_model=_is_reward_model(folder))
     except ValueError as e:
         raise ConvertError(str(e)) from None
-    intro = ["Post-trained with nemo-cascade by Cascade RL (Nemotron-Cascade, arXiv "
-             "2512.13607): domain-wise RL stages run in sequence, each starting from the previous stage's weights, "
-             "with every domain evaluated after every stage.", "",
-             f"- base model: `{metadata.get('base_model') or manifest.get('base_model', '?')}`",
-             f"- stages: {stages}",
-             f"- released weights: `{source.path.relative_to(run) if source.path.is_relative_to(run) else source.path}`",
-             f"- chat template: `{source.chat_style or 'the base model’s'}`; decoding defaults (generation_config."
-             f"json): temperature {GENERATION_DEFAULTS['temperature']}, top-p {GENERATION_DEFAULTS['top_p']} "
-             "(paper App. B)",
-             f"- lineage: git `{(manifest.get('git_sha') or 'unknown')[:12]}`, config sha256 "
-             f"`{manifest.get('config_sha256', '?')[:16]}`, seed {manifest.get('seed', '?')}"]
+    intro = [
+        "Post-trained with nemo-cascade by Cascade RL (Nemotron-Cascade, arXiv 2512.13607): "
+        "domain-wise RL stages run in sequence, each starting from the previous stage's weights, "
+        "with every domain evaluated after every stage.", "",
+        f"- base model: `{metadata.get('base_model') or manifest.get('base_model', '?')}`",
+        f"- stages: {stages}",
+        "- released weights: "
+        f"`{source.path.relative_to(run) if source.path.is_relative_to(run) else source.path}`",
+        f"- chat template: `{source.chat_style or 'the base model’s'}`; decoding defaults "
+        f"(generation_config.json): temperature {GENERATION_DEFAULTS['temperature']}, "
+        f"top-p {GENERATION_DEFAULTS['top_p']} (paper App. B)",
+        f"- lineage: git `{(manifest.get('git_sha') or 'unknown')[:12]}`, config sha256 "
+        f"`{manifest.get('config_sha256', '?')[:16]}`, seed {manifest.get('seed', '?')}"]
     report = load_run(run)
-    markdown = render_markdown(report).split("\n", 1)[1].replace("\n## ", "\n### ")  # drop the report's title
+    # drop the report's title
+    markdown = render_markdown(report).split("\n", 1)[1].replace("\n## ", "\n### ")
     return model_card.write_model_card(
         folder, title=name or config.get("name", run.name), intro=intro, report_markdown=markdown,
-        metadata=metadata, comparison=model_card.paper_comparison(config.get("name", ""), report.history),
+        metadata=metadata,
+        comparison=model_card.paper_comparison(config.get("name", ""), report.history),
         report_png=run / "report.png")
 
 
@@ -323,7 +348,7 @@ def _is_reward_model(folder: Path) -> bool:
     return any(a.endswith("ForSequenceClassification") for a in architectures)
 
 
-# ------------------------------------------------------------------------------------------- HF → ckpt
+# ---------------------------------------------------------------------------------------- HF → ckpt
 def from_hf(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, pp: int = 1) -> Path:
     """A weights-only checkpoint of the HF folder in the actor's TP × PP layout (local layer spec
     names)."""
@@ -333,24 +358,27 @@ def from_hf(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, pp: int = 1) -
     reader = SafetensorsReader(hf_dir)
     head = "score" if is_reward_model(spec) else "lm"
     per_stage = spec.num_layers // pp
-    shards: dict[tuple[int, int], dict[str, torch.Tensor]] = {(t, p): {} for t in range(tp) for p in range(pp)}
+    shards: dict[tuple[int, int], dict[str, torch.Tensor]] = {(t, p): {} for t in range(tp)
+                                                              for p in range(pp)}
     conversion = table.table_for(spec, head=head)
     conversion.check_known_hf(reader.names(), str(hf_dir))
     for entry in conversion.entries:
         full = table.to_megatron(entry, [reader.get(h) for h in entry.hf], spec)
         p = conversion.owner_stage(entry, pp)
         for t in range(tp):
-            shards[(t, p)][_local_name(entry, p, per_stage)] = table.shard(full, entry.rule.tp, t, tp).clone()
+            shards[(t, p)][_local_name(entry, p, per_stage)] = (
+                table.shard(full, entry.rule.tp, t, tp).clone())
     return checkpoint.write_weights(out_dir, shards, tp, pp, state={"converted_from": str(hf_dir)})
 
 
-# -------------------------------------------------------------------------------------------- verify
+# ------------------------------------------------------------------------------------------- verify
 MEGATRON_FP32_TOLERANCE = 1e-4
-"""Largest per-token |Δ log-prob| between the Megatron actor and transformers on the probe batch, both fp32.
-fp32 rounding grows with depth: ≤ 1e-6 for the 2–4-layer test models, 2.9e-5 for SmolLM2-135M (30 layers);
-a conversion error (a swapped or mis-split tensor, a wrong rope) moves log-probs by far more than 1e-4. In bf16
-the two differ by up to ~1e-2 per token (measured on an H200: 6.7e-3–9.6e-3, the size of transformers' own
-bf16-vs-fp32 difference, 7.9e-3; docs/performance.md), so the check runs in fp32."""
+"""Largest per-token |Δ log-prob| between the Megatron actor and transformers on the probe batch,
+both fp32. fp32 rounding grows with depth: ≤ 1e-6 for the 2–4-layer test models, 2.9e-5 for
+SmolLM2-135M (30 layers); a conversion error (a swapped or mis-split tensor, a wrong rope) moves
+log-probs by far more than 1e-4. In bf16 the two differ by up to ~1e-2 per token (measured on an
+H200: 6.7e-3–9.6e-3, the size of transformers' own bf16-vs-fp32 difference, 7.9e-3;
+docs/performance.md), so the check runs in fp32."""
 
 
 def verify(folder: str | Path, reference: str | Path | None = None, prompt: str = "What is 2+3?",
@@ -372,13 +400,15 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
         raise ConvertError(f"{folder}: transformers cannot load it ({type(e).__name__}: "
                            f"{str(e).splitlines()[0][:200]})") from None
     if tokenizer.chat_template:  # an instruct model answers a chat turn, not raw text
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                            return_tensors="pt", return_dict=True)["input_ids"]
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                            add_generation_prompt=True, return_tensors="pt",
+                                            return_dict=True)["input_ids"]
     else:
         ids = tokenizer(prompt, return_tensors="pt").input_ids
     with torch.no_grad():
         logits = model(ids).logits
-    report = {"tensors_equal": None, "max_logit_diff": None, "greedy": None, "megatron_max_logprob_diff": None}
+    report = {"tensors_equal": None, "max_logit_diff": None, "greedy": None,
+              "megatron_max_logprob_diff": None}
     if not torch.isfinite(logits).all():
         raise ConvertError(f"{folder}: non-finite logits on {prompt!r}")
     if cls is AutoModelForCausalLM:
@@ -398,8 +428,9 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
             report["max_logit_diff"] = float((ref(ids).logits - logits).abs().max())
         report["tensors_equal"] = not differ
         if differ:
-            raise ConvertError(f"{folder}: {len(differ)} tensors differ from {reference} (first: {differ[0]}); "
-                               f"max logit difference {report['max_logit_diff']:.2e}")
+            raise ConvertError(
+                f"{folder}: {len(differ)} tensors differ from {reference} (first: {differ[0]}); "
+                f"max logit difference {report['max_logit_diff']:.2e}")
     return report
 
 
@@ -416,10 +447,11 @@ def _megatron_logprob_diff(folder: Path, model, spec: ModelShape) -> float:
     got = MegatronActor(str(folder), Parallel(), "float32").logprobs(probe, temperature=1.0)[:, 1:]
     diff = float((got.float() - want).abs().max())
     if diff > MEGATRON_FP32_TOLERANCE:
-        raise ConvertError(f"{folder}: Megatron's log-probs differ from transformers' by {diff:.2e} "
-                           f"(> {MEGATRON_FP32_TOLERANCE:g} in fp32): the conversion table or config is wrong")
+        raise ConvertError(
+            f"{folder}: Megatron's log-probs differ from transformers' by {diff:.2e} "
+            f"(> {MEGATRON_FP32_TOLERANCE:g} in fp32): the conversion table or config is wrong")
     return diff
 
 
-__all__ = ["Source", "ConvertError", "GENERATION_DEFAULTS", "resolve", "checkpoint_tensors", "to_hf", "from_hf",
-           "verify", "write_model_card"]
+__all__ = ["Source", "ConvertError", "GENERATION_DEFAULTS", "resolve", "checkpoint_tensors",
+           "to_hf", "from_hf", "verify", "write_model_card"]

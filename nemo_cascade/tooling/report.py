@@ -1,10 +1,11 @@
 """The cascade report of a run directory: ``report.md`` and ``report.png``, rebuilt from its files
 alone.
 
-Reads ``config.json`` (stage order, kind, domain, steps), ``manifest.json`` (status, seconds, gate verdicts),
-``base/eval.json`` and ``stages/<k>-<name>/{eval.json, metrics.jsonl}``, so it can run at the end of every stage,
-after a crash, or on a copied run directory (``nemo-cascade report RUN_DIR``). The matrix is the paper's
-T2 / T4–T8 with the change against the previous evaluated row, so forgetting and own-domain gains show at a glance.
+Reads ``config.json`` (stage order, kind, domain, steps), ``manifest.json`` (status, seconds, gate
+verdicts), ``base/eval.json`` and ``stages/<k>-<name>/{eval.json, metrics.jsonl}``, so it can run at
+the end of every stage, after a crash, or on a copied run directory (``nemo-cascade report
+RUN_DIR``). The matrix is the paper's T2 / T4–T8 with the change against the previous evaluated row,
+so forgetting and own-domain gains show at a glance.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from nemo_cascade.evaluate.paired import ALPHA, PairedTest, p_text, paired_test
 from nemo_cascade.tooling.report_run import (HEADLINE, WINDOW, ReportError, Run, StageInfo,
                                              finite_number, load_run, read_curve, trains_domain)
 
-# ----------------------------------------------------------------------------------------------- text
+# --------------------------------------------------------------------------------------------- text
 
 
 def _points(delta: float) -> str:
@@ -30,8 +31,10 @@ def _points(delta: float) -> str:
 def _table(header: list[str], rows: list[list[str]]) -> str:
     """A markdown table padded to equal widths, so the same text reads in a terminal."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)]) + "\n"
+    line = lambda cells: (  # noqa: E731
+        "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |")
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+                      *map(line, rows)]) + "\n"
 
 
 def _is_own(run: Run, label: str, suite: str) -> bool:
@@ -39,7 +42,8 @@ def _is_own(run: Run, label: str, suite: str) -> bool:
     return trains_domain(run.row_domain[label], run.suite_domain[suite])
 
 
-def _cell(row: dict, change: dict, suite: str, fmt: str = " ({})", test: PairedTest | None = None) -> str:
+def _cell(row: dict, change: dict, suite: str, fmt: str = " ({})",
+          test: PairedTest | None = None) -> str:
     """``avg@K`` in % and, where an earlier row has the suite, the change in points formatted by
     ``fmt`` (with the paired test's p-value when ``test`` is given)."""
     if suite not in row:
@@ -72,17 +76,20 @@ def _own_domain(run: Run) -> list[str]:
         moved = {x: d for x, d in change.get(s.name, {}).items()
                  if trains_domain(s.domain, run.suite_domain[x])}
         if s.name not in change:
-            text = "not evaluated yet" if s.evaluate else "no gate after it (evaluate = false): see the next row"
+            text = ("not evaluated yet" if s.evaluate
+                    else "no gate after it (evaluate = false): see the next row")
         elif not moved:
             text = f"no {s.domain} suite in both this row and an earlier one"
         else:
-            text = ", ".join(f"{x} {_points(d)}{_significance(tests[s.name].get(x))}" for x, d in moved.items())
+            text = ", ".join(f"{x} {_points(d)}{_significance(tests[s.name].get(x))}"
+                             for x, d in moved.items())
             text += f" (mean {_points(sum(moved.values()) / len(moved))})" if len(moved) > 1 else ""
         lines.append(f"- `{s.name}` ({s.domain}): {text}")
     return lines
 
 
-def paired_rows(run_a: Run, label_a: str, run_b: Run, label_b: str, suite: str) -> PairedTest | None:
+def paired_rows(run_a: Run, label_a: str, run_b: Run, label_b: str,
+                suite: str) -> PairedTest | None:
     """The paired test of ``suite`` from row ``label_a`` of ``run_a`` to row ``label_b`` of
     ``run_b`` (the same run or two), on the items both scored; None where either row has no item
     records for it or they share no item."""
@@ -117,8 +124,8 @@ def _paired_drops(run: Run) -> list[str]:
     paired test), own domain or not."""
     lines = []
     for (label, _), change, tests in zip(run.history, deltas(run.history), run.tests()):
-        drops = [f"{suite} {_points(change[suite])} (p {p_text(test.p)})" for suite, test in tests.items()
-                 if test.verdict == "regression"]
+        drops = [f"{suite} {_points(change[suite])} (p {p_text(test.p)})"
+                 for suite, test in tests.items() if test.verdict == "regression"]
         if drops:
             lines.append(f"- after `{label}`: " + ", ".join(drops))
     return lines
@@ -172,7 +179,8 @@ def matrix_text(run_dir: Path) -> str:
     if not run.history:
         return "no evaluation yet (no base/eval.json, no stages/*/eval.json)\n"
     own = _own_domain(run)
-    return (_matrix(run, own="{}*") + "* = the stage's own domain; (±x, p) = points vs the previous row and the "
+    return (_matrix(run, own="{}*")
+            + "* = the stage's own domain; (±x, p) = points vs the previous row and the "
             f"paired test's p-value (significant below {ALPHA})\n"
             + ("own-domain change:\n" + "\n".join(own) + "\n" if own else ""))
 
@@ -189,11 +197,12 @@ def _summary(run: Run) -> str:
     for s, (key, _, values) in zip(run.stages, run.curves):
         first, last, n = _ends(values) if values else (None, None, 0)
         planned = str(s.steps) if s.steps else f"{s.epochs:g} epochs"
-        rows.append([str(s.index), s.name, s.kind, s.domain or "–", f"{len(values)}/{planned}", s.status,
-                     "–" if s.seconds is None else f"{s.seconds:.0f}", key,
-                     "–" if first is None else f"{first:.3f}", "–" if last is None else f"{last:.3f}", str(n)])
-    return _table(["#", "stage", "kind", "domain", "steps logged/planned", "status", "seconds", "metric",
-                   "first n mean", "last n mean", "n"], rows)
+        rows.append([str(s.index), s.name, s.kind, s.domain or "–", f"{len(values)}/{planned}",
+                     s.status, "–" if s.seconds is None else f"{s.seconds:.0f}", key,
+                     "–" if first is None else f"{first:.3f}",
+                     "–" if last is None else f"{last:.3f}", str(n)])
+    return _table(["#", "stage", "kind", "domain", "steps logged/planned", "status", "seconds",
+                   "metric", "first n mean", "last n mean", "n"], rows)
 
 
 def _total(rows: list[dict], key: str) -> float:
@@ -213,8 +222,8 @@ def _domain_rewards(rows: list[dict]) -> str:
         pairs = [(v, w) for v, w in pairs if v is not None and w]
         return f"{sum(v * w for v, w in pairs) / sum(w for _, w in pairs):.3f}" if pairs else "–"
 
-    return "; ".join(f"{d} {weighted(rows[:n], d)} → {weighted(rows[-n:], d)} ({_total(rows, f'prompts/{d}'):.0f} "
-                     f"prompts)" for d in domains) or "–"
+    return "; ".join(f"{d} {weighted(rows[:n], d)} → {weighted(rows[-n:], d)} "
+                     f"({_total(rows, f'prompts/{d}'):.0f} prompts)" for d in domains) or "–"
 
 
 def _training(run: Run) -> str:
@@ -236,31 +245,36 @@ def _training(run: Run) -> str:
             signal = f"{groups:.0f} / {groups:.0f} (teachers)"
         rows.append([s.name, signal,
                      f"{100 * _total(logged, 'truncation_rate') / len(logged):.0f}",
-                     f"{step_s / len(logged):.1f}", f"{100 * generate_s / step_s:.0f}" if step_s else "–",
+                     f"{step_s / len(logged):.1f}",
+                     f"{100 * generate_s / step_s:.0f}" if step_s else "–",
                      _domain_rewards(logged)])
     if not rows:
         return ""
-    return _table(["stage", "informative groups / generated", "truncated %", "s / step", "generation % of step",
-                   "reward by domain, first n → last n steps"], rows)
+    return _table(["stage", "informative groups / generated", "truncated %", "s / step",
+                   "generation % of step", "reward by domain, first n → last n steps"], rows)
 
 
 def render_markdown(run: Run, png_name: str = "report.png") -> str:
     sha = run.git_sha[:12] or "unknown"
-    parts = [f"# Cascade report: {run.name}", "", f"git `{sha}`; built from the files of the run directory "
+    parts = [f"# Cascade report: {run.name}", "",
+             f"git `{sha}`; built from the files of the run directory "
              "(`nemo-cascade report RUN_DIR` rebuilds it).", "", "## Forgetting matrix", ""]
     if run.history:
-        parts += ["avg@K in % after each stage; (±x, p) = change in points vs the previous evaluated row and the p-value "
-                  "of a paired test on the items both rows scored (exact McNemar with one sample per item, else a "
-                  f"paired bootstrap): a change is called a gain or a regression only at p < {ALPHA}; **bold** = "
-                  "the stage's own domain (an RL stage's suites of its reward domain). A stage without eval.json "
-                  "(pending, a reward model, which does not change the policy, or a stage with evaluate = false, "
-                  "the first part of a split stage) has no row.", "",
-                  _matrix(run, own="**{}**"), "### Own-domain change of each RL stage", "",
-                  *(_own_domain(run) or ["- no RL stage"]), ""]
+        parts += [
+            "avg@K in % after each stage; (±x, p) = change in points vs the previous evaluated "
+            "row and the p-value of a paired test on the items both rows scored (exact McNemar "
+            "with one sample per item, else a paired bootstrap): a change is called a gain or a "
+            f"regression only at p < {ALPHA}; **bold** = the stage's own domain (an RL stage's "
+            "suites of its reward domain). A stage without eval.json (pending, a reward model, "
+            "which does not change the policy, or a stage with evaluate = false, the first part "
+            "of a split stage) has no row.", "",
+            _matrix(run, own="**{}**"), "### Own-domain change of each RL stage", "",
+            *(_own_domain(run) or ["- no RL stage"]), ""]
         kept = _kept_to_the_end(run)
         if kept:
-            parts += ["### Each RL stage's own domain at the end", "", "the stage's own-domain suites after it "
-                      "against the last row, paired on the same items: did the later stages keep it?", "", *kept, ""]
+            parts += ["### Each RL stage's own domain at the end", "",
+                      "the stage's own-domain suites after it against the last row, paired on the "
+                      "same items: did the later stages keep it?", "", *kept, ""]
     else:
         parts += ["No evaluation yet (no `base/eval.json`, no `stages/*/eval.json`).", ""]
     recorded = _regressions(run) or ["None recorded in manifest.json."]
@@ -268,11 +282,11 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
               f"Drops against the row before at p < {ALPHA} (the matrix's paired test; the gate "
               "compares with the best earlier row instead):", "",
               *(_paired_drops(run) or ["- none"]), "",
-              "## Stages", "", f"metric: GRPO `{HEADLINE['grpo']}`, "
-              f"distill `{HEADLINE['distill']}`, "
-              f"SFT `{HEADLINE['sft']}`, reward model "
-              f"`{HEADLINE['reward_model']}`; first / last n mean = over the first and last n ≤ {WINDOW} logged "
-              "steps (n ≤ half the steps, so the two never overlap).",
+              "## Stages", "",
+              f"metric: GRPO `{HEADLINE['grpo']}`, distill `{HEADLINE['distill']}`, "
+              f"SFT `{HEADLINE['sft']}`, reward model `{HEADLINE['reward_model']}`; first / last n "
+              f"mean = over the first and last n ≤ {WINDOW} logged steps (n ≤ half the steps, so "
+              "the two never overlap).",
               "", _summary(run)]
     taught = _teachers(run)
     if taught:
@@ -280,15 +294,17 @@ def render_markdown(run: Run, png_name: str = "report.png") -> str:
                   "names the gate row it chose:", "", *taught]
     training = _training(run)
     if training:
-        parts += ["## GRPO steps", "", "informative groups: groups whose rewards differ (the zero-variance rest "
-                  "is dropped, §4.4.2); truncated: share of samples stopped at the response budget, mean over "
-                  "steps; reward by domain: a mixed-domain stage's mean reward per domain (code-switch penalty "
-                  "included), weighted by the domain's prompts in each step.", "", training]
+        parts += [
+            "## GRPO steps", "",
+            "informative groups: groups whose rewards differ (the zero-variance rest is dropped, "
+            "§4.4.2); truncated: share of samples stopped at the response budget, mean over steps; "
+            "reward by domain: a mixed-domain stage's mean reward per domain (code-switch penalty "
+            "included), weighted by the domain's prompts in each step.", "", training]
     parts += [f"![]({png_name})", ""]
     return "\n".join(parts)
 
 
-# ----------------------------------------------------------------------------------------------- figure
+# ------------------------------------------------------------------------------------------- figure
 
 
 def _heatmap(ax, run: Run) -> None:
@@ -304,22 +320,29 @@ def _heatmap(ax, run: Run) -> None:
     # Symmetric limits centre the diverging map at 0; at least ±1 point so noise-sized changes stay
     # pale.
     lim = max(1.0, float(np.nanmax(np.abs(delta)))) if np.isfinite(delta).any() else 1.0
-    cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="#eeeeee")  # grey: no earlier row to compare with
+    # grey: no earlier row to compare with
+    cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="#eeeeee")
     image = ax.imshow(np.ma.masked_invalid(delta), cmap=cmap, vmin=-lim, vmax=lim, aspect="auto")
     for i, (label, row) in enumerate(run.history):
         for j, s in enumerate(suites):
-            if s not in row:  # white, not the grey of "no earlier row": this stage did not evaluate the suite
-                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="white", edgecolor="none"))
+            # white, not the grey of "no earlier row": this stage did not evaluate the suite
+            if s not in row:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="white",
+                                       edgecolor="none"))
             dark = bool(np.isfinite(delta[i, j]) and abs(delta[i, j]) > 0.6 * lim)
-            ax.text(j, i, _cell(row, change[i], s, fmt="\n{}"), ha="center", va="center", fontsize=8,
-                    color="white" if dark else "black")
+            ax.text(j, i, _cell(row, change[i], s, fmt="\n{}"), ha="center", va="center",
+                    fontsize=8, color="white" if dark else "black")
             if s in row and _is_own(run, label, s):
-                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=2.5))
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black",
+                                       linewidth=2.5))
     ax.set_xticks(range(len(suites)), [f"{s}\n({run.suite_domain[s]})" for s in suites], fontsize=8)
-    ax.set_yticks(range(len(run.history)), [label + (f"\n[{run.row_domain[label]}]" if run.row_domain[label] else "")
-                                            for label, _ in run.history], fontsize=8)
+    ax.set_yticks(range(len(run.history)),
+                  [label + (f"\n[{run.row_domain[label]}]" if run.row_domain[label] else "")
+                   for label, _ in run.history], fontsize=8)
     ax.xaxis.tick_top()
-    ax.set_xlabel("avg@K in % (change in points vs the previous row); boxed: the stage's own domain", fontsize=9)
+    ax.set_xlabel(
+        "avg@K in % (change in points vs the previous row); boxed: the stage's own domain",
+        fontsize=9)
     ax.figure.colorbar(image, ax=ax, shrink=0.7, label="change vs previous row (points)")
 
 
@@ -332,14 +355,16 @@ def _curves(fig, spec, curves: list) -> None:
     grid = spec.subgridspec(math.ceil(len(curves) / cols), cols)
     for i, (stage, key, steps, values) in enumerate(curves):
         ax = fig.add_subplot(grid[i // cols, i % cols])
-        ax.plot(steps, values, color="C0", alpha=0.35, linewidth=1, marker="." if len(values) < 3 else None)
-        window = max(1, min(WINDOW, len(values) // 5))  # a few points per window, ≤ the summary's window
+        ax.plot(steps, values, color="C0", alpha=0.35, linewidth=1,
+                marker="." if len(values) < 3 else None)
+        # a few points per window, ≤ the summary's window
+        window = max(1, min(WINDOW, len(values) // 5))
         if window > 1:
-            ax.plot(steps[window - 1:], np.convolve(values, np.ones(window) / window, mode="valid"), color="C0",
-                    linewidth=2, label=f"mean of {window} steps")
+            ax.plot(steps[window - 1:], np.convolve(values, np.ones(window) / window, mode="valid"),
+                    color="C0", linewidth=2, label=f"mean of {window} steps")
             ax.legend(fontsize=6, loc="best")
-        ax.set_title(f"{stage.index} {stage.name} ({stage.kind}{'/' + stage.domain if stage.domain else ''})",
-                     fontsize=9)
+        ax.set_title(f"{stage.index} {stage.name} "
+                     f"({stage.kind}{'/' + stage.domain if stage.domain else ''})", fontsize=9)
         ax.set_ylabel(key, fontsize=8)
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -347,7 +372,8 @@ def _curves(fig, spec, curves: list) -> None:
 
 def render_png(run: Run, path: Path) -> None:
     """Heatmap (left) and training curves (right) into ``path``, atomically."""
-    try:  # imported here: `import nemo_cascade.evaluate` must stay light on machines that only train
+    try:
+        # imported here: `import nemo_cascade.evaluate` must stay light on machines that only train
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
@@ -357,8 +383,10 @@ def render_png(run: Run, path: Path) -> None:
     heat_w, curve_w = 3.0 + 1.25 * max(suites, 2), 7.0 if curves else 0.0
     height = max(4.5, 2.5 + 0.6 * len(run.history), 1.0 + 2.3 * math.ceil(len(curves) / 2))
     fig = Figure(figsize=(heat_w + curve_w, height), layout="constrained")
-    FigureCanvasAgg(fig)  # Agg explicitly, without pyplot's global state: safe inside a training process
-    grid = fig.add_gridspec(1, 2 if curves else 1, width_ratios=[heat_w, curve_w] if curves else None)
+    # Agg explicitly, without pyplot's global state: safe inside a training process
+    FigureCanvasAgg(fig)
+    grid = fig.add_gridspec(1, 2 if curves else 1,
+                            width_ratios=[heat_w, curve_w] if curves else None)
     ax = fig.add_subplot(grid[0, 0])
     if run.history:
         _heatmap(ax, run)
@@ -383,5 +411,5 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
     return md, png
 
 
-__all__ = ["ReportError", "StageInfo", "Run", "load_run", "paired_rows", "read_curve", "matrix_text",
-           "render_markdown", "render_png", "build_report"]
+__all__ = ["ReportError", "StageInfo", "Run", "load_run", "paired_rows", "read_curve",
+           "matrix_text", "render_markdown", "render_png", "build_report"]

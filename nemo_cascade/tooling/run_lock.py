@@ -9,22 +9,23 @@ manager (NLM, or NFSv4 leases), which ``nolock`` mounts and many container setup
 lock the server forgets on a restart is silently gone. Creating a name atomically is the one
 primitive all of them honour:
 
-- the lock is created with ``link(2)`` from a unique candidate file beside it (the portable recipe of
-  open(2)'s man page): ``link`` fails if the name exists, atomically, on local file systems, NFS v2–v4, Lustre,
-  GPFS, BeeGFS and CephFS. A lost NFS reply to a retried ``link`` is caught by the candidate's link count.
-  (``O_CREAT | O_EXCL`` is atomic too on NFSv3+ and the others, not on NFSv2; it is the fallback where hard
-  links are refused, e.g. some FUSE file systems.)
-- the holder refreshes the lock's mtime every :data:`BEAT_S` seconds (a heartbeat thread). A holder on this
-  machine (same host, boot and PID namespace) is checked directly: is its PID alive with the start time it
-  wrote? One elsewhere — a requeued Slurm job on another node, a container — cannot be, so its lock is stale
-  once :data:`MISSED_BEATS` beats are missed. The beat's age is measured against a file the contender creates
-  in the same folder, so both times come from the file system's clock (on NFS the server's, which sets both),
-  never from two nodes' clocks. A contender that finds a recent beat from elsewhere waits until either the
-  next beat arrives (the holder lives: refused) or the lease runs out (taken over).
-- a takeover is serialised by a second name, ``run.lock.takeover``, so two contenders never both replace a
-  stale lock; the winner re-reads the lock under it before removing it.
-- a holder that finds its lock gone or someone else's (it was stopped longer than the lease, e.g. SIGSTOP or a
-  frozen node) stops its run instead of writing beside the new holder.
+- the lock is created with ``link(2)`` from a unique candidate file beside it (the portable recipe
+  of open(2)'s man page): ``link`` fails if the name exists, atomically, on local file systems, NFS
+  v2–v4, Lustre, GPFS, BeeGFS and CephFS. A lost NFS reply to a retried ``link`` is caught by the
+  candidate's link count. (``O_CREAT | O_EXCL`` is atomic too on NFSv3+ and the others, not on
+  NFSv2; it is the fallback where hard links are refused, e.g. some FUSE file systems.)
+- the holder refreshes the lock's mtime every :data:`BEAT_S` seconds (a heartbeat thread). A holder
+  on this machine (same host, boot and PID namespace) is checked directly: is its PID alive with the
+  start time it wrote? One elsewhere — a requeued Slurm job on another node, a container — cannot
+  be, so its lock is stale once :data:`MISSED_BEATS` beats are missed. The beat's age is measured
+  against a file the contender creates in the same folder, so both times come from the file system's
+  clock (on NFS the server's, which sets both), never from two nodes' clocks. A contender that finds
+  a recent beat from elsewhere waits until either the next beat arrives (the holder lives: refused)
+  or the lease runs out (taken over).
+- a takeover is serialised by a second name, ``run.lock.takeover``, so two contenders never both
+  replace a stale lock; the winner re-reads the lock under it before removing it.
+- a holder that finds its lock gone or someone else's (it was stopped longer than the lease, e.g.
+  SIGSTOP or a frozen node) stops its run instead of writing beside the new holder.
 
 The run's own processes (torchrun's workers, launch's tasks) inherit the lock through :data:`ENV`.
 """
@@ -67,7 +68,8 @@ class Holder:
     token: str
     boot_id: str = ""
     pid_ns: str = ""
-    start: str = ""  # the process's start time in clock ticks since boot (/proc/PID/stat): PIDs are reused
+    # the process's start time in clock ticks since boot (/proc/PID/stat): PIDs are reused
+    start: str = ""
 
     def describe(self) -> str:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
@@ -100,7 +102,8 @@ def _pid_ns() -> str:
 def me(command: str) -> Holder:
     pid = os.getpid()
     return Holder(host=socket.gethostname(), pid=pid, since=time.time(), command=command,
-                  token=secrets.token_hex(8), boot_id=_read_first_line("/proc/sys/kernel/random/boot_id"),
+                  token=secrets.token_hex(8),
+                  boot_id=_read_first_line("/proc/sys/kernel/random/boot_id"),
                   pid_ns=_pid_ns(), start=_start_time(pid))
 
 
@@ -137,7 +140,8 @@ def judge_here(holder: Holder) -> Optional[str]:
         return None
     start = _start_time(holder.pid)
     if start:
-        return "" if not holder.start or start == holder.start else f"no process {holder.pid} (its PID was reused)"
+        return ("" if not holder.start or start == holder.start
+                else f"no process {holder.pid} (its PID was reused)")
     try:
         os.kill(holder.pid, 0)
     except ProcessLookupError:
@@ -159,7 +163,8 @@ class RunLock:
         self._stop = threading.Event()
         self._thread = None
         if owned:
-            self._thread = threading.Thread(target=self._beat, name="run-lock-heartbeat", daemon=True)
+            self._thread = threading.Thread(target=self._beat, name="run-lock-heartbeat",
+                                            daemon=True)
             self._thread.start()
 
     @property
@@ -171,13 +176,17 @@ class RunLock:
             current, _ = read_holder(self.path)
             if current is None or current.token != self.holder.token:
                 why = f"taken by {current.describe()}" if current else "removed"
-                self.on_lost(f"nemo-cascade: error: the lock {self.path} was {why} while this run held it (its "
-                             f"heartbeat stopped for over {self.beat_s * MISSED_BEATS:.0f} s?); stopping")
+                self.on_lost(
+                    f"nemo-cascade: error: the lock {self.path} was {why} while this run held it "
+                    f"(its heartbeat stopped for over {self.beat_s * MISSED_BEATS:.0f} s?); "
+                    "stopping")
                 return
             try:
                 os.utime(self.path)  # times=None: on NFS the server sets its own time
             except OSError:
-                pass  # a file-system hiccup: the next beat tries again; the lease allows MISSED_BEATS of them
+                # a file-system hiccup: the next beat tries again; the lease allows
+                # MISSED_BEATS of them
+                pass
 
     def release(self) -> None:
         """Stop beating and remove the lock if it is still this holder's (an inherited one is left
@@ -215,7 +224,8 @@ def _create(name: Path, candidate: Path) -> bool:
     except FileExistsError:
         return False
     except OSError as e:
-        if e.errno in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):  # no hard links here
+        # no hard links here
+        if e.errno in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
             return _create_exclusive(name, candidate.read_bytes())
         try:  # NFS: the reply to a retried link can be lost though the link was made
             if os.stat(candidate).st_nlink > links:
@@ -244,10 +254,12 @@ def inherited(run_dir: str | Path) -> Optional[RunLock]:
     if not token or Path(path) != lock.absolute():
         return None
     holder, _ = read_holder(lock)
-    return RunLock(lock, holder, owned=False) if holder is not None and holder.token == token else None
+    return (RunLock(lock, holder, owned=False)
+            if holder is not None and holder.token == token else None)
 
 
-def acquire(run_dir: str | Path, command: str, *, beat_s: float = BEAT_S, missed: int = MISSED_BEATS,
+def acquire(run_dir: str | Path, command: str, *, beat_s: float = BEAT_S,
+            missed: int = MISSED_BEATS,
             notice: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
             on_lost: Optional[Callable[[str], None]] = None) -> RunLock:
     """Hold ``run_dir``'s lock (the folder is created). Returns the inherited lock when this process
@@ -263,7 +275,8 @@ def acquire(run_dir: str | Path, command: str, *, beat_s: float = BEAT_S, missed
     candidate = run_dir / f".{LOCK_NAME}.{mine.token}.tmp"
     try:
         for _ in range(5):  # a few rounds of contention; each ends in a win, a refusal or a re-read
-            candidate.write_text(json.dumps(mine.__dict__) + "\n")  # rewritten: its mtime is the fs's "now"
+            # rewritten: its mtime is the fs's "now"
+            candidate.write_text(json.dumps(mine.__dict__) + "\n")
             if _create(lock, candidate):
                 return RunLock(lock, mine, owned=True, beat_s=beat_s, on_lost=on_lost)
             holder, gone = _judge(lock, candidate, beat_s, missed)
@@ -271,7 +284,8 @@ def acquire(run_dir: str | Path, command: str, *, beat_s: float = BEAT_S, missed
                 continue  # released meanwhile
             if not gone:
                 who = holder.describe() if holder else "a process whose lock cannot be read"
-                raise RunLocked(f"{run_dir} is in use by {who} (lock {lock}); wait for it to end, or stop it")
+                raise RunLocked(
+                    f"{run_dir} is in use by {who} (lock {lock}); wait for it to end, or stop it")
             if _take_over(lock, candidate, holder.token if holder else None, beat_s * missed):
                 notice(f"nemo-cascade: took over the lock {lock} from "
                        f"{holder.describe() if holder else 'an unreadable lock'}: {gone}")
@@ -281,7 +295,8 @@ def acquire(run_dir: str | Path, command: str, *, beat_s: float = BEAT_S, missed
         candidate.unlink(missing_ok=True)
 
 
-def _judge(lock: Path, candidate: Path, beat_s: float, missed: int) -> tuple[Optional[Holder], Optional[str]]:
+def _judge(lock: Path, candidate: Path, beat_s: float,
+           missed: int) -> tuple[Optional[Holder], Optional[str]]:
     """(holder, why it is gone — '' if alive); (None, None) if the lock vanished. A holder on this
     machine is judged by its PID at once; any other by its beats, waiting for the next one while the
     lease runs."""

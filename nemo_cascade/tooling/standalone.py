@@ -13,10 +13,11 @@ the largest response budget, capped by the positions the factor gives (and by ``
 given). A run's stage directory is evaluated with its run's gate settings (thinking mode, per-suite
 YaRN and input limits) where the command line leaves them open (:func:`with_run_gate`).
 
-An 8B/14B model uses a node's GPUs: ``tensor_parallel_size`` GPUs per engine and ``data_parallel`` engines, one
-process per GPU under torchrun (``nemo-cascade eval`` starts it), each engine taking ``gpu_memory_utilization`` of
-its GPUs (nothing else shares them here, unlike the cascade's colocated engine). Every rank generates and scores
-its share of each suite's items; rank 0 writes the results.
+An 8B/14B model uses a node's GPUs: ``tensor_parallel_size`` GPUs per engine and ``data_parallel``
+engines, one process per GPU under torchrun (``nemo-cascade eval`` starts it), each engine taking
+``gpu_memory_utilization`` of its GPUs (nothing else shares them here, unlike the cascade's
+colocated engine). Every rank generates and scores its share of each suite's items; rank 0 writes
+the results.
 """
 from __future__ import annotations
 
@@ -31,13 +32,14 @@ from nemo_cascade import config
 from nemo_cascade.runtime import ranks
 from nemo_cascade.rollout import engine_start
 from nemo_cascade.evaluate.eval_output import provenance, write_eval
-from nemo_cascade.evaluate.runner import EvalSettings, Prepared, check_settings, context_needed, prepare, run_suite
+from nemo_cascade.evaluate.runner import (EvalSettings, Prepared, check_settings, context_needed,
+                                          prepare, run_suite)
 from nemo_cascade.evaluate.suites import EvalError, get_suite
 
 log = logging.getLogger(__name__)
 
-EXPECTED = ("expected a Hugging Face model folder (config.json, weights, tokenizer) or a run's stage directory "
-            "(runs/<name>/stages/<k>-<name>/ holding hf/)")
+EXPECTED = ("expected a Hugging Face model folder (config.json, weights, tokenizer) or a run's "
+            "stage directory (runs/<name>/stages/<k>-<name>/ holding hf/)")
 
 
 def resolve_checkpoint(path: str | Path) -> tuple[Path, Optional[Path]]:
@@ -52,8 +54,10 @@ def resolve_checkpoint(path: str | Path) -> tuple[Path, Optional[Path]]:
     if (p / "hf" / "config.json").is_file():
         return p / "hf", p
     if (p / "manifest.json").is_file() and (p / "stages").is_dir():
-        stages = sorted(str(s) for s in (p / "stages").iterdir() if (s / "hf" / "config.json").is_file())
-        raise EvalError(f"checkpoint {p}: a run directory; pass one of its stages: {stages or 'none finished yet'}")
+        stages = sorted(str(s) for s in (p / "stages").iterdir()
+                        if (s / "hf" / "config.json").is_file())
+        raise EvalError(f"checkpoint {p}: a run directory; pass one of its stages: "
+                        f"{stages or 'none finished yet'}")
     raise EvalError(f"checkpoint {p}: no config.json and no hf/ folder; {EXPECTED}")
 
 
@@ -84,10 +88,12 @@ def with_run_gate(settings: EvalSettings, gate: Optional[config.Gate]) -> EvalSe
     14B's SWE-bench: 64K input, YaRN 3); options given on the command line win."""
     if gate is None:
         return settings
-    pairs = lambda items, kind: {k: kind(v) for k, _, v in (i.partition("=") for i in items)}  # noqa: E731
-    return replace(settings, mode=settings.mode or (None if gate.mode == "suite" else gate.mode),
-                   yarn={**pairs(gate.yarn, float), **settings.yarn},
-                   max_input_tokens={**pairs(gate.max_input_tokens, int), **settings.max_input_tokens})
+    pairs = lambda items, kind: {  # noqa: E731
+        k: kind(v) for k, _, v in (i.partition("=") for i in items)}
+    return replace(
+        settings, mode=settings.mode or (None if gate.mode == "suite" else gate.mode),
+        yarn={**pairs(gate.yarn, float), **settings.yarn},
+        max_input_tokens={**pairs(gate.max_input_tokens, int), **settings.max_input_tokens})
 
 
 def check_server(url: str) -> None:
@@ -95,14 +101,15 @@ def check_server(url: str) -> None:
     import urllib.error
     import urllib.request
 
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback/cluster: no proxy
+    # loopback/cluster: no proxy
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(url.rstrip("/").removesuffix("/v1") + "/health", timeout=10) as resp:
             if resp.status == 200:
                 return
     except (urllib.error.URLError, OSError, ValueError) as e:
-        raise EvalError(f"--reward-model-url {url}: no server answers at /health ({e}); expected a reward model "
-                        f"served by `vllm serve MODEL --runner pooling`") from None
+        raise EvalError(f"--reward-model-url {url}: no server answers at /health ({e}); expected a "
+                        f"reward model served by `vllm serve MODEL --runner pooling`") from None
     raise EvalError(f"--reward-model-url {url}: /health answered {resp.status}")
 
 
@@ -140,19 +147,23 @@ def load_tokenizer(model_dir: Path):
                         f"{str(e).splitlines()[0][:200]}); {EXPECTED}") from None
 
 
-def engine_context(prepared: Sequence[Prepared], positions: int, max_model_len: Optional[int] = None) -> int:
+def engine_context(prepared: Sequence[Prepared], positions: int,
+                   max_model_len: Optional[int] = None) -> int:
     """:func:`context_needed`, capped by the model's positions and by ``max_model_len``."""
     return max(2, min(context_needed(prepared), positions, max_model_len or positions))
 
 
-def check_layout(tensor_parallel_size: int = 1, data_parallel: int = 1, gpu_memory_utilization: float = 0.9) -> int:
+def check_layout(tensor_parallel_size: int = 1, data_parallel: int = 1,
+                 gpu_memory_utilization: float = 0.9) -> int:
     """The processes the engines need (TP × DP); EvalError (one line) for a value no engine can
     take."""
-    for option, value in (("--tensor-parallel-size", tensor_parallel_size), ("--data-parallel", data_parallel)):
+    for option, value in (("--tensor-parallel-size", tensor_parallel_size),
+                          ("--data-parallel", data_parallel)):
         if not isinstance(value, int) or value < 1:
             raise EvalError(f"{option}: expected an integer >= 1, got {value!r}")
     if not 0 < gpu_memory_utilization <= 1:
-        raise EvalError(f"--gpu-memory-utilization: expected a share in (0, 1], got {gpu_memory_utilization}")
+        raise EvalError(
+            f"--gpu-memory-utilization: expected a share in (0, 1], got {gpu_memory_utilization}")
     return tensor_parallel_size * data_parallel
 
 
@@ -164,8 +175,10 @@ def init_ranks(world: int) -> None:
 
     started = int(os.environ.get("WORLD_SIZE", "1"))
     if started != world:
-        raise EvalError(f"the engines need tensor-parallel size × data-parallel = {world} processes, but "
-                        f"{started} were started (torchrun --nproc_per_node); nemo-cascade eval starts them itself")
+        raise EvalError(
+            f"the engines need tensor-parallel size × data-parallel = {world} processes, but "
+            f"{started} were started (torchrun --nproc_per_node); "
+            f"nemo-cascade eval starts them itself")
     import torch
     import torch.distributed as dist
 
@@ -176,9 +189,9 @@ def init_ranks(world: int) -> None:
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
 
 
-def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "auto", kv_cache_gib: float = 2.0, *,
-                 tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
-                 yarn_factor: Optional[float] = None):
+def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "auto",
+                 kv_cache_gib: float = 2.0, *, tensor_parallel_size: int = 1,
+                 gpu_memory_utilization: float = 0.9, yarn_factor: Optional[float] = None):
     """The project's rollout engine for evaluation only (no actor in this process): sharded over
     ``tensor_parallel_size`` ranks of the torchrun world (each group of that many ranks one engine),
     serving the model with YaRN ``yarn_factor`` over its native positions (App. B; None:
@@ -189,8 +202,9 @@ def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "aut
         import torch
 
         dtype = "bfloat16" if torch.cuda.is_available() else "float32"
-    rollout = config.Rollout(max_prompt_tokens=context, max_response_tokens=1, kv_cache_gib=kv_cache_gib,
-                             tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization)
+    rollout = config.Rollout(max_prompt_tokens=context, max_response_tokens=1,
+                             kv_cache_gib=kv_cache_gib, tensor_parallel_size=tensor_parallel_size,
+                             gpu_memory_utilization=gpu_memory_utilization)
     try:
         return RolloutEngine(str(model_dir), rollout, dtype, seed=seed, max_model_len=context,
                              distributed=ranks.world()[1] > 1, yarn_factor=yarn_factor)
@@ -215,15 +229,17 @@ def _checked_settings(checkpoint: str | Path, suites: Sequence[str], settings: E
     if settings.reward_model_url and any(get_suite(n).pairwise for n in suites):
         check_server(settings.reward_model_url)
     if reward_model and not (Path(reward_model) / "config.json").is_file():
-        raise EvalError(f"--reward-model {reward_model}: no config.json; expected an HF reward-model folder")
+        raise EvalError(
+            f"--reward-model {reward_model}: no config.json; expected an HF reward-model folder")
     return model_dir, settings, pending
 
 
-def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings: EvalSettings = EvalSettings(), *,
-                        out_dir: Optional[Path] = None, reward_model: Optional[str] = None,
-                        max_model_len: Optional[int] = None, dtype: str = "auto", kv_cache_gib: float = 2.0,
-                        tensor_parallel_size: int = 1, data_parallel: int = 1, gpu_memory_utilization: float = 0.9
-                        ) -> tuple[dict, Path]:
+def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str],
+                        settings: EvalSettings = EvalSettings(), *, out_dir: Optional[Path] = None,
+                        reward_model: Optional[str] = None, max_model_len: Optional[int] = None,
+                        dtype: str = "auto", kv_cache_gib: float = 2.0,
+                        tensor_parallel_size: int = 1, data_parallel: int = 1,
+                        gpu_memory_utilization: float = 0.9) -> tuple[dict, Path]:
     """Run ``suites`` on a checkpoint and write eval.json / eval.md / eval.svg into ``out_dir``
     (default: the stage directory, else ``runs/eval/<model folder name>``). ``reward_model``: an HF
     folder of a reward model to serve for the RLHF suite for the duration of the run (else
@@ -235,8 +251,9 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
     prepared = [prepare(name, pending, tokenizer) for name in suites]
     # one engine per rope scaling (App. B), each sized for its suites; a model that cannot be
     # rescaled is one line
-    engines = [(factor, group, engine_context(group, model_positions(model_dir, factor), max_model_len))
-               for factor, group in yarn_groups(prepared)]
+    engines = [
+        (factor, group, engine_context(group, model_positions(model_dir, factor), max_model_len))
+        for factor, group in yarn_groups(prepared)]
     out_dir = output_folder(checkpoint, out_dir)
     init_ranks(world)
     serve_rm = bool(reward_model) and any(p.suite.pairwise for p in prepared)
@@ -256,8 +273,8 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str], settings:
                 serve_rm = False
             started = time.perf_counter()
             results.update({p.suite.name: run_suite(engine, p, settings) for p in group})
-            log.info("evaluated %s with YaRN %g in %.1f s", ", ".join(p.suite.name for p in group), factor,
-                     time.perf_counter() - started)
+            log.info("evaluated %s with YaRN %g in %.1f s", ", ".join(p.suite.name for p in group),
+                     factor, time.perf_counter() - started)
             engine.shutdown()
             engine = None
         results = {name: results[name] for name in suites}
@@ -281,9 +298,11 @@ def _launch_rm_server(reward_model: str, out_dir: Path):
     from nemo_cascade.rewards.serve import VLLMServer
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    server = VLLMServer(reward_model, runner="pooling", log_path=out_dir / "reward_model_server.log")
+    server = VLLMServer(reward_model, runner="pooling",
+                        log_path=out_dir / "reward_model_server.log")
     return server.launch()
 
 
-__all__ = ["resolve_checkpoint", "build_engine", "check_layout", "init_ranks", "engine_context", "evaluate_checkpoint", "load_tokenizer",
-           "model_positions", "yarn_groups", "run_gate", "with_run_gate"]
+__all__ = ["resolve_checkpoint", "build_engine", "check_layout", "init_ranks", "engine_context",
+           "evaluate_checkpoint", "load_tokenizer", "model_positions", "yarn_groups", "run_gate",
+           "with_run_gate"]

@@ -1,9 +1,10 @@
 """torchrun in this process, for `nemo-cascade run` on one machine and for slurm/node.sh on each
 node of a job.
 
-`python -m nemo_cascade.tooling.torchrun TORCHRUN_ARGS...` is torchrun with the job's outcome said in one line instead of
-torchrun's failure report (a launcher traceback and a table, printed once per node): a worker's user error has
-printed its own line already; a worker killed by a signal, or the launcher stopped by one, is named.
+`python -m nemo_cascade.tooling.torchrun TORCHRUN_ARGS...` is torchrun with the job's outcome said
+in one line instead of torchrun's failure report (a launcher traceback and a table, printed once per
+node): a worker's user error has printed its own line already; a worker killed by a signal, or the
+launcher stopped by one, is named.
 """
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ def run_torchrun(argv: list[str], run_dir: Path | None = None) -> int:
               "run the same command again to resume from its last checkpoint", file=sys.stderr)
         return 128 - failure.exitcode
     except SignalException as e:
-        print(f"\nnemo-cascade: error: stopped by {signal.Signals(e.sigval).name}; run the same command again to "
-              "resume", file=sys.stderr)
+        print(f"\nnemo-cascade: error: stopped by {signal.Signals(e.sigval).name}; run the same "
+              "command again to resume", file=sys.stderr)
         return 128 + int(e.sigval)
     return 0
 
@@ -73,10 +74,11 @@ def oom_kills(vmstat: str = "/proc/vmstat") -> int | None:
 def killed_why(signal_name: str, oom_before: int | None, oom_after: int | None) -> str:
     """Why a worker died of ``signal_name``, for its one line: a SIGKILL while the OOM killer's
     count rose is named as (very likely) out of memory."""
-    if signal_name == "SIGKILL" and oom_before is not None and oom_after is not None and oom_after > oom_before:
+    if (signal_name == "SIGKILL" and oom_before is not None and oom_after is not None
+            and oom_after > oom_before):
         n = oom_after - oom_before
-        return (f"SIGKILL, most likely by the kernel's out-of-memory killer ({n} kill{'s' if n > 1 else ''} "
-                f"counted in /proc/vmstat meanwhile)")
+        return (f"SIGKILL, most likely by the kernel's out-of-memory killer "
+                f"({n} kill{'s' if n > 1 else ''} counted in /proc/vmstat meanwhile)")
     return signal_name
 
 

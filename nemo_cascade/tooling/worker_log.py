@@ -12,7 +12,8 @@ writes to ``sys.stdout``); Python warnings become log records (``logging.capture
 nothing is suppressed, only moved. A worker that dies with a traceback writes it to the log and one
 line naming the log to the console.
 
-``--verbose`` leaves the console as it was (everything on it) and still copies every log record into the file.
+``--verbose`` leaves the console as it was (everything on it) and still copies every log record into
+the file.
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ class ConsoleFilter(logging.Filter):
         if record.levelno >= logging.ERROR:
             return True
         ours = record.name == "nemo_cascade" or record.name.startswith("nemo_cascade.")
-        return self.main and (record.name == console.EVENTS or (ours and record.levelno >= logging.WARNING))
+        return self.main and (record.name == console.EVENTS
+                              or (ours and record.levelno >= logging.WARNING))
 
 
 class ConsoleFormatter(logging.Formatter):
@@ -56,10 +58,12 @@ class ConsoleFormatter(logging.Formatter):
 
     def __init__(self):
         super().__init__("%(asctime)s %(message)s", datefmt="%H:%M:%S")
-        self.other = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+        self.other = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
+                                       datefmt="%H:%M:%S")
 
     def format(self, record: logging.LogRecord) -> str:
-        return super().format(record) if record.name == console.EVENTS else self.other.format(record)
+        return (super().format(record) if record.name == console.EVENTS
+                else self.other.format(record))
 
 
 def to_log(path: Path, verbose: bool = False, rank: int = 0) -> Path:

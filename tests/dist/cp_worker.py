@@ -22,7 +22,8 @@ def main():
     from nemo_cascade import config
     from nemo_cascade.actor import cpu
     from nemo_cascade.actor import precision, sequence_layout
-    from nemo_cascade.actor.megatron import MegatronActor, token_logprobs
+    from nemo_cascade.actor.lm_head import token_logprobs
+    from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.actor.process_groups import init_distributed
 
     cpu.enable()
@@ -31,7 +32,9 @@ def main():
 
     class Actor:  # the actor's CP methods on a stand-in: no GPTModel (its CP attention is TE's)
         parallel, te, device = config.Parallel(cp=2), True, torch.device("cpu")
-        plan = precision.Plan(te=True, config_kwargs={}, seq_multiple=precision.seq_multiple(config.Model(), config.Parallel(cp=2)))
+        plan = precision.Plan(
+            te=True, config_kwargs={},
+            seq_multiple=precision.seq_multiple(config.Model(), config.Parallel(cp=2)))
         _model_inputs = MegatronActor._model_inputs
         _loss = MegatronActor._loss
 
@@ -62,7 +65,8 @@ def main():
     dist.all_reduce(W.grad)  # Megatron's DDP sums gradients over the data-parallel × CP group
     packed_error = ""
     try:
-        actor._model_inputs({"tokens": tokens, "segment_ids": torch.ones_like(tokens), "position_ids": tokens})
+        actor._model_inputs({
+            "tokens": tokens, "segment_ids": torch.ones_like(tokens), "position_ids": tokens})
     except config.ConfigError as e:
         packed_error = str(e)
     result = {
@@ -75,11 +79,13 @@ def main():
             W[inputs["input_ids"]].detach(), labels, T, 0.7, ps.get_context_parallel_group())
             - ref.detach()).abs().max().item(),
         "consumed": not torch.equal(logits, W[inputs["input_ids"]]),
-        "loss": num.item(), "ref_loss": (ref * weights).sum().item(), "logprob_max": ref.abs().max().item(),
+        "loss": num.item(), "ref_loss": (ref * weights).sum().item(),
+        "logprob_max": ref.abs().max().item(),
         "loss_scale": (ref * weights).abs().sum().item(),
         "count": int(count), "report_den": float(report["den"][0]),
         "grad_error": (W.grad - ref_grad).abs().max().item(), "grad_norm": ref_grad.norm().item(),
-        "local_grad_error": (local_grad - ref_grad).abs().max().item(), "packed_error": packed_error,
+        "local_grad_error": (local_grad - ref_grad).abs().max().item(),
+        "packed_error": packed_error,
     }
     results = [None, None]
     dist.all_gather_object(results, result)

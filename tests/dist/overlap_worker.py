@@ -1,15 +1,17 @@
 """torchrun worker for the overlapped-communication tests: the same 4 training steps under several
 DDP settings.
 
-Run: torchrun --nproc_per_node=2 tests/dist/overlap_worker.py MODEL_DIR OUT_DIR [PP]   (PP=2: 4 processes)
-Modes (DP=2, several small DDP buckets): plain / overlap_grad_reduce with the plain optimizer, and plain /
-overlap_grad_reduce / overlap_grad_reduce + overlap_param_gather with the distributed optimizer. Each mode
-trains 4 GRPO steps on batches of 6, 8, 10 and 7 rows (2, 2, 3 and 2 microbatches per rank; the count changes,
-as with dynamic sampling). After step 1 the KL reference is swapped in and out, after step 3 the weights are
-exported to HF names, after step 4 a checkpoint is written — each right after an optimizer step, where a
-deferred parameter all-gather would leave stale weights; after step 2 the next forward does the gather.
-Rank 0 writes OUT_DIR/MODE.pt: losses, grad norms, log-probs, the exports, the checkpoint's model file, and per
-step Megatron's bucket-group collective calls (evidence that they overlapped).
+Run: torchrun --nproc_per_node=2 tests/dist/overlap_worker.py MODEL_DIR OUT_DIR [PP]
+     (PP=2: 4 processes)
+Modes (DP=2, several small DDP buckets): plain / overlap_grad_reduce with the plain optimizer, and
+plain / overlap_grad_reduce / overlap_grad_reduce + overlap_param_gather with the distributed
+optimizer. Each mode trains 4 GRPO steps on batches of 6, 8, 10 and 7 rows (2, 2, 3 and 2
+microbatches per rank; the count changes, as with dynamic sampling). After step 1 the KL reference
+is swapped in and out, after step 3 the weights are exported to HF names, after step 4 a checkpoint
+is written — each right after an optimizer step, where a deferred parameter all-gather would leave
+stale weights; after step 2 the next forward does the gather. Rank 0 writes OUT_DIR/MODE.pt: losses,
+grad norms, log-probs, the exports, the checkpoint's model file, and per step Megatron's
+bucket-group collective calls (evidence that they overlapped).
 """
 import sys
 from pathlib import Path
@@ -21,7 +23,8 @@ MODES = {
     "grad": dict(distributed_optimizer=False, overlap_grad_reduce=True),
     "plain_do": dict(distributed_optimizer=True),
     "grad_do": dict(distributed_optimizer=True, overlap_grad_reduce=True),
-    "grad_gather_do": dict(distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True),
+    "grad_gather_do": dict(distributed_optimizer=True, overlap_grad_reduce=True,
+                           overlap_param_gather=True),
 }
 BUCKET_SIZE = 20_000  # parameters per bucket: the tiny model (~60K parameters) gets several
 
@@ -47,7 +50,8 @@ class Trace:
         from megatron.core.distributed.param_and_grad_buffer import _ParamAndGradBucketGroup
 
         self.events: list[tuple[str, int, bool, bool]] = []
-        for name in ("start_grad_sync", "finish_grad_sync", "start_param_sync", "finish_param_sync"):
+        for name in ("start_grad_sync", "finish_grad_sync", "start_param_sync",
+                     "finish_param_sync"):
             self._wrap(_ParamAndGradBucketGroup, name)
 
     def _wrap(self, cls, name):
@@ -79,11 +83,14 @@ def main():
     cfg = config.GRPO()
 
     def loss_fn(logprobs, mb):
-        return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"], mb["loss_mask"], cfg)
+        return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"],
+                                      mb["loss_mask"], cfg)
 
     for mode, fields in MODES.items():
-        actor = MegatronActor(model_dir, config.Parallel(pp=pp, micro_batch_size=2, **fields), seed=7)
-        actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=1.0, weight_decay=0.01), total_steps=4)
+        actor = MegatronActor(model_dir, config.Parallel(pp=pp, micro_batch_size=2, **fields),
+                              seed=7)
+        actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=1.0, weight_decay=0.01),
+                                  total_steps=4)
         actor.snapshot_reference()
         trace.events.clear()
         steps, logprobs, events = [], {}, []
@@ -108,7 +115,8 @@ def main():
                         "tokens": [s.tokens for s in steps], "logprobs": logprobs,
                         "export_step3": export_step3, "export_final": export_final,
                         "checkpoint": torch.load(path / "model_tp00_pp00.pt"),
-                        "bucket_groups": len(actor.module.bucket_groups), "events": events}, out / f"{mode}.pt")
+                        "bucket_groups": len(actor.module.bucket_groups), "events": events},
+                       out / f"{mode}.pt")
         dist.barrier()
         del actor
     dist.destroy_process_group()

@@ -2,8 +2,8 @@
 layout.
 
 Run: torchrun --nproc_per_node=N tests/dist/parity_worker.py MODEL_DIR OUT.json TP PP
-Rank 0 writes per-step losses and grad norms, the initial log-probs, and whether the weights exported back
-to HF names equal the checkpoint bit for bit.
+Rank 0 writes per-step losses and grad norms, the initial log-probs, and whether the weights
+exported back to HF names equal the checkpoint bit for bit.
 """
 import json
 import sys
@@ -38,10 +38,12 @@ def main():
 
     initial_logprobs = actor.logprobs(tokens, temperature=0.7)
     shared, plain = shared_prompt_logprobs(actor, tokens)
-    batch["old_logprobs"] = initial_logprobs  # ratio ≠ 1 from step 2 on, so the clipped path is exercised
+    # ratio ≠ 1 from step 2 on, so the clipped path is exercised
+    batch["old_logprobs"] = initial_logprobs
 
     def loss_fn(logprobs, mb):
-        return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"], mb["loss_mask"], cfg)
+        return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"],
+                                      mb["loss_mask"], cfg)
 
     actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=1.0), total_steps=3)
     steps = [actor.train_step(batch, loss_fn, temperature=0.7) for _ in range(3)]
@@ -49,7 +51,8 @@ def main():
     if dist.get_rank() == 0:
         json.dump({"loss": [s.loss for s in steps], "grad_norm": [s.grad_norm for s in steps],
                    "tokens": [s.tokens for s in steps], "roundtrip": roundtrip,
-                   "initial_logprobs": initial_logprobs.tolist(), "final_logprobs": final_logprobs.tolist(),
+                   "initial_logprobs": initial_logprobs.tolist(),
+                   "final_logprobs": final_logprobs.tolist(),
                    "shared_prompt_logprobs": shared, "plain_logprobs": plain},
                   open(out, "w"))
     dist.barrier()
@@ -66,7 +69,8 @@ def shared_prompt_logprobs(actor, tokens):
 
     groups = [PromptGroup(Prompt(prompt_tokens=row[:5 + k].tolist(), domain="math", label="1"),
                           [tokens[k + 2 + i, :3 + 2 * i].tolist() for i in range(3)],
-                          [[-1.0] * (3 + 2 * i) for i in range(3)], ["stop"] * 3, rewards_G=[1.0, 0.0, 0.5])
+                          [[-1.0] * (3 + 2 * i) for i in range(3)], ["stop"] * 3,
+                          rewards_G=[1.0, 0.0, 0.5])
               for k, row in enumerate(tokens[:2])]
     out = []
     for cfg in (config.GRPO(), config.GRPO(sequence_packing=False)):

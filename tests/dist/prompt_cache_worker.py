@@ -1,9 +1,9 @@
 """torchrun worker for the sharded prompt cache (2 gloo processes, no model).
 
-Run: torchrun --nproc_per_node=2 tests/dist/prompt_cache_worker.py FOLDER
-Each rank tokenizes its share of one prompt file into the shared cache (data/prompt_cache.py); both ranks must
-then load the same prompts as a rank reading the whole file in memory, bad rows of either share counted once
-and named by their line in the file; a second load on both ranks finds the entry.
+Run: torchrun --nproc_per_node=2 tests/dist/prompt_cache_worker.py FOLDER Each rank tokenizes its
+share of one prompt file into the shared cache (data/prompt_cache.py); both ranks must then load the
+same prompts as a rank reading the whole file in memory, bad rows of either share counted once and
+named by their line in the file; a second load on both ranks finds the entry.
 """
 import json
 import sys
@@ -23,10 +23,12 @@ def main():
     folder = Path(sys.argv[1])
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    tok = build_tiny_tokenizer(folder / f"tok{rank}")  # deterministic: the same tokenizer on both ranks
+    # deterministic: the same tokenizer on both ranks
+    tok = build_tiny_tokenizer(folder / f"tok{rank}")
     path = folder / "math.jsonl"
     if rank == 0:
-        rows = [json.dumps({"problem": f"What is {i} * 3?", "answer": str(3 * i)}) for i in range(40)]
+        rows = [
+            json.dumps({"problem": f"What is {i} * 3?", "answer": str(3 * i)}) for i in range(40)]
         rows.insert(33, json.dumps({"problem": "no answer"}))  # in the second share: line 34
         path.write_text("\n".join(rows) + "\n\n")
     ranks.barrier()
@@ -37,14 +39,17 @@ def main():
                          get_domain("math"), 512)
     entries = [p for p in (folder / sft_cache.CACHE_DIR).iterdir() if p.name != "sources"]
     manifest = json.loads((entries[0] / "manifest.json").read_text())
-    result = {"rank": rank, "entries": len(entries), "parts": [p["rows"] for p in manifest["parts"]],
-              "first_bad": next(p["first_bad"] for p in manifest["parts"] if p["first_bad"]),
-              "same": list(cached) == list(plain) and list(cached.alternate) == list(plain.alternate),
-              "again": list(again) == list(plain), "bad_rows": cached.bad_rows, "kind": type(cached).__name__}
+    result = {
+        "rank": rank, "entries": len(entries), "parts": [p["rows"] for p in manifest["parts"]],
+        "first_bad": next(p["first_bad"] for p in manifest["parts"] if p["first_bad"]),
+        "same": list(cached) == list(plain) and list(cached.alternate) == list(plain.alternate),
+        "again": list(again) == list(plain), "bad_rows": cached.bad_rows,
+        "kind": type(cached).__name__}
     results = ranks.gather_objects(result)
     if rank == 0:
         (folder / "result.json").write_text(json.dumps(results))
-    dist.barrier()  # no rank tears the group down while another still uses it (gloo: "connection closed" errors)
+    # no rank tears the group down while another still uses it (gloo: "connection closed" errors)
+    dist.barrier()
     dist.destroy_process_group()
 
 

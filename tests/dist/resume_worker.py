@@ -1,9 +1,9 @@
 """torchrun worker for the resume tests: train K steps, save, train M more; a fresh actor loads and
 trains M.
 
-Run: torchrun --nproc_per_node=N tests/dist/resume_worker.py MODEL_DIR OUT_DIR TP PP
-Rank 0 writes OUT_DIR/result.json: per rank the parameters that differ between the uninterrupted and the
-resumed run (must be none), the LRs, the checkpoint's files and sizes, and the error every rank raised when
+Run: torchrun --nproc_per_node=N tests/dist/resume_worker.py MODEL_DIR OUT_DIR TP PP Rank 0 writes
+OUT_DIR/result.json: per rank the parameters that differ between the uninterrupted and the resumed
+run (must be none), the LRs, the checkpoint's files and sizes, and the error every rank raised when
 loading after one rank's file was corrupted.
 """
 import json
@@ -42,8 +42,10 @@ def main():
         num, den = sft.sft_loss_terms(logprobs, mb["loss_mask"])
         return num, den, {}
 
-    cfg = config.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1, clip_grad=1.0)
-    parallel = config.Parallel(tp=tp, pp=pp, micro_batch_size=1)  # distributed optimizer: the default
+    cfg = config.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1,
+                       clip_grad=1.0)
+    # distributed optimizer: the default
+    parallel = config.Parallel(tp=tp, pp=pp, micro_batch_size=1)
     batches, root = make_batches(), out / "ckpt"
 
     def fresh():

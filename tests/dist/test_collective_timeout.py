@@ -23,12 +23,14 @@ def ranks(tmp_path_factory):
 
 def test_default_group_has_the_configured_timeout(ranks):
     assert [r["default_timeout"] for r in ranks] == [7 * 60.0] * 2
-    assert all(r["cpu_object_group"] is None for r in ranks), "on CPU the gloo default group carries objects"
+    assert all(r["cpu_object_group"] is None
+               for r in ranks), "on CPU the gloo default group carries objects"
 
 
 def test_megatrons_groups_have_the_configured_timeout(ranks):
     """Not Megatron's default of 30 minutes: its groups wait as long as the default group."""
-    assert [r["megatron_timeouts"] for r in ranks] == [{"tp": 420.0, "dp": 420.0, "dp_gloo": 420.0}] * 2
+    assert [r["megatron_timeouts"] for r in ranks
+            ] == [{"tp": 420.0, "dp": 420.0, "dp_gloo": 420.0}] * 2
 
 
 def test_exchanges_over_the_default_gloo_group(ranks):

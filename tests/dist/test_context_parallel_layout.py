@@ -44,19 +44,24 @@ VOCAB, TOKENS = 11, 3 * 13
 
 def test_reassembled_logprobs_and_loss_equal_the_whole_sequence(ranks):
     for r in ranks:
-        assert_within(r["logprobs_error"], torch.float32, VOCAB, r["logprob_max"], what="CP log-probs")
-        assert_within(abs(r["loss"] - r["ref_loss"]), torch.float32, VOCAB + TOKENS, r["loss_scale"], what="CP loss")
+        assert_within(r["logprobs_error"], torch.float32, VOCAB, r["logprob_max"],
+                      what="CP log-probs")
+        assert_within(abs(r["loss"] - r["ref_loss"]), torch.float32, VOCAB + TOKENS,
+                      r["loss_scale"], what="CP loss")
 
 
 def test_gradients_sum_to_the_whole_sequence_gradient(ranks):
     for r in ranks:
-        assert_within(r["grad_error"], torch.float32, VOCAB + TOKENS, r["grad_norm"], what="CP gradient")
-        assert r["local_grad_error"] > 1e-3 * r["grad_norm"], "each rank alone holds only its chunks' share"
+        assert_within(r["grad_error"], torch.float32, VOCAB + TOKENS, r["grad_norm"],
+                      what="CP gradient")
+        assert r["local_grad_error"] > 1e-3 * r["grad_norm"], (
+            "each rank alone holds only its chunks' share")
 
 
 def test_only_one_cp_rank_counts_tokens(ranks):
     counts = {r["rank"]: r["count"] for r in ranks}
-    assert counts == {0: 13, 1: 0}, "Megatron sums counts over DP × CP ranks; the loss is whole on every CP rank"
+    assert counts == {0: 13, 1: 0}, (
+        "Megatron sums counts over DP × CP ranks; the loss is whole on every CP rank")
     assert all(r["report_den"] == 13 for r in ranks), "metrics keep the whole count on every rank"
 
 

@@ -61,19 +61,21 @@ def assert_same(got: dict, want: dict, net: Net | None = None) -> None:
             assert torch.equal(a[name], b[name]), name
         else:
             assert_close(a[name].double().numpy(), b[name].double().numpy(), torch.float32,
-                         net.terms_after(STEPS, TOKENS), relative=name in ("loss", "grad_norm"), what=name)
+                         net.terms_after(STEPS, TOKENS), relative=name in ("loss", "grad_norm"),
+                         what=name)
 
 
 def test_runs_train(runs):
     for mode, run in runs.items():
         assert run["bucket_groups"] == (1 if mode.startswith("plain") else 4), mode
         assert len(set(np.round(run["loss"], 9))) == 4, f"{mode}: losses must change across steps"
-    assert not torch.equal(runs["plain"]["export_step3"]["model.norm.weight"],
-                           runs["plain"]["export_final"]["model.norm.weight"]), "step 4 must change the weights"
+    assert not torch.equal(
+        runs["plain"]["export_step3"]["model.norm.weight"],
+        runs["plain"]["export_final"]["model.norm.weight"]), "step 4 must change the weights"
     # The reference swap (right after step 1) read the starting weights: the first step's old
     # log-probs.
-    torch.testing.assert_close(runs["plain"]["logprobs"]["reference"], runs["plain"]["logprobs"]["old_0"],
-                               rtol=0, atol=0)
+    torch.testing.assert_close(runs["plain"]["logprobs"]["reference"],
+                               runs["plain"]["logprobs"]["old_0"], rtol=0, atol=0)
 
 
 def test_overlap_grad_reduce_is_exact(runs):
@@ -101,10 +103,14 @@ def test_gradient_buckets_reduce_during_backward(runs, mode):
     events = runs[mode]["events"]
     groups = {e[1] for e in _calls(events[1], "start_grad_sync")}
     assert len(groups) == 4
-    for step in events[1:4]:  # the first step only counts gradients (Megatron learns each bucket's size)
+    # the first step only counts gradients (Megatron learns each bucket's size)
+    for step in events[1:4]:
         starts = _calls(step, "start_grad_sync")
-        assert len(starts) == 4 and all(outstanding and in_backward for _, _, outstanding, in_backward in starts), \
-            f"{mode}: every bucket's reduce must start asynchronously inside the backward pass: {starts}"
+        assert (len(starts) == 4
+                and all(outstanding and in_backward
+                        for _, _, outstanding, in_backward in starts)), (
+            f"{mode}: every bucket's reduce must start asynchronously inside the backward pass: "
+            f"{starts}")
         first_finish = next(i for i, e in enumerate(step) if e[0] == "finish_grad_sync")
         assert all(step.index(s) < first_finish for s in starts)
 
@@ -114,7 +120,8 @@ def test_parameter_gather_overlaps_the_next_forward(runs):
     # Step 2 was followed by nothing: step 3's first forward gathered, bucket by bucket,
     # asynchronously.
     step3 = events[2]
-    first_forced = next((i for i, e in enumerate(step3) if e[0] == "start_param_sync(force_sync)"), len(step3))
+    first_forced = next((i for i, e in enumerate(step3) if e[0] == "start_param_sync(force_sync)"),
+                        len(step3))
     async_gathers = [e for e in step3[:first_forced] if e[0] == "start_param_sync" and e[2]]
     assert len({e[1] for e in async_gathers}) == 4, step3[:first_forced]
     # Steps 1, 3 and 4 were followed by a read of the weights outside a forward: it gathered at
@@ -129,8 +136,8 @@ def test_parameter_gather_overlaps_the_next_forward(runs):
 
 @pytest.mark.slow
 def test_pipeline_parallel_overlap(tmp_path):
-    """PP=2 × DP=2: the 1F1B schedule's no_sync / grad_sync_func path (stages after the first start their
-    reduce after their last backward) and the embedding bucket of the tied head."""
+    """PP=2 × DP=2: the 1F1B schedule's no_sync / grad_sync_func path (stages after the first start
+    their reduce after their last backward) and the embedding bucket of the tied head."""
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     model_dir = make_tiny_hf_model(tmp_path / "tiny4", vocab_size=256, num_hidden_layers=4)

@@ -1,6 +1,6 @@
-"""DP=2 and TP2×PP2 reproduce TP=1: losses, grad norms and log-probs over 3 steps (torchrun, gloo), and samples
-sharing their prompt in a packed row the log-probs of one sequence per row;
-a Qwen2 (q/k/v biases: TP-sharded, gathered and broadcast over PP like the fused weight) at TP2×PP2."""
+"""DP=2 and TP2×PP2 reproduce TP=1: losses, grad norms and log-probs over 3 steps (torchrun, gloo),
+and samples sharing their prompt in a packed row the log-probs of one sequence per row; a Qwen2
+(q/k/v biases: TP-sharded, gathered and broadcast over PP like the fused weight) at TP2×PP2."""
 import json
 from pathlib import Path
 
@@ -55,18 +55,20 @@ def reference(tiny_model, tmp_path_factory):
 @pytest.mark.parametrize("nproc,tp,pp", [(2, 1, 1), (4, 2, 2)], ids=["dp2", "tp2xpp2"])
 def test_layout_matches_tp1(tiny_model, reference, tmp_path, nproc, tp, pp):
     got = run_layout(tiny_model, tmp_path, nproc, tp, pp)
-    assert reference["roundtrip"] and got["roundtrip"], "HF → Megatron shards → HF must be bit-exact"
+    assert reference["roundtrip"] and got["roundtrip"], \
+        "HF → Megatron shards → HF must be bit-exact"
     assert got["tokens"] == reference["tokens"]
     net = Net.of(tiny_model, LENGTH)
-    assert_close(got["initial_logprobs"], reference["initial_logprobs"], torch.float32, net.forward_terms(),
-                 what="log-probs before training")
+    assert_close(got["initial_logprobs"], reference["initial_logprobs"], torch.float32,
+                 net.forward_terms(), what="log-probs before training")
     assert_layouts_agree(got, reference, tiny_model)
-    assert len(set(np.round(reference["loss"], 9))) > 1, "losses must change across steps (ratio ≠ 1)"
+    assert len(set(np.round(reference["loss"], 9))) > 1, \
+        "losses must change across steps (ratio ≠ 1)"
     # samples sharing their prompt in a row (GRPO.share_prompts) compute what one sequence per row
     # does
     for run in (reference, got):
-        assert_close(run["shared_prompt_logprobs"], run["plain_logprobs"], torch.float32, net.forward_terms(),
-                     what="shared-prompt log-probs")
+        assert_close(run["shared_prompt_logprobs"], run["plain_logprobs"], torch.float32,
+                     net.forward_terms(), what="shared-prompt log-probs")
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +77,15 @@ def tiny_qwen2(tmp_path_factory):
 
     # §4.2: the RM's base is Qwen2.5-72B-Instruct (Qwen2). Random non-zero q/k/v biases
     # (tiny_models.py), untied.
-    return make_tiny_hf_model(tmp_path_factory.mktemp("qwen2"), vocab_size=256, arch="qwen2", seed=2,
-                              tie_word_embeddings=False, num_hidden_layers=4, hidden_size=128,
-                              num_attention_heads=4, num_key_value_heads=2)
+    return make_tiny_hf_model(tmp_path_factory.mktemp("qwen2"), vocab_size=256, arch="qwen2",
+                              seed=2, tie_word_embeddings=False, num_hidden_layers=4,
+                              hidden_size=128, num_attention_heads=4, num_key_value_heads=2)
 
 
 def test_qwen2_tp2xpp2_matches_tp1(tiny_qwen2, tmp_path):
     reference = run_layout(tiny_qwen2, tmp_path, 1, 1, 1)
     got = run_layout(tiny_qwen2, tmp_path, 4, 2, 2)
-    assert reference["roundtrip"] and got["roundtrip"], "HF → Megatron shards → HF must be bit-exact, biases too"
-    assert_layouts_agree(got, reference, tiny_qwen2)  # the v bias's gradient counted twice: grad norm +6e-3
+    assert reference["roundtrip"] and got["roundtrip"], \
+        "HF → Megatron shards → HF must be bit-exact, biases too"
+    # the v bias's gradient counted twice: grad norm +6e-3
+    assert_layouts_agree(got, reference, tiny_qwen2)

@@ -42,7 +42,8 @@ def hf_scores(folder, rows, pad_id):
     import torch
     import transformers
 
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32).eval()
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(
+        folder, dtype=torch.float32).eval()
     assert type(model).__name__ == "Qwen3ForSequenceClassification" and model.config.num_labels == 1
     assert model.config.pad_token_id == pad_id
     width = max(map(len, rows))
@@ -53,7 +54,8 @@ def hf_scores(folder, rows, pad_id):
     return alone, batched
 
 
-TOKENS, STEPS = 10 * 18, 3  # rm_worker.py: 5 pairs of at most 18 tokens, 3 steps; eval rows of at most 24
+# rm_worker.py: 5 pairs of at most 18 tokens, 3 steps; eval rows of at most 24
+TOKENS, STEPS = 10 * 18, 3
 
 
 def check_export(out, result):
@@ -61,15 +63,19 @@ def check_export(out, result):
     differs."""
     alone, batched = hf_scores(out / "rm", result["eval_rows"], pad_id=0)
     terms = Net.of(out / "rm", 24).forward_terms()
-    assert_close(alone, result["final_scores"], torch.float32, terms, what="transformers' scores, row alone")
-    assert_close(batched, result["final_scores"], torch.float32, terms, what="transformers' scores, batched")
-    assert np.ptp(result["final_scores"]) > 1.0, "scores must differ between inputs for the check to mean much"
+    assert_close(alone, result["final_scores"], torch.float32, terms,
+                 what="transformers' scores, row alone")
+    assert_close(batched, result["final_scores"], torch.float32, terms,
+                 what="transformers' scores, batched")
+    assert np.ptp(result["final_scores"]) > 1.0, (
+        "scores must differ between inputs for the check to mean much")
 
 
 def test_tp1_trains_and_exports_a_model_transformers_scores_identically(reference):
     out, ref = reference
     assert ref["pairs"] == [5, 5, 5] and ref["truncated"] == 1
-    assert ref["loss"][-1] < ref["loss"][0] and ref["accuracy"][-1] == 1.0 and ref["margin"][-1] > ref["margin"][0]
+    assert (ref["loss"][-1] < ref["loss"][0] and ref["accuracy"][-1] == 1.0
+            and ref["margin"][-1] > ref["margin"][0])
     # The head starts small (N(0, 0.02²)), not at zero: initial scores differ but are O(0.1).
     assert 0 < np.abs(ref["initial_scores"]).max() < 1.0
     check_export(out, ref)
@@ -89,7 +95,7 @@ def test_layout_matches_tp1(base, reference, tmp_path, tp, pp):
     assert_close(got["initial_scores"], ref["initial_scores"], torch.float32, net.forward_terms(),
                  what="initial scores")  # the same seeded head
     assert_training_close(got, ref, net, TOKENS, "RM")
-    assert_close(got["final_scores"], ref["final_scores"], torch.float32, net.terms_after(STEPS, TOKENS),
-                 what="final scores")
+    assert_close(got["final_scores"], ref["final_scores"], torch.float32,
+                 net.terms_after(STEPS, TOKENS), what="final scores")
     assert got["pairs"] == ref["pairs"] and got["accuracy"] == ref["accuracy"]
     check_export(tmp_path, got)

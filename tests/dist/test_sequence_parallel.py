@@ -25,7 +25,8 @@ def result(tmp_path_factory):
     out = tmp_path_factory.mktemp("sp") / "result.json"
     proc = torchrun(WORKER, 2, model, out, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    return {**json.loads(out.read_text()), "net": Net.of(model, 23)}  # sp_worker.py: rows of 23 tokens
+    # sp_worker.py: rows of 23 tokens
+    return {**json.loads(out.read_text()), "net": Net.of(model, 23)}
 
 
 # SP splits the norms' gradient sums over the TP group and gathers activations in another order: the
@@ -46,19 +47,24 @@ def test_sequence_parallel_marks_the_norms(result):
 
 def test_policy_matches_without_sequence_parallel(result):
     ref, sp, net = result["sp=False"]["policy"], result["sp=True"]["policy"], result["net"]
-    assert_close(sp["initial"], ref["initial"], torch.float32, net.forward_terms(), what="initial log-probs")
+    assert_close(sp["initial"], ref["initial"], torch.float32, net.forward_terms(),
+                 what="initial log-probs")
     assert_training_close(sp, ref, net, TOKENS, "GRPO")
-    assert_close(sp["final"], ref["final"], torch.float32, net.terms_after(STEPS, TOKENS), what="final log-probs")
+    assert_close(sp["final"], ref["final"], torch.float32, net.terms_after(STEPS, TOKENS),
+                 what="final log-probs")
     assert len(set(np.round(ref["loss"], 9))) > 1, "losses must change across steps"
-    assert len(ref["initial"][0]) == 23, "odd length: SP pads to a multiple of TP and must give T positions back"
+    assert len(ref["initial"][0]) == 23, (
+        "odd length: SP pads to a multiple of TP and must give T positions back")
 
 
 def test_packed_sft_matches_without_sequence_parallel(result):
     ref, sp = result["sp=False"]["policy"], result["sp=True"]["policy"]
-    assert ref["sft_T"] % 2 == 1, "odd packed width: exercises the padding of packed rows and their mask"
+    assert ref["sft_T"] % 2 == 1, (
+        "odd packed width: exercises the padding of packed rows and their mask")
     sft = {"loss": ref["sft_loss"], "grad_norm": ref["sft_grad_norm"]}
-    assert_training_close({"loss": sp["sft_loss"], "grad_norm": sp["sft_grad_norm"]}, sft, result["net"],
-                          4 * ref["sft_T"], "packed SFT", after=STEPS)  # 4 packed rows, after the GRPO steps
+    assert_training_close({"loss": sp["sft_loss"], "grad_norm": sp["sft_grad_norm"]}, sft,
+                          result["net"], 4 * ref["sft_T"], "packed SFT",
+                          after=STEPS)  # 4 packed rows, after the GRPO steps
 
 
 def test_reward_model_matches_without_sequence_parallel(result):

@@ -1,8 +1,8 @@
 """torchrun worker for the collective-timeout test (2 gloo processes, no model).
 
-Run: torchrun --nproc_per_node=2 tests/dist/timeout_worker.py OUT.json
-``init_distributed(7)`` must give the default group a 7-minute timeout and reuse it (gloo) for object exchanges;
-the object group a GPU run gets (a separate gloo group, made when the default backend is not gloo) must carry the
+Run: torchrun --nproc_per_node=2 tests/dist/timeout_worker.py OUT.json ``init_distributed(7)`` must
+give the default group a 7-minute timeout and reuse it (gloo) for object exchanges; the object group
+a GPU run gets (a separate gloo group, made when the default backend is not gloo) must carry the
 same timeout and exchange objects; ``ranks``' helpers must work over either.
 """
 import json
@@ -31,13 +31,15 @@ def main():
     from nemo_cascade.actor.process_groups import init_model_parallel
 
     init_model_parallel(config.Parallel(tp=2, collective_timeout_minutes=7))
-    megatron_groups = {"tp": ps.get_tensor_model_parallel_group(), "dp": ps.get_data_parallel_group(),
-                       "dp_gloo": ps.get_data_parallel_group_gloo()}
+    megatron_groups = {
+        "tp": ps.get_tensor_model_parallel_group(), "dp": ps.get_data_parallel_group(),
+        "dp_gloo": ps.get_data_parallel_group_gloo()}
     rank = dist.get_rank()
-    result = {"rank": rank, "default_timeout": timeout_of(None), "cpu_object_group": ranks.object_group(),
-              "shares": ranks.gather_shares([rank] * (rank + 1)), "most": ranks.most_over_ranks(10 + rank),
-              "from_main": ranks.from_main(f"url-of-{rank}"),
-              "megatron_timeouts": {name: timeout_of(g) for name, g in megatron_groups.items()}}
+    result = {
+        "rank": rank, "default_timeout": timeout_of(None), "cpu_object_group": ranks.object_group(),
+        "shares": ranks.gather_shares([rank] * (rank + 1)),
+        "most": ranks.most_over_ranks(10 + rank), "from_main": ranks.from_main(f"url-of-{rank}"),
+        "megatron_timeouts": {name: timeout_of(g) for name, g in megatron_groups.items()}}
     ranks.barrier()
     # The GPU branch, for real: a default group that is not gloo gets a gloo group of its own.
     real = dist.get_backend
@@ -51,7 +53,8 @@ def main():
     results = ranks.gather_objects(result)
     if rank == 0:
         json.dump(results, open(out, "w"))
-    dist.barrier()  # no rank tears the groups down while another still uses them (gloo aborts at exit otherwise)
+    # no rank tears the groups down while another still uses them (gloo aborts at exit otherwise)
+    dist.barrier()
     dist.destroy_process_group()
 
 

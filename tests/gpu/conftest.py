@@ -40,10 +40,10 @@ def tiny(tmp_path_factory):
     across the tier)."""
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
-    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny_gpu"), vocab_size=512, arch="qwen3", seed=11,
-                              tie_word_embeddings=False, hidden_size=256, intermediate_size=512,
-                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-                              max_position_embeddings=4096)
+    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny_gpu"), vocab_size=512, arch="qwen3",
+                              seed=11, tie_word_embeddings=False, hidden_size=256,
+                              intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                              num_key_value_heads=2, head_dim=64, max_position_embeddings=4096)
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +53,7 @@ def tiny_qwen2(tmp_path_factory):
     hidden / heads, as Qwen2's config implies."""
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
-    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny_qwen2_gpu"), vocab_size=512, arch="qwen2", seed=11,
-                              tie_word_embeddings=False, hidden_size=256, intermediate_size=512,
-                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-                              max_position_embeddings=4096)
+    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny_qwen2_gpu"), vocab_size=512,
+                              arch="qwen2", seed=11, tie_word_embeddings=False, hidden_size=256,
+                              intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                              num_key_value_heads=2, head_dim=64, max_position_embeddings=4096)

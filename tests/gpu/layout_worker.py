@@ -2,8 +2,8 @@
 fixed rows.
 
 Run: torchrun --nproc_per_node=2 tests/gpu/layout_worker.py MODEL_DIR OUT.json TP CP SP
-DP fills the rest of the 2 ranks. Rows are 250 tokens (not a multiple of 2·cp or of tp): the actor pads.
-Rank 0 writes the initial and final per-token log-probs and each step's loss and grad norm.
+DP fills the rest of the 2 ranks. Rows are 250 tokens (not a multiple of 2·cp or of tp): the actor
+pads. Rank 0 writes the initial and final per-token log-probs and each step's loss and grad norm.
 """
 import json
 import sys
@@ -20,8 +20,10 @@ def main():
     from nemo_cascade.actor.megatron import MegatronActor
     from nemo_cascade.algorithms import grpo
 
-    parallel = config.Parallel(tp=tp, cp=cp, dp=2 // (tp * cp), sequence_parallel=sp, micro_batch_size=2)
-    actor = MegatronActor(model_dir, parallel, dtype="bfloat16", seed=7, transformer_impl="transformer_engine")
+    parallel = config.Parallel(tp=tp, cp=cp, dp=2 // (tp * cp), sequence_parallel=sp,
+                               micro_batch_size=2)
+    actor = MegatronActor(model_dir, parallel, dtype="bfloat16", seed=7,
+                          transformer_impl="transformer_engine")
     g = torch.Generator().manual_seed(0)
     n, length = 4, 250
     tokens = torch.randint(0, 512, (n, length), generator=g)
@@ -34,14 +36,16 @@ def main():
     cfg = config.GRPO()
 
     def loss_fn(logprobs, mb):
-        return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"], mb["loss_mask"], cfg)
+        return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"],
+                                      mb["loss_mask"], cfg)
 
     actor.configure_optimizer(config.Actor(lr=1e-4, clip_grad=1.0), total_steps=2)
     steps = [actor.train_step(batch, loss_fn, temperature=0.9) for _ in range(2)]
     final = actor.logprobs(tokens)
     if dist.get_rank() == 0:
-        json.dump({"initial": initial.tolist(), "final": final.tolist(), "loss": [s.loss for s in steps],
-                   "grad_norm": [s.grad_norm for s in steps], "tokens": [s.tokens for s in steps]}, open(out, "w"))
+        json.dump({"initial": initial.tolist(), "final": final.tolist(),
+                   "loss": [s.loss for s in steps], "grad_norm": [s.grad_norm for s in steps],
+                   "tokens": [s.tokens for s in steps]}, open(out, "w"))
     dist.barrier()
     dist.destroy_process_group()
 

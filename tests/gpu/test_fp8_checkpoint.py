@@ -36,7 +36,8 @@ def test_fp8_scaling_state_is_checkpointed_and_resumed(te, tiny, tmp_path):
     path = ckpt.save(tmp_path, 3, run, {})
     saved = torch.load(path / "train_rank00000.pt", weights_only=True)["extra_state"]
     filled = [k for k, v in saved.items() if v is not None and v.numel() > 0]
-    assert any("linear_qkv" in k for k in filled), "TE's FP8 modules keep scaling state after FP8 steps"
+    assert any("linear_qkv" in k for k in filled), \
+        "TE's FP8 modules keep scaling state after FP8 steps"
     for b in batches[3:]:
         run.train_step(b, sft_loss)
     final = {n: p.detach().clone() for n, p in run.model.named_parameters()}
@@ -46,7 +47,8 @@ def test_fp8_scaling_state_is_checkpointed_and_resumed(te, tiny, tmp_path):
     fresh = {k: v.clone() for k, v in extra_state.collect(resumed.model).items() if v is not None}
     ckpt.load(path, resumed)
     after = extra_state.collect(resumed.model)
-    assert any(not torch.equal(after[k], fresh[k]) for k in filled if k in fresh), "the saved scales came back"
+    assert any(not torch.equal(after[k], fresh[k]) for k in filled if k in fresh), \
+        "the saved scales came back"
     for b in batches[3:]:
         resumed.train_step(b, sft_loss)
     for name, p in resumed.model.named_parameters():

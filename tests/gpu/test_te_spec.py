@@ -15,8 +15,8 @@ VOCAB = 512
 def te_actor(model_dir, dtype="float32", fp8="none", **parallel):
     from nemo_cascade.actor.megatron import MegatronActor
 
-    return MegatronActor(str(model_dir), config.Parallel(micro_batch_size=2, **parallel), dtype=dtype, seed=7,
-                         transformer_impl="transformer_engine", fp8=fp8)
+    return MegatronActor(str(model_dir), config.Parallel(micro_batch_size=2, **parallel),
+                         dtype=dtype, seed=7, transformer_impl="transformer_engine", fp8=fp8)
 
 
 def sft_loss(logprobs_B_T, mb):
@@ -34,8 +34,10 @@ def test_te_parameters_are_the_tables_and_round_trip(te, model, request):
     actor = te_actor(tiny)
     assert actor.te and actor.plan.te
     names = {n for n, _ in actor.model.named_parameters()}
-    assert names == {e.megatron for e in actor.entries}, "every TE parameter has exactly one table entry"
-    assert "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight" in names  # TE's fused input norm
+    assert names == {e.megatron for e in actor.entries}, (
+        "every TE parameter has exactly one table entry")
+    # TE's fused input norm
+    assert "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight" in names
     assert "decoder.layers.0.mlp.linear_fc1.layer_norm_weight" in names
     assert ("decoder.layers.0.self_attention.linear_qkv.bias" in names) == (model == "tiny_qwen2")
     reader = SafetensorsReader(tiny)
@@ -46,7 +48,8 @@ def test_te_parameters_are_the_tables_and_round_trip(te, model, request):
 
 
 @pytest.mark.parametrize("model", ["tiny", "tiny_qwen2"])
-@pytest.mark.parametrize("dtype,max_diff,mean_diff", [("float32", 2e-2, 2e-3), ("bfloat16", 0.3, 0.03)])
+@pytest.mark.parametrize("dtype,max_diff,mean_diff", [("float32", 2e-2, 2e-3),
+                                                      ("bfloat16", 0.3, 0.03)])
 def test_te_logprobs_match_transformers(te, model, request, dtype, max_diff, mean_diff):
     """Against transformers in fp32 on the same GPU. bf16 tolerance: a bf16 forward differs from
     fp32 by up to ~0.1 nat per token on these random weights (docs/install.md: ~8e-2 for a bf16 vLLM
@@ -63,7 +66,8 @@ def test_te_logprobs_match_transformers(te, model, request, dtype, max_diff, mea
     got = te_actor(tiny, dtype=dtype).logprobs(tokens, temperature=0.8)
     diff = (got[:, 1:] - expect).abs()
     assert torch.all(got[:, 0] == 0)
-    assert diff.max().item() <= max_diff and diff.mean().item() <= mean_diff, (diff.max().item(), diff.mean().item())
+    assert diff.max().item() <= max_diff and diff.mean().item() <= mean_diff, (
+        diff.max().item(), diff.mean().item())
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +81,8 @@ def sharp(tiny, tmp_path_factory):
     with torch.no_grad():
         for layer in model.model.layers:
             a = layer.self_attn
-            a.q_norm.weight.mul_(4.0), a.k_norm.weight.mul_(4.0), a.v_proj.weight.mul_(5.0), a.o_proj.weight.mul_(5.0)
+            (a.q_norm.weight.mul_(4.0), a.k_norm.weight.mul_(4.0), a.v_proj.weight.mul_(5.0),
+             a.o_proj.weight.mul_(5.0))
     out = tmp_path_factory.mktemp("sharp")
     model.save_pretrained(out, safe_serialization=True)
     return out
@@ -121,7 +126,8 @@ def test_te_packed_rows_attend_per_example(te, sharp):
         for seg in range(1, int(packed.segment_ids_B_T[row].max()) + 1):
             where = packed.segment_ids_B_T[row] == seg
             trained = packed.loss_mask_B_T[row][where] > 0
-            alone = per_token_logprobs(actor, pack_sft_batch([examples[k]], 64, 0).tensors())[0][trained]
+            alone = per_token_logprobs(
+                actor, pack_sft_batch([examples[k]], 64, 0).tensors())[0][trained]
             errors.append((with_boundaries[row][where][trained] - alone).abs())
             leaks.append((leaky[row][where][trained] - alone).abs())
             k += 1
@@ -140,7 +146,8 @@ def test_fp8_train_steps_fit_a_repeated_batch(te, tiny, recipe):
     if torch.cuda.get_device_capability() < need:
         pytest.skip(f"fp8={recipe} needs compute capability >= {need}")
     if Version(te) < Version(precision.FP8_MIN_TE[recipe]):
-        pytest.skip(f"fp8={recipe} needs transformer_engine >= {precision.FP8_MIN_TE[recipe]}, found {te}")
+        pytest.skip(
+            f"fp8={recipe} needs transformer_engine >= {precision.FP8_MIN_TE[recipe]}, found {te}")
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, VOCAB, (4, 128), generator=g)
     mask = torch.ones(4, 128)
@@ -153,7 +160,8 @@ def test_fp8_train_steps_fit_a_repeated_batch(te, tiny, recipe):
     del bf16
 
     actor = te_actor(tiny, dtype="bfloat16", fp8=recipe)
-    assert actor.tconfig.fp8 == "hybrid" and actor.tconfig.fp8_recipe == precision.FP8_RECIPES[recipe]
+    assert (actor.tconfig.fp8 == "hybrid"
+            and actor.tconfig.fp8_recipe == precision.FP8_RECIPES[recipe])
     actor.configure_optimizer(config.Actor(lr=1e-3), total_steps=12)
     losses = [actor.train_step(batch, sft_loss).loss for _ in range(12)]
     assert all(math.isfinite(x) for x in losses), losses

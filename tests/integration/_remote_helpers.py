@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-             head_dim=32, max_position_embeddings=1024)
+SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+             num_key_value_heads=1, head_dim=32, max_position_embeddings=1024)
 """vLLM's CPU attention needs head_dim >= 32 (docs/install.md)."""
 RM_MAX_LEN = 256
 """The reward model's served context: small, so one test can overflow it cheaply."""
 JUDGE_MAX_LEN = 2048
-"""The judge's served context: the SWE judge prompt of App. C.2's elements (~1,550 tiny-tokenizer tokens for the
-end-to-end test's case) fits whole."""
+"""The judge's served context: the SWE judge prompt of App. C.2's elements (~1,550 tiny-tokenizer
+tokens for the end-to-end test's case) fits whole."""
 
 
 def build_tiny_reward_model(out_dir: Path, seed: int = 0) -> Path:
@@ -22,12 +22,14 @@ def build_tiny_reward_model(out_dir: Path, seed: int = 0) -> Path:
     import torch
     import transformers
 
-    from nemo_cascade.tooling.demo_data.tiny_tokenizer import EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import (EOS_TOKEN, PAD_TOKEN,
+                                                               build_tiny_tokenizer)
 
     tok = build_tiny_tokenizer(out_dir)
     cfg = transformers.Qwen3Config(vocab_size=len(tok), num_labels=1, tie_word_embeddings=False,
                                    pad_token_id=tok.convert_tokens_to_ids(PAD_TOKEN),
-                                   eos_token_id=tok.convert_tokens_to_ids(EOS_TOKEN), bos_token_id=None, **SIZES)
+                                   eos_token_id=tok.convert_tokens_to_ids(EOS_TOKEN),
+                                   bos_token_id=None, **SIZES)
     torch.manual_seed(seed)
     model = transformers.Qwen3ForSequenceClassification(cfg).float().eval()
     with torch.no_grad():
@@ -53,8 +55,9 @@ def tiny_reward_model_server(folder: Path):
     from nemo_cascade.rewards.serve import VLLMServer
 
     path = build_tiny_reward_model(folder)
-    return VLLMServer(path, runner="pooling", max_model_len=RM_MAX_LEN, log_path=path.parent / "rm.log",
-                      single_engine_process=True, token=session_token())
+    return VLLMServer(path, runner="pooling", max_model_len=RM_MAX_LEN,
+                      log_path=path.parent / "rm.log", single_engine_process=True,
+                      token=session_token())
 
 
 def build_tiny_judge(out_dir: Path, seed: int = 1) -> Path:
@@ -69,7 +72,8 @@ def build_tiny_judge(out_dir: Path, seed: int = 1) -> Path:
     from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer(out_dir)
-    sizes = {**SIZES, "max_position_embeddings": JUDGE_MAX_LEN}  # the judge prompt is longer than the RM's inputs
+    # the judge prompt is longer than the RM's inputs
+    sizes = {**SIZES, "max_position_embeddings": JUDGE_MAX_LEN}
     make_tiny_hf_model(out_dir, vocab_size=len(tok), seed=seed, **sizes)
     model = transformers.AutoModelForCausalLM.from_pretrained(out_dir, dtype="float32")
     torch.manual_seed(seed)

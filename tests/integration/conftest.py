@@ -22,16 +22,17 @@ def build_tiny_qwen3(out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from nemo_cascade.tooling.demo_data.tiny_tokenizer import EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
+    from nemo_cascade.tooling.demo_data.tiny_tokenizer import (EOS_TOKEN, PAD_TOKEN,
+                                                               build_tiny_tokenizer)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tok = build_tiny_tokenizer(out)
-    cfg = Qwen3Config(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=32, max_position_embeddings=512, tie_word_embeddings=True,
-        eos_token_id=tok.convert_tokens_to_ids(EOS_TOKEN), pad_token_id=tok.convert_tokens_to_ids(PAD_TOKEN),
-        bos_token_id=None)
+    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                      num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                      head_dim=32, max_position_embeddings=512, tie_word_embeddings=True,
+                      eos_token_id=tok.convert_tokens_to_ids(EOS_TOKEN),
+                      pad_token_id=tok.convert_tokens_to_ids(PAD_TOKEN), bos_token_id=None)
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(cfg).to(torch.float32).eval()
     with torch.no_grad():
@@ -60,4 +61,5 @@ def tiny_rm_server(tmp_path_factory):
     finally:
         pid = server.proc.pid if server.proc is not None else None
         server.stop()
-    assert pid is None or not process_group_alive(pid), "the RM server's process group outlived stop()"
+    assert pid is None or not process_group_alive(pid), (
+        "the RM server's process group outlived stop()")

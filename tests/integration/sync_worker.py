@@ -1,11 +1,12 @@
 """torchrun worker: train the actor one step, push into the colocated vLLM engine, compare
 log-probs.
 
-Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP [ENGINE_TP [ENGINE_DTYPE
-     [ENGINE_COMPILE]]]
-Every rank has its own engine (or, with ENGINE_TP > 1, a share of one); every rank checks that its engine's prompt log-probs for a fixed continuation
-equal the actor's after the push (and differ from the pre-training ones, so a push that did nothing fails), and
-again after a second training step and push.
+Run: torchrun --nproc_per_node=N tests/integration/sync_worker.py MODEL_DIR OUT.json TP
+     [ENGINE_TP [ENGINE_DTYPE [ENGINE_COMPILE]]]
+Every rank has its own engine (or, with ENGINE_TP > 1, a share of one); every rank checks that its
+engine's prompt log-probs for a fixed continuation equal the actor's after the push (and differ from
+the pre-training ones, so a push that did nothing fails), and again after a second training step and
+push.
 """
 import json
 import sys
@@ -27,10 +28,13 @@ def main():
     from nemo_cascade.rollout.vllm import RolloutEngine
 
     world = int(__import__("os").environ.get("WORLD_SIZE", "1"))
-    actor = MegatronActor(model_dir, config.Parallel(tp=tp, dp=world // tp, micro_batch_size=2), seed=3)
-    engine = RolloutEngine(model_dir, config.Rollout(max_response_tokens=8, kv_cache_gib=0.25, tensor_parallel_size=engine_tp,
-                                                     compile=engine_compile), engine_dtype, seed=0,
-                           distributed=world > 1, max_model_len=128, around_generate=cpu.suspended)
+    actor = MegatronActor(model_dir, config.Parallel(tp=tp, dp=world // tp, micro_batch_size=2),
+                          seed=3)
+    engine = RolloutEngine(model_dir,
+                           config.Rollout(max_response_tokens=8, kv_cache_gib=0.25,
+                                          tensor_parallel_size=engine_tp, compile=engine_compile),
+                           engine_dtype, seed=0, distributed=world > 1, max_model_len=128,
+                           around_generate=cpu.suspended)
     tokens = torch.randint(3, 256, (1, 40), generator=torch.Generator().manual_seed(5))
     prompt, continuation = tokens[0, :12].tolist(), tokens[0, 12:].tolist()
     before = engine.score_logprobs(prompt, continuation)
@@ -39,13 +43,15 @@ def main():
     mask = torch.zeros_like(tokens, dtype=torch.float32)
     mask[:, 12:] = 1
 
-    def loss_fn(logprobs, mb):  # push the continuation's likelihood up: a large, visible weight change
+    # push the continuation's likelihood up: a large, visible weight change
+    def loss_fn(logprobs, mb):
         return -(logprobs * mb["loss_mask"]).sum(), mb["loss_mask"].sum().int(), {}
 
     def train_push_score():
         actor.train_step({"tokens": tokens, "loss_mask": mask}, loss_fn)
         stats = weight_sync.push(actor, engine, bucket_bytes=50_000)  # small buckets: many gathers
-        return stats, torch.tensor(engine.score_logprobs(prompt, continuation)), actor.logprobs(tokens)[0, 12:]
+        return (stats, torch.tensor(engine.score_logprobs(prompt, continuation)),
+                actor.logprobs(tokens)[0, 12:])
 
     stats, after, expect = train_push_score()
     # a second push must overwrite the first everywhere (a CPU engine keeps its plain weights
@@ -55,7 +61,8 @@ def main():
     result = {"max_diff": float(diffs.max()), "mean_diff": float(diffs.mean()),
               "moved": float((torch.tensor(before) - expect).abs().max()),
               "moved_again": float((after - expect_again).abs().max()),
-              "tensors": stats.tensors, "bytes": stats.bytes, "weight_dtypes": engine.weight_dtypes()}
+              "tensors": stats.tensors, "bytes": stats.bytes,
+              "weight_dtypes": engine.weight_dtypes()}
     results = [None] * world
     dist.all_gather_object(results, result)
     if dist.get_rank() == 0:

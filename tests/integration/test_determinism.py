@@ -19,9 +19,11 @@ RUNS = 4
 def sft_stage(run_root: Path) -> tuple[list[dict], str]:
     """``recipes/tiny.py:math_only``'s SFT stage, 3 steps, in a fresh process: its logged numbers
     and the hash of its HF export."""
-    cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", "recipes/tiny.py:math_only", "--stage", "sft",
-           "stages.sft.steps=3", f"run_root={run_root}"]
-    env = {k: v for k, v in os.environ.items()  # a fresh job, not this process's group (an actor test's)
+    cmd = [
+        sys.executable, "-m", "nemo_cascade.tooling.cli", "run", "recipes/tiny.py:math_only",
+        "--stage", "sft", "stages.sft.steps=3", f"run_root={run_root}"]
+    # a fresh job, not this process's group (an actor test's)
+    env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -65,7 +65,7 @@ def test_a_full_disk_is_one_line_and_the_same_command_resumes_bit_exact(tmp_path
     errors = [line for line in full.stderr.splitlines() if line.startswith("nemo-cascade: error:")]
     assert len(errors) == 1, full.stderr[-4000:]
     writing = f"no space left on device writing under {small_disk / 'full'}"
-    assert f"{writing} (in checkpoint._torch_save)" in errors[0], errors[0]
+    assert f"{writing} (in storage.torch_save)" in errors[0], errors[0]
     assert f"): the file system at {small_disk} has" in errors[0]
     assert "run the same command again, it resumes from the newest intact checkpoint" in errors[0]
     assert "Traceback" not in full.stderr

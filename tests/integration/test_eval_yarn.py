@@ -42,12 +42,16 @@ def test_an_engine_started_for_yarn_3_serves_it(tiny_qwen3_dir):
 def test_evaluate_checkpoint_starts_one_engine_per_factor(tiny_qwen3_dir, tmp_path):
     """tiny-math (no YaRN) and GSM8K (App. B: YaRN 2) need two engines; each suite records the
     factor its engine served and that engine's context (at most the positions the factor gives)."""
-    results, path = evaluate_checkpoint(tiny_qwen3_dir, ["tiny-math", "gsm8k"],
-                                        EvalSettings(limit=1, samples=1, max_tokens=4, progress=False),
-                                        out_dir=tmp_path, kv_cache_gib=0.25)
-    served = {name: (r.decoding["yarn_factor"], r.decoding["engine_yarn_factor"]) for name, r in results.items()}
+    results, path = evaluate_checkpoint(
+        tiny_qwen3_dir, ["tiny-math", "gsm8k"],
+        EvalSettings(limit=1, samples=1, max_tokens=4, progress=False), out_dir=tmp_path,
+        kv_cache_gib=0.25)
+    served = {
+        name: (r.decoding["yarn_factor"], r.decoding["engine_yarn_factor"])
+        for name, r in results.items()}
     assert served == {"tiny-math": (1.0, 1.0), "gsm8k": (2.0, 2.0)}
     assert results["tiny-math"].decoding["max_model_len"] <= NATIVE
     assert results["gsm8k"].decoding["max_model_len"] <= 2 * NATIVE
     written = json.loads(path.read_text())["suites"]
-    assert {n: s["decoding"]["engine_yarn_factor"] for n, s in written.items()} == {"tiny-math": 1.0, "gsm8k": 2.0}
+    assert {n: s["decoding"]["engine_yarn_factor"] for n, s in written.items()
+            } == {"tiny-math": 1.0, "gsm8k": 2.0}

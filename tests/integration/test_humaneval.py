@@ -1,10 +1,11 @@
 """External check of the code verifier: the 164 HumanEval problems (data/humaneval, from
 openai/human-eval).
 
-Every canonical solution must pass under the sandbox, and two broken variants of each must fail: the body
-replaced by ``return None``, and an off-by-one mutant whose every ``return x`` yields a value one step away
-(``x + 1`` for numbers, ``not x`` for booleans, a character more for strings, one element fewer for lists).
-Each set runs through :func:`reward_batch` with 2 workers, as in training (paper §4.6: async verification).
+Every canonical solution must pass under the sandbox, and two broken variants of each must fail: the
+body replaced by ``return None``, and an off-by-one mutant whose every ``return x`` yields a value
+one step away (``x + 1`` for numbers, ``not x`` for booleans, a character more for strings, one
+element fewer for lists). Each set runs through :func:`reward_batch` with 2 workers, as in training
+(paper §4.6: async verification).
 """
 import ast
 import gzip
@@ -37,7 +38,8 @@ def _off_by_one(x):
 
 class _WrapReturns(ast.NodeTransformer):
     def visit_Return(self, node: ast.Return) -> ast.Return:
-        node.value = ast.Call(ast.Name("_off_by_one", ast.Load()), [node.value or ast.Constant(None)], [])
+        node.value = ast.Call(ast.Name("_off_by_one", ast.Load()),
+                              [node.value or ast.Constant(None)], [])
         return node
 
 
@@ -66,7 +68,8 @@ def problems():
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("variant, expected", [(_canonical, 1.0), (_returns_none, 0.0), (_off_by_one, 0.0)],
+@pytest.mark.parametrize("variant, expected", [(_canonical, 1.0), (_returns_none, 0.0),
+                                               (_off_by_one, 0.0)],
                          ids=["canonical", "return_none", "off_by_one"])
 def test_humaneval(problems, variant, expected):
     responses = [f"```python\n{variant(p)}\n```" for p in problems]

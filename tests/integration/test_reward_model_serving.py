@@ -3,10 +3,11 @@
 and its served raw scores equal transformers' on the same folder — and the actor's own — within fp32
 rounding (tests/tolerance.py). One server start.
 
-The base model carries a chat template of its own (an instruct model's, with a default system prompt), as
-Qwen2.5-72B-Instruct does for the paper's RM (§4.2), and the RM is trained in thinking mode: a conversation
-scored through ``RewardModelClient`` must still get the score the training forward gave it (§4.3 reads the
-RM's score of exactly what it was trained on) — the one rendering of ``data.rm_input``.
+The base model carries a chat template of its own (an instruct model's, with a default system
+prompt), as Qwen2.5-72B-Instruct does for the paper's RM (§4.2), and the RM is trained in thinking
+mode: a conversation scored through ``RewardModelClient`` must still get the score the training
+forward gave it (§4.3 reads the RM's score of exactly what it was trained on) — the one rendering of
+``data.rm_input``.
 """
 import json
 from pathlib import Path
@@ -30,14 +31,18 @@ CONVERSATIONS = [
      {"role": "assistant", "content": "7"}],
     [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}],
     [{"role": "system", "content": "You add."}, {"role": "user", "content": "1 + 1?"},
-     {"role": "assistant", "content": "<think>one and one</think>2"}, {"role": "user", "content": "And 2 + 2?"},
+     {"role": "assistant", "content": "<think>one and one</think>2"},
+     {"role": "user", "content": "And 2 + 2?"},
      {"role": "assistant", "content": "<think>two and two</think>\n\n4"}],
 ]
 
-INSTRUCT_TEMPLATE = (  # ChatML with a default system prompt, like Qwen2.5-Instruct's: not what the RM trains on
-    "{%- if messages[0]['role'] != 'system' -%}{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' -}}"
+# ChatML with a default system prompt, like Qwen2.5-Instruct's: not what the RM trains on
+INSTRUCT_TEMPLATE = (
+    "{%- if messages[0]['role'] != 'system' -%}"
+    "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' -}}"
     "{%- endif -%}"
-    "{%- for m in messages -%}{{- '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' -}}{%- endfor -%}"
+    "{%- for m in messages -%}"
+    "{{- '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' -}}{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
 )
 
@@ -66,9 +71,11 @@ def test_served_exported_rm_matches_transformers_and_the_actor(exported, tmp_pat
 
     folder, result = exported
     tok = transformers.AutoTokenizer.from_pretrained(folder)
-    assert [tok.apply_chat_template(c, tokenize=False) for c in CONVERSATIONS] == \
-        [render_rm_input(c, MODE, STYLE) for c in CONVERSATIONS]  # the export's template is the training rendering
-    hf = transformers.AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32).eval()
+    # the export's template is the training rendering
+    assert ([tok.apply_chat_template(c, tokenize=False) for c in CONVERSATIONS]
+            == [render_rm_input(c, MODE, STYLE) for c in CONVERSATIONS])
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(
+        folder, dtype=torch.float32).eval()
     ids = [tok.apply_chat_template(c, tokenize=True, add_generation_prompt=False, return_dict=False)
            for c in CONVERSATIONS]
     reference = hf_reward_scores(hf, ids)
@@ -81,7 +88,10 @@ def test_served_exported_rm_matches_transformers_and_the_actor(exported, tmp_pat
     # The served RM scores a conversation exactly as the training forward did (§4.2–4.3): the same
     # weights, vLLM's sums against Megatron's and transformers', rows of at most 256 tokens.
     terms = Net.of(folder, 256).forward_terms()
-    assert_close(served, result["conversation_scores"], torch.float32, terms, what="served vs the actor")
+    assert_close(served, result["conversation_scores"], torch.float32, terms,
+                 what="served vs the actor")
     assert_close(served, reference, torch.float32, terms, what="served vs transformers")
-    assert max(reference) - min(reference) > 1e-2, "scores must differ for the comparison to mean anything"
-    assert_close(served_rows, result["final_scores"], torch.float32, terms, what="served rows vs the actor")
+    assert max(reference) - min(reference) > 1e-2, (
+        "scores must differ for the comparison to mean anything")
+    assert_close(served_rows, result["final_scores"], torch.float32, terms,
+                 what="served rows vs the actor")

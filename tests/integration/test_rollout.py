@@ -23,14 +23,14 @@ pytest.importorskip("vllm")
 from nemo_cascade import config, types  # noqa: E402
 
 TOL = 1e-4
-ROLLOUT = config.Rollout(temperature=0.7, top_p=1.0, top_k=-1, max_prompt_tokens=256, max_response_tokens=8,
-                         kv_cache_gib=0.25, seed=3)
+ROLLOUT = config.Rollout(temperature=0.7, top_p=1.0, top_k=-1, max_prompt_tokens=256,
+                         max_response_tokens=8, kv_cache_gib=0.25, seed=3)
 
 
 _ASCII_IDS: list[int] = []
-"""Ids of the tokens that decode to printable ASCII on their own: prompts made of them end on a character
-boundary, as real (templated) prompts do. vLLM's detokeniser would otherwise carry a prompt's dangling
-UTF-8 bytes into the response text."""
+"""Ids of the tokens that decode to printable ASCII on their own: prompts made of them end on a
+character boundary, as real (templated) prompts do. vLLM's detokeniser would otherwise carry a
+prompt's dangling UTF-8 bytes into the response text."""
 
 
 def _load_ascii_ids(model_dir) -> None:
@@ -52,12 +52,14 @@ def _prompt(n_tokens: int, offset: int = 0, uid: str = "") -> types.Prompt:
     return types.Prompt(prompt_tokens=ids, domain="math", label="", uid=uid)
 
 
-def _hf_logprobs(model, prompt: list[int], response: list[int], temperature: float = 1.0, top_k: int = -1):
+def _hf_logprobs(model, prompt: list[int], response: list[int], temperature: float = 1.0,
+                 top_k: int = -1):
     """log p(response[t] | prompt, response[:t]) from transformers, after temperature and top-k
     masking."""
     ids = torch.tensor([prompt + response])
     with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1: len(prompt) - 1 + len(response)].double() / temperature
+        logits = (model(ids).logits[0, len(prompt) - 1: len(prompt) - 1 + len(response)].double()
+                  / temperature)
     if top_k > 0:
         kth = logits.topk(top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -94,7 +96,7 @@ def engine(tiny_qwen3_dir):
     eng.shutdown()
 
 
-# ------------------------------------------------------------------------------------------ generation
+# --------------------------------------------------------------------------------------- generation
 
 def test_generate_shapes_and_length_finish(engine, tokenizer):
     prompts = [_prompt(5, 0, "a"), _prompt(40, 1, "b"), _prompt(77, 2, "c")]
@@ -103,14 +105,15 @@ def test_generate_shapes_and_length_finish(engine, tokenizer):
     for p, g in zip(prompts, groups):
         assert g.prompt is p and g.group_size == 4 and g.prompt_tokens == p.prompt_tokens
         assert len(g.rollout_logprobs_G_T) == len(g.finish_reason_G) == len(g.response_text_G) == 4
-        for toks, lps, reason, text in zip(g.response_tokens_G_T, g.rollout_logprobs_G_T, g.finish_reason_G,
-                                           g.response_text_G):
+        for toks, lps, reason, text in zip(g.response_tokens_G_T, g.rollout_logprobs_G_T,
+                                           g.finish_reason_G, g.response_text_G):
             assert len(toks) == len(lps) >= 1 and all(lp <= 0.0 for lp in lps)
             assert all(isinstance(t, int) for t in toks) and all(isinstance(x, float) for x in lps)
             if reason == "length":
                 assert len(toks) == ROLLOUT.max_response_tokens
                 # vLLM's incremental detokeniser drops an incomplete UTF-8 sequence at the very end
-                assert text.rstrip("\ufffd") == tokenizer.decode(toks, skip_special_tokens=True).rstrip("\ufffd")
+                assert (text.rstrip("\ufffd")
+                        == tokenizer.decode(toks, skip_special_tokens=True).rstrip("\ufffd"))
             else:  # the random model sampled EOS
                 assert reason == "stop" and toks[-1] == tokenizer.eos_token_id
     assert groups[0].response_tokens_G_T != groups[1].response_tokens_G_T
@@ -123,11 +126,14 @@ def test_log_prob_token_strings_are_not_decoded_but_the_text_still_is(engine, to
 
     from nemo_cascade.rollout import engine_start
 
-    engine_start.skip_logprob_token_strings()  # a second engine in the process: the wrapper is not wrapped again
+    # a second engine in the process: the wrapper is not wrapped again
+    engine_start.skip_logprob_token_strings()
     wrapper = LogprobsProcessor.__dict__["from_new_request"].__func__
-    assert wrapper.__closure__[0].cell_contents.__name__ == "from_new_request", "the wrapper wrapped itself"
+    assert wrapper.__closure__[0].cell_contents.__name__ == "from_new_request", \
+        "the wrapper wrapped itself"
     params = SamplingParams(max_tokens=8, temperature=1.0, seed=0, logprobs=0, ignore_eos=True)
-    (out,) = engine.llm.generate([TokensPrompt(prompt_token_ids=_prompt(12).prompt_tokens)], params, use_tqdm=False)
+    (out,) = engine.llm.generate([TokensPrompt(prompt_token_ids=_prompt(12).prompt_tokens)],
+                                 params, use_tqdm=False)
     sample = out.outputs[0]
     assert [next(iter(pos.values())).decoded_token for pos in sample.logprobs] == [None] * 8
     assert sample.text and sample.text.rstrip("\ufffd") == tokenizer.decode(
@@ -155,10 +161,12 @@ def test_a_subset_at_its_places_samples_the_bits_the_whole_batch_did(engine):
     whole = engine.generate(prompts, n=8, sampling=r, step=5)
     todo = list(range(1, 16, 3))
     part = engine.generate([prompts[i] for i in todo], n=8, sampling=r, step=5, positions=todo)
-    assert max(len(t) for g in part for t in g.response_tokens_G_T) > 64, "long enough for several KV blocks"
+    assert max(len(t) for g in part for t in g.response_tokens_G_T) > 64, (
+        "long enough for several KV blocks")
     for i, group in zip(todo, part):
         assert group.response_tokens_G_T == whole[i].response_tokens_G_T
-        assert group.rollout_logprobs_G_T == whole[i].rollout_logprobs_G_T, f"prompt {i}: log-probs differ"
+        assert group.rollout_logprobs_G_T == whole[i].rollout_logprobs_G_T, \
+            f"prompt {i}: log-probs differ"
     with pytest.raises(ValueError, match="2 positions for 1 prompts"):
         engine.generate(prompts[:1], n=1, positions=[0, 1])
 
@@ -173,7 +181,8 @@ def test_generation_stops_between_engine_steps_when_asked(engine):
         engine.generate(prompts, n=2, sampling=r, step=1, on_group=lambda i, g: handed.append(i),
                         should_stop=lambda: asked.append(1) or len(asked) == 2)
     assert len(asked) == 2 and len(handed) < 4
-    assert not engine.llm.llm_engine.has_unfinished_requests(), "the dropped requests left the engine"
+    assert not engine.llm.llm_engine.has_unfinished_requests(), (
+        "the dropped requests left the engine")
     assert len(engine.generate(prompts, n=2, sampling=r, step=1)) == 4, "the engine serves on"
 
 
@@ -194,7 +203,8 @@ def test_on_group_hands_over_each_group_as_it_finishes(engine):
     assert sorted(handed) == list(range(8)) and all(handed[i] is g for i, g in enumerate(groups))
     plain = engine.generate(prompts, n=2, sampling=r, step=4)
     assert [g.response_tokens_G_T for g in groups] == [g.response_tokens_G_T for g in plain]
-    assert any(unfinished), "no group ended before the others: the test needs a stop that splits them"
+    assert any(unfinished), (
+        "no group ended before the others: the test needs a stop that splits them")
 
 
 def test_stop_string_gives_stop(engine):
@@ -204,14 +214,17 @@ def test_stop_string_gives_stop(engine):
     prompt = _prompt(30, 9)
     (free,) = engine.generate([prompt], n=2, sampling=r, step=7)
     text = free.response_text_G[0]
-    cut = next(i for i, ch in enumerate(text) if i >= 2 and ch.isprintable() and ch != "\ufffd" and not ch.isspace())
+    cut = next(i for i, ch in enumerate(text)
+               if i >= 2 and ch.isprintable() and ch != "\ufffd" and not ch.isspace())
     stop = text[cut]
-    (stopped,) = engine.generate([prompt], n=2, sampling=dataclasses.replace(r, stop=(stop,)), step=7)
+    (stopped,) = engine.generate([prompt], n=2, sampling=dataclasses.replace(r, stop=(stop,)),
+                                 step=7)
     assert stopped.finish_reason_G[0] == "stop"
     assert stop not in stopped.response_text_G[0]
     assert text.startswith(stopped.response_text_G[0])
     toks = stopped.response_tokens_G_T[0]
-    assert toks == free.response_tokens_G_T[0][: len(toks)]  # the token completing the stop string is kept
+    # the token completing the stop string is kept
+    assert toks == free.response_tokens_G_T[0][: len(toks)]
 
 
 def test_rollout_logprobs_are_processed_logprobs(engine, hf_model):
@@ -232,7 +245,8 @@ def test_score_logprobs_matches_transformers(engine, hf_model):
     for prompt, cont in ((_prompt(1, 0), _prompt(9, 1)), (_prompt(70, 2), _prompt(33, 8))):
         got = engine.score_logprobs(prompt.prompt_tokens, cont.prompt_tokens)
         assert len(got) == len(cont.prompt_tokens)
-        assert _max_err(got, _hf_logprobs(hf_model, prompt.prompt_tokens, cont.prompt_tokens)) <= TOL
+        assert _max_err(got,
+                        _hf_logprobs(hf_model, prompt.prompt_tokens, cont.prompt_tokens)) <= TOL
 
 
 def test_around_generate_hook_wraps_engine_calls(engine):
@@ -261,11 +275,12 @@ def test_sleep_and_wake_up_are_noops_on_cpu(engine):
     assert len(engine.generate([_prompt(4)], n=2)[0].response_tokens_G_T) == 2
 
 
-# ------------------------------------------------------------------------------------------ weight pushes
+# ------------------------------------------------------------------------------------ weight pushes
 
 def _perturbed(hf_model, scale: float, seed: int):
     gen = torch.Generator().manual_seed(seed)
-    return {k: v + scale * torch.randn(v.shape, generator=gen) for k, v in hf_model.state_dict().items()}
+    return {k: v + scale * torch.randn(v.shape, generator=gen)
+            for k, v in hf_model.state_dict().items()}
 
 
 def test_load_weights_changes_logprobs_even_for_cached_prompts(engine, hf_model, tiny_qwen3_dir):
@@ -275,7 +290,8 @@ def test_load_weights_changes_logprobs_even_for_cached_prompts(engine, hf_model,
     assert "model.embed_tokens.weight" in names and "model.layers.1.mlp.down_proj.weight" in names
     new = AutoModelForCausalLM.from_pretrained(str(tiny_qwen3_dir), dtype=torch.float32).eval()
     new.load_state_dict(_perturbed(hf_model, 0.05, seed=1))
-    prompt = _prompt(100, 6)  # > 3 KV blocks of 32 tokens: a prefix-cache hit after the first request
+    # > 3 KV blocks of 32 tokens: a prefix-cache hit after the first request
+    prompt = _prompt(100, 6)
     engine.generate([prompt], n=2)  # caches the prompt's KV under the old weights
     try:
         # HF names straight from a state dict (incl. the tied lm_head.weight), streamed lazily.
@@ -283,9 +299,11 @@ def test_load_weights_changes_logprobs_even_for_cached_prompts(engine, hf_model,
         cont = _prompt(20, 1).prompt_tokens
         assert _max_err(engine.score_logprobs(prompt.prompt_tokens, cont),
                         _hf_logprobs(new, prompt.prompt_tokens, cont)) <= TOL
-        (g,) = engine.generate([prompt], n=2)  # would read stale KV if the prefix cache were not reset
+        # would read stale KV if the prefix cache were not reset
+        (g,) = engine.generate([prompt], n=2)
         for toks, lps in zip(g.response_tokens_G_T, g.rollout_logprobs_G_T):
-            assert _max_err(lps, _hf_logprobs(new, prompt.prompt_tokens, toks, ROLLOUT.temperature)) <= TOL
+            assert _max_err(
+                lps, _hf_logprobs(new, prompt.prompt_tokens, toks, ROLLOUT.temperature)) <= TOL
     finally:
         engine.load_weights(hf_model.state_dict().items())
     cont = _prompt(10, 2).prompt_tokens
@@ -315,7 +333,8 @@ def test_incomplete_push_raises(engine, hf_model):
     sd = hf_model.state_dict()
     try:
         with pytest.raises(RuntimeError, match="weight push incomplete: 1 of"):
-            engine.load_weights((k, v) for k, v in sd.items() if k != "model.layers.0.self_attn.q_norm.weight")
+            engine.load_weights((k, v) for k, v in sd.items()
+                                if k != "model.layers.0.self_attn.q_norm.weight")
     finally:
         engine.load_weights(sd.items())
 
@@ -336,7 +355,8 @@ def test_head_dim_below_32_is_rejected_before_start(tiny_qwen3_dir, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError) as e:
         RolloutEngine(str(tmp_path), ROLLOUT)
-    assert _one_line(e.value).startswith("head_dim 16 < 32: vLLM's CPU attention needs head_dim >= 32; set")
+    assert _one_line(e.value).startswith(
+        "head_dim 16 < 32: vLLM's CPU attention needs head_dim >= 32; set")
 
 
 def test_missing_model_folder_or_config(tmp_path):
@@ -394,7 +414,8 @@ def test_two_ranks_share_a_tensor_parallel_engine(engine, tiny_qwen3_dir, tmp_pa
         assert res["score_err"] <= TOL and res["pushed_err"] <= TOL, res
         assert res["default_group_alive"] and res["all_reduce"] == 3.0
     assert results[0]["pushed"] == results[1]["pushed"]  # one engine
-    (alone,) = engine.generate([_prompt(10, 0, uid="r0c0")], n=2, step=0)  # a whole engine, rank 0's seeds
+    # a whole engine, rank 0's seeds
+    (alone,) = engine.generate([_prompt(10, 0, uid="r0c0")], n=2, step=0)
     assert results[0]["tokens"] == [alone.response_tokens_G_T]
 
 
@@ -410,13 +431,15 @@ def _two_rank_worker(model_dir: str, out_dir: str, engine_tp: int) -> None:
     _load_ascii_ids(model_dir)
     # An evaluation budget past the model's positions (App. B asks 64K) is capped, not refused by
     # vLLM.
-    eng = RolloutEngine(model_dir, dataclasses.replace(ROLLOUT, tensor_parallel_size=engine_tp), distributed=True,
-                        max_model_len=1 << 20)
+    eng = RolloutEngine(model_dir, dataclasses.replace(ROLLOUT, tensor_parallel_size=engine_tp),
+                        distributed=True, max_model_len=1 << 20)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     groups = []
-    for call in range(2):  # rank 0: one prompt, then nothing (with engine TP it still joins rank 1's call)
+    # rank 0: one prompt, then nothing (with engine TP it still joins rank 1's call)
+    for call in range(2):
         if rank == 1 or call == 0 or engine_tp > 1:
-            mine = [_prompt(10, rank + call, uid=f"r{rank}c{call}")] if rank == 1 or call == 0 else []
+            mine = ([_prompt(10, rank + call, uid=f"r{rank}c{call}")] if rank == 1 or call == 0
+                    else [])
             groups += eng.generate(mine, n=2, step=call)
     prompt, cont = _prompt(40, 1).prompt_tokens, _prompt(6, 2).prompt_tokens
     score_err = _max_err(eng.score_logprobs(prompt, cont), _hf_logprobs(model, prompt, cont))
@@ -430,9 +453,10 @@ def _two_rank_worker(model_dir: str, out_dir: str, engine_tp: int) -> None:
     x = torch.tensor([rank + 1.0])
     dist.all_reduce(x)
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(dict(
-        max_model_len=eng.max_model_len, group_sizes=[g.group_size for g in groups], uids=[g.prompt.uid for g in groups],
-        tokens=[g.response_tokens_G_T for g in groups], score_err=score_err, pushed_err=pushed_err,
-        pushed=pushed, default_group_alive=alive, all_reduce=x.item())))
+        max_model_len=eng.max_model_len, group_sizes=[g.group_size for g in groups],
+        uids=[g.prompt.uid for g in groups], tokens=[g.response_tokens_G_T for g in groups],
+        score_err=score_err, pushed_err=pushed_err, pushed=pushed, default_group_alive=alive,
+        all_reduce=x.item())))
     dist.destroy_process_group()
 
 
@@ -445,8 +469,10 @@ def test_sampling_params_carry_the_rollout_settings():
     SamplingParams."""
     from nemo_cascade.rollout.vllm import RolloutEngine
 
-    r = config.Rollout(temperature=0.6, top_p=0.95, top_k=20, max_response_tokens=12, stop=("\n\n",))
+    r = config.Rollout(temperature=0.6, top_p=0.95, top_k=20, max_response_tokens=12,
+                       stop=("\n\n",))
     p = RolloutEngine._sampling_params(r, n=8, seed=64)
     assert (p.n, p.temperature, p.top_p, p.top_k, p.max_tokens, p.stop, p.seed, p.logprobs) == (
         8, 0.6, 0.95, 20, 12, ["\n\n"], 64, 0)
-    assert RolloutEngine._sampling_params(config.Rollout(), n=2, seed=None).top_k in (-1, 0)  # vLLM: both = off
+    # vLLM: both = off
+    assert RolloutEngine._sampling_params(config.Rollout(), n=2, seed=None).top_k in (-1, 0)

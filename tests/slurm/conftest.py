@@ -28,13 +28,15 @@ ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 class Cluster:
     dir: Path
     env: dict[str, str]
-    """The environment of a client of this cluster (SLURM_CONF, the venv on PATH, no container, CPU sizes)."""
+    """The environment of a client of this cluster (SLURM_CONF, the venv on PATH, no container, CPU
+    sizes)."""
 
     def cmd(self, *argv: str, check: bool = True, env: dict | None = None, cwd: Path = ROOT) -> str:
-        proc = subprocess.run(argv, capture_output=True, text=True, env={**self.env, **(env or {})}, cwd=cwd,
-                              timeout=120)
+        proc = subprocess.run(argv, capture_output=True, text=True, env={**self.env, **(env or {})},
+                              cwd=cwd, timeout=120)
         if check and proc.returncode:
-            raise AssertionError(f"{' '.join(argv)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"{' '.join(argv)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc.stdout
 
     def sbatch(self, *argv: str, env: dict | None = None) -> str:
@@ -59,9 +61,11 @@ class Cluster:
                 return state
             time.sleep(1.0)
         self.cmd("scancel", job, check=False)
-        raise AssertionError(f"job {job} did not end within {timeout:.0f}s (last state {self.state(job)})")
+        raise AssertionError(
+            f"job {job} did not end within {timeout:.0f}s (last state {self.state(job)})")
 
-    def wait_for(self, predicate, timeout: float, what: str, job: str, log: Path, *, running: bool = True) -> None:
+    def wait_for(self, predicate, timeout: float, what: str, job: str, log: Path, *,
+                 running: bool = True) -> None:
         """Wait until ``predicate()`` holds. While ``running``, a job that ends first fails the test
         at once; either failure shows the end of the job's ``log`` (not ten minutes of waiting on a
         job that died)."""
@@ -69,8 +73,10 @@ class Cluster:
         while not predicate():
             state = self.state(job)
             if (running and state in ENDED) or time.monotonic() > deadline:
-                why = f"job {job} ended ({state})" if state in ENDED else f"not within {timeout:.0f}s ({state})"
-                tail = log.read_text(errors="replace")[-3000:] if log.is_file() else f"{log}: not written"
+                why = (f"job {job} ended ({state})" if state in ENDED
+                       else f"not within {timeout:.0f}s ({state})")
+                tail = (log.read_text(errors="replace")[-3000:] if log.is_file()
+                        else f"{log}: not written")
                 raise AssertionError(f"{what}: {why}\n{tail}")
             time.sleep(0.5)
 
@@ -81,9 +87,11 @@ class Cluster:
 def _skip_reason() -> str:
     if os.geteuid() != 0:
         return "the slurm tier runs Slurm's daemons as root (tools/local_slurm.sh); not root here"
-    have = all(shutil.which(x) for x in ("slurmctld", "slurmd", "sbatch", "munged", "slurmdbd", "mariadbd"))
+    have = all(shutil.which(x)
+               for x in ("slurmctld", "slurmd", "sbatch", "munged", "slurmdbd", "mariadbd"))
     if not have and not shutil.which("apt-get"):
-        return "Slurm is not installed and apt-get is missing (tools/local_slurm.sh installs Debian's packages)"
+        return ("Slurm is not installed and apt-get is missing "
+                "(tools/local_slurm.sh installs Debian's packages)")
     return ""
 
 
@@ -94,15 +102,17 @@ def cluster(tmp_path_factory):
         pytest.skip(reason)
     folder = tmp_path_factory.mktemp("slurm")
     env = {**os.environ, "LOCAL_SLURM_PORT_BASE": PORT_BASE}
-    proc = subprocess.run(["bash", str(TOOL), "start", str(folder)], capture_output=True, text=True, env=env,
-                          timeout=600)
+    proc = subprocess.run(["bash", str(TOOL), "start", str(folder)], capture_output=True, text=True,
+                          env=env, timeout=600)
     if proc.returncode:
-        logs = "\n".join(f"{p.name}: {p.read_text()[-1500:]}" for p in (folder / "log").glob("*.log"))
+        logs = "\n".join(f"{p.name}: {p.read_text()[-1500:]}"
+                         for p in (folder / "log").glob("*.log"))
         raise AssertionError(f"local_slurm.sh start failed:\n{proc.stderr}\n{logs}")
     client = {k: v for k, v in os.environ.items()
               if not k.startswith(("SLURM_", "NCCL_", "WANDB_", "NEMO_CASCADE_", "TORCHELASTIC_"))}
     client.update(SLURM_CONF=str(folder / "slurm.conf"), PATH=f"{VENV_BIN}:{os.environ['PATH']}",
-                  CONTAINER_IMAGE="none", GPUS_PER_NODE="1", WANDB="0", VLLM_CPU_KVCACHE_SPACE="1", DOCTOR="0")
+                  CONTAINER_IMAGE="none", GPUS_PER_NODE="1", WANDB="0", VLLM_CPU_KVCACHE_SPACE="1",
+                  DOCTOR="0")
     # the jobs' clients reach the servers the tests start, with their token (tests/conftest.py)
     client[TOKEN_ENV] = os.environ[TOKEN_ENV]
     try:

@@ -20,15 +20,17 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 RECIPE = "recipes/tiny.py:two_ranks"  # SFT → math GRPO, TP=2: one rank on each node
 # checkpoint_every=100: no step-interval save, so a resume can only start from the save the signal
 # triggered
-ARGS = ("stages.sft.steps=30", "stages.math.steps=6", "stages.math.checkpoint_every=100", "gate.suites=tiny-math",
-        "gate.limit=8", "gate.samples=1")
+ARGS = ("stages.sft.steps=30", "stages.math.steps=6", "stages.math.checkpoint_every=100",
+        "gate.suites=tiny-math", "gate.limit=8", "gate.samples=1")
 STAGES = ("0-sft", "1-math")
 
 
-def _submit(cluster, script: str, runs: Path, *sbatch: str, env: dict | None = None, args=ARGS) -> str:
+def _submit(cluster, script: str, runs: Path, *sbatch: str, env: dict | None = None,
+            args=ARGS) -> str:
     runs.mkdir(parents=True, exist_ok=True)
-    return cluster.sbatch(*sbatch, f"--output={runs}/job-%j.log", f"slurm/{script}", *args,
-                          env={"RUN_DIR": str(runs), "RECIPE": RECIPE, "RUN_NAME": "tiny", **(env or {})})
+    return cluster.sbatch(
+        *sbatch, f"--output={runs}/job-%j.log", f"slurm/{script}", *args,
+        env={"RUN_DIR": str(runs), "RECIPE": RECIPE, "RUN_NAME": "tiny", **(env or {})})
 
 
 def _log(runs: Path, job: str) -> str:
@@ -57,20 +59,25 @@ def test_cascade_8b_runs_the_cascade_over_two_nodes(straight):
     assert state == "COMPLETED", log[-3000:]
     run = runs / "tiny"
     manifest = json.loads((run / "manifest.json").read_text())
-    assert {k: v["status"] for k, v in manifest["stages"].items()} == {"sft": "done", "math": "done"}
+    assert {k: v["status"] for k, v in manifest["stages"].items()} == \
+        {"sft": "done", "math": "done"}
     assert all(v["gated"] for v in manifest["stages"].values())
     for stage in STAGES:
         assert (run / "stages" / stage / "hf" / "model.safetensors").is_file()
         assert set(_scores(run / "stages" / stage)) == {"tiny-math"}
     assert [m["step"] for m in _metrics(run, "1-math")] == list(range(6))
     assert (run / "report.md").is_file()
-    assert f"job {job} (restart 0, at most 2000): {RECIPE}" in log and "on 2 node(s) × 1 GPUs" in log
-    second = (run / "logs" / "rank1.log").read_text()  # a worker's own chatter goes to its log (runtime/console.py)
-    assert "vLLM engine ready" in second and "rank 1)" in second, "the second node's rank started its engine"
+    assert (f"job {job} (restart 0, at most 2000): {RECIPE}" in log
+            and "on 2 node(s) × 1 GPUs" in log)
+    # a worker's own chatter goes to its log (runtime/console.py)
+    second = (run / "logs" / "rank1.log").read_text()
+    assert "vLLM engine ready" in second and "rank 1)" in second, \
+        "the second node's rank started its engine"
     # the nodes' checks run under torchrun over both nodes, as the job does: one table, from rank 0,
     # after an all-reduce across the nodes
     doctors = [line for line in log.splitlines() if line.startswith("nemo-cascade doctor: ")]
-    assert len(doctors) == 1 and "rank 0 of 2, recipe recipes/tiny.py:two_ranks (tiny)" in doctors[0], log[-3000:]
+    assert (len(doctors) == 1
+            and "rank 0 of 2, recipe recipes/tiny.py:two_ranks (tiny)" in doctors[0]), log[-3000:]
     assert "ok      all-reduce                gloo, 2 ranks, 16 MiB in " in log
     assert log.count("ok      vLLM reload API") == 1 and log.count(" ok, 0 FAIL, ") == 1
     assert log.rstrip().endswith("srun ended (exit 0)")
@@ -98,10 +105,12 @@ def test_time_limit_signal_saves_requeues_and_resumes_bit_exact(cluster, straigh
     stopped = next(line for line in log.splitlines() if "nemo-cascade: stopped on request" in line)
     assert f"(SIGUSR1 to job {job})" in stopped, stopped
     # the ranks stop after the step, or inside it keeping its finished groups (rollout checkpoints)
-    saved = re.search(r" (?:after step \d+ of stage 1-math; state saved in|in step \d+ of stage math, "
-                      r"\w[\w ]*; state after step \d+ saved in) ([^;,]+)[;,]", stopped)
+    saved = re.search(
+        r" (?:after step \d+ of stage 1-math; state saved in|in step \d+ of stage math, "
+        r"\w[\w ]*; state after step \d+ saved in) ([^;,]+)[;,]", stopped)
     assert saved, stopped
-    assert "no step ended within" not in log, "the ranks stopped when asked, not by the grace timeout"
+    assert "no step ended within" not in log, \
+        "the ranks stopped when asked, not by the grace timeout"
     assert f"job {job} (restart 1, at most 2000)" in log and "continuing the existing run" in log
     a, b = straight_runs / "tiny", runs / "tiny"
     resumed = json.loads((b / "manifest.json").read_text())["stages"]["math"]["resumed_from"]
@@ -137,8 +146,9 @@ def test_max_requeues_is_honoured_with_a_clear_last_line(cluster, tmp_path, fake
     job = _submit(cluster, "cascade_8b.sh", runs, "--gpus-per-node=1",
                   env={"TORCHRUN": str(fake_torchrun), "MAX_REQUEUES": "0"},
                   args=(*ARGS, "parallel.tp=1"))  # one GPU: the batch shell checks the layout
-    cluster.wait_for(lambda: (runs / f"job-{job}.log").is_file() and "fake torchrun" in _log(runs, job), 60,
-                     "the step", job, runs / f"job-{job}.log")
+    cluster.wait_for(
+        lambda: (runs / f"job-{job}.log").is_file() and "fake torchrun" in _log(runs, job), 60,
+        "the step", job, runs / f"job-{job}.log")
     cluster.cmd("scancel", "--batch", "--signal=USR1", job)
     assert cluster.wait_done(job, 120) == "FAILED"
     log = _log(runs, job)
@@ -150,9 +160,12 @@ def test_max_requeues_is_honoured_with_a_clear_last_line(cluster, tmp_path, fake
 
 
 @pytest.mark.parametrize("setting, env, expected", [
-    ("RECIPE", {"RECIPE": "recipes/missing.py"}, f"error: RECIPE=recipes/missing.py: no such file {ROOT}/recipes/missing.py"),
-    ("MODELS_DIR", {"MODELS_DIR": "/nonexistent/models"}, "error: MODELS_DIR=/nonexistent/models: no such folder"),
-    ("DATA_DIR", {"DATA_DIR": "/nonexistent/data"}, "error: DATA_DIR=/nonexistent/data: no such folder"),
+    ("RECIPE", {"RECIPE": "recipes/missing.py"},
+     f"error: RECIPE=recipes/missing.py: no such file {ROOT}/recipes/missing.py"),
+    ("MODELS_DIR", {"MODELS_DIR": "/nonexistent/models"},
+     "error: MODELS_DIR=/nonexistent/models: no such folder"),
+    ("DATA_DIR", {"DATA_DIR": "/nonexistent/data"},
+     "error: DATA_DIR=/nonexistent/data: no such folder"),
 ])
 def test_bad_setting_fails_at_once_in_one_line(cluster, tmp_path, setting, env, expected):
     runs = tmp_path / "runs"
@@ -165,8 +178,9 @@ def test_bad_setting_fails_at_once_in_one_line(cluster, tmp_path, setting, env, 
 
 
 def test_layout_that_does_not_fill_the_nodes_fails_before_a_model_loads(cluster, tmp_path):
-    """TP=2 on one node with one GPU: the batch shell stops the job before srun, in one line naming both
-    numbers; with its check out of the way (a python3 that cannot read recipes), every rank does."""
+    """TP=2 on one node with one GPU: the batch shell stops the job before srun, in one line naming
+    both numbers; with its check out of the way (a python3 that cannot read recipes), every rank
+    does."""
     runs = tmp_path / "runs"
     started = time.monotonic()
     job = _submit(cluster, "cascade_8b.sh", runs, "--gpus-per-node=1")
@@ -174,8 +188,8 @@ def test_layout_that_does_not_fill_the_nodes_fails_before_a_model_loads(cluster,
     assert time.monotonic() - started < 60
     lines = _log(runs, job).strip().splitlines()
     assert len(lines) == 1 and lines[0].endswith(
-        "error: parallel: tp × pp × cp × dp = 2×1×1×1 = 2 GPUs, but the job has 1; no parallel.dp fills them "
-        "(tp × pp × cp = 2 does not divide 1)"), lines
+        "error: parallel: tp × pp × cp × dp = 2×1×1×1 = 2 GPUs, but the job has 1; "
+        "no parallel.dp fills them (tp × pp × cp = 2 does not divide 1)"), lines
     job = _submit(cluster, "cascade_8b.sh", runs, "--gpus-per-node=1", env={"NC_PYTHON": "false"})
     assert cluster.wait_done(job, 120) == "FAILED"
     log = _log(runs, job)
@@ -201,10 +215,10 @@ def test_unreachable_reward_model_fails_on_the_nodes_before_a_model_loads(cluste
     assert cluster.wait_done(job, 180) == "FAILED"
     assert time.monotonic() - started < 150
     log = _log(runs, job)
-    assert (f"warn    reward-model server       needed later (stages.rlhf.reward.reward_model_url), not "
-            f"answering now: http://127.0.0.1:{port}: no answer at /health") in log, log[-3000:]
-    assert (f"nemo-cascade: error: stages.rlhf.reward.reward_model_url: http://127.0.0.1:{port}: no answer at "
-            f"/health") in log
+    assert ("warn    reward-model server       needed later (stages.rlhf.reward.reward_model_url), "
+            f"not answering now: http://127.0.0.1:{port}: no answer at /health") in log, log[-3000:]
+    assert ("nemo-cascade: error: stages.rlhf.reward.reward_model_url: "
+            f"http://127.0.0.1:{port}: no answer at /health") in log
     assert "vLLM engine ready" not in log + _worker_logs(runs) and "Traceback" not in log
 
 
@@ -213,11 +227,13 @@ def test_a_tool_job_runs_one_command_on_a_node(cluster, tmp_path):
     job."""
     runs = tmp_path / "runs"
     runs.mkdir()
-    job = cluster.sbatch("--gpus-per-node=1", f"--output={runs}/job-%j.log", "slurm/tool.sh", "plan",
-                         "recipes/nemotron_cascade_8b.py", "--time-limit", "04:00:00", env={"RUN_DIR": str(runs)})
+    job = cluster.sbatch("--gpus-per-node=1", f"--output={runs}/job-%j.log", "slurm/tool.sh",
+                         "plan", "recipes/nemotron_cascade_8b.py", "--time-limit", "04:00:00",
+                         env={"RUN_DIR": str(runs)})
     assert cluster.wait_done(job, 300) == "COMPLETED", _log(runs, job)[-3000:]
     log = _log(runs, job)
-    assert f"job {job}: nemo-cascade plan recipes/nemotron_cascade_8b.py --time-limit 04:00:00" in log
+    assert (f"job {job}: nemo-cascade plan recipes/nemotron_cascade_8b.py "
+            "--time-limit 04:00:00") in log
     assert "| swe_24k | grpo |" in log and "jobs of 04:00:00" in log, log[-3000:]
 
 
@@ -234,7 +250,7 @@ def test_the_defaults_a_user_runs_name_the_run_and_the_missing_release(cluster, 
     log = _log(runs, job)
     assert f"{recipe} → {runs}/from-unreleased on 1 node(s)" in log, log[-3000:]
     assert "nemo-cascade doctor: " in log
-    assert ("nemo-cascade: error: model.hf_path: /nonexistent/models/Unreleased-SFT is not there, and it is no "
-            "release: run tests/slurm/recipes.py:sft_then_rlhf (which trains it first), or set model.hf_path "
-            "to your own checkpoint") in log, log[-3000:]
+    assert ("nemo-cascade: error: model.hf_path: /nonexistent/models/Unreleased-SFT is not there, "
+            "and it is no release: run tests/slurm/recipes.py:sft_then_rlhf (which trains it "
+            "first), or set model.hf_path to your own checkpoint") in log, log[-3000:]
     assert "Traceback" not in log

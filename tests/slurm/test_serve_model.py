@@ -43,9 +43,10 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
     rm = build_tiny_reward_model(tmp_path / "rm")
     runs = tmp_path / "runs"
     runs.mkdir()
-    job = cluster.sbatch("--gpus-per-node=1", f"--output={runs}/serve-%j.log", "slurm/serve_model.sh",
-                         "--max-model-len", str(RM_MAX_LEN),
-                         env={"MODEL": str(rm), "NAME": "rm", "RUN_DIR": str(runs), "DTYPE": "float32"})
+    job = cluster.sbatch(
+        "--gpus-per-node=1", f"--output={runs}/serve-%j.log", "slurm/serve_model.sh",
+        "--max-model-len", str(RM_MAX_LEN),
+        env={"MODEL": str(rm), "NAME": "rm", "RUN_DIR": str(runs), "DTYPE": "float32"})
     url_file = runs / "served" / "servers" / "rm.url"
     log_file = runs / f"serve-{job}.log"
 
@@ -62,8 +63,8 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
     _wait_for(lambda: cluster.restarts(job) == 1, 120, "the requeue")
     # The restarted job's own line first: until then the URL file may still be the stopping
     # server's, and a cancel sent while the job waits to restart can sit in REQUEUED.
-    _wait_for(lambda: f"job {job} (restart 1, at most 2000): serving" in log_file.read_text(errors="replace"), 300,
-              "the restarted job")
+    _wait_for(lambda: (f"job {job} (restart 1, at most 2000): serving"
+                       in log_file.read_text(errors="replace")), 300, "the restarted job")
     _wait_for(lambda: url_file.is_file() and _health(_published(url_file)[0]) == 200, 300,
               "the restarted server's URL")
     again, new_token = _published(url_file)
@@ -72,7 +73,8 @@ def test_served_model_publishes_its_url_and_comes_back_after_a_requeue(cluster, 
     assert _classify_status(again, new_token, str(rm)) == 200
     cluster.cmd("scancel", job)
     assert cluster.wait_done(job, 120) == "CANCELLED"
-    _wait_for(lambda: not url_file.exists(), 30, "the URL file's removal when the server stops", running=False)
+    _wait_for(lambda: not url_file.exists(), 30, "the URL file's removal when the server stops",
+              running=False)
     log = (runs / f"serve-{job}.log").read_text()
     assert f"SIGUSR1: requeueing job {job} (restart 1 of at most 2000)" in log
     assert f"job {job} (restart 1, at most 2000): serving {rm}" in log

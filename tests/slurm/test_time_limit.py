@@ -59,13 +59,15 @@ def _equal_to_straight(a: Path, b: Path) -> None:
     assert not (b / "stages/0-rlhf/rollouts").exists()
 
 
-def test_a_step_longer_than_its_job_finishes_over_requeues_bit_exact(cluster, reward_model, straight, tmp_path):
+def test_a_step_longer_than_its_job_finishes_over_requeues_bit_exact(cluster, reward_model,
+                                                                     straight, tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
     reward_model.delay = 20.0  # 160 s of scoring: three jobs of about a minute's work each
     try:
-        job = cluster.sbatch("--time=2", "--signal=B:USR1@5", "--gpus-per-node=1", f"--output={runs}/job-%j.log",
-                             "slurm/cascade_8b.sh", f"stages.rlhf.reward.reward_model_url={reward_model.url}",
+        job = cluster.sbatch("--time=2", "--signal=B:USR1@5", "--gpus-per-node=1",
+                             f"--output={runs}/job-%j.log", "slurm/cascade_8b.sh",
+                             f"stages.rlhf.reward.reward_model_url={reward_model.url}",
                              "stop_margin_seconds=50", "rollout_checkpoint_seconds=0",
                              env={"RUN_DIR": str(runs), "RECIPE": RECIPE, "RUN_NAME": "short-jobs"})
         state = cluster.wait_done(job, 1200)
@@ -74,36 +76,43 @@ def test_a_step_longer_than_its_job_finishes_over_requeues_bit_exact(cluster, re
     log = (runs / f"job-{job}.log").read_text(errors="replace")
     assert state == "COMPLETED", log[-4000:]
     assert cluster.restarts(job) >= 2, log[-4000:]
-    stops = [line for line in log.splitlines() if line.startswith("nemo-cascade: stopped before the job's end at")]
-    assert len(stops) >= 2 and all(" in step 0 of stage rlhf, during generation; " in s for s in stops), log[-4000:]
-    assert f"the run stopped before the job's end (exit 75): requeueing job {job} (restart 2 of" in log
+    stops = [line for line in log.splitlines()
+             if line.startswith("nemo-cascade: stopped before the job's end at")]
+    assert len(stops) >= 2 and all(" in step 0 of stage rlhf, during generation; " in s
+                                   for s in stops), log[-4000:]
+    assert (f"the run stopped before the job's end (exit 75): requeueing job {job} "
+            "(restart 2 of") in log
     assert "SIGUSR1" not in log, "each job stopped by itself, before the time-limit signal"
     _equal_to_straight(straight, runs / "short-jobs")
 
 
-def test_a_launched_stage_job_saves_before_its_end_and_is_requeued(cluster, reward_model, straight, tmp_path):
+def test_a_launched_stage_job_saves_before_its_end_and_is_requeued(cluster, reward_model,
+                                                                   straight, tmp_path):
     """The same through `nemo-cascade launch --executor slurm`: nemo-run's batch shell hands the
     job's end to the run and requeues the job when it stops (exit 75); the launcher sees the job
     succeed in the end."""
     reward_model.delay = DELAY_S
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "nemo_cascade.tooling.cli", "launch", RECIPE, "--executor", "slurm", "--watch",
-             f"stages.rlhf.reward.reward_model_url={reward_model.url}", "stop_margin_seconds=50",
-             "rollout_checkpoint_seconds=0"],
+            [sys.executable, "-m", "nemo_cascade.tooling.cli", "launch", RECIPE, "--executor",
+             "slurm", "--watch", f"stages.rlhf.reward.reward_model_url={reward_model.url}",
+             "stop_margin_seconds=50", "rollout_checkpoint_seconds=0"],
             capture_output=True, text=True, cwd=ROOT, timeout=1200,
-            env={**cluster.env, "ACCOUNT": "acct", "RUN_DIR": str(tmp_path / "runs"), "TIME": "00:02:00",
-                 "NEMORUN_HOME": str(tmp_path / "nemorun-home")})
+            env={**cluster.env, "ACCOUNT": "acct", "RUN_DIR": str(tmp_path / "runs"),
+                 "TIME": "00:02:00", "NEMORUN_HOME": str(tmp_path / "nemorun-home")})
     finally:
         reward_model.delay = 0.0
     (tmp_path / "launch.out").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "every job succeeded (rlhf)" in proc.stdout
-    jobs = [line.split("|")[0] for line in cluster.cmd("sacct", "-n", "-X", "-P", "-o", "JobID,JobName").splitlines()
+    jobs = [line.split("|")[0]
+            for line in cluster.cmd("sacct", "-n", "-X", "-P", "-o", "JobID,JobName").splitlines()
             if line.endswith("|nemo-cascade-short-jobs.rlhf")]
     assert len(jobs) == 1 and cluster.restarts(jobs[0]) >= 1, proc.stdout
-    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "nemorun-home").rglob("log-*.out"))
-    assert "nemo-cascade: stopped before the job's end at" in logs and " in step 0 of stage rlhf, " in logs
+    logs = "".join(p.read_text(errors="replace")
+                   for p in (tmp_path / "nemorun-home").rglob("log-*.out"))
+    assert ("nemo-cascade: stopped before the job's end at" in logs
+            and " in step 0 of stage rlhf, " in logs)
     _equal_to_straight(straight, tmp_path / "runs" / "short-jobs")
 
 

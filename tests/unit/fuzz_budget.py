@@ -1,10 +1,10 @@
 """Shared settings of the fuzz tier (tests/unit/test_fuzz_*.py): hypothesis settings per target and
 a tally of the cases each target ran, so ``bench/reliability.py`` can report "fuzz cases run".
 
-Every fuzz test is deterministic (``derandomize=True``: the examples follow from the test's name, no database)
-and bounded (``max_examples`` per target below), so the whole tier is reproducible and its cost fixed.
-:data:`CASES_RUN` counts the cases actually run in this process (hypothesis may stop early on a small
-strategy space, and explicit cases add to it); :data:`FUZZ_EXAMPLES` is the budget.
+Every fuzz test is deterministic (``derandomize=True``: the examples follow from the test's name, no
+database) and bounded (``max_examples`` per target below), so the whole tier is reproducible and its
+cost fixed. :data:`CASES_RUN` counts the cases actually run in this process (hypothesis may stop
+early on a small strategy space, and explicit cases add to it); :data:`FUZZ_EXAMPLES` is the budget.
 """
 from __future__ import annotations
 
@@ -40,17 +40,19 @@ FUZZ_EXAMPLES: dict[str, int] = {
 """Hypothesis ``max_examples`` per fuzz target: the fuzz tier's budget."""
 
 CASES_RUN: Counter = Counter()
-"""Cases run per target in this process (hypothesis examples, including shrinking replays, plus explicit
-cases); read it after ``pytest.main`` on the fuzz files."""
+"""Cases run per target in this process (hypothesis examples, including shrinking replays, plus
+explicit cases); read it after ``pytest.main`` on the fuzz files."""
 
 
 def fuzz(target: str):
     """The hypothesis settings of ``target``: its budget, derandomized, no deadline (the machine is
     shared; bounded-time claims are asserted against the code's own configured bounds instead), no
     example database."""
-    return settings(max_examples=FUZZ_EXAMPLES[target], derandomize=True, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
+    return settings(
+        max_examples=FUZZ_EXAMPLES[target], derandomize=True, deadline=None, database=None,
+        suppress_health_check=[
+            HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+            HealthCheck.function_scoped_fixture])
 
 
 def ran(target: str, n: int = 1) -> None:

@@ -1,21 +1,23 @@
 """The hostile-program corpus: attacks a model-written program can try on the code reward, and
 the harness that runs them and decides, for each, whether it was contained.
 
-:data:`CORPUS` is the table: name → :class:`Attack` (the program, and what "escaped" would mean). Every
-program is scored as an answer to :data:`LABEL`, whose expected output ``escaped`` it prints only if its
-attack worked, so a contained attack scores 0 and a control that just prints it scores 1. Attacks whose
-success the program cannot see from inside (a packet that left, a process it killed, a file it changed)
-are judged on the host by *witnesses*: listeners that must receive nothing, canary files that must not
-change, a canary process that must survive, no new file carrying the run's tag.
+:data:`CORPUS` is the table: name → :class:`Attack` (the program, and what "escaped" would mean).
+Every program is scored as an answer to :data:`LABEL`, whose expected output ``escaped`` it prints
+only if its attack worked, so a contained attack scores 0 and a control that just prints it
+scores 1. Attacks whose success the program cannot see from inside (a packet that left, a process
+it killed, a file it changed) are judged on the host by *witnesses*: listeners that must receive
+nothing, canary files that must not change, a canary process that must survive, no new file
+carrying the run's tag.
 
 :func:`run_corpus` runs the corpus concurrently through a :class:`~nemo_cascade.rewards.Scorer` (the
 object a GRPO stage scores with), one ``score`` call per program so each has its own wall time, and
 returns one :class:`Verdict` per attack. An attack is contained when it scored 0, the scorer did not
-raise, it ended within its wall clock (``code._limits(TIME_LIMIT_S).wall_s``) plus :data:`SLACK_S`, no
-process carrying its marker is left on the host, and its witnesses saw nothing. Afterwards the same
-Scorer must still score a correct program 1 and a wrong one 0 ("the trainer carries on").
+raise, it ended within its wall clock (``code._limits(TIME_LIMIT_S).wall_s``) plus :data:`SLACK_S`,
+no process carrying its marker is left on the host, and its witnesses saw nothing. Afterwards the
+same Scorer must still score a correct program 1 and a wrong one 0 ("the trainer carries on").
 
-Imported by ``tests/unit/test_hostile_programs.py`` and by ``bench/reliability.py`` (no pytest needed):
+Imported by ``tests/unit/test_hostile_programs.py`` and by ``bench/reliability.py`` (no pytest
+needed):
 ``verdicts, _ = run_corpus(); print(sum(v.contained for v in verdicts), "/", len(verdicts))``.
 """
 from __future__ import annotations
@@ -44,29 +46,33 @@ TIME_LIMIT_S = 1.0
 """The label's time limit: CPU 1 s per run, wall clock 2 x 1 + 5 = 7 s (``code._limits``)."""
 LABEL = {"tests": [{"input": "", "output": ESCAPED}], "time_limit": TIME_LIMIT_S}
 SLACK_S = 10.0
-"""Margin over a run's wall clock for sandbox start-up and teardown with the whole corpus running at once
-on a loaded 2-core machine."""
+"""Margin over a run's wall clock for sandbox start-up and teardown with the whole corpus running at
+once on a loaded 2-core machine."""
 WALL_S = code._limits(TIME_LIMIT_S).wall_s
-"""The wall clock code.py gives each run of :data:`LABEL`: the bound every attack must end within."""
+"""The wall clock code.py gives each run of :data:`LABEL`:
+the bound every attack must end within."""
 CONTROL = "print('escaped')"
-"""Scores 1 under the same label, in the same concurrent run: the harness can tell a pass from a 0."""
+"""Scores 1 under the same label, in the same concurrent run:
+the harness can tell a pass from a 0."""
 WRONG = "print('contained')"
 
 
 @dataclass(frozen=True)
 class Attack:
     program: str
-    """Python source; ``$NAME`` placeholders are filled from :class:`_Host` (paths, ports, pids, the tag)."""
+    """Python source; ``$NAME`` placeholders are filled from :class:`_Host`
+    (paths, ports, pids, the tag)."""
     escaped: str
-    """What would count as an escape (besides scoring > 0, a scorer exception, an overrun or a survivor)."""
+    """What would count as an escape
+    (besides scoring > 0, a scorer exception, an overrun or a survivor)."""
     witnesses: tuple[str, ...] = ()
-    """Shared host-side checks that concern this attack (``processes``: the host canary process survives).
-    Every attack also answers for its own canary files, tagged files and listeners, its processes, and the
-    trainer's file descriptors."""
+    """Shared host-side checks that concern this attack (``processes``: the host canary process
+    survives). Every attack also answers for its own canary files, tagged files and listeners, its
+    processes, and the trainer's file descriptors."""
     safe_unsandboxed: bool = False
-    """May run with ``unsafe=True`` (to show the witnesses see a real escape): it only touches this run's
-    own canaries, tagged files and listeners, or leaves a sleeper the harness kills by pid. Never true for
-    kill, fork or memory attacks."""
+    """May run with ``unsafe=True`` (to show the witnesses see a real escape): it only touches this
+    run's own canaries, tagged files and listeners, or leaves a sleeper the harness kills by pid.
+    Never true for kill, fork or memory attacks."""
 
 
 _WRITE = """\
@@ -85,7 +91,8 @@ for path in targets:
             attempt()
         except OSError:
             pass
-# /tmp and /dev/shm are the sandbox's own tmpfs: writing there is allowed (the host witnesses judge it)
+# /tmp and /dev/shm are the sandbox's own tmpfs: writing there is allowed (the host witnesses \
+judge it)
 if any(not p.startswith(('/tmp/', '/dev/shm/')) for p in wrote):
     print('escaped')
 """
@@ -123,7 +130,8 @@ import socket
 out = False
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.settimeout(0.5)
-s.sendto(b'hostile', ('127.0.0.1', $UDP_PORT))   # succeeds inside the sandbox's own loopback: the host
+s.sendto(b'hostile', ('127.0.0.1', $UDP_PORT))   # succeeds inside the sandbox's own loopback: the \
+host
 for host in ['1.1.1.1', '8.8.8.8', '192.0.2.1']:  # listener is the witness
     try:
         s.sendto(b'hostile', (host, 53))
@@ -160,7 +168,8 @@ for server in servers + ['1.1.1.1', '8.8.8.8']:
     s.settimeout(0.5)
     try:
         s.sendto(query, (server, 53))
-        out = out or not server.startswith(('127.', '::1'))  # a route out (loopback is the sandbox's own)
+        out = out or not server.startswith(('127.', '::1'))  # a route out (loopback is the \
+sandbox's own)
         s.recvfrom(512)
         out = True                                   # a resolver answered
     except OSError:
@@ -185,8 +194,10 @@ for address in ['$UNIX_PATH', '\\0$ABSTRACT']:
 _KILL = """\
 import os, signal
 me = os.getpid()
-# every pid this program can see, then everything it may signal, its parent, and the host pids it was
-# told about (the trainer and a canary): inside a PID namespace those numbers name nothing of the host
+# every pid this program can see, then everything it may signal, its parent, and the host pids it \
+was
+# told about (the trainer and a canary): inside a PID namespace those numbers name nothing of the \
+host
 for pid in sorted({int(p) for p in os.listdir('/proc') if p.isdigit()} - {me}):
     for sig in (signal.SIGSTOP, signal.SIGKILL):
         try:
@@ -219,8 +230,10 @@ if os.fork() == 0:
     os._exit(0)
 os.wait()
 """
-_DAEMON_DETACHED = Template(_DAEMON).safe_substitute(DETACH="os.closerange(0, 3)  # the run may end now")
-_DAEMON_HOLDING = Template(_DAEMON).safe_substitute(DETACH="pass  # keeps the run's stdout and stderr open")
+_DAEMON_DETACHED = Template(_DAEMON).safe_substitute(
+    DETACH="os.closerange(0, 3)  # the run may end now")
+_DAEMON_HOLDING = Template(_DAEMON).safe_substitute(
+    DETACH="pass  # keeps the run's stdout and stderr open")
 
 _SYMLINK = """\
 import os
@@ -237,7 +250,8 @@ for i, canary in enumerate($CANARIES):
         os.symlink(canary, f'canary{i}')
     except OSError:
         pass
-reads = ['repo/setup.py', 'root$REPO/setup.py', 'init_root$REPO/setup.py', 'self_root$REPO/setup.py',
+reads = ['repo/setup.py', 'root$REPO/setup.py', 'init_root$REPO/setup.py', \
+'self_root$REPO/setup.py',
          'root/etc/shadow'] + [f'canary{i}' for i in range(len($CANARIES))] + \\
         [f'root{c}' for c in $CANARIES] + [f'init_root{c}' for c in $CANARIES]
 for path in reads:
@@ -282,22 +296,26 @@ if out:
 
 _HUGE_ARGV = """\
 import os
-# 8 MB of argv (then of environment): over the kernel's 6 MB ceiling for any stack limit, in 64 strings
+# 8 MB of argv (then of environment): over the kernel's 6 MB ceiling for any stack limit, in 64 \
+strings
 # under its 128 KB per-string limit. If the exec ran, the shell would print the expected output.
 try:
     os.execv('/bin/sh', ['/bin/sh', '-c', 'echo escaped'] + ['x' * 120_000] * 70)
 except OSError:
     pass
 try:
-    os.execve('/bin/sh', ['/bin/sh', '-c', 'echo escaped'], {f'V{i}': 'x' * 120_000 for i in range(70)})
+    os.execve('/bin/sh', ['/bin/sh', '-c', 'echo escaped'], {f'V{i}': 'x' * 120_000 for i in \
+range(70)})
 except OSError:
     pass
 """
 
 _FORK_MEMORY = """\
 import os, resource, time
-# Children each take a quarter of the per-process address-space limit, five of them: together they would
-# hold 1.25 x the run's memory limit. rlimits are per process; the sandbox's memory watchdog is what must
+# Children each take a quarter of the per-process address-space limit, five of them: together they \
+would
+# hold 1.25 x the run's memory limit. rlimits are per process; the sandbox's memory watchdog is \
+what must
 # stop this (or, on a slow machine, the CPU limit of each child or the wall clock).
 limit = resource.getrlimit(resource.RLIMIT_AS)[0]
 held = 0
@@ -319,7 +337,8 @@ if held == 5:
 
 _BAD_OUTPUT = """\
 import os, sys
-# invalid UTF-8, NUL, a UTF-8-encoded lone surrogate, on both streams; then a str with a lone surrogate
+# invalid UTF-8, NUL, a UTF-8-encoded lone surrogate, on both streams; then a str with a lone \
+surrogate
 # (the strict stdout encoder raises: exit 1)
 junk = b'escaped\\xff\\xfe\\x00\\xed\\xb2\\x80\\xc3\\x28' + bytes(range(256))
 sys.stdout.buffer.write(junk + b'\\n')
@@ -340,43 +359,57 @@ HUGE_SOURCE_BYTES = 10 << 20
 """The huge-source attack: 10 MB of program text that would print the expected output if it ran."""
 
 CORPUS: dict[str, Attack] = {
-    "fork_bomb": Attack("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+    "fork_bomb": Attack("import os\nwhile True:\n    try:\n        os.fork()\n"
+                        "    except OSError:\n        pass\n",
                         "outlives its wall clock, or a forked copy survives the run"),
-    "fork_memory_bomb": Attack(_FORK_MEMORY, "forked children together hold more than the run's memory limit"),
+    "fork_memory_bomb": Attack(_FORK_MEMORY,
+                               "forked children together hold more than the run's memory limit"),
     "memory_bomb": Attack("x = bytearray(1 << 40)\nprint('escaped')", "a 1 TB allocation succeeds"),
     "cpu_spin": Attack("while True:\n    pass\n", "runs past its CPU limit"),
     "sleep_forever": Attack("import os, time\nos.fork()\ntime.sleep(1e9)\n",
                             "a sleeper (parent or child) outlives the wall clock"),
-    "flood_stdout": Attack("while True:\n    print('escaped' * 100)\n", "unbounded output reaches the trainer"),
+    "flood_stdout": Attack("while True:\n    print('escaped' * 100)\n",
+                           "unbounded output reaches the trainer"),
     "flood_stderr": Attack("import sys\nwhile True:\n    sys.stderr.write('x' * 4096)\n",
                            "unbounded stderr reaches the trainer"),
-    "binary_flood": Attack(_BINARY_FLOOD, "unbounded binary output on both streams reaches the trainer"),
-    "bad_output": Attack(_BAD_OUTPUT, "invalid UTF-8, NUL or surrogates in the output make scoring raise"),
+    "binary_flood": Attack(_BINARY_FLOOD,
+                           "unbounded binary output on both streams reaches the trainer"),
+    "bad_output": Attack(_BAD_OUTPUT,
+                         "invalid UTF-8, NUL or surrogates in the output make scoring raise"),
     "invalid_source": Attack("s = '\udc80'\nprint('escaped')\n\x00\n",
                              "a program text with a lone surrogate and a NUL makes scoring raise"),
-    "huge_source": Attack("# " + "x" * 78 + "\n", "10 MB of program text is run, crashes or hangs the scorer"),
+    "huge_source": Attack("# " + "x" * 78 + "\n",
+                          "10 MB of program text is run, crashes or hangs the scorer"),
     "huge_argv": Attack(_HUGE_ARGV, "an exec with 8 MB of argv or environment runs"),
-    "write_outside": Attack(_WRITE, "a file outside the work dir is created, changed, chmod-ed or touched",
+    "write_outside": Attack(_WRITE,
+                            "a file outside the work dir is created, changed, chmod-ed or touched",
                             safe_unsandboxed=True),
-    "read_secrets": Attack(_READ, "/etc/shadow, the checkout, the home or a host canary file is readable",
+    "read_secrets": Attack(_READ,
+                           "/etc/shadow, the checkout, the home or a host canary file is readable",
                            safe_unsandboxed=True),
-    "symlink_escape": Attack(_SYMLINK, "a symlink (to /, the checkout, the home, /proc/1/root or a canary) "
-                                       "reads or writes a host file"),
+    "symlink_escape": Attack(_SYMLINK, "a symlink (to /, the checkout, the home, /proc/1/root or "
+                                       "a canary) reads or writes a host file"),
     "hardlink_escape": Attack(_HARDLINK, "a hard link to a host file is made and written through"),
     "tcp_egress": Attack(_TCP, "a TCP connection to the host's loopback or the internet"),
-    "udp_egress": Attack(_UDP, "a UDP datagram reaches the host's loopback listener or a route out exists",
-                         safe_unsandboxed=True),
-    "dns_egress": Attack(_DNS, "a name resolves, or a resolver (from /etc/resolv.conf or public) answers"),
-    "unix_socket": Attack(_UNIX, "a connection to a host unix socket (a file under /var/tmp, or abstract)",
+    "udp_egress": Attack(_UDP, "a UDP datagram reaches the host's loopback listener "
+                               "or a route out exists", safe_unsandboxed=True),
+    "dns_egress": Attack(_DNS, "a name resolves, "
+                               "or a resolver (from /etc/resolv.conf or public) answers"),
+    "unix_socket": Attack(_UNIX,
+                          "a connection to a host unix socket (a file under /var/tmp, or abstract)",
                           safe_unsandboxed=True),
-    "kill_parent": Attack(_KILL, "the trainer or another host process is stopped or killed (by ppid, -1, "
-                                 "pid 1, every pid in /proc, or host pids)", ("processes",)),
-    "daemon_detached": Attack(_DAEMON_DETACHED, "a double-forked, setsid, signal-ignoring daemon that closed "
-                                                "its streams outlives the run", safe_unsandboxed=True),
-    "daemon_holding_output": Attack(_DAEMON_HOLDING, "a daemon that keeps the output pipes open outlives the "
-                                                      "run or holds it past its wall clock"),
+    "kill_parent": Attack(_KILL, "the trainer or another host process is stopped or killed "
+                                 "(by ppid, -1, pid 1, every pid in /proc, or host pids)",
+                          ("processes",)),
+    "daemon_detached": Attack(_DAEMON_DETACHED, "a double-forked, setsid, signal-ignoring daemon "
+                                                "that closed its streams outlives the run",
+                              safe_unsandboxed=True),
+    "daemon_holding_output": Attack(_DAEMON_HOLDING,
+                                    "a daemon that keeps the output pipes open outlives the run "
+                                    "or holds it past its wall clock"),
 }
-"""Name → attack. ``huge_source`` is repeated to :data:`HUGE_SOURCE_BYTES` (see :func:`program_text`)."""
+"""Name → attack. ``huge_source`` is repeated to :data:`HUGE_SOURCE_BYTES`
+(see :func:`program_text`)."""
 
 
 @dataclass
@@ -431,7 +464,8 @@ def none_left(marker: str, within_s: float = 5.0) -> bool:
 
 def _fingerprint(path: Path) -> tuple:
     st = path.stat()
-    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode, hashlib.sha256(path.read_bytes()).hexdigest()
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode,
+            hashlib.sha256(path.read_bytes()).hexdigest())
 
 
 class _Host:
@@ -444,11 +478,13 @@ class _Host:
     def __init__(self, tag: str, shared: "_Shared"):
         self.tag, self.shared = tag, shared
         canary_dirs = [d for d in dict.fromkeys([REPO, Path.home(), Path("/tmp"), Path("/var/tmp"),
-                                                 Path("/dev/shm")]) if d.is_dir() and os.access(d, os.W_OK)]
+                                                 Path("/dev/shm")])
+                       if d.is_dir() and os.access(d, os.W_OK)]
         self.canaries = [d / f".hostile-canary-{tag}" for d in canary_dirs]
         self.dirs = canary_dirs + [Path("/etc")]
-        """Watched for new files carrying the tag. Programs write into the canary dirs (the unsandboxed control
-        run too, so it never writes /etc); only the sandboxed symlink attack also tries /etc."""
+        """Watched for new files carrying the tag. Programs write into the canary dirs (the
+        unsandboxed control run too, so it never writes /etc); only the sandboxed symlink attack
+        also tries /etc."""
         self._stack = ExitStack()
 
     def __enter__(self) -> "_Host":
@@ -480,8 +516,9 @@ class _Host:
         self.udp = self._listener(socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", 0))
         # a socket file where the host's services keep theirs, mode 0777: only the sandbox keeps a
         # program out
-        sock_dir = next((d for d in (Path("/var/tmp"), Path("/run")) if d.is_dir() and os.access(d, os.W_OK)),
-                        Path("/tmp"))
+        sock_dir = next(
+            (d for d in (Path("/var/tmp"), Path("/run")) if d.is_dir() and os.access(d, os.W_OK)),
+            Path("/tmp"))
         self.unix_path = sock_dir / f"hostile-{self.tag}.sock"
         self.unix = self._listener(socket.AF_UNIX, socket.SOCK_STREAM, str(self.unix_path))
         self._stack.callback(self.unix_path.unlink, missing_ok=True)
@@ -552,10 +589,12 @@ class _Shared:
         seen: dict[str, list[str]] = {"processes": [], "trainer": []}
         state = _proc_state(self.canary.pid)
         if self.canary.poll() is not None or state in ("T", "t", None):
-            seen["processes"].append(f"the host canary process was stopped or killed (state {state})")
+            seen["processes"].append(
+                f"the host canary process was stopped or killed (state {state})")
         fds = self.open_fds()
         if fds != fds_before:
-            seen["trainer"].append(f"the trainer's open file descriptors went from {fds_before} to {fds}")
+            seen["trainer"].append(
+                f"the trainer's open file descriptors went from {fds_before} to {fds}")
         return seen
 
 
@@ -567,8 +606,9 @@ def _proc_state(pid: int) -> Optional[str]:
 
 
 def _group(response: str) -> PromptGroup:
-    return PromptGroup(prompt=Prompt(prompt_tokens=[0], domain="code", label=LABEL), response_tokens_G_T=[[0]],
-                       rollout_logprobs_G_T=[[0.0]], finish_reason_G=["stop"], response_text_G=[response])
+    return PromptGroup(prompt=Prompt(prompt_tokens=[0], domain="code", label=LABEL),
+                       response_tokens_G_T=[[0]], rollout_logprobs_G_T=[[0.0]],
+                       finish_reason_G=["stop"], response_text_G=[response])
 
 
 def _answer(program: str) -> str:
@@ -584,12 +624,13 @@ def _score(scorer: Scorer, program: str) -> tuple[Optional[float], float, Option
         return None, time.monotonic() - start, f"{type(exc).__name__}: {exc}"[:300]
 
 
-def run_corpus(names: Optional[list[str]] = None, *, unsafe: bool = False) -> tuple[list[Verdict], dict]:
-    """Run the attacks ``names`` (default: all) and two controls at once through one code Scorer; return a
-    :class:`Verdict` per attack and ``{"controls": [correct, wrong], "after": [correct, wrong],
-    "elapsed_s": wall time}``: the controls' scores in the same run and the same Scorer's scores afterwards
-    (both must be ``[1.0, 0.0]``). ``unsafe=True`` (only attacks with ``safe_unsandboxed``) runs them without
-    the sandbox, to show the witnesses see real escapes."""
+def run_corpus(names: Optional[list[str]] = None, *,
+               unsafe: bool = False) -> tuple[list[Verdict], dict]:
+    """Run the attacks ``names`` (default: all) and two controls at once through one code Scorer;
+    return a :class:`Verdict` per attack and ``{"controls": [correct, wrong], "after": [correct,
+    wrong], "elapsed_s": wall time}``: the controls' scores in the same run and the same Scorer's
+    scores afterwards (both must be ``[1.0, 0.0]``). ``unsafe=True`` (only attacks with
+    ``safe_unsandboxed``) runs them without the sandbox, to show the witnesses see real escapes."""
     names = list(CORPUS) if names is None else names
     if unsafe and not all(CORPUS[n].safe_unsandboxed for n in names):
         raise ValueError("run_corpus(unsafe=True) only runs attacks marked safe_unsandboxed")
@@ -613,11 +654,14 @@ def run_corpus(names: Optional[list[str]] = None, *, unsafe: bool = False) -> tu
             elif score != 0.0:
                 verdict.problems.append(f"scored {score}")
             if elapsed > WALL_S + SLACK_S:
-                verdict.problems.append(f"took {elapsed:.1f} s (bound {WALL_S:g} s + {SLACK_S:g} s)")
-            if not none_left(host.tag, within_s=1.0 if unsafe else 5.0):  # unsandboxed, a survivor stays
+                verdict.problems.append(
+                    f"took {elapsed:.1f} s (bound {WALL_S:g} s + {SLACK_S:g} s)")
+            # unsandboxed, a survivor stays
+            if not none_left(host.tag, within_s=1.0 if unsafe else 5.0):
                 survivors = alive(host.tag)
                 verdict.problems.append(f"processes {survivors} outlived the run")
-                for pid in survivors:  # this harness started them (unsafe runs): do not leave them behind
+                # this harness started them (unsafe runs): do not leave them behind
+                for pid in survivors:
                     try:
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:
@@ -625,7 +669,8 @@ def run_corpus(names: Optional[list[str]] = None, *, unsafe: bool = False) -> tu
             # its own witnesses (files, listeners) all count; the shared ones only for attacks that
             # name them
             seen = host.problems()
-            seen.update({k: v for k, v in common.items() if k == "trainer" or k in CORPUS[name].witnesses})
+            seen.update({k: v for k, v in common.items()
+                         if k == "trainer" or k in CORPUS[name].witnesses})
             verdict.problems += [p for found in seen.values() for p in found]
             verdicts.append(verdict)
     after = [s for s, _, _ in (_score(scorer, CONTROL), _score(scorer, WRONG))]
@@ -633,4 +678,5 @@ def run_corpus(names: Optional[list[str]] = None, *, unsafe: bool = False) -> tu
                       "elapsed_s": time.monotonic() - start}
 
 
-__all__ = ["CORPUS", "Attack", "Verdict", "run_corpus", "LABEL", "WALL_S", "SLACK_S", "alive", "none_left"]
+__all__ = ["CORPUS", "Attack", "Verdict", "run_corpus", "LABEL", "WALL_S", "SLACK_S", "alive",
+           "none_left"]

@@ -24,9 +24,11 @@ def reference_verdicts() -> list[tuple[dict, str, list[bool], list[bool]]]:
     loose = read_jsonl_gz(DATA / "eval_results_loose.jsonl.gz")
     out = []
     for s, l in zip(strict, loose, strict=True):
-        assert s["prompt"] == l["prompt"] and s["response"] == l["response"], "strict/loose files out of step"
+        assert (s["prompt"] == l["prompt"]
+                and s["response"] == l["response"]), "strict/loose files out of step"
         row = rows.get(s["prompt"])
         if row is not None:
             assert row["instruction_id_list"] == s["instruction_id_list"]
-            out.append((row, s["response"], s["follow_instruction_list"], l["follow_instruction_list"]))
+            out.append(
+                (row, s["response"], s["follow_instruction_list"], l["follow_instruction_list"]))
     return out

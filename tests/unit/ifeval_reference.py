@@ -1,11 +1,11 @@
 """lm-eval's IFEval checkers, loaded as the reference the agreement tests compare against (tests
 only).
 
-``lm_eval.tasks`` imports the whole evaluation stack (datasets, ...) on import, which the IFEval checkers do
-not need, so their three modules are loaded by file path under light stand-in parent packages. lm-eval's
-``instructions_util`` downloads NLTK's Punkt model on import when it is missing; pointing NLTK at the model
-this project ships (the same English model) keeps that offline. langdetect is seeded so that both sides see
-the same language guesses.
+``lm_eval.tasks`` imports the whole evaluation stack (datasets, ...) on import, which the IFEval
+checkers do not need, so their three modules are loaded by file path under light stand-in parent
+packages. lm-eval's ``instructions_util`` downloads NLTK's Punkt model on import when it is missing;
+pointing NLTK at the model this project ships (the same English model) keeps that offline.
+langdetect is seeded so that both sides see the same language guesses.
 """
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ from pathlib import Path
 def load_lm_eval_ifeval():
     """``(instructions_registry, utils)`` of lm-eval's IFEval task.
 
-    Raises ImportError when lm-eval (``tools/setup_venv.sh`` installs it) is missing: the agreement tests
-    must fail loudly rather than be skipped.
+    Raises ImportError when lm-eval (``tools/setup_venv.sh`` installs it) is missing: the agreement
+    tests must fail loudly rather than be skipped.
     """
     spec = importlib.util.find_spec("lm_eval")
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError("lm-eval is not installed (tools/setup_venv.sh installs lm-eval==0.4.13 --no-deps)")
+        raise ImportError(
+            "lm-eval is not installed (tools/setup_venv.sh installs lm-eval==0.4.13 --no-deps)")
     root = Path(list(spec.submodule_search_locations)[0])
     ifeval_dir = root / "tasks" / "ifeval"
     if not (ifeval_dir / "instructions_registry.py").is_file():

@@ -1,8 +1,8 @@
 """Worker for test_tolerance.py: the tiny actor's numbers under the kernels this process's
 environment allows.
 
-Run: python tests/unit/kernel_worker.py MODEL_DIR OUT.json
-Writes the log-probs before training, two GRPO steps' losses and grad norms, and the log-probs after them.
+Run: python tests/unit/kernel_worker.py MODEL_DIR OUT.json Writes the log-probs before training, two
+GRPO steps' losses and grad norms, and the log-probs after them.
 """
 import json
 import sys
@@ -28,7 +28,8 @@ def main():
     batch["old_logprobs"] = initial - 0.05  # ratio ≠ 1: the clipped objective's whole path
 
     def loss_fn(logprobs, mb):
-        return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"], mb["loss_mask"], config.GRPO())
+        return grpo.policy_loss_terms(logprobs, mb["old_logprobs"], mb["advantages"],
+                                      mb["loss_mask"], config.GRPO())
 
     actor.configure_optimizer(config.Actor(lr=1e-3, clip_grad=1.0), total_steps=2)
     steps = [actor.train_step(batch, loss_fn, temperature=0.7) for _ in range(2)]

@@ -1,10 +1,10 @@
 """SWE-bench Lite golden patches turned into reward fixtures, independently of the code under test.
 
-The dataset has no file contents, but a git hunk's pre-image (context + removed lines) is the original text
-at its header's line numbers. :func:`rebuild` places every pre-image there and fills the gaps with unique
-filler lines, which gives files the golden patch applies to exactly (also for ``git apply``) and the
-expected result of applying it. The parsing here is deliberately strict (git's own output only) and shares
-no code with ``nemo_cascade.rewards.swe``.
+The dataset has no file contents, but a git hunk's pre-image (context + removed lines) is the
+original text at its header's line numbers. :func:`rebuild` places every pre-image there and fills
+the gaps with unique filler lines, which gives files the golden patch applies to exactly (also for
+``git apply``) and the expected result of applying it. The parsing here is deliberately strict
+(git's own output only) and shares no code with ``nemo_cascade.rewards.swe``.
 """
 from __future__ import annotations
 
@@ -43,15 +43,16 @@ class Instance:
     expected: dict[str, str]  # the golden patch applied to them
 
     def label(self) -> dict:
-        return {"golden_patch": self.patch, "files": self.files, "problem_statement": self.problem_statement}
+        return {"golden_patch": self.patch, "files": self.files,
+                "problem_statement": self.problem_statement}
 
     def under(self, directory: str) -> "Instance":
         """The same instance with its files moved under ``directory/`` (``patch`` is left as it
         was)."""
         def move(mapping: dict) -> dict:
             return {f"{directory}/{path}": value for path, value in mapping.items()}
-        return Instance(self.instance_id, self.problem_statement, self.patch, move(self.hunks), move(self.files),
-                        move(self.expected))
+        return Instance(self.instance_id, self.problem_statement, self.patch, move(self.hunks),
+                        move(self.files), move(self.expected))
 
 
 def git_hunks(patch: str) -> dict[str, list[GitHunk]]:
@@ -63,7 +64,8 @@ def git_hunks(patch: str) -> dict[str, list[GitHunk]]:
         line = lines[i]
         if line.startswith("--- a/") and lines[i + 1].startswith("+++ b/"):
             path = lines[i + 1][len("+++ b/"):]
-            assert line[len("--- a/"):] == path, "fixture parser: renames are not expected in SWE-bench Lite"
+            assert line[len("--- a/"):] == path, \
+                "fixture parser: renames are not expected in SWE-bench Lite"
             out[path] = []
             i += 2
             continue
@@ -114,8 +116,8 @@ def load_instances() -> list[Instance]:
         files, expected = {}, {}
         for path, file_hunks in hunks.items():
             files[path], expected[path] = rebuild(path, file_hunks)
-        instances.append(Instance(row["instance_id"], row["problem_statement"], row["patch"], hunks, files,
-                                  expected))
+        instances.append(Instance(row["instance_id"], row["problem_statement"], row["patch"], hunks,
+                                  files, expected))
     return instances
 
 
@@ -125,8 +127,9 @@ def search_replace_answer(instance: Instance) -> str:
     parts = ["I found the problem. Here are the edits:\n"]
     for path, hunks in instance.hunks.items():
         for hunk in hunks:
-            parts.append("```python\n### " + path + "\n<<<<<<< SEARCH\n" + "".join(l + "\n" for l in hunk.before)
-                         + "=======\n" + "".join(l + "\n" for l in hunk.after) + ">>>>>>> REPLACE\n```\n")
+            parts.append("```python\n### " + path + "\n<<<<<<< SEARCH\n"
+                         + "".join(l + "\n" for l in hunk.before) + "=======\n"
+                         + "".join(l + "\n" for l in hunk.after) + ">>>>>>> REPLACE\n```\n")
     parts.append("These changes fix the issue.")
     return "\n".join(parts)
 
@@ -139,7 +142,8 @@ def sloppy_diff_answer(instance: Instance, line_shift: int = 37) -> str:
     for path, hunks in instance.hunks.items():
         out += [f"--- {path}", f"+++ {path}"]
         for hunk in hunks:
-            out.append(f"@@ -{hunk.old_start + line_shift},{hunk.old_count + 2} +{hunk.old_start},99 @@")
+            out.append(
+                f"@@ -{hunk.old_start + line_shift},{hunk.old_count + 2} +{hunk.old_start},99 @@")
             out += ["" if line == " " else line for line in hunk.lines]
     out += ["```", "", "This should resolve the issue."]
     return "\n".join(out)
@@ -169,17 +173,19 @@ def alternative_fix_answer(instance: Instance) -> str:
 
 
 def has_added_line(instance: Instance) -> bool:
-    return any(line[1:].strip() for hunks in instance.hunks.values() for h in hunks for line in h.lines
-               if line[0] == "+")
+    return any(line[1:].strip() for hunks in instance.hunks.values() for h in hunks
+               for line in h.lines if line[0] == "+")
 
 
-def localized_rows(instances: list[Instance], rows: int, candidates: int = 8, max_file_chars: int = 6000) -> list[dict]:
+def localized_rows(instances: list[Instance], rows: int, candidates: int = 8,
+                   max_file_chars: int = 6000) -> list[dict]:
     """Training rows in the §4.7.1 shape (``golden_files`` + ``candidate_files`` in rank order) for
     the first ``rows`` instances whose files are all under ``max_file_chars``: the ground truth is
     an instance's rebuilt files; its "localized" noisy files are the rebuilt files of the other such
     instances of the same repository (real code of that repository the golden patch does not touch),
     in fixture order."""
-    small = [inst for inst in instances if all(len(text) <= max_file_chars for text in inst.files.values())]
+    small = [inst for inst in instances
+             if all(len(text) <= max_file_chars for text in inst.files.values())]
     out = []
     for inst in small:
         repo = inst.instance_id.split("__")[0]
@@ -190,8 +196,9 @@ def localized_rows(instances: list[Instance], rows: int, candidates: int = 8, ma
             noisy += [{"path": path, "content": text} for path, text in other.files.items()
                       if path not in inst.files and path not in {n["path"] for n in noisy}]
         if len(noisy) >= candidates:
-            out.append({"instance_id": inst.instance_id, "problem_statement": inst.problem_statement,
-                        "patch": inst.patch, "golden_files": dict(inst.files), "candidate_files": noisy[:candidates]})
+            out.append({"instance_id": inst.instance_id,
+                        "problem_statement": inst.problem_statement, "patch": inst.patch,
+                        "golden_files": dict(inst.files), "candidate_files": noisy[:candidates]})
         if len(out) == rows:
             break
     return out

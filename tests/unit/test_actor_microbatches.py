@@ -6,7 +6,8 @@ token."""
 import torch
 
 from nemo_cascade import config
-from nemo_cascade.actor.megatron import MegatronActor, _trimmed
+from nemo_cascade.actor.megatron import MegatronActor
+from nemo_cascade.actor.sequence_layout import trimmed
 
 
 def _rows(lengths: list[int], T: int = 12) -> dict:
@@ -26,7 +27,7 @@ def _rows(lengths: list[int], T: int = 12) -> dict:
 
 
 def test_rows_of_one_sequence_are_cut_after_their_last_trained_token():
-    mb = _trimmed(_rows([5, 7, 3]))
+    mb = trimmed(_rows([5, 7, 3]))
     assert {k: tuple(v.shape) for k, v in mb.items()} == {k: (3, 7) for k in mb}
     full = _rows([5, 7, 3])
     assert all(torch.equal(mb[k], full[k][:, :7]) for k in mb), "only padding columns go"

@@ -59,8 +59,9 @@ def test_sft_pairs_score_full_reward(mode):
 
 
 def test_sft_pair_text():
-    row = {"uid": "x", "question": "What is 23 + 45? Put the final answer in \\boxed{}.", "answer": "68",
-           "solution": "23 + 45 = 68"}
+    row = {
+        "uid": "x", "question": "What is 23 + 45? Put the final answer in \\boxed{}.",
+        "answer": "68", "solution": "23 + 45 = 68"}
     assert sft_pairs([row])[0][1] == "23 + 45 = 68. The answer is \\boxed{68}."
 
 

@@ -74,7 +74,9 @@ def test_size_and_seed_sample_and_bad_requests_fail_in_one_line():
     assert [r["uid"] for r in a] == [r["uid"] for r in gsm8k("train", 10, 1)]
     with pytest.raises(DataError, match="size 400 exceeds the 374 train rows"):
         generated_rows(Data(source="benchmark:mbpp", split="train", size=400))
-    with pytest.raises(DataError, match="unknown benchmark set 'gsm9k'; expected one of \\['gsm8k', 'mbpp'\\]"):
+    with pytest.raises(
+            DataError,
+            match="unknown benchmark set 'gsm9k'; expected one of \\['gsm8k', 'mbpp'\\]"):
         generated_rows(Data(source="benchmark:gsm9k"))
 
 

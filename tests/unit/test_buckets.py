@@ -7,7 +7,8 @@ def test_buckets_respect_the_size_bound_and_never_mix_owners():
     sizes = {"a": 400, "b": 400, "c": 400, "d": 2000, "e": 100, "f": 100}
     owner = {"a": 0, "b": 0, "c": 0, "d": 0, "e": 0, "f": 1}
     got = plan_buckets(list(sizes), sizes.get, owner.get, limit=1000)
-    assert got == [["a", "b"], ["c"], ["d"], ["e"], ["f"]]  # d alone (over the bound); f: another stage
+    # d alone (over the bound); f: another stage
+    assert got == [["a", "b"], ["c"], ["d"], ["e"], ["f"]]
     assert plan_buckets([], sizes.get, owner.get, limit=1000) == []
 
 

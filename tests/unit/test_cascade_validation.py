@@ -21,7 +21,8 @@ def tiny():
 
 
 def _stage(cfg, name, **changes):
-    return replace(cfg, stages=tuple(replace(s, **changes) if s.name == name else s for s in cfg.stages))
+    return replace(cfg,
+                   stages=tuple(replace(s, **changes) if s.name == name else s for s in cfg.stages))
 
 
 def _error(cfg) -> str:
@@ -39,7 +40,8 @@ def test_the_tiny_recipe_is_the_whole_pipeline(tiny):
         ("grpo", "code"), ("grpo", "swe")]
     assert config.stage_by_name(tiny, "rlhf").reward.reward_model_stage == "rm"
     assert {config.stage_by_name(tiny, s).domain for s in ("ifeval", "math", "code", "swe")} <= {
-        __import__("nemo_cascade.evaluate.suites", fromlist=["x"]).get_suite(g).domain for g in tiny.gate.suites}
+        __import__("nemo_cascade.evaluate.suites", fromlist=["x"]).get_suite(g).domain
+        for g in tiny.gate.suites}
     hashes = check_cascade(tiny)
     assert len(hashes["sft"]) == 5 and all(len(h) == 64 for v in hashes.values() for h in v)
 
@@ -57,23 +59,27 @@ def test_missing_data_file_names_the_stage(tiny, tmp_path):
 
 def test_a_stage_needing_a_reward_model_without_one(tiny):
     no_rm = _stage(tiny, "rlhf", reward=config.Reward())
-    assert "stages.rlhf.reward.reward_model_url: the rlhf domain needs a reward model" in _error(no_rm)
+    assert ("stages.rlhf.reward.reward_model_url: the rlhf domain needs a reward model"
+            in _error(no_rm))
     later = _stage(tiny, "rlhf", reward=config.Reward(reward_model_stage="math"))
     assert "'math' is not an earlier reward_model stage; those are ['rm']" in _error(later)
-    both = _stage(tiny, "rlhf", reward=config.Reward(reward_model_stage="rm", reward_model_url="http://x"))
+    both = _stage(tiny, "rlhf",
+                  reward=config.Reward(reward_model_stage="rm", reward_model_url="http://x"))
     assert "set it or reward.reward_model_url, not both" in _error(both)
     bonus = _stage(tiny, "ifeval", reward=config.Reward(if_rm_bonus=True))
     assert "if_rm_bonus needs a reward model" in _error(bonus)
 
 
 def test_gate_settings(tiny):
-    assert "gate.suites: --suite nope: unknown suite" in _error(replace(tiny, gate=replace(tiny.gate, suites=("nope",))))
+    assert "gate.suites: --suite nope: unknown suite" in _error(
+        replace(tiny, gate=replace(tiny.gate, suites=("nope",))))
     tol = replace(tiny.gate, tolerance=("tiny-math=x",))
     assert "gate.tolerance: expected SUITE=DROP" in _error(replace(tiny, gate=tol))
     assert config.tolerances(replace(tiny.gate, tolerance=("tiny-code=0.1",)))["tiny-code"] == 0.1
     assert config.tolerances(tiny.gate)["tiny-math"] == tiny.gate.min_drop
     no_rm = replace(tiny, stages=tuple(s for s in tiny.stages if s.name not in ("rm", "rlhf")))
-    assert "tiny-rlhf is scored by a reward model, but the cascade has no reward_model stage" in _error(no_rm)
+    assert ("tiny-rlhf is scored by a reward model, but the cascade has no reward_model stage"
+            in _error(no_rm))
     served = replace(no_rm, gate=replace(no_rm.gate, reward_model_url="http://rm:8000"))
     check_cascade(served)  # a served RM scores the pairwise suite instead
     assert "gate.reward_model_url: the cascade trains a reward_model stage" in _error(
@@ -84,22 +90,31 @@ def test_gate_settings(tiny):
 
 def test_boundary_policy_checks(tiny):
     carry = config.Boundary(optimizer="carry")
-    assert "'carry' needs a policy stage right before" in _error(_stage(tiny, "rlhf", boundary=carry))
-    changed = _stage(_stage(tiny, "math", boundary=carry), "math", actor=config.Actor(lr=1e-4, adam_beta2=0.9))
+    assert "'carry' needs a policy stage right before" in _error(
+        _stage(tiny, "rlhf", boundary=carry))
+    changed = _stage(_stage(tiny, "math", boundary=carry), "math",
+                     actor=config.Actor(lr=1e-4, adam_beta2=0.9))
     assert "actor.adam_beta2 must equal stage ifeval's" in _error(changed)
     check_cascade(_stage(tiny, "math", boundary=carry))  # same optimizer settings: fine
     cont = config.Boundary(data="continue")
-    assert "'continue' needs an earlier grpo stage with the same data" in _error(_stage(tiny, "math", boundary=cont))
-    assert "a reward_model stage reads data" in _error(_stage(tiny, "rm", extra_data=(config.Data(source="synthetic:arithmetic"),)))
-    mixed = _stage(tiny, "math", extra_data=(config.Data(source="synthetic:code_arithmetic", domain="code"),))
+    assert "'continue' needs an earlier grpo stage with the same data" in _error(
+        _stage(tiny, "math", boundary=cont))
+    assert "a reward_model stage reads data" in _error(
+        _stage(tiny, "rm", extra_data=(config.Data(source="synthetic:arithmetic"),)))
+    mixed = _stage(tiny, "math",
+                   extra_data=(config.Data(source="synthetic:code_arithmetic", domain="code"),))
     check_cascade(mixed)  # a grpo stage may mix domains
-    assert config.stage_domains(next(s for s in mixed.stages if s.name == "math")) == ("math", "code")
-    wrong = _stage(tiny, "math", extra_data=(config.Data(source="synthetic:code_arithmetic", domain="coding"),))
+    assert config.stage_domains(next(s for s in mixed.stages if s.name == "math")) == \
+        ("math", "code")
+    wrong = _stage(tiny, "math",
+                   extra_data=(config.Data(source="synthetic:code_arithmetic", domain="coding"),))
     assert "stages.math.extra_data.0.domain: expected one of" in _error(wrong)
     sft_domain = _stage(tiny, "sft", data=config.Data(source="synthetic:arithmetic", domain="math"))
     assert "stages.sft.data.domain: only grpo prompts are scored in a domain" in _error(sft_domain)
-    with_rlhf = _stage(tiny, "math", extra_data=(config.Data(source="synthetic:arithmetic", domain="rlhf"),))
-    assert "stages.math.reward.reward_model_url: the rlhf domain needs a reward model" in _error(with_rlhf)
+    with_rlhf = _stage(tiny, "math",
+                       extra_data=(config.Data(source="synthetic:arithmetic", domain="rlhf"),))
+    assert ("stages.math.reward.reward_model_url: the rlhf domain needs a reward model"
+            in _error(with_rlhf))
     assert "checkpoint_every: expected >= 0" in _error(_stage(tiny, "math", checkpoint_every=-1))
     assert "keep_checkpoints: expected >= 1" in _error(replace(tiny, keep_checkpoints=0))
 
@@ -133,7 +148,8 @@ def test_tokenizer_mismatch(tiny_model, tmp_path):
     shutil.copytree(tiny_model, small)
     cfg = json.loads((small / "config.json").read_text())
     (small / "config.json").write_text(json.dumps({**cfg, "vocab_size": 100}))
-    with pytest.raises(config.ConfigError, match=r"the tokenizer has \d+ tokens but the model's vocab_size is 100"):
+    with pytest.raises(config.ConfigError,
+                       match=r"the tokenizer has \d+ tokens but the model's vocab_size is 100"):
         check_tokenizer(tok, small, [])
     # a finished stage exported with another tokenizer (the base was swapped between runs)
     stage = tmp_path / "stages" / "0-sft"
@@ -153,9 +169,11 @@ def test_manifest_refuses_to_resume_a_stage_under_another_config(tiny, tmp_path)
     again.check_resumable(math)  # same config: resumes
     # a served RM on another host after a requeue: the same stage (endpoints are not part of the
     # hash)
-    again.check_resumable(replace(math, reward=replace(math.reward, reward_model_url="http://node17:8000",
-                                                       judge_url="http://node18:8001")))
-    with pytest.raises(config.ConfigError, match="stages.math: its config changed since the interrupted run started it"):
+    again.check_resumable(replace(math, reward=replace(
+        math.reward, reward_model_url="http://node17:8000", judge_url="http://node18:8001")))
+    with pytest.raises(
+            config.ConfigError,
+            match="stages.math: its config changed since the interrupted run started it"):
         again.check_resumable(replace(math, steps=math.steps + 1))
     path.write_text("{not json")
     with pytest.raises(config.ConfigError, match="manifest.json: not valid JSON"):
@@ -165,7 +183,8 @@ def test_manifest_refuses_to_resume_a_stage_under_another_config(tiny, tmp_path)
 def test_tiny_suite_files_are_what_the_generator_writes():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("make_tiny_suites", ROOT / "tools" / "make_tiny_suites.py")
+    spec = importlib.util.spec_from_file_location("make_tiny_suites",
+                                                  ROOT / "tools" / "make_tiny_suites.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for path, text in module.render_all().items():
@@ -182,10 +201,13 @@ def test_training_requests_must_fit_the_models_positions(tiny, tiny_model):
     check_model(cfg)  # 1024 positions hold every tiny request
     math = next(s for s in cfg.stages if s.kind == "grpo")
     long = _stage(cfg, math.name, rollout=replace(math.rollout, max_response_tokens=2000))
-    with pytest.raises(config.ConfigError, match=rf"stages.{math.name}.rollout: max_prompt_tokens \+ max_response_tokens "
-                                            rf"= \d+ exceeds the model's 1024 positions .* set model.yarn_factor"):
+    with pytest.raises(config.ConfigError,
+                       match=rf"stages.{math.name}.rollout: max_prompt_tokens \+ "
+                             rf"max_response_tokens = \d+ exceeds the model's 1024 positions .* "
+                             rf"set model.yarn_factor"):
         check_model(long)
-    check_model(replace(long, model=replace(long.model, yarn_factor=3.0)))  # 3072 positions with YaRN ×3
+    # 3072 positions with YaRN ×3
+    check_model(replace(long, model=replace(long.model, yarn_factor=3.0)))
 
 
 def test_the_recipes_yarn_factor_is_what_the_run_trains_and_serves(tiny, tiny_model, tmp_path):
@@ -204,9 +226,12 @@ def test_the_recipes_yarn_factor_is_what_the_run_trains_and_serves(tiny, tiny_mo
     spec = read_hf_config(folder)
     assert spec.yarn == (2.0, 1024) and spec.max_position_embeddings == 2048
     weights = [p for p in folder.iterdir() if p.suffix == ".safetensors"]
-    assert weights and all(p.is_symlink() and p.resolve().parent == tiny_model.resolve() for p in weights)
-    assert json.loads((tiny_model / "config.json").read_text()).get("rope_scaling") is None, "the source is untouched"
-    assert prepare_base_model(scaled, run_dir(scaled)) == str(folder)  # the second call finds it made
+    assert weights and all(p.is_symlink() and p.resolve().parent == tiny_model.resolve()
+                           for p in weights)
+    assert json.loads((tiny_model / "config.json").read_text()).get("rope_scaling") is None, \
+        "the source is untouched"
+    # the second call finds it made
+    assert prepare_base_model(scaled, run_dir(scaled)) == str(folder)
     thrice = replace(scaled, model=replace(scaled.model, yarn_factor=3.0))
     remade = read_hf_config(prepare_base_model(thrice, run_dir(thrice)))
     assert remade.yarn == (3.0, 1024), "a changed factor remakes the view"
@@ -218,7 +243,7 @@ def test_a_repeated_grpo_source_is_listed_that_many_times_in_the_pool(tiny, tiny
     apart."""
     from transformers import AutoTokenizer
 
-    from nemo_cascade.cascade.driver import CascadeRun
+    from nemo_cascade.cascade.stage_data import policy_data
     from nemo_cascade.data.loader import PromptStream
 
     math = config.stage_by_name(tiny, "math")
@@ -226,18 +251,20 @@ def test_a_repeated_grpo_source_is_listed_that_many_times_in_the_pool(tiny, tiny
     cfg = _stage(tiny, "math", data=replace(math.data, size=4, repeat=3), extra_data=(larger,))
     check_cascade(cfg)
     rm = config.stage_by_name(tiny, "rm")
-    assert "stages.rm.data.repeat: weights a source in an SFT blend or a GRPO prompt pool" in _error(
-        _stage(tiny, "rm", data=replace(rm.data, repeat=2)))
-    run = object.__new__(CascadeRun)  # what loading the prompts needs: the config and the tokenizer
-    run.cfg, run.tokenizer = replace(cfg, run_root=str(tmp_path)), AutoTokenizer.from_pretrained(tiny_model)
-    _, pool = run._policy_data(config.stage_by_name(cfg, "math"))
-    assert len(pool) == 24 and not any("@copy" in p.uid for p in pool[12:]), "the larger source once"
+    assert ("stages.rm.data.repeat: weights a source in an SFT blend or a GRPO prompt pool"
+            in _error(_stage(tiny, "rm", data=replace(rm.data, repeat=2))))
+    # what loading the prompts needs: the config and the tokenizer
+    cfg, tokenizer = replace(cfg, run_root=str(tmp_path)), AutoTokenizer.from_pretrained(tiny_model)
+    _, pool = policy_data(cfg, config.stage_by_name(cfg, "math"), tokenizer)
+    assert len(pool) == 24 and not any("@copy" in p.uid for p in pool[12:]), \
+        "the larger source once"
     first, *copies = [pool[k * 4:(k + 1) * 4] for k in range(3)]
     for n, copy in enumerate(copies, start=2):
         assert [p.prompt_tokens for p in copy] == [p.prompt_tokens for p in first]
         assert [p.uid for p in copy] == [f"{p.uid}@copy{n}" for p in first]
     PromptStream(pool, epoch_filter=(0.0, 0.0))  # refuses a pool whose uids repeat
-    _, alone = run._policy_data(replace(config.stage_by_name(cfg, "math"), extra_data=()))
+    alone_source = replace(config.stage_by_name(cfg, "math"), extra_data=())
+    _, alone = policy_data(cfg, alone_source, tokenizer)
     assert len(alone) == 12, "a repeated single source is listed three times too"
 
 
@@ -245,10 +272,12 @@ def test_a_missing_base_that_was_never_released_names_the_recipe_that_makes_it(t
     from nemo_cascade.config.recipe_file import load_recipe
 
     cfg = load_recipe(str(ROOT / "recipes" / "nemotron_cascade_14b_thinking.py"))
-    cfg = replace(cfg, model=replace(cfg.model, hf_path=str(tmp_path / "Nemotron-Cascade-14B-Thinking-SFT")))
-    assert _error(cfg) == (f"model.hf_path: {tmp_path}/Nemotron-Cascade-14B-Thinking-SFT is not there, and it "
-                           "is no release: run recipes/nemotron_cascade_14b_thinking.py:with_sft (which trains "
-                           "it first), or set model.hf_path to your own checkpoint")
+    cfg = replace(
+        cfg, model=replace(cfg.model, hf_path=str(tmp_path / "Nemotron-Cascade-14B-Thinking-SFT")))
+    assert _error(cfg) == (
+        f"model.hf_path: {tmp_path}/Nemotron-Cascade-14B-Thinking-SFT is not there, and it "
+        "is no release: run recipes/nemotron_cascade_14b_thinking.py:with_sft (which trains "
+        "it first), or set model.hf_path to your own checkpoint")
     released = replace(cfg, model=replace(cfg.model, made_by=""))
     with pytest.raises(Exception, match="config.json: no such file"):  # a release's own message
         check_cascade(released)

@@ -47,7 +47,8 @@ def test_cascade2_style_exact():
     conv = CONV[1:]
     turns = ("<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n5<|im_end|>\n"
              "<|im_start|>user\nAnd 4 + 4?<|im_end|>\n")
-    assert render(conv, "no_think", style="cascade2") == turns + "<|im_start|>assistant\n<think></think>"
+    assert render(conv, "no_think", style="cascade2") == \
+        turns + "<|im_start|>assistant\n<think></think>"
     assert render(conv, "think", style="cascade2") == turns + "<|im_start|>assistant\n"
 
 
@@ -83,7 +84,8 @@ def test_jinja_template_equals_render(mode, gen):
 def test_cascade2_jinja_template_equals_render(mode, gen):
     kwargs = {} if mode is None else {"mode": mode}
     expected = render(CONV, mode or "no_think", "cascade2", add_generation_prompt=gen)
-    assert _hf_render(CONV, JINJA_TEMPLATES["cascade2"], add_generation_prompt=gen, **kwargs) == expected
+    assert _hf_render(CONV, JINJA_TEMPLATES["cascade2"], add_generation_prompt=gen,
+                      **kwargs) == expected
 
 
 def test_set_chat_template_switches_an_exported_folder(tmp_path):
@@ -109,7 +111,8 @@ def test_jinja_template_per_turn_mode():
     ("\n<think>a</think>b", ("a", "b", True)),
     ("<think>still going", ("still going", "", False)),
     ("The answer is 5.", (None, "The answer is 5.", True)),
-    ("Answer <think>x</think> y", (None, "Answer <think>x</think> y", True)),  # must *open* with <think>
+    # must *open* with <think>
+    ("Answer <think>x</think> y", (None, "Answer <think>x</think> y", True)),
     ("<think></think>5", ("", "5", True)),
     ("", (None, "", True)),
 ])
@@ -117,15 +120,18 @@ def test_split_thinking(response, expected):
     assert split_thinking(response) == expected
 
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city (°C)",
-                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                          "required": ["city"]}}},
-         {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [{"type": "function",
+          "function": {"name": "get_weather", "description": "Weather in a city (°C)",
+                       "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                      "required": ["city"]}}},
+         {"type": "function",
+          "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}]
 TOOL_CONV = [
     {"role": "system", "content": "You are helpful."},
     {"role": "user", "content": "Weather in Paris and the time?"},
     {"role": "assistant", "content": "<think>two calls</think>",
-     "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+     "tool_calls": [{"type": "function",
+                     "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
                     {"name": "now", "arguments": "{}"}]},
     {"role": "tool", "content": "{\"temp\": 21}"},
     {"role": "tool", "content": "12:00"},
@@ -140,14 +146,17 @@ def test_tool_use_renders_tools_calls_and_results_exactly():
     "arguments"}."""
     text = render(TOOL_CONV, "think", tools=TOOLS)
     assert text.startswith("<|im_start|>system\nYou are helpful.\n\n# Tools\n")
-    assert ('<tools>\n{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city '
-            '(°C)", ' in text) and text.count("<|im_start|>system") == 1
-    assert ("<|im_start|>assistant\n<think>two calls</think>\n<tool_call>\n{\"name\": \"get_weather\", "
-            "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": "
-            "{}}\n</tool_call><|im_end|>\n") in text
-    assert ("<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n<tool_response>\n12:00\n"
-            "</tool_response><|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": \"now\", \"arguments\": "
-            "{}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n12:01\n</tool_response><|im_end|>\n"
+    assert ('<tools>\n{"type": "function", "function": {"name": "get_weather", '
+            '"description": "Weather in a city (°C)", ' in text
+            and text.count("<|im_start|>system") == 1)
+    assert ("<|im_start|>assistant\n<think>two calls</think>\n<tool_call>\n"
+            "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+            "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call><|im_end|>\n") in text
+    assert ("<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n"
+            "<tool_response>\n12:00\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n"
+            "</tool_call><|im_end|>\n"
+            "<|im_start|>user\n<tool_response>\n12:01\n</tool_response><|im_end|>\n"
             "<|im_start|>user\nThanks! /think<|im_end|>\n<|im_start|>assistant\n") in text
     assert text.count(" /think") == 2  # user turns only: a tool result carries no flag
     no_system = render(TOOL_CONV[1:2], "no_think", tools=TOOLS)
@@ -163,7 +172,8 @@ def test_tool_conversation_equals_the_jinja_twin(style, mode, gen, with_tools):
     render()."""
     kwargs = {"tools": TOOLS} if with_tools else {}
     expected = render(TOOL_CONV, mode, style, add_generation_prompt=gen, **kwargs)
-    assert _hf_render(TOOL_CONV, JINJA_TEMPLATES[style], add_generation_prompt=gen, mode=mode, **kwargs) == expected
+    assert _hf_render(TOOL_CONV, JINJA_TEMPLATES[style], add_generation_prompt=gen, mode=mode,
+                      **kwargs) == expected
 
 
 def test_exported_tokenizer_applies_tools_like_render(tmp_path):
@@ -173,15 +183,19 @@ def test_exported_tokenizer_applies_tools_like_render(tmp_path):
 
     build_tiny_tokenizer(tmp_path)
     tok = AutoTokenizer.from_pretrained(tmp_path)
-    got = tok.apply_chat_template(TOOL_CONV, tools=TOOLS, tokenize=False, add_generation_prompt=True, mode="think")
+    got = tok.apply_chat_template(TOOL_CONV, tools=TOOLS, tokenize=False,
+                                  add_generation_prompt=True, mode="think")
     assert got == render(TOOL_CONV, "think", tools=TOOLS)
 
 
 @pytest.mark.parametrize("message, field", [
-    ({"role": "user", "content": "x", "tool_calls": [{"name": "f", "arguments": {}}]}, "messages[0].tool_calls"),
+    ({"role": "user", "content": "x", "tool_calls": [{"name": "f", "arguments": {}}]},
+     "messages[0].tool_calls"),
     ({"role": "assistant", "content": None}, "messages[0].content"),
-    ({"role": "assistant", "content": "", "tool_calls": [{"name": "", "arguments": {}}]}, "tool_calls[0]"),
-    ({"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": 3}]}, "tool_calls[0]"),
+    ({"role": "assistant", "content": "", "tool_calls": [{"name": "", "arguments": {}}]},
+     "tool_calls[0]"),
+    ({"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": 3}]},
+     "tool_calls[0]"),
     ({"role": "assistant", "content": "", "tool_calls": "f()"}, "messages[0].tool_calls"),
     ({"role": "tool", "content": 5}, "messages[0].content"),
 ])

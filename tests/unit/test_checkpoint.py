@@ -1,9 +1,10 @@
 """checkpoint.py: save → load → train equals an uninterrupted run bit for bit; verification errors;
 latest/keep.
 
-One process, world size 1, the tiny recipe's Qwen3 (demo_data.tiny_models.BUILDERS) as a real Megatron actor with
-the distributed optimizer (the default) and the plain one. The schedule has warmup + cosine decay and the
-optimizer weight decay, so a wrong scheduler or optimizer restore changes the weights.
+One process, world size 1, the tiny recipe's Qwen3 (demo_data.tiny_models.BUILDERS) as a real
+Megatron actor with the distributed optimizer (the default) and the plain one. The schedule has
+warmup + cosine decay and the optimizer weight decay, so a wrong scheduler or optimizer restore
+changes the weights.
 """
 import json
 import random
@@ -20,10 +21,12 @@ from nemo_cascade.algorithms import sft
 from nemo_cascade.runtime.files import file_sha256
 
 K, M = 3, 3  # steps before the checkpoint, steps after it
-ACTOR = config.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1, clip_grad=1.0)
+ACTOR = config.Actor(lr=2e-3, min_lr=2e-4, lr_schedule="cosine", warmup_steps=2, weight_decay=0.1,
+                     clip_grad=1.0)
 
 
-def sft_loss(logprobs_B_T, mb):  # the SFT stage's loss (stage.sft_loss); cascade/stage.py sits above this test's layer
+# the SFT stage's loss (stage.sft_loss); cascade/stage.py sits above this test's layer
+def sft_loss(logprobs_B_T, mb):
     num, den = sft.sft_loss_terms(logprobs_B_T, mb["loss_mask"])
     return num, den, {}
 
@@ -51,7 +54,9 @@ def batches():
 def make_actor(model_dir, distributed_optimizer=True, actor_cfg=ACTOR, configure=True):
     from nemo_cascade.actor.megatron import MegatronActor
 
-    actor = MegatronActor(str(model_dir), config.Parallel(micro_batch_size=2, distributed_optimizer=distributed_optimizer))
+    actor = MegatronActor(
+        str(model_dir),
+        config.Parallel(micro_batch_size=2, distributed_optimizer=distributed_optimizer))
     if configure:
         actor.configure_optimizer(actor_cfg, total_steps=K + M)
     return actor
@@ -84,8 +89,9 @@ def uninterrupted(request, model_dir, batches, tmp_path_factory):
     path = ckpt.save(root, K, actor, {"position": K, "stage": "sft"})
     draws = rng_draws()
     train(actor, batches[K:])
-    return dict(distopt=request.param, root=root, path=path, at_save=at_save, draws=draws, final=params(actor),
-                lr=actor.optimizer.param_groups[0]["lr"], num_steps=actor.scheduler.num_steps, actor=actor)
+    return dict(distopt=request.param, root=root, path=path, at_save=at_save, draws=draws,
+                final=params(actor), lr=actor.optimizer.param_groups[0]["lr"],
+                num_steps=actor.scheduler.num_steps, actor=actor)
 
 
 def resume(model_dir, uninterrupted, batches):
@@ -99,9 +105,11 @@ def resume(model_dir, uninterrupted, batches):
 def test_resume_is_bit_exact(model_dir, uninterrupted, batches):
     actor, step, state, draws = resume(model_dir, uninterrupted, batches)
     assert (step, state) == (K, {"position": K, "stage": "sft"})
-    assert draws == uninterrupted["draws"], "python / numpy / torch / megatron-tracker RNG not restored"
+    assert draws == uninterrupted["draws"], (
+        "python / numpy / torch / megatron-tracker RNG not restored")
     final = params(actor)
-    assert not all(torch.equal(final[n], uninterrupted["at_save"][n]) for n in final), "training must move weights"
+    assert not all(torch.equal(final[n], uninterrupted["at_save"][n])
+                   for n in final), "training must move weights"
     for name, want in uninterrupted["final"].items():
         assert torch.equal(final[name], want), f"{name} differs after resume"
     assert actor.optimizer.param_groups[0]["lr"] == uninterrupted["lr"]
@@ -127,11 +135,13 @@ def _shared_adam_step(monkeypatch, actor):
 
 @pytest.mark.parametrize("sabotage", [_skip_optimizer, _skip_scheduler, _shared_adam_step],
                          ids=["no-optimizer", "no-scheduler", "shared-adam-step"])
-def test_equality_check_catches_incomplete_restore(model_dir, uninterrupted, batches, monkeypatch, sabotage):
+def test_equality_check_catches_incomplete_restore(model_dir, uninterrupted, batches,
+                                                   monkeypatch, sabotage):
     """The equality above is sensitive: leaving out one piece of the restore changes the final
     weights."""
     if sabotage is _shared_adam_step and not uninterrupted["distopt"]:
-        pytest.skip("only the distributed optimizer rebuilds Adam's state with a shared step tensor")
+        pytest.skip(
+            "only the distributed optimizer rebuilds Adam's state with a shared step tensor")
     actor = make_actor(model_dir, uninterrupted["distopt"])
     sabotage(monkeypatch, actor)
     ckpt.load(uninterrupted["path"], actor)
@@ -160,9 +170,11 @@ def test_load_needs_optimizer_and_same_schedule(model_dir, uninterrupted):
         ckpt.load(uninterrupted["path"], actor)
     actor.configure_optimizer(config.Actor(**{**ACTOR.__dict__, "lr": 1e-3}), total_steps=K + M)
     before = params(actor)
-    with pytest.raises(ckpt.CheckpointError, match=r"train_rank00000\.pt: LR schedule differs.*max_lr"):
+    with pytest.raises(ckpt.CheckpointError,
+                       match=r"train_rank00000\.pt: LR schedule differs.*max_lr"):
         ckpt.load(uninterrupted["path"], actor)
-    assert all(torch.equal(p, before[n]) for n, p in params(actor).items()), "a failed load changed the model"
+    assert all(torch.equal(p, before[n])
+               for n, p in params(actor).items()), "a failed load changed the model"
 
 
 def copy_ckpt(uninterrupted, tmp_path):
@@ -241,8 +253,9 @@ def test_failed_write_leaves_no_checkpoint(uninterrupted, tmp_path, monkeypatch)
 
     def full_disk(obj, path):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(ckpt, "_torch_save", full_disk)
-    with pytest.raises(ckpt.CheckpointError, match=r"step_000002\.tmp: rank 0 could not write.*No space left"):
+    monkeypatch.setattr(ckpt.storage, "torch_save", full_disk)
+    with pytest.raises(ckpt.CheckpointError,
+                       match=r"step_000002\.tmp: rank 0 could not write.*No space left"):
         ckpt.save(tmp_path, 2, actor, {})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000001"]
     assert ckpt.latest(tmp_path) == tmp_path / "step_000001"
@@ -274,9 +287,11 @@ def _damage_other_step(path):
     return r"meta\.json: step 1, but the folder is step 5"
 
 
-@pytest.mark.parametrize("damage", [_damage_truncate, _damage_flip, _damage_missing_meta, _damage_other_step],
+@pytest.mark.parametrize("damage",
+                         [_damage_truncate, _damage_flip, _damage_missing_meta, _damage_other_step],
                          ids=["truncated", "bit-flip", "no-meta", "other-step"])
-def test_damaged_newest_is_refused_and_the_one_before_is_used(uninterrupted, tmp_path, damage, caplog):
+def test_damaged_newest_is_refused_and_the_one_before_is_used(uninterrupted, tmp_path,
+                                                              damage, caplog):
     actor = uninterrupted["actor"]
     ckpt.save(tmp_path, 2, actor, {"position": 2}, keep=3)
     ckpt.save(tmp_path, 5, actor, {"position": 5}, keep=3)
@@ -314,14 +329,17 @@ def test_carried_state_trains_at_the_new_schedules_lr(model_dir, uninterrupted):
     # last LR must not. Regression: the first step of the next stage ran at the previous stage's
     # final LR.
     saved_lr = uninterrupted["lr"]
-    actor = make_actor(model_dir, uninterrupted["distopt"], actor_cfg=config.Actor(lr=1e-4, warmup_steps=3))
+    actor = make_actor(model_dir, uninterrupted["distopt"],
+                       actor_cfg=config.Actor(lr=1e-4, warmup_steps=3))
     ckpt.load(uninterrupted["path"], actor, schedule=False)
     assert saved_lr > 0
-    assert [g["lr"] for g in actor.optimizer.param_groups] == [0.0] * len(actor.optimizer.param_groups)
-    assert actor.optimizer.param_groups[0]["weight_decay"] == 0.0  # the new Actor's, not the saved 0.1
+    assert ([g["lr"] for g in actor.optimizer.param_groups]
+            == [0.0] * len(actor.optimizer.param_groups))
+    # the new Actor's, not the saved 0.1
+    assert actor.optimizer.param_groups[0]["weight_decay"] == 0.0
 
 
-# ------------------------------------------------------------------------------- module extra state (FP8)
+# ------------------------------------------------------------------------- module extra state (FP8)
 class FP8Like(torch.nn.Module):
     """State outside parameters and buffers, kept through ``get/set_extra_state`` as Transformer
     Engine keeps its FP8 scales and amax history (``_extra_state`` in the state dict)."""
@@ -354,8 +372,9 @@ def test_module_extra_state_is_saved_and_restored(model_dir, batches, tmp_path):
     resumed = _with_fp8_like(make_actor(model_dir))
     ckpt.load(path, resumed)
     assert torch.equal(resumed.model.decoder.fp8_like.scales, torch.arange(4.0))
-    with pytest.raises(ckpt.CheckpointError, match=r"train_rank00000\.pt: module extra state differs from the model "
-                                                   r"\(missing \[\], unexpected \['decoder\.fp8_like\._extra_state'\]"):
+    with pytest.raises(ckpt.CheckpointError,
+                       match=r"train_rank00000\.pt: module extra state differs from the model "
+                             r"\(missing \[\], unexpected \['decoder\.fp8_like\._extra_state'\]"):
         ckpt.load(path, make_actor(model_dir))
 
 
@@ -374,13 +393,16 @@ def test_checkpoint_without_extra_state_still_resumes(uninterrupted, tmp_path):
     assert ckpt.load(path, uninterrupted["actor"])[0] == K
 
 
-# ------------------------------------------------------------------------------------- layout metadata
-@pytest.mark.parametrize("tp,pp,cp,world,dp", [(1, 1, 1, 1, 1), (2, 2, 2, 16, 2), (1, 1, 4, 8, 2), (2, 1, 2, 4, 1)])
-def test_layout_counts_context_parallel_ranks_apart_from_data_parallel(monkeypatch, tp, pp, cp, world, dp):
+# ---------------------------------------------------------------------------------- layout metadata
+@pytest.mark.parametrize("tp,pp,cp,world,dp", [(1, 1, 1, 1, 1), (2, 2, 2, 16, 2), (1, 1, 4, 8, 2),
+                                               (2, 1, 2, 4, 1)])
+def test_layout_counts_context_parallel_ranks_apart_from_data_parallel(
+        monkeypatch, tp, pp, cp, world, dp):
     from types import SimpleNamespace
 
     monkeypatch.setattr(ckpt.dist, "get_world_size", lambda group=None: world)
     actor = SimpleNamespace(parallel=config.Parallel(tp=tp, pp=pp, cp=cp, dp=dp))
     layout = ckpt._layout(actor)
     assert (layout["cp"], layout["dp"]) == (cp, dp)
-    assert layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"] == layout["world_size"] == world
+    assert (layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"] == layout["world_size"]
+            == world)

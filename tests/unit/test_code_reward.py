@@ -28,9 +28,11 @@ ADD_WRONG = "a, b = map(int, input().split())\nprint(a - b)"
     ("```python\nx = 1\n```", "x = 1\n"),
     ("```\nx = 1\n```", "x = 1\n"),                                     # untagged block counts
     ("```py\na\n```\ntext\n```python3\nb\n```", "b\n"),                 # the last block wins
-    ("```python\na\n```\nSample output:\n```text\n3\n```", "a\n"),      # other languages are skipped
+    # other languages are skipped
+    ("```python\na\n```\nSample output:\n```text\n3\n```", "a\n"),
     ("```python\na\n```\n```cpp\nint main(){}\n```", "a\n"),
-    ("```python\na\n```\n```python\nb = 2", "a\n"),                     # unterminated last block ignored
+    # unterminated last block ignored
+    ("```python\na\n```\n```python\nb = 2", "a\n"),
     ("  ```python\n  if x:\n      y()\n  ```", "  if x:\n      y()\n"),  # indented fences
     ("```Python\nA\n```", "A\n"),
     ("```python\n```", "\n"),
@@ -43,7 +45,8 @@ def test_extract_program(answer, expected):
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("garbage", [
-    "```a\n" * 200_000,            # every line opens a block that never closes: a regex would go quadratic
+    # every line opens a block that never closes: a regex would go quadratic
+    "```a\n" * 200_000,
     "```\n" * 250_000,
     "x" * 1_000_000,
     "\n" * 1_000_000,
@@ -56,7 +59,8 @@ def test_megabyte_responses_score_zero_quickly(garbage):
 
 @pytest.mark.parametrize("actual, expected, same", [
     ("3\n", "3", True),
-    ("1 2\n3 4\n\n", "1 2 3 4", True),               # token-wise: line structure and blank lines ignored
+    # token-wise: line structure and blank lines ignored
+    ("1 2\n3 4\n\n", "1 2 3 4", True),
     ("  a\tb  ", "a b", True),
     ("0.5000001", "0.5", True),                      # 1e-6 absolute below 1 ...
     ("0.500002", "0.5", False),
@@ -102,22 +106,28 @@ def test_validate_label_rejects(label, message):
     with pytest.raises(ValueError, match=message) as info:
         validate_label(label)
     assert "\n" not in str(info.value)
-    with pytest.raises(ValueError):              # a bad label is a data error even through the reward
+    # a bad label is a data error even through the reward
+    with pytest.raises(ValueError):
         reward(py(ADD_OK), label)
 
 
 def test_validate_label_accepts():
     validate_label(ADD)
-    validate_label({"tests": [{"input": "", "output": "", "extra": 1}], "time_limit": 2.5, "source": "taco"})
-    validate_label({"test_code": "def check(candidate):\n    assert candidate(1) == 2\n", "entry_point": "inc"})
+    validate_label({
+        "tests": [{"input": "", "output": "", "extra": 1}], "time_limit": 2.5, "source": "taco"})
+    validate_label({
+        "test_code": "def check(candidate):\n    assert candidate(1) == 2\n", "entry_point": "inc"})
 
 
 def test_stdio_pass_fail_and_runtime_error():
     assert reward(py(ADD_OK), ADD) == 1.0
     assert reward(py(ADD_WRONG), ADD) == 0.0
-    assert reward(py(ADD_OK + "\nraise SystemExit(1)"), ADD) == 0.0        # right output, failed exit
-    assert reward(py(ADD_OK + "\nexit()"), ADD) == 1.0                     # site's exit() is available
-    assert reward(py("print(sum(map(int, input().split())) + 0.0000001)"), ADD) == 1.0   # float tolerance
+    # right output, failed exit
+    assert reward(py(ADD_OK + "\nraise SystemExit(1)"), ADD) == 0.0
+    # site's exit() is available
+    assert reward(py(ADD_OK + "\nexit()"), ADD) == 1.0
+    # float tolerance
+    assert reward(py("print(sum(map(int, input().split())) + 0.0000001)"), ADD) == 1.0
     assert reward(py("print(int(input().split()[0]) + 2)"), ADD) == 0.0    # passes test 1 only
 
 
@@ -138,8 +148,10 @@ def test_stops_at_first_failure(monkeypatch):
 
 def test_thinking_responses():
     think = "<think>\nmaybe:\n```python\nprint('wrong')\n```\n</think>\n"
-    assert reward(think + py(ADD_OK), ADD) == 1.0              # only the answer after </think> counts
-    assert reward(think, ADD) == 0.0                           # a code block inside thinking is not an answer
+    # only the answer after </think> counts
+    assert reward(think + py(ADD_OK), ADD) == 1.0
+    # a code block inside thinking is not an answer
+    assert reward(think, ADD) == 0.0
     assert reward("<think>\n" + py(ADD_OK), ADD) == 0.0        # thinking never closed
     assert reward(py(ADD_OK) + py(ADD_WRONG), ADD) == 0.0      # the last block is the program
     assert reward(py(ADD_WRONG) + py(ADD_OK), ADD) == 1.0
@@ -151,15 +163,20 @@ HUMANEVAL_LIKE = {
                  "    assert candidate([]) == 0\n",
     "entry_point": "total",
 }
-MBPP_LIKE = {"test_code": "assert total([1, 2]) == 3\nassert total([]) == 0\n", "entry_point": "total"}
+MBPP_LIKE = {
+    "test_code": "assert total([1, 2]) == 3\nassert total([]) == 0\n", "entry_point": "total"}
 
 
 @pytest.mark.parametrize("label", [HUMANEVAL_LIKE, MBPP_LIKE])
 def test_function_call_style(label):
     assert reward(py("def total(xs):\n    return sum(xs)"), label) == 1.0
     assert reward(py("def total(xs):\n    print('debug', xs)\n    return sum(xs)"), label) == 1.0
-    assert reward(py("def total(xs):\n    return sum(xs)\n\nif __name__ == '__main__':\n    raise SystemExit(1)"),
-                  label) == 1.0                                       # the program is imported, not run as main
+    assert reward(
+        py("def total(xs):\n    return sum(xs)\n\nif __name__ == '__main__':\n    "
+           "raise SystemExit(1)"
+           ),
+        # the program is imported, not run as main
+        label) == 1.0
     assert reward(py("def total(xs):\n    return len(xs)"), label) == 0.0
     assert reward(py("def summe(xs):\n    return sum(xs)"), label) == 0.0    # wrong name
     assert reward(py("def total(xs):\n    return sum(xs\n"), label) == 0.0   # syntax error
@@ -172,17 +189,24 @@ def test_exiting_before_the_tests_scores_zero(escape):
 
 
 def test_time_limit_applies():
-    slow = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.2:\n    pass\nprint(3)"
-    label = {"tests": [{"input": "1 2\n", "output": "3"}], "time_limit": 0.5}   # CPU limit: whole seconds, 1
+    slow = ("import time\nt = time.process_time()\nwhile time.process_time() - t < 1.2:\n  "
+            "  pass\nprint(3)")
+    # CPU limit: whole seconds, 1
+    label = {"tests": [{"input": "1 2\n", "output": "3"}], "time_limit": 0.5}
     start = time.monotonic()
     assert reward(py(slow), label) == 0.0
-    assert reward(py("print(3)\nimport time\ntime.sleep(100)"), label) == 0.0   # right output, then hangs
+    # right output, then hangs
+    assert reward(py("print(3)\nimport time\ntime.sleep(100)"), label) == 0.0
     assert time.monotonic() - start < 30
     assert reward(py(slow), dict(label, time_limit=4)) == 1.0
 
 
 def test_reward_batch_parallel_in_order():
-    responses = [py(ADD_OK), py(ADD_WRONG), "no code", py("def total(xs):\n    return sum(xs)"), py(ADD_OK)]
+    responses = [
+        py(ADD_OK),
+        py(ADD_WRONG), "no code",
+        py("def total(xs):\n    return sum(xs)"),
+        py(ADD_OK)]
     labels = [ADD, ADD, ADD, HUMANEVAL_LIKE, ADD]
     expected = [1.0, 0.0, 0.0, 1.0, 1.0]
     assert reward_batch(responses, labels, workers=2) == expected

@@ -21,23 +21,32 @@ def label_of(io, starter=None, time_limit=None):
 
 
 # TACO's shape: each output wrapped in a list; the pair function returns a tuple
-TACO = {"fn_name": "pair_sum", "inputs": [[[1, 2, 3], 4], [[5], 5], [[], 0]], "outputs": [[[1, 3]], [None], [None]]}
-GOOD = ("def pair_sum(xs, t):\n    seen = {}\n    for i, x in enumerate(xs):\n        if t - x in seen:\n"
-        "            return (seen[t - x], i) if False else (t - x, x)\n        seen[x] = i\n    return None")
+TACO = {
+    "fn_name": "pair_sum", "inputs": [[[1, 2, 3], 4], [[5], 5], [[], 0]], "outputs": [[[1, 3]],
+                                                                                      [None],
+                                                                                      [None]]}
+GOOD = (
+    "def pair_sum(xs, t):\n    seen = {}\n    for i, x in enumerate(xs):\n        if "
+    "t - x in seen:\n"
+    "            return (seen[t - x], i) if False else (t - x, x)\n        seen[x] = "
+    "i\n    return None"
+)
 
 
 def test_top_level_function_passes_and_wrong_answers_fail():
     label = label_of(TACO)
     assert code_reward(py(GOOD), label) == 1.0  # a tuple return value equals the expected list
     assert code_reward(py(GOOD.replace("return None", "return []")), label) == 0.0
-    assert code_reward(py("def pair_sum(xs, t):\n    return (1, 3)"), label) == 0.0  # the first test only
+    # the first test only
+    assert code_reward(py("def pair_sum(xs, t):\n    return (1, 3)"), label) == 0.0
     assert code_reward(py("def other(xs, t):\n    return None"), label) == 0.0          # no fn_name
     assert code_reward(py("def pair_sum(xs, t):\n    raise ValueError"), label) == 0.0
 
 
 def test_solution_class_from_starter_code():
     io = {"fn_name": "twice", "inputs": [[2], [2.5]], "outputs": [4, 5.0000001]}
-    label = label_of(io, starter="class Solution:\n    def twice(self, x: float) -> float:\n        ")
+    label = label_of(io,
+                     starter="class Solution:\n    def twice(self, x: float) -> float:\n        ")
     assert label["class_name"] == "Solution"
     answer = py("class Solution:\n    def twice(self, x):\n        return 2 * x")
     assert code_reward(answer, label) == 1.0  # 5.0 vs 5.0000001: within 1e-6 relative
@@ -60,13 +69,14 @@ def test_comparison_rules(got, want, same):
 
 
 @pytest.mark.parametrize("cheat", [
-    "class Any:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n\ndef f():\n    return Any()",
+    "class Any:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n\ndef "
+    "f():\n    return Any()",
     "import builtins\nbuiltins.type = lambda x: list\ndef f():\n    return 0",
     "import json\njson.loads = lambda s: []\ndef f():\n    return 0",
-    "def f():\n    import os\n    os.write(1, b'\\nok\\n')\n    os._exit(0)",
-])
+    "def f():\n    import os\n    os.write(1, b'\\nok\\n')\n    os._exit(0)", ])
 def test_the_program_cannot_fake_a_pass(cheat):
-    assert code_reward(py(cheat), label_of({"fn_name": "f", "inputs": [[]], "outputs": [[7]]})) == 0.0
+    assert code_reward(py(cheat), label_of({"fn_name": "f", "inputs": [[]],
+                                            "outputs": [[7]]})) == 0.0
 
 
 def test_time_limit_bounds_the_whole_run():
@@ -78,9 +88,9 @@ def test_time_limit_bounds_the_whole_run():
     ({"call_tests": [{"args": [], "output": 1}], "fn_name": "1f"}, "fn_name"),
     ({"call_tests": [], "fn_name": "f"}, "call_tests"),
     ({"call_tests": [{"args": 1, "output": 1}], "fn_name": "f"}, r"call_tests\[0\]"),
-    ({"call_tests": [{"args": [], "output": 1}], "fn_name": "f", "class_name": "a b"}, "class_name"),
-    ({"call_tests": [{"args": [], "output": 1}], "fn_name": "f", "tests": []}, "exactly one"),
-])
+    ({"call_tests": [{"args": [], "output": 1}], "fn_name": "f", "class_name": "a b"
+      }, "class_name"),
+    ({"call_tests": [{"args": [], "output": 1}], "fn_name": "f", "tests": []}, "exactly one"), ])
 def test_bad_call_labels(label, message):
     with pytest.raises(ValueError, match=message):
         validate_label(label)

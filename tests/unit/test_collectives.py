@@ -31,10 +31,11 @@ def calls(monkeypatch):
     monkeypatch.setattr(dist, "is_initialized", lambda: state["backend"] is not None)
     monkeypatch.setattr(dist, "init_process_group", init_process_group)
     monkeypatch.setattr(dist, "get_backend", lambda group=None: state["backend"])
-    monkeypatch.setattr(dist, "new_group", lambda ranks=None, timeout=None, backend=None: made.append(
-        ("new_group", backend, timeout)) or "gloo-group")
+    monkeypatch.setattr(dist, "new_group", lambda ranks=None, timeout=None, backend=None:
+                        made.append(("new_group", backend, timeout)) or "gloo-group")
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
-    for k, v in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="1").items():
+    for k, v in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT="1").items():
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(ranks, "_group", [])
     monkeypatch.setattr(ranks, "_timeout", ranks._timeout)
@@ -43,7 +44,8 @@ def calls(monkeypatch):
 
 def test_the_default_fits_the_papers_rollouts():
     assert config.Parallel().collective_timeout_minutes == 120.0
-    assert ranks.collective_timeout() >= timedelta(minutes=120), "NCCL's 10 minutes is what aborted long rollouts"
+    assert ranks.collective_timeout() >= timedelta(minutes=120), (
+        "NCCL's 10 minutes is what aborted long rollouts")
 
 
 def test_gpu_nccl_default_group_and_a_gloo_object_group_with_the_same_timeout(calls, monkeypatch):
@@ -66,7 +68,8 @@ def test_cpu_reuses_the_gloo_default_group(calls, monkeypatch):
     assert ranks.object_group() is None, "None = the default group, which is gloo here"
 
 
-def test_a_default_group_made_elsewhere_gets_its_object_group_at_the_first_exchange(calls, monkeypatch):
+def test_a_default_group_made_elsewhere_gets_its_object_group_at_the_first_exchange(
+        calls, monkeypatch):
     _, made = calls
     dist.init_process_group("nccl")  # the recording stand-in: e.g. a script that made its own group
     assert ranks.object_group() == "gloo-group"
@@ -74,7 +77,8 @@ def test_a_default_group_made_elsewhere_gets_its_object_group_at_the_first_excha
     assert ranks.object_group() == "gloo-group" and len(made) == 2, "created once"
 
 
-@pytest.mark.parametrize("backend,own", [("gloo", False), ("nccl", True), ("cpu:gloo,cuda:nccl", True)])
+@pytest.mark.parametrize("backend,own", [("gloo", False), ("nccl", True),
+                                         ("cpu:gloo,cuda:nccl", True)])
 def test_needs_own_object_group(backend, own):
     assert ranks.needs_own_object_group(backend) is own
 
@@ -83,9 +87,10 @@ def test_needs_own_object_group(backend, own):
 def test_bad_timeouts_are_one_line_config_errors(value):
     from nemo_cascade.config.checks import validate_parallel_settings
 
-    with pytest.raises(config.ConfigError, match=r"^parallel\.collective_timeout_minutes: expected minutes in \(0, "
-                                            r"10080\], got "):
-        validate_parallel_settings(config.Model(), replace(config.Parallel(), collective_timeout_minutes=value))
+    with pytest.raises(config.ConfigError, match=r"^parallel\.collective_timeout_minutes: "
+                                                 r"expected minutes in \(0, 10080\], got "):
+        validate_parallel_settings(config.Model(),
+                                   replace(config.Parallel(), collective_timeout_minutes=value))
 
 
 def test_timeout_is_a_setting_of_the_config_tree():

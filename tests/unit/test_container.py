@@ -15,7 +15,8 @@ _QUOTED = re.compile(r'"([A-Za-z0-9][A-Za-z0-9._\-\[\],]*(?:[=<>!~]=?[^"\s]*)?)"
 def _setup_kwargs() -> dict:
     """setup()'s keyword arguments, read from setup.py's source (literals only)."""
     tree = ast.parse((ROOT / "setup.py").read_text())
-    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
+    call = next(n for n in ast.walk(tree)
+                if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
     return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords
             if kw.arg in ("extras_require", "install_requires")}
 
@@ -39,12 +40,14 @@ def _pins(reqs) -> dict:
 def test_dockerfile_pins_the_gpu_extra():
     gpu = [Requirement(s) for s in _setup_kwargs()["extras_require"]["gpu"]]
     pinned = {r for r in gpu if any(s.operator == "==" for s in r.specifier)}
-    assert {canonicalize_name(r.name) for r in pinned} >= {"torch", "vllm", "megatron-core", "transformer-engine"}
+    assert ({canonicalize_name(r.name) for r in pinned}
+            >= {"torch", "vllm", "megatron-core", "transformer-engine"})
     docker = _dockerfile_requirements()
     for name, spec in _pins(gpu).items():
         if name == "psutil" and name not in docker:
             continue
-        assert name in docker, f"containers/Dockerfile does not install {name} (setup.py gpu extra: {spec})"
+        assert name in docker, (
+            f"containers/Dockerfile does not install {name} (setup.py gpu extra: {spec})")
         assert (str(docker[name].specifier), sorted(docker[name].extras)) == spec, \
             f"{name}: Dockerfile {docker[name]} != setup.py gpu extra {spec}"
 
@@ -66,7 +69,8 @@ def test_dockerfile_installs_torch_before_the_rest_and_te_without_isolation():
     torch_at = text.index('pip install "torch==')
     assert torch_at < text.index('"vllm==') < text.index('"transformer-engine[')
     te_line = next(line for line in text.splitlines() if '"transformer-engine[' in line)
-    assert "--no-build-isolation" in te_line  # its torch extension compiles against the installed torch
+    # its torch extension compiles against the installed torch
+    assert "--no-build-isolation" in te_line
     assert re.search(r"^ARG BASE_IMAGE=nvcr\.io/nvidia/pytorch:\S+-py3$", text, re.M)
 
 
@@ -88,12 +92,15 @@ def test_the_image_carries_what_the_nodes_run_besides_python():
 
 def test_apex_is_built_with_its_cuda_extensions_after_torch_and_checked():
     text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
-    apex = next(line for line in text.splitlines() if "NVIDIA/apex" in line and "pip install" in line)
+    apex = next(line for line in text.splitlines()
+                if "NVIDIA/apex" in line and "pip install" in line)
     assert "APEX_CUDA_EXT=1" in apex and "APEX_CPP_EXT=1" in apex and "--no-build-isolation" in apex
     assert text.index('pip install "torch==') < text.index(apex)
-    assert re.search(r"^ARG APEX_REF=[0-9a-f]{40}$", DOCKERFILE.read_text(), re.M), "a pinned commit"
+    assert re.search(r"^ARG APEX_REF=[0-9a-f]{40}$", DOCKERFILE.read_text(), re.M), (
+        "a pinned commit")
     check = _image_check()
-    assert "import fused_weight_gradient_mlp_cuda" in check and "_grad_accum_fusion_available" in check
+    assert ("import fused_weight_gradient_mlp_cuda" in check
+            and "_grad_accum_fusion_available" in check)
 
 
 def test_the_image_check_loads_transformer_engine_by_itself():
@@ -106,7 +113,8 @@ def test_the_image_check_loads_transformer_engine_by_itself():
 def test_the_build_context_leaves_out_data_caches_and_runs():
     from nemo_cascade.data.sft_cache import CACHE_DIR
 
-    ignored = {line.strip() for line in (ROOT / "containers" / "Dockerfile.dockerignore").read_text()
+    ignored = {line.strip()
+               for line in (ROOT / "containers" / "Dockerfile.dockerignore").read_text()
                .splitlines() if line.strip() and not line.startswith("#")}
     env = (ROOT / "slurm" / "env.sh").read_text()
     default_data = re.search(r'NEMO_CASCADE_DATA "\$\{DATA_MOUNT:-/data\}/([\w.-]+)"', env).group(1)

@@ -10,13 +10,15 @@ def test_every_vml_function_runs_once_on_one_element_per_precision(monkeypatch):
     calls = []
     for name in cpu_math.VML_FUNCTIONS:
         assert callable(getattr(torch, name)), name
-        monkeypatch.setattr(torch, name, lambda x, name=name: calls.append((name, x.dtype, x.numel())))
+        monkeypatch.setattr(torch, name, lambda x, name=name: calls.append(
+            (name, x.dtype, x.numel())))
     monkeypatch.setattr(torch.backends.mkl, "is_available", lambda: True)
     monkeypatch.setattr(cpu_math, "_settled", False)
     assert cpu_math.settle_vector_math()
     assert sorted(calls, key=str) == sorted(((n, d, 1) for n in cpu_math.VML_FUNCTIONS
                                              for d in (torch.float32, torch.float64)), key=str)
-    assert not cpu_math.settle_vector_math() and len(calls) == 2 * len(cpu_math.VML_FUNCTIONS)  # once
+    # once
+    assert not cpu_math.settle_vector_math() and len(calls) == 2 * len(cpu_math.VML_FUNCTIONS)
 
 
 def test_without_mkl_nothing_runs(monkeypatch):
@@ -44,4 +46,5 @@ def test_a_served_model_settles_it_before_vllm_starts():
     from nemo_cascade.rewards import serve
 
     code = serve._CHILD_CODE
-    assert code.index("settle_vector_math()") < code.index("from vllm.entrypoints.cli.main import main")
+    assert code.index("settle_vector_math()") < code.index(
+        "from vllm.entrypoints.cli.main import main")

@@ -27,7 +27,8 @@ def test_suspended_turns_the_mode_off_and_back_on_and_a_nested_one_does_nothing(
         assert not _rewrites_cuda()
         with cpu.suspended():
             assert not _rewrites_cuda() and torch._C._len_torch_function_stack() == 0
-        assert not _rewrites_cuda(), "the inner suspended() pushed the mode back inside the outer one"
+        assert not _rewrites_cuda(), (
+            "the inner suspended() pushed the mode back inside the outer one")
     assert _rewrites_cuda() and torch._C._len_torch_function_stack() == 1
 
 

@@ -32,7 +32,8 @@ def test_the_end_from_the_environment_first(no_job):
     no_job.setenv("NEMO_CASCADE_JOB_END", "1000.5")
     assert job_end_time() == 1000.5
     no_job.setenv("NEMO_CASCADE_JOB_END", "tomorrow")
-    with pytest.raises(CascadeError, match="NEMO_CASCADE_JOB_END='tomorrow': expected seconds since the epoch"):
+    with pytest.raises(CascadeError,
+                       match="NEMO_CASCADE_JOB_END='tomorrow': expected seconds since the epoch"):
         job_end_time()
 
 
@@ -58,15 +59,19 @@ def test_the_stop_is_due_when_work_plus_save_plus_margin_reach_the_end():
     d.measured_save(300)
     d.measured_save(200)  # the longest save counts
     assert d.save_seconds == 300 and d.due(650) and not d.due(500)
-    assert "save 300 s measured + margin 100 s" in d.describe("90") and "(STOP_GRACE)" in d.describe("90")
+    assert ("save 300 s measured + margin 100 s" in d.describe("90")
+            and "(STOP_GRACE)" in d.describe("90"))
     assert Deadline(time.time() - 1, 0).due()
 
 
 def test_saves_stop_when_the_deadline_is_near_and_say_why(tmp_path, monkeypatch):
-    saves = Saves(tmp_path, every=0, keep=1, run_dir=tmp_path, deadline=Deadline(time.time() + 50, 60))
+    saves = Saves(tmp_path, every=0, keep=1, run_dir=tmp_path,
+                  deadline=Deadline(time.time() + 50, 60))
     assert saves.stop_due() and saves.stop_reason().startswith("before the job's end at 20")
-    later = Saves(tmp_path, every=0, keep=1, run_dir=tmp_path, deadline=Deadline(time.time() + 500, 60))
-    assert not later.stop_due() and later.stop_due(work_seconds=450), "an update that would end too late"
+    later = Saves(tmp_path, every=0, keep=1, run_dir=tmp_path,
+                  deadline=Deadline(time.time() + 500, 60))
+    assert not later.stop_due() and later.stop_due(work_seconds=450), \
+        "an update that would end too late"
 
 
 def test_a_save_is_timed_and_its_time_travels_with_the_checkpoint(tmp_path, monkeypatch):
@@ -101,6 +106,7 @@ def test_a_supervised_step_that_would_end_too_late_is_not_started(tmp_path, monk
     s = Saves(tmp_path, every=0, keep=1, deadline=Deadline(time.time() + 1000, margin_seconds=100))
     s.after(3, 10, None, {}, "0-sft", next_step_seconds=600)  # 600 s more still leaves the margin
     assert saved == []
-    with pytest.raises(StopRequested, match=r"stopped before the job's end at [-\d]+ [:\d]+ after step 4 of"):
+    with pytest.raises(StopRequested,
+                       match=r"stopped before the job's end at [-\d]+ [:\d]+ after step 4 of"):
         s.after(4, 10, None, {}, "0-sft", next_step_seconds=950)
     assert saved == [4]

@@ -98,8 +98,10 @@ def test_chat_rows_ask_the_math_sets_problems_in_the_same_split():
 
 def test_suites_and_builders_registered_and_register_is_idempotent():
     demo_data.register()  # the session has registered already: a second call changes nothing
-    assert list(REGISTERED_SUITES) == ["tiny-math", "tiny-ifeval", "tiny-code", "tiny-swe", "tiny-rlhf", "leg-counting"]
-    assert tuple(REGISTERED_SUITES.values()) == tiny_suites.TINY_SUITES + tiny_suites.WORD_MATH_SUITES
+    assert list(REGISTERED_SUITES) == [
+        "tiny-math", "tiny-ifeval", "tiny-code", "tiny-swe", "tiny-rlhf", "leg-counting"]
+    assert tuple(REGISTERED_SUITES.values()) == \
+        tiny_suites.TINY_SUITES + tiny_suites.WORD_MATH_SUITES
     assert BUILDERS == tiny_models.BUILDERS
     assert sorted(BUILDERS) == ["smollm2-135m-instruct", "tiny-qwen3", "tiny-qwen3-cascade"]
 
@@ -119,4 +121,5 @@ def test_every_builder_fills_the_folder_a_fresh_run_hands_it(tmp_path, build):
 
     out = Path(prepare_base_model(Cascade(model=Model(build=build)), tmp_path))
     assert out == tmp_path / "base_model" and (out / "config.json").is_file()
-    assert list(out.glob("*.safetensors")) and [p.name for p in tmp_path.iterdir()] == ["base_model"]
+    assert (list(out.glob("*.safetensors"))
+            and [p.name for p in tmp_path.iterdir()] == ["base_model"])

@@ -17,7 +17,8 @@ DOCS = ("docs/launch.md", "docs/scaling.md")
 def _bash_lines(doc: str) -> list[str]:
     """Every command line of the doc's ```bash blocks, continuation lines joined."""
     blocks = re.findall(r"```bash\n(.*?)```", (ROOT / doc).read_text(), re.S)
-    return [line for block in blocks for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    return [line for block in blocks for line in block.replace("\\\n", " ").splitlines()
+            if line.strip()]
 
 
 def _flags(words: list[str]) -> set[str]:
@@ -42,7 +43,8 @@ def test_documented_cli_commands_use_real_flags(doc, capsys):
             continue
         text = _help(sub, capsys)
         for flag in _flags(words):
-            assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text), f"{doc}: `{line}`: no {flag} in {sub}"
+            assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text), (
+                f"{doc}: `{line}`: no {flag} in {sub}")
         checked += 1
     assert checked, f"{doc} shows no nemo-cascade command"
 
@@ -63,12 +65,13 @@ def test_the_serve_script_settings_and_entry_point_flags_exist():
         assert f"{flag} " in script, f"serve_model.sh does not pass {flag}"
 
 
-# ---------------------------------------------------------------------------------------- every command in launch.md
+# ----------------------------------------------------------------------- every command in launch.md
 SCRIPT_RECIPES = {"cascade_8b.sh": "recipes/nemotron_cascade_8b.py",
                   "cascade_14b.sh": "recipes/nemotron_cascade_14b_thinking.py"}
 SETTINGS_READ_BY = ("slurm/common.sh", "slurm/env.sh", "slurm/node.sh", "slurm/serve_model.sh",
-                    "nemo_cascade/tooling/launch.py", "nemo_cascade/rewards/endpoints.py", "recipes/nemotron_cascade_8b.py",
-                    "recipes/nemotron_cascade_14b_thinking.py", "tools/local_slurm.sh")
+                    "nemo_cascade/tooling/launch.py", "nemo_cascade/rewards/endpoints.py",
+                    "recipes/nemotron_cascade_8b.py", "recipes/nemotron_cascade_14b_thinking.py",
+                    "tools/local_slurm.sh")
 
 
 def _commands(doc: str) -> list[list[str]]:
@@ -78,7 +81,8 @@ def _commands(doc: str) -> list[list[str]]:
     out = []
     for block in re.findall(r"```\w*\n(.*?)```", (ROOT / doc).read_text(), re.S):
         lines = [line.strip() for line in block.replace("\\\n", " ").splitlines()]
-        if any(line.startswith("$ ") for line in lines):  # a transcript: only the prompted lines are commands
+        # a transcript: only the prompted lines are commands
+        if any(line.startswith("$ ") for line in lines):
             lines = [line for line in lines if line.startswith("$ ")]
         for line in lines:
             line = line.removeprefix("$ ")
@@ -95,7 +99,8 @@ def _overrides_apply(recipe: str, words: list[str]) -> None:
     from nemo_cascade.tooling.cli import load_recipe
 
     overrides = [w for w in words if re.match(r"^[a-z_][\w.*]*=", w)]
-    apply_overrides(load_recipe(recipe), overrides)  # a stage name or key that does not exist: ConfigError
+    # a stage name or key that does not exist: ConfigError
+    apply_overrides(load_recipe(recipe), overrides)
 
 
 def test_every_command_in_launch_md_names_real_scripts_settings_recipes_and_stages(capsys):
@@ -104,7 +109,8 @@ def test_every_command_in_launch_md_names_real_scripts_settings_recipes_and_stag
     for words in _commands("docs/launch.md"):
         env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_]+=", w))
         for name in env:
-            assert re.search(rf"\b{name}\b", sources), f"launch.md sets {name}, which no script or module reads"
+            assert re.search(rf"\b{name}\b", sources), (
+                f"launch.md sets {name}, which no script or module reads")
         words = [w for w in words if w not in (f"{k}={v}" for k, v in env.items())]
         script = next((w for w in words if w.startswith(("slurm/", "tools/"))), None)
         if script:
@@ -135,11 +141,13 @@ def test_stage_folders_named_in_the_docs_are_the_recipes(doc):
     found = re.findall(r"runs/([\w.-]+)/stages/(\d+-[\w.-]+)", text)
     assert found
     for run, folder in found:
-        assert run in names, f"{doc} names run folder {run}: no recipe or RUN_NAME there has that name"
+        assert run in names, (
+            f"{doc} names run folder {run}: no recipe or RUN_NAME there has that name")
         assert folder in folders, f"{doc} names stage folder {folder}: stage of no recipe it shows"
 
 
-ALL_DOCS = sorted([*(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")), "README.md"])
+ALL_DOCS = sorted([*(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")),
+                   "README.md"])
 
 
 def _hf(*argv: str) -> str:
@@ -168,7 +176,8 @@ def test_hub_commands_are_the_installed_hf_cli_s():
             sub = words[1:3] if words[1] == "auth" else words[1:2]
             helptext = _help_of_hf(tuple(sub))
             for flag in _flags(words):
-                assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", helptext), f"{doc}: `{line}`: {flag}"
+                assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", helptext), (
+                    f"{doc}: `{line}`: {flag}")
             checked += 1
     assert checked >= 6
 
@@ -218,9 +227,9 @@ def _cli_help(words: list[str], capsys) -> str:
 
 @pytest.mark.parametrize("doc", ALL_DOCS)
 def test_every_command_in_the_docs_is_real(doc, capsys):
-    """Each `nemo-cascade ...` line in any doc or README.md names a real command and real flags, and its
-    KEY=VALUE overrides apply to its recipe; each job script it runs exists, and `slurm/tool.sh`'s command
-    is a real one too."""
+    """Each `nemo-cascade ...` line in any doc or README.md names a real command and real flags, and
+    its KEY=VALUE overrides apply to its recipe; each job script it runs exists, and
+    `slurm/tool.sh`'s command is a real one too."""
     for words in _commands(doc):
         words = [w for w in words if not re.match(r"^[A-Z_]+=", w)]
         if words and words[0].endswith("/tool.sh") or "slurm/tool.sh" in words:
@@ -232,7 +241,9 @@ def test_every_command_in_the_docs_is_real(doc, capsys):
         if not words or not words[0].endswith("nemo-cascade"):
             continue
         text = _cli_help(words, capsys)
-        for flag in _flags([w for w in words if " " not in w]):  # not a quoted value ("--max-model-len 256")
-            assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text), f"{doc}: {' '.join(words)}: {flag}"
+        # not a quoted value ("--max-model-len 256")
+        for flag in _flags([w for w in words if " " not in w]):
+            assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text), (
+                f"{doc}: {' '.join(words)}: {flag}")
         if words[1] in ("run", "launch", "doctor", "plan") and words[2].startswith("recipes/"):
             _overrides_apply(words[2], words[3:])

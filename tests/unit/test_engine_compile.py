@@ -36,9 +36,11 @@ def test_the_setting_reaches_vllm(on_cpu):
 def test_every_grpo_stage_must_agree():
     cfg = load_recipe("recipes/tiny.py")
     assert config.validate(apply_overrides(cfg, ["stages.*.rollout.compile=on"]))
-    with pytest.raises(config.ConfigError, match=r"stages\.math\.rollout\.compile: on differs from stage .*one engine"):
+    with pytest.raises(config.ConfigError,
+                       match=r"stages\.math\.rollout\.compile: on differs from stage .*one engine"):
         apply_overrides(cfg, ["stages.math.rollout.compile=on"])
-    with pytest.raises(config.ConfigError, match=r"rollout\.compile: expected one of \['auto', 'on', 'off'\]"):
+    with pytest.raises(config.ConfigError,
+                       match=r"rollout\.compile: expected one of \['auto', 'on', 'off'\]"):
         apply_overrides(cfg, ["stages.*.rollout.compile=yes"])
 
 
@@ -46,6 +48,7 @@ def test_setting_it_changes_the_stage_hash_and_auto_leaves_older_runs_alone():
     from nemo_cascade.cascade.lineage import _canonical
 
     stage = load_recipe("recipes/tiny.py").stages[-1]
-    assert "compile" not in _canonical(stage, 6)["rollout"]  # a version-6 manifest: hashed as before at auto
+    # a version-6 manifest: hashed as before at auto
+    assert "compile" not in _canonical(stage, 6)["rollout"]
     compiled = replace(stage, rollout=replace(stage.rollout, compile="on"))
     assert _canonical(compiled, 6)["rollout"]["compile"] == "on"

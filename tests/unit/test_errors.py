@@ -15,7 +15,7 @@ from nemo_cascade.data.schemas import SchemaError
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.tooling.report import ReportError
 from nemo_cascade.evaluate.suites import EvalError
-from nemo_cascade.rewards.remote import RewardServerError
+from nemo_cascade.rewards.http_endpoint import RewardServerError
 from nemo_cascade.tooling.run_lock import RunLocked
 from nemo_cascade.cascade.stage import ServerStop
 
@@ -23,8 +23,8 @@ from nemo_cascade.cascade.stage import ServerStop
 # by.
 USER_ERRORS = [(ConfigError, ValueError), (ModelFilesError, ValueError), (DataError, ValueError),
                (EvalError, ValueError), (ReportError, ValueError), (ConvertError, ValueError),
-               (CheckpointError, ValueError), (ServerStop, RuntimeError), (RewardServerError, RuntimeError),
-               (RunLocked, Exception), (SchemaError, ValueError)]
+               (CheckpointError, ValueError), (ServerStop, RuntimeError),
+               (RewardServerError, RuntimeError), (RunLocked, Exception), (SchemaError, ValueError)]
 
 
 @pytest.mark.parametrize("cls,builtin", USER_ERRORS, ids=[c.__name__ for c, _ in USER_ERRORS])
@@ -39,7 +39,8 @@ def test_cli_catches_any_cascade_error_as_one_line(monkeypatch, capsys, tmp_path
     def cmd_report(args):
         raise BrandNewError(f"{args.run_dir[0]}: expected a brand-new thing")
 
-    monkeypatch.setattr(cli, "cmd_report", cmd_report)  # the subcommand, looked up by main() when it dispatches
+    # the subcommand, looked up by main() when it dispatches
+    monkeypatch.setattr(cli, "cmd_report", cmd_report)
     assert cli.main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"nemo-cascade: error: {tmp_path}: expected a brand-new thing"

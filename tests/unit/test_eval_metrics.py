@@ -43,7 +43,8 @@ def test_pass_at_k_matches_the_combinatorial_formula_everywhere():
         for c in range(n + 1):
             for k in range(1, n + 1):
                 exact = 1.0 if n - c < k else 1 - math.comb(n - c, k) / math.comb(n, k)
-                assert estimators.pass_at_k_item(n, c, k) == pytest.approx(exact, abs=1e-12), (n, c, k)
+                assert estimators.pass_at_k_item(n, c, k) == pytest.approx(exact, abs=1e-12), \
+                    (n, c, k)
 
 
 def test_pass_at_1_equals_avg_for_binary_values_and_summary_keys():
@@ -75,7 +76,8 @@ def test_pairwise_outcomes_and_bt_preference():
     assert estimators.bt_preference(1.0, 0.0) == pytest.approx(1 / (1 + math.exp(-1)))
     assert estimators.bt_preference(0.0, 1.0) == pytest.approx(1 - 1 / (1 + math.exp(-1)))
     assert estimators.bt_preference(3.0, 3.0) == 0.5
-    assert estimators.bt_preference(-800.0, 0.0) == pytest.approx(0.0) and estimators.bt_preference(800.0, 0.0) == 1.0
+    assert (estimators.bt_preference(-800.0, 0.0) == pytest.approx(0.0)
+            and estimators.bt_preference(800.0, 0.0) == 1.0)
 
 
 def test_forgetting_gate_needs_a_drop_beyond_noise_and_threshold():
@@ -83,12 +85,14 @@ def test_forgetting_gate_needs_a_drop_beyond_noise_and_threshold():
                ("1-rlhf", {"gsm8k": (0.60, 0.01), "ifeval": (0.28, 0.01)})]
     # gsm8k: best 0.60 after 1-rlhf; a 0.05 drop > max(0.02, 2 * sqrt(2) * 0.01 = 0.0283) ->
     # regression ifeval: best 0.30; a 0.01 drop is within the threshold
-    found = stage_scores.regressions(history, {"gsm8k": (0.55, 0.01), "ifeval": (0.29, 0.01), "new": (0.1, 0.0)})
+    found = stage_scores.regressions(
+        history, {"gsm8k": (0.55, 0.01), "ifeval": (0.29, 0.01), "new": (0.1, 0.0)})
     assert [(r.suite, r.best_stage) for r in found] == [("gsm8k", "1-rlhf")]
     assert found[0].threshold == pytest.approx(2 * math.sqrt(2) * 0.01)
     # a noisy estimate widens the threshold: se 0.05 each -> 2 * sqrt(0.005) = 0.141 > 0.05 drop
     assert stage_scores.regressions([("a", {"x": (0.6, 0.05)})], {"x": (0.55, 0.05)}) == []
-    assert stage_scores.regressions([("a", {"x": (0.6, 0.0)})], {"x": (0.57, 0.0)})[0].threshold == 0.02
+    assert stage_scores.regressions([("a", {"x": (0.6, 0.0)})],
+                                    {"x": (0.57, 0.0)})[0].threshold == 0.02
     table = stage_scores.forgetting_matrix(history)
     assert table.splitlines()[0] == "| stage | gsm8k | ifeval |"
     assert "| 1-rlhf | 60.0 | 28.0 |" in table

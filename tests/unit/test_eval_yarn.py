@@ -26,8 +26,9 @@ from nemo_cascade.cascade.forgetting import Gate
 from nemo_cascade.rollout import engine_start as ES
 
 ROOT = Path(__file__).resolve().parents[2]
-QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "max_position_embeddings": 32768, "rope_theta": 1000000.0,
-         "rope_scaling": None, "hidden_size": 4096, "num_attention_heads": 32}
+QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "max_position_embeddings": 32768,
+         "rope_theta": 1000000.0, "rope_scaling": None, "hidden_size": 4096,
+         "num_attention_heads": 32}
 """The rope part of a Qwen3-8B config.json: 32768 native positions, plain RoPE."""
 
 
@@ -42,7 +43,7 @@ def _recipe(name: str, fn: str = "recipe") -> config.Cascade:
     return runpy.run_path(str(ROOT / "recipes" / f"{name}.py"))[fn]()
 
 
-# ------------------------------------------------------------------------------------------ per suite
+# ---------------------------------------------------------------------------------------- per suite
 
 def test_every_paper_suite_defaults_to_yarn_2_and_swe_to_32k_input():
     """App. B: YaRN factor 2 over the native positions for every benchmark; SWE-bench input 32K (the
@@ -52,13 +53,15 @@ def test_every_paper_suite_defaults_to_yarn_2_and_swe_to_32k_input():
         assert d.yarn_factor == 2.0, name
         assert d.max_input_tokens == (32768 if name == "swe" else 0), name
     assert all(s.yarn_factor == 1.0 for s in TINY_SUITES), "tiny suites: the tiny model's own RoPE"
-    d = decoding_for(get_suite("swe"), EvalSettings(yarn={"swe": 3.0}, max_input_tokens={"swe": 65536}))
+    d = decoding_for(get_suite("swe"),
+                     EvalSettings(yarn={"swe": 3.0}, max_input_tokens={"swe": 65536}))
     assert (d.yarn_factor, d.max_input_tokens) == (3.0, 65536)
 
 
 @pytest.mark.parametrize("settings, expected", [
     (EvalSettings(yarn={"gsm8k": 0.5}), "--yarn gsm8k=0.5: expected a YaRN factor >= 1 (1 = none)"),
-    (EvalSettings(max_input_tokens={"gsm8k": -1}), "--max-input-tokens gsm8k=-1: expected an integer >= 0"),
+    (EvalSettings(max_input_tokens={"gsm8k": -1}),
+     "--max-input-tokens gsm8k=-1: expected an integer >= 0"),
 ])
 def test_bad_yarn_or_input_limit_is_one_line(settings, expected):
     with pytest.raises(EvalError) as err:
@@ -70,13 +73,15 @@ def test_prompts_over_the_input_limit_are_too_long_and_do_not_size_the_engine(to
     prep = prepare("gsm8k", EvalSettings(limit=4, max_tokens=10), tok)
     lengths = sorted(len(p.prompt_tokens) for p in prep.prompts)
     limited = replace(prep, decoding=replace(prep.decoding, max_input_tokens=lengths[-2]))
-    assert fits_input(lengths[-2], limited.decoding, 10**6) and not fits_input(lengths[-1], limited.decoding, 10**6)
-    assert not fits_input(lengths[0], limited.decoding, lengths[0]), "the engine's context still bounds it"
+    assert (fits_input(lengths[-2], limited.decoding, 10**6)
+            and not fits_input(lengths[-1], limited.decoding, 10**6))
+    assert not fits_input(lengths[0], limited.decoding, lengths[0]), (
+        "the engine's context still bounds it")
     assert context_needed([prep]) == lengths[-1] + 10
     assert context_needed([limited]) == lengths[-2] + 10, "the longest prompt that is generated"
 
 
-# ------------------------------------------------------------------------------------------ engine arguments
+# --------------------------------------------------------------------------------- engine arguments
 
 def test_yarn_overrides_rescale_a_plain_rope_config():
     """The engine-start arguments for factor 2 / 3 over Qwen3's 32768 positions (App. B): vLLM reads
@@ -85,13 +90,15 @@ def test_yarn_overrides_rescale_a_plain_rope_config():
     where = Path("m/config.json")
     assert ES.yarn_overrides(ES.served_shape(QWEN3), 2, where) == {
         "max_position_embeddings": 65536,
-        "rope_parameters": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32768,
-                            "rope_theta": 1000000.0}}
+        "rope_parameters": {"rope_type": "yarn", "factor": 2.0,
+                            "original_max_position_embeddings": 32768, "rope_theta": 1000000.0}}
     three = ES.yarn_overrides(ES.served_shape(QWEN3), 3, where)
     assert three["max_position_embeddings"] == 98304 and three["rope_parameters"]["factor"] == 3.0
-    assert ES.yarn_overrides(ES.served_shape(QWEN3), 1, where) == {}, "factor 1: config.json as it is"
+    assert ES.yarn_overrides(ES.served_shape(QWEN3), 1, where) == {}, (
+        "factor 1: config.json as it is")
     served = ES.with_overrides(ES.served_shape(QWEN3), three)
-    assert (ES.yarn_factor(served), ES.native_positions(served), ES.model_positions(served)) == (3.0, 32768, 98304)
+    assert ((ES.yarn_factor(served), ES.native_positions(served), ES.model_positions(served))
+            == (3.0, 32768, 98304))
 
 
 def test_yarn_overrides_of_a_release_config_scale_from_its_native_positions():
@@ -112,7 +119,8 @@ def test_yarn_overrides_of_a_release_config_scale_from_its_native_positions():
 
 
 @pytest.mark.parametrize("hf, factor, expected", [
-    ({**QWEN3, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 2, "its rope type is 'llama3'"),
+    ({**QWEN3, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 2,
+     "its rope type is 'llama3'"),
     ({"rope_theta": 1e4}, 2, "it names no positions"),
     (QWEN3, 0.5, "expected >= 1"),
 ])
@@ -122,13 +130,15 @@ def test_configs_that_cannot_be_rescaled_are_one_line(hf, factor, expected):
     assert expected in str(err.value) and "\n" not in str(err.value)
 
 
-# ------------------------------------------------------------------------------------------ per recipe
+# --------------------------------------------------------------------------------------- per recipe
 
 @pytest.mark.parametrize("recipe, engines", [
-    ("nemotron_cascade_8b", [(2.0, ["ifeval", "ifbench", "aime24", "aime25", "humaneval", "mbpp", "swe"])]),
-    ("nemotron_cascade_8b_thinking", [(2.0, ["ifeval", "ifbench", "aime24", "aime25", "humaneval", "mbpp", "swe"])]),
-    ("nemotron_cascade_14b_thinking", [(2.0, ["ifeval", "ifbench", "aime24", "aime25", "humaneval", "mbpp"]),
-                                       (3.0, ["swe"])]),
+    ("nemotron_cascade_8b",
+     [(2.0, ["ifeval", "ifbench", "aime24", "aime25", "humaneval", "mbpp", "swe"])]),
+    ("nemotron_cascade_8b_thinking",
+     [(2.0, ["ifeval", "ifbench", "aime24", "aime25", "humaneval", "mbpp", "swe"])]),
+    ("nemotron_cascade_14b_thinking",
+     [(2.0, ["ifeval", "ifbench", "aime24", "aime25", "humaneval", "mbpp"]), (3.0, ["swe"])]),
 ])
 def test_each_recipes_suites_get_their_engines(tok, recipe, engines):
     """App. B: every suite of a recipe's gate on one YaRN-2 engine, but the 14B's SWE-bench on a
@@ -151,8 +161,8 @@ def test_a_stage_directory_is_evaluated_with_its_runs_gate_settings(tmp_path):
     (run / "config.json").write_text(config.dumps(_recipe("nemotron_cascade_14b_thinking")))
     gate = run_gate(stage)
     settings = with_run_gate(EvalSettings(), gate)
-    assert (settings.mode, dict(settings.yarn), dict(settings.max_input_tokens)) == ("think", {"swe": 3.0},
-                                                                                     {"swe": 65536})
+    assert ((settings.mode, dict(settings.yarn), dict(settings.max_input_tokens))
+            == ("think", {"swe": 3.0}, {"swe": 65536}))
     mine = with_run_gate(EvalSettings(mode="no_think", yarn={"swe": 2.0}), gate)
     assert (mine.mode, mine.yarn["swe"], mine.max_input_tokens["swe"]) == ("no_think", 2.0, 65536)
     assert run_gate(None) is None and run_gate(tmp_path / "elsewhere" / "stage") is None
@@ -161,12 +171,14 @@ def test_a_stage_directory_is_evaluated_with_its_runs_gate_settings(tmp_path):
         run_gate(stage)
 
 
-# ------------------------------------------------------------------------------------------ config and CLI
+# ----------------------------------------------------------------------------------- config and CLI
 
 @pytest.mark.parametrize("gate, expected", [
-    (config.Gate(suites=("swe",), yarn=("swe=0.5",)), "gate.yarn: expected SUITE=FACTOR with SUITE one of gate.suites"),
+    (config.Gate(suites=("swe",), yarn=("swe=0.5",)),
+     "gate.yarn: expected SUITE=FACTOR with SUITE one of gate.suites"),
     (config.Gate(suites=("swe",), yarn=("gsm8k=2",)), "gate.yarn: expected SUITE=FACTOR"),
-    (config.Gate(suites=("swe",), max_input_tokens=("swe=lots",)), "gate.max_input_tokens: expected SUITE=TOKENS"),
+    (config.Gate(suites=("swe",), max_input_tokens=("swe=lots",)),
+     "gate.max_input_tokens: expected SUITE=TOKENS"),
     (config.Gate(suites=("swe",), mode="fast"), "gate.mode"),
 ])
 def test_bad_gate_settings_are_one_config_error(gate, expected):
@@ -179,8 +191,10 @@ def test_bad_gate_settings_are_one_config_error(gate, expected):
 
 def test_gate_settings_take_overrides():
     tiny = replace(_recipe("tiny"), gate=config.Gate(suites=("swe", "ifeval")))
-    cfg = apply_overrides(tiny, ["gate.mode=think", "gate.yarn=swe=3", "gate.max_input_tokens=swe=65536"])
-    assert (cfg.gate.mode, cfg.gate.yarn, cfg.gate.max_input_tokens) == ("think", ("swe=3",), ("swe=65536",))
+    cfg = apply_overrides(tiny,
+                          ["gate.mode=think", "gate.yarn=swe=3", "gate.max_input_tokens=swe=65536"])
+    assert ((cfg.gate.mode, cfg.gate.yarn, cfg.gate.max_input_tokens)
+            == ("think", ("swe=3",), ("swe=65536",)))
     assert config.validate(cfg) is cfg
 
 
@@ -188,7 +202,8 @@ def test_gate_settings_take_overrides():
     (["--yarn", "swe"], "--yarn swe: expected SUITE=VALUE with a float >= 1"),
     (["--yarn", "swe=0"], "--yarn swe=0: expected SUITE=VALUE with a float >= 1"),
     (["--yarn", "nope=2"], "--suite nope: unknown suite"),
-    (["--max-input-tokens", "swe=1.5"], "--max-input-tokens swe=1.5: expected SUITE=VALUE with a int >= 0"),
+    (["--max-input-tokens", "swe=1.5"],
+     "--max-input-tokens swe=1.5: expected SUITE=VALUE with a int >= 0"),
 ])
 def test_bad_yarn_options_are_one_line(capsys, hf_folder, argv, expected):
     assert main(["eval", str(hf_folder), "--suite", "swe", *argv]) == 2

@@ -25,7 +25,7 @@ def _one_line(err: pytest.ExceptionInfo) -> str:
     return message
 
 
-# ------------------------------------------------------------------------------------------- read_json
+# ---------------------------------------------------------------------------------------- read_json
 
 def test_read_json_names_the_file_and_what_was_expected(tmp_path):
     path = tmp_path / "x.json"
@@ -50,7 +50,8 @@ def test_read_json_names_the_file_and_what_was_expected(tmp_path):
     path.write_bytes(b'{"a": "\xff"}')
     with pytest.raises(FileFormatError, match=r"not valid UTF-8 \(byte 8\)"):
         read_json(path, "a thing")
-    with pytest.raises(FileFormatError, match=r": cannot read \(IsADirectoryError\); expected a thing$"):
+    with pytest.raises(FileFormatError,
+                       match=r": cannot read \(IsADirectoryError\); expected a thing$"):
         read_json(tmp_path, "a thing")
     path.write_text("[" * 100_000)
     with pytest.raises(FileFormatError, match=r"not valid JSON \(RecursionError\)"):
@@ -62,7 +63,7 @@ def test_read_json_raises_the_callers_class(tmp_path):
         read_json(tmp_path / "nope.json", "a thing", error=ConfigError)
 
 
-# ------------------------------------------------------------------------------------------------ jsonl
+# -------------------------------------------------------------------------------------------- jsonl
 
 def test_read_jsonl_missing_bad_line_and_wrong_type(tmp_path):
     path = tmp_path / "rows.jsonl"
@@ -76,7 +77,8 @@ def test_read_jsonl_missing_bad_line_and_wrong_type(tmp_path):
     assert _one_line(err).startswith(f"{path}:3: invalid JSON (Expecting value")
     bad = []
     assert read_jsonl(path, bad=bad) == [(1, {"a": 1}), (5, {"a": 2})]
-    assert [line for line, _ in bad] == [3, 4] and bad[1][1] == f"{path}:4: expected a JSON object, got list"
+    assert ([line for line, _ in bad] == [3, 4]
+            and bad[1][1] == f"{path}:4: expected a JSON object, got list")
     assert read_jsonl(path, limit=1, bad=[]) == [(1, {"a": 1})]
 
 
@@ -103,7 +105,7 @@ def test_metric_rows_drop_only_a_cut_off_last_line(tmp_path):
         metric_rows(path)
 
 
-# ------------------------------------------------------------------------------------------ JSON files
+# --------------------------------------------------------------------------------------- JSON files
 
 def test_config_json_reader(tmp_path):
     path = tmp_path / "config.json"
@@ -112,7 +114,8 @@ def test_config_json_reader(tmp_path):
     assert _one_line(err) == f"{path}: no such file (expected an HF model folder with config.json)"
     assert load_config_json(tmp_path / "generation_config.json", missing_ok=True) == {}
     path.write_text('{"hidden_size": 8,\n"x": }')
-    with pytest.raises(ModelFilesError, match=r"config.json: not valid JSON \(Expecting value at line 2\)"):
+    with pytest.raises(ModelFilesError,
+                       match=r"config.json: not valid JSON \(Expecting value at line 2\)"):
         load_config_json(path)
     path.write_text('"qwen3"')
     with pytest.raises(ModelFilesError, match=r"\(a JSON object\), got a JSON string$"):
@@ -126,7 +129,8 @@ def test_eval_json_reader(tmp_path):
     assert _one_line(err).startswith(f"{path}: no such file (expected an eval.json")
     assert read_eval(path, missing_ok=True) == {}
     path.write_text('{"suites": ')
-    with pytest.raises(ReportError, match=r"eval.json: not valid JSON \(Expecting value at line 1\)"):
+    with pytest.raises(ReportError,
+                       match=r"eval.json: not valid JSON \(Expecting value at line 1\)"):
         read_eval(path, error=ReportError)
     path.write_text(json.dumps({"suites": {}}))
     assert read_eval(path) == {"suites": {}}
@@ -135,7 +139,8 @@ def test_eval_json_reader(tmp_path):
 def test_run_manifest_reader(tmp_path):
     path = tmp_path / "manifest.json"
     assert stage_status(tmp_path) == ({}, "")  # before the first stage starts
-    with pytest.raises(ConfigError, match=r"manifest.json: no such file \(expected the run's manifest"):
+    with pytest.raises(ConfigError,
+                       match=r"manifest.json: no such file \(expected the run's manifest"):
         reset_stages(path, ["sft"])
     path.write_text("[]")
     with pytest.raises(ConfigError) as err:
@@ -150,7 +155,8 @@ def test_run_manifest_reader(tmp_path):
 def test_cache_entry_manifest_reader(tmp_path):
     with pytest.raises(DataError) as err:
         sft_cache.read_manifest(tmp_path)
-    assert _one_line(err).startswith(f"{tmp_path / 'manifest.json'}: no such file (expected a data cache entry")
+    assert _one_line(err).startswith(
+        f"{tmp_path / 'manifest.json'}: no such file (expected a data cache entry")
     (tmp_path / "manifest.json").write_text('{"parts": [1,}')
     with pytest.raises(DataError, match="delete the folder to rebuild it$"):
         sft_cache.read_manifest(tmp_path)

@@ -38,12 +38,13 @@ BIG = 1 << 40  # a prompt limit nothing reaches
 
 # Text JSON writers leave unescaped (ensure_ascii=False) that str.splitlines() would split at.
 SEPARATORS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"]
-texts = st.one_of(st.text(max_size=40), st.lists(st.sampled_from(SEPARATORS + ["a", " ", "é", "\t"]),
-                                                 max_size=8).map("".join))
+texts = st.one_of(
+    st.text(max_size=40),
+    st.lists(st.sampled_from(SEPARATORS + ["a", " ", "é", "\t"]), max_size=8).map("".join))
 good_questions = texts.map(lambda t: "q" + t)
 
 
-# ------------------------------------------------------------------ line kinds, each with a known verdict
+# ------------------------------------------------------------ line kinds, each with a known verdict
 
 @st.composite
 def lines(draw):
@@ -53,7 +54,8 @@ def lines(draw):
     kind = draw(st.sampled_from(["good", "good", "good", "schema", "broken", "blank"]))
     ascii_only = draw(st.booleans())
     if kind == "good":
-        row = {"question": draw(good_questions), "answer": draw(st.sampled_from(["1", "\\frac12", 3, 2.5]))}
+        row = {"question": draw(good_questions),
+               "answer": draw(st.sampled_from(["1", "\\frac12", 3, 2.5]))}
         if draw(st.booleans()):
             row["uid"] = draw(st.one_of(st.text(max_size=5), st.integers()))
         return json.dumps(row, ensure_ascii=ascii_only).encode(), kind
@@ -62,10 +64,12 @@ def lines(draw):
             {"question": 5, "answer": "1"}, {"question": "q"}, {"question": "q", "answer": None},
             {"question": "q", "answer": [1]}, {"question": "q", "answer": True}, {"answer": "1"},
             {"question": " ", "answer": "1"}, {"question": "q", "answer": "1", "uid": 1.5},
-            {"question": "q", "answer": "{"}, {"messages": [], "answer": "1"}, {"messages": [None], "answer": "1"}]))
+            {"question": "q", "answer": "{"}, {"messages": [], "answer": "1"},
+            {"messages": [None], "answer": "1"}]))
         return json.dumps(row, ensure_ascii=ascii_only).encode(), kind
     if kind == "broken":
-        text = draw(st.text(alphabet=st.characters(blacklist_characters='"\\\n\r', blacklist_categories=["Cs"]),
+        text = draw(st.text(alphabet=st.characters(blacklist_characters='"\\\n\r',
+                                                   blacklist_categories=["Cs"]),
                             max_size=20))
         return draw(st.sampled_from([
             b"\xff" + text.encode(),                           # invalid UTF-8
@@ -162,7 +166,8 @@ def test_loader_fixes_found_by_fuzzing(tmp_path_factory):
         assert str(e.value).startswith(f"{path}:{message}") and one_line(str(e.value)), str(e.value)
     # a U+2028 / NEL inside a string, a BOM and CRLF endings: one row each, read as written
     rows = [{"question": f"a{sep}b", "answer": "1"} for sep in SEPARATORS]
-    data = codecs.BOM_UTF8 + b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\r\n" for r in rows)
+    data = codecs.BOM_UTF8 + b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\r\n"
+                                      for r in rows)
     prompts = load_prompts(Data(source=str(_write(tmp_path_factory, data))), TOK, "no_think",
                            get_domain("math"), BIG)
     assert [p.uid.rsplit(":", 1)[1] for p in prompts] == [str(i) for i in range(1, len(rows) + 1)]
@@ -171,7 +176,8 @@ def test_loader_fixes_found_by_fuzzing(tmp_path_factory):
 @pytest.mark.parametrize("name, data, message", [
     ("empty", b"", ": no rows (an empty file or data set)"),
     ("blank-lines", b"\n \r\n\t\n", ": no rows (an empty file or data set)"),
-    ("all-bad-allowed", b'{"question": "q"}\n', ": no usable rows (0 longer than max_prompt_tokens="),
+    ("all-bad-allowed", b'{"question": "q"}\n',
+     ": no usable rows (0 longer than max_prompt_tokens="),
     ("bom-only", codecs.BOM_UTF8, ": no rows"),
     ("a-directory", None, ": cannot read (IsADirectoryError"),
 ])
@@ -190,14 +196,15 @@ def test_empty_and_unreadable_sources_are_one_line(tmp_path, name, data, message
 
 def test_corrupt_and_truncated_gzip_are_one_line(tmp_path):
     good = gzip.compress(b'{"question": "q", "answer": "1"}\n' * 1000)
-    for name, data in (("truncated", good[:len(good) // 2]), ("garbage", b"\x1f\x8b" + b"\x00" * 64),
-                       ("not-gzip", b"plain text")):
+    for name, data in (("truncated", good[:len(good) // 2]),
+                       ("garbage", b"\x1f\x8b" + b"\x00" * 64), ("not-gzip", b"plain text")):
         ran("data.jsonl_lines")
         path = tmp_path / f"{name}.jsonl.gz"
         path.write_bytes(data)
         with pytest.raises(DataError) as e:
             read_jsonl(path)
-        assert str(e.value).startswith(f"{path}: cannot read (") and one_line(str(e.value)), str(e.value)
+        assert (str(e.value).startswith(f"{path}: cannot read (")
+                and one_line(str(e.value))), str(e.value)
 
 
 def test_huge_lines_are_read_or_named(tmp_path):
@@ -214,31 +221,38 @@ def test_huge_lines_are_read_or_named(tmp_path):
         load_prompts(Data(source=str(path)), TOK, "no_think", get_domain("math"), 4096)
 
 
-# ------------------------------------------------------------------ SFT and preference rows (strict)
+# ----------------------------------------------------------------- SFT and preference rows (strict)
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8))
-messages = st.lists(st.one_of(
-    st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant"]), "content": texts},
-                          optional={"mode": st.one_of(st.sampled_from(["think", "no_think"]), json_leaf)}),
-    json_leaf), max_size=4)
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                      st.text(max_size=8))
+messages = st.lists(
+    st.one_of(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["system", "user", "assistant"]), "content": texts},
+            optional={"mode": st.one_of(st.sampled_from(["think", "no_think"]), json_leaf)}),
+        json_leaf), max_size=4)
 turns = st.lists(st.fixed_dictionaries(
     {"role": st.sampled_from(["system", "user"]), "content": texts},
-    optional={"mode": st.one_of(st.sampled_from(["think", "no_think"]), json_leaf, st.lists(json_leaf, max_size=1))}),
+    optional={"mode": st.one_of(st.sampled_from(["think", "no_think"]), json_leaf,
+                                st.lists(json_leaf, max_size=1))}),
     min_size=1, max_size=3).map(lambda ms: [*ms, {"role": "user", "content": "q"}])
 well_formed_rows = st.one_of(  # everything right but, maybe, a turn's mode
     st.fixed_dictionaries({"messages": turns, "response": texts}),
     st.fixed_dictionaries({"prompt": turns, "chosen": texts, "rejected": texts}))
 chat_rows = well_formed_rows | st.fixed_dictionaries({}, optional={
-    "question": st.one_of(good_questions, json_leaf), "prompt": st.one_of(good_questions, messages, json_leaf),
+    "question": st.one_of(good_questions, json_leaf),
+    "prompt": st.one_of(good_questions, messages, json_leaf),
     "messages": st.one_of(messages, json_leaf), "response": st.one_of(texts, json_leaf),
     "chosen": st.one_of(texts, json_leaf), "rejected": st.one_of(texts, json_leaf),
     "uid": json_leaf})
 
 
 @fuzz("data.sft_and_preference_rows")
-@given(rows=st.lists(chat_rows, min_size=1, max_size=5), kind=st.sampled_from(["sft", "preference"]),
+@given(rows=st.lists(chat_rows, min_size=1, max_size=5),
+       kind=st.sampled_from(["sft", "preference"]),
        style=st.sampled_from(["cascade1", "cascade2"]), mode=st.sampled_from(["think", "no_think"]))
-def test_sft_and_preference_rows_load_whole_or_name_file_line(tmp_path_factory, rows, kind, style, mode):
+def test_sft_and_preference_rows_load_whole_or_name_file_line(tmp_path_factory, rows, kind,
+                                                              style, mode):
     ran("data.sft_and_preference_rows")
     path = _write(tmp_path_factory, b"".join(json.dumps(r).encode() + b"\n" for r in rows))
     cfg = Data(source=str(path))
@@ -255,23 +269,30 @@ def test_sft_and_preference_rows_load_whole_or_name_file_line(tmp_path_factory, 
         assert message.startswith(f"{path}:") or "no usable" in message, message
 
 
-# ------------------------------------------------------------------ released-dataset schemas + label checks
+# ---------------------------------------------------------- released-dataset schemas + label checks
 
-SCHEMA_KEYS = sorted({"prompt", "question", "problem", "messages", "answer", "label", "instruction_id_list",
-                      "kwargs", "tests", "input_output", "test_code", "test_list", "test_setup_code", "entry_point",
-                      "code", "time_limit", "text", "golden_patch", "patch", "relevant_file_contents", "files",
-                      "problem_statement", "uid"})
-json_values = st.recursive(json_leaf | st.just(float("nan")) | st.just(float("inf")),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
-                                                                                      max_size=3), max_leaves=8)
+SCHEMA_KEYS = sorted({
+    "prompt", "question", "problem", "messages", "answer", "label", "instruction_id_list", "kwargs",
+    "tests", "input_output", "test_code", "test_list", "test_setup_code", "entry_point", "code",
+    "time_limit", "text", "golden_patch", "patch", "relevant_file_contents", "files",
+    "problem_statement", "uid"})
+json_values = st.recursive(
+    json_leaf | st.just(float("nan")) | st.just(float("inf")),
+    lambda inner: (st.lists(inner, max_size=3)
+                   | st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8)
 field_values = st.one_of(
     json_values, good_questions, messages,
-    st.sampled_from(["[" * 3000, '{"inputs": [1], "outputs": [2]}', '{"inputs": [1], "outputs": []}',
-                     '[{"path": "a.py", "content": "x"}]', '{"a.py": 1}', "assert f(1) == 2", "def f(:",
-                     "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n", "7" * 5000]),
-    st.lists(st.sampled_from(["keywords:existence", "length_constraints:number_words", "nope"]), max_size=2),
-    st.lists(st.dictionaries(st.sampled_from(["keywords", "num_words", "relation", "N"]),
-                             json_values | st.sampled_from(["at least", "less than"]), max_size=2), max_size=2))
+    st.sampled_from([
+        "[" * 3000, '{"inputs": [1], "outputs": [2]}', '{"inputs": [1], "outputs": []}',
+        '[{"path": "a.py", "content": "x"}]', '{"a.py": 1}', "assert f(1) == 2", "def f(:",
+        "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n", "7" * 5000]),
+    st.lists(st.sampled_from(["keywords:existence", "length_constraints:number_words", "nope"]),
+             max_size=2),
+    st.lists(
+        st.dictionaries(st.sampled_from(["keywords", "num_words", "relation", "N"]),
+                        json_values | st.sampled_from(["at least", "less than"]), max_size=2),
+        max_size=2))
 schema_rows = st.dictionaries(st.sampled_from(SCHEMA_KEYS), field_values, max_size=6)
 
 
@@ -284,7 +305,8 @@ def test_schemas_and_label_checks_raise_only_one_line_value_errors(domain, row):
     except SchemaError as e:
         assert str(e).startswith("f.jsonl:7: ") and one_line(str(e)), str(e)
         return
-    assert render(messages, "think")  # what the loader templates next must accept what adapt returned
+    # what the loader templates next must accept what adapt returned
+    assert render(messages, "think")
     try:
         VALIDATORS[domain](label)
     except ValueError as e:  # the loader reports it as f"{where}: {e}"
@@ -294,13 +316,19 @@ def test_schemas_and_label_checks_raise_only_one_line_value_errors(domain, row):
 def test_schema_fixes_found_by_fuzzing():
     cases = [
         ("code", {"prompt": "p", "test_list": 5}, "field 'test_list' must be a list of strings"),
-        ("code", {"prompt": "p", "test_list": ["assert f(1)", 2]}, "field 'test_list' must be a list of strings"),
-        ("code", {"prompt": "p", "test_list": ["assert f(1)"], "test_setup_code": 3}, "'test_setup_code'"),
+        ("code", {"prompt": "p", "test_list": ["assert f(1)", 2]},
+         "field 'test_list' must be a list of strings"),
+        ("code", {"prompt": "p", "test_list": ["assert f(1)"], "test_setup_code": 3},
+         "'test_setup_code'"),
         ("code", {"prompt": "p", "test_code": 5}, "field 'test_code' must be a string, got int"),
-        ("code", {"prompt": "p", "input_output": "[" * 100_000}, "'input_output' is a string but not JSON"),
-        ("swe", {"prompt": "p", "golden_patch": "x", "relevant_file_contents": "[" * 100_000}, "not JSON"),
-        ("math", {"prompt": "p", "answer": float("nan")}, "field 'answer' must be a finite number, got nan"),
-        ("math", {"prompt": "p", "answer": float("inf")}, "field 'answer' must be a finite number, got inf"),
+        ("code", {"prompt": "p", "input_output": "[" * 100_000},
+         "'input_output' is a string but not JSON"),
+        ("swe", {"prompt": "p", "golden_patch": "x", "relevant_file_contents": "[" * 100_000},
+         "not JSON"),
+        ("math", {"prompt": "p", "answer": float("nan")},
+         "field 'answer' must be a finite number, got nan"),
+        ("math", {"prompt": "p", "answer": float("inf")},
+         "field 'answer' must be a finite number, got inf"),
     ]
     for domain, row, message in cases:
         ran("data.schemas")
@@ -314,7 +342,7 @@ def test_schema_fixes_found_by_fuzzing():
                                   "kwargs": [{"num_words": value, "relation": "at least"}]})
 
 
-# ------------------------------------------------------------------ parquet rows (the released datasets' format)
+# ----------------------------------------------------- parquet rows (the released datasets' format)
 
 @fuzz("data.parquet_rows")
 @given(problems=st.lists(st.one_of(st.none(), good_questions, st.just("")), min_size=1, max_size=6),
@@ -326,12 +354,13 @@ def test_parquet_rows_with_nulls_and_nans_are_counted(tmp_path_factory, problems
     ran("data.parquet_rows")
     numeric = answers.draw(st.booleans())
     values = answers.draw(st.lists(
-        st.one_of(st.none(), st.sampled_from([math.nan, math.inf, -math.inf, 1.0]), st.floats()) if numeric
-        else st.one_of(st.none(), st.sampled_from(["1", "", "{", "\\frac12"])),
+        st.one_of(st.none(), st.sampled_from([math.nan, math.inf, -math.inf, 1.0]), st.floats())
+        if numeric else st.one_of(st.none(), st.sampled_from(["1", "", "{", "\\frac12"])),
         min_size=len(problems), max_size=len(problems)))
     path = tmp_path_factory.mktemp("pq") / "rows.parquet"
     pq.write_table(pa.table({"problem": pa.array(problems, pa.string()),
-                             "answer": pa.array(values, pa.float64() if numeric else pa.string())}), path)
+                             "answer": pa.array(values, pa.float64() if numeric else pa.string())}),
+                   path)
 
     def is_good(p, a):
         if p is None or not p.strip() or a is None:

@@ -5,10 +5,11 @@ IFEval/IFBench reward; malformed, unicode and huge diffs into the SWE diff parse
 round trip: any change, rendered as a diff, applies back to itself); random text into the
 code-switch detector. Every call ends in a score in the documented range.
 
-Time: the math verifier's only configured bound is its per-sample timeout (``MathVerifier.timeout_s``, the
-worker is killed after it), so each call is checked against ``timeout_s`` per sample in flight plus
-:data:`RESTART_SLACK_S` for replacing killed workers. The other verifiers claim linear time without a
-number; a ``pytest.mark.timeout`` guards them against a hang, no speed is asserted.
+Time: the math verifier's only configured bound is its per-sample timeout
+(``MathVerifier.timeout_s``, the worker is killed after it), so each call is checked against
+``timeout_s`` per sample in flight plus :data:`RESTART_SLACK_S` for replacing killed workers. The
+other verifiers claim linear time without a number; a ``pytest.mark.timeout`` guards them against a
+hang, no speed is asserted.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from hypothesis import given, strategies as st
 from nemo_cascade.rewards import language
 from nemo_cascade.rewards.ifeval import ALL, ifeval_reward, per_instruction, validate_label
 from nemo_cascade.rewards.math import MathVerifier
-from nemo_cascade.rewards.swe import (OUTCOMES, PatchError, SWEReward, apply_answer, normalize_content,
-                                      render_unified_diff, swe_reward)
+from nemo_cascade.rewards.swe import (OUTCOMES, PatchError, SWEReward, apply_answer,
+                                      normalize_content, render_unified_diff, swe_reward)
 from nemo_cascade.rewards.swe.edits import parse_unified_diff
 
 from .fuzz_budget import fuzz, ran
@@ -38,8 +39,9 @@ pytestmark = pytest.mark.timeout(600)  # a hang guard for the whole file, not a 
 TIMEOUT_S = 1.0
 WORKERS = 2
 RESTART_SLACK_S = 30.0
-"""Wall time allowed on top of the per-sample timeouts for the pool to replace killed workers (a fresh
-interpreter importing sympy and math-verify: ~1 s idle, several on a loaded 2-core machine) and to start."""
+"""Wall time allowed on top of the per-sample timeouts for the pool to replace killed workers (a
+fresh interpreter importing sympy and math-verify: ~1 s idle, several on a loaded 2-core machine)
+and to start."""
 VERIFIER = MathVerifier(timeout_s=TIMEOUT_S, num_workers=WORKERS)
 
 
@@ -57,16 +59,19 @@ def _scores(responses, labels) -> list[float]:
     return scores
 
 
-LATEX = ["\\boxed{", "{", "}", "\\frac", "\\sqrt", "\\\\", "^", "_", "9", "1", "x", "(", ")", "[", "]", "\\left(",
-         "\\right)", "\\infty", "\\pi", "\\cdot", "=", ",", "\\{", "\\}", "$", "\\text{", "%", "!", "\\", ".",
-         "</think>", "<think>", "\\begin{pmatrix}", "\\end{pmatrix}", "&", "e^{", "\\ln", "\\sin", " "]
+LATEX = [
+    "\\boxed{", "{", "}", "\\frac", "\\sqrt", "\\\\", "^", "_", "9", "1", "x", "(", ")", "[", "]",
+    "\\left(", "\\right)", "\\infty", "\\pi", "\\cdot", "=", ",", "\\{", "\\}", "$", "\\text{", "%",
+    "!", "\\", ".", "</think>", "<think>", "\\begin{pmatrix}", "\\end{pmatrix}", "&", "e^{", "\\ln",
+    "\\sin", " "]
 latex_soup = st.lists(st.sampled_from(LATEX), max_size=40).map("".join)
-answers = st.sampled_from(["1", "0.5", "\\frac{1}{2}", "(1, 2]", "x=5", "\\sqrt{2}", "\\{1,2\\}", "50\\%", "-3",
-                           "\\infty", "2\\pi", "9^{9^{9}}"])
+answers = st.sampled_from(["1", "0.5", "\\frac{1}{2}", "(1, 2]", "x=5", "\\sqrt{2}", "\\{1,2\\}",
+                           "50\\%", "-3", "\\infty", "2\\pi", "9^{9^{9}}"])
 
 
 @fuzz("math.random_text")
-@given(response=st.one_of(st.text(max_size=200), latex_soup, latex_soup.map(lambda s: f"\\boxed{{{s}}}"),
+@given(response=st.one_of(st.text(max_size=200), latex_soup,
+                          latex_soup.map(lambda s: f"\\boxed{{{s}}}"),
                           st.text(max_size=60).map(lambda s: f"<think>{s}</think>\\boxed{{{s}}}"),
                           st.none(), st.integers(), st.binary(max_size=10)),
        label=st.one_of(answers, st.text(max_size=20), latex_soup))
@@ -76,7 +81,8 @@ def test_math_scores_any_text_in_bounded_time(response, label):
 
 
 def _expr(depth: int) -> st.SearchStrategy:
-    leaf = st.one_of(st.integers(-99, 999).map(str), st.sampled_from(["x", "y", "\\pi", "e", "\\infty", "0.5"]))
+    leaf = st.one_of(st.integers(-99, 999).map(str),
+                     st.sampled_from(["x", "y", "\\pi", "e", "\\infty", "0.5"]))
     if depth == 0:
         return leaf
     sub = _expr(depth - 1)
@@ -102,7 +108,8 @@ def test_math_scores_generated_latex_in_bounded_time(answer, label, think):
     powers, factorials, intervals — including the ones sympy cannot finish (killed at the timeout,
     score 0)."""
     ran("math.latex_grammar")
-    response = f"<think>scratch</think>The answer is \\boxed{{{answer}}}." if think else f"\\boxed{{{answer}}}"
+    response = (f"<think>scratch</think>The answer is \\boxed{{{answer}}}." if think
+                else f"\\boxed{{{answer}}}")
     score = _scores([response], [label])[0]
     if answer == label:
         assert score == 1.0
@@ -138,7 +145,8 @@ def test_pathological_latex_scores_zero_within_the_timeout_bound():
     assert got["many-boxes"] == 1.0 and got["unbalanced-close"] == 1.0  # the last complete box is 1
     assert {n for n, s in got.items() if s} == {"many-boxes", "unbalanced-close"}, got
     # the same monsters as references: labels go through str() and the same bounded path
-    assert _scores(["\\boxed{1}", "\\boxed{2}"], [PATHOLOGICAL["power-tower"], "9" * 5000]) == [0.0, 0.0]
+    assert _scores(["\\boxed{1}", "\\boxed{2}"],
+                   [PATHOLOGICAL["power-tower"], "9" * 5000]) == [0.0, 0.0]
 
 
 # ------------------------------------------------------------------ IFEval / IFBench
@@ -146,7 +154,8 @@ def test_pathological_latex_scores_zero_within_the_timeout_bound():
 def _kwarg(arg) -> st.SearchStrategy:
     lo = int(arg.minimum) if arg.minimum is not None else -5
     if arg.kind is int:
-        return st.one_of(st.integers(lo, 50), st.sampled_from([lo, 10**9, 2**62]).filter(lambda v: v >= lo))
+        return st.one_of(st.integers(lo, 50),
+                         st.sampled_from([lo, 10**9, 2**62]).filter(lambda v: v >= lo))
     if arg.kind is float:
         return st.floats(min_value=arg.minimum or 0.0, max_value=1e6, allow_nan=False)
     if arg.kind is list:
@@ -172,11 +181,13 @@ def ifeval_labels(draw):
     return {"prompt": draw(st.text(max_size=30)), "instruction_id_list": ids, "kwargs": kwargs}
 
 
-MARKUP = ["\n", "\n\n", "*", "**", "# ", "## Section 1\n", "* item\n", "- ", "1. ", "P.S. ", "\"", ",", ".", "?",
-          "!", "<<title>>", "[name]", "{", "}", "```", "JSON", "SECTION 2", "***", "Mr. ", "日本語", "😀", "é",
-          "HELLO", "hello", "\t", "\u2028", "</think>", "<think>", "  ", "word "]
-ifeval_text = st.one_of(st.text(max_size=300), st.lists(st.one_of(st.sampled_from(MARKUP), st.text(max_size=10)),
-                                                         max_size=60).map("".join))
+MARKUP = [
+    "\n", "\n\n", "*", "**", "# ", "## Section 1\n", "* item\n", "- ", "1. ", "P.S. ", "\"", ",",
+    ".", "?", "!", "<<title>>", "[name]", "{", "}", "```", "JSON", "SECTION 2", "***", "Mr. ",
+    "日本語", "😀", "é", "HELLO", "hello", "\t", "\u2028", "</think>", "<think>", "  ", "word "]
+ifeval_text = st.one_of(st.text(max_size=300),
+                        st.lists(st.one_of(st.sampled_from(MARKUP), st.text(max_size=10)),
+                                 max_size=60).map("".join))
 
 
 class _Raised(logging.Handler):
@@ -206,20 +217,23 @@ def test_ifeval_scores_any_text_for_any_valid_label(checker_raises, label, respo
     ran("ifeval.random_text")
     try:
         validate_label(label)
-    except ValueError as e:  # a cross-argument constraint: a one-line load-time error, never a scoring one
+    except ValueError as e:
+        # a cross-argument constraint: a one-line load-time error, never a scoring one
         assert "\n" not in str(e)
         return
     before = len(checker_raises.records)
     assert ifeval_reward(response, label) in (0.0, 1.0)
     for loose in (False, True):
         verdicts = per_instruction(response, label, loose=loose)
-        assert len(verdicts) == len(label["instruction_id_list"]) and all(v in (True, False) for v in verdicts)
+        assert (len(verdicts) == len(label["instruction_id_list"])
+                and all(v in (True, False) for v in verdicts))
     raised = [r.getMessage() for r in checker_raises.records[before:]]
     assert not raised, raised
 
 
 @fuzz("ifeval.huge_text")
-@given(label=ifeval_labels(), piece=st.lists(st.sampled_from(MARKUP), min_size=1, max_size=8).map("".join),
+@given(label=ifeval_labels(),
+       piece=st.lists(st.sampled_from(MARKUP), min_size=1, max_size=8).map("".join),
        noise=st.integers(0, 2**32))
 def test_ifeval_scores_a_megabyte(checker_raises, label, piece, noise):
     ran("ifeval.huge_text")
@@ -228,32 +242,36 @@ def test_ifeval_scores_a_megabyte(checker_raises, label, piece, noise):
     except ValueError:
         return
     rng = random.Random(noise)
-    text = "".join(piece if rng.random() < 0.9 else rng.choice(MARKUP) for _ in range(MB // len(piece) + 1))[:MB]
+    text = "".join(piece if rng.random() < 0.9 else rng.choice(MARKUP)
+                   for _ in range(MB // len(piece) + 1))[:MB]
     before = len(checker_raises.records)
     assert ifeval_reward(text, label) in (0.0, 1.0)
     assert not checker_raises.records[before:]
 
 
-# ------------------------------------------------------------------ SWE: diff parser, round trip, reward
+# ------------------------------------------------------------- SWE: diff parser, round trip, reward
 
 FILES = {"pkg/mod.py": "def f(x):\n    return x + 1\n\n\nA = 1\nB = 2\n", "pkg/other.py": "A = 1\n"}
-GOLDEN = "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1,2 @@\n def f(x):\n-    return x + 1\n+    return x + 2\n"
+GOLDEN = ("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1,2 @@\n def f(x):\n"
+          "-    return x + 1\n+    return x + 2\n")
 LABEL = {"golden_patch": GOLDEN, "files": FILES, "problem_statement": "f is off by one"}
-DIFF_LINES = ["--- a/pkg/mod.py", "+++ b/pkg/mod.py", "--- /dev/null", "+++ /dev/null", "+++ b/pkg/new.py",
-              "--- pkg/other.py", "+++ pkg/other.py", "--- a/pkg/mod.py\t2024-01-01", "@@ -1,2 +1,2 @@",
-              "@@ -0,0 +1 @@",
-              "@@ @@", "@@ -999999999,999999999 +1 @@", "@@ -1 +1 @@ def f(x):", " def f(x):", "-    return x + 1",
-              "+    return x + 2", "-A = 1", "+A = 3", "+", "-", " ", "", "\\ No newline at end of file", "```diff",
-              "```", "diff --git a/pkg/mod.py b/pkg/mod.py", "Index: pkg/mod.py", "<<<<<<< SEARCH", "=======",
-              ">>>>>>> REPLACE", "### pkg/mod.py", "\r", "\x00", "\u2028", "\ufeff--- a/pkg/mod.py"]
+DIFF_LINES = [
+    "--- a/pkg/mod.py", "+++ b/pkg/mod.py", "--- /dev/null", "+++ /dev/null", "+++ b/pkg/new.py",
+    "--- pkg/other.py", "+++ pkg/other.py", "--- a/pkg/mod.py\t2024-01-01", "@@ -1,2 +1,2 @@",
+    "@@ -0,0 +1 @@", "@@ @@", "@@ -999999999,999999999 +1 @@", "@@ -1 +1 @@ def f(x):",
+    " def f(x):", "-    return x + 1", "+    return x + 2", "-A = 1", "+A = 3", "+", "-", " ", "",
+    "\\ No newline at end of file", "```diff", "```", "diff --git a/pkg/mod.py b/pkg/mod.py",
+    "Index: pkg/mod.py", "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE", "### pkg/mod.py", "\r",
+    "\x00", "\u2028", "\ufeff--- a/pkg/mod.py"]
 diff_like = st.lists(st.one_of(st.sampled_from(DIFF_LINES), st.text(max_size=12),
-                               st.text(max_size=8).map(lambda s: "+" + s), st.text(max_size=8).map(lambda s: "-" + s)),
+                               st.text(max_size=8).map(lambda s: "+" + s),
+                               st.text(max_size=8).map(lambda s: "-" + s)),
                      max_size=30).map("\n".join)
 
 
 @fuzz("swe.diff_parser")
-@given(answer=st.one_of(diff_like, diff_like.map(lambda d: GOLDEN + d), diff_like.map(lambda d: d + GOLDEN),
-                        st.text(max_size=200)),
+@given(answer=st.one_of(diff_like, diff_like.map(lambda d: GOLDEN + d),
+                        diff_like.map(lambda d: d + GOLDEN), st.text(max_size=200)),
        crlf=st.booleans())
 def test_diff_parser_and_apply_give_edits_or_a_patch_error(answer, crlf):
     ran("swe.diff_parser")
@@ -273,12 +291,17 @@ def test_diff_parser_and_apply_give_edits_or_a_patch_error(answer, crlf):
         assert render_unified_diff(FILES, after) is not None
 
 
-LINE_POOL = ["x = 1", "", "    pass", "-- not a header", "++ nor this", "--- a/pkg/mod.py", "+++ b/pkg/mod.py",
-             "@@ -1 +1 @@", "\\ backslash", " lead", "trail  ", "\t", "\x0c", "\u2028", "é日😀", "a\rb", "#", "}",
-             "- minus", "+ plus", "diff --git a/x b/x", "```", "A = 1"]
-file_lines = st.lists(st.one_of(st.sampled_from(LINE_POOL), st.text(
-    alphabet=st.characters(blacklist_characters="\n\r", blacklist_categories=["Cs"]), max_size=10)), max_size=25)
-file_text = st.tuples(file_lines, st.booleans()).map(lambda t: "\n".join(t[0]) + ("\n" if t[1] and t[0] else ""))
+LINE_POOL = [
+    "x = 1", "", "    pass", "-- not a header", "++ nor this", "--- a/pkg/mod.py",
+    "+++ b/pkg/mod.py", "@@ -1 +1 @@", "\\ backslash", " lead", "trail  ", "\t", "\x0c", "\u2028",
+    "é日😀", "a\rb", "#", "}", "- minus", "+ plus", "diff --git a/x b/x", "```", "A = 1"]
+file_lines = st.lists(
+    st.one_of(st.sampled_from(LINE_POOL),
+              st.text(alphabet=st.characters(blacklist_characters="\n\r",
+                                             blacklist_categories=["Cs"]), max_size=10)),
+    max_size=25)
+file_text = st.tuples(file_lines, st.booleans()).map(
+    lambda t: "\n".join(t[0]) + ("\n" if t[1] and t[0] else ""))
 PATHS = ["pkg/mod.py", "pkg/other.py", "pkg/new.py", "a/b.py"]
 
 
@@ -286,8 +309,8 @@ PATHS = ["pkg/mod.py", "pkg/other.py", "pkg/new.py", "a/b.py"]
 def changes(draw):
     """``(files, after)``: random originals and a random change of them (edits, creations,
     deletions)."""
-    files = {p: draw(file_text) for p in draw(st.lists(st.sampled_from(PATHS), min_size=1, max_size=3,
-                                                          unique=True))}
+    files = {p: draw(file_text)
+             for p in draw(st.lists(st.sampled_from(PATHS), min_size=1, max_size=3, unique=True))}
     after = {}
     for path in draw(st.lists(st.sampled_from(PATHS), min_size=1, max_size=3, unique=True)):
         if path in files and draw(st.integers(0, 5)) == 0:
@@ -334,22 +357,27 @@ def test_any_change_rendered_as_a_diff_applies_back_to_itself(change):
 
 @fuzz("swe.reward")
 @given(response=st.one_of(diff_like, st.text(max_size=300),
-                          st.tuples(st.sampled_from(["", "<think>", "<think>x</think>"]), diff_like).map("".join),
+                          st.tuples(st.sampled_from(["", "<think>", "<think>x</think>"]),
+                                    diff_like).map("".join),
                           st.none(), st.integers()))
 def test_swe_reward_is_a_score_in_range_for_any_response(response):
     ran("swe.reward")
     scores, details = SWEReward().verdicts([response], [LABEL])
-    assert -1.0 <= scores[0] <= 1.0 and math.isfinite(scores[0]) and details[0]["outcome"] in OUTCOMES
+    assert (-1.0 <= scores[0] <= 1.0 and math.isfinite(scores[0])
+            and details[0]["outcome"] in OUTCOMES)
 
 
 def test_huge_and_unicode_diffs_score_in_range():
     cases = {
-        "1MB-unicode-hunk": "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n-def f(x):\n+" + "日\u2028" * (MB // 2),
-        "1MB-of-context": "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n" + " def f(x):\n" * (MB // 11),
+        "1MB-unicode-hunk": "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n-def f(x):\n+"
+                            + "日\u2028" * (MB // 2),
+        "1MB-of-context": "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n"
+                          + " def f(x):\n" * (MB // 11),
         "bom-and-crlf": "\ufeff" + GOLDEN.replace("\n", "\r\n"),
         "nul-in-path": GOLDEN.replace("pkg/mod.py", "pkg/mod.py\x00"),
         "cr-only-endings": GOLDEN.replace("\n", "\r"),
-        "100k-files": "".join(f"--- a/f{i}.py\n+++ b/f{i}.py\n@@ -1 +1 @@\n-a\n+b\n" for i in range(100_000)),
+        "100k-files": "".join(f"--- a/f{i}.py\n+++ b/f{i}.py\n@@ -1 +1 @@\n-a\n+b\n"
+                              for i in range(100_000)),
     }
     for name, response in cases.items():
         ran("swe.reward")
@@ -358,12 +386,14 @@ def test_huge_and_unicode_diffs_score_in_range():
     assert swe_reward(cases["bom-and-crlf"], LABEL) in (-1.0, 1.0)
 
 
-# ------------------------------------------------------------------ code-switch detector and its penalty
+# ------------------------------------------------------------- code-switch detector and its penalty
 
 @fuzz("language.code_switch")
-@given(text=st.one_of(st.text(max_size=200), st.lists(st.sampled_from(
-    ["$", "$$", "`", "```", "\\(", "\\)", "\\[", "\\]", "\\frac", "中文", "ab", "\n", "Привет", "α", "𝑥",
-     " "]), max_size=40).map("".join)), script=st.sampled_from(sorted(language.EXPECTED_SCRIPTS)),
+@given(text=st.one_of(st.text(max_size=200),
+                      st.lists(st.sampled_from([
+                          "$", "$$", "`", "```", "\\(", "\\)", "\\[", "\\]", "\\frac", "中文", "ab",
+                          "\n", "Привет", "α", "𝑥", " "]), max_size=40).map("".join)),
+       script=st.sampled_from(sorted(language.EXPECTED_SCRIPTS)),
        rewards=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=4),
        penalty=st.one_of(st.none(), st.floats(-10, 10), st.just(language.BATCH_MIN_MINUS_10)),
        rule=st.sampled_from(language.CODE_SWITCH_RULES))
@@ -373,10 +403,12 @@ def test_code_switch_detector_and_penalty_on_any_text(text, script, rewards, pen
     assert 0 <= foreign <= letters
     flag = language.is_code_switched(text, script)
     assert flag in (True, False)
-    allowed = language.reply_scripts(text, rule, script)  # the same text as a prompt: data, never an error
+    # the same text as a prompt: data, never an error
+    allowed = language.reply_scripts(text, rule, script)
     assert allowed is None or "latin" in allowed
     echo = language.is_code_switched_reply(text, text, rule, script)
-    assert echo in (True, False) and not (rule == "prompt_language" and echo)  # a prompt's own language passes
+    # a prompt's own language passes
+    assert echo in (True, False) and not (rule == "prompt_language" and echo)
     out = language.apply_code_switch_penalty(rewards, [flag] * len(rewards), penalty)
     assert len(out) == len(rewards) and all(math.isfinite(r) for r in out)
 
@@ -389,10 +421,12 @@ def test_swe_fixes_found_by_fuzzing():
     marker_only = "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n\\ No newline at end of file"
     assert swe_reward(marker_only, LABEL) == -1.0
     files = {"pkg/empty.py": "", "pkg/mod.py": "A = 1\n"}
-    for after in ({"pkg/empty.py": None}, {"pkg/new.py": ""}, {"pkg/empty.py": None, "pkg/mod.py": "A = 2\n"}):
+    for after in ({"pkg/empty.py": None}, {"pkg/new.py": ""},
+                  {"pkg/empty.py": None, "pkg/mod.py": "A = 2\n"}):
         diff = render_unified_diff(files, after)
         assert apply_answer(diff, files) == after, diff
-    with pytest.raises(PatchError, match="without any hunk"):  # headers alone, no /dev/null: still nothing
+    # headers alone, no /dev/null: still nothing
+    with pytest.raises(PatchError, match="without any hunk"):
         apply_answer("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n", files)
     with pytest.raises(PatchError, match="leaves lines"):  # a hunkless deletion of a non-empty file
         apply_answer("--- a/pkg/mod.py\n+++ /dev/null\n", files)

@@ -25,24 +25,27 @@ def test_paired_rule_flags_the_kept_smollm2_ifeval_drop_the_unpaired_rule_misses
     assert paired[0].best - paired[0].now == pytest.approx(0.04)
     assert round(paired[0].p, 3) == 0.031
     assert "p 0.031 on 250 items" in str(paired[0])
-    assert stage_scores.row_regressions(rows, KEPT / "stages" / "1-math", tolerance, "unpaired") == []
+    assert stage_scores.row_regressions(rows, KEPT / "stages" / "1-math", tolerance,
+                                        "unpaired") == []
     # the code stage's ifeval (23.2) is 2.8 below its best row, not significant paired (p 0.21)
-    later = stage_scores.row_regressions([*rows, KEPT / "stages" / "1-math"], KEPT / "stages" / "2-code",
-                                         tolerance, "paired")
+    later = stage_scores.row_regressions([*rows, KEPT / "stages" / "1-math"],
+                                         KEPT / "stages" / "2-code", tolerance, "paired")
     assert later == []
 
 
 def _suite(values: list[list[float]]) -> dict:
     score = sum(sum(v) / len(v) for v in values) / len(values)
     k = len(values[0])
-    return {"suite": "x", "domain": "math", "metric": "accuracy",
-            "decoding": {"temperature": 0.6, "top_p": 0.95, "top_k": -1, "samples": k, "max_tokens": 64,
-                         "mode": "think", "template": "cascade1", "seed": 0, "max_model_len": 128},
-            "data": {"path": "x", "sha256": "0", "items": len(values), "limit": len(values)},
-            "metrics": {f"avg@{k}": score, "stderr": 0.01, f"pass@{k}": score, "truncated": 0.0,
-                        "mean_response_tokens": 40.0, "too_long": 0},
-            "records": [{"uid": str(i), "values": v} for i, v in enumerate(values)],
-            "seconds": {"total": 1.0}, "reward": {}}
+    return {
+        "suite": "x", "domain": "math", "metric": "accuracy", "decoding": {
+            "temperature": 0.6, "top_p": 0.95, "top_k": -1, "samples": k, "max_tokens": 64,
+            "mode": "think", "template": "cascade1", "seed": 0, "max_model_len": 128},
+        "data": {"path": "x", "sha256": "0", "items": len(values),
+                 "limit": len(values)}, "metrics": {
+                     f"avg@{k}": score, "stderr": 0.01, f"pass@{k}": score, "truncated": 0.0,
+                     "mean_response_tokens": 40.0, "too_long": 0},
+        "records": [{"uid": str(i), "values": v} for i, v in enumerate(values)
+                    ], "seconds": {"total": 1.0}, "reward": {}}
 
 
 def _rows(tmp_path, *rows: list[list[float]]) -> list[Path]:
@@ -91,8 +94,10 @@ def test_paired_rule_with_several_samples_uses_the_bootstrap(tmp_path):
 def test_rows_without_shared_items_fall_back_to_the_unpaired_rule(tmp_path):
     before = _suite(_binary(100))
     after = _suite(_binary(20))
-    after["records"] = [{"uid": f"other-{r['uid']}", "values": r["values"]} for r in after["records"]]
+    after["records"] = [{"uid": f"other-{r['uid']}", "values": r["values"]}
+                        for r in after["records"]]
     write_eval(tmp_path / "0-a", {"x": before}, META)
     write_eval(tmp_path / "1-b", {"x": after}, META)
-    found = stage_scores.row_regressions([tmp_path / "0-a"], tmp_path / "1-b", {"x": 0.02}, "paired")
+    found = stage_scores.row_regressions([tmp_path / "0-a"], tmp_path / "1-b", {"x": 0.02},
+                                         "paired")
     assert [r.rule for r in found] == ["unpaired"]

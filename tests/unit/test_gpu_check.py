@@ -25,7 +25,8 @@ def run(tmp_path, *args, python=None, env=None, timeout=300):
     full_env = {**os.environ, "PYTHON": python or sys.executable, **(env or {})}
     full_env.pop("OUT", None)
     out = tmp_path / "gpu_check.json"
-    r = subprocess.run(["bash", str(SCRIPT), "--out", str(out), "--logs", str(tmp_path / "logs"), *args],
+    r = subprocess.run(["bash", str(SCRIPT), "--out", str(out),
+                        "--logs", str(tmp_path / "logs"), *args],
                        cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
     assert out.exists(), r.stdout + r.stderr
     return r, json.loads(out.read_text())
@@ -33,8 +34,10 @@ def run(tmp_path, *args, python=None, env=None, timeout=300):
 
 def check_shape(report, names):
     assert report["bench"] == "gpu_check"
-    assert {"time", "machine", "parts", "summary", "exit_code", "seconds", "budget_s", "logs"} <= report.keys()
-    assert isinstance(report["machine"]["cuda"], bool) and isinstance(report["machine"]["gpus"], list)
+    assert ({"time", "machine", "parts", "summary", "exit_code", "seconds", "budget_s", "logs"}
+            <= report.keys())
+    assert (isinstance(report["machine"]["cuda"], bool)
+            and isinstance(report["machine"]["gpus"], list))
     assert [p["name"] for p in report["parts"]] == names
     for p in report["parts"]:
         assert p["status"] in STATUSES, p
@@ -45,7 +48,8 @@ def check_shape(report, names):
             assert isinstance(p["tail"], list) and isinstance(p["json_lines"], list)
             assert Path(p["log"]).is_file()
     assert sum(report["summary"].values()) == len(names)
-    assert report["exit_code"] == int(bool(report["summary"]["fail"] or report["summary"]["timeout"]))
+    assert report["exit_code"] == int(
+        bool(report["summary"]["fail"] or report["summary"]["timeout"]))
 
 
 def summary_lines(stdout):
@@ -54,7 +58,8 @@ def summary_lines(stdout):
 
 def test_this_machine_doctor_runs_and_gpu_parts_are_skipped_without_cuda(tmp_path):
     cuda = torch.cuda.is_available()
-    names = ["doctor"] if cuda else ["doctor", "pytest", "step"]  # never the GPU tier inside the unit tests
+    # never the GPU tier inside the unit tests
+    names = ["doctor"] if cuda else ["doctor", "pytest", "step"]
     r, report = run(tmp_path, env={"GPU_CHECK_PARTS": ",".join(names)})
     check_shape(report, names)
     assert r.returncode == report["exit_code"], r.stderr
@@ -73,7 +78,7 @@ def test_this_machine_doctor_runs_and_gpu_parts_are_skipped_without_cuda(tmp_pat
         assert report["exit_code"] == (1 if doctor["status"] == "fail" else 0)
 
 
-# ---------------------------------------------------------------------------- an interpreter that claims CUDA
+# ------------------------------------------------------------------ an interpreter that claims CUDA
 DOCTOR_TABLE = """\
 nemo-cascade doctor: fake, rank 0 of 2, no recipe (recipe rows not applicable)
 status  check                   detail
@@ -82,7 +87,8 @@ ok      all-reduce              nccl, 2 ranks, 16 MiB in 3 ms
 FAIL    version vllm            not installed; the gpu extra requires it (setup.py)
                                 fix: pip install 'vllm==0.32.0'
 FAIL    transformer engine      transformer_engine.pytorch does not import (not installed)
-                                fix: install the gpu extra (transformer-engine[pytorch]) built for this torch and CUDA
+                                fix: install the gpu extra (transformer-engine[pytorch]) built for \
+this torch and CUDA
 2 ok, 2 FAIL, 0 n/a
 """
 PYTEST_OUT = """\
@@ -96,8 +102,8 @@ STEP_RECORDS = [
     {"bench": "gpu_step", "part": "parity", "fp32_max_abs_diff": 9.5e-7, "pass": True},
     {"bench": "gpu_step", "part": "parity", "fp32_max_abs_diff": 9.6e-7, "pass": True},
     {"bench": "gpu_step", "part": "gemm", "tflops": 710.2},
-    {"bench": "gpu_step", "part": "train", "layers": 12, "step_s_mean": 2.85, "tokens_per_s_per_gpu": 11508.0,
-     "mfu_vs_measured_peak_790": 0.29},
+    {"bench": "gpu_step", "part": "train", "layers": 12, "step_s_mean": 2.85,
+     "tokens_per_s_per_gpu": 11508.0, "mfu_vs_measured_peak_790": 0.29},
 ]
 
 
@@ -106,8 +112,9 @@ def fake_python(tmp_path, modules=None, gpus=2, doctor_sleep=0.0, step_rc=0):
     the machine probe with CUDA and `gpus` GPUs, and prints canned output for the parts."""
     mods = {m: True for m in ("torch", "megatron", "transformers", "pytest", "nemo_cascade")}
     mods.update(modules or {})
-    probe = {"python": "3.12", "modules": mods, "versions": {"torch": "2.11.0+cu130", "transformer-engine": None},
-             "cuda": True, "gpus": [{"name": "NVIDIA H200", "capability": [9, 0], "memory_gib": 139.8}] * gpus}
+    probe = {"python": "3.12", "modules": mods,
+             "versions": {"torch": "2.11.0+cu130", "transformer-engine": None}, "cuda": True,
+             "gpus": [{"name": "NVIDIA H200", "capability": [9, 0], "memory_gib": 139.8}] * gpus}
     step_out = "\n".join(json.dumps(r) for r in STEP_RECORDS)
     shim = tmp_path / "fake_python"
     shim.write_text(textwrap.dedent(f"""\
@@ -138,31 +145,36 @@ def fake_python(tmp_path, modules=None, gpus=2, doctor_sleep=0.0, step_rc=0):
 
 
 def test_gpu_branches_read_each_parts_output(tmp_path):
-    r, report = run(tmp_path, "--step-args", "--preset 8b --only parity,gemm,train", python=fake_python(tmp_path))
+    r, report = run(tmp_path, "--step-args", "--preset 8b --only parity,gemm,train",
+                    python=fake_python(tmp_path))
     names = ["doctor", "doctor-recipe", "pytest", "step"]
     check_shape(report, names)
     parts = {p["name"]: p for p in report["parts"]}
     calls = (tmp_path / "calls.txt").read_text()
-    assert "-m torch.distributed.run --standalone --nproc_per_node=2 -m nemo_cascade.tooling.cli doctor\n" in calls
+    assert ("-m torch.distributed.run --standalone --nproc_per_node=2 "
+            "-m nemo_cascade.tooling.cli doctor\n") in calls
     assert "-m nemo_cascade.tooling.cli doctor recipes/tiny.py\n" in calls
     assert "bench/gpu_step.py --preset 8b --only parity,gemm,train\n" in calls
 
     doctor = parts["doctor"]
     assert (doctor["status"], doctor["rc"]) == ("fail", 2)
     assert doctor["counts"] == {"ok": 2, "FAIL": 2, "n/a": 0}
-    assert [row["check"] for row in doctor["rows"]] == ["cuda", "all-reduce", "version vllm", "transformer engine"]
-    assert doctor["rows"][2]["fix"] == "pip install 'vllm==0.32.0'" and "fix" not in doctor["rows"][0]
+    assert [row["check"] for row in doctor["rows"]] == ["cuda", "all-reduce", "version vllm",
+                                                        "transformer engine"]
+    assert (doctor["rows"][2]["fix"] == "pip install 'vllm==0.32.0'"
+            and "fix" not in doctor["rows"][0])
     assert doctor["detail"] == "2 ok, 2 FAIL, 0 n/a (FAIL: version vllm, transformer engine)"
 
     tests = parts["pytest"]
     assert tests["status"] == "pass" and tests["counts"] == {"passed": 2, "skipped": 11}
-    assert tests["skipped_tests"][0] == {"count": 9, "where": "tests/gpu/test_te_spec.py:31",
-                                         "reason": "needs transformer_engine (pip install the gpu extra)"}
+    assert tests["skipped_tests"][0] == {
+        "count": 9, "where": "tests/gpu/test_te_spec.py:31",
+        "reason": "needs transformer_engine (pip install the gpu extra)"}
 
     step = parts["step"]
     assert step["status"] == "pass" and step["json_lines"] == STEP_RECORDS
-    assert step["detail"] == "parity fp32 9.5e-07/9.6e-07 ok; gemm 710 TFLOP/s; train 12 layers 2.850 s/step " \
-                             "11508 tok/s MFU 0.29"
+    assert step["detail"] == ("parity fp32 9.5e-07/9.6e-07 ok; gemm 710 TFLOP/s; "
+                              "train 12 layers 2.850 s/step 11508 tok/s MFU 0.29")
     assert report["summary"] == {"pass": 2, "fail": 2, "timeout": 0, "skipped": 0}
     assert r.returncode == 1 == report["exit_code"]
     lines = summary_lines(r.stdout)
@@ -188,7 +200,8 @@ def test_missing_modules_skip_their_parts(tmp_path):
     r, report = run(tmp_path, "--parts", "doctor,pytest,step", python=shim)
     check_shape(report, ["doctor", "pytest", "step"])
     doctor, tests, step = report["parts"]
-    assert doctor["command"].endswith("-m nemo_cascade.tooling.cli doctor") and "torch.distributed.run" not in doctor["command"]
+    assert (doctor["command"].endswith("-m nemo_cascade.tooling.cli doctor")
+            and "torch.distributed.run" not in doctor["command"])
     assert tests["status"] == "skipped" and "pytest is not importable" in tests["reason"]
     assert step["status"] == "skipped" and step["reason"].startswith("megatron-core not importable")
 
@@ -200,20 +213,23 @@ def test_a_part_past_its_limit_is_ended_and_the_rest_still_run(tmp_path):
     assert time.monotonic() - start < 60
     check_shape(report, ["doctor", "pytest"])
     doctor, tests = report["parts"]
-    assert doctor["status"] == "timeout" and "2 s limit" in doctor["reason"] and doctor["rc"] is not None
+    assert (doctor["status"] == "timeout" and "2 s limit" in doctor["reason"]
+            and doctor["rc"] is not None)
     assert tests["status"] == "pass"
     assert r.returncode == 1
 
 
 def test_budget_spent_skips_the_remaining_parts(tmp_path):
-    r, report = run(tmp_path, "--parts", "pytest,step", "--budget", "15", python=fake_python(tmp_path))
+    r, report = run(tmp_path, "--parts", "pytest,step", "--budget", "15",
+                    python=fake_python(tmp_path))
     check_shape(report, ["pytest", "step"])
     assert all(p["status"] == "skipped" and "budget spent" in p["reason"] for p in report["parts"])
     assert r.returncode == 0
 
 
 def test_unknown_part_is_a_usage_error(tmp_path):
-    r = subprocess.run(["bash", str(SCRIPT), "--parts", "doctor,nope"], cwd=ROOT, capture_output=True, text=True,
+    r = subprocess.run(["bash", str(SCRIPT), "--parts", "doctor,nope"], cwd=ROOT,
+                       capture_output=True, text=True,
                        env={**os.environ, "PYTHON": sys.executable}, timeout=60)
     assert r.returncode == 2 and "unknown part(s) ['nope']" in r.stderr
 
@@ -225,11 +241,14 @@ def test_documented_commands_use_the_scripts_flags():
     checked = 0
     for doc in ("docs/performance.md", "docs/scaling.md"):
         blocks = re.findall(r"```bash\n(.*?)```", (ROOT / doc).read_text(), re.S)
-        for line in (line for block in blocks for line in block.splitlines() if "bench/gpu_check.sh" in line):
+        for line in (line for block in blocks for line in block.splitlines()
+                     if "bench/gpu_check.sh" in line):
             words = shlex.split(line.split("#")[0])
             for i, word in enumerate(words):
-                if word.startswith("--") and words[i - 1] != "--step-args":  # not gpu_step's own flags
+                # not gpu_step's own flags
+                if word.startswith("--") and words[i - 1] != "--step-args":
                     flag = word.split("=")[0]
-                    assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text), f"{doc}: `{line}`: no {flag}"
+                    assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text), (
+                        f"{doc}: `{line}`: no {flag}")
             checked += 1
     assert checked

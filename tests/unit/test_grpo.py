@@ -26,12 +26,13 @@ def group(prompt, responses, rewards, finish=None, mode="no_think"):
         rewards_G=rewards)
 
 
-# ------------------------------------------------------------------------------------------ advantages
+# --------------------------------------------------------------------------------------- advantages
 
 def test_group_advantages_unbiased_std():
     # mean 0.5; unbiased std sqrt(1/3) = 0.57735 → ±0.5/0.57735 = ±0.866 (population std would give
     # ±1)
-    close(grpo.group_advantages(T([1.0, 0.0, 0.0, 1.0]), eps=0.0), [0.866025, -0.866025, -0.866025, 0.866025])
+    close(grpo.group_advantages(T([1.0, 0.0, 0.0, 1.0]), eps=0.0),
+          [0.866025, -0.866025, -0.866025, 0.866025])
     # mean 0.25; squared deviations 0.5625 + 3·0.0625 = 0.75, /3 → std 0.5
     close(grpo.group_advantages(T([1.0, 0.0, 0.0, 0.0]), eps=0.0), [1.5, -0.5, -0.5, -0.5])
 
@@ -49,11 +50,12 @@ def test_group_advantages_eps_singleton_and_constant():
 
 def test_shape_rewards_zscore_tanh():
     # [0,1,3]: mean 4/3, std sqrt(7/3) = 1.527525 → z = [−0.872872, −0.218218, 1.091089] → tanh
-    close(grpo.shape_rewards_zscore_tanh(T([0.0, 1.0, 3.0]), eps=0.0), [-0.702830, -0.214819, 0.797275])
+    close(grpo.shape_rewards_zscore_tanh(T([0.0, 1.0, 3.0]), eps=0.0),
+          [-0.702830, -0.214819, 0.797275])
     assert grpo.SHAPING["none"](T([0.0, 7.0]), 1e-6).tolist() == [0.0, 7.0]
 
 
-# --------------------------------------------------------------------------------------------- filters
+# ------------------------------------------------------------------------------------------ filters
 
 def test_is_zero_variance_and_group_selection():
     assert group_filter.is_zero_variance(T([1.0, 1.0, 1.0]))
@@ -76,7 +78,7 @@ def test_overlong_policies():
     assert r.tolist() == [1.0, 0.5, 1.0] and keep.tolist() == [True, False, True]
 
 
-# ----------------------------------------------------------------------------------------------- batch
+# -------------------------------------------------------------------------------------------- batch
 
 def test_make_batch_shapes_masks_alignment_and_metrics():
     groups = [
@@ -95,7 +97,8 @@ def test_make_batch_shapes_masks_alignment_and_metrics():
     assert batch.lengths_S.tolist() == [5, 3]
     assert batch.modes_S == ["think", "think"]
     m = batch.metrics
-    assert (m["groups"], m["groups_dropped"], m["num_sequences"], m["num_loss_tokens"]) == (2, 1, 2, 4)
+    assert (m["groups"], m["groups_dropped"], m["num_sequences"], m["num_loss_tokens"]) == \
+        (2, 1, 2, 4)
     # rewards before dropping [1, 0, 1, 1]: mean 0.75, population std sqrt(0.1875) = 0.433013
     close(m["reward_mean"], 0.75)
     close(m["reward_std"], 0.433013)
@@ -111,8 +114,8 @@ def test_make_batch_keeps_zero_variance_groups_when_asked():
 
 
 def test_make_batch_empty_when_every_group_dropped():
-    batch = grpo.make_batch([group([1], [[2], [3]], [0.0, 0.0]), group([1], [[4], [5]], [1.0, 1.0])],
-                            GRPO(), pad_id=0)
+    batch = grpo.make_batch([group([1], [[2], [3]], [0.0, 0.0]),
+                             group([1], [[4], [5]], [1.0, 1.0])], GRPO(), pad_id=0)
     assert batch.num_sequences == 0
     assert batch.tokens_B_T.shape == (0, 0) and batch.advantages_S.shape == (0,)
     assert batch.metrics["groups_dropped"] == 2 and batch.metrics["reward_mean"] == 0.5
@@ -132,7 +135,8 @@ def test_make_batch_overlong_none_zero_filter():
     filt = grpo.make_batch([g()], GRPO(overlong="filter", adv_eps=0.0), pad_id=0)
     close(filt.advantages_S, [1.154701, -0.577350, -0.577350])
     assert filt.tokens_B_T.tolist() == [[7, 1, 2], [7, 6, 0], [7, 8, 0]]
-    assert filt.metrics["samples_overlong_filtered"] == 1 and filt.metrics["truncation_rate"] == 0.25
+    assert (filt.metrics["samples_overlong_filtered"] == 1
+            and filt.metrics["truncation_rate"] == 0.25)
     assert filt.metrics["num_loss_tokens"] == 4
 
 
@@ -183,7 +187,7 @@ def test_make_batch_rejects_unscored_or_inconsistent_groups():
         grpo.make_batch([group([], [[2], [3]], [1.0, 0.0])], GRPO(), pad_id=0)
 
 
-# ------------------------------------------------------------------------------------------------ loss
+# --------------------------------------------------------------------------------------------- loss
 
 # two sequences with 3 and 1 valid tokens; padding positions hold −inf to prove they never leak in
 MASK = T([[0.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
@@ -197,10 +201,12 @@ def logprobs_with_padding():
 def test_token_vs_sequence_aggregation_on_policy():
     lp = logprobs_with_padding()
     # ratio 1 → per-token loss −A: seq0 three × −1, seq1 one × +2
-    num, den, metrics = grpo.policy_loss_terms(lp, lp.detach(), ADV, MASK, GRPO(loss_aggregation="token"))
+    num, den, metrics = grpo.policy_loss_terms(lp, lp.detach(), ADV, MASK,
+                                               GRPO(loss_aggregation="token"))
     close(num, -1.0)  # −3 + 2
     assert int(den) == 4 and den.dtype == torch.int
-    num_s, den_s, _ = grpo.policy_loss_terms(lp, lp.detach(), ADV, MASK, GRPO(loss_aggregation="sequence"))
+    num_s, den_s, _ = grpo.policy_loss_terms(lp, lp.detach(), ADV, MASK,
+                                             GRPO(loss_aggregation="sequence"))
     close(num_s, 1.0)  # mean(seq0) −1 + mean(seq1) 2
     assert int(den_s) == 2
     close(num / den, -0.25)
@@ -216,7 +222,8 @@ def test_token_vs_sequence_aggregation_on_policy():
 ])
 def test_gradient_at_ratio_one(aggregation, expected_grad):
     lp = logprobs_with_padding()
-    num, den, _ = grpo.policy_loss_terms(lp, lp.detach(), ADV, MASK, GRPO(loss_aggregation=aggregation))
+    num, den, _ = grpo.policy_loss_terms(lp, lp.detach(), ADV, MASK,
+                                         GRPO(loss_aggregation=aggregation))
     (num / den).backward()
     close(lp.grad, expected_grad)
 
@@ -224,7 +231,8 @@ def test_gradient_at_ratio_one(aggregation, expected_grad):
 def test_sequence_aggregation_skips_sequences_without_tokens():
     lp = torch.zeros(2, 3)
     mask = T([[0.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
-    num, den, _ = grpo.policy_loss_terms(lp, lp, T([3.0, 5.0]), mask, GRPO(loss_aggregation="sequence"))
+    num, den, _ = grpo.policy_loss_terms(lp, lp, T([3.0, 5.0]), mask,
+                                         GRPO(loss_aggregation="sequence"))
     close(num, -3.0)
     assert int(den) == 1
 
@@ -264,7 +272,8 @@ def test_policy_loss_with_kl():
     ref = T([[0.0, math.log(0.25), 0.0]])
     mask = T([[1.0, 1.0, 0.0]])
     cfg = GRPO(kl_coef=0.1)
-    num, den, metrics = grpo.policy_loss_terms(lp, lp.detach(), T([1.0]), mask, cfg, ref_logprobs_B_T=ref)
+    num, den, metrics = grpo.policy_loss_terms(lp, lp.detach(), T([1.0]), mask, cfg,
+                                               ref_logprobs_B_T=ref)
     close(num, -2.0 + 0.1 * 0.5)  # −A per token + 0.1 · (0.306853 + 0.193147)
     assert int(den) == 2
     close(metrics["kl"], [0.5, 2.0])
@@ -284,13 +293,14 @@ def test_make_batch_feeds_policy_loss():
     groups = [group([5, 6], [[1, 2, 3], [4]], [1.0, 0.0])]
     batch = grpo.make_batch(groups, GRPO(adv_eps=0.0), pad_id=0)
     lp = torch.full(batch.tokens_B_T.shape, -0.3, requires_grad=True)
-    num, den, _ = grpo.policy_loss_terms(lp, lp.detach(), batch.advantages_B_T, batch.loss_mask_B_T, GRPO())
+    num, den, _ = grpo.policy_loss_terms(lp, lp.detach(), batch.advantages_B_T, batch.loss_mask_B_T,
+                                         GRPO())
     # 3 tokens × −0.707107 and 1 token × +0.707107 over 4 tokens
     close(num, -2 * 0.707107)
     assert int(den) == 4
 
 
-# ---------------------------------------------------- dynamic sampling with refill, per-mode metrics (§4.4.2, §4.3.2)
+# ---------------------------------- dynamic sampling with refill, per-mode metrics (§4.4.2, §4.3.2)
 
 def test_is_informative_follows_the_overlong_policy():
     # rewards [1, 0, 0]; the 1 was truncated. none: unequal → informative. filter: the truncated
@@ -303,7 +313,8 @@ def test_is_informative_follows_the_overlong_policy():
 
 
 # rewards of prompt k's group: informative (mixed) for k in {1, 3, 4, 6}, zero variance otherwise
-REWARDS_OF = {0: [0, 0], 1: [1, 0], 2: [1, 1], 3: [0, 1], 4: [1, 0], 5: [0, 0], 6: [0, 1], 7: [1, 0]}
+REWARDS_OF = {
+    0: [0, 0], 1: [1, 0], 2: [1, 1], 3: [0, 1], 4: [1, 0], 5: [0, 0], 6: [0, 1], 7: [1, 0]}
 
 
 def _fake_rollout():
@@ -312,15 +323,17 @@ def _fake_rollout():
     drawn, calls = [], []
 
     def draw(n):
-        batch = [Prompt(prompt_tokens=[len(drawn) + i + 1], domain="math", label="1", uid=str(len(drawn) + i))
+        batch = [Prompt(prompt_tokens=[len(drawn) + i + 1], domain="math", label="1",
+                        uid=str(len(drawn) + i))
                  for i in range(n)]
         drawn.extend(batch)
         return batch
 
     def sample(prompts, round_):
         calls.append((round_, [int(p.uid) for p in prompts]))
-        return [PromptGroup(prompt=p, response_tokens_G_T=[[7], [8]], rollout_logprobs_G_T=[[-0.1], [-0.2]],
-                            finish_reason_G=["stop", "stop"], rewards_G=[float(r) for r in REWARDS_OF[int(p.uid)]])
+        return [PromptGroup(prompt=p, response_tokens_G_T=[[7], [8]],
+                            rollout_logprobs_G_T=[[-0.1], [-0.2]], finish_reason_G=["stop", "stop"],
+                            rewards_G=[float(r) for r in REWARDS_OF[int(p.uid)]])
                 for p in prompts]
     return draw, sample, calls
 
@@ -351,7 +364,8 @@ def test_refill_round_budget_and_drop_only():
     draw, sample, calls = _fake_rollout()
     groups, m = _collect(draw, sample, GRPO(group_size=2, prompts_per_step=4, refill_max_rounds=1))
     assert calls == [(0, [0, 1, 2, 3]), (1, [4, 5])] and len(groups) == 6
-    assert m == {"refill_rounds": 1.0, "groups_informative": 3.0}  # budget spent: the batch stays short
+    # budget spent: the batch stays short
+    assert m == {"refill_rounds": 1.0, "groups_informative": 3.0}
     draw, sample, calls = _fake_rollout()
     # the default refill_max_rounds = 0: drop only
     groups, m = _collect(draw, sample, GRPO(group_size=2, prompts_per_step=4))
@@ -375,7 +389,8 @@ def test_actor_loss_reports_the_rollout_logprob_gap():
     mb = {"advantages": T([1.0]), "loss_mask": T([[0.0, 1.0, 1.0, 0.0]]),
           "rollout_logprobs": T([[0.0, -0.4, -1.3, 0.0]])}
     num, den, metrics = grpo.actor_loss(GRPO(), logprobs, mb)
-    close(metrics["logprob_gap"], [0.1 + 0.3, 2.0])  # |−0.5 + 0.4| + |−1.0 + 1.3| over the 2 trained tokens
+    # |−0.5 + 0.4| + |−1.0 + 1.3| over the 2 trained tokens
+    close(metrics["logprob_gap"], [0.1 + 0.3, 2.0])
     close(num, -2.0)  # −ratio·A per trained token, ratio ≡ 1 on-policy
     assert int(den) == 2
     num.backward()

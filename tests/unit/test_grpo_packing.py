@@ -20,9 +20,11 @@ def group(prompt, responses, rewards):
 def test_pack_rows_first_fit_decreasing():
     assert packing.pack_rows([5, 3, 2, 4, 1], budget=5) == [[0], [3, 4], [1, 2]]
     assert packing.pack_rows([2, 2, 2], budget=4) == [[0, 1], [2]]  # ties keep their order
-    assert packing.pack_rows([9, 1], budget=4) == [[0], [1]]          # longer than the budget: a row of its own
+    # longer than the budget: a row of its own
+    assert packing.pack_rows([9, 1], budget=4) == [[0], [1]]
     assert packing.pack_rows([], budget=4) == []
-    lengths = [int(x) for x in torch.randint(1, 50, (200,), generator=torch.Generator().manual_seed(0))]
+    lengths = [
+        int(x) for x in torch.randint(1, 50, (200,), generator=torch.Generator().manual_seed(0))]
     rows = packing.pack_rows(lengths, budget=64)
     assert sorted(s for row in rows for s in row) == list(range(200))
     assert all(sum(lengths[s] for s in row) <= 64 for row in rows)
@@ -36,7 +38,8 @@ def test_make_batch_packs_sequences_with_their_own_positions_and_advantages():
     # budget = longest (5), longest first: 5 alone; 3 opens a row; the next 3 does not fit its 2
     # left and opens another; 2 fills the first row with room
     assert batch.packed and batch.num_sequences == 4
-    assert batch.tokens_B_T.tolist() == [[11, 12, 21, 22, 23], [11, 12, 24, 13, 25], [13, 26, 27, 99, 99]]
+    assert batch.tokens_B_T.tolist() == [[11, 12, 21, 22, 23], [11, 12, 24, 13, 25],
+                                         [13, 26, 27, 99, 99]]
     assert batch.segment_ids_B_T.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 2, 2], [1, 1, 1, 0, 0]]
     assert batch.position_ids_B_T.tolist() == [[0, 1, 2, 3, 4], [0, 1, 2, 0, 1], [0, 1, 2, 0, 0]]
     assert batch.loss_mask_B_T.tolist() == [[0, 0, 1, 1, 1], [0, 0, 1, 0, 1], [0, 1, 1, 0, 0]]
@@ -48,8 +51,8 @@ def test_make_batch_packs_sequences_with_their_own_positions_and_advantages():
     assert batch.metrics["pad_share"] == pytest.approx(1 - 13 / 15)
     assert batch.metrics["pad_share_unpacked"] == pytest.approx(1 - 13 / 20)
     assert batch.metrics["shared_prompt_saving"] == 0.0
-    assert set(batch.tensors()) == {"tokens", "loss_mask", "advantages", "rollout_logprobs", "position_ids",
-                                    "segment_ids"}
+    assert set(batch.tensors()) == {
+        "tokens", "loss_mask", "advantages", "rollout_logprobs", "position_ids", "segment_ids"}
 
     plain = grpo.make_batch(groups, GRPO(adv_eps=0.0, sequence_packing=False), pad_id=99)
     assert plain.tokens_B_T.shape == (4, 5) and plain.layout() == {}
@@ -62,22 +65,27 @@ def test_a_groups_samples_share_one_copy_of_their_prompt():
     """GRPO.share_prompts: the prompt but its last token once, then per sample that token and its
     response, positions continuing the prompt's; each sample sees the shared part and itself, never
     another sample."""
-    groups = [group([11, 12, 13], [[21, 22], [23]], [1.0, 0.0]),   # shared: 2 + (1 + 2) + (1 + 1) = 7 tokens
-              group([14], [[24], [25, 26]], [0.0, 1.0])]           # a one-token prompt has nothing to share
+    # shared: 2 + (1 + 2) + (1 + 1) = 7 tokens
+    groups = [group([11, 12, 13], [[21, 22], [23]], [1.0, 0.0]),
+              # a one-token prompt has nothing to share
+              group([14], [[24], [25, 26]], [0.0, 1.0])]
     batch = grpo.make_batch(groups, GRPO(adv_eps=0.0), pad_id=99)
     assert batch.tokens_B_T.tolist() == [[11, 12, 13, 21, 22, 13, 23], [14, 25, 26, 14, 24, 99, 99]]
     assert batch.position_ids_B_T.tolist() == [[0, 1, 2, 3, 4, 2, 3], [0, 1, 2, 0, 1, 0, 0]]
     assert batch.segment_ids_B_T.tolist() == [[1, 1, 2, 2, 2, 3, 3], [1, 1, 1, 2, 2, 0, 0]]
     assert batch.prefix_ids_B_T.tolist() == [[0, 0, 1, 1, 1, 1, 1], [0] * 7]
     assert batch.loss_mask_B_T.tolist() == [[0, 0, 0, 1, 1, 0, 1], [0, 1, 1, 0, 1, 0, 0]]
-    assert batch.rollout_logprobs_B_T.tolist() == [[0, 0, 0, -0.5, -0.5, 0, -0.5], [0, -0.5, -0.5, 0, -0.5, 0, 0]]
+    assert batch.rollout_logprobs_B_T.tolist() == [[0, 0, 0, -0.5, -0.5, 0, -0.5],
+                                                   [0, -0.5, -0.5, 0, -0.5, 0, 0]]
     a = 0.707107
     torch.testing.assert_close(batch.advantages_B_T, torch.tensor(
         [[0, 0, a, a, a, -a, -a], [a, a, a, -a, -a, 0, 0]]), atol=1e-5, rtol=0)
     assert batch.layout().keys() == {"position_ids", "segment_ids", "prefix_ids"}
-    assert batch.metrics["shared_prompt_saving"] == pytest.approx(1 - 12 / 14)  # 5 + 4 + 2 + 3 laid as 7 + 5
+    # 5 + 4 + 2 + 3 laid as 7 + 5
+    assert batch.metrics["shared_prompt_saving"] == pytest.approx(1 - 12 / 14)
     allowed = ~packing.segment_causal_mask(batch.segment_ids_B_T, batch.prefix_ids_B_T)[0, 0]
-    assert allowed[5].tolist() == [True, True, False, False, False, True, False]  # the 2nd sample's first token
+    # the 2nd sample's first token
+    assert allowed[5].tolist() == [True, True, False, False, False, True, False]
     assert allowed[4].tolist() == [True, True, True, True, True, False, False]
     # rows of at most pack_tokens: a sample that does not fit joins no unit and keeps its own prompt
     tight = grpo.make_batch(groups[:1], GRPO(adv_eps=0.0, pack_tokens=6), pad_id=99)
@@ -92,21 +100,25 @@ def test_attention_by_block_is_the_block_diagonal_masks_attention(share):
     from nemo_cascade.actor.fused_attention import attend_by_block
 
     g = torch.Generator().manual_seed(3)
-    groups = [group(list(range(3, 3 + p)), [list(range(5, 5 + r)) for r in rs], [1.0, 0.0, 0.5][:len(rs)])
-              for p, rs in ((5, (4, 1, 6)), (1, (3, 2)), (8, (2, 7, 3)))]
+    groups = [
+        group(list(range(3, 3 + p)), [list(range(5, 5 + r)) for r in rs], [1.0, 0.0, 0.5][:len(rs)])
+        for p, rs in ((5, (4, 1, 6)), (1, (3, 2)), (8, (2, 7, 3)))]
     batch = grpo.make_batch(groups, GRPO(adv_eps=0.0, share_prompts=share), pad_id=0)
     segments, prefix = batch.segment_ids_B_T, batch.prefix_ids_B_T
-    assert (batch.metrics["shared_prompt_saving"] > 0) == share and (segments == 0).any() and segments.max() > 1
+    assert ((batch.metrics["shared_prompt_saving"] > 0) == share and (segments == 0).any()
+            and segments.max() > 1)
     blocks = packing.attention_blocks(segments, prefix)
-    assert blocks.real_UQ.sum() == (segments > 0).sum(), "every real token is one block's query, once"
+    assert blocks.real_UQ.sum() == (segments > 0).sum(), \
+        "every real token is one block's query, once"
     B, T = segments.shape
     q, k, v = (torch.randn(T, B, h, 8, generator=g, requires_grad=True) for h in (4, 2, 2))
-    weight = torch.randn(T, B, 32, generator=g) * (segments.t() > 0).unsqueeze(2)  # padding outputs are never read
+    # padding outputs are never read
+    weight = torch.randn(T, B, 32, generator=g) * (segments.t() > 0).unsqueeze(2)
 
     def dense(q, k, v):
         allowed = ~packing.segment_causal_mask(segments, prefix)
-        out = torch.nn.functional.scaled_dot_product_attention(*(x.permute(1, 2, 0, 3) for x in (q, k, v)), allowed,
-                                                               scale=0.3, enable_gqa=True)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            *(x.permute(1, 2, 0, 3) for x in (q, k, v)), allowed, scale=0.3, enable_gqa=True)
         return out.permute(2, 0, 1, 3).reshape(T, B, 32)
 
     want = dense(q, k, v)
@@ -114,7 +126,8 @@ def test_attention_by_block_is_the_block_diagonal_masks_attention(share):
     got = attend_by_block(q, k, v, blocks, scale=0.3)
     got_grads = torch.autograd.grad((got * weight).sum(), (q, k, v))
     real = (segments.t() > 0).unsqueeze(2)
-    terms = T + 8  # the weighted sum over at most T keys after the 8-term scores (tests/tolerance.py)
+    # the weighted sum over at most T keys after the 8-term scores (tests/tolerance.py)
+    terms = T + 8
     assert_close(got * real, want * real, torch.float32, terms, what="block attention")
     assert (got[~real.expand_as(got)] == 0).all()
     for x, y in zip(got_grads, want_grads):
@@ -123,13 +136,17 @@ def test_attention_by_block_is_the_block_diagonal_masks_attention(share):
     assert low.dtype == torch.bfloat16
     # bf16 blocks run in fp32 and round once on the way out: one bf16 rounding apart from fp32 on
     # the same inputs
-    assert_close(low.float() * real, dense(*(x.detach().bfloat16().float() for x in (q, k, v))) * real,
+    assert_close(low.float() * real,
+                 dense(*(x.detach().bfloat16().float() for x in (q, k, v))) * real,
                  torch.bfloat16, 1, what="bf16 block attention")
 
 
-@pytest.mark.parametrize("aggregation,share,by_block", [("token", True, True), ("sequence", True, False),
-                                                       ("token", False, True), ("token", False, False)])
-def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggregation, share, by_block):
+@pytest.mark.parametrize("aggregation,share,by_block", [("token", True, True),
+                                                        ("sequence", True, False),
+                                                        ("token", False, True),
+                                                        ("token", False, False)])
+def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggregation, share,
+                                                  by_block):
     from functools import partial
 
     from nemo_cascade.actor.megatron import MegatronActor
@@ -144,15 +161,17 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggrega
     randint = lambda n: torch.randint(3, 320, (n,), generator=g).tolist()  # noqa: E731
     groups = [PromptGroup(prompt=Prompt(prompt_tokens=randint(p), domain="math", label="1"),
                           response_tokens_G_T=[randint(r) for r in responses],
-                          rollout_logprobs_G_T=[[-1.0] * r for r in responses], finish_reason_G=["stop"] * 3,
-                          rewards_G=[1.0, 0.0, 0.5])
+                          rollout_logprobs_G_T=[[-1.0] * r for r in responses],
+                          finish_reason_G=["stop"] * 3, rewards_G=[1.0, 0.0, 0.5])
               for p, responses in ((4, (9, 2, 5)), (7, (3, 11, 1)), (2, (6, 6, 4)))]
     cfg = GRPO(adv_eps=0.0, loss_aggregation=aggregation, share_prompts=share)
     packed = grpo.make_batch(groups, cfg, pad_id=0)
     assert (packed.metrics["shared_prompt_saving"] > 0.1) == share
     plain = grpo.make_batch(groups, GRPO(**{**cfg.__dict__, "sequence_packing": False}), pad_id=0)
-    assert packed.tokens_B_T.shape[0] < plain.tokens_B_T.shape[0], "the test must put several sequences in a row"
-    layout = packing.packed_attention(packed.segment_ids_B_T, packed.prefix_ids_B_T if share else None,
+    assert packed.tokens_B_T.shape[0] < plain.tokens_B_T.shape[0], \
+        "the test must put several sequences in a row"
+    layout = packing.packed_attention(packed.segment_ids_B_T,
+                                      packed.prefix_ids_B_T if share else None,
                                       by_block=actor.plan.fused_attention)
     assert isinstance(layout, packing.AttentionBlocks) == by_block
 
@@ -165,7 +184,8 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggrega
     assert_close(got, want, torch.float32, net.forward_terms(), what="packed log-probs")
 
     loss = partial(grpo.actor_loss, cfg)
-    a, b = actor.train_step(packed.tensors(), loss, 0.7), actor.train_step(plain.tensors(), loss, 0.7)
+    a, b = (actor.train_step(packed.tensors(), loss, 0.7),
+            actor.train_step(plain.tensors(), loss, 0.7))
     assert a.tokens == b.tokens
     # strict on-policy: the loss VALUE is −ΣA/n whatever the log-probs; the gradient and the
     # log-prob gap are not
@@ -176,5 +196,6 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggrega
     # and unpacked rows after their last trained token: 104 of the batch's 9 × 18 columns here
     assert b.metrics["computed_tokens"] < plain.tokens_B_T.numel()
     # the layout is what makes it equal: packed rows without it let sequences see each other
-    leaky = {k: v for k, v in packed.tensors().items() if k not in ("position_ids", "segment_ids", "prefix_ids")}
+    leaky = {k: v for k, v in packed.tensors().items()
+             if k not in ("position_ids", "segment_ids", "prefix_ids")}
     assert abs(actor.train_step(leaky, loss, 0.7).grad_norm - a.grad_norm) > 1e-3

@@ -4,10 +4,10 @@ work dir, symlink and hard-link escapes, TCP/UDP/DNS/unix-socket egress, killing
 daemons) is contained when scored as code: it scores 0, ends within its wall clock, leaves no
 process and changes no host file, and the same Scorer then still scores a correct program 1.
 
-The corpus runs once per module, all programs at once (the sandbox's waits overlap; ~8 s on 2 loaded cores);
-each attack is then its own test case so a failure names the attack and what escaped. The witnesses are shown
-to work: the attacks that are safe to run unsandboxed do escape there, and the memory watchdog is checked on
-its own with limits small enough for any machine.
+The corpus runs once per module, all programs at once (the sandbox's waits overlap; ~8 s on 2 loaded
+cores); each attack is then its own test case so a failure names the attack and what escaped. The
+witnesses are shown to work: the attacks that are safe to run unsandboxed do escape there, and the
+memory watchdog is checked on its own with limits small enough for any machine.
 """
 import pytest
 
@@ -42,12 +42,14 @@ def test_witnesses_see_unsandboxed_escapes():
     listener got a packet or a connection, a process outlived the run). Only attacks that touch
     nothing but this run's own canaries, listeners and tagged files run here; kill, fork and memory
     attacks never run unsandboxed."""
-    expected = {"write_outside": "canary", "read_secrets": "scored 1.0", "udp_egress": "UDP listener",
-                "unix_socket": "unix listener", "daemon_detached": "outlived the run"}
+    expected = {"write_outside": "canary", "read_secrets": "scored 1.0",
+                "udp_egress": "UDP listener", "unix_socket": "unix listener",
+                "daemon_detached": "outlived the run"}
     assert sorted(expected) == sorted(n for n, a in CORPUS.items() if a.safe_unsandboxed)
     verdicts, info = run_corpus(list(expected), unsafe=True)
     for verdict in verdicts:
-        assert any(expected[verdict.name] in p for p in verdict.problems), (verdict.name, verdict.problems)
+        assert any(expected[verdict.name] in p for p in verdict.problems), \
+            (verdict.name, verdict.problems)
     assert info["after"] == [1.0, 0.0]
 
 
@@ -64,7 +66,8 @@ for _ in range({children}):
     os.close(w)
     held += os.read(r, 1) == b'1'
 print(held, flush=True)
-time.sleep({hold})  # the parent stays, as a real bomb would: a run that ends at once races the watchdog's sampling
+time.sleep({hold})  # the parent stays, as a real bomb would: a run that ends at once races the \
+watchdog's sampling
 """
 
 
@@ -75,6 +78,6 @@ def test_memory_watchdog_bounds_forked_children_together():
     limits = Limits(cpu_s=5, wall_s=60, memory_bytes=256 << 20)
     bomb = run_python(FORKED_HOLD.format(children=6, mb=64, hold=10), limits=limits)
     assert bomb.killed == "memory_limit", bomb
-    small = run_python(FORKED_HOLD.format(children=3, mb=32, hold=0.5).replace("time.sleep(60)", "time.sleep(0.5)"),
-                       limits=limits)
+    small = run_python(FORKED_HOLD.format(children=3, mb=32, hold=0.5)
+                       .replace("time.sleep(60)", "time.sleep(0.5)"), limits=limits)
     assert small.ok and small.stdout == "3\n", small

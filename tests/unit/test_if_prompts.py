@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade.config import Data
-from nemo_cascade.tooling.demo_data.if_prompts import (CLASHES, GROUPS, SLOTS, TEMPLATES, if_requests, requests,
-                                                      split_of)
+from nemo_cascade.tooling.demo_data.if_prompts import (CLASHES, GROUPS, SLOTS, TEMPLATES,
+                                                       if_requests, requests, split_of)
 from nemo_cascade.data.loader import load_prompts, load_sft_examples
 from nemo_cascade.tooling.demo_data.synthetic_domains import DOMAIN_TASKS
 from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
@@ -17,15 +17,18 @@ from nemo_cascade.rewards import REWARDS, VALIDATORS, get_domain
 from nemo_cascade.rewards.ifeval import IFEVAL, per_instruction, validate_label
 
 ROOT = Path(__file__).resolve().parents[2]
-SMOLLM2 = ROOT / "models" / "smollm2-135m-instruct"  # tools/fetch_smollm2.py writes it; absent on a bare checkout
+# tools/fetch_smollm2.py writes it; absent on a bare checkout
+SMOLLM2 = ROOT / "models" / "smollm2-135m-instruct"
 REQUIRED = {
-    "change_case:english_lowercase", "change_case:english_capital", "punctuation:no_comma", "startend:quotation",
-    "startend:end_checker", "detectable_format:title", "detectable_format:number_bullet_lists",
-    "detectable_content:postscript", "detectable_content:number_placeholders",
-    "detectable_format:number_highlighted_sections", "keywords:existence", "keywords:forbidden_words",
-    "keywords:frequency", "length_constraints:number_words", "length_constraints:number_sentences",
-    "length_constraints:number_paragraphs", "detectable_format:json_format", "combination:repeat_prompt",
-    "change_case:capital_word_frequency", "detectable_format:constrained_response"}
+    "change_case:english_lowercase", "change_case:english_capital", "punctuation:no_comma",
+    "startend:quotation", "startend:end_checker", "detectable_format:title",
+    "detectable_format:number_bullet_lists", "detectable_content:postscript",
+    "detectable_content:number_placeholders", "detectable_format:number_highlighted_sections",
+    "keywords:existence", "keywords:forbidden_words", "keywords:frequency",
+    "length_constraints:number_words", "length_constraints:number_sentences",
+    "length_constraints:number_paragraphs", "detectable_format:json_format",
+    "combination:repeat_prompt", "change_case:capital_word_frequency",
+    "detectable_format:constrained_response"}
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +69,10 @@ def test_sizes_and_splits_are_fixed_by_the_request(rows):
     # seed and size never move a row between splits; the seed orders, reproducibly
     assert {r["uid"] for r in if_requests("test", 0, 7)} == test
     assert {r["uid"] for r in if_requests("train", 40, 3)} <= train
-    assert [r["uid"] for r in if_requests("train", 40, 3)] == [r["uid"] for r in if_requests("train", 40, 3)]
-    assert [r["uid"] for r in if_requests("train", 40, 3)] != [r["uid"] for r in if_requests("train", 40, 4)]
+    assert ([r["uid"] for r in if_requests("train", 40, 3)]
+            == [r["uid"] for r in if_requests("train", 40, 3)])
+    assert ([r["uid"] for r in if_requests("train", 40, 3)]
+            != [r["uid"] for r in if_requests("train", 40, 4)])
     with pytest.raises(ValueError, match="exceeds"):
         if_requests("test", len(test) + 1, 0)
     with pytest.raises(ValueError, match="split"):
@@ -77,8 +82,10 @@ def test_sizes_and_splits_are_fixed_by_the_request(rows):
 def test_requests_are_many_short_and_varied():
     reqs = requests()
     assert len({r[0] for r in reqs}) == len(reqs) >= 400
-    assert len(TEMPLATES) >= 15 and sum(len(v) for v in SLOTS.values()) >= 60  # many shapes and topics
-    assert all("," not in r[0] and len(r[0].split()) <= 16 for r in reqs)  # repeatable under no_comma; short
+    # many shapes and topics
+    assert len(TEMPLATES) >= 15 and sum(len(v) for v in SLOTS.values()) >= 60
+    # repeatable under no_comma; short
+    assert all("," not in r[0] and len(r[0].split()) <= 16 for r in reqs)
 
 
 def test_instruction_coverage_and_no_clashing_pair(rows):
@@ -106,8 +113,10 @@ def test_kwargs_fit_a_small_model(rows):
                 assert kw["num_words"] <= 100
             if iid == "length_constraints:number_sentences" and kw["relation"] == "at least":
                 assert kw["num_sentences"] <= 6
-            if iid == "combination:repeat_prompt":  # IFEval's shape: everything before the repeat sentence
-                assert row["prompt"].startswith(kw["prompt_to_repeat"] + "\nFirst repeat the request")
+            # IFEval's shape: everything before the repeat sentence
+            if iid == "combination:repeat_prompt":
+                assert row["prompt"].startswith(
+                    kw["prompt_to_repeat"] + "\nFirst repeat the request")
 
 
 def test_disjoint_from_ifeval_prompts(rows):
@@ -116,7 +125,8 @@ def test_disjoint_from_ifeval_prompts(rows):
     assert len(ifeval) == 541
     lowered = [p.lower() for p in ifeval]
     for row in _all(rows):
-        assert not any(p in row["prompt"] for p in ifeval if len(p) <= len(row["prompt"])), row["prompt"]
+        assert not any(p in row["prompt"]
+                       for p in ifeval if len(p) <= len(row["prompt"])), row["prompt"]
     for request, *_ in requests():
         assert not any(request.lower() in p for p in lowered), request
 
@@ -141,7 +151,8 @@ def test_loads_through_the_prompt_loader(tok, rows):
     assert len(sft) == 4 and all(r[-1] == tok.eos_token_id for _, r in sft)
 
 
-@pytest.mark.skipif(not (SMOLLM2 / "tokenizer.json").exists(), reason="SmolLM2 not extracted (tools/fetch_smollm2.py)")
+@pytest.mark.skipif(not (SMOLLM2 / "tokenizer.json").exists(),
+                    reason="SmolLM2 not extracted (tools/fetch_smollm2.py)")
 def test_lengths_fit_smollm2(rows):
     """Prompts stay within ~100 SmolLM2 tokens and the reference answers within ~200 (the stage's
     budgets)."""

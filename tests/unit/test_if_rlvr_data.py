@@ -22,8 +22,8 @@ from nemo_cascade.rewards import (VALIDATORS, Scorer, adapt_row, get_domain, rew
 from nemo_cascade.types import PromptGroup
 
 ROWS = Path(__file__).resolve().parents[1] / "data" / "ifbench_train" / "if_rlvr_rows.jsonl"
-TEST_ID_ROW = {"prompt": "Count to three. Use exactly 2 numbers.", "instruction_id_list": ["count:numbers"],
-               "kwargs": [{"N": 2}]}
+TEST_ID_ROW = {"prompt": "Count to three. Use exactly 2 numbers.",
+               "instruction_id_list": ["count:numbers"], "kwargs": [{"N": 2}]}
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +39,8 @@ def _load(tok, path, **data):
 
 def _scored(prompt, responses):
     group = PromptGroup(prompt=prompt, response_tokens_G_T=[[1]] * len(responses),
-                        rollout_logprobs_G_T=[[-0.1]] * len(responses), finish_reason_G=["stop"] * len(responses),
-                        response_text_G=list(responses))
+                        rollout_logprobs_G_T=[[-0.1]] * len(responses),
+                        finish_reason_G=["stop"] * len(responses), response_text_G=list(responses))
     Scorer("ifeval").score([group])
     return group
 
@@ -49,17 +49,21 @@ def test_released_rows_load_and_score_through_the_loader_and_scorer(tok):
     prompts = _load(tok, ROWS)
     assert len(prompts) == 5 and prompts.bad_rows == 0
     first = prompts[0]
-    assert first.label["instruction_id_list"] == ["last_word:last_word_answer", "punctuation:no_comma"]
+    assert first.label["instruction_id_list"] == [
+        "last_word:last_word_answer", "punctuation:no_comma"]
     assert first.label["kwargs"] == [{"last_word": "brief"}, None]
     assert first.label["prompt"].startswith("Describe a sunrise")
     assert "Describe a sunrise" in tok.decode(first.prompt_tokens)
     responses = {  # row → (followed every instruction, broke one)
-        0: ("The sun rose slowly and the answer stays brief.", "The sun rose, slowly. Brief it is not."),
+        0: ("The sun rose slowly and the answer stays brief.",
+            "The sun rose, slowly. Brief it is not."),
         1: ("[i] [like] [apples] [and] [pears] [because] [they] [are] [sweet] [and] [fresh]",
-            "[I] [like] [apples] [and] [pears] [because] [they] [are] [sweet] [and] [fresh]"),  # "I": not lowercase
+            # "I": not lowercase
+            "[I] [like] [apples] [and] [pears] [because] [they] [are] [sweet] [and] [fresh]"),
         2: ("sun, moon and moon; hello hello", "sun moon hello hello"),
         3: ("What is the capital of France?\n******\nWhat is the capital of France?", "Paris."),
-        4: ("rain drops rain. rain", "rain drops rain."),  # the final "." is the last token, not "rain"
+        # the final "." is the last token, not "rain"
+        4: ("rain drops rain. rain", "rain drops rain."),
     }
     for i, (good, bad) in responses.items():
         group = _scored(prompts[i], [good, bad])
@@ -69,17 +73,20 @@ def test_released_rows_load_and_score_through_the_loader_and_scorer(tok):
 
 def test_ground_truth_forms_adapt_to_one_label():
     messages = [{"role": "user", "content": "Say hi. End with the word bye."}]
-    want = {"prompt": "Say hi. End with the word bye.", "instruction_id_list": ["last_word:last_word_answer"],
-            "kwargs": [{"last_word": "bye"}]}
-    truth = [{"instruction_id": ["last_word:last_word_answer"], "kwargs": [{"last_word": "bye", "N": None}]}]
-    for form in (repr(truth), json.dumps(truth), json.dumps([json.dumps(truth[0])]), repr(truth[0])):
+    want = {"prompt": "Say hi. End with the word bye.",
+            "instruction_id_list": ["last_word:last_word_answer"], "kwargs": [{"last_word": "bye"}]}
+    truth = [{"instruction_id": ["last_word:last_word_answer"],
+              "kwargs": [{"last_word": "bye", "N": None}]}]
+    for form in (repr(truth), json.dumps(truth), json.dumps([json.dumps(truth[0])]),
+                 repr(truth[0])):
         assert adapt_row("ifeval", {"messages": messages, "ground_truth": form},
                          "f:1") == (messages, want), form
 
 
 @pytest.mark.parametrize("truth, message", [
     ("[{'instruction_id': ['punctuation:no_comma']}]", "field 'ground_truth' has no 'kwargs'"),
-    ("[{'instruction_id': [], 'kwargs': []}, {'instruction_id': [], 'kwargs': []}]", "(one dict in the list)"),
+    ("[{'instruction_id': [], 'kwargs': []}, {'instruction_id': [], 'kwargs': []}]",
+     "(one dict in the list)"),
     ("[]", "(one dict in the list)"),
     ("__import__('os').system('true')", "neither a Python literal nor JSON"),
     ("[" * 100_000, "neither a Python literal nor JSON"),
@@ -90,10 +97,12 @@ def test_malformed_ground_truth_is_one_line_naming_the_row(truth, message):
     with pytest.raises(SchemaError) as e:
         adapt_row("ifeval", row, "rows.jsonl:3")
     text = str(e.value)
-    assert text.startswith("rows.jsonl:3: field 'ground_truth'") and message in text and "\n" not in text
+    assert (text.startswith("rows.jsonl:3: field 'ground_truth'") and message in text
+            and "\n" not in text)
 
 
-def test_a_test_taxonomy_id_in_training_data_is_refused_naming_file_row_id_and_setting(tok, tmp_path):
+def test_a_test_taxonomy_id_in_training_data_is_refused_naming_file_row_id_and_setting(
+        tok, tmp_path):
     path = tmp_path / "train.jsonl"
     shutil.copy(ROWS, path)
     with open(path, "a") as f:
@@ -153,7 +162,7 @@ def test_preflight_refuses_a_test_taxonomy_id_before_the_cascade_starts(tmp_path
 
     def ifeval_source(path, **data):
         return apply_overrides(tiny, [f"stages.ifeval.data.source={path}",
-                                             *(f"stages.ifeval.data.{k}={v}" for k, v in data.items())])
+                                      *(f"stages.ifeval.data.{k}={v}" for k, v in data.items())])
 
     check_cascade(ifeval_source(train))  # IFEval + IFBench-Train ids only
     with pytest.raises(config.ConfigError) as e:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import nltk
 
 from nemo_cascade.rewards.ifeval import IFBENCH, instruction_pass_rates, per_instruction
-from nemo_cascade.rewards.ifeval.ifbench.text import head_word_tokens, last_word_tokens, rule_sentences
+from nemo_cascade.rewards.ifeval.ifbench.text import (head_word_tokens, last_word_tokens,
+                                                      rule_sentences)
 
 from .ifbench_data import reference_verdicts
 from .ifeval_corpus import load_rows
@@ -31,7 +32,8 @@ def test_strict_and_loose_verdicts_equal_the_published_ones():
         for is_loose, expected in ((False, strict), (True, loose)):
             ours = per_instruction(response, row, loose=is_loose, registry=IFBENCH)
             if ours != expected:
-                mismatches.append((row["key"], row["instruction_id_list"], is_loose, expected, ours))
+                mismatches.append(
+                    (row["key"], row["instruction_id_list"], is_loose, expected, ours))
     assert not mismatches, f"{len(mismatches)} disagreements: {mismatches[:5]}"
 
 
@@ -39,7 +41,8 @@ def test_pass_rates_equal_the_published_ones():
     results = reference_verdicts()
     for is_loose, column in ((False, 2), (True, 3)):
         ours = instruction_pass_rates(
-            (row["instruction_id_list"], per_instruction(r[1], row, loose=is_loose, registry=IFBENCH))
+            (row["instruction_id_list"],
+             per_instruction(r[1], row, loose=is_loose, registry=IFBENCH))
             for r in results for row in [r[0]])
         theirs = instruction_pass_rates((r[0]["instruction_id_list"], r[column]) for r in results)
         assert ours == theirs
@@ -54,8 +57,9 @@ def _sample_texts() -> list[str]:
 def test_rule_based_splitter_equals_lm_evals():
     registry, _ = load_lm_eval_ifeval()
     split_into_sentences = registry.instructions.instructions_util.split_into_sentences
-    hostile = ["U.S. He left. Inc. It ended", "Ph.D. holders... really?! \"Yes.\" 'No!' end.”", "a.b.c. d",
-               "<prd><stop> x. y", "Dr. No went to google.com. 3.14 is pi", "   ", "..."]
+    hostile = ["U.S. He left. Inc. It ended", "Ph.D. holders... really?! \"Yes.\" 'No!' end.”",
+               "a.b.c. d", "<prd><stop> x. y", "Dr. No went to google.com. 3.14 is pi", "   ",
+               "..."]
     for text in _sample_texts() + hostile:
         assert rule_sentences(text) == split_into_sentences(text), text[:80]
 
@@ -63,4 +67,5 @@ def test_rule_based_splitter_equals_lm_evals():
 def test_partial_word_tokens_equal_nltk_word_tokenize():
     for text in _sample_texts():
         full = nltk.word_tokenize(text)
-        assert head_word_tokens(text, 3) == full[:3] and last_word_tokens(text, 2) == full[-2:], text[:80]
+        assert (head_word_tokens(text, 3) == full[:3]
+                and last_word_tokens(text, 2) == full[-2:]), text[:80]

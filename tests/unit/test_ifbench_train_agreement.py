@@ -1,9 +1,10 @@
 """Our IFBench-Train verdicts equal the reference verifier's (paper §4.4.2, the second IF-RL
 sub-stage).
 
-tests/data/ifbench_train/reference_verdicts.jsonl holds 348 responses judged by the IF-RLVR verifier of
-open-instruct (its ``IFEvalG`` checkers; tests/data/ifbench_train/README.md says how they were made): 12 per
-instruction id, half followed. Every verdict must be reproduced — there are no exceptions.
+tests/data/ifbench_train/reference_verdicts.jsonl holds 348 responses judged by the IF-RLVR verifier
+of open-instruct (its ``IFEvalG`` checkers; tests/data/ifbench_train/README.md says how they were
+made): 12 per instruction id, half followed. Every verdict must be reproduced — there are no
+exceptions.
 """
 from __future__ import annotations
 
@@ -24,10 +25,13 @@ def test_every_reference_verdict_is_reproduced():
     cases = _cases()
     mismatches = []
     for case in cases:
-        label = {"prompt": "p", "instruction_id_list": [case["instruction_id"]], "kwargs": [case["kwargs"]]}
+        label = {
+            "prompt": "p", "instruction_id_list": [case["instruction_id"]],
+            "kwargs": [case["kwargs"]]}
         ours = per_instruction(case["response"], label, registry=IFBENCH_TRAIN)[0]
         if ours != case["followed"]:
-            mismatches.append((case["instruction_id"], case["kwargs"], case["response"][:80], case["followed"]))
+            mismatches.append(
+                (case["instruction_id"], case["kwargs"], case["response"][:80], case["followed"]))
     assert not mismatches, f"{len(mismatches)} of {len(cases)} disagree: {mismatches[:5]}"
 
 

@@ -7,9 +7,9 @@ that every one of the 25 instructions is seen both followed and not followed, un
 under the loose verdict. lm-eval, langdetect and nltk are installed by tools/setup_venv.sh; a
 missing one is an error, not a skip.
 
-Known, deliberate difference: for ``keywords:letter_frequency`` with a "letter" outside a-z (IFEval uses '!'
-and '#') the reference draws a random letter; we count the named character. Those two instances are left out
-here and tested by hand in test_ifeval_reward.py.
+Known, deliberate difference: for ``keywords:letter_frequency`` with a "letter" outside a-z (IFEval
+uses '!' and '#') the reference draws a random letter; we count the named character. Those two
+instances are left out here and tested by hand in test_ifeval_reward.py.
 """
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ from .ifeval_reference import load_lm_eval_ifeval
 
 # Checkers that cost milliseconds per call (langdetect, NLTK tokenisers) see a smaller part of the
 # corpus: the reference response, the upper/lower-case edits and their own targeted edits.
-EXPENSIVE = {"change_case:english_lowercase", "change_case:english_capital", "language:response_language",
-             "change_case:capital_word_frequency", "length_constraints:number_sentences"}
+EXPENSIVE = {"change_case:english_lowercase", "change_case:english_capital",
+             "language:response_language", "change_case:capital_word_frequency",
+             "length_constraints:number_sentences"}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,8 @@ def _texts_for(iid: str, texts: list[str], own: list[str]) -> list[str]:
 
 def _reference_checker(registry, iid: str, kwargs: dict):
     checker = registry.INSTRUCTION_DICT[iid](iid)
-    checker.build_description(**{k: v for k, v in kwargs.items() if v})  # as lm-eval's utils.py does
+    # as lm-eval's utils.py does
+    checker.build_description(**{k: v for k, v in kwargs.items() if v})
     return checker
 
 
@@ -105,7 +107,8 @@ def test_loose_verdicts_agree_with_lm_eval(reference, rows):
                 mismatches.append((row["key"], iid, kwargs, text[:120], expected, verdict))
     assert not mismatches, f"{len(mismatches)} disagreements, first: {mismatches[:5]}"
     one_sided = {iid: v for iid, v in seen.items() if v != {True, False}}
-    assert set(seen) == set(IFEVAL) and not one_sided, f"loose verdict seen with one value only: {one_sided}"
+    assert set(seen) == set(IFEVAL) and not one_sided, (
+        f"loose verdict seen with one value only: {one_sided}")
 
 
 def test_prompt_level_strict_and_loose_agree_with_lm_eval(reference, rows):
@@ -117,7 +120,8 @@ def test_prompt_level_strict_and_loose_agree_with_lm_eval(reference, rows):
     for row, texts, _ in rows[::4]:
         example = utils.InputExample(key=row["key"], instruction_id_list=row["instruction_id_list"],
                                      prompt=row["prompt"], kwargs=row["kwargs"])
-        keep = [not _randomised_by_reference(i, k) for i, k in zip(row["instruction_id_list"], row["kwargs"])]
+        keep = [not _randomised_by_reference(i, k)
+                for i, k in zip(row["instruction_id_list"], row["kwargs"])]
         for text in (texts[0], "Sure, here it is:\n" + texts[0] + "\nHope this helps!"):
             verdicts = {}
             for loose, harness in ((False, utils.test_instruction_following_strict),
@@ -125,15 +129,18 @@ def test_prompt_level_strict_and_loose_agree_with_lm_eval(reference, rows):
                 expected = harness(example, text).follow_instruction_list
                 verdicts[loose] = ours = per_instruction(text, row, loose=loose)
                 if [v for v, k in zip(ours, keep) if k] != [v for v, k in zip(expected, keep) if k]:
-                    mismatches.append((row["key"], loose, row["instruction_id_list"], text[:120], expected, ours))
+                    mismatches.append(
+                        (row["key"], loose, row["instruction_id_list"], text[:120], expected, ours))
             loose_differs += verdicts[False] != verdicts[True]
     assert not mismatches, f"{len(mismatches)} disagreements, first: {mismatches[:3]}"
-    assert loose_differs > 0, "strict and loose never differed: the corpus does not exercise the loose variants"
+    assert loose_differs > 0, (
+        "strict and loose never differed: the corpus does not exercise the loose variants")
 
 
 # Devanagari vowel signs, decomposed accents and zero-width joiners are not \w to re; superscripts
 # are not either.
-UNICODE_WORDS = ["हिन्दी में लिखा गया उत्तर", "cafe\u0301 cre\u0300me", "family 👨\u200d👩\u200d👧 emoji", "x² + y² = z²"]
+UNICODE_WORDS = ["हिन्दी में लिखा गया उत्तर", "cafe\u0301 cre\u0300me",
+                 "family 👨\u200d👩\u200d👧 emoji", "x² + y² = z²"]
 
 
 def test_word_counts_on_non_ascii_text_agree_with_lm_eval(reference):
@@ -147,4 +154,5 @@ def test_word_counts_on_non_ascii_text_agree_with_lm_eval(reference):
             kwargs = {"num_words": n, "relation": "less than"}
             theirs = _reference_checker(registry, "length_constraints:number_words", kwargs)
             ours = IFEVAL["length_constraints:number_words"]
-            assert _passes(ours, bind(ours, kwargs), text) == theirs.check_following(text), (text, n)
+            assert (_passes(ours, bind(ours, kwargs), text)
+                    == theirs.check_following(text)), (text, n)

@@ -2,10 +2,10 @@
 for a megabyte of random or hostile text, without raising (docs/rewards.md: any string up to 1 MB,
 in bounded time).
 
-The checkers are called directly, not through the reward's exception guard, so a raise fails the test. The
-time is printed (run with ``-s`` to see it) and not asserted: tests never assert on wall time. The timeout is
-only a guard against a hang, e.g. a regular expression that backtracks quadratically — which on a megabyte
-takes hours, not seconds.
+The checkers are called directly, not through the reward's exception guard, so a raise fails the
+test. The time is printed (run with ``-s`` to see it) and not asserted: tests never assert on wall
+time. The timeout is only a guard against a hang, e.g. a regular expression that backtracks
+quadratically — which on a megabyte takes hours, not seconds.
 """
 from __future__ import annotations
 
@@ -43,12 +43,14 @@ def _texts() -> dict[str, str]:
 
 
 def _one_label_per_instruction() -> dict[str, dict]:
-    rows = read_jsonl_gz(Path(__file__).resolve().parents[2] / "data" / "ifeval" / "input_data.jsonl.gz")
+    rows = read_jsonl_gz(
+        Path(__file__).resolve().parents[2] / "data" / "ifeval" / "input_data.jsonl.gz")
     kwargs: dict[str, dict] = {}
     for row in rows + ifbench_rows():
         for iid, kw in zip(row["instruction_id_list"], row["kwargs"]):
             kwargs.setdefault(iid, kw)
-    train_cases = Path(__file__).resolve().parents[1] / "data" / "ifbench_train" / "reference_verdicts.jsonl"
+    train_cases = (Path(__file__).resolve().parents[1] / "data" / "ifbench_train"
+                   / "reference_verdicts.jsonl")
     for line in train_cases.read_text(encoding="utf-8").splitlines():
         case = json.loads(line)
         kwargs.setdefault(case["instruction_id"], case["kwargs"])

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nemo_cascade.rewards.ifeval import (IFEVAL, ifeval_reward, ifeval_reward_loose, if_reward_with_rm,
-                                         instruction_pass_rates, loose_variants, per_instruction, validate_label)
+from nemo_cascade.rewards.ifeval import (IFEVAL, ifeval_reward, ifeval_reward_loose,
+                                         if_reward_with_rm, instruction_pass_rates, loose_variants,
+                                         per_instruction, validate_label)
 from nemo_cascade.rewards.ifeval.punkt import MODEL_FILES, write_nltk_data
 from nemo_cascade.rewards.ifeval.text import count_capital_words, count_sentences
 
@@ -26,30 +27,43 @@ def verdict(text: str, iid: str, **kwargs) -> bool:
     return per_instruction(text, label(iid, **kwargs))[0]
 
 
-CAPITALS = ("THIS IS A SIMPLE ENGLISH SENTENCE WRITTEN IN CAPITAL LETTERS, AND IT SHOULD BE DETECTED AS "
-            "ENGLISH WITHOUT ANY TROUBLE.")  # langdetect reads some all-caps English as German
+CAPITALS = (
+    "THIS IS A SIMPLE ENGLISH SENTENCE WRITTEN IN CAPITAL LETTERS, AND IT SHOULD BE DETECTED AS "
+    "ENGLISH WITHOUT ANY TROUBLE.")  # langdetect reads some all-caps English as German
 ENGLISH = "the weather was lovely today and we walked along the river for hours before dinner."
-CASES = [  # (instruction, kwargs, followed, not followed) — each written out by hand from the IFEval spec
+# (instruction, kwargs, followed, not followed) — each written out by hand from the IFEval spec
+CASES = [
     ("keywords:existence", {"keywords": ["cat", "dog"]}, "A Category and a DOG.", "Only a cat."),
-    ("keywords:frequency", {"keyword": "go", "frequency": 2, "relation": "at least"}, "go go", "go"),
-    ("keywords:frequency", {"keyword": "go", "frequency": 2, "relation": "less than"}, "Go", "go, gone"),
+    ("keywords:frequency", {"keyword": "go", "frequency": 2,
+                            "relation": "at least"}, "go go", "go"),
+    ("keywords:frequency", {"keyword": "go", "frequency": 2,
+                            "relation": "less than"}, "Go", "go, gone"),
     ("keywords:forbidden_words", {"forbidden_words": ["run"]}, "running late", "We RUN."),
-    ("keywords:letter_frequency", {"letter": "z", "let_frequency": 2, "let_relation": "at least"}, "Zz", "z"),
-    ("keywords:letter_frequency", {"letter": "!", "let_frequency": 3, "let_relation": "at least"}, "Hi!!!", "Hi!"),
+    ("keywords:letter_frequency", {"letter": "z", "let_frequency": 2,
+                                   "let_relation": "at least"}, "Zz", "z"),
+    ("keywords:letter_frequency", {"letter": "!", "let_frequency": 3,
+                                   "let_relation": "at least"}, "Hi!!!", "Hi!"),
     ("language:response_language", {"language": "de"},
      "Das Wetter war heute sehr schön und wir sind lange am Fluss spazieren gegangen.", ENGLISH),
     ("length_constraints:number_sentences", {"num_sentences": 2, "relation": "less than"},
      "Dr. Smith met Mr. Jones at 5 p.m. in Washington.", "One. Two."),
-    ("length_constraints:number_paragraphs", {"num_paragraphs": 2}, "a\n***\nb", "a\n***\n\n***\nb"),
-    ("length_constraints:number_words", {"num_words": 3, "relation": "at least"}, "one two-three", "one two"),
-    ("length_constraints:nth_paragraph_first_word", {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "so"},
-     "Intro.\n\n\"So, yes.", "\n\nIntro.\n\nSo yes."),
-    ("detectable_content:number_placeholders", {"num_placeholders": 2}, "[a] and [b]", "[a] and [b\n]"),
-    ("detectable_content:postscript", {"postscript_marker": "P.S."}, "Hi.\np. s. bye", "Hi. PS bye"),
+    ("length_constraints:number_paragraphs", {"num_paragraphs": 2}, "a\n***\nb",
+     "a\n***\n\n***\nb"),
+    ("length_constraints:number_words", {"num_words": 3,
+                                         "relation": "at least"}, "one two-three", "one two"),
+    ("length_constraints:nth_paragraph_first_word",
+     {"num_paragraphs": 2, "nth_paragraph": 2,
+      "first_word": "so"}, "Intro.\n\n\"So, yes.", "\n\nIntro.\n\nSo yes."),
+    ("detectable_content:number_placeholders", {"num_placeholders": 2}, "[a] and [b]",
+     "[a] and [b\n]"),
+    ("detectable_content:postscript", {"postscript_marker": "P.S."}, "Hi.\np. s. bye",
+     "Hi. PS bye"),
     ("detectable_content:postscript", {"postscript_marker": "P.P.S"}, "x\nP.P.S y", "x\nP.S. y"),
-    ("detectable_format:number_bullet_lists", {"num_bullets": 2}, "* a\n- b\n**c**", "* a\n* b\n- c"),
+    ("detectable_format:number_bullet_lists", {"num_bullets": 2}, "* a\n- b\n**c**",
+     "* a\n* b\n- c"),
     ("detectable_format:constrained_response", {}, "My answer is maybe.", "My answer is perhaps."),
-    ("detectable_format:number_highlighted_sections", {"num_highlights": 2}, "*a* and **b**", "*a* and * *"),
+    ("detectable_format:number_highlighted_sections", {"num_highlights": 2}, "*a* and **b**",
+     "*a* and * *"),
     ("detectable_format:multiple_sections", {"section_spliter": "Section", "num_sections": 2},
      "Section 1\na\nSection 2\nb", "Section 1\na\nsection 2\nb"),
     ("detectable_format:json_format", {}, '```json\n{"a": 1}\n```', '{"a": 1} trailing'),
@@ -64,11 +78,11 @@ CASES = [  # (instruction, kwargs, followed, not followed) — each written out 
     ("change_case:english_capital", {}, CAPITALS, CAPITALS + " x"),
     ("change_case:english_lowercase", {}, ENGLISH,
      "das wetter war heute sehr schön und wir sind lange am fluss spazieren gegangen."),
-    ("punctuation:no_comma", {}, "no commas here", "one, two"),
-]
+    ("punctuation:no_comma", {}, "no commas here", "one, two"), ]
 
 
-@pytest.mark.parametrize("iid, kwargs, good, bad", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize("iid, kwargs, good, bad", CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_hand_checked_verdicts(iid, kwargs, good, bad):
     assert verdict(good, iid, **kwargs) is True
     assert verdict(bad, iid, **kwargs) is False
@@ -91,19 +105,23 @@ def test_all_541_ifeval_labels_validate():
     ("not a dict", "must be a dict"),
     ({"instruction_id_list": []}, "non-empty list"),
     ({"instruction_id_list": ["keywords:nope"], "kwargs": [{}]}, "unknown instruction id"),
-    ({"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}, {}]}, "one dict per instruction"),
-    (label("keywords:frequency", keyword="a", frequency="3", relation="at least"), "must be a number"),
+    ({"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}, {}]
+      }, "one dict per instruction"),
+    (label("keywords:frequency", keyword="a", frequency="3",
+           relation="at least"), "must be a number"),
     (label("keywords:frequency", keyword="a", frequency=3, relation="at most"), "must be one of"),
-    (label("keywords:frequency", keyword="(", frequency=3, relation="at least"), "regular expression"),
+    (label("keywords:frequency", keyword="(", frequency=3,
+           relation="at least"), "regular expression"),
     (label("keywords:existence", keywords="cat"), "list of non-empty strings"),
     (label("keywords:existence"), "missing kwarg 'keywords'"),
-    (label("length_constraints:number_words", num_words=2.5, relation="at least"), "must be an integer"),
-    (label("length_constraints:nth_paragraph_first_word", num_paragraphs=2, nth_paragraph=3, first_word="a"),
-     "nth_paragraph=3"),
+    (label("length_constraints:number_words", num_words=2.5,
+           relation="at least"), "must be an integer"),
+    (label("length_constraints:nth_paragraph_first_word", num_paragraphs=2, nth_paragraph=3,
+           first_word="a"), "nth_paragraph=3"),
     (label("punctuation:no_comma", stray=1), "unexpected kwargs"),
     (label("language:response_language", language="xx"), "langdetect"),
-    (label("keywords:letter_frequency", letter="ab", let_frequency=1, let_relation="at least"), "one character"),
-])
+    (label("keywords:letter_frequency", letter="ab", let_frequency=1,
+           let_relation="at least"), "one character"), ])
 def test_malformed_labels_raise_one_line(bad, message):
     with pytest.raises(ValueError) as e:
         validate_label(bad)
@@ -161,7 +179,8 @@ def test_shipped_punkt_model_is_the_trained_english_one(tmp_path):
     assert count_sentences("One. Two. Three. Four.", limit=2) == 2
     assert count_capital_words("I DON'T KNOW, U.S.A. is big.") == 5  # I, DO, N'T, KNOW, U.S.A.
     root = write_nltk_data(tmp_path)
-    assert sorted(p.name for p in (root / "tokenizers/punkt_tab/english").iterdir()) == sorted(MODEL_FILES)
+    assert sorted(p.name
+                  for p in (root / "tokenizers/punkt_tab/english").iterdir()) == sorted(MODEL_FILES)
 
 
 def test_deeply_nested_json_is_a_failure_not_a_crash():
@@ -172,7 +191,8 @@ def test_deeply_nested_json_is_a_failure_not_a_crash():
 def test_tokeniser_based_checkers_finish_on_hostile_text():
     text = "Mr. " * 5_000 + "A." * 5_000 + "\n" * 5_000
     # "Mr." is a known abbreviation and "A.A.…A." one token: Punkt sees a single sentence.
-    assert verdict(text, "length_constraints:number_sentences", num_sentences=2, relation="less than") is True
+    assert verdict(text, "length_constraints:number_sentences", num_sentences=2,
+                   relation="less than") is True
     # Punkt keeps "A.A.…A." as one token and "Mr." is not upper case: one capital word, fewer than
     # 5.
     assert verdict(text, "change_case:capital_word_frequency", capital_frequency=5,
@@ -209,11 +229,12 @@ def test_if_reward_with_rm_matches_hand_computation():
 
 @pytest.mark.parametrize("iid,kwargs", [
     ("keywords:existence", {"keywords": ["(a+)+$"]}),
-    ("keywords:frequency", {"keyword": "a?a?a?a?a?a?aaaaaa", "frequency": 1, "relation": "at least"}),
+    ("keywords:frequency", {
+        "keyword": "a?a?a?a?a?a?aaaaaa", "frequency": 1, "relation": "at least"}),
     ("keywords:forbidden_words", {"forbidden_words": ["x|(y*)*"]}),
     ("detectable_content:postscript", {"postscript_marker": r"P\.S\d+"}),
-    ("detectable_format:multiple_sections", {"section_spliter": "(S|s)ection{1,9}", "num_sections": 2}),
-])
+    ("detectable_format:multiple_sections", {
+        "section_spliter": "(S|s)ection{1,9}", "num_sections": 2}), ])
 def test_label_patterns_that_can_backtrack_are_refused_in_one_line(iid, kwargs):
     # A label is data; the reference matches these strings as regexes against a megabyte of model
     # output, so a nested or repeated quantifier in one row could stall the reward for hours.

@@ -12,17 +12,19 @@ PKG = Path(__file__).resolve().parents[2] / "nemo_cascade"
 
 # Third-party packages confined to a few modules (path prefixes relative to nemo_cascade/).
 CONFINED = {
-    "megatron": ("actor/", "convert/", "checkpoint.py", "weight_sync.py"),
+    "megatron": ("actor/", "convert/", "checkpoint/", "weight_sync.py"),
     "vllm": ("rollout/", "weight_sync.py"),
     "nemo_run": ("tooling/launch.py",),
 }
 # Packages whose modules are placed one by one (the others are placed whole).
 GROUPED = ("cascade", "runtime")
-RUNTIME = sorted(f"runtime/{p.stem}" for p in (PKG / "runtime").glob("*.py") if p.stem != "__init__")
+RUNTIME = sorted(f"runtime/{p.stem}" for p in (PKG / "runtime").glob("*.py")
+                 if p.stem != "__init__")
 # The training core's layers, top to bottom: a module may import only from its own layer or below.
 LAYERS = [
     {"cascade/driver", "cascade/stage_selection", "cascade/base_model", "cascade/preflight",
-     "cascade/lineage", "cascade/forgetting", "cascade/plan_rm", "cascade/served_rms", "plan"},
+     "cascade/lineage", "cascade/forgetting", "cascade/plan_rm", "cascade/served_rms",
+     "cascade/stage_data", "plan"},
     {"cascade/stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms",
      "convert", "interfaces", "cascade/metrics", "cascade/saves", "cascade/teachers",
@@ -34,10 +36,12 @@ ONE_WAY = {("data", "rewards"), ("rewards", "rollout"), ("convert", "data")}
 # The tooling around it (nemo_cascade/tooling/), which may import any core module, never the other
 # way round.
 TOOLING_LAYERS = [
-    {"cli", "cli_parser", "cli_tools", "job_recipe"}, {"launch", "launch_tasks", "doctor", "dry_run"},
+    {"cli", "cli_parser", "cli_tools", "job_recipe"},
+    {"launch", "launch_tasks", "doctor", "dry_run"},
     {"doctor_servers"},
     {"doctor_table"},
-    {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"}, {"report"},
+    {"plan_table", "plan_time", "release", "model_card", "compare", "standalone", "prepare"},
+    {"report"},
     {"report_run"},
     # the demo sets, suites and tiny models (they import only the core, whose registries they fill),
     # the launcher's torchrun and run lock, the IFBench tagger's build script, the command line's
@@ -82,7 +86,8 @@ def _imports(path: Path, pkg: Path = PKG):
                 module = ".".join(base + ((node.module,) if node.module else ()))
             else:
                 module = node.module or ""
-            subs = [f"{module}.{a.name}" for a in node.names if module.split(".")[0] == "nemo_cascade"
+            subs = [f"{module}.{a.name}" for a in node.names
+                    if module.split(".")[0] == "nemo_cascade"
                     and _is_ours(f"{module}.{a.name}", pkg)]
             yield from subs or [module]
 
@@ -198,7 +203,8 @@ def test_no_import_circles():
 
 def test_the_docs_picture_is_the_rule():
     doc = (PKG.parent / "docs" / "architecture.md").read_text()
-    assert layers_picture() in doc, f"docs/architecture.md should draw the layers as:\n{layers_picture()}"
+    assert layers_picture() in doc, (
+        f"docs/architecture.md should draw the layers as:\n{layers_picture()}")
 
 
 def test_a_circle_and_an_upward_import_fail_the_rules(tmp_path):
@@ -243,8 +249,10 @@ def test_light_modules_import_without_megatron_or_vllm():
         "        if name.split('.')[0] in ('megatron', 'vllm', 'nemo_run'):\n"
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import nemo_cascade.config, nemo_cascade.types, nemo_cascade.algorithms.grpo, nemo_cascade.algorithms.sft\n"
-        "import nemo_cascade.rewards, nemo_cascade.data.loader, nemo_cascade.data.chat, nemo_cascade.convert.table\n"
+        "import nemo_cascade.config, nemo_cascade.types, nemo_cascade.algorithms.grpo, "
+        "nemo_cascade.algorithms.sft\n"
+        "import nemo_cascade.rewards, nemo_cascade.data.loader, nemo_cascade.data.chat, "
+        "nemo_cascade.convert.table\n"
         "import nemo_cascade.tooling.cli\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -278,4 +286,5 @@ def test_core_without_the_demo_data_names_what_registers_it():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
-    assert len(lines) == 2 and all("no " in line and "demo_data.register()" in line for line in lines), lines
+    assert len(lines) == 2 and all("no " in line and "demo_data.register()" in line
+                                   for line in lines), lines

@@ -9,8 +9,8 @@ from nemo_cascade.data.loader import DataError
 
 
 def _stage(*phases: config.LengthPhase) -> config.Stage:
-    return config.Stage(name="math", kind="grpo", steps=sum(p.steps for p in phases), length_curriculum=phases,
-                        data=config.Data(source="synthetic:arithmetic"))
+    return config.Stage(name="math", kind="grpo", steps=sum(p.steps for p in phases),
+                        length_curriculum=phases, data=config.Data(source="synthetic:arithmetic"))
 
 
 def _run(curriculum: LengthCurriculum, ratios, start: int = 0) -> list[int]:
@@ -31,7 +31,8 @@ def test_fixed_phases_follow_their_steps_whatever_the_clip_ratio():
 
 
 def test_a_phase_ends_once_its_clip_ratio_averages_down_to_the_threshold():
-    stage = _stage(config.LengthPhase(20, 24, "filter", until_clip_ratio=0.1), config.LengthPhase(4, 32, "zero"))
+    stage = _stage(config.LengthPhase(20, 24, "filter", until_clip_ratio=0.1),
+                   config.LengthPhase(4, 32, "zero"))
     ratios = [0.5, 0.3, 0.2, 0.1, 0.05, 0.05, 0.0, 0.0] + [0.0] * 20
     # window means: steps 0–4 → 0.23, 1–5 → 0.14, 2–6 → 0.08 ≤ 0.1: phase 0 ends after step 6
     seen = _run(LengthCurriculum(stage), ratios)
@@ -43,7 +44,8 @@ def test_a_phase_never_ends_before_a_full_window_nor_after_its_steps():
     stage = _stage(config.LengthPhase(3, 24, until_clip_ratio=0.5), config.LengthPhase(2, 32))
     assert _run(LengthCurriculum(stage), [0.0] * 10) == [0, 0, 0, 1, 1]  # steps cap the phase
     long = _stage(config.LengthPhase(30, 24, until_clip_ratio=0.5), config.LengthPhase(2, 32))
-    assert _run(LengthCurriculum(long), [0.0] * 40)[:CLIP_RATIO_WINDOW + 1] == [0] * CLIP_RATIO_WINDOW + [1]
+    assert _run(LengthCurriculum(long),
+                [0.0] * 40)[:CLIP_RATIO_WINDOW + 1] == [0] * CLIP_RATIO_WINDOW + [1]
 
 
 def test_state_resumes_mid_phase_bit_for_bit():
@@ -74,9 +76,11 @@ def test_a_state_that_does_not_fit_the_stage_is_one_line():
 
 
 def test_the_command_line_form_and_its_check():
-    tiny = config.Cascade(name="t", model=config.Model(build="tiny"), stages=(_stage(config.LengthPhase(40, 24)),))
+    tiny = config.Cascade(name="t", model=config.Model(build="tiny"),
+                          stages=(_stage(config.LengthPhase(40, 24)), ))
     cfg = apply_overrides(tiny, ["stages.math.length_curriculum=30:24:filter:C0.1,10:32:zero:T0.8"])
     assert cfg.stages[0].length_curriculum == (config.LengthPhase(30, 24, "filter", None, 0.1),
                                               config.LengthPhase(10, 32, "zero", 0.8, 0.0))
-    with pytest.raises(config.ConfigError, match=r"length_curriculum.0.until_clip_ratio: expected a share in \[0, 1\)"):
+    with pytest.raises(config.ConfigError,
+                       match=r"length_curriculum.0.until_clip_ratio: expected a share in \[0, 1\)"):
         apply_overrides(tiny, ["stages.math.length_curriculum=30:24:C1.5,10:32"])

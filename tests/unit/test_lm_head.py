@@ -29,7 +29,8 @@ def _groups():
     g = torch.Generator().manual_seed(2)
     randint = lambda n: torch.randint(3, 320, (n,), generator=g).tolist()  # noqa: E731
     return [PromptGroup(prompt=Prompt(prompt_tokens=randint(p), domain="math", label="1"),
-                        response_tokens_G_T=[randint(r) for r in rs], rollout_logprobs_G_T=[[-1.0] * r for r in rs],
+                        response_tokens_G_T=[randint(r) for r in rs],
+                        rollout_logprobs_G_T=[[-1.0] * r for r in rs],
                         finish_reason_G=["stop"] * 3, rewards_G=[1.0, 0.0, 0.5])
             for p, rs in ((6, (9, 2, 5)), (11, (3, 7, 1)))]
 
@@ -39,8 +40,8 @@ def _step(actor, batch, loss, whole_head: bool):
     if whole_head:
         actor._head_input = None
     rows = []
-    hook = actor.model.output_layer.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[0] *
-                                                                                            args[0].shape[1]))
+    hook = actor.model.output_layer.register_forward_hook(
+        lambda m, args, out: rows.append(args[0].shape[0] * args[0].shape[1]))
     try:
         return actor.train_step(batch, loss, 0.8), sum(rows)
     finally:
@@ -53,17 +54,23 @@ def test_grpo_step_equals_the_whole_sequence_head(actor, packed):
     cfg = config.GRPO(adv_eps=0.0, sequence_packing=packed)
     batch = grpo.make_batch(_groups(), cfg, pad_id=0)
     loss = partial(grpo.actor_loss, cfg)
-    (full, full_rows), (picked, picked_rows) = (_step(actor, batch.tensors(), loss, whole) for whole in (True, False))
+    (full, full_rows), (picked, picked_rows) = (_step(actor, batch.tensors(), loss, whole)
+                                                for whole in (True, False))
     assert picked.tokens == full.tokens
-    assert_step_close(picked, full, Net.of(actor.hf_path, batch.tokens_B_T.shape[1]), batch.tokens_B_T.numel())
-    assert picked_rows == int(batch.loss_mask_B_T.sum()) < full_rows, "the head ran on the trained tokens only"
+    assert_step_close(picked, full, Net.of(actor.hf_path, batch.tokens_B_T.shape[1]),
+                      batch.tokens_B_T.numel())
+    assert picked_rows == int(batch.loss_mask_B_T.sum()) < full_rows, \
+        "the head ran on the trained tokens only"
 
 
 def test_sft_step_equals_the_whole_sequence_head(actor):
-    batch = packing.pack_sft_batch([([5, 6, 7, 8], [9, 10, 11]), ([12, 13], [14, 15, 16, 17])], 16, 0).tensors()
-    (full, _), (picked, rows) = (_step(actor, batch, lambda lp, mb: (*sft.sft_loss_terms(lp, mb["loss_mask"]), {}),
-                                       whole) for whole in (True, False))
-    assert_step_close(picked, full, Net.of(actor.hf_path, batch["tokens"].shape[1]), batch["tokens"].numel())
+    batch = packing.pack_sft_batch([([5, 6, 7, 8], [9, 10, 11]), ([12, 13], [14, 15, 16, 17])],
+                                   16, 0).tensors()
+    (full, _), (picked, rows) = (
+        _step(actor, batch, lambda lp, mb: (*sft.sft_loss_terms(lp, mb["loss_mask"]), {}), whole)
+        for whole in (True, False))
+    assert_step_close(picked, full, Net.of(actor.hf_path, batch["tokens"].shape[1]),
+                      batch["tokens"].numel())
     assert rows == int(batch["loss_mask"].sum())
 
 
@@ -72,5 +79,6 @@ def test_selection_layouts():
     s = LM.select(mask, seq_len=4, thd=False)
     assert (s.b.tolist(), s.t.tolist()) == ([0, 0, 1], [1, 2, 0])  # position t predicts token t + 1
     assert s.rows.tolist() == [1 * 2 + 0, 2 * 2 + 0, 0 * 2 + 1]   # [S, B, H] flattened
-    assert LM.select(mask, seq_len=8, thd=True).rows.tolist() == [1, 2, 8]  # [B·T, 1, H]: row b starts at b·T
+    # [B·T, 1, H]: row b starts at b·T
+    assert LM.select(mask, seq_len=8, thd=True).rows.tolist() == [1, 2, 8]
     assert LM.select(torch.zeros(2, 4), 4, False) is None

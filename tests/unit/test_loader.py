@@ -50,15 +50,16 @@ def test_jsonl_prompt_shapes(tok, tmp_path):
                            get_domain("math"), 512)
     assert [p.uid for p in prompts] == ["a", f"{path}:2", f"{path}:3"]
     assert [p.label for p in prompts] == ["2", "4", {"tests": []}]
-    assert tok.decode(prompts[0].prompt_tokens) == render([{"role": "user", "content": "What is 1 + 1?"}],
-                                                          "no_think")
+    assert tok.decode(prompts[0].prompt_tokens) == render(
+        [{"role": "user", "content": "What is 1 + 1?"}], "no_think")
     assert tok.decode(prompts[2].prompt_tokens).startswith("<|im_start|>system\ns<|im_end|>\n")
     assert len(load_prompts(Data(source=str(path), size=1), tok, "no_think", get_domain("math"),
                             512)) == 1
 
 
 def test_long_prompts_are_dropped_and_counted(tok, tmp_path):
-    path = _jsonl(tmp_path, [{"question": "short", "answer": "1"}, {"question": "long " * 200, "answer": "1"}])
+    path = _jsonl(tmp_path, [{"question": "short", "answer": "1"},
+                             {"question": "long " * 200, "answer": "1"}])
     prompts = load_prompts(Data(source=str(path)), tok, "no_think", get_domain("math"), 64)
     assert len(prompts) == 1 and prompts.dropped_too_long == 1
     with pytest.raises(DataError, match="no usable rows"):
@@ -75,8 +76,8 @@ def test_long_prompts_are_dropped_and_counted(tok, tmp_path):
     ('{"question": "q", "answer": "1", "uid": 1.5}', "'uid'"),
     ('{"messages": "hi", "answer": "1"}', "'messages'"),
     ('{"messages": [{"role": "bot", "content": "x"}], "answer": "1"}', "'messages[0]'"),
-    ('{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}], "answer": "1"}',
-     "'messages'"),
+    ('{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}], '
+     '"answer": "1"}', "'messages'"),
 ])
 def test_malformed_rows_give_one_line_naming_line_and_field(tok, tmp_path, line, field):
     path = _jsonl(tmp_path, ['{"question": "ok", "answer": "1"}', line])
@@ -122,7 +123,7 @@ def test_sft_examples_jsonl(tok, tmp_path):
     assert tok.decode(examples[1][0]) == render([{"role": "user", "content": "q2"}], "no_think")
 
 
-# ------------------------------------------------------------- half-half modes (§4.3.2), chat style (§3.1.2)
+# ---------------------------------------------------- half-half modes (§4.3.2), chat style (§3.1.2)
 
 @pytest.mark.parametrize("style", ["cascade1", "cascade2"])
 def test_half_mode_templates_every_row_in_both_modes(tok, style):
@@ -132,12 +133,14 @@ def test_half_mode_templates_every_row_in_both_modes(tok, style):
     assert len(prompts) == len(prompts.alternate) == 6
     for think, no_think, row in zip(prompts, prompts.alternate, rows):
         msgs = [{"role": "user", "content": row["question"]}]
-        assert (think.mode, no_think.mode) == ("think", "no_think") and think.uid == no_think.uid == row["uid"]
+        assert ((think.mode, no_think.mode) == ("think", "no_think")
+                and think.uid == no_think.uid == row["uid"])
         assert tok.decode(think.prompt_tokens) == render(msgs, "think", style)
         assert tok.decode(no_think.prompt_tokens) == render(msgs, "no_think", style)
     text = tok.decode(prompts.alternate[0].prompt_tokens)
     if style == "cascade1":  # flags on the user turn, no empty think block (§3.1.2)
-        assert text.endswith(" /no_think<|im_end|>\n<|im_start|>assistant\n") and "<think>" not in text
+        assert (text.endswith(" /no_think<|im_end|>\n<|im_start|>assistant\n")
+                and "<think>" not in text)
     else:  # Cascade 2: no flags, an empty think block opens a non-thinking answer ([P2] §3.1.2)
         assert text.endswith("<|im_start|>assistant\n<think></think>") and "/no_think" not in text
         assert "/think" not in tok.decode(prompts[0].prompt_tokens)
@@ -156,7 +159,8 @@ def test_chatml_style_is_plain_chatml_in_every_mode(tok):
 
 
 def test_half_mode_drops_a_row_when_either_templating_is_too_long(tok, tmp_path):
-    path = _jsonl(tmp_path, [{"question": "What is 1 + 1?", "answer": "2"}, {"question": "q", "answer": "1"}])
+    path = _jsonl(tmp_path,
+                  [{"question": "What is 1 + 1?", "answer": "2"}, {"question": "q", "answer": "1"}])
     think_len = len(load_prompts(Data(source=str(path)), tok, "think", get_domain("math"),
                                  512)[0].prompt_tokens)
     no_think_len = len(load_prompts(Data(source=str(path)), tok, "no_think", get_domain("math"),
@@ -165,13 +169,16 @@ def test_half_mode_drops_a_row_when_either_templating_is_too_long(tok, tmp_path)
     assert len(load_prompts(Data(source=str(path)), tok, "think", get_domain("math"),
                             think_len)) == 2
     half = load_prompts(Data(source=str(path)), tok, "half", get_domain("math"), think_len)
-    assert [p.uid for p in half] == [p.uid for p in half.alternate] == [f"{path}:2"] and half.dropped_too_long == 1
+    assert ([p.uid for p in half] == [p.uid for p in half.alternate] == [f"{path}:2"]
+            and half.dropped_too_long == 1)
 
 
 def test_bad_rows_are_skipped_and_counted_up_to_the_limit(tok, tmp_path, caplog):
     path = _jsonl(tmp_path, ['{"question": "ok", "answer": "1"}', '{"question": "no answer"}',
                              '{"problem": "fine too", "answer": 2}', '{"answer": "no prompt"}'])
-    with pytest.raises(DataError, match=r"rows.jsonl:2: expected field 'answer' .*\(2 bad rows; data.max_bad_rows=1\)"):
+    with pytest.raises(DataError,
+                       match=r"rows.jsonl:2: expected field 'answer' "
+                             r".*\(2 bad rows; data.max_bad_rows=1\)"):
         load_prompts(Data(source=str(path), max_bad_rows=1), tok, "no_think", get_domain("math"),
                      512)
     prompts = load_prompts(Data(source=str(path), max_bad_rows=2), tok, "no_think",
@@ -184,12 +191,14 @@ def test_domain_synthetic_sets_load_with_their_labels(tok):
     from nemo_cascade.data.loader import load_sft_examples
     from nemo_cascade.rewards import VALIDATORS
 
-    for name, domain in (("if_arithmetic", "ifeval"), ("code_arithmetic", "code"), ("bugfix_arithmetic", "swe")):
+    for name, domain in (("if_arithmetic", "ifeval"), ("code_arithmetic", "code"),
+                         ("bugfix_arithmetic", "swe")):
         prompts = load_prompts(Data(source=f"synthetic:{name}", size=4), tok, "no_think",
                                get_domain(domain), 512,
                                validate_label=VALIDATORS[domain])
         assert len(prompts) == 4 and all(p.domain == domain for p in prompts)
-        assert len(load_sft_examples(Data(source=f"synthetic:{name}", size=4), tok, "think", 512)) == 4
+        assert len(load_sft_examples(Data(source=f"synthetic:{name}", size=4), tok, "think",
+                                     512)) == 4
 
 
 def test_parquet_sources_read_like_jsonl(tok, tmp_path):

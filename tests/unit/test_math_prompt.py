@@ -13,7 +13,8 @@ from nemo_cascade.tooling.demo_data.benchmark_sets import gsm8k
 from nemo_cascade.data.chat import render
 from nemo_cascade.data.loader import load_prompts
 from nemo_cascade.rewards import get_domain
-from nemo_cascade.data.math_prompt import MATH_INSTRUCTION, asks_for_boxed_answer, math_prompt, with_math_instruction
+from nemo_cascade.data.math_prompt import (MATH_INSTRUCTION, asks_for_boxed_answer, math_prompt,
+                                           with_math_instruction)
 from nemo_cascade.tooling.demo_data.tiny_tokenizer import build_tiny_tokenizer
 from nemo_cascade.evaluate.suites import ROOT, get_suite, load_items
 
@@ -43,7 +44,8 @@ def test_training_row_and_evaluation_item_render_the_same_user_message(tmp_path,
     # must be asked the same way.
     items, path = load_items(get_suite(suite), limit=3)
     key = "question" if suite == "gsm8k" else "problem"
-    rows = [{"problem": r[key], "answer": item.label} for r, item in zip(_first_rows(path, 3), items)]
+    rows = [{"problem": r[key], "answer": item.label}
+            for r, item in zip(_first_rows(path, 3), items)]
     prompts = load_prompts(config.Data(source=_write(tmp_path, rows)), tok, "think",
                            get_domain("math"), 4096)
     assert len(prompts) == 3
@@ -57,7 +59,8 @@ def test_training_row_and_evaluation_item_render_the_same_user_message(tmp_path,
 def test_the_default_is_the_suites_phrasing():
     assert MATH_INSTRUCTION == INSTRUCTION == config.Data().math_instruction
     assert math_prompt("What is 1+1?") == f"What is 1+1?\n\n{INSTRUCTION}"
-    assert get_suite("math500").load(ROOT / "data" / "math500" / "test.jsonl.gz")[0].messages[-1]["content"] == \
+    assert (get_suite("math500").load(ROOT / "data" / "math500" / "test.jsonl.gz")[0]
+            .messages[-1]["content"]) == \
         math_prompt(_first_rows(ROOT / "data" / "math500" / "test.jsonl.gz", 1)[0]["problem"])
 
 
@@ -67,9 +70,9 @@ def test_benchmark_prompt_set_uses_the_same_phrasing():
 
 
 @pytest.mark.parametrize("text, asks", [
-    ("What is 2+3? Put the final answer in \\boxed{}.", True), ("Answer inside \\boxed{...}", True),
-    ("Use \\fbox{} for the answer.", True), ("What is 2+3?", False), ("Is \\boxedness a word?", False),
-    ("the boxed answer", False),
+    ("What is 2+3? Put the final answer in \\boxed{}.", True),
+    ("Answer inside \\boxed{...}", True), ("Use \\fbox{} for the answer.", True),
+    ("What is 2+3?", False), ("Is \\boxedness a word?", False), ("the boxed answer", False),
 ])
 def test_detects_a_request_for_a_box(text, asks):
     assert asks_for_boxed_answer(text) is asks
@@ -81,8 +84,8 @@ def test_a_prompt_that_asks_already_is_not_asked_twice(tmp_path, tok):
     system = [{"role": "system", "content": "Always put the final answer in \\boxed{}."},
               {"role": "user", "content": "What is 2+3?"}]
     assert with_math_instruction(system) == system
-    rows = [{"problem": asked, "answer": "5"}, {"messages": system, "answer": "5"}, {"problem": "What is 2+3?",
-                                                                                   "answer": "5"}]
+    rows = [{"problem": asked, "answer": "5"}, {"messages": system, "answer": "5"},
+            {"problem": "What is 2+3?", "answer": "5"}]
     prompts = load_prompts(config.Data(source=_write(tmp_path, rows)), tok, "no_think",
                            get_domain("math"), 4096)
     texts = [tok.decode(p.prompt_tokens) for p in prompts]
@@ -116,11 +119,13 @@ def test_other_domains_are_not_phrased(tmp_path, tok):
 
 
 def test_the_setting_is_a_data_field():
-    cfg = config.Cascade(model=config.Model(build="tiny-qwen3"),
-                         stages=(config.Stage(name="s", data=config.Data(source="synthetic:arithmetic")),))
+    cfg = config.Cascade(
+        model=config.Model(build="tiny-qwen3"),
+        stages=(config.Stage(name="s", data=config.Data(source="synthetic:arithmetic")),))
     changed = apply_overrides(cfg, ["stages.s.data.math_instruction=Think, then box: \\boxed{}."])
     assert changed.stages[0].data.math_instruction == "Think, then box: \\boxed{}."
     bad = config.to_dict(cfg)
     bad["stages"][0]["data"]["math_instructions"] = ""
-    with pytest.raises(config.ConfigError, match=r"stages.0.data: unknown key\(s\) \['math_instructions'\]"):
+    with pytest.raises(config.ConfigError,
+                       match=r"stages.0.data: unknown key\(s\) \['math_instructions'\]"):
         config.from_dict(config.Cascade, bad)

@@ -26,7 +26,8 @@ def test_extract_boxed(text, expected):
 
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("garbage", [
-    "\\boxed{" * 150_000,              # 1 MB of unclosed boxes: quadratic rescans would never finish
+    # 1 MB of unclosed boxes: quadratic rescans would never finish
+    "\\boxed{" * 150_000,
     "{" * 1_000_000,
     "}" * 1_000_000,
     "\\boxed{1}" * 110_000,
@@ -63,7 +64,8 @@ def test_is_equivalent(pred, ref, same):
     ("The answer is 68.", 0.0),                                      # no box
     ("<think>maybe \\boxed{67}</think>So \\boxed{68}.", 1.0),        # only the answer is judged
     ("<think>\\boxed{68}</think>So \\boxed{67}.", 0.0),
-    ("<think>\\boxed{68}</think>I am not sure.", 0.0),               # box inside thinking does not count
+    # box inside thinking does not count
+    ("<think>\\boxed{68}</think>I am not sure.", 0.0),
     ("<think>\\boxed{68} and I keep thinking", 0.0),                 # thinking never closed
     ("\\boxed{68}<think>x</think>", 1.0),                            # does not open with <think>
 ])

@@ -12,8 +12,9 @@ from nemo_cascade.data.mbpp_tasks import mbpp_task
 from nemo_cascade.rewards import REWARDS, VALIDATORS, get_domain
 from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
 from nemo_cascade.tooling.demo_data import mbpp_sets
-from nemo_cascade.tooling.demo_data.mbpp_sets import (BUGFIX_FILE, BUGGY_FILE_NAME, bugfix_row, first_failure,
-                                                      mbpp_bugfix, mbpp_code, mutants, split_of)
+from nemo_cascade.tooling.demo_data.mbpp_sets import (BUGFIX_FILE, BUGGY_FILE_NAME, bugfix_row,
+                                                      first_failure, mbpp_bugfix, mbpp_code,
+                                                      mutants, split_of)
 from nemo_cascade.tooling.demo_data.synthetic_domains import DOMAIN_TASKS
 
 GENERATORS = {"mbpp_code": (mbpp_code, "code"), "mbpp_bugfix": (mbpp_bugfix, "swe")}
@@ -53,13 +54,15 @@ def test_code_references_pass_and_a_wrong_program_fails(sandbox):
     rows = mbpp_code("test", 3, 0)  # each check is a sandbox run: a sample suffices
     for row in rows:
         assert REWARDS["code"](row["response"], row["label"]) == 1.0, row["uid"]
-    assert REWARDS["code"]("```python\ndef nothing():\n    return None\n```", rows[0]["label"]) == 0.0
+    assert REWARDS["code"]("```python\ndef nothing():\n    return None\n```",
+                           rows[0]["label"]) == 0.0
 
 
 def test_code_prompt_is_the_mbpp_suite_format():
     task = next(t for t in mbpp_sets.mbpp_tasks() if t["task_id"] == 11)
     prompt, label = mbpp_task(task["text"], task["test_list"])
-    assert prompt.startswith(task["text"] + "\nYour code should pass these tests:\n\nassert remove_Occ(")
+    assert prompt.startswith(
+        task["text"] + "\nYour code should pass these tests:\n\nassert remove_Occ(")
     assert label == {"test_code": "\n".join(task["test_list"]) + "\n", "entry_point": "remove_Occ"}
     with pytest.raises(ValueError, match="test_list"):
         mbpp_task("text", ["print(1)"])
@@ -94,7 +97,8 @@ def test_committed_bugfix_rows_regenerate(sandbox):
     tasks = _tasks_by_id()
     with gzip.open(BUGFIX_FILE, "rt") as f:
         stored = [json.loads(line) for line in f]
-    for row in stored[::len(stored) // 2][:2]:  # a sample: a regeneration costs several sandbox runs
+    # a sample: a regeneration costs several sandbox runs
+    for row in stored[::len(stored) // 2][:2]:
         assert bugfix_row(tasks[row["task_id"]]) == row
 
 

@@ -27,7 +27,8 @@ def offline_wandb(tmp_path, monkeypatch):
     singleton): tear it down afterwards, so that the next test's WANDB_DIR counts."""
     import wandb
 
-    for k, v in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true"}.items():
+    for k, v in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path),
+                 "WANDB_SILENT": "true"}.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("WANDB_RUN_ID", raising=False)
     wandb.teardown()
@@ -41,7 +42,8 @@ def test_metrics_jsonl_and_wandb_offline(tmp_path, offline_wandb):
     log.log(1, {"reward_mean": 0.5})
     log.close()
     rows = read_metrics(tmp_path / "stage")
-    assert [r["step"] for r in rows] == [0, 1] and rows[1]["reward_mean"] == 0.5 and rows[0]["stage"] == "math"
+    assert ([r["step"] for r in rows] == [0, 1] and rows[1]["reward_mean"] == 0.5
+            and rows[0]["stage"] == "math")
     assert list(tmp_path.glob("wandb/offline-run-*")), "an offline wandb run directory must exist"
 
 
@@ -58,8 +60,10 @@ def test_a_resumed_stage_continues_its_jsonl_and_its_wandb_run(tmp_path, offline
     log.close()
     assert (stage / "wandb_id").read_text().strip() == run_id
     log = MetricsLog(stage, "math", total_steps=6, use_wandb=True, run_name="r", start_step=2)
-    assert [r["step"] for r in read_metrics(stage)] == [0, 1], "steps past the checkpoint are logged again"
-    assert log.wandb.id == run_id and log.wandb.settings.resume == "allow" and log.wandb.name == "r/math"
+    assert [r["step"] for r in read_metrics(stage)] == [0, 1], \
+        "steps past the checkpoint are logged again"
+    assert (log.wandb.id == run_id and log.wandb.settings.resume == "allow"
+            and log.wandb.name == "r/math")
     for step in range(2, 6):
         log.log(step, {"reward_mean": step / 10})
     log.close()
@@ -90,4 +94,5 @@ def test_summary_reports_first_and_last_window(tmp_path):
     stage.mkdir()
     rows = [{"step": i, "reward_mean": 0.1 if i < 4 else 0.5} for i in range(8)]
     (stage / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert summarize(stage, window=4) == "1-math: reward_mean 0.100 (first 4 steps) -> 0.500 (last 4 steps)"
+    assert summarize(stage, window=4) == \
+        "1-math: reward_mean 0.100 (first 4 steps) -> 0.500 (last 4 steps)"

@@ -42,7 +42,8 @@ def test_named_shape_is_the_type_read_from_config_json(tmp_path):
     folder = build_tiny_qwen3_cascade(tmp_path / "tiny", seed=0)
     read = _one_shape_everywhere(folder)
     preset = plan.PRESETS["tiny-qwen3"]
-    assert isinstance(preset, ModelShape) and read.tied_embeddings and read.vocab_size <= preset.vocab_size
+    assert (isinstance(preset, ModelShape) and read.tied_embeddings
+            and read.vocab_size <= preset.vocab_size)
     same_vocab = replace(preset, vocab_size=read.vocab_size)
     assert read == same_vocab, "the preset describes the model demo_data/tiny_models.py builds"
     assert same_vocab.params() == _numel(folder)
@@ -59,21 +60,24 @@ def test_smollm2_shape_counts_its_real_parameters(tmp_path):
 
 
 def _shape(tied: bool) -> ModelShape:
-    return ModelShape("t", vocab_size=32, hidden_size=8, ffn_hidden_size=16, num_layers=2, num_attention_heads=2,
-                      num_key_value_heads=1, head_dim=4, tied_embeddings=tied)
+    return ModelShape("t", vocab_size=32, hidden_size=8, ffn_hidden_size=16, num_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=4,
+                      tied_embeddings=tied)
 
 
 def test_tied_embeddings_are_decided_by_the_table():
     tied, untied = table.table_for(_shape(True)), table.table_for(_shape(False))
     assert "lm_head.weight" not in tied.by_hf and "lm_head.weight" in untied.by_hf
-    assert tied.engine_aliases == {"lm_head.weight": "model.embed_tokens.weight"} and untied.engine_aliases == {}
+    assert (tied.engine_aliases == {"lm_head.weight": "model.embed_tokens.weight"}
+            and untied.engine_aliases == {})
     assert tied.megatron_copies == {"output_layer.weight": "embedding.word_embeddings.weight"}
     assert untied.megatron_copies == {}
     rm = table.table_for(_shape(True), head="score")  # a reward model's head is never the embedding
     assert rm.engine_aliases == {} and rm.megatron_copies == {} and "score.weight" in rm.by_hf
     # a tied checkpoint that carries lm_head.weight anyway, and saved rotary buffers, are known, not
     # read
-    tied.check_known_hf(list(tied.by_hf) + ["lm_head.weight", "model.layers.1.self_attn.rotary_emb.inv_freq"], "m")
+    tied.check_known_hf(
+        list(tied.by_hf) + ["lm_head.weight", "model.layers.1.self_attn.rotary_emb.inv_freq"], "m")
 
 
 def test_full_shapes_and_stages_come_from_the_table():
@@ -85,7 +89,8 @@ def test_full_shapes_and_stages_come_from_the_table():
     assert shapes["decoder.layers.0.self_attention.q_layernorm.weight"] == (4,)
     stages = {e.megatron: conversion.owner_stage(e, 2) for e in conversion.entries}
     assert stages["embedding.word_embeddings.weight"] == 0 and stages["output_layer.weight"] == 1
-    assert stages["decoder.final_layernorm.weight"] == 1 and stages["decoder.layers.1.mlp.linear_fc2.weight"] == 1
+    assert (stages["decoder.final_layernorm.weight"] == 1
+            and stages["decoder.layers.1.mlp.linear_fc2.weight"] == 1)
 
 
 def test_unknown_tensor_is_refused_in_one_line():
@@ -94,7 +99,8 @@ def test_unknown_tensor_is_refused_in_one_line():
     with pytest.raises(table.UnknownTensorError) as err:
         conversion.check_known_hf(names, "m/model.safetensors")
     msg = str(err.value)
-    assert msg.startswith("m/model.safetensors: tensor 'model.layers.0.self_attn.o_proj.bias'") and "\n" not in msg
+    assert (msg.startswith("m/model.safetensors: tensor 'model.layers.0.self_attn.o_proj.bias'")
+            and "\n" not in msg)
 
 
 def test_actor_loads_names_only_through_the_table(tmp_path):
@@ -113,4 +119,5 @@ def test_actor_loads_names_only_through_the_table(tmp_path):
     save_file(tensors, str(file), metadata={"format": "pt"})
     with pytest.raises(ModelFilesError) as err:
         MegatronActor(str(tmp_path), config.Parallel())
-    assert "'model.layers.0.self_attn.o_proj.weight_scale'" in str(err.value) and "\n" not in str(err.value)
+    assert ("'model.layers.0.self_attn.o_proj.weight_scale'" in str(err.value)
+            and "\n" not in str(err.value))

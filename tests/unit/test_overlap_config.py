@@ -14,10 +14,14 @@ from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.config.checks import validate_parallel_settings
 
 TINY = str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py")
-NEEDS_DISTOPT = ("parallel.overlap_param_gather: needs parallel.distributed_optimizer=true (only the distributed "
-                 "optimizer all-gathers parameters after its step)")
-NEEDS_GRAD = ("parallel.overlap_param_gather: needs parallel.overlap_grad_reduce=true (as in Megatron-LM, which "
-              "asserts the same)")
+NEEDS_DISTOPT = (
+    "parallel.overlap_param_gather: needs parallel.distributed_optimizer=true (only "
+    "the distributed "
+    "optimizer all-gathers parameters after its step)")
+NEEDS_GRAD = (
+    "parallel.overlap_param_gather: needs parallel.overlap_grad_reduce=true (as in "
+    "Megatron-LM, which "
+    "asserts the same)")
 
 
 def test_defaults_are_off():
@@ -33,30 +37,36 @@ def test_defaults_are_off():
 ])
 def test_valid_combinations(fields):
     validate_parallel_settings(Model(), Parallel(**fields))
-    precision.plan(Model(), Parallel(**fields), precision.Env(cuda=False))  # gloo runs both overlaps on CPU
+    # gloo runs both overlaps on CPU
+    precision.plan(Model(), Parallel(**fields), precision.Env(cuda=False))
 
 
 @pytest.mark.parametrize("fields,message", [
-    (dict(overlap_param_gather=True, overlap_grad_reduce=True, distributed_optimizer=False), NEEDS_DISTOPT),
+    (dict(overlap_param_gather=True, overlap_grad_reduce=True,
+          distributed_optimizer=False), NEEDS_DISTOPT),
     (dict(overlap_param_gather=True, distributed_optimizer=False), NEEDS_DISTOPT),
-    (dict(overlap_param_gather=True), NEEDS_GRAD),
-])
+    (dict(overlap_param_gather=True), NEEDS_GRAD), ])
 def test_invalid_combinations_name_the_field(fields, message):
     with pytest.raises(ConfigError) as e:
         validate_parallel_settings(Model(), Parallel(**fields))
     assert str(e.value) == message and "\n" not in message
-    with pytest.raises(ConfigError, match="^parallel.overlap_param_gather: "):  # the actor checks before building
+    # the actor checks before building
+    with pytest.raises(ConfigError, match="^parallel.overlap_param_gather: "):
         precision.plan(Model(), Parallel(**fields), precision.Env(cuda=False))
 
 
 def test_overrides_and_validate():
     tiny = load_recipe(TINY + ":math_only")
-    cfg = apply_overrides(tiny, ["parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true"])
+    cfg = apply_overrides(
+        tiny, ["parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true"])
     assert cfg.parallel.overlap_grad_reduce and cfg.parallel.overlap_param_gather
     validate(cfg)
-    with pytest.raises(ConfigError, match="^parallel.overlap_param_gather: needs parallel.overlap_grad_reduce"):
+    with pytest.raises(ConfigError,
+                       match="^parallel.overlap_param_gather: needs parallel.overlap_grad_reduce"):
         validate(apply_overrides(tiny, ["parallel.overlap_param_gather=true"]))
-    with pytest.raises(ConfigError, match="^parallel.overlap_param_gather: needs parallel.distributed_optimizer"):
+    with pytest.raises(
+            ConfigError,
+            match="^parallel.overlap_param_gather: needs parallel.distributed_optimizer"):
         validate(replace(cfg, parallel=replace(cfg.parallel, distributed_optimizer=False)))
     assert from_dict(Cascade, to_dict(cfg)) == cfg
 
@@ -96,5 +106,6 @@ def test_actor_wires_megatron(monkeypatch):
         assert ddp.use_distributed_optimizer and ddp.grad_reduce_in_fp32 and ddp.bucket_size is None
         assert (actor.tconfig.no_sync_func == module.no_sync) is synced
         assert (actor.tconfig.grad_sync_func == module.start_grad_sync) is synced
-        assert actor.tconfig.param_sync_func is None  # align_param_gather off: the pre-hooks chain the buckets
+        # align_param_gather off: the pre-hooks chain the buckets
+        assert actor.tconfig.param_sync_func is None
         assert actor.tconfig.finalize_model_grads_func is not None

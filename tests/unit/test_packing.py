@@ -18,13 +18,16 @@ def test_in_order_packing_is_next_fit():
     assert packing.pack_rows([2, 2, 2], budget=4, in_order=True) == [[0, 1], [2]]
     assert packing.pack_rows([9, 1], budget=4, in_order=True) == [[0], [1]]
     assert packing.pack_rows([], budget=4, in_order=True) == []
-    assert packing.pack_rows([3, 4, 1, 2], budget=5) == [[1, 2], [0, 3]]  # the default: first-fit decreasing
+    # the default: first-fit decreasing
+    assert packing.pack_rows([3, 4, 1, 2], budget=5) == [[1, 2], [0, 3]]
 
 
 def test_sft_batch_is_the_shared_layout_of_in_order_rows():
-    examples = [([1, 2], [3, 4, 5]), ([6], [7]), ([8, 9, 10, 11, 12, 13], [14, 15]), ([16], [17, 18])]
+    examples = [([1, 2], [3, 4, 5]), ([6], [7]), ([8, 9, 10, 11, 12, 13], [14, 15]),
+                ([16], [17, 18])]
     batch = packing.pack_sft_batch(examples, max_tokens=7, pad_id=-1)
-    kept = [([1, 2], [3, 4, 5]), ([6], [7]), ([8, 9, 10, 11, 12, 13], [14]), ([16], [17, 18])]  # cut to 7 tokens
+    # cut to 7 tokens
+    kept = [([1, 2], [3, 4, 5]), ([6], [7]), ([8, 9, 10, 11, 12, 13], [14]), ([16], [17, 18])]
     rows = packing.pack_rows([len(p) + len(r) for p, r in kept], 7, in_order=True)
     assert rows == [[0, 1], [2], [3]]
     laid = packing.pack_sequences([p for p, _ in kept], [r for _, r in kept], -1, rows=rows)
@@ -46,7 +49,9 @@ def test_no_other_module_packs():
         if path.name == "packing.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and (
-                    node.name.startswith("pack_") or node.name in ("pad_share", "segment_causal_mask")):
+            if isinstance(
+                    node,
+                (ast.FunctionDef, ast.ClassDef)) and (node.name.startswith("pack_") or node.name
+                                                      in ("pad_share", "segment_causal_mask")):
                 elsewhere.append(f"{path.relative_to(PKG)}:{node.lineno} {node.name}")
     assert not elsewhere, elsewhere

@@ -12,8 +12,8 @@ import pytest
 from nemo_cascade import config
 from nemo_cascade.tooling.report import load_run, matrix_text
 from nemo_cascade.tooling.compare import comparison_markdown
-from nemo_cascade.evaluate.paired import (PairedTest, item_values, mcnemar_exact, p_text, paired_bootstrap,
-                                          paired_test)
+from nemo_cascade.evaluate.paired import (PairedTest, item_values, mcnemar_exact, p_text,
+                                          paired_bootstrap, paired_test)
 from nemo_cascade.evaluate.eval_output import write_eval
 
 
@@ -34,17 +34,20 @@ def test_mcnemar_known_values_and_large_counts():
     assert mcnemar_exact(0, 6) == 1 / 32  # 2 · (½)^6
     assert mcnemar_exact(1, 9) == pytest.approx(2 * 11 / 1024)
     assert mcnemar_exact(400, 400) == 1.0
-    assert 0 < mcnemar_exact(200, 300) < 1e-5  # thousands of items: exact integers, no overflow to 0 or nan
+    # thousands of items: exact integers, no overflow to 0 or nan
+    assert 0 < mcnemar_exact(200, 300) < 1e-5
 
 
 def test_bootstrap_is_seeded_and_calibrated():
-    shifted = [0.25 + 0.5 * ((i * 7919) % 11) / 10 - 0.25 for i in range(200)]  # mean 0.25, spread 0.5
+    # mean 0.25, spread 0.5
+    shifted = [0.25 + 0.5 * ((i * 7919) % 11) / 10 - 0.25 for i in range(200)]
     assert paired_bootstrap(shifted) < 0.001
     assert paired_bootstrap(shifted) == paired_bootstrap(shifted)
     # Under no change, p < 0.05 about 5 % of the time: 200 null suites of 60 items.
     rng = random.Random(0)
-    rejections = sum(paired_bootstrap([rng.gauss(0, 0.3) for _ in range(60)], resamples=400, seed=k) < 0.05
-                     for k in range(200))
+    rejections = sum(
+        paired_bootstrap([rng.gauss(0, 0.3) for _ in range(60)], resamples=400, seed=k) < 0.05
+        for k in range(200))
     assert 2 <= rejections <= 22
     assert paired_bootstrap([]) == 1.0 and paired_bootstrap([0.0] * 9) == 1.0
     assert paired_bootstrap([0.5] * 9) < 0.001  # every item moved the same way
@@ -76,27 +79,31 @@ def test_verdict_needs_p_below_alpha():
 def _suite(name: str, domain: str, correct: list[int]) -> dict:
     score = sum(correct) / len(correct)
     return {"suite": name, "domain": domain, "metric": "accuracy",
-            "decoding": {"temperature": 0.6, "top_p": 0.95, "top_k": -1, "samples": 1, "max_tokens": 64,
-                         "mode": "think", "template": "cascade1", "seed": 0, "max_model_len": 128},
+            "decoding": {"temperature": 0.6, "top_p": 0.95, "top_k": -1, "samples": 1,
+                         "max_tokens": 64, "mode": "think", "template": "cascade1", "seed": 0,
+                         "max_model_len": 128},
             "data": {"path": "x", "sha256": "0", "items": len(correct), "limit": len(correct)},
-            "metrics": {"avg@1": score, "stderr": 0.02, "pass@1": score, "mean_reward": score, "prompt_loose": score,
-                        "instruction_strict": score, "instruction_loose": score, "truncated": 0.0,
+            "metrics": {"avg@1": score, "stderr": 0.02, "pass@1": score, "mean_reward": score,
+                        "prompt_loose": score, "instruction_strict": score,
+                        "instruction_loose": score, "truncated": 0.0,
                         "mean_response_tokens": 40.0, "too_long": 0},
             "records": [{"uid": str(i), "values": [float(v)]} for i, v in enumerate(correct)],
             "seconds": {"total": 1.0}, "reward": {}}
 
 
 def _run(tmp_path, name: str, rows: dict[str, tuple[list[int], list[int]]]):
-    stages = tuple(config.Stage(name=n, kind="grpo", domain="math", steps=10) for n in rows if n != "base")
+    stages = tuple(config.Stage(name=n, kind="grpo", domain="math", steps=10)
+                   for n in rows if n != "base")
     run = tmp_path / name
     run.mkdir()
     (run / "config.json").write_text(config.dumps(config.Cascade(name=name, stages=stages)))
-    (run / "manifest.json").write_text(json.dumps({"name": name, "stages": {s.name: {"status": "done"}
-                                                                             for s in stages}}))
+    (run / "manifest.json").write_text(
+        json.dumps({"name": name, "stages": {s.name: {"status": "done"} for s in stages}}))
     meta = {"checkpoint": "ckpt", "git": {"sha": "abc", "dirty": False}, "versions": {}}
     for k, (row, (math_items, if_items)) in enumerate(rows.items()):
         write_eval(run / ("base" if row == "base" else f"stages/{k - 1}-{row}"),
-                   {"gsm8k": _suite("gsm8k", "math", math_items), "ifeval": _suite("ifeval", "ifeval", if_items)},
+                   {"gsm8k": _suite("gsm8k", "math", math_items),
+                    "ifeval": _suite("ifeval", "ifeval", if_items)},
                    meta)
     return run
 
@@ -111,7 +118,8 @@ def test_report_and_comparison_show_p_values(tmp_path):
     after_if = base_if[:]
     after_if[150:156] = [1] * 6
     after_if[:4] = [0] * 4
-    cascade = _run(tmp_path, "cascade", {"base": (base_math, base_if), "math": (after_math, after_if)})
+    cascade = _run(tmp_path, "cascade",
+                   {"base": (base_math, base_if), "math": (after_math, after_if)})
     text = matrix_text(cascade)
     row = next(line for line in text.splitlines() if line.startswith("| math"))
     assert "(+8.3, p <0.001)*" in row and "(+0.7, p 0.754)" in row
@@ -137,13 +145,16 @@ def test_report_pairs_each_stages_own_domain_with_the_last_row(tmp_path):
     from nemo_cascade.tooling.report import render_markdown
 
     base, learned = [0] * 200, [1] * 40 + [0] * 160
-    forgotten = [0] * 30 + [1] * 10 + [0] * 160  # 30 of the 40 lost, none gained: McNemar p = 2 / 2**30
-    run = _run(tmp_path, "cascade", {"base": (base, base), "math": (learned, base), "later": (forgotten, base)})
+    # 30 of the 40 lost, none gained: McNemar p = 2 / 2**30
+    forgotten = [0] * 30 + [1] * 10 + [0] * 160
+    run = _run(tmp_path, "cascade",
+               {"base": (base, base), "math": (learned, base), "later": (forgotten, base)})
     md = render_markdown(load_run(run))
     section = md.split("### Each RL stage's own domain at the end")[1].split("##")[0]
-    assert f"- `math` (math) to `later`: gsm8k 20.0 → 5.0 (-15.0, p {p_text(mcnemar_exact(30, 0))}, regression)" \
-        in section
-    assert "`later`" not in section.split("to `later`")[1]  # the last row is not compared with itself
+    assert ("- `math` (math) to `later`: gsm8k 20.0 → 5.0 "
+            f"(-15.0, p {p_text(mcnemar_exact(30, 0))}, regression)") in section
+    # the last row is not compared with itself
+    assert "`later`" not in section.split("to `later`")[1]
     # the gate recorded nothing (no manifest regressions here); the paired drop is still listed as
     # one
     drops = md.split("Drops against the row before at p < 0.05")[1].split("##")[0]

@@ -1,7 +1,8 @@
 """docs/recipes.md "Ambiguities, decided": every choice is one setting away from the other reading.
 
-Each row's last column names a recipe and one override (two where a stage's length changes unit); applied, the cascade still validates and the named value
-changes — so the table cannot name a setting that does not exist or that the recipe already has.
+Each row's last column names a recipe and one override (two where a stage's length changes unit);
+applied, the cascade still validates and the named value changes — so the table cannot name a
+setting that does not exist or that the recipe already has.
 """
 import re
 from pathlib import Path
@@ -47,7 +48,8 @@ def _value(cfg: config.Cascade, path: str):
 def test_the_section_lists_the_known_ambiguities():
     questions = " ".join(q for q, _, _ in ROWS)
     for topic in ("horizon", "first IF-RL sub-stage", "second SWE RL stage", "code RL temperature",
-                  "truncated sample's group", "length phase ends", "refills", "SWE-bench evaluation"):
+                  "truncated sample's group", "length phase ends", "refills",
+                  "SWE-bench evaluation"):
         assert topic in questions, topic
 
 
@@ -57,4 +59,5 @@ def test_the_other_reading_is_one_valid_override_away(question, recipe, override
     overrides = override.split(" ")  # a length given in epochs instead of steps takes two
     path, value = overrides[-1].split("=", 1)
     changed = config.validate(apply_overrides(cfg, overrides))
-    assert _value(changed, path) != _value(cfg, path), f"{question}: the recipe already has {override}"
+    assert _value(changed, path) != _value(cfg, path), (
+        f"{question}: the recipe already has {override}")

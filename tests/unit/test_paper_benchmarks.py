@@ -444,10 +444,11 @@ def test_the_gate_asks_its_judge_for_arena_hard(tmp_path):
                          stages=(config.Stage(name="sft", kind="sft", steps=1),))
     with pytest.raises(config.ConfigError) as err:
         check_stage_needs(cfg)
-    assert str(err.value) == ("gate.suites: arena-hard needs a judge LM behind an OpenAI-compatible "
-                              "chat route: set gate.judge_url")
+    assert str(err.value) == ("gate.suites: arena-hard needs a judge LM behind an "
+                              "OpenAI-compatible chat route: set gate.judge_url")
     judged = replace(cfg, gate=replace(cfg.gate, judge_url="http://judge:8000"))
-    with pytest.raises(config.ConfigError, match="prepare-eval"):  # past the judge: the data is next
+    # past the judge: the data is next
+    with pytest.raises(config.ConfigError, match="prepare-eval"):
         check_stage_needs(judged)
     settings = Gate.settings_for(judged)
     assert _reward_settings(get_suite("arena-hard"), settings).judge_url == "http://judge:8000"

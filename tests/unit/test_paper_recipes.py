@@ -35,23 +35,24 @@ SHAPES = {  # (query heads, KV heads, layers) of the HF configs; no model files 
 GPUS_PER_NODE = 8
 
 # ---- the paper's numbers, per model (T14–T20) ------------------------------------
-# math / code phases in order: (steps, max response, overlong, temperature); SWE parts: (steps, max prompt, overlong)
+# math / code phases in order: (steps, max response, overlong, temperature);
+# SWE parts: (steps, max prompt, overlong)
 PAPER = {
     "8b": dict(
-        sft_steps=(20_000, 32_000), sft_lrs=(5e-5, 2e-5),                                    # T14
-        rlhf_steps=800, rlhf_mode="half",                                                  # T15, §4.3.2
-        if_steps=(2300, 800), if_mode="no_think", if_response=(8 * K, 8 * K),               # T16 unified, §4.4.2
+        sft_steps=(20_000, 32_000), sft_lrs=(5e-5, 2e-5),                      # T14
+        rlhf_steps=800, rlhf_mode="half",                                      # T15, §4.3.2
+        if_steps=(2300, 800), if_mode="no_think", if_response=(8 * K, 8 * K),  # T16 unified, §4.4.2
         if_overlong=("none", "none"), if_rm_bonus=False,
-        math_lr=2e-6, math_steps=500,                                                      # T17: 0–500
+        math_lr=2e-6, math_steps=500,                                          # T17: 0–500
         math=[(190, 24 * K, "filter", 1.0), (240, 32 * K, "zero", 1.0), (70, 40 * K, "zero", 0.8)],
-        code_steps=90, code=[(44 * K, 1.0), (48 * K, 0.8)],                                # T19 unified
-        swe=[(30, 16 * K, "filter"), (30, 24 * K, "none")],                                # T20, T13 (8B: 24K)
+        code_steps=90, code=[(44 * K, 1.0), (48 * K, 0.8)],                    # T19 unified
+        swe=[(30, 16 * K, "filter"), (30, 24 * K, "none")],                    # T20, T13 (8B: 24K)
     ),
     "8b_thinking": dict(
         sft_steps=(20_000, 32_000), sft_lrs=(5e-5, 2e-5),
         rlhf_steps=800, rlhf_mode="think",
-        if_steps=(550, 300), if_mode="think", if_response=(8 * K, 16 * K), if_overlong=("none", "filter"),
-        if_rm_bonus=True,
+        if_steps=(550, 300), if_mode="think", if_response=(8 * K, 16 * K),
+        if_overlong=("none", "filter"), if_rm_bonus=True,
         math_lr=2e-6, math_steps=500,
         math=[(190, 24 * K, "filter", 1.0), (240, 32 * K, "zero", 1.0), (70, 40 * K, "zero", 0.8)],
         code_steps=64, code=[(44 * K, 1.2)],
@@ -60,16 +61,17 @@ PAPER = {
     "14b_thinking": dict(
         sft_steps=(22_000, 41_000), sft_lrs=(5e-5, 5e-5),  # T14: the 14B column lists only 5e-5
         rlhf_steps=900, rlhf_mode="think",
-        if_steps=(800, 120), if_mode="think", if_response=(8 * K, 16 * K), if_overlong=("none", "filter"),
-        if_rm_bonus=True,
-        math_lr=2.5e-6, math_steps=220, math=[(120, 28 * K, "filter", 1.2), (100, 40 * K, "zero", 1.1)],  # T18
+        if_steps=(800, 120), if_mode="think", if_response=(8 * K, 16 * K),
+        if_overlong=("none", "filter"), if_rm_bonus=True,
+        math_lr=2.5e-6, math_steps=220,  # T18
+        math=[(120, 28 * K, "filter", 1.2), (100, 40 * K, "zero", 1.1)],
         code_steps=64, code=[(56 * K, 1.0)],
         swe=[(120, 32 * K, "filter")],  # T20: 0–120; T13: 32K for the 14B
     ),
 }
 ENGINE_TP = {"8b": 2, "8b_thinking": 2, "14b_thinking": 2}
-"""rollout.tensor_parallel_size of recipe() and with_sft() (ours, docs/recipes.md "Parallel plans"); the 14B's
-single_node() shards its engine 4 ways."""
+"""rollout.tensor_parallel_size of recipe() and with_sft() (ours, docs/recipes.md "Parallel plans");
+the 14B's single_node() shards its engine 4 ways."""
 
 
 @pytest.fixture(autouse=True)
@@ -95,10 +97,11 @@ def phases(cfg: config.Cascade, domain: str) -> list[tuple]:
     """(steps, max response, overlong, temperature, max prompt) of every length phase of the
     domain's stages, with the temperature the phase samples at (its own, or its stage's)."""
     return [(p.steps, p.max_response_tokens, p.overlong, config.phase_rollout(s, p).temperature,
-             s.rollout.max_prompt_tokens) for s in domain_stages(cfg, domain) for p in config.length_phases(s)]
+             s.rollout.max_prompt_tokens)
+            for s in domain_stages(cfg, domain) for p in config.length_phases(s)]
 
 
-# ---- build, validate, serialise ------------------------------------------------------------------------------
+# ---- build, validate, serialise ------------------------------------------------------------------
 
 @pytest.mark.parametrize("path,fn", ALL)
 def test_recipe_builds_validates_and_round_trips(path, fn):
@@ -128,25 +131,32 @@ def test_stage_order_is_the_papers(model, fn):
     assert collapsed == ["rlhf", "ifeval", "math", "code", "swe"]
     for before, s in zip(rl, rl[1:]):
         if s.boundary.optimizer == "carry":
-            assert s.domain == before.domain, "only the parts of one paper stage carry the optimizer over"
+            assert s.domain == before.domain, (
+                "only the parts of one paper stage carry the optimizer over")
 
 
 @pytest.mark.parametrize("model", POLICY)
 def test_rl_only_recipe_is_with_sft_without_sft(model):
     base, full = load(POLICY[model]), load(POLICY[model], "with_sft")
-    for cfg in (base, full):  # context parallelism splits plain rows only; without it GRPO rows are packed
-        assert {s.grpo.sequence_packing for s in cfg.stages if s.kind == "grpo"} == {cfg.parallel.cp == 1}
-    assert base.stages == tuple(replace(s, grpo=replace(s.grpo, sequence_packing=False)) if s.kind == "grpo" else s
-                                for s in full.stages[2:])
+    # context parallelism splits plain rows only; without it GRPO rows are packed
+    for cfg in (base, full):
+        assert ({s.grpo.sequence_packing for s in cfg.stages if s.kind == "grpo"}
+                == {cfg.parallel.cp == 1})
+    assert base.stages == tuple(
+        replace(s, grpo=replace(s.grpo, sequence_packing=False)) if s.kind == "grpo" else s
+        for s in full.stages[2:])
     size = "14B" if model.startswith("14b") else "8B"
     assert full.model.hf_path == f"models/Qwen3-{size}-Base"  # §1
-    assert base.model.hf_path.startswith("models/Nemotron-Cascade-") and base.model.hf_path.endswith("-SFT")
+    assert (base.model.hf_path.startswith("models/Nemotron-Cascade-")
+            and base.model.hf_path.endswith("-SFT"))
     assert not full.gate.evaluate_base and base.gate.evaluate_base
     if model == "14b_thinking":
         one = load(POLICY[model], "single_node")
         assert world(one) == GPUS_PER_NODE
-        assert {(s.rollout.gpu_memory_utilization, s.rollout.tensor_parallel_size) for s in one.stages} == {(0.5, 4)}
-        same_engine = [replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.6, tensor_parallel_size=2),
+        assert {(s.rollout.gpu_memory_utilization, s.rollout.tensor_parallel_size)
+                for s in one.stages} == {(0.5, 4)}
+        same_engine = [replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.6,
+                                                  tensor_parallel_size=2),
                                grpo=replace(s.grpo, sequence_packing=False)) for s in one.stages]
         assert same_engine == list(base.stages)
 
@@ -164,14 +174,15 @@ def test_paths_and_servers_come_from_the_environment(monkeypatch):
     for s in cfg.stages:
         assert all(d.source.startswith("/nonexistent/data/") for d in (s.data, *s.extra_data))
     assert config.stage_by_name(cfg, "rlhf").reward.reward_model_url == "http://rm-node:8000"
-    assert {s.reward.reward_model_url for s in domain_stages(cfg, "ifeval")} == {"http://rm-node:8000"}
+    assert ({s.reward.reward_model_url for s in domain_stages(cfg, "ifeval")}
+            == {"http://rm-node:8000"})
     assert {s.reward.judge_url for s in domain_stages(cfg, "swe")} == {"http://judge-node:8001"}
     rm = load(RM)
     assert rm.model.hf_path == "/nonexistent/models/Qwen2.5-72B-Instruct"
     assert rm.stages[0].data.source == "/nonexistent/data/rm/preference_pairs.jsonl"
 
 
-# ---- the paper's numbers ------------------------------------------------------------------------------------
+# ---- the paper's numbers -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("model", POLICY)
 def test_sft_stages_follow_table_14(model):
@@ -186,12 +197,15 @@ def test_sft_stages_follow_table_14(model):
     assert (sft1.sft_max_tokens, sft2.sft_max_tokens) == (16 * K, 32 * K)
     assert sft2.data == sft1.data, "stage 2 re-uses the general data (§3.1.1)"
     sources = [d.source for d in sft2.extra_data]
-    assert len(set(sources)) == len(sources), "a source is weighted by Data.repeat, not listed again"
-    repeats = {d.source.removeprefix("data/nemotron-cascade/"): d.repeat for d in sft2.extra_data if d.repeat != 1}
+    assert len(set(sources)) == len(sources), (
+        "a source is weighted by Data.repeat, not listed again")
+    repeats = {d.source.removeprefix("data/nemotron-cascade/"): d.repeat
+               for d in sft2.extra_data if d.repeat != 1}
     # §3.3: stage-2 science upsampled 2×, Agentless SWE upsampled 3×; every other source once
     assert repeats == {"sft-stage-2/science.jsonl": 2, "sft-swe/swe.jsonl": 3}
     assert {d.repeat for d in (sft1.data, *sft1.extra_data, sft2.data)} == {1}
-    assert any("tool_calling" in x for x in sources) and not any("tool_calling" in d.source for d in sft1.extra_data)
+    assert (any("tool_calling" in x for x in sources)
+            and not any("tool_calling" in d.source for d in sft1.extra_data))
     assert (sft1.epochs, sft2.epochs) == (0, 0), "T14 gives the step counts: the stages keep them"
 
 
@@ -199,7 +213,8 @@ def test_sft_stages_follow_table_14(model):
 def test_every_rl_stage_is_strict_on_policy_grpo(model):
     for s in load(POLICY[model]).stages:
         g = s.grpo
-        assert (g.kl_coef, g.loss_aggregation, g.reward_shaping) == (0.0, "token", "none"), s.name  # §4.1.2
+        # §4.1.2
+        assert (g.kl_coef, g.loss_aggregation, g.reward_shaping) == (0.0, "token", "none"), s.name
         assert (s.actor.adam_beta1, s.actor.adam_beta2) == (0.9, 0.95)
         assert s.rollout.top_p == 0.95, s.name  # T15–T20
         assert g.group_size == (16 if s.domain == "swe" else 8), s.name
@@ -238,7 +253,8 @@ def test_if_rl_follows_table_16(model):
         assert s.mode == want["if_mode"]
         assert (s.grpo.prompts_per_step, s.grpo.group_size, s.actor.lr) == (256, 8, 2e-6)
         assert (s.rollout.temperature, s.rollout.top_k) == (0.6, 20)
-        assert s.grpo.drop_zero_variance_groups and s.grpo.refill_max_rounds > 0  # dynamic filtering, §4.4.2
+        # dynamic filtering, §4.4.2
+        assert s.grpo.drop_zero_variance_groups and s.grpo.refill_max_rounds > 0
         assert s.reward.if_rm_bonus is want["if_rm_bonus"]
         assert bool(s.reward.reward_model_url) is want["if_rm_bonus"]
 
@@ -252,9 +268,11 @@ def test_math_rl_length_curriculum(model):
     (s,) = domain_stages(cfg, "math")
     assert [p[:4] for p in phases(cfg, "math")] == want["math"]
     assert s.steps == sum(p[0] for p in want["math"]) == want["math_steps"]
-    assert s.rollout.temperature == want["math"][0][3]  # the phases that keep it leave it to the stage
+    # the phases that keep it leave it to the stage
+    assert s.rollout.temperature == want["math"][0][3]
     assert (s.actor.lr, s.grpo.prompts_per_step, s.grpo.group_size) == (want["math_lr"], 128, 8)
-    assert s.grpo.epoch_filter and (s.grpo.readmit_unsolved, s.grpo.readmit_solved) == (0.10, 0.01)  # §4.5.2
+    # §4.5.2
+    assert s.grpo.epoch_filter and (s.grpo.readmit_unsolved, s.grpo.readmit_solved) == (0.10, 0.01)
     assert s.reward.code_switch_penalty == "-1"  # §4.5
     assert s.data.source.endswith("rl-math/train.jsonl")
     assert s.boundary == config.Boundary() and s.evaluate
@@ -270,7 +288,8 @@ def test_code_rl_follows_table_19(model):
     assert {p[2] for p in phases(cfg, "code")} == {"none"}  # T19: no overlong filtering
     assert (s.actor.lr, s.grpo.prompts_per_step, s.grpo.group_size) == (4e-6, 128, 8)
     assert s.reward.code_switch_penalty == "0"  # §4.6: −1 hurt
-    if model == "8b":  # where the unified model switches is not reported: ours, after 64 of 90 steps
+    # where the unified model switches is not reported: ours, after 64 of 90 steps
+    if model == "8b":
         assert [p[0] for p in phases(cfg, "code")] == [64, 26]
 
 
@@ -280,14 +299,17 @@ def test_swe_rl_follows_table_20(model):
     cfg = load(POLICY[model])
     stages = domain_stages(cfg, "swe")
     assert [(p[0], p[4], p[2]) for p in phases(cfg, "swe")] == want["swe"]
-    assert [s.steps for s in stages] == [p[0] for p in want["swe"]], "a prompt limit per part: one stage each"
+    assert [s.steps for s in stages] == [p[0] for p in want["swe"]], (
+        "a prompt limit per part: one stage each")
     for s in stages:
         assert (s.grpo.group_size, s.grpo.prompts_per_step) == (16, 128)
-        assert (s.actor.lr, s.rollout.temperature, s.rollout.max_response_tokens) == (2.5e-6, 1.0, 16 * K)
+        assert ((s.actor.lr, s.rollout.temperature, s.rollout.max_response_tokens)
+                == (2.5e-6, 1.0, 16 * K))
         assert s.reward.judge_url  # Eq. 2's judge (T12: semantic reward)
         assert s.data.min_prompt_tokens == 8 * K  # §4.7: prompts shorter than 8K are dropped
         assert not s.length_curriculum
-    assert all(s.boundary == config.Boundary(optimizer="carry") for s in stages[1:])  # a new prompt set
+    # a new prompt set
+    assert all(s.boundary == config.Boundary(optimizer="carry") for s in stages[1:])
 
 
 @pytest.mark.parametrize("model", POLICY)
@@ -298,7 +320,8 @@ def test_the_gate_runs_once_per_paper_stage(model, fn):
     (T14 lists them separately)."""
     stages = load(POLICY[model], fn).stages
     for s, after in zip(stages, (*stages[1:], None)):
-        same_paper_stage = after is not None and s.kind == after.kind == "grpo" and s.domain == after.domain
+        same_paper_stage = (after is not None and s.kind == after.kind == "grpo"
+                            and s.domain == after.domain)
         assert s.evaluate is not same_paper_stage, s.name
     evaluated = [s.domain if s.kind == "grpo" else s.name for s in stages if s.evaluate]
     sft = ["sft_16k", "sft_32k"] if fn == "with_sft" else []
@@ -367,7 +390,8 @@ def test_8b_rl_steps_add_up(model):
     for s in load(POLICY[model]).stages:
         steps[s.domain] = steps.get(s.domain, 0) + s.steps
     if_steps = sum(PAPER[model]["if_steps"])
-    assert steps == {"rlhf": 800, "ifeval": if_steps, "math": 500, "code": PAPER[model]["code_steps"], "swe": 60}
+    assert steps == {"rlhf": 800, "ifeval": if_steps, "math": 500,
+                     "code": PAPER[model]["code_steps"], "swe": 60}
 
 
 def test_reward_model_follows_section_4_2():
@@ -381,13 +405,14 @@ def test_reward_model_follows_section_4_2():
     assert world(cfg) > GPUS_PER_NODE, "a 72B RM trains on several nodes"
 
 
-# ---- parallel plans ------------------------------------------------------------------------------------------
+# ---- parallel plans ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path,fn", ALL)
 def test_parallel_plan_fits_the_model_and_whole_nodes(path, fn):
     """What preflight.check_model checks against config.json, here against the known shapes."""
     cfg = load(path, fn)
-    heads, kv_heads, layers = SHAPES["Qwen2.5-72B" if path == RM else "Qwen3-14B" if "14b" in path else "Qwen3-8B"]
+    heads, kv_heads, layers = SHAPES["Qwen2.5-72B" if path == RM
+                                     else "Qwen3-14B" if "14b" in path else "Qwen3-8B"]
     p = cfg.parallel
     assert heads % p.tp == 0 and kv_heads % p.tp == 0 and layers % p.pp == 0
     assert world(cfg) % GPUS_PER_NODE == 0
@@ -405,7 +430,7 @@ def test_parallel_plan_fits_the_model_and_whole_nodes(path, fn):
     assert t == (4 if fn == "single_node" else ENGINE_TP[model])
 
 
-# ---- docs/recipes.md ----------------------------------------------------------------------------------------
+# ---- docs/recipes.md -----------------------------------------------------------------------------
 
 def _recipe_docs():
     spec = importlib.util.spec_from_file_location("recipe_docs", ROOT / "tools" / "recipe_docs.py")
@@ -420,17 +445,20 @@ recipe_docs = _recipe_docs()
 def test_docs_are_generated_from_the_recipes():
     text = DOC.read_text()
     wanted = recipe_docs.render(text)
-    diff = "".join(difflib.unified_diff(text.splitlines(True), wanted.splitlines(True), "docs/recipes.md",
-                                        "generated", n=0))
-    assert text == wanted, (f"docs/recipes.md is out of date with the recipes: run `{recipe_docs.COMMAND}`\n"
-                            + diff[:4000])
+    diff = "".join(difflib.unified_diff(text.splitlines(True), wanted.splitlines(True),
+                                        "docs/recipes.md", "generated", n=0))
+    assert text == wanted, (
+        f"docs/recipes.md is out of date with the recipes: run `{recipe_docs.COMMAND}`\n"
+        + diff[:4000])
 
 
 def test_docs_show_every_paper_recipe():
     """Each recipe has a cascade table over all its functions and a stage table over its longest
     cascade."""
-    shown = {(m["kind"], m["path"], m["functions"]) for m, _, _ in recipe_docs.regions(DOC.read_text())}
-    want = {("cascade", POLICY[m], ",".join(FUNCTIONS[m])) for m in POLICY} | {("cascade", RM, "recipe")}
+    shown = {(m["kind"], m["path"], m["functions"])
+             for m, _, _ in recipe_docs.regions(DOC.read_text())}
+    want = ({("cascade", POLICY[m], ",".join(FUNCTIONS[m])) for m in POLICY}
+            | {("cascade", RM, "recipe")})
     want |= {("stage", POLICY[m], "with_sft") for m in POLICY} | {("stage", RM, "recipe")}
     assert shown == want
 
@@ -447,10 +475,12 @@ def test_a_stale_doc_is_rewritten_and_check_fails(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("old,new,error", [
-    ("recipes/reward_model_72b.py:recipe (stage", "recipes/reward_model_73b.py:recipe (stage", "no such recipe"),
-    ("recipes/reward_model_72b.py:recipe (stage", "recipes/reward_model_72b.py:with_sft (stage", "no function"),
-    ("recipes/nemotron_cascade_8b.py:with_sft (stage", "recipes/nemotron_cascade_8b.py:recipe,with_sft (stage",
-     "one function"),
+    ("recipes/reward_model_72b.py:recipe (stage", "recipes/reward_model_73b.py:recipe (stage",
+     "no such recipe"),
+    ("recipes/reward_model_72b.py:recipe (stage", "recipes/reward_model_72b.py:with_sft (stage",
+     "no function"),
+    ("recipes/nemotron_cascade_8b.py:with_sft (stage",
+     "recipes/nemotron_cascade_8b.py:recipe,with_sft (stage", "one function"),
     ("(cascade fields) by tools/recipe_docs.py", "(cascade fields) by hand", "another form"),
 ])
 def test_generator_refuses_a_bad_marker(old, new, error):
@@ -481,11 +511,14 @@ def recipe():
 @pytest.mark.parametrize("kind,sources,error", [
     ("grpo", {"steps": "", "grpo.nope": ""}, "names no field"),
     ("grpo", {"grpo": ""}, "is a section"),
-    ("sft", {"steps": "", "grpo.refill_max_rounds": ""}, "would show as —"),  # a set value never hides
+    # a set value never hides
+    ("sft", {"steps": "", "grpo.refill_max_rounds": ""}, "would show as —"),
 ])
 def test_generator_refuses_a_row_it_cannot_show(tmp_path, kind, sources, error):
-    (tmp_path / "r.py").write_text(RECIPE.replace("{SOURCES}", repr(sources)).replace("{KIND}", kind))
-    marker = "<!-- generated from r.py:recipe (stage fields) by tools/recipe_docs.py; edit the recipe -->"
+    (tmp_path / "r.py").write_text(
+        RECIPE.replace("{SOURCES}", repr(sources)).replace("{KIND}", kind))
+    marker = ("<!-- generated from r.py:recipe (stage fields) by tools/recipe_docs.py; "
+              "edit the recipe -->")
     with pytest.raises(recipe_docs.RecipeDocError, match=error):
         recipe_docs.render(f"{marker}\n{recipe_docs.END}\n", root=tmp_path)
 
@@ -495,7 +528,8 @@ def test_cells_follow_the_docs_conventions():
     assert recipe_docs.cell(True, "grpo.epoch_filter") == "`true`"
     assert recipe_docs.cell(24 * K, "rollout.max_response_tokens") == "`24576` 24K"
     assert recipe_docs.cell(1000, "rollout.max_prompt_tokens") == "`1000`"
-    phases = (config.LengthPhase(190, 24 * K, "filter"), config.LengthPhase(310, 32 * K, "zero", temperature=0.8))
+    phases = (config.LengthPhase(190, 24 * K, "filter"),
+              config.LengthPhase(310, 32 * K, "zero", temperature=0.8))
     text = recipe_docs.cell(phases, "length_curriculum")
     assert text == "`190:24576:filter,310:32768:zero:T0.8`"
     cfg = apply_overrides(load(POLICY["8b"]), [f"stages.math.length_curriculum={text.strip('`')}"])
@@ -510,4 +544,5 @@ def test_docs_name_every_data_file():
         for s in load(path, fn).stages:
             for d in (s.data, *s.extra_data):
                 assert d.source.startswith(prefix)
-                assert f"`{d.source.removeprefix(prefix)}`" in text, f"docs/recipes.md: no row for {d.source}"
+                assert f"`{d.source.removeprefix(prefix)}`" in text, (
+                    f"docs/recipes.md: no row for {d.source}")

@@ -49,7 +49,8 @@ def _wait_gone(pid: int, seconds: float) -> bool:
 def test_a_bound_worker_dies_with_its_sigkilled_launcher(bind):
     worker = WORKER if bind else "import time; time.sleep(600)"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, worker], stdout=subprocess.PIPE, text=True, env=env)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, worker], stdout=subprocess.PIPE,
+                              text=True, env=env)
     child = int(parent.stdout.readline())
     try:
         time.sleep(1.0 if bind else 0.2)  # the worker has bound itself
@@ -64,10 +65,12 @@ def test_a_bound_worker_dies_with_its_sigkilled_launcher(bind):
 
 def test_a_worker_whose_launcher_is_already_gone_exits():
     env = dict(os.environ, PYTHONPATH=str(ROOT), NEMO_CASCADE_AGENT_PID=str(2 ** 22 + 1))
-    proc = subprocess.run([sys.executable, "-c", WORKER], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", WORKER], env=env, capture_output=True,
+                          text=True, timeout=60)
     assert proc.returncode == 128 + signal.SIGKILL
-    assert proc.stderr.strip() == (f"nemo-cascade: the launcher (pid {2 ** 22 + 1}) ended before this worker "
-                                   "started; exiting")
+    assert proc.stderr.strip() == (
+        f"nemo-cascade: the launcher (pid {2 ** 22 + 1}) ended before this worker "
+        "started; exiting")
 
 
 def test_a_sigkill_while_the_oom_killer_ran_is_named(tmp_path):
@@ -78,5 +81,6 @@ def test_a_sigkill_while_the_oom_killer_ran_is_named(tmp_path):
     assert torchrun.killed_why("SIGKILL", 3, 3) == "SIGKILL"
     assert torchrun.killed_why("SIGKILL", 3, None) == "SIGKILL"
     assert torchrun.killed_why("SIGSEGV", 3, 4) == "SIGSEGV"
-    assert torchrun.killed_why("SIGKILL", 3, 4) == ("SIGKILL, most likely by the kernel's out-of-memory killer "
-                                                    "(1 kill counted in /proc/vmstat meanwhile)")
+    assert torchrun.killed_why("SIGKILL", 3, 4) == (
+        "SIGKILL, most likely by the kernel's out-of-memory killer "
+        "(1 kill counted in /proc/vmstat meanwhile)")

@@ -1,4 +1,4 @@
-"""nemo_cascade/plan.py and `nemo-cascade plan`: the per-GPU memory estimate of a cascade's stages.
+"""nemo_cascade/plan/ and `nemo-cascade plan`: the per-GPU memory estimate of a cascade's stages.
 
 Hand-computed numbers on a tiny shape, how each parallel dimension moves them, the model-shape
 sources (config.json, presets, a size in the folder's name), and the paper's recipes through the CLI
@@ -14,8 +14,9 @@ import pytest
 
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
-from nemo_cascade.plan import (CascadePlan, PRESETS, actor_bytes, engine_bytes, estimate_bytes, head_activation_bytes,
-                               layer_activation_bytes, plan_cascade, rank_params, resolve_shape)
+from nemo_cascade.plan import (CascadePlan, PRESETS, actor_bytes, engine_bytes, estimate_bytes,
+                               head_activation_bytes, layer_activation_bytes, plan_cascade,
+                               rank_params, resolve_shape)
 from nemo_cascade.tooling.plan_table import render
 from nemo_cascade.convert.shape import ModelShape
 from nemo_cascade.tooling.cli import load_recipe
@@ -25,8 +26,8 @@ GIB = 1 << 30
 ENV = ("NEMO_CASCADE_MODELS", "NEMO_CASCADE_DATA", "NEMO_CASCADE_RM_URL", "NEMO_CASCADE_JUDGE_URL")
 
 # hidden 8, ffn 16, 2 heads / 1 KV head of 4, vocab 32, 2 layers, untied, q/k norms.
-TINY = ModelShape("t", hidden_size=8, ffn_hidden_size=16, num_attention_heads=2, num_key_value_heads=1, head_dim=4,
-                  vocab_size=32, num_layers=2)
+TINY = ModelShape("t", hidden_size=8, ffn_hidden_size=16, num_attention_heads=2,
+                  num_key_value_heads=1, head_dim=4, vocab_size=32, num_layers=2)
 # Per layer: q,k,v 8·(2+2)·4 = 128, o 2·4·8 = 64, MLP 3·8·16 = 384 → 576 split over TP; norms 2·8 +
 # 2·4 = 24. Whole model: 2·600 + embedding 256 + head 256 + final norm 8 = 1720.
 
@@ -35,9 +36,11 @@ def one_gpu(**kw) -> config.Parallel:
     return config.Parallel(**{"tp": 1, "pp": 1, "cp": 1, "dp": 1, "micro_batch_size": 1, **kw})
 
 
-def bytes_of(parallel: config.Parallel, d: ModelShape = TINY, seq: int = 10, te: bool = False, rows: int = 1, **kw) -> dict:
-    ranks = [actor_bytes(d, parallel, seq=seq, rows_per_step=rows, rank=r, te=te, dtype_bytes=2, **kw)
-             for r in range(parallel.pp)]
+def bytes_of(parallel: config.Parallel, d: ModelShape = TINY, seq: int = 10, te: bool = False,
+             rows: int = 1, **kw) -> dict:
+    ranks = [
+        actor_bytes(d, parallel, seq=seq, rows_per_step=rows, rank=r, te=te, dtype_bytes=2, **kw)
+        for r in range(parallel.pp)]
     return max(ranks, key=lambda m: m["train"])
 
 
@@ -47,18 +50,20 @@ def _default_environment(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-# ---- hand-computed numbers ------------------------------------------------------------------------------------
+# ---- hand-computed numbers -----------------------------------------------------------------------
 
 def test_tiny_shape_by_hand():
     assert TINY.layer_params() == (576, 24)
     assert TINY.params() == 1720
     assert rank_params(TINY, 1, 1, 0) == 1720
-    assert rank_params(TINY, 2, 1, 0) == 2 * (288 + 24) + 128 + 8 + 128  # TP splits all but the norms
+    # TP splits all but the norms
+    assert rank_params(TINY, 2, 1, 0) == 2 * (288 + 24) + 128 + 8 + 128
     assert TINY.kv_bytes_per_token() == 2 * 2 * 1 * 4 * 2
     # per layer and row at S = 10: S·(10·16 + 16·8 + 8·4) = 3200, S·20·8 = 1600, 6·2·S² = 1200
     assert layer_activation_bytes(TINY, 10) == 6000
     assert layer_activation_bytes(TINY, 10, quadratic=False) == 4800
-    assert layer_activation_bytes(TINY, 10, tp=2) == 1600 + 1600 + 600   # norms stay whole without SP
+    # norms stay whole without SP
+    assert layer_activation_bytes(TINY, 10, tp=2) == 1600 + 1600 + 600
     assert layer_activation_bytes(TINY, 10, tp=2, sp=True) == 1600 + 800 + 600
     assert head_activation_bytes(TINY, 10) == 16 * 10 * 32 + 10 * 10 * 8
 
@@ -100,7 +105,8 @@ def test_engine_tensor_parallel_by_hand():
     one, four = engine_bytes(d, 0.5, 80 * GIB, 2), engine_bytes(d, 0.5, 80 * GIB, 2, tp=4)
     assert four["weights"] == one["weights"] / 4
     assert four["kv_per_token"] == d.kv_bytes_per_token() / 4
-    assert four["kv_tokens"] == int((0.5 * 80 * GIB - one["weights"] / 4) // (d.kv_bytes_per_token() / 4))
+    assert four["kv_tokens"] == int(
+        (0.5 * 80 * GIB - one["weights"] / 4) // (d.kv_bytes_per_token() / 4))
     assert four["kv_tokens"] > 4 * one["kv_tokens"]  # a quarter of the cost per token and more room
     assert engine_bytes(d, 0.5, 80 * GIB, 2, tp=16)["kv_per_token"] == d.kv_bytes_per_token() / 8
 
@@ -115,12 +121,13 @@ def test_plan_reads_the_engine_tensor_parallel_size():
                                                   "stages.*.rollout.tensor_parallel_size=3"]))
 
 
-# ---- how the layout moves the numbers --------------------------------------------------------------------------
+# ---- how the layout moves the numbers ------------------------------------------------------------
 
 def test_tp_halves_the_parameter_part():
     d = PRESETS["qwen3-8b"]
     one, two = bytes_of(one_gpu(), d, te=True), bytes_of(one_gpu(tp=2), d, te=True)
-    assert two["params"] == pytest.approx(one["params"] / 2, rel=1e-3)  # only the norms are replicated
+    # only the norms are replicated
+    assert two["params"] == pytest.approx(one["params"] / 2, rel=1e-3)
     assert two["state"] == pytest.approx(one["state"] / 2, rel=1e-3)
     split, rep = TINY.layer_params()
     replicated = TINY.num_layers * rep + TINY.hidden_size
@@ -138,10 +145,13 @@ def test_dp_shards_only_the_optimizer():
 
 def test_full_recompute_lowers_activations():
     d = PRESETS["qwen3-8b"]
-    acts = {r: bytes_of(one_gpu(tp=2, sequence_parallel=True, recompute=r), d, seq=8192)["activations"]
-            for r in ("none", "selective", "full")}
-    assert acts["full"] < acts["selective"] < acts["none"]  # selective drops the local spec's S² attention part
-    te = {r: bytes_of(one_gpu(recompute=r), d, seq=8192, te=True)["activations"] for r in ("none", "full")}
+    acts = {
+        r: bytes_of(one_gpu(tp=2, sequence_parallel=True, recompute=r), d, seq=8192)["activations"]
+        for r in ("none", "selective", "full")}
+    # selective drops the local spec's S² attention part
+    assert acts["full"] < acts["selective"] < acts["none"]
+    te = {r: bytes_of(one_gpu(recompute=r), d, seq=8192, te=True)["activations"]
+          for r in ("none", "full")}
     assert te["full"] < te["none"] / 3
     # full: one bf16 input per layer + one layer's activations + the head
     S = 8192
@@ -156,7 +166,8 @@ def test_cp_splits_the_sequence():
     split = bytes_of(one_gpu(tp=8, sequence_parallel=True, cp=2), d, seq=60 * 1024, te=True)
     assert split["activations"] == pytest.approx(whole["activations"])
     doubled = bytes_of(one_gpu(tp=8, sequence_parallel=True), d, seq=60 * 1024, te=True)
-    assert doubled["activations"] == pytest.approx(2 * whole["activations"])  # linear in S without the S² term
+    # linear in S without the S² term
+    assert doubled["activations"] == pytest.approx(2 * whole["activations"])
 
 
 def test_pipeline_first_rank_holds_pp_microbatches():
@@ -166,16 +177,18 @@ def test_pipeline_first_rank_holds_pp_microbatches():
     last = actor_bytes(d, p, seq=4096, rows_per_step=64, rank=3, te=True, dtype_bytes=2)
     per_layer = layer_activation_bytes(d, 4096, quadratic=False)
     assert first["activations"] == pytest.approx(1.05 * 4 * 9 * per_layer)  # 4 in flight × 9 layers
-    assert last["activations"] == pytest.approx(1.05 * (9 * per_layer + head_activation_bytes(d, 4096)))
+    assert last["activations"] == pytest.approx(
+        1.05 * (9 * per_layer + head_activation_bytes(d, 4096)))
     few = actor_bytes(d, p, seq=4096, rows_per_step=2, rank=0, te=True, dtype_bytes=2)
-    assert few["activations"] == pytest.approx(1.05 * 2 * 9 * per_layer)  # only 2 microbatches exist
+    # only 2 microbatches exist
+    assert few["activations"] == pytest.approx(1.05 * 2 * 9 * per_layer)
 
 
-# ---- model shapes -----------------------------------------------------------------------------------------------
+# ---- model shapes --------------------------------------------------------------------------------
 
 def test_presets_are_the_public_configs():
-    shapes = {name: (s.hidden_size, s.num_layers, s.num_attention_heads, s.num_key_value_heads, s.head_dim,
-                     s.ffn_hidden_size, s.vocab_size)
+    shapes = {name: (s.hidden_size, s.num_layers, s.num_attention_heads, s.num_key_value_heads,
+                     s.head_dim, s.ffn_hidden_size, s.vocab_size)
               for name, s in PRESETS.items()}
     assert shapes["qwen3-8b"] == (4096, 36, 32, 8, 128, 12288, 151936)
     assert shapes["qwen3-14b"] == (5120, 40, 40, 8, 128, 17408, 151936)
@@ -187,7 +200,8 @@ def test_presets_are_the_public_configs():
 
 @pytest.mark.parametrize("path,preset", [
     ("models/Nemotron-Cascade-8B-SFT", "qwen3-8b"), ("/x/Qwen3-8B-Base", "qwen3-8b"),
-    ("models/Nemotron-Cascade-14B-Thinking-SFT", "qwen3-14b"), ("models/Qwen2.5-72B-Instruct", "qwen2.5-72b")])
+    ("models/Nemotron-Cascade-14B-Thinking-SFT", "qwen3-14b"),
+    ("models/Qwen2.5-72B-Instruct", "qwen2.5-72b")])
 def test_absent_folder_names_its_preset(path, preset):
     shape, source = resolve_shape(config.Model(hf_path=path))
     assert shape == PRESETS[preset]
@@ -198,23 +212,26 @@ def test_absent_folder_names_its_preset(path, preset):
 def test_config_json_wins_over_the_name(tmp_path):
     folder = tmp_path / "Qwen3-8B-lookalike"
     folder.mkdir()
-    raw = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
-           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
-           "vocab_size": 100, "tie_word_embeddings": True}
+    raw = {
+        "architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+        "vocab_size": 100, "tie_word_embeddings": True}
     (folder / "config.json").write_text(json.dumps(raw))
     shape, source = resolve_shape(config.Model(hf_path=str(folder)))
-    assert (shape.hidden_size, shape.num_layers, shape.vocab_size, shape.tied_embeddings, shape.qk_norm) == (
-        64, 2, 100, True, True)
+    assert (shape.hidden_size, shape.num_layers, shape.vocab_size, shape.tied_embeddings,
+            shape.qk_norm) == (64, 2, 100, True, True)
     assert source.endswith("config.json")
-    assert resolve_shape(config.Model(hf_path=str(folder)), "qwen3-14b")[0] == PRESETS["qwen3-14b"]  # --shape wins
+    # --shape wins
+    assert resolve_shape(config.Model(hf_path=str(folder)), "qwen3-14b")[0] == PRESETS["qwen3-14b"]
 
 
 def test_qwen2_folder_is_planned_with_its_biases(tmp_path):
     folder = tmp_path / "Qwen2.5-72B-Instruct"
     folder.mkdir()
-    raw = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 8192,
-           "intermediate_size": 29568, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
-           "vocab_size": 152064, "tie_word_embeddings": False}
+    raw = {
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 8192,
+        "intermediate_size": 29568, "num_hidden_layers": 80, "num_attention_heads": 64,
+        "num_key_value_heads": 8, "vocab_size": 152064, "tie_word_embeddings": False}
     (folder / "config.json").write_text(json.dumps(raw))
     shape, source = resolve_shape(config.Model(hf_path=str(folder)))
     assert replace(shape, name="") == replace(PRESETS["qwen2.5-72b"], name="") and shape.qkv_bias
@@ -224,13 +241,14 @@ def test_qwen2_folder_is_planned_with_its_biases(tmp_path):
 def test_architecture_the_actor_does_not_load_is_planned_with_a_note(tmp_path):
     folder = tmp_path / "Mistral-7B"
     folder.mkdir()
-    raw = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
-           "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-           "vocab_size": 32000, "tie_word_embeddings": False}
+    raw = {
+        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "vocab_size": 32000, "tie_word_embeddings": False}
     (folder / "config.json").write_text(json.dumps(raw))
     shape, source = resolve_shape(config.Model(hf_path=str(folder)))
-    assert (shape.hidden_size, shape.num_layers, shape.num_key_value_heads, shape.head_dim, shape.qk_norm) == (
-        4096, 32, 8, 128, False)
+    assert (shape.hidden_size, shape.num_layers, shape.num_key_value_heads, shape.head_dim,
+            shape.qk_norm) == (4096, 32, 8, 128, False)
     assert "MistralForCausalLM is not an architecture the actor loads" in source
     (folder / "config.json").write_text("{")
     with pytest.raises(ValueError, match="config.json: not valid JSON"):
@@ -246,19 +264,21 @@ def test_unknown_shapes_are_one_line_errors(tmp_path):
         resolve_shape(config.Model(hf_path=str(tmp_path / "Qwen3-32B")))  # a size without a preset
 
 
-# ---- cascades ----------------------------------------------------------------------------------------------------
+# ---- cascades ------------------------------------------------------------------------------------
 
 RECIPES = {
-    "8b": "recipes/nemotron_cascade_8b.py", "8b_thinking": "recipes/nemotron_cascade_8b_thinking.py",
-    "14b_thinking": "recipes/nemotron_cascade_14b_thinking.py", "rm_72b": "recipes/reward_model_72b.py"}
+    "8b": "recipes/nemotron_cascade_8b.py",
+    "8b_thinking": "recipes/nemotron_cascade_8b_thinking.py",
+    "14b_thinking": "recipes/nemotron_cascade_14b_thinking.py",
+    "rm_72b": "recipes/reward_model_72b.py"}
 def plan_of(path: str, fn: str = "recipe") -> CascadePlan:
     return plan_cascade(load_recipe(f"{ROOT / path}:{fn}"))
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ENV}
-    return subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", "plan", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", "plan", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("name", RECIPES)
@@ -266,21 +286,24 @@ def test_paper_recipe_plans_through_the_cli(name):
     proc = cli(RECIPES[name])
     assert proc.returncode == 0, proc.stderr[-2000:]
     cfg = load_recipe(str(ROOT / RECIPES[name]))
-    memory, _, times = proc.stdout.partition("\ntime: ")  # the memory plan, then the step times (test_plan_time.py)
-    rows = [line for line in memory.splitlines() if line.startswith("| ") and "| stage |" not in line]
+    # the memory plan, then the step times (test_plan_time.py)
+    memory, _, times = proc.stdout.partition("\ntime: ")
+    rows = [line for line in memory.splitlines()
+            if line.startswith("| ") and "| stage |" not in line]
     assert [r.split("|")[1].strip() for r in rows] == [s.name for s in cfg.stages]
     assert "assumptions:" in memory and "GPUs of 80 GiB" in memory and times
     assert ("WARNING" in memory) == (not plan_of(RECIPES[name]).fits)
 
 
-@pytest.mark.parametrize("name,fn", [("8b", "recipe"), ("8b_thinking", "recipe"), ("14b_thinking", "recipe"),
-                                     ("14b_thinking", "single_node"),
+@pytest.mark.parametrize("name,fn", [("8b", "recipe"), ("8b_thinking", "recipe"),
+                                     ("14b_thinking", "recipe"), ("14b_thinking", "single_node"),
                                      ("rm_72b", "recipe")])
 def test_paper_recipes_fit_on_h100_80gb(name, fn):
     plan = plan_of(RECIPES[name], fn)
     over = [f"{s.name}: {s.verdict()} ({s.total / GIB:.1f} GiB)" for s in plan.stages if not s.fits]
     assert not over, over
-    if plan.engine_utilization is not None:  # one engine (of rollout.tensor_parallel_size ranks) holds a whole request
+    # one engine (of rollout.tensor_parallel_size ranks) holds a whole request
+    if plan.engine_utilization is not None:
         engine = engine_bytes(plan.shape, plan.engine_utilization, plan.gpu, 2, plan.engine_tp)
         assert engine["kv_tokens"] >= plan.engine_context
 
@@ -313,7 +336,8 @@ def test_docs_show_the_plans(name):
     section = doc[doc.index("## Memory plan (nemo-cascade plan)"):]
     head, table = render(plan_of(RECIPES[name])).split("\n\n")[:2]
     assert f"### `{RECIPES[name]}`\n\n```text\n{head}\n```\n\n{table}\n" in section, (
-        "docs/recipes.md is out of date: paste `nemo-cascade plan " + RECIPES[name] + "`'s header and table")
+        "docs/recipes.md is out of date: paste `nemo-cascade plan " + RECIPES[name]
+        + "`'s header and table")
 
 
 def test_sft_after_the_gate_trains_beside_the_sleeping_engine():
@@ -334,15 +358,18 @@ def test_reward_model_stage_keeps_the_policy_actor():
 
 
 def test_plan_command_errors_are_one_line(tmp_path):
-    for args in ((RECIPES["8b"], "--shape", "nope"), (RECIPES["8b"], f"model.hf_path={tmp_path / 'no-size'}")):
+    for args in ((RECIPES["8b"], "--shape", "nope"),
+                 (RECIPES["8b"], f"model.hf_path={tmp_path / 'no-size'}")):
         proc = cli(*args)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
-        assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("nemo-cascade: error:"), args
+        assert (len(proc.stderr.strip().splitlines()) == 1
+                and proc.stderr.startswith("nemo-cascade: error:")), args
 
 
 @pytest.mark.parametrize("args,message", [
     (("recipes/missing.py",), "recipe recipes/missing.py: no such file"),
-    ((RECIPES["8b"], "parallel.tp=3", "parallel.dp=1"), "parallel.tp=3 must divide the model's num_key_value_heads=8"),
+    ((RECIPES["8b"], "parallel.tp=3", "parallel.dp=1"),
+     "parallel.tp=3 must divide the model's num_key_value_heads=8"),
     ((RECIPES["8b"], "--shape", "qwen3-14b", "parallel.pp=3"),
      "parallel.pp=3 must divide the model's num_hidden_layers=40"),
 ])
@@ -352,7 +379,8 @@ def test_plan_command_errors_in_process(args, message, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(["plan", *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("nemo-cascade: error:") and message in lines[0], lines
+    assert (len(lines) == 1 and lines[0].startswith("nemo-cascade: error:")
+            and message in lines[0]), lines
 
 
 def test_plan_overrides_and_gpu_memory():
@@ -364,6 +392,7 @@ def test_plan_overrides_and_gpu_memory():
 
 def test_plan_imports_no_torch():
     code = ("import sys; import nemo_cascade.plan; "
-            "assert not {'torch', 'megatron', 'vllm'} & set(sys.modules), 'nemo_cascade.plan imports torch'")
+            "assert not {'torch', 'megatron', 'vllm'} & set(sys.modules), "
+            "'nemo_cascade.plan imports torch'")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -27,18 +27,21 @@ def test_time_limits_parse_like_sbatch_and_bad_ones_are_one_line():
 
 def test_the_default_time_limit_is_the_sbatch_scripts():
     for script in ("cascade_8b.sh", "cascade_14b.sh"):
-        assert f"#SBATCH --time={plan_time.DEFAULT_TIME_LIMIT}\n" in (ROOT / "slurm" / script).read_text()
+        assert (f"#SBATCH --time={plan_time.DEFAULT_TIME_LIMIT}\n"
+                in (ROOT / "slurm" / script).read_text())
 
 
 def test_train_seconds_is_six_flops_per_param_and_token_at_the_mfu():
     hw = plan_time.Hardware(peak_flops=1e15, mfu=0.5)
     # 6 · 8e9 · 1e6 = 4.8e16 FLOPs over 8 GPUs × 1e15 × 0.5 = 4e15 FLOP/s → 12 s
     assert plan_time.train_seconds(8e9, 1e6, 8, hw) == pytest.approx(12.0)
-    assert plan_time.train_seconds(8e9, 1e6, 8, hw, flops_per_token=8.0) == pytest.approx(16.0)  # + a KL reference
+    # + a KL reference
+    assert plan_time.train_seconds(8e9, 1e6, 8, hw, flops_per_token=8.0) == pytest.approx(16.0)
 
 
 def test_decode_is_memory_bound_in_waves_of_what_the_kv_cache_holds():
-    hw = plan_time.Hardware(hbm_bytes_per_s=2e12, bandwidth_share=0.5, max_seqs=256)  # 1e12 B/s achieved
+    # 1e12 B/s achieved
+    hw = plan_time.Hardware(hbm_bytes_per_s=2e12, bandwidth_share=0.5, max_seqs=256)
     # mean context 1000 + 2000/2 = 2000 tokens; 40,000 KV tokens hold 20 sequences → 5 waves for
     # 100; an iteration reads 8e9 B of weights + 20 · 2000 · 1e5 B of KV = 1.2e10 B → 12 ms; 5 ·
     # 2000 · 12 ms = 120 s
@@ -47,7 +50,8 @@ def test_decode_is_memory_bound_in_waves_of_what_the_kv_cache_holds():
     # max_num_seqs caps a roomy cache: 10 at once → 10 waves of (8e9 + 10 · 2000 · 1e5 = 1e10 B → 10
     # ms) · 2000
     capped = replace(hw, max_seqs=10)
-    assert plan_time.decode_seconds(sequences=100, kv_tokens=10**9, **{**kw, "hw": capped}) == pytest.approx(200.0)
+    assert (plan_time.decode_seconds(sequences=100, kv_tokens=10**9, **{**kw, "hw": capped})
+            == pytest.approx(200.0))
     # fewer sequences than room: one wave of 3 → (8e9 + 3 · 2000 · 1e5 = 8.6e9 B → 8.6 ms) · 2000 =
     # 17.2 s
     assert plan_time.decode_seconds(sequences=3, kv_tokens=40_000, **kw) == pytest.approx(17.2)
@@ -55,11 +59,15 @@ def test_decode_is_memory_bound_in_waves_of_what_the_kv_cache_holds():
 
 
 def test_saves_come_by_steps_or_minutes_whichever_first():
-    assert plan_time.save_every(25, 30.0, 60.0, 1000) == (25, "steps")       # 30 min / 60 s = 30 steps > 25
+    # 30 min / 60 s = 30 steps > 25
+    assert plan_time.save_every(25, 30.0, 60.0, 1000) == (25, "steps")
     assert plan_time.save_every(25, 30.0, 600.0, 1000) == (3, "minutes")     # 1800 / 600 = 3 steps
-    assert plan_time.save_every(25, 30.0, 700.0, 1000) == (3, "minutes")     # a save needs a step to end: ⌈1800/700⌉
-    assert plan_time.save_every(25, 30.0, 7200.0, 1000) == (1, "minutes")    # a 2 h step: every step, still 2 h
-    assert plan_time.save_every(0, 0.0, 10.0, 7) == (7, "stage end")         # both off: only the stage's export
+    # a save needs a step to end: ⌈1800/700⌉
+    assert plan_time.save_every(25, 30.0, 700.0, 1000) == (3, "minutes")
+    # a 2 h step: every step, still 2 h
+    assert plan_time.save_every(25, 30.0, 7200.0, 1000) == (1, "minutes")
+    # both off: only the stage's export
+    assert plan_time.save_every(0, 0.0, 10.0, 7) == (7, "stage end")
     assert plan_time.save_every(25, 0.0, 10.0, 7) == (7, "stage end")
 
 
@@ -76,12 +84,13 @@ def test_a_stage_adds_generation_and_training_on_the_plans_layout():
     e = plan.engine_bytes(memory.shape, memory.engine_utilization, memory.gpu, 2, memory.engine_tp)
     engines = 8 // memory.engine_tp
     assert t.generate_s == pytest.approx(plan_time.decode_seconds(
-        sequences=math.ceil(rows / engines), prompt=prompt, response=response, weight_bytes=e["weights"],
-        kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"]))
+        sequences=math.ceil(rows / engines), prompt=prompt, response=response,
+        weight_bytes=e["weights"], kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"]))
     assert t.save_steps == max(1, math.ceil(1800 / t.step_s)) and t.saved_by == "minutes"
     assert t.wave_s == pytest.approx(plan_time.decode_seconds(
-        sequences=math.ceil(rows / engines), prompt=prompt, response=response, weight_bytes=e["weights"],
-        kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], one_wave=True)) and t.wave_s < t.generate_s
+        sequences=math.ceil(rows / engines), prompt=prompt, response=response,
+        weight_bytes=e["weights"], kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"],
+        one_wave=True)) and t.wave_s < t.generate_s
     # a stop inside a step keeps its finished groups: a job moves it forward by what it has less one
     # wave
     assert t.progress_per_job == pytest.approx((3 * 3600 - t.wave_s) / t.step_s)
@@ -89,22 +98,27 @@ def test_a_stage_adds_generation_and_training_on_the_plans_layout():
     assert t.steps == math_stage.steps and t.gpus == memory.world == 8
     assert t.stage_s == pytest.approx(math_stage.steps * t.step_s)
     assert t.gpu_hours == pytest.approx(math_stage.steps * t.step_s * 8 / 3600)
-    epochs = plan_time.stage_time(config.Stage(name="sft", kind="sft", steps=0, epochs=1.0), memory, 30.0, 3600)
-    assert epochs.stage_s is None and epochs.gpu_hours is None  # its steps are known once its data is loaded
+    epochs = plan_time.stage_time(config.Stage(name="sft", kind="sft", steps=0, epochs=1.0),
+                                  memory, 30.0, 3600)
+    # its steps are known once its data is loaded
+    assert epochs.stage_s is None and epochs.gpu_hours is None
 
 
 def test_progress_per_job_fractions_of_a_grpo_step_whole_supervised_steps():
     grpo = plan_time.StageTime("code", "grpo", 1e6, train_s=600, generate_s=5 * 3600, save_steps=1,
                                saved_by="minutes", budget_s=3 * 3600, wave_s=1800, steps=90, gpus=8)
-    assert grpo.progress_per_job == pytest.approx((3 * 3600 - 1800) / (5 * 3600 + 600))  # 0.48 of a step
+    # 0.48 of a step
+    assert grpo.progress_per_job == pytest.approx((3 * 3600 - 1800) / (5 * 3600 + 600))
     assert grpo.jobs == math.ceil(90 / grpo.progress_per_job)
-    sft = plan_time.StageTime("sft", "sft", 1e6, train_s=700, generate_s=0, save_steps=25, saved_by="steps",
-                              budget_s=3600, steps=100, gpus=8)
-    assert sft.progress_per_job == 5 and sft.jobs == 20  # ⌊3600 / 700⌋ whole steps: a step saves only when done
+    sft = plan_time.StageTime("sft", "sft", 1e6, train_s=700, generate_s=0, save_steps=25,
+                              saved_by="steps", budget_s=3600, steps=100, gpus=8)
+    # ⌊3600 / 700⌋ whole steps: a step saves only when done
+    assert sft.progress_per_job == 5 and sft.jobs == 20
     slow = replace(sft, train_s=4000)
     assert slow.progress_per_job == 0 and slow.jobs is None
-    with pytest.raises(config.ConfigError, match=r"stages.sft: one sft step takes ≈ 1.1 h, more than the ≈ 1.0 h "
-                                                 r"a 01:30:00 job has for work: lower stages.sft.sft_batch_size"):
+    with pytest.raises(config.ConfigError,
+                       match=r"stages.sft: one sft step takes ≈ 1.1 h, more than the ≈ 1.0 h "
+                             r"a 01:30:00 job has for work: lower stages.sft.sft_batch_size"):
         plan_time.check_progress([grpo, slow], "01:30:00")
     plan_time.check_progress([grpo, sft], "01:30:00")
 
@@ -114,8 +128,9 @@ def test_the_job_budget_leaves_the_start_up_the_save_and_the_stop_margin():
     memory = plan.plan_cascade(cfg)
     save = 14 * memory.shape.params() / (memory.world * 1e9)
     assert plan_time.job_budget(cfg, memory, 4 * 3600) == pytest.approx(4 * 3600 - 600 - save - 180)
-    assert plan_time.job_budget(replace(cfg, stop_margin_seconds=30), memory, 4 * 3600) == pytest.approx(
-        4 * 3600 - 600 - save - 120), "never less than the time-limit signal's lead"
+    assert (plan_time.job_budget(replace(cfg, stop_margin_seconds=30), memory, 4 * 3600)
+            == pytest.approx(4 * 3600 - 600 - save - 120)), (
+        "never less than the time-limit signal's lead")
 
 
 def test_the_cli_prints_progress_per_job_and_refuses_a_job_that_cannot_progress(capsys):
@@ -128,8 +143,9 @@ def test_the_cli_prints_progress_per_job_and_refuses_a_job_that_cannot_progress(
     assert re.search(r"^total: \d+ jobs of 04:00:00 for the 7 stages", out, re.M)
     assert main(["plan", EIGHT_B, "--time-limit", "00:20:00"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "stages.math: one wave of responses at its longest budget takes" in err[0] and \
-        "lower stages.math.rollout.max_response_tokens" in err[0], err
+    assert (len(err) == 1
+            and "stages.math: one wave of responses at its longest budget takes" in err[0]
+            and "lower stages.math.rollout.max_response_tokens" in err[0]), err
     assert main(["plan", EIGHT_B, "--time-limit", "4h"]) == 2
     assert "--time-limit '4h': expected HH:MM:SS" in capsys.readouterr().err
 

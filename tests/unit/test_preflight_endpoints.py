@@ -39,10 +39,12 @@ def test_which_stages_and_fields_are_probed(tiny):
     assert by_name["rlhf"] == [("reward_model_url", "http://rm:1")]
     assert by_name["swe"] == [("judge_url", "file:/runs/served/servers/judge.url")]
     assert by_name["math"] == [] and by_name["sft"] == []
-    assert served_endpoints(config.stage_by_name(tiny, "rlhf")) == [], "the cascade's own RM is served by the run itself"
+    assert served_endpoints(config.stage_by_name(tiny, "rlhf")) == [], (
+        "the cascade's own RM is served by the run itself")
     names = [s.name for s in stages_to_run(cfg, {"sft": "done", "rm": "done", "rlhf": "done"})]
     assert names == ["ifeval", "math", "code", "swe"], "a done stage needs no server"
-    assert [s.name for s in stages_to_run(cfg, {"rlhf": "done"}, "rlhf")] == ["rlhf"], "--retrain needs it again"
+    assert ([s.name for s in stages_to_run(cfg, {"rlhf": "done"}, "rlhf")]
+            == ["rlhf"]), "--retrain needs it again"
 
 
 def test_a_closed_port_fails_in_one_line_naming_the_field(tiny):
@@ -57,7 +59,8 @@ def test_a_closed_port_fails_in_one_line_naming_the_field(tiny):
 
 
 def test_a_placeholder_url_fails(tiny):
-    with pytest.raises(config.ConfigError, match=r"stages.rlhf.reward.reward_model_url: server URL 'RM_URL'"):
+    with pytest.raises(config.ConfigError,
+                       match=r"stages.rlhf.reward.reward_model_url: server URL 'RM_URL'"):
         check_endpoints(list(_rlhf_at(tiny, "RM_URL").stages), wait=0.1)
 
 
@@ -65,8 +68,10 @@ def test_a_url_file_that_never_appears_is_named(tiny, tmp_path):
     spec = f"file:{tmp_path / 'servers' / 'judge.url'}"
     with HealthyServer("rm") as rm:
         with pytest.raises(config.ConfigError) as err:
-            check_endpoints(list(_rlhf_at(tiny, rm.url, judge=spec).stages), wait=1.0, file_wait=0.2, poll=0.05)
-    assert str(err.value).startswith(f"stages.swe.reward.judge_url: {spec}: no such file after waiting 0.2 s")
+            check_endpoints(list(_rlhf_at(tiny, rm.url, judge=spec).stages), wait=1.0,
+                            file_wait=0.2, poll=0.05)
+    assert str(err.value).startswith(
+        f"stages.swe.reward.judge_url: {spec}: no such file after waiting 0.2 s")
 
 
 def test_healthy_servers_pass_and_are_probed_once(tiny, tmp_path):
@@ -74,8 +79,10 @@ def test_healthy_servers_pass_and_are_probed_once(tiny, tmp_path):
     with HealthyServer("rm") as rm, HealthyServer("judge") as judge:
         url_file.write_text(judge.url + "\n")
         cfg = _rlhf_at(tiny, rm.url, judge=f"file:{url_file}")
-        cfg = replace(cfg, stages=cfg.stages + (replace(config.stage_by_name(cfg, "rlhf"), name="rlhf2"),))
-        assert check_endpoints(list(cfg.stages), wait=1.0) == {rm.url: rm.url, f"file:{url_file}": judge.url}
+        cfg = replace(
+            cfg, stages=cfg.stages + (replace(config.stage_by_name(cfg, "rlhf"), name="rlhf2"),))
+        assert (check_endpoints(list(cfg.stages), wait=1.0)
+                == {rm.url: rm.url, f"file:{url_file}": judge.url})
 
 
 def test_the_cascade_probes_before_anything_runs(tiny, tmp_path, monkeypatch):
@@ -86,12 +93,14 @@ def test_the_cascade_probes_before_anything_runs(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(preflight, "SERVER_WAIT_S", 0.2)
     monkeypatch.setattr(driver, "CascadeRun", lambda *a, **k: pytest.fail("the run started"))
     cfg = replace(_rlhf_at(tiny, closed_port_url()), run_root=str(tmp_path))
-    with pytest.raises(config.ConfigError, match="stages.rlhf.reward.reward_model_url: .*no answer at /health"):
+    with pytest.raises(config.ConfigError,
+                       match="stages.rlhf.reward.reward_model_url: .*no answer at /health"):
         driver.run_cascade(cfg)
     assert not (tmp_path / cfg.name).exists()
 
 
-def test_every_rank_joins_the_process_group_before_the_run_folder_is_written(tiny, tmp_path, monkeypatch):
+def test_every_rank_joins_the_process_group_before_the_run_folder_is_written(
+        tiny, tmp_path, monkeypatch):
     """Before ``init_distributed`` every rank takes itself for rank 0: two ranks that built the base
     model into one folder replaced it under each other's tokenizer read (a two-node job failed that
     way). So run_cascade joins the group first, and only then writes config.json and prepares the

@@ -24,7 +24,8 @@ from nemo_cascade.rewards import VALIDATORS, get_domain
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "data" / "prepare"
-GSM8K_Q = json.loads(gzip.open(ROOT / "data" / "gsm8k" / "test.jsonl.gz", "rt").readline())["question"]
+GSM8K_Q = json.loads(
+    gzip.open(ROOT / "data" / "gsm8k" / "test.jsonl.gz", "rt").readline())["question"]
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +50,11 @@ def test_every_recipe_file_is_written_and_loads_through_the_real_loaders(prepare
     for path in paths:
         kind, source = manifest["files"][path]["kind"], str(out / path)
         if kind == "sft":
-            assert len(load_sft_examples(Data(source=source), tok, "think", 4096)) == manifest["files"][path]["rows"]
+            assert (len(load_sft_examples(Data(source=source), tok, "think", 4096))
+                    == manifest["files"][path]["rows"])
         elif kind == "pairs":
-            assert len(load_preference_pairs(Data(source=source), tok, "think")) == manifest["files"][path]["rows"]
+            assert (len(load_preference_pairs(Data(source=source), tok, "think"))
+                    == manifest["files"][path]["rows"])
         else:
             # call-based code rows (fn_name) load too: the code reward calls the function in the
             # sandbox
@@ -63,24 +66,30 @@ def test_every_recipe_file_is_written_and_loads_through_the_real_loaders(prepare
 def test_decontamination_drops_a_planted_gsm8k_question_and_a_9gram_overlap(prepared):
     out, manifest, _ = prepared
     math = manifest["files"]["rl-math/train.jsonl"]
-    assert math["dropped"] == {"decontaminated:gsm8k": 1, "decontaminated:math500": 1, "duplicate": 1}
+    assert math["dropped"] == {
+        "decontaminated:gsm8k": 1, "decontaminated:math500": 1, "duplicate": 1}
     problems = [r["problem"] for r in _rows(out / "rl-math/train.jsonl")]
     assert GSM8K_Q not in problems and not any(p.startswith("A variant:") for p in problems)
     assert manifest["files"]["sft-stage-1/math.jsonl"]["dropped"] == {"decontaminated:gsm8k": 1}
-    assert set(manifest["decontamination"]["eval_sets"]) >= {"gsm8k", "math500", "aime24", "aime25", "humaneval",
-                                                             "mbpp", "ifeval", "ifbench", "swe", "rlhf"}
+    assert set(manifest["decontamination"]["eval_sets"]) >= {
+        "gsm8k", "math500", "aime24", "aime25", "humaneval", "mbpp",
+        "ifeval", "ifbench", "swe", "rlhf"}
 
 
 def test_index_matches_exact_text_and_9grams_but_not_instruction_phrasing():
     index = EvalIndex()
-    index.add("toy", [["The quick brown fox jumps over the lazy dog near the river bank today."], ["Add 2 and 3."]])
-    index.add("if", [["Write a poem about the sea. Your entire response should be in English, and in all lowercase "
-                      "letters. No capital letters are allowed."]], wordings=True)
+    index.add("toy", [["The quick brown fox jumps over the lazy dog near the river bank today."],
+                      ["Add 2 and 3."]])
+    index.add("if", [["Write a poem about the sea. Your entire response should be in English, "
+                      "and in all lowercase letters. No capital letters are allowed."]],
+              wordings=True)
     assert index.match(["add 2 AND 3!"]) == "toy"  # short: exact after normalisation
     assert index.match(["Add 2 and 3 and 4."]) is None
-    assert index.match(["Story: the quick brown fox jumps over the lazy dog near a barn."]) == "toy"  # one 9-gram
+    # one 9-gram
+    assert index.match(["Story: the quick brown fox jumps over the lazy dog near a barn."]) == "toy"
     assert index.match(["the quick brown fox jumps over the lazy cat"]) is None  # 8 words in common
-    tell = "Describe a forest. Your entire response should be in English, and in all lowercase letters."
+    tell = ("Describe a forest. "
+            "Your entire response should be in English, and in all lowercase letters.")
     assert index.match([tell]) is None  # the IFEval wording is phrasing, not the item
     assert index.match(["Write a poem about the sea. Keep it short please, for my class."]) is None
     assert index.match(["write a poem about the sea your entire response should be"]) == "if"
@@ -89,13 +98,15 @@ def test_index_matches_exact_text_and_9grams_but_not_instruction_phrasing():
 def test_shipped_index_keeps_ifeval_phrasing_out():
     index = build_index(["ifeval"])
     assert index.stats["ifeval"]["items"] == 541 and index.stats["ifeval"]["common_ngrams"] > 100
-    assert index.match(["List three birds. You are not allowed to use any commas in your response."]) is None
+    assert index.match(["List three birds. "
+                        "You are not allowed to use any commas in your response."]) is None
     # an IFEval item words this instruction its own way, so the 9-gram is indexed; the training
     # prompt states it in a wording of its own instruction: phrasing, not a leak
-    ending = "Finish your response with this exact phrase: Let me know if you have additional questions."
+    ending = ("Finish your response with this exact phrase: "
+              "Let me know if you have additional questions.")
     assert index.match([f"Write a blog post about the water cycle. {ending}"]) is None
-    assert index.match([f"Write a blog post about the history of the bicycle. {ending}"]) == "ifeval", \
-        "the task itself shares a 9-gram with an IFEval item"
+    assert (index.match([f"Write a blog post about the history of the bicycle. {ending}"])
+            == "ifeval"), "the task itself shares a 9-gram with an IFEval item"
 
 
 def test_the_shipped_if_prompts_lose_only_real_overlaps():
@@ -113,15 +124,18 @@ def test_helpsteer_pairs_honour_the_preference_sign_and_drop_ties(prepared):
     out, manifest, _ = prepared
     pairs = {json.dumps(r["prompt"]): r for r in _rows(out / "rm/preference_pairs.jsonl")}
     sleep = pairs[json.dumps([{"role": "user", "content": "Give me a tip for better sleep."}])]
-    assert (sleep["chosen"], sleep["rejected"]) == ("Keep a regular schedule.", "Sleep is good.")  # -2: response1
-    hamlet = next(r for r in pairs.values() if isinstance(r["prompt"], list) and len(r["prompt"]) == 3
-                  and "Hamlet" in r["prompt"][0]["content"])
+    # -2: response1
+    assert (sleep["chosen"], sleep["rejected"]) == ("Keep a regular schedule.", "Sleep is good.")
+    hamlet = next(r for r in pairs.values() if isinstance(r["prompt"], list)
+                  and len(r["prompt"]) == 3 and "Hamlet" in r["prompt"][0]["content"])
     assert hamlet["chosen"] == "A prince seeks revenge, funnily."  # +3: response2
     assert not any("tea or coffee" in k for k in pairs)  # HelpSteer3 tie
-    assert pairs[json.dumps("Suggest a name for a bakery.")]["chosen"] == "Rise Up Bakery"  # correctness breaks it
+    # correctness breaks it
+    assert pairs[json.dumps("Suggest a name for a bakery.")]["chosen"] == "Rise Up Bakery"
     assert pairs[json.dumps("How do I keep basil fresh?")]["rejected"] == "Basil is a herb."
     assert not any("first pet" in k or "validation" in k or "owls" in k for k in pairs)
-    sea = next(r for r in pairs.values() if isinstance(r["prompt"], list) and r["prompt"][0]["content"] == "Hi")
+    sea = next(r for r in pairs.values()
+               if isinstance(r["prompt"], list) and r["prompt"][0]["content"] == "Hi")
     assert [m["role"] for m in sea["prompt"]] == ["user", "assistant", "user"]  # <extra_id_1> turns
     assert manifest["files"]["rm/preference_pairs.jsonl"]["dropped"] == {"tie": 2, "unpaired": 1}
 
@@ -139,8 +153,10 @@ def test_rlhf_prompts_leave_out_math_and_competitive_programming(prepared):
     ("How many integers n satisfy n^2 < 50?", "math"),
     ("The first line contains an integer t, the number of test cases.", "competitive_code"),
     ("Given 1 <= n <= 100000, output the sum. Sample Input: 3", "competitive_code"),
-    ("Write a 300-word essay about autumn.", None), ("Compute the sentiment of this review: great food!", None),
-    ("How many people live in Paris?", None), ("Fix this React component that renders a list.", None)])
+    ("Write a 300-word essay about autumn.", None),
+    ("Compute the sentiment of this review: great food!", None),
+    ("How many people live in Paris?", None),
+    ("Fix this React component that renders a list.", None)])
 def test_math_or_contest_rule(text, reason):
     assert math_or_contest(text) == reason
 
@@ -150,7 +166,8 @@ def test_sft_rows_carry_their_thinking_mode(prepared):
     rows = _rows(out / "sft-stage-1/general.jsonl")
     modes = [[m.get("mode") for m in r["messages"] if m["role"] == "user"] for r in rows]
     assert modes == [["think"], ["no_think"], ["no_think"], ["no_think", "think"]]
-    assert rows[2]["messages"][0]["content"] == "Write a haiku about rain."  # the flag moved into "mode"
+    # the flag moved into "mode"
+    assert rows[2]["messages"][0]["content"] == "Write a haiku about rain."
     assert manifest["files"]["sft-stage-1/general.jsonl"]["modes"] == {"think": 2, "no_think": 2}
     tool_row = _rows(out / "sft-stage-2/tool_calling.jsonl")[0]
     tool = tool_row["messages"]  # as the template takes them: rendered as a served model sees them
@@ -163,7 +180,8 @@ def test_sft_rows_carry_their_thinking_mode(prepared):
 def test_if_rows_split_by_taxonomy_and_code_rows_keep_call_based_tests(prepared):
     out, manifest, _ = prepared
     ifeval, ifbench = (_rows(out / f"rl-if/{n}_taxonomy.jsonl") for n in ("ifeval", "ifbench"))
-    assert [r["instruction_id_list"] for r in ifeval] == [["punctuation:no_comma"], ["detectable_format:title"]]
+    assert [r["instruction_id_list"] for r in ifeval] == [["punctuation:no_comma"],
+                                                          ["detectable_format:title"]]
     # the IF-RLVR rows (IFEval and IFBench-Train ids) go to the second sub-stage; an IFBench *test*
     # id would leak into the IFBench evaluation and is dropped, as is an id no checker implements
     # (§4.4.2)
@@ -172,7 +190,8 @@ def test_if_rows_split_by_taxonomy_and_code_rows_keep_call_based_tests(prepared)
     dropped = manifest["files"]["rl-if/ifbench_taxonomy.jsonl"]["dropped"]
     assert dropped["unsupported_instruction"] == 1 and dropped["evaluation_only_instruction"] == 1
     code = manifest["files"]["rl-code/train.jsonl"]
-    assert code["call_based"] == 1 and code["dropped"] == {"duplicate": 1, "interactive": 1, "no_tests": 1}
+    assert (code["call_based"] == 1
+            and code["dropped"] == {"duplicate": 1, "interactive": 1, "no_tests": 1})
     assert "agentica-org/DeepCoder-Preview-Dataset:lcbv5" not in code["rows_per_source"]
     rows = _rows(out / "rl-code/train.jsonl")
     assert rows[0]["time_limit"] == 2.0 and rows[1]["input_output"]["fn_name"] == "square"
@@ -190,13 +209,15 @@ def test_manifest_sha256_matches_and_a_second_run_skips_finished_files(prepared,
     again, _ = prepare_command("all", copy, source_dir=FIXTURES, progress=False)
     changed = [p for p in manifest["files"] if (copy / p).stat().st_mtime_ns != before[p]]
     assert changed == ["rl-math/train.jsonl"]
-    assert again["files"]["rl-math/train.jsonl"]["sha256"] == manifest["files"]["rl-math/train.jsonl"]["sha256"]
+    assert (again["files"]["rl-math/train.jsonl"]["sha256"]
+            == manifest["files"]["rl-math/train.jsonl"]["sha256"])
     assert "rl-swe/train.jsonl: up to date" in caplog.text
 
 
 def _with_bad_math_row(tmp_path: Path) -> Path:
     src = tmp_path / "src"
-    shutil.copytree(FIXTURES / "nvidia" / "Nemotron-Cascade-RL-Math", src / "nvidia" / "Nemotron-Cascade-RL-Math")
+    shutil.copytree(FIXTURES / "nvidia" / "Nemotron-Cascade-RL-Math",
+                    src / "nvidia" / "Nemotron-Cascade-RL-Math")
     with open(src / "nvidia/Nemotron-Cascade-RL-Math/train.jsonl", "a") as f:
         f.write(json.dumps({"problem": "What is 2 + 2?", "solution": "4"}) + "\n")
     return src
@@ -209,27 +230,36 @@ def test_a_malformed_source_row_is_one_line_or_a_counted_skip(tmp_path):
     assert "train.jsonl:7: expected field 'answer'" in str(e.value) and "\n" not in str(e.value)
     assert not (tmp_path / "out" / "rl-math" / "train.jsonl").exists()  # nothing half-written
     assert not list((tmp_path / "out" / "rl-math").iterdir())
-    manifest, _ = prepare_command("rl-math", tmp_path / "out", source_dir=src, max_bad_rows=1, progress=False)
+    manifest, _ = prepare_command("rl-math", tmp_path / "out", source_dir=src, max_bad_rows=1,
+                                  progress=False)
     entry = manifest["files"]["rl-math/train.jsonl"]
-    assert entry["bad_rows"] == 1 and entry["rows"] == 3 and "train.jsonl:7" in entry["first_bad_row"]
+    assert (entry["bad_rows"] == 1 and entry["rows"] == 3
+            and "train.jsonl:7" in entry["first_bad_row"])
 
 
 def test_cli_errors_are_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     cli = [sys.executable, "-m", "nemo_cascade.tooling.cli", "data", "prepare"]
-    bad = subprocess.run(cli + ["rl-math", "--out", str(tmp_path / "a"), "--source-dir", str(_with_bad_math_row(tmp_path))],
+    bad = subprocess.run(cli + ["rl-math", "--out", str(tmp_path / "a"),
+                                "--source-dir", str(_with_bad_math_row(tmp_path))],
                          capture_output=True, text=True, env=env)
-    offline = subprocess.run(cli + ["rl-math", "--out", str(tmp_path / "b")], capture_output=True, text=True, env=env)
-    unknown = subprocess.run(cli + ["rl-maths", "--out", str(tmp_path / "c")], capture_output=True, text=True, env=env)
+    offline = subprocess.run(cli + ["rl-math", "--out", str(tmp_path / "b")],
+                             capture_output=True, text=True, env=env)
+    unknown = subprocess.run(cli + ["rl-maths", "--out", str(tmp_path / "c")],
+                             capture_output=True, text=True, env=env)
     (tmp_path / "a-file").write_text("")
-    on_a_file = subprocess.run(cli + ["all", "--out", str(tmp_path / "a-file" / "d"), "--source-dir", str(tmp_path)],
+    on_a_file = subprocess.run(cli + ["all", "--out", str(tmp_path / "a-file" / "d"),
+                                      "--source-dir", str(tmp_path)],
                                capture_output=True, text=True, env=env)
     for proc in (bad, offline, unknown, on_a_file):
-        assert proc.returncode == 2 and proc.stderr.count("nemo-cascade: error:") == 1, proc.stderr[-2000:]
+        assert (proc.returncode == 2
+                and proc.stderr.count("nemo-cascade: error:") == 1), proc.stderr[-2000:]
     assert "expected field 'answer'" in bad.stderr
-    assert "nvidia/Nemotron-Cascade-RL-Math: cannot download" in offline.stderr and "--source-dir" in offline.stderr
+    assert ("nvidia/Nemotron-Cascade-RL-Math: cannot download" in offline.stderr
+            and "--source-dir" in offline.stderr)
     assert "unknown stage 'rl-maths'" in unknown.stderr
-    assert f"--out {tmp_path / 'a-file' / 'd'}: {tmp_path / 'a-file'} is a file; expected a folder" in on_a_file.stderr
+    assert (f"--out {tmp_path / 'a-file' / 'd'}: {tmp_path / 'a-file'} is a file; "
+            "expected a folder") in on_a_file.stderr
 
 
 def test_parquet_sources_stream_like_jsonl(tmp_path):
@@ -241,18 +271,21 @@ def test_parquet_sources_stream_like_jsonl(tmp_path):
     folder.mkdir(parents=True)
     for r in rows:
         r["answer"] = str(r["answer"])  # one column type
-    pq.write_table(pa.Table.from_pylist(rows), folder / "train-00000-of-00001.parquet", row_group_size=2)
-    manifest, _ = prepare_command("rl-math", tmp_path / "out", source_dir=tmp_path / "src", progress=False)
+    pq.write_table(pa.Table.from_pylist(rows), folder / "train-00000-of-00001.parquet",
+                   row_group_size=2)
+    manifest, _ = prepare_command("rl-math", tmp_path / "out", source_dir=tmp_path / "src",
+                                  progress=False)
     assert manifest["files"]["rl-math/train.jsonl"]["rows"] == 3
     assert manifest["files"]["rl-math/train.jsonl"]["sources"][0]["rows_read"] == 6
 
 
 def test_off_topic_pair_building():
     messages = rewrite_request("How do I repot a cactus?")
-    assert messages[0]["role"] == "user" and messages[0]["content"].endswith("Request:\nHow do I repot a cactus?")
+    assert (messages[0]["role"] == "user"
+            and messages[0]["content"].endswith("Request:\nHow do I repot a cactus?"))
     assert "slightly different" in messages[0]["content"]
-    row = pair_row("How do I repot a cactus?", "<think>hm</think>How do I repot an orchid?", "Use gloves...",
-                   "Orchids need bark...")
+    row = pair_row("How do I repot a cactus?", "<think>hm</think>How do I repot an orchid?",
+                   "Use gloves...", "Orchids need bark...")
     assert row["chosen"] == "Use gloves..." and row["rejected"] == "Orchids need bark..."
     assert row["rewritten_prompt"] == "How do I repot an orchid?"
     assert pair_row("Q?", "Q?", "a", "b").reason == "rewrite_unchanged"
@@ -267,7 +300,8 @@ def test_documented_prepare_commands_name_real_stages_and_flags(capsys):
     from nemo_cascade.tooling.prepare import STAGES
 
     blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "docs" / "recipes.md").read_text(), re.S)
-    lines = [line.split("#")[0] for b in blocks for line in b.splitlines() if "data prepare" in line]
+    lines = [line.split("#")[0] for b in blocks for line in b.splitlines()
+             if "data prepare" in line]
     assert {shlex.split(line)[3] for line in lines} == set(STAGES) | {"all"}
     with pytest.raises(SystemExit):
         main(["data", "prepare", "--help"])

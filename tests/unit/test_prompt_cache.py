@@ -33,7 +33,8 @@ def _entries(folder: Path) -> list[str]:
 
 
 def _math_rows(n: int) -> list[dict]:
-    return [{"problem": f"What is {i} + {i % 7}? " + "Think. " * (i % 5), "answer": str(i + i % 7)} for i in range(n)]
+    return [{"problem": f"What is {i} + {i % 7}? " + "Think. " * (i % 5), "answer": str(i + i % 7)}
+            for i in range(n)]
 
 
 def _write(path: Path, rows: list, extra: tuple = ()) -> Path:
@@ -44,7 +45,8 @@ def _write(path: Path, rows: list, extra: tuple = ()) -> Path:
 
 def _same(cached, plain) -> None:
     """Same prompts (tokens, labels, uids, user text, mode), same twins, same counts."""
-    assert isinstance(cached, prompt_cache.CachedPrompts) and not isinstance(plain, prompt_cache.CachedPrompts)
+    assert (isinstance(cached, prompt_cache.CachedPrompts)
+            and not isinstance(plain, prompt_cache.CachedPrompts))
     assert list(cached) == list(plain) and cached.uids == [p.uid for p in plain]
     assert (cached.alternate is None) == (plain.alternate is None)
     if plain.alternate is not None:
@@ -60,17 +62,23 @@ def _shipped(name: str, tmp_path: Path) -> dict:
         with gzip.open(REPO / "data/gsm8k/train.jsonl.gz", "rt") as f:
             lines = [next(f) for _ in range(300)]
         (tmp_path / "gsm8k.jsonl").write_text("".join(lines))
-        return dict(path=tmp_path / "gsm8k.jsonl", domain="math", mode="think", style="cascade1", limit=300)
+        return dict(path=tmp_path / "gsm8k.jsonl", domain="math", mode="think", style="cascade1",
+                    limit=300)
     if name == "mbpp":
         shutil.copy(REPO / "data/mbpp/train.jsonl.gz", tmp_path / "mbpp.jsonl.gz")
-        return dict(path=tmp_path / "mbpp.jsonl.gz", domain="code", mode="no_think", style="cascade2", limit=90)
+        return dict(path=tmp_path / "mbpp.jsonl.gz", domain="code", mode="no_think",
+                    style="cascade2", limit=90)
     if name == "ifeval":
         shutil.copy(REPO / "data/ifeval/input_data.jsonl.gz", tmp_path / "ifeval.jsonl.gz")
-        return dict(path=tmp_path / "ifeval.jsonl.gz", domain="ifeval", mode="half", style="cascade1", limit=250)
+        return dict(path=tmp_path / "ifeval.jsonl.gz", domain="ifeval", mode="half",
+                    style="cascade1", limit=250)
     if name == "if_rlvr":  # ground truth as a Python literal (schemas.if_rlvr_constraints)
-        shutil.copy(REPO / "tests/data/ifbench_train/if_rlvr_rows.jsonl", tmp_path / "if_rlvr.jsonl")
-        return dict(path=tmp_path / "if_rlvr.jsonl", domain="ifeval", mode="think", style="cascade2", limit=4096)
-    rows = fx.localized_rows(fx.load_instances(), rows=4, max_file_chars=12_000)  # swe: §4.7.1 prompts
+        shutil.copy(REPO / "tests/data/ifbench_train/if_rlvr_rows.jsonl",
+                    tmp_path / "if_rlvr.jsonl")
+        return dict(path=tmp_path / "if_rlvr.jsonl", domain="ifeval", mode="think",
+                    style="cascade2", limit=4096)
+    # swe: §4.7.1 prompts
+    rows = fx.localized_rows(fx.load_instances(), rows=4, max_file_chars=12_000)
     path = _write(tmp_path / "swe.jsonl", [{"uid": r["instance_id"], **r} for r in rows])
     return dict(path=path, domain="swe", mode="think", style="cascade1", limit=16 * 1024)
 
@@ -99,8 +107,10 @@ def test_a_cached_set_draws_the_same_batches_and_resumes_the_same(tok, tmp_path)
     path = _write(tmp_path / "math.jsonl", _math_rows(40))
     plain, cached = (load_prompts(config.Data(source=str(path), cache=c), tok, "half",
                                   get_domain("math"), 512) for c in (False, True))
-    a, b = (PromptStream(p, 3, alternate=p.alternate, epoch_filter=(0.1, 0.01)) for p in (plain, cached))
-    assert a.state_dict() == b.state_dict()  # same fingerprint: a run resumes across cache=true/false
+    a, b = (PromptStream(p, 3, alternate=p.alternate, epoch_filter=(0.1, 0.01))
+            for p in (plain, cached))
+    # same fingerprint: a run resumes across cache=true/false
+    assert a.state_dict() == b.state_dict()
     for _ in range(7):
         assert a.next_batch(12) == b.next_batch(12)
     b.load_state_dict(a.state_dict())
@@ -110,7 +120,8 @@ def test_a_cached_set_draws_the_same_batches_and_resumes_the_same(tok, tmp_path)
 @pytest.mark.parametrize("shares", [2, 3, 7])
 def test_shares_concatenate_to_the_whole_file_and_name_absolute_lines(tok, tmp_path, shares):
     rows = _math_rows(30)
-    path = _write(tmp_path / "math.jsonl", rows[:17] + [{"problem": "no answer"}] + rows[17:] + [""],
+    path = _write(tmp_path / "math.jsonl",
+                  rows[:17] + [{"problem": "no answer"}] + rows[17:] + [""],
                   extra=["[1]", json.dumps({"problem": "x", "answer": "1", "uid": 2.5})])
     out = tmp_path / "parts"
     out.mkdir()
@@ -187,7 +198,8 @@ class Crash(BaseException):
 
 
 def test_a_build_that_dies_midway_publishes_nothing(tok, tmp_path):
-    path = _write(tmp_path / "math.jsonl", _math_rows(700))  # more than one batch written before the crash
+    # more than one batch written before the crash
+    path = _write(tmp_path / "math.jsonl", _math_rows(700))
     state = {"rows": 0, "crash": True}
 
     def dies_at_row_600(label):
@@ -208,8 +220,9 @@ def test_a_build_that_dies_midway_publishes_nothing(tok, tmp_path):
 
 
 def test_a_refused_row_stops_loading_and_caches_nothing(tok, tmp_path):
-    rows = [{"prompt": "Count to three. Use exactly 2 numbers.", "instruction_id_list": ["count:numbers"],
-             "kwargs": [{"N": 2}]}]  # an IFBench *test* id (§4.4.2): refused unless allow_eval_instructions
+    # an IFBench *test* id (§4.4.2): refused unless allow_eval_instructions
+    rows = [{"prompt": "Count to three. Use exactly 2 numbers.",
+             "instruction_id_list": ["count:numbers"], "kwargs": [{"N": 2}]}]
     path = _write(tmp_path / "if.jsonl", rows)
     validator = training_validator("ifeval", config.Data(source=str(path)), "stages.if.data")
     messages = []
@@ -226,21 +239,23 @@ def test_a_refused_row_stops_loading_and_caches_nothing(tok, tmp_path):
 @pytest.mark.parametrize("cache", [False, True])
 def test_max_bad_rows_skips_and_counts_then_names_the_first(tok, tmp_path, cache):
     rows = _math_rows(6)
-    path = _write(tmp_path / "math.jsonl", rows[:2] + [{"problem": "no answer"}, "{not json", {"answer": "1"}]
-                  + rows[2:])
+    path = _write(tmp_path / "math.jsonl",
+                  rows[:2] + [{"problem": "no answer"}, "{not json", {"answer": "1"}] + rows[2:])
     got = load_prompts(config.Data(source=str(path), max_bad_rows=3, cache=cache), tok, "no_think",
                        get_domain("math"), 512)
     assert len(got) == 6 and got.bad_rows == 3
     with pytest.raises(DataError) as e:
         load_prompts(config.Data(source=str(path), max_bad_rows=2, cache=cache), tok, "no_think",
                      get_domain("math"), 512)
-    assert str(e.value).startswith(f"{path}:3: ") and str(e.value).endswith("(3 bad rows; data.max_bad_rows=2)")
+    assert (str(e.value).startswith(f"{path}:3: ")
+            and str(e.value).endswith("(3 bad rows; data.max_bad_rows=2)"))
 
 
 def test_labels_json_cannot_store_exactly_are_loaded_in_memory(tok, tmp_path):
     pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
     table = pa.table({"question": ["1 + 1?", "2 + 2?"],
-                      "label": pa.array([[("a", 2)], [("b", 4)]], type=pa.map_(pa.string(), pa.int64()))})
+                      "label": pa.array([[("a", 2)], [("b", 4)]],
+                                        type=pa.map_(pa.string(), pa.int64()))})
     path = tmp_path / "rows.parquet"
     pq.write_table(table, path)
     got = load_prompts(config.Data(source=str(path)), tok, "no_think", get_domain("math"), 512)

@@ -43,7 +43,8 @@ def test_math_reward_agrees_with_reasoning_gym_scorer(task):
         VALIDATORS["math"](row["answer"])
         assert row["question"].startswith(entry["question"].rstrip())
         assert row["question"].endswith(rgsets.BOXED_INSTRUCTION)
-        assert score(row["answer"], entry) == 1.0 == math_reward(f"\\boxed{{{row['answer']}}}", row["answer"])
+        assert score(row["answer"], entry) == 1.0 == \
+            math_reward(f"\\boxed{{{row['answer']}}}", row["answer"])
         wrong = _wrong(row["answer"])
         assert math_reward(f"The answer is \\boxed{{{wrong}}}.", row["answer"]) == 0.0
         assert score(wrong, entry) < 1.0, (task, row["answer"], wrong)
@@ -57,10 +58,12 @@ def test_splits_are_disjoint_and_independent_of_seed_and_size(task):
     train = rgsets.rows(task, "train", 120, 0) + rgsets.rows(task, "train", 120, 1)
     test = rgsets.rows(task, "test", 60, 0) + rgsets.rows(task, "test", 60, 7)
     assert not {r["question"] for r in train} & {r["question"] for r in test}
-    assert all(rgsets.split_of(task, r["question"].removesuffix(f"\n\n{rgsets.BOXED_INSTRUCTION}")) == "test"
-               for r in test)
-    assert len({r["uid"] for r in rgsets.rows(task, "train", 120, 0)}) == 120  # distinct within a call
-    assert rgsets.rows(task, "test", 10, 7) == rgsets.rows(task, "test", 60, 7)[:10]  # size only truncates
+    assert all(rgsets.split_of(task, r["question"].removesuffix(f"\n\n{rgsets.BOXED_INSTRUCTION}"))
+               == "test" for r in test)
+    # distinct within a call
+    assert len({r["uid"] for r in rgsets.rows(task, "train", 120, 0)}) == 120
+    # size only truncates
+    assert rgsets.rows(task, "test", 10, 7) == rgsets.rows(task, "test", 60, 7)[:10]
 
 
 def test_deterministic_per_seed_and_across_processes():
@@ -69,7 +72,8 @@ def test_deterministic_per_seed_and_across_processes():
     first = rgsets.rows("basic_arithmetic", "train", 20, 3)
     assert rgsets.rows("basic_arithmetic", "train", 20, 3) == first
     assert rgsets.rows("basic_arithmetic", "train", 20, 4) != first
-    code = ("import json; from nemo_cascade.tooling.demo_data.reasoning_gym import rows, SUPPORTED_NAMES\n"
+    code = ("import json; "
+            "from nemo_cascade.tooling.demo_data.reasoning_gym import rows, SUPPORTED_NAMES\n"
             "print(json.dumps({t: rows(t, 'test', 5, 3) for t in SUPPORTED_NAMES}))")
     # a hash seed other than this process's (random unless PYTHONHASHSEED is set): set/dict order of
     # strings inside a generator would show up here
@@ -80,18 +84,21 @@ def test_deterministic_per_seed_and_across_processes():
 
 
 def test_options_reach_the_task_config():
-    rows = rgsets.rows("chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=1", "train", 30, 0)
+    rows = rgsets.rows("chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=1", "train",
+                       30, 0)
     assert all(len(r["solution"].split(" = ")[0].split()) == 3 for r in rows)  # "a OP b"
     with pytest.raises(ValueError, match="bad options"):
         rgsets.rows("chain_sum?no_such_option=1", "train", 1, 0)
     with pytest.raises(ValueError, match="data.seed"):
         rgsets.rows("chain_sum?seed=3", "train", 1, 0)
-    with pytest.raises(ValueError, match="only .* distinct test problems"):  # ~30 one-digit sums in the split
+    # ~30 one-digit sums in the split
+    with pytest.raises(ValueError, match="only .* distinct test problems"):
         rgsets.rows("chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=1", "test", 400, 0)
 
 
 def test_unknown_or_unsupported_task_is_a_one_line_data_error(tok):
-    for task in ("no_such_task", "fraction_simplification"):  # the second exists but needs a reduced form
+    # the second exists but needs a reduced form
+    for task in ("no_such_task", "fraction_simplification"):
         with pytest.raises(DataError) as err:
             load_prompts(Data(source=f"synthetic:rg/{task}", size=2), tok, "no_think",
                          get_domain("math"), 512)
@@ -109,19 +116,24 @@ def test_load_prompts_and_sft_examples_through_the_loader(tok):
     assert len(prompts) == 8 and prompts.dropped_too_long == 0 and prompts.bad_rows == 0
     for p, row in zip(prompts, rows):
         assert (p.domain, p.uid, p.label, p.mode) == ("math", row["uid"], row["answer"], "no_think")
-        assert tok.decode(p.prompt_tokens) == render([{"role": "user", "content": row["question"]}], "no_think")
-    examples = load_sft_examples(Data(source="synthetic:rg/gsm_symbolic", size=4, seed=1), tok, "think", 2048)
+        assert tok.decode(p.prompt_tokens) == \
+            render([{"role": "user", "content": row["question"]}], "no_think")
+    examples = load_sft_examples(Data(source="synthetic:rg/gsm_symbolic", size=4, seed=1), tok,
+                                 "think", 2048)
     assert len(examples) == 4
     prompt_ids, response_ids = examples[0]
-    assert "\\boxed{" in tok.decode(response_ids) and "Put the final answer in" in tok.decode(prompt_ids)
+    assert ("\\boxed{" in tok.decode(response_ids)
+            and "Put the final answer in" in tok.decode(prompt_ids))
 
 
 def test_leg_counting_is_worked_out_animal_by_animal_to_the_generators_total():
     """The SFT response names each animal's legs and adds them up; its last number is
     reasoning-gym's own answer."""
-    for row in rgsets.rows("leg_counting?min_animals=1&max_animals=2&max_instances=3", "train", 60, 0):
+    for row in rgsets.rows("leg_counting?min_animals=1&max_animals=2&max_instances=3", "train",
+                           60, 0):
         steps = row["solution"]
-        assert steps.split(" = ")[-1].split()[0] == row["answer"] or steps.endswith(f"has {row['answer']} legs")
+        assert (steps.split(" = ")[-1].split()[0] == row["answer"]
+                or steps.endswith(f"has {row['answer']} legs"))
         if " + " in steps:  # two kinds of animal: the sum of the two products
             terms = steps.rsplit(". ", 1)[1].split(" = ")[0].split(" + ")
             assert sum(map(int, terms)) == int(row["answer"]), steps

@@ -33,7 +33,8 @@ def _same_tensors(a: Path, b: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def qwen3(tmp_path_factory):
-    return build_tiny_qwen3(tmp_path_factory.mktemp("qwen3"), seed=0)  # tied embeddings, with a tokenizer
+    # tied embeddings, with a tokenizer
+    return build_tiny_qwen3(tmp_path_factory.mktemp("qwen3"), seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -51,27 +52,30 @@ def qwen2(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("qwen2")
     tok = build_tiny_tokenizer(out)
-    return make_tiny_hf_model(out, vocab_size=len(tok), arch="qwen2", tie_word_embeddings=False, hidden_size=128,
-                              num_attention_heads=4, num_key_value_heads=2, seed=1)
+    return make_tiny_hf_model(out, vocab_size=len(tok), arch="qwen2", tie_word_embeddings=False,
+                              hidden_size=128, num_attention_heads=4, num_key_value_heads=2, seed=1)
 
 
-@pytest.mark.parametrize("model,tp,pp", [("qwen3", 2, 2), ("qwen3", 1, 1), ("llama", 2, 4), ("llama", 1, 2),
-                                         ("qwen2", 2, 2)])
+@pytest.mark.parametrize("model,tp,pp", [("qwen3", 2, 2), ("qwen3", 1, 1), ("llama", 2, 4),
+                                         ("llama", 1, 2), ("qwen2", 2, 2)])
 def test_round_trip_is_exact(request, tmp_path, model, tp, pp):
     hf = request.getfixturevalue(model)
     ckpt = release.from_hf(hf, tmp_path / "ckpt", tp=tp, pp=pp)
     files = sorted(p.name for p in ckpt.iterdir())
-    assert files == sorted([f"model_tp{t:02d}_pp{p:02d}.pt" for t in range(tp) for p in range(pp)] + ["meta.json"])
+    assert files == sorted([f"model_tp{t:02d}_pp{p:02d}.pt" for t in range(tp) for p in range(pp)]
+                           + ["meta.json"])
     out = release.to_hf(release.resolve(ckpt, base=hf), tmp_path / "hf")
     assert _same_tensors(out, hf) == []
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == json.loads((hf / "config.json").read_text())["architectures"]
     generation = json.loads((out / "generation_config.json").read_text())
     assert (generation["temperature"], generation["top_p"]) == (0.6, 0.95)  # App. B decoding
-    if model in ("qwen3", "qwen2"):  # has a tokenizer: transformers loads the release and gives the same logits
+    # has a tokenizer: transformers loads the release and gives the same logits
+    if model in ("qwen3", "qwen2"):
         report = release.verify(out, reference=hf)
         assert report["tensors_equal"] and report["max_logit_diff"] == 0.0
-        net = Net.of(out, 24)  # release.verify's probe: 2 rows of 24 tokens; the actor agrees to fp32 rounding
+        # release.verify's probe: 2 rows of 24 tokens; the actor agrees to fp32 rounding
+        net = Net.of(out, 24)
         assert report["megatron_max_logprob_diff"] <= bound(torch.float32, net.forward_terms())
 
 
@@ -84,11 +88,13 @@ def test_shards_hold_what_the_actor_holds(qwen3, tmp_path):
     assert "embedding.word_embeddings.weight" in first and "decoder.final_layernorm.weight" in last
     per_stage = json.loads((qwen3 / "config.json").read_text())["num_hidden_layers"] // 2
     assert f"decoder.layers.{per_stage - 1}.self_attention.linear_qkv.weight" in last
-    assert f"decoder.layers.{per_stage}.mlp.linear_fc1.weight" not in last  # local numbers restart at 0
+    # local numbers restart at 0
+    assert f"decoder.layers.{per_stage}.mlp.linear_fc1.weight" not in last
     hf = SafetensorsReader(qwen3)
     assert torch.equal(last["decoder.layers.0.input_layernorm.weight"],
                        hf.get(f"model.layers.{per_stage}.input_layernorm.weight"))
-    assert first["embedding.word_embeddings.weight"].shape[0] == hf.get("model.embed_tokens.weight").shape[0] // 2
+    assert first["embedding.word_embeddings.weight"].shape[0] == \
+        hf.get("model.embed_tokens.weight").shape[0] // 2
 
 
 def test_sharded_output_has_an_index(llama, tmp_path):
@@ -120,7 +126,7 @@ def test_smollm2_round_trip(tmp_path):
     assert "5" in report["greedy"]  # the issue's sanity check for the extracted model
 
 
-# ------------------------------------------------------------------------------------------ bad input
+# ---------------------------------------------------------------------------------------- bad input
 def test_errors_are_one_line(qwen3, llama, tmp_path):
     with pytest.raises(release.ConvertError, match="no such file"):
         release.resolve(tmp_path / "nope")
@@ -129,7 +135,8 @@ def test_errors_are_one_line(qwen3, llama, tmp_path):
         release.resolve(ckpt)
     with pytest.raises(release.ConvertError, match="not a run, stage, checkpoint or HF folder"):
         release.resolve(tmp_path)
-    with pytest.raises(release.ConvertError, match="does not fit the base|does not know|does not divide|in no shard"):
+    with pytest.raises(release.ConvertError,
+                       match="does not fit the base|does not know|does not divide|in no shard"):
         release.to_hf(release.resolve(ckpt, base=llama), tmp_path / "wrong")
     assert not (tmp_path / "wrong").exists()
     shard = ckpt / "model_tp01_pp00.pt"
@@ -142,19 +149,23 @@ def test_errors_are_one_line(qwen3, llama, tmp_path):
 
 
 def test_cli_one_line_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", "convert", "to-hf", str(tmp_path / "missing"),
-                           str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
+    proc = subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", "convert", "to-hf",
+                           str(tmp_path / "missing"), str(tmp_path / "out")],
+                          capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith("nemo-cascade: error: ") and "Traceback" not in proc.stderr
+    assert (proc.stderr.strip().splitlines()[-1].startswith("nemo-cascade: error: ")
+            and "Traceback" not in proc.stderr)
 
 
 def test_cli_round_trip(qwen3, tmp_path):
     run = [sys.executable, "-m", "nemo_cascade.tooling.cli", "convert"]
-    ok = subprocess.run([*run, "from-hf", str(qwen3), str(tmp_path / "ckpt"), "--tp", "2", "--pp", "2"],
-                        capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
+    ok = subprocess.run(
+        [*run, "from-hf", str(qwen3), str(tmp_path / "ckpt"), "--tp", "2", "--pp", "2"],
+        capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
     assert ok.returncode == 0, ok.stderr[-2000:]
-    ok = subprocess.run([*run, "to-hf", str(tmp_path / "ckpt"), str(tmp_path / "hf"), "--base", str(qwen3)],
-                        capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
+    ok = subprocess.run(
+        [*run, "to-hf", str(tmp_path / "ckpt"), str(tmp_path / "hf"), "--base", str(qwen3)],
+        capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
     assert ok.returncode == 0, ok.stderr[-2000:]
     ok = subprocess.run([*run, "verify", str(tmp_path / "hf"), "--reference", str(qwen3)],
                         capture_output=True, text=True, cwd=ROOT, env=CLI_ENV)
@@ -190,7 +201,8 @@ def test_verify_catches_a_wrong_conversion(qwen3, tmp_path):
 
 
 @pytest.mark.parametrize("model,cls", [("qwen3", "Qwen3ForSequenceClassification"),
-                                       ("qwen2", "Qwen2ForSequenceClassification")])  # §4.2: the 72B RM is Qwen2
+                                       # §4.2: the 72B RM is Qwen2
+                                       ("qwen2", "Qwen2ForSequenceClassification")])
 def test_reward_model_round_trip(request, tmp_path, model, cls):
     """A Bradley–Terry RM (§4.2: backbone + a one-row score head) converts as
     *ForSequenceClassification."""
@@ -201,14 +213,17 @@ def test_reward_model_round_trip(request, tmp_path, model, cls):
     base = request.getfixturevalue(model)
     config = reward_model_config(json.loads((base / "config.json").read_text()), pad_token_id=0)
     torch.manual_seed(0)
-    rm = getattr(transformers, cls)(type(transformers.AutoConfig.from_pretrained(base))(**config)).float()
-    with torch.no_grad():  # HF zeroes linear biases at init: make Qwen2's q/k/v biases tell themselves apart
+    rm = getattr(transformers, cls)(
+        type(transformers.AutoConfig.from_pretrained(base))(**config)).float()
+    # HF zeroes linear biases at init: make Qwen2's q/k/v biases tell themselves apart
+    with torch.no_grad():
         for name, p in rm.named_parameters():
             if name.endswith(".bias"):
                 p.normal_(0.0, 0.1)
     rm.save_pretrained(tmp_path / "rm", safe_serialization=True)
     ckpt = release.from_hf(tmp_path / "rm", tmp_path / "ckpt", tp=2, pp=2)
-    assert torch.load(ckpt / "model_tp00_pp01.pt", weights_only=True)["output_layer.weight"].shape[0] == 1
+    assert (torch.load(ckpt / "model_tp00_pp01.pt", weights_only=True)["output_layer.weight"]
+            .shape[0] == 1)
     out = release.to_hf(release.resolve(ckpt, base=tmp_path / "rm"), tmp_path / "hf")
     names = SafetensorsReader(out).names()
     assert _same_tensors(out, tmp_path / "rm") == [] and "score.weight" in names
@@ -233,7 +248,8 @@ def test_a_released_reward_model_chats_as_its_pairs_were_rendered(qwen3, tmp_pat
     (run / "config.json").write_text(json.dumps({"chat_style": "cascade1", "stages": stages}))
     config = reward_model_config(json.loads((qwen3 / "config.json").read_text()), pad_token_id=0)
     rm_dir = run / "stages" / "1-rm" / "hf"
-    transformers.Qwen3ForSequenceClassification(transformers.Qwen3Config(**config)).save_pretrained(rm_dir)
+    transformers.Qwen3ForSequenceClassification(
+        transformers.Qwen3Config(**config)).save_pretrained(rm_dir)
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy2(qwen3 / name, rm_dir / name)
     out = release.to_hf(release.resolve(run / "stages" / "1-rm"), tmp_path / "release")

@@ -13,8 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "nemotron_cascade_8b.py"
 
 
-@pytest.mark.parametrize("fn,model,first", [("from_rlhf", "RLHF", "if_ifeval"), ("from_if_rl", "IFRL", "math"),
-                                            ("from_math_rl", "MathRL", "code"), ("from_code_rl", "CodeRL", "swe")])
+@pytest.mark.parametrize("fn,model,first", [("from_rlhf", "RLHF", "if_ifeval"),
+                                            ("from_if_rl", "IFRL", "math"),
+                                            ("from_math_rl", "MathRL", "code"),
+                                            ("from_code_rl", "CodeRL", "swe")])
 def test_each_released_checkpoint_has_a_recipe_with_the_later_stages(fn, model, first, monkeypatch):
     monkeypatch.setenv("NEMO_CASCADE_MODELS", "/ckpts")
     full, later = load_recipe(str(RECIPE)), load_recipe(f"{RECIPE}:{fn}")
@@ -29,7 +31,8 @@ def test_each_released_checkpoint_has_a_recipe_with_the_later_stages(fn, model, 
 def test_preflight_names_every_missing_file_and_the_recipe_that_avoids_them(tmp_path, monkeypatch):
     monkeypatch.setenv("NEMO_CASCADE_DATA", str(tmp_path))
     cfg = load_recipe(str(RECIPE))
-    for s in cfg.stages:  # everything present but RLHF's prompts and code RL's problems (never released)
+    # everything present but RLHF's prompts and code RL's problems (never released)
+    for s in cfg.stages:
         if s.name not in ("rlhf", "code"):
             Path(s.data.source).parent.mkdir(parents=True, exist_ok=True)
             Path(s.data.source).write_text("{}\n")
@@ -50,4 +53,5 @@ def test_without_a_released_checkpoint_the_hint_is_the_data_docs(tmp_path, monke
     cfg = load_recipe(str(ROOT / "recipes" / "nemotron_cascade_14b_thinking.py"))
     with pytest.raises(config.ConfigError) as e:
         check_inputs_exist(cfg)
-    assert f"{len(cfg.stages)} input files missing" in str(e.value) and "docs/recipes.md (Data)" in str(e.value)
+    assert (f"{len(cfg.stages)} input files missing" in str(e.value)
+            and "docs/recipes.md (Data)" in str(e.value))

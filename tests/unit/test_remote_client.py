@@ -1,12 +1,13 @@
 """The served-model client's transport and parsing against real HTTP servers on loopback (no vLLM
 needed).
 
-:class:`ScriptedServer` is a stdlib HTTP server in a thread answering each path with a scripted sequence of
-(status, body) — a busy server, a gateway error, garbage — and recording what it was sent; :func:`silent_port`
-is a port whose kernel backlog accepts connections that nobody ever answers (a hung server). The same
-clients against a real ``vllm serve`` are in tests/integration/test_remote_rewards.py; so is the RLHF reward
-end to end. Here: retries and backoff, timeouts, error lines, garbage detection, and the RLHF label/answer
-rules (paper §4.3: only the text after ``</think>`` is scored; an unterminated response is scored whole).
+:class:`ScriptedServer` is a stdlib HTTP server in a thread answering each path with a scripted
+sequence of (status, body) — a busy server, a gateway error, garbage — and recording what it was
+sent; :func:`silent_port` is a port whose kernel backlog accepts connections that nobody ever
+answers (a hung server). The same clients against a real ``vllm serve`` are in
+tests/integration/test_remote_rewards.py; so is the RLHF reward end to end. Here: retries and
+backoff, timeouts, error lines, garbage detection, and the RLHF label/answer rules (paper §4.3: only
+the text after ``</think>`` is scored; an unterminated response is scored whole).
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from typing import Iterator, Optional
 
 import pytest
 
-from nemo_cascade.rewards.remote import HttpEndpoint, JudgeClient, RewardModelClient, RewardServerError
+from nemo_cascade.rewards.http_endpoint import HttpEndpoint, RewardServerError
+from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient
 from nemo_cascade.rewards.rlhf import rlhf_conversation, scored_text, validate_label
 from nemo_cascade.rewards.serve import CPU_BLOCK_SIZE, VLLMServer, process_group_alive, serve_argv
 
@@ -86,14 +88,16 @@ def silent_port() -> Iterator[str]:
 
 def tokenize_answer(tokens: list[int], max_model_len: int = 256) -> bytes:
     """vLLM's ``/tokenize`` answer shape."""
-    return json.dumps({"count": len(tokens), "max_model_len": max_model_len, "tokens": tokens}).encode()
+    return json.dumps({"count": len(tokens), "max_model_len": max_model_len,
+                       "tokens": tokens}).encode()
 
 
 def classify_answer(scores: list, indices: Optional[list[int]] = None) -> bytes:
     """vLLM's ``/classify`` answer shape."""
     indices = list(range(len(scores))) if indices is None else indices
-    return json.dumps({"data": [{"index": i, "probs": [s], "num_classes": 1} for i, s in zip(indices, scores)]},
-                      allow_nan=True).encode()
+    return json.dumps(
+        {"data": [{"index": i, "probs": [s], "num_classes": 1} for i, s in zip(indices, scores)]},
+        allow_nan=True).encode()
 
 
 def one_line_naming(err: pytest.ExceptionInfo, url: str) -> str:
@@ -107,21 +111,24 @@ def one_line_naming(err: pytest.ExceptionInfo, url: str) -> str:
 def test_transient_errors_are_retried_with_exponential_backoff():
     script = {"/tokenize": [(200, tokenize_answer([5, 6, 7]))],
               "/classify": [(503, b'{"error": "busy"}'), (502, b"<html>bad gateway</html>"),
-                            (429, b'{"error": {"message": "slow down"}}'), (200, classify_answer([1.25]))]}
+                            (429, b'{"error": {"message": "slow down"}}'),
+                            (200, classify_answer([1.25]))]}
     sleeps = []
     with ScriptedServer(script) as fake:
         client = RewardModelClient(fake.url, retries=3, backoff=0.05, sleep=sleeps.append)
         assert client.score_texts(["hi"]) == [1.25]
         assert fake.calls("/classify") == 4
         sent = fake.requests[-1][1]
-        assert sent["use_activation"] is False and sent["input"] == [[5, 6, 7]]  # raw logit, token ids
+        # raw logit, token ids
+        assert sent["use_activation"] is False and sent["input"] == [[5, 6, 7]]
     assert sleeps == [0.05, 0.1, 0.2]
 
 
 def test_backoff_is_capped():
     sleeps = []
     with ScriptedServer({"/classify": [(503, b"{}")]}) as fake:
-        endpoint = HttpEndpoint(fake.url, retries=5, backoff=1.0, max_backoff=3.0, sleep=sleeps.append)
+        endpoint = HttpEndpoint(fake.url, retries=5, backoff=1.0, max_backoff=3.0,
+                                sleep=sleeps.append)
         with pytest.raises(RewardServerError, match=r"unreachable after 6 attempts \(HTTP 503"):
             endpoint.post("/classify", {})
     assert sleeps == [1.0, 2.0, 3.0, 3.0, 3.0]
@@ -131,7 +138,8 @@ def test_unreachable_server_fails_fast_after_bounded_retries():
     with ScriptedServer({}) as fake:
         url = fake.url
     sleeps = []
-    client = RewardModelClient(url, retries=2, backoff=0.01, sleep=sleeps.append)  # nothing listens there now
+    # nothing listens there now
+    client = RewardModelClient(url, retries=2, backoff=0.01, sleep=sleeps.append)
     t0 = time.monotonic()
     with pytest.raises(RewardServerError, match="unreachable after 3 attempts") as err:
         client.score_texts(["hi"])
@@ -164,15 +172,17 @@ def test_the_v1_suffix_of_an_openai_base_url_is_accepted():
 def test_a_missing_route_names_the_kind_of_server_expected():
     # What a judge server (no /classify) or a non-vLLM server answers: FastAPI's 404.
     with ScriptedServer({"/tokenize": [(200, tokenize_answer([5]))]}) as fake:
-        with pytest.raises(RewardServerError, match=r"/classify: HTTP 404 \(Not Found\); expected a reward "
-                                                    r"model .* --runner pooling") as err:
+        with pytest.raises(RewardServerError,
+                           match=r"/classify: HTTP 404 \(Not Found\); expected a reward "
+                                 r"model .* --runner pooling") as err:
             RewardModelClient(fake.url, retries=3, sleep=lambda s: None).score_texts(["a"])
         assert fake.calls("/classify") == 1  # a wrong server is not retried
         one_line_naming(err, fake.url)
 
 
 def test_a_rejected_request_is_not_retried_and_its_message_is_one_line():
-    script = {"/tokenize": [(400, b'{"error": {"message": "bad\\nrequest", "type": "BadRequestError"}}')]}
+    script = {
+        "/tokenize": [(400, b'{"error": {"message": "bad\\nrequest", "type": "BadRequestError"}}')]}
     with ScriptedServer(script) as fake:
         with pytest.raises(RewardServerError, match="HTTP 400: bad request") as err:
             RewardModelClient(fake.url, retries=3, sleep=lambda s: None).score_texts(["a"])
@@ -181,7 +191,8 @@ def test_a_rejected_request_is_not_retried_and_its_message_is_one_line():
 
 
 def test_text_that_is_not_valid_utf8_is_sent_replaced_not_raised():
-    script = {"/tokenize": [(200, tokenize_answer([5]))], "/classify": [(200, classify_answer([0.5]))]}
+    script = {"/tokenize": [(200, tokenize_answer([5]))],
+              "/classify": [(200, classify_answer([0.5]))]}
     with ScriptedServer(script) as fake:
         assert RewardModelClient(fake.url).score_texts(["bad \ud800 text"]) == [0.5]
         assert fake.requests[0][1]["prompt"] == "bad ? text"
@@ -196,14 +207,14 @@ def test_inputs_over_the_context_keep_their_last_tokens():
         assert fake.requests[-1][1]["input"] == [[6, 7, 8, 9]] and client.truncated == 1
 
 
-# ------------------------------------------------------------------------------------ the RM's rendering
+# ------------------------------------------------------------------------------- the RM's rendering
 
 # /tokenize answers while the client reads the served RM's rendering: the server's rendering of the
 # probe (by its chat template), then the ids of each rendering of data.rm_input.RM_RENDERINGS
 # (cascade1 think, cascade1 no_think, plain ChatML); the probe rendered as the second one = an RM
 # trained in cascade1 / no_think.
-PROBE_ANSWERS = [(200, tokenize_answer([2, 2])), (200, tokenize_answer([1, 1])), (200, tokenize_answer([2, 2])),
-                 (200, tokenize_answer([3, 3]))]
+PROBE_ANSWERS = [(200, tokenize_answer([2, 2])), (200, tokenize_answer([1, 1])),
+                 (200, tokenize_answer([2, 2])), (200, tokenize_answer([3, 3]))]
 
 
 def test_conversations_are_rendered_by_the_client_in_the_served_rms_training_rendering():
@@ -226,25 +237,29 @@ def test_conversations_are_rendered_by_the_client_in_the_served_rms_training_ren
     renderings = [("cascade1", "think"), ("cascade1", "no_think"), ("chatml", "no_think")]
     assert [b["prompt"] for b in sent[1:4]] == [render_rm_input(PROBE, m, s) for s, m in renderings]
     scored = sent[4:]
-    assert len(scored) == 2 and all("messages" not in b and b["add_special_tokens"] is False for b in scored)
-    assert scored[0]["prompt"] == render_rm_input(conv, "no_think", "cascade1").replace("\ud800", "?")
+    assert len(scored) == 2 and all("messages" not in b and b["add_special_tokens"] is False
+                                    for b in scored)
+    assert (scored[0]["prompt"]
+            == render_rm_input(conv, "no_think", "cascade1").replace("\ud800", "?"))
     assert fake.requests[-1] == ("/classify", {"input": [[7, 8]], "use_activation": False})
 
 
 def test_a_served_rm_whose_template_is_not_a_training_rendering_is_refused_in_one_line():
     """An RM folder exported with its base model's chat template (a default system prompt, no flags)
     would be scored on a format it never saw: refused, quoting what the server rendered."""
-    script = {"/tokenize": [(200, tokenize_answer([9, 9]))] + PROBE_ANSWERS[1:],
-              "/detokenize": [(200, json.dumps({"prompt": "<|im_start|>system\nYou are Qwen<|im_end|>"}).encode())]}
+    script = {
+        "/tokenize": [(200, tokenize_answer([9, 9]))] + PROBE_ANSWERS[1:],
+        "/detokenize": [
+            (200, json.dumps({"prompt": "<|im_start|>system\nYou are Qwen<|im_end|>"}).encode())]}
     with ScriptedServer(script) as fake:
         with pytest.raises(RewardServerError, match="not as a reward_model stage trains") as err:
-            RewardModelClient(fake.url).score_conversations([[{"role": "user", "content": "q"},
-                                                              {"role": "assistant", "content": "a"}]])
+            RewardModelClient(fake.url).score_conversations(
+                [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]])
         assert "You are Qwen" in one_line_naming(err, fake.url)
         assert fake.calls("/classify") == 0
 
 
-# ------------------------------------------------------------------------------------ garbage answers
+# ---------------------------------------------------------------------------------- garbage answers
 
 GARBAGE = {
     "not json": b"{this is not json",
@@ -270,9 +285,12 @@ def test_garbage_answers_raise_one_clear_error(body):
 
 @pytest.mark.parametrize("body", [
     b'{"choices": [{"index": 0, "text": "x"}]}',
-    b'{"choices": [{"index": 0, "logprobs": {"top_logprobs": [{"token_id:7": -1.0}]}}]}',  # wanted id missing
-    b'{"choices": [{"index": 0, "logprobs": {"top_logprobs": [{"token_id:5": NaN, "token_id:6": -1.0}]}}]}',
-    b'{"choices": [{"index": 0, "logprobs": {"top_logprobs": [{"token_id:5": 0.5}]}}]}',  # a logprob > 0
+    # wanted id missing
+    b'{"choices": [{"index": 0, "logprobs": {"top_logprobs": [{"token_id:7": -1.0}]}}]}',
+    b'{"choices": [{"index": 0, "logprobs": {"top_logprobs": '
+    b'[{"token_id:5": NaN, "token_id:6": -1.0}]}}]}',
+    # a logprob > 0
+    b'{"choices": [{"index": 0, "logprobs": {"top_logprobs": [{"token_id:5": 0.5}]}}]}',
     b'{"choices": []}',
 ], ids=["no logprobs", "missing token", "nan logprob", "positive logprob", "no choices"])
 def test_judge_garbage_raises(body):
@@ -286,15 +304,17 @@ def test_judge_garbage_raises(body):
 def test_judge_asks_for_the_exact_logprobs_of_the_yes_tokens():
     """The request the judge sends (vLLM 0.32 CompletionRequest fields) and how the answer is
     read."""
-    script = {"/tokenize": [(200, tokenize_answer([9])), (200, tokenize_answer([3, 4]))],
-              "/v1/completions": [(200, json.dumps({"choices": [
-                  {"index": 0, "logprobs": {"top_logprobs": [{"token_id:9": -0.5, "token_id:1": -3.0}]}}]}).encode())]}
+    script = {
+        "/tokenize": [(200, tokenize_answer([9])), (200, tokenize_answer([3, 4]))],
+        "/v1/completions": [(200, json.dumps({"choices": [
+            {"index": 0, "logprobs": {"top_logprobs": [{"token_id:9": -0.5, "token_id:1": -3.0}]}}
+        ]}).encode())]}
     with ScriptedServer(script) as fake:
         [p] = JudgeClient(fake.url, yes=("YES",)).p_yes(["q"])
         sent = [body for path, body in fake.requests if path == "/v1/completions"]
     assert p == pytest.approx(0.6065306597, abs=1e-9)  # exp(-0.5)
-    assert sent == [{"prompt": [[3, 4]], "max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "logprobs": 1,
-                     "logprob_token_ids": [9], "return_tokens_as_token_ids": True}]
+    assert sent == [{"prompt": [[3, 4]], "max_tokens": 1, "temperature": 1.0, "top_p": 1.0,
+                     "logprobs": 1, "logprob_token_ids": [9], "return_tokens_as_token_ids": True}]
 
 
 def _logprobs_answer(lps: dict[int, float]) -> bytes:
@@ -332,7 +352,8 @@ def test_a_reasoning_judge_is_read_after_its_own_continuation_up_to_the_prefix()
         [p] = client.p_yes([[{"role": "user", "content": "q"}]], answer_prefix="<judgement>")
         tokenized = [body for path, body in fake.requests if path == "/tokenize"]
         generate, read = [body for path, body in fake.requests if path == "/v1/completions"]
-    assert generate == {"prompt": [[3, 4]], "max_tokens": 16, "temperature": 0.0, "stop": ["<judgement>"]}
+    assert generate == {
+        "prompt": [[3, 4]], "max_tokens": 16, "temperature": 0.0, "stop": ["<judgement>"]}
     assert tokenized[3] == {"prompt": "The fix matches. <judgement>", "add_special_tokens": False}
     assert read["prompt"] == [[3, 4, 5, 6, 7, 8]] and read["logprob_token_ids"] == [9]
     assert p == pytest.approx(math.exp(-0.5))
@@ -345,10 +366,11 @@ def test_a_judge_context_too_small_for_its_reasoning_is_refused():
                             (200, tokenize_answer([3, 4], max_model_len=64))]}
     with ScriptedServer(script) as fake:
         with pytest.raises(ValueError, match="max_model_len 64 leaves no room"):
-            JudgeClient(fake.url, yes=("YES",), reasoning_tokens=64).p_yes(["q"], answer_prefix="<judgement>")
+            JudgeClient(fake.url, yes=("YES",), reasoning_tokens=64).p_yes(
+                ["q"], answer_prefix="<judgement>")
 
 
-# ------------------------------------------------------------------------------------ rlhf labels and text
+# ----------------------------------------------------------------------------- rlhf labels and text
 
 @pytest.mark.parametrize("label", [
     "just a string", {"prompt": 3}, {"prompt": "a", "messages": []}, {}, {"messages": []},
@@ -367,14 +389,16 @@ def test_rlhf_scores_the_answer_after_think_or_an_unterminated_response_whole():
                                  {"role": "user", "content": "q", "mode": "think"}]})
     assert scored_text("<think>a</think>\n b \n") == "b"
     assert scored_text("  <think>never closed") == "  <think>never closed"  # §4.3: scored whole
-    assert scored_text("no thinking </think> here") == "no thinking </think> here"  # not a thinking response
-    conv = rlhf_conversation("<think>x</think>ok", {"messages": [{"role": "user", "content": "q", "mode": "think"}]})
+    # not a thinking response
+    assert scored_text("no thinking </think> here") == "no thinking </think> here"
+    conv = rlhf_conversation("<think>x</think>ok",
+                             {"messages": [{"role": "user", "content": "q", "mode": "think"}]})
     assert conv == [{"role": "user", "content": "q"}, {"role": "assistant", "content": "ok"}]
-    assert rlhf_conversation("<think>x", {"prompt": "q"}) == [{"role": "user", "content": "q"},
-                                                             {"role": "assistant", "content": "<think>x"}]
+    assert rlhf_conversation("<think>x", {"prompt": "q"}) == [
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": "<think>x"}]
 
 
-# ------------------------------------------------------------------------------------ server process helpers
+# --------------------------------------------------------------------------- server process helpers
 
 def test_a_missing_model_folder_is_refused_before_launch(tmp_path):
     with pytest.raises(ValueError, match="model folder .* does not exist") as err:
@@ -383,12 +407,13 @@ def test_a_missing_model_folder_is_refused_before_launch(tmp_path):
 
 
 def test_serve_argv():
-    argv = serve_argv("/m", host="127.0.0.1", port=8001, runner="pooling", dtype="float32", max_model_len=256,
-                      served_model_name="rm", cpu=True)
+    argv = serve_argv("/m", host="127.0.0.1", port=8001, runner="pooling", dtype="float32",
+                      max_model_len=256, served_model_name="rm", cpu=True)
     assert argv[:2] == ["serve", "/m"] and argv[argv.index("--runner") + 1] == "pooling"
     assert argv[argv.index("--block-size") + 1] == str(CPU_BLOCK_SIZE) and "--enforce-eager" in argv
-    assert "--block-size" not in serve_argv("/m", host="h", port=1, runner="generate", dtype="bfloat16",
-                                            max_model_len=None, served_model_name=None, cpu=False)
+    assert "--block-size" not in serve_argv("/m", host="h", port=1, runner="generate",
+                                            dtype="bfloat16", max_model_len=None,
+                                            served_model_name=None, cpu=False)
     with pytest.raises(ValueError, match="runner"):
         serve_argv("/m", host="h", port=1, runner="embed", dtype="float32", max_model_len=None,
                    served_model_name=None, cpu=True)

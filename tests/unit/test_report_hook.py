@@ -47,7 +47,8 @@ def test_run_cascade_hands_the_hook_to_the_run(tmp_path, monkeypatch):
     monkeypatch.setattr(driver, "prepare_base_model", lambda cfg, out: "base-model")
     monkeypatch.setattr(driver, "CascadeRun", fake_run)
     monkeypatch.setattr(ranks, "is_main", lambda: True)
-    cfg = config.Cascade(name="hook", run_root=str(tmp_path), stages=(config.Stage(name="sft", kind="sft"),))
+    cfg = config.Cascade(name="hook", run_root=str(tmp_path),
+                         stages=(config.Stage(name="sft", kind="sft"), ))
     hook = lambda out: None  # noqa: E731
     with pytest.raises(Started) as started:
         driver.run_cascade(cfg, report=hook)

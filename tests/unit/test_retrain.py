@@ -47,15 +47,19 @@ def _refusal(cfg, stage, retrain=False) -> str:
 def test_a_done_stage_is_refused_unless_retrained(cfg):
     manifest = _run(cfg, sft="done", rm="done", rlhf="done", ifeval="running")
     msg = _refusal(cfg, "rlhf")
-    assert msg == (f"--stage rlhf: already done ({stage_dir(cfg, 2) / 'hf'}, {manifest}); add --retrain to discard "
-                   f"its outputs and the later stage(s) ifeval, whose lineage starts from it, and train it again")
-    assert "later" not in _refusal(replace(cfg, stages=cfg.stages[:3]), "rlhf"), "the last stage: nothing after it"
+    assert msg == (f"--stage rlhf: already done ({stage_dir(cfg, 2) / 'hf'}, {manifest}); "
+                   "add --retrain to discard its outputs and the later stage(s) ifeval, whose "
+                   "lineage starts from it, and train it again")
+    assert "later" not in _refusal(replace(cfg, stages=cfg.stages[:3]), "rlhf"), \
+        "the last stage: nothing after it"
     check_selection(cfg, "rlhf", retrain=True)
     check_selection(cfg, "ifeval")  # interrupted: it resumes
     check_selection(cfg, None)      # the whole cascade: done stages are skipped
-    assert _refusal(cfg, "math") == f"--stage math: earlier stage(s) ifeval not done in {manifest}; run without " \
-                                    f"--stage to train every stage not yet done"
-    assert _refusal(cfg, None, retrain=True) == "--retrain: name the stage to train again with --stage NAME"
+    assert _refusal(cfg, "math") == (
+        f"--stage math: earlier stage(s) ifeval not done in {manifest}; run without --stage to "
+        "train every stage not yet done")
+    assert _refusal(cfg, None, retrain=True) == \
+        "--retrain: name the stage to train again with --stage NAME"
     assert _refusal(cfg, "nope").startswith("--stage: no stage 'nope'")
 
 
@@ -70,26 +74,31 @@ def test_retraining_a_carrying_stage_needs_the_state_it_carries(cfg):
                                       if s.name == "ifeval" else s for s in cfg.stages))
     _run(carry, sft="done", rm="done", rlhf="done", ifeval="done")
     assert _refusal(carry, "ifeval", retrain=True) == (
-        "--stage ifeval --retrain: it starts from stage rlhf's optimizer state (boundary.optimizer=carry), which "
-        "was removed when ifeval finished; retrain rlhf first (--stage rlhf --retrain) or set "
-        "stages.ifeval.boundary.optimizer=reset")
-    kept = stage_dir(carry, 2) / "checkpoint" / "step_000009"  # rlhf kept it (ifeval was interrupted, say)
+        "--stage ifeval --retrain: it starts from stage rlhf's optimizer state "
+        "(boundary.optimizer=carry), which was removed when ifeval finished; retrain rlhf first "
+        "(--stage rlhf --retrain) or set stages.ifeval.boundary.optimizer=reset")
+    # rlhf kept it (ifeval was interrupted, say)
+    kept = stage_dir(carry, 2) / "checkpoint" / "step_000009"
     kept.mkdir(parents=True)
     (kept / META).write_text("{}")
     check_selection(carry, "ifeval", retrain=True)
 
 
 def test_retrain_discards_the_stage_and_every_later_one_once(cfg):
-    manifest = _run(cfg, stopped="after stage math: tiny-code fell", sft="done", rm="done", rlhf="done",
-                    ifeval="done", math="done")
+    manifest = _run(cfg, stopped="after stage math: tiny-code fell", sft="done", rm="done",
+                    rlhf="done", ifeval="done", math="done")
     before = json.loads(manifest.read_text())
     assert discard_for_retrain(cfg, "rlhf") == ["rlhf", "ifeval", "math", "code", "swe"]
-    assert [p.name for p in sorted((Path(cfg.run_root) / cfg.name / "stages").iterdir())] == ["0-sft", "1-rm"]
+    assert [p.name for p in sorted((Path(cfg.run_root) / cfg.name / "stages").iterdir())] == \
+        ["0-sft", "1-rm"]
     after = json.loads(manifest.read_text())
-    assert after["stages"]["sft"] == before["stages"]["sft"] and after["stages"]["rm"] == before["stages"]["rm"]
-    assert all(after["stages"][s] == {"status": "pending"} for s in ("rlhf", "ifeval", "math", "code", "swe"))
+    assert (after["stages"]["sft"] == before["stages"]["sft"]
+            and after["stages"]["rm"] == before["stages"]["rm"])
+    assert all(after["stages"][s] == {"status": "pending"}
+               for s in ("rlhf", "ifeval", "math", "code", "swe"))
     assert after["stopped"] == "", "the gate's stop came after a discarded stage"
-    assert after["config_sha256"] == before["config_sha256"] and after["git_sha"] == before["git_sha"]
+    assert (after["config_sha256"] == before["config_sha256"]
+            and after["git_sha"] == before["git_sha"])
     # The job that retrains rlhf is requeued with the same --retrain: rlhf is running now, and
     # continues.
     Manifest(cfg, manifest, "base", {}).update("rlhf", status="running")
@@ -109,5 +118,6 @@ def test_cli_refuses_in_one_line_and_hands_retrain_to_the_job(cfg, tmp_path, cap
     assert len(err) == 1 and err[0].startswith("nemo-cascade: error: --stage rm: already done (")
     assert cli.main(["run", TINY, f"run_root={cfg.run_root}", "--retrain"]) == 2 and not started
     assert cli.main([*args, "--retrain"]) == 0
-    assert started[0][-3:] == ["--stage", "rm", "--retrain"], "the torchrun job does the discarding (rank 0)"
+    assert started[0][-3:] == ["--stage", "rm", "--retrain"], \
+        "the torchrun job does the discarding (rank 0)"
     assert stage_dir(cfg, 1).is_dir(), "the launching process discards nothing"

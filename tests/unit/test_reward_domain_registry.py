@@ -37,12 +37,13 @@ def test_views_follow_the_registry():
     assert REWARDS["math"]("\\boxed{4}", "4") == 1.0
 
 
-# ------------------------------------------------------------------------------------------ a toy domain
+# ------------------------------------------------------------------------------------- a toy domain
 
 def _adapt(row, where):
     if not isinstance(row.get("word"), str):
         raise SchemaError(f"{where}: expected field 'word' (a string)")
-    return [{"role": "user", "content": f"Spell {row['word']} backwards."}], {"reversed": row["word"][::-1]}
+    return [{"role": "user",
+             "content": f"Spell {row['word']} backwards."}], {"reversed": row["word"][::-1]}
 
 
 def _validate(label):
@@ -61,8 +62,9 @@ def _metrics(details):
     return {"toy/exact": sum(d["exact"] for d in details) / len(details)}
 
 
-TOY = RewardDomain("toy", _adapt, _validate, _verdicts, code_switch_penalty=-3.0, code_switch_rule="fixed_script",
-                   batch_metrics=_metrics, eval_metrics=lambda records: {"toy/records": len(records)},
+TOY = RewardDomain("toy", _adapt, _validate, _verdicts, code_switch_penalty=-3.0,
+                   code_switch_rule="fixed_script", batch_metrics=_metrics,
+                   eval_metrics=lambda records: {"toy/records": len(records)},
                    report_notes=lambda m: [f"{m['toy/records']} toy records"])
 
 
@@ -82,15 +84,17 @@ class Tok:  # the loader only needs encode()
 
 def test_a_registered_domain_runs_end_to_end(toy, tmp_path):
     path = tmp_path / "toy.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in ({"word": "abc"}, {"word": "stressed"})) + "\n")
+    path.write_text("\n".join(json.dumps(r)
+                              for r in ({"word": "abc"}, {"word": "stressed"})) + "\n")
     prompts = load_prompts(config.Data(source=str(path)), Tok(), "no_think", get_domain("toy"), 512,
                            validate_label=training_validator("toy", config.Data()))
     assert [p.label for p in prompts] == [{"reversed": "cba"}, {"reversed": "desserts"}]
     assert VALIDATORS["toy"] is _validate and "toy" not in REWARDS
 
-    groups = [PromptGroup(prompt=p, response_tokens_G_T=[[1], [1]], rollout_logprobs_G_T=[[0.0], [0.0]],
-                          finish_reason_G=["stop"] * 2, response_text_G=texts)
-              for p, texts in zip(prompts, (["cba", "abc"], ["desserts", "desserts"]))]
+    groups = [
+        PromptGroup(prompt=p, response_tokens_G_T=[[1], [1]], rollout_logprobs_G_T=[[0.0], [0.0]],
+                    finish_reason_G=["stop"] * 2, response_text_G=texts)
+        for p, texts in zip(prompts, (["cba", "abc"], ["desserts", "desserts"]))]
     stage_scorer(["toy"], config.Reward()).score(groups)
     assert [g.rewards_G for g in groups] == [[1.0, 0.0], [1.0, 1.0]]
     assert reward_metrics(groups) == {"toy/exact": 0.75}
@@ -113,17 +117,21 @@ def test_a_registered_domain_s_suite_reports_its_metrics(toy, tmp_path):
     path = tmp_path / "toy.jsonl"
     path.write_text(json.dumps({"uid": "a", "messages": [{"role": "user", "content": "abc"}],
                                 "label": {"reversed": "cba"}}) + "\n")
-    suite = Suite("tiny-toy", "toy", "toy", load_rows("toy"), lambda: path, mode="no_think", samples=2,
-                  max_tokens=8, metric="exact", paper="a test")
+    suite = Suite("tiny-toy", "toy", "toy", load_rows("toy"), lambda: path, mode="no_think",
+                  samples=2, max_tokens=8, metric="exact", paper="a test")
     assert runner._reward_settings(suite, runner.EvalSettings(judge_url="http://x")).judge_url == ""
-    records = [{"uid": "a", "too_long": False, "values": [1.0, 0.0], "correct": [True, False],
-                "scores": [1.0, 0.0], "finish_reasons": ["stop", "stop"], "response_tokens": [1, 1]}]
+    records = [{
+        "uid": "a", "too_long": False, "values": [1.0, 0.0], "correct": [True, False],
+        "scores": [1.0, 0.0], "finish_reasons": ["stop", "stop"], "response_tokens": [1, 1]}]
     metrics = runner.suite_metrics(suite, records)
     assert metrics["toy/records"] == 1 and metrics["avg@2"] == 0.5
-    doc = {"suites": {"tiny-toy": {"domain": "toy", "metric": "exact", "metrics": metrics, "data": {"items": 1},
-                                   "seconds": {"total": 1.0}, "decoding": {
-                                       "samples": 2, "mode": "no_think", "temperature": 0.6, "top_p": 0.95,
-                                       "max_tokens": 8}}}}
+    doc = {
+        "suites": {
+            "tiny-toy": {
+                "domain": "toy", "metric": "exact", "metrics": metrics, "data": {"items": 1},
+                "seconds": {"total": 1.0}, "decoding": {
+                    "samples": 2, "mode": "no_think", "temperature": 0.6, "top_p": 0.95,
+                    "max_tokens": 8}}}}
     assert "1 toy records" in eval_output.markdown(doc)
 
 

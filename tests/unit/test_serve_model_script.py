@@ -4,7 +4,8 @@ requeue at the time limit."""
 import signal
 import time
 
-from tests.unit.test_slurm_scripts import ROOT, _lines, harness  # noqa: F401 (harness: a pytest fixture)
+# harness: a pytest fixture
+from tests.unit.test_slurm_scripts import ROOT, _lines, harness  # noqa: F401
 
 SCRIPT = "serve_model.sh"
 FAKE_PYTHON = """#!/bin/bash
@@ -30,7 +31,8 @@ def _fake_python(tmp_path):
 def test_a_missing_model_folder_is_refused_in_one_line(harness, tmp_path):
     run, log = harness
     for job in (False, True):
-        code, _, err = run(SCRIPT, job=job, env={"MODEL": "/models/nope", "CONTAINER_IMAGE": "none"})
+        code, _, err = run(SCRIPT, job=job,
+                           env={"MODEL": "/models/nope", "CONTAINER_IMAGE": "none"})
         assert code == 2 and len(err.strip().splitlines()) == 1 and "MODEL=/models/nope" in err, err
         assert "do not download" in err
     assert not (log / "calls").exists(), "nothing submitted, nothing started"
@@ -64,8 +66,10 @@ def test_the_job_serves_from_the_container_and_publishes_into_the_run_folder(har
     argv = _lines(log / "python.argv")
     assert argv[:3] == ["-m", "nemo_cascade.tooling.launch", "serve"]
     opts = dict(zip(argv[3::2], argv[4::2]))
-    assert opts["--run-dir"] == str(runs / "served") and opts["--name"] == "judge" and opts["--model"] == str(model)
-    assert opts["--runner"] == "generate" and opts["--host"] == "0.0.0.0" and opts["--dtype"] == "bfloat16"
+    assert (opts["--run-dir"] == str(runs / "served") and opts["--name"] == "judge"
+            and opts["--model"] == str(model))
+    assert (opts["--runner"] == "generate" and opts["--host"] == "0.0.0.0"
+            and opts["--dtype"] == "bfloat16")
     assert opts["--vllm-args"] == "--tensor-parallel-size 4 --max-model-len 32768"
     assert "--for" not in opts, "no consumers: it serves until stopped"
     penv = dict(x.split("=", 1) for x in _lines(log / "python.env") if "=" in x)
@@ -90,14 +94,17 @@ def test_usr1_requeues_the_server_and_stops_it(harness, tmp_path):
 
 def test_dry_run_prints_the_srun_command(harness, tmp_path):
     run, log = harness
-    code, out, err = run(SCRIPT, env={"MODEL": str(_model(tmp_path)), "DRY_RUN": "1", "CONTAINER_IMAGE": "img"})
-    assert code == 0 and out.startswith("+ srun --nodes=1") and "--container-image=img" in out, (out, err)
+    code, out, err = run(
+        SCRIPT, env={"MODEL": str(_model(tmp_path)), "DRY_RUN": "1", "CONTAINER_IMAGE": "img"})
+    assert (code == 0 and out.startswith("+ srun --nodes=1")
+            and "--container-image=img" in out), (out, err)
     assert "serve_model.sh --on-node" in out and not (log / "calls").exists()
 
 
 def test_term_stops_the_server_without_requeueing(harness, tmp_path):
     run, log = harness
-    proc = run.start(SCRIPT, env={"MODEL": str(_model(tmp_path)), "CONTAINER_IMAGE": "none", "FAKE_SRUN_SLEEP": "60"})
+    proc = run.start(SCRIPT, env={"MODEL": str(_model(tmp_path)), "CONTAINER_IMAGE": "none",
+                                  "FAKE_SRUN_SLEEP": "60"})
     while not (log / "srun.argv").exists():
         time.sleep(0.05)
     time.sleep(0.2)

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from nemo_cascade.rewards.endpoints import EndpointError, UrlFile, probe
-from nemo_cascade.rewards.remote import HttpEndpoint, RewardServerError
+from nemo_cascade.rewards.http_endpoint import HttpEndpoint, RewardServerError
 
 RM = "a reward model"
 
@@ -74,7 +74,8 @@ def test_a_file_url_follows_the_server_to_its_new_host(tmp_path):
     url_file.parent.mkdir()
     first = HealthyServer("first")
     url_file.write_text(first.url + "\n")
-    endpoint = HttpEndpoint(f"file:{url_file}", retries=1, backoff=0.01, restart_wait=10.0, poll=0.05)
+    endpoint = HttpEndpoint(f"file:{url_file}", retries=1, backoff=0.01,
+                            restart_wait=10.0, poll=0.05)
     assert endpoint.post("/echo", {}) == {"server": "first"} and endpoint.base_url == first.url
     first.close()
     url_file.unlink()  # the job was requeued: the server is away ...
@@ -89,7 +90,8 @@ def test_a_file_url_waits_for_the_file_at_first_use(tmp_path):
     url_file = tmp_path / "rm.url"
     with HealthyServer("late") as server:
         _later(0.2, lambda: url_file.write_text(server.url))
-        endpoint = HttpEndpoint(f"file://{url_file}", restart_wait=10.0, poll=0.05)  # file:// spelling too
+        # file:// spelling too
+        endpoint = HttpEndpoint(f"file://{url_file}", restart_wait=10.0, poll=0.05)
         assert str(endpoint.base_url) == f"file:{url_file}"
         assert endpoint.post("/echo", {}) == {"server": "late"}
 
@@ -97,7 +99,8 @@ def test_a_file_url_waits_for_the_file_at_first_use(tmp_path):
 def test_a_server_that_does_not_come_back_fails_in_one_line_after_the_bounded_wait(tmp_path):
     url_file = tmp_path / "rm.url"
     url_file.write_text(closed_port_url())
-    endpoint = HttpEndpoint(f"file:{url_file}", expect=RM, retries=1, backoff=0.01, restart_wait=0.5, poll=0.05)
+    endpoint = HttpEndpoint(f"file:{url_file}", expect=RM, retries=1, backoff=0.01,
+                            restart_wait=0.5, poll=0.05)
     t0 = time.monotonic()
     with pytest.raises(RewardServerError) as err:
         endpoint.post("/classify", {})
@@ -123,7 +126,8 @@ def test_probe_fails_fast_on_a_closed_port_and_names_the_url():
     with pytest.raises(EndpointError) as err:
         probe(url, RM, wait=0.5, poll=0.1)
     assert time.monotonic() - t0 < 5.0
-    assert str(err.value).startswith(url) and "after 0.5 s" in str(err.value) and "\n" not in str(err.value)
+    assert (str(err.value).startswith(url) and "after 0.5 s" in str(err.value)
+            and "\n" not in str(err.value))
 
 
 def test_probe_of_a_placeholder_host_fails_in_one_line():

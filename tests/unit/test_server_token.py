@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from nemo_cascade.rewards.endpoints import EndpointError, probe, write_url_file
-from nemo_cascade.rewards.remote import HttpEndpoint, RewardServerError
+from nemo_cascade.rewards.http_endpoint import HttpEndpoint, RewardServerError
 from nemo_cascade.runtime.server_token import TOKEN_ENV, RequireToken, bearer, new_token
 
 RM = "a reward model"

@@ -22,7 +22,8 @@ def test_sft_loss_terms_masked_sum_and_count():
 
 
 def test_packing_fills_rows_in_order():
-    batch = pack_sft_batch([([1, 2], [3, 4, 5]), ([6], [7]), ([8, 9], [10, 11])], max_tokens=7, pad_id=0)
+    batch = pack_sft_batch([([1, 2], [3, 4, 5]), ([6], [7]), ([8, 9], [10, 11])], max_tokens=7,
+                           pad_id=0)
     assert batch.num_sequences == 2 and batch.num_examples == 3
     assert batch.tokens_B_T.tolist() == [[1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11, 0, 0, 0]]
     # the token at t is trained iff it is a response token; each example's positions restart at 0
@@ -33,7 +34,8 @@ def test_packing_fills_rows_in_order():
 
 
 def test_packing_truncates_from_the_right():
-    batch = pack_sft_batch([([1, 2], [3, 4, 5]), ([1, 2, 3, 4, 5], [6]), ([8], [9])], max_tokens=4, pad_id=-1)
+    batch = pack_sft_batch([([1, 2], [3, 4, 5]), ([1, 2, 3, 4, 5], [6]), ([8], [9])], max_tokens=4,
+                           pad_id=-1)
     assert batch.tokens_B_T.tolist() == [[1, 2, 3, 4], [1, 2, 3, 4], [8, 9, -1, -1]]
     # the response tail goes first; a prompt longer than max_tokens leaves no trained token
     assert batch.loss_mask_B_T.tolist() == [[0, 0, 1, 1], [0, 0, 0, 0], [0, 1, 0, 0]]
@@ -42,7 +44,8 @@ def test_packing_truncates_from_the_right():
 
 def test_packing_never_trains_an_example_first_token_and_rejects_bad_max():
     batch = pack_sft_batch([([], [1, 2]), ([], [3])], max_tokens=8, pad_id=0)
-    assert batch.loss_mask_B_T.tolist() == [[0, 1, 0]]  # nothing in an example predicts its first token
+    # nothing in an example predicts its first token
+    assert batch.loss_mask_B_T.tolist() == [[0, 1, 0]]
     assert pack_sft_batch([], max_tokens=8, pad_id=0).num_sequences == 0
     with pytest.raises(ValueError, match="max_tokens"):
         pack_sft_batch([([1], [2])], max_tokens=0, pad_id=0)

@@ -35,13 +35,15 @@ def _rows(n):
         elif kind == 1:
             out.append({"messages": [{"role": "system", "content": "Be brief."},
                                      {"role": "user", "content": f"Count to {i}", "mode": "think"},
-                                     {"role": "assistant", "content": " ".join(map(str, range(i % 7)))}]})
+                                     {"role": "assistant",
+                                      "content": " ".join(map(str, range(i % 7)))}]})
         else:
             out.append({"tools": json.dumps(TOOLS), "messages": [
                 {"role": "user", "content": f"Add {i} and 1"},
                 {"role": "assistant", "content": None,
                  "tool_calls": [{"type": "function",
-                                 "function": {"name": "add", "arguments": f'{{"a": {i}, "b": 1}}'}}]},
+                                 "function": {"name": "add",
+                                              "arguments": f'{{"a": {i}, "b": 1}}'}}]},
                 {"role": "tool", "content": str(i + 1)},
                 {"role": "assistant", "content": f"It is {i + 1}."}]})
     return out
@@ -63,12 +65,15 @@ def test_cached_load_equals_loading_without_cache(tok, tmp_path):
         plain = load_sft_examples(Data(source=str(path), cache=False), tok, mode, 90, style)
         first = load_sft_examples(Data(source=str(path)), tok, mode, 90, style)
         second = load_sft_examples(Data(source=str(path)), tok, mode, 90, style)
-        assert isinstance(first, sft_cache.TokenizedSFT) and isinstance(second, sft_cache.TokenizedSFT)
+        assert (isinstance(first, sft_cache.TokenizedSFT)
+                and isinstance(second, sft_cache.TokenizedSFT))
         assert 0 < plain.dropped_too_long < 60  # the limit bites, identically
         for got in (first, second):
             assert list(got) == list(plain)
-            assert (got.dropped_too_long, got.dropped_too_short) == (plain.dropped_too_long, plain.dropped_too_short)
-    assert len(_entries(tmp_path)) == 2  # one entry per (mode, style); the second load of each made none
+            assert ((got.dropped_too_long, got.dropped_too_short)
+                    == (plain.dropped_too_long, plain.dropped_too_short))
+    # one entry per (mode, style); the second load of each made none
+    assert len(_entries(tmp_path)) == 2
 
 
 def test_the_cache_follows_the_file_content_not_its_mtime(tok, tmp_path):
@@ -80,8 +85,8 @@ def test_the_cache_follows_the_file_content_not_its_mtime(tok, tmp_path):
     assert len(_entries(tmp_path)) == 1
     _write(path, rows[:6] + [{"question": "new", "response": "row"}])
     changed = load_sft_examples(Data(source=str(path)), tok, "think", 4096)
-    assert len(changed) == 7 and list(changed) == list(load_sft_examples(Data(source=str(path), cache=False),
-                                                                         tok, "think", 4096))
+    assert len(changed) == 7 and list(changed) == list(
+        load_sft_examples(Data(source=str(path), cache=False), tok, "think", 4096))
     assert len(_entries(tmp_path)) == 2
 
 
@@ -90,7 +95,8 @@ def test_a_different_tokenizer_or_template_gets_its_own_entry(tok, tmp_path):
     other = build_tiny_tokenizer(tmp_path / "tok2", ["Add and count, briefly. " * 3] * 4)
     load_sft_examples(Data(source=str(path)), tok, "think", 512)
     got = load_sft_examples(Data(source=str(path)), other, "think", 512)
-    assert list(got) == list(load_sft_examples(Data(source=str(path), cache=False), other, "think", 512))
+    assert list(got) == list(
+        load_sft_examples(Data(source=str(path), cache=False), other, "think", 512))
     load_sft_examples(Data(source=str(path)), tok, "think", 512, "chatml")
     assert len(_entries(tmp_path)) == 3
 
@@ -98,16 +104,20 @@ def test_a_different_tokenizer_or_template_gets_its_own_entry(tok, tmp_path):
 @pytest.mark.parametrize("shares", [2, 3, 7])
 def test_shares_concatenate_to_the_whole_file_and_name_absolute_lines(tok, tmp_path, shares):
     rows = _rows(40)
-    path = _write(tmp_path / "sft.jsonl", rows[:25] + [{"response": "no prompt"}] + rows[25:], extra=["", "[1]"])
+    path = _write(tmp_path / "sft.jsonl", rows[:25] + [{"response": "no prompt"}] + rows[25:],
+                  extra=["", "[1]"])
     out = tmp_path / "parts"
     out.mkdir()
-    summaries = [sft_cache.tokenize_share(Share(path, k, shares), tok, "think", "cascade1", "all", out) for k in range(shares)]
+    summaries = [
+        sft_cache.tokenize_share(Share(path, k, shares), tok, "think", "cascade1", "all", out)
+        for k in range(shares)]
     assert sum(s["rows"] for s in summaries) == 40 and sum(s["bad_rows"] for s in summaries) == 2
     firsts = [s["first_bad"] for s in summaries if s["first_bad"]]
     assert firsts[0].startswith(f"{path}:26: expected field 'question'")
     (out / "manifest.json").write_text(json.dumps({"parts": summaries}))
     sharded, _ = sft_cache.open_entry(out)
-    whole = load_sft_examples(Data(source=str(path), cache=False, max_bad_rows=2), tok, "think", 1 << 20)
+    whole = load_sft_examples(Data(source=str(path), cache=False, max_bad_rows=2), tok, "think",
+                              1 << 20)
     assert list(sharded) == list(whole)
 
 
@@ -115,11 +125,14 @@ def test_a_read_only_data_folder_caches_under_the_fallback(tok, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     path = _write(data / "sft.jsonl", _rows(9))
-    (data / sft_cache.CACHE_DIR).write_text("not a folder")  # nothing can be created beside the data
+    # nothing can be created beside the data
+    (data / sft_cache.CACHE_DIR).write_text("not a folder")
     run = tmp_path / "run" / "data_cache"
     got = load_sft_examples(Data(source=str(path)), tok, "think", 512, cache_fallback=run)
-    assert isinstance(got, sft_cache.TokenizedSFT) and any(p.suffix != ".json" for p in run.iterdir())
-    nowhere = load_sft_examples(Data(source=str(path)), tok, "think", 512)  # no fallback: tokenized in memory
+    assert (isinstance(got, sft_cache.TokenizedSFT)
+            and any(p.suffix != ".json" for p in run.iterdir()))
+    # no fallback: tokenized in memory
+    nowhere = load_sft_examples(Data(source=str(path)), tok, "think", 512)
     assert list(nowhere) == list(got) and not isinstance(nowhere, sft_cache.TokenizedSFT)
 
 
@@ -135,36 +148,43 @@ def test_tool_conversation_trains_on_the_calls(tok, tmp_path):
     rows = _rows(3)
     path = _write(tmp_path / "sft.jsonl", [rows[2]])
     for cache in (False, True):
-        (prompt, call, result, response), = load_sft_examples(Data(source=str(path), cache=cache), tok, "think",
-                                                              1024)
+        (prompt, call, result, response), = load_sft_examples(Data(source=str(path), cache=cache),
+                                                              tok, "think", 1024)
         messages = rows[2]["messages"][:-1]
         assert tok.decode(prompt + call + result) == render(messages, "think", tools=TOOLS)
         assert "<tools>\n" + json.dumps(TOOLS[0]) in tok.decode(prompt)
-        assert tok.decode(call) == ('<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
-                                    "<|im_end|>")
+        assert tok.decode(call) == (
+            '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
+            "<|im_end|>")
         assert tok.decode(response) == "It is 3.<|im_end|>"
-    last_call = dict(rows[2], messages=rows[2]["messages"][:2])  # the turn to learn is the call itself
+    # the turn to learn is the call itself
+    last_call = dict(rows[2], messages=rows[2]["messages"][:2])
     _write(path, [last_call])
     (_, response), = load_sft_examples(Data(source=str(path)), tok, "think", 1024)
-    assert tok.decode(response) == '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call><|im_end|>'
+    assert tok.decode(response) == ('<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n'
+                                    "</tool_call><|im_end|>")
 
 
 @pytest.mark.parametrize("cache", [False, True])
 def test_sft_max_bad_rows_skips_and_counts_then_names_the_first(tok, tmp_path, cache):
     rows = _rows(6)
     bad = [{"question": "q", "response": 5}, "{not json",
-           {"messages": [{"role": "user", "content": "1"}, {"role": "assistant", "content": "x",
-                                                             "tool_calls": [{"name": "f", "arguments": 3}]}]}]
-    lines = [json.dumps(r) for r in rows[:2]] + [b if isinstance(b, str) else json.dumps(b) for b in bad] + \
-        [json.dumps(r) for r in rows[2:]]
+           {"messages": [{"role": "user", "content": "1"},
+                         {"role": "assistant", "content": "x",
+                          "tool_calls": [{"name": "f", "arguments": 3}]}]}]
+    lines = ([json.dumps(r) for r in rows[:2]]
+             + [b if isinstance(b, str) else json.dumps(b) for b in bad]
+             + [json.dumps(r) for r in rows[2:]])
     path = tmp_path / "sft.jsonl"
     path.write_text("\n".join(lines) + "\n")
     got = load_sft_examples(Data(source=str(path), max_bad_rows=3, cache=cache), tok, "think", 1024)
     assert len(got) == 6 and got.bad_rows == 3
     with pytest.raises(DataError) as e:
         load_sft_examples(Data(source=str(path), max_bad_rows=2, cache=cache), tok, "think", 1024)
-    assert str(e.value) == f"{path}:3: field 'response' must be a string (3 bad rows; data.max_bad_rows=2)"
-    with pytest.raises(DataError, match=rf"^{path}:5: field 'messages\[1\].tool_calls\[0\]' expected"):
+    assert str(e.value) == (
+        f"{path}:3: field 'response' must be a string (3 bad rows; data.max_bad_rows=2)")
+    with pytest.raises(DataError,
+                       match=rf"^{path}:5: field 'messages\[1\].tool_calls\[0\]' expected"):
         _write(path, rows[:4] + [bad[2]])
         load_sft_examples(Data(source=str(path), cache=cache), tok, "think", 1024)
 

@@ -16,21 +16,26 @@ def test_packed_loss_equals_unpacked(tmp_path):
 
     make_tiny_hf_model(tmp_path, vocab_size=320, arch="qwen3", seed=5)
     actor = MegatronActor(str(tmp_path), config.Parallel(micro_batch_size=8))
-    actor.configure_optimizer(config.Actor(lr=0.0), 10)  # measure the loss; leave the weights as they are
+    # measure the loss; leave the weights as they are
+    actor.configure_optimizer(config.Actor(lr=0.0), 10)
     g = torch.Generator().manual_seed(0)
-    examples = [(torch.randint(3, 320, (p,), generator=g).tolist(), torch.randint(3, 320, (r,), generator=g).tolist())
+    examples = [(torch.randint(3, 320, (p,), generator=g).tolist(),
+                 torch.randint(3, 320, (r,), generator=g).tolist())
                 for p, r in ((5, 7), (3, 4), (9, 2), (4, 6), (2, 9))]
     packed = pack_sft_batch(examples, max_tokens=24, pad_id=0)
-    assert packed.num_sequences < len(examples), "the test must actually put several examples in one row"
+    assert packed.num_sequences < len(examples), \
+        "the test must actually put several examples in one row"
     step = actor.train_step(packed.tensors(), sft_loss)
     total = count = 0.0
     for ex in examples:
         alone = actor.train_step(pack_sft_batch([ex], 24, 0).tensors(), sft_loss)
         total, count = total + alone.loss * alone.tokens, count + alone.tokens
     assert step.tokens == count
-    assert_close(step.loss, total / count, torch.float32, Net.of(tmp_path, 24).forward_terms() + int(count),
-                 relative=True, what="packed SFT loss")
+    assert_close(step.loss, total / count, torch.float32,
+                 Net.of(tmp_path, 24).forward_terms() + int(count), relative=True,
+                 what="packed SFT loss")
     # without the per-example mask and positions, later examples would see earlier ones: a different
     # loss
-    leaky = actor.train_step({"tokens": packed.tokens_B_T, "loss_mask": packed.loss_mask_B_T}, sft_loss)
+    leaky = actor.train_step({"tokens": packed.tokens_B_T, "loss_mask": packed.loss_mask_B_T},
+                             sft_loss)
     assert abs(leaky.loss - step.loss) > 1e-3

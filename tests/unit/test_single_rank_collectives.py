@@ -34,23 +34,26 @@ def test_megatron_gets_the_wrapped_collectives_once(buffers):
 def test_reduce_scatter_of_a_buffer_onto_itself_is_left_alone_and_equals_gloos(buffers):
     grads = torch.randn(1000)
     expected = grads.clone()
-    dist.reduce_scatter_tensor(expected, expected.clone(), group=None)  # what gloo makes of it over one rank
-    shard = grads.view(-1)[0:1000]  # Megatron's shard of the buffer for DP rank 0 of 1: the whole buffer
-    result, calls = _gloo_calls(lambda: buffers.dist_reduce_scatter_func(shard, grads, op=dist.ReduceOp.SUM,
-                                                                         group=None, async_op=False))
+    # what gloo makes of it over one rank
+    dist.reduce_scatter_tensor(expected, expected.clone(), group=None)
+    # Megatron's shard of the buffer for DP rank 0 of 1: the whole buffer
+    shard = grads.view(-1)[0:1000]
+    result, calls = _gloo_calls(lambda: buffers.dist_reduce_scatter_func(
+        shard, grads, op=dist.ReduceOp.SUM, group=None, async_op=False))
     assert result is None and calls == []
     assert torch.equal(grads, expected)
 
 
 def test_all_gather_into_other_memory_copies(buffers):
     shard, params = torch.randn(64), torch.zeros(64)
-    _, calls = _gloo_calls(lambda: buffers.dist_all_gather_func(params, shard, group=None, async_op=False))
+    _, calls = _gloo_calls(
+        lambda: buffers.dist_all_gather_func(params, shard, group=None, async_op=False))
     assert calls == [] and torch.equal(params, shard)
 
 
 def test_asynchronous_calls_still_go_to_gloo(buffers):
     grads = torch.randn(64)
-    work, calls = _gloo_calls(lambda: buffers.dist_reduce_scatter_func(grads, grads.clone(), group=None,
-                                                                       async_op=True))
+    work, calls = _gloo_calls(
+        lambda: buffers.dist_reduce_scatter_func(grads, grads.clone(), group=None, async_op=True))
     work.wait()
     assert calls, "an overlapped reduce hands back gloo's handle: it must not be short-cut"

@@ -1,13 +1,10 @@
 """The size budget counts what a reader reads: physical lines, docstrings included
 (docs/architecture.md, "Size budget"). Every module of the package within MODULE_LINES, every
 function within FUNCTION_LINES, every module docstring within DOCSTRING_LINES (longer explanations
-belong in docs/), and no file with more lines over 100 columns than its allowance in
-lines_over_100.json, which only shrinks: a file below its allowance fails too, until the allowance
-is written again (``python tools/code_lines.py --long-lines``). Growth comes with a feature, not
-with denser lines."""
+belong in docs/), and no line over 100 columns in the package, tests, tools, bench or recipes.
+Growth comes with a feature, not with denser lines."""
 import ast
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
@@ -47,17 +44,11 @@ def test_modules_functions_and_docstrings_within_their_limits():
     assert not _over(DOCSTRING_LINES, docstrings), f"module docstrings over {DOCSTRING_LINES} lines"
 
 
-def test_lines_over_100_columns_only_shrink():
-    allowed = json.loads(code_lines.LONG_LINES.read_text())
-    today = code_lines.long_line_counts(ROOT)
-    grown = {f: (n, allowed.get(f, 0)) for f, n in today.items() if n > allowed.get(f, 0)}
-    shrunk = {f: (today.get(f, 0), n) for f, n in allowed.items() if today.get(f, 0) < n}
-    assert not grown, f"lines over 100 columns (today, allowed): {grown}"
-    assert not shrunk, ("fewer lines over 100 columns than allowed (today, allowed): run "
-                        "`python tools/code_lines.py --long-lines` to lower the allowance: "
-                        f"{shrunk}")
+def test_no_line_over_100_columns():
+    found = code_lines.lines_over_limit(ROOT)
+    assert not found, f"lines over 100 columns (python tools/code_lines.py --long-lines): {found}"
 
 
-@pytest.mark.parametrize("source, want", [("x = 1\n" + "y" * 101 + "\n", 1), ("z" * 100, 0)])
-def test_a_line_over_100_columns_is_counted(source, want):
+@pytest.mark.parametrize("source, want", [("x = 1\n" + "y" * 101 + "\n", [2]), ("z" * 100, [])])
+def test_a_line_over_100_columns_is_found(source, want):
     assert code_lines.long_lines(source) == want

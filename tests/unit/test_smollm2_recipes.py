@@ -28,29 +28,37 @@ def test_both_recipes_pass_the_cascade_checks(both):
 
 def test_the_cascade_runs_if_then_math_then_code(both):
     cascade, _ = both
+    # §4.1: IF-RL → math RL → code RL
     assert [(s.name, config.stage_domains(s)) for s in cascade.stages] == [
-        ("ifeval", ("ifeval",)), ("math", ("math",)), ("code", ("code",))]  # §4.1: IF-RL → math RL → code RL
-    assert [s.data.source for s in cascade.stages] == ["synthetic:if_requests", "benchmark:gsm8k", "benchmark:mbpp"]
+        ("ifeval", ("ifeval",)), ("math", ("math",)), ("code", ("code",))]
+    assert [s.data.source for s in cascade.stages] == ["synthetic:if_requests", "benchmark:gsm8k",
+                                                       "benchmark:mbpp"]
     assert all(s.data.split == "train" for s in cascade.stages)
-    assert set(cascade.gate.suites) == {"ifeval", "gsm8k", "mbpp", "humaneval"}  # the held-out test sides
+    # the held-out test sides
+    assert set(cascade.gate.suites) == {"ifeval", "gsm8k", "mbpp", "humaneval"}
 
 
 def test_the_mixed_run_is_the_same_work_in_one_run(both):
     cascade, mixed = both
     assert sum(s.steps for s in mixed.stages) == sum(s.steps for s in cascade.stages)
-    assert [s.steps for s in mixed.stages] == [s.steps for s in cascade.stages]  # gated at the same step counts
+    # gated at the same step counts
+    assert [s.steps for s in mixed.stages] == [s.steps for s in cascade.stages]
     sources = {(replace(s.data, domain=""), s.domain) for s in cascade.stages}
     for segment in mixed.stages:
-        assert {(replace(d, domain=""), domain) for d, domain in config.prompt_sources(segment)} == sources
+        assert ({(replace(d, domain=""), domain) for d, domain in config.prompt_sources(segment)}
+                == sources)
         for section in ("rollout", "grpo", "reward", "mode"):
             assert getattr(segment, section) == getattr(cascade.stages[0], section)
-        assert replace(segment.actor, warmup_steps=0) == replace(cascade.stages[0].actor, warmup_steps=0)
+        assert (replace(segment.actor, warmup_steps=0)
+                == replace(cascade.stages[0].actor, warmup_steps=0))
     for section in ("model", "parallel", "gate", "chat_style"):
         assert getattr(mixed, section) == getattr(cascade, section)
     first, *later = mixed.stages
-    assert first.boundary == config.Boundary() and first.actor.warmup_steps == cascade.stages[0].actor.warmup_steps
-    assert all(s.boundary == config.Boundary(optimizer="carry", data="continue") and s.actor.warmup_steps == 0
-               for s in later), "later segments continue the same optimizer, LR schedule and prompt stream"
+    assert (first.boundary == config.Boundary()
+            and first.actor.warmup_steps == cascade.stages[0].actor.warmup_steps)
+    assert all(s.boundary == config.Boundary(optimizer="carry", data="continue")
+               and s.actor.warmup_steps == 0 for s in later), (
+        "later segments continue the same optimizer, LR schedule and prompt stream")
 
 
 def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(both):
@@ -62,16 +70,21 @@ def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(bot
         # §3: SFT first, then the RL stages as before, on the bf16 compiled engine (which the
         # preflight refuses on a CPU without bf16 instructions: the files are checked with the
         # default engine on any CPU)
-        default_engine = [replace(s, rollout=replace(s.rollout, dtype="auto", compile="auto")) for s in rest]
+        default_engine = [replace(s, rollout=replace(s.rollout, dtype="auto", compile="auto"))
+                          for s in rest]
         check_cascade(replace(with_sft, stages=(first, *default_engine)))
-        assert first.kind == "sft" and [replace(s, data=None, extra_data=()) for s in default_engine] == [
-            replace(s, data=None, extra_data=()) for s in without.stages]
+        assert (first.kind == "sft"
+                and [replace(s, data=None, extra_data=()) for s in default_engine]
+                == [replace(s, data=None, extra_data=()) for s in without.stages])
         assert {(s.rollout.dtype, s.rollout.compile) for s in rest} == {("bfloat16", "on")}
         assert all(d.split == "train" for d in (first.data, *first.extra_data))
-        assert with_sft.gate.limit >= 250 and with_sft.gate.suites == (*without.gate.suites, "leg-counting")
+        assert (with_sft.gate.limit >= 250
+                and with_sft.gate.suites == (*without.gate.suites, "leg-counting"))
     assert sft_cascade.stages[0] == sft_mixed.stages[0] and sft_cascade.gate == sft_mixed.gate
-    blend = {d.source.partition("?")[0] for d in (sft_cascade.stages[0].data, *sft_cascade.stages[0].extra_data)}
-    assert blend == {"benchmark:gsm8k", "synthetic:rg/leg_counting", "benchmark:mbpp", "synthetic:if_requests"}
+    blend = {d.source.partition("?")[0]
+             for d in (sft_cascade.stages[0].data, *sft_cascade.stages[0].extra_data)}
+    assert blend == {"benchmark:gsm8k", "synthetic:rg/leg_counting", "benchmark:mbpp",
+                     "synthetic:if_requests"}
     # math after SFT: half GSM8K, half the easy word problems whose test split is the gate's
     # leg-counting suite
     math = next(s for s in sft_cascade.stages if s.kind == "grpo" and s.domain == "math")
@@ -81,7 +94,8 @@ def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(bot
     cascade_sources = {(replace(d, domain=""), dom)
                        for s in sft_cascade.stages[1:] for d, dom in config.prompt_sources(s)}
     for segment in sft_mixed.stages[1:]:
-        assert {(replace(d, domain=""), dom) for d, dom in config.prompt_sources(segment)} == cascade_sources
+        assert ({(replace(d, domain=""), dom) for d, dom in config.prompt_sources(segment)}
+                == cascade_sources)
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,10 +105,14 @@ KEPT = ROOT / "docs" / "results" / "smollm2"
 KEPT_RUNS = [  # (recipe, folder under docs/results/smollm2, its stages, RL steps at each gated row)
     ("recipes/smollm2.py", "cascade", ("ifeval", "math", "code"), [0, 20, 40, 60]),
     ("recipes/smollm2_mixed.py", "mixed", ("mixed1", "mixed2", "mixed3"), [0, 20, 40, 60]),
-    ("recipes/smollm2.py:with_sft", "sft-cascade", ("sft", "ifeval", "math", "code"), [0, 0, 20, 40, 60]),
-    ("recipes/smollm2_mixed.py:with_sft", "sft-mixed", ("sft", "mixed1", "mixed2", "mixed3"), [0, 0, 20, 40, 60]),
-    ("recipes/smollm2.py:filtered", "filtered-cascade", ("ifeval", "math", "code"), [0, 20, 40, 60]),
-    ("recipes/smollm2_mixed.py:filtered", "filtered-mixed", ("mixed1", "mixed2", "mixed3"), [0, 20, 40, 60]),
+    ("recipes/smollm2.py:with_sft", "sft-cascade", ("sft", "ifeval", "math", "code"),
+     [0, 0, 20, 40, 60]),
+    ("recipes/smollm2_mixed.py:with_sft", "sft-mixed", ("sft", "mixed1", "mixed2", "mixed3"),
+     [0, 0, 20, 40, 60]),
+    ("recipes/smollm2.py:filtered", "filtered-cascade", ("ifeval", "math", "code"),
+     [0, 20, 40, 60]),
+    ("recipes/smollm2_mixed.py:filtered", "filtered-mixed", ("mixed1", "mixed2", "mixed3"),
+     [0, 20, 40, 60]),
 ]
 
 
@@ -106,7 +124,8 @@ def test_the_kept_runs_are_these_recipes_and_still_read(spec, folder, stages, rl
     side."""
     kept, current = KEPT / folder, load_recipe(spec)
     recorded = config.from_dict(config.Cascade, json.loads((kept / "config.json").read_text()))
-    recorded = replace(recorded, run_root=current.run_root)  # where the run was written, not how it trained
+    # where the run was written, not how it trained
+    recorded = replace(recorded, run_root=current.run_root)
     # Equal as the lineage compares configs: settings added since that change no training (when
     # state is saved, how long a collective may wait) are filled in at their defaults and left out,
     # as in a resumed run's check.
@@ -116,13 +135,15 @@ def test_the_kept_runs_are_these_recipes_and_still_read(spec, folder, stages, rl
     assert [(s.name, s.status) for s in run.stages] == [(n, "done") for n in stages]
     assert all(s.steps == 20 for s in run.stages if s.kind == "grpo")
     assert [label for label, _ in run.history] == ["base", *stages]
-    assert [p.steps for p in points(run)] == rl_steps  # the SFT row sits at 0 RL steps, beside the base row
+    # the SFT row sits at 0 RL steps, beside the base row
+    assert [p.steps for p in points(run)] == rl_steps
 
 
-@pytest.mark.parametrize("folders, out", [(("cascade", "mixed"), "."),
-                                          (("sft-cascade", "sft-mixed"), "sft-comparison"),
-                                          (("sft-cascade", "filtered-cascade"), "filtered-vs-unfiltered"),
-                                          (("filtered-cascade", "filtered-mixed"), "filtered-comparison")])
+@pytest.mark.parametrize("folders, out",
+                         [(("cascade", "mixed"), "."),
+                          (("sft-cascade", "sft-mixed"), "sft-comparison"),
+                          (("sft-cascade", "filtered-cascade"), "filtered-vs-unfiltered"),
+                          (("filtered-cascade", "filtered-mixed"), "filtered-comparison")])
 def test_the_kept_comparisons_are_of_the_kept_runs(folders, out):
     runs = [load_run(KEPT / folder) for folder in folders]
     assert (KEPT / out / "comparison.md").read_text().startswith(comparison_markdown(runs))
@@ -136,10 +157,12 @@ def test_filtered_trains_the_sft_model_on_training_rows_it_sometimes_solves():
     from nemo_cascade.cascade.driver import stage_dir
     from nemo_cascade.data.rows import read_jsonl
 
-    sft, cascade, mixed = (load_recipe(spec) for spec in (
-        "recipes/smollm2.py:with_sft", "recipes/smollm2.py:filtered", "recipes/smollm2_mixed.py:filtered"))
+    sft, cascade, mixed = (load_recipe(spec) for spec in ("recipes/smollm2.py:with_sft",
+                                                          "recipes/smollm2.py:filtered",
+                                                          "recipes/smollm2_mixed.py:filtered"))
     export = str(stage_dir(replace(sft, run_root="runs"), 0) / "hf")
-    assert cascade.model == mixed.model == config.Model(hf_path=export) and sft.stages[0].kind == "sft"
+    assert (cascade.model == mixed.model == config.Model(hf_path=export)
+            and sft.stages[0].kind == "sft")
     for cfg in (cascade, mixed):  # every check but the SFT export's presence: the same shape, built
         check_cascade(replace(cfg, model=sft.model))
         assert cfg.gate == sft.gate and cfg.chat_style == sft.chat_style
@@ -151,14 +174,17 @@ def test_filtered_trains_the_sft_model_on_training_rows_it_sometimes_solves():
     # test split
     code_rows = [row for _, row in read_jsonl(Path(sources["code"].source))]
     assert code_rows and all(601 <= int(row["uid"].split("/")[1]) <= 974 for row in code_rows)
-    held_out = {row["messages"][0]["content"] for _, row in read_jsonl(ROOT / "data" / "leg_counting" / "test.jsonl")}
+    held_out = {row["messages"][0]["content"]
+                for _, row in read_jsonl(ROOT / "data" / "leg_counting" / "test.jsonl")}
     math_rows = [row for _, row in read_jsonl(Path(sources["math"].source))]
     assert math_rows and not {row["question"] for row in math_rows} & held_out
     # the mixed run: the cascade's prompts, each domain's pool listed to about the same size
-    cascade_sources = {(replace(d, domain=""), dom) for s in cascade.stages for d, dom in config.prompt_sources(s)}
+    cascade_sources = {(replace(d, domain=""), dom)
+                       for s in cascade.stages for d, dom in config.prompt_sources(s)}
     pools = {}
     for segment in mixed.stages:
-        assert {(replace(d, domain=""), dom) for d, dom in config.prompt_sources(segment)} == cascade_sources
+        assert ({(replace(d, domain=""), dom) for d, dom in config.prompt_sources(segment)}
+                == cascade_sources)
     for data, domain in config.prompt_sources(mixed.stages[0]):
         rows = data.size or sum(1 for _ in read_jsonl(Path(data.source)))
         pools[domain] = rows * data.repeat

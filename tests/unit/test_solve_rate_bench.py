@@ -15,7 +15,8 @@ BENCH = Path(__file__).parents[2] / "bench"
 
 @pytest.fixture(scope="module")
 def solve_rate():
-    sys.path.insert(0, str(BENCH))  # the script imports its sibling eval_speed.py, as it does when run
+    # the script imports its sibling eval_speed.py, as it does when run
+    sys.path.insert(0, str(BENCH))
     try:
         spec = importlib.util.spec_from_file_location("solve_rate", BENCH / "solve_rate.py")
         module = importlib.util.module_from_spec(spec)
@@ -26,8 +27,8 @@ def solve_rate():
 
 
 def flags(**given) -> argparse.Namespace:
-    defaults = dict(recipe=None, stage=None, source=None, split=None, domain=None, prompts=64, samples=None,
-                    max_tokens=None, temperature=None, style=None, mode=None, seed=0)
+    defaults = dict(recipe=None, stage=None, source=None, split=None, domain=None, prompts=64,
+                    samples=None, max_tokens=None, temperature=None, style=None, mode=None, seed=0)
     return argparse.Namespace(**{**defaults, **given})
 
 
@@ -36,23 +37,27 @@ def test_a_recipe_stage_gives_its_data_then_each_extra_source_with_its_domain(so
     sources, rollout, group, *_ = solve_rate.stage_settings(
         flags(recipe=f"{root}/recipes/smollm2.py:with_sft", stage="math", prompts=16))
     assert [(d.source, domain) for d, domain in sources] == [
-        ("benchmark:gsm8k", "math"), ("synthetic:rg/leg_counting?min_animals=1&max_animals=2&max_instances=3", "math")]
+        ("benchmark:gsm8k", "math"),
+        ("synthetic:rg/leg_counting?min_animals=1&max_animals=2&max_instances=3", "math")]
     assert all(d.size == 16 and d.seed == 0 for d, _ in sources)
     assert group == 4 and rollout.max_response_tokens > 0
 
-    mixed, *_ = solve_rate.stage_settings(flags(recipe=f"{root}/recipes/smollm2_mixed.py:with_sft", stage="mixed1"))
+    mixed, *_ = solve_rate.stage_settings(
+        flags(recipe=f"{root}/recipes/smollm2_mixed.py:with_sft", stage="mixed1"))
     assert sorted({domain for _, domain in mixed}) == ["code", "ifeval", "math"]
     assert len(mixed) == 4  # IF, GSM8K, leg counting, MBPP
 
 
 def test_source_flag_replaces_the_stage_sources_with_one(solve_rate):
     root = Path(__file__).parents[2]
-    sources, *_ = solve_rate.stage_settings(flags(recipe=f"{root}/recipes/smollm2.py:with_sft", stage="math",
-                                                  source="benchmark:mbpp", domain="code", temperature=0.6))
+    sources, *_ = solve_rate.stage_settings(
+        flags(recipe=f"{root}/recipes/smollm2.py:with_sft", stage="math", source="benchmark:mbpp",
+              domain="code", temperature=0.6))
     assert [(d.source, domain) for d, domain in sources] == [("benchmark:mbpp", "code")]
 
 
-@pytest.mark.parametrize("source, domain", [("benchmark:gsm8k", "math"), ("benchmark:mbpp", "code")])
+@pytest.mark.parametrize("source, domain", [("benchmark:gsm8k", "math"),
+                                            ("benchmark:mbpp", "code")])
 def test_kept_rows_load_back_as_exactly_the_kept_prompts(solve_rate, tmp_path, source, domain):
     """The difficulty filter's file is a prompt source whose prompts are the kept ones, token for
     token (the math request for a boxed answer is not added twice), with their uids and labels."""
@@ -72,4 +77,5 @@ def test_kept_rows_load_back_as_exactly_the_kept_prompts(solve_rate, tmp_path, s
     again = load_prompts(Data(source=str(path), cache=False), tok, "no_think", get_domain(domain),
                          4096)
     kept = [p for p in prompts if 1 <= solved[p.uid] <= 3]
-    assert [(p.uid, p.prompt_tokens, p.label) for p in again] == [(p.uid, p.prompt_tokens, p.label) for p in kept]
+    assert [(p.uid, p.prompt_tokens, p.label) for p in again] == [
+        (p.uid, p.prompt_tokens, p.label) for p in kept]

@@ -8,11 +8,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUTSIDE = re.compile(r"\.\./shared|\b(?:PAPER|DESIGN|ENV)\.md\b")
 ISSUE_NUMBER = re.compile(r"\bissues?[ -]?#?\d+\b|\bissue #\d+", re.IGNORECASE)
-TEXT = (".py", ".md", ".sh", ".txt", ".toml", ".cfg", ".ini", ".yaml", ".yml", "Makefile", "Dockerfile", ".jinja")
+TEXT = (".py", ".md", ".sh", ".txt", ".toml", ".cfg", ".ini", ".yaml", ".yml", "Makefile",
+        "Dockerfile", ".jinja")
 
 
 def _tracked_text_files() -> list[Path]:
-    names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout
     return [ROOT / n for n in names.splitlines() if n.endswith(TEXT) and (ROOT / n).is_file()]
 
 

@@ -18,16 +18,16 @@ def prompts(n=4, shift=0):
 
 
 def scored(prompt, k, rewards=True):
-    return PromptGroup(prompt, [[k, 7, 8], [k]], [[-0.1 * k, -1 / 3, -2e-9], [-0.7]], ["stop", "length"],
-                       [f"answer {k} ✓", ""], [1.0, 0.0] if rewards else [], [{"ok": True}, {"ok": False}] if rewards
-                       else [])
+    return PromptGroup(prompt, [[k, 7, 8], [k]], [[-0.1 * k, -1 / 3, -2e-9], [-0.7]],
+                       ["stop", "length"], [f"answer {k} ✓", ""], [1.0, 0.0] if rewards else [],
+                       [{"ok": True}, {"ok": False}] if rewards else [])
 
 
 def same(a: PromptGroup, b: PromptGroup) -> bool:
-    return (a.prompt is b.prompt and a.response_tokens_G_T == b.response_tokens_G_T and
-            a.rollout_logprobs_G_T == b.rollout_logprobs_G_T and a.finish_reason_G == b.finish_reason_G and
-            a.response_text_G == b.response_text_G and a.rewards_G == b.rewards_G and
-            a.reward_details_G == b.reward_details_G)
+    return (a.prompt is b.prompt and a.response_tokens_G_T == b.response_tokens_G_T
+            and a.rollout_logprobs_G_T == b.rollout_logprobs_G_T
+            and a.finish_reason_G == b.finish_reason_G and a.response_text_G == b.response_text_G
+            and a.rewards_G == b.rewards_G and a.reward_details_G == b.reward_details_G)
 
 
 def test_groups_written_as_they_finish_read_back_bit_for_bit(tmp_path):
@@ -36,9 +36,11 @@ def test_groups_written_as_they_finish_read_back_bit_for_bit(tmp_path):
     assert saver.saved(3, 0, ps, G) == {}
     saver.keep(2, scored(ps[2], 2))
     saver.keep(0, scored(ps[0], 0))
-    assert len(list((tmp_path / "step_000003").glob("*.jsonl"))) == 2, "flush_seconds=0: one part per group"
+    assert len(list((tmp_path / "step_000003").glob("*.jsonl"))) == 2, (
+        "flush_seconds=0: one part per group")
     back = StepRollouts(tmp_path, "cfg/seed1", 0).saved(3, 0, ps, G)
-    assert sorted(back) == [0, 2] and same(back[2], scored(ps[2], 2)) and same(back[0], scored(ps[0], 0))
+    assert (sorted(back) == [0, 2] and same(back[2], scored(ps[2], 2))
+            and same(back[0], scored(ps[0], 0)))
     assert back[2].rollout_logprobs_G_T[0][1] == -1 / 3, "floats round-trip exactly"
 
 
@@ -52,7 +54,8 @@ def test_groups_wait_for_the_flush_interval_and_a_round_end_writes_them_all(tmp_
     assert sorted(StepRollouts(tmp_path, "x", 0).saved(0, 1, ps, G)) == [1]
     saver.end_round({k: scored(p, k) for k, p in enumerate(ps)})
     assert sorted(StepRollouts(tmp_path, "x", 0).saved(0, 1, ps, G)) == [0, 1, 2, 3]
-    assert StepRollouts(tmp_path, "x", 0).saved(0, 0, ps, G) == {}, "another round's groups are its own"
+    assert StepRollouts(tmp_path, "x", 0).saved(0, 0, ps, G) == {}, (
+        "another round's groups are its own")
 
 
 def test_an_unscored_group_is_written_again_once_scored(tmp_path):
@@ -88,15 +91,18 @@ def test_a_damaged_part_is_set_aside_with_one_log_line(tmp_path, caplog, damage,
     with caplog.at_level(logging.WARNING):
         assert StepRollouts(tmp_path, "x", 0).saved(2, 0, ps, G) == {}
     (line,) = [r.getMessage() for r in caplog.records]
-    assert line.startswith(f"rollouts: not using {part}: ") and why in line and line.endswith("generated again")
-    assert not part.exists() and part.with_name(part.name + ".unused").exists(), "kept for a look, never read"
+    assert (line.startswith(f"rollouts: not using {part}: ") and why in line
+            and line.endswith("generated again"))
+    assert (not part.exists()
+            and part.with_name(part.name + ".unused").exists()), "kept for a look, never read"
 
 
 def test_parts_of_another_config_seed_step_or_data_order_are_not_used(tmp_path, caplog):
     ps, part = _one_part(tmp_path, identity="cfgA/seed1")
     with caplog.at_level(logging.WARNING):
         assert StepRollouts(tmp_path, "cfgA/seed2", 0).saved(2, 0, ps, G) == {}
-    assert "written with identity='cfgA/seed1', this run has 'cfgA/seed2'" in caplog.records[-1].getMessage()
+    assert ("written with identity='cfgA/seed1', this run has 'cfgA/seed2'"
+            in caplog.records[-1].getMessage())
 
     ps, part = _one_part(tmp_path / "b")
     (tmp_path / "b/step_000002").rename(tmp_path / "b/step_000004")  # a folder renamed by hand
@@ -107,14 +113,16 @@ def test_parts_of_another_config_seed_step_or_data_order_are_not_used(tmp_path, 
     ps, part = _one_part(tmp_path / "c")
     with caplog.at_level(logging.WARNING):  # the same place now holds another prompt
         assert StepRollouts(tmp_path / "c", "x", 0).saved(2, 0, prompts(shift=1), G) == {}
-    assert "group 1 ('p1') is not the prompt at that place of this round" in caplog.records[-1].getMessage()
+    assert ("group 1 ('p1') is not the prompt at that place of this round"
+            in caplog.records[-1].getMessage())
 
 
 def test_resume_keeps_only_the_step_it_resumes_at_and_a_checkpoint_removes_the_rest(tmp_path):
     for step in (3, 4, 5):
         _one_part(tmp_path, step=step)
     saver = StepRollouts(tmp_path, "x", 0)
-    saver.begin(4)  # the checkpoint after step 3: step 5's groups came from weights to be computed again
+    # the checkpoint after step 3: step 5's groups came from weights to be computed again
+    saver.begin(4)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000004"]
     saver.remove_through(4)
     assert list(tmp_path.iterdir()) == []
@@ -124,8 +132,9 @@ def test_parts_are_whole_json_lines_with_a_header(tmp_path):
     _, part = _one_part(tmp_path)
     header, *rows = part.read_text().splitlines()
     head = json.loads(header)
-    assert {k: head[k] for k in ("format", "step", "round", "rank", "world", "identity", "groups")} == \
-        {"format": 1, "step": 2, "round": 0, "rank": 0, "world": 1, "identity": "x", "groups": 1}
+    assert ({k: head[k] for k in ("format", "step", "round", "rank", "world", "identity", "groups")}
+            == {"format": 1, "step": 2, "round": 0, "rank": 0, "world": 1, "identity": "x",
+                "groups": 1})
     assert [json.loads(r)["index"] for r in rows] == [1]
     assert not list(part.parent.glob(".*")), "no temporary file is left"
     assert time.time() - part.stat().st_mtime < 60

@@ -20,7 +20,8 @@ def _run(tmp_path, steps: int, data_state: dict | None = None):
         return {"loss": float(sum(batch)), "rows": len(batch)}, {"loss": float(sum(batch))}
 
     log = MetricsLog(tmp_path, stage.name, stage.steps)
-    ctx = StageContext(actor=None, engine=None, pad_id=0, stage_dir=tmp_path, log=log, data_state=data_state)
+    ctx = StageContext(actor=None, engine=None, pad_id=0, stage_dir=tmp_path, log=log,
+                       data_state=data_state)
     state = run_supervised(ctx, stage, list(range(10)), 4, step_fn)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     return state, seen, rows
@@ -30,9 +31,11 @@ def test_one_logged_step_per_batch_of_shuffled_epochs(tmp_path):
     state, seen, rows = _run(tmp_path, steps=5)
     assert state == {"batches": 5}
     drawn = [x for batch in seen for x in batch]
-    assert sorted(drawn[:10]) == list(range(10)) and sorted(drawn[10:20]) == list(range(10))  # whole epochs
+    # whole epochs
+    assert sorted(drawn[:10]) == list(range(10)) and sorted(drawn[10:20]) == list(range(10))
     assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
-    assert list(rows[0]) == ["stage", "step", "loss", "rows", "time/train", "time/step"]  # step's, then times
+    # step's, then times
+    assert list(rows[0]) == ["stage", "step", "loss", "rows", "time/train", "time/step"]
     assert [r["loss"] for r in rows] == [float(sum(b)) for b in seen]
 
 

@@ -5,8 +5,9 @@ instance whose noisy files do not fit falls back to the ground truth alone, and 
 that does not fit either — so the 8B's 16K → 24K input curriculum (T13, T20) changes what each
 noisy-variant instance shows.
 
-The pure builder is checked with characters as tokens; the loader path with the project's tiny tokenizer on
-rows made from SWE-bench Lite golden patches (tests/unit/swe_fixtures.py ``localized_rows``).
+The pure builder is checked with characters as tokens; the loader path with the project's tiny
+tokenizer on rows made from SWE-bench Lite golden patches (tests/unit/swe_fixtures.py
+``localized_rows``).
 """
 from __future__ import annotations
 
@@ -32,13 +33,14 @@ from . import swe_fixtures as fx
 K = 1024
 ISSUE = "Calling f() crashes with a KeyError when the cache is empty."
 TRUTH = {"pkg/cache.py": "CACHE = {}\n\n\ndef f(key):\n    return CACHE[key]\n"}
-PATCH = "--- a/pkg/cache.py\n+++ b/pkg/cache.py\n@@ -4,2 +4,2 @@\n def f(key):\n-    return CACHE[key]\n" \
-        "+    return CACHE.get(key)\n"
+PATCH = "--- a/pkg/cache.py\n+++ b/pkg/cache.py\n@@ -4,2 +4,2 @@\n def f(key):\n" \
+        "-    return CACHE[key]\n+    return CACHE.get(key)\n"
 
 
 def noisy(n: int, size: int = 120) -> list[tuple[str, str]]:
     """``n`` localized files in rank order, each about ``size`` characters."""
-    return [(f"pkg/noise{i}.py", "\n".join(f"VALUE_{i}_{j} = {j}" for j in range(size // 14)) + "\n")
+    return [(f"pkg/noise{i}.py",
+             "\n".join(f"VALUE_{i}_{j} = {j}" for j in range(size // 14)) + "\n")
             for i in range(n)]
 
 
@@ -47,7 +49,8 @@ def chars(text: str) -> int:
 
 
 def shown_paths(text: str) -> list[str]:
-    return re.findall(r"^### (\S+)$", text.split("--- BEGIN FILE ---")[1].split("--- END FILE ---")[0], re.M)
+    return re.findall(r"^### (\S+)$",
+                      text.split("--- BEGIN FILE ---")[1].split("--- END FILE ---")[0], re.M)
 
 
 def limit_for(files: list[tuple[str, str]]) -> int:
@@ -60,13 +63,15 @@ def with_noisy(*args, **kwargs):
     return build_repair_prompt(*args, truth_only_share=0.0, **kwargs)
 
 
-# ------------------------------------------------------------------------------------------ the builder
+# -------------------------------------------------------------------------------------- the builder
 
 def test_ground_truth_then_noisy_files_in_rank_order_while_the_prompt_fits():
     candidates = noisy(6)
-    budget = limit_for(list(TRUTH.items()) + candidates[:2]) + 5  # room for two noisy files, not three
+    # room for two noisy files, not three
+    budget = limit_for(list(TRUTH.items()) + candidates[:2]) + 5
     built = with_noisy(ISSUE, TRUTH, candidates, budget, chars, random.Random(0))
-    assert set(built.files) == {"pkg/cache.py", "pkg/noise0.py", "pkg/noise1.py"} and built.noisy == 2
+    assert (set(built.files) == {"pkg/cache.py", "pkg/noise0.py", "pkg/noise1.py"}
+            and built.noisy == 2)
     assert len(built.text) <= budget
     assert set(shown_paths(built.text)) == set(built.files)
     assert list(built.files) == shown_paths(built.text)  # the label's files in prompt order
@@ -85,8 +90,10 @@ def test_at_most_five_files_and_the_ground_truth_is_not_counted_twice():
     candidates = [("pkg/cache.py", "stale copy\n")] + noisy(8)
     built = with_noisy(ISSUE, TRUTH, candidates, None, chars, random.Random(0))
     assert len(built.files) == 5 and built.noisy == 4
-    assert built.files["pkg/cache.py"] == TRUTH["pkg/cache.py"]  # the ground truth, not the localizer's copy
-    assert set(built.files) == {"pkg/cache.py", *(p for p, _ in noisy(4))}  # the four best-ranked noisy files
+    # the ground truth, not the localizer's copy
+    assert built.files["pkg/cache.py"] == TRUTH["pkg/cache.py"]
+    # the four best-ranked noisy files
+    assert set(built.files) == {"pkg/cache.py", *(p for p, _ in noisy(4))}
     three = with_noisy(ISSUE, TRUTH, noisy(8), None, chars, random.Random(0), max_files=3)
     assert len(three.files) == 3
 
@@ -147,25 +154,29 @@ def test_the_order_is_shuffled_and_fixed_by_the_seed():
         built = with_noisy(ISSUE, TRUTH, noisy(4), None, chars, random.Random(seed))
         return shown_paths(built.text)
 
-    assert order(3) == order(3)  # the same instance and seed: the same prompt (a resumed run rebuilds it)
+    # the same instance and seed: the same prompt (a resumed run rebuilds it)
+    assert order(3) == order(3)
     orders = {tuple(order(seed)) for seed in range(20)}
     assert len(orders) > 5
-    assert {o.index("pkg/cache.py") for o in orders} == set(range(5))  # the ground truth is not always first
+    # the ground truth is not always first
+    assert {o.index("pkg/cache.py") for o in orders} == set(range(5))
 
 
 def test_every_prompt_respects_the_budget_after_shuffling():
     for seed in range(30):
         rng = random.Random(seed)
         candidates = noisy(8, size=rng.randrange(50, 400))
-        budget = rng.randrange(limit_for(list(TRUTH.items())), limit_for(list(TRUTH.items()) + candidates))
+        budget = rng.randrange(limit_for(list(TRUTH.items())),
+                               limit_for(list(TRUTH.items()) + candidates))
         built = build_repair_prompt(ISSUE, TRUTH, candidates, budget, chars, random.Random(seed))
         assert len(built.text) <= budget and "pkg/cache.py" in built.files and len(built.files) <= 5
 
 
-# ------------------------------------------------------------------------------------------ row schema
+# --------------------------------------------------------------------------------------- row schema
 
 def row(**fields) -> dict:
-    base = {"instance_id": "pkg__pkg-1", "problem_statement": ISSUE, "patch": PATCH, "golden_files": TRUTH,
+    base = {"instance_id": "pkg__pkg-1", "problem_statement": ISSUE, "patch": PATCH,
+            "golden_files": TRUTH,
             "candidate_files": [{"path": p, "content": c} for p, c in noisy(6)]}
     return {k: v for k, v in {**base, **fields}.items() if v is not None}
 
@@ -177,10 +188,11 @@ def test_a_row_with_candidate_files_gets_the_built_prompt_and_its_files_in_the_l
     assert shown_paths(turn["content"]) == list(label["files"]) and len(label["files"]) == 5
     assert label["golden_patch"] == PATCH and label["problem_statement"] == ISSUE
     VALIDATORS["swe"](label)  # the golden patch applies to the shown files
-    answer = "### pkg/cache.py\n<<<<<<< SEARCH\n    return CACHE[key]\n=======\n    return CACHE.get(key)\n" \
-             ">>>>>>> REPLACE\n"
+    answer = "### pkg/cache.py\n<<<<<<< SEARCH\n    return CACHE[key]\n=======\n" \
+             "    return CACHE.get(key)\n>>>>>>> REPLACE\n"
     assert swe_reward(answer, label) == 1.0
-    as_json = row(candidate_files=json.dumps(row()["candidate_files"]), golden_files=json.dumps(TRUTH))
+    as_json = row(candidate_files=json.dumps(row()["candidate_files"]),
+                  golden_files=json.dumps(TRUTH))
     noisy_only = PromptBudget(None, len, truth_only_share=0.0)
     assert adapt_row("swe", as_json, "swe:2", noisy_only) == (messages, label)
 
@@ -190,16 +202,20 @@ def test_a_row_with_files_and_no_prompt_shows_its_files():
     messages, label = adapt_row("swe", {"problem_statement": ISSUE, "patch": PATCH,
                                         "relevant_file_contents": TRUTH},
                             "swe:1")
-    assert shown_paths(messages[0]["content"]) == ["pkg/cache.py"] and "return CACHE[key]" in messages[0]["content"]
+    assert (shown_paths(messages[0]["content"]) == ["pkg/cache.py"]
+            and "return CACHE[key]" in messages[0]["content"])
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"candidate_files": {"pkg/a.py": "x"}}, "swe:7: field 'candidate_files' must be a list of {path, content}"),
-    ({"candidate_files": [{"path": "pkg/a.py"}]}, "swe:7: 'candidate_files' items must be {file_path, content}"),
+    ({"candidate_files": {"pkg/a.py": "x"}},
+     "swe:7: field 'candidate_files' must be a list of {path, content}"),
+    ({"candidate_files": [{"path": "pkg/a.py"}]},
+     "swe:7: 'candidate_files' items must be {file_path, content}"),
     ({"candidate_files": "[{"}, "swe:7: field 'candidate_files' is a string but not JSON"),
     ({"prompt": "Fix it."}, "swe:7: field 'prompt' with 'candidate_files'"),
     ({"golden_files": [{"file_path": 3, "content": "x"}]}, "swe:7: 'golden_files' items must be"),
-    ({"problem_statement": " ", "issue": None}, "swe:7: field 'problem_statement' must be a non-empty string"),
+    ({"problem_statement": " ", "issue": None},
+     "swe:7: field 'problem_statement' must be a non-empty string"),
 ])
 def test_malformed_rows_end_in_one_line(fields, message):
     with pytest.raises(SchemaError) as err:
@@ -212,7 +228,7 @@ def test_the_issue_field_is_accepted_for_problem_statement():
     assert label["problem_statement"] == ISSUE
 
 
-# ------------------------------------------------------------------------------------------ the loader
+# --------------------------------------------------------------------------------------- the loader
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
@@ -247,18 +263,22 @@ def test_the_stage_limit_decides_each_instance_context(rows_file, tok):
         truth = rows[a.uid]
         for p, limit in ((a, 16 * K), (b, 24 * K)):
             assert len(p.prompt_tokens) <= limit
-            assert set(truth["golden_files"]) <= set(p.label["files"]) and len(p.label["files"]) <= 5
+            assert (set(truth["golden_files"]) <= set(p.label["files"])
+                    and len(p.label["files"]) <= 5)
             text = tok.decode(p.prompt_tokens)
             assert shown_paths(text) == list(p.label["files"])
-            assert swe_reward(fx.search_replace_answer(_instance(truth["instance_id"])), p.label) == 1.0
+            assert swe_reward(fx.search_replace_answer(_instance(truth["instance_id"])),
+                              p.label) == 1.0
         shown = lambda p: sum(len(c) for c in p.label["files"].values())  # noqa: E731
         assert shown(b) >= shown(a)
         grew += a.prompt_tokens != b.prompt_tokens
     assert grew >= 3  # the longer limit showed more code for (nearly) every instance
     again = _load(path, tok, 16 * K, **noisy_only)
-    assert [p.prompt_tokens for p in again] == [p.prompt_tokens for p in short]  # rebuilt identically
+    # rebuilt identically
+    assert [p.prompt_tokens for p in again] == [p.prompt_tokens for p in short]
     reseeded = _load(path, tok, 16 * K, **noisy_only, seed=1)
-    assert [p.prompt_tokens for p in reseeded] != [p.prompt_tokens for p in short]  # Data.seed: another shuffle
+    # Data.seed: another shuffle
+    assert [p.prompt_tokens for p in reseeded] != [p.prompt_tokens for p in short]
 
 
 def _tokens(tok, issue: str, files) -> int:
@@ -322,19 +342,22 @@ def _instance(instance_id: str) -> fx.Instance:
 
 @pytest.mark.parametrize("override, message", [
     ("stages.math.data.swe_max_files=0", "stages.math.data.swe_max_files: expected >= 1, got 0"),
-    ("stages.math.data.swe_min_noisy_files=5", "stages.math.data.swe_min_noisy_files: expected 0 to swe_max_files "
-                                               "- 1 = 4, got 5"),
-    ("stages.math.data.swe_min_noisy_files=-1", "stages.math.data.swe_min_noisy_files: expected 0 to"),
+    ("stages.math.data.swe_min_noisy_files=5",
+     "stages.math.data.swe_min_noisy_files: expected 0 to swe_max_files - 1 = 4, got 5"),
+    ("stages.math.data.swe_min_noisy_files=-1",
+     "stages.math.data.swe_min_noisy_files: expected 0 to"),
     ("stages.math.data.swe_truth_only_share=1.5",
      "stages.math.data.swe_truth_only_share: expected a probability in [0, 1], got 1.5"),
-    ("stages.math.reward.judge_reasoning_tokens=-1", "stages.math.reward.judge_reasoning_tokens: expected >= 0"),
+    ("stages.math.reward.judge_reasoning_tokens=-1",
+     "stages.math.reward.judge_reasoning_tokens: expected >= 0"),
 ])
 def test_bad_settings_name_the_field(override, message):
     from pathlib import Path
 
     from nemo_cascade.tooling.cli import load_recipe
 
-    tiny = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py") + ":math_only")
+    tiny = load_recipe(
+        str(Path(__file__).resolve().parents[2] / "recipes" / "tiny.py") + ":math_only")
     with pytest.raises(config.ConfigError) as err:
         apply_overrides(tiny, [override])
     assert message in str(err.value) and "\n" not in str(err.value)
@@ -343,4 +366,5 @@ def test_bad_settings_name_the_field(override, message):
 def test_defaults_are_the_papers():
     assert (config.Data().swe_max_files, config.Data().swe_min_noisy_files) == (5, 1)  # §4.7.1
     assert config.Data().swe_truth_only_share == 0.5  # §4.7.1: two variants, no ratio: even
-    assert config.Reward().judge_reasoning_tokens == 0  # App. C.2: the judge answers <judgement>YES</judgement> at once
+    # App. C.2: the judge answers <judgement>YES</judgement> at once
+    assert config.Reward().judge_reasoning_tokens == 0

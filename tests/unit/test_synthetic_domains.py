@@ -5,8 +5,9 @@ import pytest
 from nemo_cascade.tooling.demo_data.synthetic_domains import DOMAIN_TASKS, IF_INSTRUCTIONS
 from nemo_cascade.rewards import REWARDS, VALIDATORS
 
-DOMAIN = {"if_arithmetic": "ifeval", "code_arithmetic": "code", "bugfix_arithmetic": "swe", "mbpp_code": "code",
-          "mbpp_bugfix": "swe", "if_requests": "ifeval"}
+DOMAIN = {
+    "if_arithmetic": "ifeval", "code_arithmetic": "code", "bugfix_arithmetic": "swe",
+    "mbpp_code": "code", "mbpp_bugfix": "swe", "if_requests": "ifeval"}
 
 
 def test_every_set_is_checked_here():

@@ -46,7 +46,8 @@ def test_round_trip_every_synthetic_text(tok):
         assert tok.decode(ids) == text, text
 
 
-@pytest.mark.parametrize("special", ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"])
+@pytest.mark.parametrize("special",
+                         ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"])
 def test_specials_are_single_tokens(tok, special):
     ids = tok.encode(f"x{special}y", add_special_tokens=False)
     assert tok.convert_ids_to_tokens(ids).count(special) == 1

@@ -31,18 +31,18 @@ KERNELS = {
 def model(tmp_path_factory):
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
-    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny"), vocab_size=256, arch="qwen3", num_hidden_layers=4,
-                              num_attention_heads=4, num_key_value_heads=2)
+    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny"), vocab_size=256, arch="qwen3",
+                              num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2)
 
 
 def run(model_dir, out: Path, env: dict) -> dict:
     """kernel_worker.py in a fresh process of its own (not joining this one's process group), under
     ``env``."""
-    dropped = ("MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "RANK", "WORLD_SIZE",
-               "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    dropped = ("MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "RANK",
+               "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
     base = {k: v for k, v in os.environ.items() if k not in dropped}
-    proc = subprocess.run([sys.executable, str(WORKER), str(model_dir), str(out)], env={**base, **env},
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, str(WORKER), str(model_dir), str(out)],
+                          env={**base, **env}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -50,7 +50,8 @@ def run(model_dir, out: Path, env: dict) -> dict:
 @pytest.fixture(scope="module")
 def runs(model, tmp_path_factory):
     out = tmp_path_factory.mktemp("kernels")
-    return {name: run(model, out / f"{i}.json", env) for i, (name, env) in enumerate(KERNELS.items())}
+    return {name: run(model, out / f"{i}.json", env)
+            for i, (name, env) in enumerate(KERNELS.items())}
 
 
 def test_another_cpu_familys_kernels_stay_within_the_bounds(model, runs):
@@ -58,7 +59,8 @@ def test_another_cpu_familys_kernels_stay_within_the_bounds(model, runs):
     ref = runs["this CPU's"]
     changed = []
     for name, got in runs.items():
-        assert_close(got["initial"], ref["initial"], torch.float32, net.forward_terms(), what=f"{name} log-probs")
+        assert_close(got["initial"], ref["initial"], torch.float32, net.forward_terms(),
+                     what=f"{name} log-probs")
         assert_training_close(got, ref, net, tokens, name)
         assert_close(got["final"], ref["final"], torch.float32, net.terms_after(STEPS, tokens),
                      what=f"{name} log-probs after training")
@@ -89,11 +91,13 @@ def test_a_real_defect_fails_the_bounds(model):
 
 def test_bounds_follow_the_arithmetic():
     assert unit_roundoff(torch.float32) == 2.0 ** -24 and unit_roundoff(torch.bfloat16) == 2.0 ** -8
-    assert bound(torch.float32, 400) == pytest.approx(2 * bound(torch.float32, 100))  # sqrt of the additions
+    # sqrt of the additions
+    assert bound(torch.float32, 400) == pytest.approx(2 * bound(torch.float32, 100))
     assert bound(torch.float32, 100, magnitude=3.0) == pytest.approx(3 * bound(torch.float32, 100))
     assert bound(torch.bfloat16, 1) / bound(torch.float32, 1) == 2.0 ** 16
     net = Net(layers=2, hidden=64, ffn=128, seq=20, vocab=256)
-    assert net.terms_after(1, 100) == net.step_terms(100) + net.forward_terms() > 2 * net.forward_terms()
-    ratio = assert_close([1.0, 2.0], np.array([1.0, 2.0]) * (1 + bound(torch.float32, 10) / 2), torch.float32, 10,
-                         relative=True)
+    assert (net.terms_after(1, 100) == net.step_terms(100) + net.forward_terms()
+            > 2 * net.forward_terms())
+    ratio = assert_close([1.0, 2.0], np.array([1.0, 2.0]) * (1 + bound(torch.float32, 10) / 2),
+                         torch.float32, 10, relative=True)
     assert 0.49 < ratio < 0.51

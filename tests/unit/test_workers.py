@@ -89,7 +89,8 @@ def test_worker_killed_while_idle_is_replaced_and_the_item_runs(add_pool):
     victim = add_pool.pids[0]
     os.kill(victim, signal.SIGKILL)
     assert _wait_until(lambda: not _running(victim))
-    results = add_pool.map([(i, i) for i in range(6)])  # the dead worker is found on send: not the item's fault
+    # the dead worker is found on send: not the item's fault
+    results = add_pool.map([(i, i) for i in range(6)])
     assert [r.value for r in results] == [2 * i for i in range(6)]
     assert victim not in add_pool.pids and not _alive(victim)
 
@@ -144,7 +145,8 @@ def test_rejects_functions_defined_in_main_and_bad_sizes():
 
 
 def test_failing_initializer_is_a_clear_error():
-    pool = WorkerPool(operator.add, num_workers=1, initializer=os.wait)  # no children: ChildProcessError
+    # no children: ChildProcessError
+    pool = WorkerPool(operator.add, num_workers=1, initializer=os.wait)
     with pytest.raises(RuntimeError, match="setup failed: ChildProcessError"):
         pool.map([(1, 1)])
     pool.close()
@@ -152,8 +154,8 @@ def test_failing_initializer_is_a_clear_error():
 
 def _run_child(code: str) -> list[int]:
     """Run ``code`` in a fresh interpreter; it prints worker pids on its last line."""
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                         timeout=90, cwd=os.getcwd())
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=90, cwd=os.getcwd())
     assert out.returncode in (0, -signal.SIGKILL), out.stderr
     return [int(p) for p in out.stdout.split()]
 
@@ -177,7 +179,8 @@ def test_workers_exit_when_their_parent_is_killed():
         pool = WorkerPool(operator.add, num_workers=2)
         pool.map([(1, 2)])
         print(*pool.pids, flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no finalizers: only the pipes tell the workers
+        os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no finalizers: only the pipes tell the \
+workers
     """)
     assert len(pids) == 2
     assert _wait_until(lambda: not any(_running(p) for p in pids))

@@ -19,15 +19,20 @@ one module per id prefix, with its offline part-of-speech tagger), ``ifbench_tra
 IFBench-Train taxonomy), ``text`` (NLTK / langdetect measurements), ``punkt`` (the offline NLTK
 sentence model), ``taxonomy`` (the registries), ``reward``.
 
-Verdicts equal the reference evaluators': lm-eval's IFEval checkers, IFBench's published verdicts and the IF-RLVR
-verifier's (open-instruct ``IFEvalG``) on recorded cases (tests/unit/test_ifeval_agreement.py,
-test_ifbench_agreement.py, test_ifbench_train_agreement.py). Runtime needs ``nltk`` (pinned: its tokenizers
-define "sentence" and "word"), ``langdetect``, ``syllapy`` and ``emoji``; nothing is downloaded.
+Verdicts equal the reference evaluators': lm-eval's IFEval checkers, IFBench's published verdicts
+and the IF-RLVR verifier's (open-instruct ``IFEvalG``) on recorded cases
+(tests/unit/test_ifeval_agreement.py, test_ifbench_agreement.py, test_ifbench_train_agreement.py).
+Runtime needs ``nltk`` (pinned: its tokenizers define "sentence" and "word"), ``langdetect``,
+``syllapy`` and ``emoji``; nothing is downloaded.
 """
-from .reward import (bind_label, if_reward_with_rm, ifeval_reward, ifeval_reward_loose, instruction_pass_rates,
-                     judged_text, loose_variants, per_instruction, validate_label, validate_training_label)
+from .reward import (bind_label, if_reward_with_rm, ifeval_reward, ifeval_reward_loose,
+                     instruction_pass_rates,
+                     judged_text, loose_variants, per_instruction, validate_label,
+                     validate_training_label)
 from .taxonomy import ALL, EVALUATION_ONLY, IFBENCH, IFBENCH_TRAIN, IFEVAL, TRAINING
 
-__all__ = ["ifeval_reward", "ifeval_reward_loose", "per_instruction", "validate_label", "validate_training_label",
-           "bind_label", "instruction_pass_rates", "if_reward_with_rm", "loose_variants", "judged_text",
+__all__ = ["ifeval_reward", "ifeval_reward_loose", "per_instruction", "validate_label",
+           "validate_training_label",
+           "bind_label", "instruction_pass_rates", "if_reward_with_rm", "loose_variants",
+           "judged_text",
            "IFEVAL", "IFBENCH", "IFBENCH_TRAIN", "TRAINING", "EVALUATION_ONLY", "ALL"]

@@ -2,10 +2,10 @@
 postscripts, bullet lists, fixed answers, highlights, sections, JSON and titles (paper §4.4, IFEval
 sub-stage).
 
-The reference checkers express several of these as regular expressions that backtrack quadratically on
-hostile input (``^\\s*\\*...`` over a megabyte of newlines, ``<<[^\\n]+>>`` over a line of ``<``). The functions
-here compute the same counts with single left-to-right scans; the agreement test compares them with the
-reference on the IFEval prompts.
+The reference checkers express several of these as regular expressions that backtrack quadratically
+on hostile input (``^\\s*\\*...`` over a megabyte of newlines, ``<<[^\\n]+>>`` over a line of
+``<``). The functions here compute the same counts with single left-to-right scans; the agreement
+test compares them with the reference on the IFEval prompts.
 """
 from __future__ import annotations
 
@@ -52,9 +52,10 @@ def count_list_items(text: str, marker: str) -> int:
     """Number of lines that, after leading whitespace (which may span blank lines), start with
     ``marker``.
 
-    ``*`` must be followed by a character that is not ``*`` (a newline counts, and then the item runs to the
-    end of the next line), so ``**bold**`` lines are not bullets. Items are counted without overlap, scanning
-    from the top: a line consumed by the previous item cannot start a new one.
+    ``*`` must be followed by a character that is not ``*`` (a newline counts, and then the item
+    runs to the end of the next line), so ``**bold**`` lines are not bullets. Items are counted
+    without overlap, scanning from the top: a line consumed by the previous item cannot start a new
+    one.
     """
     n, count, start = len(text), 0, 0  # `start` is always the first character of a line
     while start <= n:
@@ -122,9 +123,9 @@ def _json_format(text: str) -> bool:
 def has_title(text: str) -> bool:
     """A line holds ``<<title>>`` with a non-blank title.
 
-    Per line, the reference pattern ``<<[^\\n]+>>`` can only match from the first ``<<`` to the last ``>>``
-    (greedy), and only if at least one character lies between them; the title is that span with the
-    angle brackets at both ends stripped.
+    Per line, the reference pattern ``<<[^\\n]+>>`` can only match from the first ``<<`` to the last
+    ``>>`` (greedy), and only if at least one character lies between them; the title is that span
+    with the angle brackets at both ends stripped.
     """
     for line in text.split("\n"):
         start = line.find("<<")
@@ -141,7 +142,8 @@ INSTRUCTIONS = (
                 lambda text, num_placeholders: count_placeholders(text) >= num_placeholders,
                 {"num_placeholders": Arg(int, minimum=0)}),
     Instruction("detectable_content:postscript", _postscript, {"postscript_marker": Arg("regex")}),
-    Instruction("detectable_format:number_bullet_lists", _number_bullet_lists, {"num_bullets": Arg(int, minimum=0)}),
+    Instruction("detectable_format:number_bullet_lists", _number_bullet_lists,
+                {"num_bullets": Arg(int, minimum=0)}),
     Instruction("detectable_format:constrained_response", _constrained_response),
     Instruction("detectable_format:number_highlighted_sections", _number_highlighted_sections,
                 {"num_highlights": Arg(int, minimum=0)}),

@@ -1,9 +1,9 @@
 """The ``ifeval`` reward domain (IF-RL, §4.4): IFEval / IFBench / IFBench-Train instructions, strict
 verdicts.
 
-Training reward R_IF = 1 iff every instruction passes; thinking models may add the reward model's bonus
-(§4.4.2, ``Reward.if_rm_bonus``). Steps log each instruction's pass rate; evaluation reports IFEval's four numbers
-(Zhou et al. 2023, §3: prompt- and instruction-level, strict and loose).
+Training reward R_IF = 1 iff every instruction passes; thinking models may add the reward model's
+bonus (§4.4.2, ``Reward.if_rm_bonus``). Steps log each instruction's pass rate; evaluation reports
+IFEval's four numbers (Zhou et al. 2023, §3: prompt- and instruction-level, strict and loose).
 """
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ from ...types import PromptGroup
 from ..remote import RewardModelClient
 from ..reward_domain import RewardDomain
 from ..rlhf import RLHFReward
-from .reward import (if_reward_with_rm, ifeval_reward, instruction_pass_rates, per_instruction, validate_label,
+from .reward import (if_reward_with_rm, ifeval_reward, instruction_pass_rates, per_instruction,
+                     validate_label,
                      validate_training_label)
 
 
 def verdicts(responses: Sequence[str], labels: Sequence[Any]) -> tuple[list[float], list[dict]]:
-    """R_IF = 1 iff every instruction passes (strict verdicts, §4.4); details keep each instruction's verdict
-    for the per-instruction pass rates."""
+    """R_IF = 1 iff every instruction passes (strict verdicts, §4.4); details keep each
+    instruction's verdict for the per-instruction pass rates."""
     scores, details = [], []
     for response, label in zip(responses, labels):
         passed = per_instruction(response, label)
@@ -106,15 +107,18 @@ def eval_metrics(records: list[dict]) -> dict:
 
 
 def report_notes(m: dict) -> list[str]:
-    return [f"prompt loose {100 * m['prompt_loose']:.1f}, instr. strict {100 * m['instruction_strict']:.1f}, "
-            f"instr. loose {100 * m['instruction_loose']:.1f}"]
+    return [f"prompt loose {100 * m['prompt_loose']:.1f}, instr. strict "
+            f"{100 * m['instruction_strict']:.1f}, instr. loose {100 * m['instruction_loose']:.1f}"]
 
 
-DOMAIN = RewardDomain("ifeval", adapt_ifeval, validate_label, lambda settings: verdicts, reward=ifeval_reward,
-                      training_validator=training_validator, group_bonus=rm_bonus, batch_metrics=batch_metrics,
+DOMAIN = RewardDomain("ifeval", adapt_ifeval, validate_label, lambda settings: verdicts,
+                      reward=ifeval_reward,
+                      training_validator=training_validator, group_bonus=rm_bonus,
+                      batch_metrics=batch_metrics,
                       record_label=True, eval_record=eval_record, eval_metrics=eval_metrics,
                       report_notes=report_notes)
-"""The paper sets no code-switch penalty for IF-RL (§4.4): the defaults (none; the prompt-language rule)."""
+"""The paper sets no code-switch penalty for IF-RL (§4.4): the defaults (none; the prompt-language
+rule)."""
 
 __all__ = ["DOMAIN", "verdicts", "training_validator", "rm_conversation", "rm_bonus",
            "batch_metrics", "eval_record", "eval_metrics", "report_notes"]

@@ -1,9 +1,9 @@
 """IFEval's ``keywords:*`` instructions: required, counted and forbidden words, and letter frequency
 (paper §4.4, IFEval sub-stage).
 
-Semantics follow the IFEval reference checkers (Zhou et al. 2023, as shipped in lm-eval): keywords are
-matched case-insensitively *as regular expressions* anywhere in the text (so "cat" also matches "category"),
-forbidden words only as whole words (``\\b...\\b``).
+Semantics follow the IFEval reference checkers (Zhou et al. 2023, as shipped in lm-eval): keywords
+are matched case-insensitively *as regular expressions* anywhere in the text (so "cat" also matches
+"category"), forbidden words only as whole words (``\\b...\\b``).
 """
 from __future__ import annotations
 
@@ -48,10 +48,12 @@ INSTRUCTIONS = (
     Instruction("keywords:existence", _existence, {"keywords": Arg(list)},
                 validate=lambda keywords: _usable(*keywords)),
     Instruction("keywords:frequency", _frequency, {
-        "keyword": Arg("regex"), "frequency": Arg(int, minimum=0), "relation": Arg(str, choices=RELATIONS)}),
+        "keyword": Arg("regex"), "frequency": Arg(int, minimum=0),
+        "relation": Arg(str, choices=RELATIONS)}),
     Instruction("keywords:forbidden_words", _forbidden, {"forbidden_words": Arg(list)},
                 validate=lambda forbidden_words: _usable(*forbidden_words)),
     Instruction("keywords:letter_frequency", _letter_frequency, {
-        "letter": Arg(str), "let_frequency": Arg(int, minimum=0), "let_relation": Arg(str, choices=RELATIONS)},
+        "letter": Arg(str), "let_frequency": Arg(int, minimum=0),
+        "let_relation": Arg(str, choices=RELATIONS)},
         validate=_one_character),
 )

@@ -1,8 +1,8 @@
 """IFEval's ``language:response_language`` and ``change_case:*`` instructions: the language and the
 letter case of the whole response (paper §4.4, IFEval sub-stage).
 
-Language is langdetect's verdict (:func:`.text.detect_language`); a text langdetect cannot classify (no
-letters) passes, as in the reference checkers.
+Language is langdetect's verdict (:func:`.text.detect_language`); a text langdetect cannot classify
+(no letters) passes, as in the reference checkers.
 """
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def detectable_languages() -> frozenset[str]:
 def _known_language(language: str):
     if language in detectable_languages():
         return None
-    return f"language {language!r} is not one langdetect can detect ({sorted(detectable_languages())})"
+    return (f"language {language!r} is not one langdetect can detect "
+            f"({sorted(detectable_languages())})")
 
 
 INSTRUCTIONS = (

@@ -1,8 +1,8 @@
 """IFEval's ``length_constraints:*`` instructions: numbers of sentences, words and paragraphs (paper
 §4.4, IFEval sub-stage).
 
-Two notions of "paragraph" coexist in IFEval, as in the reference checkers: ``number_paragraphs`` splits at
-the markdown divider ``***`` (with one optional whitespace character either side), while
+Two notions of "paragraph" coexist in IFEval, as in the reference checkers: ``number_paragraphs``
+splits at the markdown divider ``***`` (with one optional whitespace character either side), while
 ``nth_paragraph_first_word`` splits at blank lines (``"\\n\\n"``).
 """
 from __future__ import annotations
@@ -38,10 +38,12 @@ def _first_word(paragraph: str) -> str:
     """The paragraph's first whitespace-separated word, leading quotes removed, cut at the first
     punctuation mark, lower-cased character by character."""
     word = paragraph.split()[0].lstrip("'").lstrip('"')
-    return "".join(ch.lower() for ch in itertools.takewhile(lambda ch: ch not in _FIRST_WORD_STOP, word))
+    return "".join(ch.lower() for ch in itertools.takewhile(lambda ch: ch not in _FIRST_WORD_STOP,
+                                                            word))
 
 
-def _nth_paragraph_first_word(text: str, num_paragraphs: int, nth_paragraph: int, first_word: str) -> bool:
+def _nth_paragraph_first_word(text: str, num_paragraphs: int, nth_paragraph: int,
+                              first_word: str) -> bool:
     paragraphs = text.split("\n\n")
     count = sum(1 for p in paragraphs if p.strip())
     # The nth paragraph is indexed among *all* blank-line-separated chunks, empty ones included, as
@@ -68,6 +70,7 @@ INSTRUCTIONS = (
     Instruction("length_constraints:number_words", _number_words, {
         "num_words": Arg(int, minimum=0), "relation": Arg(str, choices=RELATIONS)}),
     Instruction("length_constraints:nth_paragraph_first_word", _nth_paragraph_first_word, {
-        "num_paragraphs": Arg(int, minimum=1), "nth_paragraph": Arg(int, minimum=1), "first_word": Arg(str)},
+        "num_paragraphs": Arg(int, minimum=1), "nth_paragraph": Arg(int, minimum=1),
+        "first_word": Arg(str)},
         validate=_nth_within),
 )

@@ -8,8 +8,8 @@ otherwise download them, which cannot happen here (nothing downloads at run time
 Strunk 2006, trained on the WSJ; see ``nltk_data/ATTRIBUTION.md``). The same model is what lm-eval's
 IFEval checkers load, so sentence counts agree with the reference evaluator.
 
-``python -m nemo_cascade.rewards.ifeval.punkt DEST`` writes an NLTK data root at DEST, for tools that read
-``NLTK_DATA`` (e.g. running lm-eval's IFEval task on a machine without network).
+``python -m nemo_cascade.rewards.ifeval.punkt DEST`` writes an NLTK data root at DEST, for tools
+that read ``NLTK_DATA`` (e.g. running lm-eval's IFEval task on a machine without network).
 """
 from __future__ import annotations
 

@@ -7,8 +7,9 @@ IFBench: strict checks the response as is; loose passes an instruction if *any* 
 passes — the response with its first line, its last line or both removed, each with and without
 ``*`` characters. A blank (variant of a) response never passes.
 
-Thinking responses (docs/rewards.md): only the text after ``</think>`` is judged, with the whitespace
-that separates it from the thinking removed; a response whose thinking never closed fails every instruction.
+Thinking responses (docs/rewards.md): only the text after ``</think>`` is judged, with the
+whitespace that separates it from the thinking removed; a response whose thinking never closed fails
+every instruction.
 """
 from __future__ import annotations
 
@@ -32,12 +33,14 @@ def bind_label(label: Any, registry: Registry = ALL) -> list[tuple[Instruction, 
         raise ValueError(f"ifeval label must be a dict, got {type(label).__name__}")
     ids = label.get("instruction_id_list")
     if not isinstance(ids, (list, tuple)) or not ids or not all(isinstance(i, str) for i in ids):
-        raise ValueError("ifeval label needs 'instruction_id_list': a non-empty list of instruction ids")
+        raise ValueError("ifeval label needs 'instruction_id_list': a non-empty list of "
+                         "instruction ids")
     kwargs = label.get("kwargs")
     if kwargs is None:
         kwargs = [{}] * len(ids)
     if not isinstance(kwargs, (list, tuple)) or len(kwargs) != len(ids):
-        raise ValueError(f"ifeval label: 'kwargs' must be a list with one dict per instruction ({len(ids)})")
+        raise ValueError("ifeval label: 'kwargs' must be a list with one dict per instruction "
+                         f"({len(ids)})")
     prompt = label.get("prompt", "")
     if not isinstance(prompt, str):
         raise ValueError("ifeval label: 'prompt' must be a string")
@@ -58,27 +61,30 @@ def validate_label(label: Any, registry: Registry = ALL) -> None:
 
 def validate_training_label(label: Any, *, allow_eval_instructions: bool = False,
                             setting: str = "data.allow_eval_instructions") -> None:
-    """:func:`validate_label` for a row an IF-RL stage trains on (§4.4.2: IFEval, then IFBench-Train).
+    """:func:`validate_label` for a row an IF-RL stage trains on (§4.4.2: IFEval, then
+    IFBench-Train).
 
-    A well-formed label whose ids include one of the IFBench *test* taxonomy (``taxonomy.EVALUATION_ONLY``) is
-    refused with :class:`~nemo_cascade.data.schemas.RefusedRow` — training on the evaluation's constraints
-    leaks into the ``ifbench`` suite's score — unless ``allow_eval_instructions`` (the source's
-    ``Data.allow_eval_instructions``; ``setting`` is its config path, named in the message).
+    A well-formed label whose ids include one of the IFBench *test* taxonomy
+    (``taxonomy.EVALUATION_ONLY``) is refused with :class:`~nemo_cascade.data.schemas.RefusedRow` —
+    training on the evaluation's constraints leaks into the ``ifbench`` suite's score — unless
+    ``allow_eval_instructions`` (the source's ``Data.allow_eval_instructions``; ``setting`` is its
+    config path, named in the message).
     """
     bind_label(label, ALL)
     if allow_eval_instructions:
         return
     held = [iid for iid in label["instruction_id_list"] if iid in EVALUATION_ONLY]
     if held:
-        raise RefusedRow(f"ifeval label: instruction id {held[0]!r} is in the IFBench test taxonomy, which is for "
-                         f"evaluation only (IF-RL trains on IFEval and IFBench-Train, §4.4.2); set {setting}=true "
-                         f"to train on it")
+        raise RefusedRow(f"ifeval label: instruction id {held[0]!r} is in the IFBench test "
+                         "taxonomy, which is for evaluation only (IF-RL trains on IFEval and "
+                         f"IFBench-Train, §4.4.2); set {setting}=true to train on it")
 
 
 def loose_variants(text: str) -> list[str]:
     """The eight texts the loose verdict tries, in the reference's order."""
     lines = text.split("\n")
-    cut = ["\n".join(lines[1:]).strip(), "\n".join(lines[:-1]).strip(), "\n".join(lines[1:-1]).strip()]
+    cut = ["\n".join(lines[1:]).strip(), "\n".join(lines[:-1]).strip(),
+           "\n".join(lines[1:-1]).strip()]
     return [text, text.replace("*", ""), *cut, *(c.replace("*", "") for c in cut)]
 
 
@@ -87,7 +93,8 @@ def _passes(instruction: Instruction, kwargs: dict, text: str) -> bool:
         return False
     try:
         return bool(instruction.check(text, **kwargs))
-    except Exception:  # noqa: BLE001 — a verifier must never raise on model output (docs/rewards.md)
+    # a verifier must never raise on model output (docs/rewards.md)
+    except Exception:  # noqa: BLE001
         logger.warning("checker %s raised on a %d-character response; counted as not followed",
                        instruction.id, len(text), exc_info=True)
         return False
@@ -104,7 +111,8 @@ def judged_text(response: Any) -> Optional[str]:
     return answer if thinking is None else answer.lstrip()
 
 
-def per_instruction(response: str, label: Any, *, loose: bool = False, registry: Registry = ALL) -> list[bool]:
+def per_instruction(response: str, label: Any, *, loose: bool = False,
+                    registry: Registry = ALL) -> list[bool]:
     """One verdict per instruction of ``label``, in order (strict by default)."""
     bound = bind_label(label, registry)
     text = judged_text(response)
@@ -129,7 +137,8 @@ def ifeval_reward_loose(response: str, label: Any) -> float:
     return ifeval_reward(response, label, loose=True)
 
 
-def instruction_pass_rates(results: Iterable[tuple[Sequence[str], Sequence[bool]]]) -> dict[str, float]:
+def instruction_pass_rates(
+        results: Iterable[tuple[Sequence[str], Sequence[bool]]]) -> dict[str, float]:
     """Pass rate per instruction id over ``(instruction_id_list, verdicts)`` pairs, e.g. an
     evaluation run's labels zipped with :func:`per_instruction`; ids sorted."""
     passed: dict[str, int] = {}
@@ -150,14 +159,15 @@ def _sigmoid(z: float) -> float:
     return e / (1.0 + e)
 
 
-def if_reward_with_rm(r_if_G: Sequence[float], rm_scores_G: Sequence[float], eps: float = 1e-6) -> list[float]:
+def if_reward_with_rm(r_if_G: Sequence[float], rm_scores_G: Sequence[float],
+                      eps: float = 1e-6) -> list[float]:
     """IF-RL reward of a thinking model's group (paper §4.4.2): ``R_IF + sigmoid(ẑ_RM)`` where the
     response follows all instructions (``R_IF = 1``), else 0.
 
-    ``ẑ_RM = (s − mean(s)) / (std(s) + eps)`` over the whole group's reward-model scores ``s``, with the
-    unbiased std as in the GRPO advantage (``algorithms/grpo.py``); a group of one, or of equal scores, has
-    ẑ = 0 (bonus 0.5). So a passing response earns 1 to 2, more the more the RM prefers it to its siblings,
-    and the RM cannot reward a response that breaks an instruction.
+    ``ẑ_RM = (s − mean(s)) / (std(s) + eps)`` over the whole group's reward-model scores ``s``, with
+    the unbiased std as in the GRPO advantage (``algorithms/grpo.py``); a group of one, or of equal
+    scores, has ẑ = 0 (bonus 0.5). So a passing response earns 1 to 2, more the more the RM prefers
+    it to its siblings, and the RM cannot reward a response that breaks an instruction.
     """
     if len(r_if_G) != len(rm_scores_G):
         raise ValueError(f"{len(r_if_G)} IF rewards but {len(rm_scores_G)} RM scores")
@@ -178,5 +188,7 @@ def if_reward_with_rm(r_if_G: Sequence[float], rm_scores_G: Sequence[float], eps
     return [float(r) + _sigmoid(z) if r == 1 else 0.0 for r, z in zip(r_if_G, z_G)]
 
 
-__all__ = ["bind_label", "validate_label", "validate_training_label", "per_instruction", "ifeval_reward",
-           "ifeval_reward_loose", "instruction_pass_rates", "if_reward_with_rm", "loose_variants", "judged_text"]
+__all__ = ["bind_label", "validate_label", "validate_training_label", "per_instruction",
+           "ifeval_reward",
+           "ifeval_reward_loose", "instruction_pass_rates", "if_reward_with_rm", "loose_variants",
+           "judged_text"]

@@ -1,11 +1,11 @@
 """What a verifiable instruction is: an id, its typed kwargs, and a check ``check(text, **kwargs) ->
 bool`` (the unit of the IF-RL reward, paper §4.4).
 
-Every instruction group module (``keywords``, ``length``, ...) declares its instructions with :class:`Instruction`;
-:func:`bind` turns one ``(instruction_id, kwargs)`` pair of a label into a ready check, raising a one-line
-ValueError for a malformed label. Labels come from IFEval / IFBench rows, which list *every* kwarg name of the
-taxonomy with ``null`` for the unused ones, so ``None`` means "absent" and unknown names are only an error when
-they carry a value.
+Every instruction group module (``keywords``, ``length``, ...) declares its instructions with
+:class:`Instruction`; :func:`bind` turns one ``(instruction_id, kwargs)`` pair of a label into a
+ready check, raising a one-line ValueError for a malformed label. Labels come from IFEval / IFBench
+rows, which list *every* kwarg name of the taxonomy with ``null`` for the unused ones, so ``None``
+means "absent" and unknown names are only an error when they carry a value.
 """
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ RELATIONS = ("less than", "at least")
 class Arg:
     """One keyword argument of an instruction.
 
-    ``kind`` is ``int``, ``float``, ``str``, ``list`` (a list of strings), ``"regex"`` (a string that the
-    reference checkers use as a regular expression, so it must compile) or ``"text"`` (a string that must not be
-    blank: where the reference draws a random word for an empty one, a label must name it). ``int`` accepts
-    integral floats (IFBench stores counts as ``13.0``). ``choices`` restricts a ``str``; ``minimum`` bounds a number.
+    ``kind`` is ``int``, ``float``, ``str``, ``list`` (a list of strings), ``"regex"`` (a string
+    that the reference checkers use as a regular expression, so it must compile) or ``"text"`` (a
+    string that must not be blank: where the reference draws a random word for an empty one, a label
+    must name it). ``int`` accepts integral floats (IFBench stores counts as ``13.0``). ``choices``
+    restricts a ``str``; ``minimum`` bounds a number.
     """
 
     kind: Any
@@ -39,9 +40,10 @@ class Arg:
 class Instruction:
     """A verifiable instruction: ``check(text, **kwargs)`` is True when ``text`` follows it.
 
-    ``check`` is only called on non-blank text (the callers treat a blank response as failing, as the
-    reference evaluators do) and must not raise on any string. ``validate`` checks cross-argument constraints
-    (e.g. ``nth_paragraph <= num_paragraphs``) and returns an error message or None.
+    ``check`` is only called on non-blank text (the callers treat a blank response as failing, as
+    the reference evaluators do) and must not raise on any string. ``validate`` checks
+    cross-argument constraints (e.g. ``nth_paragraph <= num_paragraphs``) and returns an error
+    message or None.
     """
 
     id: str
@@ -70,7 +72,8 @@ def _coerce(iid: str, name: str, arg: Arg, value: Any) -> Any:
             raise ValueError(f"{where} must be >= {arg.minimum}")
         return value
     if arg.kind is list:
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value) or not value:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str)
+                                                           and v for v in value) or not value:
             raise ValueError(f"{where} must be a non-empty list of non-empty strings")
         return list(value)
     if not isinstance(value, str):
@@ -95,18 +98,20 @@ def pattern_problem(pattern: str) -> Optional[str]:
     """Why a label's string cannot be used as the regular expression the reference checkers make of
     it, or None.
 
-    The reference matches keywords, markers and splitters *as regexes* against the response. A label is data,
-    and a pattern with quantifiers or groups (``(a+)+$``, ``a?a?a?…aaa``) can backtrack for hours on a
-    megabyte of model output — one data row could stall every reward worker. No IFEval or IFBench label uses
-    regex syntax beyond ``.``, ``^``, ``$`` and ``[...]``; those stay, everything that can nest or repeat goes.
+    The reference matches keywords, markers and splitters *as regexes* against the response. A label
+    is data, and a pattern with quantifiers or groups (``(a+)+$``, ``a?a?a?…aaa``) can backtrack for
+    hours on a megabyte of model output — one data row could stall every reward worker. No IFEval or
+    IFBench label uses regex syntax beyond ``.``, ``^``, ``$`` and ``[...]``; those stay, everything
+    that can nest or repeat goes.
     """
     try:
         re.compile(pattern)
     except re.error as e:
         return f"is not a valid regular expression ({e})"
     if _BACKTRACKING.search(pattern):
-        return "uses regex quantifiers, groups, alternation or escapes (* + ? { } ( ) | \\), which can backtrack " \
-               "for hours on model output; labels match words and markers literally"
+        return ("uses regex quantifiers, groups, alternation or escapes (* + ? { } ( ) | \\), "
+                "which can backtrack for hours on model output; labels match words and markers "
+                "literally")
     return None
 
 
@@ -121,7 +126,8 @@ def bind(instruction: Instruction, kwargs: Any) -> dict[str, Any]:
     given = {k: v for k, v in kwargs.items() if v is not None}
     unknown = sorted(set(given) - set(instruction.args))
     if unknown:
-        raise ValueError(f"{iid}: unexpected kwargs {unknown} (accepted: {sorted(instruction.args)})")
+        raise ValueError(f"{iid}: unexpected kwargs {unknown} (accepted: "
+                         f"{sorted(instruction.args)})")
     bound: dict[str, Any] = {}
     for name, arg in instruction.args.items():
         if name in given:

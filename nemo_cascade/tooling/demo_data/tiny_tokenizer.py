@@ -6,10 +6,10 @@ template, so the actor, vLLM and ``transformers.AutoTokenizer`` all read the sam
 choices, each for a reason:
 
 - byte-level (Qwen2/3 pre-tokenizer regex + ByteLevel): any string round-trips, no unknown tokens;
-- digits are split one per token (the ``\\p{N}`` rule of the Qwen2 regex), so arithmetic is a per-digit task a
-  tiny model can learn instead of a lookup over multi-digit tokens;
-- ``<|im_start|>`` / ``<|im_end|>`` / ``<|endoftext|>`` are special (skipped when decoding, like Qwen3),
-  while ``<think>`` / ``</think>`` are single *non-special* tokens: vLLM detokenises with
+- digits are split one per token (the ``\\p{N}`` rule of the Qwen2 regex), so arithmetic is a
+  per-digit task a tiny model can learn instead of a lookup over multi-digit tokens;
+- ``<|im_start|>`` / ``<|im_end|>`` / ``<|endoftext|>`` are special (skipped when decoding, like
+  Qwen3), while ``<think>`` / ``</think>`` are single *non-special* tokens: vLLM detokenises with
   ``skip_special_tokens=True``, and the verifiers must still see the thinking markers (§3.1.2);
 - no normaliser, so ``decode(encode(x)) == x`` for every string.
 """
@@ -28,7 +28,8 @@ from nemo_cascade.data.tokenizer import set_chat_template
 from .arithmetic import arithmetic
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-"""Control tokens; ids 0, 1, 2 in this order. ``<|endoftext|>`` is the pad token, ``<|im_end|>`` the EOS."""
+"""Control tokens; ids 0, 1, 2 in this order. ``<|endoftext|>`` is the pad token, ``<|im_end|>`` the
+EOS."""
 THINK_TOKENS = ("<think>", "</think>")
 """Single tokens that stay in decoded text (not special)."""
 PAD_TOKEN, EOS_TOKEN = "<|endoftext|>", "<|im_end|>"
@@ -57,12 +58,13 @@ TINY_CASCADE_SETS = ("if_arithmetic", "code_arithmetic", "bugfix_arithmetic")
 
 
 def cascade_corpus() -> list[str]:
-    """:func:`default_corpus` plus the train splits of the other synthetic domains (IF, code, bug-fix) as
-    prompts and responses in both modes — the texts the whole tiny cascade tokenises."""
+    """:func:`default_corpus` plus the train splits of the other synthetic domains (IF, code,
+    bug-fix) as prompts and responses in both modes — the texts the whole tiny cascade tokenises."""
     from .synthetic_domains import DOMAIN_TASKS
 
     texts = default_corpus()
-    for name in TINY_CASCADE_SETS:  # not every registered set: adding one must not change this tokenizer
+    # not every registered set: adding one must not change this tokenizer
+    for name in TINY_CASCADE_SETS:
         rows = DOMAIN_TASKS[name]("train", 0, 0)
         for mode in ("no_think", "think"):
             for messages, response in sft_pairs(rows, mode):
@@ -107,8 +109,14 @@ def build_tiny_tokenizer(out_dir: str | os.PathLike, corpus_texts: Optional[Iter
     texts = list(corpus_texts) if corpus_texts is not None else default_corpus()
     tok = _train(texts, vocab_size - len(THINK_TOKENS))
     hf = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, bos_token=None, unk_token=None,
-        chat_template=JINJA_TEMPLATE, clean_up_tokenization_spaces=False, model_max_length=32768,
+        tokenizer_object=tok,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        bos_token=None,
+        unk_token=None,
+        chat_template=JINJA_TEMPLATE,
+        clean_up_tokenization_spaces=False,
+        model_max_length=32768,
         padding_side="left",
     )
     out = Path(out_dir)
@@ -128,5 +136,6 @@ def _pin_chat_template(out: Path) -> None:
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-__all__ = ["build_tiny_tokenizer", "default_corpus", "cascade_corpus", "CORPORA", "SPECIAL_TOKENS", "THINK_TOKENS",
-           "PAD_TOKEN", "EOS_TOKEN", "PRETOKENIZE_REGEX", "TINY_CASCADE_SETS"]
+__all__ = [
+    "build_tiny_tokenizer", "default_corpus", "cascade_corpus", "CORPORA", "SPECIAL_TOKENS",
+    "THINK_TOKENS", "PAD_TOKEN", "EOS_TOKEN", "PRETOKENIZE_REGEX", "TINY_CASCADE_SETS"]

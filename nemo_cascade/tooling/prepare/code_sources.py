@@ -6,20 +6,22 @@ the code suites' request for a fenced program, ``data.mbpp_tasks.CODE_INSTRUCTIO
 ``input_output`` ``{"inputs", "outputs"}`` (stdin → stdout), optional ``time_limit`` seconds,
 ``source``. Read from:
 
-- ``BAAI/TACO`` and ``codeparrot/apps``: ``question``, ``input_output`` (a JSON string), ``starter_code``,
-  TACO's ``time_limit`` ("2 seconds");
-- ``agentica-org/DeepCoder-Preview-Dataset`` (``primeintellect``, ``taco``): ``problem`` and ``tests`` (a JSON
-  list of ``{"input", "output", "type"|"testtype"}`` or a TACO-style object). Its ``lcbv5`` and ``codeforces``
-  parts are left out: they are LiveCodeBench and Codeforces problems, the benchmarks the paper reports code on,
-  which the project does not ship and so cannot decontaminate against.
+- ``BAAI/TACO`` and ``codeparrot/apps``: ``question``, ``input_output`` (a JSON string),
+  ``starter_code``, TACO's ``time_limit`` ("2 seconds");
+- ``agentica-org/DeepCoder-Preview-Dataset`` (``primeintellect``, ``taco``): ``problem`` and
+  ``tests`` (a JSON list of ``{"input", "output", "type"|"testtype"}`` or a TACO-style object). Its
+  ``lcbv5`` and ``codeforces`` parts are left out: they are LiveCodeBench and Codeforces problems,
+  the benchmarks the paper reports code on, which the project does not ship and so cannot
+  decontaminate against.
 
-Call-based problems (tests naming ``fn_name``: LeetCode-style, the function is called with each input) are kept
-with ``fn_name`` in ``input_output`` and the starter code in the question; the manifest counts them
-(``call_based``). §4.6.1's filters that need no model are applied: interactive problems are dropped
-(``interactive``), and so are problems without tests (``no_tests``). Its difficulty filter (problems 8/8 solved by
-AceReason-Nemotron-7B or 0/8 by R1-0528) needs those models' samples: :mod:`.difficulty` applies it
-from their recorded pass rates. A problem that is also an SFT prompt (TACO and APPS are SFT code
-sources, §3.3) is left out by :mod:`.disjoint`, which compares its :func:`statement`.
+Call-based problems (tests naming ``fn_name``: LeetCode-style, the function is called with each
+input) are kept with ``fn_name`` in ``input_output`` and the starter code in the question; the
+manifest counts them (``call_based``). §4.6.1's filters that need no model are applied: interactive
+problems are dropped (``interactive``), and so are problems without tests (``no_tests``). Its
+difficulty filter (problems 8/8 solved by AceReason-Nemotron-7B or 0/8 by R1-0528) needs those
+models' samples: :mod:`.difficulty` applies it from their recorded pass rates. A problem that is
+also an SFT prompt (TACO and APPS are SFT code sources, §3.3) is left out by :mod:`.disjoint`, which
+compares its :func:`statement`.
 """
 from __future__ import annotations
 
@@ -64,19 +66,24 @@ def _tests(row: dict, where: str) -> tuple[list, list, Any]:
         return [], [], None
     if isinstance(io, dict):
         inputs, outputs = io.get("inputs"), io.get("outputs")
-        if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+        if (not isinstance(inputs, list) or not isinstance(outputs, list)
+                or len(inputs) != len(outputs)):
             raise SchemaError(f"{where}: tests must hold equally long 'inputs' and 'outputs' lists")
         return inputs, outputs, io.get("fn_name")
     if isinstance(io, list):
         inputs, outputs, fn_name = [], [], None
         for i, test in enumerate(io):
             if not isinstance(test, dict) or "input" not in test or "output" not in test:
-                raise SchemaError(f"{where}: tests[{i}] must be an object with 'input' and 'output'")
+                raise SchemaError(
+                    f"{where}: tests[{i}] must be an object with 'input' and 'output'")
             kind = test.get("type", test.get("testtype", "stdin"))
-            if kind not in ("stdin", "stdin_stdout"):  # functional: a call of the solution's function
-                fn_name = test.get("fn_name") or (row.get("metadata") or {}).get("func_name") or fn_name
+            # functional: a call of the solution's function
+            if kind not in ("stdin", "stdin_stdout"):
+                fn_name = (test.get("fn_name") or (row.get("metadata") or {}).get("func_name")
+                           or fn_name)
                 if not fn_name:
-                    raise SchemaError(f"{where}: tests[{i}] is a function-call test but names no fn_name")
+                    raise SchemaError(
+                        f"{where}: tests[{i}] is a function-call test but names no fn_name")
             inputs.append(test["input"])
             outputs.append(test["output"])
         return inputs, outputs, fn_name
@@ -109,12 +116,14 @@ def code_row(dataset: str):
         text = question.strip()
         if fn_name:
             if not isinstance(fn_name, str) or not fn_name.isidentifier():
-                raise SchemaError(f"{where}: fn_name must be a Python identifier, got {fn_name!r:.40}")
+                raise SchemaError(
+                    f"{where}: fn_name must be a Python identifier, got {fn_name!r:.40}")
             io["fn_name"] = fn_name
             if isinstance(starter, str) and starter.strip():
                 text += f"{_STARTER}{starter.rstrip()}\n```"
         else:
-            io = {"inputs": [_io_text(i) for i in inputs], "outputs": [_io_text(o) for o in outputs]}
+            io = {"inputs": [_io_text(i) for i in inputs],
+                  "outputs": [_io_text(o) for o in outputs]}
         out = {"question": f"{text}{_REQUEST}", "input_output": io, "source": dataset}
         limit = _time_limit(row.get("time_limit"))
         if limit is not None:
@@ -140,9 +149,10 @@ def is_call_based(row: dict) -> bool:
 def check_call_based(row: dict, where: str) -> None:
     """The shape check of a call-based row (the loader's adapter refuses ``fn_name`` for now)."""
     io = row["input_output"]
-    if not io["inputs"] or len(io["inputs"]) != len(io["outputs"]) or not str(io["fn_name"]).isidentifier():
-        raise SchemaError(f"{where}: call-based 'input_output' needs equally long non-empty 'inputs'/'outputs' "
-                          "and an identifier 'fn_name'")
+    if (not io["inputs"] or len(io["inputs"]) != len(io["outputs"])
+            or not str(io["fn_name"]).isidentifier()):
+        raise SchemaError(f"{where}: call-based 'input_output' needs equally long non-empty "
+                          "'inputs'/'outputs' and an identifier 'fn_name'")
 
 
 __all__ = ["code_row", "statement", "is_call_based", "check_call_based"]

@@ -3,8 +3,8 @@ filter against the test sets"; §4.6.1 for code RL).
 
 A training row is dropped when one of its prompt texts (user turns; the issue of a SWE row)
 
-- **equals** an evaluation item's text after normalisation (:func:`words`: lowercased, punctuation stripped,
-  whitespace collapsed) — this catches short items (under 9 words) that have no 9-gram; or
+- **equals** an evaluation item's text after normalisation (:func:`words`: lowercased, punctuation
+  stripped, whitespace collapsed) — this catches short items (under 9 words) that have no 9-gram; or
 - **shares a word 9-gram** with an evaluation item.
 
 The index holds 64-bit hashes of the 9-grams (one ``dict`` entry each: a few hundred thousand for
@@ -25,8 +25,9 @@ its own way, beyond the two wordings per instruction the table holds). Measured 
 with IFEval; with the index's rules 366 (11 %); with the training side's too 9 (0.3 %), whose task
 text overlaps an item's ("write a blog post about the history of the ...").
 
-Which text of each evaluation row is indexed (:data:`EVAL_TEXTS`): the question as the benchmark states it, never
-the suite's added request (``MATH_INSTRUCTION``, ``CODE_INSTRUCTION``), which every training row may share.
+Which text of each evaluation row is indexed (:data:`EVAL_TEXTS`): the question as the benchmark
+states it, never the suite's added request (``MATH_INSTRUCTION``, ``CODE_INSTRUCTION``), which every
+training row may share.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ from typing import Callable, Iterable, Optional
 N = 9
 """Word n-gram length (§3.3)."""
 COMMON_ITEMS = 2
-"""A 9-gram in at least this many items of one evaluation set is template phrasing and is not indexed."""
+"""A 9-gram in at least this many items of one evaluation set is template phrasing and is not
+indexed."""
 RULES = 2
 """The version of the matching rules (2: a training text's own instruction wording is phrasing),
 part of :meth:`EvalIndex.digest`, so files prepared under older rules are prepared again."""
@@ -74,7 +76,8 @@ def phrasing_patterns() -> list[re.Pattern]:
     for wordings in WORDINGS.values():
         for wording in wordings:
             pieces = [normalised(p) for p in _SLOT.split(wording)]
-            out.append(re.compile(r"(?:\S+ ){0,8}".join(re.escape(p + " ") if p else "" for p in pieces)))
+            out.append(
+                re.compile(r"(?:\S+ ){0,8}".join(re.escape(p + " ") if p else "" for p in pieces)))
     return out
 
 
@@ -83,7 +86,8 @@ def wording_ngrams() -> set[int]:
     wordings."""
     from nemo_cascade.tooling.demo_data.if_prompts import WORDINGS
 
-    return {h for ws in WORDINGS.values() for w in ws for run in _SLOT.split(w) for h in ngram_hashes(words(run))}
+    return {h for ws in WORDINGS.values() for w in ws for run in _SLOT.split(w)
+            for h in ngram_hashes(words(run))}
 
 
 def _phrasing_words(tokens: list[str], patterns: list[re.Pattern]) -> list[bool]:
@@ -123,7 +127,8 @@ EVAL_TEXTS: dict[str, Callable[[dict], list[str]]] = {
     "swe": lambda r: [r["problem_statement"]],
     "rlhf": _hh_human_turns,
 }
-"""Evaluation suite (``evaluate.suites.SUITES``) → the texts of one of its rows that training must not hold."""
+"""Evaluation suite (``evaluate.suites.SUITES``) → the texts of one of its rows that training must
+not hold."""
 
 
 @dataclass
@@ -142,10 +147,11 @@ class EvalIndex:
     phrasing: list = field(default_factory=phrasing_patterns)
     """Instruction wordings whose 9-grams are never indexed."""
     wording_ngrams: set = field(default_factory=lambda: wording_ngrams())
-    """The 9-grams of the wordings' fixed text: never indexed either (they recur in other wordings of the same
-    instruction)."""
+    """The 9-grams of the wordings' fixed text: never indexed either (they recur in other wordings
+    of the same instruction)."""
 
-    def add(self, name: str, texts: list[list[str]], file: str = "", sha256: str = "", wordings: bool = False) -> None:
+    def add(self, name: str, texts: list[list[str]], file: str = "", sha256: str = "",
+            wordings: bool = False) -> None:
         """Index one evaluation set given each item's texts; ``wordings``: it is written with
         instruction wordings (IFEval, IFBench), whose 9-grams are phrasing."""
         k = len(self.names)
@@ -158,7 +164,8 @@ class EvalIndex:
                 tokens = words(text)
                 if tokens:
                     self.exact.setdefault(hash(" ".join(tokens)), k)
-                covered = _phrasing_words(tokens, self.phrasing) if wordings else [False] * len(tokens)
+                covered = (_phrasing_words(tokens, self.phrasing) if wordings
+                           else [False] * len(tokens))
                 for i, h in enumerate(ngram_hashes(tokens)):
                     seen.add(h)
                     if all(covered[i:i + N]):
@@ -224,9 +231,11 @@ def build_index(suites: Optional[list[str]] = None) -> EvalIndex:
             try:
                 items.append([t for t in EVAL_TEXTS[name](row) if isinstance(t, str)])
             except KeyError as e:
-                raise DataError(f"{path}:{lineno}: expected field {e} (evaluation set {name})") from None
+                raise DataError(
+                    f"{path}:{lineno}: expected field {e} (evaluation set {name})") from None
         index.add(name, items, str(path), file_sha256(path), wordings=name in INSTRUCTION_SETS)
     return index
 
 
-__all__ = ["N", "COMMON_ITEMS", "phrasing_patterns", "words", "normalised", "ngram_hashes", "EVAL_TEXTS", "EvalIndex", "build_index"]
+__all__ = ["N", "COMMON_ITEMS", "phrasing_patterns", "words", "normalised", "ngram_hashes",
+           "EVAL_TEXTS", "EvalIndex", "build_index"]

@@ -3,20 +3,21 @@
 
 Pairs (``rm/preference_pairs.jsonl``: ``prompt``, ``chosen``, ``rejected``):
 
-- ``nvidia/HelpSteer2`` rates every response 0–4 on helpfulness, correctness, coherence, complexity and
-  verbosity; a prompt's two responses are consecutive rows. §4.2 takes 10K pairs from it and says only that
-  HelpSteer3's ties are removed. Rule here: the response with the higher **helpfulness** is chosen; equal
-  helpfulness is broken by correctness, then coherence; a pair equal on all three is a tie and removed.
-  Complexity and verbosity never decide, so the RM is not taught to prefer longer or more elaborate answers
-  for their own sake. A prompt with one response is dropped (``unpaired``). Multi-turn prompts (turns joined
-  by ``<extra_id_1>User`` / ``<extra_id_1>Assistant``) become message lists.
-- ``nvidia/HelpSteer3`` (``preference`` subset): ``context`` (messages), ``response1``, ``response2`` and
-  ``overall_preference`` in −3..3: negative prefers response 1, positive response 2, 0 is a tie and removed
-  (§4.2: 36K pairs after removing ties).
+- ``nvidia/HelpSteer2`` rates every response 0–4 on helpfulness, correctness, coherence, complexity
+  and verbosity; a prompt's two responses are consecutive rows. §4.2 takes 10K pairs from it and
+  says only that HelpSteer3's ties are removed. Rule here: the response with the higher
+  **helpfulness** is chosen; equal helpfulness is broken by correctness, then coherence; a pair
+  equal on all three is a tie and removed. Complexity and verbosity never decide, so the RM is not
+  taught to prefer longer or more elaborate answers for their own sake. A prompt with one response
+  is dropped (``unpaired``). Multi-turn prompts (turns joined by ``<extra_id_1>User`` /
+  ``<extra_id_1>Assistant``) become message lists.
+- ``nvidia/HelpSteer3`` (``preference`` subset): ``context`` (messages), ``response1``,
+  ``response2`` and ``overall_preference`` in −3..3: negative prefers response 1, positive response
+  2, 0 is a tie and removed (§4.2: 36K pairs after removing ties).
 
-RLHF prompts (``rlhf/prompts.jsonl``, not released): "a subset of the RM preference prompts, with all math and
-competitive-programming prompts removed" (§4.3.1) — the same two sets' prompts, each once, without those that
-:func:`math_or_contest` flags.
+RLHF prompts (``rlhf/prompts.jsonl``, not released): "a subset of the RM preference prompts, with
+all math and competitive-programming prompts removed" (§4.3.1) — the same two sets' prompts, each
+once, without those that :func:`math_or_contest` flags.
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def hs2_prompt(text: str) -> Union[str, list[dict]]:
         return text
     messages = [{"role": "user", "content": parts[0].strip()}] if parts[0].strip() else []
     for k in range(1, len(parts), 2):
-        messages.append({"role": "user" if parts[k] == "User" else "assistant", "content": parts[k + 1].strip()})
+        messages.append({"role": "user" if parts[k] == "User" else "assistant",
+                         "content": parts[k + 1].strip()})
     return messages
 
 
@@ -86,8 +88,8 @@ def helpsteer2_pairs(rows: Iterator) -> Iterator:
             yield where, Drop("tie")
             continue
         chosen, rejected = (first, row) if a > b else (row, first)
-        yield where, {"prompt": hs2_prompt(prompt), "chosen": chosen["response"], "rejected": rejected["response"],
-                      "source": "nvidia/HelpSteer2"}
+        yield where, {"prompt": hs2_prompt(prompt), "chosen": chosen["response"],
+                      "rejected": rejected["response"], "source": "nvidia/HelpSteer2"}
     if held is not None:
         yield held[0], Drop("unpaired")
 
@@ -97,13 +99,14 @@ def _hs3_context(row: dict, where: str) -> list[dict]:
     if isinstance(context, str):
         return [{"role": "user", "content": context}]
     if not isinstance(context, list) or not context:
-        raise SchemaError(f"{where}: expected field 'context' (a non-empty list of {{role, content}})")
+        raise SchemaError(
+            f"{where}: expected field 'context' (a non-empty list of {{role, content}})")
     out = []
     for j, m in enumerate(context):
         if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") \
                 or not isinstance(m.get("content"), str):
-            raise SchemaError(f"{where}: field 'context[{j}]' must be an object with role system|user|assistant "
-                              "and string content")
+            raise SchemaError(f"{where}: field 'context[{j}]' must be an object with role "
+                              "system|user|assistant and string content")
         out.append({"role": m["role"], "content": m["content"]})
     return out
 
@@ -112,30 +115,35 @@ def helpsteer3_pair(row: dict, where: str):
     """One HelpSteer3 preference row → a pair row, or a dropped tie."""
     context = _hs3_context(row, where)
     preference = row.get("overall_preference")
-    if isinstance(preference, bool) or not isinstance(preference, (int, float)) or not -3 <= preference <= 3:
+    if (isinstance(preference, bool) or not isinstance(preference, (int, float))
+            or not -3 <= preference <= 3):
         raise SchemaError(f"{where}: field 'overall_preference' must be a number in -3..3")
     one, two = _hs2_text(row, "response1", where), _hs2_text(row, "response2", where)
     if preference == 0:
         return Drop("tie")
     chosen, rejected = (one, two) if preference < 0 else (two, one)
-    return {"prompt": context, "chosen": chosen, "rejected": rejected, "source": "nvidia/HelpSteer3",
-            "strength": abs(preference)}
+    return {"prompt": context, "chosen": chosen, "rejected": rejected,
+            "source": "nvidia/HelpSteer3", "strength": abs(preference)}
 
 
-# ------------------------------------------------------------------------------------------ RLHF prompts
+# ------------------------------------------------------------------------------------- RLHF prompts
 
-_LATEX = re.compile(r"\\(frac|sqrt|int|sum|prod|boxed|lim|cdot|times|leq|geq|neq|pi|theta|alpha|infty)\b|\$[^$\n]*"
-                    r"[\d=^+\-*/][^$\n]*\$|\\\(|\\\[")
-_MATH_WORDS = re.compile(r"\b(solve|equations?|integrals?|derivatives?|polynomials?|probability|theorem|prove that|"
-                         r"calculate|compute|simplify|factori[sz]e|arithmetic|algebra|geometry|triangle|perimeter|"
-                         r"area of|sum of|product of|remainder|divisible|prime numbers?|fractions?|percent(age)?|"
-                         r"how many|how much|what is the value|find the value|math(s|ematics|ematical)?)\b", re.I)
-_MATH_EXPR = re.compile(r"\d\s*[+*/^×÷=<>]\s*\(?-?\d|\b\d+\s*-\s*\d+\s*=|\b[a-z]\s*[=^]\s*-?\d|\b\d+[a-z]\b\s*[+\-=]",
-                        re.I)
-_CONTEST = re.compile(r"\b(input format|output format|sample input|sample output|input specification|"
-                      r"output specification|constraints\s*:|time limit|memory limit|codeforces|leetcode|atcoder|"
-                      r"hackerrank|codechef|spoj|the first line (of (the )?input )?contains|test cases?)\b|"
-                      r"\d\s*(≤|<=|\\le)\s*[a-z]\w*\s*(≤|<=|\\le)", re.I)
+_LATEX = re.compile(
+    r"\\(frac|sqrt|int|sum|prod|boxed|lim|cdot|times|leq|geq|neq|pi|theta|alpha|infty)\b|\$[^$\n]*"
+    r"[\d=^+\-*/][^$\n]*\$|\\\(|\\\[")
+_MATH_WORDS = re.compile(
+    r"\b(solve|equations?|integrals?|derivatives?|polynomials?|probability|theorem|prove that|"
+    r"calculate|compute|simplify|factori[sz]e|arithmetic|algebra|geometry|triangle|perimeter|"
+    r"area of|sum of|product of|remainder|divisible|prime numbers?|fractions?|percent(age)?|"
+    r"how many|how much|what is the value|find the value|math(s|ematics|ematical)?)\b", re.I)
+_MATH_EXPR = re.compile(
+    r"\d\s*[+*/^×÷=<>]\s*\(?-?\d|\b\d+\s*-\s*\d+\s*=|\b[a-z]\s*[=^]\s*-?\d|\b\d+[a-z]\b\s*[+\-=]",
+    re.I)
+_CONTEST = re.compile(
+    r"\b(input format|output format|sample input|sample output|input specification|"
+    r"output specification|constraints\s*:|time limit|memory limit|codeforces|leetcode|atcoder|"
+    r"hackerrank|codechef|spoj|the first line (of (the )?input )?contains|test cases?)\b|"
+    r"\d\s*(≤|<=|\\le)\s*[a-z]\w*\s*(≤|<=|\\le)", re.I)
 
 
 def math_or_contest(text: str) -> Optional[str]:
@@ -156,7 +164,8 @@ def math_or_contest(text: str) -> Optional[str]:
 
 
 def _user_text(prompt: Union[str, list[dict]]) -> str:
-    return prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt if m["role"] == "user")
+    return (prompt if isinstance(prompt, str)
+            else "\n".join(m["content"] for m in prompt if m["role"] == "user"))
 
 
 def rlhf_prompts_hs2(rows: Iterator) -> Iterator:
@@ -192,5 +201,5 @@ def _rlhf_row(prompt: Union[str, list[dict]]):
     return {"prompt": prompt} if isinstance(prompt, str) else {"messages": prompt}
 
 
-__all__ = ["helpsteer2_pairs", "helpsteer3_pair", "hs2_prompt", "math_or_contest", "rlhf_prompts_hs2",
-           "rlhf_prompt_hs3", "HS2_KEYS"]
+__all__ = ["helpsteer2_pairs", "helpsteer3_pair", "hs2_prompt", "math_or_contest",
+           "rlhf_prompts_hs2", "rlhf_prompt_hs3", "HS2_KEYS"]

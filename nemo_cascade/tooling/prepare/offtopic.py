@@ -6,11 +6,12 @@ rejected ones; here any OpenAI-compatible server (``--generator-url``, e.g. ``vl
 ``--generator-model`` and optionally ``--rewriter-model`` / ``--weak-model`` (default: the generator
 model).
 
-The prompts are the single-turn RM prompts of HelpSteer2/3 (each once), in a seeded order; ``--synthetic-pairs N``
-takes the first N (default 36,000: §4.2's 82K pairs less HelpSteer2's 10K and HelpSteer3's 36K). Three requests
-per pair go through the project's HTTP client (``rewards.remote.HttpEndpoint``: timeouts, retries, one-line
-errors), several pairs at a time. Every finished pair is appended to ``OUT/.work/rm-offtopic.jsonl`` at once, so
-a stopped run resumes without asking again; the output file is then written from it as one more source.
+The prompts are the single-turn RM prompts of HelpSteer2/3 (each once), in a seeded order;
+``--synthetic-pairs N`` takes the first N (default 36,000: §4.2's 82K pairs less HelpSteer2's 10K
+and HelpSteer3's 36K). Three requests per pair go through the project's HTTP client
+(``rewards.http_endpoint.HttpEndpoint``: timeouts, retries, one-line errors), several pairs at a
+time. Every finished pair is appended to ``OUT/.work/rm-offtopic.jsonl`` at once, so a stopped run
+resumes without asking again; the output file is then written from it as one more source.
 """
 from __future__ import annotations
 
@@ -28,8 +29,10 @@ from nemo_cascade.tooling.prepare.sources import Bad, Drop, PrepareError, Source
 
 DEFAULT_PAIRS = 36_000
 REWRITE_INSTRUCTION = (
-    "Rewrite the user request below into a new request on a slightly different, related topic. Keep its "
-    "language, style, length and format, but change what it asks for, so that a good answer to the new request "
+    "Rewrite the user request below into a new request on a slightly different, related "
+    "topic. Keep its "
+    "language, style, length and format, but change what it asks for, so that a good answer to "
+    "the new request "
     "would not answer the original one. Reply with the new request only, without any comment.")
 
 
@@ -47,9 +50,11 @@ class GeneratorSettings:
 
     @property
     def revision(self) -> str:
-        return (f"rewriter={self.rewriter_model or self.model} chosen={self.model} rejected="
-                f"{self.weak_model or self.model} pairs={self.pairs} seed={self.seed} max_tokens={self.max_tokens} "
-                f"temperature={self.temperature}")
+        return (
+            f"rewriter={self.rewriter_model or self.model} chosen={self.model} rejected="
+            f"{self.weak_model or self.model} pairs={self.pairs} seed={self.seed} "
+            f"max_tokens={self.max_tokens} "
+            f"temperature={self.temperature}")
 
 
 def rewrite_request(prompt: str) -> list[dict]:
@@ -77,8 +82,9 @@ def pair_row(prompt: str, rewritten: str, chosen: str, rejected: str):
         return Drop("empty_generation")
     if " ".join(rewritten.split()) == " ".join(prompt.split()):
         return Drop("rewrite_unchanged")
-    return {"prompt": prompt, "chosen": chosen, "rejected": rejected, "source": "synthetic:off-topic",
-            "rewritten_prompt": rewritten}
+    return {
+        "prompt": prompt, "chosen": chosen, "rejected": rejected, "source": "synthetic:off-topic",
+        "rewritten_prompt": rewritten}
 
 
 def _key(prompt: str) -> str:
@@ -89,8 +95,8 @@ def rm_prompts(source_dir: Optional[Path]) -> list[str]:
     """The distinct single-turn RM prompts of HelpSteer2/3 (malformed rows are the pairs' business:
     skipped)."""
     seen, out = set(), []
-    for source, field in ((Source("nvidia/HelpSteer2"), "prompt"), (Source("nvidia/HelpSteer3", "preference"),
-                                                                    "context")):
+    for source, field in ((Source("nvidia/HelpSteer2"), "prompt"),
+                          (Source("nvidia/HelpSteer3", "preference"), "context")):
         files, _ = locate(source, source_dir)
         for _, row in stream(files):
             if isinstance(row, Bad):
@@ -112,28 +118,35 @@ class OffTopicPairs:
 
     def __init__(self, settings: GeneratorSettings, source_dir: Optional[Path], work: Path):
         if settings.pairs < 1 or settings.workers < 1 or settings.max_tokens < 1:
-            raise PrepareError(f"--synthetic-pairs, --generator-workers and --generator-max-tokens must be >= 1, got "
-                               f"{settings.pairs}, {settings.workers}, {settings.max_tokens}")
+            raise PrepareError(
+                "--synthetic-pairs, --generator-workers and --generator-max-tokens "
+                "must be >= 1, got "
+                f"{settings.pairs}, {settings.workers}, {settings.max_tokens}")
         self.settings, self.source_dir, self.work = settings, source_dir, work
 
     def _chat(self, endpoint, model: str, messages: list[dict]) -> str:
-        from nemo_cascade.rewards.remote import RewardServerError
+        from nemo_cascade.rewards.http_endpoint import RewardServerError
 
         s = self.settings
         # Seeded per request: a pair generated again (a lost work file) is the same pair.
-        answer = endpoint.post("/v1/chat/completions", {"model": model, "messages": messages, "seed": s.seed,
-                                                        "max_tokens": s.max_tokens, "temperature": s.temperature})
+        answer = endpoint.post(
+            "/v1/chat/completions", {
+                "model": model, "messages": messages, "seed": s.seed, "max_tokens": s.max_tokens,
+                "temperature": s.temperature})
         try:
             return answer["choices"][0]["message"]["content"] or ""
         except (KeyError, IndexError, TypeError):
-            raise RewardServerError(f"{endpoint.base_url}/v1/chat/completions: expected choices[0].message.content "
-                                    f"in the answer, got {json.dumps(answer)[:120]}") from None
+            raise RewardServerError(
+                f"{endpoint.base_url}/v1/chat/completions: expected choices[0].message.content "
+                f"in the answer, got {json.dumps(answer)[:120]}") from None
 
     def _generate(self, endpoint, prompt: str) -> dict:
         s = self.settings
-        rewritten = final_answer(self._chat(endpoint, s.rewriter_model or s.model, rewrite_request(prompt)))
+        rewritten = final_answer(
+            self._chat(endpoint, s.rewriter_model or s.model, rewrite_request(prompt)))
         chosen = self._chat(endpoint, s.model, answer_request(prompt))
-        rejected = self._chat(endpoint, s.weak_model or s.model, answer_request(rewritten)) if rewritten else ""
+        rejected = self._chat(endpoint, s.weak_model or s.model,
+                              answer_request(rewritten)) if rewritten else ""
         return {"key": _key(prompt), "prompt": prompt, "rewritten": rewritten, "chosen": chosen,
                 "rejected": rejected, "models": s.revision}
 
@@ -153,7 +166,7 @@ class OffTopicPairs:
         """Every selected pair's generations, generating the missing ones (appended as they
         finish)."""
         from nemo_cascade.runtime import console
-        from nemo_cascade.rewards.remote import HttpEndpoint
+        from nemo_cascade.rewards.http_endpoint import HttpEndpoint
 
         s = self.settings
         prompts = rm_prompts(self.source_dir)
@@ -162,7 +175,8 @@ class OffTopicPairs:
         done = self._done()
         todo = [p for p in prompts if _key(p) not in done]
         if todo:
-            endpoint = HttpEndpoint(s.url, expect="an OpenAI-compatible chat server (vllm serve MODEL)",
+            endpoint = HttpEndpoint(s.url,
+                                    expect="an OpenAI-compatible chat server (vllm serve MODEL)",
                                     timeout=600.0)
             self.work.parent.mkdir(parents=True, exist_ok=True)
             lock = threading.Lock()
@@ -179,8 +193,10 @@ class OffTopicPairs:
 
     def rows(self) -> Iterator:
         for i, item in enumerate(self.ensure(), 1):
-            yield f"{self.work}:{i}", pair_row(item["prompt"], item["rewritten"], item["chosen"], item["rejected"])
+            yield f"{self.work}:{i}", pair_row(item["prompt"], item["rewritten"], item["chosen"],
+                                               item["rejected"])
 
 
-__all__ = ["GeneratorSettings", "OffTopicPairs", "rewrite_request", "answer_request", "pair_row", "final_answer",
-           "rm_prompts", "DEFAULT_PAIRS", "REWRITE_INSTRUCTION"]
+__all__ = [
+    "GeneratorSettings", "OffTopicPairs", "rewrite_request", "answer_request", "pair_row",
+    "final_answer", "rm_prompts", "DEFAULT_PAIRS", "REWRITE_INSTRUCTION"]

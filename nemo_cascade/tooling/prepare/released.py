@@ -8,15 +8,17 @@
   ``tool_calls`` and ``tool`` turns, so the chat template renders them exactly as a served model
   sees them (tools listed with the template's preamble, results in ``<tool_response>`` blocks
   carrying no mode flag; data/chat.py); an unknown role is a bad row.
-- IF-RL (§4.4.1): ``nvidia/Nemotron-Cascade-RL-Instruction-Following`` rows (``prompt`` as text or messages,
-  ``instruction_id_list``, ``kwargs``) split by taxonomy: every id IFEval's → ``ifeval_taxonomy.jsonl``,
-  otherwise ``ifbench_taxonomy.jsonl``; the IF-RLVR rows of Pyatkin et al. (``allenai/IF_multi_constraints_upto5``:
-  ``messages``, ``ground_truth`` = ``[{"instruction_id": [...], "kwargs": [...]}]`` as a Python literal) go to the
-  second sub-stage's file (IFEval and IFBench-Train ids). A row naming an IFBench *test* id is dropped
-  (``evaluation_only_instruction``: training on it would leak into the IFBench evaluation, §4.4.2), and one naming
-  an instruction no checker here implements (``unsupported_instruction``): it could never be rewarded.
-- Math (``nvidia/Nemotron-Cascade-RL-Math``) and SWE (``nvidia/Nemotron-Cascade-RL-SWE``) rows are kept as
-  released; the schema check is the loader's.
+- IF-RL (§4.4.1): ``nvidia/Nemotron-Cascade-RL-Instruction-Following`` rows (``prompt`` as text or
+  messages, ``instruction_id_list``, ``kwargs``) split by taxonomy: every id IFEval's →
+  ``ifeval_taxonomy.jsonl``, otherwise ``ifbench_taxonomy.jsonl``; the IF-RLVR rows of Pyatkin et
+  al. (``allenai/IF_multi_constraints_upto5``: ``messages``, ``ground_truth`` =
+  ``[{"instruction_id": [...], "kwargs": [...]}]`` as a Python literal) go to the second sub-stage's
+  file (IFEval and IFBench-Train ids). A row naming an IFBench *test* id is dropped
+  (``evaluation_only_instruction``: training on it would leak into the IFBench evaluation, §4.4.2),
+  and one naming an instruction no checker here implements (``unsupported_instruction``): it could
+  never be rewarded.
+- Math (``nvidia/Nemotron-Cascade-RL-Math``) and SWE (``nvidia/Nemotron-Cascade-RL-SWE``) rows are
+  kept as released; the schema check is the loader's.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from nemo_cascade.tooling.prepare.sources import Drop
 _FLAG = re.compile(r"\s*/(no_think|think)\s*$")
 
 
-# ------------------------------------------------------------------------------------------------- SFT
+# ---------------------------------------------------------------------------------------------- SFT
 
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -102,17 +104,19 @@ def sft_row(row: dict, where: str) -> dict:
     tools = _json_field(row, "tools")
     if tools:
         out["tools"] = tools
-    out.update({k: row[k] for k in ("source", "generator", "category") if isinstance(row.get(k), str)})
+    out.update({k: row[k] for k in ("source", "generator", "category")
+                if isinstance(row.get(k), str)})
     return out
 
 
 def sft_mode(row: dict) -> str:
     """The mode of the response an SFT row teaches (its last user turn's), for the manifest's split
     counts."""
-    return next((t.get("mode", "think") for t in reversed(row["messages"]) if t["role"] == "user"), "think")
+    return next((t.get("mode", "think") for t in reversed(row["messages"])
+                 if t["role"] == "user"), "think")
 
 
-# ------------------------------------------------------------------------------------------------ IF-RL
+# -------------------------------------------------------------------------------------------- IF-RL
 
 def _instruction_registries():
     from nemo_cascade.rewards.ifeval.taxonomy import EVALUATION_ONLY, IFEVAL, TRAINING
@@ -123,9 +127,11 @@ def _instruction_registries():
 def _if_label(row: dict, where: str) -> tuple[Union[str, list], list, list]:
     """``(prompt text or messages, instruction ids, kwargs)`` of a Cascade IF row or an IF-RLVR
     row."""
-    if "ground_truth" in row:  # IF-RLVR: messages + a Python-literal ground truth, read as the loader reads it
+    # IF-RLVR: messages + a Python-literal ground truth, read as the loader reads it
+    if "ground_truth" in row:
         truth = if_rlvr_constraints(row, where)
-        ids, kwargs = truth["instruction_id"], truth["kwargs"] or [None] * len(truth["instruction_id"])
+        ids, kwargs = (truth["instruction_id"],
+                       truth["kwargs"] or [None] * len(truth["instruction_id"]))
         prompt = row.get("messages", row.get("prompt"))
     else:
         for key in ("prompt", "instruction_id_list", "kwargs"):
@@ -138,8 +144,8 @@ def _if_label(row: dict, where: str) -> tuple[Union[str, list], list, list]:
         kwargs = json.loads(kwargs)
     if not isinstance(ids, list) or not isinstance(kwargs, list) or len(ids) != len(kwargs):
         raise SchemaError(f"{where}: instruction ids and kwargs must be lists of equal length")
-    return prompt, ids, [{k: v for k, v in kw.items() if v is not None} if isinstance(kw, dict) else {}
-                         for kw in kwargs]
+    return prompt, ids, [{k: v for k, v in kw.items() if v is not None}
+                         if isinstance(kw, dict) else {} for kw in kwargs]
 
 
 def if_row(taxonomy: str):
@@ -149,7 +155,8 @@ def if_row(taxonomy: str):
         prompt, ids, kwargs = _if_label(row, where)
         ifeval_ids, known, evaluation_only = _instruction_registries()
         if any(i in evaluation_only for i in ids):
-            return Drop("evaluation_only_instruction")  # IFBench test ids: training on them leaks (§4.4.2)
+            # IFBench test ids: training on them leaks (§4.4.2)
+            return Drop("evaluation_only_instruction")
         if any(i not in known for i in ids):
             return Drop("unsupported_instruction")
         in_ifeval = all(i in ifeval_ids for i in ids) and "ground_truth" not in row
@@ -160,7 +167,8 @@ def if_row(taxonomy: str):
             out["messages"] = [{"role": m.get("role"), "content": m.get("content")} for m in prompt
                                if isinstance(m, dict)]
             if out["messages"] and out["messages"][-1]["role"] == "assistant":
-                out["messages"] = out["messages"][:-1]  # an SFT-style row: the prompt is what precedes the answer
+                # an SFT-style row: the prompt is what precedes the answer
+                out["messages"] = out["messages"][:-1]
         else:
             out["prompt"] = prompt
         return out

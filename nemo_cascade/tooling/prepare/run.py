@@ -2,11 +2,11 @@
 from its sources through conversion, the loaders' own schema checks, de-duplication and
 decontamination into a file written atomically, with its entry in ``manifest.json``.
 
-Manifest (``OUT/manifest.json``, rewritten atomically after each file): per file its rows, sha256 and bytes,
-the sources (dataset, subset, split, revision when downloaded, files, rows read), rows dropped per reason
-(``decontaminated:<eval set>``, ``duplicate``, ``in_sft_set``, ``tie``, ``math``, ...), bad rows
-skipped, and per kind extra counts (SFT ``modes``: the thinking / non-thinking split; code
-``call_based``); an RL file's ``sft_disjoint``: the SFT files its prompts were kept apart from
+Manifest (``OUT/manifest.json``, rewritten atomically after each file): per file its rows, sha256
+and bytes, the sources (dataset, subset, split, revision when downloaded, files, rows read), rows
+dropped per reason (``decontaminated:<eval set>``, ``duplicate``, ``in_sft_set``, ``tie``, ``math``,
+...), bad rows skipped, and per kind extra counts (SFT ``modes``: the thinking / non-thinking split;
+code ``call_based``); an RL file's ``sft_disjoint``: the SFT files its prompts were kept apart from
 (:mod:`.disjoint`, §4.1.2); and the evaluation sets the index was built from. Resuming: a file whose
 entry has the same fingerprint (sources and their files, the index, an RL file's SFT files and
 pass-rate files, this code's version) and whose sha256 still matches is skipped, so an interrupted
@@ -31,7 +31,8 @@ from nemo_cascade.tooling.prepare.decontam import EvalIndex, normalised
 from nemo_cascade.tooling.prepare.difficulty import DROPS, DifficultyFilter
 from nemo_cascade.tooling.prepare.disjoint import RL_KINDS, SftPrompts, sft_prompts
 from nemo_cascade.tooling.prepare.released import sft_mode
-from nemo_cascade.tooling.prepare.sources import Bad, Drop, PrepareError, Source, count_rows, locate, stream
+from nemo_cascade.tooling.prepare.sources import (Bad, Drop, PrepareError, Source, count_rows,
+                                                  locate, stream)
 from nemo_cascade.tooling.prepare.stages import Output
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class _Counts:
             bucket[sub] = bucket.get(sub, 0) + 1
 
 
-# ----------------------------------------------------------------------------------------- checking rows
+# ------------------------------------------------------------------------------------ checking rows
 
 def _user_texts(messages: list[dict]) -> list[str]:
     return [m["content"] for m in messages if m["role"] == "user"]
@@ -128,7 +129,7 @@ def _dedup_key(mode: str, texts: list[str], label: Any) -> Optional[bytes]:
     return hashlib.blake2b(key.encode(), digest_size=16).digest()
 
 
-# ------------------------------------------------------------------------------------------------ files
+# -------------------------------------------------------------------------------------------- files
 
 def read_manifest(out: Path) -> dict:
     path = out / MANIFEST
@@ -137,13 +138,16 @@ def read_manifest(out: Path) -> dict:
     try:
         manifest = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PrepareError(f"{path}: not JSON ({e}); remove it to prepare every file again") from None
+        raise PrepareError(
+            f"{path}: not JSON ({e}); remove it to prepare every file again") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise PrepareError(f"{path}: expected an object with 'files'; remove it to prepare every file again")
+        raise PrepareError(
+            f"{path}: expected an object with 'files'; remove it to prepare every file again")
     return manifest
 
 
-def _located(output: Output, source_dir: Optional[Path]) -> list[tuple[Any, list[Path], Optional[str]]]:
+def _located(output: Output,
+             source_dir: Optional[Path]) -> list[tuple[Any, list[Path], Optional[str]]]:
     out = []
     for part in output.parts:
         if isinstance(part.source, Generated):
@@ -157,8 +161,9 @@ def _located(output: Output, source_dir: Optional[Path]) -> list[tuple[Any, list
 def _fingerprint(output: Output, located, index: EvalIndex, filters: dict) -> str:
     parts = [[p.source.dataset, p.source.subset, p.source.split, revision,
               [[f.name, f.stat().st_size] for f in files]] for p, files, revision in located]
-    key = json.dumps({"version": VERSION, "path": output.path, "kind": output.kind, "dedup": output.dedup,
-                      "parts": parts, "index": index.digest(), **filters}, sort_keys=True)
+    key = json.dumps({"version": VERSION, "path": output.path, "kind": output.kind,
+                      "dedup": output.dedup, "parts": parts, "index": index.digest(), **filters},
+                     sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -283,17 +288,17 @@ def write_output(stage: str, output: Output, settings: Settings, index: EvalInde
                 counts.rows += 1
             bar.close()
             sources.append({"dataset": part.source.dataset, "subset": part.source.subset,
-                            "split": part.source.split, "revision": revision, "files": [str(p) for p in files],
-                            "rows_read": read})
+                            "split": part.source.split, "revision": revision,
+                            "files": [str(p) for p in files], "rows_read": read})
         if counts.rows == 0:  # before the rename: an empty file never replaces a good one
             raise PrepareError(_nothing_left(output, located, counts, sft))
     if counts.bad:
-        log.warning("%s: skipped %d bad rows (--max-bad-rows=%d); first: %s", output.path, counts.bad,
-                    settings.max_bad_rows, counts.first_bad)
-    return {"stage": stage, "path": output.path, "kind": output.kind, "rows": counts.rows, "sha256": sha.hexdigest(),
-            "bytes": target.stat().st_size, "fingerprint": fingerprint, "sources": sources,
-            "dropped": dict(sorted(counts.dropped.items())), "bad_rows": counts.bad,
-            "first_bad_row": counts.first_bad, **counts.extra,
+        log.warning("%s: skipped %d bad rows (--max-bad-rows=%d); first: %s", output.path,
+                    counts.bad, settings.max_bad_rows, counts.first_bad)
+    return {"stage": stage, "path": output.path, "kind": output.kind, "rows": counts.rows,
+            "sha256": sha.hexdigest(), "bytes": target.stat().st_size, "fingerprint": fingerprint,
+            "sources": sources, "dropped": dict(sorted(counts.dropped.items())),
+            "bad_rows": counts.bad, "first_bad_row": counts.first_bad, **counts.extra,
             **_filter_record(output, sft, settings)}
 
 
@@ -318,9 +323,12 @@ def prepare(stages: dict[str, tuple[Output, ...]], settings: Settings, index: Ev
             entry = write_output(stage, output, settings, index, located, fingerprint,
                                  sft if rl else None)
             manifest["files"][output.path] = entry
-            write_text_atomically(settings.out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-            log.info("%s: %d rows; dropped %s", output.path, entry["rows"], entry["dropped"] or "none")
-    write_text_atomically(settings.out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+            write_text_atomically(settings.out / MANIFEST,
+                                  json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+            log.info("%s: %d rows; dropped %s", output.path, entry["rows"],
+                     entry["dropped"] or "none")
+    write_text_atomically(settings.out / MANIFEST,
+                          json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
 
 
@@ -330,10 +338,10 @@ def summary(manifest: dict, paths: list[str]) -> str:
     for path in paths:
         e = manifest["files"][path]
         dropped = ", ".join(f"{k} {v}" for k, v in e["dropped"].items()) or "none"
-        lines.append(f"{path}: {e['rows']} rows (dropped: {dropped}; bad rows: {e['bad_rows']}) sha256 "
-                     f"{e['sha256'][:12]}")
+        lines.append(f"{path}: {e['rows']} rows (dropped: {dropped}; bad rows: {e['bad_rows']}) "
+                     f"sha256 {e['sha256'][:12]}")
     return "\n".join(lines)
 
 
-__all__ = ["Generated", "Settings", "prepare", "write_output", "check_row", "read_manifest", "summary", "VERSION",
-           "MANIFEST", "Source"]
+__all__ = ["Generated", "Settings", "prepare", "write_output", "check_row", "read_manifest",
+           "summary", "VERSION", "MANIFEST", "Source"]

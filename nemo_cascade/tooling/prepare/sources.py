@@ -6,15 +6,16 @@ or file-name stem inside the repository: ``math`` matches ``math.jsonl``, ``math
 
 - under ``--source-dir DIR`` as ``DIR/ORG/NAME/...``: the layout ``huggingface-cli download ORG/NAME
   --repo-type dataset --local-dir DIR/ORG/NAME`` leaves (and the test fixtures use); or
-- on the Hub, downloaded with ``huggingface_hub.snapshot_download`` at the dataset's current revision (recorded
-  in the manifest); an unreachable Hub is one line naming the dataset and ``--source-dir``.
+- on the Hub, downloaded with ``huggingface_hub.snapshot_download`` at the dataset's current
+  revision (recorded in the manifest); an unreachable Hub is one line naming the dataset and
+  ``--source-dir``.
 
 Data files are ``.jsonl``, ``.jsonl.gz``, ``.json`` (JSON Lines) and ``.parquet``. A source may
 instead name its files (``paths``: exact paths inside the repository, read in that order, e.g. one
 benchmark release's files), which may also be ``.csv`` (a header row, then one record per row:
-GPQA's layout). When some file names carry a
-split (``train``, ``validation``, ``test``, ``dev`` as a path component or a name part), only the source's split
-is read. Rows are streamed (parquet in record batches), never a whole file in memory.
+GPQA's layout). When some file names carry a split (``train``, ``validation``, ``test``, ``dev`` as
+a path component or a name part), only the source's split is read. Rows are streamed (parquet in
+record batches), never a whole file in memory.
 """
 from __future__ import annotations
 
@@ -70,8 +71,9 @@ class Drop:
 
 
 def per_row(fn):
-    """A converter of whole streams from one of single rows: ``fn(row, where)`` returns the output row or a
-    :class:`Drop`, and raises ValueError (SchemaError, DataError) for a malformed row, which becomes :class:`Bad`."""
+    """A converter of whole streams from one of single rows: ``fn(row, where)`` returns the output
+    row or a :class:`Drop`, and raises ValueError (SchemaError, DataError) for a malformed row,
+    which becomes :class:`Bad`."""
     def convert(rows):
         for where, row in rows:
             if isinstance(row, Bad):
@@ -105,7 +107,8 @@ def select_files(root: Path, source: Source) -> list[Path]:
             raise PrepareError(f"{root}: no file {missing[0]} of {source.dataset} (it needs "
                                f"{', '.join(source.paths)})")
         return [root / p for p in source.paths]
-    files = sorted(p for p in root.rglob("*") if _data_file(p) and ".cache" not in p.relative_to(root).parts)
+    files = sorted(p for p in root.rglob("*")
+                   if _data_file(p) and ".cache" not in p.relative_to(root).parts)
     rels = {p: p.relative_to(root).as_posix() for p in files}
     if source.subset:
         files = [p for p in files if _in_subset(rels[p], source.subset)]
@@ -121,17 +124,19 @@ def locate(source: Source, source_dir: Optional[Path]) -> tuple[list[Path], Opti
     if source_dir is not None:
         root = Path(source_dir) / source.dataset
         if not root.is_dir():
-            raise PrepareError(f"--source-dir {source_dir}: no folder {source.dataset}/ (download it with "
-                               f"`huggingface-cli download {source.dataset} --repo-type dataset --local-dir "
-                               f"{root}`)")
+            raise PrepareError(
+                f"--source-dir {source_dir}: no folder {source.dataset}/ (download it with "
+                f"`huggingface-cli download {source.dataset} --repo-type dataset --local-dir "
+                f"{root}`)")
         revision = None
     else:
         root, revision = _download(source)
     files = select_files(root, source)
     if not files:
         what = f"subset {source.subset!r} " if source.subset else ""
-        raise PrepareError(f"{root}: no {what}{source.split} data files ({', '.join(DATA_SUFFIXES)}) of "
-                           f"{source.dataset}")
+        raise PrepareError(
+            f"{root}: no {what}{source.split} data files ({', '.join(DATA_SUFFIXES)}) of "
+            f"{source.dataset}")
     return files, revision
 
 
@@ -139,21 +144,25 @@ def _download(source: Source) -> tuple[Path, str]:
     try:
         from huggingface_hub import HfApi, snapshot_download
     except ImportError:
-        raise PrepareError(f"{source.dataset}: huggingface_hub is not installed; install it, or download the "
-                           f"dataset and pass --source-dir") from None
+        raise PrepareError(
+            f"{source.dataset}: huggingface_hub is not installed; install it, or download the "
+            f"dataset and pass --source-dir") from None
     subset = [f"{source.subset}*", f"{source.subset}/**", f"**/{source.subset}[-_]*"]
-    patterns = (list(source.paths) if source.paths else subset if source.subset
-                else ["*.jsonl", "*.jsonl.gz", "*.json", "*.parquet", "**/*.jsonl", "**/*.jsonl.gz", "**/*.json",
-                      "**/*.parquet"])
+    patterns = (list(source.paths) if source.paths else subset if source.subset else [
+        "*.jsonl", "*.jsonl.gz", "*.json", "*.parquet", "**/*.jsonl", "**/*.jsonl.gz", "**/*.json",
+        "**/*.parquet"])
     try:
         revision = HfApi().dataset_info(source.dataset).sha
-        path = snapshot_download(source.dataset, repo_type="dataset", revision=revision, allow_patterns=patterns)
-    except Exception as e:  # offline, gated, unknown repo: huggingface_hub and requests raise many kinds
+        path = snapshot_download(source.dataset, repo_type="dataset", revision=revision,
+                                 allow_patterns=patterns)
+    # offline, gated, unknown repo: huggingface_hub and requests raise many kinds
+    except Exception as e:
         reason = " ".join(str(e).split())[:160] or type(e).__name__
-        raise PrepareError(f"{source.dataset}: cannot download from the Hugging Face Hub ({type(e).__name__}: "
-                           f"{reason}); download it where the Hub is reachable (huggingface-cli download "
-                           f"{source.dataset} --repo-type dataset --local-dir DIR/{source.dataset}) and pass "
-                           f"--source-dir DIR") from None
+        raise PrepareError(
+            f"{source.dataset}: cannot download from the Hugging Face Hub ({type(e).__name__}: "
+            f"{reason}); download it where the Hub is reachable (huggingface-cli download "
+            f"{source.dataset} --repo-type dataset --local-dir DIR/{source.dataset}) and pass "
+            f"--source-dir DIR") from None
     return Path(path), revision
 
 
@@ -185,7 +194,8 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Union[dict, Bad]]]:
                 yield where, (row if isinstance(row, dict) else
                               Bad(f"{where}: expected a JSON object, got {type(row).__name__}"))
     except (OSError, EOFError) as e:  # a corrupt or truncated .gz, no permission
-        raise PrepareError(f"{path}: cannot read ({type(e).__name__}: {' '.join(str(e).split())[:120]})") from None
+        raise PrepareError(
+            f"{path}: cannot read ({type(e).__name__}: {' '.join(str(e).split())[:120]})") from None
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[str, Union[dict, Bad]]]:
@@ -198,7 +208,8 @@ def _parquet_rows(path: Path) -> Iterator[tuple[str, Union[dict, Bad]]]:
             for row in batch.to_pylist():
                 n += 1
                 yield f"{path}#{n}", row
-    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError; ArrowIOError an OSError
+    # pyarrow's ArrowInvalid is a ValueError; ArrowIOError an OSError
+    except (OSError, ValueError) as e:
         raise PrepareError(f"{path}: cannot read as parquet ({type(e).__name__}: "
                            f"{' '.join(str(e).split())[:120]})") from None
 
@@ -226,4 +237,6 @@ def count_rows(files: list[Path]) -> Optional[int]:
     return sum(pq.ParquetFile(p).metadata.num_rows for p in files)
 
 
-__all__ = ["Source", "Bad", "Drop", "per_row", "PrepareError", "select_files", "locate", "stream", "count_rows"]
+__all__ = [
+    "Source", "Bad", "Drop", "per_row", "PrepareError", "select_files", "locate", "stream",
+    "count_rows"]

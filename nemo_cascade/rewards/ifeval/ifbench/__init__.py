@@ -10,13 +10,15 @@ prefix: ``count``, ``ratio``, ``words``, ``sentence`` (with ``repeat:*``), ``for
 (``format:*``) and ``custom``; ``text`` holds the shared measurements and ``tagger`` the offline
 part-of-speech tag that ``words:start_verb`` needs.
 
-Where the reference would draw a random value (a required kwarg left null, or ``repeat:repeat_span`` with
-``n_start`` 0), a label is rejected or the given value used, so that a response has one verdict; where the
-reference would crash on a response (e.g. a division by zero), the instruction is not followed.
+Where the reference would draw a random value (a required kwarg left null, or ``repeat:repeat_span``
+with ``n_start`` 0), a label is rejected or the given value used, so that a response has one
+verdict; where the reference would crash on a response (e.g. a division by zero), the instruction is
+not followed.
 """
 from . import count, custom, formatting, ratio, sentence, words
 
-INSTRUCTIONS = (*count.INSTRUCTIONS, *ratio.INSTRUCTIONS, *words.INSTRUCTIONS, *sentence.INSTRUCTIONS,
+INSTRUCTIONS = (*count.INSTRUCTIONS, *ratio.INSTRUCTIONS, *words.INSTRUCTIONS,
+                *sentence.INSTRUCTIONS,
                 *formatting.INSTRUCTIONS, *custom.INSTRUCTIONS)
 
 __all__ = ["INSTRUCTIONS"]

@@ -1,10 +1,10 @@
 """IFBench's ``count:*`` instructions: how many words, unique words, numbers, names, pronouns,
 conjunctions, keywords and punctuation marks a response holds (paper §4.4, the IFBench evaluation).
 
-Verdicts follow the IFBench evaluator that produced the published reference results (allenai/IFBench at
-c94da020). Its notions of "word" differ between instructions and are kept as they are, since a different
-tokenisation would flip verdicts: ``\\w+`` runs for ``word_count_range``, whitespace pieces trimmed of ASCII
-punctuation for ``unique_word_count`` and ``conjunctions``, and so on.
+Verdicts follow the IFBench evaluator that produced the published reference results (allenai/IFBench
+at c94da020). Its notions of "word" differ between instructions and are kept as they are, since a
+different tokenisation would flip verdicts: ``\\w+`` runs for ``word_count_range``, whitespace
+pieces trimmed of ASCII punctuation for ``unique_word_count`` and ``conjunctions``, and so on.
 """
 from __future__ import annotations
 
@@ -16,17 +16,24 @@ from .text import drop_punctuation, trim_punctuation
 
 _CONJUNCTIONS = frozenset({"and", "but", "for", "nor", "or", "so", "yet"})
 _PERSON_NAMES = (
-    "Emma", "Liam", "Sophia", "Jackson", "Olivia", "Noah", "Ava", "Lucas", "Isabella", "Mason", "Mia", "Ethan",
-    "Charlotte", "Alexander", "Amelia", "Benjamin", "Harper", "Leo", "Zoe", "Daniel", "Chloe", "Samuel", "Lily",
-    "Matthew", "Grace", "Owen", "Abigail", "Gabriel", "Ella", "Jacob", "Scarlett", "Nathan", "Victoria", "Elijah",
-    "Layla", "Nicholas", "Audrey", "David", "Hannah", "Christopher", "Penelope", "Thomas", "Nora", "Andrew",
+    "Emma", "Liam", "Sophia", "Jackson", "Olivia", "Noah", "Ava", "Lucas", "Isabella", "Mason",
+    "Mia", "Ethan",
+    "Charlotte", "Alexander", "Amelia", "Benjamin", "Harper", "Leo", "Zoe", "Daniel", "Chloe",
+    "Samuel", "Lily",
+    "Matthew", "Grace", "Owen", "Abigail", "Gabriel", "Ella", "Jacob", "Scarlett", "Nathan",
+    "Victoria", "Elijah",
+    "Layla", "Nicholas", "Audrey", "David", "Hannah", "Christopher", "Penelope", "Thomas", "Nora",
+    "Andrew",
     "Aria", "Joseph", "Claire", "Ryan", "Stella", "Jonathan")
 """The 50 names the instruction's prompt lists; only these count."""
 _PRONOUNS = frozenset({
-    "i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves", "you", "your", "yours", "yourself",
-    "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself", "they",
+    "i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves", "you", "your",
+    "yours", "yourself",
+    "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its",
+    "itself", "they",
     "them", "their", "theirs", "themselves"})
-"""Personal, possessive and reflexive pronouns (the reference's set; later IFBench versions add more)."""
+"""Personal, possessive and reflexive pronouns (the reference's set; later IFBench versions add
+more)."""
 _KEYWORD_TIMES = (1, 2, 3, 5, 7)
 """``keywords_multiple``: keyword k must occur exactly this many times."""
 _MARKS = frozenset(".,!?;:")
@@ -72,14 +79,15 @@ def _keywords_multiple(text: str, keyword1: str, keyword2: str, keyword3: str, k
     keywords = (keyword1, keyword2, keyword3, keyword4, keyword5)
     # Case-insensitive substring counts (non-overlapping); keywords are trimmed as the reference
     # does.
-    return all(lowered.count(k.strip().lower()) == times for k, times in zip(keywords, _KEYWORD_TIMES))
+    return all(lowered.count(k.strip().lower()) == times
+               for k, times in zip(keywords, _KEYWORD_TIMES))
 
 
 def _punctuation(text: str) -> bool:
     """Every mark of ``. , ! ? ; :`` plus an interrobang (``?!``, ``!?`` or ``‽``).
 
-    The ``?!`` (else ``!?``) that serves as the interrobang is removed once before the marks are looked for,
-    so it does not also count as the question and exclamation marks.
+    The ``?!`` (else ``!?``) that serves as the interrobang is removed once before the marks are
+    looked for, so it does not also count as the question and exclamation marks.
     """
     if "?!" not in text and "!?" not in text and "‽" not in text:
         return False
@@ -100,13 +108,15 @@ def _words_japanese(text: str, N: int) -> bool:
 
 
 def _range_ordered(min_words: int, max_words: int):
-    return None if min_words <= max_words else f"min_words={min_words} exceeds max_words={max_words}"
+    return None if min_words <= max_words else (f"min_words={min_words} exceeds "
+                                                f"max_words={max_words}")
 
 
 _KEYWORD = Arg(str)
 INSTRUCTIONS = (
     Instruction("count:word_count_range", _word_count_range,
-                {"min_words": Arg(int, minimum=0), "max_words": Arg(int, minimum=0)}, validate=_range_ordered),
+                {"min_words": Arg(int, minimum=0), "max_words": Arg(int, minimum=0)},
+                validate=_range_ordered),
     Instruction("count:unique_word_count", _unique_word_count, {"N": Arg(int, minimum=0)}),
     Instruction("count:conjunctions", _conjunctions, {"small_n": Arg(int, minimum=0)}),
     Instruction("count:person_names", _person_names, {"N": Arg(int, minimum=0)}),

@@ -1,8 +1,9 @@
 """IFBench's ``custom:*`` instructions: one-off tasks whose answer format (and partly content) is
 checked — CSV tables, sorted lists, reversed text, counting (paper §4.4, the IFBench evaluation).
 
-Each checker states the rule of the reference evaluator (allenai/IFBench at c94da020); where that rule is
-laxer or stricter than the prompt's wording, the rule wins, since it defines the benchmark's verdicts.
+Each checker states the rule of the reference evaluator (allenai/IFBench at c94da020); where that
+rule is laxer or stricter than the prompt's wording, the rule wins, since it defines the benchmark's
+verdicts.
 """
 from __future__ import annotations
 
@@ -16,20 +17,25 @@ from .text import drop_punctuation, rule_sentences, trim_punctuation
 
 _MULTIPLES_OF_7 = [str(n) for n in range(14, 51, 7)]
 _EUROPEAN_CAPITALS_BY_LATITUDE = (
-    "Reykjavik", "Helsinki", "Oslo", "Tallinn", "Stockholm", "Riga", "Moscow", "Copenhagen", "Vilnius", "Minsk",
-    "Dublin", "Berlin", "Amsterdam", "Warsaw", "London", "Brussels", "Prague", "Luxembourg", "Paris", "Vienna",
+    "Reykjavik", "Helsinki", "Oslo", "Tallinn", "Stockholm", "Riga", "Moscow", "Copenhagen",
+    "Vilnius", "Minsk",
+    "Dublin", "Berlin", "Amsterdam", "Warsaw", "London", "Brussels", "Prague", "Luxembourg",
+    "Paris", "Vienna",
     "Bratislava", "Budapest", "Vaduz", "Chisinau", "Bern", "Ljubljana", "Zagreb")
 _MIN_AFRICAN_COUNTRIES = 52
 _CITY_HEADER = ["ID", "Country", "City", "Year", "Count"]
-_PRODUCT_HEADER = re.compile(r'^(ProductID|"ProductID"),[ \t]*(Category|"Category"),[ \t]*(Brand|"Brand"),'
+_PRODUCT_HEADER = re.compile(r'^(ProductID|"ProductID"),[ \t]*(Category|"Category"),[ '
+                             r'\t]*(Brand|"Brand"),'
                              r'[ \t]*(Price|"Price"),[ \t]*(Stock|"Stock")$')
-_STUDENT_HEADER = re.compile(r'^(StudentID|"StudentID")\t *(Subject|"Subject")\t *(Grade|"Grade")\t *'
+_STUDENT_HEADER = re.compile(r'^(StudentID|"StudentID")\t *(Subject|"Subject")\t '
+                             r'*(Grade|"Grade")\t *'
                              r'(Semester|"Semester")\t *(Score|"Score")$')
 _QUOTED_SPECIAL = re.compile(r'".*[^\d\w\s].*"')
 _QUESTION_LABEL = re.compile(r"\n*(?:Question \d+[\.|\):;]?\s*)")
 _OPTION_LINE = re.compile(r"^[A-Ea-e][\.|\)]\s*\w+")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_DAYS_IN_MONTH = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
+_DAYS_IN_MONTH = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30,
+                  12: 31}
 
 
 def _ascii_fold(text: str) -> str:

@@ -2,8 +2,8 @@
 emoji, fixed options and templates, title case (paper §4.4, the IFBench evaluation).
 
 Verdicts follow the reference evaluator (allenai/IFBench at c94da020), including its shortcuts (e.g.
-``sub-bullets`` only asks that every ``*`` is followed by a ``-`` somewhere before the next ``*``); each
-function's docstring states the rule as the reference applies it.
+``sub-bullets`` only asks that every ``*`` is followed by a ``-`` somewhere before the next ``*``);
+each function's docstring states the rule as the reference applies it.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ _QUOTE_TRAILER = string.digits + string.punctuation.replace('"', "")
 def _parentheses(text: str) -> bool:
     """Brackets ``()[]{}`` nested at least 5 deep, closed properly at least once from that depth.
 
-    Scanning left to right with a stack: a closing bracket that does not match the innermost open one empties
-    the stack and forgets the depth reached so far.
+    Scanning left to right with a stack: a closing bracket that does not match the innermost open
+    one empties the stack and forgets the depth reached so far.
     """
     stack: list[str] = []
     deepest = 0
@@ -95,9 +95,11 @@ def _emoji(text: str) -> bool:
     for i, sentence in enumerate(sentences):
         if not sentence:
             return False  # a sentence of punctuation only: the reference fails on it
-        if emoji_data.is_emoji(sentence[-1]) or emoji_data.is_emoji(sentence[-2:-1] or sentence[-1]):
+        if (emoji_data.is_emoji(sentence[-1])
+                or emoji_data.is_emoji(sentence[-2:-1] or sentence[-1])):
             continue
-        if i == len(sentences) - 1 or not sentences[i + 1] or not emoji_data.is_emoji(sentences[i + 1][0]):
+        if (i == len(sentences) - 1 or not sentences[i + 1]
+                or not emoji_data.is_emoji(sentences[i + 1][0])):
             return False
     return True
 
@@ -109,10 +111,11 @@ def _indent(line: str) -> int:
 def _lines_after_blank_removal(text: str) -> list[str]:
     """The lines the reference compares, reproduced in linear time.
 
-    The reference removes blank lines with ``lines.remove(line)`` while iterating over ``lines``: each removal
-    takes out the *first* remaining line equal to the current one (possibly an earlier blank line that the
-    iteration skipped) and makes the iteration skip the line after the current one. Equal blank lines are
-    interchangeable, so it is enough to know, per distinct blank line, which positions are still present.
+    The reference removes blank lines with ``lines.remove(line)`` while iterating over ``lines``:
+    each removal takes out the *first* remaining line equal to the current one (possibly an earlier
+    blank line that the iteration skipped) and makes the iteration skip the line after the current
+    one. Equal blank lines are interchangeable, so it is enough to know, per distinct blank line,
+    which positions are still present.
     """
     lines = text.split("\n")
     removed = [False] * len(lines)
@@ -124,7 +127,8 @@ def _lines_after_blank_removal(text: str) -> list[str]:
             queue = present_blank.setdefault(line, deque())
             queue.append(i)
             removed[queue.popleft()] = True
-            if i + 1 < len(lines) and not lines[i + 1].strip():  # the skipped line stays, for later removals
+            # the skipped line stays, for later removals
+            if i + 1 < len(lines) and not lines[i + 1].strip():
                 present_blank.setdefault(lines[i + 1], deque()).append(i + 1)
             i += 2
         else:
@@ -158,8 +162,9 @@ def _list(text: str, sep: str) -> bool:
 def _thesis(text: str) -> bool:
     """An HTML-italic span (``<i>`` or ``<em>``) with non-blank content, followed by more text.
 
-    The reference measures both tags with the lengths of ``<i>``/``</i>``, so after ``<em>`` the ``>`` counts
-    as content and after ``</em>`` the ``>`` as following text; kept, since verdicts depend on it.
+    The reference measures both tags with the lengths of ``<i>``/``</i>``, so after ``<em>`` the
+    ``>`` counts as content and after ``</em>`` the ``>`` as following text; kept, since verdicts
+    depend on it.
     """
     start = text.find("<i>")
     if start == -1:
@@ -184,8 +189,9 @@ def _no_bullets_bullets(text: str) -> bool:
     """At least two sentences, then at least two lines starting with ``*``, and nothing after the
     bullets.
 
-    Sentences are counted line by line (rule-based splitter) until the first bullet. As in the reference, a
-    blank line among the sentences ends the sentence part: a later non-bullet line then fails.
+    Sentences are counted line by line (rule-based splitter) until the first bullet. As in the
+    reference, a blank line among the sentences ends the sentence part: a later non-bullet line then
+    fails.
     """
     sentences = 0
     bullets = 0
@@ -210,7 +216,8 @@ def _title_case(text: str) -> bool:
     (``word``, ``wORD``); single characters and tokens without cased letters pass."""
     for token in word_tokens(text):
         if not token:
-            return False  # the reference indexes token[0]; the tokenizer does not produce empty tokens
+            # the reference indexes token[0]; the tokenizer does not produce empty tokens
+            return False
         head, tail = token[:1], token[1:]
         if head.isupper() and tail.islower():
             continue

@@ -1,9 +1,10 @@
 """IFBench's ``ratio:*`` instructions: stop-word share, character-trigram overlap with a reference
 text, and the mix and lengths of sentences (paper §4.4, the IFBench evaluation).
 
-"Sentence" here is the rule-based splitter (:func:`.text.rule_sentences`) and a sentence's type is its last
-character (``.``, ``?``, ``!``), as in the reference evaluator (allenai/IFBench at c94da020). Percentages are
-computed with the reference's arithmetic (``part / whole * 100``) so that boundary cases round the same way.
+"Sentence" here is the rule-based splitter (:func:`.text.rule_sentences`) and a sentence's type is
+its last character (``.``, ``?``, ``!``), as in the reference evaluator (allenai/IFBench at
+c94da020). Percentages are computed with the reference's arithmetic (``part / whole * 100``) so that
+boundary cases round the same way.
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def _overlap(text: str, reference_text: str, percentage: float) -> bool:
 
 def _ending_counts(text: str) -> tuple[int, int, int]:
     sentences = rule_sentences(text)
-    return tuple(sum(1 for s in sentences if s.endswith(mark)) for mark in ".?!")  # type: ignore[return-value]
+    counts = tuple(sum(1 for s in sentences if s.endswith(mark)) for mark in ".?!")
+    return counts  # type: ignore[return-value]
 
 
 def _sentence_type(text: str) -> bool:

@@ -2,8 +2,8 @@
 the n-th sentence, growing lengths, growing alliteration) and repeating (part of) the request (paper
 §4.4, the IFBench evaluation).
 
-Sentences are the rule-based splitter's (:func:`.text.rule_sentences`), as in the reference evaluator
-(allenai/IFBench at c94da020).
+Sentences are the rule-based splitter's (:func:`.text.rule_sentences`), as in the reference
+evaluator (allenai/IFBench at c94da020).
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def _increment(text: str, small_n: int) -> bool:
 def _alliteration_run(sentence: str) -> int:
     """Words in runs of consecutive words that share their first character (a run of k words scores
     k)."""
-    words = [w for w in (piece.lstrip(PUNCTUATION + " ") for piece in sentence.lower().split()) if w]
+    stripped = (piece.lstrip(PUNCTUATION + " ") for piece in sentence.lower().split())
+    words = [w for w in stripped if w]
     score, in_run = 0, False
     for a, b in zip(words, words[1:]):
         if a[0] == b[0]:
@@ -68,8 +69,8 @@ def _repeat_span(text: str, prompt_to_repeat: str, n_start: int, n_end: int) -> 
     ``[n_start:n_end]`` (end excluded, as the reference slices, although the prompt says
     "including").
 
-    The reference draws a random start when ``n_start`` is 0 (a falsy value) and uses the given value
-    otherwise; 0 is taken as 0 here, the only reading that gives one verdict per response.
+    The reference draws a random start when ``n_start`` is 0 (a falsy value) and uses the given
+    value otherwise; 0 is taken as 0 here, the only reading that gives one verdict per response.
     """
     return text.lower().split() == prompt_to_repeat.lower().split()[n_start:n_end]
 
@@ -85,6 +86,7 @@ INSTRUCTIONS = (
     Instruction("repeat:repeat_change", _repeat_change, {"prompt_to_repeat": Arg(str)}),
     Instruction("repeat:repeat_simple", _repeat_simple),
     Instruction("repeat:repeat_span", _repeat_span,
-                {"prompt_to_repeat": Arg(str), "n_start": Arg(int, minimum=0), "n_end": Arg(int, minimum=0)},
+                {"prompt_to_repeat": Arg(str), "n_start": Arg(int, minimum=0),
+                 "n_end": Arg(int, minimum=0)},
                 validate=_span_ordered),
 )

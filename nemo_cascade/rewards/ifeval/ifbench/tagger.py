@@ -5,12 +5,13 @@ IFBench's ``words:start_verb`` (paper §4.4, the IFBench evaluation) passes when
 tagger is an averaged perceptron (Honnibal's design) whose model
 (``averaged_perceptron_tagger_eng``, ~5.7 MB) NLTK downloads at run time, which cannot happen here.
 
-The first token's tag depends on little: the tagger looks the token up in its tag dictionary and otherwise
-scores a fixed set of features, which at position 0 involve only the first three tokens and the sentence-start
-markers. ``first_token_tagger.tsv.gz`` beside this module holds exactly the model entries those features can
-reach (the tag dictionary, the classes, and 32,403 of the 75,447 weight rows), so this module computes the
-same tag as the full model for every input. ``tooling/ifbench_tagger.py`` makes the file from NLTK's model;
-``ATTRIBUTION.md`` says where that came from and how it was verified.
+The first token's tag depends on little: the tagger looks the token up in its tag dictionary and
+otherwise scores a fixed set of features, which at position 0 involve only the first three tokens
+and the sentence-start markers. ``first_token_tagger.tsv.gz`` beside this module holds exactly the
+model entries those features can reach (the tag dictionary, the classes, and 32,403 of the 75,447
+weight rows), so this module computes the same tag as the full model for every input.
+``tooling/ifbench_tagger.py`` makes the file from NLTK's model; ``ATTRIBUTION.md`` says where that
+came from and how it was verified.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from typing import Sequence
 MODEL_FILE = Path(__file__).resolve().parent / "first_token_tagger.tsv.gz"
 START, START2, END, END2 = "-START-", "-START2-", "-END-", "-END2-"
 WEIGHT_SCALE = 1000
-"""NLTK's averaged weights are rounded to 3 decimals; the file stores them as integers times 1000."""
+"""NLTK's averaged weights are rounded to 3 decimals; the file stores them as integers times
+1000."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,8 +67,8 @@ def first_token_features(tokens: Sequence[str]) -> list[str]:
     """The features the perceptron scores for ``tokens[0]``, in NLTK's order (the order scores are
     summed in).
 
-    Context words are normalised; the token's own suffix and first character are taken as written. The two
-    tags before the first token are the start markers.
+    Context words are normalised; the token's own suffix and first character are taken as written.
+    The two tags before the first token are the start markers.
     """
     word = tokens[0]
     context = [START, START2, *(normalize(t) for t in tokens[:3]), END, END2]

@@ -5,12 +5,14 @@ IFBench (Pyatkin et al. 2025; its test set is the IF evaluation of paper §4.4) 
 several different ways, and a verdict only matches the reference evaluator if each checker uses the
 same one:
 
-* "punctuation" is Python's ``string.punctuation`` (ASCII only), removed with ``str.translate`` or trimmed
-  from both ends of a whitespace-separated word;
-* "sentences", for most checkers, come from the rule-based splitter of the original IFEval code (abbreviation
-  and acronym rules, then a cut after every ``.``, ``?`` and ``!``), :func:`rule_sentences` — not NLTK's Punkt;
-* "words" are ``str.split()`` pieces, ``\\w+`` runs (``re`` semantics, as NLTK ≤ 3.9 matched them) or NLTK's
-  ``word_tokenize`` tokens (Punkt sentences, each split by the Treebank tokenizer), depending on the checker.
+* "punctuation" is Python's ``string.punctuation`` (ASCII only), removed with ``str.translate`` or
+  trimmed from both ends of a whitespace-separated word;
+* "sentences", for most checkers, come from the rule-based splitter of the original IFEval code
+  (abbreviation and acronym rules, then a cut after every ``.``, ``?`` and ``!``),
+  :func:`rule_sentences` — not NLTK's Punkt;
+* "words" are ``str.split()`` pieces, ``\\w+`` runs (``re`` semantics, as NLTK ≤ 3.9 matched them)
+  or NLTK's ``word_tokenize`` tokens (Punkt sentences, each split by the Treebank tokenizer),
+  depending on the checker.
 """
 from __future__ import annotations
 
@@ -39,21 +41,25 @@ def trim_punctuation(word: str) -> str:
 # sentence and "<stop>" a sentence end; the order matters (later rules see the markers of earlier
 # ones).
 _LETTER = "([A-Za-z])"
-_STARTER = (r"(Mr|Mrs|Ms|Dr|Prof|Capt|Cpt|Lt|He\s|She\s|It\s|They\s|Their\s|Our\s|We\s|But\s|However\s|That\s"
-            r"|This\s|Wherever)")  # words that start a sentence after an abbreviation
+# words that start a sentence after an abbreviation
+_STARTER = (r"(Mr|Mrs|Ms|Dr|Prof|Capt|Cpt|Lt|He\s|She\s|It\s|They\s|Their\s|Our\s|We\s|But\s"
+            r"|However\s|That\s|This\s|Wherever)")
 _SUFFIX = "(Inc|Ltd|Jr|Sr|Co)"
 _REWRITES = (
     (re.compile("(Mr|St|Mrs|Ms|Dr)[.]"), "\\1<prd>"),                      # titles
     (re.compile("[.](com|net|org|io|gov|edu|me)"), "<prd>\\1"),             # web domains
     (re.compile("([0-9])[.]([0-9])"), "\\1<prd>\\2"),                       # decimals
-    (re.compile(r"\.{2,}"), lambda m: "<prd>" * len(m.group(0)) + "<stop>"),  # an ellipsis ends a sentence once
+    # an ellipsis ends a sentence once
+    (re.compile(r"\.{2,}"), lambda m: "<prd>" * len(m.group(0)) + "<stop>"),
 )
 _REWRITES_AFTER_PHD = (
     (re.compile(r"\s" + _LETTER + "[.] "), " \\1<prd> "),                   # initials
-    (re.compile("([A-Z][.][A-Z][.](?:[A-Z][.])?) " + _STARTER), "\\1<stop> \\2"),  # acronym ending a sentence
+    # acronym ending a sentence
+    (re.compile("([A-Z][.][A-Z][.](?:[A-Z][.])?) " + _STARTER), "\\1<stop> \\2"),
     (re.compile(_LETTER + "[.]" + _LETTER + "[.]" + _LETTER + "[.]"), "\\1<prd>\\2<prd>\\3<prd>"),
     (re.compile(_LETTER + "[.]" + _LETTER + "[.]"), "\\1<prd>\\2<prd>"),
-    (re.compile(" " + _SUFFIX + "[.] " + _STARTER), " \\1<stop> \\2"),      # "Inc. He ..." ends a sentence
+    # "Inc. He ..." ends a sentence
+    (re.compile(" " + _SUFFIX + "[.] " + _STARTER), " \\1<stop> \\2"),
     (re.compile(" " + _SUFFIX + "[.]"), " \\1<prd>"),
     (re.compile(" " + _LETTER + "[.]"), " \\1<prd>"),
 )
@@ -63,9 +69,9 @@ def rule_sentences(text: str) -> list[str]:
     """The sentences of the original IFEval splitter (also lm-eval's ``split_into_sentences``),
     stripped.
 
-    Newlines are spaces to it; sentence-final punctuation inside closing quotes is moved after the quote so
-    that the quote stays in its sentence. Blank sentences can occur in the middle (``"a. . b"``) and are
-    kept; only a blank last one is dropped.
+    Newlines are spaces to it; sentence-final punctuation inside closing quotes is moved after the
+    quote so that the quote stays in its sentence. Blank sentences can occur in the middle (``"a. .
+    b"``) and are kept; only a blank last one is dropped.
     """
     text = " " + text.replace("\n", " ") + "  "
     for pattern, replacement in _REWRITES:
@@ -82,19 +88,20 @@ def rule_sentences(text: str) -> list[str]:
 
 
 ENGLISH_STOPWORDS = frozenset("""
-i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves he him his
-himself she she's her hers herself it it's its itself they them their theirs themselves what which who whom this
-that that'll these those am is are was were be been being have has had having do does did doing a an the and but
-if or because as until while of at by for with about against between into through during before after above
-below to from up down in out on off over under again further then once here there when where why how all any
-both each few more most other some such no nor not only own same so than too very s t can will just don don't
-should should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn
-hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn
-wasn't weren weren't won won't wouldn wouldn't
+i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves
+he him his himself she she's her hers herself it it's its itself they them their theirs themselves
+what which who whom this that that'll these those am is are was were be been being have has had
+having do does did doing a an the and but if or because as until while of at by for with about
+against between into through during before after above below to from up down in out on off over
+under again further then once here there when where why how all any both each few more most other
+some such no nor not only own same so than too very s t can will just don don't should should've now
+d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't
+haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't
+wasn wasn't weren weren't won won't wouldn wouldn't
 """.split())
-"""NLTK's English stop-word list (``stopwords`` corpus of nltk_data, 179 entries). Newer nltk_data releases add
-19 contractions (``he'd``, ``i'm``, ...); like the entries with an apostrophe here they can never equal a
-``\\w+`` token, so the counts below are the same with either list."""
+"""NLTK's English stop-word list (``stopwords`` corpus of nltk_data, 179 entries). Newer nltk_data
+releases add 19 contractions (``he'd``, ``i'm``, ...); like the entries with an apostrophe here they
+can never equal a ``\\w+`` token, so the counts below are the same with either list."""
 assert len(ENGLISH_STOPWORDS) == 179
 
 
@@ -138,7 +145,8 @@ def _tail_tokens(sentence: str, k: int) -> list[str]:
     starts = [m.start() for m in re.finditer(r"(?<=\s)\S", sentence)]  # chunks after the first one
     if len(starts) < k:
         return treebank_tokens(sentence)[-k:]
-    return treebank_tokens(sentence[starts[-k] - 1:])[-k:]  # from the whitespace before the k-th last chunk
+    # from the whitespace before the k-th last chunk
+    return treebank_tokens(sentence[starts[-k] - 1:])[-k:]
 
 
 def head_word_tokens(text: str, k: int) -> list[str]:
@@ -162,4 +170,5 @@ def last_word_tokens(text: str, k: int) -> list[str]:
 
 
 __all__ = ["PUNCTUATION", "ENGLISH_STOPWORDS", "count_stopwords", "drop_punctuation",
-           "trim_punctuation", "rule_sentences", "word_tokens", "head_word_tokens", "last_word_tokens"]
+           "trim_punctuation", "rule_sentences", "word_tokens", "head_word_tokens",
+           "last_word_tokens"]

@@ -2,9 +2,10 @@
 consonants, length, syllables, repetitions, position and part of speech (paper §4.4, the IFBench
 evaluation).
 
-Verdicts follow the reference evaluator (allenai/IFBench at c94da020): "words" are whitespace pieces, mostly
-with ASCII punctuation removed first; sentences are the rule-based splitter's; ``start_verb``,
-``words_position`` and ``keywords_specific_position`` use NLTK's ``word_tokenize`` tokens.
+Verdicts follow the reference evaluator (allenai/IFBench at c94da020): "words" are whitespace
+pieces, mostly with ASCII punctuation removed first; sentences are the rule-based splitter's;
+``start_verb``, ``words_position`` and ``keywords_specific_position`` use NLTK's ``word_tokenize``
+tokens.
 """
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from collections import Counter
 
 from ..spec import Arg, Instruction
 from .tagger import first_token_tag
-from .text import drop_punctuation, head_word_tokens, last_word_tokens, rule_sentences, trim_punctuation
+from .text import (drop_punctuation, head_word_tokens, last_word_tokens, rule_sentences,
+                   trim_punctuation)
 
 _ALPHABET = string.ascii_lowercase
 _VOWELS = frozenset("aeiou")
 _CONSONANTS = frozenset("bcdfghjklmnpqrstvwxyz")
-_PRIMES = frozenset({2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97})
+_PRIMES = frozenset({2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73,
+                     79, 83, 89, 97})
 """Primes up to 97 only: a longer word fails even if its length is prime, as in the reference."""
 
 
@@ -29,7 +32,8 @@ def _alphabet(text: str) -> bool:
     if not words:
         return False
     letter = words[0][0].lower()
-    if len(letter) != 1 or letter not in _ALPHABET:  # len: some capitals lower-case to two characters
+    # len: some capitals lower-case to two characters
+    if len(letter) != 1 or letter not in _ALPHABET:
         return False
     for word in words[1:]:
         letter = _ALPHABET[(_ALPHABET.index(letter) + 1) % 26]

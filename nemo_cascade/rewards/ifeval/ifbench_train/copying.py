@@ -2,8 +2,8 @@
 several times or a character span of it) instead of answering it, and repeat a phrase with one word
 changed each time (paper §4.4.2, the IFBench-Train sub-stage).
 
-Verdicts follow the IF-RLVR verifier's definitions (open-instruct ``IFEvalG``): a copy is compared with the
-request after stripping both ends and lower-casing, nothing else.
+Verdicts follow the IF-RLVR verifier's definitions (open-instruct ``IFEvalG``): a copy is compared
+with the request after stripping both ends and lower-casing, nothing else.
 """
 from __future__ import annotations
 
@@ -37,10 +37,10 @@ def phrase_spans(text: str, first: str, last: str) -> list[str]:
     """What ``re.findall(first + " .*? " + last, text)`` finds for literal words ``first`` and
     ``last``, in one left-to-right pass.
 
-    The reference pattern backtracks: on a megabyte line holding ``first`` many times and ``last`` never, each
-    start scans to the end of the line. Here the earliest start is the only one tried — a later start on the
-    same line sees a subset of the text after the earliest one, so if the earliest finds no " last" none can.
-    ``.`` stops at newlines, so a span never crosses one.
+    The reference pattern backtracks: on a megabyte line holding ``first`` many times and ``last``
+    never, each start scans to the end of the line. Here the earliest start is the only one tried —
+    a later start on the same line sees a subset of the text after the earliest one, so if the
+    earliest finds no " last" none can. ``.`` stops at newlines, so a span never crosses one.
     """
     spans = []
     head, tail = first + " ", " " + last
@@ -50,7 +50,8 @@ def phrase_spans(text: str, first: str, last: str) -> list[str]:
             start = line.find(head, pos)
             if start < 0:
                 break
-            end = line.find(tail, start + len(head))  # `.*?` may be empty: the tail may follow at once
+            # `.*?` may be empty: the tail may follow at once
+            end = line.find(tail, start + len(head))
             if end < 0:
                 break
             pos = end + len(tail)
@@ -81,18 +82,20 @@ def _literal_ends(phrase: str, small_n: int) -> Optional[str]:
     words = phrase.split()
     for word in {words[0], words[-1]}:
         if _REGEX_SYNTAX.search(word):
-            return f"phrase {phrase!r:.80}: its first and last words are matched as regular expressions; " \
-                   f"{word!r:.40} holds regex syntax"
+            return (f"phrase {phrase!r:.80}: its first and last words are matched as regular "
+                    f"expressions; {word!r:.40} holds regex syntax")
     return None
 
 
 def _nonempty_span(prompt_to_repeat: str, n_start: int, n_end: int) -> Optional[str]:
-    return None if n_start < n_end else f"n_start={n_start} must be below n_end={n_end} (an empty span)"
+    return None if n_start < n_end else (f"n_start={n_start} must be below n_end={n_end} (an empty "
+                                         "span)")
 
 
 _REQUEST = {"prompt_to_repeat": Arg("text")}
 INSTRUCTIONS = (
-    Instruction("copy:repeat_phrase", _repeat_phrase, {"phrase": Arg("text"), "small_n": Arg(int, minimum=1)},
+    Instruction("copy:repeat_phrase", _repeat_phrase,
+                {"phrase": Arg("text"), "small_n": Arg(int, minimum=1)},
                 validate=_literal_ends),
     Instruction("copy:copy", _same_request, _REQUEST),
     Instruction("copy:copying_simple", _same_request, _REQUEST),

@@ -2,8 +2,9 @@
 a composition of 3 paragraphs × n sentences × m words (``count:*``, ``letters:*``; paper §4.4.2, the
 IFBench-Train sub-stage).
 
-Verdicts follow the IF-RLVR verifier's definitions (open-instruct ``IFEvalG``), whose notions of word differ per
-instruction and are kept: ``\\b[a-z]+\\b`` runs, ASCII letters, NLTK ``word_tokenize`` tokens.
+Verdicts follow the IF-RLVR verifier's definitions (open-instruct ``IFEvalG``), whose notions of
+word differ per instruction and are kept: ``\\b[a-z]+\\b`` runs, ASCII letters, NLTK
+``word_tokenize`` tokens.
 """
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def _counting_composition(text: str, n_sent: int, n_words: int) -> bool:
     """Three paragraphs divided by ``***``, each of exactly ``n_sent`` rule-based sentences of
     exactly ``n_words`` ``word_tokenize`` tokens (punctuation marks count as tokens).
 
-    Unlike ``paragraphs:paragraphs``, a blank part before the first or after the last divider fails too: the
-    reference discounts it and then still requires it to hold ``n_sent`` sentences.
+    Unlike ``paragraphs:paragraphs``, a blank part before the first or after the last divider fails
+    too: the reference discounts it and then still requires it to hold ``n_sent`` sentences.
     """
     paragraphs = _DIVIDER.split(text)
     if len(paragraphs) != 3:
@@ -78,9 +79,11 @@ def _one_letter(letter: str, let_frequency: int, let_relation: str) -> Optional[
 _RELATION = Arg(str, choices=RELATIONS)
 INSTRUCTIONS = (
     Instruction("count:lowercase_counting", _lowercase_counting, {"N": Arg(int, minimum=1)}),
-    Instruction("letters:letter_counting", _letter_counting, {"N": Arg(int, minimum=1), "relation": _RELATION}),
+    Instruction("letters:letter_counting", _letter_counting,
+                {"N": Arg(int, minimum=1), "relation": _RELATION}),
     Instruction("letters:letter_counting2", _letter_frequency, {
-        "letter": Arg(str), "let_frequency": Arg(int, minimum=0), "let_relation": _RELATION}, validate=_one_letter),
+        "letter": Arg(str), "let_frequency": Arg(int, minimum=0), "let_relation": _RELATION},
+                validate=_one_letter),
     Instruction("count:count_unique", _count_unique),
     Instruction("count:counting_composition", _counting_composition,
                 {"n_sent": Arg(int, minimum=1), "n_words": Arg(int, minimum=1)}),

@@ -3,9 +3,9 @@ keywords once and twice, a word left out, a palindrome, a keyword at a position,
 last word, and no adjacent words starting with consecutive letters (paper §4.4.2, the IFBench-Train
 sub-stage).
 
-Verdicts follow the IF-RLVR verifier's definitions (open-instruct ``IFEvalG``). As in IFEval, counted keywords
-are regular expressions matched case-insensitively anywhere (so "cat" is also found in "category"); labels
-with backtracking regex syntax are refused (:func:`..spec.pattern_problem`).
+Verdicts follow the IF-RLVR verifier's definitions (open-instruct ``IFEvalG``). As in IFEval,
+counted keywords are regular expressions matched case-insensitively anywhere (so "cat" is also found
+in "category"); labels with backtracking regex syntax are refused (:func:`..spec.pattern_problem`).
 """
 from __future__ import annotations
 
@@ -67,8 +67,10 @@ _COUNTED = Arg("regex")
 INSTRUCTIONS = (
     Instruction("keywords:word_once", _word_once, {"keyword": _COUNTED}),
     Instruction("keywords:word_count_different_numbers", _word_count, {
-        "keyword": _COUNTED, "frequency": Arg(int, minimum=0), "relation": Arg(str, choices=RELATIONS)}),
-    Instruction("count:count_increment_word", _count_increment, {"keyword1": _COUNTED, "keyword2": _COUNTED}),
+        "keyword": _COUNTED, "frequency": Arg(int, minimum=0),
+        "relation": Arg(str, choices=RELATIONS)}),
+    Instruction("count:count_increment_word", _count_increment,
+                {"keyword1": _COUNTED, "keyword2": _COUNTED}),
     Instruction("keywords:exclude_word_harder", _exclude_word, {"keyword": Arg("text")}),
     Instruction("keywords:palindrome", _palindrome),
     # The same definition as IFBench's test-set words:keywords_specific_position (a token of the

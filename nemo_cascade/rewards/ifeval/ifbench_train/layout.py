@@ -3,9 +3,9 @@ bracketed words and bigrams (``detectable_format:*``), no dots or exclamation ma
 (``punctuation:*``), and the first or last word of the response or of every sentence
 (``first_word:*``, ``last_word:*``) (paper §4.4.2, the IFBench-Train sub-stage).
 
-Verdicts follow the IF-RLVR verifier's definitions (open-instruct ``IFEvalG``): "words" are whitespace-separated
-pieces and "sentences" come from the rule-based splitter of the original IFEval code
-(:func:`..ifbench.text.rule_sentences`).
+Verdicts follow the IF-RLVR verifier's definitions (open-instruct ``IFEvalG``): "words" are
+whitespace-separated pieces and "sentences" come from the rule-based splitter of the original IFEval
+code (:func:`..ifbench.text.rule_sentences`).
 """
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def _sentence_hyphens(text: str) -> bool:
     splitter) and has no outer whitespace. Only as many pieces as there are sentences are compared,
     as in the reference."""
     sentences = rule_sentences(text.replace("-", " "))
-    return all(piece == piece.strip() and piece == sentence for piece, sentence in zip(text.split("-"), sentences))
+    return all(piece == piece.strip()
+               and piece == sentence for piece, sentence in zip(text.split("-"), sentences))
 
 
 def _square_brackets(text: str) -> bool:
@@ -59,7 +60,8 @@ def _bigram_wrapping(text: str) -> bool:
     """Words 1–2, 3–4, ... each open with ``<<`` on the first and close with ``>>`` on the second;
     an odd last word is free."""
     words = text.split()
-    return all(words[i].startswith("<<") and words[i + 1].endswith(">>") for i in range(0, len(words) - 1, 2))
+    return all(words[i].startswith("<<")
+               and words[i + 1].endswith(">>") for i in range(0, len(words) - 1, 2))
 
 
 def _first_word_answer(text: str, first_word: str) -> bool:

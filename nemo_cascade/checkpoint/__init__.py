@@ -10,24 +10,27 @@ optimizer's shards) ``actor/optimizer.py``'s.
 
 Layout of ``ckpt_root/step_{step:06d}/``::
 
-    model_tp{t:02d}_pp{p:02d}.pt   parameters of one TP×PP shard ({name: tensor}); written by its DP rank 0
-                                   (of DP × CP), since the replicas are identical after every step
-    train_rank{r:05d}.pt           per global rank: optimizer (Megatron state_dict, plus the DP-local
-                                   parameter state for the distributed optimizer), scheduler, RNG states,
-                                   and the modules' extra state (Transformer Engine's FP8 scaling factors
-                                   and amax history: without them a resumed FP8 run scales differently)
-    meta.json                      written last by rank 0: format, step, layout, per-rank coordinates,
-                                   the caller's state, and the sha256 of every other file
+    model_tp{t:02d}_pp{p:02d}.pt   parameters of one TP×PP shard ({name: tensor}); written by its
+                                   DP rank 0 (of DP × CP), since the replicas are identical after
+                                   every step
+    train_rank{r:05d}.pt           per global rank: optimizer (Megatron state_dict, plus the
+                                   DP-local parameter state for the distributed optimizer),
+                                   scheduler, RNG states, and the modules' extra state (Transformer
+                                   Engine's FP8 scaling factors and amax history: without them a
+                                   resumed FP8 run scales differently)
+    meta.json                      written last by rank 0: format, step, layout, per-rank
+                                   coordinates, the caller's state, and the sha256 of every other
+                                   file
 
-A checkpoint is written as ``step_X.tmp`` and renamed to ``step_X`` only after every rank has written and
-hashed its files and ``meta.json`` is on disk, so a crash never leaves a folder that looks complete.
-Resuming needs the same parallel layout (TP, PP, CP, DP, optimizer kind); resharding is not supported here.
+A checkpoint is written as ``step_X.tmp`` and renamed to ``step_X`` only after every rank has
+written and hashed its files and ``meta.json`` is on disk, so a crash never leaves a folder that
+looks complete. Resuming needs the same parallel layout (TP, PP, CP, DP, optimizer kind); resharding
+is not supported here.
 """
 from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import re
 import shutil
@@ -39,29 +42,26 @@ import torch.distributed as dist
 
 from nemo_cascade.runtime import heartbeat, ranks
 from nemo_cascade.actor import extra_state, optimizer
-from nemo_cascade.errors import CascadeError
-from nemo_cascade.runtime.files import file_sha256
+from nemo_cascade.checkpoint import storage
+from nemo_cascade.checkpoint.storage import (FORMAT, META, CheckpointError, read_meta,
+                                             read_model_shard, write_weights)
 from nemo_cascade.runtime.faults import crash_point
 
-FORMAT = 1
-META = "meta.json"
 REFUSED = ".refused"
 _STEP_DIR = re.compile(r"step_(\d+)")
 log = logging.getLogger(__name__)
 
 
-class CheckpointError(CascadeError, ValueError):
-    """A checkpoint that cannot be used: one line naming the file and what was expected."""
-
-
-# ------------------------------------------------------------------------------------------------ public
-def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2, rng: dict | None = None) -> Path:
+# ------------------------------------------------------------------------------------------- public
+def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2,
+         rng: dict | None = None) -> Path:
     """Write ``ckpt_root/step_{step:06d}`` (collective: every rank calls it) and return its path.
 
-    ``state`` is the caller's JSON-serialisable resume state (rank 0's copy is stored); ``rng`` the RNG states to
-    store (:func:`rng_state` taken earlier; default: the current ones). Afterwards only the
-    newest ``keep`` checkpoints up to ``step`` remain; checkpoints of later steps belong to an abandoned
-    history (the run was resumed from an older one) and are removed, so :func:`latest` never returns them.
+    ``state`` is the caller's JSON-serialisable resume state (rank 0's copy is stored); ``rng`` the
+    RNG states to store (:func:`rng_state` taken earlier; default: the current ones). Afterwards
+    only the newest ``keep`` checkpoints up to ``step`` remain; checkpoints of later steps belong to
+    an abandoned history (the run was resumed from an older one) and are removed, so :func:`latest`
+    never returns them.
     """
     with heartbeat.phase("save"):  # the stall watchdog's phase (a dead mount stalls here)
         return _write(ckpt_root, step, actor, state, keep, rng)
@@ -70,9 +70,11 @@ def save(ckpt_root: str | Path, step: int, actor, state: dict, keep: int = 2, rn
 def _write(ckpt_root: str | Path, step: int, actor, state: dict, keep: int,
            rng: dict | None) -> Path:
     if actor.optimizer is None or actor.scheduler is None:
-        raise CheckpointError("checkpoint.save: the actor has no optimizer; call configure_optimizer() first")
+        raise CheckpointError("checkpoint.save: the actor has no optimizer; call "
+                              "configure_optimizer() first")
     if keep < 1 or step < 0:
-        raise CheckpointError(f"checkpoint.save: need step >= 0 and keep >= 1, got step={step}, keep={keep}")
+        raise CheckpointError(f"checkpoint.save: need step >= 0 and keep >= 1, got step={step}, "
+                              f"keep={keep}")
     try:
         state_json = json.loads(json.dumps(state))
     except (TypeError, ValueError) as e:
@@ -91,13 +93,16 @@ def _write(ckpt_root: str | Path, step: int, actor, state: dict, keep: int,
     actor.finish_param_gather()
     try:
         hashes, problem = _write_rank_files(tmp, actor, rng or rng_state()), None
-    except (OSError, ValueError) as e:  # disk full, quota, an unstorable module state: report it instead of
+    # disk full, quota, an unstorable module state: report it instead of
+    except (OSError, ValueError) as e:
         # leaving the other ranks waiting
-        hashes, problem = {}, _one_line(f"{tmp}: rank {rank} could not write its files ({type(e).__name__}: {e})")
+        hashes, problem = {}, storage.one_line(f"{tmp}: rank {rank} could not write its files "
+                                        f"({type(e).__name__}: {e})")
     # Gathering every rank's hashes is the barrier before the rename: no rank reports until its
     # files are written and fsynced.
     reports = ranks.gather_objects((_coords(actor), hashes, problem))
-    crash_point("checkpoint.write")  # every rank's files are on disk; meta.json and the rename are not
+    # every rank's files are on disk; meta.json and the rename are not
+    crash_point("checkpoint.write")
     first = next((p for _, _, p in reports if p), None)
     if first:
         if rank == 0:
@@ -105,10 +110,11 @@ def _write(ckpt_root: str | Path, step: int, actor, state: dict, keep: int,
         raise CheckpointError(first)
     if rank == 0:
         files = {name: digest for _, h, _ in reports for name, digest in h.items()}
-        meta = {"format": FORMAT, "step": step, **_layout(actor), "ranks": [list(c) for c, _, _ in reports],
+        meta = {"format": FORMAT, "step": step, **_layout(actor),
+                "ranks": [list(c) for c, _, _ in reports],
                 "optimizers": optimizer.kinds(actor.optimizer), "state": state_json, "files": files}
-        _write_json(tmp / META, meta)
-        _publish(tmp, final)
+        storage.write_json(tmp / META, meta)
+        storage.publish(tmp, final)
         _prune(root, step, keep)
     ranks.barrier()  # nobody goes on (and maybe crashes) before the checkpoint is visible
     return final
@@ -126,11 +132,12 @@ def newest_intact(ckpt_root: str | Path) -> Path | None:
     ``meta.json``'s sha256, or None (collective: the ranks share the hashing, each a slice of the
     files).
 
-    A damaged one — files missing, truncated or replaced, ``meta.json`` unreadable or naming another step — is
-    refused with one warning line saying what is wrong, renamed ``step_X.refused`` (kept for inspection, never
-    picked again) and the one before it is tried, so a resume loses at most the steps since that one.
-    A folder without ``meta.json`` counts as damaged too: :func:`save` never leaves one outside ``.tmp``.
-    A layout that does not fit the run is not damage — every older checkpoint has it too — :func:`load` refuses it.
+    A damaged one — files missing, truncated or replaced, ``meta.json`` unreadable or naming another
+    step — is refused with one warning line saying what is wrong, renamed ``step_X.refused`` (kept
+    for inspection, never picked again) and the one before it is tried, so a resume loses at most
+    the steps since that one. A folder without ``meta.json`` counts as damaged too: :func:`save`
+    never leaves one outside ``.tmp``. A layout that does not fit the run is not damage — every
+    older checkpoint has it too — :func:`load` refuses it.
     """
     root = Path(ckpt_root)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -153,12 +160,12 @@ def _damage(path: Path, step: int, rank: int, world: int) -> str | None:
     try:
         meta = read_meta(path, _META_KEYS)
         if meta["step"] != step:
-            raise CheckpointError(f"{path / META}: step {meta['step']}, but the folder is step {step} (moved or copied "
-                                  "over another checkpoint?)")
+            raise CheckpointError(f"{path / META}: step {meta['step']}, but the folder is step "
+                                  f"{step} (moved or copied over another checkpoint?)")
         if not isinstance(meta["files"], dict) or not meta["files"]:
             raise CheckpointError(f"{path / META}: 'files' should map file names to sha256")
         for name, digest in sorted(meta["files"].items())[rank::world]:
-            _check_file(path / name, digest)
+            storage.check_file(path / name, digest)
     except CheckpointError as e:
         return str(e)
     return None
@@ -181,8 +188,9 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
         loaded = _read_rank_files(ckpt, actor, schedule)
     except CheckpointError as e:
         problem = str(e)
-    except Exception as e:  # anything unforeseen must still reach the other ranks, or they wait forever
-        problem = _one_line(f"{ckpt}: rank {dist.get_rank()}: {type(e).__name__}: {e}")
+    # anything unforeseen must still reach the other ranks, or they wait forever
+    except Exception as e:
+        problem = storage.one_line(f"{ckpt}: rank {dist.get_rank()}: {type(e).__name__}: {e}")
     first = next((p for p in ranks.gather_objects(problem) if p), None)
     if first:
         raise CheckpointError(first)
@@ -204,70 +212,19 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
     return meta["step"], meta["state"]
 
 
-# ------------------------------------------------------------------------------------ offline reading
-def read_meta(ckpt_dir: str | Path, keys: tuple[str, ...] = ("format", "tp", "pp", "files")) -> dict:
-    """A complete checkpoint's ``meta.json`` with at least ``keys`` (no process group needed:
-    conversion tools read it too)."""
-    meta_path = Path(ckpt_dir) / META
-    try:
-        meta = json.loads(meta_path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{meta_path}: no such file (not a complete checkpoint)") from None
-    except (OSError, ValueError) as e:
-        raise CheckpointError(_one_line(f"{meta_path}: unreadable JSON ({type(e).__name__}: {e})")) from None
-    if isinstance(meta, dict) and meta.get("weights_only") and "optimizers" in keys:
-        raise CheckpointError(f"{meta_path}: a weights-only checkpoint (convert from-hf) has no optimizer state to "
-                              "resume from; start a stage from an HF folder (model.hf_path) instead")
-    missing = [k for k in keys if k not in meta] if isinstance(meta, dict) else list(keys)
-    if missing:
-        raise CheckpointError(f"{meta_path}: expected keys {', '.join(missing)} (written by another program?)")
-    if meta["format"] != FORMAT:
-        raise CheckpointError(f"{meta_path}: format {meta['format']}, this version reads format {FORMAT}")
-    return meta
-
-
-def read_model_shard(ckpt_dir: str | Path, meta: dict, tp_rank: int, pp_rank: int) -> dict[str, torch.Tensor]:
-    """One TP×PP shard's parameters ``{megatron name: tensor}`` (PP-local layer numbers),
-    sha256-verified."""
-    path = Path(ckpt_dir) / f"model_tp{tp_rank:02d}_pp{pp_rank:02d}.pt"
-    _check_file(path, meta["files"].get(path.name))
-    params = _torch_load(path, mmap=True)
-    if not isinstance(params, dict) or not all(isinstance(t, torch.Tensor) for t in params.values()):
-        raise CheckpointError(f"{path}: expected a dict of parameter name -> tensor")
-    return params
-
-
-def write_weights(ckpt_dir: str | Path, shards: dict[tuple[int, int], dict[str, torch.Tensor]], tp: int, pp: int,
-                  state: dict | None = None) -> Path:
-    """A weights-only checkpoint (model shards + meta.json, no optimizer), atomically, in the layout
-    :func:`read_model_shard` reads: what ``convert from-hf`` writes. It cannot resume training (no optimizer
-    state); :func:`load` says so."""
-    final = Path(ckpt_dir)
-    tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    files = {}
-    for (t, p), params in sorted(shards.items()):
-        name = f"model_tp{t:02d}_pp{p:02d}.pt"
-        files[name] = _torch_save(params, tmp / name)
-    meta = {"format": FORMAT, "step": 0, "world_size": tp * pp, "tp": tp, "pp": pp, "cp": 1, "dp": 1,
-            "weights_only": True, "state": state or {}, "files": files}
-    _write_json(tmp / META, meta)
-    _publish(tmp, final)
-    return final
-
-
 # ------------------------------------------------------------------------------------------ layout
 def _coords(actor) -> tuple[int, int, int]:
     ps = actor.ps
-    return ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank(), ps.get_data_parallel_rank()
+    return (ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank(),
+            ps.get_data_parallel_rank())
 
 
 def _layout(actor) -> dict:
     """World size = tp × pp × cp × dp (config.Parallel): context-parallel ranks are not
     data-parallel replicas."""
     world, p = dist.get_world_size(), actor.parallel
-    return {"world_size": world, "tp": p.tp, "pp": p.pp, "cp": p.cp, "dp": world // (p.tp * p.pp * p.cp),
+    return {"world_size": world, "tp": p.tp, "pp": p.pp, "cp": p.cp,
+            "dp": world // (p.tp * p.pp * p.cp),
             "distributed_optimizer": bool(p.distributed_optimizer)}
 
 
@@ -285,11 +242,11 @@ def _write_rank_files(folder: Path, actor, rng: dict) -> dict[str, str]:
     # shard.
     if actor.ps.get_data_parallel_rank(with_context_parallel=True) == 0:
         params = {n: p.detach() for n, p in actor.model.named_parameters()}
-        out[model_file] = _torch_save(params, folder / model_file)
+        out[model_file] = storage.torch_save(params, folder / model_file)
     train = {"optimizer": optimizer.checkpoint_state(actor.optimizer),
              "scheduler": actor.scheduler.state_dict(),
              "rng": rng, "extra_state": extra_state.collect(actor.model)}
-    out[train_file] = _torch_save(train, folder / train_file)
+    out[train_file] = storage.torch_save(train, folder / train_file)
     return out
 
 
@@ -306,55 +263,6 @@ def rng_state() -> dict:
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
     return rng
-
-
-def _cpu_copy(obj):
-    """Tensors cloned to the CPU: no GPU tensors in files, and a view no longer drags its whole
-    buffer (the distributed optimizer's fp32 shards are views into the DDP parameter buffer) into
-    the file."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        return {k: _cpu_copy(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_cpu_copy(v) for v in obj)
-    return obj
-
-
-def _torch_save(obj, path: Path) -> str:
-    with open(path, "wb") as f:
-        torch.save(_cpu_copy(obj), f)
-        f.flush()
-        os.fsync(f.fileno())
-    return file_sha256(path)
-
-
-def _write_json(path: Path, obj: dict) -> None:
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _publish(tmp: Path, final: Path) -> None:
-    """Rename the finished ``.tmp`` folder into place (rank 0). A checkpoint of the same step saved
-    before is moved aside first and deleted only after the new one is visible."""
-    _fsync_dir(tmp)
-    old = final.with_name(final.name + ".old.tmp")
-    if final.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        final.rename(old)
-    tmp.rename(final)
-    _fsync_dir(final.parent)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _complete(root: Path) -> list[tuple[int, Path]]:
@@ -375,13 +283,15 @@ def _prune(root: Path, step: int, keep: int) -> None:
     for _, path in done:
         if path not in kept:
             shutil.rmtree(path, ignore_errors=True)
-    for path in root.iterdir():  # leftovers of crashed saves; saves are collective, so none is in flight
+    # leftovers of crashed saves; saves are collective, so none is in flight
+    for path in root.iterdir():
         if path.name.endswith(".tmp") and path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
 
 
 # -------------------------------------------------------------------------------------------- read
-_META_KEYS = ("format", "step", "world_size", "tp", "pp", "dp", "distributed_optimizer", "ranks", "optimizers",
+_META_KEYS = ("format", "step", "world_size", "tp", "pp", "dp", "distributed_optimizer", "ranks",
+              "optimizers",
               "state", "files")
 
 
@@ -389,19 +299,20 @@ def _verify(ckpt: Path, actor) -> dict:
     """meta.json, the layout and this rank's files; returns meta. Raises CheckpointError on any
     problem."""
     if actor.optimizer is None or actor.scheduler is None:
-        raise CheckpointError(f"{ckpt}: the actor has no optimizer to restore into; call configure_optimizer() "
-                              "before checkpoint.load()")
+        raise CheckpointError(f"{ckpt}: the actor has no optimizer to restore into; call "
+                              "configure_optimizer() before checkpoint.load()")
     meta_path = ckpt / META
     meta = read_meta(ckpt, _META_KEYS)
     _check_layout(meta, actor, meta_path)
     for name in _rank_files(actor):
-        _check_file(ckpt / name, meta["files"].get(name))
+        storage.check_file(ckpt / name, meta["files"].get(name))
     return meta
 
 
 def _check_layout(meta: dict, actor, meta_path: Path) -> None:
     have = _layout(actor)
-    saved = {k: meta.get(k, 1) if k == "cp" else meta[k] for k in have}  # written before cp was recorded: 1
+    # written before cp was recorded: 1
+    saved = {k: meta.get(k, 1) if k == "cp" else meta[k] for k in have}
     if saved != have:
         def fmt(d):
             return ", ".join(f"{k}={v}" for k, v in d.items())
@@ -409,30 +320,23 @@ def _check_layout(meta: dict, actor, meta_path: Path) -> None:
                               "(resume needs the same parallel layout)")
     rank, coords = dist.get_rank(), list(_coords(actor))
     if meta["ranks"][rank] != coords:
-        raise CheckpointError(f"{meta_path}: rank {rank} was (tp, pp, dp) = {meta['ranks'][rank]}, now {coords}")
+        raise CheckpointError(f"{meta_path}: rank {rank} was (tp, pp, dp) = {meta['ranks'][rank]}, "
+                              f"now {coords}")
     kinds = optimizer.kinds(actor.optimizer)
     if meta["optimizers"] != kinds:
-        raise CheckpointError(f"{meta_path}: saved optimizers {meta['optimizers']}, this run has {kinds}")
-
-
-def _check_file(path: Path, expected: str | None) -> None:
-    if expected is None:
-        raise CheckpointError(f"{path}: not listed in {META} (expected a sha256 entry for it)")
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such file (expected sha256 {expected})")
-    got = file_sha256(path)
-    if got != expected:
-        raise CheckpointError(f"{path}: sha256 {got} does not match {META}'s {expected} (corrupt or replaced)")
+        raise CheckpointError(f"{meta_path}: saved optimizers {meta['optimizers']}, this run has "
+                              f"{kinds}")
 
 
 def _read_rank_files(ckpt: Path, actor, schedule: bool = True) -> tuple[dict, dict]:
     """Load this rank's (hash-verified) files and check they fit the actor, before anything is
     changed."""
     model_file, train_file = _rank_files(actor)
-    params, train = _torch_load(ckpt / model_file), _torch_load(ckpt / train_file)
+    params, train = storage.torch_load(ckpt / model_file), storage.torch_load(ckpt / train_file)
     _check_params(actor, params, ckpt / model_file)
     if not isinstance(train, dict) or {"optimizer", "scheduler", "rng"} - set(train):
-        raise CheckpointError(f"{ckpt / train_file}: expected a dict with optimizer, scheduler and rng")
+        raise CheckpointError(f"{ckpt / train_file}: expected a dict with optimizer, scheduler and "
+                              "rng")
     subs = optimizer.parts(actor.optimizer)
     if len(train["optimizer"]) != len(subs):
         raise CheckpointError(f"{ckpt / train_file}: {len(train['optimizer'])} optimizer states, "
@@ -445,26 +349,18 @@ def _read_rank_files(ckpt: Path, actor, schedule: bool = True) -> tuple[dict, di
     return params, train
 
 
-def _torch_load(path: Path, mmap: bool = False):
-    # weights_only: the files hold only tensors and plain containers, so nothing executable is
-    # unpickled. mmap: tensors stay in the page cache, read when used (offline conversion of large
-    # shards).
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except Exception as e:  # the hash matched, so this is a format problem; still one line for the user
-        raise CheckpointError(_one_line(f"{path}: cannot be read ({type(e).__name__}: {e})")) from None
-
-
 def _check_params(actor, saved, path: Path) -> None:
     params = dict(actor.model.named_parameters())
     if not isinstance(saved, dict) or sorted(saved) != sorted(params):
         names = set(saved) if isinstance(saved, dict) else set()
         raise CheckpointError(f"{path}: parameter names differ from the model (missing "
-                              f"{sorted(set(params) - names)}, unexpected {sorted(names - set(params))})")
+                              f"{sorted(set(params) - names)}, unexpected "
+                              f"{sorted(names - set(params))})")
     for name, p in params.items():
         t = saved[name]
         if t.shape != p.shape or t.dtype != p.dtype:
-            raise CheckpointError(f"{path}: {name} is {tuple(t.shape)} {t.dtype}, expected {tuple(p.shape)} {p.dtype}")
+            raise CheckpointError(f"{path}: {name} is {tuple(t.shape)} {t.dtype}, expected "
+                                  f"{tuple(p.shape)} {p.dtype}")
 
 
 def _check_schedule(scheduler, saved: dict, path: Path) -> None:
@@ -474,11 +370,8 @@ def _check_schedule(scheduler, saved: dict, path: Path) -> None:
     stored = {k: saved.get(k) for k in current}
     if stored != current:
         diff = {k: (stored[k], current[k]) for k in current if stored[k] != current[k]}
-        raise CheckpointError(f"{path}: LR schedule differs from the configured one, (saved, configured): {diff}")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+        raise CheckpointError(f"{path}: LR schedule differs from the configured one, (saved, "
+                              f"configured): {diff}")
 
 
 @torch.no_grad()
@@ -499,4 +392,5 @@ def _set_rng(rng: dict) -> None:
     tensor_parallel.get_cuda_rng_tracker().set_states(dict(rng["tracker"]))
 
 
-__all__ = ["CheckpointError", "save", "latest", "newest_intact", "load", "rng_state"]
+__all__ = ["CheckpointError", "FORMAT", "META", "save", "latest", "newest_intact", "load",
+           "rng_state", "read_meta", "read_model_shard", "write_weights"]
