@@ -11,13 +11,13 @@ equals the uninterrupted one."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from nemo_cascade.evaluate.estimators import TIE_TOLERANCE
 from tests.integration.test_resume import _metrics, _scores, served_reward_model
 from tests.slurm.conftest import ROOT
 
@@ -47,6 +47,20 @@ def _straight_run(cluster, recipe: str, root: Path, *overrides: str) -> None:
         [sys.executable, "-m", "nemo_cascade.tooling.cli", *argv], capture_output=True, text=True,
         cwd=ROOT, timeout=900, env={k: v for k, v in cluster.env.items() if k != "SLURM_CONF"})
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _equal_within_server_noise(a, b) -> bool:
+    """Equal, but for floats within TIE_TOLERANCE: a served reward model scores the same text a few
+    ulps apart when the server batches it with other requests (evaluate/estimators.py), and a
+    resumed row's chunks meet other company than the straight run's."""
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and \
+            abs(a - b) <= TIE_TOLERANCE
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal_within_server_noise(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_equal_within_server_noise, a, b))
+    return a == b
 
 
 def _equal_to_straight(a: Path, b: Path) -> None:
@@ -147,8 +161,8 @@ def test_a_gate_row_longer_than_its_job_resumes_mid_suite(cluster, reward_model,
     assert _metrics(a, "0-sft") == _metrics(b, "0-sft")
     rows = [json.loads((run / "stages/0-sft/eval.json").read_text())["suites"] for run in (a, b)]
     records = [{name: suite["records"] for name, suite in row.items()} for row in rows]
-    assert records[0] == records[1]
-    assert _scores(a / "stages/0-sft") == _scores(b / "stages/0-sft")
+    assert _equal_within_server_noise(records[0], records[1]), (records[0], records[1])
+    assert _equal_within_server_noise(_scores(a / "stages/0-sft"), _scores(b / "stages/0-sft"))
     assert not (b / "stages/0-sft/eval_partial").exists()
 
 
