@@ -132,15 +132,16 @@ class Manifest:
         checkpoint with another LR schedule, data or batch size silently trains a model no config
         describes."""
         entry = self.data["stages"][stage.name]
-        changed = entry.get("config_sha256") not in ("", self.config_hash(stage))
-        if entry.get("status") == "running" and changed:
+        status, saved = entry.get("status"), entry.get("config_sha256")
+        if status not in ("running", "done") or saved in ("", self.config_hash(stage)):
+            return
+        if status == "running":
             raise config.ConfigError(
                 f"stages.{stage.name}: its config changed since the interrupted run started it "
                 f"(manifest config_sha256 {entry['config_sha256'][:12]}); restore that config or "
                 f"delete {self.path.parent / 'stages'}/*-{stage.name} to start it over")
-        if entry.get("status") == "done" and changed:
-            log.warning("stage %s: finished under a different config; keeping its checkpoint",
-                        stage.name)
+        log.warning("stage %s: finished under a different config; keeping its checkpoint",
+                    stage.name)
 
     def set_stages(self, order: list[str], added: dict[str, dict]) -> None:
         """The stage entries in ``order`` (the names as the stages now run): kept ones as they are,

@@ -285,6 +285,7 @@ class RolloutEngine:
         return groups
 
     def _check_prompts(self, requests: list) -> None:
+        """Every prompt is non-empty and leaves room for a response in the engine's context."""
         for uid, ids, *_ in requests:
             if not ids:
                 raise ValueError(f"prompt {uid}: empty prompt_tokens")

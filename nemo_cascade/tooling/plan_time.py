@@ -183,7 +183,7 @@ def _tokens_per_step(stage: config.Stage) -> tuple[float, int, int]:
     only)."""
     if config.samples_on_policy(stage):
         prompt = stage.rollout.max_prompt_tokens
-        response = max(p.max_response_tokens for p in config.length_phases(stage))
+        response = config.longest_response(stage)
         return (stage.grpo.prompts_per_step * stage.grpo.group_size * (prompt + response),
                 prompt, response)
     if stage.kind == "sft":
