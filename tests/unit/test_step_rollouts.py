@@ -175,12 +175,14 @@ def test_a_gate_chunk_of_another_model_or_settings_is_evaluated_again(tmp_path, 
 
 def test_a_group_waits_at_most_the_flush_interval_even_when_no_other_group_comes(tmp_path):
     ps = prompts(2)
-    saver = StepRollouts(tmp_path, "x", flush_seconds=0.3)
+    saver = StepRollouts(tmp_path, "x", flush_seconds=1.0)
     saver.saved(1, 0, ps, G)
     saver.keep(0, scored(ps[0], 0))  # within the interval of the round's start: it waits
-    assert not (tmp_path / "step_000001").exists()
-    deadline = time.monotonic() + 5
-    while not (tmp_path / "step_000001").exists() and time.monotonic() < deadline:
+    parts = tmp_path / "step_000001"
+    assert not parts.exists()
+    # the part itself, not its folder: the folder is made before the part is renamed into it
+    deadline = time.monotonic() + 10
+    while not list(parts.glob("*.jsonl")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sorted(StepRollouts(tmp_path, "x", 0).saved(1, 0, ps, G)) == [0], "the timer wrote it"
 
