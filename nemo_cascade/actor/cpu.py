@@ -29,6 +29,7 @@ from typing import Iterable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
+import torch.distributed as dist
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,6 @@ def _patch_single_rank_collectives() -> None:
     (Megatron passes views of the same buffer: nothing to do); asynchronous calls
     (``overlap_grad_reduce`` / ``overlap_param_gather``, which hand back the coalescing manager's
     handle) and groups of more ranks go to gloo as before."""
-    import torch.distributed as dist
     from megatron.core.distributed import param_and_grad_buffer as buffers
 
     def over_one_rank_is_identity(collective):

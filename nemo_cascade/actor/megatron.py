@@ -150,13 +150,12 @@ class MegatronActor:
                                      "log-probs); set parallel.cp=1")
 
     def _build(self):
-        import torch.nn.functional as F
         from megatron.core.models.gpt import GPTModel
         from megatron.core.transformer import TransformerConfig
 
         kwargs = megatron_args.transformer_config_kwargs(self.spec, self.parallel.tp,
                                                          self.parallel.pp, self.bf16)
-        self.tconfig = TransformerConfig(activation_func=F.silu, **kwargs,
+        self.tconfig = TransformerConfig(activation_func=torch.nn.functional.silu, **kwargs,
                                          **self.plan.config_kwargs)
         # YaRN RoPE (App. B)
         for name, value in megatron_args.yarn_config_attributes(self.spec).items():

@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from packaging.version import InvalidVersion, Version
 
 from nemo_cascade.config import ConfigError, Model, Parallel
 from nemo_cascade.config.checks import validate_parallel_settings
+from nemo_cascade.convert.shape import ARCHS
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +174,6 @@ def _check_fp8(recipe: str, env: Env, te: bool) -> None:
         raise ConfigError(f"{where}: needs a GPU of compute capability >= {need[0]}.{need[1]} "
                           f"({'Hopper' if need >= (9, 0) else 'Ada/Hopper'} or newer); this one is "
                           f"{env.capability[0]}.{env.capability[1]}")
-    from packaging.version import InvalidVersion, Version
 
     try:
         too_old = Version(env.te_version or "0") < Version(FP8_MIN_TE[recipe])
@@ -239,8 +240,6 @@ def fusion_kwargs(env: Env, te: bool, rope_scaling: bool = False) -> dict[str, b
 
 
 def _version_at_least(version: str | None, least: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
     try:
         return version is not None and Version(version) >= Version(least)
     except InvalidVersion:
@@ -302,8 +301,6 @@ def layer_spec(te: bool, arch: str, num_layers: int, fused_attention: bool = Fal
     from ``TransformerConfig.add_qkv_bias``, convert.shape.)"""
     from megatron.core.models.gpt.gpt_layer_specs import (
         get_gpt_layer_local_spec, get_gpt_layer_with_transformer_engine_spec)
-
-    from nemo_cascade.convert.shape import ARCHS
 
     qk = ARCHS[arch].qk_norm
     if te:

@@ -13,6 +13,8 @@ from nemo_cascade import config
 from nemo_cascade.runtime import ranks
 from nemo_cascade.convert.shape import load_config_json
 from nemo_cascade.runtime.files import published_folder
+from nemo_cascade.convert.hf_config import with_recipe_yarn
+from nemo_cascade.convert.hf_io import linked_with_config
 
 BUILDERS: dict[str, Callable[..., Path]] = {}
 """``Model.build`` name → ``fn(out_dir, seed=...)`` that writes an HF model folder there (no
@@ -33,8 +35,6 @@ def prepare_base_model(cfg: config.Cascade, run_dir: Path) -> str:
     tiny model built once into the run dir; with ``model.yarn_factor``, a view of it in
     ``<run>/base_model`` whose config.json adds that YaRN scaling (links to the same weights and
     tokenizer), so the actor, the engine and every stage export use it (App. B)."""
-    from nemo_cascade.convert.hf_config import with_recipe_yarn
-    from nemo_cascade.convert.hf_io import linked_with_config
 
     out = run_dir / "base_model"
     if cfg.model.hf_path:

@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from nemo_cascade import checkpoint
+from nemo_cascade import checkpoint, weight_sync
 from nemo_cascade.runtime import ranks, stop_request
 from nemo_cascade.cascade.base_model import prepare_base_model
 from nemo_cascade.runtime.console import events
@@ -46,6 +46,15 @@ from nemo_cascade.cascade.stage_selection import (check_selection, discard_for_r
                                                   recorded_stages, run_dir, stage_dir)
 from nemo_cascade.runtime.step_rollouts import StepRollouts
 from nemo_cascade.cascade.teachers import Teachers, resolve
+from nemo_cascade.actor import cpu, process_groups
+from nemo_cascade.actor.megatron import MegatronActor
+from nemo_cascade.actor.reward_model import RewardModelActor
+from nemo_cascade.cascade.metrics import MetricsLog
+from nemo_cascade.convert.export import export_hf, export_reward_model
+from nemo_cascade.data.preference import load_preference_pairs
+from nemo_cascade.data.rm_input import rm_chat_template
+from nemo_cascade.data.tokenizer import set_chat_template
+from nemo_cascade.rollout.vllm import RolloutEngine
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +72,6 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
     GateStop when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see
     :func:`check_selection`. ``report`` is called on rank 0 with the run folder after every stage's
     gate and when the gate stops the run."""
-    from nemo_cascade.actor.process_groups import init_distributed
-
     cfg = recorded_stages(cfg)  # with the repair stages an earlier invocation's gate inserted
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
     check_selection(cfg, only_stage, retrain)
@@ -74,7 +81,7 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
     # Every rank joins the process group before anything is written: until then each rank takes
     # itself for rank 0, and two ranks building the base model into one folder replace it under each
     # other's reads.
-    init_distributed(cfg.parallel.collective_timeout_minutes)
+    process_groups.init_distributed(cfg.parallel.collective_timeout_minutes)
     out = run_dir(cfg)
     if ranks.is_main():
         if retrain:
@@ -121,8 +128,6 @@ class CascadeRun:
     def __init__(self, cfg: config.Cascade, base: str, data_hashes: dict[str, list[str]],
                  report: Callable[[Path], None] | None = None):
         from transformers import AutoTokenizer
-
-        from nemo_cascade.actor.megatron import MegatronActor
 
         self.cfg, self.base, self.out = cfg, base, run_dir(cfg)
         self.report = report
@@ -242,9 +247,6 @@ class CascadeRun:
     # ---------------------------------------------------------------------------------- stage kinds
     def train_policy(self, k: int, stage: config.Stage) -> None:
         """SFT or GRPO on the shared actor, from the last policy stage's export (§4.1)."""
-        from nemo_cascade.convert.export import export_hf
-        from nemo_cascade.data.tokenizer import set_chat_template
-        from nemo_cascade.cascade.metrics import MetricsLog
 
         cfg, started = self.cfg, time.time()
         self._load_policy()
@@ -283,11 +285,6 @@ class CascadeRun:
         """A Bradley–Terry RM (§4.2) from the current policy's weights (its LM head replaced by a
         scalar head), exported as an HF *ForSequenceClassification folder that vLLM serves for later
         stages."""
-        from nemo_cascade.actor.reward_model import RewardModelActor
-        from nemo_cascade.convert.export import export_reward_model
-        from nemo_cascade.data.preference import load_preference_pairs
-        from nemo_cascade.data.rm_input import rm_chat_template
-        from nemo_cascade.cascade.metrics import MetricsLog
 
         started = time.time()
         pairs = load_preference_pairs(stage.data, self.tokenizer, stage.mode, self.cfg.chat_style)
@@ -352,8 +349,6 @@ class CascadeRun:
         """The colocated rollout engine, built once, sized for the longest GRPO request and gate
         suite."""
         if self.engine is None:
-            from nemo_cascade.actor import cpu
-            from nemo_cascade.rollout.vllm import RolloutEngine
 
             # with any repair stage the gate may insert later (gate.on_regression=repair)
             stages = with_possible_repairs(self.cfg).stages
@@ -375,7 +370,6 @@ class CascadeRun:
         if (not self.gate.enabled or not self.cfg.gate.evaluate_base
                 or (base_row / "eval.json").is_file()):
             return
-        from nemo_cascade import weight_sync
 
         weight_sync.push(self.actor, self._engine())  # the actor holds the base weights here
         self._evaluate_row(base_row, self.base, self.cfg.gate.reward_model_url)
@@ -384,8 +378,6 @@ class CascadeRun:
 
     def gate_after(self, k: int, stage: config.Stage) -> None:
         """Evaluate the stage's policy on every suite and compare with the rows before (§4.1.1)."""
-        from nemo_cascade import weight_sync
-
         if self.gate.enabled and not stage.evaluate:
             # A first part of one paper stage (swe before swe_24k, T20): no row and no verdict; the
             # next evaluated stage is compared with the rows before it. A GRPO stage ends with its

@@ -17,11 +17,29 @@ import logging
 import zlib
 from dataclasses import replace
 from pathlib import Path
+import re
 
 from nemo_cascade import config
-from nemo_cascade.convert.shape import load_config_json
+from nemo_cascade.convert.shape import load_config_json, DEFAULT_POSITIONS, read_hf_config
 from nemo_cascade.data.tokenizer import tokenizer_digest
 from nemo_cascade.runtime.files import file_sha256
+from nemo_cascade.cascade.base_model import BUILDERS
+from nemo_cascade.cascade.plan_rm import rm_server_verdict
+from nemo_cascade.convert.hf_config import with_recipe_yarn
+from nemo_cascade.convert.megatron_args import check_parallel
+from nemo_cascade.data import generated
+from nemo_cascade.data.generated import REGISTERED_BY, is_generated
+from nemo_cascade.data.loader import DataError
+from nemo_cascade.data.rows import read_jsonl
+from nemo_cascade.data.schemas import RefusedRow
+from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
+from nemo_cascade.rewards import adapt_row, get_domain, sandbox, training_validator
+from nemo_cascade.rewards.domains import DOMAINS
+from nemo_cascade.rewards.endpoints import EndpointError, probe
+from nemo_cascade.rewards.ifeval import EVALUATION_ONLY
+from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient
+from nemo_cascade.rewards.serve import is_vllm_cpu
+from nemo_cascade.rollout.engine_dtype import check_cpu_engine_dtype
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +52,6 @@ def data_fingerprint(data: config.Data, where: str) -> str:
     """sha256 of what a Data section reads: the file's bytes, or a synthetic / benchmark set's
     generated rows (generators are deterministic in split/size/seed, so the rows are the data).
     Missing files and unknown sets raise."""
-    from nemo_cascade.data import generated
-    from nemo_cascade.data.loader import DataError
 
     h = hashlib.sha256()
     if generated.is_generated(data.source):
@@ -54,13 +70,8 @@ def data_fingerprint(data: config.Data, where: str) -> str:
 def check_model(cfg: config.Cascade) -> None:
     """The base model: a known tiny shape, or an HF folder whose shapes fit the parallel layout and
     vLLM."""
-    from nemo_cascade.convert.hf_config import with_recipe_yarn
-    from nemo_cascade.convert.megatron_args import check_parallel
-    from nemo_cascade.convert.shape import DEFAULT_POSITIONS, read_hf_config
 
     if cfg.model.build:
-        from nemo_cascade.cascade.base_model import BUILDERS
-        from nemo_cascade.data.generated import REGISTERED_BY
 
         if not BUILDERS:  # a process that registered none: say who registers them, not "one of []"
             raise config.ConfigError(f"model.build: unknown shape {cfg.model.build!r}; no model "
@@ -100,20 +111,14 @@ def check_model(cfg: config.Cascade) -> None:
 
 def check_stage_needs(cfg: config.Cascade) -> None:
     """What stages need beyond data: a sandbox for code rewards, an RM for pairwise gate suites."""
-    from nemo_cascade.rewards.domains import DOMAINS
-
     for s in cfg.stages:
         sandboxed = any(DOMAINS[d].sandbox for d in config.stage_domains(s))  # names validated
         if config.samples_on_policy(s) and sandboxed and s.reward.sandbox == "bwrap":
-            from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
-
             try:  # a code stage must not find out after loading a model
-                check_available()
-            except SandboxUnavailable as e:
+                sandbox.check_available()
+            except sandbox.SandboxUnavailable as e:
                 raise config.ConfigError(f"stages.{s.name}.reward.sandbox: {e}") from None
     if cfg.gate.suites:
-        from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
-        from nemo_cascade.rewards import get_domain
 
         for name in cfg.gate.suites:
             try:
@@ -142,14 +147,6 @@ def check_instruction_taxonomy(cfg: config.Cascade) -> None:
     read as the loader reads them and the first refused one is named; rows that fit no schema are
     left to the loader, which counts them against ``Data.max_bad_rows`` when the stage starts.
     """
-    import re
-
-    from nemo_cascade.data.generated import is_generated
-    from nemo_cascade.data.loader import DataError
-    from nemo_cascade.data.rows import read_jsonl
-    from nemo_cascade.data.schemas import RefusedRow
-    from nemo_cascade.rewards import adapt_row, training_validator
-    from nemo_cascade.rewards.ifeval import EVALUATION_ONLY
 
     spelled = re.compile("|".join(re.escape(i) for i in sorted(EVALUATION_ONLY)).encode())
     for s in cfg.stages:
@@ -199,8 +196,6 @@ def stages_to_run(cfg: config.Cascade, status: dict[str, str],
 
 def served_endpoints(stage: config.Stage) -> list[tuple[str, str]]:
     """``(Reward field, URL or file:PATH)`` of the served models a GRPO stage scores with."""
-    from nemo_cascade.rewards.domains import DOMAINS
-
     rw = stage.reward
     if not config.samples_on_policy(stage):
         return []
@@ -218,8 +213,6 @@ def check_endpoints(stages: list[config.Stage], *, wait: float | None = None,
     for first), so that a placeholder or unreachable URL fails before the hours of the base
     evaluation and the stages before it, not after. Returns ``{URL or file:PATH: URL}``; ConfigError
     (one line naming the field) otherwise."""
-    from nemo_cascade.rewards.endpoints import EndpointError, probe
-    from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient
 
     expect = {"reward_model_url": RewardModelClient.EXPECT, "judge_url": JudgeClient.EXPECT}
     reached: dict[str, str] = {}
@@ -265,8 +258,6 @@ def check_inputs_exist(cfg: config.Cascade) -> None:
     """Every stage's data files, all at once: one line naming each missing one and, when a later
     stage has a released checkpoint (``Stage.released_after``), the recipe that starts after the
     missing ones."""
-    from nemo_cascade.data.generated import is_generated
-
     missing, last = [], -1
     for k, s in enumerate(cfg.stages):
         for j, d in enumerate((s.data, *s.extra_data)):
@@ -297,8 +288,6 @@ def check_cascade(cfg: config.Cascade) -> dict[str, list[str]]:
     check_instruction_taxonomy(cfg)
     check_stage_needs(cfg)
     check_rm_server(cfg)
-    from nemo_cascade.rewards.serve import is_vllm_cpu
-    from nemo_cascade.rollout.engine_dtype import check_cpu_engine_dtype
 
     # bf16 sampling needs a CPU with bf16 instructions
     check_cpu_engine_dtype(cfg, on_cpu=is_vllm_cpu())
@@ -310,8 +299,6 @@ def check_rm_server(cfg: config.Cascade, gpu_gib: float | None = None) -> str | 
     reward-model server fits on rank 0's GPU beside the actor and the engine (``plan_rm``); returns
     the line, None when there is no such server or no GPU here (``gpu_gib``: the GPU's memory,
     default this machine's). An estimate: it never stops the run."""
-    from nemo_cascade.cascade.plan_rm import rm_server_verdict
-
     line = rm_server_verdict(cfg, gpu_gib)
     if line:
         (log.info if " fits:" in line else log.warning)(line)

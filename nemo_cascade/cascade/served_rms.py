@@ -11,6 +11,8 @@ from pathlib import Path
 
 from nemo_cascade import config
 from nemo_cascade.runtime import ranks
+from nemo_cascade.cascade.plan_rm import rm_server_kwargs
+from nemo_cascade.rewards.serve import VLLMServer, is_vllm_cpu
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,6 @@ class OwnRewardModels:
     def url(self, name: str) -> str:
         """Where every rank reaches reward model ``name``, serving it (rank 0) on first use."""
         if name not in self.urls:
-            from nemo_cascade.cascade.plan_rm import rm_server_kwargs
-            from nemo_cascade.rewards.serve import VLLMServer, is_vllm_cpu
 
             url = ""
             if ranks.is_main():

@@ -14,6 +14,7 @@ import inspect
 import sys
 from pathlib import Path
 from types import ModuleType
+import traceback
 
 from .schema import Cascade, ConfigError
 
@@ -106,8 +107,6 @@ def load_plugin(path: str | Path) -> ModuleType:
 def _raised_where(e: BaseException) -> str:
     """``raised KeyError: 'x' (recipes/mine.py:12)``: the error and the last line of the user's code
     it came from (a SyntaxError names its own line)."""
-    import traceback
-
     frames = traceback.extract_tb(e.__traceback__)
     ours = [f for f in frames if "/importlib/" not in f.filename and "<frozen" not in f.filename]
     where = (

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Iterable
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from nemo_cascade.convert.shape import ModelFilesError
 from nemo_cascade.convert.shape import load_config_json
@@ -22,8 +24,6 @@ class SafetensorsReader:
     """Lazy access to the tensors of an HF folder (single file or sharded with an index)."""
 
     def __init__(self, model_dir: str | Path):
-        from safetensors import safe_open
-
         self.dir = Path(model_dir)
         index = self.dir / "model.safetensors.index.json"
         if index.is_file():
@@ -64,8 +64,6 @@ def write_sharded(tensors: Iterable[tuple[str, torch.Tensor]], out_dir: str | Pa
     Only one shard is held in memory. Files are written under temporary names and renamed at the
     end.
     """
-    from safetensors.torch import save_file
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     shard: dict[str, torch.Tensor] = {}

@@ -48,7 +48,7 @@ import numpy as np
 from ..config import Data
 from ..runtime.files import write_text_atomically
 from ..types import Prompt
-from . import sft_cache
+from . import sft_cache, chat, math_prompt, schemas, swe_prompts
 from .chat import JINJA_TEMPLATES, render
 from .rows import DataError, Share
 from .schemas import RefusedRow, RowSchema, adapt
@@ -158,8 +158,6 @@ def _code_digest(domain: RowSchema, validate_label) -> str:
     the math instruction, the SWE prompt builder, the chat template code, this module, the label
     check's module): a change to any of them invalidates the entries it would have built
     differently, with no format bump."""
-    from . import chat, math_prompt, schemas, swe_prompts
-
     modules = [schemas, math_prompt, swe_prompts, chat, sys.modules[__name__]]
     if domain.phrase is not None:  # the domain's wording (math's, in rewards/math.py)
         modules.append(sys.modules[domain.phrase.__module__])

@@ -48,6 +48,7 @@ from ..runtime.files import file_sha256, read_json, write_text_atomically
 from .chat import JINJA_TEMPLATES
 from .rows import DataError, Share, share_count
 from .sft_rows import answer_mode, parse_sft_row, sft_segments
+from nemo_cascade.runtime import console
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +176,6 @@ def tokenize_rows(share: Share, out: Path, progress: bool, items: Iterable,
     """The loop both caches tokenize a share with: ``items``, one per row of ``share`` (None for a
     row skipped), handed to ``encode(tokens_file, items)`` :data:`BATCH_ROWS` at a time, the tokens
     written to ``out/part-K.tokens``; a progress bar on the console when ``progress``."""
-    from nemo_cascade.runtime import console
-
     kept = (item for item in items if item is not None)
     bar = console.progress(None, f"tokenizing {share.path.name}", "row", disable=not progress)
     with open(out / f"part-{share.index}.tokens", "wb") as f:

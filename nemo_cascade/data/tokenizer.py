@@ -10,14 +10,13 @@ import os
 from pathlib import Path
 
 from ..convert.hf_io import write_chat_template
+from .chat import JINJA_TEMPLATES
 
 
 def set_chat_template(folder: str | os.PathLike, style: str) -> None:
     """Make an HF folder's chat template ``style``'s (data.chat.JINJA_TEMPLATES): in
     tokenizer_config.json (older readers only look there) and in ``chat_template.jinja`` (newer
     transformers prefer it), so both hold the template the model was trained with."""
-    from .chat import JINJA_TEMPLATES
-
     write_chat_template(folder, JINJA_TEMPLATES[style])
 
 

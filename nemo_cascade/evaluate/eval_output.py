@@ -21,6 +21,7 @@ from ..errors import CascadeError
 from ..runtime.files import read_json, write_text_atomically
 from ..runtime.provenance import git_state, versions
 from .suites import EvalError
+from ..rewards.domains import DOMAINS
 
 def provenance(checkpoint: str, model: str) -> dict:
     return {"checkpoint": str(checkpoint), "model": str(model),
@@ -61,7 +62,6 @@ def _notes(r: dict) -> str:
     m = r["metrics"]
     notes = []
     # the domain's own notes (IFEval's other numbers, SWE's Eq. 2 mean)
-    from ..rewards.domains import DOMAINS
 
     domain = DOMAINS.get(r["domain"])
     if domain is not None and domain.report_notes is not None:

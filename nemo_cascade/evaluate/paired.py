@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
+import numpy as np
+
 ALPHA = 0.05
 BOOTSTRAP_RESAMPLES = 10_000
 
@@ -63,7 +65,6 @@ def paired_bootstrap(diffs: list[float], resamples: int = BOOTSTRAP_RESAMPLES,
     # no spread: a constant difference is either exactly 0 or certain
     if all(d == diffs[0] for d in diffs):
         return 1.0 if mean == 0 else 1.0 / (resamples + 1)
-    import numpy as np
 
     centred = np.asarray(diffs, dtype=np.float64) - mean
     rng, extreme = np.random.default_rng(seed), 0

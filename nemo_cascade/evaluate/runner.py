@@ -41,6 +41,12 @@ from ..data.chat import STYLES, render
 from . import estimators
 from ..runtime.files import file_sha256
 from .suites import EvalError, Item, Suite, get_suite, load_items
+from ..rewards import Scorer
+from ..rewards.domains import get_domain
+from ..rewards.math import GRADERS
+from ..rewards.remote import RewardModelClient
+from ..rewards.rlhf import RLHFReward
+from ..runtime.stop_request import GenerationStopped
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +216,6 @@ def check_settings(suites: Sequence[str], settings: EvalSettings) -> None:
                 get_suite(name)
             except EvalError as e:
                 raise EvalError(f"{option} {name}=...: {e}") from None
-    from ..rewards.math import GRADERS
 
     if settings.math_grader not in GRADERS:
         raise EvalError(f"--math-grader: expected one of {list(GRADERS)}, got "
@@ -249,8 +254,6 @@ def prepare(name: str, settings: EvalSettings, tokenizer) -> Prepared:
 def _domain(suite: Suite):
     """The suite's :class:`~nemo_cascade.rewards.RewardDomain` (suites are checked against the
     registry in tests, so a suite naming no domain is a programming error)."""
-    from ..rewards.domains import get_domain
-
     return get_domain(suite.domain)
 
 
@@ -290,8 +293,6 @@ def _chunk(engine, prep: Prepared, chunk: list[int], sampling: config.Rollout, k
            ) -> tuple[dict[int, types.PromptGroup], bool]:
     """One chunk's groups by place (``keep``'s saved ones and the rest generated, each kept as it
     finishes), and whether a stop ended its generation."""
-    from ..runtime.stop_request import GenerationStopped
-
     prompts = [prep.prompts[i] for i in chunk]
     saved = keep.saved(chunk[0], 0, prompts, prep.decoding.samples) if keep and chunk else {}
     todo = [i for i in range(len(prompts)) if i not in saved]
@@ -388,8 +389,6 @@ def _add_pairwise(prep: Prepared, indices: list[int], records: list[dict],
                   settings: EvalSettings) -> None:
     """RLHF proxy: score each item's reference answer once with the same reward model and client,
     then a win / tie / loss per sample (:func:`metrics.pairwise_outcome`)."""
-    from ..rewards.remote import RewardModelClient
-    from ..rewards.rlhf import RLHFReward
 
     todo = [(rec, prep.items[i]) for i, rec in zip(indices, records) if not rec["too_long"]]
     reward = RLHFReward(RewardModelClient(settings.reward_model_url))
@@ -408,7 +407,6 @@ def run_suite(engine, prep: Prepared, settings: EvalSettings, progress=None,
     ranks get every record). ``progress`` (a ``row_progress.RowProgress``) keeps and reuses finished
     chunks; ``should_stop`` ends the suite between chunks with :class:`GateStopped`."""
     from ..runtime import ranks
-    from ..rewards import Scorer
 
     reward_settings = _reward_settings(prep.suite, settings)
     scorer = Scorer(prep.suite.domain, reward_settings)

@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 from ..config import Reward
 from ..data.rows import read_jsonl
 from ..errors import CascadeError
+from ..rewards import VALIDATORS
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
@@ -96,8 +97,6 @@ def row_field(row: dict, key: str, where: str, kind: type | tuple = str) -> Any:
 
 
 def validated(domain: str, label: Any, where: str) -> Any:
-    from ..rewards import VALIDATORS
-
     try:
         VALIDATORS[domain](label)
     except ValueError as e:

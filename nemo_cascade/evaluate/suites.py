@@ -42,6 +42,8 @@ from ..data.math_prompt import MATH_INSTRUCTION, math_prompt
 from ..data.mbpp_tasks import CODE_INSTRUCTION, mbpp_task
 from .suite_types import (DATA, PAPER_DECODING, ROOT, SWE_INPUT_TOKENS, YARN_FACTOR, EvalError,
                           Item, Suite, per_row, row_field, user_turn, validated)
+from .paper_benchmarks import PREPARED_SUITES
+from .swe_tasks import load_swe
 
 
 @per_row
@@ -168,8 +170,6 @@ def load_rows(domain: str) -> Callable[[Path], list[Item]]:
 
 
 def _load_swe(path: Path) -> list[Item]:
-    from .swe_tasks import load_swe
-
     return load_swe(path)
 
 
@@ -251,8 +251,6 @@ def prepared_suites() -> dict[str, Suite]:
     """The paper's benchmarks whose data is downloaded, not shipped (LiveCodeBench, GPQA-Diamond,
     MMLU-Pro, ArenaHard: :mod:`.paper_benchmarks`, imported when asked, as it builds on this
     module): by name, not in ``all``, listed after ``SUITES``."""
-    from .paper_benchmarks import PREPARED_SUITES
-
     return PREPARED_SUITES
 
 

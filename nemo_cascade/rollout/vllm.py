@@ -17,10 +17,16 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
+import gc
+
+import torch
+import torch.distributed as dist
 
 from nemo_cascade import config, types
 from nemo_cascade.runtime import cpu_math, heartbeat, ranks, stop_request
 from nemo_cascade.rollout import engine_dtype, engine_start, packed_reload
+from nemo_cascade.convert.hf_io import SafetensorsReader
+from nemo_cascade.convert.table import tied_head_aliases
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +55,6 @@ def _engine_group(tp: int):
     groups). Gloo on every backend: the group only exchanges requests, which are Python objects;
     with the timeout of every other group (``Parallel.collective_timeout_minutes``), not gloo's
     default 30 minutes."""
-    import torch.distributed as dist
-
     # new_group is collective: every rank creates every group
     groups = [dist.new_group(list(range(first, first + tp)), backend="gloo",
                              timeout=ranks.collective_timeout())
@@ -76,8 +80,6 @@ def _pushed_weight_names(model_path: str, tied_embeddings: bool) -> frozenset[st
     the tied ParallelLMHead as a layer of its own: without it the head keeps its OLD weights
     (measured). The table names it; senders alias it."""
     # torch: the engine has imported it with vLLM
-    from nemo_cascade.convert.hf_io import SafetensorsReader
-    from nemo_cascade.convert.table import tied_head_aliases
 
     names = SafetensorsReader(model_path).names()
     return frozenset(names) | set(tied_head_aliases(tied_embeddings))
@@ -127,7 +129,6 @@ class RolloutEngine:
             Path(model_path) / "config.json")
 
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        import torch.distributed as dist
         from vllm import LLM
         from vllm.platforms import current_platform
 
@@ -330,8 +331,6 @@ class RolloutEngine:
         rank asks at the same engine step); without engine TP, this rank's own answer."""
         if self._tp_group is None:
             return stop
-        import torch
-        import torch.distributed as dist
 
         flag = torch.tensor([int(stop)])
         dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._tp_group)
@@ -343,7 +342,6 @@ class RolloutEngine:
         group."""
         if self._tp_group is None:
             return mine, 0
-        import torch.distributed as dist
 
         parts: list = [None] * dist.get_world_size(self._tp_group)
         dist.all_gather_object(parts, mine, group=self._tp_group)
@@ -482,6 +480,5 @@ class RolloutEngine:
         with keep:
             llm.llm_engine.engine_core.shutdown()
         del llm
-        import gc
 
         gc.collect()

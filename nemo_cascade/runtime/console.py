@@ -13,6 +13,8 @@ import sys
 import time
 from typing import TextIO
 
+from tqdm import tqdm
+
 EVENTS = "nemo_cascade.events"
 """The logger of the stage events a person follows a run by; one line each on the console."""
 events = logging.getLogger(EVENTS)
@@ -113,8 +115,6 @@ def progress(total: int | None, desc: str, unit: str, initial: int = 0, disable:
     if disable:
         return _Silent()
     if stream().isatty():
-        from tqdm import tqdm
-
         return tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True,
                     file=stream())
     return PlainProgress(total, desc, unit, initial)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import ctypes
 
 AGENT_PID_ENV = "NEMO_CASCADE_AGENT_PID"
 """Set by nemo_cascade.tooling.torchrun to its own PID before it starts workers: the parent a worker
@@ -41,8 +42,6 @@ def _load_prctl():
     # Looked up at import, not in a preexec_fn: importing between fork and exec can deadlock on a
     # lock held by another thread of the parent.
     try:
-        import ctypes
-
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None

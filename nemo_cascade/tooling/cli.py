@@ -24,21 +24,29 @@ from pathlib import Path
 from typing import NoReturn
 
 from nemo_cascade.tooling.overrides import apply_overrides
-from nemo_cascade import config
+from nemo_cascade import config, plan
 from nemo_cascade.config.recipe_file import load_recipe
-from nemo_cascade.runtime import console, heartbeat, process_exit
-from nemo_cascade.tooling import demo_data, worker_log
+from nemo_cascade.runtime import console, heartbeat, process_exit, stop_request, parent_death
+from nemo_cascade.tooling import (demo_data, worker_log, run_lock, launch, plan_table, plan_time,
+                                  doctor)
 from nemo_cascade.tooling.cli_parser import build_parser
 from nemo_cascade.tooling.cli_tools import cmd_convert, cmd_data
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.tooling.torchrun import run_torchrun
+from nemo_cascade.cascade import repair
+from nemo_cascade.evaluate import suite_names, EvalSettings
+from nemo_cascade.evaluate.eval_output import markdown, read_eval
+from nemo_cascade.evaluate.suites import EvalError, get_suite
+from nemo_cascade.runtime.files import OutOfSpace, out_of_space, out_of_space_line, writer_of
+from nemo_cascade.runtime.stop_request import EXIT_CODE, StopRequested
+from nemo_cascade.tooling.dry_run import dry_run
+from nemo_cascade.tooling.run_lock import LOCK_NAME
 
 
 def _run_job(cfg: config.Cascade, only_stage: str | None, retrain: bool) -> int:
     """Inside torchrun: the cascade, then (rank 0) each stage's headline metric and the forgetting
     matrix."""
     from nemo_cascade.cascade.driver import GateStop, run_cascade, run_dir
-    from nemo_cascade.runtime.stop_request import EXIT_CODE, StopRequested
     from nemo_cascade.tooling.report import build_report, matrix_text
 
     try:
@@ -81,8 +89,6 @@ def cmd_run(args) -> int:
     if args.stage:
         config.stage_by_name(cfg, args.stage)
     if args.dry_run:
-        from nemo_cascade.tooling.dry_run import dry_run
-
         return dry_run(cfg, args.stage)
     check_cascade(cfg)  # every stage's files, before any process starts
     world = cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.dp
@@ -125,8 +131,6 @@ def cmd_run(args) -> int:
 def _said_when_out_of_space(where: Path):
     """A full disk or quota met under ``where`` becomes one line (files.OutOfSpace), not a traceback
     in the rank's log."""
-    from nemo_cascade.runtime.files import OutOfSpace, out_of_space, out_of_space_line, writer_of
-
     try:
         yield
     except CascadeError:
@@ -143,8 +147,6 @@ def _hold_run_folder(run_dir: Path, command: str):
     """The run folder's lock (run_lock.py) for a ``with`` block: taken by the launcher, inherited by
     its workers (the environment names it); under a torchrun that did not take it (slurm/node.sh),
     rank 0 takes it — a refusal there ends that rank with exit 2, and torchrun stops the others."""
-    from nemo_cascade.tooling import run_lock
-
     if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("RANK", 0)) != 0:
         yield None
         return
@@ -162,7 +164,6 @@ def _stop_on_usr1(cfg: config.Cascade) -> None:
     job's time-limit signal does): the launcher hands it on as the run folder's stop request, which
     every rank watches (runtime/stop_request.py). An old request is dropped first: it must not stop
     the run that resumes."""
-    from nemo_cascade.runtime import stop_request
     from nemo_cascade.cascade.driver import run_dir
 
     out = run_dir(cfg)
@@ -174,8 +175,6 @@ def _stop_on_usr1(cfg: config.Cascade) -> None:
 def _count(value: str | None, option: str, minimum: int = 1) -> int | None:
     """An integer option checked here, so a bad value is one line (argparse would add its usage
     text)."""
-    from nemo_cascade.evaluate.suites import EvalError
-
     if value is None:
         return None
     try:
@@ -188,8 +187,6 @@ def _count(value: str | None, option: str, minimum: int = 1) -> int | None:
 
 
 def _data_paths(pairs: list[str]) -> dict[str, str]:
-    from nemo_cascade.evaluate.suites import EvalError, get_suite
-
     out = {}
     for pair in pairs:
         name, sep, path = pair.partition("=")
@@ -205,8 +202,6 @@ def _data_paths(pairs: list[str]) -> dict[str, str]:
 def _per_suite(pairs: list[str], option: str, kind: type, minimum: float) -> dict:
     """``SUITE=VALUE`` options (``--yarn``, ``--max-input-tokens``) as a dict, each value checked
     here (one line)."""
-    from nemo_cascade.evaluate.suites import EvalError, get_suite
-
     out = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
@@ -226,7 +221,6 @@ def cmd_eval(args) -> int:
     """Evaluate a checkpoint on one or more suites (nemo_cascade.evaluate); prints the table, writes
     eval.json. Engines over several GPUs (``--tensor-parallel-size`` × ``--data-parallel`` > 1): the
     command starts itself again under torchrun, one rank per GPU (standalone.py)."""
-    from nemo_cascade.evaluate import suite_names
     from nemo_cascade.tooling.standalone import check_layout, output_folder
 
     for plugin in args.plugin:  # a user's domain and suites, registered before a suite is named
@@ -251,8 +245,6 @@ def _hold_stage_folder(args):
     holds the run folder's lock, so it never writes beside a run of that folder (nor a run starts
     beside it)."""
     from nemo_cascade.tooling.standalone import resolve_checkpoint
-    from nemo_cascade.evaluate.suites import EvalError
-    from nemo_cascade.tooling.run_lock import LOCK_NAME
 
     try:
         out = Path(args.out) if args.out else resolve_checkpoint(args.checkpoint)[1]
@@ -266,9 +258,7 @@ def _hold_stage_folder(args):
 
 
 def _evaluate(args, names: list[str]) -> int:
-    from nemo_cascade.evaluate import EvalSettings
     from nemo_cascade.tooling.standalone import evaluate_checkpoint
-    from nemo_cascade.evaluate.eval_output import markdown, read_eval
 
     settings = EvalSettings(
         samples=_count(args.samples, "--samples"),
@@ -298,8 +288,6 @@ def _evaluate(args, names: list[str]) -> int:
 def cmd_launch(args) -> int:
     """The cascade as a nemo-run experiment: one task per stage, plus its served models
     (launch.py)."""
-    from nemo_cascade.tooling import launch
-
     cfg = apply_overrides(load_recipe(args.recipe), args.overrides)
     # Slurm: each job's rank 0 takes the lock (slurm/node.sh)
     if args.dryrun or args.executor != "local":
@@ -314,9 +302,6 @@ def cmd_plan(args) -> int:
     then each stage's step time, progress per ``--time-limit`` job and jobs (plan_time.py).
     Estimates: exit 0 even when a stage is over its memory (a WARNING line); exit 2 with one line
     when a job cannot move a stage forward."""
-    from nemo_cascade import plan
-    from nemo_cascade.cascade import repair
-    from nemo_cascade.tooling import plan_table, plan_time
 
     limit_s = plan_time.parse_time_limit(args.time_limit)  # a bad value: one line, before any work
     recipe = apply_overrides(load_recipe(args.recipe), args.overrides)
@@ -339,8 +324,6 @@ def cmd_plan(args) -> int:
 def cmd_doctor(args) -> int:
     """Is this node ready: one table of checks (doctor.py); exit 2 when a check fails. Under
     torchrun every rank checks its own GPU and joins one all-reduce; rank 0 prints."""
-    from nemo_cascade.tooling import doctor
-
     if args.overrides and not args.recipe:
         raise config.ConfigError(
             f"doctor: {args.overrides[0]}: KEY=VALUE overrides need a RECIPE before them")
@@ -384,8 +367,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     # a torchrun worker: it must not outlive its launcher (runtime/parent_death.py)
     if "TORCHELASTIC_RUN_ID" in os.environ:
-        from nemo_cascade.runtime import parent_death
-
         parent_death.bind_worker()
     args, extra = parser.parse_known_args(argv)
     # what a command that relaunches itself repeats

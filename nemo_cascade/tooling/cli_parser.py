@@ -8,6 +8,9 @@ import argparse
 from nemo_cascade import config
 from nemo_cascade.data.chat import STYLES
 from nemo_cascade.tooling.cli_tools import add_convert_parser, add_data_parser
+from nemo_cascade.evaluate.suites import help_lines
+from nemo_cascade.plan import PRESETS
+from nemo_cascade.tooling.launch import add_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,8 +66,6 @@ class _Parser(argparse.ArgumentParser):
 def _suites_epilog() -> str:
     """Every registered suite, one line each (``evaluate.suites.help_lines``): a new suite appears
     by being registered."""
-    from nemo_cascade.evaluate.suites import help_lines
-
     return ("suites ('all' = those whose data ships in data/: not the tiny-* nor lcb-*, "
             "gpqa-diamond, mmlu-pro, arena-hard, whose data `nemo-cascade data prepare-eval` "
             "downloads; the mode shown is the unified model's, T2: pass --mode think for a "
@@ -150,8 +151,6 @@ def _add_eval_scoring_and_engine_args(ev) -> None:
 
 
 def _add_launch_parser(sub) -> None:
-    from nemo_cascade.tooling.launch import add_arguments
-
     launch = sub.add_parser(
         "launch", help="run a cascade with nemo-run (local or Slurm)",
         description="run a cascade as a nemo-run experiment (local or Slurm), a task per stage")
@@ -177,8 +176,6 @@ def _add_doctor_parser(sub) -> None:
 
 
 def _add_plan_parser(sub) -> None:
-    from nemo_cascade.plan import PRESETS
-
     plan = sub.add_parser(
         "plan", help="per-GPU memory and step time of every stage",
         description="per-GPU memory estimate of every stage (actor state, activations, vLLM "

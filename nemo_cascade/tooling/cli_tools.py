@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from nemo_cascade import config
+from nemo_cascade.tooling.model_card import check_release_folder
 
 
 def cmd_convert(args) -> int:
@@ -31,8 +32,6 @@ def cmd_convert(args) -> int:
             reference = source.path if source.kind == "hf" else None
             print(json.dumps(release.verify(out, reference)))
     elif args.action == "check":
-        from nemo_cascade.tooling.model_card import check_release_folder
-
         problems = check_release_folder(Path(args.folder))
         for problem in problems:
             print(f"{args.folder}/{problem}", file=sys.stderr)

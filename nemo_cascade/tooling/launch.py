@@ -23,6 +23,7 @@ import time
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
+import shutil
 
 from nemo_cascade import config
 from nemo_cascade.tooling import launch_tasks
@@ -249,8 +250,6 @@ def _nemo_run():
 def render(exp) -> dict[str, str]:
     """Dry run: per task, its sbatch script (Slurm) and the script it runs, as nemo-run writes
     them."""
-    import shutil
-
     exp.dryrun(log=False, delete_exp_dir=False)
     out, exp_dir = {}, Path(exp._exp_dir)
     for job in exp.jobs:

@@ -41,6 +41,10 @@ from pathlib import Path
 from nemo_cascade import config
 from nemo_cascade.runtime import parent_death
 from nemo_cascade.runtime.files import write_text_atomically
+from nemo_cascade.cascade.repair import inserted_repairs
+from nemo_cascade.rewards.domains import DOMAINS
+from nemo_cascade.rewards.endpoints import write_url_file
+from nemo_cascade.rewards.serve import VLLMServer, is_vllm_cpu
 
 REPO = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
@@ -69,7 +73,6 @@ def _served_by(cfg: config.Cascade, stage: config.Stage, run_dir: str, reward_mo
                judge: str) -> list[tuple[str, Serve]]:
     """The served models a stage scores with, as (serve task name, Serve without consumers)."""
     # here: planning a launch needs no verifier until now
-    from nemo_cascade.rewards.domains import DOMAINS
 
     out, rw = [], stage.reward
     if not config.samples_on_policy(stage):
@@ -157,7 +160,6 @@ def finished_stages(run_dir: str) -> tuple[set[str], str]:
     (gate.on_regression=repair: the stage's task trains both), and the gate's stop reason."""
     # imports torch: not at import time (the CLI imports this module)
     from nemo_cascade.cascade.lineage import read_manifest, stage_status
-    from nemo_cascade.cascade.repair import inserted_repairs
 
     status, stopped = stage_status(run_dir)
     repairs = inserted_repairs(read_manifest(Path(run_dir) / "manifest.json", missing_ok=True))
@@ -249,8 +251,6 @@ def run_serve(args) -> int:
         return 0
     if args.detach:
         return _serve_detached(args, d)
-    from nemo_cascade.rewards.endpoints import write_url_file
-    from nemo_cascade.rewards.serve import VLLMServer, is_vllm_cpu
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the server on the way out
     port = args.port or served_port(args.run_dir, args.name)

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 from nemo_cascade import config
 from nemo_cascade.plan import CascadePlan, engine_bytes
+from nemo_cascade.evaluate.runner import decoding_for
+from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
 
 DEFAULT_TIME_LIMIT = "04:00:00"
 """The sbatch scripts' ``#SBATCH --time`` (slurm/cascade_*.sh)."""
@@ -261,8 +263,6 @@ def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float,
     """Each gate suite's items (its data file, ``gate.limit``) × K samples decoded to the suite's
     response budget from a prompt of its input limit (1K tokens without one), on the plan's engines;
     None without a gate."""
-    from nemo_cascade.evaluate.runner import decoding_for
-    from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
     from nemo_cascade.cascade.forgetting import Gate
 
     if not cfg.gate.suites or plan.engine_utilization is None:

@@ -32,9 +32,17 @@ from nemo_cascade import checkpoint
 from nemo_cascade.runtime.files import published_folder
 from nemo_cascade.convert import megatron_args, table
 from nemo_cascade.convert.hf_config import is_reward_model, reward_model_config, with_yarn
-from nemo_cascade.convert.hf_io import SafetensorsReader, copy_side_files, write_sharded
+from nemo_cascade.convert.hf_io import (SafetensorsReader, copy_side_files, write_sharded,
+                                        write_chat_template)
 from nemo_cascade.convert.shape import ModelShape, load_config_json, read_hf_config
 from nemo_cascade.errors import CascadeError
+from nemo_cascade.actor.megatron import MegatronActor
+from nemo_cascade.cascade.lineage import read_manifest
+from nemo_cascade.config import ON_POLICY_KINDS, Parallel
+from nemo_cascade.data.rm_input import rm_chat_template
+from nemo_cascade.data.tokenizer import set_chat_template
+from nemo_cascade.tooling import model_card
+from nemo_cascade.tooling.report import load_run, render_markdown
 
 GENERATION_DEFAULTS = {"do_sample": True, "temperature": 0.6, "top_p": 0.95}
 """Decoding written into a release's generation_config.json: the paper's evaluation setting
@@ -269,9 +277,6 @@ def _write_folder(source: Source, spec: ModelShape, tensors, first_dtype: list, 
         copy_side_files(source.path, tmp)
     _write_generation_config(tmp, config)
     if source.chat_style:
-        from nemo_cascade.convert.hf_io import write_chat_template
-        from nemo_cascade.data.rm_input import rm_chat_template
-        from nemo_cascade.data.tokenizer import set_chat_template
 
         # an RM: its training rendering
         if (tmp / "tokenizer_config.json").is_file() and source.rm_mode:
@@ -298,10 +303,6 @@ def write_model_card(folder: str | Path, source: Source, name: str = "", *,
     the benchmarks match, and the evaluation table taken from the run's own report (the forgetting
     matrix after every stage), with its heatmap. Numbers are copied from the run's eval files and
     the paper's tables, never typed in per release."""
-    from nemo_cascade.tooling import model_card
-    from nemo_cascade.tooling.report import load_run, render_markdown
-    from nemo_cascade.config import ON_POLICY_KINDS
-    from nemo_cascade.cascade.lineage import read_manifest
 
     if source.run_dir is None:
         raise ConvertError(
@@ -437,8 +438,6 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
 def _megatron_logprob_diff(folder: Path, model, spec: ModelShape) -> float:
     """Max |Δ| of per-token log-probs, Megatron actor vs transformers ``model``, on a fixed random
     probe batch."""
-    from nemo_cascade.config import Parallel
-    from nemo_cascade.actor.megatron import MegatronActor
 
     probe = torch.randint(0, spec.vocab_size, (2, 24), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
+
 from nemo_cascade.config import samples_on_policy
 from nemo_cascade.runtime.files import replaced_atomically, write_text_atomically
 from nemo_cascade.cascade.metrics import metric_rows
@@ -311,7 +313,6 @@ def _heatmap(ax, run: Run) -> None:
     """Rows = evaluated rows, columns = suites, colour = change vs the previous row; own-domain
     cells boxed."""
     import matplotlib
-    import numpy as np
     from matplotlib.patches import Rectangle
 
     suites = list(dict.fromkeys(s for _, row in run.history for s in row))
@@ -349,8 +350,6 @@ def _heatmap(ax, run: Run) -> None:
 def _curves(fig, spec, curves: list) -> None:
     """One small panel per stage with logged steps: the headline metric per step and its moving
     average."""
-    import numpy as np
-
     cols = 2 if len(curves) > 1 else 1
     grid = spec.subgridspec(math.ceil(len(curves) / cols), cols)
     for i, (stage, key, steps, values) in enumerate(curves):

@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
+import signal
 
 from nemo_cascade.errors import CascadeError
 
@@ -209,8 +210,6 @@ class RunLock:
 
 
 def _stop_this_process(line: str) -> None:
-    import signal
-
     print(line, file=sys.stderr, flush=True)
     os.kill(os.getpid(), signal.SIGTERM)  # the launcher's torchrun stops its workers on SIGTERM
 

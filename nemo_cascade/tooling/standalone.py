@@ -27,6 +27,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
+import os
+import urllib.error
+import urllib.request
+
+import torch
+import torch.distributed as dist
 
 from nemo_cascade import config
 from nemo_cascade.runtime import ranks
@@ -35,6 +41,8 @@ from nemo_cascade.evaluate.eval_output import provenance, write_eval
 from nemo_cascade.evaluate.runner import (EvalSettings, Prepared, check_settings, context_needed,
                                           prepare, run_suite)
 from nemo_cascade.evaluate.suites import EvalError, get_suite
+from nemo_cascade.rewards.serve import VLLMServer
+from nemo_cascade.rollout.vllm import RolloutEngine
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +106,6 @@ def with_run_gate(settings: EvalSettings, gate: Optional[config.Gate]) -> EvalSe
 
 def check_server(url: str) -> None:
     """A served model must answer ``/health`` before the evaluation spends its time generating."""
-    import urllib.error
-    import urllib.request
 
     # loopback/cluster: no proxy
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -171,16 +177,12 @@ def init_ranks(world: int) -> None:
     """Join this process's torchrun world (one rank per GPU) before the engines start; a single
     process needs none. The world must be the engines' TP × DP: a mismatch is one line, not a hang
     inside vLLM."""
-    import os
-
     started = int(os.environ.get("WORLD_SIZE", "1"))
     if started != world:
         raise EvalError(
             f"the engines need tensor-parallel size × data-parallel = {world} processes, but "
             f"{started} were started (torchrun --nproc_per_node); "
             f"nemo-cascade eval starts them itself")
-    import torch
-    import torch.distributed as dist
 
     if world == 1 or dist.is_initialized():
         return
@@ -196,11 +198,7 @@ def build_engine(model_dir: Path, context: int, seed: int = 0, dtype: str = "aut
     ``tensor_parallel_size`` ranks of the torchrun world (each group of that many ranks one engine),
     serving the model with YaRN ``yarn_factor`` over its native positions (App. B; None:
     config.json's rope)."""
-    from nemo_cascade.rollout.vllm import RolloutEngine
-
     if dtype == "auto":
-        import torch
-
         dtype = "bfloat16" if torch.cuda.is_available() else "float32"
     rollout = config.Rollout(max_prompt_tokens=context, max_response_tokens=1,
                              kv_cache_gib=kv_cache_gib, tensor_parallel_size=tensor_parallel_size,
@@ -295,8 +293,6 @@ def evaluate_checkpoint(checkpoint: str | Path, suites: Sequence[str],
 
 def _launch_rm_server(reward_model: str, out_dir: Path):
     """The RLHF suite's reward model, served while the policy engine starts (rank 0 only)."""
-    from nemo_cascade.rewards.serve import VLLMServer
-
     out_dir.mkdir(parents=True, exist_ok=True)
     server = VLLMServer(reward_model, runner="pooling",
                         log_path=out_dir / "reward_model_server.log")

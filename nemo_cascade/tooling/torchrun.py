@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+import logging
 
 from nemo_cascade.runtime import parent_death
 from nemo_cascade.tooling import worker_log
@@ -23,8 +24,6 @@ def run_torchrun(argv: list[str], run_dir: Path | None = None) -> int:
     a table — is left out), or 128 + N for a worker killed by signal N, or the launcher stopped by
     it (Slurm's SIGTERM), said in one line — naming the dead worker's log file when the workers
     write theirs into ``run_dir`` (worker_log.py)."""
-    import logging
-
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run

@@ -165,9 +165,7 @@ class _FakeServer:
 
 
 def test_serve_publishes_its_url_and_stops_when_its_stages_are_done(tmp_path, monkeypatch):
-    import nemo_cascade.rewards.serve as serve_mod
-
-    monkeypatch.setattr(serve_mod, "VLLMServer", _FakeServer)
+    monkeypatch.setattr(launch_tasks, "VLLMServer", _FakeServer)
     run_dir = tmp_path / "run"
     _manifest(run_dir, rm="done", rlhf="pending")
     d = launch_tasks.servers_dir(run_dir, "L1")
@@ -203,9 +201,7 @@ def test_serve_without_stages_serves_until_stopped_and_refuses_a_missing_folder(
         tmp_path, monkeypatch, capsys):
     """slurm/serve_model.sh's server: no --for, its URL in RUN/servers/NAME.url, served until it
     stops."""
-    import nemo_cascade.rewards.serve as serve_mod
-
-    monkeypatch.setattr(serve_mod, "VLLMServer", _FakeServer)
+    monkeypatch.setattr(launch_tasks, "VLLMServer", _FakeServer)
     run_dir = tmp_path / "served"
     d = run_dir / "servers"
     d.mkdir(parents=True)

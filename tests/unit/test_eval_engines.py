@@ -8,7 +8,6 @@ import json
 import pytest
 
 from nemo_cascade import evaluate
-import nemo_cascade.rollout.vllm as rollout_vllm
 from nemo_cascade.tooling.cli import main
 from nemo_cascade.evaluate import EvalError
 from nemo_cascade.tooling import standalone
@@ -25,7 +24,7 @@ def test_the_layout_reaches_the_engine_constructor(monkeypatch, hf_folder):
         made.update(model=model_path, rollout=rollout, dtype=dtype, **kw)
         return "engine"
 
-    monkeypatch.setattr(rollout_vllm, "RolloutEngine", fake_engine)
+    monkeypatch.setattr(standalone, "RolloutEngine", fake_engine)
     assert standalone.build_engine(hf_folder, 4096, dtype="bfloat16", tensor_parallel_size=4,
                                    gpu_memory_utilization=0.85) == "engine"
     r = made["rollout"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import os
 
+from langdetect.detector_factory import PROFILES_DIRECTORY
+
 from .spec import RELATIONS, Arg, Instruction, relation_holds
 from .text import count_capital_words, detect_language
 
@@ -34,8 +36,6 @@ def _capital_word_frequency(text: str, capital_frequency: int, capital_relation:
 @functools.lru_cache(maxsize=None)
 def detectable_languages() -> frozenset[str]:
     """The ISO 639-1 codes langdetect can answer (one profile file each)."""
-    from langdetect.detector_factory import PROFILES_DIRECTORY
-
     return frozenset(os.listdir(PROFILES_DIRECTORY))
 
 

@@ -15,6 +15,9 @@ import functools
 import re
 from typing import Any, Optional
 
+from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
+from langdetect.lang_detect_exception import LangDetectException
+
 from .punkt import register_nltk_data
 
 _WORD = re.compile(r"\w+")
@@ -103,8 +106,6 @@ def count_capital_words(text: str, limit: Optional[int] = None) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _language_factory() -> Any:
-    from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
-
     factory = DetectorFactory()
     factory.load_profile(PROFILES_DIRECTORY)
     # langdetect samples n-grams at random; a seed makes one text give one answer
@@ -116,8 +117,6 @@ def detect_language(text: str) -> Optional[str]:
     """langdetect's ISO 639-1 code for ``text`` (it reads at most the first 10,000 characters), or
     None when it cannot tell (no letters). The reference checkers count an undetectable text as
     passing."""
-    from langdetect.lang_detect_exception import LangDetectException
-
     detector = _language_factory().create()
     try:
         detector.append(text)

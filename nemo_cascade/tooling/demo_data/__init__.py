@@ -6,6 +6,11 @@ tests' session) calls it first.
 """
 from __future__ import annotations
 
+from . import (arithmetic, benchmark_sets, chat_arithmetic, reasoning_gym, synthetic_domains,
+               tiny_models, tiny_suites)
+from nemo_cascade.data import generated
+from nemo_cascade.evaluate.suites import register_suite
+
 
 def register() -> None:
     """Register every demo set, suite and base model under its config name (idempotent):
@@ -15,11 +20,6 @@ def register() -> None:
     smollm2-135m-instruct.
     Idempotent because every registry takes the same function or suite again as a no-op."""
     from nemo_cascade.cascade.base_model import register_builder
-    from nemo_cascade.data import generated
-    from nemo_cascade.evaluate.suites import register_suite
-
-    from . import (arithmetic, benchmark_sets, chat_arithmetic, reasoning_gym, synthetic_domains,
-                   tiny_models, tiny_suites)
 
     generated.register("synthetic:arithmetic", arithmetic.arithmetic)
     for name, fn in synthetic_domains.DOMAIN_TASKS.items():

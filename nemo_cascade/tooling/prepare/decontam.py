@@ -37,6 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from nemo_cascade.data.rows import DataError, read_jsonl
+from nemo_cascade.evaluate.suites import hh_conversation, SUITES
+from nemo_cascade.runtime.files import file_sha256
+from nemo_cascade.tooling.demo_data.if_prompts import WORDINGS
+
 N = 9
 """Word n-gram length (§3.3)."""
 COMMON_ITEMS = 2
@@ -70,8 +75,6 @@ def phrasing_patterns() -> list[re.Pattern]:
     """IFEval's instruction wordings (``demo_data.if_prompts.WORDINGS``) as patterns over normalised
     text, each slot (``{n}``, ``{phrase}``, ...) standing for up to 8 words, whatever value an item
     put there."""
-    from nemo_cascade.tooling.demo_data.if_prompts import WORDINGS
-
     out = []
     for wordings in WORDINGS.values():
         for wording in wordings:
@@ -84,8 +87,6 @@ def phrasing_patterns() -> list[re.Pattern]:
 def wording_ngrams() -> set[int]:
     """Hashed 9-grams of the runs of fixed text between the slots of IFEval's instruction
     wordings."""
-    from nemo_cascade.tooling.demo_data.if_prompts import WORDINGS
-
     return {h for ws in WORDINGS.values() for w in ws for run in _SLOT.split(w)
             for h in ngram_hashes(words(run))}
 
@@ -106,8 +107,6 @@ def _phrasing_words(tokens: list[str], patterns: list[re.Pattern]) -> list[bool]
 
 
 def _hh_human_turns(row: dict) -> list[str]:
-    from nemo_cascade.evaluate.suites import hh_conversation
-
     turns = hh_conversation(row.get("chosen", "")) or []
     return [t["content"] for t in turns if t["role"] == "user"]
 
@@ -217,9 +216,6 @@ def build_index(suites: Optional[list[str]] = None) -> EvalIndex:
     """The index over the shipped evaluation sets (every suite of :data:`EVAL_TEXTS` by default),
     each read from its suite's default file. A missing file is an error: decontamination must not
     silently skip a set."""
-    from nemo_cascade.evaluate.suites import SUITES
-    from nemo_cascade.runtime.files import file_sha256
-    from nemo_cascade.data.rows import DataError, read_jsonl
 
     index = EvalIndex()
     for name in suites or list(EVAL_TEXTS):

@@ -26,6 +26,8 @@ from typing import Iterator, Optional
 
 from nemo_cascade.tooling.prepare.helpsteer import hs2_prompt
 from nemo_cascade.tooling.prepare.sources import Bad, Drop, PrepareError, Source, locate, stream
+from nemo_cascade.rewards.http_endpoint import RewardServerError, HttpEndpoint
+from nemo_cascade.runtime import console
 
 DEFAULT_PAIRS = 36_000
 REWRITE_INSTRUCTION = (
@@ -125,8 +127,6 @@ class OffTopicPairs:
         self.settings, self.source_dir, self.work = settings, source_dir, work
 
     def _chat(self, endpoint, model: str, messages: list[dict]) -> str:
-        from nemo_cascade.rewards.http_endpoint import RewardServerError
-
         s = self.settings
         # Seeded per request: a pair generated again (a lost work file) is the same pair.
         answer = endpoint.post(
@@ -165,8 +165,6 @@ class OffTopicPairs:
     def ensure(self) -> list[dict]:
         """Every selected pair's generations, generating the missing ones (appended as they
         finish)."""
-        from nemo_cascade.runtime import console
-        from nemo_cascade.rewards.http_endpoint import HttpEndpoint
 
         s = self.settings
         prompts = rm_prompts(self.source_dir)

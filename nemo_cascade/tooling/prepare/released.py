@@ -28,6 +28,7 @@ from typing import Any, Union
 
 from nemo_cascade.data.schemas import SchemaError, if_rlvr_constraints
 from nemo_cascade.tooling.prepare.sources import Drop
+from nemo_cascade.rewards.ifeval.taxonomy import EVALUATION_ONLY, IFEVAL, TRAINING
 
 _FLAG = re.compile(r"\s*/(no_think|think)\s*$")
 
@@ -119,8 +120,6 @@ def sft_mode(row: dict) -> str:
 # -------------------------------------------------------------------------------------------- IF-RL
 
 def _instruction_registries():
-    from nemo_cascade.rewards.ifeval.taxonomy import EVALUATION_ONLY, IFEVAL, TRAINING
-
     return IFEVAL, TRAINING, EVALUATION_ONLY
 
 

@@ -34,6 +34,8 @@ from nemo_cascade.tooling.prepare.released import sft_mode
 from nemo_cascade.tooling.prepare.sources import (Bad, Drop, PrepareError, Source, count_rows,
                                                   locate, stream)
 from nemo_cascade.tooling.prepare.stages import Output
+from nemo_cascade.rewards import VALIDATORS, adapt_row
+from nemo_cascade.runtime import console
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +110,6 @@ def check_row(kind: str, row: dict, where: str) -> tuple[list[str], Any]:
     if kind == "code" and is_call_based(row):
         check_call_based(row, where)
         return [row["question"]], row["input_output"]
-    from nemo_cascade.rewards import VALIDATORS, adapt_row
 
     messages, label = adapt_row(kind, row, where)
     try:
@@ -265,8 +266,6 @@ def write_output(stage: str, output: Output, settings: Settings, index: EvalInde
                  fingerprint: str, sft: Optional[SftPrompts] = None) -> dict:
     """Write one output file (atomically) and return its manifest entry. ``sft``: an RL file's SFT
     prompts, which its rows must not repeat (§4.1.2)."""
-    from nemo_cascade.runtime import console
-
     counts, seen, sources = _Counts(), set(), []
     target = settings.out / output.path
     sha = hashlib.sha256()

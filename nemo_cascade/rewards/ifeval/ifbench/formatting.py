@@ -11,6 +11,8 @@ import re
 import string
 from collections import deque
 
+import emoji as emoji_data
+
 from ..spec import Arg, Instruction
 from .text import drop_punctuation, rule_sentences, trim_punctuation, word_tokens
 
@@ -89,8 +91,6 @@ def _emoji(text: str) -> bool:
     """Every sentence ends with an emoji, or the next sentence starts with one (the splitter may cut
     an emoji off its sentence). "Ends" looks at the last two characters once punctuation and outer
     whitespace are gone, because an emoji is often followed by a variation selector."""
-    import emoji as emoji_data  # imported on first use: it loads the emoji table
-
     sentences = [drop_punctuation(s).strip() for s in rule_sentences(text)]
     for i, sentence in enumerate(sentences):
         if not sentence:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import string
 from collections import Counter
 
+import syllapy
+
 from ..spec import Arg, Instruction
 from .tagger import first_token_tag
 from .text import (drop_punctuation, head_word_tokens, last_word_tokens, rule_sentences,
@@ -74,8 +76,6 @@ def _repeats(text: str, small_n: int) -> bool:
 
 def _odd_even_syllables(text: str) -> bool:
     """Syllable counts (syllapy) of consecutive words alternate between odd and even."""
-    import syllapy  # imported on first use: it loads a word list
-
     parities = [syllapy.count(w) % 2 for w in drop_punctuation(text).lower().split()]
     return all(a != b for a, b in zip(parities, parities[1:]))
 
