@@ -51,11 +51,23 @@ def attend_by_block(query, key, value, blocks: AttentionBlocks, scale: float):
     in fp32; returns ``[s, b, heads · dim]`` in the query's dtype, zero on padding (in no block)."""
     s, b, heads, dim = query.shape
     # [U, heads, Q, dim]
-    q = query.reshape(s * b, heads, dim)[blocks.query_index_U_Q].transpose(1, 2).float()
-    k, v = (x.reshape(s * b, -1, dim)[blocks.key_index_U_K].transpose(1, 2).float()
+    q = gather_rows(query.reshape(s * b, heads, dim), blocks.query_index_U_Q).transpose(1, 2)
+    k, v = (gather_rows(x.reshape(s * b, -1, dim), blocks.key_index_U_K).transpose(1, 2)
             for x in (key, value))
+    q, k, v = q.float(), k.float(), v.float()
     out = F.scaled_dot_product_attention(q, k, v, blocks.allowed_U_1_Q_K, scale=scale,
                                          enable_gqa=True)
-    out = out.to(query.dtype).transpose(1, 2).reshape(-1, heads * dim)[blocks.real_UQ]
-    flat = blocks.query_index_U_Q.reshape(-1)[blocks.real_UQ]
+    real = blocks.real_UQ.nonzero().squeeze(1)
+    out = gather_rows(out.to(query.dtype).transpose(1, 2).reshape(-1, heads * dim), real)
+    flat = blocks.query_index_U_Q.reshape(-1)[real]
     return query.new_zeros(s * b, heads * dim).index_copy(0, flat, out).view(s, b, heads * dim)
+
+
+def gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x[index]`` along dim 0 (``index`` of any shape), with a backward that adds the gradients
+    of a row gathered more than once (a shared prompt's keys, padding slots) in index order.
+    ``x[index]``'s own backward adds them with atomic adds from every thread once the gradient
+    has 32,768 elements or more, in whatever order the threads meet: two identical GRPO runs then
+    trained different weights, one run in twelve on an idle machine and nearly every run beside
+    another job (docs/testing.md). ``index_select``'s backward adds row after row."""
+    return x.index_select(0, index.reshape(-1)).view(*index.shape, *x.shape[1:])

@@ -92,6 +92,38 @@ def test_a_groups_samples_share_one_copy_of_their_prompt():
     assert tight.prefix_ids_B_T.max() == 0 and tight.metrics["shared_prompt_saving"] == 0.0
 
 
+def _backward_ops(t: torch.Tensor) -> set[str]:
+    """The names of the autograd nodes behind ``t``."""
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            todo.extend(next_node for next_node, _ in node.next_functions)
+    return {type(node).__name__ for node in seen}
+
+
+def test_a_row_gathered_twice_gets_its_gradient_in_one_order():
+    """fused_attention.gather_rows is ``x[index]`` whose gradient has the same bits on two threads
+    as on one, rows gathered many times included; ``x[index]``'s own backward, with atomic adds
+    past 32,768 elements, differs from the one-thread sum at this size on nearly every call."""
+    from nemo_cascade.actor.fused_attention import gather_rows
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6000, 4, 32, generator=g, requires_grad=True)
+    index = torch.randint(0, 1500, (200, 120), generator=g)  # most rows gathered several times
+    weight = torch.randn(200, 120, 4, 32, generator=g)
+    assert torch.equal(gather_rows(x, index), x[index])
+    threads, grads = torch.get_num_threads(), []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            grads.append(torch.autograd.grad((gather_rows(x, index) * weight).sum(), x)[0])
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(*grads)
+
+
 @pytest.mark.parametrize("share", [True, False])
 def test_attention_by_block_is_the_block_diagonal_masks_attention(share):
     """packing.attention_blocks + fused_attention.attend_by_block compute, on every real token, what
@@ -124,6 +156,7 @@ def test_attention_by_block_is_the_block_diagonal_masks_attention(share):
     want = dense(q, k, v)
     want_grads = torch.autograd.grad((want * weight).sum(), (q, k, v))
     got = attend_by_block(q, k, v, blocks, scale=0.3)
+    assert "IndexBackward0" not in _backward_ops(got), "x[index]'s backward: see gather_rows"
     got_grads = torch.autograd.grad((got * weight).sum(), (q, k, v))
     real = (segments.t() > 0).unsqueeze(2)
     # the weighted sum over at most T keys after the 8-term scores (tests/tolerance.py)
