@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_import_rules import PKG, _module_file
+from tests.unit.test_import_rules import PKG, _module_file, imported_names
 
 DEFERRED = {
     # a fifth of a second or more to import (measured: python -X importtime)
@@ -23,20 +23,6 @@ def _is_type_checking(node: ast.If) -> bool:
     return getattr(test, "id", getattr(test, "attr", None)) == "TYPE_CHECKING"
 
 
-def _imported(node: ast.Import | ast.ImportFrom, path: Path, pkg: Path) -> list[str]:
-    """The dotted names one import statement loads: ``from P import m`` also loads ``P.m`` where
-    that is a module."""
-    if isinstance(node, ast.Import):
-        return [a.name for a in node.names]
-    module = node.module or ""
-    if node.level:  # relative: resolved against the importing module's package
-        base = path.relative_to(pkg.parent).with_suffix("").parts[:-node.level]
-        module = ".".join(base + ((module,) if module else ()))
-    if module.split(".")[0] != pkg.name:
-        return [module]
-    return [module, *(f"{module}.{a.name}" for a in node.names)]
-
-
 def _statements(path: Path, pkg: Path):
     """``(lineno, names, inside_a_function)`` for each import statement of a module; those under
     ``if TYPE_CHECKING:`` are left out (they never run)."""
@@ -49,7 +35,7 @@ def _statements(path: Path, pkg: Path):
             elif isinstance(child, ast.If) and _is_type_checking(child):
                 continue
             elif isinstance(child, (ast.Import, ast.ImportFrom)):
-                found.append((child.lineno, _imported(child, path, pkg), inside))
+                found.append((child.lineno, imported_names(child, path, pkg), inside))
             else:
                 visit(child, inside)
 
@@ -104,13 +90,14 @@ def needless_deferrals(pkg: Path = PKG) -> list[str]:
     for path in sorted(pkg.rglob("*.py")):
         loaded = cost.of_module(path)
         for line, names, inside in _statements(path, pkg):
-            if inside and names[0] and names[0].split(".")[0] not in sys.stdlib_module_names \
-                    and not cost.of_names(names) - loaded:
-                found.append(f"{path.relative_to(pkg)}:{line} imports {names[0]} inside a "
-                             "function, deferring nothing slow or optional: import it at the top")
-            elif inside and names[0].split(".")[0] in sys.stdlib_module_names:
-                found.append(f"{path.relative_to(pkg)}:{line} imports {names[0]} (standard "
-                             "library) inside a function: import it at the top")
+            if not inside:
+                continue
+            where = f"{path.relative_to(pkg)}:{line} imports {names[0]}"
+            if names[0].split(".")[0] in sys.stdlib_module_names:
+                found.append(f"{where} (standard library) inside a function: import it at the top")
+            elif not cost.of_names(names) - loaded:
+                found.append(f"{where} inside a function, deferring nothing slow or optional: "
+                             "import it at the top")
     return found
 
 
@@ -120,7 +107,7 @@ def test_an_import_inside_a_function_defers_something_slow_or_optional():
 
 @pytest.mark.parametrize("body, expected", [
     ("def f():\n    import json\n", ["a.py:2 imports json (standard library) inside a function"]),
-    ("def f():\n    from nemo_cascade import light\n", ["a.py:2 imports nemo_cascade inside"]),
+    ("def f():\n    from nemo_cascade import light\n", ["a.py:2 imports nemo_cascade.light inside"]),
     ("def f():\n    from nemo_cascade.heavy import g\n", []),
     ("import torch\n\ndef f():\n    from nemo_cascade import heavy\n", ["a.py:4 imports"]),
     ("def f():\n    import vllm\n", []),

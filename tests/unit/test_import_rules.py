@@ -72,24 +72,27 @@ def _is_ours(dotted: str, pkg: Path) -> bool:
     return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
 
 
+def imported_names(node: ast.Import | ast.ImportFrom, path: Path, pkg: Path = PKG) -> list[str]:
+    """The names one import statement of the module at ``path`` imports: ``from P import m``
+    counts as ``P.m`` where ``m`` is a module of ours, so that ``from nemo_cascade import config``
+    is seen as an import of config."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if node.level:  # relative import: resolve against the module's package
+        base = path.relative_to(pkg.parent).with_suffix("").parts[:-node.level]
+        module = ".".join(base + ((node.module,) if node.module else ()))
+    else:
+        module = node.module or ""
+    subs = [f"{module}.{a.name}" for a in node.names
+            if module.split(".")[0] == "nemo_cascade" and _is_ours(f"{module}.{a.name}", pkg)]
+    return subs or [module]
+
+
 def _imports(path: Path, pkg: Path = PKG):
-    """Every name a module imports, anywhere in it: ``from P import m`` counts as ``P.m`` where
-    ``m`` is a module of ours, so that ``from nemo_cascade import config`` is seen as an import of
-    config."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from (a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative import: resolve against the module's package
-                base = path.relative_to(pkg.parent).with_suffix("").parts[:-node.level]
-                module = ".".join(base + ((node.module,) if node.module else ()))
-            else:
-                module = node.module or ""
-            subs = [f"{module}.{a.name}" for a in node.names
-                    if module.split(".")[0] == "nemo_cascade"
-                    and _is_ours(f"{module}.{a.name}", pkg)]
-            yield from subs or [module]
+    """Every name a module imports, anywhere in it (:func:`imported_names`)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield from imported_names(node, path, pkg)
 
 
 def layer_violations(path: Path, pkg: Path = PKG) -> list[str]:
