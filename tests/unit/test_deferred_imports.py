@@ -107,7 +107,8 @@ def test_an_import_inside_a_function_defers_something_slow_or_optional():
 
 @pytest.mark.parametrize("body, expected", [
     ("def f():\n    import json\n", ["a.py:2 imports json (standard library) inside a function"]),
-    ("def f():\n    from nemo_cascade import light\n", ["a.py:2 imports nemo_cascade.light inside"]),
+    ("def f():\n    from nemo_cascade import light\n",
+     ["a.py:2 imports nemo_cascade.light inside"]),
     ("def f():\n    from nemo_cascade.heavy import g\n", []),
     ("import torch\n\ndef f():\n    from nemo_cascade import heavy\n", ["a.py:4 imports"]),
     ("def f():\n    import vllm\n", []),
