@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import platform
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.grpo_packing import timed  # noqa: E402  (median seconds after a warm-up call)
+from bench.plan_check import cpu_model, errors, measured_hardware  # noqa: E402
 from bench.step_breakdown import model_dir  # noqa: E402  (the same models as the other benches)
 from bench.vs_trl import WORK, _prompts  # noqa: E402  (the same step as the TRL comparison)
 
@@ -219,40 +219,28 @@ def colocated(model: str, dtype: str, rounds: int, calls_file: Path) -> dict:
             "train_flops": [train_flops(shape, b["lengths"], b["trained"]) for b in batches[1:]],
             "generate": [{"seconds": c["seconds"], "tokens": c["tokens"],
                           **_decode_roofline(shape, c, engine_dtype, probes)} for c in calls[1:]],
-            "plan": plan_prediction(shape, stage, batches[1:], calls[1:], engine_dtype, max_seqs,
-                                    probes),
+            "plan": plan_inputs(shape, stage, batches[1:], calls[1:],
+                                [{p: r.get(f"time/{p}", 0.0) for p in PHASES} for r in rows],
+                                parts["forward_backward"][1:], engine_dtype, max_seqs),
             **probes}
 
 
-def plan_prediction(shape, stage, batches: list[dict], calls: list[dict], engine_dtype: str,
-                    max_seqs: int, probes: dict) -> dict:
-    """``nemo-cascade plan``'s step-time model (tooling/plan_time.py) on this machine's measured
-    limits (its matmul limit as the peak, its read bandwidth as the memory's; the model's own
-    ``mfu`` and ``bandwidth_share``): ``train_s`` and ``generate_s`` per measured step, from the
-    plan's token budgets (every prompt and response at its maximum, as ``plan`` assumes) and from
-    the lengths the step had. ``max_seqs``: the engine's ``max_num_seqs``."""
-    from nemo_cascade.tooling import plan_time
-
-    hw = plan_time.Hardware(name="this CPU", peak_flops=probes["matmul"]["flops_per_s"],
-                            hbm_bytes_per_s=probes["read_bytes_per_s"], max_seqs=max_seqs)
+def plan_inputs(shape, stage, batches: list[dict], calls: list[dict], phases: list[dict],
+                forward_backward_s: list[float], engine_dtype: str, max_seqs: int) -> dict:
+    """What ``nemo-cascade plan``'s time model reads, for bench/plan_check.py: the model's and
+    engine's sizes (``max_seqs``: the engine's ``max_num_seqs``) and, per measured step, its tokens
+    trained, prompts, sequences and longest response beside its measured phases."""
     dtype_bytes = _dtype_bytes(engine_dtype)
-    engine = dict(weight_bytes=shape.params() * dtype_bytes,
-                  kv_bytes_per_token=shape.kv_bytes_per_token(dtype_bytes),
-                  kv_tokens=int(stage.rollout.kv_cache_gib * 2**30
-                                // shape.kv_bytes_per_token(dtype_bytes)), hw=hw)
-    g, r = stage.grpo, stage.rollout
-    sequences = g.prompts_per_step * g.group_size
-    budgets = {"train_s": plan_time.train_seconds(
-        shape.params(), sequences * (r.max_prompt_tokens + r.max_response_tokens), 1, hw),
-        "generate_s": plan_time.decode_seconds(sequences=sequences, prompt=r.max_prompt_tokens,
-                                               response=r.max_response_tokens, **engine)}
-    lengths = [{"train_s": plan_time.train_seconds(shape.params(), sum(b["lengths"]), 1, hw),
-                "generate_s": plan_time.decode_seconds(
-                    sequences=sequences, response=c["longest"],
-                    prompt=round(statistics.mean(len(p.prompt_tokens) for p in c["prompts"])),
-                    **engine)} for b, c in zip(batches, calls)]
-    return {"budgets": budgets, "lengths": lengths, "mfu": hw.mfu,
-            "bandwidth_share": hw.bandwidth_share}
+    kv = shape.kv_bytes_per_token(dtype_bytes)
+    model = {"params": shape.params(), "weight_bytes": shape.params() * dtype_bytes,
+             "kv_bytes_per_token": kv, "kv_tokens": int(stage.rollout.kv_cache_gib * 2**30 // kv),
+             "max_seqs": max_seqs, "samples_per_prompt": stage.grpo.group_size}
+    steps = [{"tokens": sum(b["lengths"]), "sequences": len(c["prompts"]) * c["n"],
+              "prompt_tokens": sum(len(p.prompt_tokens) for p in c["prompts"]),
+              "longest": c["longest"], "train_s": p["train"], "generate_s": p["generate"],
+              "forward_backward_s": fb}
+             for b, c, p, fb in zip(batches, calls, phases, forward_backward_s)]
+    return {"model": model, "steps": steps}
 
 
 def _dtype_bytes(engine_dtype: str) -> int:
@@ -302,7 +290,7 @@ def summarize(co: dict, al: dict) -> dict:
     bound = {k: med(c["bound_tokens_per_s"][k] for c in co["generate"])
              for k in ("memory", "compute", "bound")}
     cpuinfo = Path("/proc/cpuinfo")
-    return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cpu": platform.processor(),
+    row = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cpu": cpu_model(),
             "amx": "amx_bf16" in cpuinfo.read_text() if cpuinfo.exists() else None,
             **{k: co[k] for k in ("model", "dtype", "engine_dtype", "rounds", "threads", "counts")},
             "step_s": med(co["step_s"]), "phase_s": {p: med(v) for p, v in co["phase_s"].items()},
@@ -314,25 +302,12 @@ def summarize(co: dict, al: dict) -> dict:
             "generate_tokens_per_s": colocated_tps, "alone_tokens_per_s": alone_tps,
             "colocated_of_alone": colocated_tps / alone_tps, "decode_bound_tokens_per_s": bound,
             "generate_of_bound": colocated_tps / bound["bound"],
-            "plan": _plan_errors(co),
+            "plan": co["plan"],
             "generate_calls": {"colocated": [{k: c[k] for k in ("seconds", "tokens")}
                                              for c in co["generate"]], "alone": al["generate"]}}
-
-
-def _plan_errors(co: dict) -> dict:
-    """The plan's predictions against the measured train and generate phases (medians): predicted,
-    and its error (predicted / measured − 1), from the budgets and from the step's lengths."""
-    med = statistics.median
-    measured = {f"{p}_s": med(co["phase_s"][p]) for p in ("train", "generate")}
-    plan = co["plan"]
-    out = {"mfu": plan["mfu"], "bandwidth_share": plan["bandwidth_share"], "measured": measured}
-    from_lengths = {k: med(p[k] for p in plan["lengths"]) for k in measured}
-    for source, predicted in (("budgets", plan["budgets"]), ("lengths", from_lengths)):
-        total = sum(predicted.values())
-        out[source] = {**predicted, "step_s": total,
-                       "error": {**{k: predicted[k] / measured[k] - 1 for k in measured},
-                                 "step_s": total / sum(measured.values()) - 1}}
-    return out
+    # the plan's model with its written efficiencies, on this machine's measured limits
+    row["plan"]["assumed_error"] = errors(row, measured_hardware(row))
+    return row
 
 
 COLUMNS = (  # (heading, alignment and width, cell)
@@ -355,11 +330,10 @@ def print_rows(rows: list[dict]) -> None:
         print(f"{'':<8} phases: {phases}; read {r['read_bytes_per_s'] / 1e9:.1f} GB/s, "
               f"{r['threads']} threads")
         print(f"{'':<8} train: {parts}; its GEMMs at the limit {r['matmul_s']:.2f} s")
-        for source in ("budgets", "lengths"):
-            e = r["plan"][source]["error"]
-            print(f"{'':<8} plan from {source}: train {r['plan'][source]['train_s']:.2f} s "
-                  f"({e['train_s']:+.0%}), generate {r['plan'][source]['generate_s']:.2f} s "
-                  f"({e['generate_s']:+.0%}), train + generate {e['step_s']:+.0%}")
+        e = r["plan"]["assumed_error"]
+        print(f"{'':<8} plan (its written efficiencies on the measured limits): train "
+              f"{e['train_s']:+.0%}, generate {e['generate_s']:+.0%}, both {e['step_s']:+.0%} "
+              f"(bench/plan_check.py: from the other model's)")
 
 
 def _child(*args: str) -> dict:

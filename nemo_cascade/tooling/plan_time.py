@@ -19,12 +19,18 @@ The step time is a model, not a measurement (what each term leaves out is in :da
   and a rejected row). Every response at its budget: an upper bound, as RL responses grow towards it
   (§4.5's length curriculum).
 - **training** — forward + backward ≈ 6 · params · tokens FLOPs (+ 2 · params · tokens for a KL
-  reference's forward), on every GPU of the job at ``mfu`` × the peak dense bf16 rate.
-- **generation** (GRPO) — memory-bound decode: each decode iteration of an engine reads its weights
-  and its sequences' KV cache from HBM once per GPU and adds a token to every running sequence; an
-  engine runs as many sequences at once as its KV cache holds at their mean length, prompt + half
-  the response (vLLM's paged KV cache holds what a sequence has so far; at most ``max_num_seqs``),
-  in waves, each decoding the longest response budget.
+  reference's forward), on every GPU of the job at ``mfu`` × the peak dense bf16 rate; then the
+  optimizer's step, memory-bound (:data:`ADAM_BYTES_PER_PARAM` over the job's GPUs).
+- **generation** (GRPO) — per wave a compute-bound prefill (2 · params per prompt token at the same
+  ``mfu``; a group's samples share their prompt's, vLLM's prefix cache) and the decode: each
+  decode iteration of an engine reads its weights and its sequences' KV cache from HBM once per
+  GPU, or runs a token's forward for each of them at ``mfu`` if that is slower (a large batch),
+  pays a fixed ``decode_iteration_s`` (scheduling, sampling, launches) and adds a token to every
+  running sequence; an engine runs as many sequences at once as its KV cache holds at their
+  mean length, prompt + half the response (vLLM's paged KV cache holds what a sequence has so far;
+  at most ``max_num_seqs``), in waves, each decoding the longest response budget.
+
+docs/scaling.md checks these terms against steps measured on a CPU (``bench/roofline.py``).
 """
 from __future__ import annotations
 
@@ -41,6 +47,10 @@ DEFAULT_TIME_LIMIT = "04:00:00"
 """The sbatch scripts' ``#SBATCH --time`` (slurm/cascade_*.sh)."""
 SIGNAL_LEAD_S = 120.0
 """``--signal=B:USR1@120``: the job stops stepping two minutes before its limit."""
+ADAM_BYTES_PER_PARAM = 30
+"""What an Adam step moves per parameter (fp32 master weights, bf16 model weights): it reads the
+fp32 gradient, master weight and two moments (16 bytes) and writes the last three and the bf16
+weight (14)."""
 STARTUP_S = 600.0
 """Assumed time from a job's start to its first step: container, imports, loading the checkpoint
 into the actor, starting the vLLM engine. Not measured at paper scale."""
@@ -64,6 +74,10 @@ class Hardware:
     measurement)."""
     max_seqs: int = 256
     """Sequences an engine runs at once at most (vLLM's ``max_num_seqs``)."""
+    decode_iteration_s: float = 0.003
+    """Assumed fixed time of one decode iteration beside its memory reads: the engine's scheduler,
+    sampling and kernel launches (a few milliseconds for vLLM with CUDA graphs; not measured on a
+    GPU here)."""
 
 
 H100 = Hardware()
@@ -144,21 +158,33 @@ def train_seconds(params: float, tokens: float, gpus: int, hw: Hardware = H100,
     return flops_per_token * params * tokens / (gpus * hw.peak_flops * hw.mfu)
 
 
+def optimizer_seconds(params: float, gpus: int, hw: Hardware = H100) -> float:
+    """One Adam step over ``params`` sharded across ``gpus`` (the distributed optimizer), moving
+    :data:`ADAM_BYTES_PER_PARAM` a parameter at ``hw.bandwidth_share`` of the memory's rate."""
+    return ADAM_BYTES_PER_PARAM * params / (gpus * hw.hbm_bytes_per_s * hw.bandwidth_share)
+
+
 def decode_seconds(*, sequences: int, prompt: int, response: int, weight_bytes: float,
                    kv_bytes_per_token: float, kv_tokens: int, hw: Hardware = H100,
-                   one_wave: bool = False) -> float:
-    """One engine generating ``response`` tokens for each of ``sequences`` (memory-bound; module
-    docstring). ``weight_bytes`` and ``kv_bytes_per_token`` are per GPU of the engine, ``kv_tokens``
-    the engine's KV cache. ``one_wave``: the time of one wave only (the sequences the cache holds at
-    once)."""
+                   one_wave: bool = False, samples_per_prompt: int = 1,
+                   token_flops: float = 0.0) -> float:
+    """One engine generating ``response`` tokens for each of ``sequences``, ``samples_per_prompt``
+    of them sharing a prompt (module docstring). ``weight_bytes``, ``kv_bytes_per_token`` and
+    ``token_flops`` (a token's forward: 2 · the parameters) are per GPU of the engine,
+    ``kv_tokens`` the engine's KV cache. ``one_wave``: the time of one wave only (the sequences the
+    cache holds at once)."""
     if sequences <= 0 or response <= 0:
         return 0.0
     mean_context = prompt + response / 2
     at_once = max(1, min(hw.max_seqs, int(kv_tokens // mean_context), sequences))
     waves = 1 if one_wave else math.ceil(sequences / at_once)
-    per_iteration = (weight_bytes + at_once * mean_context * kv_bytes_per_token) / (
+    compute = hw.peak_flops * hw.mfu
+    prefill = math.ceil(at_once / samples_per_prompt) * prompt * token_flops / compute
+    reads = (weight_bytes + at_once * mean_context * kv_bytes_per_token) / (
         hw.hbm_bytes_per_s * hw.bandwidth_share)
-    return waves * response * per_iteration
+    # a large batch makes decode compute-bound: a token's forward for every running sequence
+    per_iteration = hw.decode_iteration_s + max(reads, at_once * token_flops / compute)
+    return waves * (prefill + response * per_iteration)
 
 
 def save_seconds(params: float, gpus: int, hw: Hardware = H100) -> float:
@@ -201,14 +227,17 @@ def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s:
     tokens, prompt, response = _tokens_per_step(stage)
     params = d.params(lm_head=stage.kind != "reward_model")
     # 6 FLOPs per parameter and token to train, 2 per frozen copy's forward (reference, teachers)
-    train = train_seconds(params, tokens, plan.world, hw, 6.0 + 2.0 * config.frozen_copies(stage))
+    train = (train_seconds(params, tokens, plan.world, hw, 6.0 + 2.0 * config.frozen_copies(stage))
+             + optimizer_seconds(params, plan.world, hw))
     generate = wave = 0.0
     if config.samples_on_policy(stage) and plan.engine_utilization is not None:
         e = engine_bytes(d, plan.engine_utilization, plan.gpu, plan.dtype_bytes, plan.engine_tp)
         engines = max(1, plan.world // plan.engine_tp)
         sequences = math.ceil(stage.grpo.prompts_per_step * stage.grpo.group_size / engines)
         kw = dict(sequences=sequences, prompt=prompt, response=response, weight_bytes=e["weights"],
-                  kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], hw=hw)
+                  kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], hw=hw,
+                  samples_per_prompt=stage.grpo.group_size,
+                  token_flops=2 * d.params() / plan.engine_tp)
         generate, wave = decode_seconds(**kw), decode_seconds(**kw, one_wave=True)
     steps, by = save_every(stage.checkpoint_every, minutes, train + generate, stage.steps)
     return StageTime(stage.name, stage.kind, tokens, train, generate, steps, by, budget_s, wave,
@@ -283,7 +312,8 @@ def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float,
         d = decoding_for(suite, settings)
         kw = dict(prompt=d.max_input_tokens or 1024, response=d.max_tokens,
                   weight_bytes=e["weights"], kv_bytes_per_token=e["kv_per_token"],
-                  kv_tokens=e["kv_tokens"], hw=hw)
+                  kv_tokens=e["kv_tokens"], hw=hw, samples_per_prompt=d.samples,
+                  token_flops=2 * plan.shape.params() / plan.engine_tp)
         row += decode_seconds(sequences=math.ceil(items * d.samples / engines), **kw)
         share = math.ceil(items / plan.world)  # a rank's contiguous share of the suite
         wave = max(wave, decode_seconds(sequences=share * d.samples, one_wave=True, **kw))
@@ -330,10 +360,12 @@ def check_progress(times: list[StageTime], time_limit: str, gate: GateTime | Non
 ASSUMPTIONS = (
     "time assumptions: {gpu} GPUs, {peak:g} TFLOP/s dense bf16 at {mfu:.0%} MFU for the actor "
     "(6·params·tokens per step, +2·params·tokens per frozen copy: KL reference, distill teachers; "
-    "attention FLOPs left out); decode reads each "
-    "engine GPU's weights and KV cache once per token at {bw:.0%} of {hbm:g} TB/s, up to {seqs} "
+    "attention FLOPs left out) and for the engine (2·params a token: prefill once per group, "
+    "decode), an Adam step moving {adam} bytes a parameter; decode reads each "
+    "engine GPU's weights and KV cache once per token at {bw:.0%} of {hbm:g} TB/s (or computes, if "
+    "slower) plus {iteration:g} ms an iteration, up to {seqs} "
     "sequences per engine at once (as many as its KV cache holds at prompt + half the response); "
-    "every response at its budget (an upper bound); prefill, weight sync and rewards (they "
+    "every response at its budget (an upper bound); weight sync and rewards (they "
     "overlap generation) left out; {startup:.0f} min start-up per job; a save writes "
     "14 bytes a parameter at {write:g} GB/s per GPU; a stop loses at most one wave of generation. "
     "Estimates, not measurements.")
@@ -392,12 +424,15 @@ def render_times(times: list[StageTime], time_limit: str, minutes: float, hw: Ha
                       f"if each job starts as the one before ends (queue waits not included)"]
     lines += ["", ASSUMPTIONS.format(gpu=hw.name, peak=hw.peak_flops / 1e12, mfu=hw.mfu,
                                      bw=hw.bandwidth_share, hbm=hw.hbm_bytes_per_s / 1e12,
-                                     seqs=hw.max_seqs, startup=STARTUP_S / 60,
+                                     adam=ADAM_BYTES_PER_PARAM,
+                                     iteration=hw.decode_iteration_s * 1e3, seqs=hw.max_seqs,
+                                     startup=STARTUP_S / 60,
                                      write=hw.write_bytes_per_s / 1e9)]
     return "\n".join(lines)
 
 
 __all__ = ["Hardware", "H100", "StageTime", "parse_time_limit", "train_seconds", "decode_seconds",
+           "optimizer_seconds", "ADAM_BYTES_PER_PARAM",
            "save_every", "stage_time", "time_plan", "render_times", "check_progress", "job_budget",
            "save_seconds", "GateTime", "gate_time", "render_gate", "DEFAULT_TIME_LIMIT",
            "STARTUP_S", "SIGNAL_LEAD_S"]

@@ -40,8 +40,9 @@ def test_train_seconds_is_six_flops_per_param_and_token_at_the_mfu():
 
 
 def test_decode_is_memory_bound_in_waves_of_what_the_kv_cache_holds():
-    # 1e12 B/s achieved
-    hw = plan_time.Hardware(hbm_bytes_per_s=2e12, bandwidth_share=0.5, max_seqs=256)
+    # 1e12 B/s achieved; no fixed cost an iteration and no prefill (next test)
+    hw = plan_time.Hardware(hbm_bytes_per_s=2e12, bandwidth_share=0.5, max_seqs=256,
+                            decode_iteration_s=0.0)
     # mean context 1000 + 2000/2 = 2000 tokens; 40,000 KV tokens hold 20 sequences → 5 waves for
     # 100; an iteration reads 8e9 B of weights + 20 · 2000 · 1e5 B of KV = 1.2e10 B → 12 ms; 5 ·
     # 2000 · 12 ms = 120 s
@@ -56,6 +57,33 @@ def test_decode_is_memory_bound_in_waves_of_what_the_kv_cache_holds():
     # 17.2 s
     assert plan_time.decode_seconds(sequences=3, kv_tokens=40_000, **kw) == pytest.approx(17.2)
     assert plan_time.decode_seconds(sequences=0, kv_tokens=40_000, **kw) == 0.0
+
+
+def test_a_wave_prefills_once_per_group_and_an_iteration_is_the_slower_of_reads_and_compute():
+    hw = plan_time.Hardware(peak_flops=1e15, mfu=0.5, hbm_bytes_per_s=2e12, bandwidth_share=0.5,
+                            max_seqs=256, decode_iteration_s=0.002)
+    kw = dict(prompt=1000, response=2000, weight_bytes=8e9, kv_bytes_per_token=1e5, hw=hw,
+              kv_tokens=40_000, token_flops=2 * 4e9)
+    # 5 waves of 20 sequences; a wave: 20 / 4 samples a prompt = 5 prompts · 1000 tokens · 8e9
+    # FLOPs at 5e14 FLOP/s = 80 ms of prefill, then 2000 iterations of 12 ms (as above) + 2 ms
+    assert (plan_time.decode_seconds(sequences=100, samples_per_prompt=4, **kw)
+            == pytest.approx(5 * (0.08 + 2000 * 0.014)))
+    # without a shared prompt every sequence prefills its own: 20 · 16 ms a wave
+    assert (plan_time.decode_seconds(sequences=100, **kw)
+            == pytest.approx(5 * (0.32 + 2000 * 0.014)))
+    assert (plan_time.decode_seconds(sequences=100, samples_per_prompt=4, one_wave=True, **kw)
+            == pytest.approx(0.08 + 2000 * 0.014))
+    # at 1 % MFU the batch's forward (20 · 8e9 FLOPs at 1e13 FLOP/s = 16 ms) outlasts its reads
+    # (12 ms): decode is compute-bound, and the prefill takes 4 s a wave
+    slow = {**kw, "hw": replace(hw, mfu=0.01)}
+    assert (plan_time.decode_seconds(sequences=100, samples_per_prompt=4, **slow)
+            == pytest.approx(5 * (4.0 + 2000 * (0.002 + 0.016))))
+
+
+def test_an_adam_step_moves_thirty_bytes_a_parameter_over_the_jobs_gpus():
+    hw = plan_time.Hardware(hbm_bytes_per_s=2e12, bandwidth_share=0.5)
+    # 30 · 8e9 B over 8 GPUs at 1e12 B/s each = 30 ms
+    assert plan_time.optimizer_seconds(8e9, 8, hw) == pytest.approx(0.03)
 
 
 def test_saves_come_by_steps_or_minutes_whichever_first():
@@ -80,17 +108,20 @@ def test_a_stage_adds_generation_and_training_on_the_plans_layout():
                                                                  config.length_phases(math_stage))
     rows = math_stage.grpo.prompts_per_step * math_stage.grpo.group_size
     assert t.tokens == rows * (prompt + response)
-    assert t.train_s == pytest.approx(6 * memory.shape.params() * t.tokens / (8 * 989e12 * 0.35))
+    params = memory.shape.params()
+    assert t.train_s == pytest.approx(6 * params * t.tokens / (8 * 989e12 * 0.35)
+                                      + 30 * params / (8 * 3.35e12 * 0.6))
     e = plan.engine_bytes(memory.shape, memory.engine_utilization, memory.gpu, 2, memory.engine_tp)
     engines = 8 // memory.engine_tp
+    engine = dict(weight_bytes=e["weights"], kv_bytes_per_token=e["kv_per_token"],
+                  kv_tokens=e["kv_tokens"], samples_per_prompt=math_stage.grpo.group_size,
+                  token_flops=2 * params / memory.engine_tp)
     assert t.generate_s == pytest.approx(plan_time.decode_seconds(
-        sequences=math.ceil(rows / engines), prompt=prompt, response=response,
-        weight_bytes=e["weights"], kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"]))
+        sequences=math.ceil(rows / engines), prompt=prompt, response=response, **engine))
     assert t.save_steps == max(1, math.ceil(1800 / t.step_s)) and t.saved_by == "minutes"
     assert t.wave_s == pytest.approx(plan_time.decode_seconds(
-        sequences=math.ceil(rows / engines), prompt=prompt, response=response,
-        weight_bytes=e["weights"], kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"],
-        one_wave=True)) and t.wave_s < t.generate_s
+        sequences=math.ceil(rows / engines), prompt=prompt, response=response, one_wave=True,
+        **engine)) and t.wave_s < t.generate_s
     # a stop inside a step keeps its finished groups: a job moves it forward by what it has less one
     # wave
     assert t.progress_per_job == pytest.approx((3 * 3600 - t.wave_s) / t.step_s)

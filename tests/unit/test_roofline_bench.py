@@ -83,23 +83,30 @@ def test_a_row_reads_the_colocated_run_against_the_replay_and_the_plan(roofline)
     """Medians over the measured steps; generation colocated over alone; the plan's error is
     predicted / measured − 1, per phase and for the two together."""
     bound = {"memory": 400.0, "compute": 900.0, "bound": 400.0}
+    model = {"params": 1e6, "weight_bytes": 4e6, "kv_bytes_per_token": 1e3, "kv_tokens": 10**6,
+             "max_seqs": 256, "samples_per_prompt": 4}
+    step = {"tokens": 1000, "sequences": 8, "prompt_tokens": 200, "longest": 10,
+            "train_s": 2.0, "generate_s": 1.0, "forward_backward_s": 1.5}
     co = {"model": "tiny", "dtype": "float32", "engine_dtype": "float32", "rounds": 3, "threads": 2,
           "counts": {}, "step_s": [1.0, 2.0, 3.0],
           "phase_s": {"generate": [1.0, 1.0, 1.0], "score": [0.0] * 3, "train": [2.0, 4.0, 3.0],
                       "sync": [0.1] * 3},
           "train_parts_s": {"forward_backward": [1.0, 2.0, 3.0], "optimizer": [0.5] * 3},
-          "train_flops": [6.0, 8.0, 9.0], "matmul": {"flops_per_s": 10.0, "seconds": 0.2},
-          "read_bytes_per_s": 1.0, "copy_bytes_per_s": 2.0,
+          "train_flops": [6.0, 8.0, 9.0], "matmul": {"flops_per_s": 1e11, "seconds": 0.2},
+          "read_bytes_per_s": 1e10, "copy_bytes_per_s": 2e10,
           "generate": [{"seconds": 1.0, "tokens": 100, "bound_tokens_per_s": bound}] * 3,
-          "plan": {"mfu": 0.35, "bandwidth_share": 0.6,
-                   "budgets": {"train_s": 6.0, "generate_s": 0.5},
-                   "lengths": [{"train_s": 1.5, "generate_s": 2.0}] * 3}}
+          "plan": {"model": model, "steps": [step] * 3}}
     al = {"generate": [{"seconds": 0.5, "tokens": 100}] * 3}
     row = roofline.summarize(co, al)
     assert row["train_flops_per_s"] == pytest.approx(3.0)  # median of 3, 2, 3
-    assert row["train_of_limit"] == pytest.approx(0.3)
+    assert row["train_of_limit"] == pytest.approx(3e-11)
     assert row["colocated_of_alone"] == pytest.approx(0.5) and row["generate_of_bound"] == 0.25
-    plan = row["plan"]
-    assert plan["budgets"]["error"] == pytest.approx({"train_s": 1.0, "generate_s": -0.5,
-                                                      "step_s": 6.5 / 4.0 - 1})
-    assert plan["lengths"]["error"]["train_s"] == pytest.approx(-0.5)
+    # the plan's written efficiencies (35 % MFU, 60 % of the bandwidth, 3 ms an iteration) on the
+    # measured limits: 6e9 FLOPs at 3.5e10 FLOP/s + Adam's 3e7 B at 6e9 B/s
+    train = 6e9 / 3.5e10 + 3e7 / 6e9
+    # two prompts of 100 tokens prefilled at 2e6 FLOPs a token; 10 iterations of 3 ms and
+    # (4e6 + 8 · 105 · 1e3) B at 6e9 B/s
+    generate = 2 * 100 * 2e6 / 3.5e10 + 10 * (0.003 + 4.84e6 / 6e9)
+    assert row["plan"]["assumed_error"] == pytest.approx(
+        {"train_s": train / 2.0 - 1, "generate_s": generate - 1,
+         "step_s": (train + generate) / 3.0 - 1})
