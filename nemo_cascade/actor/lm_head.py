@@ -82,7 +82,9 @@ def selected_token_logprobs(logits_1_N_V: torch.Tensor, tokens_B_T: torch.Tensor
     """``[B, T]`` log-probs (fp32) from the selected positions' logits: each next token's, at that
     token's position; 0 elsewhere. Consumes the logits (:func:`label_logprobs`)."""
     b, t = selection.b.to(tokens_B_T.device), selection.t.to(tokens_B_T.device)
-    logprobs = label_logprobs(logits_1_N_V[0], tokens_B_T[b, t + 1], temperature)
+    # squeeze, not [0]: a select's backward would zero-fill and copy a gradient as large as the
+    # logits, where a squeeze's is a view
+    logprobs = label_logprobs(logits_1_N_V.squeeze(0), tokens_B_T[b, t + 1], temperature)
     out = torch.zeros(tokens_B_T.shape, dtype=logprobs.dtype, device=logprobs.device)
     return out.index_put((b, t + 1), logprobs)
 

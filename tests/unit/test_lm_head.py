@@ -82,3 +82,23 @@ def test_selection_layouts():
     # [B·T, 1, H]: row b starts at b·T
     assert LM.select(mask, seq_len=8, thd=True).rows.tolist() == [1, 2, 8]
     assert LM.select(torch.zeros(2, 4), 4, False) is None
+
+
+def test_the_heads_gradient_reaches_the_logits_without_a_zero_filled_copy(actor):
+    """The selected positions' logits ``[1, N, V]`` lose their first dimension by a view: a select
+    (``[0]``) would zero-fill and copy a gradient as large as the logits in its backward (half a
+    second of a SmolLM2 step on a CPU, most of it the fresh buffer's page faults)."""
+    from tests.unit.test_grpo_packing import _backward_ops
+
+    mask = torch.tensor([[0, 1, 1, 1], [0, 0, 1, 1]], dtype=torch.float32)
+    selection = LM.select(mask, seq_len=4, thd=False)
+    logits = torch.randn(1, 5, 11, requires_grad=True)
+    tokens = torch.randint(0, 11, (2, 4), generator=torch.Generator().manual_seed(0))
+    got = LM.selected_token_logprobs(logits.clone(), tokens, selection, 1.0)
+    assert "SelectBackward0" not in _backward_ops(got)
+    labels = tokens[selection.b, selection.t + 1]
+    want = torch.log_softmax(logits[0].detach(), -1)[torch.arange(5), labels]
+    assert torch.allclose(got[selection.b, selection.t + 1], want, rtol=0, atol=1e-6)
+    got.sum().backward()
+    expected = torch.nn.functional.one_hot(labels, 11) - torch.softmax(logits[0].detach(), -1)
+    assert torch.allclose(logits.grad[0], expected, rtol=0, atol=1e-6)
