@@ -15,8 +15,9 @@ real token, the LM head's per trained token, attention's two products per sequen
 the matmul limit. Generation is read twice: against the same engine replaying the same ``generate``
 calls alone in a process of its own (what colocation costs), and against the decode roofline (each
 decode iteration reads the weights once and every running sequence's KV cache, and does 2 FLOPs per
-weight and sequence at the matmul limit: the slower of the two). Rows go to
-``bench/results/roofline.jsonl``; docs/performance.md has the table.
+weight and sequence at the matmul limit: the slower of the two). Each row also keeps what
+``nemo-cascade plan``'s time model reads of each step, which ``bench/plan_check.py`` predicts. Rows go
+to ``bench/results/roofline.jsonl``; docs/performance.md has the table.
 
     .venv/bin/python bench/roofline.py                        # tiny and SmolLM2, fp32 and bf16
     .venv/bin/python bench/roofline.py --models smollm2 --dtypes bfloat16 --rounds 5
@@ -306,8 +307,7 @@ def summarize(co: dict, al: dict) -> dict:
             "generate_calls": {"colocated": [{k: c[k] for k in ("seconds", "tokens")}
                                              for c in co["generate"]], "alone": al["generate"]}}
     # the plan's model with its written efficiencies, on this machine's measured limits
-    row["plan"]["assumed_error"] = errors(row, measured_hardware(row))
-    return row
+    return {**row, "plan": {**row["plan"], "assumed_error": errors(row, measured_hardware(row))}}
 
 
 COLUMNS = (  # (heading, alignment and width, cell)
