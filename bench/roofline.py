@@ -16,8 +16,8 @@ the matmul limit. Generation is read twice: against the same engine replaying th
 calls alone in a process of its own (what colocation costs), and against the decode roofline (each
 decode iteration reads the weights once and every running sequence's KV cache, and does 2 FLOPs per
 weight and sequence at the matmul limit: the slower of the two). Each row also keeps what
-``nemo-cascade plan``'s time model reads of each step, which ``bench/plan_check.py`` predicts. Rows go
-to ``bench/results/roofline.jsonl``; docs/performance.md has the table.
+``nemo-cascade plan``'s time model reads of each step, which ``bench/plan_check.py`` predicts.
+Rows go to ``bench/results/roofline.jsonl``; docs/performance.md has the table.
 
     .venv/bin/python bench/roofline.py                        # tiny and SmolLM2, fp32 and bf16
     .venv/bin/python bench/roofline.py --models smollm2 --dtypes bfloat16 --rounds 5
