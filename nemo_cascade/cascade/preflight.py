@@ -39,7 +39,7 @@ from nemo_cascade.rewards.endpoints import EndpointError, probe
 from nemo_cascade.rewards.ifeval import EVALUATION_ONLY
 from nemo_cascade.rewards.remote import JudgeClient, RewardModelClient
 from nemo_cascade.rewards.serve import is_vllm_cpu
-from nemo_cascade.rollout.engine_dtype import check_cpu_engine_dtype
+from nemo_cascade.rollout.engine_dtype import check_cpu_engine_dtype, cpu_actor_dtype_warning
 
 log = logging.getLogger(__name__)
 
@@ -289,8 +289,11 @@ def check_cascade(cfg: config.Cascade) -> dict[str, list[str]]:
     check_stage_needs(cfg)
     check_rm_server(cfg)
 
-    # bf16 sampling needs a CPU with bf16 instructions
+    # bf16 sampling needs a CPU with bf16 instructions; bf16 training is only slow without them
     check_cpu_engine_dtype(cfg, on_cpu=is_vllm_cpu())
+    slow_actor = cpu_actor_dtype_warning(cfg, on_cpu=is_vllm_cpu())
+    if slow_actor:
+        log.warning(slow_actor)
     return fingerprints
 
 

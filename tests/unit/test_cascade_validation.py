@@ -46,6 +46,22 @@ def test_the_tiny_recipe_is_the_whole_pipeline(tiny):
     assert len(hashes["sft"]) == 5 and all(len(h) == 64 for v in hashes.values() for h in v)
 
 
+def test_a_bf16_actor_on_a_cpu_without_bf16_is_a_warning_not_an_error(tiny, monkeypatch, caplog):
+    from nemo_cascade.cascade import preflight
+    from nemo_cascade.rollout import engine_dtype
+
+    monkeypatch.setattr(preflight, "is_vllm_cpu", lambda: True)
+    monkeypatch.setattr(engine_dtype, "cpu_flags", lambda: {"avx2", "avx512f"})
+    # the engines sample in fp32, so only the actor is in bf16
+    bf16 = replace(tiny, model=replace(tiny.model, dtype="bfloat16"), stages=tuple(
+        replace(s, rollout=replace(s.rollout, dtype="float32")) for s in tiny.stages))
+    check_cascade(bf16)
+    assert [r.getMessage() for r in caplog.records if "model.dtype=bfloat16" in r.getMessage()]
+    caplog.clear()
+    check_cascade(tiny)
+    assert not [r for r in caplog.records if "model.dtype=bfloat16" in r.getMessage()]
+
+
 def test_unknown_stage_kind(tiny):
     assert "stages.math.kind: unknown stage kind 'ppo'" in _error(_stage(tiny, "math", kind="ppo"))
 

@@ -113,6 +113,16 @@ def test_preflight_refuses_bf16_sampling_on_a_cpu_without_bf16(tiny):
     engine_dtype.check_cpu_engine_dtype(tiny, on_cpu=True, arch="x86_64", flags={"avx2"})
 
 
+def test_a_bf16_actor_on_a_cpu_without_bf16_is_warned_about_in_one_line(tiny):
+    bf16 = replace(tiny, model=replace(tiny.model, dtype="bfloat16"))
+    line = engine_dtype.cpu_actor_dtype_warning(bf16, on_cpu=True, arch="x86_64", flags={"avx2"})
+    assert line.startswith("model.dtype=bfloat16 on this x86_64 CPU without bf16 instructions")
+    assert line.endswith("set model.dtype=float32") and "\n" not in line
+    for cfg, on_cpu, flags in ((bf16, True, {"avx512_bf16"}), (bf16, False, {"avx2"}),
+                               (tiny, True, {"avx2"})):
+        assert engine_dtype.cpu_actor_dtype_warning(cfg, on_cpu, "x86_64", flags) is None
+
+
 # ----------------------------------------------------------------------------------- AMX permission
 def test_only_a_bf16_engine_on_an_amx_cpu_asks_for_amx():
     assert cpu_math.amx_permission_needed("bfloat16", amx_tile_supported=True)
