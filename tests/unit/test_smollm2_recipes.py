@@ -61,17 +61,20 @@ def test_the_mixed_run_is_the_same_work_in_one_run(both):
         "later segments continue the same optimizer, LR schedule and prompt stream")
 
 
+def _default_engine(stages) -> list:
+    """``stages`` on the default engine: the bf16 compiled one of the recipes is refused by the
+    preflight on a CPU without bf16 instructions, so the files are checked this way on any CPU."""
+    return [replace(s, rollout=replace(s.rollout, dtype="auto", compile="auto")) for s in stages]
+
+
 def test_with_sft_starts_with_sft_on_training_splits_then_the_same_rl_stages(both):
     cascade, mixed = both
     sft_cascade = load_recipe("recipes/smollm2.py:with_sft")
     sft_mixed = load_recipe("recipes/smollm2_mixed.py:with_sft")
     for with_sft, without in ((sft_cascade, cascade), (sft_mixed, mixed)):
         first, *rest = with_sft.stages
-        # §3: SFT first, then the RL stages as before, on the bf16 compiled engine (which the
-        # preflight refuses on a CPU without bf16 instructions: the files are checked with the
-        # default engine on any CPU)
-        default_engine = [replace(s, rollout=replace(s.rollout, dtype="auto", compile="auto"))
-                          for s in rest]
+        # §3: SFT first, then the RL stages as before, on the bf16 compiled engine
+        default_engine = _default_engine(rest)
         check_cascade(replace(with_sft, stages=(first, *default_engine)))
         assert (first.kind == "sft"
                 and [replace(s, data=None, extra_data=()) for s in default_engine]
@@ -164,7 +167,7 @@ def test_filtered_trains_the_sft_model_on_training_rows_it_sometimes_solves():
     assert (cascade.model == mixed.model == config.Model(hf_path=export)
             and sft.stages[0].kind == "sft")
     for cfg in (cascade, mixed):  # every check but the SFT export's presence: the same shape, built
-        check_cascade(replace(cfg, model=sft.model))
+        check_cascade(replace(cfg, model=sft.model, stages=tuple(_default_engine(cfg.stages))))
         assert cfg.gate == sft.gate and cfg.chat_style == sft.chat_style
     assert [replace(s, data=None, extra_data=()) for s in cascade.stages] == [
         replace(s, data=None, extra_data=()) for s in sft.stages[1:]]
