@@ -37,7 +37,7 @@ def fuse_cpu_adam(optimizer):
     Megatron builds it without ``fused``, so each step runs a parameter at a time through eight
     elementwise passes over memory; the fused kernel makes one (SmolLM2-135M: 0.55 → 0.09 s a step
     on 2 cores). The update is the same formula rounded in another order, a few units in the last
-    place of an update apart (docs/testing.md, tests/unit/test_tolerance.py); every element is
+    place of an update apart (docs/testing.md, tests/unit/test_cpu_adam.py); every element is
     computed on its own, so the result does not depend on the thread count. A checkpoint's param
     groups carry the flag, and :func:`restore` sets it again for one saved before."""
     for sub in parts(optimizer):

@@ -290,8 +290,9 @@ def check_cascade(cfg: config.Cascade) -> dict[str, list[str]]:
     check_rm_server(cfg)
 
     # bf16 sampling needs a CPU with bf16 instructions; bf16 training is only slow without them
-    check_cpu_engine_dtype(cfg, on_cpu=is_vllm_cpu())
-    slow_actor = cpu_actor_dtype_warning(cfg, on_cpu=is_vllm_cpu())
+    on_cpu = is_vllm_cpu()
+    check_cpu_engine_dtype(cfg, on_cpu=on_cpu)
+    slow_actor = cpu_actor_dtype_warning(cfg, on_cpu=on_cpu)
     if slow_actor:
         log.warning(slow_actor)
     return fingerprints

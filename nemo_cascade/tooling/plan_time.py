@@ -300,6 +300,7 @@ def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float,
     e = engine_bytes(plan.shape, plan.engine_utilization, plan.gpu, plan.dtype_bytes,
                      plan.engine_tp)
     engines = max(1, plan.world // plan.engine_tp)
+    token_flops = 2 * plan.shape.params() / plan.engine_tp
     row = wave = 0.0
     sequences, unknown = 0, []
     for name in cfg.gate.suites:
@@ -313,7 +314,7 @@ def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float,
         kw = dict(prompt=d.max_input_tokens or 1024, response=d.max_tokens,
                   weight_bytes=e["weights"], kv_bytes_per_token=e["kv_per_token"],
                   kv_tokens=e["kv_tokens"], hw=hw, samples_per_prompt=d.samples,
-                  token_flops=2 * plan.shape.params() / plan.engine_tp)
+                  token_flops=token_flops)
         row += decode_seconds(sequences=math.ceil(items * d.samples / engines), **kw)
         share = math.ceil(items / plan.world)  # a rank's contiguous share of the suite
         wave = max(wave, decode_seconds(sequences=share * d.samples, one_wave=True, **kw))
