@@ -187,6 +187,9 @@ def test_reward_model_batches_many_inputs_per_request(servers, hf, tol):
     ids = [chat_ids(hf["tok"], c) for c in many]
     assert sum(map(len, ids)) > 2048  # more than one engine step's token budget in flight
     tol.same("rm", out, hf_reward_scores(hf["rm"], ids), "128 conversations vs transformers")
+    # the same bits again, from a warm server with the prompts cached: a score depends on its input
+    # alone (unsplit attention; docs/rewards.md)
+    assert RewardModelClient(rm.url, batch_size=8, concurrency=4).score_conversations(many) == out
     print(f"\n[remote rewards] reward model: {128 / dt:.1f} conversations/s "
           f"(batch 32, 4 in flight; {(128 + 4) / dt:.1f} HTTP requests/s incl. /tokenize)")
 

