@@ -76,24 +76,24 @@ ROPE_THETA = 1e6
 """Qwen3-8B's rope θ (huggingface.co/Qwen/Qwen3-8B config.json)."""
 
 
-def matmul_params(d: ModelShape) -> int:
+def matmul_params(shape: ModelShape) -> int:
     """Parameters that take part in a matmul per token: every layer's linears and the LM head (tied
     or not); not the input embedding (a lookup) nor the norms."""
-    h, q = d.hidden_size, d.head_dim
-    heads, kv = d.num_attention_heads, d.num_key_value_heads
-    per_layer = h * (heads + 2 * kv) * q + heads * q * h + 3 * h * d.ffn_hidden_size
-    return d.num_layers * per_layer + d.vocab_size * h
+    h, q = shape.hidden_size, shape.head_dim
+    heads, kv = shape.num_attention_heads, shape.num_key_value_heads
+    per_layer = h * (heads + 2 * kv) * q + heads * q * h + 3 * h * shape.ffn_hidden_size
+    return shape.num_layers * per_layer + shape.vocab_size * h
 
 
-def hf_config(d: ModelShape) -> dict:
+def hf_config(shape: ModelShape) -> dict:
     """The config.json of Qwen3-8B (huggingface.co/Qwen/Qwen3-8B) with these dims."""
     return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
-            "hidden_size": d.hidden_size, "intermediate_size": d.ffn_hidden_size,
-            "num_attention_heads": d.num_attention_heads,
-            "num_key_value_heads": d.num_key_value_heads, "head_dim": d.head_dim,
-            "vocab_size": d.vocab_size, "num_hidden_layers": d.num_layers, "rope_theta": ROPE_THETA,
-            "rms_norm_eps": 1e-6, "max_position_embeddings": 40960,
-            "tie_word_embeddings": d.tied_embeddings, "attention_bias": False,
+            "hidden_size": shape.hidden_size, "intermediate_size": shape.ffn_hidden_size,
+            "num_attention_heads": shape.num_attention_heads,
+            "num_key_value_heads": shape.num_key_value_heads, "head_dim": shape.head_dim,
+            "vocab_size": shape.vocab_size, "num_hidden_layers": shape.num_layers,
+            "rope_theta": ROPE_THETA, "rms_norm_eps": 1e-6, "max_position_embeddings": 40960,
+            "tie_word_embeddings": shape.tied_embeddings, "attention_bias": False,
             "hidden_act": "silu", "torch_dtype": "bfloat16"}
 
 
@@ -102,9 +102,9 @@ TINY = ModelShape("tiny Qwen3 dims", hidden_size=128, ffn_hidden_size=384, num_a
                   num_key_value_heads=2, head_dim=32, vocab_size=1024, num_layers=2)
 
 PRESETS = {
-    "8b": dict(dims=QWEN3_8B, model_name="Qwen3-8B dims", dtype="bfloat16", seq_len=4096,
+    "8b": dict(shape=QWEN3_8B, model_name="Qwen3-8B dims", dtype="bfloat16", seq_len=4096,
                micro_batch=1, microbatches=8, warmup=2, steps=5),
-    "tiny": dict(dims=TINY, model_name="tiny Qwen3 dims", dtype="float32", seq_len=64,
+    "tiny": dict(shape=TINY, model_name="tiny Qwen3 dims", dtype="float32", seq_len=64,
                  micro_batch=2, microbatches=2, warmup=1, steps=1),
 }
 
@@ -115,9 +115,9 @@ PRESETS = {
 # on their parallel layouts.
 
 
-def choose_layers(d: ModelShape, micro_batch: int, seq_len: int, budget: float) -> int:
-    fits = [L for L in range(1, d.num_layers + 1)
-            if estimate_bytes(d, L, micro_batch, seq_len)["total"] <= budget]
+def choose_layers(shape: ModelShape, micro_batch: int, seq_len: int, budget: float) -> int:
+    fits = [L for L in range(1, shape.num_layers + 1)
+            if estimate_bytes(shape, L, micro_batch, seq_len)["total"] <= budget]
     if not fits:
         raise SystemExit(
             f"gpu_step: not even 1 layer fits in {gib(budget)} GiB at micro-batch {micro_batch} × "
@@ -237,7 +237,7 @@ def gemm(out: Out, device: torch.device) -> None:
 
 
 # ---------------------------------------------------------------------------------------- big model
-def build_actor(d: ModelShape, dtype: str, micro_batch: int, scratch: Path, train: bool):
+def build_actor(shape: ModelShape, dtype: str, micro_batch: int, scratch: Path, train: bool):
     """The project's actor on a config.json only: Megatron's own random init stands in for weights
     (an 8B-shaped checkpoint would be ~8–16 GB written and read back for numbers nobody looks
     at)."""
@@ -248,9 +248,9 @@ def build_actor(d: ModelShape, dtype: str, micro_batch: int, scratch: Path, trai
         def load_hf(self, hf_path, optional=frozenset()):
             pass  # keep Megatron's initialisation (normal, std 0.02)
 
-    folder = scratch / f"qwen3-{d.num_layers}l"
+    folder = scratch / f"qwen3-{shape.num_layers}l"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(hf_config(d), indent=2))
+    (folder / "config.json").write_text(json.dumps(hf_config(shape), indent=2))
     actor = RandomInitActor(str(folder), config.Parallel(micro_batch_size=micro_batch), dtype=dtype)
     if train:
         actor.configure_optimizer(config.Actor(lr=1e-6), total_steps=100)
@@ -276,12 +276,13 @@ def sft_loss(logprobs_B_T, mb):
     return num, den, {}
 
 
-def flops_per_token(d: ModelShape, seq_len: int, train: bool) -> float:
+def flops_per_token(shape: ModelShape, seq_len: int, train: bool) -> float:
     """6·N (train) or 2·N (forward) with N = matmul parameters, plus attention 12·L·heads·hd·S
     (train) or 4·L·heads·hd·S (forward) for the full S×S score matrix (PaLM App. B; the unfused
     local attention does compute all of it, causal masking only discards the upper half)."""
-    attn = d.num_layers * d.num_attention_heads * d.head_dim * seq_len
-    return (6 * matmul_params(d) + 12 * attn) if train else (2 * matmul_params(d) + 4 * attn)
+    attn = shape.num_layers * shape.num_attention_heads * shape.head_dim * seq_len
+    return ((6 * matmul_params(shape) + 12 * attn) if train
+            else (2 * matmul_params(shape) + 4 * attn))
 
 
 FLOPS_FORMULA = (
@@ -305,19 +306,19 @@ def timed(fn, warmup: int, steps: int) -> tuple[list[float], object]:
     return times, result
 
 
-def throughput(d: ModelShape, tokens: int, seconds: float, seq_len: int, train: bool) -> dict:
-    tflops = flops_per_token(d, seq_len, train) * tokens / seconds / 1e12
+def throughput(shape: ModelShape, tokens: int, seconds: float, seq_len: int, train: bool) -> dict:
+    tflops = flops_per_token(shape, seq_len, train) * tokens / seconds / 1e12
     return {"tokens_per_s_per_gpu": round(tokens / seconds, 1), "model_tflops": round(tflops, 1),
             "mfu_vs_measured_peak_790": round(tflops / PEAK_MEASURED_TFLOPS, 3),
             "mfu_vs_theoretical_989": round(tflops / PEAK_THEORETICAL_TFLOPS, 3)}
 
 
-def train_part(out: Out, actor, d: ModelShape, a, common: dict) -> None:
+def train_part(out: Out, actor, shape: ModelShape, a, common: dict) -> None:
     from nemo_cascade import config
     from nemo_cascade.algorithms import grpo
 
     rows = a.micro_batch * a.microbatches
-    batch = grpo_batch(rows, a.seq_len, d.vocab_size)
+    batch = grpo_batch(rows, a.seq_len, shape.vocab_size)
     loss_fn = partial(grpo.actor_loss, config.GRPO()) if a.loss == "grpo" else sft_loss
     if a.loss == "sft":
         batch = {k: batch[k] for k in ("tokens", "loss_mask")}
@@ -331,7 +332,7 @@ def train_part(out: Out, actor, d: ModelShape, a, common: dict) -> None:
     record = {"part": "train", **common, "loss": a.loss, "rows_per_step": rows,
               "tokens_per_step": rows * a.seq_len, "step_s_mean": round(step_s, 4),
               "step_s_min": round(min(times), 4),
-              **throughput(d, rows * a.seq_len, step_s, a.seq_len, True),
+              **throughput(shape, rows * a.seq_len, step_s, a.seq_len, True),
               "flops_formula": FLOPS_FORMULA, "last_loss": metrics.loss,
               "last_grad_norm": metrics.grad_norm}
     if torch.cuda.is_available():
@@ -341,13 +342,13 @@ def train_part(out: Out, actor, d: ModelShape, a, common: dict) -> None:
             peak_memory_allocated_gib=gib(torch.cuda.max_memory_allocated()),
             peak_memory_reserved_gib=gib(torch.cuda.max_memory_reserved()),
             peak_estimate_gib=gib(
-                estimate_bytes(d, d.num_layers, a.micro_batch, a.seq_len)["total"]))
+                estimate_bytes(shape, shape.num_layers, a.micro_batch, a.seq_len)["total"]))
     out.emit(record)
 
 
-def logprob_part(out: Out, actor, d: ModelShape, a, common: dict) -> None:
+def logprob_part(out: Out, actor, shape: ModelShape, a, common: dict) -> None:
     rows = a.micro_batch * a.microbatches
-    tokens = grpo_batch(rows, a.seq_len, d.vocab_size, seed=1)["tokens"]
+    tokens = grpo_batch(rows, a.seq_len, shape.vocab_size, seed=1)["tokens"]
     say(f"logprob: {a.warmup} warm-up + {a.steps} timed passes of {rows} × {a.seq_len} tokens")
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -355,7 +356,7 @@ def logprob_part(out: Out, actor, d: ModelShape, a, common: dict) -> None:
     pass_s = sum(times) / len(times)
     record = {"part": "logprob", **common, "rows": rows, "tokens_per_pass": rows * a.seq_len,
               "pass_s_mean": round(pass_s, 4),
-              **throughput(d, rows * a.seq_len, pass_s, a.seq_len, False),
+              **throughput(shape, rows * a.seq_len, pass_s, a.seq_len, False),
               "flops_formula": FLOPS_FORMULA, "finite": bool(torch.isfinite(lp).all())}
     if torch.cuda.is_available():
         record["peak_memory_allocated_gib"] = gib(torch.cuda.max_memory_allocated())
@@ -425,7 +426,7 @@ def export_part(out: Out, actor, a, common: dict) -> None:
 def big_model(out: Out, parts: set[str], a, device: torch.device, scratch: Path) -> None:
     """Train / logprob / export on the 8B-shaped model; one retry with 2 fewer layers on
     out-of-memory."""
-    base: ModelShape = a.dims
+    base: ModelShape = a.shape
     if a.layers:
         layers = a.layers
     elif device.type == "cuda":
@@ -443,17 +444,18 @@ def big_model(out: Out, parts: set[str], a, device: torch.device, scratch: Path)
     else:
         layers = base.num_layers
     for attempt in range(2):
-        d = replace(base, num_layers=layers)
+        shape = replace(base, num_layers=layers)
         common = {"model": f"{a.model_name}, {layers} layers, random init", "layers": layers,
-                  "params": d.params(), "dtype": a.dtype, "seq_len": a.seq_len,
+                  "params": shape.params(), "dtype": a.dtype, "seq_len": a.seq_len,
                   "micro_batch": a.micro_batch}
         try:
-            say(f"building the actor: {layers} layers, {d.params() / 1e9:.2f} B params, {a.dtype}")
-            actor = build_actor(d, a.dtype, a.micro_batch, scratch, train="train" in parts)
+            say(f"building the actor: {layers} layers, {shape.params() / 1e9:.2f} B params, "
+                f"{a.dtype}")
+            actor = build_actor(shape, a.dtype, a.micro_batch, scratch, train="train" in parts)
             if "train" in parts:
-                train_part(out, actor, d, a, common)
+                train_part(out, actor, shape, a, common)
             if "logprob" in parts:
-                logprob_part(out, actor, d, a, common)
+                logprob_part(out, actor, shape, a, common)
             if "export" in parts:
                 export_part(out, actor, a, common)
             del actor
@@ -467,7 +469,7 @@ def big_model(out: Out, parts: set[str], a, device: torch.device, scratch: Path)
             "part": "oom", **common, "error": error,
             "peak_memory_allocated_gib": (gib(torch.cuda.max_memory_allocated())
                                           if torch.cuda.is_available() else None),
-            "estimate_gib": gib(estimate_bytes(d, layers, a.micro_batch, a.seq_len)["total"])})
+            "estimate_gib": gib(estimate_bytes(shape, layers, a.micro_batch, a.seq_len)["total"])})
         if attempt or layers <= 2:
             raise SystemExit(1)
         layers -= 2

@@ -95,7 +95,7 @@ def run_one(name_dtype: str, repeats: int) -> dict:
         actor = MegatronActor(path, config.Parallel())
         engine = RolloutEngine(path, config.Rollout(max_prompt_tokens=128, max_response_tokens=64),
                                dtype, seed=0, max_model_len=256, around_generate=cpu.suspended)
-        tied = actor.spec.tied_embeddings
+        tied = actor.shape.tied_embeddings
         weight_sync.push(actor, engine)  # warm-up
         times: dict[str, list[float]] = {}
         stats = []

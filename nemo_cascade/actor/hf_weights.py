@@ -28,10 +28,10 @@ class HFWeights:
     ``before_gather`` runs before every gather: the actor's pending parameter all-gather
     (``MegatronActor.finish_param_gather``), so what leaves is the stepped weights."""
 
-    def __init__(self, model: torch.nn.Module, conversion: table.Table, spec: ModelShape,
+    def __init__(self, model: torch.nn.Module, conversion: table.Table, shape: ModelShape,
                  parallel, ps, device: torch.device, params_dtype: torch.dtype,
                  before_gather: Callable[[], None]):
-        self.model, self.table, self.spec = model, conversion, spec
+        self.model, self.table, self.shape = model, conversion, shape
         self.parallel, self.ps = parallel, ps
         self.device, self.params_dtype, self.before_gather = device, params_dtype, before_gather
 
@@ -40,7 +40,7 @@ class HFWeights:
         return self.ps.get_tensor_model_parallel_rank()
 
     def _layer_offset(self) -> int:
-        per_stage = self.spec.num_layers // self.parallel.pp
+        per_stage = self.shape.num_layers // self.parallel.pp
         return self.ps.get_pipeline_model_parallel_rank() * per_stage
 
     def _local_name(self, entry: table.Entry) -> str | None:
@@ -48,7 +48,7 @@ class HFWeights:
         if entry.layer is None:
             return entry.megatron
         local = entry.layer - self._layer_offset()
-        if not 0 <= local < self.spec.num_layers // self.parallel.pp:
+        if not 0 <= local < self.shape.num_layers // self.parallel.pp:
             return None
         return entry.megatron.replace(f"layers.{entry.layer}.", f"layers.{local}.", 1)
 
@@ -78,7 +78,7 @@ class HFWeights:
                 loaded.add(id(param))
                 continue
             parts = [reader.get(n) for n in entry.hf]
-            full = table.to_megatron(entry, parts, self.spec)
+            full = table.to_megatron(entry, parts, self.shape)
             local = table.shard(full, entry.rule.tp, self.tp_rank, self.parallel.tp)
             if local.shape != param.shape:
                 raise ModelFilesError(f"{hf_path}: {entry.hf[0]} has shape {tuple(full.shape)}, "
@@ -116,7 +116,7 @@ class HFWeights:
                                            lambda e: math.prod(self._full_shape(e)) * size,
                                            self._owner_stage, limit):
             for entry, full in zip(bucket, self._gather_bucket(bucket, owned)):
-                for name, t in table.to_hf(entry, full, self.spec):
+                for name, t in table.to_hf(entry, full, self.shape):
                     yield name, (t if dtype is None else t.to(dtype))
 
     def _agreed_bucket_bytes(self) -> int:

@@ -77,13 +77,13 @@ class MegatronActor:
         cpu.enable()
         cpu_math.settle_vector_math()  # before a forward runs MKL's vector math on two threads
         init_distributed(parallel.collective_timeout_minutes)
-        self.spec = self._read_spec(hf_path)
-        megatron_args.check_parallel(self.spec, parallel.tp, parallel.pp)
+        self.shape = self._read_shape(hf_path)
+        megatron_args.check_parallel(self.shape, parallel.tp, parallel.pp)
         # TE or local spec, FP8, SP, CP, recompute — checked against this machine before any process
         # group work.
         self.plan = precision.plan(config.Model(dtype=dtype, transformer_impl=transformer_impl,
                                                 fp8=fp8), parallel,
-                                   rope_scaling=self.spec.yarn is not None)
+                                   rope_scaling=self.shape.yarn is not None)
         self._check_sequence_split(parallel)
         world, mp = dist.get_world_size(), parallel.tp * parallel.pp * parallel.cp
         if world % mp:
@@ -102,7 +102,7 @@ class MegatronActor:
         self.table = self._conversion_table()
         self.entries = list(self.table.entries)
         self.model = self._build()
-        self.weights = HFWeights(self.model, self.table, self.spec, parallel, ps, self.device,
+        self.weights = HFWeights(self.model, self.table, self.shape, parallel, ps, self.device,
                                  self.tconfig.params_dtype, self.finish_param_gather)
         self._gather_sequence_for_head()
         self._head_input = self._select_head_input()
@@ -129,16 +129,16 @@ class MegatronActor:
     def dp_size(self) -> int:
         return self.ps.get_data_parallel_world_size()
 
-    def _read_spec(self, hf_path: str) -> ModelShape:
-        spec = read_hf_config(hf_path)
+    def _read_shape(self, hf_path: str) -> ModelShape:
+        shape = read_hf_config(hf_path)
         # a policy needs an LM head; a cascade never hands an RM on as policy
-        if is_reward_model(spec):
-            raise ModelFilesError(f"{hf_path}: {spec.hf_architecture} is a reward model, "
+        if is_reward_model(shape):
+            raise ModelFilesError(f"{hf_path}: {shape.hf_architecture} is a reward model, "
                                   "not a causal LM policy")
-        return spec
+        return shape
 
     def _conversion_table(self) -> table.Table:
-        return table.table_for(self.spec, te=self.te)
+        return table.table_for(self.shape, te=self.te)
 
     def _check_sequence_split(self, parallel: config.Parallel) -> None:
         """CP hands the loss function log-probs reassembled over CP ranks
@@ -153,20 +153,20 @@ class MegatronActor:
         from megatron.core.models.gpt import GPTModel
         from megatron.core.transformer import TransformerConfig
 
-        kwargs = megatron_args.transformer_config_kwargs(self.spec, self.parallel.tp,
+        kwargs = megatron_args.transformer_config_kwargs(self.shape, self.parallel.tp,
                                                          self.parallel.pp, self.bf16)
         self.tconfig = TransformerConfig(activation_func=torch.nn.functional.silu, **kwargs,
                                          **self.plan.config_kwargs)
         # YaRN RoPE (App. B)
-        for name, value in megatron_args.yarn_config_attributes(self.spec).items():
+        for name, value in megatron_args.yarn_config_attributes(self.shape).items():
             setattr(self.tconfig, name, value)
         model = GPTModel(
             config=self.tconfig, transformer_layer_spec=precision.layer_spec(
-                self.te, self.spec.arch, self.spec.num_layers // self.parallel.pp,
+                self.te, self.shape.arch, self.shape.num_layers // self.parallel.pp,
                 self.plan.fused_attention),
             pre_process=self.ps.is_pipeline_first_stage(),
             post_process=self.ps.is_pipeline_last_stage(),
-            **megatron_args.gpt_model_kwargs(self.spec),
+            **megatron_args.gpt_model_kwargs(self.shape),
         )
         return model.to(self.device)
 

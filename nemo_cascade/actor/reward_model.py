@@ -67,21 +67,21 @@ class RewardModelActor(MegatronActor):
         self._seed = seed
         super().__init__(hf_path, parallel, dtype, seed, transformer_impl=transformer_impl, fp8=fp8)
 
-    def _read_spec(self, hf_path: str) -> ModelShape:
+    def _read_shape(self, hf_path: str) -> ModelShape:
         # No LM head, so nothing to tie: the GPTModel is built untied and the table has no lm_head
         # rule.
         return dataclasses.replace(read_hf_config(hf_path), tied_embeddings=False)
 
     def _conversion_table(self) -> table.Table:
-        return table.table_for(self.spec, te=self.te, head="score")
+        return table.table_for(self.shape, te=self.te, head="score")
 
     def _build(self):
         model = super()._build()
         if model.post_process:
             # The vocab-sized LM head is built by GPTModel and dropped here (its memory is freed at
             # once).
-            std = float(self.spec.raw.get("initializer_range", 0.02))
-            model.output_layer = ScoreHead(self.spec.hidden_size, self.tconfig.params_dtype,
+            std = float(self.shape.raw.get("initializer_range", 0.02))
+            model.output_layer = ScoreHead(self.shape.hidden_size, self.tconfig.params_dtype,
                                            self.device, std,
                                            seed=self._seed)
         return model

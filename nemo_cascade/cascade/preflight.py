@@ -85,22 +85,22 @@ def check_model(cfg: config.Cascade) -> None:
             f"model.hf_path: {m.hf_path} is not there, and it is no release: run {m.made_by} "
             f"(which trains it first), or set model.hf_path to your own checkpoint")
     if cfg.model.hf_path:
-        spec = read_hf_config(cfg.model.hf_path)
+        shape = read_hf_config(cfg.model.hf_path)
         # the run trains and serves a view with YaRN (base_model.prepare_base_model)
         if cfg.model.yarn_factor:
             raw = load_config_json(Path(cfg.model.hf_path) / "config.json")
             longest = with_recipe_yarn(raw, cfg.model.yarn_factor)["max_position_embeddings"]
-            spec = replace(spec, max_position_embeddings=longest)
-        check_parallel(spec, cfg.parallel.tp, cfg.parallel.pp)
-        if any(config.samples_on_policy(s) for s in cfg.stages) and spec.head_dim < 32:
-            raise config.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {spec.head_dim} < "
-                                     "32, which vLLM's CPU attention rejects; use a model with "
-                                     "head_dim >= 32")
+            shape = replace(shape, max_position_embeddings=longest)
+        check_parallel(shape, cfg.parallel.tp, cfg.parallel.pp)
+        if any(config.samples_on_policy(s) for s in cfg.stages) and shape.head_dim < 32:
+            raise config.ConfigError(f"{cfg.model.hf_path}/config.json: head_dim {shape.head_dim} "
+                                     "< 32, which vLLM's CPU attention rejects; use a model "
+                                     "with head_dim >= 32")
         for s in cfg.stages:  # a training request is never cut short by the model's length
             if not config.samples_on_policy(s):
                 continue
             need = s.rollout.max_prompt_tokens + config.longest_response(s)
-            positions = spec.max_position_embeddings or DEFAULT_POSITIONS  # what the actor builds
+            positions = shape.max_position_embeddings or DEFAULT_POSITIONS  # what the actor builds
             if need > positions:
                 raise config.ConfigError(
                     f"stages.{s.name}.rollout: max_prompt_tokens + max_response_tokens = {need} "

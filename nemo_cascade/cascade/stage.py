@@ -107,9 +107,9 @@ def _generate_round(ctx: StageContext, stage: config.Stage, scorer: GroupScorer,
     (step_rollouts.py), with the seeds of their places — and scoring each group as it finishes
     (§4.6.2), keeping it for a stop. None (on every rank) when a stop became due while some rank
     generated: what had finished is written first."""
-    g, rollouts = stage.grpo, ctx.saves.rollouts if ctx.saves else None
+    grpo_cfg, rollouts = stage.grpo, ctx.saves.rollouts if ctx.saves else None
     mine = ranks.my_share(prompts_P)
-    saved = rollouts.saved(step, round_, mine, g.group_size) if rollouts else {}
+    saved = rollouts.saved(step, round_, mine, grpo_cfg.group_size) if rollouts else {}
     todo = [i for i in range(len(mine)) if i not in saved]
     keep = (lambda j, group: rollouts.keep(todo[j], group)) if rollouts else None
 
@@ -123,7 +123,8 @@ def _generate_round(ctx: StageContext, stage: config.Stage, scorer: GroupScorer,
             rollouts.end_round(groups)  # all on disk: a stop in the update redoes only that
         return [groups[i] for i in range(len(mine))]
 
-    scoring = ScoreAsFinished(scorer, stage.reward.score_while_generating, g.group_size, keep)
+    scoring = ScoreAsFinished(scorer, stage.reward.score_while_generating, grpo_cfg.group_size,
+                              keep)
 
     def on_group(*finished) -> None:  # a finished group is the generate phase's heartbeat
         heartbeat.advance()
@@ -133,7 +134,7 @@ def _generate_round(ctx: StageContext, stage: config.Stage, scorer: GroupScorer,
     with scoring, heartbeat.last_words(rollouts.flush if rollouts else lambda: None):
         with timer("generate"):
             try:
-                new = ctx.engine.generate([mine[i] for i in todo], g.group_size, rollout,
+                new = ctx.engine.generate([mine[i] for i in todo], grpo_cfg.group_size, rollout,
                                           step=step + round_ * stage.steps, positions=todo,
                                           on_group=on_group,
                                           should_stop=ctx.saves.stop_due if ctx.saves else None)
@@ -211,15 +212,16 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList,
     """A GRPO stage, or with ``teachers`` a distill stage: the same loop, each token's advantage
     from its domain's teacher (algorithms/distill.py)."""
     # TE: whole sequences
-    g = replace(stage.grpo, share_prompts=stage.grpo.share_prompts and not ctx.actor.te)
+    grpo_cfg = replace(stage.grpo, share_prompts=stage.grpo.share_prompts and not ctx.actor.te)
     if teachers is not None:  # every sample carries the teacher's signal, whatever its rewards
-        g = replace(g, drop_zero_variance_groups=False, refill_max_rounds=0)
-    readmit = (g.readmit_unsolved, g.readmit_solved) if g.epoch_filter else None
+        grpo_cfg = replace(grpo_cfg, drop_zero_variance_groups=False, refill_max_rounds=0)
+    readmit = ((grpo_cfg.readmit_unsolved, grpo_cfg.readmit_solved) if grpo_cfg.epoch_filter
+               else None)
     stream = PromptStream(prompts, stage.data.seed, alternate=prompts.alternate,  # half-half §4.3.2
                           epoch_filter=readmit)
     scorer = stage_scorer(config.stage_domains(stage), stage.reward)  # one domain, or several
     curriculum = LengthCurriculum(stage)  # response-length phases (§4.5.2, T17–T19)
-    if g.kl_coef > 0:
+    if grpo_cfg.kl_coef > 0:
         # KL reference = the stage's starting policy (§6.3), even on resume
         ctx.actor.snapshot_reference()
     start, update_seconds = _resume_grpo(ctx, stream, curriculum), 0.0
@@ -233,7 +235,8 @@ def run_grpo(ctx: StageContext, stage: config.Stage, prompts: PromptList,
         at_start = _data_state(stream, curriculum), checkpoint.rng_state()
         phase_index, phase = curriculum.at()
         # + T (T17–T19)
-        cfg, rollout = replace(g, overlong=phase.overlong), config.phase_rollout(stage, phase)
+        cfg, rollout = (replace(grpo_cfg, overlong=phase.overlong),
+                        config.phase_rollout(stage, phase))
         # the actor's log-probs are the sampling policy's (rollout/vllm.py)
         temperature = rollout.temperature
 

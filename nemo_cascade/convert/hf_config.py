@@ -33,8 +33,8 @@ def with_recipe_yarn(raw: dict, factor: float) -> dict:
     return with_yarn(raw, factor, native or int(raw["max_position_embeddings"]))
 
 
-def is_reward_model(spec: ModelShape) -> bool:
-    return spec.hf_architecture in SEQUENCE_CLASSIFICATION.values()
+def is_reward_model(shape: ModelShape) -> bool:
+    return shape.hf_architecture in SEQUENCE_CLASSIFICATION.values()
 
 
 def reward_model_config(raw: dict, pad_token_id: int) -> dict:
@@ -45,10 +45,10 @@ def reward_model_config(raw: dict, pad_token_id: int) -> dict:
     (and refuses batches without one). vLLM's pooling runner reads the last token of each request,
     the same position for any input that does not end in the pad token.
     """
-    spec = shape_from_dict(raw)
+    shape = shape_from_dict(raw)
     labels = ("num_labels", "id2label", "label2id", "problem_type")
     out = {k: v for k, v in raw.items() if k not in labels}
-    out.update(architectures=[SEQUENCE_CLASSIFICATION[spec.arch]], id2label={"0": "LABEL_0"},
+    out.update(architectures=[SEQUENCE_CLASSIFICATION[shape.arch]], id2label={"0": "LABEL_0"},
                label2id={"LABEL_0": 0}, tie_word_embeddings=False, pad_token_id=int(pad_token_id))
     return out
 

@@ -14,34 +14,34 @@ from nemo_cascade.config import ConfigError
 from nemo_cascade.convert.shape import DEFAULT_POSITIONS, YARN_DEFAULTS, ModelShape
 
 
-def yarn_config_attributes(spec: ModelShape) -> dict[str, Any]:
+def yarn_config_attributes(shape: ModelShape) -> dict[str, Any]:
     """Attributes GPTModel reads from the TransformerConfig for ``position_embedding_type="yarn"``
     (megatron-core keeps them on its MLA config class only, so the actor sets them on the plain
     one). mscale 1 / mscale_all_dim 0 is transformers' default attention factor 0.1·ln(factor) +
     1."""
-    if spec.yarn is None:
+    if shape.yarn is None:
         return {}
-    factor, original = spec.yarn
+    factor, original = shape.yarn
     return dict(yarn_rotary_scaling_factor=factor, yarn_original_max_position_embeddings=original,
                 yarn_beta_fast=YARN_DEFAULTS["beta_fast"],
                 yarn_beta_slow=YARN_DEFAULTS["beta_slow"],
                 yarn_mscale=1.0, yarn_mscale_all_dim=0.0, yarn_correction_range_round_to_int=True)
 
 
-def check_parallel(spec: ModelShape, tp: int, pp: int, where: str = "parallel") -> None:
+def check_parallel(shape: ModelShape, tp: int, pp: int, where: str = "parallel") -> None:
     """Shapes that a TP×PP layout must divide; raise a one-line ConfigError naming the field
     otherwise."""
-    for name, value in (("num_key_value_heads", spec.num_key_value_heads),
-                        ("vocab_size", spec.vocab_size),
-                        ("intermediate_size", spec.ffn_hidden_size)):
+    for name, value in (("num_key_value_heads", shape.num_key_value_heads),
+                        ("vocab_size", shape.vocab_size),
+                        ("intermediate_size", shape.ffn_hidden_size)):
         if value % tp:
             raise ConfigError(f"{where}.tp={tp} must divide the model's {name}={value}")
-    if spec.num_layers % pp:
+    if shape.num_layers % pp:
         raise ConfigError(f"{where}.pp={pp} must divide the model's "
-                          f"num_hidden_layers={spec.num_layers}")
+                          f"num_hidden_layers={shape.num_layers}")
 
 
-def transformer_config_kwargs(spec: ModelShape, tp: int, pp: int, bf16: bool) -> dict[str, Any]:
+def transformer_config_kwargs(shape: ModelShape, tp: int, pp: int, bf16: bool) -> dict[str, Any]:
     """Keyword arguments for megatron.core.transformer.TransformerConfig reproducing the HF model.
 
     Kernel fusions are not set here: they depend on the machine (CUDA, TE, apex), so the actor's
@@ -51,18 +51,18 @@ def transformer_config_kwargs(spec: ModelShape, tp: int, pp: int, bf16: bool) ->
 
     dtype = torch.bfloat16 if bf16 else torch.float32
     return dict(
-        num_layers=spec.num_layers,
-        hidden_size=spec.hidden_size,
-        ffn_hidden_size=spec.ffn_hidden_size,
-        num_attention_heads=spec.num_attention_heads,
-        num_query_groups=spec.num_key_value_heads,
-        kv_channels=spec.head_dim,
-        layernorm_epsilon=spec.rms_norm_eps,
+        num_layers=shape.num_layers,
+        hidden_size=shape.hidden_size,
+        ffn_hidden_size=shape.ffn_hidden_size,
+        num_attention_heads=shape.num_attention_heads,
+        num_query_groups=shape.num_key_value_heads,
+        kv_channels=shape.head_dim,
+        layernorm_epsilon=shape.rms_norm_eps,
         normalization="RMSNorm",
         gated_linear_unit=True,
         add_bias_linear=False,
-        add_qkv_bias=spec.qkv_bias,
-        qk_layernorm=spec.qk_norm,
+        add_qkv_bias=shape.qkv_bias,
+        qk_layernorm=shape.qk_norm,
         hidden_dropout=0.0,
         attention_dropout=0.0,
         # apex's persistent LayerNorm kernel: neither spec's RMSNorm uses it
@@ -84,16 +84,16 @@ def transformer_config_kwargs(spec: ModelShape, tp: int, pp: int, bf16: bool) ->
     )
 
 
-def gpt_model_kwargs(spec: ModelShape) -> dict[str, Any]:
+def gpt_model_kwargs(shape: ModelShape) -> dict[str, Any]:
     """Keyword arguments for megatron.core.models.gpt.GPTModel (besides
     config/spec/pre/post_process)."""
     return dict(
-        vocab_size=spec.vocab_size,
-        max_sequence_length=spec.max_position_embeddings or DEFAULT_POSITIONS,
-        position_embedding_type="yarn" if spec.yarn else "rope",
-        rotary_base=int(spec.rope_theta),
+        vocab_size=shape.vocab_size,
+        max_sequence_length=shape.max_position_embeddings or DEFAULT_POSITIONS,
+        position_embedding_type="yarn" if shape.yarn else "rope",
+        rotary_base=int(shape.rope_theta),
         rotary_percent=1.0,
-        share_embeddings_and_output_weights=spec.tied_embeddings,
+        share_embeddings_and_output_weights=shape.tied_embeddings,
         parallel_output=True,
     )
 

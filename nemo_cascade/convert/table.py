@@ -51,46 +51,47 @@ class Rule:
 # weight [(H+2G)·d, hidden] and the fused bias [(H+2G)·d] (Qwen2): dim 0 is interleaved, trailing
 # dims ride along.
 
-def _merge_qkv(parts: list[torch.Tensor], g: ModelShape) -> torch.Tensor:
+def _merge_qkv(parts: list[torch.Tensor], shape: ModelShape) -> torch.Tensor:
     q, k, v = parts
-    groups, d, rest = g.num_key_value_heads, g.head_dim, tuple(q.shape[1:])
-    per_group = g.num_attention_heads // groups
+    groups, d, rest = shape.num_key_value_heads, shape.head_dim, tuple(q.shape[1:])
+    per_group = shape.num_attention_heads // groups
     return torch.cat([q.reshape(groups, per_group * d, *rest), k.reshape(groups, d, *rest),
                       v.reshape(groups, d, *rest)], dim=1).reshape(-1, *rest)
 
 
-def _split_qkv(t: torch.Tensor, g: ModelShape) -> list[torch.Tensor]:
-    groups, d, rest = g.num_key_value_heads, g.head_dim, tuple(t.shape[1:])
-    per_group = g.num_attention_heads // groups
+def _split_qkv(t: torch.Tensor, shape: ModelShape) -> list[torch.Tensor]:
+    groups, d, rest = shape.num_key_value_heads, shape.head_dim, tuple(t.shape[1:])
+    per_group = shape.num_attention_heads // groups
     t = t.reshape(groups, (per_group + 2) * d, *rest)
     q, k, v = torch.split(t, [per_group * d, d, d], dim=1)
     return [q.reshape(-1, *rest), k.reshape(-1, *rest), v.reshape(-1, *rest)]
 
 
-def _merge_glu(parts: list[torch.Tensor], g: ModelShape) -> torch.Tensor:
+def _merge_glu(parts: list[torch.Tensor], shape: ModelShape) -> torch.Tensor:
     gate, up = parts
     return torch.cat([gate, up], dim=0)
 
 
-def _split_glu(t: torch.Tensor, g: ModelShape) -> list[torch.Tensor]:
+def _split_glu(t: torch.Tensor, shape: ModelShape) -> list[torch.Tensor]:
     gate, up = torch.chunk(t, 2, dim=0)
     return [gate, up]
 
 
 DIMS: dict[str, Callable[[ModelShape], int]] = {
-    "vocab": lambda s: s.vocab_size,
-    "hidden": lambda s: s.hidden_size,
-    "qkv": lambda s: (s.num_attention_heads + 2 * s.num_key_value_heads) * s.head_dim,
-    "attention": lambda s: s.num_attention_heads * s.head_dim,
-    "ffn": lambda s: s.ffn_hidden_size,
-    "2ffn": lambda s: 2 * s.ffn_hidden_size,  # linear_fc1: [gate; up]
-    "head_dim": lambda s: s.head_dim,
-    "1": lambda s: 1,
+    "vocab": lambda shape: shape.vocab_size,
+    "hidden": lambda shape: shape.hidden_size,
+    "qkv": lambda shape: ((shape.num_attention_heads + 2 * shape.num_key_value_heads)
+                          * shape.head_dim),
+    "attention": lambda shape: shape.num_attention_heads * shape.head_dim,
+    "ffn": lambda shape: shape.ffn_hidden_size,
+    "2ffn": lambda shape: 2 * shape.ffn_hidden_size,  # linear_fc1: [gate; up]
+    "head_dim": lambda shape: shape.head_dim,
+    "1": lambda shape: 1,
 }
 """What a rule's ``dims`` mean for a model shape."""
 
-RESHAPES: dict[str, tuple[Callable, Callable]] = {"identity": (lambda parts, g: parts[0],
-                                                               lambda t, g: [t]),
+RESHAPES: dict[str, tuple[Callable, Callable]] = {"identity": (lambda parts, shape: parts[0],
+                                                               lambda t, shape: [t]),
                                                   "qkv": (_merge_qkv, _split_qkv),
                                                   "glu": (_merge_glu, _split_glu)}
 

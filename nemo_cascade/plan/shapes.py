@@ -72,8 +72,8 @@ def resolve_shape(model: config.Model, shape: str | None = None) -> tuple[ModelS
     folder = Path(model.hf_path)
     if folder.exists():
         path = folder / "config.json"
-        found, note = shape_from_config(load_config_json(path), str(path))
-        return found, str(path) + (f"; {note}" if note else "")
+        model_shape, note = shape_from_config(load_config_json(path), str(path))
+        return model_shape, str(path) + (f"; {note}" if note else "")
     sizes = {m.group(1) for m in _SIZE.finditer(folder.name)}
     known = {SIZE_PRESETS[s] for s in sizes if s in SIZE_PRESETS}
     if len(known) != 1:

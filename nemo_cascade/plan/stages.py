@@ -117,21 +117,22 @@ def _rows_per_step(stage: config.Stage) -> int:
 
 
 
-def _check_layout_divides(d: ModelShape, p: config.Parallel, engine_tp: int) -> None:
+def _check_layout_divides(shape: ModelShape, p: config.Parallel, engine_tp: int) -> None:
     """The actor's TP/PP and the engine's TP split the model's dimensions evenly (else ConfigError,
     one line)."""
-    for name, value, by in (("num_key_value_heads", d.num_key_value_heads, p.tp),
-                            ("num_attention_heads", d.num_attention_heads, p.tp),
-                            ("vocab_size", d.vocab_size, p.tp),
-                            ("intermediate_size", d.ffn_hidden_size, p.tp),
-                            ("num_hidden_layers", d.num_layers, p.pp)):
+    for name, value, by in (("num_key_value_heads", shape.num_key_value_heads, p.tp),
+                            ("num_attention_heads", shape.num_attention_heads, p.tp),
+                            ("vocab_size", shape.vocab_size, p.tp),
+                            ("intermediate_size", shape.ffn_hidden_size, p.tp),
+                            ("num_hidden_layers", shape.num_layers, p.pp)):
         if value % by:
             field = "pp" if name == "num_hidden_layers" else "tp"
             raise config.ConfigError(f"parallel.{field}={by} must divide the model's "
-                                     f"{name}={value} ({d.name})")
-    if d.num_attention_heads % engine_tp:
+                                     f"{name}={value} ({shape.name})")
+    if shape.num_attention_heads % engine_tp:
         raise config.ConfigError(f"rollout.tensor_parallel_size={engine_tp} must divide the "
-                                 f"model's num_attention_heads={d.num_attention_heads} ({d.name})")
+                                 f"model's num_attention_heads={shape.num_attention_heads} "
+                                 f"({shape.name})")
 
 
 def _with_frozen_copies(ranks: list[dict], copies: int, dtype_bytes: int,
@@ -155,9 +156,9 @@ def plan_rm_server(cfg: config.Cascade, plan: CascadePlan) -> RMServerPlan | Non
         return None
     later = plan.stages[served[0] + 1:] or plan.stages[served[0]:]
     left = plan.gpu - max(s.total for s in later)
-    d, context = plan.shape, plan.engine_context
-    weights = d.params(lm_head=False) * plan.dtype_bytes
-    need = weights + d.kv_bytes_per_token(plan.dtype_bytes) * context
+    shape, context = plan.shape, plan.engine_context
+    weights = shape.params(lm_head=False) * plan.dtype_bytes
+    need = weights + shape.kv_bytes_per_token(plan.dtype_bytes) * context
     share = rm_server_share(left, plan.gpu, len(served))
     return RMServerPlan(cfg.stages[served[-1]].name, cfg.model.dtype, share,
                         need + RM_SERVER_RUNTIME_BYTES, left, context, plan.gpu)
@@ -171,10 +172,9 @@ def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0,
     config.validate(cfg)
     if gpu_gib <= 0:
         raise config.ConfigError(f"--gpu-memory-gib: expected > 0, got {gpu_gib}")
-    d, source = ((shape, f"given shape {shape.name}") if isinstance(shape, ModelShape)
-                 else resolve_shape(cfg.model, shape))
-    p = cfg.parallel
-    gpu = gpu_gib * GIB
+    model_shape, source = ((shape, f"given shape {shape.name}") if isinstance(shape, ModelShape)
+                           else resolve_shape(cfg.model, shape))
+    p, gpu = cfg.parallel, gpu_gib * GIB
     te = cfg.model.transformer_impl != "local"  # auto = TE on a GPU machine with transformer_engine
     dtype_bytes = 2 if cfg.model.dtype == "bfloat16" else 4
     grpo = [s for s in cfg.stages if config.samples_on_policy(s)]
@@ -184,8 +184,9 @@ def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0,
     first = grpo[0].rollout if grpo else config.Rollout()
     util = first.gpu_memory_utilization if grpo or gate_on else None
     engine_tp = first.tensor_parallel_size
-    _check_layout_divides(d, p, engine_tp)
-    engine = engine_bytes(d, util, gpu, dtype_bytes, engine_tp) if util is not None else None
+    _check_layout_divides(model_shape, p, engine_tp)
+    engine = (engine_bytes(model_shape, util, gpu, dtype_bytes, engine_tp) if util is not None
+              else None)
     context = max([_longest(s)[0] for s in grpo] + [_gate_budget(cfg)])
     engine_built = gate_on and cfg.gate.evaluate_base
     stages = []
@@ -193,13 +194,14 @@ def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0,
         seq, seq_text = _longest(s)
         notes: list[str] = []
         lm_head = s.kind != "reward_model"
-        ranks = [actor_bytes(d, p, seq=seq, rows_per_step=_rows_per_step(s), rank=r, te=te,
-                             dtype_bytes=dtype_bytes,
+        ranks = [actor_bytes(model_shape, p, seq=seq, rows_per_step=_rows_per_step(s), rank=r,
+                             te=te, dtype_bytes=dtype_bytes,
                              lm_head=lm_head) for r in sorted({0, p.pp - 1})]
         ranks = _with_frozen_copies(ranks, config.frozen_copies(s), dtype_bytes, notes)
         extra = 0.0
         if s.kind == "reward_model":  # the policy actor keeps its parameters and gradient buffer
-            policy = max(rank_params(d, p.tp, p.pp, r) for r in {0, p.pp - 1}) * (dtype_bytes + 4)
+            policy = (max(rank_params(model_shape, p.tp, p.pp, r) for r in {0, p.pp - 1})
+                      * (dtype_bytes + 4))
             extra += policy
             notes.append(f"policy actor resident beside the RM: {policy / GIB:.1f} GiB")
         engine_w = kv = kv_tokens = rollout = None
@@ -218,11 +220,10 @@ def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0,
             name=s.name, kind=s.kind, seq=seq, seq_text=seq_text,
             actor_state=max(m["state"] for m in ranks),
             activations=worst["activations"], train=worst["train"] + extra, engine_weights=engine_w,
-            kv_cache=kv,
-            kv_tokens=kv_tokens, rollout=rollout, gpu=gpu, notes=tuple(notes)))
+            kv_cache=kv, kv_tokens=kv_tokens, rollout=rollout, gpu=gpu, notes=tuple(notes)))
         engine_built = engine_built or gate_on
-    plan = CascadePlan(cfg.name, p, d, source, gpu, te, dtype_bytes, util, engine_tp, context,
-                       tuple(stages))
+    plan = CascadePlan(cfg.name, p, model_shape, source, gpu, te, dtype_bytes, util, engine_tp,
+                       context, tuple(stages))
     return replace(plan, rm_server=plan_rm_server(cfg, plan))
 
 

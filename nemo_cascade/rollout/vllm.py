@@ -62,14 +62,14 @@ def _engine_group(tp: int):
     return groups[dist.get_rank() // tp]
 
 
-def _prepare_cpu(hf, model_path: str, dtype: str) -> None:
+def _prepare_cpu(shape, model_path: str, dtype: str) -> None:
     """What the CPU engine needs before it starts. Split-KV decode attention partitions a sequence's
     KV cache by how many sequences share the step: in a smaller batch the same sequence sums in
     another order, so a resumed step that generates only its missing groups (step_rollouts.py)
     would differ in the last bits. Unsplit, a sequence computes the same in any batch (measured:
     bench/preemption.py)."""
     os.environ.setdefault("VLLM_CPU_ATTN_SPLIT_KV", "0")
-    engine_start.check_cpu_head_dim(hf, model_path)
+    engine_start.check_cpu_head_dim(shape, model_path)
     engine_dtype.request_amx_permission(dtype)
     cpu_math.settle_vector_math()
 
@@ -111,11 +111,11 @@ class RolloutEngine:
                  around_generate: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
                  yarn_factor: float | None = None):
         # fail on a bad folder before importing vLLM
-        hf = engine_start.read_served_shape(model_path)
+        shape = engine_start.read_served_shape(model_path)
         self.hf_overrides = ({} if yarn_factor is None else engine_start.yarn_overrides(
-            hf, yarn_factor, Path(model_path) / "config.json"))
-        hf = engine_start.with_overrides(hf, self.hf_overrides)
-        self.yarn_factor = engine_start.yarn_factor(hf)
+            shape, yarn_factor, Path(model_path) / "config.json"))
+        shape = engine_start.with_overrides(shape, self.hf_overrides)
+        self.yarn_factor = engine_start.yarn_factor(shape)
         """The YaRN factor the engine serves the model with (1.0: none)."""
         self.model_path = str(model_path)
         self.rollout = rollout
@@ -125,7 +125,7 @@ class RolloutEngine:
         self.distributed, self.around_generate = distributed, around_generate
         self._calls = self._rank = 0
         self.max_model_len = engine_start.capped_model_len(
-            hf, max_model_len or rollout.max_prompt_tokens + rollout.max_response_tokens,
+            shape, max_model_len or rollout.max_prompt_tokens + rollout.max_response_tokens,
             Path(model_path) / "config.json")
 
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -138,7 +138,7 @@ class RolloutEngine:
         self.sleep_level = engine_start.sleep_level(engine_start.installed_vllm_version())
         self._weights_dropped = False  # a level-2 sleep dropped them; no push refilled them yet
         if self.on_cpu:
-            _prepare_cpu(hf, model_path, dtype)
+            _prepare_cpu(shape, model_path, dtype)
         self._check_world(dist)
         self._owns_process_group = not dist.is_initialized()
 
@@ -156,7 +156,7 @@ class RolloutEngine:
             self._rank = dist.get_rank()
         tp = rollout.tensor_parallel_size
         self._tp_group = _engine_group(tp) if tp > 1 else None
-        self._expected = _pushed_weight_names(self.model_path, hf.tied_embeddings)
+        self._expected = _pushed_weight_names(self.model_path, shape.tied_embeddings)
         log.info("vLLM engine ready in %.1f s (%s, %s, max_model_len=%d, YaRN %g, rank %d)",
                  self.start_seconds, "cpu" if self.on_cpu else "gpu", dtype, self.max_model_len,
                  self.yarn_factor, self._rank)

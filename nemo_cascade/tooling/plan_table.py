@@ -51,7 +51,7 @@ def render(plan: CascadePlan) -> str:
 
 
 def _header(plan: CascadePlan) -> list[str]:
-    p, d = plan.parallel, plan.shape
+    p, shape = plan.parallel, plan.shape
     nodes = math.ceil(plan.world / GPUS_PER_NODE)
     extras = [x for x, on in (("SP", p.sequence_parallel),
                               (f"recompute {p.recompute}", p.recompute != "none"),
@@ -61,9 +61,9 @@ def _header(plan: CascadePlan) -> list[str]:
         f"({_count(nodes, 'node')} of {GPUS_PER_NODE}): actor TP {p.tp} × PP {p.pp} × CP {p.cp} "
         f"× DP {p.dp}, micro-batch {p.micro_batch_size}"
         + (f", {', '.join(extras)}" if extras else ""),
-        f"model: {d.name}, {_params(d.params())} params, {d.num_layers} layers, hidden "
-        f"{d.hidden_size}, {d.num_attention_heads}/{d.num_key_value_heads} heads, vocab "
-        f"{d.vocab_size}; shape from {plan.shape_source}",
+        f"model: {shape.name}, {_params(shape.params())} params, {shape.num_layers} layers, "
+        f"hidden {shape.hidden_size}, {shape.num_attention_heads}/{shape.num_key_value_heads} "
+        f"heads, vocab {shape.vocab_size}; shape from {plan.shape_source}",
     ]
 
 

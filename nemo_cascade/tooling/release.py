@@ -163,24 +163,24 @@ def _last_policy_stage(run: Path) -> Path:
 
 # ---------------------------------------------------------------------------------- checkpoint → HF
 def checkpoint_tensors(step_dir: str | Path,
-                       spec: ModelShape) -> Iterator[tuple[str, torch.Tensor]]:
+                       shape: ModelShape) -> Iterator[tuple[str, torch.Tensor]]:
     """HF-named full tensors from a checkpoint's model shards (memory-mapped, one pipeline stage at
     a time). Every saved parameter must be used by the table (a shard of another architecture is an
     error), except the last pipeline stage's copy of tied embeddings."""
     step_dir = Path(step_dir)
     meta = checkpoint.read_meta(step_dir)
     tp, pp = int(meta["tp"]), int(meta["pp"])
-    if spec.num_layers % pp:
+    if shape.num_layers % pp:
         raise ConvertError(
-            f"{step_dir}: pp={pp} does not divide the base model's {spec.num_layers} layers "
+            f"{step_dir}: pp={pp} does not divide the base model's {shape.num_layers} layers "
             f"(is --base the model this checkpoint was trained from?)")
-    per_stage = spec.num_layers // pp
+    per_stage = shape.num_layers // pp
     done: set[str] = set()
     for p in range(pp):
         shards = [checkpoint.read_model_shard(step_dir, meta, t, p) for t in range(tp)]
         te = any(name.endswith("layer_norm_weight") for name in shards[0])
         head = "score" if _is_score_head(shards[0]) else "lm"
-        conversion = table.table_for(spec, te=te, head=head)
+        conversion = table.table_for(shape, te=te, head=head)
         for entry in conversion.entries:
             local = _local_name(entry, p, per_stage)
             if local is None or entry.megatron in done or local not in shards[0]:
@@ -192,7 +192,7 @@ def checkpoint_tensors(step_dir: str | Path,
             full = table.unshard([s.pop(local) for s in shards], entry.rule.tp)
             done.add(entry.megatron)
             try:
-                yield from table.to_hf(entry, full, spec)
+                yield from table.to_hf(entry, full, shape)
             except RuntimeError:  # a reshape that does not fit: the base describes another model
                 raise ConvertError(
                     f"{step_dir}: {local} has shape {tuple(full.shape)}, which does not fit the "
@@ -201,9 +201,9 @@ def checkpoint_tensors(step_dir: str | Path,
         leftover = sorted(set(shards[0]) - set(conversion.megatron_copies))
         if leftover:
             raise ConvertError(
-                f"{step_dir}/model_tp00_pp{p:02d}.pt: parameters the {spec.arch} table does not "
+                f"{step_dir}/model_tp00_pp{p:02d}.pt: parameters the {shape.arch} table does not "
                 f"know: {leftover[:3]} (is --base the model this checkpoint was trained from?)")
-    expected = {e.megatron for e in table.table_for(spec).entries}
+    expected = {e.megatron for e in table.table_for(shape).entries}
     if len(done) < len(expected):
         raise ConvertError(
             f"{step_dir}: {len(expected) - len(done)} of the model's {len(expected)} parameters "
@@ -236,9 +236,9 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
     if yarn_factor is None:
         yarn_factor = float(_run_config(source.run_dir).get("model", {}).get("yarn_factor", 0.0)) \
             if source.run_dir else 0.0
-    spec = read_hf_config(source.base)
+    shape = read_hf_config(source.base)
     if source.kind == "checkpoint":
-        tensors = checkpoint_tensors(source.path, spec)
+        tensors = checkpoint_tensors(source.path, shape)
     else:
         reader = SafetensorsReader(source.path)
         tensors = ((name, reader.get(name)) for name in reader.names())
@@ -254,19 +254,19 @@ def to_hf(source: Source, out_dir: str | Path, dtype: str = "auto", max_shard_by
     out = Path(out_dir)
     # a bad shard or a full disk leaves no half-written folder
     with published_folder(out, replace=True) as tmp:
-        _write_folder(source, spec, converted(), first_dtype, tmp, max_shard_bytes)
+        _write_folder(source, shape, converted(), first_dtype, tmp, max_shard_bytes)
         if yarn_factor:
             config = with_yarn(load_config_json(tmp / "config.json"), yarn_factor, yarn_original)
             (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out
 
 
-def _write_folder(source: Source, spec: ModelShape, tensors, first_dtype: list, tmp: Path,
+def _write_folder(source: Source, shape: ModelShape, tensors, first_dtype: list, tmp: Path,
                   max_shard_bytes: int) -> None:
     weight_map = write_sharded(tensors, tmp, max_shard_bytes=max_shard_bytes)
     config_src = source.path if source.kind == "hf" else source.base
     config = load_config_json(config_src / "config.json")
-    if any(name == "score.weight" for name in weight_map) and not is_reward_model(spec):
+    if any(name == "score.weight" for name in weight_map) and not is_reward_model(shape):
         config = reward_model_config(config, config.get("pad_token_id") or 0)
     if first_dtype:
         config["torch_dtype"] = str(first_dtype[0]).removeprefix("torch.")
@@ -354,17 +354,17 @@ def from_hf(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, pp: int = 1) -
     """A weights-only checkpoint of the HF folder in the actor's TP × PP layout (local layer spec
     names)."""
     hf_dir = Path(hf_dir)
-    spec = read_hf_config(hf_dir)
-    megatron_args.check_parallel(spec, tp, pp, where="convert from-hf: --tp/--pp")
+    shape = read_hf_config(hf_dir)
+    megatron_args.check_parallel(shape, tp, pp, where="convert from-hf: --tp/--pp")
     reader = SafetensorsReader(hf_dir)
-    head = "score" if is_reward_model(spec) else "lm"
-    per_stage = spec.num_layers // pp
+    head = "score" if is_reward_model(shape) else "lm"
+    per_stage = shape.num_layers // pp
     shards: dict[tuple[int, int], dict[str, torch.Tensor]] = {(t, p): {} for t in range(tp)
                                                               for p in range(pp)}
-    conversion = table.table_for(spec, head=head)
+    conversion = table.table_for(shape, head=head)
     conversion.check_known_hf(reader.names(), str(hf_dir))
     for entry in conversion.entries:
-        full = table.to_megatron(entry, [reader.get(h) for h in entry.hf], spec)
+        full = table.to_megatron(entry, [reader.get(h) for h in entry.hf], shape)
         p = conversion.owner_stage(entry, pp)
         for t in range(tp):
             shards[(t, p)][_local_name(entry, p, per_stage)] = (
@@ -392,8 +392,8 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     folder = Path(folder)
-    spec = read_hf_config(folder)
-    cls = AutoModelForSequenceClassification if is_reward_model(spec) else AutoModelForCausalLM
+    shape = read_hf_config(folder)
+    cls = AutoModelForSequenceClassification if is_reward_model(shape) else AutoModelForCausalLM
     try:
         model = cls.from_pretrained(str(folder), dtype=torch.float32).eval()
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
@@ -417,7 +417,7 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
             out = model.generate(ids, max_new_tokens=16, do_sample=False)
         report["greedy"] = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
     if megatron and cls is AutoModelForCausalLM:
-        report["megatron_max_logprob_diff"] = _megatron_logprob_diff(folder, model, spec)
+        report["megatron_max_logprob_diff"] = _megatron_logprob_diff(folder, model, shape)
     if reference is not None:
         a, b = SafetensorsReader(folder), SafetensorsReader(reference)
         if sorted(a.names()) != sorted(b.names()):
@@ -435,11 +435,11 @@ def verify(folder: str | Path, reference: str | Path | None = None, prompt: str 
     return report
 
 
-def _megatron_logprob_diff(folder: Path, model, spec: ModelShape) -> float:
+def _megatron_logprob_diff(folder: Path, model, shape: ModelShape) -> float:
     """Max |Δ| of per-token log-probs, Megatron actor vs transformers ``model``, on a fixed random
     probe batch."""
 
-    probe = torch.randint(0, spec.vocab_size, (2, 24), generator=torch.Generator().manual_seed(0))
+    probe = torch.randint(0, shape.vocab_size, (2, 24), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         logits = model(probe).logits.float()[:, :-1]
     want = torch.log_softmax(logits, -1).gather(-1, probe[:, 1:, None])[..., 0]

@@ -122,14 +122,14 @@ def check_server(url: str) -> None:
 def model_positions(model_dir: Path, yarn_factor: Optional[float] = None) -> int:
     """The positions the model serves (the engine's reading of config.json, after the rescaling to
     ``yarn_factor`` if given: ``engine_start.yarn_overrides``); 2^20 when it names none."""
-    hf = engine_start.read_served_shape(str(model_dir))
+    shape = engine_start.read_served_shape(str(model_dir))
     if yarn_factor is not None:
         try:
-            overrides = engine_start.yarn_overrides(hf, yarn_factor, model_dir / "config.json")
-            hf = engine_start.with_overrides(hf, overrides)
+            overrides = engine_start.yarn_overrides(shape, yarn_factor, model_dir / "config.json")
+            shape = engine_start.with_overrides(shape, overrides)
         except ValueError as e:
             raise EvalError(str(e)) from None  # names config.json
-    return engine_start.model_positions(hf) or 1 << 20
+    return engine_start.model_positions(shape) or 1 << 20
 
 
 def yarn_groups(prepared: Sequence[Prepared]) -> list[tuple[float, list[Prepared]]]:

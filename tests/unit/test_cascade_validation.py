@@ -239,8 +239,8 @@ def test_the_recipes_yarn_factor_is_what_the_run_trains_and_serves(tiny, tiny_mo
     scaled = replace(plain, model=replace(plain.model, yarn_factor=2.0))
     folder = Path(prepare_base_model(scaled, run_dir(scaled)))
     assert folder == tmp_path / tiny.name / "base_model"
-    spec = read_hf_config(folder)
-    assert spec.yarn == (2.0, 1024) and spec.max_position_embeddings == 2048
+    shape = read_hf_config(folder)
+    assert shape.yarn == (2.0, 1024) and shape.max_position_embeddings == 2048
     weights = [p for p in folder.iterdir() if p.suffix == ".safetensors"]
     assert weights and all(p.is_symlink() and p.resolve().parent == tiny_model.resolve()
                            for p in weights)

@@ -76,10 +76,10 @@ def test_qwen2_configs():
     from nemo_cascade.convert.hf_config import reward_model_config
     from nemo_cascade.convert.megatron_args import transformer_config_kwargs
 
-    spec = shape_from_dict(QWEN25_72B)
-    assert ((spec.arch, spec.qkv_bias, spec.qk_norm, spec.head_dim, spec.rope_theta)
+    shape = shape_from_dict(QWEN25_72B)
+    assert ((shape.arch, shape.qkv_bias, shape.qk_norm, shape.head_dim, shape.rope_theta)
             == ("qwen2", True, False, 128, 1e6))
-    kwargs = transformer_config_kwargs(spec, tp=8, pp=4, bf16=True)
+    kwargs = transformer_config_kwargs(shape, tp=8, pp=4, bf16=True)
     assert kwargs["add_qkv_bias"] and not kwargs["add_bias_linear"] and not kwargs["qk_layernorm"]
     rm = shape_from_dict(reward_model_config(QWEN25_72B, pad_token_id=0))
     assert rm.hf_architecture == "Qwen2ForSequenceClassification" and rm.arch == "qwen2"
@@ -182,13 +182,13 @@ def test_parallel_layout_must_divide_model(tmp_path):
     from nemo_cascade.tooling.demo_data.tiny_models import make_tiny_hf_model
 
     make_tiny_hf_model(tmp_path, vocab_size=256, arch="qwen3")
-    spec = read_hf_config(tmp_path)
+    shape = read_hf_config(tmp_path)
     with pytest.raises(ConfigError,
                        match=r"parallel.tp=2 must divide the model's num_key_value_heads=1"):
-        check_parallel(spec, tp=2, pp=1)
+        check_parallel(shape, tp=2, pp=1)
     with pytest.raises(ConfigError,
                        match=r"parallel.pp=4 must divide the model's num_hidden_layers=2"):
-        check_parallel(spec, tp=1, pp=4)
+        check_parallel(shape, tp=1, pp=4)
 
 
 def test_yarn_rope_matches_transformers(tmp_path):

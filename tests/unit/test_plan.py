@@ -36,10 +36,11 @@ def one_gpu(**kw) -> config.Parallel:
     return config.Parallel(**{"tp": 1, "pp": 1, "cp": 1, "dp": 1, "micro_batch_size": 1, **kw})
 
 
-def bytes_of(parallel: config.Parallel, d: ModelShape = TINY, seq: int = 10, te: bool = False,
+def bytes_of(parallel: config.Parallel, shape: ModelShape = TINY, seq: int = 10, te: bool = False,
              rows: int = 1, **kw) -> dict:
     ranks = [
-        actor_bytes(d, parallel, seq=seq, rows_per_step=rows, rank=r, te=te, dtype_bytes=2, **kw)
+        actor_bytes(shape, parallel, seq=seq, rows_per_step=rows, rank=r, te=te, dtype_bytes=2,
+                    **kw)
         for r in range(parallel.pp)]
     return max(ranks, key=lambda m: m["train"])
 
@@ -84,31 +85,33 @@ def test_one_gpu_train_step_by_hand():
 def test_gpu_step_estimate_matches_its_h200_calibration():
     """12 Qwen3-8B-shaped layers at 4096 tokens (local spec, no recompute): 123.8 GiB estimated,
     112–116 measured."""
-    d = replace(PRESETS["qwen3-8b"], num_layers=12)
-    assert estimate_bytes(d, 12, 1, 4096)["total"] / GIB == pytest.approx(123.77, abs=0.01)
+    shape = replace(PRESETS["qwen3-8b"], num_layers=12)
+    assert estimate_bytes(shape, 12, 1, 4096)["total"] / GIB == pytest.approx(123.77, abs=0.01)
 
 
 def test_engine_by_hand():
-    d = PRESETS["qwen3-8b"]
-    e = engine_bytes(d, 0.45, 80 * GIB, 2)
-    assert d.kv_bytes_per_token() == 2 * 36 * 8 * 128 * 2
-    assert e["weights"] == 2 * d.params() and e["budget"] == 0.45 * 80 * GIB
+    shape = PRESETS["qwen3-8b"]
+    e = engine_bytes(shape, 0.45, 80 * GIB, 2)
+    assert shape.kv_bytes_per_token() == 2 * 36 * 8 * 128 * 2
+    assert e["weights"] == 2 * shape.params() and e["budget"] == 0.45 * 80 * GIB
     assert e["kv"] == 0.45 * 80 * GIB - e["weights"]
     assert e["kv_tokens"] == int(e["kv"] // (2 * 36 * 8 * 128 * 2))
-    assert engine_bytes(d, 0.1, 80 * GIB, 2)["kv_tokens"] == 0  # weights alone exceed the budget
+    # weights alone exceed the budget
+    assert engine_bytes(shape, 0.1, 80 * GIB, 2)["kv_tokens"] == 0
 
 
 def test_engine_tensor_parallel_by_hand():
     """rollout.tensor_parallel_size: each GPU holds 1/t of the weights and kv_heads / t of each
     token's KV (8 KV heads: replicated past t = 8, so a token costs one head per GPU)."""
-    d = PRESETS["qwen3-14b"]
-    one, four = engine_bytes(d, 0.5, 80 * GIB, 2), engine_bytes(d, 0.5, 80 * GIB, 2, tp=4)
+    shape = PRESETS["qwen3-14b"]
+    one, four = engine_bytes(shape, 0.5, 80 * GIB, 2), engine_bytes(shape, 0.5, 80 * GIB, 2, tp=4)
     assert four["weights"] == one["weights"] / 4
-    assert four["kv_per_token"] == d.kv_bytes_per_token() / 4
+    assert four["kv_per_token"] == shape.kv_bytes_per_token() / 4
     assert four["kv_tokens"] == int(
-        (0.5 * 80 * GIB - one["weights"] / 4) // (d.kv_bytes_per_token() / 4))
+        (0.5 * 80 * GIB - one["weights"] / 4) // (shape.kv_bytes_per_token() / 4))
     assert four["kv_tokens"] > 4 * one["kv_tokens"]  # a quarter of the cost per token and more room
-    assert engine_bytes(d, 0.5, 80 * GIB, 2, tp=16)["kv_per_token"] == d.kv_bytes_per_token() / 8
+    assert (engine_bytes(shape, 0.5, 80 * GIB, 2, tp=16)["kv_per_token"]
+            == shape.kv_bytes_per_token() / 8)
 
 
 def test_plan_reads_the_engine_tensor_parallel_size():
@@ -124,8 +127,8 @@ def test_plan_reads_the_engine_tensor_parallel_size():
 # ---- how the layout moves the numbers ------------------------------------------------------------
 
 def test_tp_halves_the_parameter_part():
-    d = PRESETS["qwen3-8b"]
-    one, two = bytes_of(one_gpu(), d, te=True), bytes_of(one_gpu(tp=2), d, te=True)
+    shape = PRESETS["qwen3-8b"]
+    one, two = bytes_of(one_gpu(), shape, te=True), bytes_of(one_gpu(tp=2), shape, te=True)
     # only the norms are replicated
     assert two["params"] == pytest.approx(one["params"] / 2, rel=1e-3)
     assert two["state"] == pytest.approx(one["state"] / 2, rel=1e-3)
@@ -144,42 +147,44 @@ def test_dp_shards_only_the_optimizer():
 
 
 def test_full_recompute_lowers_activations():
-    d = PRESETS["qwen3-8b"]
+    shape = PRESETS["qwen3-8b"]
     acts = {
-        r: bytes_of(one_gpu(tp=2, sequence_parallel=True, recompute=r), d, seq=8192)["activations"]
+        r: bytes_of(one_gpu(tp=2, sequence_parallel=True, recompute=r), shape,
+                    seq=8192)["activations"]
         for r in ("none", "selective", "full")}
     # selective drops the local spec's S² attention part
     assert acts["full"] < acts["selective"] < acts["none"]
-    te = {r: bytes_of(one_gpu(recompute=r), d, seq=8192, te=True)["activations"]
+    te = {r: bytes_of(one_gpu(recompute=r), shape, seq=8192, te=True)["activations"]
           for r in ("none", "full")}
     assert te["full"] < te["none"] / 3
     # full: one bf16 input per layer + one layer's activations + the head
     S = 8192
-    expected = 1.05 * (36 * 2 * S * d.hidden_size + layer_activation_bytes(d, S, quadratic=False)
-                       + head_activation_bytes(d, S))
+    expected = 1.05 * (36 * 2 * S * shape.hidden_size
+                       + layer_activation_bytes(shape, S, quadratic=False)
+                       + head_activation_bytes(shape, S))
     assert te["full"] == pytest.approx(expected)
 
 
 def test_cp_splits_the_sequence():
-    d = PRESETS["qwen3-14b"]
-    whole = bytes_of(one_gpu(tp=8, sequence_parallel=True), d, seq=30 * 1024, te=True)
-    split = bytes_of(one_gpu(tp=8, sequence_parallel=True, cp=2), d, seq=60 * 1024, te=True)
+    shape = PRESETS["qwen3-14b"]
+    whole = bytes_of(one_gpu(tp=8, sequence_parallel=True), shape, seq=30 * 1024, te=True)
+    split = bytes_of(one_gpu(tp=8, sequence_parallel=True, cp=2), shape, seq=60 * 1024, te=True)
     assert split["activations"] == pytest.approx(whole["activations"])
-    doubled = bytes_of(one_gpu(tp=8, sequence_parallel=True), d, seq=60 * 1024, te=True)
+    doubled = bytes_of(one_gpu(tp=8, sequence_parallel=True), shape, seq=60 * 1024, te=True)
     # linear in S without the S² term
     assert doubled["activations"] == pytest.approx(2 * whole["activations"])
 
 
 def test_pipeline_first_rank_holds_pp_microbatches():
-    d = PRESETS["qwen3-8b"]
+    shape = PRESETS["qwen3-8b"]
     p = one_gpu(pp=4)
-    first = actor_bytes(d, p, seq=4096, rows_per_step=64, rank=0, te=True, dtype_bytes=2)
-    last = actor_bytes(d, p, seq=4096, rows_per_step=64, rank=3, te=True, dtype_bytes=2)
-    per_layer = layer_activation_bytes(d, 4096, quadratic=False)
+    first = actor_bytes(shape, p, seq=4096, rows_per_step=64, rank=0, te=True, dtype_bytes=2)
+    last = actor_bytes(shape, p, seq=4096, rows_per_step=64, rank=3, te=True, dtype_bytes=2)
+    per_layer = layer_activation_bytes(shape, 4096, quadratic=False)
     assert first["activations"] == pytest.approx(1.05 * 4 * 9 * per_layer)  # 4 in flight × 9 layers
     assert last["activations"] == pytest.approx(
-        1.05 * (9 * per_layer + head_activation_bytes(d, 4096)))
-    few = actor_bytes(d, p, seq=4096, rows_per_step=2, rank=0, te=True, dtype_bytes=2)
+        1.05 * (9 * per_layer + head_activation_bytes(shape, 4096)))
+    few = actor_bytes(shape, p, seq=4096, rows_per_step=2, rank=0, te=True, dtype_bytes=2)
     # only 2 microbatches exist
     assert few["activations"] == pytest.approx(1.05 * 2 * 9 * per_layer)
 
@@ -187,9 +192,10 @@ def test_pipeline_first_rank_holds_pp_microbatches():
 # ---- model shapes --------------------------------------------------------------------------------
 
 def test_presets_are_the_public_configs():
-    shapes = {name: (s.hidden_size, s.num_layers, s.num_attention_heads, s.num_key_value_heads,
-                     s.head_dim, s.ffn_hidden_size, s.vocab_size)
-              for name, s in PRESETS.items()}
+    shapes = {name: (shape.hidden_size, shape.num_layers, shape.num_attention_heads,
+                     shape.num_key_value_heads, shape.head_dim, shape.ffn_hidden_size,
+                     shape.vocab_size)
+              for name, shape in PRESETS.items()}
     assert shapes["qwen3-8b"] == (4096, 36, 32, 8, 128, 12288, 151936)
     assert shapes["qwen3-14b"] == (5120, 40, 40, 8, 128, 17408, 151936)
     assert shapes["qwen2.5-72b"] == (8192, 80, 64, 8, 128, 29568, 152064)

@@ -78,10 +78,10 @@ def test_bf16_attention_softmax_needs_no_fp32_copies():
     from nemo_cascade.convert import megatron_args
     from nemo_cascade.convert.shape import shape_from_dict
 
-    spec = shape_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64,
-                                num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
-                                num_key_value_heads=2))
-    kwargs = megatron_args.transformer_config_kwargs(spec, 1, 1, bf16=True)
+    shape = shape_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64,
+                                 num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
+                                 num_key_value_heads=2))
+    kwargs = megatron_args.transformer_config_kwargs(shape, 1, 1, bf16=True)
     assert kwargs["attention_softmax_in_fp32"] is False
     scores = (torch.randn(2, 4, 64, 64, generator=torch.Generator().manual_seed(0)) * 4).bfloat16()
     blocked = torch.ones(64, 64, dtype=torch.bool).triu(1).expand(2, 1, 64, 64)
@@ -523,10 +523,10 @@ def test_te_fused_norms_have_the_norm_shape():
     from nemo_cascade.convert.shape import shape_from_dict
     from nemo_cascade.convert import table
 
-    spec = shape_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64,
+    shape = shape_from_dict(dict(architectures=["Qwen3ForCausalLM"], vocab_size=256, hidden_size=64,
                                  intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                  num_key_value_heads=2, head_dim=16))
-    local, te = table.table_for(spec), table.table_for(spec, te=True)
+    local, te = table.table_for(shape), table.table_for(shape, te=True)
     for lo, t in zip(local.entries, te.entries, strict=True):
         assert te.full_shape(t) == local.full_shape(lo), t.megatron
     stub = SimpleNamespace(table=te)  # the actor's weights ask the table
@@ -543,9 +543,9 @@ def test_qkv_bias_has_the_fused_output_shape():
     from nemo_cascade.convert.shape import shape_from_dict
     from nemo_cascade.convert import table
 
-    spec = shape_from_dict(dict(architectures=["Qwen2ForCausalLM"], vocab_size=256, hidden_size=128,
-                                 intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                 num_key_value_heads=2))
-    conversion = table.table_for(spec)
+    shape = shape_from_dict(dict(architectures=["Qwen2ForCausalLM"], vocab_size=256,
+                                 hidden_size=128, intermediate_size=128, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2))
+    conversion = table.table_for(shape)
     bias = next(e for e in conversion.entries if e.megatron.endswith("linear_qkv.bias"))
     assert HFWeights._full_shape(SimpleNamespace(table=conversion), bias) == ((4 + 2 * 2) * 32,)

@@ -180,8 +180,8 @@ def test_reward_model_config_is_a_one_label_sequence_classifier():
             and out["id2label"] == {"0": "LABEL_0"})
     assert out["pad_token_id"] == 7 and out["tie_word_embeddings"] is False
     assert raw["architectures"] == ["LlamaForCausalLM"]  # the base config is not modified
-    spec = shape_from_dict(out)
-    assert (spec.arch == "llama" and is_reward_model(spec)
+    shape = shape_from_dict(out)
+    assert (shape.arch == "llama" and is_reward_model(shape)
             and not is_reward_model(shape_from_dict(raw)))
 
 

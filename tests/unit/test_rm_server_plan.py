@@ -67,9 +67,9 @@ def test_plan_leaves_the_later_stages_their_peak_and_sizes_what_the_server_needs
     k = planner.served_reward_models(cfg)[0]
     assert rm is not None and rm.stage == cfg.stages[k].name and rm.dtype == "bfloat16"
     assert rm.left == pytest.approx(plan.gpu - max(s.total for s in plan.stages[k + 1:]))
-    d = plan.shape
-    assert rm.need == pytest.approx(d.params(lm_head=False) * 2
-                                    + d.kv_bytes_per_token(2) * plan.engine_context
+    shape = plan.shape
+    assert rm.need == pytest.approx(shape.params(lm_head=False) * 2
+                                    + shape.kv_bytes_per_token(2) * plan.engine_context
                                     + planner.RM_SERVER_RUNTIME_BYTES)
     assert rm.share == planner.rm_server_share(rm.left, plan.gpu) and rm.fits
     assert "reward-model server (rm, bfloat16) on rank 0's GPU fits" in render(plan)
