@@ -378,7 +378,7 @@ def _best(fn, repeats: int = 2) -> float:
 def export_part(out: Out, actor, a, common: dict) -> None:
     """The sync/export gather against flat copies of the same bytes."""
     device = actor.device
-    bucket_bytes = int(a.bucket_mb * 1e6) or actor._agreed_bucket_bytes()
+    bucket_bytes = int(a.bucket_mb * 1e6) or actor.weights.agreed_bucket_bytes()
     meta = [(n, t.numel() * t.element_size()) for n, t in actor.iter_hf_weights()]
     nbytes = sum(b for _, b in meta)
 

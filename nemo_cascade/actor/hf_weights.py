@@ -110,7 +110,7 @@ class HFWeights:
         self.before_gather()
         copies = {id(p) for p in self._megatron_copies()}
         owned = {e.megatron: p for e, p in self._owned() if id(p) not in copies}
-        limit = self._agreed_bucket_bytes() if bucket_bytes is None else bucket_bytes
+        limit = self.agreed_bucket_bytes() if bucket_bytes is None else bucket_bytes
         size = self.params_dtype.itemsize
         for bucket in buckets.plan_buckets(list(self.table.entries),
                                            lambda e: math.prod(self._full_shape(e)) * size,
@@ -119,7 +119,7 @@ class HFWeights:
                 for name, t in table.to_hf(entry, full, self.shape):
                     yield name, (t if dtype is None else t.to(dtype))
 
-    def _agreed_bucket_bytes(self) -> int:
+    def agreed_bucket_bytes(self) -> int:
         """The bucket size every rank can afford: from the smallest free memory of any rank
         (collective)."""
         free = torch.tensor([buckets.free_memory_bytes(self.device)], dtype=torch.int64,
