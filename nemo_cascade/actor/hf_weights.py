@@ -29,19 +29,19 @@ class HFWeights:
     (``MegatronActor.finish_param_gather``), so what leaves is the stepped weights."""
 
     def __init__(self, model: torch.nn.Module, conversion: table.Table, shape: ModelShape,
-                 parallel, ps, device: torch.device, params_dtype: torch.dtype,
+                 parallel, parallel_state, device: torch.device, params_dtype: torch.dtype,
                  before_gather: Callable[[], None]):
         self.model, self.table, self.shape = model, conversion, shape
-        self.parallel, self.ps = parallel, ps
+        self.parallel, self.parallel_state = parallel, parallel_state
         self.device, self.params_dtype, self.before_gather = device, params_dtype, before_gather
 
     @property
     def tp_rank(self) -> int:
-        return self.ps.get_tensor_model_parallel_rank()
+        return self.parallel_state.get_tensor_model_parallel_rank()
 
     def _layer_offset(self) -> int:
         per_stage = self.shape.num_layers // self.parallel.pp
-        return self.ps.get_pipeline_model_parallel_rank() * per_stage
+        return self.parallel_state.get_pipeline_model_parallel_rank() * per_stage
 
     def _local_name(self, entry: table.Entry) -> str | None:
         """This rank's parameter name for a table entry, or None if another PP stage owns it."""
@@ -130,7 +130,7 @@ class HFWeights:
     def _gather_bucket(self, bucket: list[table.Entry], owned: dict) -> list[torch.Tensor]:
         """The full (TP = 1) tensors of one bucket of entries owned by one pipeline stage, on every
         rank."""
-        ps, tp = self.ps, self.parallel.tp
+        parallel_state, tp = self.parallel_state, self.parallel.tp
         fulls = None
         if bucket[0].megatron in owned:  # this rank's pipeline stage holds the bucket
             fulls = [owned[e.megatron].detach() for e in bucket]
@@ -140,7 +140,7 @@ class HFWeights:
                 # flat for gloo
                 gathered = torch.empty(tp * flat.numel(), dtype=flat.dtype, device=flat.device)
                 dist.all_gather_into_tensor(gathered, flat,
-                                            group=ps.get_tensor_model_parallel_group())
+                                            group=parallel_state.get_tensor_model_parallel_group())
                 per_rank, offset = gathered.view(tp, -1), 0
                 for i in split:
                     n, shape = fulls[i].numel(), fulls[i].shape
@@ -153,7 +153,7 @@ class HFWeights:
             flat = (torch.cat([f.reshape(-1) for f in fulls]) if fulls is not None else
                     torch.empty(sum(math.prod(s) for s in shapes), dtype=self.params_dtype,
                                 device=self.device))
-            group = ps.get_pipeline_model_parallel_group()
+            group = parallel_state.get_pipeline_model_parallel_group()
             owner = dist.get_process_group_ranks(group)[self._owner_stage(bucket[0])]
             dist.broadcast(flat, src=owner, group=group)
             parts = flat.split([math.prod(s) for s in shapes])

@@ -71,7 +71,7 @@ class MegatronActor:
                  transformer_impl: str = "auto", fp8: str = "none"):
         """``transformer_impl`` / ``fp8``: ``config.Model``'s fields of those names
         (actor/precision.py)."""
-        from megatron.core import parallel_state as ps
+        from megatron.core import parallel_state
         from megatron.core import tensor_parallel
 
         cpu.enable()
@@ -92,7 +92,7 @@ class MegatronActor:
                                      f"world size {world}")
         init_model_parallel(parallel)
         tensor_parallel.model_parallel_cuda_manual_seed(seed)
-        self.ps, self.parallel, self.hf_path = ps, parallel, hf_path
+        self.parallel_state, self.parallel, self.hf_path = parallel_state, parallel, hf_path
         # Batches arrive on the CPU; NCCL collectives need CUDA tensors, gloo CPU ones.
         self.device = (torch.device("cuda", torch.cuda.current_device())
                        if torch.cuda.is_available() else torch.device("cpu"))
@@ -102,8 +102,8 @@ class MegatronActor:
         self.table = self._conversion_table()
         self.entries = list(self.table.entries)
         self.model = self._build()
-        self.weights = HFWeights(self.model, self.table, self.shape, parallel, ps, self.device,
-                                 self.tconfig.params_dtype, self.finish_param_gather)
+        self.weights = HFWeights(self.model, self.table, self.shape, parallel, parallel_state,
+                                 self.device, self.tconfig.params_dtype, self.finish_param_gather)
         self._gather_sequence_for_head()
         self._head_input = self._select_head_input()
         rope = getattr(self.model, "rotary_pos_emb", None)
@@ -119,15 +119,15 @@ class MegatronActor:
     # ---------------------------------------------------------------------------------------- build
     @property
     def tp_rank(self) -> int:
-        return self.ps.get_tensor_model_parallel_rank()
+        return self.parallel_state.get_tensor_model_parallel_rank()
 
     @property
     def dp_rank(self) -> int:
-        return self.ps.get_data_parallel_rank()
+        return self.parallel_state.get_data_parallel_rank()
 
     @property
     def dp_size(self) -> int:
-        return self.ps.get_data_parallel_world_size()
+        return self.parallel_state.get_data_parallel_world_size()
 
     def _read_shape(self, hf_path: str) -> ModelShape:
         shape = read_hf_config(hf_path)
@@ -164,8 +164,8 @@ class MegatronActor:
             config=self.tconfig, transformer_layer_spec=precision.layer_spec(
                 self.te, self.shape.arch, self.shape.num_layers // self.parallel.pp,
                 self.plan.fused_attention),
-            pre_process=self.ps.is_pipeline_first_stage(),
-            post_process=self.ps.is_pipeline_last_stage(),
+            pre_process=self.parallel_state.is_pipeline_first_stage(),
+            post_process=self.parallel_state.is_pipeline_last_stage(),
             **megatron_args.gpt_model_kwargs(self.shape),
         )
         return model.to(self.device)
@@ -342,7 +342,8 @@ class MegatronActor:
             mask = packed_attention(segments, shared, by_block=self.plan.fused_attention)
             return dict(input_ids=tokens, position_ids=positions, attention_mask=mask)
         if self.parallel.cp > 1:
-            return cp_inputs(tokens, self.parallel.cp, self.ps.get_context_parallel_rank())
+            return cp_inputs(tokens, self.parallel.cp,
+                             self.parallel_state.get_context_parallel_rank())
         positions = torch.arange(T_pad, device=tokens.device).unsqueeze(0).expand_as(tokens)
         return dict(input_ids=tokens, position_ids=positions,
                     attention_mask=_cpu_causal_mask(T_pad, tokens.device))
@@ -354,7 +355,7 @@ class MegatronActor:
             x = lm_head.selected_token_logprobs(output, mb["tokens"], selection, temperature)
         elif cp_labels is not None:
             x = cp_token_logprobs(output, cp_labels, T, temperature,
-                                  self.ps.get_context_parallel_group())
+                                  self.parallel_state.get_context_parallel_group())
         else:  # [1, B·T_pad, ·] for thd rows; drop the padded positions
             x = self._loss_input(output.reshape(B, -1, output.shape[-1])[:, :T], mb, temperature)
         num, den, sums = loss_fn(x, mb)
@@ -364,7 +365,7 @@ class MegatronActor:
         report.update({k: torch.as_tensor(v).detach().double().reshape(-1).cpu()
                        for k, v in sums.items()})
         count = torch.as_tensor(den).to(device=self.device, dtype=torch.int)
-        if self.parallel.cp > 1 and self.ps.get_context_parallel_rank() > 0:
+        if self.parallel.cp > 1 and self.parallel_state.get_context_parallel_rank() > 0:
             # Every CP rank computes the same whole-sequence loss; Megatron sums token counts over
             # DP × CP ranks to scale the gradients, so only one rank of the CP group may count them.
             count = torch.zeros_like(count)
@@ -404,14 +405,14 @@ class MegatronActor:
         flat = [torch.cat([r[k].reshape(-1) for k in keys]) for r in reports]
         vec = torch.stack(flat).sum(0) if flat else torch.zeros(0, dtype=torch.float64)
         vec = vec.to(self.device)
-        dist.all_reduce(vec, group=self.ps.get_data_parallel_group())
+        dist.all_reduce(vec, group=self.parallel_state.get_data_parallel_group())
         if self.parallel.pp > 1:
-            group = self.ps.get_pipeline_model_parallel_group()
+            group = self.parallel_state.get_pipeline_model_parallel_group()
             last = dist.get_process_group_ranks(group)[-1]
             # The report's layout (names, sizes) is a Python object: it goes over the gloo object
             # group, as every host-side exchange (nemo_cascade.runtime.ranks). Every last stage runs
             # the same loss function.
-            mine = (keys, sizes) if self.ps.is_pipeline_last_stage() else None
+            mine = (keys, sizes) if self.parallel_state.is_pipeline_last_stage() else None
             keys, sizes = next(m for m in ranks.gather_objects(mine) if m is not None)
             if vec.numel() != sum(sizes):
                 vec = torch.zeros(sum(sizes), dtype=torch.float64, device=self.device)

@@ -43,10 +43,10 @@ def init_model_parallel(parallel: config.Parallel) -> None:
     """Megatron's tensor-, pipeline-, context- and data-parallel groups (once per process), each
     waiting ``parallel.collective_timeout_minutes`` as the default group does: Megatron's own
     default is 30 minutes, which a rank still generating its share of a long rollout outlasts."""
-    from megatron.core import parallel_state as ps
+    from megatron.core import parallel_state
 
-    if not ps.model_parallel_is_initialized():
-        ps.initialize_model_parallel(
+    if not parallel_state.model_parallel_is_initialized():
+        parallel_state.initialize_model_parallel(
             tensor_model_parallel_size=parallel.tp, pipeline_model_parallel_size=parallel.pp,
             context_parallel_size=parallel.cp,
             distributed_timeout_minutes=parallel.collective_timeout_minutes)

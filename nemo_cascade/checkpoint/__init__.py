@@ -214,9 +214,9 @@ def load(ckpt_dir: str | Path, actor, schedule: bool = True) -> tuple[int, dict]
 
 # ------------------------------------------------------------------------------------------ layout
 def _coords(actor) -> tuple[int, int, int]:
-    ps = actor.ps
-    return (ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank(),
-            ps.get_data_parallel_rank())
+    state = actor.parallel_state
+    return (state.get_tensor_model_parallel_rank(), state.get_pipeline_model_parallel_rank(),
+            state.get_data_parallel_rank())
 
 
 def _layout(actor) -> dict:
@@ -240,7 +240,7 @@ def _write_rank_files(folder: Path, actor, rng: dict) -> dict[str, str]:
     out = {}
     # Context-parallel ranks hold the same parameters as their DP replicas: one writer per TP×PP
     # shard.
-    if actor.ps.get_data_parallel_rank(with_context_parallel=True) == 0:
+    if actor.parallel_state.get_data_parallel_rank(with_context_parallel=True) == 0:
         params = {n: p.detach() for n, p in actor.model.named_parameters()}
         out[model_file] = storage.torch_save(params, folder / model_file)
     train = {"optimizer": optimizer.checkpoint_state(actor.optimizer),

@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-import importlib.metadata as md
+from importlib import metadata
 import importlib.util
 
 from packaging.requirements import Requirement
@@ -81,8 +81,8 @@ def pinned_requirements(extra: str) -> tuple[list, str]:
                 return [Requirement(r) for r in extras.get(extra, [])], "setup.py"
 
     try:
-        reqs = [Requirement(r) for r in md.requires("nemo-cascade") or []]
-    except md.PackageNotFoundError:
+        reqs = [Requirement(r) for r in metadata.requires("nemo-cascade") or []]
+    except metadata.PackageNotFoundError:
         return [], "nowhere (nemo-cascade is not installed and setup.py is not here)"
     return ([r for r in reqs if r.marker and r.marker.evaluate({"extra": extra})],
             "installed metadata")
@@ -98,8 +98,8 @@ def check_versions(cuda: bool) -> list[Row]:
         check, pip = (f"version {canonicalize_name(req.name)}",
                       f"pip install '{str(req).split(';')[0].strip()}'")
         try:
-            have = md.version(req.name)
-        except md.PackageNotFoundError:
+            have = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
             rows.append(
                 Row(FAIL, check, f"not installed; the {extra} extra requires it ({source})", pip))
             continue
@@ -123,13 +123,13 @@ def check_te(cfg: config.Cascade | None, env) -> Row:
 
     if not env.cuda:
         try:  # on CPU an installed TE breaks megatron-core's imports (it is a GPU-only package)
-            te = md.version("transformer-engine")
+            te = metadata.version("transformer-engine")
             return Row(FAIL, "transformer engine",
                        f"transformer-engine {te} is installed but there is no CUDA: "
                        f"megatron-core's imports fail with it",
                        "pip uninstall transformer-engine and its transformer-engine-* parts "
                        "(GPU nodes only)")
-        except md.PackageNotFoundError:
+        except metadata.PackageNotFoundError:
             pass
     if cfg is None:
         if not env.cuda:

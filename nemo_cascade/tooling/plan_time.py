@@ -223,21 +223,21 @@ def stage_time(stage: config.Stage, plan: CascadePlan, minutes: float, budget_s:
                hw: Hardware = H100) -> StageTime:
     """One stage's step time and save interval on the plan's layout (its shape, world, engine);
     ``budget_s`` what a job has for work."""
-    d = plan.shape
+    shape = plan.shape
     tokens, prompt, response = _tokens_per_step(stage)
-    params = d.params(lm_head=stage.kind != "reward_model")
+    params = shape.params(lm_head=stage.kind != "reward_model")
     # 6 FLOPs per parameter and token to train, 2 per frozen copy's forward (reference, teachers)
     train = (train_seconds(params, tokens, plan.world, hw, 6.0 + 2.0 * config.frozen_copies(stage))
              + optimizer_seconds(params, plan.world, hw))
     generate = wave = 0.0
     if config.samples_on_policy(stage) and plan.engine_utilization is not None:
-        e = engine_bytes(d, plan.engine_utilization, plan.gpu, plan.dtype_bytes, plan.engine_tp)
+        e = engine_bytes(shape, plan.engine_utilization, plan.gpu, plan.dtype_bytes, plan.engine_tp)
         engines = max(1, plan.world // plan.engine_tp)
         sequences = math.ceil(stage.grpo.prompts_per_step * stage.grpo.group_size / engines)
         kw = dict(sequences=sequences, prompt=prompt, response=response, weight_bytes=e["weights"],
                   kv_bytes_per_token=e["kv_per_token"], kv_tokens=e["kv_tokens"], hw=hw,
                   samples_per_prompt=stage.grpo.group_size,
-                  token_flops=2 * d.params() / plan.engine_tp)
+                  token_flops=2 * shape.params() / plan.engine_tp)
         generate, wave = decode_seconds(**kw), decode_seconds(**kw, one_wave=True)
     steps, by = save_every(stage.checkpoint_every, minutes, train + generate, stage.steps)
     return StageTime(stage.name, stage.kind, tokens, train, generate, steps, by, budget_s, wave,
@@ -310,15 +310,15 @@ def gate_time(cfg: config.Cascade, plan: CascadePlan, budget_s: float,
         except EvalError:
             unknown.append(name)
             continue
-        d = decoding_for(suite, settings)
-        kw = dict(prompt=d.max_input_tokens or 1024, response=d.max_tokens,
+        decoding = decoding_for(suite, settings)
+        kw = dict(prompt=decoding.max_input_tokens or 1024, response=decoding.max_tokens,
                   weight_bytes=e["weights"], kv_bytes_per_token=e["kv_per_token"],
-                  kv_tokens=e["kv_tokens"], hw=hw, samples_per_prompt=d.samples,
+                  kv_tokens=e["kv_tokens"], hw=hw, samples_per_prompt=decoding.samples,
                   token_flops=token_flops)
-        row += decode_seconds(sequences=math.ceil(items * d.samples / engines), **kw)
+        row += decode_seconds(sequences=math.ceil(items * decoding.samples / engines), **kw)
         share = math.ceil(items / plan.world)  # a rank's contiguous share of the suite
-        wave = max(wave, decode_seconds(sequences=share * d.samples, one_wave=True, **kw))
-        sequences += items * d.samples
+        wave = max(wave, decode_seconds(sequences=share * decoding.samples, one_wave=True, **kw))
+        sequences += items * decoding.samples
     rows = int(cfg.gate.evaluate_base) + sum(s.evaluate for s in cfg.stages)
     return GateTime(rows, sequences, row, wave, budget_s, tuple(unknown))
 

@@ -38,7 +38,7 @@ def main():
         _model_inputs = MegatronActor._model_inputs
         _loss = MegatronActor._loss
 
-    Actor.ps = ps
+    Actor.parallel_state = ps
     actor = Actor()
     g = torch.Generator().manual_seed(0)
     V, B, T = 11, 3, 13  # T is not a multiple of 2·cp: the actor pads to 16, then 4 chunks of 4

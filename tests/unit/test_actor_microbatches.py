@@ -37,7 +37,7 @@ def test_rows_of_one_sequence_are_cut_after_their_last_trained_token():
 def test_each_microbatch_is_cut_to_its_own_longest_row():
     actor = object.__new__(MegatronActor)
     actor.parallel = config.Parallel(micro_batch_size=2)
-    actor.ps = type(
+    actor.parallel_state = type(
         "OneRank",
         (),
         {
