@@ -167,9 +167,10 @@ def test_a_gate_row_longer_than_its_job_resumes_mid_suite(cluster, reward_model,
     assert _metrics(a, "0-sft") == _metrics(b, "0-sft")
     rows = [json.loads((run / "stages/0-sft/eval.json").read_text())["suites"] for run in (a, b)]
     records = [{name: suite["records"] for name, suite in row.items()} for row in rows]
-    # The served RM sums a text's score in another order when the server batches it with other
-    # requests, and the resumed row's chunks meet other company than the straight run's: scores
-    # agree within tests/tolerance.py's bound for one forward pass, not bit for bit.
+    # Within tests/tolerance.py's bound for one forward pass, not bit for bit: before the servers
+    # ran unsplit attention (docs/rewards.md, "A score depends on its input alone") a served RM's
+    # score of the same text moved in the last bits between calls. Unsplit, no trial has shown it
+    # since, but not enough runs of this test have been made to hold it to the bit.
     limit = bound(torch.float32, Net.of(rm_folder, RM_MAX_LEN).forward_terms())
     assert _equal_within(records[0], records[1], limit), (records[0], records[1])
     assert _equal_within(_scores(a / "stages/0-sft"), _scores(b / "stages/0-sft"), limit)
