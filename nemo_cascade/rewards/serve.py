@@ -241,9 +241,8 @@ class VLLMServer:
         if self.cpu:
             self.env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
             # a score of the same input the same in every call and batch, as in the trainer's engine
-            from nemo_cascade.runtime.cpu_math import UNSPLIT_ATTENTION  # torch: loaded on CPU only
-            for name, value in UNSPLIT_ATTENTION.items():
-                self.env.setdefault(name, value)
+            from nemo_cascade.runtime.cpu_math import unsplit_attention  # torch: loaded on CPU only
+            unsplit_attention(self.env)
         if log_path is None:
             fd, log_path = tempfile.mkstemp(prefix="vllm_serve_", suffix=".log")
             os.close(fd)

@@ -68,8 +68,7 @@ def _prepare_cpu(shape, model_path: str, dtype: str) -> None:
     another order, so a resumed step that generates only its missing groups (step_rollouts.py)
     would differ in the last bits. Unsplit, a sequence computes the same in any batch (measured:
     bench/preemption.py)."""
-    for name, value in cpu_math.UNSPLIT_ATTENTION.items():
-        os.environ.setdefault(name, value)
+    cpu_math.unsplit_attention(os.environ)
     engine_start.check_cpu_head_dim(shape, model_path)
     engine_dtype.request_amx_permission(dtype)
     cpu_math.settle_vector_math()

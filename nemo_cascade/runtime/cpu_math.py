@@ -12,6 +12,8 @@ And which CPU arithmetic needs Linux's leave first: AMX tiles (:func:`amx_permis
 """
 from __future__ import annotations
 
+from typing import MutableMapping
+
 import torch
 
 VML_FUNCTIONS = ("acos", "asin", "atan", "cos", "erf", "erfc", "erfinv", "exp", "log", "log10",
@@ -28,6 +30,13 @@ sequences share the step (a resumed step generating only its missing groups), an
 model's score of the same input changed in the last bits from call to call (up to 3.6e-7, in 9 of
 43 trials of 32–128 inputs on an AMD EPYC; none of 8 unsplit): docs/rewards.md, "A score depends
 on its input alone"."""
+
+
+def unsplit_attention(env: MutableMapping[str, str]) -> None:
+    """:data:`UNSPLIT_ATTENTION` into ``env`` (``os.environ`` or a server's), keeping a value the
+    environment already sets."""
+    for name, value in UNSPLIT_ATTENTION.items():
+        env.setdefault(name, value)
 
 
 def settle_vector_math() -> bool:
@@ -56,5 +65,5 @@ def amx_permission_needed(dtype: str, amx_tile_supported: bool) -> bool:
     return dtype == "bfloat16" and amx_tile_supported
 
 
-__all__ = ["VML_FUNCTIONS", "UNSPLIT_ATTENTION", "settle_vector_math",
+__all__ = ["VML_FUNCTIONS", "UNSPLIT_ATTENTION", "unsplit_attention", "settle_vector_math",
            "amx_permission_needed"]
