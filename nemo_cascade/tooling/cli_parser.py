@@ -9,7 +9,7 @@ from nemo_cascade import config
 from nemo_cascade.data.chat import STYLES
 from nemo_cascade.tooling.cli_tools import add_convert_parser, add_data_parser
 from nemo_cascade.evaluate.suites import help_lines
-from nemo_cascade.plan import PRESETS
+from nemo_cascade.tooling.plan import PRESETS
 from nemo_cascade.tooling.launch import add_arguments
 
 

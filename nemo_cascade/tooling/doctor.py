@@ -24,7 +24,8 @@ import importlib.util
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from nemo_cascade import config, plan
+from nemo_cascade import config
+from nemo_cascade.tooling import plan
 from nemo_cascade.tooling.doctor_servers import check_servers
 from nemo_cascade.tooling.doctor_table import FAIL, NA, OK, WARN, Row, one_line, render
 from nemo_cascade.evaluate.suites import EvalError, get_suite

@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from nemo_cascade import config, plan
+from nemo_cascade import config
+from nemo_cascade.tooling import plan
 from nemo_cascade.errors import CascadeError
 from nemo_cascade.rewards.serve import is_vllm_cpu
 

@@ -1,11 +1,11 @@
 """What ``nemo-cascade plan`` prints: the per-stage memory table of
-:func:`nemo_cascade.plan.plan_cascade`, its assumptions, and a warning per stage that does not
-fit."""
+:func:`nemo_cascade.tooling.plan.plan_cascade`, its assumptions, and a warning per stage that does
+not fit."""
 from __future__ import annotations
 
 import math
 
-from nemo_cascade.plan import GIB, GPUS_PER_NODE, CascadePlan, engine_bytes
+from nemo_cascade.tooling.plan import GIB, GPUS_PER_NODE, CascadePlan, engine_bytes
 
 
 ASSUMPTIONS = (

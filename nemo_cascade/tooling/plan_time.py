@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass
 
 from nemo_cascade import config
-from nemo_cascade.plan import CascadePlan, engine_bytes
+from nemo_cascade.tooling.plan import CascadePlan, engine_bytes
 from nemo_cascade.evaluate.runner import decoding_for
 from nemo_cascade.evaluate.suites import EvalError, get_suite, load_items
 

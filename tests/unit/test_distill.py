@@ -308,7 +308,7 @@ def test_teachers_score_each_domain_as_hf_and_leave_the_student_as_it_was(models
 
 
 def test_the_planner_counts_every_teacher_as_a_parameter_copy_and_a_forward():
-    from nemo_cascade.plan import plan_cascade
+    from nemo_cascade.tooling.plan import plan_cascade
     from nemo_cascade.tooling.plan_time import optimizer_seconds, stage_time
 
     cfg = _cascade("math=sft")

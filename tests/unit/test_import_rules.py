@@ -23,12 +23,11 @@ RUNTIME = sorted(f"runtime/{p.stem}" for p in (PKG / "runtime").glob("*.py")
 # The training core's layers, top to bottom: a module may import only from its own layer or below.
 LAYERS = [
     {"cascade/driver", "cascade/stage_selection", "cascade/base_model", "cascade/preflight",
-     "cascade/lineage", "cascade/forgetting", "cascade/plan_rm", "cascade/served_rms",
-     "cascade/stage_data", "plan"},
+     "cascade/lineage", "cascade/forgetting", "cascade/served_rms", "cascade/stage_data"},
     {"cascade/stage"},
     {"actor", "rollout", "weight_sync", "rewards", "data", "evaluate", "checkpoint", "algorithms",
      "convert", "interfaces", "cascade/metrics", "cascade/saves", "cascade/teachers",
-     "cascade/repair"},
+     "cascade/repair", "cascade/rm_server"},
     {"config", "types", "errors", *RUNTIME},
 ]
 # Pairs within a layer that import one way only (importer, imported): docs/architecture.md.
@@ -45,8 +44,8 @@ TOOLING_LAYERS = [
     {"report_run"},
     # the demo sets, suites and tiny models (they import only the core, whose registries they fill),
     # the launcher's torchrun and run lock, the IFBench tagger's build script, the command line's
-    # key=value overrides, where a worker's output goes
-    {"demo_data", "torchrun", "run_lock", "ifbench_tagger", "overrides", "worker_log"},
+    # key=value overrides, where a worker's output goes, the memory plan
+    {"demo_data", "torchrun", "run_lock", "ifbench_tagger", "overrides", "worker_log", "plan"},
 ]
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nemo_cascade import config
-from nemo_cascade import plan
+from nemo_cascade.tooling import plan
 from nemo_cascade.convert import table
 from nemo_cascade.convert.shape import ModelFilesError, read_hf_config
 from nemo_cascade.convert.hf_io import SafetensorsReader

@@ -1,4 +1,5 @@
-"""nemo_cascade/plan/ and `nemo-cascade plan`: the per-GPU memory estimate of a cascade's stages.
+"""nemo_cascade/tooling/plan/ and `nemo-cascade plan`: the per-GPU memory estimate of a cascade's
+stages.
 
 Hand-computed numbers on a tiny shape, how each parallel dimension moves them, the model-shape
 sources (config.json, presets, a size in the folder's name), and the paper's recipes through the CLI
@@ -14,9 +15,10 @@ import pytest
 
 from nemo_cascade.tooling.overrides import apply_overrides
 from nemo_cascade import config
-from nemo_cascade.plan import (CascadePlan, PRESETS, actor_bytes, engine_bytes, estimate_bytes,
-                               head_activation_bytes, layer_activation_bytes, plan_cascade,
-                               rank_params, resolve_shape)
+from nemo_cascade.tooling.plan import (CascadePlan, PRESETS, actor_bytes, engine_bytes,
+                                       estimate_bytes, head_activation_bytes,
+                                       layer_activation_bytes, plan_cascade, rank_params,
+                                       resolve_shape)
 from nemo_cascade.tooling.plan_table import render
 from nemo_cascade.convert.shape import ModelShape
 from nemo_cascade.tooling.cli import load_recipe
@@ -397,8 +399,8 @@ def test_plan_overrides_and_gpu_memory():
 
 
 def test_plan_imports_no_torch():
-    code = ("import sys; import nemo_cascade.plan; "
+    code = ("import sys; import nemo_cascade.tooling.plan; "
             "assert not {'torch', 'megatron', 'vllm'} & set(sys.modules), "
-            "'nemo_cascade.plan imports torch'")
+            "'nemo_cascade.tooling.plan imports torch'")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade import plan
+from nemo_cascade.tooling import plan
 from nemo_cascade.tooling import plan_time
 from nemo_cascade.tooling.cli import load_recipe, main
 

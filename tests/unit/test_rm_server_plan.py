@@ -1,6 +1,6 @@
-"""The cascade's own reward-model server on rank 0's GPU (nemo_cascade/plan.py, cascade/plan_rm.py):
-its share of what the actor and the engine leave, the vllm serve flags it gets (rewards/serve.py),
-and preflight's one line."""
+"""The cascade's own reward-model server on rank 0's GPU (cascade/rm_server.py, sized by the
+tooling's plan): its share of what the actor and the engine leave, the vllm serve flags it gets
+(rewards/serve.py), and the one line the run logs at its start."""
 import json
 import logging
 from dataclasses import replace
@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from nemo_cascade import config
-from nemo_cascade.plan import plan_cascade
+from nemo_cascade.tooling.plan import plan_cascade, size_rm_server
 from nemo_cascade.tooling.plan_table import render
-from nemo_cascade import plan as planner
-from nemo_cascade.cascade import plan_rm
-from nemo_cascade.cascade import preflight
+from nemo_cascade.cascade import rm_server as planner
+from nemo_cascade.cascade.served_rms import OwnRewardModels
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.rewards.serve import serve_argv
 
@@ -86,7 +85,7 @@ def test_a_full_gpu_leaves_the_server_nothing_and_the_plan_says_so():
     assert ("WARNING: reward-model server (rm, bfloat16) on rank 0's GPU does NOT fit"
             in render(plan))
     with pytest.raises(config.ConfigError, match="no GPU memory left for the reward-model server"):
-        plan_rm.rm_server_kwargs(full, "/nonexistent", gpu_gib=8)
+        planner.server_kwargs("bfloat16", plan.rm_server, "/nonexistent")
 
 
 # ---- what VLLMServer gets ------------------------------------------------------------------------
@@ -100,17 +99,16 @@ def _rm_folder(tmp_path: Path, positions: int) -> str:
 def test_server_kwargs_on_a_gpu_carry_the_dtype_share_and_context(tmp_path):
     cfg = gpu_tiny()
     rm = plan_cascade(cfg, gpu_gib=80).rm_server
-    kw = plan_rm.rm_server_kwargs(cfg, _rm_folder(tmp_path, 1 << 20), gpu_gib=80)
+    kw = planner.server_kwargs(cfg.model.dtype, rm, _rm_folder(tmp_path, 1 << 20))
     assert kw == {"dtype": "bfloat16", "gpu_memory_utilization": rm.share,
                   "max_model_len": rm.context}
-    short = plan_rm.rm_server_kwargs(cfg, _rm_folder(tmp_path, 64), gpu_gib=80)
+    short = planner.server_kwargs(cfg.model.dtype, rm, _rm_folder(tmp_path, 64))
     # never past the model's positions: vLLM would refuse to start
     assert short["max_model_len"] == 64
 
 
-def test_server_kwargs_without_a_gpu_are_the_dtype_alone(monkeypatch):
-    monkeypatch.setattr(plan_rm, "gpu_gib_here", lambda: None)
-    assert plan_rm.rm_server_kwargs(tiny(), "/nonexistent") == {"dtype": "float32"}
+def test_server_kwargs_without_a_gpu_are_the_dtype_alone():
+    assert planner.server_kwargs("float32", None, "/nonexistent") == {"dtype": "float32"}
 
 
 def test_serve_flags_dtype_and_share_on_gpu_only():
@@ -132,21 +130,48 @@ def test_serve_flags_dtype_and_share_on_gpu_only():
                    served_model_name=None, cpu=False, gpu_memory_utilization=0.0)
 
 
-# ---- preflight's line ----------------------------------------------------------------------------
+# ---- the run's start -----------------------------------------------------------------------------
 
-def test_preflight_says_in_one_line_whether_it_fits(caplog):
-    with caplog.at_level(logging.INFO, logger="nemo_cascade.cascade.preflight"):
-        line = preflight.check_rm_server(gpu_tiny(), gpu_gib=80)
+def test_the_run_sizes_its_server_at_the_start_in_one_line(caplog, tmp_path):
+    """On a GPU the cascade asks the planner it was handed, once, and logs the verdict; the plan is
+    what its server starts with."""
+    asked = []
+
+    def size(cfg, gpu_gib):
+        asked.append(gpu_gib)
+        return size_rm_server(cfg, gpu_gib)
+
+    with caplog.at_level(logging.INFO, logger="nemo_cascade.cascade.rm_server"):
+        own = OwnRewardModels(gpu_tiny(), tmp_path, size, gpu_gib=80)
+    line = caplog.records[-1].getMessage()
+    assert asked == [80] and own.plan == plan_cascade(gpu_tiny(), gpu_gib=80).rm_server
     assert (line.startswith("reward-model server (rm, bfloat16) on rank 0's GPU fits:")
-            and "\n" not in line)
-    assert caplog.records[-1].levelno == logging.INFO and caplog.records[-1].getMessage() == line
+            and "\n" not in line and caplog.records[-1].levelno == logging.INFO)
+
+
+def test_a_server_that_cannot_fit_is_a_warning_at_the_start(caplog, tmp_path):
+    cfg = gpu_tiny()
+    full = replace(cfg, stages=tuple(
+        replace(s, rollout=replace(s.rollout, gpu_memory_utilization=0.99)) for s in cfg.stages))
+    with caplog.at_level(logging.INFO, logger="nemo_cascade.cascade.rm_server"):
+        OwnRewardModels(full, tmp_path, size_rm_server, gpu_gib=8)
+    assert caplog.records[-1].levelno == logging.WARNING
+    assert "does NOT fit" in caplog.records[-1].getMessage()
+
+
+def test_no_plan_without_a_served_model_or_without_a_gpu(monkeypatch, tmp_path):
+    def never(cfg, gpu_gib):
+        raise AssertionError("the planner was asked")
+
     no_rm = replace(
         tiny(), stages=tuple(s for s in tiny().stages
                              if s.kind != "reward_model" and not s.reward.reward_model_stage),
         gate=replace(tiny().gate, suites=()))
-    assert preflight.check_rm_server(no_rm, gpu_gib=80) is None
+    assert OwnRewardModels(no_rm, tmp_path, never, gpu_gib=80).plan is None
+    monkeypatch.setattr(planner, "gpu_gib_here", lambda: None)
+    assert OwnRewardModels(tiny(), tmp_path, never).plan is None
 
 
-def test_preflight_without_a_gpu_says_nothing(monkeypatch):
-    monkeypatch.setattr(plan_rm, "gpu_gib_here", lambda: None)
-    assert preflight.check_rm_server(tiny()) is None
+def test_a_gpu_run_without_the_planner_stops_at_the_start_in_one_line(tmp_path):
+    with pytest.raises(config.ConfigError, match="without the planner that sizes its server"):
+        OwnRewardModels(gpu_tiny(), tmp_path, None, gpu_gib=80)

@@ -4,12 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from nemo_cascade import config
+from nemo_cascade.cascade.rm_server import (RM_SERVER_RUNTIME_BYTES, RMServerPlan, rm_server_share,
+                                            served_reward_models)
 from nemo_cascade.convert.shape import ModelShape
-from nemo_cascade.plan.memory import FIXED_BYTES, GIB, actor_bytes, engine_bytes, rank_params
-from nemo_cascade.plan.rm_server import (RM_SERVER_RUNTIME_BYTES, RMServerPlan, rm_server_share,
-                                         served_reward_models)
-from nemo_cascade.plan.shapes import resolve_shape
 from nemo_cascade.evaluate.suites import get_suite
+from nemo_cascade.tooling.plan.memory import (FIXED_BYTES, GIB, actor_bytes, engine_bytes,
+                                              rank_params)
+from nemo_cascade.tooling.plan.shapes import resolve_shape
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class CascadePlan:
     stages: tuple[StagePlan, ...]
     rm_server: RMServerPlan | None = None
     """The cascade's own reward-model server on rank 0's GPU, when one runs
-    (``plan_rm.plan_rm_server``)."""
+    (:func:`plan_rm_server`)."""
 
     @property
     def world(self) -> int:
@@ -227,4 +228,10 @@ def plan_cascade(cfg: config.Cascade, gpu_gib: float = 80.0,
     return replace(plan, rm_server=plan_rm_server(cfg, plan))
 
 
-__all__ = ["StagePlan", "CascadePlan", "plan_rm_server", "plan_cascade"]
+def size_rm_server(cfg: config.Cascade, gpu_gib: float) -> RMServerPlan | None:
+    """What ``run_cascade`` asks on a GPU (``cascade/rm_server.py``'s ``RMServerSizer``): the
+    cascade's own reward-model server's share of rank 0's GPU, from the whole plan."""
+    return plan_cascade(cfg, gpu_gib).rm_server
+
+
+__all__ = ["StagePlan", "CascadePlan", "plan_rm_server", "plan_cascade", "size_rm_server"]

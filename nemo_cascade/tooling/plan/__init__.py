@@ -28,8 +28,9 @@ Per GPU:
   The gate puts it to sleep after evaluating, so an SFT or reward-model stage trained after the
   engine was built does not pay for it on the GPU.
 - the cascade's own reward-model server (a ``reward_model`` stage's export, served on rank 0's GPU
-  to the end): :func:`plan_rm_server` gives it what the later stages leave (``plan_rm`` turns that
-  into its ``vllm serve`` settings).
+  to the end): :func:`plan_rm_server` gives it what the later stages leave, and the cascade asks
+  :func:`size_rm_server` for it at its start (``cascade/rm_server.py`` turns that into its ``vllm
+  serve`` settings).
 - a reward-model stage trains a second actor (the RM) while the policy actor keeps its parameters
   and gradient buffer (its optimizer is freed: ``cascade.train_reward_model``).
 
@@ -37,19 +38,17 @@ Checked against an H200 (bench/gpu_step.py, 12 Qwen3-8B-shaped layers, 4096 toke
 recompute): :func:`estimate_bytes` 123.8 GiB, measured peak 112–116 GiB — the numbers run ~7–10 %
 high.
 """
-from nemo_cascade.plan.memory import (ACTIVATION_MARGIN, FIXED_BYTES, GIB, GPUS_PER_NODE,
-                                      actor_bytes, engine_bytes, estimate_bytes,
-                                      head_activation_bytes, layer_activation_bytes, rank_params)
-from nemo_cascade.plan.rm_server import (RM_SERVER_PROCESS_BYTES, RM_SERVER_RUNTIME_BYTES,
-                                         VLLM_DEFAULT_SHARE, RMServerPlan, rm_server_share,
-                                         served_reward_models)
-from nemo_cascade.plan.shapes import PRESETS, SIZE_PRESETS, resolve_shape, shape_from_config
-from nemo_cascade.plan.stages import CascadePlan, StagePlan, plan_cascade, plan_rm_server
+from nemo_cascade.tooling.plan.memory import (ACTIVATION_MARGIN, FIXED_BYTES, GIB, GPUS_PER_NODE,
+                                              actor_bytes, engine_bytes, estimate_bytes,
+                                              head_activation_bytes, layer_activation_bytes,
+                                              rank_params)
+from nemo_cascade.tooling.plan.shapes import PRESETS, SIZE_PRESETS, resolve_shape, shape_from_config
+from nemo_cascade.tooling.plan.stages import (CascadePlan, StagePlan, plan_cascade, plan_rm_server,
+                                              size_rm_server)
 
 __all__ = [
     "PRESETS", "SIZE_PRESETS", "resolve_shape", "shape_from_config", "layer_activation_bytes",
     "head_activation_bytes", "estimate_bytes", "rank_params", "actor_bytes", "engine_bytes",
     "StagePlan", "CascadePlan", "plan_cascade", "GIB", "FIXED_BYTES", "ACTIVATION_MARGIN",
-    "GPUS_PER_NODE", "RMServerPlan", "rm_server_share", "served_reward_models", "plan_rm_server",
-    "RM_SERVER_PROCESS_BYTES", "RM_SERVER_RUNTIME_BYTES", "VLLM_DEFAULT_SHARE",
+    "GPUS_PER_NODE", "plan_rm_server", "size_rm_server",
 ]
