@@ -1,5 +1,5 @@
-"""Run a script under torchrun on a free loopback port (shared by the dist and integration
-tiers)."""
+"""Start a job of its own from a test: a script under torchrun on a free loopback port, or any
+command in an environment without this process's rendezvous (shared by every tier)."""
 import os
 import socket
 import subprocess
@@ -7,6 +7,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+RENDEZVOUS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+              "TORCHELASTIC_RUN_ID")
+"""What torchrun, or an in-process actor test before, puts in the environment: a CLI or bench
+started with it would join that process group (or bind its port) instead of making its own."""
+
+
+def job_env(*dropped: str, **extra: str) -> dict[str, str]:
+    """This process's environment for a job of its own: without :data:`RENDEZVOUS` and the
+    variables ``dropped`` (a fault point a test sets for one run only), with ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in (*RENDEZVOUS, *dropped)}
+    return {**env, **extra}
 
 
 def free_port() -> int:

@@ -7,13 +7,14 @@ stage after it starts from the SFT stage's checkpoint (paper §4.2–4.3: the RM
 does not become it).
 """
 import json
-import os
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+from tests.launch import job_env
 
 pytestmark = pytest.mark.dist
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,9 +113,7 @@ def test_a_rerun_skips_the_finished_rm_and_still_hands_on_the_policy(run):
     --retrain it starts from sft's weights again (the RM before it is skipped, not handed on)."""
     cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe",
            f"run_root={run.parent}", "--stage", "sft2"]
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                        "TORCHELASTIC_RUN_ID")}
+    env = job_env()
     refused = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1].startswith(
         "nemo-cascade: error: --stage sft2: already done ("), refused.stderr[-2000:]

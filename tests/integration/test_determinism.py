@@ -4,12 +4,13 @@ run equal the uninterrupted one; whatever the CPU family, the process's first co
 the same path as any later ones (docs/testing.md, "Tolerances, and what is bit-exact")."""
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.launch import job_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,8 +22,7 @@ def start(run_root: Path, *args: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", "recipes/tiny.py:math_only",
            *args, f"run_root={run_root}"]
     # a fresh job, not this process's group (an actor test's)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env = job_env()
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env)
 

@@ -17,6 +17,8 @@ import pytest
 
 from nemo_cascade.runtime import faults
 
+from tests.launch import job_env
+
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,8 +36,7 @@ def recipe():
 
 
 def _run(root: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env = job_env()
     cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe",
            f"run_root={root}"]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
@@ -106,8 +107,7 @@ def _scores(row: Path) -> dict:
 
 
 def _run_grpo(root: Path, fill: str = "") -> subprocess.CompletedProcess:
-    dropped = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", faults.FILL_ENV)
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env = job_env(faults.FILL_ENV)
     if fill:
         env[faults.FILL_ENV] = fill
     cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:grpo_recipe",

@@ -4,7 +4,6 @@ pulls the student back toward the best row. The student's reverse KL to its teac
 manifest and report record the insertion and the teacher, and a retrain of the inserted stage
 killed inside it resumes (the stage list rebuilt from the manifest) to the first run's bits."""
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -12,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.launch import job_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,19 +69,7 @@ def recipe():
 
 
 def _run(root: Path, *args: str, crash_at: str = "") -> subprocess.CompletedProcess:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in (
-            "RANK",
-            "WORLD_SIZE",
-            "LOCAL_RANK",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-            "NEMO_CASCADE_CRASH_AT",
-        )
-    }
+    env = job_env("NEMO_CASCADE_CRASH_AT")
     if crash_at:
         env["NEMO_CASCADE_CRASH_AT"] = crash_at
     cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe",

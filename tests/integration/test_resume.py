@@ -12,7 +12,6 @@ score and the manifest's stage records. bench/reliability.py runs the same.
 """
 import contextlib
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -22,6 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.launch import job_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,9 +160,7 @@ def _cmd(root, rm_url):
 
 
 def _run(root, rm_url, crash_at: str = "") -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                        "NEMO_CASCADE_CRASH_AT")}
+    env = job_env("NEMO_CASCADE_CRASH_AT")
     if crash_at:
         env["NEMO_CASCADE_CRASH_AT"] = crash_at
     return subprocess.run(_cmd(root, rm_url), capture_output=True, text=True, timeout=900,

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.launch import job_env
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = [
@@ -37,10 +39,7 @@ MARK = "NEMO_CASCADE_TEST_RUN"
 
 
 def _start(root: Path, mark: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                        "NEMO_CASCADE_CRASH_AT", "TORCHELASTIC_RUN_ID", "NEMO_CASCADE_RUN_LOCK")}
-    env[MARK] = mark
+    env = job_env("NEMO_CASCADE_CRASH_AT", "NEMO_CASCADE_RUN_LOCK", **{MARK: mark})
     return subprocess.Popen(
         [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", *ARGS, f"run_root={root}"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -11,12 +11,13 @@ and generation."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.launch import job_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,9 +58,7 @@ def recipe():
 
 
 def _run(root: Path, stall: str = "") -> subprocess.CompletedProcess:
-    dropped = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-               "NEMO_CASCADE_STALL_AT")
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env = job_env("NEMO_CASCADE_STALL_AT")
     if stall:
         env["NEMO_CASCADE_STALL_AT"] = stall
     cmd = [sys.executable, "-m", "nemo_cascade.tooling.cli", "run", f"{__file__}:recipe",

@@ -11,7 +11,6 @@ filtering then 40 (§4.5.2). The IF stage mixes in arithmetic prompts scored as 
 compares the cascade with. (That stages improve their own domain needs the full step counts: `make
 run`, numbers in docs/cascade.md.)"""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 import torch
 
 from tests.tolerance import Net, assert_within
+from tests.launch import job_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,8 +223,7 @@ def test_release_from_the_run(run, tmp_path):
     from nemo_cascade.tooling import release
 
     out = tmp_path / "release"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env = job_env()
     proc = subprocess.run([sys.executable, "-m", "nemo_cascade.tooling.cli", "convert", "to-hf",
                            str(run), str(out), "--verify", "--license", "apache-2.0",
                            "--dataset", "openai/gsm8k"],

@@ -5,13 +5,14 @@ file inside the package changed."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.launch import job_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,8 +36,7 @@ def test_a_domain_in_the_users_own_file_runs_a_stage_a_gate_suite_and_eval(tmp_p
     assert set(files) == {"reverse.py", "recipe.py", "words.jsonl", "reverse_suite.jsonl"}, files
     for name, body in files.items():
         (tmp_path / name).write_text(body)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env = job_env()
     for command in commands:
         argv = command.split()
         assert argv[0] == "nemo-cascade", command

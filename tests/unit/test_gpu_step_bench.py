@@ -1,19 +1,18 @@
 """bench/gpu_step.py, the GPU check's actor bench, runs every part on CPU with its tiny preset: a
 part that breaks with the code it measures shows here, not first on a lent GPU."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.launch import job_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_part_of_the_actor_bench_runs_on_the_tiny_preset(tmp_path):
     out = tmp_path / "gpu_step.jsonl"
-    # its own one-rank group: not the rendezvous this test process may have set up for itself
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env = job_env()  # its own one-rank group
     proc = subprocess.run([sys.executable, "bench/gpu_step.py", "--preset", "tiny", "--out",
                            str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600,
                           env=env)

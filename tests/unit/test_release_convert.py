@@ -4,7 +4,6 @@ SmolLM2-135M, the result loads in transformers with the same logits, and bad inp
 (The dist resume test converts a real actor's TP=2 / PP=2 checkpoint and compares it with the
 actor's own export.)"""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,12 +16,10 @@ from nemo_cascade.tooling import release
 from nemo_cascade.convert.hf_io import SafetensorsReader
 from nemo_cascade.tooling.demo_data.tiny_models import build_tiny_qwen3, make_tiny_hf_model
 from tests.tolerance import Net, bound
+from tests.launch import job_env
 
 ROOT = Path(__file__).resolve().parents[2]
-# An in-process actor test before this one leaves RANK / MASTER_PORT in os.environ: a CLI started
-# from here would try to join that process group instead of making its own.
-CLI_ENV = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+CLI_ENV = job_env()
 
 
 def _same_tensors(a: Path, b: Path) -> list[str]:

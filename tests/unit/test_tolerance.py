@@ -5,7 +5,6 @@ ATen's own kernels to AVX2, oneDNN to AVX-512 without AMX — agree within the r
 either family this exercises both kinds of kernels. The bounds are not vacuous: one weight matrix
 off by one part in a thousand fails them."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 import torch
 
 from tests.tolerance import Net, assert_close, assert_training_close, bound, unit_roundoff
+from tests.launch import job_env
 
 WORKER = Path(__file__).with_name("kernel_worker.py")
 ROWS, LENGTH, STEPS = 4, 24, 2  # kernel_worker.py
@@ -43,9 +43,8 @@ def model(tmp_path_factory):
 def run(model_dir, out: Path, env: dict) -> dict:
     """kernel_worker.py in a fresh process of its own (not joining this one's process group), under
     ``env``."""
-    dropped = ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA",
-               "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-    base = {k: v for k, v in os.environ.items() if k not in dropped}
+    base = job_env("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ATEN_CPU_CAPABILITY",
+                   "ONEDNN_MAX_CPU_ISA")
     proc = subprocess.run([sys.executable, str(WORKER), str(model_dir), str(out)],
                           env={**base, **env}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
