@@ -1,7 +1,8 @@
 """Typed configuration for a whole cascade (docs/recipes.md).
 
 - :mod:`.schema`: the frozen dataclasses a recipe builds (``Cascade`` → ``Stage`` → sections) and
-  helpers that read them;
+  helpers that read them; :mod:`.data` (a stage's sources) and :mod:`.gate` (the forgetting gate)
+  are sections with modules of their own;
 - :mod:`.checks`: :func:`validate`, the values that types cannot express;
 - :mod:`.serialize`: the JSON form written to a run's config.json and read back (the command line's
   ``key=value`` overrides are the CLI's: ``tooling/overrides.py``);
@@ -16,8 +17,9 @@ anywhere.
 from .checks import validate
 from .serialize import dumps, from_dict, to_dict
 from .schema import (GRPO, ON_POLICY_KINDS, REWARD_DOMAINS, STAGE_KINDS, Actor, Boundary, Cascade,
-                     ConfigError, Data, Distill, LengthPhase, Model, Parallel, Reward, Rollout,
-                     Stage, literal_values)
+                     ConfigError, Distill, LengthPhase, Model, Parallel, Reward, Rollout, Stage,
+                     literal_values)
+from .data import Data
 from .gate import Gate, Repair
 from .derived import (engine_dtype, engine_eager, epochs_line, frozen_copies, length_phases,
                       longest_response, phase_at, phase_rollout, prompt_sources,

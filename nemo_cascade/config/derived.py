@@ -7,8 +7,8 @@ import math
 from dataclasses import replace
 
 from .gate import Gate
-from .schema import (ON_POLICY_KINDS, Cascade, ConfigError, Data, LengthPhase, Model, Rollout,
-                     Stage)
+from .data import Data
+from .schema import ON_POLICY_KINDS, Cascade, ConfigError, LengthPhase, Model, Rollout, Stage
 
 
 def engine_eager(rollout: Rollout, on_cpu: bool) -> bool:

@@ -105,6 +105,32 @@ def validate_data(s: Stage, where: str) -> None:
             raise ConfigError(f"{where}.{name}.repeat: weights a source in an SFT blend or a GRPO "
                               f"prompt pool; a {s.kind} stage reads one source once, so repeat "
                               "must be 1")
+    validate_shares(s, where)
+
+
+def validate_shares(s: Stage, where: str) -> None:
+    """``Data.share``: a GRPO or distill stage's prompt pool in fixed proportions, stated for every
+    source or for none, each in (0, 1] and together 1, and not with ``repeat`` (two weights for one
+    source)."""
+    sources = [("data", s.data), *((f"extra_data.{j}", d) for j, d in enumerate(s.extra_data))]
+    stated = [(name, d) for name, d in sources if d.share]
+    if not stated:
+        return
+    name, d = stated[0]
+    if not samples_on_policy(s):
+        raise ConfigError(f"{where}.{name}.share: a share of a prompt pool, for grpo and distill "
+                          f"stages; a {s.kind} stage weights a source with repeat")
+    for name, d in sources:
+        if not 0 < d.share <= 1:
+            raise ConfigError(f"{where}.{name}.share: expected a share in (0, 1] on every source "
+                              f"once one source states one, got {d.share}")
+        if d.repeat != 1:
+            raise ConfigError(f"{where}.{name}.repeat: a source with a share is repeated as its "
+                              f"share needs; leave repeat at 1 (got {d.repeat})")
+    total = sum(d.share for _, d in sources)
+    if abs(total - 1) > 1e-6:
+        raise ConfigError(f"{where}: the sources' shares (data, extra_data.*) add up to "
+                          f"{total:g}; expected 1")
 
 
 def validate_reward_model(s: Stage, p: Parallel, where: str) -> None:
@@ -195,4 +221,4 @@ def _validate_reward(s: Stage, where: str) -> None:
 
 
 __all__ = ["OVERLONG", "NAMED_ANSWER_PATTERNS", "at_least", "validate_grpo", "validate_length",
-           "validate_data", "validate_reward_model"]
+           "validate_data", "validate_shares", "validate_reward_model"]

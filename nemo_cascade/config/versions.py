@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from .schema import ConfigError
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 """The newest version: the one a new run's manifest.json and every config.json record."""
 
 FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
@@ -72,6 +72,10 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
          "Stage": ("distill",)},
     # What the gate does about a regression it flags: at its default (warn) nothing is inserted.
     12: {"Gate": ("repair",)},
+    # A source's fixed share of a GRPO prompt pool: at its default (0: by row count) the pool is
+    # what it was. A repair stage the gate inserted in a run created before it is rebuilt with
+    # equal shares, so such a repair interrupted midway is refused as changed, not resumed.
+    13: {"Data": ("share",)},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not
 named here. A new field goes into ``FIELDS_ADDED[SCHEMA_VERSION + 1]`` with ``SCHEMA_VERSION``

@@ -66,17 +66,20 @@ class PromptList(list):
     (which holds their think templatings). :class:`PromptStream` alternates between the two
     (§4.3.2)."""
 
-    def extend_with(self, other: "PromptList", times: int = 1) -> None:
+    def extend_with(self, other: "PromptList", times: int = 1, part: Sequence[int] = ()) -> None:
         """Append another source's prompts (a stage mixing several, ``Stage.extra_data``), with its
-        counts and its no_think twins; ``times`` copies of them (``Data.repeat``), each copy after
+        counts and its no_think twins; ``times`` copies of them (``Data.repeat``), then the rows at
+        indices ``part`` once more (a source's share of a pool, ``Data.share``), each copy after
         the first with uids of its own (``<uid>@copy2``, ...: the epoch filter tracks rows by
         uid)."""
         if self and (self.alternate is None) != (other.alternate is None):
             raise ValueError("cannot mix half-half prompt lists with single-mode ones")
+        picks = [(n, i) for n in range(1, times + 1) for i in range(len(other))]
+        picks += [(times + 1, i) for i in part]
 
         def listed(prompts):  # the prompts themselves, then copies renamed by uid
-            return [replace(p, uid=f"{p.uid}@copy{n}") if n > 1 else p
-                    for n in range(1, times + 1) for p in prompts]
+            return [replace(prompts[i], uid=f"{prompts[i].uid}@copy{n}") if n > 1 else prompts[i]
+                    for n, i in picks]
 
         if other.alternate is not None:
             self.alternate = (self.alternate or []) + listed(other.alternate)
@@ -84,6 +87,35 @@ class PromptList(list):
         # once, not per copy
         for count in ("dropped_too_long", "dropped_too_short", "dropped_no_context", "bad_rows"):
             setattr(self, count, getattr(self, count) + getattr(other, count))
+
+
+POOL_LIMIT = 16
+"""A pool built to its sources' shares holds at most this many times their rows: a large source
+given a small share would otherwise multiply the others' rows without bound."""
+
+
+def pool_by_share(parts: Sequence[PromptList], shares: Sequence[float], keys: Sequence[str],
+                  names: Sequence[str]) -> PromptList:
+    """One prompt pool in which ``parts[i]`` holds ``shares[i]`` of the rows (``Data.share``): the
+    smallest such pool holding every row of every part, each part in whole copies and then a part
+    of one, drawn with ``random.Random(keys[i])``. DataError (one line naming ``names[i]``) for an
+    empty part or a pool over :data:`POOL_LIMIT` times the parts' rows."""
+    sizes = [len(part) for part in parts]
+    for name, n in zip(names, sizes):
+        if not n:
+            raise DataError(f"{name}: no prompts to give a share of the pool")
+    pool = max(n / share for n, share in zip(sizes, shares))
+    if pool > POOL_LIMIT * sum(sizes):
+        worst = min(range(len(parts)), key=lambda i: shares[i] / sizes[i])
+        raise DataError(f"{names[worst]}.share: {shares[worst]:g} of the pool for its "
+                        f"{sizes[worst]:,} rows makes a pool of {pool:,.0f}, over {POOL_LIMIT} "
+                        f"times the stage's {sum(sizes):,} rows; give it a larger share or fewer "
+                        "rows (Data.size)")
+    out = PromptList()
+    for part, n, share, key in zip(parts, sizes, shares, keys):
+        times, rest = divmod(max(n, round(share * pool)), n)
+        out.extend_with(part, times, sorted(random.Random(key).sample(range(n), rest)))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ public
@@ -359,5 +391,6 @@ def pad_id(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
-__all__ = ["pad_id", "sft_batches", "DataError", "PromptList", "load_prompts", "load_sft_examples",
+__all__ = ["pad_id", "sft_batches", "DataError", "PromptList", "POOL_LIMIT", "pool_by_share",
+           "load_prompts", "load_sft_examples",
            "load_sft_blend", "SFTBlend", "check_bad_rows", "PromptStream"]

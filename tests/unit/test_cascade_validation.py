@@ -284,6 +284,66 @@ def test_a_repeated_grpo_source_is_listed_that_many_times_in_the_pool(tiny, tiny
     assert len(alone) == 12, "a repeated single source is listed three times too"
 
 
+def test_sources_with_shares_hold_those_shares_of_the_pool(tiny, tiny_model, tmp_path):
+    """``Data.share`` in a GRPO stage: a 4-row source at 60 % beside a 12-row one at 40 % — the
+    smallest pool holding every row (30: 12 is 40 %) with the small source repeated to 18 rows, in
+    four whole copies and a seeded half of a fifth, each under its own uid."""
+    from transformers import AutoTokenizer
+
+    from nemo_cascade.cascade.stage_data import policy_data
+    from nemo_cascade.data.loader import PromptStream
+
+    math = config.stage_by_name(tiny, "math")
+    small = replace(math.data, size=4, share=0.6)
+    larger = replace(math.data, size=12, seed=math.data.seed + 1, share=0.4)
+    cfg = replace(_stage(tiny, "math", data=small, extra_data=(larger,)), run_root=str(tmp_path))
+    check_cascade(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    _, pool = policy_data(cfg, config.stage_by_name(cfg, "math"), tokenizer)
+    assert len(pool) == 30
+    small_rows, larger_rows = pool[:18], pool[18:]
+    assert len(larger_rows) == 12 and not any("@copy" in p.uid for p in larger_rows)
+    first = small_rows[:4]
+    for n in (2, 3, 4):
+        assert [p.uid for p in small_rows[(n - 1) * 4:n * 4]] == [f"{p.uid}@copy{n}" for p in first]
+    part = small_rows[16:]
+    assert len(part) == 2 and all(p.uid.endswith("@copy5") for p in part)
+    _, again = policy_data(cfg, config.stage_by_name(cfg, "math"), tokenizer)
+    assert [p.uid for p in again] == [p.uid for p in pool], "the part is drawn the same each time"
+    PromptStream(pool, epoch_filter=(0.0, 0.0))  # every uid its own
+
+
+@pytest.mark.parametrize("shares, repeat, message", [
+    ((0.5, 0.0), 1, "stages.math.extra_data.0.share: expected a share in (0, 1] on every source "
+                    "once one source states one, got 0.0"),
+    ((0.5, 0.3), 1, "stages.math: the sources' shares (data, extra_data.*) add up to 0.8; "
+                    "expected 1"),
+    ((1.5, -0.5), 1, "stages.math.data.share: expected a share in (0, 1]"),
+    ((0.5, 0.5), 2, "stages.math.data.repeat: a source with a share is repeated as its share "
+                    "needs; leave repeat at 1 (got 2)"),
+])
+def test_shares_that_do_not_make_a_pool_are_one_line(tiny, shares, repeat, message):
+    math = config.stage_by_name(tiny, "math")
+    cfg = _stage(tiny, "math", data=replace(math.data, share=shares[0], repeat=repeat),
+                 extra_data=(replace(math.data, seed=9, share=shares[1]),))
+    assert _error(cfg).startswith(message)
+    sft = config.stage_by_name(tiny, "sft")
+    assert _error(_stage(tiny, "sft", data=replace(sft.data, share=1.0))).startswith(
+        "stages.sft.data.share: a share of a prompt pool, for grpo and distill stages")
+
+
+def test_a_small_share_of_a_large_source_is_refused_before_the_pool_grows():
+    from nemo_cascade.data.loader import POOL_LIMIT, DataError, PromptList, pool_by_share
+
+    big, small = PromptList(range(1000)), PromptList(range(10))
+    with pytest.raises(DataError, match=r"^stages.s.data.share: 0.01 of the pool for its 1,000 "
+                                        r"rows makes a pool of 100,000, over 16 times"):
+        pool_by_share([big, small], [0.01, 0.99], ["a", "b"], ["stages.s.data", "stages.s.x"])
+    assert POOL_LIMIT == 16
+    with pytest.raises(DataError, match="stages.s.x: no prompts to give a share of the pool"):
+        pool_by_share([big, PromptList()], [0.5, 0.5], ["a", "b"], ["stages.s.data", "stages.s.x"])
+
+
 def test_a_missing_base_that_was_never_released_names_the_recipe_that_makes_it(tmp_path):
     from nemo_cascade.config.recipe_file import load_recipe
 

@@ -72,7 +72,8 @@ def _string_collections(path: Path):
             yield node.lineno, frozenset(e.value for e in node.elts)
 
 
-@pytest.mark.parametrize("rel", ["config/schema.py", "config/gate.py", "config/checks.py",
+@pytest.mark.parametrize("rel", ["config/schema.py", "config/gate.py", "config/data.py",
+                                 "config/checks.py",
                                  "config/stage_checks.py",
                                  "config/serialize.py", "rewards/math.py",
                                  "data/chat.py", "rewards/language.py", "tooling/cli.py",

@@ -235,7 +235,7 @@ def test_a_config_json_of_a_newer_version_is_refused_in_one_line(tiny):
 
 # --------------------------------------------------------------------------------------- new fields
 
-SNAPSHOT_VERSION = 12
+SNAPSHOT_VERSION = 13
 SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
     "Cascade": "name model parallel stages run_root seed gate keep_checkpoints "
                "checkpoint_every_minutes chat_style wandb",
@@ -246,8 +246,8 @@ SNAPSHOT = {  # every config field at schema version SNAPSHOT_VERSION
              "sft_batch_size sft_max_tokens rm_batch_size rm_max_tokens extra_data boundary "
              "distill checkpoint_every evaluate released_after",
     "Distill": "teachers reward_weight ratio_low ratio_high",
-    "Data": "source size split seed max_bad_rows min_prompt_tokens repeat keep_mode sft_turns "
-            "swe_max_files swe_min_noisy_files swe_truth_only_share domain "
+    "Data": "source size split seed max_bad_rows min_prompt_tokens repeat share keep_mode "
+            "sft_turns swe_max_files swe_min_noisy_files swe_truth_only_share domain "
             "allow_eval_instructions cache math_instruction",
     "Actor": "lr min_lr lr_schedule warmup_steps lr_decay_steps weight_decay adam_beta1 "
              "adam_beta2 adam_eps clip_grad seed",
