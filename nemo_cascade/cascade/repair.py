@@ -85,10 +85,9 @@ def repair_stage(cfg: config.Cascade, k: int, flagged: list[str]) -> config.Stag
                       max_prompt_tokens=max(s.rollout.max_prompt_tokens for s in limits),
                       max_response_tokens=max(config.length_phases(s)[-1].max_response_tokens
                                               for s in limits))
-    data, extra = _equal_domain_shares(stage, (stage.data, *stage.extra_data, *sources))
     return replace(
         stage, name=repair_name(stage), kind="distill", steps=r.steps, epochs=0.0,
-        data=data, extra_data=extra, reward=reward,
+        extra_data=(*stage.extra_data, *sources), reward=reward,
         distill=config.Distill(teachers=tuple(teachers), reward_weight=r.reward_weight),
         actor=replace(stage.actor, lr=r.lr or stage.actor.lr,
                       warmup_steps=min(stage.actor.warmup_steps, r.steps - 1)),
@@ -97,19 +96,6 @@ def repair_stage(cfg: config.Cascade, k: int, flagged: list[str]) -> config.Stag
         grpo=replace(stage.grpo, overlong=last.overlong, refill_max_rounds=0, epoch_filter=False),
         boundary=config.Boundary(),
         evaluate=True, released_after="")
-
-
-def _equal_domain_shares(stage: config.Stage, sources: tuple[config.Data, ...]
-                         ) -> tuple[config.Data, tuple[config.Data, ...]]:
-    """The repair's sources, each domain an equal share of its prompts (split evenly among the
-    domain's sources), so that every teacher's domain is as present as the next whatever the size
-    of its set; one source keeps its pool as it is."""
-    if len(sources) == 1:
-        return sources[0], ()
-    domains = [d.domain or stage.domain for d in sources]
-    shared = [replace(d, repeat=1, share=1 / (len(set(domains)) * domains.count(domain)))
-              for d, domain in zip(sources, domains)]
-    return shared[0], tuple(shared[1:])
 
 
 def flagged_domains(row: Path, found: list) -> list[str]:

@@ -36,7 +36,7 @@ class Data:
     share by row count (0). Set on every source of a stage or on none, summing to 1; a source is
     repeated (whole copies, then a seeded part of one) to reach its share, never cut.
     Multi-domain RL in fixed proportions ([P2]: 55 % MCQA, 30 % tool calling, 15 % structured
-    output); the repair stage the gate inserts gives each of its domains an equal share."""
+    output)."""
     keep_mode: Literal["", "think", "no_think"] = ""
     """SFT rows: keep only those whose learned answer is in this mode (its user turn's ``mode``,
     else the stage's ``mode``), the others counted and left out. A thinking-only model learns from

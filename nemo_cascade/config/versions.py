@@ -73,8 +73,7 @@ FIELDS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # What the gate does about a regression it flags: at its default (warn) nothing is inserted.
     12: {"Gate": ("repair",)},
     # A source's fixed share of a GRPO prompt pool: at its default (0: by row count) the pool is
-    # what it was. A repair stage the gate inserted in a run created before it is rebuilt with
-    # equal shares, so such a repair interrupted midway is refused as changed, not resumed.
+    # what it was.
     13: {"Data": ("share",)},
 }
 """Per schema version, per config class, the fields that version added; version 1 is every field not

@@ -36,10 +36,9 @@ def test_flagged_domains_learn_from_their_best_row_and_the_stage_keeps_its_own()
     assert repair.distill.teachers == ("math=math", "rlhf=best")
     assert repair.distill.reward_weight == 0.5
     assert (repair.steps, repair.actor.lr) == (7, 2e-5)
-    # the math stage's own prompts, then the RLHF stage's, scored by the RM that stage used; each
-    # domain half of the pool, whatever the size of its set
-    assert repair.data == replace(math.data, share=0.5)
-    assert repair.extra_data == (replace(rlhf.data, domain="rlhf", share=0.5),)
+    # the math stage's own prompts, then the RLHF stage's, scored by the RM that stage used
+    assert repair.data == math.data
+    assert repair.extra_data == (replace(rlhf.data, domain="rlhf"),)
     assert repair.reward.reward_model_stage == "rm"
     assert repair.rollout == math.rollout
     assert repair.grpo == replace(math.grpo, refill_max_rounds=0)  # every group kept
@@ -73,8 +72,7 @@ def test_a_flagged_own_domain_learns_from_its_best_row_and_a_domain_without_prom
     own = repair_stage(cfg, k, ["ifeval", "math"])
     assert own.distill.teachers == ("ifeval=best", "math=best")
     # math's prompts come from the math stage after it: the recipe's prompts of that domain
-    assert own.extra_data == (replace(cfg.stages[_index(cfg, "math")].data, domain="math",
-                                      share=0.5),)
+    assert own.extra_data == (replace(cfg.stages[_index(cfg, "math")].data, domain="math"),)
     assert repair_stage(cfg, k, ["mcq"]) is None
     assert "no stage of the recipe has mcq prompts" in caplog.text
 
