@@ -93,7 +93,7 @@ def gpu_gib_here() -> float | None:
     return torch.cuda.get_device_properties(0).total_memory / GIB
 
 
-def plan_on_this_gpu(cfg: config.Cascade, size: RMServerSizer | None,
+def plan_on_this_gpu(cfg: config.Cascade, size_rm_server: RMServerSizer | None,
                      gpu_gib: float | None = None) -> RMServerPlan | None:
     """The plan of the cascade's own RM server on rank 0's GPU (``gpu_gib``, default this
     machine's), its one line logged (a warning when it does not fit): at the run's start, so a
@@ -103,11 +103,11 @@ def plan_on_this_gpu(cfg: config.Cascade, size: RMServerSizer | None,
     gpu_gib = gpu_gib if gpu_gib is not None else gpu_gib_here()
     if gpu_gib is None or not served_reward_models(cfg):
         return None
-    if size is None:
+    if size_rm_server is None:
         raise config.ConfigError("the cascade serves its own reward model on a GPU, and this run "
                                  "was started without the planner that sizes its server "
                                  "(run_cascade's size_rm_server; `nemo-cascade run` passes it)")
-    plan = size(cfg, gpu_gib)
+    plan = size_rm_server(cfg, gpu_gib)
     if plan is None:
         raise config.ConfigError("the planner found no reward-model server to size, though stage "
                                  f"{cfg.stages[served_reward_models(cfg)[0]].name} is served")

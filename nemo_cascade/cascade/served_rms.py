@@ -20,12 +20,12 @@ log = logging.getLogger(__name__)
 class OwnRewardModels:
     """The reward models the cascade trained, by stage name, and their servers once started."""
 
-    def __init__(self, cfg: config.Cascade, run_dir: Path, size_server: RMServerSizer | None = None,
-                 gpu_gib: float | None = None):
-        """``size_server``: the planner's sizing of the server on a GPU (of ``gpu_gib``, default
+    def __init__(self, cfg: config.Cascade, run_dir: Path,
+                 size_rm_server: RMServerSizer | None = None, gpu_gib: float | None = None):
+        """``size_rm_server``: the planner's sizing of the server on a GPU (of ``gpu_gib``, default
         this machine's); asked here, at the run's start."""
         self.cfg, self.run_dir = cfg, run_dir
-        self.plan = plan_on_this_gpu(cfg, size_server, gpu_gib)
+        self.plan = plan_on_this_gpu(cfg, size_rm_server, gpu_gib)
         self.exports: dict[str, Path] = {}  # reward_model stage → its HF export
         self.servers: dict[str, object] = {}  # reward_model stage → VLLMServer (rank 0)
         self.urls: dict[str, str] = {}  # reward_model stage → its URL file, as a ``file:`` spec

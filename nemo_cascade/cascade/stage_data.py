@@ -28,7 +28,7 @@ def policy_data(cfg: config.Cascade, stage: config.Stage, tokenizer) -> tuple[co
                                  stage.rollout.max_prompt_tokens, cfg.chat_style,
                                  training_validator(domain, data, names[-1]),
                                  cache_fallback=cache))
-    if any(d.share for d in datas):  # fixed proportions ([P2]'s multi-domain RL, the repair)
+    if any(d.share for d in datas):  # fixed proportions ([P2]'s multi-domain RL)
         prompts = pool_by_share(sets, [d.share for d in datas],
                                 [f"{d.source}:{d.split}:{d.seed}" for d in datas], names)
         events.info("stage %s: a pool of %s prompts: %s", stage.name, f"{len(prompts):,}",

@@ -11,7 +11,7 @@ import pytest
 from nemo_cascade import config
 from nemo_cascade.tooling.plan import plan_cascade, size_rm_server
 from nemo_cascade.tooling.plan_table import render
-from nemo_cascade.cascade import rm_server as planner
+from nemo_cascade.cascade import rm_server
 from nemo_cascade.cascade.served_rms import OwnRewardModels
 from nemo_cascade.tooling.cli import load_recipe
 from nemo_cascade.rewards.serve import serve_argv
@@ -34,43 +34,43 @@ def gpu_tiny() -> config.Cascade:
 
 def test_share_is_what_is_left_less_the_process_overhead_floored_to_a_percent():
     gpu = 80 * GIB
-    assert planner.rm_server_share(9 * GIB, gpu) == 0.1                      # (9 − 1) / 80 = 0.1
+    assert rm_server.rm_server_share(9 * GIB, gpu) == 0.1                      # (9 − 1) / 80 = 0.1
     # 8.9 / 80 = 0.11125 → 0.11
-    assert planner.rm_server_share(9.9 * GIB, gpu) == 0.11
+    assert rm_server.rm_server_share(9.9 * GIB, gpu) == 0.11
     # (8.5 − 1) / 80 = 0.09375 → 0.09
-    assert planner.rm_server_share(17 * GIB, gpu, servers=2) == 0.09
+    assert rm_server.rm_server_share(17 * GIB, gpu, servers=2) == 0.09
     # less than its own overhead
-    assert planner.rm_server_share(0.5 * GIB, gpu) == 0.0
+    assert rm_server.rm_server_share(0.5 * GIB, gpu) == 0.0
     # over already: nothing left
-    assert planner.rm_server_share(-3 * GIB, gpu) == 0.0
+    assert rm_server.rm_server_share(-3 * GIB, gpu) == 0.0
     # alone on the GPU: vLLM's default at most
-    assert planner.rm_server_share(80 * GIB, gpu) == planner.VLLM_DEFAULT_SHARE
+    assert rm_server.rm_server_share(80 * GIB, gpu) == rm_server.VLLM_DEFAULT_SHARE
 
 
 def test_served_reward_models_follow_the_gate_and_the_stages_that_name_them():
     cfg = tiny()
     k = next(i for i, s in enumerate(cfg.stages) if s.kind == "reward_model")
-    assert planner.served_reward_models(cfg) == [k]
+    assert rm_server.served_reward_models(cfg) == [k]
     no_gate = replace(cfg, gate=replace(cfg.gate, suites=()))
-    assert planner.served_reward_models(no_gate) == [k]  # the rlhf stage names it
+    assert rm_server.served_reward_models(no_gate) == [k]  # the rlhf stage names it
     unnamed = replace(no_gate, stages=tuple(
         replace(s, reward=replace(s.reward, reward_model_stage="", reward_model_url="http://rm"))
         if s.reward.reward_model_stage else s for s in no_gate.stages))
-    assert planner.served_reward_models(unnamed) == []
+    assert rm_server.served_reward_models(unnamed) == []
 
 
 def test_plan_leaves_the_later_stages_their_peak_and_sizes_what_the_server_needs():
     cfg = gpu_tiny()
     plan = plan_cascade(cfg, gpu_gib=80)
     rm = plan.rm_server
-    k = planner.served_reward_models(cfg)[0]
+    k = rm_server.served_reward_models(cfg)[0]
     assert rm is not None and rm.stage == cfg.stages[k].name and rm.dtype == "bfloat16"
     assert rm.left == pytest.approx(plan.gpu - max(s.total for s in plan.stages[k + 1:]))
     shape = plan.shape
     assert rm.need == pytest.approx(shape.params(lm_head=False) * 2
                                     + shape.kv_bytes_per_token(2) * plan.engine_context
-                                    + planner.RM_SERVER_RUNTIME_BYTES)
-    assert rm.share == planner.rm_server_share(rm.left, plan.gpu) and rm.fits
+                                    + rm_server.RM_SERVER_RUNTIME_BYTES)
+    assert rm.share == rm_server.rm_server_share(rm.left, plan.gpu) and rm.fits
     assert "reward-model server (rm, bfloat16) on rank 0's GPU fits" in render(plan)
 
 
@@ -85,7 +85,7 @@ def test_a_full_gpu_leaves_the_server_nothing_and_the_plan_says_so():
     assert ("WARNING: reward-model server (rm, bfloat16) on rank 0's GPU does NOT fit"
             in render(plan))
     with pytest.raises(config.ConfigError, match="no GPU memory left for the reward-model server"):
-        planner.server_kwargs("bfloat16", plan.rm_server, "/nonexistent")
+        rm_server.server_kwargs("bfloat16", plan.rm_server, "/nonexistent")
 
 
 # ---- what VLLMServer gets ------------------------------------------------------------------------
@@ -99,16 +99,16 @@ def _rm_folder(tmp_path: Path, positions: int) -> str:
 def test_server_kwargs_on_a_gpu_carry_the_dtype_share_and_context(tmp_path):
     cfg = gpu_tiny()
     rm = plan_cascade(cfg, gpu_gib=80).rm_server
-    kw = planner.server_kwargs(cfg.model.dtype, rm, _rm_folder(tmp_path, 1 << 20))
+    kw = rm_server.server_kwargs(cfg.model.dtype, rm, _rm_folder(tmp_path, 1 << 20))
     assert kw == {"dtype": "bfloat16", "gpu_memory_utilization": rm.share,
                   "max_model_len": rm.context}
-    short = planner.server_kwargs(cfg.model.dtype, rm, _rm_folder(tmp_path, 64))
+    short = rm_server.server_kwargs(cfg.model.dtype, rm, _rm_folder(tmp_path, 64))
     # never past the model's positions: vLLM would refuse to start
     assert short["max_model_len"] == 64
 
 
 def test_server_kwargs_without_a_gpu_are_the_dtype_alone():
-    assert planner.server_kwargs("float32", None, "/nonexistent") == {"dtype": "float32"}
+    assert rm_server.server_kwargs("float32", None, "/nonexistent") == {"dtype": "float32"}
 
 
 def test_serve_flags_dtype_and_share_on_gpu_only():
@@ -168,7 +168,7 @@ def test_no_plan_without_a_served_model_or_without_a_gpu(monkeypatch, tmp_path):
                              if s.kind != "reward_model" and not s.reward.reward_model_stage),
         gate=replace(tiny().gate, suites=()))
     assert OwnRewardModels(no_rm, tmp_path, never, gpu_gib=80).plan is None
-    monkeypatch.setattr(planner, "gpu_gib_here", lambda: None)
+    monkeypatch.setattr(rm_server, "gpu_gib_here", lambda: None)
     assert OwnRewardModels(tiny(), tmp_path, never).plan is None
 
 
