@@ -230,6 +230,49 @@ def forgetting_table(seeded: dict) -> str:
     return table(["RL stage", "other suite", *seeds, "mean", "worst", f"drops p<{ALPHA}"], rows)
 
 
+def repair_rows(seeded: dict) -> list[dict]:
+    """Per seed and repair the gate inserted (``gate.on_regression = repair``), once the repair has
+    its row: each suite the flagged stage lost (its best earlier row, after the stage, after the
+    repair; recovered unless the repair's own gate row flags it again) and the stage's own suites
+    (after the stage → after the repair, paired)."""
+    out = []
+    for seed, s in seeded.items():
+        stages = {st.name: st for st in s.run.stages}
+        for repair in (st for st in s.run.stages if st.inserted_by and st.name in s.cells):
+            stage = stages[repair.inserted_by]
+            again = {f["suite"]: f for f in (repair.gate or {}).get("flagged", [])}
+            for lost in (stage.gate or {}).get("flagged", []):
+                suite = lost["suite"]
+                own = [(x, s.score(stage.name, x), s.moved(repair.name, x))
+                       for x in s.cells[stage.name] if s.own(stage.name, x)]
+                out.append({"seed": seed, "stage": stage.name, "suite": suite,
+                            "best": 100 * lost["best"], "best_row": lost["best_stage"],
+                            "after_stage": 100 * lost["now"], "p": lost["p"],
+                            "after_repair": s.score(repair.name, suite),
+                            "recovered": suite not in again,
+                            "p_again": again[suite]["p"] if suite in again else None,
+                            "own": own})
+    return out
+
+
+def repairs_table(rows: list[dict]) -> str:
+    """(d) what each inserted repair won back, and what the repaired stage kept."""
+    lines = []
+    for r in rows:
+        after = r["after_repair"]
+        verdict = (f"still flagged, {points(after - r['best'])}{p_cell(r['p_again'])}"
+                   if not r["recovered"] else "above best" if after >= r["best"]
+                   else "within noise")
+        own = "; ".join(f"{suite} {before:.1f} → {before + moved[0]:.1f}{p_cell(moved[1])}"
+                        for suite, before, moved in r["own"] if moved is not None) or "–"
+        lines.append([str(r["seed"]), r["stage"],
+                      f"{r['suite']} {r['best']:.1f} ({r['best_row']}) → {r['after_stage']:.1f}"
+                      f"{p_cell(r['p'])} → {after:.1f}", verdict, own])
+    return table(["seed", "flagged stage", "flagged suite: best → after the stage → after its "
+                  "repair", "after the repair, vs best", "the stage's own: after it → after "
+                  "its repair"], lines)
+
+
 # ------------------------------------------------------------------------------------------ output
 
 
@@ -268,6 +311,14 @@ def report_text(args, name: str, states: list[dict], seeded: dict) -> str:
               forgetting_table(seeded)]
     disagree = sorted({stage for stage, _, _, _, agree in own_rows(seeded) if agree == "no"})
     parts += [f"Own-domain signs disagree across seeds: {', '.join(disagree) or 'none'}.", ""]
+    repairs = repair_rows(seeded)
+    if repairs:
+        back = sum(r["recovered"] for r in repairs)
+        parts += ["## (d) Repairs the gate inserted", "",
+                  "avg@K in %; (p) = the gate's paired test against the best earlier row, and for "
+                  "the stage's own suites against the stage's row.", "", repairs_table(repairs),
+                  f"Flagged suites recovered to within noise of their best row: {back} of "
+                  f"{len(repairs)}.", ""]
     return "\n".join(parts)
 
 
@@ -278,8 +329,11 @@ def result_row(args, name: str, states: list[dict], seeded: dict) -> dict:
            for stage, suite, moved, _, agree in own_rows(seeded)]
     cells = {str(seed): {label: {suite: round(100 * v[0], 2) for suite, v in row.items()}
                          for label, row in s.run.history} for seed, s in seeded.items()}
+    repairs = [{k: r[k] for k in ("seed", "stage", "suite", "recovered")}
+               for r in repair_rows(seeded)]
     return {"recipe": args.recipe, "name": name, "seeds": args.seeds, "runs": states,
-            "cells": cells, "own_domain": own, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "cells": cells, "own_domain": own, "repairs": repairs,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
 def main(argv=None) -> int:
