@@ -233,15 +233,17 @@ def forgetting_table(seeded: dict) -> str:
 def repair_rows(seeded: dict) -> list[dict]:
     """Per seed and repair the gate inserted (``gate.on_regression = repair``), once the repair has
     its row: each suite the flagged stage lost (its best earlier row, after the stage, after the
-    repair; recovered unless the repair's own gate row flags it again) and the stage's own suites
-    (after the stage → after the repair, paired)."""
+    repair; recovered unless the repair's own gate row flags it again), the stage's own suites
+    (after the stage → after the repair, paired) and the suites the repair's row newly flags."""
     out = []
     for seed, s in seeded.items():
         stages = {st.name: st for st in s.run.stages}
         for repair in (st for st in s.run.stages if st.inserted_by and st.name in s.cells):
             stage = stages[repair.inserted_by]
             again = {f["suite"]: f for f in (repair.gate or {}).get("flagged", [])}
-            for lost in (stage.gate or {}).get("flagged", []):
+            flagged = (stage.gate or {}).get("flagged", [])
+            new = [f for suite, f in again.items() if suite not in {x["suite"] for x in flagged}]
+            for lost in flagged:
                 suite = lost["suite"]
                 own = [(x, s.score(stage.name, x), s.moved(repair.name, x))
                        for x in s.cells[stage.name] if s.own(stage.name, x)]
@@ -251,7 +253,7 @@ def repair_rows(seeded: dict) -> list[dict]:
                             "after_repair": s.score(repair.name, suite),
                             "recovered": suite not in again,
                             "p_again": again[suite]["p"] if suite in again else None,
-                            "own": own})
+                            "own": own, "new_flags": new})
     return out
 
 
@@ -265,12 +267,14 @@ def repairs_table(rows: list[dict]) -> str:
                    else "within noise")
         own = "; ".join(f"{suite} {before:.1f} → {before + moved[0]:.1f}{p_cell(moved[1])}"
                         for suite, before, moved in r["own"] if moved is not None) or "–"
+        new = "; ".join(f"{f['suite']} {100 * f['best']:.1f} ({f['best_stage']}) → "
+                        f"{100 * f['now']:.1f}{p_cell(f['p'])}" for f in r["new_flags"]) or "–"
         lines.append([str(r["seed"]), r["stage"],
                       f"{r['suite']} {r['best']:.1f} ({r['best_row']}) → {r['after_stage']:.1f}"
-                      f"{p_cell(r['p'])} → {after:.1f}", verdict, own])
+                      f"{p_cell(r['p'])} → {after:.1f}", verdict, own, new])
     return table(["seed", "flagged stage", "flagged suite: best → after the stage → after its "
                   "repair", "after the repair, vs best", "the stage's own: after it → after "
-                  "its repair"], lines)
+                  "its repair", "newly flagged after the repair"], lines)
 
 
 # ------------------------------------------------------------------------------------------ output

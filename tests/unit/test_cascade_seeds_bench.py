@@ -57,6 +57,15 @@ def test_a_repair_whose_row_is_not_flagged_again_recovered_its_suite(seeds):
     text = seeds.repairs_table([row])
     assert "tiny-code 50.0 (0-sft) → 44.0 (0.010) → 49.0" in text and "within noise" in text
     assert "tiny-rlhf 80.0 → 79.0" in text
+    assert text.splitlines()[-1].rstrip(" |").endswith("–")  # nothing newly flagged
+
+
+def test_a_suite_the_repair_costs_is_shown_beside_the_one_it_won_back(seeds):
+    side = {"flagged": [{**_flag("tiny-rlhf", 0.80, 0.75, 0.02), "best_stage": "1-rlhf"}]}
+    run = _run(side, {"tiny-code": (0.49, 0.02), "tiny-rlhf": (0.75, 0.02)})
+    [row] = seeds.repair_rows({1: seeds.Seeded(run)})
+    assert row["recovered"] and [f["suite"] for f in row["new_flags"]] == ["tiny-rlhf"]
+    assert "tiny-rlhf 80.0 (1-rlhf) → 75.0 (0.020)" in seeds.repairs_table([row])
 
 
 def test_a_suite_the_repairs_row_flags_again_is_not_recovered(seeds):
