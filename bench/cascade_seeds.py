@@ -242,11 +242,12 @@ def repair_rows(seeded: dict) -> list[dict]:
             stage = stages[repair.inserted_by]
             again = {f["suite"]: f for f in (repair.gate or {}).get("flagged", [])}
             flagged = (stage.gate or {}).get("flagged", [])
-            new = [f for suite, f in again.items() if suite not in {x["suite"] for x in flagged}]
+            lost_suites = {f["suite"] for f in flagged}
+            new = [f for suite, f in again.items() if suite not in lost_suites]
+            own = [(x, s.score(stage.name, x), s.moved(repair.name, x))
+                   for x in s.cells[stage.name] if s.own(stage.name, x)]
             for lost in flagged:
                 suite = lost["suite"]
-                own = [(x, s.score(stage.name, x), s.moved(repair.name, x))
-                       for x in s.cells[stage.name] if s.own(stage.name, x)]
                 out.append({"seed": seed, "stage": stage.name, "suite": suite,
                             "best": 100 * lost["best"], "best_row": lost["best_stage"],
                             "after_stage": 100 * lost["now"], "p": lost["p"],
