@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -87,6 +88,7 @@ def measure(model: str, dtype: str, steps: int) -> dict:
     return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": model, "dtype": dtype,
             "rows": ROWS, "tokens": TOKENS, "trained_tokens_per_row": TRAINED, "step_s": times,
             "median_s": medians,
+            "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
             "shortcut_over_gloo": round(medians["shortcut"] / medians["gloo"], 3)}
 
 
