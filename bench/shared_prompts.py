@@ -3,11 +3,13 @@ one copy of it.
 
 Builds the Megatron actor (TP=1, as every CPU run) for the tiny Qwen3 or SmolLM2-135M-Instruct in
 one precision, and a batch shaped like bench/vs_trl.py's step for that model (its prompts per step,
-group size and response budget; prompts of the synthetic arithmetic set's length, responses of
-80-100 % of the budget, random tokens), laid out three ways by ``grpo.make_batch``: one sequence per
-row (``unpacked``), packed rows with each sample's own prompt (``packed``:
-``grpo.share_prompts=false``) and packed rows whose samples share their prompt (``shared``: the
-default; ``--pack-tokens`` bounds the rows, 0 = a whole group per row). On CPU the actor attends
+group size and response budget, or ``--prompts``; prompts of the synthetic arithmetic set's
+length, responses of 80-100 % of the budget or ``--shortest`` to 100 %, random tokens), laid out
+by ``grpo.make_batch``: one sequence per row (``unpacked``), packed rows with each sample's own
+prompt (``packed``: ``grpo.share_prompts=false``), packed rows whose samples share their prompt
+(``shared``: the default; ``--pack-tokens`` bounds the rows, 0 = as long as the longest group) and
+the same with whole groups only (``shared,whole``: no group split over rows' tails, the layout
+before ``packing.fill_rows``). On CPU the actor attends
 packed rows block by block (``fused_attention.attend_by_block``) where that computes at most half of
 the mask's score cells; ``shared+mask`` runs the shared rows through the block-diagonal mask instead
 (torch's fused kernel in fp32, Megatron's unfused attention in bf16), to measure what the blocks
@@ -22,6 +24,8 @@ same loss); appends one record to ``bench/results/shared_prompts.jsonl``.
     .venv/bin/python bench/shared_prompts.py --model smollm2 --dtype bfloat16 --repeats 5
     # tiny, fp32, Megatron's attention only
     .venv/bin/python bench/shared_prompts.py --attention unfused
+    # SmolLM2, 8 groups of uneven length: what splitting a group over rows' tails saves
+    .venv/bin/python bench/shared_prompts.py --model smollm2 --prompts 8 --shortest 0.1
 """
 from __future__ import annotations
 
@@ -48,15 +52,18 @@ PROMPT_TOKENS = {"tiny": 28, "smollm2": 32}
 27-29, 31-33."""
 
 
-def groups_like_vs_trl(model: str, vocab: int, seed: int = 0) -> list:
+def groups_like_vs_trl(model: str, vocab: int, seed: int = 0, shortest: float = 0.8,
+                       prompts: int = 0) -> list:
+    """bench/vs_trl.py's prompts per step (or ``prompts``) and group size; responses of
+    ``shortest`` to all of its response budget, random tokens."""
     from nemo_cascade.types import Prompt, PromptGroup
 
-    w, rng = WORK[model], random.Random(seed)
+    w, rng = {**WORK[model], **({"prompts": prompts} if prompts else {})}, random.Random(seed)
     token = lambda: rng.randrange(3, vocab)  # noqa: E731
     groups = []
     for p in range(w["prompts"]):
         prompt = [token() for _ in range(PROMPT_TOKENS[model] + p % 2)]
-        lengths = [rng.randint(int(0.8 * w["max_tokens"]), w["max_tokens"])
+        lengths = [rng.randint(max(1, int(shortest * w["max_tokens"])), w["max_tokens"])
                    for _ in range(w["group"])]
         groups.append(PromptGroup(Prompt(prompt_tokens=prompt, domain="math", label="1"),
                                   [[token() for _ in range(n)] for n in lengths],
@@ -65,8 +72,19 @@ def groups_like_vs_trl(model: str, vocab: int, seed: int = 0) -> list:
     return groups
 
 
+def whole_groups(prompts_S, responses_S, pack_tokens: int, share: bool) -> list[list]:
+    """The rows ``packing.pack_rows_of`` laid out before it split a group that fits no row whole:
+    first-fit decreasing of whole units."""
+    from nemo_cascade.algorithms import packing
+
+    budget = max([pack_tokens, *(len(p) + len(r) for p, r in zip(prompts_S, responses_S))])
+    share_budget = (budget if pack_tokens else sys.maxsize) if share else 0
+    units, lengths = packing.share_prompts(prompts_S, responses_S, share_budget)
+    return [[units[u] for u in row] for row in packing.pack_rows(lengths, max([budget, *lengths]))]
+
+
 def measure(model: str, dtype: str, repeats: int, pack_tokens: int,
-            attention: str = "plan") -> dict:
+            attention: str = "plan", shortest: float = 0.8, prompts: int = 0) -> dict:
     from nemo_cascade import config
     from nemo_cascade.actor import precision
     from nemo_cascade.actor.megatron import MegatronActor
@@ -77,7 +95,7 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int,
         planned = precision.plan
         precision.plan = lambda *a, **k: replace(planned(*a, **k), fused_attention=False)
 
-    w = WORK[model]
+    w = {**WORK[model], **({"prompts": prompts} if prompts else {})}
     with tempfile.TemporaryDirectory(prefix="shared-prompts-") as tmp:
         path = model_dir(model, Path(tmp))
         vocab = json.loads((Path(path) / "config.json").read_text())["vocab_size"]
@@ -86,13 +104,19 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int,
     actor.configure_optimizer(config.Actor(lr=0.0), total_steps=1000)
     cfg = config.GRPO(group_size=w["group"], prompts_per_step=w["prompts"], adv_eps=0.0,
                       pack_tokens=pack_tokens)
-    groups = groups_like_vs_trl(model, vocab)
+    groups = groups_like_vs_trl(model, vocab, shortest=shortest, prompts=prompts)
     layouts = {"unpacked": replace(cfg, sequence_packing=False),
-               "packed": replace(cfg, share_prompts=False), "shared": cfg}
+               "packed": replace(cfg, share_prompts=False), "shared": cfg,
+               "shared,whole": cfg}
     # the shared rows through the block-diagonal mask, as on the GPU local spec
     if actor.plan.fused_attention:
         layouts["shared+mask"] = cfg
-    batches = {name: grpo.make_batch(groups, c, pad_id=0) for name, c in layouts.items()}
+    batches = {}
+    for name, c in layouts.items():
+        split = grpo.pack_rows_of
+        grpo.pack_rows_of = whole_groups if name.endswith(",whole") else split
+        batches[name] = grpo.make_batch(groups, c, pad_id=0)
+        grpo.pack_rows_of = split
     loss_fn = partial(grpo.actor_loss, cfg)
     seconds: dict[str, list[float]] = {name: [] for name in batches}
     last = {}
@@ -116,7 +140,7 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int,
     packing.BLOCK_CELLS_AT_MOST = by_block
     fused = actor.plan.fused_attention
     return {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": model, "dtype": dtype,
-            "pack_tokens": pack_tokens,
+            "pack_tokens": pack_tokens, "shortest": shortest,
             "attention": "torch fused, blocks" if fused else "megatron unfused", "work": w,
             "layouts": {name: {
                 "rows": int(b.tokens_B_T.shape[0]), "T": int(b.tokens_B_T.shape[1]),
@@ -133,12 +157,18 @@ def main() -> int:
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pack-tokens", type=int, default=0,
-                        help="grpo.pack_tokens (0: a whole group per row)")
+                        help="grpo.pack_tokens (0: rows as long as the longest group)")
     parser.add_argument(
         "--attention", default="plan", choices=("plan", "unfused"),
         help="the actor's plan (torch's fused attention on CPU), or Megatron's unfused throughout")
+    parser.add_argument("--shortest", type=float, default=0.8,
+                        help="the shortest response, as a share of the budget (real groups vary "
+                             "more than the default)")
+    parser.add_argument("--prompts", type=int, default=0,
+                        help="prompts per step; 0 = bench/vs_trl.py's")
     args = parser.parse_args()
-    record = measure(args.model, args.dtype, args.repeats, args.pack_tokens, args.attention)
+    record = measure(args.model, args.dtype, args.repeats, args.pack_tokens, args.attention,
+                     args.shortest, args.prompts)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS.open("a") as f:
         f.write(json.dumps(record) + "\n")

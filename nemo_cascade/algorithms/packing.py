@@ -14,7 +14,8 @@ Alignment convention (the one of :mod:`.grpo` and :mod:`.sft`; the actor relies 
     ``R`` response tokens, except a sequence's first token, which has no context and is never
     predicted.
 
-GRPO packs first-fit decreasing (the tightest rows for a batch it lays out at once); SFT packs in
+GRPO packs first-fit decreasing (the tightest rows for a batch it lays out at once; a group of
+samples sharing their prompt may be split over rows' tails, :func:`fill_rows`); SFT packs in
 the order of its examples, each row closed once the next example does not fit — :func:`pack_rows`
 does both. A GRPO group's samples may share one copy of their prompt in a row
 (:func:`share_prompts`): each then continues the prompt's positions and attends to it as well as to
@@ -94,11 +95,59 @@ def pack_rows_of(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Seque
                  share: bool) -> list[list]:
     """GRPO's rows for :func:`pack_sequences`: first-fit decreasing into rows of ``max(pack_tokens,
     longest sequence)`` tokens; with ``share``, of units sharing their prompt
-    (:func:`share_prompts`; ``pack_tokens`` 0: a whole group each, rows as long as the longest)."""
+    (:func:`share_prompts`; ``pack_tokens`` 0: a whole group each, rows as long as the longest),
+    split over rows' tails where that saves a row (:func:`fill_rows`)."""
     budget = max([pack_tokens, *(len(p) + len(r) for p, r in zip(prompts_S, responses_S))])
     share_budget = (budget if pack_tokens else sys.maxsize) if share else 0
     units, lengths = share_prompts(prompts_S, responses_S, share_budget)
-    return [[units[u] for u in row] for row in pack_rows(lengths, max([budget, *lengths]))]
+    return fill_rows(units, [len(p) for p in prompts_S], [len(r) for r in responses_S],
+                     max([budget, *lengths]))
+
+
+def fill_rows(units: Sequence[tuple[int, ...]], prompt_len_S: Sequence[int],
+              response_len_S: Sequence[int], width: int) -> list[list[tuple[int, ...]]]:
+    """Units of sequences sharing a prompt (:func:`share_prompts`) into rows of at most ``width``
+    tokens, first-fit decreasing; a unit that fits no open row whole, but whose samples all fit in
+    the open rows' free tails, is split over them (each part lays the prompt out again) instead of
+    opening a row. A split costs a prompt copy in positions that were padding and saves a row of
+    ``width``: a batch of whole groups of uneven length no longer pads a row per group to the
+    longest. A one-sequence unit is never split, so without shared prompts this is
+    :func:`pack_rows`. Each unit is at most ``width`` tokens."""
+
+    def length(unit) -> int:  # the prompt but its last token once, then each sample's own part
+        return prompt_len_S[unit[0]] - 1 + sum(response_len_S[s] + 1 for s in unit)
+
+    rows: list[list[tuple[int, ...]]] = []
+    free: list[int] = []
+    for unit in sorted(units, key=lambda u: -length(u)):  # a stable sort: ties keep their order
+        row = next((r for r in range(len(rows)) if free[r] >= length(unit)), None)
+        parts = ([(row, tuple(unit))] if row is not None
+                 else _spread(tuple(unit), free, length) if len(unit) > 1 else None)
+        if parts is None:
+            rows.append([])
+            free.append(width)
+            parts = [(len(rows) - 1, tuple(unit))]
+        for r, part in parts:
+            rows[r].append(part)
+            free[r] -= length(part)
+    return rows
+
+
+def _spread(unit: tuple[int, ...], free: Sequence[int], length) -> list | None:
+    """``unit``'s samples over rows with ``free`` tokens, the roomiest first, each taking those that
+    fit (in order): ``[(row, part), ...]``, or None when some sample fits nowhere."""
+    parts, rest = [], unit
+    for r in sorted(range(len(free)), key=lambda r: -free[r]):
+        part: tuple[int, ...] = ()
+        for s in rest:
+            if length((*part, s)) <= free[r]:
+                part = (*part, s)
+        if part:
+            parts.append((r, part))
+            rest = tuple(s for s in rest if s not in part)
+        if not rest:
+            return parts
+    return None
 
 
 def pack_sequences(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Sequence[int]],
@@ -303,7 +352,7 @@ def packed_attention(segment_ids_B_T: Tensor, prefix_ids_B_T: Optional[Tensor] =
     return segment_causal_mask(segment_ids_B_T, prefix_ids_B_T)
 
 
-__all__ = ["pack_rows", "pad_share", "share_prompts", "pack_rows_of", "pack_sequences",
+__all__ = ["pack_rows", "pad_share", "share_prompts", "pack_rows_of", "fill_rows", "pack_sequences",
            "PackedSFTBatch",
            "pack_sft_batch", "segment_causal_mask", "AttentionBlocks", "attention_blocks",
            "packed_attention", "BLOCK_CELLS_AT_MOST"]

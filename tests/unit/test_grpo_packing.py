@@ -31,6 +31,30 @@ def test_pack_rows_first_fit_decreasing():
     assert packing.pad_share(lengths, len(rows), 64) < 0.05
 
 
+def test_a_group_that_fits_no_row_whole_fills_row_tails():
+    """fill_rows: first-fit decreasing of whole groups; a group that fits no open row gives the
+    roomiest row those of its samples that fit there, each part with its own copy of the prompt."""
+    # four groups of 4 samples, 3-token prompts: 2 + Σ(R + 1) tokens each when whole
+    sizes = {"A": (20, 20, 20, 19), "B": (20, 20, 20, 10), "C": (6, 6, 6, 6), "D": (14,) * 4}
+    responses = [[5] * r for g in "ABCD" for r in sizes[g]]
+    prompts = [[i + 1] * 3 for i in range(4) for _ in range(4)]
+    # A 85 (the width), B 76, D 62, C 30. Whole groups only, C would open a fourth row; split,
+    # three of its samples fill D's row and the fourth B's.
+    rows = packing.pack_rows_of(prompts, responses, 0, share=True)
+    assert rows == [[(0, 1, 2, 3)], [(4, 5, 6, 7), (11,)], [(12, 13, 14, 15), (8, 9, 10)]]
+    laid = packing.pack_sequences(prompts, responses, pad_id=0, rows=rows)
+    assert laid["tokens_B_T"].shape == (3, 85) and (laid["segment_ids_B_T"] > 0).all()
+    # C's parts: each its own prompt copy, positions continuing it
+    assert laid["position_ids_B_T"][1, 76:].tolist() == list(range(9))
+    # every group fits some row whole: nothing is split
+    assert packing.pack_rows_of(prompts[:8], responses[:8], 0, share=True) == [
+        [(0, 1, 2, 3)], [(4, 5, 6, 7)]]
+    # without shared prompts a sequence is never split: first-fit decreasing of sequences
+    lengths = [3 + len(r) for r in responses]
+    assert packing.pack_rows_of(prompts, responses, 0, share=False) == [
+        [(s,) for s in row] for row in packing.pack_rows(lengths, max(lengths))]
+
+
 def test_make_batch_packs_sequences_with_their_own_positions_and_advantages():
     groups = [group([11, 12], [[21, 22, 23], [24]], [1.0, 0.0]),   # lengths 5, 3
               group([13], [[25], [26, 27]], [0.0, 1.0])]           # lengths 2, 3
@@ -174,12 +198,19 @@ def test_attention_by_block_is_the_block_diagonal_masks_attention(share):
                  torch.bfloat16, 1, what="bf16 block attention")
 
 
-@pytest.mark.parametrize("aggregation,share,by_block", [("token", True, True),
-                                                        ("sequence", True, False),
-                                                        ("token", False, True),
-                                                        ("token", False, False)])
+GROUPS = {"whole": ((4, (9, 2, 5)), (7, (3, 11, 1)), (2, (6, 6, 4))),
+          # shared, the last group fits no row whole, so it is split over two rows' tails
+          "split": ((4, (9, 2, 2)), (7, (3, 11, 1)), (2, (6, 6, 4)), (2, (1, 1, 1)))}
+"""(prompt tokens, response tokens per sample) of each group of the actor test."""
+
+
+@pytest.mark.parametrize("aggregation,share,by_block,groups", [("token", True, True, "whole"),
+                                                               ("sequence", True, False, "whole"),
+                                                               ("token", False, True, "whole"),
+                                                               ("token", False, False, "whole"),
+                                                               ("token", True, True, "split")])
 def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggregation, share,
-                                                  by_block):
+                                                  by_block, groups):
     from functools import partial
 
     from nemo_cascade.actor.megatron import MegatronActor
@@ -192,14 +223,17 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggrega
     actor.configure_optimizer(config.Actor(lr=0.0), 10)  # measure; leave the weights as they are
     g = torch.Generator().manual_seed(1)
     randint = lambda n: torch.randint(3, 320, (n,), generator=g).tolist()  # noqa: E731
+    shapes = GROUPS[groups]
     groups = [PromptGroup(prompt=Prompt(prompt_tokens=randint(p), domain="math", label="1"),
                           response_tokens_G_T=[randint(r) for r in responses],
                           rollout_logprobs_G_T=[[-1.0] * r for r in responses],
                           finish_reason_G=["stop"] * 3, rewards_G=[1.0, 0.0, 0.5])
-              for p, responses in ((4, (9, 2, 5)), (7, (3, 11, 1)), (2, (6, 6, 4)))]
+              for p, responses in shapes]
     cfg = GRPO(adv_eps=0.0, loss_aggregation=aggregation, share_prompts=share)
     packed = grpo.make_batch(groups, cfg, pad_id=0)
     assert (packed.metrics["shared_prompt_saving"] > 0.1) == share
+    split = len(shapes) == 4 and (packed.sequence_B_T >= 9).any(dim=1).sum() == 2
+    assert split == (shapes is GROUPS["split"])
     plain = grpo.make_batch(groups, GRPO(**{**cfg.__dict__, "sequence_packing": False}), pad_id=0)
     assert packed.tokens_B_T.shape[0] < plain.tokens_B_T.shape[0], \
         "the test must put several sequences in a row"
@@ -224,9 +258,9 @@ def test_actor_computes_the_same_from_packed_rows(tmp_path, monkeypatch, aggrega
     # log-prob gap are not
     assert_step_close(a, b, net, plain.tokens_B_T.numel())
     # microbatches of 2 packed rows are cut to their longest row: the later ones run fewer columns
-    # than the batch
-    assert a.metrics["computed_tokens"] < packed.tokens_B_T.numel()
-    # and unpacked rows after their last trained token: 104 of the batch's 9 × 18 columns here
+    # than the batch (where the split leaves no row short, none is cut)
+    assert (a.metrics["computed_tokens"] < packed.tokens_B_T.numel()) == (not split)
+    # and unpacked rows after their last trained token
     assert b.metrics["computed_tokens"] < plain.tokens_B_T.numel()
     # the layout is what makes it equal: packed rows without it let sequences see each other
     leaky = {k: v for k, v in packed.tensors().items()
