@@ -24,8 +24,11 @@ same loss); appends one record to ``bench/results/shared_prompts.jsonl``.
     .venv/bin/python bench/shared_prompts.py --model smollm2 --dtype bfloat16 --repeats 5
     # tiny, fp32, Megatron's attention only
     .venv/bin/python bench/shared_prompts.py --attention unfused
-    # SmolLM2, 8 groups of uneven length: what splitting a group over rows' tails saves
+    # SmolLM2, 8 groups of uneven length: what splitting a group over rows' tails saves, and in
+    # how many of 50 such batches it saves positions at all
     .venv/bin/python bench/shared_prompts.py --model smollm2 --prompts 8 --shortest 0.1
+    .venv/bin/python bench/shared_prompts.py --model smollm2 --prompts 8 --shortest 0.1 \
+        --count-seeds 50
 """
 from __future__ import annotations
 
@@ -81,6 +84,24 @@ def whole_groups(prompts_S, responses_S, pack_tokens: int, share: bool) -> list[
     share_budget = (budget if pack_tokens else sys.maxsize) if share else 0
     units, lengths = packing.share_prompts(prompts_S, responses_S, share_budget)
     return [[units[u] for u in row] for row in packing.pack_rows(lengths, max([budget, *lengths]))]
+
+
+def rows_saved(model: str, seeds: int, shortest: float, prompts: int) -> list[tuple[int, int]]:
+    """Per seed of the batch (no actor, no timing): the positions (rows × T) of the shared layout
+    with whole groups and with groups split over rows' tails."""
+    from nemo_cascade import config
+    from nemo_cascade.algorithms import grpo
+
+    cfg = config.GRPO(group_size=WORK[model]["group"], adv_eps=0.0)
+    out = []
+    for seed in range(seeds):
+        groups = groups_like_vs_trl(model, 1000, seed, shortest, prompts)
+        split = grpo.pack_rows_of
+        grpo.pack_rows_of = whole_groups
+        whole = grpo.make_batch(groups, cfg, pad_id=0).tokens_B_T.numel()
+        grpo.pack_rows_of = split
+        out.append((whole, grpo.make_batch(groups, cfg, pad_id=0).tokens_B_T.numel()))
+    return out
 
 
 def measure(model: str, dtype: str, repeats: int, pack_tokens: int,
@@ -166,7 +187,18 @@ def main() -> int:
                              "more than the default)")
     parser.add_argument("--prompts", type=int, default=0,
                         help="prompts per step; 0 = bench/vs_trl.py's")
+    parser.add_argument("--count-seeds", type=int, default=0,
+                        help="only count, over this many seeds of the batch, the positions with "
+                             "whole groups and split (no timing, no record)")
     args = parser.parse_args()
+    if args.count_seeds:
+        counts = rows_saved(args.model, args.count_seeds, args.shortest, args.prompts)
+        saved = [split / whole for whole, split in counts if split < whole]
+        mean = statistics.mean(split / whole for whole, split in counts)
+        print(f"{len(saved)} of {len(counts)} batches laid out in fewer positions split"
+              + (f" ({min(saved):.2f}-{max(saved):.2f} of whole groups')" if saved else "")
+              + f"; all {len(counts)}: {mean:.3f} of whole groups' positions on average")
+        return 0
     record = measure(args.model, args.dtype, args.repeats, args.pack_tokens, args.attention,
                      args.shortest, args.prompts)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
