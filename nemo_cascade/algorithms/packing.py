@@ -96,7 +96,7 @@ def pack_rows_of(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Seque
     """GRPO's rows for :func:`pack_sequences`: first-fit decreasing into rows of ``max(pack_tokens,
     longest sequence)`` tokens; with ``share``, of units sharing their prompt
     (:func:`share_prompts`; ``pack_tokens`` 0: a whole group each, rows as long as the longest),
-    split over rows' tails where that saves a row (:func:`fill_rows`)."""
+    split over rows' tails where it would otherwise open a row (:func:`fill_rows`)."""
     budget = max([pack_tokens, *(len(p) + len(r) for p, r in zip(prompts_S, responses_S))])
     share_budget = (budget if pack_tokens else sys.maxsize) if share else 0
     units, lengths = share_prompts(prompts_S, responses_S, share_budget)
@@ -109,10 +109,10 @@ def fill_rows(units: Sequence[tuple[int, ...]], prompt_len_S: Sequence[int],
     """Units of sequences sharing a prompt (:func:`share_prompts`) into rows of at most ``width``
     tokens, first-fit decreasing; a unit that fits no open row whole, but whose samples all fit in
     the open rows' free tails, is split over them (each part lays the prompt out again) instead of
-    opening a row. A split costs a prompt copy in positions that were padding and saves a row of
-    ``width``: a batch of whole groups of uneven length no longer pads a row per group to the
-    longest. A one-sequence unit is never split, so without shared prompts this is
-    :func:`pack_rows`. Each unit is at most ``width`` tokens."""
+    opening a row. A split costs a prompt copy in positions that were padding, where a new row
+    would cost ``width`` positions: a batch of whole groups of uneven length no longer pads about a
+    row per group to the longest. A one-sequence unit is never split, so without shared prompts this
+    is :func:`pack_rows`. Each unit is at most ``width`` tokens."""
 
     def length(unit) -> int:  # the prompt but its last token once, then each sample's own part
         return prompt_len_S[unit[0]] - 1 + sum(response_len_S[s] + 1 for s in unit)
