@@ -33,6 +33,7 @@ same loss); appends one record to ``bench/results/shared_prompts.jsonl``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import statistics
@@ -55,13 +56,18 @@ PROMPT_TOKENS = {"tiny": 28, "smollm2": 32}
 27-29, 31-33."""
 
 
+def work(model: str, prompts: int = 0) -> dict:
+    """bench/vs_trl.py's step for ``model``, with ``prompts`` per step where given."""
+    return {**WORK[model], **({"prompts": prompts} if prompts else {})}
+
+
 def groups_like_vs_trl(model: str, vocab: int, seed: int = 0, shortest: float = 0.8,
                        prompts: int = 0) -> list:
-    """bench/vs_trl.py's prompts per step (or ``prompts``) and group size; responses of
-    ``shortest`` to all of its response budget, random tokens."""
+    """:func:`work`'s prompts per step and group size; responses of ``shortest`` to all of its
+    response budget, random tokens."""
     from nemo_cascade.types import Prompt, PromptGroup
 
-    w, rng = {**WORK[model], **({"prompts": prompts} if prompts else {})}, random.Random(seed)
+    w, rng = work(model, prompts), random.Random(seed)
     token = lambda: rng.randrange(3, vocab)  # noqa: E731
     groups = []
     for p in range(w["prompts"]):
@@ -73,6 +79,19 @@ def groups_like_vs_trl(model: str, vocab: int, seed: int = 0, shortest: float = 
                                   [[-1.0] * n for n in lengths], ["stop"] * w["group"],
                                   rewards_G=[float(i % 2) for i in range(w["group"])]))
     return groups
+
+
+@contextlib.contextmanager
+def whole_groups_layout():
+    """``grpo.make_batch`` laying out whole groups (:func:`whole_groups`) while inside."""
+    from nemo_cascade.algorithms import grpo
+
+    split = grpo.pack_rows_of
+    grpo.pack_rows_of = whole_groups
+    try:
+        yield
+    finally:
+        grpo.pack_rows_of = split
 
 
 def whole_groups(prompts_S, responses_S, pack_tokens: int, share: bool) -> list[list]:
@@ -96,10 +115,8 @@ def rows_saved(model: str, seeds: int, shortest: float, prompts: int) -> list[tu
     out = []
     for seed in range(seeds):
         groups = groups_like_vs_trl(model, 1000, seed, shortest, prompts)
-        split = grpo.pack_rows_of
-        grpo.pack_rows_of = whole_groups
-        whole = grpo.make_batch(groups, cfg, pad_id=0).tokens_B_T.numel()
-        grpo.pack_rows_of = split
+        with whole_groups_layout():
+            whole = grpo.make_batch(groups, cfg, pad_id=0).tokens_B_T.numel()
         out.append((whole, grpo.make_batch(groups, cfg, pad_id=0).tokens_B_T.numel()))
     return out
 
@@ -116,7 +133,7 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int,
         planned = precision.plan
         precision.plan = lambda *a, **k: replace(planned(*a, **k), fused_attention=False)
 
-    w = {**WORK[model], **({"prompts": prompts} if prompts else {})}
+    w = work(model, prompts)
     with tempfile.TemporaryDirectory(prefix="shared-prompts-") as tmp:
         path = model_dir(model, Path(tmp))
         vocab = json.loads((Path(path) / "config.json").read_text())["vocab_size"]
@@ -127,17 +144,13 @@ def measure(model: str, dtype: str, repeats: int, pack_tokens: int,
                       pack_tokens=pack_tokens)
     groups = groups_like_vs_trl(model, vocab, shortest=shortest, prompts=prompts)
     layouts = {"unpacked": replace(cfg, sequence_packing=False),
-               "packed": replace(cfg, share_prompts=False), "shared": cfg,
-               "shared,whole": cfg}
+               "packed": replace(cfg, share_prompts=False), "shared": cfg}
     # the shared rows through the block-diagonal mask, as on the GPU local spec
     if actor.plan.fused_attention:
         layouts["shared+mask"] = cfg
-    batches = {}
-    for name, c in layouts.items():
-        split = grpo.pack_rows_of
-        grpo.pack_rows_of = whole_groups if name.endswith(",whole") else split
-        batches[name] = grpo.make_batch(groups, c, pad_id=0)
-        grpo.pack_rows_of = split
+    batches = {name: grpo.make_batch(groups, c, pad_id=0) for name, c in layouts.items()}
+    with whole_groups_layout():  # the shared rows as laid out before groups were split
+        batches["shared,whole"] = grpo.make_batch(groups, cfg, pad_id=0)
     loss_fn = partial(grpo.actor_loss, cfg)
     seconds: dict[str, list[float]] = {name: [] for name in batches}
     last = {}

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -36,27 +36,24 @@ def pack_rows(lengths_S: Sequence[int], budget: int, in_order: bool = False) -> 
     """Sequence indices grouped into rows of at most ``budget`` tokens; a sequence longer than
     ``budget`` gets a row of its own.
 
-    Default, first-fit decreasing: longest first, each into the first row with room (ties keep their
-    order, so a batch packs the same way every time). FFD leaves little of a row empty when the
-    sequences are short against the budget; with ``budget`` = the longest sequence, no row is longer
-    than an unpadded batch's, so a microbatch costs no more memory than without packing.
+    Default, first-fit decreasing (:func:`fill_rows`, a unit a sequence): longest first, each into
+    the first row with room. FFD leaves little of a row empty when the sequences are short against
+    the budget; with ``budget`` = the longest sequence, no row is longer than an unpadded batch's,
+    so a microbatch costs no more memory than without packing.
     ``in_order``: the sequences in their order, each into the last row if it has room, else into a
     new row (next fit: rows hold consecutive sequences).
     """
-    order = range(len(lengths_S)) if in_order else sorted(range(len(lengths_S)),
-                                                          key=lambda i: -lengths_S[i])
+    if not in_order:
+        return [[s for (s,) in row] for row in fill_rows(
+            [(s,) for s in range(len(lengths_S))], lambda unit: lengths_S[unit[0]], budget)]
     rows: list[list[int]] = []
     free: list[int] = []
-    for s in order:
-        n = lengths_S[s]
-        candidates = range(max(len(rows) - 1, 0), len(rows)) if in_order else range(len(rows))
-        row = next((r for r in candidates if free[r] >= n), None)
-        if row is None:
+    for s, n in enumerate(lengths_S):
+        if not rows or free[-1] < n:
             rows.append([])
             free.append(budget)
-            row = len(rows) - 1
-        rows[row].append(s)
-        free[row] -= n
+        rows[-1].append(s)
+        free[-1] -= n
     return rows
 
 
@@ -100,33 +97,34 @@ def pack_rows_of(prompts_S: Sequence[Sequence[int]], responses_S: Sequence[Seque
     budget = max([pack_tokens, *(len(p) + len(r) for p, r in zip(prompts_S, responses_S))])
     share_budget = (budget if pack_tokens else sys.maxsize) if share else 0
     units, lengths = share_prompts(prompts_S, responses_S, share_budget)
-    return fill_rows(units, [len(p) for p in prompts_S], [len(r) for r in responses_S],
-                     max([budget, *lengths]))
-
-
-def fill_rows(units: Sequence[tuple[int, ...]], prompt_len_S: Sequence[int],
-              response_len_S: Sequence[int], width: int) -> list[list[tuple[int, ...]]]:
-    """Units of sequences sharing a prompt (:func:`share_prompts`) into rows of at most ``width``
-    tokens, first-fit decreasing; a unit that fits no open row whole, but whose samples all fit in
-    the open rows' free tails, is split over them (each part lays the prompt out again) instead of
-    opening a row. A split costs a prompt copy in positions that were padding, where a new row
-    would cost ``width`` positions: a batch of whole groups of uneven length no longer pads about a
-    row per group to the longest. A one-sequence unit is never split, so without shared prompts this
-    is :func:`pack_rows`. Each unit is at most ``width`` tokens."""
 
     def length(unit) -> int:  # the prompt but its last token once, then each sample's own part
-        return prompt_len_S[unit[0]] - 1 + sum(response_len_S[s] + 1 for s in unit)
+        return len(prompts_S[unit[0]]) - 1 + sum(len(responses_S[s]) + 1 for s in unit)
 
+    return fill_rows(units, length, max([budget, *lengths]))
+
+
+def fill_rows(units: Sequence[tuple[int, ...]], length: Callable[[tuple[int, ...]], int],
+              width: int) -> list[list[tuple[int, ...]]]:
+    """Units into rows of ``width`` tokens, first-fit decreasing by ``length(unit)``: longest
+    first, each into the first row with room (ties keep their order, so a batch packs the same way
+    every time); a unit longer than ``width`` gets a row of its own. A unit of several samples
+    sharing a prompt (:func:`share_prompts`) that fits no open row whole, but whose samples all fit
+    in the open rows' free tails, is split over them (each part lays the prompt out again) instead
+    of opening a row: a prompt copy in positions that were padding, where a new row would cost
+    ``width`` positions, so a batch of whole groups of uneven length no longer pads about a row per
+    group to the longest. A one-sequence unit is never split."""
     rows: list[list[tuple[int, ...]]] = []
     free: list[int] = []
-    for unit in sorted(units, key=lambda u: -length(u)):  # a stable sort: ties keep their order
-        row = next((r for r in range(len(rows)) if free[r] >= length(unit)), None)
-        parts = ([(row, tuple(unit))] if row is not None
-                 else _spread(tuple(unit), free, length) if len(unit) > 1 else None)
+    for unit in sorted(units, key=lambda u: -length(u)):
+        need = length(unit)
+        row = next((r for r, room in enumerate(free) if room >= need), None)
+        parts = ([(row, unit)] if row is not None
+                 else _spread(unit, free, length) if len(unit) > 1 else None)
         if parts is None:
             rows.append([])
             free.append(width)
-            parts = [(len(rows) - 1, tuple(unit))]
+            parts = [(len(rows) - 1, unit)]
         for r, part in parts:
             rows[r].append(part)
             free[r] -= length(part)
